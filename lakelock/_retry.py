@@ -1,0 +1,67 @@
+"""Retry budgets, built on tenacity: bounded by attempts *and* total time, with jitter.
+
+Every retry loop in lakelock takes a :class:`RetryPolicy`, so callers can tune it and tests can
+inject ``sleep`` (no real waiting) and ``clock``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import tenacity
+
+__all__ = ["RetryPolicy"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long to keep trying.
+
+    ``max_attempts`` counts the first try; ``max_elapsed`` caps the total seconds (measured
+    with ``clock``); the wait before attempt *n* is random in ``[0, min(max_backoff,
+    initial_backoff * 2**n)]`` ("full jitter"), so contending writers spread out.
+    """
+
+    max_attempts: int = 10
+    max_elapsed: float = 60.0
+    initial_backoff: float = 0.02
+    max_backoff: float = 2.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.max_elapsed <= 0:
+            raise ValueError(f"max_elapsed must be > 0, got {self.max_elapsed}")
+        if self.initial_backoff < 0 or self.max_backoff < self.initial_backoff:
+            raise ValueError("need 0 <= initial_backoff <= max_backoff")
+
+    def retrying(
+        self, retry_on: type[BaseException] | tuple[type[BaseException], ...]
+    ) -> tenacity.Retrying:
+        """A tenacity ``Retrying`` that retries ``retry_on`` exceptions within this budget and
+        re-raises the last one when the budget is spent."""
+        return tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_attempts) | _OutOfTime(self),
+            wait=tenacity.wait_random_exponential(
+                multiplier=self.initial_backoff, max=self.max_backoff
+            ),
+            retry=tenacity.retry_if_exception_type(retry_on),
+            sleep=self.sleep,
+            reraise=True,
+        )
+
+
+class _OutOfTime(tenacity.stop.stop_base):
+    """tenacity's ``stop_after_delay`` reads ``time.monotonic`` itself; this reads the
+    policy's injectable clock."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._policy = policy
+        self._started = policy.clock()
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self._policy.clock() - self._started >= self._policy.max_elapsed

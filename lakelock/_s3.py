@@ -1,0 +1,731 @@
+"""The S3 adapter: every request lakelock makes goes through :class:`ObjectStore`.
+
+Writes state their precondition explicitly (obstore's ``PutMode``) and return the new ETag:
+
+============  =======================  ==============================================
+mode          header                   outcome when the precondition does not hold
+============  =======================  ==============================================
+``"create"``  ``If-None-Match: *``     :class:`AlreadyExistsError` (412)
+``IfMatch``   ``If-Match: <etag>``     :class:`PreconditionFailedError` (412),
+                                       :class:`NotFoundError` (404: key missing)
+``"overwrite"``  none                  (unconditional; lakelock itself never uses it on
+                                       protected prefixes)
+============  =======================  ==============================================
+
+Every response is classified on its S3 error code first and its HTTP status second
+(CompleteMultipartUpload and UploadPartCopy can fail inside a 200, which botocore turns into an
+error with the real code): 409 ConditionalRequestConflict → :class:`ConflictError`, 503 SlowDown
+→ :class:`ThrottledError`, timeouts, resets and 5xx that outlived the SDK's retries →
+:class:`OutcomeUnknownError`. Conflicts and throttling are retried here (nothing was applied);
+every other outcome goes to the caller.
+
+**Lost acknowledgements.** boto3 retries 5xx and broken connections, so a conditional write can
+be applied, lose its response, and be retried into a 412 against itself. Each write therefore
+carries a write id in object metadata (``x-amz-meta-lakelock-write-id``). When a 412 follows
+an SDK retry, or the outcome is unknown, the adapter reads the object back: our write id means
+our write landed and the call succeeds (``PutResult.resolved``); anything else is reported as
+it is. For a compare-and-swap the read-back cannot prove a negative (our write may have landed
+and been overwritten since), so that case is :class:`OutcomeUnknownError` and the caller
+(the registry) resolves it from its own document.
+
+Large bodies go by multipart upload with the precondition on CompleteMultipartUpload; the
+upload is aborted on every failure path (parts are billed until then). A 409 on completion
+restarts the whole upload. Server-side copies are ``UploadPartCopy`` + conditional completion,
+which is create-only on every S3 (``CopyObject`` honours ``If-None-Match`` only on AWS since
+late 2025).
+
+Requests are counted per operation in :class:`S3Stats` (retries included: it counts what was
+sent over the wire).
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import IO, Any, Literal, TypeVar
+from weakref import WeakKeyDictionary
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lakelock._retry import RetryPolicy
+from lakelock.errors import (
+    AccessDeniedError,
+    AlreadyExistsError,
+    ConflictError,
+    NotFoundError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
+    StorageError,
+    ThrottledError,
+    UnsupportedError,
+)
+
+__all__ = [
+    "WRITE_ID_KEY",
+    "IfMatch",
+    "ListedObject",
+    "ObjectData",
+    "ObjectHead",
+    "ObjectStore",
+    "PutMode",
+    "PutResult",
+    "S3Stats",
+    "new_write_id",
+]
+
+_T = TypeVar("_T")
+
+#: Object metadata key carrying the write id (sent as ``x-amz-meta-lakelock-write-id``).
+WRITE_ID_KEY = "lakelock-write-id"
+MIB = 1024 * 1024
+#: S3's smallest multipart part (except the last).
+MIN_PART_SIZE = 5 * MIB
+
+
+@dataclass(frozen=True)
+class IfMatch:
+    """Compare-and-swap precondition: replace the object only if its ETag is still ``etag``."""
+
+    etag: str
+
+
+PutMode = Literal["create", "overwrite"] | IfMatch
+
+
+def new_write_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class PutResult:
+    """A write that landed. ``resolved`` is true when a lost acknowledgement was resolved by
+    reading the object back; ``attempts`` counts whole-request retries (409/503) here."""
+
+    key: str
+    etag: str
+    write_id: str
+    size: int
+    version_id: str | None = None
+    resolved: bool = False
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class ObjectHead:
+    key: str
+    etag: str
+    size: int
+    metadata: Mapping[str, str]
+    last_modified: datetime
+    #: The server's ``Date`` header: the shared clock for lease expiry decisions.
+    server_time: datetime | None = None
+
+    @property
+    def write_id(self) -> str | None:
+        return self.metadata.get(WRITE_ID_KEY)
+
+
+@dataclass(frozen=True)
+class ObjectData(ObjectHead):
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    key: str
+    etag: str
+    size: int
+    last_modified: datetime
+
+
+class S3Stats:
+    """HTTP requests sent, per S3 operation (SDK retries included). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def record(self, operation: str) -> None:
+        with self._lock:
+            self._counts[operation] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+_client_stats: WeakKeyDictionary[Any, S3Stats] = WeakKeyDictionary()
+_client_stats_lock = threading.Lock()
+
+
+def stats_for(client: Any) -> S3Stats:
+    """The one :class:`S3Stats` counting requests of ``client`` (hooked in on first use)."""
+    with _client_stats_lock:
+        stats = _client_stats.get(client)
+        if stats is None:
+            stats = S3Stats()
+
+            def count(event_name: str, **_: Any) -> None:
+                stats.record(event_name.rsplit(".", 1)[-1])
+
+            client.meta.events.register("before-send.s3", count)
+            _client_stats[client] = stats
+        return stats
+
+
+@dataclass
+class _Call:
+    """What a failed request was, for classification."""
+
+    operation: str
+    key: str | None
+    mode: PutMode | None = None
+
+
+class ObjectStore:
+    """One bucket (and key prefix) through one boto3 client.
+
+    Keys given to methods are relative to ``prefix``. ``multipart_threshold`` is the body size
+    from which writes go by multipart upload, in parts of ``part_size`` bytes.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        bucket: str,
+        *,
+        prefix: str = "",
+        multipart_threshold: int = 64 * MIB,
+        part_size: int = 16 * MIB,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if part_size < 1:
+            raise ValueError("part_size must be positive")
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix
+        self.multipart_threshold = multipart_threshold
+        self.part_size = part_size
+        self.retry = retry or RetryPolicy()
+        self.stats = stats_for(client)
+
+    def full_key(self, key: str) -> str:
+        return self.prefix + key
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def put(
+        self,
+        key: str,
+        body: bytes | IO[bytes],
+        *,
+        mode: PutMode = "create",
+        metadata: Mapping[str, str] | None = None,
+        write_id: str | None = None,
+        content_type: str = "application/octet-stream",
+        progress: Callable[[int], None] | None = None,
+    ) -> PutResult:
+        """Write ``body`` at ``key`` under the precondition ``mode``.
+
+        Raises :class:`AlreadyExistsError` (create: another writer's object is there),
+        :class:`PreconditionFailedError` / :class:`NotFoundError` (If-Match),
+        :class:`OutcomeUnknownError` (not resolvable by reading back), and the rest of the
+        :class:`StorageError` family. ``progress`` is called with byte counts as parts go.
+        """
+        write_id = write_id or new_write_id()
+        meta = {**(metadata or {}), WRITE_ID_KEY: write_id}
+        size = _size_of(body)
+        attempts = 0
+
+        def once() -> PutResult:
+            nonlocal attempts
+            attempts += 1
+            if size >= self.multipart_threshold and size > 0:
+                return self._put_multipart(
+                    key, body, size, mode, meta, write_id, content_type, progress
+                )
+            return self._put_single(key, body, size, mode, meta, write_id, content_type, progress)
+
+        result = self._retry_transient(once)
+        return _with_attempts(result, attempts)
+
+    def _put_single(
+        self,
+        key: str,
+        body: bytes | IO[bytes],
+        size: int,
+        mode: PutMode,
+        meta: dict[str, str],
+        write_id: str,
+        content_type: str,
+        progress: Callable[[int], None] | None,
+    ) -> PutResult:
+        data = body if isinstance(body, bytes) else _read_all(body)
+        kwargs: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": self.full_key(key),
+            "Body": data,
+            "Metadata": meta,
+            "ContentType": content_type,
+            **_condition(mode),
+        }
+        call = _Call("PutObject", key, mode)
+        try:
+            response = self.client.put_object(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            return self._resolve(error, call, write_id, size)
+        if progress is not None:
+            progress(size)
+        return PutResult(key, response["ETag"], write_id, size, response.get("VersionId"))
+
+    def _put_multipart(
+        self,
+        key: str,
+        body: bytes | IO[bytes],
+        size: int,
+        mode: PutMode,
+        meta: dict[str, str],
+        write_id: str,
+        content_type: str,
+        progress: Callable[[int], None] | None,
+    ) -> PutResult:
+        full_key = self.full_key(key)
+        part_size = max(self.part_size, MIN_PART_SIZE, -(-size // 10_000))
+        upload_id = self._call(
+            "CreateMultipartUpload",
+            key,
+            lambda: self.client.create_multipart_upload(
+                Bucket=self.bucket, Key=full_key, Metadata=meta, ContentType=content_type
+            ),
+        )["UploadId"]
+
+        def parts() -> list[dict[str, Any]]:
+            done: list[dict[str, Any]] = []
+            for number, chunk in enumerate(_chunks(body, part_size), start=1):
+                response = self._call(
+                    "UploadPart",
+                    key,
+                    lambda c=chunk, n=number: self.client.upload_part(
+                        Bucket=self.bucket, Key=full_key, UploadId=upload_id, PartNumber=n, Body=c
+                    ),
+                )
+                done.append({"PartNumber": number, "ETag": response["ETag"]})
+                if progress is not None:
+                    progress(len(chunk))
+            return done
+
+        return self._complete(key, upload_id, parts, mode, write_id, size)
+
+    def copy(
+        self,
+        source_key: str,
+        key: str,
+        *,
+        mode: PutMode = "create",
+        metadata: Mapping[str, str] | None = None,
+        write_id: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> PutResult:
+        """Server-side copy of ``source_key`` to ``key``, create-only by default:
+        ``UploadPartCopy`` in ranges plus a conditional completion, which every S3 honours.
+        The copy gets ``metadata`` and its own write id, not the source's metadata."""
+        write_id = write_id or new_write_id()
+        meta = {**(metadata or {}), WRITE_ID_KEY: write_id}
+        source = self.head(source_key)
+        full_key = self.full_key(key)
+        copy_source = {"Bucket": self.bucket, "Key": self.full_key(source_key)}
+        part_size = max(self.part_size, MIN_PART_SIZE, -(-source.size // 10_000))
+        attempts = 0
+
+        def once() -> PutResult:
+            nonlocal attempts
+            attempts += 1
+            upload_id = self._call(
+                "CreateMultipartUpload",
+                key,
+                lambda: self.client.create_multipart_upload(
+                    Bucket=self.bucket, Key=full_key, Metadata=meta
+                ),
+            )["UploadId"]
+
+            def parts() -> list[dict[str, Any]]:
+                done: list[dict[str, Any]] = []
+                ranges = (
+                    [(0, source.size - 1)]
+                    if source.size == 0
+                    else [
+                        (start, min(start + part_size, source.size) - 1)
+                        for start in range(0, source.size, part_size)
+                    ]
+                )
+                for number, (first, last) in enumerate(ranges, start=1):
+                    kwargs: dict[str, Any] = {
+                        "Bucket": self.bucket,
+                        "Key": full_key,
+                        "UploadId": upload_id,
+                        "PartNumber": number,
+                        "CopySource": copy_source,
+                        "CopySourceIfMatch": source.etag,
+                    }
+                    if source.size > 0:
+                        kwargs["CopySourceRange"] = f"bytes={first}-{last}"
+                    response = self._call(
+                        "UploadPartCopy", key, lambda k=kwargs: self.client.upload_part_copy(**k)
+                    )
+                    done.append({"PartNumber": number, "ETag": response["CopyPartResult"]["ETag"]})
+                    if progress is not None:
+                        progress(max(0, last - first + 1))
+                return done
+
+            return self._complete(key, upload_id, parts, mode, write_id, source.size)
+
+        return _with_attempts(self._retry_transient(once), attempts)
+
+    def _complete(
+        self,
+        key: str,
+        upload_id: str,
+        parts: Callable[[], list[dict[str, Any]]],
+        mode: PutMode,
+        write_id: str,
+        size: int,
+    ) -> PutResult:
+        """Upload the parts and complete under ``mode``; abort on every failure path."""
+        call = _Call("CompleteMultipartUpload", key, mode)
+        try:
+            uploaded = parts()
+            response = self.client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=self.full_key(key),
+                UploadId=upload_id,
+                MultipartUpload={"Parts": uploaded},
+                **_condition(mode),
+            )
+        except (ClientError, BotoCoreError, StorageError) as error:
+            self._abort(key, upload_id)
+            if isinstance(error, StorageError):
+                raise
+            return self._resolve(error, call, write_id, size)
+        except BaseException:
+            self._abort(key, upload_id)
+            raise
+        return PutResult(key, response["ETag"], write_id, size, response.get("VersionId"))
+
+    def _abort(self, key: str, upload_id: str) -> None:
+        """Best effort: a failed abort leaves parts for the bucket's lifecycle rule."""
+        try:
+            self.client.abort_multipart_upload(
+                Bucket=self.bucket, Key=self.full_key(key), UploadId=upload_id
+            )
+        except (ClientError, BotoCoreError):
+            pass
+
+    def _resolve(
+        self, error: ClientError | BotoCoreError, call: _Call, write_id: str, size: int
+    ) -> PutResult:
+        """Turn a failed conditional write into its true outcome (see the module docstring)."""
+        failure = classify(error, bucket=self.bucket, call=call, prefix=self.prefix)
+        retried = isinstance(error, ClientError) and _retry_attempts(error) > 0
+        ambiguous = isinstance(failure, OutcomeUnknownError) or (
+            retried and isinstance(failure, PreconditionFailedError | NotFoundError)
+        )
+        if not ambiguous:
+            raise failure from error
+        assert call.key is not None
+        try:
+            current = self.head(call.key)
+        except NotFoundError:
+            current = None
+        except StorageError as read_error:
+            raise OutcomeUnknownError(
+                f"{call.operation} {call.key!r}: outcome unknown and the read-back failed",
+                bucket=self.bucket,
+                key=call.key,
+                operation=call.operation,
+            ) from read_error
+        if current is not None and current.write_id == write_id:
+            return PutResult(call.key, current.etag, write_id, size, resolved=True)
+        if call.mode == "create" and current is not None:
+            raise AlreadyExistsError(
+                f"{call.key!r} already exists (written by another writer)",
+                bucket=self.bucket,
+                key=call.key,
+                operation=call.operation,
+                status=412,
+                code="PreconditionFailed",
+                actual_etag=current.etag,
+            ) from error
+        if isinstance(failure, OutcomeUnknownError):
+            raise failure from error
+        raise OutcomeUnknownError(
+            f"{call.operation} {call.key!r}: retried into a 412 and the object is not ours; "
+            "our write may have landed and been replaced since",
+            bucket=self.bucket,
+            key=call.key,
+            operation=call.operation,
+            status=failure.status,
+            code=failure.code,
+            expected_etag=failure.expected_etag,
+            actual_etag=current.etag if current is not None else None,
+        ) from error
+
+    def delete(self, key: str, *, if_match: str | None = None) -> None:
+        """Delete ``key``; with ``if_match`` only if its ETag is still that (412 otherwise).
+        Deleting a missing key is not an error unconditionally (S3 answers 204), but is a
+        :class:`NotFoundError` with ``if_match``."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.full_key(key)}
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        mode: PutMode = IfMatch(if_match) if if_match is not None else "overwrite"
+        self._retry_transient(
+            lambda: self._call(
+                "DeleteObject", key, lambda: self.client.delete_object(**kwargs), mode
+            )
+        )
+
+    def delete_many(
+        self, items: Sequence[tuple[str, str | None]]
+    ) -> dict[str, StorageError | None]:
+        """``DeleteObjects`` in batches of 1000; each item is ``(key, etag or None)``. Returns
+        per key ``None`` (deleted) or the error S3 reported for that key."""
+        results: dict[str, StorageError | None] = {}
+        for start in range(0, len(items), 1000):
+            batch = items[start : start + 1000]
+            objects = []
+            for key, etag in batch:
+                entry: dict[str, str] = {"Key": self.full_key(key)}
+                if etag is not None:
+                    entry["ETag"] = etag
+                objects.append(entry)
+            response = self._retry_transient(
+                lambda o=objects: self._call(
+                    "DeleteObjects",
+                    None,
+                    lambda: self.client.delete_objects(
+                        Bucket=self.bucket, Delete={"Objects": o, "Quiet": False}
+                    ),
+                )
+            )
+            for deleted in response.get("Deleted", []):
+                results[self._relative(deleted["Key"])] = None
+            for failed in response.get("Errors", []):
+                key = self._relative(failed["Key"])
+                code = failed.get("Code", "")
+                error_type = {
+                    "PreconditionFailed": PreconditionFailedError,
+                    "NoSuchKey": NotFoundError,
+                    "AccessDenied": AccessDeniedError,
+                }.get(code, StorageError)
+                results[key] = error_type(
+                    f"DeleteObjects {key!r}: {code} {failed.get('Message', '')}".strip(),
+                    bucket=self.bucket,
+                    key=key,
+                    operation="DeleteObjects",
+                    code=code,
+                )
+        return results
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, key: str) -> ObjectData:
+        response = self._retry_transient(
+            lambda: self._call(
+                "GetObject",
+                key,
+                lambda: self.client.get_object(Bucket=self.bucket, Key=self.full_key(key)),
+            )
+        )
+        try:
+            body = response["Body"].read()
+        except BotoCoreError as error:
+            raise classify(
+                error, bucket=self.bucket, call=_Call("GetObject", key), prefix=self.prefix
+            ) from error
+        return ObjectData(**_head_fields(key, response), body=body)
+
+    def head(self, key: str) -> ObjectHead:
+        response = self._retry_transient(
+            lambda: self._call(
+                "HeadObject",
+                key,
+                lambda: self.client.head_object(Bucket=self.bucket, Key=self.full_key(key)),
+            )
+        )
+        return ObjectHead(**_head_fields(key, response))
+
+    def list(self, prefix: str = "") -> Iterator[ListedObject]:
+        """Every object under ``prefix`` (relative to the store's prefix), in key order."""
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.full_key(prefix)}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self._retry_transient(
+                lambda k=kwargs: self._call(
+                    "ListObjectsV2", prefix, lambda: self.client.list_objects_v2(**k)
+                )
+            )
+            for item in page.get("Contents", []):
+                yield ListedObject(
+                    self._relative(item["Key"]), item["ETag"], item["Size"], item["LastModified"]
+                )
+            if not page.get("IsTruncated"):
+                return
+            token = page["NextContinuationToken"]
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _relative(self, full_key: str) -> str:
+        return full_key[len(self.prefix) :] if full_key.startswith(self.prefix) else full_key
+
+    def _call(
+        self,
+        operation: str,
+        key: str | None,
+        request: Callable[[], Any],
+        mode: PutMode | None = None,
+    ) -> Any:
+        try:
+            return request()
+        except (ClientError, BotoCoreError) as error:
+            raise classify(
+                error, bucket=self.bucket, call=_Call(operation, key, mode), prefix=self.prefix
+            ) from error
+
+    def _retry_transient(self, attempt: Callable[[], _T]) -> _T:
+        """Retry 409 ConditionalRequestConflict and 503 SlowDown (never applied) with jittered
+        exponential backoff, within the store's retry budget."""
+        for try_ in self.retry.retrying((ConflictError, ThrottledError)):
+            with try_:
+                return attempt()
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+def classify(
+    error: ClientError | BotoCoreError, *, bucket: str, call: _Call, prefix: str = ""
+) -> StorageError:
+    """The typed lakelock error for one failed S3 request (module docstring has the table)."""
+    key = call.key
+    where = f"{call.operation} s3://{bucket}/{prefix}{key or ''}"
+    if isinstance(error, BotoCoreError):
+        return OutcomeUnknownError(
+            f"{where}: {type(error).__name__}: {error}",
+            bucket=bucket,
+            key=key,
+            operation=call.operation,
+        )
+    info = error.response.get("Error", {})
+    code = str(info.get("Code", ""))
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    message = f"{where}: {status} {code} {info.get('Message', '')}".strip()
+    fields: dict[str, Any] = {
+        "bucket": bucket,
+        "key": key,
+        "operation": call.operation,
+        "status": status,
+        "code": code,
+    }
+    if isinstance(call.mode, IfMatch):
+        fields["expected_etag"] = call.mode.etag
+    if code == "PreconditionFailed" or status == 412:
+        if call.mode == "create":
+            return AlreadyExistsError(message, **fields)
+        return PreconditionFailedError(message, **fields)
+    if code in {"NoSuchKey", "NoSuchBucket", "NoSuchUpload", "NotFound", "404"} or status == 404:
+        return NotFoundError(message, **fields)
+    if code == "ConditionalRequestConflict" or status == 409:
+        return ConflictError(message, **fields)
+    if (
+        code in {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
+        or status == 503
+    ):
+        return ThrottledError(message, **fields)
+    if code == "AccessDenied" or status == 403:
+        return AccessDeniedError(message, **fields)
+    if code == "NotImplemented" or status == 501:
+        return UnsupportedError(message, **fields)
+    if status >= 500 or code in {"InternalError", "RequestTimeout", "ServiceUnavailable"}:
+        return OutcomeUnknownError(message, **fields)
+    return StorageError(message, **fields)
+
+
+def _condition(mode: PutMode) -> dict[str, str]:
+    if mode == "create":
+        return {"IfNoneMatch": "*"}
+    if isinstance(mode, IfMatch):
+        return {"IfMatch": mode.etag}
+    return {}
+
+
+def _retry_attempts(error: ClientError) -> int:
+    return int(error.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+
+
+def _with_attempts(result: PutResult, attempts: int) -> PutResult:
+    if attempts == result.attempts:
+        return result
+    return PutResult(
+        result.key,
+        result.etag,
+        result.write_id,
+        result.size,
+        result.version_id,
+        result.resolved,
+        attempts,
+    )
+
+
+def _head_fields(key: str, response: Mapping[str, Any]) -> dict[str, Any]:
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    return {
+        "key": key,
+        "etag": response["ETag"],
+        "size": int(response.get("ContentLength", 0)),
+        "metadata": dict(response.get("Metadata", {})),
+        "last_modified": response["LastModified"],
+        "server_time": parsedate_to_datetime(date) if date else None,
+    }
+
+
+def _size_of(body: bytes | IO[bytes]) -> int:
+    if isinstance(body, bytes):
+        return len(body)
+    position = body.tell()
+    end = body.seek(0, io.SEEK_END)
+    body.seek(position)
+    return end - position
+
+
+def _read_all(body: IO[bytes]) -> bytes:
+    position = body.tell()
+    data = body.read()
+    body.seek(position)
+    return data
+
+
+def _chunks(body: bytes | IO[bytes], part_size: int) -> Iterator[bytes]:
+    if isinstance(body, bytes):
+        for start in range(0, max(len(body), 1), part_size):
+            yield body[start : start + part_size]
+        return
+    position = body.tell()
+    try:
+        while chunk := body.read(part_size):
+            yield chunk
+    finally:
+        body.seek(position)

@@ -1,0 +1,215 @@
+"""Every error lakelock raises, in one tree.
+
+```
+LakelockError
+├── InvalidNameError (ValueError)          bad dataset/column/partition/file name or path
+├── StorageError                           one S3 request ended badly: .bucket .key .operation
+│   ├── AlreadyExistsError (FileExistsError)   412 on a create-only write: the key exists
+│   ├── PreconditionFailedError               412 on If-Match: .expected_etag is stale
+│   ├── NotFoundError (FileNotFoundError)     404, including If-Match on a missing key
+│   ├── ConflictError                         409 ConditionalRequestConflict: retry
+│   ├── ThrottledError                        503 SlowDown: back off
+│   ├── AccessDeniedError (PermissionError)   403, e.g. refused by the bucket policy
+│   ├── UnsupportedError                      501: the store lacks a feature lakelock needs
+│   └── OutcomeUnknownError                   timeout, reset, 5xx: the write may have applied
+├── CommitError                            a registry commit did not happen: .dataset .commit_id
+│   ├── CommitConflictError                   the change no longer applies, or retries ran out
+│   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
+│   │   └── StaleFenceError                      fencing token lower than one already seen
+│   └── CommitStateUnknownError               may or may not have committed: never clean up
+├── RegistryCorruptError                   the registry document cannot be trusted: never overwritten
+├── LeaseError                             .name .token
+│   └── LeaseLostError                        the lease expired or was taken over
+└── LockTimeout (TimeoutError)             a lock or lease was not acquired in time
+```
+
+Every error carries the fields a caller needs to act on it; nobody should have to parse
+``str(error)``. Errors raised because of another are chained with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AccessDeniedError",
+    "AlreadyExistsError",
+    "CommitConflictError",
+    "CommitError",
+    "CommitStateUnknownError",
+    "ConflictError",
+    "InvalidNameError",
+    "LakelockError",
+    "LeaseError",
+    "LeaseLostError",
+    "LockTimeout",
+    "NotFoundError",
+    "OutcomeUnknownError",
+    "PreconditionFailedError",
+    "RegistryCorruptError",
+    "SchemaMismatchError",
+    "StaleFenceError",
+    "StorageError",
+    "ThrottledError",
+    "UnsupportedError",
+]
+
+
+class LakelockError(Exception):
+    """Root of every error lakelock raises."""
+
+
+class InvalidNameError(LakelockError, ValueError):
+    """A name or path was rejected before anything was written.
+
+    ``value`` is the offending input, ``reason`` says which rule it broke.
+    """
+
+    def __init__(self, value: object, reason: str) -> None:
+        super().__init__(f"invalid name {value!r}: {reason}")
+        self.value = value
+        self.reason = reason
+
+
+class StorageError(LakelockError):
+    """One S3 request failed.
+
+    ``operation`` is the S3 API name (``PutObject``...), ``status`` the HTTP status when there
+    was a response, ``code`` the S3 error code (``PreconditionFailed``...). ``expected_etag`` is
+    the ETag a conditional request required, ``actual_etag`` the one found (when known).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        bucket: str,
+        key: str | None = None,
+        operation: str = "",
+        status: int | None = None,
+        code: str | None = None,
+        expected_etag: str | None = None,
+        actual_etag: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.bucket = bucket
+        self.key = key
+        self.operation = operation
+        self.status = status
+        self.code = code
+        self.expected_etag = expected_etag
+        self.actual_etag = actual_etag
+
+
+class AlreadyExistsError(StorageError, FileExistsError):
+    """A create-only write (``If-None-Match: *``) found the key taken by another writer.
+
+    For data files this is a duplicate upload: stop retrying, nothing was overwritten.
+    ``actual_etag`` is the ETag of the object that won, when it could be read.
+    """
+
+
+class PreconditionFailedError(StorageError):
+    """A compare-and-swap (``If-Match``) lost: the object changed since ``expected_etag``."""
+
+
+class NotFoundError(StorageError, FileNotFoundError):
+    """The key (or bucket) does not exist; also ``If-Match`` against a missing key."""
+
+
+class ConflictError(StorageError):
+    """409 ConditionalRequestConflict: a concurrent request on the same key. Retryable."""
+
+
+class ThrottledError(StorageError):
+    """503 SlowDown after the SDK's own retries: back off before trying again."""
+
+
+class AccessDeniedError(StorageError, PermissionError):
+    """403: refused, typically by the bucket policy lakelock generates."""
+
+
+class UnsupportedError(StorageError):
+    """501 NotImplemented: the store does not support a request lakelock needs."""
+
+
+class OutcomeUnknownError(StorageError):
+    """The request may or may not have been applied (timeout, connection lost, 5xx).
+
+    Resolve by reading back before doing anything else; never delete what it wrote.
+    """
+
+
+class CommitError(LakelockError):
+    """A registry commit did not (knowably) happen."""
+
+    def __init__(self, message: str, *, dataset: str | None = None, commit_id: str | None = None):
+        super().__init__(message)
+        self.dataset = dataset
+        self.commit_id = commit_id
+
+
+class CommitConflictError(CommitError):
+    """The commit cannot apply to the current registry (re-validated on redrive), or the
+    retry budget (``attempts``) ran out under contention. Nothing was committed."""
+
+    def __init__(self, message: str, *, attempts: int = 0, **kw: str | None) -> None:
+        super().__init__(message, **kw)
+        self.attempts = attempts
+
+
+class SchemaMismatchError(CommitConflictError, ValueError):
+    """Files being added have a schema incompatible with the dataset's."""
+
+
+class StaleFenceError(CommitConflictError):
+    """The commit's fencing token ``token`` is below ``current`` for fence ``name``: a zombie
+    holder tried to commit after losing its lease or lock."""
+
+    def __init__(
+        self, message: str, *, name: str, token: int, current: int, **kw: str | None
+    ) -> None:
+        super().__init__(message, **kw)
+        self.name = name
+        self.token = token
+        self.current = current
+
+
+class CommitStateUnknownError(CommitError):
+    """The commit may have been applied; the registry could not confirm either way.
+
+    Do not delete the files it referenced: a later read of the registry decides.
+    """
+
+
+class RegistryCorruptError(LakelockError):
+    """The registry (or a manifest) is not a document lakelock can trust: invalid JSON, an
+    unknown future ``format_version``, or a broken invariant. It is never overwritten."""
+
+    def __init__(self, message: str, *, bucket: str | None = None, key: str | None = None):
+        super().__init__(message)
+        self.bucket = bucket
+        self.key = key
+
+
+class LeaseError(LakelockError):
+    """A lease operation failed. ``name`` is the lease, ``token`` the fencing token held."""
+
+    def __init__(self, message: str, *, name: str, token: int | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.token = token
+
+
+class LeaseLostError(LeaseError):
+    """The lease expired or another holder took it over: stop acting as its holder."""
+
+
+class LockTimeout(LakelockError, TimeoutError):
+    """A lock or lease was not acquired within ``timeout`` seconds.
+
+    ``target`` names what was waited for (paths, a lease name).
+    """
+
+    def __init__(self, message: str, *, target: object = None, timeout: float | None = None):
+        super().__init__(message)
+        self.target = target
+        self.timeout = timeout

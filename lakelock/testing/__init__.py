@@ -1,0 +1,24 @@
+"""Test lakelock, and pipelines built on it, against a real S3 endpoint on localhost.
+
+:class:`S3Endpoint` runs moto's S3 server behind a gateway that adds what moto lacks (atomic
+conditional writes, If-Match on multipart completion, conditional copies and batch deletes,
+409 conflicts, bucket-policy enforcement) and seeded fault injection. Requires the ``local``
+extra: ``pip install 'lakelock[local]'``.
+"""
+
+from __future__ import annotations
+
+from lakelock.testing._endpoint import DEFAULT_ACCESS_KEY, S3Endpoint, client_kwargs, make_server
+from lakelock.testing._faults import FAULT_KINDS, FaultKind, FaultPlan, FaultRule, parse_fault_spec
+
+__all__ = [
+    "DEFAULT_ACCESS_KEY",
+    "FAULT_KINDS",
+    "FaultKind",
+    "FaultPlan",
+    "FaultRule",
+    "S3Endpoint",
+    "client_kwargs",
+    "make_server",
+    "parse_fault_spec",
+]

@@ -1,0 +1,257 @@
+"""The embedded S3 endpoint: moto's S3 behind lakelock's gateway, on 127.0.0.1.
+
+```python
+from lakelock.testing import S3Endpoint
+
+with S3Endpoint() as s3:                      # a thread of this process, free port
+    s3.create_bucket("lake")
+    client = s3.client()                      # a boto3 client for it
+    s3.inject("lost_ack", operation="PutObject", prefix="metastore/", count=1)
+    ...
+    print(s3.stats())                         # requests per S3 operation, counted at the server
+```
+
+``S3Endpoint(mode="process")`` runs the same server in a child process (``python -m
+lakelock.testing serve``) for tests whose clients must not share the server's interpreter.
+Faults, settings and counts are driven through the gateway's control API over HTTP in both
+modes, so the methods below behave the same either way.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import orjson
+
+from lakelock.testing._faults import FaultKind, FaultRule
+
+__all__ = ["DEFAULT_ACCESS_KEY", "S3Endpoint", "make_server"]
+
+DEFAULT_ACCESS_KEY = "lakelock"
+DEFAULT_REGION = "us-east-1"
+_READY = "lakelock-endpoint-ready "
+
+
+def make_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    principals: Mapping[str, str] | None = None,
+) -> Any:
+    """A ready (not yet serving) threaded WSGI server: moto's S3 behind the gateway.
+
+    ``principals`` maps access key ids to the principal ARN the bucket policy sees.
+    """
+    from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server as werkzeug_server
+
+    from lakelock.testing._gateway import Gateway
+    from lakelock.testing._policy_gate import bucket_policy_check
+
+    gateway = Gateway(create_backend_app("s3"))
+    gateway.policy_check = bucket_policy_check(gateway.policies, principals or {})
+
+    class QuietHandler(MotoRequestHandler):  # type: ignore[misc]  # untyped base class
+        def log(self, type: str, message: str, *args: Any) -> None:
+            """Request logs would drown test output; the gateway counts requests instead."""
+
+    server = werkzeug_server(host, port, gateway, threaded=True, request_handler=QuietHandler)
+    server.gateway = gateway
+    return server
+
+
+class S3Endpoint:
+    """An S3 endpoint on localhost, for lakelock's tests and for yours."""
+
+    def __init__(
+        self,
+        *,
+        mode: Literal["thread", "process"] = "thread",
+        port: int = 0,
+        principals: Mapping[str, str] | None = None,
+    ) -> None:
+        self._mode = mode
+        self._port = port
+        self._principals = dict(principals or {})
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._process: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        if self.url:
+            return self
+        if self._mode == "thread":
+            self._server = make_server(port=self._port, principals=self._principals)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, name="lakelock-s3-endpoint", daemon=True
+            )
+            self._thread.start()
+            self.url = f"http://127.0.0.1:{self._server.server_port}"
+        else:
+            self._start_process()
+        return self
+
+    def _start_process(self) -> None:
+        command = [sys.executable, "-m", "lakelock.testing", "--port", str(self._port)]
+        for access_key, arn in self._principals.items():
+            command += ["--principal", f"{access_key}={arn}"]
+        self._process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line.startswith(_READY):
+            self._process.kill()
+            raise RuntimeError(f"the S3 endpoint process did not start: {line!r}")
+        self.url = line[len(_READY) :].strip()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            if self._process.stdout is not None:
+                self._process.stdout.close()
+            self._process = None
+        self.url = ""
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def client_kwargs(self, *, access_key: str = DEFAULT_ACCESS_KEY) -> dict[str, Any]:
+        """Keyword arguments for ``boto3.client("s3", ...)`` aimed at this endpoint."""
+        return client_kwargs(self.url, access_key=access_key)
+
+    def client(self, *, access_key: str = DEFAULT_ACCESS_KEY, **config: Any) -> Any:
+        """A boto3 S3 client for this endpoint. ``config`` overrides botocore ``Config``
+        fields (e.g. ``retries={"max_attempts": 1}``, ``read_timeout=2``)."""
+        import boto3
+        from botocore.config import Config
+
+        kwargs = self.client_kwargs(access_key=access_key)
+        kwargs["config"] = kwargs["config"].merge(Config(**config)) if config else kwargs["config"]
+        return boto3.client("s3", **kwargs)
+
+    def create_bucket(self, name: str) -> None:
+        self.client().create_bucket(Bucket=name)
+
+    # -- control ------------------------------------------------------------------------------
+
+    def inject(
+        self,
+        kind: FaultKind,
+        *,
+        operation: str = "*",
+        prefix: str = "",
+        bucket: str = "*",
+        probability: float = 1.0,
+        count: int | None = None,
+        delay: float = 0.0,
+        jitter: float = 0.0,
+    ) -> None:
+        """Add one fault rule (see :mod:`lakelock.testing._faults` for the kinds)."""
+        rule = FaultRule(
+            kind=kind,
+            operation=operation,
+            prefix=prefix,
+            bucket=bucket,
+            probability=probability,
+            count=count,
+            delay=delay,
+            jitter=jitter,
+        )
+        self._control("POST", "faults", rule.to_json())
+
+    def set_faults(self, rules: list[FaultRule], *, seed: int = 0) -> None:
+        """Replace every fault rule and reseed the fault generator."""
+        self._control("PUT", "faults", {"seed": seed, "rules": [r.to_json() for r in rules]})
+
+    def clear_faults(self) -> None:
+        self._control("DELETE", "faults")
+
+    def faults(self) -> dict[str, Any]:
+        """The rules, the seed and how many faults of each kind were injected so far."""
+        result: dict[str, Any] = self._control("GET", "faults")
+        return result
+
+    def configure(self, *, concurrent_conflicts: bool) -> None:
+        """``concurrent_conflicts``: answer 409 to a conditional write that meets another
+        write to the same key in flight, as AWS does, instead of queueing it."""
+        self._control("PUT", "settings", {"concurrent_conflicts": concurrent_conflicts})
+
+    def stalled(self) -> int:
+        """How many requests ``stall`` faults are holding right now."""
+        return int(self._control("GET", "stalls")["stalled"])
+
+    def release_stalls(self) -> None:
+        """Let every stalled request go on."""
+        self._control("DELETE", "stalls")
+
+    def stats(self) -> dict[str, int]:
+        """Requests received per S3 operation since start or the last :meth:`reset_stats`."""
+        result: dict[str, int] = self._control("GET", "stats")
+        return result
+
+    def reset_stats(self) -> None:
+        self._control("DELETE", "stats")
+
+    def _control(self, method: str, command: str, payload: object = None) -> Any:
+        if not self.url:
+            raise RuntimeError("the endpoint is not running; call start() or use `with`")
+        data = orjson.dumps(payload) if payload is not None else None
+        request = urllib.request.Request(
+            f"{self.url}/_lakelock/{command}", data=data, method=method
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return orjson.loads(response.read())
+        except urllib.error.HTTPError as error:
+            raise ValueError(f"endpoint control {method} {command}: {error.read()!r}") from error
+
+
+def client_kwargs(url: str, *, access_key: str = DEFAULT_ACCESS_KEY) -> dict[str, Any]:
+    """boto3 client arguments for an embedded endpoint at ``url`` (path-style, fixed region,
+    dummy credentials: the endpoint does not check signatures)."""
+    from botocore.config import Config
+
+    return {
+        "endpoint_url": url,
+        "region_name": DEFAULT_REGION,
+        "aws_access_key_id": access_key,
+        "aws_secret_access_key": "lakelock-secret",
+        "config": Config(
+            s3={"addressing_style": "path"},
+            retries={"mode": "standard", "max_attempts": 4},
+            connect_timeout=5,
+            read_timeout=30,
+            max_pool_connections=64,
+        ),
+    }

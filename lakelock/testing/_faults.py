@@ -1,0 +1,220 @@
+"""Seeded, reproducible fault injection for the embedded S3 endpoint.
+
+A :class:`FaultPlan` is a list of :class:`FaultRule` plus one seeded random generator. For each
+request the endpoint asks :meth:`FaultPlan.decide` which faults apply; rules are matched in
+order on the S3 operation name, the bucket and the key prefix, and each rule fires with its
+probability, at most ``count`` times (``None``: without limit).
+
+Fault kinds, and when they strike relative to the request being applied:
+
+=============  ======  ==================================================================
+kind           when    effect
+=============  ======  ==================================================================
+latency        before  sleep ``delay`` seconds plus up to ``jitter`` seconds more (writes
+                       wait while holding their key, as S3's per-key serialisation does)
+stall          before  hold the request (and its key) until the test releases stalls
+slowdown       before  503 SlowDown, nothing applied
+error          before  500 InternalError, nothing applied
+conflict       before  409 ConditionalRequestConflict, nothing applied
+reset          before  the connection is reset, nothing applied
+timeout        before  the request hangs ``delay`` seconds, then the connection is reset
+lost_ack       after   the request IS applied, then the connection is reset (response lost)
+lost_ack_5xx   after   the request IS applied, then 500 InternalError is answered instead
+=============  ======  ==================================================================
+
+``lost_ack`` is the case the whole protocol is built around (DESIGN.md §3.4): the client's
+SDK retries, and the retry meets the client's own write.
+
+The same seed and the same sequence of requests give the same faults, so a failing chaos run
+is replayed by its seed. Concurrent requests draw from one generator under a lock: the set of
+faults is reproducible for a given arrival order.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, get_args
+
+FaultKind = Literal[
+    "latency",
+    "stall",
+    "slowdown",
+    "error",
+    "conflict",
+    "reset",
+    "timeout",
+    "lost_ack",
+    "lost_ack_5xx",
+]
+FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
+BEFORE_KINDS: frozenset[str] = frozenset({"slowdown", "error", "conflict", "reset", "timeout"})
+AFTER_KINDS: frozenset[str] = frozenset({"lost_ack", "lost_ack_5xx"})
+
+__all__ = ["FAULT_KINDS", "FaultKind", "FaultPlan", "FaultRule", "parse_fault_spec"]
+
+
+@dataclass
+class FaultRule:
+    """One kind of fault, for requests matching ``operation`` (a glob over S3 operation names,
+    e.g. ``"PutObject"``, ``"*Multipart*"``, ``"*"``), ``bucket`` (glob) and ``prefix``.
+
+    ``probability`` is per matching request; ``count`` caps how many times the rule fires
+    (``None``: unlimited); ``delay``/``jitter`` are seconds, for ``latency`` and ``timeout``.
+    """
+
+    kind: FaultKind
+    operation: str = "*"
+    prefix: str = ""
+    bucket: str = "*"
+    probability: float = 1.0
+    count: int | None = None
+    delay: float = 0.0
+    jitter: float = 0.0
+    fired: int = field(default=0, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(
+                f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}"
+            )
+        if not 0.0 <= self.probability <= 1.0:
+            raise ValueError(f"probability must be within [0, 1], got {self.probability}")
+        if self.count is not None and self.count < 0:
+            raise ValueError(f"count must be >= 0, got {self.count}")
+        if self.delay < 0 or self.jitter < 0:
+            raise ValueError("delay and jitter must be >= 0")
+
+    def matches(self, operation: str, bucket: str, key: str | None) -> bool:
+        if self.count is not None and self.fired >= self.count:
+            return False
+        if not fnmatch.fnmatchcase(operation, self.operation):
+            return False
+        if not fnmatch.fnmatchcase(bucket, self.bucket):
+            return False
+        return not self.prefix or (key is not None and key.startswith(self.prefix))
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "fired"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the endpoint must do to one request: wait ``delay`` seconds first, then strike with
+    ``before`` (instead of applying it) or ``after`` (once applied); ``None``: no such fault."""
+
+    delay: float = 0.0
+    stall: bool = False
+    before: FaultRule | None = None
+    after: FaultRule | None = None
+
+
+class FaultPlan:
+    """Rules plus a seeded generator; thread-safe."""
+
+    def __init__(self, rules: Iterable[FaultRule] = (), *, seed: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._rules = list(rules)
+        self._seed = seed
+        self._random = random.Random(seed)
+        self.injected: dict[str, int] = {}
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    def add(self, rule: FaultRule) -> FaultRule:
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def reseed(self, seed: int) -> None:
+        with self._lock:
+            self._seed = seed
+            self._random = random.Random(seed)
+
+    def rules(self) -> list[FaultRule]:
+        with self._lock:
+            return list(self._rules)
+
+    def decide(self, operation: str, bucket: str, key: str | None) -> Decision:
+        """Draw the faults for one request. Latencies add up; the first matching ``before``
+        fault and the first matching ``after`` fault that fire are used."""
+        delay = 0.0
+        stall = False
+        before: FaultRule | None = None
+        after: FaultRule | None = None
+        with self._lock:
+            for rule in self._rules:
+                if not rule.matches(operation, bucket, key):
+                    continue
+                if rule.kind in BEFORE_KINDS and before is not None:
+                    continue
+                if rule.kind in AFTER_KINDS and (after is not None or before is not None):
+                    continue
+                if self._random.random() >= rule.probability:
+                    continue
+                rule.fired += 1
+                self.injected[rule.kind] = self.injected.get(rule.kind, 0) + 1
+                if rule.kind == "latency":
+                    delay += rule.delay + self._random.random() * rule.jitter
+                elif rule.kind == "stall":
+                    stall = True
+                elif rule.kind in BEFORE_KINDS:
+                    before = rule
+                    after = None  # nothing is applied, so nothing can be lost after it
+                else:
+                    after = rule
+        return Decision(delay=delay, stall=stall, before=before, after=after)
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "seed": self._seed,
+                "rules": [r.to_json() for r in self._rules],
+                "injected": dict(self.injected),
+            }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FaultPlan:
+        rules = [FaultRule(**r) for r in data.get("rules", [])]
+        return cls(rules, seed=int(data.get("seed", 0)))
+
+
+_SPEC = re.compile(
+    r"^(?P<kind>[a-z_0-9]+)(?:=(?P<delay>[^+:@#]+)(?:\+(?P<jitter>[^:@#]+))?)?"
+    r"(?::(?P<operation>[^:@#]*))?(?::(?P<prefix>[^@#]*))?"
+    r"(?:@(?P<probability>[^#]+))?(?:#(?P<count>.+))?$"
+)
+
+
+def parse_fault_spec(spec: str) -> FaultRule:
+    """Parse the command-line form ``kind[=DELAY[+JITTER]][:operation[:prefix]][@p][#count]``,
+    delays in seconds, e.g. ``lost_ack:PutObject:metastore/@0.1``, ``conflict:*@0.05#10``,
+    ``latency=0.02+0.01``."""
+    match = _SPEC.match(spec.strip())
+    if match is None:
+        raise ValueError(f"fault spec {spec!r} is not kind[=delay[+jitter]][:op[:prefix]][@p][#n]")
+    kind = match["kind"]
+    if kind not in FAULT_KINDS:
+        raise ValueError(f"fault spec {spec!r}: unknown kind {kind!r}")
+    try:
+        return FaultRule(
+            kind=kind,  # type: ignore[arg-type]  # checked against FAULT_KINDS just above
+            operation=match["operation"] or "*",
+            prefix=match["prefix"] or "",
+            probability=float(match["probability"] or 1.0),
+            count=int(match["count"]) if match["count"] is not None else None,
+            delay=float(match["delay"] or 0.0),
+            jitter=float(match["jitter"] or 0.0),
+        )
+    except ValueError as error:
+        raise ValueError(f"fault spec {spec!r}: {error}") from None

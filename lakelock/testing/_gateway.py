@@ -1,0 +1,690 @@
+"""The WSGI layer in front of moto's S3: what moto lacks, and the faults.
+
+moto stores objects and answers the S3 API; this gateway, placed in front of it, supplies the
+behaviours of AWS S3 that lakelock relies on and moto does not have (DESIGN.md §4):
+
+- **Atomic conditional writes.** moto checks a precondition and then writes, unguarded; two
+  racing ``If-None-Match: *`` PUTs can both succeed. Every mutating request holds a per-key
+  lock here from its precondition check to the end of moto's write.
+- **If-Match on CompleteMultipartUpload** and **destination If-None-Match / If-Match on
+  CopyObject**, which moto ignores, are checked here under the same key lock.
+- **Per-key ETags in DeleteObjects**, ignored by moto: keys whose ETag does not match are
+  taken out of the request and reported as ``PreconditionFailed`` errors in the response.
+- **501 NotImplemented** for ``If-Match`` together with ``If-None-Match``, and for an
+  ``If-None-Match`` other than ``*``, as S3 answers.
+- **409 ConditionalRequestConflict**: injected as a fault, and, when ``concurrent_conflicts``
+  is on, answered to a conditional write that arrives while another write to the same key is
+  in flight (AWS's behaviour; off by default, so writes to one key queue instead).
+- **Bucket policies** for the condition keys lakelock's generated policy uses, answered with
+  403 AccessDenied as S3 does (``policy_check``).
+- **Faults** from a seeded :class:`~lakelock.testing._faults.FaultPlan`, and per-operation
+  request counts.
+
+A control API under ``/_lakelock/`` (JSON over HTTP) reads and changes faults, settings and
+counts, so an endpoint in another process is driven the same way as one in this process.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import socket
+import struct
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import orjson
+
+from lakelock.testing._faults import Decision, FaultPlan, FaultRule
+
+__all__ = ["Gateway", "S3Request", "classify"]
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+PolicyCheck = Callable[["S3Request", Mapping[str, str]], bool]
+
+_S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+# Rewritten request bodies must keep S3's namespace as the default one: moto's parser reads
+# element names literally and would not recognise ``ns0:Delete``.
+ET.register_namespace("", _S3_NS)
+CONTROL_PREFIX = "/_lakelock/"
+
+
+@dataclass(frozen=True)
+class S3Request:
+    """What the gateway needs to know about one request."""
+
+    method: str
+    operation: str
+    bucket: str | None
+    key: str | None
+    query: Mapping[str, list[str]]
+    access_key: str | None
+
+    @property
+    def mutating(self) -> bool:
+        return self.operation in _KEY_WRITES
+
+
+_KEY_WRITES = frozenset(
+    {"PutObject", "CopyObject", "CompleteMultipartUpload", "DeleteObject", "DeleteObjects"}
+)
+
+
+def classify(
+    method: str, raw_path: str, query: Mapping[str, list[str]], headers: Mapping[str, str]
+) -> S3Request:
+    """Name the S3 API operation of a path-style request."""
+    path = raw_path.split("?", 1)[0]
+    bucket_text, _, key_text = path.lstrip("/").partition("/")
+    bucket = unquote(bucket_text) or None
+    key = unquote(key_text) if key_text else None
+    copy_source = "x-amz-copy-source" in headers
+    if bucket is None:
+        operation = "ListBuckets"
+    elif key is None:
+        operation = _bucket_operation(method, query)
+    elif method == "PUT":
+        if "partNumber" in query and "uploadId" in query:
+            operation = "UploadPartCopy" if copy_source else "UploadPart"
+        elif "tagging" in query:
+            operation = "PutObjectTagging"
+        else:
+            operation = "CopyObject" if copy_source else "PutObject"
+    elif method == "POST":
+        if "uploads" in query:
+            operation = "CreateMultipartUpload"
+        elif "uploadId" in query:
+            operation = "CompleteMultipartUpload"
+        else:
+            operation = "PostObject"
+    elif method == "DELETE":
+        operation = "AbortMultipartUpload" if "uploadId" in query else "DeleteObject"
+    elif method == "HEAD":
+        operation = "HeadObject"
+    else:
+        operation = "ListParts" if "uploadId" in query else "GetObject"
+    auth = headers.get("authorization", "")
+    access_key = None
+    if "Credential=" in auth:
+        access_key = auth.split("Credential=", 1)[1].split("/", 1)[0]
+    return S3Request(method, operation, bucket, key, query, access_key)
+
+
+_BUCKET_SUBRESOURCES = ("policy", "versioning", "uploads", "versions", "location", "acl", "cors")
+
+
+def _bucket_operation(method: str, query: Mapping[str, list[str]]) -> str:
+    if method == "POST" and "delete" in query:
+        return "DeleteObjects"
+    sub = next((s for s in _BUCKET_SUBRESOURCES if s in query), None)
+    if sub == "uploads":
+        return "ListMultipartUploads"
+    if sub == "versions":
+        return "ListObjectVersions"
+    verb = {"GET": "Get", "PUT": "Put", "DELETE": "Delete", "HEAD": "Head"}.get(method, method)
+    if sub is not None:
+        return f"{verb}Bucket{sub.capitalize()}"
+    if method == "GET":
+        return "ListObjectsV2" if query.get("list-type") == ["2"] else "ListObjects"
+    return {"PUT": "CreateBucket", "DELETE": "DeleteBucket", "HEAD": "HeadBucket"}.get(
+        method, method
+    )
+
+
+class _KeyLocks:
+    """One lock per (bucket, key) in use; entries are dropped when nobody holds or waits."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._locks: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def hold(self, keys: Iterable[tuple[str, str]], *, wait: bool) -> Iterator[bool]:
+        """Hold every key's lock (sorted, so two multi-key requests cannot deadlock). With
+        ``wait=False`` yields ``False`` at once if any is taken."""
+        ordered = sorted(set(keys))
+        held: list[tuple[str, str]] = []
+        try:
+            for k in ordered:
+                lock = self._ref(k)
+                if not lock.acquire(blocking=wait):
+                    self._unref(k)
+                    yield False
+                    return
+                held.append(k)
+            yield True
+        finally:
+            for k in reversed(held):
+                self._locks[k][0].release()
+                self._unref(k)
+
+    def _ref(self, k: tuple[str, str]) -> threading.Lock:
+        with self._mutex:
+            lock, users = self._locks.get(k, (None, 0))
+            if lock is None:
+                lock = threading.Lock()
+            self._locks[k] = (lock, users + 1)
+            return lock
+
+    def _unref(self, k: tuple[str, str]) -> None:
+        with self._mutex:
+            lock, users = self._locks[k]
+            if users == 1:
+                del self._locks[k]
+            else:
+                self._locks[k] = (lock, users - 1)
+
+
+@dataclass
+class _Response:
+    status: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @property
+    def code(self) -> int:
+        return int(self.status.split(" ", 1)[0])
+
+
+def _error(status: str, code: str, message: str, *, key: str | None = None) -> _Response:
+    key_xml = f"<Key>{_xml_escape(key)}</Key>" if key is not None else ""
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+        f"<Message>{_xml_escape(message)}</Message>{key_xml}"
+        f"<RequestId>lakelock-gateway</RequestId></Error>"
+    ).encode()
+    return _Response(status, [("Content-Type", "application/xml")], body)
+
+
+def _xml_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class _Reset(Exception):
+    """Drop the client's connection without a response."""
+
+
+class Gateway:
+    """The WSGI application: moto behind, S3's missing behaviours and faults in front."""
+
+    def __init__(
+        self,
+        backend: WSGIApp,
+        *,
+        faults: FaultPlan | None = None,
+        policy_check: PolicyCheck | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._backend = backend
+        self.faults = faults if faults is not None else FaultPlan()
+        self.policy_check = policy_check
+        self.concurrent_conflicts = False
+        self._sleep = sleep
+        self._locks = _KeyLocks()
+        self._counts: Counter[str] = Counter()
+        self._counts_lock = threading.Lock()
+        # uploadId -> ETag of the object its completion created: a retried completion of an
+        # upload that already completed is idempotent on S3, not a precondition failure.
+        self._completed: dict[str, str] = {}
+        self.policies: dict[str, dict[str, Any]] = {}
+        self._stall_lock = threading.Lock()
+        self._stalled = 0
+        self._release = threading.Event()
+
+    # -- WSGI ---------------------------------------------------------------------------------
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        raw_path = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ["PATH_INFO"]
+        if raw_path.startswith(CONTROL_PREFIX):
+            response = self._control(environ, raw_path[len(CONTROL_PREFIX) :])
+            start_response(response.status, response.headers)
+            return [response.body]
+        headers = _headers(environ)
+        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        request = classify(environ["REQUEST_METHOD"], raw_path, query, headers)
+        with self._counts_lock:
+            self._counts[request.operation] += 1
+        try:
+            response = self._handle(environ, request, headers)
+        except _Reset:
+            _reset_connection(environ)
+            start_response("500 Internal Server Error", [("Content-Length", "0")])
+            return []
+        start_response(response.status, response.headers)
+        return [response.body]
+
+    def _handle(
+        self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str]
+    ) -> _Response:
+        decision = self.faults.decide(request.operation, request.bucket or "", request.key)
+        if not request.mutating or decision.before is not None:
+            self._wait(decision)
+        if decision.before is not None:
+            return self._strike_before(decision.before, request)
+        denied = self._check_policy(request, headers)
+        if denied is not None:
+            return denied
+        if request.operation in {"PutBucketPolicy", "DeleteBucketPolicy"}:
+            return self._bucket_policy(environ, request)
+        if not request.mutating:
+            return self._forward(environ)
+        return self._write(environ, request, headers, decision)
+
+    def _write(
+        self,
+        environ: dict[str, Any],
+        request: S3Request,
+        headers: Mapping[str, str],
+        decision: Decision,
+    ) -> _Response:
+        assert request.bucket is not None
+        invalid = _unsupported_conditions(request, headers)
+        if invalid is not None:
+            return invalid
+        body: bytes | None = None
+        if request.operation == "DeleteObjects":
+            body = _read_body(environ)
+            keys = [(request.bucket, k) for k, _ in _delete_entries(body)]
+        else:
+            assert request.key is not None
+            keys = [(request.bucket, request.key)]
+        conditional = "if-match" in headers or "if-none-match" in headers
+        wait = not (self.concurrent_conflicts and conditional)
+        with self._locks.hold(keys, wait=wait) as held:
+            if not held:
+                return _error(
+                    "409 Conflict",
+                    "ConditionalRequestConflict",
+                    "A conflicting conditional operation is currently in progress against this "
+                    "resource. Please try again.",
+                    key=request.key,
+                )
+            self._wait(decision)
+            if request.operation == "DeleteObjects":
+                assert body is not None
+                response = self._delete_objects(environ, request.bucket, body)
+            else:
+                failed = self._check_conditions(request, headers)
+                response = failed if failed is not None else self._forward(environ)
+                if request.operation == "CompleteMultipartUpload" and response.code == 200:
+                    self._remember_completion(request)
+        if decision.after is not None and response.code < 300:
+            return self._strike_after(decision.after)
+        return response
+
+    # -- what moto lacks ------------------------------------------------------------------------
+
+    def _check_conditions(self, request: S3Request, headers: Mapping[str, str]) -> _Response | None:
+        """The preconditions moto ignores, checked under the key lock."""
+        assert request.bucket is not None and request.key is not None
+        if_match = headers.get("if-match")
+        if_none_match = headers.get("if-none-match")
+        if request.operation == "CompleteMultipartUpload":
+            upload_id = request.query.get("uploadId", [""])[0]
+            current = self._current_etag(request.bucket, request.key)
+            if upload_id in self._completed and current == self._completed[upload_id]:
+                return None  # a retried completion of this very upload: idempotent
+            if if_match is not None:
+                return _compare(if_match, current, request.key)
+            if if_none_match is not None and current is not None:
+                return _precondition_failed("If-None-Match", request.key)
+        elif request.operation == "CopyObject":
+            current = self._current_etag(request.bucket, request.key)
+            if if_match is not None:
+                return _compare(if_match, current, request.key)
+            if if_none_match is not None and current is not None:
+                return _precondition_failed("If-None-Match", request.key)
+        return None
+
+    def _remember_completion(self, request: S3Request) -> None:
+        assert request.bucket is not None and request.key is not None
+        etag = self._current_etag(request.bucket, request.key)
+        if etag is not None:
+            self._completed[request.query.get("uploadId", [""])[0]] = etag
+
+    def _current_etag(self, bucket: str, key: str) -> str | None:
+        response = self._subrequest("HEAD", bucket, key)
+        if response.code == 404:
+            return None
+        if response.code != 200:
+            raise RuntimeError(f"gateway read-back of {bucket}/{key} answered {response.status}")
+        return dict((k.lower(), v) for k, v in response.headers).get("etag")
+
+    def _delete_objects(self, environ: dict[str, Any], bucket: str, body: bytes) -> _Response:
+        """DeleteObjects with per-key ETag conditions: mismatches are answered as errors, the
+        rest are passed to moto without their ETag elements."""
+        root = ET.fromstring(body)
+        failures: list[tuple[str, str, str]] = []
+        for obj in list(root):
+            if _local(obj.tag) != "Object":
+                continue
+            key = _child_text(obj, "Key")
+            etag = _child_text(obj, "ETag")
+            if key is None or etag is None:
+                continue
+            current = self._current_etag(bucket, key)
+            if current is None:
+                failures.append((key, "NoSuchKey", "The specified key does not exist."))
+                root.remove(obj)
+            elif _strip(etag) != _strip(current):
+                failures.append(
+                    (key, "PreconditionFailed", "At least one of the preconditions failed.")
+                )
+                root.remove(obj)
+            else:
+                for child in list(obj):
+                    if _local(child.tag) == "ETag":
+                        obj.remove(child)
+        remaining = [o for o in root if _local(o.tag) == "Object"]
+        if remaining:
+            new_body = ET.tostring(root)
+            environ = dict(environ)
+            environ["wsgi.input"] = BytesIO(new_body)
+            environ["CONTENT_LENGTH"] = str(len(new_body))
+            environ["HTTP_CONTENT_MD5"] = base64.b64encode(hashlib.md5(new_body).digest()).decode()
+            for name in [n for n in environ if n.startswith("HTTP_X_AMZ_CHECKSUM")]:
+                del environ[name]
+            environ.pop("HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM", None)
+            response = self._forward(environ)
+            if response.code != 200 or not failures:
+                return response
+            result = ET.fromstring(response.body)
+        else:
+            result = ET.Element(f"{{{_S3_NS}}}DeleteResult")
+        for key, code, message in failures:
+            error = ET.SubElement(result, f"{{{_S3_NS}}}Error")
+            ET.SubElement(error, f"{{{_S3_NS}}}Key").text = key
+            ET.SubElement(error, f"{{{_S3_NS}}}Code").text = code
+            ET.SubElement(error, f"{{{_S3_NS}}}Message").text = message
+        return _Response(
+            "200 OK",
+            [("Content-Type", "application/xml")],
+            ET.tostring(result, xml_declaration=True),
+        )
+
+    def _check_policy(self, request: S3Request, headers: Mapping[str, str]) -> _Response | None:
+        if self.policy_check is None or request.bucket is None:
+            return None
+        if self.policy_check(request, headers):
+            return None
+        return _error("403 Forbidden", "AccessDenied", "Access Denied", key=request.key)
+
+    def _bucket_policy(self, environ: dict[str, Any], request: S3Request) -> _Response:
+        """Keep our own copy of each bucket's policy (moto stores it but does not enforce it)."""
+        assert request.bucket is not None
+        if request.operation == "DeleteBucketPolicy":
+            self.policies.pop(request.bucket, None)
+            return self._forward(environ)
+        body = _read_body(environ)
+        try:
+            policy = orjson.loads(body)
+            if not isinstance(policy, dict):
+                raise ValueError("a policy is a JSON object")
+            from lakelock.testing._policy_eval import validate_policy
+
+            validate_policy(policy)
+        except ValueError as error:
+            return _error("400 Bad Request", "MalformedPolicy", str(error))
+        response = self._forward(environ)
+        if response.code < 300:
+            self.policies[request.bucket] = policy
+        return response
+
+    # -- faults -------------------------------------------------------------------------------
+
+    def _wait(self, decision: Decision) -> None:
+        """Injected latency and stalls. Writes wait while holding their key, so latency also
+        bounds the rate of writes to one key, as on S3."""
+        if decision.delay:
+            self._sleep(decision.delay)
+        if decision.stall:
+            with self._stall_lock:
+                self._stalled += 1
+                release = self._release
+            release.wait()
+            with self._stall_lock:
+                self._stalled -= 1
+
+    def stalled(self) -> int:
+        """How many requests are held by ``stall`` faults right now."""
+        with self._stall_lock:
+            return self._stalled
+
+    def release_stalls(self) -> None:
+        """Let every stalled request go on; later stalls wait for the next release."""
+        with self._stall_lock:
+            self._release.set()
+            self._release = threading.Event()
+
+    def _strike_before(self, rule: FaultRule, request: S3Request) -> _Response:
+        if rule.kind == "slowdown":
+            return _error("503 Slow Down", "SlowDown", "Please reduce your request rate.")
+        if rule.kind == "error":
+            return _error("500 Internal Server Error", "InternalError", "Injected fault.")
+        if rule.kind == "conflict":
+            return _error(
+                "409 Conflict",
+                "ConditionalRequestConflict",
+                "A conflicting conditional operation is currently in progress against this "
+                "resource. Please try again.",
+                key=request.key,
+            )
+        if rule.kind == "timeout":
+            self._sleep(rule.delay)
+        raise _Reset
+
+    def _strike_after(self, rule: FaultRule) -> _Response:
+        if rule.kind == "lost_ack_5xx":
+            return _error("500 Internal Server Error", "InternalError", "Injected lost ack.")
+        raise _Reset
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _forward(self, environ: dict[str, Any]) -> _Response:
+        captured: list[Any] = []
+
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> None:
+            captured[:] = [status, headers]
+
+        chunks = self._backend(environ, start_response)
+        try:
+            body = b"".join(chunks)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        return _Response(captured[0], list(captured[1]), body)
+
+    def _subrequest(self, method: str, bucket: str, key: str) -> _Response:
+        from urllib.parse import quote
+
+        path = f"/{quote(bucket)}/{quote(key, safe='/')}"
+        environ = {
+            "REQUEST_METHOD": method,
+            "PATH_INFO": unquote(path),
+            "RAW_URI": path,
+            "REQUEST_URI": path,
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "80",
+            "HTTP_HOST": "127.0.0.1",
+            # moto answers unsigned requests as an anonymous caller (403 on private objects);
+            # it does not verify signatures, so a well-formed credential scope is enough.
+            "HTTP_AUTHORIZATION": (
+                "AWS4-HMAC-SHA256 Credential=lakelock-gateway/20250101/us-east-1/s3/aws4_request, "
+                "SignedHeaders=host, Signature=0"
+            ),
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "wsgi.url_scheme": "http",
+            "wsgi.input": BytesIO(b""),
+            "wsgi.errors": BytesIO(),
+            "wsgi.version": (1, 0),
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+            "CONTENT_LENGTH": "0",
+        }
+        return self._forward(environ)
+
+    def stats(self) -> dict[str, int]:
+        with self._counts_lock:
+            return dict(self._counts)
+
+    def reset_stats(self) -> None:
+        with self._counts_lock:
+            self._counts.clear()
+
+    def _control(self, environ: dict[str, Any], command: str) -> _Response:
+        """``GET stats``, ``DELETE stats``, ``GET|PUT|DELETE faults``, ``POST faults`` (one
+        rule), ``PUT settings``, ``GET stalls``, ``DELETE stalls`` (release them), ``GET
+        policies``."""
+        method = environ["REQUEST_METHOD"]
+        command = urlsplit(command).path.strip("/")
+        try:
+            if command == "stats" and method == "GET":
+                return _json(self.stats())
+            if command == "stats" and method == "DELETE":
+                self.reset_stats()
+                return _json({})
+            if command == "faults" and method == "GET":
+                return _json(self.faults.to_json())
+            if command == "faults" and method == "PUT":
+                plan = FaultPlan.from_json(orjson.loads(_read_body(environ)))
+                self.faults.clear()
+                self.faults.reseed(plan.seed)
+                for rule in plan.rules():
+                    self.faults.add(rule)
+                return _json(self.faults.to_json())
+            if command == "faults" and method == "POST":
+                self.faults.add(FaultRule(**orjson.loads(_read_body(environ))))
+                return _json(self.faults.to_json())
+            if command == "faults" and method == "DELETE":
+                self.faults.clear()
+                return _json(self.faults.to_json())
+            if command == "settings" and method == "PUT":
+                settings = orjson.loads(_read_body(environ))
+                self.concurrent_conflicts = bool(settings.get("concurrent_conflicts", False))
+                return _json({"concurrent_conflicts": self.concurrent_conflicts})
+            if command == "stalls" and method == "GET":
+                return _json({"stalled": self.stalled()})
+            if command == "stalls" and method == "DELETE":
+                self.release_stalls()
+                return _json({"stalled": self.stalled()})
+            if command == "policies" and method == "GET":
+                return _json(self.policies)
+        except (ValueError, TypeError) as error:
+            return _error("400 Bad Request", "InvalidArgument", str(error))
+        return _error("404 Not Found", "NoSuchControl", f"no control {method} {command!r}")
+
+
+def _headers(environ: Mapping[str, Any]) -> dict[str, str]:
+    headers = {
+        name[5:].replace("_", "-").lower(): str(value)
+        for name, value in environ.items()
+        if name.startswith("HTTP_")
+    }
+    if "CONTENT_TYPE" in environ:
+        headers["content-type"] = environ["CONTENT_TYPE"]
+    return headers
+
+
+def _read_body(environ: dict[str, Any]) -> bytes:
+    """Read the whole request body and put it back for whoever reads next."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    stream = environ["wsgi.input"]
+    body: bytes = stream.read(length) if length else stream.read()
+    environ["wsgi.input"] = BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    return body
+
+
+def _unsupported_conditions(request: S3Request, headers: Mapping[str, str]) -> _Response | None:
+    if_match = headers.get("if-match")
+    if_none_match = headers.get("if-none-match")
+    if request.operation not in {"PutObject", "CompleteMultipartUpload", "CopyObject"}:
+        return None
+    if if_match is not None and if_none_match is not None:
+        return _error(
+            "501 Not Implemented",
+            "NotImplemented",
+            "A header you provided implies functionality that is not implemented",
+        )
+    if if_none_match is not None and if_none_match.strip() != "*":
+        return _error(
+            "501 Not Implemented",
+            "NotImplemented",
+            "If-None-Match only supports the value *",
+        )
+    return None
+
+
+def _compare(if_match: str, current: str | None, key: str) -> _Response | None:
+    if current is None:
+        return _error("404 Not Found", "NoSuchKey", "The specified key does not exist.", key=key)
+    if _strip(if_match) != _strip(current):
+        return _precondition_failed("If-Match", key)
+    return None
+
+
+def _precondition_failed(condition: str, key: str) -> _Response:
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PreconditionFailed</Code>'
+        "<Message>At least one of the pre-conditions you specified did not hold</Message>"
+        f"<Condition>{condition}</Condition><Key>{_xml_escape(key)}</Key>"
+        "<RequestId>lakelock-gateway</RequestId></Error>"
+    ).encode()
+    return _Response("412 Precondition Failed", [("Content-Type", "application/xml")], body)
+
+
+def _strip(etag: str) -> str:
+    return etag.strip().removeprefix("W/").strip('"')
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _child_text(element: ET.Element, name: str) -> str | None:
+    for child in element:
+        if _local(child.tag) == name:
+            return child.text
+    return None
+
+
+def _delete_entries(body: bytes) -> list[tuple[str, str | None]]:
+    root = ET.fromstring(body)
+    entries = []
+    for obj in root:
+        if _local(obj.tag) == "Object":
+            key = _child_text(obj, "Key")
+            if key is not None:
+                entries.append((key, _child_text(obj, "ETag")))
+    return entries
+
+
+def _json(data: object) -> _Response:
+    return _Response("200 OK", [("Content-Type", "application/json")], orjson.dumps(data))
+
+
+def _reset_connection(environ: Mapping[str, Any]) -> None:
+    """Abort the TCP connection (RST), as a crashed front end or a network fault would."""
+    sock = environ.get("werkzeug.socket")
+    if not isinstance(sock, socket.socket):
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass

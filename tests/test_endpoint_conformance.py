@@ -1,0 +1,241 @@
+"""Pins every S3 behaviour lakelock relies on (DESIGN.md §4) against the embedded endpoint.
+
+These talk raw boto3, not lakelock's adapter: if moto (or the gateway in front of it) drifts from
+what AWS S3 does, a test here fails before any protocol test misbehaves.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from lakelock.testing import S3Endpoint
+
+FIVE_MIB = 5 * 1024 * 1024
+
+
+def status_code(error: ClientError) -> tuple[int, str]:
+    return error.response["ResponseMetadata"]["HTTPStatusCode"], error.response["Error"]["Code"]
+
+
+def fails(call: Any, **kwargs: Any) -> tuple[int, str]:
+    with pytest.raises(ClientError) as info:
+        call(**kwargs)
+    return status_code(info.value)
+
+
+def multipart(client: Any, bucket: str, key: str, body: bytes, **condition: str) -> dict[str, Any]:
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    part = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=body)
+    return dict(
+        Bucket=bucket,
+        Key=key,
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+        **condition,
+    )
+
+
+def test_create_only_put_on_missing_key_succeeds(client: Any, bucket: str) -> None:
+    """If-None-Match: * on a new key writes it."""
+    response = client.put_object(Bucket=bucket, Key="a", Body=b"1", IfNoneMatch="*")
+    assert response["ETag"] == f'"{hashlib.md5(b"1").hexdigest()}"'
+
+
+def test_create_only_put_on_existing_key_is_412(client: Any, bucket: str) -> None:
+    """If-None-Match: * on an existing key answers 412 PreconditionFailed, object unchanged."""
+    client.put_object(Bucket=bucket, Key="a", Body=b"1")
+    assert fails(client.put_object, Bucket=bucket, Key="a", Body=b"2", IfNoneMatch="*") == (
+        412,
+        "PreconditionFailed",
+    )
+    assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"1"
+
+
+def test_if_match_put_with_current_etag_replaces(client: Any, bucket: str) -> None:
+    """If-Match with the current ETag replaces the object and returns a new ETag."""
+    etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
+    new = client.put_object(Bucket=bucket, Key="a", Body=b"2", IfMatch=etag)["ETag"]
+    assert new != etag
+    assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"2"
+
+
+def test_if_match_put_with_stale_etag_is_412(client: Any, bucket: str) -> None:
+    """If-Match with an old ETag answers 412 and leaves the object alone."""
+    etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
+    client.put_object(Bucket=bucket, Key="a", Body=b"2", IfMatch=etag)
+    assert fails(client.put_object, Bucket=bucket, Key="a", Body=b"3", IfMatch=etag) == (
+        412,
+        "PreconditionFailed",
+    )
+    assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"2"
+
+
+def test_if_match_put_on_missing_key_is_404(client: Any, bucket: str) -> None:
+    """If-Match on a key that does not exist answers 404 NoSuchKey, not 412."""
+    assert fails(client.put_object, Bucket=bucket, Key="nope", Body=b"1", IfMatch='"abc"') == (
+        404,
+        "NoSuchKey",
+    )
+
+
+def test_both_conditions_together_is_501(client: Any, bucket: str) -> None:
+    """If-Match and If-None-Match on one PUT answer 501 NotImplemented."""
+    etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
+    assert fails(
+        client.put_object, Bucket=bucket, Key="a", Body=b"2", IfMatch=etag, IfNoneMatch="*"
+    ) == (501, "NotImplemented")
+
+
+def test_if_none_match_other_than_star_is_501(client: Any, bucket: str) -> None:
+    """If-None-Match accepts only '*'."""
+    assert fails(client.put_object, Bucket=bucket, Key="a", Body=b"1", IfNoneMatch='"abc"') == (
+        501,
+        "NotImplemented",
+    )
+
+
+def test_complete_multipart_create_only_on_existing_is_412(client: Any, bucket: str) -> None:
+    """CompleteMultipartUpload with If-None-Match: * loses to an object written meanwhile."""
+    request = multipart(client, bucket, "big", b"x" * FIVE_MIB, IfNoneMatch="*")
+    client.put_object(Bucket=bucket, Key="big", Body=b"winner")
+    assert fails(client.complete_multipart_upload, **request) == (412, "PreconditionFailed")
+    assert client.get_object(Bucket=bucket, Key="big")["Body"].read() == b"winner"
+
+
+def test_complete_multipart_if_match_stale_is_412(client: Any, bucket: str) -> None:
+    """CompleteMultipartUpload honours If-Match (moto alone ignores it)."""
+    etag = client.put_object(Bucket=bucket, Key="root", Body=b"v1")["ETag"]
+    request = multipart(client, bucket, "root", b"x" * FIVE_MIB, IfMatch=etag)
+    client.put_object(Bucket=bucket, Key="root", Body=b"v2", IfMatch=etag)
+    assert fails(client.complete_multipart_upload, **request) == (412, "PreconditionFailed")
+    assert client.get_object(Bucket=bucket, Key="root")["Body"].read() == b"v2"
+
+
+def test_complete_multipart_if_match_current_succeeds(client: Any, bucket: str) -> None:
+    """CompleteMultipartUpload with the current ETag replaces the object."""
+    etag = client.put_object(Bucket=bucket, Key="root", Body=b"v1")["ETag"]
+    request = multipart(client, bucket, "root", b"y" * FIVE_MIB, IfMatch=etag)
+    client.complete_multipart_upload(**request)
+    assert client.head_object(Bucket=bucket, Key="root")["ContentLength"] == FIVE_MIB
+
+
+def test_complete_multipart_if_match_missing_is_404(client: Any, bucket: str) -> None:
+    """CompleteMultipartUpload with If-Match on a missing key answers 404."""
+    request = multipart(client, bucket, "root", b"x" * FIVE_MIB, IfMatch='"abc"')
+    assert fails(client.complete_multipart_upload, **request)[0] == 404
+
+
+def test_complete_multipart_twice_is_idempotent(client: Any, bucket: str) -> None:
+    """Completing an upload that already completed succeeds again (the SDK-retry case)."""
+    request = multipart(client, bucket, "big", b"z" * FIVE_MIB, IfNoneMatch="*")
+    first = client.complete_multipart_upload(**request)
+    second = client.complete_multipart_upload(**request)
+    assert first["ETag"] == second["ETag"]
+
+
+def test_copy_object_destination_if_none_match(client: Any, bucket: str) -> None:
+    """CopyObject honours If-None-Match on the destination (moto alone ignores it)."""
+    client.put_object(Bucket=bucket, Key="src", Body=b"source")
+    client.put_object(Bucket=bucket, Key="dst", Body=b"taken")
+    source = {"Bucket": bucket, "Key": "src"}
+    assert fails(
+        client.copy_object, Bucket=bucket, Key="dst", CopySource=source, IfNoneMatch="*"
+    ) == (412, "PreconditionFailed")
+    assert client.get_object(Bucket=bucket, Key="dst")["Body"].read() == b"taken"
+    client.copy_object(Bucket=bucket, Key="new", CopySource=source, IfNoneMatch="*")
+    assert client.get_object(Bucket=bucket, Key="new")["Body"].read() == b"source"
+
+
+def test_copy_object_destination_if_match(client: Any, bucket: str) -> None:
+    """CopyObject honours If-Match on the destination: stale 412, missing 404."""
+    client.put_object(Bucket=bucket, Key="src", Body=b"source")
+    client.put_object(Bucket=bucket, Key="dst", Body=b"old")
+    source = {"Bucket": bucket, "Key": "src"}
+    assert fails(
+        client.copy_object, Bucket=bucket, Key="dst", CopySource=source, IfMatch='"stale"'
+    ) == (412, "PreconditionFailed")
+    assert (
+        fails(client.copy_object, Bucket=bucket, Key="gone", CopySource=source, IfMatch='"x"')[0]
+        == 404
+    )
+
+
+def test_delete_if_match(client: Any, bucket: str) -> None:
+    """DeleteObject with If-Match: stale ETag 412 (object kept), missing key 404, match deletes."""
+    etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
+    assert fails(client.delete_object, Bucket=bucket, Key="a", IfMatch='"stale"') == (
+        412,
+        "PreconditionFailed",
+    )
+    client.delete_object(Bucket=bucket, Key="a", IfMatch=etag)
+    assert fails(client.head_object, Bucket=bucket, Key="a")[0] == 404
+    assert fails(client.delete_object, Bucket=bucket, Key="a", IfMatch=etag)[0] == 404
+
+
+def test_delete_objects_per_key_etag(client: Any, bucket: str) -> None:
+    """DeleteObjects honours each key's ETag: mismatches are errors and stay (moto ignores)."""
+    good = client.put_object(Bucket=bucket, Key="good", Body=b"1")["ETag"]
+    client.put_object(Bucket=bucket, Key="bad", Body=b"2")
+    client.put_object(Bucket=bucket, Key="plain", Body=b"3")
+    response = client.delete_objects(
+        Bucket=bucket,
+        Delete={
+            "Objects": [
+                {"Key": "good", "ETag": good},
+                {"Key": "bad", "ETag": '"0000"'},
+                {"Key": "plain"},
+            ]
+        },
+    )
+    assert sorted(d["Key"] for d in response["Deleted"]) == ["good", "plain"]
+    assert [(e["Key"], e["Code"]) for e in response["Errors"]] == [("bad", "PreconditionFailed")]
+    remaining = [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert remaining == ["bad"]
+
+
+def test_concurrent_conditional_write_gets_409(s3: S3Endpoint, client: Any, bucket: str) -> None:
+    """With concurrent_conflicts on, a conditional write meeting one in flight gets 409."""
+    s3.configure(concurrent_conflicts=True)
+    s3.inject("stall", operation="PutObject", bucket=bucket, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(client.put_object, Bucket=bucket, Key="k", Body=b"1", IfNoneMatch="*")
+        wait_until(lambda: s3.stalled() == 1)
+        assert fails(client.put_object, Bucket=bucket, Key="k", Body=b"2", IfNoneMatch="*") == (
+            409,
+            "ConditionalRequestConflict",
+        )
+        s3.release_stalls()
+        first.result(timeout=30)
+    assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"1"
+
+
+def test_racing_creates_have_one_winner_at_the_server(client: Any, bucket: str) -> None:
+    """16 racing If-None-Match creates of one key: exactly one 200, fifteen 412s."""
+
+    def create(n: int) -> str:
+        try:
+            client.put_object(Bucket=bucket, Key="k", Body=str(n).encode(), IfNoneMatch="*")
+        except ClientError as error:
+            return error.response["Error"]["Code"]
+        return "ok"
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(create, range(16)))
+    assert outcomes.count("ok") == 1
+    assert outcomes.count("PreconditionFailed") == 15
+
+
+def wait_until(condition: Any, *, attempts: int = 2000) -> None:
+    """Poll a server-side condition (a stalled request arriving), bounded."""
+    import time
+
+    for _ in range(attempts):
+        if condition():
+            return
+        time.sleep(0.005)
+    raise AssertionError("condition never held")

@@ -1,0 +1,192 @@
+"""``PathLock``: the hierarchical path lock for threads.
+
+The grant logic is the pure core's (``_core``); this shell adds one mutex per lock and one
+:class:`threading.Event` per blocked acquisition.
+
+- Every :class:`~lakelock._pathlock._core.Claim` and node call happens under ``_mutex``, held
+  only for O(1) work per step, never while waiting.
+- A blocked acquisition waits on its event with the mutex released. Whoever grants its waiter
+  sets the event after releasing the mutex, so the waiter re-checks its state under the mutex:
+  a stale or early wake-up only costs a loop.
+- A grant made while a waiter was timing out is kept if the waiter sees it; otherwise the
+  waiter withdraws (releasing the grant if it raced in) and everything it held is released
+  before :class:`~lakelock.errors.LockTimeout` is raised. The same holds for any exception
+  raised while waiting (``KeyboardInterrupt``).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from types import TracebackType
+from typing import Final, TypeAlias
+
+from lakelock._pathlock._core import (
+    Claim,
+    ExactIndex,
+    LockRequest,
+    NodeIndex,
+    PathLike,
+    Waiter,
+)
+from lakelock._pathlock._striped import StripedIndex
+from lakelock.errors import LockTimeout
+
+__all__ = ["PathLock", "PathLockGuard"]
+
+
+class _Default(enum.Enum):
+    TIMEOUT = enum.auto()
+
+
+#: "Use the lock's own default timeout."
+DEFAULT: Final = _Default.TIMEOUT
+
+#: Called under the lock's mutex each time an acquisition blocks: the waiting request, the
+#: node key it waits at, and the requests of the holders and earlier waiters in its way.
+Observer: TypeAlias = Callable[[LockRequest, Hashable, list[LockRequest]], None]
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """``timeout`` if it is ``None`` or a number of seconds >= 0."""
+    if timeout is not None and not timeout >= 0:
+        raise ValueError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
+    return timeout
+
+
+def make_index(stripes: int | None) -> NodeIndex:
+    """Exact nodes by default, ``stripes`` fixed nodes if given."""
+    return ExactIndex() if stripes is None else StripedIndex(stripes)
+
+
+def timed_out(request: LockRequest, waiter: Waiter, timeout: float | None) -> LockTimeout:
+    """The error for ``request`` still waiting at ``waiter`` when its time ran out."""
+    key = waiter.node.key
+    where = "/" + "/".join(key) if isinstance(key, tuple) else f"stripe {key}"
+    return LockTimeout(
+        f"path lock ({request}) not acquired within {timeout}s, waiting at {where}",
+        target=request,
+        timeout=timeout,
+    )
+
+
+def report(observer: Observer | None, claim: Claim, waiter: Waiter) -> None:
+    """Tell ``observer`` (if any) who ``claim`` waits for."""
+    if observer is not None:
+        blockers = [c.request for c in waiter.node.blockers(waiter)]
+        observer(claim.request, waiter.node.key, blockers)
+
+
+def wake(granted: list[Waiter]) -> None:
+    """Wake the owners of newly granted waiters."""
+    for waiter in granted:
+        if waiter.owner.wake is not None:
+            waiter.owner.wake()
+
+
+class PathLock:
+    """A hierarchical read/write lock on pseudo-folder paths, for threads.
+
+    ``with lock(read=[...], write=[...]):`` blocks until no other holder's request conflicts
+    with this one (see :func:`~lakelock._pathlock.requests_conflict`), and never for a
+    request that does not. ``timeout`` (seconds; ``None`` waits forever) bounds the wait and
+    raises :class:`~lakelock.errors.LockTimeout`; the constructor sets the default, each call
+    may override it. Not re-entrant: a thread asking again for a path it holds in a clashing
+    mode waits for itself.
+
+    ``stripes=n`` bounds memory to n nodes whatever the number of distinct paths, at the price
+    of false conflicts between paths that share a stripe (see ``_striped``). By default the
+    lock is exact and keeps a node only while someone holds or waits for its path.
+    """
+
+    def __init__(self, *, timeout: float | None = None, stripes: int | None = None) -> None:
+        self._timeout = check_timeout(timeout)
+        self._index = make_index(stripes)
+        self._mutex = threading.Lock()
+        self._observer: Observer | None = None
+
+    def __call__(
+        self,
+        read: Iterable[PathLike] = (),
+        write: Iterable[PathLike] = (),
+        *,
+        timeout: float | _Default | None = DEFAULT,
+    ) -> PathLockGuard:
+        """A context manager that holds ``read`` and ``write`` while inside it.
+
+        Paths are checked here, so a bad path raises before anything is locked.
+        """
+        request = LockRequest(read, write)
+        chosen = self._timeout if timeout is DEFAULT else check_timeout(timeout)
+        return PathLockGuard(self, request, chosen)
+
+    def _acquire(self, request: LockRequest, timeout: float | None) -> Claim:
+        claim = Claim(request, self._index)
+        mutex = self._mutex
+        granted: list[Waiter] = []
+        mutex.acquire()
+        try:
+            waiter = claim.advance()
+            if waiter is None:
+                return claim
+            deadline = None if timeout is None else time.monotonic() + timeout
+            # The event is set only by a grant, which needs the mutex, and it is cleared under
+            # the mutex before each wait, so no grant is missed; a stale set only costs a loop.
+            event = threading.Event()
+            claim.wake = event.set
+            while waiter is not None:
+                report(self._observer, claim, waiter)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise timed_out(request, waiter, timeout)
+                event.clear()
+                mutex.release()
+                try:
+                    event.wait(remaining)
+                finally:
+                    mutex.acquire()
+                waiter = claim.advance()
+        except BaseException:
+            granted = claim.release()
+            raise
+        finally:
+            mutex.release()
+            wake(granted)
+        return claim
+
+    def _release(self, claim: Claim) -> None:
+        with self._mutex:
+            granted = claim.release()
+        wake(granted)
+
+
+class PathLockGuard:
+    """Holds one request of a :class:`PathLock` while inside ``with``; single use."""
+
+    __slots__ = ("_claim", "_lock", "_used", "request", "timeout")
+
+    def __init__(self, lock: PathLock, request: LockRequest, timeout: float | None) -> None:
+        self._lock = lock
+        self.request = request
+        self.timeout = timeout
+        self._claim: Claim | None = None
+        self._used = False
+
+    def __enter__(self) -> PathLockGuard:
+        if self._used:
+            raise RuntimeError("a path lock guard can be entered only once; call the lock again")
+        self._used = True
+        self._claim = self._lock._acquire(self.request, self.timeout)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            self._lock._release(claim)

@@ -108,7 +108,7 @@ _PRINCIPAL_IN_POLICY = re.compile(
 )
 _CALLER = _PRINCIPAL_IN_POLICY  # callers have the same shapes as principals named in policies
 _ACCOUNT_ID = re.compile(r"\d{12}", re.ASCII)
-_ACTION = re.compile(r"\*|s3:[A-Za-z0-9*?]+", re.ASCII)
+_ACTION = re.compile(r"\*|s3:[A-Za-z0-9*?]+", re.ASCII | re.IGNORECASE)  # actions ignore case
 _CONDITION_KEY = re.compile(r"[A-Za-z0-9-]+:[A-Za-z0-9_./<>:*-]+", re.ASCII)
 _S3_RESOURCE = re.compile(
     rf"arn:(?:{_PARTITION}):s3:::(?P<bucket>[^/]*)(?:/.*)?", re.ASCII | re.DOTALL
@@ -490,17 +490,20 @@ class _Operation:
     action: str
     object_level: bool
     creates: Literal["true", "false", ""] = ""  # s3:ObjectCreationOperation, "" = not set
-    conditional: bool = False  # If-Match / If-None-Match headers become condition keys
+    conditional: tuple[str, ...] = ()  # headers that become same-named s3: condition keys
     copy: bool = False
     version_action: str = ""  # the action when a versionId query parameter is present
     listing: bool = False  # s3:prefix / s3:delimiter / s3:max-keys from the query
 
 
+_BOTH = ("if-match", "if-none-match")
+_IF_MATCH = ("if-match",)  # deletes: If-None-Match is not a delete precondition
+
 _OPERATIONS: Mapping[str, _Operation] = MappingProxyType(
     {
-        "PutObject": _Operation("s3:PutObject", True, "true", conditional=True),
-        "CopyObject": _Operation("s3:PutObject", True, "true", conditional=True, copy=True),
-        "CompleteMultipartUpload": _Operation("s3:PutObject", True, "true", conditional=True),
+        "PutObject": _Operation("s3:PutObject", True, "true", conditional=_BOTH),
+        "CopyObject": _Operation("s3:PutObject", True, "true", conditional=_BOTH, copy=True),
+        "CompleteMultipartUpload": _Operation("s3:PutObject", True, "true", conditional=_BOTH),
         "PostObject": _Operation("s3:PutObject", True, "true"),
         "CreateMultipartUpload": _Operation("s3:PutObject", True, "false"),
         "UploadPart": _Operation("s3:PutObject", True, "false"),
@@ -508,16 +511,16 @@ _OPERATIONS: Mapping[str, _Operation] = MappingProxyType(
         "AbortMultipartUpload": _Operation("s3:AbortMultipartUpload", True),
         "ListParts": _Operation("s3:ListMultipartUploadParts", True),
         "GetObject": _Operation(
-            "s3:GetObject", True, conditional=True, version_action="s3:GetObjectVersion"
+            "s3:GetObject", True, conditional=_BOTH, version_action="s3:GetObjectVersion"
         ),
         "HeadObject": _Operation(
-            "s3:GetObject", True, conditional=True, version_action="s3:GetObjectVersion"
+            "s3:GetObject", True, conditional=_BOTH, version_action="s3:GetObjectVersion"
         ),
         "DeleteObject": _Operation(
-            "s3:DeleteObject", True, conditional=True, version_action="s3:DeleteObjectVersion"
+            "s3:DeleteObject", True, conditional=_IF_MATCH, version_action="s3:DeleteObjectVersion"
         ),
         "DeleteObjects": _Operation(
-            "s3:DeleteObject", True, conditional=True, version_action="s3:DeleteObjectVersion"
+            "s3:DeleteObject", True, conditional=_IF_MATCH, version_action="s3:DeleteObjectVersion"
         ),
         "GetObjectTagging": _Operation(
             "s3:GetObjectTagging", True, version_action="s3:GetObjectVersionTagging"
@@ -615,10 +618,10 @@ def request_context(
         context["s3:versionid"] = version_id
     if spec.creates:
         context["s3:objectcreationoperation"] = spec.creates
-    # Conditional deletes apply only to the current version, so a versioned delete gets no
-    # s3:if-match (its header would be a precondition S3 does not evaluate there).
-    if spec.conditional and action != "s3:DeleteObjectVersion":
-        for header in ("if-match", "if-none-match"):
+    # The *Version actions take no conditional keys: conditional deletes (and reads) apply to
+    # the current version only.
+    if action == spec.action:
+        for header in spec.conditional:
             if header in lowered:
                 context[f"s3:{header}"] = lowered[header]
     if spec.copy:

@@ -532,8 +532,9 @@ class Claim:
         """Whether every step is held."""
         return self._position == len(self._steps) and self._pending is None
 
-    def advance(self) -> Waiter | None:
-        """Take steps until one must wait; returns that waiter, or ``None`` once all are held."""
+    def advance(self, *, limit: int | None = None) -> Waiter | None:
+        """Take steps until one must wait; returns that waiter, or ``None`` once all are held
+        (or ``limit`` new steps were taken: the model check interleaves step by step)."""
         pending = self._pending
         if pending is not None:
             if not pending.granted:
@@ -542,7 +543,8 @@ class Claim:
             self._pending = None
             self._position += 1
         steps = self._steps
-        while self._position < len(steps):
+        end = len(steps) if limit is None else min(len(steps), self._position + limit)
+        while self._position < end:
             key, mode = steps[self._position]
             node = self._index.node(key)
             waiter = node.request(mode, self)

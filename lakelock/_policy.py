@@ -15,7 +15,8 @@ How S3 evaluates the condition keys used here (S3 User Guide, "Enforce condition
   For ``s3:PutObject`` they are set by ``PutObject``, ``CompleteMultipartUpload`` and
   ``CopyObject`` (the *destination* headers; ``x-amz-copy-source-if-*`` are preconditions on
   the source and do not set them). For ``s3:DeleteObject`` S3 sets ``s3:if-match`` from the
-  ``If-Match`` header of ``DeleteObject`` and from each entry's ``<ETag>`` in ``DeleteObjects``.
+  ``If-Match`` header of ``DeleteObject``; ``DeleteObjects`` is authorised per key and its
+  enforcement is documented alike, each entry's ``<ETag>`` being that key's condition.
 - ``s3:ObjectCreationOperation`` is ``true`` for the requests that create an object
   (``PutObject``, ``CopyObject``, ``CompleteMultipartUpload``) and ``false`` for the other
   requests that are also authorised as ``s3:PutObject`` -- ``CreateMultipartUpload``,
@@ -35,7 +36,10 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     ``PutObject``/``CompleteMultipartUpload`` with ``If-None-Match: *`` pass, and so do
     ``CreateMultipartUpload``, ``UploadPart`` and ``UploadPartCopy`` (partition copies are
     UploadPartCopy + a conditional completion, DESIGN 3.1). ``If-None-Match`` takes only ``*``
-    on S3 (anything else is rejected with 501), so presence is the whole test.
+    on S3 (anything else is rejected with 501), so presence is the whole test. A
+    ``CopyObject`` with ``If-None-Match: *`` passes the policy; whether the store honours it is
+    another matter (AWS only since late 2025; older AWS docs answer 501), which is why lakelock
+    copies by UploadPartCopy.
 ``DenyUnconditionalWriteInMetastore``
     ``s3:PutObject`` on ``<p>metastore/*`` when *both* ``If-Match`` and ``If-None-Match`` are
     absent. This is where the AWS blog's example is wrong for lakelock: it denies any metastore

@@ -639,8 +639,9 @@ def test_bad_principals_are_rejected(principals: Any, reason: str) -> None:
 def test_bad_prefixes_are_rejected(field: str, value: str) -> None:
     """Prefixes that are not clean, '/'-terminated key prefixes (or would smuggle a wildcard or
     policy variable into a Resource) raise InvalidNameError."""
+    options: dict[str, Any] = {field: value}
     with pytest.raises(InvalidNameError):
-        generate_bucket_policy(BUCKET, principals=[WRITER_ROLE], **{field: value})
+        generate_bucket_policy(BUCKET, principals=[WRITER_ROLE], **options)
 
 
 @pytest.mark.parametrize(
@@ -730,7 +731,9 @@ def test_request_context_sets_only_documented_keys() -> None:
         "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
     }
     documented = {a.lower(): {k.lower() for k in keys} for a, keys in AUTH_DATA["actions"].items()}
-    cases = [(op, DATA, None) for op in AUTH_DATA["operations"] if op != "ListObjectsV2"]
+    cases: list[tuple[str, str | None, dict[str, str] | None]] = [
+        (op, DATA, None) for op in AUTH_DATA["operations"] if op != "ListObjectsV2"
+    ]
     cases += [
         ("ListObjectsV2", None, {"prefix": "datasets/", "delimiter": "/", "max-keys": "100"}),
         ("GetObject", DATA, {"versionId": "v1"}),

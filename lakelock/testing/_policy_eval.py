@@ -45,13 +45,15 @@ resource and S3 condition keys AWS would evaluate (S3 User Guide, "Enforce condi
   ``DeleteObjects`` is authorised per key, each entry's ``<ETag>`` acting as its ``If-Match``:
   call :func:`request_context` once per entry (``key`` = the entry's key, an ``If-Match``
   header = its ETag) or use :func:`delete_objects_requests`.
-- ``GetObject``/``HeadObject``: ``s3:GetObject`` (``s3:GetObjectVersion`` with ``versionId``)
-  with ``s3:if-match``/``s3:if-none-match`` when sent. ``ListObjects``, ``ListObjectsV2``,
+- ``GetObject``/``HeadObject``: ``s3:GetObject`` with ``s3:if-match``/``s3:if-none-match``
+  when sent; with ``versionId``, ``s3:GetObjectVersion`` with ``s3:versionid`` and no
+  conditional keys (the ``*Version`` actions take none). ``ListObjects``, ``ListObjectsV2``,
   ``ListObjectVersions``: ``s3:ListBucket``/``s3:ListBucketVersions`` with ``s3:prefix``,
   ``s3:delimiter``, ``s3:max-keys`` from the query. Every operation gets
-  ``s3:x-amz-content-sha256`` when that header is present; creations also get ``s3:x-amz-acl``,
-  ``s3:x-amz-server-side-encryption``, ``s3:x-amz-server-side-encryption-aws-kms-key-id``,
-  ``s3:x-amz-storage-class`` and (copies) ``s3:x-amz-metadata-directive`` when sent.
+  ``s3:x-amz-content-sha256`` when that header is present; ``PutObject``, ``CopyObject`` and
+  ``CreateMultipartUpload`` also get ``s3:x-amz-acl``, ``s3:x-amz-server-side-encryption``,
+  ``s3:x-amz-server-side-encryption-aws-kms-key-id``, ``s3:x-amz-storage-class`` and
+  (``CopyObject``) ``s3:x-amz-metadata-directive`` when sent.
 
 Global keys (``aws:SecureTransport``, ``aws:SourceIp``...) are not produced; add them to a
 :class:`PolicyRequest`'s context yourself if a policy under test needs them.

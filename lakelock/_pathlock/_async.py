@@ -96,6 +96,9 @@ class AsyncPathLock:
                     raise timed_out(request, waiter, timeout)
         except BaseException:
             wake(claim.release())
+            # A caller may keep the exception, and with it this frame: drop the last
+            # reference to the node we were waiting at, so it is not retained.
+            waiter = None
             raise
         return claim
 

@@ -150,6 +150,9 @@ class PathLock:
                 waiter = claim.advance()
         except BaseException:
             granted = claim.release()
+            # A caller may keep the exception, and with it this frame: drop the last
+            # reference to the node we were waiting at, so it is not retained.
+            waiter = None
             raise
         finally:
             mutex.release()

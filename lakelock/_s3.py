@@ -40,6 +40,8 @@ sent over the wire).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 import threading
 import uuid
@@ -197,6 +199,20 @@ class _Call:
     mode: PutMode | None = None
 
 
+@dataclass(frozen=True)
+class _Write:
+    """One put, as the single-request and multipart paths both need it."""
+
+    key: str
+    body: bytes | IO[bytes]
+    size: int
+    mode: PutMode
+    metadata: dict[str, str]
+    write_id: str
+    content_type: str
+    progress: Callable[[int], None] | None
+
+
 class ObjectStore:
     """One bucket (and key prefix) through one boto3 client.
 
@@ -248,88 +264,71 @@ class ObjectStore:
         :class:`StorageError` family. ``progress`` is called with byte counts as parts go.
         """
         write_id = write_id or new_write_id()
-        meta = {**(metadata or {}), WRITE_ID_KEY: write_id}
-        size = _size_of(body)
+        write = _Write(
+            key,
+            body,
+            _size_of(body),
+            mode,
+            {**(metadata or {}), WRITE_ID_KEY: write_id},
+            write_id,
+            content_type,
+            progress,
+        )
         attempts = 0
 
         def once() -> PutResult:
             nonlocal attempts
             attempts += 1
-            if size >= self.multipart_threshold and size > 0:
-                return self._put_multipart(
-                    key, body, size, mode, meta, write_id, content_type, progress
-                )
-            return self._put_single(key, body, size, mode, meta, write_id, content_type, progress)
+            if write.size >= self.multipart_threshold and write.size > 0:
+                return self._put_multipart(write)
+            return self._put_single(write)
 
         result = self._retry_transient(once)
         return _with_attempts(result, attempts)
 
-    def _put_single(
-        self,
-        key: str,
-        body: bytes | IO[bytes],
-        size: int,
-        mode: PutMode,
-        meta: dict[str, str],
-        write_id: str,
-        content_type: str,
-        progress: Callable[[int], None] | None,
-    ) -> PutResult:
-        data = body if isinstance(body, bytes) else _read_all(body)
-        kwargs: dict[str, Any] = {
-            "Bucket": self.bucket,
-            "Key": self.full_key(key),
-            "Body": data,
-            "Metadata": meta,
-            "ContentType": content_type,
-            **_condition(mode),
-        }
-        call = _Call("PutObject", key, mode)
+    def _put_single(self, write: _Write) -> PutResult:
+        body = write.body if isinstance(write.body, bytes) else _read_all(write.body)
         try:
-            response = self.client.put_object(**kwargs)
+            response = self.client.put_object(
+                Bucket=self.bucket,
+                Key=self.full_key(write.key),
+                Body=body,
+                Metadata=write.metadata,
+                ContentType=write.content_type,
+                **_condition(write.mode),
+            )
         except (ClientError, BotoCoreError) as error:
-            return self._resolve(error, call, write_id, size)
-        if progress is not None:
-            progress(size)
-        return PutResult(key, response["ETag"], write_id, size, response.get("VersionId"))
+            call = _Call("PutObject", write.key, write.mode)
+            return self._resolve(error, call, write.write_id, write.size)
+        if write.progress is not None:
+            write.progress(write.size)
+        return PutResult(
+            write.key, response["ETag"], write.write_id, write.size, response.get("VersionId")
+        )
 
-    def _put_multipart(
-        self,
-        key: str,
-        body: bytes | IO[bytes],
-        size: int,
-        mode: PutMode,
-        meta: dict[str, str],
-        write_id: str,
-        content_type: str,
-        progress: Callable[[int], None] | None,
-    ) -> PutResult:
-        full_key = self.full_key(key)
-        part_size = max(self.part_size, MIN_PART_SIZE, -(-size // 10_000))
-        upload_id = self._call(
-            "CreateMultipartUpload",
-            key,
-            lambda: self.client.create_multipart_upload(
-                Bucket=self.bucket, Key=full_key, Metadata=meta, ContentType=content_type
-            ),
-        )["UploadId"]
+    def _put_multipart(self, write: _Write) -> PutResult:
+        full_key = self.full_key(write.key)
+        part_size = max(self.part_size, MIN_PART_SIZE, -(-write.size // 10_000))
 
-        def parts() -> list[dict[str, Any]]:
+        def upload_parts(upload_id: str) -> list[dict[str, Any]]:
             done: list[dict[str, Any]] = []
-            for number, chunk in enumerate(_chunks(body, part_size), start=1):
+            for number, chunk in enumerate(_chunks(write.body, part_size), start=1):
                 response = self._call(
                     "UploadPart",
-                    key,
-                    lambda c=chunk, n=number: self.client.upload_part(
-                        Bucket=self.bucket, Key=full_key, UploadId=upload_id, PartNumber=n, Body=c
-                    ),
+                    write.key,
+                    self.client.upload_part,
+                    Bucket=self.bucket,
+                    Key=full_key,
+                    UploadId=upload_id,
+                    PartNumber=number,
+                    Body=chunk,
                 )
                 done.append({"PartNumber": number, "ETag": response["ETag"]})
-                if progress is not None:
-                    progress(len(chunk))
+                if write.progress is not None:
+                    write.progress(len(chunk))
             return done
 
-        return self._complete(key, upload_id, parts, mode, write_id, size)
+        return self._multipart(write, upload_parts)
 
     def copy(
         self,
@@ -343,97 +342,98 @@ class ObjectStore:
     ) -> PutResult:
         """Server-side copy of ``source_key`` to ``key``, create-only by default:
         ``UploadPartCopy`` in ranges plus a conditional completion, which every S3 honours.
-        The copy gets ``metadata`` and its own write id, not the source's metadata."""
+        The copy gets ``metadata`` and its own write id, not the source's metadata; it copies
+        the source as it was when first read (``x-amz-copy-source-if-match``)."""
         write_id = write_id or new_write_id()
-        meta = {**(metadata or {}), WRITE_ID_KEY: write_id}
         source = self.head(source_key)
-        full_key = self.full_key(key)
-        copy_source = {"Bucket": self.bucket, "Key": self.full_key(source_key)}
+        write = _Write(
+            key,
+            b"",
+            source.size,
+            mode,
+            {**(metadata or {}), WRITE_ID_KEY: write_id},
+            write_id,
+            "application/octet-stream",
+            progress,
+        )
         part_size = max(self.part_size, MIN_PART_SIZE, -(-source.size // 10_000))
+        ranges = [
+            (start, min(start + part_size, source.size) - 1)
+            for start in range(0, source.size, part_size)
+        ]
+
+        def copy_parts(upload_id: str) -> list[dict[str, Any]]:
+            done: list[dict[str, Any]] = []
+            for number, (first, last) in enumerate(ranges or [(0, -1)], start=1):
+                byte_range: dict[str, Any] = (
+                    {"CopySourceRange": f"bytes={first}-{last}"} if ranges else {}
+                )
+                response = self._call(
+                    "UploadPartCopy",
+                    key,
+                    self.client.upload_part_copy,
+                    Bucket=self.bucket,
+                    Key=self.full_key(key),
+                    UploadId=upload_id,
+                    PartNumber=number,
+                    CopySource={"Bucket": self.bucket, "Key": self.full_key(source_key)},
+                    CopySourceIfMatch=source.etag,
+                    **byte_range,
+                )
+                done.append({"PartNumber": number, "ETag": response["CopyPartResult"]["ETag"]})
+                if progress is not None:
+                    progress(last - first + 1)
+            return done
+
         attempts = 0
 
         def once() -> PutResult:
             nonlocal attempts
             attempts += 1
-            upload_id = self._call(
-                "CreateMultipartUpload",
-                key,
-                lambda: self.client.create_multipart_upload(
-                    Bucket=self.bucket, Key=full_key, Metadata=meta
-                ),
-            )["UploadId"]
-
-            def parts() -> list[dict[str, Any]]:
-                done: list[dict[str, Any]] = []
-                ranges = (
-                    [(0, source.size - 1)]
-                    if source.size == 0
-                    else [
-                        (start, min(start + part_size, source.size) - 1)
-                        for start in range(0, source.size, part_size)
-                    ]
-                )
-                for number, (first, last) in enumerate(ranges, start=1):
-                    kwargs: dict[str, Any] = {
-                        "Bucket": self.bucket,
-                        "Key": full_key,
-                        "UploadId": upload_id,
-                        "PartNumber": number,
-                        "CopySource": copy_source,
-                        "CopySourceIfMatch": source.etag,
-                    }
-                    if source.size > 0:
-                        kwargs["CopySourceRange"] = f"bytes={first}-{last}"
-                    response = self._call(
-                        "UploadPartCopy", key, lambda k=kwargs: self.client.upload_part_copy(**k)
-                    )
-                    done.append({"PartNumber": number, "ETag": response["CopyPartResult"]["ETag"]})
-                    if progress is not None:
-                        progress(max(0, last - first + 1))
-                return done
-
-            return self._complete(key, upload_id, parts, mode, write_id, source.size)
+            return self._multipart(write, copy_parts)
 
         return _with_attempts(self._retry_transient(once), attempts)
 
-    def _complete(
-        self,
-        key: str,
-        upload_id: str,
-        parts: Callable[[], list[dict[str, Any]]],
-        mode: PutMode,
-        write_id: str,
-        size: int,
+    def _multipart(
+        self, write: _Write, upload_parts: Callable[[str], list[dict[str, Any]]]
     ) -> PutResult:
-        """Upload the parts and complete under ``mode``; abort on every failure path."""
-        call = _Call("CompleteMultipartUpload", key, mode)
+        """Create an upload, fill its parts, complete it under the write's precondition;
+        abort on every failure path (parts are billed until aborted)."""
+        upload_id = self._call(
+            "CreateMultipartUpload",
+            write.key,
+            self.client.create_multipart_upload,
+            Bucket=self.bucket,
+            Key=self.full_key(write.key),
+            Metadata=write.metadata,
+            ContentType=write.content_type,
+        )["UploadId"]
         try:
-            uploaded = parts()
+            parts = upload_parts(upload_id)
             response = self.client.complete_multipart_upload(
                 Bucket=self.bucket,
-                Key=self.full_key(key),
+                Key=self.full_key(write.key),
                 UploadId=upload_id,
-                MultipartUpload={"Parts": uploaded},
-                **_condition(mode),
+                MultipartUpload={"Parts": parts},
+                **_condition(write.mode),
             )
-        except (ClientError, BotoCoreError, StorageError) as error:
-            self._abort(key, upload_id)
-            if isinstance(error, StorageError):
-                raise
-            return self._resolve(error, call, write_id, size)
+        except (ClientError, BotoCoreError) as error:
+            self._abort(write.key, upload_id)
+            call = _Call("CompleteMultipartUpload", write.key, write.mode)
+            return self._resolve(error, call, write.write_id, write.size)
         except BaseException:
-            self._abort(key, upload_id)
+            self._abort(write.key, upload_id)
             raise
-        return PutResult(key, response["ETag"], write_id, size, response.get("VersionId"))
+        return PutResult(
+            write.key, response["ETag"], write.write_id, write.size, response.get("VersionId")
+        )
 
     def _abort(self, key: str, upload_id: str) -> None:
         """Best effort: a failed abort leaves parts for the bucket's lifecycle rule."""
-        try:
+        with contextlib.suppress(ClientError, BotoCoreError):
             self.client.abort_multipart_upload(
                 Bucket=self.bucket, Key=self.full_key(key), UploadId=upload_id
             )
-        except (ClientError, BotoCoreError):
-            pass
 
     def _resolve(
         self, error: ClientError | BotoCoreError, call: _Call, write_id: str, size: int
@@ -442,7 +442,8 @@ class ObjectStore:
         failure = classify(error, bucket=self.bucket, call=call, prefix=self.prefix)
         retried = isinstance(error, ClientError) and _retry_attempts(error) > 0
         ambiguous = isinstance(failure, OutcomeUnknownError) or (
-            retried and isinstance(failure, PreconditionFailedError | NotFoundError)
+            retried
+            and isinstance(failure, AlreadyExistsError | PreconditionFailedError | NotFoundError)
         )
         if not ambiguous:
             raise failure from error
@@ -492,11 +493,7 @@ class ObjectStore:
         if if_match is not None:
             kwargs["IfMatch"] = if_match
         mode: PutMode = IfMatch(if_match) if if_match is not None else "overwrite"
-        self._retry_transient(
-            lambda: self._call(
-                "DeleteObject", key, lambda: self.client.delete_object(**kwargs), mode
-            )
-        )
+        self._request("DeleteObject", key, self.client.delete_object, mode=mode, **kwargs)
 
     def delete_many(
         self, items: Sequence[tuple[str, str | None]]
@@ -512,14 +509,12 @@ class ObjectStore:
                 if etag is not None:
                     entry["ETag"] = etag
                 objects.append(entry)
-            response = self._retry_transient(
-                lambda o=objects: self._call(
-                    "DeleteObjects",
-                    None,
-                    lambda: self.client.delete_objects(
-                        Bucket=self.bucket, Delete={"Objects": o, "Quiet": False}
-                    ),
-                )
+            response = self._request(
+                "DeleteObjects",
+                None,
+                self.client.delete_objects,
+                Bucket=self.bucket,
+                Delete={"Objects": objects, "Quiet": False},
             )
             for deleted in response.get("Deleted", []):
                 results[self._relative(deleted["Key"])] = None
@@ -543,12 +538,8 @@ class ObjectStore:
     # -- reads --------------------------------------------------------------------------------
 
     def get(self, key: str) -> ObjectData:
-        response = self._retry_transient(
-            lambda: self._call(
-                "GetObject",
-                key,
-                lambda: self.client.get_object(Bucket=self.bucket, Key=self.full_key(key)),
-            )
+        response = self._request(
+            "GetObject", key, self.client.get_object, Bucket=self.bucket, Key=self.full_key(key)
         )
         try:
             body = response["Body"].read()
@@ -559,12 +550,8 @@ class ObjectStore:
         return ObjectData(**_head_fields(key, response), body=body)
 
     def head(self, key: str) -> ObjectHead:
-        response = self._retry_transient(
-            lambda: self._call(
-                "HeadObject",
-                key,
-                lambda: self.client.head_object(Bucket=self.bucket, Key=self.full_key(key)),
-            )
+        response = self._request(
+            "HeadObject", key, self.client.head_object, Bucket=self.bucket, Key=self.full_key(key)
         )
         return ObjectHead(**_head_fields(key, response))
 
@@ -575,11 +562,7 @@ class ObjectStore:
             kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.full_key(prefix)}
             if token:
                 kwargs["ContinuationToken"] = token
-            page = self._retry_transient(
-                lambda k=kwargs: self._call(
-                    "ListObjectsV2", prefix, lambda: self.client.list_objects_v2(**k)
-                )
-            )
+            page = self._request("ListObjectsV2", prefix, self.client.list_objects_v2, **kwargs)
             for item in page.get("Contents", []):
                 yield ListedObject(
                     self._relative(item["Key"]), item["ETag"], item["Size"], item["LastModified"]
@@ -597,15 +580,32 @@ class ObjectStore:
         self,
         operation: str,
         key: str | None,
-        request: Callable[[], Any],
+        method: Callable[..., Any],
+        *,
         mode: PutMode | None = None,
+        **kwargs: Any,
     ) -> Any:
+        """``method(**kwargs)``, its failure classified into the lakelock error family."""
         try:
-            return request()
+            return method(**kwargs)
         except (ClientError, BotoCoreError) as error:
             raise classify(
                 error, bucket=self.bucket, call=_Call(operation, key, mode), prefix=self.prefix
             ) from error
+
+    def _request(
+        self,
+        operation: str,
+        key: str | None,
+        method: Callable[..., Any],
+        *,
+        mode: PutMode | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """One classified request, retried on conflicts and throttling."""
+        return self._retry_transient(
+            functools.partial(self._call, operation, key, method, mode=mode, **kwargs)
+        )
 
     def _retry_transient(self, attempt: Callable[[], _T]) -> _T:
         """Retry 409 ConditionalRequestConflict and 503 SlowDown (never applied) with jittered

@@ -4,8 +4,8 @@
 LakelockError
 ├── InvalidNameError (ValueError)          bad dataset/column/partition/file name or path
 ├── StorageError                           one S3 request ended badly: .bucket .key .operation
-│   ├── AlreadyExistsError (FileExistsError)   412 on a create-only write: the key exists
-│   ├── PreconditionFailedError               412 on If-Match: .expected_etag is stale
+│   ├── AlreadyExistsError (FileExistsError)   412 on a create-only write: key taken
+│   ├── PreconditionFailedError               412 on If-Match: .expected_etag stale
 │   ├── NotFoundError (FileNotFoundError)     404, including If-Match on a missing key
 │   ├── ConflictError                         409 ConditionalRequestConflict: retry
 │   ├── ThrottledError                        503 SlowDown: back off
@@ -17,7 +17,7 @@ LakelockError
 │   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
 │   │   └── StaleFenceError                      fencing token lower than one already seen
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
-├── RegistryCorruptError                   the registry document cannot be trusted: never overwritten
+├── RegistryCorruptError                   the registry cannot be trusted: never overwritten
 ├── LeaseError                             .name .token
 │   └── LeaseLostError                        the lease expired or was taken over
 └── LockTimeout (TimeoutError)             a lock or lease was not acquired in time
@@ -151,8 +151,15 @@ class CommitConflictError(CommitError):
     """The commit cannot apply to the current registry (re-validated on redrive), or the
     retry budget (``attempts``) ran out under contention. Nothing was committed."""
 
-    def __init__(self, message: str, *, attempts: int = 0, **kw: str | None) -> None:
-        super().__init__(message, **kw)
+    def __init__(
+        self,
+        message: str,
+        *,
+        dataset: str | None = None,
+        commit_id: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        super().__init__(message, dataset=dataset, commit_id=commit_id)
         self.attempts = attempts
 
 
@@ -165,9 +172,16 @@ class StaleFenceError(CommitConflictError):
     holder tried to commit after losing its lease or lock."""
 
     def __init__(
-        self, message: str, *, name: str, token: int, current: int, **kw: str | None
+        self,
+        message: str,
+        *,
+        name: str,
+        token: int,
+        current: int,
+        dataset: str | None = None,
+        commit_id: str | None = None,
     ) -> None:
-        super().__init__(message, **kw)
+        super().__init__(message, dataset=dataset, commit_id=commit_id)
         self.name = name
         self.token = token
         self.current = current

@@ -201,7 +201,7 @@ def test_delete_objects_per_key_etag(client: Any, bucket: str) -> None:
 def test_concurrent_conditional_write_gets_409(s3: S3Endpoint, client: Any, bucket: str) -> None:
     """With concurrent_conflicts on, a conditional write meeting one in flight gets 409."""
     s3.configure(concurrent_conflicts=True)
-    s3.inject("stall", operation="PutObject", bucket=bucket, count=1)
+    s3.inject("hold", operation="PutObject", bucket=bucket, count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         first = pool.submit(client.put_object, Bucket=bucket, Key="k", Body=b"1", IfNoneMatch="*")
         wait_until(lambda: s3.stalled() == 1)

@@ -8,6 +8,13 @@ extra: ``pip install 'lakelock[local]'``.
 
 from __future__ import annotations
 
+try:
+    import moto  # noqa: F401 - probed here to give a helpful error instead of a bare one
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "lakelock.testing needs the embedded S3 endpoint: pip install 'lakelock[local]'"
+    ) from error
+
 from lakelock.testing._endpoint import DEFAULT_ACCESS_KEY, S3Endpoint, client_kwargs, make_server
 from lakelock.testing._faults import FAULT_KINDS, FaultKind, FaultPlan, FaultRule, parse_fault_spec
 

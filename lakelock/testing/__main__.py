@@ -24,10 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     principals = dict(p.split("=", 1) for p in args.principal)
-    server = make_server(args.host, args.port, principals=principals)
-    server.gateway.faults.reseed(args.seed)
+    server, gateway = make_server(args.host, args.port, principals=principals)
+    gateway.faults.reseed(args.seed)
     for spec in args.fault:
-        server.gateway.faults.add(parse_fault_spec(spec))
+        gateway.faults.add(parse_fault_spec(spec))
 
     def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

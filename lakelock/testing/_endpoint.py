@@ -29,9 +29,16 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Literal, Self
 
+import boto3
 import orjson
+from botocore.config import Config
+from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer
+from werkzeug.serving import make_server as werkzeug_server
 
 from lakelock.testing._faults import FaultKind, FaultRule
+from lakelock.testing._gateway import Gateway
+from lakelock.testing._policy_gate import BucketPolicies
 
 __all__ = ["DEFAULT_ACCESS_KEY", "S3Endpoint", "make_server"]
 
@@ -45,27 +52,21 @@ def make_server(
     port: int = 0,
     *,
     principals: Mapping[str, str] | None = None,
-) -> Any:
-    """A ready (not yet serving) threaded WSGI server: moto's S3 behind the gateway.
+) -> tuple[BaseWSGIServer, Gateway]:
+    """A ready (not yet serving) threaded WSGI server, moto's S3 behind the gateway, and the
+    gateway (to set faults directly). ``principals`` maps access key ids to the principal ARN
+    bucket policies see."""
+    gateway = Gateway(create_backend_app("s3"), policies=BucketPolicies(principals))
+    server = werkzeug_server(host, port, gateway, threaded=True, request_handler=_QuietHandler)
+    return server, gateway
 
-    ``principals`` maps access key ids to the principal ARN the bucket policy sees.
-    """
-    from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
-    from werkzeug.serving import make_server as werkzeug_server
 
-    from lakelock.testing._gateway import Gateway
-    from lakelock.testing._policy_gate import bucket_policy_check
+class _QuietHandler(MotoRequestHandler):
+    """moto's handler (it keeps underscores in metadata header names), without request logs:
+    they would drown test output, and the gateway counts requests instead."""
 
-    gateway = Gateway(create_backend_app("s3"))
-    gateway.policy_check = bucket_policy_check(gateway.policies, principals or {})
-
-    class QuietHandler(MotoRequestHandler):  # type: ignore[misc]  # untyped base class
-        def log(self, type: str, message: str, *args: Any) -> None:
-            """Request logs would drown test output; the gateway counts requests instead."""
-
-    server = werkzeug_server(host, port, gateway, threaded=True, request_handler=QuietHandler)
-    server.gateway = gateway
-    return server
+    def log(self, type: str, message: str, *args: Any) -> None:
+        pass
 
 
 class S3Endpoint:
@@ -81,7 +82,7 @@ class S3Endpoint:
         self._mode = mode
         self._port = port
         self._principals = dict(principals or {})
-        self._server: Any = None
+        self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen[str] | None = None
         self.url = ""
@@ -92,7 +93,7 @@ class S3Endpoint:
         if self.url:
             return self
         if self._mode == "thread":
-            self._server = make_server(port=self._port, principals=self._principals)
+            self._server, _ = make_server(port=self._port, principals=self._principals)
             self._thread = threading.Thread(
                 target=self._server.serve_forever, name="lakelock-s3-endpoint", daemon=True
             )
@@ -152,10 +153,7 @@ class S3Endpoint:
 
     def client(self, *, access_key: str = DEFAULT_ACCESS_KEY, **config: Any) -> Any:
         """A boto3 S3 client for this endpoint. ``config`` overrides botocore ``Config``
-        fields (e.g. ``retries={"max_attempts": 1}``, ``read_timeout=2``)."""
-        import boto3
-        from botocore.config import Config
-
+        fields (e.g. ``retries={"total_max_attempts": 1}``, ``read_timeout=2``)."""
         kwargs = self.client_kwargs(access_key=access_key)
         kwargs["config"] = kwargs["config"].merge(Config(**config)) if config else kwargs["config"]
         return boto3.client("s3", **kwargs)
@@ -240,8 +238,6 @@ class S3Endpoint:
 def client_kwargs(url: str, *, access_key: str = DEFAULT_ACCESS_KEY) -> dict[str, Any]:
     """boto3 client arguments for an embedded endpoint at ``url`` (path-style, fixed region,
     dummy credentials: the endpoint does not check signatures)."""
-    from botocore.config import Config
-
     return {
         "endpoint_url": url,
         "region_name": DEFAULT_REGION,
@@ -249,7 +245,7 @@ def client_kwargs(url: str, *, access_key: str = DEFAULT_ACCESS_KEY) -> dict[str
         "aws_secret_access_key": "lakelock-secret",
         "config": Config(
             s3={"addressing_style": "path"},
-            retries={"mode": "standard", "max_attempts": 4},
+            retries={"mode": "standard", "total_max_attempts": 3},
             connect_timeout=5,
             read_timeout=30,
             max_pool_connections=64,

@@ -12,7 +12,8 @@ kind           when    effect
 =============  ======  ==================================================================
 latency        before  sleep ``delay`` seconds plus up to ``jitter`` seconds more (writes
                        wait while holding their key, as S3's per-key serialisation does)
-stall          before  hold the request (and its key) until the test releases stalls
+stall          before  hold the request, before it takes its key, until stalls are released
+hold           before  the same, but holding its key (a write in progress at the server)
 slowdown       before  503 SlowDown, nothing applied
 error          before  500 InternalError, nothing applied
 conflict       before  409 ConditionalRequestConflict, nothing applied
@@ -43,6 +44,7 @@ from typing import Any, Literal, get_args
 FaultKind = Literal[
     "latency",
     "stall",
+    "hold",
     "slowdown",
     "error",
     "conflict",
@@ -109,6 +111,7 @@ class Decision:
 
     delay: float = 0.0
     stall: bool = False
+    hold: bool = False
     before: FaultRule | None = None
     after: FaultRule | None = None
 
@@ -133,8 +136,10 @@ class FaultPlan:
         return rule
 
     def clear(self) -> None:
+        """Drop every rule and the counts of faults injected."""
         with self._lock:
             self._rules.clear()
+            self.injected.clear()
 
     def reseed(self, seed: int) -> None:
         with self._lock:
@@ -149,7 +154,7 @@ class FaultPlan:
         """Draw the faults for one request. Latencies add up; the first matching ``before``
         fault and the first matching ``after`` fault that fire are used."""
         delay = 0.0
-        stall = False
+        stall = hold = False
         before: FaultRule | None = None
         after: FaultRule | None = None
         with self._lock:
@@ -168,12 +173,14 @@ class FaultPlan:
                     delay += rule.delay + self._random.random() * rule.jitter
                 elif rule.kind == "stall":
                     stall = True
+                elif rule.kind == "hold":
+                    hold = True
                 elif rule.kind in BEFORE_KINDS:
                     before = rule
                     after = None  # nothing is applied, so nothing can be lost after it
                 else:
                     after = rule
-        return Decision(delay=delay, stall=stall, before=before, after=after)
+        return Decision(delay=delay, stall=stall, hold=hold, before=before, after=after)
 
     def to_json(self) -> dict[str, Any]:
         with self._lock:

@@ -16,7 +16,7 @@ behaviours of AWS S3 that lakelock relies on and moto does not have (DESIGN.md Â
   is on, answered to a conditional write that arrives while another write to the same key is
   in flight (AWS's behaviour; off by default, so writes to one key queue instead).
 - **Bucket policies** for the condition keys lakelock's generated policy uses, answered with
-  403 AccessDenied as S3 does (``policy_check``).
+  403 AccessDenied as S3 does (:mod:`._policy_gate`).
 - **Faults** from a seeded :class:`~lakelock.testing._faults.FaultPlan`, and per-operation
   request counts.
 
@@ -39,16 +39,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import orjson
 
 from lakelock.testing._faults import Decision, FaultPlan, FaultRule
+from lakelock.testing._policy_gate import BucketPolicies
 
 __all__ = ["Gateway", "S3Request", "classify"]
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-PolicyCheck = Callable[["S3Request", Mapping[str, str]], bool]
 
 _S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 # Rewritten request bodies must keep S3's namespace as the default one: moto's parser reads
@@ -220,12 +220,12 @@ class Gateway:
         backend: WSGIApp,
         *,
         faults: FaultPlan | None = None,
-        policy_check: PolicyCheck | None = None,
+        policies: BucketPolicies | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._backend = backend
         self.faults = faults if faults is not None else FaultPlan()
-        self.policy_check = policy_check
+        self.policies = policies if policies is not None else BucketPolicies()
         self.concurrent_conflicts = False
         self._sleep = sleep
         self._locks = _KeyLocks()
@@ -234,7 +234,6 @@ class Gateway:
         # uploadId -> ETag of the object its completion created: a retried completion of an
         # upload that already completed is idempotent on S3, not a precondition failure.
         self._completed: dict[str, str] = {}
-        self.policies: dict[str, dict[str, Any]] = {}
         self._stall_lock = threading.Lock()
         self._stalled = 0
         self._release = threading.Event()
@@ -267,6 +266,7 @@ class Gateway:
         self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str]
     ) -> _Response:
         decision = self.faults.decide(request.operation, request.bucket or "", request.key)
+        self._stall(decision.stall)
         if not request.mutating or decision.before is not None:
             self._wait(decision)
         if decision.before is not None:
@@ -274,7 +274,7 @@ class Gateway:
         denied = self._check_policy(request, headers)
         if denied is not None:
             return denied
-        if request.operation in {"PutBucketPolicy", "DeleteBucketPolicy"}:
+        if request.operation in {"PutBucketPolicy", "GetBucketPolicy", "DeleteBucketPolicy"}:
             return self._bucket_policy(environ, request)
         if not request.mutating:
             return self._forward(environ)
@@ -312,7 +312,7 @@ class Gateway:
             self._wait(decision)
             if request.operation == "DeleteObjects":
                 assert body is not None
-                response = self._delete_objects(environ, request.bucket, body)
+                response = self._delete_objects(environ, request, headers, body)
             else:
                 failed = self._check_conditions(request, headers)
                 response = failed if failed is not None else self._forward(environ)
@@ -326,7 +326,8 @@ class Gateway:
 
     def _check_conditions(self, request: S3Request, headers: Mapping[str, str]) -> _Response | None:
         """The preconditions moto ignores, checked under the key lock."""
-        assert request.bucket is not None and request.key is not None
+        assert request.bucket is not None
+        assert request.key is not None
         if_match = headers.get("if-match")
         if_none_match = headers.get("if-none-match")
         if request.operation == "CompleteMultipartUpload":
@@ -347,7 +348,8 @@ class Gateway:
         return None
 
     def _remember_completion(self, request: S3Request) -> None:
-        assert request.bucket is not None and request.key is not None
+        assert request.bucket is not None
+        assert request.key is not None
         etag = self._current_etag(request.bucket, request.key)
         if etag is not None:
             self._completed[request.query.get("uploadId", [""])[0]] = etag
@@ -360,9 +362,19 @@ class Gateway:
             raise RuntimeError(f"gateway read-back of {bucket}/{key} answered {response.status}")
         return dict((k.lower(), v) for k, v in response.headers).get("etag")
 
-    def _delete_objects(self, environ: dict[str, Any], bucket: str, body: bytes) -> _Response:
-        """DeleteObjects with per-key ETag conditions: mismatches are answered as errors, the
-        rest are passed to moto without their ETag elements."""
+    def _delete_objects(
+        self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str], body: bytes
+    ) -> _Response:
+        """DeleteObjects with per-key ETag conditions and per-key policy decisions: refused
+        keys are answered as errors, the rest go to moto without their ETag elements."""
+        assert request.bucket is not None
+        bucket = request.bucket
+        denied = self.policies.denied_deletes(
+            bucket=bucket,
+            entries=_delete_entries(body),
+            headers=headers,
+            access_key=request.access_key,
+        )
         root = ET.fromstring(body)
         failures: list[tuple[str, str, str]] = []
         for obj in list(root):
@@ -370,6 +382,10 @@ class Gateway:
                 continue
             key = _child_text(obj, "Key")
             etag = _child_text(obj, "ETag")
+            if key is not None and key in denied:
+                failures.append((key, "AccessDenied", "Access Denied"))
+                root.remove(obj)
+                continue
             if key is None or etag is None:
                 continue
             current = self._current_etag(bucket, key)
@@ -413,41 +429,53 @@ class Gateway:
         )
 
     def _check_policy(self, request: S3Request, headers: Mapping[str, str]) -> _Response | None:
-        if self.policy_check is None or request.bucket is None:
+        if request.bucket is None:
             return None
-        if self.policy_check(request, headers):
+        allowed = self.policies.allows(
+            operation=request.operation,
+            bucket=request.bucket,
+            key=request.key,
+            headers=headers,
+            query={k: v[0] for k, v in request.query.items() if v},
+            access_key=request.access_key,
+        )
+        if allowed:
             return None
         return _error("403 Forbidden", "AccessDenied", "Access Denied", key=request.key)
 
     def _bucket_policy(self, environ: dict[str, Any], request: S3Request) -> _Response:
-        """Keep our own copy of each bucket's policy (moto stores it but does not enforce it)."""
+        """Bucket policies live here, never in moto (see :mod:`._policy_gate`)."""
         assert request.bucket is not None
+        exists = self._subrequest("HEAD", request.bucket, None)
+        if exists.code != 200:
+            return _error("404 Not Found", "NoSuchBucket", "The specified bucket does not exist")
         if request.operation == "DeleteBucketPolicy":
-            self.policies.pop(request.bucket, None)
-            return self._forward(environ)
-        body = _read_body(environ)
+            self.policies.delete(request.bucket)
+            return _Response("204 No Content", [], b"")
+        if request.operation == "GetBucketPolicy":
+            policy = self.policies.get(request.bucket)
+            if policy is None:
+                return _error(
+                    "404 Not Found", "NoSuchBucketPolicy", "The bucket policy does not exist"
+                )
+            return _json(policy)
         try:
-            policy = orjson.loads(body)
-            if not isinstance(policy, dict):
-                raise ValueError("a policy is a JSON object")
-            from lakelock.testing._policy_eval import validate_policy
-
-            validate_policy(policy)
+            self.policies.put(request.bucket, orjson.loads(_read_body(environ)))
         except ValueError as error:
             return _error("400 Bad Request", "MalformedPolicy", str(error))
-        response = self._forward(environ)
-        if response.code < 300:
-            self.policies[request.bucket] = policy
-        return response
+        return _Response("204 No Content", [], b"")
 
     # -- faults -------------------------------------------------------------------------------
 
     def _wait(self, decision: Decision) -> None:
-        """Injected latency and stalls. Writes wait while holding their key, so latency also
+        """Injected latency and holds. Writes wait while holding their key, so latency also
         bounds the rate of writes to one key, as on S3."""
         if decision.delay:
             self._sleep(decision.delay)
-        if decision.stall:
+        self._stall(decision.hold)
+
+    def _stall(self, stall: bool) -> None:
+        if stall:
             with self._stall_lock:
                 self._stalled += 1
                 release = self._release
@@ -507,10 +535,8 @@ class Gateway:
                 close()
         return _Response(captured[0], list(captured[1]), body)
 
-    def _subrequest(self, method: str, bucket: str, key: str) -> _Response:
-        from urllib.parse import quote
-
-        path = f"/{quote(bucket)}/{quote(key, safe='/')}"
+    def _subrequest(self, method: str, bucket: str, key: str | None) -> _Response:
+        path = f"/{quote(bucket)}" + (f"/{quote(key, safe='/')}" if key is not None else "")
         environ = {
             "REQUEST_METHOD": method,
             "PATH_INFO": unquote(path),
@@ -548,8 +574,7 @@ class Gateway:
 
     def _control(self, environ: dict[str, Any], command: str) -> _Response:
         """``GET stats``, ``DELETE stats``, ``GET|PUT|DELETE faults``, ``POST faults`` (one
-        rule), ``PUT settings``, ``GET stalls``, ``DELETE stalls`` (release them), ``GET
-        policies``."""
+        rule), ``PUT settings``, ``GET stalls``, ``DELETE stalls`` (release them)."""
         method = environ["REQUEST_METHOD"]
         command = urlsplit(command).path.strip("/")
         try:
@@ -582,8 +607,6 @@ class Gateway:
             if command == "stalls" and method == "DELETE":
                 self.release_stalls()
                 return _json({"stalled": self.stalled()})
-            if command == "policies" and method == "GET":
-                return _json(self.policies)
         except (ValueError, TypeError) as error:
             return _error("400 Bad Request", "InvalidArgument", str(error))
         return _error("404 Not Found", "NoSuchControl", f"no control {method} {command!r}")

@@ -1,0 +1,106 @@
+"""The embedded endpoint enforces bucket policies like S3: the generated policy refuses
+unconditional writes into the protected prefixes with 403 and lets lakelock's own requests in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from botocore.exceptions import ClientError
+
+from lakelock._policy import generate_bucket_policy
+from lakelock._s3 import IfMatch, ObjectStore
+from lakelock.errors import AccessDeniedError
+from lakelock.testing import S3Endpoint
+from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
+from tests.conftest import FAST_RETRY
+
+WRITER = f"arn:aws:iam::{DEFAULT_PRINCIPAL_ACCOUNT}:user/lakelock"
+FIVE_MIB = 5 * 1024 * 1024
+
+
+@pytest.fixture
+def guarded(client: Any, bucket: str) -> str:
+    """The test bucket with lakelock's generated policy (deletes guarded too) applied."""
+    policy = generate_bucket_policy(bucket, principals=[WRITER], deny_unconditional_delete=True)
+    client.put_bucket_policy(Bucket=bucket, Policy=orjson.dumps(policy).decode())
+    return bucket
+
+
+def denied(call: Any, **kwargs: Any) -> bool:
+    try:
+        call(**kwargs)
+    except ClientError as error:
+        code = error.response["Error"]["Code"]
+        assert code == "AccessDenied", code
+        return True
+    return False
+
+
+def test_policy_round_trips_and_rejects_malformed(client: Any, guarded: str) -> None:
+    """Get returns what Put stored; a malformed policy is MalformedPolicy, not stored."""
+    stored = orjson.loads(client.get_bucket_policy(Bucket=guarded)["Policy"])
+    assert stored == generate_bucket_policy(
+        guarded, principals=[WRITER], deny_unconditional_delete=True
+    )
+    with pytest.raises(ClientError) as info:
+        client.put_bucket_policy(Bucket=guarded, Policy='{"Statement": "nope"}')
+    assert info.value.response["Error"]["Code"] == "MalformedPolicy"
+
+
+def test_unconditional_writes_to_protected_prefixes_are_denied(client: Any, guarded: str) -> None:
+    """Plain PUT, plain copy and plain multipart completion into datasets/ and metastore/
+    are refused with 403; outside those prefixes they pass."""
+    client.put_object(Bucket=guarded, Key="scratch/src", Body=b"x")
+    for key in ("datasets/d/part.parquet", "metastore/dataset_registry.json"):
+        assert denied(client.put_object, Bucket=guarded, Key=key, Body=b"x")
+        source = {"Bucket": guarded, "Key": "scratch/src"}
+        assert denied(client.copy_object, Bucket=guarded, Key=key, CopySource=source)
+        upload = client.create_multipart_upload(Bucket=guarded, Key=key)["UploadId"]
+        part = client.upload_part(
+            Bucket=guarded, Key=key, UploadId=upload, PartNumber=1, Body=b"p" * FIVE_MIB
+        )
+        assert denied(
+            client.complete_multipart_upload,
+            Bucket=guarded,
+            Key=key,
+            UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+        )
+        client.abort_multipart_upload(Bucket=guarded, Key=key, UploadId=upload)
+    assert client.list_objects_v2(Bucket=guarded)["KeyCount"] == 1
+
+
+def test_lakelock_requests_pass_the_policy(client: Any, guarded: str) -> None:
+    """Every kind of write the adapter makes is allowed: create-only puts (single and
+    multipart), the registry's first create and its CAS, create-only copies, If-Match deletes."""
+    store = ObjectStore(client, guarded, multipart_threshold=FIVE_MIB, retry=FAST_RETRY)
+    store.put("datasets/d/a.parquet", b"a")
+    store.put("datasets/d/big.parquet", b"b" * (6 * 1024 * 1024))
+    first = store.put("metastore/dataset_registry.json", b"{}")
+    store.put("metastore/dataset_registry.json", b'{"v":2}', mode=IfMatch(first.etag))
+    copied = store.copy("datasets/d/a.parquet", "datasets/e/a.parquet")
+    store.delete("datasets/e/a.parquet", if_match=copied.etag)
+    with pytest.raises(AccessDeniedError):
+        store.put("datasets/d/c.parquet", b"c", mode="overwrite")
+    with pytest.raises(AccessDeniedError):
+        store.delete("datasets/d/a.parquet")
+
+
+def test_delete_objects_is_decided_per_key(client: Any, guarded: str) -> None:
+    """DeleteObjects: keys with an ETag are deleted, keys without one are AccessDenied."""
+    store = ObjectStore(client, guarded, retry=FAST_RETRY)
+    etag = store.put("datasets/d/a.parquet", b"a").etag
+    store.put("datasets/d/b.parquet", b"b")
+    results = store.delete_many([("datasets/d/a.parquet", etag), ("datasets/d/b.parquet", None)])
+    assert results["datasets/d/a.parquet"] is None
+    assert isinstance(results["datasets/d/b.parquet"], AccessDeniedError)
+    assert [o.key for o in store.list("datasets/")] == ["datasets/d/b.parquet"]
+
+
+def test_other_principals_are_not_bound(s3: S3Endpoint, guarded: str) -> None:
+    """The Deny statements bind the listed principals only (an identity the policy does not
+    name is governed by its own IAM policies, which the endpoint does not model)."""
+    other = s3.client(access_key="someone-else")
+    other.put_object(Bucket=guarded, Key="datasets/d/x.parquet", Body=b"x")

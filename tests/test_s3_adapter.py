@@ -1,0 +1,405 @@
+"""The S3 adapter: every outcome branch forced against the embedded endpoint over HTTP."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import io
+from typing import Any
+
+import pytest
+
+from lakelock._retry import RetryPolicy
+from lakelock._s3 import WRITE_ID_KEY, IfMatch, ObjectStore
+from lakelock.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    NotFoundError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
+    StorageError,
+    ThrottledError,
+    UnsupportedError,
+)
+from lakelock.testing import S3Endpoint
+from tests.conftest import FAST_RETRY, no_sleep
+
+MIB = 1024 * 1024
+
+
+def test_create_returns_etag_and_write_id(store: ObjectStore) -> None:
+    """A create-only put returns the new ETag and records its write id in metadata."""
+    result = store.put("a/b", b"hello", write_id="w-1")
+    head = store.head("a/b")
+    assert (result.etag, result.write_id, result.resolved) == (head.etag, "w-1", False)
+    assert head.metadata[WRITE_ID_KEY] == "w-1"
+    assert head.server_time is not None
+
+
+def test_create_on_existing_key_is_already_exists(store: ObjectStore) -> None:
+    """412 on a create is AlreadyExistsError (a FileExistsError), object untouched."""
+    store.put("k", b"first")
+    with pytest.raises(AlreadyExistsError) as info:
+        store.put("k", b"second")
+    assert isinstance(info.value, FileExistsError)
+    assert (info.value.key, info.value.status, info.value.operation) == ("k", 412, "PutObject")
+    assert store.get("k").body == b"first"
+
+
+def test_cas_chain_returns_new_etags(store: ObjectStore) -> None:
+    """Each If-Match write returns the ETag the next one must name."""
+    etag = store.put("doc", b"v1").etag
+    for n in range(2, 5):
+        etag = store.put("doc", f"v{n}".encode(), mode=IfMatch(etag)).etag
+    assert store.get("doc").body == b"v4"
+    assert store.get("doc").etag == etag
+
+
+def test_cas_with_stale_etag_is_precondition_failed(store: ObjectStore) -> None:
+    """412 on If-Match is PreconditionFailedError carrying the ETag we expected."""
+    stale = store.put("doc", b"v1").etag
+    store.put("doc", b"v2", mode=IfMatch(stale))
+    with pytest.raises(PreconditionFailedError) as info:
+        store.put("doc", b"v3", mode=IfMatch(stale))
+    assert info.value.expected_etag == stale
+    assert store.get("doc").body == b"v2"
+
+
+def test_cas_on_missing_key_is_not_found(store: ObjectStore) -> None:
+    """If-Match on a missing key is NotFoundError (404), never a silent create."""
+    with pytest.raises(NotFoundError):
+        store.put("missing", b"x", mode=IfMatch('"abc"'))
+    with pytest.raises(NotFoundError):
+        store.head("missing")
+
+
+def test_conflict_is_retried_until_it_clears(s3: S3Endpoint, store: ObjectStore) -> None:
+    """409 ConditionalRequestConflict is retried with backoff; the write lands once."""
+    s3.inject("conflict", operation="PutObject", count=3)
+    result = store.put("k", b"x")
+    assert result.attempts == 4
+    assert s3.stats()["PutObject"] == 4
+
+
+def test_conflict_past_the_budget_is_conflict_error(
+    s3: S3Endpoint, client: Any, bucket: str
+) -> None:
+    """A 409 that outlasts the retry budget surfaces as ConflictError, nothing written."""
+    store = ObjectStore(client, bucket, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+    s3.inject("conflict", operation="PutObject")
+    with pytest.raises(ConflictError) as info:
+        store.put("k", b"x")
+    assert info.value.code == "ConditionalRequestConflict"
+    s3.clear_faults()
+    with pytest.raises(NotFoundError):
+        store.head("k")
+
+
+def test_slowdown_is_backed_off_then_throttled_error(
+    s3: S3Endpoint, client: Any, bucket: str
+) -> None:
+    """503 SlowDown is retried by the SDK and the adapter, then raised as ThrottledError."""
+    store = ObjectStore(client, bucket, retry=RetryPolicy(max_attempts=2, sleep=no_sleep))
+    s3.inject("slowdown", operation="PutObject")
+    with pytest.raises(ThrottledError):
+        store.put("k", b"x")
+    # 2 adapter attempts x 3 SDK attempts each (the endpoint's clients allow 3).
+    assert s3.stats()["PutObject"] == 6
+
+
+def test_server_error_before_apply_is_unknown_and_absent(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """5xx past the SDK's retries with nothing applied: OutcomeUnknownError, object absent."""
+    s3.inject("error", operation="PutObject")
+    with pytest.raises(OutcomeUnknownError) as info:
+        store.put("k", b"x")
+    assert info.value.key == "k"
+    s3.clear_faults()
+    with pytest.raises(NotFoundError):
+        store.head("k")
+
+
+def test_connection_reset_is_unknown(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A connection reset on every attempt ends as OutcomeUnknownError after read-back."""
+    s3.inject("reset", operation="PutObject")
+    with pytest.raises(OutcomeUnknownError):
+        store.put("k", b"x")
+
+
+def test_timeout_is_unknown(s3: S3Endpoint, bucket: str) -> None:
+    """A request that times out is OutcomeUnknownError, not an exception from botocore."""
+    client = s3.client(read_timeout=0.2, retries={"mode": "standard", "total_max_attempts": 1})
+    store = ObjectStore(client, bucket, retry=FAST_RETRY)
+    s3.inject("timeout", operation="PutObject", delay=1.0, count=1)
+    with pytest.raises(OutcomeUnknownError):
+        store.put("k", b"x")
+
+
+def test_lost_ack_on_create_is_success(s3: S3Endpoint, store: ObjectStore) -> None:
+    """Applied, response lost, retried into 412: the adapter reads back its own write id."""
+    s3.inject("lost_ack", operation="PutObject", count=1)
+    result = store.put("k", b"mine", write_id="w-mine")
+    assert result.resolved
+    assert store.get("k").body == b"mine"
+    assert s3.faults()["injected"] == {"lost_ack": 1}
+
+
+def test_lost_ack_5xx_on_create_is_success(s3: S3Endpoint, store: ObjectStore) -> None:
+    """Applied, then answered 500: the SDK retry's 412 is resolved as our success."""
+    s3.inject("lost_ack_5xx", operation="PutObject", count=1)
+    assert store.put("k", b"mine").resolved
+
+
+def test_retry_into_someone_elses_object_is_already_exists(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A retried create that meets another writer's object is AlreadyExistsError, not ours."""
+    store.put("k", b"theirs", write_id="w-theirs")
+    s3.inject("error", operation="PutObject", count=1)
+    with pytest.raises(AlreadyExistsError) as info:
+        store.put("k", b"mine", write_id="w-mine")
+    assert info.value.actual_etag == store.head("k").etag
+    assert store.get("k").body == b"theirs"
+
+
+def test_lost_ack_on_cas_is_success(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A compare-and-swap whose ack is lost resolves as success by its write id."""
+    etag = store.put("doc", b"v1").etag
+    s3.inject("lost_ack", operation="PutObject", count=1)
+    result = store.put("doc", b"v2", mode=IfMatch(etag))
+    assert result.resolved
+    assert result.etag == store.head("doc").etag
+    assert store.get("doc").body == b"v2"
+
+
+def test_cas_retried_into_foreign_write_is_unknown(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A CAS retried into a 412 where the object is not ours cannot be decided: unknown."""
+    etag = store.put("doc", b"v1").etag
+    other = ObjectStore(store.client, store.bucket)
+    # First attempt is refused (nothing applied) while another writer moves the object on.
+    s3.inject("stall", operation="PutObject", prefix="doc", count=1)
+    s3.inject("error", operation="PutObject", prefix="doc", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        mine = pool.submit(store.put, "doc", b"mine", mode=IfMatch(etag))
+        _wait_until(lambda: s3.stalled() == 1)
+        s3.clear_faults()
+        other.put("doc", b"theirs", mode=IfMatch(etag))
+        s3.release_stalls()
+        with pytest.raises(OutcomeUnknownError) as info:
+            mine.result(timeout=30)
+    assert info.value.expected_etag == etag
+    assert info.value.actual_etag == other.head("doc").etag
+    assert other.get("doc").body == b"theirs"
+
+
+def test_multipart_create_and_lost_ack_on_completion(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A multipart write whose completion ack is lost still reports success, once."""
+    body = bytes(range(256)) * (7 * MIB // 256)
+    s3.inject("lost_ack", operation="CompleteMultipartUpload", count=1)
+    result = store.put("big", body)
+    assert store.get("big").body == body
+    assert store.head("big").write_id == result.write_id
+    assert s3.stats()["CreateMultipartUpload"] == 1
+
+
+def test_multipart_create_loses_to_racing_writer(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A writer that completes first wins; our multipart completion gets AlreadyExistsError
+    and our upload is aborted."""
+    body = b"m" * (7 * MIB)
+    s3.inject("stall", operation="CompleteMultipartUpload", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(store.put, "big", body)
+        _wait_until(lambda: s3.stalled() == 1)
+        ObjectStore(store.client, store.bucket).put("big", b"winner")
+        s3.release_stalls()
+        with pytest.raises(AlreadyExistsError):
+            ours.result(timeout=30)
+    assert store.get("big").body == b"winner"
+    assert s3.stats().get("AbortMultipartUpload") == 1
+    uploads = store.client.list_multipart_uploads(Bucket=store.bucket).get("Uploads", [])
+    assert uploads == []
+
+
+def test_multipart_cas_with_racing_writer(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A multipart If-Match completion loses to a CAS that landed first: 412, theirs kept."""
+    etag = store.put("root", b"v1").etag
+    s3.inject("stall", operation="CompleteMultipartUpload", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(store.put, "root", b"r" * (7 * MIB), mode=IfMatch(etag))
+        _wait_until(lambda: s3.stalled() == 1)
+        store.put("root", b"v2", mode=IfMatch(etag))
+        s3.release_stalls()
+        with pytest.raises(PreconditionFailedError):
+            ours.result(timeout=30)
+    assert store.get("root").body == b"v2"
+
+
+def test_multipart_conflict_restarts_whole_upload(s3: S3Endpoint, store: ObjectStore) -> None:
+    """409 on completion aborts and restarts the upload from CreateMultipartUpload."""
+    s3.inject("conflict", operation="CompleteMultipartUpload", count=1)
+    body = io.BytesIO(b"q" * (7 * MIB))
+    result = store.put("big", body)
+    assert result.attempts == 2
+    stats = s3.stats()
+    assert (stats["CreateMultipartUpload"], stats["AbortMultipartUpload"]) == (2, 1)
+    assert store.get("big").body == body.getvalue()
+
+
+def test_multipart_part_failure_aborts(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A part that cannot be uploaded aborts the upload: no parts are left billed."""
+    s3.inject("error", operation="UploadPart")
+    with pytest.raises(OutcomeUnknownError):
+        store.put("big", b"p" * (7 * MIB))
+    s3.clear_faults()
+    assert store.client.list_multipart_uploads(Bucket=store.bucket).get("Uploads", []) == []
+    with pytest.raises(NotFoundError):
+        store.head("big")
+
+
+def test_copy_is_create_only(store: ObjectStore) -> None:
+    """Server-side copy lands a new object with its own write id; onto an existing key it is
+    AlreadyExistsError and the destination is untouched."""
+    store.put("src", b"data" * 1000, metadata={"origin": "src"})
+    result = store.copy("src", "dst", metadata={"copied": "yes"})
+    head = store.head("dst")
+    assert store.get("dst").body == b"data" * 1000
+    assert (head.write_id, head.metadata["copied"]) == (result.write_id, "yes")
+    store.put("taken", b"keep")
+    with pytest.raises(AlreadyExistsError):
+        store.copy("src", "taken")
+    assert store.get("taken").body == b"keep"
+
+
+def test_copy_of_multipart_sized_object(store: ObjectStore) -> None:
+    """Copies of objects larger than a part go in several UploadPartCopy ranges."""
+    body = bytes(range(256)) * (11 * MIB // 256)
+    store.put("src", body)
+    small_parts = ObjectStore(store.client, store.bucket, part_size=5 * MIB)
+    small_parts.copy("src", "dst")
+    assert store.get("dst").body == body
+    assert small_parts.stats.snapshot()["UploadPartCopy"] == 3
+
+
+def test_copy_of_empty_object(store: ObjectStore) -> None:
+    """An empty object copies too (one part without a byte range)."""
+    store.put("empty", b"")
+    store.copy("empty", "copy")
+    assert store.get("copy").body == b""
+
+
+def test_conditional_delete(store: ObjectStore) -> None:
+    """Delete with If-Match: stale ETag PreconditionFailedError, missing NotFoundError."""
+    etag = store.put("k", b"1").etag
+    with pytest.raises(PreconditionFailedError):
+        store.delete("k", if_match='"stale"')
+    store.delete("k", if_match=etag)
+    with pytest.raises(NotFoundError):
+        store.delete("k", if_match=etag)
+
+
+def test_delete_many_reports_per_key(store: ObjectStore) -> None:
+    """DeleteObjects with per-key ETags: matching deleted, stale and missing reported."""
+    good = store.put("good", b"1").etag
+    store.put("stale", b"2")
+    results = store.delete_many([("good", good), ("stale", '"0"'), ("missing", '"0"')])
+    assert results["good"] is None
+    assert isinstance(results["stale"], PreconditionFailedError)
+    assert isinstance(results["missing"], NotFoundError)
+    assert [o.key for o in store.list()] == ["stale"]
+
+
+def test_list_pages_through_prefix(client: Any, bucket: str) -> None:
+    """list() follows continuation tokens and strips the store's prefix."""
+    store = ObjectStore(client, bucket, prefix="lake/")
+    for n in range(1005):
+        client.put_object(Bucket=bucket, Key=f"lake/d/{n:05d}", Body=b"")
+    client.put_object(Bucket=bucket, Key="elsewhere", Body=b"")
+    keys = [o.key for o in store.list("d/")]
+    assert keys == [f"d/{n:05d}" for n in range(1005)]
+
+
+def test_unsupported_condition_is_typed(store: ObjectStore) -> None:
+    """501 NotImplemented from the store is classified as UnsupportedError."""
+    from botocore.exceptions import ClientError
+
+    from lakelock._s3 import _Call, classify
+
+    with pytest.raises(ClientError) as info:
+        store.client.put_object(Bucket=store.bucket, Key="k", Body=b"", IfNoneMatch='"x"')
+    error = classify(info.value, bucket=store.bucket, call=_Call("PutObject", "k", "create"))
+    assert isinstance(error, UnsupportedError)
+    assert (error.status, error.code) == (501, "NotImplemented")
+
+
+def test_stats_count_every_request(s3: S3Endpoint, store: ObjectStore) -> None:
+    """The client-side counts match what the endpoint received, retries included."""
+    store.stats.reset()
+    s3.reset_stats()
+    s3.inject("error", operation="PutObject", count=2)
+    store.put("k", b"x")
+    store.head("k")
+    assert store.stats.snapshot() == {"PutObject": 3, "HeadObject": 1}
+    assert s3.stats() == {"PutObject": 3, "HeadObject": 1}
+
+
+def test_sixteen_threads_create_one_key(store: ObjectStore) -> None:
+    """16 threads creating the same key: one winner, fifteen AlreadyExistsError."""
+
+    def create(n: int) -> str:
+        try:
+            store.put("same", f"writer-{n}".encode())
+        except AlreadyExistsError:
+            return "exists"
+        return f"writer-{n}"
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(create, range(16)))
+    winners = [o for o in outcomes if o != "exists"]
+    assert len(winners) == 1
+    assert store.get("same").body == winners[0].encode()
+
+
+def test_cas_race_loses_no_update(store: ObjectStore) -> None:
+    """16 threads x 20 read-modify-write increments through If-Match: the counter is 320."""
+    store.put("counter", b"0")
+
+    def increment() -> None:
+        while True:
+            current = store.get("counter")
+            try:
+                store.put(
+                    "counter", str(int(current.body) + 1).encode(), mode=IfMatch(current.etag)
+                )
+                return
+            except PreconditionFailedError:
+                continue
+
+    def worker(_: int) -> None:
+        for _ in range(20):
+            increment()
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(worker, range(16)))
+    assert store.get("counter").body == b"320"
+
+
+def test_errors_are_storage_errors_with_fields(store: ObjectStore) -> None:
+    """Every adapter error is a StorageError naming bucket, key and operation."""
+    with pytest.raises(StorageError) as info:
+        store.get("nope")
+    assert (info.value.bucket, info.value.key, info.value.operation) == (
+        store.bucket,
+        "nope",
+        "GetObject",
+    )
+
+
+def _wait_until(condition: Any, *, attempts: int = 2000) -> None:
+    """Poll a server-side condition (a stalled request arriving), bounded."""
+    import time
+
+    for _ in range(attempts):
+        if condition():
+            return
+        time.sleep(0.005)
+    raise AssertionError("condition never held")

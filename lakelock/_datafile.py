@@ -1,0 +1,62 @@
+"""A data file: what a write produces and what the registry records about it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DataFile", "Partition"]
+
+#: A partition as ``((column, value), ...)`` in ``partition_by`` order; the values are the
+#: formatted strings that appear in the key (``None`` for a null value).
+Partition = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One write-once parquet file of a dataset.
+
+    ``key`` is relative to the lake's prefix (``datasets/<dataset>/<col>=<val>/.../<name>``);
+    ``partition_path`` is the ``<col>=<val>/...`` part (empty for an unpartitioned dataset), the
+    name the registry files it under. ``checksum`` is ``"sha256:<hex>"`` of the bytes; ``etag``
+    the object's ETag when written; ``write_id`` the id in the object's metadata that proves
+    which writer created it.
+    """
+
+    dataset: str
+    key: str
+    partition_path: str
+    size: int
+    record_count: int
+    checksum: str
+    etag: str
+    write_id: str
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "partition": self.partition_path,
+            "size": self.size,
+            "records": self.record_count,
+            "checksum": self.checksum,
+            "etag": self.etag,
+            "write_id": self.write_id,
+        }
+
+    @classmethod
+    def from_json(cls, dataset: str, data: Mapping[str, Any]) -> DataFile:
+        return cls(
+            dataset=dataset,
+            key=str(data["key"]),
+            partition_path=str(data["partition"]),
+            size=int(data["size"]),
+            record_count=int(data["records"]),
+            checksum=str(data["checksum"]),
+            etag=str(data["etag"]),
+            write_id=str(data["write_id"]),
+        )

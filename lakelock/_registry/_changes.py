@@ -1,0 +1,357 @@
+"""Commits as pure transforms of the registry document.
+
+A :class:`Change` is what one ``registry.commit(...)`` asks for. :func:`apply_change` checks it
+against a document and returns the changed document plus the manifests that must be written
+first; it is re-run from scratch on every redrive, so a check that passed against an old
+document is checked again against the new one (a file removed meanwhile makes the commit a
+conflict, not a silent success). :func:`seal` closes a batch of changes into one new version.
+
+Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwise):
+
+- fencing: ``fence.token`` below the highest token recorded for ``fence.name`` →
+  :class:`~lakelock.errors.StaleFenceError`; otherwise the highest token is raised to it;
+- ``partition_by`` must match the dataset's; every added file must sit in a partition path
+  with exactly those columns, under the committed dataset;
+- schema: a field present on both sides must keep its type; fields only on one side must be
+  nullable; new fields bump ``schema_version`` (:class:`~lakelock.errors.SchemaMismatchError`
+  otherwise);
+- every removed file must be registered; adding the very same set of files to a partition
+  twice (the same delta manifest) is refused.
+
+Nothing here does I/O: manifests a change needs (for removals and consolidation) are loaded by
+the caller, who asks :func:`manifests_needed` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+import pyarrow as pa
+
+from lakelock._datafile import DataFile
+from lakelock._registry._document import (
+    CommitRecord,
+    DatasetState,
+    Manifest,
+    ManifestRef,
+    PartitionState,
+    RegistryDoc,
+    manifest_key,
+    serialize_manifest,
+)
+from lakelock.errors import CommitConflictError, SchemaMismatchError, StaleFenceError
+
+__all__ = [
+    "Applied",
+    "Change",
+    "Fence",
+    "apply_change",
+    "delta_manifests",
+    "evolve_schema",
+    "manifests_needed",
+    "partition_of_key",
+    "seal",
+]
+
+#: A partition with more manifests than this is consolidated into one by the next commit
+#: touching it, so reading a partition costs a bounded number of GETs.
+MAX_MANIFESTS_PER_PARTITION = 16
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A fencing token (from a lease or a lock) that a commit carries: the registry refuses a
+    token lower than the highest it has seen for ``name``."""
+
+    name: str
+    token: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One commit request. ``added_manifests`` maps a partition path to the prepared delta
+    manifest holding exactly the files of ``add`` in that partition (see
+    :func:`delta_manifests`); ``remove`` holds keys of registered files."""
+
+    dataset: str
+    commit_id: str
+    add: tuple[DataFile, ...] = ()
+    added_manifests: Mapping[str, ManifestRef] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+    schema: pa.Schema | None = None
+    partition_by: tuple[str, ...] | None = None
+    properties: Mapping[str, str | None] | None = None
+    fence: Fence | None = None
+
+
+@dataclass(frozen=True)
+class Applied:
+    doc: RegistryDoc
+    writes: tuple[tuple[str, bytes], ...]  # manifests to create before the root CAS
+    added: int
+    removed: int
+
+
+def delta_manifests(
+    dataset: str, files: Iterable[DataFile]
+) -> dict[str, tuple[ManifestRef, bytes]]:
+    """Per partition, the manifest of the added files and its bytes (content-addressed)."""
+    by_partition: dict[str, list[DataFile]] = {}
+    for f in files:
+        by_partition.setdefault(f.partition_path, []).append(f)
+    result = {}
+    for path, group in by_partition.items():
+        ordered = tuple(sorted(group, key=lambda f: f.key))
+        body = serialize_manifest(Manifest(dataset, path, ordered))
+        result[path] = (_ref(dataset, ordered, body), body)
+    return result
+
+
+def _ref(dataset: str, files: tuple[DataFile, ...], body: bytes) -> ManifestRef:
+    return ManifestRef(
+        key=manifest_key(dataset, body),
+        files=len(files),
+        records=sum(f.record_count for f in files),
+        size=sum(f.size for f in files),
+    )
+
+
+def partition_of_key(dataset: str, key: str) -> str:
+    """The partition path of a data file key ``datasets/<dataset>/<partition>/<name>``."""
+    prefix = f"datasets/{dataset}/"
+    if not key.startswith(prefix):
+        raise CommitConflictError(f"{key!r} is not a file of dataset {dataset!r}", dataset=dataset)
+    rest = key[len(prefix) :]
+    return rest.rsplit("/", 1)[0] if "/" in rest else ""
+
+
+def manifests_needed(
+    doc: RegistryDoc, change: Change, *, max_manifests: int = MAX_MANIFESTS_PER_PARTITION
+) -> set[str]:
+    """Keys of the manifests :func:`apply_change` will need: every manifest of a partition
+    that loses files or that has grown past ``max_manifests``."""
+    dataset = doc.datasets.get(change.dataset)
+    if dataset is None:
+        return set()
+    paths = {partition_of_key(change.dataset, key) for key in change.remove}
+    for path in change.added_manifests:
+        partition = dataset.partitions.get(path)
+        if partition is not None and len(partition.manifests) + 1 > max_manifests:
+            paths.add(path)
+    return {
+        m.key
+        for path in paths
+        if path in dataset.partitions
+        for m in dataset.partitions[path].manifests
+    }
+
+
+def apply_change(
+    doc: RegistryDoc,
+    change: Change,
+    *,
+    manifests: Mapping[str, Manifest],
+    now: str,
+    next_version: int,
+    max_manifests: int = MAX_MANIFESTS_PER_PARTITION,
+) -> Applied:
+    """``change`` applied to ``doc`` (version unchanged: see :func:`seal`)."""
+    fences = dict(doc.fences)
+    if change.fence is not None:
+        current = fences.get(change.fence.name)
+        if current is not None and change.fence.token < current:
+            raise StaleFenceError(
+                f"fencing token {change.fence.token} for {change.fence.name!r} is stale: "
+                f"{current} has been seen",
+                name=change.fence.name,
+                token=change.fence.token,
+                current=current,
+                dataset=change.dataset,
+                commit_id=change.commit_id,
+            )
+        fences[change.fence.name] = max(change.fence.token, current or change.fence.token)
+
+    existing = doc.datasets.get(change.dataset)
+    dataset = existing or DatasetState(
+        name=change.dataset,
+        schema=None,
+        schema_version=0,
+        partition_by=change.partition_by or (),
+        properties=MappingProxyType({}),
+        partitions=MappingProxyType({}),
+        created_at=now,
+        updated_at=now,
+        updated_version=next_version,
+    )
+    if change.partition_by is not None and tuple(change.partition_by) != dataset.partition_by:
+        raise _conflict(
+            change,
+            f"dataset {change.dataset!r} is partitioned by {list(dataset.partition_by)}, "
+            f"not {list(change.partition_by)}",
+        )
+    schema, schema_version = evolve_schema(
+        dataset.schema, change.schema, dataset.schema_version, change
+    )
+    for f in change.add:
+        _check_file(f, change, dataset.partition_by)
+
+    partitions = dict(dataset.partitions)
+    writes: list[tuple[str, bytes]] = []
+    removed_by_partition: dict[str, set[str]] = {}
+    for key in change.remove:
+        removed_by_partition.setdefault(partition_of_key(change.dataset, key), set()).add(key)
+
+    touched = set(change.added_manifests) | set(removed_by_partition)
+    for path in sorted(touched):
+        partition = partitions.get(path)
+        refs = list(partition.manifests) if partition is not None else []
+        delta = change.added_manifests.get(path)
+        if delta is not None:
+            if any(r.key == delta.key for r in refs):
+                raise _conflict(
+                    change, f"these files are already registered in {change.dataset!r}/{path!r}"
+                )
+            refs.append(delta)
+        gone = removed_by_partition.get(path, set())
+        if gone or len(refs) > max_manifests:
+            consolidated = _consolidate(
+                change, path, refs=refs, gone=gone, manifests=manifests, delta=delta
+            )
+            if consolidated is None:
+                refs = []
+            else:
+                ref, body = consolidated
+                refs = [ref]
+                writes.append((ref.key, body))
+        if refs:
+            partitions[path] = PartitionState(path, tuple(refs), next_version)
+        else:
+            partitions.pop(path, None)
+
+    properties = dict(dataset.properties)
+    for name, value in (change.properties or {}).items():
+        if value is None:
+            properties.pop(name, None)
+        else:
+            properties[name] = str(value)
+
+    datasets = dict(doc.datasets)
+    datasets[change.dataset] = replace(
+        dataset,
+        schema=schema,
+        schema_version=schema_version,
+        properties=MappingProxyType(properties),
+        partitions=MappingProxyType(partitions),
+        updated_at=now,
+        updated_version=next_version,
+    )
+    return Applied(
+        doc=replace(doc, datasets=MappingProxyType(datasets), fences=MappingProxyType(fences)),
+        writes=tuple(writes),
+        added=len(change.add),
+        removed=len(change.remove),
+    )
+
+
+def _consolidate(
+    change: Change,
+    path: str,
+    *,
+    refs: list[ManifestRef],
+    gone: set[str],
+    manifests: Mapping[str, Manifest],
+    delta: ManifestRef | None,
+) -> tuple[ManifestRef, bytes] | None:
+    """One manifest for a partition's remaining files (``None`` if none remain)."""
+    files: dict[str, DataFile] = {}
+    for ref in refs:
+        if ref is delta:
+            for f in change.add:
+                if f.partition_path == path:
+                    files[f.key] = f
+            continue
+        manifest = manifests.get(ref.key)
+        if manifest is None:
+            raise AssertionError(f"manifest {ref.key} was not loaded (see manifests_needed)")
+        for f in manifest.files:
+            files[f.key] = f
+    missing = sorted(gone - files.keys())
+    if missing:
+        raise _conflict(
+            change,
+            f"cannot remove {missing[:3]}{'...' if len(missing) > 3 else ''} from "
+            f"{change.dataset!r}/{path!r}: not registered (removed by another commit?)",
+        )
+    remaining = tuple(sorted((f for k, f in files.items() if k not in gone), key=lambda f: f.key))
+    if not remaining:
+        return None
+    body = serialize_manifest(Manifest(change.dataset, path, remaining))
+    return _ref(change.dataset, remaining, body), body
+
+
+def _check_file(f: DataFile, change: Change, partition_by: tuple[str, ...]) -> None:
+    if f.dataset != change.dataset or not f.key.startswith(f"datasets/{change.dataset}/"):
+        raise _conflict(change, f"{f.key!r} is not a file of dataset {change.dataset!r}")
+    if partition_of_key(change.dataset, f.key) != f.partition_path:
+        raise _conflict(change, f"{f.key!r} does not lie in partition {f.partition_path!r}")
+    columns = (
+        tuple(s.split("=", 1)[0] for s in f.partition_path.split("/")) if f.partition_path else ()
+    )
+    if columns != partition_by:
+        raise _conflict(
+            change,
+            f"{f.key!r} is partitioned by {list(columns)}; "
+            f"dataset {change.dataset!r} by {list(partition_by)}",
+        )
+
+
+def evolve_schema(
+    current: pa.Schema | None, new: pa.Schema | None, version: int, change: Change
+) -> tuple[pa.Schema | None, int]:
+    """The dataset schema after a commit declaring ``new`` (see the module docstring)."""
+    if new is None:
+        return current, version
+    if current is None:
+        return new, version + 1
+    problems = []
+    for column in new:
+        index = current.get_field_index(column.name)
+        if index < 0:
+            if not column.nullable:
+                problems.append(f"new column {column.name!r} must be nullable")
+        elif not current.field(index).type.equals(column.type):
+            problems.append(
+                f"column {column.name!r} is {current.field(index).type}, not {column.type}"
+            )
+    for column in current:
+        if new.get_field_index(column.name) < 0 and not column.nullable:
+            problems.append(f"required column {column.name!r} is missing")
+    if problems:
+        raise SchemaMismatchError(
+            f"schema does not fit dataset {change.dataset!r}: {'; '.join(problems)}",
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
+    added = [column for column in new if current.get_field_index(column.name) < 0]
+    if not added:
+        return current, version
+    return pa.schema([*current, *added], metadata=current.metadata), version + 1
+
+
+def seal(
+    doc: RegistryDoc, changes: Iterable[tuple[Change, Applied]], *, now: str, window: int
+) -> RegistryDoc:
+    """Close a batch: bump the version once, record each commit id, keep ``window`` of them."""
+    version = doc.version + 1
+    records = [
+        CommitRecord(change.commit_id, version, change.dataset, now, applied.added, applied.removed)
+        for change, applied in changes
+    ]
+    commits = (*doc.commits, *records)[-window:]
+    return replace(doc, version=version, updated_at=now, commits=commits)
+
+
+def _conflict(change: Change, message: str) -> CommitConflictError:
+    return CommitConflictError(message, dataset=change.dataset, commit_id=change.commit_id)

@@ -1,0 +1,283 @@
+"""The registry's commit loop against the embedded endpoint: every branch of the AWS blog's
+412/409 table forced deterministically, plus idempotency, fencing and group commit."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+import pytest
+
+from lakelock._registry import REGISTRY_KEY, Registry
+from lakelock._retry import RetryPolicy
+from lakelock._s3 import ObjectStore
+from lakelock.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    RegistryCorruptError,
+    StaleFenceError,
+)
+from lakelock.testing import S3Endpoint
+from tests.conftest import FAST_RETRY, no_sleep
+from tests.test_registry_document import datafile
+
+ROOT = REGISTRY_KEY
+
+
+def registry(store: ObjectStore, **kw: Any) -> Registry:
+    """A registry whose retries do not wait."""
+    kw.setdefault("retry", FAST_RETRY)
+    return Registry(store, **kw)
+
+
+def committed_ids(store: ObjectStore) -> list[str]:
+    return [c.id for c in registry(store).read().commits]
+
+
+def test_first_commit_creates_then_cas(s3: S3Endpoint, store: ObjectStore) -> None:
+    """The first commit creates the root (version 1), the next replaces it (version 2)."""
+    reg = registry(store)
+    assert reg.read().version == 0
+    first = reg.commit("sales", add=[datafile("sales", "", "a")])
+    second = reg.commit("sales", add=[datafile("sales", "", "b")])
+    assert (first.version, second.version, first.attempts) == (1, 2, 1)
+    assert [f.name for f in reg.files("sales")] == ["a", "b"]
+
+
+def test_uncontended_commit_costs_three_requests(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A one-partition commit: manifest PUT, root GET, root PUT (plus the data PUT = 4)."""
+    reg = registry(store)
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    store.stats.reset()
+    reg.commit("sales", add=[datafile("sales", "", "b")])
+    assert store.stats.snapshot() == {"PutObject": 2, "GetObject": 1}
+
+
+def test_precondition_failed_redrives(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A commit landing between our read and our PUT makes us re-read and re-apply (412)."""
+    reg, other = registry(store, group_commit=False), registry(store, group_commit=False)
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "mine")])
+        wait_until(lambda: s3.stalled() == 1)
+        theirs = other.commit("sales", add=[datafile("sales", "", "theirs")])
+        s3.release_stalls()
+        result = ours.result(timeout=60)
+    assert (theirs.version, result.version, result.redrives) == (2, 3, 1)
+    assert [f.name for f in reg.files("sales")] == ["a", "mine", "theirs"]
+
+
+def test_redrive_revalidates(s3: S3Endpoint, store: ObjectStore) -> None:
+    """On redrive the change is checked again: removing a file another commit removed is a
+    conflict, not a silent success."""
+    reg, other = registry(store, group_commit=False), registry(store, group_commit=False)
+    a = datafile("sales", "", "a")
+    reg.commit("sales", add=[a, datafile("sales", "", "b")])
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(reg.commit, "sales", remove=[a])
+        wait_until(lambda: s3.stalled() == 1)
+        other.commit("sales", remove=[a])
+        s3.release_stalls()
+        with pytest.raises(CommitConflictError) as info:
+            ours.result(timeout=60)
+    assert "not registered" in str(info.value)
+    assert [f.name for f in reg.files("sales")] == ["b"]
+
+
+def test_conflict_409_retries(s3: S3Endpoint, store: ObjectStore) -> None:
+    """409 ConditionalRequestConflict on the root PUT is retried after backoff."""
+    reg = registry(store)
+    reg.commit("sales")
+    s3.inject("conflict", operation="PutObject", prefix=ROOT, count=2)
+    result = reg.commit("sales", add=[datafile("sales", "", "a")])
+    assert (result.retries, result.attempts, result.version) == (2, 3, 2)
+
+
+def test_slowdown_503_backs_off(s3: S3Endpoint, store: ObjectStore) -> None:
+    """503 SlowDown that outlasts the SDK's own retries is retried by the commit loop."""
+    reg = registry(store)
+    reg.commit("sales")
+    s3.inject("slowdown", operation="PutObject", prefix=ROOT, count=3)  # the SDK tries 3 times
+    result = reg.commit("sales", add=[datafile("sales", "", "a")])
+    assert (result.retries, result.version) == (1, 2)
+
+
+def test_retry_budget_exhausted_is_conflict(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A conflict that never clears ends in CommitConflictError with the attempts counted."""
+    reg = registry(store, retry=RetryPolicy(max_attempts=4, sleep=no_sleep))
+    reg.commit("sales")
+    s3.inject("conflict", operation="PutObject", prefix=ROOT)
+    with pytest.raises(CommitConflictError) as info:
+        reg.commit("sales", add=[datafile("sales", "", "a")])
+    assert info.value.attempts == 4
+    s3.clear_faults()
+    assert registry(store).read().version == 1
+
+
+def test_registry_deleted_under_us_is_an_error(s3: S3Endpoint, store: ObjectStore) -> None:
+    """404 on If-Match: the registry vanished; it is not silently re-created."""
+    reg = registry(store)
+    reg.commit("sales")
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "a")])
+        wait_until(lambda: s3.stalled() == 1)
+        store.client.delete_object(Bucket=store.bucket, Key=ROOT)
+        s3.release_stalls()
+        with pytest.raises(RegistryCorruptError):
+            ours.result(timeout=60)
+    assert reg.read().version == 0
+
+
+def test_lost_ack_on_root_is_committed_once(s3: S3Endpoint, store: ObjectStore) -> None:
+    """The root PUT lands but its answer is lost: success, and the commit is recorded once."""
+    reg = registry(store)
+    reg.commit("sales")
+    s3.inject("lost_ack", operation="PutObject", prefix=ROOT, count=1)
+    result = reg.commit("sales", add=[datafile("sales", "", "a")], commit_id="c-lost")
+    assert (result.version, result.already_committed) == (2, False)
+    assert committed_ids(store).count("c-lost") == 1
+    assert reg.read().version == 2
+
+
+def test_unknown_outcome_resolved_by_commit_id(s3: S3Endpoint, store: ObjectStore) -> None:
+    """Lost ack where even the adapter's read-back fails: the commit loop re-reads the root
+    and finds its commit id, so it reports success without committing twice."""
+    reg = registry(store)
+    reg.commit("sales")
+    s3.inject("lost_ack", operation="PutObject", prefix=ROOT, count=1)
+    s3.inject("error", operation="HeadObject", prefix=ROOT, count=3)
+    result = reg.commit("sales", add=[datafile("sales", "", "a")], commit_id="c-unknown")
+    assert (result.version, result.retries, result.already_committed) == (2, 1, False)
+    assert committed_ids(store).count("c-unknown") == 1
+
+
+def test_unknown_outcome_proven_absent_redrives(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A root PUT that failed without landing (5xx each SDK try) is proven absent by the
+    re-read and simply retried: committed once."""
+    reg = registry(store)
+    reg.commit("sales")
+    s3.inject("error", operation="PutObject", prefix=ROOT, count=3)
+    result = reg.commit("sales", add=[datafile("sales", "", "a")], commit_id="c-absent")
+    assert (result.version, result.retries) == (2, 1)
+    assert committed_ids(store).count("c-absent") == 1
+
+
+def test_unknown_outcome_unresolvable_is_state_unknown(s3: S3Endpoint, store: ObjectStore) -> None:
+    """If the outcome is unknown and the registry cannot be re-read, the caller learns that
+    the state is unknown (CommitStateUnknownError), never a conflict."""
+    reg = registry(store, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+    reg.commit("sales")
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    s3.inject("lost_ack", operation="PutObject", prefix=ROOT, count=1)
+    s3.inject("error", operation="HeadObject", prefix=ROOT)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(
+            reg.commit, "sales", add=[datafile("sales", "", "a")], commit_id="c-limbo"
+        )
+        wait_until(lambda: s3.stalled() == 1)
+        s3.inject("error", operation="GetObject", prefix=ROOT)  # from now on: unreadable
+        s3.release_stalls()
+        with pytest.raises(CommitStateUnknownError) as info:
+            ours.result(timeout=60)
+    assert info.value.commit_id == "c-limbo"
+    s3.clear_faults()
+    assert committed_ids(store).count("c-limbo") == 1  # it had landed after all
+
+
+def test_corrupt_registry_is_never_overwritten(s3: S3Endpoint, store: ObjectStore) -> None:
+    """Invalid JSON or a future format_version at the root: RegistryCorruptError, untouched."""
+    reg = registry(store)
+    for body in (b"{not json", b'{"format_version": 99, "version": 7}'):
+        store.client.put_object(Bucket=store.bucket, Key=ROOT, Body=body)
+        with pytest.raises(RegistryCorruptError):
+            reg.commit("sales", add=[datafile("sales", "", "a")])
+        with pytest.raises(RegistryCorruptError):
+            reg.read()
+        assert store.get(ROOT).body == body
+
+
+def test_stale_fence_is_refused(store: ObjectStore) -> None:
+    """A commit carrying a fencing token below the highest seen is StaleFenceError."""
+    reg = registry(store)
+    reg.commit("sales", fence=("lease:leader", 2))
+    with pytest.raises(StaleFenceError) as info:
+        reg.commit("sales", add=[datafile("sales", "", "a")], fence=("lease:leader", 1))
+    assert (info.value.token, info.value.current) == (1, 2)
+    assert reg.read().version == 1
+
+
+def test_idempotent_recommit(store: ObjectStore) -> None:
+    """Re-committing a recorded commit id changes nothing and reports already_committed."""
+    reg = registry(store)
+    first = reg.commit("sales", add=[datafile("sales", "", "a")], commit_id="run-42")
+    again = reg.commit("sales", add=[datafile("sales", "", "a")], commit_id="run-42")
+    assert (again.version, again.already_committed, first.already_committed) == (1, True, False)
+    assert reg.read().version == 1
+
+
+def test_multipart_root_with_racing_writer(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A root above the threshold goes by multipart with an If-Match completion; a writer
+    that lands first makes our completion fail with 412 and we redrive."""
+    reg = registry(store, group_commit=False, root_multipart_threshold=1)
+    other = registry(store, group_commit=False)
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("stall", operation="CompleteMultipartUpload", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "mine")])
+        wait_until(lambda: s3.stalled() == 1)
+        other.commit("sales", add=[datafile("sales", "", "theirs")])
+        s3.release_stalls()
+        result = ours.result(timeout=60)
+    assert (result.version, result.redrives) == (3, 1)
+    assert s3.stats()["CompleteMultipartUpload"] >= 3
+    assert [f.name for f in reg.files("sales")] == ["a", "mine", "theirs"]
+
+
+def test_group_commit_merges_concurrent_commits(s3: S3Endpoint, store: ObjectStore) -> None:
+    """16 concurrent commits through one Registry share fewer CASes; a bad one fails alone."""
+    reg = registry(store)
+    reg.commit("sales", add=[datafile("sales", "", "keep")])
+    s3.reset_stats()
+    s3.inject("latency", operation="PutObject", prefix=ROOT, delay=0.05)
+
+    def commit(n: int) -> Any:
+        if n == 7:
+            return reg.commit("sales", remove=["datasets/sales/never-registered"])
+        return reg.commit("sales", add=[datafile("sales", "", f"f{n:02d}")], commit_id=f"g{n}")
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        futures = [pool.submit(commit, n) for n in range(16)]
+        concurrent.futures.wait(futures)
+    with pytest.raises(CommitConflictError):
+        futures[7].result()
+    results = [f.result() for n, f in enumerate(futures) if n != 7]
+    root_puts = s3.stats()["PutObject"] - 15  # minus the 15 delta manifests
+    assert root_puts < 15
+    assert max(r.batch_size for r in results) > 1
+    ids = committed_ids(store)
+    assert sorted(i for i in ids if i.startswith("g")) == sorted(
+        f"g{n}" for n in range(16) if n != 7
+    )
+    assert len(reg.files("sales")) == 16
+
+
+def test_commit_window_bounds_the_root(store: ObjectStore) -> None:
+    """Only the newest `commit_window` commit ids are kept."""
+    reg = registry(store, commit_window=3)
+    for n in range(5):
+        reg.commit("sales", commit_id=f"c{n}")
+    assert committed_ids(store) == ["c2", "c3", "c4"]
+
+
+def wait_until(condition: Any, *, attempts: int = 4000) -> None:
+    """Poll a server-side condition (a stalled request arriving), bounded."""
+    import time
+
+    for _ in range(attempts):
+        if condition():
+            return
+        time.sleep(0.005)
+    raise AssertionError("condition never held")

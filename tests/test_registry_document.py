@@ -1,0 +1,303 @@
+"""The registry's pure core: parsing, serialising, commit transforms, schema rules, fencing."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from lakelock._datafile import DataFile
+from lakelock._registry import (
+    Change,
+    Fence,
+    Manifest,
+    RegistryDoc,
+    apply_change,
+    evolve_schema,
+    parse_manifest,
+    parse_registry,
+    seal,
+    serialize_registry,
+)
+from lakelock._registry._changes import delta_manifests, manifests_needed, partition_of_key
+from lakelock._registry._document import serialize_manifest
+from lakelock.errors import (
+    CommitConflictError,
+    RegistryCorruptError,
+    SchemaMismatchError,
+    StaleFenceError,
+)
+
+NOW = "2026-11-21T08:00:00.000000Z"
+
+
+def datafile(dataset: str, partition: str, name: str, records: int = 10) -> DataFile:
+    """A DataFile as the dataset writer would record it (no object needed here)."""
+    key = f"datasets/{dataset}/{partition}/{name}" if partition else f"datasets/{dataset}/{name}"
+    return DataFile(dataset, key, partition, 100 * records, records, "sha256:00", '"e"', "w")
+
+
+def change(dataset: str = "sales", *, add: tuple[DataFile, ...] = (), **kw: object) -> Change:
+    """A prepared Change: delta manifest refs computed as the registry would."""
+    refs = {path: ref for path, (ref, _) in delta_manifests(dataset, add).items()}
+    return Change(
+        dataset=dataset,
+        commit_id=str(kw.pop("commit_id", "c1")),
+        add=add,
+        added_manifests=MappingProxyType(refs),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def commit(
+    doc: RegistryDoc, *changes: Change, manifests: dict[str, Manifest] | None = None
+) -> RegistryDoc:
+    """Apply and seal changes in one batch, as one CAS would."""
+    applied = []
+    current = doc
+    for c in changes:
+        a = apply_change(
+            current, c, manifests=manifests or {}, now=NOW, next_version=doc.version + 1
+        )
+        current = a.doc
+        applied.append((c, a))
+    return seal(current, applied, now=NOW, window=100)
+
+
+def test_round_trip_is_exact() -> None:
+    """serialise → parse gives back the same document, byte for byte the second time."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("year", pa.string())])
+    doc = commit(
+        RegistryDoc(),
+        change(
+            add=(
+                datafile("sales", "year=2024", "a.parquet"),
+                datafile("sales", "year=2025", "b.parquet"),
+            ),
+            schema=schema,
+            partition_by=("year",),
+            properties={"owner": "etl"},
+            fence=Fence("lease:leader", 3),
+        ),
+    )
+    body = serialize_registry(doc)
+    parsed = parse_registry(body)
+    assert serialize_registry(parsed) == body
+    sales = parsed.datasets["sales"]
+    assert sales.schema is not None
+    assert sales.schema.equals(schema)
+    assert (sales.file_count, sales.record_count, sales.schema_version) == (2, 20, 1)
+    assert parsed.fences == {"lease:leader": 3}
+    assert [c.id for c in parsed.commits] == ["c1"]
+
+
+def _doc(**fields: object) -> bytes:
+    """A format-1 root with some fields overridden."""
+    base: dict[str, object] = {
+        "format_version": 1,
+        "version": 1,
+        "updated_at": "",
+        "datasets": {},
+        "fences": {},
+        "commits": [],
+    }
+    return orjson.dumps({**base, **fields})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b"[]",
+        b'{"format_version": 2, "version": 1}',
+        b'{"format_version": 1}',
+        _doc(version=-1),
+        _doc(datasets={"d": {}}),
+        _doc(
+            commits=[{"id": "x", "version": 5, "dataset": "d", "at": "", "added": 0, "removed": 0}]
+        ),
+    ],
+    ids=[
+        "not-json",
+        "not-object",
+        "future-format",
+        "missing-fields",
+        "negative-version",
+        "bad-dataset",
+        "commit-from-future",
+    ],
+)
+def test_untrustworthy_documents_are_corrupt(body: bytes) -> None:
+    """Anything but a valid format-1 registry raises RegistryCorruptError."""
+    with pytest.raises(RegistryCorruptError):
+        parse_registry(body, bucket="b", key="k")
+
+
+def test_manifest_round_trip_and_corruption() -> None:
+    """Manifests parse back to the same files; a future manifest is refused."""
+    files = (datafile("sales", "year=2024", "a.parquet"),)
+    body = serialize_manifest(Manifest("sales", "year=2024", files))
+    assert parse_manifest(body).files == files
+    future = orjson.loads(body)
+    future["format_version"] = 9
+    with pytest.raises(RegistryCorruptError):
+        parse_manifest(orjson.dumps(future))
+
+
+def test_stale_fence_is_refused_equal_and_higher_pass() -> None:
+    """A lower token is StaleFenceError; the same token passes; a higher one raises the bar."""
+    doc = commit(RegistryDoc(), change(fence=Fence("lease:l", 5)))
+    with pytest.raises(StaleFenceError) as info:
+        commit(doc, change(commit_id="c2", fence=Fence("lease:l", 4)))
+    assert (info.value.name, info.value.token, info.value.current) == ("lease:l", 4, 5)
+    assert commit(doc, change(commit_id="c3", fence=Fence("lease:l", 5))).fences["lease:l"] == 5
+    assert commit(doc, change(commit_id="c4", fence=Fence("lease:l", 9))).fences["lease:l"] == 9
+    assert commit(doc, change(commit_id="c5", fence=Fence("other", 1))).fences == {
+        "lease:l": 5,
+        "other": 1,
+    }
+
+
+def test_partition_columns_must_match() -> None:
+    """Files and partition_by must agree with the dataset's partition columns."""
+    doc = commit(
+        RegistryDoc(), change(partition_by=("year",), add=(datafile("sales", "year=2024", "a"),))
+    )
+    with pytest.raises(CommitConflictError):
+        commit(doc, change(commit_id="c2", partition_by=("month",)))
+    with pytest.raises(CommitConflictError):
+        commit(doc, change(commit_id="c3", add=(datafile("sales", "month=01", "b"),)))
+    with pytest.raises(CommitConflictError):
+        commit(doc, change(commit_id="c4", add=(datafile("other", "year=2024", "c"),)))
+
+
+def test_adding_the_same_files_twice_is_a_conflict() -> None:
+    """The same delta manifest committed twice (a retry without commit id) is refused."""
+    files = (datafile("sales", "", "a.parquet"),)
+    doc = commit(RegistryDoc(), change(add=files))
+    with pytest.raises(CommitConflictError):
+        commit(doc, change(commit_id="c2", add=files))
+
+
+def test_remove_consolidates_and_missing_file_is_conflict() -> None:
+    """Removing a registered file rewrites its partition's manifest; removing an absent one
+    is a conflict, not a silent success."""
+    a, b = datafile("sales", "", "a.parquet"), datafile("sales", "", "b.parquet")
+    doc = commit(RegistryDoc(), change(add=(a, b)))
+    (ref,) = doc.datasets["sales"].partitions[""].manifests
+    loaded = {ref.key: Manifest("sales", "", (a, b))}
+    c2 = change(commit_id="c2", remove=(a.key,))
+    assert manifests_needed(doc, c2) == {ref.key}
+    applied = apply_change(doc, c2, manifests=loaded, now=NOW, next_version=doc.version + 1)
+    ((key, body),) = applied.writes
+    assert parse_manifest(body).files == (b,)
+    partition = applied.doc.datasets["sales"].partitions[""]
+    assert [m.key for m in partition.manifests] == [key]
+    assert partition.file_count == 1
+    with pytest.raises(CommitConflictError):
+        apply_change(
+            doc,
+            change(commit_id="c3", remove=("datasets/sales/zzz",)),
+            manifests=loaded,
+            now=NOW,
+            next_version=2,
+        )
+
+
+def test_removing_every_file_drops_the_partition() -> None:
+    """A partition left empty disappears from the registry."""
+    a = datafile("sales", "year=2024", "a")
+    doc = commit(RegistryDoc(), change(add=(a,), partition_by=("year",)))
+    (ref,) = doc.datasets["sales"].partitions["year=2024"].manifests
+    after = commit(
+        doc,
+        change(commit_id="c2", remove=(a.key,)),
+        manifests={ref.key: Manifest("sales", "year=2024", (a,))},
+    )
+    assert dict(after.datasets["sales"].partitions) == {}
+
+
+def test_many_appends_are_compacted() -> None:
+    """A partition past the manifest limit is consolidated into one manifest of all files."""
+    doc = RegistryDoc()
+    stored: dict[str, Manifest] = {}  # what S3 would hold: every manifest ever written
+    for n in range(20):
+        f = datafile("sales", "", f"f{n:02d}")
+        for ref, body in delta_manifests("sales", (f,)).values():
+            stored[ref.key] = parse_manifest(body)
+        c = change(commit_id=f"c{n}", add=(f,))
+        needed = {k: stored[k] for k in manifests_needed(doc, c)}
+        applied = apply_change(doc, c, manifests=needed, now=NOW, next_version=doc.version + 1)
+        for key, body in applied.writes:
+            stored[key] = parse_manifest(body)
+        doc = seal(applied.doc, [(c, applied)], now=NOW, window=100)
+    partition = doc.datasets["sales"].partitions[""]
+    assert len(partition.manifests) < 16
+    assert partition.file_count == 20
+    listed = sorted(f.name for m in partition.manifests for f in stored[m.key].files)
+    assert listed == [f"f{n:02d}" for n in range(20)]
+
+
+def test_properties_set_and_unset() -> None:
+    """Properties merge; a None value removes a property."""
+    doc = commit(RegistryDoc(), change(properties={"a": "1", "b": "2"}))
+    doc = commit(doc, change(commit_id="c2", properties={"a": None, "c": "3"}))
+    assert dict(doc.datasets["sales"].properties) == {"b": "2", "c": "3"}
+
+
+def test_seal_bumps_version_once_and_bounds_the_window() -> None:
+    """A batch is one version; the commit list keeps the newest `window` ids."""
+    doc = RegistryDoc()
+    for n in range(5):
+        c1, c2 = change(commit_id=f"a{n}"), change(commit_id=f"b{n}")
+        a1 = apply_change(doc, c1, manifests={}, now=NOW, next_version=doc.version + 1)
+        a2 = apply_change(a1.doc, c2, manifests={}, now=NOW, next_version=doc.version + 1)
+        doc = seal(a2.doc, [(c1, a1), (c2, a2)], now=NOW, window=4)
+    assert doc.version == 5
+    assert [(c.id, c.version) for c in doc.commits] == [("a3", 4), ("b3", 4), ("a4", 5), ("b4", 5)]
+    assert doc.commit("b4") is not None
+    assert doc.commit("a0") is None
+
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+
+
+@pytest.mark.parametrize(
+    ("new", "version", "fails"),
+    [
+        (SCHEMA, 1, False),
+        (SCHEMA.append(pa.field("extra", pa.float64())), 2, False),
+        (pa.schema([pa.field("id", pa.int64(), nullable=False)]), 1, False),
+        (pa.schema([pa.field("id", pa.int32(), nullable=False), ("name", pa.string())]), 1, True),
+        (SCHEMA.append(pa.field("required", pa.int8(), nullable=False)), 1, True),
+        (pa.schema([("name", pa.string())]), 1, True),
+    ],
+    ids=[
+        "same",
+        "added-nullable",
+        "missing-nullable",
+        "type-change",
+        "new-required",
+        "missing-required",
+    ],
+)
+def test_schema_rules(new: pa.Schema, version: int, fails: bool) -> None:
+    """Compatible evolution bumps schema_version; incompatible schemas are SchemaMismatchError."""
+    if fails:
+        with pytest.raises(SchemaMismatchError):
+            evolve_schema(SCHEMA, new, 1, change())
+        return
+    schema, got = evolve_schema(SCHEMA, new, 1, change())
+    assert got == version
+    assert schema is not None
+    assert schema.get_field_index("id") == 0
+
+
+def test_partition_of_key() -> None:
+    """The partition path is what lies between the dataset folder and the file name."""
+    assert partition_of_key("d", "datasets/d/a=1/b=2/f.parquet") == "a=1/b=2"
+    assert partition_of_key("d", "datasets/d/f.parquet") == ""
+    with pytest.raises(CommitConflictError):
+        partition_of_key("d", "datasets/other/f.parquet")

@@ -1,0 +1,435 @@
+"""Write-once datasets: one parquet file per partition, created with ``If-None-Match: *``.
+
+Layout (keys relative to the lake prefix; names, escaping and the null spelling are in
+:mod:`lakelock._names`)::
+
+    datasets/<dataset>/<col>=<value>/.../part-<uuid4 hex>.parquet    generated name
+    datasets/<dataset>/<col>=<value>/.../<file_name>                 caller-given name
+
+**Files.** Hive-style: partition columns are not stored in the files, only in the path. Each
+file carries, in its parquet key-value metadata under ``lakelock.schema``, the whole table's
+Arrow schema (partition columns included, in their original order, with their types), so
+:func:`read_files` rebuilds the table exactly without being told the schema. The object's S3
+metadata holds the write id (proof of authorship, see :mod:`lakelock._s3`), the record
+count (``lakelock-records``) and ``sha256:<hex>`` of the bytes (``lakelock-checksum``), which
+the :class:`~lakelock._datafile.DataFile` also records and :func:`read_files` verifies.
+
+**Writing.** :func:`write_table` validates every name, type and key first, then serialises
+every partition (in memory, or spooled to a temporary file above ``spool_threshold``), and
+only then uploads; bad input therefore writes nothing. Each upload is create-only; the store
+goes multipart above its threshold with a conditional completion, aborting on failure, and
+resolves lost acknowledgements by reading back the write id: ours is success, another
+writer's is :class:`~lakelock.errors.AlreadyExistsError`.
+
+Generated names are unique, so such writes never collide. A caller-given ``file_name`` makes
+a write idempotent across pipeline retries, the AWS blog's duplicate-upload case: the same
+name in the same partition is the same key, so a second writer (or a retry of a pipeline
+whose first run got through) gets ``AlreadyExistsError`` and must stop retrying; nothing is
+ever overwritten. Partitions are uploaded in partition-path order, so writers racing with
+the same ``file_name`` over the same partitions contend first on the same key and the losers
+stop before writing anything.
+
+**Partial writes.** Files become visible only through a registry commit, so a write of several
+partitions need not be atomic by itself. If partition *k* fails (already exists, access
+denied, outcome unknown...), the error is raised as it is, unwrapped, with the files written
+before it attached (:func:`written_before`, and an exception note naming their keys); later
+partitions are not attempted. Those files are unreferenced orphans for ``vacuum``; nothing is
+deleted here, least of all after an unknown outcome.
+
+**Empty tables** write nothing and return ``[]`` (after validation).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakelock._datafile import DataFile, Partition
+from lakelock._names import (
+    data_file_key,
+    format_partition_value,
+    parse_partition_path,
+    parse_partition_value,
+    partition_path,
+    validate_column_name,
+    validate_dataset_name,
+    validate_file_name,
+    validate_partition_type,
+)
+from lakelock._s3 import ObjectStore, new_write_id
+from lakelock.errors import InvalidNameError, StorageError
+
+__all__ = [
+    "CHECKSUM_METADATA",
+    "DEFAULT_SPOOL_THRESHOLD",
+    "PARQUET_CONTENT_TYPE",
+    "RECORDS_METADATA",
+    "SCHEMA_METADATA",
+    "read_files",
+    "table_schema",
+    "write_table",
+    "written_before",
+]
+
+MIB = 1024 * 1024
+#: Parquet bodies up to this size stay in memory; larger ones spill to a temporary file.
+DEFAULT_SPOOL_THRESHOLD = 32 * MIB
+#: The IANA media type registered for Apache Parquet.
+PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
+#: S3 metadata keys (sent as ``x-amz-meta-...``).
+RECORDS_METADATA = "lakelock-records"
+CHECKSUM_METADATA = "lakelock-checksum"
+#: Parquet key-value metadata key holding the whole table's serialised Arrow schema.
+SCHEMA_METADATA = b"lakelock.schema"
+_WRITTEN_ATTRIBUTE = "lakelock_written"
+_HASH_CHUNK = 1 * MIB
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One partition, serialised and ready to upload."""
+
+    partition_path: str
+    key: str
+    records: int
+    body: IO[bytes]
+    size: int
+    checksum: str
+
+
+def write_table(
+    store: ObjectStore,
+    dataset: str,
+    table: Any,
+    *,
+    partition_by: Sequence[str] = (),
+    file_name: str | None = None,
+    progress: Progress | None = None,
+    spool_threshold: int = DEFAULT_SPOOL_THRESHOLD,
+) -> list[DataFile]:
+    """Write ``table`` as write-once parquet files of ``dataset``, one per partition, and
+    return what was written (uncommitted), in partition-path order.
+
+    ``partition_by`` names the partition columns, outermost first (a single ``str`` is one
+    column). ``file_name`` is the name of the file in every partition directory; without it
+    each file gets a unique ``part-<uuid4 hex>.parquet``. ``progress(done, total)`` is called
+    with the bytes uploaded so far and the total of all files.
+
+    Raises :class:`~lakelock.errors.InvalidNameError` (nothing written) for a bad dataset,
+    column, type, value, file name or too long a key; the store's errors otherwise, notably
+    :class:`~lakelock.errors.AlreadyExistsError` when a file's key is taken by another
+    writer (see the module docstring for what a failure leaves behind).
+    """
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"table must be a pyarrow.Table, not {type(table).__name__}")
+    dataset = validate_dataset_name(dataset)
+    columns = _partition_columns(table, partition_by)
+    name = validate_file_name(file_name) if file_name is not None else None
+    metadata = {SCHEMA_METADATA: base64.b64encode(table.schema.serialize().to_pybytes())}
+    splits = _split(table, columns)
+    keys = [
+        data_file_key(dataset, path, name or _generated_name(), prefix=store.prefix)
+        for path, _ in splits
+    ]
+    if table.num_rows == 0:
+        return []
+    with contextlib.ExitStack() as stack:
+        planned = []
+        for (path, part), key in zip(splits, keys, strict=True):
+            body = stack.enter_context(tempfile.SpooledTemporaryFile(max_size=spool_threshold))
+            planned.append(_serialise(path, key, part, metadata, body))
+        return _upload(store, dataset, planned, progress)
+
+
+def written_before(error: BaseException) -> tuple[DataFile, ...]:
+    """The files a failed :func:`write_table` had written before ``error`` (unreferenced
+    orphans, left for ``vacuum``); ``()`` for any other error."""
+    written = getattr(error, _WRITTEN_ATTRIBUTE, ())
+    return tuple(f for f in written if isinstance(f, DataFile))
+
+
+def table_schema(table: Any, partition_by: Sequence[str] = ()) -> Any:
+    """The schema a dataset written from ``table`` has (partition columns included, in
+    their places), after checking that ``partition_by`` can partition it."""
+    _partition_columns(table, partition_by)
+    return table.schema
+
+
+def _partition_columns(table: Any, partition_by: Sequence[str]) -> tuple[str, ...]:
+    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    names = list(table.schema.names)
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise InvalidNameError(duplicated[0], "the table has two columns of this name")
+    for column in columns:
+        validate_column_name(column)
+        if columns.count(column) > 1:
+            raise InvalidNameError(column, "partition column named twice")
+        if column not in names:
+            raise InvalidNameError(column, "partition column is not a column of the table")
+        validate_partition_type(column, table.schema.field(column).type)
+    if len(columns) == len(names):
+        # A parquet file without columns does not keep its row count (Hive, Spark and Delta
+        # refuse this for the same reason).
+        raise InvalidNameError(
+            tuple(columns), "at least one column must remain in the files, not partitioned"
+        )
+    return columns
+
+
+def _split(table: Any, columns: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """``[(partition path, rows without the partition columns), ...]`` sorted by path, rows
+    in their original order within each partition."""
+    if not columns:
+        return [("", table)]
+    row = _fresh_name("__lakelock_row", table.schema.names)
+    keys = table.select(list(columns))
+    # Group on plain values: a dictionary may hold one value under two indices.
+    for i, field in enumerate(keys.schema):
+        if pa.types.is_dictionary(field.type):
+            keys = keys.set_column(i, field.name, keys.column(i).dictionary_decode())
+    keys = keys.append_column(row, pa.array(range(table.num_rows), pa.int64()))
+    groups = keys.group_by(list(columns), use_threads=False).aggregate([(row, "list")])
+    rows_by_path: dict[str, list[Any]] = {}
+    for i in range(groups.num_rows):
+        values = [(c, format_partition_value(groups.column(c)[i])) for c in columns]
+        rows_by_path.setdefault(partition_path(values), []).append(
+            groups.column(f"{row}_list")[i].values
+        )
+    data = table.drop_columns(list(columns))
+    splits = []
+    for path in sorted(rows_by_path):
+        pieces = rows_by_path[path]
+        rows = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces).sort()
+        splits.append((path, data.take(rows)))
+    return splits
+
+
+def _fresh_name(base: str, taken: Sequence[str]) -> str:
+    name = base
+    while name in taken:
+        name += "_"
+    return name
+
+
+def _generated_name() -> str:
+    return f"part-{uuid.uuid4().hex}.parquet"
+
+
+def _serialise(
+    path: str, key: str, part: Any, metadata: dict[bytes, bytes], body: IO[bytes]
+) -> _Planned:
+    schema_metadata = {**(part.schema.metadata or {}), **metadata}
+    pq.write_table(part.replace_schema_metadata(schema_metadata), body)
+    size = body.tell()
+    body.seek(0)
+    digest = hashlib.sha256()
+    while chunk := body.read(_HASH_CHUNK):
+        digest.update(chunk)
+    body.seek(0)
+    return _Planned(path, key, part.num_rows, body, size, f"sha256:{digest.hexdigest()}")
+
+
+def _upload(
+    store: ObjectStore, dataset: str, planned: list[_Planned], progress: Progress | None
+) -> list[DataFile]:
+    meter = _Meter(progress, sum(p.size for p in planned))
+    written: list[DataFile] = []
+    for plan in planned:
+        try:
+            result = store.put(
+                plan.key,
+                plan.body,
+                mode="create",
+                metadata={RECORDS_METADATA: str(plan.records), CHECKSUM_METADATA: plan.checksum},
+                write_id=new_write_id(),
+                content_type=PARQUET_CONTENT_TYPE,
+                progress=meter.start(plan.size),
+            )
+        except Exception as error:
+            setattr(error, _WRITTEN_ATTRIBUTE, tuple(written))
+            if written:
+                keys = ", ".join(f.key for f in written)
+                error.add_note(f"written before this failure (uncommitted orphans): {keys}")
+            raise
+        meter.finish()
+        written.append(
+            DataFile(
+                dataset=dataset,
+                key=plan.key,
+                partition_path=plan.partition_path,
+                size=result.size,
+                record_count=plan.records,
+                checksum=plan.checksum,
+                etag=result.etag,
+                write_id=result.write_id,
+            )
+        )
+    return written
+
+
+class _Meter:
+    """Turns the store's per-part byte counts into ``progress(done, total)`` over all files.
+
+    The store may report a file short (a lost acknowledgement resolved by reading back reports
+    nothing) or twice (a multipart upload restarted after a 409), so each file's count is
+    clamped to its size and completed when the file is; ``done`` never decreases."""
+
+    def __init__(self, callback: Progress | None, total: int) -> None:
+        self._callback = callback
+        self._total = total
+        self._finished = 0
+        self._current = 0
+        self._size = 0
+        self._reported = 0
+
+    def start(self, size: int) -> Callable[[int], None] | None:
+        if self._callback is None:
+            return None
+        self._current, self._size = 0, size
+        return self._advance
+
+    def _advance(self, count: int) -> None:
+        self._current += count
+        self._report(self._finished + min(self._current, self._size))
+
+    def finish(self) -> None:
+        self._finished += self._size
+        self._current = self._size = 0
+        self._report(self._finished)
+
+    def _report(self, done: int) -> None:
+        if self._callback is not None and done > self._reported:
+            self._reported = done
+            self._callback(done, self._total)
+
+
+# -- reading back -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One data file read back: its columns, partition values and recorded schema."""
+
+    file: DataFile
+    data: Any
+    partition: Partition
+    schema: Any
+
+
+def read_files(
+    store: ObjectStore,
+    files: Sequence[DataFile],
+    *,
+    schema: Any = None,
+    partition_by: Sequence[str] = (),
+) -> Any:
+    """The table made of ``files``, in their order, partition columns re-attached.
+
+    Each file's bytes are checked against its recorded checksum (a mismatch raises
+    :class:`~lakelock.errors.StorageError` with ``code="ChecksumMismatch"``). The result has
+    ``schema`` when given (columns missing from a file are null, types cast); otherwise the
+    schema recorded in the files (unified across them), where files written by other tools
+    contribute their partition columns as strings. ``partition_by``, when given, must be the
+    partition columns of every file, in order.
+    """
+    expected = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    pieces = [_read_piece(store, file, expected) for file in files]
+    target = schema if schema is not None else _unified_schema(pieces)
+    if not pieces:
+        return target.empty_table()
+    return pa.concat_tables([_conform(piece, target) for piece in pieces])
+
+
+def _read_piece(store: ObjectStore, file: DataFile, expected: tuple[str, ...]) -> _Piece:
+    partition = parse_partition_path(file.partition_path)
+    columns = tuple(column for column, _ in partition)
+    if expected and columns != expected:
+        raise InvalidNameError(
+            file.partition_path, f"partition columns {columns} are not {expected} ({file.key})"
+        )
+    obj = store.get(file.key)
+    _verify_checksum(store, file, obj.body)
+    parquet = pq.ParquetFile(pa.BufferReader(obj.body))
+    data = parquet.read()
+    recorded = (parquet.schema_arrow.metadata or {}).get(SCHEMA_METADATA)
+    if recorded is not None:
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(recorded)))
+    else:  # written by another tool: its own columns, then the path's as strings
+        schema = data.schema.remove_metadata()
+        for column in columns:
+            if column not in schema.names:
+                schema = schema.append(pa.field(column, pa.string()))
+    return _Piece(file, data, partition, schema)
+
+
+def _verify_checksum(store: ObjectStore, file: DataFile, body: bytes) -> None:
+    algorithm, _, expected = file.checksum.partition(":")
+    if algorithm != "sha256":
+        raise StorageError(
+            f"{file.key!r}: unsupported checksum {file.checksum!r}",
+            bucket=store.bucket,
+            key=file.key,
+            operation="GetObject",
+            code="UnsupportedChecksum",
+        )
+    actual = hashlib.sha256(body).hexdigest()
+    if actual != expected:
+        raise StorageError(
+            f"{file.key!r}: content is sha256:{actual}, the file was written as {file.checksum}",
+            bucket=store.bucket,
+            key=file.key,
+            operation="GetObject",
+            code="ChecksumMismatch",
+        )
+
+
+def _unified_schema(pieces: list[_Piece]) -> Any:
+    schemas = [piece.schema for piece in pieces]
+    if not schemas:
+        return pa.schema([])
+    if all(s.equals(schemas[0], check_metadata=True) for s in schemas[1:]):
+        return schemas[0]
+    return pa.unify_schemas(schemas)
+
+
+def _conform(piece: _Piece, target: Any) -> Any:
+    """``piece`` as a table of exactly ``target``: partition values from the path, data
+    columns cast, columns the file lacks as nulls."""
+    values = dict(piece.partition)
+    missing = [column for column in values if column not in target.names]
+    if missing:
+        raise InvalidNameError(
+            piece.file.partition_path, f"partition column {missing[0]!r} is not in the schema"
+        )
+    rows = piece.data.num_rows
+    arrays = []
+    for field in target:
+        if field.name in values:
+            arrays.append(_constant(values[field.name], field.type, rows))
+        elif field.name in piece.data.column_names:
+            arrays.append(piece.data.column(field.name).cast(field.type))
+        else:
+            arrays.append(pa.nulls(rows, field.type))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def _constant(text: str | None, type_: Any, rows: int) -> Any:
+    """A column of ``rows`` copies of the partition value spelled ``text``."""
+    if text is None:
+        return pa.nulls(rows, type_)
+    column = pa.repeat(parse_partition_value(text, type_), rows)
+    if pa.types.is_dictionary(type_):
+        column = column.dictionary_encode().cast(type_)
+    return column

@@ -1,0 +1,487 @@
+"""Names and paths in the lake: pure validation and formatting, no I/O.
+
+On-disk layout (keys relative to the lake's prefix)::
+
+    datasets/<dataset>/<col>=<value>/<col>=<value>/.../<file name>
+    datasets/<dataset>/<file name>                      (unpartitioned)
+
+Every name is checked before anything is written; a bad one raises
+:class:`~lakelock.errors.InvalidNameError` (a ``ValueError``) naming the rule it broke.
+
+=================  ========================================================================
+name               rule
+=================  ========================================================================
+dataset name,      one path segment: Unicode letters and digits, combining marks, ``_``,
+file name          ``-`` and ``.``; starts with a letter or digit (so never ``.``/``..``,
+                   never hidden: Hive, Spark and pyarrow skip ``_``/``.``-prefixed names
+                   such as ``_SUCCESS``); at most 255 UTF-8 bytes (a file-system segment).
+                   Normalised to Unicode NFC, so names that look the same are the same;
+                   callers must use the returned name. Case-sensitive.
+partition column   non-empty, no control characters, none of the characters Hive escapes
+                   (``" # % ' * / : = ? \\ { [ ] ^``), not starting with ``.`` or ``_``
+                   (pyarrow's discovery skips such directories). Column names are never
+                   escaped, so they appear verbatim in keys.
+partition value    any Unicode text except: empty (Hive folds ``""`` into the null
+                   partition, so it cannot round-trip), control characters (category Cc:
+                   C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
+                   the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
+                   always behind ``col=`` and ``/`` is escaped.
+whole key          at most 1024 UTF-8 bytes including the lake prefix (S3's limit).
+=================  ========================================================================
+
+Relaxing a rule later is compatible with every lake written before; tightening one is not,
+hence the conservative choices.
+
+**Escaping.** A partition value is percent-escaped exactly as Hive (and Spark) escape path
+names: each character of ``" # % ' * / : = ? \\ { [ ] ^``, DEL and U+0001-U+001F becomes
+``%XX`` (uppercase hex); everything else, spaces and non-ASCII included, stays as is. Hive,
+Spark and pyarrow (``partitioning(flavor="hive")``, which URI-decodes) all read these paths
+back to the same value; in particular ``+`` is never decoded as a space. Reading accepts any
+``%XX`` (upper or lower case, UTF-8 sequences such as ``%C3%A9`` as pyarrow writes them) but
+rejects a ``%`` not followed by two hex digits; :func:`validate_partition_path` returns the
+canonical (Hive-escaped) form, which is what the registry files partitions under.
+
+**Nulls.** A null partition value is written as ``__HIVE_DEFAULT_PARTITION__``
+(:data:`NULL_PARTITION`), as Hive, Spark and pyarrow do; the string itself is therefore not
+a valid value.
+
+**Value formats** (stable: one value of one type has exactly one spelling):
+
+=================  ========================================================================
+Arrow type         spelling
+=================  ========================================================================
+bool               ``true`` / ``false``
+int8 ... uint64    decimal, ``-`` for negatives, no leading zeros
+string, large_     as is
+string, string_view
+date32, date64     ISO ``YYYY-MM-DD`` (years 0001-9999); a date64 must fall on midnight
+timestamp          ISO-8601 ``YYYY-MM-DDTHH:MM:SS[.f]``: the fraction has trailing zeros
+                   dropped (so one instant has one spelling in every unit, up to ns); a
+                   time zone-aware type is written in UTC with a ``Z`` suffix, a naive one
+                   without suffix. ``:`` is escaped in the key (``%3A``), as Hive does.
+decimal            fixed-point at the type's scale (``1.10`` for ``decimal128(5, 2)``)
+null               always the null marker
+dictionary         as its value type
+=================  ========================================================================
+
+Floating-point columns cannot be partition columns: equal-looking values are not equal
+(``0.1 + 0.2``, ``-0.0``, NaN), and engines spell the same double differently (Hive
+``1.0E10``, pyarrow ``1e+10``), so one value could land in two directories. Partition by an
+integer, decimal or string column instead. Binary, time, duration, interval, nested and
+extension types are refused too.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import urllib.parse
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from lakelock._datafile import Partition
+from lakelock.errors import InvalidNameError
+
+__all__ = [
+    "DATASETS_PREFIX",
+    "MAX_KEY_BYTES",
+    "MAX_SEGMENT_BYTES",
+    "NULL_PARTITION",
+    "data_file_key",
+    "dataset_prefix",
+    "format_partition_value",
+    "parse_partition_path",
+    "parse_partition_value",
+    "partition_path",
+    "validate_column_name",
+    "validate_dataset_name",
+    "validate_file_name",
+    "validate_key_length",
+    "validate_partition_path",
+    "validate_partition_type",
+]
+
+#: How a null partition value is spelled in a key (Hive's default partition name).
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: Where datasets live, relative to the lake's prefix.
+DATASETS_PREFIX = "datasets/"
+#: S3's limit on a key, in UTF-8 bytes.
+MAX_KEY_BYTES = 1024
+#: Limit on a dataset or file name, in UTF-8 bytes (a segment on common file systems).
+MAX_SEGMENT_BYTES = 255
+
+# Hive's FileUtils.escapePathName set on Unix (Spark's ExternalCatalogUtils is the same).
+_HIVE_ESCAPED = frozenset("\"#%'*/:=?\\{[]^\x7f") | frozenset(map(chr, range(0x01, 0x20)))
+_NAME_PUNCTUATION = frozenset("_-.")
+_ESCAPED_TEXT = re.compile(r"(?:[^%]|%[0-9A-Fa-f]{2})*")
+_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_TIMESTAMP = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(Z?)"
+)
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_MS_PER_DAY = 86_400_000
+_EPOCH = date(1970, 1, 1)
+_EPOCH_ORDINAL = _EPOCH.toordinal()
+_MAX_ORDINAL = date.max.toordinal()
+_SUPPORTED_TYPES = (
+    "bool, integers, string, large_string, string_view, date32, date64, timestamp, "
+    "decimal, null, or a dictionary of one of these"
+)
+
+
+# -- names ------------------------------------------------------------------------------------
+
+
+def validate_dataset_name(name: object) -> str:
+    """The dataset name, NFC-normalised, or :class:`InvalidNameError` (module docstring)."""
+    return _segment_name(name, "dataset name")
+
+
+def validate_file_name(name: object) -> str:
+    """A caller-given data file name, NFC-normalised; the same rules as dataset names."""
+    return _segment_name(name, "file name")
+
+
+def validate_column_name(name: object) -> str:
+    """A column name usable for partitioning, returned unchanged (it must match the table's
+    column exactly, so it is never normalised)."""
+    text = _text(name, "column name")
+    if text[0] in "._":
+        raise InvalidNameError(
+            name, "partition column names must not start with '.' or '_' (readers skip them)"
+        )
+    escaped = sorted({c for c in text if c in _HIVE_ESCAPED})
+    if escaped:
+        raise InvalidNameError(
+            name, f"partition column names must not contain {''.join(escaped)!r}"
+        )
+    return text
+
+
+def _segment_name(name: object, what: str) -> str:
+    text = _text(name, what)
+    text = unicodedata.normalize("NFC", text)
+    if not unicodedata.category(text[0]).startswith(("L", "N")):
+        raise InvalidNameError(name, f"a {what} must start with a letter or digit")
+    for char in text:
+        if char not in _NAME_PUNCTUATION and not unicodedata.category(char).startswith(
+            ("L", "M", "N")
+        ):
+            raise InvalidNameError(
+                name, f"a {what} may contain only letters, digits, '_', '-' and '.': {char!r}"
+            )
+    size = len(text.encode("utf-8"))
+    if size > MAX_SEGMENT_BYTES:
+        raise InvalidNameError(name, f"a {what} is at most {MAX_SEGMENT_BYTES} bytes, not {size}")
+    return text
+
+
+def _text(value: object, what: str) -> str:
+    """``value`` as a non-empty, UTF-8 encodable string without control characters."""
+    if not isinstance(value, str):
+        raise InvalidNameError(value, f"a {what} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidNameError(value, f"a {what} must not be empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidNameError(value, f"a {what} must be UTF-8 encodable") from error
+    for char in value:
+        if unicodedata.category(char) == "Cc":
+            raise InvalidNameError(value, f"a {what} must not contain control character {char!r}")
+    return value
+
+
+# -- partition values -------------------------------------------------------------------------
+
+
+def validate_partition_type(column: str, type_: Any) -> None:
+    """Refuse (InvalidNameError naming ``column``) an Arrow type that cannot partition."""
+    problem = _type_problem(type_)
+    if problem is not None:
+        raise InvalidNameError(column, problem)
+
+
+def _type_problem(type_: Any) -> str | None:
+    value_type = type_.value_type if pa.types.is_dictionary(type_) else type_
+    if pa.types.is_floating(value_type):
+        return (
+            f"a floating-point column ({type_}) cannot be a partition column: its values make "
+            "unstable keys; partition by an integer, decimal or string column instead"
+        )
+    if not _is_partition_value_type(value_type):
+        return f"type {type_} cannot be a partition column; supported: {_SUPPORTED_TYPES}"
+    return None
+
+
+def _is_partition_value_type(type_: Any) -> bool:
+    is_string_view = getattr(pa.types, "is_string_view", lambda _: False)
+    return bool(
+        pa.types.is_null(type_)
+        or pa.types.is_boolean(type_)
+        or pa.types.is_integer(type_)
+        or pa.types.is_string(type_)
+        or pa.types.is_large_string(type_)
+        or is_string_view(type_)
+        or pa.types.is_date(type_)
+        or pa.types.is_timestamp(type_)
+        or pa.types.is_decimal(type_)
+    )
+
+
+def format_partition_value(value: object) -> str | None:
+    """The spelling of one partition value (unescaped), ``None`` for null.
+
+    Takes Arrow scalars (exact to the nanosecond) and plain Python values: ``None``,
+    ``bool``, ``int``, ``str``, ``Decimal``, ``datetime`` (aware: converted to UTC),
+    ``date``. Floats and other types raise :class:`InvalidNameError`.
+    """
+    if value is None:
+        return None
+    if isinstance(value, pa.Scalar):
+        return _format_scalar(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _check_value(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise InvalidNameError(value, "a decimal partition value must be finite")
+        return format(value, "f")
+    if isinstance(value, datetime):
+        if value.utcoffset() is not None:
+            micros = (value - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+            return _format_timestamp(micros, "us", aware=True)
+        micros = (value - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+        return _format_timestamp(micros, "us", aware=False)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, float):
+        raise InvalidNameError(value, "floating-point values cannot be partition values")
+    raise InvalidNameError(value, f"{type(value).__name__} cannot be a partition value")
+
+
+def _format_scalar(scalar: Any) -> str | None:
+    type_ = scalar.type
+    problem = _type_problem(type_)
+    if problem is not None:
+        raise InvalidNameError(scalar, problem)
+    if not scalar.is_valid:
+        return None
+    if pa.types.is_dictionary(type_):
+        return _format_scalar(scalar.value)
+    if pa.types.is_boolean(type_):
+        return "true" if scalar.as_py() else "false"
+    if pa.types.is_integer(type_):
+        return str(scalar.as_py())
+    if pa.types.is_date32(type_):
+        return _format_days(int(scalar.value))
+    if pa.types.is_date64(type_):
+        days, remainder = divmod(int(scalar.value), _MS_PER_DAY)
+        if remainder:
+            raise InvalidNameError(scalar, "a date64 partition value must fall on midnight")
+        return _format_days(days)
+    if pa.types.is_timestamp(type_):
+        return _format_timestamp(int(scalar.value), type_.unit, aware=type_.tz is not None)
+    if pa.types.is_decimal(type_):
+        return format(scalar.as_py(), "f")
+    return _check_value(scalar.as_py())  # the string types
+
+
+def _check_value(text: object) -> str:
+    """A string partition value that can round-trip through a key, or InvalidNameError."""
+    value = _text(text, "partition value")
+    if value == NULL_PARTITION:
+        raise InvalidNameError(text, f"{NULL_PARTITION} is reserved for null values")
+    return value
+
+
+def _format_days(days: int) -> str:
+    ordinal = _EPOCH_ORDINAL + days
+    if not 1 <= ordinal <= _MAX_ORDINAL:
+        raise InvalidNameError(days, "dates in partition values must be in years 0001-9999")
+    return date.fromordinal(ordinal).isoformat()
+
+
+def _format_timestamp(value: int, unit: str, *, aware: bool) -> str:
+    per_second = _PER_SECOND[unit]
+    seconds, fraction = divmod(value, per_second)  # floor: the fraction is never negative
+    days, second_of_day = divmod(seconds, 86_400)
+    hours, rest = divmod(second_of_day, 3600)
+    minutes, secs = divmod(rest, 60)
+    digits = len(str(per_second)) - 1
+    text = f"{_format_days(days)}T{hours:02d}:{minutes:02d}:{secs:02d}"
+    if fraction:
+        text += "." + f"{fraction:0{digits}d}".rstrip("0")
+    return text + ("Z" if aware else "")
+
+
+def parse_partition_value(text: str | None, type_: Any) -> Any:
+    """The Arrow scalar of type ``type_`` that :func:`format_partition_value` spelled as
+    ``text`` (its exact inverse); for a dictionary type, a scalar of its value type.
+    A spelling that does not fit the type raises :class:`InvalidNameError`."""
+    problem = _type_problem(type_)
+    if problem is not None:
+        raise InvalidNameError(text, problem)
+    if pa.types.is_dictionary(type_):
+        return parse_partition_value(text, type_.value_type)
+    if text is None:
+        return pa.scalar(None, type_)
+    try:
+        return pa.scalar(_parse_python(text, type_), type_)
+    except (pa.ArrowInvalid, OverflowError, ValueError) as error:
+        if isinstance(error, InvalidNameError):
+            raise
+        raise InvalidNameError(text, f"not a valid {type_} partition value: {error}") from error
+
+
+def _parse_python(text: str, type_: Any) -> object:
+    """The Python (or raw integer) value for ``pa.scalar(..., type_)``."""
+    if pa.types.is_null(type_):
+        raise InvalidNameError(text, "a null-typed partition column holds only nulls")
+    if pa.types.is_boolean(type_):
+        if text not in ("true", "false"):
+            raise InvalidNameError(text, "a bool partition value is 'true' or 'false'")
+        return text == "true"
+    if pa.types.is_integer(type_):
+        if not _INTEGER.fullmatch(text):
+            raise InvalidNameError(text, "not a canonical integer")
+        return int(text)
+    if pa.types.is_decimal(type_):
+        if not _DECIMAL.fullmatch(text):
+            raise InvalidNameError(text, "not a fixed-point decimal")
+        return Decimal(text)
+    if pa.types.is_date(type_):
+        days = _parse_days(text)
+        return days * _MS_PER_DAY if pa.types.is_date64(type_) else days
+    if pa.types.is_timestamp(type_):
+        return _parse_timestamp(text, type_.unit, aware=type_.tz is not None)
+    return _check_value(text)  # the string types
+
+
+def _parse_days(text: str) -> int:
+    match = _DATE.fullmatch(text)
+    if match is None:
+        raise InvalidNameError(text, "a date partition value is YYYY-MM-DD")
+    year, month, day = map(int, match.groups())
+    try:
+        parsed = date(year, month, day)
+    except ValueError as error:
+        raise InvalidNameError(text, f"not a date: {error}") from error
+    return parsed.toordinal() - _EPOCH_ORDINAL
+
+
+def _parse_timestamp(text: str, unit: str, *, aware: bool) -> int:
+    match = _TIMESTAMP.fullmatch(text)
+    if match is None:
+        raise InvalidNameError(text, "a timestamp partition value is YYYY-MM-DDTHH:MM:SS[.f]")
+    day, hours, minutes, secs, fraction, zone = match.groups()
+    if bool(zone) != aware:
+        expected = "with" if aware else "without"
+        raise InvalidNameError(text, f"a {unit} timestamp of this type is written {expected} Z")
+    if int(hours) > 23 or int(minutes) > 59 or int(secs) > 59:
+        raise InvalidNameError(text, "not a time of day")
+    per_second = _PER_SECOND[unit]
+    digits = len(str(per_second)) - 1
+    fraction = fraction or ""
+    if len(fraction.rstrip("0")) > digits:
+        raise InvalidNameError(text, f"more fractional digits than a {unit} timestamp holds")
+    seconds = _parse_days(day) * 86_400 + int(hours) * 3600 + int(minutes) * 60 + int(secs)
+    return seconds * per_second + int((fraction + "0" * digits)[:digits] or "0")
+
+
+# -- partition paths --------------------------------------------------------------------------
+
+
+def partition_path(columns_and_values: Iterable[tuple[str, object]]) -> str:
+    """The Hive-style path ``col=value/...`` (no slashes at either end; ``""`` for none).
+
+    Values are formatted with :func:`format_partition_value` (strings are taken as already
+    formatted), escaped as Hive does, ``None`` spelled :data:`NULL_PARTITION`.
+    """
+    segments = []
+    seen: set[str] = set()
+    for column, value in columns_and_values:
+        name = validate_column_name(column)
+        if name in seen:
+            raise InvalidNameError(column, "partition column appears twice")
+        seen.add(name)
+        text = format_partition_value(value)
+        segments.append(f"{name}={NULL_PARTITION if text is None else _escape(text)}")
+    return "/".join(segments)
+
+
+def parse_partition_path(path: str) -> Partition:
+    """``((column, value or None), ...)`` from ``col=value/...``: the exact inverse of
+    :func:`partition_path` on formatted values. A single trailing ``/`` is allowed."""
+    if not isinstance(path, str):
+        raise InvalidNameError(path, f"a partition path must be a str, not {type(path).__name__}")
+    text = (_text(path, "partition path") if path else "").removesuffix("/")
+    if not text:
+        return ()
+    result: list[tuple[str, str | None]] = []
+    for segment in text.split("/"):
+        column, equals, escaped = segment.partition("=")
+        if not equals:
+            raise InvalidNameError(path, f"segment {segment!r} is not col=value")
+        try:
+            value = None if escaped == NULL_PARTITION else _check_value(_unescape(escaped))
+        except InvalidNameError as error:
+            raise InvalidNameError(path, f"segment {segment!r}: {error.reason}") from error
+        result.append((column, value))
+    # Re-checks the column names and duplicates.
+    partition_path(result)
+    return tuple(result)
+
+
+def validate_partition_path(path: str) -> str:
+    """The canonical form of a partition path (Hive escaping, no trailing slash), for copy,
+    rename and the registry; raises :class:`InvalidNameError` for anything malformed."""
+    return partition_path(parse_partition_path(path))
+
+
+def _escape(text: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _HIVE_ESCAPED else c for c in text)
+
+
+def _unescape(text: str) -> str:
+    if not _ESCAPED_TEXT.fullmatch(text):
+        raise InvalidNameError(text, "'%' must be followed by two hex digits")
+    try:
+        return urllib.parse.unquote_to_bytes(text).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidNameError(text, "escapes do not decode as UTF-8") from error
+
+
+# -- keys -------------------------------------------------------------------------------------
+
+
+def dataset_prefix(dataset: str) -> str:
+    """``datasets/<dataset>/``, the key prefix of every file of ``dataset``."""
+    return f"{DATASETS_PREFIX}{validate_dataset_name(dataset)}/"
+
+
+def data_file_key(dataset: str, partition: str, file_name: str, *, prefix: str = "") -> str:
+    """The key (relative to the lake prefix) of a data file, every part validated and the
+    whole, with ``prefix``, within S3's key limit."""
+    path = validate_partition_path(partition)
+    key = dataset_prefix(dataset) + (f"{path}/" if path else "") + validate_file_name(file_name)
+    return validate_key_length(key, prefix=prefix)
+
+
+def validate_key_length(key: str, *, prefix: str = "") -> str:
+    """``key`` if ``prefix + key`` fits S3's 1024-byte key limit, else InvalidNameError."""
+    size = len((prefix + key).encode("utf-8"))
+    if size > MAX_KEY_BYTES:
+        raise InvalidNameError(
+            key, f"key is {size} bytes with the lake prefix; S3 allows {MAX_KEY_BYTES}"
+        )
+    return key

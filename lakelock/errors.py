@@ -3,6 +3,7 @@
 ```
 LakelockError
 ├── InvalidNameError (ValueError)          bad dataset/column/partition/file name or path
+├── DatasetNotFoundError (KeyError)        no such dataset (or partition) in the registry
 ├── StorageError                           one S3 request ended badly: .bucket .key .operation
 │   ├── AlreadyExistsError (FileExistsError)   412 on a create-only write: key taken
 │   ├── PreconditionFailedError               412 on If-Match: .expected_etag stale
@@ -36,6 +37,7 @@ __all__ = [
     "CommitError",
     "CommitStateUnknownError",
     "ConflictError",
+    "DatasetNotFoundError",
     "InvalidNameError",
     "LakelockError",
     "LeaseError",
@@ -67,6 +69,24 @@ class InvalidNameError(LakelockError, ValueError):
         super().__init__(f"invalid name {value!r}: {reason}")
         self.value = value
         self.reason = reason
+
+
+class DatasetNotFoundError(LakelockError, KeyError):
+    """The registry has no dataset ``dataset`` (or, when ``partition`` is set, no such
+    partition of it) in the snapshot that was read."""
+
+    def __init__(self, dataset: str, *, partition: str | None = None) -> None:
+        what = (
+            f"partition {partition!r} of dataset {dataset!r}"
+            if partition
+            else f"dataset {dataset!r}"
+        )
+        super().__init__(f"{what} is not in the registry")
+        self.dataset = dataset
+        self.partition = partition
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 class StorageError(LakelockError):

@@ -1,0 +1,186 @@
+"""``Lake``: one bucket (and prefix) as a data lake — the front door to everything else.
+
+A Lake holds one boto3 client, one :class:`~lakelock._s3.ObjectStore` through which every
+request goes, and one :class:`~lakelock._registry.Registry` (so concurrent commits of one
+process share group commit). It is safe to use from many threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import boto3
+import pyarrow as pa
+from botocore.config import Config
+
+from lakelock._datafile import DataFile
+from lakelock._datasets import read_files, table_schema, write_table
+from lakelock._names import partition_path, validate_dataset_name, validate_partition_path
+from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
+from lakelock._retry import RetryPolicy
+from lakelock._s3 import ObjectStore
+from lakelock.errors import DatasetNotFoundError, InvalidNameError
+
+__all__ = ["Lake"]
+
+Progress = Callable[[int, int], None]
+
+
+def default_client(**client_kwargs: Any) -> Any:
+    """A boto3 S3 client with the standard retry mode (5xx and resets retried by the SDK;
+    409 and 412 never are: lakelock decides those)."""
+    config = Config(retries={"mode": "standard", "total_max_attempts": 5}, max_pool_connections=64)
+    if "config" in client_kwargs:
+        config = config.merge(client_kwargs.pop("config"))
+    return boto3.client("s3", config=config, **client_kwargs)
+
+
+class Lake:
+    """A data lake in ``bucket`` under ``prefix``.
+
+    ``s3`` is a boto3 S3 client (default: boto3's default credentials and endpoint).
+    ``retry`` bounds every retry loop (commits, conflicts, throttling); ``group_commit``
+    merges concurrent commits of this Lake into one compare-and-swap.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        s3: Any = None,
+        retry: RetryPolicy | None = None,
+        group_commit: bool = True,
+        multipart_threshold: int = 64 * 1024 * 1024,
+    ) -> None:
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        if prefix.startswith("/") or "//" in prefix:
+            raise InvalidNameError(prefix, "a lake prefix is relative and has no empty segment")
+        self.bucket = bucket
+        self.prefix = prefix
+        self.client = s3 if s3 is not None else default_client()
+        self.retry = retry or RetryPolicy()
+        self.store = ObjectStore(
+            self.client,
+            bucket,
+            prefix=prefix,
+            retry=self.retry,
+            multipart_threshold=multipart_threshold,
+        )
+        self.registry = Registry(self.store, retry=self.retry, group_commit=group_commit)
+
+    @classmethod
+    def from_url(cls, url: str, **client_kwargs: Any) -> Lake:
+        """``Lake.from_url("s3://bucket/prefix", endpoint_url=..., region_name=...)``."""
+        parts = urlsplit(url)
+        if parts.scheme != "s3" or not parts.netloc:
+            raise InvalidNameError(url, "expected s3://bucket[/prefix]")
+        lake_options = {
+            k: client_kwargs.pop(k) for k in ("retry", "group_commit") if k in client_kwargs
+        }
+        return cls(
+            parts.netloc,
+            prefix=parts.path.lstrip("/"),
+            s3=default_client(**client_kwargs),
+            **lake_options,
+        )
+
+    def __repr__(self) -> str:
+        return f"Lake('s3://{self.bucket}/{self.prefix}')"
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    # -- datasets -----------------------------------------------------------------------------
+
+    def write(
+        self,
+        dataset: str,
+        table: pa.Table,
+        *,
+        partition_by: Sequence[str] = (),
+        file_name: str | None = None,
+        progress: Progress | None = None,
+    ) -> list[DataFile]:
+        """Write ``table`` as write-once parquet files (one per partition), not yet visible:
+        commit them with ``registry.commit`` (or use :meth:`append`)."""
+        return write_table(
+            self.store,
+            dataset,
+            table,
+            partition_by=partition_by,
+            file_name=file_name,
+            progress=progress,
+        )
+
+    def append(
+        self,
+        dataset: str,
+        table: pa.Table,
+        *,
+        partition_by: Sequence[str] = (),
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        file_name: str | None = None,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Write ``table`` and commit its files in one registry update.
+
+        With a ``commit_id`` that is already recorded, nothing is written and the earlier
+        commit is reported (``already_committed``): a re-run pipeline appends once.
+        """
+        dataset = validate_dataset_name(dataset)
+        columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+        schema = table_schema(table, columns)
+        if commit_id is not None:
+            record = next((c for c in self.registry.read().commits if c.id == commit_id), None)
+            if record is not None:
+                return CommitResult(record.version, commit_id, already_committed=True)
+        files = self.write(
+            dataset, table, partition_by=columns, file_name=file_name, progress=progress
+        )
+        return self.registry.commit(
+            dataset,
+            add=files,
+            schema=schema,
+            partition_by=columns,
+            commit_id=commit_id,
+            fence=fence,
+        )
+
+    def read(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[str | Mapping[str, object]] | None = None,
+        snapshot: RegistrySnapshot | None = None,
+    ) -> pa.Table:
+        """The committed rows of ``dataset`` in one registry snapshot (default: the current
+        one), optionally only of some partitions, given as paths (``"year=2024/month=01"``)
+        or as ``{"year": 2024, "month": 1}`` mappings."""
+        snap = snapshot or self.registry.read()
+        state = snap.datasets.get(validate_dataset_name(dataset))
+        if state is None:
+            raise DatasetNotFoundError(dataset)
+        wanted = None
+        if partitions is not None:
+            wanted = [self._partition(state.partition_by, p) for p in partitions]
+            for path in wanted:
+                if path not in state.partitions:
+                    raise DatasetNotFoundError(dataset, partition=path)
+        files = self.registry.files(dataset, snapshot=snap, partitions=wanted)
+        return read_files(self.store, files, schema=state.schema, partition_by=state.partition_by)
+
+    @staticmethod
+    def _partition(columns: Sequence[str], partition: str | Mapping[str, object]) -> str:
+        if isinstance(partition, str):
+            return validate_partition_path(partition)
+        if list(partition) != list(columns):
+            raise InvalidNameError(
+                partition, f"a partition names the columns {list(columns)}, in that order"
+            )
+        return partition_path(partition.items())

@@ -1,0 +1,103 @@
+"""The Lake facade: append = write + one commit, read = exactly the committed files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock.errors import (
+    AlreadyExistsError,
+    DatasetNotFoundError,
+    InvalidNameError,
+    SchemaMismatchError,
+)
+from lakelock.testing import S3Endpoint
+from tests.conftest import FAST_RETRY
+
+
+@pytest.fixture
+def lake(client: Any, bucket: str) -> Lake:
+    """A lake at the root of the test bucket."""
+    return Lake(bucket, s3=client, retry=FAST_RETRY)
+
+
+def table(ids: list[int], year: int = 2024) -> pa.Table:
+    return pa.table({"id": ids, "year": [year] * len(ids), "name": [f"n{i}" for i in ids]})
+
+
+def test_append_then_read(lake: Lake) -> None:
+    """Appended rows come back; uncommitted files are never read."""
+    lake.append("sales", table([1, 2]), partition_by=["year"])
+    lake.append("sales", table([3], year=2025), partition_by=["year"])
+    lake.write("sales", table([99]), partition_by=["year"])  # written, never committed
+    assert sorted(lake.read("sales")["id"].to_pylist()) == [1, 2, 3]
+    assert lake.read("sales", partitions=["year=2025"])["id"].to_pylist() == [3]
+    assert lake.read("sales", partitions=[{"year": 2024}])["id"].to_pylist() == [1, 2]
+
+
+def test_uncontended_append_costs_four_requests(s3: S3Endpoint, lake: Lake) -> None:
+    """A single-partition append: data PUT, manifest PUT, registry GET, registry PUT."""
+    lake.append("sales", table([1]), partition_by=["year"])
+    s3.reset_stats()
+    lake.append("sales", table([2]), partition_by=["year"])
+    assert s3.stats() == {"PutObject": 3, "GetObject": 1}
+
+
+def test_rerun_with_commit_id_appends_once(s3: S3Endpoint, lake: Lake) -> None:
+    """A pipeline re-run with the same commit id and file name writes and commits nothing."""
+    first = lake.append(
+        "sales", table([1]), partition_by=["year"], commit_id="run-1", file_name="run-1.parquet"
+    )
+    again = lake.append(
+        "sales", table([1]), partition_by=["year"], commit_id="run-1", file_name="run-1.parquet"
+    )
+    assert (again.version, again.already_committed) == (first.version, True)
+    assert lake.read("sales")["id"].to_pylist() == [1]
+
+
+def test_duplicate_file_name_from_another_run_stops(lake: Lake) -> None:
+    """The blog's duplicate upload: a second writer of the same file name gets
+    AlreadyExistsError and nothing is overwritten or committed."""
+    lake.append("sales", table([1]), partition_by=["year"], file_name="batch-7.parquet")
+    with pytest.raises(AlreadyExistsError):
+        lake.append("sales", table([2]), partition_by=["year"], file_name="batch-7.parquet")
+    assert lake.read("sales")["id"].to_pylist() == [1]
+
+
+def test_schema_evolution_and_mismatch(lake: Lake) -> None:
+    """An added nullable column bumps schema_version; a changed type is refused."""
+    lake.append("sales", table([1]), partition_by=["year"])
+    wider = table([2]).append_column("extra", pa.array([1.5]))
+    lake.append("sales", wider, partition_by=["year"])
+    state = lake.registry.read().datasets["sales"]
+    assert state.schema_version == 2
+    rows = lake.read("sales").sort_by("id")
+    assert rows["extra"].to_pylist() == [None, 1.5]
+    narrower = pa.table({"id": pa.array([3], pa.int32()), "year": [2024], "name": ["x"]})
+    with pytest.raises(SchemaMismatchError):
+        lake.append("sales", narrower, partition_by=["year"])
+
+
+def test_unknown_dataset_and_partition(lake: Lake) -> None:
+    """Reading what the registry does not have is a typed, clear error."""
+    with pytest.raises(DatasetNotFoundError):
+        lake.read("nothing")
+    lake.append("sales", table([1]), partition_by=["year"])
+    with pytest.raises(DatasetNotFoundError) as info:
+        lake.read("sales", partitions=["year=1999"])
+    assert info.value.partition == "year=1999"
+
+
+def test_from_url_and_bad_urls(s3: S3Endpoint, bucket: str) -> None:
+    """from_url takes s3://bucket/prefix plus client arguments; other URLs are refused."""
+    lake = Lake.from_url(f"s3://{bucket}/some/prefix", **s3.client_kwargs())
+    assert (lake.bucket, lake.prefix) == (bucket, "some/prefix/")
+    lake.append("sales", table([1]), partition_by=["year"])
+    keys = [o["Key"] for o in lake.client.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert all(k.startswith("some/prefix/") for k in keys)
+    for url in ("http://x/y", "s3://", "bucket/prefix"):
+        with pytest.raises(InvalidNameError):
+            Lake.from_url(url)

@@ -173,11 +173,10 @@ def main() -> None:
     args = parser.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 4.0)
     with S3Endpoint(mode="process") as endpoint:
+        print(f"# registry throughput: {seconds:.1f} s per configuration\n")
         print(
-            f"# registry throughput: {seconds:.1f} s per configuration, endpoint in its own process\n"
-        )
-        print(
-            "| writers | latency | group commit | commits/s | attempts/commit | S3 req/commit | p50 ms | p99 ms | failures |"
+            "| writers | latency | group commit | commits/s | attempts/commit "
+            "| S3 req/commit | p50 ms | p99 ms | failures |"
         )
         print("|---:|---:|:---:|---:|---:|---:|---:|---:|---:|")
         n = 0
@@ -198,13 +197,12 @@ def main() -> None:
                     print(
                         f"| {run.writers} | {run.latency_ms} ms | {'on' if run.group else 'off'} "
                         f"| {run.commits / run.seconds:.1f} | {run.attempts:.2f} "
-                        f"| {run.requests_per_commit:.2f} | {run.p50_ms:.1f} | {run.p99_ms:.1f} | {run.failures} |",
+                        f"| {run.requests_per_commit:.2f} | {run.p50_ms:.1f} "
+                        f"| {run.p99_ms:.1f} | {run.failures} |",
                         flush=True,
                     )
         sizes = [1_000, 10_000, 100_000] if args.quick else [1_000, 10_000, 100_000, 1_000_000]
-        print(
-            "\n# cost of one commit as the registry grows (1,000 files per partition, median of 5)\n"
-        )
+        print("\n# cost of one commit as the registry grows (1,000 files/partition, median of 5)\n")
         print("| registered files | commit ms | S3 requests | root bytes |")
         print("|---:|---:|---:|---:|")
         for size, ms, requests, root in growth(endpoint, sizes, "grow", repeats=5):

@@ -48,6 +48,7 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._names import validate_dataset_name
 from lakelock._registry._changes import (
     Applied,
     Change,
@@ -486,8 +487,6 @@ class Registry:
 
 
 def _validate(change: Change) -> None:
-    from lakelock._names import validate_dataset_name
-
     validate_dataset_name(change.dataset)
     keys = [f.key for f in change.add]
     if len(set(keys)) != len(keys):

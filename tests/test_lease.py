@@ -1,0 +1,801 @@
+"""Leases: the server-time model, the pure transitions (model-checked), and the S3 shell with
+every outcome forced against the embedded endpoint, under simulated time."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from email.utils import formatdate
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakelock._lease import Heartbeat, Lease, lease_key, read_leases
+from lakelock._lease_clock import ServerClock, TimeBounds
+from lakelock._lease_core import (
+    Lapsed,
+    LeaseDoc,
+    Owner,
+    Take,
+    Wait,
+    decide_acquire,
+    decide_release,
+    decide_renew,
+    dump_lease,
+    holder_valid,
+    initial_lease,
+    parse_lease,
+    provably_expired,
+)
+from lakelock._s3 import IfMatch, ObjectStore
+from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
+from lakelock.testing import S3Endpoint
+
+REPO = Path(__file__).resolve().parents[1]
+EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+# --- simulated time ----------------------------------------------------------------------------
+
+
+class SimTime:
+    """Simulated time for one test: the S3 server's clock (stamped into every response's
+    ``Date`` header, truncated to the second as S3 does) and the local monotonic clocks of
+    simulated machines all advance together, only when the test says so."""
+
+    def __init__(self, start: float = EPOCH + 0.25) -> None:
+        self.server = start
+        self.slept: list[float] = []
+
+    def advance(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.server += seconds
+
+    def machine(self, base: float = 1000.0, rate: float = 1.0) -> Callable[[], float]:
+        """A local monotonic clock: arbitrary origin ``base``, running at ``rate``."""
+        origin = self.server
+        return lambda: base + (self.server - origin) * rate
+
+    def sleep(self, seconds: float) -> None:
+        """Injected ``sleep``: time passes for everyone, instantly."""
+        self.slept.append(seconds)
+        self.advance(seconds)
+
+    def attach(self, client: Any) -> Any:
+        """Make ``client`` see this simulation's server time in every ``Date`` header."""
+
+        def stamp(response_dict: dict[str, Any], **_: Any) -> None:
+            response_dict["headers"]["Date"] = formatdate(self.server, usegmt=True)
+
+        client.meta.events.register("before-parse.s3.*", stamp)
+        return client
+
+
+@pytest.fixture
+def sim(store: ObjectStore) -> SimTime:
+    """Simulated time, stamped into the test store's responses."""
+    sim = SimTime()
+    sim.attach(store.client)
+    return sim
+
+
+def make_lease(store: ObjectStore, sim: SimTime, name: str = "leader", **kwargs: Any) -> Lease:
+    options: dict[str, Any] = {"ttl": 30.0, "clock": sim.machine(), "sleep": sim.sleep}
+    options.update(kwargs)
+    return Lease(store, name, **options)
+
+
+def stored(store: ObjectStore, name: str = "leader") -> LeaseDoc:
+    return parse_lease(store.get(lease_key(name)).body, name=name, fail=AssertionError)
+
+
+# --- the server clock --------------------------------------------------------------------------
+
+
+def test_server_clock_bounds_from_one_date() -> None:
+    """One truncated Date gives bounds one second plus the round trip wide around the truth."""
+    local = [100.0]
+    clock = ServerClock(lambda: local[0], max_drift=0.0)
+    clock.observe(EPOCH, sent=99.9, received=100.0)  # true server time in [EPOCH, EPOCH+1)
+    bounds = clock.now()
+    assert bounds == TimeBounds(EPOCH, EPOCH + 1.1)
+    local[0] = 110.0
+    assert clock.now() == TimeBounds(EPOCH + 10, EPOCH + 11.1)
+
+
+def test_server_clock_intersects_samples_below_a_second() -> None:
+    """Two samples straddling a tick of the server's clock pin it far below 1 s resolution."""
+    clock = ServerClock(lambda: 0.0, max_drift=0.0)
+    clock.observe(EPOCH, sent=0.0, received=0.0)  # server in [E, E+1) at local 0
+    clock.observe(EPOCH + 1, sent=0.7, received=0.7)  # server in [E+1, E+2) at local 0.7
+    assert clock.now() == TimeBounds(EPOCH + 0.3, EPOCH + 1.0)
+
+
+def test_server_clock_widens_with_drift_and_resets_on_contradiction() -> None:
+    """Bounds widen by max_drift per second of age; a contradicting sample replaces them."""
+    local = [0.0]
+    clock = ServerClock(lambda: local[0], max_drift=0.01)
+    clock.observe(EPOCH, sent=0.0, received=0.0)
+    local[0] = 100.0
+    assert clock.now() == TimeBounds(EPOCH + 99.0, EPOCH + 102.0)
+    clock.observe(EPOCH + 500, sent=100.0, received=100.0)  # the server's clock was stepped
+    assert clock.resets == 1
+    assert clock.now() == TimeBounds(EPOCH + 500, EPOCH + 501)
+
+
+def test_server_clock_needs_a_sample() -> None:
+    """Without any Date seen there is no server time, and a missing header teaches nothing."""
+    clock = ServerClock(lambda: 0.0)
+    clock.observe(None, 0.0, 0.0)
+    assert not clock.has_sample
+    with pytest.raises(RuntimeError):
+        clock.now()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    offset=st.floats(-1e6, 1e6),
+    rate=st.floats(1 - 1e-3, 1 + 1e-3),
+    events=st.lists(
+        st.tuples(st.floats(0.0, 50.0), st.floats(0.0, 0.5), st.floats(0.0, 1.0)),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_server_clock_bounds_always_hold_the_truth(
+    offset: float, rate: float, events: list[tuple[float, float, float]]
+) -> None:
+    """Property: whatever the offset, a rate within max_drift, and the timing of requests,
+    the bounds contain the true server time at every later instant."""
+    local = [0.0]
+    clock = ServerClock(lambda: local[0])
+
+    def server_at(t: float) -> float:
+        return EPOCH + offset + t * rate
+
+    for gap, rtt, where in events:
+        sent = local[0] + gap
+        received = sent + rtt
+        generated = sent + rtt * where  # when the server stamped its Date
+        clock.observe(float(int(server_at(generated))), sent, received)
+        local[0] = received
+        bounds = clock.now()
+        assert bounds.earliest <= server_at(local[0]) <= bounds.latest
+        local[0] += gap
+        bounds = clock.now()
+        assert bounds.earliest <= server_at(local[0]) <= bounds.latest
+
+
+# --- the pure transitions ----------------------------------------------------------------------
+
+ME = Owner("me", "host-a", 1, "test")
+THEM = Owner("them", "host-b", 2, None)
+AT = TimeBounds(EPOCH + 100.0, EPOCH + 100.5)
+
+
+def held(owner: Owner, token: int, expires_at: float) -> LeaseDoc:
+    return LeaseDoc("leader", token, owner, expires_at - 30, expires_at - 30, expires_at, 30.0)
+
+
+def test_decide_acquire_cases() -> None:
+    """Free, released, expired-beyond-margin and own leases are taken with token + 1; a live
+    foreign lease, or one expired but within the margin, means waiting until expiry + margin."""
+    fresh = decide_acquire(initial_lease("leader"), AT, ME, ttl=30, margin=1)
+    assert fresh == Take(LeaseDoc("leader", 1, ME, AT.latest, AT.latest, AT.latest + 30, 30))
+    released = dataclasses.replace(held(THEM, 6, EPOCH + 200), expires_at=0.0)
+    assert isinstance(decision := decide_acquire(released, AT, ME, ttl=30, margin=1), Take)
+    assert decision.doc.token == 7
+    expired = held(THEM, 6, AT.earliest - 1.01)
+    assert isinstance(decision := decide_acquire(expired, AT, ME, ttl=30, margin=1), Take)
+    assert decision.doc.token == 7
+    within_margin = held(THEM, 6, AT.earliest - 0.99)
+    assert decide_acquire(within_margin, AT, ME, ttl=30, margin=1) == Wait(
+        within_margin.expires_at + 1, within_margin
+    )
+    live = held(THEM, 6, EPOCH + 120)
+    assert decide_acquire(live, AT, ME, ttl=30, margin=1) == Wait(EPOCH + 121, live)
+    mine = held(ME, 6, EPOCH + 120)
+    assert isinstance(decision := decide_acquire(mine, AT, ME, ttl=30, margin=1), Take)
+    assert decision.doc.token == 7
+
+
+def test_decide_renew_cases() -> None:
+    """Renew extends our valid lease (never shortening it, token kept) and refuses one that
+    lapsed by our latest bound, was released, or was taken over."""
+    mine = held(ME, 3, AT.latest + 1.01)
+    renewed = decide_renew(mine, AT, ME, ttl=30, margin=1)
+    assert renewed == dataclasses.replace(
+        mine, renewed_at=AT.latest, expires_at=AT.latest + 30, ttl=30
+    )
+    longer = held(ME, 3, AT.latest + 100)
+    assert isinstance(r := decide_renew(longer, AT, ME, ttl=30, margin=1), LeaseDoc)
+    assert r.expires_at == longer.expires_at
+    assert isinstance(decide_renew(held(ME, 3, AT.latest + 0.99), AT, ME, ttl=30, margin=1), Lapsed)
+    assert isinstance(decide_renew(held(THEM, 3, EPOCH + 200), AT, ME, ttl=30, margin=1), Lapsed)
+    gone = dataclasses.replace(mine, expires_at=0.0)
+    assert isinstance(decide_renew(gone, AT, ME, ttl=30, margin=1), Lapsed)
+
+
+def test_decide_release_keeps_token_and_owner() -> None:
+    """Release zeroes the expiry only, and only for our own unreleased lease."""
+    mine = held(ME, 3, EPOCH + 200)
+    assert decide_release(mine, ME) == dataclasses.replace(mine, expires_at=0.0)
+    assert decide_release(held(THEM, 3, EPOCH + 200), ME) is None
+    assert decide_release(dataclasses.replace(mine, expires_at=0.0), ME) is None
+
+
+def test_expiry_predicates_leave_a_two_margin_gap() -> None:
+    """With true bounds, the holder's last valid instant and the first instant anyone sees the
+    lease free are more than two margins apart."""
+    expires, margin = EPOCH + 50, 1.0
+    assert holder_valid(expires, TimeBounds(expires - 1.01, expires - 1.01), margin)
+    assert not holder_valid(expires, TimeBounds(expires - 2, expires - 1.0), margin)
+    assert not provably_expired(expires, TimeBounds(expires + 1.0, expires + 5), margin)
+    assert provably_expired(expires, TimeBounds(expires + 1.01, expires + 5), margin)
+    assert provably_expired(0.0, TimeBounds(0.0, 0.0), margin)
+
+
+def test_parse_roundtrip_and_refusals() -> None:
+    """The one parser reads what dump writes and refuses other versions, kinds, names and
+    malformed fields instead of guessing."""
+    doc = held(ME, 3, EPOCH + 200)
+    assert parse_lease(dump_lease(doc), name="leader", fail=ValueError) == doc
+    good = orjson.loads(dump_lease(doc))
+    bad_docs = [
+        b"not json",
+        b"[1]",
+        {**good, "format_version": 2},
+        {**good, "format_version": True},
+        {**good, "kind": "lakelock.lock-table"},
+        {**good, "name": "other"},
+        {**good, "token": -1},
+        {**good, "token": 1.5},
+        {**good, "expires_at": "soon"},
+        {**good, "owner": {"id": "x"}},
+        {**good, "owner": None},
+        {k: v for k, v in good.items() if k != "ttl"},
+    ]
+    for bad in bad_docs:
+        body = bad if isinstance(bad, bytes) else orjson.dumps(bad)
+        with pytest.raises(_Refused):
+            parse_lease(body, name="leader", fail=_Refused)
+
+
+class _Refused(Exception):
+    """What the parser was told to raise."""
+
+
+@dataclasses.dataclass
+class _ModelOwner:
+    owner: Owner
+    doc: LeaseDoc | None = None  # what it last wrote: it believes it holds this
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["acquire", "renew", "release", "advance"]),
+            st.integers(0, 2),
+            st.floats(0.0, 1.0),
+            st.floats(0.0, 1.0),
+            st.floats(0.0, 20.0),
+        ),
+        max_size=40,
+    )
+)
+def test_model_at_most_one_valid_holder_and_tokens_increase(
+    ops: list[tuple[str, int, float, float, float]],
+) -> None:
+    """Model check of the transitions under compare-and-swap: three owners whose server-time
+    bounds are arbitrary but true; at every instant at most one believes it holds a valid
+    lease, that one is the document's holder, and every takeover raises the token."""
+    ttl, margin = 10.0, 0.5
+    owners = [_ModelOwner(Owner(f"o{i}", "h", i)) for i in range(3)]
+    current = initial_lease("leader")
+    true_time = EPOCH
+    tokens = [0]
+
+    def bounds(low_error: float, high_error: float) -> TimeBounds:
+        return TimeBounds(true_time - low_error, true_time + high_error)
+
+    for op, who, low_error, high_error, dt in ops:
+        actor = owners[who]
+        now = bounds(low_error, high_error)
+        if op == "advance":
+            true_time += dt
+        elif op == "acquire":
+            decision = decide_acquire(current, now, actor.owner, ttl=ttl, margin=margin)
+            if isinstance(decision, Take):
+                current = actor.doc = decision.doc
+                assert current.token > tokens[-1]
+                tokens.append(current.token)
+        elif op == "renew" and actor.doc is not None:
+            renewed = decide_renew(actor.doc, now, actor.owner, ttl=ttl, margin=margin)
+            if isinstance(renewed, Lapsed):
+                actor.doc = None
+            elif actor.doc == current:  # the CAS succeeds only on an unchanged document
+                current = actor.doc = renewed
+            else:
+                actor.doc = None
+        elif op == "release" and actor.doc is not None:
+            target = decide_release(actor.doc, actor.owner)
+            if target is not None and actor.doc == current:
+                current = target
+            actor.doc = None
+        # Every owner checks its belief with the worst bounds that are still true.
+        believers = [
+            o
+            for o in owners
+            if o.doc is not None and holder_valid(o.doc.expires_at, bounds(1.0, 1.0), margin)
+        ]
+        assert len(believers) <= 1
+        for believer in believers:
+            assert current.owner == believer.owner
+            assert current.token == believer.doc.token if believer.doc else False
+
+
+# --- the S3 shell ------------------------------------------------------------------------------
+
+
+def test_first_acquire_creates_the_document(store: ObjectStore, sim: SimTime) -> None:
+    """The first acquire of a name creates it and takes token 1; the document names the owner
+    (host, pid, uuid, label) and expiry in server time."""
+    lease = make_lease(store, sim, owner_label="nightly")
+    assert lease.try_acquire()
+    doc = stored(store)
+    assert doc.token == lease.token == lease.check() == 1
+    assert doc.owner == lease.owner
+    assert (doc.owner.host, doc.owner.pid, doc.owner.label) == (
+        lease.owner.host,
+        os.getpid(),
+        "nightly",
+    )
+    assert EPOCH + 30 <= doc.expires_at <= EPOCH + 31.25
+    assert lease.fence == ("lease:leader", 1)
+    [listed] = read_leases(store)
+    assert (listed.key, listed.doc) == ("metastore/leases/leader.json", doc)
+    lease.release()
+
+
+def test_takeover_after_expiry_gives_higher_token(store: ObjectStore, sim: SimTime) -> None:
+    """Another owner can take the lease only once it expired beyond the margin, and gets a
+    higher token; the old holder's renew and check then fail with LeaseLostError."""
+    old = make_lease(store, sim, "leader")
+    new = make_lease(store, sim, "leader")
+    old.acquire()
+    sim.advance(30.0)  # expires_at <= start+31; +margin; our bound may lag by 1
+    assert not new.try_acquire()
+    sim.advance(3.0)
+    assert new.try_acquire()
+    assert new.token == 2 > old.token == 1  # type: ignore[operator]
+    with pytest.raises(LeaseLostError) as info:
+        old.renew()
+    assert (info.value.name, info.value.token) == ("leader", 1)
+    with pytest.raises(LeaseLostError):
+        old.check()
+    assert stored(store).owner == new.owner
+    old.release()  # a lost lease needs no release and does not disturb the new holder
+    assert stored(store).token == 2
+    assert new.check() == 2
+    new.release()
+
+
+def test_renew_after_loss_fails_even_without_takeover(store: ObjectStore, sim: SimTime) -> None:
+    """A lease that lapsed by the holder's clock cannot be renewed, though nobody took it:
+    loss is reported once to on_lost and on every later use."""
+    losses: list[LeaseLostError] = []
+    lease = make_lease(store, sim, on_lost=losses.append)
+    lease.acquire()
+    sim.advance(29.5)  # our latest bound is now within the margin of expiry; nobody took it
+    with pytest.raises(LeaseLostError):
+        lease.renew()
+    with pytest.raises(LeaseLostError):
+        lease.renew()
+    with pytest.raises(LeaseLostError):
+        _ = lease.fence
+    assert len(losses) == 1
+    assert losses[0].token == 1
+    assert not lease.held
+    assert stored(store).owner == lease.owner  # nothing was written by the failed renewals
+    lease.release()
+    assert stored(store).expires_at == 0.0
+
+
+def test_renew_extends_from_now(store: ObjectStore, sim: SimTime) -> None:
+    """Renewals keep one holder valid well past its first TTL, with the same token, and keep
+    others out."""
+    holder = make_lease(store, sim)
+    other = make_lease(store, sim)
+    holder.acquire()
+    for _ in range(4):
+        sim.advance(20.0)
+        holder.renew()
+        assert not other.try_acquire()
+    assert holder.check() == 1
+    assert stored(store).expires_at >= sim.server + 29
+    holder.release()
+
+
+def test_release_then_acquire_keeps_tokens_increasing(store: ObjectStore, sim: SimTime) -> None:
+    """Release zeroes the expiry but keeps token and owner; each later acquire, by anyone,
+    takes the next token at once."""
+    a = make_lease(store, sim)
+    b = make_lease(store, sim)
+    tokens = []
+    for lease in (a, b, a, a, b):
+        lease.acquire(timeout=0)
+        tokens.append(lease.check())
+        lease.release()
+        doc = stored(store)
+        assert (doc.token, doc.expires_at, doc.owner) == (tokens[-1], 0.0, lease.owner)
+    assert tokens == [1, 2, 3, 4, 5]
+    with pytest.raises(LeaseError) as info:
+        a.renew()
+    assert not isinstance(info.value, LeaseLostError)
+
+
+def test_acquire_waits_for_expiry_then_takes_over(store: ObjectStore, sim: SimTime) -> None:
+    """A blocked acquire polls (in injected sleeps no longer than poll_interval) and takes
+    over shortly after expiry + margin."""
+    holder = make_lease(store, sim)
+    holder.acquire()
+    start = sim.server
+    waiter = make_lease(store, sim)
+    waiter.acquire(timeout=100, poll_interval=5.0)
+    waited = sim.server - start
+    assert 31.0 - 1.0 < waited <= 31.0 + 1.0 + 0.5
+    assert max(sim.slept) <= 5.0
+    assert waiter.token == 2
+    waiter.release()
+
+
+def test_acquire_sees_a_release_at_the_next_poll(store: ObjectStore, sim: SimTime) -> None:
+    """A released lease is taken at the waiter's next poll, long before its expiry."""
+    holder = make_lease(store, sim)
+    holder.acquire()
+
+    def sleep_and_release(seconds: float) -> None:
+        sim.sleep(seconds)
+        holder.release()
+
+    waiter = make_lease(store, sim, sleep=sleep_and_release)
+    start = sim.server
+    waiter.acquire(timeout=100, poll_interval=2.0)
+    assert sim.server - start == 2.0
+    assert waiter.token == 2
+    waiter.release()
+
+
+def test_acquire_times_out(store: ObjectStore, sim: SimTime) -> None:
+    """A lease held by someone else is not acquired within the timeout: LockTimeout (a
+    TimeoutError) naming the lease and the timeout, after exactly the timeout."""
+    holder = make_lease(store, sim)
+    holder.acquire()
+    waiter = make_lease(store, sim, poll_interval=3.0)
+    start = sim.server
+    with pytest.raises(LockTimeout) as info:
+        waiter.acquire(timeout=10)
+    assert isinstance(info.value, TimeoutError)
+    assert (info.value.target, info.value.timeout) == ("leader", 10)
+    assert sim.server - start == 10.0
+    assert waiter.token is None
+    holder.release()
+
+
+def _put_foreign(store: ObjectStore, token: int, expires_at: float) -> None:
+    """Overwrite the lease as another process would after a takeover."""
+    doc = LeaseDoc("leader", token, THEM, expires_at - 30, expires_at - 30, expires_at, 30.0)
+    etag = store.head(lease_key("leader")).etag
+    store.put(lease_key("leader"), dump_lease(doc), mode=IfMatch(etag))
+
+
+@pytest.mark.parametrize("kind", ["lost_ack", "lost_ack_5xx"])
+def test_lost_ack_on_acquire_is_resolved(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime, kind: Any
+) -> None:
+    """A takeover whose acknowledgement is lost is recognised by its write id: held, once."""
+    make_lease(store, sim).acquire().release()
+    lease = make_lease(store, sim)
+    s3.inject(kind, operation="PutObject", prefix="metastore/leases/", count=1)
+    lease.acquire(timeout=0)
+    assert s3.faults()["injected"] == {kind: 1}
+    assert lease.check() == 2
+    assert stored(store).owner == lease.owner
+    lease.release()
+
+
+def test_lost_ack_on_acquire_resolved_by_our_own_read(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime
+) -> None:
+    """When the adapter cannot read back (HEAD fails) it reports an unknown outcome; the lease
+    reads the object itself, finds its write id, and holds the lease."""
+    make_lease(store, sim).acquire().release()
+    lease = make_lease(store, sim)
+    s3.inject("lost_ack", operation="PutObject", prefix="metastore/leases/", count=1)
+    s3.inject("error", operation="HeadObject", count=3)  # every SDK attempt of the read-back
+    lease.acquire(timeout=0)
+    assert s3.faults()["injected"] == {"lost_ack": 1, "error": 3}
+    assert lease.check() == 2
+    lease.release()
+
+
+def test_failed_takeover_with_unknown_outcome_is_not_held(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime
+) -> None:
+    """A takeover that failed with an unknown outcome and did not land leaves us waiting."""
+    make_lease(store, sim).acquire().release()
+    lease = make_lease(store, sim)
+    s3.inject("error", operation="PutObject", prefix="metastore/leases/", count=3)
+    assert not lease.try_acquire()
+    assert stored(store).token == 1
+    assert lease.try_acquire()
+    assert lease.check() == 2
+    lease.release()
+
+
+@pytest.mark.parametrize("kind", ["lost_ack", "lost_ack_5xx"])
+def test_lost_ack_on_renew_is_resolved(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime, kind: Any
+) -> None:
+    """A renewal whose acknowledgement is lost is recognised by its write id."""
+    lease = make_lease(store, sim)
+    lease.acquire()
+    sim.advance(10)
+    s3.inject(kind, operation="PutObject", prefix="metastore/leases/", count=1)
+    lease.renew()
+    assert s3.faults()["injected"] == {kind: 1}
+    assert lease.expires_at == stored(store).expires_at >= sim.server + 29
+    s3.inject("lost_ack", operation="PutObject", prefix="metastore/leases/", count=1)
+    s3.inject("error", operation="HeadObject", count=3)
+    sim.advance(10)
+    lease.renew()  # the adapter could not tell; the lease's own read could
+    assert lease.expires_at == stored(store).expires_at >= sim.server + 29
+    lease.release()
+
+
+def test_renew_that_did_not_land_is_retried(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime
+) -> None:
+    """A renewal refused with 5xx (nothing applied) reads back our unchanged lease and
+    writes again."""
+    lease = make_lease(store, sim)
+    lease.acquire()
+    sim.advance(10)
+    s3.inject("error", operation="PutObject", prefix="metastore/leases/", count=3)
+    lease.renew()
+    assert s3.faults()["injected"] == {"error": 3}
+    assert stored(store).expires_at >= sim.server + 29
+    lease.release()
+
+
+def test_renew_into_a_takeover_is_lost(store: ObjectStore, sim: SimTime) -> None:
+    """A renewal whose CAS fails because another owner wrote the lease reports the loss."""
+    lease = make_lease(store, sim)
+    lease.acquire()
+    _put_foreign(store, token=2, expires_at=sim.server + 30)
+    with pytest.raises(LeaseLostError) as info:
+        lease.renew()
+    assert info.value.token == 1
+    lease.release()
+    assert stored(store).owner == THEM  # release did not touch the new holder's lease
+
+
+@pytest.mark.parametrize("kind", ["lost_ack", "lost_ack_5xx"])
+def test_lost_ack_on_release_is_resolved(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime, kind: Any
+) -> None:
+    """A release whose acknowledgement is lost still releases, and the next owner can take the
+    lease at once."""
+    lease = make_lease(store, sim)
+    lease.acquire()
+    s3.inject(kind, operation="PutObject", prefix="metastore/leases/", count=1)
+    lease.release()
+    assert s3.faults()["injected"] == {kind: 1}
+    assert stored(store).expires_at == 0.0
+    other = make_lease(store, sim)
+    assert other.try_acquire()
+    assert other.token == 2
+    other.release()
+
+
+def test_unknown_format_version_is_refused_and_kept(store: ObjectStore, sim: SimTime) -> None:
+    """A lease written by a future version is never interpreted or overwritten."""
+    body = orjson.dumps({**orjson.loads(dump_lease(held(THEM, 9, EPOCH))), "format_version": 2})
+    store.put(lease_key("leader"), body)
+    lease = make_lease(store, sim)
+    with pytest.raises(LeaseError) as info:
+        lease.acquire(timeout=0)
+    assert info.value.name == "leader"
+    assert store.get(lease_key("leader")).body == body
+    with pytest.raises(LeaseError):
+        read_leases(store)
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "tab\there", "nul\x00", "del\x7f", "\ud800"])
+def test_invalid_lease_names(store: ObjectStore, name: str) -> None:
+    """Empty names, '/', control characters and non-UTF-8 are refused before any request."""
+    with pytest.raises(InvalidNameError):
+        Lease(store, name)
+    assert store.stats.total == 0
+
+
+def test_invalid_durations(store: ObjectStore) -> None:
+    """A TTL must exceed two margins; margins, polls and timeouts must be sane."""
+    bad: list[tuple[dict[str, float], str]] = [
+        ({"ttl": 2.0, "margin": 1.0}, "ttl"),
+        ({"margin": -1.0}, "margin"),
+        ({"poll_interval": 0.0}, "poll_interval"),
+    ]
+    for kwargs, field in bad:
+        with pytest.raises(ValueError, match=field):
+            Lease(store, "x", **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="timeout"):
+        Lease(store, "x").acquire(timeout=-1)
+
+
+def test_context_manager_releases_and_reports_loss(store: ObjectStore, sim: SimTime) -> None:
+    """``with lease`` acquires and releases; a lease lost inside the block makes the exit
+    raise LeaseLostError, unless another exception is on its way out."""
+    lease = make_lease(store, sim)
+    with lease as held_lease:
+        assert held_lease.check() == 1
+    assert stored(store).expires_at == 0.0
+    with pytest.raises(LeaseLostError), lease:
+        sim.advance(40)
+
+    def lose_and_fail() -> None:
+        sim.advance(40)
+        raise KeyError("the block's own error wins")
+
+    with pytest.raises(KeyError), lease:
+        lose_and_fail()
+    with pytest.raises(LeaseError):
+        lease.check()
+    assert stored(store).token == 3
+
+
+def test_acquire_while_held_is_refused(store: ObjectStore, sim: SimTime) -> None:
+    """One lease object holds at most once: a second acquire is an error, try_acquire is
+    idempotent."""
+    lease = make_lease(store, sim)
+    lease.acquire()
+    with pytest.raises(LeaseError):
+        lease.acquire()
+    assert lease.try_acquire()
+    assert lease.token == 1
+    lease.release()
+    lease.release()  # idempotent
+
+
+def test_skewed_machine_clocks_do_not_matter(store: ObjectStore, sim: SimTime) -> None:
+    """Machines whose local clocks disagree by hours, and run within the drift allowance,
+    decide expiry the same way: only server time counts."""
+    ahead = make_lease(store, sim, clock=sim.machine(base=7200.0, rate=1.0005))
+    behind = make_lease(store, sim, clock=sim.machine(base=-7200.0, rate=0.9995))
+    ahead.acquire()
+    sim.advance(29.0)
+    assert not behind.try_acquire()
+    sim.advance(4.0)
+    assert behind.try_acquire()
+    behind.release()
+
+
+def test_heartbeat_renews_then_reports_loss(store: ObjectStore) -> None:
+    """Real time: the heartbeat renews at (ttl - margin) / 3; when another owner takes the
+    lease, it calls on_lost once, stops, and later uses raise LeaseLostError."""
+    lost = threading.Event()
+    losses: list[LeaseLostError] = []
+
+    def on_lost(error: LeaseLostError) -> None:
+        losses.append(error)
+        lost.set()
+
+    lease = Lease(store, "hb", ttl=1.5, margin=0.15, heartbeat=True, on_lost=on_lost)
+    lease.acquire()
+    first_expiry = lease.expires_at
+    assert first_expiry is not None
+    beat = lease._heartbeat
+    assert beat is not None
+    assert beat.interval == pytest.approx(0.45)
+    _wait_for(lambda: beat.beats >= 2)
+    assert lease.expires_at is not None
+    assert lease.expires_at > first_expiry
+    assert lease.check() == 1
+    doc = dataclasses.replace(stored(store, "hb"), owner=THEM, token=2)
+    etag = store.head(lease_key("hb")).etag
+    store.put(lease_key("hb"), dump_lease(doc), mode=IfMatch(etag))
+    assert lost.wait(10)
+    _wait_for(lambda: not beat.alive)
+    assert len(losses) == 1
+    with pytest.raises(LeaseLostError):
+        lease.renew()
+    lease.release()
+    assert stored(store, "hb").owner == THEM
+
+
+def test_heartbeat_survives_transient_errors(s3: S3Endpoint, bucket: str) -> None:
+    """Real time: a failing renewal (S3 errors) is retried at the next beat, not a loss."""
+    # One attempt per request: the SDK's own backoff would sleep in real time.
+    client = s3.client(retries={"mode": "standard", "total_max_attempts": 1})
+    lease = Lease(ObjectStore(client, bucket), "hb", ttl=1.5, margin=0.15, heartbeat=True)
+    lease.acquire()
+    beat = lease._heartbeat
+    assert beat is not None
+    s3.inject("error", operation="PutObject", prefix="metastore/leases/", count=1)
+    s3.inject("error", operation="GetObject", prefix="metastore/leases/", count=1)
+    _wait_for(lambda: s3.faults()["injected"].get("error", 0) == 2)
+    _wait_for(lambda: beat.beats >= 1)
+    assert lease.check() == 1
+    lease.release()
+    assert not beat.alive
+
+
+def test_heartbeat_rejects_nonpositive_interval() -> None:
+    """A heartbeat needs a positive interval."""
+    with pytest.raises(ValueError, match="interval"):
+        Heartbeat(lambda: None, 0.0, name="x")
+
+
+def _wait_for(condition: Callable[[], bool], limit: float = 15.0) -> None:
+    """Poll a real condition, bounded: fail rather than hang."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+# --- many processes ----------------------------------------------------------------------------
+
+
+def run_workers(
+    role: str, count: int, args: dict[str, Any], *, timeout: float = 60
+) -> list[list[dict[str, Any]]]:
+    """Run ``count`` worker processes of ``tests._mp_workers`` and collect their JSON records."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests._mp_workers", role, json.dumps({**args, "seed": n})],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(count)
+    ]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=timeout)
+        assert process.returncode == 0, err
+        results.append([json.loads(line) for line in out.splitlines() if line.strip()])
+    return results
+
+
+def test_processes_contending_for_one_lease_never_overlap(s3: S3Endpoint, bucket: str) -> None:
+    """Real processes and time: four processes take one lease in turns for a few seconds,
+    releasing it, and once abandoning it (stopping renewal, as a paused or crashed holder
+    would). Sorted by time, holding intervals never overlap, tokens rise with time, and after
+    the abandoned lease the next holder starts more than two margins after the old one last
+    believed it held it."""
+    ttl, margin = 1.0, 0.1
+    args = {"url": s3.url, "bucket": bucket, "holdings": 5, "ttl": ttl, "margin": margin}
+    results = run_workers("lease", 4, args)
+    intervals = sorted((r for records in results for r in records), key=lambda r: r["start"])
+    assert len(intervals) == 20
+    assert [r["kind"] for r in intervals].count("abandon") == 1
+    assert sorted(r["token"] for r in intervals) == [r["token"] for r in intervals]
+    assert len({r["token"] for r in intervals}) == len(intervals)
+    for before, after in itertools.pairwise(intervals):
+        assert before["end"] < after["start"], (before, after)
+        if before["kind"] == "abandon":
+            assert after["start"] - before["end"] > 2 * margin, (before, after)

@@ -8,6 +8,7 @@ process share group commit). It is safe to use from many threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,6 +22,7 @@ from lakelock._names import partition_path, validate_dataset_name, validate_part
 from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
+from lakelock._vacuum import VacuumReport, vacuum
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
 __all__ = ["Lake"]
@@ -184,3 +186,17 @@ class Lake:
                 partition, f"a partition names the columns {list(columns)}, in that order"
             )
         return partition_path(partition.items())
+
+    # -- housekeeping -------------------------------------------------------------------------
+
+    def vacuum(
+        self,
+        *,
+        older_than: float | timedelta,
+        dry_run: bool = True,
+        progress: Progress | None = None,
+    ) -> VacuumReport:
+        """Find objects no snapshot younger than ``older_than`` (seconds or a timedelta) can
+        read, and delete them (conditionally) unless ``dry_run``. See :mod:`lakelock._vacuum`."""
+        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
+        return vacuum(self.registry, older_than=float(seconds), dry_run=dry_run, progress=progress)

@@ -301,3 +301,25 @@ def test_partition_of_key() -> None:
     assert partition_of_key("d", "datasets/d/f.parquet") == ""
     with pytest.raises(CommitConflictError):
         partition_of_key("d", "datasets/other/f.parquet")
+
+
+def test_replaced_manifests_are_retired_then_forgotten() -> None:
+    """Consolidation lists the replaced manifests as retired, with their time; seal forgets
+    entries older than the retention bound."""
+    a, b = datafile("sales", "", "a"), datafile("sales", "", "b")
+    doc = commit(RegistryDoc(), change(add=(a, b)))
+    (old,) = doc.datasets["sales"].partitions[""].manifests
+    c = change(commit_id="c2", remove=(a.key,))
+    applied = apply_change(
+        doc,
+        c,
+        manifests={old.key: Manifest("sales", "", (a, b))},
+        now=NOW,
+        next_version=2,
+        retired_at=1000.0,
+    )
+    kept = seal(applied.doc, [(c, applied)], now=NOW, window=10, retire_before=999.0)
+    assert [(r.key, r.dataset, r.at) for r in kept.retired] == [(old.key, "sales", 1000.0)]
+    assert parse_registry(serialize_registry(kept)).retired == kept.retired
+    forgotten = seal(applied.doc, [(c, applied)], now=NOW, window=10, retire_before=1001.0)
+    assert forgotten.retired == ()

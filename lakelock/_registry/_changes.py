@@ -34,6 +34,7 @@ from lakelock._datafile import DataFile
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
+    RetiredManifest,
     Manifest,
     ManifestRef,
     PartitionState,
@@ -156,8 +157,10 @@ def apply_change(
     now: str,
     next_version: int,
     max_manifests: int = MAX_MANIFESTS_PER_PARTITION,
+    retired_at: float = 0.0,
 ) -> Applied:
-    """``change`` applied to ``doc`` (version unchanged: see :func:`seal`)."""
+    """``change`` applied to ``doc`` (version unchanged: see :func:`seal`). Manifests that
+    leave the registry are listed in ``doc.retired`` with time ``retired_at``."""
     fences = dict(doc.fences)
     if change.fence is not None:
         current = fences.get(change.fence.name)
@@ -203,6 +206,7 @@ def apply_change(
     for key in change.remove:
         removed_by_partition.setdefault(partition_of_key(change.dataset, key), set()).add(key)
 
+    retired = list(doc.retired)
     touched = set(change.added_manifests) | set(removed_by_partition)
     for path in sorted(touched):
         partition = partitions.get(path)
@@ -218,6 +222,9 @@ def apply_change(
         if gone or len(refs) > max_manifests:
             consolidated = _consolidate(
                 change, path, refs=refs, gone=gone, manifests=manifests, delta=delta
+            )
+            retired.extend(
+                RetiredManifest(r.key, change.dataset, retired_at) for r in refs if r is not delta
             )
             if consolidated is None:
                 refs = []
@@ -248,7 +255,12 @@ def apply_change(
         updated_version=next_version,
     )
     return Applied(
-        doc=replace(doc, datasets=MappingProxyType(datasets), fences=MappingProxyType(fences)),
+        doc=replace(
+            doc,
+            datasets=MappingProxyType(datasets),
+            fences=MappingProxyType(fences),
+            retired=tuple(retired),
+        ),
         writes=tuple(writes),
         added=len(change.add),
         removed=len(change.remove),
@@ -341,16 +353,25 @@ def evolve_schema(
 
 
 def seal(
-    doc: RegistryDoc, changes: Iterable[tuple[Change, Applied]], *, now: str, window: int
+    doc: RegistryDoc,
+    changes: Iterable[tuple[Change, Applied]],
+    *,
+    now: str,
+    window: int,
+    retire_before: float | None = None,
 ) -> RegistryDoc:
-    """Close a batch: bump the version once, record each commit id, keep ``window`` of them."""
+    """Close a batch: bump the version once, record each commit id, keep ``window`` of them,
+    and forget manifests retired before ``retire_before`` (seconds since the epoch)."""
     version = doc.version + 1
     records = [
         CommitRecord(change.commit_id, version, change.dataset, now, applied.added, applied.removed)
         for change, applied in changes
     ]
     commits = (*doc.commits, *records)[-window:]
-    return replace(doc, version=version, updated_at=now, commits=commits)
+    retired = doc.retired
+    if retire_before is not None:
+        retired = tuple(r for r in retired if r.at >= retire_before)
+    return replace(doc, version=version, updated_at=now, commits=commits, retired=retired)
 
 
 def _conflict(change: Change, message: str) -> CommitConflictError:

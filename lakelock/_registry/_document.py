@@ -27,8 +27,13 @@ The root, ``format_version`` 1::
       },
       "fences": {"lease:leader": 7},           # highest fencing token seen per name
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
-                   "added": 1, "removed": 0}]   # the most recent commits, newest last
+                   "added": 1, "removed": 0}],  # the most recent commits, newest last
+      "retired": [{"key": "metastore/manifests/...", "dataset": "<name>", "at": 1763712000.0}]
     }
+
+``retired`` lists manifests that left the registry (replaced by a consolidated manifest) and
+when, so ``vacuum`` keeps their files for readers of older snapshots until the retention
+window has passed; entries older than the registry's retention are dropped by later commits.
 
 The root stays small as the lake grows: it holds datasets, partitions and per-partition
 summaries, never file lists. A partition's files live in its manifests; an append adds a
@@ -71,6 +76,7 @@ __all__ = [
     "ManifestRef",
     "PartitionState",
     "RegistryDoc",
+    "RetiredManifest",
     "decode_schema",
     "encode_schema",
     "manifest_key",
@@ -158,6 +164,15 @@ class CommitRecord:
 
 
 @dataclass(frozen=True)
+class RetiredManifest:
+    """A manifest no longer referenced since ``at`` (seconds since the epoch)."""
+
+    key: str
+    dataset: str
+    at: float
+
+
+@dataclass(frozen=True)
 class RegistryDoc:
     """The whole root document, immutable."""
 
@@ -166,6 +181,7 @@ class RegistryDoc:
     datasets: Mapping[str, DatasetState] = field(default_factory=lambda: _EMPTY)
     fences: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     commits: tuple[CommitRecord, ...] = ()
+    retired: tuple[RetiredManifest, ...] = ()
 
     def commit(self, commit_id: str) -> CommitRecord | None:
         """The recent commit with this id, if it is still within the window."""
@@ -221,6 +237,10 @@ def parse_registry(
                     removed=int(c["removed"]),
                 )
                 for c in data["commits"]
+            ),
+            retired=tuple(
+                RetiredManifest(key=str(r["key"]), dataset=str(r["dataset"]), at=float(r["at"]))
+                for r in data["retired"]
             ),
         )
     except RegistryCorruptError:
@@ -341,6 +361,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                 }
                 for c in doc.commits
             ],
+            "retired": [{"key": r.key, "dataset": r.dataset, "at": r.at} for r in doc.retired],
         },
         option=orjson.OPT_SORT_KEYS,
     )

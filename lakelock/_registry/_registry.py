@@ -64,6 +64,7 @@ from lakelock._registry._document import (
     DatasetState,
     Manifest,
     RegistryDoc,
+    RetiredManifest,
     parse_manifest,
     parse_registry,
     serialize_registry,
@@ -115,10 +116,13 @@ class RegistrySnapshot:
     datasets: Mapping[str, DatasetState]
     fences: Mapping[str, int]
     commits: tuple[CommitRecord, ...]
+    retired: tuple[RetiredManifest, ...] = ()
 
     @classmethod
     def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
-        return cls(doc.version, etag, doc.updated_at, doc.datasets, doc.fences, doc.commits)
+        return cls(
+            doc.version, etag, doc.updated_at, doc.datasets, doc.fences, doc.commits, doc.retired
+        )
 
 
 class _Redrive(Exception):
@@ -176,6 +180,7 @@ class Registry:
         max_batch: int = 256,
         commit_window: int = 1000,
         root_multipart_threshold: int = 8 * MIB,
+        retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if max_batch < 1 or commit_window < 1:
@@ -193,6 +198,7 @@ class Registry:
         self.group_commit = group_commit
         self.max_batch = max_batch
         self.commit_window = commit_window
+        self.retention = retention
         self._clock = clock
         self._queue: list[_Pending] = []
         self._queue_lock = threading.Lock()
@@ -228,7 +234,7 @@ class Registry:
             for ref in partition.manifests
         ]
         files: list[DataFile] = []
-        for manifest in self._load_manifests(refs).values():
+        for manifest in self.load_manifests(refs).values():
             files.extend(manifest.files)
         return sorted(files, key=lambda f: f.key)
 
@@ -242,7 +248,8 @@ class Registry:
         )
         return doc, data.etag
 
-    def _load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
+    def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
+        """The manifests at ``keys`` (cached: they are content-addressed, never change)."""
         wanted = list(dict.fromkeys(keys))
         found: dict[str, Manifest] = {}
         missing: list[str] = []
@@ -376,7 +383,8 @@ class Registry:
 
     def _attempt(self, state: _BatchState) -> None:
         state.attempts += 1
-        now = _iso(self._clock())
+        seconds = self._clock()
+        now = _iso(seconds)
         try:
             doc, etag = self._read_root()
         except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
@@ -394,10 +402,15 @@ class Registry:
                 continue  # a duplicate id within the batch: settled with its twin below
             # Against the document as the batch has changed it so far: an earlier change of
             # the batch may have added or consolidated manifests of the same partition.
-            manifests = self._load_manifests(manifests_needed(current, p.change))
+            manifests = self.load_manifests(manifests_needed(current, p.change))
             try:
                 result = apply_change(
-                    current, p.change, manifests=manifests, now=now, next_version=next_version
+                    current,
+                    p.change,
+                    manifests=manifests,
+                    now=now,
+                    next_version=next_version,
+                    retired_at=seconds,
                 )
             except CommitConflictError as error:
                 p.fail(error)
@@ -411,7 +424,11 @@ class Registry:
         if not applied:
             return
         new_doc = seal(
-            current, [(p.change, a) for p, a in applied], now=now, window=self.commit_window
+            current,
+            [(p.change, a) for p, a in applied],
+            now=now,
+            window=self.commit_window,
+            retire_before=seconds - self.retention,
         )
         for _, a in applied:
             for key, body in a.writes:

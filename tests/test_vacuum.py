@@ -1,0 +1,89 @@
+"""vacuum: orphans are found and deleted; committed files, files of recent snapshots and
+in-flight writes never are. Time is injected: nothing sleeps."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._vacuum import vacuum
+from lakelock.errors import InvalidNameError
+from tests.conftest import FAST_RETRY
+
+HOUR = 3600.0
+
+
+@pytest.fixture
+def lake(client: Any, bucket: str) -> Lake:
+    return Lake(bucket, s3=client, retry=FAST_RETRY)
+
+
+def rows(ids: list[int]) -> pa.Table:
+    return pa.table({"id": ids, "year": [2024] * len(ids)})
+
+
+def later(hours: float) -> Any:
+    """A clock `hours` ahead of now."""
+    return lambda: time.time() + hours * HOUR
+
+
+def test_uncommitted_old_files_are_orphans(lake: Lake) -> None:
+    """A written-but-never-committed file older than the window is an orphan; committed
+    files and their manifests are referenced; a fresh uncommitted write is left alone."""
+    lake.append("sales", rows([1]), partition_by=["year"])
+    (stray,) = lake.write("sales", rows([2]), partition_by=["year"])
+    now = vacuum(lake.registry, older_than=HOUR)
+    assert (now.orphans, now.recent, now.referenced) == ([], 1, 2)
+    report = vacuum(lake.registry, older_than=HOUR, clock=later(2))
+    assert [o.key for o in report.orphans] == [stray.key]
+    assert report.referenced == 2
+    assert report.deleted == []  # dry run
+
+
+def test_removed_files_survive_the_window(lake: Lake) -> None:
+    """A file removed from the registry stays while snapshots within the window may read
+    it; after the window it and its retired manifest are orphans."""
+    lake.append("sales", rows([1]), partition_by=["year"])
+    (old,) = lake.registry.files("sales")
+    lake.append("sales", rows([2]), partition_by=["year"])
+    lake.registry.commit("sales", remove=[old])
+    within = vacuum(lake.registry, older_than=3 * HOUR, clock=later(2))
+    assert old.key not in [o.key for o in within.orphans]
+    after = vacuum(lake.registry, older_than=HOUR, clock=later(2))
+    orphan_keys = {o.key for o in after.orphans}
+    assert old.key in orphan_keys
+    assert any(k.startswith("metastore/manifests/") for k in orphan_keys)
+    assert all(f.key not in orphan_keys for f in lake.registry.files("sales"))
+
+
+def test_delete_removes_only_orphans(lake: Lake) -> None:
+    """With dry_run=False the orphans go (conditional deletes), everything else stays and
+    the lake still reads."""
+    lake.append("sales", rows([1]), partition_by=["year"])
+    strays = [lake.write("sales", rows([n]), partition_by=["year"])[0] for n in (7, 8)]
+    done: list[tuple[int, int]] = []
+    report = vacuum(
+        lake.registry,
+        older_than=HOUR,
+        dry_run=False,
+        clock=later(2),
+        progress=lambda d, t: done.append((d, t)),
+    )
+    assert sorted(report.deleted) == sorted(f.key for f in strays)
+    assert report.failed == {}
+    assert done == [(2, 2)]
+    remaining = {o.key for o in lake.store.list("datasets/")}
+    assert remaining == {f.key for f in lake.registry.files("sales")}
+    assert lake.read("sales")["id"].to_pylist() == [1]
+
+
+def test_window_beyond_retention_is_refused(lake: Lake) -> None:
+    """older_than above the registry's retention cannot be honoured: a typed error."""
+    with pytest.raises(InvalidNameError):
+        lake.vacuum(older_than=lake.registry.retention + 1)
+    with pytest.raises(InvalidNameError):
+        lake.vacuum(older_than=-1)

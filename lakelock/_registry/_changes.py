@@ -34,11 +34,11 @@ from lakelock._datafile import DataFile
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
-    RetiredManifest,
     Manifest,
     ManifestRef,
     PartitionState,
     RegistryDoc,
+    RetiredManifest,
     manifest_key,
     serialize_manifest,
 )

@@ -363,10 +363,22 @@ def seal(
     """Close a batch: bump the version once, record each commit id, keep ``window`` of them,
     and forget manifests retired before ``retire_before`` (seconds since the epoch)."""
     version = doc.version + 1
-    records = [
-        CommitRecord(change.commit_id, version, change.dataset, now, applied.added, applied.removed)
-        for change, applied in changes
-    ]
+    # One record per commit id: a commit spanning several datasets names them all.
+    merged: dict[str, CommitRecord] = {}
+    for change, applied in changes:
+        before = merged.get(change.commit_id)
+        if before is None:
+            merged[change.commit_id] = CommitRecord(
+                change.commit_id, version, change.dataset, now, applied.added, applied.removed
+            )
+        else:
+            merged[change.commit_id] = replace(
+                before,
+                dataset=f"{before.dataset},{change.dataset}",
+                added=before.added + applied.added,
+                removed=before.removed + applied.removed,
+            )
+    records = list(merged.values())
     commits = (*doc.commits, *records)[-window:]
     retired = doc.retired
     if retire_before is not None:

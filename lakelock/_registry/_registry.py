@@ -135,10 +135,17 @@ class _Retry(Exception):
 
 @dataclass
 class _Pending:
-    change: Change
+    """One ``commit()`` call: its changes (one per dataset, all-or-nothing, one commit id)."""
+
+    changes: tuple[Change, ...]
     done: threading.Event = field(default_factory=threading.Event)
     result: CommitResult | None = None
     error: BaseException | None = None
+
+    @property
+    def change(self) -> Change:
+        """The first change: its commit id and dataset name the commit in errors."""
+        return self.changes[0]
 
     def succeed(self, result: CommitResult) -> None:
         self.result = result
@@ -309,9 +316,19 @@ class Registry:
             properties=dict(properties) if properties is not None else None,
             fence=Fence(*fence) if isinstance(fence, tuple) else fence,
         )
-        _validate(change)
-        change = self._prepare(change)
-        pending = _Pending(change)
+        return self.commit_changes([change])
+
+    def commit_changes(self, changes: Sequence[Change]) -> CommitResult:
+        """Commit changes to several datasets as one, all or nothing (they must share one
+        commit id). ``commit`` is this with one change; partition renames across datasets
+        use it directly."""
+        if not changes or len({c.commit_id for c in changes}) != 1:
+            raise ValueError("commit_changes needs at least one change and one commit id")
+        if len({c.dataset for c in changes}) != len(changes):
+            raise ValueError("commit_changes takes one change per dataset")
+        for change in changes:
+            _validate(change)
+        pending = _Pending(tuple(self._prepare(c) for c in changes))
         if not self.group_commit:
             self._commit_batch([pending])
         else:
@@ -402,24 +419,30 @@ class Registry:
                 continue  # a duplicate id within the batch: settled with its twin below
             # Against the document as the batch has changed it so far: an earlier change of
             # the batch may have added or consolidated manifests of the same partition.
-            manifests = self.load_manifests(manifests_needed(current, p.change))
+            candidate = current
+            results: list[Applied] = []
             try:
-                result = apply_change(
-                    current,
-                    p.change,
-                    manifests=manifests,
-                    now=now,
-                    next_version=next_version,
-                    retired_at=seconds,
-                )
+                for change in p.changes:
+                    manifests = self.load_manifests(manifests_needed(candidate, change))
+                    result = apply_change(
+                        candidate,
+                        change,
+                        manifests=manifests,
+                        now=now,
+                        next_version=next_version,
+                        retired_at=seconds,
+                    )
+                    candidate = result.doc
+                    results.append(result)
             except CommitConflictError as error:
                 p.fail(error)
                 continue
-            for key, body in result.writes:
-                self._remember(key, parse_manifest(body))
+            for result in results:
+                for key, body in result.writes:
+                    self._remember(key, parse_manifest(body))
+                applied.append((p, result))
             seen.add(p.change.commit_id)
-            current = result.doc
-            applied.append((p, result))
+            current = candidate
         state.pending = [p for p in state.pending if not p.done.is_set()]
         if not applied:
             return

@@ -323,3 +323,20 @@ def test_replaced_manifests_are_retired_then_forgotten() -> None:
     assert parse_registry(serialize_registry(kept)).retired == kept.retired
     forgotten = seal(applied.doc, [(c, applied)], now=NOW, window=10, retire_before=1001.0)
     assert forgotten.retired == ()
+
+
+def test_lock_fences_refuse_only_superseded_grants() -> None:
+    """Under a path lock, a lower token is refused only if a conflicting grant with a higher
+    token committed; a compatible holder with a lower token still commits."""
+    newer = Fence("lock:sales", 5, write=("/sales/year=2024",))
+    doc = commit(RegistryDoc(), change(fence=newer))
+    zombie = Fence("lock:sales", 4, read=("/sales",), write=("/sales/staging",))
+    with pytest.raises(StaleFenceError) as info:
+        commit(doc, change(commit_id="c2", fence=zombie))
+    assert (info.value.token, info.value.current) == (4, 5)
+    compatible = Fence("lock:sales", 3, write=("/sales/year=2025",))
+    after = commit(doc, change(commit_id="c3", fence=compatible))
+    assert [r.token for r in after.lock_fences["lock:sales"]] == [5, 3]
+    reader = Fence("lock:sales", 2, read=("/sales/year=2023",))
+    assert commit(after, change(commit_id="c4", fence=reader)).version == 3
+    assert parse_registry(serialize_registry(after)).lock_fences == after.lock_fences

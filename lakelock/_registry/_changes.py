@@ -8,8 +8,14 @@ conflict, not a silent success). :func:`seal` closes a batch of changes into one
 
 Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwise):
 
-- fencing: ``fence.token`` below the highest token recorded for ``fence.name`` →
-  :class:`~lakelock.errors.StaleFenceError`; otherwise the highest token is raised to it;
+- fencing, exclusive (a lease): ``fence.token`` below the highest token recorded for
+  ``fence.name`` → :class:`~lakelock.errors.StaleFenceError`; otherwise the highest token is
+  raised to it;
+- fencing, hierarchical (a path-lock grant, whose fence carries the ``read``/``write`` paths
+  it holds): compatible holders of one lock table hold different tokens at the same time, so
+  "lower than the highest" would refuse legitimate commits. Instead a commit is stale if an
+  earlier commit was made under a *conflicting* grant with a higher token (that grant could
+  only have been given after ours was gone); each commit's grant is recorded for that check;
 - ``partition_by`` must match the dataset's; every added file must sit in a partition path
   with exactly those columns, under the committed dataset;
 - schema: a field present on both sides must keep its type; fields only on one side must be
@@ -31,6 +37,7 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._pathlock import LockRequest, requests_conflict
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
@@ -63,11 +70,18 @@ MAX_MANIFESTS_PER_PARTITION = 16
 
 @dataclass(frozen=True)
 class Fence:
-    """A fencing token (from a lease or a lock) that a commit carries: the registry refuses a
-    token lower than the highest it has seen for ``name``."""
+    """A fencing token that a commit carries. Without paths (a lease) the registry refuses a
+    token lower than the highest it has seen for ``name``; with the ``read``/``write`` paths of
+    a path-lock grant, one lower than that of a recorded conflicting grant."""
 
     name: str
     token: int
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+
+    @property
+    def hierarchical(self) -> bool:
+        return bool(self.read or self.write)
 
 
 @dataclass(frozen=True)
@@ -162,7 +176,12 @@ def apply_change(
     """``change`` applied to ``doc`` (version unchanged: see :func:`seal`). Manifests that
     leave the registry are listed in ``doc.retired`` with time ``retired_at``."""
     fences = dict(doc.fences)
-    if change.fence is not None:
+    lock_fences = dict(doc.lock_fences)
+    if change.fence is not None and change.fence.hierarchical:
+        lock_fences[change.fence.name] = _check_lock_fence(
+            lock_fences.get(change.fence.name, ()), change, retired_at
+        )
+    elif change.fence is not None:
         current = fences.get(change.fence.name)
         if current is not None and change.fence.token < current:
             raise StaleFenceError(
@@ -259,6 +278,7 @@ def apply_change(
             doc,
             datasets=MappingProxyType(datasets),
             fences=MappingProxyType(fences),
+            lock_fences=MappingProxyType(lock_fences),
             retired=tuple(retired),
         ),
         writes=tuple(writes),
@@ -361,7 +381,8 @@ def seal(
     retire_before: float | None = None,
 ) -> RegistryDoc:
     """Close a batch: bump the version once, record each commit id, keep ``window`` of them,
-    and forget manifests retired before ``retire_before`` (seconds since the epoch)."""
+    and forget retired manifests and lock-grant records older than ``retire_before`` (seconds
+    since the epoch)."""
     version = doc.version + 1
     # One record per commit id: a commit spanning several datasets names them all.
     merged: dict[str, CommitRecord] = {}
@@ -381,9 +402,50 @@ def seal(
     records = list(merged.values())
     commits = (*doc.commits, *records)[-window:]
     retired = doc.retired
+    lock_fences = doc.lock_fences
     if retire_before is not None:
+        # Lock grants live for seconds to minutes; a record older than the retention can no
+        # longer be superseded by a zombie still holding an older grant.
         retired = tuple(r for r in retired if r.at >= retire_before)
-    return replace(doc, version=version, updated_at=now, commits=commits, retired=retired)
+        lock_fences = MappingProxyType(
+            {
+                name: kept
+                for name, records in lock_fences.items()
+                if (kept := tuple(r for r in records if r.at >= retire_before))
+            }
+        )
+    return replace(
+        doc,
+        version=version,
+        updated_at=now,
+        commits=commits,
+        retired=retired,
+        lock_fences=lock_fences,
+    )
+
+
+def _check_lock_fence(
+    records: tuple[LockFenceRecord, ...], change: Change, at: float
+) -> tuple[LockFenceRecord, ...]:
+    """Refuse a commit whose grant a recorded conflicting grant superseded; record ours."""
+    fence = change.fence
+    assert fence is not None
+    ours = LockRequest(read=fence.read, write=fence.write)
+    for record in records:
+        if record.token > fence.token and requests_conflict(
+            LockRequest(read=record.read, write=record.write), ours
+        ):
+            raise StaleFenceError(
+                f"lock grant {fence.token} on {fence.name!r} was superseded by grant "
+                f"{record.token}, which committed to a conflicting path",
+                name=fence.name,
+                token=fence.token,
+                current=record.token,
+                dataset=change.dataset,
+                commit_id=change.commit_id,
+            )
+    mine = LockFenceRecord(fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at)
+    return (*[r for r in records if r.token != fence.token], mine)
 
 
 def _conflict(change: Change, message: str) -> CommitConflictError:

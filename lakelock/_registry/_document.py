@@ -26,6 +26,8 @@ The root, ``format_version`` 1::
         }
       },
       "fences": {"lease:leader": 7},           # highest fencing token seen per name
+      "lock_fences": {"lock:sales": [          # commits made under path locks, per table
+          {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0}]},
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
                    "added": 1, "removed": 0}],  # the most recent commits, newest last
       "retired": [{"key": "metastore/manifests/...", "dataset": "<name>", "at": 1763712000.0}]
@@ -73,6 +75,7 @@ __all__ = [
     "CommitRecord",
     "DatasetState",
     "Manifest",
+    "LockFenceRecord",
     "ManifestRef",
     "PartitionState",
     "RegistryDoc",
@@ -164,6 +167,16 @@ class CommitRecord:
 
 
 @dataclass(frozen=True)
+class LockFenceRecord:
+    """A commit made under a path-lock grant: its token, paths and time (epoch seconds)."""
+
+    token: int
+    read: tuple[str, ...]
+    write: tuple[str, ...]
+    at: float
+
+
+@dataclass(frozen=True)
 class RetiredManifest:
     """A manifest no longer referenced since ``at`` (seconds since the epoch)."""
 
@@ -180,6 +193,7 @@ class RegistryDoc:
     updated_at: str = ""
     datasets: Mapping[str, DatasetState] = field(default_factory=lambda: _EMPTY)
     fences: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(default_factory=lambda: _EMPTY)
     commits: tuple[CommitRecord, ...] = ()
     retired: tuple[RetiredManifest, ...] = ()
 
@@ -227,6 +241,20 @@ def parse_registry(
             updated_at=str(data["updated_at"]),
             datasets=MappingProxyType(datasets),
             fences=MappingProxyType({str(k): int(v) for k, v in dict(data["fences"]).items()}),
+            lock_fences=MappingProxyType(
+                {
+                    str(name): tuple(
+                        LockFenceRecord(
+                            token=int(r["token"]),
+                            read=tuple(str(p) for p in r["read"]),
+                            write=tuple(str(p) for p in r["write"]),
+                            at=float(r["at"]),
+                        )
+                        for r in records
+                    )
+                    for name, records in dict(data["lock_fences"]).items()
+                }
+            ),
             commits=tuple(
                 CommitRecord(
                     id=str(c["id"]),
@@ -350,6 +378,13 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
             "updated_at": doc.updated_at,
             "datasets": {name: _dataset_json(d) for name, d in doc.datasets.items()},
             "fences": dict(doc.fences),
+            "lock_fences": {
+                name: [
+                    {"token": r.token, "read": list(r.read), "write": list(r.write), "at": r.at}
+                    for r in records
+                ]
+                for name, records in doc.lock_fences.items()
+            },
             "commits": [
                 {
                     "id": c.id,

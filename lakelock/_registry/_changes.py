@@ -41,6 +41,7 @@ from lakelock._pathlock import LockRequest, requests_conflict
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
+    LockFenceRecord,
     Manifest,
     ManifestRef,
     PartitionState,

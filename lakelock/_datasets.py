@@ -198,7 +198,7 @@ def _split(table: Any, columns: tuple[str, ...]) -> list[tuple[str, Any]]:
     # Group on plain values: a dictionary may hold one value under two indices.
     for i, field in enumerate(keys.schema):
         if pa.types.is_dictionary(field.type):
-            keys = keys.set_column(i, field.name, keys.column(i).dictionary_decode())
+            keys = keys.set_column(i, field.name, keys.column(i).cast(field.type.value_type))
     keys = keys.append_column(row, pa.array(range(table.num_rows), pa.int64()))
     groups = keys.group_by(list(columns), use_threads=False).aggregate([(row, "list")])
     rows_by_path: dict[str, list[Any]] = {}
@@ -212,8 +212,45 @@ def _split(table: Any, columns: tuple[str, ...]) -> list[tuple[str, Any]]:
     for path in sorted(rows_by_path):
         pieces = rows_by_path[path]
         rows = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces).sort()
-        splits.append((path, data.take(rows)))
+        splits.append((path, _take(data, rows)))
     return splits
+
+
+def _take(table: Any, rows: Any) -> Any:
+    """``table.take(rows)``, also for view types, which pyarrow cannot take directly: those
+    columns go through their plain (large) equivalent and back."""
+    columns = []
+    for column in table.columns:
+        plain = _without_views(column.type)
+        if plain.equals(column.type):
+            columns.append(column.take(rows))
+        else:
+            columns.append(column.cast(plain).take(rows).cast(column.type))
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _without_views(type_: Any) -> Any:
+    """``type_`` with string/binary views replaced by large strings/binaries, recursively
+    through lists, structs and maps."""
+    if type_.equals(pa.string_view()):
+        return pa.large_string()
+    if type_.equals(pa.binary_view()):
+        return pa.large_binary()
+    if pa.types.is_struct(type_):
+        return pa.struct([f.with_type(_without_views(f.type)) for f in type_])
+    if pa.types.is_map(type_):
+        return pa.map_(
+            type_.key_field.with_type(_without_views(type_.key_type)),
+            type_.item_field.with_type(_without_views(type_.item_type)),
+            keys_sorted=type_.keys_sorted,
+        )
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        field = type_.value_field.with_type(_without_views(type_.value_type))
+        return pa.list_(field) if pa.types.is_list(type_) else pa.large_list(field)
+    if pa.types.is_fixed_size_list(type_):
+        field = type_.value_field.with_type(_without_views(type_.value_type))
+        return pa.list_(field, type_.list_size)
+    return type_
 
 
 def _fresh_name(base: str, taken: Sequence[str]) -> str:

@@ -24,7 +24,7 @@ from lakelock._pathlock import (
     normalize_path,
     requests_conflict,
 )
-from lakelock._pathlock._core import _key_plan, _mode_of, _sets_clash
+from lakelock._pathlock._core import Claim, ExactIndex, Node, _key_plan, _mode_of, _sets_clash
 from lakelock._pathlock._striped import _striped_plan
 from lakelock.errors import InvalidNameError
 
@@ -400,3 +400,87 @@ def test_in_lineage() -> None:
     assert in_lineage("/", "/x")
     assert not in_lineage("/a/b", "/a/c")
     assert not in_lineage("/a", "/ab")
+
+
+# --- the grant rule of one node ----------------------------------------------------------------
+
+
+def owners(count: int) -> list[Claim]:
+    """Distinct claims to act as holders and waiters of a bare node."""
+    index = ExactIndex()
+    return [Claim(LockRequest(), index) for _ in range(count)]
+
+
+def test_node_grants_in_arrival_order_and_stops_at_the_first_clash() -> None:
+    """After the writer leaves, the two readers queued first get in together; the writer
+    queued behind them and the reader that came after that writer keep waiting."""
+    node = Node(("a",))
+    a, b, c, d, e = owners(5)
+    assert node.request(Mode.X, a) is None
+    s1, s2, x3, s4 = (
+        node.request(m, o) for m, o in [(Mode.S, b), (Mode.S, c), (Mode.X, d), (Mode.S, e)]
+    )
+    assert node.release(a) == [s1, s2]
+    assert not x3.granted
+    assert not s4.granted
+    assert node.release(b) == []
+    assert node.release(c) == [x3]
+    assert node.release(d) == [s4]
+    assert node.release(e) == []
+    assert node.idle
+
+
+def test_node_lets_arrivals_overtake_only_waiters_they_are_compatible_with() -> None:
+    """With IX held and S queued, IS (compatible with both) is granted at once, IX (clashing
+    with the queued S) queues behind it."""
+    node = Node(("a",))
+    holder, reader, light, writer = owners(4)
+    assert node.request(Mode.IX, holder) is None
+    queued = node.request(Mode.S, reader)
+    assert queued is not None
+    assert node.request(Mode.IS, light) is None
+    behind = node.request(Mode.IX, writer)
+    assert behind is not None
+    assert node.blockers(behind) == [reader]
+    assert node.blockers(queued) == [holder]
+    assert node.release(holder) == [queued]
+    assert node.release(light) == []
+    assert node.release(reader) == [behind]
+
+
+def test_node_withdrawal_grants_those_queued_behind() -> None:
+    """A queued writer that gives up lets the reader behind it join the holding reader; a
+    waiter granted just before it gave up is released instead."""
+    node = Node(("a",))
+    holder, writer, reader, late = owners(4)
+    assert node.request(Mode.S, holder) is None
+    w = node.request(Mode.X, writer)
+    r = node.request(Mode.S, reader)
+    assert w is not None
+    assert r is not None
+    assert node.withdraw(w) == [r]
+    x = node.request(Mode.X, late)
+    assert x is not None
+    node.release(holder)
+    assert node.release(reader) == [x]
+    assert x.granted
+    assert node.withdraw(x) == []
+    assert node.idle
+
+
+def test_package_exports() -> None:
+    """lakelock._pathlock exports the two locks and the pure helpers, nothing else."""
+    import lakelock._pathlock as package
+
+    assert sorted(package.__all__) == [
+        "AsyncPathLock",
+        "LockRequest",
+        "Mode",
+        "PathLock",
+        "compatible",
+        "in_lineage",
+        "lock_plan",
+        "normalize_path",
+        "requests_conflict",
+    ]
+    assert all(hasattr(package, name) for name in package.__all__)

@@ -18,7 +18,11 @@ from botocore.config import Config
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import read_files, table_schema, write_table
+from lakelock._dlock import DistributedPathLock, PathLockHandle
+from lakelock._lease import Lease
 from lakelock._names import partition_path, validate_dataset_name, validate_partition_path
+from lakelock._pathlock._core import PathLike
+from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -73,6 +77,7 @@ class Lake:
             multipart_threshold=multipart_threshold,
         )
         self.registry = Registry(self.store, retry=self.retry, group_commit=group_commit)
+        self.locks = DistributedPathLock(self.store)
 
     @classmethod
     def from_url(cls, url: str, **client_kwargs: Any) -> Lake:
@@ -186,6 +191,84 @@ class Lake:
                 partition, f"a partition names the columns {list(columns)}, in that order"
             )
         return partition_path(partition.items())
+
+    # -- partitions, locks, leases ------------------------------------------------------------
+
+    def copy_partition(
+        self,
+        dataset: str,
+        partition: str,
+        *,
+        to_dataset: str | None = None,
+        to_partition: str | None = None,
+        commit_id: str | None = None,
+        timeout: float | None = 60.0,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Copy a partition (server-side, create-only) to another partition and/or dataset,
+        under the path lock (read the source, write the destination), in one commit."""
+        move = PartitionMove(
+            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=False
+        )
+        return self._move(move, commit_id=commit_id, timeout=timeout, progress=progress)
+
+    def rename_partition(
+        self,
+        dataset: str,
+        partition: str,
+        *,
+        to_dataset: str | None = None,
+        to_partition: str | None = None,
+        commit_id: str | None = None,
+        timeout: float | None = 60.0,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Move a partition under the path lock (write both places): copy its files, then
+        add the copies and remove the originals in one commit. Readers see it at the old
+        place or the new one, never half."""
+        move = PartitionMove(
+            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=True
+        )
+        return self._move(move, commit_id=commit_id, timeout=timeout, progress=progress)
+
+    def _move(
+        self,
+        move: PartitionMove,
+        *,
+        commit_id: str | None,
+        timeout: float | None,
+        progress: Progress | None,
+    ) -> CommitResult:
+        read, write = lock_paths(move)
+        with self.lock(read=read, write=write, timeout=timeout) as held:
+            fences = {dataset: held.fence_for(dataset) for dataset in held.datasets}
+            return move_partition(
+                self.registry,
+                self.store,
+                move,
+                fences=fences,
+                commit_id=commit_id,
+                progress=progress,
+            )
+
+    def lock(
+        self,
+        *,
+        read: Iterable[PathLike] = (),
+        write: Iterable[PathLike] = (),
+        ttl: float = 30.0,
+        timeout: float | None = 60.0,
+    ) -> PathLockHandle:
+        """The hierarchical path lock across processes and machines, as a context manager:
+        ``with lake.lock(read=["/sales/year=2024"], write=["/sales/year=2025"]) as held:``.
+        Paths are ``/<dataset>/<partition path>``; ``held.fence`` goes with commits."""
+        return self.locks.lock(read=read, write=write, ttl=ttl, timeout=timeout)
+
+    def lease(self, name: str, *, ttl: float = 30.0, **options: Any) -> Lease:
+        """A named lease with a fencing token, for leader election: ``with lake.lease("x"):``
+        or ``try_acquire()``; commit with ``fence=lease.fence``. ``options`` go to
+        :class:`~lakelock._lease.Lease` (``timeout``, ``poll_interval``, ``heartbeat``...)."""
+        return Lease(self.store, name, ttl=ttl, **options)
 
     # -- housekeeping -------------------------------------------------------------------------
 

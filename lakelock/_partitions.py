@@ -1,0 +1,185 @@
+"""Partition copy and rename: server-side create-only copies, then one registry commit.
+
+Under the path lock (copy: read the source, write the destination; rename: write both):
+
+1. read one registry snapshot; the source partition must be there, the destination must not;
+2. copy every file server-side into the destination partition, create-only
+   (``UploadPartCopy`` + ``If-None-Match: *`` on completion). A destination file that
+   already exists with the same checksum is a leftover of an interrupted attempt of this very
+   operation and is reused; any other existing file is a conflict;
+3. commit once: a copy adds the new files; a rename adds them and removes the source's files in
+   the same commit (one CAS, across two datasets if need be), so a reader of the registry
+   sees the partition at its old place or at its new place, never half of it.
+
+The commit carries the lock grant's fence, so a holder whose grant expired and was superseded
+by a conflicting one cannot commit (:class:`~lakelock.errors.StaleFenceError`). The source's
+objects are left in place for ``vacuum`` (readers of older snapshots may still read them).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from lakelock._datafile import DataFile
+from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA
+from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
+from lakelock._registry import Change, CommitResult, Fence
+from lakelock._s3 import ObjectStore
+from lakelock.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    DatasetNotFoundError,
+    InvalidNameError,
+)
+
+if TYPE_CHECKING:
+    from lakelock._registry import Registry
+
+__all__ = ["PartitionMove", "lock_paths", "move_partition"]
+
+Progress = Callable[[int, int], None]
+
+
+class PartitionMove:
+    """A validated copy or rename request."""
+
+    def __init__(
+        self,
+        dataset: str,
+        partition: str,
+        *,
+        to_dataset: str | None,
+        to_partition: str | None,
+        rename: bool,
+    ) -> None:
+        self.dataset = validate_dataset_name(dataset)
+        self.partition = _partition(partition)
+        self.to_dataset = validate_dataset_name(to_dataset or dataset)
+        self.to_partition = _partition(to_partition or partition)
+        self.rename = rename
+        if (self.dataset, self.partition) == (self.to_dataset, self.to_partition):
+            raise InvalidNameError(
+                partition, "source and destination are the same partition of the same dataset"
+            )
+        if len(parse_partition_path(self.partition)) != len(
+            parse_partition_path(self.to_partition)
+        ):
+            raise InvalidNameError(
+                to_partition, "the destination must name as many partition columns as the source"
+            )
+
+    @property
+    def source_path(self) -> str:
+        return f"/{self.dataset}/{self.partition}"
+
+    @property
+    def destination_path(self) -> str:
+        return f"/{self.to_dataset}/{self.to_partition}"
+
+
+def _partition(path: str) -> str:
+    normal = validate_partition_path(path)
+    if not normal:
+        raise InvalidNameError(path, "name a partition (col=value/...), not the whole dataset")
+    return normal
+
+
+def lock_paths(move: PartitionMove) -> tuple[list[str], list[str]]:
+    """(read, write) paths the operation must hold."""
+    if move.rename:
+        return [], [move.source_path, move.destination_path]
+    return [move.source_path], [move.destination_path]
+
+
+def move_partition(
+    registry: Registry,
+    store: ObjectStore,
+    move: PartitionMove,
+    *,
+    fences: Mapping[str, Fence],
+    commit_id: str | None = None,
+    progress: Progress | None = None,
+) -> CommitResult:
+    """Copy (or rename) the partition; the caller holds the lock (module docstring).
+    ``fences`` maps each dataset touched to the fence its commit carries."""
+    snapshot = registry.read()
+    source = snapshot.datasets.get(move.dataset)
+    if source is None:
+        raise DatasetNotFoundError(move.dataset)
+    if move.partition not in source.partitions:
+        raise DatasetNotFoundError(move.dataset, partition=move.partition)
+    target = snapshot.datasets.get(move.to_dataset)
+    if target is not None and move.to_partition in target.partitions:
+        raise CommitConflictError(
+            f"partition {move.to_partition!r} of {move.to_dataset!r} exists already",
+            dataset=move.to_dataset,
+        )
+    files = registry.files(move.dataset, snapshot=snapshot, partitions=[move.partition])
+    copies = []
+    for done, f in enumerate(files, start=1):
+        copies.append(_copy(store, f, move))
+        if progress is not None:
+            progress(done, len(files))
+    commit_id = commit_id or uuid.uuid4().hex
+    added = Change(
+        dataset=move.to_dataset,
+        commit_id=commit_id,
+        add=tuple(copies),
+        schema=source.schema,
+        partition_by=source.partition_by,
+        fence=fences.get(move.to_dataset),
+    )
+    removed = tuple(f.key for f in files) if move.rename else ()
+    if move.to_dataset == move.dataset:
+        return registry.commit_changes([_with(added, remove=removed)])
+    changes = [added]
+    if removed:
+        changes.append(
+            Change(
+                dataset=move.dataset,
+                commit_id=commit_id,
+                remove=removed,
+                fence=fences.get(move.dataset),
+            )
+        )
+    return registry.commit_changes(changes)
+
+
+def _with(change: Change, *, remove: tuple[str, ...]) -> Change:
+    return Change(
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+        add=change.add,
+        remove=remove,
+        schema=change.schema,
+        partition_by=change.partition_by,
+        fence=change.fence,
+    )
+
+
+def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:
+    key = f"datasets/{move.to_dataset}/{move.to_partition}/{f.name}"
+    metadata = {CHECKSUM_METADATA: f.checksum, RECORDS_METADATA: str(f.record_count)}
+    try:
+        result = store.copy(f.key, key, metadata=metadata)
+        etag, write_id = result.etag, result.write_id
+    except AlreadyExistsError as error:
+        existing = store.head(key)
+        if existing.metadata.get(CHECKSUM_METADATA) != f.checksum or existing.write_id is None:
+            raise CommitConflictError(
+                f"{key!r} exists with other content; refusing to overwrite it",
+                dataset=move.to_dataset,
+            ) from error
+        etag, write_id = existing.etag, existing.write_id
+    return DataFile(
+        dataset=move.to_dataset,
+        key=key,
+        partition_path=move.to_partition,
+        size=f.size,
+        record_count=f.record_count,
+        checksum=f.checksum,
+        etag=etag,
+        write_id=write_id,
+    )

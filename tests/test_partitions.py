@@ -1,0 +1,176 @@
+"""Partition copy and rename: create-only copies, one commit, under the path lock."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._dlock import DistributedPathLock
+from lakelock.errors import (
+    CommitConflictError,
+    DatasetNotFoundError,
+    InvalidNameError,
+    StaleFenceError,
+)
+from lakelock.testing import S3Endpoint
+from tests.conftest import FAST_RETRY
+
+ROOT_DIR = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def lake(client: Any, bucket: str) -> Lake:
+    """A lake with a partitioned dataset: year=2024 in five files, year=2025 in one."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    for n in range(5):
+        lake.append(
+            "sales", pa.table({"id": [n, n + 10], "year": [2024, 2024]}), partition_by=["year"]
+        )
+    lake.append("sales", pa.table({"id": [99], "year": [2025]}), partition_by=["year"])
+    return lake
+
+
+def ids(lake: Lake, dataset: str = "sales") -> list[int]:
+    return sorted(lake.read(dataset)["id"].to_pylist())
+
+
+def test_rename_within_a_dataset(lake: Lake) -> None:
+    """Rename moves every file and row of the partition in one new registry version."""
+    before = lake.registry.read()
+    result = lake.rename_partition("sales", "year=2024", to_partition="year=2023")
+    after = lake.registry.read()
+    assert result.version == before.version + 1 == after.version
+    assert set(after.datasets["sales"].partitions) == {"year=2023", "year=2025"}
+    assert lake.read("sales", partitions=["year=2023"])["year"].to_pylist() == [2023] * 10
+    assert ids(lake) == sorted([*range(5), *range(10, 15), 99])
+
+
+def test_copy_to_another_dataset(lake: Lake) -> None:
+    """Copy leaves the source and creates the destination dataset with the same schema."""
+    lake.copy_partition("sales", "year=2025", to_dataset="archive")
+    assert ids(lake, "archive") == [99]
+    assert ids(lake) == sorted([*range(5), *range(10, 15), 99])
+    snapshot = lake.registry.read()
+    assert snapshot.datasets["archive"].schema == snapshot.datasets["sales"].schema
+
+
+def test_rename_across_datasets_is_one_commit(lake: Lake) -> None:
+    """Across datasets, removing and adding land in the same version (one CAS)."""
+    result = lake.rename_partition("sales", "year=2024", to_dataset="archive")
+    snapshot = lake.registry.read()
+    assert "year=2024" not in snapshot.datasets["sales"].partitions
+    assert snapshot.datasets["archive"].partitions["year=2024"].updated_version == result.version
+    assert snapshot.datasets["sales"].updated_version == result.version
+    (record,) = [c for c in snapshot.commits if c.id == result.commit_id]
+    assert (record.added, record.removed) == (5, 5)
+
+
+def test_bad_requests_are_typed_errors(lake: Lake) -> None:
+    """Same place, unknown source, taken destination, mismatched columns: clear errors,
+    nothing written."""
+    objects = len(list(lake.store.list("datasets/")))
+    with pytest.raises(InvalidNameError):
+        lake.rename_partition("sales", "year=2024")
+    with pytest.raises(DatasetNotFoundError):
+        lake.rename_partition("sales", "year=1999", to_partition="year=2000")
+    with pytest.raises(DatasetNotFoundError):
+        lake.copy_partition("nothing", "year=1999", to_dataset="other")
+    with pytest.raises(CommitConflictError):
+        lake.rename_partition("sales", "year=2024", to_partition="year=2025")
+    with pytest.raises(InvalidNameError):
+        lake.copy_partition("sales", "year=2024", to_partition="year=2030/month=1")
+    with pytest.raises(InvalidNameError):
+        lake.copy_partition("sales", "year=2024/../x", to_partition="year=2030")
+    assert len(list(lake.store.list("datasets/"))) == objects
+
+
+def test_interrupted_rename_resumes(lake: Lake) -> None:
+    """A copy left by a crashed attempt (same checksum) is reused, not refused."""
+    (first, *_) = lake.registry.files("sales", partitions=["year=2024"])
+    lake.store.copy(
+        first.key,
+        first.key.replace("year=2024", "year=2023"),
+        metadata={"lakelock-checksum": first.checksum, "lakelock-records": str(first.record_count)},
+    )
+    lake.rename_partition("sales", "year=2024", to_partition="year=2023")
+    assert len(lake.registry.files("sales", partitions=["year=2023"])) == 5
+
+
+def test_foreign_object_at_destination_is_a_conflict(lake: Lake) -> None:
+    """Another writer's file at a destination key is never overwritten."""
+    (first, *_) = lake.registry.files("sales", partitions=["year=2024"])
+    lake.store.put(first.key.replace("year=2024", "year=2023"), b"someone else's")
+    with pytest.raises(CommitConflictError):
+        lake.rename_partition("sales", "year=2024", to_partition="year=2023")
+    assert "year=2024" in lake.registry.read().datasets["sales"].partitions
+
+
+def test_readers_never_see_half_a_rename(lake: Lake) -> None:
+    """Snapshots taken while renames run show the partition at exactly one place, whole."""
+    stop = threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            snapshot = lake.registry.read()
+            parts = snapshot.datasets["sales"].partitions
+            moving = [p for p in ("year=2024", "year=2023", "year=2022") if p in parts]
+            seen.append((len(moving), sum(parts[p].record_count for p in moving)))
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        watching = pool.submit(reader)
+        lake.rename_partition("sales", "year=2024", to_partition="year=2023")
+        lake.rename_partition("sales", "year=2023", to_partition="year=2022")
+        stop.set()
+        watching.result()
+    assert seen
+    assert set(seen) == {(1, 10)}
+
+
+def test_superseded_lock_holder_cannot_commit(lake: Lake) -> None:
+    """A holder whose grant expired and was superseded by a conflicting grant that
+    committed is refused by the registry (StaleFenceError)."""
+    now = [0.0]
+    paused = DistributedPathLock(lake.store, ttl=5, heartbeat=False, clock=lambda: now[0])
+    later = DistributedPathLock(lake.store, ttl=5, heartbeat=False, clock=lambda: now[0] + 3600)
+    zombie = paused.lock(write=["/sales/year=2024"]).acquire()
+    with later.lock(write=["/sales/year=2024"], timeout=5) as fresh:
+        lake.registry.commit("sales", properties={"by": "fresh"}, fence=fresh.fence)
+    with pytest.raises(StaleFenceError):
+        lake.registry.commit("sales", properties={"by": "zombie"}, fence=zombie._fence("sales"))
+    assert lake.registry.read().datasets["sales"].properties == {"by": "fresh"}
+
+
+def test_two_processes_rename_the_same_partition(s3: S3Endpoint, lake: Lake) -> None:
+    """Two processes rename one partition to different places: exactly one wins; the other
+    gets a clear error; registry and bucket agree."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests._partition_workers", s3.url, lake.bucket, target],
+            cwd=ROOT_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+        )
+        for target in ("year=2030", "year=2031")
+    ]
+    outcomes = [orjson.loads(child.communicate(timeout=120)[0]) for child in children]
+    assert sorted(o["ok"] for o in outcomes) == [False, True]
+    (loser,) = [o for o in outcomes if not o["ok"]]
+    assert loser["error"] == "DatasetNotFoundError"
+    parts = set(lake.registry.read().datasets["sales"].partitions)
+    assert len(parts & {"year=2030", "year=2031"}) == 1
+    assert "year=2024" not in parts
+    present = {o.key for o in lake.store.list("datasets/")}
+    assert all(f.key in present for f in lake.registry.files("sales"))
+    assert ids(lake) == sorted([*range(5), *range(10, 15), 99])

@@ -1,0 +1,341 @@
+"""What every command shares: S3 options and clients, error lines, tables, sizes, durations.
+
+Output rules: results go to stdout (plain aligned tables, or JSON with ``--json``); progress
+and errors go to stderr. An error is one line, ``lakelock: error: <what happened>``, and exit
+status 1; ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+import boto3
+import orjson
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ProfileNotFound,
+    ReadTimeoutError,
+)
+
+from lakelock._lake import Lake
+from lakelock.errors import (
+    AccessDeniedError,
+    InvalidNameError,
+    LakelockError,
+    NotFoundError,
+)
+
+__all__ = [
+    "Command",
+    "LakeTarget",
+    "add_debug_option",
+    "add_json_option",
+    "add_s3_options",
+    "client_for",
+    "format_duration",
+    "format_size",
+    "format_time",
+    "lake_for",
+    "parse_duration",
+    "parse_lake_url",
+    "print_json",
+    "render_table",
+    "to_jsonable",
+]
+
+#: A command's entry point: parsed arguments in, exit status out.
+Command = Callable[[argparse.Namespace], int]
+
+
+# -- options ----------------------------------------------------------------------------------
+
+
+def add_debug_option(parser: argparse.ArgumentParser, *, suppress: bool = True) -> None:
+    """``--debug``, accepted before and after the command name. On a sub-command the default
+    is suppressed, so a ``--debug`` given before the command name is not reset."""
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="show full tracebacks instead of one-line errors",
+    )
+
+
+def add_s3_options(parser: argparse.ArgumentParser) -> None:
+    """The connection options of every command that talks to S3."""
+    group = parser.add_argument_group("S3 connection")
+    group.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        help="S3 endpoint (MinIO, R2, Ceph, `lakelock serve`); default: AWS or $AWS_ENDPOINT_URL",
+    )
+    group.add_argument("--profile", metavar="NAME", help="AWS profile from ~/.aws/config")
+    group.add_argument("--region", metavar="NAME", help="AWS region of the bucket")
+    group.add_argument(
+        "--addressing-style",
+        choices=("auto", "path", "virtual"),
+        default=None,
+        help="bucket addressing (default: path with --endpoint-url, else auto)",
+    )
+    add_debug_option(parser)
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+
+
+# -- clients and lakes --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LakeTarget:
+    """``s3://bucket/prefix`` taken apart; ``prefix`` is empty or ends with ``/``."""
+
+    bucket: str
+    prefix: str
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+def parse_lake_url(text: str) -> LakeTarget:
+    """``s3://bucket[/prefix]`` (a bare ``bucket`` is accepted too)."""
+    if "://" not in text:
+        text = f"s3://{text}"
+    parts = urlsplit(text)
+    if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"expected s3://bucket[/prefix], got {text!r}")
+    prefix = parts.path.lstrip("/")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return LakeTarget(parts.netloc, prefix)
+
+
+def client_for(args: argparse.Namespace, *, max_attempts: int | None = None) -> Any:
+    """A boto3 S3 client from the connection options (profile, region, endpoint).
+
+    The SDK retries 5xx and connection errors (standard mode; ``$AWS_MAX_ATTEMPTS`` or the
+    profile's ``max_attempts`` when set, else ``max_attempts``, else botocore's default);
+    lakelock itself decides 409 and 412.
+    """
+    retries: dict[str, Any] = {"mode": "standard"}
+    if max_attempts is not None:
+        retries["total_max_attempts"] = max_attempts
+    style = args.addressing_style or ("path" if args.endpoint_url else "auto")
+    config = Config(
+        retries=retries,
+        s3={"addressing_style": style},
+        connect_timeout=10,
+        read_timeout=60,
+        max_pool_connections=32,
+    )
+    session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    return session.client("s3", endpoint_url=args.endpoint_url, config=config)
+
+
+def lake_for(args: argparse.Namespace, target: LakeTarget) -> Lake:
+    """A :class:`~lakelock.Lake` for ``target`` through :func:`client_for`."""
+    return Lake(target.bucket, prefix=target.prefix, s3=client_for(args))
+
+
+def check_bucket(client: Any, bucket: str) -> None:
+    """Raise a clear error if ``bucket`` does not exist or cannot be reached.
+
+    Reading a missing registry is not an error (a new lake has none), and S3 answers a missing
+    *bucket* with the same 404 family: commands that found nothing check the bucket itself.
+    """
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError as error:
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+        if status == 404:
+            raise NotFoundError(
+                f"bucket {bucket!r} does not exist", bucket=bucket, operation="HeadBucket"
+            ) from error
+        if status == 403:
+            raise AccessDeniedError(
+                f"access to bucket {bucket!r} denied (HeadBucket answered 403)",
+                bucket=bucket,
+                operation="HeadBucket",
+            ) from error
+        raise
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def render_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: Sequence[str] = ()
+) -> list[str]:
+    """Aligned plain-text lines: a header row, then ``rows``. Columns named in ``right`` are
+    right-aligned (numbers); the last column is not padded."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        out = []
+        for i, cell in enumerate(row):
+            last = i == len(headers) - 1
+            if headers[i] in right:
+                out.append(cell.rjust(widths[i]))
+            else:
+                out.append(cell if last else cell.ljust(widths[i]))
+        lines.append("  ".join(out).rstrip())
+    return lines
+
+
+def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
+    stream = out or sys.stdout
+    for line in lines:
+        stream.write(line + "\n")
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON data from dataclasses, mappings, sequences, datetimes and Arrow schemas."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: to_jsonable(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not f.name.startswith("_")
+        }
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    fields = getattr(value, "names", None)
+    if fields is not None and hasattr(value, "field"):  # a pyarrow.Schema
+        return [
+            {"name": f.name, "type": str(f.type), "nullable": f.nullable}
+            for f in (value.field(i) for i in range(len(value.names)))
+        ]
+    return str(value)
+
+
+def print_json(value: Any, out: TextIO | None = None) -> None:
+    text = orjson.dumps(to_jsonable(value), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    (out or sys.stdout).write(text.decode() + "\n")
+
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_size(size: int) -> str:
+    """``1536`` → ``1.5 KiB``."""
+    if size < 1024:
+        return f"{size} B"
+    exponent = min(int(math.log(size, 1024)), len(_UNITS) - 1)
+    return f"{size / 1024**exponent:.1f} {_UNITS[exponent]}"
+
+
+def format_time(epoch: float) -> str:
+    """Seconds since the epoch as UTC ISO 8601, to the second."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_duration(seconds: float) -> str:
+    """``90`` → ``1m30s``; ``0.4`` → ``0.4s``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if whole >= size:
+            parts.append(f"{whole // size}{unit}")
+            whole %= size
+    if whole or not parts:
+        parts.append(f"{whole}s")
+    return "".join(parts[:2])
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
+_DURATION_UNITS = {
+    "": 1.0,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+}
+
+
+def parse_duration(text: str) -> float:
+    """``"24h"``, ``"90m"``, ``"1d12h"``, ``"30s"``, ``"3600"`` → seconds (argparse type)."""
+    compact = text.strip().lower()
+    total = 0.0
+    position = 0
+    for match in _DURATION.finditer(compact):
+        if match.start() != position or match[2] not in _DURATION_UNITS:
+            break
+        total += float(match[1]) * _DURATION_UNITS[match[2]]
+        position = match.end()
+    else:
+        if compact and position == len(compact):
+            return total
+    raise argparse.ArgumentTypeError(
+        f"invalid duration {text!r}: use a number with a unit, e.g. 30s, 15m, 24h, 7d"
+    )
+
+
+def iter_causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and every exception it was raised from or during, innermost last."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def describe_error(error: BaseException, args: argparse.Namespace | None = None) -> str:
+    """One line saying what went wrong, for ``lakelock: error: ...``."""
+    endpoint = getattr(args, "endpoint_url", None) if args is not None else None
+    for cause in iter_causes(error):
+        if isinstance(cause, EndpointConnectionError | ConnectTimeoutError):
+            url = endpoint or cause.kwargs.get("endpoint_url") or "the S3 endpoint"
+            return f"cannot connect to {url}: is the endpoint running and reachable?"
+        if isinstance(cause, ReadTimeoutError):
+            return f"the S3 endpoint did not answer in time ({cause})"
+        if isinstance(cause, NoCredentialsError | PartialCredentialsError):
+            return (
+                "no AWS credentials found: pass --profile, or set AWS_PROFILE or "
+                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+            )
+        if isinstance(cause, ProfileNotFound):
+            return f"AWS profile not found: {cause.kwargs.get('profile')!r}"
+        if isinstance(cause, NoRegionError):
+            return "no AWS region configured: pass --region or set AWS_DEFAULT_REGION"
+    if isinstance(error, ClientError):
+        info = error.response.get("Error", {})
+        return f"{info.get('Code', 'error')}: {info.get('Message', str(error))}"
+    if isinstance(error, InvalidNameError):
+        return str(error)
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def is_expected(error: BaseException) -> bool:
+    """Whether ``error`` is an outcome a user can act on (S3, lakelock, files, bad values),
+    as opposed to a bug worth a traceback."""
+    return isinstance(error, LakelockError | BotoCoreError | ClientError | OSError | ValueError)

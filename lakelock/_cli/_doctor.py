@@ -1,0 +1,164 @@
+"""``lakelock doctor``: can lakelock run safely on this store? (MinIO, R2, Ceph, AWS...)
+
+Runs the probes of :mod:`._probes` in a scratch prefix (``<lake prefix>.lakelock-doctor/<run>/``),
+removes everything it wrote (conditional deletes first, as a lakelock bucket policy may demand),
+and prints a pass/fail table. Exit status 1 if a required probe failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from lakelock._cli._common import (
+    LakeTarget,
+    add_json_option,
+    add_s3_options,
+    check_bucket,
+    client_for,
+    parse_lake_url,
+    print_json,
+    print_lines,
+    render_table,
+)
+from lakelock._cli._probes import PROBES, Probe, Scratch, Status, run_probe
+
+__all__ = ["ProbeResult", "add_parser", "cleanup", "run_doctor"]
+
+SCRATCH_DIR = ".lakelock-doctor/"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    name: str
+    required: bool
+    status: Status
+    detail: str
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """What the doctor removed afterwards, and what it could not (keys)."""
+
+    removed: int
+    aborted: int
+    left: tuple[str, ...]
+
+
+def add_parser(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "doctor",
+        help="probe a store for the conditional requests lakelock needs",
+        description="Probe the store behind URL for every conditional request lakelock relies "
+        "on (create-only and compare-and-swap writes, conditional multipart completion, "
+        "copies and deletes, bucket policy enforcement), in a scratch prefix that is removed "
+        "afterwards. Exit status 1 if a required probe fails.",
+    )
+    parser.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
+    add_json_option(parser)
+    add_s3_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run_doctor(
+    client: Any, target: LakeTarget, *, probes: tuple[Probe, ...] = PROBES
+) -> tuple[list[ProbeResult], Cleanup, str]:
+    """Run ``probes`` against ``target`` and clean up; returns the results, the cleanup and
+    the scratch prefix used."""
+    scratch = Scratch(
+        client, target.bucket, f"{target.prefix}{SCRATCH_DIR}{uuid.uuid4().hex[:12]}/"
+    )
+    results = []
+    try:
+        for probe in probes:
+            status, detail = run_probe(probe, scratch)
+            results.append(ProbeResult(probe.name, probe.required, status, detail))
+    finally:
+        done = cleanup(scratch)
+    return results, done, scratch.prefix
+
+
+def cleanup(scratch: Scratch) -> Cleanup:
+    """Abort the probes' unfinished uploads and delete every object they wrote: by
+    ``DeleteObject`` with ``If-Match`` on the ETag just read, falling back to a plain delete
+    (inside the scratch prefix only) where the store refuses conditional deletes."""
+    aborted = 0
+    for key, upload_id in scratch.uploads:
+        if scratch.ask("abort_multipart_upload", Key=key, UploadId=upload_id).ok:
+            aborted += 1
+    keys = set(scratch.touched) | _listed(scratch)
+    removed = 0
+    left = []
+    for key in sorted(keys):
+        head = scratch.ask("head_object", Key=key)
+        if head.status == 404:
+            continue
+        deleted = head.ok and scratch.ask("delete_object", Key=key, IfMatch=head.etag).ok
+        if not deleted and key.startswith(scratch.prefix):
+            deleted = scratch.ask("delete_object", Key=key).ok
+        if deleted and scratch.ask("head_object", Key=key).status == 404:
+            removed += 1
+        else:
+            left.append(key)
+    return Cleanup(removed, aborted, tuple(left))
+
+
+def _listed(scratch: Scratch) -> set[str]:
+    answer = scratch.ask("list_objects_v2", Prefix=scratch.prefix)
+    return {item["Key"] for item in answer.response.get("Contents", [])} if answer.ok else set()
+
+
+def run(args: argparse.Namespace) -> int:
+    target: LakeTarget = args.url
+    # One attempt per request: the doctor reports what the store answered, not what an SDK
+    # retry made of it (a retried create can meet its own first attempt).
+    client = client_for(args, max_attempts=1)
+    check_bucket(client, target.bucket)
+    results, done, prefix = run_doctor(client, target)
+    required_failed = [r for r in results if r.required and r.status == "fail"]
+    endpoint = client.meta.endpoint_url
+    if args.json:
+        print_json(
+            {
+                "url": target.url,
+                "endpoint": endpoint,
+                "ok": not required_failed,
+                "probes": results,
+                "cleanup": done,
+            }
+        )
+        return 1 if required_failed else 0
+    lines = [
+        f"lakelock doctor: {target.url} at {endpoint}",
+        f"scratch prefix: s3://{target.bucket}/{prefix}",
+        "",
+    ]
+    lines += render_table(
+        ("PROBE", "NEEDED", "RESULT", "DETAIL"),
+        [
+            (r.name, "required" if r.required else "optional", r.status.upper(), r.detail)
+            for r in results
+        ],
+    )
+    lines.append("")
+    lines.append(
+        f"cleanup: {done.removed} objects deleted, {done.aborted} uploads aborted"
+        + (f", {len(done.left)} LEFT: {', '.join(done.left)}" if done.left else "")
+    )
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
+    summary = (
+        f"{len(results)} probes: {counts['pass']} passed, {counts['fail']} failed, "
+        f"{counts['skip']} skipped. "
+    )
+    if required_failed:
+        summary += (
+            f"NOT SAFE: lakelock needs {len(required_failed)} feature(s) this store lacks "
+            f"({'; '.join(r.name for r in required_failed)})."
+        )
+    else:
+        summary += "lakelock can run safely on this store."
+    lines.append(summary)
+    print_lines(lines)
+    return 1 if required_failed else 0

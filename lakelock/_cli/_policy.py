@@ -1,0 +1,70 @@
+"""``lakelock policy``: the bucket policy of :func:`lakelock.generate_bucket_policy` as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+from lakelock._cli._common import add_debug_option
+from lakelock._policy import generate_bucket_policy
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "policy",
+        help="print a bucket policy that makes S3 refuse unconditional writes",
+        description="Print (to stdout) a bucket policy whose Deny statements make S3 refuse "
+        "every write that bypasses lakelock's conditional requests. Apply it with e.g. "
+        "`aws s3api put-bucket-policy --bucket B --policy file://policy.json`.",
+    )
+    parser.add_argument("--bucket", required=True, help="bucket name")
+    parser.add_argument(
+        "--principal",
+        action="append",
+        required=True,
+        metavar="ARN",
+        help="IAM role/user ARN, 12-digit account id, or '*' (repeat for several)",
+    )
+    parser.add_argument("--prefix", default="", help="the lake's prefix in the bucket")
+    parser.add_argument("--datasets-prefix", default="datasets/", metavar="P")
+    parser.add_argument("--metastore-prefix", default="metastore/", metavar="P")
+    parser.add_argument(
+        "--deny-unconditional-delete",
+        action="store_true",
+        help="also deny deletes in datasets/ without If-Match, and deleting object versions",
+    )
+    parser.add_argument(
+        "--allow-manifest-overwrite",
+        action="store_true",
+        help="omit the statement keeping metastore/manifests/ create-only",
+    )
+    parser.add_argument(
+        "--partition", default="aws", choices=("aws", "aws-cn", "aws-us-gov"), help="AWS partition"
+    )
+    parser.add_argument("--compact", action="store_true", help="one line of JSON")
+    add_debug_option(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    prefix = args.prefix
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    policy = generate_bucket_policy(
+        args.bucket,
+        principals=args.principal,
+        prefix=prefix,
+        datasets_prefix=args.datasets_prefix,
+        metastore_prefix=args.metastore_prefix,
+        create_only_manifests=not args.allow_manifest_overwrite,
+        deny_unconditional_delete=args.deny_unconditional_delete,
+        partition=args.partition,
+    )
+    option = 0 if args.compact else orjson.OPT_INDENT_2
+    sys.stdout.write(orjson.dumps(policy, option=option).decode() + "\n")
+    return 0

@@ -1,0 +1,262 @@
+"""``lakelock registry show|log``: what the registry says, read in one consistent snapshot."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lakelock._cli._common import (
+    LakeTarget,
+    add_json_option,
+    add_s3_options,
+    check_bucket,
+    format_size,
+    lake_for,
+    parse_lake_url,
+    print_json,
+    print_lines,
+    render_table,
+    to_jsonable,
+)
+from lakelock._registry import DatasetState, RegistrySnapshot
+from lakelock.errors import DatasetNotFoundError
+
+__all__ = ["add_parser"]
+
+
+def add_parser(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "registry", help="show the registry: datasets, partitions, recent commits"
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    show = actions.add_parser(
+        "show",
+        help="datasets (or one dataset's schema and partitions)",
+        description="Show the registry's datasets, or with --dataset one dataset's schema, "
+        "properties and partitions.",
+    )
+    show.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
+    show.add_argument("--dataset", metavar="NAME", help="show this dataset in detail")
+    show.add_argument(
+        "--files", action="store_true", help="with --dataset: list its committed files too"
+    )
+    add_json_option(show)
+    add_s3_options(show)
+    show.set_defaults(run=run_show)
+
+    log = actions.add_parser(
+        "log",
+        help="recent commits, newest first",
+        description="Recent commits recorded in the registry (its idempotency window), newest "
+        "first.",
+    )
+    log.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
+    log.add_argument("--dataset", metavar="NAME", help="only commits to this dataset")
+    log.add_argument(
+        "-n", "--limit", type=int, default=20, metavar="N", help="at most N commits (default 20)"
+    )
+    add_json_option(log)
+    add_s3_options(log)
+    log.set_defaults(run=run_log)
+
+
+def _read(args: argparse.Namespace) -> tuple[Any, RegistrySnapshot]:
+    target: LakeTarget = args.url
+    lake = lake_for(args, target)
+    snapshot: RegistrySnapshot = lake.registry.read()
+    if snapshot.etag is None:
+        check_bucket(lake.client, target.bucket)  # "no registry" must not hide "no bucket"
+    return lake, snapshot
+
+
+def run_show(args: argparse.Namespace) -> int:
+    lake, snap = _read(args)
+    target: LakeTarget = args.url
+    if args.dataset is not None:
+        state = snap.datasets.get(args.dataset)
+        if state is None:
+            raise DatasetNotFoundError(args.dataset)
+        files = lake.registry.files(args.dataset, snapshot=snap) if args.files else None
+        if args.json:
+            data = {"url": target.url, "registry_version": snap.version, **_dataset_json(state)}
+            if files is not None:
+                data["files"] = [f.to_json() for f in files]
+            print_json(data)
+        else:
+            print_lines(_dataset_lines(target, snap, state, files))
+        return 0
+    if args.json:
+        print_json(
+            {
+                "url": target.url,
+                "version": snap.version,
+                "etag": snap.etag,
+                "updated_at": snap.updated_at,
+                "datasets": {name: _dataset_json(s) for name, s in sorted(snap.datasets.items())},
+                "fences": dict(snap.fences),
+            }
+        )
+        return 0
+    print_lines(_registry_lines(target, snap))
+    return 0
+
+
+def run_log(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise ValueError("--limit must be at least 1")
+    _, snap = _read(args)
+    commits = [c for c in reversed(snap.commits) if args.dataset in (None, c.dataset)]
+    commits = commits[: args.limit]
+    if args.json:
+        print_json(commits)
+        return 0
+    target: LakeTarget = args.url
+    if not commits:
+        what = f" to dataset {args.dataset!r}" if args.dataset else ""
+        print_lines([f"{target.url}: no commits{what} recorded (registry version {snap.version})"])
+        return 0
+    rows = [(c.version, c.at, c.dataset, c.added, c.removed, c.id) for c in commits]
+    print_lines(
+        render_table(
+            ("VERSION", "AT", "DATASET", "ADDED", "REMOVED", "COMMIT"),
+            rows,
+            right=("VERSION", "ADDED", "REMOVED"),
+        )
+    )
+    return 0
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def _registry_lines(target: LakeTarget, snap: RegistrySnapshot) -> list[str]:
+    if snap.etag is None:
+        return [f"{target.url}: no registry yet (nothing committed)"]
+    count = len(snap.datasets)
+    lines = [
+        f"{target.url}",
+        f"registry version {snap.version}, updated {snap.updated_at}, "
+        f"{count} dataset{'s' if count != 1 else ''}",
+    ]
+    if snap.datasets:
+        rows = [
+            (
+                name,
+                ",".join(s.partition_by) or "-",
+                len(s.partitions),
+                s.file_count,
+                f"{s.record_count:,}",
+                format_size(s.size),
+                f"v{s.schema_version}",
+                s.updated_version,
+                s.updated_at,
+            )
+            for name, s in sorted(snap.datasets.items())
+        ]
+        lines.append("")
+        lines += render_table(
+            (
+                "DATASET",
+                "PARTITIONED BY",
+                "PARTITIONS",
+                "FILES",
+                "RECORDS",
+                "SIZE",
+                "SCHEMA",
+                "VERSION",
+                "UPDATED",
+            ),
+            rows,
+            right=("PARTITIONS", "FILES", "RECORDS", "SIZE", "VERSION"),
+        )
+    if snap.fences:
+        lines.append("")
+        lines += render_table(
+            ("FENCE", "HIGHEST TOKEN"),
+            sorted(snap.fences.items()),
+            right=("HIGHEST TOKEN",),
+        )
+    return lines
+
+
+def _dataset_lines(
+    target: LakeTarget, snap: RegistrySnapshot, state: DatasetState, files: list[Any] | None
+) -> list[str]:
+    lines = [
+        f"dataset {state.name}  ({target.url}datasets/{state.name}/)",
+        f"registry version {snap.version}; dataset last changed at version "
+        f"{state.updated_version} ({state.updated_at}), created {state.created_at}",
+        f"{len(state.partitions)} partitions, {state.file_count} files, "
+        f"{state.record_count:,} records, {format_size(state.size)}",
+        "",
+        f"schema v{state.schema_version}:",
+    ]
+    if state.schema is None:
+        lines.append("  (none recorded)")
+    else:
+        partition_columns = set(state.partition_by)
+        rows = [
+            (
+                f"  {field.name}",
+                str(field.type),
+                "" if field.nullable else "not null",
+                "partition" if field.name in partition_columns else "",
+            )
+            for field in state.schema
+        ]
+        lines += render_table(("  COLUMN", "TYPE", "", ""), rows)
+    lines.append(f"partitioned by: {', '.join(state.partition_by) or '(not partitioned)'}")
+    if state.properties:
+        lines.append("properties:")
+        lines += [f"  {k} = {v}" for k, v in sorted(state.properties.items())]
+    if state.partitions:
+        lines.append("")
+        partition_rows = [
+            (
+                path or "(root)",
+                p.file_count,
+                f"{p.record_count:,}",
+                format_size(p.size),
+                p.updated_version,
+            )
+            for path, p in sorted(state.partitions.items())
+        ]
+        lines += render_table(
+            ("PARTITION", "FILES", "RECORDS", "SIZE", "VERSION"),
+            partition_rows,
+            right=("FILES", "RECORDS", "SIZE", "VERSION"),
+        )
+    if files is not None:
+        lines.append("")
+        file_rows = [(f.key, f"{f.record_count:,}", format_size(f.size), f.etag) for f in files]
+        lines += render_table(
+            ("FILE", "RECORDS", "SIZE", "ETAG"), file_rows, right=("RECORDS", "SIZE")
+        )
+    return lines
+
+
+def _dataset_json(state: DatasetState) -> dict[str, Any]:
+    return {
+        "name": state.name,
+        "schema": to_jsonable(state.schema) if state.schema is not None else None,
+        "schema_version": state.schema_version,
+        "partition_by": list(state.partition_by),
+        "properties": dict(state.properties),
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
+        "updated_version": state.updated_version,
+        "file_count": state.file_count,
+        "record_count": state.record_count,
+        "size": state.size,
+        "partitions": {
+            path: {
+                "file_count": p.file_count,
+                "record_count": p.record_count,
+                "size": p.size,
+                "updated_version": p.updated_version,
+                "manifests": [m.key for m in p.manifests],
+            }
+            for path, p in sorted(state.partitions.items())
+        },
+    }

@@ -1,0 +1,201 @@
+"""``lakelock serve``: the embedded S3 endpoint (:mod:`lakelock.testing`) for local work.
+
+Creates the ``--bucket`` buckets, applies ``--policy`` to them, adds latency and faults, prints
+the URL with ready-to-paste settings, and serves until Ctrl-C (or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import boto3
+import orjson
+
+from lakelock._cli._common import add_debug_option
+
+__all__ = ["add_parser", "run"]
+
+
+def _fault(text: str) -> list[Any]:
+    """``--fault`` values: one or more comma-separated fault specs, parsed now so a typo is a
+    usage error (exit 2), not a server that silently injects nothing."""
+    from lakelock.testing import parse_fault_spec  # noqa: PLC0415 - moto: the optional `local` extra
+
+    try:
+        return [parse_fault_spec(spec) for spec in text.split(",") if spec.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _latency(text: str) -> tuple[float, float]:
+    """``SECONDS`` or ``SECONDS+JITTER``."""
+    delay, _, jitter = text.partition("+")
+    try:
+        values = float(delay), float(jitter or 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid latency {text!r}: seconds, optionally +jitter (e.g. 0.03+0.02)"
+        ) from None
+    if values[0] < 0 or values[1] < 0:
+        raise argparse.ArgumentTypeError(f"invalid latency {text!r}: must be >= 0")
+    return values
+
+
+def _principal(text: str) -> tuple[str, str]:
+    key, sep, arn = text.partition("=")
+    if not sep or not key or not arn:
+        raise argparse.ArgumentTypeError(f"expected ACCESS_KEY=ARN, got {text!r}")
+    return key, arn
+
+
+def add_parser(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "serve",
+        help="run the embedded S3 endpoint for local development",
+        description="Serve an S3 endpoint on this machine: moto's S3 behind lakelock's "
+        "gateway (atomic conditional writes, If-Match on multipart completion, bucket "
+        "policies, 409s) with optional latency and seeded faults. Runs until Ctrl-C.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=9000, help="port (0: any free port)")
+    parser.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this bucket at start (repeat for several)",
+    )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="bucket policy JSON (e.g. from `lakelock policy`) applied to every --bucket",
+    )
+    parser.add_argument(
+        "--principal",
+        action="append",
+        type=_principal,
+        default=[],
+        metavar="KEY=ARN",
+        help="the principal ARN bucket policies see for an access key id",
+    )
+    parser.add_argument(
+        "--latency",
+        type=_latency,
+        metavar="S[+J]",
+        help="add S seconds (plus up to J random) to every request",
+    )
+    parser.add_argument(
+        "--fault",
+        "--faults",
+        dest="faults",
+        action="append",
+        type=_fault,
+        default=[],
+        metavar="SPEC",
+        help="inject faults: kind[=delay[+jitter]][:operation[:prefix]][@probability][#count], "
+        "e.g. lost_ack:PutObject:metastore/@0.1 (repeat or comma-separate)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the fault generator")
+    add_debug_option(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from lakelock.testing import (  # noqa: PLC0415 - moto: the optional `local` extra
+            DEFAULT_ACCESS_KEY,
+            FaultRule,
+            client_kwargs,
+            make_server,
+        )
+    except ImportError as error:
+        raise OSError(str(error)) from error
+
+    policy = None
+    if args.policy is not None:
+        if not args.bucket:
+            raise ValueError("--policy needs at least one --bucket to apply it to")
+        try:
+            policy = orjson.loads(args.policy.read_bytes())
+        except orjson.JSONDecodeError as error:
+            raise ValueError(f"{args.policy}: not valid JSON ({error})") from None
+    server, gateway = make_server(args.host, args.port, principals=dict(args.principal))
+    thread = threading.Thread(target=server.serve_forever, name="lakelock-serve", daemon=True)
+    thread.start()
+    try:
+        gateway.faults.reseed(args.seed)
+        host = "127.0.0.1" if args.host in {"0.0.0.0", "::", ""} else args.host
+        url = f"http://{host}:{server.server_port}"
+        client = boto3.client("s3", **client_kwargs(url))
+        for bucket in args.bucket:
+            client.create_bucket(Bucket=bucket)
+            if policy is not None:
+                gateway.policies.put(bucket, policy)  # ValueError if malformed
+        # Faults last: setting up must not meet them.
+        if args.latency is not None:
+            delay, jitter = args.latency
+            gateway.faults.add(FaultRule(kind="latency", delay=delay, jitter=jitter))
+        for rules in args.faults:
+            for rule in rules:
+                gateway.faults.add(rule)
+        sys.stdout.write(_banner(url, args, DEFAULT_ACCESS_KEY, len(gateway.faults.rules())))
+        sys.stdout.flush()
+        _wait_for_interrupt()
+        sys.stdout.write("stopped\n")
+        return 0
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _wait_for_interrupt() -> None:
+    """Block until Ctrl-C or SIGTERM."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _banner(url: str, args: argparse.Namespace, access_key: str, faults: int) -> str:
+    bucket = args.bucket[0] if args.bucket else "BUCKET"
+    buckets = ", ".join(args.bucket) or "none yet (create with `aws s3 mb` or boto3)"
+    policy = f" (bucket policy from {args.policy})" if args.policy is not None else ""
+    lines = [
+        f"lakelock S3 endpoint: {url}",
+        f"buckets: {buckets}{policy}",
+    ]
+    if faults:
+        lines.append(f"faults: {faults} rule(s), seed {args.seed}")
+    flags = f"--endpoint-url {url}"
+    lines += [
+        "",
+        "Point AWS tools, boto3 and lakelock at it:",
+        f"  export AWS_ENDPOINT_URL={url}",
+        f"  export AWS_ACCESS_KEY_ID={access_key} AWS_SECRET_ACCESS_KEY=lakelock-secret "
+        "AWS_DEFAULT_REGION=us-east-1",
+        "",
+        f"  lakelock registry show s3://{bucket} {flags}",
+        f"  lakelock doctor s3://{bucket} {flags}",
+        f'  lakelock.Lake.from_url("s3://{bucket}", endpoint_url="{url}")',
+        "",
+        "Ctrl-C to stop.",
+        "",
+    ]
+    return "\n".join(lines)

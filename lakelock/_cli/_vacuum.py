@@ -1,0 +1,126 @@
+"""``lakelock vacuum``: find (and with ``--delete`` remove) files no registry version needs.
+
+A dry run by default. The work is :meth:`lakelock.Lake.vacuum`'s; this command adds the
+progress bar and prints its report.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lakelock._cli._common import (
+    LakeTarget,
+    add_json_option,
+    add_s3_options,
+    check_bucket,
+    format_duration,
+    format_size,
+    lake_for,
+    parse_duration,
+    parse_lake_url,
+    print_json,
+    print_lines,
+    render_table,
+)
+from lakelock._cli._progress import ProgressBar, progress_wanted
+
+__all__ = ["add_parser", "run"]
+
+#: Items of a list shown in the plain-text report before "... and N more".
+SHOWN = 20
+
+
+def add_parser(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "vacuum",
+        help="find (or --delete) files that no registry version references",
+        description="Find data files and manifests that the registry no longer references and "
+        "that are older than --older-than (so no snapshot still being read can need them). "
+        "Dry run unless --delete.",
+    )
+    parser.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
+    parser.add_argument(
+        "--older-than",
+        type=parse_duration,
+        required=True,
+        metavar="AGE",
+        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m",
+    )
+    parser.add_argument("--delete", action="store_true", help="delete them (default: only report)")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    add_json_option(parser)
+    add_s3_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    target: LakeTarget = args.url
+    lake = lake_for(args, target)
+    vacuum = getattr(lake, "vacuum", None)
+    if vacuum is None:
+        raise NotImplementedError("this lakelock version has no Lake.vacuum")
+    check_bucket(lake.client, target.bucket)
+    bar = (
+        ProgressBar("deleting" if args.delete else "scanning")
+        if progress_wanted(args.progress)
+        else None
+    )
+    try:
+        report = vacuum(older_than=args.older_than, dry_run=not args.delete, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print_json(
+            {
+                "url": target.url,
+                "dry_run": not args.delete,
+                "older_than": args.older_than,
+                "scanned": report.scanned,
+                "referenced": report.referenced,
+                "recent": report.recent,
+                "orphans": [
+                    {"key": o.key, "size": o.size, "last_modified": o.last_modified}
+                    for o in report.orphans
+                ],
+                "orphan_bytes": report.orphan_bytes,
+                "deleted": report.deleted,
+                "failed": {key: str(error) for key, error in report.failed.items()},
+            }
+        )
+        return 1 if report.failed else 0
+    print_lines(_report_lines(target, args, report))
+    return 1 if report.failed else 0
+
+
+def _report_lines(target: LakeTarget, args: argparse.Namespace, report: Any) -> list[str]:
+    age = format_duration(args.older_than)
+    lines = [
+        f"vacuum {target.url}: {report.scanned} objects scanned, {report.referenced} "
+        f"referenced, {report.recent} newer than {age}",
+        f"{len(report.orphans)} unreferenced and older than {age} "
+        f"({format_size(report.orphan_bytes)})" + (":" if report.orphans else ""),
+    ]
+    rows = [
+        (o.key, format_size(o.size), o.last_modified.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        for o in report.orphans[:SHOWN]
+    ]
+    if rows:
+        lines += [
+            "  " + line for line in render_table(("KEY", "SIZE", "MODIFIED"), rows, right=("SIZE",))
+        ]
+    if len(report.orphans) > SHOWN:
+        lines.append(f"  ... and {len(report.orphans) - SHOWN} more (--json lists all)")
+    if not args.delete:
+        lines.append("dry run: nothing deleted (pass --delete to delete them)")
+        return lines
+    lines.append(f"deleted {len(report.deleted)}")
+    for key, error in sorted(report.failed.items()):
+        lines.append(f"NOT deleted {key}: {error}")
+    return lines

@@ -1,0 +1,75 @@
+"""The ``lakelock`` command line.
+
+```
+lakelock policy   --bucket B --principal ARN [...]       bucket policy JSON on stdout
+lakelock registry show|log s3://bucket/prefix            datasets, partitions, recent commits
+lakelock locks    s3://bucket/prefix                     lease and lock holders, tokens, expiry
+lakelock doctor   s3://bucket/prefix                     can lakelock run safely on this store?
+lakelock vacuum   s3://bucket/prefix --older-than 24h    unreferenced files (--delete removes)
+lakelock serve    [--port N] [--bucket B]                embedded S3 endpoint for development
+lakelock demo     [--writers N]                          many writers, one lake, on embedded S3
+```
+
+Exit status: 0 success; 1 an operation failed or ``doctor`` found a required feature missing;
+2 bad usage. Errors are one line on stderr unless ``--debug``. Each command lives in its own
+module of :mod:`lakelock._cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from lakelock import __version__
+from lakelock._cli import _demo, _doctor, _locks, _policy, _registry, _serve, _vacuum
+from lakelock._cli._common import add_debug_option, describe_error, is_expected
+
+__all__ = ["build_parser", "main"]
+
+_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _serve, _demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakelock",
+        description="Many writers, one S3 data lake, no coordinator but S3's conditional requests.",
+    )
+    parser.add_argument("--version", action="version", version=f"lakelock {__version__}")
+    add_debug_option(parser, suppress=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in _COMMANDS:
+        module.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``lakelock`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, --version, usage errors (status 2)
+        return exit_.code if isinstance(exit_.code, int) else 1
+    try:
+        status: int = args.run(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        sys.stderr.write("lakelock: interrupted\n")
+        return 130
+    except Exception as error:
+        if args.debug:
+            raise
+        message = describe_error(error, args)
+        if not is_expected(error):
+            message = (
+                f"internal error: {type(error).__name__}: {message} "
+                "(run with --debug for the traceback)"
+            )
+        sys.stderr.write(f"lakelock: error: {message}\n")
+        return 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -82,7 +82,100 @@ def lease(args: dict[str, Any]) -> None:
         )
 
 
-ROLES = {"lease": lease}
+DATASETS = ("sales", "archive")
+PARTITIONS = (
+    "",
+    "/year=2024",
+    "/year=2024/month=01",
+    "/year=2024/month=02",
+    "/year=2025",
+    "/year=2025/month=01",
+)
+#: Deep partitions are likelier, so that many requests are compatible and run together.
+WEIGHTS = (1, 2, 4, 4, 2, 4)
+
+
+def _path(rng: random.Random) -> str:
+    dataset = rng.choice(DATASETS)
+    return "/" + dataset + rng.choices(PARTITIONS, WEIGHTS)[0]
+
+
+def locks(args: dict[str, Any]) -> None:
+    """``threads`` threads sharing one DistributedPathLock each take ``ops`` random requests
+    (copy: read src + write dst; rename: write both; write; atomic read), hold each briefly,
+    and record when they held it (from acquire's return to their last successful check), the
+    request and the tokens."""
+    import threading
+
+    from lakelock._dlock import DistributedPathLock
+
+    store = _store(args)
+    lock = DistributedPathLock(store, ttl=5.0, margin=0.2, poll_interval=0.05)
+    out = threading.Lock()
+    failures: list[BaseException] = []
+
+    def run(thread: int) -> None:
+        rng = random.Random(args["seed"] * 100 + thread)
+        for _ in range(args["ops"]):
+            op = rng.choice(("copy", "rename", "write", "read"))
+            a, b = _path(rng), _path(rng)
+            read, write = {
+                "copy": ([a], [b]),
+                "rename": ([], [a, b]),
+                "write": ([], [a]),
+                "read": ([a], []),
+            }[op]
+            with lock.lock(read=read, write=write, timeout=60) as held:
+                start = last = time.monotonic()
+                until = start + rng.uniform(0.0, 0.03)
+                while True:
+                    now = time.monotonic()
+                    held.check()
+                    last = now
+                    if now >= until:
+                        break
+                    time.sleep(0.005)
+                record = {
+                    "pid": args["seed"],
+                    "thread": thread,
+                    "op": op,
+                    "read": sorted(held.request.read),
+                    "write": sorted(held.request.write),
+                    "tokens": held.tokens,
+                    "start": start,
+                    "end": last,
+                }
+            with out:
+                _emit(record)
+
+    def guarded(thread: int) -> None:
+        try:
+            run(thread)
+        except BaseException as error:
+            failures.append(error)
+            raise
+
+    workers = [threading.Thread(target=guarded, args=(n,)) for n in range(args["threads"])]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if failures:
+        raise SystemExit(f"worker thread failed: {failures[0]!r}")
+
+
+def hold(args: dict[str, Any]) -> None:
+    """Take ``/sales`` for writing with a heartbeat, report the token, and wait to be
+    killed."""
+    from lakelock._dlock import DistributedPathLock
+
+    lock = DistributedPathLock(_store(args), ttl=args["ttl"], margin=args["margin"])
+    held = lock.lock(write=["/sales"], timeout=30).acquire()
+    _emit({"token": held.token})
+    time.sleep(120)
+
+
+ROLES = {"lease": lease, "locks": locks, "hold": hold}
 
 
 def main() -> None:

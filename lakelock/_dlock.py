@@ -1,0 +1,691 @@
+"""``DistributedPathLock``: the hierarchical path lock across processes and machines, on S3.
+
+```python
+locks = DistributedPathLock(store, ttl=30)
+with locks.lock(read=["/sales/year=2024/month=01"], write=["/sales/year=2024/month=02"]) as held:
+    ...                                            # copy the partition, create-only
+    lake.registry.commit("sales", add=..., fence=held.fence)
+```
+
+What it guarantees
+------------------
+Two requests that conflict by the lineage rule (:mod:`lakelock._dlock_core`, the same rule as
+the in-process :class:`~lakelock._pathlock.PathLock`) never hold the lock at the same time,
+whichever threads, processes or machines they come from; requests that do not conflict never
+wait for each other. A holder that crashes blocks others for at most its TTL plus the margins
+(below). There is no queue on S3: a waiter polls, so under a steady stream of compatible
+readers a writer may wait (the in-process lock, which is fair, orders this process's own
+threads first).
+
+On S3
+-----
+One lock table per dataset at ``metastore/locks/<dataset>.json`` (layout in
+:mod:`lakelock._dlock_core`), never deleted (it carries ``next_token``). A request is split by
+dataset; tables are taken in dataset order, each with one compare-and-swap that grants all of
+the request's paths in that dataset or none. If a later table is not granted within the
+timeout, the tables already taken are released before :class:`~lakelock.errors.LockTimeout` is
+raised: nobody holds some tables while waiting forever for others, and since all requests take
+tables in the same order, no cycle of waits can form.
+
+- grant: GET the table (learning server time from ``Date``) → :func:`grant` → CAS. A 412 means
+  the table changed: decide again at once. Blocked: poll every ``poll_interval`` seconds (sooner
+  if all blockers expire first), renewing tables already taken if they age.
+- renew: CAS from the table we last wrote; on 412, GET and re-apply (other holders come and go
+  all the time: a 412 is not a loss). Lost only when our holder is gone from the table or has
+  lapsed in our own view.
+- release: CAS without our holder, re-applied after 412 the same way.
+- Lost acknowledgements: an unknown outcome is resolved by reading the table back: for a grant
+  our holder id (unique per grant) being present means granted; for a renewal, our write id on
+  the object; for a release, our holder being absent.
+
+In process: each :class:`DistributedPathLock` first takes its own in-process
+:class:`~lakelock._pathlock.PathLock` for the same request, so threads of one process that
+conflict wait for each other locally instead of polling S3.
+
+Time model and safety margin
+----------------------------
+As for leases (:mod:`lakelock._lease_clock`): expiry instants are S3 server time from ``Date``
+headers; a holder stops vouching for its grant ``margin`` seconds before ``expires_at`` by its
+latest bound, and others ignore it only ``margin`` seconds after by their earliest bound. A
+holder that crashed right after renewing blocks others for at most ``ttl + margin`` plus the
+widths of the holder's and the waiter's server-time bounds (each at most 1 s + a round trip,
+usually far less once a waiter has polled across a tick of the server's clock) plus one
+``poll_interval``.
+
+The heartbeat (``heartbeat=True``, the default) renews every held request's tables every
+``(ttl - margin) / 3`` seconds of real time. A loss is reported through ``on_lost`` once, by
+:meth:`PathLockHandle.check`, ``renew`` and ``fence`` raising
+:class:`~lakelock.errors.LeaseLostError` (``name`` is ``"lock:<dataset>"``), and by leaving
+the ``with`` block (unless another exception is already propagating).
+
+Fencing
+-------
+:attr:`PathLockHandle.fence` is the registry's :class:`~lakelock._registry.Fence`
+``("lock:<dataset>", token, read, write)`` for a single-dataset request
+(:meth:`~PathLockHandle.fence_for` / :attr:`~PathLockHandle.fences` for several, one per
+``Change`` of ``registry.commit_changes``). Tokens are per dataset table and compatible holders
+hold different tokens concurrently, so the registry compares a token only with those of
+recorded grants whose paths conflict with its own (a conflicting grant with a higher token was
+given only after ours was gone). The holders' paths and modes are on
+:attr:`PathLockHandle.grants`.
+
+Trust boundary: as for leases. The lock trusts S3's conditional writes and ``Date`` headers,
+its machine's monotonic clock, and that every process follows this protocol; it does not stop
+a paused holder from acting after expiry: consumers check fencing tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, Literal, Self
+
+from lakelock._dlock_core import (
+    LOCKS_PREFIX,
+    Blocked,
+    Granted,
+    Holder,
+    LockTable,
+    describe,
+    dump_table,
+    empty_table,
+    grant,
+    parse_table,
+    release_holder,
+    renew_holder,
+    split_by_dataset,
+    table_key,
+)
+from lakelock._lease import MIN_PAUSE, Heartbeat, check_durations, check_timeout
+from lakelock._lease_clock import DEFAULT_MARGIN, ServerClock
+from lakelock._lease_core import Lapsed, Owner, Stored, holder_valid
+from lakelock._pathlock import LockRequest, PathLock
+from lakelock._pathlock._core import PathLike
+from lakelock._pathlock._sync import PathLockGuard
+from lakelock._registry import Fence
+from lakelock._s3 import IfMatch, ObjectStore, new_write_id
+from lakelock.errors import (
+    AlreadyExistsError,
+    LakelockError,
+    LeaseError,
+    LeaseLostError,
+    LockTimeout,
+    NotFoundError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
+    StorageError,
+)
+
+__all__ = ["DistributedPathLock", "PathLockHandle", "read_lock_tables"]
+
+logger = logging.getLogger("lakelock.lock")
+
+#: Compare-and-swap rounds a renewal or release tries before giving up for now (each lost
+#: round means another holder changed the table meanwhile).
+MAX_CAS_ROUNDS: Final = 100
+
+
+class _Default(enum.Enum):
+    VALUE = enum.auto()
+
+
+#: "Use the value given to the constructor."
+DEFAULT: Final = _Default.VALUE
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    table: LockTable
+    etag: str
+    write_id: str | None
+
+
+@dataclass(slots=True)
+class _Grant:
+    """A table we hold a grant in: our holder, and the table as we last wrote it."""
+
+    holder: Holder
+    table: LockTable
+    etag: str
+
+
+def _fail_for(dataset: str, key: str) -> Callable[[str], LeaseError]:
+    def fail(reason: str) -> LeaseError:
+        return LeaseError(f"lock table {key!r}: {reason}", name=f"lock:{dataset}")
+
+    return fail
+
+
+class DistributedPathLock:
+    """The hierarchical path lock across machines (module docstring).
+
+    ``ttl``, ``timeout`` (``None``: wait forever) and ``poll_interval`` are defaults for
+    :meth:`lock`; ``heartbeat`` renews held locks in the background; ``on_lost`` is called
+    once per handle whose lock is lost; ``clock`` (monotonic) and ``sleep`` are injectable;
+    ``margin`` is the safety margin of :mod:`lakelock._lease_clock`. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        poll_interval: float = 1.0,
+        margin: float = DEFAULT_MARGIN,
+        heartbeat: bool = True,
+        on_lost: Callable[[LeaseLostError], None] | None = None,
+        owner_label: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        local: PathLock | None = None,
+    ) -> None:
+        check_durations(ttl, margin, poll_interval)
+        self.store = store
+        self.ttl = ttl
+        self.timeout = check_timeout(timeout)
+        self.poll_interval = poll_interval
+        self.margin = margin
+        self.heartbeat = heartbeat
+        self.on_lost = on_lost
+        self.owner = Owner.current(owner_label)
+        self.server_clock = ServerClock(clock)
+        self.clock = clock
+        self.sleep = sleep
+        self.local = local if local is not None else PathLock()
+
+    def lock(
+        self,
+        *,
+        read: Iterable[PathLike] = (),
+        write: Iterable[PathLike] = (),
+        ttl: float | _Default = DEFAULT,
+        timeout: float | _Default | None = DEFAULT,
+        poll_interval: float | _Default = DEFAULT,
+    ) -> PathLockHandle:
+        """A handle for ``read`` and ``write`` paths, acquired by ``with`` (or
+        :meth:`PathLockHandle.acquire`). Paths are checked here: a bad path, an empty request
+        or the root raise before any request is sent."""
+        request = LockRequest(read, write)
+        if not request.paths:
+            raise ValueError("a lock request needs at least one path")
+        parts = split_by_dataset(request)
+        chosen_ttl = self.ttl if isinstance(ttl, _Default) else ttl
+        poll = self.poll_interval if isinstance(poll_interval, _Default) else poll_interval
+        check_durations(chosen_ttl, self.margin, poll)
+        wait = self.timeout if isinstance(timeout, _Default) else check_timeout(timeout)
+        return PathLockHandle(self, request, parts, ttl=chosen_ttl, timeout=wait, poll=poll)
+
+    # -- table I/O, shared by handles ---------------------------------------------------------
+
+    def read_table(self, dataset: str) -> _Snapshot:
+        """The table (created empty if absent), learning server time from the response."""
+        key = table_key(dataset)
+        fail = _fail_for(dataset, key)
+        for _ in range(2):
+            sent = self.clock()
+            try:
+                data = self.store.get(key)
+            except NotFoundError:
+                # Someone else creating it first is just as good.
+                with contextlib.suppress(AlreadyExistsError):
+                    self.store.put(key, dump_table(empty_table(dataset)), mode="create")
+                continue
+            self.server_clock.observe(data.server_time, sent, self.clock())
+            if not self.server_clock.has_sample:
+                raise fail("the store sent no Date header; locks need the server's time")
+            return _Snapshot(
+                parse_table(data.body, dataset=dataset, fail=fail), data.etag, data.write_id
+            )
+        raise fail("the table vanished right after it was created")
+
+    def write_table(self, table: LockTable, etag: str, write_id: str) -> str:
+        return self.store.put(
+            table_key(table.dataset), dump_table(table), mode=IfMatch(etag), write_id=write_id
+        ).etag
+
+
+_HandleState = Literal["new", "acquiring", "held", "lost", "released"]
+
+
+class PathLockHandle:
+    """One request of a :class:`DistributedPathLock`; single use.
+
+    ``with handle:`` (or :meth:`acquire` / :meth:`release`) holds every requested path.
+    """
+
+    def __init__(
+        self,
+        lock: DistributedPathLock,
+        request: LockRequest,
+        parts: dict[str, LockRequest],
+        *,
+        ttl: float,
+        timeout: float | None,
+        poll: float,
+    ) -> None:
+        self.request = request
+        self.ttl = ttl
+        self.timeout = timeout
+        self.poll_interval = poll
+        self._lock = lock
+        self._parts = parts
+        self._mutex = threading.RLock()
+        self._state: _HandleState = "new"
+        self._grants: dict[str, _Grant] = {}
+        self._local: PathLockGuard | None = None
+        self._lost: LeaseLostError | None = None
+        self._notified = False
+        self._heartbeat: Heartbeat | None = None
+
+    def __repr__(self) -> str:
+        return f"<PathLockHandle {self.request} {self._state} tokens={self.tokens}>"
+
+    # -- what a holder needs ------------------------------------------------------------------
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return tuple(self._parts)
+
+    @property
+    def grants(self) -> tuple[Holder, ...]:
+        """Our holder entry per dataset (token, paths, modes, expiry), in dataset order."""
+        with self._mutex:
+            return tuple(g.holder for g in self._grants.values())
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        """The fencing token per dataset."""
+        with self._mutex:
+            return {dataset: g.holder.token for dataset, g in self._grants.items()}
+
+    @property
+    def token(self) -> int:
+        """The fencing token of a single-dataset request (``ValueError`` for several: use
+        :attr:`tokens`). Does not check validity."""
+        return self._single()[1]
+
+    @property
+    def fence(self) -> Fence:
+        """What a registry commit made under this lock carries, after :meth:`check`:
+        ``Fence("lock:<dataset>", token, read=..., write=...)`` with this grant's paths, so
+        the registry refuses it only if a *conflicting* grant with a higher token committed
+        (module docstring). Single-dataset requests only; else :meth:`fence_for`."""
+        self.check()
+        return self._fence(self._single()[0])
+
+    @property
+    def fences(self) -> tuple[Fence, ...]:
+        """One fence per dataset (for ``registry.commit_changes``), after :meth:`check`."""
+        self.check()
+        return tuple(self._fence(dataset) for dataset in self.tokens)
+
+    def fence_for(self, dataset: str) -> Fence:
+        """The fence of one dataset of the request, after :meth:`check`."""
+        self.check()
+        return self._fence(dataset)
+
+    def _fence(self, dataset: str) -> Fence:
+        with self._mutex:
+            holder = self._grants[dataset].holder
+        return Fence(
+            f"lock:{dataset}", holder.token, tuple(sorted(holder.read)), tuple(sorted(holder.write))
+        )
+
+    def _single(self) -> tuple[str, int]:
+        tokens = self.tokens
+        if len(self._parts) != 1:
+            raise ValueError(
+                f"the request spans datasets {list(self._parts)}: use .tokens / .fences"
+            )
+        if not tokens:
+            raise LeaseError("the lock is not held", name=f"lock:{self.datasets[0]}")
+        [(dataset, token)] = tokens.items()
+        return dataset, token
+
+    @property
+    def held(self) -> bool:
+        """Whether every table is held and still valid by our clock (no I/O)."""
+        try:
+            self.check()
+        except LeaseError:
+            return False
+        return True
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLostError` if any grant was lost or has lapsed by our clock,
+        :class:`LeaseError` if the lock is not held."""
+        try:
+            with self._mutex:
+                self._check_locked()
+        except LeaseLostError as error:
+            self._notify(error)
+            raise
+
+    def _check_locked(self) -> None:
+        if self._lost is not None:
+            raise self._lost_again()
+        if self._state != "held":
+            raise LeaseError(
+                f"path lock ({self.request}) is not held", name=f"lock:{self.datasets[0]}"
+            )
+        now = self._lock.server_clock.now()
+        for dataset, held in self._grants.items():
+            if not holder_valid(held.holder.expires_at, now, self._lock.margin):
+                raise self._lose(dataset, "lapsed: not renewed in time")
+
+    # -- acquire ------------------------------------------------------------------------------
+
+    def acquire(self) -> Self:
+        """Take every table, waiting up to ``timeout``; :class:`LockTimeout` otherwise, with
+        nothing held."""
+        with self._mutex:
+            if self._state != "new":
+                raise RuntimeError("a path lock handle is single use; call lock() again")
+            self._state = "acquiring"
+        clock = self._lock.clock
+        deadline = None if self.timeout is None else clock() + self.timeout
+        # The in-process lock waits in real time; with an injected clock that is only an
+        # approximation of the budget, which is fine: it is bounded either way.
+        local = self._lock.local(self.request.read, self.request.write, timeout=self.timeout)
+        local.__enter__()
+        try:
+            for dataset, part in self._parts.items():
+                self._acquire_table(dataset, part, deadline)
+        except BaseException:
+            with self._mutex:
+                self._state = "released"  # a failed acquire leaves the handle spent
+            try:
+                with contextlib.suppress(LakelockError):
+                    self._release_tables()
+            finally:
+                local.__exit__(None, None, None)
+            raise
+        with self._mutex:
+            self._local = local
+            self._state = "held"
+        self._start_heartbeat()
+        return self
+
+    def _acquire_table(self, dataset: str, part: LockRequest, deadline: float | None) -> None:
+        lock = self._lock
+        holder_id = uuid.uuid4().hex
+        races = 0
+        while True:
+            snap = lock.read_table(dataset)
+            decision = grant(
+                snap.table,
+                part,
+                lock.owner,
+                lock.server_clock.now(),
+                ttl=self.ttl,
+                margin=lock.margin,
+                holder_id=holder_id,
+            )
+            if isinstance(decision, Granted):
+                if self._write_grant(dataset, decision, snap):
+                    return
+                # Not blocked, only raced (or the write did not land): look again at once,
+                # even past the deadline, unless the table keeps changing under us.
+                races += 1
+                if races < MAX_CAS_ROUNDS:
+                    continue
+                wake = None
+            else:
+                wake = lock.server_clock.local_when_earliest_exceeds(decision.until)
+            now = lock.clock()
+            if deadline is not None and now >= deadline:
+                blockers = describe(decision.holders) if isinstance(decision, Blocked) else ""
+                raise LockTimeout(
+                    f"path lock ({self.request}) not acquired within {self.timeout}s; "
+                    f"dataset {dataset!r} held by: {blockers or 'racing writers'}",
+                    target=self.request,
+                    timeout=self.timeout,
+                )
+            if wake is None:
+                races = 0
+                continue
+            self._keep_alive()
+            pause = min(self.poll_interval, max(wake - now, MIN_PAUSE))
+            if deadline is not None:
+                pause = min(pause, deadline - now)
+            lock.sleep(pause)
+
+    def _write_grant(self, dataset: str, decision: Granted, snap: _Snapshot) -> bool:
+        """CAS the granted table; whether our holder is now in it."""
+        lock = self._lock
+        try:
+            etag = lock.write_table(decision.table, snap.etag, new_write_id())
+        except (PreconditionFailedError, NotFoundError):
+            return False  # the table changed since we read it
+        except OutcomeUnknownError:
+            # Our holder id is unique to this grant: present means our write landed (whoever
+            # wrote after us kept it, since it is live); absent means it did not.
+            back = lock.read_table(dataset)
+            holder = back.table.find(decision.holder.id)
+            if holder is None:
+                return False
+            with self._mutex:
+                self._grants[dataset] = _Grant(holder, back.table, back.etag)
+            return True
+        with self._mutex:
+            self._grants[dataset] = _Grant(decision.holder, decision.table, etag)
+        return True
+
+    def _keep_alive(self) -> None:
+        """While waiting for a later table, renew earlier ones before they age past a third
+        of their life: the wait may outlast the TTL."""
+        lock = self._lock
+        now = lock.server_clock.now()
+        with self._mutex:
+            due = [
+                dataset
+                for dataset, held in self._grants.items()
+                if held.holder.expires_at - now.latest < (self.ttl - lock.margin) * 2 / 3
+            ]
+        for dataset in due:
+            self._renew_table(dataset)
+
+    # -- renew --------------------------------------------------------------------------------
+
+    def renew(self) -> None:
+        """Extend every grant by ``ttl`` from now. :class:`LeaseLostError` if any was lost
+        (removed from its table, or lapsed by our clock); other
+        :class:`~lakelock.errors.StorageError`\\ s leave the lock as it was."""
+        try:
+            with self._mutex:
+                self._check_locked()
+                for dataset in list(self._grants):
+                    self._renew_table(dataset)
+        except LeaseLostError as error:
+            self._notify(error)
+            raise
+
+    def _renew_table(self, dataset: str) -> None:
+        lock = self._lock
+        with self._mutex:
+            held = self._grants[dataset]
+            table, etag = held.table, held.etag
+            for _ in range(MAX_CAS_ROUNDS):
+                decision = renew_holder(
+                    table,
+                    held.holder.id,
+                    lock.server_clock.now(),
+                    ttl=self.ttl,
+                    margin=lock.margin,
+                )
+                if isinstance(decision, Lapsed):
+                    raise self._lose(dataset, decision.reason)
+                write_id = new_write_id()
+                try:
+                    etag = lock.write_table(decision.table, etag, write_id)
+                except (PreconditionFailedError, NotFoundError, OutcomeUnknownError):
+                    snap = lock.read_table(dataset)
+                    if snap.write_id == write_id:  # landed; the acknowledgement did not
+                        self._grants[dataset] = _Grant(decision.holder, snap.table, snap.etag)
+                        return
+                    table, etag = snap.table, snap.etag
+                    continue
+                self._grants[dataset] = _Grant(decision.holder, decision.table, etag)
+                return
+        raise LeaseError(
+            f"lock table of {dataset!r}: renewal lost {MAX_CAS_ROUNDS} races in a row",
+            name=f"lock:{dataset}",
+            token=held.holder.token,
+        )
+
+    # -- release ------------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Stop the heartbeat, remove our holders from their tables, release the in-process
+        lock. Idempotent; a lost lock releases what is left without raising."""
+        self._stop_heartbeat()
+        with self._mutex:
+            if self._state in ("new", "acquiring", "released"):
+                if self._state == "new":
+                    self._state = "released"
+                return
+            local, self._local = self._local, None
+            self._state = "released"
+        try:
+            self._release_tables()
+        finally:
+            if local is not None:
+                local.__exit__(None, None, None)
+
+    def _release_tables(self) -> None:
+        errors: list[StorageError] = []
+        with self._mutex:
+            grants = list(self._grants.items())
+        for dataset, held in reversed(grants):
+            try:
+                self._release_table(dataset, held)
+            except StorageError as error:
+                errors.append(error)
+        if errors:
+            # The holders left behind expire by themselves within their TTL.
+            raise errors[0]
+
+    def _release_table(self, dataset: str, held: _Grant) -> None:
+        lock = self._lock
+        table, etag = held.table, held.etag
+        for _ in range(MAX_CAS_ROUNDS):
+            target = release_holder(
+                table, held.holder.id, lock.server_clock.now(), margin=lock.margin
+            )
+            if target is None:
+                return
+            write_id = new_write_id()
+            try:
+                lock.write_table(target, etag, write_id)
+                return
+            except (PreconditionFailedError, NotFoundError, OutcomeUnknownError):
+                snap = lock.read_table(dataset)
+                if snap.write_id == write_id:
+                    return
+                table, etag = snap.table, snap.etag
+        raise LeaseError(
+            f"lock table of {dataset!r}: release lost {MAX_CAS_ROUNDS} races in a row",
+            name=f"lock:{dataset}",
+            token=held.holder.token,
+        )
+
+    # -- context manager ----------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        lost: LeaseLostError | None = None
+        try:
+            self.check()
+        except LeaseLostError as error:
+            lost = error
+        except LeaseError:
+            pass
+        self.release()
+        if lost is not None and exc_type is None:
+            raise LeaseLostError(
+                f"path lock ({self.request}) was lost while held: {lost}",
+                name=lost.name,
+                token=lost.token,
+            ) from lost
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _lose(self, dataset: str, reason: str) -> LeaseLostError:
+        token = self._grants[dataset].holder.token
+        self._state = "lost"
+        self._lost = LeaseLostError(
+            f"path lock ({self.request}) lost its grant on {dataset!r} (token {token}): {reason}",
+            name=f"lock:{dataset}",
+            token=token,
+        )
+        logger.warning("%s", self._lost)
+        return self._lost_again()
+
+    def _lost_again(self) -> LeaseLostError:
+        assert self._lost is not None
+        return LeaseLostError(str(self._lost), name=self._lost.name, token=self._lost.token)
+
+    def _notify(self, error: LeaseLostError) -> None:
+        with self._mutex:
+            callback = self._lock.on_lost
+            if self._notified or callback is None:
+                return
+            self._notified = True
+        try:
+            callback(error)
+        except Exception:
+            logger.exception("on_lost callback of path lock (%s) failed", self.request)
+
+    def _start_heartbeat(self) -> None:
+        if not self._lock.heartbeat:
+            return
+        beat = Heartbeat(
+            self.renew,
+            (self.ttl - self._lock.margin) / 3,
+            name=f"lakelock-lock-{','.join(self.datasets)}",
+        )
+        with self._mutex:
+            self._heartbeat = beat
+        beat.start()
+
+    def _stop_heartbeat(self) -> None:
+        with self._mutex:
+            beat, self._heartbeat = self._heartbeat, None
+        if beat is not None:
+            beat.stop()
+
+
+def read_lock_tables(store: ObjectStore) -> tuple[Stored[LockTable], ...]:
+    """Every lock table under ``metastore/locks/``, as stored, expired holders included (for
+    ``lakelock locks``; :func:`~lakelock._dlock_core.live_holders` tells live from dead given
+    a server time, e.g. the ``server_time`` of the read). Raises :class:`LeaseError` for a
+    table it cannot parse."""
+    found: list[Stored[LockTable]] = []
+    for listed in store.list(LOCKS_PREFIX):
+        dataset = listed.key[len(LOCKS_PREFIX) :]
+        if not dataset.endswith(".json") or "/" in dataset:
+            continue
+        dataset = dataset[: -len(".json")]
+        try:
+            data = store.get(listed.key)
+        except NotFoundError:
+            continue
+        table = parse_table(data.body, dataset=dataset, fail=_fail_for(dataset, listed.key))
+        server_time = data.server_time.timestamp() if data.server_time else None
+        found.append(Stored(listed.key, data.etag, table, server_time))
+    return tuple(found)

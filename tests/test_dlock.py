@@ -1,0 +1,672 @@
+"""The distributed path lock: lock-table transforms checked exhaustively and by a model, the S3
+shell with every outcome forced under simulated time, and real processes contending."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakelock._dlock import DistributedPathLock, PathLockHandle, read_lock_tables
+from lakelock._dlock_core import (
+    Blocked,
+    Granted,
+    Holder,
+    LockTable,
+    dataset_of,
+    dump_table,
+    empty_table,
+    grant,
+    live_holders,
+    parse_table,
+    release_holder,
+    renew_holder,
+    split_by_dataset,
+    table_key,
+)
+from lakelock._lease_clock import DATE_RESOLUTION, TimeBounds
+from lakelock._lease_core import Lapsed, Owner, holder_valid
+from lakelock._pathlock import LockRequest, requests_conflict
+from lakelock._registry import Fence
+from lakelock._s3 import IfMatch, ObjectStore
+from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
+from lakelock.testing import S3Endpoint
+from tests.test_lease import EPOCH, REPO, SimTime, _wait_for, run_workers
+
+ME = Owner("me", "host-a", 1)
+THEM = Owner("them", "host-b", 2)
+AT = TimeBounds(EPOCH + 100.0, EPOCH + 100.5)
+
+
+# --- datasets and documents --------------------------------------------------------------------
+
+
+def test_requests_split_by_dataset_in_order() -> None:
+    """A request is cut by first path segment, datasets in sorted order; the root and control
+    characters in a dataset name are refused."""
+    request = LockRequest(read=["/b/x", "/a"], write=["/b/y/z", "c/"])
+    assert split_by_dataset(request) == {
+        "a": LockRequest(read=["/a"]),
+        "b": LockRequest(read=["/b/x"], write=["/b/y/z"]),
+        "c": LockRequest(write=["/c"]),
+    }
+    assert list(split_by_dataset(request)) == ["a", "b", "c"]
+    assert dataset_of("/sales/year=2024") == "sales"
+    assert table_key("sales") == "metastore/locks/sales.json"
+    with pytest.raises(InvalidNameError):
+        dataset_of("/")
+    with pytest.raises(InvalidNameError):
+        dataset_of("/sa\x01les/x")
+
+
+def _holder(
+    owner: Owner, token: int, expires_at: float, *, read: tuple[str, ...] = (), write=("/d/a",)
+) -> Holder:
+    return Holder(
+        f"{owner.id}-{token}", token, owner, frozenset(read), frozenset(write), 0.0, expires_at
+    )
+
+
+class _Refused(Exception):
+    """What the parser was told to raise."""
+
+
+def test_table_roundtrip_and_refusals() -> None:
+    """The one parser reads what dump writes and refuses other versions, foreign or
+    non-normal paths, tokens not below next_token, duplicates and empty holders."""
+    table = LockTable(
+        "d",
+        9,
+        (
+            _holder(ME, 7, EPOCH + 5, read=("/d/b",), write=()),
+            _holder(THEM, 8, EPOCH + 6, read=("/d/c",), write=("/d/a/x",)),
+        ),
+    )
+    assert parse_table(dump_table(table), dataset="d", fail=_Refused) == table
+    good = orjson.loads(dump_table(table))
+    first = good["holders"][0]
+    bad_docs = [
+        {**good, "format_version": 2},
+        {**good, "kind": "lakelock.lease"},
+        {**good, "dataset": "e"},
+        {**good, "next_token": 8},
+        {**good, "holders": {}},
+        {**good, "holders": [{**first, "read": ["/e/b"]}]},
+        {**good, "holders": [{**first, "read": ["/d/b/"]}]},
+        {**good, "holders": [{**first, "read": [], "write": []}]},
+        {**good, "holders": [first, first]},
+        {**good, "holders": [first, {**good["holders"][1], "token": 7}]},
+        {**good, "holders": [{**first, "token": 0}]},
+    ]
+    for bad in bad_docs:
+        with pytest.raises(_Refused):
+            parse_table(orjson.dumps(bad), dataset="d", fail=_Refused)
+
+
+# --- the transforms ----------------------------------------------------------------------------
+
+TREE = ("/d", "/d/a", "/d/b", "/d/a/x", "/d/a/y")
+
+
+def _requests() -> list[LockRequest]:
+    """Every request of one or two paths of TREE, each read or written."""
+    found = []
+    for size in (1, 2):
+        for paths in itertools.combinations(TREE, size):
+            for modes in itertools.product("rw", repeat=size):
+                reads = [p for p, m in zip(paths, modes, strict=True) if m == "r"]
+                writes = [p for p, m in zip(paths, modes, strict=True) if m == "w"]
+                found.append(LockRequest(reads, writes))
+    return found
+
+
+def test_grant_blocks_exactly_the_conflicting_requests() -> None:
+    """Exhaustive over every pair of requests on a five-path tree: with one live holder, a
+    grant is refused iff the lineage rule says the two conflict, and an expired holder never
+    blocks (and is dropped from the granted table)."""
+    requests = _requests()
+    assert len(requests) == 50
+    ttl, margin = 30.0, 1.0
+    for held_request, asked in itertools.product(requests, repeat=2):
+        held = grant(
+            empty_table("d"), held_request, THEM, AT, ttl=ttl, margin=margin, holder_id="h"
+        )
+        assert isinstance(held, Granted)
+        decision = grant(held.table, asked, ME, AT, ttl=ttl, margin=margin, holder_id="me")
+        if requests_conflict(held_request, asked):
+            assert decision == Blocked((held.holder,), held.holder.expires_at + margin)
+        else:
+            assert isinstance(decision, Granted)
+            assert decision.table.holders == (held.holder, decision.holder)
+        later = TimeBounds(held.holder.expires_at + margin + 0.01, held.holder.expires_at + 3)
+        after_expiry = grant(held.table, asked, ME, later, ttl=ttl, margin=margin, holder_id="me")
+        assert isinstance(after_expiry, Granted)
+        assert after_expiry.table.holders == (after_expiry.holder,)
+
+
+def test_grant_tokens_and_expiry() -> None:
+    """Each grant takes next_token and bumps it; expiry is the latest bound plus the TTL."""
+    table = empty_table("d")
+    tokens = []
+    for n, path in enumerate(("/d/a", "/d/b", "/d/c")):
+        decision = grant(
+            table, LockRequest(write=[path]), ME, AT, ttl=30, margin=1, holder_id=f"{n}"
+        )
+        assert isinstance(decision, Granted)
+        table = decision.table
+        tokens.append(decision.holder.token)
+        assert decision.holder.expires_at == AT.latest + 30
+    assert tokens == [1, 2, 3]
+    assert table.next_token == 4
+    with pytest.raises(ValueError, match="already in the table"):
+        grant(table, LockRequest(write=["/d/z"]), ME, AT, ttl=30, margin=1, holder_id="0")
+    with pytest.raises(ValueError, match="not in dataset"):
+        grant(table, LockRequest(write=["/e/z"]), ME, AT, ttl=30, margin=1, holder_id="x")
+    with pytest.raises(ValueError, match="at least one path"):
+        grant(table, LockRequest(), ME, AT, ttl=30, margin=1, holder_id="x")
+
+
+def test_blocked_until_the_last_blocker_expires() -> None:
+    """A request blocked by several holders may proceed, absent releases, once the last of
+    them expired beyond the margin."""
+    table = LockTable("d", 3, (_holder(THEM, 1, EPOCH + 200), _holder(ME, 2, EPOCH + 300)))
+    decision = grant(
+        table, LockRequest(write=["/d"]), Owner("x", "h", 3), AT, ttl=30, margin=1, holder_id="x"
+    )
+    assert decision == Blocked(table.holders, EPOCH + 301)
+
+
+def test_renew_and_release_holder() -> None:
+    """Renew extends only a present, valid holder (dropping dead ones); release removes it,
+    and says so when there is nothing to remove."""
+    dead = _holder(THEM, 1, AT.earliest - 5, write=("/d/b",))
+    mine = _holder(ME, 2, AT.latest + 10)
+    table = LockTable("d", 3, (dead, mine))
+    renewed = renew_holder(table, mine.id, AT, ttl=30, margin=1)
+    assert isinstance(renewed, Granted)
+    assert renewed.holder == dataclasses.replace(mine, expires_at=AT.latest + 30)
+    assert renewed.table == LockTable("d", 3, (renewed.holder,))
+    assert isinstance(renew_holder(table, "nobody", AT, ttl=30, margin=1), Lapsed)
+    lapsing = LockTable("d", 3, (_holder(ME, 2, AT.latest + 0.99),))
+    assert isinstance(renew_holder(lapsing, "me-2", AT, ttl=30, margin=1), Lapsed)
+    assert release_holder(table, mine.id, AT, margin=1) == LockTable("d", 3, ())
+    assert release_holder(table, "nobody", AT, margin=1) is None
+    assert live_holders(table, AT, margin=1) == (mine,)
+
+
+@dataclasses.dataclass
+class _Belief:
+    owner: int
+    holder: Holder
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["grant", "grant", "renew", "release", "advance"]),
+            st.integers(0, 2),
+            st.integers(0, 49),
+            st.floats(0.0, 1.0),
+            st.floats(0.0, 1.0),
+            st.floats(0.0, 15.0),
+        ),
+        max_size=40,
+    )
+)
+def test_model_conflicting_holders_never_both_valid(
+    ops: list[tuple[str, int, int, float, float, float]],
+) -> None:
+    """Model check of the transforms under compare-and-swap on one table: three owners with
+    arbitrary but true server-time bounds grant, renew and release random requests; at every
+    instant no two grants that their owners still believe valid conflict, and a grant
+    conflicting with an earlier one always carries a higher token."""
+    ttl, margin = 10.0, 0.5
+    requests = _requests()
+    owners = [Owner(f"o{i}", "h", i) for i in range(3)]
+    table = empty_table("d")
+    beliefs: list[_Belief] = []
+    history: list[Holder] = []
+    true_time = EPOCH
+    ids = itertools.count()
+
+    for op, who, pick, low_error, high_error, dt in ops:
+        now = TimeBounds(true_time - low_error, true_time + high_error)
+        mine = [b for b in beliefs if b.owner == who]
+        if op == "advance":
+            true_time += dt
+        elif op == "grant":
+            decision = grant(
+                table,
+                requests[pick],
+                owners[who],
+                now,
+                ttl=ttl,
+                margin=margin,
+                holder_id=f"{next(ids)}",
+            )
+            if isinstance(decision, Granted):
+                table = decision.table
+                for earlier in history:
+                    if requests_conflict(earlier.request, decision.holder.request):
+                        assert decision.holder.token > earlier.token
+                history.append(decision.holder)
+                beliefs.append(_Belief(who, decision.holder))
+        elif op == "renew" and mine:
+            belief = mine[pick % len(mine)]
+            renewed = renew_holder(table, belief.holder.id, now, ttl=ttl, margin=margin)
+            beliefs.remove(belief)
+            if isinstance(renewed, Granted):
+                table = renewed.table
+                beliefs.append(_Belief(who, renewed.holder))
+        elif op == "release" and mine:
+            belief = mine[pick % len(mine)]
+            beliefs.remove(belief)
+            released = release_holder(table, belief.holder.id, now, margin=margin)
+            if released is not None:
+                table = released
+        worst = TimeBounds(true_time - 1.0, true_time + 1.0)
+        valid = [b for b in beliefs if holder_valid(b.holder.expires_at, worst, margin)]
+        for a, b in itertools.combinations(valid, 2):
+            assert not requests_conflict(a.holder.request, b.holder.request), (a, b)
+
+
+# --- the S3 shell ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sim(store: ObjectStore) -> SimTime:
+    """Simulated time, stamped into the test store's responses."""
+    sim = SimTime()
+    sim.attach(store.client)
+    return sim
+
+
+def machine(store: ObjectStore, sim: SimTime, **kwargs: Any) -> DistributedPathLock:
+    """One simulated process's lock (its own owner, clock and in-process lock)."""
+    options: dict[str, Any] = {
+        "ttl": 30.0,
+        "clock": sim.machine(),
+        "sleep": sim.sleep,
+        "heartbeat": False,
+    }
+    options.update(kwargs)
+    return DistributedPathLock(store, **options)
+
+
+def table_of(store: ObjectStore, dataset: str = "sales") -> LockTable:
+    return parse_table(store.get(table_key(dataset)).body, dataset=dataset, fail=AssertionError)
+
+
+def test_lock_grants_fences_and_releases(store: ObjectStore, sim: SimTime) -> None:
+    """A lock writes one holder (owner, paths, token, server-time expiry) into its dataset's
+    table, fences commits with the grant's token and paths, and removes it on exit."""
+    locks = machine(store, sim, owner_label="copier")
+    with locks.lock(read=["/sales/year=2024/month=01"], write=["/sales/year=2024/month=02"]) as h:
+        [holder] = table_of(store).holders
+        assert holder == h.grants[0]
+        assert (holder.owner, holder.token, h.token, h.tokens) == (locks.owner, 1, 1, {"sales": 1})
+        assert holder.modes == (
+            ("/sales/year=2024/month=01", "read"),
+            ("/sales/year=2024/month=02", "write"),
+        )
+        assert EPOCH + 30 <= holder.expires_at <= EPOCH + 31.25
+        assert h.fence == Fence(
+            "lock:sales", 1, ("/sales/year=2024/month=01",), ("/sales/year=2024/month=02",)
+        )
+        assert h.held
+        [listed] = read_lock_tables(store)
+        assert listed.doc.holders == (holder,)
+    assert table_of(store) == LockTable("sales", 2, ())
+    assert not h.held
+    with pytest.raises(RuntimeError):
+        h.acquire()
+
+
+def test_conflicting_request_times_out_compatible_one_does_not(
+    store: ObjectStore, sim: SimTime
+) -> None:
+    """While one process holds a path, another's request in its lineage times out with
+    LockTimeout (target: the request), while requests outside it, or reads beside reads, are
+    granted at once."""
+    first, second = machine(store, sim), machine(store, sim)
+    with first.lock(write=["/sales/year=2024"], read=["/sales/year=2023"]):
+        start = sim.server
+        with pytest.raises(LockTimeout) as info:
+            second.lock(write=["/sales/year=2024/month=01"], timeout=5).acquire()
+        assert sim.server - start == 5.0
+        assert info.value.target == LockRequest(write=["/sales/year=2024/month=01"])
+        assert info.value.timeout == 5
+        for compatible in (
+            {"write": ["/sales/year=2025"]},
+            {"read": ["/sales/year=2023/month=01"]},
+            {"write": ["/other/year=2024"]},
+        ):
+            with second.lock(**compatible, timeout=0):  # type: ignore[arg-type]
+                pass
+        assert sim.server - start == 5.0
+    assert table_of(store).next_token == 4
+
+
+def test_crashed_holder_is_ignored_after_ttl(store: ObjectStore, sim: SimTime) -> None:
+    """A holder that never renews or releases blocks others only until its expiry plus the
+    margin; the next grant has a higher token, drops it from the table, and the old holder's
+    check and renew report the loss."""
+    crashed, other = machine(store, sim), machine(store, sim)
+    old = crashed.lock(write=["/sales"]).acquire()
+    sim.advance(30.0)
+    with pytest.raises(LockTimeout):
+        other.lock(write=["/sales/year=2024"], timeout=0).acquire()
+    sim.advance(3.0)
+    with other.lock(write=["/sales/year=2024"], timeout=0) as new:
+        assert new.token == 2 > old.token == 1
+        assert [h.token for h in table_of(store).holders] == [2]
+        with pytest.raises(LeaseLostError) as info:
+            old.check()
+        assert (info.value.name, info.value.token) == ("lock:sales", 1)
+        with pytest.raises(LeaseLostError):
+            old.renew()
+        with pytest.raises(LeaseLostError):
+            _ = old.fence
+        old.release()  # nothing of ours is left to remove; the new holder is untouched
+        assert [h.token for h in table_of(store).holders] == [2]
+
+
+def test_removed_holder_cannot_renew(store: ObjectStore, sim: SimTime) -> None:
+    """A holder removed from the table (by a process that saw it expired) is lost on renew,
+    even if its own clock still believed in it."""
+    holder = machine(store, sim).lock(write=["/sales/a"]).acquire()
+    etag = store.head(table_key("sales")).etag
+    store.put(table_key("sales"), dump_table(LockTable("sales", 2, ())), mode=IfMatch(etag))
+    with pytest.raises(LeaseLostError):
+        holder.renew()
+    holder.release()
+
+
+def test_waiter_is_granted_after_expiry_and_keeps_earlier_tables(
+    store: ObjectStore, sim: SimTime
+) -> None:
+    """A request spanning datasets takes tables in order and, while waiting for a later one
+    longer than its TTL, renews the tables it already holds; it gets the later table once the
+    crashed holder expired."""
+    crashed, waiter = machine(store, sim), machine(store, sim, poll_interval=4.0)
+    crashed.lock(write=["/sales/year=2024"]).acquire()
+    start = sim.server
+    with waiter.lock(write=["/archive/year=2024", "/sales/year=2024"], timeout=100) as h:
+        waited = sim.server - start
+        assert 31.0 - DATE_RESOLUTION < waited <= 31.0 + DATE_RESOLUTION + 0.5
+        assert h.datasets == ("archive", "sales")
+        assert h.tokens == {"archive": 1, "sales": 2}
+        assert [f.name for f in h.fences] == ["lock:archive", "lock:sales"]
+        assert h.fence_for("sales").token == 2
+        h.check()  # the archive grant was renewed while waiting, so it has not lapsed
+        [archive] = table_of(store, "archive").holders
+        assert archive.expires_at > start + 31 + 20
+        with pytest.raises(ValueError, match="spans datasets"):
+            _ = h.token
+
+
+def test_timeout_on_a_later_table_releases_earlier_ones(store: ObjectStore, sim: SimTime) -> None:
+    """All or nothing across datasets: a request that times out on a later table leaves no
+    holder in the tables it took first, and no in-process lock held."""
+    holder, waiter = machine(store, sim), machine(store, sim)
+    seen_waiting: list[int] = []
+
+    def sleep(seconds: float) -> None:
+        seen_waiting.append(len(table_of(store, "archive").holders))
+        sim.sleep(seconds)
+
+    waiter.sleep = sleep
+    with holder.lock(write=["/sales/x"]):
+        with pytest.raises(LockTimeout):
+            waiter.lock(write=["/archive/x", "/sales/x"], timeout=3).acquire()
+        assert seen_waiting
+        assert set(seen_waiting) == {1}  # archive was held while waiting
+        assert table_of(store, "archive").holders == ()
+        with waiter.local(write=["/archive/x", "/sales/x"], timeout=0):
+            pass
+
+
+def test_renewal_survives_other_holders_changing_the_table(
+    store: ObjectStore, sim: SimTime
+) -> None:
+    """Other holders coming and going make the renewal's CAS fail with 412: it re-reads and
+    renews anyway, keeping the others."""
+    a, b = machine(store, sim), machine(store, sim)
+    first = a.lock(write=["/sales/a"]).acquire()
+    second = b.lock(write=["/sales/b"]).acquire()
+    sim.advance(20)
+    first.renew()
+    holders = {h.token: h for h in table_of(store).holders}
+    assert holders[1].expires_at >= sim.server + 29
+    assert holders[2] == second.grants[0]
+    sim.advance(20)
+    first.check()
+    with pytest.raises(LeaseLostError):
+        second.check()
+    first.release()
+    second.release()
+
+
+@pytest.mark.parametrize("kind", ["lost_ack", "lost_ack_5xx"])
+def test_lost_ack_on_grant_renew_release_is_resolved(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime, kind: Any
+) -> None:
+    """Grants, renewals and releases whose acknowledgements are lost are recognised by
+    reading back (write id, holder id): each lands once."""
+    locks = machine(store, sim)
+    s3.inject(kind, operation="PutObject", prefix="metastore/locks/", count=1)
+    machine(store, sim).lock(write=["/sales/warmup"]).acquire().release()  # eats the create
+    s3.inject(kind, operation="PutObject", prefix="metastore/locks/", count=1)
+    h = locks.lock(write=["/sales/a"], timeout=0).acquire()
+    assert [x.id for x in table_of(store).holders] == [h.grants[0].id]
+    sim.advance(10)
+    s3.inject(kind, operation="PutObject", prefix="metastore/locks/", count=1)
+    h.renew()
+    assert table_of(store).holders[0].expires_at >= sim.server + 29
+    s3.inject(kind, operation="PutObject", prefix="metastore/locks/", count=1)
+    h.release()
+    assert table_of(store).holders == ()
+    assert s3.faults()["injected"] == {kind: 4}
+
+
+def test_unknown_grant_outcome_resolved_by_holder_id(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime
+) -> None:
+    """When the adapter cannot read back a grant it reports an unknown outcome; the lock reads
+    the table and finds its holder id (granted), or does not and decides again (granted once,
+    never twice)."""
+    locks = machine(store, sim)
+    locks.lock(write=["/sales/warmup"]).acquire().release()
+    s3.inject("lost_ack", operation="PutObject", prefix="metastore/locks/", count=1)
+    s3.inject("error", operation="HeadObject", count=3)
+    h = locks.lock(write=["/sales/a"], timeout=0).acquire()
+    assert [x.id for x in table_of(store).holders] == [h.grants[0].id]
+    s3.inject("error", operation="PutObject", prefix="metastore/locks/", count=3)
+    h2 = locks.lock(write=["/sales/b"], timeout=0).acquire()
+    assert sorted(x.id for x in table_of(store).holders) == sorted(
+        [h.grants[0].id, h2.grants[0].id]
+    )
+    assert s3.faults()["injected"] == {"lost_ack": 1, "error": 6}
+    h.release()
+    h2.release()
+
+
+def test_unknown_format_version_is_refused_and_kept(store: ObjectStore, sim: SimTime) -> None:
+    """A lock table written by a future version is never interpreted or overwritten."""
+    body = orjson.dumps({**orjson.loads(dump_table(empty_table("sales"))), "format_version": 2})
+    store.put(table_key("sales"), body)
+    with pytest.raises(LeaseError) as info:
+        machine(store, sim).lock(write=["/sales/a"], timeout=0).acquire()
+    assert info.value.name == "lock:sales"
+    assert store.get(table_key("sales")).body == body
+    with pytest.raises(LeaseError):
+        read_lock_tables(store)
+
+
+def test_invalid_requests_are_refused_before_any_request(store: ObjectStore) -> None:
+    """The root, empty requests, malformed paths and bad durations raise before S3 is asked."""
+    locks = DistributedPathLock(store, heartbeat=False)
+    with pytest.raises(InvalidNameError):
+        locks.lock(write=["/"])
+    with pytest.raises(InvalidNameError):
+        locks.lock(read=["/sales/../x"])
+    with pytest.raises(ValueError, match="at least one path"):
+        locks.lock()
+    with pytest.raises(ValueError, match="ttl"):
+        locks.lock(write=["/sales"], ttl=1.0)
+    with pytest.raises(ValueError, match="timeout"):
+        locks.lock(write=["/sales"], timeout=-1)
+    assert store.stats.total == 0
+
+
+def test_context_manager_reports_loss_on_exit(store: ObjectStore, sim: SimTime) -> None:
+    """Leaving a ``with`` block whose lock lapsed raises LeaseLostError, once on_lost has been
+    told; the block's own exception wins over it."""
+    losses: list[LeaseLostError] = []
+    locks = machine(store, sim, on_lost=losses.append)
+    with pytest.raises(LeaseLostError), locks.lock(write=["/sales/a"]):
+        sim.advance(40)
+    assert len(losses) == 1
+
+    def lapse_and_fail() -> None:
+        sim.advance(40)
+        raise KeyError("the block's own error wins")
+
+    with pytest.raises(KeyError), locks.lock(write=["/sales/a"]):
+        lapse_and_fail()
+    assert table_of(store).holders == ()
+
+
+def test_threads_of_one_process_wait_locally(
+    s3: S3Endpoint, store: ObjectStore, sim: SimTime
+) -> None:
+    """A thread whose request conflicts with another thread's of the same lock object waits
+    on the in-process lock, sending nothing to S3, and is granted after the release."""
+    locks = machine(store, sim, poll_interval=0.001)
+    first = locks.lock(write=["/sales/a"]).acquire()
+    results: list[PathLockHandle] = []
+    worker = threading.Thread(
+        target=lambda: results.append(locks.lock(write=["/sales/a/b"], timeout=30).acquire())
+    )
+    s3.reset_stats()
+    worker.start()
+    time.sleep(0.3)  # were it polling S3 (injected sleep is instant), it would send hundreds
+    assert s3.stats() == {}
+    first.release()
+    worker.join(timeout=30)
+    [second] = results
+    assert second.token == 2
+    second.release()
+
+
+def test_heartbeat_keeps_the_lock_past_its_ttl(store: ObjectStore) -> None:
+    """Real time: with the heartbeat a lock outlives several TTLs while others time out; it
+    stops with the release."""
+    locks = DistributedPathLock(store, ttl=1.2, margin=0.1, poll_interval=0.05)
+    other = DistributedPathLock(store, ttl=1.2, margin=0.1, heartbeat=False)
+    with locks.lock(write=["/sales/a"]) as h:
+        beat = h._heartbeat
+        assert beat is not None
+        _wait_for(lambda: beat.beats >= 5)  # > 1.5 TTLs
+        h.check()
+        with pytest.raises(LockTimeout):
+            other.lock(write=["/sales"], timeout=0).acquire()
+    assert not beat.alive
+    with other.lock(write=["/sales"], timeout=0):
+        pass
+
+
+# --- many processes ----------------------------------------------------------------------------
+
+
+def overlapping_conflicts(
+    records: list[dict[str, Any]],
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Pairs of records whose holding intervals overlap and whose requests conflict."""
+    found = []
+    for a, b in itertools.combinations(records, 2):
+        overlap = a["start"] <= b["end"] and b["start"] <= a["end"]
+        request_a = LockRequest(a["read"], a["write"])
+        if overlap and requests_conflict(request_a, LockRequest(b["read"], b["write"])):
+            found.append((a, b))
+    return found
+
+
+def test_checker_finds_an_overlapping_conflict() -> None:
+    """Negative control: the multi-process checker does flag two overlapping conflicting
+    holdings, and not overlapping compatible ones or disjoint conflicting ones."""
+    a = {"start": 0.0, "end": 1.0, "read": [], "write": ["/sales/x"]}
+    b = {"start": 0.5, "end": 2.0, "read": ["/sales"], "write": []}
+    c = {"start": 0.5, "end": 2.0, "read": [], "write": ["/sales/y"]}
+    d = {"start": 1.5, "end": 2.0, "read": [], "write": ["/sales/x/z"]}
+    assert overlapping_conflicts([a, b]) == [(a, b)]
+    assert overlapping_conflicts([a, c, d]) == []
+
+
+def test_processes_with_random_requests_never_hold_conflicts_together(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """Real processes and time: three processes of two threads each issue random copy,
+    rename, write and read-lock requests over a partition tree of two datasets; no two
+    conflicting requests ever hold the lock at once, and in each dataset a later conflicting
+    grant always has the higher token."""
+    args = {"url": s3.url, "bucket": bucket, "ops": 8, "threads": 2}
+    results = run_workers("locks", 3, args)
+    records = [r for rs in results for r in rs]
+    assert len(records) == 3 * 2 * 8
+    assert overlapping_conflicts(records) == []
+    for a, b in itertools.combinations(sorted(records, key=lambda r: r["start"]), 2):
+        parts_a = split_by_dataset(LockRequest(a["read"], a["write"]))
+        parts_b = split_by_dataset(LockRequest(b["read"], b["write"]))
+        for dataset in parts_a.keys() & parts_b.keys():
+            if requests_conflict(parts_a[dataset], parts_b[dataset]):
+                assert a["tokens"][dataset] < b["tokens"][dataset], (a, b)
+
+
+def test_killed_holder_stops_blocking_within_ttl_and_margins(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Real processes and time: a holder killed with SIGKILL right after renewing blocks a
+    conflicting request from another process for no less than its remaining lease, and no
+    more than ttl + margin + two server-time bound widths (1 s each) + one poll."""
+    ttl, margin, poll = 1.0, 0.1, 0.1
+    args = {"url": s3.url, "bucket": store.bucket, "ttl": ttl, "margin": margin}
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tests._mp_workers", "hold", json.dumps(args)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        held = json.loads(holder.stdout.readline())
+        waiter = DistributedPathLock(
+            store, ttl=ttl, margin=margin, poll_interval=poll, heartbeat=False
+        )
+        with pytest.raises(LockTimeout):
+            waiter.lock(write=["/sales/year=2024"], timeout=0).acquire()
+        os.kill(holder.pid, signal.SIGKILL)
+        killed = time.monotonic()
+    finally:
+        holder.kill()
+        holder.communicate(timeout=30)
+    with waiter.lock(write=["/sales/year=2024"], timeout=10) as h:
+        blocked = time.monotonic() - killed
+        assert h.token > held["token"]
+    heartbeat_interval = (ttl - margin) / 3
+    assert ttl + margin - heartbeat_interval < blocked
+    assert blocked <= ttl + margin + 2 * (DATE_RESOLUTION + 0.1) + poll

@@ -21,8 +21,8 @@ from lakelock._datasets import read_files, table_schema, write_table
 from lakelock._dlock import DistributedPathLock, PathLockHandle
 from lakelock._lease import Lease
 from lakelock._names import partition_path, validate_dataset_name, validate_partition_path
-from lakelock._pathlock._core import PathLike
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
+from lakelock._pathlock._core import PathLike
 from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore

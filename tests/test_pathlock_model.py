@@ -71,12 +71,14 @@ class System:
             for s, c in zip(self.status, self.claims, strict=True)
         )
         nodes = []
-        for k, node in sorted(self.index.nodes.items(), key=lambda kv: repr(kv[0])):
+        for k in sorted(self.index.nodes):
+            node = self.index.nodes[k]
+            if node.idle:
+                continue  # an idle node is as good as none (clone() drops them)
             holders = tuple(sorted((task[id(c)], m) for c, m in node._holders.items()))
-            queued = sorted(
-                (w.seq, task[id(w.owner)], w.mode) for q in node._queues or () for w in q
-            )
-            nodes.append((repr(k), holders, tuple((t, m) for _, t, m in queued)))
+            queues = node._queues or ()
+            queued = sorted((w.seq, task[id(w.owner)], w.mode) for q in queues for w in q)
+            nodes.append((k, holders, tuple((t, m) for _, t, m in queued)))
         return tasks, tuple(nodes), self.aborts_left
 
     def moves(self) -> Iterator[tuple[int, str]]:
@@ -136,8 +138,9 @@ def check_state(system: System) -> None:
 
 
 def clone(system: System) -> System:
-    """A deep copy of ``system`` that shares requests and plans (immutable) and rebuilds the
-    mutable node, claim and waiter state field by field: ten times faster than deepcopy."""
+    """A deep copy of ``system`` that shares requests and plans (immutable), rebuilds the
+    mutable node, claim and waiter state field by field (ten times faster than deepcopy),
+    and leaves idle nodes out."""
     index = DictIndex(system.index.planner)
     claims: dict[Claim, Claim] = {}
     for old in system.claims:
@@ -155,6 +158,8 @@ def clone(system: System) -> System:
 
     nodes: dict[Node, Node] = {}
     for key, old_node in system.index.nodes.items():
+        if old_node.idle:
+            continue  # as good as absent: the index makes a fresh one when asked
         node = index.nodes[key] = nodes[old_node] = Node(key)
         node._holders = {claims[c]: m for c, m in old_node._holders.items()}
         node._held = list(old_node._held)

@@ -56,25 +56,35 @@ same request and blocks on itself.)
 Exactness (the lock blocks exactly the conflicting pairs). If a and b conflict, say through
 p of a and q of b with p an ancestor-or-self of q: at x = p, a has S or X, b has S or X
 (q = p) or IS or IX (q below p), and whichever of them writes contributes X or IX, so their
-modes clash at p. Conversely, a clash at x needs one side to be about x itself (it has path x)
-and one side to write x or below it; the other side has a path at or below x, which is in x's
-lineage, and so the requests conflict. ``tests/test_pathlock_core.py`` checks this for every
-pair of requests over a tree of 15 paths.
+modes clash at p. Conversely, a clash at x is a clash of two intents, one about x itself (that
+side has path x) and one that writes (x itself, or a path below x); the other side's path is
+x or below it, so in x's lineage, and the requests conflict. ``tests/test_pathlock_core.py``
+checks this for every pair of requests over a tree of 15 paths.
 
-Reduction. Before planning, a request drops read paths at or below one of its other paths
-(read or written) and written paths strictly below another written path: whatever meets the
-dropped path in lineage meets the covering one too, with a write on the same side, so the
-conflict relation is unchanged, and no lock is taken twice over.
+Reduction. Before planning, a request drops each read path at or below another of its paths,
+and each written path strictly below another of its written paths. No conflict changes: a path
+q of another request in the lineage of a dropped path d is also in the lineage of the path c
+that covers d (either q is below d and so below c, or q and c are both ancestors-or-self of d,
+so one of them is an ancestor-or-self of the other), and the write that made d conflict is
+still there: it is q's, or d was written and then so is c. No lock is taken twice over.
 
 Plans, order and deadlock
 -------------------------
 A request's *plan* is one (path, mode) step for every path on the way to its paths, in the
-total order ancestors first (by depth), then lexicographically by segments. A holder acquires
-its steps in that order and waits for at most one step at a time, so by the post's proof no
-cycle of waits exists. Waiting behind a queued waiter (below) does not break the proof: a
-waiter at x waits, through earlier waiters at the same x, for some holder of x, and that holder
-waits, if at all, at a later step. Work per step is constant: it does not grow with the number
-of holders, waiters or descendants.
+total order ancestors first (by depth), then lexicographically by segments. A holder takes its
+steps in that order, waiting for at most one at a time. The post's proof assumes a task waits
+only for holders; here it may also wait behind an earlier waiter, which changes nothing:
+
+- Invariant: every queued waiter clashes with a holder of its node or an earlier waiter there
+  (otherwise it would have been granted). Following "an earlier waiter" strictly decreases
+  arrival numbers, so every waiter at x waits, directly or through earlier waiters at x, for
+  some holder H of x.
+- H holds x, so whatever H waits for comes later than x in the total order. In a deadlock
+  every task waits, so this would give an endless strictly increasing sequence of nodes, of
+  which there are finitely many.
+
+Work per step is constant: it does not grow with the number of holders, waiters or
+descendants.
 
 Grants and fairness
 -------------------
@@ -83,11 +93,11 @@ is granted at once iff m is compatible with every holder and with every waiter a
 there; otherwise it queues. When the node changes, waiters are granted in arrival order while
 compatible with the holders and with every waiter still queued ahead of them. So a request
 waits only for holders and waiters whose modes clash with its own, which by exactness are
-requests it conflicts with; and a later arrival can overtake a waiter only if compatible with
-it, so it never delays it: a writer is delayed only by what was there or queued when it
-arrived, and a steady stream of readers cannot starve it. Both checks are O(1): the node keeps
-a mask of held modes and one FIFO per mode, and a mode whose first waiter must stay stops the
-scan for the rest of that FIFO.
+requests it conflicts with; and a later arrival overtakes a waiter only if compatible with it,
+so it never delays it: a writer is delayed only by what held or was queued at its node when it
+arrived, and a steady stream of readers cannot starve it. Both rules cost O(1) per request and
+per grant: the node keeps a mask of held modes and one FIFO per mode, and once a mode's first
+waiter must stay, every later waiter of that mode must too, so the scan drops that FIFO.
 """
 
 from __future__ import annotations
@@ -182,7 +192,7 @@ def _paths(values: Iterable[PathLike], name: str) -> frozenset[PathKey]:
 
 @dataclass(frozen=True, slots=True, init=False)
 class LockRequest:
-    """What one operation locks: the paths it ``read``\\ s and the paths it ``write``\\ s.
+    """What one operation locks: the paths it reads and the paths it writes.
 
     Paths are normalised on construction (see :func:`normalize_path`). Write/delete is
     ``LockRequest(write=[p])``, rename ``write=[src, dst]``, copy ``read=[src], write=[dst]``,

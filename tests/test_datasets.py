@@ -99,8 +99,7 @@ def incompressible(rows: int, size: int, seed: int = 0) -> pa.Table:
 
 
 def test_unpartitioned_write_records_what_the_registry_needs(store: ObjectStore) -> None:
-    """One file at datasets/<dataset>/part-<uuid>.parquet; its DataFile matches the object
-    (size, ETag, write id, sha256 of the bytes, record count) and S3 metadata."""
+    """One part-<uuid>.parquet; its DataFile matches the object: size, ETag, write id, sha256."""
     table = sales()
     [written] = write_table(store, "sales", table)
     assert written.dataset == "sales"
@@ -115,9 +114,10 @@ def test_unpartitioned_write_records_what_the_registry_needs(store: ObjectStore)
     assert obj.metadata[CHECKSUM_METADATA] == written.checksum
     head = store.client.head_object(Bucket=store.bucket, Key=written.key)
     assert head["ContentType"] == PARQUET_CONTENT_TYPE
-    assert pq.read_table(io.BytesIO(obj.body)).equals(
-        table.replace_schema_metadata(pq.read_table(io.BytesIO(obj.body)).schema.metadata)
-    )
+    # A plain parquet file any reader opens; it also records the whole table's schema.
+    raw = pq.read_table(io.BytesIO(obj.body))
+    assert raw.cast(table.schema).equals(table)
+    assert b"lakelock.schema" in raw.schema.metadata
 
 
 def test_generated_names_never_collide(store: ObjectStore) -> None:
@@ -129,8 +129,7 @@ def test_generated_names_never_collide(store: ObjectStore) -> None:
 
 
 def test_partitioned_layout_and_round_trip(store: ObjectStore) -> None:
-    """One file per partition under Hive col=value paths, in path order; partition columns
-    are only in the path; reading back restores the table exactly, column order included."""
+    """Hive col=value files in path order, partition columns only in the path, exact read-back."""
     table = pa.table(
         {
             "id": pa.array(range(5), pa.int64()),
@@ -163,8 +162,7 @@ def test_partition_by_a_string_is_one_column(store: ObjectStore) -> None:
 
 
 def test_every_partition_type_round_trips(store: ObjectStore) -> None:
-    """Each supported type, nulls included, comes back with its type and values, with and
-    without the schema being passed in."""
+    """Every supported partition type, nulls included, reads back typed, with or without schema."""
     dictionary = pa.DictionaryArray.from_arrays(
         pa.array([0, 1, None, 0], pa.int8()), pa.array(["x", "y"])
     )
@@ -205,8 +203,7 @@ def test_dictionary_with_repeated_values_is_one_partition(store: ObjectStore) ->
 
 
 def test_read_with_a_wider_schema(store: ObjectStore) -> None:
-    """A schema passed to read_files decides the columns: types widened, a column the files
-    lack comes back null."""
+    """A schema given to read_files decides the columns: types widened, missing ones null."""
     files = write_table(store, "sales", sales(), partition_by=["region"])
     schema = pa.schema(
         [
@@ -388,8 +385,7 @@ def test_invalid_input_writes_nothing(
 
 
 def test_lake_prefix_counts_in_the_key_limit(client: Any, bucket: str) -> None:
-    """A key that fits at the bucket root is refused under a prefix that pushes it past
-    1024 bytes."""
+    """The lake prefix counts towards the 1024-byte key limit."""
     value = "v" * (1024 - len("datasets/d/c=/f.parquet"))
     table = pa.table({"id": [1], "c": [value]})
     write_table(
@@ -409,8 +405,7 @@ def test_lake_prefix_counts_in_the_key_limit(client: Any, bucket: str) -> None:
 
 
 def test_retry_with_the_same_file_name_is_already_exists(store: ObjectStore) -> None:
-    """A pipeline retry with the same file name gets AlreadyExistsError; the file stays the
-    first run's."""
+    """A retry with the same file name is AlreadyExistsError; the first run's file stays."""
     [first] = write_table(store, "sales", sales(writer=1), file_name="batch-7.parquet")
     with pytest.raises(AlreadyExistsError) as info:
         write_table(store, "sales", sales(writer=2), file_name="batch-7.parquet")
@@ -425,9 +420,7 @@ def test_retry_with_the_same_file_name_is_already_exists(store: ObjectStore) -> 
 def test_threads_racing_on_one_file_name(
     s3: S3Endpoint, store: ObjectStore, partition_by: list[str]
 ) -> None:
-    """N writers of the same file name, released together at the server: exactly one
-    succeeds, N-1 get AlreadyExistsError having written nothing, and every object is the
-    winner's, valid parquet."""
+    """N racing writers of one file name: one wins, N-1 AlreadyExistsError, winner's parquet."""
     writers = 8
     s3.inject("stall", operation="PutObject", count=writers)
 
@@ -461,8 +454,7 @@ def test_threads_racing_on_one_file_name(
 
 
 def test_partial_write_reports_what_it_wrote(store: ObjectStore) -> None:
-    """Partition 2 of 3 taken: AlreadyExistsError; partition 1's file is reported and kept
-    (an uncommitted orphan), partition 3 is not attempted, the taken file is untouched."""
+    """Partition 2 of 3 taken: error raised, partition 1 reported and kept, 3 not attempted."""
     table = pa.table({"id": [1, 2, 3], "p": ["a", "b", "c"]})
     [theirs] = write_table(store, "d", table.slice(1, 1), partition_by=["p"], file_name="f.parquet")
     with pytest.raises(AlreadyExistsError) as info:
@@ -475,8 +467,7 @@ def test_partial_write_reports_what_it_wrote(store: ObjectStore) -> None:
 
 
 def test_unknown_outcome_mid_write_deletes_nothing(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A partition whose upload ends in an unknown outcome raises OutcomeUnknownError; the
-    files written before it are reported and nothing is deleted."""
+    """An unknown outcome mid-write is raised; earlier files are reported, nothing deleted."""
     table = pa.table({"id": [1, 2], "p": ["a", "b"]})
     s3.inject("error", operation="PutObject", prefix="datasets/d/p=b/")
     with pytest.raises(OutcomeUnknownError) as info:
@@ -505,8 +496,7 @@ def test_lost_ack_on_single_put_is_our_success(s3: S3Endpoint, store: ObjectStor
 def test_retry_into_another_writers_file_is_already_exists(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:
-    """Our PUT fails unapplied while another writer creates the key; the SDK retry's 412 is
-    read back as theirs: AlreadyExistsError, their file kept."""
+    """A PUT retried into another writer's file reads back as theirs: AlreadyExistsError."""
     key = "datasets/sales/f.parquet"
     s3.inject("stall", operation="PutObject", prefix=key, count=1)
     s3.inject("error", operation="PutObject", prefix=key, count=1)
@@ -544,8 +534,7 @@ def test_multipart_write(s3: S3Endpoint, multipart_store: ObjectStore) -> None:
 
 
 def test_multipart_spooled_file_with_several_parts(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A partition bigger than the spool threshold and the multipart threshold goes from a
-    temporary file in several parts, checksum intact."""
+    """A large partition spools to disk and uploads in several parts, checksum intact."""
     table = incompressible(rows=12, size=13 * MIB)
     small_parts = ObjectStore(
         store.client, store.bucket, multipart_threshold=6 * MIB, part_size=5 * MIB, retry=FAST_RETRY
@@ -559,8 +548,7 @@ def test_multipart_spooled_file_with_several_parts(s3: S3Endpoint, store: Object
 def test_multipart_completion_loses_race(
     s3: S3Endpoint, store: ObjectStore, multipart_store: ObjectStore
 ) -> None:
-    """Another writer lands the file while our completion waits: AlreadyExistsError, our
-    upload aborted (no parts left billed), theirs kept."""
+    """A completion that loses the race is AlreadyExistsError; upload aborted, theirs kept."""
     s3.inject("stall", operation="CompleteMultipartUpload", count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         ours = pool.submit(
@@ -591,8 +579,7 @@ def test_lost_ack_on_multipart_completion_is_our_success(
 def test_multipart_retry_into_another_writers_file(
     s3: S3Endpoint, store: ObjectStore, multipart_store: ObjectStore
 ) -> None:
-    """Our completion fails unapplied while another writer lands the key; the retry's 412 is
-    theirs: AlreadyExistsError, upload aborted, their file kept."""
+    """A completion retried into another writer's file: AlreadyExistsError, upload aborted."""
     s3.inject("stall", operation="CompleteMultipartUpload", count=1)
     s3.inject("error", operation="CompleteMultipartUpload", count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -658,8 +645,7 @@ def test_progress_by_part(s3: S3Endpoint, store: ObjectStore) -> None:
 def test_progress_survives_resolution_and_restarts(
     s3: S3Endpoint, client: Any, bucket: str, fault: Any, operation: str
 ) -> None:
-    """A lost ack resolved by reading back (no byte count from the store) or a restarted
-    multipart upload (bytes counted twice) still ends exactly at the total, never past it."""
+    """Lost acks and restarted uploads still end progress exactly at the total, never past."""
     threshold = 1 if operation == "CompleteMultipartUpload" else 64 * MIB
     store = ObjectStore(client, bucket, multipart_threshold=threshold, retry=FAST_RETRY)
     s3.inject(fault, operation=operation, count=1)
@@ -747,9 +733,7 @@ def partitioned_tables(draw: st.DrawFn) -> tuple[pa.Table, list[str], bool]:
 def test_any_table_round_trips_or_is_refused(
     store: ObjectStore, case: tuple[pa.Table, list[str], bool]
 ) -> None:
-    """Any table with any partition values either comes back exactly from its files, one
-    file per distinct partition, or is refused with InvalidNameError having written nothing;
-    which one is decided independently of the implementation."""
+    """Any partitioned table reads back exactly, or is InvalidNameError when an oracle says so."""
     table, partition_by, valid = case
     dataset = f"prop{next(_examples)}"
     try:

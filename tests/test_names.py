@@ -177,8 +177,7 @@ def test_partition_types_accepted(type_: Any) -> None:
 
 @pytest.mark.parametrize("type_", TYPES_BAD, ids=str)
 def test_partition_types_refused(type_: Any) -> None:
-    """Floats, binary, time, duration and nested types cannot partition; the error names
-    the column."""
+    """Floats, binary, time, duration and nested types cannot partition; the column is named."""
     with pytest.raises(InvalidNameError) as info:
         validate_partition_type("c", type_)
     assert info.value.value == "c"
@@ -345,8 +344,7 @@ UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
     value=st.integers(-(2**63), 2**63 - 1),
 )
 def test_timestamps_round_trip_or_are_out_of_range(unit: str, tz: str | None, value: int) -> None:
-    """Any timestamp spells as Python's own ISO form (trailing zeros dropped) and parses back
-    exactly, unless its year falls outside 0001-9999."""
+    """Timestamps spell as Python's ISO form and parse back, unless outside years 0001-9999."""
     type_ = pa.timestamp(unit, tz)
     scalar = pa.scalar(value, type_)
     seconds, fraction = divmod(value, UNITS[unit])
@@ -382,8 +380,7 @@ def test_dates_round_trip(day: date) -> None:
     value=st.integers(-(2**64), 2**64),
 )
 def test_integers_round_trip(type_: Any, value: int) -> None:
-    """An integer that fits its type spells in decimal and parses back; one that does not
-    fit is refused on parsing."""
+    """Integers spell in decimal and parse back; values that overflow the type are refused."""
     text = format_partition_value(value)
     assert text == str(value)
     try:
@@ -414,8 +411,7 @@ def test_decimals_round_trip(value: Decimal) -> None:
 
 
 def test_hive_escape_set_exactly() -> None:
-    """Exactly Hive's characters are escaped (uppercase %XX); others, '+' and spaces and
-    non-ASCII included, stay as they are."""
+    """Exactly Hive's characters are %XX-escaped; '+', spaces and non-ASCII stay as they are."""
     escaped = "\"#%'*/:=?\\{[]^"
     kept = " +~!$&()@,;<>|}`é€😀\u200b"
     assert partition_path([("c", escaped)]) == "c=%22%23%25%27%2A%2F%3A%3D%3F%5C%7B%5B%5D%5E"
@@ -439,8 +435,7 @@ def test_partition_path_layout() -> None:
 
 
 def test_validate_partition_path_canonicalises() -> None:
-    """Lower-case hex, UTF-8 escapes (as pyarrow writes them) and a trailing slash are read
-    and normalised to the Hive-escaped form."""
+    """Lower-case hex, UTF-8 escapes and a trailing slash normalise to the Hive form."""
     assert validate_partition_path("city=S%C3%A3o%20Paulo/") == "city=São Paulo"
     assert validate_partition_path("a=x%2fy/b=1") == "a=x%2Fy/b=1"
     assert validate_partition_path("a=x%2Fy/b=1") == "a=x%2Fy/b=1"
@@ -487,8 +482,7 @@ HIVE = ds.partitioning(pa.schema([("a", pa.string()), ("b", pa.string())]), flav
 @PROPERTY
 @given(a=st.text(max_size=12) | st.none(), b=st.text(max_size=12) | st.none())
 def test_any_text_round_trips_or_is_refused(a: str | None, b: str | None) -> None:
-    """Any pair of string values either builds a path that parses back exactly (and that
-    pyarrow's Hive partitioning reads as the same values), or is InvalidNameError."""
+    """Any string values round-trip through a path (pyarrow agrees) or are InvalidNameError."""
     try:
         path = partition_path([("a", a), ("b", b)])
     except InvalidNameError:

@@ -154,6 +154,29 @@ def test_timeout_raises_lock_timeout_with_fields_and_releases_partial_steps(
         assert try_lock(lock, LockRequest(read=["/a/c"]))
 
 
+class Interrupt(BaseException):
+    """Stands for KeyboardInterrupt arriving while a thread waits."""
+
+
+@pytest.mark.parametrize("stripes", [None, 64])
+def test_interrupt_while_waiting_releases_the_steps_taken(stripes: int | None) -> None:
+    """Any exception raised while blocked (here from the observer, as a KeyboardInterrupt
+    would be from the wait) gives back the steps already taken and propagates. (Stripes
+    outlive their holders, so a leaked step would show there even if an exact node vanished.)"""
+    lock = PathLock(stripes=stripes)
+
+    def interrupt(request: LockRequest, key: Hashable, blockers: list[LockRequest]) -> None:
+        raise Interrupt
+
+    with lock(write=["/a/b"]):
+        lock._observer = interrupt
+        with pytest.raises(Interrupt), lock(write=["/a/b", "/a/c"]):
+            pytest.fail("entered a conflicting lock")
+    lock._observer = None
+    assert try_lock(lock, LockRequest(read=["/a"]))  # no IX left behind on /a
+    assert try_lock(lock, LockRequest(write=["/"]))
+
+
 def test_constructor_timeout_is_the_default_and_calls_override_it() -> None:
     """PathLock(timeout=0) fails at once; a call with timeout=None waits until released."""
     lock = PathLock(timeout=0)

@@ -16,10 +16,11 @@ the :class:`~lakelock._datafile.DataFile` also records and :func:`read_files` ve
 
 **Writing.** :func:`write_table` validates every name, type and key first, then serialises
 every partition (in memory, or spooled to a temporary file above ``spool_threshold``), and
-only then uploads; bad input therefore writes nothing. Each upload is create-only; the store
-goes multipart above its threshold with a conditional completion, aborting on failure, and
-resolves lost acknowledgements by reading back the write id: ours is success, another
-writer's is :class:`~lakelock.errors.AlreadyExistsError`.
+only then uploads; bad input therefore writes nothing. Memory held: at most
+``spool_threshold`` bytes per partition (in all, about the table's size as parquet). Each
+upload is create-only; the store goes multipart above its threshold with a conditional
+completion, aborting on failure, and resolves lost acknowledgements by reading back the write
+id: ours is success, another writer's is :class:`~lakelock.errors.AlreadyExistsError`.
 
 Generated names are unique, so such writes never collide. A caller-given ``file_name`` makes
 a write idempotent across pipeline retries, the AWS blog's duplicate-upload case: the same

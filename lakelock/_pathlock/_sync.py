@@ -93,8 +93,12 @@ class PathLock:
     with this one (see :func:`~lakelock._pathlock.requests_conflict`), and never for a
     request that does not. ``timeout`` (seconds; ``None`` waits forever) bounds the wait and
     raises :class:`~lakelock.errors.LockTimeout`; the constructor sets the default, each call
-    may override it. Not re-entrant: a thread asking again for a path it holds in a clashing
-    mode waits for itself.
+    may override it; the error's ``target`` is the :class:`LockRequest`. Not re-entrant: a
+    thread asking again for a path it holds in a clashing mode waits for itself.
+
+    Fairness: at each path, a request is granted when compatible with the holders and with
+    every request queued there before it, so later arrivals overtake only requests they do
+    not clash with, and a stream of readers cannot starve a writer.
 
     ``stripes=n`` bounds memory to n nodes whatever the number of distinct paths, at the price
     of false conflicts between paths that share a stripe (see ``_striped``). By default the

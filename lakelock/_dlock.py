@@ -53,8 +53,10 @@ usually far less once a waiter has polled across a tick of the server's clock) p
 ``poll_interval``.
 
 The heartbeat (``heartbeat=True``, the default) renews every held request's tables every
-``(ttl - margin) / 3`` seconds of real time. A loss is reported through ``on_lost`` once, by
-:meth:`PathLockHandle.check`, ``renew`` and ``fence`` raising
+``(ttl - margin) / 3`` seconds of real time. It holds the handle weakly: a handle dropped
+without release stops being renewed once garbage-collected, and expires like a crashed
+holder's. A loss is reported
+through ``on_lost`` once, by :meth:`PathLockHandle.check`, ``renew`` and ``fence`` raising
 :class:`~lakelock.errors.LeaseLostError` (``name`` is ``"lock:<dataset>"``), and by leaving
 the ``with`` block (unless another exception is already propagating).
 
@@ -395,7 +397,12 @@ class PathLockHandle:
         # The in-process lock waits in real time; with an injected clock that is only an
         # approximation of the budget, which is fine: it is bounded either way.
         local = self._lock.local(self.request.read, self.request.write, timeout=self.timeout)
-        local.__enter__()
+        try:
+            local.__enter__()
+        except BaseException:
+            with self._mutex:
+                self._state = "released"  # a failed acquire leaves the handle spent
+            raise
         try:
             for dataset, part in self._parts.items():
                 self._acquire_table(dataset, part, deadline)
@@ -452,8 +459,9 @@ class PathLockHandle:
             if wake is None:
                 races = 0
                 continue
-            self._keep_alive()
             pause = min(self.poll_interval, max(wake - now, MIN_PAUSE))
+            if self._keep_alive():
+                pause = min(pause, (self.ttl - lock.margin) / 3)
             if deadline is not None:
                 pause = min(pause, deadline - now)
             lock.sleep(pause)
@@ -479,9 +487,9 @@ class PathLockHandle:
             self._grants[dataset] = _Grant(decision.holder, decision.table, etag)
         return True
 
-    def _keep_alive(self) -> None:
-        """While waiting for a later table, renew earlier ones before they age past a third
-        of their life: the wait may outlast the TTL."""
+    def _keep_alive(self) -> bool:
+        """While waiting for a later table, renew earlier ones once they are a third of the
+        way through their life (the wait may outlast the TTL); whether any table is held."""
         lock = self._lock
         now = lock.server_clock.now()
         with self._mutex:
@@ -490,8 +498,10 @@ class PathLockHandle:
                 for dataset, held in self._grants.items()
                 if held.holder.expires_at - now.latest < (self.ttl - lock.margin) * 2 / 3
             ]
+            holding = bool(self._grants)
         for dataset in due:
             self._renew_table(dataset)
+        return holding
 
     # -- renew --------------------------------------------------------------------------------
 

@@ -47,7 +47,9 @@ where it was noticed); and leaving a ``with`` block whose lease was lost raises
 :class:`LeaseLostError` unless another exception is already propagating.
 
 Heartbeat: with ``heartbeat=True`` a daemon thread renews every ``(ttl - margin) / 3``
-seconds (real time, whatever ``clock`` is) from acquire until release or loss.
+seconds (real time, whatever ``clock`` is) from acquire until release or loss. It holds the
+lease weakly: a ``Lease`` dropped without release (once garbage-collected) expires like a
+crashed holder's.
 
 Trust boundary: the lease trusts S3's conditional writes and ``Date`` headers, its own
 monotonic clock, and that other processes follow this protocol. It cannot stop a paused
@@ -59,9 +61,11 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import inspect
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -163,15 +167,21 @@ def check_timeout(timeout: float | None) -> float | None:
 class Heartbeat:
     """A daemon thread calling ``renew`` every ``interval`` seconds until stopped.
 
-    It stops by itself when ``renew`` raises :class:`LeaseError` (lost, or no longer held);
-    other lakelock errors (S3 unavailable) are logged and retried at the next beat, since
-    ``renew`` itself declares the loss once the lease lapses.
+    ``renew`` is held through a weak reference: a lease or lock dropped without release is
+    not kept alive by its heartbeat, it expires like a crashed holder's. The thread stops
+    by itself when ``renew`` raises :class:`LeaseLostError`; other lakelock errors (S3
+    unavailable, a renewal that kept losing races) are logged and retried at the next beat,
+    since ``renew`` itself declares the loss once the lease has lapsed.
     """
 
     def __init__(self, renew: Callable[[], object], interval: float, *, name: str) -> None:
         if not interval > 0:
             raise ValueError(f"heartbeat interval must be > 0, got {interval!r}")
-        self._renew = renew
+        self._renew: Callable[[], Callable[[], object] | None]
+        if inspect.ismethod(renew):
+            self._renew = weakref.WeakMethod(renew)
+        else:
+            self._renew = lambda: renew
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -192,13 +202,18 @@ class Heartbeat:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
+            renew = self._renew()
+            if renew is None:
+                return  # the holder object is gone: let its lease expire
             try:
-                self._renew()
-            except LeaseError:
+                renew()
+            except LeaseLostError:
                 return
             except LakelockError:
                 logger.warning("heartbeat renewal failed; retrying next beat", exc_info=True)
                 continue
+            finally:
+                del renew
             self.beats += 1
 
 

@@ -72,7 +72,12 @@ def test_requests_split_by_dataset_in_order() -> None:
 
 
 def _holder(
-    owner: Owner, token: int, expires_at: float, *, read: tuple[str, ...] = (), write=("/d/a",)
+    owner: Owner,
+    token: int,
+    expires_at: float,
+    *,
+    read: tuple[str, ...] = (),
+    write: tuple[str, ...] = ("/d/a",),
 ) -> Holder:
     return Holder(
         f"{owner.id}-{token}", token, owner, frozenset(read), frozenset(write), 0.0, expires_at
@@ -570,6 +575,23 @@ def test_threads_of_one_process_wait_locally(
     [second] = results
     assert second.token == 2
     second.release()
+
+
+def test_local_timeout_leaves_the_handle_spent(store: ObjectStore, sim: SimTime) -> None:
+    """A request that times out on the in-process lock sends nothing, holds nothing, and its
+    handle cannot be reused."""
+    locks = machine(store, sim)
+    with locks.lock(write=["/sales/a"]):
+        before = store.stats.total
+        late = locks.lock(read=["/sales"], timeout=0.05)
+        with pytest.raises(LockTimeout):
+            late.acquire()
+        assert store.stats.total == before
+        late.release()
+        with pytest.raises(RuntimeError):
+            late.acquire()
+    with locks.lock(read=["/sales"], timeout=0):
+        pass
 
 
 def test_heartbeat_keeps_the_lock_past_its_ttl(store: ObjectStore) -> None:

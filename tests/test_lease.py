@@ -4,6 +4,7 @@ every outcome forced against the embedded endpoint, under simulated time."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import json
 import os
@@ -740,6 +741,42 @@ def test_heartbeat_survives_transient_errors(s3: S3Endpoint, bucket: str) -> Non
     assert lease.check() == 1
     lease.release()
     assert not beat.alive
+
+
+def test_heartbeat_stops_only_on_loss() -> None:
+    """Real time, no S3: a renewal failing with a plain lakelock error (lost races, S3 down)
+    is retried at the next beat; LeaseLostError stops the thread."""
+    outcomes: list[BaseException | None] = [
+        LeaseError("renewal lost every race", name="x"),
+        None,
+        LeaseLostError("taken over", name="x", token=1),
+    ]
+    calls: list[int] = []
+
+    def renew() -> None:
+        calls.append(1)
+        outcome = outcomes[min(len(calls), len(outcomes)) - 1]
+        if outcome is not None:
+            raise outcome
+
+    beat = Heartbeat(renew, 0.01, name="test-heartbeat")
+    beat.start()
+    _wait_for(lambda: not beat.alive)
+    assert (len(calls), beat.beats) == (3, 1)
+
+
+def test_dropped_lease_is_not_kept_alive_by_its_heartbeat(store: ObjectStore) -> None:
+    """Real time: a lease dropped without release stops being renewed (the heartbeat holds it
+    weakly), so it expires like a crashed holder's instead of living as long as the process."""
+    lease = Lease(store, "dropped", ttl=1.5, margin=0.15, heartbeat=True)
+    lease.acquire()
+    beat = lease._heartbeat
+    assert beat is not None
+    del lease
+    gc.collect()  # tracebacks kept by the adapter's retry state form cycles with our frames
+    _wait_for(lambda: not beat.alive)
+    assert beat.beats == 0
+    assert stored(store, "dropped").expires_at > 0  # not released: it simply expires
 
 
 def test_heartbeat_rejects_nonpositive_interval() -> None:

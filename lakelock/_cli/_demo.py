@@ -49,8 +49,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--latency",
         type=_non_negative,
-        default=0.02,
-        help="seconds of simulated S3 latency per request (default 0.02)",
+        default=0.01,
+        help="seconds of simulated S3 latency per request (default 0.01)",
     )
     parser.add_argument(
         "--progress",

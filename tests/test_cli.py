@@ -1,0 +1,555 @@
+"""The ``lakelock`` command line, run as users run it: a subprocess (``python -m lakelock.cli``)
+against the embedded endpoint -- every command, bad arguments, an unreachable endpoint, missing
+credentials. Formatting helpers and usage errors are also checked in process (fast)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from io import StringIO
+from pathlib import Path
+
+import boto3
+import orjson
+import pyarrow as pa
+import pytest
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+from lakelock import Lake, generate_bucket_policy
+from lakelock._cli._common import (
+    format_duration,
+    format_size,
+    parse_duration,
+    parse_lake_url,
+    render_table,
+)
+from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock.cli import main
+from lakelock.testing import S3Endpoint, client_kwargs
+
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+    "AWS_ACCESS_KEY_ID": "lakelock",
+    "AWS_SECRET_ACCESS_KEY": "x",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def lakelock(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lakelock.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env or ENV,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """Exit 1, nothing on stdout, exactly one ``lakelock: error:`` line on stderr."""
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("lakelock: error: ")
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def lake(s3: S3Endpoint, bucket: str) -> Lake:
+    """A lake with two datasets and three commits."""
+    lake = Lake(bucket, prefix="warehouse", s3=s3.client())
+    table = pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"], "year": [2024, 2024, 2025]})
+    lake.append("customer_profiles", table, partition_by=["year"], commit_id="load-1")
+    lake.append("customer_profiles", table, partition_by=["year"], commit_id="load-2")
+    lake.append("events", pa.table({"x": [1.5]}), commit_id="load-3")
+    return lake
+
+
+# -- policy -------------------------------------------------------------------------------------
+
+
+def test_policy_prints_the_generators_policy() -> None:
+    """``policy`` prints exactly what generate_bucket_policy returns for the same options."""
+    result = lakelock(
+        "policy",
+        "--bucket",
+        "my-bucket",
+        "--principal",
+        "arn:aws:iam::111111111111:role/etl",
+        "--principal",
+        "222222222222",
+        "--prefix",
+        "lake",
+        "--deny-unconditional-delete",
+    )
+    assert result.returncode == 0, result.stderr
+    expected = generate_bucket_policy(
+        "my-bucket",
+        principals=["arn:aws:iam::111111111111:role/etl", "222222222222"],
+        prefix="lake/",
+        deny_unconditional_delete=True,
+    )
+    assert orjson.loads(result.stdout) == expected
+
+
+def test_policy_with_a_bad_principal_is_one_error_line() -> None:
+    """An invalid principal is reported in one line with exit 1, not a traceback."""
+    result = lakelock("policy", "--bucket", "my-bucket", "--principal", "arn:aws:sts::1:x")
+    assert_one_line_error(result, "invalid name")
+
+
+def test_usage_errors_exit_2_through_the_real_entry_point() -> None:
+    """Bad arguments are argparse usage errors: exit 2 and a usage message."""
+    result = lakelock("registry", "show", "http://not-s3/x")
+    assert result.returncode == 2
+    assert "expected s3://bucket[/prefix]" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["policy", "--bucket", "b"], "--principal"),
+        (["registry"], "ACTION"),
+        (["registry", "show"], "URL"),
+        (["vacuum", "s3://b"], "--older-than"),
+        (["vacuum", "s3://b", "--older-than", "soon"], "invalid duration"),
+        (["serve", "--fault", "meteor:PutObject"], "unknown kind"),
+        (["serve", "--latency", "fast"], "invalid latency"),
+        (["demo", "--writers", "0"], "positive integer"),
+        (["doctor", "s3://b", "--addressing-style", "sideways"], "invalid choice"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each malformed command line exits 2 with argparse's message naming the problem, before
+    anything touches S3."""
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+# -- registry -----------------------------------------------------------------------------------
+
+
+def test_registry_show_lists_datasets(s3: S3Endpoint, lake: Lake) -> None:
+    """``registry show`` prints the version and one aligned row per dataset with its totals."""
+    result = lakelock("registry", "show", lake.url, "--endpoint-url", s3.url)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == lake.url
+    assert lines[1].startswith("registry version 3, updated ")
+    assert lines[1].endswith(", 2 datasets")
+    header = next(i for i, line in enumerate(lines) if line.startswith("DATASET"))
+    rows = {line.split()[0]: line.split() for line in lines[header + 1 :]}
+    assert rows["customer_profiles"][1:5] == ["year", "2", "4", "6"]
+    assert rows["events"][1:5] == ["-", "1", "1", "1"]
+    version_end = lines[header].index("VERSION") + len("VERSION")
+    for row in lines[header + 1 :]:  # numbers right-aligned under their header
+        assert row[version_end - 1].isdigit()
+        assert row[version_end] == " "
+
+
+def test_registry_show_json_matches_the_snapshot(s3: S3Endpoint, lake: Lake) -> None:
+    """``registry show --json`` carries the snapshot's version, ETag, totals and schema."""
+    result = lakelock("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
+    assert result.returncode == 0, result.stderr
+    data = orjson.loads(result.stdout)
+    snap = lake.registry.read()
+    assert (data["version"], data["etag"]) == (snap.version, snap.etag)
+    profiles = data["datasets"]["customer_profiles"]
+    state = snap.datasets["customer_profiles"]
+    assert (profiles["file_count"], profiles["record_count"], profiles["size"]) == (
+        state.file_count,
+        state.record_count,
+        state.size,
+    )
+    assert [f["name"] for f in profiles["schema"]] == ["id", "name", "year"]
+    assert set(profiles["partitions"]) == {"year=2024", "year=2025"}
+
+
+def test_registry_show_one_dataset_with_files(s3: S3Endpoint, lake: Lake) -> None:
+    """``--dataset D --files`` shows the schema, each partition and every committed file."""
+    result = lakelock(
+        "registry",
+        "show",
+        lake.url,
+        "--dataset",
+        "customer_profiles",
+        "--files",
+        "--endpoint-url",
+        s3.url,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "schema v1:" in out
+    assert "partitioned by: year" in out
+    assert any(line.split()[:3] == ["year=2024", "2", "4"] for line in out.splitlines())
+    for data_file in lake.registry.files("customer_profiles"):
+        assert data_file.key in out
+
+
+def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> None:
+    """``registry log`` lists recent commits newest first; ``--dataset`` and ``--limit``
+    filter them."""
+    result = lakelock("registry", "log", lake.url, "--endpoint-url", s3.url)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()[1:]]
+    assert [(r[0], r[2], r[-1]) for r in rows] == [
+        ("3", "events", "load-3"),
+        ("2", "customer_profiles", "load-2"),
+        ("1", "customer_profiles", "load-1"),
+    ]
+    filtered = lakelock(
+        "registry",
+        "log",
+        lake.url,
+        "--dataset",
+        "customer_profiles",
+        "-n",
+        "1",
+        "--json",
+        "--endpoint-url",
+        s3.url,
+    )
+    assert [c["id"] for c in orjson.loads(filtered.stdout)] == ["load-2"]
+
+
+def test_registry_of_an_empty_lake_and_of_a_missing_bucket(s3: S3Endpoint, bucket: str) -> None:
+    """A bucket without a registry is an empty lake (exit 0); a missing bucket is an error,
+    not an empty lake."""
+    empty = lakelock("registry", "show", f"s3://{bucket}", "--endpoint-url", s3.url)
+    assert empty.returncode == 0, empty.stderr
+    assert "no registry yet" in empty.stdout
+    missing = lakelock("registry", "show", "s3://no-such-bucket-here", "--endpoint-url", s3.url)
+    assert_one_line_error(missing, "bucket 'no-such-bucket-here' does not exist")
+
+
+def test_unknown_dataset_is_one_error_line(s3: S3Endpoint, lake: Lake) -> None:
+    """Asking for a dataset the registry lacks: exit 1, one line naming it."""
+    result = lakelock("registry", "show", lake.url, "--dataset", "nope", "--endpoint-url", s3.url)
+    assert_one_line_error(result, "dataset 'nope' is not in the registry")
+
+
+# -- connection failures ------------------------------------------------------------------------
+
+
+def test_unreachable_endpoint_is_one_error_line() -> None:
+    """Nothing listening at the endpoint: one line saying so (no traceback), exit 1; with
+    ``--debug`` the traceback is shown."""
+    url = f"http://127.0.0.1:{free_port()}"
+    env = {**ENV, "AWS_MAX_ATTEMPTS": "1"}
+    result = lakelock("registry", "show", "s3://lake", "--endpoint-url", url, env=env)
+    assert_one_line_error(result, f"cannot connect to {url}")
+    debug = lakelock("--debug", "locks", "s3://lake", "--endpoint-url", url, env=env)
+    assert debug.returncode == 1
+    assert "Traceback" in debug.stderr
+    assert "EndpointConnectionError" in debug.stderr
+
+
+def test_missing_credentials_and_profile_are_one_error_line(s3: S3Endpoint) -> None:
+    """No credentials anywhere, or an unknown ``--profile``: one clear line each, exit 1."""
+    env = {k: v for k, v in ENV.items() if k not in {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}}
+    result = lakelock("doctor", "s3://lake", "--endpoint-url", s3.url, env=env)
+    assert_one_line_error(result, "no AWS credentials found")
+    profile = lakelock("vacuum", "s3://lake", "--older-than", "1d", "--profile", "ghost")
+    assert_one_line_error(profile, "AWS profile not found: 'ghost'")
+
+
+# -- locks --------------------------------------------------------------------------------------
+
+
+def test_locks_shows_holders_and_leases(s3: S3Endpoint, lake: Lake) -> None:
+    """``locks`` lists a held path lock (paths, modes, token) and a held lease (owner label,
+    token), both live, in text and JSON; released ones only with ``--all``."""
+    lease = lake.lease("nightly-compaction", ttl=60, owner_label="compactor")
+    lease.acquire(timeout=10)
+    old = lake.lease("retired", ttl=60)
+    old.acquire(timeout=10)
+    old.release()
+    held = lake.lock(write=["/customer_profiles/year=2024"], read=["/events"], ttl=60).acquire()
+    try:
+        text = lakelock("locks", lake.url, "--endpoint-url", s3.url)
+        data = lakelock("locks", lake.url, "--json", "--all", "--endpoint-url", s3.url)
+    finally:
+        held.release()
+        lease.release()
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    lock_row = next(line for line in lines if line.startswith("customer_profiles "))
+    assert "write /customer_profiles/year=2024" in lock_row
+    assert " live " in lock_row
+    lease_row = next(line for line in lines if line.startswith("nightly-compaction "))
+    assert lease_row.split()[1] == str(lease.token)
+    assert "'compactor'" in lease_row
+    assert "retired" not in text.stdout
+    found = orjson.loads(data.stdout)
+    assert {(x["dataset"], x["state"]) for x in found["locks"]} == {
+        ("customer_profiles", "live"),
+        ("events", "live"),
+    }
+    states = {x["name"]: (x["state"], x["token"]) for x in found["leases"]}
+    assert states == {"nightly-compaction": ("live", lease.token), "retired": ("released", 1)}
+
+
+# -- doctor -------------------------------------------------------------------------------------
+
+
+def test_doctor_passes_on_the_embedded_endpoint(s3: S3Endpoint, bucket: str) -> None:
+    """``doctor`` against the embedded endpoint: every required probe passes, exit 0, and the
+    scratch prefix is removed."""
+    result = lakelock("doctor", f"s3://{bucket}/lake", "--endpoint-url", s3.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "lakelock can run safely on this store." in result.stdout
+    rows = [line for line in result.stdout.splitlines() if " required " in line]
+    assert len(rows) >= 8
+    assert all(" PASS " in row or " SKIP " in row for row in rows)
+    assert s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+def test_doctor_fails_on_plain_moto(bucket: str) -> None:
+    """``doctor`` against moto without the gateway: the If-Match multipart completion and
+    CopyObject destination probes FAIL, the verdict is NOT SAFE, exit 1 (JSON says which)."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        url = f"http://{host}:{port}"
+        result = lakelock("doctor", f"s3://{bucket}", "--endpoint-url", url)
+        as_json = lakelock("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
+    finally:
+        server.stop()
+    assert result.returncode == 1, result.stderr
+    rows = {re.split(r"\s{2,}", line)[0]: line for line in result.stdout.splitlines()}
+    assert " FAIL " in rows["If-Match on CompleteMultipartUpload"]
+    assert " FAIL " in rows["conditional CopyObject (destination)"]
+    assert " PASS " in rows["create-only PutObject (If-None-Match: *)"]
+    assert "NOT SAFE" in result.stdout
+    data = orjson.loads(as_json.stdout)
+    assert as_json.returncode == 1
+    assert data["ok"] is False
+    failed = {p["name"] for p in data["probes"] if p["status"] == "fail" and p["required"]}
+    assert "If-Match on CompleteMultipartUpload" in failed
+    assert data["cleanup"]["left"] == []
+
+
+# -- vacuum -------------------------------------------------------------------------------------
+
+needs_vacuum = pytest.mark.skipif(
+    not hasattr(Lake, "vacuum"), reason="Lake.vacuum is not written yet"
+)
+
+
+@needs_vacuum
+def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None:
+    """``vacuum`` finds an uncommitted file (dry run: kept), and with ``--delete --progress``
+    deletes it, drawing the bar on stderr; committed files are untouched."""
+    orphan = lake.write("events", pa.table({"x": [9.0]}))[0]
+    committed = {f.key for f in lake.registry.files("customer_profiles")}
+    client = s3.client()
+    dry = lakelock("vacuum", lake.url, "--older-than", "0s", "--endpoint-url", s3.url)
+    assert dry.returncode == 0, dry.stderr
+    assert orphan.key in dry.stdout
+    assert "dry run: nothing deleted" in dry.stdout
+    client.head_object(Bucket=lake.bucket, Key=lake.prefix + orphan.key)
+    wet = lakelock(
+        "vacuum", lake.url, "--older-than", "0s", "--delete", "--progress", "--endpoint-url", s3.url
+    )
+    assert wet.returncode == 0, wet.stderr
+    assert "deleted 1" in wet.stdout
+    assert "[" + "#" * 30 + "] 1/1 100%" in wet.stderr
+    with pytest.raises(ClientError):
+        client.head_object(Bucket=lake.bucket, Key=lake.prefix + orphan.key)
+    assert {f.key for f in lake.registry.files("customer_profiles")} == committed
+    assert lake.read("customer_profiles").num_rows == 6
+
+
+# -- serve --------------------------------------------------------------------------------------
+
+
+def test_serve_runs_the_endpoint_until_interrupted(tmp_path: Path) -> None:
+    """``serve`` creates the buckets, applies the policy file, prints the URL and ready-made
+    settings, answers S3 (policy enforced), and exits 0 on Ctrl-C."""
+    bucket = "served-lake"
+    policy = generate_bucket_policy(bucket, principals=["arn:aws:iam::123456789012:user/etl"])
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_bytes(orjson.dumps(policy))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lakelock.cli",
+            "serve",
+            "--port",
+            "0",
+            "--bucket",
+            bucket,
+            "--policy",
+            str(policy_file),
+            "--principal",
+            "etl=arn:aws:iam::123456789012:user/etl",
+            "--latency",
+            "0.001",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    try:
+        banner = read_until(process, "Ctrl-C to stop.")
+        url = next(line.split()[-1] for line in banner if line.startswith("lakelock S3 endpoint"))
+        assert f"  export AWS_ENDPOINT_URL={url}" in banner
+        assert any(
+            f"lakelock registry show s3://{bucket} --endpoint-url {url}" in b for b in banner
+        )
+        etl = boto3.client("s3", **client_kwargs(url, access_key="etl"))
+        etl.put_object(Bucket=bucket, Key="datasets/d/a.parquet", Body=b"x", IfNoneMatch="*")
+        with pytest.raises(ClientError) as refused:
+            etl.put_object(Bucket=bucket, Key="datasets/d/b.parquet", Body=b"x")
+        assert refused.value.response["Error"]["Code"] == "AccessDenied"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert "stopped" in out
+
+
+def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 30) -> list[str]:
+    """Lines of ``process``'s stdout up to ``marker`` (fails after ``timeout`` seconds)."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    timer = threading.Timer(timeout, process.kill)
+    timer.start()
+    try:
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.strip() == marker:
+                return lines
+    finally:
+        timer.cancel()
+    raise AssertionError(f"no {marker!r} in output: {lines}")
+
+
+def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:
+    """A policy file that is not JSON is one error line and exit 1 (the server does not
+    start half-configured)."""
+    bad = tmp_path / "policy.json"
+    bad.write_text("{not json")
+    result = lakelock("serve", "--port", "0", "--bucket", "b1", "--policy", str(bad))
+    assert_one_line_error(result, "not valid JSON")
+
+
+# -- demo ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    not importlib.util.find_spec("lakelock._demo"), reason="lakelock._demo is not written yet"
+)
+def test_demo_runs_and_passes() -> None:
+    """``demo`` runs the lead's demo job on its own embedded endpoint and exits 0 when its
+    checks pass."""
+    result = lakelock("demo", "--writers", "2", "--latency", "0", "--no-progress", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "demo passed" in result.stdout
+
+
+# -- helpers, in process ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("24h", 86400), ("90m", 5400), ("1d12h", 129600), ("30s", 30), ("3600", 3600), ("1.5h", 5400)],
+)
+def test_durations_parse(text: str, seconds: float) -> None:
+    """``--older-than`` accepts numbers with s/m/h/d/w units, combined or bare."""
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "h", "24x", "1h-", "-5m", "24 hours"])
+def test_bad_durations_are_refused(text: str) -> None:
+    """Anything else is refused rather than half-parsed."""
+    with pytest.raises(Exception, match="invalid duration"):
+        parse_duration(text)
+
+
+def test_lake_urls_parse() -> None:
+    """``s3://bucket/prefix`` gains a trailing slash; a bare bucket name is accepted; other
+    schemes are refused."""
+    assert parse_lake_url("s3://b/p/q").prefix == "p/q/"
+    assert parse_lake_url("b").bucket == "b"
+    assert parse_lake_url("s3://b").prefix == ""
+    with pytest.raises(Exception, match="expected s3://"):
+        parse_lake_url("gs://b/p")
+
+
+def test_tables_align_and_sizes_read_well() -> None:
+    """Columns are padded to the widest cell, numbers right-aligned; sizes use binary units;
+    durations use the two largest units."""
+    lines = render_table(("NAME", "N", "NOTE"), [("a", 5, "x"), ("long", 123, "")], right=("N",))
+    assert lines == ["NAME    N  NOTE", "a       5  x", "long  123"]
+    assert [format_size(n) for n in (0, 1023, 1536, 5 * 1024**3)] == [
+        "0 B",
+        "1023 B",
+        "1.5 KiB",
+        "5.0 GiB",
+    ]
+    assert [format_duration(s) for s in (0.4, 90, 3 * 86400 + 7200 + 5)] == [
+        "0.4s",
+        "1m30s",
+        "3d2h",
+    ]
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    """The bar is drawn only on a TTY unless forced; it throttles redraws but always draws the
+    final state, and ends its line on close."""
+
+    class Tty(StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert progress_wanted(None, StringIO()) is False
+    assert progress_wanted(None, Tty()) is True
+    assert progress_wanted(True, StringIO()) is True
+    assert progress_wanted(False, Tty()) is False
+    out = StringIO()
+    bar = ProgressBar("deleting", stream=out, width=10, interval=60)
+    bar(1, 4)
+    bar(2, 4)  # throttled
+    bar(4, 4)
+    bar.close()
+    assert out.getvalue() == ("\rdeleting [##........] 1/4  25%\rdeleting [##########] 4/4 100%\n")
+
+
+def test_main_returns_status_instead_of_exiting(capsys: pytest.CaptureFixture[str]) -> None:
+    """``main(argv)`` returns the exit status (0 for --version) so it can be embedded."""
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("lakelock ")

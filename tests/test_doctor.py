@@ -1,0 +1,288 @@
+"""``lakelock doctor``'s probes, in process: every probe passes on the embedded endpoint (which
+has every feature), and each fails on a store lacking what it probes -- plain moto (no If-Match
+on multipart completion, no CopyObject destination conditions, no per-key ETags in
+DeleteObjects), a store that ignores conditional headers, one that answers 501 to them, and
+injected faults. Cleanup leaves nothing behind in every case."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import orjson
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError, EndpointConnectionError
+from moto.server import ThreadedMotoServer
+
+from lakelock import generate_bucket_policy
+from lakelock._cli._common import LakeTarget
+from lakelock._cli._doctor import ProbeResult, run_doctor
+from lakelock._cli._probes import PROBES, Probe, Scratch, run_probe
+from lakelock.testing import S3Endpoint
+
+REQUIRED_CONDITIONAL = {p.name for p in PROBES if p.required} - {"bucket policy enforcement"}
+OWN_ARN = "arn:aws:iam::123456789012:user/lakelock"  # how the endpoint sees access key "lakelock"
+
+
+def one_shot_client(url: str) -> Any:
+    """A client that sends each request once, as the doctor's does."""
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="lakelock",
+        aws_secret_access_key="x",
+        config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}),
+    )
+
+
+@pytest.fixture(scope="module")
+def plain_moto(endpoint: S3Endpoint) -> Iterator[str]:
+    """moto's own server, no gateway, in this process: it shares moto's backend (and so the
+    buckets) with the embedded endpoint, but none of the gateway's fixes."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def results(client: Any, bucket: str, prefix: str = "") -> dict[str, ProbeResult]:
+    found, cleanup, _ = run_doctor(client, LakeTarget(bucket, prefix))
+    assert cleanup.left == ()
+    return {r.name: r for r in found}
+
+
+def assert_bucket_empty(client: Any, bucket: str) -> None:
+    listed = client.list_objects_v2(Bucket=bucket).get("Contents", [])
+    assert [o["Key"] for o in listed] == []
+    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+class ConditionBlind:
+    """A client for a store that ignores conditional headers: it drops them from every call."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if not callable(method):
+            return method
+
+        @functools.wraps(method)
+        def call(**kwargs: Any) -> Any:
+            kwargs.pop("IfMatch", None)
+            kwargs.pop("IfNoneMatch", None)
+            return method(**kwargs)
+
+        return call
+
+
+class ConditionRefusing(ConditionBlind):
+    """A client for a store that answers 501 NotImplemented to any conditional request (as
+    Backblaze B2 does), deletes included."""
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if not callable(method):
+            return method
+
+        def call(**kwargs: Any) -> Any:
+            if "IfMatch" in kwargs or "IfNoneMatch" in kwargs:
+                raise ClientError(
+                    {
+                        "Error": {"Code": "NotImplemented", "Message": "no conditions here"},
+                        "ResponseMetadata": {"HTTPStatusCode": 501},
+                    },
+                    name,
+                )
+            return method(**kwargs)
+
+        return call
+
+
+def test_every_probe_passes_on_the_embedded_endpoint(s3: S3Endpoint, bucket: str) -> None:
+    """The gateway supplies every feature: all probes pass (the policy one skips: no policy),
+    and the scratch prefix is gone afterwards."""
+    client = one_shot_client(s3.url)
+    found = results(client, bucket, "lake/")
+    assert {n: r.status for n, r in found.items()} == {
+        **{p.name: "pass" for p in PROBES},
+        "bucket policy enforcement": "skip",
+    }
+    assert_bucket_empty(client, bucket)
+
+
+def test_plain_moto_fails_exactly_what_it_lacks(plain_moto: str, bucket: str) -> None:
+    """moto alone ignores If-Match on CompleteMultipartUpload, CopyObject destination
+    conditions and per-key ETags: those probes fail, the rest pass, nothing is left."""
+    client = one_shot_client(plain_moto)
+    found = results(client, bucket)
+    failed = {n for n, r in found.items() if r.status == "fail"}
+    # moto's check-then-write is unguarded: a race may or may not show it in one run.
+    failed.discard("concurrent create-only PUTs: one winner")
+    assert failed == {
+        "If-Match on CompleteMultipartUpload",
+        "conditional CopyObject (destination)",
+        "DeleteObjects with per-key ETag",
+    }
+    assert "ignores If-Match on CompleteMultipartUpload" in (
+        found["If-Match on CompleteMultipartUpload"].detail
+    )
+    assert_bucket_empty(client, bucket)
+
+
+def test_a_store_ignoring_conditions_fails_every_conditional_probe(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """Negative control: with conditional headers dropped, every required probe of a
+    condition fails (none of them passes by accident)."""
+    client = ConditionBlind(one_shot_client(s3.url))
+    found = results(client, bucket)
+    assert {n for n, r in found.items() if r.status == "fail"} >= REQUIRED_CONDITIONAL
+    assert "not atomic" in found["concurrent create-only PUTs: one winner"].detail
+    assert_bucket_empty(s3.client(), bucket)
+
+
+def test_a_store_refusing_conditions_with_501_fails_and_is_still_cleaned(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """A store answering 501 to conditional requests fails every required probe with the
+    answer in the detail; cleanup falls back to plain deletes inside the scratch prefix."""
+    client = ConditionRefusing(one_shot_client(s3.url))
+    found = results(client, bucket)
+    for name in REQUIRED_CONDITIONAL:
+        assert found[name].status == "fail", name
+    assert "501 NotImplemented" in found["create-only PutObject (If-None-Match: *)"].detail
+    assert_bucket_empty(s3.client(), bucket)
+
+
+def test_injected_completion_errors_fail_the_multipart_probes(s3: S3Endpoint, bucket: str) -> None:
+    """A store whose multipart completions fail (500) fails the three multipart-based probes,
+    with the answer in the detail, and leaves no upload behind."""
+    s3.inject("error", operation="CompleteMultipartUpload")
+    client = one_shot_client(s3.url)
+    found = results(client, bucket)
+    failed = {n for n, r in found.items() if r.status == "fail"}
+    assert failed == {
+        "If-None-Match on CompleteMultipartUpload",
+        "If-Match on CompleteMultipartUpload",
+        "create-only copy (UploadPartCopy)",
+    }
+    assert "500 InternalError" in found["If-Match on CompleteMultipartUpload"].detail
+    s3.clear_faults()
+    assert_bucket_empty(client, bucket)
+
+
+def put_policy(client: Any, bucket: str, policy: dict[str, Any]) -> None:
+    client.put_bucket_policy(Bucket=bucket, Policy=orjson.dumps(policy).decode())
+
+
+def policy_probe(client: Any, bucket: str) -> ProbeResult:
+    found, cleanup, _ = run_doctor(
+        client, LakeTarget(bucket, ""), probes=tuple(p for p in PROBES if "policy" in p.name)
+    )
+    assert cleanup.left == ()
+    return found[0]
+
+
+def test_policy_probe_passes_when_the_policy_binds_the_caller(s3: S3Endpoint, bucket: str) -> None:
+    """lakelock's policy naming this caller: stray writes refused, lakelock's own writes
+    (create-only, compare-and-swap) allowed, probe objects in datasets/ and metastore/ removed
+    with conditional deletes even under deny-unconditional-delete."""
+    client = one_shot_client(s3.url)
+    policy = generate_bucket_policy(bucket, principals=[OWN_ARN], deny_unconditional_delete=True)
+    put_policy(client, bucket, policy)
+    result = policy_probe(client, bucket)
+    assert (result.status, result.required) == ("pass", True)
+    assert "datasets/, metastore/" in result.detail
+    assert_bucket_empty(client, bucket)
+
+
+def test_policy_probe_fails_when_stray_writes_get_through(s3: S3Endpoint, bucket: str) -> None:
+    """A lakelock policy that does not bind this caller lets an unconditional PUT through:
+    the probe fails and says so."""
+    client = one_shot_client(s3.url)
+    policy = generate_bucket_policy(bucket, principals=["arn:aws:iam::123456789012:role/other"])
+    put_policy(client, bucket, policy)
+    result = policy_probe(client, bucket)
+    assert result.status == "fail"
+    assert "unconditional PutObject in datasets/ was accepted" in result.detail
+    assert_bucket_empty(client, bucket)
+
+
+def test_policy_probe_fails_when_the_policy_blocks_lakelock_itself(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """A policy denying every PUT to metastore/ (the AWS blog's mistake, taken further) blocks
+    lakelock's own conditional writes: the probe fails naming the refused write."""
+    client = one_shot_client(s3.url)
+    policy = generate_bucket_policy(bucket, principals=[OWN_ARN])
+    policy["Statement"].append(
+        {
+            "Sid": "DenyAllMetastoreWrites",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:PutObject",
+            "Resource": f"arn:aws:s3:::{bucket}/metastore/*",
+        }
+    )
+    put_policy(client, bucket, policy)
+    result = policy_probe(client, bucket)
+    assert result.status == "fail"
+    assert "refuses lakelock's own create-only PutObject in metastore/" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("policy", "reason"),
+    [
+        (None, "no policy"),
+        (
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "Other",
+                        "Effect": "Deny",
+                        "Principal": "*",
+                        "Action": "s3:DeleteBucket",
+                        "Resource": "arn:aws:s3:::BUCKET",
+                    }
+                ],
+            },
+            "no lakelock statements",
+        ),
+    ],
+)
+def test_policy_probe_skips_without_a_lakelock_policy(
+    s3: S3Endpoint, bucket: str, policy: dict[str, Any] | None, reason: str
+) -> None:
+    """No bucket policy, or one without lakelock's statements: nothing to check, skipped with
+    the reason (and not counted as a failure)."""
+    client = one_shot_client(s3.url)
+    if policy is not None:
+        text = orjson.dumps(policy).decode().replace("BUCKET", bucket)
+        client.put_bucket_policy(Bucket=bucket, Policy=text)
+    result = policy_probe(client, bucket)
+    assert result.status == "skip"
+    assert reason in result.detail
+
+
+def test_a_crashing_probe_is_that_probes_failure(s3: S3Endpoint, bucket: str) -> None:
+    """An unexpected exception inside a probe fails that probe with its message; a lost
+    connection ends the run instead (there is nothing left to probe)."""
+
+    def crash(scratch: Scratch) -> Any:
+        raise RuntimeError("probe bug\nsecond line")
+
+    def unreachable(scratch: Scratch) -> Any:
+        raise EndpointConnectionError(endpoint_url="http://nowhere")
+
+    scratch = Scratch(one_shot_client(s3.url), bucket, "scratch/")
+    assert run_probe(Probe("crash", True, crash), scratch) == ("fail", "RuntimeError: probe bug")
+    with pytest.raises(EndpointConnectionError):
+        run_probe(Probe("gone", True, unreachable), scratch)

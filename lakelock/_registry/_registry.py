@@ -326,9 +326,8 @@ class Registry:
             raise ValueError("commit_changes needs at least one change and one commit id")
         if len({c.dataset for c in changes}) != len(changes):
             raise ValueError("commit_changes takes one change per dataset")
-        for change in changes:
-            _validate(change)
-        pending = _Pending(tuple(self._prepare(c) for c in changes))
+        checked = [_validate(change) for change in changes]
+        pending = _Pending(tuple(self._prepare(c) for c in checked))
         if not self.group_commit:
             self._commit_batch([pending])
         else:
@@ -526,8 +525,9 @@ class Registry:
         )
 
 
-def _validate(change: Change) -> None:
-    validate_dataset_name(change.dataset)
+def _validate(change: Change) -> Change:
+    """The change with its dataset name in canonical (NFC) form, or a typed error."""
+    change = replace(change, dataset=validate_dataset_name(change.dataset))
     keys = [f.key for f in change.add]
     if len(set(keys)) != len(keys):
         raise CommitConflictError(
@@ -541,6 +541,7 @@ def _validate(change: Change) -> None:
             dataset=change.dataset,
             commit_id=change.commit_id,
         )
+    return change
 
 
 def _for_commit(error: BaseException, change: Change, state: _BatchState) -> BaseException:

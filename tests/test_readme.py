@@ -1,4 +1,4 @@
-"""The README's quick-start commands are the ones CI runs."""
+"""The README's quick start is exactly two commands, and CI runs the test one verbatim."""
 
 from __future__ import annotations
 
@@ -14,9 +14,17 @@ def readme_commands() -> list[str]:
     return [block.strip() for block in re.findall(r"```sh\n(.*?)```", quick_start, re.S)]
 
 
+def test_quick_start_is_two_commands() -> None:
+    """One installs and runs the demo, one installs and runs the tests."""
+    demo, tests = readme_commands()
+    assert demo.endswith("lakelock demo")
+    assert "pip install" in demo
+    assert tests.endswith("python -m pytest")
+    assert "pip install" in tests
+
+
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
     """.ci/run contains, as one line, the README's install-and-test command."""
-    commands = [c for c in readme_commands() if "pytest" in c]
-    assert len(commands) == 1
+    tests = readme_commands()[1]
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert commands[0] in ci_lines
+    assert tests in ci_lines

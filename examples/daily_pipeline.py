@@ -52,8 +52,8 @@ def run(lake: lakelock.Lake, day: dt.date) -> None:
         print("another instance is publishing; done")
         return
     try:
-        published = partition in lake.registry.read().datasets.get("visits", _Empty()).partitions
-        if not published:
+        visits = lake.registry.read().datasets.get("visits")
+        if visits is None or partition not in visits.partitions:
             result = lake.rename_partition("staging_visits", partition, to_dataset="visits")
             print(f"published {partition} at version {result.version}")
         print(f"visits now has {lake.read('visits').num_rows} rows")

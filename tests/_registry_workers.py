@@ -26,7 +26,9 @@ from lakelock.testing import client_kwargs
 WINDOW = 5000
 
 
-def main(url: str, bucket: str, worker: str, threads: int, commits: int, out: str) -> None:
+def main(argv: list[str]) -> None:
+    url, bucket, worker, threads_text, commits_text, out = argv
+    threads, commits = int(threads_text), int(commits_text)
     client = boto3.client("s3", **client_kwargs(url))
     retry = RetryPolicy(max_attempts=60, max_elapsed=60, initial_backoff=0.005, max_backoff=0.2)
     registry = Registry(ObjectStore(client, bucket, retry=retry), retry=retry, commit_window=WINDOW)
@@ -62,5 +64,4 @@ def main(url: str, bucket: str, worker: str, threads: int, commits: int, out: st
 
 
 if __name__ == "__main__":
-    url, bucket, worker, threads, commits, out = sys.argv[1:7]
-    main(url, bucket, worker, int(threads), int(commits), out)
+    main(sys.argv[1:7])

@@ -4,7 +4,6 @@ credentials. Formatting helpers and usage errors are also checked in process (fa
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import signal
@@ -359,12 +358,7 @@ def test_doctor_fails_on_plain_moto(bucket: str) -> None:
 
 # -- vacuum -------------------------------------------------------------------------------------
 
-needs_vacuum = pytest.mark.skipif(
-    not hasattr(Lake, "vacuum"), reason="Lake.vacuum is not written yet"
-)
 
-
-@needs_vacuum
 def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None:
     """``vacuum`` finds an uncommitted file (dry run: kept), and with ``--delete --progress``
     deletes it, drawing the bar on stderr; committed files are untouched."""
@@ -470,9 +464,6 @@ def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:
 # -- demo ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(
-    not importlib.util.find_spec("lakelock._demo"), reason="lakelock._demo is not written yet"
-)
 def test_demo_runs_and_passes() -> None:
     """``demo`` runs the lead's demo job on its own embedded endpoint and exits 0 when its
     checks pass."""

@@ -24,6 +24,7 @@ from lakelock._cli._common import (
     render_table,
 )
 from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock._vacuum import VacuumReport
 
 __all__ = ["add_parser", "run"]
 
@@ -62,17 +63,11 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
     lake = lake_for(args, target)
-    vacuum = getattr(lake, "vacuum", None)
-    if vacuum is None:
-        raise NotImplementedError("this lakelock version has no Lake.vacuum")
     check_bucket(lake.client, target.bucket)
-    bar = (
-        ProgressBar("deleting" if args.delete else "scanning")
-        if progress_wanted(args.progress)
-        else None
-    )
+    # Lake.vacuum reports progress while deleting (listing and the registry read come first).
+    bar = ProgressBar("deleting") if progress_wanted(args.progress) else None
     try:
-        report = vacuum(older_than=args.older_than, dry_run=not args.delete, progress=bar)
+        report = lake.vacuum(older_than=args.older_than, dry_run=not args.delete, progress=bar)
     finally:
         if bar is not None:
             bar.close()
@@ -99,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
-def _report_lines(target: LakeTarget, args: argparse.Namespace, report: Any) -> list[str]:
+def _report_lines(target: LakeTarget, args: argparse.Namespace, report: VacuumReport) -> list[str]:
     age = format_duration(args.older_than)
     lines = [
         f"vacuum {target.url}: {report.scanned} objects scanned, {report.referenced} "

@@ -1,0 +1,89 @@
+"""Fault plans: seeded and reproducible, parsed from the command-line form, and the endpoint
+runs the same in a child process as in a thread."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+
+from lakelock.testing import FaultPlan, FaultRule, S3Endpoint, parse_fault_spec
+
+
+def draw(plan: FaultPlan, n: int) -> list[tuple[float, str | None, str | None]]:
+    decisions = [plan.decide("PutObject", "b", f"k{i}") for i in range(n)]
+    return [
+        (d.delay, d.before.kind if d.before else None, d.after.kind if d.after else None)
+        for d in decisions
+    ]
+
+
+def rules() -> list[FaultRule]:
+    return [
+        FaultRule("latency", delay=0.01, jitter=0.01),
+        FaultRule("conflict", probability=0.3),
+        FaultRule("lost_ack", probability=0.3),
+    ]
+
+
+def test_same_seed_same_faults() -> None:
+    """Two plans with one seed decide identically; another seed decides otherwise."""
+    assert draw(FaultPlan(rules(), seed=7), 200) == draw(FaultPlan(rules(), seed=7), 200)
+    assert draw(FaultPlan(rules(), seed=7), 200) != draw(FaultPlan(rules(), seed=8), 200)
+
+
+def test_nothing_is_lost_after_a_refusal() -> None:
+    """A request refused before it is applied never also counts as a lost acknowledgement."""
+    for _, before, after in draw(FaultPlan(rules(), seed=3), 500):
+        assert before is None or after is None
+
+
+def test_count_and_match() -> None:
+    """count caps firings; operation, bucket and prefix must all match."""
+    plan = FaultPlan([FaultRule("error", operation="Put*", prefix="meta/", bucket="b*", count=2)])
+    assert plan.decide("GetObject", "b1", "meta/x").before is None
+    assert plan.decide("PutObject", "a1", "meta/x").before is None
+    assert plan.decide("PutObject", "b1", "data/x").before is None
+    fired = [plan.decide("PutObject", "b1", "meta/x").before for _ in range(4)]
+    assert [r is not None for r in fired] == [True, True, False, False]
+    assert plan.injected == {"error": 2}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("lost_ack", FaultRule("lost_ack")),
+        (
+            "lost_ack:PutObject:metastore/@0.1",
+            FaultRule("lost_ack", "PutObject", "metastore/", probability=0.1),
+        ),
+        ("conflict:*@0.05#10", FaultRule("conflict", probability=0.05, count=10)),
+        ("latency=0.02+0.01", FaultRule("latency", delay=0.02, jitter=0.01)),
+        ("timeout=5:GetObject", FaultRule("timeout", "GetObject", delay=5.0)),
+    ],
+)
+def test_parse_fault_spec(spec: str, expected: FaultRule) -> None:
+    """The CLI form parses to the rule it spells."""
+    assert parse_fault_spec(spec) == expected
+
+
+@pytest.mark.parametrize(
+    "spec", ["", "nonsense", "lost_ack@2", "error#-1", "latency=fast", "conflict@x"]
+)
+def test_bad_fault_specs_are_refused(spec: str) -> None:
+    """A malformed spec is a ValueError naming it, never a silently different rule."""
+    with pytest.raises(ValueError, match=r"fault spec|probability|count|unknown"):
+        parse_fault_spec(spec)
+
+
+def test_endpoint_in_a_child_process() -> None:
+    """mode="process": the same endpoint, faults and counts, served by a child process."""
+    with S3Endpoint(mode="process") as s3:
+        s3.create_bucket("child")
+        client = s3.client()
+        s3.inject("lost_ack", operation="PutObject", count=1)
+        with pytest.raises(ClientError) as info:  # the SDK's retry meets its own write
+            client.put_object(Bucket="child", Key="k", Body=b"x", IfNoneMatch="*")
+        assert info.value.response["Error"]["Code"] == "PreconditionFailed"
+        assert s3.faults()["injected"] == {"lost_ack": 1}
+        assert s3.stats()["PutObject"] == 2  # the lost one and the SDK's retry
+        assert client.get_object(Bucket="child", Key="k")["Body"].read() == b"x"

@@ -281,3 +281,12 @@ def wait_until(condition: Any, *, attempts: int = 4000) -> None:
             return
         time.sleep(0.005)
     raise AssertionError("condition never held")
+
+
+def test_missing_bucket_is_not_an_empty_registry(client: Any) -> None:
+    """Reading the registry of a bucket that does not exist is NotFoundError, not version 0."""
+    from lakelock.errors import NotFoundError
+
+    with pytest.raises(NotFoundError) as info:
+        registry(ObjectStore(client, "no-such-bucket-here")).read()
+    assert info.value.code == "NoSuchBucket"

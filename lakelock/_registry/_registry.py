@@ -248,7 +248,9 @@ class Registry:
     def _read_root(self) -> tuple[RegistryDoc, str | None]:
         try:
             data = self._root.get(REGISTRY_KEY)
-        except NotFoundError:
+        except NotFoundError as error:
+            if error.code == "NoSuchBucket":
+                raise  # a missing bucket is not an empty lake
             return RegistryDoc(), None
         doc = parse_registry(
             data.body, bucket=self.store.bucket, key=self._root.full_key(REGISTRY_KEY)

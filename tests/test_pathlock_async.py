@@ -82,7 +82,7 @@ def idle(lock: AsyncPathLock) -> bool:
 
 
 def test_sampled_pairs_wait_exactly_when_they_conflict() -> None:
-    """For 1,500 seeded pairs: with A held, B is granted at once iff they do not conflict."""
+    """3,000 seeded pairs: with A held, B is granted at once iff A and B do not conflict."""
 
     async def main() -> None:
         lock = AsyncPathLock()
@@ -126,8 +126,7 @@ def test_timeout_raises_and_releases_partial_steps() -> None:
 def test_cancelled_waiter_releases_its_steps_and_unblocks_those_behind_it(
     stripes: int | None,
 ) -> None:
-    """Cancelling a queued writer withdraws it: the reader queued behind it (compatible with
-    the holder) gets in at once, and the writer's steps are gone."""
+    """Cancelling a queued writer frees its steps and lets the reader queued behind it in."""
 
     async def main() -> None:
         lock = AsyncPathLock(stripes=stripes)
@@ -162,8 +161,7 @@ def test_cancelled_waiter_releases_its_steps_and_unblocks_those_behind_it(
 
 @pytest.mark.parametrize("stripes", [None, 64])
 def test_cancellation_after_the_grant_releases_the_grant(stripes: int | None) -> None:
-    """A waiter cancelled after its step was granted but before it resumed gives the step
-    back: nothing stays held by a task that never entered its block."""
+    """A waiter cancelled after its grant but before resuming gives the grant back."""
 
     async def main() -> None:
         lock = AsyncPathLock(stripes=stripes)
@@ -192,7 +190,7 @@ def test_cancellation_after_the_grant_releases_the_grant(stripes: int | None) ->
 
 
 def test_queued_writer_is_not_overtaken_by_later_readers() -> None:
-    """Readers arriving after a queued writer wait behind it (no writer starvation)."""
+    """Readers arriving after a queued writer wait behind it, so readers cannot starve it."""
 
     async def main() -> None:
         lock = AsyncPathLock()
@@ -248,9 +246,7 @@ def test_constructor_timeout_default_and_per_call_override() -> None:
 
 
 def test_stress_tasks_with_random_cancellations() -> None:
-    """Forty tasks, 150 seeded random requests each, yielding inside their blocks, with one
-    in twenty blocked acquisitions cancelled (some after their grant): conflicting requests
-    never overlap, blocked requests wait only for conflicting ones, nothing is retained."""
+    """Seeded tasks, random cancellations: no conflicting overlap, no needless wait, no leak."""
 
     async def main() -> None:
         lock = AsyncPathLock()

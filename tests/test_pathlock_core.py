@@ -165,8 +165,7 @@ def post_plan(request: LockRequest) -> Plan:
 
 
 def test_plans_clash_exactly_when_requests_conflict_for_every_pair() -> None:
-    """On a depth-3 binary tree, for all 14,641**2 pairs of requests (<= 2 reads, <= 2
-    writes each, overlapping or not), lakelock's modes clash iff the lineage rule says so."""
+    """All 14,641**2 request pairs on a depth-3 binary tree: modes clash iff requests conflict."""
     paths = tree(depth=3, branching=2)
     requests = all_requests(depth=3, branching=2, most=2)
     assert len(paths) == 15
@@ -176,9 +175,7 @@ def test_plans_clash_exactly_when_requests_conflict_for_every_pair() -> None:
 
 
 def test_checker_catches_the_posts_mode_rules() -> None:
-    """The same checker rejects the post's four-mode rules, which only ever under-block: a
-    request reading /a and writing /a/b gets no read lock on /a, so it runs beside a writer
-    of /a/c (a torn read)."""
+    """The checker catches the post's rules under-blocking: read /a + write /a/b vs write /a/c."""
     paths = tree(depth=3, branching=2)
     requests = all_requests(depth=3, branching=2, most=2)
     result = compare(requests, paths, post_plan)
@@ -200,8 +197,7 @@ def rw_per_path_plan(request: LockRequest) -> Plan:
 
 
 def test_checker_catches_over_blocking() -> None:
-    """The checker also flags spurious waits: the post's per-path read/write scheme is safe
-    but makes two readers of one lineage wait for each other."""
+    """The checker catches over-blocking: the post's per-path R/W scheme serialises readers."""
     result = compare(all_requests(depth=2, branching=2, most=1), tree(2, 2), rw_per_path_plan)
     assert result.missed == 0
     assert result.spurious > 0
@@ -211,9 +207,7 @@ def test_checker_catches_over_blocking() -> None:
 
 
 def test_spec_shortcut_agrees_with_requests_conflict() -> None:
-    """The checker's bit-set form of the rule agrees with requests_conflict, checked pair by
-    pair on every pair of a depth-2 tree with one read and one write at most, and a sample of
-    the depth-3 universe."""
+    """The checker's bit-set form of the lineage rule agrees with requests_conflict pairwise."""
     small = all_requests(depth=2, branching=2, most=1)
     assert compare(small, tree(2, 2), exact_plan).examples == []
     for a, b in itertools.product(small, repeat=2):
@@ -250,8 +244,7 @@ def test_reduction_keeps_the_conflict_relation() -> None:
 
 
 def test_striped_plans_never_under_block() -> None:
-    """With stripes, every conflicting pair still clashes at some stripe (false conflicts are
-    allowed, missed ones are not)."""
+    """Striped plans may add false conflicts but never miss a real one."""
     rng = random.Random(11)
     universe = all_requests(depth=3, branching=2, most=2)
     for stripes in (1, 2, 3, 7):
@@ -392,8 +385,7 @@ def test_request_normalises_and_compares_by_normalised_paths() -> None:
 
 
 def test_in_lineage() -> None:
-    """Ancestors, self and descendants are in lineage; siblings and cousins are not; /a is
-    not an ancestor of /ab."""
+    """Ancestors, self and descendants are in lineage; siblings, cousins and /ab of /a are not."""
     assert in_lineage("/a", "/a/b/c")
     assert in_lineage("/a/b/c", "/a")
     assert in_lineage("/a", "a/")
@@ -412,8 +404,7 @@ def owners(count: int) -> list[Claim]:
 
 
 def test_node_grants_in_arrival_order_and_stops_at_the_first_clash() -> None:
-    """After the writer leaves, the two readers queued first get in together; the writer
-    queued behind them and the reader that came after that writer keep waiting."""
+    """On release, waiters are granted in arrival order up to the first one that must stay."""
     node = Node(("a",))
     a, b, c, d, e = owners(5)
     assert node.request(Mode.X, a) is None
@@ -431,8 +422,7 @@ def test_node_grants_in_arrival_order_and_stops_at_the_first_clash() -> None:
 
 
 def test_node_lets_arrivals_overtake_only_waiters_they_are_compatible_with() -> None:
-    """With IX held and S queued, IS (compatible with both) is granted at once, IX (clashing
-    with the queued S) queues behind it."""
+    """An arrival overtakes queued waiters only when compatible with them (IS past S, not IX)."""
     node = Node(("a",))
     holder, reader, light, writer = owners(4)
     assert node.request(Mode.IX, holder) is None
@@ -449,8 +439,7 @@ def test_node_lets_arrivals_overtake_only_waiters_they_are_compatible_with() -> 
 
 
 def test_node_withdrawal_grants_those_queued_behind() -> None:
-    """A queued writer that gives up lets the reader behind it join the holding reader; a
-    waiter granted just before it gave up is released instead."""
+    """Withdrawing a waiter grants those behind it; withdrawing a granted one releases it."""
     node = Node(("a",))
     holder, writer, reader, late = owners(4)
     assert node.request(Mode.S, holder) is None

@@ -229,8 +229,7 @@ def triples() -> list[tuple[LockRequest, ...]]:
 
 
 def test_every_interleaving_of_three_tasks_is_safe_live_and_exact() -> None:
-    """For every triple of pool requests and every interleaving (with one task allowed to
-    give up while waiting), no conflicting grant, no needless wait, no deadlock, no leak."""
+    """Every interleaving of every pool triple: no clash, no needless wait, no deadlock, no leak."""
     total = 0
     for requests in triples():
         total += explore(requests, lakelock_plan)

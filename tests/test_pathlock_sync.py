@@ -81,8 +81,7 @@ def start(target: object, *args: object) -> threading.Thread:
 
 
 def test_sampled_pairs_wait_exactly_when_they_conflict(lock: PathLock) -> None:
-    """For 3,000 seeded pairs: with A held, B is granted at once iff A and B do not conflict
-    (and a conflicting B raises LockTimeout with timeout=0)."""
+    """3,000 seeded pairs: with A held, B is granted at once iff A and B do not conflict."""
     rng = random.Random(1)
     for _ in range(3_000):
         a, b = random_request(rng, TREE), random_request(rng, TREE)
@@ -91,8 +90,7 @@ def test_sampled_pairs_wait_exactly_when_they_conflict(lock: PathLock) -> None:
 
 
 def test_sampled_groups_of_holders(lock: PathLock) -> None:
-    """With up to three pairwise compatible requests held, a fourth is granted at once iff it
-    conflicts with none of them."""
+    """With up to three compatible holders, a probe gets in at once iff it conflicts with none."""
     rng = random.Random(2)
     for _ in range(600):
         held: list[LockRequest] = []
@@ -115,8 +113,7 @@ def test_sampled_groups_of_holders(lock: PathLock) -> None:
 def test_read_of_folder_while_writing_inside_it_blocks_writers_of_its_other_children(
     lock: PathLock,
 ) -> None:
-    """The post's rules get this wrong: reading /a and writing /a/b excludes a writer of
-    /a/c but not a reader of /a/c or anything outside /a."""
+    """Reading /a while writing /a/b blocks a writer of /a/c but not a reader of it (SIX)."""
     with lock(read=["/a"], write=["/a/b"]):
         assert not try_lock(lock, LockRequest(write=["/a/c"]))
         assert not try_lock(lock, LockRequest(read=["/a/b/x"]))
@@ -138,8 +135,7 @@ def test_paths_may_be_pureposixpath_or_unnormalised(lock: PathLock) -> None:
 def test_timeout_raises_lock_timeout_with_fields_and_releases_partial_steps(
     lock: PathLock,
 ) -> None:
-    """A request blocked at its third step raises LockTimeout (a TimeoutError naming the
-    request and timeout) and gives back the two steps it had."""
+    """A timed-out request raises LockTimeout with its fields and gives back its partial steps."""
     with lock(write=["/a/b"]):
         nodes_before = len(lock._index)  # type: ignore[arg-type]
         with pytest.raises(LockTimeout) as info, lock(write=["/a/c", "/a/b"], timeout=0.01):
@@ -158,15 +154,15 @@ class Interrupt(BaseException):
     """Stands for KeyboardInterrupt arriving while a thread waits."""
 
 
+# Stripes outlive their holders, so a leaked step shows there even where an exact node, kept
+# alive only by its holders, would vanish with the bug.
 @pytest.mark.parametrize("stripes", [None, 64])
 def test_interrupt_while_waiting_releases_the_steps_taken(stripes: int | None) -> None:
-    """Any exception raised while blocked (here from the observer, as a KeyboardInterrupt
-    would be from the wait) gives back the steps already taken and propagates. (Stripes
-    outlive their holders, so a leaked step would show there even if an exact node vanished.)"""
+    """An exception while blocked gives back the steps already taken and propagates."""
     lock = PathLock(stripes=stripes)
 
     def interrupt(request: LockRequest, key: Hashable, blockers: list[LockRequest]) -> None:
-        raise Interrupt
+        raise Interrupt  # raised where a KeyboardInterrupt would surface: while blocked
 
     with lock(write=["/a/b"]):
         lock._observer = interrupt
@@ -212,8 +208,7 @@ def test_negative_or_nan_timeout_is_refused(timeout: float) -> None:
 
 
 def test_queued_writer_is_not_overtaken_by_later_readers(lock: PathLock) -> None:
-    """Readers arriving after a queued writer wait behind it, so a stream of readers cannot
-    starve it; once the first reader leaves, the writer runs."""
+    """Readers arriving after a queued writer wait behind it, so readers cannot starve it."""
     blocked = Blocked()
     lock._observer = blocked
     inside = threading.Event()
@@ -238,8 +233,7 @@ def test_queued_writer_is_not_overtaken_by_later_readers(lock: PathLock) -> None
 
 
 def test_compatible_arrivals_overtake_a_queued_request(lock: PathLock) -> None:
-    """A later request compatible with the holders and with the queued ones goes first; one
-    that clashes only with a queued request waits behind it."""
+    """Arrivals overtake a queued request only if compatible with it and with the holders."""
     blocked = Blocked()
     lock._observer = blocked
     done = threading.Event()
@@ -315,8 +309,7 @@ def test_nodes_live_only_while_held(lock: PathLock) -> None:
 
 
 def test_striped_lock_keeps_a_fixed_number_of_nodes_and_stays_safe() -> None:
-    """stripes=n keeps n nodes whatever the paths, never lets conflicting requests overlap,
-    and with one stripe makes even disjoint writers wait (the price of bounded memory)."""
+    """stripes=n keeps n nodes, stays safe, and pays with false conflicts (one stripe: all)."""
     rng = random.Random(4)
     lock = PathLock(stripes=8)
     for _ in range(1_000):
@@ -375,9 +368,7 @@ class Checker:
 
 @pytest.mark.parametrize("stripes", [None, 5])
 def test_stress_threads_never_overlap_conflicting_requests(stripes: int | None) -> None:
-    """Eight threads, 250 seeded random requests each (one in ten a try-lock), GIL switching
-    every microsecond: conflicting requests never overlap, a blocked request only ever waits
-    for conflicting ones (exact lock), all finish, no node is retained."""
+    """Seeded threads, fast GIL switching: no conflicting overlap, no needless wait, no leak."""
     lock = PathLock(stripes=stripes)
     checker = Checker()
     if stripes is None:

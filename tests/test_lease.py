@@ -144,7 +144,12 @@ def test_server_clock_needs_a_sample() -> None:
         clock.now()
 
 
-@settings(max_examples=300, deadline=None)
+#: Epoch seconds as doubles resolve ~2.4e-7 s; at a drift of exactly max_drift the bounds are
+#: tight, so rounding may put the truth an ulp outside them.
+FLOAT_SLACK = 1e-6
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     offset=st.floats(-1e6, 1e6),
     rate=st.floats(1 - 1e-3, 1 + 1e-3),
@@ -172,10 +177,10 @@ def test_server_clock_bounds_always_hold_the_truth(
         clock.observe(float(int(server_at(generated))), sent, received)
         local[0] = received
         bounds = clock.now()
-        assert bounds.earliest <= server_at(local[0]) <= bounds.latest
+        assert bounds.earliest - FLOAT_SLACK <= server_at(local[0]) <= bounds.latest + FLOAT_SLACK
         local[0] += gap
         bounds = clock.now()
-        assert bounds.earliest <= server_at(local[0]) <= bounds.latest
+        assert bounds.earliest - FLOAT_SLACK <= server_at(local[0]) <= bounds.latest + FLOAT_SLACK
 
 
 # --- the pure transitions ----------------------------------------------------------------------
@@ -283,7 +288,7 @@ class _ModelOwner:
     doc: LeaseDoc | None = None  # what it last wrote: it believes it holds this
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, derandomize=True)
 @given(
     ops=st.lists(
         st.tuples(

@@ -70,6 +70,15 @@ def _profiles(rng: random.Random, day: int, rows: int) -> pa.Table:
 
 
 @dataclass(frozen=True)
+class Signals:
+    """Events the parent sets: all writers ready; all appends in; all writers done."""
+
+    start: Any
+    compact: Any
+    finished: Any
+
+
+@dataclass(frozen=True)
 class Job:
     """What every writer process is told."""
 
@@ -79,11 +88,14 @@ class Job:
     seconds: float | None
 
 
-def _writer(job: Job, worker: int, events: Any) -> None:
+def _writer(job: Job, worker: int, events: Any, signals: Signals) -> None:
     """One writer process: appends, maybe a rename, maybe (if elected) a compaction."""
     lake = Lake(BUCKET, s3=_client(client_kwargs(job.url, access_key=ACCESS_KEY)))
     rng = random.Random(worker)
-    # Leader election: every writer tries once; the lease's heartbeat keeps the winner's.
+    events.put(("ready", worker, 0, 0, 0))
+    signals.start.wait(timeout=120)
+    # Leader election: every writer tries once, together; the winner's heartbeat keeps the
+    # lease until every writer is done, so a latecomer cannot be elected a second leader.
     lease = lake.lease("compactor", ttl=10, heartbeat=True)
     leader = lease.try_acquire()
     if leader:
@@ -95,7 +107,7 @@ def _writer(job: Job, worker: int, events: Any) -> None:
                 break
             if deadline is not None and n > 0 and time.monotonic() >= deadline:
                 break
-            day = 1 + (worker + n) % 8
+            day = 1 + (worker + n) % 4  # writers overlap: partitions get several files
             table = _profiles(rng, day, rng.randrange(50, 200))
             result = lake.append(
                 DATASET, table, partition_by=PARTITIONS, commit_id=f"w{worker}-append-{n}"
@@ -106,14 +118,16 @@ def _writer(job: Job, worker: int, events: Any) -> None:
             lake.append(STAGING, staged, partition_by=PARTITIONS, commit_id="stage-day-29")
             result = lake.rename_partition(STAGING, "year=2024/month=1/day=29", to_dataset=DATASET)
             events.put(("rename", worker, result.redrives, result.retries, staged.num_rows))
+        events.put(("appended", worker, 0, 0, 0))
         if leader:
+            signals.compact.wait(timeout=120)  # every writer's appends are in
             _compact(lake, lease, events, worker)
     except Exception as error:  # reported to the parent, which fails the demo
         events.put(("error", worker, 0, 0, f"{type(error).__name__}: {error}"))
-    finally:
-        if leader:
-            lease.release()
     events.put(("done", worker, 0, 0, 0))
+    if leader:
+        signals.finished.wait(timeout=120)
+        lease.release()
 
 
 def _compact(lake: Any, lease: Any, events: Any, worker: int) -> None:
@@ -217,14 +231,15 @@ def run_demo(
 def _run_writers(job: Job, say: _Printer, progress: bool) -> Tally:
     context = multiprocessing.get_context("spawn")
     events = context.Queue()
+    signals = Signals(context.Event(), context.Event(), context.Event())
     processes = [
-        context.Process(target=_writer, args=(job, w, events), daemon=True)
+        context.Process(target=_writer, args=(job, w, events, signals), daemon=True)
         for w in range(job.writers)
     ]
     for p in processes:
         p.start()
     tally = Tally()
-    done = 0
+    done = ready = appended = 0
     expected = f"{job.writers * job.appends}" if job.seconds is None else "?"
     while done < job.writers:
         try:
@@ -234,7 +249,15 @@ def _run_writers(job: Job, say: _Printer, progress: bool) -> Tally:
             break
         tally.redrives += redrives
         tally.retries += retries
-        if kind == "commit":
+        if kind == "ready":
+            ready += 1
+            if ready == job.writers:
+                signals.start.set()
+        elif kind == "appended":
+            appended += 1
+            if appended == job.writers:
+                signals.compact.set()
+        elif kind == "commit":
             tally.commits += 1
             tally.rows += value
         elif kind == "rename":
@@ -248,6 +271,7 @@ def _run_writers(job: Job, say: _Printer, progress: bool) -> Tally:
             say.line(f"leader (writer {worker}) compacted {value} files into one")
         elif kind == "error":
             tally.errors.append(f"writer {worker}: {value}")
+            signals.compact.set()  # nobody waits for a writer that failed
         elif kind == "done":
             done += 1
         if progress:
@@ -255,6 +279,7 @@ def _run_writers(job: Job, say: _Printer, progress: bool) -> Tally:
                 f"appends {tally.commits}/{expected}  renames {tally.renames}  "
                 f"redrives {tally.redrives}  retries {tally.retries}"
             )
+    signals.finished.set()
     for p in processes:
         p.join(timeout=30)
     say.progress_end()

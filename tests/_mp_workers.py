@@ -32,12 +32,31 @@ def _emit(record: dict[str, Any]) -> None:
     print(json.dumps(record), flush=True)
 
 
+def _believed(check: Any, until: float) -> tuple[float | None, float | None]:
+    """Call ``check`` until ``until`` (or until it raises LeaseLostError: a starved process may
+    see its lease lapse); the first and last local times at which it vouched for the lease.
+    Each time is read *before* its check, so the holder was valid at that instant."""
+    from lakelock.errors import LeaseLostError
+
+    first = last = None
+    while True:
+        now = time.monotonic()
+        try:
+            check()
+        except LeaseLostError:
+            return first, last
+        first = now if first is None else first
+        last = now
+        if now >= until:
+            return first, last
+        time.sleep(0.002)
+
+
 def lease(args: dict[str, Any]) -> None:
     """Take lease "mp" ``holdings`` times. Worker 0 abandons its first holding (stops renewing
     and keeps believing until its own clock says the lease lapsed, like a paused holder);
     every other holding is held briefly, sometimes renewed, and released. Records the interval
-    during which the worker believed it held the lease: from acquire's return to its last
-    successful check."""
+    during which the worker vouched for the lease (first to last successful check)."""
     from lakelock._lease import Lease
     from lakelock.errors import LeaseLostError
 
@@ -46,40 +65,30 @@ def lease(args: dict[str, Any]) -> None:
     for index in range(args["holdings"]):
         holding = Lease(store, "mp", ttl=args["ttl"], margin=args["margin"], poll_interval=0.05)
         holding.acquire(timeout=30)
-        start = last = time.monotonic()
         abandon = args["seed"] == 0 and index == 0
         if abandon:
-            while True:
-                now = time.monotonic()
-                try:
-                    holding.check()
-                except LeaseLostError:
-                    break
-                last = now
-                time.sleep(0.002)
+            start, end = _believed(holding.check, float("inf"))
         else:
-            until = start + rng.uniform(0.0, 0.1)
-            renewed = False
-            while True:
-                now = time.monotonic()
-                holding.check()
-                last = now
-                if now >= until:
-                    break
-                if not renewed and rng.random() < 0.5:
+            start, end = _believed(holding.check, time.monotonic() + rng.uniform(0.0, 0.05))
+            if end is not None and rng.random() < 0.5:
+                try:
                     holding.renew()
-                    renewed = True
-                time.sleep(0.005)
+                except LeaseLostError:
+                    pass
+                else:
+                    more = _believed(holding.check, time.monotonic() + rng.uniform(0.0, 0.05))
+                    end = more[1] if more[1] is not None else end
             holding.release()
-        _emit(
-            {
-                "pid": args["seed"],
-                "token": holding.token,
-                "start": start,
-                "end": last,
-                "kind": "abandon" if abandon else "release",
-            }
-        )
+        if start is not None:
+            _emit(
+                {
+                    "pid": args["seed"],
+                    "token": holding.token,
+                    "start": start,
+                    "end": end,
+                    "kind": "abandon" if abandon else "release",
+                }
+            )
 
 
 DATASETS = ("sales", "archive")
@@ -125,26 +134,21 @@ def locks(args: dict[str, Any]) -> None:
                 "write": ([], [a]),
                 "read": ([a], []),
             }[op]
-            with lock.lock(read=read, write=write, timeout=60) as held:
-                start = last = time.monotonic()
-                until = start + rng.uniform(0.0, 0.03)
-                while True:
-                    now = time.monotonic()
-                    held.check()
-                    last = now
-                    if now >= until:
-                        break
-                    time.sleep(0.005)
-                record = {
-                    "pid": args["seed"],
-                    "thread": thread,
-                    "op": op,
-                    "read": sorted(held.request.read),
-                    "write": sorted(held.request.write),
-                    "tokens": held.tokens,
-                    "start": start,
-                    "end": last,
-                }
+            held = lock.lock(read=read, write=write, timeout=60).acquire()
+            start, end = _believed(held.check, time.monotonic() + rng.uniform(0.0, 0.03))
+            held.release()
+            if start is None:
+                continue  # starved past its TTL before it could vouch for the lock
+            record = {
+                "pid": args["seed"],
+                "thread": thread,
+                "op": op,
+                "read": sorted(held.request.read),
+                "write": sorted(held.request.write),
+                "tokens": held.tokens,
+                "start": start,
+                "end": end,
+            }
             with out:
                 _emit(record)
 

@@ -6,11 +6,14 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 
+from lakelock._policy import generate_bucket_policy
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
-from lakelock.testing import S3Endpoint
+from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
+from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
 
 _bucket_numbers = itertools.count()
 
@@ -34,13 +37,30 @@ def s3(endpoint: S3Endpoint) -> Iterator[S3Endpoint]:
     endpoint.configure(concurrent_conflicts=False)
 
 
+#: Who the endpoint's default client is, as bucket policies see it.
+WRITER = f"arn:aws:iam::{DEFAULT_PRINCIPAL_ACCOUNT}:user/{DEFAULT_ACCESS_KEY}"
+
+
 @pytest.fixture
 def bucket(s3: S3Endpoint, request: pytest.FixtureRequest) -> str:
-    """A new, empty bucket for this test."""
+    """A new, empty bucket for this test, guarded by the policy lakelock generates (every
+    unconditional write to datasets/ and metastore/ refused, deletes only with If-Match), so
+    every protocol test also proves the policy lets lakelock's own requests through. Tests
+    marked ``unguarded`` (raw S3 behaviour, other policies) get a bare bucket."""
     name = f"test-{next(_bucket_numbers)}-{request.node.name[:30]}".lower()
     name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).strip("-")[:63]
     s3.create_bucket(name)
+    if request.node.get_closest_marker("unguarded") is None:
+        policy = generate_bucket_policy(name, principals=[WRITER], deny_unconditional_delete=True)
+        s3.client().put_bucket_policy(Bucket=name, Policy=orjson.dumps(policy).decode())
     return name
+
+
+@pytest.fixture
+def admin(s3: S3Endpoint) -> Any:
+    """A client the bucket policy does not bind: another writer that ignores the rules, to
+    plant objects the way a misbehaving tool would."""
+    return s3.client(access_key="admin")
 
 
 @pytest.fixture

@@ -229,13 +229,11 @@ def test_read_checks_partition_columns(store: ObjectStore) -> None:
         read_files(store, files, schema=pa.schema([("id", pa.int64())]))
 
 
-def test_read_detects_changed_content(store: ObjectStore) -> None:
+def test_read_detects_changed_content(store: ObjectStore, admin: Any) -> None:
     """Bytes that do not match the recorded checksum are refused (ChecksumMismatch)."""
     [written] = write_table(store, "sales", sales())
-    # Simulate a writer that bypassed the create-only policy.
-    store.client.put_object(
-        Bucket=store.bucket, Key=written.key, Body=store.get(written.key).body + b" "
-    )
+    # A writer the create-only policy does not bind overwrites the file.
+    admin.put_object(Bucket=store.bucket, Key=written.key, Body=store.get(written.key).body + b" ")
     with pytest.raises(StorageError) as info:
         read_files(store, [written])
     assert (info.value.code, info.value.key) == ("ChecksumMismatch", written.key)

@@ -17,6 +17,9 @@ from lakelock.testing import S3Endpoint
 
 FIVE_MIB = 5 * 1024 * 1024
 
+# Raw S3 behaviour, unconditional writes included: no bucket policy here.
+pytestmark = pytest.mark.unguarded
+
 
 def status_code(error: ClientError) -> tuple[int, str]:
     return error.response["ResponseMetadata"]["HTTPStatusCode"], error.response["Error"]["Code"]

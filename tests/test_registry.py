@@ -187,11 +187,11 @@ def test_unknown_outcome_unresolvable_is_state_unknown(s3: S3Endpoint, store: Ob
     assert committed_ids(store).count("c-limbo") == 1  # it had landed after all
 
 
-def test_corrupt_registry_is_never_overwritten(s3: S3Endpoint, store: ObjectStore) -> None:
+def test_corrupt_registry_is_never_overwritten(store: ObjectStore, admin: Any) -> None:
     """Invalid JSON or a future format_version at the root: RegistryCorruptError, untouched."""
     reg = registry(store)
     for body in (b"{not json", b'{"format_version": 99, "version": 7}'):
-        store.client.put_object(Bucket=store.bucket, Key=ROOT, Body=body)
+        admin.put_object(Bucket=store.bucket, Key=ROOT, Body=body)  # a rogue writer
         with pytest.raises(RegistryCorruptError):
             reg.commit("sales", add=[datafile("sales", "", "a")])
         with pytest.raises(RegistryCorruptError):

@@ -123,7 +123,9 @@ def test_history_is_linearizable_under_faults(
     assert sum(i["outcome"] == "ok" for i in invocations) > 80
 
 
-def test_checker_sees_a_double_commit(s3: S3Endpoint, bucket: str, tmp_path: Path) -> None:
+def test_checker_sees_a_double_commit(
+    s3: S3Endpoint, bucket: str, tmp_path: Path, admin: Any
+) -> None:
     """Mutation check: a history where an acknowledged commit was applied twice, or a failed
     one landed, is caught by the checker (it can see the bugs it guards against)."""
     invocations = run_history(s3, bucket, tmp_path, processes=1, threads=2, commits=3)
@@ -141,7 +143,7 @@ def test_checker_sees_a_double_commit(s3: S3Endpoint, bucket: str, tmp_path: Pat
     store = registry.store
     body = orjson.loads(store.get("metastore/dataset_registry.json").body)
     body["commits"].append({**body["commits"][-1], "id": ok["id"]})
-    store.client.put_object(
+    admin.put_object(
         Bucket=store.bucket, Key="metastore/dataset_registry.json", Body=orjson.dumps(body)
     )
     assert doc_ids.count(ok["id"]) == 1

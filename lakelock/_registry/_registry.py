@@ -249,8 +249,15 @@ class Registry:
         try:
             data = self._root.get(REGISTRY_KEY)
         except NotFoundError as error:
-            if error.code == "NoSuchBucket":
-                raise  # a missing bucket is not an empty lake
+            if error.code == "NoSuchBucket":  # a missing bucket is not an empty lake
+                raise NotFoundError(
+                    f"bucket {self.store.bucket!r} does not exist",
+                    bucket=self.store.bucket,
+                    key=error.key,
+                    operation=error.operation,
+                    status=error.status,
+                    code=error.code,
+                ) from error
             return RegistryDoc(), None
         doc = parse_registry(
             data.body, bucket=self.store.bucket, key=self._root.full_key(REGISTRY_KEY)

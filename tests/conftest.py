@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -80,3 +81,13 @@ FAST_RETRY = RetryPolicy(max_attempts=10, sleep=no_sleep)
 def store(client: Any, bucket: str) -> ObjectStore:
     """An ObjectStore on the test bucket; small multipart threshold; retries without waiting."""
     return ObjectStore(client, bucket, multipart_threshold=6 * 1024 * 1024, retry=FAST_RETRY)
+
+
+def wait_until(condition: Callable[[], bool], *, attempts: int = 4000) -> None:
+    """Poll a server-side condition (a stalled request arriving), bounded: this waits for an
+    event that is certain to happen, it does not let time pass to make something happen."""
+    for _ in range(attempts):
+        if condition():
+            return
+        time.sleep(0.005)
+    raise AssertionError("condition never held")

@@ -9,7 +9,6 @@ import io
 import itertools
 import random
 import re
-import time
 import unicodedata
 from collections.abc import Callable
 from datetime import date
@@ -43,7 +42,7 @@ from lakelock.errors import (
     StorageError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY
+from tests.conftest import FAST_RETRY, wait_until
 
 MIB = 1024 * 1024
 GENERATED = re.compile(r"part-[0-9a-f]{32}\.parquet")
@@ -63,15 +62,6 @@ def sales(writer: int = 0, rows: int = 6) -> pa.Table:
 
 def objects(store: ObjectStore, prefix: str = "") -> list[str]:
     return [o.key for o in store.list(prefix)]
-
-
-def wait_until(condition: Callable[[], bool], *, attempts: int = 2000) -> None:
-    """Poll a server-side condition (stalled requests arriving), bounded."""
-    for _ in range(attempts):
-        if condition():
-            return
-        time.sleep(0.005)
-    raise AssertionError("condition never held")
 
 
 def comparable(table: pa.Table) -> pa.Table:

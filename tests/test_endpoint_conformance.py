@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lakelock.testing import S3Endpoint
+from tests.conftest import wait_until
 
 FIVE_MIB = 5 * 1024 * 1024
 
@@ -231,14 +232,3 @@ def test_racing_creates_have_one_winner_at_the_server(client: Any, bucket: str) 
         outcomes = list(pool.map(create, range(16)))
     assert outcomes.count("ok") == 1
     assert outcomes.count("PreconditionFailed") == 15
-
-
-def wait_until(condition: Any, *, attempts: int = 2000) -> None:
-    """Poll a server-side condition (a stalled request arriving), bounded."""
-    import time
-
-    for _ in range(attempts):
-        if condition():
-            return
-        time.sleep(0.005)
-    raise AssertionError("condition never held")

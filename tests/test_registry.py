@@ -18,7 +18,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, no_sleep
+from tests.conftest import FAST_RETRY, no_sleep, wait_until
 from tests.test_registry_document import datafile
 
 ROOT = REGISTRY_KEY
@@ -270,17 +270,6 @@ def test_commit_window_bounds_the_root(store: ObjectStore) -> None:
     for n in range(5):
         reg.commit("sales", commit_id=f"c{n}")
     assert committed_ids(store) == ["c2", "c3", "c4"]
-
-
-def wait_until(condition: Any, *, attempts: int = 4000) -> None:
-    """Poll a server-side condition (a stalled request arriving), bounded."""
-    import time
-
-    for _ in range(attempts):
-        if condition():
-            return
-        time.sleep(0.005)
-    raise AssertionError("condition never held")
 
 
 def test_missing_bucket_is_not_an_empty_registry(client: Any) -> None:

@@ -21,7 +21,7 @@ from lakelock.errors import (
     UnsupportedError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, no_sleep
+from tests.conftest import FAST_RETRY, no_sleep, wait_until
 
 MIB = 1024 * 1024
 
@@ -181,7 +181,7 @@ def test_cas_retried_into_foreign_write_is_unknown(s3: S3Endpoint, store: Object
     s3.inject("error", operation="PutObject", prefix="doc", count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         mine = pool.submit(store.put, "doc", b"mine", mode=IfMatch(etag))
-        _wait_until(lambda: s3.stalled() == 1)
+        wait_until(lambda: s3.stalled() == 1)
         s3.clear_faults()
         other.put("doc", b"theirs", mode=IfMatch(etag))
         s3.release_stalls()
@@ -209,7 +209,7 @@ def test_multipart_create_loses_to_racing_writer(s3: S3Endpoint, store: ObjectSt
     s3.inject("stall", operation="CompleteMultipartUpload", count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         ours = pool.submit(store.put, "big", body)
-        _wait_until(lambda: s3.stalled() == 1)
+        wait_until(lambda: s3.stalled() == 1)
         ObjectStore(store.client, store.bucket).put("big", b"winner")
         s3.release_stalls()
         with pytest.raises(AlreadyExistsError):
@@ -226,7 +226,7 @@ def test_multipart_cas_with_racing_writer(s3: S3Endpoint, store: ObjectStore) ->
     s3.inject("stall", operation="CompleteMultipartUpload", count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         ours = pool.submit(store.put, "root", b"r" * (7 * MIB), mode=IfMatch(etag))
-        _wait_until(lambda: s3.stalled() == 1)
+        wait_until(lambda: s3.stalled() == 1)
         store.put("root", b"v2", mode=IfMatch(etag))
         s3.release_stalls()
         with pytest.raises(PreconditionFailedError):
@@ -392,14 +392,3 @@ def test_errors_are_storage_errors_with_fields(store: ObjectStore) -> None:
         "nope",
         "GetObject",
     )
-
-
-def _wait_until(condition: Any, *, attempts: int = 2000) -> None:
-    """Poll a server-side condition (a stalled request arriving), bounded."""
-    import time
-
-    for _ in range(attempts):
-        if condition():
-            return
-        time.sleep(0.005)
-    raise AssertionError("condition never held")

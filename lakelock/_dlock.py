@@ -106,7 +106,7 @@ from lakelock._dlock_core import (
     table_key,
 )
 from lakelock._lease import MIN_PAUSE, Heartbeat, check_durations, check_timeout
-from lakelock._lease_clock import DEFAULT_MARGIN, ServerClock
+from lakelock._lease_clock import DEFAULT_MARGIN, shared_server_clock
 from lakelock._lease_core import Lapsed, Owner, Stored, holder_valid
 from lakelock._pathlock import LockRequest, PathLock
 from lakelock._pathlock._core import PathLike
@@ -198,7 +198,7 @@ class DistributedPathLock:
         self.heartbeat = heartbeat
         self.on_lost = on_lost
         self.owner = Owner.current(owner_label)
-        self.server_clock = ServerClock(clock)
+        self.server_clock = shared_server_clock(store, clock)
         self.clock = clock
         self.sleep = sleep
         self.local = local if local is not None else PathLock()

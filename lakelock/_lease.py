@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Literal, Self
 
-from lakelock._lease_clock import DEFAULT_MARGIN, ServerClock
+from lakelock._lease_clock import DEFAULT_MARGIN, shared_server_clock
 from lakelock._lease_core import (
     Lapsed,
     LeaseDoc,
@@ -264,7 +264,7 @@ class Lease:
         self.heartbeat = heartbeat
         self.on_lost = on_lost
         self.owner = Owner.current(owner_label)
-        self.server_clock = ServerClock(clock)
+        self.server_clock = shared_server_clock(store, clock)
         self._store = store
         self._clock = clock
         self._sleep = sleep

@@ -27,7 +27,9 @@ interval (the server's clock was stepped, or a different server answered with a 
 clock beyond the drift allowance) the kept interval is dropped for the new sample.
 
 From the kept interval, :meth:`ServerClock.now` gives :class:`TimeBounds` ``(earliest,
-latest)``: the server time *now* is known to lie between them.
+latest)``: the server time *now* is known to lie between them. All leases and locks of a
+process on one store share one :class:`ServerClock` (:func:`shared_server_clock`), so each
+benefits from the others' responses.
 
 The safety margin
 -----------------
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -62,6 +65,7 @@ __all__ = [
     "MAX_DRIFT",
     "ServerClock",
     "TimeBounds",
+    "shared_server_clock",
 ]
 
 #: Seconds by which lease and lock decisions keep away from ``expires_at`` (module docstring).
@@ -178,3 +182,24 @@ class ServerClock:
         drift = self.max_drift
         at_or_after = (server_time - offset.low - drift * offset.at) / (1 - drift)
         return max(at_or_after, offset.at)
+
+
+_shared: weakref.WeakKeyDictionary[object, dict[Callable[[], float], ServerClock]] = (
+    weakref.WeakKeyDictionary()
+)
+_shared_mutex = threading.Lock()
+
+
+def shared_server_clock(source: object, clock: Callable[[], float]) -> ServerClock:
+    """The one :class:`ServerClock` of ``source`` (an object store) read through ``clock``.
+
+    Every lease and lock of a process on one store shares it, so each learns from all their
+    responses: after the first few polls the bounds are about a round trip wide instead of a
+    second. Kept only as long as ``source`` lives.
+    """
+    with _shared_mutex:
+        clocks = _shared.setdefault(source, {})
+        server_clock = clocks.get(clock)
+        if server_clock is None:
+            server_clock = clocks[clock] = ServerClock(clock)
+        return server_clock

@@ -32,60 +32,87 @@ def _emit(record: dict[str, Any]) -> None:
     print(json.dumps(record), flush=True)
 
 
-def _believed(check: Any, until: float) -> tuple[float | None, float | None]:
+def _believed(check: Any, until: float) -> tuple[tuple[float, float] | None, tuple[float, float]]:
     """Call ``check`` until ``until`` (or until it raises LeaseLostError: a starved process may
-    see its lease lapse); the first and last local times at which it vouched for the lease.
-    Each time is read *before* its check, so the holder was valid at that instant."""
+    see its lease lapse). Returns (monotonic, wall) times of the first and of the last check
+    that vouched for the lease, each read *before* its check, so the holder was valid then
+    (``None`` first: it never vouched). Wall time on this machine is the embedded endpoint's
+    own clock, which stamps the ``Date`` headers: the true server time."""
     from lakelock.errors import LeaseLostError
 
-    first = last = None
+    first: tuple[float, float] | None = None
+    last = (0.0, 0.0)
     while True:
-        now = time.monotonic()
+        now = (time.monotonic(), time.time())
         try:
             check()
         except LeaseLostError:
             return first, last
         first = now if first is None else first
         last = now
-        if now >= until:
+        if now[0] >= until:
             return first, last
         time.sleep(0.002)
 
 
+def _warm_up(store: Any, holding: Any) -> None:
+    """Sample the server's clock across more than one tick of its ``Date``, so the shared
+    server-time bounds are a round trip wide, not a second: then a holder's margin is what
+    decides when it stops, and the test sees any error in it."""
+    from lakelock._lease import lease_key
+
+    deadline = time.monotonic() + 1.2
+    while time.monotonic() < deadline:
+        sent = time.monotonic()
+        data = store.get(lease_key(holding.name))
+        holding.server_clock.observe(data.server_time, sent, time.monotonic())
+        time.sleep(0.05)
+
+
 def lease(args: dict[str, Any]) -> None:
-    """Take lease "mp" ``holdings`` times. Worker 0 abandons its first holding (stops renewing
+    """Take lease "mp" ``holdings`` times. Worker 0 abandons its third holding (stops renewing
     and keeps believing until its own clock says the lease lapsed, like a paused holder);
     every other holding is held briefly, sometimes renewed, and released. Records the interval
-    during which the worker vouched for the lease (first to last successful check)."""
+    during which the worker vouched for the lease (first to last successful check), in
+    monotonic and wall time, with the lease's expiry (server time) then."""
     from lakelock._lease import Lease
     from lakelock.errors import LeaseLostError
 
     rng = random.Random(args["seed"])
     store = _store(args)
+    abandoning = 2 if args["seed"] == 0 else -1
     for index in range(args["holdings"]):
         holding = Lease(store, "mp", ttl=args["ttl"], margin=args["margin"], poll_interval=0.05)
+        if index == abandoning:
+            _warm_up(store, holding)
         holding.acquire(timeout=30)
-        abandon = args["seed"] == 0 and index == 0
+        acquired_wall = time.time()
+        expires_at = holding.expires_at
+        abandon = index == abandoning
         if abandon:
-            start, end = _believed(holding.check, float("inf"))
+            first, last = _believed(holding.check, float("inf"))
         else:
-            start, end = _believed(holding.check, time.monotonic() + rng.uniform(0.0, 0.05))
-            if end is not None and rng.random() < 0.5:
+            first, last = _believed(holding.check, time.monotonic() + rng.uniform(0.0, 0.05))
+            if first is not None and rng.random() < 0.5:
                 try:
                     holding.renew()
                 except LeaseLostError:
                     pass
                 else:
+                    expires_at = holding.expires_at
                     more = _believed(holding.check, time.monotonic() + rng.uniform(0.0, 0.05))
-                    end = more[1] if more[1] is not None else end
+                    last = more[1] if more[0] is not None else last
             holding.release()
-        if start is not None:
+        if first is not None:
             _emit(
                 {
                     "pid": args["seed"],
                     "token": holding.token,
-                    "start": start,
-                    "end": end,
+                    "start": first[0],
+                    "end": last[0],
+                    "acquired_wall": acquired_wall,
+                    "end_wall": last[1],
+                    "expires_at": expires_at,
                     "kind": "abandon" if abandon else "release",
                 }
             )
@@ -135,9 +162,9 @@ def locks(args: dict[str, Any]) -> None:
                 "read": ([a], []),
             }[op]
             held = lock.lock(read=read, write=write, timeout=60).acquire()
-            start, end = _believed(held.check, time.monotonic() + rng.uniform(0.0, 0.03))
+            first, last = _believed(held.check, time.monotonic() + rng.uniform(0.0, 0.03))
             held.release()
-            if start is None:
+            if first is None:
                 continue  # starved past its TTL before it could vouch for the lock
             record = {
                 "pid": args["seed"],
@@ -146,8 +173,8 @@ def locks(args: dict[str, Any]) -> None:
                 "read": sorted(held.request.read),
                 "write": sorted(held.request.write),
                 "tokens": held.tokens,
-                "start": start,
-                "end": end,
+                "start": first[0],
+                "end": last[0],
             }
             with out:
                 _emit(record)

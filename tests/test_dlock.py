@@ -540,7 +540,12 @@ def test_threads_of_one_process_wait_locally(
     s3: S3Endpoint, store: ObjectStore, sim: SimTime
 ) -> None:
     """Conflicting threads of one process wait on the in-process lock, sending nothing to S3."""
-    locks = machine(store, sim, poll_interval=0.001)
+
+    def sleep(seconds: float) -> None:
+        sim.sleep(seconds)
+        time.sleep(0.005)  # real time too, so that polling S3 would show and not swamp it
+
+    locks = machine(store, sim, poll_interval=0.001, sleep=sleep)
     first = locks.lock(write=["/sales/a"]).acquire()
     results: list[PathLockHandle] = []
     blocked = threading.Event()
@@ -551,7 +556,7 @@ def test_threads_of_one_process_wait_locally(
     s3.reset_stats()
     worker.start()
     assert blocked.wait(30)
-    time.sleep(0.3)  # were it polling S3 (injected sleep is instant), it would send hundreds
+    time.sleep(0.3)  # were it polling S3, it would send dozens of requests meanwhile
     assert s3.stats() == {}
     first.release()
     worker.join(timeout=30)

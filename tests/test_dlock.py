@@ -43,7 +43,8 @@ from lakelock._registry import Fence
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
 from lakelock.testing import S3Endpoint
-from tests.test_lease import EPOCH, REPO, SimTime, _wait_for, run_workers
+from tests.conftest import wait_until
+from tests.test_lease import EPOCH, REPO, SimTime, run_workers
 
 ME = Owner("me", "host-a", 1)
 THEM = Owner("them", "host-b", 2)
@@ -588,7 +589,7 @@ def test_heartbeat_keeps_the_lock_past_its_ttl(store: ObjectStore) -> None:
     with locks.lock(write=["/sales/a"]) as h:
         beat = h._heartbeat
         assert beat is not None
-        _wait_for(lambda: beat.beats >= 4)  # > 1.2 TTLs
+        wait_until(lambda: beat.beats >= 4)  # > 1.2 TTLs
         h.check()
         with pytest.raises(LockTimeout):
             other.lock(write=["/sales"], timeout=0).acquire()

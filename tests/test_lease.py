@@ -43,6 +43,7 @@ from lakelock._lease_core import (
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
 from lakelock.testing import S3Endpoint
+from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -718,7 +719,7 @@ def test_heartbeat_renews_then_reports_loss(store: ObjectStore) -> None:
     beat = lease._heartbeat
     assert beat is not None
     assert beat.interval == pytest.approx(0.75)
-    _wait_for(lambda: beat.beats >= 2)
+    wait_until(lambda: beat.beats >= 2)
     assert lease.expires_at is not None
     assert lease.expires_at > first_expiry
     assert lease.check() == 1
@@ -726,7 +727,7 @@ def test_heartbeat_renews_then_reports_loss(store: ObjectStore) -> None:
     etag = store.head(lease_key("hb")).etag
     store.put(lease_key("hb"), dump_lease(doc), mode=IfMatch(etag))
     assert lost.wait(10)
-    _wait_for(lambda: not beat.alive)
+    wait_until(lambda: not beat.alive)
     assert len(losses) == 1
     with pytest.raises(LeaseLostError):
         lease.renew()
@@ -744,8 +745,8 @@ def test_heartbeat_survives_transient_errors(s3: S3Endpoint, bucket: str) -> Non
     assert beat is not None
     s3.inject("error", operation="PutObject", prefix="metastore/leases/", count=1)
     s3.inject("error", operation="GetObject", prefix="metastore/leases/", count=1)
-    _wait_for(lambda: s3.faults()["injected"].get("error", 0) == 2)
-    _wait_for(lambda: beat.beats >= 1)
+    wait_until(lambda: s3.faults()["injected"].get("error", 0) == 2)
+    wait_until(lambda: beat.beats >= 1)
     assert lease.check() == 1
     lease.release()
     assert not beat.alive
@@ -768,7 +769,7 @@ def test_heartbeat_stops_only_on_loss() -> None:
 
     beat = Heartbeat(renew, 0.01, name="test-heartbeat")
     beat.start()
-    _wait_for(lambda: not beat.alive)
+    wait_until(lambda: not beat.alive)
     assert (len(calls), beat.beats) == (3, 1)
 
 
@@ -781,7 +782,7 @@ def test_dropped_lease_is_not_kept_alive_by_its_heartbeat(store: ObjectStore) ->
     assert beat is not None
     del lease
     gc.collect()  # tracebacks kept by the adapter's retry state form cycles with our frames
-    _wait_for(lambda: not beat.alive)
+    wait_until(lambda: not beat.alive)
     assert beat.beats == 0
     assert stored(store, "dropped").expires_at > 0  # not released: it simply expires
 
@@ -790,14 +791,6 @@ def test_heartbeat_rejects_nonpositive_interval() -> None:
     """A heartbeat needs a positive interval."""
     with pytest.raises(ValueError, match="interval"):
         Heartbeat(lambda: None, 0.0, name="x")
-
-
-def _wait_for(condition: Callable[[], bool], limit: float = 15.0) -> None:
-    """Poll a real condition, bounded: fail rather than hang."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 # --- many processes ----------------------------------------------------------------------------

@@ -134,17 +134,14 @@ def move_partition(
     removed = tuple(f.key for f in files) if move.rename else ()
     if move.to_dataset == move.dataset:
         return registry.commit_changes([_with(added, remove=removed)])
-    changes = [added]
-    if removed:
-        changes.append(
-            Change(
-                dataset=move.dataset,
-                commit_id=commit_id,
-                remove=removed,
-                fence=fences.get(move.dataset),
-            )
-        )
-    return registry.commit_changes(changes)
+    # The source dataset's change removes its files (rename) or, for a copy, carries only its
+    # fence: a copy whose read grant was superseded must not commit what it read.
+    source_change = Change(
+        dataset=move.dataset, commit_id=commit_id, remove=removed, fence=fences.get(move.dataset)
+    )
+    if removed or source_change.fence is not None:
+        return registry.commit_changes([added, source_change])
+    return registry.commit_changes([added])
 
 
 def _with(change: Change, *, remove: tuple[str, ...]) -> Change:

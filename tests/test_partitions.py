@@ -174,3 +174,14 @@ def test_two_processes_rename_the_same_partition(s3: S3Endpoint, lake: Lake) -> 
     present = {o.key for o in lake.store.list("datasets/")}
     assert all(f.key in present for f in lake.registry.files("sales"))
     assert ids(lake) == sorted([*range(5), *range(10, 15), 99])
+
+
+def test_copy_records_the_source_fence(lake: Lake) -> None:
+    """A cross-dataset copy records its read grant on the source dataset too, so a zombie
+    copier superseded by a writer of the source cannot commit what it read."""
+    lake.copy_partition("sales", "year=2025", to_dataset="archive")
+    fences = lake.registry.read().lock_fences
+    (source,) = fences["lock:sales"]
+    assert (source.read, source.write) == (("/sales/year=2025",), ())
+    (target,) = fences["lock:archive"]
+    assert target.write == ("/archive/year=2025",)

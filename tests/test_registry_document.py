@@ -340,3 +340,18 @@ def test_lock_fences_refuse_only_superseded_grants() -> None:
     reader = Fence("lock:sales", 2, read=("/sales/year=2023",))
     assert commit(after, change(commit_id="c4", fence=reader)).version == 3
     assert parse_registry(serialize_registry(after)).lock_fences == after.lock_fences
+
+
+def test_fence_only_change_leaves_the_dataset_alone() -> None:
+    """A change with just a fence (the read side of a copy) is checked and recorded, and
+    does not touch the dataset's state."""
+    doc = commit(RegistryDoc(), change(add=(datafile("sales", "", "a"),)))
+    before = doc.datasets["sales"]
+    reader = Fence("lock:sales", 4, read=("/sales/year=2024",))
+    after = commit(doc, change(commit_id="c2", fence=reader))
+    assert after.datasets["sales"] == before
+    assert [r.token for r in after.lock_fences["lock:sales"]] == [4]
+    writer = Fence("lock:sales", 6, write=("/sales/year=2024",))
+    later = commit(after, change(commit_id="c3", fence=writer))
+    with pytest.raises(StaleFenceError):
+        commit(later, change(commit_id="c4", fence=reader))

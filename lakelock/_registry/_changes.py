@@ -176,25 +176,11 @@ def apply_change(
 ) -> Applied:
     """``change`` applied to ``doc`` (version unchanged: see :func:`seal`). Manifests that
     leave the registry are listed in ``doc.retired`` with time ``retired_at``."""
-    fences = dict(doc.fences)
-    lock_fences = dict(doc.lock_fences)
-    if change.fence is not None and change.fence.hierarchical:
-        lock_fences[change.fence.name] = _check_lock_fence(
-            lock_fences.get(change.fence.name, ()), change, retired_at
-        )
-    elif change.fence is not None:
-        current = fences.get(change.fence.name)
-        if current is not None and change.fence.token < current:
-            raise StaleFenceError(
-                f"fencing token {change.fence.token} for {change.fence.name!r} is stale: "
-                f"{current} has been seen",
-                name=change.fence.name,
-                token=change.fence.token,
-                current=current,
-                dataset=change.dataset,
-                commit_id=change.commit_id,
-            )
-        fences[change.fence.name] = max(change.fence.token, current or change.fence.token)
+    doc = _apply_fence(doc, change, retired_at)
+    if _fence_only(change):
+        # A dataset an operation only read (the source of a copy): its fence is checked and
+        # recorded, the dataset itself is left as it is.
+        return Applied(doc=doc, writes=(), added=0, removed=0)
 
     existing = doc.datasets.get(change.dataset)
     dataset = existing or DatasetState(
@@ -278,8 +264,6 @@ def apply_change(
         doc=replace(
             doc,
             datasets=MappingProxyType(datasets),
-            fences=MappingProxyType(fences),
-            lock_fences=MappingProxyType(lock_fences),
             retired=tuple(retired),
         ),
         writes=tuple(writes),
@@ -422,6 +406,39 @@ def seal(
         commits=commits,
         retired=retired,
         lock_fences=lock_fences,
+    )
+
+
+def _apply_fence(doc: RegistryDoc, change: Change, at: float) -> RegistryDoc:
+    """``doc`` with the change's fence checked and recorded (module docstring)."""
+    fence = change.fence
+    if fence is None:
+        return doc
+    if fence.hierarchical:
+        lock_fences = dict(doc.lock_fences)
+        lock_fences[fence.name] = _check_lock_fence(lock_fences.get(fence.name, ()), change, at)
+        return replace(doc, lock_fences=MappingProxyType(lock_fences))
+    current = doc.fences.get(fence.name)
+    if current is not None and fence.token < current:
+        raise StaleFenceError(
+            f"fencing token {fence.token} for {fence.name!r} is stale: {current} has been seen",
+            name=fence.name,
+            token=fence.token,
+            current=current,
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
+    fences = {**doc.fences, fence.name: max(fence.token, current or fence.token)}
+    return replace(doc, fences=MappingProxyType(fences))
+
+
+def _fence_only(change: Change) -> bool:
+    return change.fence is not None and not (
+        change.add
+        or change.remove
+        or change.schema is not None
+        or change.partition_by is not None
+        or change.properties is not None
     )
 
 

@@ -62,6 +62,7 @@ from lakelock._registry._document import (
     REGISTRY_KEY,
     CommitRecord,
     DatasetState,
+    LockFenceRecord,
     Manifest,
     RegistryDoc,
     RetiredManifest,
@@ -117,11 +118,21 @@ class RegistrySnapshot:
     fences: Mapping[str, int]
     commits: tuple[CommitRecord, ...]
     retired: tuple[RetiredManifest, ...] = ()
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     @classmethod
     def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
         return cls(
-            doc.version, etag, doc.updated_at, doc.datasets, doc.fences, doc.commits, doc.retired
+            doc.version,
+            etag,
+            doc.updated_at,
+            doc.datasets,
+            doc.fences,
+            doc.commits,
+            doc.retired,
+            doc.lock_fences,
         )
 
 
@@ -418,45 +429,13 @@ class Registry:
         self._settle_known(doc, state)
         if not state.pending:
             return
-        next_version = doc.version + 1
-        applied: list[tuple[_Pending, Applied]] = []
-        current = doc
-        seen: set[str] = set()
-        for p in state.pending:
-            if p.change.commit_id in seen:
-                continue  # a duplicate id within the batch: settled with its twin below
-            # Against the document as the batch has changed it so far: an earlier change of
-            # the batch may have added or consolidated manifests of the same partition.
-            candidate = current
-            results: list[Applied] = []
-            try:
-                for change in p.changes:
-                    manifests = self.load_manifests(manifests_needed(candidate, change))
-                    result = apply_change(
-                        candidate,
-                        change,
-                        manifests=manifests,
-                        now=now,
-                        next_version=next_version,
-                        retired_at=seconds,
-                    )
-                    candidate = result.doc
-                    results.append(result)
-            except CommitConflictError as error:
-                p.fail(error)
-                continue
-            for result in results:
-                for key, body in result.writes:
-                    self._remember(key, parse_manifest(body))
-                applied.append((p, result))
-            seen.add(p.change.commit_id)
-            current = candidate
+        current, applied = self._apply_batch(doc, state, now=now, seconds=seconds)
         state.pending = [p for p in state.pending if not p.done.is_set()]
         if not applied:
             return
         new_doc = seal(
             current,
-            [(p.change, a) for p, a in applied],
+            applied,
             now=now,
             window=self.commit_window,
             retire_before=seconds - self.retention,
@@ -494,6 +473,44 @@ class Registry:
         for p in state.pending:
             p.succeed(self._result(p, new_doc.version, state, already=False))
         state.pending = []
+
+    def _apply_batch(
+        self, doc: RegistryDoc, state: _BatchState, *, now: str, seconds: float
+    ) -> tuple[RegistryDoc, list[tuple[Change, Applied]]]:
+        """Apply every pending commit in turn; a commit whose changes do not all apply fails
+        alone (all or nothing per commit). Returns the document and what was applied."""
+        applied: list[tuple[Change, Applied]] = []
+        current = doc
+        seen: set[str] = set()
+        for p in state.pending:
+            if p.change.commit_id in seen:
+                continue  # a duplicate id within the batch: settled with its twin
+            # Against the document as the batch has changed it so far: an earlier commit of
+            # the batch may have added or consolidated manifests of the same partition.
+            candidate = current
+            results: list[tuple[Change, Applied]] = []
+            try:
+                for change in p.changes:
+                    result = apply_change(
+                        candidate,
+                        change,
+                        manifests=self.load_manifests(manifests_needed(candidate, change)),
+                        now=now,
+                        next_version=doc.version + 1,
+                        retired_at=seconds,
+                    )
+                    candidate = result.doc
+                    results.append((change, result))
+            except CommitConflictError as error:
+                p.fail(error)
+                continue
+            for _, result in results:
+                for key, body in result.writes:
+                    self._remember(key, parse_manifest(body))
+            applied.extend(results)
+            seen.add(p.change.commit_id)
+            current = candidate
+        return current, applied
 
     def _settle_known(self, doc: RegistryDoc, state: _BatchState) -> None:
         """Commits whose ids the registry already records are done: either re-runs (the

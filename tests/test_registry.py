@@ -279,3 +279,12 @@ def test_missing_bucket_is_not_an_empty_registry(client: Any) -> None:
     with pytest.raises(NotFoundError) as info:
         registry(ObjectStore(client, "no-such-bucket-here")).read()
     assert info.value.code == "NoSuchBucket"
+
+
+def test_read_retries_throttling(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A registry read that meets 503s past the SDK's retries is retried, not failed."""
+    reg = registry(store)
+    reg.commit("sales")
+    s3.inject("slowdown", operation="GetObject", prefix=ROOT, count=4)  # SDK gives up after 3
+    assert reg.read().version == 1
+    assert s3.faults()["injected"] == {"slowdown": 4}

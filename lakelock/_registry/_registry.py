@@ -227,8 +227,11 @@ class Registry:
     # -- reading ------------------------------------------------------------------------------
 
     def read(self) -> RegistrySnapshot:
-        """The current registry (version 0 and no datasets before the first commit)."""
-        doc, etag = self._read_root()
+        """The current registry (version 0 and no datasets before the first commit).
+        Throttling and transport failures are retried within the registry's budget."""
+        for attempt in self.retry.retrying((ConflictError, ThrottledError, OutcomeUnknownError)):
+            with attempt:
+                doc, etag = self._read_root()
         return RegistrySnapshot.of(doc, etag)
 
     def files(

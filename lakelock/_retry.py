@@ -19,12 +19,13 @@ __all__ = ["RetryPolicy"]
 class RetryPolicy:
     """How long to keep trying.
 
-    ``max_attempts`` counts the first try; ``max_elapsed`` caps the total seconds (measured
-    with ``clock``); the wait before attempt *n* is random in ``[0, min(max_backoff,
+    ``max_attempts`` counts the first try (generous by default: under contention a 412 means
+    another writer got through, so retrying is progress); ``max_elapsed`` caps the total
+    seconds (measured with ``clock``); the wait before attempt *n* is random in ``[0, min(max_backoff,
     initial_backoff * 2**n)]`` ("full jitter"), so contending writers spread out.
     """
 
-    max_attempts: int = 10
+    max_attempts: int = 50
     max_elapsed: float = 60.0
     initial_backoff: float = 0.02
     max_backoff: float = 2.0

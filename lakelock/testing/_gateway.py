@@ -229,6 +229,11 @@ class Gateway:
         self.concurrent_conflicts = False
         self._sleep = sleep
         self._locks = _KeyLocks()
+        # Held only while moto itself reads or writes a key: moto's GetObject can meet an
+        # overwrite of the same key closing the old value's buffer (a 500 S3 never gives).
+        # Writers hold it inside their key lock, for the moto call only, so reads are never
+        # held up by a writer's injected latency.
+        self._applying = _KeyLocks()
         self._counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         # uploadId -> ETag of the object its completion created: a retried completion of an
@@ -277,7 +282,10 @@ class Gateway:
         if request.operation in {"PutBucketPolicy", "GetBucketPolicy", "DeleteBucketPolicy"}:
             return self._bucket_policy(environ, request)
         if not request.mutating:
-            return self._forward(environ)
+            if request.bucket is None or request.key is None:
+                return self._forward(environ)
+            with self._applying.hold([(request.bucket, request.key)], wait=True):
+                return self._forward(environ)
         return self._write(environ, request, headers, decision)
 
     def _write(
@@ -312,10 +320,15 @@ class Gateway:
             self._wait(decision)
             if request.operation == "DeleteObjects":
                 assert body is not None
-                response = self._delete_objects(environ, request, headers, body)
+                with self._applying.hold(keys, wait=True):
+                    response = self._delete_objects(environ, request, headers, body)
             else:
                 failed = self._check_conditions(request, headers)
-                response = failed if failed is not None else self._forward(environ)
+                if failed is not None:
+                    response = failed
+                else:
+                    with self._applying.hold(keys, wait=True):
+                        response = self._forward(environ)
                 if request.operation == "CompleteMultipartUpload" and response.code == 200:
                     self._remember_completion(request)
         if decision.after is not None and response.code < 300:

@@ -1,0 +1,672 @@
+"""The chaos run (issue 8): processes x threads append, rename, lease and commit through the
+embedded endpoint with seeded faults on every operation; a checker then verifies the whole
+recorded history, Jepsen-style.
+
+What is recorded (``tests/_chaos_workers.py``): every invocation with wall-clock start and end
+and its outcome (``ok`` with a version, ``fail``, ``unknown``); every lease holding (when the
+holder believed it held the lease, in wall-clock time and in its own server-time bounds);
+snapshots taken by a reader thread in each process.
+
+What the checker (:func:`check_chaos`) verifies:
+
+- the registry parses; every acknowledged commit is recorded exactly once, at the version it
+  was acknowledged with; failed ones are absent; unknown ones at most once; no commit nobody
+  made; versions are contiguous; real-time order holds (a commit that began after another
+  ended has a higher version; a snapshot taken after a commit ended includes it; one reader's
+  snapshots never go back);
+- appends are atomic and exactly-once in the data: an acknowledged append's files are all
+  registered and its rows read back exactly once; a failed one's are absent; an unknown
+  one's are all there or none; every registered file exists, matches its checksum and is
+  valid parquet with the recorded row count;
+- the renamed partition is never observed half-renamed (by readers, or at the end): it is at
+  exactly one place with all its files, records and rows; the landed renames, in version
+  order, form one unbroken chain of moves;
+- no two lease holdings overlap (wall clock); after an abandoned holding the next holder
+  starts more than two margins later, by the wall clock and by the two holders' own
+  server-time bounds; tokens rise with time; fenced commits land in token order;
+- no error escaped that is not a lakelock error, and no append was told that its own file
+  (named uniquely for it) already existed.
+
+A failing run names its seed; ``LAKELOCK_CHAOS_SEED=<n>`` replays it (same fault plan and the
+same operations in every thread; the interleaving of threads is up to the machine). The small
+runs are part of the default test run; the large ones run with
+``python -m pytest -m slow tests/test_chaos.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakelock import Lake
+from lakelock._registry import Registry
+from lakelock.errors import AlreadyExistsError
+from lakelock.testing import FaultRule, S3Endpoint
+from tests._chaos_workers import MUTATION_ENV, PLACES, WINDOW, places_of, split_place
+from tests.conftest import FAST_RETRY
+
+ROOT_DIR = Path(__file__).resolve().parent.parent
+SEED_ENV = "LAKELOCK_CHAOS_SEED"
+COMMITTING = ("append", "ledger", "rename")
+
+#: Faults on every operation: throttling, server errors, conflicts, resets before the request
+#: is applied, lost acknowledgements after it is, latency jitter; plus read-back failures on
+#: the registry key, so the adapter's write-id resolution cannot settle every lost ack and the
+#: registry's own commit-id lookup is exercised too.
+CHAOS = [
+    FaultRule("latency", operation="*", delay=0.0005, jitter=0.003),
+    FaultRule("slowdown", operation="*", probability=0.01),
+    FaultRule("error", operation="*", probability=0.01),
+    FaultRule("reset", operation="*", probability=0.01),
+    FaultRule("conflict", operation="PutObject", prefix="metastore/", probability=0.03),
+    FaultRule("conflict", operation="CompleteMultipartUpload", probability=0.03),
+    FaultRule(
+        "reset", operation="HeadObject", prefix="metastore/dataset_registry", probability=0.4
+    ),
+    FaultRule("lost_ack", operation="PutObject", probability=0.04),
+    FaultRule("lost_ack_5xx", operation="PutObject", probability=0.02),
+    FaultRule("lost_ack", operation="CompleteMultipartUpload", probability=0.04),
+]
+
+#: Heavier faults for the slow runs: several percent of every operation fails, a request
+#: may hang before its connection is reset, deletes lose their acknowledgements too.
+HEAVY = [
+    FaultRule("latency", operation="*", delay=0.0005, jitter=0.004),
+    FaultRule("timeout", operation="*", probability=0.005, delay=0.05),
+    FaultRule("slowdown", operation="*", probability=0.03),
+    FaultRule("error", operation="*", probability=0.03),
+    FaultRule("reset", operation="*", probability=0.03),
+    FaultRule("conflict", operation="PutObject", probability=0.05),
+    FaultRule("conflict", operation="CompleteMultipartUpload", probability=0.05),
+    FaultRule("reset", operation="HeadObject", probability=0.3),
+    FaultRule("lost_ack", operation="PutObject", probability=0.08),
+    FaultRule("lost_ack_5xx", operation="PutObject", probability=0.04),
+    FaultRule("lost_ack", operation="CompleteMultipartUpload", probability=0.08),
+    FaultRule("lost_ack", operation="DeleteObject*", probability=0.1),
+]
+
+MOVES_IDS = list(range(6))
+MOVES_FILES = 2
+
+
+def seeds(default: Iterable[int]) -> list[int]:
+    """The seeds to run: ``LAKELOCK_CHAOS_SEED`` (one replayed seed) or ``default``."""
+    chosen = os.environ.get(SEED_ENV)
+    return [int(chosen)] if chosen else list(default)
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def setup_lake(s3: S3Endpoint, bucket: str) -> Lake:
+    """The lake before the run: ``moves`` with one partition of two files at ``slot=a``
+    (place ``PLACES[0]``)."""
+    lake = Lake(bucket, s3=s3.client(), retry=FAST_RETRY)
+    lake.registry = Registry(lake.store, retry=FAST_RETRY, commit_window=WINDOW)
+    half = len(MOVES_IDS) // MOVES_FILES
+    for n in range(MOVES_FILES):
+        ids = MOVES_IDS[n * half : (n + 1) * half]
+        table = pa.table({"id": ids, "slot": ["a"] * len(ids)})
+        lake.append("moves", table, partition_by=["slot"], commit_id=f"setup-{n}")
+    return lake
+
+
+def run_chaos(
+    s3: S3Endpoint,
+    bucket: str,
+    tmp_path: Path,
+    *,
+    seed: int,
+    processes: int,
+    threads: int,
+    ops: int,
+    rules: list[FaultRule],
+    mix: dict[str, int] | None = None,
+    abandon: float = 0.05,
+    mutation: str | None = None,
+    timeout: float = 300,
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Run the worker processes under ``rules`` seeded with ``seed``; their records, and how
+    many faults of each kind were injected."""
+    s3.set_faults([FaultRule(**{**r.to_json(), "bucket": bucket}) for r in rules], seed=seed)
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
+    env.pop(MUTATION_ENV, None)
+    if mutation is not None:
+        env[MUTATION_ENV] = mutation
+    outs = [tmp_path / f"chaos-{p}.jsonl" for p in range(processes)]
+    children = []
+    for p, out in enumerate(outs):
+        args: dict[str, Any] = {
+            "url": s3.url,
+            "bucket": bucket,
+            "worker": f"p{p}",
+            "seed": seed,
+            "threads": threads,
+            "ops": ops,
+            "out": str(out),
+            "lease_ttl": 1.5,
+            "lease_margin": 0.2,
+            "abandon": abandon,
+        }
+        if mix is not None:
+            args["mix"] = mix
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "tests._chaos_workers", orjson.dumps(args).decode()],
+                cwd=ROOT_DIR,
+                env=env,
+                stderr=subprocess.PIPE,
+            )
+        )
+    try:
+        for child in children:
+            _, err = child.communicate(timeout=timeout)
+            assert child.returncode == 0, f"seed {seed}: worker failed:\n{err.decode()[-3000:]}"
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+        injected = dict(s3.faults()["injected"])
+        s3.clear_faults()
+    records = [orjson.loads(line) for out in outs for line in out.read_bytes().splitlines()]
+    ran = [r["mutation"] for r in records if r["op"] == "worker"]
+    assert ran == [mutation] * processes, f"workers ran with mutations {ran}"
+    return [r for r in records if r["op"] != "worker"], injected
+
+
+# -- the checker --------------------------------------------------------------------------------
+
+
+def check_chaos(
+    records: list[dict[str, Any]], lake: Lake, *, setup_ids: Iterable[str] = ()
+) -> list[str]:
+    """Every violation of lakelock's guarantees in this history and final state (module
+    docstring); empty: none. ``lake`` reads the final state (no faults)."""
+    problems: list[str] = []
+    snapshot = lake.registry.read()
+    recorded = list(snapshot.commits)
+    if len(recorded) >= WINDOW:
+        problems.append("history longer than the commit window: cannot check it")
+    counts = Counter(r.id for r in recorded)
+    versions = {r.id: r.version for r in recorded}
+    invocations = [r for r in records if r["op"] in COMMITTING]
+    problems += [f"untyped error escaped: {r}" for r in records if r.get("untyped")]
+
+    # Each commit: exactly once, never, or at most once.
+    landed: list[dict[str, Any]] = []
+    for inv in invocations:
+        seen = counts[inv["id"]]
+        what = f"{inv['outcome']} {inv['op']} {inv['id']}"
+        if inv["outcome"] == "ok":
+            if seen != 1:
+                problems.append(f"acknowledged commit recorded {seen} times: {what}")
+            elif versions[inv["id"]] != inv["version"]:
+                problems.append(
+                    f"{what} acknowledged as v{inv['version']}, recorded at v{versions[inv['id']]}"
+                )
+        elif inv["outcome"] == "fail" and seen:
+            problems.append(f"failed commit is in the registry ({seen}x): {what}: {inv['error']}")
+        elif inv["outcome"] == "unknown" and seen > 1:
+            problems.append(f"unknown commit recorded {seen} times: {what}")
+        if seen == 1:
+            landed.append({**inv, "version": versions[inv["id"]]})
+    made = {inv["id"] for inv in invocations} | set(setup_ids)
+    problems += [f"commit {i!r} is recorded but nobody made it" for i in counts if i not in made]
+    distinct = sorted({r.version for r in recorded})
+    if distinct and distinct != list(range(distinct[0], snapshot.version + 1)):
+        problems.append(f"versions are not contiguous: {distinct[:5]}...{distinct[-5:]}")
+
+    problems += _real_time(landed, [r for r in records if r["op"] == "observe"])
+    problems += _appends(invocations, lake, snapshot, versions)
+    problems += registered_file_problems(lake, snapshot)
+    problems += _moves(records, landed, lake, snapshot)
+    problems += _leases(records, landed, snapshot)
+    return problems
+
+
+def _real_time(landed: list[dict[str, Any]], observations: list[dict[str, Any]]) -> list[str]:
+    """Commits and snapshots respect real time."""
+    problems = []
+    by_end = sorted(landed, key=lambda i: i["end"])
+    for earlier, later in itertools.product(by_end, by_end):
+        if later["start"] > earlier["end"] and later["version"] <= earlier["version"]:
+            problems.append(
+                f"{later['id']} (v{later['version']}) began after {earlier['id']} "
+                f"(v{earlier['version']}) ended but is not newer"
+            )
+    ends = [i["end"] for i in by_end]
+    newest = list(itertools.accumulate((i["version"] for i in by_end), max))
+    for obs in observations:
+        if "version" not in obs:
+            continue
+        done = _count_before(ends, obs["time"])
+        if done and newest[done - 1] > obs["version"]:
+            problems.append(
+                f"snapshot v{obs['version']} taken at {obs['time']:.3f} misses v"
+                f"{newest[done - 1]}, committed before it"
+            )
+    for worker, group in itertools.groupby(
+        sorted(observations, key=lambda o: (o["worker"], o["time"])), key=lambda o: o["worker"]
+    ):
+        seen = [o["version"] for o in group if "version" in o]
+        if seen != sorted(seen):
+            problems.append(f"reader of {worker} saw the registry go back in time")
+    return problems
+
+
+def _count_before(ends: list[float], moment: float) -> int:
+    return sum(1 for end in ends if end < moment)
+
+
+def _appends(
+    invocations: list[dict[str, Any]], lake: Lake, snapshot: Any, versions: dict[str, int]
+) -> list[str]:
+    """Appends are atomic and exactly-once, in the registry's file lists and in the rows."""
+    appends = [i for i in invocations if i["op"] == "append"]
+    if "events" not in snapshot.datasets:
+        registered: set[str] = set()
+        table = None
+    else:
+        registered = {f.key for f in lake.registry.files("events", snapshot=snapshot)}
+        table = lake.read("events", snapshot=snapshot)
+    problems = []
+    rows = Counter(table.column("cid").to_pylist()) if table is not None else Counter()
+    if table is not None and table.num_rows != len(set(table.column("row").to_pylist())):
+        problems.append("some appended row is in the data more than once")
+    for inv in appends:
+        present = [k in registered for k in inv["keys"]]
+        landed = inv["id"] in versions
+        what = f"{inv['outcome']} append {inv['id']}"
+        if any(present) and not all(present):
+            problems.append(f"{what}: only some of its files are registered")
+        if all(present) != landed:
+            problems.append(f"{what}: files registered={all(present)} but commit landed={landed}")
+        if inv["outcome"] == "ok" and rows[inv["id"]] != inv["rows"]:
+            problems.append(f"{what}: {rows[inv['id']]} of its {inv['rows']} rows read back")
+        if inv["outcome"] != "ok" and rows[inv["id"]] not in (0, inv["rows"]):
+            problems.append(f"{what}: {rows[inv['id']]} of its {inv['rows']} rows read back")
+        if inv["outcome"] == "fail" and rows[inv["id"]]:
+            problems.append(f"{what}: its rows are in the data")
+        if inv.get("error", "").startswith("AlreadyExistsError"):
+            # Its file names are unique to this invocation: nobody else can have taken them.
+            problems.append(f"{what}: its own file reported as already existing: {inv['error']}")
+    return problems
+
+
+def registered_file_problems(lake: Lake, snapshot: Any) -> list[str]:
+    """Every registered file exists, has its checksum, and is parquet of its row count."""
+    problems = []
+    for name in snapshot.datasets:
+        for f in lake.registry.files(name, snapshot=snapshot):
+            body = lake.store.get(f.key).body
+            if f"sha256:{hashlib.sha256(body).hexdigest()}" != f.checksum or len(body) != f.size:
+                problems.append(f"{f.key}: bytes differ from the registered file")
+                continue
+            rows = pq.ParquetFile(pa.BufferReader(body)).metadata.num_rows
+            if rows != f.record_count:
+                problems.append(f"{f.key}: {rows} rows, registered with {f.record_count}")
+    return problems
+
+
+def _moves(
+    records: list[dict[str, Any]], landed: list[dict[str, Any]], lake: Lake, snapshot: Any
+) -> list[str]:
+    """The moving partition is whole at exactly one place, in every snapshot and at the end;
+    the landed renames chain; every append is all or nothing in every snapshot read."""
+    problems = []
+    expected = [MOVES_FILES, len(MOVES_IDS)]
+    rows = {r["id"]: r["rows"] for r in records if r["op"] == "append"}
+    for obs in records:
+        if obs["op"] != "observe":
+            continue
+        if "violation" in obs:
+            problems.append(
+                f"reader of {obs['worker']} at v{obs.get('version')}: {obs['violation']}"
+            )
+        places = obs.get("places")
+        if places is not None and list(places.values()) != [expected]:
+            problems.append(f"half-renamed partition seen at v{obs['version']}: {places}")
+        if "ids" in obs and (obs["ids"] != MOVES_IDS or len(obs["slots"]) != 1):
+            problems.append(
+                f"partition read back at v{obs['version']} as {obs['ids']} in {obs['slots']}"
+            )
+        for cid, count in obs.get("events", {}).items():
+            if count != rows.get(cid):
+                problems.append(
+                    f"{count} of the {rows.get(cid)} rows of {cid} seen at v{obs['version']}"
+                )
+    final = places_of(snapshot)
+    if list(final.values()) != [expected]:
+        problems.append(f"the partition ends as {final}")
+    else:
+        dataset, partition = split_place(next(iter(final)))
+        table = lake.read(dataset, partitions=[partition], snapshot=snapshot)
+        if sorted(table.column("id").to_pylist()) != MOVES_IDS:
+            problems.append("the partition's rows are not all there at the end")
+    place = PLACES[0]
+    for rename in sorted((i for i in landed if i["op"] == "rename"), key=lambda i: i["version"]):
+        if rename["src"] != place:
+            problems.append(f"rename {rename['id']} moved from {rename['src']}, it was at {place}")
+        place = rename["dst"]
+    if final and list(final) != [place]:
+        problems.append(f"renames end at {place}, the partition is at {list(final)}")
+    return problems
+
+
+def _leases(
+    records: list[dict[str, Any]], landed: list[dict[str, Any]], snapshot: Any
+) -> list[str]:
+    """Lease holdings never overlap; abandoned ones keep their two margins; fences order."""
+    problems = []
+    holdings = sorted((r for r in records if r["op"] == "lease"), key=lambda r: r["start"])
+    tokens = [h["token"] for h in holdings]
+    if len(set(tokens)) != len(tokens):
+        problems.append(f"two holdings share a token: {sorted(tokens)}")
+    if tokens != sorted(tokens):
+        problems.append(f"lease tokens do not rise with time: {tokens}")
+    for a, b in itertools.pairwise(holdings):
+        if not a["end"] < b["start"]:
+            problems.append(f"lease holdings overlap: {a} and {b}")
+    by_token = sorted(holdings, key=lambda h: h["token"])
+    for a, b in itertools.pairwise(by_token):
+        if a["kind"] != "abandoned":
+            continue
+        gap = 2 * a["margin"]
+        if not b["start"] - a["end"] > gap:
+            problems.append(f"taken over within two margins (wall clock): {a} then {b}")
+        if not b["start_earliest"] - a["end_latest"] > gap:
+            problems.append(f"taken over within two margins (server time): {a} then {b}")
+    fenced = sorted((i for i in landed if i.get("fence") is not None), key=lambda i: i["version"])
+    fenced_tokens = [i["fence"] for i in fenced]
+    if fenced_tokens != sorted(fenced_tokens):
+        problems.append(f"fenced commits landed out of token order: {fenced_tokens}")
+    for commit in fenced:
+        if snapshot.fences.get(commit["fence_name"], -1) < commit["fence"]:
+            problems.append(f"the registry's fence is below that of landed commit {commit['id']}")
+    return problems
+
+
+def replay(seed: int, test: str, path: str = "tests/test_chaos.py") -> str:
+    """The command that replays ``seed`` in ``test``."""
+    marker = " -m slow" if test.endswith(("_large", "_heavy")) else ""
+    return f"{SEED_ENV}={seed} python -m pytest{marker} {path} -k {test}"
+
+
+def report(seed: int, problems: list[str], tmp_path: Path, test: str) -> str:
+    head = "\n".join(problems[:40])
+    return (
+        f"chaos seed {seed} failed ({len(problems)} problems); replay with "
+        f"{replay(seed, test)} (records in {tmp_path}):\n{head}"
+    )
+
+
+def summary(records: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(
+        f"{r['op']}:{r.get('outcome') or r.get('kind') or ('error' if 'error' in r else 'ok')}"
+        for r in records
+    )
+
+
+# -- tests --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", seeds([7]))
+def test_chaos_small(s3: S3Endpoint, bucket: str, tmp_path: Path, seed: int) -> None:
+    """2 processes x 3 threads x 6 operations (append, rename, lease, commit) under seeded
+    faults on every operation: the checker finds no violation, and the run really met lost
+    acknowledgements, resets, conflicts and errors."""
+    lake = setup_lake(s3, bucket)
+    records, injected = run_chaos(
+        s3, bucket, tmp_path, seed=seed, processes=2, threads=3, ops=6, rules=CHAOS
+    )
+    problems = check_chaos(records, lake, setup_ids=["setup-0", "setup-1"])
+    assert problems == [], report(seed, problems, tmp_path, "test_chaos_small")
+    tally = summary(records)
+    assert sum(tally[f"{op}:ok"] for op in COMMITTING) >= 20, (seed, tally)
+    assert tally["lease:released"] >= 1, (seed, tally)
+    assert injected.get("lost_ack", 0) > 0, (seed, injected)
+    assert injected.get("reset", 0) > 0, (seed, injected)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("seed", seeds(range(100, 105)))
+def test_chaos_large(s3: S3Endpoint, bucket: str, tmp_path: Path, seed: int) -> None:
+    """4 processes x 4 threads x 40 operations per seed, faults on every operation: no
+    violation."""
+    lake = setup_lake(s3, bucket)
+    records, injected = run_chaos(
+        s3,
+        bucket,
+        tmp_path,
+        seed=seed,
+        processes=4,
+        threads=4,
+        ops=40,
+        rules=CHAOS,
+        timeout=1500,
+    )
+    problems = check_chaos(records, lake, setup_ids=["setup-0", "setup-1"])
+    assert problems == [], report(seed, problems, tmp_path, "test_chaos_large")
+    assert injected.get("lost_ack", 0) > 10, (seed, injected)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("conflicts", [False, True], ids=["queued", "409-on-contention"])
+@pytest.mark.parametrize("seed", seeds(range(300, 303)))
+def test_chaos_heavy(
+    s3: S3Endpoint, bucket: str, tmp_path: Path, seed: int, conflicts: bool
+) -> None:
+    """3 processes x 3 threads x 20 operations under heavy faults (several percent of every
+    operation, hangs, lost acks on deletes too), with writes to one key queued or, as on AWS,
+    answered 409 when they meet: no violation."""
+    s3.configure(concurrent_conflicts=conflicts)
+    lake = setup_lake(s3, bucket)
+    records, _ = run_chaos(
+        s3, bucket, tmp_path, seed=seed, processes=3, threads=3, ops=20, rules=HEAVY, timeout=1500
+    )
+    problems = check_chaos(records, lake, setup_ids=["setup-0", "setup-1"])
+    assert problems == [], report(seed, problems, tmp_path, "test_chaos_heavy")
+
+
+#: The mutation run: lost acknowledgements on the registry whose read-back fails, so only
+#: the registry's commit-id lookup can tell that an attempt landed.
+LOST_ACKS = [
+    FaultRule(
+        "lost_ack", operation="PutObject", prefix="metastore/dataset_registry", probability=0.3
+    ),
+    FaultRule("reset", operation="HeadObject", prefix="metastore/dataset_registry"),
+]
+MUTATION_MIX = {"append": 1, "ledger": 3}
+
+
+@pytest.mark.parametrize("mutation", [None, "no-idempotency"])
+def test_checker_catches_disabled_idempotency(
+    s3: S3Endpoint, bucket: str, tmp_path: Path, mutation: str | None
+) -> None:
+    """Mutation check: with the commit-id lookup disabled in the workers and lost acks forced,
+    the checker reports commits applied twice; the same run with the lookup in place is
+    clean. Proof the checker sees the bug it guards against."""
+    seed = 3
+    lake = setup_lake(s3, bucket)
+    records, injected = run_chaos(
+        s3,
+        bucket,
+        tmp_path,
+        seed=seed,
+        processes=1,
+        threads=3,
+        ops=5,
+        rules=LOST_ACKS,
+        mix=MUTATION_MIX,
+        mutation=mutation,
+    )
+    assert injected.get("lost_ack", 0) > 0, injected
+    problems = check_chaos(records, lake, setup_ids=["setup-0", "setup-1"])
+    if mutation is None:
+        assert problems == [], report(
+            seed, problems, tmp_path, "test_checker_catches_disabled_idempotency"
+        )
+    else:
+        doubled = [p for p in problems if re.search(r"recorded ([2-9]|\d\d+) times", p)]
+        assert doubled, (seed, summary(records), problems)
+
+
+def test_checker_flags_each_kind_of_violation() -> None:
+    """The pure parts of the checker flag doctored histories: overlapping lease holdings, a
+    takeover within two margins, fenced commits out of order, a commit out of real-time order,
+    a snapshot missing an earlier commit, and a reader going back in time."""
+    lease = {"op": "lease", "margin": 0.2, "kind": "released"}
+    a = {**lease, "token": 1, "start": 0.0, "end": 1.0, "start_earliest": 0.0, "end_latest": 1.0}
+    b = {**lease, "token": 2, "start": 0.9, "end": 2.0, "start_earliest": 0.9, "end_latest": 2.0}
+    fences = SimpleNamespace(fences={"lease:chaos": 9})
+    assert any("overlap" in p for p in _leases([a, b], [], fences))
+    abandoned = {**a, "kind": "abandoned"}
+    soon = {**b, "start": 1.1, "start_earliest": 1.1}
+    assert len(_leases([abandoned, soon], [], fences)) == 2
+    assert _leases([abandoned, {**soon, "start": 1.5, "start_earliest": 1.5}], [], fences) == []
+    out_of_order = [
+        {"op": "ledger", "id": "x", "fence": 5, "fence_name": "lease:chaos", "version": 3},
+        {"op": "ledger", "id": "y", "fence": 4, "fence_name": "lease:chaos", "version": 4},
+    ]
+    assert any("token order" in p for p in _leases([], out_of_order, fences))
+    first = {"id": "x", "start": 0.0, "end": 1.0, "version": 5}
+    second = {"id": "y", "start": 2.0, "end": 3.0, "version": 4}
+    assert any("not newer" in p for p in _real_time([first, second], []))
+    stale = {"op": "observe", "worker": "p0", "time": 1.5, "version": 4}
+    newer = {**stale, "time": 1.6, "version": 5}
+    assert any("misses" in p for p in _real_time([first], [stale]))
+    assert any("back in time" in p for p in _real_time([], [newer, {**stale, "time": 1.7}]))
+
+
+# -- what the chaos run found, as minimal seeded replays ----------------------------------------
+
+
+#: Found by the heavy chaos runs (seeds 300 and 302 of test_chaos_heavy, 204 and 303 of
+#: earlier runs); pinned below by deterministic replays.
+OWN_WRITE_BUG = (
+    "bug: lakelock/_s3.py ObjectStore.put retries a 409/503 itself (_retry_transient) after "
+    "the SDK retried a write that had in fact landed; the next attempt's 412 comes from its own "
+    "write, but _resolve treats a 412 as ambiguous only when that same attempt was SDK-retried"
+)
+
+
+def lost_ack_then_conflict(bucket: str, prefix: str) -> list[FaultRule]:
+    """A write applied with its answer lost, then (seed permitting) a 409 for the SDK's retry
+    of it: the adapter retries the 409 itself, and that retry meets the first write."""
+    return [
+        FaultRule(
+            "lost_ack",
+            operation="PutObject",
+            prefix=prefix,
+            bucket=bucket,
+            probability=0.5,
+            count=1,
+        ),
+        FaultRule(
+            "conflict",
+            operation="PutObject",
+            prefix=prefix,
+            bucket=bucket,
+            probability=0.5,
+            count=1,
+        ),
+    ]
+
+
+@pytest.mark.xfail(strict=True, raises=AlreadyExistsError, reason=OWN_WRITE_BUG)
+def test_own_create_is_not_reported_as_already_existing(s3: S3Endpoint, bucket: str) -> None:
+    """A create-only write whose acknowledgement was lost, whose SDK retry got a 409 and whose
+    adapter-level retry then got a 412 from the write's own object, succeeds (it is ours, by
+    its write id): it is not reported as AlreadyExistsError (seed 3)."""
+    from lakelock._s3 import ObjectStore
+
+    store = ObjectStore(s3.client(), bucket, retry=FAST_RETRY)
+    s3.set_faults(lost_ack_then_conflict(bucket, "k"), seed=3)
+    result = store.put("k", b"mine", mode="create")
+    assert s3.faults()["injected"] == {"lost_ack": 1, "conflict": 1}
+    assert store.head("k").write_id == result.write_id
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason=OWN_WRITE_BUG + "; lakelock/_dlock.py _write_grant then takes the 412 for 'the table "
+    "changed', and grant() (lakelock/_dlock_core.py) raises ValueError on finding our holder",
+)
+def test_lock_grant_whose_answer_was_lost_is_held(s3: S3Endpoint, bucket: str) -> None:
+    """The same sequence on a lock table's grant (seed 24): the lock is granted (the grant in
+    the table is ours), not a ValueError ("holder id ... is already in the table") with our
+    grant left behind in the table until its TTL."""
+    lake = Lake(bucket, s3=s3.client(), retry=FAST_RETRY)
+    s3.set_faults(lost_ack_then_conflict(bucket, "metastore/locks/"), seed=24)
+    with lake.lock(write=["/sales"], ttl=5, timeout=2) as held:
+        assert held.held
+    assert s3.faults()["injected"] == {"lost_ack": 1, "conflict": 1}
+    s3.clear_faults()
+    with lake.lock(write=["/sales"], ttl=5, timeout=0):
+        pass
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="bug: vacuum deletes objects a concurrent commit reuses after vacuum judged them "
+    "orphans: lakelock/_partitions.py _copy reuses an existing destination file with the same "
+    "checksum, and content-addressed manifests are reused as they are (Registry._put_manifest); "
+    "neither refreshes the object, so the registry ends up referencing deleted objects",
+)
+def test_vacuum_racing_a_rename_back_keeps_what_the_rename_reuses(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """A partition renamed a -> b, and (past the retention window: the clock is injected) back
+    b -> a while a vacuum's deletes are in flight. The rename back reuses the old objects at
+    ``a`` (a destination file with the same checksum, a content-addressed manifest with the
+    same bytes) that the vacuum has just judged orphans. After both, every object the
+    registry references must still exist and the partition must read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lakelock._vacuum import vacuum
+
+    lake = Lake(bucket, s3=s3.client(), retry=FAST_RETRY)
+    lake.append("moves", pa.table({"id": [1, 2], "slot": ["a", "a"]}), partition_by=["slot"])
+    lake.rename_partition("moves", "slot=a", to_partition="slot=b")
+    later = time.time() + 2 * 3600
+    s3.inject("stall", operation="DeleteObjects", bucket=bucket, count=1)
+    with ThreadPoolExecutor(1) as pool:
+        sweeping = pool.submit(
+            vacuum, lake.registry, older_than=3600, dry_run=False, clock=lambda: later
+        )
+        for _ in range(2000):  # orphans decided, their deletes held at the endpoint
+            if s3.stalled() == 1:
+                break
+            time.sleep(0.005)
+        lake.rename_partition("moves", "slot=b", to_partition="slot=a")
+        s3.release_stalls()
+        swept = sweeping.result(timeout=30)
+    assert swept.deleted, "the vacuum deleted nothing: the race did not happen"
+    snapshot = lake.registry.read()
+    referenced = {f.key for f in lake.registry.files("moves", snapshot=snapshot)}
+    referenced |= {
+        m.key for p in snapshot.datasets["moves"].partitions.values() for m in p.manifests
+    }
+    assert not referenced & set(swept.deleted), "vacuum deleted what the registry references"
+    assert registered_file_problems(lake, snapshot) == []
+    assert sorted(Lake(bucket, s3=s3.client()).read("moves").column("id").to_pylist()) == [1, 2]

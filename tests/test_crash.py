@@ -1,0 +1,230 @@
+"""The crash run (issue 8): writer processes killed with SIGKILL at seeded points.
+
+Writers (``tests/_crash_workers.py``) append, rename and commit; a holder takes a lease and a
+path lock and makes fenced commits. Each kills itself just before sending, or just after
+receiving the answer to, a seeded S3 request. Afterwards:
+
+- the registry parses and its history is sound (the chaos checker, with each invocation
+  the kill interrupted counted as ``unknown``): acknowledged commits once, appends atomic,
+  every registered file present, intact and parquet, the renamed partition whole;
+- lock tables and leases still parse; the lease and the path lock the killed holder held
+  (its document still names it) become acquirable within TTL + margin + the two server-time
+  bound widths + one poll of its death; so do the locks killed writers may have held;
+- ``vacuum`` finds exactly the orphans, computed here independently from the raw registry
+  JSON and a raw listing, both for a window that has passed every retirement and for one
+  that still protects the manifests retired during the run; deleting them leaves a lake
+  that reads, and nothing else to delete.
+
+This test waits in real time (bounded by the TTLs) for the dead holder's lease and lock to
+expire. The small run is in the default test run; the large one runs with
+``python -m pytest -m slow tests/test_crash.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._dlock import DistributedPathLock, read_lock_tables
+from lakelock._lease import Lease, lease_key, read_leases
+from lakelock._lease_clock import DATE_RESOLUTION
+from lakelock._registry import REGISTRY_KEY
+from lakelock._registry._document import MANIFEST_PREFIX
+from lakelock._vacuum import vacuum
+from lakelock.testing import S3Endpoint
+from tests._crash_workers import HOLDER_LOCK, LEASE_NAME
+from tests.test_chaos import ROOT_DIR, check_chaos, replay, seeds, setup_lake
+
+TTL, MARGIN, POLL = 2.0, 0.2, 0.05
+#: How long a dead holder may block others (``lakelock._lease``'s time model): its TTL, the
+#: margin, each side's server-time bound (one Date tick plus a round trip), one poll.
+BOUND = TTL + MARGIN + 2 * (DATE_RESOLUTION + 0.1) + POLL
+HOUR = 3600.0
+SETUP_IDS = ["setup-0", "setup-1"]
+
+
+def spawn(s3: S3Endpoint, bucket: str, out: Path, **args: Any) -> subprocess.Popen[bytes]:
+    args = {"url": s3.url, "bucket": bucket, "out": str(out), "ttl": TTL, "margin": MARGIN, **args}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests._crash_workers", orjson.dumps(args).decode()],
+        cwd=ROOT_DIR,
+        env={**os.environ, "PYTHONPATH": str(ROOT_DIR)},
+        stderr=subprocess.PIPE,
+    )
+
+
+def finish(child: subprocess.Popen[bytes], seed: int) -> None:
+    """Wait for a worker: it must have been killed (or have finished all its work)."""
+    _, err = child.communicate(timeout=120)
+    assert child.returncode in (0, -signal.SIGKILL), f"seed {seed}:\n{err.decode()[-3000:]}"
+
+
+def load(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A worker's invocations (the one a kill interrupted as ``unknown``) and its other
+    lines (``started``, ``holding``, ``killed``...) by kind."""
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    events = {line["op"]: line for line in lines if "start" not in line and "id" not in line}
+    death = events.get("killed", {}).get("time", float("inf"))
+    ends = {line["id"]: line for line in lines if "end" in line}
+    records = []
+    for line in lines:
+        if "start" not in line:
+            continue
+        end = ends.get(line["id"], {"outcome": "unknown", "end": death, "error": "killed"})
+        records.append({**line, **end})
+    return records, events
+
+
+def expected_orphans(lake: Lake, cutoff: float) -> set[str]:
+    """The orphans by vacuum's rules, computed from the raw registry JSON and a raw listing:
+    objects under ``datasets/`` and ``metastore/manifests/`` last modified by ``cutoff`` and
+    referenced neither by a live manifest nor by one retired at or after ``cutoff`` (nor are
+    such manifests themselves)."""
+    client, bucket = lake.client, lake.bucket
+    raw = orjson.loads(client.get_object(Bucket=bucket, Key=REGISTRY_KEY)["Body"].read())
+    manifests = {
+        m["key"]
+        for dataset in raw["datasets"].values()
+        for partition in dataset["partitions"].values()
+        for m in partition["manifests"]
+    }
+    manifests |= {r["key"] for r in raw["retired"] if r["at"] >= cutoff}
+    protected = set(manifests)
+    for key in manifests:
+        body = orjson.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        protected |= {f["key"] for f in body["files"]}
+    listed: dict[str, datetime] = {}
+    for prefix in ("datasets/", MANIFEST_PREFIX):
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            listed.update({o["Key"]: o["LastModified"] for o in page.get("Contents", [])})
+    return {k for k, modified in listed.items() if modified.timestamp() <= cutoff} - protected
+
+
+def run_crash(
+    s3: S3Endpoint, bucket: str, tmp_path: Path, *, seed: int, writers: int, test: str
+) -> None:
+    rng = random.Random(seed)
+    lake = setup_lake(s3, bucket)
+    table = pa.table({"cid": ["stray"], "row": ["stray#0"], "part": pa.array([0], pa.int64())})
+    (stray,) = lake.write("events", table, partition_by=["part"])  # never committed
+    before_run = time.time()
+    holder_log = tmp_path / "holder.jsonl"
+    holder = spawn(
+        s3,
+        bucket,
+        holder_log,
+        role="holder",
+        worker="h",
+        seed=seed,
+        kill_at=rng.randint(1, 12),
+        phase=rng.choice(["before", "after"]),
+    )
+    logs = [tmp_path / f"writer-{n}.jsonl" for n in range(writers)]
+    children = [
+        spawn(
+            s3,
+            bucket,
+            log,
+            role="writer",
+            worker=f"w{n}",
+            seed=seed,
+            kill_at=rng.randint(1, 60),
+            phase=rng.choice(["before", "after"]),
+        )
+        for n, log in enumerate(logs)
+    ]
+    command = replay(seed, test, "tests/test_crash.py")
+    context = f"crash seed {seed} (replay: {command}; logs in {tmp_path})"
+    try:
+        finish(holder, seed)
+        records, events = load(holder_log)
+        assert "killed" in events, f"{context}: the holder was not killed: {events}"
+        death, held = events["killed"]["time"], events["holding"]
+
+        # The dead holder still holds both: its documents name it.
+        lease_doc = orjson.loads(lake.store.get(lease_key(LEASE_NAME)).body)
+        assert lease_doc["owner"]["pid"] == held["pid"], context
+        assert lease_doc["expires_at"] > 0, context
+        table = next(t for t in read_lock_tables(lake.store) if t.doc.dataset == "ledger")
+        assert [h.owner.pid for h in table.doc.holders] == [held["pid"]], context
+
+        lease = Lease(lake.store, LEASE_NAME, ttl=TTL, margin=MARGIN, poll_interval=POLL)
+        lease.acquire(timeout=BOUND + 5)
+        assert time.time() - death <= BOUND, f"{context}: lease blocked past its bound"
+        assert lease.token is not None
+        assert lease.token > held["lease_token"], context
+        locks = DistributedPathLock(lake.store, poll_interval=POLL, margin=MARGIN)
+        with locks.lock(write=[HOLDER_LOCK], ttl=TTL, timeout=BOUND + 5) as handle:
+            assert time.time() - death <= BOUND, f"{context}: lock blocked past its bound"
+            assert handle.token > held["lock_token"], context
+        lease.release()
+
+        deaths = [death]
+        for child, log in zip(children, logs, strict=True):
+            finish(child, seed)
+            writer_records, writer_events = load(log)
+            records += writer_records
+            if "killed" in writer_events:
+                deaths.append(writer_events["killed"]["time"])
+    finally:
+        for child in [holder, *children]:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+    assert len(deaths) > 1, f"{context}: no writer was killed"
+
+    # Locks the killed writers may have held free up too.
+    with locks.lock(write=["/moves", "/archive", "/events", "/ledger"], ttl=TTL, timeout=BOUND + 5):
+        assert time.time() - max(deaths) <= BOUND, f"{context}: a writer's lock outlived it"
+    read_leases(lake.store)  # every lease and lock table still parses
+    read_lock_tables(lake.store)
+
+    problems = check_chaos(records, lake, setup_ids=SETUP_IDS)
+    assert problems == [], f"{context}:\n" + "\n".join(problems[:40])
+
+    # vacuum: exactly the orphans, for a window past every retirement...
+    later = time.time() + 2 * HOUR
+    everything = expected_orphans(lake, later - HOUR)
+    report = vacuum(lake.registry, older_than=HOUR, clock=lambda: later)
+    assert {o.key for o in report.orphans} == everything, context
+    # ...and for one that still protects what the run retired (cutoff: the run's start).
+    protected = vacuum(lake.registry, older_than=HOUR, clock=lambda: before_run + HOUR)
+    assert {o.key for o in protected.orphans} == expected_orphans(lake, before_run), context
+    assert stray.key in {o.key for o in protected.orphans}, context
+    retired = lake.registry.read().retired
+    assert not {r.key for r in retired} & {o.key for o in protected.orphans}, context
+
+    deleted = vacuum(lake.registry, older_than=HOUR, dry_run=False, clock=lambda: later)
+    assert sorted(deleted.deleted) == sorted(everything), context
+    assert deleted.failed == {}, context
+    after = Lake(lake.bucket, s3=s3.client())
+    assert check_chaos(records, after, setup_ids=SETUP_IDS) == [], context
+    assert vacuum(after.registry, older_than=HOUR, clock=lambda: later).orphans == [], context
+
+
+@pytest.mark.parametrize("seed", seeds([5]))
+def test_crash_small(s3: S3Endpoint, bucket: str, tmp_path: Path, seed: int) -> None:
+    """Two writers and a lease-and-lock holder, each SIGKILLed at a seeded request: the
+    registry is sound and matches the bucket, the dead holder's lease and lock free up within
+    their bound, and vacuum finds exactly the orphans."""
+    run_crash(s3, bucket, tmp_path, seed=seed, writers=2, test="test_crash_small")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("seed", seeds(range(200, 220)))
+def test_crash_large(s3: S3Endpoint, bucket: str, tmp_path: Path, seed: int) -> None:
+    """Four writers and a holder per seed, twenty seeds: the same guarantees."""
+    run_crash(s3, bucket, tmp_path, seed=seed, writers=4, test="test_crash_large")

@@ -279,14 +279,17 @@ class ObjectStore:
         def once() -> PutResult:
             nonlocal attempts
             attempts += 1
+            # From the second attempt on, an earlier one may have landed (its answer lost, then
+            # a 409/503 on the SDK's retry): a 412 may then be our own write.
+            resent = attempts > 1
             if write.size >= self.multipart_threshold and write.size > 0:
-                return self._put_multipart(write)
-            return self._put_single(write)
+                return self._put_multipart(write, resent=resent)
+            return self._put_single(write, resent=resent)
 
         result = self._retry_transient(once)
         return _with_attempts(result, attempts)
 
-    def _put_single(self, write: _Write) -> PutResult:
+    def _put_single(self, write: _Write, *, resent: bool) -> PutResult:
         body = write.body if isinstance(write.body, bytes) else _read_all(write.body)
         try:
             response = self.client.put_object(
@@ -299,14 +302,14 @@ class ObjectStore:
             )
         except (ClientError, BotoCoreError) as error:
             call = _Call("PutObject", write.key, write.mode)
-            return self._resolve(error, call, write.write_id, write.size)
+            return self._resolve(error, call, write.write_id, write.size, resent=resent)
         if write.progress is not None:
             write.progress(write.size)
         return PutResult(
             write.key, response["ETag"], write.write_id, write.size, response.get("VersionId")
         )
 
-    def _put_multipart(self, write: _Write) -> PutResult:
+    def _put_multipart(self, write: _Write, *, resent: bool) -> PutResult:
         full_key = self.full_key(write.key)
         part_size = max(self.part_size, MIN_PART_SIZE, -(-write.size // 10_000))
 
@@ -328,7 +331,7 @@ class ObjectStore:
                     write.progress(len(chunk))
             return done
 
-        return self._multipart(write, upload_parts)
+        return self._multipart(write, upload_parts, resent=resent)
 
     def copy(
         self,
@@ -390,12 +393,16 @@ class ObjectStore:
         def once() -> PutResult:
             nonlocal attempts
             attempts += 1
-            return self._multipart(write, copy_parts)
+            return self._multipart(write, copy_parts, resent=attempts > 1)
 
         return _with_attempts(self._retry_transient(once), attempts)
 
     def _multipart(
-        self, write: _Write, upload_parts: Callable[[str], list[dict[str, Any]]]
+        self,
+        write: _Write,
+        upload_parts: Callable[[str], list[dict[str, Any]]],
+        *,
+        resent: bool,
     ) -> PutResult:
         """Create an upload, fill its parts, complete it under the write's precondition;
         abort on every failure path (parts are billed until aborted)."""
@@ -420,7 +427,7 @@ class ObjectStore:
         except (ClientError, BotoCoreError) as error:
             self._abort(write.key, upload_id)
             call = _Call("CompleteMultipartUpload", write.key, write.mode)
-            return self._resolve(error, call, write.write_id, write.size)
+            return self._resolve(error, call, write.write_id, write.size, resent=resent)
         except BaseException:
             self._abort(write.key, upload_id)
             raise
@@ -436,11 +443,18 @@ class ObjectStore:
             )
 
     def _resolve(
-        self, error: ClientError | BotoCoreError, call: _Call, write_id: str, size: int
+        self,
+        error: ClientError | BotoCoreError,
+        call: _Call,
+        write_id: str,
+        size: int,
+        *,
+        resent: bool = False,
     ) -> PutResult:
-        """Turn a failed conditional write into its true outcome (see the module docstring)."""
+        """Turn a failed conditional write into its true outcome (see the module docstring).
+        ``resent``: an earlier attempt of this very write was sent and may have landed."""
         failure = classify(error, bucket=self.bucket, call=call, prefix=self.prefix)
-        retried = isinstance(error, ClientError) and _retry_attempts(error) > 0
+        retried = resent or (isinstance(error, ClientError) and _retry_attempts(error) > 0)
         ambiguous = isinstance(failure, OutcomeUnknownError) or (
             retried
             and isinstance(failure, AlreadyExistsError | PreconditionFailedError | NotFoundError)

@@ -170,7 +170,8 @@ class Lake:
         one), optionally only of some partitions, given as paths (``"year=2024/month=01"``)
         or as ``{"year": 2024, "month": 1}`` mappings."""
         snap = snapshot or self.registry.read()
-        state = snap.datasets.get(validate_dataset_name(dataset))
+        dataset = validate_dataset_name(dataset)
+        state = snap.datasets.get(dataset)
         if state is None:
             raise DatasetNotFoundError(dataset)
         wanted = None

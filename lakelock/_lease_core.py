@@ -61,6 +61,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import orjson
 
+from lakelock._jsonfields import MAX_INT
 from lakelock._lease_clock import TimeBounds
 
 __all__ = [
@@ -219,6 +220,8 @@ class DocumentReader:
         value = self.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise self.fail(f"{key!r} must be an integer >= {minimum}, got {value!r}")
+        if value >= MAX_INT:  # a token is incremented and written back: keep room for +1
+            raise self.fail(f"{key!r} is out of range: {value!r}")
         return value
 
     def number(self, key: str) -> float:

@@ -66,6 +66,7 @@ import orjson
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
@@ -231,44 +232,42 @@ def parse_registry(
     body: bytes, *, bucket: str | None = None, key: str | None = None
 ) -> RegistryDoc:
     """The one way to read a registry document. Raises RegistryCorruptError on anything that
-    is not a registry this version of lakelock understands."""
+    is not a registry this version of lakelock understands: fields of the wrong JSON type are
+    refused, never coerced."""
     data = _load(body, "registry", bucket, key)
     try:
         _check_format(data, "registry", bucket, key)
-        datasets = {name: _parse_dataset(name, raw) for name, raw in dict(data["datasets"]).items()}
+        datasets = {
+            text(name, "dataset name"): _parse_dataset(name, obj(raw, f"dataset {name!r}"))
+            for name, raw in obj(data["datasets"], "datasets").items()
+        }
         doc = RegistryDoc(
-            version=_non_negative(data["version"], "version"),
-            updated_at=str(data["updated_at"]),
+            version=boolean_free_int(data["version"], "version", minimum=0),
+            updated_at=text(data["updated_at"], "updated_at"),
             datasets=MappingProxyType(datasets),
-            fences=MappingProxyType({str(k): int(v) for k, v in dict(data["fences"]).items()}),
-            lock_fences=MappingProxyType(
+            fences=MappingProxyType(
                 {
-                    str(name): tuple(
-                        LockFenceRecord(
-                            token=int(r["token"]),
-                            read=tuple(str(p) for p in r["read"]),
-                            write=tuple(str(p) for p in r["write"]),
-                            at=float(r["at"]),
-                        )
-                        for r in records
-                    )
-                    for name, records in dict(data["lock_fences"]).items()
+                    text(name, "fence name"): boolean_free_int(token, f"fence {name!r}")
+                    for name, token in obj(data["fences"], "fences").items()
                 }
             ),
-            commits=tuple(
-                CommitRecord(
-                    id=str(c["id"]),
-                    version=int(c["version"]),
-                    dataset=str(c["dataset"]),
-                    at=str(c["at"]),
-                    added=int(c["added"]),
-                    removed=int(c["removed"]),
-                )
-                for c in data["commits"]
+            lock_fences=MappingProxyType(
+                {
+                    text(name, "lock fence name"): tuple(
+                        _lock_fence(obj(r, "lock fence"))
+                        for r in seq(records, f"lock fences {name!r}")
+                    )
+                    for name, records in obj(data["lock_fences"], "lock_fences").items()
+                }
             ),
+            commits=tuple(_commit(obj(c, "commit")) for c in seq(data["commits"], "commits")),
             retired=tuple(
-                RetiredManifest(key=str(r["key"]), dataset=str(r["dataset"]), at=float(r["at"]))
-                for r in data["retired"]
+                RetiredManifest(
+                    key=text(r["key"], "retired key"),
+                    dataset=text(r["dataset"], "retired dataset"),
+                    at=number(r["at"], "retired at"),
+                )
+                for r in (obj(item, "retired") for item in seq(data["retired"], "retired"))
             ),
         )
     except RegistryCorruptError:
@@ -286,47 +285,79 @@ def parse_registry(
     return doc
 
 
+def _lock_fence(r: Mapping[str, Any]) -> LockFenceRecord:
+    return LockFenceRecord(
+        token=boolean_free_int(r["token"], "lock fence token"),
+        read=tuple(text(p, "lock fence path") for p in seq(r["read"], "lock fence read")),
+        write=tuple(text(p, "lock fence path") for p in seq(r["write"], "lock fence write")),
+        at=number(r["at"], "lock fence at"),
+    )
+
+
+def _commit(c: Mapping[str, Any]) -> CommitRecord:
+    return CommitRecord(
+        id=text(c["id"], "commit id"),
+        version=boolean_free_int(c["version"], "commit version", minimum=1),
+        dataset=text(c["dataset"], "commit dataset"),
+        at=text(c["at"], "commit at"),
+        added=boolean_free_int(c["added"], "commit added", minimum=0),
+        removed=boolean_free_int(c["removed"], "commit removed", minimum=0),
+    )
+
+
 def _parse_dataset(name: str, raw: Mapping[str, Any]) -> DatasetState:
-    schema_text = raw.get("schema")
+    schema_text = raw["schema"]
     return DatasetState(
         name=name,
-        schema=decode_schema(schema_text) if schema_text else None,
-        schema_version=_non_negative(raw["schema_version"], "schema_version"),
-        partition_by=tuple(str(c) for c in raw["partition_by"]),
-        properties=MappingProxyType({str(k): str(v) for k, v in dict(raw["properties"]).items()}),
-        partitions=MappingProxyType(
+        schema=decode_schema(text(schema_text, "schema")) if schema_text is not None else None,
+        schema_version=boolean_free_int(raw["schema_version"], "schema_version", minimum=0),
+        partition_by=tuple(
+            text(c, "partition column") for c in seq(raw["partition_by"], "partition_by")
+        ),
+        properties=MappingProxyType(
             {
-                path: PartitionState(
-                    path=path,
-                    manifests=tuple(
-                        ManifestRef(
-                            key=str(m["key"]),
-                            files=_non_negative(m["files"], "files"),
-                            records=_non_negative(m["records"], "records"),
-                            size=_non_negative(m["size"], "size"),
-                        )
-                        for m in p["manifests"]
-                    ),
-                    updated_version=int(p["updated_version"]),
-                )
-                for path, p in dict(raw["partitions"]).items()
+                text(k, "property name"): text(v, f"property {k!r}")
+                for k, v in obj(raw["properties"], "properties").items()
             }
         ),
-        created_at=str(raw["created_at"]),
-        updated_at=str(raw["updated_at"]),
-        updated_version=int(raw["updated_version"]),
+        partitions=MappingProxyType(
+            {
+                text(path, "partition path"): _partition(path, obj(p, f"partition {path!r}"))
+                for path, p in obj(raw["partitions"], "partitions").items()
+            }
+        ),
+        created_at=text(raw["created_at"], "created_at"),
+        updated_at=text(raw["updated_at"], "updated_at"),
+        updated_version=boolean_free_int(raw["updated_version"], "updated_version", minimum=0),
+    )
+
+
+def _partition(path: str, p: Mapping[str, Any]) -> PartitionState:
+    return PartitionState(
+        path=path,
+        manifests=tuple(
+            ManifestRef(
+                key=text(m["key"], "manifest key"),
+                files=boolean_free_int(m["files"], "files", minimum=0),
+                records=boolean_free_int(m["records"], "records", minimum=0),
+                size=boolean_free_int(m["size"], "size", minimum=0),
+            )
+            for m in (obj(item, "manifest ref") for item in seq(p["manifests"], "manifests"))
+        ),
+        updated_version=boolean_free_int(p["updated_version"], "updated_version", minimum=0),
     )
 
 
 def parse_manifest(body: bytes, *, bucket: str | None = None, key: str | None = None) -> Manifest:
+    """The one way to read a manifest; wrong types are refused like the registry's."""
     data = _load(body, "manifest", bucket, key)
     try:
         _check_format(data, "manifest", bucket, key)
-        dataset = str(data["dataset"])
+        dataset = text(data["dataset"], "dataset")
         return Manifest(
             dataset=dataset,
-            partition=str(data["partition"]),
-            files=tuple(DataFile.from_json(dataset, f) for f in data["files"]),
+            partition=text(data["partition"], "partition"),
+            files=tuple(_datafile(dataset, obj(f, "file")) for f in seq(data["files"], "files")),
         )
     except RegistryCorruptError:
         raise
@@ -334,6 +365,19 @@ def parse_manifest(body: bytes, *, bucket: str | None = None, key: str | None = 
         raise RegistryCorruptError(
             f"manifest is malformed: {type(error).__name__}: {error}", bucket=bucket, key=key
         ) from error
+
+
+def _datafile(dataset: str, f: Mapping[str, Any]) -> DataFile:
+    return DataFile(
+        dataset=dataset,
+        key=text(f["key"], "file key"),
+        partition_path=text(f["partition"], "file partition"),
+        size=boolean_free_int(f["size"], "file size", minimum=0),
+        record_count=boolean_free_int(f["records"], "file records", minimum=0),
+        checksum=text(f["checksum"], "file checksum"),
+        etag=text(f["etag"], "file etag"),
+        write_id=text(f["write_id"], "file write_id"),
+    )
 
 
 def _load(body: bytes, what: str, bucket: str | None, key: str | None) -> Mapping[str, Any]:
@@ -357,13 +401,6 @@ def _check_format(data: Mapping[str, Any], what: str, bucket: str | None, key: s
             bucket=bucket,
             key=key,
         )
-
-
-def _non_negative(value: Any, name: str) -> int:
-    number = int(value)
-    if number < 0 or isinstance(value, bool):
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return number
 
 
 # -- serialising ----------------------------------------------------------------------------

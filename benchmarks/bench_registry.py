@@ -128,7 +128,7 @@ def grown_registry(store: ObjectStore, files: int, per_partition: int = 1000) ->
             datafile("big", f"p={p:05d}", f"f{i:05d}") for i in range(min(per_partition, files))
         ]
         refs = {}
-        for path, (ref, body) in delta_manifests("big", group).items():
+        for path, (ref, body) in delta_manifests("big", group, nonce=f"seed{p}").items():
             store.put(ref.key, body)
             refs[path] = ref
         change = Change(

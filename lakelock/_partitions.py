@@ -4,9 +4,10 @@ Under the path lock (copy: read the source, write the destination; rename: write
 
 1. read one registry snapshot; the source partition must be there, the destination must not;
 2. copy every file server-side into the destination partition, create-only
-   (``UploadPartCopy`` + ``If-None-Match: *`` on completion). A destination file that
-   already exists with the same checksum is a leftover of an interrupted attempt of this very
-   operation and is reused; any other existing file is a conflict;
+   (``UploadPartCopy`` + ``If-None-Match: *`` on completion). A destination name that is
+   taken (a leftover of an interrupted attempt, another writer's file) gets the copy under a
+   fresh name: existing objects are never adopted (``vacuum`` may be deleting them), and never
+   overwritten;
 3. commit once: a copy adds the new files; a rename adds them and removes the source's files in
    the same commit (one CAS, across two datasets if need be), so a reader of the registry
    sees the partition at its old place or at its new place, never half of it.
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["PartitionMove", "lock_paths", "move_partition"]
 
 Progress = Callable[[int, int], None]
+_COPY_NAME_ATTEMPTS = 5
 
 
 class PartitionMove:
@@ -157,26 +159,31 @@ def _with(change: Change, *, remove: tuple[str, ...]) -> Change:
 
 
 def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:
-    key = f"datasets/{move.to_dataset}/{move.to_partition}/{f.name}"
+    """A create-only copy of ``f`` into the destination partition. If its name is taken
+    there (a leftover of an interrupted attempt, or another writer's file), the copy gets a
+    fresh name instead: an existing object is never adopted, because a ``vacuum`` may have
+    judged it an orphan and be deleting it."""
     metadata = {CHECKSUM_METADATA: f.checksum, RECORDS_METADATA: str(f.record_count)}
-    try:
-        result = store.copy(f.key, key, metadata=metadata)
-        etag, write_id = result.etag, result.write_id
-    except AlreadyExistsError as error:
-        existing = store.head(key)
-        if existing.metadata.get(CHECKSUM_METADATA) != f.checksum or existing.write_id is None:
-            raise CommitConflictError(
-                f"{key!r} exists with other content; refusing to overwrite it",
-                dataset=move.to_dataset,
-            ) from error
-        etag, write_id = existing.etag, existing.write_id
-    return DataFile(
+    name = f.name
+    for _ in range(_COPY_NAME_ATTEMPTS):
+        key = f"datasets/{move.to_dataset}/{move.to_partition}/{name}"
+        try:
+            result = store.copy(f.key, key, metadata=metadata)
+        except AlreadyExistsError:
+            stem, dot, extension = f.name.partition(".")
+            name = f"{stem}-{uuid.uuid4().hex[:12]}{dot}{extension}"
+            continue
+        return DataFile(
+            dataset=move.to_dataset,
+            key=key,
+            partition_path=move.to_partition,
+            size=f.size,
+            record_count=f.record_count,
+            checksum=f.checksum,
+            etag=result.etag,
+            write_id=result.write_id,
+        )
+    raise CommitConflictError(
+        f"no free name for a copy of {f.key!r} in {move.destination_path!r}",
         dataset=move.to_dataset,
-        key=key,
-        partition_path=move.to_partition,
-        size=f.size,
-        record_count=f.record_count,
-        checksum=f.checksum,
-        etag=etag,
-        write_id=write_id,
     )

@@ -31,6 +31,7 @@ from lakelock.errors import (
 )
 
 NOW = "2026-11-21T08:00:00.000000Z"
+NONCE = "n0"
 
 
 def datafile(dataset: str, partition: str, name: str, records: int = 10) -> DataFile:
@@ -41,7 +42,7 @@ def datafile(dataset: str, partition: str, name: str, records: int = 10) -> Data
 
 def change(dataset: str = "sales", *, add: tuple[DataFile, ...] = (), **kw: object) -> Change:
     """A prepared Change: delta manifest refs computed as the registry would."""
-    refs = {path: ref for path, (ref, _) in delta_manifests(dataset, add).items()}
+    refs = {path: ref for path, (ref, _) in delta_manifests(dataset, add, nonce=NONCE).items()}
     return Change(
         dataset=dataset,
         commit_id=str(kw.pop("commit_id", "c1")),
@@ -225,7 +226,7 @@ def test_many_appends_are_compacted() -> None:
     stored: dict[str, Manifest] = {}  # what S3 would hold: every manifest ever written
     for n in range(20):
         f = datafile("sales", "", f"f{n:02d}")
-        for ref, body in delta_manifests("sales", (f,)).values():
+        for ref, body in delta_manifests("sales", (f,), nonce=NONCE).values():
             stored[ref.key] = parse_manifest(body)
         c = change(commit_id=f"c{n}", add=(f,))
         needed = {k: stored[k] for k in manifests_needed(doc, c)}

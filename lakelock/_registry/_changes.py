@@ -47,6 +47,7 @@ from lakelock._registry._document import (
     PartitionState,
     RegistryDoc,
     RetiredManifest,
+    manifest_digest,
     manifest_key,
     serialize_manifest,
 )
@@ -111,9 +112,10 @@ class Applied:
 
 
 def delta_manifests(
-    dataset: str, files: Iterable[DataFile]
+    dataset: str, files: Iterable[DataFile], *, nonce: str
 ) -> dict[str, tuple[ManifestRef, bytes]]:
-    """Per partition, the manifest of the added files and its bytes (content-addressed)."""
+    """Per partition, the manifest of the added files and its bytes (see
+    :func:`~lakelock._registry._document.manifest_key` for ``nonce``)."""
     by_partition: dict[str, list[DataFile]] = {}
     for f in files:
         by_partition.setdefault(f.partition_path, []).append(f)
@@ -121,13 +123,13 @@ def delta_manifests(
     for path, group in by_partition.items():
         ordered = tuple(sorted(group, key=lambda f: f.key))
         body = serialize_manifest(Manifest(dataset, path, ordered))
-        result[path] = (_ref(dataset, ordered, body), body)
+        result[path] = (_ref(dataset, ordered, body, nonce), body)
     return result
 
 
-def _ref(dataset: str, files: tuple[DataFile, ...], body: bytes) -> ManifestRef:
+def _ref(dataset: str, files: tuple[DataFile, ...], body: bytes, nonce: str) -> ManifestRef:
     return ManifestRef(
-        key=manifest_key(dataset, body),
+        key=manifest_key(dataset, body, nonce),
         files=len(files),
         records=sum(f.record_count for f in files),
         size=sum(f.size for f in files),
@@ -173,9 +175,11 @@ def apply_change(
     next_version: int,
     max_manifests: int = MAX_MANIFESTS_PER_PARTITION,
     retired_at: float = 0.0,
+    nonce: str = "0",
 ) -> Applied:
     """``change`` applied to ``doc`` (version unchanged: see :func:`seal`). Manifests that
-    leave the registry are listed in ``doc.retired`` with time ``retired_at``."""
+    leave the registry are listed in ``doc.retired`` with time ``retired_at``; consolidated
+    manifests are keyed with ``nonce`` (fresh for every attempt, see ``manifest_key``)."""
     doc = _apply_fence(doc, change, retired_at)
     if _fence_only(change):
         # A dataset an operation only read (the source of a copy): its fence is checked and
@@ -219,7 +223,7 @@ def apply_change(
         refs = list(partition.manifests) if partition is not None else []
         delta = change.added_manifests.get(path)
         if delta is not None:
-            if any(r.key == delta.key for r in refs):
+            if any(manifest_digest(r.key) == manifest_digest(delta.key) for r in refs):
                 raise _conflict(
                     change, f"these files are already registered in {change.dataset!r}/{path!r}"
                 )
@@ -227,7 +231,13 @@ def apply_change(
         gone = removed_by_partition.get(path, set())
         if gone or len(refs) > max_manifests:
             consolidated = _consolidate(
-                change, path, refs=refs, gone=gone, manifests=manifests, delta=delta
+                change,
+                path,
+                refs=refs,
+                gone=gone,
+                manifests=manifests,
+                delta=delta,
+                nonce=nonce,
             )
             retired.extend(
                 RetiredManifest(r.key, change.dataset, retired_at) for r in refs if r is not delta
@@ -280,6 +290,7 @@ def _consolidate(
     gone: set[str],
     manifests: Mapping[str, Manifest],
     delta: ManifestRef | None,
+    nonce: str,
 ) -> tuple[ManifestRef, bytes] | None:
     """One manifest for a partition's remaining files (``None`` if none remain)."""
     files: dict[str, DataFile] = {}
@@ -305,7 +316,7 @@ def _consolidate(
     if not remaining:
         return None
     body = serialize_manifest(Manifest(change.dataset, path, remaining))
-    return _ref(change.dataset, remaining, body), body
+    return _ref(change.dataset, remaining, body, nonce), body
 
 
 def _check_file(f: DataFile, change: Change, partition_by: tuple[str, ...]) -> None:

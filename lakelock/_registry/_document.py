@@ -3,7 +3,7 @@
 On S3 (keys relative to the lake prefix)::
 
     metastore/dataset_registry.json                     the root: CAS only (If-Match)
-    metastore/manifests/<dataset>/<sha256>.json         write-once, content-addressed
+    metastore/manifests/<dataset>/<sha256>-<nonce>.json write-once, digest-named
 
 The root, ``format_version`` 1::
 
@@ -40,8 +40,10 @@ window has passed; entries older than the registry's retention are dropped by la
 The root stays small as the lake grows: it holds datasets, partitions and per-partition
 summaries, never file lists. A partition's files live in its manifests; an append adds a
 manifest holding just the new files (no read of the old ones), and a removal or a compaction
-replaces a partition's manifests by one consolidated manifest. Manifests are named by the
-SHA-256 of their bytes, so writing one twice is harmless and a cached one never goes stale.
+replaces a partition's manifests by one consolidated manifest. A manifest's key names the
+SHA-256 of its bytes (checked on every read) plus a nonce (every write is a new object, never
+one adopted from an earlier attempt that ``vacuum`` may be deleting); a cached manifest never
+goes stale.
 
 A manifest::
 
@@ -83,11 +85,13 @@ __all__ = [
     "RetiredManifest",
     "decode_schema",
     "encode_schema",
+    "manifest_digest",
     "manifest_key",
     "parse_manifest",
     "parse_registry",
     "serialize_manifest",
     "serialize_registry",
+    "verify_manifest",
 ]
 
 FORMAT_VERSION = 1
@@ -473,6 +477,38 @@ def serialize_manifest(manifest: Manifest) -> bytes:
     )
 
 
-def manifest_key(dataset: str, body: bytes) -> str:
-    """Content address: the same manifest always lands at the same key."""
-    return f"{MANIFEST_PREFIX}{dataset}/{hashlib.sha256(body).hexdigest()}.json"
+def manifest_key(dataset: str, body: bytes, nonce: str) -> str:
+    """``<dataset>/<sha256 of the body>-<nonce>.json``: the digest lets a reader verify what
+    it read; the nonce makes every write a new object, so no commit ever adopts an existing
+    manifest (one ``vacuum`` may have judged an orphan and be deleting)."""
+    if not nonce.isalnum():
+        raise ValueError(f"a manifest nonce is alphanumeric, got {nonce!r}")
+    return f"{MANIFEST_PREFIX}{dataset}/{manifest_digest_of(body)}-{nonce}.json"
+
+
+def manifest_digest_of(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def manifest_digest(key: str) -> str:
+    """The content digest a manifest key names (see :func:`manifest_key`)."""
+    return key.rsplit("/", 1)[-1].split("-", 1)[0].removesuffix(".json")
+
+
+def verify_manifest(key: str, body: bytes, *, bucket: str | None = None) -> Manifest:
+    """Parse a manifest read from ``key``, refusing one whose bytes are not the ones its key
+    names or that belongs to another dataset (RegistryCorruptError)."""
+    if manifest_digest_of(body) != manifest_digest(key):
+        raise RegistryCorruptError(
+            "manifest bytes do not match the digest in its key (replaced or damaged)",
+            bucket=bucket,
+            key=key,
+        )
+    manifest = parse_manifest(body, bucket=bucket, key=key)
+    if not key.startswith(f"{MANIFEST_PREFIX}{manifest.dataset}/"):
+        raise RegistryCorruptError(
+            f"manifest of dataset {manifest.dataset!r} stored under another dataset",
+            bucket=bucket,
+            key=key,
+        )
+    return manifest

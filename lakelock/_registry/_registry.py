@@ -69,6 +69,7 @@ from lakelock._registry._document import (
     parse_manifest,
     parse_registry,
     serialize_registry,
+    verify_manifest,
 )
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import IfMatch, ObjectStore, PutMode
@@ -249,13 +250,28 @@ class Registry:
             raise KeyError(dataset)
         wanted = set(partitions) if partitions is not None else None
         refs = [
-            ref.key
+            (path, ref.key)
             for path, partition in state.partitions.items()
             if wanted is None or path in wanted
             for ref in partition.manifests
         ]
+        loaded = self.load_manifests(key for _, key in refs)
         files: list[DataFile] = []
-        for manifest in self.load_manifests(refs).values():
+        for path, key in refs:
+            manifest = loaded[key]
+            prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"
+            stray = [
+                f.key
+                for f in manifest.files
+                if f.partition_path != path or not f.key.startswith(prefix)
+            ]
+            if manifest.dataset != dataset or manifest.partition != path or stray:
+                raise RegistryCorruptError(
+                    f"manifest filed under {dataset!r}/{path!r} lists other files "
+                    f"({manifest.dataset!r}/{manifest.partition!r}, {stray[:3]})",
+                    bucket=self.store.bucket,
+                    key=self.store.full_key(key),
+                )
             files.extend(manifest.files)
         return sorted(files, key=lambda f: f.key)
 
@@ -292,8 +308,7 @@ class Registry:
                     missing.append(key)
 
         def fetch(key: str) -> Manifest:
-            body = self.store.get(key).body
-            return parse_manifest(body, bucket=self.store.bucket, key=self.store.full_key(key))
+            return verify_manifest(key, self.store.get(key).body, bucket=self.store.bucket)
 
         if missing:
             with ThreadPoolExecutor(min(16, len(missing))) as pool:
@@ -374,7 +389,8 @@ class Registry:
         """Write the delta manifests of the added files (create-only, content-addressed: if
         one exists already it holds exactly these bytes)."""
         refs = {}
-        for path, (ref, body) in delta_manifests(change.dataset, change.add).items():
+        delta = delta_manifests(change.dataset, change.add, nonce=uuid.uuid4().hex)
+        for path, (ref, body) in delta.items():
             self._put_manifest(ref.key, body)
             self._remember(ref.key, parse_manifest(body))
             refs[path] = ref
@@ -501,6 +517,7 @@ class Registry:
                         now=now,
                         next_version=doc.version + 1,
                         retired_at=seconds,
+                        nonce=uuid.uuid4().hex,
                     )
                     candidate = result.doc
                     results.append((change, result))

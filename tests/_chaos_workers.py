@@ -342,7 +342,8 @@ def _err(error: BaseException) -> dict[str, Any]:
     }
 
 
-def main(raw: str) -> None:
+def main(raw: str) -> int:
+    """Run one worker process; its exit status."""
     args = orjson.loads(raw)
     mutation = apply_mutation()
     worker = Worker(args)
@@ -372,8 +373,19 @@ def main(raw: str) -> None:
     with open(args["out"], "wb") as handle:
         handle.write(b"\n".join(lines) + b"\n")
     if failures:
-        raise SystemExit(f"worker thread failed: {failures[0]!r}")
+        print(f"worker thread failed: {failures[0]!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def exit_now(status: int) -> None:
+    """Leave without the interpreter's teardown: the records are written, and pyarrow's
+    native thread pool sometimes aborts that teardown ("terminate called without an active
+    exception", SIGABRT; apache/arrow#34314), which would read as a failed worker."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    exit_now(main(sys.argv[1]))

@@ -43,7 +43,7 @@ from lakelock._dlock import DistributedPathLock
 from lakelock._registry import Registry
 from lakelock._retry import RetryPolicy
 from lakelock.testing import client_kwargs
-from tests._chaos_workers import PLACES, WINDOW, move, outcome_of, places_of
+from tests._chaos_workers import PLACES, WINDOW, exit_now, move, outcome_of, places_of
 
 LEASE_NAME = "crash"
 HOLDER_LOCK = "/ledger"
@@ -230,3 +230,4 @@ def main(raw: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    exit_now(0)

@@ -55,7 +55,6 @@ import pytest
 
 from lakelock import Lake
 from lakelock._registry import Registry
-from lakelock.errors import AlreadyExistsError
 from lakelock.testing import FaultRule, S3Endpoint
 from tests._chaos_workers import MUTATION_ENV, PLACES, WINDOW, places_of, split_place
 from tests.conftest import FAST_RETRY
@@ -559,15 +558,6 @@ def test_checker_flags_each_kind_of_violation() -> None:
 # -- what the chaos run found, as minimal seeded replays ----------------------------------------
 
 
-#: Found by the heavy chaos runs (seeds 300 and 302 of test_chaos_heavy, 204 and 303 of
-#: earlier runs); pinned below by deterministic replays.
-OWN_WRITE_BUG = (
-    "bug: lakelock/_s3.py ObjectStore.put retries a 409/503 itself (_retry_transient) after "
-    "the SDK retried a write that had in fact landed; the next attempt's 412 comes from its own "
-    "write, but _resolve treats a 412 as ambiguous only when that same attempt was SDK-retried"
-)
-
-
 def lost_ack_then_conflict(bucket: str, prefix: str) -> list[FaultRule]:
     """A write applied with its answer lost, then (seed permitting) a 409 for the SDK's retry
     of it: the adapter retries the 409 itself, and that retry meets the first write."""
@@ -591,7 +581,6 @@ def lost_ack_then_conflict(bucket: str, prefix: str) -> list[FaultRule]:
     ]
 
 
-@pytest.mark.xfail(strict=True, raises=AlreadyExistsError, reason=OWN_WRITE_BUG)
 def test_own_create_is_not_reported_as_already_existing(s3: S3Endpoint, bucket: str) -> None:
     """A create-only write whose acknowledgement was lost, whose SDK retry got a 409 and whose
     adapter-level retry then got a 412 from the write's own object, succeeds (it is ours, by
@@ -605,12 +594,6 @@ def test_own_create_is_not_reported_as_already_existing(s3: S3Endpoint, bucket: 
     assert store.head("k").write_id == result.write_id
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason=OWN_WRITE_BUG + "; lakelock/_dlock.py _write_grant then takes the 412 for 'the table "
-    "changed', and grant() (lakelock/_dlock_core.py) raises ValueError on finding our holder",
-)
 def test_lock_grant_whose_answer_was_lost_is_held(s3: S3Endpoint, bucket: str) -> None:
     """The same sequence on a lock table's grant (seed 24): the lock is granted (the grant in
     the table is ours), not a ValueError ("holder id ... is already in the table") with our

@@ -190,12 +190,6 @@ def test_edge_names_each_refused_or_round_trip(client: Any, bucket: str) -> None
             check_hostile_append(lake, kept, dataset, [value], name if role == "file" else None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="bug: lakelock/_lake.py Lake.read looks the dataset up by its validated (NFC) name "
-    "but passes the caller's spelling to registry.files, which raises KeyError",
-)
 def test_dataset_reads_back_by_the_name_it_was_written_with(client: Any, bucket: str) -> None:
     """A dataset appended as "e\u0301" (NFD) is stored as "\u00e9" (NFC); reading it by the
     very name it was written with works too (lake.read validates and normalises the name)."""
@@ -207,11 +201,6 @@ def test_dataset_reads_back_by_the_name_it_was_written_with(client: Any, bucket:
     assert sorted_rows(lake.read("e\u0301")) == sorted_rows(table)
 
 
-COERCION_BUG = (
-    "bug: lakelock/_registry/_document.py parse_registry coerces fields of the wrong JSON type "
-    "(int('3'), int(3.5), tuple('k') of a string, dict([]) of a list, str(None)) instead of "
-    "raising RegistryCorruptError; the next commit then rewrites the planted body"
-)
 MANIFEST_BUG = (
     "bug: manifests are read (Registry.load_manifests, parse_manifest) without checking their "
     "content address (the SHA-256 in their key) or that their files lie in the partition the "
@@ -343,7 +332,6 @@ def test_planted_registry_with_one_field_broken(
     check_planted(fresh_lake(client, bucket), body)
 
 
-@pytest.mark.xfail(strict=True, reason=COERCION_BUG)
 @DEFAULT
 @given(data=st.data())
 def test_registry_parser_does_not_coerce(
@@ -367,7 +355,6 @@ WRONG_SHAPES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason=COERCION_BUG)
 @pytest.mark.parametrize("case", list(WRONG_SHAPES.values()), ids=list(WRONG_SHAPES))
 def test_wrong_shapes_are_refused_and_kept(
     client: Any, bucket: str, registry_template: dict[str, Any], case: tuple[Any, ...]
@@ -432,12 +419,6 @@ def test_huge_planted_registry_is_refused_and_kept(client: Any, bucket: str, bod
     check_planted(fresh_lake(client, bucket), body)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="bug: the registry, lease and lock-table parsers accept integers up to 2**64-1; the "
-    "next version or token (+1) then fails in orjson.dumps with TypeError, not a lakelock error",
-)
 def test_counters_at_the_end_of_their_range_are_typed_errors(client: Any, bucket: str) -> None:
     """A registry version, a lease token and a lock table's next token planted at the top of
     the 64-bit range (where +1 no longer serialises): committing, acquiring and locking raise

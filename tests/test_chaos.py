@@ -608,22 +608,15 @@ def test_lock_grant_whose_answer_was_lost_is_held(s3: S3Endpoint, bucket: str) -
         pass
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: vacuum deletes objects a concurrent commit reuses after vacuum judged them "
-    "orphans: lakelock/_partitions.py _copy reuses an existing destination file with the same "
-    "checksum, and content-addressed manifests are reused as they are (Registry._put_manifest); "
-    "neither refreshes the object, so the registry ends up referencing deleted objects",
-)
 def test_vacuum_racing_a_rename_back_keeps_what_the_rename_reuses(
     s3: S3Endpoint, bucket: str
 ) -> None:
     """A partition renamed a -> b, and (past the retention window: the clock is injected) back
-    b -> a while a vacuum's deletes are in flight. The rename back reuses the old objects at
-    ``a`` (a destination file with the same checksum, a content-addressed manifest with the
-    same bytes) that the vacuum has just judged orphans. After both, every object the
-    registry references must still exist and the partition must read."""
+    b -> a while a vacuum's deletes are in flight, the vacuum having just judged the old
+    objects at ``a`` orphans. The rename back must not adopt them (an existing destination
+    file with the same checksum, a manifest with the same bytes: it once did, and the vacuum
+    then deleted what the registry referenced). After both, every object the registry
+    references exists and the partition reads."""
     from concurrent.futures import ThreadPoolExecutor
 
     from lakelock._vacuum import vacuum

@@ -201,13 +201,6 @@ def test_dataset_reads_back_by_the_name_it_was_written_with(client: Any, bucket:
     assert sorted_rows(lake.read("e\u0301")) == sorted_rows(table)
 
 
-MANIFEST_BUG = (
-    "bug: manifests are read (Registry.load_manifests, parse_manifest) without checking their "
-    "content address (the SHA-256 in their key) or that their files lie in the partition the "
-    "root files them under: a replaced manifest is read as other rows"
-)
-
-
 # -- planted registry bodies ----------------------------------------------------------------
 
 json_values = st.recursive(
@@ -537,7 +530,6 @@ def test_damaged_objects_many(client: Any, bucket: str, data: st.DataObject) -> 
     check_damaged_manifest(fresh_lake(client, bucket), data)
 
 
-@pytest.mark.xfail(strict=True, reason=MANIFEST_BUG)
 def test_manifest_naming_another_partition_is_refused(client: Any, bucket: str) -> None:
     """A manifest whose file entry was changed to name another partition (still valid JSON)
     is refused: the rows must not come back with the other partition's values."""
@@ -554,10 +546,9 @@ def test_manifest_naming_another_partition_is_refused(client: Any, bucket: str) 
     pytest.fail(f"read as partition {values}, committed as k=a")
 
 
-@pytest.mark.xfail(strict=True, reason=MANIFEST_BUG)
 def test_manifest_that_is_not_its_content_address_is_refused(client: Any, bucket: str) -> None:
-    """Manifests are content-addressed (their key is the SHA-256 of their bytes): one whose
-    bytes were replaced by another valid manifest is refused on read."""
+    """A manifest's key names the SHA-256 of its bytes: one whose bytes were replaced by
+    another valid manifest is refused on read."""
     lake = fresh_lake(client, bucket)
     manifest, _, body, _ = committed(lake)
     doctored = orjson.loads(body)

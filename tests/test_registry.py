@@ -44,13 +44,28 @@ def test_first_commit_creates_then_cas(s3: S3Endpoint, store: ObjectStore) -> No
     assert [f.name for f in reg.files("sales")] == ["a", "b"]
 
 
-def test_uncontended_commit_costs_three_requests(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A one-partition commit: manifest PUT, root GET, root PUT (plus the data PUT = 4)."""
+def test_uncontended_commit_chains_from_its_own_write(s3: S3Endpoint, store: ObjectStore) -> None:
+    """After its own commit a registry needs no GET: manifest PUT and root PUT (If-Match on
+    the ETag its last PUT returned). A fresh registry reads the root first."""
     reg = registry(store)
     reg.commit("sales", add=[datafile("sales", "", "a")])
     store.stats.reset()
     reg.commit("sales", add=[datafile("sales", "", "b")])
+    assert store.stats.snapshot() == {"PutObject": 2}
+    store.stats.reset()
+    registry(store).commit("sales", add=[datafile("sales", "", "c")])
     assert store.stats.snapshot() == {"PutObject": 2, "GetObject": 1}
+
+
+def test_stale_chained_root_redrives(store: ObjectStore) -> None:
+    """When another writer committed since our last write, the chained PUT meets 412 and
+    the commit redrives from a fresh read: nothing is lost."""
+    reg, other = registry(store), registry(store)
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    other.commit("sales", add=[datafile("sales", "", "b")])
+    result = reg.commit("sales", add=[datafile("sales", "", "c")])
+    assert (result.redrives, result.version) == (1, 3)
+    assert [f.name for f in reg.files("sales")] == ["a", "b", "c"]
 
 
 def test_precondition_failed_redrives(s3: S3Endpoint, store: ObjectStore) -> None:

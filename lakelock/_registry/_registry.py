@@ -6,7 +6,9 @@ One commit, as the AWS multi-writer blog's table has it (DESIGN.md §3.2):
    manifests of the added files, create-only and content-addressed.
 2. *Queue*: with group commit on, concurrent ``commit()`` calls of one :class:`Registry` wait
    for the one commit in flight; whoever goes next takes everything queued as one batch.
-3. *Attempt*: GET the root (body + ETag); drop changes whose commit id is already recorded
+3. *Attempt*: GET the root (body + ETag) — on a first attempt, the root as this process last
+   read or wrote it stands in for the GET, and a stale one costs a 412 and a redrive; drop
+   changes whose commit id is already recorded
    (idempotent success); apply each change to the document (:mod:`._changes`), failing just the
    ones that no longer apply; write any consolidated manifests; PUT the root with
    ``If-Match: <etag>`` (``If-None-Match: *`` for the very first commit).
@@ -222,6 +224,10 @@ class Registry:
         self._queue: list[_Pending] = []
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()
+        # The root as this process last read or wrote it: the next commit starts from it
+        # instead of a GET (a compare-and-swap returns the new ETag, so CAS updates chain).
+        # If another writer committed meanwhile, the PUT's If-Match fails and the redrive reads.
+        self._known: tuple[RegistryDoc, str] | None = None
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()
         self._manifests_lock = threading.Lock()
 
@@ -292,6 +298,7 @@ class Registry:
         doc = parse_registry(
             data.body, bucket=self.store.bucket, key=self._root.full_key(REGISTRY_KEY)
         )
+        self._known = (doc, data.etag)
         return doc, data.etag
 
     def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
@@ -440,8 +447,13 @@ class Registry:
         state.attempts += 1
         seconds = self._clock()
         now = _iso(seconds)
+        known = self._known
+        etag: str | None
         try:
-            doc, etag = self._read_root()
+            if state.attempts == 1 and known is not None:
+                doc, etag = known
+            else:
+                doc, etag = self._read_root()
         except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
             state.retries += 1
             raise _Retry from error
@@ -466,7 +478,7 @@ class Registry:
         if state.first_base is None:
             state.first_base = doc.version
         try:
-            self._root.put(
+            written = self._root.put(
                 REGISTRY_KEY,
                 serialize_registry(new_doc),
                 mode=mode,
@@ -489,6 +501,7 @@ class Registry:
                 bucket=self.store.bucket,
                 key=self._root.full_key(REGISTRY_KEY),
             ) from error
+        self._known = (new_doc, written.etag)
         for p in state.pending:
             p.succeed(self._result(p, new_doc.version, state, already=False))
         state.pending = []

@@ -48,7 +48,9 @@ class Lake:
 
     ``s3`` is a boto3 S3 client (default: boto3's default credentials and endpoint).
     ``retry`` bounds every retry loop (commits, conflicts, throttling); ``group_commit``
-    merges concurrent commits of this Lake into one compare-and-swap.
+    merges concurrent commits of this Lake into one compare-and-swap; ``commit_window`` is
+    how many recent commit ids the registry keeps (the idempotency window; every writer of a
+    lake should use the same).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Lake:
         retry: RetryPolicy | None = None,
         group_commit: bool = True,
         multipart_threshold: int = 64 * 1024 * 1024,
+        commit_window: int = 1000,
     ) -> None:
         if prefix and not prefix.endswith("/"):
             prefix += "/"
@@ -76,7 +79,9 @@ class Lake:
             retry=self.retry,
             multipart_threshold=multipart_threshold,
         )
-        self.registry = Registry(self.store, retry=self.retry, group_commit=group_commit)
+        self.registry = Registry(
+            self.store, retry=self.retry, group_commit=group_commit, commit_window=commit_window
+        )
         self.locks = DistributedPathLock(self.store)
 
     @classmethod
@@ -203,6 +208,7 @@ class Lake:
         to_dataset: str | None = None,
         to_partition: str | None = None,
         commit_id: str | None = None,
+        ttl: float = 30.0,
         timeout: float | None = 60.0,
         progress: Progress | None = None,
     ) -> CommitResult:
@@ -211,7 +217,7 @@ class Lake:
         move = PartitionMove(
             dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=False
         )
-        return self._move(move, commit_id=commit_id, timeout=timeout, progress=progress)
+        return self._move(move, commit_id=commit_id, ttl=ttl, timeout=timeout, progress=progress)
 
     def rename_partition(
         self,
@@ -221,27 +227,31 @@ class Lake:
         to_dataset: str | None = None,
         to_partition: str | None = None,
         commit_id: str | None = None,
+        ttl: float = 30.0,
         timeout: float | None = 60.0,
         progress: Progress | None = None,
     ) -> CommitResult:
         """Move a partition under the path lock (write both places): copy its files, then
         add the copies and remove the originals in one commit. Readers see it at the old
-        place or the new one, never half."""
+        place or the new one, never half. ``ttl`` is the lock's (renewed by heartbeat while
+        the copy runs; a crashed mover blocks others for about that long)."""
         move = PartitionMove(
             dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=True
         )
-        return self._move(move, commit_id=commit_id, timeout=timeout, progress=progress)
+        return self._move(move, commit_id=commit_id, ttl=ttl, timeout=timeout, progress=progress)
 
     def _move(
         self,
         move: PartitionMove,
         *,
         commit_id: str | None,
+        ttl: float,
         timeout: float | None,
         progress: Progress | None,
     ) -> CommitResult:
         read, write = lock_paths(move)
-        with self.lock(read=read, write=write, timeout=timeout) as held:
+        held = self.lock(read=read, write=write, ttl=ttl, timeout=timeout).acquire()
+        try:
             fences = {dataset: held.fence_for(dataset) for dataset in held.datasets}
             return move_partition(
                 self.registry,
@@ -251,6 +261,11 @@ class Lake:
                 commit_id=commit_id,
                 progress=progress,
             )
+        finally:
+            # Not ``with``: a lock lost *after* the fenced commit landed must not turn the
+            # caller's success into an error (the registry accepted the fence, so no
+            # conflicting grant had committed). A loss before it fails the commit itself.
+            held.release()
 
     def lock(
         self,

@@ -142,6 +142,9 @@ class Worker:
         lake.registry = Registry(lake.store, retry=retry, commit_window=WINDOW)
         lake.locks = DistributedPathLock(lake.store, poll_interval=0.02, margin=0.2)
         lake.lock = functools.partial(lake.lock, ttl=10.0)  # type: ignore[method-assign]
+        lake.rename_partition = functools.partial(  # type: ignore[method-assign]
+            lake.rename_partition, ttl=10.0
+        )
         self.lake = lake
         self.ttl = float(args["lease_ttl"])
         self.margin = float(args["lease_margin"])

@@ -106,3 +106,9 @@ def test_from_url_and_bad_urls(s3: S3Endpoint, bucket: str) -> None:
     for url in ("http://x/y", "s3://", "bucket/prefix"):
         with pytest.raises(InvalidNameError):
             Lake.from_url(url)
+
+
+def test_files_of_an_unknown_dataset_is_typed(lake: Lake) -> None:
+    """registry.files of a dataset the registry does not have: DatasetNotFoundError."""
+    with pytest.raises(DatasetNotFoundError):
+        lake.registry.files("nothing")

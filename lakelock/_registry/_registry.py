@@ -81,6 +81,7 @@ from lakelock.errors import (
     CommitError,
     CommitStateUnknownError,
     ConflictError,
+    DatasetNotFoundError,
     NotFoundError,
     OutcomeUnknownError,
     PreconditionFailedError,
@@ -253,7 +254,7 @@ class Registry:
         snap = snapshot or self.read()
         state = snap.datasets.get(dataset)
         if state is None:
-            raise KeyError(dataset)
+            raise DatasetNotFoundError(dataset)
         wanted = set(partitions) if partitions is not None else None
         refs = [
             (path, ref.key)

@@ -105,7 +105,13 @@ from lakelock._dlock_core import (
     split_by_dataset,
     table_key,
 )
-from lakelock._lease import MIN_PAUSE, Heartbeat, check_durations, check_timeout
+from lakelock._lease import (
+    MIN_PAUSE,
+    Heartbeat,
+    check_durations,
+    check_timeout,
+    exit_releasing,
+)
 from lakelock._lease_clock import DEFAULT_MARGIN, shared_server_clock
 from lakelock._lease_core import Lapsed, Owner, Stored, holder_valid
 from lakelock._pathlock import LockRequest, PathLock
@@ -618,20 +624,7 @@ class PathLockHandle:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lost: LeaseLostError | None = None
-        try:
-            self.check()
-        except LeaseLostError as error:
-            lost = error
-        except LeaseError:
-            pass
-        self.release()
-        if lost is not None and exc_type is None:
-            raise LeaseLostError(
-                f"path lock ({self.request}) was lost while held: {lost}",
-                name=lost.name,
-                token=lost.token,
-            ) from lost
+        exit_releasing(self.check, self.release, exc_type, what=f"path lock ({self.request})")
 
     # -- plumbing -----------------------------------------------------------------------------
 

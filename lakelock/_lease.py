@@ -164,6 +164,29 @@ def check_timeout(timeout: float | None) -> float | None:
     return timeout
 
 
+def exit_releasing(
+    check: Callable[[], object],
+    release: Callable[[], None],
+    exc_type: type[BaseException] | None,
+    *,
+    what: str,
+) -> None:
+    """The ``__exit__`` of leases and path locks: always release; if the hold was lost while
+    the block ran and no other exception is leaving it, raise :class:`LeaseLostError`."""
+    lost: LeaseLostError | None = None
+    try:
+        check()
+    except LeaseLostError as error:
+        lost = error
+    except LeaseError:
+        pass  # not held (never acquired, or already released): nothing was lost
+    release()
+    if lost is not None and exc_type is None:
+        raise LeaseLostError(
+            f"{what} was lost while held: {lost}", name=lost.name, token=lost.token
+        ) from lost
+
+
 class Heartbeat:
     """A daemon thread calling ``renew`` every ``interval`` seconds until stopped.
 
@@ -514,20 +537,7 @@ class Lease:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lost: LeaseLostError | None = None
-        try:
-            self.check()
-        except LeaseLostError as error:
-            lost = error
-        except LeaseError:
-            pass
-        self.release()
-        if lost is not None and exc_type is None:
-            raise LeaseLostError(
-                f"lease {self.name!r} was lost while held: {self._lost_reason}",
-                name=self.name,
-                token=lost.token,
-            ) from lost
+        exit_releasing(self.check, self.release, exc_type, what=f"lease {self.name!r}")
 
     # -- plumbing -----------------------------------------------------------------------------
 

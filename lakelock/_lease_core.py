@@ -61,7 +61,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import orjson
 
-from lakelock._jsonfields import MAX_INT
+from lakelock import _jsonfields as jsonfields
 from lakelock._lease_clock import TimeBounds
 
 __all__ = [
@@ -88,6 +88,7 @@ FORMAT_VERSION: Final = 1
 LEASE_KIND: Final = "lakelock.lease"
 
 _DocT = TypeVar("_DocT")
+_T = TypeVar("_T")
 
 
 # --- time predicates ---------------------------------------------------------------------------
@@ -207,30 +208,31 @@ class DocumentReader:
         return self.raw[key]
 
     def text(self, key: str) -> str:
-        value = self.get(key)
-        if not isinstance(value, str):
-            raise self.fail(f"{key!r} must be a string, got {value!r}")
-        return value
+        return self._checked(jsonfields.text, key)
 
     def opt_text(self, key: str) -> str | None:
         value = self.raw.get(key)
         return None if value is None else self.text(key)
 
     def integer(self, key: str, *, minimum: int = 0) -> int:
-        value = self.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise self.fail(f"{key!r} must be an integer >= {minimum}, got {value!r}")
-        if value >= MAX_INT:  # a token is incremented and written back: keep room for +1
-            raise self.fail(f"{key!r} is out of range: {value!r}")
-        return value
+        # A token is incremented and written back: the shared check keeps room for +1.
+        return self._checked(
+            lambda value, name: jsonfields.boolean_free_int(value, name, minimum=minimum), key
+        )
 
     def number(self, key: str) -> float:
-        value = self.get(key)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise self.fail(f"{key!r} must be a number, got {value!r}")
+        value = self._checked(jsonfields.number, key)
         if not math.isfinite(value) or value < 0:
             raise self.fail(f"{key!r} must be finite and >= 0, got {value!r}")
-        return float(value)
+        return value
+
+    def _checked(self, check: Callable[[Any, str], _T], key: str) -> _T:
+        """``check`` (from :mod:`lakelock._jsonfields`) on field ``key``, its refusal turned
+        into this document's error."""
+        try:
+            return check(self.get(key), repr(key))
+        except ValueError as error:
+            raise self.fail(str(error)) from None
 
     def texts(self, key: str) -> list[str]:
         value = self.get(key)

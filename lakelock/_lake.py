@@ -62,7 +62,7 @@ class Lake:
         retry: RetryPolicy | None = None,
         group_commit: bool = True,
         multipart_threshold: int = 64 * 1024 * 1024,
-        commit_window: int = 1000,
+        commit_window: int = 100,
     ) -> None:
         if prefix and not prefix.endswith("/"):
             prefix += "/"
@@ -149,9 +149,9 @@ class Lake:
         columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
         schema = table_schema(table, columns)
         if commit_id is not None:
-            record = next((c for c in self.registry.read().commits if c.id == commit_id), None)
-            if record is not None:
-                return CommitResult(record.version, commit_id, already_committed=True)
+            version = self.registry.find_commit(commit_id, datasets=[dataset])
+            if version is not None:
+                return CommitResult(version, commit_id, already_committed=True)
         files = self.write(
             dataset, table, partition_by=columns, file_name=file_name, progress=progress
         )

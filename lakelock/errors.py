@@ -4,6 +4,8 @@
 LakelockError
 ├── InvalidNameError (ValueError)          bad dataset/column/partition/file name or path
 ├── DatasetNotFoundError (KeyError)        no such dataset (or partition) in the registry
+│   └── VersionNotFoundError                  no such version (yet, or any more): .version
+│       └── SnapshotExpiredError                 older than the retention: vacuum may have run
 ├── StorageError                           one S3 request ended badly: .bucket .key .operation
 │   ├── AlreadyExistsError (FileExistsError)   412 on a create-only write: key taken
 │   ├── PreconditionFailedError               412 on If-Match: .expected_etag stale
@@ -51,7 +53,9 @@ __all__ = [
     "StaleFenceError",
     "StorageError",
     "ThrottledError",
+    "SnapshotExpiredError",
     "UnsupportedError",
+    "VersionNotFoundError",
 ]
 
 
@@ -87,6 +91,31 @@ class DatasetNotFoundError(LakelockError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class VersionNotFoundError(DatasetNotFoundError):
+    """The registry has no ``version`` (or no version at ``as_of``) of ``dataset``: it is
+    newer than the current version, older than the dataset, or (see
+    :class:`SnapshotExpiredError`) older than what retention keeps. Never a partial table."""
+
+    def __init__(
+        self,
+        dataset: str,
+        *,
+        version: int | None = None,
+        as_of: float | None = None,
+        reason: str = "",
+    ) -> None:
+        super().__init__(dataset)
+        which = f"version {version}" if version is not None else f"as of {as_of}"
+        self.args = (f"{which} of dataset {dataset!r} is not in the registry{reason}",)
+        self.version = version
+        self.as_of = as_of
+
+
+class SnapshotExpiredError(VersionNotFoundError):
+    """The version asked for is older than the registry's retention: the objects it reads
+    may have been vacuumed, so lakelock refuses to read it rather than return part of it."""
 
 
 class StorageError(LakelockError):

@@ -22,7 +22,14 @@ Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwi
   nullable; new fields bump ``schema_version`` (:class:`~lakelock.errors.SchemaMismatchError`
   otherwise);
 - every removed file must be registered; adding the very same set of files to a partition
-  twice (the same delta manifest) is refused.
+  twice (the same delta manifest) is refused;
+- ``remove_partitions`` removes every file a partition holds *when the change is applied*
+  (an overwrite or a delete replaces what a concurrent append added first, too);
+- ``restore`` makes an older version of the dataset current again (its schema, partitions
+  and properties; the commit-id history stays and records the restore).
+
+A new dataset takes ``partition_by`` from the change, or else from the partition paths of the
+files it adds (which must agree).
 
 Nothing here does I/O: manifests a change needs (for removals and consolidation) are loaded by
 the caller, who asks :func:`manifests_needed` first.
@@ -33,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 import pyarrow as pa
 
@@ -46,11 +54,11 @@ from lakelock._registry._document import (
     ManifestRef,
     PartitionState,
     RegistryDoc,
-    RetiredManifest,
     manifest_digest,
     manifest_key,
     serialize_manifest,
 )
+from lakelock._registry._snapshot import Overlay, OverlayPartitions, SnapshotCommit, Totals
 from lakelock.errors import CommitConflictError, SchemaMismatchError, StaleFenceError
 
 __all__ = [
@@ -63,6 +71,8 @@ __all__ = [
     "manifests_needed",
     "partition_of_key",
     "seal",
+    "totals_of",
+    "with_dataset",
 ]
 
 #: A partition with more manifests than this is consolidated into one by the next commit
@@ -101,6 +111,9 @@ class Change:
     partition_by: tuple[str, ...] | None = None
     properties: Mapping[str, str | None] | None = None
     fence: Fence | None = None
+    remove_partitions: tuple[str, ...] = ()
+    operation: str = "commit"
+    restore: DatasetState | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +167,7 @@ def manifests_needed(
     if dataset is None:
         return set()
     paths = {partition_of_key(change.dataset, key) for key in change.remove}
+    paths.update(change.remove_partitions)
     for path in change.added_manifests:
         partition = dataset.partitions.get(path)
         if partition is not None and len(partition.manifests) + 1 > max_manifests:
@@ -161,8 +175,8 @@ def manifests_needed(
     return {
         m.key
         for path in paths
-        if path in dataset.partitions
-        for m in dataset.partitions[path].manifests
+        if (partition := dataset.partitions.get(path)) is not None
+        for m in partition.manifests
     }
 
 
@@ -187,16 +201,24 @@ def apply_change(
         return Applied(doc=doc, writes=(), added=0, removed=0)
 
     existing = doc.datasets.get(change.dataset)
+    if change.restore is not None:
+        return _restore(doc, change, existing, now=now, next_version=next_version)
     dataset = existing or DatasetState(
         name=change.dataset,
         schema=None,
         schema_version=0,
-        partition_by=change.partition_by or (),
+        partition_by=(
+            change.partition_by
+            if change.partition_by is not None
+            else _inferred_partition_by(change)
+        ),
         properties=MappingProxyType({}),
         partitions=MappingProxyType({}),
         created_at=now,
         updated_at=now,
         updated_version=next_version,
+        totals=Totals(),
+        created_version=next_version,
     )
     if change.partition_by is not None and tuple(change.partition_by) != dataset.partition_by:
         raise _conflict(
@@ -210,25 +232,41 @@ def apply_change(
     for f in change.add:
         _check_file(f, change, dataset.partition_by)
 
-    partitions = dict(dataset.partitions)
+    # Partitions change in an overlay over the stored index: nothing is copied, and the
+    # registry shell writes just the changed paths of the tree (see _tree).
+    if isinstance(dataset.partitions, OverlayPartitions):
+        base, overlay = dataset.partitions.base, dict(dataset.partitions.changes)
+    else:
+        base, overlay = dataset.partitions, {}
+    partitions = OverlayPartitions(base, overlay)
+    totals = dataset.totals if dataset.totals is not None else totals_of(dataset.partitions)
     writes: list[tuple[str, bytes]] = []
     removed_by_partition: dict[str, set[str]] = {}
     for key in change.remove:
         removed_by_partition.setdefault(partition_of_key(change.dataset, key), set()).add(key)
+    cleared = set(change.remove_partitions)
+    for path in cleared:
+        if path not in partitions:
+            raise _conflict(change, f"{change.dataset!r} has no partition {path!r} to remove")
 
-    retired = list(doc.retired)
-    touched = set(change.added_manifests) | set(removed_by_partition)
+    removed = len(change.remove)
+    touched = set(change.added_manifests) | set(removed_by_partition) | cleared
     for path in sorted(touched):
         partition = partitions.get(path)
         refs = list(partition.manifests) if partition is not None else []
         delta = change.added_manifests.get(path)
+        gone = removed_by_partition.get(path, set())
+        if path in cleared and partition is not None:
+            # Every file the partition holds now (loaded: see manifests_needed).
+            held = {f.key for ref in refs for f in manifests[ref.key].files}
+            removed += len(held - gone)
+            gone = gone | held
         if delta is not None:
             if any(manifest_digest(r.key) == manifest_digest(delta.key) for r in refs):
                 raise _conflict(
                     change, f"these files are already registered in {change.dataset!r}/{path!r}"
                 )
             refs.append(delta)
-        gone = removed_by_partition.get(path, set())
         if gone or len(refs) > max_manifests:
             consolidated = _consolidate(
                 change,
@@ -239,19 +277,15 @@ def apply_change(
                 delta=delta,
                 nonce=nonce,
             )
-            retired.extend(
-                RetiredManifest(r.key, change.dataset, retired_at) for r in refs if r is not delta
-            )
             if consolidated is None:
                 refs = []
             else:
                 ref, body = consolidated
                 refs = [ref]
                 writes.append((ref.key, body))
-        if refs:
-            partitions[path] = PartitionState(path, tuple(refs), next_version)
-        else:
-            partitions.pop(path, None)
+        new_partition = PartitionState(path, tuple(refs), next_version) if refs else None
+        totals = _retotal(totals, partition, new_partition)
+        overlay[path] = new_partition
 
     properties = dict(dataset.properties)
     for name, value in (change.properties or {}).items():
@@ -260,25 +294,120 @@ def apply_change(
         else:
             properties[name] = str(value)
 
-    datasets = dict(doc.datasets)
-    datasets[change.dataset] = replace(
+    record = SnapshotCommit(change.commit_id, change.operation, len(change.add), removed)
+    updated = replace(
         dataset,
         schema=schema,
         schema_version=schema_version,
         properties=MappingProxyType(properties),
-        partitions=MappingProxyType(partitions),
+        partitions=OverlayPartitions(base, overlay),
         updated_at=now,
         updated_version=next_version,
+        totals=totals,
+        commits=_commits_of(dataset, next_version, record),
+        **_unstored(dataset),
     )
     return Applied(
-        doc=replace(
-            doc,
-            datasets=MappingProxyType(datasets),
-            retired=tuple(retired),
-        ),
+        doc=with_dataset(doc, change.dataset, updated),
         writes=tuple(writes),
         added=len(change.add),
-        removed=len(change.remove),
+        removed=removed,
+    )
+
+
+def _restore(
+    doc: RegistryDoc,
+    change: Change,
+    existing: DatasetState | None,
+    *,
+    now: str,
+    next_version: int,
+) -> Applied:
+    """The dataset as it was in ``change.restore`` (an older version of it), made current."""
+    old = change.restore
+    assert old is not None
+    if existing is None:
+        raise _conflict(change, f"dataset {change.dataset!r} does not exist any more")
+    if change.add or change.remove or change.remove_partitions:
+        raise _conflict(change, "a restore adds and removes no files of its own")
+    restored = replace(
+        existing,
+        schema=old.schema,
+        schema_version=max(old.schema_version, existing.schema_version),
+        partition_by=old.partition_by,
+        properties=old.properties,
+        partitions=old.partitions,
+        totals=old.totals if old.totals is not None else totals_of(old.partitions),
+        updated_at=now,
+        updated_version=next_version,
+        commits=_commits_of(
+            existing,
+            next_version,
+            SnapshotCommit(change.commit_id, "restore", existing.file_count, 0),
+        ),
+        **_unstored(existing),
+    )
+    return Applied(doc=with_dataset(doc, change.dataset, restored), writes=(), added=0, removed=0)
+
+
+def with_dataset(doc: RegistryDoc, name: str, state: DatasetState) -> RegistryDoc:
+    """``doc`` with one dataset changed: an overlay, so untouched datasets are not loaded."""
+    datasets = doc.datasets
+    if isinstance(datasets, Overlay):
+        return replace(doc, datasets=Overlay(datasets.base, {**datasets.changes, name: state}))
+    return replace(doc, datasets=Overlay(datasets, {name: state}))
+
+
+def _unstored(dataset: DatasetState) -> dict[str, Any]:
+    """A changed dataset is not stored yet; its parent is the version it was read at."""
+    return {
+        "snapshot": None,
+        "parent": dataset.snapshot if dataset.snapshot is not None else dataset.parent,
+    }
+
+
+def _commits_of(
+    dataset: DatasetState, version: int, record: SnapshotCommit
+) -> tuple[SnapshotCommit, ...]:
+    """The commits of the version being built: the batch's earlier ones plus ``record``."""
+    fresh = dataset.snapshot is None and dataset.updated_version == version
+    earlier = dataset.commits if fresh else ()
+    return (*earlier, record)
+
+
+def _inferred_partition_by(change: Change) -> tuple[str, ...]:
+    """The partition columns the added files' paths name (they must all agree)."""
+    found = {
+        tuple(s.split("=", 1)[0] for s in f.partition_path.split("/")) if f.partition_path else ()
+        for f in change.add
+    }
+    if len(found) > 1:
+        raise _conflict(
+            change,
+            f"the added files are partitioned in different ways: {sorted(map(list, found))}",
+        )
+    return found.pop() if found else ()
+
+
+def totals_of(partitions: Mapping[str, PartitionState]) -> Totals:
+    totals = Totals()
+    for partition in partitions.values():
+        totals = _retotal(totals, None, partition)
+    return totals
+
+
+def _retotal(totals: Totals, before: PartitionState | None, after: PartitionState | None) -> Totals:
+    def stats(p: PartitionState | None) -> tuple[int, int, int, int]:
+        if p is None:
+            return 0, 0, 0, 0
+        return 1, p.file_count, p.record_count, p.size
+
+    b, a = stats(before), stats(after)
+    return Totals(
+        partitions=totals.partitions - b[0] + a[0],
+        files=totals.files - b[1] + a[1],
+        records=totals.records - b[2] + a[2],
+        size=totals.size - b[3] + a[3],
     )
 
 
@@ -386,7 +515,13 @@ def seal(
         before = merged.get(change.commit_id)
         if before is None:
             merged[change.commit_id] = CommitRecord(
-                change.commit_id, version, change.dataset, now, applied.added, applied.removed
+                change.commit_id,
+                version,
+                change.dataset,
+                now,
+                applied.added,
+                applied.removed,
+                change.operation,
             )
         else:
             merged[change.commit_id] = replace(
@@ -397,7 +532,7 @@ def seal(
             )
     records = list(merged.values())
     commits = (*doc.commits, *records)[-window:]
-    retired = doc.retired
+    retired = doc.retired if doc.format_version == 1 else ()
     lock_fences = doc.lock_fences
     if retire_before is not None:
         # Lock grants live for seconds to minutes; a record older than the retention can no

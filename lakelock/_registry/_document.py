@@ -69,14 +69,18 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
+from lakelock._registry._snapshot import DatasetEntry, Totals
+from lakelock._registry._tree import EMPTY, Node
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
     "FORMAT_VERSION",
     "MANIFEST_PREFIX",
+    "READABLE_FORMATS",
     "REGISTRY_KEY",
     "CommitRecord",
     "DatasetState",
+    "IntentFate",
     "LockFenceRecord",
     "Manifest",
     "ManifestRef",
@@ -94,7 +98,10 @@ __all__ = [
     "verify_manifest",
 ]
 
-FORMAT_VERSION = 1
+#: The registry format this lakelock writes; it reads 1 and 2 (1 is upgraded on first write).
+FORMAT_VERSION = 2
+MANIFEST_FORMAT_VERSION = 1
+READABLE_FORMATS = (1, 2)
 REGISTRY_KEY = "metastore/dataset_registry.json"
 MANIFEST_PREFIX = "metastore/manifests/"
 
@@ -145,17 +152,36 @@ class DatasetState:
     created_at: str
     updated_at: str
     updated_version: int
+    # Format 2: where this version is stored, its parent, totals kept commit by commit, the
+    # top of the commit-id tree, its server commit time and the commits that made it.
+    snapshot: str | None = None
+    parent: str | None = None
+    totals: Totals | None = None
+    commit_ids: Node = EMPTY
+    at: float = 0.0
+    commits: tuple[Any, ...] = ()
+    created_version: int = 0
+
+    @property
+    def partition_count(self) -> int:
+        return self.totals.partitions if self.totals is not None else len(self.partitions)
 
     @property
     def file_count(self) -> int:
+        if self.totals is not None:
+            return self.totals.files
         return sum(p.file_count for p in self.partitions.values())
 
     @property
     def record_count(self) -> int:
+        if self.totals is not None:
+            return self.totals.records
         return sum(p.record_count for p in self.partitions.values())
 
     @property
     def size(self) -> int:
+        if self.totals is not None:
+            return self.totals.size
         return sum(p.size for p in self.partitions.values())
 
 
@@ -169,6 +195,23 @@ class CommitRecord:
     at: str
     added: int
     removed: int
+    operation: str = "commit"
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return tuple(self.dataset.split(","))
+
+
+@dataclass(frozen=True)
+class IntentFate:
+    """What the root decided about one intent: ``applied`` at ``version``, ``rejected``
+    (with ``reason``) or ``cancelled``; ``at`` is the server time of the decision."""
+
+    key: str
+    state: str
+    version: int
+    at: float
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -201,6 +244,20 @@ class RegistryDoc:
     lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(default_factory=lambda: _EMPTY)
     commits: tuple[CommitRecord, ...] = ()
     retired: tuple[RetiredManifest, ...] = ()
+    format_version: int = FORMAT_VERSION
+    # Format 2: the root's line per dataset (the datasets mapping is loaded from these).
+    entries: Mapping[str, DatasetEntry] = field(default_factory=lambda: _EMPTY)
+    # Format 2, intents: every intent key at or below the watermark has had its fate decided;
+    # recent fates are listed (newest last).
+    watermark: str = ""
+    fates: tuple[IntentFate, ...] = ()
+    backup: str | None = None
+
+    def fate(self, key: str) -> IntentFate | None:
+        for record in reversed(self.fates):
+            if record.key == key:
+                return record
+        return None
 
     def commit(self, commit_id: str) -> CommitRecord | None:
         """The recent commit with this id, if it is still within the window."""
@@ -235,27 +292,31 @@ def decode_schema(text: str) -> pa.Schema:
 def parse_registry(
     body: bytes, *, bucket: str | None = None, key: str | None = None
 ) -> RegistryDoc:
-    """The one way to read a registry document. Raises RegistryCorruptError on anything that
-    is not a registry this version of lakelock understands: fields of the wrong JSON type are
-    refused, never coerced."""
+    """The one way to read a registry document (format 1 or 2). Raises RegistryCorruptError on
+    anything that is not a registry this version of lakelock understands: fields of the wrong
+    JSON type are refused, never coerced. A format-2 document's ``datasets`` is empty: its
+    ``entries`` point to the snapshots the registry shell loads on demand."""
     data = _load(body, "registry", bucket, key)
     try:
-        _check_format(data, "registry", bucket, key)
-        datasets = {
-            text(name, "dataset name"): _parse_dataset(name, obj(raw, f"dataset {name!r}"))
-            for name, raw in obj(data["datasets"], "datasets").items()
-        }
-        doc = RegistryDoc(
-            version=boolean_free_int(data["version"], "version", minimum=0),
-            updated_at=text(data["updated_at"], "updated_at"),
-            datasets=MappingProxyType(datasets),
-            fences=MappingProxyType(
+        version = data.get("format_version")
+        if version not in READABLE_FORMATS:
+            raise RegistryCorruptError(
+                f"registry has format_version {version!r}; this lakelock reads "
+                f"{list(READABLE_FORMATS)} (upgrade lakelock to read newer documents; it never "
+                "rewrites what it cannot read)",
+                bucket=bucket,
+                key=key,
+            )
+        common: dict[str, Any] = {
+            "version": boolean_free_int(data["version"], "version", minimum=0),
+            "updated_at": text(data["updated_at"], "updated_at"),
+            "fences": MappingProxyType(
                 {
                     text(name, "fence name"): boolean_free_int(token, f"fence {name!r}")
                     for name, token in obj(data["fences"], "fences").items()
                 }
             ),
-            lock_fences=MappingProxyType(
+            "lock_fences": MappingProxyType(
                 {
                     text(name, "lock fence name"): tuple(
                         _lock_fence(obj(r, "lock fence"))
@@ -264,16 +325,47 @@ def parse_registry(
                     for name, records in obj(data["lock_fences"], "lock_fences").items()
                 }
             ),
-            commits=tuple(_commit(obj(c, "commit")) for c in seq(data["commits"], "commits")),
-            retired=tuple(
-                RetiredManifest(
-                    key=text(r["key"], "retired key"),
-                    dataset=text(r["dataset"], "retired dataset"),
-                    at=number(r["at"], "retired at"),
-                )
-                for r in (obj(item, "retired") for item in seq(data["retired"], "retired"))
-            ),
-        )
+            "commits": tuple(_commit(obj(c, "commit")) for c in seq(data["commits"], "commits")),
+        }
+        if version == 1:
+            doc = RegistryDoc(
+                format_version=1,
+                datasets=MappingProxyType(
+                    {
+                        text(name, "dataset name"): _parse_dataset(
+                            name, obj(raw, f"dataset {name!r}")
+                        )
+                        for name, raw in obj(data["datasets"], "datasets").items()
+                    }
+                ),
+                retired=tuple(
+                    RetiredManifest(
+                        key=text(r["key"], "retired key"),
+                        dataset=text(r["dataset"], "retired dataset"),
+                        at=number(r["at"], "retired at"),
+                    )
+                    for r in (obj(item, "retired") for item in seq(data["retired"], "retired"))
+                ),
+                **common,
+            )
+        else:
+            intents = obj(data["intents"], "intents")
+            backup = data["backup"]
+            doc = RegistryDoc(
+                format_version=2,
+                entries=MappingProxyType(
+                    {
+                        text(name, "dataset name"): DatasetEntry.from_json(
+                            obj(raw, f"dataset {name!r}")
+                        )
+                        for name, raw in obj(data["datasets"], "datasets").items()
+                    }
+                ),
+                watermark=text(intents["watermark"], "watermark"),
+                fates=tuple(_fate(obj(f, "fate")) for f in seq(intents["fates"], "fates")),
+                backup=text(backup, "backup") if backup is not None else None,
+                **common,
+            )
     except RegistryCorruptError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, pa.ArrowException) as error:
@@ -286,7 +378,26 @@ def parse_registry(
         raise RegistryCorruptError(
             "registry lists a commit newer than the document", bucket=bucket, key=key
         )
+    if any(e.version > doc.version for e in doc.entries.values()):
+        raise RegistryCorruptError(
+            "registry points to a dataset snapshot newer than the document",
+            bucket=bucket,
+            key=key,
+        )
     return doc
+
+
+def _fate(f: Mapping[str, Any]) -> IntentFate:
+    state = text(f["state"], "fate state")
+    if state not in ("applied", "rejected", "cancelled"):
+        raise ValueError(f"unknown intent fate {state!r}")
+    return IntentFate(
+        key=text(f["key"], "fate key"),
+        state=state,
+        version=boolean_free_int(f["version"], "fate version", minimum=0),
+        at=number(f["at"], "fate at"),
+        reason=text(f.get("reason", ""), "fate reason"),
+    )
 
 
 def _lock_fence(r: Mapping[str, Any]) -> LockFenceRecord:
@@ -306,6 +417,7 @@ def _commit(c: Mapping[str, Any]) -> CommitRecord:
         at=text(c["at"], "commit at"),
         added=boolean_free_int(c["added"], "commit added", minimum=0),
         removed=boolean_free_int(c["removed"], "commit removed", minimum=0),
+        operation=text(c.get("operation", "commit"), "commit operation"),
     )
 
 
@@ -398,9 +510,10 @@ def _load(body: bytes, what: str, bucket: str | None, key: str | None) -> Mappin
 
 def _check_format(data: Mapping[str, Any], what: str, bucket: str | None, key: str | None) -> None:
     version = data.get("format_version")
-    if version != FORMAT_VERSION:
+    if version != MANIFEST_FORMAT_VERSION:
         raise RegistryCorruptError(
-            f"{what} has format_version {version!r}; this lakelock reads {FORMAT_VERSION} "
+            f"{what} has format_version {version!r}; this lakelock reads "
+            f"{MANIFEST_FORMAT_VERSION} "
             "(upgrade lakelock to read newer documents; it never rewrites what it cannot read)",
             bucket=bucket,
             key=key,
@@ -411,13 +524,38 @@ def _check_format(data: Mapping[str, Any], what: str, bucket: str | None, key: s
 
 
 def serialize_registry(doc: RegistryDoc) -> bytes:
-    """The root as compact JSON with sorted keys: the same document, the same bytes."""
+    """The root as compact JSON with sorted keys: the same document, the same bytes. A
+    format-2 document is written from its ``entries`` (the registry shell fills them in when
+    it writes the snapshots); format 1 only for tests and tools that build old lakes."""
+    if doc.format_version == 1:
+        specific: dict[str, Any] = {
+            "datasets": {name: _dataset_json(d) for name, d in doc.datasets.items()},
+            "retired": [{"key": r.key, "dataset": r.dataset, "at": r.at} for r in doc.retired],
+        }
+    else:
+        specific = {
+            "datasets": {name: e.to_json() for name, e in doc.entries.items()},
+            "intents": {
+                "watermark": doc.watermark,
+                "fates": [
+                    {
+                        "key": f.key,
+                        "state": f.state,
+                        "version": f.version,
+                        "at": f.at,
+                        **({"reason": f.reason} if f.reason else {}),
+                    }
+                    for f in doc.fates
+                ],
+            },
+            "backup": doc.backup,
+        }
     return orjson.dumps(
         {
-            "format_version": FORMAT_VERSION,
+            "format_version": doc.format_version,
             "version": doc.version,
             "updated_at": doc.updated_at,
-            "datasets": {name: _dataset_json(d) for name, d in doc.datasets.items()},
+            **specific,
             "fences": dict(doc.fences),
             "lock_fences": {
                 name: [
@@ -434,10 +572,10 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                     "at": c.at,
                     "added": c.added,
                     "removed": c.removed,
+                    **({"operation": c.operation} if doc.format_version > 1 else {}),
                 }
                 for c in doc.commits
             ],
-            "retired": [{"key": r.key, "dataset": r.dataset, "at": r.at} for r in doc.retired],
         },
         option=orjson.OPT_SORT_KEYS,
     )
@@ -468,7 +606,7 @@ def _dataset_json(d: DatasetState) -> dict[str, Any]:
 def serialize_manifest(manifest: Manifest) -> bytes:
     return orjson.dumps(
         {
-            "format_version": FORMAT_VERSION,
+            "format_version": MANIFEST_FORMAT_VERSION,
             "dataset": manifest.dataset,
             "partition": manifest.partition,
             "files": [f.to_json() for f in manifest.files],

@@ -40,9 +40,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -71,8 +69,8 @@ from lakelock._registry._document import (
     parse_manifest,
     parse_registry,
     serialize_registry,
-    verify_manifest,
 )
+from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import IfMatch, ObjectStore, PutMode
 from lakelock.errors import (
@@ -88,6 +86,7 @@ from lakelock.errors import (
     RegistryCorruptError,
     StorageError,
     ThrottledError,
+    VersionNotFoundError,
 )
 
 __all__ = ["CommitResult", "Registry", "RegistrySnapshot"]
@@ -125,6 +124,10 @@ class RegistrySnapshot:
     lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    format_version: int = 2
+    #: ``True`` for a version other than the current one (time travel): ``datasets`` are as
+    #: they were then; ``fences`` and ``commits`` are the current root's.
+    historical: bool = False
 
     @classmethod
     def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
@@ -137,6 +140,7 @@ class RegistrySnapshot:
             doc.commits,
             doc.retired,
             doc.lock_fences,
+            doc.format_version,
         )
 
 
@@ -153,6 +157,9 @@ class _Pending:
     """One ``commit()`` call: its changes (one per dataset, all-or-nothing, one commit id)."""
 
     changes: tuple[Change, ...]
+    # The caller chose the commit id: it may be a re-run of a commit older than the root's
+    # window, so the datasets' commit-id indexes are checked once.
+    check_index: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     result: CommitResult | None = None
     error: BaseException | None = None
@@ -200,7 +207,7 @@ class Registry:
         retry: RetryPolicy | None = None,
         group_commit: bool = True,
         max_batch: int = 256,
-        commit_window: int = 1000,
+        commit_window: int = 100,
         root_multipart_threshold: int = 8 * MIB,
         retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
@@ -229,18 +236,126 @@ class Registry:
         # instead of a GET (a compare-and-swap returns the new ETag, so CAS updates chain).
         # If another writer committed meanwhile, the PUT's If-Match fails and the redrive reads.
         self._known: tuple[RegistryDoc, str] | None = None
-        self._manifests: OrderedDict[str, Manifest] = OrderedDict()
-        self._manifests_lock = threading.Lock()
+        self.objects = Objects(store)
 
     # -- reading ------------------------------------------------------------------------------
 
-    def read(self) -> RegistrySnapshot:
-        """The current registry (version 0 and no datasets before the first commit).
-        Throttling and transport failures are retried within the registry's budget."""
+    def read(
+        self, *, version: int | None = None, as_of: float | datetime | None = None
+    ) -> RegistrySnapshot:
+        """The current registry (version 0 and no datasets before the first commit), or, with
+        ``version`` or ``as_of`` (server time: seconds since the epoch or an aware datetime),
+        every dataset as it was then. A version older than the retention is
+        :class:`~lakelock.errors.SnapshotExpiredError`; one that does not exist
+        :class:`~lakelock.errors.VersionNotFoundError`. Throttling and transport failures
+        are retried within the registry's budget."""
+        doc, etag = self._current()
+        if version is None and as_of is None:
+            return RegistrySnapshot.of(doc, etag)
+        return self._travel(doc, version=version, as_of=as_of)
+
+    def _current(self) -> tuple[RegistryDoc, str | None]:
         for attempt in self.retry.retrying((ConflictError, ThrottledError, OutcomeUnknownError)):
             with attempt:
                 doc, etag = self._read_root()
-        return RegistrySnapshot.of(doc, etag)
+        return doc, etag
+
+    def _travel(
+        self, doc: RegistryDoc, *, version: int | None, as_of: float | datetime | None
+    ) -> RegistrySnapshot:
+        if version is not None and as_of is not None:
+            raise ValueError("give version or as_of, not both")
+        seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of
+        if version is not None and (version < 1 or version > doc.version):
+            raise VersionNotFoundError(
+                "*", version=version, reason=f": the registry is at version {doc.version}"
+            )
+        if doc.format_version == 1:
+            raise VersionNotFoundError(
+                "*",
+                version=version,
+                as_of=seconds,
+                reason=": this registry is still in format 1, which keeps no history "
+                "(the next commit, or `lakelock registry migrate`, upgrades it)",
+            )
+        if version == doc.version:
+            return RegistrySnapshot.of(doc, None)
+        entries = doc.entries
+        expire_before = self._clock() - self.retention
+
+        def load(name: str) -> DatasetState | None:
+            return self.objects.at_version(
+                entries[name], name, version=version, as_of=seconds, expire_before=expire_before
+            )
+
+        datasets = LazyDatasets(entries, load, sparse=True)
+        found = [datasets[n].updated_version for n in datasets] if version is None else []
+        return RegistrySnapshot(
+            version=version if version is not None else max(found, default=0),
+            etag=None,
+            updated_at=doc.updated_at,
+            datasets=datasets,
+            fences=doc.fences,
+            commits=doc.commits,
+            lock_fences=doc.lock_fences,
+            historical=True,
+        )
+
+    def dataset(
+        self,
+        name: str,
+        *,
+        version: int | None = None,
+        as_of: float | datetime | None = None,
+        snapshot: RegistrySnapshot | None = None,
+    ) -> DatasetState:
+        """One dataset, now or at ``version``/``as_of``: loads just that dataset."""
+        name = validate_dataset_name(name)
+        snap = snapshot or self.read(version=version, as_of=as_of)
+        state = snap.datasets.get(name)
+        if state is None:
+            if version is not None or as_of is not None:
+                seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of
+                raise VersionNotFoundError(name, version=version, as_of=seconds)
+            raise DatasetNotFoundError(name)
+        return state
+
+    def history(self, dataset: str, *, limit: int | None = None) -> list[HistoryEntry]:
+        """The commits of ``dataset``, newest first: version, server time, commit id,
+        operation and counts, as far back as its snapshots are kept (see vacuum)."""
+        dataset = validate_dataset_name(dataset)
+        doc, _ = self._current()
+        if doc.format_version == 1:
+            if dataset not in doc.datasets:
+                raise DatasetNotFoundError(dataset)
+            return [
+                HistoryEntry(
+                    dataset, c.version, _seconds(c.at), c.id, c.operation, c.added, c.removed
+                )
+                for c in reversed(doc.commits)
+                if dataset in c.datasets
+            ][:limit]
+        entry = doc.entries.get(dataset)
+        if entry is None:
+            raise DatasetNotFoundError(dataset)
+        return self.objects.history(entry, dataset, limit=limit)
+
+    def find_commit(self, commit_id: str, *, datasets: Iterable[str] | None = None) -> int | None:
+        """The version that recorded ``commit_id``, or None: the root's recent window first,
+        then the commit-id index of each dataset (of ``datasets``, default all) — so a re-run
+        is recognised long after it left the window (as long as its dataset exists)."""
+        snap = self.read()
+        for record in reversed(snap.commits):
+            if record.id == commit_id:
+                return record.version
+        names = list(datasets) if datasets is not None else list(snap.datasets)
+        for name in names:
+            state = snap.datasets.get(name)
+            if state is not None:
+                found = self.objects.commit_version(state, commit_id)
+                if found is not None:
+                    return found
+        return None
 
     def files(
         self,
@@ -255,11 +370,14 @@ class Registry:
         state = snap.datasets.get(dataset)
         if state is None:
             raise DatasetNotFoundError(dataset)
-        wanted = set(partitions) if partitions is not None else None
+        if partitions is not None:
+            chosen = [(p, state.partitions.get(p)) for p in dict.fromkeys(partitions)]
+        else:
+            chosen = list(state.partitions.items())
         refs = [
             (path, ref.key)
-            for path, partition in state.partitions.items()
-            if wanted is None or path in wanted
+            for path, partition in chosen
+            if partition is not None
             for ref in partition.manifests
         ]
         loaded = self.load_manifests(key for _, key in refs)
@@ -299,40 +417,17 @@ class Registry:
         doc = parse_registry(
             data.body, bucket=self.store.bucket, key=self._root.full_key(REGISTRY_KEY)
         )
+        if doc.format_version > 1:
+            doc = replace(doc, datasets=self.objects.datasets(doc))
         self._known = (doc, data.etag)
         return doc, data.etag
 
     def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
         """The manifests at ``keys`` (cached: they are content-addressed, never change)."""
-        wanted = list(dict.fromkeys(keys))
-        found: dict[str, Manifest] = {}
-        missing: list[str] = []
-        with self._manifests_lock:
-            for key in wanted:
-                if key in self._manifests:
-                    self._manifests.move_to_end(key)
-                    found[key] = self._manifests[key]
-                else:
-                    missing.append(key)
-
-        def fetch(key: str) -> Manifest:
-            return verify_manifest(key, self.store.get(key).body, bucket=self.store.bucket)
-
-        if missing:
-            with ThreadPoolExecutor(min(16, len(missing))) as pool:
-                loaded = dict(zip(missing, pool.map(fetch, missing), strict=True))
-            for key, manifest in loaded.items():
-                self._remember(key, manifest)
-            found.update(loaded)
-        return found
+        return self.objects.manifests(keys)
 
     def _remember(self, key: str, manifest: Manifest) -> None:
-        """Cache a manifest: content-addressed, so an entry can never go stale."""
-        with self._manifests_lock:
-            self._manifests[key] = manifest
-            self._manifests.move_to_end(key)
-            while len(self._manifests) > 4096:
-                self._manifests.popitem(last=False)
+        self.objects.remember(key, manifest)
 
     # -- committing ---------------------------------------------------------------------------
 
@@ -347,24 +442,33 @@ class Registry:
         commit_id: str | None = None,
         fence: Fence | tuple[str, int] | None = None,
         partition_by: Sequence[str] | None = None,
+        remove_partitions: Sequence[str] = (),
+        operation: str = "commit",
     ) -> CommitResult:
         """Add and remove files of ``dataset`` (and declare its schema, partition columns and
         properties) in one atomic registry update. A ``commit_id`` already recorded makes this
         a no-op success, so a re-run pipeline commits once. ``fence=(name, token)`` refuses
-        the commit if a higher token was seen for ``name`` (:class:`StaleFenceError`)."""
+        the commit if a higher token was seen for ``name`` (:class:`StaleFenceError`).
+        ``remove_partitions`` removes every file those partitions hold when the commit is
+        applied (overwrite, delete); ``operation`` names the commit in the history. A new
+        dataset without ``partition_by`` takes the partition columns its files' paths name."""
         change = Change(
             dataset=dataset,
-            commit_id=commit_id or uuid.uuid4().hex,
+            commit_id=commit_id if commit_id is not None else uuid.uuid4().hex,
             add=tuple(add),
             remove=tuple(r.key if isinstance(r, DataFile) else r for r in remove),
             schema=schema,
             partition_by=tuple(partition_by) if partition_by is not None else None,
             properties=dict(properties) if properties is not None else None,
             fence=Fence(*fence) if isinstance(fence, tuple) else fence,
+            remove_partitions=tuple(remove_partitions),
+            operation=operation,
         )
-        return self.commit_changes([change])
+        return self.commit_changes([change], explicit_id=commit_id is not None)
 
-    def commit_changes(self, changes: Sequence[Change]) -> CommitResult:
+    def commit_changes(
+        self, changes: Sequence[Change], *, explicit_id: bool = True
+    ) -> CommitResult:
         """Commit changes to several datasets as one, all or nothing (they must share one
         commit id). ``commit`` is this with one change; partition renames across datasets
         use it directly."""
@@ -373,7 +477,7 @@ class Registry:
         if len({c.dataset for c in changes}) != len(changes):
             raise ValueError("commit_changes takes one change per dataset")
         checked = [_validate(change) for change in changes]
-        pending = _Pending(tuple(self._prepare(c) for c in checked))
+        pending = _Pending(tuple(self._prepare(c) for c in checked), check_index=explicit_id)
         if not self.group_commit:
             self._commit_batch([pending])
         else:
@@ -465,16 +569,15 @@ class Registry:
         state.pending = [p for p in state.pending if not p.done.is_set()]
         if not applied:
             return
-        new_doc = seal(
+        sealed = seal(
             current,
             applied,
             now=now,
             window=self.commit_window,
             retire_before=seconds - self.retention,
         )
-        for _, a in applied:
-            for key, body in a.writes:
-                self._put_manifest(key, body)
+        new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
+        self.objects.create_all([w for _, a in applied for w in a.writes] + writes)
         mode: PutMode = IfMatch(etag) if etag is not None else "create"
         if state.first_base is None:
             state.first_base = doc.version
@@ -554,10 +657,24 @@ class Registry:
             if record is not None:
                 ours = state.first_base is not None and record.version > state.first_base
                 p.succeed(self._result(p, record.version, state, already=not ours))
+            elif p.check_index and doc.format_version > 1:
+                p.check_index = False
+                found = self._indexed_version(doc, p)
+                if found is not None:
+                    p.succeed(self._result(p, found, state, already=True))
         state.pending = [p for p in state.pending if not p.done.is_set()]
         if state.unknown_base is not None and state.pending:
             oldest = doc.commits[0].version if doc.commits else doc.version + 1
             if oldest > state.unknown_base + 1 and doc.version > state.unknown_base:
+                # Past the root's window: each dataset's commit-id index is durable.
+                self._settle_from_index(doc, state)
+            if not state.pending:
+                return
+            if (
+                doc.format_version == 1
+                and oldest > state.unknown_base + 1
+                and (doc.version > state.unknown_base)
+            ):
                 for p in state.pending:
                     p.fail(
                         CommitStateUnknownError(
@@ -570,6 +687,25 @@ class Registry:
                 state.pending = []
             else:
                 state.unknown_base = None  # proven absent: a plain redrive from here
+
+    def _settle_from_index(self, doc: RegistryDoc, state: _BatchState) -> None:
+        if doc.format_version == 1:
+            return
+        for p in state.pending:
+            found = self._indexed_version(doc, p)
+            if found is not None:
+                ours = state.first_base is not None and found > state.first_base
+                p.succeed(self._result(p, found, state, already=not ours))
+        state.pending = [p for p in state.pending if not p.done.is_set()]
+
+    def _indexed_version(self, doc: RegistryDoc, p: _Pending) -> int | None:
+        for change in p.changes:
+            dataset = doc.datasets.get(change.dataset)
+            if dataset is not None:
+                found = self.objects.commit_version(dataset, change.commit_id)
+                if found is not None:
+                    return found
+        return None
 
     def _result(
         self, p: _Pending, version: int, state: _BatchState, *, already: bool
@@ -617,6 +753,10 @@ def _for_commit(error: BaseException, change: Change, state: _BatchState) -> Bas
     )
     wrapped.__cause__ = error
     return wrapped
+
+
+def _seconds(iso: str) -> float:
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 def _iso(seconds: float) -> str:

@@ -1,0 +1,451 @@
+"""The registry's write-once objects: loading and caching them, walking a dataset's history,
+and writing a new version (the tree paths a batch changed, one snapshot per changed dataset).
+
+Every object here is immutable and digest-named, so a :class:`Objects` cache never goes stale:
+a ``Lake`` downloads each snapshot, node and manifest at most once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._registry._changes import totals_of
+from lakelock._registry._document import (
+    DatasetState,
+    Manifest,
+    ManifestRef,
+    PartitionState,
+    RegistryDoc,
+    decode_schema,
+    encode_schema,
+    serialize_registry,
+    verify_manifest,
+)
+from lakelock._registry._snapshot import (
+    DatasetEntry,
+    LazyPartitions,
+    Overlay,
+    OverlayPartitions,
+    Snapshot,
+    backup_key,
+    serialize_snapshot,
+    snapshot_key,
+    verify_snapshot,
+)
+from lakelock._registry._tree import (
+    EMPTY,
+    Node,
+    node_body,
+    node_key,
+    tree_get,
+    tree_update,
+    verify_node,
+)
+from lakelock._s3 import ObjectStore
+from lakelock.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    RegistryCorruptError,
+    SnapshotExpiredError,
+)
+
+__all__ = ["HistoryEntry", "Objects", "partition_entry", "partition_from_entry"]
+
+_CACHE_SIZE = 16384
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One commit in a dataset's history: the registry ``version`` it made, its server
+    commit time ``at`` (seconds since the epoch), id, operation and file counts."""
+
+    dataset: str
+    version: int
+    at: float
+    commit_id: str
+    operation: str
+    added: int
+    removed: int
+
+
+def partition_entry(p: PartitionState) -> dict[str, Any]:
+    return {
+        "manifests": [
+            {"key": m.key, "files": m.files, "records": m.records, "size": m.size}
+            for m in p.manifests
+        ],
+        "updated_version": p.updated_version,
+    }
+
+
+def partition_from_entry(path: str, raw: Any) -> PartitionState:
+    try:
+        entry = obj(raw, f"partition {path!r}")
+        return PartitionState(
+            path=path,
+            manifests=tuple(
+                ManifestRef(
+                    key=text(m["key"], "manifest key"),
+                    files=boolean_free_int(m["files"], "files", minimum=0),
+                    records=boolean_free_int(m["records"], "records", minimum=0),
+                    size=boolean_free_int(m["size"], "size", minimum=0),
+                )
+                for m in (obj(item, "manifest ref") for item in seq(entry["manifests"], "refs"))
+            ),
+            updated_version=boolean_free_int(
+                entry["updated_version"], "updated_version", minimum=0
+            ),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise RegistryCorruptError(
+            f"index entry of partition {path!r} is malformed: {error}"
+        ) from error
+
+
+class LazyDatasets(Mapping[str, DatasetState]):
+    """The datasets of a format-2 root: each loaded from its snapshot when first looked up.
+    With ``sparse`` (time travel), a name may resolve to no dataset (``load`` returns None):
+    iterating then loads every dataset to know which exist."""
+
+    def __init__(
+        self,
+        names: Iterable[str],
+        load: Callable[[str], DatasetState | None],
+        *,
+        sparse: bool = False,
+        loaded: Mapping[str, DatasetState] | None = None,
+    ) -> None:
+        self._names = sorted(names)
+        self._known = set(self._names)
+        self._load = load
+        self._sparse = sparse
+        self._loaded: dict[str, DatasetState | None] = dict(loaded or {})
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> DatasetState:
+        if name not in self._known:
+            raise KeyError(name)
+        with self._lock:
+            if name not in self._loaded:
+                self._loaded[name] = self._load(name)
+            state = self._loaded[name]
+        if state is None:
+            raise KeyError(name)
+        return state
+
+    def __iter__(self) -> Iterator[str]:
+        if not self._sparse:
+            return iter(self._names)
+        return iter([n for n in self._names if n in self])
+
+    def __len__(self) -> int:
+        return len(self._names) if not self._sparse else sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or name not in self._known:
+            return False
+        return not self._sparse or self.get(name) is not None
+
+
+class Objects:
+    """Loads (and caches) manifests, index nodes and snapshots of one lake."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- cache --------------------------------------------------------------------------------
+
+    def remember(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._cache[key] = value
+            self._cache.move_to_end(key)
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def _cached(self, key: str) -> Any | None:
+        with self._lock:
+            value = self._cache.get(key)
+            if value is not None:
+                self._cache.move_to_end(key)
+            return value
+
+    def _get(self, key: str, parse: Callable[[str, bytes], Any]) -> Any:
+        value = self._cached(key)
+        if value is None:
+            try:
+                body = self.store.get(key).body
+            except NotFoundError as error:
+                raise RegistryCorruptError(
+                    f"the registry refers to {key}, which is missing",
+                    bucket=self.store.bucket,
+                    key=self.store.full_key(key),
+                ) from error
+            value = parse(key, body)
+            self.remember(key, value)
+        return value
+
+    def node(self, key: str) -> Node:
+        return self._get(key, lambda k, b: verify_node(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
+
+    def snapshot(self, key: str) -> Snapshot:
+        return self._get(  # type: ignore[no-any-return]
+            key, lambda k, b: verify_snapshot(k, b, decode_schema, bucket=self.store.bucket)
+        )
+
+    def manifest(self, key: str) -> Manifest:
+        return self._get(key, lambda k, b: verify_manifest(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
+
+    def manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
+        """The manifests at ``keys``, fetched in parallel where not cached."""
+        wanted = list(dict.fromkeys(keys))
+        missing = [k for k in wanted if self._cached(k) is None]
+        if len(missing) > 1:
+            with ThreadPoolExecutor(min(16, len(missing))) as pool:
+                list(pool.map(self.manifest, missing))
+        return {k: self.manifest(k) for k in wanted}
+
+    # -- datasets -----------------------------------------------------------------------------
+
+    def state(self, key: str) -> DatasetState:
+        """The dataset version stored in snapshot ``key``."""
+        snap = self.snapshot(key)
+        return DatasetState(
+            name=snap.dataset,
+            schema=snap.schema,
+            schema_version=snap.schema_version,
+            partition_by=snap.partition_by,
+            properties=snap.properties,
+            partitions=LazyPartitions(snap.partitions, self.node, partition_from_entry),
+            created_at=snap.created_at,
+            updated_at=snap.updated_at,
+            updated_version=snap.version,
+            snapshot=key,
+            parent=snap.parent,
+            totals=snap.totals,
+            commit_ids=snap.commit_ids,
+            at=snap.at,
+            commits=snap.commits,
+            created_version=snap.created_version,
+        )
+
+    def datasets(self, doc: RegistryDoc) -> Mapping[str, DatasetState]:
+        """The datasets of a root document (format 1: inline; format 2: loaded on demand)."""
+        if doc.format_version == 1:
+            return doc.datasets
+        entries = doc.entries
+        return LazyDatasets(entries, lambda name: self.state(entries[name].snapshot))
+
+    def walk(self, key: str | None) -> Iterator[tuple[str, Snapshot]]:
+        """A dataset's snapshots from ``key`` back to its first (newest first)."""
+        while key is not None:
+            snap = self.snapshot(key)
+            yield key, snap
+            key = snap.parent
+
+    def at_version(
+        self,
+        entry: DatasetEntry,
+        name: str,
+        *,
+        version: int | None = None,
+        as_of: float | None = None,
+        expire_before: float,
+    ) -> DatasetState | None:
+        """The dataset as it was at registry ``version`` (or at server time ``as_of``):
+        ``None`` if it did not exist yet; :class:`SnapshotExpiredError` if that version was
+        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads)."""
+        if version is not None and entry.created_version > version:
+            return None
+        successor_at: float | None = None
+        try:
+            for key, snap in self.walk(entry.snapshot):
+                if (version is not None and snap.version <= version) or (
+                    as_of is not None and snap.at <= as_of
+                ):
+                    if successor_at is not None and successor_at < expire_before:
+                        raise SnapshotExpiredError(
+                            name,
+                            version=version,
+                            as_of=as_of,
+                            reason=": it is older than the registry's retention",
+                        )
+                    return self.state(key)
+                successor_at = snap.at
+        except RegistryCorruptError as error:
+            if successor_at is not None and successor_at < expire_before:
+                raise SnapshotExpiredError(
+                    name,
+                    version=version,
+                    as_of=as_of,
+                    reason=": it is older than the registry's retention (vacuumed)",
+                ) from error
+            raise
+        return None
+
+    def history(self, entry: DatasetEntry, name: str, *, limit: int | None) -> list[HistoryEntry]:
+        """The commits of a dataset, newest first (as far back as its snapshots are kept)."""
+        found: list[HistoryEntry] = []
+        try:
+            for _, snap in self.walk(entry.snapshot):
+                for c in reversed(snap.commits):
+                    found.append(
+                        HistoryEntry(
+                            name, snap.version, snap.at, c.id, c.operation, c.added, c.removed
+                        )
+                    )
+                if limit is not None and len(found) >= limit:
+                    return found[:limit]
+        except RegistryCorruptError as error:
+            if not isinstance(error.__cause__, NotFoundError) or not found:
+                raise  # a vacuumed past ends the history; anything else is damage
+        return found
+
+    def commit_version(self, state: DatasetState, commit_id: str) -> int | None:
+        """The version at which ``commit_id`` changed this dataset, from its commit-id tree."""
+        raw = tree_get(state.commit_ids, commit_id, self.node)
+        if raw is None:
+            return None
+        return boolean_free_int(obj(raw, "commit id entry")["version"], "version", minimum=1)
+
+    # -- writing a version --------------------------------------------------------------------
+
+    def materialize(
+        self, base: RegistryDoc, doc: RegistryDoc, *, at: float
+    ) -> tuple[RegistryDoc, list[tuple[str, bytes]]]:
+        """``doc`` (a sealed batch) as a format-2 root, and the objects to create before its
+        compare-and-swap: new index nodes, one snapshot per changed dataset (every dataset
+        when ``base`` is format 1: the upgrade, which also keeps the old root as a backup)."""
+        writes: list[tuple[str, bytes]] = []
+        upgrading = base.format_version == 1
+        entries = {} if upgrading else dict(doc.entries)
+        if upgrading:
+            changed: Iterable[tuple[str, DatasetState]] = list(doc.datasets.items())
+        elif isinstance(doc.datasets, Overlay):
+            changed = [(n, s) for n, s in doc.datasets.changes.items() if s is not None]
+        else:
+            changed = []
+        stored: dict[str, DatasetState] = {}
+        for name, state in changed:
+            new = self._store_dataset(name, state, version=doc.version, at=at, writes=writes)
+            assert new.snapshot is not None
+            assert new.totals is not None
+            stored[name] = new
+            entries[name] = DatasetEntry(
+                snapshot=new.snapshot,
+                version=new.updated_version,
+                created_version=new.created_version,
+                partition_by=new.partition_by,
+                totals=new.totals,
+                updated_at=new.updated_at,
+            )
+        backup = doc.backup
+        if upgrading:
+            body = serialize_registry(base)
+            backup = backup_key(base.version, body)
+            writes.append((backup, body))
+        frozen = MappingProxyType(entries)
+        datasets = LazyDatasets(
+            entries, lambda name: self.state(frozen[name].snapshot), loaded=stored
+        )
+        new_doc = replace(
+            doc,
+            format_version=2,
+            entries=frozen,
+            datasets=datasets,
+            retired=(),
+            backup=backup,
+        )
+        return new_doc, writes
+
+    def _store_dataset(
+        self,
+        name: str,
+        state: DatasetState,
+        *,
+        version: int,
+        at: float,
+        writes: list[tuple[str, bytes]],
+    ) -> DatasetState:
+        def store(node: Node) -> str:
+            body = node_body(node)
+            key = node_key(name, body, uuid.uuid4().hex)
+            writes.append((key, body))
+            self.remember(key, node)
+            return key
+
+        partitions = state.partitions
+        if isinstance(partitions, OverlayPartitions) and isinstance(
+            partitions.base, LazyPartitions
+        ):
+            top = tree_update(
+                partitions.base.top,
+                {k: partition_entry(v) if v else None for k, v in partitions.changes.items()},
+                load=self.node,
+                store=store,
+            )
+        elif isinstance(partitions, LazyPartitions):
+            top = partitions.top  # a restore: the older version's index, shared
+        else:  # format 1 (the upgrade), or a dataset new in this batch
+            top = tree_update(
+                EMPTY,
+                {k: partition_entry(v) for k, v in partitions.items()},
+                load=self.node,
+                store=store,
+            )
+        parent_ids = state.commit_ids
+        commit_ids = tree_update(
+            parent_ids,
+            {c.id: {"version": version, "at": at, "operation": c.operation} for c in state.commits},
+            load=self.node,
+            store=store,
+        )
+        totals = state.totals if state.totals is not None else totals_of(state.partitions)
+        snap = Snapshot(
+            dataset=name,
+            version=version,
+            parent=state.parent,
+            at=at,
+            created_at=state.created_at,
+            updated_at=state.updated_at,
+            created_version=state.created_version or state.updated_version or version,
+            commits=state.commits,
+            schema=state.schema,
+            schema_version=state.schema_version,
+            partition_by=state.partition_by,
+            properties=state.properties,
+            totals=totals,
+            partitions=top,
+            commit_ids=commit_ids,
+        )
+        body = serialize_snapshot(snap, encode_schema)
+        key = snapshot_key(name, body, uuid.uuid4().hex)
+        writes.append((key, body))
+        self.remember(key, snap)
+        return self.state(key)
+
+    def create_all(self, writes: list[tuple[str, bytes]]) -> None:
+        """Create the objects of a version, in parallel. Each key is new (a digest and a
+        nonce), so one that exists already can only be our own write whose answer was lost."""
+
+        def put(item: tuple[str, bytes]) -> None:
+            key, body = item
+            with contextlib.suppress(AlreadyExistsError):
+                self.store.put(key, body, mode="create", content_type="application/json")
+
+        if len(writes) <= 1:
+            for item in writes:
+                put(item)
+            return
+        with ThreadPoolExecutor(min(16, len(writes))) as pool:
+            list(pool.map(put, writes))

@@ -1,0 +1,337 @@
+"""Format 2: a small root over write-once dataset snapshots (docs/FORMAT.md has the whole
+layout, the invariants and why a commit's cost does not grow with the lake).
+
+On S3 (keys relative to the lake prefix)::
+
+    metastore/dataset_registry.json                   the root: CAS only (If-Match)
+    metastore/snapshots/<dataset>/<sha256>-<nonce>.json  one per dataset version, write-once
+    metastore/nodes/<dataset>/<sha256>-<nonce>.json      index nodes below a snapshot, write-once
+    metastore/manifests/<dataset>/<sha256>-<nonce>.json  a partition's files (format 1's)
+    metastore/backups/dataset_registry-<version>-<sha256>.json  a format-1 root, kept on upgrade
+
+The root holds, per dataset, the key of its current snapshot and a summary; a snapshot holds
+the dataset's schema and properties, its parent snapshot, the commits that made it, and the
+tops of two trees (:mod:`._tree`): partitions and commit ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
+from lakelock._registry._tree import Node, node_from_json, node_json, tree_get, tree_items
+from lakelock.errors import RegistryCorruptError
+
+__all__ = [
+    "BACKUP_PREFIX",
+    "SNAPSHOT_PREFIX",
+    "DatasetEntry",
+    "LazyPartitions",
+    "Overlay",
+    "OverlayPartitions",
+    "Snapshot",
+    "SnapshotCommit",
+    "Totals",
+    "backup_key",
+    "parse_snapshot",
+    "serialize_snapshot",
+    "snapshot_key",
+    "verify_snapshot",
+]
+
+SNAPSHOT_PREFIX = "metastore/snapshots/"
+BACKUP_PREFIX = "metastore/backups/"
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A dataset's totals, kept up to date commit by commit (never by walking the index)."""
+
+    partitions: int = 0
+    files: int = 0
+    records: int = 0
+    size: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "partitions": self.partitions,
+            "files": self.files,
+            "records": self.records,
+            "size": self.size,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Totals:
+        return cls(
+            partitions=boolean_free_int(raw["partitions"], "partitions", minimum=0),
+            files=boolean_free_int(raw["files"], "files", minimum=0),
+            records=boolean_free_int(raw["records"], "records", minimum=0),
+            size=boolean_free_int(raw["size"], "size", minimum=0),
+        )
+
+
+@dataclass(frozen=True)
+class SnapshotCommit:
+    """One commit recorded in a snapshot: the commits that made this version of a dataset."""
+
+    id: str
+    operation: str
+    added: int
+    removed: int
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """The root's line for one dataset: where its current snapshot is, and a summary."""
+
+    snapshot: str
+    version: int
+    created_version: int
+    partition_by: tuple[str, ...]
+    totals: Totals
+    updated_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshot": self.snapshot,
+            "version": self.version,
+            "created_version": self.created_version,
+            "partition_by": list(self.partition_by),
+            "totals": self.totals.to_json(),
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> DatasetEntry:
+        return cls(
+            snapshot=text(raw["snapshot"], "snapshot key"),
+            version=boolean_free_int(raw["version"], "dataset version", minimum=1),
+            created_version=boolean_free_int(raw["created_version"], "created_version", minimum=1),
+            partition_by=tuple(
+                text(c, "partition column") for c in seq(raw["partition_by"], "partition_by")
+            ),
+            totals=Totals.from_json(obj(raw["totals"], "totals")),
+            updated_at=text(raw["updated_at"], "updated_at"),
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One version of one dataset, as stored (write-once) under ``metastore/snapshots/``."""
+
+    dataset: str
+    version: int
+    parent: str | None
+    at: float
+    created_at: str
+    updated_at: str
+    created_version: int
+    commits: tuple[SnapshotCommit, ...]
+    schema: pa.Schema | None
+    schema_version: int
+    partition_by: tuple[str, ...]
+    properties: Mapping[str, str]
+    totals: Totals
+    partitions: Node
+    commit_ids: Node
+
+
+def serialize_snapshot(snapshot: Snapshot, encode_schema: Callable[[pa.Schema], str]) -> bytes:
+    return orjson.dumps(
+        {
+            "format_version": 2,
+            "kind": "snapshot",
+            "dataset": snapshot.dataset,
+            "version": snapshot.version,
+            "parent": snapshot.parent,
+            "at": snapshot.at,
+            "created_at": snapshot.created_at,
+            "updated_at": snapshot.updated_at,
+            "created_version": snapshot.created_version,
+            "commits": [
+                {"id": c.id, "operation": c.operation, "added": c.added, "removed": c.removed}
+                for c in snapshot.commits
+            ],
+            "schema": encode_schema(snapshot.schema) if snapshot.schema is not None else None,
+            "schema_version": snapshot.schema_version,
+            "partition_by": list(snapshot.partition_by),
+            "properties": dict(snapshot.properties),
+            "totals": snapshot.totals.to_json(),
+            "partitions": node_json(snapshot.partitions),
+            "commit_ids": node_json(snapshot.commit_ids),
+        },
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+def parse_snapshot(
+    body: bytes,
+    decode_schema: Callable[[str], pa.Schema],
+    *,
+    bucket: str | None = None,
+    key: str | None = None,
+) -> Snapshot:
+    try:
+        data = orjson.loads(body)
+        if not isinstance(data, dict):
+            raise TypeError("a snapshot is a JSON object")
+        if data.get("format_version") != 2 or data.get("kind") != "snapshot":
+            raise ValueError(
+                f"not a format-2 snapshot (format_version {data.get('format_version')!r})"
+            )
+        schema_text = data["schema"]
+        parent = data["parent"]
+        return Snapshot(
+            dataset=text(data["dataset"], "dataset"),
+            version=boolean_free_int(data["version"], "version", minimum=1),
+            parent=text(parent, "parent") if parent is not None else None,
+            at=number(data["at"], "at"),
+            created_at=text(data["created_at"], "created_at"),
+            updated_at=text(data["updated_at"], "updated_at"),
+            created_version=boolean_free_int(data["created_version"], "created_version", minimum=1),
+            commits=tuple(
+                SnapshotCommit(
+                    id=text(c["id"], "commit id"),
+                    operation=text(c["operation"], "operation"),
+                    added=boolean_free_int(c["added"], "added", minimum=0),
+                    removed=boolean_free_int(c["removed"], "removed", minimum=0),
+                )
+                for c in (obj(item, "commit") for item in seq(data["commits"], "commits"))
+            ),
+            schema=decode_schema(text(schema_text, "schema")) if schema_text is not None else None,
+            schema_version=boolean_free_int(data["schema_version"], "schema_version", minimum=0),
+            partition_by=tuple(
+                text(c, "partition column") for c in seq(data["partition_by"], "partition_by")
+            ),
+            properties=MappingProxyType(
+                {
+                    text(k, "property name"): text(v, f"property {k!r}")
+                    for k, v in obj(data["properties"], "properties").items()
+                }
+            ),
+            totals=Totals.from_json(obj(data["totals"], "totals")),
+            partitions=node_from_json(obj(data["partitions"], "partitions")),
+            commit_ids=node_from_json(obj(data["commit_ids"], "commit_ids")),
+        )
+    except RegistryCorruptError:
+        raise
+    except (
+        orjson.JSONDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        pa.ArrowException,
+    ) as error:
+        raise RegistryCorruptError(
+            f"dataset snapshot is malformed: {type(error).__name__}: {error}",
+            bucket=bucket,
+            key=key,
+        ) from error
+
+
+def snapshot_key(dataset: str, body: bytes, nonce: str) -> str:
+    """``metastore/snapshots/<dataset>/<sha256 of the body>-<nonce>.json``."""
+    if not nonce.isalnum():
+        raise ValueError(f"a snapshot nonce is alphanumeric, got {nonce!r}")
+    return f"{SNAPSHOT_PREFIX}{dataset}/{hashlib.sha256(body).hexdigest()}-{nonce}.json"
+
+
+def verify_snapshot(
+    key: str,
+    body: bytes,
+    decode_schema: Callable[[str], pa.Schema],
+    *,
+    bucket: str | None = None,
+) -> Snapshot:
+    """Parse a snapshot read from ``key``: its bytes must be those the key names, and it must
+    belong to the dataset it is filed under."""
+    digest = key.rsplit("/", 1)[-1].split("-", 1)[0]
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise RegistryCorruptError(
+            "snapshot bytes do not match the digest in its key (replaced or damaged)",
+            bucket=bucket,
+            key=key,
+        )
+    snapshot = parse_snapshot(body, decode_schema, bucket=bucket, key=key)
+    if not key.startswith(f"{SNAPSHOT_PREFIX}{snapshot.dataset}/"):
+        raise RegistryCorruptError(
+            f"snapshot of dataset {snapshot.dataset!r} stored under another dataset",
+            bucket=bucket,
+            key=key,
+        )
+    return snapshot
+
+
+def backup_key(version: int, body: bytes) -> str:
+    """Where a format-1 root is kept when the registry is upgraded (write-once)."""
+    return f"{BACKUP_PREFIX}dataset_registry-{version}-{hashlib.sha256(body).hexdigest()}.json"
+
+
+# -- partitions as a mapping over the tree ----------------------------------------------------
+
+Load = Callable[[str], Node]
+
+
+class LazyPartitions(Mapping[str, Any]):
+    """A dataset's partitions, read from its index tree on demand: looking one up loads the
+    nodes on its path; iterating loads them all. ``parse`` turns a stored entry into the
+    caller's partition type."""
+
+    def __init__(self, top: Node, load: Load, parse: Callable[[str, Any], Any]) -> None:
+        self.top = top
+        self._load = load
+        self._parse = parse
+
+    def __getitem__(self, path: str) -> Any:
+        raw = tree_get(self.top, path, self._load)
+        if raw is None:
+            raise KeyError(path)
+        return self._parse(path, raw)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(key for key, _ in tree_items(self.top, self._load)))
+
+    def __len__(self) -> int:
+        return self.top.count
+
+    def items_loaded(self) -> Iterator[tuple[str, Any]]:
+        """Every partition, parsed, in one walk of the tree."""
+        for key, raw in sorted(tree_items(self.top, self._load)):
+            yield key, self._parse(key, raw)
+
+
+class Overlay(Mapping[str, Any]):
+    """``base`` with some entries changed (``None``: removed) by commits not yet written: the
+    partitions of a dataset, or the datasets of a registry, in a batch being applied. Looking
+    up an unchanged entry asks ``base`` (which may load it); nothing is copied."""
+
+    def __init__(self, base: Mapping[str, Any], changes: Mapping[str, Any | None]) -> None:
+        self.base = base
+        self.changes = dict(changes)
+
+    def __getitem__(self, path: str) -> Any:
+        if path in self.changes:
+            value = self.changes[path]
+            if value is None:
+                raise KeyError(path)
+            return value
+        return self.base[path]
+
+    def __iter__(self) -> Iterator[str]:
+        keys = set(self.base) | {k for k, v in self.changes.items() if v is not None}
+        return iter(sorted(k for k in keys if self.changes.get(k, True) is not None))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+#: The partitions of a dataset in a batch being applied.
+OverlayPartitions = Overlay

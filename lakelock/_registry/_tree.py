@@ -1,0 +1,224 @@
+"""A persistent hash trie of write-once node objects: the index of one dataset.
+
+A format-2 dataset snapshot holds two of these trees: its partitions (partition path → the
+partition's manifests and totals) and its commit ids (commit id → version, time, operation).
+A tree maps string keys to JSON values. Each key's SHA-256 picks its place: a node at depth
+``d`` sends a key to child number ``bits[5d : 5d + 5]`` of that digest (32 children at most).
+
+- A **leaf** holds up to :data:`LEAF_MAX` entries inline. One that grows past it becomes a
+  branch over new leaves (its entries spread by the next five bits).
+- A **branch** holds references ``{"key", "count"}`` to child nodes, each its own write-once
+  object ``metastore/nodes/<dataset>/<sha256>-<nonce>.json`` (digest-named like manifests, and
+  verified on every read). Branches never merge back; a child left empty is dropped.
+- The top node is stored inline in the snapshot object, so a small dataset is one object.
+
+Changing ``k`` keys rewrites only the nodes on their paths: at most ``k * depth`` nodes, each
+at most :data:`LEAF_MAX` entries or 32 references. The depth grows with the logarithm (base
+~32) of the number of keys, which is why the bytes a commit writes do not depend on how many
+partitions a dataset has (see docs/FORMAT.md). Everything here is pure: nodes are loaded
+through a ``load(key) -> Node`` callable the caller provides (and caches).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+
+from lakelock._jsonfields import boolean_free_int, obj, text
+from lakelock.errors import RegistryCorruptError
+
+__all__ = [
+    "BITS",
+    "LEAF_MAX",
+    "NODE_PREFIX",
+    "Node",
+    "NodeRef",
+    "node_body",
+    "node_from_json",
+    "node_json",
+    "node_key",
+    "parse_node",
+    "tree_get",
+    "tree_items",
+    "tree_update",
+    "verify_node",
+]
+
+NODE_PREFIX = "metastore/nodes/"
+BITS = 5
+FANOUT = 1 << BITS
+LEAF_MAX = 96
+_MAX_DEPTH = 256 // BITS
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """A branch's pointer to a child node, with the number of keys under it."""
+
+    key: str
+    count: int
+
+
+_NO_CHILDREN: Mapping[int, NodeRef] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Node:
+    """A leaf (``entries``) or a branch (``children``, by child number)."""
+
+    entries: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    children: Mapping[int, NodeRef] = field(default_factory=lambda: _NO_CHILDREN)
+
+    @property
+    def is_branch(self) -> bool:
+        return bool(self.children)
+
+    @property
+    def count(self) -> int:
+        if self.children:
+            return sum(ref.count for ref in self.children.values())
+        return len(self.entries)
+
+
+EMPTY = Node()
+Load = Callable[[str], Node]
+#: Stores a new node (writes it, or queues the write) and returns its key.
+Store = Callable[[Node], str]
+
+
+def _slot(key: str, depth: int) -> int:
+    digest = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest(), "big")
+    return (digest >> (256 - BITS * (depth + 1))) & (FANOUT - 1)
+
+
+def tree_get(top: Node, key: str, load: Load) -> Any | None:
+    """The value under ``key``, or ``None``: one node loaded per level below the top."""
+    node, depth = top, 0
+    while node.is_branch:
+        ref = node.children.get(_slot(key, depth))
+        if ref is None:
+            return None
+        node, depth = load(ref.key), depth + 1
+    return node.entries.get(key)
+
+
+def tree_items(top: Node, load: Load) -> Iterator[tuple[str, Any]]:
+    """Every entry of the tree (loads every node)."""
+    stack = [top]
+    while stack:
+        node = stack.pop()
+        if node.is_branch:
+            stack.extend(load(node.children[slot].key) for slot in sorted(node.children))
+        else:
+            yield from node.entries.items()
+
+
+def tree_update(top: Node, changes: Mapping[str, Any | None], *, load: Load, store: Store) -> Node:
+    """The tree with ``changes`` applied (a value of ``None`` deletes the key). New nodes below
+    the top are handed to ``store``; the new top is returned for the caller to inline."""
+    return _update(top, 0, dict(changes), load, store)
+
+
+def _update(
+    node: Node, depth: int, changes: dict[str, Any | None], load: Load, store: Store
+) -> Node:
+    if not node.is_branch:
+        entries = dict(node.entries)
+        for key, value in changes.items():
+            if value is None:
+                entries.pop(key, None)
+            else:
+                entries[key] = value
+        if len(entries) <= LEAF_MAX or depth >= _MAX_DEPTH - 1:
+            return Node(entries=MappingProxyType(entries))
+        # Split: the same entries, one level down, spread by the next bits.
+        return _update(Node(children=MappingProxyType({})), depth, entries, load, store)
+    groups: dict[int, dict[str, Any | None]] = {}
+    for key, value in changes.items():
+        groups.setdefault(_slot(key, depth), {})[key] = value
+    children = dict(node.children)
+    for slot, group in groups.items():
+        ref = children.get(slot)
+        child = load(ref.key) if ref is not None else EMPTY
+        new_child = _update(child, depth + 1, group, load, store)
+        if new_child.count == 0:
+            children.pop(slot, None)
+        else:
+            children[slot] = NodeRef(store(new_child), new_child.count)
+    return Node(children=MappingProxyType(children))
+
+
+# -- JSON ------------------------------------------------------------------------------------
+
+
+def node_json(node: Node) -> dict[str, Any]:
+    """A node as the JSON object inlined in a snapshot or stored as a node object."""
+    if node.is_branch:
+        return {
+            "children": {
+                str(slot): {"key": ref.key, "count": ref.count}
+                for slot, ref in sorted(node.children.items())
+            }
+        }
+    return {"entries": dict(node.entries)}
+
+
+def node_body(node: Node) -> bytes:
+    return orjson.dumps({"format_version": 2, **node_json(node)}, option=orjson.OPT_SORT_KEYS)
+
+
+def node_from_json(data: Mapping[str, Any]) -> Node:
+    """Parse a node's JSON (refusing wrong types: ``RegistryCorruptError`` via the caller)."""
+    if "children" in data:
+        children = {}
+        for slot_text, raw in obj(data["children"], "children").items():
+            slot = int(text(slot_text, "child slot"))
+            if not 0 <= slot < FANOUT:
+                raise ValueError(f"child slot {slot} out of range")
+            ref = obj(raw, "child")
+            children[slot] = NodeRef(
+                key=text(ref["key"], "child key"),
+                count=boolean_free_int(ref["count"], "child count", minimum=1),
+            )
+        if not children:
+            raise ValueError("a branch node has no children")
+        return Node(children=MappingProxyType(children))
+    return Node(entries=MappingProxyType(dict(obj(data["entries"], "entries"))))
+
+
+def node_key(dataset: str, body: bytes, nonce: str) -> str:
+    """``metastore/nodes/<dataset>/<sha256 of the body>-<nonce>.json``."""
+    if not nonce.isalnum():
+        raise ValueError(f"a node nonce is alphanumeric, got {nonce!r}")
+    return f"{NODE_PREFIX}{dataset}/{hashlib.sha256(body).hexdigest()}-{nonce}.json"
+
+
+def parse_node(body: bytes, *, bucket: str | None = None, key: str | None = None) -> Node:
+    try:
+        data = orjson.loads(body)
+        if not isinstance(data, dict) or data.get("format_version") != 2:
+            raise ValueError("not a format-2 node")
+        return node_from_json(data)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise RegistryCorruptError(
+            f"index node is malformed: {type(error).__name__}: {error}", bucket=bucket, key=key
+        ) from error
+
+
+def verify_node(key: str, body: bytes, *, bucket: str | None = None) -> Node:
+    """Parse a node read from ``key``, refusing bytes other than those its key names."""
+    digest = key.rsplit("/", 1)[-1].split("-", 1)[0]
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise RegistryCorruptError(
+            "index node bytes do not match the digest in its key (replaced or damaged)",
+            bucket=bucket,
+            key=key,
+        )
+    return parse_node(body, bucket=bucket, key=key)

@@ -344,7 +344,9 @@ WRONG_SHAPES = {
     "lock-paths-as-string": ("lock_fences", "lock:sales", 0, "write", "/sales/k=b"),
     "datasets-as-list": ("datasets", []),
     "commit-id-null": ("commits", 0, "id", None),
-    "property-null": ("datasets", "sales", "properties", "owner", None),
+    "totals-null": ("datasets", "sales", "totals", "files", None),
+    "snapshot-as-number": ("datasets", "sales", "snapshot", 7),
+    "fates-as-object": ("intents", "fates", {}),
 }
 
 
@@ -375,7 +377,7 @@ def test_planted_registry_many(
 @pytest.mark.parametrize(
     "change",
     [
-        {"format_version": 2},
+        {"format_version": 3},
         {"format_version": 99},
         {"format_version": "1"},
         {"format_version": None},
@@ -571,8 +573,58 @@ def test_missing_objects_are_typed_errors(client: Any, bucket: str) -> None:
     with pytest.raises(StorageError):
         lake.read("sales")
     lake.client.delete_object(Bucket=lake.bucket, Key=lake.store.full_key(manifest))
-    with pytest.raises(StorageError):
+    with pytest.raises(RegistryCorruptError) as missing:
         fresh_reader(lake).read("sales")
+    assert isinstance(missing.value.__cause__, StorageError)
+
+
+def registry_objects(lake: Lake, prefix: str) -> list[str]:
+    return sorted(o.key for o in lake.store.list(prefix))
+
+
+def test_damaged_snapshot_or_index_node_never_gives_wrong_rows(client: Any, bucket: str) -> None:
+    """A dataset snapshot or index node truncated, bit-flipped or extended: a fresh reader gets
+    RegistryCorruptError (never an empty partition, never other rows); put back, it reads."""
+    lake = fresh_lake(client, bucket)
+    lake.append(
+        "sales",
+        pa.table({"id": list(range(120)), "k": [f"p{n}" for n in range(120)]}),
+        partition_by=["k"],
+    )
+    expected = sorted_rows(lake.read("sales"))
+    nodes = registry_objects(lake, "metastore/nodes/")
+    assert nodes, "120 partitions need index nodes below the snapshot"
+    (snapshot,) = registry_objects(lake, "metastore/snapshots/")
+    for key in (snapshot, nodes[0]):
+        body = lake.store.get(key).body
+        middle = len(body) // 2
+        for bad in (
+            body[:middle],
+            body[:middle] + bytes([body[middle] ^ 0x5A]) + body[middle + 1 :],
+            body + b" ",
+        ):
+            overwrite(lake, key, bad)
+            with pytest.raises(RegistryCorruptError):
+                fresh_reader(lake).read("sales")
+        overwrite(lake, key, body)
+        assert sorted_rows(fresh_reader(lake).read("sales")) == expected
+
+
+def test_missing_index_node_is_corrupt_not_empty(client: Any, bucket: str) -> None:
+    """An index node that is gone: RegistryCorruptError for the partitions below it, not an
+    empty partition or a shorter table."""
+    lake = fresh_lake(client, bucket)
+    lake.append(
+        "sales",
+        pa.table({"id": list(range(120)), "k": [f"p{n}" for n in range(120)]}),
+        partition_by=["k"],
+    )
+    for key in registry_objects(lake, "metastore/nodes/"):
+        lake.client.delete_object(Bucket=lake.bucket, Key=lake.store.full_key(key))
+    with pytest.raises(RegistryCorruptError):
+        fresh_reader(lake).read("sales")
+    with pytest.raises(RegistryCorruptError):
+        fresh_reader(lake).read("sales", partitions=["k=p7"])
 
 
 # -- planted lease documents and lock tables --------------------------------------------------

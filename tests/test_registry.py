@@ -45,16 +45,17 @@ def test_first_commit_creates_then_cas(s3: S3Endpoint, store: ObjectStore) -> No
 
 
 def test_uncontended_commit_chains_from_its_own_write(s3: S3Endpoint, store: ObjectStore) -> None:
-    """After its own commit a registry needs no GET: manifest PUT and root PUT (If-Match on
-    the ETag its last PUT returned). A fresh registry reads the root first."""
+    """After its own commit a registry needs no GET: manifest and dataset snapshot PUTs, then
+    the root PUT (If-Match on the ETag its last PUT returned). A fresh registry reads the root
+    and the dataset's current snapshot first."""
     reg = registry(store)
     reg.commit("sales", add=[datafile("sales", "", "a")])
     store.stats.reset()
     reg.commit("sales", add=[datafile("sales", "", "b")])
-    assert store.stats.snapshot() == {"PutObject": 2}
+    assert store.stats.snapshot() == {"PutObject": 3}
     store.stats.reset()
     registry(store).commit("sales", add=[datafile("sales", "", "c")])
-    assert store.stats.snapshot() == {"PutObject": 2, "GetObject": 1}
+    assert store.stats.snapshot() == {"PutObject": 3, "GetObject": 2}
 
 
 def test_stale_chained_root_redrives(store: ObjectStore) -> None:

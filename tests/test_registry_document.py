@@ -71,7 +71,7 @@ def test_round_trip_is_exact() -> None:
     """serialise → parse gives back the same document, byte for byte the second time."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("year", pa.string())])
     doc = commit(
-        RegistryDoc(),
+        RegistryDoc(format_version=1),
         change(
             add=(
                 datafile("sales", "year=2024", "a.parquet"),
@@ -149,7 +149,7 @@ def test_manifest_round_trip_and_corruption() -> None:
 
 def test_stale_fence_is_refused_equal_and_higher_pass() -> None:
     """A lower token is StaleFenceError; the same token passes; a higher one raises the bar."""
-    doc = commit(RegistryDoc(), change(fence=Fence("lease:l", 5)))
+    doc = commit(RegistryDoc(format_version=1), change(fence=Fence("lease:l", 5)))
     with pytest.raises(StaleFenceError) as info:
         commit(doc, change(commit_id="c2", fence=Fence("lease:l", 4)))
     assert (info.value.name, info.value.token, info.value.current) == ("lease:l", 4, 5)
@@ -164,7 +164,7 @@ def test_stale_fence_is_refused_equal_and_higher_pass() -> None:
 def test_partition_columns_must_match() -> None:
     """Files and partition_by must agree with the dataset's partition columns."""
     doc = commit(
-        RegistryDoc(), change(partition_by=("year",), add=(datafile("sales", "year=2024", "a"),))
+        RegistryDoc(format_version=1), change(partition_by=("year",), add=(datafile("sales", "year=2024", "a"),))
     )
     with pytest.raises(CommitConflictError):
         commit(doc, change(commit_id="c2", partition_by=("month",)))
@@ -177,7 +177,7 @@ def test_partition_columns_must_match() -> None:
 def test_adding_the_same_files_twice_is_a_conflict() -> None:
     """The same delta manifest committed twice (a retry without commit id) is refused."""
     files = (datafile("sales", "", "a.parquet"),)
-    doc = commit(RegistryDoc(), change(add=files))
+    doc = commit(RegistryDoc(format_version=1), change(add=files))
     with pytest.raises(CommitConflictError):
         commit(doc, change(commit_id="c2", add=files))
 
@@ -186,7 +186,7 @@ def test_remove_consolidates_and_missing_file_is_conflict() -> None:
     """Removing a registered file rewrites its partition's manifest; removing an absent one
     is a conflict, not a silent success."""
     a, b = datafile("sales", "", "a.parquet"), datafile("sales", "", "b.parquet")
-    doc = commit(RegistryDoc(), change(add=(a, b)))
+    doc = commit(RegistryDoc(format_version=1), change(add=(a, b)))
     (ref,) = doc.datasets["sales"].partitions[""].manifests
     loaded = {ref.key: Manifest("sales", "", (a, b))}
     c2 = change(commit_id="c2", remove=(a.key,))
@@ -210,7 +210,7 @@ def test_remove_consolidates_and_missing_file_is_conflict() -> None:
 def test_removing_every_file_drops_the_partition() -> None:
     """A partition left empty disappears from the registry."""
     a = datafile("sales", "year=2024", "a")
-    doc = commit(RegistryDoc(), change(add=(a,), partition_by=("year",)))
+    doc = commit(RegistryDoc(format_version=1), change(add=(a,), partition_by=("year",)))
     (ref,) = doc.datasets["sales"].partitions["year=2024"].manifests
     after = commit(
         doc,
@@ -222,7 +222,7 @@ def test_removing_every_file_drops_the_partition() -> None:
 
 def test_many_appends_are_compacted() -> None:
     """A partition past the manifest limit is consolidated into one manifest of all files."""
-    doc = RegistryDoc()
+    doc = RegistryDoc(format_version=1)
     stored: dict[str, Manifest] = {}  # what S3 would hold: every manifest ever written
     for n in range(20):
         f = datafile("sales", "", f"f{n:02d}")
@@ -243,14 +243,14 @@ def test_many_appends_are_compacted() -> None:
 
 def test_properties_set_and_unset() -> None:
     """Properties merge; a None value removes a property."""
-    doc = commit(RegistryDoc(), change(properties={"a": "1", "b": "2"}))
+    doc = commit(RegistryDoc(format_version=1), change(properties={"a": "1", "b": "2"}))
     doc = commit(doc, change(commit_id="c2", properties={"a": None, "c": "3"}))
     assert dict(doc.datasets["sales"].properties) == {"b": "2", "c": "3"}
 
 
 def test_seal_bumps_version_once_and_bounds_the_window() -> None:
     """A batch is one version; the commit list keeps the newest `window` ids."""
-    doc = RegistryDoc()
+    doc = RegistryDoc(format_version=1)
     for n in range(5):
         c1, c2 = change(commit_id=f"a{n}"), change(commit_id=f"b{n}")
         a1 = apply_change(doc, c1, manifests={}, now=NOW, next_version=doc.version + 1)
@@ -304,33 +304,11 @@ def test_partition_of_key() -> None:
         partition_of_key("d", "datasets/other/f.parquet")
 
 
-def test_replaced_manifests_are_retired_then_forgotten() -> None:
-    """Consolidation lists the replaced manifests as retired, with their time; seal forgets
-    entries older than the retention bound."""
-    a, b = datafile("sales", "", "a"), datafile("sales", "", "b")
-    doc = commit(RegistryDoc(), change(add=(a, b)))
-    (old,) = doc.datasets["sales"].partitions[""].manifests
-    c = change(commit_id="c2", remove=(a.key,))
-    applied = apply_change(
-        doc,
-        c,
-        manifests={old.key: Manifest("sales", "", (a, b))},
-        now=NOW,
-        next_version=2,
-        retired_at=1000.0,
-    )
-    kept = seal(applied.doc, [(c, applied)], now=NOW, window=10, retire_before=999.0)
-    assert [(r.key, r.dataset, r.at) for r in kept.retired] == [(old.key, "sales", 1000.0)]
-    assert parse_registry(serialize_registry(kept)).retired == kept.retired
-    forgotten = seal(applied.doc, [(c, applied)], now=NOW, window=10, retire_before=1001.0)
-    assert forgotten.retired == ()
-
-
 def test_lock_fences_refuse_only_superseded_grants() -> None:
     """Under a path lock, a lower token is refused only if a conflicting grant with a higher
     token committed; a compatible holder with a lower token still commits."""
     newer = Fence("lock:sales", 5, write=("/sales/year=2024",))
-    doc = commit(RegistryDoc(), change(fence=newer))
+    doc = commit(RegistryDoc(format_version=1), change(fence=newer))
     zombie = Fence("lock:sales", 4, read=("/sales",), write=("/sales/staging",))
     with pytest.raises(StaleFenceError) as info:
         commit(doc, change(commit_id="c2", fence=zombie))
@@ -346,7 +324,7 @@ def test_lock_fences_refuse_only_superseded_grants() -> None:
 def test_fence_only_change_leaves_the_dataset_alone() -> None:
     """A change with just a fence (the read side of a copy) is checked and recorded, and
     does not touch the dataset's state."""
-    doc = commit(RegistryDoc(), change(add=(datafile("sales", "", "a"),)))
+    doc = commit(RegistryDoc(format_version=1), change(add=(datafile("sales", "", "a"),)))
     before = doc.datasets["sales"]
     reader = Fence("lock:sales", 4, read=("/sales/year=2024",))
     after = commit(doc, change(commit_id="c2", fence=reader))

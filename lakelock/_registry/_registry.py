@@ -36,7 +36,6 @@ carries the same commit ids; if an earlier attempt landed after all, the re-read
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import uuid
@@ -160,6 +159,8 @@ class _Pending:
     # The caller chose the commit id: it may be a re-run of a commit older than the root's
     # window, so the datasets' commit-id indexes are checked once.
     check_index: bool = False
+    # Delta manifests not created yet (the first attempt that gets to the PUTs creates them).
+    unwritten: list[tuple[str, bytes]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     result: CommitResult | None = None
     error: BaseException | None = None
@@ -477,7 +478,12 @@ class Registry:
         if len({c.dataset for c in changes}) != len(changes):
             raise ValueError("commit_changes takes one change per dataset")
         checked = [_validate(change) for change in changes]
-        pending = _Pending(tuple(self._prepare(c) for c in checked), check_index=explicit_id)
+        unwritten: list[tuple[str, bytes]] = []
+        pending = _Pending(
+            tuple(self._prepare(c, unwritten) for c in checked),
+            check_index=explicit_id,
+            unwritten=unwritten,
+        )
         if not self.group_commit:
             self._commit_batch([pending])
         else:
@@ -497,21 +503,17 @@ class Registry:
         assert pending.result is not None
         return pending.result
 
-    def _prepare(self, change: Change) -> Change:
-        """Write the delta manifests of the added files (create-only, content-addressed: if
-        one exists already it holds exactly these bytes)."""
+    def _prepare(self, change: Change, unwritten: list[tuple[str, bytes]]) -> Change:
+        """The delta manifests of the added files (digest-named, with a nonce), queued in
+        ``unwritten``: they are created together with the version's snapshot and index
+        nodes, in one parallel round before the root's compare-and-swap."""
         refs = {}
         delta = delta_manifests(change.dataset, change.add, nonce=uuid.uuid4().hex)
         for path, (ref, body) in delta.items():
-            self._put_manifest(ref.key, body)
+            unwritten.append((ref.key, body))
             self._remember(ref.key, parse_manifest(body))
             refs[path] = ref
         return replace(change, added_manifests=MappingProxyType(refs))
-
-    def _put_manifest(self, key: str, body: bytes) -> None:
-        # Content-addressed: an object already there holds these very bytes.
-        with contextlib.suppress(AlreadyExistsError):
-            self.store.put(key, body, mode="create", content_type="application/json")
 
     def _commit_batch(self, pending: list[_Pending]) -> None:
         state = _BatchState(pending=list(pending), size=len(pending))
@@ -577,7 +579,10 @@ class Registry:
             retire_before=seconds - self.retention,
         )
         new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
-        self.objects.create_all([w for _, a in applied for w in a.writes] + writes)
+        deltas = [w for p in state.pending for w in p.unwritten]
+        self.objects.create_all(deltas + [w for _, a in applied for w in a.writes] + writes)
+        for p in state.pending:
+            p.unwritten = []
         mode: PutMode = IfMatch(etag) if etag is not None else "create"
         if state.first_base is None:
             state.first_base = doc.version

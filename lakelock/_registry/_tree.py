@@ -75,14 +75,11 @@ class Node:
 
     entries: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     children: Mapping[int, NodeRef] = field(default_factory=lambda: _NO_CHILDREN)
-
-    @property
-    def is_branch(self) -> bool:
-        return bool(self.children)
+    is_branch: bool = False
 
     @property
     def count(self) -> int:
-        if self.children:
+        if self.is_branch:
             return sum(ref.count for ref in self.children.values())
         return len(self.entries)
 
@@ -139,7 +136,7 @@ def _update(
         if len(entries) <= LEAF_MAX or depth >= _MAX_DEPTH - 1:
             return Node(entries=MappingProxyType(entries))
         # Split: the same entries, one level down, spread by the next bits.
-        return _update(Node(children=MappingProxyType({})), depth, entries, load, store)
+        return _update(Node(is_branch=True), depth, entries, load, store)
     groups: dict[int, dict[str, Any | None]] = {}
     for key, value in changes.items():
         groups.setdefault(_slot(key, depth), {})[key] = value
@@ -152,7 +149,9 @@ def _update(
             children.pop(slot, None)
         else:
             children[slot] = NodeRef(store(new_child), new_child.count)
-    return Node(children=MappingProxyType(children))
+    if not children:
+        return EMPTY
+    return Node(children=MappingProxyType(children), is_branch=True)
 
 
 # -- JSON ------------------------------------------------------------------------------------
@@ -189,7 +188,7 @@ def node_from_json(data: Mapping[str, Any]) -> Node:
             )
         if not children:
             raise ValueError("a branch node has no children")
-        return Node(children=MappingProxyType(children))
+        return Node(children=MappingProxyType(children), is_branch=True)
     return Node(entries=MappingProxyType(dict(obj(data["entries"], "entries"))))
 
 

@@ -1,18 +1,22 @@
 """``vacuum``: find, and on request delete, objects nothing can read any more.
 
-An object under ``datasets/`` or ``metastore/manifests/`` is an *orphan* when all of these hold:
+An object under ``datasets/``, ``metastore/manifests/``, ``metastore/nodes/`` or
+``metastore/snapshots/`` is an *orphan* when all of these hold:
 
-1. the current registry does not reference it (neither a manifest of a partition nor a file
-   listed in one);
-2. no manifest retired within the retention window references it, so no reader of a snapshot
-   younger than ``older_than`` can still be reading it (the registry lists retired manifests
-   with their retirement time, see :mod:`lakelock._registry._document`);
-3. it was last modified more than ``older_than`` ago, so writers still between writing a file
-   and committing it (or preparing a manifest) are left alone.
+1. no dataset version a reader may still use reaches it. In a format-2 registry those are,
+   per dataset, the current snapshot and every older one that was still current less than
+   ``older_than`` ago (its successor committed within the window): their snapshot objects,
+   index nodes, manifests and data files are kept. (A format-1 registry: the current
+   manifests and files, plus those of manifests it lists as retired within the window; a
+   retired manifest already deleted is skipped, its files are orphans like any other.)
+2. it was last modified more than ``older_than`` ago, so writers still between writing a file
+   and committing it (or preparing a manifest, node or snapshot) are left alone.
 
-``older_than`` may not exceed the registry's own retention (it forgets retired manifests after
-that, and could no longer prove rule 2). Deletes are conditional (``If-Match`` with the ETag
-seen when listing, in ``DeleteObjects`` batches): an object replaced since is kept.
+Reading a version older than the registry's retention is refused
+(:class:`~lakelock.errors.SnapshotExpiredError`), so ``older_than`` may not exceed it: vacuum
+never deletes what a permitted read could need. ``metastore/backups/`` (a format-1 root kept
+on upgrade) is never deleted. Deletes are conditional (``If-Match`` with the ETag seen when
+listing): an object replaced since is kept.
 """
 
 from __future__ import annotations
@@ -24,13 +28,15 @@ from datetime import datetime
 
 from lakelock._registry import Registry
 from lakelock._registry._document import MANIFEST_PREFIX
+from lakelock._registry._snapshot import SNAPSHOT_PREFIX
+from lakelock._registry._tree import NODE_PREFIX
 from lakelock._s3 import ListedObject
 from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = ["VacuumReport", "vacuum"]
 
 Progress = Callable[[int, int], None]
-SCANNED_PREFIXES = ("datasets/", MANIFEST_PREFIX)
+SCANNED_PREFIXES = ("datasets/", MANIFEST_PREFIX, NODE_PREFIX, SNAPSHOT_PREFIX)
 
 
 @dataclass
@@ -74,17 +80,7 @@ def vacuum(
     # Listing first, then the registry: a file committed after our read of the registry was
     # listed with a recent LastModified (written after the listing began) or is referenced.
     listed = [o for prefix in SCANNED_PREFIXES for o in store.list(prefix)]
-    snapshot = registry.read()
-    live_manifests = {
-        ref.key
-        for dataset in snapshot.datasets.values()
-        for partition in dataset.partitions.values()
-        for ref in partition.manifests
-    }
-    protected = set(live_manifests)
-    protected |= {r.key for r in snapshot.retired if r.at >= now - older_than}
-    for manifest in registry.load_manifests(sorted(protected)).values():
-        protected.update(f.key for f in manifest.files)
+    protected = registry.reachable(cutoff=now - older_than)
 
     report = VacuumReport(dry_run=dry_run, scanned=len(listed))
     cutoff = now - older_than

@@ -50,10 +50,10 @@ __all__ = [
     "PreconditionFailedError",
     "RegistryCorruptError",
     "SchemaMismatchError",
+    "SnapshotExpiredError",
     "StaleFenceError",
     "StorageError",
     "ThrottledError",
-    "SnapshotExpiredError",
     "UnsupportedError",
     "VersionNotFoundError",
 ]

@@ -11,7 +11,7 @@ import pytest
 
 from lakelock import Lake
 from lakelock._vacuum import vacuum
-from lakelock.errors import InvalidNameError
+from lakelock.errors import InvalidNameError, SnapshotExpiredError
 from tests.conftest import FAST_RETRY
 
 HOUR = 3600.0
@@ -33,14 +33,15 @@ def later(hours: float) -> Any:
 
 def test_uncommitted_old_files_are_orphans(lake: Lake) -> None:
     """A written-but-never-committed file older than the window is an orphan; committed
-    files and their manifests are referenced; a fresh uncommitted write is left alone."""
+    files, their manifests and the dataset snapshot are referenced; a fresh uncommitted write
+    is left alone."""
     lake.append("sales", rows([1]), partition_by=["year"])
     (stray,) = lake.write("sales", rows([2]), partition_by=["year"])
     now = vacuum(lake.registry, older_than=HOUR)
-    assert (now.orphans, now.recent, now.referenced) == ([], 1, 2)
+    assert (now.orphans, now.recent, now.referenced) == ([], 1, 3)
     report = vacuum(lake.registry, older_than=HOUR, clock=later(2))
     assert [o.key for o in report.orphans] == [stray.key]
-    assert report.referenced == 2
+    assert report.referenced == 3
     assert report.deleted == []  # dry run
 
 
@@ -87,3 +88,47 @@ def test_window_beyond_retention_is_refused(lake: Lake) -> None:
         lake.vacuum(older_than=lake.registry.retention + 1)
     with pytest.raises(InvalidNameError):
         lake.vacuum(older_than=-1)
+
+
+def test_vacuum_twice_then_every_kept_version_reads(lake: Lake) -> None:
+    """Vacuum with a window keeps every version current within it readable; vacuum again
+    (with a longer window, as another run would) does not stop on what the first deleted;
+    versions replaced before the window are refused with SnapshotExpiredError, never read in
+    part."""
+    lake.append("sales", rows([1]), partition_by=["year"])
+    (first,) = lake.registry.files("sales")
+    lake.append("sales", rows([2]), partition_by=["year"])
+    lake.registry.commit("sales", remove=[first])  # v3: consolidates the partition
+    lake.append("sales", rows([3]), partition_by=["year"])  # v4
+    expected = {1: [1], 2: [1, 2], 3: [2], 4: [2, 3]}
+    for version, ids in expected.items():
+        assert (
+            sorted(
+                lake.read("sales", snapshot=lake.registry.read(version=version))["id"].to_pylist()
+            )
+            == ids
+        )
+    report = lake.vacuum(older_than=0, dry_run=False)
+    assert report.deleted
+    assert not report.failed
+    again = lake.vacuum(older_than=0, dry_run=False)
+    assert again.deleted == []
+    assert not again.failed
+    assert sorted(lake.read("sales")["id"].to_pylist()) == [2, 3]
+    lake.registry.retention = 0.0
+    for version in (1, 2, 3):
+        with pytest.raises(SnapshotExpiredError) as info:
+            lake.registry.read(version=version).datasets["sales"]
+        assert info.value.version == version
+
+
+def test_vacuum_inside_the_window_keeps_old_versions(lake: Lake) -> None:
+    """Objects of versions replaced within the window are kept, so time travel still reads
+    them after a real delete."""
+    lake.append("sales", rows([1]), partition_by=["year"])
+    (first,) = lake.registry.files("sales")
+    lake.registry.commit("sales", remove=[first])
+    report = lake.vacuum(older_than=HOUR, dry_run=False)
+    assert report.deleted == []
+    old = lake.registry.read(version=1)
+    assert lake.read("sales", snapshot=old)["id"].to_pylist() == [1]

@@ -341,6 +341,37 @@ class Registry:
             raise DatasetNotFoundError(dataset)
         return self.objects.history(entry, dataset, limit=limit)
 
+    def reachable(self, *, cutoff: float) -> set[str]:
+        """Every object a reader of a version current at or after ``cutoff`` (seconds since
+        the epoch) can need (see :mod:`lakelock._vacuum`)."""
+        doc, _ = self._current()
+        if doc.format_version > 1:
+            keep: set[str] = set()
+            for entry in doc.entries.values():
+                keep |= self.objects.reachable(entry, cutoff=cutoff)
+            return keep
+        manifests = {
+            ref.key
+            for dataset in doc.datasets.values()
+            for partition in dataset.partitions.values()
+            for ref in partition.manifests
+        }
+        keep = set(manifests)
+        for manifest in self.load_manifests(sorted(manifests)).values():
+            keep.update(f.key for f in manifest.files)
+        for retired in doc.retired:
+            if retired.at < cutoff or retired.key in keep:
+                continue
+            keep.add(retired.key)
+            try:  # deleted by an earlier vacuum: its files are not protected by it any more
+                manifest = self.objects.manifest(retired.key)
+            except RegistryCorruptError as error:
+                if not isinstance(error.__cause__, NotFoundError):
+                    raise
+                continue
+            keep.update(f.key for f in manifest.files)
+        return keep
+
     def find_commit(self, commit_id: str, *, datasets: Iterable[str] | None = None) -> int | None:
         """The version that recorded ``commit_id``, or None: the root's recent window first,
         then the commit-id index of each dataset (of ``datasets``, default all) — so a re-run

@@ -9,9 +9,12 @@ commit on (one Registry shared, commits merged into one CAS) and off (a Registry
 every commit its own CAS). Prints commits/s, mean attempts per commit, S3 requests per commit
 (counted at the endpoint) and failures.
 
-Part 2: the cost of one commit as the registry grows from 1,000 to 1,000,000 registered files
-(1,000 files per partition): wall time, requests and root size. It must stay nearly flat,
-because a commit never rewrites file lists it does not change.
+Part 2: the cost of a one-row ``lake.append`` into an existing partition as the lake grows from
+1,000 to 1,000,000 partitions (one file each), all in one dataset and spread over 50 datasets:
+wall time, S3 requests and bytes moved (request + response bodies, counted at the endpoint),
+and the time a fresh ``Lake`` takes to read one partition. The grown index is written straight
+through the format's own tree code, as if that many commits had happened; the manifests of
+partitions the measured operations never read are not materialised.
 
 The endpoint runs in its own process, so server and clients do not share one interpreter.
 """
@@ -23,14 +26,27 @@ import concurrent.futures
 import statistics
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 
 import boto3
+import pyarrow as pa
 
+from lakelock import Lake
 from lakelock._datafile import DataFile
+from lakelock._datasets import table_schema
 from lakelock._registry import REGISTRY_KEY, Registry, RegistryDoc
-from lakelock._registry._changes import Change, apply_change, delta_manifests, seal
-from lakelock._registry._document import serialize_registry
+from lakelock._registry._changes import delta_manifests
+from lakelock._registry._document import PartitionState, encode_schema, serialize_registry
+from lakelock._registry._objects import partition_entry
+from lakelock._registry._snapshot import (
+    DatasetEntry,
+    Snapshot,
+    Totals,
+    serialize_snapshot,
+    snapshot_key,
+)
+from lakelock._registry._tree import EMPTY, Node, node_body, node_key, tree_update
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.testing import S3Endpoint, client_kwargs
@@ -118,49 +134,102 @@ def throughput(
     )
 
 
-def grown_registry(store: ObjectStore, files: int, per_partition: int = 1000) -> None:
-    """Write a registry with `files` files (manifests included) straight through the pure
-    core, as if that many commits had happened."""
-    doc = RegistryDoc()
-    changes = []
-    for p in range(max(1, files // per_partition)):
-        group = [
-            datafile("big", f"p={p:05d}", f"f{i:05d}") for i in range(min(per_partition, files))
-        ]
-        refs = {}
-        for path, (ref, body) in delta_manifests("big", group, nonce=f"seed{p}").items():
-            store.put(ref.key, body)
-            refs[path] = ref
-        change = Change(
-            "big", f"seed-{p}", add=tuple(group), added_manifests=refs, partition_by=("p",)
+def grown_lake(lake: Lake, datasets: int, partitions: int) -> None:
+    """A format-2 lake with ``partitions`` one-file partitions spread over ``datasets``
+    datasets; partition ``p=0000000`` of each holds a real file (the one the benchmark reads)."""
+    objects = lake.registry.objects
+    seed = pa.table({"id": [0], "p": [0]})
+    entries = {}
+    writes: list[tuple[str, bytes]] = []
+    for d in range(datasets):
+        name = f"ds{d:02d}"
+        files = lake.write(name, seed, partition_by=["p"])
+        ((ref, body),) = delta_manifests(name, files, nonce="seed").values()
+        lake.store.put(ref.key, body, mode="create")
+        real = partition_entry(PartitionState("p=0", (ref,), 1))
+        fake = {
+            "manifests": [
+                {
+                    "key": f"metastore/manifests/{name}/unread",
+                    "files": 1,
+                    "records": 1,
+                    "size": 1000,
+                }
+            ],
+            "updated_version": 1,
+        }
+        changes = {f"p={n}": fake for n in range(1, partitions // datasets)}
+        changes["p=0"] = real
+
+        def store(node: Node, name: str = name) -> str:
+            body = node_body(node)
+            key = node_key(name, body, uuid.uuid4().hex)
+            writes.append((key, body))
+            return key
+
+        top = tree_update(EMPTY, changes, load=objects.node, store=store)
+        snap = Snapshot(
+            dataset=name,
+            version=1,
+            parent=None,
+            at=time.time(),
+            created_at="",
+            updated_at="",
+            created_version=1,
+            commits=(),
+            schema=table_schema(seed, ("p",)),
+            schema_version=1,
+            partition_by=("p",),
+            properties={},
+            totals=Totals(len(changes), len(changes), len(changes), 1000 * len(changes)),
+            partitions=top,
+            commit_ids=EMPTY,
         )
-        applied = apply_change(doc, change, manifests={}, now="", next_version=1)
-        doc = applied.doc
-        changes.append((change, applied))
-    doc = seal(doc, changes[-10:], now="", window=1000)
-    store.put(REGISTRY_KEY, serialize_registry(doc), mode="overwrite")
+        body = serialize_snapshot(snap, encode_schema)
+        key = snapshot_key(name, body, "seed")
+        writes.append((key, body))
+        entries[name] = DatasetEntry(key, 1, 1, ("p",), snap.totals, "")
+    objects.create_all(writes)
+    root = RegistryDoc(version=1, updated_at="", entries=entries)
+    lake.store.put(REGISTRY_KEY, serialize_registry(root), mode="create")
 
 
 def growth(
-    endpoint: S3Endpoint, sizes: list[int], bucket_prefix: str, repeats: int
-) -> list[tuple[int, float, float, int]]:
+    endpoint: S3Endpoint, sizes: list[int], datasets: int, repeats: int
+) -> list[tuple[int, float, float, float, float]]:
     rows = []
     for size in sizes:
-        bucket = f"{bucket_prefix}-{size}"
+        bucket = f"grow-{datasets}-{size}"
         endpoint.create_bucket(bucket)
         client = boto3.client("s3", **client_kwargs(endpoint.url))
-        store = ObjectStore(client, bucket)
-        grown_registry(store, size)
-        registry = Registry(store)
-        times = []
-        endpoint.reset_stats()
+        lake = Lake(bucket, s3=client)
+        grown_lake(lake, datasets, size)
+        lake = Lake(bucket, s3=client)
+        lake.append("ds00", pa.table({"id": [1], "p": [0]}), partition_by=["p"])  # warm
+        times, requests, moved = [], [], []
         for r in range(repeats):
+            endpoint.reset_stats()
             started = time.perf_counter()
-            registry.commit("big", add=[datafile("big", "p=00000", f"new-{r}")])
+            lake.append("ds00", pa.table({"id": [r], "p": [0]}), partition_by=["p"])
             times.append(time.perf_counter() - started)
-        requests = sum(endpoint.stats().values()) / repeats
-        root = store.head(REGISTRY_KEY).size
-        rows.append((size, 1000 * statistics.median(times), requests, root))
+            requests.append(sum(endpoint.stats().values()))
+            traffic = endpoint.traffic()
+            moved.append(traffic["in"] + traffic["out"])
+        reads = []
+        for _ in range(repeats):
+            fresh = Lake(bucket, s3=client)
+            started = time.perf_counter()
+            fresh.read("ds00", partitions=["p=0"])
+            reads.append(time.perf_counter() - started)
+        rows.append(
+            (
+                size,
+                1000 * statistics.median(times),
+                statistics.mean(requests),
+                statistics.median(moved) / 1000,
+                1000 * statistics.median(reads),
+            )
+        )
     return rows
 
 
@@ -170,6 +239,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="shorter runs, fewer sizes")
     parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--growth-only", action="store_true", help="skip the throughput part")
     args = parser.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 4.0)
     with S3Endpoint(mode="process") as endpoint:
@@ -180,7 +250,7 @@ def main() -> None:
         )
         print("|---:|---:|:---:|---:|---:|---:|---:|---:|---:|")
         n = 0
-        for latency in (0, 20):
+        for latency in () if args.growth_only else (0, 20):
             for writers in (1, 4, 16):
                 for group in (False, True):
                     n += 1
@@ -201,12 +271,19 @@ def main() -> None:
                         f"| {run.p99_ms:.1f} | {run.failures} |",
                         flush=True,
                     )
-        sizes = [1_000, 10_000, 100_000] if args.quick else [1_000, 10_000, 100_000, 1_000_000]
-        print("\n# cost of one commit as the registry grows (1,000 files/partition, median of 5)\n")
-        print("| registered files | commit ms | S3 requests | root bytes |")
-        print("|---:|---:|---:|---:|")
-        for size, ms, requests, root in growth(endpoint, sizes, "grow", repeats=5):
-            print(f"| {size:,} | {ms:.1f} | {requests:.1f} | {root:,} |", flush=True)
+        sizes = [1_000, 20_000] if args.quick else [1_000, 10_000, 20_000, 100_000, 1_000_000]
+        for datasets in (1, 50):
+            print(
+                f"\n# one-row append as the lake grows: {datasets} dataset(s), one file per "
+                "partition (median of 5)\n"
+            )
+            print("| partitions | append ms | S3 requests | KB moved | fresh Lake read ms |")
+            print("|---:|---:|---:|---:|---:|")
+            for size, ms, requests, kb, read_ms in growth(endpoint, sizes, datasets, repeats=5):
+                print(
+                    f"| {size:,} | {ms:.1f} | {requests:.1f} | {kb:.1f} | {read_ms:.1f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ process share group commit). It is safe to use from many threads.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,7 +24,8 @@ from lakelock._lease import Lease
 from lakelock._names import partition_path, validate_dataset_name, validate_partition_path
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock._core import PathLike
-from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
+from lakelock._registry import Change, CommitResult, Fence, Registry, RegistrySnapshot
+from lakelock._registry._objects import HistoryEntry
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import VacuumReport, vacuum
@@ -170,15 +172,16 @@ class Lake:
         *,
         partitions: Iterable[str | Mapping[str, object]] | None = None,
         snapshot: RegistrySnapshot | None = None,
+        version: int | None = None,
+        as_of: float | datetime | None = None,
     ) -> pa.Table:
         """The committed rows of ``dataset`` in one registry snapshot (default: the current
-        one), optionally only of some partitions, given as paths (``"year=2024/month=01"``)
-        or as ``{"year": 2024, "month": 1}`` mappings."""
-        snap = snapshot or self.registry.read()
+        one; or the dataset as it was at registry ``version`` or server time ``as_of``),
+        optionally only of some partitions, given as paths (``"year=2024/month=01"``) or as
+        ``{"year": 2024, "month": 1}`` mappings."""
+        snap = snapshot or self.registry.read(version=version, as_of=as_of)
         dataset = validate_dataset_name(dataset)
-        state = snap.datasets.get(dataset)
-        if state is None:
-            raise DatasetNotFoundError(dataset)
+        state = self.registry.dataset(dataset, version=version, as_of=as_of, snapshot=snap)
         wanted = None
         if partitions is not None:
             wanted = [self._partition(state.partition_by, p) for p in partitions]
@@ -197,6 +200,37 @@ class Lake:
                 partition, f"a partition names the columns {list(columns)}, in that order"
             )
         return partition_path(partition.items())
+
+    # -- history -----------------------------------------------------------------------------
+
+    def history(self, dataset: str, *, limit: int | None = None) -> list[HistoryEntry]:
+        """The commits of ``dataset``, newest first: registry version, server commit time,
+        commit id, operation and file counts (as far back as vacuum has kept its versions)."""
+        return self.registry.history(dataset, limit=limit)
+
+    def restore(
+        self,
+        dataset: str,
+        *,
+        version: int | None = None,
+        as_of: float | datetime | None = None,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+    ) -> CommitResult:
+        """Make ``dataset`` as it was at registry ``version`` (or server time ``as_of``)
+        current again, in one new commit (fenced and idempotent like any other; the versions
+        in between stay in the history)."""
+        if (version is None) == (as_of is None):
+            raise ValueError("restore takes version or as_of")
+        old = self.registry.dataset(dataset, version=version, as_of=as_of)
+        change = Change(
+            dataset=old.name,
+            commit_id=commit_id if commit_id is not None else uuid.uuid4().hex,
+            restore=old,
+            fence=Fence(*fence) if isinstance(fence, tuple) else fence,
+            operation="restore",
+        )
+        return self.registry.commit_changes([change], explicit_id=commit_id is not None)
 
     # -- partitions, locks, leases ------------------------------------------------------------
 

@@ -164,7 +164,8 @@ def test_stale_fence_is_refused_equal_and_higher_pass() -> None:
 def test_partition_columns_must_match() -> None:
     """Files and partition_by must agree with the dataset's partition columns."""
     doc = commit(
-        RegistryDoc(format_version=1), change(partition_by=("year",), add=(datafile("sales", "year=2024", "a"),))
+        RegistryDoc(format_version=1),
+        change(partition_by=("year",), add=(datafile("sales", "year=2024", "a"),)),
     )
     with pytest.raises(CommitConflictError):
         commit(doc, change(commit_id="c2", partition_by=("month",)))

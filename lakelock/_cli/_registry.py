@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from typing import Any
 
 from lakelock._cli._common import (
@@ -41,6 +42,12 @@ def add_parser(commands: Any) -> None:
     show.add_argument(
         "--files", action="store_true", help="with --dataset: list its committed files too"
     )
+    show.add_argument(
+        "--version",
+        type=int,
+        metavar="N",
+        help="show the registry as it was at version N (time travel)",
+    )
     add_json_option(show)
     add_s3_options(show)
     show.set_defaults(run=run_show)
@@ -48,8 +55,9 @@ def add_parser(commands: Any) -> None:
     log = actions.add_parser(
         "log",
         help="recent commits, newest first",
-        description="Recent commits recorded in the registry (its idempotency window), newest "
-        "first.",
+        description="Recent commits recorded in the registry's root, newest first; with "
+        "--dataset, that dataset's whole history (as far back as vacuum kept it): version, "
+        "server commit time, operation, counts and commit id.",
     )
     log.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
     log.add_argument("--dataset", metavar="NAME", help="only commits to this dataset")
@@ -60,12 +68,39 @@ def add_parser(commands: Any) -> None:
     add_s3_options(log)
     log.set_defaults(run=run_log)
 
+    migrate = actions.add_parser(
+        "migrate",
+        help="upgrade a format-1 registry to format 2",
+        description="Upgrade the registry to format 2 now, by compare-and-swap (any commit "
+        "would do it too). The format-1 document is kept under metastore/backups/. A registry "
+        "in format 2 already is left as it is.",
+    )
+    migrate.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
+    add_s3_options(migrate)
+    migrate.set_defaults(run=run_migrate)
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    target: LakeTarget = args.url
+    lake = lake_for(args, target)
+    result = lake.registry.migrate()
+    if result is None:
+        print_lines([f"{target.url}: the registry is in format 2 already"])
+    else:
+        print_lines(
+            [
+                f"{target.url}: upgraded to format 2 at version {result.version}; "
+                f"format-1 document kept at {result.backup}"
+            ]
+        )
+    return 0
+
 
 def _read(args: argparse.Namespace) -> tuple[Any, RegistrySnapshot]:
     target: LakeTarget = args.url
     lake = lake_for(args, target)
-    snapshot: RegistrySnapshot = lake.registry.read()
-    if snapshot.etag is None:
+    snapshot: RegistrySnapshot = lake.registry.read(version=getattr(args, "version", None))
+    if snapshot.etag is None and not snapshot.historical:
         check_bucket(lake.client, target.bucket)  # "no registry" must not hide "no bucket"
     return lake, snapshot
 
@@ -105,26 +140,55 @@ def run_show(args: argparse.Namespace) -> int:
 def run_log(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ValueError("--limit must be at least 1")
-    _, snap = _read(args)
-    commits = [c for c in reversed(snap.commits) if args.dataset in (None, c.dataset)]
-    commits = commits[: args.limit]
+    lake, snap = _read(args)
+    if args.dataset is not None:
+        history = lake.registry.history(args.dataset, limit=args.limit)
+        entries = [
+            (h.version, _iso(h.at), [h.dataset], h.operation, h.added, h.removed, h.commit_id)
+            for h in history
+        ]
+    else:
+        entries = [
+            (c.version, c.at, list(c.datasets), c.operation, c.added, c.removed, c.id)
+            for c in reversed(snap.commits)
+        ][: args.limit]
     if args.json:
-        print_json(commits)
+        print_json(
+            [
+                {
+                    "version": version,
+                    "at": at,
+                    "datasets": datasets,
+                    "operation": operation,
+                    "added": added,
+                    "removed": removed,
+                    "id": commit_id,
+                }
+                for version, at, datasets, operation, added, removed, commit_id in entries
+            ]
+        )
         return 0
     target: LakeTarget = args.url
-    if not commits:
+    if not entries:
         what = f" to dataset {args.dataset!r}" if args.dataset else ""
         print_lines([f"{target.url}: no commits{what} recorded (registry version {snap.version})"])
         return 0
-    rows = [(c.version, c.at, c.dataset, c.added, c.removed, c.id) for c in commits]
+    rows = [
+        (version, at, ",".join(datasets), operation, added, removed, commit_id)
+        for version, at, datasets, operation, added, removed, commit_id in entries
+    ]
     print_lines(
         render_table(
-            ("VERSION", "AT", "DATASET", "ADDED", "REMOVED", "COMMIT"),
+            ("VERSION", "AT", "DATASET", "OPERATION", "ADDED", "REMOVED", "COMMIT"),
             rows,
             right=("VERSION", "ADDED", "REMOVED"),
         )
     )
     return 0
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -144,7 +208,7 @@ def _registry_lines(target: LakeTarget, snap: RegistrySnapshot) -> list[str]:
             (
                 name,
                 ",".join(s.partition_by) or "-",
-                len(s.partitions),
+                s.partition_count,
                 s.file_count,
                 f"{s.record_count:,}",
                 format_size(s.size),

@@ -127,17 +127,33 @@ class Applied:
 def delta_manifests(
     dataset: str, files: Iterable[DataFile], *, nonce: str
 ) -> dict[str, tuple[ManifestRef, bytes]]:
-    """Per partition, the manifest of the added files and its bytes (see
-    :func:`~lakelock._registry._document.manifest_key` for ``nonce``)."""
+    """Per partition, the reference to the manifest of the added files, and its bytes (see
+    :func:`~lakelock._registry._document.manifest_key` for ``nonce``). Files of one
+    partition get a manifest of that partition; files of several share one manifest (one
+    PUT however many partitions a commit touches), each partition's reference counting its
+    own files."""
     by_partition: dict[str, list[DataFile]] = {}
     for f in files:
         by_partition.setdefault(f.partition_path, []).append(f)
-    result = {}
-    for path, group in by_partition.items():
-        ordered = tuple(sorted(group, key=lambda f: f.key))
-        body = serialize_manifest(Manifest(dataset, path, ordered))
-        result[path] = (_ref(dataset, ordered, body, nonce), body)
-    return result
+    everything = tuple(sorted((f for g in by_partition.values() for f in g), key=lambda f: f.key))
+    if len(by_partition) == 1:
+        (path,) = by_partition
+        body = serialize_manifest(Manifest(dataset, path, everything))
+        return {path: (_ref(dataset, everything, body, nonce), body)}
+    body = serialize_manifest(Manifest(dataset, None, everything))
+    key = manifest_key(dataset, body, nonce)
+    return {
+        path: (
+            ManifestRef(
+                key=key,
+                files=len(group),
+                records=sum(f.record_count for f in group),
+                size=sum(f.size for f in group),
+            ),
+            body,
+        )
+        for path, group in by_partition.items()
+    }
 
 
 def _ref(dataset: str, files: tuple[DataFile, ...], body: bytes, nonce: str) -> ManifestRef:
@@ -241,13 +257,7 @@ def apply_change(
     partitions = OverlayPartitions(base, overlay)
     totals = dataset.totals if dataset.totals is not None else totals_of(dataset.partitions)
     writes: list[tuple[str, bytes]] = []
-    removed_by_partition: dict[str, set[str]] = {}
-    for key in change.remove:
-        removed_by_partition.setdefault(partition_of_key(change.dataset, key), set()).add(key)
-    cleared = set(change.remove_partitions)
-    for path in cleared:
-        if path not in partitions:
-            raise _conflict(change, f"{change.dataset!r} has no partition {path!r} to remove")
+    removed_by_partition, cleared = _removals(change, partitions)
 
     removed = len(change.remove)
     touched = set(change.added_manifests) | set(removed_by_partition) | cleared
@@ -258,7 +268,7 @@ def apply_change(
         gone = removed_by_partition.get(path, set())
         if path in cleared and partition is not None:
             # Every file the partition holds now (loaded: see manifests_needed).
-            held = {f.key for ref in refs for f in manifests[ref.key].files}
+            held = {f.key for ref in refs for f in manifests[ref.key].files_of(path)}
             removed += len(held - gone)
             gone = gone | held
         if delta is not None:
@@ -315,6 +325,20 @@ def apply_change(
     )
 
 
+def _removals(
+    change: Change, partitions: Mapping[str, PartitionState]
+) -> tuple[dict[str, set[str]], set[str]]:
+    """The files ``change`` removes, by partition, and the partitions it clears."""
+    removed_by_partition: dict[str, set[str]] = {}
+    for key in change.remove:
+        removed_by_partition.setdefault(partition_of_key(change.dataset, key), set()).add(key)
+    cleared = set(change.remove_partitions)
+    for path in cleared:
+        if path not in partitions:
+            raise _conflict(change, f"{change.dataset!r} has no partition {path!r} to remove")
+    return removed_by_partition, cleared
+
+
 def _restore(
     doc: RegistryDoc,
     change: Change,
@@ -343,7 +367,7 @@ def _restore(
         commits=_commits_of(
             existing,
             next_version,
-            SnapshotCommit(change.commit_id, "restore", existing.file_count, 0),
+            SnapshotCommit(change.commit_id, "restore", old.file_count, existing.file_count),
         ),
         **_unstored(existing),
     )
@@ -432,7 +456,7 @@ def _consolidate(
         manifest = manifests.get(ref.key)
         if manifest is None:
             raise AssertionError(f"manifest {ref.key} was not loaded (see manifests_needed)")
-        for f in manifest.files:
+        for f in manifest.files_of(path):
             files[f.key] = f
     missing = sorted(gone - files.keys())
     if missing:

@@ -61,6 +61,7 @@ import base64
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -269,9 +270,26 @@ class RegistryDoc:
 
 @dataclass(frozen=True)
 class Manifest:
+    """A write-once list of files. ``partition`` is the one partition they all lie in, or
+    ``None`` for the delta manifest of a commit spanning several (each file names its own;
+    each partition's reference counts just its files)."""
+
     dataset: str
-    partition: str
+    partition: str | None
     files: tuple[DataFile, ...]
+
+    def files_of(self, path: str) -> tuple[DataFile, ...]:
+        """The files of partition ``path`` in this manifest."""
+        if self.partition is not None:
+            return self.files if self.partition == path else ()
+        return self._by_partition.get(path, ())
+
+    @cached_property
+    def _by_partition(self) -> dict[str, tuple[DataFile, ...]]:
+        grouped: dict[str, list[DataFile]] = {}
+        for f in self.files:
+            grouped.setdefault(f.partition_path, []).append(f)
+        return {path: tuple(files) for path, files in grouped.items()}
 
 
 # -- schema ---------------------------------------------------------------------------------
@@ -472,7 +490,9 @@ def parse_manifest(body: bytes, *, bucket: str | None = None, key: str | None = 
         dataset = text(data["dataset"], "dataset")
         return Manifest(
             dataset=dataset,
-            partition=text(data["partition"], "partition"),
+            partition=(
+                text(data["partition"], "partition") if data["partition"] is not None else None
+            ),
             files=tuple(_datafile(dataset, obj(f, "file")) for f in seq(data["files"], "files")),
         )
     except RegistryCorruptError:

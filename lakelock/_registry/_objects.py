@@ -56,6 +56,7 @@ from lakelock.errors import (
     NotFoundError,
     RegistryCorruptError,
     SnapshotExpiredError,
+    VersionNotFoundError,
 )
 
 __all__ = ["HistoryEntry", "Objects", "partition_entry", "partition_from_entry"]
@@ -268,6 +269,7 @@ class Objects:
         if version is not None and entry.created_version > version:
             return None
         successor_at: float | None = None
+        first: Snapshot | None = None
         try:
             for key, snap in self.walk(entry.snapshot):
                 if (version is not None and snap.version <= version) or (
@@ -282,6 +284,7 @@ class Objects:
                         )
                     return self.state(key)
                 successor_at = snap.at
+                first = snap
         except RegistryCorruptError as error:
             if successor_at is not None and successor_at < expire_before:
                 raise SnapshotExpiredError(
@@ -291,6 +294,18 @@ class Objects:
                     reason=": it is older than the registry's retention (vacuumed)",
                 ) from error
             raise
+        if (
+            version is not None
+            and first is not None
+            and entry.created_version <= version
+            and not first.commits
+        ):
+            raise VersionNotFoundError(
+                name,
+                version=version,
+                reason=": it is older than the registry's upgrade to format 2 (format 1 kept "
+                f"no history; the upgrade was version {first.version})",
+            )
         return None
 
     def history(self, entry: DatasetEntry, name: str, *, limit: int | None) -> list[HistoryEntry]:

@@ -88,7 +88,7 @@ from lakelock.errors import (
     VersionNotFoundError,
 )
 
-__all__ = ["CommitResult", "Registry", "RegistrySnapshot"]
+__all__ = ["CommitResult", "MigrationResult", "Registry", "RegistrySnapshot"]
 
 MIB = 1024 * 1024
 
@@ -107,6 +107,14 @@ class CommitResult:
     retries: int = 0
     already_committed: bool = False
     batch_size: int = 1
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    """An upgrade to format 2: the version that did it and where the old root was kept."""
+
+    version: int
+    backup: str
 
 
 @dataclass(frozen=True)
@@ -341,6 +349,38 @@ class Registry:
             raise DatasetNotFoundError(dataset)
         return self.objects.history(entry, dataset, limit=limit)
 
+    def migrate(self) -> MigrationResult | None:
+        """Upgrade a format-1 registry to format 2 by compare-and-swap (any commit does it
+        too), keeping the format-1 document as a write-once backup; ``None`` if it is in
+        format 2 already (or a concurrent upgrade won: exactly one does)."""
+        for attempt in self.retry.retrying((_Redrive, _Retry)):
+            with attempt:
+                try:
+                    doc, etag = self._read_root()
+                except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+                    raise _Retry from error
+                if doc.format_version > 1 or etag is None:
+                    return None
+                seconds = self._clock()
+                sealed = replace(doc, version=doc.version + 1, updated_at=_iso(seconds))
+                new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
+                self.objects.create_all(writes)
+                try:
+                    written = self._root.put(
+                        REGISTRY_KEY,
+                        serialize_registry(new_doc),
+                        mode=IfMatch(etag),
+                        content_type="application/json",
+                    )
+                except PreconditionFailedError as error:
+                    raise _Redrive from error
+                except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+                    raise _Retry from error
+                self._known = (new_doc, written.etag)
+                assert new_doc.backup is not None
+                return MigrationResult(new_doc.version, new_doc.backup)
+        raise AssertionError("unreachable: the retry loop returns or raises")
+
     def reachable(self, *, cutoff: float) -> set[str]:
         """Every object a reader of a version current at or after ``cutoff`` (seconds since
         the epoch) can need (see :mod:`lakelock._vacuum`)."""
@@ -407,29 +447,36 @@ class Registry:
         else:
             chosen = list(state.partitions.items())
         refs = [
-            (path, ref.key)
+            (path, ref)
             for path, partition in chosen
             if partition is not None
             for ref in partition.manifests
         ]
-        loaded = self.load_manifests(key for _, key in refs)
+        loaded = self.load_manifests(ref.key for _, ref in refs)
         files: list[DataFile] = []
-        for path, key in refs:
-            manifest = loaded[key]
+        for path, ref in refs:
+            manifest = loaded[ref.key]
             prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"
+            mine = manifest.files_of(path)
             stray = [
                 f.key
-                for f in manifest.files
+                for f in (manifest.files if manifest.partition is not None else mine)
                 if f.partition_path != path or not f.key.startswith(prefix)
             ]
-            if manifest.dataset != dataset or manifest.partition != path or stray:
+            if (
+                manifest.dataset != dataset
+                or manifest.partition not in (None, path)
+                or stray
+                or len(mine) != ref.files
+            ):
                 raise RegistryCorruptError(
                     f"manifest filed under {dataset!r}/{path!r} lists other files "
-                    f"({manifest.dataset!r}/{manifest.partition!r}, {stray[:3]})",
+                    f"({manifest.dataset!r}/{manifest.partition!r}, {stray[:3]}, "
+                    f"{len(mine)} of {ref.files} files)",
                     bucket=self.store.bucket,
-                    key=self.store.full_key(key),
+                    key=self.store.full_key(ref.key),
                 )
-            files.extend(manifest.files)
+            files.extend(mine)
         return sorted(files, key=lambda f: f.key)
 
     def _read_root(self) -> tuple[RegistryDoc, str | None]:
@@ -541,8 +588,9 @@ class Registry:
         refs = {}
         delta = delta_manifests(change.dataset, change.add, nonce=uuid.uuid4().hex)
         for path, (ref, body) in delta.items():
-            unwritten.append((ref.key, body))
-            self._remember(ref.key, parse_manifest(body))
+            if ref.key not in {key for key, _ in unwritten}:
+                unwritten.append((ref.key, body))
+                self._remember(ref.key, parse_manifest(body))
             refs[path] = ref
         return replace(change, added_manifests=MappingProxyType(refs))
 

@@ -218,6 +218,12 @@ class S3Endpoint:
         result: dict[str, int] = self._control("GET", "stats")
         return result
 
+    def traffic(self) -> dict[str, int]:
+        """Body bytes the endpoint received (``in``) and sent (``out``) since start or the
+        last :meth:`reset_stats`: what requests moved, as the server counts it."""
+        result: dict[str, int] = self._control("GET", "traffic")
+        return result
+
     def reset_stats(self) -> None:
         self._control("DELETE", "stats")
 

@@ -235,6 +235,8 @@ class Gateway:
         # held up by a writer's injected latency.
         self._applying = _KeyLocks()
         self._counts: Counter[str] = Counter()
+        # Bytes received (request bodies) and sent (response bodies), for benchmarks.
+        self._bytes: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         # uploadId -> ETag of the object its completion created: a retried completion of an
         # upload that already completed is idempotent on S3, not a precondition failure.
@@ -258,12 +260,15 @@ class Gateway:
         request = classify(environ["REQUEST_METHOD"], raw_path, query, headers)
         with self._counts_lock:
             self._counts[request.operation] += 1
+            self._bytes["in"] += int(environ.get("CONTENT_LENGTH") or 0)
         try:
             response = self._handle(environ, request, headers)
         except _Reset:
             _reset_connection(environ)
             start_response("500 Internal Server Error", [("Content-Length", "0")])
             return []
+        with self._counts_lock:
+            self._bytes["out"] += len(response.body)
         start_response(response.status, response.headers)
         return [response.body]
 
@@ -581,9 +586,15 @@ class Gateway:
         with self._counts_lock:
             return dict(self._counts)
 
+    def traffic(self) -> dict[str, int]:
+        """Request and response body bytes since start or the last reset."""
+        with self._counts_lock:
+            return {"in": self._bytes["in"], "out": self._bytes["out"]}
+
     def reset_stats(self) -> None:
         with self._counts_lock:
             self._counts.clear()
+            self._bytes.clear()
 
     def _control(self, environ: dict[str, Any], command: str) -> _Response:
         """``GET stats``, ``DELETE stats``, ``GET|PUT|DELETE faults``, ``POST faults`` (one
@@ -593,6 +604,8 @@ class Gateway:
         try:
             if command == "stats" and method == "GET":
                 return _json(self.stats())
+            if command == "traffic" and method == "GET":
+                return _json(self.traffic())
             if command == "stats" and method == "DELETE":
                 self.reset_stats()
                 return _json({})

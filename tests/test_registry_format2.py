@@ -1,0 +1,241 @@
+"""Registry format 2 against the embedded endpoint: history and time travel, restore, the
+durable commit-id index, lost acknowledgements on snapshot and node writes, the upgrade from
+format 1 (and concurrent upgrades), and a commit's cost as a dataset grows."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import uuid
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._registry import REGISTRY_KEY, Registry, RegistryDoc, apply_change, seal
+from lakelock._registry._changes import Change, delta_manifests
+from lakelock._registry._document import parse_registry, serialize_registry
+from lakelock._registry._tree import LEAF_MAX
+from lakelock._s3 import ObjectStore
+from lakelock.errors import VersionNotFoundError
+from lakelock.testing import S3Endpoint
+from tests.conftest import FAST_RETRY
+from tests.test_registry_document import datafile
+
+
+@pytest.fixture
+def lake(client: Any, bucket: str) -> Lake:
+    return Lake(bucket, s3=client, retry=FAST_RETRY)
+
+
+def rows(ids: list[int], day: int = 1) -> pa.Table:
+    return pa.table({"id": ids, "day": [day] * len(ids)})
+
+
+def ids(table: pa.Table) -> list[int]:
+    return sorted(table["id"].to_pylist())
+
+
+def test_every_version_reads_exactly_what_was_committed_up_to_it(lake: Lake) -> None:
+    """A read at version V returns exactly the rows committed up to V; as_of picks the
+    version current at that server time; a version that does not exist is a typed error."""
+    committed: dict[int, list[int]] = {}
+    so_far: list[int] = []
+    for n in range(1, 7):
+        so_far.append(n)
+        result = lake.append("sales", rows([n], day=n % 3), partition_by=["day"])
+        committed[result.version] = sorted(so_far)
+    for version, expected in committed.items():
+        assert ids(lake.read("sales", version=version)) == expected
+    history = lake.history("sales")
+    assert [h.version for h in history] == sorted(committed, reverse=True)
+    for h in history:
+        assert ids(lake.read("sales", as_of=h.at)) == committed[h.version]
+    with pytest.raises(VersionNotFoundError):
+        lake.read("sales", version=99)
+    with pytest.raises(VersionNotFoundError):
+        lake.read("sales", as_of=history[-1].at - 1)
+
+
+def test_history_records_operations_and_counts(lake: Lake) -> None:
+    """Each commit's version, id, operation and counts are in the dataset's history, newest
+    first; a fresh Lake reads the same history."""
+    lake.append("sales", rows([1, 2]), partition_by=["day"], commit_id="load-1")
+    (f,) = lake.registry.files("sales")
+    lake.registry.commit("sales", remove=[f], commit_id="drop-1", operation="delete")
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    history = fresh.history("sales")
+    assert [(h.commit_id, h.operation, h.added, h.removed) for h in history] == [
+        ("drop-1", "delete", 0, 1),
+        ("load-1", "commit", 1, 0),
+    ]
+
+
+def test_restore_makes_an_old_version_current_and_is_idempotent(lake: Lake) -> None:
+    """restore(version=N) commits a new version whose rows are those of N; re-running it
+    with the same commit id changes nothing; the versions between stay readable."""
+    first = lake.append("sales", rows([1]), partition_by=["day"]).version
+    lake.append("sales", rows([2]), partition_by=["day"])
+    restored = lake.restore("sales", version=first, commit_id="undo-2")
+    assert ids(lake.read("sales")) == [1]
+    again = lake.restore("sales", version=first, commit_id="undo-2")
+    assert (again.version, again.already_committed) == (restored.version, True)
+    assert lake.registry.read().version == restored.version
+    assert ids(lake.read("sales", version=restored.version - 1)) == [1, 2]
+    assert lake.history("sales", limit=1)[0].operation == "restore"
+
+
+def test_restore_is_fenced(lake: Lake) -> None:
+    """A restore carrying a stale lease token is refused like any commit."""
+    from lakelock.errors import StaleFenceError
+
+    first = lake.append("sales", rows([1]), partition_by=["day"], fence=("lease:etl", 5))
+    lake.append("sales", rows([2]), partition_by=["day"])
+    with pytest.raises(StaleFenceError):
+        lake.restore("sales", version=first.version, fence=("lease:etl", 4))
+    assert ids(lake.read("sales")) == [1, 2]
+
+
+def test_commit_id_is_recognised_after_it_left_the_root_window(client: Any, bucket: str) -> None:
+    """With a root window of 2 commit ids, a re-run of a commit 5 commits old is still
+    recognised (the dataset's commit-id index is durable) and appends nothing."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=2)
+    first = lake.append("sales", rows([1]), partition_by=["day"], commit_id="run-1")
+    for n in range(2, 7):
+        lake.append("sales", rows([n]), partition_by=["day"])
+    assert "run-1" not in [c.id for c in lake.registry.read().commits]
+    fresh = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=2)
+    again = fresh.append("sales", rows([1]), partition_by=["day"], commit_id="run-1")
+    assert (again.version, again.already_committed) == (first.version, True)
+    direct = fresh.registry.commit(
+        "sales", add=fresh.write("sales", rows([1]), partition_by=["day"]), commit_id="run-1"
+    )
+    assert (direct.version, direct.already_committed) == (first.version, True)
+    assert ids(fresh.read("sales")) == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("prefix", ["metastore/snapshots/", "metastore/nodes/"])
+def test_lost_ack_on_snapshot_or_node_put_commits_once(
+    s3: S3Endpoint, lake: Lake, prefix: str
+) -> None:
+    """The answer to a snapshot or index-node PUT is lost after the write applied: the
+    commit completes once, and a fresh reader sees every row."""
+    many = pa.table({"id": list(range(LEAF_MAX + 5)), "day": list(range(LEAF_MAX + 5))})
+    lake.append("sales", many, partition_by=["day"])
+    s3.inject("lost_ack", operation="PutObject", prefix=prefix, count=1)
+    result = lake.append("sales", rows([1000], day=3), partition_by=["day"])
+    assert s3.faults()["injected"] == {"lost_ack": 1}
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    assert fresh.registry.read().version == result.version
+    assert len(ids(fresh.read("sales"))) == LEAF_MAX + 6
+
+
+# -- the upgrade from format 1 -----------------------------------------------------------------
+
+
+def plant_format1(lake: Lake) -> bytes:
+    """A format-1 registry with two datasets, as an older lakelock wrote it."""
+    doc = RegistryDoc(format_version=1)
+    applied = []
+    for name, day in (("sales", 1), ("events", 2)):
+        files = lake.write(name, rows([day * 10, day * 10 + 1], day=day), partition_by=["day"])
+        refs = {}
+        for path, (ref, body) in delta_manifests(name, files, nonce=uuid.uuid4().hex).items():
+            lake.store.put(ref.key, body, mode="create")
+            refs[path] = ref
+        change = Change(name, f"old-{name}", add=tuple(files), added_manifests=refs)
+        manifests: dict[str, Any] = {}
+        result = apply_change(
+            doc,
+            change,
+            manifests=manifests,
+            now="2026-01-01T00:00:00.000000Z",
+            next_version=doc.version + 1,
+        )
+        applied.append((change, result))
+        doc = result.doc
+    doc = seal(doc, applied, now="2026-01-01T00:00:00.000000Z", window=100)
+    body = serialize_registry(doc)
+    assert orjson.loads(body)["format_version"] == 1
+    lake.store.put(REGISTRY_KEY, body, mode="create")
+    return body
+
+
+def test_format1_is_read_as_before_then_upgraded_by_the_first_commit(lake: Lake) -> None:
+    """A format-1 registry reads as before; the first commit upgrades it (keeping the old
+    body as a write-once backup) and nothing is lost; re-running an old commit id is still a
+    no-op; history before the upgrade is a typed error, not an empty table."""
+    body = plant_format1(lake)
+    before = lake.registry.read()
+    assert before.format_version == 1
+    assert ids(lake.read("sales")) == [10, 11]
+    result = lake.append("sales", rows([12]), partition_by=["day"])
+    root = parse_registry(lake.store.get(REGISTRY_KEY).body)
+    assert (root.format_version, root.version) == (2, result.version)
+    assert root.backup is not None
+    assert lake.store.get(root.backup).body == body
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    assert ids(fresh.read("sales")) == [10, 11, 12]
+    assert ids(fresh.read("events")) == [20, 21]
+    again = fresh.append("events", rows([20]), partition_by=["day"], commit_id="old-events")
+    assert again.already_committed
+    with pytest.raises(VersionNotFoundError):
+        fresh.read("sales", version=before.version)
+
+
+def test_concurrent_upgrades_exactly_one_wins(lake: Lake, store: ObjectStore) -> None:
+    """Eight registries upgrade one format-1 registry at once: exactly one does it, the rest
+    find format 2; every row is still there."""
+    plant_format1(lake)
+
+    def upgrade(_: int) -> Any:
+        return Registry(store, retry=FAST_RETRY).migrate()
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(upgrade, range(8)))
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    assert Registry(store, retry=FAST_RETRY).migrate() is None
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    assert ids(fresh.read("sales")) == [10, 11]
+    assert ids(fresh.read("events")) == [20, 21]
+    assert fresh.registry.read().version == winners[0].version
+
+
+# -- cost ------------------------------------------------------------------------------------
+
+
+def append_traffic(s3: S3Endpoint, lake: Lake, name: str) -> int:
+    s3.reset_stats()
+    lake.registry.commit("big", add=[datafile("big", "day=0", name)])
+    traffic = s3.traffic()
+    return traffic["in"] + traffic["out"]
+
+
+def bulk(lake: Lake, days: range) -> None:
+    """One commit adding a file to each of ``days`` (one shared delta manifest)."""
+    lake.registry.commit("big", add=[datafile("big", f"day={d}", "f") for d in days])
+
+
+def test_append_bytes_do_not_grow_with_the_partition_count(s3: S3Endpoint, lake: Lake) -> None:
+    """A one-file commit into one partition moves about as many bytes at 5,000 partitions as
+    at 500: the root holds no partitions, and only the touched index path is rewritten."""
+    bulk(lake, range(500))
+    small = append_traffic(s3, lake, "a")
+    bulk(lake, range(500, 5000))
+    large = append_traffic(s3, lake, "b")
+    assert large < 1.5 * small, (small, large)
+    assert large < 60_000, large
+
+
+def test_a_commit_touching_many_partitions_writes_one_manifest(s3: S3Endpoint, lake: Lake) -> None:
+    """The delta manifest of a commit spanning 300 partitions is one object; each partition
+    reads back exactly its own file."""
+    s3.reset_stats()
+    bulk(lake, range(300))
+    manifests = [o for o in lake.store.list("metastore/manifests/")]
+    assert len(manifests) == 1
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    (only,) = fresh.registry.files("big", partitions=["day=7"])
+    assert only.key == "datasets/big/day=7/f"

@@ -569,11 +569,18 @@ class ObjectStore:
         )
         return ObjectHead(**_head_fields(key, response))
 
-    def list(self, prefix: str = "") -> Iterator[ListedObject]:
-        """Every object under ``prefix`` (relative to the store's prefix), in key order."""
+    def list(
+        self, prefix: str = "", *, start_after: str = "", page_size: int | None = None
+    ) -> Iterator[ListedObject]:
+        """Every object under ``prefix`` (relative to the store's prefix), in key order; with
+        ``start_after`` (a relative key), only those after it."""
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.full_key(prefix)}
+            if start_after:
+                kwargs["StartAfter"] = self.full_key(start_after)
+            if page_size is not None:
+                kwargs["MaxKeys"] = page_size
             if token:
                 kwargs["ContinuationToken"] = token
             page = self._request("ListObjectsV2", prefix, self.client.list_objects_v2, **kwargs)

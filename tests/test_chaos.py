@@ -25,7 +25,10 @@ What the checker (:func:`check_chaos`) verifies:
   starts more than two margins later, by the wall clock and by the two holders' own
   server-time bounds; tokens rise with time; fenced commits land in token order;
 - no error escaped that is not a lakelock error, and no append was told that its own file
-  (named uniquely for it) already existed.
+  (named uniquely for it) already existed;
+- time travel: a read of the appended dataset at version V (for every version, or a spread
+  sample of 40 in long runs) returns exactly the rows of the appends that landed at or
+  before V, each whole, and nothing else.
 
 A failing run names its seed; ``LAKELOCK_CHAOS_SEED=<n>`` replays it (same fault plan and the
 same operations in every thread; the interleaving of threads is up to the machine). The small
@@ -236,6 +239,41 @@ def check_chaos(
     problems += registered_file_problems(lake, snapshot)
     problems += _moves(records, landed, lake, snapshot)
     problems += _leases(records, landed, snapshot)
+    problems += _time_travel(landed, lake, snapshot)
+    return problems
+
+
+def _time_travel(landed: list[dict[str, Any]], lake: Lake, snapshot: Any) -> list[str]:
+    """A read at version V returns exactly the rows of the appends landed at or before V."""
+    if "events" not in snapshot.datasets:
+        return []
+    appends = [i for i in landed if i["op"] == "append"]
+    history = lake.registry.history("events")
+    versions = sorted({h.version for h in history})
+    if len(versions) > 40:
+        step = len(versions) / 40
+        versions = sorted({versions[int(n * step)] for n in range(40)} | {versions[-1]})
+    problems = []
+    for version in versions:
+        table = lake.read("events", version=version)
+        return_rows = Counter(table.column("cid").to_pylist())
+        problems += travel_problems(version, return_rows, appends)
+    return problems
+
+
+def travel_problems(version: int, rows: Counter[str], appends: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with the rows (per commit id) read at ``version``."""
+    expected = {i["id"]: i["rows"] for i in appends if i["version"] <= version}
+    problems = [
+        f"read at v{version}: {rows.get(cid, 0)} of the {n} rows of {cid} (landed at or before)"
+        for cid, n in expected.items()
+        if rows.get(cid, 0) != n
+    ]
+    problems += [
+        f"read at v{version}: rows of {cid}, which landed later or never"
+        for cid in rows
+        if cid not in expected and not cid.startswith("setup")
+    ]
     return problems
 
 
@@ -531,7 +569,8 @@ def test_checker_catches_disabled_idempotency(
 def test_checker_flags_each_kind_of_violation() -> None:
     """The pure parts of the checker flag doctored histories: overlapping lease holdings, a
     takeover within two margins, fenced commits out of order, a commit out of real-time order,
-    a snapshot missing an earlier commit, and a reader going back in time."""
+    a snapshot missing an earlier commit, a reader going back in time, and a version read
+    with rows of a later commit or missing some of an earlier one."""
     lease = {"op": "lease", "margin": 0.2, "kind": "released"}
     a = {**lease, "token": 1, "start": 0.0, "end": 1.0, "start_earliest": 0.0, "end_latest": 1.0}
     b = {**lease, "token": 2, "start": 0.9, "end": 2.0, "start_earliest": 0.9, "end_latest": 2.0}
@@ -553,6 +592,12 @@ def test_checker_flags_each_kind_of_violation() -> None:
     newer = {**stale, "time": 1.6, "version": 5}
     assert any("misses" in p for p in _real_time([first], [stale]))
     assert any("back in time" in p for p in _real_time([], [newer, {**stale, "time": 1.7}]))
+    appends = [{"id": "a", "rows": 2, "version": 3}, {"id": "b", "rows": 1, "version": 5}]
+    assert travel_problems(4, Counter({"a": 2}), appends) == []
+    assert any("landed later" in p for p in travel_problems(4, Counter({"a": 2, "b": 1}), appends))
+    assert any(
+        "1 of the 2 rows" in p for p in travel_problems(5, Counter({"a": 1, "b": 1}), appends)
+    )
 
 
 # -- what the chaos run found, as minimal seeded replays ----------------------------------------

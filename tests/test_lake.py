@@ -41,7 +41,7 @@ def test_append_then_read(lake: Lake) -> None:
 def test_uncontended_append_costs_four_requests(s3: S3Endpoint, lake: Lake) -> None:
     """A single-partition append: data PUT, then manifest and dataset snapshot PUTs (in one
     parallel round), then the registry PUT; plus the registry and snapshot GETs unless this
-    Lake's last write already told it both."""
+    Lake's last write already told it both (and one LIST of other processes' intents)."""
     lake.append("sales", table([1]), partition_by=["year"])
     s3.reset_stats()
     lake.append("sales", table([2]), partition_by=["year"])
@@ -49,7 +49,7 @@ def test_uncontended_append_costs_four_requests(s3: S3Endpoint, lake: Lake) -> N
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
     s3.reset_stats()
     fresh.append("sales", table([3]), partition_by=["year"])
-    assert s3.stats() == {"PutObject": 4, "GetObject": 2}
+    assert s3.stats() == {"PutObject": 4, "GetObject": 2, "ListObjectsV2": 1}
 
 
 def test_rerun_with_commit_id_appends_once(s3: S3Endpoint, lake: Lake) -> None:

@@ -47,7 +47,8 @@ def test_first_commit_creates_then_cas(s3: S3Endpoint, store: ObjectStore) -> No
 def test_uncontended_commit_chains_from_its_own_write(s3: S3Endpoint, store: ObjectStore) -> None:
     """After its own commit a registry needs no GET: manifest and dataset snapshot PUTs, then
     the root PUT (If-Match on the ETag its last PUT returned). A fresh registry reads the root
-    and the dataset's current snapshot first."""
+    and the dataset's current snapshot first, and lists pending intents of other processes
+    once."""
     reg = registry(store)
     reg.commit("sales", add=[datafile("sales", "", "a")])
     store.stats.reset()
@@ -55,7 +56,7 @@ def test_uncontended_commit_chains_from_its_own_write(s3: S3Endpoint, store: Obj
     assert store.stats.snapshot() == {"PutObject": 3}
     store.stats.reset()
     registry(store).commit("sales", add=[datafile("sales", "", "c")])
-    assert store.stats.snapshot() == {"PutObject": 3, "GetObject": 2}
+    assert store.stats.snapshot() == {"PutObject": 3, "GetObject": 2, "ListObjectsV2": 1}
 
 
 def test_stale_chained_root_redrives(store: ObjectStore) -> None:
@@ -70,8 +71,10 @@ def test_stale_chained_root_redrives(store: ObjectStore) -> None:
 
 
 def test_precondition_failed_redrives(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A commit landing between our read and our PUT makes us re-read and re-apply (412)."""
-    reg, other = registry(store, group_commit=False), registry(store, group_commit=False)
+    """A commit landing between our read and our PUT makes us re-read and re-apply (412).
+    (Folding disabled: the other writer would otherwise apply our intent for us, see
+    test_intents.py.)"""
+    reg, other = (registry(store, group_commit=False, max_fold=0) for _ in range(2))
     reg.commit("sales", add=[datafile("sales", "", "a")])
     s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -86,8 +89,8 @@ def test_precondition_failed_redrives(s3: S3Endpoint, store: ObjectStore) -> Non
 
 def test_redrive_revalidates(s3: S3Endpoint, store: ObjectStore) -> None:
     """On redrive the change is checked again: removing a file another commit removed is a
-    conflict, not a silent success."""
-    reg, other = registry(store, group_commit=False), registry(store, group_commit=False)
+    conflict, not a silent success. (Folding disabled, as above.)"""
+    reg, other = (registry(store, group_commit=False, max_fold=0) for _ in range(2))
     a = datafile("sales", "", "a")
     reg.commit("sales", add=[a, datafile("sales", "", "b")])
     s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
@@ -121,15 +124,22 @@ def test_slowdown_503_backs_off(s3: S3Endpoint, store: ObjectStore) -> None:
 
 
 def test_retry_budget_exhausted_is_conflict(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A conflict that never clears ends in CommitConflictError with the attempts counted."""
+    """A conflict that outlasts the retry budget ends in CommitConflictError with the
+    attempts counted, after the commit's intent is recorded cancelled (so no other committer
+    applies it later); a conflict that never clears leaves the outcome unknown."""
     reg = registry(store, retry=RetryPolicy(max_attempts=4, sleep=no_sleep))
     reg.commit("sales")
-    s3.inject("conflict", operation="PutObject", prefix=ROOT)
+    s3.inject("conflict", operation="PutObject", prefix=ROOT, count=4)
     with pytest.raises(CommitConflictError) as info:
         reg.commit("sales", add=[datafile("sales", "", "a")])
     assert info.value.attempts == 4
-    s3.clear_faults()
-    assert registry(store).read().version == 1
+    snap = registry(store).read()
+    assert snap.version == 2  # the cancellation
+    assert registry(store).commit("sales", properties={"k": "v"}).version == 3
+    assert registry(store).files("sales") == []
+    s3.inject("conflict", operation="PutObject", prefix=ROOT)
+    with pytest.raises(CommitStateUnknownError):
+        reg.commit("sales", add=[datafile("sales", "", "b")])
 
 
 def test_registry_deleted_under_us_is_an_error(s3: S3Endpoint, store: ObjectStore) -> None:
@@ -222,7 +232,9 @@ def test_stale_fence_is_refused(store: ObjectStore) -> None:
     with pytest.raises(StaleFenceError) as info:
         reg.commit("sales", add=[datafile("sales", "", "a")], fence=("lease:leader", 1))
     assert (info.value.token, info.value.current) == (1, 2)
-    assert reg.read().version == 1
+    snap = reg.read()
+    assert snap.version == 2  # records the intent's fate: rejected, so nobody applies it
+    assert "sales" not in snap.datasets
 
 
 def test_idempotent_recommit(store: ObjectStore) -> None:
@@ -237,8 +249,8 @@ def test_idempotent_recommit(store: ObjectStore) -> None:
 def test_multipart_root_with_racing_writer(s3: S3Endpoint, store: ObjectStore) -> None:
     """A root above the threshold goes by multipart with an If-Match completion; a writer
     that lands first makes our completion fail with 412 and we redrive."""
-    reg = registry(store, group_commit=False, root_multipart_threshold=1)
-    other = registry(store, group_commit=False)
+    reg = registry(store, group_commit=False, root_multipart_threshold=1, max_fold=0)
+    other = registry(store, group_commit=False, max_fold=0)
     reg.commit("sales", add=[datafile("sales", "", "a")])
     s3.inject("stall", operation="CompleteMultipartUpload", prefix=ROOT, count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

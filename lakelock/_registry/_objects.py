@@ -30,6 +30,7 @@ from lakelock._registry._document import (
     serialize_registry,
     verify_manifest,
 )
+from lakelock._registry._intents import is_intent, parse_intent
 from lakelock._registry._snapshot import (
     DatasetEntry,
     LazyPartitions,
@@ -205,6 +206,11 @@ class Objects:
         )
 
     def manifest(self, key: str) -> Manifest:
+        """A manifest, or an applied intent read as the manifest of its files."""
+        if is_intent(key):
+            return self._get(  # type: ignore[no-any-return]
+                key, lambda k, b: parse_intent(k, b, bucket=self.store.bucket)[1]
+            )
         return self._get(key, lambda k, b: verify_manifest(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
 
     def manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:

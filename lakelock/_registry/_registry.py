@@ -36,10 +36,12 @@ carries the same commit ids; if an earlier attempt landed after all, the re-read
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -61,6 +63,7 @@ from lakelock._registry._document import (
     REGISTRY_KEY,
     CommitRecord,
     DatasetState,
+    IntentFate,
     LockFenceRecord,
     Manifest,
     RegistryDoc,
@@ -69,9 +72,10 @@ from lakelock._registry._document import (
     parse_registry,
     serialize_registry,
 )
+from lakelock._registry._intents import INTENT_PREFIX, intent_document, parse_intent, prune_fates
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import IfMatch, ObjectStore, PutMode
+from lakelock._s3 import IfMatch, ListedObject, ObjectStore, PutMode
 from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -151,6 +155,17 @@ class RegistrySnapshot:
         )
 
 
+@dataclass
+class Fold:
+    """Other processes' intents found for one attempt: those to apply, fates decided without
+    applying (expired, unreadable, applied already), and the highest key listed."""
+
+    pending: list[_Pending] = field(default_factory=list)
+    fates: list[IntentFate] = field(default_factory=list)
+    listed: bool = False
+    listed_max: str = ""
+
+
 class _Redrive(Exception):
     """412: somebody committed since our read."""
 
@@ -169,6 +184,12 @@ class _Pending:
     check_index: bool = False
     # Delta manifests not created yet (the first attempt that gets to the PUTs creates them).
     unwritten: list[tuple[str, bytes]] = field(default_factory=list)
+    # The commit's intent key (a one-dataset commit: other processes may fold it in), and
+    # whether this is another process's intent being folded in (nobody waits for it here).
+    intent: str | None = None
+    foreign: bool = False
+    # The intent's PUT was sent (it may exist even if the answer never came).
+    intent_sent: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     result: CommitResult | None = None
     error: BaseException | None = None
@@ -220,6 +241,9 @@ class Registry:
         root_multipart_threshold: int = 8 * MIB,
         retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
+        max_fold: int = 256,
+        fold_interval: float = 1.0,
+        intent_ttl: float = 600.0,
     ) -> None:
         if max_batch < 1 or commit_window < 1:
             raise ValueError("max_batch and commit_window must be positive")
@@ -246,6 +270,10 @@ class Registry:
         # If another writer committed meanwhile, the PUT's If-Match fails and the redrive reads.
         self._known: tuple[RegistryDoc, str] | None = None
         self.objects = Objects(store)
+        self.max_fold = max_fold
+        self.fold_interval = fold_interval
+        self.intent_ttl = intent_ttl
+        self._listed_at = float("-inf")
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -557,11 +585,22 @@ class Registry:
             raise ValueError("commit_changes takes one change per dataset")
         checked = [_validate(change) for change in changes]
         unwritten: list[tuple[str, bytes]] = []
-        pending = _Pending(
-            tuple(self._prepare(c, unwritten) for c in checked),
-            check_index=explicit_id,
-            unwritten=unwritten,
-        )
+        if len(checked) == 1 and checked[0].restore is None:
+            # One dataset: written as an intent that any committer can fold in.
+            key, body, refs = intent_document(checked[0], now_ms=int(self._clock() * 1000))
+            self._remember(key, parse_manifest(body, key=key))
+            pending = _Pending(
+                (replace(checked[0], added_manifests=MappingProxyType(refs)),),
+                check_index=explicit_id,
+                unwritten=[(key, body)],
+                intent=key,
+            )
+        else:
+            pending = _Pending(
+                tuple(self._prepare(c, unwritten) for c in checked),
+                check_index=explicit_id,
+                unwritten=unwritten,
+            )
         if not self.group_commit:
             self._commit_batch([pending])
         else:
@@ -601,6 +640,7 @@ class Registry:
                 with attempt:
                     self._attempt(state)
         except (_Redrive, _Retry):
+            self._cancel_intents(state)
             for p in state.pending:
                 if state.unknown_base is not None:
                     p.fail(
@@ -622,12 +662,91 @@ class Registry:
                     )
                 )
         except (CommitError, RegistryCorruptError, StorageError) as error:
+            if not isinstance(error, RegistryCorruptError):
+                self._cancel_intents(state)
             for p in state.pending:
                 p.fail(_for_commit(error, p.change, state))
         except BaseException as error:
             for p in state.pending:
                 p.fail(error)
             raise
+
+    def _cancel_intents(self, state: _BatchState) -> None:
+        """A batch is giving up: the intents it may have written are visible to every other
+        committer, so before its callers hear "failed", the root must say so. Each intent
+        whose fate is decided already settles its caller (applied after all: success); the
+        rest are recorded ``cancelled`` by a compare-and-swap, so nobody can apply them. If
+        that swap cannot be made, their outcome is unknown (CommitStateUnknownError)."""
+        todo = [p for p in state.pending if p.intent is not None and p.intent_sent]
+        if not todo:
+            return
+        try:
+            for attempt in self.retry.retrying((_Redrive, _Retry)):
+                with attempt:
+                    todo = self._cancel_attempt(todo, state)
+        except (_Redrive, _Retry, StorageError, RegistryCorruptError) as error:
+            for p in todo:
+                failure = CommitStateUnknownError(
+                    "giving up, but its intent could not be cancelled: another committer may "
+                    f"still apply it (look up its commit id): {error}",
+                    dataset=p.change.dataset,
+                    commit_id=p.change.commit_id,
+                )
+                failure.__cause__ = error
+                p.fail(failure)
+        state.pending = [p for p in state.pending if not p.done.is_set()]
+
+    def _cancel_attempt(self, todo: list[_Pending], state: _BatchState) -> list[_Pending]:
+        try:
+            doc, etag = self._read_root()
+        except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+            raise _Retry from error
+        state.first_base = state.first_base if state.first_base is not None else doc.version
+        self._settle_known(doc, replace(state, pending=todo))
+        todo = [p for p in todo if not p.done.is_set()]
+        if not todo or etag is None:
+            return todo
+        seconds = self._clock()
+        version = doc.version + 1
+        cancelled = [
+            IntentFate(p.intent, "cancelled", version, seconds, "its committer gave up")
+            for p in todo
+            if p.intent is not None
+        ]
+        sealed = replace(
+            doc,
+            version=version,
+            updated_at=_iso(seconds),
+            fates=prune_fates(
+                [*doc.fates, *cancelled], watermark=doc.watermark, keep=self.commit_window
+            ),
+        )
+        new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
+        self.objects.create_all(writes)
+        try:
+            written = self._root.put(
+                REGISTRY_KEY,
+                serialize_registry(new_doc),
+                mode=IfMatch(etag),
+                content_type="application/json",
+            )
+        except PreconditionFailedError as error:
+            raise _Redrive from error
+        except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+            raise _Retry from error
+        self._known = (new_doc, written.etag)
+        for p in todo:
+            p.fail(
+                CommitConflictError(
+                    f"gave up after {state.attempts} attempts ({state.redrives} redrives, "
+                    f"{state.retries} retries); its intent is recorded cancelled, so nobody "
+                    "will apply it",
+                    dataset=p.change.dataset,
+                    commit_id=p.change.commit_id,
+                    attempts=state.attempts,
+                )
+            )
+        return []
 
     def _attempt(self, state: _BatchState) -> None:
         state.attempts += 1
@@ -646,9 +765,19 @@ class Registry:
         self._settle_known(doc, state)
         if not state.pending:
             return
-        current, applied = self._apply_batch(doc, state, now=now, seconds=seconds)
-        state.pending = [p for p in state.pending if not p.done.is_set()]
-        if not applied:
+        fold = Fold()
+        if doc.format_version > 1 and self._should_list(doc, state, seconds):
+            fold = self._foreign_intents(doc, state, seconds)
+        own = list(state.pending)
+        state.pending = sorted(
+            own + fold.pending, key=lambda p: p.intent if p.intent is not None else ""
+        )
+        try:
+            current, applied = self._apply_batch(doc, state, now=now, seconds=seconds)
+        finally:
+            state.pending = [p for p in own if not p.done.is_set()]
+        fates = [*fold.fates, *_fates_of(applied, [*own, *fold.pending], doc.version + 1, seconds)]
+        if not applied and not fates:
             return
         sealed = seal(
             current,
@@ -657,8 +786,16 @@ class Registry:
             window=self.commit_window,
             retire_before=seconds - self.retention,
         )
+        watermark = max(doc.watermark, fold.listed_max)
+        sealed = replace(
+            sealed,
+            watermark=watermark,
+            fates=prune_fates([*doc.fates, *fates], watermark=watermark, keep=self.commit_window),
+        )
         new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
         deltas = [w for p in state.pending for w in p.unwritten]
+        for p in state.pending:
+            p.intent_sent = p.intent_sent or bool(p.unwritten)
         self.objects.create_all(deltas + [w for _, a in applied for w in a.writes] + writes)
         for p in state.pending:
             p.unwritten = []
@@ -690,6 +827,8 @@ class Registry:
                 key=self._root.full_key(REGISTRY_KEY),
             ) from error
         self._known = (new_doc, written.etag)
+        if fold.listed:
+            self._listed_at = seconds
         for p in state.pending:
             p.succeed(self._result(p, new_doc.version, state, already=False))
         state.pending = []
@@ -733,10 +872,85 @@ class Registry:
             current = candidate
         return current, applied
 
+    def _should_list(self, doc: RegistryDoc, state: _BatchState, seconds: float) -> bool:
+        """Whether this attempt looks for other processes' intents: after a lost race,
+        when someone else has committed since our last write, and at least every
+        ``fold_interval`` seconds (so a crashed writer's intent is applied by somebody)."""
+        known = self._known
+        return self.max_fold > 0 and (
+            state.attempts > 1
+            or known is None
+            or known[0].version != doc.version
+            or seconds - self._listed_at >= self.fold_interval
+        )
+
+    def _foreign_intents(self, doc: RegistryDoc, state: _BatchState, seconds: float) -> Fold:
+        """The pending intents of other processes, oldest first (at most ``max_fold``), read
+        and ready to apply; those that cannot be applied get their fate at once."""
+        own = {p.intent for p in state.pending}
+        listed = list(
+            itertools.islice(
+                self.store.list(INTENT_PREFIX, start_after=doc.watermark, page_size=self.max_fold),
+                self.max_fold,
+            )
+        )
+        fold = Fold(listed=True, listed_max=listed[-1].key if listed else "")
+        decided = {f.key for f in doc.fates}
+        todo = [o for o in listed if o.key not in own and o.key not in decided]
+
+        def load(listed_object: ListedObject) -> tuple[str, Change | str]:
+            key = listed_object.key
+            if listed_object.last_modified.timestamp() < seconds - self.intent_ttl:
+                return key, f"expired: pending for more than {self.intent_ttl:.0f} s"
+            try:
+                body = self.store.get(key).body
+                change, manifest = parse_intent(key, body, bucket=self.store.bucket)
+            except NotFoundError:
+                return key, "gone: the intent object was deleted before it was applied"
+            except RegistryCorruptError as error:
+                return key, f"unreadable: {error}"
+            self._remember(key, manifest)
+            return key, change
+
+        loaded: list[tuple[str, Change | str]] = []
+        if todo:
+            with ThreadPoolExecutor(min(16, len(todo))) as pool:
+                loaded = list(pool.map(load, todo))
+        for key, found in loaded:
+            if isinstance(found, str):
+                fold.fates.append(IntentFate(key, "rejected", doc.version + 1, seconds, found))
+                continue
+            version = self._recorded_version(doc, found)
+            if version is not None:  # applied already (its fate left the window)
+                fold.fates.append(IntentFate(key, "applied", version, seconds))
+                continue
+            fold.pending.append(_Pending((found,), intent=key, foreign=True))
+        return fold
+
+    def _recorded_version(self, doc: RegistryDoc, change: Change) -> int | None:
+        record = doc.commit(change.commit_id)
+        if record is not None:
+            return record.version
+        dataset = doc.datasets.get(change.dataset) if doc.format_version > 1 else None
+        return self.objects.commit_version(dataset, change.commit_id) if dataset else None
+
     def _settle_known(self, doc: RegistryDoc, state: _BatchState) -> None:
         """Commits whose ids the registry already records are done: either re-runs (the
         caller's id was committed before) or ours, landed by an attempt whose answer was lost."""
         for p in state.pending:
+            fate = doc.fate(p.intent) if p.intent is not None else None
+            if fate is not None and fate.state == "applied":
+                p.succeed(self._result(p, fate.version, state, already=False))
+                continue
+            if fate is not None:
+                p.fail(
+                    CommitConflictError(
+                        f"the commit's intent was {fate.state}: {fate.reason}",
+                        dataset=p.change.dataset,
+                        commit_id=p.change.commit_id,
+                    )
+                )
+                continue
             record = doc.commit(p.change.commit_id)
             if record is not None:
                 ours = state.first_base is not None and record.version > state.first_base
@@ -803,6 +1017,23 @@ class Registry:
             already_committed=already,
             batch_size=state.size,
         )
+
+
+def _fates_of(
+    applied: list[tuple[Change, Applied]], pending: list[_Pending], version: int, seconds: float
+) -> list[IntentFate]:
+    """The fate of every intent a batch attempted: applied at ``version`` or rejected (with
+    the reason its commit failed)."""
+    ids = {change.commit_id for change, _ in applied}
+    fates = []
+    for p in pending:
+        if p.intent is None:
+            continue
+        if p.change.commit_id in ids and p.error is None:
+            fates.append(IntentFate(p.intent, "applied", version, seconds))
+        elif p.error is not None:
+            fates.append(IntentFate(p.intent, "rejected", version, seconds, str(p.error)))
+    return fates
 
 
 def _validate(change: Change) -> Change:

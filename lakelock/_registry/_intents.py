@@ -1,0 +1,199 @@
+"""Intents: a commit written as a write-once object that any committer can fold into its
+compare-and-swap (group commit across processes; docs/FORMAT.md has the protocol).
+
+An intent is the commit's delta manifest with an ``intent`` section::
+
+    metastore/intents/<13 hex: ms since the epoch><8 hex: random>-<sha256 of the body>.json
+
+    {"format_version": 1, "dataset": "sales", "partition": null, "files": [...],
+     "intent": {"commit_id": "...", "operation": "append", "remove": [...],
+                "remove_partitions": [...], "schema": "<base64>"|null,
+                "partition_by": [...]|null, "properties": {...}|null,
+                "fence": {"name", "token", "read", "write"}|null}}
+
+Keys sort by the time they were made, so a LIST returns the oldest first. The index refers to
+an applied intent as a manifest of its files, so applying one costs no extra object.
+
+Everything here is pure: building an intent from a :class:`Change`, reading one back, and the
+watermark rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._registry._changes import Change, Fence
+from lakelock._registry._document import (
+    IntentFate,
+    Manifest,
+    ManifestRef,
+    decode_schema,
+    encode_schema,
+    parse_manifest,
+)
+from lakelock.errors import RegistryCorruptError
+
+__all__ = [
+    "INTENT_PREFIX",
+    "intent_document",
+    "intent_ms",
+    "is_intent",
+    "parse_intent",
+    "prune_fates",
+    "verify_intent_digest",
+]
+
+INTENT_PREFIX = "metastore/intents/"
+
+
+def is_intent(key: str) -> bool:
+    return key.startswith(INTENT_PREFIX)
+
+
+def intent_ms(key: str) -> int:
+    """When an intent was made (milliseconds since the epoch, by its writer's clock)."""
+    return int(key[len(INTENT_PREFIX) : len(INTENT_PREFIX) + 13], 16)
+
+
+def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[str, ManifestRef]]:
+    """The intent of a one-dataset commit: its key, bytes and the manifest references of the
+    files it adds (per partition, pointing at the intent itself)."""
+    files = tuple(sorted(change.add, key=lambda f: f.key))
+    paths = {f.partition_path for f in files}
+    fence = change.fence
+    body = orjson.dumps(
+        {
+            "format_version": 1,
+            "dataset": change.dataset,
+            "partition": next(iter(paths)) if len(paths) == 1 else None,
+            "files": [f.to_json() for f in files],
+            "intent": {
+                "commit_id": change.commit_id,
+                "operation": change.operation,
+                "remove": list(change.remove),
+                "remove_partitions": list(change.remove_partitions),
+                "schema": encode_schema(change.schema) if change.schema is not None else None,
+                "partition_by": (
+                    list(change.partition_by) if change.partition_by is not None else None
+                ),
+                "properties": dict(change.properties) if change.properties is not None else None,
+                "fence": (
+                    {
+                        "name": fence.name,
+                        "token": fence.token,
+                        "read": list(fence.read),
+                        "write": list(fence.write),
+                    }
+                    if fence is not None
+                    else None
+                ),
+            },
+        },
+        option=orjson.OPT_SORT_KEYS,
+    )
+    digest = hashlib.sha256(body).hexdigest()
+    key = f"{INTENT_PREFIX}{now_ms:013x}{secrets.token_hex(4)}-{digest}.json"
+    refs: dict[str, ManifestRef] = {}
+    for path in sorted(paths):
+        group = [f for f in files if f.partition_path == path]
+        refs[path] = ManifestRef(
+            key=key,
+            files=len(group),
+            records=sum(f.record_count for f in group),
+            size=sum(f.size for f in group),
+        )
+    return key, body, refs
+
+
+def verify_intent_digest(key: str, body: bytes) -> bool:
+    return hashlib.sha256(body).hexdigest() == key.rsplit("-", 1)[-1].removesuffix(".json")
+
+
+def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[Change, Manifest]:
+    """The commit an intent asks for (its ``added_manifests`` pointing at the intent), and
+    the intent read as a manifest. Anything malformed is RegistryCorruptError."""
+    if not verify_intent_digest(key, body):
+        raise RegistryCorruptError(
+            "intent bytes do not match the digest in its key", bucket=bucket, key=key
+        )
+    manifest = parse_manifest(body, bucket=bucket, key=key)
+    try:
+        section = obj(orjson.loads(body)["intent"], "intent")
+        schema = section["schema"]
+        partition_by = section["partition_by"]
+        properties = section["properties"]
+        raw_fence = section["fence"]
+        fence = None
+        if raw_fence is not None:
+            f = obj(raw_fence, "fence")
+            fence = Fence(
+                name=text(f["name"], "fence name"),
+                token=boolean_free_int(f["token"], "fence token"),
+                read=tuple(text(p, "fence path") for p in seq(f["read"], "fence read")),
+                write=tuple(text(p, "fence path") for p in seq(f["write"], "fence write")),
+            )
+        refs: dict[str, ManifestRef] = {}
+        for file in manifest.files:
+            ref = refs.get(file.partition_path)
+            refs[file.partition_path] = ManifestRef(
+                key=key,
+                files=(ref.files if ref else 0) + 1,
+                records=(ref.records if ref else 0) + file.record_count,
+                size=(ref.size if ref else 0) + file.size,
+            )
+        change = Change(
+            dataset=manifest.dataset,
+            commit_id=text(section["commit_id"], "commit_id"),
+            add=manifest.files,
+            added_manifests=refs,
+            remove=tuple(text(k, "removed key") for k in seq(section["remove"], "remove")),
+            remove_partitions=tuple(
+                text(p, "partition") for p in seq(section["remove_partitions"], "partitions")
+            ),
+            schema=decode_schema(text(schema, "schema")) if schema is not None else None,
+            partition_by=(
+                tuple(text(c, "column") for c in seq(partition_by, "partition_by"))
+                if partition_by is not None
+                else None
+            ),
+            properties=(
+                {
+                    text(k, "property"): (text(v, "value") if v is not None else None)
+                    for k, v in obj(properties, "properties").items()
+                }
+                if properties is not None
+                else None
+            ),
+            fence=fence,
+            operation=text(section["operation"], "operation"),
+        )
+    except RegistryCorruptError:
+        raise
+    except Exception as error:  # any malformed field: the intent cannot be trusted
+        raise RegistryCorruptError(
+            f"intent is malformed: {type(error).__name__}: {error}", bucket=bucket, key=key
+        ) from error
+    return change, manifest
+
+
+def prune_fates(
+    fates: Iterable[IntentFate], *, watermark: str, keep: int
+) -> tuple[IntentFate, ...]:
+    """The fates a root keeps: every fate of an intent above the ``watermark`` (a folder may
+    still LIST it, and must see it decided), plus the ``keep`` most recent."""
+    ordered = list(fates)
+    recent = {id(f) for f in ordered[-keep:]}
+    return tuple(f for f in ordered if f.key > watermark or id(f) in recent)
+
+
+def fates_by_key(fates: Iterable[IntentFate]) -> Mapping[str, IntentFate]:
+    return {f.key: f for f in fates}
+
+
+_unused: Any = None

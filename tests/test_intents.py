@@ -1,0 +1,187 @@
+"""Group commit across processes: intents folded by other committers, forced branch by branch
+against the embedded endpoint. Each ``Registry`` here stands for one process (its own cache,
+its own in-process queue); they share only the bucket."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+import pytest
+
+from lakelock._registry import Registry
+from lakelock._registry._changes import Change, Fence
+from lakelock._registry._intents import INTENT_PREFIX, intent_document
+from lakelock._retry import RetryPolicy
+from lakelock._s3 import ObjectStore
+from lakelock.errors import CommitConflictError
+from lakelock.testing import S3Endpoint
+from tests.conftest import FAST_RETRY, no_sleep, wait_until
+from tests.test_registry_document import datafile
+
+ROOT = "metastore/dataset_registry.json"
+
+
+def registry(store: ObjectStore, **kw: Any) -> Registry:
+    kw.setdefault("retry", FAST_RETRY)
+    return Registry(store, **kw)
+
+
+def plant_intent(store: ObjectStore, change: Change, *, ms: int | None = None) -> str:
+    """An intent written by a process that then died before its swap."""
+    key, body, _ = intent_document(change, now_ms=ms if ms is not None else int(time.time() * 1000))
+    store.put(key, body, mode="create")
+    return key
+
+
+def names(reg: Registry, dataset: str = "sales") -> list[str]:
+    return [f.name for f in reg.files(dataset)]
+
+
+def test_a_crashed_writers_intent_is_applied_once_by_the_next_committer(store: ObjectStore) -> None:
+    """An intent left by a writer that died before its swap is applied by the next committer
+    of another process, once; its fate and commit id are recorded; later folds skip it."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    key = plant_intent(store, Change("sales", "dead-1", add=(datafile("sales", "", "d"),)))
+    other = registry(store)
+    result = other.commit("sales", add=[datafile("sales", "", "b")])
+    doc = other._current()[0]
+    fate = doc.fate(key)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
+    assert doc.watermark >= key
+    assert names(other) == ["a", "b", "d"]
+    assert other.find_commit("dead-1") == result.version
+    third = registry(store)
+    third.commit("sales", add=[datafile("sales", "", "c")])
+    assert names(third) == ["a", "b", "c", "d"]
+    assert [c.id for c in third.read().commits].count("dead-1") == 1
+
+
+def test_a_loser_finds_its_commit_applied_without_redriving_it(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Our swap is held while another process commits: that process folds our intent in;
+    our swap then fails (412) and the re-read shows our intent applied at its version."""
+    ours, theirs = registry(store, group_commit=False), registry(store, group_commit=False)
+    ours.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        mine = pool.submit(ours.commit, "sales", add=[datafile("sales", "", "mine")])
+        wait_until(lambda: s3.stalled() == 1)
+        other = theirs.commit("sales", add=[datafile("sales", "", "theirs")])
+        s3.release_stalls()
+        result = mine.result(timeout=60)
+    assert (result.version, result.redrives, result.already_committed) == (other.version, 1, False)
+    assert names(ours) == ["a", "mine", "theirs"]
+    assert ours.read().version == other.version
+
+
+def test_an_intent_that_no_longer_applies_is_rejected_alone(store: ObjectStore) -> None:
+    """A folded intent with a stale fence is rejected, with its reason, and the folding
+    commit lands; the rejected intent is never applied afterwards."""
+    reg = registry(store)
+    reg.commit("sales", fence=("lease:etl", 5))
+    key = plant_intent(
+        store,
+        Change("sales", "zombie", add=(datafile("sales", "", "z"),), fence=Fence("lease:etl", 4)),
+    )
+    other = registry(store)
+    other.commit("sales", add=[datafile("sales", "", "b")])
+    fate = other._current()[0].fate(key)
+    assert fate is not None
+    assert fate.state == "rejected"
+    assert "stale" in fate.reason
+    registry(store).commit("sales", add=[datafile("sales", "", "c")])
+    assert names(other) == ["b", "c"]
+
+
+def test_an_expired_intent_is_not_applied(store: ObjectStore) -> None:
+    """An intent pending longer than the intent TTL (server time, from the listing) is
+    rejected as expired: a writer that far behind cannot still be waiting for it."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    key = plant_intent(store, Change("sales", "late", add=(datafile("sales", "", "l"),)))
+    later = registry(store, clock=lambda: time.time() + 3600, intent_ttl=600)
+    later.commit("sales", add=[datafile("sales", "", "b")])
+    fate = later._current()[0].fate(key)
+    assert fate is not None
+    assert (fate.state, fate.reason.split(":")[0]) == ("rejected", "expired")
+    assert names(later) == ["a", "b"]
+
+
+def test_a_giving_up_commit_is_cancelled_and_never_applied(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A commit out of retries records its intent cancelled before it reports failure;
+    another process's fold later does not apply it."""
+    quitter = registry(store, retry=RetryPolicy(max_attempts=2, sleep=no_sleep))
+    quitter.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("conflict", operation="PutObject", prefix=ROOT, count=2)
+    with pytest.raises(CommitConflictError):
+        quitter.commit("sales", add=[datafile("sales", "", "gave-up")])
+    fates = quitter._current()[0].fates
+    assert [f.state for f in fates] == ["applied", "cancelled"]
+    registry(store).commit("sales", add=[datafile("sales", "", "b")])
+    assert names(registry(store)) == ["a", "b"]
+
+
+def test_cancelling_after_someone_applied_it_reports_success(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Exactly one outcome when cancellation races a fold: our only attempt is held while
+    another process applies our intent; giving up, we find it applied and report success."""
+    ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=1, sleep=no_sleep))
+    theirs = registry(store, group_commit=False)
+    ours.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        mine = pool.submit(ours.commit, "sales", add=[datafile("sales", "", "mine")])
+        wait_until(lambda: s3.stalled() == 1)
+        other = theirs.commit("sales", add=[datafile("sales", "", "theirs")])
+        s3.release_stalls()
+        result = mine.result(timeout=60)
+    assert result.version == other.version
+    assert names(theirs) == ["a", "mine", "theirs"]
+
+
+def test_lost_ack_on_the_intent_put_commits_once(s3: S3Endpoint, store: ObjectStore) -> None:
+    """The answer to the intent's PUT is lost after it applied: the commit lands once."""
+    reg = registry(store)
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("lost_ack", operation="PutObject", prefix=INTENT_PREFIX, count=1)
+    result = reg.commit("sales", add=[datafile("sales", "", "b")], commit_id="once")
+    assert s3.faults()["injected"] == {"lost_ack": 1}
+    assert names(registry(store)) == ["a", "b"]
+    assert registry(store).find_commit("once") == result.version
+
+
+def test_list_failure_is_retried(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A LIST of the intents that fails (503, 500) is retried within the budget."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("slowdown", operation="ListObjectsV2", count=2)
+    registry(store).commit("sales", add=[datafile("sales", "", "b")])
+    assert s3.faults()["injected"] == {"slowdown": 2}
+    assert names(registry(store)) == ["a", "b"]
+
+
+def test_many_processes_share_swaps(store: ObjectStore) -> None:
+    """Eight registries (processes) commit 5 times each at once: every commit lands exactly
+    once, and they need fewer swaps than commits (intents folded into others' swaps)."""
+
+    def writer(n: int) -> list[int]:
+        reg = registry(
+            store, group_commit=False, retry=RetryPolicy(max_attempts=200, sleep=no_sleep)
+        )
+        return [
+            reg.commit("sales", add=[datafile("sales", "", f"w{n}-{i}")]).version for i in range(5)
+        ]
+
+    registry(store).commit("sales", add=[datafile("sales", "", "seed")])
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        versions = [v for vs in pool.map(writer, range(8)) for v in vs]
+    final = registry(store)
+    assert len(names(final)) == 41
+    commits = [c for c in final.read().commits if c.version > 1]
+    assert len(commits) == 40
+    assert sorted({c.version for c in commits}) == sorted(set(versions))

@@ -4,6 +4,7 @@ credentials. Formatting helpers and usage errors are also checked in process (fa
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import signal
@@ -134,12 +135,12 @@ def test_usage_errors_exit_2_through_the_real_entry_point() -> None:
         (["policy", "--bucket", "b"], "--principal"),
         (["registry"], "ACTION"),
         (["registry", "show"], "URL"),
-        (["vacuum", "s3://b"], "--older-than"),
-        (["vacuum", "s3://b", "--older-than", "soon"], "invalid duration"),
+        (["vacuum", "s3://lake"], "--older-than"),
+        (["vacuum", "s3://lake", "--older-than", "soon"], "invalid duration"),
         (["serve", "--fault", "meteor:PutObject"], "unknown kind"),
         (["serve", "--latency", "fast"], "invalid latency"),
         (["demo", "--writers", "0"], "positive integer"),
-        (["doctor", "s3://b", "--addressing-style", "sideways"], "invalid choice"),
+        (["doctor", "s3://lake", "--addressing-style", "sideways"], "invalid choice"),
         (["frobnicate"], "invalid choice"),
     ],
 )
@@ -218,10 +219,19 @@ def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> 
     result = lakelock("registry", "log", lake.url, "--endpoint-url", s3.url)
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()[1:]]
-    assert [(r[0], r[2], r[-1]) for r in rows] == [
-        ("3", "events", "load-3"),
-        ("2", "customer_profiles", "load-2"),
-        ("1", "customer_profiles", "load-1"),
+    assert result.stdout.splitlines()[0].split() == [
+        "VERSION",
+        "AT",
+        "OPERATION",
+        "DATASETS",
+        "ADDED",
+        "REMOVED",
+        "COMMIT",
+    ]
+    assert [(r[0], r[2], r[3], r[-1]) for r in rows] == [
+        ("3", "append", "events", "load-3"),
+        ("2", "append", "customer_profiles", "load-2"),
+        ("1", "append", "customer_profiles", "load-1"),
     ]
     filtered = lakelock(
         "registry",
@@ -493,12 +503,19 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 def test_lake_urls_parse() -> None:
     """``s3://bucket/prefix`` gains a trailing slash; a bare bucket name is accepted; other
-    schemes are refused."""
-    assert parse_lake_url("s3://b/p/q").prefix == "p/q/"
-    assert parse_lake_url("b").bucket == "b"
-    assert parse_lake_url("s3://b").prefix == ""
-    with pytest.raises(Exception, match="expected s3://"):
-        parse_lake_url("gs://b/p")
+    schemes, malformed URLs and invalid bucket names are refused (usage errors)."""
+    assert parse_lake_url("s3://lake/p/q").prefix == "p/q/"
+    assert parse_lake_url("lake").bucket == "lake"
+    assert parse_lake_url("lake/p").prefix == "p/"
+    assert parse_lake_url("s3://lake").prefix == ""
+    for bad in ("gs://lake/p", "s3:/lake", "s3:lake", "s3://lake?x=1", "s3:///lake"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected s3://"):
+            parse_lake_url(bad)
+    for bad in ("s3://Bad_Bucket!", "s3://b", "s3://a..b", "s3://192.168.0.1", "-lake"):
+        with pytest.raises(argparse.ArgumentTypeError, match="bucket name"):
+            parse_lake_url(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="empty segment"):
+        parse_lake_url("s3://lake/a//b")
 
 
 def test_tables_align_and_sizes_read_well() -> None:

@@ -10,15 +10,17 @@ from lakelock._cli._common import (
     add_json_option,
     add_s3_options,
     check_bucket,
+    dataset_name,
     format_size,
     lake_for,
+    natural_key,
     parse_lake_url,
     print_json,
     print_lines,
     render_table,
     to_jsonable,
 )
-from lakelock._registry import DatasetState, RegistrySnapshot
+from lakelock._registry import CommitRecord, DatasetState, RegistrySnapshot
 from lakelock.errors import DatasetNotFoundError
 
 __all__ = ["add_parser"]
@@ -37,7 +39,9 @@ def add_parser(commands: Any) -> None:
         "properties and partitions.",
     )
     show.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
-    show.add_argument("--dataset", metavar="NAME", help="show this dataset in detail")
+    show.add_argument(
+        "--dataset", type=dataset_name, metavar="NAME", help="show this dataset in detail"
+    )
     show.add_argument(
         "--files", action="store_true", help="with --dataset: list its committed files too"
     )
@@ -49,10 +53,13 @@ def add_parser(commands: Any) -> None:
         "log",
         help="recent commits, newest first",
         description="Recent commits recorded in the registry (its idempotency window), newest "
-        "first.",
+        "first, with the operation each one was (append, overwrite, delete, compact, rename, "
+        "copy; 'commit' for a plain registry commit).",
     )
     log.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
-    log.add_argument("--dataset", metavar="NAME", help="only commits to this dataset")
+    log.add_argument(
+        "--dataset", type=dataset_name, metavar="NAME", help="only commits to this dataset"
+    )
     log.add_argument(
         "-n", "--limit", type=int, default=20, metavar="N", help="at most N commits (default 20)"
     )
@@ -82,7 +89,7 @@ def run_show(args: argparse.Namespace) -> int:
             data = {"url": target.url, "registry_version": snap.version, **_dataset_json(state)}
             if files is not None:
                 data["files"] = [f.to_json() for f in files]
-            print_json(data)
+            print_json(data, sort_keys=False)
         else:
             print_lines(_dataset_lines(target, snap, state, files))
         return 0
@@ -94,8 +101,9 @@ def run_show(args: argparse.Namespace) -> int:
                 "etag": snap.etag,
                 "updated_at": snap.updated_at,
                 "datasets": {name: _dataset_json(s) for name, s in sorted(snap.datasets.items())},
-                "fences": dict(snap.fences),
-            }
+                "fences": dict(sorted(snap.fences.items())),
+            },
+            sort_keys=False,
         )
         return 0
     print_lines(_registry_lines(target, snap))
@@ -106,25 +114,47 @@ def run_log(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ValueError("--limit must be at least 1")
     _, snap = _read(args)
-    commits = [c for c in reversed(snap.commits) if args.dataset in (None, c.dataset)]
+    commits = [
+        c for c in reversed(snap.commits) if args.dataset is None or args.dataset in _datasets(c)
+    ]
     commits = commits[: args.limit]
     if args.json:
-        print_json(commits)
+        print_json([_commit_json(c) for c in commits])
         return 0
     target: LakeTarget = args.url
     if not commits:
         what = f" to dataset {args.dataset!r}" if args.dataset else ""
         print_lines([f"{target.url}: no commits{what} recorded (registry version {snap.version})"])
         return 0
-    rows = [(c.version, c.at, c.dataset, c.added, c.removed, c.id) for c in commits]
+    rows = [
+        (c.version, c.at, _operation(c), ",".join(_datasets(c)), c.added, c.removed, c.id)
+        for c in commits
+    ]
     print_lines(
         render_table(
-            ("VERSION", "AT", "DATASET", "ADDED", "REMOVED", "COMMIT"),
+            ("VERSION", "AT", "OPERATION", "DATASETS", "ADDED", "REMOVED", "COMMIT"),
             rows,
             right=("VERSION", "ADDED", "REMOVED"),
         )
     )
     return 0
+
+
+def _datasets(record: CommitRecord) -> list[str]:
+    """The datasets one commit changed (a rename or copy across datasets names two)."""
+    return record.dataset.split(",")
+
+
+def _operation(record: CommitRecord) -> str:
+    return getattr(record, "operation", None) or "commit"
+
+
+def _commit_json(record: CommitRecord) -> dict[str, Any]:
+    return {
+        **to_jsonable(record),
+        "datasets": _datasets(record),
+        "operation": _operation(record),
+    }
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -220,7 +250,7 @@ def _dataset_lines(
                 format_size(p.size),
                 p.updated_version,
             )
-            for path, p in sorted(state.partitions.items())
+            for path, p in _partitions(state)
         ]
         lines += render_table(
             ("PARTITION", "FILES", "RECORDS", "SIZE", "VERSION"),
@@ -234,6 +264,11 @@ def _dataset_lines(
             ("FILE", "RECORDS", "SIZE", "ETAG"), file_rows, right=("RECORDS", "SIZE")
         )
     return lines
+
+
+def _partitions(state: DatasetState) -> list[tuple[str, Any]]:
+    """The partitions in natural order: ``day=2`` before ``day=10``."""
+    return sorted(state.partitions.items(), key=lambda item: natural_key(item[0]))
 
 
 def _dataset_json(state: DatasetState) -> dict[str, Any]:
@@ -257,6 +292,6 @@ def _dataset_json(state: DatasetState) -> dict[str, Any]:
                 "updated_version": p.updated_version,
                 "manifests": [m.key for m in p.manifests],
             }
-            for path, p in sorted(state.partitions.items())
+            for path, p in _partitions(state)
         },
     }

@@ -22,7 +22,10 @@ Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwi
   nullable; new fields bump ``schema_version`` (:class:`~lakelock.errors.SchemaMismatchError`
   otherwise);
 - every removed file must be registered; adding the very same set of files to a partition
-  twice (the same delta manifest) is refused.
+  twice (the same delta manifest) is refused. ``remove_partitions`` removes every file a
+  partition holds *in the document the change is applied to* (so on a redrive, files another
+  commit added meanwhile go too: what overwrite and delete mean); a partition not there is
+  nothing to remove. Files the same change adds to such a partition stay.
 
 Nothing here does I/O: manifests a change needs (for removals and consolidation) are loaded by
 the caller, who asks :func:`manifests_needed` first.
@@ -101,6 +104,8 @@ class Change:
     partition_by: tuple[str, ...] | None = None
     properties: Mapping[str, str | None] | None = None
     fence: Fence | None = None
+    remove_partitions: tuple[str, ...] = ()
+    operation: str = "commit"
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,7 @@ def manifests_needed(
     if dataset is None:
         return set()
     paths = {partition_of_key(change.dataset, key) for key in change.remove}
+    paths.update(change.remove_partitions)
     for path in change.added_manifests:
         partition = dataset.partitions.get(path)
         if partition is not None and len(partition.manifests) + 1 > max_manifests:
@@ -215,6 +221,12 @@ def apply_change(
     removed_by_partition: dict[str, set[str]] = {}
     for key in change.remove:
         removed_by_partition.setdefault(partition_of_key(change.dataset, key), set()).add(key)
+    for path in change.remove_partitions:
+        for ref in partitions[path].manifests if path in partitions else ():
+            manifest = manifests.get(ref.key)
+            if manifest is None:
+                raise AssertionError(f"manifest {ref.key} was not loaded (see manifests_needed)")
+            removed_by_partition.setdefault(path, set()).update(f.key for f in manifest.files)
 
     retired = list(doc.retired)
     touched = set(change.added_manifests) | set(removed_by_partition)
@@ -278,7 +290,7 @@ def apply_change(
         ),
         writes=tuple(writes),
         added=len(change.add),
-        removed=len(change.remove),
+        removed=sum(len(gone) for gone in removed_by_partition.values()),
     )
 
 
@@ -386,7 +398,13 @@ def seal(
         before = merged.get(change.commit_id)
         if before is None:
             merged[change.commit_id] = CommitRecord(
-                change.commit_id, version, change.dataset, now, applied.added, applied.removed
+                change.commit_id,
+                version,
+                change.dataset,
+                now,
+                applied.added,
+                applied.removed,
+                change.operation,
             )
         else:
             merged[change.commit_id] = replace(
@@ -447,6 +465,7 @@ def _fence_only(change: Change) -> bool:
     return change.fence is not None and not (
         change.add
         or change.remove
+        or change.remove_partitions
         or change.schema is not None
         or change.partition_by is not None
         or change.properties is not None

@@ -29,7 +29,7 @@ The root, ``format_version`` 1::
       "lock_fences": {"lock:sales": [          # commits made under path locks, per table
           {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0}]},
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
-                   "added": 1, "removed": 0}],  # the most recent commits, newest last
+                   "added": 1, "removed": 0, "operation": "append"}],  # newest last
       "retired": [{"key": "metastore/manifests/...", "dataset": "<name>", "at": 1763712000.0}]
     }
 
@@ -169,6 +169,9 @@ class CommitRecord:
     at: str
     added: int
     removed: int
+    #: What the commit was (append, overwrite, delete, compact, rename, copy); ``"commit"``
+    #: for a plain ``registry.commit`` and for records written before this field existed.
+    operation: str = "commit"
 
 
 @dataclass(frozen=True)
@@ -306,6 +309,7 @@ def _commit(c: Mapping[str, Any]) -> CommitRecord:
         at=text(c["at"], "commit at"),
         added=boolean_free_int(c["added"], "commit added", minimum=0),
         removed=boolean_free_int(c["removed"], "commit removed", minimum=0),
+        operation=text(c.get("operation", "commit"), "commit operation"),
     )
 
 
@@ -434,6 +438,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                     "at": c.at,
                     "added": c.added,
                     "removed": c.removed,
+                    "operation": c.operation,
                 }
                 for c in doc.commits
             ],

@@ -50,7 +50,7 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
-from lakelock._names import validate_dataset_name
+from lakelock._names import validate_dataset_name, validate_partition_path
 from lakelock._registry._changes import (
     Applied,
     Change,
@@ -100,7 +100,9 @@ class CommitResult:
     """What a commit did. ``version`` is the registry version that holds it; ``attempts``
     counts CAS attempts of its batch (``redrives`` after 412, ``retries`` after 409/503/unknown
     outcomes); ``already_committed`` is true when the commit id was found already recorded
-    (nothing changed); ``batch_size`` is how many commits shared the CAS."""
+    (nothing changed); ``batch_size`` is how many commits shared the CAS; ``empty`` is true
+    when there was nothing to commit (no registry version was made, ``version`` is the one
+    read)."""
 
     version: int
     commit_id: str
@@ -109,6 +111,7 @@ class CommitResult:
     retries: int = 0
     already_committed: bool = False
     batch_size: int = 1
+    empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -347,11 +350,16 @@ class Registry:
         commit_id: str | None = None,
         fence: Fence | tuple[str, int] | None = None,
         partition_by: Sequence[str] | None = None,
+        remove_partitions: Sequence[str] = (),
+        operation: str | None = None,
     ) -> CommitResult:
         """Add and remove files of ``dataset`` (and declare its schema, partition columns and
         properties) in one atomic registry update. A ``commit_id`` already recorded makes this
         a no-op success, so a re-run pipeline commits once. ``fence=(name, token)`` refuses
-        the commit if a higher token was seen for ``name`` (:class:`StaleFenceError`)."""
+        the commit if a higher token was seen for ``name`` (:class:`StaleFenceError`).
+        ``remove_partitions`` removes every file those partitions hold when the commit
+        applies (files added by this commit stay); ``operation`` names the commit in the log
+        (default ``"commit"``)."""
         change = Change(
             dataset=dataset,
             commit_id=commit_id or uuid.uuid4().hex,
@@ -361,6 +369,10 @@ class Registry:
             partition_by=tuple(partition_by) if partition_by is not None else None,
             properties=dict(properties) if properties is not None else None,
             fence=Fence(*fence) if isinstance(fence, tuple) else fence,
+            remove_partitions=tuple(
+                dict.fromkeys(validate_partition_path(p) for p in remove_partitions)
+            ),
+            operation=operation or "commit",
         )
         return self.commit_changes([change])
 

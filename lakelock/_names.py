@@ -204,7 +204,7 @@ def parse_lake_url(url: object, *, bare_bucket: bool = False) -> tuple[str, str]
     ):
         raise InvalidNameError(url, "expected s3://bucket[/prefix]")
     bucket = validate_bucket_name(parts.netloc)
-    return bucket, validate_lake_prefix(parts.path.lstrip("/"))
+    return bucket, validate_lake_prefix(parts.path.removeprefix("/"))
 
 
 def validate_lake_prefix(prefix: str) -> str:

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import IO, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 from botocore.exceptions import (
@@ -711,7 +712,8 @@ def classify(
     key = call.key
     where = f"{call.operation} s3://{bucket}/{prefix}{key or ''}"
     if isinstance(error, _UNCONNECTED) and getattr(error, _UNREACHED, False):
-        endpoint = error.kwargs.get("endpoint_url")
+        url = urlsplit(str(error.kwargs.get("endpoint_url") or ""))
+        endpoint = f"{url.scheme}://{url.netloc}" if url.netloc else None
         return EndpointUnreachableError(
             f"{where}: cannot connect to {endpoint or 'the S3 endpoint'} "
             f"({type(error).__name__}): is it running, and is the URL right?",

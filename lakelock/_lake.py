@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 import pyarrow as pa
+import pyarrow.compute as pc
 from botocore.config import Config
 
 from lakelock._datafile import DataFile
@@ -27,6 +28,13 @@ from lakelock._names import (
     validate_dataset_name,
     validate_lake_prefix,
     validate_partition_path,
+)
+from lakelock._operations import (
+    DEFAULT_TARGET_FILE_SIZE,
+    PartitionSpec,
+    compact,
+    delete,
+    overwrite,
 )
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock._core import PathLike
@@ -229,6 +237,86 @@ class Lake:
                 partition, f"a partition names the columns {list(columns)}, in that order"
             )
         return partition_path(partition.items())
+
+    # -- table operations (see lakelock._operations) --------------------------------------------
+
+    def overwrite(
+        self,
+        dataset: str,
+        table: pa.Table,
+        *,
+        partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+        partition_by: Sequence[str] = (),
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        file_name: str | None = None,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Replace partitions by ``table`` in one commit: by default the partitions
+        ``table`` has rows for, else those given (paths, mappings or leading parts of them)
+        or ``"all"`` of the dataset. Whatever those partitions hold when the commit applies
+        is removed, appends that landed just before included. Re-run with the same
+        ``commit_id``, it does nothing (``already_committed``): the idempotent way to
+        re-run yesterday's job. See :mod:`lakelock._operations`."""
+        return overwrite(
+            self.registry,
+            self.store,
+            dataset,
+            table,
+            partitions=partitions,
+            partition_by=partition_by,
+            commit_id=commit_id,
+            fence=fence,
+            file_name=file_name,
+            progress=progress,
+        )
+
+    def delete(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+        where: pc.Expression | None = None,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+    ) -> CommitResult:
+        """Drop partitions in one commit: those named (paths, mappings, leading parts, or
+        ``"all"``) and those whose values satisfy ``where``, a pyarrow expression over the
+        partition columns (``pc.field("year") < 2020``). Nothing matching commits nothing
+        (``result.empty``). Files stay for readers of older snapshots until ``vacuum``."""
+        return delete(
+            self.registry,
+            dataset,
+            partitions=partitions,
+            where=where,
+            commit_id=commit_id,
+            fence=fence,
+        )
+
+    def compact(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[PartitionSpec] | None = None,
+        target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Merge small files (of ``partitions``, default all) into files of about
+        ``target_file_size`` bytes, in one commit that removes exactly the files it read:
+        appends running meanwhile, to these partitions or others, are kept. Nothing to merge
+        commits nothing (``result.empty``)."""
+        return compact(
+            self.registry,
+            self.store,
+            dataset,
+            partitions=partitions,
+            target_file_size=target_file_size,
+            commit_id=commit_id,
+            fence=fence,
+            progress=progress,
+        )
 
     # -- partitions, locks, leases ------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -72,7 +72,7 @@ def test_every_lake_entry_point_fails_fast_on_a_closed_port(dead_url: str) -> No
     """append, read, vacuum, lock and lease acquisition all report the dead endpoint fast."""
     lake = Lake("lake", s3=default_client(dead_url))
     table = pa.table({"id": [1]})
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "append": lambda: lake.append("sales", table),
         "append with commit id": lambda: lake.append("sales", table, commit_id="x"),
         "read": lambda: lake.read("sales"),

@@ -75,8 +75,20 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
         run_example(block.replace('"my-bucket"', f'"{bucket}"'), f"README.md python block {number}")
     snapshot = Lake(bucket, s3=s3.client()).registry.read()
     assert set(snapshot.datasets) == {"sales", "archive"}
-    assert "year=2023/month=12" in snapshot.datasets["sales"].partitions
+    sales = snapshot.datasets["sales"].partitions
+    assert sorted(sales) == ["year=2024/month=1", "year=2024/month=2"]  # 2023 deleted
+    assert [p.file_count for p in sales.values()] == [1, 1]  # compacted
     assert snapshot.fences  # the lease's token was recorded by its fenced commit
+    assert [c.operation for c in snapshot.commits] == [
+        "append",
+        "rename",
+        "copy",
+        "overwrite",
+        "delete",
+        "append",
+        "compact",
+        "commit",
+    ]
 
 
 def test_readme_command_lines_parse() -> None:

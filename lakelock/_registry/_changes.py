@@ -22,10 +22,11 @@ Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwi
   nullable; new fields bump ``schema_version`` (:class:`~lakelock.errors.SchemaMismatchError`
   otherwise);
 - every removed file must be registered; adding the very same set of files to a partition
-  twice (the same delta manifest) is refused. ``remove_partitions`` removes every file a
-  partition holds *in the document the change is applied to* (so on a redrive, files another
-  commit added meanwhile go too: what overwrite and delete mean); a partition not there is
-  nothing to remove. Files the same change adds to such a partition stay.
+  twice (the same delta manifest) is refused. ``remove_partitions`` removes every file of
+  every partition at or under the given paths (``"year=2024"`` covers its months; ``""``
+  every partition) *in the document the change is applied to*: on a redrive, files and
+  partitions another commit added meanwhile go too (what overwrite and delete mean). A path
+  matching nothing removes nothing; files the same change adds stay.
 
 Nothing here does I/O: manifests a change needs (for removals and consolidation) are loaded by
 the caller, who asks :func:`manifests_needed` first.
@@ -159,7 +160,7 @@ def manifests_needed(
     if dataset is None:
         return set()
     paths = {partition_of_key(change.dataset, key) for key in change.remove}
-    paths.update(change.remove_partitions)
+    paths.update(_removed_partitions(dataset.partitions, change))
     for path in change.added_manifests:
         partition = dataset.partitions.get(path)
         if partition is not None and len(partition.manifests) + 1 > max_manifests:
@@ -170,6 +171,16 @@ def manifests_needed(
         if path in dataset.partitions
         for m in dataset.partitions[path].manifests
     }
+
+
+def _removed_partitions(partitions: Iterable[str], change: Change) -> list[str]:
+    """The partition paths at or under one of ``change.remove_partitions``."""
+    prefixes = change.remove_partitions
+    return [
+        path
+        for path in partitions
+        if any(not p or path == p or path.startswith(f"{p}/") for p in prefixes)
+    ]
 
 
 def apply_change(
@@ -221,8 +232,8 @@ def apply_change(
     removed_by_partition: dict[str, set[str]] = {}
     for key in change.remove:
         removed_by_partition.setdefault(partition_of_key(change.dataset, key), set()).add(key)
-    for path in change.remove_partitions:
-        for ref in partitions[path].manifests if path in partitions else ():
+    for path in _removed_partitions(dataset.partitions, change):
+        for ref in dataset.partitions[path].manifests:
             manifest = manifests.get(ref.key)
             if manifest is None:
                 raise AssertionError(f"manifest {ref.key} was not loaded (see manifests_needed)")

@@ -357,9 +357,9 @@ class Registry:
         properties) in one atomic registry update. A ``commit_id`` already recorded makes this
         a no-op success, so a re-run pipeline commits once. ``fence=(name, token)`` refuses
         the commit if a higher token was seen for ``name`` (:class:`StaleFenceError`).
-        ``remove_partitions`` removes every file those partitions hold when the commit
-        applies (files added by this commit stay); ``operation`` names the commit in the log
-        (default ``"commit"``)."""
+        ``remove_partitions`` removes every file of the partitions at or under those paths
+        (``""``: all) as they are when the commit applies (files added by this commit stay);
+        ``operation`` names the commit in the log (default ``"commit"``)."""
         change = Change(
             dataset=dataset,
             commit_id=commit_id or uuid.uuid4().hex,

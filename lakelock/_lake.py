@@ -433,7 +433,9 @@ class Lake:
     ) -> PathLockHandle:
         """The hierarchical path lock across processes and machines, as a context manager:
         ``with lake.lock(read=["/sales/year=2024"], write=["/sales/year=2025"]) as held:``.
-        Paths are ``/<dataset>/<partition path>``; ``held.fence`` goes with commits."""
+        Paths are ``/<dataset>/<partition path>``. A commit carries the fence of the dataset
+        it changes: ``held.fence_for("sales")`` (``held.fence`` when the request names one
+        dataset only; a request spanning several makes it a ``ValueError``)."""
         return self.locks.lock(read=read, write=write, ttl=ttl, timeout=timeout)
 
     def lease(self, name: str, *, ttl: float = 30.0, **options: Any) -> Lease:

@@ -8,16 +8,19 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
 from lakelock._registry import CommitResult
+from lakelock._registry._document import parse_registry, serialize_registry
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     InvalidNameError,
+    RegistryCorruptError,
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
@@ -349,3 +352,26 @@ def test_commit_log_records_every_operation(lake: Lake) -> None:
         ("d", "delete"),
         ("p", "commit"),
     ]
+
+
+def test_commit_records_without_an_operation_read_as_commit() -> None:
+    """Registry documents written before commits named their operation still parse (as
+    "commit"), and the operation survives a round trip."""
+    record = {"id": "x", "version": 1, "dataset": "sales", "at": "t", "added": 1, "removed": 0}
+    body = orjson.dumps(
+        {
+            "format_version": 1,
+            "version": 1,
+            "updated_at": "t",
+            "datasets": {},
+            "fences": {},
+            "lock_fences": {},
+            "commits": [record, {**record, "id": "y", "operation": "overwrite"}],
+            "retired": [],
+        }
+    )
+    doc = parse_registry(body)
+    assert [c.operation for c in doc.commits] == ["commit", "overwrite"]
+    assert parse_registry(serialize_registry(doc)) == doc
+    with pytest.raises(RegistryCorruptError):
+        parse_registry(body.replace(b'"overwrite"', b"7"))

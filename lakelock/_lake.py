@@ -53,8 +53,13 @@ DEFAULT_RETENTION = 7 * 24 * 3600.0
 
 def default_client(**client_kwargs: Any) -> Any:
     """A boto3 S3 client with the standard retry mode (5xx and resets retried by the SDK;
-    409 and 412 never are: lakelock decides those)."""
-    config = Config(retries={"mode": "standard", "total_max_attempts": 5}, max_pool_connections=64)
+    409 and 412 never are: lakelock decides those). A connection not made within 10 s is
+    given up (the SDK's default waits 60 s per attempt on an unresponsive host)."""
+    config = Config(
+        retries={"mode": "standard", "total_max_attempts": 5},
+        max_pool_connections=64,
+        connect_timeout=10,
+    )
     if "config" in client_kwargs:
         config = config.merge(client_kwargs.pop("config"))
     return boto3.client("s3", config=config, **client_kwargs)

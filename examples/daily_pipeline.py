@@ -3,12 +3,15 @@ whichever instance holds the lease publish the day from staging into the main da
 
     python examples/daily_pipeline.py                         # against an embedded S3
     python examples/daily_pipeline.py s3://bucket/lake        # against a real bucket
+    python examples/daily_pipeline.py s3://bucket/lake --endpoint-url http://127.0.0.1:9000
+                                                              # MinIO, `lakelock serve`...
 
 Re-running it for the same day changes nothing (commit ids and file names are the day's).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import sys
@@ -68,15 +71,27 @@ def embedded_lake() -> Iterator[lakelock.Lake]:
         yield lakelock.Lake("example-lake", s3=s3.client())
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url", nargs="?", help="s3://bucket[/prefix] (default: an embedded S3)")
+    parser.add_argument("--endpoint-url", help="S3 endpoint (default: AWS)")
+    args = parser.parse_args(argv)
     day = dt.date(2024, 1, 15)
-    if argv:
-        run(lakelock.Lake.from_url(argv[0]), day)
-        return
-    with embedded_lake() as lake:
-        run(lake, day)
-        run(lake, day)  # a re-run: nothing is appended or published twice
+    if args.url is None:
+        if args.endpoint_url is not None:
+            parser.error("--endpoint-url needs the lake's s3:// URL")
+        with embedded_lake() as lake:
+            run(lake, day)
+            run(lake, day)  # a re-run: nothing is appended or published twice
+        return 0
+    try:
+        run(lakelock.Lake.from_url(args.url, endpoint_url=args.endpoint_url), day)
+    except lakelock.errors.LakelockError as error:
+        # A pipeline's operator wants the one line that says what is wrong, not a traceback.
+        print(f"daily_pipeline: error: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,11 @@
 """lakelock: many writers, one S3 data lake, no coordinator but S3's conditional requests.
 
 ```python
+import pyarrow as pa
 import lakelock
 
 lake = lakelock.Lake("my-bucket")
+table = pa.table({"id": [1, 2], "year": [2024, 2024], "month": [1, 2], "day": [30, 1]})
 result = lake.append("customer_profiles", table, partition_by=["year", "month", "day"])
 snapshot = lake.registry.read()
 policy = lakelock.generate_bucket_policy(

@@ -158,13 +158,16 @@ def run_demo(
     latency: float = 0.01,
     out: TextIO = sys.stdout,
     progress: bool = True,
+    progress_out: TextIO | None = None,
 ) -> int:
-    """Run the demo; print to ``out``; return 0 if every check passed, 1 otherwise.
+    """Run the demo; print to ``out`` and, with ``progress``, a live status line to
+    ``progress_out`` (default stderr, so it shows while ``out`` is piped); return 0 if every
+    check passed, 1 otherwise.
 
     Each of ``writers`` processes appends ``appends`` times, or for ``seconds`` if given;
     ``latency`` (seconds) is added to every S3 request at the endpoint."""
     started = time.monotonic()
-    say = _Printer(out)
+    say = _Printer(out, progress_out or sys.stderr)
     with S3Endpoint(principals={ACCESS_KEY: PRINCIPAL}) as s3:
         admin = s3.client()
         admin.create_bucket(Bucket=BUCKET)
@@ -319,9 +322,11 @@ def _checks(lake: Any, tally: Tally) -> list[tuple[str, bool]]:
 
 
 class _Printer:
-    def __init__(self, out: TextIO) -> None:
+    """Lines go to ``out``; the live status line (rewritten in place) to ``status``."""
+
+    def __init__(self, out: TextIO, status: TextIO) -> None:
         self._out = out
-        self._tty = out.isatty()
+        self._status = status
         self._open = False
 
     def __call__(self, message: str) -> None:
@@ -332,11 +337,10 @@ class _Printer:
         self(message)
 
     def progress(self, message: str) -> None:
-        if self._tty:
-            print(f"\r  {message}", end="", file=self._out, flush=True)
-            self._open = True
+        print(f"\r  {message}", end="", file=self._status, flush=True)
+        self._open = True
 
     def progress_end(self) -> None:
         if self._open:
-            print(file=self._out, flush=True)
+            print(file=self._status, flush=True)
             self._open = False

@@ -2,9 +2,8 @@
 
 ```python
 locks = DistributedPathLock(store, ttl=30)
-with locks.lock(read=["/sales/year=2024/month=01"], write=["/sales/year=2024/month=02"]) as held:
-    ...                                            # copy the partition, create-only
-    lake.registry.commit("sales", add=..., fence=held.fence)
+with locks.lock(write=["/sales/year=2024"]) as held:   # every 2024 partition of sales
+    lake.append("sales", table, partition_by=["year", "month"], fence=held.fence)
 ```
 
 What it guarantees

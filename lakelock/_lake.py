@@ -10,18 +10,33 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
 import boto3
 import pyarrow as pa
+import pyarrow.compute as pc
 from botocore.config import Config
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import read_files, table_schema, write_table
 from lakelock._dlock import DistributedPathLock, PathLockHandle
+from lakelock._durations import duration_seconds
 from lakelock._lease import Lease
-from lakelock._names import partition_path, validate_dataset_name, validate_partition_path
+from lakelock._names import (
+    parse_lake_url,
+    partition_path,
+    validate_bucket_name,
+    validate_dataset_name,
+    validate_lake_prefix,
+    validate_partition_path,
+)
+from lakelock._operations import (
+    DEFAULT_TARGET_FILE_SIZE,
+    PartitionSpec,
+    compact,
+    delete,
+    overwrite,
+)
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock._core import PathLike
 from lakelock._registry import Change, CommitResult, Fence, Registry, RegistrySnapshot
@@ -34,12 +49,19 @@ from lakelock.errors import DatasetNotFoundError, InvalidNameError
 __all__ = ["Lake"]
 
 Progress = Callable[[int, int], None]
+#: How long the registry remembers retired manifests by default (see ``Lake(retention=)``).
+DEFAULT_RETENTION = 7 * 24 * 3600.0
 
 
 def default_client(**client_kwargs: Any) -> Any:
     """A boto3 S3 client with the standard retry mode (5xx and resets retried by the SDK;
-    409 and 412 never are: lakelock decides those)."""
-    config = Config(retries={"mode": "standard", "total_max_attempts": 5}, max_pool_connections=64)
+    409 and 412 never are: lakelock decides those). A connection not made within 10 s is
+    given up (the SDK's default waits 60 s per attempt on an unresponsive host)."""
+    config = Config(
+        retries={"mode": "standard", "total_max_attempts": 5},
+        max_pool_connections=64,
+        connect_timeout=10,
+    )
     if "config" in client_kwargs:
         config = config.merge(client_kwargs.pop("config"))
     return boto3.client("s3", config=config, **client_kwargs)
@@ -52,7 +74,9 @@ class Lake:
     ``retry`` bounds every retry loop (commits, conflicts, throttling); ``group_commit``
     merges concurrent commits of this Lake into one compare-and-swap; ``commit_window`` is
     how many recent commit ids the registry keeps (the idempotency window; every writer of a
-    lake should use the same).
+    lake should use the same); ``retention`` how long the registry remembers retired
+    manifests (a duration: seconds, a timedelta or ``"7d"``), which bounds how far back
+    :meth:`vacuum` can protect readers (every writer of a lake should use the same).
     """
 
     def __init__(
@@ -65,11 +89,10 @@ class Lake:
         group_commit: bool = True,
         multipart_threshold: int = 64 * 1024 * 1024,
         commit_window: int = 100,
+        retention: float | timedelta | str = DEFAULT_RETENTION,
     ) -> None:
-        if prefix and not prefix.endswith("/"):
-            prefix += "/"
-        if prefix.startswith("/") or "//" in prefix:
-            raise InvalidNameError(prefix, "a lake prefix is relative and has no empty segment")
+        bucket = validate_bucket_name(bucket)
+        prefix = validate_lake_prefix(prefix)
         self.bucket = bucket
         self.prefix = prefix
         self.client = s3 if s3 is not None else default_client()
@@ -82,24 +105,40 @@ class Lake:
             multipart_threshold=multipart_threshold,
         )
         self.registry = Registry(
-            self.store, retry=self.retry, group_commit=group_commit, commit_window=commit_window
+            self.store,
+            retry=self.retry,
+            group_commit=group_commit,
+            commit_window=commit_window,
+            retention=duration_seconds(retention, what="retention"),
         )
         self.locks = DistributedPathLock(self.store)
 
     @classmethod
-    def from_url(cls, url: str, **client_kwargs: Any) -> Lake:
-        """``Lake.from_url("s3://bucket/prefix", endpoint_url=..., region_name=...)``."""
-        parts = urlsplit(url)
-        if parts.scheme != "s3" or not parts.netloc:
-            raise InvalidNameError(url, "expected s3://bucket[/prefix]")
-        lake_options = {
-            k: client_kwargs.pop(k) for k in ("retry", "group_commit") if k in client_kwargs
-        }
+    def from_url(
+        cls,
+        url: str,
+        *,
+        retry: RetryPolicy | None = None,
+        group_commit: bool = True,
+        multipart_threshold: int = 64 * 1024 * 1024,
+        commit_window: int = 1000,
+        retention: float | timedelta | str = DEFAULT_RETENTION,
+        **client_kwargs: Any,
+    ) -> Lake:
+        """``Lake.from_url("s3://bucket/prefix", endpoint_url=..., region_name=...)``: the
+        Lake options by name (as for the constructor), every other keyword goes to
+        ``boto3.client("s3", ...)``. The URL and bucket name are checked first
+        (:class:`~lakelock.errors.InvalidNameError`)."""
+        bucket, prefix = parse_lake_url(url)
         return cls(
-            parts.netloc,
-            prefix=parts.path.lstrip("/"),
+            bucket,
+            prefix=prefix,
             s3=default_client(**client_kwargs),
-            **lake_options,
+            retry=retry,
+            group_commit=group_commit,
+            multipart_threshold=multipart_threshold,
+            commit_window=commit_window,
+            retention=retention,
         )
 
     def __repr__(self) -> str:
@@ -145,11 +184,17 @@ class Lake:
         """Write ``table`` and commit its files in one registry update.
 
         With a ``commit_id`` that is already recorded, nothing is written and the earlier
-        commit is reported (``already_committed``): a re-run pipeline appends once.
+        commit is reported (``already_committed``): a re-run pipeline appends once. An empty
+        table (no rows) is checked like any other, then appends nothing: no file, no
+        registry version; the result says so (``empty``, ``version`` the current one).
         """
         dataset = validate_dataset_name(dataset)
         columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
         schema = table_schema(table, columns)
+        if table.num_rows == 0:
+            return CommitResult(
+                self.registry.read().version, commit_id or "", attempts=0, empty=True
+            )
         if commit_id is not None:
             version = self.registry.find_commit(commit_id, datasets=[dataset])
             if version is not None:
@@ -164,6 +209,7 @@ class Lake:
             partition_by=columns,
             commit_id=commit_id,
             fence=fence,
+            operation="append",
         )
 
     def read(
@@ -232,34 +278,122 @@ class Lake:
         )
         return self.registry.commit_changes([change], explicit_id=commit_id is not None)
 
+    # -- table operations (see lakelock._operations) --------------------------------------------
+
+    def overwrite(
+        self,
+        dataset: str,
+        table: pa.Table,
+        *,
+        partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+        partition_by: Sequence[str] = (),
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        file_name: str | None = None,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Replace partitions by ``table`` in one commit: by default the partitions
+        ``table`` has rows for, else those given (paths, mappings or leading parts of them)
+        or ``"all"`` of the dataset. Whatever those partitions hold when the commit applies
+        is removed, appends that landed just before included. Re-run with the same
+        ``commit_id``, it does nothing (``already_committed``): the idempotent way to
+        re-run yesterday's job. See :mod:`lakelock._operations`."""
+        return overwrite(
+            self.registry,
+            self.store,
+            dataset,
+            table,
+            partitions=partitions,
+            partition_by=partition_by,
+            commit_id=commit_id,
+            fence=fence,
+            file_name=file_name,
+            progress=progress,
+        )
+
+    def delete(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+        where: pc.Expression | None = None,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+    ) -> CommitResult:
+        """Drop partitions in one commit: those named (paths, mappings, leading parts, or
+        ``"all"``) and those whose values satisfy ``where``, a pyarrow expression over the
+        partition columns (``pc.field("year") < 2020``). Nothing matching commits nothing
+        (``result.empty``). Files stay for readers of older snapshots until ``vacuum``."""
+        return delete(
+            self.registry,
+            dataset,
+            partitions=partitions,
+            where=where,
+            commit_id=commit_id,
+            fence=fence,
+        )
+
+    def compact(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[PartitionSpec] | None = None,
+        target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Merge small files (of ``partitions``, default all) into files of about
+        ``target_file_size`` bytes, in one commit that removes exactly the files it read:
+        appends running meanwhile, to these partitions or others, are kept. Nothing to merge
+        commits nothing (``result.empty``)."""
+        return compact(
+            self.registry,
+            self.store,
+            dataset,
+            partitions=partitions,
+            target_file_size=target_file_size,
+            commit_id=commit_id,
+            fence=fence,
+            progress=progress,
+        )
+
     # -- partitions, locks, leases ------------------------------------------------------------
 
     def copy_partition(
         self,
         dataset: str,
-        partition: str,
+        partition: str | Mapping[str, object],
         *,
         to_dataset: str | None = None,
-        to_partition: str | None = None,
+        to_partition: str | Mapping[str, object] | None = None,
         commit_id: str | None = None,
         ttl: float = 30.0,
         timeout: float | None = 60.0,
         progress: Progress | None = None,
     ) -> CommitResult:
         """Copy a partition (server-side, create-only) to another partition and/or dataset,
-        under the path lock (read the source, write the destination), in one commit."""
-        move = PartitionMove(
-            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=False
+        under the path lock (read the source, write the destination), in one commit.
+        Partitions are paths (``"year=2024/month=1"``) or mappings as :meth:`read` takes."""
+        return self._move(
+            dataset,
+            partition,
+            to_dataset=to_dataset,
+            to_partition=to_partition,
+            rename=False,
+            commit_id=commit_id,
+            ttl=ttl,
+            timeout=timeout,
+            progress=progress,
         )
-        return self._move(move, commit_id=commit_id, ttl=ttl, timeout=timeout, progress=progress)
 
     def rename_partition(
         self,
         dataset: str,
-        partition: str,
+        partition: str | Mapping[str, object],
         *,
         to_dataset: str | None = None,
-        to_partition: str | None = None,
+        to_partition: str | Mapping[str, object] | None = None,
         commit_id: str | None = None,
         ttl: float = 30.0,
         timeout: float | None = 60.0,
@@ -268,25 +402,53 @@ class Lake:
         """Move a partition under the path lock (write both places): copy its files, then
         add the copies and remove the originals in one commit. Readers see it at the old
         place or the new one, never half. ``ttl`` is the lock's (renewed by heartbeat while
-        the copy runs; a crashed mover blocks others for about that long)."""
-        move = PartitionMove(
-            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=True
+        the copy runs; a crashed mover blocks others for about that long). Partitions are
+        paths or mappings, as for :meth:`copy_partition`."""
+        return self._move(
+            dataset,
+            partition,
+            to_dataset=to_dataset,
+            to_partition=to_partition,
+            rename=True,
+            commit_id=commit_id,
+            ttl=ttl,
+            timeout=timeout,
+            progress=progress,
         )
-        return self._move(move, commit_id=commit_id, ttl=ttl, timeout=timeout, progress=progress)
 
     def _move(
         self,
-        move: PartitionMove,
+        dataset: str,
+        partition: str | Mapping[str, object],
         *,
+        to_dataset: str | None,
+        to_partition: str | Mapping[str, object] | None,
+        rename: bool,
         commit_id: str | None,
         ttl: float,
         timeout: float | None,
         progress: Progress | None,
     ) -> CommitResult:
+        if not isinstance(partition, str) or not (
+            to_partition is None or isinstance(to_partition, str)
+        ):
+            # Mappings name columns: the datasets' partition columns say in which order.
+            snapshot = self.registry.read()
+            source = snapshot.datasets.get(validate_dataset_name(dataset))
+            if source is None:
+                raise DatasetNotFoundError(dataset)
+            partition = self._partition(source.partition_by, partition)
+            if to_partition is not None:
+                target = snapshot.datasets.get(validate_dataset_name(to_dataset or dataset))
+                columns = (target or source).partition_by
+                to_partition = self._partition(columns, to_partition)
+        move = PartitionMove(
+            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=rename
+        )
         read, write = lock_paths(move)
         held = self.lock(read=read, write=write, ttl=ttl, timeout=timeout).acquire()
         try:
-            fences = {dataset: held.fence_for(dataset) for dataset in held.datasets}
+            fences = {name: held.fence_for(name) for name in held.datasets}
             return move_partition(
                 self.registry,
                 self.store,
@@ -311,7 +473,9 @@ class Lake:
     ) -> PathLockHandle:
         """The hierarchical path lock across processes and machines, as a context manager:
         ``with lake.lock(read=["/sales/year=2024"], write=["/sales/year=2025"]) as held:``.
-        Paths are ``/<dataset>/<partition path>``; ``held.fence`` goes with commits."""
+        Paths are ``/<dataset>/<partition path>``. A commit carries the fence of the dataset
+        it changes: ``held.fence_for("sales")`` (``held.fence`` when the request names one
+        dataset only; a request spanning several makes it a ``ValueError``)."""
         return self.locks.lock(read=read, write=write, ttl=ttl, timeout=timeout)
 
     def lease(self, name: str, *, ttl: float = 30.0, **options: Any) -> Lease:
@@ -325,11 +489,18 @@ class Lake:
     def vacuum(
         self,
         *,
-        older_than: float | timedelta,
+        older_than: float | timedelta | str,
         dry_run: bool = True,
         progress: Progress | None = None,
+        listing: Callable[[int], None] | None = None,
     ) -> VacuumReport:
-        """Find objects no snapshot younger than ``older_than`` (seconds or a timedelta) can
-        read, and delete them (conditionally) unless ``dry_run``. See :mod:`lakelock._vacuum`."""
-        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
-        return vacuum(self.registry, older_than=float(seconds), dry_run=dry_run, progress=progress)
+        """Find objects no snapshot younger than ``older_than`` can read, and delete them
+        (conditionally) unless ``dry_run``. ``older_than`` is a duration: seconds, a
+        timedelta, or text such as ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``
+        (:class:`~lakelock.errors.InvalidNameError` otherwise) and at most the lake's
+        ``retention``. ``listing(n)`` reports objects listed so far, ``progress(done, total)``
+        deletions. See :mod:`lakelock._vacuum`."""
+        seconds = duration_seconds(older_than, what="older_than")
+        return vacuum(
+            self.registry, older_than=seconds, dry_run=dry_run, progress=progress, listing=listing
+        )

@@ -3,7 +3,7 @@
 ```python
 lease = Lease(store, "nightly-compaction", ttl=30, heartbeat=True)
 with lease:                                  # acquire (waits), then release on exit
-    lake.registry.commit(..., fence=lease.fence)
+    lake.append("sales", table, partition_by=["year", "month"], fence=lease.fence)
 ```
 
 On S3

@@ -27,6 +27,11 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
                    always behind ``col=`` and ``/`` is escaped.
 whole key          at most 1024 UTF-8 bytes including the lake prefix (S3's limit).
+bucket             S3's naming rules: 3-63 characters of ``a-z``, ``0-9``, ``.`` and ``-``,
+                   starting and ending with a letter or digit, no ``..``, not an IPv4
+                   address. (Checked before any request, so a typo is an error at once.)
+lake URL           ``s3://<bucket>[/<prefix>]``; the prefix is relative (``a/b``, no empty
+                   segment) and always used with a trailing ``/``.
 =================  ========================================================================
 
 Relaxing a rule later is compatible with every lake written before; tightening one is not,
@@ -94,13 +99,16 @@ __all__ = [
     "data_file_key",
     "dataset_prefix",
     "format_partition_value",
+    "parse_lake_url",
     "parse_partition_path",
     "parse_partition_value",
     "partition_path",
+    "validate_bucket_name",
     "validate_column_name",
     "validate_dataset_name",
     "validate_file_name",
     "validate_key_length",
+    "validate_lake_prefix",
     "validate_partition_path",
     "validate_partition_type",
 ]
@@ -124,6 +132,8 @@ _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _TIMESTAMP = re.compile(
     r"([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(Z?)"
 )
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IPV4 = re.compile(r"[0-9]+(?:\.[0-9]+){3}")
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _MS_PER_DAY = 86_400_000
 _EPOCH = date(1970, 1, 1)
@@ -162,6 +172,48 @@ def validate_column_name(name: object) -> str:
             name, f"partition column names must not contain {''.join(escaped)!r}"
         )
     return text
+
+
+def validate_bucket_name(name: object) -> str:
+    """An S3 bucket name, unchanged, or :class:`InvalidNameError` (module docstring)."""
+    text = _text(name, "bucket name")
+    if not _BUCKET.fullmatch(text):
+        raise InvalidNameError(
+            name,
+            "a bucket name is 3-63 characters of a-z, 0-9, '.' and '-', starting and ending "
+            "with a letter or digit",
+        )
+    if ".." in text or _IPV4.fullmatch(text):
+        raise InvalidNameError(name, "a bucket name has no '..' and is not an IP address")
+    return text
+
+
+def parse_lake_url(url: object, *, bare_bucket: bool = False) -> tuple[str, str]:
+    """``s3://bucket[/prefix]`` as ``(bucket, prefix)``, the prefix empty or ending with
+    ``/``; with ``bare_bucket`` a plain ``bucket[/prefix]`` is accepted too."""
+    text = _text(url, "lake URL")
+    if bare_bucket and "://" not in text and ":" not in text:
+        text = f"s3://{text}"
+    parts = urllib.parse.urlsplit(text)
+    if (
+        parts.scheme != "s3"
+        or not text.startswith("s3://")
+        or not parts.netloc
+        or parts.query
+        or parts.fragment
+    ):
+        raise InvalidNameError(url, "expected s3://bucket[/prefix]")
+    bucket = validate_bucket_name(parts.netloc)
+    return bucket, validate_lake_prefix(parts.path.removeprefix("/"))
+
+
+def validate_lake_prefix(prefix: str) -> str:
+    """A lake prefix, empty or ending with ``/``: relative, no empty segment."""
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    if prefix.startswith("/") or "//" in prefix:
+        raise InvalidNameError(prefix, "a lake prefix is relative and has no empty segment")
+    return prefix
 
 
 def _segment_name(name: object, what: str) -> str:

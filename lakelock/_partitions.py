@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
@@ -125,6 +126,7 @@ def move_partition(
         if progress is not None:
             progress(done, len(files))
     commit_id = commit_id or uuid.uuid4().hex
+    operation = "rename" if move.rename else "copy"
     added = Change(
         dataset=move.to_dataset,
         commit_id=commit_id,
@@ -132,6 +134,7 @@ def move_partition(
         schema=source.schema,
         partition_by=source.partition_by,
         fence=fences.get(move.to_dataset),
+        operation=operation,
     )
     removed = tuple(f.key for f in files) if move.rename else ()
     if move.to_dataset == move.dataset:
@@ -139,7 +142,11 @@ def move_partition(
     # The source dataset's change removes its files (rename) or, for a copy, carries only its
     # fence: a copy whose read grant was superseded must not commit what it read.
     source_change = Change(
-        dataset=move.dataset, commit_id=commit_id, remove=removed, fence=fences.get(move.dataset)
+        dataset=move.dataset,
+        commit_id=commit_id,
+        remove=removed,
+        fence=fences.get(move.dataset),
+        operation=operation,
     )
     if removed or source_change.fence is not None:
         return registry.commit_changes([added, source_change])
@@ -147,15 +154,7 @@ def move_partition(
 
 
 def _with(change: Change, *, remove: tuple[str, ...]) -> Change:
-    return Change(
-        dataset=change.dataset,
-        commit_id=change.commit_id,
-        add=change.add,
-        remove=remove,
-        schema=change.schema,
-        partition_by=change.partition_by,
-        fence=change.fence,
-    )
+    return replace(change, remove=remove)
 
 
 def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:

@@ -19,6 +19,14 @@ error with the real code): 409 ConditionalRequestConflict → :class:`ConflictEr
 :class:`OutcomeUnknownError`. Conflicts and throttling are retried here (nothing was applied);
 every other outcome goes to the caller.
 
+**A dead endpoint fails fast.** A connection that cannot be made (refused, unresolvable host,
+TLS spoken to a plain-HTTP port, connect timeout) is tried :data:`CONNECT_ATTEMPTS` times with
+short pauses (a hook on the client's ``needs-retry`` event, in place of the SDK's backoff of up
+to 20 s), then reported as :class:`EndpointUnreachableError`: no attempt reached a server, so
+nothing was applied and callers do not retry it. If an earlier attempt of the same request did
+reach the server (a read timeout, a reset) the request stays :class:`OutcomeUnknownError`.
+Missing credentials are :class:`CredentialsError`, raised before anything is sent.
+
 **Lost acknowledgements.** boto3 retries 5xx and broken connections, so a conditional write can
 be applied, lose its response, and be retried into a 412 against itself. Each write therefore
 carries a write id in object metadata (``x-amz-meta-lakelock-write-id``). When a 412 follows
@@ -51,15 +59,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import IO, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    ProxyConnectionError,
+    SSLError,
+)
 
 from lakelock._retry import RetryPolicy
 from lakelock.errors import (
     AccessDeniedError,
     AlreadyExistsError,
     ConflictError,
+    CredentialsError,
+    EndpointUnreachableError,
     NotFoundError,
     OutcomeUnknownError,
     PreconditionFailedError,
@@ -78,6 +98,7 @@ __all__ = [
     "PutMode",
     "PutResult",
     "S3Stats",
+    "fail_fast_on_dead_endpoints",
     "new_write_id",
 ]
 
@@ -88,6 +109,15 @@ WRITE_ID_KEY = "lakelock-write-id"
 MIB = 1024 * 1024
 #: S3's smallest multipart part (except the last).
 MIN_PART_SIZE = 5 * MIB
+#: Attempts at a connection that cannot be made before :class:`EndpointUnreachableError`,
+#: and the pause before the second one (doubling after).
+CONNECT_ATTEMPTS = 3
+CONNECT_BACKOFF = 0.1
+#: SDK failures raised before a connection existed: the request never left this machine.
+_UNCONNECTED = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError, SSLError)
+#: Set on such a failure when no earlier attempt of the same request reached a server.
+_UNREACHED = "_lakelock_unreached"
+_REACHED = "lakelock_reached"
 
 
 @dataclass(frozen=True)
@@ -190,6 +220,41 @@ def stats_for(client: Any) -> S3Stats:
         return stats
 
 
+def fail_fast_on_dead_endpoints(client: Any) -> None:
+    """Hook ``client`` so that a connection that cannot be made is retried only
+    :data:`CONNECT_ATTEMPTS` times, quickly, and marked as never sent (module docstring).
+    Idempotent; every other failure is left to the SDK's own retry policy."""
+    retries = dict(client.meta.config.retries or {})
+    if "total_max_attempts" in retries:
+        configured = int(retries["total_max_attempts"])
+    elif "max_attempts" in retries:
+        configured = int(retries["max_attempts"]) + 1
+    else:
+        configured = 5 if retries.get("mode") == "legacy" else 3
+    limit = max(1, min(CONNECT_ATTEMPTS, configured))
+
+    def needs_retry(
+        attempts: int,
+        caught_exception: BaseException | None = None,
+        request_dict: Mapping[str, Any] | None = None,
+        **_: Any,
+    ) -> float | bool | None:
+        context = request_dict.get("context") if request_dict is not None else None
+        if not isinstance(caught_exception, _UNCONNECTED):
+            if isinstance(context, dict):
+                context[_REACHED] = True  # a response, or a failure after connecting
+            return None  # the SDK's policy decides
+        if not (isinstance(context, dict) and context.get(_REACHED)):
+            setattr(caught_exception, _UNREACHED, True)
+        if attempts >= limit:
+            return False  # the first non-None answer wins: no further attempt
+        return CONNECT_BACKOFF * float(2 ** (attempts - 1))
+
+    client.meta.events.register_first(
+        "needs-retry.s3", needs_retry, unique_id="lakelock-fail-fast-on-dead-endpoints"
+    )
+
+
 @dataclass
 class _Call:
     """What a failed request was, for classification."""
@@ -239,6 +304,7 @@ class ObjectStore:
         self.part_size = part_size
         self.retry = retry or RetryPolicy()
         self.stats = stats_for(client)
+        fail_fast_on_dead_endpoints(client)
 
     def full_key(self, key: str) -> str:
         return self.prefix + key
@@ -455,6 +521,15 @@ class ObjectStore:
         ``resent``: an earlier attempt of this very write was sent and may have landed."""
         failure = classify(error, bucket=self.bucket, call=call, prefix=self.prefix)
         retried = resent or (isinstance(error, ClientError) and _retry_attempts(error) > 0)
+        # A connection never made sent nothing, unless an earlier attempt of this write did
+        # (``resent``), or TLS failed, which can also happen once the request is under way.
+        unsent = isinstance(failure, EndpointUnreachableError) and not (
+            resent or isinstance(error, SSLError)
+        )
+        if isinstance(failure, EndpointUnreachableError) and not unsent:
+            failure = OutcomeUnknownError(
+                str(failure), bucket=self.bucket, key=call.key, operation=call.operation
+            )
         ambiguous = isinstance(failure, OutcomeUnknownError) or (
             retried
             and isinstance(failure, AlreadyExistsError | PreconditionFailedError | NotFoundError)
@@ -643,6 +718,25 @@ def classify(
     """The typed lakelock error for one failed S3 request (module docstring has the table)."""
     key = call.key
     where = f"{call.operation} s3://{bucket}/{prefix}{key or ''}"
+    if isinstance(error, _UNCONNECTED) and getattr(error, _UNREACHED, False):
+        url = urlsplit(str(error.kwargs.get("endpoint_url") or ""))
+        endpoint = f"{url.scheme}://{url.netloc}" if url.netloc else None
+        return EndpointUnreachableError(
+            f"{where}: cannot connect to {endpoint or 'the S3 endpoint'} "
+            f"({type(error).__name__}): is it running, and is the URL right?",
+            endpoint=endpoint,
+            bucket=bucket,
+            key=key,
+            operation=call.operation,
+        )
+    if isinstance(error, NoCredentialsError | PartialCredentialsError):
+        return CredentialsError(
+            f"{where}: {error}: configure AWS credentials (a profile, or "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
+            bucket=bucket,
+            key=key,
+            operation=call.operation,
+        )
     if isinstance(error, BotoCoreError):
         return OutcomeUnknownError(
             f"{where}: {type(error).__name__}: {error}",

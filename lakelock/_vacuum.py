@@ -63,9 +63,12 @@ def vacuum(
     older_than: float,
     dry_run: bool = True,
     progress: Progress | None = None,
+    listing: Callable[[int], None] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> VacuumReport:
-    """Report (and unless ``dry_run`` delete) the orphans of the lake (module docstring)."""
+    """Report (and unless ``dry_run`` delete) the orphans of the lake (module docstring).
+    ``listing`` is told how many objects have been listed so far (every page, 1000 keys);
+    ``progress(done, total)`` how many orphans have been deleted."""
     if older_than < 0:
         raise InvalidNameError(older_than, "older_than is a non-negative number of seconds")
     if older_than > registry.retention:
@@ -79,7 +82,14 @@ def vacuum(
     now = clock()
     # Listing first, then the registry: a file committed after our read of the registry was
     # listed with a recent LastModified (written after the listing began) or is referenced.
-    listed = [o for prefix in SCANNED_PREFIXES for o in store.list(prefix)]
+    listed: list[ListedObject] = []
+    for prefix in SCANNED_PREFIXES:
+        for obj in store.list(prefix):
+            listed.append(obj)
+            if listing is not None and len(listed) % 1000 == 0:
+                listing(len(listed))
+    if listing is not None:
+        listing(len(listed))
     protected = registry.reachable(cutoff=now - older_than)
 
     report = VacuumReport(dry_run=dry_run, scanned=len(listed))

@@ -23,7 +23,12 @@ from collections.abc import Sequence
 
 from lakelock import __version__
 from lakelock._cli import _demo, _doctor, _locks, _policy, _registry, _serve, _vacuum
-from lakelock._cli._common import add_debug_option, describe_error, is_expected
+from lakelock._cli._common import (
+    add_debug_option,
+    describe_error,
+    is_expected,
+    join_dash_values,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -47,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``lakelock`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(join_dash_values(sys.argv[1:] if argv is None else argv))
     except SystemExit as exit_:  # --help, --version, usage errors (status 2)
         return exit_.code if isinstance(exit_.code, int) else 1
     try:

@@ -14,6 +14,8 @@ LakelockError
 │   ├── ThrottledError                        503 SlowDown: back off
 │   ├── AccessDeniedError (PermissionError)   403, e.g. refused by the bucket policy
 │   ├── UnsupportedError                      501: the store lacks a feature lakelock needs
+│   ├── EndpointUnreachableError (ConnectionError)  no connection could be made: not sent
+│   ├── CredentialsError (PermissionError)    no usable AWS credentials: nothing was sent
 │   └── OutcomeUnknownError                   timeout, reset, 5xx: the write may have applied
 ├── CommitError                            a registry commit did not happen: .dataset .commit_id
 │   ├── CommitConflictError                   the change no longer applies, or retries ran out
@@ -32,6 +34,8 @@ Every error carries the fields a caller needs to act on it; nobody should have t
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AccessDeniedError",
     "AlreadyExistsError",
@@ -39,7 +43,9 @@ __all__ = [
     "CommitError",
     "CommitStateUnknownError",
     "ConflictError",
+    "CredentialsError",
     "DatasetNotFoundError",
+    "EndpointUnreachableError",
     "InvalidNameError",
     "LakelockError",
     "LeaseError",
@@ -178,6 +184,21 @@ class AccessDeniedError(StorageError, PermissionError):
 
 class UnsupportedError(StorageError):
     """501 NotImplemented: the store does not support a request lakelock needs."""
+
+
+class EndpointUnreachableError(StorageError, ConnectionError):
+    """No connection to the S3 endpoint could be made (refused, unresolvable host, TLS
+    spoken to a plain-HTTP port, connect timeout), after a few quick attempts: the request was
+    never sent, so nothing was applied. ``endpoint`` is the URL that was tried."""
+
+    def __init__(self, message: str, *, endpoint: str | None = None, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.endpoint = endpoint
+
+
+class CredentialsError(StorageError, PermissionError):
+    """No usable AWS credentials (none configured, or an incomplete pair): the request was
+    refused before it was sent."""
 
 
 class OutcomeUnknownError(StorageError):

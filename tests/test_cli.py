@@ -4,6 +4,7 @@ credentials. Formatting helpers and usage errors are also checked in process (fa
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import signal
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from io import StringIO
 from pathlib import Path
 
@@ -30,7 +32,7 @@ from lakelock._cli._common import (
     render_table,
 )
 from lakelock._cli._progress import ProgressBar, progress_wanted
-from lakelock.cli import main
+from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
 
 ENV = {
@@ -134,12 +136,24 @@ def test_usage_errors_exit_2_through_the_real_entry_point() -> None:
         (["policy", "--bucket", "b"], "--principal"),
         (["registry"], "ACTION"),
         (["registry", "show"], "URL"),
-        (["vacuum", "s3://b"], "--older-than"),
-        (["vacuum", "s3://b", "--older-than", "soon"], "invalid duration"),
+        (["vacuum", "s3://lake"], "--older-than"),
+        (["vacuum", "s3://lake", "--older-than", "soon"], "invalid duration"),
         (["serve", "--fault", "meteor:PutObject"], "unknown kind"),
         (["serve", "--latency", "fast"], "invalid latency"),
         (["demo", "--writers", "0"], "positive integer"),
-        (["doctor", "s3://b", "--addressing-style", "sideways"], "invalid choice"),
+        (["serve", "--port", "99999"], "invalid port '99999': 0 to 65535"),
+        (["serve", "--port", "70000"], "invalid port '70000'"),
+        (["serve", "--port", "-5"], "invalid port '-5'"),
+        (["serve", "--port=-5"], "invalid port '-5'"),
+        (["serve", "--port", "http"], "invalid port 'http'"),
+        (["registry", "show", "s3://lake", "--dataset", "bad name!"], "invalid dataset name"),
+        (["registry", "log", "s3://lake", "--dataset", "bad/name"], "invalid dataset name"),
+        (["vacuum", "s3://lake", "--older-than", "-1h"], "invalid duration '-1h': a duration"),
+        (["vacuum", "s3://lake", "--older-than=-1h"], "not negative"),
+        (["vacuum", "s3://lake", "--older-than", "1h", "--retention", "-2d"], "not negative"),
+        (["registry", "show", "s3:/lake"], "expected s3://bucket[/prefix]"),
+        (["locks", "s3://Bad_Bucket!"], "bucket name"),
+        (["doctor", "s3://lake", "--addressing-style", "sideways"], "invalid choice"),
         (["frobnicate"], "invalid choice"),
     ],
 )
@@ -218,10 +232,19 @@ def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> 
     result = lakelock("registry", "log", lake.url, "--endpoint-url", s3.url)
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()[1:]]
-    assert [(r[0], r[2], r[-1]) for r in rows] == [
-        ("3", "events", "load-3"),
-        ("2", "customer_profiles", "load-2"),
-        ("1", "customer_profiles", "load-1"),
+    assert result.stdout.splitlines()[0].split() == [
+        "VERSION",
+        "AT",
+        "OPERATION",
+        "DATASETS",
+        "ADDED",
+        "REMOVED",
+        "COMMIT",
+    ]
+    assert [(r[0], r[2], r[3], r[-1]) for r in rows] == [
+        ("3", "append", "events", "load-3"),
+        ("2", "append", "customer_profiles", "load-2"),
+        ("1", "append", "customer_profiles", "load-1"),
     ]
     filtered = lakelock(
         "registry",
@@ -236,6 +259,41 @@ def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> 
         s3.url,
     )
     assert [c["id"] for c in orjson.loads(filtered.stdout)] == ["load-2"]
+
+
+def test_partitions_are_listed_in_natural_order(s3: S3Endpoint, lake: Lake) -> None:
+    """``day=2`` comes before ``day=10`` in the table and in the JSON."""
+    days = pa.table({"v": [1, 2, 3, 4], "day": [10, 2, 1, 33]})
+    lake.append("daily", days, partition_by=["day"])
+    text = lakelock("registry", "show", lake.url, "--dataset", "daily", "--endpoint-url", s3.url)
+    assert text.returncode == 0, text.stderr
+    shown = [line.split()[0] for line in text.stdout.splitlines() if line.startswith("day=")]
+    assert shown == ["day=1", "day=2", "day=10", "day=33"]
+    data = lakelock(
+        "registry", "show", lake.url, "--dataset", "daily", "--json", "--endpoint-url", s3.url
+    )
+    assert list(orjson.loads(data.stdout)["partitions"]) == shown
+
+
+def test_registry_log_json_lists_datasets_and_operations(s3: S3Endpoint, lake: Lake) -> None:
+    """Each JSON entry has ``datasets`` as a list (a rename across datasets names both) and
+    the ``operation``; ``--dataset`` matches any dataset of a commit."""
+    lake.rename_partition("customer_profiles", "year=2025", to_dataset="archive", commit_id="mv")
+    result = lakelock("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
+    assert result.returncode == 0, result.stderr
+    entries = orjson.loads(result.stdout)
+    assert [(e["id"], e["operation"], e["datasets"]) for e in entries] == [
+        ("mv", "rename", ["archive", "customer_profiles"]),
+        ("load-3", "append", ["events"]),
+        ("load-2", "append", ["customer_profiles"]),
+        ("load-1", "append", ["customer_profiles"]),
+    ]
+    archive = lakelock(
+        "registry", "log", lake.url, "--dataset", "archive", "--json", "--endpoint-url", s3.url
+    )
+    assert [e["id"] for e in orjson.loads(archive.stdout)] == ["mv"]
+    table = lakelock("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url)
+    assert table.stdout.splitlines()[1].split()[2:4] == ["rename", "archive,customer_profiles"]
 
 
 def test_registry_of_an_empty_lake_and_of_a_missing_bucket(s3: S3Endpoint, bucket: str) -> None:
@@ -277,6 +335,61 @@ def test_missing_credentials_and_profile_are_one_error_line(s3: S3Endpoint) -> N
     assert_one_line_error(result, "no AWS credentials found")
     profile = lakelock("vacuum", "s3://lake", "--older-than", "1d", "--profile", "ghost")
     assert_one_line_error(profile, "AWS profile not found: 'ghost'")
+
+
+def one_line_within(seconds: float, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run ``lakelock *args``; it must fail with one error line within ``seconds``."""
+    started = time.monotonic()
+    result = lakelock(*args, env=env)
+    elapsed = time.monotonic() - started
+    assert_one_line_error(result)
+    assert elapsed < seconds, (elapsed, args)
+    return result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["registry", "show"],
+        ["registry", "log"],
+        ["locks"],
+        ["vacuum", "--older-than", "1d"],
+        ["vacuum", "--older-than", "1d", "--delete"],
+        ["doctor"],
+    ],
+)
+def test_every_command_fails_fast_on_a_closed_port(command: list[str]) -> None:
+    """Nothing listening: every command answers within 5 s (SDK retries as configured by
+    default, no AWS_MAX_ATTEMPTS) with one line naming the endpoint."""
+    url = f"http://127.0.0.1:{free_port()}"
+    argv = (
+        [*command[:2], "s3://lake", *command[2:]]
+        if command[0] == "registry"
+        else [
+            command[0],
+            "s3://lake",
+            *command[1:],
+        ]
+    )
+    error = one_line_within(5, *argv, "--endpoint-url", url)
+    assert url in error
+
+
+def test_https_on_an_http_port_fails_fast(s3: S3Endpoint) -> None:
+    """An https:// URL for a plain-http endpoint: one line saying the handshake failed."""
+    url = s3.url.replace("http://", "https://")
+    error = one_line_within(5, "registry", "show", "s3://lake", "--endpoint-url", url)
+    assert "TLS handshake failed" in error
+
+
+def test_missing_credentials_fail_fast_for_every_reading_command(s3: S3Endpoint) -> None:
+    """No credentials: ``registry show`` and ``locks`` answer at once, nothing sent."""
+    env = {k: v for k, v in ENV.items() if k not in {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}}
+    s3.reset_stats()
+    for command in (["registry", "show"], ["registry", "log"], ["locks"]):
+        error = one_line_within(10, *command, "s3://lake", "--endpoint-url", s3.url, env=env)
+        assert "no AWS credentials found" in error
+    assert s3.stats() == {}
 
 
 # -- locks --------------------------------------------------------------------------------------
@@ -382,6 +495,34 @@ def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None
     assert lake.read("customer_profiles").num_rows == 6
 
 
+def test_vacuum_shows_progress_while_listing_even_when_piped(s3: S3Endpoint, lake: Lake) -> None:
+    """``--progress`` draws on stderr (stdout and stderr are pipes here) while listing, with
+    the final count, before any deleting; the report on stdout is unchanged."""
+    result = lakelock(
+        "vacuum", lake.url, "--older-than", "0s", "--progress", "--endpoint-url", s3.url
+    )
+    assert result.returncode == 0, result.stderr
+    listed = len(list(lake.store.list("datasets/"))) + len(
+        list(lake.store.list("metastore/manifests/"))
+    )
+    assert result.stderr.endswith(f"listing {listed} objects\n")
+    assert f"{listed} objects scanned" in result.stdout
+    quiet = lakelock("vacuum", lake.url, "--older-than", "0s", "--endpoint-url", s3.url)
+    assert quiet.stderr == ""
+
+
+def test_vacuum_beyond_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) -> None:
+    """``--older-than`` past the registry's retention (7 days by default): one line telling
+    the user about ``--retention``; with a long enough ``--retention`` it runs."""
+    refused = lakelock("vacuum", lake.url, "--older-than", "30d", "--endpoint-url", s3.url)
+    assert_one_line_error(refused, "--retention", "30d", "7d")
+    allowed = lakelock(
+        "vacuum", lake.url, "--older-than", "30d", "--retention", "30d", "--endpoint-url", s3.url
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert "unreferenced and older than 30d" in allowed.stdout
+
+
 # -- serve --------------------------------------------------------------------------------------
 
 
@@ -466,10 +607,14 @@ def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:
 
 def test_demo_runs_and_passes() -> None:
     """``demo`` runs the lead's demo job on its own embedded endpoint and exits 0 when its
-    checks pass."""
-    result = lakelock("demo", "--writers", "2", "--latency", "0", "--no-progress", timeout=120)
+    checks pass; ``--progress`` draws on stderr although both streams are pipes, and never
+    mixes into stdout."""
+    result = lakelock("demo", "--writers", "2", "--latency", "0", "--progress", timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "demo passed" in result.stdout
+    status = re.compile(r"appends \d+/\d+  renames \d+")
+    assert status.search(result.stderr)
+    assert not status.search(result.stdout)
 
 
 # -- helpers, in process ------------------------------------------------------------------------
@@ -493,12 +638,19 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 def test_lake_urls_parse() -> None:
     """``s3://bucket/prefix`` gains a trailing slash; a bare bucket name is accepted; other
-    schemes are refused."""
-    assert parse_lake_url("s3://b/p/q").prefix == "p/q/"
-    assert parse_lake_url("b").bucket == "b"
-    assert parse_lake_url("s3://b").prefix == ""
-    with pytest.raises(Exception, match="expected s3://"):
-        parse_lake_url("gs://b/p")
+    schemes, malformed URLs and invalid bucket names are refused (usage errors)."""
+    assert parse_lake_url("s3://lake/p/q").prefix == "p/q/"
+    assert parse_lake_url("lake").bucket == "lake"
+    assert parse_lake_url("lake/p").prefix == "p/"
+    assert parse_lake_url("s3://lake").prefix == ""
+    for bad in ("gs://lake/p", "s3:/lake", "s3:lake", "s3://lake?x=1", "s3:///lake"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected s3://"):
+            parse_lake_url(bad)
+    for bad in ("s3://Bad_Bucket!", "s3://b", "s3://a..b", "s3://192.168.0.1", "-lake"):
+        with pytest.raises(argparse.ArgumentTypeError, match="bucket name"):
+            parse_lake_url(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="empty segment"):
+        parse_lake_url("s3://lake/a//b")
 
 
 def test_tables_align_and_sizes_read_well() -> None:
@@ -538,6 +690,20 @@ def test_progress_bar_only_on_a_terminal() -> None:
     bar(4, 4)
     bar.close()
     assert out.getvalue() == ("\rdeleting [##........] 1/4  25%\rdeleting [##########] 4/4 100%\n")
+
+
+def test_every_option_of_every_command_is_explained() -> None:
+    """``--help`` of every command (and sub-command) explains each of its options."""
+    parsers = [build_parser()]
+    unexplained = []
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+            elif action.option_strings and not action.help:
+                unexplained.append(f"{parser.prog} {action.option_strings[0]}")
+    assert unexplained == []
 
 
 def test_main_returns_status_instead_of_exiting(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+from lakelock import Lake
+from lakelock.testing import S3Endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,3 +28,46 @@ def test_daily_pipeline_runs_and_is_idempotent() -> None:
     assert lines.count("visits now has 3 rows") == 2
     assert sum("published" in line for line in lines) == 1
     assert "(already done)" in lines[-2]
+
+
+def pipeline(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        "AWS_ACCESS_KEY_ID": "lakelock",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "daily_pipeline.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+
+
+def test_daily_pipeline_takes_an_endpoint_url(s3: S3Endpoint, bucket: str) -> None:
+    """Given a lake URL and ``--endpoint-url`` it runs against that endpoint."""
+    done = pipeline(f"s3://{bucket}/lake", "--endpoint-url", s3.url)
+    assert done.returncode == 0, done.stderr
+    assert "visits now has 3 rows" in done.stdout
+    assert Lake(bucket, prefix="lake", s3=s3.client()).read("visits").num_rows == 3
+
+
+def test_daily_pipeline_without_an_endpoint_fails_in_seconds(s3: S3Endpoint) -> None:
+    """Nothing listening at the endpoint: one line on stderr and exit 1, within seconds."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    started = time.monotonic()
+    done = pipeline("s3://lake", "--endpoint-url", url)
+    assert time.monotonic() - started < 20  # interpreter and pyarrow start-up included
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.startswith("daily_pipeline: error: ")
+    assert len(done.stderr.splitlines()) == 1
+    assert f"cannot connect to {url}" in done.stderr

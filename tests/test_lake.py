@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -113,3 +114,60 @@ def test_files_of_an_unknown_dataset_is_typed(lake: Lake) -> None:
     """registry.files of a dataset the registry does not have: DatasetNotFoundError."""
     with pytest.raises(DatasetNotFoundError):
         lake.registry.files("nothing")
+
+
+@pytest.mark.parametrize(
+    "older_than", ["90s", "15m", "24h", "7d", "1d12h", timedelta(hours=2), 3600, 0.5, "0"]
+)
+def test_vacuum_accepts_durations(lake: Lake, older_than: object) -> None:
+    """older_than takes text durations, timedeltas and numbers of seconds."""
+    report = lake.vacuum(older_than=older_than)  # type: ignore[arg-type]
+    assert report.dry_run
+
+
+@pytest.mark.parametrize("older_than", ["soon", "24 hours", "-1h", -5, float("nan"), None, True])
+def test_vacuum_says_which_durations_it_accepts(lake: Lake, older_than: object) -> None:
+    """Anything else is an InvalidNameError naming the accepted forms, before any request."""
+    with pytest.raises(InvalidNameError) as info:
+        lake.vacuum(older_than=older_than)  # type: ignore[arg-type]
+    assert "not negative" in info.value.reason or "'24h'" in info.value.reason
+
+
+def test_vacuum_beyond_the_retention_is_refused_and_retention_is_a_lake_option(
+    client: Any, bucket: str
+) -> None:
+    """older_than may not exceed the lake's retention; Lake(retention=) raises it."""
+    with pytest.raises(InvalidNameError, match="retention"):
+        Lake(bucket, s3=client).vacuum(older_than="8d")
+    assert Lake(bucket, s3=client, retention="30d").vacuum(older_than="8d").dry_run
+
+
+def test_copy_and_rename_take_partitions_as_mappings(lake: Lake) -> None:
+    """The mapping form read() accepts works for copy_partition and rename_partition, both
+    for the source and the destination; a mapping naming other columns is refused."""
+    lake.append("sales", table([1, 2]), partition_by=["year"])
+    lake.copy_partition("sales", {"year": 2024}, to_dataset="archive")
+    assert lake.read("archive", partitions=[{"year": 2024}])["id"].to_pylist() == [1, 2]
+    lake.rename_partition("sales", {"year": 2024}, to_partition={"year": 2023})
+    assert list(lake.registry.read().datasets["sales"].partitions) == ["year=2023"]
+    with pytest.raises(InvalidNameError):
+        lake.copy_partition("sales", {"month": 1}, to_dataset="archive")
+    with pytest.raises(DatasetNotFoundError):
+        lake.copy_partition("nothing", {"year": 2024}, to_dataset="archive")
+
+
+def test_appending_an_empty_table_commits_nothing(s3: S3Endpoint, lake: Lake) -> None:
+    """Zero rows: checked like any table, then no file, no registry version; the result
+    says so (empty, version = the current one)."""
+    lake.append("sales", table([1]), partition_by=["year"])
+    before = lake.registry.read()
+    s3.reset_stats()
+    result = lake.append("sales", table([]), partition_by=["year"], commit_id="nothing")
+    assert (result.empty, result.version, result.attempts) == (True, before.version, 0)
+    assert "PutObject" not in s3.stats()
+    after = lake.registry.read()
+    assert (after.version, after.etag) == (before.version, before.etag)
+    assert lake.append("new", table([])).empty
+    assert "new" not in lake.registry.read().datasets
+    with pytest.raises(InvalidNameError):
+        lake.append("sales", table([]), partition_by=["no_such_column"])

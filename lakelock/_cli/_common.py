@@ -15,7 +15,6 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 import boto3
 import orjson
@@ -30,9 +29,13 @@ from botocore.exceptions import (
     PartialCredentialsError,
     ProfileNotFound,
     ReadTimeoutError,
+    SSLError,
 )
 
+from lakelock._durations import duration_seconds
 from lakelock._lake import Lake
+from lakelock._names import parse_lake_url as parse_lake_url_parts
+from lakelock._names import validate_dataset_name
 from lakelock.errors import (
     AccessDeniedError,
     InvalidNameError,
@@ -47,10 +50,13 @@ __all__ = [
     "add_json_option",
     "add_s3_options",
     "client_for",
+    "dataset_name",
     "format_duration",
     "format_size",
     "format_time",
+    "join_dash_values",
     "lake_for",
+    "natural_key",
     "parse_duration",
     "parse_lake_url",
     "print_json",
@@ -95,6 +101,44 @@ def add_s3_options(parser: argparse.ArgumentParser) -> None:
     add_debug_option(parser)
 
 
+def dataset_name(text: str) -> str:
+    """A dataset name (argparse type): an invalid one is a usage error, not "not found"."""
+    try:
+        return validate_dataset_name(text)
+    except InvalidNameError as error:
+        raise argparse.ArgumentTypeError(f"invalid dataset name {text!r}: {error.reason}") from None
+
+
+#: Options whose value may begin with ``-`` (a negative duration is refused by its type with
+#: a clear message, instead of argparse taking ``-1h`` for an option).
+DASH_VALUE_OPTIONS = frozenset({"--older-than", "--retention"})
+
+
+def join_dash_values(argv: Sequence[str]) -> list[str]:
+    """``["--older-than", "-1h"]`` → ``["--older-than=-1h"]`` for :data:`DASH_VALUE_OPTIONS`."""
+    out: list[str] = []
+    items = iter(argv)
+    for item in items:
+        if item in DASH_VALUE_OPTIONS:
+            value = next(items, None)
+            if value is not None and value.startswith("-") and value[1:2] not in ("", "-"):
+                out.append(f"{item}={value}")
+                continue
+            out.append(item)
+            if value is not None:
+                out.append(value)
+            continue
+        out.append(item)
+    return out
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key putting ``day=2`` before ``day=10``: runs of digits compare as numbers."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part
+    )
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
 
@@ -115,16 +159,14 @@ class LakeTarget:
 
 
 def parse_lake_url(text: str) -> LakeTarget:
-    """``s3://bucket[/prefix]`` (a bare ``bucket`` is accepted too)."""
-    if "://" not in text:
-        text = f"s3://{text}"
-    parts = urlsplit(text)
-    if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
-        raise argparse.ArgumentTypeError(f"expected s3://bucket[/prefix], got {text!r}")
-    prefix = parts.path.lstrip("/")
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return LakeTarget(parts.netloc, prefix)
+    """``s3://bucket[/prefix]`` (a bare ``bucket`` is accepted too), checked as
+    :meth:`lakelock.Lake.from_url` checks it: an argparse type, so a bad URL is a usage
+    error before anything is sent."""
+    try:
+        bucket, prefix = parse_lake_url_parts(text, bare_bucket=True)
+    except InvalidNameError as error:
+        raise argparse.ArgumentTypeError(f"{error.reason}, got {text!r}") from None
+    return LakeTarget(bucket, prefix)
 
 
 def client_for(args: argparse.Namespace, *, max_attempts: int | None = None) -> Any:
@@ -231,8 +273,11 @@ def to_jsonable(value: Any) -> Any:
     return str(value)
 
 
-def print_json(value: Any, out: TextIO | None = None) -> None:
-    text = orjson.dumps(to_jsonable(value), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+def print_json(value: Any, out: TextIO | None = None, *, sort_keys: bool = True) -> None:
+    """``value`` as indented JSON; ``sort_keys=False`` keeps the order mappings were built in
+    (partitions in natural order)."""
+    option = orjson.OPT_INDENT_2 | (orjson.OPT_SORT_KEYS if sort_keys else 0)
+    text = orjson.dumps(to_jsonable(value), option=option)
     (out or sys.stdout).write(text.decode() + "\n")
 
 
@@ -267,35 +312,12 @@ def format_duration(seconds: float) -> str:
     return "".join(parts[:2])
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
-_DURATION_UNITS = {
-    "": 1.0,
-    "s": 1.0,
-    "sec": 1.0,
-    "m": 60.0,
-    "min": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
-    "w": 604800.0,
-}
-
-
 def parse_duration(text: str) -> float:
     """``"24h"``, ``"90m"``, ``"1d12h"``, ``"30s"``, ``"3600"`` → seconds (argparse type)."""
-    compact = text.strip().lower()
-    total = 0.0
-    position = 0
-    for match in _DURATION.finditer(compact):
-        if match.start() != position or match[2] not in _DURATION_UNITS:
-            break
-        total += float(match[1]) * _DURATION_UNITS[match[2]]
-        position = match.end()
-    else:
-        if compact and position == len(compact):
-            return total
-    raise argparse.ArgumentTypeError(
-        f"invalid duration {text!r}: use a number with a unit, e.g. 30s, 15m, 24h, 7d"
-    )
+    try:
+        return duration_seconds(text)
+    except InvalidNameError as error:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {error.reason}") from None
 
 
 def iter_causes(error: BaseException) -> Iterator[BaseException]:
@@ -315,6 +337,12 @@ def describe_error(error: BaseException, args: argparse.Namespace | None = None)
         if isinstance(cause, EndpointConnectionError | ConnectTimeoutError):
             url = endpoint or cause.kwargs.get("endpoint_url") or "the S3 endpoint"
             return f"cannot connect to {url}: is the endpoint running and reachable?"
+        if isinstance(cause, SSLError):
+            url = endpoint or "the S3 endpoint"
+            return (
+                f"cannot connect to {url}: the TLS handshake failed (an https:// URL for a "
+                "plain-http endpoint?)"
+            )
         if isinstance(cause, ReadTimeoutError):
             return f"the S3 endpoint did not answer in time ({cause})"
         if isinstance(cause, NoCredentialsError | PartialCredentialsError):

@@ -22,17 +22,32 @@ def add_parser(commands: Any) -> None:
         "every write that bypasses lakelock's conditional requests. Apply it with e.g. "
         "`aws s3api put-bucket-policy --bucket B --policy file://policy.json`.",
     )
-    parser.add_argument("--bucket", required=True, help="bucket name")
+    parser.add_argument("--bucket", required=True, help="the bucket the policy is for")
     parser.add_argument(
         "--principal",
         action="append",
         required=True,
         metavar="ARN",
-        help="IAM role/user ARN, 12-digit account id, or '*' (repeat for several)",
+        help="who the policy binds (their unconditional writes are denied): an IAM role/user "
+        "ARN, a 12-digit account id, or '*' for everybody (repeat for several)",
     )
-    parser.add_argument("--prefix", default="", help="the lake's prefix in the bucket")
-    parser.add_argument("--datasets-prefix", default="datasets/", metavar="P")
-    parser.add_argument("--metastore-prefix", default="metastore/", metavar="P")
+    parser.add_argument(
+        "--prefix", default="", help="the lake's prefix in the bucket (default: the whole bucket)"
+    )
+    parser.add_argument(
+        "--datasets-prefix",
+        default="datasets/",
+        metavar="P",
+        help="where data files live, under --prefix: writes there must be create-only "
+        "(default: datasets/, lakelock's layout)",
+    )
+    parser.add_argument(
+        "--metastore-prefix",
+        default="metastore/",
+        metavar="P",
+        help="where the registry, manifests, leases and locks live, under --prefix: writes "
+        "there must be create-only or compare-and-swap (default: metastore/, lakelock's layout)",
+    )
     parser.add_argument(
         "--deny-unconditional-delete",
         action="store_true",
@@ -44,9 +59,14 @@ def add_parser(commands: Any) -> None:
         help="omit the statement keeping metastore/manifests/ create-only",
     )
     parser.add_argument(
-        "--partition", default="aws", choices=("aws", "aws-cn", "aws-us-gov"), help="AWS partition"
+        "--partition",
+        default="aws",
+        choices=("aws", "aws-cn", "aws-us-gov"),
+        help="the AWS partition of the bucket's ARNs (default: aws)",
     )
-    parser.add_argument("--compact", action="store_true", help="one line of JSON")
+    parser.add_argument(
+        "--compact", action="store_true", help="print the JSON on one line (default: indented)"
+    )
     add_debug_option(parser)
     parser.set_defaults(run=run)
 

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import TextIO
 
-__all__ = ["ProgressBar", "progress_wanted"]
+__all__ = ["ProgressBar", "ProgressCounter", "progress_wanted"]
 
 
 def progress_wanted(flag: bool | None, stream: TextIO | None = None) -> bool:
@@ -60,3 +60,50 @@ class ProgressBar:
                 self.stream.write("\n")
                 self.stream.flush()
                 self._drawn = False
+
+
+class ProgressCounter:
+    """Callable as ``progress(count)`` for work of unknown size (listing): ``listing 3000
+    objects``, redrawn at most every ``interval`` seconds. :meth:`close` draws the final count
+    and ends the line."""
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        unit: str = "objects",
+        stream: TextIO | None = None,
+        interval: float = 0.1,
+    ) -> None:
+        self.label = label
+        self.unit = unit
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._last = 0.0
+        self._count: int | None = None
+        self._shown: int | None = None
+
+    def __call__(self, count: int) -> None:
+        with self._lock:
+            self._count = count
+            now = time.monotonic()
+            if self._shown is not None and now - self._last < self.interval:
+                return
+            self._last = now
+            self._draw(count)
+
+    def _draw(self, count: int) -> None:
+        self.stream.write(f"\r{self.label} {count} {self.unit}")
+        self.stream.flush()
+        self._shown = count
+
+    def close(self) -> None:
+        with self._lock:
+            if self._count is None:
+                return
+            if self._shown != self._count:
+                self._draw(self._count)
+            self.stream.write("\n")
+            self.stream.flush()
+            self._count = self._shown = None

@@ -11,15 +11,17 @@ from lakelock._cli._common import (
     add_json_option,
     add_s3_options,
     check_bucket,
+    dataset_name,
     format_size,
     lake_for,
+    natural_key,
     parse_lake_url,
     print_json,
     print_lines,
     render_table,
     to_jsonable,
 )
-from lakelock._registry import DatasetState, RegistrySnapshot
+from lakelock._registry import CommitRecord, DatasetState, RegistrySnapshot
 from lakelock.errors import DatasetNotFoundError
 
 __all__ = ["add_parser"]
@@ -38,7 +40,9 @@ def add_parser(commands: Any) -> None:
         "properties and partitions.",
     )
     show.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
-    show.add_argument("--dataset", metavar="NAME", help="show this dataset in detail")
+    show.add_argument(
+        "--dataset", type=dataset_name, metavar="NAME", help="show this dataset in detail"
+    )
     show.add_argument(
         "--files", action="store_true", help="with --dataset: list its committed files too"
     )
@@ -55,12 +59,15 @@ def add_parser(commands: Any) -> None:
     log = actions.add_parser(
         "log",
         help="recent commits, newest first",
-        description="Recent commits recorded in the registry's root, newest first; with "
-        "--dataset, that dataset's whole history (as far back as vacuum kept it): version, "
-        "server commit time, operation, counts and commit id.",
+        description="Recent commits recorded in the registry's root, newest first, with the "
+        "operation each one was (append, overwrite, delete, compact, rename, copy, restore; "
+        "'commit' for a plain registry commit); with --dataset, that dataset's whole history "
+        "(as far back as vacuum kept it).",
     )
     log.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
-    log.add_argument("--dataset", metavar="NAME", help="only commits to this dataset")
+    log.add_argument(
+        "--dataset", type=dataset_name, metavar="NAME", help="only commits to this dataset"
+    )
     log.add_argument(
         "-n", "--limit", type=int, default=20, metavar="N", help="at most N commits (default 20)"
     )
@@ -117,7 +124,7 @@ def run_show(args: argparse.Namespace) -> int:
             data = {"url": target.url, "registry_version": snap.version, **_dataset_json(state)}
             if files is not None:
                 data["files"] = [f.to_json() for f in files]
-            print_json(data)
+            print_json(data, sort_keys=False)
         else:
             print_lines(_dataset_lines(target, snap, state, files))
         return 0
@@ -129,8 +136,9 @@ def run_show(args: argparse.Namespace) -> int:
                 "etag": snap.etag,
                 "updated_at": snap.updated_at,
                 "datasets": {name: _dataset_json(s) for name, s in sorted(snap.datasets.items())},
-                "fences": dict(snap.fences),
-            }
+                "fences": dict(sorted(snap.fences.items())),
+            },
+            sort_keys=False,
         )
         return 0
     print_lines(_registry_lines(target, snap))
@@ -142,31 +150,23 @@ def run_log(args: argparse.Namespace) -> int:
         raise ValueError("--limit must be at least 1")
     lake, snap = _read(args)
     if args.dataset is not None:
-        history = lake.registry.history(args.dataset, limit=args.limit)
         entries = [
-            (h.version, _iso(h.at), [h.dataset], h.operation, h.added, h.removed, h.commit_id)
-            for h in history
+            {
+                "id": h.commit_id,
+                "version": h.version,
+                "dataset": h.dataset,
+                "datasets": [h.dataset],
+                "operation": h.operation,
+                "at": _iso(h.at),
+                "added": h.added,
+                "removed": h.removed,
+            }
+            for h in lake.registry.history(args.dataset, limit=args.limit)
         ]
     else:
-        entries = [
-            (c.version, c.at, list(c.datasets), c.operation, c.added, c.removed, c.id)
-            for c in reversed(snap.commits)
-        ][: args.limit]
+        entries = [_commit_json(c) for c in reversed(snap.commits)][: args.limit]
     if args.json:
-        print_json(
-            [
-                {
-                    "version": version,
-                    "at": at,
-                    "datasets": datasets,
-                    "operation": operation,
-                    "added": added,
-                    "removed": removed,
-                    "id": commit_id,
-                }
-                for version, at, datasets, operation, added, removed, commit_id in entries
-            ]
-        )
+        print_json(entries)
         return 0
     target: LakeTarget = args.url
     if not entries:
@@ -174,12 +174,20 @@ def run_log(args: argparse.Namespace) -> int:
         print_lines([f"{target.url}: no commits{what} recorded (registry version {snap.version})"])
         return 0
     rows = [
-        (version, at, ",".join(datasets), operation, added, removed, commit_id)
-        for version, at, datasets, operation, added, removed, commit_id in entries
+        (
+            e["version"],
+            e["at"],
+            e["operation"],
+            ",".join(e["datasets"]),
+            e["added"],
+            e["removed"],
+            e["id"],
+        )
+        for e in entries
     ]
     print_lines(
         render_table(
-            ("VERSION", "AT", "DATASET", "OPERATION", "ADDED", "REMOVED", "COMMIT"),
+            ("VERSION", "AT", "OPERATION", "DATASETS", "ADDED", "REMOVED", "COMMIT"),
             rows,
             right=("VERSION", "ADDED", "REMOVED"),
         )
@@ -189,6 +197,23 @@ def run_log(args: argparse.Namespace) -> int:
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _datasets(record: CommitRecord) -> list[str]:
+    """The datasets one commit changed (a rename or copy across datasets names two)."""
+    return record.dataset.split(",")
+
+
+def _operation(record: CommitRecord) -> str:
+    return getattr(record, "operation", None) or "commit"
+
+
+def _commit_json(record: CommitRecord) -> dict[str, Any]:
+    return {
+        **to_jsonable(record),
+        "datasets": _datasets(record),
+        "operation": _operation(record),
+    }
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -284,7 +309,7 @@ def _dataset_lines(
                 format_size(p.size),
                 p.updated_version,
             )
-            for path, p in sorted(state.partitions.items())
+            for path, p in _partitions(state)
         ]
         lines += render_table(
             ("PARTITION", "FILES", "RECORDS", "SIZE", "VERSION"),
@@ -298,6 +323,11 @@ def _dataset_lines(
             ("FILE", "RECORDS", "SIZE", "ETAG"), file_rows, right=("RECORDS", "SIZE")
         )
     return lines
+
+
+def _partitions(state: DatasetState) -> list[tuple[str, Any]]:
+    """The partitions in natural order: ``day=2`` before ``day=10``."""
+    return sorted(state.partitions.items(), key=lambda item: natural_key(item[0]))
 
 
 def _dataset_json(state: DatasetState) -> dict[str, Any]:
@@ -321,6 +351,6 @@ def _dataset_json(state: DatasetState) -> dict[str, Any]:
                 "updated_version": p.updated_version,
                 "manifests": [m.key for m in p.manifests],
             }
-            for path, p in sorted(state.partitions.items())
+            for path, p in _partitions(state)
         },
     }

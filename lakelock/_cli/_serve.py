@@ -34,6 +34,17 @@ def _fault(text: str) -> list[Any]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: a whole number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: 0 to 65535 (0: any free port)")
+    return port
+
+
 def _latency(text: str) -> tuple[float, float]:
     """``SECONDS`` or ``SECONDS+JITTER``."""
     delay, _, jitter = text.partition("+")
@@ -64,7 +75,9 @@ def add_parser(commands: Any) -> None:
         "policies, 409s) with optional latency and seeded faults. Runs until Ctrl-C.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=9000, help="port (0: any free port)")
+    parser.add_argument(
+        "--port", type=_port, default=9000, help="port, 0-65535 (0: any free port; default 9000)"
+    )
     parser.add_argument(
         "--bucket",
         action="append",

@@ -14,17 +14,19 @@ from lakelock._cli._common import (
     add_json_option,
     add_s3_options,
     check_bucket,
+    client_for,
     format_duration,
     format_size,
-    lake_for,
     parse_duration,
     parse_lake_url,
     print_json,
     print_lines,
     render_table,
 )
-from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock._cli._progress import ProgressBar, ProgressCounter, progress_wanted
+from lakelock._lake import DEFAULT_RETENTION, Lake
 from lakelock._vacuum import VacuumReport
+from lakelock.errors import InvalidNameError
 
 __all__ = ["add_parser", "run"]
 
@@ -46,14 +48,24 @@ def add_parser(commands: Any) -> None:
         type=parse_duration,
         required=True,
         metavar="AGE",
-        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m",
+        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (at most --retention)",
+    )
+    parser.add_argument(
+        "--retention",
+        type=parse_duration,
+        default=DEFAULT_RETENTION,
+        metavar="AGE",
+        help="how long this lake's writers keep retired manifests in the registry "
+        "(Lake(retention=...); default 7d): vacuum cannot see further back, so --older-than "
+        "may not exceed it. Raise it only if every writer uses at least as much",
     )
     parser.add_argument("--delete", action="store_true", help="delete them (default: only report)")
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="progress bar on stderr (default: when stderr is a terminal)",
+        help="progress on stderr, while listing and while deleting (default: when stderr is "
+        "a terminal)",
     )
     add_json_option(parser)
     add_s3_options(parser)
@@ -62,15 +74,30 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
-    lake = lake_for(args, target)
+    if args.older_than > args.retention:
+        raise InvalidNameError(
+            format_duration(args.older_than),
+            f"--older-than exceeds the registry's retention ({format_duration(args.retention)})"
+            ": retired manifests older than that are forgotten, so their files cannot be "
+            "proven unread; pass --retention AGE if every writer of this lake keeps them that "
+            "long (Lake(retention=...))",
+        )
+    lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args), retention=args.retention)
     check_bucket(lake.client, target.bucket)
-    # Lake.vacuum reports progress while deleting (listing and the registry read come first).
-    bar = ProgressBar("deleting") if progress_wanted(args.progress) else None
+    wanted = progress_wanted(args.progress)
+    counter = ProgressCounter("listing") if wanted else None
+    bar = ProgressBar("deleting") if wanted else None
     try:
-        report = lake.vacuum(older_than=args.older_than, dry_run=not args.delete, progress=bar)
+        report = lake.vacuum(
+            older_than=args.older_than,
+            dry_run=not args.delete,
+            progress=bar,
+            listing=counter,
+        )
     finally:
-        if bar is not None:
-            bar.close()
+        for shown in (counter, bar):
+            if shown is not None:
+                shown.close()
     if args.json:
         print_json(
             {

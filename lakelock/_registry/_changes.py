@@ -23,8 +23,11 @@ Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwi
   otherwise);
 - every removed file must be registered; adding the very same set of files to a partition
   twice (the same delta manifest) is refused;
-- ``remove_partitions`` removes every file a partition holds *when the change is applied*
-  (an overwrite or a delete replaces what a concurrent append added first, too);
+- ``remove_partitions`` removes every file of every partition at or under the given paths
+  (``"year=2024"`` covers its months; ``""`` every partition) *in the document the change is
+  applied to*: on a redrive, files and partitions another commit added meanwhile go too (what
+  overwrite and delete mean). A path matching nothing removes nothing; files the same change
+  adds stay;
 - ``restore`` makes an older version of the dataset current again (its schema, partitions
   and properties; the commit-id history stays and records the restore).
 
@@ -70,6 +73,7 @@ __all__ = [
     "evolve_schema",
     "manifests_needed",
     "partition_of_key",
+    "removed_partitions",
     "seal",
     "totals_of",
     "with_dataset",
@@ -183,7 +187,7 @@ def manifests_needed(
     if dataset is None:
         return set()
     paths = {partition_of_key(change.dataset, key) for key in change.remove}
-    paths.update(change.remove_partitions)
+    paths.update(removed_partitions(dataset.partitions, change, len(dataset.partition_by)))
     for path in change.added_manifests:
         partition = dataset.partitions.get(path)
         if partition is not None and len(partition.manifests) + 1 > max_manifests:
@@ -257,7 +261,7 @@ def apply_change(
     partitions = OverlayPartitions(base, overlay)
     totals = dataset.totals if dataset.totals is not None else totals_of(dataset.partitions)
     writes: list[tuple[str, bytes]] = []
-    removed_by_partition, cleared = _removals(change, partitions)
+    removed_by_partition, cleared = _removals(change, partitions, len(dataset.partition_by))
 
     removed = len(change.remove)
     touched = set(change.added_manifests) | set(removed_by_partition) | cleared
@@ -326,17 +330,31 @@ def apply_change(
 
 
 def _removals(
-    change: Change, partitions: Mapping[str, PartitionState]
+    change: Change, partitions: Mapping[str, PartitionState], columns: int
 ) -> tuple[dict[str, set[str]], set[str]]:
     """The files ``change`` removes, by partition, and the partitions it clears."""
     removed_by_partition: dict[str, set[str]] = {}
     for key in change.remove:
         removed_by_partition.setdefault(partition_of_key(change.dataset, key), set()).add(key)
-    cleared = set(change.remove_partitions)
-    for path in cleared:
-        if path not in partitions:
-            raise _conflict(change, f"{change.dataset!r} has no partition {path!r} to remove")
-    return removed_by_partition, cleared
+    return removed_by_partition, set(removed_partitions(partitions, change, columns))
+
+
+def removed_partitions(
+    partitions: Mapping[str, PartitionState], change: Change, columns: int
+) -> list[str]:
+    """The partition paths at or under one of ``change.remove_partitions``. A whole path
+    (one segment per partition column) is looked up, not searched for: clearing one
+    partition of a large dataset loads one path of its index, not all of it."""
+    whole = [p for p in change.remove_partitions if p and p.count("/") + 1 == columns]
+    prefixes = [p for p in change.remove_partitions if p not in whole]
+    found = {p for p in whole if p in partitions}
+    if prefixes:
+        found.update(
+            path
+            for path in partitions
+            if any(not p or path == p or path.startswith(f"{p}/") for p in prefixes)
+        )
+    return sorted(found)
 
 
 def _restore(
@@ -606,6 +624,7 @@ def _fence_only(change: Change) -> bool:
     return change.fence is not None and not (
         change.add
         or change.remove
+        or change.remove_partitions
         or change.schema is not None
         or change.partition_by is not None
         or change.properties is not None

@@ -49,7 +49,7 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
-from lakelock._names import validate_dataset_name
+from lakelock._names import validate_dataset_name, validate_partition_path
 from lakelock._registry._changes import (
     Applied,
     Change,
@@ -75,7 +75,7 @@ from lakelock._registry._document import (
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, parse_intent, prune_fates
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import IfMatch, ListedObject, ObjectStore, PutMode
+from lakelock._s3 import IfMatch, ListedObject, ObjectStore, PutMode, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -102,7 +102,9 @@ class CommitResult:
     """What a commit did. ``version`` is the registry version that holds it; ``attempts``
     counts CAS attempts of its batch (``redrives`` after 412, ``retries`` after 409/503/unknown
     outcomes); ``already_committed`` is true when the commit id was found already recorded
-    (nothing changed); ``batch_size`` is how many commits shared the CAS."""
+    (nothing changed); ``batch_size`` is how many commits shared the CAS; ``empty`` is true
+    when there was nothing to commit (no registry version was made, ``version`` is the one
+    read)."""
 
     version: int
     commit_id: str
@@ -111,6 +113,7 @@ class CommitResult:
     retries: int = 0
     already_committed: bool = False
     batch_size: int = 1
+    empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -550,15 +553,16 @@ class Registry:
         fence: Fence | tuple[str, int] | None = None,
         partition_by: Sequence[str] | None = None,
         remove_partitions: Sequence[str] = (),
-        operation: str = "commit",
+        operation: str | None = None,
     ) -> CommitResult:
         """Add and remove files of ``dataset`` (and declare its schema, partition columns and
         properties) in one atomic registry update. A ``commit_id`` already recorded makes this
         a no-op success, so a re-run pipeline commits once. ``fence=(name, token)`` refuses
         the commit if a higher token was seen for ``name`` (:class:`StaleFenceError`).
-        ``remove_partitions`` removes every file those partitions hold when the commit is
-        applied (overwrite, delete); ``operation`` names the commit in the history. A new
-        dataset without ``partition_by`` takes the partition columns its files' paths name."""
+        ``remove_partitions`` removes every file of the partitions at or under those paths
+        (``""``: all) as they are when the commit applies (files added by this commit stay);
+        ``operation`` names the commit in the log (default ``"commit"``). A new dataset
+        without ``partition_by`` takes the partition columns its files' paths name."""
         change = Change(
             dataset=dataset,
             commit_id=commit_id if commit_id is not None else uuid.uuid4().hex,
@@ -568,8 +572,10 @@ class Registry:
             partition_by=tuple(partition_by) if partition_by is not None else None,
             properties=dict(properties) if properties is not None else None,
             fence=Fence(*fence) if isinstance(fence, tuple) else fence,
-            remove_partitions=tuple(remove_partitions),
-            operation=operation,
+            remove_partitions=tuple(
+                dict.fromkeys(validate_partition_path(p) for p in remove_partitions)
+            ),
+            operation=operation or "commit",
         )
         return self.commit_changes([change], explicit_id=commit_id is not None)
 
@@ -799,33 +805,7 @@ class Registry:
         self.objects.create_all(deltas + [w for _, a in applied for w in a.writes] + writes)
         for p in state.pending:
             p.unwritten = []
-        mode: PutMode = IfMatch(etag) if etag is not None else "create"
-        if state.first_base is None:
-            state.first_base = doc.version
-        try:
-            written = self._root.put(
-                REGISTRY_KEY,
-                serialize_registry(new_doc),
-                mode=mode,
-                content_type="application/json",
-            )
-        except (PreconditionFailedError, AlreadyExistsError) as error:
-            state.redrives += 1
-            raise _Redrive from error
-        except (ConflictError, ThrottledError) as error:
-            state.retries += 1
-            raise _Retry from error
-        except OutcomeUnknownError as error:
-            state.retries += 1
-            state.unknown_base = doc.version
-            raise _Retry from error
-        except NotFoundError as error:
-            raise RegistryCorruptError(
-                "the registry was deleted while committing; lakelock will not re-create it "
-                "(restore it, or delete the whole lake deliberately)",
-                bucket=self.store.bucket,
-                key=self._root.full_key(REGISTRY_KEY),
-            ) from error
+        written = self._swap(state, doc, etag, new_doc)
         self._known = (new_doc, written.etag)
         if fold.listed:
             self._listed_at = seconds
@@ -871,6 +851,38 @@ class Registry:
             seen.add(p.change.commit_id)
             current = candidate
         return current, applied
+
+    def _swap(
+        self, state: _BatchState, doc: RegistryDoc, etag: str | None, new_doc: RegistryDoc
+    ) -> PutResult:
+        """The root's compare-and-swap, its outcome turned into a redrive or a retry."""
+        mode: PutMode = IfMatch(etag) if etag is not None else "create"
+        if state.first_base is None:
+            state.first_base = doc.version
+        try:
+            return self._root.put(
+                REGISTRY_KEY,
+                serialize_registry(new_doc),
+                mode=mode,
+                content_type="application/json",
+            )
+        except (PreconditionFailedError, AlreadyExistsError) as error:
+            state.redrives += 1
+            raise _Redrive from error
+        except (ConflictError, ThrottledError) as error:
+            state.retries += 1
+            raise _Retry from error
+        except OutcomeUnknownError as error:
+            state.retries += 1
+            state.unknown_base = doc.version
+            raise _Retry from error
+        except NotFoundError as error:
+            raise RegistryCorruptError(
+                "the registry was deleted while committing; lakelock will not re-create it "
+                "(restore it, or delete the whole lake deliberately)",
+                bucket=self.store.bucket,
+                key=self._root.full_key(REGISTRY_KEY),
+            ) from error
 
     def _should_list(self, doc: RegistryDoc, state: _BatchState, seconds: float) -> bool:
         """Whether this attempt looks for other processes' intents: after a lost race,

@@ -1,0 +1,62 @@
+"""Durations as people write them: ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``, ``"1d12h"``, a
+number of seconds, or a :class:`~datetime.timedelta`. Pure; shared by the API and the CLI."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import timedelta
+
+from lakelock.errors import InvalidNameError
+
+__all__ = ["DURATION_FORMS", "duration_seconds"]
+
+#: What :func:`duration_seconds` accepts, for error messages.
+DURATION_FORMS = (
+    "seconds as a number, a timedelta, or text such as '90s', '15m', '24h', '7d', '1d12h'"
+)
+
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
+_UNITS = {
+    "": 1.0,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+}
+
+
+def duration_seconds(value: object, *, what: str = "duration") -> float:
+    """``value`` in seconds (``>= 0``, finite), or :class:`~lakelock.errors.InvalidNameError`
+    naming what is accepted (:data:`DURATION_FORMS`)."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = _parse(value, what)
+    else:
+        raise InvalidNameError(value, f"a {what} is {DURATION_FORMS}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidNameError(value, f"a {what} is finite and not negative")
+    return seconds
+
+
+def _parse(text: str, what: str) -> float:
+    compact = text.strip().lower()
+    if compact.startswith("-"):
+        raise InvalidNameError(text, f"a {what} is finite and not negative")
+    total = 0.0
+    position = 0
+    for match in _PART.finditer(compact):
+        if match.start() != position or match[2] not in _UNITS:
+            break
+        total += float(match[1]) * _UNITS[match[2]]
+        position = match.end()
+    else:
+        if compact and position == len(compact):
+            return total
+    raise InvalidNameError(text, f"a {what} is {DURATION_FORMS}")

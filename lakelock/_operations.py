@@ -1,0 +1,329 @@
+"""The table operations ETL jobs expect: overwrite, delete, compact -- each one registry commit.
+
+========== ======================================================= =========================
+operation  what the commit does                                    beside concurrent writers
+========== ======================================================= =========================
+overwrite  adds the new files and removes every file of the        the replaced partitions
+           replaced partitions (those the table has rows for, or   lose whatever they hold
+           the ones given, or all), as the registry holds them     when the commit applies,
+           when the commit applies                                 appends that landed first
+                                                                   included; others keep
+delete     removes every file of the matching partitions, as the   as overwrite
+           registry holds them when the commit applies
+compact    adds merged files and removes exactly the small files   appends to any partition
+           it read                                                 survive; a commit that
+                                                                   removed one of those files
+                                                                   first makes it a conflict
+========== ======================================================= =========================
+
+A commit is atomic for readers: a snapshot shows the dataset wholly before or wholly after.
+Every operation takes ``commit_id`` (a re-run with a recorded id does nothing and reports the
+earlier commit) and ``fence`` (a lease's or path lock's fencing token, checked by the
+registry), and records its name in the commit log (``lakelock registry log``).
+
+Which partitions: a partition is a path (``"year=2024/month=1"``) or a mapping as
+:meth:`~lakelock.Lake.read` takes (``{"year": 2024, "month": 1}``). For delete and compact
+(and overwrite's ``partitions``) a leading part also works (``"year=2024"``, ``{"year":
+2024}``: every month of 2024). ``delete(where=...)`` takes a pyarrow expression over the
+partition columns (``pc.field("year") < 2020``), evaluated on the partitions the registry
+holds when the delete is planned; it removes those partitions whole. A partition created
+after that evaluation is not deleted: hold the path lock on the dataset to exclude writers.
+
+Files that leave the registry are not deleted: readers of older snapshots may still read
+them; ``vacuum`` removes them once no retained snapshot needs them. Files written for a
+commit that then failed are orphans for ``vacuum`` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelock._datafile import DataFile
+from lakelock._datasets import read_files, table_schema, write_table
+from lakelock._names import (
+    parse_partition_path,
+    parse_partition_value,
+    partition_path,
+    validate_dataset_name,
+    validate_partition_path,
+)
+from lakelock._registry import CommitResult, DatasetState, Fence, RegistrySnapshot
+from lakelock.errors import DatasetNotFoundError, InvalidNameError
+
+if TYPE_CHECKING:
+    from lakelock._registry import Registry
+    from lakelock._s3 import ObjectStore
+
+__all__ = [
+    "DEFAULT_TARGET_FILE_SIZE",
+    "PartitionSpec",
+    "compact",
+    "delete",
+    "overwrite",
+]
+
+Progress = Callable[[int, int], None]
+#: A partition (or a leading part of one) as a path or a column -> value mapping.
+PartitionSpec = str | Mapping[str, object]
+#: Compaction's default output size: big enough for efficient scans, small enough to
+#: parallelise (engines commonly aim at 128 MiB to 1 GiB).
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+#: A column name no partition column can have (they never start with "_").
+_INDEX = "__lakelock_index"
+
+
+def overwrite(
+    registry: Registry,
+    store: ObjectStore,
+    dataset: str,
+    table: pa.Table,
+    *,
+    partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+    partition_by: Sequence[str] = (),
+    commit_id: str | None = None,
+    fence: Fence | tuple[str, int] | None = None,
+    file_name: str | None = None,
+    progress: Progress | None = None,
+) -> CommitResult:
+    """Replace partitions of ``dataset`` by ``table`` in one commit (module docstring).
+
+    ``partitions=None`` replaces the partitions ``table`` has rows for; a list replaces those
+    (each row of ``table`` must fall in one of them: :class:`InvalidNameError` otherwise);
+    ``"all"`` replaces the whole dataset. An empty table with ``partitions=None`` commits
+    nothing (``result.empty``); with partitions given, it empties them.
+    """
+    dataset = validate_dataset_name(dataset)
+    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    schema = table_schema(table, columns)
+    snapshot = registry.read()
+    done = _already_committed(snapshot, commit_id)
+    if done is not None:
+        return done
+    replaced: tuple[str, ...] | None = None
+    if partitions == "all":
+        replaced = ("",)
+    elif partitions is not None:
+        replaced = tuple(_prefix(columns, p) for p in _specs(partitions))
+    if replaced is None and table.num_rows == 0:
+        return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
+    if replaced is not None:
+        outside = [p for p in _table_partitions(table, columns) if not _covered(p, replaced)]
+        if outside:  # checked before writing: bad input writes nothing
+            raise InvalidNameError(
+                outside[0],
+                f"rows of partition {outside[0]!r} fall outside the partitions being "
+                f"replaced {list(replaced)}",
+            )
+    files = write_table(
+        store, dataset, table, partition_by=columns, file_name=file_name, progress=progress
+    )
+    if replaced is None:
+        replaced = tuple(dict.fromkeys(f.partition_path for f in files))
+    return registry.commit(
+        dataset,
+        add=files,
+        schema=schema,
+        partition_by=columns,
+        commit_id=commit_id,
+        fence=fence,
+        remove_partitions=replaced,
+        operation="overwrite",
+    )
+
+
+def delete(
+    registry: Registry,
+    dataset: str,
+    *,
+    partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+    where: pc.Expression | None = None,
+    commit_id: str | None = None,
+    fence: Fence | tuple[str, int] | None = None,
+) -> CommitResult:
+    """Remove partitions of ``dataset`` in one commit: those named by ``partitions`` (paths,
+    mappings, leading parts, or ``"all"``) and those whose partition values satisfy
+    ``where`` (module docstring). Nothing matching commits nothing (``result.empty``)."""
+    dataset = validate_dataset_name(dataset)
+    if partitions is None and where is None:
+        raise InvalidNameError(None, "say which partitions: partitions=... and/or where=...")
+    snapshot = registry.read()
+    done = _already_committed(snapshot, commit_id)
+    if done is not None:
+        return done
+    state = _dataset(snapshot, dataset)
+    removed: list[str] = []
+    if partitions == "all":
+        removed.append("")
+    elif partitions is not None:
+        removed += [_prefix(state.partition_by, p) for p in _specs(partitions)]
+    if where is not None:
+        removed += _matching(state, where)
+    removed = list(dict.fromkeys(removed))
+    if not any(_covered(path, removed) for path in state.partitions):
+        return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
+    return registry.commit(
+        dataset,
+        commit_id=commit_id,
+        fence=fence,
+        remove_partitions=removed,
+        operation="delete",
+    )
+
+
+def compact(
+    registry: Registry,
+    store: ObjectStore,
+    dataset: str,
+    *,
+    partitions: Iterable[PartitionSpec] | None = None,
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+    commit_id: str | None = None,
+    fence: Fence | tuple[str, int] | None = None,
+    progress: Progress | None = None,
+) -> CommitResult:
+    """Merge the small files of ``dataset`` (of ``partitions``, default all) into files of
+    about ``target_file_size`` bytes, in one commit that removes exactly the files read
+    (module docstring). Files of at least that size are left alone; so is a partition with
+    fewer than two small files. Nothing to merge commits nothing (``result.empty``).
+    ``progress(done, total)`` counts the groups of files merged."""
+    dataset = validate_dataset_name(dataset)
+    if target_file_size < 1:
+        raise InvalidNameError(target_file_size, "target_file_size is a positive byte count")
+    snapshot = registry.read()
+    done = _already_committed(snapshot, commit_id)
+    if done is not None:
+        return done
+    state = _dataset(snapshot, dataset)
+    wanted = None
+    if partitions is not None:
+        prefixes = [_prefix(state.partition_by, p) for p in _specs(partitions)]
+        wanted = [path for path in state.partitions if _covered(path, prefixes)]
+    files = registry.files(dataset, snapshot=snapshot, partitions=wanted)
+    groups = _groups(files, target_file_size)
+    if not groups:
+        return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
+    merged: list[DataFile] = []
+    for number, group in enumerate(groups, start=1):
+        rows = read_files(store, group, schema=state.schema, partition_by=state.partition_by)
+        merged += write_table(store, dataset, rows, partition_by=state.partition_by)
+        if progress is not None:
+            progress(number, len(groups))
+    return registry.commit(
+        dataset,
+        add=merged,
+        remove=[f for group in groups for f in group],
+        commit_id=commit_id,
+        fence=fence,
+        operation="compact",
+    )
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _already_committed(snapshot: RegistrySnapshot, commit_id: str | None) -> CommitResult | None:
+    record = next((c for c in snapshot.commits if c.id == commit_id), None)
+    if record is None:
+        return None
+    return CommitResult(record.version, record.id, already_committed=True)
+
+
+def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:
+    state = snapshot.datasets.get(dataset)
+    if state is None:
+        raise DatasetNotFoundError(dataset)
+    return state
+
+
+def _specs(partitions: Iterable[PartitionSpec]) -> list[PartitionSpec]:
+    if isinstance(partitions, str | Mapping):
+        raise InvalidNameError(partitions, "partitions is a list of paths or mappings")
+    return list(partitions)
+
+
+def _prefix(columns: Sequence[str], spec: PartitionSpec) -> str:
+    """A partition path, or a leading part of one, naming ``columns`` in order."""
+    if isinstance(spec, str):
+        path = validate_partition_path(spec)
+        named = [column for column, _ in parse_partition_path(path)]
+    else:
+        named = list(spec)
+        path = partition_path(spec.items())
+    if not named or named != list(columns[: len(named)]):
+        raise InvalidNameError(
+            spec, f"a partition names the columns {list(columns)} in that order, or the first few"
+        )
+    return path
+
+
+def _table_partitions(table: pa.Table, columns: Sequence[str]) -> list[str]:
+    """The partition paths ``table``'s rows fall in."""
+    if not columns or table.num_rows == 0:
+        return [""] if table.num_rows else []
+    keys = table.select(list(columns))
+    for i, field in enumerate(keys.schema):  # group on plain values, not dictionary indices
+        if pa.types.is_dictionary(field.type):
+            keys = keys.set_column(i, field.name, keys.column(i).cast(field.type.value_type))
+    groups = keys.group_by(list(columns), use_threads=False).aggregate([])
+    return sorted(
+        partition_path((column, groups.column(column)[i]) for column in columns)
+        for i in range(groups.num_rows)
+    )
+
+
+def _covered(path: str, prefixes: Iterable[str]) -> bool:
+    return any(not p or path == p or path.startswith(f"{p}/") for p in prefixes)
+
+
+def _matching(state: DatasetState, where: pc.Expression) -> list[str]:
+    """The partitions of ``state`` whose typed values satisfy ``where``."""
+    if not state.partition_by or state.schema is None:
+        raise InvalidNameError(
+            state.name, "where= filters partition columns: this dataset has none"
+        )
+    paths = sorted(state.partitions)
+    fields = [state.schema.field(column) for column in state.partition_by]
+    values = {
+        field.name: pa.array(
+            [
+                parse_partition_value(dict(parse_partition_path(path))[field.name], field.type)
+                for path in paths
+            ],
+            type=field.type,
+        )
+        for field in fields
+    }
+    index = pa.array(range(len(paths)), pa.int64())
+    table = pa.table({**values, _INDEX: index})
+    try:
+        kept = table.filter(where)[_INDEX].to_pylist()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        raise InvalidNameError(
+            str(where), f"where= must be an expression over {list(state.partition_by)}: {error}"
+        ) from error
+    return [paths[i] for i in kept]
+
+
+def _groups(files: Sequence[DataFile], target: int) -> list[list[DataFile]]:
+    """Per partition, runs of small files (in key order) adding up to about ``target``
+    bytes; only runs of two files or more are worth merging."""
+    by_partition: dict[str, list[DataFile]] = {}
+    for f in files:
+        if f.size < target:
+            by_partition.setdefault(f.partition_path, []).append(f)
+    groups: list[list[DataFile]] = []
+    for small in by_partition.values():
+        current: list[DataFile] = []
+        size = 0
+        for f in sorted(small, key=lambda f: f.key):
+            if current and size + f.size > target:
+                groups.append(current)
+                current, size = [], 0
+            current.append(f)
+            size += f.size
+        groups.append(current)
+    return [group for group in groups if len(group) > 1]

@@ -8,7 +8,8 @@ W writers (1, 4, 16) each append a small table (100 rows, one partition: its own
 injected latency per S3 request. Writers are threads of one process (lakelock: one ``Lake``
 shared, so group commit merges concurrent appends into one CAS; delta-rs: one ``DeltaTable``
 per thread) or processes (each with its own client, ``Lake`` or ``DeltaTable``: lakelock's
-group commit cannot span processes, so every append is its own CAS).
+appends are intents that any process folds into its compare-and-swap, so group commit spans
+processes too).
 
 Both systems run against the same embedded endpoint (moto behind lakelock's gateway, in its
 own process), in the same run, each cell on a fresh bucket whose table was created before the
@@ -355,7 +356,7 @@ def summarize(cell: Cell, runs: list[dict[str, Sample]]) -> list[str]:
         checks = sorted({s.check for s in samples})
         mode = cell.mode
         if cell.mode == "processes" and system == "lakelock":
-            mode = "processes (no group commit)"
+            mode = "processes (intents)"
         batch = f"{median([s.batch for s in samples]):.1f}" if system == "lakelock" else "1"
         ratio = f"**{median(ratios):.1f}x**" if system == "lakelock" and ratios else ""
         lines.append(

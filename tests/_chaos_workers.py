@@ -78,6 +78,18 @@ def apply_mutation() -> str | None:
             return None
 
         RegistryDoc.commit = never_recorded  # type: ignore[method-assign]
+        # Format 2 has two more ways to know a commit landed: its intent's fate in the root
+        # and the dataset's commit-id index. The mutation takes them away too.
+        from lakelock._registry._objects import Objects
+
+        def no_fate(self: RegistryDoc, key: str) -> None:
+            return None
+
+        def not_indexed(self: Objects, state: Any, commit_id: str) -> None:
+            return None
+
+        RegistryDoc.fate = no_fate  # type: ignore[method-assign]
+        Objects.commit_version = not_indexed  # type: ignore[method-assign]
     elif mutation:
         raise SystemExit(f"unknown mutation {mutation!r}")
     return mutation

@@ -1,7 +1,7 @@
 """``vacuum``: find, and on request delete, objects nothing can read any more.
 
-An object under ``datasets/``, ``metastore/manifests/``, ``metastore/nodes/`` or
-``metastore/snapshots/`` is an *orphan* when all of these hold:
+An object under ``datasets/``, ``metastore/manifests/``, ``metastore/nodes/``,
+``metastore/snapshots/`` or ``metastore/intents/`` is an *orphan* when all of these hold:
 
 1. no dataset version a reader may still use reaches it. In a format-2 registry those are,
    per dataset, the current snapshot and every older one that was still current less than
@@ -10,7 +10,10 @@ An object under ``datasets/``, ``metastore/manifests/``, ``metastore/nodes/`` or
    manifests and files, plus those of manifests it lists as retired within the window; a
    retired manifest already deleted is skipped, its files are orphans like any other.)
 2. it was last modified more than ``older_than`` ago, so writers still between writing a file
-   and committing it (or preparing a manifest, node or snapshot) are left alone.
+   and committing it (or preparing a manifest, node or snapshot) are left alone;
+3. it is not an intent still pending (above the root's watermark with no fate recorded):
+   another process may yet apply it. Applied intents are kept while an index refers to them
+   (they are the manifests of their files); rejected and cancelled ones are orphans.
 
 Reading a version older than the registry's retention is refused
 (:class:`~lakelock.errors.SnapshotExpiredError`), so ``older_than`` may not exceed it: vacuum
@@ -28,6 +31,7 @@ from datetime import datetime
 
 from lakelock._registry import Registry
 from lakelock._registry._document import MANIFEST_PREFIX
+from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._snapshot import SNAPSHOT_PREFIX
 from lakelock._registry._tree import NODE_PREFIX
 from lakelock._s3 import ListedObject
@@ -36,7 +40,7 @@ from lakelock.errors import InvalidNameError, StorageError
 __all__ = ["VacuumReport", "vacuum"]
 
 Progress = Callable[[int, int], None]
-SCANNED_PREFIXES = ("datasets/", MANIFEST_PREFIX, NODE_PREFIX, SNAPSHOT_PREFIX)
+SCANNED_PREFIXES = ("datasets/", MANIFEST_PREFIX, NODE_PREFIX, SNAPSHOT_PREFIX, INTENT_PREFIX)
 
 
 @dataclass
@@ -91,6 +95,9 @@ def vacuum(
     if listing is not None:
         listing(len(listed))
     protected = registry.reachable(cutoff=now - older_than)
+    # An intent no swap has decided yet may still be applied (by its writer, or a folder
+    # within the intent TTL): kept, however old vacuum's window says it is.
+    protected |= set(registry.pending_intents())
 
     report = VacuumReport(dry_run=dry_run, scanned=len(listed))
     cutoff = now - older_than

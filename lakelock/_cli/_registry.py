@@ -137,11 +137,12 @@ def run_show(args: argparse.Namespace) -> int:
                 "updated_at": snap.updated_at,
                 "datasets": {name: _dataset_json(s) for name, s in sorted(snap.datasets.items())},
                 "fences": dict(sorted(snap.fences.items())),
+                "pending_intents": _pending(lake, snap),
             },
             sort_keys=False,
         )
         return 0
-    print_lines(_registry_lines(target, snap))
+    print_lines(_registry_lines(target, snap, _pending(lake, snap)))
     return 0
 
 
@@ -219,15 +220,31 @@ def _commit_json(record: CommitRecord) -> dict[str, Any]:
 # -- rendering ----------------------------------------------------------------------------------
 
 
-def _registry_lines(target: LakeTarget, snap: RegistrySnapshot) -> list[str]:
+def _pending(lake: Any, snap: RegistrySnapshot) -> list[str]:
+    """Intents not decided yet: commits written that no swap has applied or refused."""
+    if snap.historical or snap.etag is None:
+        return []
+    pending: list[str] = lake.registry.pending_intents()
+    return pending
+
+
+def _registry_lines(
+    target: LakeTarget, snap: RegistrySnapshot, pending: list[str] | None = None
+) -> list[str]:
     if snap.etag is None:
         return [f"{target.url}: no registry yet (nothing committed)"]
     count = len(snap.datasets)
     lines = [
         f"{target.url}",
-        f"registry version {snap.version}, updated {snap.updated_at}, "
-        f"{count} dataset{'s' if count != 1 else ''}",
+        f"registry version {snap.version}{' (as it was)' if snap.historical else ''}, "
+        f"updated {snap.updated_at}, {count} dataset{'s' if count != 1 else ''}, "
+        f"format {snap.format_version}",
     ]
+    if pending:
+        lines.append(
+            f"{len(pending)} pending intent{'s' if len(pending) != 1 else ''} (commits written, "
+            f"not yet applied by any swap): oldest {pending[0]}"
+        )
     if snap.datasets:
         rows = [
             (

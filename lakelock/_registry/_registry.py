@@ -412,6 +412,19 @@ class Registry:
                 return MigrationResult(new_doc.version, new_doc.backup)
         raise AssertionError("unreachable: the retry loop returns or raises")
 
+    def pending_intents(self) -> list[str]:
+        """Intents no swap has decided yet (above the watermark, no fate): commits of other
+        processes, or of crashed ones, that the next fold may apply."""
+        doc, _ = self._current()
+        if doc.format_version == 1:
+            return []
+        decided = {f.key for f in doc.fates}
+        return [
+            o.key
+            for o in self.store.list(INTENT_PREFIX, start_after=doc.watermark)
+            if o.key not in decided
+        ]
+
     def reachable(self, *, cutoff: float) -> set[str]:
         """Every object a reader of a version current at or after ``cutoff`` (seconds since
         the epoch) can need (see :mod:`lakelock._vacuum`)."""

@@ -12,26 +12,56 @@ policy = lakelock.generate_bucket_policy(
 ```
 """
 
-from __future__ import annotations
-
 from lakelock import errors
 from lakelock._datafile import DataFile
+from lakelock._fence import Fence
 from lakelock._lake import Lake
-from lakelock._pathlock import AsyncPathLock, PathLock
+from lakelock._lease import Lease
+from lakelock._pathlock import (
+    AsyncPathLock,
+    AsyncPathLockGuard,
+    DistributedPathLock,
+    LockRequest,
+    PathLock,
+    PathLockGuard,
+    PathLockHandle,
+)
 from lakelock._policy import generate_bucket_policy
-from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
+from lakelock._registry import (
+    Change,
+    CommitRecord,
+    CommitResult,
+    DatasetState,
+    PartitionState,
+    Registry,
+    RegistrySnapshot,
+)
 from lakelock._retry import RetryPolicy
+from lakelock._s3 import ListedObject
+from lakelock._vacuum import VacuumReport
 
 __all__ = [
     "AsyncPathLock",
+    "AsyncPathLockGuard",
+    "Change",
+    "CommitRecord",
     "CommitResult",
     "DataFile",
+    "DatasetState",
+    "DistributedPathLock",
     "Fence",
     "Lake",
+    "Lease",
+    "ListedObject",
+    "LockRequest",
+    "PartitionState",
     "PathLock",
+    "PathLockGuard",
+    "PathLockHandle",
     "Registry",
     "RegistrySnapshot",
     "RetryPolicy",
+    "VacuumReport",
     "errors",
     "generate_bucket_policy",
 ]

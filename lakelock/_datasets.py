@@ -55,8 +55,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakelock._datafile import DataFile, Partition
+from lakelock._layout import data_file_key
 from lakelock._names import (
-    data_file_key,
     format_partition_value,
     parse_partition_path,
     parse_partition_value,

@@ -12,35 +12,28 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
 import pyarrow as pa
-from botocore.config import Config
 
+from lakelock._client import s3_client
+from lakelock._clock import DEFAULT_MARGIN
 from lakelock._datafile import DataFile
 from lakelock._datasets import read_files, table_schema, write_table
-from lakelock._dlock import DistributedPathLock, PathLockHandle
+from lakelock._fence import Fence
+from lakelock._holding import DEFAULT, Default
 from lakelock._lease import Lease
 from lakelock._names import partition_path, validate_dataset_name, validate_partition_path
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
+from lakelock._pathlock import DistributedPathLock, PathLockHandle
 from lakelock._pathlock._core import PathLike
-from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
+from lakelock._registry import CommitResult, Registry, RegistrySnapshot
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import VacuumReport, vacuum
-from lakelock.errors import DatasetNotFoundError, InvalidNameError
+from lakelock.errors import DatasetNotFoundError, InvalidNameError, LeaseLostError
 
 __all__ = ["Lake"]
 
 Progress = Callable[[int, int], None]
-
-
-def default_client(**client_kwargs: Any) -> Any:
-    """A boto3 S3 client with the standard retry mode (5xx and resets retried by the SDK;
-    409 and 412 never are: lakelock decides those)."""
-    config = Config(retries={"mode": "standard", "total_max_attempts": 5}, max_pool_connections=64)
-    if "config" in client_kwargs:
-        config = config.merge(client_kwargs.pop("config"))
-    return boto3.client("s3", config=config, **client_kwargs)
 
 
 class Lake:
@@ -70,7 +63,7 @@ class Lake:
             raise InvalidNameError(prefix, "a lake prefix is relative and has no empty segment")
         self.bucket = bucket
         self.prefix = prefix
-        self.client = s3 if s3 is not None else default_client()
+        self.client = s3 if s3 is not None else s3_client()
         self.retry = retry or RetryPolicy()
         self.store = ObjectStore(
             self.client,
@@ -96,7 +89,7 @@ class Lake:
         return cls(
             parts.netloc,
             prefix=parts.path.lstrip("/"),
-            s3=default_client(**client_kwargs),
+            s3=s3_client(**client_kwargs),
             **lake_options,
         )
 
@@ -272,19 +265,56 @@ class Lake:
         *,
         read: Iterable[PathLike] = (),
         write: Iterable[PathLike] = (),
-        ttl: float = 30.0,
-        timeout: float | None = 60.0,
+        ttl: float | Default = DEFAULT,
+        timeout: float | Default | None = DEFAULT,
+        poll_interval: float | Default = DEFAULT,
+        margin: float | Default = DEFAULT,
+        heartbeat: bool | Default = DEFAULT,
+        on_lost: Callable[[LeaseLostError], None] | Default | None = DEFAULT,
     ) -> PathLockHandle:
         """The hierarchical path lock across processes and machines, as a context manager:
         ``with lake.lock(read=["/sales/year=2024"], write=["/sales/year=2025"]) as held:``.
-        Paths are ``/<dataset>/<partition path>``; ``held.fence`` goes with commits."""
-        return self.locks.lock(read=read, write=write, ttl=ttl, timeout=timeout)
+        Paths are ``/<dataset>/<partition path>``; ``held.fence`` goes with commits. Options
+        not given are those of :attr:`locks` (a
+        :class:`~lakelock._pathlock.DistributedPathLock`: ``ttl`` 30 s, no ``timeout``,
+        ``heartbeat`` on, ``margin`` 1 s)."""
+        return self.locks.lock(
+            read=read,
+            write=write,
+            ttl=ttl,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            margin=margin,
+            heartbeat=heartbeat,
+            on_lost=on_lost,
+        )
 
-    def lease(self, name: str, *, ttl: float = 30.0, **options: Any) -> Lease:
+    def lease(
+        self,
+        name: str,
+        *,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        poll_interval: float = 1.0,
+        margin: float = DEFAULT_MARGIN,
+        heartbeat: bool = False,
+        on_lost: Callable[[LeaseLostError], None] | None = None,
+        owner_label: str | None = None,
+    ) -> Lease:
         """A named lease with a fencing token, for leader election: ``with lake.lease("x"):``
-        or ``try_acquire()``; commit with ``fence=lease.fence``. ``options`` go to
-        :class:`~lakelock._lease.Lease` (``timeout``, ``poll_interval``, ``heartbeat``...)."""
-        return Lease(self.store, name, ttl=ttl, **options)
+        or ``try_acquire()``; commit with ``fence=lease.fence``. The options are those of
+        :class:`~lakelock._lease.Lease`."""
+        return Lease(
+            self.store,
+            name,
+            ttl=ttl,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            margin=margin,
+            heartbeat=heartbeat,
+            on_lost=on_lost,
+            owner_label=owner_label,
+        )
 
     # -- housekeeping -------------------------------------------------------------------------
 

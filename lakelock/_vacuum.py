@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from lakelock._layout import DATASETS_PREFIX
 from lakelock._registry import Registry
 from lakelock._registry._document import MANIFEST_PREFIX
 from lakelock._s3 import ListedObject
@@ -30,7 +31,7 @@ from lakelock.errors import InvalidNameError, StorageError
 __all__ = ["VacuumReport", "vacuum"]
 
 Progress = Callable[[int, int], None]
-SCANNED_PREFIXES = ("datasets/", MANIFEST_PREFIX)
+SCANNED_PREFIXES = (DATASETS_PREFIX, MANIFEST_PREFIX)
 
 
 @dataclass

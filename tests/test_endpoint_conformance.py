@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lakelock.testing import S3Endpoint
-from tests.conftest import wait_until
+from tests._support import wait_until
 
 FIVE_MIB = 5 * 1024 * 1024
 

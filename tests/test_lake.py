@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pytest
 
@@ -15,13 +13,7 @@ from lakelock.errors import (
     SchemaMismatchError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY
-
-
-@pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    """A lake at the root of the test bucket."""
-    return Lake(bucket, s3=client, retry=FAST_RETRY)
+from tests._support import FAST_RETRY
 
 
 def table(ids: list[int], year: int = 2024) -> pa.Table:

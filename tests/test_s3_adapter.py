@@ -21,7 +21,7 @@ from lakelock.errors import (
     UnsupportedError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, no_sleep, wait_until
+from tests._support import FAST_RETRY, no_sleep, wait_until
 
 MIB = 1024 * 1024
 

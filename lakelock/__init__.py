@@ -15,12 +15,13 @@ policy = lakelock.generate_bucket_policy(
 from lakelock import errors
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
-from lakelock._lake import Lake
-from lakelock._lease import Lease
+from lakelock._lake import Lake, MoveOptions
+from lakelock._lease import Lease, LeaseOptions
 from lakelock._pathlock import (
     AsyncPathLock,
     AsyncPathLockGuard,
     DistributedPathLock,
+    LockOptions,
     LockRequest,
     PathLock,
     PathLockGuard,
@@ -52,8 +53,11 @@ __all__ = [
     "Fence",
     "Lake",
     "Lease",
+    "LeaseOptions",
     "ListedObject",
+    "LockOptions",
     "LockRequest",
+    "MoveOptions",
     "PartitionState",
     "PathLock",
     "PathLockGuard",

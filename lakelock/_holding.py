@@ -31,7 +31,6 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Final, Generic, Self, TypeVar
 
 import orjson
@@ -199,6 +198,11 @@ class DocumentReader:
             raise fail(f"kind {raw.get('kind')!r} is not {kind!r}")
         return cls(raw, fail)
 
+    @staticmethod
+    def dump(kind: str, fields: Mapping[str, Any]) -> bytes:
+        """The document of ``kind`` with ``fields``, in the version this code reads."""
+        return orjson.dumps({"format_version": FORMAT_VERSION, "kind": kind, **fields})
+
     def sub(self, raw: object, where: str) -> DocumentReader:
         if not isinstance(raw, dict):
             raise self.fail(f"{where}: expected an object, got {type(raw).__name__}")
@@ -262,35 +266,24 @@ class Snapshot(Generic[_DocT]):
     write_id: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CasDocument(Generic[_DocT]):
     """One JSON document at ``key``, written only by compare-and-swap and never deleted.
 
     Every read teaches ``server_clock`` the server's time (the ``Date`` header, bounded by the
     local ``clock`` readings around the request); a store that sends no ``Date`` is refused,
     since expiry cannot be decided without it. ``fail(reason)`` builds the error for a
-    document that cannot be parsed or used.
+    document that cannot be parsed or used; ``initial`` is what a first read creates.
     """
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        key: str,
-        *,
-        parse: Callable[[bytes], _DocT],
-        dump: Callable[[_DocT], bytes],
-        initial: _DocT,
-        server_clock: ServerClock,
-        clock: Callable[[], float],
-        fail: Callable[[str], LeaseError],
-    ) -> None:
-        self.store = store
-        self.key = key
-        self.parse = parse
-        self.dump = dump
-        self.initial = initial
-        self.server_clock = server_clock
-        self.clock = clock
-        self.fail = fail
+    store: ObjectStore
+    key: str
+    parse: Callable[[bytes], _DocT]
+    dump: Callable[[_DocT], bytes]
+    initial: _DocT
+    server_clock: ServerClock
+    clock: Callable[[], float]
+    fail: Callable[[str], LeaseError]
 
     def read(self) -> Snapshot[_DocT] | None:
         """The document, or ``None`` if there is none."""
@@ -442,12 +435,7 @@ class Holding(abc.ABC):
     def __enter__(self) -> Self:
         return self.acquire()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Always release; if the hold was lost while the block ran and no other exception is
         leaving it, raise :class:`LeaseLostError`."""
         lost: LeaseLostError | None = None

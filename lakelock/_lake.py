@@ -9,31 +9,45 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 
 from lakelock._client import s3_client
-from lakelock._clock import DEFAULT_MARGIN
 from lakelock._datafile import DataFile
 from lakelock._datasets import read_files, table_schema, write_table
 from lakelock._fence import Fence
-from lakelock._holding import DEFAULT, Default
-from lakelock._lease import Lease
+from lakelock._lease import Lease, LeaseOptions
 from lakelock._names import partition_path, validate_dataset_name, validate_partition_path
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
-from lakelock._pathlock import DistributedPathLock, PathLockHandle
+from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
 from lakelock._registry import CommitResult, Registry, RegistrySnapshot
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import VacuumReport, vacuum
-from lakelock.errors import DatasetNotFoundError, InvalidNameError, LeaseLostError
+from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
 __all__ = ["Lake"]
 
 Progress = Callable[[int, int], None]
+
+
+class MoveOptions(TypedDict, total=False):
+    """Options of :meth:`Lake.copy_partition` and :meth:`Lake.rename_partition`."""
+
+    #: Where to: another dataset (default: the same) and/or partition (default: the same).
+    to_dataset: str | None
+    to_partition: str | None
+    #: Makes the move idempotent: a re-run with the same id commits nothing twice.
+    commit_id: str | None
+    #: The path lock's TTL (default 30 s; renewed by heartbeat while the copy runs, so a
+    #: crashed mover blocks others for about that long) and how long to wait for it
+    #: (default 60 s).
+    ttl: float
+    timeout: float | None
+    progress: Progress | None
 
 
 class Lake:
@@ -194,54 +208,37 @@ class Lake:
     # -- partitions, locks, leases ------------------------------------------------------------
 
     def copy_partition(
-        self,
-        dataset: str,
-        partition: str,
-        *,
-        to_dataset: str | None = None,
-        to_partition: str | None = None,
-        commit_id: str | None = None,
-        ttl: float = 30.0,
-        timeout: float | None = 60.0,
-        progress: Progress | None = None,
+        self, dataset: str, partition: str, **options: Unpack[MoveOptions]
     ) -> CommitResult:
         """Copy a partition (server-side, create-only) to another partition and/or dataset,
-        under the path lock (read the source, write the destination), in one commit."""
-        move = PartitionMove(
-            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=False
-        )
-        return self._move(move, commit_id=commit_id, ttl=ttl, timeout=timeout, progress=progress)
+        under the path lock (read the source, write the destination), in one commit.
+        ``options``: :class:`MoveOptions`."""
+        return self._move(dataset, partition, rename=False, **options)
 
     def rename_partition(
-        self,
-        dataset: str,
-        partition: str,
-        *,
-        to_dataset: str | None = None,
-        to_partition: str | None = None,
-        commit_id: str | None = None,
-        ttl: float = 30.0,
-        timeout: float | None = 60.0,
-        progress: Progress | None = None,
+        self, dataset: str, partition: str, **options: Unpack[MoveOptions]
     ) -> CommitResult:
         """Move a partition under the path lock (write both places): copy its files, then
         add the copies and remove the originals in one commit. Readers see it at the old
-        place or the new one, never half. ``ttl`` is the lock's (renewed by heartbeat while
-        the copy runs; a crashed mover blocks others for about that long)."""
-        move = PartitionMove(
-            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=True
-        )
-        return self._move(move, commit_id=commit_id, ttl=ttl, timeout=timeout, progress=progress)
+        place or the new one, never half. ``options``: :class:`MoveOptions`."""
+        return self._move(dataset, partition, rename=True, **options)
 
     def _move(
         self,
-        move: PartitionMove,
+        dataset: str,
+        partition: str,
         *,
-        commit_id: str | None,
-        ttl: float,
-        timeout: float | None,
-        progress: Progress | None,
+        rename: bool,
+        to_dataset: str | None = None,
+        to_partition: str | None = None,
+        commit_id: str | None = None,
+        ttl: float = 30.0,
+        timeout: float | None = 60.0,
+        progress: Progress | None = None,
     ) -> CommitResult:
+        move = PartitionMove(
+            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=rename
+        )
         read, write = lock_paths(move)
         held = self.lock(read=read, write=write, ttl=ttl, timeout=timeout).acquire()
         try:
@@ -265,56 +262,22 @@ class Lake:
         *,
         read: Iterable[PathLike] = (),
         write: Iterable[PathLike] = (),
-        ttl: float | Default = DEFAULT,
-        timeout: float | Default | None = DEFAULT,
-        poll_interval: float | Default = DEFAULT,
-        margin: float | Default = DEFAULT,
-        heartbeat: bool | Default = DEFAULT,
-        on_lost: Callable[[LeaseLostError], None] | Default | None = DEFAULT,
+        **options: Unpack[LockOptions],
     ) -> PathLockHandle:
         """The hierarchical path lock across processes and machines, as a context manager:
         ``with lake.lock(read=["/sales/year=2024"], write=["/sales/year=2025"]) as held:``.
-        Paths are ``/<dataset>/<partition path>``; ``held.fence`` goes with commits. Options
-        not given are those of :attr:`locks` (a
-        :class:`~lakelock._pathlock.DistributedPathLock`: ``ttl`` 30 s, no ``timeout``,
-        ``heartbeat`` on, ``margin`` 1 s)."""
-        return self.locks.lock(
-            read=read,
-            write=write,
-            ttl=ttl,
-            timeout=timeout,
-            poll_interval=poll_interval,
-            margin=margin,
-            heartbeat=heartbeat,
-            on_lost=on_lost,
-        )
+        Paths are ``/<dataset>/<partition path>``; ``held.fence`` goes with commits.
+        ``options`` (:class:`~lakelock._pathlock.LockOptions`: ``ttl``, ``timeout``,
+        ``poll_interval``, ``margin``, ``heartbeat``, ``on_lost``) not given are those of
+        :attr:`locks`, a :class:`~lakelock._pathlock.DistributedPathLock` with its defaults
+        (``ttl`` 30 s, no ``timeout``, ``heartbeat`` on, ``margin`` 1 s)."""
+        return self.locks.lock(read=read, write=write, **options)
 
-    def lease(
-        self,
-        name: str,
-        *,
-        ttl: float = 30.0,
-        timeout: float | None = None,
-        poll_interval: float = 1.0,
-        margin: float = DEFAULT_MARGIN,
-        heartbeat: bool = False,
-        on_lost: Callable[[LeaseLostError], None] | None = None,
-        owner_label: str | None = None,
-    ) -> Lease:
+    def lease(self, name: str, **options: Unpack[LeaseOptions]) -> Lease:
         """A named lease with a fencing token, for leader election: ``with lake.lease("x"):``
-        or ``try_acquire()``; commit with ``fence=lease.fence``. The options are those of
-        :class:`~lakelock._lease.Lease`."""
-        return Lease(
-            self.store,
-            name,
-            ttl=ttl,
-            timeout=timeout,
-            poll_interval=poll_interval,
-            margin=margin,
-            heartbeat=heartbeat,
-            on_lost=on_lost,
-            owner_label=owner_label,
-        )
+        or ``try_acquire()``; commit with ``fence=lease.fence``. ``options``: those of
+        :class:`~lakelock._lease.Lease` (:class:`~lakelock._lease.LeaseOptions`)."""
+        return Lease(self.store, name, **options)
 
     # -- housekeeping -------------------------------------------------------------------------
 

@@ -608,17 +608,12 @@ class ObjectStore:
             ) from error
 
     def _request(
-        self,
-        operation: str,
-        key: str | None,
-        method: Callable[..., Any],
-        *,
-        mode: PutMode | None = None,
-        **kwargs: Any,
+        self, operation: str, key: str | None, method: Callable[..., Any], **kwargs: Any
     ) -> Any:
-        """One classified request, retried on conflicts and throttling."""
+        """One classified request (:meth:`_call`; ``mode`` among ``kwargs``), retried on
+        conflicts and throttling."""
         return self._retry_transient(
-            functools.partial(self._call, operation, key, method, mode=mode, **kwargs)
+            functools.partial(self._call, operation, key, method, **kwargs)
         )
 
     def _retry_transient(self, attempt: Callable[[], _T]) -> _T:

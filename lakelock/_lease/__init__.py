@@ -9,6 +9,6 @@ distributed path lock (the owner, expiry predicates, document reader, heartbeat)
 from __future__ import annotations
 
 from lakelock._lease._core import LeaseDoc, parse_lease
-from lakelock._lease._shell import Lease, read_leases
+from lakelock._lease._shell import Lease, LeaseOptions, read_leases
 
-__all__ = ["Lease", "LeaseDoc", "parse_lease", "read_leases"]
+__all__ = ["Lease", "LeaseDoc", "LeaseOptions", "parse_lease", "read_leases"]

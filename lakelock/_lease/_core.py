@@ -55,17 +55,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-import orjson
-
 from lakelock._clock import TimeBounds
-from lakelock._holding import (
-    FORMAT_VERSION,
-    DocumentReader,
-    Lapsed,
-    Owner,
-    holder_valid,
-    provably_expired,
-)
+from lakelock._holding import DocumentReader, Lapsed, Owner, holder_valid, provably_expired
 
 __all__ = [
     "LeaseDoc",
@@ -133,10 +124,9 @@ def parse_lease(body: bytes, *, name: str, fail: Callable[[str], Exception]) -> 
 
 
 def dump_lease(doc: LeaseDoc) -> bytes:
-    return orjson.dumps(
+    return DocumentReader.dump(
+        LEASE_KIND,
         {
-            "format_version": FORMAT_VERSION,
-            "kind": LEASE_KIND,
             "name": doc.name,
             "token": doc.token,
             "owner": None if doc.owner is None else doc.owner.to_json(),
@@ -144,7 +134,7 @@ def dump_lease(doc: LeaseDoc) -> bytes:
             "renewed_at": doc.renewed_at,
             "expires_at": doc.expires_at,
             "ttl": doc.ttl,
-        }
+        },
     )
 
 

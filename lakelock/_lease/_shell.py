@@ -63,7 +63,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Final, Literal, Self
+from typing import Final, Literal, Self, TypedDict
 
 from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
 from lakelock._fence import Fence
@@ -102,7 +102,7 @@ from lakelock.errors import (
     PreconditionFailedError,
 )
 
-__all__ = ["Lease", "read_leases"]
+__all__ = ["Lease", "LeaseOptions", "read_leases"]
 
 logger = logging.getLogger("lakelock.lease")
 
@@ -111,6 +111,21 @@ logger = logging.getLogger("lakelock.lease")
 MAX_RESOLVES: Final = 5
 
 _State = Literal["idle", "held", "lost"]
+
+
+class LeaseOptions(TypedDict, total=False):
+    """The options of a :class:`Lease` (its constructor's keywords, with their defaults
+    there), for ``Lake.lease(name, **options)``."""
+
+    ttl: float
+    owner_label: str | None
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    margin: float
+    timeout: float | None
+    poll_interval: float
+    heartbeat: bool
+    on_lost: Callable[[LeaseLostError], None] | None
 
 
 def _lease_error(name: str, key: str, reason: str) -> LeaseError:
@@ -157,8 +172,8 @@ class Lease(Holding):
         self._clock = clock
         self._sleep = sleep
         self._document = CasDocument(
-            store,
-            self.key,
+            store=store,
+            key=self.key,
             parse=functools.partial(parse_lease, name=name, fail=self._fail),
             dump=dump_lease,
             initial=initial_lease(name),

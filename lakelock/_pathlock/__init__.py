@@ -23,13 +23,19 @@ from lakelock._pathlock._core import (
     normalize_path,
     requests_conflict,
 )
-from lakelock._pathlock._distributed import DistributedPathLock, PathLockHandle, read_lock_tables
+from lakelock._pathlock._distributed import (
+    DistributedPathLock,
+    LockOptions,
+    PathLockHandle,
+    read_lock_tables,
+)
 from lakelock._pathlock._sync import PathLock, PathLockGuard
 
 __all__ = [
     "AsyncPathLock",
     "AsyncPathLockGuard",
     "DistributedPathLock",
+    "LockOptions",
     "LockRequest",
     "Mode",
     "PathLock",

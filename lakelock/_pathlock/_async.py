@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterable
 
-from lakelock._holding import DEFAULT, Default
-from lakelock._pathlock._core import Claim, LockRequest, PathLike
-from lakelock._pathlock._sync import Guard, LockOptions, report, timed_out, wake
+from lakelock._pathlock._core import Claim, LockRequest
+from lakelock._pathlock._sync import Guard, LockBase, report, timed_out, wake
 
 __all__ = ["AsyncPathLock", "AsyncPathLockGuard"]
 
@@ -31,7 +29,7 @@ def _resolve(future: asyncio.Future[bool], value: bool) -> None:
         future.set_result(value)
 
 
-class AsyncPathLock(LockOptions):
+class AsyncPathLock(LockBase["AsyncPathLockGuard"]):
     """A hierarchical read/write lock on pseudo-folder paths, for asyncio tasks.
 
     ``async with lock(read=[...], write=[...]):`` has the semantics of
@@ -40,18 +38,8 @@ class AsyncPathLock(LockOptions):
     ``stripes=n`` bounds memory. A plain ``with`` raises :class:`TypeError`.
     """
 
-    def __call__(
-        self,
-        read: Iterable[PathLike] = (),
-        write: Iterable[PathLike] = (),
-        *,
-        timeout: float | Default | None = DEFAULT,
-    ) -> AsyncPathLockGuard:
-        """An async context manager that holds ``read`` and ``write`` while inside it.
-
-        Paths are checked here, so a bad path raises before anything is locked.
-        """
-        return AsyncPathLockGuard(self, *self._request(read, write, timeout))
+    def _guard(self, request: LockRequest, timeout: float | None) -> AsyncPathLockGuard:
+        return AsyncPathLockGuard(self, request, timeout)
 
     async def _acquire(self, request: LockRequest, timeout: float | None) -> Claim:
         claim = Claim(request, self._index)

@@ -85,14 +85,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final, Literal, Self
+from typing import Final, Literal, Self, TypedDict, Unpack
 
 from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
 from lakelock._fence import Fence
 from lakelock._holding import (
-    DEFAULT,
     CasDocument,
-    Default,
     Holding,
     Lapsed,
     Owner,
@@ -133,13 +131,25 @@ from lakelock.errors import (
     StorageError,
 )
 
-__all__ = ["DistributedPathLock", "PathLockHandle", "read_lock_tables"]
+__all__ = ["DistributedPathLock", "LockOptions", "PathLockHandle", "read_lock_tables"]
 
 logger = logging.getLogger("lakelock.lock")
 
 #: Compare-and-swap rounds a renewal or release tries before giving up for now (each lost
 #: round means another holder changed the table meanwhile).
 MAX_CAS_ROUNDS: Final = 100
+
+
+class LockOptions(TypedDict, total=False):
+    """Per-request options of :meth:`DistributedPathLock.lock` (and ``Lake.lock``); each one
+    not given is the lock's own (its constructor's argument of the same name)."""
+
+    ttl: float
+    timeout: float | None
+    poll_interval: float
+    margin: float
+    heartbeat: bool
+    on_lost: Callable[[LeaseLostError], None] | None
 
 
 @dataclass(slots=True)
@@ -198,33 +208,28 @@ class DistributedPathLock:
         *,
         read: Iterable[PathLike] = (),
         write: Iterable[PathLike] = (),
-        ttl: float | Default = DEFAULT,
-        timeout: float | Default | None = DEFAULT,
-        poll_interval: float | Default = DEFAULT,
-        margin: float | Default = DEFAULT,
-        heartbeat: bool | Default = DEFAULT,
-        on_lost: Callable[[LeaseLostError], None] | Default | None = DEFAULT,
+        **options: Unpack[LockOptions],
     ) -> PathLockHandle:
         """A handle for ``read`` and ``write`` paths, acquired by ``with`` (or
-        :meth:`PathLockHandle.acquire`); options not given are the constructor's. Paths are
-        checked here: a bad path, an empty request, the root or a table key over S3's limit
-        raise before any request is sent."""
+        :meth:`PathLockHandle.acquire`); ``options`` not given are the constructor's. Paths
+        are checked here: a bad path, an empty request, the root or a table key over S3's
+        limit raise before any request is sent."""
         request = LockRequest(read, write)
         if not request.paths:
             raise ValueError("a lock request needs at least one path")
         parts = split_by_dataset(request)
         for dataset in parts:
             lock_table_key(dataset, prefix=self.store.prefix)
-        options = _HandleOptions(
-            ttl=self.ttl if isinstance(ttl, Default) else ttl,
-            timeout=self.timeout if isinstance(timeout, Default) else check_timeout(timeout),
-            poll=self.poll_interval if isinstance(poll_interval, Default) else poll_interval,
-            margin=self.margin if isinstance(margin, Default) else margin,
-            heartbeat=self.heartbeat if isinstance(heartbeat, Default) else heartbeat,
-            on_lost=self.on_lost if isinstance(on_lost, Default) else on_lost,
+        chosen = _HandleOptions(
+            ttl=options.get("ttl", self.ttl),
+            timeout=check_timeout(options.get("timeout", self.timeout)),
+            poll=options.get("poll_interval", self.poll_interval),
+            margin=options.get("margin", self.margin),
+            heartbeat=options.get("heartbeat", self.heartbeat),
+            on_lost=options.get("on_lost", self.on_lost),
         )
-        check_durations(options.ttl, options.margin, options.poll)
-        return PathLockHandle(self, request, parts, options)
+        check_durations(chosen.ttl, chosen.margin, chosen.poll)
+        return PathLockHandle(self, request, parts, chosen)
 
     # -- table I/O, shared by handles ---------------------------------------------------------
 
@@ -233,8 +238,8 @@ class DistributedPathLock:
         key = lock_table_key(dataset)
         fail = functools.partial(_table_error, dataset, key)
         return CasDocument(
-            self.store,
-            key,
+            store=self.store,
+            key=key,
             parse=functools.partial(parse_table, dataset=dataset, fail=fail),
             dump=dump_table,
             initial=empty_table(dataset),

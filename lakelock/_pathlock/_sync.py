@@ -16,10 +16,11 @@ The grant logic is the pure core's (``_core``); this shell adds one mutex per lo
 
 from __future__ import annotations
 
+import abc
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
-from typing import TypeAlias
+from typing import Generic, TypeAlias, TypeVar
 
 from lakelock._holding import DEFAULT, Default, check_timeout
 from lakelock._pathlock._core import (
@@ -39,23 +40,6 @@ __all__ = ["PathLock", "PathLockGuard"]
 #: Called under the lock's mutex each time an acquisition blocks: the waiting request, the
 #: node key it waits at, and the requests of the holders and earlier waiters in its way.
 Observer: TypeAlias = Callable[[LockRequest, Hashable, list[LockRequest]], None]
-
-
-class LockOptions:
-    """What :class:`PathLock` and :class:`~lakelock._pathlock.AsyncPathLock` share: the
-    default timeout, the node index (exact, or ``stripes`` fixed nodes) and the observer."""
-
-    def __init__(self, *, timeout: float | None = None, stripes: int | None = None) -> None:
-        self._timeout = check_timeout(timeout)
-        self._index: NodeIndex = ExactIndex() if stripes is None else StripedIndex(stripes)
-        self._observer: Observer | None = None
-
-    def _request(
-        self, read: Iterable[PathLike], write: Iterable[PathLike], timeout: float | Default | None
-    ) -> tuple[LockRequest, float | None]:
-        """The checked request (a bad path raises before anything is locked) and timeout."""
-        chosen = self._timeout if timeout is DEFAULT else check_timeout(timeout)
-        return LockRequest(read, write), chosen
 
 
 class Guard:
@@ -78,6 +62,36 @@ class Guard:
     def _take_claim(self) -> Claim | None:
         claim, self._claim = self._claim, None
         return claim
+
+
+_G = TypeVar("_G", bound=Guard)
+
+
+class LockBase(abc.ABC, Generic[_G]):
+    """What :class:`PathLock` and :class:`~lakelock._pathlock.AsyncPathLock` share: the
+    default timeout, the node index (exact, or ``stripes`` fixed nodes), the observer, and
+    the call that makes a guard."""
+
+    def __init__(self, *, timeout: float | None = None, stripes: int | None = None) -> None:
+        self._timeout = check_timeout(timeout)
+        self._index: NodeIndex = ExactIndex() if stripes is None else StripedIndex(stripes)
+        self._observer: Observer | None = None
+
+    def __call__(
+        self,
+        read: Iterable[PathLike] = (),
+        write: Iterable[PathLike] = (),
+        *,
+        timeout: float | Default | None = DEFAULT,
+    ) -> _G:
+        """A guard that holds ``read`` and ``write`` while inside it (``with`` for
+        :class:`PathLock`, ``async with`` for ``AsyncPathLock``); ``timeout`` overrides the
+        lock's. Paths are checked here, so a bad path raises before anything is locked."""
+        chosen = self._timeout if timeout is DEFAULT else check_timeout(timeout)
+        return self._guard(LockRequest(read, write), chosen)
+
+    @abc.abstractmethod
+    def _guard(self, request: LockRequest, timeout: float | None) -> _G: ...
 
 
 def timed_out(request: LockRequest, waiter: Waiter, timeout: float | None) -> LockTimeout:
@@ -105,7 +119,7 @@ def wake(granted: list[Waiter]) -> None:
             waiter.owner.wake()
 
 
-class PathLock(LockOptions):
+class PathLock(LockBase["PathLockGuard"]):
     """A hierarchical read/write lock on pseudo-folder paths, for threads.
 
     ``with lock(read=[...], write=[...]):`` blocks until no other holder's request conflicts
@@ -128,18 +142,8 @@ class PathLock(LockOptions):
         super().__init__(timeout=timeout, stripes=stripes)
         self._mutex = threading.Lock()
 
-    def __call__(
-        self,
-        read: Iterable[PathLike] = (),
-        write: Iterable[PathLike] = (),
-        *,
-        timeout: float | Default | None = DEFAULT,
-    ) -> PathLockGuard:
-        """A context manager that holds ``read`` and ``write`` while inside it.
-
-        Paths are checked here, so a bad path raises before anything is locked.
-        """
-        return PathLockGuard(self, *self._request(read, write, timeout))
+    def _guard(self, request: LockRequest, timeout: float | None) -> PathLockGuard:
+        return PathLockGuard(self, request, timeout)
 
     def _acquire(self, request: LockRequest, timeout: float | None) -> Claim:
         claim = Claim(request, self._index)

@@ -71,17 +71,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-import orjson
-
 from lakelock._clock import TimeBounds
-from lakelock._holding import (
-    FORMAT_VERSION,
-    DocumentReader,
-    Lapsed,
-    Owner,
-    holder_valid,
-    provably_expired,
-)
+from lakelock._holding import DocumentReader, Lapsed, Owner, holder_valid, provably_expired
 from lakelock._pathlock._core import LockRequest, normalize_path, requests_conflict
 from lakelock.errors import InvalidNameError
 
@@ -226,10 +217,9 @@ def parse_table(body: bytes, *, dataset: str, fail: Callable[[str], Exception]) 
 
 
 def dump_table(table: LockTable) -> bytes:
-    return orjson.dumps(
+    return DocumentReader.dump(
+        TABLE_KIND,
         {
-            "format_version": FORMAT_VERSION,
-            "kind": TABLE_KIND,
             "dataset": table.dataset,
             "next_token": table.next_token,
             "holders": [
@@ -244,7 +234,7 @@ def dump_table(table: LockTable) -> bytes:
                 }
                 for h in table.holders
             ],
-        }
+        },
     )
 
 

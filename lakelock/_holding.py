@@ -44,12 +44,16 @@ from lakelock.errors import (
     LeaseError,
     LeaseLostError,
     NotFoundError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
 )
 
 __all__ = [
     "DEFAULT",
     "FORMAT_VERSION",
     "MIN_PAUSE",
+    "RACED",
+    "UNSETTLED",
     "CasDocument",
     "Default",
     "DocumentReader",
@@ -59,6 +63,7 @@ __all__ = [
     "Owner",
     "Snapshot",
     "Stored",
+    "Terms",
     "check_durations",
     "check_timeout",
     "holder_valid",
@@ -71,6 +76,12 @@ logger = logging.getLogger("lakelock.holding")
 
 #: The only version of lease and lock-table documents this code reads or writes.
 FORMAT_VERSION: Final = 1
+#: A compare-and-swap of a lease or lock table that lost to another writer: the document
+#: changed (412) or is gone (404) since it was read. Nothing was written: decide again.
+RACED: Final = (PreconditionFailedError, NotFoundError)
+#: A compare-and-swap whose landing is not known: it raced, or its answer was lost. Resolved
+#: by reading the document back (our write id, or our holder, says whether it landed).
+UNSETTLED: Final = (*RACED, OutcomeUnknownError)
 #: Floor for a wait between attempts, so a wake-up computed as "now" cannot spin.
 MIN_PAUSE: Final = 0.001
 
@@ -103,6 +114,31 @@ def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
         raise ValueError(f"ttl ({ttl!r}) must exceed twice the margin ({margin!r})")
     if not poll_interval > 0:
         raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """How a lease or a path-lock grant is held and waited for, checked when made: ``ttl``
+    (seconds each acquire or renewal holds it), ``timeout`` (how long acquiring may wait;
+    ``None``: forever), ``poll_interval`` (between looks while waiting), ``margin`` (the
+    safety margin of :mod:`lakelock._clock`), ``heartbeat`` (renew in the background) and
+    ``on_lost`` (told once of a loss)."""
+
+    ttl: float
+    timeout: float | None
+    poll_interval: float
+    margin: float
+    heartbeat: bool
+    on_lost: Callable[[LeaseLostError], None] | None
+
+    def __post_init__(self) -> None:
+        check_durations(self.ttl, self.margin, self.poll_interval)
+        check_timeout(self.timeout)
+
+    @property
+    def beat(self) -> float:
+        """Seconds between renewals by the heartbeat: a third of what a holder can act for."""
+        return (self.ttl - self.margin) / 3
 
 
 def pause_before(wake: float, now: float, poll: float, deadline: float | None) -> float:

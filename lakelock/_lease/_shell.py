@@ -59,6 +59,7 @@ given ``fence=lease.fence``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -69,14 +70,15 @@ from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
 from lakelock._fence import Fence
 from lakelock._holding import (
     DEFAULT,
+    RACED,
+    UNSETTLED,
     CasDocument,
     Default,
     Holding,
     Lapsed,
     Owner,
     Stored,
-    check_durations,
-    check_timeout,
+    Terms,
     holder_valid,
     pause_before,
     read_stored,
@@ -97,9 +99,7 @@ from lakelock.errors import (
     LeaseError,
     LeaseLostError,
     LockTimeout,
-    NotFoundError,
     OutcomeUnknownError,
-    PreconditionFailedError,
 )
 
 __all__ = ["Lease", "LeaseOptions", "read_leases"]
@@ -159,14 +159,8 @@ class Lease(Holding):
     ) -> None:
         super().__init__(f"lease {name!r}")
         self.key = lease_key(name, prefix=store.prefix)
-        check_durations(ttl, margin, poll_interval)
         self.name = name
-        self.ttl = ttl
-        self.margin = margin
-        self.timeout = check_timeout(timeout)
-        self.poll_interval = poll_interval
-        self.heartbeat = heartbeat
-        self.on_lost = on_lost
+        self.terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
         self.owner = Owner.current(owner_label)
         self.server_clock = shared_server_clock(store, clock)
         self._clock = clock
@@ -211,14 +205,14 @@ class Lease(Holding):
             if self._state != "held" or self._doc is None:
                 return 0.0
             latest = self.server_clock.now().latest
-            return max(0.0, self._doc.expires_at - self.margin - latest)
+            return max(0.0, self._doc.expires_at - self.terms.margin - latest)
 
     def check(self) -> int:
         """Our token if we hold the lease and it is still valid by our clock; otherwise
         :class:`LeaseLostError` (lost or lapsed) or :class:`LeaseError` (not acquired)."""
         with self._telling_loss():
             doc = self._held_doc()
-            if not holder_valid(doc.expires_at, self.server_clock.now(), self.margin):
+            if not holder_valid(doc.expires_at, self.server_clock.now(), self.terms.margin):
                 raise self._lose("lapsed: not renewed in time")
             return doc.token
 
@@ -237,10 +231,12 @@ class Lease(Holding):
     ) -> Self:
         """Become the holder, waiting up to ``timeout`` seconds (``None``: forever); raises
         :class:`~lakelock.errors.LockTimeout`. Starts the heartbeat if enabled."""
-        wait = self.timeout if timeout is DEFAULT else check_timeout(timeout)
-        poll = self.poll_interval if poll_interval is DEFAULT else poll_interval
-        if not poll > 0:
-            raise ValueError(f"poll_interval must be > 0 seconds, got {poll!r}")
+        terms = self.terms
+        if not isinstance(timeout, Default):
+            terms = dataclasses.replace(terms, timeout=timeout)
+        if not isinstance(poll_interval, Default):
+            terms = dataclasses.replace(terms, poll_interval=poll_interval)
+        wait, poll = terms.timeout, terms.poll_interval
         with self._mutex:
             if self._state == "held":
                 raise LeaseError(
@@ -282,7 +278,11 @@ class Lease(Holding):
                 return None
             snap = self._document.read_or_create()
             decision = decide_acquire(
-                snap.doc, self.server_clock.now(), self.owner, ttl=self.ttl, margin=self.margin
+                snap.doc,
+                self.server_clock.now(),
+                self.owner,
+                ttl=self.terms.ttl,
+                margin=self.terms.margin,
             )
             if isinstance(decision, Wait):
                 self._waiting_for = decision.holder.owner
@@ -290,7 +290,7 @@ class Lease(Holding):
             write_id = new_write_id()
             try:
                 etag = self._document.write(decision.doc, snap.etag, write_id)
-            except (PreconditionFailedError, NotFoundError):
+            except RACED:
                 return self._clock()  # another process won this round: look again now
             except OutcomeUnknownError:
                 back = self._document.read()
@@ -304,8 +304,8 @@ class Lease(Holding):
             return None
 
     def _start(self) -> None:
-        if self.heartbeat:
-            self._start_heartbeat((self.ttl - self.margin) / 3, name=f"lakelock-lease-{self.name}")
+        if self.terms.heartbeat:
+            self._start_heartbeat(self.terms.beat, name=f"lakelock-lease-{self.name}")
 
     # -- renew --------------------------------------------------------------------------------
 
@@ -322,14 +322,18 @@ class Lease(Holding):
         assert etag is not None
         for _ in range(MAX_RESOLVES):
             decision = decide_renew(
-                doc, self.server_clock.now(), self.owner, ttl=self.ttl, margin=self.margin
+                doc,
+                self.server_clock.now(),
+                self.owner,
+                ttl=self.terms.ttl,
+                margin=self.terms.margin,
             )
             if isinstance(decision, Lapsed):
                 raise self._lose(decision.reason)
             write_id = new_write_id()
             try:
                 etag = self._document.write(decision, etag, write_id)
-            except (PreconditionFailedError, NotFoundError, OutcomeUnknownError) as error:
+            except UNSETTLED as error:
                 snap = self._document.read()
                 if snap is None:
                     raise self._lose("the lease object was deleted") from error
@@ -378,7 +382,7 @@ class Lease(Holding):
                 self._etag = self._document.write(target, etag, write_id)
                 self._doc = target
                 return
-            except (PreconditionFailedError, NotFoundError, OutcomeUnknownError):
+            except UNSETTLED:
                 snap = self._document.read()
                 if snap is None:
                     return
@@ -414,7 +418,7 @@ class Lease(Holding):
         )
 
     def _on_lost(self) -> Callable[[LeaseLostError], None] | None:
-        return self.on_lost
+        return self.terms.on_lost
 
     def _fail(self, reason: str) -> LeaseError:
         return _lease_error(self.name, self.key, reason)

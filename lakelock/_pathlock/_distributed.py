@@ -79,6 +79,7 @@ a paused holder from acting after expiry: consumers check fencing tokens.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -90,14 +91,15 @@ from typing import Final, Literal, Self, TypedDict, Unpack
 from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
 from lakelock._fence import Fence
 from lakelock._holding import (
+    RACED,
+    UNSETTLED,
     CasDocument,
     Holding,
     Lapsed,
     Owner,
     Snapshot,
     Stored,
-    check_durations,
-    check_timeout,
+    Terms,
     holder_valid,
     pause_before,
     read_stored,
@@ -125,9 +127,7 @@ from lakelock.errors import (
     LeaseError,
     LeaseLostError,
     LockTimeout,
-    NotFoundError,
     OutcomeUnknownError,
-    PreconditionFailedError,
     StorageError,
 )
 
@@ -142,14 +142,15 @@ MAX_CAS_ROUNDS: Final = 100
 
 class LockOptions(TypedDict, total=False):
     """Per-request options of :meth:`DistributedPathLock.lock` (and ``Lake.lock``); each one
-    not given is the lock's own (its constructor's argument of the same name)."""
+    not given is the lock's own (its constructor's argument of the same name, which says
+    what it means)."""
 
-    ttl: float
-    timeout: float | None
-    poll_interval: float
-    margin: float
     heartbeat: bool
+    margin: float
     on_lost: Callable[[LeaseLostError], None] | None
+    poll_interval: float
+    timeout: float | None
+    ttl: float
 
 
 @dataclass(slots=True)
@@ -189,14 +190,8 @@ class DistributedPathLock:
         sleep: Callable[[float], None] = time.sleep,
         local: PathLock | None = None,
     ) -> None:
-        check_durations(ttl, margin, poll_interval)
         self.store = store
-        self.ttl = ttl
-        self.timeout = check_timeout(timeout)
-        self.poll_interval = poll_interval
-        self.margin = margin
-        self.heartbeat = heartbeat
-        self.on_lost = on_lost
+        self.terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
         self.owner = Owner.current(owner_label)
         self.server_clock = shared_server_clock(store, clock)
         self.clock = clock
@@ -220,16 +215,7 @@ class DistributedPathLock:
         parts = split_by_dataset(request)
         for dataset in parts:
             lock_table_key(dataset, prefix=self.store.prefix)
-        chosen = _HandleOptions(
-            ttl=options.get("ttl", self.ttl),
-            timeout=check_timeout(options.get("timeout", self.timeout)),
-            poll=options.get("poll_interval", self.poll_interval),
-            margin=options.get("margin", self.margin),
-            heartbeat=options.get("heartbeat", self.heartbeat),
-            on_lost=options.get("on_lost", self.on_lost),
-        )
-        check_durations(chosen.ttl, chosen.margin, chosen.poll)
-        return PathLockHandle(self, request, parts, chosen)
+        return PathLockHandle(self, request, parts, dataclasses.replace(self.terms, **options))
 
     # -- table I/O, shared by handles ---------------------------------------------------------
 
@@ -249,16 +235,6 @@ class DistributedPathLock:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _HandleOptions:
-    ttl: float
-    timeout: float | None
-    poll: float
-    margin: float
-    heartbeat: bool
-    on_lost: Callable[[LeaseLostError], None] | None
-
-
 _HandleState = Literal["new", "acquiring", "held", "lost", "released"]
 
 
@@ -273,16 +249,11 @@ class PathLockHandle(Holding):
         lock: DistributedPathLock,
         request: LockRequest,
         parts: dict[str, LockRequest],
-        options: _HandleOptions,
+        terms: Terms,
     ) -> None:
         super().__init__(f"path lock ({request})")
         self.request = request
-        self.ttl = options.ttl
-        self.timeout = options.timeout
-        self.poll_interval = options.poll
-        self.margin = options.margin
-        self.heartbeat = options.heartbeat
-        self.on_lost = options.on_lost
+        self.terms = terms
         self._lock = lock
         self._parts = parts
         self._tables = {dataset: lock._table_document(dataset) for dataset in parts}
@@ -371,7 +342,7 @@ class PathLockHandle(Holding):
             )
         now = self._lock.server_clock.now()
         for dataset, held in self._grants.items():
-            if not holder_valid(held.holder.expires_at, now, self.margin):
+            if not holder_valid(held.holder.expires_at, now, self.terms.margin):
                 raise self._lose(dataset, "lapsed: not renewed in time")
 
     # -- acquire ------------------------------------------------------------------------------
@@ -384,10 +355,10 @@ class PathLockHandle(Holding):
                 raise RuntimeError("a path lock handle is single use; call lock() again")
             self._state = "acquiring"
         clock = self._lock.clock
-        deadline = None if self.timeout is None else clock() + self.timeout
+        deadline = None if self.terms.timeout is None else clock() + self.terms.timeout
         # The in-process lock waits in real time; with an injected clock that is only an
         # approximation of the budget, which is fine: it is bounded either way.
-        local = self._lock.local(self.request.read, self.request.write, timeout=self.timeout)
+        local = self._lock.local(self.request.read, self.request.write, timeout=self.terms.timeout)
         try:
             local.__enter__()
         except BaseException:
@@ -409,10 +380,8 @@ class PathLockHandle(Holding):
         with self._mutex:
             self._local = local
             self._state = "held"
-        if self.heartbeat:
-            self._start_heartbeat(
-                (self.ttl - self.margin) / 3, name=f"lakelock-lock-{','.join(self.datasets)}"
-            )
+        if self.terms.heartbeat:
+            self._start_heartbeat(self.terms.beat, name=f"lakelock-lock-{','.join(self.datasets)}")
         return self
 
     def _acquire_table(self, dataset: str, part: LockRequest, deadline: float | None) -> None:
@@ -426,8 +395,8 @@ class PathLockHandle(Holding):
                 part,
                 lock.owner,
                 lock.server_clock.now(),
-                ttl=self.ttl,
-                margin=self.margin,
+                ttl=self.terms.ttl,
+                margin=self.terms.margin,
                 holder_id=holder_id,
             )
             if isinstance(decision, Granted):
@@ -445,17 +414,17 @@ class PathLockHandle(Holding):
             if deadline is not None and now >= deadline:
                 blockers = describe(decision.holders) if isinstance(decision, Blocked) else ""
                 raise LockTimeout(
-                    f"path lock ({self.request}) not acquired within {self.timeout}s; "
+                    f"path lock ({self.request}) not acquired within {self.terms.timeout}s; "
                     f"dataset {dataset!r} held by: {blockers or 'racing writers'}",
                     target=self.request,
-                    timeout=self.timeout,
+                    timeout=self.terms.timeout,
                 )
             if wake is None:
                 races = 0
                 continue
-            poll = self.poll_interval
+            poll = self.terms.poll_interval
             if self._keep_alive():
-                poll = min(poll, (self.ttl - self.margin) / 3)
+                poll = min(poll, self.terms.beat)
             lock.sleep(pause_before(wake, now, poll, deadline))
 
     def _write_grant(self, dataset: str, decision: Granted, snap: Snapshot[LockTable]) -> bool:
@@ -463,7 +432,7 @@ class PathLockHandle(Holding):
         table = self._tables[dataset]
         try:
             etag = table.write(decision.table, snap.etag, new_write_id())
-        except (PreconditionFailedError, NotFoundError):
+        except RACED:
             return False  # the table changed since we read it
         except OutcomeUnknownError:
             # Our holder id is unique to this grant: present means our write landed (whoever
@@ -487,7 +456,7 @@ class PathLockHandle(Holding):
             due = [
                 dataset
                 for dataset, held in self._grants.items()
-                if held.holder.expires_at - now.latest < (self.ttl - self.margin) * 2 / 3
+                if held.holder.expires_at - now.latest < 2 * self.terms.beat
             ]
             holding = bool(self._grants)
         for dataset in due:
@@ -515,15 +484,15 @@ class PathLockHandle(Holding):
                     table,
                     held.holder.id,
                     self._lock.server_clock.now(),
-                    ttl=self.ttl,
-                    margin=self.margin,
+                    ttl=self.terms.ttl,
+                    margin=self.terms.margin,
                 )
                 if isinstance(decision, Lapsed):
                     raise self._lose(dataset, decision.reason)
                 write_id = new_write_id()
                 try:
                     etag = document.write(decision.table, etag, write_id)
-                except (PreconditionFailedError, NotFoundError, OutcomeUnknownError):
+                except UNSETTLED:
                     snap = document.read_or_create()
                     if snap.write_id == write_id:  # landed; the acknowledgement did not
                         self._grants[dataset] = _Grant(decision.holder, snap.doc, snap.etag)
@@ -575,7 +544,7 @@ class PathLockHandle(Holding):
         table, etag = held.table, held.etag
         for _ in range(MAX_CAS_ROUNDS):
             target = release_holder(
-                table, held.holder.id, self._lock.server_clock.now(), margin=self.margin
+                table, held.holder.id, self._lock.server_clock.now(), margin=self.terms.margin
             )
             if target is None:
                 return
@@ -583,7 +552,7 @@ class PathLockHandle(Holding):
             try:
                 document.write(target, etag, write_id)
                 return
-            except (PreconditionFailedError, NotFoundError, OutcomeUnknownError):
+            except UNSETTLED:
                 snap = document.read_or_create()
                 if snap.write_id == write_id:
                     return
@@ -612,7 +581,7 @@ class PathLockHandle(Holding):
         return LeaseLostError(str(self._lost), name=self._lost.name, token=self._lost.token)
 
     def _on_lost(self) -> Callable[[LeaseLostError], None] | None:
-        return self.on_lost
+        return self.terms.on_lost
 
 
 def read_lock_tables(store: ObjectStore) -> tuple[Stored[LockTable], ...]:

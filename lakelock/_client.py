@@ -16,10 +16,14 @@ from botocore.config import Config
 __all__ = ["s3_client"]
 
 
-def s3_client(**client_kwargs: Any) -> Any:
-    """A boto3 S3 client; ``client_kwargs`` go to ``boto3.client("s3", ...)``, and a
-    ``config`` among them is merged over lakelock's (its settings win)."""
+def s3_client(*, profile_name: str | None = None, **client_kwargs: Any) -> Any:
+    """A boto3 S3 client, with the credentials of ``profile_name`` if given (else boto3's
+    default chain); ``client_kwargs`` go to ``client("s3", ...)``, and a ``config`` among them
+    is merged over lakelock's (its settings win)."""
     config = Config(retries={"mode": "standard", "total_max_attempts": 5}, max_pool_connections=64)
     if "config" in client_kwargs:
         config = config.merge(client_kwargs.pop("config"))
-    return boto3.client("s3", config=config, **client_kwargs)
+    factory = (
+        boto3.client if profile_name is None else boto3.Session(profile_name=profile_name).client
+    )
+    return factory("s3", config=config, **client_kwargs)

@@ -17,6 +17,7 @@ from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._lake import Lake, MoveOptions
 from lakelock._lease import Lease, LeaseOptions
+from lakelock._objects import ListedObject
 from lakelock._pathlock import (
     AsyncPathLock,
     AsyncPathLockGuard,
@@ -38,7 +39,6 @@ from lakelock._registry import (
     RegistrySnapshot,
 )
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import ListedObject
 from lakelock._vacuum import VacuumReport
 
 __all__ = [

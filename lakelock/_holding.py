@@ -37,7 +37,8 @@ import orjson
 
 from lakelock import _jsonfields as jsonfields
 from lakelock._clock import ServerClock, TimeBounds
-from lakelock._s3 import IfMatch, ObjectStore
+from lakelock._objects import IfMatch
+from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
     LakelockError,

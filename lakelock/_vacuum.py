@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from lakelock._layout import DATASETS_PREFIX
+from lakelock._objects import ListedObject
 from lakelock._registry import Registry
 from lakelock._registry._document import MANIFEST_PREFIX
-from lakelock._s3 import ListedObject
 from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = ["VacuumReport", "vacuum"]

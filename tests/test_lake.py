@@ -10,6 +10,7 @@ from lakelock.errors import (
     AlreadyExistsError,
     DatasetNotFoundError,
     InvalidNameError,
+    LeaseLostError,
     SchemaMismatchError,
 )
 from lakelock.testing import S3Endpoint
@@ -104,3 +105,19 @@ def test_files_of_an_unknown_dataset_is_typed(lake: Lake) -> None:
     """registry.files of a dataset the registry does not have: DatasetNotFoundError."""
     with pytest.raises(DatasetNotFoundError):
         lake.registry.files("nothing")
+
+
+def test_lock_and_lease_options_reach_the_handle(lake: Lake) -> None:
+    """``Lake.lock`` takes the distributed lock's per-request options (``on_lost``,
+    ``heartbeat``, ``margin``...) and defaults to that lock's own (no timeout); ``Lake.lease``
+    takes the lease's."""
+    told: list[LeaseLostError] = []
+    handle = lake.lock(write=["/sales"], heartbeat=False, margin=0.5, on_lost=told.append)
+    assert (handle.terms.heartbeat, handle.terms.margin) == (False, 0.5)
+    assert handle.terms.on_lost == told.append
+    assert lake.lock(write=["/sales"]).terms == lake.locks.terms
+    assert lake.locks.terms.timeout is None
+    lease = lake.lease("job", ttl=10, heartbeat=True, owner_label="nightly")
+    assert (lease.terms.ttl, lease.terms.heartbeat, lease.owner.label) == (10, True, "nightly")
+    with pytest.raises(ValueError, match="must exceed twice the margin"):
+        lake.lock(write=["/sales"], margin=20)

@@ -17,7 +17,7 @@ Reported per (T, P), medians of several trials:
   endpoint is this machine's wall clock) to the takeover. The lease protocol waits at least
   ``margin`` (1 s by default) past expiry by the waiter's *earliest* estimate of server time,
   whose uncertainty comes from S3's whole-second ``Date`` header (see
-  ``lakelock/_lease_clock.py``): the holder's own estimate, which set ``expires_at``, errs
+  ``lakelock/_clock.py``): the holder's own estimate, which set ``expires_at``, errs
   late by up to the same amount;
 - **GETs while waiting**: requests the waiter sent between the kill and the takeover, counted
   at the endpoint (the price of a short poll interval).
@@ -147,7 +147,7 @@ def main() -> None:
     ttls = args.ttls or ([3.0] if args.quick else [3.0, 10.0])
     runs = args.runs or (2 if args.quick else 5)
 
-    from lakelock._lease_clock import DEFAULT_MARGIN
+    from lakelock._clock import DEFAULT_MARGIN
     from lakelock.testing import S3Endpoint
 
     print(

@@ -14,26 +14,60 @@ policy = lakelock.generate_bucket_policy(
 ```
 """
 
-from __future__ import annotations
-
 from lakelock import errors
 from lakelock._datafile import DataFile
-from lakelock._lake import Lake
-from lakelock._pathlock import AsyncPathLock, PathLock
+from lakelock._fence import Fence
+from lakelock._lake import Lake, MoveOptions
+from lakelock._lease import Lease, LeaseOptions
+from lakelock._objects import ListedObject
+from lakelock._pathlock import (
+    AsyncPathLock,
+    AsyncPathLockGuard,
+    DistributedPathLock,
+    LockOptions,
+    LockRequest,
+    PathLock,
+    PathLockGuard,
+    PathLockHandle,
+)
 from lakelock._policy import generate_bucket_policy
-from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
+from lakelock._registry import (
+    Change,
+    CommitRecord,
+    CommitResult,
+    DatasetState,
+    PartitionState,
+    Registry,
+    RegistrySnapshot,
+)
 from lakelock._retry import RetryPolicy
+from lakelock._vacuum import VacuumReport
 
 __all__ = [
     "AsyncPathLock",
+    "AsyncPathLockGuard",
+    "Change",
+    "CommitRecord",
     "CommitResult",
     "DataFile",
+    "DatasetState",
+    "DistributedPathLock",
     "Fence",
     "Lake",
+    "Lease",
+    "LeaseOptions",
+    "ListedObject",
+    "LockOptions",
+    "LockRequest",
+    "MoveOptions",
+    "PartitionState",
     "PathLock",
+    "PathLockGuard",
+    "PathLockHandle",
     "Registry",
     "RegistrySnapshot",
     "RetryPolicy",
+    "VacuumReport",
     "errors",
     "generate_bucket_policy",
 ]

@@ -55,8 +55,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakelock._datafile import DataFile, Partition
+from lakelock._layout import data_file_key
 from lakelock._names import (
-    data_file_key,
     format_partition_value,
     parse_partition_path,
     parse_partition_value,
@@ -66,7 +66,8 @@ from lakelock._names import (
     validate_file_name,
     validate_partition_type,
 )
-from lakelock._s3 import ObjectStore, new_write_id
+from lakelock._objects import new_write_id
+from lakelock._s3 import ObjectStore
 from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = [
@@ -415,22 +416,21 @@ def _read_piece(store: ObjectStore, file: DataFile, expected: tuple[str, ...]) -
 def _verify_checksum(store: ObjectStore, file: DataFile, body: bytes) -> None:
     algorithm, _, expected = file.checksum.partition(":")
     if algorithm != "sha256":
-        raise StorageError(
-            f"{file.key!r}: unsupported checksum {file.checksum!r}",
-            bucket=store.bucket,
-            key=file.key,
-            operation="GetObject",
-            code="UnsupportedChecksum",
+        code, problem = "UnsupportedChecksum", f"unsupported checksum {file.checksum!r}"
+    elif (actual := hashlib.sha256(body).hexdigest()) != expected:
+        code, problem = (
+            "ChecksumMismatch",
+            f"content is sha256:{actual}, written as {file.checksum}",
         )
-    actual = hashlib.sha256(body).hexdigest()
-    if actual != expected:
-        raise StorageError(
-            f"{file.key!r}: content is sha256:{actual}, the file was written as {file.checksum}",
-            bucket=store.bucket,
-            key=file.key,
-            operation="GetObject",
-            code="ChecksumMismatch",
-        )
+    else:
+        return
+    raise StorageError(
+        f"{file.key!r}: {problem}",
+        bucket=store.bucket,
+        key=file.key,
+        operation="GetObject",
+        code=code,
+    )
 
 
 def _unified_schema(pieces: list[_Piece]) -> Any:

@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-import boto3
 import orjson
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
 from lakelock import Lake, generate_bucket_policy
+from lakelock._client import s3_client
 from lakelock.testing import S3Endpoint, client_kwargs
 
 __all__ = ["run_demo"]
@@ -90,7 +90,7 @@ class Job:
 
 def _writer(job: Job, worker: int, events: Any, signals: Signals) -> None:
     """One writer process: appends, maybe a rename, maybe (if elected) a compaction."""
-    lake = Lake(BUCKET, s3=_client(client_kwargs(job.url, access_key=ACCESS_KEY)))
+    lake = Lake(BUCKET, s3=s3_client(**client_kwargs(job.url, access_key=ACCESS_KEY)))
     rng = random.Random(worker)
     events.put(("ready", worker, 0, 0, 0))
     signals.start.wait(timeout=120)
@@ -146,10 +146,6 @@ def _compact(lake: Any, lease: Any, events: Any, worker: int) -> None:
     events.put(("compact", worker, result.redrives, result.retries, len(old)))
 
 
-def _client(kwargs: dict[str, Any]) -> Any:
-    return boto3.client("s3", **kwargs)
-
-
 def run_demo(
     *,
     writers: int = 4,
@@ -188,7 +184,7 @@ def run_demo(
         requests = sum(s3.stats().values())
         s3.clear_faults()
 
-        writer = _client(s3.client_kwargs(access_key=ACCESS_KEY))
+        writer = s3_client(**s3.client_kwargs(access_key=ACCESS_KEY))
         lake = Lake(BUCKET, s3=writer)
         checks = _checks(lake, tally)
         try:

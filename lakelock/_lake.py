@@ -10,18 +10,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
-import boto3
 import pyarrow as pa
 import pyarrow.compute as pc
-from botocore.config import Config
 
+from lakelock._client import s3_client
 from lakelock._datafile import DataFile
 from lakelock._datasets import read_files, table_schema, write_table
-from lakelock._dlock import DistributedPathLock, PathLockHandle
 from lakelock._durations import duration_seconds
-from lakelock._lease import Lease
+from lakelock._fence import Fence
+from lakelock._lease import Lease, LeaseOptions
 from lakelock._names import (
     parse_lake_url,
     partition_path,
@@ -38,8 +37,9 @@ from lakelock._operations import (
     overwrite,
 )
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
+from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
-from lakelock._registry import Change, CommitResult, Fence, Registry, RegistrySnapshot
+from lakelock._registry import Change, CommitResult, Registry, RegistrySnapshot
 from lakelock._registry._objects import HistoryEntry
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -53,18 +53,20 @@ Progress = Callable[[int, int], None]
 DEFAULT_RETENTION = 7 * 24 * 3600.0
 
 
-def default_client(**client_kwargs: Any) -> Any:
-    """A boto3 S3 client with the standard retry mode (5xx and resets retried by the SDK;
-    409 and 412 never are: lakelock decides those). A connection not made within 10 s is
-    given up (the SDK's default waits 60 s per attempt on an unresponsive host)."""
-    config = Config(
-        retries={"mode": "standard", "total_max_attempts": 5},
-        max_pool_connections=64,
-        connect_timeout=10,
-    )
-    if "config" in client_kwargs:
-        config = config.merge(client_kwargs.pop("config"))
-    return boto3.client("s3", config=config, **client_kwargs)
+class MoveOptions(TypedDict, total=False):
+    """Options of :meth:`Lake.copy_partition` and :meth:`Lake.rename_partition`."""
+
+    #: Where to: another dataset (default: the same) and/or partition (default: the same).
+    to_dataset: str | None
+    to_partition: str | Mapping[str, object] | None
+    #: Makes the move idempotent: a re-run with the same id commits nothing twice.
+    commit_id: str | None
+    #: The path lock's TTL (default 30 s; renewed by heartbeat while the copy runs, so a
+    #: crashed mover blocks others for about that long) and how long to wait for it
+    #: (default 60 s).
+    ttl: float
+    timeout: float | None
+    progress: Progress | None
 
 
 class Lake:
@@ -95,7 +97,7 @@ class Lake:
         prefix = validate_lake_prefix(prefix)
         self.bucket = bucket
         self.prefix = prefix
-        self.client = s3 if s3 is not None else default_client()
+        self.client = s3 if s3 is not None else s3_client()
         self.retry = retry or RetryPolicy()
         self.store = ObjectStore(
             self.client,
@@ -133,7 +135,7 @@ class Lake:
         return cls(
             bucket,
             prefix=prefix,
-            s3=default_client(**client_kwargs),
+            s3=s3_client(**client_kwargs),
             retry=retry,
             group_commit=group_commit,
             multipart_threshold=multipart_threshold,
@@ -361,73 +363,34 @@ class Lake:
     # -- partitions, locks, leases ------------------------------------------------------------
 
     def copy_partition(
-        self,
-        dataset: str,
-        partition: str | Mapping[str, object],
-        *,
-        to_dataset: str | None = None,
-        to_partition: str | Mapping[str, object] | None = None,
-        commit_id: str | None = None,
-        ttl: float = 30.0,
-        timeout: float | None = 60.0,
-        progress: Progress | None = None,
+        self, dataset: str, partition: str | Mapping[str, object], **options: Unpack[MoveOptions]
     ) -> CommitResult:
         """Copy a partition (server-side, create-only) to another partition and/or dataset,
         under the path lock (read the source, write the destination), in one commit.
-        Partitions are paths (``"year=2024/month=1"``) or mappings as :meth:`read` takes."""
-        return self._move(
-            dataset,
-            partition,
-            to_dataset=to_dataset,
-            to_partition=to_partition,
-            rename=False,
-            commit_id=commit_id,
-            ttl=ttl,
-            timeout=timeout,
-            progress=progress,
-        )
+        ``options``: :class:`MoveOptions`. Partitions are paths
+        (``"year=2024/month=1"``) or mappings as :meth:`read` takes."""
+        return self._move(dataset, partition, rename=False, **options)
 
     def rename_partition(
-        self,
-        dataset: str,
-        partition: str | Mapping[str, object],
-        *,
-        to_dataset: str | None = None,
-        to_partition: str | Mapping[str, object] | None = None,
-        commit_id: str | None = None,
-        ttl: float = 30.0,
-        timeout: float | None = 60.0,
-        progress: Progress | None = None,
+        self, dataset: str, partition: str | Mapping[str, object], **options: Unpack[MoveOptions]
     ) -> CommitResult:
         """Move a partition under the path lock (write both places): copy its files, then
         add the copies and remove the originals in one commit. Readers see it at the old
-        place or the new one, never half. ``ttl`` is the lock's (renewed by heartbeat while
-        the copy runs; a crashed mover blocks others for about that long). Partitions are
-        paths or mappings, as for :meth:`copy_partition`."""
-        return self._move(
-            dataset,
-            partition,
-            to_dataset=to_dataset,
-            to_partition=to_partition,
-            rename=True,
-            commit_id=commit_id,
-            ttl=ttl,
-            timeout=timeout,
-            progress=progress,
-        )
+        place or the new one, never half. ``options``: :class:`MoveOptions`."""
+        return self._move(dataset, partition, rename=True, **options)
 
     def _move(
         self,
         dataset: str,
         partition: str | Mapping[str, object],
         *,
-        to_dataset: str | None,
-        to_partition: str | Mapping[str, object] | None,
         rename: bool,
-        commit_id: str | None,
-        ttl: float,
-        timeout: float | None,
-        progress: Progress | None,
+        to_dataset: str | None = None,
+        to_partition: str | Mapping[str, object] | None = None,
+        commit_id: str | None = None,
+        ttl: float = 30.0,
+        timeout: float | None = 60.0,
+        progress: Progress | None = None,
     ) -> CommitResult:
         if not isinstance(partition, str) or not (
             to_partition is None or isinstance(to_partition, str)
@@ -468,21 +431,24 @@ class Lake:
         *,
         read: Iterable[PathLike] = (),
         write: Iterable[PathLike] = (),
-        ttl: float = 30.0,
-        timeout: float | None = 60.0,
+        **options: Unpack[LockOptions],
     ) -> PathLockHandle:
         """The hierarchical path lock across processes and machines, as a context manager:
         ``with lake.lock(read=["/sales/year=2024"], write=["/sales/year=2025"]) as held:``.
         Paths are ``/<dataset>/<partition path>``. A commit carries the fence of the dataset
         it changes: ``held.fence_for("sales")`` (``held.fence`` when the request names one
-        dataset only; a request spanning several makes it a ``ValueError``)."""
-        return self.locks.lock(read=read, write=write, ttl=ttl, timeout=timeout)
+        dataset only).
+        ``options`` (:class:`~lakelock._pathlock.LockOptions`: ``ttl``, ``timeout``,
+        ``poll_interval``, ``margin``, ``heartbeat``, ``on_lost``) not given are those of
+        :attr:`locks`, a :class:`~lakelock._pathlock.DistributedPathLock` with its defaults
+        (``ttl`` 30 s, no ``timeout``, ``heartbeat`` on, ``margin`` 1 s)."""
+        return self.locks.lock(read=read, write=write, **options)
 
-    def lease(self, name: str, *, ttl: float = 30.0, **options: Any) -> Lease:
+    def lease(self, name: str, **options: Unpack[LeaseOptions]) -> Lease:
         """A named lease with a fencing token, for leader election: ``with lake.lease("x"):``
-        or ``try_acquire()``; commit with ``fence=lease.fence``. ``options`` go to
-        :class:`~lakelock._lease.Lease` (``timeout``, ``poll_interval``, ``heartbeat``...)."""
-        return Lease(self.store, name, ttl=ttl, **options)
+        or ``try_acquire()``; commit with ``fence=lease.fence``. ``options``: those of
+        :class:`~lakelock._lease.Lease` (:class:`~lakelock._lease.LeaseOptions`)."""
+        return Lease(self.store, name, **options)
 
     # -- housekeeping -------------------------------------------------------------------------
 

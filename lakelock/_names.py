@@ -1,9 +1,10 @@
 """Names and paths in the lake: pure validation and formatting, no I/O.
 
-On-disk layout (keys relative to the lake's prefix)::
+Names become parts of keys (the layout is in :mod:`lakelock._layout`)::
 
     datasets/<dataset>/<col>=<value>/<col>=<value>/.../<file name>
     datasets/<dataset>/<file name>                      (unpartitioned)
+    metastore/leases/<lease name>.json
 
 Every name is checked before anything is written; a bad one raises
 :class:`~lakelock.errors.InvalidNameError` (a ``ValueError``) naming the rule it broke.
@@ -26,7 +27,9 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
                    always behind ``col=`` and ``/`` is escaped.
-whole key          at most 1024 UTF-8 bytes including the lake prefix (S3's limit).
+lease name         non-empty, no ``/``, no control characters, valid UTF-8.
+whole key          at most 1024 UTF-8 bytes including the lake prefix (S3's limit;
+                   checked where the key is built, :mod:`lakelock._layout`).
 bucket             S3's naming rules: 3-63 characters of ``a-z``, ``0-9``, ``.`` and ``-``,
                    starting and ending with a letter or digit, no ``..``, not an IPv4
                    address. (Checked before any request, so a typo is an error at once.)
@@ -92,12 +95,8 @@ from lakelock._datafile import Partition
 from lakelock.errors import InvalidNameError
 
 __all__ = [
-    "DATASETS_PREFIX",
-    "MAX_KEY_BYTES",
     "MAX_SEGMENT_BYTES",
     "NULL_PARTITION",
-    "data_file_key",
-    "dataset_prefix",
     "format_partition_value",
     "parse_lake_url",
     "parse_partition_path",
@@ -107,18 +106,14 @@ __all__ = [
     "validate_column_name",
     "validate_dataset_name",
     "validate_file_name",
-    "validate_key_length",
     "validate_lake_prefix",
+    "validate_lease_name",
     "validate_partition_path",
     "validate_partition_type",
 ]
 
 #: How a null partition value is spelled in a key (Hive's default partition name).
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-#: Where datasets live, relative to the lake's prefix.
-DATASETS_PREFIX = "datasets/"
-#: S3's limit on a key, in UTF-8 bytes.
-MAX_KEY_BYTES = 1024
 #: Limit on a dataset or file name, in UTF-8 bytes (a segment on common file systems).
 MAX_SEGMENT_BYTES = 255
 
@@ -156,6 +151,23 @@ def validate_dataset_name(name: object) -> str:
 def validate_file_name(name: object) -> str:
     """A caller-given data file name, NFC-normalised; the same rules as dataset names."""
     return _segment_name(name, "file name")
+
+
+def validate_lease_name(name: str) -> str:
+    """``name`` if it can name a lease: non-empty, no ``/``, no control characters, UTF-8."""
+    if not isinstance(name, str):
+        raise TypeError(f"a lease name is a str, not {type(name).__name__}")
+    if not name:
+        raise InvalidNameError(name, "a lease name may not be empty")
+    if "/" in name:
+        raise InvalidNameError(name, "a lease name may not contain '/'")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise InvalidNameError(name, "a lease name may not contain control characters")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidNameError(name, "a lease name must be valid UTF-8") from error
+    return name
 
 
 def validate_column_name(name: object) -> str:
@@ -511,29 +523,3 @@ def _unescape(text: str) -> str:
         return urllib.parse.unquote_to_bytes(text).decode("utf-8")
     except UnicodeDecodeError as error:
         raise InvalidNameError(text, "escapes do not decode as UTF-8") from error
-
-
-# -- keys -------------------------------------------------------------------------------------
-
-
-def dataset_prefix(dataset: str) -> str:
-    """``datasets/<dataset>/``, the key prefix of every file of ``dataset``."""
-    return f"{DATASETS_PREFIX}{validate_dataset_name(dataset)}/"
-
-
-def data_file_key(dataset: str, partition: str, file_name: str, *, prefix: str = "") -> str:
-    """The key (relative to the lake prefix) of a data file, every part validated and the
-    whole, with ``prefix``, within S3's key limit."""
-    path = validate_partition_path(partition)
-    key = dataset_prefix(dataset) + (f"{path}/" if path else "") + validate_file_name(file_name)
-    return validate_key_length(key, prefix=prefix)
-
-
-def validate_key_length(key: str, *, prefix: str = "") -> str:
-    """``key`` if ``prefix + key`` fits S3's 1024-byte key limit, else InvalidNameError."""
-    size = len((prefix + key).encode("utf-8"))
-    if size > MAX_KEY_BYTES:
-        raise InvalidNameError(
-            key, f"key is {size} bytes with the lake prefix; S3 allows {MAX_KEY_BYTES}"
-        )
-    return key

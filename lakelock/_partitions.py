@@ -19,6 +19,7 @@ objects are left in place for ``vacuum`` (readers of older snapshots may still r
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -26,8 +27,10 @@ from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA
+from lakelock._fence import Fence
+from lakelock._layout import data_file_key
 from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
-from lakelock._registry import Change, CommitResult, Fence
+from lakelock._registry import Change, CommitResult
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
@@ -165,20 +168,18 @@ def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:
     metadata = {CHECKSUM_METADATA: f.checksum, RECORDS_METADATA: str(f.record_count)}
     name = f.name
     for _ in range(_COPY_NAME_ATTEMPTS):
-        key = f"datasets/{move.to_dataset}/{move.to_partition}/{name}"
+        key = data_file_key(move.to_dataset, move.to_partition, name, prefix=store.prefix)
         try:
             result = store.copy(f.key, key, metadata=metadata)
         except AlreadyExistsError:
             stem, dot, extension = f.name.partition(".")
             name = f"{stem}-{uuid.uuid4().hex[:12]}{dot}{extension}"
             continue
-        return DataFile(
+        return dataclasses.replace(
+            f,
             dataset=move.to_dataset,
             key=key,
             partition_path=move.to_partition,
-            size=f.size,
-            record_count=f.record_count,
-            checksum=f.checksum,
             etag=result.etag,
             write_id=result.write_id,
         )

@@ -35,7 +35,8 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     unconditional or ``If-Match`` multipart completion -- all overwrite-capable -- are refused;
     ``PutObject``/``CompleteMultipartUpload`` with ``If-None-Match: *`` pass, and so do
     ``CreateMultipartUpload``, ``UploadPart`` and ``UploadPartCopy`` (partition copies are
-    UploadPartCopy + a conditional completion, DESIGN 3.1). ``If-None-Match`` takes only ``*``
+    UploadPartCopy + a conditional completion, see "Write-once objects" in
+    docs/ARCHITECTURE.md). ``If-None-Match`` takes only ``*``
     on S3 (anything else is rejected with 501), so presence is the whole test. A
     ``CopyObject`` with ``If-None-Match: *`` passes the policy; whether the store honours it is
     another matter (AWS only since late 2025; older AWS docs answer 501), which is why lakelock

@@ -50,17 +50,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import io
-import threading
-import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, Any, TypeVar
 from urllib.parse import urlsplit
-from weakref import WeakKeyDictionary
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -73,6 +67,21 @@ from botocore.exceptions import (
     SSLError,
 )
 
+from lakelock._objects import (
+    WRITE_ID_KEY,
+    IfMatch,
+    ListedObject,
+    ObjectData,
+    ObjectHead,
+    PutMode,
+    PutResult,
+    S3Stats,
+    chunks,
+    new_write_id,
+    read_all,
+    size_of,
+    stats_for,
+)
 from lakelock._retry import RetryPolicy
 from lakelock.errors import (
     AccessDeniedError,
@@ -98,14 +107,13 @@ __all__ = [
     "PutMode",
     "PutResult",
     "S3Stats",
+    "classify",
     "fail_fast_on_dead_endpoints",
     "new_write_id",
 ]
 
 _T = TypeVar("_T")
 
-#: Object metadata key carrying the write id (sent as ``x-amz-meta-lakelock-write-id``).
-WRITE_ID_KEY = "lakelock-write-id"
 MIB = 1024 * 1024
 #: S3's smallest multipart part (except the last).
 MIN_PART_SIZE = 5 * MIB
@@ -118,106 +126,6 @@ _UNCONNECTED = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionErr
 #: Set on such a failure when no earlier attempt of the same request reached a server.
 _UNREACHED = "_lakelock_unreached"
 _REACHED = "lakelock_reached"
-
-
-@dataclass(frozen=True)
-class IfMatch:
-    """Compare-and-swap precondition: replace the object only if its ETag is still ``etag``."""
-
-    etag: str
-
-
-PutMode = Literal["create", "overwrite"] | IfMatch
-
-
-def new_write_id() -> str:
-    return uuid.uuid4().hex
-
-
-@dataclass(frozen=True)
-class PutResult:
-    """A write that landed. ``resolved`` is true when a lost acknowledgement was resolved by
-    reading the object back; ``attempts`` counts whole-request retries (409/503) here."""
-
-    key: str
-    etag: str
-    write_id: str
-    size: int
-    version_id: str | None = None
-    resolved: bool = False
-    attempts: int = 1
-
-
-@dataclass(frozen=True)
-class ObjectHead:
-    key: str
-    etag: str
-    size: int
-    metadata: Mapping[str, str]
-    last_modified: datetime
-    #: The server's ``Date`` header: the shared clock for lease expiry decisions.
-    server_time: datetime | None = None
-
-    @property
-    def write_id(self) -> str | None:
-        return self.metadata.get(WRITE_ID_KEY)
-
-
-@dataclass(frozen=True)
-class ObjectData(ObjectHead):
-    body: bytes = b""
-
-
-@dataclass(frozen=True)
-class ListedObject:
-    key: str
-    etag: str
-    size: int
-    last_modified: datetime
-
-
-class S3Stats:
-    """HTTP requests sent, per S3 operation (SDK retries included). Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def record(self, operation: str) -> None:
-        with self._lock:
-            self._counts[operation] += 1
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-    @property
-    def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-
-_client_stats: WeakKeyDictionary[Any, S3Stats] = WeakKeyDictionary()
-_client_stats_lock = threading.Lock()
-
-
-def stats_for(client: Any) -> S3Stats:
-    """The one :class:`S3Stats` counting requests of ``client`` (hooked in on first use)."""
-    with _client_stats_lock:
-        stats = _client_stats.get(client)
-        if stats is None:
-            stats = S3Stats()
-
-            def count(event_name: str, **_: Any) -> None:
-                stats.record(event_name.rsplit(".", 1)[-1])
-
-            client.meta.events.register("before-send.s3", count)
-            _client_stats[client] = stats
-        return stats
 
 
 def fail_fast_on_dead_endpoints(client: Any) -> None:
@@ -333,7 +241,7 @@ class ObjectStore:
         write = _Write(
             key,
             body,
-            _size_of(body),
+            size_of(body),
             mode,
             {**(metadata or {}), WRITE_ID_KEY: write_id},
             write_id,
@@ -356,7 +264,7 @@ class ObjectStore:
         return _with_attempts(result, attempts)
 
     def _put_single(self, write: _Write, *, resent: bool) -> PutResult:
-        body = write.body if isinstance(write.body, bytes) else _read_all(write.body)
+        body = write.body if isinstance(write.body, bytes) else read_all(write.body)
         try:
             response = self.client.put_object(
                 Bucket=self.bucket,
@@ -381,7 +289,7 @@ class ObjectStore:
 
         def upload_parts(upload_id: str) -> list[dict[str, Any]]:
             done: list[dict[str, Any]] = []
-            for number, chunk in enumerate(_chunks(write.body, part_size), start=1):
+            for number, chunk in enumerate(chunks(write.body, part_size), start=1):
                 response = self._call(
                     "UploadPart",
                     write.key,
@@ -690,17 +598,12 @@ class ObjectStore:
             ) from error
 
     def _request(
-        self,
-        operation: str,
-        key: str | None,
-        method: Callable[..., Any],
-        *,
-        mode: PutMode | None = None,
-        **kwargs: Any,
+        self, operation: str, key: str | None, method: Callable[..., Any], **kwargs: Any
     ) -> Any:
-        """One classified request, retried on conflicts and throttling."""
+        """One classified request (:meth:`_call`; ``mode`` among ``kwargs``), retried on
+        conflicts and throttling."""
         return self._retry_transient(
-            functools.partial(self._call, operation, key, method, mode=mode, **kwargs)
+            functools.partial(self._call, operation, key, method, **kwargs)
         )
 
     def _retry_transient(self, attempt: Callable[[], _T]) -> _T:
@@ -815,32 +718,3 @@ def _head_fields(key: str, response: Mapping[str, Any]) -> dict[str, Any]:
         "last_modified": response["LastModified"],
         "server_time": parsedate_to_datetime(date) if date else None,
     }
-
-
-def _size_of(body: bytes | IO[bytes]) -> int:
-    if isinstance(body, bytes):
-        return len(body)
-    position = body.tell()
-    end = body.seek(0, io.SEEK_END)
-    body.seek(position)
-    return end - position
-
-
-def _read_all(body: IO[bytes]) -> bytes:
-    position = body.tell()
-    data = body.read()
-    body.seek(position)
-    return data
-
-
-def _chunks(body: bytes | IO[bytes], part_size: int) -> Iterator[bytes]:
-    if isinstance(body, bytes):
-        for start in range(0, max(len(body), 1), part_size):
-            yield body[start : start + part_size]
-        return
-    position = body.tell()
-    try:
-        while chunk := body.read(part_size):
-            yield chunk
-    finally:
-        body.seek(position)

@@ -29,18 +29,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from lakelock._layout import DATASETS_PREFIX
+from lakelock._objects import ListedObject
 from lakelock._registry import Registry
 from lakelock._registry._document import MANIFEST_PREFIX
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._snapshot import SNAPSHOT_PREFIX
 from lakelock._registry._tree import NODE_PREFIX
-from lakelock._s3 import ListedObject
 from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = ["VacuumReport", "vacuum"]
 
 Progress = Callable[[int, int], None]
-SCANNED_PREFIXES = ("datasets/", MANIFEST_PREFIX, NODE_PREFIX, SNAPSHOT_PREFIX, INTENT_PREFIX)
+SCANNED_PREFIXES = (DATASETS_PREFIX, MANIFEST_PREFIX, NODE_PREFIX, SNAPSHOT_PREFIX, INTENT_PREFIX)
 
 
 @dataclass

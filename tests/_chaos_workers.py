@@ -44,8 +44,9 @@ import orjson
 import pyarrow as pa
 
 from lakelock import Lake
-from lakelock._dlock import DistributedPathLock
+from lakelock._fence import Fence
 from lakelock._lease import Lease
+from lakelock._pathlock import DistributedPathLock
 from lakelock._registry import Registry
 from lakelock._retry import RetryPolicy
 from lakelock.errors import (
@@ -211,15 +212,13 @@ class Worker:
             ),
         )
 
-    def ledger(
-        self, rng: random.Random, cid: str, thread: int, fence: tuple[str, int] | None = None
-    ) -> None:
+    def ledger(self, rng: random.Random, cid: str, thread: int, fence: Fence | None = None) -> None:
         record = {
             "op": "ledger",
             "id": cid,
             "thread": thread,
-            "fence": fence[1] if fence is not None else None,
-            "fence_name": fence[0] if fence is not None else None,
+            "fence": fence.token if fence is not None else None,
+            "fence_name": fence.name if fence is not None else None,
         }
         self._invoke(
             record,

@@ -39,7 +39,7 @@ import orjson
 import pyarrow as pa
 
 from lakelock import Lake
-from lakelock._dlock import DistributedPathLock
+from lakelock._pathlock import DistributedPathLock
 from lakelock._registry import Registry
 from lakelock._retry import RetryPolicy
 from lakelock.testing import client_kwargs
@@ -210,7 +210,7 @@ def holder(args: dict[str, Any], log: Log) -> None:
         fence = lease.fence
         invoke(
             log,
-            {"op": "ledger", "id": cid, "fence": fence[1], "fence_name": fence[0]},
+            {"op": "ledger", "id": cid, "fence": fence.token, "fence_name": fence.name},
             lambda cid=cid, fence=fence: lake.registry.commit(
                 "ledger", properties={"last": cid}, commit_id=cid, fence=fence
             ),

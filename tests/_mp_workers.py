@@ -59,7 +59,7 @@ def _warm_up(store: Any, holding: Any) -> None:
     """Sample the server's clock across more than one tick of its ``Date``, so the shared
     server-time bounds are a round trip wide, not a second: then a holder's margin is what
     decides when it stops, and the test sees any error in it."""
-    from lakelock._lease import lease_key
+    from lakelock._layout import lease_key
 
     deadline = time.monotonic() + 1.2
     while time.monotonic() < deadline:
@@ -143,7 +143,7 @@ def locks(args: dict[str, Any]) -> None:
     request and the tokens."""
     import threading
 
-    from lakelock._dlock import DistributedPathLock
+    from lakelock._pathlock import DistributedPathLock
 
     store = _store(args)
     lock = DistributedPathLock(store, ttl=5.0, margin=0.2, poll_interval=0.05)
@@ -198,7 +198,7 @@ def locks(args: dict[str, Any]) -> None:
 def hold(args: dict[str, Any]) -> None:
     """Take ``/sales`` for writing with a heartbeat, report the token, and wait to be
     killed."""
-    from lakelock._dlock import DistributedPathLock
+    from lakelock._pathlock import DistributedPathLock
 
     lock = DistributedPathLock(_store(args), ttl=args["ttl"], margin=args["margin"])
     held = lock.lock(write=["/sales"], timeout=30).acquire()

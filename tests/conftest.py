@@ -1,20 +1,22 @@
-"""Shared fixtures: one embedded S3 endpoint per test session, a fresh bucket per test."""
+"""Shared fixtures: one embedded S3 endpoint per test session, a fresh bucket per test, and
+the store, lake and simulated time built on it. Shared helpers are in ``tests/_support``."""
 
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 
+from lakelock import Lake
 from lakelock._policy import generate_bucket_policy
-from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
+from tests._support import FAST_RETRY
+from tests._support.simtime import SimTime
 
 _bucket_numbers = itertools.count()
 
@@ -70,24 +72,28 @@ def client(s3: S3Endpoint) -> Any:
     return s3.client()
 
 
-def no_sleep(seconds: float) -> None:
-    """Retry backoff that does not wait: tests force outcomes, they do not wait them out."""
-
-
-FAST_RETRY = RetryPolicy(max_attempts=10, sleep=no_sleep)
-
-
 @pytest.fixture
 def store(client: Any, bucket: str) -> ObjectStore:
     """An ObjectStore on the test bucket; small multipart threshold; retries without waiting."""
     return ObjectStore(client, bucket, multipart_threshold=6 * 1024 * 1024, retry=FAST_RETRY)
 
 
-def wait_until(condition: Callable[[], bool], *, attempts: int = 4000) -> None:
-    """Poll a server-side condition (a stalled request arriving), bounded: this waits for an
-    event that is certain to happen, it does not let time pass to make something happen."""
-    for _ in range(attempts):
-        if condition():
-            return
-        time.sleep(0.005)
-    raise AssertionError("condition never held")
+@pytest.fixture
+def lake_prefix() -> str:
+    """Where the ``lake`` fixture lives in the bucket: at its root, unless a module overrides
+    this fixture."""
+    return ""
+
+
+@pytest.fixture
+def lake(client: Any, bucket: str, lake_prefix: str) -> Lake:
+    """A lake on the test bucket; retries without waiting."""
+    return Lake(bucket, prefix=lake_prefix, s3=client, retry=FAST_RETRY)
+
+
+@pytest.fixture
+def sim(store: ObjectStore) -> SimTime:
+    """Simulated time, stamped into the test store's responses."""
+    sim = SimTime()
+    sim.attach(store.client)
+    return sim

@@ -38,33 +38,35 @@ runs are part of the default test run; the large ones run with
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import os
 import re
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from lakelock import Lake
-from lakelock._registry import Registry
 from lakelock.testing import FaultRule, S3Endpoint
-from tests._chaos_workers import MUTATION_ENV, PLACES, WINDOW, places_of, split_place
-from tests.conftest import FAST_RETRY
-
-ROOT_DIR = Path(__file__).resolve().parent.parent
-SEED_ENV = "LAKELOCK_CHAOS_SEED"
-COMMITTING = ("append", "ledger", "rename")
+from tests._chaos_workers import MUTATION_ENV
+from tests._support import FAST_RETRY, REPO
+from tests._support.chaos import (
+    COMMITTING,
+    check_chaos,
+    lease_problems,
+    real_time_problems,
+    registered_file_problems,
+    replay,
+    seeds,
+    setup_lake,
+    travel_problems,
+)
 
 #: Faults on every operation: throttling, server errors, conflicts, resets before the request
 #: is applied, lost acknowledgements after it is, latency jitter; plus read-back failures on
@@ -102,30 +104,7 @@ HEAVY = [
     FaultRule("lost_ack", operation="DeleteObject*", probability=0.1),
 ]
 
-MOVES_IDS = list(range(6))
-MOVES_FILES = 2
-
-
-def seeds(default: Iterable[int]) -> list[int]:
-    """The seeds to run: ``LAKELOCK_CHAOS_SEED`` (one replayed seed) or ``default``."""
-    chosen = os.environ.get(SEED_ENV)
-    return [int(chosen)] if chosen else list(default)
-
-
 # -- running ------------------------------------------------------------------------------------
-
-
-def setup_lake(s3: S3Endpoint, bucket: str) -> Lake:
-    """The lake before the run: ``moves`` with one partition of two files at ``slot=a``
-    (place ``PLACES[0]``)."""
-    lake = Lake(bucket, s3=s3.client(), retry=FAST_RETRY)
-    lake.registry = Registry(lake.store, retry=FAST_RETRY, commit_window=WINDOW)
-    half = len(MOVES_IDS) // MOVES_FILES
-    for n in range(MOVES_FILES):
-        ids = MOVES_IDS[n * half : (n + 1) * half]
-        table = pa.table({"id": ids, "slot": ["a"] * len(ids)})
-        lake.append("moves", table, partition_by=["slot"], commit_id=f"setup-{n}")
-    return lake
 
 
 def run_chaos(
@@ -146,7 +125,7 @@ def run_chaos(
     """Run the worker processes under ``rules`` seeded with ``seed``; their records, and how
     many faults of each kind were injected."""
     s3.set_faults([FaultRule(**{**r.to_json(), "bucket": bucket}) for r in rules], seed=seed)
-    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop(MUTATION_ENV, None)
     if mutation is not None:
         env[MUTATION_ENV] = mutation
@@ -170,7 +149,7 @@ def run_chaos(
         children.append(
             subprocess.Popen(
                 [sys.executable, "-m", "tests._chaos_workers", orjson.dumps(args).decode()],
-                cwd=ROOT_DIR,
+                cwd=REPO,
                 env=env,
                 stderr=subprocess.PIPE,
             )
@@ -190,259 +169,6 @@ def run_chaos(
     ran = [r["mutation"] for r in records if r["op"] == "worker"]
     assert ran == [mutation] * processes, f"workers ran with mutations {ran}"
     return [r for r in records if r["op"] != "worker"], injected
-
-
-# -- the checker --------------------------------------------------------------------------------
-
-
-def check_chaos(
-    records: list[dict[str, Any]], lake: Lake, *, setup_ids: Iterable[str] = ()
-) -> list[str]:
-    """Every violation of lakelock's guarantees in this history and final state (module
-    docstring); empty: none. ``lake`` reads the final state (no faults)."""
-    problems: list[str] = []
-    snapshot = lake.registry.read()
-    recorded = list(snapshot.commits)
-    if len(recorded) >= WINDOW:
-        problems.append("history longer than the commit window: cannot check it")
-    counts = Counter(r.id for r in recorded)
-    versions = {r.id: r.version for r in recorded}
-    invocations = [r for r in records if r["op"] in COMMITTING]
-    problems += [f"untyped error escaped: {r}" for r in records if r.get("untyped")]
-
-    # Each commit: exactly once, never, or at most once.
-    landed: list[dict[str, Any]] = []
-    for inv in invocations:
-        seen = counts[inv["id"]]
-        what = f"{inv['outcome']} {inv['op']} {inv['id']}"
-        if inv["outcome"] == "ok":
-            if seen != 1:
-                problems.append(f"acknowledged commit recorded {seen} times: {what}")
-            elif versions[inv["id"]] != inv["version"]:
-                problems.append(
-                    f"{what} acknowledged as v{inv['version']}, recorded at v{versions[inv['id']]}"
-                )
-        elif inv["outcome"] == "fail" and seen:
-            problems.append(f"failed commit is in the registry ({seen}x): {what}: {inv['error']}")
-        elif inv["outcome"] == "unknown" and seen > 1:
-            problems.append(f"unknown commit recorded {seen} times: {what}")
-        if seen == 1:
-            landed.append({**inv, "version": versions[inv["id"]]})
-    made = {inv["id"] for inv in invocations} | set(setup_ids)
-    problems += [f"commit {i!r} is recorded but nobody made it" for i in counts if i not in made]
-    distinct = sorted({r.version for r in recorded})
-    if distinct and distinct != list(range(distinct[0], snapshot.version + 1)):
-        problems.append(f"versions are not contiguous: {distinct[:5]}...{distinct[-5:]}")
-
-    problems += _real_time(landed, [r for r in records if r["op"] == "observe"])
-    problems += _appends(invocations, lake, snapshot, versions)
-    problems += registered_file_problems(lake, snapshot)
-    problems += _moves(records, landed, lake, snapshot)
-    problems += _leases(records, landed, snapshot)
-    problems += _time_travel(landed, lake, snapshot)
-    return problems
-
-
-def _time_travel(landed: list[dict[str, Any]], lake: Lake, snapshot: Any) -> list[str]:
-    """A read at version V returns exactly the rows of the appends landed at or before V."""
-    if "events" not in snapshot.datasets:
-        return []
-    appends = [i for i in landed if i["op"] == "append"]
-    history = lake.registry.history("events")
-    versions = sorted({h.version for h in history})
-    if len(versions) > 40:
-        step = len(versions) / 40
-        versions = sorted({versions[int(n * step)] for n in range(40)} | {versions[-1]})
-    problems = []
-    for version in versions:
-        table = lake.read("events", version=version)
-        return_rows = Counter(table.column("cid").to_pylist())
-        problems += travel_problems(version, return_rows, appends)
-    return problems
-
-
-def travel_problems(version: int, rows: Counter[str], appends: list[dict[str, Any]]) -> list[str]:
-    """What is wrong with the rows (per commit id) read at ``version``."""
-    expected = {i["id"]: i["rows"] for i in appends if i["version"] <= version}
-    problems = [
-        f"read at v{version}: {rows.get(cid, 0)} of the {n} rows of {cid} (landed at or before)"
-        for cid, n in expected.items()
-        if rows.get(cid, 0) != n
-    ]
-    problems += [
-        f"read at v{version}: rows of {cid}, which landed later or never"
-        for cid in rows
-        if cid not in expected and not cid.startswith("setup")
-    ]
-    return problems
-
-
-def _real_time(landed: list[dict[str, Any]], observations: list[dict[str, Any]]) -> list[str]:
-    """Commits and snapshots respect real time."""
-    problems = []
-    by_end = sorted(landed, key=lambda i: i["end"])
-    for earlier, later in itertools.product(by_end, by_end):
-        if later["start"] > earlier["end"] and later["version"] <= earlier["version"]:
-            problems.append(
-                f"{later['id']} (v{later['version']}) began after {earlier['id']} "
-                f"(v{earlier['version']}) ended but is not newer"
-            )
-    ends = [i["end"] for i in by_end]
-    newest = list(itertools.accumulate((i["version"] for i in by_end), max))
-    for obs in observations:
-        if "version" not in obs:
-            continue
-        done = _count_before(ends, obs["time"])
-        if done and newest[done - 1] > obs["version"]:
-            problems.append(
-                f"snapshot v{obs['version']} taken at {obs['time']:.3f} misses v"
-                f"{newest[done - 1]}, committed before it"
-            )
-    for worker, group in itertools.groupby(
-        sorted(observations, key=lambda o: (o["worker"], o["time"])), key=lambda o: o["worker"]
-    ):
-        seen = [o["version"] for o in group if "version" in o]
-        if seen != sorted(seen):
-            problems.append(f"reader of {worker} saw the registry go back in time")
-    return problems
-
-
-def _count_before(ends: list[float], moment: float) -> int:
-    return sum(1 for end in ends if end < moment)
-
-
-def _appends(
-    invocations: list[dict[str, Any]], lake: Lake, snapshot: Any, versions: dict[str, int]
-) -> list[str]:
-    """Appends are atomic and exactly-once, in the registry's file lists and in the rows."""
-    appends = [i for i in invocations if i["op"] == "append"]
-    if "events" not in snapshot.datasets:
-        registered: set[str] = set()
-        table = None
-    else:
-        registered = {f.key for f in lake.registry.files("events", snapshot=snapshot)}
-        table = lake.read("events", snapshot=snapshot)
-    problems = []
-    rows = Counter(table.column("cid").to_pylist()) if table is not None else Counter()
-    if table is not None and table.num_rows != len(set(table.column("row").to_pylist())):
-        problems.append("some appended row is in the data more than once")
-    for inv in appends:
-        present = [k in registered for k in inv["keys"]]
-        landed = inv["id"] in versions
-        what = f"{inv['outcome']} append {inv['id']}"
-        if any(present) and not all(present):
-            problems.append(f"{what}: only some of its files are registered")
-        if all(present) != landed:
-            problems.append(f"{what}: files registered={all(present)} but commit landed={landed}")
-        if inv["outcome"] == "ok" and rows[inv["id"]] != inv["rows"]:
-            problems.append(f"{what}: {rows[inv['id']]} of its {inv['rows']} rows read back")
-        if inv["outcome"] != "ok" and rows[inv["id"]] not in (0, inv["rows"]):
-            problems.append(f"{what}: {rows[inv['id']]} of its {inv['rows']} rows read back")
-        if inv["outcome"] == "fail" and rows[inv["id"]]:
-            problems.append(f"{what}: its rows are in the data")
-        if inv.get("error", "").startswith("AlreadyExistsError"):
-            # Its file names are unique to this invocation: nobody else can have taken them.
-            problems.append(f"{what}: its own file reported as already existing: {inv['error']}")
-    return problems
-
-
-def registered_file_problems(lake: Lake, snapshot: Any) -> list[str]:
-    """Every registered file exists, has its checksum, and is parquet of its row count."""
-    problems = []
-    for name in snapshot.datasets:
-        for f in lake.registry.files(name, snapshot=snapshot):
-            body = lake.store.get(f.key).body
-            if f"sha256:{hashlib.sha256(body).hexdigest()}" != f.checksum or len(body) != f.size:
-                problems.append(f"{f.key}: bytes differ from the registered file")
-                continue
-            rows = pq.ParquetFile(pa.BufferReader(body)).metadata.num_rows
-            if rows != f.record_count:
-                problems.append(f"{f.key}: {rows} rows, registered with {f.record_count}")
-    return problems
-
-
-def _moves(
-    records: list[dict[str, Any]], landed: list[dict[str, Any]], lake: Lake, snapshot: Any
-) -> list[str]:
-    """The moving partition is whole at exactly one place, in every snapshot and at the end;
-    the landed renames chain; every append is all or nothing in every snapshot read."""
-    problems = []
-    expected = [MOVES_FILES, len(MOVES_IDS)]
-    rows = {r["id"]: r["rows"] for r in records if r["op"] == "append"}
-    for obs in records:
-        if obs["op"] != "observe":
-            continue
-        if "violation" in obs:
-            problems.append(
-                f"reader of {obs['worker']} at v{obs.get('version')}: {obs['violation']}"
-            )
-        places = obs.get("places")
-        if places is not None and list(places.values()) != [expected]:
-            problems.append(f"half-renamed partition seen at v{obs['version']}: {places}")
-        if "ids" in obs and (obs["ids"] != MOVES_IDS or len(obs["slots"]) != 1):
-            problems.append(
-                f"partition read back at v{obs['version']} as {obs['ids']} in {obs['slots']}"
-            )
-        for cid, count in obs.get("events", {}).items():
-            if count != rows.get(cid):
-                problems.append(
-                    f"{count} of the {rows.get(cid)} rows of {cid} seen at v{obs['version']}"
-                )
-    final = places_of(snapshot)
-    if list(final.values()) != [expected]:
-        problems.append(f"the partition ends as {final}")
-    else:
-        dataset, partition = split_place(next(iter(final)))
-        table = lake.read(dataset, partitions=[partition], snapshot=snapshot)
-        if sorted(table.column("id").to_pylist()) != MOVES_IDS:
-            problems.append("the partition's rows are not all there at the end")
-    place = PLACES[0]
-    for rename in sorted((i for i in landed if i["op"] == "rename"), key=lambda i: i["version"]):
-        if rename["src"] != place:
-            problems.append(f"rename {rename['id']} moved from {rename['src']}, it was at {place}")
-        place = rename["dst"]
-    if final and list(final) != [place]:
-        problems.append(f"renames end at {place}, the partition is at {list(final)}")
-    return problems
-
-
-def _leases(
-    records: list[dict[str, Any]], landed: list[dict[str, Any]], snapshot: Any
-) -> list[str]:
-    """Lease holdings never overlap; abandoned ones keep their two margins; fences order."""
-    problems = []
-    holdings = sorted((r for r in records if r["op"] == "lease"), key=lambda r: r["start"])
-    tokens = [h["token"] for h in holdings]
-    if len(set(tokens)) != len(tokens):
-        problems.append(f"two holdings share a token: {sorted(tokens)}")
-    if tokens != sorted(tokens):
-        problems.append(f"lease tokens do not rise with time: {tokens}")
-    for a, b in itertools.pairwise(holdings):
-        if not a["end"] < b["start"]:
-            problems.append(f"lease holdings overlap: {a} and {b}")
-    by_token = sorted(holdings, key=lambda h: h["token"])
-    for a, b in itertools.pairwise(by_token):
-        if a["kind"] != "abandoned":
-            continue
-        gap = 2 * a["margin"]
-        if not b["start"] - a["end"] > gap:
-            problems.append(f"taken over within two margins (wall clock): {a} then {b}")
-        if not b["start_earliest"] - a["end_latest"] > gap:
-            problems.append(f"taken over within two margins (server time): {a} then {b}")
-    fenced = sorted((i for i in landed if i.get("fence") is not None), key=lambda i: i["version"])
-    fenced_tokens = [i["fence"] for i in fenced]
-    if fenced_tokens != sorted(fenced_tokens):
-        problems.append(f"fenced commits landed out of token order: {fenced_tokens}")
-    for commit in fenced:
-        if snapshot.fences.get(commit["fence_name"], -1) < commit["fence"]:
-            problems.append(f"the registry's fence is below that of landed commit {commit['id']}")
-    return problems
-
-
-def replay(seed: int, test: str, path: str = "tests/test_chaos.py") -> str:
-    """The command that replays ``seed`` in ``test``."""
-    marker = " -m slow" if test.endswith(("_large", "_heavy")) else ""
-    return f"{SEED_ENV}={seed} python -m pytest{marker} {path} -k {test}"
 
 
 def report(seed: int, problems: list[str], tmp_path: Path, test: str) -> str:
@@ -575,23 +301,25 @@ def test_checker_flags_each_kind_of_violation() -> None:
     a = {**lease, "token": 1, "start": 0.0, "end": 1.0, "start_earliest": 0.0, "end_latest": 1.0}
     b = {**lease, "token": 2, "start": 0.9, "end": 2.0, "start_earliest": 0.9, "end_latest": 2.0}
     fences = SimpleNamespace(fences={"lease:chaos": 9})
-    assert any("overlap" in p for p in _leases([a, b], [], fences))
+    assert any("overlap" in p for p in lease_problems([a, b], [], fences))
     abandoned = {**a, "kind": "abandoned"}
     soon = {**b, "start": 1.1, "start_earliest": 1.1}
-    assert len(_leases([abandoned, soon], [], fences)) == 2
-    assert _leases([abandoned, {**soon, "start": 1.5, "start_earliest": 1.5}], [], fences) == []
+    assert len(lease_problems([abandoned, soon], [], fences)) == 2
+    assert (
+        lease_problems([abandoned, {**soon, "start": 1.5, "start_earliest": 1.5}], [], fences) == []
+    )
     out_of_order = [
         {"op": "ledger", "id": "x", "fence": 5, "fence_name": "lease:chaos", "version": 3},
         {"op": "ledger", "id": "y", "fence": 4, "fence_name": "lease:chaos", "version": 4},
     ]
-    assert any("token order" in p for p in _leases([], out_of_order, fences))
+    assert any("token order" in p for p in lease_problems([], out_of_order, fences))
     first = {"id": "x", "start": 0.0, "end": 1.0, "version": 5}
     second = {"id": "y", "start": 2.0, "end": 3.0, "version": 4}
-    assert any("not newer" in p for p in _real_time([first, second], []))
+    assert any("not newer" in p for p in real_time_problems([first, second], []))
     stale = {"op": "observe", "worker": "p0", "time": 1.5, "version": 4}
     newer = {**stale, "time": 1.6, "version": 5}
-    assert any("misses" in p for p in _real_time([first], [stale]))
-    assert any("back in time" in p for p in _real_time([], [newer, {**stale, "time": 1.7}]))
+    assert any("misses" in p for p in real_time_problems([first], [stale]))
+    assert any("back in time" in p for p in real_time_problems([], [newer, {**stale, "time": 1.7}]))
     appends = [{"id": "a", "rows": 2, "version": 3}, {"id": "b", "rows": 1, "version": 5}]
     assert travel_problems(4, Counter({"a": 2}), appends) == []
     assert any("landed later" in p for p in travel_problems(4, Counter({"a": 2, "b": 1}), appends))

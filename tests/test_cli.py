@@ -79,14 +79,18 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def lake(s3: S3Endpoint, bucket: str) -> Lake:
-    """A lake with two datasets and three commits."""
-    lake = Lake(bucket, prefix="warehouse", s3=s3.client())
+def lake_prefix() -> str:
+    """The lakes of these tests live under a prefix, as the command line's URLs allow."""
+    return "warehouse"
+
+
+@pytest.fixture
+def loaded(lake: Lake) -> None:
+    """Two datasets and three commits in the lake."""
     table = pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"], "year": [2024, 2024, 2025]})
     lake.append("customer_profiles", table, partition_by=["year"], commit_id="load-1")
     lake.append("customer_profiles", table, partition_by=["year"], commit_id="load-2")
     lake.append("events", pa.table({"x": [1.5]}), commit_id="load-3")
-    return lake
 
 
 # -- policy -------------------------------------------------------------------------------------
@@ -169,6 +173,7 @@ def test_bad_arguments_are_usage_errors(
 # -- registry -----------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("loaded")
 def test_registry_show_lists_datasets(s3: S3Endpoint, lake: Lake) -> None:
     """``registry show`` prints the version and one aligned row per dataset with its totals."""
     result = lakelock("registry", "show", lake.url, "--endpoint-url", s3.url)
@@ -187,6 +192,7 @@ def test_registry_show_lists_datasets(s3: S3Endpoint, lake: Lake) -> None:
         assert row[version_end] == " "
 
 
+@pytest.mark.usefixtures("loaded")
 def test_registry_show_json_matches_the_snapshot(s3: S3Endpoint, lake: Lake) -> None:
     """``registry show --json`` carries the snapshot's version, ETag, totals and schema."""
     result = lakelock("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
@@ -205,6 +211,7 @@ def test_registry_show_json_matches_the_snapshot(s3: S3Endpoint, lake: Lake) -> 
     assert set(profiles["partitions"]) == {"year=2024", "year=2025"}
 
 
+@pytest.mark.usefixtures("loaded")
 def test_registry_show_one_dataset_with_files(s3: S3Endpoint, lake: Lake) -> None:
     """``--dataset D --files`` shows the schema, each partition and every committed file."""
     result = lakelock(
@@ -226,6 +233,7 @@ def test_registry_show_one_dataset_with_files(s3: S3Endpoint, lake: Lake) -> Non
         assert data_file.key in out
 
 
+@pytest.mark.usefixtures("loaded")
 def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> None:
     """``registry log`` lists recent commits newest first; ``--dataset`` and ``--limit``
     filter them."""
@@ -306,6 +314,7 @@ def test_registry_of_an_empty_lake_and_of_a_missing_bucket(s3: S3Endpoint, bucke
     assert_one_line_error(missing, "bucket 'no-such-bucket-here' does not exist")
 
 
+@pytest.mark.usefixtures("loaded")
 def test_unknown_dataset_is_one_error_line(s3: S3Endpoint, lake: Lake) -> None:
     """Asking for a dataset the registry lacks: exit 1, one line naming it."""
     result = lakelock("registry", "show", lake.url, "--dataset", "nope", "--endpoint-url", s3.url)
@@ -395,6 +404,7 @@ def test_missing_credentials_fail_fast_for_every_reading_command(s3: S3Endpoint)
 # -- locks --------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("loaded")
 def test_locks_shows_holders_and_leases(s3: S3Endpoint, lake: Lake) -> None:
     """``locks`` lists a held path lock (paths, modes, token) and a held lease (owner label,
     token), both live, in text and JSON; released ones only with ``--all``."""
@@ -472,6 +482,7 @@ def test_doctor_fails_on_plain_moto(bucket: str) -> None:
 # -- vacuum -------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("loaded")
 def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None:
     """``vacuum`` finds an uncommitted file (dry run: kept), and with ``--delete --progress``
     deletes it, drawing the bar on stderr; committed files are untouched."""

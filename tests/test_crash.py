@@ -37,18 +37,20 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock._dlock import DistributedPathLock, read_lock_tables
-from lakelock._lease import Lease, lease_key, read_leases
-from lakelock._lease_clock import DATE_RESOLUTION
+from lakelock._clock import DATE_RESOLUTION
+from lakelock._layout import lease_key
+from lakelock._lease import Lease, read_leases
+from lakelock._pathlock import DistributedPathLock, read_lock_tables
 from lakelock._registry import REGISTRY_KEY
 from lakelock._registry._document import MANIFEST_PREFIX
 from lakelock._vacuum import vacuum
 from lakelock.testing import S3Endpoint
 from tests._crash_workers import HOLDER_LOCK, LEASE_NAME
-from tests.test_chaos import ROOT_DIR, check_chaos, replay, seeds, setup_lake
+from tests._support import REPO as ROOT_DIR
+from tests._support.chaos import check_chaos, replay, seeds, setup_lake
 
 TTL, MARGIN, POLL = 2.0, 0.2, 0.05
-#: How long a dead holder may block others (``lakelock._lease``'s time model): its TTL, the
+#: How long a dead holder may block others (``lakelock._clock``'s time model): its TTL, the
 #: margin, each side's server-time bound (one Date tick plus a round trip), one poll.
 BOUND = TTL + MARGIN + 2 * (DATE_RESOLUTION + 0.1) + POLL
 HOUR = 3600.0

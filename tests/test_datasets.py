@@ -42,7 +42,7 @@ from lakelock.errors import (
     StorageError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY, wait_until
 
 MIB = 1024 * 1024
 GENERATED = re.compile(r"part-[0-9a-f]{32}\.parquet")

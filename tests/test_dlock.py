@@ -19,8 +19,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelock._dlock import DistributedPathLock, PathLockHandle, read_lock_tables
-from lakelock._dlock_core import (
+from lakelock._clock import DATE_RESOLUTION, TimeBounds
+from lakelock._fence import Fence
+from lakelock._holding import Lapsed, Owner, holder_valid
+from lakelock._layout import lock_table_key
+from lakelock._objects import IfMatch
+from lakelock._pathlock import (
+    DistributedPathLock,
+    LockRequest,
+    PathLockHandle,
+    read_lock_tables,
+    requests_conflict,
+)
+from lakelock._pathlock._table import (
     Blocked,
     Granted,
     Holder,
@@ -34,17 +45,13 @@ from lakelock._dlock_core import (
     release_holder,
     renew_holder,
     split_by_dataset,
-    table_key,
 )
-from lakelock._lease_clock import DATE_RESOLUTION, TimeBounds
-from lakelock._lease_core import Lapsed, Owner, holder_valid
-from lakelock._pathlock import LockRequest, requests_conflict
-from lakelock._registry import Fence
-from lakelock._s3 import IfMatch, ObjectStore
+from lakelock._s3 import ObjectStore
 from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
 from lakelock.testing import S3Endpoint
-from tests.conftest import wait_until
-from tests.test_lease import EPOCH, REPO, SimTime, run_workers
+from tests._support import REPO, wait_until
+from tests._support.simtime import EPOCH, SimTime
+from tests._support.workers import run_workers
 
 ME = Owner("me", "host-a", 1)
 THEM = Owner("them", "host-b", 2)
@@ -64,7 +71,7 @@ def test_requests_split_by_dataset_in_order() -> None:
     }
     assert list(split_by_dataset(request)) == ["a", "b", "c"]
     assert dataset_of("/sales/year=2024") == "sales"
-    assert table_key("sales") == "metastore/locks/sales.json"
+    assert lock_table_key("sales") == "metastore/locks/sales.json"
     with pytest.raises(InvalidNameError):
         dataset_of("/")
     with pytest.raises(InvalidNameError):
@@ -287,14 +294,6 @@ def test_model_conflicting_holders_never_both_valid(
 # --- the S3 shell ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def sim(store: ObjectStore) -> SimTime:
-    """Simulated time, stamped into the test store's responses."""
-    sim = SimTime()
-    sim.attach(store.client)
-    return sim
-
-
 def machine(store: ObjectStore, sim: SimTime, **kwargs: Any) -> DistributedPathLock:
     """One simulated process's lock (its own owner, clock and in-process lock)."""
     options: dict[str, Any] = {
@@ -308,7 +307,9 @@ def machine(store: ObjectStore, sim: SimTime, **kwargs: Any) -> DistributedPathL
 
 
 def table_of(store: ObjectStore, dataset: str = "sales") -> LockTable:
-    return parse_table(store.get(table_key(dataset)).body, dataset=dataset, fail=AssertionError)
+    return parse_table(
+        store.get(lock_table_key(dataset)).body, dataset=dataset, fail=AssertionError
+    )
 
 
 def test_lock_grants_fences_and_releases(store: ObjectStore, sim: SimTime) -> None:
@@ -383,8 +384,8 @@ def test_crashed_holder_is_ignored_after_ttl(store: ObjectStore, sim: SimTime) -
 def test_removed_holder_cannot_renew(store: ObjectStore, sim: SimTime) -> None:
     """A holder removed from the table is lost on renew, even while its clock believes in it."""
     holder = machine(store, sim).lock(write=["/sales/a"]).acquire()
-    etag = store.head(table_key("sales")).etag
-    store.put(table_key("sales"), dump_table(LockTable("sales", 2, ())), mode=IfMatch(etag))
+    etag = store.head(lock_table_key("sales")).etag
+    store.put(lock_table_key("sales"), dump_table(LockTable("sales", 2, ())), mode=IfMatch(etag))
     with pytest.raises(LeaseLostError):
         holder.renew()
     holder.release()
@@ -495,11 +496,11 @@ def test_unknown_grant_outcome_resolved_by_holder_id(
 def test_unknown_format_version_is_refused_and_kept(store: ObjectStore, sim: SimTime) -> None:
     """A lock table written by a future version is never interpreted or overwritten."""
     body = orjson.dumps({**orjson.loads(dump_table(empty_table("sales"))), "format_version": 2})
-    store.put(table_key("sales"), body)
+    store.put(lock_table_key("sales"), body)
     with pytest.raises(LeaseError) as info:
         machine(store, sim).lock(write=["/sales/a"], timeout=0).acquire()
     assert info.value.name == "lock:sales"
-    assert store.get(table_key("sales")).body == body
+    assert store.get(lock_table_key("sales")).body == body
     with pytest.raises(LeaseError):
         read_lock_tables(store)
 

@@ -1,4 +1,5 @@
-"""Pins every S3 behaviour lakelock relies on (DESIGN.md §4) against the embedded endpoint.
+"""Pins every S3 behaviour lakelock relies on ("S3 facts lakelock relies on" in
+docs/ARCHITECTURE.md) against the embedded endpoint.
 
 These talk raw boto3, not lakelock's adapter: if moto (or the gateway in front of it) drifts from
 what AWS S3 does, a test here fails before any protocol test misbehaves.
@@ -14,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lakelock.testing import S3Endpoint
-from tests.conftest import wait_until
+from tests._support import wait_until
 
 FIVE_MIB = 5 * 1024 * 1024
 

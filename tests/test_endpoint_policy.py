@@ -9,12 +9,13 @@ import orjson
 import pytest
 from botocore.exceptions import ClientError
 
+from lakelock._objects import IfMatch
 from lakelock._policy import generate_bucket_policy
-from lakelock._s3 import IfMatch, ObjectStore
+from lakelock._s3 import ObjectStore
 from lakelock.errors import AccessDeniedError
 from lakelock.testing import S3Endpoint
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
-from tests.conftest import FAST_RETRY
+from tests._support import FAST_RETRY
 
 WRITER = f"arn:aws:iam::{DEFAULT_PRINCIPAL_ACCOUNT}:user/lakelock"
 FIVE_MIB = 5 * 1024 * 1024

@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakelock import Lake
-from lakelock._lease import Lease, lease_key
+from lakelock._layout import lease_key
+from lakelock._lease import Lease
 from lakelock._registry import REGISTRY_KEY, parse_registry, serialize_registry
 from lakelock.errors import (
     DatasetNotFoundError,
@@ -41,7 +42,7 @@ from lakelock.errors import (
     RegistryCorruptError,
     StorageError,
 )
-from tests.conftest import FAST_RETRY
+from tests._support import FAST_RETRY
 
 _prefixes = itertools.count()
 

@@ -13,16 +13,11 @@ from lakelock.errors import (
     AlreadyExistsError,
     DatasetNotFoundError,
     InvalidNameError,
+    LeaseLostError,
     SchemaMismatchError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY
-
-
-@pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    """A lake at the root of the test bucket."""
-    return Lake(bucket, s3=client, retry=FAST_RETRY)
+from tests._support import FAST_RETRY
 
 
 def table(ids: list[int], year: int = 2024) -> pa.Table:
@@ -171,3 +166,19 @@ def test_appending_an_empty_table_commits_nothing(s3: S3Endpoint, lake: Lake) ->
     assert "new" not in lake.registry.read().datasets
     with pytest.raises(InvalidNameError):
         lake.append("sales", table([]), partition_by=["no_such_column"])
+
+
+def test_lock_and_lease_options_reach_the_handle(lake: Lake) -> None:
+    """``Lake.lock`` takes the distributed lock's per-request options (``on_lost``,
+    ``heartbeat``, ``margin``...) and defaults to that lock's own (no timeout); ``Lake.lease``
+    takes the lease's."""
+    told: list[LeaseLostError] = []
+    handle = lake.lock(write=["/sales"], heartbeat=False, margin=0.5, on_lost=told.append)
+    assert (handle.terms.heartbeat, handle.terms.margin) == (False, 0.5)
+    assert handle.terms.on_lost == told.append
+    assert lake.lock(write=["/sales"]).terms == lake.locks.terms
+    assert lake.locks.terms.timeout is None
+    lease = lake.lease("job", ttl=10, heartbeat=True, owner_label="nightly")
+    assert (lease.terms.ttl, lease.terms.heartbeat, lease.owner.label) == (10, True, "nightly")
+    with pytest.raises(ValueError, match="must exceed twice the margin"):
+        lake.lock(write=["/sales"], margin=20)

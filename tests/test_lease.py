@@ -6,16 +6,10 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-import json
 import os
-import subprocess
-import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from email.utils import formatdate
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,74 +17,29 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelock._lease import Heartbeat, Lease, lease_key, read_leases
-from lakelock._lease_clock import ServerClock, TimeBounds, shared_server_clock
-from lakelock._lease_core import (
-    Lapsed,
+from lakelock._clock import ServerClock, TimeBounds, shared_server_clock
+from lakelock._fence import Fence
+from lakelock._holding import Heartbeat, Lapsed, Owner, holder_valid, provably_expired
+from lakelock._layout import lease_key
+from lakelock._lease import Lease, read_leases
+from lakelock._lease._core import (
     LeaseDoc,
-    Owner,
     Take,
     Wait,
     decide_acquire,
     decide_release,
     decide_renew,
     dump_lease,
-    holder_valid,
     initial_lease,
     parse_lease,
-    provably_expired,
 )
-from lakelock._s3 import IfMatch, ObjectStore
+from lakelock._objects import IfMatch
+from lakelock._s3 import ObjectStore
 from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
 from lakelock.testing import S3Endpoint
-from tests.conftest import wait_until
-
-REPO = Path(__file__).resolve().parents[1]
-EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-
-
-# --- simulated time ----------------------------------------------------------------------------
-
-
-class SimTime:
-    """Simulated time for one test: the S3 server's clock (stamped into every response's
-    ``Date`` header, truncated to the second as S3 does) and the local monotonic clocks of
-    simulated machines all advance together, only when the test says so."""
-
-    def __init__(self, start: float = EPOCH + 0.25) -> None:
-        self.server = start
-        self.slept: list[float] = []
-
-    def advance(self, seconds: float) -> None:
-        assert seconds >= 0
-        self.server += seconds
-
-    def machine(self, base: float = 1000.0, rate: float = 1.0) -> Callable[[], float]:
-        """A local monotonic clock: arbitrary origin ``base``, running at ``rate``."""
-        origin = self.server
-        return lambda: base + (self.server - origin) * rate
-
-    def sleep(self, seconds: float) -> None:
-        """Injected ``sleep``: time passes for everyone, instantly."""
-        self.slept.append(seconds)
-        self.advance(seconds)
-
-    def attach(self, client: Any) -> Any:
-        """Make ``client`` see this simulation's server time in every ``Date`` header."""
-
-        def stamp(response_dict: dict[str, Any], **_: Any) -> None:
-            response_dict["headers"]["Date"] = formatdate(self.server, usegmt=True)
-
-        client.meta.events.register("before-parse.s3.*", stamp)
-        return client
-
-
-@pytest.fixture
-def sim(store: ObjectStore) -> SimTime:
-    """Simulated time, stamped into the test store's responses."""
-    sim = SimTime()
-    sim.attach(store.client)
-    return sim
+from tests._support import wait_until
+from tests._support.simtime import EPOCH, SimTime
+from tests._support.workers import run_workers
 
 
 def make_lease(store: ObjectStore, sim: SimTime, name: str = "leader", **kwargs: Any) -> Lease:
@@ -383,7 +332,7 @@ def test_first_acquire_creates_the_document(store: ObjectStore, sim: SimTime) ->
         "nightly",
     )
     assert EPOCH + 30 <= doc.expires_at <= EPOCH + 31.25
-    assert lease.fence == ("lease:leader", 1)
+    assert lease.fence == Fence("lease:leader", 1)
     [listed] = read_leases(store)
     assert (listed.key, listed.doc) == ("metastore/leases/leader.json", doc)
     lease.release()
@@ -794,28 +743,6 @@ def test_heartbeat_rejects_nonpositive_interval() -> None:
 
 
 # --- many processes ----------------------------------------------------------------------------
-
-
-def run_workers(
-    role: str, count: int, args: dict[str, Any], *, timeout: float = 60
-) -> list[list[dict[str, Any]]]:
-    """Run ``count`` worker processes of ``tests._mp_workers`` and collect their JSON records."""
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests._mp_workers", role, json.dumps({**args, "seed": n})],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(count)
-    ]
-    results = []
-    for process in processes:
-        out, err = process.communicate(timeout=timeout)
-        assert process.returncode == 0, err
-        results.append([json.loads(line) for line in out.splitlines() if line.strip()])
-    return results
 
 
 def test_processes_contending_for_one_lease_never_overlap(s3: S3Endpoint, bucket: str) -> None:

@@ -1,6 +1,6 @@
 """Leases and the registry together: a paused holder whose lease was taken over cannot
 commit with its old fencing token. Time is simulated (server Date headers and local clocks,
-see tests/test_lease.py): nothing sleeps."""
+see tests/_support/simtime.py): nothing sleeps."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from lakelock._lease import Lease
 from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
 from lakelock.errors import LeaseLostError, StaleFenceError
-from tests.conftest import FAST_RETRY
-from tests.test_lease import SimTime
+from tests._support import FAST_RETRY
+from tests._support.simtime import SimTime
 
 
 def test_paused_holder_cannot_commit_after_takeover(store: ObjectStore) -> None:
@@ -29,13 +29,13 @@ def test_paused_holder_cannot_commit_after_takeover(store: ObjectStore) -> None:
     taker = Lease(store, "leader", ttl=5, clock=sim.machine(base=7.0), sleep=sim.sleep)
     assert taker.try_acquire()
     assert taker.token is not None
-    assert taker.token > old_fence[1]
+    assert taker.token > old_fence.token
     registry.commit("sales", properties={"by": "taker"}, fence=taker.fence)
 
     # The paused holder wakes up believing nothing happened and commits with its old token.
     with pytest.raises(StaleFenceError) as info:
         registry.commit("sales", properties={"by": "zombie"}, fence=old_fence)
-    assert (info.value.token, info.value.current) == (old_fence[1], taker.token)
+    assert (info.value.token, info.value.current) == (old_fence.token, taker.token)
     assert registry.read().datasets["sales"].properties == {"by": "taker"}
     with pytest.raises(LeaseLostError):
         paused.renew()
@@ -49,7 +49,7 @@ def test_release_then_acquire_keeps_fences_increasing(store: ObjectStore) -> Non
     for n in range(3):
         with Lease(store, "leader", ttl=30) as lease:
             registry.commit("sales", properties={"n": str(n)}, fence=lease.fence)
-            tokens.append(lease.fence[1])
+            tokens.append(lease.fence.token)
     assert tokens == sorted(set(tokens))
     assert len(tokens) == 3
     with pytest.raises(StaleFenceError):

@@ -13,11 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lakelock._layout import MAX_KEY_BYTES, data_file_key, dataset_prefix, validate_key_length
 from lakelock._names import (
-    MAX_KEY_BYTES,
     NULL_PARTITION,
-    data_file_key,
-    dataset_prefix,
     format_partition_value,
     parse_partition_path,
     parse_partition_value,
@@ -25,7 +23,6 @@ from lakelock._names import (
     validate_column_name,
     validate_dataset_name,
     validate_file_name,
-    validate_key_length,
     validate_partition_path,
     validate_partition_type,
 )

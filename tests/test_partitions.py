@@ -8,14 +8,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock._dlock import DistributedPathLock
+from lakelock._pathlock import DistributedPathLock
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
@@ -23,21 +22,19 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    """A lake with a partitioned dataset: year=2024 in five files, year=2025 in one."""
-    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+@pytest.fixture(autouse=True)
+def sales(lake: Lake) -> None:
+    """The lake of every test here holds a partitioned dataset: year=2024 in five files,
+    year=2025 in one."""
     for n in range(5):
         lake.append(
             "sales", pa.table({"id": [n, n + 10], "year": [2024, 2024]}), partition_by=["year"]
         )
     lake.append("sales", pa.table({"id": [99], "year": [2025]}), partition_by=["year"])
-    return lake
 
 
 def ids(lake: Lake, dataset: str = "sales") -> list[int]:

@@ -458,18 +458,25 @@ def test_node_withdrawal_grants_those_queued_behind() -> None:
 
 
 def test_package_exports() -> None:
-    """lakelock._pathlock exports the two locks and the pure helpers, nothing else."""
+    """lakelock._pathlock exports the in-process locks and their guards, the distributed lock,
+    its handle, options and table reader, and the pure helpers, nothing else."""
     import lakelock._pathlock as package
 
     assert sorted(package.__all__) == [
         "AsyncPathLock",
+        "AsyncPathLockGuard",
+        "DistributedPathLock",
+        "LockOptions",
         "LockRequest",
         "Mode",
         "PathLock",
+        "PathLockGuard",
+        "PathLockHandle",
         "compatible",
         "in_lineage",
         "lock_plan",
         "normalize_path",
+        "read_lock_tables",
         "requests_conflict",
     ]
     assert all(hasattr(package, name) for name in package.__all__)

@@ -18,8 +18,8 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, no_sleep, wait_until
-from tests.test_registry_document import datafile
+from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support.files import datafile
 
 ROOT = REGISTRY_KEY
 

@@ -29,15 +29,10 @@ from lakelock.errors import (
     SchemaMismatchError,
     StaleFenceError,
 )
+from tests._support.files import datafile
 
 NOW = "2026-11-21T08:00:00.000000Z"
 NONCE = "n0"
-
-
-def datafile(dataset: str, partition: str, name: str, records: int = 10) -> DataFile:
-    """A DataFile as the dataset writer would record it (no object needed here)."""
-    key = f"datasets/{dataset}/{partition}/{name}" if partition else f"datasets/{dataset}/{name}"
-    return DataFile(dataset, key, partition, 100 * records, records, "sha256:00", '"e"', "w")
 
 
 def change(dataset: str = "sales", *, add: tuple[DataFile, ...] = (), **kw: object) -> Change:

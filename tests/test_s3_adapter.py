@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from lakelock._objects import WRITE_ID_KEY, IfMatch
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import WRITE_ID_KEY, IfMatch, ObjectStore
+from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -21,7 +22,7 @@ from lakelock.errors import (
     UnsupportedError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, no_sleep, wait_until
+from tests._support import FAST_RETRY, no_sleep, wait_until
 
 MIB = 1024 * 1024
 
@@ -311,9 +312,9 @@ def test_delete_many_reports_per_key(store: ObjectStore) -> None:
 def test_list_pages_through_prefix(client: Any, bucket: str) -> None:
     """list() follows continuation tokens and strips the store's prefix."""
     store = ObjectStore(client, bucket, prefix="lake/")
-    for n in range(1005):
-        client.put_object(Bucket=bucket, Key=f"lake/d/{n:05d}", Body=b"")
-    client.put_object(Bucket=bucket, Key="elsewhere", Body=b"")
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:  # one more than a page of 1000
+        keys = [f"lake/d/{n:05d}" for n in range(1005)] + ["elsewhere"]
+        list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=b""), keys))
     keys = [o.key for o in store.list("d/")]
     assert keys == [f"d/{n:05d}" for n in range(1005)]
 
@@ -359,28 +360,31 @@ def test_sixteen_threads_create_one_key(store: ObjectStore) -> None:
     assert store.get("same").body == winners[0].encode()
 
 
-def test_cas_race_loses_no_update(store: ObjectStore) -> None:
-    """16 threads x 20 read-modify-write increments through If-Match: the counter is 320."""
+def test_cas_race_loses_no_update(s3: S3Endpoint, store: ObjectStore) -> None:
+    """Eight read-modify-write increments of one counter, all from the same version, are held
+    at the endpoint until all eight have arrived and then released at once, five rounds over:
+    in each round exactly one If-Match PUT wins and seven get 412, so no update is lost and
+    the counter ends at 5."""
+    writers, rounds = 8, 5
     store.put("counter", b"0")
-
-    def increment() -> None:
-        while True:
+    with concurrent.futures.ThreadPoolExecutor(writers) as pool:
+        for _ in range(rounds):
             current = store.get("counter")
-            try:
-                store.put(
-                    "counter", str(int(current.body) + 1).encode(), mode=IfMatch(current.etag)
-                )
-                return
-            except PreconditionFailedError:
-                continue
+            value = str(int(current.body) + 1).encode()
 
-    def worker(_: int) -> None:
-        for _ in range(20):
-            increment()
+            def increment(_: int, value: bytes = value, etag: str = current.etag) -> bool:
+                try:
+                    store.put("counter", value, mode=IfMatch(etag))
+                except PreconditionFailedError:
+                    return False
+                return True
 
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        list(pool.map(worker, range(16)))
-    assert store.get("counter").body == b"320"
+            s3.inject("stall", operation="PutObject", prefix="counter", count=writers)
+            racing = pool.map(increment, range(writers))
+            wait_until(lambda: s3.stalled() == writers)
+            s3.release_stalls()
+            assert sorted(racing) == [False] * (writers - 1) + [True]
+    assert store.get("counter").body == str(rounds).encode()
 
 
 def test_errors_are_storage_errors_with_fields(store: ObjectStore) -> None:

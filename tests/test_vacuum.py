@@ -12,14 +12,8 @@ import pytest
 from lakelock import Lake
 from lakelock._vacuum import vacuum
 from lakelock.errors import InvalidNameError, SnapshotExpiredError
-from tests.conftest import FAST_RETRY
 
 HOUR = 3600.0
-
-
-@pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    return Lake(bucket, s3=client, retry=FAST_RETRY)
 
 
 def rows(ids: list[int]) -> pa.Table:

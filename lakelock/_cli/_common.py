@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-import boto3
 import orjson
 from botocore.config import Config
 from botocore.exceptions import (
@@ -32,6 +31,7 @@ from botocore.exceptions import (
     SSLError,
 )
 
+from lakelock._client import s3_client
 from lakelock._durations import duration_seconds
 from lakelock._lake import Lake
 from lakelock._names import parse_lake_url as parse_lake_url_parts
@@ -187,8 +187,12 @@ def client_for(args: argparse.Namespace, *, max_attempts: int | None = None) -> 
         read_timeout=60,
         max_pool_connections=32,
     )
-    session = boto3.Session(profile_name=args.profile, region_name=args.region)
-    return session.client("s3", endpoint_url=args.endpoint_url, config=config)
+    return s3_client(
+        profile_name=args.profile,
+        region_name=args.region,
+        endpoint_url=args.endpoint_url,
+        config=config,
+    )
 
 
 def lake_for(args: argparse.Namespace, target: LakeTarget) -> Lake:

@@ -24,8 +24,8 @@ from lakelock._cli._common import (
     print_lines,
     render_table,
 )
-from lakelock._dlock import read_lock_tables
 from lakelock._lease import read_leases
+from lakelock._pathlock import read_lock_tables
 
 __all__ = ["add_parser", "run"]
 

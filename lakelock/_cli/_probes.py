@@ -9,9 +9,10 @@ Probes send raw boto3 requests rather than going through :class:`~lakelock._s3.O
 whose job is to *hide* these outcomes (it resolves lost acknowledgements, retries 409s and maps
 answers to errors); the doctor needs to see exactly what came back.
 
-A *required* probe checks something lakelock's safety depends on (DESIGN.md §3, §4); the
-optional ones check alternatives lakelock avoids (``CopyObject`` conditions, per-key ETags of
-``DeleteObjects``), worth knowing for other tools on the same bucket.
+A *required* probe checks something lakelock's safety depends on (the protocols and "S3 facts
+lakelock relies on" in docs/ARCHITECTURE.md); the optional ones check alternatives lakelock
+avoids (``CopyObject`` conditions, per-key ETags of ``DeleteObjects``), worth knowing for other
+tools on the same bucket.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import boto3
 import orjson
 
 from lakelock._cli._common import add_debug_option
+from lakelock._client import s3_client
 
 __all__ = ["add_parser", "run"]
 
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         gateway.faults.reseed(args.seed)
         host = "127.0.0.1" if args.host in {"0.0.0.0", "::", ""} else args.host
         url = f"http://{host}:{server.server_port}"
-        client = boto3.client("s3", **client_kwargs(url))
+        client = s3_client(**client_kwargs(url))
         for bucket in args.bucket:
             client.create_bucket(Bucket=bucket)
             if policy is not None:

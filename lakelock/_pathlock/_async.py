@@ -17,20 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterable
-from types import TracebackType
 
-from lakelock._pathlock._core import Claim, LockRequest, PathLike
-from lakelock._pathlock._sync import (
-    DEFAULT,
-    Observer,
-    _Default,
-    check_timeout,
-    make_index,
-    report,
-    timed_out,
-    wake,
-)
+from lakelock._pathlock._core import Claim, LockRequest
+from lakelock._pathlock._sync import Guard, LockBase, report, timed_out, wake
 
 __all__ = ["AsyncPathLock", "AsyncPathLockGuard"]
 
@@ -40,7 +29,7 @@ def _resolve(future: asyncio.Future[bool], value: bool) -> None:
         future.set_result(value)
 
 
-class AsyncPathLock:
+class AsyncPathLock(LockBase["AsyncPathLockGuard"]):
     """A hierarchical read/write lock on pseudo-folder paths, for asyncio tasks.
 
     ``async with lock(read=[...], write=[...]):`` has the semantics of
@@ -49,25 +38,8 @@ class AsyncPathLock:
     ``stripes=n`` bounds memory. A plain ``with`` raises :class:`TypeError`.
     """
 
-    def __init__(self, *, timeout: float | None = None, stripes: int | None = None) -> None:
-        self._timeout = check_timeout(timeout)
-        self._index = make_index(stripes)
-        self._observer: Observer | None = None
-
-    def __call__(
-        self,
-        read: Iterable[PathLike] = (),
-        write: Iterable[PathLike] = (),
-        *,
-        timeout: float | _Default | None = DEFAULT,
-    ) -> AsyncPathLockGuard:
-        """An async context manager that holds ``read`` and ``write`` while inside it.
-
-        Paths are checked here, so a bad path raises before anything is locked.
-        """
-        request = LockRequest(read, write)
-        chosen = self._timeout if timeout is DEFAULT else check_timeout(timeout)
-        return AsyncPathLockGuard(self, request, chosen)
+    def _guard(self, request: LockRequest, timeout: float | None) -> AsyncPathLockGuard:
+        return AsyncPathLockGuard(self, request, timeout)
 
     async def _acquire(self, request: LockRequest, timeout: float | None) -> Claim:
         claim = Claim(request, self._index)
@@ -106,43 +78,28 @@ class AsyncPathLock:
         wake(claim.release())
 
 
-class AsyncPathLockGuard:
+class AsyncPathLockGuard(Guard):
     """Holds one request of an :class:`AsyncPathLock` while inside ``async with``; single
     use."""
 
-    __slots__ = ("_claim", "_lock", "_used", "request", "timeout")
+    __slots__ = ("_lock",)
 
     def __init__(self, lock: AsyncPathLock, request: LockRequest, timeout: float | None) -> None:
+        super().__init__(request, timeout)
         self._lock = lock
-        self.request = request
-        self.timeout = timeout
-        self._claim: Claim | None = None
-        self._used = False
 
     async def __aenter__(self) -> AsyncPathLockGuard:
-        if self._used:
-            raise RuntimeError("a path lock guard can be entered only once; call the lock again")
-        self._used = True
+        self._enter()
         self._claim = await self._lock._acquire(self.request, self.timeout)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        claim, self._claim = self._claim, None
+    async def __aexit__(self, *exc_info: object) -> None:
+        claim = self._take_claim()
         if claim is not None:
             self._lock._release(claim)
 
     def __enter__(self) -> None:
         raise TypeError("AsyncPathLock is used with 'async with', not 'with'")
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """Never reached: ``__enter__`` raises."""

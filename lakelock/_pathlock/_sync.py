@@ -16,13 +16,13 @@ The grant logic is the pure core's (``_core``); this shell adds one mutex per lo
 
 from __future__ import annotations
 
-import enum
+import abc
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
-from types import TracebackType
-from typing import Final, TypeAlias
+from typing import Generic, TypeAlias, TypeVar
 
+from lakelock._holding import DEFAULT, Default, check_timeout
 from lakelock._pathlock._core import (
     Claim,
     ExactIndex,
@@ -37,28 +37,61 @@ from lakelock.errors import LockTimeout
 __all__ = ["PathLock", "PathLockGuard"]
 
 
-class _Default(enum.Enum):
-    TIMEOUT = enum.auto()
-
-
-#: "Use the lock's own default timeout."
-DEFAULT: Final = _Default.TIMEOUT
-
 #: Called under the lock's mutex each time an acquisition blocks: the waiting request, the
 #: node key it waits at, and the requests of the holders and earlier waiters in its way.
 Observer: TypeAlias = Callable[[LockRequest, Hashable, list[LockRequest]], None]
 
 
-def check_timeout(timeout: float | None) -> float | None:
-    """``timeout`` if it is ``None`` or a number of seconds >= 0."""
-    if timeout is not None and not timeout >= 0:
-        raise ValueError(f"timeout must be None or >= 0 seconds, not {timeout!r}")
-    return timeout
+class Guard:
+    """What the guards of both locks share: one request, entered once, its claim released
+    on exit."""
+
+    __slots__ = ("_claim", "_used", "request", "timeout")
+
+    def __init__(self, request: LockRequest, timeout: float | None) -> None:
+        self.request = request
+        self.timeout = timeout
+        self._claim: Claim | None = None
+        self._used = False
+
+    def _enter(self) -> None:
+        if self._used:
+            raise RuntimeError("a path lock guard can be entered only once; call the lock again")
+        self._used = True
+
+    def _take_claim(self) -> Claim | None:
+        claim, self._claim = self._claim, None
+        return claim
 
 
-def make_index(stripes: int | None) -> NodeIndex:
-    """Exact nodes by default, ``stripes`` fixed nodes if given."""
-    return ExactIndex() if stripes is None else StripedIndex(stripes)
+_G = TypeVar("_G", bound=Guard)
+
+
+class LockBase(abc.ABC, Generic[_G]):
+    """What :class:`PathLock` and :class:`~lakelock._pathlock.AsyncPathLock` share: the
+    default timeout, the node index (exact, or ``stripes`` fixed nodes), the observer, and
+    the call that makes a guard."""
+
+    def __init__(self, *, timeout: float | None = None, stripes: int | None = None) -> None:
+        self._timeout = check_timeout(timeout)
+        self._index: NodeIndex = ExactIndex() if stripes is None else StripedIndex(stripes)
+        self._observer: Observer | None = None
+
+    def __call__(
+        self,
+        read: Iterable[PathLike] = (),
+        write: Iterable[PathLike] = (),
+        *,
+        timeout: float | Default | None = DEFAULT,
+    ) -> _G:
+        """A guard that holds ``read`` and ``write`` while inside it (``with`` for
+        :class:`PathLock`, ``async with`` for ``AsyncPathLock``); ``timeout`` overrides the
+        lock's. Paths are checked here, so a bad path raises before anything is locked."""
+        chosen = self._timeout if timeout is DEFAULT else check_timeout(timeout)
+        return self._guard(LockRequest(read, write), chosen)
+
+    @abc.abstractmethod
+    def _guard(self, request: LockRequest, timeout: float | None) -> _G: ...
 
 
 def timed_out(request: LockRequest, waiter: Waiter, timeout: float | None) -> LockTimeout:
@@ -86,7 +119,7 @@ def wake(granted: list[Waiter]) -> None:
             waiter.owner.wake()
 
 
-class PathLock:
+class PathLock(LockBase["PathLockGuard"]):
     """A hierarchical read/write lock on pseudo-folder paths, for threads.
 
     ``with lock(read=[...], write=[...]):`` blocks until no other holder's request conflicts
@@ -106,25 +139,11 @@ class PathLock:
     """
 
     def __init__(self, *, timeout: float | None = None, stripes: int | None = None) -> None:
-        self._timeout = check_timeout(timeout)
-        self._index = make_index(stripes)
+        super().__init__(timeout=timeout, stripes=stripes)
         self._mutex = threading.Lock()
-        self._observer: Observer | None = None
 
-    def __call__(
-        self,
-        read: Iterable[PathLike] = (),
-        write: Iterable[PathLike] = (),
-        *,
-        timeout: float | _Default | None = DEFAULT,
-    ) -> PathLockGuard:
-        """A context manager that holds ``read`` and ``write`` while inside it.
-
-        Paths are checked here, so a bad path raises before anything is locked.
-        """
-        request = LockRequest(read, write)
-        chosen = self._timeout if timeout is DEFAULT else check_timeout(timeout)
-        return PathLockGuard(self, request, chosen)
+    def _guard(self, request: LockRequest, timeout: float | None) -> PathLockGuard:
+        return PathLockGuard(self, request, timeout)
 
     def _acquire(self, request: LockRequest, timeout: float | None) -> Claim:
         claim = Claim(request, self._index)
@@ -169,31 +188,21 @@ class PathLock:
         wake(granted)
 
 
-class PathLockGuard:
+class PathLockGuard(Guard):
     """Holds one request of a :class:`PathLock` while inside ``with``; single use."""
 
-    __slots__ = ("_claim", "_lock", "_used", "request", "timeout")
+    __slots__ = ("_lock",)
 
     def __init__(self, lock: PathLock, request: LockRequest, timeout: float | None) -> None:
+        super().__init__(request, timeout)
         self._lock = lock
-        self.request = request
-        self.timeout = timeout
-        self._claim: Claim | None = None
-        self._used = False
 
     def __enter__(self) -> PathLockGuard:
-        if self._used:
-            raise RuntimeError("a path lock guard can be entered only once; call the lock again")
-        self._used = True
+        self._enter()
         self._claim = self._lock._acquire(self.request, self.timeout)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        claim, self._claim = self._claim, None
+    def __exit__(self, *exc_info: object) -> None:
+        claim = self._take_claim()
         if claim is not None:
             self._lock._release(claim)

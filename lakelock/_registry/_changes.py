@@ -48,6 +48,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._fence import Fence
 from lakelock._pathlock import LockRequest, requests_conflict
 from lakelock._registry._document import (
     CommitRecord,
@@ -82,22 +83,6 @@ __all__ = [
 #: A partition with more manifests than this is consolidated into one by the next commit
 #: touching it, so reading a partition costs a bounded number of GETs.
 MAX_MANIFESTS_PER_PARTITION = 16
-
-
-@dataclass(frozen=True)
-class Fence:
-    """A fencing token that a commit carries. Without paths (a lease) the registry refuses a
-    token lower than the highest it has seen for ``name``; with the ``read``/``write`` paths of
-    a path-lock grant, one lower than that of a recorded conflicting grant."""
-
-    name: str
-    token: int
-    read: tuple[str, ...] = ()
-    write: tuple[str, ...] = ()
-
-    @property
-    def hierarchical(self) -> bool:
-        return bool(self.read or self.write)
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,13 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Literal, Self
 
-import boto3
 import orjson
 from botocore.config import Config
 from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as werkzeug_server
 
+from lakelock._client import s3_client
 from lakelock.testing._faults import FaultKind, FaultRule
 from lakelock.testing._gateway import Gateway
 from lakelock.testing._policy_gate import BucketPolicies
@@ -156,7 +156,7 @@ class S3Endpoint:
         fields (e.g. ``retries={"total_max_attempts": 1}``, ``read_timeout=2``)."""
         kwargs = self.client_kwargs(access_key=access_key)
         kwargs["config"] = kwargs["config"].merge(Config(**config)) if config else kwargs["config"]
-        return boto3.client("s3", **kwargs)
+        return s3_client(**kwargs)
 
     def create_bucket(self, name: str) -> None:
         self.client().create_bucket(Bucket=name)

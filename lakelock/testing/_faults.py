@@ -23,8 +23,8 @@ lost_ack       after   the request IS applied, then the connection is reset (res
 lost_ack_5xx   after   the request IS applied, then 500 InternalError is answered instead
 =============  ======  ==================================================================
 
-``lost_ack`` is the case the whole protocol is built around (DESIGN.md §3.4): the client's
-SDK retries, and the retry meets the client's own write.
+``lost_ack`` is the case the whole protocol is built around ("Lost acknowledgements" in
+docs/ARCHITECTURE.md): the client's SDK retries, and the retry meets the client's own write.
 
 The same seed and the same sequence of requests give the same faults, so a failing chaos run
 is replayed by its seed. Concurrent requests draw from one generator under a lock: the set of

@@ -1,7 +1,8 @@
 """The WSGI layer in front of moto's S3: what moto lacks, and the faults.
 
 moto stores objects and answers the S3 API; this gateway, placed in front of it, supplies the
-behaviours of AWS S3 that lakelock relies on and moto does not have (DESIGN.md §4):
+behaviours of AWS S3 that lakelock relies on and moto does not have ("S3 facts lakelock relies
+on" in docs/ARCHITECTURE.md):
 
 - **Atomic conditional writes.** moto checks a precondition and then writes, unguarded; two
   racing ``If-None-Match: *`` PUTs can both succeed. Every mutating request holds a per-key

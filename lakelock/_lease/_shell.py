@@ -9,7 +9,7 @@ with lease:                                  # acquire (waits), then release on 
 On S3
 -----
 One JSON object per lease at ``metastore/leases/<name>.json`` (layout in
-:mod:`lakelock._lease_core`). Every write is conditional: the first use of a name creates the
+:mod:`lakelock._lease._core`). Every write is conditional: the first use of a name creates the
 *initial* document (token 0, released) with ``If-None-Match: *``; acquire, renew and release
 are compare-and-swaps (``If-Match``) on the ETag the decision was made from. The object is
 never deleted (that would reset the fencing token). Every write carries a write id in its
@@ -33,7 +33,7 @@ Protocol
 Time model and safety margin
 ----------------------------
 Expiry instants are server time (S3's ``Date`` header), bounded through the local monotonic
-clock by :class:`~lakelock._lease_clock.ServerClock`; see that module for the model. The holder
+clock by :class:`~lakelock._clock.ServerClock`; see that module for the model. The holder
 treats its lease as lost ``margin`` seconds before ``expires_at`` by its latest estimate of
 server time; others treat it as free only ``margin`` seconds after ``expires_at`` by their
 earliest estimate. With ``margin=1`` (the default) and ``ttl=30`` a holder can act for about
@@ -59,204 +59,87 @@ given ``fence=lease.fence``).
 
 from __future__ import annotations
 
-import contextlib
-import enum
-import inspect
+import dataclasses
+import functools
 import logging
-import threading
 import time
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from types import TracebackType
-from typing import Final, Literal, Self
+from typing import Final, Literal, Self, TypedDict
 
-from lakelock._lease_clock import DEFAULT_MARGIN, shared_server_clock
-from lakelock._lease_core import (
+from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
+from lakelock._fence import Fence
+from lakelock._holding import (
+    DEFAULT,
+    RACED,
+    UNSETTLED,
+    CasDocument,
+    Default,
+    Holding,
     Lapsed,
-    LeaseDoc,
     Owner,
     Stored,
+    Terms,
+    holder_valid,
+    pause_before,
+    read_stored,
+)
+from lakelock._layout import LEASES_PREFIX, lease_key
+from lakelock._lease._core import (
+    LeaseDoc,
     Wait,
     decide_acquire,
     decide_release,
     decide_renew,
     dump_lease,
-    holder_valid,
     initial_lease,
     parse_lease,
 )
-from lakelock._s3 import IfMatch, ObjectStore, new_write_id
+from lakelock._objects import new_write_id
+from lakelock._s3 import ObjectStore
 from lakelock.errors import (
-    AlreadyExistsError,
-    InvalidNameError,
-    LakelockError,
     LeaseError,
     LeaseLostError,
     LockTimeout,
-    NotFoundError,
     OutcomeUnknownError,
-    PreconditionFailedError,
 )
 
-__all__ = [
-    "LEASE_PREFIX",
-    "Heartbeat",
-    "Lease",
-    "lease_key",
-    "read_leases",
-    "validate_lease_name",
-]
+__all__ = ["Lease", "LeaseOptions", "read_leases"]
 
 logger = logging.getLogger("lakelock.lease")
 
-LEASE_PREFIX: Final = "metastore/leases/"
-MAX_KEY_BYTES: Final = 1024
-#: Floor for a wait between attempts, so a wake-up computed as "now" cannot spin.
-MIN_PAUSE: Final = 0.001
 #: A renew or release re-reads and retries at most this often before giving up: more would
 #: mean someone else keeps writing a document that names us as holder.
 MAX_RESOLVES: Final = 5
 
-
-class _Default(enum.Enum):
-    VALUE = enum.auto()
-
-
-#: "Use the value given to the constructor."
-DEFAULT: Final = _Default.VALUE
-
-
-def validate_lease_name(name: str) -> str:
-    """``name`` if it can name a lease: non-empty, no ``/``, no control characters, UTF-8."""
-    if not isinstance(name, str):
-        raise TypeError(f"a lease name is a str, not {type(name).__name__}")
-    if not name:
-        raise InvalidNameError(name, "a lease name may not be empty")
-    if "/" in name:
-        raise InvalidNameError(name, "a lease name may not contain '/'")
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise InvalidNameError(name, "a lease name may not contain control characters")
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidNameError(name, "a lease name must be valid UTF-8") from error
-    return name
-
-
-def lease_key(name: str) -> str:
-    """The key (relative to the store's prefix) of lease ``name``."""
-    return f"{LEASE_PREFIX}{validate_lease_name(name)}.json"
-
-
-def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
-    if not margin >= 0:
-        raise ValueError(f"margin must be >= 0 seconds, got {margin!r}")
-    if not ttl > 2 * margin:
-        raise ValueError(f"ttl ({ttl!r}) must exceed twice the margin ({margin!r})")
-    if not poll_interval > 0:
-        raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
-
-
-def check_timeout(timeout: float | None) -> float | None:
-    if timeout is not None and not timeout >= 0:
-        raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
-    return timeout
-
-
-def exit_releasing(
-    check: Callable[[], object],
-    release: Callable[[], None],
-    exc_type: type[BaseException] | None,
-    *,
-    what: str,
-) -> None:
-    """The ``__exit__`` of leases and path locks: always release; if the hold was lost while
-    the block ran and no other exception is leaving it, raise :class:`LeaseLostError`."""
-    lost: LeaseLostError | None = None
-    try:
-        check()
-    except LeaseLostError as error:
-        lost = error
-    except LeaseError:
-        pass  # not held (never acquired, or already released): nothing was lost
-    release()
-    if lost is not None and exc_type is None:
-        raise LeaseLostError(
-            f"{what} was lost while held: {lost}", name=lost.name, token=lost.token
-        ) from lost
-
-
-class Heartbeat:
-    """A daemon thread calling ``renew`` every ``interval`` seconds until stopped.
-
-    ``renew`` is held through a weak reference: a lease or lock dropped without release is
-    not kept alive by its heartbeat, it expires like a crashed holder's. The thread stops
-    by itself when ``renew`` raises :class:`LeaseLostError`; other lakelock errors (S3
-    unavailable, a renewal that kept losing races) are logged and retried at the next beat,
-    since ``renew`` itself declares the loss once the lease has lapsed.
-    """
-
-    def __init__(self, renew: Callable[[], object], interval: float, *, name: str) -> None:
-        if not interval > 0:
-            raise ValueError(f"heartbeat interval must be > 0, got {interval!r}")
-        self._renew: Callable[[], Callable[[], object] | None]
-        if inspect.ismethod(renew):
-            self._renew = weakref.WeakMethod(renew)
-        else:
-            self._renew = lambda: renew
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.beats = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop and wait for the thread (unless called from it, e.g. by ``on_lost``)."""
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            renew = self._renew()
-            if renew is None:
-                return  # the holder object is gone: let its lease expire
-            try:
-                renew()
-            except LeaseLostError:
-                return
-            except LakelockError:
-                logger.warning("heartbeat renewal failed; retrying next beat", exc_info=True)
-                continue
-            finally:
-                del renew
-            self.beats += 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    doc: LeaseDoc
-    etag: str
-    write_id: str | None
-
-
 _State = Literal["idle", "held", "lost"]
 
 
-class Lease:
+class LeaseOptions(TypedDict, total=False):
+    """The options of a :class:`Lease` (its constructor's keywords, with their defaults
+    there), for ``Lake.lease(name, **options)``."""
+
+    ttl: float
+    owner_label: str | None
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    margin: float
+    timeout: float | None
+    poll_interval: float
+    heartbeat: bool
+    on_lost: Callable[[LeaseLostError], None] | None
+
+
+def _lease_error(name: str, key: str, reason: str) -> LeaseError:
+    return LeaseError(f"lease {name!r} at {key!r}: {reason}", name=name)
+
+
+class Lease(Holding):
     """A named lease with a strictly increasing fencing token (module docstring).
 
     ``ttl`` is how long each acquire or renewal holds it (seconds); ``timeout`` (``None``:
     wait forever) and ``poll_interval`` are defaults for :meth:`acquire`; ``clock`` (a
     monotonic clock) and ``sleep`` are injectable for tests; ``margin`` is the safety margin
-    of :mod:`lakelock._lease_clock`. Thread-safe; one holder per object at a time, and the
+    of :mod:`lakelock._clock`. Thread-safe; one holder per object at a time, and the
     object can be acquired again after release.
     """
 
@@ -275,29 +158,28 @@ class Lease:
         heartbeat: bool = False,
         on_lost: Callable[[LeaseLostError], None] | None = None,
     ) -> None:
-        self.key = lease_key(name)
-        if len(store.full_key(self.key).encode("utf-8")) > MAX_KEY_BYTES:
-            raise InvalidNameError(name, f"the lease's key exceeds {MAX_KEY_BYTES} bytes")
-        check_durations(ttl, margin, poll_interval)
+        super().__init__(f"lease {name!r}")
+        self.key = lease_key(name, prefix=store.prefix)
         self.name = name
-        self.ttl = ttl
-        self.margin = margin
-        self.timeout = check_timeout(timeout)
-        self.poll_interval = poll_interval
-        self.heartbeat = heartbeat
-        self.on_lost = on_lost
+        self.terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
         self.owner = Owner.current(owner_label)
         self.server_clock = shared_server_clock(store, clock)
-        self._store = store
         self._clock = clock
         self._sleep = sleep
-        self._mutex = threading.RLock()
+        self._document = CasDocument(
+            store=store,
+            key=self.key,
+            parse=functools.partial(parse_lease, name=name, fail=self._fail),
+            dump=dump_lease,
+            initial=initial_lease(name),
+            server_clock=self.server_clock,
+            clock=clock,
+            fail=self._fail,
+        )
         self._state: _State = "idle"
         self._doc: LeaseDoc | None = None
         self._etag: str | None = None
         self._lost_reason = ""
-        self._notified = False
-        self._heartbeat: Heartbeat | None = None
         self._waiting_for: Owner | None = None
 
     def __repr__(self) -> str:
@@ -318,55 +200,44 @@ class Lease:
         with self._mutex:
             return self._doc.expires_at if self._state == "held" and self._doc else None
 
-    @property
-    def held(self) -> bool:
-        """Whether we hold the lease and can still vouch for it (no I/O)."""
-        try:
-            self.check()
-        except LeaseError:
-            return False
-        return True
-
     def remaining(self) -> float:
         """Seconds (approximately, local) we can still act as holder; 0 when not held."""
         with self._mutex:
             if self._state != "held" or self._doc is None:
                 return 0.0
             latest = self.server_clock.now().latest
-            return max(0.0, self._doc.expires_at - self.margin - latest)
+            return max(0.0, self._doc.expires_at - self.terms.margin - latest)
 
     def check(self) -> int:
         """Our token if we hold the lease and it is still valid by our clock; otherwise
         :class:`LeaseLostError` (lost or lapsed) or :class:`LeaseError` (not acquired)."""
-        try:
-            with self._mutex:
-                doc = self._held_doc()
-                if not holder_valid(doc.expires_at, self.server_clock.now(), self.margin):
-                    raise self._lose("lapsed: not renewed in time")
-                return doc.token
-        except LeaseLostError as error:
-            self._notify(error)
-            raise
+        with self._telling_loss():
+            doc = self._held_doc()
+            if not holder_valid(doc.expires_at, self.server_clock.now(), self.terms.margin):
+                raise self._lose("lapsed: not renewed in time")
+            return doc.token
 
     @property
-    def fence(self) -> tuple[str, int]:
-        """What a registry commit made under this lease carries: ``("lease:<name>",
+    def fence(self) -> Fence:
+        """What a registry commit made under this lease carries: ``Fence("lease:<name>",
         token)``. Checks validity first (:meth:`check`)."""
-        return (f"lease:{self.name}", self.check())
+        return Fence(f"lease:{self.name}", self.check())
 
     # -- acquire ------------------------------------------------------------------------------
 
     def acquire(
         self,
-        timeout: float | _Default | None = DEFAULT,
-        poll_interval: float | _Default = DEFAULT,
+        timeout: float | Default | None = DEFAULT,
+        poll_interval: float | Default = DEFAULT,
     ) -> Self:
         """Become the holder, waiting up to ``timeout`` seconds (``None``: forever); raises
         :class:`~lakelock.errors.LockTimeout`. Starts the heartbeat if enabled."""
-        wait = self.timeout if timeout is DEFAULT else check_timeout(timeout)
-        poll = self.poll_interval if poll_interval is DEFAULT else poll_interval
-        if not poll > 0:
-            raise ValueError(f"poll_interval must be > 0 seconds, got {poll!r}")
+        terms = self.terms
+        if not isinstance(timeout, Default):
+            terms = dataclasses.replace(terms, timeout=timeout)
+        if not isinstance(poll_interval, Default):
+            terms = dataclasses.replace(terms, poll_interval=poll_interval)
+        wait, poll = terms.timeout, terms.poll_interval
         with self._mutex:
             if self._state == "held":
                 raise LeaseError(
@@ -387,11 +258,8 @@ class Lease:
                     target=self.name,
                     timeout=wait,
                 )
-            pause = min(poll, max(wake - now, MIN_PAUSE))
-            if deadline is not None:
-                pause = min(pause, deadline - now)
-            self._sleep(pause)
-        self._start_heartbeat()
+            self._sleep(pause_before(wake, now, poll, deadline))
+        self._start()
         return self
 
     def try_acquire(self) -> bool:
@@ -401,7 +269,7 @@ class Lease:
                 return True
         if self._attempt() is not None:
             return False
-        self._start_heartbeat()
+        self._start()
         return True
 
     def _attempt(self) -> float | None:
@@ -409,25 +277,24 @@ class Lease:
         with self._mutex:
             if self._state == "held":
                 return None
-            snap = self._read()
-            if snap is None:
-                self._create_initial()
-                snap = self._read()
-                if snap is None:
-                    raise LeaseError(f"lease {self.name!r} vanished while created", name=self.name)
+            snap = self._document.read_or_create()
             decision = decide_acquire(
-                snap.doc, self.server_clock.now(), self.owner, ttl=self.ttl, margin=self.margin
+                snap.doc,
+                self.server_clock.now(),
+                self.owner,
+                ttl=self.terms.ttl,
+                margin=self.terms.margin,
             )
             if isinstance(decision, Wait):
                 self._waiting_for = decision.holder.owner
                 return self.server_clock.local_when_earliest_exceeds(decision.until)
             write_id = new_write_id()
             try:
-                etag = self._put(decision.doc, snap.etag, write_id)
-            except (PreconditionFailedError, NotFoundError):
+                etag = self._document.write(decision.doc, snap.etag, write_id)
+            except RACED:
                 return self._clock()  # another process won this round: look again now
             except OutcomeUnknownError:
-                back = self._read()
+                back = self._document.read()
                 if back is None or back.write_id != write_id:
                     return self._clock()
                 etag = back.etag
@@ -437,18 +304,18 @@ class Lease:
             logger.debug("acquired lease %r with token %d", self.name, decision.doc.token)
             return None
 
+    def _start(self) -> None:
+        if self.terms.heartbeat:
+            self._start_heartbeat(self.terms.beat, name=f"lakelock-lease-{self.name}")
+
     # -- renew --------------------------------------------------------------------------------
 
     def renew(self) -> None:
         """Extend the lease by ``ttl`` from now. :class:`LeaseLostError` if it was taken over
         or has lapsed by our clock (even if nobody took it yet); other
         :class:`~lakelock.errors.StorageError`\\ s leave the lease as it was."""
-        try:
-            with self._mutex:
-                self._renew_locked()
-        except LeaseLostError as error:
-            self._notify(error)
-            raise
+        with self._telling_loss():
+            self._renew_locked()
 
     def _renew_locked(self) -> None:
         doc = self._held_doc()
@@ -456,15 +323,19 @@ class Lease:
         assert etag is not None
         for _ in range(MAX_RESOLVES):
             decision = decide_renew(
-                doc, self.server_clock.now(), self.owner, ttl=self.ttl, margin=self.margin
+                doc,
+                self.server_clock.now(),
+                self.owner,
+                ttl=self.terms.ttl,
+                margin=self.terms.margin,
             )
             if isinstance(decision, Lapsed):
                 raise self._lose(decision.reason)
             write_id = new_write_id()
             try:
-                etag = self._put(decision, etag, write_id)
-            except (PreconditionFailedError, NotFoundError, OutcomeUnknownError) as error:
-                snap = self._read()
+                etag = self._document.write(decision, etag, write_id)
+            except UNSETTLED as error:
+                snap = self._document.read()
                 if snap is None:
                     raise self._lose("the lease object was deleted") from error
                 if snap.write_id == write_id:  # the write landed; its acknowledgement did not
@@ -509,11 +380,11 @@ class Lease:
                 return
             write_id = new_write_id()
             try:
-                self._etag = self._put(target, etag, write_id)
+                self._etag = self._document.write(target, etag, write_id)
                 self._doc = target
                 return
-            except (PreconditionFailedError, NotFoundError, OutcomeUnknownError):
-                snap = self._read()
+            except UNSETTLED:
+                snap = self._document.read()
                 if snap is None:
                     return
                 if snap.write_id == write_id:
@@ -525,19 +396,6 @@ class Lease:
             name=self.name,
             token=doc.token,
         )
-
-    # -- context manager ----------------------------------------------------------------------
-
-    def __enter__(self) -> Self:
-        return self.acquire()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        exit_releasing(self.check, self.release, exc_type, what=f"lease {self.name!r}")
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -560,79 +418,18 @@ class Lease:
             f"lease {self.name!r} lost: {reason}", name=self.name, token=self.token
         )
 
-    def _notify(self, error: LeaseLostError) -> None:
-        with self._mutex:
-            if self._notified or self.on_lost is None:
-                return
-            self._notified = True
-            callback = self.on_lost
-        try:
-            callback(error)
-        except Exception:
-            logger.exception("on_lost callback of lease %r failed", self.name)
+    def _on_lost(self) -> Callable[[LeaseLostError], None] | None:
+        return self.terms.on_lost
 
     def _fail(self, reason: str) -> LeaseError:
-        return LeaseError(f"lease {self.name!r} at {self.key!r}: {reason}", name=self.name)
-
-    def _read(self) -> _Snapshot | None:
-        sent = self._clock()
-        try:
-            data = self._store.get(self.key)
-        except NotFoundError:
-            return None
-        self.server_clock.observe(data.server_time, sent, self._clock())
-        if not self.server_clock.has_sample:
-            raise self._fail("the store sent no Date header; leases need the server's time")
-        doc = parse_lease(data.body, name=self.name, fail=self._fail)
-        return _Snapshot(doc, data.etag, data.write_id)
-
-    def _create_initial(self) -> None:
-        # Someone else creating it first is just as good.
-        with contextlib.suppress(AlreadyExistsError):
-            self._store.put(self.key, dump_lease(initial_lease(self.name)), mode="create")
-
-    def _put(self, doc: LeaseDoc, etag: str, write_id: str) -> str:
-        return self._store.put(
-            self.key, dump_lease(doc), mode=IfMatch(etag), write_id=write_id
-        ).etag
-
-    def _start_heartbeat(self) -> None:
-        if not self.heartbeat:
-            return
-        beat = Heartbeat(
-            self.renew, (self.ttl - self.margin) / 3, name=f"lakelock-lease-{self.name}"
-        )
-        with self._mutex:
-            previous, self._heartbeat = self._heartbeat, beat
-        if previous is not None:
-            previous.stop()
-        beat.start()
-
-    def _stop_heartbeat(self) -> None:
-        with self._mutex:
-            beat, self._heartbeat = self._heartbeat, None
-        if beat is not None:
-            beat.stop()
+        return _lease_error(self.name, self.key, reason)
 
 
 def read_leases(store: ObjectStore) -> tuple[Stored[LeaseDoc], ...]:
     """Every lease under ``metastore/leases/``, as stored (for ``lakelock locks`` and
     monitoring). Raises :class:`LeaseError` for a document it cannot parse."""
-    found: list[Stored[LeaseDoc]] = []
-    for listed in store.list(LEASE_PREFIX):
-        name = listed.key[len(LEASE_PREFIX) :]
-        if not name.endswith(".json") or "/" in name:
-            continue
-        name = name[: -len(".json")]
-        try:
-            data = store.get(listed.key)
-        except NotFoundError:
-            continue
 
-        def fail(reason: str, name: str = name, key: str = listed.key) -> LeaseError:
-            return LeaseError(f"lease {name!r} at {key!r}: {reason}", name=name)
+    def parse(name: str, key: str, body: bytes) -> LeaseDoc:
+        return parse_lease(body, name=name, fail=functools.partial(_lease_error, name, key))
 
-        doc = parse_lease(data.body, name=name, fail=fail)
-        server_time = data.server_time.timestamp() if data.server_time else None
-        found.append(Stored(listed.key, data.etag, doc, server_time))
-    return tuple(found)
+    return read_stored(store, LEASES_PREFIX, parse)

@@ -8,7 +8,7 @@ with locks.lock(write=["/sales/year=2024"]) as held:   # every 2024 partition of
 
 What it guarantees
 ------------------
-Two requests that conflict by the lineage rule (:mod:`lakelock._dlock_core`, the same rule as
+Two requests that conflict by the lineage rule (:mod:`lakelock._pathlock._table`, the same rule as
 the in-process :class:`~lakelock._pathlock.PathLock`) never hold the lock at the same time,
 whichever threads, processes or machines they come from; requests that do not conflict never
 wait for each other. A holder that crashes blocks others for at most its TTL plus the margins
@@ -19,7 +19,7 @@ threads first).
 On S3
 -----
 One lock table per dataset at ``metastore/locks/<dataset>.json`` (layout in
-:mod:`lakelock._dlock_core`), never deleted (it carries ``next_token``). A request is split by
+:mod:`lakelock._pathlock._table`), never deleted (it carries ``next_token``). A request is split by
 dataset; tables are taken in dataset order, each with one compare-and-swap that grants all of
 the request's paths in that dataset or none. If a later table is not granted within the
 timeout, the tables already taken are released before :class:`~lakelock.errors.LockTimeout` is
@@ -43,7 +43,7 @@ conflict wait for each other locally instead of polling S3.
 
 Time model and safety margin
 ----------------------------
-As for leases (:mod:`lakelock._lease_clock`): expiry instants are S3 server time from ``Date``
+As for leases (:mod:`lakelock._clock`): expiry instants are S3 server time from ``Date``
 headers; a holder stops vouching for its grant ``margin`` seconds before ``expires_at`` by its
 latest bound, and others ignore it only ``margin`` seconds after by their earliest bound. A
 holder that crashed right after renewing blocks others for at most ``ttl + margin`` plus the
@@ -61,7 +61,7 @@ the ``with`` block (unless another exception is already propagating).
 
 Fencing
 -------
-:attr:`PathLockHandle.fence` is the registry's :class:`~lakelock._registry.Fence`
+:attr:`PathLockHandle.fence` is the registry's :class:`~lakelock._fence.Fence`
 ``("lock:<dataset>", token, read, write)`` for a single-dataset request
 (:meth:`~PathLockHandle.fence_for` / :attr:`~PathLockHandle.fences` for several, one per
 ``Change`` of ``registry.commit_changes``). Tokens are per dataset table and compatible holders
@@ -78,18 +78,36 @@ a paused holder from acting after expiry: consumers check fencing tokens.
 from __future__ import annotations
 
 import contextlib
-import enum
+import dataclasses
+import functools
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Final, Literal, Self
+from typing import Final, Literal, Self, TypedDict, Unpack
 
-from lakelock._dlock_core import (
-    LOCKS_PREFIX,
+from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
+from lakelock._fence import Fence
+from lakelock._holding import (
+    RACED,
+    UNSETTLED,
+    CasDocument,
+    Holding,
+    Lapsed,
+    Owner,
+    Snapshot,
+    Stored,
+    Terms,
+    holder_valid,
+    pause_before,
+    read_stored,
+)
+from lakelock._layout import LOCKS_PREFIX, lock_table_key
+from lakelock._objects import new_write_id
+from lakelock._pathlock._core import LockRequest, PathLike
+from lakelock._pathlock._sync import PathLock, PathLockGuard
+from lakelock._pathlock._table import (
     Blocked,
     Granted,
     Holder,
@@ -102,35 +120,18 @@ from lakelock._dlock_core import (
     release_holder,
     renew_holder,
     split_by_dataset,
-    table_key,
 )
-from lakelock._lease import (
-    MIN_PAUSE,
-    Heartbeat,
-    check_durations,
-    check_timeout,
-    exit_releasing,
-)
-from lakelock._lease_clock import DEFAULT_MARGIN, shared_server_clock
-from lakelock._lease_core import Lapsed, Owner, Stored, holder_valid
-from lakelock._pathlock import LockRequest, PathLock
-from lakelock._pathlock._core import PathLike
-from lakelock._pathlock._sync import PathLockGuard
-from lakelock._registry import Fence
-from lakelock._s3 import IfMatch, ObjectStore, new_write_id
+from lakelock._s3 import ObjectStore
 from lakelock.errors import (
-    AlreadyExistsError,
     LakelockError,
     LeaseError,
     LeaseLostError,
     LockTimeout,
-    NotFoundError,
     OutcomeUnknownError,
-    PreconditionFailedError,
     StorageError,
 )
 
-__all__ = ["DistributedPathLock", "PathLockHandle", "read_lock_tables"]
+__all__ = ["DistributedPathLock", "LockOptions", "PathLockHandle", "read_lock_tables"]
 
 logger = logging.getLogger("lakelock.lock")
 
@@ -139,19 +140,17 @@ logger = logging.getLogger("lakelock.lock")
 MAX_CAS_ROUNDS: Final = 100
 
 
-class _Default(enum.Enum):
-    VALUE = enum.auto()
+class LockOptions(TypedDict, total=False):
+    """Per-request options of :meth:`DistributedPathLock.lock` (and ``Lake.lock``); each one
+    not given is the lock's own (its constructor's argument of the same name, which says
+    what it means)."""
 
-
-#: "Use the value given to the constructor."
-DEFAULT: Final = _Default.VALUE
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    table: LockTable
-    etag: str
-    write_id: str | None
+    heartbeat: bool
+    margin: float
+    on_lost: Callable[[LeaseLostError], None] | None
+    poll_interval: float
+    timeout: float | None
+    ttl: float
 
 
 @dataclass(slots=True)
@@ -163,20 +162,17 @@ class _Grant:
     etag: str
 
 
-def _fail_for(dataset: str, key: str) -> Callable[[str], LeaseError]:
-    def fail(reason: str) -> LeaseError:
-        return LeaseError(f"lock table {key!r}: {reason}", name=f"lock:{dataset}")
-
-    return fail
+def _table_error(dataset: str, key: str, reason: str) -> LeaseError:
+    return LeaseError(f"lock table {key!r}: {reason}", name=f"lock:{dataset}")
 
 
 class DistributedPathLock:
     """The hierarchical path lock across machines (module docstring).
 
-    ``ttl``, ``timeout`` (``None``: wait forever) and ``poll_interval`` are defaults for
-    :meth:`lock`; ``heartbeat`` renews held locks in the background; ``on_lost`` is called
-    once per handle whose lock is lost; ``clock`` (monotonic) and ``sleep`` are injectable;
-    ``margin`` is the safety margin of :mod:`lakelock._lease_clock`. Thread-safe.
+    ``ttl``, ``timeout`` (``None``: wait forever), ``poll_interval``, ``margin`` (the safety
+    margin of :mod:`lakelock._clock`), ``heartbeat`` (renew held locks in the background) and
+    ``on_lost`` (called once per handle whose lock is lost) are defaults for :meth:`lock`,
+    which can override each; ``clock`` (monotonic) and ``sleep`` are injectable. Thread-safe.
     """
 
     def __init__(
@@ -194,14 +190,8 @@ class DistributedPathLock:
         sleep: Callable[[float], None] = time.sleep,
         local: PathLock | None = None,
     ) -> None:
-        check_durations(ttl, margin, poll_interval)
         self.store = store
-        self.ttl = ttl
-        self.timeout = check_timeout(timeout)
-        self.poll_interval = poll_interval
-        self.margin = margin
-        self.heartbeat = heartbeat
-        self.on_lost = on_lost
+        self.terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
         self.owner = Owner.current(owner_label)
         self.server_clock = shared_server_clock(store, clock)
         self.clock = clock
@@ -213,56 +203,42 @@ class DistributedPathLock:
         *,
         read: Iterable[PathLike] = (),
         write: Iterable[PathLike] = (),
-        ttl: float | _Default = DEFAULT,
-        timeout: float | _Default | None = DEFAULT,
-        poll_interval: float | _Default = DEFAULT,
+        **options: Unpack[LockOptions],
     ) -> PathLockHandle:
         """A handle for ``read`` and ``write`` paths, acquired by ``with`` (or
-        :meth:`PathLockHandle.acquire`). Paths are checked here: a bad path, an empty request
-        or the root raise before any request is sent."""
+        :meth:`PathLockHandle.acquire`); ``options`` not given are the constructor's. Paths
+        are checked here: a bad path, an empty request, the root or a table key over S3's
+        limit raise before any request is sent."""
         request = LockRequest(read, write)
         if not request.paths:
             raise ValueError("a lock request needs at least one path")
         parts = split_by_dataset(request)
-        chosen_ttl = self.ttl if isinstance(ttl, _Default) else ttl
-        poll = self.poll_interval if isinstance(poll_interval, _Default) else poll_interval
-        check_durations(chosen_ttl, self.margin, poll)
-        wait = self.timeout if isinstance(timeout, _Default) else check_timeout(timeout)
-        return PathLockHandle(self, request, parts, ttl=chosen_ttl, timeout=wait, poll=poll)
+        for dataset in parts:
+            lock_table_key(dataset, prefix=self.store.prefix)
+        return PathLockHandle(self, request, parts, dataclasses.replace(self.terms, **options))
 
     # -- table I/O, shared by handles ---------------------------------------------------------
 
-    def read_table(self, dataset: str) -> _Snapshot:
-        """The table (created empty if absent), learning server time from the response."""
-        key = table_key(dataset)
-        fail = _fail_for(dataset, key)
-        for _ in range(2):
-            sent = self.clock()
-            try:
-                data = self.store.get(key)
-            except NotFoundError:
-                # Someone else creating it first is just as good.
-                with contextlib.suppress(AlreadyExistsError):
-                    self.store.put(key, dump_table(empty_table(dataset)), mode="create")
-                continue
-            self.server_clock.observe(data.server_time, sent, self.clock())
-            if not self.server_clock.has_sample:
-                raise fail("the store sent no Date header; locks need the server's time")
-            return _Snapshot(
-                parse_table(data.body, dataset=dataset, fail=fail), data.etag, data.write_id
-            )
-        raise fail("the table vanished right after it was created")
-
-    def write_table(self, table: LockTable, etag: str, write_id: str) -> str:
-        return self.store.put(
-            table_key(table.dataset), dump_table(table), mode=IfMatch(etag), write_id=write_id
-        ).etag
+    def _table_document(self, dataset: str) -> CasDocument[LockTable]:
+        """``dataset``'s lock table on S3 (created empty by the first read that misses it)."""
+        key = lock_table_key(dataset)
+        fail = functools.partial(_table_error, dataset, key)
+        return CasDocument(
+            store=self.store,
+            key=key,
+            parse=functools.partial(parse_table, dataset=dataset, fail=fail),
+            dump=dump_table,
+            initial=empty_table(dataset),
+            server_clock=self.server_clock,
+            clock=self.clock,
+            fail=fail,
+        )
 
 
 _HandleState = Literal["new", "acquiring", "held", "lost", "released"]
 
 
-class PathLockHandle:
+class PathLockHandle(Holding):
     """One request of a :class:`DistributedPathLock`; single use.
 
     ``with handle:`` (or :meth:`acquire` / :meth:`release`) holds every requested path.
@@ -273,24 +249,18 @@ class PathLockHandle:
         lock: DistributedPathLock,
         request: LockRequest,
         parts: dict[str, LockRequest],
-        *,
-        ttl: float,
-        timeout: float | None,
-        poll: float,
+        terms: Terms,
     ) -> None:
+        super().__init__(f"path lock ({request})")
         self.request = request
-        self.ttl = ttl
-        self.timeout = timeout
-        self.poll_interval = poll
+        self.terms = terms
         self._lock = lock
         self._parts = parts
-        self._mutex = threading.RLock()
+        self._tables = {dataset: lock._table_document(dataset) for dataset in parts}
         self._state: _HandleState = "new"
         self._grants: dict[str, _Grant] = {}
         self._local: PathLockGuard | None = None
         self._lost: LeaseLostError | None = None
-        self._notified = False
-        self._heartbeat: Heartbeat | None = None
 
     def __repr__(self) -> str:
         return f"<PathLockHandle {self.request} {self._state} tokens={self.tokens}>"
@@ -357,24 +327,11 @@ class PathLockHandle:
         [(dataset, token)] = tokens.items()
         return dataset, token
 
-    @property
-    def held(self) -> bool:
-        """Whether every table is held and still valid by our clock (no I/O)."""
-        try:
-            self.check()
-        except LeaseError:
-            return False
-        return True
-
     def check(self) -> None:
         """Raise :class:`LeaseLostError` if any grant was lost or has lapsed by our clock,
         :class:`LeaseError` if the lock is not held."""
-        try:
-            with self._mutex:
-                self._check_locked()
-        except LeaseLostError as error:
-            self._notify(error)
-            raise
+        with self._telling_loss():
+            self._check_locked()
 
     def _check_locked(self) -> None:
         if self._lost is not None:
@@ -385,7 +342,7 @@ class PathLockHandle:
             )
         now = self._lock.server_clock.now()
         for dataset, held in self._grants.items():
-            if not holder_valid(held.holder.expires_at, now, self._lock.margin):
+            if not holder_valid(held.holder.expires_at, now, self.terms.margin):
                 raise self._lose(dataset, "lapsed: not renewed in time")
 
     # -- acquire ------------------------------------------------------------------------------
@@ -398,10 +355,10 @@ class PathLockHandle:
                 raise RuntimeError("a path lock handle is single use; call lock() again")
             self._state = "acquiring"
         clock = self._lock.clock
-        deadline = None if self.timeout is None else clock() + self.timeout
+        deadline = None if self.terms.timeout is None else clock() + self.terms.timeout
         # The in-process lock waits in real time; with an injected clock that is only an
         # approximation of the budget, which is fine: it is bounded either way.
-        local = self._lock.local(self.request.read, self.request.write, timeout=self.timeout)
+        local = self._lock.local(self.request.read, self.request.write, timeout=self.terms.timeout)
         try:
             local.__enter__()
         except BaseException:
@@ -423,7 +380,8 @@ class PathLockHandle:
         with self._mutex:
             self._local = local
             self._state = "held"
-        self._start_heartbeat()
+        if self.terms.heartbeat:
+            self._start_heartbeat(self.terms.beat, name=f"lakelock-lock-{','.join(self.datasets)}")
         return self
 
     def _acquire_table(self, dataset: str, part: LockRequest, deadline: float | None) -> None:
@@ -431,14 +389,14 @@ class PathLockHandle:
         holder_id = uuid.uuid4().hex
         races = 0
         while True:
-            snap = lock.read_table(dataset)
+            snap = self._tables[dataset].read_or_create()
             decision = grant(
-                snap.table,
+                snap.doc,
                 part,
                 lock.owner,
                 lock.server_clock.now(),
-                ttl=self.ttl,
-                margin=lock.margin,
+                ttl=self.terms.ttl,
+                margin=self.terms.margin,
                 holder_id=holder_id,
             )
             if isinstance(decision, Granted):
@@ -456,37 +414,35 @@ class PathLockHandle:
             if deadline is not None and now >= deadline:
                 blockers = describe(decision.holders) if isinstance(decision, Blocked) else ""
                 raise LockTimeout(
-                    f"path lock ({self.request}) not acquired within {self.timeout}s; "
+                    f"path lock ({self.request}) not acquired within {self.terms.timeout}s; "
                     f"dataset {dataset!r} held by: {blockers or 'racing writers'}",
                     target=self.request,
-                    timeout=self.timeout,
+                    timeout=self.terms.timeout,
                 )
             if wake is None:
                 races = 0
                 continue
-            pause = min(self.poll_interval, max(wake - now, MIN_PAUSE))
+            poll = self.terms.poll_interval
             if self._keep_alive():
-                pause = min(pause, (self.ttl - lock.margin) / 3)
-            if deadline is not None:
-                pause = min(pause, deadline - now)
-            lock.sleep(pause)
+                poll = min(poll, self.terms.beat)
+            lock.sleep(pause_before(wake, now, poll, deadline))
 
-    def _write_grant(self, dataset: str, decision: Granted, snap: _Snapshot) -> bool:
+    def _write_grant(self, dataset: str, decision: Granted, snap: Snapshot[LockTable]) -> bool:
         """CAS the granted table; whether our holder is now in it."""
-        lock = self._lock
+        table = self._tables[dataset]
         try:
-            etag = lock.write_table(decision.table, snap.etag, new_write_id())
-        except (PreconditionFailedError, NotFoundError):
+            etag = table.write(decision.table, snap.etag, new_write_id())
+        except RACED:
             return False  # the table changed since we read it
         except OutcomeUnknownError:
             # Our holder id is unique to this grant: present means our write landed (whoever
             # wrote after us kept it, since it is live); absent means it did not.
-            back = lock.read_table(dataset)
-            holder = back.table.find(decision.holder.id)
+            back = table.read_or_create()
+            holder = back.doc.find(decision.holder.id)
             if holder is None:
                 return False
             with self._mutex:
-                self._grants[dataset] = _Grant(holder, back.table, back.etag)
+                self._grants[dataset] = _Grant(holder, back.doc, back.etag)
             return True
         with self._mutex:
             self._grants[dataset] = _Grant(decision.holder, decision.table, etag)
@@ -495,13 +451,12 @@ class PathLockHandle:
     def _keep_alive(self) -> bool:
         """While waiting for a later table, renew earlier ones once they are a third of the
         way through their life (the wait may outlast the TTL); whether any table is held."""
-        lock = self._lock
-        now = lock.server_clock.now()
+        now = self._lock.server_clock.now()
         with self._mutex:
             due = [
                 dataset
                 for dataset, held in self._grants.items()
-                if held.holder.expires_at - now.latest < (self.ttl - lock.margin) * 2 / 3
+                if held.holder.expires_at - now.latest < 2 * self.terms.beat
             ]
             holding = bool(self._grants)
         for dataset in due:
@@ -514,17 +469,13 @@ class PathLockHandle:
         """Extend every grant by ``ttl`` from now. :class:`LeaseLostError` if any was lost
         (removed from its table, or lapsed by our clock); other
         :class:`~lakelock.errors.StorageError`\\ s leave the lock as it was."""
-        try:
-            with self._mutex:
-                self._check_locked()
-                for dataset in list(self._grants):
-                    self._renew_table(dataset)
-        except LeaseLostError as error:
-            self._notify(error)
-            raise
+        with self._telling_loss():
+            self._check_locked()
+            for dataset in list(self._grants):
+                self._renew_table(dataset)
 
     def _renew_table(self, dataset: str) -> None:
-        lock = self._lock
+        document = self._tables[dataset]
         with self._mutex:
             held = self._grants[dataset]
             table, etag = held.table, held.etag
@@ -532,21 +483,21 @@ class PathLockHandle:
                 decision = renew_holder(
                     table,
                     held.holder.id,
-                    lock.server_clock.now(),
-                    ttl=self.ttl,
-                    margin=lock.margin,
+                    self._lock.server_clock.now(),
+                    ttl=self.terms.ttl,
+                    margin=self.terms.margin,
                 )
                 if isinstance(decision, Lapsed):
                     raise self._lose(dataset, decision.reason)
                 write_id = new_write_id()
                 try:
-                    etag = lock.write_table(decision.table, etag, write_id)
-                except (PreconditionFailedError, NotFoundError, OutcomeUnknownError):
-                    snap = lock.read_table(dataset)
+                    etag = document.write(decision.table, etag, write_id)
+                except UNSETTLED:
+                    snap = document.read_or_create()
                     if snap.write_id == write_id:  # landed; the acknowledgement did not
-                        self._grants[dataset] = _Grant(decision.holder, snap.table, snap.etag)
+                        self._grants[dataset] = _Grant(decision.holder, snap.doc, snap.etag)
                         return
-                    table, etag = snap.table, snap.etag
+                    table, etag = snap.doc, snap.etag
                     continue
                 self._grants[dataset] = _Grant(decision.holder, decision.table, etag)
                 return
@@ -589,41 +540,28 @@ class PathLockHandle:
             raise errors[0]
 
     def _release_table(self, dataset: str, held: _Grant) -> None:
-        lock = self._lock
+        document = self._tables[dataset]
         table, etag = held.table, held.etag
         for _ in range(MAX_CAS_ROUNDS):
             target = release_holder(
-                table, held.holder.id, lock.server_clock.now(), margin=lock.margin
+                table, held.holder.id, self._lock.server_clock.now(), margin=self.terms.margin
             )
             if target is None:
                 return
             write_id = new_write_id()
             try:
-                lock.write_table(target, etag, write_id)
+                document.write(target, etag, write_id)
                 return
-            except (PreconditionFailedError, NotFoundError, OutcomeUnknownError):
-                snap = lock.read_table(dataset)
+            except UNSETTLED:
+                snap = document.read_or_create()
                 if snap.write_id == write_id:
                     return
-                table, etag = snap.table, snap.etag
+                table, etag = snap.doc, snap.etag
         raise LeaseError(
             f"lock table of {dataset!r}: release lost {MAX_CAS_ROUNDS} races in a row",
             name=f"lock:{dataset}",
             token=held.holder.token,
         )
-
-    # -- context manager ----------------------------------------------------------------------
-
-    def __enter__(self) -> Self:
-        return self.acquire()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        exit_releasing(self.check, self.release, exc_type, what=f"path lock ({self.request})")
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -642,52 +580,18 @@ class PathLockHandle:
         assert self._lost is not None
         return LeaseLostError(str(self._lost), name=self._lost.name, token=self._lost.token)
 
-    def _notify(self, error: LeaseLostError) -> None:
-        with self._mutex:
-            callback = self._lock.on_lost
-            if self._notified or callback is None:
-                return
-            self._notified = True
-        try:
-            callback(error)
-        except Exception:
-            logger.exception("on_lost callback of path lock (%s) failed", self.request)
-
-    def _start_heartbeat(self) -> None:
-        if not self._lock.heartbeat:
-            return
-        beat = Heartbeat(
-            self.renew,
-            (self.ttl - self._lock.margin) / 3,
-            name=f"lakelock-lock-{','.join(self.datasets)}",
-        )
-        with self._mutex:
-            self._heartbeat = beat
-        beat.start()
-
-    def _stop_heartbeat(self) -> None:
-        with self._mutex:
-            beat, self._heartbeat = self._heartbeat, None
-        if beat is not None:
-            beat.stop()
+    def _on_lost(self) -> Callable[[LeaseLostError], None] | None:
+        return self.terms.on_lost
 
 
 def read_lock_tables(store: ObjectStore) -> tuple[Stored[LockTable], ...]:
     """Every lock table under ``metastore/locks/``, as stored, expired holders included (for
-    ``lakelock locks``; :func:`~lakelock._dlock_core.live_holders` tells live from dead given
-    a server time, e.g. the ``server_time`` of the read). Raises :class:`LeaseError` for a
-    table it cannot parse."""
-    found: list[Stored[LockTable]] = []
-    for listed in store.list(LOCKS_PREFIX):
-        dataset = listed.key[len(LOCKS_PREFIX) :]
-        if not dataset.endswith(".json") or "/" in dataset:
-            continue
-        dataset = dataset[: -len(".json")]
-        try:
-            data = store.get(listed.key)
-        except NotFoundError:
-            continue
-        table = parse_table(data.body, dataset=dataset, fail=_fail_for(dataset, listed.key))
-        server_time = data.server_time.timestamp() if data.server_time else None
-        found.append(Stored(listed.key, data.etag, table, server_time))
-    return tuple(found)
+    ``lakelock locks``; :func:`~lakelock._pathlock._table.live_holders` tells live from dead
+    given a server time, e.g. the ``server_time`` of the read). Raises :class:`LeaseError`
+    for a table it cannot parse."""
+
+    def parse(dataset: str, key: str, body: bytes) -> LockTable:
+        fail = functools.partial(_table_error, dataset, key)
+        return parse_table(body, dataset=dataset, fail=fail)
+
+    return read_stored(store, LOCKS_PREFIX, parse)

@@ -1,9 +1,9 @@
 """The pure core of leases: the document, its parser, and every state transition.
 
 Nothing here performs I/O or reads a clock: each decision takes the server-time bounds
-(:class:`~lakelock._lease_clock.TimeBounds`) it is made at. ``_lease`` wraps these functions in
-S3 calls; the lock tables of ``_dlock_core`` reuse :class:`Owner`, the expiry predicates and the
-document reader.
+(:class:`~lakelock._clock.TimeBounds`) it is made at. ``_shell`` wraps these functions in
+S3 calls. The owner, the expiry predicates and the document reader are shared with the lock
+tables of the distributed path lock (:mod:`lakelock._holding`).
 
 The document (``metastore/leases/<name>.json``)
 -----------------------------------------------
@@ -51,85 +51,28 @@ vouch for.
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
-import socket
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Final
 
-import orjson
-
-from lakelock import _jsonfields as jsonfields
-from lakelock._lease_clock import TimeBounds
+from lakelock._clock import TimeBounds
+from lakelock._holding import DocumentReader, Lapsed, Owner, holder_valid, provably_expired
 
 __all__ = [
-    "FORMAT_VERSION",
-    "DocumentReader",
-    "Lapsed",
     "LeaseDoc",
-    "Owner",
-    "Stored",
     "Take",
     "Wait",
     "decide_acquire",
     "decide_release",
     "decide_renew",
     "dump_lease",
-    "holder_valid",
     "initial_lease",
     "parse_lease",
-    "provably_expired",
 ]
 
-#: The only document version this code reads or writes.
-FORMAT_VERSION: Final = 1
 LEASE_KIND: Final = "lakelock.lease"
 
-_DocT = TypeVar("_DocT")
-_T = TypeVar("_T")
-
-
-# --- time predicates ---------------------------------------------------------------------------
-
-
-def holder_valid(expires_at: float, now: TimeBounds, margin: float) -> bool:
-    """The holder's view: it may act as holder only while even the latest possible server
-    time is ``margin`` short of expiry."""
-    return expires_at > 0 and now.latest < expires_at - margin
-
-
-def provably_expired(expires_at: float, now: TimeBounds, margin: float) -> bool:
-    """Everyone else's view: a holder is gone only once even the earliest possible server
-    time is ``margin`` past its expiry (or it released: ``expires_at == 0``)."""
-    return expires_at <= 0 or now.earliest > expires_at + margin
-
-
 # --- documents ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """Who holds a lease or lock: ``id`` is unique per :class:`~lakelock._lease.Lease` or
-    :class:`~lakelock._dlock.DistributedPathLock` object; the rest is for humans."""
-
-    id: str
-    host: str
-    pid: int
-    label: str | None = None
-
-    @classmethod
-    def current(cls, label: str | None = None) -> Owner:
-        """A fresh owner for this process."""
-        return cls(uuid.uuid4().hex, socket.gethostname(), os.getpid(), label)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "host": self.host, "pid": self.pid, "label": self.label}
-
-    def __str__(self) -> str:
-        label = f" {self.label!r}" if self.label else ""
-        return f"{self.host}:{self.pid}{label} ({self.id[:8]})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,97 +97,9 @@ class LeaseDoc:
         return not self.released and self.owner is not None and self.owner.id == owner.id
 
 
-@dataclass(frozen=True, slots=True)
-class Stored(Generic[_DocT]):
-    """A document as read from S3: its key, ETag, and the server's ``Date`` at reading time
-    (seconds since the epoch; ``None`` if the store sent none)."""
-
-    key: str
-    etag: str
-    doc: _DocT
-    server_time: float | None
-
-
 def initial_lease(name: str) -> LeaseDoc:
     """The document a new lease name starts as: token 0, no owner, released."""
     return LeaseDoc(name, 0, None, 0.0, 0.0, 0.0, 0.0)
-
-
-class DocumentReader:
-    """Typed field access over one parsed JSON object; every failure goes through ``fail``
-    (which raises the caller's error type) so a corrupt document never half-parses."""
-
-    def __init__(self, raw: Mapping[str, Any], fail: Callable[[str], Exception]) -> None:
-        self.raw = raw
-        self.fail = fail
-
-    @classmethod
-    def load(cls, body: bytes, *, kind: str, fail: Callable[[str], Exception]) -> DocumentReader:
-        """Parse ``body``; refuse non-objects, other kinds and unknown format versions."""
-        try:
-            raw = orjson.loads(body)
-        except orjson.JSONDecodeError as error:
-            raise fail(f"not JSON: {error}") from error
-        if not isinstance(raw, dict):
-            raise fail(f"expected a JSON object, got {type(raw).__name__}")
-        version = raw.get("format_version")
-        if version != FORMAT_VERSION or isinstance(version, bool):
-            raise fail(
-                f"format_version {version!r} is not {FORMAT_VERSION}: written by another "
-                "lakelock version; refusing to interpret (or overwrite) it"
-            )
-        if raw.get("kind") != kind:
-            raise fail(f"kind {raw.get('kind')!r} is not {kind!r}")
-        return cls(raw, fail)
-
-    def sub(self, raw: object, where: str) -> DocumentReader:
-        if not isinstance(raw, dict):
-            raise self.fail(f"{where}: expected an object, got {type(raw).__name__}")
-        return DocumentReader(raw, self.fail)
-
-    def get(self, key: str) -> object:
-        if key not in self.raw:
-            raise self.fail(f"missing field {key!r}")
-        return self.raw[key]
-
-    def text(self, key: str) -> str:
-        return self._checked(jsonfields.text, key)
-
-    def opt_text(self, key: str) -> str | None:
-        value = self.raw.get(key)
-        return None if value is None else self.text(key)
-
-    def integer(self, key: str, *, minimum: int = 0) -> int:
-        # A token is incremented and written back: the shared check keeps room for +1.
-        return self._checked(
-            lambda value, name: jsonfields.boolean_free_int(value, name, minimum=minimum), key
-        )
-
-    def number(self, key: str) -> float:
-        value = self._checked(jsonfields.number, key)
-        if not math.isfinite(value) or value < 0:
-            raise self.fail(f"{key!r} must be finite and >= 0, got {value!r}")
-        return value
-
-    def _checked(self, check: Callable[[Any, str], _T], key: str) -> _T:
-        """``check`` (from :mod:`lakelock._jsonfields`) on field ``key``, its refusal turned
-        into this document's error."""
-        try:
-            return check(self.get(key), repr(key))
-        except ValueError as error:
-            raise self.fail(str(error)) from None
-
-    def texts(self, key: str) -> list[str]:
-        value = self.get(key)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(f"{key!r} must be a list of strings, got {value!r}")
-        return list(value)
-
-    def owner(self, key: str) -> Owner:
-        owner = self.sub(self.get(key), key)
-        return Owner(
-            owner.text("id"), owner.text("host"), owner.integer("pid"), owner.opt_text("label")
-        )
 
 
 def parse_lease(body: bytes, *, name: str, fail: Callable[[str], Exception]) -> LeaseDoc:
@@ -269,10 +124,9 @@ def parse_lease(body: bytes, *, name: str, fail: Callable[[str], Exception]) -> 
 
 
 def dump_lease(doc: LeaseDoc) -> bytes:
-    return orjson.dumps(
+    return DocumentReader.dump(
+        LEASE_KIND,
         {
-            "format_version": FORMAT_VERSION,
-            "kind": LEASE_KIND,
             "name": doc.name,
             "token": doc.token,
             "owner": None if doc.owner is None else doc.owner.to_json(),
@@ -280,7 +134,7 @@ def dump_lease(doc: LeaseDoc) -> bytes:
             "renewed_at": doc.renewed_at,
             "expires_at": doc.expires_at,
             "ttl": doc.ttl,
-        }
+        },
     )
 
 
@@ -301,13 +155,6 @@ class Wait:
 
     until: float
     holder: LeaseDoc
-
-
-@dataclass(frozen=True, slots=True)
-class Lapsed:
-    """The holder can no longer vouch for its lease: ``reason`` says why."""
-
-    reason: str
 
 
 def decide_acquire(

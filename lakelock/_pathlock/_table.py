@@ -1,7 +1,7 @@
 """The pure core of the distributed path lock: lock tables and their transforms.
 
 No I/O, no clocks: every transform takes the server-time bounds it is decided at
-(:class:`~lakelock._lease_clock.TimeBounds`). ``_dlock`` wraps them in S3 compare-and-swaps.
+(:class:`~lakelock._clock.TimeBounds`). ``_distributed`` wraps them in S3 compare-and-swaps.
 
 The rule
 --------
@@ -40,13 +40,13 @@ The document (``metastore/locks/<dataset>.json``)
 
 Transforms (``now``: server-time bounds; ``margin``: the stated safety margin)
 ------------------------------------------------------------------------------
-- :func:`grant`: holders not :func:`~lakelock._lease_core.provably_expired` are *live*; if a
+- :func:`grant`: holders not :func:`~lakelock._holding.provably_expired` are *live*; if a
   live holder's request conflicts with ours → :class:`Blocked` (who, and until when); otherwise
   the new table drops the dead holders, appends ours with ``token = next_token`` and
   ``expires_at = now.latest + ttl``, and increments ``next_token``. All of a dataset's paths go
   in one holder, in one write: all-or-nothing, no hold-and-wait inside a table.
 - :func:`renew_holder`: extends our holder, only while it is valid in our own view
-  (``now.latest < expires_at - margin``), else :class:`~lakelock._lease_core.Lapsed`.
+  (``now.latest < expires_at - margin``), else :class:`~lakelock._holding.Lapsed`.
 - :func:`release_holder`: removes our holder (and dead ones).
 
 Safety: a holder is granted only when no live conflicting holder exists in the table it is
@@ -71,22 +71,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-import orjson
-
-from lakelock._lease_clock import TimeBounds
-from lakelock._lease_core import (
-    FORMAT_VERSION,
-    DocumentReader,
-    Lapsed,
-    Owner,
-    holder_valid,
-    provably_expired,
-)
-from lakelock._pathlock import LockRequest, normalize_path, requests_conflict
+from lakelock._clock import TimeBounds
+from lakelock._holding import DocumentReader, Lapsed, Owner, holder_valid, provably_expired
+from lakelock._pathlock._core import LockRequest, normalize_path, requests_conflict
 from lakelock.errors import InvalidNameError
 
 __all__ = [
-    "LOCKS_PREFIX",
     "Blocked",
     "Granted",
     "Holder",
@@ -101,10 +91,8 @@ __all__ = [
     "release_holder",
     "renew_holder",
     "split_by_dataset",
-    "table_key",
 ]
 
-LOCKS_PREFIX: Final = "metastore/locks/"
 TABLE_KIND: Final = "lakelock.lock-table"
 
 
@@ -135,11 +123,6 @@ def split_by_dataset(request: LockRequest) -> dict[str, LockRequest]:
         dataset: LockRequest(reads.get(dataset, ()), writes.get(dataset, ()))
         for dataset in sorted(reads.keys() | writes.keys())
     }
-
-
-def table_key(dataset: str) -> str:
-    """The key (relative to the store's prefix) of ``dataset``'s lock table."""
-    return f"{LOCKS_PREFIX}{dataset}.json"
 
 
 # --- documents ---------------------------------------------------------------------------------
@@ -234,10 +217,9 @@ def parse_table(body: bytes, *, dataset: str, fail: Callable[[str], Exception]) 
 
 
 def dump_table(table: LockTable) -> bytes:
-    return orjson.dumps(
+    return DocumentReader.dump(
+        TABLE_KIND,
         {
-            "format_version": FORMAT_VERSION,
-            "kind": TABLE_KIND,
             "dataset": table.dataset,
             "next_token": table.next_token,
             "holders": [
@@ -252,7 +234,7 @@ def dump_table(table: LockTable) -> bytes:
                 }
                 for h in table.holders
             ],
-        }
+        },
     )
 
 

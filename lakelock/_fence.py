@@ -1,0 +1,31 @@
+"""``Fence``: the fencing token a registry commit carries, from a lease or a path-lock grant.
+
+A lease's fence (``Lease.fence``) names the lease and carries its token; a grant of the
+distributed path lock (``PathLockHandle.fence``) also carries the grant's paths. The registry
+checks both (:mod:`lakelock._registry._changes`): it refuses a lease token lower than the
+highest it has recorded for that name, and a grant token lower than that of a recorded grant
+whose paths conflict with these. On the bottom floor so that the lease and the lock can build
+one without importing the registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Fence"]
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A fencing token that a commit carries. Without paths (a lease) the registry refuses a
+    token lower than the highest it has seen for ``name``; with the ``read``/``write`` paths of
+    a path-lock grant, one lower than that of a recorded conflicting grant."""
+
+    name: str
+    token: int
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+
+    @property
+    def hierarchical(self) -> bool:
+        return bool(self.read or self.write)

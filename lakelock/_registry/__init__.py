@@ -1,8 +1,11 @@
-"""The registry: ``metastore/dataset_registry.json``, the lake's source of truth.
+"""The registry: ``metastore/dataset_registry.json`` and the write-once objects below it, the
+lake's source of truth (format 2: docs/FORMAT.md).
 
-``_document`` holds the frozen document types, the parser and serialiser; ``_changes`` the
-pure commit transforms and checks; ``_registry`` the S3 shell (snapshots, the commit loop,
-group commit).
+``_document`` holds the root's and the manifests' frozen types, parser and serialiser;
+``_snapshot`` the dataset snapshots; ``_tree`` the hash-trie index; ``_intents`` commits as
+write-once intents; ``_changes`` the pure commit transforms and checks; ``_objects`` loading,
+caching and writing the write-once objects, history and time travel; ``_registry`` the S3
+shell (reading, the commit loop, group commit in and across processes).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from lakelock._registry._document import (
     REGISTRY_KEY,
     CommitRecord,
     DatasetState,
+    IntentFate,
     Manifest,
     ManifestRef,
     PartitionState,
@@ -21,7 +25,13 @@ from lakelock._registry._document import (
     parse_registry,
     serialize_registry,
 )
-from lakelock._registry._registry import CommitResult, Registry, RegistrySnapshot
+from lakelock._registry._objects import HistoryEntry
+from lakelock._registry._registry import (
+    CommitResult,
+    MigrationResult,
+    Registry,
+    RegistrySnapshot,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -31,8 +41,11 @@ __all__ = [
     "CommitResult",
     "DatasetState",
     "Fence",
+    "HistoryEntry",
+    "IntentFate",
     "Manifest",
     "ManifestRef",
+    "MigrationResult",
     "PartitionState",
     "Registry",
     "RegistryDoc",

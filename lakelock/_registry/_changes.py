@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
-from lakelock._pathlock import LockRequest, requests_conflict
+from lakelock._pathlock._core import LockRequest, requests_conflict
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,

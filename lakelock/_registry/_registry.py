@@ -1,22 +1,28 @@
-"""The registry's I/O shell: reading snapshots and the commit loop, with group commit.
+"""The registry's I/O shell: reading (now, or at a version), and the commit loop, with group
+commit within a process and across processes.
 
-One commit, as the AWS multi-writer blog's table has it (DESIGN.md §3.2):
+One commit (docs/ARCHITECTURE.md, "The registry"; docs/FORMAT.md for the objects):
 
-1. *Prepare* (in the caller's thread, in parallel with other callers): write the delta
-   manifests of the added files, create-only and content-addressed.
+1. *Prepare* (in the caller's thread): a one-dataset commit becomes an intent (its delta
+   manifest plus what it asks, :mod:`._intents`); a commit spanning datasets gets plain delta
+   manifests. Nothing is written yet.
 2. *Queue*: with group commit on, concurrent ``commit()`` calls of one :class:`Registry` wait
    for the one commit in flight; whoever goes next takes everything queued as one batch.
 3. *Attempt*: GET the root (body + ETag) — on a first attempt, the root as this process last
-   read or wrote it stands in for the GET, and a stale one costs a 412 and a redrive; drop
-   changes whose commit id is already recorded
-   (idempotent success); apply each change to the document (:mod:`._changes`), failing just the
-   ones that no longer apply; write any consolidated manifests; PUT the root with
-   ``If-Match: <etag>`` (``If-None-Match: *`` for the very first commit).
+   read or wrote it stands in for the GET, and a stale one costs a 412 and a redrive. Settle
+   commits the root already decided (an intent's fate, a recorded commit id: success, or the
+   reason it was refused). Fold in other processes' pending intents (a LIST after the
+   watermark; see :meth:`Registry._should_list`). Apply every change in intent order
+   (:mod:`._changes`), failing just the ones that no longer apply; record each intent's fate;
+   create the intents, manifests, index nodes and snapshots of the new version in one parallel
+   round; PUT the root with ``If-Match: <etag>`` (``If-None-Match: *`` for the very first
+   commit).
 4. *Outcome*:
 
    ===================================  ====================================================
    200                                  every change in the batch is committed
-   412 PreconditionFailed               **redrive**: back to 3, re-read and re-validate
+   412 PreconditionFailed               **redrive**: back to 3 (usually another process has
+                                        applied our intents: settled there, not re-applied)
    409 ConditionalRequestConflict       **retry** after jittered backoff, then 3
    503 SlowDown                         back off, then 3
    404 on If-Match                      the registry was deleted: RegistryCorruptError,
@@ -24,14 +30,19 @@ One commit, as the AWS multi-writer blog's table has it (DESIGN.md §3.2):
    unknown (timeout, reset, 5xx)        back to 3: the re-read finds our commit ids (success)
                                         or proves they are absent (redrive), else
                                         CommitStateUnknownError
+   attempts run out                     the batch's intents are recorded cancelled by a swap
+                                        before anyone hears "failed" (or found applied:
+                                        success); if that cannot be done either,
+                                        CommitStateUnknownError
    ===================================  ====================================================
 
 Attempts are bounded by the :class:`~lakelock._retry.RetryPolicy` (count and total time),
 driven by tenacity. The adapter's own lost-acknowledgement resolution (write id in metadata)
 catches most lost acks before step 4 sees them; the commit-id check covers the rest.
 
-Why a redrive cannot commit twice: every attempt is conditional on the ETag it read, and
-carries the same commit ids; if an earlier attempt landed after all, the re-read sees its ids.
+Why nothing commits twice: every attempt is conditional on the ETag it read; an intent is
+applied only by the swap that records its fate, and with it its commit id in the dataset's
+commit-id index, which every later attempt and fold consults.
 """
 
 from __future__ import annotations

@@ -8,28 +8,32 @@ process share group commit). It is safe to use from many threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 import boto3
 import pyarrow as pa
+import pyarrow.compute as pc
 from botocore.config import Config
 
+from lakelock._connection import Connection
 from lakelock._datafile import DataFile
-from lakelock._datasets import read_files, table_schema, write_table
+from lakelock._datasets import table_schema, write_table
 from lakelock._dlock import DistributedPathLock, PathLockHandle
 from lakelock._lease import Lease
-from lakelock._names import partition_path, validate_dataset_name, validate_partition_path
+from lakelock._names import validate_dataset_name
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock._core import PathLike
 from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
+from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
-from lakelock.errors import DatasetNotFoundError, InvalidNameError
+from lakelock.errors import InvalidNameError
 
-__all__ = ["Lake"]
+__all__ = ["Lake", "LakeConfig"]
 
 Progress = Callable[[int, int], None]
 
@@ -41,6 +45,29 @@ def default_client(**client_kwargs: Any) -> Any:
     if "config" in client_kwargs:
         config = config.merge(client_kwargs.pop("config"))
     return boto3.client("s3", config=config, **client_kwargs)
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """What it takes to open a :class:`Lake` elsewhere — on a Dask, Spark or Ray worker —
+    as plain picklable data (the credentials are the client's current ones; see
+    :mod:`lakelock._connection`). ``Lake.config`` makes one; :meth:`open` is the Lake."""
+
+    bucket: str
+    prefix: str
+    connection: Connection
+    multipart_threshold: int = 64 * 1024 * 1024
+    commit_window: int = 1000
+
+    def open(self) -> Lake:
+        """A new Lake (its own client) on the same bucket, prefix, endpoint and identity."""
+        return Lake(
+            self.bucket,
+            prefix=self.prefix,
+            s3=self.connection.client(),
+            multipart_threshold=self.multipart_threshold,
+            commit_window=self.commit_window,
+        )
 
 
 class Lake:
@@ -104,6 +131,18 @@ class Lake:
         return f"Lake('s3://{self.bucket}/{self.prefix}')"
 
     @property
+    def config(self) -> LakeConfig:
+        """This Lake as picklable data (bucket, prefix, endpoint, region, credentials), to
+        open the same lake on another process or machine: ``config.open()``."""
+        return LakeConfig(
+            self.bucket,
+            self.prefix,
+            Connection.of(self.client),
+            multipart_threshold=self.store.multipart_threshold,
+            commit_window=self.registry.commit_window,
+        )
+
+    @property
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}"
 
@@ -164,6 +203,31 @@ class Lake:
             fence=fence,
         )
 
+    def scan(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[str | Mapping[str, object]] | None = None,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        snapshot: RegistrySnapshot | None = None,
+    ) -> Scan:
+        """A read of ``dataset`` in one registry snapshot (default: the current one), for
+        pyarrow, DuckDB, Polars or pandas: ``lake.scan("sales").to_duckdb("sales")``.
+        ``partitions`` as for :meth:`read`; ``columns`` keeps those columns, in that order;
+        ``filter`` is a ``pyarrow.compute.Expression`` (``pc.field("day") >= 15``); both
+        prune partitions before any data is read. See :mod:`lakelock._scan`."""
+        snapshot = snapshot or self.registry.read()
+        return plan_scan(
+            self.store,
+            self.registry,
+            snapshot,
+            dataset,
+            partitions=partitions,
+            columns=columns,
+            filter=filter,
+        )
+
     def read(
         self,
         dataset: str,
@@ -173,30 +237,8 @@ class Lake:
     ) -> pa.Table:
         """The committed rows of ``dataset`` in one registry snapshot (default: the current
         one), optionally only of some partitions, given as paths (``"year=2024/month=01"``)
-        or as ``{"year": 2024, "month": 1}`` mappings."""
-        snap = snapshot or self.registry.read()
-        dataset = validate_dataset_name(dataset)
-        state = snap.datasets.get(dataset)
-        if state is None:
-            raise DatasetNotFoundError(dataset)
-        wanted = None
-        if partitions is not None:
-            wanted = [self._partition(state.partition_by, p) for p in partitions]
-            for path in wanted:
-                if path not in state.partitions:
-                    raise DatasetNotFoundError(dataset, partition=path)
-        files = self.registry.files(dataset, snapshot=snap, partitions=wanted)
-        return read_files(self.store, files, schema=state.schema, partition_by=state.partition_by)
-
-    @staticmethod
-    def _partition(columns: Sequence[str], partition: str | Mapping[str, object]) -> str:
-        if isinstance(partition, str):
-            return validate_partition_path(partition)
-        if list(partition) != list(columns):
-            raise InvalidNameError(
-                partition, f"a partition names the columns {list(columns)}, in that order"
-            )
-        return partition_path(partition.items())
+        or as ``{"year": 2024, "month": 1}`` mappings: ``scan(...).to_arrow()``."""
+        return self.scan(dataset, partitions=partitions, snapshot=snapshot).to_arrow()
 
     # -- partitions, locks, leases ------------------------------------------------------------
 

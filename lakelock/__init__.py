@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from lakelock import errors
 from lakelock._datafile import DataFile
-from lakelock._lake import Lake
+from lakelock._lake import Lake, LakeConfig
 from lakelock._pathlock import AsyncPathLock, PathLock
 from lakelock._policy import generate_bucket_policy
 from lakelock._registry import CommitResult, Fence, Registry, RegistrySnapshot
 from lakelock._retry import RetryPolicy
+from lakelock._scan import Scan
 
 __all__ = [
     "AsyncPathLock",
@@ -28,10 +29,12 @@ __all__ = [
     "DataFile",
     "Fence",
     "Lake",
+    "LakeConfig",
     "PathLock",
     "Registry",
     "RegistrySnapshot",
     "RetryPolicy",
+    "Scan",
     "errors",
     "generate_bucket_policy",
 ]

@@ -279,8 +279,14 @@ class Scan:
         them, so DuckDB's projection and filter pushdown apply."""
         con = duckdb_connection(self._connection, self._scope, connection)
         name = sql_identifier(table_name)
+        selected = ", ".join(sql_identifier(c) for c in self.schema.names)
         if not self._exact:
-            con.register(table_name, self.to_pyarrow_dataset())
+            # DuckDB scans the filtered pyarrow dataset (module docstring).
+            hidden = f"__lakelock_{table_name}"
+            con.register(hidden, self.to_pyarrow_dataset())
+            con.execute(
+                f"CREATE OR REPLACE VIEW {name} AS SELECT {selected} FROM {sql_identifier(hidden)}"
+            )
             return con
         types = _duckdb_types(con, self.full_schema)
         if not self._files:
@@ -290,7 +296,6 @@ class Scan:
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {nulls} WHERE false")
             return con
         source = self._duckdb_source(types)
-        selected = ", ".join(sql_identifier(c) for c in self.schema.names)
         try:
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {selected} FROM {source}")
         except require("duckdb", extra="duckdb").BinderException:
@@ -326,7 +331,7 @@ class Scan:
         lacks as nulls) with storage options derived from the Lake's client."""
         pl = require("polars", extra="polars")
         if not self._exact:
-            return pl.scan_pyarrow_dataset(self.to_pyarrow_dataset())
+            return pl.scan_pyarrow_dataset(self.to_pyarrow_dataset()).select(self.schema.names)
         types = pl.from_arrow(self.full_schema.empty_table()).schema
         if not self._files:
             return pl.from_arrow(self.schema.empty_table()).lazy()

@@ -31,6 +31,8 @@ Every error carries the fields a caller needs to act on it; nobody should have t
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AccessDeniedError",
     "AlreadyExistsError",
@@ -58,7 +60,20 @@ __all__ = [
 
 
 class LakelockError(Exception):
-    """Root of every error lakelock raises."""
+    """Root of every error lakelock raises.
+
+    Every error pickles with its fields, so it crosses process boundaries (multiprocessing,
+    Dask and Spark workers) as itself."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[LakelockError], args: tuple[Any, ...], fields: dict[str, Any]) -> Any:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
 
 
 class InvalidNameError(LakelockError, ValueError):

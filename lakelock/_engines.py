@@ -29,6 +29,7 @@ from lakelock._connection import Connection
 from lakelock.errors import MissingExtraError
 
 __all__ = [
+    "DUCKDB_MIN_THREADS",
     "duckdb_connection",
     "load_httpfs",
     "polars_storage_options",
@@ -38,6 +39,10 @@ __all__ = [
     "sql_identifier",
     "sql_string",
 ]
+
+
+#: Threads of a DuckDB connection lakelock opens (at least; more if DuckDB's default is more).
+DUCKDB_MIN_THREADS = 8
 
 
 def require(module: str, *, extra: str, package: str | None = None) -> Any:
@@ -86,10 +91,17 @@ def polars_storage_options(connection: Connection) -> dict[str, str]:
 
 
 def duckdb_connection(connection: Connection, scope: str, con: Any = None) -> Any:
-    """``con`` (default: a new in-memory DuckDB connection) with httpfs loaded and a secret
-    for ``connection`` scoped to the URL prefix ``scope``."""
+    """``con`` (default: a new in-memory DuckDB connection with at least
+    :data:`DUCKDB_MIN_THREADS` threads) with httpfs loaded and a secret for ``connection``
+    scoped to the URL prefix ``scope``."""
     duckdb = require("duckdb", extra="duckdb")
-    con = con if con is not None else duckdb.connect()
+    if con is None:
+        con = duckdb.connect()
+        # DuckDB reads remote files with blocking requests on its worker threads: with one
+        # thread per core, S3 latency idles the cores. A connection of the caller's keeps
+        # the caller's settings.
+        threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+        con.execute(f"SET threads = {max(int(threads), DUCKDB_MIN_THREADS)}")
     load_httpfs(duckdb, con)
     con.execute(s3_secret_sql(connection, scope))
     return con

@@ -273,7 +273,8 @@ class Scan:
 
     def to_duckdb(self, table_name: str, connection: Any = None) -> Any:
         """A DuckDB view ``table_name`` over the scan (extra ``duckdb``), in ``connection``
-        (default: a new in-memory database), which is returned. DuckDB reads the files
+        (default: a new in-memory database with threads for remote reads,
+        :data:`~lakelock._engines.DUCKDB_MIN_THREADS`), which is returned. DuckDB reads the files
         itself (``read_parquet`` over the exact file list, partition columns typed through
         ``hive_types``) with a temporary S3 secret scoped to this lake; each query re-reads
         them, so DuckDB's projection and filter pushdown apply."""

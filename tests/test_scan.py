@@ -356,10 +356,15 @@ def test_missing_engine_names_its_extra(
 
 
 def test_to_duckdb_uses_a_given_connection(lake: Lake) -> None:
-    """to_duckdb adds its view to the caller's connection and returns it."""
+    """to_duckdb adds its view to the caller's connection (its settings untouched) and
+    returns it; a connection it opens itself gets threads for remote reads."""
     lake.append("sales", sales([1, 2]), partition_by=["day"])
     con = duckdb.connect()
+    con.execute("SET threads = 1")
     assert lake.scan("sales").to_duckdb("sales", connection=con) is con
+    assert con.execute("SELECT current_setting('threads')").fetchone() == (1,)
+    own = lake.scan("sales").to_duckdb("sales")
+    assert own.execute("SELECT current_setting('threads')").fetchone()[0] >= 8
     assert con.sql("SELECT day, count(*) FROM sales GROUP BY day ORDER BY day").fetchall() == [
         (1, 3),
         (2, 3),

@@ -38,6 +38,12 @@ partitions are not attempted. Those files are unreferenced orphans for ``vacuum`
 deleted here, least of all after an unknown outcome.
 
 **Empty tables** write nothing and return ``[]`` (after validation).
+
+**Reading.** :func:`read_files` fetches the files it is given — the caller decides which:
+``lake.scan`` passes exactly a snapshot's files, never a listing — whole and in parallel
+(:data:`DEFAULT_READ_WORKERS` at a time), verifies each against its recorded checksum, and
+re-attaches the partition columns from the path, typed by the dataset's schema. The first
+failure, in file order, is raised; files not yet started are not fetched.
 """
 
 from __future__ import annotations

@@ -148,8 +148,12 @@ class Scan:
         self.partition_by = tuple(partition_by)
         self._recorded_schema = schema
         self._all_files = tuple(files)
-        self.columns = _checked_columns(dataset, self.full_schema, columns)
-        self.filter = _checked_filter(dataset, self.full_schema, filter)
+        # Checked against the schema only when given: a dataset committed without a schema
+        # learns its schema from a file, which costs a GET.
+        self.columns = (
+            None if columns is None else _checked_columns(dataset, self.full_schema, columns)
+        )
+        self.filter = None if filter is None else _checked_filter(dataset, self.full_schema, filter)
 
     def __repr__(self) -> str:
         return (
@@ -237,7 +241,8 @@ class Scan:
         return read_files(
             self.store,
             self._files,
-            schema=self.full_schema,
+            # Without a recorded schema, the files' own schemas, unified.
+            schema=self._recorded_schema,
             partition_by=self.partition_by,
             columns=self.columns,
             filter=None if self._exact else self.filter,
@@ -349,11 +354,7 @@ class Scan:
         return frame.select(self.schema.names)
 
 
-def _checked_columns(
-    dataset: str, schema: pa.Schema, columns: Sequence[str] | None
-) -> tuple[str, ...] | None:
-    if columns is None:
-        return None
+def _checked_columns(dataset: str, schema: pa.Schema, columns: Sequence[str]) -> tuple[str, ...]:
     if isinstance(columns, str):
         columns = [columns]
     chosen = tuple(columns)
@@ -365,11 +366,7 @@ def _checked_columns(
     return chosen
 
 
-def _checked_filter(
-    dataset: str, schema: pa.Schema, filter: pc.Expression | None
-) -> pc.Expression | None:
-    if filter is None:
-        return None
+def _checked_filter(dataset: str, schema: pa.Schema, filter: pc.Expression) -> pc.Expression:
     if not isinstance(filter, pc.Expression):
         raise TypeError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
     problem = _bind_problem(filter, schema)

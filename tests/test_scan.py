@@ -372,3 +372,15 @@ def test_to_duckdb_uses_a_given_connection(lake: Lake) -> None:
     frame = lake.scan("sales").to_polars().group_by("day").agg(pl.len()).sort("day").collect()
     assert frame.rows() == [(1, 3), (2, 3)]
     assert isinstance(lake.scan("sales").to_pandas(), pd.DataFrame)
+
+
+def test_dataset_committed_without_a_schema(lake: Lake) -> None:
+    """Files committed with no declared schema read back with the schema they record, in
+    every engine."""
+    written = lake.write("raw", sales([1, 2]))
+    lake.registry.commit("raw", add=written)
+    assert lake.registry.read().datasets["raw"].schema is None
+    scan = lake.scan("raw")
+    assert scan.schema.equals(sales([1]).schema)
+    same_rows(sales([1, 2]), engines(scan))
+    same_rows(sales([1, 2]).select(["id"]), engines(lake.scan("raw", columns=["id"])))

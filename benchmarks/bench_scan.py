@@ -15,8 +15,9 @@ int16) is appended once. Each reader then materialises every row as an Arrow tab
 - ``scan().to_polars().collect()``, and Polars' ``scan_parquet`` over the same files directly.
 
 The lakelock rows include planning the scan (reading the registry and the manifests). Each
-figure is the median of ``--repeat`` runs, at 0 ms and 20 ms of latency added by the endpoint
-to every request. The endpoint runs in its own process.
+figure is the median of ``--repeat`` runs, taken round robin across the readers (so that other
+load on the machine hits them alike), at 0 ms and 20 ms of latency added by the endpoint to
+every request. The endpoint runs in its own process.
 """
 
 from __future__ import annotations
@@ -57,15 +58,13 @@ def make_table(rows: int, partitions: int) -> pa.Table:
     )
 
 
-def median_seconds(read: Callable[[], pa.Table], repeat: int, rows: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        table = read()
-        times.append(time.perf_counter() - start)
-        if table.num_rows != rows:
-            raise AssertionError(f"read {table.num_rows} rows, expected {rows}")
-    return statistics.median(times)
+def timed(read: Callable[[], pa.Table], rows: int) -> float:
+    start = time.perf_counter()
+    table = read()
+    seconds = time.perf_counter() - start
+    if table.num_rows != rows:
+        raise AssertionError(f"read {table.num_rows} rows, expected {rows}")
+    return seconds
 
 
 def readers(lake: lakelock.Lake) -> dict[str, Callable[[], pa.Table]]:
@@ -146,9 +145,16 @@ def main() -> None:
             s3.clear_faults()
             if latency_ms:
                 s3.inject("latency", delay=latency_ms / 1000)
-            for name, read in readers(lake).items():
-                read()  # warm up: imports, extension loading, connection pools
-                results[name, latency_ms] = median_seconds(read, options.repeat, options.rows)
+            each = readers(lake)
+            for read in each.values():
+                timed(read, options.rows)  # warm up: imports, extension loading, pools
+            # Round robin, so that load from elsewhere on the machine hits every reader alike.
+            times: dict[str, list[float]] = {name: [] for name in each}
+            for _ in range(options.repeat):
+                for name, read in each.items():
+                    times[name].append(timed(read, options.rows))
+            for name, seconds in times.items():
+                results[name, latency_ms] = statistics.median(seconds)
         s3.clear_faults()
         print_table(results)
 

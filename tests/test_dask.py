@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -166,3 +167,12 @@ def test_errors_pickle_with_their_fields() -> None:
         back = pickle.loads(pickle.dumps(error))
         assert type(back) is type(error)
         assert (str(back), back.__dict__) == (str(error), error.__dict__)
+
+
+def test_missing_dask_names_its_extra(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Dask installed, lakelock.dask says which extra to install."""
+    frame = events(partitions=1)
+    monkeypatch.setitem(sys.modules, "dask", None)
+    with pytest.raises(MissingExtraError) as missing:
+        lakelock.dask.append(lake, "events", frame)
+    assert missing.value.extra == "dask"

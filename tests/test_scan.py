@@ -118,9 +118,10 @@ def test_partition_columns_come_back_typed(lake: Lake) -> None:
             ),
             "on": pa.array([dt.date(2024, 2, 29)] * 4, pa.date32()),
             "flag": pa.array([True, False, None, True]),
+            "kind": pa.array(["x", "y", "x", None]).dictionary_encode(),
         }
     )
-    partition_by = ["label", "n", "at", "price", "on", "flag"]
+    partition_by = ["label", "n", "at", "price", "on", "flag", "kind"]
     lake.append("typed", table, partition_by=partition_by)
     scan = lake.scan("typed")
     assert scan.schema.equals(table.schema)
@@ -142,6 +143,7 @@ def test_partition_columns_come_back_typed(lake: Lake) -> None:
         "price": "DECIMAL(5,2)",
         "on": "DATE",
         "flag": "BOOLEAN",
+        "kind": "VARCHAR",
     }
 
 

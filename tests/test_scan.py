@@ -53,7 +53,7 @@ def sales(days: list[int], *, first_id: int = 0, per_day: int = 3) -> pa.Table:
 
 
 def engines(scan: Scan) -> dict[str, pa.Table]:
-    """What every reader returns for ``scan``, as Arrow tables sorted by id."""
+    """What every reader returns for ``scan``, as Arrow tables (rows in any order)."""
     con = scan.to_duckdb("t")
     results = {
         "arrow": scan.to_arrow(),
@@ -63,7 +63,7 @@ def engines(scan: Scan) -> dict[str, pa.Table]:
         "pandas": pa.Table.from_pandas(scan.to_pandas(), preserve_index=False),
     }
     con.close()
-    return {name: t.sort_by("id") if "id" in t.column_names else t for name, t in results.items()}
+    return results
 
 
 def rows(table: pa.Table) -> list[dict[str, Any]]:

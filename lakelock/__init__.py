@@ -17,7 +17,7 @@ policy = lakelock.generate_bucket_policy(
 from lakelock import errors
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
-from lakelock._lake import Lake, MoveOptions
+from lakelock._lake import Lake, LakeConfig, MoveOptions
 from lakelock._lease import Lease, LeaseOptions
 from lakelock._objects import ListedObject
 from lakelock._pathlock import (
@@ -44,6 +44,7 @@ from lakelock._registry import (
     RegistrySnapshot,
 )
 from lakelock._retry import RetryPolicy
+from lakelock._scan import Scan
 from lakelock._vacuum import VacuumReport
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "HistoryEntry",
     "IntentFate",
     "Lake",
+    "LakeConfig",
     "Lease",
     "LeaseOptions",
     "ListedObject",
@@ -73,6 +75,7 @@ __all__ = [
     "Registry",
     "RegistrySnapshot",
     "RetryPolicy",
+    "Scan",
     "VacuumReport",
     "errors",
     "generate_bucket_policy",

@@ -38,6 +38,12 @@ partitions are not attempted. Those files are unreferenced orphans for ``vacuum`
 deleted here, least of all after an unknown outcome.
 
 **Empty tables** write nothing and return ``[]`` (after validation).
+
+**Reading.** :func:`read_files` fetches the files it is given — the caller decides which:
+``lake.scan`` passes exactly a snapshot's files, never a listing — whole and in parallel
+(:data:`DEFAULT_READ_WORKERS` at a time), verifies each against its recorded checksum, and
+re-attaches the partition columns from the path, typed by the dataset's schema. The first
+failure, in file order, is raised; files not yet started are not fetched.
 """
 
 from __future__ import annotations
@@ -46,8 +52,10 @@ import base64
 import contextlib
 import hashlib
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -72,11 +80,13 @@ from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = [
     "CHECKSUM_METADATA",
+    "DEFAULT_READ_WORKERS",
     "DEFAULT_SPOOL_THRESHOLD",
     "PARQUET_CONTENT_TYPE",
     "RECORDS_METADATA",
     "SCHEMA_METADATA",
     "read_files",
+    "recorded_schema",
     "table_schema",
     "write_table",
     "written_before",
@@ -85,6 +95,8 @@ __all__ = [
 MIB = 1024 * 1024
 #: Parquet bodies up to this size stay in memory; larger ones spill to a temporary file.
 DEFAULT_SPOOL_THRESHOLD = 32 * MIB
+#: Data files fetched at once when reading.
+DEFAULT_READ_WORKERS = 16
 #: The IANA media type registered for Apache Parquet.
 PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
 #: S3 metadata keys (sent as ``x-amz-meta-...``).
@@ -373,25 +385,102 @@ def read_files(
     *,
     schema: Any = None,
     partition_by: Sequence[str] = (),
+    columns: Sequence[str] | None = None,
+    filter: Any = None,
+    max_workers: int = DEFAULT_READ_WORKERS,
+    progress: Progress | None = None,
 ) -> Any:
     """The table made of ``files``, in their order, partition columns re-attached.
 
-    Each file's bytes are checked against its recorded checksum (a mismatch raises
+    Files are fetched whole, ``max_workers`` at a time, and each one's bytes are checked
+    against its recorded checksum (a mismatch raises
     :class:`~lakelock.errors.StorageError` with ``code="ChecksumMismatch"``). The result has
     ``schema`` when given (columns missing from a file are null, types cast); otherwise the
     schema recorded in the files (unified across them), where files written by other tools
     contribute their partition columns as strings. ``partition_by``, when given, must be the
-    partition columns of every file, in order.
+    partition columns of every file, in order. ``columns`` keeps only those columns, in that
+    order; ``filter`` (a ``pyarrow.compute.Expression`` over the whole schema) keeps only the
+    rows it is true for. ``progress(done, total)`` counts the bytes of the files read.
     """
     expected = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-    pieces = [_read_piece(store, file, expected) for file in files]
+    wanted = tuple(columns) if columns is not None else None
+    # Without a filter, only the wanted columns are decoded; a filter may need any column.
+    decode = wanted if filter is None else None
+    meter = _ReadMeter(progress, sum(f.size for f in files))
+
+    def read(file: DataFile) -> _Piece:
+        piece = _read_piece(store, file, expected, decode)
+        if schema is not None:  # conform here, in parallel, and drop the raw columns
+            piece = _Piece(file, _finish(piece, schema, wanted, filter), (), schema)
+        meter.advance(file.size)
+        return piece
+
+    pieces = _parallel_map(read, files, max_workers)
     target = schema if schema is not None else _unified_schema(pieces)
-    if not pieces:
-        return target.empty_table()
-    return pa.concat_tables([_conform(piece, target) for piece in pieces])
+    if schema is None:
+        tables = [_finish(piece, target, wanted, filter) for piece in pieces]
+    else:
+        tables = [piece.data for piece in pieces]
+    if not tables:
+        return _project(target, wanted).empty_table()
+    return pa.concat_tables(tables)
 
 
-def _read_piece(store: ObjectStore, file: DataFile, expected: tuple[str, ...]) -> _Piece:
+def _parallel_map(
+    function: Callable[[DataFile], _Piece], files: Sequence[DataFile], workers: int
+) -> list[_Piece]:
+    """``[function(f) for f in files]`` on up to ``workers`` threads; the first error (in
+    file order) is raised and the files not yet started are not read."""
+    if len(files) <= 1 or workers <= 1:
+        return [function(f) for f in files]
+    pool = ThreadPoolExecutor(
+        max_workers=min(workers, len(files)), thread_name_prefix="lakelock-read"
+    )
+    try:
+        futures = [pool.submit(function, f) for f in files]
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _finish(piece: _Piece, target: Any, columns: tuple[str, ...] | None, filter: Any) -> Any:
+    table = _conform(piece, target)
+    if filter is not None:
+        table = table.filter(filter)
+    return table.select(list(columns)) if columns is not None else table
+
+
+def _project(schema: Any, columns: tuple[str, ...] | None) -> Any:
+    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
+
+
+class _ReadMeter:
+    """``progress(done, total)`` over bytes, from several reading threads."""
+
+    def __init__(self, callback: Progress | None, total: int) -> None:
+        self._callback = callback
+        self._total = total
+        self._done = 0
+        self._lock = threading.Lock()
+
+    def advance(self, size: int) -> None:
+        if self._callback is None:
+            return
+        with self._lock:
+            self._done += size
+            self._callback(self._done, self._total)
+
+
+def recorded_schema(store: ObjectStore, file: DataFile) -> Any:
+    """The schema ``file`` records (read whole, checksum verified): the dataset's schema when
+    lakelock wrote it; for another tool's file, its columns and then its partition columns
+    as strings."""
+    return _read_piece(store, file, (), ()).schema
+
+
+def _read_piece(
+    store: ObjectStore, file: DataFile, expected: tuple[str, ...], decode: tuple[str, ...] | None
+) -> _Piece:
     partition = parse_partition_path(file.partition_path)
     columns = tuple(column for column, _ in partition)
     if expected and columns != expected:
@@ -401,12 +490,16 @@ def _read_piece(store: ObjectStore, file: DataFile, expected: tuple[str, ...]) -
     obj = store.get(file.key)
     _verify_checksum(store, file, obj.body)
     parquet = pq.ParquetFile(pa.BufferReader(obj.body))
-    data = parquet.read()
-    recorded = (parquet.schema_arrow.metadata or {}).get(SCHEMA_METADATA)
+    stored = parquet.schema_arrow
+    if decode is None:
+        data = parquet.read()
+    else:
+        data = parquet.read(columns=[c for c in decode if c in stored.names])
+    recorded = (stored.metadata or {}).get(SCHEMA_METADATA)
     if recorded is not None:
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(recorded)))
     else:  # written by another tool: its own columns, then the path's as strings
-        schema = data.schema.remove_metadata()
+        schema = stored.remove_metadata()
         for column in columns:
             if column not in schema.names:
                 schema = schema.append(pa.field(column, pa.string()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypedDict, Unpack
 
@@ -16,8 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelock._client import s3_client
+from lakelock._connection import Connection
 from lakelock._datafile import DataFile
-from lakelock._datasets import read_files, table_schema, write_table
+from lakelock._datasets import table_schema, write_table
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
 from lakelock._lease import Lease, LeaseOptions
@@ -43,10 +45,11 @@ from lakelock._registry import Change, CommitResult, Registry, RegistrySnapshot
 from lakelock._registry._objects import HistoryEntry
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
+from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
-__all__ = ["Lake"]
+__all__ = ["Lake", "LakeConfig"]
 
 Progress = Callable[[int, int], None]
 #: How long the registry remembers retired manifests by default (see ``Lake(retention=)``).
@@ -67,6 +70,29 @@ class MoveOptions(TypedDict, total=False):
     ttl: float
     timeout: float | None
     progress: Progress | None
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """What it takes to open a :class:`Lake` elsewhere — on a Dask, Spark or Ray worker —
+    as plain picklable data (the credentials are the client's current ones; see
+    :mod:`lakelock._connection`). ``Lake.config`` makes one; :meth:`open` is the Lake."""
+
+    bucket: str
+    prefix: str
+    connection: Connection
+    multipart_threshold: int = 64 * 1024 * 1024
+    commit_window: int = 1000
+
+    def open(self) -> Lake:
+        """A new Lake (its own client) on the same bucket, prefix, endpoint and identity."""
+        return Lake(
+            self.bucket,
+            prefix=self.prefix,
+            s3=self.connection.client(),
+            multipart_threshold=self.multipart_threshold,
+            commit_window=self.commit_window,
+        )
 
 
 class Lake:
@@ -147,6 +173,18 @@ class Lake:
         return f"Lake('s3://{self.bucket}/{self.prefix}')"
 
     @property
+    def config(self) -> LakeConfig:
+        """This Lake as picklable data (bucket, prefix, endpoint, region, credentials), to
+        open the same lake on another process or machine: ``config.open()``."""
+        return LakeConfig(
+            self.bucket,
+            self.prefix,
+            Connection.of(self.client),
+            multipart_threshold=self.store.multipart_threshold,
+            commit_window=self.registry.commit_window,
+        )
+
+    @property
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}"
 
@@ -214,6 +252,36 @@ class Lake:
             operation="append",
         )
 
+    def scan(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[str | Mapping[str, object]] | None = None,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        snapshot: RegistrySnapshot | None = None,
+        version: int | None = None,
+        as_of: float | datetime | None = None,
+    ) -> Scan:
+        """A read of ``dataset`` in one registry snapshot (default: the current one; or as it
+        was at registry ``version`` or server time ``as_of``: time travel), for pyarrow,
+        DuckDB, Polars or pandas: ``lake.scan("sales").to_duckdb("sales")``. ``partitions``
+        as for :meth:`read`; ``columns`` keeps those columns, in that order; ``filter`` is a
+        ``pyarrow.compute.Expression`` (``pc.field("day") >= 15``); both prune partitions
+        before any data is read. See :mod:`lakelock._scan`."""
+        snapshot = snapshot or self.registry.read(version=version, as_of=as_of)
+        if snapshot.historical:  # a version without this dataset is a typed error, not empty
+            self.registry.dataset(dataset, version=version, as_of=as_of, snapshot=snapshot)
+        return plan_scan(
+            self.store,
+            self.registry,
+            snapshot,
+            dataset,
+            partitions=partitions,
+            columns=columns,
+            filter=filter,
+        )
+
     def read(
         self,
         dataset: str,
@@ -226,18 +294,10 @@ class Lake:
         """The committed rows of ``dataset`` in one registry snapshot (default: the current
         one; or the dataset as it was at registry ``version`` or server time ``as_of``),
         optionally only of some partitions, given as paths (``"year=2024/month=01"``) or as
-        ``{"year": 2024, "month": 1}`` mappings."""
-        snap = snapshot or self.registry.read(version=version, as_of=as_of)
-        dataset = validate_dataset_name(dataset)
-        state = self.registry.dataset(dataset, version=version, as_of=as_of, snapshot=snap)
-        wanted = None
-        if partitions is not None:
-            wanted = [self._partition(state.partition_by, p) for p in partitions]
-            for path in wanted:
-                if path not in state.partitions:
-                    raise DatasetNotFoundError(dataset, partition=path)
-        files = self.registry.files(dataset, snapshot=snap, partitions=wanted)
-        return read_files(self.store, files, schema=state.schema, partition_by=state.partition_by)
+        ``{"year": 2024, "month": 1}`` mappings: ``scan(...).to_arrow()``."""
+        return self.scan(
+            dataset, partitions=partitions, snapshot=snapshot, version=version, as_of=as_of
+        ).to_arrow()
 
     @staticmethod
     def _partition(columns: Sequence[str], partition: str | Mapping[str, object]) -> str:

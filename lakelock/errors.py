@@ -25,7 +25,8 @@ LakelockError
 ├── RegistryCorruptError                   the registry cannot be trusted: never overwritten
 ├── LeaseError                             .name .token
 │   └── LeaseLostError                        the lease expired or was taken over
-└── LockTimeout (TimeoutError)             a lock or lease was not acquired in time
+├── LockTimeout (TimeoutError)             a lock or lease was not acquired in time
+└── MissingExtraError (ImportError)        an optional engine is not installed: .extra
 ```
 
 Every error carries the fields a caller needs to act on it; nobody should have to parse
@@ -51,6 +52,7 @@ __all__ = [
     "LeaseError",
     "LeaseLostError",
     "LockTimeout",
+    "MissingExtraError",
     "NotFoundError",
     "OutcomeUnknownError",
     "PreconditionFailedError",
@@ -66,7 +68,20 @@ __all__ = [
 
 
 class LakelockError(Exception):
-    """Root of every error lakelock raises."""
+    """Root of every error lakelock raises.
+
+    Every error pickles with its fields, so it crosses process boundaries (multiprocessing,
+    Dask and Spark workers) as itself."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[LakelockError], args: tuple[Any, ...], fields: dict[str, Any]) -> Any:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
 
 
 class InvalidNameError(LakelockError, ValueError):
@@ -297,3 +312,15 @@ class LockTimeout(LakelockError, TimeoutError):
         super().__init__(message)
         self.target = target
         self.timeout = timeout
+
+
+class MissingExtraError(LakelockError, ImportError):
+    """An optional dependency is not installed. ``extra`` names the lakelock extra that
+    installs it (``pip install 'lakelock[<extra>]'``), ``package`` what was missing."""
+
+    def __init__(self, extra: str, *, package: str, reason: str = "is not installed") -> None:
+        super().__init__(
+            f"{package} {reason}: install it with pip install 'lakelock[{extra}]'", name=package
+        )
+        self.extra = extra
+        self.package = package

@@ -71,3 +71,51 @@ def test_daily_pipeline_without_an_endpoint_fails_in_seconds(s3: S3Endpoint) -> 
     assert done.stderr.startswith("daily_pipeline: error: ")
     assert len(done.stderr.splitlines()) == 1
     assert f"cannot connect to {url}" in done.stderr
+
+
+def run_example(name: str, *args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+DUCKDB_OUTPUT = [
+    "orders:",
+    "  day 2: 3 orders, total 60.00",
+    "  day 3: 4 orders, total 100.00",
+    "orders_before:",
+    "  day 1: 2 orders, total 30.00",
+    "  day 2: 3 orders, total 60.00",
+]
+
+
+def test_duckdb_query_runs_on_its_own_endpoint() -> None:
+    """The DuckDB example queries the current snapshot (day 1 pruned) and an older one."""
+    assert run_example("duckdb_query.py") == DUCKDB_OUTPUT
+
+
+def test_duckdb_query_against_a_served_endpoint(endpoint: S3Endpoint) -> None:
+    """With --endpoint-url it runs against a running endpoint; a re-run appends nothing (its
+    "before" snapshot is then taken after day 3 had landed, in the first run)."""
+    assert run_example("duckdb_query.py", "--endpoint-url", endpoint.url) == DUCKDB_OUTPUT
+    again = run_example("duckdb_query.py", "--endpoint-url", endpoint.url)
+    assert again[:3] == DUCKDB_OUTPUT[:3]
+    assert again[4:] == [DUCKDB_OUTPUT[4], *DUCKDB_OUTPUT[1:3]]  # days 1-3, each once
+
+
+def test_dask_job_commits_once(endpoint: S3Endpoint) -> None:
+    """The Dask example writes from worker processes, commits once, and its re-run (same
+    commit id) appends nothing: every click is in the lake exactly once."""
+    lines = run_example("dask_job.py", "--endpoint-url", endpoint.url)
+    assert lines[0].startswith("committed clicks-2024-01 at version ")
+    assert lines[1:] == [
+        "re-run of clicks-2024-01: already committed = True",
+        "day 1: 3334 clicks",
+        "day 2: 3333 clicks",
+        "day 3: 3333 clicks",
+    ]

@@ -104,6 +104,7 @@ def test_error_tree_has_one_root() -> None:
     assert issubclass(lakelock.errors.InvalidNameError, ValueError)
     assert issubclass(lakelock.errors.NotFoundError, FileNotFoundError)
     assert issubclass(lakelock.errors.DatasetNotFoundError, KeyError)
+    assert issubclass(lakelock.errors.MissingExtraError, ImportError)
 
 
 def test_testing_exports() -> None:

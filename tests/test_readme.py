@@ -138,7 +138,7 @@ EXAMPLES = docstring_examples()
 def test_docstring_examples_are_found() -> None:
     """The collector sees the package's examples (a collector finding none proves nothing)."""
     where = {w for w, _ in EXAMPLES}
-    assert {"lakelock", "lakelock._lease", "lakelock._dlock"} <= where
+    assert {"lakelock", "lakelock._lease._shell", "lakelock._pathlock._distributed"} <= where
 
 
 @pytest.mark.parametrize(("where", "code"), EXAMPLES, ids=[w for w, _ in EXAMPLES])

@@ -1,0 +1,395 @@
+"""``lake.scan``: one dataset of one registry snapshot, read by pyarrow, DuckDB, Polars or
+pandas.
+
+```python
+scan = lake.scan("sales", columns=["id", "amount", "day"], filter=pc.field("day") >= 15)
+scan.files()                                   # the snapshot's files that can match
+table = scan.to_arrow()                        # fetched in parallel, checksums verified
+con = scan.to_duckdb("sales")                  # a DuckDB view over the same files
+con.sql("SELECT day, sum(amount) FROM sales GROUP BY day")
+frame = scan.to_polars().group_by("day").agg(pl.col("amount").sum()).collect()
+```
+
+**Exactly the snapshot's files.** A scan reads the files the snapshot's manifests name —
+never a listing — so orphans, files of failed commits and files still being written are
+invisible to every engine. The snapshot is resolved once, when the scan is made (by
+:meth:`Lake.scan <lakelock.Lake.scan>`); the scan's readers then all see that one version.
+
+**Typed partition columns.** Partition values live in the keys (``day=15/``), not in the
+files; every engine gets them typed by the dataset's schema (pyarrow from each fragment's
+partition expression, DuckDB through ``hive_types``, Polars through ``hive_schema``).
+
+**Pruning before any GET.** ``partitions=`` picks partitions by name; ``filter`` (a
+``pyarrow.compute.Expression``) is simplified against each partition's values and partitions
+it cannot match are dropped, both before any request for data. A filter over partition
+columns only is decided that way exactly; a filter that also reads data columns is applied to
+the rows as well: by pyarrow in :meth:`Scan.to_arrow` and :meth:`Scan.to_pyarrow_dataset`,
+and, for DuckDB and Polars, by handing them the filtered pyarrow dataset (write such
+conditions in SQL or Polars instead to have the engine read the files itself).
+
+**Integrity.** :meth:`Scan.to_arrow` fetches each file whole and checks it against the
+checksum the registry recorded. The engines read byte ranges of the files directly and
+cannot check a whole-file checksum; they rely on S3's own transport checks.
+
+**Credentials.** pyarrow, DuckDB and Polars get the endpoint, region, addressing style and
+credentials of the Lake's own boto3 client (:mod:`lakelock._engines`): S3 is configured once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyarrow import fs
+
+from lakelock._connection import Connection
+from lakelock._datafile import DataFile
+from lakelock._datasets import read_files, recorded_schema
+from lakelock._engines import (
+    duckdb_connection,
+    polars_storage_options,
+    pyarrow_filesystem,
+    require,
+    sql_identifier,
+    sql_string,
+)
+from lakelock._names import (
+    parse_partition_path,
+    parse_partition_value,
+    partition_path,
+    validate_dataset_name,
+    validate_partition_path,
+)
+from lakelock.errors import DatasetNotFoundError, InvalidNameError
+
+if TYPE_CHECKING:
+    from lakelock._registry import Registry, RegistrySnapshot
+    from lakelock._s3 import ObjectStore
+
+__all__ = ["Scan", "plan_scan"]
+
+Progress = Callable[[int, int], None]
+PartitionSpec = str | Mapping[str, object]
+
+
+def plan_scan(
+    store: ObjectStore,
+    registry: Registry,
+    snapshot: RegistrySnapshot,
+    dataset: str,
+    *,
+    partitions: Iterable[PartitionSpec] | None = None,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+) -> Scan:
+    """The scan of ``dataset`` in ``snapshot``: names checked, files listed from the
+    manifests, partitions pruned. Raises :class:`DatasetNotFoundError` for an unknown
+    dataset or partition, :class:`InvalidNameError` for an unknown column or a filter that
+    does not apply to the dataset's columns."""
+    dataset = validate_dataset_name(dataset)
+    state = snapshot.datasets.get(dataset)
+    if state is None:
+        raise DatasetNotFoundError(dataset)
+    wanted = None
+    if partitions is not None:
+        wanted = [_partition(state.partition_by, p) for p in partitions]
+        for path in wanted:
+            if path not in state.partitions:
+                raise DatasetNotFoundError(dataset, partition=path)
+    files = registry.files(dataset, snapshot=snapshot, partitions=wanted)
+    return Scan(
+        store,
+        snapshot,
+        dataset,
+        files,
+        schema=state.schema,
+        partition_by=state.partition_by,
+        columns=columns,
+        filter=filter,
+    )
+
+
+def _partition(columns: Sequence[str], partition: PartitionSpec) -> str:
+    if isinstance(partition, str):
+        return validate_partition_path(partition)
+    if list(partition) != list(columns):
+        raise InvalidNameError(
+            partition, f"a partition names the columns {list(columns)}, in that order"
+        )
+    return partition_path(partition.items())
+
+
+class Scan:
+    """A planned read of one dataset in one registry snapshot (see the module docstring).
+
+    ``schema`` is the schema of what the scan returns (the ``columns`` asked for, in that
+    order, partition columns typed). Make one with :meth:`Lake.scan <lakelock.Lake.scan>`.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        snapshot: RegistrySnapshot,
+        dataset: str,
+        files: Sequence[DataFile],
+        *,
+        schema: pa.Schema | None,
+        partition_by: Sequence[str],
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+    ) -> None:
+        self.store = store
+        self.snapshot = snapshot
+        self.dataset = dataset
+        self.partition_by = tuple(partition_by)
+        self._recorded_schema = schema
+        self._all_files = tuple(files)
+        # Checked against the schema only when given: a dataset committed without a schema
+        # learns its schema from a file, which costs a GET.
+        self.columns = (
+            None if columns is None else _checked_columns(dataset, self.full_schema, columns)
+        )
+        self.filter = None if filter is None else _checked_filter(dataset, self.full_schema, filter)
+
+    def __repr__(self) -> str:
+        return (
+            f"Scan({self.dataset!r}, version={self.snapshot.version}, "
+            f"files={len(self._files)}/{len(self._all_files)})"
+        )
+
+    # -- what is read -------------------------------------------------------------------------
+
+    @cached_property
+    def full_schema(self) -> pa.Schema:
+        """The dataset's whole schema (all columns, partition columns included)."""
+        if self._recorded_schema is not None:
+            return self._recorded_schema
+        # A dataset committed without a schema: the schema its first file records, partition
+        # columns as strings when the file does not say.
+        if not self._all_files:
+            return pa.schema([(c, pa.string()) for c in self.partition_by])
+        return recorded_schema(self.store, self._all_files[0])
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema of what the scan returns."""
+        if self.columns is None:
+            return self.full_schema
+        return pa.schema([self.full_schema.field(c) for c in self.columns])
+
+    def files(self) -> list[DataFile]:
+        """The files the scan reads: the snapshot's files of the partitions asked for, less
+        those whose partition values the filter rules out."""
+        return list(self._files)
+
+    @cached_property
+    def _files(self) -> tuple[DataFile, ...]:
+        if self.filter is None or not self.partition_by:
+            return self._all_files
+        paths = sorted({f.partition_path for f in self._all_files})
+        expressions = [self._partition_expression(path) for path in paths]
+        # Pruning only: no fragment is ever opened, the paths name no real file.
+        candidates = ds.FileSystemDataset.from_paths(
+            [f"lakelock-prune/{i}" for i in range(len(paths))],
+            schema=self.full_schema,
+            format=ds.ParquetFileFormat(),
+            filesystem=fs.LocalFileSystem(),
+            partitions=expressions,
+        )
+        kept = {
+            paths[int(fragment.path.rsplit("/", 1)[1])]
+            for fragment in candidates.get_fragments(filter=self.filter)
+        }
+        return tuple(f for f in self._all_files if f.partition_path in kept)
+
+    @cached_property
+    def _exact(self) -> bool:
+        """Whether pruning alone applies the filter (it names partition columns only)."""
+        if self.filter is None:
+            return True
+        partition_schema = pa.schema([self.full_schema.field(c) for c in self.partition_by])
+        return _binds(self.filter, partition_schema)
+
+    def _partition_expression(self, path: str) -> pc.Expression:
+        expression = pc.scalar(True)
+        for column, text in parse_partition_path(path):
+            field = pc.field(column)
+            if text is None:
+                expression = expression & field.is_null()
+            else:
+                value = parse_partition_value(text, self.full_schema.field(column).type)
+                expression = expression & (field == value)
+        return expression
+
+    @cached_property
+    def _connection(self) -> Connection:
+        return Connection.of(self.store.client)
+
+    def _url(self, file: DataFile) -> str:
+        return f"s3://{self.store.bucket}/{self.store.full_key(file.key)}"
+
+    # -- readers ------------------------------------------------------------------------------
+
+    def to_arrow(self, *, progress: Progress | None = None) -> pa.Table:
+        """The rows as one ``pyarrow.Table``: files fetched whole and in parallel through the
+        Lake's client, each checked against its recorded checksum. ``progress(done,
+        total)`` counts bytes fetched."""
+        return read_files(
+            self.store,
+            self._files,
+            # Without a recorded schema, the files' own schemas, unified.
+            schema=self._recorded_schema,
+            partition_by=self.partition_by,
+            columns=self.columns,
+            filter=None if self._exact else self.filter,
+            progress=progress,
+        )
+
+    def to_pandas(self) -> Any:
+        """The rows as a ``pandas.DataFrame`` (extra ``pandas``)."""
+        require("pandas", extra="pandas")
+        return self.to_arrow().to_pandas()
+
+    def to_pyarrow_dataset(self) -> ds.Dataset:
+        """A ``pyarrow.dataset.Dataset`` over exactly the scan's files, read straight from
+        S3 by pyarrow with the Lake's credentials. Each fragment carries its partition
+        expression and size (no listing, no HEAD). It has the scan's columns (plus, when a
+        filter names others, those it needs) and applies the scan's filter."""
+        schema = self.schema
+        if self.filter is not None and not _binds(self.filter, schema):
+            schema = self.full_schema
+        filesystem = pyarrow_filesystem(self._connection)
+        parquet = ds.ParquetFileFormat()
+        fragments = [
+            parquet.make_fragment(
+                f"{self.store.bucket}/{self.store.full_key(f.key)}",
+                filesystem=filesystem,
+                partition_expression=self._partition_expression(f.partition_path),
+                file_size=f.size,
+            )
+            for f in self._files
+        ]
+        dataset = ds.FileSystemDataset(fragments, schema, parquet, filesystem)
+        return dataset if self._exact else dataset.filter(self.filter)
+
+    def to_duckdb(self, table_name: str, connection: Any = None) -> Any:
+        """A DuckDB view ``table_name`` over the scan (extra ``duckdb``), in ``connection``
+        (default: a new in-memory database with threads for remote reads,
+        :data:`~lakelock._engines.DUCKDB_MIN_THREADS`), which is returned. DuckDB reads the files
+        itself (``read_parquet`` over the exact file list, partition columns typed through
+        ``hive_types``) with a temporary S3 secret scoped to this lake; each query re-reads
+        them, so DuckDB's projection and filter pushdown apply."""
+        con = duckdb_connection(self._connection, self._scope, connection)
+        name = sql_identifier(table_name)
+        selected = ", ".join(sql_identifier(c) for c in self.schema.names)
+        if not self._exact:
+            # DuckDB scans the filtered pyarrow dataset (module docstring).
+            hidden = f"__lakelock_{table_name}"
+            con.register(hidden, self.to_pyarrow_dataset())
+            con.execute(
+                f"CREATE OR REPLACE VIEW {name} AS SELECT {selected} FROM {sql_identifier(hidden)}"
+            )
+            return con
+        types = _duckdb_types(con, self.full_schema)
+        if not self._files:
+            nulls = ", ".join(
+                f"CAST(NULL AS {types[c]}) AS {sql_identifier(c)}" for c in self.schema.names
+            )
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {nulls} WHERE false")
+            return con
+        source = self._duckdb_source(types)
+        try:
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {selected} FROM {source}")
+        except require("duckdb", extra="duckdb").BinderException:
+            # A column of the dataset that no file of the scan has (added by a later commit):
+            # null, as in every other reader.
+            present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+            selected = ", ".join(
+                sql_identifier(c)
+                if c in present
+                else f"CAST(NULL AS {types[c]}) AS {sql_identifier(c)}"
+                for c in self.schema.names
+            )
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {selected} FROM {source}")
+        return con
+
+    @property
+    def _scope(self) -> str:
+        return f"s3://{self.store.bucket}/{self.store.prefix}"
+
+    def _duckdb_source(self, types: Mapping[str, str]) -> str:
+        urls = "[" + ", ".join(sql_string(self._url(f)) for f in self._files) + "]"
+        options = ["union_by_name = true"]
+        if self.partition_by:
+            hive = ", ".join(f"{sql_string(c)}: {sql_string(types[c])}" for c in self.partition_by)
+            options += ["hive_partitioning = true", f"hive_types = {{{hive}}}"]
+        else:
+            options.append("hive_partitioning = false")
+        return f"read_parquet({urls}, {', '.join(options)})"
+
+    def to_polars(self) -> Any:
+        """A ``polars.LazyFrame`` over the scan (extra ``polars``): Polars reads the exact
+        file list itself (partition columns typed through ``hive_schema``, columns a file
+        lacks as nulls) with storage options derived from the Lake's client."""
+        pl = require("polars", extra="polars")
+        if not self._exact:
+            return pl.scan_pyarrow_dataset(self.to_pyarrow_dataset()).select(self.schema.names)
+        types = pl.from_arrow(self.full_schema.empty_table()).schema
+        if not self._files:
+            return pl.from_arrow(self.schema.empty_table()).lazy()
+        data = {c: t for c, t in types.items() if c not in self.partition_by}
+        frame = pl.scan_parquet(
+            [self._url(f) for f in self._files],
+            glob=False,
+            hive_partitioning=bool(self.partition_by),
+            hive_schema={c: types[c] for c in self.partition_by} or None,
+            schema=data,
+            missing_columns="insert",
+            storage_options=polars_storage_options(self._connection),
+        )
+        return frame.select(self.schema.names)
+
+
+def _checked_columns(dataset: str, schema: pa.Schema, columns: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(columns, str):
+        columns = [columns]
+    chosen = tuple(columns)
+    for column in chosen:
+        if column not in schema.names:
+            raise InvalidNameError(column, f"not a column of dataset {dataset!r}")
+        if chosen.count(column) > 1:
+            raise InvalidNameError(column, "column asked for twice")
+    return chosen
+
+
+def _checked_filter(dataset: str, schema: pa.Schema, filter: pc.Expression) -> pc.Expression:
+    if not isinstance(filter, pc.Expression):
+        raise TypeError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
+    problem = _bind_problem(filter, schema)
+    if problem is not None:
+        raise InvalidNameError(str(filter), f"not a filter over dataset {dataset!r}: {problem}")
+    return filter
+
+
+def _binds(filter: pc.Expression, schema: pa.Schema) -> bool:
+    return _bind_problem(filter, schema) is None
+
+
+def _bind_problem(filter: pc.Expression, schema: pa.Schema) -> str | None:
+    """Why ``filter`` cannot be evaluated over ``schema`` (``None`` if it can)."""
+    try:
+        result = schema.empty_table().filter(filter)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        return str(error).splitlines()[0]
+    del result
+    return None
+
+
+def _duckdb_types(con: Any, schema: pa.Schema) -> dict[str, str]:
+    """DuckDB's SQL type for each column of ``schema``."""
+    relation = con.from_arrow(schema.empty_table())
+    return {name: str(type_) for name, type_ in zip(schema.names, relation.types, strict=True)}

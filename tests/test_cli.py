@@ -32,6 +32,7 @@ from lakelock._cli._common import (
     render_table,
 )
 from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock._vacuum import SCANNED_PREFIXES
 from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
 
@@ -283,6 +284,7 @@ def test_partitions_are_listed_in_natural_order(s3: S3Endpoint, lake: Lake) -> N
     assert list(orjson.loads(data.stdout)["partitions"]) == shown
 
 
+@pytest.mark.usefixtures("loaded")
 def test_registry_log_json_lists_datasets_and_operations(s3: S3Endpoint, lake: Lake) -> None:
     """Each JSON entry has ``datasets`` as a list (a rename across datasets names both) and
     the ``operation``; ``--dataset`` matches any dataset of a commit."""
@@ -512,6 +514,7 @@ def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None
     assert lake.read("customer_profiles").num_rows == 6
 
 
+@pytest.mark.usefixtures("loaded")
 def test_vacuum_shows_progress_while_listing_even_when_piped(s3: S3Endpoint, lake: Lake) -> None:
     """``--progress`` draws on stderr (stdout and stderr are pipes here) while listing, with
     the final count, before any deleting; the report on stdout is unchanged."""
@@ -519,15 +522,14 @@ def test_vacuum_shows_progress_while_listing_even_when_piped(s3: S3Endpoint, lak
         "vacuum", lake.url, "--older-than", "0s", "--progress", "--endpoint-url", s3.url
     )
     assert result.returncode == 0, result.stderr
-    listed = len(list(lake.store.list("datasets/"))) + len(
-        list(lake.store.list("metastore/manifests/"))
-    )
+    listed = sum(len(list(lake.store.list(prefix))) for prefix in SCANNED_PREFIXES)
     assert result.stderr.endswith(f"listing {listed} objects\n")
     assert f"{listed} objects scanned" in result.stdout
     quiet = lakelock("vacuum", lake.url, "--older-than", "0s", "--endpoint-url", s3.url)
     assert quiet.stderr == ""
 
 
+@pytest.mark.usefixtures("loaded")
 def test_vacuum_beyond_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) -> None:
     """``--older-than`` past the registry's retention (7 days by default): one line telling
     the user about ``--retention``; with a long enough ``--retention`` it runs."""

@@ -30,7 +30,7 @@ from lakelock.errors import (
     StorageError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY, wait_until
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.errors import CommitConflictError
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, no_sleep, wait_until
-from tests.test_registry_document import datafile
+from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support.files import datafile
 
 ROOT = "metastore/dataset_registry.json"
 

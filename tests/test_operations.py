@@ -24,7 +24,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY, wait_until
 
 REGISTRY = "metastore/dataset_registry.json"
 
@@ -37,7 +37,12 @@ def lake(client: Any, bucket: str) -> Lake:
 @pytest.fixture
 def other(client: Any, bucket: str) -> Lake:
     """A second writer of the same lake (its own registry state, as another process)."""
-    return Lake(bucket, s3=client, retry=FAST_RETRY)
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    # Another process that does not fold pending intents into its commits: otherwise it
+    # would apply the stalled operation's intent first, in the same swap, and the race these
+    # tests force (the other commit lands first) would not happen.
+    other.registry.max_fold = 0
+    return other
 
 
 def rows(ids: list[int], day: int, month: int = 1) -> pa.Table:

@@ -20,8 +20,8 @@ from lakelock._registry._tree import LEAF_MAX
 from lakelock._s3 import ObjectStore
 from lakelock.errors import VersionNotFoundError
 from lakelock.testing import S3Endpoint
-from tests.conftest import FAST_RETRY
-from tests.test_registry_document import datafile
+from tests._support import FAST_RETRY
+from tests._support.files import datafile
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_history_records_operations_and_counts(lake: Lake) -> None:
     history = fresh.history("sales")
     assert [(h.commit_id, h.operation, h.added, h.removed) for h in history] == [
         ("drop-1", "delete", 0, 1),
-        ("load-1", "commit", 1, 0),
+        ("load-1", "append", 1, 0),
     ]
 
 

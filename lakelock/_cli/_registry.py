@@ -237,9 +237,12 @@ def _registry_lines(
     lines = [
         f"{target.url}",
         f"registry version {snap.version}{' (as it was)' if snap.historical else ''}, "
-        f"updated {snap.updated_at}, {count} dataset{'s' if count != 1 else ''}, "
-        f"format {snap.format_version}",
+        f"updated {snap.updated_at}, {count} dataset{'s' if count != 1 else ''}",
     ]
+    if snap.format_version == 1:
+        lines.append(
+            "format 1: the next commit upgrades it to format 2 (or `lakelock registry migrate`)"
+        )
     if pending:
         lines.append(
             f"{len(pending)} pending intent{'s' if len(pending) != 1 else ''} (commits written, "

@@ -592,7 +592,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                     "at": c.at,
                     "added": c.added,
                     "removed": c.removed,
-                    **({"operation": c.operation} if doc.format_version > 1 else {}),
+                    "operation": c.operation,
                 }
                 for c in doc.commits
             ],

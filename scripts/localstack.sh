@@ -12,7 +12,9 @@
 # the virtual environment (LocalStack needs Python >= 3.12: set LAKELOCK_LOCALSTACK_PYTHON, or
 # one of python3.13, python3.12 or a pyenv 3.12+/3.13+ is used), a self-signed certificate
 # (given by CUSTOM_SSL_CERT_PATH, so LocalStack does not try to download one) and its state.
-# LocalStack listens on 127.0.0.1 only; its DNS server and usage events are switched off.
+# LocalStack listens on 127.0.0.1 only (its default server, twisted, would bind every
+# interface whatever GATEWAY_LISTEN says; hypercorn binds the address given); its DNS server
+# and usage events are switched off.
 set -euo pipefail
 
 HOME_DIR="${LAKELOCK_LOCALSTACK_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/lakelock/localstack}"
@@ -72,12 +74,12 @@ run() {
     exec env \
         SERVICES=s3 \
         GATEWAY_LISTEN="127.0.0.1:$port" \
+        GATEWAY_SERVER=hypercorn \
         LOCALSTACK_HOST="127.0.0.1:$port" \
         CUSTOM_SSL_CERT_PATH="$CERT" \
         SKIP_SSL_CERT_DOWNLOAD=1 \
         DNS_ADDRESS=0 \
         DISABLE_EVENTS=1 \
-        SKIP_INFRA_DOWNLOADS=1 \
         PERSISTENCE=0 \
         FILESYSTEM_ROOT="$HOME_DIR/state/$port" \
         "$VENV/bin/python" -m localstack.runtime.main

@@ -625,6 +625,7 @@ def test_vacuum_racing_a_rename_back_keeps_what_the_rename_reuses(
     lake.append("moves", pa.table({"id": [1, 2], "slot": ["a", "a"]}), partition_by=["slot"])
     lake.rename_partition("moves", "slot=a", to_partition="slot=b")
     later = time.time() + 2 * 3600
+    lake.store.conditional_delete_method()  # probed now, so the stall below holds the vacuum's
     s3.inject("stall", operation="DeleteObjects", bucket=bucket, count=1)
     with ThreadPoolExecutor(1) as pool:
         sweeping = pool.submit(

@@ -8,8 +8,17 @@ behaviours of AWS S3 that lakelock relies on and moto does not have (DESIGN.md Â
   lock here from its precondition check to the end of moto's write.
 - **If-Match on CompleteMultipartUpload** and **destination If-None-Match / If-Match on
   CopyObject**, which moto ignores, are checked here under the same key lock.
-- **Per-key ETags in DeleteObjects**, ignored by moto: keys whose ETag does not match are
-  taken out of the request and reported as ``PreconditionFailed`` errors in the response.
+- **Copy-source conditions** (``x-amz-copy-source-if-*``) on CopyObject and UploadPartCopy,
+  which moto ignores (all but one, unguarded): checked while the source key is locked against
+  writers, so the bytes copied are the bytes the condition was checked on.
+- **Per-key ETags (and Sizes) in DeleteObjects**, ignored by moto: keys whose condition fails
+  are taken out of the request and reported as ``PreconditionFailed`` errors in the response.
+- **Conditions moto gets wrong or cannot check** (``If-Match: *``, ETag lists, delete
+  conditions on size or modification time): see :mod:`._conditions`. What cannot be checked
+  is answered 501, never applied unconditionally.
+- **Reads never wait for a slow upload.** A request's whole body is received before any key
+  lock is taken, so a GET during a PUT of the same key gets the previous object at once, as
+  on S3; moto's own read or write of a key is serialised only for the moment it takes.
 - **501 NotImplemented** for ``If-Match`` together with ``If-None-Match``, and for an
   ``If-None-Match`` other than ``*``, as S3 answers.
 - **409 ConditionalRequestConflict**: injected as a fault, and, when ``concurrent_conflicts``
@@ -22,6 +31,8 @@ behaviours of AWS S3 that lakelock relies on and moto does not have (DESIGN.md Â
 
 A control API under ``/_lakelock/`` (JSON over HTTP) reads and changes faults, settings and
 counts, so an endpoint in another process is driven the same way as one in this process.
+Settings include ``lacking``: the endpoint then acts as a store without some conditional
+features (ignoring or refusing them), to test clients against such stores.
 """
 
 from __future__ import annotations
@@ -40,12 +51,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from io import BytesIO
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import orjson
 
 from lakelock.testing._conditions import (
+    COPY_SOURCE_IF_MATCH,
+    COPY_SOURCE_IF_MODIFIED_SINCE,
+    COPY_SOURCE_IF_NONE_MATCH,
+    COPY_SOURCE_IF_UNMODIFIED_SINCE,
+    IF_MATCH_LAST_MODIFIED_TIME,
     IF_MATCH_SIZE,
     BadCondition,
     CopySource,
@@ -62,7 +78,7 @@ from lakelock.testing._conditions import (
 from lakelock.testing._faults import Decision, FaultPlan, FaultRule
 from lakelock.testing._policy_gate import BucketPolicies
 
-__all__ = ["Gateway", "S3Request", "classify"]
+__all__ = ["LACKABLE", "Gateway", "Lackable", "S3Request", "classify"]
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -71,6 +87,10 @@ _S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 # element names literally and would not recognise ``ns0:Delete``.
 ET.register_namespace("", _S3_NS)
 CONTROL_PREFIX = "/_lakelock/"
+
+#: Conditional features the endpoint can be told to lack (``S3Endpoint.configure(lacking=)``).
+Lackable = Literal["delete-objects-etag", "delete-if-match", "copy-source-conditions"]
+LACKABLE: frozenset[str] = frozenset(get_args(Lackable))
 
 
 @dataclass(frozen=True)
@@ -243,6 +263,8 @@ class Gateway:
         self.faults = faults if faults is not None else FaultPlan()
         self.policies = policies if policies is not None else BucketPolicies()
         self.concurrent_conflicts = False
+        #: Conditional features this endpoint acts as lacking: feature -> "ignore" | "refuse".
+        self.lacking: dict[str, str] = {}
         self._sleep = sleep
         self._locks = _KeyLocks()
         # Held only while moto itself reads or writes a key: moto's GetObject can meet an
@@ -300,6 +322,10 @@ class Gateway:
             return denied
         if request.operation in {"PutBucketPolicy", "GetBucketPolicy", "DeleteBucketPolicy"}:
             return self._bucket_policy(environ, request)
+        lacked = self._act_lacking(environ, request, headers)
+        if isinstance(lacked, _Response):
+            return lacked
+        headers = lacked
         if request.operation == "UploadPartCopy":
             return self._upload_part_copy(environ, request, headers)
         if not request.mutating:
@@ -389,6 +415,42 @@ class Gateway:
             if failed is not None:
                 return failed
             return self._forward(environ)
+
+    def _act_lacking(
+        self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str]
+    ) -> _Response | Mapping[str, str]:
+        """Act as a store without the features in :attr:`lacking`: the request's conditions of
+        a lacked feature are dropped ("ignore") or answered 501 ("refuse"). Returns the headers
+        the rest of the gateway should see (``environ`` is changed to match)."""
+        feature = _FEATURES.get(request.operation)
+        mode = self.lacking.get(feature) if feature is not None else None
+        if feature is None or mode is None:
+            return headers
+        if feature == "delete-objects-etag":
+            try:
+                root = ET.fromstring(_read_body(environ))
+            except ET.ParseError:
+                return headers  # answered as malformed further on
+            conditions = [
+                (obj, child)
+                for obj in root
+                if _local(obj.tag) == "Object"
+                for child in obj
+                if _local(child.tag) in {"ETag", "Size", "LastModifiedTime"}
+            ]
+            if conditions and mode == "refuse":
+                return _not_implemented("conditions on DeleteObjects entries are not implemented")
+            for obj, child in conditions:
+                obj.remove(child)
+            if conditions:
+                _replace_body(environ, ET.tostring(root))
+            return headers
+        present = [name for name in _CONDITION_HEADERS[feature] if name in headers]
+        if present and mode == "refuse":
+            return _not_implemented(f"{', '.join(present)}: not implemented")
+        for name in present:
+            environ.pop("HTTP_" + name.upper().replace("-", "_"), None)
+        return {k: v for k, v in headers.items() if k not in present}
 
     # -- what moto lacks ------------------------------------------------------------------------
 
@@ -510,14 +572,8 @@ class Gateway:
                         obj.remove(child)
         remaining = [o for o in root if _local(o.tag) == "Object"]
         if remaining:
-            new_body = ET.tostring(root)
             environ = dict(environ)
-            environ["wsgi.input"] = BytesIO(new_body)
-            environ["CONTENT_LENGTH"] = str(len(new_body))
-            environ["HTTP_CONTENT_MD5"] = base64.b64encode(hashlib.md5(new_body).digest()).decode()
-            for name in [n for n in environ if n.startswith("HTTP_X_AMZ_CHECKSUM")]:
-                del environ[name]
-            environ.pop("HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM", None)
+            _replace_body(environ, ET.tostring(root))
             response = self._forward(environ)
             if response.code != 200 or not failures:
                 return response
@@ -724,8 +780,20 @@ class Gateway:
                 return _json(self.faults.to_json())
             if command == "settings" and method == "PUT":
                 settings = orjson.loads(_read_body(environ))
+                lacking = dict(settings.get("lacking") or {})
+                unknown = {f for f in lacking if f not in LACKABLE} | {
+                    m for m in lacking.values() if m not in {"ignore", "refuse"}
+                }
+                if unknown:
+                    raise ValueError(
+                        f"unknown lacking features or modes {sorted(unknown)}: features are "
+                        f"{sorted(LACKABLE)}, modes 'ignore' and 'refuse'"
+                    )
                 self.concurrent_conflicts = bool(settings.get("concurrent_conflicts", False))
-                return _json({"concurrent_conflicts": self.concurrent_conflicts})
+                self.lacking = lacking
+                return _json(
+                    {"concurrent_conflicts": self.concurrent_conflicts, "lacking": self.lacking}
+                )
             if command == "stalls" and method == "GET":
                 return _json({"stalled": self.stalled()})
             if command == "stalls" and method == "DELETE":
@@ -761,6 +829,34 @@ def _receive_body(environ: dict[str, Any]) -> None:
     """Take in a request's whole body, if it has one (a length, or chunked encoding)."""
     if int(environ.get("CONTENT_LENGTH") or 0) > 0 or environ.get("wsgi.input_terminated"):
         _read_body(environ)
+
+
+def _replace_body(environ: dict[str, Any], body: bytes) -> None:
+    """Give the request a rewritten body, with the checksums that go with it."""
+    environ["wsgi.input"] = BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    environ["HTTP_CONTENT_MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+    for name in [n for n in environ if n.startswith("HTTP_X_AMZ_CHECKSUM")]:
+        del environ[name]
+    environ.pop("HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM", None)
+
+
+#: Which lackable feature each operation's conditions belong to.
+_FEATURES: dict[str, str] = {
+    "DeleteObject": "delete-if-match",
+    "DeleteObjects": "delete-objects-etag",
+    "CopyObject": "copy-source-conditions",
+    "UploadPartCopy": "copy-source-conditions",
+}
+_CONDITION_HEADERS: dict[str, tuple[str, ...]] = {
+    "delete-if-match": ("if-match", IF_MATCH_SIZE, IF_MATCH_LAST_MODIFIED_TIME),
+    "copy-source-conditions": (
+        COPY_SOURCE_IF_MATCH,
+        COPY_SOURCE_IF_NONE_MATCH,
+        COPY_SOURCE_IF_MODIFIED_SINCE,
+        COPY_SOURCE_IF_UNMODIFIED_SINCE,
+    ),
+}
 
 
 def _not_implemented(message: str) -> _Response:

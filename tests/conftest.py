@@ -16,6 +16,9 @@ from lakelock._s3 import ObjectStore
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
 
+# LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture).
+pytest_plugins = ("tests._localstack",)
+
 _bucket_numbers = itertools.count()
 
 

@@ -142,8 +142,7 @@ def localstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]
         while not _s3_ready(url):
             if process.poll() is not None:
                 pytest.skip(
-                    f"LocalStack exited ({process.returncode}) before serving S3: "
-                    f"{_tail(run_log)}"
+                    f"LocalStack exited ({process.returncode}) before serving S3: {_tail(run_log)}"
                 )
             if time.monotonic() > deadline:
                 pytest.skip(

@@ -45,8 +45,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -56,6 +55,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import orjson
 
+from lakelock.testing._classify import S3Request, classify
 from lakelock.testing._conditions import (
     COPY_SOURCE_IF_MATCH,
     COPY_SOURCE_IF_MODIFIED_SINCE,
@@ -76,6 +76,7 @@ from lakelock.testing._conditions import (
     size_condition,
 )
 from lakelock.testing._faults import Decision, FaultPlan, FaultRule
+from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._policy_gate import BucketPolicies
 
 __all__ = ["LACKABLE", "Gateway", "Lackable", "S3Request", "classify"]
@@ -91,132 +92,6 @@ CONTROL_PREFIX = "/_lakelock/"
 #: Conditional features the endpoint can be told to lack (``S3Endpoint.configure(lacking=)``).
 Lackable = Literal["delete-objects-etag", "delete-if-match", "copy-source-conditions"]
 LACKABLE: frozenset[str] = frozenset(get_args(Lackable))
-
-
-@dataclass(frozen=True)
-class S3Request:
-    """What the gateway needs to know about one request."""
-
-    method: str
-    operation: str
-    bucket: str | None
-    key: str | None
-    query: Mapping[str, list[str]]
-    access_key: str | None
-
-    @property
-    def mutating(self) -> bool:
-        return self.operation in _KEY_WRITES
-
-
-_KEY_WRITES = frozenset(
-    {"PutObject", "CopyObject", "CompleteMultipartUpload", "DeleteObject", "DeleteObjects"}
-)
-
-
-def classify(
-    method: str, raw_path: str, query: Mapping[str, list[str]], headers: Mapping[str, str]
-) -> S3Request:
-    """Name the S3 API operation of a path-style request."""
-    path = raw_path.split("?", 1)[0]
-    bucket_text, _, key_text = path.lstrip("/").partition("/")
-    bucket = unquote(bucket_text) or None
-    key = unquote(key_text) if key_text else None
-    copy_source = "x-amz-copy-source" in headers
-    if bucket is None:
-        operation = "ListBuckets"
-    elif key is None:
-        operation = _bucket_operation(method, query)
-    elif method == "PUT":
-        if "partNumber" in query and "uploadId" in query:
-            operation = "UploadPartCopy" if copy_source else "UploadPart"
-        elif "tagging" in query:
-            operation = "PutObjectTagging"
-        else:
-            operation = "CopyObject" if copy_source else "PutObject"
-    elif method == "POST":
-        if "uploads" in query:
-            operation = "CreateMultipartUpload"
-        elif "uploadId" in query:
-            operation = "CompleteMultipartUpload"
-        else:
-            operation = "PostObject"
-    elif method == "DELETE":
-        operation = "AbortMultipartUpload" if "uploadId" in query else "DeleteObject"
-    elif method == "HEAD":
-        operation = "HeadObject"
-    else:
-        operation = "ListParts" if "uploadId" in query else "GetObject"
-    auth = headers.get("authorization", "")
-    access_key = None
-    if "Credential=" in auth:
-        access_key = auth.split("Credential=", 1)[1].split("/", 1)[0]
-    return S3Request(method, operation, bucket, key, query, access_key)
-
-
-_BUCKET_SUBRESOURCES = ("policy", "versioning", "uploads", "versions", "location", "acl", "cors")
-
-
-def _bucket_operation(method: str, query: Mapping[str, list[str]]) -> str:
-    if method == "POST" and "delete" in query:
-        return "DeleteObjects"
-    sub = next((s for s in _BUCKET_SUBRESOURCES if s in query), None)
-    if sub == "uploads":
-        return "ListMultipartUploads"
-    if sub == "versions":
-        return "ListObjectVersions"
-    verb = {"GET": "Get", "PUT": "Put", "DELETE": "Delete", "HEAD": "Head"}.get(method, method)
-    if sub is not None:
-        return f"{verb}Bucket{sub.capitalize()}"
-    if method == "GET":
-        return "ListObjectsV2" if query.get("list-type") == ["2"] else "ListObjects"
-    return {"PUT": "CreateBucket", "DELETE": "DeleteBucket", "HEAD": "HeadBucket"}.get(
-        method, method
-    )
-
-
-class _KeyLocks:
-    """One lock per (bucket, key) in use; entries are dropped when nobody holds or waits."""
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._locks: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
-
-    @contextmanager
-    def hold(self, keys: Iterable[tuple[str, str]], *, wait: bool) -> Iterator[bool]:
-        """Hold every key's lock (sorted, so two multi-key requests cannot deadlock). With
-        ``wait=False`` yields ``False`` at once if any is taken."""
-        ordered = sorted(set(keys))
-        held: list[tuple[str, str]] = []
-        try:
-            for k in ordered:
-                lock = self._ref(k)
-                if not lock.acquire(blocking=wait):
-                    self._unref(k)
-                    yield False
-                    return
-                held.append(k)
-            yield True
-        finally:
-            for k in reversed(held):
-                self._locks[k][0].release()
-                self._unref(k)
-
-    def _ref(self, k: tuple[str, str]) -> threading.Lock:
-        with self._mutex:
-            lock, users = self._locks.get(k, (None, 0))
-            if lock is None:
-                lock = threading.Lock()
-            self._locks[k] = (lock, users + 1)
-            return lock
-
-    def _unref(self, k: tuple[str, str]) -> None:
-        with self._mutex:
-            lock, users = self._locks[k]
-            if users == 1:
-                del self._locks[k]
-            else:
-                self._locks[k] = (lock, users - 1)
 
 
 @dataclass
@@ -266,12 +141,12 @@ class Gateway:
         #: Conditional features this endpoint acts as lacking: feature -> "ignore" | "refuse".
         self.lacking: dict[str, str] = {}
         self._sleep = sleep
-        self._locks = _KeyLocks()
+        self._locks = KeyLocks()
         # Held only while moto itself reads or writes a key: moto's GetObject can meet an
         # overwrite of the same key closing the old value's buffer (a 500 S3 never gives).
         # Writers hold it inside their key lock, for the moto call only, so reads are never
         # held up by a writer's injected latency.
-        self._applying = _KeyLocks()
+        self._applying = KeyLocks()
         self._counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         # uploadId -> ETag of the object its completion created: a retried completion of an

@@ -42,6 +42,13 @@ restarts the whole upload. Server-side copies are ``UploadPartCopy`` + condition
 which is create-only on every S3 (``CopyObject`` honours ``If-None-Match`` only on AWS since
 late 2025).
 
+**Conditional deletes.** Not every store honours the ETag of a ``DeleteObjects`` entry (some
+delete anyway), nor ``If-Match`` on ``DeleteObject`` (some answer 501).
+:meth:`ObjectStore.delete_if_unchanged` finds out once per store which of the two the store
+honours, by deleting a throwaway probe object with a wrong ETag first, and refuses with
+:class:`UnsupportedError` where neither holds: deleting what changed since it was judged
+deletable is never an option.
+
 Requests are counted per operation in :class:`S3Stats` (retries included: it counts what was
 sent over the wire).
 """
@@ -50,10 +57,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from botocore.exceptions import (
@@ -98,7 +106,9 @@ from lakelock.errors import (
 )
 
 __all__ = [
+    "DELETE_PROBE_PREFIX",
     "WRITE_ID_KEY",
+    "ConditionalDelete",
     "IfMatch",
     "ListedObject",
     "ObjectData",
@@ -126,6 +136,14 @@ _UNCONNECTED = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionErr
 #: Set on such a failure when no earlier attempt of the same request reached a server.
 _UNREACHED = "_lakelock_unreached"
 _REACHED = "lakelock_reached"
+
+#: Where :meth:`ObjectStore.conditional_delete_method` writes its throwaway probe object.
+DELETE_PROBE_PREFIX = "metastore/probes/"
+#: An ETag no object has (an MD5 is never all zeros in practice).
+_WRONG_ETAG = '"00000000000000000000000000000000"'
+
+#: How a store deletes only what is unchanged (see :meth:`ObjectStore.delete_if_unchanged`).
+ConditionalDelete = Literal["batch", "single"]
 
 
 def fail_fast_on_dead_endpoints(client: Any) -> None:
@@ -213,6 +231,8 @@ class ObjectStore:
         self.retry = retry or RetryPolicy()
         self.stats = stats_for(client)
         fail_fast_on_dead_endpoints(client)
+        self._delete_probe_lock = threading.Lock()
+        self._delete_method: ConditionalDelete | Literal["none"] | None = None
 
     def full_key(self, key: str) -> str:
         return self.prefix + key
@@ -496,7 +516,10 @@ class ObjectStore:
         self, items: Sequence[tuple[str, str | None]]
     ) -> dict[str, StorageError | None]:
         """``DeleteObjects`` in batches of 1000; each item is ``(key, etag or None)``. Returns
-        per key ``None`` (deleted) or the error S3 reported for that key."""
+        per key ``None`` (deleted) or the error S3 reported for that key.
+
+        Some stores ignore the per-key ETag and delete anyway: to delete only what is
+        unchanged, use :meth:`delete_if_unchanged`."""
         results: dict[str, StorageError | None] = {}
         for start in range(0, len(items), 1000):
             batch = items[start : start + 1000]
@@ -531,6 +554,118 @@ class ObjectStore:
                     code=code,
                 )
         return results
+
+    def delete_if_unchanged(
+        self,
+        items: Sequence[tuple[str, str]],
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, StorageError | None]:
+        """Delete each ``(key, etag)`` only if the object's ETag is still ``etag``. Returns per
+        key ``None`` (deleted) or why not (:class:`PreconditionFailedError`: replaced since,
+        :class:`NotFoundError`: already gone, :class:`AccessDeniedError`).
+
+        Uses ``DeleteObjects`` with per-key ETags where the store honours them, else one
+        ``DeleteObject`` with ``If-Match`` per key (:meth:`conditional_delete_method` finds
+        out once per store); raises :class:`UnsupportedError` where the store honours
+        neither, before deleting anything. ``progress`` is called with counts of keys done."""
+        method = self.conditional_delete_method()
+        if method == "batch":
+            results: dict[str, StorageError | None] = {}
+            for start in range(0, len(items), 1000):
+                batch = items[start : start + 1000]
+                results.update(self.delete_many(batch))
+                if progress is not None:
+                    progress(len(batch))
+            return results
+        results = {}
+        for key, etag in items:
+            try:
+                self.delete(key, if_match=etag)
+                results[key] = None
+            except (PreconditionFailedError, NotFoundError, AccessDeniedError) as error:
+                results[key] = error
+            if progress is not None:
+                progress(1)
+        return results
+
+    def conditional_delete_method(self) -> ConditionalDelete:
+        """How this store deletes an object only if unchanged: ``"batch"`` (``DeleteObjects``
+        honours per-key ETags) or ``"single"`` (only ``DeleteObject`` honours ``If-Match``).
+        Found once per store by probing a throwaway key under ``metastore/probes/``: a
+        wrong ETag must be refused and the object kept, the right one must delete it.
+        Raises :class:`UnsupportedError` if the store honours neither."""
+        with self._delete_probe_lock:
+            if self._delete_method is None:
+                self._delete_method = self._probe_conditional_delete()
+            method = self._delete_method
+        if method == "none":
+            raise UnsupportedError(
+                f"s3://{self.bucket}/{self.prefix}: this store deletes objects whose ETag does "
+                "not match (both DeleteObjects with per-key ETags and DeleteObject with "
+                "If-Match were ignored or refused), so lakelock cannot delete only what is "
+                "unchanged and refuses to delete at all",
+                bucket=self.bucket,
+                operation="DeleteObject",
+            )
+        return method
+
+    def _probe_conditional_delete(self) -> ConditionalDelete | Literal["none"]:
+        key = f"{DELETE_PROBE_PREFIX}conditional-delete-{new_write_id()}"
+        try:
+            etag = self.put(key, b"", mode="create").etag
+            if self._honours_batch_etag(key, etag):
+                return "batch"
+            etag = self._recreate(key)
+            if self._honours_delete_if_match(key, etag):
+                return "single"
+            return "none"
+        finally:
+            self._remove_probe(key)
+
+    def _honours_batch_etag(self, key: str, etag: str) -> bool:
+        try:
+            refused = self.delete_many([(key, _WRONG_ETAG)]).get(key)
+        except UnsupportedError:
+            return False
+        if isinstance(refused, AccessDeniedError):
+            raise refused
+        if not self._exists(key) or not isinstance(refused, PreconditionFailedError):
+            return False  # deleted anyway, or kept without saying why: not to be relied on
+        self.delete_many([(key, etag)])
+        return not self._exists(key)
+
+    def _honours_delete_if_match(self, key: str, etag: str) -> bool:
+        try:
+            self.delete(key, if_match=_WRONG_ETAG)
+        except PreconditionFailedError:
+            pass
+        except UnsupportedError:
+            return False
+        if not self._exists(key):
+            return False
+        with contextlib.suppress(NotFoundError):  # a lost answer, retried: deleted already
+            self.delete(key, if_match=etag)
+        return not self._exists(key)
+
+    def _recreate(self, key: str) -> str:
+        try:
+            return self.head(key).etag
+        except NotFoundError:
+            return self.put(key, b"", mode="create").etag
+
+    def _remove_probe(self, key: str) -> None:
+        """Best effort, and only ever this probe's own key."""
+        with contextlib.suppress(StorageError):
+            if self._exists(key):
+                self.delete(key)
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self.head(key)
+        except NotFoundError:
+            return False
+        return True
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -115,7 +115,7 @@ def vacuum(
     done = 0
     for start in range(0, total, 1000):
         batch = report.orphans[start : start + 1000]
-        results = store.delete_many([(o.key, o.etag) for o in batch])
+        results = store.delete_if_unchanged([(o.key, o.etag) for o in batch])
         for obj in batch:
             error = results.get(obj.key)
             if error is None and obj.key in results:

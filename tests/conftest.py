@@ -18,6 +18,9 @@ from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
 from tests._support import FAST_RETRY
 from tests._support.simtime import SimTime
 
+# LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture).
+pytest_plugins = ("tests._localstack",)
+
 _bucket_numbers = itertools.count()
 
 

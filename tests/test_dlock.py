@@ -584,8 +584,9 @@ def test_local_timeout_leaves_the_handle_spent(store: ObjectStore, sim: SimTime)
 
 
 def test_heartbeat_keeps_the_lock_past_its_ttl(store: ObjectStore) -> None:
-    """Real time: the heartbeat keeps a lock past several TTLs and stops with the release."""
-    locks = DistributedPathLock(store, ttl=1.5, margin=0.1, poll_interval=0.05)
+    """Real time: the heartbeat keeps a lock past several TTLs and stops with the release.
+    (The holder's clock is frozen, so a beat that a loaded machine runs late is no lapse.)"""
+    locks = DistributedPathLock(store, ttl=1.5, margin=0.1, poll_interval=0.05, clock=lambda: 0.0)
     other = DistributedPathLock(store, ttl=1.5, margin=0.1, heartbeat=False)
     with locks.lock(write=["/sales/a"]) as h:
         beat = h._heartbeat

@@ -1,13 +1,15 @@
 """``lakelock doctor``'s probes, in process: every probe passes on the embedded endpoint (which
 has every feature), and each fails on a store lacking what it probes -- plain moto (no If-Match
-on multipart completion, no CopyObject destination conditions, no per-key ETags in
-DeleteObjects), a store that ignores conditional headers, one that answers 501 to them, and
-injected faults. Cleanup leaves nothing behind in every case."""
+on multipart completion, no copy-source or CopyObject destination conditions, no per-key ETags
+in DeleteObjects), the endpoint acting as a store without some feature, a store that ignores
+conditional headers, one that answers 501 to them, and injected faults. The verdict is safe
+only when every required probe passed; the vacuum line says what vacuum will do. Cleanup leaves
+nothing behind in every case."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -19,11 +21,13 @@ from moto.server import ThreadedMotoServer
 
 from lakelock import generate_bucket_policy
 from lakelock._cli._common import LakeTarget
-from lakelock._cli._doctor import ProbeResult, run_doctor
+from lakelock._cli._doctor import ProbeResult, run_doctor, verdict
 from lakelock._cli._probes import PROBES, Probe, Scratch, run_probe
+from lakelock.cli import main
 from lakelock.testing import S3Endpoint
 
-REQUIRED_CONDITIONAL = {p.name for p in PROBES if p.required} - {"bucket policy enforcement"}
+REQUIRED_CONDITIONAL = {p.name for p in PROBES if p.required}
+CONDITIONS = ("IfMatch", "IfNoneMatch", "CopySourceIfMatch")
 OWN_ARN = "arn:aws:iam::123456789012:user/lakelock"  # how the endpoint sees access key "lakelock"
 
 # The doctor probes stores and policies of its own making: buckets start without a policy.
@@ -78,8 +82,8 @@ class ConditionBlind:
 
         @functools.wraps(method)
         def call(**kwargs: Any) -> Any:
-            kwargs.pop("IfMatch", None)
-            kwargs.pop("IfNoneMatch", None)
+            for condition in CONDITIONS:
+                kwargs.pop(condition, None)
             return method(**kwargs)
 
         return call
@@ -95,7 +99,7 @@ class ConditionRefusing(ConditionBlind):
             return method
 
         def call(**kwargs: Any) -> Any:
-            if "IfMatch" in kwargs or "IfNoneMatch" in kwargs:
+            if any(condition in kwargs for condition in CONDITIONS):
                 raise ClientError(
                     {
                         "Error": {"Code": "NotImplemented", "Message": "no conditions here"},
@@ -130,12 +134,16 @@ def test_plain_moto_fails_exactly_what_it_lacks(plain_moto: str, bucket: str) ->
     failed.discard("concurrent create-only PUTs: one winner")
     assert failed == {
         "If-Match on CompleteMultipartUpload",
+        "copy-source-if-match (UploadPartCopy)",
         "conditional CopyObject (destination)",
         "DeleteObjects with per-key ETag",
     }
     assert "ignores If-Match on CompleteMultipartUpload" in (
         found["If-Match on CompleteMultipartUpload"].detail
     )
+    # moto honours If-Match on DeleteObject: vacuum would delete one object per request.
+    assert found["vacuum deletes"].status == "pass"
+    assert "one object per request" in found["vacuum deletes"].detail
     assert_bucket_empty(client, bucket)
 
 
@@ -175,6 +183,7 @@ def test_injected_completion_errors_fail_the_multipart_probes(s3: S3Endpoint, bu
         "If-None-Match on CompleteMultipartUpload",
         "If-Match on CompleteMultipartUpload",
         "create-only copy (UploadPartCopy)",
+        "copy-source-if-match (UploadPartCopy)",
     }
     assert "500 InternalError" in found["If-Match on CompleteMultipartUpload"].detail
     s3.clear_faults()
@@ -201,7 +210,7 @@ def test_policy_probe_passes_when_the_policy_binds_the_caller(s3: S3Endpoint, bu
     policy = generate_bucket_policy(bucket, principals=[OWN_ARN], deny_unconditional_delete=True)
     put_policy(client, bucket, policy)
     result = policy_probe(client, bucket)
-    assert (result.status, result.required) == ("pass", True)
+    assert (result.status, result.needed) == ("pass", "recommended")
     assert "datasets/, metastore/" in result.detail
     assert_bucket_empty(client, bucket)
 
@@ -286,6 +295,89 @@ def test_a_crashing_probe_is_that_probes_failure(s3: S3Endpoint, bucket: str) ->
         raise EndpointConnectionError(endpoint_url="http://nowhere")
 
     scratch = Scratch(one_shot_client(s3.url), bucket, "scratch/")
-    assert run_probe(Probe("crash", True, crash), scratch) == ("fail", "RuntimeError: probe bug")
+    assert run_probe(Probe("crash", "required", crash), scratch) == (
+        "fail",
+        "RuntimeError: probe bug",
+    )
     with pytest.raises(EndpointConnectionError):
-        run_probe(Probe("gone", True, unreachable), scratch)
+        run_probe(Probe("gone", "required", unreachable), scratch)
+
+
+@pytest.fixture
+def doctor_cli(
+    s3: S3Endpoint, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[[str], tuple[int, list[str]]]:
+    """``lakelock doctor`` in process, against the endpoint: exit status and output lines."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "lakelock")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+
+    def run(bucket: str) -> tuple[int, list[str]]:
+        status = main(["doctor", f"s3://{bucket}/lake", "--endpoint-url", s3.url])
+        return status, capsys.readouterr().out.splitlines()
+
+    return run
+
+
+def test_a_store_copying_replaced_sources_is_not_safe(
+    s3: S3Endpoint, bucket: str, doctor_cli: Callable[[str], tuple[int, list[str]]]
+) -> None:
+    """The endpoint acting as a store that ignores copy-source conditions: that required
+    probe fails, the verdict is NOT SAFE naming it, exit 1."""
+    s3.configure(lacking={"copy-source-conditions": "ignore"})
+    status, lines = doctor_cli(bucket)
+    assert status == 1
+    row = next(line for line in lines if line.startswith("copy-source-if-match (UploadPartCopy)"))
+    assert " required " in row
+    assert " FAIL " in row
+    assert lines[-1].startswith("NOT SAFE")
+    assert "copy-source-if-match (UploadPartCopy)" in lines[-1]
+
+
+@pytest.mark.parametrize(
+    ("lacking", "vacuum"),
+    [
+        ({}, "vacuum: deletes with DeleteObjects and per-key ETags"),
+        ({"delete-objects-etag": "ignore"}, "vacuum: deletes one object per request"),
+        (
+            {"delete-objects-etag": "ignore", "delete-if-match": "refuse"},
+            "vacuum: refuses to delete here",
+        ),
+    ],
+)
+def test_the_vacuum_line_says_how_vacuum_deletes(
+    s3: S3Endpoint,
+    bucket: str,
+    doctor_cli: Callable[[str], tuple[int, list[str]]],
+    lacking: dict[str, str],
+    vacuum: str,
+) -> None:
+    """The delete probes are labelled ``vacuum`` and the summary says what vacuum does on this
+    store: batches, one object per request, or refuses (LocalStack 2026.3's case). None of it
+    makes lakelock unsafe: exit 0."""
+    s3.configure(lacking=lacking)  # type: ignore[arg-type]
+    status, lines = doctor_cli(bucket)
+    assert status == 0, lines
+    assert any(line.startswith(vacuum) for line in lines), lines
+    for name in ("DeleteObjects with per-key ETag", "conditional DeleteObject (If-Match)"):
+        row = next(line for line in lines if line.startswith(name))
+        assert " vacuum " in row
+    assert lines[-1] == "lakelock can run safely on this store."
+    assert_bucket_empty(s3.client(), bucket)
+
+
+def result(name: str, needed: Any, status: Any) -> ProbeResult:
+    return ProbeResult(name, needed, status, "detail")
+
+
+def test_a_required_probe_that_did_not_pass_is_not_safe() -> None:
+    """Safe means every required probe passed: a required probe skipped (not shown to hold)
+    is as unsafe as a failed one; skipped or failed probes of other needs are not."""
+    passing = [result("a", "required", "pass"), result("b", "optional", "fail")]
+    assert verdict(passing).ok
+    assert verdict([*passing, result("policy", "recommended", "skip")]).ok
+    skipped = verdict([*passing, result("c", "required", "skip")])
+    assert not skipped.ok
+    assert [r.name for r in skipped.unsafe] == ["c"]
+    warned = verdict([*passing, result("policy", "recommended", "fail")])
+    assert warned.ok
+    assert [r.name for r in warned.warnings] == ["policy"]

@@ -1,26 +1,73 @@
 """Pins every S3 behaviour lakelock relies on ("S3 facts lakelock relies on" in
-docs/ARCHITECTURE.md) against the embedded endpoint.
+docs/ARCHITECTURE.md) against the embedded endpoint,
+and -- opt-in, ``python -m pytest -m localstack`` -- against LocalStack's S3, an independent
+implementation (``scripts/localstack.sh``).
 
 These talk raw boto3, not lakelock's adapter: if moto (or the gateway in front of it) drifts from
 what AWS S3 does, a test here fails before any protocol test misbehaves.
+
+Where LocalStack (2026.3) answers otherwise, the test pins LocalStack's answer too, so a change
+on either side shows:
+
+- ``DeleteObject`` with ``If-Match``: 501 NotImplemented (S3 honours it on general purpose
+  buckets since September 2025).
+- ``DeleteObjects`` per-key ``ETag``: ignored, the entry is deleted anyway. Together with the
+  501 above, lakelock's ``delete_if_unchanged`` finds no safe way to delete and vacuum refuses
+  to delete on LocalStack (``lakelock doctor`` says so).
+- Completing a multipart upload a second time: 404 NoSuchUpload (S3 and the embedded endpoint
+  answer the first completion's result again, which lakelock relies on when an SDK retry
+  follows a lost answer; on LocalStack lakelock resolves it by reading the object back).
+- ``CompleteMultipartUpload`` with ``If-Match`` of the current ETag, the object having been
+  overwritten since the upload began: 409 ConditionalRequestConflict where the embedded
+  endpoint answers 200. S3 documents a 409 for a conflicting operation during the upload (then
+  restart the upload, which lakelock does), so both answers are S3's.
+- A bug: ``CopyObject`` with ``If-None-Match: *`` onto an existing key answers 412, but the
+  destination's bytes are gone: its metadata stays, a GET breaks off mid-body. lakelock never
+  copies with ``CopyObject`` (``UploadPartCopy`` + a conditional completion instead).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ResponseStreamingError
 
 from lakelock.testing import S3Endpoint
+from tests import _localstack
 from tests._support import wait_until
 
 FIVE_MIB = 5 * 1024 * 1024
 
 # Raw S3 behaviour, unconditional writes included: no bucket policy here.
 pytestmark = pytest.mark.unguarded
+
+
+@dataclass(frozen=True)
+class Target:
+    """The S3 under test: a client and a fresh bucket."""
+
+    name: Literal["embedded", "localstack"]
+    client: Any
+    bucket: str
+
+    @property
+    def localstack(self) -> bool:
+        return self.name == "localstack"
+
+
+@pytest.fixture(params=["embedded", pytest.param("localstack", marks=_localstack.MARKS)])
+def target(request: pytest.FixtureRequest) -> Target:
+    """The embedded endpoint (a bare bucket), or LocalStack's S3 with ``-m localstack``."""
+    if request.param == "embedded":
+        return Target(
+            "embedded", request.getfixturevalue("client"), request.getfixturevalue("bucket")
+        )
+    localstack: _localstack.LocalStack = request.getfixturevalue("localstack")
+    return Target("localstack", localstack.client(), localstack.new_bucket(request.node.name))
 
 
 def status_code(error: ClientError) -> tuple[int, str]:
@@ -45,14 +92,16 @@ def multipart(client: Any, bucket: str, key: str, body: bytes, **condition: str)
     )
 
 
-def test_create_only_put_on_missing_key_succeeds(client: Any, bucket: str) -> None:
+def test_create_only_put_on_missing_key_succeeds(target: Target) -> None:
     """If-None-Match: * on a new key writes it."""
+    client, bucket = target.client, target.bucket
     response = client.put_object(Bucket=bucket, Key="a", Body=b"1", IfNoneMatch="*")
     assert response["ETag"] == f'"{hashlib.md5(b"1").hexdigest()}"'
 
 
-def test_create_only_put_on_existing_key_is_412(client: Any, bucket: str) -> None:
+def test_create_only_put_on_existing_key_is_412(target: Target) -> None:
     """If-None-Match: * on an existing key answers 412 PreconditionFailed, object unchanged."""
+    client, bucket = target.client, target.bucket
     client.put_object(Bucket=bucket, Key="a", Body=b"1")
     assert fails(client.put_object, Bucket=bucket, Key="a", Body=b"2", IfNoneMatch="*") == (
         412,
@@ -61,16 +110,18 @@ def test_create_only_put_on_existing_key_is_412(client: Any, bucket: str) -> Non
     assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"1"
 
 
-def test_if_match_put_with_current_etag_replaces(client: Any, bucket: str) -> None:
+def test_if_match_put_with_current_etag_replaces(target: Target) -> None:
     """If-Match with the current ETag replaces the object and returns a new ETag."""
+    client, bucket = target.client, target.bucket
     etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
     new = client.put_object(Bucket=bucket, Key="a", Body=b"2", IfMatch=etag)["ETag"]
     assert new != etag
     assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"2"
 
 
-def test_if_match_put_with_stale_etag_is_412(client: Any, bucket: str) -> None:
+def test_if_match_put_with_stale_etag_is_412(target: Target) -> None:
     """If-Match with an old ETag answers 412 and leaves the object alone."""
+    client, bucket = target.client, target.bucket
     etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
     client.put_object(Bucket=bucket, Key="a", Body=b"2", IfMatch=etag)
     assert fails(client.put_object, Bucket=bucket, Key="a", Body=b"3", IfMatch=etag) == (
@@ -80,40 +131,45 @@ def test_if_match_put_with_stale_etag_is_412(client: Any, bucket: str) -> None:
     assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"2"
 
 
-def test_if_match_put_on_missing_key_is_404(client: Any, bucket: str) -> None:
+def test_if_match_put_on_missing_key_is_404(target: Target) -> None:
     """If-Match on a key that does not exist answers 404 NoSuchKey, not 412."""
+    client, bucket = target.client, target.bucket
     assert fails(client.put_object, Bucket=bucket, Key="nope", Body=b"1", IfMatch='"abc"') == (
         404,
         "NoSuchKey",
     )
 
 
-def test_both_conditions_together_is_501(client: Any, bucket: str) -> None:
+def test_both_conditions_together_is_501(target: Target) -> None:
     """If-Match and If-None-Match on one PUT answer 501 NotImplemented."""
+    client, bucket = target.client, target.bucket
     etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
     assert fails(
         client.put_object, Bucket=bucket, Key="a", Body=b"2", IfMatch=etag, IfNoneMatch="*"
     ) == (501, "NotImplemented")
 
 
-def test_if_none_match_other_than_star_is_501(client: Any, bucket: str) -> None:
+def test_if_none_match_other_than_star_is_501(target: Target) -> None:
     """If-None-Match accepts only '*'."""
+    client, bucket = target.client, target.bucket
     assert fails(client.put_object, Bucket=bucket, Key="a", Body=b"1", IfNoneMatch='"abc"') == (
         501,
         "NotImplemented",
     )
 
 
-def test_complete_multipart_create_only_on_existing_is_412(client: Any, bucket: str) -> None:
+def test_complete_multipart_create_only_on_existing_is_412(target: Target) -> None:
     """CompleteMultipartUpload with If-None-Match: * loses to an object written meanwhile."""
+    client, bucket = target.client, target.bucket
     request = multipart(client, bucket, "big", b"x" * FIVE_MIB, IfNoneMatch="*")
     client.put_object(Bucket=bucket, Key="big", Body=b"winner")
     assert fails(client.complete_multipart_upload, **request) == (412, "PreconditionFailed")
     assert client.get_object(Bucket=bucket, Key="big")["Body"].read() == b"winner"
 
 
-def test_complete_multipart_if_match_stale_is_412(client: Any, bucket: str) -> None:
+def test_complete_multipart_if_match_stale_is_412(target: Target) -> None:
     """CompleteMultipartUpload honours If-Match (moto alone ignores it)."""
+    client, bucket = target.client, target.bucket
     etag = client.put_object(Bucket=bucket, Key="root", Body=b"v1")["ETag"]
     request = multipart(client, bucket, "root", b"x" * FIVE_MIB, IfMatch=etag)
     client.put_object(Bucket=bucket, Key="root", Body=b"v2", IfMatch=etag)
@@ -121,43 +177,87 @@ def test_complete_multipart_if_match_stale_is_412(client: Any, bucket: str) -> N
     assert client.get_object(Bucket=bucket, Key="root")["Body"].read() == b"v2"
 
 
-def test_complete_multipart_if_match_current_succeeds(client: Any, bucket: str) -> None:
+def test_complete_multipart_if_match_current_succeeds(target: Target) -> None:
     """CompleteMultipartUpload with the current ETag replaces the object."""
+    client, bucket = target.client, target.bucket
     etag = client.put_object(Bucket=bucket, Key="root", Body=b"v1")["ETag"]
     request = multipart(client, bucket, "root", b"y" * FIVE_MIB, IfMatch=etag)
     client.complete_multipart_upload(**request)
     assert client.head_object(Bucket=bucket, Key="root")["ContentLength"] == FIVE_MIB
 
 
-def test_complete_multipart_if_match_missing_is_404(client: Any, bucket: str) -> None:
+def test_complete_multipart_if_match_missing_is_404(target: Target) -> None:
     """CompleteMultipartUpload with If-Match on a missing key answers 404."""
+    client, bucket = target.client, target.bucket
     request = multipart(client, bucket, "root", b"x" * FIVE_MIB, IfMatch='"abc"')
     assert fails(client.complete_multipart_upload, **request)[0] == 404
 
 
-def test_complete_multipart_twice_is_idempotent(client: Any, bucket: str) -> None:
-    """Completing an upload that already completed succeeds again (the SDK-retry case)."""
+def test_complete_multipart_twice_is_idempotent(target: Target) -> None:
+    """Completing an upload that already completed succeeds again (the SDK-retry case).
+    LocalStack: 404 NoSuchUpload."""
+    client, bucket = target.client, target.bucket
     request = multipart(client, bucket, "big", b"z" * FIVE_MIB, IfNoneMatch="*")
     first = client.complete_multipart_upload(**request)
+    if target.localstack:
+        assert fails(client.complete_multipart_upload, **request) == (404, "NoSuchUpload")
+        return
     second = client.complete_multipart_upload(**request)
     assert first["ETag"] == second["ETag"]
 
 
-def test_copy_object_destination_if_none_match(client: Any, bucket: str) -> None:
-    """CopyObject honours If-None-Match on the destination (moto alone ignores it)."""
+def test_complete_multipart_if_match_after_an_overwrite(target: Target) -> None:
+    """The object overwritten while an upload is in flight; completing with If-Match of the
+    current ETag replaces it (the embedded endpoint). LocalStack: 409
+    ConditionalRequestConflict, which S3 documents for a conflicting operation during the upload
+    (restart the upload), and the object stays as overwritten."""
+    client, bucket = target.client, target.bucket
+    first = client.put_object(Bucket=bucket, Key="root", Body=b"v1")["ETag"]
+    upload = client.create_multipart_upload(Bucket=bucket, Key="root")["UploadId"]
+    part = client.upload_part(Bucket=bucket, Key="root", UploadId=upload, PartNumber=1, Body=b"v3")
+    current = client.put_object(Bucket=bucket, Key="root", Body=b"v2", IfMatch=first)["ETag"]
+    request = dict(
+        Bucket=bucket,
+        Key="root",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+        IfMatch=current,
+    )
+    if target.localstack:
+        assert fails(client.complete_multipart_upload, **request) == (
+            409,
+            "ConditionalRequestConflict",
+        )
+        assert client.get_object(Bucket=bucket, Key="root")["Body"].read() == b"v2"
+        client.abort_multipart_upload(Bucket=bucket, Key="root", UploadId=upload)
+        return
+    client.complete_multipart_upload(**request)
+    assert client.get_object(Bucket=bucket, Key="root")["Body"].read() == b"v3"
+
+
+def test_copy_object_destination_if_none_match(target: Target) -> None:
+    """CopyObject honours If-None-Match on the destination (moto alone ignores it).
+    LocalStack's bug: it answers 412 but the destination's bytes are gone (its metadata
+    stays, a GET breaks off)."""
+    client, bucket = target.client, target.bucket
     client.put_object(Bucket=bucket, Key="src", Body=b"source")
     client.put_object(Bucket=bucket, Key="dst", Body=b"taken")
     source = {"Bucket": bucket, "Key": "src"}
     assert fails(
         client.copy_object, Bucket=bucket, Key="dst", CopySource=source, IfNoneMatch="*"
     ) == (412, "PreconditionFailed")
-    assert client.get_object(Bucket=bucket, Key="dst")["Body"].read() == b"taken"
+    if target.localstack:
+        with pytest.raises(ResponseStreamingError):
+            client.get_object(Bucket=bucket, Key="dst")["Body"].read()
+    else:
+        assert client.get_object(Bucket=bucket, Key="dst")["Body"].read() == b"taken"
     client.copy_object(Bucket=bucket, Key="new", CopySource=source, IfNoneMatch="*")
     assert client.get_object(Bucket=bucket, Key="new")["Body"].read() == b"source"
 
 
-def test_copy_object_destination_if_match(client: Any, bucket: str) -> None:
+def test_copy_object_destination_if_match(target: Target) -> None:
     """CopyObject honours If-Match on the destination: stale 412, missing 404."""
+    client, bucket = target.client, target.bucket
     client.put_object(Bucket=bucket, Key="src", Body=b"source")
     client.put_object(Bucket=bucket, Key="dst", Body=b"old")
     source = {"Bucket": bucket, "Key": "src"}
@@ -170,9 +270,19 @@ def test_copy_object_destination_if_match(client: Any, bucket: str) -> None:
     )
 
 
-def test_delete_if_match(client: Any, bucket: str) -> None:
-    """DeleteObject with If-Match: stale ETag 412 (object kept), missing key 404, match deletes."""
+def test_delete_if_match(target: Target) -> None:
+    """DeleteObject with If-Match: stale ETag 412 (object kept), missing key 404, match deletes.
+    LocalStack: 501 NotImplemented, object kept."""
+    client, bucket = target.client, target.bucket
     etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
+    if target.localstack:
+        for condition in ('"stale"', etag):
+            assert fails(client.delete_object, Bucket=bucket, Key="a", IfMatch=condition) == (
+                501,
+                "NotImplemented",
+            )
+        assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"1"
+        return
     assert fails(client.delete_object, Bucket=bucket, Key="a", IfMatch='"stale"') == (
         412,
         "PreconditionFailed",
@@ -182,8 +292,10 @@ def test_delete_if_match(client: Any, bucket: str) -> None:
     assert fails(client.delete_object, Bucket=bucket, Key="a", IfMatch=etag)[0] == 404
 
 
-def test_delete_objects_per_key_etag(client: Any, bucket: str) -> None:
-    """DeleteObjects honours each key's ETag: mismatches are errors and stay (moto ignores)."""
+def test_delete_objects_per_key_etag(target: Target) -> None:
+    """DeleteObjects honours each key's ETag: mismatches are errors and stay (moto ignores).
+    LocalStack ignores them too: the mismatching entry is deleted."""
+    client, bucket = target.client, target.bucket
     good = client.put_object(Bucket=bucket, Key="good", Body=b"1")["ETag"]
     client.put_object(Bucket=bucket, Key="bad", Body=b"2")
     client.put_object(Bucket=bucket, Key="plain", Body=b"3")
@@ -197,6 +309,10 @@ def test_delete_objects_per_key_etag(client: Any, bucket: str) -> None:
             ]
         },
     )
+    if target.localstack:
+        assert sorted(d["Key"] for d in response["Deleted"]) == ["bad", "good", "plain"]
+        assert client.list_objects_v2(Bucket=bucket).get("Contents", []) == []
+        return
     assert sorted(d["Key"] for d in response["Deleted"]) == ["good", "plain"]
     assert [(e["Key"], e["Code"]) for e in response["Errors"]] == [("bad", "PreconditionFailed")]
     remaining = [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
@@ -219,8 +335,9 @@ def test_concurrent_conditional_write_gets_409(s3: S3Endpoint, client: Any, buck
     assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"1"
 
 
-def test_racing_creates_have_one_winner_at_the_server(client: Any, bucket: str) -> None:
+def test_racing_creates_have_one_winner_at_the_server(target: Target) -> None:
     """16 racing If-None-Match creates of one key: exactly one 200, fifteen 412s."""
+    client, bucket = target.client, target.bucket
 
     def create(n: int) -> str:
         try:

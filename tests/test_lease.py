@@ -729,10 +729,11 @@ def test_dropped_lease_is_not_kept_alive_by_its_heartbeat(store: ObjectStore) ->
     lease.acquire()
     beat = lease._heartbeat
     assert beat is not None
+    before = beat.beats  # 0, unless a loaded machine kept us from here past the first beat
     del lease
     gc.collect()  # tracebacks kept by the adapter's retry state form cycles with our frames
     wait_until(lambda: not beat.alive)
-    assert beat.beats == 0
+    assert beat.beats <= before + 1  # at most the beat already under way when we let go
     assert stored(store, "dropped").expires_at > 0  # not released: it simply expires
 
 

@@ -2,7 +2,9 @@
 
 Runs the probes of :mod:`._probes` in a scratch prefix (``<lake prefix>.lakelock-doctor/<run>/``),
 removes everything it wrote (conditional deletes first, as a lakelock bucket policy may demand),
-and prints a pass/fail table. Exit status 1 if a required probe failed.
+and prints a pass/fail table, then a verdict: safe only if every *required* probe passed (one
+that failed, or was skipped, could not be shown to hold: not safe, exit status 1); how vacuum
+will delete on this store; and a warning for a failed *recommended* probe (the bucket policy).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from lakelock._cli._common import (
     print_json,
     print_lines,
     render_table,
+    to_jsonable,
 )
-from lakelock._cli._probes import PROBES, Probe, Scratch, Status, run_probe
+from lakelock._cli._probes import PROBES, VACUUM_PROBE, Need, Probe, Scratch, Status, run_probe
 
-__all__ = ["ProbeResult", "add_parser", "cleanup", "run_doctor"]
+__all__ = ["ProbeResult", "Verdict", "add_parser", "cleanup", "run_doctor", "verdict"]
 
 SCRATCH_DIR = ".lakelock-doctor/"
 
@@ -33,9 +36,13 @@ SCRATCH_DIR = ".lakelock-doctor/"
 @dataclass(frozen=True)
 class ProbeResult:
     name: str
-    required: bool
+    needed: Need
     status: Status
     detail: str
+
+    @property
+    def required(self) -> bool:
+        return self.needed == "required"
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,9 @@ def add_parser(commands: Any) -> None:
         description="Probe the store behind URL for every conditional request lakelock relies "
         "on (create-only and compare-and-swap writes, conditional multipart completion, "
         "copies and deletes, bucket policy enforcement), in a scratch prefix that is removed "
-        "afterwards. Exit status 1 if a required probe fails.",
+        "afterwards. NEEDED says what for: required (lakelock's writes), vacuum (how vacuum "
+        "deletes), recommended (the bucket policy), optional (not used by lakelock). Exit "
+        "status 1 unless every required probe passed.",
     )
     parser.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
     add_json_option(parser)
@@ -74,7 +83,7 @@ def run_doctor(
     try:
         for probe in probes:
             status, detail = run_probe(probe, scratch)
-            results.append(ProbeResult(probe.name, probe.required, status, detail))
+            results.append(ProbeResult(probe.name, probe.needed, status, detail))
     finally:
         done = cleanup(scratch)
     return results, done, scratch.prefix
@@ -110,6 +119,28 @@ def _listed(scratch: Scratch) -> set[str]:
     return {item["Key"] for item in answer.response.get("Contents", [])} if answer.ok else set()
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the results mean: ``unsafe`` are the required probes that did not pass (failed,
+    or skipped: not shown to hold); ``vacuum`` says how vacuum deletes here; ``warnings`` are
+    the recommended probes that failed."""
+
+    unsafe: tuple[ProbeResult, ...]
+    vacuum: str
+    warnings: tuple[ProbeResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.unsafe
+
+
+def verdict(results: list[ProbeResult]) -> Verdict:
+    unsafe = tuple(r for r in results if r.required and r.status != "pass")
+    vacuum = next((r.detail for r in results if r.name == VACUUM_PROBE), "not probed")
+    warnings = tuple(r for r in results if r.needed == "recommended" and r.status == "fail")
+    return Verdict(unsafe, vacuum, warnings)
+
+
 def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
     # One attempt per request: the doctor reports what the store answered, not what an SDK
@@ -117,19 +148,20 @@ def run(args: argparse.Namespace) -> int:
     client = client_for(args, max_attempts=1)
     check_bucket(client, target.bucket)
     results, done, prefix = run_doctor(client, target)
-    required_failed = [r for r in results if r.required and r.status == "fail"]
+    found = verdict(results)
     endpoint = client.meta.endpoint_url
     if args.json:
         print_json(
             {
                 "url": target.url,
                 "endpoint": endpoint,
-                "ok": not required_failed,
-                "probes": results,
+                "ok": found.ok,
+                "vacuum": found.vacuum,
+                "probes": [{**to_jsonable(r), "required": r.required} for r in results],
                 "cleanup": done,
             }
         )
-        return 1 if required_failed else 0
+        return 0 if found.ok else 1
     lines = [
         f"lakelock doctor: {target.url} at {endpoint}",
         f"scratch prefix: s3://{target.bucket}/{prefix}",
@@ -137,10 +169,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     lines += render_table(
         ("PROBE", "NEEDED", "RESULT", "DETAIL"),
-        [
-            (r.name, "required" if r.required else "optional", r.status.upper(), r.detail)
-            for r in results
-        ],
+        [(r.name, r.needed, r.status.upper(), r.detail) for r in results],
     )
     lines.append("")
     lines.append(
@@ -148,17 +177,18 @@ def run(args: argparse.Namespace) -> int:
         + (f", {len(done.left)} LEFT: {', '.join(done.left)}" if done.left else "")
     )
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "skip")}
-    summary = (
+    lines.append(
         f"{len(results)} probes: {counts['pass']} passed, {counts['fail']} failed, "
-        f"{counts['skip']} skipped. "
+        f"{counts['skip']} skipped."
     )
-    if required_failed:
-        summary += (
-            f"NOT SAFE: lakelock needs {len(required_failed)} feature(s) this store lacks "
-            f"({'; '.join(r.name for r in required_failed)})."
+    lines.append(f"vacuum: {found.vacuum}")
+    lines += [f"warning: {r.name}: {r.detail}" for r in found.warnings]
+    if found.unsafe:
+        lines.append(
+            f"NOT SAFE: lakelock needs {len(found.unsafe)} feature(s) this store lacks or "
+            f"that could not be checked ({'; '.join(r.name for r in found.unsafe)})."
         )
     else:
-        summary += "lakelock can run safely on this store."
-    lines.append(summary)
+        lines.append("lakelock can run safely on this store.")
     print_lines(lines)
-    return 1 if required_failed else 0
+    return 0 if found.ok else 1

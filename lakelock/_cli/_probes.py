@@ -9,10 +9,22 @@ Probes send raw boto3 requests rather than going through :class:`~lakelock._s3.O
 whose job is to *hide* these outcomes (it resolves lost acknowledgements, retries 409s and maps
 answers to errors); the doctor needs to see exactly what came back.
 
-A *required* probe checks something lakelock's safety depends on (the protocols and "S3 facts
-lakelock relies on" in docs/ARCHITECTURE.md); the optional ones check alternatives lakelock
-avoids (``CopyObject`` conditions, per-key ETags of ``DeleteObjects``), worth knowing for other
-tools on the same bucket.
+What each probe is *needed* for says what lakelock does with the feature:
+
+``required``
+    lakelock's writes depend on it ("S3 facts lakelock relies on" in docs/ARCHITECTURE.md):
+    a store failing one -- or where one could not be checked -- is not safe for lakelock.
+``vacuum``
+    ``vacuum --delete`` deletes with ``DeleteObjects`` and per-key ETags where the store
+    honours them, else with one ``DeleteObject`` + ``If-Match`` per object, and refuses to
+    delete where neither is honoured (:meth:`lakelock._s3.ObjectStore.delete_if_unchanged`).
+    The ``vacuum deletes`` probe runs lakelock's own detection and says which it will be.
+``recommended``
+    the bucket policy from ``lakelock policy``: it makes the store refuse writers that bypass
+    lakelock's protocols; lakelock itself runs without one.
+``optional``
+    an alternative lakelock avoids (``CopyObject`` destination conditions), worth knowing for
+    other tools on the same bucket.
 """
 
 from __future__ import annotations
@@ -26,9 +38,13 @@ from typing import Any, Literal
 import orjson
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-__all__ = ["PROBES", "Answer", "Probe", "Scratch", "Status", "run_probe"]
+from lakelock._s3 import ObjectStore
+from lakelock.errors import UnsupportedError
+
+__all__ = ["PROBES", "Answer", "Need", "Probe", "Scratch", "Status", "run_probe"]
 
 Status = Literal["pass", "fail", "skip"]
+Need = Literal["required", "vacuum", "recommended", "optional"]
 Outcome = tuple[Status, str]
 
 #: Sids of the statements ``generate_bucket_policy`` emits (the write-guarding ones).
@@ -111,11 +127,13 @@ class Scratch:
         *,
         body: bytes = b"",
         copy_from: str | None = None,
+        copy_if_match: str | None = None,
         before_complete: Callable[[], None] | None = None,
         **conditions: str,
     ) -> Answer:
         """One single-part multipart upload of ``body`` (or an ``UploadPartCopy`` of
-        ``copy_from``), completed under ``conditions``; aborted unless it completed."""
+        ``copy_from``, if its ETag is still ``copy_if_match`` when given), completed under
+        ``conditions``; aborted unless it completed."""
         self.touched.add(key)
         created = self.ask("create_multipart_upload", Key=key)
         if not created.ok:
@@ -126,12 +144,14 @@ class Scratch:
             part = self.ask("upload_part", Key=key, UploadId=upload_id, PartNumber=1, Body=body)
             etag = part.etag
         else:
+            source_condition = {"CopySourceIfMatch": copy_if_match} if copy_if_match else {}
             part = self.ask(
                 "upload_part_copy",
                 Key=key,
                 UploadId=upload_id,
                 PartNumber=1,
                 CopySource={"Bucket": self.bucket, "Key": copy_from},
+                **source_condition,
             )
             etag = str(part.response.get("CopyPartResult", {}).get("ETag", ""))
         if not part.ok:
@@ -336,6 +356,31 @@ def probe_create_only_copy(s: Scratch) -> Outcome:
     return "pass", "copied to a new key; onto an existing key answered 412"
 
 
+def probe_copy_source_if_match(s: Scratch) -> Outcome:
+    """``UploadPartCopy`` with ``x-amz-copy-source-if-match``: lakelock copies a source as it
+    first read it (its ETag), so a source replaced since must answer 412, not copy the new
+    bytes; the current ETag copies."""
+    source = s.key("copy-source-if-match")
+    first = s.put(source, b"first")
+    if not first.ok:
+        return _unexpected("creating the copy source", first)
+    second = s.put(source, b"second")
+    if not second.ok:
+        return _unexpected("replacing the copy source", second)
+    stale = s.multipart(s.key("copy-stale"), copy_from=source, copy_if_match=first.etag)
+    if stale.ok:
+        return "fail", (
+            "UploadPartCopy with a stale x-amz-copy-source-if-match copied the replaced source "
+            "(200): the condition is ignored"
+        )
+    if stale.status != 412:
+        return _unexpected("UploadPartCopy with a stale x-amz-copy-source-if-match", stale)
+    current = s.multipart(s.key("copy-current"), copy_from=source, copy_if_match=second.etag)
+    if not current.ok:
+        return _unexpected("UploadPartCopy with the current ETag as the condition", current)
+    return "pass", "a replaced source answered 412; the current ETag copied"
+
+
 def probe_conditional_copy_object(s: Scratch) -> Outcome:
     """``CopyObject`` with destination ``If-None-Match: *`` / ``If-Match`` (AWS since late
     2025). lakelock copies by UploadPartCopy instead, so this one is optional."""
@@ -363,8 +408,9 @@ def probe_conditional_copy_object(s: Scratch) -> Outcome:
 
 
 def probe_conditional_delete(s: Scratch) -> Outcome:
-    """``DeleteObject`` with ``If-Match`` (vacuum deletes this way): 412 on a stale ETag and
-    the object stays; deleted on the current one."""
+    """``DeleteObject`` with ``If-Match``: 412 on a stale ETag and the object stays; deleted
+    on the current one. vacuum deletes this way, one object per request, where
+    ``DeleteObjects`` ignores per-key ETags."""
     key = s.key("delete-if-match")
     made = s.put(key, b"doomed", IfNoneMatch="*")
     if not made.ok:
@@ -384,7 +430,7 @@ def probe_conditional_delete(s: Scratch) -> Outcome:
 
 def probe_conditional_delete_objects(s: Scratch) -> Outcome:
     """``DeleteObjects`` with a per-key ``ETag``: a stale entry is refused, the rest deleted.
-    lakelock's cleanups also work with single conditional deletes; optional."""
+    vacuum deletes this way, 1000 objects per request, where the store honours it."""
     keep, drop = s.key("batch-keep"), s.key("batch-drop")
     etags = {}
     for key in (keep, drop):
@@ -409,6 +455,28 @@ def probe_conditional_delete_objects(s: Scratch) -> Outcome:
     if s.body(drop) is not None:
         return "fail", "DeleteObjects kept an entry whose ETag matched"
     return "pass", "the stale entry was refused (PreconditionFailed), the matching one deleted"
+
+
+def probe_vacuum_deletes(s: Scratch) -> Outcome:
+    """What ``vacuum --delete`` will do on this store, found by lakelock's own detection
+    (:meth:`~lakelock._s3.ObjectStore.conditional_delete_method`, here inside the scratch
+    prefix): delete in batches, one object at a time, or refuse."""
+    store = ObjectStore(s.client, s.bucket, prefix=f"{s.prefix}vacuum-")
+    try:
+        method = store.conditional_delete_method()
+    except UnsupportedError as error:
+        if error.code is None:  # lakelock's own verdict, not a store's answer
+            return "fail", (
+                "refuses to delete here: the store honours neither per-key ETags in "
+                "DeleteObjects nor If-Match on DeleteObject (orphans are still reported)"
+            )
+        raise
+    if method == "batch":
+        return "pass", "deletes with DeleteObjects and per-key ETags (1000 per request)"
+    return "pass", (
+        "deletes one object per request (DeleteObject + If-Match): DeleteObjects "
+        "does not honour per-key ETags here"
+    )
 
 
 def probe_policy_enforcement(s: Scratch) -> Outcome:
@@ -468,22 +536,31 @@ def probe_policy_enforcement(s: Scratch) -> Outcome:
 @dataclass(frozen=True)
 class Probe:
     name: str
-    required: bool
+    needed: Need
     run: Callable[[Scratch], Outcome]
 
+    @property
+    def required(self) -> bool:
+        return self.needed == "required"
+
+
+#: The row of :data:`PROBES` whose detail says how vacuum deletes on the store.
+VACUUM_PROBE = "vacuum deletes"
 
 PROBES: tuple[Probe, ...] = (
-    Probe("create-only PutObject (If-None-Match: *)", True, probe_create_only_put),
-    Probe("compare-and-swap PutObject (If-Match)", True, probe_compare_and_swap_put),
-    Probe("If-Match on a missing key", True, probe_if_match_missing),
-    Probe("concurrent create-only PUTs: one winner", True, probe_concurrent_creates),
-    Probe("If-None-Match on CompleteMultipartUpload", True, probe_create_only_multipart),
-    Probe("If-Match on CompleteMultipartUpload", True, probe_compare_and_swap_multipart),
-    Probe("create-only copy (UploadPartCopy)", True, probe_create_only_copy),
-    Probe("conditional DeleteObject (If-Match)", True, probe_conditional_delete),
-    Probe("conditional CopyObject (destination)", False, probe_conditional_copy_object),
-    Probe("DeleteObjects with per-key ETag", False, probe_conditional_delete_objects),
-    Probe("bucket policy enforcement", True, probe_policy_enforcement),
+    Probe("create-only PutObject (If-None-Match: *)", "required", probe_create_only_put),
+    Probe("compare-and-swap PutObject (If-Match)", "required", probe_compare_and_swap_put),
+    Probe("If-Match on a missing key", "required", probe_if_match_missing),
+    Probe("concurrent create-only PUTs: one winner", "required", probe_concurrent_creates),
+    Probe("If-None-Match on CompleteMultipartUpload", "required", probe_create_only_multipart),
+    Probe("If-Match on CompleteMultipartUpload", "required", probe_compare_and_swap_multipart),
+    Probe("create-only copy (UploadPartCopy)", "required", probe_create_only_copy),
+    Probe("copy-source-if-match (UploadPartCopy)", "required", probe_copy_source_if_match),
+    Probe("DeleteObjects with per-key ETag", "vacuum", probe_conditional_delete_objects),
+    Probe("conditional DeleteObject (If-Match)", "vacuum", probe_conditional_delete),
+    Probe(VACUUM_PROBE, "vacuum", probe_vacuum_deletes),
+    Probe("bucket policy enforcement", "recommended", probe_policy_enforcement),
+    Probe("conditional CopyObject (destination)", "optional", probe_conditional_copy_object),
 )
 
 

@@ -1,8 +1,10 @@
 """Test lakelock, and pipelines built on it, against a real S3 endpoint on localhost.
 
 :class:`S3Endpoint` runs moto's S3 server behind a gateway that adds what moto lacks (atomic
-conditional writes, If-Match on multipart completion, conditional copies and batch deletes,
-409 conflicts, bucket-policy enforcement) and seeded fault injection. Requires the ``local``
+conditional writes, If-Match on multipart completion, conditional copies -- destination and
+copy-source conditions -- and batch deletes, 409 conflicts, bucket-policy enforcement, reads
+that never wait for a slow upload) and seeded fault injection; it can also act as a store that
+lacks a conditional feature (``S3Endpoint.configure(lacking=...)``). Requires the ``local``
 extra: ``pip install 'lakelock[local]'``.
 """
 

@@ -37,7 +37,7 @@ from werkzeug.serving import make_server as werkzeug_server
 
 from lakelock._client import s3_client
 from lakelock.testing._faults import FaultKind, FaultRule
-from lakelock.testing._gateway import Gateway
+from lakelock.testing._gateway import Gateway, Lackable
 from lakelock.testing._policy_gate import BucketPolicies
 
 __all__ = ["DEFAULT_ACCESS_KEY", "S3Endpoint", "make_server"]
@@ -200,10 +200,30 @@ class S3Endpoint:
         result: dict[str, Any] = self._control("GET", "faults")
         return result
 
-    def configure(self, *, concurrent_conflicts: bool) -> None:
-        """``concurrent_conflicts``: answer 409 to a conditional write that meets another
-        write to the same key in flight, as AWS does, instead of queueing it."""
-        self._control("PUT", "settings", {"concurrent_conflicts": concurrent_conflicts})
+    def configure(
+        self,
+        *,
+        concurrent_conflicts: bool = False,
+        lacking: Mapping[Lackable, Literal["ignore", "refuse"]] | None = None,
+    ) -> None:
+        """Replace the endpoint's settings (each call sets all of them; the defaults are S3's
+        behaviour).
+
+        ``concurrent_conflicts``: answer 409 to a conditional write that meets another write
+        to the same key in flight, as AWS does, instead of queueing it.
+
+        ``lacking``: act as a store without these conditional features, to test what a client
+        does on such a store: ``"ignore"`` applies the request as if the condition were not
+        there (what a store that does not know the header does), ``"refuse"`` answers 501
+        NotImplemented. Features: ``"delete-objects-etag"`` (per-key ETag and Size of
+        DeleteObjects), ``"delete-if-match"`` (If-Match and x-amz-if-match-size on
+        DeleteObject), ``"copy-source-conditions"`` (x-amz-copy-source-if-* of CopyObject and
+        UploadPartCopy)."""
+        self._control(
+            "PUT",
+            "settings",
+            {"concurrent_conflicts": concurrent_conflicts, "lacking": dict(lacking or {})},
+        )
 
     def stalled(self) -> int:
         """How many requests ``stall`` faults are holding right now."""

@@ -9,8 +9,17 @@ on" in docs/ARCHITECTURE.md):
   lock here from its precondition check to the end of moto's write.
 - **If-Match on CompleteMultipartUpload** and **destination If-None-Match / If-Match on
   CopyObject**, which moto ignores, are checked here under the same key lock.
-- **Per-key ETags in DeleteObjects**, ignored by moto: keys whose ETag does not match are
-  taken out of the request and reported as ``PreconditionFailed`` errors in the response.
+- **Copy-source conditions** (``x-amz-copy-source-if-*``) on CopyObject and UploadPartCopy,
+  which moto ignores (all but one, unguarded): checked while the source key is locked against
+  writers, so the bytes copied are the bytes the condition was checked on.
+- **Per-key ETags (and Sizes) in DeleteObjects**, ignored by moto: keys whose condition fails
+  are taken out of the request and reported as ``PreconditionFailed`` errors in the response.
+- **Conditions moto gets wrong or cannot check** (``If-Match: *``, ETag lists, delete
+  conditions on size or modification time): see :mod:`._conditions`. What cannot be checked
+  is answered 501, never applied unconditionally.
+- **Reads never wait for a slow upload.** A request's whole body is received before any key
+  lock is taken, so a GET during a PUT of the same key gets the previous object at once, as
+  on S3; moto's own read or write of a key is serialised only for the moment it takes.
 - **501 NotImplemented** for ``If-Match`` together with ``If-None-Match``, and for an
   ``If-None-Match`` other than ``*``, as S3 answers.
 - **409 ConditionalRequestConflict**: injected as a fault, and, when ``concurrent_conflicts``
@@ -23,6 +32,8 @@ on" in docs/ARCHITECTURE.md):
 
 A control API under ``/_lakelock/`` (JSON over HTTP) reads and changes faults, settings and
 counts, so an endpoint in another process is driven the same way as one in this process.
+Settings include ``lacking``: the endpoint then acts as a store without some conditional
+features (ignoring or refusing them), to test clients against such stores.
 """
 
 from __future__ import annotations
@@ -35,19 +46,41 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from io import BytesIO
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import orjson
 
+from lakelock.testing._classify import S3Request, classify
+from lakelock.testing._conditions import (
+    COPY_SOURCE_IF_MATCH,
+    COPY_SOURCE_IF_MODIFIED_SINCE,
+    COPY_SOURCE_IF_NONE_MATCH,
+    COPY_SOURCE_IF_UNMODIFIED_SINCE,
+    IF_MATCH_LAST_MODIFIED_TIME,
+    IF_MATCH_SIZE,
+    BadCondition,
+    CopySource,
+    DeleteEntry,
+    ObjectState,
+    copy_source_failure,
+    delete_entries,
+    delete_unsupported,
+    entry_of,
+    etag_matches,
+    parse_copy_source,
+    size_condition,
+)
 from lakelock.testing._faults import Decision, FaultPlan, FaultRule
+from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._policy_gate import BucketPolicies
 
-__all__ = ["Gateway", "S3Request", "classify"]
+__all__ = ["LACKABLE", "Gateway", "Lackable", "S3Request", "classify"]
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -57,131 +90,9 @@ _S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 ET.register_namespace("", _S3_NS)
 CONTROL_PREFIX = "/_lakelock/"
 
-
-@dataclass(frozen=True)
-class S3Request:
-    """What the gateway needs to know about one request."""
-
-    method: str
-    operation: str
-    bucket: str | None
-    key: str | None
-    query: Mapping[str, list[str]]
-    access_key: str | None
-
-    @property
-    def mutating(self) -> bool:
-        return self.operation in _KEY_WRITES
-
-
-_KEY_WRITES = frozenset(
-    {"PutObject", "CopyObject", "CompleteMultipartUpload", "DeleteObject", "DeleteObjects"}
-)
-
-
-def classify(
-    method: str, raw_path: str, query: Mapping[str, list[str]], headers: Mapping[str, str]
-) -> S3Request:
-    """Name the S3 API operation of a path-style request."""
-    path = raw_path.split("?", 1)[0]
-    bucket_text, _, key_text = path.lstrip("/").partition("/")
-    bucket = unquote(bucket_text) or None
-    key = unquote(key_text) if key_text else None
-    copy_source = "x-amz-copy-source" in headers
-    if bucket is None:
-        operation = "ListBuckets"
-    elif key is None:
-        operation = _bucket_operation(method, query)
-    elif method == "PUT":
-        if "partNumber" in query and "uploadId" in query:
-            operation = "UploadPartCopy" if copy_source else "UploadPart"
-        elif "tagging" in query:
-            operation = "PutObjectTagging"
-        else:
-            operation = "CopyObject" if copy_source else "PutObject"
-    elif method == "POST":
-        if "uploads" in query:
-            operation = "CreateMultipartUpload"
-        elif "uploadId" in query:
-            operation = "CompleteMultipartUpload"
-        else:
-            operation = "PostObject"
-    elif method == "DELETE":
-        operation = "AbortMultipartUpload" if "uploadId" in query else "DeleteObject"
-    elif method == "HEAD":
-        operation = "HeadObject"
-    else:
-        operation = "ListParts" if "uploadId" in query else "GetObject"
-    auth = headers.get("authorization", "")
-    access_key = None
-    if "Credential=" in auth:
-        access_key = auth.split("Credential=", 1)[1].split("/", 1)[0]
-    return S3Request(method, operation, bucket, key, query, access_key)
-
-
-_BUCKET_SUBRESOURCES = ("policy", "versioning", "uploads", "versions", "location", "acl", "cors")
-
-
-def _bucket_operation(method: str, query: Mapping[str, list[str]]) -> str:
-    if method == "POST" and "delete" in query:
-        return "DeleteObjects"
-    sub = next((s for s in _BUCKET_SUBRESOURCES if s in query), None)
-    if sub == "uploads":
-        return "ListMultipartUploads"
-    if sub == "versions":
-        return "ListObjectVersions"
-    verb = {"GET": "Get", "PUT": "Put", "DELETE": "Delete", "HEAD": "Head"}.get(method, method)
-    if sub is not None:
-        return f"{verb}Bucket{sub.capitalize()}"
-    if method == "GET":
-        return "ListObjectsV2" if query.get("list-type") == ["2"] else "ListObjects"
-    return {"PUT": "CreateBucket", "DELETE": "DeleteBucket", "HEAD": "HeadBucket"}.get(
-        method, method
-    )
-
-
-class _KeyLocks:
-    """One lock per (bucket, key) in use; entries are dropped when nobody holds or waits."""
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._locks: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
-
-    @contextmanager
-    def hold(self, keys: Iterable[tuple[str, str]], *, wait: bool) -> Iterator[bool]:
-        """Hold every key's lock (sorted, so two multi-key requests cannot deadlock). With
-        ``wait=False`` yields ``False`` at once if any is taken."""
-        ordered = sorted(set(keys))
-        held: list[tuple[str, str]] = []
-        try:
-            for k in ordered:
-                lock = self._ref(k)
-                if not lock.acquire(blocking=wait):
-                    self._unref(k)
-                    yield False
-                    return
-                held.append(k)
-            yield True
-        finally:
-            for k in reversed(held):
-                self._locks[k][0].release()
-                self._unref(k)
-
-    def _ref(self, k: tuple[str, str]) -> threading.Lock:
-        with self._mutex:
-            lock, users = self._locks.get(k, (None, 0))
-            if lock is None:
-                lock = threading.Lock()
-            self._locks[k] = (lock, users + 1)
-            return lock
-
-    def _unref(self, k: tuple[str, str]) -> None:
-        with self._mutex:
-            lock, users = self._locks[k]
-            if users == 1:
-                del self._locks[k]
-            else:
-                self._locks[k] = (lock, users - 1)
+#: Conditional features the endpoint can be told to lack (``S3Endpoint.configure(lacking=)``).
+Lackable = Literal["delete-objects-etag", "delete-if-match", "copy-source-conditions"]
+LACKABLE: frozenset[str] = frozenset(get_args(Lackable))
 
 
 @dataclass
@@ -228,13 +139,15 @@ class Gateway:
         self.faults = faults if faults is not None else FaultPlan()
         self.policies = policies if policies is not None else BucketPolicies()
         self.concurrent_conflicts = False
+        #: Conditional features this endpoint acts as lacking: feature -> "ignore" | "refuse".
+        self.lacking: dict[str, str] = {}
         self._sleep = sleep
-        self._locks = _KeyLocks()
+        self._locks = KeyLocks()
         # Held only while moto itself reads or writes a key: moto's GetObject can meet an
         # overwrite of the same key closing the old value's buffer (a 500 S3 never gives).
         # Writers hold it inside their key lock, for the moto call only, so reads are never
         # held up by a writer's injected latency.
-        self._applying = _KeyLocks()
+        self._applying = KeyLocks()
         self._counts: Counter[str] = Counter()
         # Bytes received (request bodies) and sent (response bodies), for benchmarks.
         self._bytes: Counter[str] = Counter()
@@ -276,6 +189,9 @@ class Gateway:
     def _handle(
         self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str]
     ) -> _Response:
+        # The whole body is in before any key is locked: a slow upload holds up nobody (S3
+        # serves the previous object to readers until the new one is complete).
+        _receive_body(environ)
         decision = self.faults.decide(request.operation, request.bucket or "", request.key)
         self._stall(decision.stall)
         if not request.mutating or decision.before is not None:
@@ -287,6 +203,12 @@ class Gateway:
             return denied
         if request.operation in {"PutBucketPolicy", "GetBucketPolicy", "DeleteBucketPolicy"}:
             return self._bucket_policy(environ, request)
+        lacked = self._act_lacking(environ, request, headers)
+        if isinstance(lacked, _Response):
+            return lacked
+        headers = lacked
+        if request.operation == "UploadPartCopy":
+            return self._upload_part_copy(environ, request, headers)
         if not request.mutating:
             if request.bucket is None or request.key is None:
                 return self._forward(environ)
@@ -305,16 +227,31 @@ class Gateway:
         invalid = _unsupported_conditions(request, headers)
         if invalid is not None:
             return invalid
-        body: bytes | None = None
+        body = b""
+        source: CopySource | None = None
         if request.operation == "DeleteObjects":
             body = _read_body(environ)
-            keys = [(request.bucket, k) for k, _ in _delete_entries(body)]
+            try:
+                entries = delete_entries(body)
+            except ET.ParseError:
+                return _error(
+                    "400 Bad Request", "MalformedXML", "The XML you provided was not well-formed"
+                )
+            unsupported = delete_unsupported(headers, None, entries)
+            if unsupported is not None:
+                return _not_implemented(unsupported)
+            keys = [(request.bucket, e.key) for e in entries]
         else:
             assert request.key is not None
             keys = [(request.bucket, request.key)]
+            if request.operation == "CopyObject":
+                source = parse_copy_source(headers.get("x-amz-copy-source", ""))
+        # The source of a copy is locked too: no write may replace it between its check and
+        # moto's read of it.
+        locked = keys + ([(source.bucket, source.key)] if source is not None else [])
         conditional = "if-match" in headers or "if-none-match" in headers
         wait = not (self.concurrent_conflicts and conditional)
-        with self._locks.hold(keys, wait=wait) as held:
+        with self._locks.hold(locked, wait=wait) as held:
             if not held:
                 return _error(
                     "409 Conflict",
@@ -325,26 +262,83 @@ class Gateway:
                 )
             self._wait(decision)
             if request.operation == "DeleteObjects":
-                assert body is not None
                 with self._applying.hold(keys, wait=True):
                     response = self._delete_objects(environ, request, headers, body)
             else:
-                failed = self._check_conditions(request, headers)
+                try:
+                    failed = self._check_conditions(request, headers, source)
+                except BadCondition as error:
+                    failed = _error("400 Bad Request", "InvalidArgument", str(error))
                 if failed is not None:
                     response = failed
                 else:
                     with self._applying.hold(keys, wait=True):
-                        response = self._forward(environ)
+                        response = self._forward(_without_checked_conditions(environ, request))
                 if request.operation == "CompleteMultipartUpload" and response.code == 200:
                     self._remember_completion(request)
         if decision.after is not None and response.code < 300:
             return self._strike_after(decision.after)
         return response
 
+    def _upload_part_copy(
+        self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str]
+    ) -> _Response:
+        """UploadPartCopy with its copy-source conditions (moto ignores them), checked and
+        copied while the source's key is locked against writers."""
+        source = parse_copy_source(headers.get("x-amz-copy-source", ""))
+        if source is None:
+            return self._forward(environ)
+        with self._locks.hold([(source.bucket, source.key)], wait=True):
+            try:
+                failed = self._check_copy_source(source, headers)
+            except BadCondition as error:
+                failed = _error("400 Bad Request", "InvalidArgument", str(error))
+            if failed is not None:
+                return failed
+            return self._forward(environ)
+
+    def _act_lacking(
+        self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str]
+    ) -> _Response | Mapping[str, str]:
+        """Act as a store without the features in :attr:`lacking`: the request's conditions of
+        a lacked feature are dropped ("ignore") or answered 501 ("refuse"). Returns the headers
+        the rest of the gateway should see (``environ`` is changed to match)."""
+        feature = _FEATURES.get(request.operation)
+        mode = self.lacking.get(feature) if feature is not None else None
+        if feature is None or mode is None:
+            return headers
+        if feature == "delete-objects-etag":
+            try:
+                root = ET.fromstring(_read_body(environ))
+            except ET.ParseError:
+                return headers  # answered as malformed further on
+            conditions = [
+                (obj, child)
+                for obj in root
+                if _local(obj.tag) == "Object"
+                for child in obj
+                if _local(child.tag) in {"ETag", "Size", "LastModifiedTime"}
+            ]
+            if conditions and mode == "refuse":
+                return _not_implemented("conditions on DeleteObjects entries are not implemented")
+            for obj, child in conditions:
+                obj.remove(child)
+            if conditions:
+                _replace_body(environ, ET.tostring(root))
+            return headers
+        present = [name for name in _CONDITION_HEADERS[feature] if name in headers]
+        if present and mode == "refuse":
+            return _not_implemented(f"{', '.join(present)}: not implemented")
+        for name in present:
+            environ.pop("HTTP_" + name.upper().replace("-", "_"), None)
+        return {k: v for k, v in headers.items() if k not in present}
+
     # -- what moto lacks ------------------------------------------------------------------------
 
-    def _check_conditions(self, request: S3Request, headers: Mapping[str, str]) -> _Response | None:
-        """The preconditions moto ignores, checked under the key lock."""
+    def _check_conditions(
+        self, request: S3Request, headers: Mapping[str, str], source: CopySource | None
+    ) -> _Response | None:
+        """The preconditions moto ignores or gets wrong, checked under the key lock."""
         assert request.bucket is not None
         assert request.key is not None
         if_match = headers.get("if-match")
@@ -361,10 +355,42 @@ class Gateway:
         elif request.operation == "CopyObject":
             current = self._current_etag(request.bucket, request.key)
             if if_match is not None:
-                return _compare(if_match, current, request.key)
+                failed = _compare(if_match, current, request.key)
+                if failed is not None:
+                    return failed
             if if_none_match is not None and current is not None:
                 return _precondition_failed("If-None-Match", request.key)
+            if source is not None:
+                return self._check_copy_source(source, headers)
+        elif request.operation == "PutObject" and if_match is not None and _checked_here(if_match):
+            return _compare(if_match, self._current_etag(request.bucket, request.key), request.key)
+        elif request.operation == "DeleteObject":
+            size = size_condition(headers.get(IF_MATCH_SIZE))
+            if if_match is None and size is None:
+                return None
+            state = self._head(request.bucket, request.key)
+            if if_match is not None:
+                failed = _compare(if_match, state.etag if state else None, request.key)
+                if failed is not None:
+                    return failed
+            if size is not None and state is not None and state.size != size:
+                return _precondition_failed(IF_MATCH_SIZE, request.key)
         return None
+
+    def _check_copy_source(
+        self, source: CopySource, headers: Mapping[str, str]
+    ) -> _Response | None:
+        """412 if a copy-source condition fails; ``None`` to copy (a missing source is left to
+        moto, which answers 404)."""
+        if not any(name.startswith("x-amz-copy-source-if-") for name in headers):
+            return None
+        state = self._head(source.bucket, source.key, version_id=source.version_id)
+        if state is None:
+            return None
+        failed = copy_source_failure(headers, state, now=datetime.now(UTC))
+        if failed is None:
+            return None
+        return _precondition_failed(failed, source.key)
 
     def _remember_completion(self, request: S3Request) -> None:
         assert request.bucket is not None
@@ -374,62 +400,61 @@ class Gateway:
             self._completed[request.query.get("uploadId", [""])[0]] = etag
 
     def _current_etag(self, bucket: str, key: str) -> str | None:
-        response = self._subrequest("HEAD", bucket, key)
+        state = self._head(bucket, key)
+        return state.etag if state is not None else None
+
+    def _head(self, bucket: str, key: str, *, version_id: str | None = None) -> ObjectState | None:
+        query = f"versionId={quote(version_id, safe='')}" if version_id is not None else ""
+        response = self._subrequest("HEAD", bucket, key, query=query)
         if response.code == 404:
             return None
         if response.code != 200:
             raise RuntimeError(f"gateway read-back of {bucket}/{key} answered {response.status}")
-        return dict((k.lower(), v) for k, v in response.headers).get("etag")
+        fields = {k.lower(): v for k, v in response.headers}
+        return ObjectState(
+            etag=fields["etag"],
+            size=int(fields.get("content-length", "0")),
+            last_modified=parsedate_to_datetime(fields["last-modified"]),
+        )
 
     def _delete_objects(
         self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str], body: bytes
     ) -> _Response:
-        """DeleteObjects with per-key ETag conditions and per-key policy decisions: refused
-        keys are answered as errors, the rest go to moto without their ETag elements."""
+        """DeleteObjects with per-key ETag and Size conditions and per-key policy decisions:
+        refused keys are answered as errors, the rest go to moto without their conditions."""
         assert request.bucket is not None
         bucket = request.bucket
         denied = self.policies.denied_deletes(
             bucket=bucket,
-            entries=_delete_entries(body),
+            entries=[(e.key, e.etag) for e in delete_entries(body)],
             headers=headers,
             access_key=request.access_key,
         )
         root = ET.fromstring(body)
         failures: list[tuple[str, str, str]] = []
         for obj in list(root):
-            if _local(obj.tag) != "Object":
+            entry = entry_of(obj)
+            if entry is None:
                 continue
-            key = _child_text(obj, "Key")
-            etag = _child_text(obj, "ETag")
-            if key is not None and key in denied:
-                failures.append((key, "AccessDenied", "Access Denied"))
+            if entry.key in denied:
+                failures.append((entry.key, "AccessDenied", "Access Denied"))
                 root.remove(obj)
                 continue
-            if key is None or etag is None:
-                continue
-            current = self._current_etag(bucket, key)
-            if current is None:
-                failures.append((key, "NoSuchKey", "The specified key does not exist."))
-                root.remove(obj)
-            elif _strip(etag) != _strip(current):
-                failures.append(
-                    (key, "PreconditionFailed", "At least one of the preconditions failed.")
-                )
+            try:
+                failure = self._delete_entry_failure(bucket, entry)
+            except BadCondition as bad:
+                return _error("400 Bad Request", "InvalidArgument", str(bad))
+            if failure is not None:
+                failures.append((entry.key, *failure))
                 root.remove(obj)
             else:
                 for child in list(obj):
-                    if _local(child.tag) == "ETag":
+                    if _local(child.tag) in {"ETag", "Size"}:
                         obj.remove(child)
         remaining = [o for o in root if _local(o.tag) == "Object"]
         if remaining:
-            new_body = ET.tostring(root)
             environ = dict(environ)
-            environ["wsgi.input"] = BytesIO(new_body)
-            environ["CONTENT_LENGTH"] = str(len(new_body))
-            environ["HTTP_CONTENT_MD5"] = base64.b64encode(hashlib.md5(new_body).digest()).decode()
-            for name in [n for n in environ if n.startswith("HTTP_X_AMZ_CHECKSUM")]:
-                del environ[name]
-            environ.pop("HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM", None)
+            _replace_body(environ, ET.tostring(root))
             response = self._forward(environ)
             if response.code != 200 or not failures:
                 return response
@@ -446,6 +471,21 @@ class Gateway:
             [("Content-Type", "application/xml")],
             ET.tostring(result, xml_declaration=True),
         )
+
+    def _delete_entry_failure(self, bucket: str, entry: DeleteEntry) -> tuple[str, str] | None:
+        """``(code, message)`` if one DeleteObjects entry's conditions fail, else ``None``."""
+        size = size_condition(entry.size)
+        if entry.etag is None and size is None:
+            return None
+        state = self._head(bucket, entry.key)
+        if entry.etag is not None:
+            if state is None:
+                return "NoSuchKey", "The specified key does not exist."
+            if not etag_matches(entry.etag, state.etag):
+                return "PreconditionFailed", "At least one of the preconditions failed."
+        if size is not None and state is not None and state.size != size:
+            return "PreconditionFailed", "At least one of the preconditions failed."
+        return None
 
     def _check_policy(self, request: S3Request, headers: Mapping[str, str]) -> _Response | None:
         if request.bucket is None:
@@ -554,14 +594,16 @@ class Gateway:
                 close()
         return _Response(captured[0], list(captured[1]), body)
 
-    def _subrequest(self, method: str, bucket: str, key: str | None) -> _Response:
+    def _subrequest(
+        self, method: str, bucket: str, key: str | None, *, query: str = ""
+    ) -> _Response:
         path = f"/{quote(bucket)}" + (f"/{quote(key, safe='/')}" if key is not None else "")
         environ = {
             "REQUEST_METHOD": method,
             "PATH_INFO": unquote(path),
             "RAW_URI": path,
             "REQUEST_URI": path,
-            "QUERY_STRING": "",
+            "QUERY_STRING": query,
             "SERVER_NAME": "127.0.0.1",
             "SERVER_PORT": "80",
             "HTTP_HOST": "127.0.0.1",
@@ -627,8 +669,20 @@ class Gateway:
                 return _json(self.faults.to_json())
             if command == "settings" and method == "PUT":
                 settings = orjson.loads(_read_body(environ))
+                lacking = dict(settings.get("lacking") or {})
+                unknown = {f for f in lacking if f not in LACKABLE} | {
+                    m for m in lacking.values() if m not in {"ignore", "refuse"}
+                }
+                if unknown:
+                    raise ValueError(
+                        f"unknown lacking features or modes {sorted(unknown)}: features are "
+                        f"{sorted(LACKABLE)}, modes 'ignore' and 'refuse'"
+                    )
                 self.concurrent_conflicts = bool(settings.get("concurrent_conflicts", False))
-                return _json({"concurrent_conflicts": self.concurrent_conflicts})
+                self.lacking = lacking
+                return _json(
+                    {"concurrent_conflicts": self.concurrent_conflicts, "lacking": self.lacking}
+                )
             if command == "stalls" and method == "GET":
                 return _json({"stalled": self.stalled()})
             if command == "stalls" and method == "DELETE":
@@ -660,30 +714,83 @@ def _read_body(environ: dict[str, Any]) -> bytes:
     return body
 
 
+def _receive_body(environ: dict[str, Any]) -> None:
+    """Take in a request's whole body, if it has one (a length, or chunked encoding)."""
+    if int(environ.get("CONTENT_LENGTH") or 0) > 0 or environ.get("wsgi.input_terminated"):
+        _read_body(environ)
+
+
+def _replace_body(environ: dict[str, Any], body: bytes) -> None:
+    """Give the request a rewritten body, with the checksums that go with it."""
+    environ["wsgi.input"] = BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    environ["HTTP_CONTENT_MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+    for name in [n for n in environ if n.startswith("HTTP_X_AMZ_CHECKSUM")]:
+        del environ[name]
+    environ.pop("HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM", None)
+
+
+#: Which lackable feature each operation's conditions belong to.
+_FEATURES: dict[str, str] = {
+    "DeleteObject": "delete-if-match",
+    "DeleteObjects": "delete-objects-etag",
+    "CopyObject": "copy-source-conditions",
+    "UploadPartCopy": "copy-source-conditions",
+}
+_CONDITION_HEADERS: dict[str, tuple[str, ...]] = {
+    "delete-if-match": ("if-match", IF_MATCH_SIZE, IF_MATCH_LAST_MODIFIED_TIME),
+    "copy-source-conditions": (
+        COPY_SOURCE_IF_MATCH,
+        COPY_SOURCE_IF_NONE_MATCH,
+        COPY_SOURCE_IF_MODIFIED_SINCE,
+        COPY_SOURCE_IF_UNMODIFIED_SINCE,
+    ),
+}
+
+
+def _not_implemented(message: str) -> _Response:
+    return _error("501 Not Implemented", "NotImplemented", message)
+
+
 def _unsupported_conditions(request: S3Request, headers: Mapping[str, str]) -> _Response | None:
+    if request.operation == "DeleteObject":
+        unsupported = delete_unsupported(headers, request.query.get("versionId", [None])[0])
+        return _not_implemented(unsupported) if unsupported is not None else None
     if_match = headers.get("if-match")
     if_none_match = headers.get("if-none-match")
     if request.operation not in {"PutObject", "CompleteMultipartUpload", "CopyObject"}:
         return None
     if if_match is not None and if_none_match is not None:
-        return _error(
-            "501 Not Implemented",
-            "NotImplemented",
-            "A header you provided implies functionality that is not implemented",
+        return _not_implemented(
+            "A header you provided implies functionality that is not implemented"
         )
     if if_none_match is not None and if_none_match.strip() != "*":
-        return _error(
-            "501 Not Implemented",
-            "NotImplemented",
-            "If-None-Match only supports the value *",
-        )
+        return _not_implemented("If-None-Match only supports the value *")
     return None
+
+
+def _checked_here(if_match: str) -> bool:
+    """If-Match values moto would compare as one literal ETag (``*``, lists): the gateway
+    evaluates those itself."""
+    return "*" in if_match or "," in if_match
+
+
+def _without_checked_conditions(environ: dict[str, Any], request: S3Request) -> dict[str, Any]:
+    """The request as moto should see it once the gateway has checked its If-Match."""
+    if_match = environ.get("HTTP_IF_MATCH")
+    if if_match is None:
+        return environ
+    if request.operation == "DeleteObject" or (
+        request.operation == "PutObject" and _checked_here(if_match)
+    ):
+        return {k: v for k, v in environ.items() if k != "HTTP_IF_MATCH"}
+    return environ
 
 
 def _compare(if_match: str, current: str | None, key: str) -> _Response | None:
     if current is None:
         return _error("404 Not Found", "NoSuchKey", "The specified key does not exist.", key=key)
-    if _strip(if_match) != _strip(current):
+    if not etag_matches(if_match, current):
         return _precondition_failed("If-Match", key)
     return None
 
@@ -692,36 +799,14 @@ def _precondition_failed(condition: str, key: str) -> _Response:
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PreconditionFailed</Code>'
         "<Message>At least one of the pre-conditions you specified did not hold</Message>"
-        f"<Condition>{condition}</Condition><Key>{_xml_escape(key)}</Key>"
+        f"<Condition>{_xml_escape(condition)}</Condition><Key>{_xml_escape(key)}</Key>"
         "<RequestId>lakelock-gateway</RequestId></Error>"
     ).encode()
     return _Response("412 Precondition Failed", [("Content-Type", "application/xml")], body)
 
 
-def _strip(etag: str) -> str:
-    return etag.strip().removeprefix("W/").strip('"')
-
-
 def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
-
-
-def _child_text(element: ET.Element, name: str) -> str | None:
-    for child in element:
-        if _local(child.tag) == name:
-            return child.text
-    return None
-
-
-def _delete_entries(body: bytes) -> list[tuple[str, str | None]]:
-    root = ET.fromstring(body)
-    entries = []
-    for obj in root:
-        if _local(obj.tag) == "Object":
-            key = _child_text(obj, "Key")
-            if key is not None:
-                entries.append((key, _child_text(obj, "ETag")))
-    return entries
 
 
 def _json(data: object) -> _Response:

@@ -2,6 +2,10 @@
 pandas.
 
 ```python
+import polars as pl
+
+lake.append("sales", pa.table({"id": [1, 2], "amount": [9.5, 3.0], "day": [14, 15]}),
+            partition_by=["day"])
 scan = lake.scan("sales", columns=["id", "amount", "day"], filter=pc.field("day") >= 15)
 scan.files()                                   # the snapshot's files that can match
 table = scan.to_arrow()                        # fetched in parallel, checksums verified

@@ -18,8 +18,10 @@ An object under ``datasets/``, ``metastore/manifests/``, ``metastore/nodes/``,
 Reading a version older than the registry's retention is refused
 (:class:`~lakelock.errors.SnapshotExpiredError`), so ``older_than`` may not exceed it: vacuum
 never deletes what a permitted read could need. ``metastore/backups/`` (a format-1 root kept
-on upgrade) is never deleted. Deletes are conditional (``If-Match`` with the ETag seen when
-listing): an object replaced since is kept.
+on upgrade) is never deleted. Deletes are conditional on the ETag seen when listing (an
+object replaced since is kept): ``DeleteObjects`` with per-key ETags where the store honours
+them, else one ``DeleteObject`` with ``If-Match`` per object, and nothing at all on a store
+that honours neither (:meth:`lakelock._s3.ObjectStore.delete_if_unchanged`).
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ def vacuum(
         raise InvalidNameError(
             older_than,
             f"older_than exceeds the registry's retention ({registry.retention:.0f} s): "
-            "retired manifests older than that are forgotten, so vacuum could not prove "
-            "their files unread; raise Registry(retention=...) first",
+            "versions older than that may not be read, so vacuum keeps nothing for them; "
+            "raise the retention first (Lake(retention=...), vacuum --retention)",
         )
     store = registry.store
     now = clock()

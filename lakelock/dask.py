@@ -6,7 +6,7 @@ import lakelock
 import lakelock.dask
 
 lake = lakelock.Lake("my-bucket")
-frame = dd.read_csv("s3://raw/events-*.csv")
+frame = dd.from_dict({"id": [1, 2, 3], "day": [1, 1, 2]}, npartitions=2)  # or read_parquet...
 result = lakelock.dask.append(lake, "events", frame, partition_by=["day"], commit_id="load-42")
 ```
 
@@ -107,9 +107,9 @@ def append(
     dataset = validate_dataset_name(dataset)
     columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
     if commit_id is not None:
-        record = next((c for c in lake.registry.read().commits if c.id == commit_id), None)
-        if record is not None:
-            return CommitResult(record.version, commit_id, already_committed=True)
+        version = lake.registry.find_commit(commit_id, datasets=[dataset])
+        if version is not None:
+            return CommitResult(version, commit_id, already_committed=True)
     files, schema = write(lake, dataset, frame, partition_by=columns)
     return lake.registry.commit(
         dataset,
@@ -118,6 +118,7 @@ def append(
         partition_by=columns,
         commit_id=commit_id,
         fence=fence,
+        operation="append",
     )
 
 

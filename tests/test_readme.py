@@ -67,14 +67,20 @@ def run_example(code: str, source: str, namespace: dict[str, Any] | None = None)
 
 
 def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) -> None:
-    """Each python block of the README runs as written, in a fresh namespace (the bucket
-    named "my-bucket" is this test's bucket), and does what it says."""
+    """Each python block of the README runs as written (the bucket named "my-bucket" is this
+    test's bucket), and does what it says. The library's sections (the first three blocks)
+    continue one story, so they share one namespace; the testing section stands alone."""
     blocks = code_blocks(README, "python")
-    assert len(blocks) == 2
-    for number, block in enumerate(blocks, start=1):
-        run_example(block.replace('"my-bucket"', f'"{bucket}"'), f"README.md python block {number}")
+    assert len(blocks) == 4
+    story: dict[str, Any] = {"__name__": "__example__"}
+    for number, block in enumerate(blocks[:3], start=1):
+        code = block.replace('"my-bucket"', f'"{bucket}"')
+        exec(compile(code, f"README.md python block {number}", "exec"), story)
+    run_example(blocks[3], "README.md python block 4")
+    assert sorted(story["old_rows"]["id"].to_pylist()) == [1, 2]  # the first version
     snapshot = Lake(bucket, s3=s3.client()).registry.read()
-    assert set(snapshot.datasets) == {"sales", "archive"}
+    assert set(snapshot.datasets) == {"sales", "archive", "events"}
+    assert Lake(bucket, s3=s3.client()).read("events").num_rows == 9
     sales = snapshot.datasets["sales"].partitions
     assert sorted(sales) == ["year=2024/month=1", "year=2024/month=2"]  # 2023 deleted
     assert [p.file_count for p in sales.values()] == [1, 1]  # compacted
@@ -87,6 +93,9 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
         "delete",
         "append",
         "compact",
+        "commit",
+        "restore",
+        "append",
         "commit",
     ]
 

@@ -289,14 +289,14 @@ def test_engine_settings_follow_the_client(s3: S3Endpoint) -> None:
     assert options["aws_virtual_hosted_style_request"] == "false"
     aws = Connection.of(
         Lake(
-            "b",
+            "bucket-b",
             s3=__import__("boto3").client(
                 "s3", region_name="eu-west-1", aws_access_key_id="k", aws_secret_access_key="s"
             ),
         ).client
     )
     assert (aws.endpoint_url, aws.region, aws.scheme) == (None, "eu-west-1", "https")
-    assert "ENDPOINT" not in s3_secret_sql(aws, "s3://b/")
+    assert "ENDPOINT" not in s3_secret_sql(aws, "s3://bucket-b/")
 
 
 def test_lake_config_reopens_the_same_lake(lake: Lake) -> None:

@@ -292,12 +292,15 @@ class Objects:
                 successor_at = snap.at
                 first = snap
         except RegistryCorruptError as error:
-            if successor_at is not None and successor_at < expire_before:
+            # An older snapshot that is gone was vacuumed (a window shorter than the
+            # retention deletes what it replaced); a current one that is gone is damage.
+            vacuumed = isinstance(error.__cause__, NotFoundError)
+            if successor_at is not None and (successor_at < expire_before or vacuumed):
                 raise SnapshotExpiredError(
                     name,
                     version=version,
                     as_of=as_of,
-                    reason=": it is older than the registry's retention (vacuumed)",
+                    reason=": it was vacuumed (older than vacuum's window or the retention)",
                 ) from error
             raise
         if (

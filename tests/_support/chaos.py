@@ -63,7 +63,11 @@ def setup_lake(s3: S3Endpoint, bucket: str) -> Lake:
 
 
 def check_chaos(
-    records: list[dict[str, Any]], lake: Lake, *, setup_ids: Iterable[str] = ()
+    records: list[dict[str, Any]],
+    lake: Lake,
+    *,
+    setup_ids: Iterable[str] = (),
+    time_travel: bool = True,
 ) -> list[str]:
     """Every violation of lakelock's guarantees in this history and final state (module
     docstring); empty: none. ``lake`` reads the final state (no faults)."""
@@ -106,7 +110,8 @@ def check_chaos(
     problems += registered_file_problems(lake, snapshot)
     problems += _moves(records, landed, lake, snapshot)
     problems += lease_problems(records, landed, snapshot)
-    problems += _time_travel(landed, lake, snapshot)
+    if time_travel:  # not after a vacuum that deleted the older versions on purpose
+        problems += _time_travel(landed, lake, snapshot)
     return problems
 
 

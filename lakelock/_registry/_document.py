@@ -93,6 +93,7 @@ __all__ = [
     "manifest_digest",
     "manifest_key",
     "parse_manifest",
+    "parse_partition",
     "parse_registry",
     "serialize_manifest",
     "serialize_registry",
@@ -456,7 +457,7 @@ def _parse_dataset(name: str, raw: Mapping[str, Any]) -> DatasetState:
         ),
         partitions=MappingProxyType(
             {
-                text(path, "partition path"): _partition(path, obj(p, f"partition {path!r}"))
+                text(path, "partition path"): parse_partition(path, obj(p, f"partition {path!r}"))
                 for path, p in obj(raw["partitions"], "partitions").items()
             }
         ),
@@ -466,7 +467,8 @@ def _parse_dataset(name: str, raw: Mapping[str, Any]) -> DatasetState:
     )
 
 
-def _partition(path: str, p: Mapping[str, Any]) -> PartitionState:
+def parse_partition(path: str, p: Mapping[str, Any]) -> PartitionState:
+    """One partition's JSON: its manifest references and when it last changed."""
     return PartitionState(
         path=path,
         manifests=tuple(

@@ -17,16 +17,16 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._jsonfields import boolean_free_int, obj
 from lakelock._registry._changes import totals_of
 from lakelock._registry._document import (
     DatasetState,
     Manifest,
-    ManifestRef,
     PartitionState,
     RegistryDoc,
     decode_schema,
     encode_schema,
+    parse_partition,
     serialize_registry,
     verify_manifest,
 )
@@ -90,23 +90,9 @@ def partition_entry(p: PartitionState) -> dict[str, Any]:
 
 
 def partition_from_entry(path: str, raw: Any) -> PartitionState:
+    """A partition entry of the index (format 1's root holds the same JSON)."""
     try:
-        entry = obj(raw, f"partition {path!r}")
-        return PartitionState(
-            path=path,
-            manifests=tuple(
-                ManifestRef(
-                    key=text(m["key"], "manifest key"),
-                    files=boolean_free_int(m["files"], "files", minimum=0),
-                    records=boolean_free_int(m["records"], "records", minimum=0),
-                    size=boolean_free_int(m["size"], "size", minimum=0),
-                )
-                for m in (obj(item, "manifest ref") for item in seq(entry["manifests"], "refs"))
-            ),
-            updated_version=boolean_free_int(
-                entry["updated_version"], "updated_version", minimum=0
-            ),
-        )
+        return parse_partition(path, obj(raw, f"partition {path!r}"))
     except (KeyError, TypeError, ValueError) as error:
         raise RegistryCorruptError(
             f"index entry of partition {path!r} is malformed: {error}"

@@ -405,20 +405,7 @@ class Registry:
                     return None
                 seconds = self._clock()
                 sealed = replace(doc, version=doc.version + 1, updated_at=_iso(seconds))
-                new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
-                self.objects.create_all(writes)
-                try:
-                    written = self._root.put(
-                        REGISTRY_KEY,
-                        serialize_registry(new_doc),
-                        mode=IfMatch(etag),
-                        content_type="application/json",
-                    )
-                except PreconditionFailedError as error:
-                    raise _Redrive from error
-                except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
-                    raise _Retry from error
-                self._known = (new_doc, written.etag)
+                new_doc = self._write_version(doc, sealed, etag, seconds)
                 assert new_doc.backup is not None
                 return MigrationResult(new_doc.version, new_doc.backup)
         raise AssertionError("unreachable: the retry loop returns or raises")
@@ -435,6 +422,27 @@ class Registry:
             for o in self.store.list(INTENT_PREFIX, start_after=doc.watermark)
             if o.key not in decided
         ]
+
+    def _write_version(
+        self, doc: RegistryDoc, sealed: RegistryDoc, etag: str, seconds: float
+    ) -> RegistryDoc:
+        """A version that changes no dataset (an upgrade, cancelled fates): its objects, then
+        the root's swap; a lost race is a redrive, anything transient a retry."""
+        new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
+        self.objects.create_all(writes)
+        try:
+            written = self._root.put(
+                REGISTRY_KEY,
+                serialize_registry(new_doc),
+                mode=IfMatch(etag),
+                content_type="application/json",
+            )
+        except PreconditionFailedError as error:
+            raise _Redrive from error
+        except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+            raise _Retry from error
+        self._known = (new_doc, written.etag)
+        return new_doc
 
     def reachable(self, *, cutoff: float) -> set[str]:
         """Every object a reader of a version current at or after ``cutoff`` (seconds since
@@ -751,20 +759,7 @@ class Registry:
                 [*doc.fates, *cancelled], watermark=doc.watermark, keep=self.commit_window
             ),
         )
-        new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
-        self.objects.create_all(writes)
-        try:
-            written = self._root.put(
-                REGISTRY_KEY,
-                serialize_registry(new_doc),
-                mode=IfMatch(etag),
-                content_type="application/json",
-            )
-        except PreconditionFailedError as error:
-            raise _Redrive from error
-        except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
-            raise _Retry from error
-        self._known = (new_doc, written.etag)
+        self._write_version(doc, sealed, etag, seconds)
         for p in todo:
             p.fail(
                 CommitConflictError(

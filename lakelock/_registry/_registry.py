@@ -410,6 +410,13 @@ class Registry:
                 return MigrationResult(new_doc.version, new_doc.backup)
         raise AssertionError("unreachable: the retry loop returns or raises")
 
+    def intent_fates(self) -> tuple[IntentFate, ...]:
+        """What the root has decided about recent intents (applied at a version, rejected
+        with a reason, cancelled), oldest first: every one above the watermark, and at least
+        the ``commit_window`` most recent."""
+        doc, _ = self._current()
+        return doc.fates
+
     def pending_intents(self) -> list[str]:
         """Intents no swap has decided yet (above the watermark, no fate): commits of other
         processes, or of crashed ones, that the next fold may apply."""

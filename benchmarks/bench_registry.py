@@ -27,6 +27,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import boto3
@@ -196,8 +197,8 @@ def grown_lake(lake: Lake, datasets: int, partitions: int) -> None:
 
 def growth(
     endpoint: S3Endpoint, sizes: list[int], datasets: int, repeats: int
-) -> list[tuple[int, float, float, float, float]]:
-    rows = []
+) -> Iterator[tuple[int, float, float, float, float]]:
+    """One row per lake size, as soon as it is measured."""
     for size in sizes:
         bucket = f"grow-{datasets}-{size}"
         endpoint.create_bucket(bucket)
@@ -221,16 +222,13 @@ def growth(
             started = time.perf_counter()
             fresh.read("ds00", partitions=["p=0"])
             reads.append(time.perf_counter() - started)
-        rows.append(
-            (
-                size,
-                1000 * statistics.median(times),
-                statistics.mean(requests),
-                statistics.median(moved) / 1000,
-                1000 * statistics.median(reads),
-            )
+        yield (
+            size,
+            1000 * statistics.median(times),
+            statistics.mean(requests),
+            statistics.median(moved) / 1000,
+            1000 * statistics.median(reads),
         )
-    return rows
 
 
 def main() -> None:

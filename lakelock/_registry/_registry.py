@@ -288,6 +288,9 @@ class Registry:
         self.fold_interval = fold_interval
         self.intent_ttl = intent_ttl
         self._listed_at = float("-inf")
+        # Until when this process assumes other processes commit here too (see _contended).
+        self.contention_memory = 5.0
+        self._contended_until = float("-inf")
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -787,7 +790,7 @@ class Registry:
         known = self._known
         etag: str | None
         try:
-            if state.attempts == 1 and known is not None:
+            if state.attempts == 1 and known is not None and not self._contended(seconds):
                 doc, etag = known
             else:
                 doc, etag = self._read_root()
@@ -894,6 +897,7 @@ class Registry:
             )
         except (PreconditionFailedError, AlreadyExistsError) as error:
             state.redrives += 1
+            self._contended_until = self._clock() + self.contention_memory
             raise _Redrive from error
         except (ConflictError, ThrottledError) as error:
             state.retries += 1
@@ -917,10 +921,17 @@ class Registry:
         known = self._known
         return self.max_fold > 0 and (
             state.attempts > 1
+            or self._contended(seconds)
             or known is None
             or known[0].version != doc.version
             or seconds - self._listed_at >= self.fold_interval
         )
+
+    def _contended(self, seconds: float) -> bool:
+        """Whether other processes have been committing here lately (a lost race, or their
+        intents found): then a first attempt reads the root afresh and folds in what is
+        pending, so one swap carries everyone's commits instead of each losing in turn."""
+        return seconds < self._contended_until
 
     def _foreign_intents(self, doc: RegistryDoc, state: _BatchState, seconds: float) -> Fold:
         """The pending intents of other processes, oldest first (at most ``max_fold``), read
@@ -935,6 +946,8 @@ class Registry:
         fold = Fold(listed=True, listed_max=listed[-1].key if listed else "")
         decided = {f.key for f in doc.fates}
         todo = [o for o in listed if o.key not in own and o.key not in decided]
+        if todo:
+            self._contended_until = seconds + self.contention_memory
 
         def load(listed_object: ListedObject) -> tuple[str, Change | str]:
             key = listed_object.key

@@ -185,3 +185,25 @@ def test_many_processes_share_swaps(store: ObjectStore) -> None:
     commits = [c for c in final.read().commits if c.version > 1]
     assert len(commits) == 40
     assert sorted({c.version for c in commits}) == sorted(set(versions))
+
+
+def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
+    store: ObjectStore,
+) -> None:
+    """Under contention a committer whose intent is younger than another pending one waits
+    (reading nobody's intents) for that one's writer to fold both; if it never does (here:
+    it died), after ``max_waits`` rounds the committer folds it in itself."""
+    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=no_sleep))
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    key = plant_intent(
+        store,
+        Change("sales", "dead-2", add=(datafile("sales", "", "d"),)),
+        ms=int(time.time() * 1000) - 1000,
+    )
+    reg._contended_until = float("inf")  # as after a lost race: other processes are busy here
+    result = reg.commit("sales", add=[datafile("sales", "", "b")])
+    assert result.attempts == reg.max_waits + 1
+    fate = reg._current()[0].fate(key)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
+    assert names(registry(store)) == ["a", "b", "d"]

@@ -188,6 +188,10 @@ class _Retry(Exception):
     """409/503/unknown outcome: try again after backoff."""
 
 
+class _Wait(_Retry):
+    """An older pending intent's writer is expected to fold ours: look again after backoff."""
+
+
 @dataclass
 class _Pending:
     """One ``commit()`` call: its changes (one per dataset, all-or-nothing, one commit id)."""
@@ -233,6 +237,8 @@ class _BatchState:
     first_base: int | None = None
     # Version the last ambiguous attempt was based on, while its outcome is unresolved.
     unknown_base: int | None = None
+    # Rounds spent waiting for an older intent's writer to fold ours (see _foreign_intents).
+    waits: int = 0
 
 
 class Registry:
@@ -290,6 +296,7 @@ class Registry:
         self._listed_at = float("-inf")
         # Until when this process assumes other processes commit here too (see _contended).
         self.contention_memory = 5.0
+        self.max_waits = 8
         self._contended_until = float("-inf")
 
     # -- reading ------------------------------------------------------------------------------
@@ -802,6 +809,8 @@ class Registry:
             return
         fold = Fold()
         if doc.format_version > 1 and self._should_list(doc, state, seconds):
+            if self._contended(seconds):
+                self._send_intents(state)  # visible to the others before we look at theirs
             fold = self._foreign_intents(doc, state, seconds)
         own = list(state.pending)
         state.pending = sorted(
@@ -927,6 +936,15 @@ class Registry:
             or seconds - self._listed_at >= self.fold_interval
         )
 
+    def _send_intents(self, state: _BatchState) -> None:
+        """Create the batch's intents now (they are otherwise created with the version)."""
+        writes = [w for p in state.pending for w in p.unwritten]
+        for p in state.pending:
+            p.intent_sent = p.intent_sent or bool(p.unwritten)
+        self.objects.create_all(writes)
+        for p in state.pending:
+            p.unwritten = []
+
     def _contended(self, seconds: float) -> bool:
         """Whether other processes have been committing here lately (a lost race, or their
         intents found): then a first attempt reads the root afresh and folds in what is
@@ -948,6 +966,14 @@ class Registry:
         todo = [o for o in listed if o.key not in own and o.key not in decided]
         if todo:
             self._contended_until = seconds + self.contention_memory
+        mine = sorted(p.intent for p in state.pending if p.intent is not None and p.intent_sent)
+        if mine and todo[:1] and todo[0].key < mine[0] and state.waits < self.max_waits:
+            # An older intent is pending: its writer folds everything pending (ours too)
+            # in its next swap. Waiting for that, instead of reading every intent and racing
+            # it, keeps a crowd of writers from each reading everyone's intents (N^2 GETs).
+            # After max_waits rounds we fold anyway (its writer may have died).
+            state.waits += 1
+            raise _Wait
 
         def load(listed_object: ListedObject) -> tuple[str, Change | str]:
             key = listed_object.key

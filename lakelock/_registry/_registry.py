@@ -954,7 +954,11 @@ class Registry:
     def _foreign_intents(self, doc: RegistryDoc, state: _BatchState, seconds: float) -> Fold:
         """The pending intents of other processes, oldest first (at most ``max_fold``), read
         and ready to apply; those that cannot be applied get their fate at once."""
-        own = {p.intent for p in state.pending}
+        # Commits of this process waiting for the next batch are not others' to read: they go
+        # with that batch (reading them here would cost a GET each for nothing).
+        with self._queue_lock:
+            queued = {p.intent for p in self._queue}
+        own = {p.intent for p in state.pending} | queued
         listed = list(
             itertools.islice(
                 self.store.list(INTENT_PREFIX, start_after=doc.watermark, page_size=self.max_fold),

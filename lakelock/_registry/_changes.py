@@ -62,7 +62,7 @@ from lakelock._registry._document import (
     manifest_key,
     serialize_manifest,
 )
-from lakelock._registry._snapshot import Overlay, OverlayPartitions, SnapshotCommit, Totals
+from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
 from lakelock.errors import CommitConflictError, SchemaMismatchError, StaleFenceError
 
 __all__ = [
@@ -239,11 +239,11 @@ def apply_change(
 
     # Partitions change in an overlay over the stored index: nothing is copied, and the
     # registry shell writes just the changed paths of the tree (see _tree).
-    if isinstance(dataset.partitions, OverlayPartitions):
+    if isinstance(dataset.partitions, Overlay):
         base, overlay = dataset.partitions.base, dict(dataset.partitions.changes)
     else:
         base, overlay = dataset.partitions, {}
-    partitions = OverlayPartitions(base, overlay)
+    partitions = Overlay(base, overlay)
     totals = dataset.totals if dataset.totals is not None else totals_of(dataset.partitions)
     writes: list[tuple[str, bytes]] = []
     removed_by_partition, cleared = _removals(change, partitions, len(dataset.partition_by))
@@ -299,7 +299,7 @@ def apply_change(
         schema=schema,
         schema_version=schema_version,
         properties=MappingProxyType(properties),
-        partitions=OverlayPartitions(base, overlay),
+        partitions=Overlay(base, overlay),
         updated_at=now,
         updated_version=next_version,
         totals=totals,

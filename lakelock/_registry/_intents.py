@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 import orjson
 
@@ -190,10 +189,3 @@ def prune_fates(
     ordered = list(fates)
     recent = {id(f) for f in ordered[-keep:]}
     return tuple(f for f in ordered if f.key > watermark or id(f) in recent)
-
-
-def fates_by_key(fates: Iterable[IntentFate]) -> Mapping[str, IntentFate]:
-    return {f.key: f for f in fates}
-
-
-_unused: Any = None

@@ -35,7 +35,6 @@ from lakelock._registry._snapshot import (
     DatasetEntry,
     LazyPartitions,
     Overlay,
-    OverlayPartitions,
     Snapshot,
     backup_key,
     serialize_snapshot,
@@ -449,9 +448,7 @@ class Objects:
             return key
 
         partitions = state.partitions
-        if isinstance(partitions, OverlayPartitions) and isinstance(
-            partitions.base, LazyPartitions
-        ):
+        if isinstance(partitions, Overlay) and isinstance(partitions.base, LazyPartitions):
             top = tree_update(
                 partitions.base.top,
                 {k: partition_entry(v) if v else None for k, v in partitions.changes.items()},

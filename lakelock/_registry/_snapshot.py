@@ -35,7 +35,6 @@ __all__ = [
     "DatasetEntry",
     "LazyPartitions",
     "Overlay",
-    "OverlayPartitions",
     "Snapshot",
     "SnapshotCommit",
     "Totals",
@@ -331,7 +330,3 @@ class Overlay(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
-
-
-#: The partitions of a dataset in a batch being applied.
-OverlayPartitions = Overlay

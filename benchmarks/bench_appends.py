@@ -217,6 +217,8 @@ class Sample:
     batch: float
     check: str
     first_error: str | None
+    ops: dict[str, int] = field(default_factory=dict)
+    traffic: dict[str, int] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -312,7 +314,9 @@ def timed_run(
         elapsed = time.perf_counter() - started
         outcomes = [done[w] for w in range(writers)]
 
-    requests = sum(endpoint.stats().values())
+    ops = endpoint.stats()
+    traffic = endpoint.traffic()
+    requests = sum(ops.values())
     endpoint.clear_faults()
     latencies = sorted(x for o in outcomes for x in o.latencies)
     sizes = [s for o in outcomes for s in o.batch_sizes]
@@ -331,6 +335,8 @@ def timed_run(
         batch=statistics.fmean(sizes) if sizes else float("nan"),
         check=check,
         first_error=next((o.first_error for o in outcomes if o.first_error), None),
+        ops=ops,
+        traffic=traffic,
     )
 
 
@@ -348,10 +354,14 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def summarize(cell: Cell, runs: list[dict[str, Sample]]) -> list[str]:
-    ratios = [r["lakelock"].rate / r["delta-rs"].rate for r in runs if r["delta-rs"].commits]
+def summarize(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str]) -> list[str]:
+    ratios = [
+        r["lakelock"].rate / r["delta-rs"].rate
+        for r in runs
+        if "lakelock" in r and "delta-rs" in r and r["delta-rs"].commits
+    ]
     lines = []
-    for system in SYSTEMS:
+    for system in systems:
         samples = [r[system] for r in runs]
         checks = sorted({s.check for s in samples})
         mode = cell.mode
@@ -366,6 +376,24 @@ def summarize(cell: Cell, runs: list[dict[str, Sample]]) -> list[str]:
             f"| {median([s.p99_ms for s in samples]):.0f} "
             f"| {median([s.per_commit for s in samples]):.1f} | {batch} "
             f"| {sum(s.failures for s in samples)} | {', '.join(checks)} | {ratio} |"
+        )
+    return lines
+
+
+def breakdown(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str]) -> list[str]:
+    """Requests per commit by S3 operation, and body bytes per commit (the last repeat)."""
+    lines = []
+    for system in systems:
+        sample = runs[-1][system]
+        commits = max(1, sample.commits)
+        ops = ", ".join(
+            f"{op} {count / commits:.2f}"
+            for op, count in sorted(sample.ops.items(), key=lambda kv: -kv[1])
+        )
+        moved = sum(sample.traffic.values()) / commits / 1024
+        lines.append(
+            f"- {system}, {cell.writers} {cell.mode}, {cell.latency_ms} ms: per commit {ops}; "
+            f"{moved:.1f} KiB moved"
         )
     return lines
 
@@ -396,6 +424,12 @@ def main() -> None:
     parser.add_argument("--latency", type=parse_ints, default=[0, 20], help="ms per request")
     parser.add_argument("--modes", type=lambda s: s.split(","), default=["threads", "processes"])
     parser.add_argument("--rows", type=int, default=100, help="rows per append")
+    parser.add_argument(
+        "--systems", type=lambda s: s.split(","), default=list(SYSTEMS), help="lakelock,delta-rs"
+    )
+    parser.add_argument(
+        "--ops", action="store_true", help="also print requests per commit by S3 operation"
+    )
     parser.add_argument(
         "--aws-conflicts",
         action="store_true",
@@ -433,7 +467,7 @@ def main() -> None:
         for cell in cells:
             runs: list[dict[str, Sample]] = []
             for r in range(repeats):
-                order = SYSTEMS if r % 2 == 0 else SYSTEMS[::-1]
+                order = args.systems if r % 2 == 0 else args.systems[::-1]
                 run: dict[str, Sample] = {}
                 for system in order:
                     n += 1
@@ -456,8 +490,11 @@ def main() -> None:
                         errors[where] = (count + sample.failures, first)
                     run[system] = sample
                 runs.append(run)
-            for line in summarize(cell, runs):
+            for line in summarize(cell, runs, args.systems):
                 print(line, flush=True)
+            if args.ops:
+                for line in breakdown(cell, runs, args.systems):
+                    print(line, flush=True)
     if errors:
         print("\nfailures (all runs of a cell) and the first error seen:")
         for where, (count, first) in errors.items():

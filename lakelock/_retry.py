@@ -6,6 +6,7 @@ inject ``sleep`` (no real waiting) and ``clock``.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,19 +43,51 @@ class RetryPolicy:
             raise ValueError("need 0 <= initial_backoff <= max_backoff")
 
     def retrying(
-        self, retry_on: type[BaseException] | tuple[type[BaseException], ...]
+        self,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...],
+        *,
+        steady: tuple[type[BaseException], ...] = (),
+        poll: Callable[[], float] | None = None,
     ) -> tenacity.Retrying:
         """A tenacity ``Retrying`` that retries ``retry_on`` exceptions within this budget and
-        re-raises the last one when the budget is spent."""
+        re-raises the last one when the budget is spent. An exception of a ``steady`` type is
+        not a failure but a wait for somebody else's progress: it is retried after ``poll()``
+        seconds, and does not grow the backoff of the failures that follow."""
+        backoff = tenacity.wait_random_exponential(
+            multiplier=self.initial_backoff, max=self.max_backoff
+        )
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.max_attempts) | _OutOfTime(self),
-            wait=tenacity.wait_random_exponential(
-                multiplier=self.initial_backoff, max=self.max_backoff
-            ),
+            wait=_SteadyOr(backoff, steady, poll) if steady and poll is not None else backoff,
             retry=tenacity.retry_if_exception_type(retry_on),
             sleep=self.sleep,
             reraise=True,
         )
+
+
+class _SteadyOr(tenacity.wait.wait_base):
+    """``poll()`` after a steady exception; otherwise the backoff, counting failures only."""
+
+    def __init__(
+        self,
+        backoff: tenacity.wait.wait_base,
+        steady: tuple[type[BaseException], ...],
+        poll: Callable[[], float],
+    ) -> None:
+        self._backoff = backoff
+        self._steady = steady
+        self._poll = poll
+        self._failures = 0
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        outcome = retry_state.outcome
+        error = outcome.exception() if outcome is not None else None
+        if isinstance(error, self._steady):
+            return self._poll()
+        self._failures += 1
+        counted = copy.copy(retry_state)
+        counted.attempt_number = self._failures
+        return float(self._backoff(counted))
 
 
 class _OutOfTime(tenacity.stop.stop_base):

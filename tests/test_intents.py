@@ -207,3 +207,67 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
     assert names(registry(store)) == ["a", "b", "d"]
+
+
+def test_a_contended_commit_waits_first_and_is_folded_by_another_process(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Under contention a committer sends its intent and looks at the root one round later,
+    without listing: another process's swap applied it meanwhile, so the commit costs its
+    intent PUT and one root GET, and reports the other's version."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    other = registry(store, group_commit=False)
+    swaps: list[int] = []
+
+    def meanwhile(_: float) -> None:  # our wait: the other process folds and swaps now
+        if not swaps:
+            swaps.append(other.commit("sales", add=[datafile("sales", "", "theirs")]).version)
+
+    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+    ours.read()
+    ours._contended_until = float("inf")  # as after a lost race: other processes are busy
+    s3.reset_stats()
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    assert (result.version, result.attempts) == (swaps[0], 2)
+    ops = s3.stats()
+    assert ops["ListObjectsV2"] == 1  # the other's fold; we listed nothing
+    # The other's reads of the root, the dataset's snapshot and our intent; our one look.
+    assert ops["GetObject"] == 4
+    assert names(other) == ["a", "mine", "theirs"]
+
+
+def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStore) -> None:
+    """Waiting for an older intent's writer sleeps about one fold-and-swap round each time
+    (jittered below it), not an exponential backoff; failures after it back off from small."""
+    sleeps: list[float] = []
+    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=sleeps.append))
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    plant_intent(
+        store,
+        Change("sales", "dead-3", add=(datafile("sales", "", "d"),)),
+        ms=int(time.time() * 1000) - 1000,
+    )
+    reg._contended_until = float("inf")
+    reg._round_seconds = 0.3
+    reg.commit("sales", add=[datafile("sales", "", "b")])
+    assert len(sleeps) == reg.max_waits
+    assert all(0.15 <= s <= 0.3 for s in sleeps)
+
+
+def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: ObjectStore) -> None:
+    """A caller-chosen commit id whose first run left an intent behind (the writer died) and
+    whose re-run committed through another: folding the old intent finds the id in the
+    dataset's commit-id index and records it applied there, never applying it again."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    key = plant_intent(store, Change("sales", "run-7", add=(datafile("sales", "", "first"),)))
+    # Commits without folding anyone's intent; a root window of one commit id, so the id
+    # has left the root when the old intent is folded: only the index knows it.
+    rerun = registry(store, max_fold=0, commit_window=1)
+    done = rerun.commit("sales", add=[datafile("sales", "", "second")], commit_id="run-7")
+    rerun.commit("sales", add=[datafile("sales", "", "c")])
+    folder = registry(store)
+    folder.commit("sales", add=[datafile("sales", "", "b")])
+    fate = folder._current()[0].fate(key)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", done.version)
+    assert names(folder) == ["a", "b", "c", "second"]

@@ -16,6 +16,7 @@ from lakelock import Lake
 from lakelock._registry import REGISTRY_KEY, Registry, RegistryDoc, apply_change, seal
 from lakelock._registry._changes import Change, delta_manifests
 from lakelock._registry._document import parse_registry, serialize_registry
+from lakelock._registry._objects import RECENT_IDS
 from lakelock._registry._tree import LEAF_MAX
 from lakelock._s3 import ObjectStore
 from lakelock.errors import VersionNotFoundError
@@ -113,6 +114,39 @@ def test_commit_id_is_recognised_after_it_left_the_root_window(client: Any, buck
     )
     assert (direct.version, direct.already_committed) == (first.version, True)
     assert ids(fresh.read("sales")) == [1, 2, 3, 4, 5, 6]
+
+
+def test_recent_commit_ids_go_into_the_index_together(store: ObjectStore) -> None:
+    """A snapshot carries the latest commit ids and writes them into the commit-id tree
+    RECENT_IDS at a time: the commits between two such writes create no index node, and
+    every commit id is found by a fresh reader, from the snapshot or from the tree."""
+    reg = Registry(store, retry=FAST_RETRY, commit_window=1)
+    commits = 2 * RECENT_IDS + 5  # two writes into the tree; the second splits its top leaf
+    assert 2 * RECENT_IDS > LEAF_MAX
+
+    def nodes() -> int:
+        return sum(1 for _ in store.list("metastore/nodes/sales/"))
+
+    versions = {}
+    for n in range(commits):
+        if n == 2 * RECENT_IDS - 1:
+            before_flush = nodes()
+        if n == 2 * RECENT_IDS:
+            after_flush = nodes()
+        versions[f"run-{n}"] = reg.commit(
+            "sales", add=[datafile("sales", "", f"f{n}")], commit_id=f"run-{n}"
+        ).version
+    assert after_flush > before_flush  # the flush split the tree's top into nodes
+    assert nodes() == after_flush  # the 5 commits since wrote none
+    state = reg.dataset("sales")
+    assert len(state.recent_ids) == 5
+    assert state.commit_ids.count == 2 * RECENT_IDS
+    fresh = Registry(store, retry=FAST_RETRY, commit_window=1)
+    for commit_id, version in versions.items():
+        assert fresh.find_commit(commit_id) == version
+    assert fresh.find_commit("never-committed") is None
+    again = fresh.commit("sales", add=[datafile("sales", "", "f0")], commit_id="run-0")
+    assert (again.version, again.already_committed) == (versions["run-0"], True)
 
 
 @pytest.mark.parametrize("prefix", ["metastore/snapshots/", "metastore/nodes/"])

@@ -103,6 +103,9 @@ class Change:
     remove_partitions: tuple[str, ...] = ()
     operation: str = "commit"
     restore: DatasetState | None = None
+    # The commit id was made up by lakelock (random), not chosen by the caller: no other
+    # commit can carry it, so the intent's fate alone says whether it was applied.
+    generated_id: bool = False
 
 
 @dataclass(frozen=True)

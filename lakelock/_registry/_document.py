@@ -155,11 +155,13 @@ class DatasetState:
     updated_at: str
     updated_version: int
     # Format 2: where this version is stored, its parent, totals kept commit by commit, the
-    # top of the commit-id tree, its server commit time and the commits that made it.
+    # top of the commit-id tree and the recent commit ids not in it yet, its server commit
+    # time and the commits that made it.
     snapshot: str | None = None
     parent: str | None = None
     totals: Totals | None = None
     commit_ids: Node = EMPTY
+    recent_ids: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     at: float = 0.0
     commits: tuple[Any, ...] = ()
     created_version: int = 0

@@ -6,7 +6,8 @@ An intent is the commit's delta manifest with an ``intent`` section::
     metastore/intents/<13 hex: ms since the epoch><8 hex: random>-<sha256 of the body>.json
 
     {"format_version": 1, "dataset": "sales", "partition": null, "files": [...],
-     "intent": {"commit_id": "...", "operation": "append", "remove": [...],
+     "intent": {"commit_id": "...", "generated_id": true|false,
+                "operation": "append", "remove": [...],
                 "remove_partitions": [...], "schema": "<base64>"|null,
                 "partition_by": [...]|null, "properties": {...}|null,
                 "fence": {"name", "token", "read", "write"}|null}}
@@ -74,6 +75,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
             "files": [f.to_json() for f in files],
             "intent": {
                 "commit_id": change.commit_id,
+                "generated_id": change.generated_id,
                 "operation": change.operation,
                 "remove": list(change.remove),
                 "remove_partitions": list(change.remove_partitions),
@@ -171,6 +173,7 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             ),
             fence=fence,
             operation=text(section["operation"], "operation"),
+            generated_id=section.get("generated_id") is True,
         )
     except RegistryCorruptError:
         raise

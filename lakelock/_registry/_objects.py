@@ -62,6 +62,9 @@ from lakelock.errors import (
 __all__ = ["HistoryEntry", "Objects", "partition_entry", "partition_from_entry"]
 
 _CACHE_SIZE = 16384
+# How many recent commit ids a snapshot carries before they are written into the commit-id
+# tree together (a leaf rewrite shared by up to this many commits instead of one each).
+RECENT_IDS = 64
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,7 @@ class Objects:
             parent=snap.parent,
             totals=snap.totals,
             commit_ids=snap.commit_ids,
+            recent_ids=snap.recent_ids,
             at=snap.at,
             commits=snap.commits,
             created_version=snap.created_version,
@@ -321,11 +325,15 @@ class Objects:
         return found
 
     def commit_version(self, state: DatasetState, commit_id: str) -> int | None:
-        """The version at which ``commit_id`` changed this dataset, from its commit-id tree."""
-        raw = tree_get(state.commit_ids, commit_id, self.node)
+        """The version at which ``commit_id`` changed this dataset: from the snapshot's recent
+        commit ids, else its commit-id tree."""
+        raw = state.recent_ids.get(commit_id)
+        if raw is None:
+            raw = tree_get(state.commit_ids, commit_id, self.node)
         if raw is None:
             return None
-        return boolean_free_int(obj(raw, "commit id entry")["version"], "version", minimum=1)
+        entry = raw if isinstance(raw, Mapping) else obj(raw, "commit id entry")
+        return boolean_free_int(entry["version"], "version", minimum=1)
 
     # -- what vacuum must keep ------------------------------------------------------------------
 
@@ -464,13 +472,14 @@ class Objects:
                 load=self.node,
                 store=store,
             )
-        parent_ids = state.commit_ids
-        commit_ids = tree_update(
-            parent_ids,
-            {c.id: {"version": version, "at": at, "operation": c.operation} for c in state.commits},
-            load=self.node,
-            store=store,
+        recent = dict(state.recent_ids)
+        recent.update(
+            {c.id: {"version": version, "at": at, "operation": c.operation} for c in state.commits}
         )
+        commit_ids = state.commit_ids
+        if len(recent) >= RECENT_IDS:
+            commit_ids = tree_update(commit_ids, recent, load=self.node, store=store)
+            recent = {}
         totals = state.totals if state.totals is not None else totals_of(state.partitions)
         snap = Snapshot(
             dataset=name,
@@ -488,6 +497,7 @@ class Objects:
             totals=totals,
             partitions=top,
             commit_ids=commit_ids,
+            recent_ids=MappingProxyType(recent),
         )
         body = serialize_snapshot(snap, encode_schema)
         key = snapshot_key(name, body, uuid.uuid4().hex)

@@ -48,9 +48,11 @@ commit-id index, which every later attempt and fold consults.
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -106,6 +108,9 @@ from lakelock.errors import (
 __all__ = ["CommitResult", "MigrationResult", "Registry", "RegistrySnapshot"]
 
 MIB = 1024 * 1024
+# Other processes' intents kept parsed, so a committer that loses a race does not read them
+# again in its next round.
+INTENT_CACHE = 4096
 
 
 @dataclass(frozen=True)
@@ -237,8 +242,11 @@ class _BatchState:
     first_base: int | None = None
     # Version the last ambiguous attempt was based on, while its outcome is unresolved.
     unknown_base: int | None = None
-    # Rounds spent waiting for an older intent's writer to fold ours (see _foreign_intents).
+    # Rounds spent waiting, with no progress at the root, for an older intent's writer to
+    # fold ours (see _foreign_intents), and the root version that wait started from.
     waits: int = 0
+    wait_version: int | None = None
+    wait_started: float | None = None
 
 
 class Registry:
@@ -289,6 +297,9 @@ class Registry:
         # instead of a GET (a compare-and-swap returns the new ETag, so CAS updates chain).
         # If another writer committed meanwhile, the PUT's If-Match fails and the redrive reads.
         self._known: tuple[RegistryDoc, str] | None = None
+        # Whether the root we know is one this process swapped in: then, as far as we know,
+        # we are the one folding for everybody (see _may_wait_first).
+        self._swapped_last = False
         self.objects = Objects(store)
         self.max_fold = max_fold
         self.fold_interval = fold_interval
@@ -298,6 +309,11 @@ class Registry:
         self.contention_memory = 5.0
         self.max_waits = 8
         self._contended_until = float("-inf")
+        # How long one fold-and-swap takes here (moving average, seconds): a committer waiting
+        # for another's swap looks at the root again after about that long.
+        self._round_seconds = 0.05
+        # Other processes' intents read so far (write-once: a key's content never changes).
+        self._intents: OrderedDict[str, Change] = OrderedDict()
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -579,6 +595,7 @@ class Registry:
         if doc.format_version > 1:
             doc = replace(doc, datasets=self.objects.datasets(doc))
         self._known = (doc, data.etag)
+        self._swapped_last = False
         return doc, data.etag
 
     def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
@@ -625,6 +642,7 @@ class Registry:
                 dict.fromkeys(validate_partition_path(p) for p in remove_partitions)
             ),
             operation=operation or "commit",
+            generated_id=commit_id is None,
         )
         return self.commit_changes([change], explicit_id=commit_id is not None)
 
@@ -691,7 +709,9 @@ class Registry:
     def _commit_batch(self, pending: list[_Pending]) -> None:
         state = _BatchState(pending=list(pending), size=len(pending))
         try:
-            for attempt in self.retry.retrying((_Redrive, _Retry)):
+            for attempt in self.retry.retrying(
+                (_Redrive, _Retry), steady=(_Wait,), poll=self._poll
+            ):
                 with attempt:
                     self._attempt(state)
         except (_Redrive, _Retry):
@@ -790,14 +810,45 @@ class Registry:
             )
         return []
 
-    def _attempt(self, state: _BatchState) -> None:
-        state.attempts += 1
-        seconds = self._clock()
-        now = _iso(seconds)
+    def _may_wait_first(self, state: _BatchState) -> bool:
         known = self._known
+        return (
+            self.max_fold > 0
+            and not self._swapped_last
+            and known is not None
+            and known[0].format_version > 1
+            and all(p.intent is not None for p in state.pending)
+        )
+
+    def _learn_round(self, seconds: float) -> None:
+        self._round_seconds = 0.8 * self._round_seconds + 0.2 * min(seconds, 5.0)
+
+    def _poll(self) -> float:
+        """How long a waiting committer sleeps before it looks at the root again: about one
+        fold-and-swap round, jittered so waiters do not look all at once."""
+        return self._round_seconds * random.uniform(0.5, 1.0)
+
+    def _look(self, state: _BatchState, seconds: float) -> tuple[RegistryDoc, str | None] | None:
+        """The root an attempt starts from, after settling what it already decided (None:
+        nothing is left to commit). Raises _Wait while another process is expected to fold
+        our intents."""
+        known = self._known
+        waiting = len(state.pending)
+        if state.attempts == 1 and self._contended(seconds) and self._may_wait_first(state):
+            # Other processes are committing here: one of them is about to fold and swap.
+            # Our intents go out now and we look at the root after about one round; only if
+            # nobody has applied them by then do we list and maybe fold ourselves. A commit
+            # that somebody else folds costs its intent PUT and one root GET.
+            self._send_intents(state)
+            state.wait_started = time.monotonic()
+            raise _Wait
         etag: str | None
         try:
-            if state.attempts == 1 and known is not None and not self._contended(seconds):
+            if (
+                state.attempts == 1
+                and known is not None
+                and (self._swapped_last or not self._contended(seconds))
+            ):
                 doc, etag = known
             else:
                 doc, etag = self._read_root()
@@ -805,8 +856,29 @@ class Registry:
             state.retries += 1
             raise _Retry from error
         self._settle_known(doc, state)
+        if state.wait_started is not None and len(state.pending) < waiting:
+            # Someone else's swap settled ours: how long that took tells how often to look.
+            self._learn_round(time.monotonic() - state.wait_started)
         if not state.pending:
+            return None
+        if state.wait_version is not None:
+            if doc.version == state.wait_version and state.waits < self.max_waits:
+                # The older intent's writer has not swapped yet: keep waiting (one GET a
+                # round). Once the root moves without our intents, look again (a LIST).
+                state.waits += 1
+                raise _Wait
+            state.wait_version = None
+        return doc, etag
+
+    def _attempt(self, state: _BatchState) -> None:
+        state.attempts += 1
+        started = time.monotonic()
+        seconds = self._clock()
+        now = _iso(seconds)
+        found = self._look(state, seconds)
+        if found is None:
             return
+        doc, etag = found
         fold = Fold()
         if doc.format_version > 1 and self._should_list(doc, state, seconds):
             if self._contended(seconds):
@@ -845,6 +917,8 @@ class Registry:
             p.unwritten = []
         written = self._swap(state, doc, etag, new_doc)
         self._known = (new_doc, written.etag)
+        self._swapped_last = True
+        self._learn_round(time.monotonic() - started)
         if fold.listed:
             self._listed_at = seconds
         for p in state.pending:
@@ -975,14 +1049,21 @@ class Registry:
             # An older intent is pending: its writer folds everything pending (ours too)
             # in its next swap. Waiting for that, instead of reading every intent and racing
             # it, keeps a crowd of writers from each reading everyone's intents (N^2 GETs).
-            # After max_waits rounds we fold anyway (its writer may have died).
+            # After max_waits rounds in which the root did not move, we fold anyway (its
+            # writer may have died).
             state.waits += 1
+            state.wait_version = doc.version
+            if state.wait_started is None:
+                state.wait_started = time.monotonic()
             raise _Wait
 
         def load(listed_object: ListedObject) -> tuple[str, Change | str]:
             key = listed_object.key
             if listed_object.last_modified.timestamp() < seconds - self.intent_ttl:
                 return key, f"expired: pending for more than {self.intent_ttl:.0f} s"
+            cached = self._intents.get(key)
+            if cached is not None:
+                return key, cached
             try:
                 body = self.store.get(key).body
                 change, manifest = parse_intent(key, body, bucket=self.store.bucket)
@@ -1001,17 +1082,26 @@ class Registry:
             if isinstance(found, str):
                 fold.fates.append(IntentFate(key, "rejected", doc.version + 1, seconds, found))
                 continue
+            self._intents[key] = found
+            while len(self._intents) > INTENT_CACHE:
+                self._intents.popitem(last=False)
             version = self._recorded_version(doc, found)
-            if version is not None:  # applied already (its fate left the window)
+            if version is not None:  # applied already, by another intent of its commit id
                 fold.fates.append(IntentFate(key, "applied", version, seconds))
                 continue
             fold.pending.append(_Pending((found,), intent=key, foreign=True))
         return fold
 
     def _recorded_version(self, doc: RegistryDoc, change: Change) -> int | None:
+        """The version that applied ``change``'s commit id, if one did. A listed intent is
+        above the watermark, so its own fate would be in the root; a caller-chosen commit id
+        may also have been applied by another intent (a re-run), which the commit-id index
+        records. A generated id belongs to this intent alone: no lookup needed."""
         record = doc.commit(change.commit_id)
         if record is not None:
             return record.version
+        if change.generated_id:
+            return None
         dataset = doc.datasets.get(change.dataset) if doc.format_version > 1 else None
         return self.objects.commit_version(dataset, change.commit_id) if dataset else None
 

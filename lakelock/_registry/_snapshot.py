@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -140,6 +140,10 @@ class Snapshot:
     totals: Totals
     partitions: Node
     commit_ids: Node
+    # Commit ids of the latest versions, not yet in the ``commit_ids`` tree (entries as the
+    # tree's): they go into it together, RECENT_IDS at a time, so a busy dataset does not
+    # rewrite a tree leaf per commit.
+    recent_ids: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def serialize_snapshot(snapshot: Snapshot, encode_schema: Callable[[pa.Schema], str]) -> bytes:
@@ -165,6 +169,7 @@ def serialize_snapshot(snapshot: Snapshot, encode_schema: Callable[[pa.Schema], 
             "totals": snapshot.totals.to_json(),
             "partitions": node_json(snapshot.partitions),
             "commit_ids": node_json(snapshot.commit_ids),
+            "recent_ids": {k: dict(v) for k, v in snapshot.recent_ids.items()},
         },
         option=orjson.OPT_SORT_KEYS,
     )
@@ -218,6 +223,12 @@ def parse_snapshot(
             totals=Totals.from_json(obj(data["totals"], "totals")),
             partitions=node_from_json(obj(data["partitions"], "partitions")),
             commit_ids=node_from_json(obj(data["commit_ids"], "commit_ids")),
+            recent_ids=MappingProxyType(
+                {
+                    text(k, "commit id"): _id_entry(v)
+                    for k, v in obj(data.get("recent_ids", {}), "recent_ids").items()
+                }
+            ),
         )
     except RegistryCorruptError:
         raise
@@ -234,6 +245,12 @@ def parse_snapshot(
             bucket=bucket,
             key=key,
         ) from error
+
+
+def _id_entry(raw: Any) -> Mapping[str, Any]:
+    entry = obj(raw, "commit id entry")
+    boolean_free_int(entry["version"], "version", minimum=1)
+    return MappingProxyType(entry)
 
 
 def snapshot_key(dataset: str, body: bytes, nonce: str) -> str:

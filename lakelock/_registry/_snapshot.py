@@ -169,7 +169,7 @@ def serialize_snapshot(snapshot: Snapshot, encode_schema: Callable[[pa.Schema], 
             "totals": snapshot.totals.to_json(),
             "partitions": node_json(snapshot.partitions),
             "commit_ids": node_json(snapshot.commit_ids),
-            "recent_ids": {k: dict(v) for k, v in snapshot.recent_ids.items()},
+            "recent_ids": dict(snapshot.recent_ids),
         },
         option=orjson.OPT_SORT_KEYS,
     )
@@ -247,10 +247,10 @@ def parse_snapshot(
         ) from error
 
 
-def _id_entry(raw: Any) -> Mapping[str, Any]:
-    entry = obj(raw, "commit id entry")
+def _id_entry(raw: Any) -> dict[str, Any]:
+    entry = dict(obj(raw, "commit id entry"))
     boolean_free_int(entry["version"], "version", minimum=1)
-    return MappingProxyType(entry)
+    return entry
 
 
 def snapshot_key(dataset: str, body: bytes, nonce: str) -> str:

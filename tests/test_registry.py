@@ -292,6 +292,37 @@ def test_group_commit_merges_concurrent_commits(s3: S3Endpoint, store: ObjectSto
     assert len(reg.files("sales")) == 16
 
 
+def test_a_batchs_callers_return_while_the_next_batch_is_in_flight(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Group commit: once its batch has swapped, every caller of it returns at once, not
+    only the one that ran it; none waits for the batch that started after (else callers
+    convoy behind each other and batches stay small)."""
+    reg = registry(store)
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=3)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+
+        def commit(name: str) -> Any:
+            return pool.submit(reg.commit, "sales", add=[datafile("sales", "", name)])
+
+        first = commit("b")
+        wait_until(lambda: s3.stalled() == 1)  # batch [b] at its swap
+        pair = [commit("c"), commit("d")]
+        wait_until(lambda: len(reg._queue) == 2)
+        s3.release_stalls()
+        wait_until(lambda: s3.stalled() == 1)  # batch [c, d] at its swap
+        last = commit("e")
+        wait_until(lambda: len(reg._queue) == 1)
+        s3.release_stalls()
+        wait_until(lambda: s3.stalled() == 1)  # batch [e] at its swap
+        wait_until(lambda: all(f.done() for f in pair))
+        assert not last.done()
+        s3.release_stalls()
+        assert [f.result().version for f in (first, *pair, last)] == [2, 3, 3, 4]
+        assert [f.result().batch_size for f in pair] == [2, 2]
+
+
 def test_commit_window_bounds_the_root(store: ObjectStore) -> None:
     """Only the newest `commit_window` commit ids are kept."""
     reg = registry(store, commit_window=3)

@@ -292,7 +292,10 @@ class Registry:
         self._clock = clock
         self._queue: list[_Pending] = []
         self._queue_lock = threading.Lock()
-        self._leader = threading.Lock()
+        # One batch in flight at a time; the others' callers wait on this for their turn
+        # (or to find their commit done by the batch in flight).
+        self._turn = threading.Condition(self._queue_lock)
+        self._committing = False
         # The root as this process last read or wrote it: the next commit starts from it
         # instead of a GET (a compare-and-swap returns the new ETag, so CAS updates chain).
         # If another writer committed meanwhile, the PUT's If-Match fails and the redrive reads.
@@ -677,17 +680,23 @@ class Registry:
         if not self.group_commit:
             self._commit_batch([pending])
         else:
-            with self._queue_lock:
+            with self._turn:
                 self._queue.append(pending)
-            while not pending.done.is_set():
-                with self._leader:
+            while True:
+                with self._turn:
+                    while self._committing and not pending.done.is_set():
+                        self._turn.wait()
                     if pending.done.is_set():
                         break
-                    with self._queue_lock:
-                        batch = self._queue[: self.max_batch]
-                        del self._queue[: self.max_batch]
-                    if batch:
-                        self._commit_batch(batch)
+                    self._committing = True
+                    batch = self._queue[: self.max_batch]
+                    del self._queue[: self.max_batch]
+                try:
+                    self._commit_batch(batch)
+                finally:
+                    with self._turn:
+                        self._committing = False
+                        self._turn.notify_all()
         if pending.error is not None:
             raise pending.error
         assert pending.result is not None

@@ -238,7 +238,7 @@ def test_a_contended_commit_waits_first_and_is_folded_by_another_process(
 
 def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStore) -> None:
     """Waiting for an older intent's writer sleeps about one fold-and-swap round each time
-    (jittered below it), not an exponential backoff; failures after it back off from small."""
+    (jittered below it), not an exponential backoff."""
     sleeps: list[float] = []
     reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=sleeps.append))
     reg.commit("sales", add=[datafile("sales", "", "a")])
@@ -250,8 +250,10 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
     reg._contended_until = float("inf")
     reg._round_seconds = 0.3
     reg.commit("sales", add=[datafile("sales", "", "b")])
-    assert len(sleeps) == reg.max_waits
-    assert all(0.15 <= s <= 0.3 for s in sleeps)
+    waits, gathering = sleeps[: reg.max_waits], sleeps[reg.max_waits :]
+    assert all(0.15 <= s <= 0.3 for s in waits)
+    # Then it folds for everybody: a moment for intents being sent, before reading them.
+    assert gathering == [pytest.approx(0.3 * reg.gather)]
 
 
 def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: ObjectStore) -> None:
@@ -271,3 +273,26 @@ def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: Obj
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", done.version)
     assert names(folder) == ["a", "b", "c", "second"]
+
+
+def test_waits_do_not_grow_the_backoff_of_later_failures() -> None:
+    """A retry policy with steady waits: each wait sleeps the poll; the failures after them
+    back off from the smallest step, as if the waits had not happened."""
+
+    class Waiting(Exception):
+        pass
+
+    class Failing(Exception):
+        pass
+
+    sleeps: list[float] = []
+    policy = RetryPolicy(initial_backoff=0.01, max_backoff=10.0, sleep=sleeps.append)
+    outcomes = [Waiting] * 6 + [Failing] * 3
+    for attempt in policy.retrying((Waiting, Failing), steady=(Waiting,), poll=lambda: 0.5):
+        with attempt:
+            if outcomes:
+                raise outcomes.pop(0)()
+    assert sleeps[:6] == [0.5] * 6
+    # Full jitter below 0.01 * 2**n for the n-th failure (n = 1, 2, 3), not 2**7 and up.
+    assert all(0 <= s <= 0.01 * 2**n for n, s in enumerate(sleeps[6:], start=1))
+    assert len(sleeps) == 9

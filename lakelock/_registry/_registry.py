@@ -311,6 +311,9 @@ class Registry:
         # Until when this process assumes other processes commit here too (see _contended).
         self.contention_memory = 5.0
         self.max_waits = 8
+        # A committer folding for others under contention waits this fraction of a round
+        # for the intents being sent right then, before it reads them (see _foreign_intents).
+        self.gather = 0.3
         self._contended_until = float("-inf")
         # How long one fold-and-swap takes here (moving average, seconds): a committer waiting
         # for another's swap looks at the root again after about that long.
@@ -1042,13 +1045,7 @@ class Registry:
         with self._queue_lock:
             queued = {p.intent for p in self._queue}
         own = {p.intent for p in state.pending} | queued
-        listed = list(
-            itertools.islice(
-                self.store.list(INTENT_PREFIX, start_after=doc.watermark, page_size=self.max_fold),
-                self.max_fold,
-            )
-        )
-        fold = Fold(listed=True, listed_max=listed[-1].key if listed else "")
+        listed = self._list_intents(doc.watermark, self.max_fold)
         decided = {f.key for f in doc.fates}
         todo = [o for o in listed if o.key not in own and o.key not in decided]
         if todo:
@@ -1065,6 +1062,17 @@ class Registry:
             if state.wait_started is None:
                 state.wait_started = time.monotonic()
             raise _Wait
+        if mine and self._contended(seconds) and self.gather > 0 and len(listed) < self.max_fold:
+            # We fold for everybody this round. The writers whose commits the last swap
+            # settled are sending their next intents about now: give them a moment, then
+            # list what came since (a LIST from where this one ended), so this swap carries
+            # them too instead of leaving them to the next round.
+            self.retry.sleep(self._round_seconds * self.gather)
+            after = listed[-1].key if listed else doc.watermark
+            more = self._list_intents(after, self.max_fold - len(listed))
+            listed += more
+            todo += [o for o in more if o.key not in own and o.key not in decided]
+        fold = Fold(listed=True, listed_max=listed[-1].key if listed else "")
 
         def load(listed_object: ListedObject) -> tuple[str, Change | str]:
             key = listed_object.key
@@ -1100,6 +1108,13 @@ class Registry:
                 continue
             fold.pending.append(_Pending((found,), intent=key, foreign=True))
         return fold
+
+    def _list_intents(self, after: str, limit: int) -> list[ListedObject]:
+        return list(
+            itertools.islice(
+                self.store.list(INTENT_PREFIX, start_after=after, page_size=limit), limit
+            )
+        )
 
     def _recorded_version(self, doc: RegistryDoc, change: Change) -> int | None:
         """The version that applied ``change``'s commit id, if one did. A listed intent is

@@ -56,6 +56,7 @@ from lakelock._datasets import table_schema
 from lakelock._engines import require
 from lakelock._lake import Lake, LakeConfig
 from lakelock._names import validate_dataset_name
+from lakelock._operations import already_committed
 from lakelock._registry import CommitResult, Fence
 from lakelock.errors import SchemaMismatchError
 
@@ -106,10 +107,9 @@ def append(
     written and the earlier commit is reported (``already_committed``)."""
     dataset = validate_dataset_name(dataset)
     columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-    if commit_id is not None:
-        version = lake.registry.find_commit(commit_id, datasets=[dataset])
-        if version is not None:
-            return CommitResult(version, commit_id, already_committed=True)
+    done = already_committed(lake.registry, dataset, commit_id)
+    if done is not None:
+        return done
     files, schema = write(lake, dataset, frame, partition_by=columns)
     return lake.registry.commit(
         dataset,

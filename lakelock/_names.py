@@ -103,6 +103,7 @@ __all__ = [
     "parse_lake_url",
     "parse_partition_path",
     "parse_partition_value",
+    "partition_columns",
     "partition_path",
     "partition_prefix",
     "validate_bucket_name",
@@ -515,6 +516,11 @@ def validate_partition_path(path: str) -> str:
     """The canonical form of a partition path (Hive escaping, no trailing slash), for copy,
     rename and the registry; raises :class:`InvalidNameError` for anything malformed."""
     return partition_path(parse_partition_path(path))
+
+
+def partition_columns(partition_by: str | Sequence[str]) -> tuple[str, ...]:
+    """The partition columns as a tuple; one name alone (a ``str``) is that one column."""
+    return (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
 
 
 def named_partition(columns: Sequence[str], spec: PartitionSpec) -> str:

@@ -52,6 +52,7 @@ from lakelock._names import (
     PartitionSpec,
     parse_partition_path,
     parse_partition_value,
+    partition_columns,
     partition_path,
     partition_prefix,
     validate_dataset_name,
@@ -119,7 +120,7 @@ class TableOperations:
         registry version; the result says so (``empty``, ``version`` the current one).
         """
         dataset = validate_dataset_name(dataset)
-        columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+        columns = partition_columns(partition_by)
         schema = table_schema(table, columns)
         if table.num_rows == 0:
             return CommitResult(
@@ -166,7 +167,7 @@ class TableOperations:
         it empties them.
         """
         dataset = validate_dataset_name(dataset)
-        columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+        columns = partition_columns(partition_by)
         schema = table_schema(table, columns)
         done = already_committed(self.registry, dataset, commit_id)
         if done is not None:

@@ -68,6 +68,7 @@ from lakelock._names import (
     format_partition_value,
     parse_partition_path,
     parse_partition_value,
+    partition_columns,
     partition_path,
     validate_column_name,
     validate_dataset_name,
@@ -181,7 +182,7 @@ def table_schema(table: Any, partition_by: Sequence[str] = ()) -> Any:
 
 
 def _partition_columns(table: Any, partition_by: Sequence[str]) -> tuple[str, ...]:
-    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    columns = partition_columns(partition_by)
     names = list(table.schema.names)
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
@@ -402,7 +403,7 @@ def read_files(
     order; ``filter`` (a ``pyarrow.compute.Expression`` over the whole schema) keeps only the
     rows it is true for. ``progress(done, total)`` counts the bytes of the files read.
     """
-    expected = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    expected = partition_columns(partition_by)
     wanted = tuple(columns) if columns is not None else None
     # Without a filter, only the wanted columns are decoded; a filter may need any column.
     decode = wanted if filter is None else None

@@ -11,33 +11,24 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelock._client import s3_client
 from lakelock._connection import Connection
-from lakelock._datafile import DataFile
-from lakelock._datasets import table_schema, write_table
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
 from lakelock._lease import Lease, LeaseOptions
 from lakelock._names import (
+    named_partition,
     parse_lake_url,
-    partition_path,
     validate_bucket_name,
     validate_dataset_name,
     validate_lake_prefix,
-    validate_partition_path,
 )
-from lakelock._operations import (
-    DEFAULT_TARGET_FILE_SIZE,
-    PartitionSpec,
-    compact,
-    delete,
-    overwrite,
-)
+from lakelock._operations import TableOperations
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
@@ -47,7 +38,7 @@ from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
-from lakelock.errors import DatasetNotFoundError, InvalidNameError
+from lakelock.errors import DatasetNotFoundError
 
 __all__ = ["Lake", "LakeConfig"]
 
@@ -95,7 +86,7 @@ class LakeConfig:
         )
 
 
-class Lake:
+class Lake(TableOperations):
     """A data lake in ``bucket`` under ``prefix``.
 
     ``s3`` is a boto3 S3 client (default: boto3's default credentials and endpoint).
@@ -105,6 +96,9 @@ class Lake:
     lake should use the same); ``retention`` how long the registry remembers retired
     manifests (a duration: seconds, a timedelta or ``"7d"``), which bounds how far back
     :meth:`vacuum` can protect readers (every writer of a lake should use the same).
+
+    Writing (``write``, ``append``, ``overwrite``, ``delete``, ``compact``) is inherited from
+    :class:`~lakelock._operations.TableOperations`.
     """
 
     def __init__(
@@ -188,69 +182,7 @@ class Lake:
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}"
 
-    # -- datasets -----------------------------------------------------------------------------
-
-    def write(
-        self,
-        dataset: str,
-        table: pa.Table,
-        *,
-        partition_by: Sequence[str] = (),
-        file_name: str | None = None,
-        progress: Progress | None = None,
-    ) -> list[DataFile]:
-        """Write ``table`` as write-once parquet files (one per partition), not yet visible:
-        commit them with ``registry.commit`` (or use :meth:`append`)."""
-        return write_table(
-            self.store,
-            dataset,
-            table,
-            partition_by=partition_by,
-            file_name=file_name,
-            progress=progress,
-        )
-
-    def append(
-        self,
-        dataset: str,
-        table: pa.Table,
-        *,
-        partition_by: Sequence[str] = (),
-        commit_id: str | None = None,
-        fence: Fence | tuple[str, int] | None = None,
-        file_name: str | None = None,
-        progress: Progress | None = None,
-    ) -> CommitResult:
-        """Write ``table`` and commit its files in one registry update.
-
-        With a ``commit_id`` that is already recorded, nothing is written and the earlier
-        commit is reported (``already_committed``): a re-run pipeline appends once. An empty
-        table (no rows) is checked like any other, then appends nothing: no file, no
-        registry version; the result says so (``empty``, ``version`` the current one).
-        """
-        dataset = validate_dataset_name(dataset)
-        columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-        schema = table_schema(table, columns)
-        if table.num_rows == 0:
-            return CommitResult(
-                self.registry.read().version, commit_id or "", attempts=0, empty=True
-            )
-        if commit_id is not None:
-            version = self.registry.find_commit(commit_id, datasets=[dataset])
-            if version is not None:
-                return CommitResult(version, commit_id, already_committed=True)
-        files = self.write(
-            dataset, table, partition_by=columns, file_name=file_name, progress=progress
-        )
-        return self.registry.commit(
-            dataset,
-            add=files,
-            schema=schema,
-            partition_by=columns,
-            commit_id=commit_id,
-            fence=fence,
-            operation="append",
-        )
+    # -- reading (writing: lakelock._operations) ----------------------------------------------
 
     def scan(
         self,
@@ -299,16 +231,6 @@ class Lake:
             dataset, partitions=partitions, snapshot=snapshot, version=version, as_of=as_of
         ).to_arrow()
 
-    @staticmethod
-    def _partition(columns: Sequence[str], partition: str | Mapping[str, object]) -> str:
-        if isinstance(partition, str):
-            return validate_partition_path(partition)
-        if list(partition) != list(columns):
-            raise InvalidNameError(
-                partition, f"a partition names the columns {list(columns)}, in that order"
-            )
-        return partition_path(partition.items())
-
     # -- history -----------------------------------------------------------------------------
 
     def history(self, dataset: str, *, limit: int | None = None) -> list[HistoryEntry]:
@@ -339,86 +261,6 @@ class Lake:
             operation="restore",
         )
         return self.registry.commit_changes([change], explicit_id=commit_id is not None)
-
-    # -- table operations (see lakelock._operations) --------------------------------------------
-
-    def overwrite(
-        self,
-        dataset: str,
-        table: pa.Table,
-        *,
-        partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
-        partition_by: Sequence[str] = (),
-        commit_id: str | None = None,
-        fence: Fence | tuple[str, int] | None = None,
-        file_name: str | None = None,
-        progress: Progress | None = None,
-    ) -> CommitResult:
-        """Replace partitions by ``table`` in one commit: by default the partitions
-        ``table`` has rows for, else those given (paths, mappings or leading parts of them)
-        or ``"all"`` of the dataset. Whatever those partitions hold when the commit applies
-        is removed, appends that landed just before included. Re-run with the same
-        ``commit_id``, it does nothing (``already_committed``): the idempotent way to
-        re-run yesterday's job. See :mod:`lakelock._operations`."""
-        return overwrite(
-            self.registry,
-            self.store,
-            dataset,
-            table,
-            partitions=partitions,
-            partition_by=partition_by,
-            commit_id=commit_id,
-            fence=fence,
-            file_name=file_name,
-            progress=progress,
-        )
-
-    def delete(
-        self,
-        dataset: str,
-        *,
-        partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
-        where: pc.Expression | None = None,
-        commit_id: str | None = None,
-        fence: Fence | tuple[str, int] | None = None,
-    ) -> CommitResult:
-        """Drop partitions in one commit: those named (paths, mappings, leading parts, or
-        ``"all"``) and those whose values satisfy ``where``, a pyarrow expression over the
-        partition columns (``pc.field("year") < 2020``). Nothing matching commits nothing
-        (``result.empty``). Files stay for readers of older snapshots until ``vacuum``."""
-        return delete(
-            self.registry,
-            dataset,
-            partitions=partitions,
-            where=where,
-            commit_id=commit_id,
-            fence=fence,
-        )
-
-    def compact(
-        self,
-        dataset: str,
-        *,
-        partitions: Iterable[PartitionSpec] | None = None,
-        target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
-        commit_id: str | None = None,
-        fence: Fence | tuple[str, int] | None = None,
-        progress: Progress | None = None,
-    ) -> CommitResult:
-        """Merge small files (of ``partitions``, default all) into files of about
-        ``target_file_size`` bytes, in one commit that removes exactly the files it read:
-        appends running meanwhile, to these partitions or others, are kept. Nothing to merge
-        commits nothing (``result.empty``)."""
-        return compact(
-            self.registry,
-            self.store,
-            dataset,
-            partitions=partitions,
-            target_file_size=target_file_size,
-            commit_id=commit_id,
-            fence=fence,
-            progress=progress,
-        )
 
     # -- partitions, locks, leases ------------------------------------------------------------
 
@@ -460,11 +302,11 @@ class Lake:
             source = snapshot.datasets.get(validate_dataset_name(dataset))
             if source is None:
                 raise DatasetNotFoundError(dataset)
-            partition = self._partition(source.partition_by, partition)
+            partition = named_partition(source.partition_by, partition)
             if to_partition is not None:
                 target = snapshot.datasets.get(validate_dataset_name(to_dataset or dataset))
                 columns = (target or source).partition_by
-                to_partition = self._partition(columns, to_partition)
+                to_partition = named_partition(columns, to_partition)
         move = PartitionMove(
             dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=rename
         )

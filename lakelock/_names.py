@@ -84,7 +84,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -97,11 +97,15 @@ from lakelock.errors import InvalidNameError
 __all__ = [
     "MAX_SEGMENT_BYTES",
     "NULL_PARTITION",
+    "PartitionSpec",
     "format_partition_value",
+    "named_partition",
     "parse_lake_url",
     "parse_partition_path",
     "parse_partition_value",
+    "partition_columns",
     "partition_path",
+    "partition_prefix",
     "validate_bucket_name",
     "validate_column_name",
     "validate_dataset_name",
@@ -114,6 +118,8 @@ __all__ = [
 
 #: How a null partition value is spelled in a key (Hive's default partition name).
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: A partition (or a leading part of one) as a path or a column -> value mapping.
+PartitionSpec = str | Mapping[str, object]
 #: Limit on a dataset or file name, in UTF-8 bytes (a segment on common file systems).
 MAX_SEGMENT_BYTES = 255
 
@@ -510,6 +516,39 @@ def validate_partition_path(path: str) -> str:
     """The canonical form of a partition path (Hive escaping, no trailing slash), for copy,
     rename and the registry; raises :class:`InvalidNameError` for anything malformed."""
     return partition_path(parse_partition_path(path))
+
+
+def partition_columns(partition_by: str | Sequence[str]) -> tuple[str, ...]:
+    """The partition columns as a tuple; one name alone (a ``str``) is that one column."""
+    return (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+
+
+def named_partition(columns: Sequence[str], spec: PartitionSpec) -> str:
+    """A whole partition of a dataset partitioned by ``columns``: a path (checked and made
+    canonical) or a mapping naming every column, in that order."""
+    if isinstance(spec, str):
+        return validate_partition_path(spec)
+    if list(spec) != list(columns):
+        raise InvalidNameError(
+            spec, f"a partition names the columns {list(columns)}, in that order"
+        )
+    return partition_path(spec.items())
+
+
+def partition_prefix(columns: Sequence[str], spec: PartitionSpec) -> str:
+    """A partition path, or a leading part of one, naming ``columns`` in order (as a path or
+    a mapping): ``"year=2024"`` or ``{"year": 2024}`` covers every month of 2024."""
+    if isinstance(spec, str):
+        path = validate_partition_path(spec)
+        named = [column for column, _ in parse_partition_path(path)]
+    else:
+        named = list(spec)
+        path = partition_path(spec.items())
+    if not named or named != list(columns[: len(named)]):
+        raise InvalidNameError(
+            spec, f"a partition names the columns {list(columns)} in that order, or the first few"
+        )
+    return path
 
 
 def _escape(text: str) -> str:

@@ -1,8 +1,11 @@
-"""The table operations ETL jobs expect: overwrite, delete, compact -- each one registry commit.
+"""The table operations ETL jobs expect: append, overwrite, delete, compact -- each one
+registry commit -- as methods of :class:`~lakelock.Lake` (:class:`TableOperations`, its base).
 
 ========== ======================================================= =========================
 operation  what the commit does                                    beside concurrent writers
 ========== ======================================================= =========================
+append     adds the new files                                      every commit's files are
+                                                                   kept
 overwrite  adds the new files and removes every file of the        the replaced partitions
            replaced partitions (those the table has rows for, or   lose whatever they hold
            the ones given, or all), as the registry holds them     when the commit applies,
@@ -18,8 +21,9 @@ compact    adds merged files and removes exactly the small files   appends to an
 
 A commit is atomic for readers: a snapshot shows the dataset wholly before or wholly after.
 Every operation takes ``commit_id`` (a re-run with a recorded id does nothing and reports the
-earlier commit) and ``fence`` (a lease's or path lock's fencing token, checked by the
-registry), and records its name in the commit log (``lakelock registry log``).
+earlier commit: :func:`already_committed`, which ``lakelock.dask.append`` uses too) and
+``fence`` (a lease's or path lock's fencing token, checked by the registry), and records its
+name in the commit log (``lakelock registry log``).
 
 Which partitions: a partition is a path (``"year=2024/month=1"``) or a mapping as
 :meth:`~lakelock.Lake.read` takes (``{"year": 2024, "month": 1}``). For delete and compact
@@ -45,11 +49,13 @@ import pyarrow.compute as pc
 from lakelock._datafile import DataFile
 from lakelock._datasets import read_files, table_schema, write_table
 from lakelock._names import (
+    PartitionSpec,
     parse_partition_path,
     parse_partition_value,
+    partition_columns,
     partition_path,
+    partition_prefix,
     validate_dataset_name,
-    validate_partition_path,
 )
 from lakelock._registry import CommitResult, DatasetState, Fence, RegistrySnapshot
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
@@ -58,17 +64,9 @@ if TYPE_CHECKING:
     from lakelock._registry import Registry
     from lakelock._s3 import ObjectStore
 
-__all__ = [
-    "DEFAULT_TARGET_FILE_SIZE",
-    "PartitionSpec",
-    "compact",
-    "delete",
-    "overwrite",
-]
+__all__ = ["DEFAULT_TARGET_FILE_SIZE", "TableOperations", "already_committed"]
 
 Progress = Callable[[int, int], None]
-#: A partition (or a leading part of one) as a path or a column -> value mapping.
-PartitionSpec = str | Mapping[str, object]
 #: Compaction's default output size: big enough for efficient scans, small enough to
 #: parallelise (engines commonly aim at 128 MiB to 1 GiB).
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -76,160 +74,240 @@ DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 _INDEX = "__lakelock_index"
 
 
-def overwrite(
-    registry: Registry,
-    store: ObjectStore,
-    dataset: str,
-    table: pa.Table,
-    *,
-    partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
-    partition_by: Sequence[str] = (),
-    commit_id: str | None = None,
-    fence: Fence | tuple[str, int] | None = None,
-    file_name: str | None = None,
-    progress: Progress | None = None,
-) -> CommitResult:
-    """Replace partitions of ``dataset`` by ``table`` in one commit (module docstring).
+class TableOperations:
+    """The table operations of a :class:`~lakelock.Lake` (its base class), on its
+    ``registry`` and ``store``: write, append, overwrite, delete, compact."""
 
-    ``partitions=None`` replaces the partitions ``table`` has rows for; a list replaces those
-    (each row of ``table`` must fall in one of them: :class:`InvalidNameError` otherwise);
-    ``"all"`` replaces the whole dataset. An empty table with ``partitions=None`` commits
-    nothing (``result.empty``); with partitions given, it empties them.
-    """
-    dataset = validate_dataset_name(dataset)
-    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-    schema = table_schema(table, columns)
-    snapshot = registry.read()
-    done = _already_committed(snapshot, commit_id)
-    if done is not None:
-        return done
-    replaced: tuple[str, ...] | None = None
-    if partitions == "all":
-        replaced = ("",)
-    elif partitions is not None:
-        replaced = tuple(_prefix(columns, p) for p in _specs(partitions))
-    if replaced is None and table.num_rows == 0:
-        return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
-    if replaced is not None:
-        outside = [p for p in _table_partitions(table, columns) if not _covered(p, replaced)]
-        if outside:  # checked before writing: bad input writes nothing
-            raise InvalidNameError(
-                outside[0],
-                f"rows of partition {outside[0]!r} fall outside the partitions being "
-                f"replaced {list(replaced)}",
+    registry: Registry
+    store: ObjectStore
+
+    def write(
+        self,
+        dataset: str,
+        table: pa.Table,
+        *,
+        partition_by: Sequence[str] = (),
+        file_name: str | None = None,
+        progress: Progress | None = None,
+    ) -> list[DataFile]:
+        """Write ``table`` as write-once parquet files (one per partition), not yet visible:
+        commit them with ``registry.commit`` (or use :meth:`append`)."""
+        return write_table(
+            self.store,
+            dataset,
+            table,
+            partition_by=partition_by,
+            file_name=file_name,
+            progress=progress,
+        )
+
+    def append(
+        self,
+        dataset: str,
+        table: pa.Table,
+        *,
+        partition_by: Sequence[str] = (),
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        file_name: str | None = None,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Write ``table`` and commit its files in one registry update.
+
+        With a ``commit_id`` that is already recorded, nothing is written and the earlier
+        commit is reported (``already_committed``): a re-run pipeline appends once. An empty
+        table (no rows) is checked like any other, then appends nothing: no file, no
+        registry version; the result says so (``empty``, ``version`` the current one).
+        """
+        dataset = validate_dataset_name(dataset)
+        columns = partition_columns(partition_by)
+        schema = table_schema(table, columns)
+        if table.num_rows == 0:
+            return CommitResult(
+                self.registry.read().version, commit_id or "", attempts=0, empty=True
             )
-    files = write_table(
-        store, dataset, table, partition_by=columns, file_name=file_name, progress=progress
-    )
-    if replaced is None:
-        replaced = tuple(dict.fromkeys(f.partition_path for f in files))
-    return registry.commit(
-        dataset,
-        add=files,
-        schema=schema,
-        partition_by=columns,
-        commit_id=commit_id,
-        fence=fence,
-        remove_partitions=replaced,
-        operation="overwrite",
-    )
+        done = already_committed(self.registry, dataset, commit_id)
+        if done is not None:
+            return done
+        files = self.write(
+            dataset, table, partition_by=columns, file_name=file_name, progress=progress
+        )
+        return self.registry.commit(
+            dataset,
+            add=files,
+            schema=schema,
+            partition_by=columns,
+            commit_id=commit_id,
+            fence=fence,
+            operation="append",
+        )
+
+    def overwrite(
+        self,
+        dataset: str,
+        table: pa.Table,
+        *,
+        partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+        partition_by: Sequence[str] = (),
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        file_name: str | None = None,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Replace partitions by ``table`` in one commit: by default the partitions
+        ``table`` has rows for, else those given (paths, mappings or leading parts of them)
+        or ``"all"`` of the dataset. Whatever those partitions hold when the commit applies
+        is removed, appends that landed just before included. Re-run with the same
+        ``commit_id``, it does nothing (``already_committed``): the idempotent way to
+        re-run yesterday's job.
+
+        With partitions given, each row of ``table`` must fall in one of them
+        (:class:`InvalidNameError` otherwise, before anything is written). An empty table
+        with ``partitions=None`` commits nothing (``result.empty``); with partitions given,
+        it empties them.
+        """
+        dataset = validate_dataset_name(dataset)
+        columns = partition_columns(partition_by)
+        schema = table_schema(table, columns)
+        done = already_committed(self.registry, dataset, commit_id)
+        if done is not None:
+            return done
+        replaced: tuple[str, ...] | None = None
+        if partitions == "all":
+            replaced = ("",)
+        elif partitions is not None:
+            replaced = tuple(partition_prefix(columns, p) for p in _specs(partitions))
+        if replaced is None and table.num_rows == 0:
+            version = self.registry.read().version
+            return CommitResult(version, commit_id or "", attempts=0, empty=True)
+        if replaced is not None:
+            outside = [p for p in _table_partitions(table, columns) if not _covered(p, replaced)]
+            if outside:  # checked before writing: bad input writes nothing
+                raise InvalidNameError(
+                    outside[0],
+                    f"rows of partition {outside[0]!r} fall outside the partitions being "
+                    f"replaced {list(replaced)}",
+                )
+        files = self.write(
+            dataset, table, partition_by=columns, file_name=file_name, progress=progress
+        )
+        if replaced is None:
+            replaced = tuple(dict.fromkeys(f.partition_path for f in files))
+        return self.registry.commit(
+            dataset,
+            add=files,
+            schema=schema,
+            partition_by=columns,
+            commit_id=commit_id,
+            fence=fence,
+            remove_partitions=replaced,
+            operation="overwrite",
+        )
+
+    def delete(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+        where: pc.Expression | None = None,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+    ) -> CommitResult:
+        """Drop partitions in one commit: those named (paths, mappings, leading parts, or
+        ``"all"``) and those whose values satisfy ``where``, a pyarrow expression over the
+        partition columns (``pc.field("year") < 2020``). Nothing matching commits nothing
+        (``result.empty``). Files stay for readers of older snapshots until ``vacuum``."""
+        dataset = validate_dataset_name(dataset)
+        if partitions is None and where is None:
+            raise InvalidNameError(None, "say which partitions: partitions=... and/or where=...")
+        done = already_committed(self.registry, dataset, commit_id)
+        if done is not None:
+            return done
+        snapshot = self.registry.read()
+        state = _dataset(snapshot, dataset)
+        removed: list[str] = []
+        if partitions == "all":
+            removed.append("")
+        elif partitions is not None:
+            removed += [partition_prefix(state.partition_by, p) for p in _specs(partitions)]
+        if where is not None:
+            removed += _matching(state, where)
+        removed = list(dict.fromkeys(removed))
+        if not any(_covered(path, removed) for path in state.partitions):
+            return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
+        return self.registry.commit(
+            dataset,
+            commit_id=commit_id,
+            fence=fence,
+            remove_partitions=removed,
+            operation="delete",
+        )
+
+    def compact(
+        self,
+        dataset: str,
+        *,
+        partitions: Iterable[PartitionSpec] | None = None,
+        target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        progress: Progress | None = None,
+    ) -> CommitResult:
+        """Merge small files (of ``partitions``, default all) into files of about
+        ``target_file_size`` bytes, in one commit that removes exactly the files it read:
+        appends running meanwhile, to these partitions or others, are kept. Files of at
+        least that size are left alone; so is a partition with fewer than two small files.
+        Nothing to merge commits nothing (``result.empty``). ``progress(done, total)``
+        counts the groups of files merged."""
+        dataset = validate_dataset_name(dataset)
+        if target_file_size < 1:
+            raise InvalidNameError(target_file_size, "target_file_size is a positive byte count")
+        done = already_committed(self.registry, dataset, commit_id)
+        if done is not None:
+            return done
+        snapshot = self.registry.read()
+        state = _dataset(snapshot, dataset)
+        wanted = None
+        if partitions is not None:
+            prefixes = [partition_prefix(state.partition_by, p) for p in _specs(partitions)]
+            wanted = [path for path in state.partitions if _covered(path, prefixes)]
+        files = self.registry.files(dataset, snapshot=snapshot, partitions=wanted)
+        groups = _groups(files, target_file_size)
+        if not groups:
+            return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
+        merged: list[DataFile] = []
+        for number, group in enumerate(groups, start=1):
+            rows = read_files(
+                self.store, group, schema=state.schema, partition_by=state.partition_by
+            )
+            merged += self.write(dataset, rows, partition_by=state.partition_by)
+            if progress is not None:
+                progress(number, len(groups))
+        return self.registry.commit(
+            dataset,
+            add=merged,
+            remove=[f for group in groups for f in group],
+            commit_id=commit_id,
+            fence=fence,
+            operation="compact",
+        )
 
 
-def delete(
-    registry: Registry,
-    dataset: str,
-    *,
-    partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
-    where: pc.Expression | None = None,
-    commit_id: str | None = None,
-    fence: Fence | tuple[str, int] | None = None,
-) -> CommitResult:
-    """Remove partitions of ``dataset`` in one commit: those named by ``partitions`` (paths,
-    mappings, leading parts, or ``"all"``) and those whose partition values satisfy
-    ``where`` (module docstring). Nothing matching commits nothing (``result.empty``)."""
-    dataset = validate_dataset_name(dataset)
-    if partitions is None and where is None:
-        raise InvalidNameError(None, "say which partitions: partitions=... and/or where=...")
-    snapshot = registry.read()
-    done = _already_committed(snapshot, commit_id)
-    if done is not None:
-        return done
-    state = _dataset(snapshot, dataset)
-    removed: list[str] = []
-    if partitions == "all":
-        removed.append("")
-    elif partitions is not None:
-        removed += [_prefix(state.partition_by, p) for p in _specs(partitions)]
-    if where is not None:
-        removed += _matching(state, where)
-    removed = list(dict.fromkeys(removed))
-    if not any(_covered(path, removed) for path in state.partitions):
-        return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
-    return registry.commit(
-        dataset,
-        commit_id=commit_id,
-        fence=fence,
-        remove_partitions=removed,
-        operation="delete",
-    )
-
-
-def compact(
-    registry: Registry,
-    store: ObjectStore,
-    dataset: str,
-    *,
-    partitions: Iterable[PartitionSpec] | None = None,
-    target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
-    commit_id: str | None = None,
-    fence: Fence | tuple[str, int] | None = None,
-    progress: Progress | None = None,
-) -> CommitResult:
-    """Merge the small files of ``dataset`` (of ``partitions``, default all) into files of
-    about ``target_file_size`` bytes, in one commit that removes exactly the files read
-    (module docstring). Files of at least that size are left alone; so is a partition with
-    fewer than two small files. Nothing to merge commits nothing (``result.empty``).
-    ``progress(done, total)`` counts the groups of files merged."""
-    dataset = validate_dataset_name(dataset)
-    if target_file_size < 1:
-        raise InvalidNameError(target_file_size, "target_file_size is a positive byte count")
-    snapshot = registry.read()
-    done = _already_committed(snapshot, commit_id)
-    if done is not None:
-        return done
-    state = _dataset(snapshot, dataset)
-    wanted = None
-    if partitions is not None:
-        prefixes = [_prefix(state.partition_by, p) for p in _specs(partitions)]
-        wanted = [path for path in state.partitions if _covered(path, prefixes)]
-    files = registry.files(dataset, snapshot=snapshot, partitions=wanted)
-    groups = _groups(files, target_file_size)
-    if not groups:
-        return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
-    merged: list[DataFile] = []
-    for number, group in enumerate(groups, start=1):
-        rows = read_files(store, group, schema=state.schema, partition_by=state.partition_by)
-        merged += write_table(store, dataset, rows, partition_by=state.partition_by)
-        if progress is not None:
-            progress(number, len(groups))
-    return registry.commit(
-        dataset,
-        add=merged,
-        remove=[f for group in groups for f in group],
-        commit_id=commit_id,
-        fence=fence,
-        operation="compact",
-    )
+def already_committed(
+    registry: Registry, dataset: str, commit_id: str | None
+) -> CommitResult | None:
+    """The earlier commit of a re-run: the result to report when ``commit_id`` is recorded
+    for ``dataset`` (in the registry's recent window or the dataset's commit-id index), else
+    ``None`` (and ``None`` without a ``commit_id``)."""
+    if commit_id is None:
+        return None
+    version = registry.find_commit(commit_id, datasets=[dataset])
+    if version is None:
+        return None
+    return CommitResult(version, commit_id, already_committed=True)
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def _already_committed(snapshot: RegistrySnapshot, commit_id: str | None) -> CommitResult | None:
-    record = next((c for c in snapshot.commits if c.id == commit_id), None)
-    if record is None:
-        return None
-    return CommitResult(record.version, record.id, already_committed=True)
 
 
 def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:
@@ -243,21 +321,6 @@ def _specs(partitions: Iterable[PartitionSpec]) -> list[PartitionSpec]:
     if isinstance(partitions, str | Mapping):
         raise InvalidNameError(partitions, "partitions is a list of paths or mappings")
     return list(partitions)
-
-
-def _prefix(columns: Sequence[str], spec: PartitionSpec) -> str:
-    """A partition path, or a leading part of one, naming ``columns`` in order."""
-    if isinstance(spec, str):
-        path = validate_partition_path(spec)
-        named = [column for column, _ in parse_partition_path(path)]
-    else:
-        named = list(spec)
-        path = partition_path(spec.items())
-    if not named or named != list(columns[: len(named)]):
-        raise InvalidNameError(
-            spec, f"a partition names the columns {list(columns)} in that order, or the first few"
-        )
-    return path
 
 
 def _table_partitions(table: pa.Table, columns: Sequence[str]) -> list[str]:

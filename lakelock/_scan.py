@@ -62,11 +62,11 @@ from lakelock._engines import (
     sql_string,
 )
 from lakelock._names import (
+    PartitionSpec,
+    named_partition,
     parse_partition_path,
     parse_partition_value,
-    partition_path,
     validate_dataset_name,
-    validate_partition_path,
 )
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
@@ -77,7 +77,6 @@ if TYPE_CHECKING:
 __all__ = ["Scan", "plan_scan"]
 
 Progress = Callable[[int, int], None]
-PartitionSpec = str | Mapping[str, object]
 
 
 def plan_scan(
@@ -100,7 +99,7 @@ def plan_scan(
         raise DatasetNotFoundError(dataset)
     wanted = None
     if partitions is not None:
-        wanted = [_partition(state.partition_by, p) for p in partitions]
+        wanted = [named_partition(state.partition_by, p) for p in partitions]
         for path in wanted:
             if path not in state.partitions:
                 raise DatasetNotFoundError(dataset, partition=path)
@@ -115,16 +114,6 @@ def plan_scan(
         columns=columns,
         filter=filter,
     )
-
-
-def _partition(columns: Sequence[str], partition: PartitionSpec) -> str:
-    if isinstance(partition, str):
-        return validate_partition_path(partition)
-    if list(partition) != list(columns):
-        raise InvalidNameError(
-            partition, f"a partition names the columns {list(columns)}, in that order"
-        )
-    return partition_path(partition.items())
 
 
 class Scan:

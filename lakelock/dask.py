@@ -55,7 +55,8 @@ from lakelock._datafile import DataFile
 from lakelock._datasets import table_schema
 from lakelock._engines import require
 from lakelock._lake import Lake, LakeConfig
-from lakelock._names import validate_dataset_name
+from lakelock._names import partition_columns, validate_dataset_name
+from lakelock._operations import already_committed
 from lakelock._registry import CommitResult, Fence
 from lakelock.errors import SchemaMismatchError
 
@@ -77,7 +78,7 @@ def write(
     if not isinstance(frame, dd.DataFrame):
         raise TypeError(f"frame must be a dask.dataframe.DataFrame, not {type(frame).__name__}")
     dataset = validate_dataset_name(dataset)
-    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    columns = partition_columns(partition_by)
     table_schema(_to_arrow(frame._meta), columns)  # bad names and types: fail before any task
     config = lake.config
     task = dask.delayed(_write_partition, pure=False)
@@ -105,11 +106,10 @@ def append(
     update on this (the driver's) process. With a ``commit_id`` already recorded nothing is
     written and the earlier commit is reported (``already_committed``)."""
     dataset = validate_dataset_name(dataset)
-    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-    if commit_id is not None:
-        version = lake.registry.find_commit(commit_id, datasets=[dataset])
-        if version is not None:
-            return CommitResult(version, commit_id, already_committed=True)
+    columns = partition_columns(partition_by)
+    done = already_committed(lake.registry, dataset, commit_id)
+    if done is not None:
+        return done
     files, schema = write(lake, dataset, frame, partition_by=columns)
     return lake.registry.commit(
         dataset,

@@ -20,7 +20,7 @@ from tests._support import REPO
 #: Types a public method returns that are deliberately not exported, and why.
 NOT_EXPORTED = {
     # The S3 adapter behind ``Lake.store``: plumbing for tests and tools, not a user's API.
-    "lakelock._s3.ObjectStore",
+    "lakelock._s3._store.ObjectStore",
     # One grant in a lock table (``PathLockHandle.grants``): diagnostics, like ``lakelock locks``.
     "lakelock._pathlock._table.Holder",
     # A partition's manifest as stored (``Registry.load_manifests``): the registry's format.

@@ -1,5 +1,6 @@
 """Bucket policies: the generator (lakelock._policy), the evaluator the embedded endpoint uses
-(lakelock.testing._policy_eval), and the request matrix tying them to lakelock's own protocol.
+(lakelock.testing._policy_eval, with the requests of lakelock.testing._policy_context), and the
+request matrix tying them to lakelock's own protocol.
 
 The evaluator's semantics are AWS's (IAM "Condition operators", S3 "Enforce conditional
 writes"/"Enforce conditional deletes"); tests/data/s3_condition_keys.json vendors the part of
@@ -21,15 +22,12 @@ import pytest
 
 from lakelock._policy import generate_bucket_policy
 from lakelock.errors import InvalidNameError
-from lakelock.testing._policy_eval import (
-    PolicyRequest,
+from lakelock.testing._policy_context import (
     copy_source_request,
     delete_objects_requests,
-    evaluate,
-    is_allowed,
     request_context,
-    validate_policy,
 )
+from lakelock.testing._policy_eval import PolicyRequest, evaluate, is_allowed, validate_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 AUTH_DATA = json.loads((ROOT / "tests" / "data" / "s3_condition_keys.json").read_text("utf-8"))

@@ -323,11 +323,11 @@ def test_unsupported_condition_is_typed(store: ObjectStore) -> None:
     """501 NotImplemented from the store is classified as UnsupportedError."""
     from botocore.exceptions import ClientError
 
-    from lakelock._s3 import _Call, classify
+    from lakelock._s3 import Call, classify
 
     with pytest.raises(ClientError) as info:
         store.client.put_object(Bucket=store.bucket, Key="k", Body=b"", IfNoneMatch='"x"')
-    error = classify(info.value, bucket=store.bucket, call=_Call("PutObject", "k", "create"))
+    error = classify(info.value, bucket=store.bucket, call=Call("PutObject", "k", "create"))
     assert isinstance(error, UnsupportedError)
     assert (error.status, error.code) == (501, "NotImplemented")
 

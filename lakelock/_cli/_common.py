@@ -46,6 +46,7 @@ from lakelock.errors import (
 __all__ = [
     "Command",
     "LakeTarget",
+    "add_command",
     "add_debug_option",
     "add_json_option",
     "add_s3_options",
@@ -99,6 +100,35 @@ def add_s3_options(parser: argparse.ArgumentParser) -> None:
         help="bucket addressing (default: path with --endpoint-url, else auto)",
     )
     add_debug_option(parser)
+
+
+def add_command(
+    commands: Any,
+    name: str,
+    run: Command,
+    *,
+    help: str,
+    description: str | None = None,
+    on_lake: bool = False,
+    json: bool = False,
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> None:
+    """Declare a command (or a sub-command) on ``commands``, an argparse sub-parsers object:
+    a command ``on_lake`` takes the lake's ``URL`` first and the S3 connection options last;
+    then come its own ``arguments``, ``--json`` where it prints JSON, ``--debug``, and the
+    function that runs it."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
+    if on_lake:
+        parser.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
+    if arguments is not None:
+        arguments(parser)
+    if json:
+        add_json_option(parser)
+    if on_lake:
+        add_s3_options(parser)
+    else:
+        add_debug_option(parser)
+    parser.set_defaults(run=run)
 
 
 def dataset_name(text: str) -> str:

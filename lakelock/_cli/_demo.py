@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from lakelock._cli._common import add_debug_option
+from lakelock._cli._common import add_command
 from lakelock._cli._progress import progress_wanted
 
 __all__ = ["add_parser", "run"]
@@ -33,12 +33,18 @@ def _non_negative(text: str) -> float:
 
 
 def add_parser(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
+    add_command(
+        commands,
         "demo",
+        run,
         help="watch many writers share one lake, on an embedded S3 endpoint",
         description="Start an embedded S3 endpoint and run concurrent writers against one "
         "lake, showing commits, conflicts and redrives. Needs the `local` extra.",
+        arguments=_arguments,
     )
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--writers", type=_positive_int, default=4, help="concurrent writers")
     parser.add_argument(
         "--seconds",
@@ -58,8 +64,6 @@ def add_parser(commands: Any) -> None:
         default=None,
         help="live progress (default: when stderr is a terminal)",
     )
-    add_debug_option(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,11 +16,9 @@ from typing import Any
 
 from lakelock._cli._common import (
     LakeTarget,
-    add_json_option,
-    add_s3_options,
+    add_command,
     check_bucket,
     client_for,
-    parse_lake_url,
     print_json,
     print_lines,
     render_table,
@@ -55,8 +53,10 @@ class Cleanup:
 
 
 def add_parser(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
+    add_command(
+        commands,
         "doctor",
+        run,
         help="probe a store for the conditional requests lakelock needs",
         description="Probe the store behind URL for every conditional request lakelock relies "
         "on (create-only and compare-and-swap writes, conditional multipart completion, "
@@ -64,11 +64,9 @@ def add_parser(commands: Any) -> None:
         "afterwards. NEEDED says what for: required (lakelock's writes), vacuum (how vacuum "
         "deletes), recommended (the bucket policy), optional (not used by lakelock). Exit "
         "status 1 unless every required probe passed.",
+        on_lake=True,
+        json=True,
     )
-    parser.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
-    add_json_option(parser)
-    add_s3_options(parser)
-    parser.set_defaults(run=run)
 
 
 def run_doctor(

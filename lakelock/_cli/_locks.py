@@ -13,13 +13,11 @@ from typing import Any
 
 from lakelock._cli._common import (
     LakeTarget,
-    add_json_option,
-    add_s3_options,
+    add_command,
     check_bucket,
     format_duration,
     format_time,
     lake_for,
-    parse_lake_url,
     print_json,
     print_lines,
     render_table,
@@ -31,19 +29,23 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
+    add_command(
+        commands,
         "locks",
+        run,
         help="show current path-lock holders and leases",
         description="Show the distributed path-lock holders of every dataset and every lease: "
         "owners, fencing tokens, expiry.",
+        on_lake=True,
+        json=True,
+        arguments=_arguments,
     )
-    parser.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--all", action="store_true", help="also show expired holders and released leases"
     )
-    add_json_option(parser)
-    add_s3_options(parser)
-    parser.set_defaults(run=run)
 
 
 def _state(expires_at: float, now: float, *, released: bool = False) -> str:

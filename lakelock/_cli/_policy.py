@@ -8,20 +8,26 @@ from typing import Any
 
 import orjson
 
-from lakelock._cli._common import add_debug_option
+from lakelock._cli._common import add_command
 from lakelock._policy import generate_bucket_policy
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
+    add_command(
+        commands,
         "policy",
+        run,
         help="print a bucket policy that makes S3 refuse unconditional writes",
         description="Print (to stdout) a bucket policy whose Deny statements make S3 refuse "
         "every write that bypasses lakelock's conditional requests. Apply it with e.g. "
         "`aws s3api put-bucket-policy --bucket B --policy file://policy.json`.",
+        arguments=_arguments,
     )
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bucket", required=True, help="the bucket the policy is for")
     parser.add_argument(
         "--principal",
@@ -67,8 +73,6 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--compact", action="store_true", help="print the JSON on one line (default: indented)"
     )
-    add_debug_option(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -174,6 +174,21 @@ def _unexpected(what: str, answer: Answer) -> Outcome:
     return "fail", f"{what} answered {answer}"
 
 
+def _refused(
+    s: Scratch, key: str, answer: Answer, *, what: str, kept: bytes, applied: str
+) -> Outcome | None:
+    """``None`` if a conditional write that must be refused was: 412 PreconditionFailed, and
+    the object at ``key`` still ``kept``; else the failed outcome (``applied`` says what a
+    200 means)."""
+    if answer.ok:
+        return "fail", applied
+    if answer.status != 412 and answer.code != "PreconditionFailed":
+        return _unexpected(what, answer)
+    if s.body(key) != kept:
+        return "fail", f"{what} answered 412 but the object changed anyway"
+    return None
+
+
 def _stale_etag() -> str:
     return f'"{uuid.uuid4().hex}"'
 
@@ -189,13 +204,14 @@ def probe_create_only_put(s: Scratch) -> Outcome:
     if not first.ok:
         return _unexpected("a create-only PutObject of a new key", first)
     second = s.put(key, b"second", IfNoneMatch="*")
-    if second.ok:
-        return "fail", "a second create-only PutObject overwrote the object (200): ignored"
-    if second.status != 412:
-        return _unexpected("a second create-only PutObject", second)
-    if s.body(key) != b"first":
-        return "fail", "the second create answered 412 but the object changed anyway"
-    return "pass", "a second create of the key answered 412 and left it unchanged"
+    return _refused(
+        s,
+        key,
+        second,
+        what="a second create-only PutObject",
+        kept=b"first",
+        applied="a second create-only PutObject overwrote the object (200): ignored",
+    ) or ("pass", "a second create of the key answered 412 and left it unchanged")
 
 
 def probe_compare_and_swap_put(s: Scratch) -> Outcome:
@@ -208,13 +224,14 @@ def probe_compare_and_swap_put(s: Scratch) -> Outcome:
     if not second.ok:
         return _unexpected("PutObject with the current ETag as If-Match", second)
     stale = s.put(key, b"v3", IfMatch=first.etag)
-    if stale.ok:
-        return "fail", "PutObject with a stale If-Match overwrote the object (200): ignored"
-    if stale.status != 412:
-        return _unexpected("PutObject with a stale If-Match", stale)
-    if s.body(key) != b"v2":
-        return "fail", "a stale If-Match answered 412 but the object changed anyway"
-    return "pass", "current ETag accepted; a stale one answered 412, object unchanged"
+    return _refused(
+        s,
+        key,
+        stale,
+        what="PutObject with a stale If-Match",
+        kept=b"v2",
+        applied="PutObject with a stale If-Match overwrote the object (200): ignored",
+    ) or ("pass", "current ETag accepted; a stale one answered 412, object unchanged")
 
 
 def probe_if_match_missing(s: Scratch) -> Outcome:
@@ -288,16 +305,15 @@ def probe_create_only_multipart(s: Scratch) -> Outcome:
     if not existing.ok:
         return _unexpected("creating the object", existing)
     clash = s.multipart(taken, body=b"overwrite", IfNoneMatch="*")
-    if clash.ok:
-        return "fail", (
-            "a create-only multipart completion overwrote an existing object (200): "
-            "If-None-Match on CompleteMultipartUpload is ignored"
-        )
-    if clash.status != 412 and clash.code != "PreconditionFailed":
-        return _unexpected("a create-only multipart completion on an existing key", clash)
-    if s.body(taken) != b"original":
-        return "fail", "the completion answered 412 but the object changed anyway"
-    return "pass", "completed on a new key; on an existing key answered 412, object unchanged"
+    return _refused(
+        s,
+        taken,
+        clash,
+        what="a create-only multipart completion on an existing key",
+        kept=b"original",
+        applied="a create-only multipart completion overwrote an existing object (200): "
+        "If-None-Match on CompleteMultipartUpload is ignored",
+    ) or ("pass", "completed on a new key; on an existing key answered 412, object unchanged")
 
 
 def probe_compare_and_swap_multipart(s: Scratch) -> Outcome:
@@ -316,15 +332,17 @@ def probe_compare_and_swap_multipart(s: Scratch) -> Outcome:
     stale = s.multipart(key, body=b"v3", before_complete=overwrite, IfMatch=first.etag)
     if overwritten and not overwritten[0].ok:
         return _unexpected("overwriting the object during the upload", overwritten[0])
-    if stale.ok:
-        return "fail", (
-            "completion with a stale If-Match was applied (200): the store ignores If-Match on "
-            "CompleteMultipartUpload"
-        )
-    if stale.status != 412 and stale.code != "PreconditionFailed":
-        return _unexpected("completion with a stale If-Match", stale)
-    if s.body(key) != b"v2":
-        return "fail", "the stale completion answered 412 but the object changed anyway"
+    refused = _refused(
+        s,
+        key,
+        stale,
+        what="completion with a stale If-Match",
+        kept=b"v2",
+        applied="completion with a stale If-Match was applied (200): the store ignores "
+        "If-Match on CompleteMultipartUpload",
+    )
+    if refused is not None:
+        return refused
     current = s.multipart(key, body=b"v4", IfMatch=overwritten[0].etag)
     if not current.ok:
         return _unexpected("completion with the current ETag as If-Match", current)

@@ -8,14 +8,12 @@ from typing import Any
 
 from lakelock._cli._common import (
     LakeTarget,
-    add_json_option,
-    add_s3_options,
+    add_command,
     check_bucket,
     dataset_name,
     format_size,
     lake_for,
     natural_key,
-    parse_lake_url,
     print_json,
     print_lines,
     render_table,
@@ -32,59 +30,64 @@ def add_parser(commands: Any) -> None:
         "registry", help="show the registry: datasets, partitions, recent commits"
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    show = actions.add_parser(
+    add_command(
+        actions,
         "show",
+        run_show,
         help="datasets (or one dataset's schema and partitions)",
         description="Show the registry's datasets, or with --dataset one dataset's schema, "
         "properties and partitions.",
+        on_lake=True,
+        json=True,
+        arguments=_show_arguments,
     )
-    show.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
-    show.add_argument(
-        "--dataset", type=dataset_name, metavar="NAME", help="show this dataset in detail"
-    )
-    show.add_argument(
-        "--files", action="store_true", help="with --dataset: list its committed files too"
-    )
-    show.add_argument(
-        "--version",
-        type=int,
-        metavar="N",
-        help="show the registry as it was at version N (time travel)",
-    )
-    add_json_option(show)
-    add_s3_options(show)
-    show.set_defaults(run=run_show)
-
-    log = actions.add_parser(
+    add_command(
+        actions,
         "log",
+        run_log,
         help="recent commits, newest first",
         description="Recent commits recorded in the registry's root, newest first, with the "
         "operation each one was (append, overwrite, delete, compact, rename, copy, restore; "
         "'commit' for a plain registry commit); with --dataset, that dataset's whole history "
         "(as far back as vacuum kept it).",
+        on_lake=True,
+        json=True,
+        arguments=_log_arguments,
     )
-    log.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
-    log.add_argument(
-        "--dataset", type=dataset_name, metavar="NAME", help="only commits to this dataset"
-    )
-    log.add_argument(
-        "-n", "--limit", type=int, default=20, metavar="N", help="at most N commits (default 20)"
-    )
-    add_json_option(log)
-    add_s3_options(log)
-    log.set_defaults(run=run_log)
-
-    migrate = actions.add_parser(
+    add_command(
+        actions,
         "migrate",
+        run_migrate,
         help="upgrade a format-1 registry to format 2",
         description="Upgrade the registry to format 2 now, by compare-and-swap (any commit "
         "would do it too). The format-1 document is kept under metastore/backups/. A registry "
         "in format 2 already is left as it is.",
+        on_lake=True,
     )
-    migrate.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
-    add_s3_options(migrate)
-    migrate.set_defaults(run=run_migrate)
+
+
+def _show_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dataset", type=dataset_name, metavar="NAME", help="show this dataset in detail"
+    )
+    parser.add_argument(
+        "--files", action="store_true", help="with --dataset: list its committed files too"
+    )
+    parser.add_argument(
+        "--version",
+        type=int,
+        metavar="N",
+        help="show the registry as it was at version N (time travel)",
+    )
+
+
+def _log_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dataset", type=dataset_name, metavar="NAME", help="only commits to this dataset"
+    )
+    parser.add_argument(
+        "-n", "--limit", type=int, default=20, metavar="N", help="at most N commits (default 20)"
+    )
 
 
 def run_migrate(args: argparse.Namespace) -> int:

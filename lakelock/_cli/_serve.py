@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from lakelock._cli._common import add_debug_option
+from lakelock._cli._common import add_command
 from lakelock._client import s3_client
 
 __all__ = ["add_parser", "run"]
@@ -67,13 +67,19 @@ def _principal(text: str) -> tuple[str, str]:
 
 
 def add_parser(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
+    add_command(
+        commands,
         "serve",
+        run,
         help="run the embedded S3 endpoint for local development",
         description="Serve an S3 endpoint on this machine: moto's S3 behind lakelock's "
         "gateway (atomic conditional writes, If-Match on multipart completion, bucket "
         "policies, 409s) with optional latency and seeded faults. Runs until Ctrl-C.",
+        arguments=_arguments,
     )
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument(
         "--port", type=_port, default=9000, help="port, 0-65535 (0: any free port; default 9000)"
@@ -117,8 +123,6 @@ def add_parser(commands: Any) -> None:
         "e.g. lost_ack:PutObject:metastore/@0.1 (repeat or comma-separate)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault generator")
-    add_debug_option(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

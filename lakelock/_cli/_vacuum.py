@@ -11,14 +11,12 @@ from typing import Any
 
 from lakelock._cli._common import (
     LakeTarget,
-    add_json_option,
-    add_s3_options,
+    add_command,
     check_bucket,
     client_for,
     format_duration,
     format_size,
     parse_duration,
-    parse_lake_url,
     print_json,
     print_lines,
     render_table,
@@ -35,14 +33,21 @@ SHOWN = 20
 
 
 def add_parser(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
+    add_command(
+        commands,
         "vacuum",
+        run,
         help="find (or --delete) files that no registry version references",
         description="Find data files and manifests that the registry no longer references and "
         "that are older than --older-than (so no snapshot still being read can need them). "
         "Dry run unless --delete.",
+        on_lake=True,
+        json=True,
+        arguments=_arguments,
     )
-    parser.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--older-than",
         type=parse_duration,
@@ -67,9 +72,6 @@ def add_parser(commands: Any) -> None:
         help="progress on stderr, while listing and while deleting (default: when stderr is "
         "a terminal)",
     )
-    add_json_option(parser)
-    add_s3_options(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,13 +13,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from lakelock.testing._policy_eval import (
+from lakelock.testing._policy_context import (
     copy_source_request,
     delete_objects_requests,
-    is_allowed,
     request_context,
-    validate_policy,
 )
+from lakelock.testing._policy_eval import is_allowed, validate_policy
 
 __all__ = ["DEFAULT_PRINCIPAL_ACCOUNT", "BucketPolicies"]
 

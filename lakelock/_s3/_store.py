@@ -1,53 +1,14 @@
-"""The S3 adapter: every request lakelock makes goes through :class:`ObjectStore`.
+"""``ObjectStore``: one bucket (and key prefix) through one boto3 client; every request
+lakelock makes goes through it (the package docstring has the modes of a write).
 
-Writes state their precondition explicitly (obstore's ``PutMode``) and return the new ETag:
-
-============  =======================  ==============================================
-mode          header                   outcome when the precondition does not hold
-============  =======================  ==============================================
-``"create"``  ``If-None-Match: *``     :class:`AlreadyExistsError` (412)
-``IfMatch``   ``If-Match: <etag>``     :class:`PreconditionFailedError` (412),
-                                       :class:`NotFoundError` (404: key missing)
-``"overwrite"``  none                  (unconditional; lakelock itself never uses it on
-                                       protected prefixes)
-============  =======================  ==============================================
-
-Every response is classified on its S3 error code first and its HTTP status second
-(CompleteMultipartUpload and UploadPartCopy can fail inside a 200, which botocore turns into an
-error with the real code): 409 ConditionalRequestConflict → :class:`ConflictError`, 503 SlowDown
-→ :class:`ThrottledError`, timeouts, resets and 5xx that outlived the SDK's retries →
-:class:`OutcomeUnknownError`. Conflicts and throttling are retried here (nothing was applied);
-every other outcome goes to the caller.
-
-**A dead endpoint fails fast.** A connection that cannot be made (refused, unresolvable host,
-TLS spoken to a plain-HTTP port, connect timeout) is tried :data:`CONNECT_ATTEMPTS` times with
-short pauses (a hook on the client's ``needs-retry`` event, in place of the SDK's backoff of up
-to 20 s), then reported as :class:`EndpointUnreachableError`: no attempt reached a server, so
-nothing was applied and callers do not retry it. If an earlier attempt of the same request did
-reach the server (a read timeout, a reset) the request stays :class:`OutcomeUnknownError`.
-Missing credentials are :class:`CredentialsError`, raised before anything is sent.
-
-**Lost acknowledgements.** boto3 retries 5xx and broken connections, so a conditional write can
-be applied, lose its response, and be retried into a 412 against itself. Each write therefore
-carries a write id in object metadata (``x-amz-meta-lakelock-write-id``). When a 412 follows
-an SDK retry, or the outcome is unknown, the adapter reads the object back: our write id means
-our write landed and the call succeeds (``PutResult.resolved``); anything else is reported as
-it is. For a compare-and-swap the read-back cannot prove a negative (our write may have landed
-and been overwritten since), so that case is :class:`OutcomeUnknownError` and the caller
-(the registry) resolves it from its own document.
-
-Large bodies go by multipart upload with the precondition on CompleteMultipartUpload; the
-upload is aborted on every failure path (parts are billed until then). A 409 on completion
-restarts the whole upload. Server-side copies are ``UploadPartCopy`` + conditional completion,
-which is create-only on every S3 (``CopyObject`` honours ``If-None-Match`` only on AWS since
-late 2025).
-
-**Conditional deletes.** Not every store honours the ETag of a ``DeleteObjects`` entry (some
-delete anyway), nor ``If-Match`` on ``DeleteObject`` (some answer 501).
-:meth:`ObjectStore.delete_if_unchanged` finds out once per store which of the two the store
-honours, by deleting a throwaway probe object with a wrong ETag first, and refuses with
-:class:`UnsupportedError` where neither holds: deleting what changed since it was judged
-deletable is never an option.
+Writes go by ``PutObject``, or by multipart upload with the precondition on
+CompleteMultipartUpload from ``multipart_threshold`` on; the upload is aborted on every failure
+path (parts are billed until then), and a 409 on completion restarts the whole upload.
+Server-side copies are ``UploadPartCopy`` + conditional completion, which is create-only on
+every S3 (``CopyObject`` honours ``If-None-Match`` only on AWS since late 2025). A failed write
+is resolved by :func:`~lakelock._s3._resolve.resolve_write` (lost acknowledgements); every
+other failure is classified by :func:`~lakelock._s3._classify.classify`. Conflicts and
+throttling are retried here (nothing was applied); every other outcome goes to the caller.
 
 Requests are counted per operation in :class:`S3Stats` (retries included: it counts what was
 sent over the wire).
@@ -62,18 +23,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import IO, Any, Literal, TypeVar
-from urllib.parse import urlsplit
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    PartialCredentialsError,
-    ProxyConnectionError,
-    SSLError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 
 from lakelock._objects import (
     WRITE_ID_KEY,
@@ -83,7 +34,6 @@ from lakelock._objects import (
     ObjectHead,
     PutMode,
     PutResult,
-    S3Stats,
     chunks,
     new_write_id,
     read_all,
@@ -91,103 +41,26 @@ from lakelock._objects import (
     stats_for,
 )
 from lakelock._retry import RetryPolicy
+from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
+from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
+from lakelock._s3._resolve import resolve_write
 from lakelock.errors import (
     AccessDeniedError,
-    AlreadyExistsError,
     ConflictError,
-    CredentialsError,
-    EndpointUnreachableError,
     NotFoundError,
-    OutcomeUnknownError,
     PreconditionFailedError,
     StorageError,
     ThrottledError,
     UnsupportedError,
 )
 
-__all__ = [
-    "DELETE_PROBE_PREFIX",
-    "WRITE_ID_KEY",
-    "ConditionalDelete",
-    "IfMatch",
-    "ListedObject",
-    "ObjectData",
-    "ObjectHead",
-    "ObjectStore",
-    "PutMode",
-    "PutResult",
-    "S3Stats",
-    "classify",
-    "fail_fast_on_dead_endpoints",
-    "new_write_id",
-]
+__all__ = ["MIB", "MIN_PART_SIZE", "ObjectStore"]
 
 _T = TypeVar("_T")
 
 MIB = 1024 * 1024
 #: S3's smallest multipart part (except the last).
 MIN_PART_SIZE = 5 * MIB
-#: Attempts at a connection that cannot be made before :class:`EndpointUnreachableError`,
-#: and the pause before the second one (doubling after).
-CONNECT_ATTEMPTS = 3
-CONNECT_BACKOFF = 0.1
-#: SDK failures raised before a connection existed: the request never left this machine.
-_UNCONNECTED = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError, SSLError)
-#: Set on such a failure when no earlier attempt of the same request reached a server.
-_UNREACHED = "_lakelock_unreached"
-_REACHED = "lakelock_reached"
-
-#: Where :meth:`ObjectStore.conditional_delete_method` writes its throwaway probe object.
-DELETE_PROBE_PREFIX = "metastore/probes/"
-#: An ETag no object has (an MD5 is never all zeros in practice).
-_WRONG_ETAG = '"00000000000000000000000000000000"'
-
-#: How a store deletes only what is unchanged (see :meth:`ObjectStore.delete_if_unchanged`).
-ConditionalDelete = Literal["batch", "single"]
-
-
-def fail_fast_on_dead_endpoints(client: Any) -> None:
-    """Hook ``client`` so that a connection that cannot be made is retried only
-    :data:`CONNECT_ATTEMPTS` times, quickly, and marked as never sent (module docstring).
-    Idempotent; every other failure is left to the SDK's own retry policy."""
-    retries = dict(client.meta.config.retries or {})
-    if "total_max_attempts" in retries:
-        configured = int(retries["total_max_attempts"])
-    elif "max_attempts" in retries:
-        configured = int(retries["max_attempts"]) + 1
-    else:
-        configured = 5 if retries.get("mode") == "legacy" else 3
-    limit = max(1, min(CONNECT_ATTEMPTS, configured))
-
-    def needs_retry(
-        attempts: int,
-        caught_exception: BaseException | None = None,
-        request_dict: Mapping[str, Any] | None = None,
-        **_: Any,
-    ) -> float | bool | None:
-        context = request_dict.get("context") if request_dict is not None else None
-        if not isinstance(caught_exception, _UNCONNECTED):
-            if isinstance(context, dict):
-                context[_REACHED] = True  # a response, or a failure after connecting
-            return None  # the SDK's policy decides
-        if not (isinstance(context, dict) and context.get(_REACHED)):
-            setattr(caught_exception, _UNREACHED, True)
-        if attempts >= limit:
-            return False  # the first non-None answer wins: no further attempt
-        return CONNECT_BACKOFF * float(2 ** (attempts - 1))
-
-    client.meta.events.register_first(
-        "needs-retry.s3", needs_retry, unique_id="lakelock-fail-fast-on-dead-endpoints"
-    )
-
-
-@dataclass
-class _Call:
-    """What a failed request was, for classification."""
-
-    operation: str
-    key: str | None
-    mode: PutMode | None = None
 
 
 @dataclass(frozen=True)
@@ -295,8 +168,8 @@ class ObjectStore:
                 **_condition(write.mode),
             )
         except (ClientError, BotoCoreError) as error:
-            call = _Call("PutObject", write.key, write.mode)
-            return self._resolve(error, call, write.write_id, write.size, resent=resent)
+            call = Call("PutObject", write.key, write.mode)
+            return resolve_write(self, error, call, write.write_id, write.size, resent=resent)
         if write.progress is not None:
             write.progress(write.size)
         return PutResult(
@@ -420,8 +293,8 @@ class ObjectStore:
             )
         except (ClientError, BotoCoreError) as error:
             self._abort(write.key, upload_id)
-            call = _Call("CompleteMultipartUpload", write.key, write.mode)
-            return self._resolve(error, call, write.write_id, write.size, resent=resent)
+            call = Call("CompleteMultipartUpload", write.key, write.mode)
+            return resolve_write(self, error, call, write.write_id, write.size, resent=resent)
         except BaseException:
             self._abort(write.key, upload_id)
             raise
@@ -436,71 +309,7 @@ class ObjectStore:
                 Bucket=self.bucket, Key=self.full_key(key), UploadId=upload_id
             )
 
-    def _resolve(
-        self,
-        error: ClientError | BotoCoreError,
-        call: _Call,
-        write_id: str,
-        size: int,
-        *,
-        resent: bool = False,
-    ) -> PutResult:
-        """Turn a failed conditional write into its true outcome (see the module docstring).
-        ``resent``: an earlier attempt of this very write was sent and may have landed."""
-        failure = classify(error, bucket=self.bucket, call=call, prefix=self.prefix)
-        retried = resent or (isinstance(error, ClientError) and _retry_attempts(error) > 0)
-        # A connection never made sent nothing, unless an earlier attempt of this write did
-        # (``resent``), or TLS failed, which can also happen once the request is under way.
-        unsent = isinstance(failure, EndpointUnreachableError) and not (
-            resent or isinstance(error, SSLError)
-        )
-        if isinstance(failure, EndpointUnreachableError) and not unsent:
-            failure = OutcomeUnknownError(
-                str(failure), bucket=self.bucket, key=call.key, operation=call.operation
-            )
-        ambiguous = isinstance(failure, OutcomeUnknownError) or (
-            retried
-            and isinstance(failure, AlreadyExistsError | PreconditionFailedError | NotFoundError)
-        )
-        if not ambiguous:
-            raise failure from error
-        assert call.key is not None
-        try:
-            current = self.head(call.key)
-        except NotFoundError:
-            current = None
-        except StorageError as read_error:
-            raise OutcomeUnknownError(
-                f"{call.operation} {call.key!r}: outcome unknown and the read-back failed",
-                bucket=self.bucket,
-                key=call.key,
-                operation=call.operation,
-            ) from read_error
-        if current is not None and current.write_id == write_id:
-            return PutResult(call.key, current.etag, write_id, size, resolved=True)
-        if call.mode == "create" and current is not None:
-            raise AlreadyExistsError(
-                f"{call.key!r} already exists (written by another writer)",
-                bucket=self.bucket,
-                key=call.key,
-                operation=call.operation,
-                status=412,
-                code="PreconditionFailed",
-                actual_etag=current.etag,
-            ) from error
-        if isinstance(failure, OutcomeUnknownError):
-            raise failure from error
-        raise OutcomeUnknownError(
-            f"{call.operation} {call.key!r}: retried into a 412 and the object is not ours; "
-            "our write may have landed and been replaced since",
-            bucket=self.bucket,
-            key=call.key,
-            operation=call.operation,
-            status=failure.status,
-            code=failure.code,
-            expected_etag=failure.expected_etag,
-            actual_etag=current.etag if current is not None else None,
-        ) from error
+    # -- deletes ------------------------------------------------------------------------------
 
     def delete(self, key: str, *, if_match: str | None = None) -> None:
         """Delete ``key``; with ``if_match`` only if its ETag is still that (412 otherwise).
@@ -592,12 +401,11 @@ class ObjectStore:
     def conditional_delete_method(self) -> ConditionalDelete:
         """How this store deletes an object only if unchanged: ``"batch"`` (``DeleteObjects``
         honours per-key ETags) or ``"single"`` (only ``DeleteObject`` honours ``If-Match``).
-        Found once per store by probing a throwaway key under ``metastore/probes/``: a
-        wrong ETag must be refused and the object kept, the right one must delete it.
+        Found once per store by probing a throwaway key (:mod:`lakelock._s3._probe`).
         Raises :class:`UnsupportedError` if the store honours neither."""
         with self._delete_probe_lock:
             if self._delete_method is None:
-                self._delete_method = self._probe_conditional_delete()
+                self._delete_method = probe_conditional_delete(self)
             method = self._delete_method
         if method == "none":
             raise UnsupportedError(
@@ -610,63 +418,6 @@ class ObjectStore:
             )
         return method
 
-    def _probe_conditional_delete(self) -> ConditionalDelete | Literal["none"]:
-        key = f"{DELETE_PROBE_PREFIX}conditional-delete-{new_write_id()}"
-        try:
-            etag = self.put(key, b"", mode="create").etag
-            if self._honours_batch_etag(key, etag):
-                return "batch"
-            etag = self._recreate(key)
-            if self._honours_delete_if_match(key, etag):
-                return "single"
-            return "none"
-        finally:
-            self._remove_probe(key)
-
-    def _honours_batch_etag(self, key: str, etag: str) -> bool:
-        try:
-            refused = self.delete_many([(key, _WRONG_ETAG)]).get(key)
-        except UnsupportedError:
-            return False
-        if isinstance(refused, AccessDeniedError):
-            raise refused
-        if not self._exists(key) or not isinstance(refused, PreconditionFailedError):
-            return False  # deleted anyway, or kept without saying why: not to be relied on
-        self.delete_many([(key, etag)])
-        return not self._exists(key)
-
-    def _honours_delete_if_match(self, key: str, etag: str) -> bool:
-        try:
-            self.delete(key, if_match=_WRONG_ETAG)
-        except PreconditionFailedError:
-            pass
-        except UnsupportedError:
-            return False
-        if not self._exists(key):
-            return False
-        with contextlib.suppress(NotFoundError):  # a lost answer, retried: deleted already
-            self.delete(key, if_match=etag)
-        return not self._exists(key)
-
-    def _recreate(self, key: str) -> str:
-        try:
-            return self.head(key).etag
-        except NotFoundError:
-            return self.put(key, b"", mode="create").etag
-
-    def _remove_probe(self, key: str) -> None:
-        """Best effort, and only ever this probe's own key."""
-        with contextlib.suppress(StorageError):
-            if self._exists(key):
-                self.delete(key)
-
-    def _exists(self, key: str) -> bool:
-        try:
-            self.head(key)
-        except NotFoundError:
-            return False
-        return True
-
     # -- reads --------------------------------------------------------------------------------
 
     def get(self, key: str) -> ObjectData:
@@ -677,7 +428,7 @@ class ObjectStore:
             body = response["Body"].read()
         except BotoCoreError as error:
             raise classify(
-                error, bucket=self.bucket, call=_Call("GetObject", key), prefix=self.prefix
+                error, bucket=self.bucket, call=Call("GetObject", key), prefix=self.prefix
             ) from error
         return ObjectData(**_head_fields(key, response), body=body)
 
@@ -729,7 +480,7 @@ class ObjectStore:
             return method(**kwargs)
         except (ClientError, BotoCoreError) as error:
             raise classify(
-                error, bucket=self.bucket, call=_Call(operation, key, mode), prefix=self.prefix
+                error, bucket=self.bucket, call=Call(operation, key, mode), prefix=self.prefix
             ) from error
 
     def _request(
@@ -750,83 +501,12 @@ class ObjectStore:
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
-def classify(
-    error: ClientError | BotoCoreError, *, bucket: str, call: _Call, prefix: str = ""
-) -> StorageError:
-    """The typed lakelock error for one failed S3 request (module docstring has the table)."""
-    key = call.key
-    where = f"{call.operation} s3://{bucket}/{prefix}{key or ''}"
-    if isinstance(error, _UNCONNECTED) and getattr(error, _UNREACHED, False):
-        url = urlsplit(str(error.kwargs.get("endpoint_url") or ""))
-        endpoint = f"{url.scheme}://{url.netloc}" if url.netloc else None
-        return EndpointUnreachableError(
-            f"{where}: cannot connect to {endpoint or 'the S3 endpoint'} "
-            f"({type(error).__name__}): is it running, and is the URL right?",
-            endpoint=endpoint,
-            bucket=bucket,
-            key=key,
-            operation=call.operation,
-        )
-    if isinstance(error, NoCredentialsError | PartialCredentialsError):
-        return CredentialsError(
-            f"{where}: {error}: configure AWS credentials (a profile, or "
-            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
-            bucket=bucket,
-            key=key,
-            operation=call.operation,
-        )
-    if isinstance(error, BotoCoreError):
-        return OutcomeUnknownError(
-            f"{where}: {type(error).__name__}: {error}",
-            bucket=bucket,
-            key=key,
-            operation=call.operation,
-        )
-    info = error.response.get("Error", {})
-    code = str(info.get("Code", ""))
-    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-    message = f"{where}: {status} {code} {info.get('Message', '')}".strip()
-    fields: dict[str, Any] = {
-        "bucket": bucket,
-        "key": key,
-        "operation": call.operation,
-        "status": status,
-        "code": code,
-    }
-    if isinstance(call.mode, IfMatch):
-        fields["expected_etag"] = call.mode.etag
-    if code == "PreconditionFailed" or status == 412:
-        if call.mode == "create":
-            return AlreadyExistsError(message, **fields)
-        return PreconditionFailedError(message, **fields)
-    if code in {"NoSuchKey", "NoSuchBucket", "NoSuchUpload", "NotFound", "404"} or status == 404:
-        return NotFoundError(message, **fields)
-    if code == "ConditionalRequestConflict" or status == 409:
-        return ConflictError(message, **fields)
-    if (
-        code in {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
-        or status == 503
-    ):
-        return ThrottledError(message, **fields)
-    if code == "AccessDenied" or status == 403:
-        return AccessDeniedError(message, **fields)
-    if code == "NotImplemented" or status == 501:
-        return UnsupportedError(message, **fields)
-    if status >= 500 or code in {"InternalError", "RequestTimeout", "ServiceUnavailable"}:
-        return OutcomeUnknownError(message, **fields)
-    return StorageError(message, **fields)
-
-
 def _condition(mode: PutMode) -> dict[str, str]:
     if mode == "create":
         return {"IfNoneMatch": "*"}
     if isinstance(mode, IfMatch):
         return {"IfMatch": mode.etag}
     return {}
-
-
-def _retry_attempts(error: ClientError) -> int:
-    return int(error.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
 
 
 def _with_attempts(result: PutResult, attempts: int) -> PutResult:

@@ -1,0 +1,63 @@
+"""The S3 adapter: every request lakelock makes goes through :class:`ObjectStore`.
+
+Writes state their precondition explicitly (obstore's ``PutMode``) and return the new ETag:
+
+============  =======================  ==============================================
+mode          header                   outcome when the precondition does not hold
+============  =======================  ==============================================
+``"create"``  ``If-None-Match: *``     :class:`AlreadyExistsError` (412)
+``IfMatch``   ``If-Match: <etag>``     :class:`PreconditionFailedError` (412),
+                                       :class:`NotFoundError` (404: key missing)
+``"overwrite"``  none                  (unconditional; lakelock itself never uses it on
+                                       protected prefixes)
+============  =======================  ==============================================
+
+The rooms of the adapter:
+
+- :mod:`._store`: :class:`ObjectStore` itself: writes (single request, multipart, server-side
+  copy), conditional deletes, reads, listings, and the retry of conflicts and throttling;
+- :mod:`._classify`: what an S3 answer means (one typed error per failure), and a dead
+  endpoint failing fast;
+- :mod:`._resolve`: lost acknowledgements: a write retried into a 412 against itself, or
+  whose outcome is unknown, is read back to learn whether it landed;
+- :mod:`._probe`: which conditional delete a store honours, found once per store.
+
+What the adapter takes and returns (preconditions, write results, object descriptions, request
+counts) is in :mod:`lakelock._objects`.
+"""
+
+from lakelock._objects import (
+    WRITE_ID_KEY,
+    IfMatch,
+    ListedObject,
+    ObjectData,
+    ObjectHead,
+    PutMode,
+    PutResult,
+    S3Stats,
+    new_write_id,
+)
+from lakelock._s3._classify import CONNECT_ATTEMPTS, Call, classify, fail_fast_on_dead_endpoints
+from lakelock._s3._probe import DELETE_PROBE_PREFIX, ConditionalDelete
+from lakelock._s3._store import MIB, MIN_PART_SIZE, ObjectStore
+
+__all__ = [
+    "CONNECT_ATTEMPTS",
+    "DELETE_PROBE_PREFIX",
+    "MIB",
+    "MIN_PART_SIZE",
+    "WRITE_ID_KEY",
+    "Call",
+    "ConditionalDelete",
+    "IfMatch",
+    "ListedObject",
+    "ObjectData",
+    "ObjectHead",
+    "ObjectStore",
+    "PutMode",
+    "PutResult",
+    "S3Stats",
+    "classify",
+    "fail_fast_on_dead_endpoints",
+    "new_write_id",
+]

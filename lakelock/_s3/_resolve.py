@@ -1,0 +1,100 @@
+"""Lost acknowledgements: the true outcome of a conditional write whose answer was lost.
+
+boto3 retries 5xx and broken connections, so a conditional write can be applied, lose its
+response, and be retried into a 412 against itself. Each write therefore carries a write id in
+object metadata (``x-amz-meta-lakelock-write-id``). When a 412 follows an SDK retry, or the
+outcome is unknown, the object is read back: our write id means our write landed and the call
+succeeds (``PutResult.resolved``); anything else is reported as it is. For a compare-and-swap
+the read-back cannot prove a negative (our write may have landed and been overwritten since),
+so that case is :class:`OutcomeUnknownError` and the caller (the registry) resolves it from
+its own document.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import BotoCoreError, ClientError, SSLError
+
+from lakelock._objects import PutResult
+from lakelock._s3._classify import Call, classify, retry_attempts
+from lakelock.errors import (
+    AlreadyExistsError,
+    EndpointUnreachableError,
+    NotFoundError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
+    StorageError,
+)
+
+if TYPE_CHECKING:
+    from lakelock._s3._store import ObjectStore
+
+__all__ = ["resolve_write"]
+
+
+def resolve_write(
+    store: ObjectStore,
+    error: ClientError | BotoCoreError,
+    call: Call,
+    write_id: str,
+    size: int,
+    *,
+    resent: bool = False,
+) -> PutResult:
+    """Turn a failed conditional write of ``store`` into its true outcome (module docstring).
+    ``resent``: an earlier attempt of this very write was sent and may have landed."""
+    failure = classify(error, bucket=store.bucket, call=call, prefix=store.prefix)
+    retried = resent or (isinstance(error, ClientError) and retry_attempts(error) > 0)
+    # A connection never made sent nothing, unless an earlier attempt of this write did
+    # (``resent``), or TLS failed, which can also happen once the request is under way.
+    unsent = isinstance(failure, EndpointUnreachableError) and not (
+        resent or isinstance(error, SSLError)
+    )
+    if isinstance(failure, EndpointUnreachableError) and not unsent:
+        failure = OutcomeUnknownError(
+            str(failure), bucket=store.bucket, key=call.key, operation=call.operation
+        )
+    ambiguous = isinstance(failure, OutcomeUnknownError) or (
+        retried
+        and isinstance(failure, AlreadyExistsError | PreconditionFailedError | NotFoundError)
+    )
+    if not ambiguous:
+        raise failure from error
+    assert call.key is not None
+    try:
+        current = store.head(call.key)
+    except NotFoundError:
+        current = None
+    except StorageError as read_error:
+        raise OutcomeUnknownError(
+            f"{call.operation} {call.key!r}: outcome unknown and the read-back failed",
+            bucket=store.bucket,
+            key=call.key,
+            operation=call.operation,
+        ) from read_error
+    if current is not None and current.write_id == write_id:
+        return PutResult(call.key, current.etag, write_id, size, resolved=True)
+    if call.mode == "create" and current is not None:
+        raise AlreadyExistsError(
+            f"{call.key!r} already exists (written by another writer)",
+            bucket=store.bucket,
+            key=call.key,
+            operation=call.operation,
+            status=412,
+            code="PreconditionFailed",
+            actual_etag=current.etag,
+        ) from error
+    if isinstance(failure, OutcomeUnknownError):
+        raise failure from error
+    raise OutcomeUnknownError(
+        f"{call.operation} {call.key!r}: retried into a 412 and the object is not ours; "
+        "our write may have landed and been replaced since",
+        bucket=store.bucket,
+        key=call.key,
+        operation=call.operation,
+        status=failure.status,
+        code=failure.code,
+        expected_etag=failure.expected_etag,
+        actual_etag=current.etag if current is not None else None,
+    ) from error

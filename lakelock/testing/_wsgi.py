@@ -1,0 +1,201 @@
+"""The gateway's HTTP plumbing: responses as S3 words them, request bodies, and passing a
+request on to the WSGI application behind (moto)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import socket
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+from urllib.parse import quote, unquote
+
+import orjson
+
+__all__ = [
+    "Reset",
+    "Response",
+    "WSGIApp",
+    "conflict",
+    "forward",
+    "headers_of",
+    "json_response",
+    "local_name",
+    "not_implemented",
+    "precondition_failed",
+    "read_body",
+    "receive_body",
+    "replace_body",
+    "reset_connection",
+    "s3_error",
+    "subrequest",
+]
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+@dataclass
+class Response:
+    status: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @property
+    def code(self) -> int:
+        return int(self.status.split(" ", 1)[0])
+
+
+class Reset(Exception):
+    """Drop the client's connection without a response."""
+
+
+def s3_error(status: str, code: str, message: str, *, key: str | None = None) -> Response:
+    """An S3 error document."""
+    key_xml = f"<Key>{_xml_escape(key)}</Key>" if key is not None else ""
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+        f"<Message>{_xml_escape(message)}</Message>{key_xml}"
+        f"<RequestId>lakelock-gateway</RequestId></Error>"
+    ).encode()
+    return Response(status, [("Content-Type", "application/xml")], body)
+
+
+def conflict(key: str | None) -> Response:
+    """409 ConditionalRequestConflict, as S3 answers a conditional write racing another."""
+    return s3_error(
+        "409 Conflict",
+        "ConditionalRequestConflict",
+        "A conflicting conditional operation is currently in progress against this "
+        "resource. Please try again.",
+        key=key,
+    )
+
+
+def not_implemented(message: str) -> Response:
+    return s3_error("501 Not Implemented", "NotImplemented", message)
+
+
+def precondition_failed(condition: str, key: str) -> Response:
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PreconditionFailed</Code>'
+        "<Message>At least one of the pre-conditions you specified did not hold</Message>"
+        f"<Condition>{_xml_escape(condition)}</Condition><Key>{_xml_escape(key)}</Key>"
+        "<RequestId>lakelock-gateway</RequestId></Error>"
+    ).encode()
+    return Response("412 Precondition Failed", [("Content-Type", "application/xml")], body)
+
+
+def json_response(data: object) -> Response:
+    return Response("200 OK", [("Content-Type", "application/json")], orjson.dumps(data))
+
+
+def _xml_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def local_name(tag: str) -> str:
+    """An XML element's name without its namespace."""
+    return tag.rsplit("}", 1)[-1]
+
+
+def headers_of(environ: Mapping[str, Any]) -> dict[str, str]:
+    """A WSGI request's HTTP headers, by lower-case name."""
+    headers = {
+        name[5:].replace("_", "-").lower(): str(value)
+        for name, value in environ.items()
+        if name.startswith("HTTP_")
+    }
+    if "CONTENT_TYPE" in environ:
+        headers["content-type"] = environ["CONTENT_TYPE"]
+    return headers
+
+
+def read_body(environ: dict[str, Any]) -> bytes:
+    """Read the whole request body and put it back for whoever reads next."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    stream = environ["wsgi.input"]
+    body: bytes = stream.read(length) if length else stream.read()
+    environ["wsgi.input"] = BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    return body
+
+
+def receive_body(environ: dict[str, Any]) -> None:
+    """Take in a request's whole body, if it has one (a length, or chunked encoding)."""
+    if int(environ.get("CONTENT_LENGTH") or 0) > 0 or environ.get("wsgi.input_terminated"):
+        read_body(environ)
+
+
+def replace_body(environ: dict[str, Any], body: bytes) -> None:
+    """Give the request a rewritten body, with the checksums that go with it."""
+    environ["wsgi.input"] = BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    environ["HTTP_CONTENT_MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+    for name in [n for n in environ if n.startswith("HTTP_X_AMZ_CHECKSUM")]:
+        del environ[name]
+    environ.pop("HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM", None)
+
+
+def forward(backend: WSGIApp, environ: dict[str, Any]) -> Response:
+    """``environ`` answered by ``backend``, its body read whole."""
+    captured: list[Any] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+        captured[:] = [status, headers]
+
+    chunks = backend(environ, start_response)
+    try:
+        body = b"".join(chunks)
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    return Response(captured[0], list(captured[1]), body)
+
+
+def subrequest(
+    backend: WSGIApp, method: str, bucket: str, key: str | None, *, query: str = ""
+) -> Response:
+    """A request of the gateway's own (a read-back) to ``backend``."""
+    path = f"/{quote(bucket)}" + (f"/{quote(key, safe='/')}" if key is not None else "")
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": unquote(path),
+        "RAW_URI": path,
+        "REQUEST_URI": path,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "HTTP_HOST": "127.0.0.1",
+        # moto answers unsigned requests as an anonymous caller (403 on private objects);
+        # it does not verify signatures, so a well-formed credential scope is enough.
+        "HTTP_AUTHORIZATION": (
+            "AWS4-HMAC-SHA256 Credential=lakelock-gateway/20250101/us-east-1/s3/aws4_request, "
+            "SignedHeaders=host, Signature=0"
+        ),
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": BytesIO(b""),
+        "wsgi.errors": BytesIO(),
+        "wsgi.version": (1, 0),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "CONTENT_LENGTH": "0",
+    }
+    return forward(backend, environ)
+
+
+def reset_connection(environ: Mapping[str, Any]) -> None:
+    """Abort the TCP connection (RST), as a crashed front end or a network fault would."""
+    sock = environ.get("werkzeug.socket")
+    if not isinstance(sock, socket.socket):
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass

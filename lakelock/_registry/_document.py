@@ -70,8 +70,8 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
-from lakelock._registry._snapshot import DatasetEntry, Totals
-from lakelock._registry._tree import EMPTY, Node
+from lakelock._registry._snapshot import DatasetEntry, Totals, dataset_fields
+from lakelock._registry._tree import EMPTY, Node, require_digest, require_filed
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
@@ -443,20 +443,9 @@ def _commit(c: Mapping[str, Any]) -> CommitRecord:
 
 
 def _parse_dataset(name: str, raw: Mapping[str, Any]) -> DatasetState:
-    schema_text = raw["schema"]
     return DatasetState(
         name=name,
-        schema=decode_schema(text(schema_text, "schema")) if schema_text is not None else None,
-        schema_version=boolean_free_int(raw["schema_version"], "schema_version", minimum=0),
-        partition_by=tuple(
-            text(c, "partition column") for c in seq(raw["partition_by"], "partition_by")
-        ),
-        properties=MappingProxyType(
-            {
-                text(k, "property name"): text(v, f"property {k!r}")
-                for k, v in obj(raw["properties"], "properties").items()
-            }
-        ),
+        **dataset_fields(raw, decode_schema),
         partitions=MappingProxyType(
             {
                 text(path, "partition path"): parse_partition(path, obj(p, f"partition {path!r}"))
@@ -660,17 +649,7 @@ def manifest_digest(key: str) -> str:
 def verify_manifest(key: str, body: bytes, *, bucket: str | None = None) -> Manifest:
     """Parse a manifest read from ``key``, refusing one whose bytes are not the ones its key
     names or that belongs to another dataset (RegistryCorruptError)."""
-    if manifest_digest_of(body) != manifest_digest(key):
-        raise RegistryCorruptError(
-            "manifest bytes do not match the digest in its key (replaced or damaged)",
-            bucket=bucket,
-            key=key,
-        )
+    require_digest(body, manifest_digest(key), "manifest", key=key, bucket=bucket)
     manifest = parse_manifest(body, bucket=bucket, key=key)
-    if not key.startswith(f"{MANIFEST_PREFIX}{manifest.dataset}/"):
-        raise RegistryCorruptError(
-            f"manifest of dataset {manifest.dataset!r} stored under another dataset",
-            bucket=bucket,
-            key=key,
-        )
+    require_filed(key, MANIFEST_PREFIX, manifest.dataset, "manifest", bucket=bucket)
     return manifest

@@ -37,16 +37,17 @@ from lakelock._registry._document import (
     encode_schema,
     parse_manifest,
 )
+from lakelock._registry._tree import require_digest
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
     "INTENT_PREFIX",
+    "intent_digest",
     "intent_document",
     "intent_ms",
     "is_intent",
     "parse_intent",
     "prune_fates",
-    "verify_intent_digest",
 ]
 
 INTENT_PREFIX = "metastore/intents/"
@@ -112,17 +113,15 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
     return key, body, refs
 
 
-def verify_intent_digest(key: str, body: bytes) -> bool:
-    return hashlib.sha256(body).hexdigest() == key.rsplit("-", 1)[-1].removesuffix(".json")
+def intent_digest(key: str) -> str:
+    """The content digest an intent key names (after its time and random parts)."""
+    return key.rsplit("-", 1)[-1].removesuffix(".json")
 
 
 def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[Change, Manifest]:
     """The commit an intent asks for (its ``added_manifests`` pointing at the intent), and
     the intent read as a manifest. Anything malformed is RegistryCorruptError."""
-    if not verify_intent_digest(key, body):
-        raise RegistryCorruptError(
-            "intent bytes do not match the digest in its key", bucket=bucket, key=key
-        )
+    require_digest(body, intent_digest(key), "intent", key=key, bucket=bucket)
     manifest = parse_manifest(body, bucket=bucket, key=key)
     try:
         section = obj(orjson.loads(body)["intent"], "intent")

@@ -26,7 +26,16 @@ import orjson
 import pyarrow as pa
 
 from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
-from lakelock._registry._tree import Node, node_from_json, node_json, tree_get, tree_items
+from lakelock._registry._tree import (
+    Node,
+    key_digest,
+    node_from_json,
+    node_json,
+    require_digest,
+    require_filed,
+    tree_get,
+    tree_items,
+)
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
@@ -190,7 +199,6 @@ def parse_snapshot(
             raise ValueError(
                 f"not a format-2 snapshot (format_version {data.get('format_version')!r})"
             )
-        schema_text = data["schema"]
         parent = data["parent"]
         return Snapshot(
             dataset=text(data["dataset"], "dataset"),
@@ -209,17 +217,7 @@ def parse_snapshot(
                 )
                 for c in (obj(item, "commit") for item in seq(data["commits"], "commits"))
             ),
-            schema=decode_schema(text(schema_text, "schema")) if schema_text is not None else None,
-            schema_version=boolean_free_int(data["schema_version"], "schema_version", minimum=0),
-            partition_by=tuple(
-                text(c, "partition column") for c in seq(data["partition_by"], "partition_by")
-            ),
-            properties=MappingProxyType(
-                {
-                    text(k, "property name"): text(v, f"property {k!r}")
-                    for k, v in obj(data["properties"], "properties").items()
-                }
-            ),
+            **dataset_fields(data, decode_schema),
             totals=Totals.from_json(obj(data["totals"], "totals")),
             partitions=node_from_json(obj(data["partitions"], "partitions")),
             commit_ids=node_from_json(obj(data["commit_ids"], "commit_ids")),
@@ -253,6 +251,27 @@ def _id_entry(raw: Any) -> dict[str, Any]:
     return entry
 
 
+def dataset_fields(
+    raw: Mapping[str, Any], decode_schema: Callable[[str], pa.Schema]
+) -> dict[str, Any]:
+    """A dataset's schema, schema version, partition columns and properties, parsed from its
+    JSON (a format-2 snapshot or a format-1 root's dataset: the same fields)."""
+    schema_text = raw["schema"]
+    return {
+        "schema": (decode_schema(text(schema_text, "schema")) if schema_text is not None else None),
+        "schema_version": boolean_free_int(raw["schema_version"], "schema_version", minimum=0),
+        "partition_by": tuple(
+            text(c, "partition column") for c in seq(raw["partition_by"], "partition_by")
+        ),
+        "properties": MappingProxyType(
+            {
+                text(k, "property name"): text(v, f"property {k!r}")
+                for k, v in obj(raw["properties"], "properties").items()
+            }
+        ),
+    }
+
+
 def snapshot_key(dataset: str, body: bytes, nonce: str) -> str:
     """``metastore/snapshots/<dataset>/<sha256 of the body>-<nonce>.json``."""
     if not nonce.isalnum():
@@ -269,20 +288,9 @@ def verify_snapshot(
 ) -> Snapshot:
     """Parse a snapshot read from ``key``: its bytes must be those the key names, and it must
     belong to the dataset it is filed under."""
-    digest = key.rsplit("/", 1)[-1].split("-", 1)[0]
-    if hashlib.sha256(body).hexdigest() != digest:
-        raise RegistryCorruptError(
-            "snapshot bytes do not match the digest in its key (replaced or damaged)",
-            bucket=bucket,
-            key=key,
-        )
+    require_digest(body, key_digest(key), "snapshot", key=key, bucket=bucket)
     snapshot = parse_snapshot(body, decode_schema, bucket=bucket, key=key)
-    if not key.startswith(f"{SNAPSHOT_PREFIX}{snapshot.dataset}/"):
-        raise RegistryCorruptError(
-            f"snapshot of dataset {snapshot.dataset!r} stored under another dataset",
-            bucket=bucket,
-            key=key,
-        )
+    require_filed(key, SNAPSHOT_PREFIX, snapshot.dataset, "snapshot", bucket=bucket)
     return snapshot
 
 

@@ -211,13 +211,33 @@ def parse_node(body: bytes, *, bucket: str | None = None, key: str | None = None
         ) from error
 
 
-def verify_node(key: str, body: bytes, *, bucket: str | None = None) -> Node:
-    """Parse a node read from ``key``, refusing bytes other than those its key names."""
-    digest = key.rsplit("/", 1)[-1].split("-", 1)[0]
+def key_digest(key: str) -> str:
+    """The content digest a write-once key names: ``.../<sha256>-<nonce>.json``."""
+    return key.rsplit("/", 1)[-1].split("-", 1)[0]
+
+
+def require_digest(body: bytes, digest: str, what: str, *, key: str, bucket: str | None) -> None:
+    """RegistryCorruptError unless ``body`` hashes (SHA-256) to the ``digest`` its key names:
+    a write-once object replaced or damaged is never trusted."""
     if hashlib.sha256(body).hexdigest() != digest:
         raise RegistryCorruptError(
-            "index node bytes do not match the digest in its key (replaced or damaged)",
+            f"{what} bytes do not match the digest in its key (replaced or damaged)",
             bucket=bucket,
             key=key,
         )
+
+
+def require_filed(key: str, prefix: str, dataset: str, what: str, *, bucket: str | None) -> None:
+    """RegistryCorruptError unless ``key`` is filed under the dataset the object names."""
+    if not key.startswith(f"{prefix}{dataset}/"):
+        raise RegistryCorruptError(
+            f"{what} of dataset {dataset!r} stored under another dataset",
+            bucket=bucket,
+            key=key,
+        )
+
+
+def verify_node(key: str, body: bytes, *, bucket: str | None = None) -> Node:
+    """Parse a node read from ``key``, refusing bytes other than those its key names."""
+    require_digest(body, key_digest(key), "index node", key=key, bucket=bucket)
     return parse_node(body, bucket=bucket, key=key)

@@ -4,8 +4,9 @@ lake's source of truth (format 2: docs/FORMAT.md).
 ``_document`` holds the root's and the manifests' frozen types, parser and serialiser;
 ``_snapshot`` the dataset snapshots; ``_tree`` the hash-trie index; ``_intents`` commits as
 write-once intents; ``_changes`` the pure commit transforms and checks; ``_objects`` loading,
-caching and writing the write-once objects, history and time travel; ``_registry`` the S3
-shell (reading, the commit loop, group commit in and across processes).
+caching and writing the write-once objects, history and time travel; ``_shell`` the
+:class:`Registry` (reading, time travel, migration); ``_commit`` its commit loop (group commit
+within a process), ``_fold`` group commit across processes, ``_batch`` what a batch carries.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from lakelock._registry._document import (
     serialize_registry,
 )
 from lakelock._registry._objects import HistoryEntry
-from lakelock._registry._registry import (
+from lakelock._registry._shell import (
     CommitResult,
     MigrationResult,
     Registry,

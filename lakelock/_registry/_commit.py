@@ -1,0 +1,629 @@
+"""The registry's I/O shell: reading (now, or at a version), and the commit loop, with group
+commit within a process and across processes.
+
+One commit (docs/ARCHITECTURE.md, "The registry"; docs/FORMAT.md for the objects):
+
+1. *Prepare* (in the caller's thread): a one-dataset commit becomes an intent (its delta
+   manifest plus what it asks, :mod:`._intents`); a commit spanning datasets gets plain delta
+   manifests. Nothing is written yet.
+2. *Queue*: with group commit on, concurrent ``commit()`` calls of one :class:`Registry` wait
+   for the one commit in flight; whoever goes next takes everything queued as one batch.
+3. *Attempt*: GET the root (body + ETag) — on a first attempt, the root as this process last
+   read or wrote it stands in for the GET, and a stale one costs a 412 and a redrive. Settle
+   commits the root already decided (an intent's fate, a recorded commit id: success, or the
+   reason it was refused). Fold in other processes' pending intents (a LIST after the
+   watermark; see :meth:`Registry._should_list`). Apply every change in intent order
+   (:mod:`._changes`), failing just the ones that no longer apply; record each intent's fate;
+   create the intents, manifests, index nodes and snapshots of the new version in one parallel
+   round; PUT the root with ``If-Match: <etag>`` (``If-None-Match: *`` for the very first
+   commit).
+4. *Outcome*:
+
+   ===================================  ====================================================
+   200                                  every change in the batch is committed
+   412 PreconditionFailed               **redrive**: back to 3 (usually another process has
+                                        applied our intents: settled there, not re-applied)
+   409 ConditionalRequestConflict       **retry** after jittered backoff, then 3
+   503 SlowDown                         back off, then 3
+   404 on If-Match                      the registry was deleted: RegistryCorruptError,
+                                        never re-created behind the users' backs
+   unknown (timeout, reset, 5xx)        back to 3: the re-read finds our commit ids (success)
+                                        or proves they are absent (redrive), else
+                                        CommitStateUnknownError
+   attempts run out                     the batch's intents are recorded cancelled by a swap
+                                        before anyone hears "failed" (or found applied:
+                                        success); if that cannot be done either,
+                                        CommitStateUnknownError
+   ===================================  ====================================================
+
+Attempts are bounded by the :class:`~lakelock._retry.RetryPolicy` (count and total time),
+driven by tenacity. The adapter's own lost-acknowledgement resolution (write id in metadata)
+catches most lost acks before step 4 sees them; the commit-id check covers the rest.
+
+Why nothing commits twice: every attempt is conditional on the ETag it read; an intent is
+applied only by the swap that records its fate, and with it its commit id in the dataset's
+commit-id index, which every later attempt and fold consults."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+import pyarrow as pa
+
+from lakelock._datafile import DataFile
+from lakelock._names import validate_partition_path
+from lakelock._registry._batch import (
+    BatchState,
+    CommitResult,
+    Fold,
+    Pending,
+    Redrive,
+    Retry,
+    Wait,
+    fates_of,
+    for_commit,
+    iso,
+    validate_change,
+)
+from lakelock._registry._changes import (
+    Applied,
+    Change,
+    Fence,
+    apply_change,
+    delta_manifests,
+    manifests_needed,
+    seal,
+)
+from lakelock._registry._document import (
+    REGISTRY_KEY,
+    IntentFate,
+    Manifest,
+    RegistryDoc,
+    parse_manifest,
+    parse_registry,
+    serialize_registry,
+)
+from lakelock._registry._fold import Folding
+from lakelock._registry._intents import intent_document, prune_fates
+from lakelock._s3 import IfMatch, ObjectStore, PutMode, PutResult
+from lakelock.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    CommitError,
+    CommitStateUnknownError,
+    ConflictError,
+    NotFoundError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
+    RegistryCorruptError,
+    StorageError,
+    ThrottledError,
+)
+
+__all__ = ["CommitLoop"]
+
+
+class CommitLoop(Folding):
+    """The commit loop of :class:`Registry` (which sets these attributes): queueing, batches,
+    attempts and their outcomes, settling what the root decided, cancelling on giving up."""
+
+    group_commit: bool
+    max_batch: int
+    commit_window: int
+    retention: float
+    _root: ObjectStore
+    _turn: threading.Condition
+    _committing: bool
+
+    def commit(
+        self,
+        dataset: str,
+        *,
+        add: Sequence[DataFile] = (),
+        remove: Sequence[DataFile | str] = (),
+        schema: pa.Schema | None = None,
+        properties: Mapping[str, str | None] | None = None,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        partition_by: Sequence[str] | None = None,
+        remove_partitions: Sequence[str] = (),
+        operation: str | None = None,
+    ) -> CommitResult:
+        """Add and remove files of ``dataset`` (and declare its schema, partition columns and
+        properties) in one atomic registry update. A ``commit_id`` already recorded makes this
+        a no-op success, so a re-run pipeline commits once. ``fence=(name, token)`` refuses
+        the commit if a higher token was seen for ``name`` (:class:`StaleFenceError`).
+        ``remove_partitions`` removes every file of the partitions at or under those paths
+        (``""``: all) as they are when the commit applies (files added by this commit stay);
+        ``operation`` names the commit in the log (default ``"commit"``). A new dataset
+        without ``partition_by`` takes the partition columns its files' paths name."""
+        change = Change(
+            dataset=dataset,
+            commit_id=commit_id if commit_id is not None else uuid.uuid4().hex,
+            add=tuple(add),
+            remove=tuple(r.key if isinstance(r, DataFile) else r for r in remove),
+            schema=schema,
+            partition_by=tuple(partition_by) if partition_by is not None else None,
+            properties=dict(properties) if properties is not None else None,
+            fence=Fence(*fence) if isinstance(fence, tuple) else fence,
+            remove_partitions=tuple(
+                dict.fromkeys(validate_partition_path(p) for p in remove_partitions)
+            ),
+            operation=operation or "commit",
+            generated_id=commit_id is None,
+        )
+        return self.commit_changes([change], explicit_id=commit_id is not None)
+
+    def commit_changes(
+        self, changes: Sequence[Change], *, explicit_id: bool = True
+    ) -> CommitResult:
+        """Commit changes to several datasets as one, all or nothing (they must share one
+        commit id). ``commit`` is this with one change; partition renames across datasets
+        use it directly."""
+        if not changes or len({c.commit_id for c in changes}) != 1:
+            raise ValueError("commit_changes needs at least one change and one commit id")
+        if len({c.dataset for c in changes}) != len(changes):
+            raise ValueError("commit_changes takes one change per dataset")
+        checked = [validate_change(change) for change in changes]
+        unwritten: list[tuple[str, bytes]] = []
+        if len(checked) == 1 and checked[0].restore is None:
+            # One dataset: written as an intent that any committer can fold in.
+            key, body, refs = intent_document(checked[0], now_ms=int(self._clock() * 1000))
+            self._remember(key, parse_manifest(body, key=key))
+            pending = Pending(
+                (replace(checked[0], added_manifests=MappingProxyType(refs)),),
+                check_index=explicit_id,
+                unwritten=[(key, body)],
+                intent=key,
+            )
+        else:
+            pending = Pending(
+                tuple(self._prepare(c, unwritten) for c in checked),
+                check_index=explicit_id,
+                unwritten=unwritten,
+            )
+        if not self.group_commit:
+            self._commit_batch([pending])
+        else:
+            with self._turn:
+                self._queue.append(pending)
+            while True:
+                with self._turn:
+                    while self._committing and not pending.done.is_set():
+                        self._turn.wait()
+                    if pending.done.is_set():
+                        break
+                    self._committing = True
+                    batch = self._queue[: self.max_batch]
+                    del self._queue[: self.max_batch]
+                try:
+                    self._commit_batch(batch)
+                finally:
+                    with self._turn:
+                        self._committing = False
+                        self._turn.notify_all()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.result is not None
+        return pending.result
+
+    def _prepare(self, change: Change, unwritten: list[tuple[str, bytes]]) -> Change:
+        """The delta manifests of the added files (digest-named, with a nonce), queued in
+        ``unwritten``: they are created together with the version's snapshot and index
+        nodes, in one parallel round before the root's compare-and-swap."""
+        refs = {}
+        delta = delta_manifests(change.dataset, change.add, nonce=uuid.uuid4().hex)
+        for path, (ref, body) in delta.items():
+            if ref.key not in {key for key, _ in unwritten}:
+                unwritten.append((ref.key, body))
+                self._remember(ref.key, parse_manifest(body))
+            refs[path] = ref
+        return replace(change, added_manifests=MappingProxyType(refs))
+
+    def _commit_batch(self, pending: list[Pending]) -> None:
+        state = BatchState(pending=list(pending), size=len(pending))
+        try:
+            for attempt in self.retry.retrying((Redrive, Retry), steady=(Wait,), poll=self._poll):
+                with attempt:
+                    self._attempt(state)
+        except (Redrive, Retry):
+            self._cancel_intents(state)
+            for p in state.pending:
+                if state.unknown_base is not None:
+                    p.fail(
+                        CommitStateUnknownError(
+                            f"commit outcome unknown after {state.attempts} attempts: the "
+                            "registry could not be re-read to settle it",
+                            dataset=p.change.dataset,
+                            commit_id=p.change.commit_id,
+                        )
+                    )
+                    continue
+                p.fail(
+                    CommitConflictError(
+                        f"gave up after {state.attempts} attempts "
+                        f"({state.redrives} redrives, {state.retries} retries)",
+                        dataset=p.change.dataset,
+                        commit_id=p.change.commit_id,
+                        attempts=state.attempts,
+                    )
+                )
+        except (CommitError, RegistryCorruptError, StorageError) as error:
+            if not isinstance(error, RegistryCorruptError):
+                self._cancel_intents(state)
+            for p in state.pending:
+                p.fail(for_commit(error, p.change, state))
+        except BaseException as error:
+            for p in state.pending:
+                p.fail(error)
+            raise
+
+    def _cancel_intents(self, state: BatchState) -> None:
+        """A batch is giving up: the intents it may have written are visible to every other
+        committer, so before its callers hear "failed", the root must say so. Each intent
+        whose fate is decided already settles its caller (applied after all: success); the
+        rest are recorded ``cancelled`` by a compare-and-swap, so nobody can apply them. If
+        that swap cannot be made, their outcome is unknown (CommitStateUnknownError)."""
+        todo = [p for p in state.pending if p.intent is not None and p.intent_sent]
+        if not todo:
+            return
+        try:
+            for attempt in self.retry.retrying((Redrive, Retry)):
+                with attempt:
+                    todo = self._cancel_attempt(todo, state)
+        except (Redrive, Retry, StorageError, RegistryCorruptError) as error:
+            for p in todo:
+                failure = CommitStateUnknownError(
+                    "giving up, but its intent could not be cancelled: another committer may "
+                    f"still apply it (look up its commit id): {error}",
+                    dataset=p.change.dataset,
+                    commit_id=p.change.commit_id,
+                )
+                failure.__cause__ = error
+                p.fail(failure)
+        state.pending = [p for p in state.pending if not p.done.is_set()]
+
+    def _cancel_attempt(self, todo: list[Pending], state: BatchState) -> list[Pending]:
+        try:
+            doc, etag = self._read_root()
+        except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+            raise Retry from error
+        state.first_base = state.first_base if state.first_base is not None else doc.version
+        self._settle_known(doc, replace(state, pending=todo))
+        todo = [p for p in todo if not p.done.is_set()]
+        if not todo or etag is None:
+            return todo
+        seconds = self._clock()
+        version = doc.version + 1
+        cancelled = [
+            IntentFate(p.intent, "cancelled", version, seconds, "its committer gave up")
+            for p in todo
+            if p.intent is not None
+        ]
+        sealed = replace(
+            doc,
+            version=version,
+            updated_at=iso(seconds),
+            fates=prune_fates(
+                [*doc.fates, *cancelled], watermark=doc.watermark, keep=self.commit_window
+            ),
+        )
+        self._write_version(doc, sealed, etag, seconds)
+        for p in todo:
+            p.fail(
+                CommitConflictError(
+                    f"gave up after {state.attempts} attempts ({state.redrives} redrives, "
+                    f"{state.retries} retries); its intent is recorded cancelled, so nobody "
+                    "will apply it",
+                    dataset=p.change.dataset,
+                    commit_id=p.change.commit_id,
+                    attempts=state.attempts,
+                )
+            )
+        return []
+
+    def _look(self, state: BatchState, seconds: float) -> tuple[RegistryDoc, str | None] | None:
+        """The root an attempt starts from, after settling what it already decided (None:
+        nothing is left to commit). Raises Wait while another process is expected to fold
+        our intents."""
+        known = self._known
+        waiting = len(state.pending)
+        if state.attempts == 1 and self._contended(seconds) and self._may_wait_first(state):
+            # Other processes are committing here: one of them is about to fold and swap.
+            # Our intents go out now and we look at the root after about one round; only if
+            # nobody has applied them by then do we list and maybe fold ourselves. A commit
+            # that somebody else folds costs its intent PUT and one root GET.
+            self._send_intents(state)
+            state.wait_started = time.monotonic()
+            raise Wait
+        etag: str | None
+        try:
+            if (
+                state.attempts == 1
+                and known is not None
+                and (self._swapped_last or not self._contended(seconds))
+            ):
+                doc, etag = known
+            else:
+                doc, etag = self._read_root()
+        except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+            state.retries += 1
+            raise Retry from error
+        self._settle_known(doc, state)
+        if state.wait_started is not None and len(state.pending) < waiting:
+            # Someone else's swap settled ours: how long that took tells how often to look.
+            self._learn_round(time.monotonic() - state.wait_started)
+        if not state.pending:
+            return None
+        if state.wait_version is not None:
+            if doc.version == state.wait_version and state.waits < self.max_waits:
+                # The older intent's writer has not swapped yet: keep waiting (one GET a
+                # round). Once the root moves without our intents, look again (a LIST).
+                state.waits += 1
+                raise Wait
+            state.wait_version = None
+        return doc, etag
+
+    def _attempt(self, state: BatchState) -> None:
+        state.attempts += 1
+        started = time.monotonic()
+        seconds = self._clock()
+        now = iso(seconds)
+        found = self._look(state, seconds)
+        if found is None:
+            return
+        doc, etag = found
+        fold = Fold()
+        if doc.format_version > 1 and self._should_list(doc, state, seconds):
+            if self._contended(seconds):
+                self._send_intents(state)  # visible to the others before we look at theirs
+            fold = self._foreign_intents(doc, state, seconds)
+        own = list(state.pending)
+        state.pending = sorted(
+            own + fold.pending, key=lambda p: p.intent if p.intent is not None else ""
+        )
+        try:
+            current, applied = self._apply_batch(doc, state, now=now, seconds=seconds)
+        finally:
+            state.pending = [p for p in own if not p.done.is_set()]
+        fates = [*fold.fates, *fates_of(applied, [*own, *fold.pending], doc.version + 1, seconds)]
+        if not applied and not fates:
+            return
+        sealed = seal(
+            current,
+            applied,
+            now=now,
+            window=self.commit_window,
+            retire_before=seconds - self.retention,
+        )
+        watermark = max(doc.watermark, fold.listed_max)
+        sealed = replace(
+            sealed,
+            watermark=watermark,
+            fates=prune_fates([*doc.fates, *fates], watermark=watermark, keep=self.commit_window),
+        )
+        new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
+        deltas = [w for p in state.pending for w in p.unwritten]
+        for p in state.pending:
+            p.intent_sent = p.intent_sent or bool(p.unwritten)
+        self.objects.create_all(deltas + [w for _, a in applied for w in a.writes] + writes)
+        for p in state.pending:
+            p.unwritten = []
+        written = self._swap(state, doc, etag, new_doc)
+        self._known = (new_doc, written.etag)
+        self._swapped_last = True
+        self._learn_round(time.monotonic() - started)
+        if fold.listed:
+            self._listed_at = seconds
+        for p in state.pending:
+            p.succeed(self._result(p, new_doc.version, state, already=False))
+        state.pending = []
+
+    def _apply_batch(
+        self, doc: RegistryDoc, state: BatchState, *, now: str, seconds: float
+    ) -> tuple[RegistryDoc, list[tuple[Change, Applied]]]:
+        """Apply every pending commit in turn; a commit whose changes do not all apply fails
+        alone (all or nothing per commit). Returns the document and what was applied."""
+        applied: list[tuple[Change, Applied]] = []
+        current = doc
+        seen: set[str] = set()
+        for p in state.pending:
+            if p.change.commit_id in seen:
+                continue  # a duplicate id within the batch: settled with its twin
+            # Against the document as the batch has changed it so far: an earlier commit of
+            # the batch may have added or consolidated manifests of the same partition.
+            candidate = current
+            results: list[tuple[Change, Applied]] = []
+            try:
+                for change in p.changes:
+                    result = apply_change(
+                        candidate,
+                        change,
+                        manifests=self.load_manifests(manifests_needed(candidate, change)),
+                        now=now,
+                        next_version=doc.version + 1,
+                        retired_at=seconds,
+                        nonce=uuid.uuid4().hex,
+                    )
+                    candidate = result.doc
+                    results.append((change, result))
+            except CommitConflictError as error:
+                p.fail(error)
+                continue
+            for _, result in results:
+                for key, body in result.writes:
+                    self._remember(key, parse_manifest(body))
+            applied.extend(results)
+            seen.add(p.change.commit_id)
+            current = candidate
+        return current, applied
+
+    def _swap(
+        self, state: BatchState, doc: RegistryDoc, etag: str | None, new_doc: RegistryDoc
+    ) -> PutResult:
+        """The root's compare-and-swap, its outcome turned into a redrive or a retry."""
+        mode: PutMode = IfMatch(etag) if etag is not None else "create"
+        if state.first_base is None:
+            state.first_base = doc.version
+        try:
+            return self._root.put(
+                REGISTRY_KEY,
+                serialize_registry(new_doc),
+                mode=mode,
+                content_type="application/json",
+            )
+        except (PreconditionFailedError, AlreadyExistsError) as error:
+            state.redrives += 1
+            self._contended_until = self._clock() + self.contention_memory
+            raise Redrive from error
+        except (ConflictError, ThrottledError) as error:
+            state.retries += 1
+            raise Retry from error
+        except OutcomeUnknownError as error:
+            state.retries += 1
+            state.unknown_base = doc.version
+            raise Retry from error
+        except NotFoundError as error:
+            raise RegistryCorruptError(
+                "the registry was deleted while committing; lakelock will not re-create it "
+                "(restore it, or delete the whole lake deliberately)",
+                bucket=self.store.bucket,
+                key=self._root.full_key(REGISTRY_KEY),
+            ) from error
+
+    def _settle_known(self, doc: RegistryDoc, state: BatchState) -> None:
+        """Commits whose ids the registry already records are done: either re-runs (the
+        caller's id was committed before) or ours, landed by an attempt whose answer was lost."""
+        for p in state.pending:
+            fate = doc.fate(p.intent) if p.intent is not None else None
+            if fate is not None and fate.state == "applied":
+                p.succeed(self._result(p, fate.version, state, already=False))
+                continue
+            if fate is not None:
+                p.fail(
+                    CommitConflictError(
+                        f"the commit's intent was {fate.state}: {fate.reason}",
+                        dataset=p.change.dataset,
+                        commit_id=p.change.commit_id,
+                    )
+                )
+                continue
+            record = doc.commit(p.change.commit_id)
+            if record is not None:
+                ours = state.first_base is not None and record.version > state.first_base
+                p.succeed(self._result(p, record.version, state, already=not ours))
+            elif p.check_index and doc.format_version > 1:
+                p.check_index = False
+                found = self._indexed_version(doc, p)
+                if found is not None:
+                    p.succeed(self._result(p, found, state, already=True))
+        state.pending = [p for p in state.pending if not p.done.is_set()]
+        if state.unknown_base is not None and state.pending:
+            oldest = doc.commits[0].version if doc.commits else doc.version + 1
+            if oldest > state.unknown_base + 1 and doc.version > state.unknown_base:
+                # Past the root's window: each dataset's commit-id index is durable.
+                self._settle_from_index(doc, state)
+            if not state.pending:
+                return
+            if (
+                doc.format_version == 1
+                and oldest > state.unknown_base + 1
+                and (doc.version > state.unknown_base)
+            ):
+                for p in state.pending:
+                    p.fail(
+                        CommitStateUnknownError(
+                            "commit outcome unknown: more commits than the idempotency window "
+                            f"({self.commit_window}) happened since",
+                            dataset=p.change.dataset,
+                            commit_id=p.change.commit_id,
+                        )
+                    )
+                state.pending = []
+            else:
+                state.unknown_base = None  # proven absent: a plain redrive from here
+
+    def _settle_from_index(self, doc: RegistryDoc, state: BatchState) -> None:
+        if doc.format_version == 1:
+            return
+        for p in state.pending:
+            found = self._indexed_version(doc, p)
+            if found is not None:
+                ours = state.first_base is not None and found > state.first_base
+                p.succeed(self._result(p, found, state, already=not ours))
+        state.pending = [p for p in state.pending if not p.done.is_set()]
+
+    def _indexed_version(self, doc: RegistryDoc, p: Pending) -> int | None:
+        for change in p.changes:
+            dataset = doc.datasets.get(change.dataset)
+            if dataset is not None:
+                found = self.objects.commit_version(dataset, change.commit_id)
+                if found is not None:
+                    return found
+        return None
+
+    def _result(
+        self, p: Pending, version: int, state: BatchState, *, already: bool
+    ) -> CommitResult:
+        return CommitResult(
+            version=version,
+            commit_id=p.change.commit_id,
+            attempts=state.attempts,
+            redrives=state.redrives,
+            retries=state.retries,
+            already_committed=already,
+            batch_size=state.size,
+        )
+
+    def _read_root(self) -> tuple[RegistryDoc, str | None]:
+        try:
+            data = self._root.get(REGISTRY_KEY)
+        except NotFoundError as error:
+            if error.code == "NoSuchBucket":  # a missing bucket is not an empty lake
+                raise NotFoundError(
+                    f"bucket {self.store.bucket!r} does not exist",
+                    bucket=self.store.bucket,
+                    key=error.key,
+                    operation=error.operation,
+                    status=error.status,
+                    code=error.code,
+                ) from error
+            return RegistryDoc(), None
+        doc = parse_registry(
+            data.body, bucket=self.store.bucket, key=self._root.full_key(REGISTRY_KEY)
+        )
+        if doc.format_version > 1:
+            doc = replace(doc, datasets=self.objects.datasets(doc))
+        self._known = (doc, data.etag)
+        self._swapped_last = False
+        return doc, data.etag
+
+    def _write_version(
+        self, doc: RegistryDoc, sealed: RegistryDoc, etag: str, seconds: float
+    ) -> RegistryDoc:
+        """A version that changes no dataset (an upgrade, cancelled fates): its objects, then
+        the root's swap; a lost race is a redrive, anything transient a retry."""
+        new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
+        self.objects.create_all(writes)
+        try:
+            written = self._root.put(
+                REGISTRY_KEY,
+                serialize_registry(new_doc),
+                mode=IfMatch(etag),
+                content_type="application/json",
+            )
+        except PreconditionFailedError as error:
+            raise Redrive from error
+        except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+            raise Retry from error
+        self._known = (new_doc, written.etag)
+        return new_doc
+
+    def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
+        """The manifests at ``keys`` (cached: they are content-addressed, never change)."""
+        return self.objects.manifests(keys)

@@ -1,0 +1,208 @@
+"""Group commit across processes: folding other processes' intents into this process's
+swap, and waiting for theirs to carry ours (docs/FORMAT.md, "Intents").
+
+Under contention a committer sends its intent and looks at the root about one round later
+(:meth:`Folding._may_wait_first`); only if nobody applied it does it LIST the intents after the
+watermark. The writer of the oldest pending intent folds every pending one (after giving
+those being sent a moment); the others wait for it, one root GET a round, and fold it
+themselves only if the root does not move for ``max_waits`` rounds (its writer may be dead)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from lakelock._registry._batch import BatchState, Fold, Pending, Wait
+from lakelock._registry._changes import (
+    Change,
+)
+from lakelock._registry._document import (
+    IntentFate,
+    Manifest,
+    RegistryDoc,
+)
+from lakelock._registry._intents import INTENT_PREFIX, parse_intent
+from lakelock._registry._objects import Objects
+from lakelock._retry import RetryPolicy
+from lakelock._s3 import ListedObject, ObjectStore
+from lakelock.errors import (
+    NotFoundError,
+    RegistryCorruptError,
+)
+
+__all__ = ["Folding"]
+
+# Other processes' intents kept parsed, so a committer that loses a race does not read them
+# again in its next round.
+INTENT_CACHE = 4096
+
+
+class Folding:
+    """The cross-process half of the commit loop, mixed into :class:`Registry` (which sets
+    these attributes): when to look for other processes' intents, reading and validating
+    them, and waiting for an older intent's writer to fold ours."""
+
+    store: ObjectStore
+    retry: RetryPolicy
+    objects: Objects
+    max_fold: int
+    fold_interval: float
+    intent_ttl: float
+    contention_memory: float
+    max_waits: int
+    gather: float
+    _clock: Callable[[], float]
+    _queue: list[Pending]
+    _queue_lock: threading.Lock
+    _known: tuple[RegistryDoc, str] | None
+    _swapped_last: bool
+    _listed_at: float
+    _contended_until: float
+    _round_seconds: float
+    _intents: OrderedDict[str, Change]
+
+    def _remember(self, key: str, manifest: Manifest) -> None:
+        self.objects.remember(key, manifest)
+
+    def _may_wait_first(self, state: BatchState) -> bool:
+        known = self._known
+        return (
+            self.max_fold > 0
+            and not self._swapped_last
+            and known is not None
+            and known[0].format_version > 1
+            and all(p.intent is not None for p in state.pending)
+        )
+
+    def _learn_round(self, seconds: float) -> None:
+        self._round_seconds = 0.8 * self._round_seconds + 0.2 * min(seconds, 5.0)
+
+    def _poll(self) -> float:
+        """How long a waiting committer sleeps before it looks at the root again: about one
+        fold-and-swap round, jittered so waiters do not look all at once."""
+        return self._round_seconds * random.uniform(0.5, 1.0)
+
+    def _should_list(self, doc: RegistryDoc, state: BatchState, seconds: float) -> bool:
+        """Whether this attempt looks for other processes' intents: after a lost race,
+        when someone else has committed since our last write, and at least every
+        ``fold_interval`` seconds (so a crashed writer's intent is applied by somebody)."""
+        known = self._known
+        return self.max_fold > 0 and (
+            state.attempts > 1
+            or self._contended(seconds)
+            or known is None
+            or known[0].version != doc.version
+            or seconds - self._listed_at >= self.fold_interval
+        )
+
+    def _send_intents(self, state: BatchState) -> None:
+        """Create the batch's intents now (they are otherwise created with the version)."""
+        writes = [w for p in state.pending for w in p.unwritten]
+        for p in state.pending:
+            p.intent_sent = p.intent_sent or bool(p.unwritten)
+        self.objects.create_all(writes)
+        for p in state.pending:
+            p.unwritten = []
+
+    def _contended(self, seconds: float) -> bool:
+        """Whether other processes have been committing here lately (a lost race, or their
+        intents found): then a first attempt reads the root afresh and folds in what is
+        pending, so one swap carries everyone's commits instead of each losing in turn."""
+        return seconds < self._contended_until
+
+    def _foreign_intents(self, doc: RegistryDoc, state: BatchState, seconds: float) -> Fold:
+        """The pending intents of other processes, oldest first (at most ``max_fold``), read
+        and ready to apply; those that cannot be applied get their fate at once."""
+        # Commits of this process waiting for the next batch are not others' to read: they go
+        # with that batch (reading them here would cost a GET each for nothing).
+        with self._queue_lock:
+            queued = {p.intent for p in self._queue}
+        own = {p.intent for p in state.pending} | queued
+        listed = self._list_intents(doc.watermark, self.max_fold)
+        decided = {f.key for f in doc.fates}
+        todo = [o for o in listed if o.key not in own and o.key not in decided]
+        if todo:
+            self._contended_until = seconds + self.contention_memory
+        mine = sorted(p.intent for p in state.pending if p.intent is not None and p.intent_sent)
+        if mine and todo[:1] and todo[0].key < mine[0] and state.waits < self.max_waits:
+            # An older intent is pending: its writer folds everything pending (ours too)
+            # in its next swap. Waiting for that, instead of reading every intent and racing
+            # it, keeps a crowd of writers from each reading everyone's intents (N^2 GETs).
+            # After max_waits rounds in which the root did not move, we fold anyway (its
+            # writer may have died).
+            state.waits += 1
+            state.wait_version = doc.version
+            if state.wait_started is None:
+                state.wait_started = time.monotonic()
+            raise Wait
+        if mine and self._contended(seconds) and self.gather > 0 and len(listed) < self.max_fold:
+            # We fold for everybody this round. The writers whose commits the last swap
+            # settled are sending their next intents about now: give them a moment, then
+            # list what came since (a LIST from where this one ended), so this swap carries
+            # them too instead of leaving them to the next round.
+            self.retry.sleep(self._round_seconds * self.gather)
+            after = listed[-1].key if listed else doc.watermark
+            more = self._list_intents(after, self.max_fold - len(listed))
+            listed += more
+            todo += [o for o in more if o.key not in own and o.key not in decided]
+        fold = Fold(listed=True, listed_max=listed[-1].key if listed else "")
+
+        def load(listed_object: ListedObject) -> tuple[str, Change | str]:
+            key = listed_object.key
+            if listed_object.last_modified.timestamp() < seconds - self.intent_ttl:
+                return key, f"expired: pending for more than {self.intent_ttl:.0f} s"
+            cached = self._intents.get(key)
+            if cached is not None:
+                return key, cached
+            try:
+                body = self.store.get(key).body
+                change, manifest = parse_intent(key, body, bucket=self.store.bucket)
+            except NotFoundError:
+                return key, "gone: the intent object was deleted before it was applied"
+            except RegistryCorruptError as error:
+                return key, f"unreadable: {error}"
+            self._remember(key, manifest)
+            return key, change
+
+        loaded: list[tuple[str, Change | str]] = []
+        if todo:
+            with ThreadPoolExecutor(min(16, len(todo))) as pool:
+                loaded = list(pool.map(load, todo))
+        for key, found in loaded:
+            if isinstance(found, str):
+                fold.fates.append(IntentFate(key, "rejected", doc.version + 1, seconds, found))
+                continue
+            self._intents[key] = found
+            while len(self._intents) > INTENT_CACHE:
+                self._intents.popitem(last=False)
+            version = self._recorded_version(doc, found)
+            if version is not None:  # applied already, by another intent of its commit id
+                fold.fates.append(IntentFate(key, "applied", version, seconds))
+                continue
+            fold.pending.append(Pending((found,), intent=key, foreign=True))
+        return fold
+
+    def _list_intents(self, after: str, limit: int) -> list[ListedObject]:
+        return list(
+            itertools.islice(
+                self.store.list(INTENT_PREFIX, start_after=after, page_size=limit), limit
+            )
+        )
+
+    def _recorded_version(self, doc: RegistryDoc, change: Change) -> int | None:
+        """The version that applied ``change``'s commit id, if one did. A listed intent is
+        above the watermark, so its own fate would be in the root; a caller-chosen commit id
+        may also have been applied by another intent (a re-run), which the commit-id index
+        records. A generated id belongs to this intent alone: no lookup needed."""
+        record = doc.commit(change.commit_id)
+        if record is not None:
+            return record.version
+        if change.generated_id:
+            return None
+        dataset = doc.datasets.get(change.dataset) if doc.format_version > 1 else None
+        return self.objects.commit_version(dataset, change.commit_id) if dataset else None

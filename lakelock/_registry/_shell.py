@@ -1,0 +1,398 @@
+"""The registry of one lake: :class:`Registry`, reading it (now, or at a version: time
+travel), history, migration from format 1, what vacuum must keep; committing is
+:class:`~lakelock._registry._commit.CommitLoop` (docs/ARCHITECTURE.md, "The registry")."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
+
+from lakelock._datafile import DataFile
+from lakelock._names import validate_dataset_name
+from lakelock._registry._batch import CommitResult, Pending, Redrive, Retry, iso, seconds_of
+from lakelock._registry._changes import (
+    Change,
+)
+from lakelock._registry._commit import CommitLoop
+from lakelock._registry._document import (
+    CommitRecord,
+    DatasetState,
+    IntentFate,
+    LockFenceRecord,
+    RegistryDoc,
+    RetiredManifest,
+)
+from lakelock._registry._intents import INTENT_PREFIX
+from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
+from lakelock._retry import RetryPolicy
+from lakelock._s3 import ObjectStore
+from lakelock.errors import (
+    ConflictError,
+    DatasetNotFoundError,
+    NotFoundError,
+    OutcomeUnknownError,
+    RegistryCorruptError,
+    ThrottledError,
+    VersionNotFoundError,
+)
+
+__all__ = ["CommitResult", "MigrationResult", "Registry", "RegistrySnapshot"]
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    """An upgrade to format 2: the version that did it and where the old root was kept."""
+
+    version: int
+    backup: str
+
+
+@dataclass(frozen=True)
+class RegistrySnapshot:
+    """One consistent version of the registry."""
+
+    version: int
+    etag: str | None
+    updated_at: str
+    datasets: Mapping[str, DatasetState]
+    fences: Mapping[str, int]
+    commits: tuple[CommitRecord, ...]
+    retired: tuple[RetiredManifest, ...] = ()
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    format_version: int = 2
+    #: ``True`` for a version other than the current one (time travel): ``datasets`` are as
+    #: they were then; ``fences`` and ``commits`` are the current root's.
+    historical: bool = False
+
+    @classmethod
+    def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
+        return cls(
+            doc.version,
+            etag,
+            doc.updated_at,
+            doc.datasets,
+            doc.fences,
+            doc.commits,
+            doc.retired,
+            doc.lock_fences,
+            doc.format_version,
+        )
+
+
+class Registry(CommitLoop):
+    """The registry of one lake: ``metastore/dataset_registry.json`` and its manifests.
+
+    ``group_commit`` merges concurrent ``commit()`` calls of this object into one CAS (up to
+    ``max_batch`` commits). ``commit_window`` bounds the recent commit ids kept for
+    idempotency. ``root_multipart_threshold`` is the root size from which it is written by
+    multipart upload with an ``If-Match`` completion.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        retry: RetryPolicy | None = None,
+        group_commit: bool = True,
+        max_batch: int = 256,
+        commit_window: int = 100,
+        root_multipart_threshold: int = 8 * MIB,
+        retention: float = 7 * 24 * 3600.0,
+        clock: Callable[[], float] = time.time,
+        max_fold: int = 256,
+        fold_interval: float = 1.0,
+        intent_ttl: float = 600.0,
+    ) -> None:
+        if max_batch < 1 or commit_window < 1:
+            raise ValueError("max_batch and commit_window must be positive")
+        self.store = store
+        self.retry = retry or RetryPolicy()
+        # The root's own store does not retry 409/503 itself: the commit loop counts them.
+        self._root = ObjectStore(
+            store.client,
+            store.bucket,
+            prefix=store.prefix,
+            multipart_threshold=root_multipart_threshold,
+            retry=RetryPolicy(max_attempts=1, sleep=self.retry.sleep, clock=self.retry.clock),
+        )
+        self.group_commit = group_commit
+        self.max_batch = max_batch
+        self.commit_window = commit_window
+        self.retention = retention
+        self._clock = clock
+        self._queue: list[Pending] = []
+        self._queue_lock = threading.Lock()
+        # One batch in flight at a time; the others' callers wait on this for their turn
+        # (or to find their commit done by the batch in flight).
+        self._turn = threading.Condition(self._queue_lock)
+        self._committing = False
+        # The root as this process last read or wrote it: the next commit starts from it
+        # instead of a GET (a compare-and-swap returns the new ETag, so CAS updates chain).
+        # If another writer committed meanwhile, the PUT's If-Match fails and the redrive reads.
+        self._known: tuple[RegistryDoc, str] | None = None
+        # Whether the root we know is one this process swapped in: then, as far as we know,
+        # we are the one folding for everybody (see _may_wait_first).
+        self._swapped_last = False
+        self.objects = Objects(store)
+        self.max_fold = max_fold
+        self.fold_interval = fold_interval
+        self.intent_ttl = intent_ttl
+        self._listed_at = float("-inf")
+        # Until when this process assumes other processes commit here too (see _contended).
+        self.contention_memory = 5.0
+        self.max_waits = 8
+        # A committer folding for others under contention waits this fraction of a round
+        # for the intents being sent right then, before it reads them (see _foreign_intents).
+        self.gather = 0.3
+        self._contended_until = float("-inf")
+        # How long one fold-and-swap takes here (moving average, seconds): a committer waiting
+        # for another's swap looks at the root again after about that long.
+        self._round_seconds = 0.05
+        # Other processes' intents read so far (write-once: a key's content never changes).
+        self._intents: OrderedDict[str, Change] = OrderedDict()
+
+    def read(
+        self, *, version: int | None = None, as_of: float | datetime | None = None
+    ) -> RegistrySnapshot:
+        """The current registry (version 0 and no datasets before the first commit), or, with
+        ``version`` or ``as_of`` (server time: seconds since the epoch or an aware datetime),
+        every dataset as it was then. A version older than the retention is
+        :class:`~lakelock.errors.SnapshotExpiredError`; one that does not exist
+        :class:`~lakelock.errors.VersionNotFoundError`. Throttling and transport failures
+        are retried within the registry's budget."""
+        doc, etag = self._current()
+        if version is None and as_of is None:
+            return RegistrySnapshot.of(doc, etag)
+        return self._travel(doc, version=version, as_of=as_of)
+
+    def _current(self) -> tuple[RegistryDoc, str | None]:
+        for attempt in self.retry.retrying((ConflictError, ThrottledError, OutcomeUnknownError)):
+            with attempt:
+                doc, etag = self._read_root()
+        return doc, etag
+
+    def _travel(
+        self, doc: RegistryDoc, *, version: int | None, as_of: float | datetime | None
+    ) -> RegistrySnapshot:
+        if version is not None and as_of is not None:
+            raise ValueError("give version or as_of, not both")
+        seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of
+        if version is not None and (version < 1 or version > doc.version):
+            raise VersionNotFoundError(
+                "*", version=version, reason=f": the registry is at version {doc.version}"
+            )
+        if doc.format_version == 1:
+            raise VersionNotFoundError(
+                "*",
+                version=version,
+                as_of=seconds,
+                reason=": this registry is still in format 1, which keeps no history "
+                "(the next commit, or `lakelock registry migrate`, upgrades it)",
+            )
+        if version == doc.version:
+            return RegistrySnapshot.of(doc, None)
+        entries = doc.entries
+        expire_before = self._clock() - self.retention
+
+        def load(name: str) -> DatasetState | None:
+            return self.objects.at_version(
+                entries[name], name, version=version, as_of=seconds, expire_before=expire_before
+            )
+
+        datasets = LazyDatasets(entries, load, sparse=True)
+        found = [datasets[n].updated_version for n in datasets] if version is None else []
+        return RegistrySnapshot(
+            version=version if version is not None else max(found, default=0),
+            etag=None,
+            updated_at=doc.updated_at,
+            datasets=datasets,
+            fences=doc.fences,
+            commits=doc.commits,
+            lock_fences=doc.lock_fences,
+            historical=True,
+        )
+
+    def dataset(
+        self,
+        name: str,
+        *,
+        version: int | None = None,
+        as_of: float | datetime | None = None,
+        snapshot: RegistrySnapshot | None = None,
+    ) -> DatasetState:
+        """One dataset, now or at ``version``/``as_of``: loads just that dataset."""
+        name = validate_dataset_name(name)
+        snap = snapshot or self.read(version=version, as_of=as_of)
+        state = snap.datasets.get(name)
+        if state is None:
+            if version is not None or as_of is not None:
+                seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of
+                raise VersionNotFoundError(name, version=version, as_of=seconds)
+            raise DatasetNotFoundError(name)
+        return state
+
+    def history(self, dataset: str, *, limit: int | None = None) -> list[HistoryEntry]:
+        """The commits of ``dataset``, newest first: version, server time, commit id,
+        operation and counts, as far back as its snapshots are kept (see vacuum)."""
+        dataset = validate_dataset_name(dataset)
+        doc, _ = self._current()
+        if doc.format_version == 1:
+            if dataset not in doc.datasets:
+                raise DatasetNotFoundError(dataset)
+            return [
+                HistoryEntry(
+                    dataset, c.version, seconds_of(c.at), c.id, c.operation, c.added, c.removed
+                )
+                for c in reversed(doc.commits)
+                if dataset in c.datasets
+            ][:limit]
+        entry = doc.entries.get(dataset)
+        if entry is None:
+            raise DatasetNotFoundError(dataset)
+        return self.objects.history(entry, dataset, limit=limit)
+
+    def migrate(self) -> MigrationResult | None:
+        """Upgrade a format-1 registry to format 2 by compare-and-swap (any commit does it
+        too), keeping the format-1 document as a write-once backup; ``None`` if it is in
+        format 2 already (or a concurrent upgrade won: exactly one does)."""
+        for attempt in self.retry.retrying((Redrive, Retry)):
+            with attempt:
+                try:
+                    doc, etag = self._read_root()
+                except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
+                    raise Retry from error
+                if doc.format_version > 1 or etag is None:
+                    return None
+                seconds = self._clock()
+                sealed = replace(doc, version=doc.version + 1, updated_at=iso(seconds))
+                new_doc = self._write_version(doc, sealed, etag, seconds)
+                assert new_doc.backup is not None
+                return MigrationResult(new_doc.version, new_doc.backup)
+        raise AssertionError("unreachable: the retry loop returns or raises")
+
+    def intent_fates(self) -> tuple[IntentFate, ...]:
+        """What the root has decided about recent intents (applied at a version, rejected
+        with a reason, cancelled), oldest first: every one above the watermark, and at least
+        the ``commit_window`` most recent."""
+        doc, _ = self._current()
+        return doc.fates
+
+    def pending_intents(self) -> list[str]:
+        """Intents no swap has decided yet (above the watermark, no fate): commits of other
+        processes, or of crashed ones, that the next fold may apply."""
+        doc, _ = self._current()
+        if doc.format_version == 1:
+            return []
+        decided = {f.key for f in doc.fates}
+        return [
+            o.key
+            for o in self.store.list(INTENT_PREFIX, start_after=doc.watermark)
+            if o.key not in decided
+        ]
+
+    def reachable(self, *, cutoff: float) -> set[str]:
+        """Every object a reader of a version current at or after ``cutoff`` (seconds since
+        the epoch) can need (see :mod:`lakelock._vacuum`)."""
+        doc, _ = self._current()
+        if doc.format_version > 1:
+            keep: set[str] = set()
+            for entry in doc.entries.values():
+                keep |= self.objects.reachable(entry, cutoff=cutoff)
+            return keep
+        manifests = {
+            ref.key
+            for dataset in doc.datasets.values()
+            for partition in dataset.partitions.values()
+            for ref in partition.manifests
+        }
+        keep = set(manifests)
+        for manifest in self.load_manifests(sorted(manifests)).values():
+            keep.update(f.key for f in manifest.files)
+        for retired in doc.retired:
+            if retired.at < cutoff or retired.key in keep:
+                continue
+            keep.add(retired.key)
+            try:  # deleted by an earlier vacuum: its files are not protected by it any more
+                manifest = self.objects.manifest(retired.key)
+            except RegistryCorruptError as error:
+                if not isinstance(error.__cause__, NotFoundError):
+                    raise
+                continue
+            keep.update(f.key for f in manifest.files)
+        return keep
+
+    def find_commit(self, commit_id: str, *, datasets: Iterable[str] | None = None) -> int | None:
+        """The version that recorded ``commit_id``, or None: the root's recent window first,
+        then the commit-id index of each dataset (of ``datasets``, default all) — so a re-run
+        is recognised long after it left the window (as long as its dataset exists)."""
+        snap = self.read()
+        for record in reversed(snap.commits):
+            if record.id == commit_id:
+                return record.version
+        names = list(datasets) if datasets is not None else list(snap.datasets)
+        for name in names:
+            state = snap.datasets.get(name)
+            if state is not None:
+                found = self.objects.commit_version(state, commit_id)
+                if found is not None:
+                    return found
+        return None
+
+    def files(
+        self,
+        dataset: str,
+        *,
+        snapshot: RegistrySnapshot | None = None,
+        partitions: Iterable[str] | None = None,
+    ) -> list[DataFile]:
+        """The committed files of ``dataset`` in ``snapshot`` (default: a fresh read),
+        optionally only of the given partition paths, in key order."""
+        snap = snapshot or self.read()
+        state = snap.datasets.get(dataset)
+        if state is None:
+            raise DatasetNotFoundError(dataset)
+        if partitions is not None:
+            chosen = [(p, state.partitions.get(p)) for p in dict.fromkeys(partitions)]
+        else:
+            chosen = list(state.partitions.items())
+        refs = [
+            (path, ref)
+            for path, partition in chosen
+            if partition is not None
+            for ref in partition.manifests
+        ]
+        loaded = self.load_manifests(ref.key for _, ref in refs)
+        files: list[DataFile] = []
+        for path, ref in refs:
+            manifest = loaded[ref.key]
+            prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"
+            mine = manifest.files_of(path)
+            stray = [
+                f.key
+                for f in (manifest.files if manifest.partition is not None else mine)
+                if f.partition_path != path or not f.key.startswith(prefix)
+            ]
+            if (
+                manifest.dataset != dataset
+                or manifest.partition not in (None, path)
+                or stray
+                or len(mine) != ref.files
+            ):
+                raise RegistryCorruptError(
+                    f"manifest filed under {dataset!r}/{path!r} lists other files "
+                    f"({manifest.dataset!r}/{manifest.partition!r}, {stray[:3]}, "
+                    f"{len(mine)} of {ref.files} files)",
+                    bucket=self.store.bucket,
+                    key=self.store.full_key(ref.key),
+                )
+            files.extend(mine)
+        return sorted(files, key=lambda f: f.key)

@@ -323,6 +323,31 @@ def test_a_batchs_callers_return_while_the_next_batch_is_in_flight(
         assert [f.result().batch_size for f in pair] == [2, 2]
 
 
+def test_a_commit_that_waits_for_the_next_batch_sends_its_intent_at_once(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Group commit: a commit arriving while a batch is in flight creates its intent right
+    away (the wait costs it nothing), so its own batch writes only a snapshot and the root;
+    this process never reads its own intents back."""
+    reg = registry(store)
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    s3.reset_stats()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "b")])
+        wait_until(lambda: s3.stalled() == 1)  # batch [b] at its swap
+        second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "c")])
+        wait_until(lambda: len(reg._queue) == 1)
+        # Its intent exists while the batch before it is still held at its swap.
+        assert len(reg.pending_intents()) == 2  # b's and c's, both undecided
+        puts = s3.stats()["PutObject"]
+        s3.release_stalls()
+        assert (first.result().version, second.result().version) == (2, 3)
+    assert s3.stats()["PutObject"] - puts == 2  # c's snapshot and root: its intent was out
+    assert s3.stats().get("GetObject", 0) == 1  # pending_intents' read of the root
+    assert [f.name for f in reg.files("sales")] == ["a", "b", "c"]
+
+
 def test_commit_window_bounds_the_root(store: ObjectStore) -> None:
     """Only the newest `commit_window` commit ids are kept."""
     reg = registry(store, commit_window=3)

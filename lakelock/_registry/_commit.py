@@ -191,7 +191,14 @@ class CommitLoop(Folding):
             self._commit_batch([pending])
         else:
             with self._turn:
+                busy = self._committing and pending.intent is not None
+                if busy:
+                    self._sending.add(pending.intent)
+            if busy:
+                self._send_early(pending)
+            with self._turn:
                 self._queue.append(pending)
+                self._sending.discard(pending.intent)
             while True:
                 with self._turn:
                     while self._committing and not pending.done.is_set():
@@ -211,6 +218,18 @@ class CommitLoop(Folding):
             raise pending.error
         assert pending.result is not None
         return pending.result
+
+    def _send_early(self, pending: Pending) -> None:
+        """A batch is in flight, so this commit waits for the next one anyway: create its
+        intent now, in the caller's thread, and the next batch has only its snapshot and root
+        to write. If the PUT fails, the batch creates the intent (it may exist already: a
+        create that finds it is our own lost answer)."""
+        pending.intent_sent = True
+        try:
+            self.objects.create_all(pending.unwritten)
+        except StorageError:
+            return
+        pending.unwritten = []
 
     def _prepare(self, change: Change, unwritten: list[tuple[str, bytes]]) -> Change:
         """The delta manifests of the added files (digest-named, with a nonce), queued in

@@ -59,6 +59,7 @@ class Folding:
     _clock: Callable[[], float]
     _queue: list[Pending]
     _queue_lock: threading.Lock
+    _sending: set[str | None]
     _known: tuple[RegistryDoc, str] | None
     _swapped_last: bool
     _listed_at: float
@@ -121,7 +122,7 @@ class Folding:
         # Commits of this process waiting for the next batch are not others' to read: they go
         # with that batch (reading them here would cost a GET each for nothing).
         with self._queue_lock:
-            queued = {p.intent for p in self._queue}
+            queued = {p.intent for p in self._queue} | self._sending
         own = {p.intent for p in state.pending} | queued
         listed = self._list_intents(doc.watermark, self.max_fold)
         decided = {f.key for f in doc.fates}

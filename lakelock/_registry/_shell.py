@@ -135,6 +135,8 @@ class Registry(CommitLoop):
         # (or to find their commit done by the batch in flight).
         self._turn = threading.Condition(self._queue_lock)
         self._committing = False
+        # Intents being created by callers that will queue next (see _send_early): ours.
+        self._sending: set[str | None] = set()
         # The root as this process last read or wrote it: the next commit starts from it
         # instead of a GET (a compare-and-swap returns the new ETag, so CAS updates chain).
         # If another writer committed meanwhile, the PUT's If-Match fails and the redrive reads.

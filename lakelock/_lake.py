@@ -73,7 +73,7 @@ class LakeConfig:
     prefix: str
     connection: Connection
     multipart_threshold: int = 64 * 1024 * 1024
-    commit_window: int = 1000
+    commit_window: int = 100
 
     def open(self) -> Lake:
         """A new Lake (its own client) on the same bucket, prefix, endpoint and identity."""
@@ -143,7 +143,7 @@ class Lake(TableOperations):
         retry: RetryPolicy | None = None,
         group_commit: bool = True,
         multipart_threshold: int = 64 * 1024 * 1024,
-        commit_window: int = 1000,
+        commit_window: int = 100,
         retention: float | timedelta | str = DEFAULT_RETENTION,
         **client_kwargs: Any,
     ) -> Lake:

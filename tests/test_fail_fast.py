@@ -20,6 +20,7 @@ import pytest
 from botocore.config import Config
 
 from lakelock import Lake
+from lakelock._registry import Registry
 from lakelock._s3 import CONNECT_ATTEMPTS, ObjectStore
 from lakelock.errors import (
     CredentialsError,
@@ -237,3 +238,15 @@ def test_the_client_hook_respects_a_single_attempt(dead_url: str) -> None:
     with pytest.raises(EndpointUnreachableError):
         store.get("x")
     assert store.stats.snapshot() == {"GetObject": 1}
+
+
+def test_every_way_to_open_a_lake_keeps_the_same_commit_window(
+    s3: S3Endpoint, bucket: str, client: Any
+) -> None:
+    """Lake(...), Lake.from_url(...) and a LakeConfig opened on a worker keep the same number
+    of recent commit ids in the root by default (the registry's own default)."""
+    direct = Lake(bucket, s3=client)
+    by_url = Lake.from_url(f"s3://{bucket}", **s3.client_kwargs())
+    reopened = by_url.config.open()
+    windows = {lake.registry.commit_window for lake in (direct, by_url, reopened)}
+    assert windows == {Registry(direct.store).commit_window}

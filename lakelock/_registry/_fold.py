@@ -119,12 +119,8 @@ class Folding:
     def _foreign_intents(self, doc: RegistryDoc, state: BatchState, seconds: float) -> Fold:
         """The pending intents of other processes, oldest first (at most ``max_fold``), read
         and ready to apply; those that cannot be applied get their fate at once."""
-        # Commits of this process waiting for the next batch are not others' to read: they go
-        # with that batch (reading them here would cost a GET each for nothing).
-        with self._queue_lock:
-            queued = {p.intent for p in self._queue} | self._sending
-        own = {p.intent for p in state.pending} | queued
         listed = self._list_intents(doc.watermark, self.max_fold)
+        own = self._own_intents(state)
         decided = {f.key for f in doc.fates}
         todo = [o for o in listed if o.key not in own and o.key not in decided]
         if todo:
@@ -149,6 +145,7 @@ class Folding:
             self.retry.sleep(self._round_seconds * self.gather)
             after = listed[-1].key if listed else doc.watermark
             more = self._list_intents(after, self.max_fold - len(listed))
+            own = self._own_intents(state)
             listed += more
             todo += [o for o in more if o.key not in own and o.key not in decided]
         fold = Fold(listed=True, listed_max=listed[-1].key if listed else "")
@@ -187,6 +184,15 @@ class Folding:
                 continue
             fold.pending.append(Pending((found,), intent=key, foreign=True))
         return fold
+
+    def _own_intents(self, state: BatchState) -> set[str | None]:
+        """This process's intents: the batch's, and those of commits waiting for the next
+        batch (they go with it: reading them as others' would cost a GET each for nothing).
+        Taken after a LIST: an intent of ours that the LIST shows was registered as being
+        sent before its PUT, so it is in one of these sets by then."""
+        with self._queue_lock:
+            queued = {p.intent for p in self._queue} | self._sending
+        return {p.intent for p in state.pending} | queued
 
     def _list_intents(self, after: str, limit: int) -> list[ListedObject]:
         return list(

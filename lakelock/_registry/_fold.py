@@ -150,6 +150,27 @@ class Folding:
             todo += [o for o in more if o.key not in own and o.key not in decided]
         fold = Fold(listed=True, listed_max=listed[-1].key if listed else "")
 
+        loaded = self._read_intents(todo, seconds) if todo else []
+        for key, found in loaded:
+            if isinstance(found, str):
+                fold.fates.append(IntentFate(key, "rejected", doc.version + 1, seconds, found))
+                continue
+            self._intents[key] = found
+            while len(self._intents) > INTENT_CACHE:
+                self._intents.popitem(last=False)
+            version = self._recorded_version(doc, found)
+            if version is not None:  # applied already, by another intent of its commit id
+                fold.fates.append(IntentFate(key, "applied", version, seconds))
+                continue
+            fold.pending.append(Pending((found,), intent=key, foreign=True))
+        return fold
+
+    def _read_intents(
+        self, todo: list[ListedObject], seconds: float
+    ) -> list[tuple[str, Change | str]]:
+        """Each listed intent read (in parallel, or from the cache) as the change it asks
+        for, or the reason it cannot be applied: expired, gone, unreadable."""
+
         def load(listed_object: ListedObject) -> tuple[str, Change | str]:
             key = listed_object.key
             if listed_object.last_modified.timestamp() < seconds - self.intent_ttl:
@@ -167,23 +188,8 @@ class Folding:
             self._remember(key, manifest)
             return key, change
 
-        loaded: list[tuple[str, Change | str]] = []
-        if todo:
-            with ThreadPoolExecutor(min(16, len(todo))) as pool:
-                loaded = list(pool.map(load, todo))
-        for key, found in loaded:
-            if isinstance(found, str):
-                fold.fates.append(IntentFate(key, "rejected", doc.version + 1, seconds, found))
-                continue
-            self._intents[key] = found
-            while len(self._intents) > INTENT_CACHE:
-                self._intents.popitem(last=False)
-            version = self._recorded_version(doc, found)
-            if version is not None:  # applied already, by another intent of its commit id
-                fold.fates.append(IntentFate(key, "applied", version, seconds))
-                continue
-            fold.pending.append(Pending((found,), intent=key, foreign=True))
-        return fold
+        with ThreadPoolExecutor(min(16, len(todo))) as pool:
+            return list(pool.map(load, todo))
 
     def _own_intents(self, state: BatchState) -> set[str | None]:
         """This process's intents: the batch's, and those of commits waiting for the next

@@ -34,8 +34,8 @@ from datetime import datetime
 from lakelock._layout import DATASETS_PREFIX
 from lakelock._objects import ListedObject
 from lakelock._registry import Registry
-from lakelock._registry._document import MANIFEST_PREFIX
 from lakelock._registry._intents import INTENT_PREFIX
+from lakelock._registry._manifest import MANIFEST_PREFIX
 from lakelock._registry._snapshot import SNAPSHOT_PREFIX
 from lakelock._registry._tree import NODE_PREFIX
 from lakelock.errors import InvalidNameError, StorageError

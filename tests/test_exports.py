@@ -24,7 +24,7 @@ NOT_EXPORTED = {
     # One grant in a lock table (``PathLockHandle.grants``): diagnostics, like ``lakelock locks``.
     "lakelock._pathlock._table.Holder",
     # A partition's manifest as stored (``Registry.load_manifests``): the registry's format.
-    "lakelock._registry._document.Manifest",
+    "lakelock._registry._manifest.Manifest",
 }
 
 

@@ -22,7 +22,7 @@ from lakelock._registry import (
     serialize_registry,
 )
 from lakelock._registry._changes import delta_manifests, manifests_needed, partition_of_key
-from lakelock._registry._document import serialize_manifest
+from lakelock._registry._manifest import serialize_manifest
 from lakelock.errors import (
     CommitConflictError,
     RegistryCorruptError,

@@ -1,12 +1,13 @@
 """The registry: ``metastore/dataset_registry.json`` and the write-once objects below it, the
 lake's source of truth (format 2: docs/FORMAT.md).
 
-``_document`` holds the root's and the manifests' frozen types, parser and serialiser;
-``_snapshot`` the dataset snapshots; ``_tree`` the hash-trie index; ``_intents`` commits as
-write-once intents; ``_changes`` the pure commit transforms and checks; ``_objects`` loading,
-caching and writing the write-once objects, history and time travel; ``_shell`` the
-:class:`Registry` (reading, time travel, migration); ``_commit`` its commit loop (group commit
-within a process), ``_fold`` group commit across processes, ``_batch`` what a batch carries.
+``_document`` holds the root's frozen types, parser and serialiser; ``_manifest`` the
+manifests'; ``_snapshot`` the dataset snapshots; ``_tree`` the hash-trie index; ``_intents``
+commits as write-once intents; ``_changes`` the pure commit transforms and checks;
+``_objects`` loading, caching and writing the write-once objects, history and time travel;
+``_shell`` the :class:`Registry` (reading, time travel, migration); ``_commit`` its commit
+loop (group commit within a process), ``_fold`` group commit across processes, ``_batch``
+what a batch carries.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
     IntentFate,
-    Manifest,
     ManifestRef,
     PartitionState,
     RegistryDoc,
-    parse_manifest,
     parse_registry,
     serialize_registry,
 )
+from lakelock._registry._manifest import Manifest, parse_manifest
 from lakelock._registry._objects import HistoryEntry
 from lakelock._registry._shell import (
     CommitResult,

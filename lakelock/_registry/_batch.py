@@ -13,9 +13,7 @@ from lakelock._registry._changes import (
     Applied,
     Change,
 )
-from lakelock._registry._document import (
-    IntentFate,
-)
+from lakelock._registry._document import IntentFate
 from lakelock.errors import (
     CommitConflictError,
     CommitStateUnknownError,

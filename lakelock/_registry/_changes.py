@@ -54,14 +54,11 @@ from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
     LockFenceRecord,
-    Manifest,
     ManifestRef,
     PartitionState,
     RegistryDoc,
-    manifest_digest,
-    manifest_key,
-    serialize_manifest,
 )
+from lakelock._registry._manifest import Manifest, manifest_digest, manifest_key, serialize_manifest
 from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
 from lakelock.errors import CommitConflictError, SchemaMismatchError, StaleFenceError
 

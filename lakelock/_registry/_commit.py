@@ -82,14 +82,13 @@ from lakelock._registry._changes import (
 from lakelock._registry._document import (
     REGISTRY_KEY,
     IntentFate,
-    Manifest,
     RegistryDoc,
-    parse_manifest,
     parse_registry,
     serialize_registry,
 )
 from lakelock._registry._fold import Folding
 from lakelock._registry._intents import intent_document, prune_fates
+from lakelock._registry._manifest import Manifest, parse_manifest
 from lakelock._s3 import IfMatch, ObjectStore, PutMode, PutResult
 from lakelock.errors import (
     AlreadyExistsError,

@@ -21,12 +21,9 @@ from lakelock._registry._batch import BatchState, Fold, Pending, Wait
 from lakelock._registry._changes import (
     Change,
 )
-from lakelock._registry._document import (
-    IntentFate,
-    Manifest,
-    RegistryDoc,
-)
+from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, parse_intent
+from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Objects
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ListedObject, ObjectStore

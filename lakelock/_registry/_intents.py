@@ -29,14 +29,8 @@ import orjson
 
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
 from lakelock._registry._changes import Change, Fence
-from lakelock._registry._document import (
-    IntentFate,
-    Manifest,
-    ManifestRef,
-    decode_schema,
-    encode_schema,
-    parse_manifest,
-)
+from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
+from lakelock._registry._manifest import Manifest, parse_manifest
 from lakelock._registry._tree import require_digest
 from lakelock.errors import RegistryCorruptError
 

@@ -21,16 +21,15 @@ from lakelock._jsonfields import boolean_free_int, obj
 from lakelock._registry._changes import totals_of
 from lakelock._registry._document import (
     DatasetState,
-    Manifest,
     PartitionState,
     RegistryDoc,
     decode_schema,
     encode_schema,
     parse_partition,
     serialize_registry,
-    verify_manifest,
 )
 from lakelock._registry._intents import is_intent, parse_intent
+from lakelock._registry._manifest import Manifest, verify_manifest
 from lakelock._registry._snapshot import (
     DatasetEntry,
     LazyPartitions,

@@ -1,5 +1,5 @@
-"""The registry's I/O shell: reading (now, or at a version), and the commit loop, with group
-commit within a process and across processes.
+"""The registry's commit loop, with group commit within a process and across processes
+(:mod:`._fold`); reading is :mod:`._shell`.
 
 One commit (docs/ARCHITECTURE.md, "The registry"; docs/FORMAT.md for the objects):
 
@@ -46,6 +46,7 @@ commit-id index, which every later attempt and fold consults."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -223,12 +224,8 @@ class CommitLoop(Folding):
         intent now, in the caller's thread, and the next batch has only its snapshot and root
         to write. If the PUT fails, the batch creates the intent (it may exist already: a
         create that finds it is our own lost answer)."""
-        pending.intent_sent = True
-        try:
-            self.objects.create_all(pending.unwritten)
-        except StorageError:
-            return
-        pending.unwritten = []
+        with contextlib.suppress(StorageError):
+            self._send_intents([pending])
 
     def _prepare(self, change: Change, unwritten: list[tuple[str, bytes]]) -> Change:
         """The delta manifests of the added files (digest-named, with a nonce), queued in
@@ -356,7 +353,7 @@ class CommitLoop(Folding):
             # Our intents go out now and we look at the root after about one round; only if
             # nobody has applied them by then do we list and maybe fold ourselves. A commit
             # that somebody else folds costs its intent PUT and one root GET.
-            self._send_intents(state)
+            self._send_intents(state.pending)
             state.wait_started = time.monotonic()
             raise Wait
         etag: str | None
@@ -399,7 +396,7 @@ class CommitLoop(Folding):
         fold = Fold()
         if doc.format_version > 1 and self._should_list(doc, state, seconds):
             if self._contended(seconds):
-                self._send_intents(state)  # visible to the others before we look at theirs
+                self._send_intents(state.pending)  # visible to the others before we look at theirs
             fold = self._foreign_intents(doc, state, seconds)
         own = list(state.pending)
         state.pending = sorted(
@@ -426,12 +423,7 @@ class CommitLoop(Folding):
             fates=prune_fates([*doc.fates, *fates], watermark=watermark, keep=self.commit_window),
         )
         new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
-        deltas = [w for p in state.pending for w in p.unwritten]
-        for p in state.pending:
-            p.intent_sent = p.intent_sent or bool(p.unwritten)
-        self.objects.create_all(deltas + [w for _, a in applied for w in a.writes] + writes)
-        for p in state.pending:
-            p.unwritten = []
+        self._send_intents(state.pending, [*(w for _, a in applied for w in a.writes), *writes])
         written = self._swap(state, doc, etag, new_doc)
         self._known = (new_doc, written.etag)
         self._swapped_last = True

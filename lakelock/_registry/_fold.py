@@ -14,23 +14,18 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from lakelock._registry._batch import BatchState, Fold, Pending, Wait
-from lakelock._registry._changes import (
-    Change,
-)
+from lakelock._registry._changes import Change
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, parse_intent
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Objects
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ListedObject, ObjectStore
-from lakelock.errors import (
-    NotFoundError,
-    RegistryCorruptError,
-)
+from lakelock.errors import NotFoundError, RegistryCorruptError
 
 __all__ = ["Folding"]
 
@@ -98,13 +93,17 @@ class Folding:
             or seconds - self._listed_at >= self.fold_interval
         )
 
-    def _send_intents(self, state: BatchState) -> None:
-        """Create the batch's intents now (they are otherwise created with the version)."""
-        writes = [w for p in state.pending for w in p.unwritten]
-        for p in state.pending:
+    def _send_intents(
+        self, pending: Sequence[Pending], also: Sequence[tuple[str, bytes]] = ()
+    ) -> None:
+        """Create the intents (and delta manifests) of ``pending`` not created yet, and
+        ``also`` in the same parallel round. They count as sent before the PUTs go out: an
+        intent whose answer is lost may exist, and others may fold it."""
+        writes = [w for p in pending for w in p.unwritten]
+        for p in pending:
             p.intent_sent = p.intent_sent or bool(p.unwritten)
-        self.objects.create_all(writes)
-        for p in state.pending:
+        self.objects.create_all([*writes, *also])
+        for p in pending:
             p.unwritten = []
 
     def _contended(self, seconds: float) -> bool:

@@ -15,7 +15,7 @@ import orjson
 
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
-from lakelock._registry._tree import require_digest, require_filed
+from lakelock._registry._tree import key_digest, require_digest, require_filed
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
@@ -144,7 +144,7 @@ def manifest_digest_of(body: bytes) -> str:
 
 def manifest_digest(key: str) -> str:
     """The content digest a manifest key names (see :func:`manifest_key`)."""
-    return key.rsplit("/", 1)[-1].split("-", 1)[0].removesuffix(".json")
+    return key_digest(key).removesuffix(".json")
 
 
 def verify_manifest(key: str, body: bytes, *, bucket: str | None = None) -> Manifest:

@@ -331,8 +331,7 @@ class Objects:
             raw = tree_get(state.commit_ids, commit_id, self.node)
         if raw is None:
             return None
-        entry = raw if isinstance(raw, Mapping) else obj(raw, "commit id entry")
-        return boolean_free_int(entry["version"], "version", minimum=1)
+        return boolean_free_int(obj(raw, "commit id entry")["version"], "version", minimum=1)
 
     # -- what vacuum must keep ------------------------------------------------------------------
 

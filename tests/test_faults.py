@@ -48,6 +48,18 @@ def test_count_and_match() -> None:
     assert plan.injected == {"error": 2}
 
 
+def test_a_displaced_lost_ack_is_neither_counted_nor_spent() -> None:
+    """A lost ack drawn for a request that a later rule refuses before it is applied does not
+    happen: it is not reported as injected and does not use up the rule's count."""
+    lost = FaultRule("lost_ack", operation="PutObject", count=1)
+    plan = FaultPlan([lost, FaultRule("conflict", operation="PutObject", count=1)])
+    first = plan.decide("PutObject", "b", "k")
+    assert (first.before is not None, first.after) == (True, None)
+    assert plan.injected == {"conflict": 1}
+    assert plan.decide("PutObject", "b", "k").after is lost
+    assert plan.injected == {"conflict": 1, "lost_ack": 1}
+
+
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [

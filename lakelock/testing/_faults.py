@@ -157,6 +157,7 @@ class FaultPlan:
         stall = hold = False
         before: FaultRule | None = None
         after: FaultRule | None = None
+        drawn: list[FaultRule] = []
         with self._lock:
             for rule in self._rules:
                 if not rule.matches(operation, bucket, key):
@@ -167,8 +168,6 @@ class FaultPlan:
                     continue
                 if self._random.random() >= rule.probability:
                     continue
-                rule.fired += 1
-                self.injected[rule.kind] = self.injected.get(rule.kind, 0) + 1
                 if rule.kind == "latency":
                     delay += rule.delay + self._random.random() * rule.jitter
                 elif rule.kind == "stall":
@@ -180,6 +179,12 @@ class FaultPlan:
                     after = None  # nothing is applied, so nothing can be lost after it
                 else:
                     after = rule
+                drawn.append(rule)
+            for rule in drawn:
+                if rule.kind in AFTER_KINDS and rule is not after:
+                    continue  # displaced by a fault that struck before the request applied
+                rule.fired += 1
+                self.injected[rule.kind] = self.injected.get(rule.kind, 0) + 1
         return Decision(delay=delay, stall=stall, hold=hold, before=before, after=after)
 
     def to_json(self) -> dict[str, Any]:

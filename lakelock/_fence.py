@@ -2,7 +2,7 @@
 
 A lease's fence (``Lease.fence``) names the lease and carries its token; a grant of the
 distributed path lock (``PathLockHandle.fence``) also carries the grant's paths. The registry
-checks both (:mod:`lakelock._registry._changes`): it refuses a lease token lower than the
+checks both (:mod:`lakelock._registry._fencing`): it refuses a lease token lower than the
 highest it has recorded for that name, and a grant token lower than that of a recorded grant
 whose paths conflict with these. On the bottom floor so that the lease and the lock can build
 one without importing the registry.

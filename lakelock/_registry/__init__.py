@@ -3,11 +3,11 @@ lake's source of truth (format 2: docs/FORMAT.md).
 
 ``_document`` holds the root's frozen types, parser and serialiser; ``_manifest`` the
 manifests'; ``_snapshot`` the dataset snapshots; ``_tree`` the hash-trie index; ``_intents``
-commits as write-once intents; ``_changes`` the pure commit transforms and checks;
-``_objects`` loading, caching and writing the write-once objects, history and time travel;
-``_shell`` the :class:`Registry` (reading, time travel, migration); ``_commit`` its commit
-loop (group commit within a process), ``_fold`` group commit across processes, ``_batch``
-what a batch carries.
+commits as write-once intents; ``_changes`` the pure commit transforms and checks, but for
+the fencing checks, which are ``_fencing``'s; ``_objects`` loading, caching and writing the
+write-once objects, history and time travel; ``_shell`` the :class:`Registry` (reading, time
+travel, migration); ``_commit`` its commit loop (group commit within a process), ``_fold``
+group commit across processes, ``_batch`` what a batch carries.
 """
 
 from __future__ import annotations

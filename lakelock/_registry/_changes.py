@@ -8,14 +8,9 @@ conflict, not a silent success). :func:`seal` closes a batch of changes into one
 
 Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwise):
 
-- fencing, exclusive (a lease): ``fence.token`` below the highest token recorded for
-  ``fence.name`` → :class:`~lakelock.errors.StaleFenceError`; otherwise the highest token is
-  raised to it;
-- fencing, hierarchical (a path-lock grant, whose fence carries the ``read``/``write`` paths
-  it holds): compatible holders of one lock table hold different tokens at the same time, so
-  "lower than the highest" would refuse legitimate commits. Instead a commit is stale if an
-  earlier commit was made under a *conflicting* grant with a higher token (that grant could
-  only have been given after ours was gone); each commit's grant is recorded for that check;
+- fencing: a lease token below the highest recorded for its name, or a path-lock grant
+  superseded by a recorded conflicting grant → :class:`~lakelock.errors.StaleFenceError`
+  (:mod:`._fencing` has the rules); otherwise the fence is recorded;
 - ``partition_by`` must match the dataset's; every added file must sit in a partition path
   with exactly those columns, under the committed dataset;
 - schema: a field present on both sides must keep its type; fields only on one side must be
@@ -49,18 +44,17 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
-from lakelock._pathlock._core import LockRequest, requests_conflict
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
-    LockFenceRecord,
     ManifestRef,
     PartitionState,
     RegistryDoc,
 )
+from lakelock._registry._fencing import record_fence
 from lakelock._registry._manifest import Manifest, manifest_digest, manifest_key, serialize_manifest
 from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
-from lakelock.errors import CommitConflictError, SchemaMismatchError, StaleFenceError
+from lakelock.errors import CommitConflictError, SchemaMismatchError
 
 __all__ = [
     "Applied",
@@ -199,7 +193,9 @@ def apply_change(
     """``change`` applied to ``doc`` (version unchanged: see :func:`seal`). Manifests that
     leave the registry are listed in ``doc.retired`` with time ``retired_at``; consolidated
     manifests are keyed with ``nonce`` (fresh for every attempt, see ``manifest_key``)."""
-    doc = _apply_fence(doc, change, retired_at)
+    doc = record_fence(
+        doc, change.fence, at=retired_at, dataset=change.dataset, commit_id=change.commit_id
+    )
     if _fence_only(change):
         # A dataset an operation only read (the source of a copy): its fence is checked and
         # recorded, the dataset itself is left as it is.
@@ -582,29 +578,6 @@ def seal(
     )
 
 
-def _apply_fence(doc: RegistryDoc, change: Change, at: float) -> RegistryDoc:
-    """``doc`` with the change's fence checked and recorded (module docstring)."""
-    fence = change.fence
-    if fence is None:
-        return doc
-    if fence.hierarchical:
-        lock_fences = dict(doc.lock_fences)
-        lock_fences[fence.name] = _check_lock_fence(lock_fences.get(fence.name, ()), change, at)
-        return replace(doc, lock_fences=MappingProxyType(lock_fences))
-    current = doc.fences.get(fence.name)
-    if current is not None and fence.token < current:
-        raise StaleFenceError(
-            f"fencing token {fence.token} for {fence.name!r} is stale: {current} has been seen",
-            name=fence.name,
-            token=fence.token,
-            current=current,
-            dataset=change.dataset,
-            commit_id=change.commit_id,
-        )
-    fences = {**doc.fences, fence.name: max(fence.token, current or fence.token)}
-    return replace(doc, fences=MappingProxyType(fences))
-
-
 def _fence_only(change: Change) -> bool:
     return change.fence is not None and not (
         change.add
@@ -614,30 +587,6 @@ def _fence_only(change: Change) -> bool:
         or change.partition_by is not None
         or change.properties is not None
     )
-
-
-def _check_lock_fence(
-    records: tuple[LockFenceRecord, ...], change: Change, at: float
-) -> tuple[LockFenceRecord, ...]:
-    """Refuse a commit whose grant a recorded conflicting grant superseded; record ours."""
-    fence = change.fence
-    assert fence is not None
-    ours = LockRequest(read=fence.read, write=fence.write)
-    for record in records:
-        if record.token > fence.token and requests_conflict(
-            LockRequest(read=record.read, write=record.write), ours
-        ):
-            raise StaleFenceError(
-                f"lock grant {fence.token} on {fence.name!r} was superseded by grant "
-                f"{record.token}, which committed to a conflicting path",
-                name=fence.name,
-                token=fence.token,
-                current=record.token,
-                dataset=change.dataset,
-                commit_id=change.commit_id,
-            )
-    mine = LockFenceRecord(fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at)
-    return (*[r for r in records if r.token != fence.token], mine)
 
 
 def _conflict(change: Change, message: str) -> CommitConflictError:

@@ -23,20 +23,11 @@ The rooms of the adapter:
 - :mod:`._probe`: which conditional delete a store honours, found once per store.
 
 What the adapter takes and returns (preconditions, write results, object descriptions, request
-counts) is in :mod:`lakelock._objects`.
+counts) is in :mod:`lakelock._objects`; the precondition and result types of a write are
+re-exported here for the callers that write through the adapter.
 """
 
-from lakelock._objects import (
-    WRITE_ID_KEY,
-    IfMatch,
-    ListedObject,
-    ObjectData,
-    ObjectHead,
-    PutMode,
-    PutResult,
-    S3Stats,
-    new_write_id,
-)
+from lakelock._objects import IfMatch, ListedObject, PutMode, PutResult
 from lakelock._s3._classify import CONNECT_ATTEMPTS, Call, classify, fail_fast_on_dead_endpoints
 from lakelock._s3._probe import DELETE_PROBE_PREFIX, ConditionalDelete
 from lakelock._s3._store import MIB, MIN_PART_SIZE, ObjectStore
@@ -46,18 +37,13 @@ __all__ = [
     "DELETE_PROBE_PREFIX",
     "MIB",
     "MIN_PART_SIZE",
-    "WRITE_ID_KEY",
     "Call",
     "ConditionalDelete",
     "IfMatch",
     "ListedObject",
-    "ObjectData",
-    "ObjectHead",
     "ObjectStore",
     "PutMode",
     "PutResult",
-    "S3Stats",
     "classify",
     "fail_fast_on_dead_endpoints",
-    "new_write_id",
 ]

@@ -86,6 +86,7 @@ __all__ = [
     "PARQUET_CONTENT_TYPE",
     "RECORDS_METADATA",
     "SCHEMA_METADATA",
+    "Progress",
     "read_files",
     "recorded_schema",
     "table_schema",
@@ -108,6 +109,8 @@ SCHEMA_METADATA = b"lakelock.schema"
 _WRITTEN_ATTRIBUTE = "lakelock_written"
 _HASH_CHUNK = 1 * MIB
 
+#: The ``progress(done, total)`` callback of writes, reads, copies and vacuum (bytes, or
+#: objects where there are no bytes to count).
 Progress = Callable[[int, int], None]
 
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from lakelock._client import s3_client
 from lakelock._connection import Connection
+from lakelock._datasets import Progress
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
 from lakelock._lease import Lease, LeaseOptions
@@ -42,7 +43,6 @@ from lakelock.errors import DatasetNotFoundError
 
 __all__ = ["Lake", "LakeConfig"]
 
-Progress = Callable[[int, int], None]
 #: How long the registry remembers retired manifests by default (see ``Lake(retention=)``).
 DEFAULT_RETENTION = 7 * 24 * 3600.0
 

@@ -40,14 +40,14 @@ commit that then failed are orphans for ``vacuum`` too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelock._datafile import DataFile
-from lakelock._datasets import read_files, table_schema, write_table
+from lakelock._datasets import Progress, read_files, table_schema, write_table
 from lakelock._names import (
     PartitionSpec,
     parse_partition_path,
@@ -66,7 +66,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_TARGET_FILE_SIZE", "TableOperations", "already_committed"]
 
-Progress = Callable[[int, int], None]
 #: Compaction's default output size: big enough for efficient scans, small enough to
 #: parallelise (engines commonly aim at 128 MiB to 1 GiB).
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024

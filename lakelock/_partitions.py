@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
-from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA
+from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PartitionMove", "lock_paths", "move_partition"]
 
-Progress = Callable[[int, int], None]
 _COPY_NAME_ATTEMPTS = 5
 
 

@@ -41,7 +41,7 @@ credentials of the Lake's own boto3 client (:mod:`lakelock._engines`): S3 is con
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ from pyarrow import fs
 
 from lakelock._connection import Connection
 from lakelock._datafile import DataFile
-from lakelock._datasets import read_files, recorded_schema
+from lakelock._datasets import Progress, read_files, recorded_schema
 from lakelock._engines import (
     duckdb_connection,
     polars_storage_options,
@@ -75,8 +75,6 @@ if TYPE_CHECKING:
     from lakelock._s3 import ObjectStore
 
 __all__ = ["Scan", "plan_scan"]
-
-Progress = Callable[[int, int], None]
 
 
 def plan_scan(

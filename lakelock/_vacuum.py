@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from lakelock._datasets import Progress
 from lakelock._layout import DATASETS_PREFIX
 from lakelock._objects import ListedObject
 from lakelock._registry import Registry
@@ -42,7 +43,6 @@ from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = ["VacuumReport", "vacuum"]
 
-Progress = Callable[[int, int], None]
 SCANNED_PREFIXES = (DATASETS_PREFIX, MANIFEST_PREFIX, NODE_PREFIX, SNAPSHOT_PREFIX, INTENT_PREFIX)
 
 

@@ -7,7 +7,8 @@ commits as write-once intents; ``_changes`` the pure commit transforms and check
 the fencing checks, which are ``_fencing``'s; ``_objects`` loading, caching and writing the
 write-once objects, history and time travel; ``_shell`` the :class:`Registry` (reading, time
 travel, migration); ``_commit`` its commit loop (group commit within a process), ``_fold``
-group commit across processes, ``_batch`` what a batch carries.
+group commit across processes, ``_settle`` what the root already decided about a batch,
+``_batch`` what a batch carries.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The registry's commit loop, with group commit within a process and across processes
-(:mod:`._fold`); reading is :mod:`._shell`.
+(:mod:`._fold`); settling what the root already decided is :mod:`._settle`, reading
+:mod:`._shell`.
 
 One commit (docs/ARCHITECTURE.md, "The registry"; docs/FORMAT.md for the objects):
 
@@ -90,6 +91,7 @@ from lakelock._registry._document import (
 from lakelock._registry._fold import Folding
 from lakelock._registry._intents import intent_document, prune_fates
 from lakelock._registry._manifest import Manifest, parse_manifest
+from lakelock._registry._settle import Settling
 from lakelock._s3 import IfMatch, ObjectStore, PutMode, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
@@ -108,7 +110,7 @@ from lakelock.errors import (
 __all__ = ["CommitLoop"]
 
 
-class CommitLoop(Folding):
+class CommitLoop(Folding, Settling):
     """The commit loop of :class:`Registry` (which sets these attributes): queueing, batches,
     attempts and their outcomes, settling what the root decided, cancelling on giving up."""
 
@@ -505,90 +507,6 @@ class CommitLoop(Folding):
                 bucket=self.store.bucket,
                 key=self._root.full_key(REGISTRY_KEY),
             ) from error
-
-    def _settle_known(self, doc: RegistryDoc, state: BatchState) -> None:
-        """Commits whose ids the registry already records are done: either re-runs (the
-        caller's id was committed before) or ours, landed by an attempt whose answer was lost."""
-        for p in state.pending:
-            fate = doc.fate(p.intent) if p.intent is not None else None
-            if fate is not None and fate.state == "applied":
-                p.succeed(self._result(p, fate.version, state, already=False))
-                continue
-            if fate is not None:
-                p.fail(
-                    CommitConflictError(
-                        f"the commit's intent was {fate.state}: {fate.reason}",
-                        dataset=p.change.dataset,
-                        commit_id=p.change.commit_id,
-                    )
-                )
-                continue
-            record = doc.commit(p.change.commit_id)
-            if record is not None:
-                ours = state.first_base is not None and record.version > state.first_base
-                p.succeed(self._result(p, record.version, state, already=not ours))
-            elif p.check_index and doc.format_version > 1:
-                p.check_index = False
-                found = self._indexed_version(doc, p)
-                if found is not None:
-                    p.succeed(self._result(p, found, state, already=True))
-        state.pending = [p for p in state.pending if not p.done.is_set()]
-        if state.unknown_base is not None and state.pending:
-            oldest = doc.commits[0].version if doc.commits else doc.version + 1
-            if oldest > state.unknown_base + 1 and doc.version > state.unknown_base:
-                # Past the root's window: each dataset's commit-id index is durable.
-                self._settle_from_index(doc, state)
-            if not state.pending:
-                return
-            if (
-                doc.format_version == 1
-                and oldest > state.unknown_base + 1
-                and (doc.version > state.unknown_base)
-            ):
-                for p in state.pending:
-                    p.fail(
-                        CommitStateUnknownError(
-                            "commit outcome unknown: more commits than the idempotency window "
-                            f"({self.commit_window}) happened since",
-                            dataset=p.change.dataset,
-                            commit_id=p.change.commit_id,
-                        )
-                    )
-                state.pending = []
-            else:
-                state.unknown_base = None  # proven absent: a plain redrive from here
-
-    def _settle_from_index(self, doc: RegistryDoc, state: BatchState) -> None:
-        if doc.format_version == 1:
-            return
-        for p in state.pending:
-            found = self._indexed_version(doc, p)
-            if found is not None:
-                ours = state.first_base is not None and found > state.first_base
-                p.succeed(self._result(p, found, state, already=not ours))
-        state.pending = [p for p in state.pending if not p.done.is_set()]
-
-    def _indexed_version(self, doc: RegistryDoc, p: Pending) -> int | None:
-        for change in p.changes:
-            dataset = doc.datasets.get(change.dataset)
-            if dataset is not None:
-                found = self.objects.commit_version(dataset, change.commit_id)
-                if found is not None:
-                    return found
-        return None
-
-    def _result(
-        self, p: Pending, version: int, state: BatchState, *, already: bool
-    ) -> CommitResult:
-        return CommitResult(
-            version=version,
-            commit_id=p.change.commit_id,
-            attempts=state.attempts,
-            redrives=state.redrives,
-            retries=state.retries,
-            already_committed=already,
-            batch_size=state.size,
-        )
 
     def _read_root(self) -> tuple[RegistryDoc, str | None]:
         try:

@@ -105,6 +105,28 @@ def test_redrive_revalidates(s3: S3Endpoint, store: ObjectStore) -> None:
     assert [f.name for f in reg.files("sales")] == ["b"]
 
 
+def test_a_rejected_commit_is_judged_again_when_its_swap_loses(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A commit that does not apply is rejected only by the swap that records its intent's
+    fate: when that swap loses a race, the commit is checked again on the new root, where
+    it may apply (its caller is not told "failed" while its intent is still undecided, which
+    another process could then apply). (Folding disabled, as above.)"""
+    reg, other = (registry(store, group_commit=False, max_fold=0) for _ in range(2))
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    late = datafile("sales", "", "late")
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours = pool.submit(reg.commit, "sales", remove=[late], commit_id="drop-late")
+        wait_until(lambda: s3.stalled() == 1)  # rejected ("not registered"), at its swap
+        other.commit("sales", add=[late])
+        s3.release_stalls()
+        result = ours.result(timeout=60)
+    assert (result.version, result.redrives) == (3, 1)
+    assert [f.name for f in reg.files("sales")] == ["a"]
+    assert "drop-late" in committed_ids(store)
+
+
 def test_conflict_409_retries(s3: S3Endpoint, store: ObjectStore) -> None:
     """409 ConditionalRequestConflict on the root PUT is retried after backoff."""
     reg = registry(store)

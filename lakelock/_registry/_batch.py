@@ -93,6 +93,9 @@ class Pending:
     foreign: bool = False
     # The intent's PUT was sent (it may exist even if the answer never came).
     intent_sent: bool = False
+    # Why this attempt could not apply it: its caller hears so once the swap that records
+    # the intent's fate "rejected" lands (an attempt that redrives validates it again).
+    rejected: CommitConflictError | None = None
     done: threading.Event = field(default_factory=threading.Event)
     result: CommitResult | None = None
     error: BaseException | None = None
@@ -139,10 +142,10 @@ def fates_of(
     for p in pending:
         if p.intent is None:
             continue
-        if p.change.commit_id in ids and p.error is None:
+        if p.rejected is not None:
+            fates.append(IntentFate(p.intent, "rejected", version, seconds, str(p.rejected)))
+        elif p.change.commit_id in ids:
             fates.append(IntentFate(p.intent, "applied", version, seconds))
-        elif p.error is not None:
-            fates.append(IntentFate(p.intent, "rejected", version, seconds, str(p.error)))
     return fates
 
 

@@ -409,7 +409,8 @@ class CommitLoop(Folding, Settling):
         finally:
             state.pending = [p for p in own if not p.done.is_set()]
         fates = [*fold.fates, *fates_of(applied, [*own, *fold.pending], doc.version + 1, seconds)]
-        if not applied and not fates:
+        if not applied and not fates:  # commits without intents, none of which applies
+            self._conclude(state, None)
             return
         sealed = seal(
             current,
@@ -425,26 +426,40 @@ class CommitLoop(Folding, Settling):
             fates=prune_fates([*doc.fates, *fates], watermark=watermark, keep=self.commit_window),
         )
         new_doc, writes = self.objects.materialize(doc, sealed, at=seconds)
-        self._send_intents(state.pending, [*(w for _, a in applied for w in a.writes), *writes])
+        self._send_intents(
+            [p for p in state.pending if p.rejected is None],
+            [*(w for _, a in applied for w in a.writes), *writes],
+        )
         written = self._swap(state, doc, etag, new_doc)
         self._known = (new_doc, written.etag)
         self._swapped_last = True
         self._learn_round(time.monotonic() - started)
         if fold.listed:
             self._listed_at = seconds
+        self._conclude(state, new_doc.version)
+
+    def _conclude(self, state: BatchState, version: int | None) -> None:
+        """The batch's version landed (``version``; None: nothing needed a swap): its
+        commits succeed, and those it rejected fail, their fates recorded."""
+        assert version is not None or all(p.rejected is not None for p in state.pending)
         for p in state.pending:
-            p.succeed(self._result(p, new_doc.version, state, already=False))
+            if p.rejected is not None:
+                p.fail(p.rejected)
+            elif version is not None:
+                p.succeed(self._result(p, version, state, already=False))
         state.pending = []
 
     def _apply_batch(
         self, doc: RegistryDoc, state: BatchState, *, now: str, seconds: float
     ) -> tuple[RegistryDoc, list[tuple[Change, Applied]]]:
-        """Apply every pending commit in turn; a commit whose changes do not all apply fails
-        alone (all or nothing per commit). Returns the document and what was applied."""
+        """Apply every pending commit in turn; a commit whose changes do not all apply is
+        rejected alone (all or nothing per commit), its caller told once the swap recording
+        that lands. Returns the document and what was applied."""
         applied: list[tuple[Change, Applied]] = []
         current = doc
         seen: set[str] = set()
         for p in state.pending:
+            p.rejected = None
             if p.change.commit_id in seen:
                 continue  # a duplicate id within the batch: settled with its twin
             # Against the document as the batch has changed it so far: an earlier commit of
@@ -465,7 +480,7 @@ class CommitLoop(Folding, Settling):
                     candidate = result.doc
                     results.append((change, result))
             except CommitConflictError as error:
-                p.fail(error)
+                p.rejected = error
                 continue
             for _, result in results:
                 for key, body in result.writes:

@@ -2,6 +2,8 @@
 
     python benchmarks/bench_registry.py                 # throughput + growth (a few minutes)
     python benchmarks/bench_registry.py --quick         # smaller, for a smoke run
+    python benchmarks/bench_registry.py --throughput-only --writers 16 --latencies 20 \
+        --group on --repeats 3                          # one row, three times
 
 Part 1: W concurrent writers (threads of one process) committing one small partition each
 time, for 1, 4 and 16 writers, at 0 ms and 20 ms injected latency per S3 request, with group
@@ -231,6 +233,11 @@ def growth(
         )
 
 
+def counts(text: str) -> tuple[int, ...]:
+    """``"1,4,16"`` as (1, 4, 16)."""
+    return tuple(int(part) for part in text.split(","))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -238,8 +245,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shorter runs, fewer sizes")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--growth-only", action="store_true", help="skip the throughput part")
+    parser.add_argument("--throughput-only", action="store_true", help="skip the growth part")
+    parser.add_argument(
+        "--writers", type=counts, default=(1, 4, 16), help="writer counts, e.g. 16 or 1,4,16"
+    )
+    parser.add_argument(
+        "--latencies", type=counts, default=(0, 20), help="injected latencies in ms, e.g. 20"
+    )
+    parser.add_argument(
+        "--group",
+        choices=("on", "off", "both"),
+        default="both",
+        help="group commit on, off or both (default)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs of each throughput row (one line each)"
+    )
     args = parser.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 4.0)
+    groups = {"on": (True,), "off": (False,), "both": (False, True)}[args.group]
     with S3Endpoint(mode="process") as endpoint:
         print(f"# registry throughput: {seconds:.1f} s per configuration\n")
         print(
@@ -247,28 +271,33 @@ def main() -> None:
             "| S3 req/commit | p50 ms | p99 ms | failures |"
         )
         print("|---:|---:|:---:|---:|---:|---:|---:|---:|---:|")
-        n = 0
-        for latency in () if args.growth_only else (0, 20):
-            for writers in (1, 4, 16):
-                for group in (False, True):
-                    n += 1
-                    bucket = f"bench-{n}"
-                    endpoint.create_bucket(bucket)
-                    run = throughput(
-                        endpoint,
-                        writers=writers,
-                        latency_ms=latency,
-                        group=group,
-                        seconds=seconds,
-                        bucket=bucket,
-                    )
-                    print(
-                        f"| {run.writers} | {run.latency_ms} ms | {'on' if run.group else 'off'} "
-                        f"| {run.commits / run.seconds:.1f} | {run.attempts:.2f} "
-                        f"| {run.requests_per_commit:.2f} | {run.p50_ms:.1f} "
-                        f"| {run.p99_ms:.1f} | {run.failures} |",
-                        flush=True,
-                    )
+        rows = [
+            (latency, writers, group)
+            for latency in (() if args.growth_only else args.latencies)
+            for writers in args.writers
+            for group in groups
+            for _ in range(args.repeats)
+        ]
+        for n, (latency, writers, group) in enumerate(rows, 1):
+            bucket = f"bench-{n}"
+            endpoint.create_bucket(bucket)
+            run = throughput(
+                endpoint,
+                writers=writers,
+                latency_ms=latency,
+                group=group,
+                seconds=seconds,
+                bucket=bucket,
+            )
+            print(
+                f"| {run.writers} | {run.latency_ms} ms | {'on' if run.group else 'off'} "
+                f"| {run.commits / run.seconds:.1f} | {run.attempts:.2f} "
+                f"| {run.requests_per_commit:.2f} | {run.p50_ms:.1f} "
+                f"| {run.p99_ms:.1f} | {run.failures} |",
+                flush=True,
+            )
+        if args.throughput_only:
+            return
         sizes = [1_000, 20_000] if args.quick else [1_000, 10_000, 20_000, 100_000, 1_000_000]
         for datasets in (1, 50):
             print(

@@ -314,7 +314,7 @@ def timed_run(
         elapsed = time.perf_counter() - started
         outcomes = [done[w] for w in range(writers)]
 
-    ops = endpoint.stats()
+    ops = endpoint.areas()  # per operation and part of the layout (root, intents, data...)
     traffic = endpoint.traffic()
     requests = sum(ops.values())
     endpoint.clear_faults()
@@ -381,7 +381,9 @@ def summarize(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str])
 
 
 def breakdown(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str]) -> list[str]:
-    """Requests per commit by S3 operation, and body bytes per commit (the last repeat)."""
+    """Requests per commit by S3 operation and the part of the lake's layout it touched
+    (root, intents, snapshots, data files...; delta-rs's log is "other"), and body bytes per
+    commit (the last repeat)."""
     lines = []
     for system in systems:
         sample = runs[-1][system]
@@ -428,7 +430,9 @@ def main() -> None:
         "--systems", type=lambda s: s.split(","), default=list(SYSTEMS), help="lakelock,delta-rs"
     )
     parser.add_argument(
-        "--ops", action="store_true", help="also print requests per commit by S3 operation"
+        "--ops",
+        action="store_true",
+        help="also print requests per commit by S3 operation and part of the layout",
     )
     parser.add_argument(
         "--aws-conflicts",

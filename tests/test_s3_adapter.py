@@ -343,6 +343,41 @@ def test_stats_count_every_request(s3: S3Endpoint, store: ObjectStore) -> None:
     assert s3.stats() == {"PutObject": 3, "HeadObject": 1}
 
 
+def test_the_endpoint_counts_requests_by_area(
+    s3: S3Endpoint, store: ObjectStore, admin: Any
+) -> None:
+    """Requests are also counted by the part of the lake's layout they touch (its key, or
+    a listing's prefix), wherever the lake's prefix puts it: what a benchmark reads to see
+    where a protocol's requests go."""
+    s3.reset_stats()
+    client, bucket = admin, store.bucket  # plain PUTs: a client the bucket policy does not bind
+    for key in (
+        "lake/metastore/dataset_registry.json",
+        "lake/metastore/intents/0001.json",
+        "metastore/snapshots/sales/a.json",
+        "lake/datasets/sales/part-0.parquet",
+        "table/_delta_log/00000000000000000000.json",
+        "notes.txt",
+    ):
+        client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    client.get_object(Bucket=bucket, Key="lake/metastore/dataset_registry.json")
+    client.list_objects_v2(Bucket=bucket, Prefix="lake/metastore/intents/")
+    client.list_objects_v2(Bucket=bucket, Prefix="lake/metastore/")
+    assert s3.areas() == {
+        "PutObject root": 1,
+        "PutObject metastore/intents": 1,
+        "PutObject metastore/snapshots": 1,
+        "PutObject datasets": 1,
+        "PutObject _delta_log": 1,
+        "PutObject other": 1,
+        "GetObject root": 1,
+        "ListObjectsV2 metastore/intents": 1,
+        "ListObjectsV2 metastore": 1,
+    }
+    s3.reset_stats()
+    assert s3.areas() == {}
+
+
 def test_sixteen_threads_create_one_key(store: ObjectStore) -> None:
     """16 threads creating the same key: one winner, fifteen AlreadyExistsError."""
 

@@ -22,8 +22,9 @@ CONTROL_PREFIX = "/_lakelock/"
 
 
 def control(gateway: Gateway, environ: dict[str, Any], command: str) -> Response:
-    """``GET stats``, ``DELETE stats``, ``GET|PUT|DELETE faults``, ``POST faults`` (one
-    rule), ``PUT settings``, ``GET stalls``, ``DELETE stalls`` (release them)."""
+    """``GET stats``, ``GET areas``, ``GET traffic``, ``DELETE stats``, ``GET|PUT|DELETE
+    faults``, ``POST faults`` (one rule), ``PUT settings``, ``GET stalls``, ``DELETE stalls``
+    (release them)."""
     method = environ["REQUEST_METHOD"]
     command = urlsplit(command).path.strip("/")
     try:
@@ -31,6 +32,8 @@ def control(gateway: Gateway, environ: dict[str, Any], command: str) -> Response
             return json_response(gateway.stats())
         if command == "traffic" and method == "GET":
             return json_response(gateway.traffic())
+        if command == "areas" and method == "GET":
+            return json_response(gateway.areas())
         if command == "stats" and method == "DELETE":
             gateway.reset_stats()
             return json_response({})

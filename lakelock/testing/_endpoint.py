@@ -238,6 +238,14 @@ class S3Endpoint:
         result: dict[str, int] = self._control("GET", "stats")
         return result
 
+    def areas(self) -> dict[str, int]:
+        """Requests received per S3 operation and part of the lake's layout, as
+        ``{"GetObject root": 3, "PutObject metastore/intents": 2, "PutObject datasets": 2,
+        "ListObjectsV2 metastore/intents": 1, ...}``, since start or the last
+        :meth:`reset_stats`: where a protocol's requests go."""
+        result: dict[str, int] = self._control("GET", "areas")
+        return result
+
     def traffic(self) -> dict[str, int]:
         """Body bytes the endpoint received (``in``) and sent (``out``) since start or the
         last :meth:`reset_stats`: what requests moved, as the server counts it."""

@@ -124,6 +124,8 @@ class Gateway:
         # held up by a writer's injected latency.
         self._applying = KeyLocks()
         self._counts: Counter[str] = Counter()
+        # Requests per operation and part of the lake's layout (see area_of), for benchmarks.
+        self._areas: Counter[str] = Counter()
         # Bytes received (request bodies) and sent (response bodies), for benchmarks.
         self._bytes: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
@@ -149,6 +151,7 @@ class Gateway:
         request = classify(environ["REQUEST_METHOD"], raw_path, query, headers)
         with self._counts_lock:
             self._counts[request.operation] += 1
+            self._areas[f"{request.operation} {area_of(request)}"] += 1
             self._bytes["in"] += int(environ.get("CONTENT_LENGTH") or 0)
         try:
             response = self._handle(environ, request, headers)
@@ -508,6 +511,12 @@ class Gateway:
         with self._counts_lock:
             return dict(self._counts)
 
+    def areas(self) -> dict[str, int]:
+        """Requests per ``"<operation> <area>"`` (:func:`area_of`) since start or the last
+        reset."""
+        with self._counts_lock:
+            return dict(self._areas)
+
     def traffic(self) -> dict[str, int]:
         """Request and response body bytes since start or the last reset."""
         with self._counts_lock:
@@ -516,7 +525,27 @@ class Gateway:
     def reset_stats(self) -> None:
         with self._counts_lock:
             self._counts.clear()
+            self._areas.clear()
             self._bytes.clear()
+
+
+def area_of(request: S3Request) -> str:
+    """The part of a lake's layout a request touches, by its key (a listing: its prefix):
+    ``root`` (the registry's root), ``metastore/<kind>`` (intents, snapshots, manifests, index
+    nodes, locks, leases...), ``datasets`` (data files), ``_delta_log`` (a Delta table's log)
+    or ``other``. A lake under a prefix counts the same."""
+    key = request.key
+    if key is None:
+        key = request.query.get("prefix", [""])[0]
+    parts = key.split("/")
+    if "metastore" in parts:
+        kind = parts[parts.index("metastore") + 1 :][:1]
+        if not kind or not kind[0]:
+            return "metastore"
+        return "root" if kind[0].startswith("dataset_registry") else f"metastore/{kind[0]}"
+    if "_delta_log" in parts:  # the peer the benchmarks compare with
+        return "_delta_log"
+    return "datasets" if "datasets" in parts else "other"
 
 
 def _unsupported_conditions(request: S3Request, headers: Mapping[str, str]) -> Response | None:

@@ -39,21 +39,17 @@ print(f"{run.commits / run.seconds:.1f} {run.requests_per_commit:.2f} {run.p50_m
 
 def describe(checkout: Path) -> str:
     """The checkout's commit (short hash), or its path if it is not a git checkout."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
+
+    def git(*arguments: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(checkout), *arguments], capture_output=True, text=True, check=True
         ).stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return str(checkout)
-    dirty = subprocess.run(
-        ["git", "-C", str(checkout), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
     return f"{head}{' (modified)' if dirty else ''}"
 
 

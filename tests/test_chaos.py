@@ -255,6 +255,8 @@ LOST_ACKS = [
     FaultRule(
         "lost_ack", operation="PutObject", prefix="metastore/dataset_registry", probability=0.3
     ),
+    # Batches make few root PUTs: the first two lose their answer whatever the draws.
+    FaultRule("lost_ack", operation="PutObject", prefix="metastore/dataset_registry", count=2),
     FaultRule("reset", operation="HeadObject", prefix="metastore/dataset_registry"),
 ]
 MUTATION_MIX = {"append": 1, "ledger": 3}

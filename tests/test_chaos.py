@@ -195,8 +195,12 @@ def test_chaos_small(s3: S3Endpoint, bucket: str, tmp_path: Path, seed: int) -> 
     faults on every operation: the checker finds no violation, and the run really met lost
     acknowledgements, resets, conflicts and errors."""
     lake = setup_lake(s3, bucket)
-    # A short run: two lost answers are certain, whatever the draws.
-    rules = [*CHAOS, FaultRule("lost_ack", operation="PutObject", prefix="metastore/", count=2)]
+    # A short run: two lost answers and a reset are certain, whatever the draws.
+    rules = [
+        *CHAOS,
+        FaultRule("lost_ack", operation="PutObject", prefix="metastore/", count=2),
+        FaultRule("reset", operation="GetObject", prefix="metastore/", count=1),
+    ]
     records, injected = run_chaos(
         s3, bucket, tmp_path, seed=seed, processes=2, threads=3, ops=6, rules=rules
     )

@@ -164,6 +164,24 @@ def test_retry_budget_exhausted_is_conflict(s3: S3Endpoint, store: ObjectStore) 
         reg.commit("sales", add=[datafile("sales", "", "b")])
 
 
+def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A commit that does not apply, whose swaps recording that all meet conflicts until its
+    attempts run out, fails with the reason its last attempt found. Its intent was never
+    created (a rejected commit's is not sent), so nothing is left for anyone to apply."""
+    reg = registry(store, retry=RetryPolicy(max_attempts=2, sleep=no_sleep))
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    s3.inject("conflict", operation="PutObject", prefix=ROOT, count=2)
+    with pytest.raises(CommitConflictError) as info:
+        reg.commit("sales", remove=["datasets/sales/never-registered"])
+    message = str(info.value)
+    assert "gave up after 2 attempts" in message
+    assert "the last attempt rejected it" in message
+    assert "not registered" in message
+    fresh = registry(store)
+    assert fresh.read().version == 1
+    assert fresh.pending_intents() == []
+
+
 def test_registry_deleted_under_us_is_an_error(s3: S3Endpoint, store: ObjectStore) -> None:
     """404 on If-Match: the registry vanished; it is not silently re-created."""
     reg = registry(store)

@@ -264,7 +264,7 @@ class CommitLoop(Folding, Settling):
                 p.fail(
                     CommitConflictError(
                         f"gave up after {state.attempts} attempts "
-                        f"({state.redrives} redrives, {state.retries} retries)",
+                        f"({state.redrives} redrives, {state.retries} retries){_last(p)}",
                         dataset=p.change.dataset,
                         commit_id=p.change.commit_id,
                         attempts=state.attempts,
@@ -335,8 +335,8 @@ class CommitLoop(Folding, Settling):
             p.fail(
                 CommitConflictError(
                     f"gave up after {state.attempts} attempts ({state.redrives} redrives, "
-                    f"{state.retries} retries); its intent is recorded cancelled, so nobody "
-                    "will apply it",
+                    f"{state.retries} retries){_last(p)}; its intent is recorded cancelled, "
+                    "so nobody will apply it",
                     dataset=p.change.dataset,
                     commit_id=p.change.commit_id,
                     attempts=state.attempts,
@@ -570,3 +570,9 @@ class CommitLoop(Folding, Settling):
     def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
         """The manifests at ``keys`` (cached: they are content-addressed, never change)."""
         return self.objects.manifests(keys)
+
+
+def _last(p: Pending) -> str:
+    """What the last attempt found wrong with a commit that gave up, if anything: the
+    reason its caller would have heard had that attempt's swap landed."""
+    return f"; the last attempt rejected it: {p.rejected}" if p.rejected is not None else ""

@@ -166,8 +166,8 @@ def test_retry_budget_exhausted_is_conflict(s3: S3Endpoint, store: ObjectStore) 
 
 def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectStore) -> None:
     """A commit that does not apply, whose swaps recording that all meet conflicts until its
-    attempts run out, fails with the reason its last attempt found. Its intent was never
-    created (a rejected commit's is not sent), so nothing is left for anyone to apply."""
+    attempts run out, fails with the reason its last attempt found. Its intent was not out
+    yet, and a rejection keeps it unsent, so nothing is left for anyone to apply."""
     reg = registry(store, retry=RetryPolicy(max_attempts=2, sleep=no_sleep))
     reg.commit("sales", add=[datafile("sales", "", "a")])
     s3.inject("conflict", operation="PutObject", prefix=ROOT, count=2)

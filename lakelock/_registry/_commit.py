@@ -261,15 +261,7 @@ class CommitLoop(Folding, Settling):
                         )
                     )
                     continue
-                p.fail(
-                    CommitConflictError(
-                        f"gave up after {state.attempts} attempts "
-                        f"({state.redrives} redrives, {state.retries} retries){_last(p)}",
-                        dataset=p.change.dataset,
-                        commit_id=p.change.commit_id,
-                        attempts=state.attempts,
-                    )
-                )
+                p.fail(_gave_up(p, state))
         except (CommitError, RegistryCorruptError, StorageError) as error:
             if not isinstance(error, RegistryCorruptError):
                 self._cancel_intents(state)
@@ -333,14 +325,7 @@ class CommitLoop(Folding, Settling):
         self._write_version(doc, sealed, etag, seconds)
         for p in todo:
             p.fail(
-                CommitConflictError(
-                    f"gave up after {state.attempts} attempts ({state.redrives} redrives, "
-                    f"{state.retries} retries){_last(p)}; its intent is recorded cancelled, "
-                    "so nobody will apply it",
-                    dataset=p.change.dataset,
-                    commit_id=p.change.commit_id,
-                    attempts=state.attempts,
-                )
+                _gave_up(p, state, "; its intent is recorded cancelled, so nobody will apply it")
             )
         return []
 
@@ -572,7 +557,15 @@ class CommitLoop(Folding, Settling):
         return self.objects.manifests(keys)
 
 
-def _last(p: Pending) -> str:
-    """What the last attempt found wrong with a commit that gave up, if anything: the
-    reason its caller would have heard had that attempt's swap landed."""
-    return f"; the last attempt rejected it: {p.rejected}" if p.rejected is not None else ""
+def _gave_up(p: Pending, state: BatchState, then: str = "") -> CommitConflictError:
+    """The error of a commit whose attempts ran out: how many, what the last one found wrong
+    with it if anything (the reason its caller would have heard had that attempt's swap
+    landed), and ``then`` what became of its intent."""
+    found = f"; the last attempt rejected it: {p.rejected}" if p.rejected is not None else ""
+    return CommitConflictError(
+        f"gave up after {state.attempts} attempts ({state.redrives} redrives, "
+        f"{state.retries} retries){found}{then}",
+        dataset=p.change.dataset,
+        commit_id=p.change.commit_id,
+        attempts=state.attempts,
+    )

@@ -7,7 +7,6 @@ process share group commit). It is safe to use from many threads.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,7 +32,7 @@ from lakelock._operations import TableOperations
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
-from lakelock._registry import Change, CommitResult, Registry, RegistrySnapshot
+from lakelock._registry import Change, CommitResult, Registry, RegistrySnapshot, new_commit_id
 from lakelock._registry._objects import HistoryEntry
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -255,7 +254,7 @@ class Lake(TableOperations):
         old = self.registry.dataset(dataset, version=version, as_of=as_of)
         change = Change(
             dataset=old.name,
-            commit_id=commit_id if commit_id is not None else uuid.uuid4().hex,
+            commit_id=commit_id if commit_id is not None else new_commit_id(),
             restore=old,
             fence=Fence(*fence) if isinstance(fence, tuple) else fence,
             operation="restore",

@@ -30,7 +30,7 @@ from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
-from lakelock._registry import Change, CommitResult
+from lakelock._registry import Change, CommitResult, new_commit_id
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
@@ -127,7 +127,7 @@ def move_partition(
         copies.append(_copy(store, f, move))
         if progress is not None:
             progress(done, len(files))
-    commit_id = commit_id or uuid.uuid4().hex
+    commit_id = commit_id or new_commit_id()
     operation = "rename" if move.rename else "copy"
     added = Change(
         dataset=move.to_dataset,

@@ -2,18 +2,25 @@
 lake's source of truth (format 2: docs/FORMAT.md).
 
 ``_document`` holds the root's frozen types, parser and serialiser; ``_manifest`` the
-manifests'; ``_snapshot`` the dataset snapshots; ``_tree`` the hash-trie index; ``_intents``
-commits as write-once intents; ``_changes`` the pure commit transforms and checks, but for
-the fencing checks, which are ``_fencing``'s; ``_objects`` loading, caching and writing the
-write-once objects, history and time travel; ``_shell`` the :class:`Registry` (reading, time
-travel, migration); ``_commit`` its commit loop (group commit within a process), ``_fold``
-group commit across processes, ``_settle`` what the root already decided about a batch,
-``_batch`` what a batch carries.
+manifests'; ``_snapshot`` the dataset snapshots; ``_tree`` the index trees (a hash trie for
+partitions, an ordered tree for commit ids); ``_intents`` commits as write-once intents;
+``_changes`` the pure commit transforms and checks, but for the fencing checks, which are
+``_fencing``'s; ``_objects`` loading, caching and writing the write-once objects, history and
+time travel; ``_shell`` the :class:`Registry` (reading, time travel, migration); ``_commit``
+its commit loop (group commit within a process), ``_fold`` group commit across processes,
+``_settle`` what the root already decided about a batch, ``_batch`` what a batch carries.
 """
 
 from __future__ import annotations
 
-from lakelock._registry._changes import Change, Fence, apply_change, evolve_schema, seal
+from lakelock._registry._changes import (
+    Change,
+    Fence,
+    apply_change,
+    evolve_schema,
+    new_commit_id,
+    seal,
+)
 from lakelock._registry._document import (
     FORMAT_VERSION,
     REGISTRY_KEY,
@@ -54,6 +61,7 @@ __all__ = [
     "RegistrySnapshot",
     "apply_change",
     "evolve_schema",
+    "new_commit_id",
     "parse_manifest",
     "parse_registry",
     "seal",

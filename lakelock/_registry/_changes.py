@@ -35,6 +35,8 @@ the caller, who asks :func:`manifests_needed` first.
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -64,6 +66,7 @@ __all__ = [
     "delta_manifests",
     "evolve_schema",
     "manifests_needed",
+    "new_commit_id",
     "partition_of_key",
     "removed_partitions",
     "seal",
@@ -74,6 +77,14 @@ __all__ = [
 #: A partition with more manifests than this is consolidated into one by the next commit
 #: touching it, so reading a partition costs a bounded number of GETs.
 MAX_MANIFESTS_PER_PARTITION = 16
+
+
+def new_commit_id(seconds: float | None = None) -> str:
+    """A commit id for a caller that chose none: 32 hex digits, the first 12 the time
+    (milliseconds since the epoch, ``seconds`` or now), the rest random. Ids made later sort
+    later, so each dataset's commit-id index (an ordered tree) grows at its right edge."""
+    ms = int((time.time() if seconds is None else seconds) * 1000)
+    return f"{ms & 0xFFFFFFFFFFFF:012x}{secrets.token_hex(10)}"
 
 
 @dataclass(frozen=True)
@@ -94,7 +105,7 @@ class Change:
     remove_partitions: tuple[str, ...] = ()
     operation: str = "commit"
     restore: DatasetState | None = None
-    # The commit id was made up by lakelock (random), not chosen by the caller: no other
+    # The commit id was made up by lakelock (new_commit_id), not chosen by the caller: no other
     # commit can carry it, so the intent's fate alone says whether it was applied.
     generated_id: bool = False
 

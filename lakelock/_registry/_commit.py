@@ -79,6 +79,7 @@ from lakelock._registry._changes import (
     apply_change,
     delta_manifests,
     manifests_needed,
+    new_commit_id,
     seal,
 )
 from lakelock._registry._document import (
@@ -146,7 +147,7 @@ class CommitLoop(Folding, Settling):
         without ``partition_by`` takes the partition columns its files' paths name."""
         change = Change(
             dataset=dataset,
-            commit_id=commit_id if commit_id is not None else uuid.uuid4().hex,
+            commit_id=commit_id if commit_id is not None else new_commit_id(self._clock()),
             add=tuple(add),
             remove=tuple(r.key if isinstance(r, DataFile) else r for r in remove),
             schema=schema,

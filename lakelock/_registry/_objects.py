@@ -43,9 +43,10 @@ from lakelock._registry._snapshot import (
 from lakelock._registry._tree import (
     EMPTY,
     Node,
+    index_get,
+    index_update,
     node_body,
     node_key,
-    tree_get,
     tree_update,
     verify_node,
 )
@@ -328,7 +329,7 @@ class Objects:
         commit ids, else its commit-id tree."""
         raw = state.recent_ids.get(commit_id)
         if raw is None:
-            raw = tree_get(state.commit_ids, commit_id, self.node)
+            raw = index_get(state.commit_ids, commit_id, self.node)
         if raw is None:
             return None
         return boolean_free_int(obj(raw, "commit id entry")["version"], "version", minimum=1)
@@ -476,7 +477,7 @@ class Objects:
         )
         commit_ids = state.commit_ids
         if len(recent) >= RECENT_IDS:
-            commit_ids = tree_update(commit_ids, recent, load=self.node, store=store)
+            commit_ids = index_update(commit_ids, recent, load=self.node, store=store)
             recent = {}
         totals = state.totals if state.totals is not None else totals_of(state.partitions)
         snap = Snapshot(

@@ -1,35 +1,56 @@
-"""A persistent hash trie of write-once node objects: the index of one dataset.
+"""Persistent trees of write-once node objects: the indexes of one dataset.
 
-A format-2 dataset snapshot holds two of these trees: its partitions (partition path → the
-partition's manifests and totals) and its commit ids (commit id → version, time, operation).
-A tree maps string keys to JSON values. Each key's SHA-256 picks its place: a node at depth
-``d`` sends a key to child number ``bits[5d : 5d + 5]`` of that digest (32 children at most).
+A format-2 dataset snapshot holds two trees. Both map string keys to JSON values.
 
-- A **leaf** holds up to :data:`LEAF_MAX` entries inline. One that grows past it becomes a
-  branch over new leaves (its entries spread by the next five bits).
+- **Partitions** (partition path → the partition's manifests and totals) are a *hash trie*:
+  each key's SHA-256 picks its place, a node at depth ``d`` sending a key to child number
+  ``bits[5d : 5d + 5]`` of that digest (32 children at most). A commit touches the few
+  partitions it changes, wherever they are, and the trie keeps every path short.
+- **Commit ids** (commit id → version, time, operation) are an *ordered tree* (a B+ tree,
+  :func:`ordered_update`): a branch holds up to 32 children, each for the keys from its
+  ``low`` bound up to the next child's. Commit ids lakelock generates start with the time they
+  were made, so the ids a snapshot writes into the tree together (64 at a time) land in the
+  one or two rightmost leaves: a write costs about one node per level, where a hash trie
+  would rewrite one leaf per id once it has more leaves than that (docs/FORMAT.md).
+
+Both are made of the same nodes:
+
+- A **leaf** holds up to :data:`LEAF_MAX` entries inline.
 - A **branch** holds references ``{"key", "count"}`` to child nodes, each its own write-once
   object ``metastore/nodes/<dataset>/<sha256>-<nonce>.json`` (digest-named like manifests, and
-  verified on every read). Branches never merge back; a child left empty is dropped.
+  verified on every read); an ordered branch also holds each child's ``low`` bound. Branches
+  never merge back; a child left empty is dropped.
 - The top node is stored inline in the snapshot object, so a small dataset is one object.
 
-Changing ``k`` keys rewrites only the nodes on their paths: at most ``k * depth`` nodes, each
-at most :data:`LEAF_MAX` entries or 32 references. The depth grows with the logarithm (base
-~32) of the number of keys, which is why the bytes a commit writes do not depend on how many
-partitions a dataset has (see docs/FORMAT.md). Everything here is pure: nodes are loaded
-through a ``load(key) -> Node`` callable the caller provides (and caches).
+A hash-trie leaf that grows past :data:`LEAF_MAX` becomes a branch over new leaves (its entries
+spread by the next five bits). An ordered leaf that grows past it splits into even siblings,
+a branch past 32 children likewise, and a top that splits grows the tree a level, so every
+leaf is at the same depth. An ordered branch's first ``low`` is ``""`` (the bound it inherits
+from its parent). A commit-id tree whose top is a hash-trie branch (lakes made before the
+ordered tree) keeps being read and written as a hash trie: :func:`index_get` and
+:func:`index_update` tell the two apart.
+
+In both, changing ``k`` keys rewrites only the nodes on their paths: at most ``k * depth``
+nodes, each at most :data:`LEAF_MAX` entries or 32 references. The depth grows with the
+logarithm (base ~32) of the number of keys, which is why the bytes a commit writes do not
+depend on how many partitions a dataset has, nor on how many commits it has had (see
+docs/FORMAT.md). Everything here is pure: nodes are loaded through a ``load(key) -> Node``
+callable the caller provides (and caches).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
-from lakelock._jsonfields import boolean_free_int, obj, text
+from lakelock._jsonfields import boolean_free_int, obj, seq, text
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
@@ -38,10 +59,14 @@ __all__ = [
     "NODE_PREFIX",
     "Node",
     "NodeRef",
+    "index_get",
+    "index_update",
     "node_body",
     "node_from_json",
     "node_json",
     "node_key",
+    "ordered_get",
+    "ordered_update",
     "parse_node",
     "tree_get",
     "tree_items",
@@ -55,6 +80,7 @@ FANOUT = 1 << BITS
 LEAF_MAX = 96
 _MAX_DEPTH = 256 // BITS
 
+_T = TypeVar("_T")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -71,11 +97,14 @@ _NO_CHILDREN: Mapping[int, NodeRef] = MappingProxyType({})
 
 @dataclass(frozen=True)
 class Node:
-    """A leaf (``entries``) or a branch (``children``, by child number)."""
+    """A leaf (``entries``) or a branch (``children``, by child number). An ordered tree's
+    branch numbers its children 0, 1, ... in key order and holds the ``low`` bound of each
+    (the first is ``""``); a hash trie's numbers them by digest bits and has no ``lows``."""
 
     entries: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     children: Mapping[int, NodeRef] = field(default_factory=lambda: _NO_CHILDREN)
     is_branch: bool = False
+    lows: tuple[str, ...] = ()
 
     @property
     def count(self) -> int:
@@ -107,12 +136,14 @@ def tree_get(top: Node, key: str, load: Load) -> Any | None:
 
 
 def tree_items(top: Node, load: Load) -> Iterator[tuple[str, Any]]:
-    """Every entry of the tree (loads every node)."""
+    """Every entry of the tree (loads every node); an ordered tree's in key order."""
     stack = [top]
     while stack:
         node = stack.pop()
         if node.is_branch:
-            stack.extend(load(node.children[slot].key) for slot in sorted(node.children))
+            stack.extend(
+                load(node.children[slot].key) for slot in sorted(node.children, reverse=True)
+            )
         else:
             yield from node.entries.items()
 
@@ -154,18 +185,124 @@ def _update(
     return Node(children=MappingProxyType(children), is_branch=True)
 
 
+# -- the ordered tree ----------------------------------------------------------------------
+
+
+def ordered_get(top: Node, key: str, load: Load) -> Any | None:
+    """The value under ``key`` in an ordered tree, or ``None``: one node per level."""
+    node = top
+    while node.is_branch:
+        node = load(node.children[bisect.bisect_right(node.lows, key) - 1].key)
+    return node.entries.get(key)
+
+
+def ordered_update(
+    top: Node, changes: Mapping[str, Any | None], *, load: Load, store: Store
+) -> Node:
+    """The ordered tree with ``changes`` applied (``None`` deletes). New nodes below the top
+    are handed to ``store``; the new top is returned for the caller to inline."""
+    parts = _ordered(top, sorted(changes.items()), load, store)
+    while len(parts) > 1:  # the top split: one more level
+        parts = _branches([(low, _ref(node, store)) for low, node in parts])
+    return parts[0][1] if parts else EMPTY
+
+
+def _ordered(
+    node: Node, items: list[tuple[str, Any | None]], load: Load, store: Store
+) -> list[tuple[str, Node]]:
+    """``node`` with the (sorted) ``items`` applied: the nodes that replace it, each with its
+    low bound (the first's is ``""``, the bound ``node`` had); none if it is left empty."""
+    if not node.is_branch:
+        entries = dict(node.entries)
+        for key, value in items:
+            if value is None:
+                entries.pop(key, None)
+            else:
+                entries[key] = value
+        return [
+            ("" if n == 0 else run[0], Node(entries=MappingProxyType({k: entries[k] for k in run})))
+            for n, run in enumerate(_even(sorted(entries), LEAF_MAX))
+        ]
+    refs = [node.children[slot] for slot in range(len(node.children))]
+    lows = node.lows
+    children: list[tuple[str, NodeRef]] = []
+    start = 0
+    for n, (low, ref) in enumerate(zip(lows, refs, strict=True)):
+        end = bisect.bisect_left(items, (lows[n + 1],)) if n + 1 < len(lows) else len(items)
+        group, start = items[start:end], end
+        if not group:
+            children.append((low, ref))
+            continue
+        for m, (part_low, part) in enumerate(_ordered(load(ref.key), group, load, store)):
+            children.append((low if m == 0 else part_low, _ref(part, store)))
+    if not children:
+        return []
+    children[0] = ("", children[0][1])  # a first child left empty: the next one takes its range
+    return _branches(children)
+
+
+def _branches(children: list[tuple[str, NodeRef]]) -> list[tuple[str, Node]]:
+    """``children`` (in key order) under as few branches as hold them, evenly filled."""
+    branches = []
+    for group in _even(children, FANOUT):
+        branches.append(
+            (
+                group[0][0],
+                Node(
+                    children=MappingProxyType({n: ref for n, (_, ref) in enumerate(group)}),
+                    is_branch=True,
+                    lows=("", *(low for low, _ in group[1:])),
+                ),
+            )
+        )
+    return branches
+
+
+def _even(items: list[_T], most: int) -> list[list[_T]]:
+    """``items`` cut into the fewest runs of at most ``most``, as even as can be."""
+    if not items:
+        return []
+    count = -(-len(items) // most)
+    size, extra = divmod(len(items), count)
+    runs, start = [], 0
+    for n in range(count):
+        end = start + size + (1 if n < extra else 0)
+        runs.append(items[start:end])
+        start = end
+    return runs
+
+
+def _ref(node: Node, store: Store) -> NodeRef:
+    return NodeRef(store(node), node.count)
+
+
+def index_get(top: Node, key: str, load: Load) -> Any | None:
+    """A lookup in a commit-id tree: ordered, or a hash trie if its top is a hash branch."""
+    if top.is_branch and not top.lows:
+        return tree_get(top, key, load)
+    return ordered_get(top, key, load)
+
+
+def index_update(top: Node, changes: Mapping[str, Any | None], *, load: Load, store: Store) -> Node:
+    """An update of a commit-id tree: ordered, or a hash trie if its top is a hash branch."""
+    if top.is_branch and not top.lows:
+        return tree_update(top, changes, load=load, store=store)
+    return ordered_update(top, changes, load=load, store=store)
+
+
 # -- JSON ------------------------------------------------------------------------------------
 
 
 def node_json(node: Node) -> dict[str, Any]:
     """A node as the JSON object inlined in a snapshot or stored as a node object."""
     if node.is_branch:
-        return {
-            "children": {
-                str(slot): {"key": ref.key, "count": ref.count}
-                for slot, ref in sorted(node.children.items())
-            }
+        children = {
+            str(slot): {"key": ref.key, "count": ref.count}
+            for slot, ref in sorted(node.children.items())
         }
+        return (
+            {"children": children, "lows": list(node.lows)} if node.lows else {"children": children}
+        )
     return {"entries": dict(node.entries)}
 
 
@@ -188,7 +325,14 @@ def node_from_json(data: Mapping[str, Any]) -> Node:
             )
         if not children:
             raise ValueError("a branch node has no children")
-        return Node(children=MappingProxyType(children), is_branch=True)
+        if "lows" not in data:
+            return Node(children=MappingProxyType(children), is_branch=True)
+        lows = tuple(text(low, "low bound") for low in seq(data["lows"], "lows"))
+        if sorted(children) != list(range(len(lows))):
+            raise ValueError("an ordered branch numbers its children 0, 1, ... one per low bound")
+        if lows[0] != "" or any(a >= b for a, b in itertools.pairwise(lows)):
+            raise ValueError("an ordered branch's low bounds start at '' and increase")
+        return Node(children=MappingProxyType(children), is_branch=True, lows=lows)
     return Node(entries=MappingProxyType(dict(obj(data["entries"], "entries"))))
 
 

@@ -4,6 +4,7 @@
     python benchmarks/bench_registry.py --quick         # smaller, for a smoke run
     python benchmarks/bench_registry.py --throughput-only --writers 16 --latencies 20 \
         --group on --repeats 3                          # one row, three times
+    python benchmarks/bench_registry.py --history 0,20000,100000 --seconds 8   # part 3 only
 
 Part 1: W concurrent writers (threads of one process) committing one small partition each
 time, for 1, 4 and 16 writers, at 0 ms and 20 ms injected latency per S3 request, with group
@@ -18,6 +19,12 @@ and the time a fresh ``Lake`` takes to read one partition. The grown index is wr
 through the format's own tree code, as if that many commits had happened; the manifests of
 partitions the measured operations never read are not materialised.
 
+Part 3 (``--history``): in-process group commit (16 writers, 20 ms unless told) on a dataset
+whose commit history has grown: its commit-id index seeded with up to 100,000 generated commit
+ids, written as the ordered tree lakelock writes now and as the hash trie it wrote before (a
+lake with such a trie keeps one; 128 ids make a young trie, past its first split). Prints commits/s, S3 requests, index-node PUTs and KB moved
+per commit: what a commit costs on a dataset that has had many commits.
+
 The endpoint runs in its own process, so server and clients do not share one interpreter.
 """
 
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import statistics
 import threading
 import time
@@ -38,7 +46,7 @@ import pyarrow as pa
 from lakelock import Lake
 from lakelock._datafile import DataFile
 from lakelock._datasets import table_schema
-from lakelock._registry import REGISTRY_KEY, Registry, RegistryDoc
+from lakelock._registry import REGISTRY_KEY, Registry, RegistryDoc, new_commit_id
 from lakelock._registry._changes import delta_manifests
 from lakelock._registry._document import PartitionState, encode_schema, serialize_registry
 from lakelock._registry._objects import partition_entry
@@ -49,7 +57,14 @@ from lakelock._registry._snapshot import (
     serialize_snapshot,
     snapshot_key,
 )
-from lakelock._registry._tree import EMPTY, Node, node_body, node_key, tree_update
+from lakelock._registry._tree import (
+    EMPTY,
+    Node,
+    node_body,
+    node_key,
+    ordered_update,
+    tree_update,
+)
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.testing import S3Endpoint, client_kwargs
@@ -67,6 +82,8 @@ class Run:
     failures: int
     p50_ms: float
     p99_ms: float
+    node_puts_per_commit: float = 0.0
+    kb_per_commit: float = 0.0
 
 
 def datafile(dataset: str, partition: str, name: str) -> DataFile:
@@ -74,8 +91,64 @@ def datafile(dataset: str, partition: str, name: str) -> DataFile:
     return DataFile(dataset, key, partition, 1000, 10, "sha256:00", '"0"', "w")
 
 
+def seed_history(store: ObjectStore, registry: Registry, ids: int, *, ordered_index: bool) -> None:
+    """Give dataset ``bench`` a commit-id index of ``ids`` generated commit ids (10 ms apart,
+    ending now), written RECENT_IDS at a time as snapshots write them: as an ordered tree, or
+    as a hash trie (the index before it was ordered)."""
+    if not ids:
+        return
+    doc = registry._read_root()[0]
+    entry = doc.entries["bench"]
+    snap = registry.objects.snapshot(entry.snapshot)
+    writes: list[tuple[str, bytes]] = []
+    nodes: dict[str, Node] = {}
+
+    def store_node(node: Node) -> str:
+        body = node_body(node)
+        key = node_key("bench", body, uuid.uuid4().hex)
+        nodes[key] = node
+        writes.append((key, body))
+        return key
+
+    update = ordered_update if ordered_index else tree_update
+    top, now = snap.commit_ids, time.time() - ids / 100
+    value = {"version": 1, "at": now, "operation": "append"}
+    for _ in range(0, ids, 64):
+        batch = {}
+        for _ in range(64):
+            now += 0.01
+            batch[new_commit_id(now)] = value
+        top = update(top, batch, load=lambda key: nodes[key], store=store_node)
+    # Only the nodes the final tree references are needed; the rest were overwritten.
+    live: set[str] = set()
+    stack = [top]
+    while stack:
+        node = stack.pop()
+        for ref in node.children.values():
+            live.add(ref.key)
+            stack.append(nodes[ref.key])
+    seeded = dataclasses.replace(snap, commit_ids=top)
+    body = serialize_snapshot(seeded, encode_schema)
+    key = snapshot_key("bench", body, "seed")
+    registry.objects.create_all([(k, b) for k, b in writes if k in live] + [(key, body)])
+    root = dataclasses.replace(
+        doc,
+        version=doc.version + 1,
+        entries={**doc.entries, "bench": dataclasses.replace(entry, snapshot=key)},
+    )
+    store.put(REGISTRY_KEY, serialize_registry(root), mode="overwrite")
+
+
 def throughput(
-    endpoint: S3Endpoint, *, writers: int, latency_ms: int, group: bool, seconds: float, bucket: str
+    endpoint: S3Endpoint,
+    *,
+    writers: int,
+    latency_ms: int,
+    group: bool,
+    seconds: float,
+    bucket: str,
+    history: int = 0,
+    ordered_index: bool = True,
 ) -> Run:
     endpoint.clear_faults()
     if latency_ms:
@@ -85,6 +158,10 @@ def throughput(
     store = ObjectStore(client, bucket, retry=retry)
     shared = Registry(store, retry=retry, group_commit=True)
     shared.commit("bench", partition_by=["w"])  # the root exists before the clock starts
+    if history:
+        seed_history(store, shared, history, ordered_index=ordered_index)
+        shared = Registry(store, retry=retry, group_commit=True)
+        shared.commit("bench", add=[datafile("bench", "w=0", "warm")])
     endpoint.reset_stats()
     stop = threading.Event()
     latencies: list[float] = []
@@ -121,7 +198,10 @@ def throughput(
             f.result()
     elapsed = time.perf_counter() - started
     requests = sum(endpoint.stats().values())
+    areas = endpoint.areas()
+    traffic = endpoint.traffic()
     endpoint.clear_faults()
+    done = max(1, len(latencies))
     ordered = sorted(latencies) or [0.0]
     return Run(
         writers=writers,
@@ -134,6 +214,8 @@ def throughput(
         failures=failures,
         p50_ms=1000 * ordered[len(ordered) // 2],
         p99_ms=1000 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        node_puts_per_commit=areas.get("PutObject metastore/nodes", 0) / done,
+        kb_per_commit=(traffic["in"] + traffic["out"]) / 1000 / done,
     )
 
 
@@ -233,6 +315,47 @@ def growth(
         )
 
 
+def history(endpoint: S3Endpoint, args: argparse.Namespace, seconds: float) -> None:
+    """Part 3: group-commit throughput and cost as the dataset's commit history grows, with
+    the commit-id index ordered (now) and hashed (before), taking turns."""
+    latency = args.latencies[0] if args.latencies != (0, 20) else 20
+    writers = args.writers[0] if args.writers != (1, 4, 16) else 16
+    print(
+        f"# {writers} writers, one Registry, {latency} ms, {seconds:.1f} s per row: commits "
+        "on a dataset whose commit-id index holds N ids\n"
+    )
+    print(
+        "| ids in index | index | run | commits/s | S3 req/commit | node PUTs/commit "
+        "| KB/commit | p50 ms | p99 ms | failures |"
+    )
+    print("|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    n = 0
+    for ids in args.history:
+        for repeat in range(1, args.repeats + 1):
+            # An empty index is ordered from the start: there is no hash trie to compare.
+            for ordered_index in (True, False) if ids else (True,):
+                n += 1
+                bucket = f"history-{n}"
+                endpoint.create_bucket(bucket)
+                run = throughput(
+                    endpoint,
+                    writers=writers,
+                    latency_ms=latency,
+                    group=True,
+                    seconds=seconds,
+                    bucket=bucket,
+                    history=ids,
+                    ordered_index=ordered_index,
+                )
+                print(
+                    f"| {ids:,} | {'ordered' if ordered_index else 'hash trie'} | {repeat} "
+                    f"| {run.commits / run.seconds:.1f} | {run.requests_per_commit:.2f} "
+                    f"| {run.node_puts_per_commit:.2f} | {run.kb_per_commit:.1f} "
+                    f"| {run.p50_ms:.0f} | {run.p99_ms:.0f} | {run.failures} |",
+                    flush=True,
+                )
+
+
 def counts(text: str) -> tuple[int, ...]:
     """``"1,4,16"`` as (1, 4, 16)."""
     return tuple(int(part) for part in text.split(","))
@@ -261,10 +384,19 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=1, help="runs of each throughput row (one line each)"
     )
+    parser.add_argument(
+        "--history",
+        type=counts,
+        default=None,
+        help="only part 3: commit-id index sizes to seed, e.g. 0,1000,20000,100000",
+    )
     args = parser.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 4.0)
     groups = {"on": (True,), "off": (False,), "both": (False, True)}[args.group]
     with S3Endpoint(mode="process") as endpoint:
+        if args.history is not None:
+            history(endpoint, args, seconds)
+            return
         print(f"# registry throughput: {seconds:.1f} s per configuration\n")
         print(
             "| writers | latency | group commit | commits/s | attempts/commit "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import http.client
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -293,3 +294,40 @@ def test_unknown_lacking_features_are_refused(s3: S3Endpoint) -> None:
         s3.configure(lacking={"delete-object-etag": "ignore"})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="refuse"):
         s3.configure(lacking={"delete-if-match": "skip"})  # type: ignore[dict-item]
+
+
+def test_connections_stay_open_between_requests(s3: S3Endpoint) -> None:
+    """Like S3, the endpoint keeps a connection open for the next request: after an answer
+    (even a refusal), and after a body the server never read (drained to its end, so the
+    next request is read from where it starts). A chunked body, whose end is not known
+    beforehand, closes the connection."""
+    address = urlsplit(s3.url).netloc
+    connection = http.client.HTTPConnection(address, timeout=10)
+    try:
+        connection.request("GET", "/_lakelock/stats")
+        first = connection.getresponse()
+        first.read()
+        sock = connection.sock
+        assert (first.status, first.will_close) == (200, False)
+        # Refused (no such bucket): the body is read, and the connection kept.
+        connection.request("PUT", "/some-bucket/key", body=b"x" * 70_000)
+        refused = connection.getresponse()
+        refused.read()
+        assert (refused.status, refused.will_close) == (404, False)
+        # A body nobody reads (the stats command takes none): drained, not taken for the
+        # start of the next request.
+        connection.request("GET", "/_lakelock/stats", body=b"GET /not-a-request HTTP/1.1\r\n")
+        unread = connection.getresponse()
+        unread.read()
+        assert (unread.status, unread.will_close) == (200, False)
+        connection.request("GET", "/_lakelock/traffic")
+        last = connection.getresponse()
+        assert (last.status, last.will_close) == (200, False)
+        assert set(json.loads(last.read())) == {"in", "out"}
+        assert connection.sock is sock  # one connection all along
+        connection.request("PUT", "/some-bucket/key", body=iter([b"abc"]), encode_chunked=True)
+        chunked = connection.getresponse()
+        chunked.read()
+        assert chunked.will_close
+    finally:
+        connection.close()

@@ -19,7 +19,9 @@ modes, so the methods below behave the same either way.
 
 from __future__ import annotations
 
+import io
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -62,11 +64,91 @@ def make_server(
 
 
 class _QuietHandler(MotoRequestHandler):
-    """moto's handler (it keeps underscores in metadata header names), without request logs:
-    they would drown test output, and the gateway counts requests instead."""
+    """moto's handler (it keeps underscores in metadata header names), without request logs
+    (they would drown test output; the gateway counts requests instead), and with keep-alive
+    connections as S3 has them.
+
+    werkzeug's server answers every request with ``Connection: close`` (each request a new
+    TCP connection and a new server thread), and after each response reads whatever is left
+    on the connection (with keep-alive: the next request). Here the application reads the
+    body from a stream that ends where the body does (:class:`_Body`, drained after the
+    response), the handler's own stream is out of werkzeug's reach while it answers, and the
+    connection stays open unless the body was chunked or could not be read to its end. A
+    connection idle for :attr:`timeout` seconds is closed."""
+
+    timeout = 20
+    _body: _Body | None = None
+    _stream: Any = None
 
     def log(self, type: str, message: str, *args: Any) -> None:
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        # A response's head and body go out as two writes: without this, the second waits
+        # for the client's delayed acknowledgement of the first (~40 ms) on a kept connection.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def make_environ(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().make_environ()
+        self._stream, self.rfile = self.rfile, _NO_STREAM
+        if not environ.get("wsgi.input_terminated"):
+            self._body = _Body(self._stream, int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = self._body
+        return environ
+
+    def run_wsgi(self) -> None:
+        self._body = None
+        try:
+            super().run_wsgi()
+        finally:
+            if self._stream is not None:
+                self.rfile, self._stream = self._stream, None
+        if self._body is None or not self._body.drain():
+            self.close_connection = True
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if keyword.lower() == "connection" and self._body is not None:
+            return  # keep the connection (HTTP/1.1's default)
+        super().send_header(keyword, value)
+
+
+class _Body(io.RawIOBase):
+    """A request body of known length, read from the connection's stream: never past its
+    end (the next request's bytes), and drained to it after the response."""
+
+    def __init__(self, stream: Any, length: int) -> None:
+        super().__init__()
+        self._stream = stream
+        self._left = length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        view = memoryview(buffer).cast("B")[: self._left]
+        data = self._stream.read(len(view))
+        view[: len(data)] = data
+        self._left -= len(data)
+        if not data:
+            self._left = -1  # the client went away mid-body
+        return len(data)
+
+    def drain(self) -> bool:
+        """Read what the application left of the body; False if the connection cannot be
+        reused (the body ended early)."""
+        try:
+            while self._left > 0 and self.read(min(self._left, 1 << 16)):
+                pass
+        except OSError:
+            return False
+        return self._left == 0
+
+
+#: What werkzeug's after-response read finds on the handler: nothing.
+_NO_STREAM = io.BytesIO(b"")
 
 
 class S3Endpoint:

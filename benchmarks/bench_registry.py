@@ -22,8 +22,9 @@ partitions the measured operations never read are not materialised.
 Part 3 (``--history``): in-process group commit (16 writers, 20 ms unless told) on a dataset
 whose commit history has grown: its commit-id index seeded with up to 100,000 generated commit
 ids, written as the ordered tree lakelock writes now and as the hash trie it wrote before (a
-lake with such a trie keeps one; 128 ids make a young trie, past its first split). Prints commits/s, S3 requests, index-node PUTs and KB moved
-per commit: what a commit costs on a dataset that has had many commits.
+lake with such a trie keeps one; 128 ids make a young trie, past its first split). Prints
+commits/s, S3 requests, index-node PUTs and KB moved per commit: what a commit costs on a
+dataset that has had many commits.
 
 The endpoint runs in its own process, so server and clients do not share one interpreter.
 """

@@ -6,7 +6,9 @@
 Each checkout's own ``benchmarks/bench_registry.py`` measures the row (its ``throughput``:
 W threads of one process sharing one group-committing ``Registry``, one small commit each at a
 time, against an embedded endpoint with injected latency), in a child process that imports
-that checkout's ``lakelock``. Checkouts take turns, so a machine that slows down or speeds up
+that checkout's ``lakelock``. The endpoint is the first checkout's for all of them (``--endpoint``
+picks another): the endpoint is part of what is measured, and runs compare only on the same
+one. Checkouts take turns, so a machine that slows down or speeds up
 during the run weighs on each alike. Prints one table line per run.
 """
 
@@ -20,9 +22,10 @@ from pathlib import Path
 
 #: Runs in the child: the checkout's bench_registry.throughput on a fresh endpoint.
 CHILD = """
-import sys
+import os, sys
 root, writers, latency = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 seconds = float(sys.argv[4])
+os.environ["PYTHONPATH"] = sys.argv[5]  # the endpoint process imports this checkout's lakelock
 sys.path[:0] = [root + "/benchmarks", root]
 import bench_registry
 from lakelock.testing import S3Endpoint
@@ -53,10 +56,13 @@ def describe(checkout: Path) -> str:
     return f"{head}{' (modified)' if dirty else ''}"
 
 
-def measure(checkout: Path, writers: int, latency: int, seconds: float) -> list[str]:
+def measure(
+    checkout: Path, writers: int, latency: int, seconds: float, endpoint: Path
+) -> list[str]:
     environment = {**os.environ, "PYTHONPATH": str(checkout)}
+    arguments = [str(checkout), str(writers), str(latency), str(seconds), str(endpoint)]
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(checkout), str(writers), str(latency), str(seconds)],
+        [sys.executable, "-c", CHILD, *arguments],
         capture_output=True,
         text=True,
         env=environment,
@@ -77,22 +83,29 @@ def main() -> None:
     parser.add_argument("--latency", type=int, default=20, help="injected latency, ms")
     parser.add_argument("--seconds", type=float, default=6.0, help="length of one run")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each checkout")
+    parser.add_argument(
+        "--endpoint",
+        type=Path,
+        default=None,
+        help="the checkout whose embedded endpoint every run uses (default: the first)",
+    )
     args = parser.parse_args()
     checkouts = [c.resolve() for c in args.checkouts]
+    endpoint = (args.endpoint or checkouts[0]).resolve()
     for c in checkouts:
         if not (c / "benchmarks" / "bench_registry.py").is_file():
             parser.error(f"{c} has no benchmarks/bench_registry.py")
     names = {c: describe(c) for c in checkouts}
     print(
         f"# {args.writers} writers, {args.latency} ms, group commit on, "
-        f"{args.seconds:.0f} s per run\n"
+        f"{args.seconds:.0f} s per run, the endpoint of {describe(endpoint)}\n"
     )
     print("| checkout | run | commits/s | S3 req/commit | p50 ms | p99 ms | failures |")
     print("|:---|---:|---:|---:|---:|---:|---:|")
     for run in range(1, args.repeats + 1):
         for c in checkouts:
             rate, requests, p50, p99, failures = measure(
-                c, args.writers, args.latency, args.seconds
+                c, args.writers, args.latency, args.seconds, endpoint
             )
             print(
                 f"| {names[c]} | {run} | {rate} | {requests} | {p50} | {p99} | {failures} |",

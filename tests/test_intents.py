@@ -12,7 +12,7 @@ import pytest
 
 from lakelock._registry import Registry
 from lakelock._registry._changes import Change, Fence
-from lakelock._registry._intents import INTENT_PREFIX, intent_document
+from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.errors import CommitConflictError
@@ -234,6 +234,101 @@ def test_a_contended_commit_waits_first_and_is_folded_by_another_process(
     # The other's reads of the root, the dataset's snapshot and our intent; our one look.
     assert ops["GetObject"] == 4
     assert names(other) == ["a", "mine", "theirs"]
+
+
+def folded_watermark(store: ObjectStore, ms: int) -> str:
+    """A dead writer's intent made at ``ms``, folded by another process's commit: the root's
+    watermark (the newest intent that fold listed) is then at least that intent's key."""
+    change = Change("sales", f"dead-{ms}", add=(datafile("sales", "", "d"),))
+    key = plant_intent(store, change, ms=ms)
+    registry(store).commit("sales", add=[datafile("sales", "", "folded-it")])
+    watermark = registry(store)._current()[0].watermark
+    assert watermark >= key
+    return watermark
+
+
+def test_a_waiter_left_behind_by_a_swap_staggers_its_look_and_is_folded(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Our intent is out; another process swaps without it (its fold listed before our
+    intent was there). We do not list at once: we wait ``stagger`` times as long as our
+    intent was made after that fold's newest (the watermark), capped at two rounds, so the
+    oldest waiter lists first. Meanwhile a third process folds ours: our commit costs no
+    LIST at all."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    watermark_made = intent_ms(folded_watermark(store, int(time.time() * 1000) - 60)) / 1000
+    sleeps: list[float] = []
+    swaps: list[int] = []
+
+    def meanwhile(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 1:  # a process that does not fold moves the root without ours
+            registry(store, max_fold=0).commit("sales", add=[datafile("sales", "", "x")])
+        elif len(sleeps) == 2:  # a process that folds ours in
+            swaps.append(registry(store).commit("sales", add=[datafile("sales", "", "y")]).version)
+
+    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+    ours.read()
+    ours._contended_until = float("inf")
+    ours._round_seconds = 10.0  # the cap does not bind: the wait is set by the time behind
+    s3.reset_stats()
+    started = time.time()
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    ended = time.time()
+    assert (result.version, result.attempts) == (swaps[0], 3)
+    # Our intent was made between ``started`` and ``ended`` (ms resolution).
+    low, high = started - watermark_made - 0.002, ended - watermark_made + 0.002
+    assert ours.stagger * low <= sleeps[1] <= ours.stagger * high
+    assert s3.stats()["ListObjectsV2"] == 1  # the folder's; ours none
+    assert names(ours) == ["a", "d", "folded-it", "mine", "x", "y"]
+
+
+def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: ObjectStore) -> None:
+    """The last fold listed past our intent's key without seeing it (our PUT landed after its
+    LIST): ours is among the oldest pending, so we list and fold at once, no stagger. And
+    with ``stagger = 0`` a waiter left behind lists at once too."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    folded_watermark(store, int(time.time() * 1000) + 60_000)  # made "later" than ours
+    for stagger in (2.0, 0.0):
+        sleeps: list[float] = []
+
+        def meanwhile(seconds: float, sleeps: list[float] = sleeps) -> None:
+            sleeps.append(seconds)
+            if len(sleeps) == 1:
+                registry(store, max_fold=0).commit("sales", add=[datafile("sales", "", "x")])
+
+        ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+        ours.stagger = stagger
+        ours.read()
+        ours._contended_until = float("inf")
+        ours.gather = 0.0
+        s3.reset_stats()
+        result = ours.commit("sales", add=[datafile("sales", "", f"mine-{stagger}")])
+        assert result.attempts == 2
+        assert len(sleeps) == 1  # the first wait only
+        assert s3.stats()["ListObjectsV2"] == 1  # ours: we folded
+
+
+def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectStore) -> None:
+    """Nobody swapped while we waited and then staggered: nobody is folding, so we list (and
+    fold) rather than stagger again. The stagger is capped at two rounds."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    watermark_made = intent_ms(folded_watermark(store, int(time.time() * 1000) - 60)) / 1000
+    sleeps: list[float] = []
+    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=sleeps.append))
+    ours.read()
+    ours._contended_until = float("inf")
+    ours.gather = 0.0
+    cap = 2 * ours._round_seconds  # the round is learnt again after the swap
+    s3.reset_stats()
+    started = time.time()
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    ended = time.time()
+    assert (result.attempts, len(sleeps)) == (3, 2)  # the first wait, one stagger
+    low = min(ours.stagger * (started - watermark_made - 0.002), cap)
+    high = min(ours.stagger * (ended - watermark_made + 0.002), cap)
+    assert low <= sleeps[1] <= high
+    assert s3.stats()["ListObjectsV2"] == 1
 
 
 def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStore) -> None:

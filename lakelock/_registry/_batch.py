@@ -130,6 +130,10 @@ class BatchState:
     waits: int = 0
     wait_version: int | None = None
     wait_started: float | None = None
+    # The root version a waiting committer last decided on (see Folding._stagger), and the
+    # length of its next wait if that is not one round.
+    watched_version: int | None = None
+    stagger: float | None = None
 
 
 def fates_of(

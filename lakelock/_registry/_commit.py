@@ -48,6 +48,7 @@ commit-id index, which every later attempt and fold consults."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import uuid
@@ -246,7 +247,8 @@ class CommitLoop(Folding, Settling):
     def _commit_batch(self, pending: list[Pending]) -> None:
         state = BatchState(pending=list(pending), size=len(pending))
         try:
-            for attempt in self.retry.retrying((Redrive, Retry), steady=(Wait,), poll=self._poll):
+            poll = functools.partial(self._poll, state)
+            for attempt in self.retry.retrying((Redrive, Retry), steady=(Wait,), poll=poll):
                 with attempt:
                     self._attempt(state)
         except (Redrive, Retry):
@@ -370,6 +372,8 @@ class CommitLoop(Folding, Settling):
                 state.waits += 1
                 raise Wait
             state.wait_version = None
+        if self._stagger(doc, state):
+            raise Wait
         return doc, etag
 
     def _attempt(self, state: BatchState) -> None:

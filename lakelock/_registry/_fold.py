@@ -5,7 +5,9 @@ Under contention a committer sends its intent and looks at the root about one ro
 (:meth:`Folding._may_wait_first`); only if nobody applied it does it LIST the intents after the
 watermark. The writer of the oldest pending intent folds every pending one (after giving
 those being sent a moment); the others wait for it, one root GET a round, and fold it
-themselves only if the root does not move for ``max_waits`` rounds (its writer may be dead)."""
+themselves only if the root does not move for ``max_waits`` rounds (its writer may be dead).
+When a swap leaves intents pending, their writers stagger their next look by how late their
+intents were made (:meth:`Folding._stagger`), so the oldest lists first."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from lakelock._registry._batch import BatchState, Fold, Pending, Wait
 from lakelock._registry._changes import Change
 from lakelock._registry._document import IntentFate, RegistryDoc
-from lakelock._registry._intents import INTENT_PREFIX, parse_intent
+from lakelock._registry._intents import INTENT_PREFIX, intent_ms, parse_intent
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Objects
 from lakelock._retry import RetryPolicy
@@ -48,6 +50,7 @@ class Folding:
     contention_memory: float
     max_waits: int
     gather: float
+    stagger: float
     _clock: Callable[[], float]
     _queue: list[Pending]
     _queue_lock: threading.Lock
@@ -75,10 +78,41 @@ class Folding:
     def _learn_round(self, seconds: float) -> None:
         self._round_seconds = 0.8 * self._round_seconds + 0.2 * min(seconds, 5.0)
 
-    def _poll(self) -> float:
-        """How long a waiting committer sleeps before it looks at the root again: about one
-        fold-and-swap round, jittered so waiters do not look all at once."""
+    def _poll(self, state: BatchState) -> float:
+        """How long a waiting committer sleeps before it looks at the root again: as long as
+        its stagger says (see :meth:`_stagger`), else about one fold-and-swap round, jittered
+        so waiters do not look all at once."""
+        if state.stagger is not None:
+            seconds, state.stagger = state.stagger, None
+            return seconds
         return self._round_seconds * random.uniform(0.5, 1.0)
+
+    def _stagger(self, doc: RegistryDoc, state: BatchState) -> bool:
+        """Whether a committer whose intents are out and still pending waits a while longer
+        before it lists (and sets how long): after its first wait, and each time the root
+        moved without its intents (the last fold listed before they were visible). The
+        writer of the oldest pending intent should fold next, and each waiter can tell how
+        long after the last fold's newest intent (the root's watermark) its own was made: it
+        waits ``stagger`` times that long (at most two rounds), so the oldest lists first and
+        folds the others, who find their commits applied when they look instead of each
+        listing. A waiter whose root did not move while it staggered lists (nobody folded
+        meanwhile), and so does one the last fold passed over (its intent is at or below the
+        watermark: its PUT landed after that fold's LIST)."""
+        if (
+            self.stagger <= 0
+            or not doc.watermark
+            or state.watched_version == doc.version
+            or not state.pending
+            or not all(p.intent is not None and p.intent_sent for p in state.pending)
+        ):
+            return False
+        state.watched_version = doc.version
+        oldest = min(p.intent for p in state.pending if p.intent is not None)
+        if oldest <= doc.watermark:
+            return False
+        behind = max(0.0, (intent_ms(oldest) - intent_ms(doc.watermark)) / 1000)
+        state.stagger = min(self.stagger * behind, 2 * self._round_seconds)
+        return True
 
     def _should_list(self, doc: RegistryDoc, state: BatchState, seconds: float) -> bool:
         """Whether this attempt looks for other processes' intents: after a lost race,

@@ -155,6 +155,10 @@ class Registry(CommitLoop):
         # A committer folding for others under contention waits this fraction of a round
         # for the intents being sent right then, before it reads them (see _foreign_intents).
         self.gather = 0.3
+        # A waiter whose intents are still pending waits this many times as long as its
+        # oldest intent was made after the last fold's newest (see Folding._stagger) before it
+        # lists: 0 lists at once.
+        self.stagger = 2.0
         self._contended_until = float("-inf")
         # How long one fold-and-swap takes here (moving average, seconds): a committer waiting
         # for another's swap looks at the root again after about that long.

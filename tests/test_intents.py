@@ -331,6 +331,29 @@ def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectSto
     assert s3.stats()["ListObjectsV2"] == 1
 
 
+def test_a_batch_of_intents_sent_early_commits_without_staggering(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """In one process, a commit that arrives while a batch is in flight sends its intent
+    early; its own batch then commits at once. Only a committer waiting for another process
+    staggers: this one waits for nobody."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    folded_watermark(store, int(time.time() * 1000) - 60)
+    sleeps: list[float] = []
+    reg = registry(store, retry=RetryPolicy(sleep=sleeps.append))
+    reg.read()
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "first")])
+        wait_until(lambda: s3.stalled() == 1)
+        second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "second")])
+        wait_until(lambda: any(p.intent_sent for p in reg._queue))
+        s3.release_stalls()
+        assert first.result(timeout=60).attempts == 1
+        result = second.result(timeout=60)
+    assert (result.attempts, result.batch_size, sleeps) == (1, 1, [])
+
+
 def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStore) -> None:
     """Waiting for an older intent's writer sleeps about one fold-and-swap round each time
     (jittered below it), not an exponential backoff."""

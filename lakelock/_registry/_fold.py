@@ -100,6 +100,7 @@ class Folding:
         watermark: its PUT landed after that fold's LIST)."""
         if (
             self.stagger <= 0
+            or state.wait_started is None  # not waiting for another process: commit now
             or not doc.watermark
             or state.watched_version == doc.version
             or not state.pending

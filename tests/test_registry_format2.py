@@ -5,6 +5,7 @@ format 1 (and concurrent upgrades), and a commit's cost as a dataset grows."""
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import uuid
 from typing import Any
 
@@ -15,10 +16,11 @@ import pytest
 from lakelock import Lake
 from lakelock._registry import REGISTRY_KEY, Registry, RegistryDoc, apply_change, seal
 from lakelock._registry._changes import Change, delta_manifests
-from lakelock._registry._document import parse_registry, serialize_registry
+from lakelock._registry._document import encode_schema, parse_registry, serialize_registry
 from lakelock._registry._objects import RECENT_IDS
-from lakelock._registry._tree import LEAF_MAX
-from lakelock._s3 import ObjectStore
+from lakelock._registry._snapshot import serialize_snapshot, snapshot_key
+from lakelock._registry._tree import LEAF_MAX, Node, node_body, node_key, tree_update
+from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import VersionNotFoundError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
@@ -275,3 +277,52 @@ def test_a_commit_touching_many_partitions_writes_one_manifest(s3: S3Endpoint, l
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
     (only,) = fresh.registry.files("big", partitions=["day=7"])
     assert only.key == "datasets/big/day=7/f"
+
+
+def test_a_hash_trie_commit_id_index_keeps_working(store: ObjectStore) -> None:
+    """A dataset whose commit-id index is a hash trie (as lakes written before the ordered
+    tree have): its ids are recognised, re-runs are no-ops, and writing more ids into it keeps
+    it a hash trie that still finds every id."""
+    reg = Registry(store, retry=FAST_RETRY, commit_window=1)
+    reg.commit("sales", add=[datafile("sales", "", "first")], commit_id="first")
+    doc, etag = reg._read_root()
+    assert etag is not None
+    entry = doc.entries["sales"]
+    snap = reg.objects.snapshot(entry.snapshot)
+    old = {f"old-{n}": {"version": 1, "at": snap.at, "operation": "append"} for n in range(300)}
+    writes: list[tuple[str, bytes]] = []
+
+    def store_node(node: Node) -> str:
+        body = node_body(node)
+        key = node_key("sales", body, uuid.uuid4().hex)
+        writes.append((key, body))
+        reg.objects.remember(key, node)
+        return key
+
+    top = tree_update(snap.commit_ids, old, load=reg.objects.node, store=store_node)
+    assert top.is_branch
+    assert not top.lows  # a hash-trie branch
+    body = serialize_snapshot(dataclasses.replace(snap, commit_ids=top), encode_schema)
+    key = snapshot_key("sales", body, "hashtrie")
+    reg.objects.create_all([*writes, (key, body)])
+    seeded = dataclasses.replace(
+        doc,
+        version=doc.version + 1,
+        entries={"sales": dataclasses.replace(entry, snapshot=key)},
+    )
+    store.put(REGISTRY_KEY, serialize_registry(seeded), mode=IfMatch(etag))
+
+    fresh = Registry(store, retry=FAST_RETRY, commit_window=1)
+    assert fresh.find_commit("old-17") == 1
+    again = fresh.commit("sales", add=[datafile("sales", "", "x")], commit_id="old-17")
+    assert (again.version, again.already_committed) == (1, True)
+    for n in range(RECENT_IDS + 1):  # one write of recent ids into the index
+        fresh.commit("sales", add=[datafile("sales", "", f"new-{n}")], commit_id=f"new-{n}")
+    state = fresh.dataset("sales")
+    assert state.commit_ids.is_branch
+    assert not state.commit_ids.lows  # still a hash trie
+    assert state.commit_ids.count == 300 + RECENT_IDS
+    reader = Registry(store, retry=FAST_RETRY, commit_window=1)
+    assert reader.find_commit("old-299") == 1
+    assert reader.find_commit("new-0") is not None
+    assert reader.find_commit("new-never") is None

@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from lakelock._registry import Registry
-from lakelock._registry._changes import Change, Fence
+from lakelock._registry._changes import (
+    HARD_MAX_MANIFESTS_PER_PARTITION,
+    MAX_MANIFESTS_PER_PARTITION,
+    Change,
+    Fence,
+)
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -414,3 +419,45 @@ def test_waits_do_not_grow_the_backoff_of_later_failures() -> None:
     # Full jitter below 0.01 * 2**n for the n-th failure (n = 1, 2, 3), not 2**7 and up.
     assert all(0 <= s <= 0.01 * 2**n for n, s in enumerate(sleeps[6:], start=1))
     assert len(sleeps) == 9
+
+
+def test_a_folder_without_a_partitions_manifests_leaves_consolidating_to_its_writer(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A partition past 16 manifests is consolidated by a commit whose committer holds them
+    all (no GET); a committer that would have to read them (folding another process's
+    intents) leaves it, up to 32, and past that consolidates whatever it costs."""
+    writer = registry(store, group_commit=False)
+    for n in range(MAX_MANIFESTS_PER_PARTITION):
+        writer.commit("sales", add=[datafile("sales", "", f"w{n}")])
+
+    def manifests(reg: Registry) -> int:
+        return len(reg.read().datasets["sales"].partitions[""].manifests)
+
+    assert manifests(writer) == MAX_MANIFESTS_PER_PARTITION
+    s3.reset_stats()
+    stranger = registry(store, group_commit=False)
+    stranger.commit("sales", add=[datafile("sales", "", "s0")])
+    assert manifests(stranger) == MAX_MANIFESTS_PER_PARTITION + 1  # not consolidated
+    assert s3.areas().get("GetObject metastore/intents", 0) == 0  # and nothing read for it
+    for n in range(1, HARD_MAX_MANIFESTS_PER_PARTITION - MAX_MANIFESTS_PER_PARTITION):
+        stranger.commit("sales", add=[datafile("sales", "", f"s{n}")])
+    assert manifests(stranger) == HARD_MAX_MANIFESTS_PER_PARTITION
+    s3.reset_stats()
+    stranger.commit("sales", add=[datafile("sales", "", "past-the-bound")])
+    assert manifests(stranger) == 1  # consolidated, reading the writer's manifests
+    assert s3.areas()["GetObject metastore/intents"] == MAX_MANIFESTS_PER_PARTITION
+    assert len(names(registry(store))) == HARD_MAX_MANIFESTS_PER_PARTITION + 1
+
+
+def test_the_writer_holding_a_partitions_manifests_consolidates_it_at_once(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """The process that made a partition's manifests (its intents) holds them: its commit
+    past 16 consolidates the partition without reading anything."""
+    writer = registry(store, group_commit=False)
+    for n in range(MAX_MANIFESTS_PER_PARTITION + 1):
+        s3.reset_stats()
+        writer.commit("sales", add=[datafile("sales", "", f"w{n}")])
+    assert len(writer.read().datasets["sales"].partitions[""].manifests) == 1
+    assert s3.areas().get("GetObject metastore/intents", 0) == 0  # all its own, held

@@ -59,6 +59,8 @@ from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
 from lakelock.errors import CommitConflictError, SchemaMismatchError
 
 __all__ = [
+    "HARD_MAX_MANIFESTS_PER_PARTITION",
+    "MAX_MANIFESTS_PER_PARTITION",
     "Applied",
     "Change",
     "Fence",
@@ -75,8 +77,13 @@ __all__ = [
 ]
 
 #: A partition with more manifests than this is consolidated into one by the next commit
-#: touching it, so reading a partition costs a bounded number of GETs.
+#: touching it whose committer has them all at hand (cached: no GET), so reading a partition
+#: costs a bounded number of GETs ...
 MAX_MANIFESTS_PER_PARTITION = 16
+#: ... and past this many, by the next commit touching it whatever that costs. Between the
+#: two, a committer folding other processes' intents leaves the partition to its own writer,
+#: who made (and so holds) most of its manifests.
+HARD_MAX_MANIFESTS_PER_PARTITION = 2 * MAX_MANIFESTS_PER_PARTITION
 
 
 def new_commit_id(seconds: float | None = None) -> str:

@@ -74,6 +74,8 @@ from lakelock._registry._batch import (
     validate_change,
 )
 from lakelock._registry._changes import (
+    HARD_MAX_MANIFESTS_PER_PARTITION,
+    MAX_MANIFESTS_PER_PARTITION,
     Applied,
     Change,
     Fence,
@@ -458,12 +460,19 @@ class CommitLoop(Folding, Settling):
             results: list[tuple[Change, Applied]] = []
             try:
                 for change in p.changes:
+                    needed, most = manifests_needed(candidate, change), MAX_MANIFESTS_PER_PARTITION
+                    if needed and not self.objects.has_all(needed):
+                        # Consolidating would read manifests we do not hold: only a
+                        # partition past the hard bound (or losing files) needs it now.
+                        most = HARD_MAX_MANIFESTS_PER_PARTITION
+                        needed = manifests_needed(candidate, change, max_manifests=most)
                     result = apply_change(
                         candidate,
                         change,
-                        manifests=self.load_manifests(manifests_needed(candidate, change)),
+                        manifests=self.load_manifests(needed),
                         now=now,
                         next_version=doc.version + 1,
+                        max_manifests=most,
                         retired_at=seconds,
                         nonce=uuid.uuid4().hex,
                     )

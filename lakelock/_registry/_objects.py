@@ -201,6 +201,10 @@ class Objects:
             )
         return self._get(key, lambda k, b: verify_manifest(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
 
+    def has_all(self, keys: Iterable[str]) -> bool:
+        """Whether every one of ``keys`` is cached (loading them costs no request)."""
+        return all(self._cached(k) is not None for k in keys)
+
     def manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
         """The manifests at ``keys``, fetched in parallel where not cached."""
         wanted = list(dict.fromkeys(keys))

@@ -17,7 +17,8 @@ from lakelock._registry._changes import (
     Change,
     Fence,
 )
-from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms
+from lakelock._registry._document import IntentFate
+from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.errors import CommitConflictError
@@ -461,3 +462,46 @@ def test_the_writer_holding_a_partitions_manifests_consolidates_it_at_once(
         writer.commit("sales", add=[datafile("sales", "", f"w{n}")])
     assert len(writer.read().datasets["sales"].partitions[""].manifests) == 1
     assert s3.areas().get("GetObject metastore/intents", 0) == 0  # all its own, held
+
+
+def test_a_waiter_whose_applied_intent_left_the_root_finds_it_in_the_index(
+    store: ObjectStore,
+) -> None:
+    """Another process folds our intent while we wait, and so many swaps follow that its fate
+    and commit record leave the root's windows before we look. Our intent is at or below
+    the watermark with no fate: the dataset's commit-id index says it was applied, so the
+    commit succeeds at that version (it is not judged again, which would reject its files as
+    already registered)."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    sleeps: list[float] = []
+    folded: list[int] = []
+
+    def meanwhile(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 1:
+            folder = registry(store, commit_window=1)
+            folded.append(folder.commit("sales", add=[datafile("sales", "", "f")]).version)
+            for n in range(3):
+                more = registry(store, commit_window=1, max_fold=0)
+                more.commit("sales", add=[datafile("sales", "", f"m{n}")])
+
+    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+    ours.read()
+    ours._contended_until = float("inf")
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    doc = ours._current()[0]
+    # Our intent (the newest the folder listed: the watermark) has no fate in the root now.
+    assert doc.fate(doc.watermark) is None
+    assert any(o.key == doc.watermark for o in store.list(INTENT_PREFIX))
+    assert doc.commit(result.commit_id) is None  # out of the root's window
+    assert (result.version, result.already_committed, len(sleeps)) == (folded[0], False, 1)
+    assert names(ours) == ["a", "f", "m0", "m1", "m2", "mine"]
+
+
+def test_rejections_outlive_applied_fates_in_the_root() -> None:
+    """Pruning keeps the most recent fates, and as many of the most recent rejections and
+    cancellations again: they are recorded nowhere else."""
+    rejected = IntentFate(f"{INTENT_PREFIX}01", "rejected", 2, 1.0, "stale fence")
+    applied = [IntentFate(f"{INTENT_PREFIX}0{n + 2}", "applied", 3, 1.0) for n in range(5)]
+    kept = prune_fates([rejected, *applied], watermark=f"{INTENT_PREFIX}99", keep=2)
+    assert kept == (rejected, *applied[-2:])

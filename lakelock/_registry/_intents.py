@@ -181,7 +181,11 @@ def prune_fates(
     fates: Iterable[IntentFate], *, watermark: str, keep: int
 ) -> tuple[IntentFate, ...]:
     """The fates a root keeps: every fate of an intent above the ``watermark`` (a folder may
-    still LIST it, and must see it decided), plus the ``keep`` most recent."""
+    still LIST it, and must see it decided), the ``keep`` most recent, and the ``keep`` most
+    recent of those not ``applied``. An applied intent's commit id stays in its dataset's
+    commit-id index, where a writer still waiting for it finds it once its fate is gone; a
+    rejection or cancellation is recorded nowhere else, and is rare, so it is kept longer."""
     ordered = list(fates)
     recent = {id(f) for f in ordered[-keep:]}
+    recent |= {id(f) for f in [f for f in ordered if f.state != "applied"][-keep:]}
     return tuple(f for f in ordered if f.key > watermark or id(f) in recent)

@@ -48,6 +48,19 @@ class Settling:
                 found = self._indexed_version(doc, p)
                 if found is not None:
                     p.succeed(self._result(p, found, state, already=True))
+            elif (
+                p.intent is not None
+                and p.intent_sent
+                and p.intent <= doc.watermark
+                and doc.format_version > 1
+            ):
+                # A fold listed past our intent and the root no longer says what became of
+                # it: another process may have applied it long enough ago that its fate and
+                # commit record left the root's windows. The dataset's commit-id index keeps
+                # every applied commit id. (Not found: passed over by that fold, still ours.)
+                found = self._indexed_version(doc, p)
+                if found is not None:
+                    p.succeed(self._result(p, found, state, already=False))
         state.pending = [p for p in state.pending if not p.done.is_set()]
         if state.unknown_base is not None and state.pending:
             oldest = doc.commits[0].version if doc.commits else doc.version + 1

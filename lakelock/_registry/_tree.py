@@ -277,17 +277,23 @@ def _ref(node: Node, store: Store) -> NodeRef:
 
 
 def index_get(top: Node, key: str, load: Load) -> Any | None:
-    """A lookup in a commit-id tree: ordered, or a hash trie if its top is a hash branch."""
-    if top.is_branch and not top.lows:
+    """A lookup in a commit-id tree: ordered, or a hash trie (see :func:`_hash_trie`)."""
+    if _hash_trie(top):
         return tree_get(top, key, load)
     return ordered_get(top, key, load)
 
 
 def index_update(top: Node, changes: Mapping[str, Any | None], *, load: Load, store: Store) -> Node:
-    """An update of a commit-id tree: ordered, or a hash trie if its top is a hash branch."""
-    if top.is_branch and not top.lows:
+    """An update of a commit-id tree: ordered, or a hash trie (see :func:`_hash_trie`)."""
+    if _hash_trie(top):
         return tree_update(top, changes, load=load, store=store)
     return ordered_update(top, changes, load=load, store=store)
+
+
+def _hash_trie(top: Node) -> bool:
+    """Whether a commit-id tree is a hash trie (written before the ordered tree): its top is a
+    branch without low bounds. A leaf top is either; it is written as an ordered tree."""
+    return top.is_branch and not top.lows
 
 
 # -- JSON ------------------------------------------------------------------------------------

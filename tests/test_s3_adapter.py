@@ -431,3 +431,33 @@ def test_errors_are_storage_errors_with_fields(store: ObjectStore) -> None:
         "nope",
         "GetObject",
     )
+
+
+def test_only_large_bodies_wait_for_100_continue(client: Any, store: ObjectStore) -> None:
+    """A small write goes out without ``Expect: 100-continue`` (no round trip spent asking
+    to send its body), bytes or file; from 2 MiB on, single PUTs and multipart parts keep it;
+    every body lands whole either way. Observed on the wire (the request as sent)."""
+    sent: list[tuple[str, str | None]] = []
+
+    def record(request: Any, event_name: str, **_: Any) -> None:
+        expect = request.headers.get("Expect")
+        sent.append((event_name.rsplit(".", 1)[-1], expect.decode() if expect else None))
+
+    client.meta.events.register("before-send.s3", record)
+    try:
+        store.put("small-bytes", b"x" * 1000)
+        store.put("small-file", io.BytesIO(b"y" * (2 * MIB - 1)))
+        store.put("large-single", b"z" * (2 * MIB))
+        store.put("multipart", b"w" * (6 * MIB + 1))  # one part (16 MiB parts)
+    finally:
+        client.meta.events.unregister("before-send.s3", record)
+    puts = [s for s in sent if s[0] in {"PutObject", "UploadPart"}]
+    assert puts == [
+        ("PutObject", None),
+        ("PutObject", None),
+        ("PutObject", "100-continue"),
+        ("UploadPart", "100-continue"),
+    ]
+    assert store.get("small-file").body == b"y" * (2 * MIB - 1)
+    assert store.get("large-single").body == b"z" * (2 * MIB)
+    assert store.get("multipart").body == b"w" * (6 * MIB + 1)

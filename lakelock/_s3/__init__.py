@@ -20,7 +20,9 @@ The rooms of the adapter:
   endpoint failing fast;
 - :mod:`._resolve`: lost acknowledgements: a write retried into a 412 against itself, or
   whose outcome is unknown, is read back to learn whether it landed;
-- :mod:`._probe`: which conditional delete a store honours, found once per store.
+- :mod:`._probe`: which conditional delete a store honours, found once per store;
+- :mod:`._continue`: ``Expect: 100-continue`` only for bodies of 2 MiB and more (a small
+  write does not wait a round trip for permission to send its body).
 
 What the adapter takes and returns (preconditions, write results, object descriptions, request
 counts) is in :mod:`lakelock._objects`; the precondition and result types of a write are

@@ -42,6 +42,7 @@ from lakelock._objects import (
 )
 from lakelock._retry import RetryPolicy
 from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
+from lakelock._s3._continue import continue_only_for_large_bodies
 from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
 from lakelock._s3._resolve import resolve_write
 from lakelock.errors import (
@@ -104,6 +105,7 @@ class ObjectStore:
         self.retry = retry or RetryPolicy()
         self.stats = stats_for(client)
         fail_fast_on_dead_endpoints(client)
+        continue_only_for_large_bodies(client)
         self._delete_probe_lock = threading.Lock()
         self._delete_method: ConditionalDelete | Literal["none"] | None = None
 

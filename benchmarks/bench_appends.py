@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
+import os
 import queue
 import statistics
 import threading
@@ -115,11 +116,14 @@ class Outcome:
     batch_sizes: list[int] = field(default_factory=list)
     failures: int = 0
     first_error: str | None = None
+    # CPU seconds the writer's process used during the loop (processes mode: all its threads).
+    cpu_seconds: float = 0.0
 
 
 def append_loop(system: str, handle: Any, writer: int, rows: int, deadline: float) -> Outcome:
     """Append until ``deadline`` (``time.monotonic``, shared by every process of a machine)."""
     out = Outcome()
+    cpu = time.process_time()
     n = 0
     while time.monotonic() < deadline:
         table = batch(writer, n, rows)
@@ -134,6 +138,7 @@ def append_loop(system: str, handle: Any, writer: int, rows: int, deadline: floa
             continue
         out.latencies.append(time.perf_counter() - started)
         out.batch_sizes.append(size)
+    out.cpu_seconds = time.process_time() - cpu
     return out
 
 
@@ -219,6 +224,10 @@ class Sample:
     first_error: str | None
     ops: dict[str, int] = field(default_factory=dict)
     traffic: dict[str, int] = field(default_factory=dict)
+    # CPU seconds used during the run by the writers (their processes, or this one in threads
+    # mode) and by the endpoint's process.
+    writers_cpu: float = 0.0
+    endpoint_cpu: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -286,6 +295,8 @@ def timed_run(
         else:
             handles = [open_handle(system, url, bucket) for _ in range(writers)]
         endpoint.reset_stats()
+        endpoint_cpu = endpoint.cpu_seconds()
+        own_cpu = time.process_time()
         started = time.perf_counter()
         deadline = time.monotonic() + seconds
         results: list[Outcome] = [Outcome()] * writers
@@ -300,12 +311,14 @@ def timed_run(
             t.join()
         elapsed = time.perf_counter() - started
         outcomes = results
+        writers_cpu = time.process_time() - own_cpu
     else:
         assert pool is not None
         for w in range(writers):
             pool.tasks[w].put(("prepare", system, url, bucket, rows))
         pool.collect(writers, "ready")
         endpoint.reset_stats()
+        endpoint_cpu = endpoint.cpu_seconds()
         started = time.perf_counter()
         deadline = time.monotonic() + seconds
         for w in range(writers):
@@ -313,7 +326,9 @@ def timed_run(
         done = pool.collect(writers, "done")
         elapsed = time.perf_counter() - started
         outcomes = [done[w] for w in range(writers)]
+        writers_cpu = sum(o.cpu_seconds for o in outcomes)
 
+    endpoint_cpu = endpoint.cpu_seconds() - endpoint_cpu
     ops = endpoint.areas()  # per operation and part of the layout (root, intents, data...)
     traffic = endpoint.traffic()
     requests = sum(ops.values())
@@ -337,6 +352,8 @@ def timed_run(
         first_error=next((o.first_error for o in outcomes if o.first_error), None),
         ops=ops,
         traffic=traffic,
+        writers_cpu=writers_cpu,
+        endpoint_cpu=endpoint_cpu,
     )
 
 
@@ -382,8 +399,9 @@ def summarize(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str])
 
 def breakdown(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str]) -> list[str]:
     """Requests per commit by S3 operation and the part of the lake's layout it touched
-    (root, intents, snapshots, data files...; delta-rs's log is "other"), and body bytes per
-    commit (the last repeat)."""
+    (root, intents, snapshots, data files...; delta-rs's log is "other"), body bytes per
+    commit, and CPU per commit, the writers' and the endpoint's, with how many of the machine's
+    cores that kept busy (the last repeat)."""
     lines = []
     for system in systems:
         sample = runs[-1][system]
@@ -393,9 +411,12 @@ def breakdown(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str])
             for op, count in sorted(sample.ops.items(), key=lambda kv: -kv[1])
         )
         moved = sum(sample.traffic.values()) / commits / 1024
+        busy = (sample.writers_cpu + sample.endpoint_cpu) / sample.seconds
         lines.append(
             f"- {system}, {cell.writers} {cell.mode}, {cell.latency_ms} ms: per commit {ops}; "
-            f"{moved:.1f} KiB moved"
+            f"{moved:.1f} KiB moved; CPU {1000 * sample.writers_cpu / commits:.1f} ms in the "
+            f"writers + {1000 * sample.endpoint_cpu / commits:.1f} ms in the endpoint "
+            f"({busy:.2f} of {os.cpu_count()} cores busy)"
         )
     return lines
 

@@ -331,3 +331,15 @@ def test_connections_stay_open_between_requests(s3: S3Endpoint) -> None:
         assert chunked.will_close
     finally:
         connection.close()
+
+
+def test_the_endpoint_reports_the_cpu_its_process_used(s3: S3Endpoint, bucket: str) -> None:
+    """``cpu_seconds`` is the serving process's CPU time, for benchmarks to tell the server's
+    cost from the clients': it never goes back, and serving requests raises it."""
+    client = s3.client()
+    before = s3.cpu_seconds()
+    for n in range(50):
+        client.put_object(Bucket=bucket, Key=f"k{n}", Body=b"x" * 1000)
+    after = s3.cpu_seconds()
+    assert isinstance(before, float)
+    assert after > before

@@ -3,6 +3,7 @@ process is driven the same way as one in this process (faults, settings, counts,
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -22,9 +23,9 @@ CONTROL_PREFIX = "/_lakelock/"
 
 
 def control(gateway: Gateway, environ: dict[str, Any], command: str) -> Response:
-    """``GET stats``, ``GET areas``, ``GET traffic``, ``DELETE stats``, ``GET|PUT|DELETE
-    faults``, ``POST faults`` (one rule), ``PUT settings``, ``GET stalls``, ``DELETE stalls``
-    (release them)."""
+    """``GET stats``, ``GET areas``, ``GET traffic``, ``GET cpu`` (the serving process's CPU
+    seconds), ``DELETE stats``, ``GET|PUT|DELETE faults``, ``POST faults`` (one rule), ``PUT
+    settings``, ``GET stalls``, ``DELETE stalls`` (release them)."""
     method = environ["REQUEST_METHOD"]
     command = urlsplit(command).path.strip("/")
     try:
@@ -34,6 +35,8 @@ def control(gateway: Gateway, environ: dict[str, Any], command: str) -> Response
             return json_response(gateway.traffic())
         if command == "areas" and method == "GET":
             return json_response(gateway.areas())
+        if command == "cpu" and method == "GET":
+            return json_response({"seconds": time.process_time()})
         if command == "stats" and method == "DELETE":
             gateway.reset_stats()
             return json_response({})

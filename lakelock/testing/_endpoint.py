@@ -334,6 +334,14 @@ class S3Endpoint:
         result: dict[str, int] = self._control("GET", "traffic")
         return result
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the process serving this endpoint has used so far: the
+        endpoint's own with ``mode="process"``, the whole process's otherwise. Benchmarks
+        take the difference over a run, to tell what the server cost from what the clients
+        did."""
+        result: dict[str, float] = self._control("GET", "cpu")
+        return result["seconds"]
+
     def reset_stats(self) -> None:
         self._control("DELETE", "stats")
 

@@ -206,9 +206,35 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
         Change("sales", "dead-2", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 1000,
     )
+    reg.read()  # another process swapped last, as far as we know
     reg._contended_until = float("inf")  # as after a lost race: other processes are busy here
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
-    assert result.attempts == reg.max_waits + 1
+    # Its first wait (for any process to fold it), max_waits rounds waiting for the older
+    # intent's writer, then its own fold.
+    assert result.attempts == reg.max_waits + 2
+    fate = reg._current()[0].fate(key)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
+    assert names(registry(store)) == ["a", "b", "d"]
+
+
+def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
+    store: ObjectStore,
+) -> None:
+    """The process that made the last swap does not wait for an older pending intent's
+    writer: it knows the root without reading it and is committing now, while that writer is
+    asleep between two looks. It folds the older intent into its own swap at once: one
+    attempt, no wait, and the older commit applied in the same version."""
+    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=no_sleep))
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    key = plant_intent(
+        store,
+        Change("sales", "older", add=(datafile("sales", "", "d"),)),
+        ms=int(time.time() * 1000) - 1000,
+    )
+    reg._contended_until = float("inf")  # other processes are busy here
+    result = reg.commit("sales", add=[datafile("sales", "", "b")])
+    assert result.attempts == 1  # a wait would have been an attempt
     fate = reg._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -371,10 +397,12 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
         Change("sales", "dead-3", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 1000,
     )
+    reg.read()  # another process swapped last, as far as we know
     reg._contended_until = float("inf")
     reg._round_seconds = 0.3
     reg.commit("sales", add=[datafile("sales", "", "b")])
-    waits, gathering = sleeps[: reg.max_waits], sleeps[reg.max_waits :]
+    # Its first wait, then max_waits waits for the older intent's writer.
+    waits, gathering = sleeps[: reg.max_waits + 1], sleeps[reg.max_waits + 1 :]
     assert all(0.15 <= s <= 0.3 for s in waits)
     # Then it folds for everybody: a moment for intents being sent, before reading them.
     assert gathering == [pytest.approx(0.3 * reg.gather)]
@@ -505,3 +533,29 @@ def test_rejections_outlive_applied_fates_in_the_root() -> None:
     applied = [IntentFate(f"{INTENT_PREFIX}0{n + 2}", "applied", 3, 1.0) for n in range(5)]
     kept = prune_fates([rejected, *applied], watermark=f"{INTENT_PREFIX}99", keep=2)
     assert kept == (rejected, *applied[-2:])
+
+
+def test_a_waiter_learns_when_its_intent_was_applied_not_when_it_looked(
+    store: ObjectStore,
+) -> None:
+    """A waiter settled by another process's swap learns how long that took from the middle
+    of the span between its last two looks (the swap landed somewhere in it), not from when
+    it happened to look: learning the latter made each wait longer than the last, since a
+    look comes up to a round after the swap."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    now = [time.time()]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # our wait: the clock moves; another process folds us
+        now[0] += seconds
+        slept.append(seconds)
+        if len(slept) == 1:
+            registry(store).commit("sales", add=[datafile("sales", "", "theirs")])
+
+    ours = registry(store, group_commit=False, clock=lambda: now[0], retry=RetryPolicy(sleep=sleep))
+    ours.read()
+    ours._contended_until = float("inf")
+    ours._round_seconds = 0.4
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    assert (result.attempts, len(slept)) == (2, 1)
+    assert ours._round_seconds == pytest.approx(0.8 * 0.4 + 0.2 * slept[0] / 2)

@@ -63,6 +63,8 @@ class Fold:
     fates: list[IntentFate] = field(default_factory=list)
     listed: bool = False
     listed_max: str = ""
+    # Seconds spent pausing for intents being sent (the gather), not folding.
+    paused: float = 0.0
 
 
 class Redrive(Exception):
@@ -129,7 +131,11 @@ class BatchState:
     # fold ours (see _foreign_intents), and the root version that wait started from.
     waits: int = 0
     wait_version: int | None = None
+    # When (the registry's clock) it started waiting for another process, and when it last
+    # read the root while waiting: a swap that settles it landed between that look and the
+    # next (see CommitLoop._look).
     wait_started: float | None = None
+    looked_at: float | None = None
     # The root version a waiting committer last decided on (see Folding._stagger), and the
     # length of its next wait if that is not one round.
     watched_version: int | None = None

@@ -346,7 +346,7 @@ class CommitLoop(Folding, Settling):
             # nobody has applied them by then do we list and maybe fold ourselves. A commit
             # that somebody else folds costs its intent PUT and one root GET.
             self._send_intents(state.pending)
-            state.wait_started = time.monotonic()
+            state.wait_started = state.looked_at = seconds
             raise Wait
         etag: str | None
         try:
@@ -362,9 +362,14 @@ class CommitLoop(Folding, Settling):
             state.retries += 1
             raise Retry from error
         self._settle_known(doc, state)
-        if state.wait_started is not None and len(state.pending) < waiting:
-            # Someone else's swap settled ours: how long that took tells how often to look.
-            self._learn_round(time.monotonic() - state.wait_started)
+        if state.wait_started is not None and state.looked_at is not None:
+            if len(state.pending) < waiting:
+                # Someone else's swap settled ours, some time between our last look and this
+                # one: how long that took (the middle of that span, not when we happened to
+                # look, which would make each wait longer than the last) tells how often to
+                # look.
+                self._learn_round((state.looked_at + seconds) / 2 - state.wait_started)
+            state.looked_at = seconds
         if not state.pending:
             return None
         if state.wait_version is not None:
@@ -425,7 +430,7 @@ class CommitLoop(Folding, Settling):
         written = self._swap(state, doc, etag, new_doc)
         self._known = (new_doc, written.etag)
         self._swapped_last = True
-        self._learn_round(time.monotonic() - started)
+        self._learn_round(time.monotonic() - started - fold.paused)
         if fold.listed:
             self._listed_at = seconds
         self._conclude(state, new_doc.version)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -76,7 +75,7 @@ class Folding:
         )
 
     def _learn_round(self, seconds: float) -> None:
-        self._round_seconds = 0.8 * self._round_seconds + 0.2 * min(seconds, 5.0)
+        self._round_seconds = 0.8 * self._round_seconds + 0.2 * min(max(seconds, 0.0), 5.0)
 
     def _poll(self, state: BatchState) -> float:
         """How long a waiting committer sleeps before it looks at the root again: as long as
@@ -157,29 +156,40 @@ class Folding:
         if todo:
             self._contended_until = seconds + self.contention_memory
         mine = sorted(p.intent for p in state.pending if p.intent is not None and p.intent_sent)
-        if mine and todo[:1] and todo[0].key < mine[0] and state.waits < self.max_waits:
+        paused = 0.0
+        if (
+            mine
+            and todo[:1]
+            and todo[0].key < mine[0]
+            and state.waits < self.max_waits
+            and not self._swapped_last
+        ):
             # An older intent is pending: its writer folds everything pending (ours too)
             # in its next swap. Waiting for that, instead of reading every intent and racing
             # it, keeps a crowd of writers from each reading everyone's intents (N^2 GETs).
             # After max_waits rounds in which the root did not move, we fold anyway (its
-            # writer may have died).
+            # writer may have died). Unless we made the last swap: then we fold now. Our
+            # root is current as far as we know (no GET), we are committing right now, and
+            # the older intent's writer is asleep between two looks; so the process that
+            # swapped last keeps folding for everybody while it commits.
             state.waits += 1
             state.wait_version = doc.version
             if state.wait_started is None:
-                state.wait_started = time.monotonic()
+                state.wait_started = state.looked_at = seconds
             raise Wait
         if mine and self._contended(seconds) and self.gather > 0 and len(listed) < self.max_fold:
             # We fold for everybody this round. The writers whose commits the last swap
             # settled are sending their next intents about now: give them a moment, then
             # list what came since (a LIST from where this one ended), so this swap carries
             # them too instead of leaving them to the next round.
-            self.retry.sleep(self._round_seconds * self.gather)
+            paused = self._round_seconds * self.gather
+            self.retry.sleep(paused)
             after = listed[-1].key if listed else doc.watermark
             more = self._list_intents(after, self.max_fold - len(listed))
             own = self._own_intents(state)
             listed += more
             todo += [o for o in more if o.key not in own and o.key not in decided]
-        fold = Fold(listed=True, listed_max=listed[-1].key if listed else "")
+        fold = Fold(listed=True, listed_max=listed[-1].key if listed else "", paused=paused)
 
         loaded = self._read_intents(todo, seconds) if todo else []
         for key, found in loaded:

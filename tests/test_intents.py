@@ -18,6 +18,7 @@ from lakelock._registry._changes import (
     Fence,
 )
 from lakelock._registry._document import IntentFate
+from lakelock._registry._fold import CROWD
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -559,3 +560,38 @@ def test_a_waiter_learns_when_its_intent_was_applied_not_when_it_looked(
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert (result.attempts, len(slept)) == (2, 1)
     assert ours._round_seconds == pytest.approx(0.8 * 0.4 + 0.2 * slept[0] / 2)
+
+
+def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A committer that was not contended (a process starting, say) and finds ``CROWD``
+    intents of other processes pending does not read them all: it sends its intent and
+    waits, and another process folds the crowd and ours in one swap. Ours read no intent."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    base = int(time.time() * 1000) - 2000
+    planted = [
+        plant_intent(
+            store, Change("sales", f"crowd-{n}", add=(datafile("sales", "", f"c{n}"),)), ms=base + n
+        )
+        for n in range(CROWD)
+    ]
+    swaps: list[int] = []
+
+    def meanwhile(_: float) -> None:  # our wait: another process folds everything pending
+        if not swaps:
+            swaps.append(registry(store).commit("sales", add=[datafile("sales", "", "x")]).version)
+
+    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+    ours.read()
+    s3.reset_stats()
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    assert result.version == swaps[0]
+    doc = ours._current()[0]
+    for key in planted:
+        fate = doc.fate(key)
+        assert fate is not None
+        assert (fate.state, fate.version) == ("applied", swaps[0])
+    # The other process read the crowd and our intent once each; we read none.
+    assert s3.areas()["GetObject metastore/intents"] == CROWD + 1
+    assert len(names(ours)) == CROWD + 3

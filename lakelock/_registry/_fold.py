@@ -34,6 +34,11 @@ __all__ = ["Folding"]
 # again in its next round.
 INTENT_CACHE = 4096
 
+#: A committer not under contention that finds this many intents of other processes pending
+#: does not read them all: it sends its own and waits like a contended one (a crowd of
+#: processes starting at once would otherwise each read everyone's intents).
+CROWD = 8
+
 
 class Folding:
     """The cross-process half of the commit loop, mixed into :class:`Registry` (which sets
@@ -155,6 +160,16 @@ class Folding:
         todo = [o for o in listed if o.key not in own and o.key not in decided]
         if todo:
             self._contended_until = seconds + self.contention_memory
+        if (
+            len(todo) >= CROWD
+            and not self._swapped_last
+            and state.pending
+            and all(p.intent is not None and not p.intent_sent for p in state.pending)
+        ):
+            # Not contended until now (our intents are not out), and a crowd is pending: the
+            # processes committing here fold them, ours too once it is out, so we wait for
+            # them like any contended committer instead of each reading everyone's intents.
+            self._send_intents(state.pending)
         mine = sorted(p.intent for p in state.pending if p.intent is not None and p.intent_sent)
         paused = 0.0
         if (

@@ -128,9 +128,11 @@ class BatchState:
     # Version the last ambiguous attempt was based on, while its outcome is unresolved.
     unknown_base: int | None = None
     # Rounds spent waiting, with no progress at the root, for an older intent's writer to
-    # fold ours (see _foreign_intents), and the root version that wait started from.
+    # fold ours (see _foreign_intents), and the root version that wait started from; and
+    # rounds spent waiting in all, the root moving or not.
     waits: int = 0
     wait_version: int | None = None
+    waited: int = 0
     # When (the registry's clock) it started waiting for another process, and when it last
     # read the root while waiting: a swap that settles it landed between that look and the
     # next (see CommitLoop._look).

@@ -188,6 +188,7 @@ class Folding:
             # the older intent's writer is asleep between two looks; so the process that
             # swapped last keeps folding for everybody while it commits.
             state.waits += 1
+            state.waited += 1
             state.wait_version = doc.version
             if state.wait_started is None:
                 state.wait_started = state.looked_at = seconds

@@ -227,8 +227,10 @@ def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
     """The process that made the last swap does not wait for an older pending intent's
     writer: it knows the root without reading it and is committing now, while that writer is
     asleep between two looks. It folds the older intent into its own swap at once: one
-    attempt, no wait, and the older commit applied in the same version."""
-    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=no_sleep))
+    attempt, no wait, no pause for intents being sent, and the older commit applied in the
+    same version."""
+    sleeps: list[float] = []
+    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=sleeps.append))
     reg.commit("sales", add=[datafile("sales", "", "a")])
     key = plant_intent(
         store,
@@ -238,6 +240,7 @@ def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
     reg._contended_until = float("inf")  # other processes are busy here
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
     assert result.attempts == 1  # a wait would have been an attempt
+    assert sleeps == []
     fate = reg._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)

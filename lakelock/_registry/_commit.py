@@ -404,8 +404,12 @@ class CommitLoop(Folding, Settling):
         doc, etag = found
         fold = Fold()
         if doc.format_version > 1 and self._should_list(doc, state, seconds):
-            if self._contended(seconds):
-                self._send_intents(state.pending)  # visible to the others before we look at theirs
+            if self._contended(seconds) and not self._swapped_last:
+                # Visible to the others before we look at theirs. The process that swapped
+                # last folds now instead (see Folding._foreign_intents): its intents go with
+                # its snapshot, and it does not pause for intents being sent (its next fold
+                # takes them).
+                self._send_intents(state.pending)
             fold = self._foreign_intents(doc, state, seconds)
         own = list(state.pending)
         state.pending = sorted(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lakelock._registry import Registry
+from lakelock._registry import CommitResult, Registry
 from lakelock._registry._changes import (
     HARD_MAX_MANIFESTS_PER_PARTITION,
     MAX_MANIFESTS_PER_PARTITION,
@@ -602,11 +602,12 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
     assert len(names(ours)) == CROWD + 3
 
 
-def test_a_waiter_stays_patient_while_the_root_moves(store: ObjectStore) -> None:
-    """A waiter counts ``max_waits`` only over rounds in which the root did not move: while
-    other processes keep swapping it waits on (somebody is folding; a fold of many intents
-    may take several rounds), and it folds the older intent of a dead writer itself only once
-    the root has stood still for ``max_waits`` rounds."""
+def wait_while_the_root_moves(
+    store: ObjectStore, moves: int
+) -> tuple[CommitResult, IntentFate | None, list[int], Registry]:
+    """Our commit waits behind a dead writer's older intent while another process swaps
+    every third round, ``moves`` times, never folding anybody's intent. Returns our result,
+    the dead intent's fate, the versions those swaps made, and our registry."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     dead = plant_intent(
         store,
@@ -618,18 +619,26 @@ def test_a_waiter_stays_patient_while_the_root_moves(store: ObjectStore) -> None
     sleeps = itertools.count(1)
 
     def meanwhile(_: float) -> None:  # every third round, another swap (ours not in it)
-        if next(sleeps) % 3 == 0 and len(movers) < 12:
+        if next(sleeps) % 3 == 0 and len(movers) < moves:
             movers.append(
                 mover.commit("sales", add=[datafile("sales", "", f"m{len(movers)}")]).version
             )
 
-    ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=200, sleep=meanwhile))
+    ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=500, sleep=meanwhile))
     ours.read()
     ours._contended_until = float("inf")
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    return result, ours._current()[0].fate(dead), movers, ours
+
+
+def test_a_waiter_stays_patient_while_the_root_moves(store: ObjectStore) -> None:
+    """A waiter counts ``max_waits`` only over rounds in which the root did not move: while
+    other processes keep swapping it waits on (somebody is folding; a fold of many intents
+    may take several rounds), and it folds the older intent of a dead writer itself only once
+    the root has stood still for ``max_waits`` rounds."""
+    result, fate, movers, _ = wait_while_the_root_moves(store, moves=12)
     assert len(movers) == 12
     assert result.version > movers[-1]  # it folded only after the root stood still
-    fate = ours._current()[0].fate(dead)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
 
@@ -640,27 +649,7 @@ def test_a_waiter_folds_itself_after_patience_runs_out_though_the_root_moves(
     """Patience is bounded: if the root keeps moving but nobody folds the older intent (its
     writer is dead and the others do not fold), the waiter folds it itself after
     ``PATIENCE * max_waits`` rounds of waiting in all."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    dead = plant_intent(
-        store,
-        Change("sales", "dead-5", add=(datafile("sales", "", "d"),)),
-        ms=int(time.time() * 1000) - 1000,
-    )
-    mover = registry(store, max_fold=0)
-    sleeps = itertools.count(1)
-    moves: list[int] = []
-
-    def meanwhile(_: float) -> None:  # another swap every third round, for as long as it takes
-        if next(sleeps) % 3 == 0:
-            moves.append(
-                mover.commit("sales", add=[datafile("sales", "", f"m{len(moves)}")]).version
-            )
-
-    ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=500, sleep=meanwhile))
-    ours.read()
-    ours._contended_until = float("inf")
-    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
-    fate = ours._current()[0].fate(dead)
+    result, fate, _, ours = wait_while_the_root_moves(store, moves=10**6)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
     assert PATIENCE * ours.max_waits <= result.attempts < 3 * PATIENCE * ours.max_waits

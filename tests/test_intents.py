@@ -18,9 +18,8 @@ from lakelock._registry._changes import (
     Change,
     Fence,
 )
-from lakelock._registry._commit import PATIENCE
-from lakelock._registry._document import IntentFate
-from lakelock._registry._fold import CROWD
+from lakelock._registry._document import REGISTRY_KEY, IntentFate
+from lakelock._registry._fold import CROWD, PATIENCE
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -603,11 +602,12 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
 
 
 def wait_while_the_root_moves(
-    store: ObjectStore, moves: int
+    store: ObjectStore, moves: int, *, every: int = 3, attempts: int = 500
 ) -> tuple[CommitResult, IntentFate | None, list[int], Registry]:
-    """Our commit waits behind a dead writer's older intent while another process swaps
-    every third round, ``moves`` times, never folding anybody's intent. Returns our result,
-    the dead intent's fate, the versions those swaps made, and our registry."""
+    """Our commit (a retry budget of ``attempts``) waits behind a dead writer's older intent
+    while another process swaps every ``every`` rounds, ``moves`` times, never folding
+    anybody's intent. Returns our result, the dead intent's fate, the versions those swaps
+    made, and our registry."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     dead = plant_intent(
         store,
@@ -618,13 +618,15 @@ def wait_while_the_root_moves(
     mover = registry(store, max_fold=0)  # commits without folding anybody's intent
     sleeps = itertools.count(1)
 
-    def meanwhile(_: float) -> None:  # every third round, another swap (ours not in it)
-        if next(sleeps) % 3 == 0 and len(movers) < moves:
+    def meanwhile(_: float) -> None:  # another swap (ours not in it) every few rounds
+        if next(sleeps) % every == 0 and len(movers) < moves:
             movers.append(
                 mover.commit("sales", add=[datafile("sales", "", f"m{len(movers)}")]).version
             )
 
-    ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=500, sleep=meanwhile))
+    ours = registry(
+        store, group_commit=False, retry=RetryPolicy(max_attempts=attempts, sleep=meanwhile)
+    )
     ours.read()
     ours._contended_until = float("inf")
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
@@ -636,8 +638,8 @@ def test_a_waiter_stays_patient_while_the_root_moves(store: ObjectStore) -> None
     other processes keep swapping it waits on (somebody is folding; a fold of many intents
     may take several rounds), and it folds the older intent of a dead writer itself only once
     the root has stood still for ``max_waits`` rounds."""
-    result, fate, movers, _ = wait_while_the_root_moves(store, moves=12)
-    assert len(movers) == 12
+    result, fate, movers, _ = wait_while_the_root_moves(store, moves=6)
+    assert len(movers) == 6
     assert result.version > movers[-1]  # it folded only after the root stood still
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -653,3 +655,40 @@ def test_a_waiter_folds_itself_after_patience_runs_out_though_the_root_moves(
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
     assert PATIENCE * ours.max_waits <= result.attempts < 3 * PATIENCE * ours.max_waits
+
+
+def test_a_waiter_folds_itself_before_its_retry_budget_runs_out(store: ObjectStore) -> None:
+    """With the default retry budget (50 attempts), a waiter behind a dead writer's intent,
+    while the root moves every third round without it, folds the intent itself rather than
+    give up: patience ends at half the budget at the latest."""
+    assert RetryPolicy().max_attempts == 50
+    result, fate, _, _ = wait_while_the_root_moves(store, moves=10**6, every=3, attempts=50)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
+    assert result.attempts <= 26
+
+
+def test_the_last_swapper_does_not_pause_for_intents_being_sent(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A batch of the process that swapped last folds without the gather pause, even when
+    its intents went out early (a commit that arrived while the previous batch was in
+    flight): it folds again soon, and what is sent meanwhile waits for that fold."""
+    sleeps: list[float] = []
+    reg = registry(store, retry=RetryPolicy(sleep=sleeps.append))
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    reg._contended_until = float("inf")  # other processes are busy here
+    plant_intent(store, Change("sales", "older", add=(datafile("sales", "", "d"),)))
+    s3.reset_stats()
+    s3.inject("stall", operation="PutObject", prefix=REGISTRY_KEY, count=1)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "b")])
+        wait_until(lambda: s3.stalled() == 1)  # the first batch is swapping
+        second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "c")])
+        # The first batch's intent went with its snapshot; the second's goes out early.
+        wait_until(lambda: s3.areas().get("PutObject metastore/intents", 0) >= 2)
+        s3.release_stalls()
+        results = [first.result(timeout=60), second.result(timeout=60)]
+    assert [r.attempts for r in results] == [1, 1]
+    assert sleeps == []  # no wait, no pause
+    assert names(registry(store)) == ["a", "b", "c", "d"]

@@ -111,11 +111,7 @@ from lakelock.errors import (
     ThrottledError,
 )
 
-__all__ = ["PATIENCE", "CommitLoop"]
-
-#: A waiter folds the pending intents itself after ``max_waits`` rounds in which the root did
-#: not move, or after this many times ``max_waits`` rounds in all, the root moving or not.
-PATIENCE = 4
+__all__ = ["CommitLoop"]
 
 
 class CommitLoop(Folding, Settling):
@@ -377,16 +373,16 @@ class CommitLoop(Folding, Settling):
         if not state.pending:
             return None
         if state.wait_version is not None:
-            if doc.version == state.wait_version and state.waits < self.max_waits:
+            if doc.version == state.wait_version and self._patient(state):
                 # The older intent's writer has not swapped yet: keep waiting (one GET a
                 # round). Once the root moves without our intents, look again (a LIST).
                 state.waits += 1
                 state.waited += 1
                 raise Wait
-            if doc.version != state.wait_version and state.waited < PATIENCE * self.max_waits:
-                # The root moved: somebody is folding. Patience is counted again from here
-                # (a fold of many intents may take several rounds on a busy store), up to
-                # PATIENCE times max_waits rounds in all.
+            if doc.version != state.wait_version:
+                # The root moved: somebody is folding. Rounds of standing still are counted
+                # again from here (a fold of many intents may take several rounds on a busy
+                # store); rounds in all are not (see Folding._patient).
                 state.waits = 0
             state.wait_version = None
         if self._stagger(doc, state):

@@ -3,11 +3,13 @@ swap, and waiting for theirs to carry ours (docs/FORMAT.md, "Intents").
 
 Under contention a committer sends its intent and looks at the root about one round later
 (:meth:`Folding._may_wait_first`); only if nobody applied it does it LIST the intents after the
-watermark. The writer of the oldest pending intent folds every pending one (after giving
-those being sent a moment); the others wait for it, one root GET a round, and fold it
-themselves only if the root does not move for ``max_waits`` rounds (its writer may be dead).
-When a swap leaves intents pending, their writers stagger their next look by how late their
-intents were made (:meth:`Folding._stagger`), so the oldest lists first."""
+watermark. The process that made the last swap folds every pending intent at once; otherwise
+the writer of the oldest pending intent does (after giving those being sent a moment). The
+others wait, one root GET a round, and fold themselves only once their patience runs out
+(:meth:`Folding._patient`: the root stood still for ``max_waits`` rounds; its writer may be
+dead). When a swap leaves intents pending, their writers stagger their next look by how late
+their intents were made (:meth:`Folding._stagger`), so the oldest lists first. A committer
+that was not contended and finds a crowd pending sends its intent and waits too."""
 
 from __future__ import annotations
 
@@ -38,6 +40,11 @@ INTENT_CACHE = 4096
 #: does not read them all: it sends its own and waits like a contended one (a crowd of
 #: processes starting at once would otherwise each read everyone's intents).
 CROWD = 8
+
+#: A waiter folds the pending intents itself after ``max_waits`` rounds in which the root did
+#: not move, or after this many times ``max_waits`` rounds of waiting in all, the root moving
+#: or not (see Folding._patient).
+PATIENCE = 2
 
 
 class Folding:
@@ -91,6 +98,17 @@ class Folding:
             return seconds
         return self._round_seconds * random.uniform(0.5, 1.0)
 
+    def _patient(self, state: BatchState) -> bool:
+        """Whether a waiter goes on waiting for an older intent's writer to fold ours: while
+        the root has not stood still for ``max_waits`` rounds, nor the waiter waited
+        ``PATIENCE`` times that many rounds in all, nor used half its retry budget (so it
+        always folds itself before it would give up)."""
+        return (
+            state.waits < self.max_waits
+            and state.waited < PATIENCE * self.max_waits
+            and state.attempts < self.retry.max_attempts // 2
+        )
+
     def _stagger(self, doc: RegistryDoc, state: BatchState) -> bool:
         """Whether a committer whose intents are out and still pending waits a while longer
         before it lists (and sets how long): after its first wait, and each time the root
@@ -109,6 +127,7 @@ class Folding:
             or state.watched_version == doc.version
             or not state.pending
             or not all(p.intent is not None and p.intent_sent for p in state.pending)
+            or not self._patient(state)
         ):
             return False
         state.watched_version = doc.version
@@ -176,7 +195,7 @@ class Folding:
             mine
             and todo[:1]
             and todo[0].key < mine[0]
-            and state.waits < self.max_waits
+            and self._patient(state)
             and not self._swapped_last
         ):
             # An older intent is pending: its writer folds everything pending (ours too)
@@ -193,7 +212,13 @@ class Folding:
             if state.wait_started is None:
                 state.wait_started = state.looked_at = seconds
             raise Wait
-        if mine and self._contended(seconds) and self.gather > 0 and len(listed) < self.max_fold:
+        if (
+            mine
+            and not self._swapped_last  # it folds again soon: what comes meanwhile waits
+            and self._contended(seconds)
+            and self.gather > 0
+            and len(listed) < self.max_fold
+        ):
             # We fold for everybody this round. The writers whose commits the last swap
             # settled are sending their next intents about now: give them a moment, then
             # list what came since (a LIST from where this one ended), so this swap carries

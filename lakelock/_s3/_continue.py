@@ -33,7 +33,10 @@ def _drop_expect_for_small_bodies(params: Mapping[str, Any], **_: Any) -> None:
     headers = params.get("headers")
     if not isinstance(headers, dict) or "Expect" not in headers:
         return
-    size = determine_content_length(params.get("body"))
+    try:
+        size = determine_content_length(params.get("body"))
+    except (OSError, ValueError):  # a body that cannot tell its length (a pipe): keep asking
+        return
     if size is not None and size < CONTINUE_THRESHOLD:
         del headers["Expect"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import io
+import os
 from typing import Any
 
 import pytest
@@ -461,3 +462,15 @@ def test_only_large_bodies_wait_for_100_continue(client: Any, store: ObjectStore
     assert store.get("small-file").body == b"y" * (2 * MIB - 1)
     assert store.get("large-single").body == b"z" * (2 * MIB)
     assert store.get("multipart").body == b"w" * (6 * MIB + 1)
+
+
+def test_a_body_that_cannot_tell_its_length_keeps_100_continue() -> None:
+    """The hook leaves ``Expect: 100-continue`` on a write whose body cannot say how long it
+    is (a pipe: seeking fails), as botocore set it; it never raises."""
+    from lakelock._s3._continue import _drop_expect_for_small_bodies
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as body, os.fdopen(write_end, "wb"):
+        params: dict[str, Any] = {"headers": {"Expect": "100-continue"}, "body": body}
+        _drop_expect_for_small_bodies(params)
+    assert params["headers"] == {"Expect": "100-continue"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -41,6 +42,20 @@ def plant_intent(store: ObjectStore, change: Change, *, ms: int | None = None) -
     key, body, _ = intent_document(change, now_ms=ms if ms is not None else int(time.time() * 1000))
     store.put(key, body, mode="create")
     return key
+
+
+def contended_waiter(
+    store: ObjectStore, sleep: Callable[[float], None], *, max_attempts: int = 50, **kw: Any
+) -> Registry:
+    """A committer of another process, as after a lost race: it knows the root (and did not
+    make the last swap), and other processes are busy here, so its commits wait first.
+    ``sleep`` is where the test makes things happen while it waits."""
+    waiter = registry(
+        store, group_commit=False, retry=RetryPolicy(max_attempts=max_attempts, sleep=sleep), **kw
+    )
+    waiter.read()
+    waiter._contended_until = float("inf")
+    return waiter
 
 
 def names(reg: Registry, dataset: str = "sales") -> list[str]:
@@ -260,9 +275,7 @@ def test_a_contended_commit_waits_first_and_is_folded_by_another_process(
         if not swaps:
             swaps.append(other.commit("sales", add=[datafile("sales", "", "theirs")]).version)
 
-    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
-    ours.read()
-    ours._contended_until = float("inf")  # as after a lost race: other processes are busy
+    ours = contended_waiter(store, meanwhile)
     s3.reset_stats()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert (result.version, result.attempts) == (swaps[0], 2)
@@ -304,9 +317,7 @@ def test_a_waiter_left_behind_by_a_swap_staggers_its_look_and_is_folded(
         elif len(sleeps) == 2:  # a process that folds ours in
             swaps.append(registry(store).commit("sales", add=[datafile("sales", "", "y")]).version)
 
-    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
-    ours.read()
-    ours._contended_until = float("inf")
+    ours = contended_waiter(store, meanwhile)
     ours._round_seconds = 10.0  # the cap does not bind: the wait is set by the time behind
     s3.reset_stats()
     started = time.time()
@@ -334,10 +345,8 @@ def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: Obj
             if len(sleeps) == 1:
                 registry(store, max_fold=0).commit("sales", add=[datafile("sales", "", "x")])
 
-        ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+        ours = contended_waiter(store, meanwhile)
         ours.stagger = stagger
-        ours.read()
-        ours._contended_until = float("inf")
         ours.gather = 0.0
         s3.reset_stats()
         result = ours.commit("sales", add=[datafile("sales", "", f"mine-{stagger}")])
@@ -352,9 +361,7 @@ def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectSto
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     watermark_made = intent_ms(folded_watermark(store, int(time.time() * 1000) - 60)) / 1000
     sleeps: list[float] = []
-    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=sleeps.append))
-    ours.read()
-    ours._contended_until = float("inf")
+    ours = contended_waiter(store, sleeps.append)
     ours.gather = 0.0
     cap = 2 * ours._round_seconds  # the round is learnt again after the swap
     s3.reset_stats()
@@ -518,9 +525,7 @@ def test_a_waiter_whose_applied_intent_left_the_root_finds_it_in_the_index(
                 more = registry(store, commit_window=1, max_fold=0)
                 more.commit("sales", add=[datafile("sales", "", f"m{n}")])
 
-    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
-    ours.read()
-    ours._contended_until = float("inf")
+    ours = contended_waiter(store, meanwhile)
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     doc = ours._current()[0]
     # Our intent (the newest the folder listed: the watermark) has no fate in the root now.
@@ -557,9 +562,7 @@ def test_a_waiter_learns_when_its_intent_was_applied_not_when_it_looked(
         if len(slept) == 1:
             registry(store).commit("sales", add=[datafile("sales", "", "theirs")])
 
-    ours = registry(store, group_commit=False, clock=lambda: now[0], retry=RetryPolicy(sleep=sleep))
-    ours.read()
-    ours._contended_until = float("inf")
+    ours = contended_waiter(store, sleep, clock=lambda: now[0])
     ours._round_seconds = 0.4
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert (result.attempts, len(slept)) == (2, 1)
@@ -624,11 +627,7 @@ def wait_while_the_root_moves(
                 mover.commit("sales", add=[datafile("sales", "", f"m{len(movers)}")]).version
             )
 
-    ours = registry(
-        store, group_commit=False, retry=RetryPolicy(max_attempts=attempts, sleep=meanwhile)
-    )
-    ours.read()
-    ours._contended_until = float("inf")
+    ours = contended_waiter(store, meanwhile, max_attempts=attempts)
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     return result, ours._current()[0].fate(dead), movers, ours
 

@@ -691,3 +691,26 @@ def test_the_last_swapper_does_not_pause_for_intents_being_sent(
     assert [r.attempts for r in results] == [1, 1]
     assert sleeps == []  # no wait, no pause
     assert names(registry(store)) == ["a", "b", "c", "d"]
+
+
+def test_a_waiter_settled_by_another_process_stays_contended(store: ObjectStore) -> None:
+    """A commit that another process's swap applied shows that others commit here: the
+    writer's next commit, past the memory of its last lost race, still sends its intent and
+    waits first, instead of swapping on the root it knew (stale: a 412 and a redrive)."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    now = [time.time()]
+    other = registry(store, group_commit=False)
+
+    def sleep(seconds: float) -> None:  # each wait of ours: the other process folds and swaps
+        now[0] += seconds
+        other.commit("sales", add=[datafile("sales", "", f"theirs-{len(names(other))}")])
+
+    ours = contended_waiter(store, sleep, clock=lambda: now[0])
+    ours._contended_until = now[0] + 1.0  # a race lost a while ago
+    first = ours.commit("sales", add=[datafile("sales", "", "mine-1")])
+    assert (first.attempts, first.redrives) == (2, 0)
+    now[0] += 2.0  # past that race's memory
+    other.commit("sales", add=[datafile("sales", "", "theirs-late")])  # the root we know is stale
+    second = ours.commit("sales", add=[datafile("sales", "", "mine-2")])
+    assert (second.attempts, second.redrives) == (2, 0)
+    assert {"mine-1", "mine-2", "theirs-late"} <= set(names(other))

@@ -369,6 +369,9 @@ class CommitLoop(Folding, Settling):
                 # look, which would make each wait longer than the last) tells how often to
                 # look.
                 self._learn_round((state.looked_at + seconds) / 2 - state.wait_started)
+                # Other processes are committing here: our next commit waits for them too,
+                # instead of swapping on the root we knew (a 412) once the memory ran out.
+                self._contended_until = seconds + self.contention_memory
             state.looked_at = seconds
         if not state.pending:
             return None

@@ -73,7 +73,8 @@ def test_a_crashed_writers_intent_is_applied_once_by_the_next_committer(store: O
     fate = doc.fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
-    assert doc.watermark >= key
+    # Made just now: the watermark stays ``watermark_lag`` behind the fold; the fate stays.
+    assert doc.watermark < key
     assert names(other) == ["a", "b", "d"]
     assert other.find_commit("dead-1") == result.version
     third = registry(store)
@@ -226,9 +227,9 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
     reg.read()  # another process swapped last, as far as we know
     reg._contended_until = float("inf")  # as after a lost race: other processes are busy here
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
-    # Its first wait (for any process to fold it), max_waits rounds waiting for the older
-    # intent's writer, then its own fold.
-    assert result.attempts == reg.max_waits + 2
+    # Its first wait (for any process to fold it), its stagger, max_waits rounds waiting for
+    # the older intent's writer, then its own fold.
+    assert result.attempts == reg.max_waits + 3
     fate = reg._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -291,10 +292,18 @@ def folded_watermark(store: ObjectStore, ms: int) -> str:
     watermark (the newest intent that fold listed) is then at least that intent's key."""
     change = Change("sales", f"dead-{ms}", add=(datafile("sales", "", "d"),))
     key = plant_intent(store, change, ms=ms)
-    registry(store).commit("sales", add=[datafile("sales", "", "folded-it")])
+    folder = registry(store)
+    folder.watermark_lag = 0.0  # the watermark goes up to the newest key listed
+    folder.commit("sales", add=[datafile("sales", "", "folded-it")])
     watermark = registry(store)._current()[0].watermark
     assert watermark >= key
     return watermark
+
+
+def newest_decided(store: ObjectStore) -> str:
+    """The newest intent the root's last swap decided."""
+    doc = registry(store)._current()[0]
+    return max(f.key for f in doc.fates if f.version == doc.version)
 
 
 def test_a_waiter_left_behind_by_a_swap_staggers_its_look_and_is_folded(
@@ -302,33 +311,35 @@ def test_a_waiter_left_behind_by_a_swap_staggers_its_look_and_is_folded(
 ) -> None:
     """Our intent is out; another process swaps without it (its fold listed before our
     intent was there). We do not list at once: we wait ``stagger`` times as long as our
-    intent was made after that fold's newest (the watermark), capped at two rounds, so the
-    oldest waiter lists first. Meanwhile a third process folds ours: our commit costs no
-    LIST at all."""
+    intent was made after the newest intent that swap decided, at least one round (a folder
+    at work swaps within a round: we do not race it) and at most two, so the oldest waiter
+    lists first. Meanwhile a third process folds ours: our commit costs no LIST at all."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    watermark_made = intent_ms(folded_watermark(store, int(time.time() * 1000) - 60)) / 1000
+    now = [time.time()]
     sleeps: list[float] = []
     swaps: list[int] = []
+    decided: list[str] = []
 
     def meanwhile(seconds: float) -> None:
         sleeps.append(seconds)
-        if len(sleeps) == 1:  # a process that does not fold moves the root without ours
-            registry(store, max_fold=0).commit("sales", add=[datafile("sales", "", "x")])
+        if len(sleeps) == 1:  # a process that does not fold moves the root without ours;
+            # its own intent was made a second before ours
+            slow = registry(store, max_fold=0, clock=lambda: now[0] - 1.0)
+            slow.commit("sales", add=[datafile("sales", "", "x")])
+            decided.append(newest_decided(store))
         elif len(sleeps) == 2:  # a process that folds ours in
             swaps.append(registry(store).commit("sales", add=[datafile("sales", "", "y")]).version)
 
-    ours = contended_waiter(store, meanwhile)
-    ours._round_seconds = 10.0  # the cap does not bind: the wait is set by the time behind
+    ours = contended_waiter(store, meanwhile, clock=lambda: now[0])
+    ours._round_seconds = 1.5  # neither bound binds: the wait is set by the time behind
     s3.reset_stats()
-    started = time.time()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
-    ended = time.time()
     assert (result.version, result.attempts) == (swaps[0], 3)
-    # Our intent was made between ``started`` and ``ended`` (ms resolution).
-    low, high = started - watermark_made - 0.002, ended - watermark_made + 0.002
-    assert ours.stagger * low <= sleeps[1] <= ours.stagger * high
+    behind = (int(now[0] * 1000) - intent_ms(decided[0])) / 1000
+    assert behind == pytest.approx(1.0, abs=0.002)
+    assert sleeps[1] == pytest.approx(ours.stagger * behind)
     assert s3.stats()["ListObjectsV2"] == 1  # the folder's; ours none
-    assert names(ours) == ["a", "d", "folded-it", "mine", "x", "y"]
+    assert names(ours) == ["a", "mine", "x", "y"]
 
 
 def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: ObjectStore) -> None:
@@ -357,22 +368,35 @@ def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: Obj
 
 def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectStore) -> None:
     """Nobody swapped while we waited and then staggered: nobody is folding, so we list (and
-    fold) rather than stagger again. The stagger is capped at two rounds."""
+    fold) rather than stagger again. Our intent is the oldest pending (made just after the
+    last swap's newest), and still the stagger is one round: a folder at work would have
+    swapped within it, and we would not race it."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    watermark_made = intent_ms(folded_watermark(store, int(time.time() * 1000) - 60)) / 1000
+    folded_watermark(store, int(time.time() * 1000) - 60)
+    made = intent_ms(newest_decided(store)) / 1000 + 0.010  # ours: 10 ms after it
     sleeps: list[float] = []
-    ours = contended_waiter(store, sleeps.append)
+    ours = contended_waiter(store, sleeps.append, clock=lambda: made)
     ours.gather = 0.0
-    cap = 2 * ours._round_seconds  # the round is learnt again after the swap
+    round_seconds = ours._round_seconds  # learnt again after the swap
+    assert ours.stagger * 0.010 < round_seconds
     s3.reset_stats()
-    started = time.time()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
-    ended = time.time()
     assert (result.attempts, len(sleeps)) == (3, 2)  # the first wait, one stagger
-    low = min(ours.stagger * (started - watermark_made - 0.002), cap)
-    high = min(ours.stagger * (ended - watermark_made + 0.002), cap)
-    assert low <= sleeps[1] <= high
+    assert sleeps[1] == pytest.approx(round_seconds)
     assert s3.stats()["ListObjectsV2"] == 1
+
+
+def test_a_waiters_stagger_is_capped_at_two_rounds(store: ObjectStore) -> None:
+    """A waiter whose intent was made long after the last swap's newest waits two rounds
+    at most before it looks again."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    folded_watermark(store, int(time.time() * 1000) - 60)
+    made = intent_ms(newest_decided(store)) / 1000 + 60.0
+    sleeps: list[float] = []
+    ours = contended_waiter(store, sleeps.append, clock=lambda: made)
+    round_seconds = ours._round_seconds
+    ours.commit("sales", add=[datafile("sales", "", "mine")])
+    assert sleeps[1] == pytest.approx(2 * round_seconds)
 
 
 def test_a_batch_of_intents_sent_early_commits_without_staggering(
@@ -413,8 +437,11 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
     reg._contended_until = float("inf")
     reg._round_seconds = 0.3
     reg.commit("sales", add=[datafile("sales", "", "b")])
-    # Its first wait, then max_waits waits for the older intent's writer.
-    waits, gathering = sleeps[: reg.max_waits + 1], sleeps[reg.max_waits + 1 :]
+    # Its first wait, its stagger (a round: its intent is the newest), then max_waits waits
+    # for the older intent's writer.
+    stagger, waits = sleeps[1], [sleeps[0], *sleeps[2 : reg.max_waits + 2]]
+    gathering = sleeps[reg.max_waits + 2 :]
+    assert stagger == pytest.approx(0.3)
     assert all(0.15 <= s <= 0.3 for s in waits)
     # Then it folds for everybody: a moment for intents being sent, before reading them.
     assert gathering == [pytest.approx(0.3 * reg.gather)]
@@ -520,6 +547,7 @@ def test_a_waiter_whose_applied_intent_left_the_root_finds_it_in_the_index(
         sleeps.append(seconds)
         if len(sleeps) == 1:
             folder = registry(store, commit_window=1)
+            folder.watermark_lag = 0.0  # the watermark goes up to the newest key listed
             folded.append(folder.commit("sales", add=[datafile("sales", "", "f")]).version)
             for n in range(3):
                 more = registry(store, commit_window=1, max_fold=0)
@@ -714,3 +742,34 @@ def test_a_waiter_settled_by_another_process_stays_contended(store: ObjectStore)
     second = ours.commit("sales", add=[datafile("sales", "", "mine-2")])
     assert (second.attempts, second.redrives) == (2, 0)
     assert {"mine-1", "mine-2", "theirs-late"} <= set(names(other))
+
+
+def test_an_intent_landing_after_a_fold_listed_it_is_folded_by_the_next(
+    store: ObjectStore,
+) -> None:
+    """A fold moves the watermark no later than ``watermark_lag`` before it listed. An intent
+    made before that LIST whose PUT landed after it (here: made half a second before, written
+    after) stays above the watermark, and the next fold, of any process, applies it: its
+    writer need not fold it alone, racing the others."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    now = time.time()
+    listed = plant_intent(
+        store, Change("sales", "listed", add=(datafile("sales", "", "l"),)), ms=int(now * 1000)
+    )
+    folder = registry(store, clock=lambda: now)
+    folder.commit("sales", add=[datafile("sales", "", "b")])
+    doc = folder._current()[0]
+    assert doc.fate(listed) is not None
+    late = plant_intent(
+        store,
+        Change("sales", "late", add=(datafile("sales", "", "late"),)),
+        ms=int(now * 1000) - 500,
+    )
+    assert doc.watermark < late < listed
+    result = registry(store, clock=lambda: now + 0.1).commit(
+        "sales", add=[datafile("sales", "", "c")]
+    )
+    fate = registry(store)._current()[0].fate(late)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
+    assert names(folder) == ["a", "b", "c", "l", "late"]

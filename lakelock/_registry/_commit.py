@@ -429,7 +429,7 @@ class CommitLoop(Folding, Settling):
             window=self.commit_window,
             retire_before=seconds - self.retention,
         )
-        watermark = max(doc.watermark, fold.listed_max)
+        watermark = self._watermark(doc, fold, seconds)
         sealed = replace(
             sealed,
             watermark=watermark,

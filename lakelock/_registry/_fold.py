@@ -8,8 +8,11 @@ the writer of the oldest pending intent does (after giving those being sent a mo
 others wait, one root GET a round, and fold themselves only once their patience runs out
 (:meth:`Folding._patient`: the root stood still for ``max_waits`` rounds; its writer may be
 dead). When a swap leaves intents pending, their writers stagger their next look by how late
-their intents were made (:meth:`Folding._stagger`), so the oldest lists first. A committer
-that was not contended and finds a crowd pending sends its intent and waits too."""
+their intents were made, for at least a round (:meth:`Folding._stagger`), so the oldest lists
+first and none races a folder at work. A swap leaves the watermark a little behind what it
+listed (:meth:`Folding._watermark`), so intents still landing then are the next fold's, not
+left to their writers. A committer that was not contended and finds a crowd pending sends its
+intent and waits too."""
 
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ class Folding:
     max_waits: int
     gather: float
     stagger: float
+    watermark_lag: float
     _clock: Callable[[], float]
     _queue: list[Pending]
     _queue_lock: threading.Lock
@@ -114,16 +118,18 @@ class Folding:
         before it lists (and sets how long): after its first wait, and each time the root
         moved without its intents (the last fold listed before they were visible). The
         writer of the oldest pending intent should fold next, and each waiter can tell how
-        long after the last fold's newest intent (the root's watermark) its own was made: it
-        waits ``stagger`` times that long (at most two rounds), so the oldest lists first and
+        long after the newest intent the last fold decided its own was made: it
+        waits ``stagger`` times that long (at least one round: a folder at work swaps within
+        a round, and a waiter does not race it; at most two), so the oldest lists first and
         folds the others, who find their commits applied when they look instead of each
         listing. A waiter whose root did not move while it staggered lists (nobody folded
-        meanwhile), and so does one the last fold passed over (its intent is at or below the
-        watermark: its PUT landed after that fold's LIST)."""
+        meanwhile), and so does one a fold passed over (its intent is at or below the
+        watermark: its PUT landed more than ``watermark_lag`` after it was made, and after
+        that fold's LIST)."""
         if (
             self.stagger <= 0
             or state.wait_started is None  # not waiting for another process: commit now
-            or not doc.watermark
+            or not doc.fates
             or state.watched_version == doc.version
             or not state.pending
             or not all(p.intent is not None and p.intent_sent for p in state.pending)
@@ -134,9 +140,25 @@ class Folding:
         oldest = min(p.intent for p in state.pending if p.intent is not None)
         if oldest <= doc.watermark:
             return False
-        behind = max(0.0, (intent_ms(oldest) - intent_ms(doc.watermark)) / 1000)
-        state.stagger = min(self.stagger * behind, 2 * self._round_seconds)
+        behind = max(0.0, (intent_ms(oldest) - intent_ms(_newest_folded(doc))) / 1000)
+        one = self._round_seconds
+        state.stagger = min(max(self.stagger * behind, one), 2 * one)
         return True
+
+    def _watermark(self, doc: RegistryDoc, fold: Fold, seconds: float) -> str:
+        """The watermark a swap sets: the highest key its fold listed, but no key made later
+        than ``watermark_lag`` seconds before the fold (``seconds``). An intent made before the
+        LIST whose PUT landed after it sorts below the listed keys; left above the watermark,
+        it is listed by the next fold, instead of passed over (left to its own writer to fold
+        alone, racing the others). On a slow store (long rounds) the lag is two rounds. The
+        intents this keeps above the watermark are decided, and their fates stay in the root
+        (see prune_fates), so the next fold skips them unread. ``watermark_lag = 0``: no lag,
+        the highest key listed."""
+        if self.watermark_lag <= 0:
+            return max(doc.watermark, fold.listed_max)
+        lag = max(self.watermark_lag, 2 * self._round_seconds)
+        lagged = f"{INTENT_PREFIX}{max(0, int((seconds - lag) * 1000)):013x}"
+        return max(doc.watermark, min(fold.listed_max, lagged))
 
     def _should_list(self, doc: RegistryDoc, state: BatchState, seconds: float) -> bool:
         """Whether this attempt looks for other processes' intents: after a lost race,
@@ -301,3 +323,9 @@ class Folding:
             return None
         dataset = doc.datasets.get(change.dataset) if doc.format_version > 1 else None
         return self.objects.commit_version(dataset, change.commit_id) if dataset else None
+
+
+def _newest_folded(doc: RegistryDoc) -> str:
+    """The newest intent the last swap decided (the watermark if it decided none): a waiter
+    measures how late its own intent was made from it."""
+    return max((f.key for f in doc.fates if f.version == doc.version), default=doc.watermark)

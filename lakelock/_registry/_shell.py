@@ -159,6 +159,10 @@ class Registry(CommitLoop):
         # oldest intent was made after the last fold's newest (see Folding._stagger) before it
         # lists: 0 lists at once.
         self.stagger = 2.0
+        # A fold moves the watermark no later than this many seconds before it listed (by the
+        # keys' times, see Folding._watermark), so an intent whose PUT was still landing then
+        # is listed by the next fold instead of passed over.
+        self.watermark_lag = 1.0
         self._contended_until = float("-inf")
         # How long one fold-and-swap takes here (moving average, seconds): a committer waiting
         # for another's swap looks at the root again after about that long.

@@ -20,7 +20,7 @@ from lakelock._registry._changes import (
     Fence,
 )
 from lakelock._registry._document import REGISTRY_KEY, IntentFate
-from lakelock._registry._fold import CROWD, PATIENCE
+from lakelock._registry._fold import CROWD, LOOK, PATIENCE
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -217,7 +217,8 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
     """Under contention a committer whose intent is younger than another pending one waits
     (reading nobody's intents) for that one's writer to fold both; if it never does (here:
     it died), after ``max_waits`` rounds the committer folds it in itself."""
-    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=no_sleep))
+    now = time.time()  # so our intent is made when the last swap's was: a stagger of a round
+    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=no_sleep), clock=lambda: now)
     reg.commit("sales", add=[datafile("sales", "", "a")])
     key = plant_intent(
         store,
@@ -227,9 +228,9 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
     reg.read()  # another process swapped last, as far as we know
     reg._contended_until = float("inf")  # as after a lost race: other processes are busy here
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
-    # Its first wait (for any process to fold it), its stagger, max_waits rounds waiting for
-    # the older intent's writer, then its own fold.
-    assert result.attempts == reg.max_waits + 3
+    # Its first wait (for any process to fold it), its stagger (a round, in looks a third of
+    # a round apart), max_waits rounds waiting for the older intent's writer, then its fold.
+    assert result.attempts == 1 + round(1 / LOOK) + reg.max_waits + 1
     fate = reg._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -245,7 +246,10 @@ def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
     attempt, no wait, no pause for intents being sent, and the older commit applied in the
     same version."""
     sleeps: list[float] = []
-    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=sleeps.append))
+    now = time.time()  # so our intent is made when the last swap's was: a stagger of a round
+    reg = registry(
+        store, retry=RetryPolicy(max_attempts=30, sleep=sleeps.append), clock=lambda: now
+    )
     reg.commit("sales", add=[datafile("sales", "", "a")])
     key = plant_intent(
         store,
@@ -306,38 +310,65 @@ def newest_decided(store: ObjectStore) -> str:
     return max(f.key for f in doc.fates if f.version == doc.version)
 
 
-def test_a_waiter_left_behind_by_a_swap_staggers_its_look_and_is_folded(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """Our intent is out; another process swaps without it (its fold listed before our
-    intent was there). We do not list at once: we wait ``stagger`` times as long as our
-    intent was made after the newest intent that swap decided, at least one round (a folder
-    at work swaps within a round: we do not race it) and at most two, so the oldest waiter
-    lists first. Meanwhile a third process folds ours: our commit costs no LIST at all."""
+def left_behind(
+    store: ObjectStore, fold_at: int | None
+) -> tuple[Registry, list[float], list[str], float]:
+    """Our intent is out; another process swaps without it, its own intent made a second
+    before ours. If ``fold_at``, a third process folds ours at our sleep of that number.
+    Returns our registry (not committed yet), our sleeps, the other's intent (once made) and
+    when ours is made."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     now = [time.time()]
     sleeps: list[float] = []
-    swaps: list[int] = []
     decided: list[str] = []
 
     def meanwhile(seconds: float) -> None:
         sleeps.append(seconds)
-        if len(sleeps) == 1:  # a process that does not fold moves the root without ours;
-            # its own intent was made a second before ours
+        if len(sleeps) == 1:  # a process that does not fold moves the root without ours
             slow = registry(store, max_fold=0, clock=lambda: now[0] - 1.0)
             slow.commit("sales", add=[datafile("sales", "", "x")])
             decided.append(newest_decided(store))
-        elif len(sleeps) == 2:  # a process that folds ours in
-            swaps.append(registry(store).commit("sales", add=[datafile("sales", "", "y")]).version)
+        elif len(sleeps) == fold_at:  # a process that folds ours in
+            registry(store).commit("sales", add=[datafile("sales", "", "y")])
 
     ours = contended_waiter(store, meanwhile, clock=lambda: now[0])
     ours._round_seconds = 1.5  # neither bound binds: the wait is set by the time behind
+    ours.gather = 0.0
+    return ours, sleeps, decided, now[0]
+
+
+def test_a_waiter_left_behind_by_a_swap_staggers_before_it_lists(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Another process swaps without our intent (its fold listed before our intent was
+    there). We do not list at once: we list once the root has stood still ``stagger`` times
+    as long as our intent was made after the newest intent that swap decided (at least one
+    round, so that we do not race a folder at work; at most two), so the oldest waiter lists
+    first. Meanwhile we look at the root every third of a round: a folder at work would have
+    applied ours by then."""
+    ours, sleeps, decided, made = left_behind(store, fold_at=None)
     s3.reset_stats()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
-    assert (result.version, result.attempts) == (swaps[0], 3)
-    behind = (int(now[0] * 1000) - intent_ms(decided[0])) / 1000
+    assert result.attempts == len(sleeps) + 1  # nobody folded ours: we did
+    behind = (int(made * 1000) - intent_ms(decided[0])) / 1000
     assert behind == pytest.approx(1.0, abs=0.002)
-    assert sleeps[1] == pytest.approx(ours.stagger * behind)
+    staggered = sleeps[1:]
+    assert sum(staggered) == pytest.approx(ours.stagger * behind, abs=0.01)
+    assert all(s <= 1.5 * LOOK + 1e-9 for s in staggered)
+    assert s3.stats()["ListObjectsV2"] == 1  # ours, once the root stood still
+    assert names(ours) == ["a", "mine", "x"]
+
+
+def test_a_waiter_left_behind_is_folded_while_it_staggers(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A third process folds our intent while we stagger: our next look finds it applied,
+    and our commit costs no LIST at all."""
+    ours, sleeps, _, _ = left_behind(store, fold_at=2)
+    s3.reset_stats()
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    assert (result.attempts, len(sleeps)) == (3, 2)
+    assert sleeps[1] == pytest.approx(1.5 * LOOK)
     assert s3.stats()["ListObjectsV2"] == 1  # the folder's; ours none
     assert names(ours) == ["a", "mine", "x", "y"]
 
@@ -381,8 +412,9 @@ def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectSto
     assert ours.stagger * 0.010 < round_seconds
     s3.reset_stats()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
-    assert (result.attempts, len(sleeps)) == (3, 2)  # the first wait, one stagger
-    assert sleeps[1] == pytest.approx(round_seconds)
+    looks = round(1 / LOOK)
+    assert (result.attempts, len(sleeps)) == (2 + looks, 1 + looks)  # the first wait, a stagger
+    assert sum(sleeps[1:]) == pytest.approx(round_seconds)
     assert s3.stats()["ListObjectsV2"] == 1
 
 
@@ -394,9 +426,10 @@ def test_a_waiters_stagger_is_capped_at_two_rounds(store: ObjectStore) -> None:
     made = intent_ms(newest_decided(store)) / 1000 + 60.0
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
+    ours.gather = 0.0
     round_seconds = ours._round_seconds
     ours.commit("sales", add=[datafile("sales", "", "mine")])
-    assert sleeps[1] == pytest.approx(2 * round_seconds)
+    assert sum(sleeps[1:]) == pytest.approx(2 * round_seconds)
 
 
 def test_a_batch_of_intents_sent_early_commits_without_staggering(
@@ -426,7 +459,10 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
     """Waiting for an older intent's writer sleeps about one fold-and-swap round each time
     (jittered below it), not an exponential backoff."""
     sleeps: list[float] = []
-    reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=sleeps.append))
+    now = time.time()  # so our intent is made when the last swap's was: a stagger of a round
+    reg = registry(
+        store, retry=RetryPolicy(max_attempts=30, sleep=sleeps.append), clock=lambda: now
+    )
     reg.commit("sales", add=[datafile("sales", "", "a")])
     plant_intent(
         store,
@@ -437,11 +473,16 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
     reg._contended_until = float("inf")
     reg._round_seconds = 0.3
     reg.commit("sales", add=[datafile("sales", "", "b")])
-    # Its first wait, its stagger (a round: its intent is the newest), then max_waits waits
-    # for the older intent's writer.
-    stagger, waits = sleeps[1], [sleeps[0], *sleeps[2 : reg.max_waits + 2]]
-    gathering = sleeps[reg.max_waits + 2 :]
-    assert stagger == pytest.approx(0.3)
+    # Its first wait (about a round: sooner mostly finds the intent pending), its stagger (a
+    # round: its intent is the newest, in looks a third of a round apart), then max_waits
+    # waits for the older intent's writer.
+    looks = round(1 / LOOK)
+    first, stagger = sleeps[0], sleeps[1 : 1 + looks]
+    waits = sleeps[1 + looks : 1 + looks + reg.max_waits]
+    gathering = sleeps[1 + looks + reg.max_waits :]
+    assert 0.9 * 0.3 <= first <= 1.1 * 0.3
+    assert stagger == [pytest.approx(0.3 * LOOK)] * looks
+    assert len(waits) == reg.max_waits
     assert all(0.15 <= s <= 0.3 for s in waits)
     # Then it folds for everybody: a moment for intents being sent, before reading them.
     assert gathering == [pytest.approx(0.3 * reg.gather)]
@@ -649,7 +690,7 @@ def wait_while_the_root_moves(
     mover = registry(store, max_fold=0)  # commits without folding anybody's intent
     sleeps = itertools.count(1)
 
-    def meanwhile(_: float) -> None:  # another swap (ours not in it) every few rounds
+    def meanwhile(_: float) -> None:  # another swap (ours not in it) every few looks
         if next(sleeps) % every == 0 and len(movers) < moves:
             movers.append(
                 mover.commit("sales", add=[datafile("sales", "", f"m{len(movers)}")]).version
@@ -681,7 +722,10 @@ def test_a_waiter_folds_itself_after_patience_runs_out_though_the_root_moves(
     result, fate, _, ours = wait_while_the_root_moves(store, moves=10**6)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
-    assert PATIENCE * ours.max_waits <= result.attempts < 3 * PATIENCE * ours.max_waits
+    # Every look counts its part of a round (a stagger's look a third): the waiter lists
+    # after PATIENCE * max_waits rounds, the first wait aside.
+    rounds = PATIENCE * ours.max_waits
+    assert rounds <= result.attempts - 2 <= rounds / LOOK
 
 
 def test_a_waiter_folds_itself_before_its_retry_budget_runs_out(store: ObjectStore) -> None:

@@ -129,18 +129,21 @@ class BatchState:
     unknown_base: int | None = None
     # Rounds spent waiting, with no progress at the root, for an older intent's writer to
     # fold ours (see _foreign_intents), and the root version that wait started from; and
-    # rounds spent waiting in all, the root moving or not.
+    # rounds spent waiting in all, the root moving or not (a shorter look counts its part).
     waits: int = 0
     wait_version: int | None = None
-    waited: int = 0
+    waited: float = 0.0
     # When (the registry's clock) it started waiting for another process, and when it last
     # read the root while waiting: a swap that settles it landed between that look and the
     # next (see CommitLoop._look).
     wait_started: float | None = None
     looked_at: float | None = None
-    # The root version a waiting committer last decided on (see Folding._stagger), and the
-    # length of its next wait if that is not one round.
+    # The root version a waiting committer last saw move (see Folding._stagger), how long it
+    # has slept since it saw it, and how long that root must stand still before it lists
+    # itself; and the length of its next wait if that is not the usual one.
     watched_version: int | None = None
+    still: float = 0.0
+    still_needed: float = 0.0
     stagger: float | None = None
 
 

@@ -44,6 +44,10 @@ INTENT_CACHE = 4096
 #: processes starting at once would otherwise each read everyone's intents).
 CROWD = 8
 
+#: A waiter whose intent is pending looks at the root this often (in rounds) while it waits
+#: for the root to stand still before it lists: a folder at work applies it in its next swap.
+LOOK = 1 / 3
+
 #: A waiter folds the pending intents itself after ``max_waits`` rounds in which the root did
 #: not move, or after this many times ``max_waits`` rounds of waiting in all, the root moving
 #: or not (see Folding._patient).
@@ -95,11 +99,17 @@ class Folding:
 
     def _poll(self, state: BatchState) -> float:
         """How long a waiting committer sleeps before it looks at the root again: as long as
-        its stagger says (see :meth:`_stagger`), else about one fold-and-swap round, jittered
-        so waiters do not look all at once."""
+        its stagger says (see :meth:`_stagger`); after sending its intent, about one round
+        (what it takes, here, until a swap applies an intent: looking earlier mostly finds it
+        pending); waiting for an older intent's writer, a round at most. Jittered, so that
+        waiters do not look all at once."""
         if state.stagger is not None:
             seconds, state.stagger = state.stagger, None
+            state.still += seconds
+            state.waited += seconds / self._round_seconds
             return seconds
+        if state.attempts <= 1:
+            return self._round_seconds * random.uniform(0.9, 1.1)
         return self._round_seconds * random.uniform(0.5, 1.0)
 
     def _patient(self, state: BatchState) -> bool:
@@ -115,34 +125,38 @@ class Folding:
 
     def _stagger(self, doc: RegistryDoc, state: BatchState) -> bool:
         """Whether a committer whose intents are out and still pending waits a while longer
-        before it lists (and sets how long): after its first wait, and each time the root
-        moved without its intents (the last fold listed before they were visible). The
-        writer of the oldest pending intent should fold next, and each waiter can tell how
-        long after the newest intent the last fold decided its own was made: it
-        waits ``stagger`` times that long (at least one round: a folder at work swaps within
-        a round, and a waiter does not race it; at most two), so the oldest lists first and
+        before it lists (and sets how long). The writer of the oldest pending intent should
+        fold next, if nobody is folding: each waiter can tell how long after the newest intent
+        the last swap decided its own was made, and it lists only once the root has stood
+        still ``stagger`` times that long (at least one round: a folder at work swaps within
+        a round, and a waiter does not race it; at most two). So the oldest lists first and
         folds the others, who find their commits applied when they look instead of each
-        listing. A waiter whose root did not move while it staggered lists (nobody folded
-        meanwhile), and so does one a fold passed over (its intent is at or below the
-        watermark: its PUT landed more than ``watermark_lag`` after it was made, and after
-        that fold's LIST)."""
+        listing. Meanwhile it looks at the root every ``LOOK`` (a third) of a round: a folder
+        at work applies ours in its next swap. Each time the root moves without our intents, the
+        stillness is counted again from that look. One that a fold passed over (its intent is
+        at or below the watermark: its PUT landed more than ``watermark_lag`` after it was
+        made, and after that fold's LIST) lists at once, since no other fold will."""
         if (
             self.stagger <= 0
             or state.wait_started is None  # not waiting for another process: commit now
             or not doc.fates
-            or state.watched_version == doc.version
             or not state.pending
             or not all(p.intent is not None and p.intent_sent for p in state.pending)
             or not self._patient(state)
         ):
             return False
-        state.watched_version = doc.version
-        oldest = min(p.intent for p in state.pending if p.intent is not None)
-        if oldest <= doc.watermark:
-            return False
-        behind = max(0.0, (intent_ms(oldest) - intent_ms(_newest_folded(doc))) / 1000)
         one = self._round_seconds
-        state.stagger = min(max(self.stagger * behind, one), 2 * one)
+        if state.watched_version != doc.version:
+            state.watched_version, state.still = doc.version, 0.0
+            oldest = min(p.intent for p in state.pending if p.intent is not None)
+            if oldest <= doc.watermark:
+                return False
+            behind = max(0.0, (intent_ms(oldest) - intent_ms(_newest_folded(doc))) / 1000)
+            state.still_needed = min(max(self.stagger * behind, one), 2 * one)
+        left = state.still_needed - state.still
+        if left < 1e-6:
+            return False  # nobody swapped for that long: list (and fold)
+        state.stagger = min(one * LOOK, left)
         return True
 
     def _watermark(self, doc: RegistryDoc, fold: Fold, seconds: float) -> str:

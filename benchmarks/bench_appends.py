@@ -219,6 +219,10 @@ class Sample:
     failures: int
     p50_ms: float
     p99_ms: float
+    # Each writer's first append pays for its start (a cold process, every writer starting at
+    # once): the p99 of the others, and the mean of those.
+    p99_later_ms: float
+    first_mean_ms: float
     batch: float
     check: str
     first_error: str | None
@@ -334,6 +338,8 @@ def timed_run(
     requests = sum(ops.values())
     endpoint.clear_faults()
     latencies = sorted(x for o in outcomes for x in o.latencies)
+    later = sorted(x for o in outcomes for x in o.latencies[1:])
+    firsts = [o.latencies[0] for o in outcomes if o.latencies]
     sizes = [s for o in outcomes for s in o.batch_sizes]
     failures = sum(o.failures for o in outcomes)
     expected = 1 + len(latencies)
@@ -347,6 +353,8 @@ def timed_run(
         failures=failures,
         p50_ms=1000 * percentile(latencies, 0.5),
         p99_ms=1000 * percentile(latencies, 0.99),
+        p99_later_ms=1000 * percentile(later, 0.99),
+        first_mean_ms=1000 * statistics.fmean(firsts) if firsts else float("nan"),
         batch=statistics.fmean(sizes) if sizes else float("nan"),
         check=check,
         first_error=next((o.first_error for o in outcomes if o.first_error), None),
@@ -401,7 +409,8 @@ def breakdown(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str])
     """Requests per commit by S3 operation and the part of the lake's layout it touched
     (root, intents, snapshots, data files...; delta-rs's log is "other"), body bytes per
     commit, and CPU per commit, the writers' and the endpoint's, with how many of the machine's
-    cores that kept busy (the last repeat)."""
+    cores that kept busy; and latency apart from each writer's first append, which pays for
+    its start (the last repeat)."""
     lines = []
     for system in systems:
         sample = runs[-1][system]
@@ -416,7 +425,9 @@ def breakdown(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str])
             f"- {system}, {cell.writers} {cell.mode}, {cell.latency_ms} ms: per commit {ops}; "
             f"{moved:.1f} KiB moved; CPU {1000 * sample.writers_cpu / commits:.1f} ms in the "
             f"writers + {1000 * sample.endpoint_cpu / commits:.1f} ms in the endpoint "
-            f"({busy:.2f} of {os.cpu_count()} cores busy)"
+            f"({busy:.2f} of {os.cpu_count()} cores busy); each writer's first append "
+            f"{sample.first_mean_ms:.0f} ms on average, p99 of the others "
+            f"{sample.p99_later_ms:.0f} ms"
         )
     return lines
 

@@ -58,6 +58,13 @@ def contended_waiter(
     return waiter
 
 
+def seasoned(reg: Registry) -> Registry:
+    """``reg`` as a process that has listed intents before: its next fold is not its first
+    (a first fold sends its intents before it lists, and waits for any older one's writer)."""
+    reg._listed_at = 0.0
+    return reg
+
+
 def names(reg: Registry, dataset: str = "sales") -> list[str]:
     return [f.name for f in reg.files(dataset)]
 
@@ -273,7 +280,7 @@ def test_a_contended_commit_waits_first_and_is_folded_by_another_process(
     without listing: another process's swap applied it meanwhile, so the commit costs its
     intent PUT and one root GET, and reports the other's version."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    other = registry(store, group_commit=False)
+    other = seasoned(registry(store, group_commit=False))
     swaps: list[int] = []
 
     def meanwhile(_: float) -> None:  # our wait: the other process folds and swaps now
@@ -329,7 +336,7 @@ def left_behind(
             slow.commit("sales", add=[datafile("sales", "", "x")])
             decided.append(newest_decided(store))
         elif len(sleeps) == fold_at:  # a process that folds ours in
-            registry(store).commit("sales", add=[datafile("sales", "", "y")])
+            seasoned(registry(store)).commit("sales", add=[datafile("sales", "", "y")])
 
     ours = contended_waiter(store, meanwhile, clock=lambda: now[0])
     ours._round_seconds = 1.5  # neither bound binds: the wait is set by the time behind
@@ -645,7 +652,7 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
     intents of other processes pending does not read them all: it sends its intent and
     waits, and another process folds the crowd and ours in one swap. Ours read no intent."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    base = int(time.time() * 1000) - 2000
+    base = int(time.time() * 1000) - 500  # above the watermark that commit left
     planted = [
         plant_intent(
             store, Change("sales", f"crowd-{n}", add=(datafile("sales", "", f"c{n}"),)), ms=base + n
@@ -658,7 +665,7 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
         if not swaps:
             swaps.append(registry(store).commit("sales", add=[datafile("sales", "", "x")]).version)
 
-    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+    ours = seasoned(registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile)))
     ours.read()
     s3.reset_stats()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
@@ -817,3 +824,32 @@ def test_an_intent_landing_after_a_fold_listed_it_is_folded_by_the_next(
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
     assert names(folder) == ["a", "b", "c", "l", "late"]
+
+
+def test_a_first_fold_sends_its_intent_first_and_waits_for_an_older_one(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Processes that start together: a process's first fold sends its intent before it
+    lists, so that the others starting with it see it, and finding an older pending intent
+    (here: of another process starting too) it waits for that one's writer to fold both,
+    instead of each swapping alone (one wins; and, having found nobody, it would list again
+    only a ``fold_interval`` later)."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    plant_intent(
+        store,
+        Change("sales", "starting", add=(datafile("sales", "", "s"),)),
+        ms=int(time.time() * 1000) - 100,
+    )
+    swaps: list[int] = []
+
+    def meanwhile(_: float) -> None:  # our wait: the older intent's writer folds both
+        if not swaps:
+            folder = seasoned(registry(store))
+            swaps.append(folder.commit("sales", add=[datafile("sales", "", "other")]).version)
+
+    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+    s3.reset_stats()
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    assert (result.version, result.attempts) == (swaps[0], 2)
+    assert s3.areas()["GetObject metastore/intents"] == 2  # the folder read both; we, none
+    assert names(ours) == ["a", "mine", "other", "s"]

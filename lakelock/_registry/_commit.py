@@ -403,11 +403,15 @@ class CommitLoop(Folding, Settling):
         doc, etag = found
         fold = Fold()
         if doc.format_version > 1 and self._should_list(doc, state, seconds):
-            if self._contended(seconds) and not self._swapped_last:
+            first = self._listed_at == float("-inf")
+            if (self._contended(seconds) or first) and not self._swapped_last:
                 # Visible to the others before we look at theirs. The process that swapped
                 # last folds now instead (see Folding._foreign_intents): its intents go with
                 # its snapshot, and it does not pause for intents being sent (its next fold
-                # takes them).
+                # takes them). A process's first fold sends them first too: processes that
+                # start together then find each other's intents, and all but the oldest
+                # wait for its fold, instead of each swapping alone (one wins; and, finding
+                # nobody, lists again only a fold_interval later).
                 self._send_intents(state.pending)
             fold = self._foreign_intents(doc, state, seconds)
         own = list(state.pending)

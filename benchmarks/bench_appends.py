@@ -98,14 +98,14 @@ def open_handle(system: str, url: str, bucket: str) -> Any:
     return DeltaTable(delta_uri(bucket), storage_options=delta_options(url))
 
 
-def append_once(system: str, handle: Any, table: pa.Table) -> int:
-    """One append; returns how many commits shared its CAS (1 for delta-rs)."""
+def append_once(system: str, handle: Any, table: pa.Table) -> None:
+    """One append."""
     if system == "lakelock":
-        return int(handle.append(DATASET, table, partition_by=PARTITION_BY).batch_size)
+        handle.append(DATASET, table, partition_by=PARTITION_BY)
+        return
     from deltalake import write_deltalake
 
     write_deltalake(handle, table, mode="append", partition_by=PARTITION_BY)
-    return 1
 
 
 @dataclass
@@ -113,7 +113,6 @@ class Outcome:
     """What one writer did in one timed run."""
 
     latencies: list[float] = field(default_factory=list)
-    batch_sizes: list[int] = field(default_factory=list)
     failures: int = 0
     first_error: str | None = None
     # CPU seconds the writer's process used during the loop (processes mode: all its threads).
@@ -130,14 +129,13 @@ def append_loop(system: str, handle: Any, writer: int, rows: int, deadline: floa
         n += 1
         started = time.perf_counter()
         try:
-            size = append_once(system, handle, table)
+            append_once(system, handle, table)
         except Exception as error:
             out.failures += 1
             if out.first_error is None:
                 out.first_error = f"{type(error).__name__}: {str(error)[:200]}"
             continue
         out.latencies.append(time.perf_counter() - started)
-        out.batch_sizes.append(size)
     out.cpu_seconds = time.process_time() - cpu
     return out
 
@@ -340,7 +338,6 @@ def timed_run(
     latencies = sorted(x for o in outcomes for x in o.latencies)
     later = sorted(x for o in outcomes for x in o.latencies[1:])
     firsts = [o.latencies[0] for o in outcomes if o.latencies]
-    sizes = [s for o in outcomes for s in o.batch_sizes]
     failures = sum(o.failures for o in outcomes)
     expected = 1 + len(latencies)
     found = committed_files(system, url, bucket)
@@ -355,7 +352,9 @@ def timed_run(
         p99_ms=1000 * percentile(latencies, 0.99),
         p99_later_ms=1000 * percentile(later, 0.99),
         first_mean_ms=1000 * statistics.fmean(firsts) if firsts else float("nan"),
-        batch=statistics.fmean(sizes) if sizes else float("nan"),
+        # Commits per compare-and-swap of the root at the endpoint (lost ones too): what
+        # group commit shares, in one process (its batches) and across them (folded intents).
+        batch=len(latencies) / ops["PutObject root"] if ops.get("PutObject root") else 1.0,
         check=check,
         first_error=next((o.first_error for o in outcomes if o.first_error), None),
         ops=ops,

@@ -97,10 +97,13 @@ def vacuum(
                 listing(len(listed))
     if listing is not None:
         listing(len(listed))
-    protected = registry.reachable(cutoff=now - older_than)
     # An intent no swap has decided yet may still be applied (by its writer, or a folder
-    # within the intent TTL): kept, however old vacuum's window says it is.
-    protected |= set(registry.pending_intents())
+    # within the intent TTL): kept, however old vacuum's window says it is. Read before the
+    # versions: one applied between the two reads is pending in the first or referenced in
+    # the second (the other way round, it could be neither, and be deleted as it became a
+    # manifest of the current version).
+    protected = set(registry.pending_intents())
+    protected |= registry.reachable(cutoff=now - older_than)
 
     report = VacuumReport(dry_run=dry_run, scanned=len(listed))
     cutoff = now - older_than

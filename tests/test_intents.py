@@ -24,6 +24,7 @@ from lakelock._registry._fold import CROWD, LOOK, PATIENCE
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
+from lakelock._vacuum import vacuum
 from lakelock.errors import CommitConflictError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, no_sleep, wait_until
@@ -853,3 +854,47 @@ def test_a_first_fold_sends_its_intent_first_and_waits_for_an_older_one(
     assert (result.version, result.attempts) == (swaps[0], 2)
     assert s3.areas()["GetObject metastore/intents"] == 2  # the folder read both; we, none
     assert names(ours) == ["a", "mine", "other", "s"]
+
+
+def test_vacuum_keeps_an_intent_applied_between_its_reads_of_the_root(
+    store: ObjectStore,
+) -> None:
+    """Vacuum protects what the versions it keeps reference and the intents still pending,
+    from two reads of the root. An old intent that another process applies between them is
+    pending in the first (read first) or referenced in the second: never deleted as the
+    manifest of the current version it has just become."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    key = plant_intent(store, Change("sales", "slow", add=(datafile("sales", "", "slow"),)))
+    reads: list[str] = []
+
+    class Interleaved(Registry):
+        """Another process folds the intent right after vacuum's first read of the root."""
+
+        def _read_by_vacuum(self, name: str) -> None:
+            reads.append(name)
+            if len(reads) == 1:
+                seasoned(registry(store)).commit("sales", add=[datafile("sales", "", "b")])
+
+        def pending_intents(self) -> list[str]:
+            found = super().pending_intents()
+            self._read_by_vacuum("pending")
+            return found
+
+        def reachable(self, *, cutoff: float) -> set[str]:
+            found = super().reachable(cutoff=cutoff)
+            self._read_by_vacuum("reachable")
+            return found
+
+    # Vacuum's clock an hour ahead: every object listed is older than its window.
+    report = vacuum(
+        Interleaved(store, retry=FAST_RETRY),
+        older_than=60,
+        dry_run=False,
+        clock=lambda: time.time() + 3600,
+    )
+    assert sorted(reads) == ["pending", "reachable"]
+    assert key not in report.deleted
+    fate = registry(store)._current()[0].fate(key)
+    assert fate is not None
+    assert fate.state == "applied"
+    assert names(registry(store)) == ["a", "b", "slow"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lakelock._registry import CommitResult, Registry
+from lakelock._registry import CommitResult, Registry, _fold
 from lakelock._registry._changes import (
     HARD_MAX_MANIFESTS_PER_PARTITION,
     MAX_MANIFESTS_PER_PARTITION,
@@ -785,7 +785,7 @@ def test_a_waiter_settled_by_another_process_stays_contended(store: ObjectStore)
         now[0] += seconds
         other.commit("sales", add=[datafile("sales", "", f"theirs-{len(names(other))}")])
 
-    ours = contended_waiter(store, sleep, clock=lambda: now[0])
+    ours = seasoned(contended_waiter(store, sleep, clock=lambda: now[0]))
     ours._contended_until = now[0] + 1.0  # a race lost a while ago
     first = ours.commit("sales", add=[datafile("sales", "", "mine-1")])
     assert (first.attempts, first.redrives) == (2, 0)
@@ -818,9 +818,10 @@ def test_an_intent_landing_after_a_fold_listed_it_is_folded_by_the_next(
         ms=int(now * 1000) - 500,
     )
     assert doc.watermark < late < listed
-    result = registry(store, clock=lambda: now + 0.1).commit(
+    result = seasoned(registry(store, clock=lambda: now + 0.1)).commit(
         "sales", add=[datafile("sales", "", "c")]
     )
+    assert result.attempts == 1
     fate = registry(store)._current()[0].fate(late)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -898,3 +899,96 @@ def test_vacuum_keeps_an_intent_applied_between_its_reads_of_the_root(
     assert fate is not None
     assert fate.state == "applied"
     assert names(registry(store)) == ["a", "b", "slow"]
+
+
+def test_intents_a_swap_decided_do_not_use_up_the_next_folds_share(store: ObjectStore) -> None:
+    """The intents recent swaps decided stay above the watermark for a while, so a LIST
+    returns them first; they do not count against ``max_fold``: a fold still reaches the
+    pending intent behind more of them than its share."""
+    writer = registry(store)
+    for n in range(6):  # a lone writer: its commits' intents, decided, above the watermark
+        writer.commit("sales", add=[datafile("sales", "", f"w{n}")])
+    doc = writer._current()[0]
+    above = [f.key for f in doc.fates if f.key > doc.watermark]
+    assert len(above) > 4
+    pending = plant_intent(store, Change("sales", "behind", add=(datafile("sales", "", "p"),)))
+    result = seasoned(registry(store, max_fold=4)).commit("sales", add=[datafile("sales", "", "x")])
+    fate = registry(store)._current()[0].fate(pending)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
+
+
+def test_a_swap_leaves_at_most_lagging_keys_above_the_watermark(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However recent the keys a fold lists (fast commits, or a folder whose clock is behind
+    the writers'), it leaves no more than ``LAGGING`` of them above the watermark: each keeps
+    its fate in the root, and every later fold lists it again."""
+    monkeypatch.setattr(_fold, "LAGGING", 3)
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    planted = sorted(
+        plant_intent(store, Change("sales", f"fast-{n}", add=(datafile("sales", "", f"f{n}"),)))
+        for n in range(6)
+    )
+    folder = seasoned(registry(store))
+    folder.commit("sales", add=[datafile("sales", "", "b")])
+    doc = folder._current()[0]
+    assert doc.watermark == planted[-4]
+    for key in planted:
+        fate = doc.fate(key)
+        assert fate is not None
+        assert fate.state == "applied"
+
+
+def test_decided_intents_above_the_watermark_keep_their_fates(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """The fates of intents above the watermark stay in the root beyond ``commit_window``:
+    the next fold lists those intents again and must see them decided (it reads none)."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    planted = [
+        plant_intent(store, Change("sales", f"k{n}", add=(datafile("sales", "", f"k{n}"),)))
+        for n in range(3)
+    ]
+    seasoned(registry(store, commit_window=1)).commit("sales", add=[datafile("sales", "", "b")])
+    doc = registry(store)._current()[0]
+    assert all(key > doc.watermark and doc.fate(key) is not None for key in planted)
+    s3.reset_stats()
+    seasoned(registry(store, commit_window=1)).commit("sales", add=[datafile("sales", "", "c")])
+    assert s3.areas().get("GetObject metastore/intents", 0) == 0
+    assert names(registry(store)) == ["a", "b", "c", "k0", "k1", "k2"]
+
+
+def test_a_first_fold_does_not_wait_for_an_intent_made_long_before(store: ObjectStore) -> None:
+    """A process's first fold waits only for intents made about when its own was (processes
+    starting with it): one made longer ago than the watermark's lag has a writer that is not
+    folding (it would be applied by now), and the first fold folds it at once."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])  # the root moved lately
+    dead = plant_intent(
+        store,
+        Change("sales", "dead-5", add=(datafile("sales", "", "d"),)),
+        ms=int(time.time() * 1000) - 5000,
+    )
+    result = registry(store).commit("sales", add=[datafile("sales", "", "mine")])
+    assert result.attempts == 1
+    fate = registry(store)._current()[0].fate(dead)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
+
+
+def test_a_first_commit_on_a_quiet_lake_lists_before_it_sends(store: ObjectStore) -> None:
+    """On a lake whose root has not moved for a while, a process's first commit does not
+    send its intent ahead of its LIST (nobody is starting with it): it folds an older
+    pending intent at once, in one attempt, its intent created with its snapshot."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    later = time.time() + 60  # this process starts a minute after the last commit
+    older = plant_intent(
+        store,
+        Change("sales", "just-before", add=(datafile("sales", "", "o"),)),
+        ms=int(later * 1000) - 100,
+    )
+    result = registry(store, clock=lambda: later).commit("sales", add=[datafile("sales", "", "m")])
+    assert result.attempts == 1
+    fate = registry(store)._current()[0].fate(older)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)

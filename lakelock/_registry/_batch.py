@@ -57,12 +57,12 @@ class CommitResult:
 @dataclass
 class Fold:
     """Other processes' intents found for one attempt: those to apply, fates decided without
-    applying (expired, unreadable, applied already), and the highest key listed."""
+    applying (expired, unreadable, applied already), and the keys listed."""
 
     pending: list[Pending] = field(default_factory=list)
     fates: list[IntentFate] = field(default_factory=list)
-    listed: bool = False
-    listed_max: str = ""
+    # The keys listed, oldest first (empty: this attempt did not list, or found nothing).
+    listed: tuple[str, ...] = ()
     # Seconds spent pausing for intents being sent (the gather), not folding.
     paused: float = 0.0
 

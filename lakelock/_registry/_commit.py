@@ -403,15 +403,17 @@ class CommitLoop(Folding, Settling):
         doc, etag = found
         fold = Fold()
         if doc.format_version > 1 and self._should_list(doc, state, seconds):
-            first = self._listed_at == float("-inf")
+            first = self._listed_at == float("-inf") and self._recent(doc, seconds)
             if (self._contended(seconds) or first) and not self._swapped_last:
                 # Visible to the others before we look at theirs. The process that swapped
                 # last folds now instead (see Folding._foreign_intents): its intents go with
                 # its snapshot, and it does not pause for intents being sent (its next fold
-                # takes them). A process's first fold sends them first too: processes that
-                # start together then find each other's intents, and all but the oldest
-                # wait for its fold, instead of each swapping alone (one wins; and, finding
-                # nobody, lists again only a fold_interval later).
+                # takes them). A process's first fold sends them first too, if the root
+                # moved lately: processes that start together then find each other's
+                # intents, and all but the oldest wait for its fold, instead of each
+                # swapping alone (one wins; and, finding nobody, lists again only a
+                # fold_interval later). On a quiet lake a first commit does not pay that
+                # round trip.
                 self._send_intents(state.pending)
             fold = self._foreign_intents(doc, state, seconds)
         own = list(state.pending)
@@ -448,8 +450,6 @@ class CommitLoop(Folding, Settling):
         self._known = (new_doc, written.etag)
         self._swapped_last = True
         self._learn_round(time.monotonic() - started - fold.paused)
-        if fold.listed:
-            self._listed_at = seconds
         self._conclude(state, new_doc.version)
 
     def _conclude(self, state: BatchState, version: int | None) -> None:

@@ -5,25 +5,26 @@ Under contention a committer sends its intent and looks at the root about one ro
 (:meth:`Folding._may_wait_first`); only if nobody applied it does it LIST the intents after the
 watermark. The process that made the last swap folds every pending intent at once; otherwise
 the writer of the oldest pending intent does (after giving those being sent a moment). The
-others wait, one root GET a round, and fold themselves only once their patience runs out
+others wait, reading only the root, and fold themselves only once their patience runs out
 (:meth:`Folding._patient`: the root stood still for ``max_waits`` rounds; its writer may be
-dead). When a swap leaves intents pending, their writers stagger their next look by how late
-their intents were made, for at least a round (:meth:`Folding._stagger`), so the oldest lists
-first and none races a folder at work. A swap leaves the watermark a little behind what it
-listed (:meth:`Folding._watermark`), so intents still landing then are the next fold's, not
-left to their writers. A committer that was not contended and finds a crowd pending sends its
-intent and waits too."""
+dead). When a swap leaves intents pending, their writers look at the root every third of a
+round and list only once it has stood still for one to two rounds, by how late their intents
+were made (:meth:`Folding._stagger`), so the oldest lists first and they seldom race a folder
+at work. A swap leaves the watermark a little behind what it listed
+(:meth:`Folding._watermark`), so intents still landing then are the next fold's, not left to
+their writers. A committer that was not contended and finds a crowd pending sends its intent
+and waits too, and so does a process's first fold on a lake that moved lately (processes
+starting together)."""
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from lakelock._registry._batch import BatchState, Fold, Pending, Wait
+from lakelock._registry._batch import BatchState, Fold, Pending, Wait, seconds_of
 from lakelock._registry._changes import Change
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, intent_ms, parse_intent
@@ -43,6 +44,9 @@ INTENT_CACHE = 4096
 #: does not read them all: it sends its own and waits like a contended one (a crowd of
 #: processes starting at once would otherwise each read everyone's intents).
 CROWD = 8
+
+#: The most listed intents a swap leaves above the watermark (see Folding._watermark).
+LAGGING = 128
 
 #: A waiter whose intent is pending looks at the root this often (in rounds) while it waits
 #: for the root to stand still before it lists: a folder at work applies it in its next swap.
@@ -147,10 +151,10 @@ class Folding:
             return False
         one = self._round_seconds
         if state.watched_version != doc.version:
-            state.watched_version, state.still = doc.version, 0.0
+            state.watched_version, state.still, state.still_needed = doc.version, 0.0, 0.0
             oldest = min(p.intent for p in state.pending if p.intent is not None)
             if oldest <= doc.watermark:
-                return False
+                return False  # passed over: no other fold will list it
             behind = max(0.0, (intent_ms(oldest) - intent_ms(_newest_folded(doc))) / 1000)
             state.still_needed = min(max(self.stagger * behind, one), 2 * one)
         left = state.still_needed - state.still
@@ -164,15 +168,23 @@ class Folding:
         than ``watermark_lag`` seconds before the fold (``seconds``). An intent made before the
         LIST whose PUT landed after it sorts below the listed keys; left above the watermark,
         it is listed by the next fold, instead of passed over (left to its own writer to fold
-        alone, racing the others). On a slow store (long rounds) the lag is two rounds. The
-        intents this keeps above the watermark are decided, and their fates stay in the root
-        (see prune_fates), so the next fold skips them unread. ``watermark_lag = 0``: no lag,
-        the highest key listed."""
+        alone, racing the others). On a slow store (long rounds) the lag is two rounds; and
+        it never leaves more than ``LAGGING`` of the keys listed above the watermark (commits
+        coming fast, or this clock behind the writers'). The intents it keeps above the
+        watermark are decided, and their fates stay in the root (see prune_fates), so the
+        next fold skips them unread. ``watermark_lag = 0``: no lag, the highest key listed."""
+        if not fold.listed:
+            return doc.watermark
+        newest = fold.listed[-1]
         if self.watermark_lag <= 0:
-            return max(doc.watermark, fold.listed_max)
+            return max(doc.watermark, newest)
         lag = max(self.watermark_lag, 2 * self._round_seconds)
         lagged = f"{INTENT_PREFIX}{max(0, int((seconds - lag) * 1000)):013x}"
-        return max(doc.watermark, min(fold.listed_max, lagged))
+        if len(fold.listed) > LAGGING:
+            # However the clocks disagree or fast commits come: no more than LAGGING keys
+            # stay above the watermark (each keeps its fate in the root, and is listed again).
+            lagged = max(lagged, fold.listed[-LAGGING - 1])
+        return max(doc.watermark, min(newest, lagged))
 
     def _should_list(self, doc: RegistryDoc, state: BatchState, seconds: float) -> bool:
         """Whether this attempt looks for other processes' intents: after a lost race,
@@ -200,6 +212,14 @@ class Folding:
         for p in pending:
             p.unwritten = []
 
+    def _recent(self, doc: RegistryDoc, seconds: float) -> bool:
+        """Whether the root moved within ``contention_memory`` seconds (by the time its last
+        writer put in it: a hint, as clocks may disagree)."""
+        try:
+            return seconds - seconds_of(doc.updated_at) < self.contention_memory
+        except ValueError:  # no commit yet
+            return False
+
     def _contended(self, seconds: float) -> bool:
         """Whether other processes have been committing here lately (a lost race, or their
         intents found): then a first attempt reads the root afresh and folds in what is
@@ -209,9 +229,11 @@ class Folding:
     def _foreign_intents(self, doc: RegistryDoc, state: BatchState, seconds: float) -> Fold:
         """The pending intents of other processes, oldest first (at most ``max_fold``), read
         and ready to apply; those that cannot be applied get their fate at once."""
-        listed = self._list_intents(doc.watermark, self.max_fold)
-        own = self._own_intents(state)
         decided = {f.key for f in doc.fates}
+        first = self._listed_at == float("-inf")
+        self._listed_at = seconds
+        listed = self._list_intents(doc.watermark, self.max_fold, decided)
+        own = self._own_intents(state)
         todo = [o for o in listed if o.key not in own and o.key not in decided]
         if todo:
             self._contended_until = seconds + self.contention_memory
@@ -233,6 +255,7 @@ class Folding:
             and todo[0].key < mine[0]
             and self._patient(state)
             and not self._swapped_last
+            and not (first and self._long_before(todo[0].key, mine[0]))
         ):
             # An older intent is pending: its writer folds everything pending (ours too)
             # in its next swap. Waiting for that, instead of reading every intent and racing
@@ -241,7 +264,9 @@ class Folding:
             # writer may have died). Unless we made the last swap: then we fold now. Our
             # root is current as far as we know (no GET), we are committing right now, and
             # the older intent's writer is asleep between two looks; so the process that
-            # swapped last keeps folding for everybody while it commits.
+            # swapped last keeps folding for everybody while it commits. (A process's first
+            # fold waits only for intents made about when its own was, by processes starting
+            # with it: an older one's writer is not folding, or it would be applied.)
             state.waits += 1
             state.waited += 1
             state.wait_version = doc.version
@@ -253,7 +278,7 @@ class Folding:
             and not self._swapped_last  # it folds again soon: what comes meanwhile waits
             and self._contended(seconds)
             and self.gather > 0
-            and len(listed) < self.max_fold
+            and len(todo) < self.max_fold
         ):
             # We fold for everybody this round. The writers whose commits the last swap
             # settled are sending their next intents about now: give them a moment, then
@@ -262,11 +287,11 @@ class Folding:
             paused = self._round_seconds * self.gather
             self.retry.sleep(paused)
             after = listed[-1].key if listed else doc.watermark
-            more = self._list_intents(after, self.max_fold - len(listed))
+            more = self._list_intents(after, self.max_fold - len(todo), decided)
             own = self._own_intents(state)
             listed += more
             todo += [o for o in more if o.key not in own and o.key not in decided]
-        fold = Fold(listed=True, listed_max=listed[-1].key if listed else "", paused=paused)
+        fold = Fold(listed=tuple(o.key for o in listed), paused=paused)
 
         loaded = self._read_intents(todo, seconds) if todo else []
         for key, found in loaded:
@@ -318,12 +343,25 @@ class Folding:
             queued = {p.intent for p in self._queue} | self._sending
         return {p.intent for p in state.pending} | queued
 
-    def _list_intents(self, after: str, limit: int) -> list[ListedObject]:
-        return list(
-            itertools.islice(
-                self.store.list(INTENT_PREFIX, start_after=after, page_size=limit), limit
-            )
-        )
+    def _list_intents(self, after: str, limit: int, decided: set[str]) -> list[ListedObject]:
+        """The intents after ``after``, oldest first, up to the ``limit``-th one not in
+        ``decided``: those a recent swap decided (kept above the watermark, see
+        :meth:`_watermark`) are listed too, but do not use up a fold's share."""
+        found: list[ListedObject] = []
+        undecided = 0
+        page = min(1000, limit + len(decided))
+        for listed_object in self.store.list(INTENT_PREFIX, start_after=after, page_size=page):
+            if undecided >= limit:
+                break
+            found.append(listed_object)
+            undecided += listed_object.key not in decided
+        return found
+
+    def _long_before(self, older: str, ours: str) -> bool:
+        """Whether intent ``older`` was made longer before ``ours`` than the watermark's
+        lag: not by a process that started with ours."""
+        lag_ms = 1000 * max(self.watermark_lag, 2 * self._round_seconds)
+        return intent_ms(older) < intent_ms(ours) - lag_ms
 
     def _recorded_version(self, doc: RegistryDoc, change: Change) -> int | None:
         """The version that applied ``change``'s commit id, if one did. A listed intent is

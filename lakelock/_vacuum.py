@@ -11,9 +11,10 @@ An object under ``datasets/``, ``metastore/manifests/``, ``metastore/nodes/``,
    retired manifest already deleted is skipped, its files are orphans like any other.)
 2. it was last modified more than ``older_than`` ago, so writers still between writing a file
    and committing it (or preparing a manifest, node or snapshot) are left alone;
-3. it is not an intent still pending (above the root's watermark with no fate recorded):
-   another process may yet apply it. Applied intents are kept while an index refers to them
-   (they are the manifests of their files); rejected and cancelled ones are orphans.
+3. it is not an intent that may still be applied: one with no fate recorded in the root,
+   above the root's watermark (a fold may apply it) or written within the intent TTL (a fold
+   passed it over and its writer applies it). Applied intents are kept while an index refers
+   to them (they are the manifests of their files); rejected and cancelled ones are orphans.
 
 Reading a version older than the registry's retention is refused
 (:class:`~lakelock.errors.SnapshotExpiredError`), so ``older_than`` may not exceed it: vacuum
@@ -97,12 +98,12 @@ def vacuum(
                 listing(len(listed))
     if listing is not None:
         listing(len(listed))
-    # An intent no swap has decided yet may still be applied (by its writer, or a folder
+    # An intent no swap has decided yet may still be applied (by a folder, or by its writer
     # within the intent TTL): kept, however old vacuum's window says it is. Read before the
-    # versions: one applied between the two reads is pending in the first or referenced in
+    # versions: one applied between the two reads is undecided in the first or referenced in
     # the second (the other way round, it could be neither, and be deleted as it became a
     # manifest of the current version).
-    protected = set(registry.pending_intents())
+    protected = registry.undecided_intents(since=now - registry.intent_ttl)
     protected |= registry.reachable(cutoff=now - older_than)
 
     report = VacuumReport(dry_run=dry_run, scanned=len(listed))

@@ -876,8 +876,8 @@ def test_vacuum_keeps_an_intent_applied_between_its_reads_of_the_root(
             if len(reads) == 1:
                 seasoned(registry(store)).commit("sales", add=[datafile("sales", "", "b")])
 
-        def pending_intents(self) -> list[str]:
-            found = super().pending_intents()
+        def undecided_intents(self, *, since: float) -> set[str]:
+            found = super().undecided_intents(since=since)
             self._read_by_vacuum("pending")
             return found
 
@@ -992,3 +992,26 @@ def test_a_first_commit_on_a_quiet_lake_lists_before_it_sends(store: ObjectStore
     fate = registry(store)._current()[0].fate(older)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
+
+
+def test_vacuum_keeps_an_intent_a_fold_passed_over(store: ObjectStore) -> None:
+    """An intent below the watermark with no fate was passed over by a fold (its PUT landed
+    after the LIST): its writer still applies it in its own swap, so vacuum keeps it while
+    it is younger than the intent TTL, whatever vacuum's window (its writer's commit lands
+    with the intent as the manifest of its files)."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    change = Change("sales", "late", add=(datafile("sales", "", "late"),))
+    key, body, _ = intent_document(change, now_ms=int(time.time() * 1000) - 5000)  # made...
+    # ...and written only after another process's fold moved the watermark past it.
+    folder = seasoned(registry(store))
+    folder.watermark_lag = 0.0
+    plant_intent(store, Change("sales", "newer", add=(datafile("sales", "", "n"),)))
+    folder.commit("sales", add=[datafile("sales", "", "b")])
+    store.put(key, body, mode="create")
+    doc = registry(store)._current()[0]
+    assert key < doc.watermark
+    assert doc.fate(key) is None
+    # Two minutes later, with a one-minute window: older than the window, not than the TTL.
+    report = vacuum(registry(store), older_than=60, dry_run=False, clock=lambda: time.time() + 120)
+    assert key not in report.deleted
+    assert key in {o.key for o in store.list(INTENT_PREFIX)}

@@ -309,6 +309,24 @@ class Registry(CommitLoop):
             if o.key not in decided
         ]
 
+    def undecided_intents(self, *, since: float) -> set[str]:
+        """Intents whose fate the root does not record and that may still be applied:
+        those above the watermark (the next fold may apply them, see
+        :meth:`pending_intents`), and those below it written after ``since`` (seconds since
+        the epoch, by the listing's server time). A fold passed those over (their PUT landed
+        after its LIST) and their writers apply them in their own swaps: vacuum must not take
+        them away first; with ``since`` at least ``intent_ttl`` ago, every one still in use."""
+        doc, _ = self._current()
+        if doc.format_version == 1:
+            return set()
+        decided = {f.key for f in doc.fates}
+        return {
+            o.key
+            for o in self.store.list(INTENT_PREFIX)
+            if o.key not in decided
+            and (o.key > doc.watermark or o.last_modified.timestamp() > since)
+        }
+
     def reachable(self, *, cutoff: float) -> set[str]:
         """Every object a reader of a version current at or after ``cutoff`` (seconds since
         the epoch) can need (see :mod:`lakelock._vacuum`)."""

@@ -1015,3 +1015,28 @@ def test_vacuum_keeps_an_intent_a_fold_passed_over(store: ObjectStore) -> None:
     report = vacuum(registry(store), older_than=60, dry_run=False, clock=lambda: time.time() + 120)
     assert key not in report.deleted
     assert key in {o.key for o in store.list(INTENT_PREFIX)}
+
+
+def test_a_waiter_staggers_after_a_version_that_decided_no_intent(store: ObjectStore) -> None:
+    """The last version decided no intent (a commit spanning two datasets) and no fold has
+    set a watermark yet: a waiter measures how late its intent came from the newest intent
+    the root records, and commits."""
+    first = registry(store)
+    first.commit("sales", add=[datafile("sales", "", "a")])
+    both = "01-both-datasets"
+    first.commit_changes(
+        [
+            Change("sales", both, add=(datafile("sales", "", "s"),)),
+            Change("other", both, add=(datafile("other", "", "o"),)),
+        ]
+    )
+    doc = registry(store)._current()[0]
+    assert doc.watermark == ""
+    assert doc.fates
+    assert all(f.version < doc.version for f in doc.fates)
+    sleeps: list[float] = []
+    ours = contended_waiter(store, sleeps.append)
+    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    assert result.version == doc.version + 1
+    assert len(sleeps) >= 2  # the first wait, then the stagger before it listed
+    assert names(ours) == ["a", "mine", "s"]

@@ -155,7 +155,8 @@ class Folding:
             oldest = min(p.intent for p in state.pending if p.intent is not None)
             if oldest <= doc.watermark:
                 return False  # passed over: no other fold will list it
-            behind = max(0.0, (intent_ms(oldest) - intent_ms(_newest_folded(doc))) / 1000)
+            newest = _newest_decided(doc)
+            behind = max(0.0, (intent_ms(oldest) - intent_ms(newest)) / 1000) if newest else 0.0
             state.still_needed = min(max(self.stagger * behind, one), 2 * one)
         left = state.still_needed - state.still
         if left < 1e-6:
@@ -377,7 +378,9 @@ class Folding:
         return self.objects.commit_version(dataset, change.commit_id) if dataset else None
 
 
-def _newest_folded(doc: RegistryDoc) -> str:
-    """The newest intent the last swap decided (the watermark if it decided none): a waiter
-    measures how late its own intent was made from it."""
-    return max((f.key for f in doc.fates if f.version == doc.version), default=doc.watermark)
+def _newest_decided(doc: RegistryDoc) -> str:
+    """The newest intent the last swap decided; if it decided none (a commit spanning
+    datasets, a rename), the newest whose fate the root records; else the watermark ("":
+    neither yet). A waiter measures how late its own intent was made from it."""
+    last = max((f.key for f in doc.fates if f.version == doc.version), default="")
+    return last or max((f.key for f in doc.fates), default="") or doc.watermark

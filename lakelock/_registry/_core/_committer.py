@@ -23,6 +23,7 @@ One attempt (docs/FORMAT.md, "Group commit across processes"):
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -129,7 +130,7 @@ class Committer:
 
     def __init__(
         self,
-        objects: Objects,
+        objects: Objects | None = None,
         *,
         policy: FoldPolicy | None = None,
         rng: random.Random | None = None,
@@ -144,7 +145,7 @@ class Committer:
         bucket: str | None = None,
         root_key: str = REGISTRY_KEY,
     ) -> None:
-        self.objects = objects.offline()
+        self.objects = (objects or Objects()).offline()
         self.policy = policy or FoldPolicy()
         self.rng = rng or random.Random()
         self.hints = Hints(self.policy.first_round)
@@ -425,7 +426,7 @@ class Committer:
             # Past the root's window: each dataset's commit-id index is durable.
             for p in state.pending:
                 version = yield from self._need(
-                    lambda p=p: _decide.indexed_version(doc, p.changes, self.objects)
+                    functools.partial(_decide.indexed_version, doc, p.changes, self.objects)
                 )
                 if version is not None:
                     ours = state.first_base is not None and version > state.first_base
@@ -532,7 +533,7 @@ class Committer:
                 fold.fates.append(IntentFate(o.key, "rejected", doc.version + 1, seconds, found))
                 continue
             version = yield from self._need(
-                lambda found=found: _decide.recorded_version(doc, found, self.objects)
+                functools.partial(_decide.recorded_version, doc, found, self.objects)
             )
             if version is not None:  # applied already, through another intent of its id
                 fold.fates.append(IntentFate(o.key, "applied", version, seconds))

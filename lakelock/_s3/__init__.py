@@ -31,12 +31,11 @@ re-exported here for the callers that write through the adapter.
 
 from lakelock._objects import IfMatch, ListedObject, PutMode, PutResult
 from lakelock._s3._classify import CONNECT_ATTEMPTS, Call, classify, fail_fast_on_dead_endpoints
-from lakelock._s3._probe import DELETE_PROBE_PREFIX, ConditionalDelete
+from lakelock._s3._probe import ConditionalDelete
 from lakelock._s3._store import MIB, MIN_PART_SIZE, ObjectStore
 
 __all__ = [
     "CONNECT_ATTEMPTS",
-    "DELETE_PROBE_PREFIX",
     "MIB",
     "MIN_PART_SIZE",
     "Call",

@@ -2,10 +2,11 @@
 
 Not every store honours the ETag of a ``DeleteObjects`` entry (some delete anyway), nor
 ``If-Match`` on ``DeleteObject`` (some answer 501). :func:`probe_conditional_delete` writes a
-probe object under :data:`DELETE_PROBE_PREFIX` and tries each: a wrong ETag must be refused
-and the object kept, the right one must delete it. ``ObjectStore.delete_if_unchanged`` uses
-what it finds, and refuses with :class:`UnsupportedError` where neither holds: deleting what
-changed since it was judged deletable is never an option.
+probe object under ``metastore/probes/`` (:func:`~lakelock._layout.probe_key`) and tries
+each: a wrong ETag must be refused and the object kept, the right one must delete it.
+``ObjectStore.delete_if_unchanged`` uses what it finds, and refuses with
+:class:`UnsupportedError` where neither holds: deleting what changed since it was judged
+deletable is never an option.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Literal
 
+from lakelock._layout import probe_key
 from lakelock._objects import new_write_id
 from lakelock.errors import (
     AccessDeniedError,
@@ -25,10 +27,8 @@ from lakelock.errors import (
 if TYPE_CHECKING:
     from lakelock._s3._store import ObjectStore
 
-__all__ = ["DELETE_PROBE_PREFIX", "ConditionalDelete", "probe_conditional_delete"]
+__all__ = ["ConditionalDelete", "probe_conditional_delete"]
 
-#: Where the probe writes its throwaway object.
-DELETE_PROBE_PREFIX = "metastore/probes/"
 #: An ETag no object has (an MD5 is never all zeros in practice).
 _WRONG_ETAG = '"00000000000000000000000000000000"'
 
@@ -39,7 +39,7 @@ ConditionalDelete = Literal["batch", "single"]
 
 def probe_conditional_delete(store: ObjectStore) -> ConditionalDelete | Literal["none"]:
     """Which conditional delete ``store`` honours (module docstring): ``"none"`` if neither."""
-    key = f"{DELETE_PROBE_PREFIX}conditional-delete-{new_write_id()}"
+    key = probe_key(new_write_id())
     try:
         etag = store.put(key, b"", mode="create").etag
         if _honours_batch_etag(store, key, etag):

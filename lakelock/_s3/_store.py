@@ -26,6 +26,7 @@ from typing import IO, Any, Literal, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from lakelock._layout import validate_key_length, validate_prefix_room
 from lakelock._objects import (
     WRITE_ID_KEY,
     IfMatch,
@@ -99,7 +100,7 @@ class ObjectStore:
             raise ValueError("part_size must be positive")
         self.client = client
         self.bucket = bucket
-        self.prefix = prefix
+        self.prefix = validate_prefix_room(prefix)
         self.multipart_threshold = multipart_threshold
         self.part_size = part_size
         self.retry = retry or RetryPolicy()
@@ -110,7 +111,9 @@ class ObjectStore:
         self._delete_method: ConditionalDelete | Literal["none"] | None = None
 
     def full_key(self, key: str) -> str:
-        return self.prefix + key
+        """``key`` with the store's prefix, within S3's key limit (InvalidNameError: nothing
+        is sent)."""
+        return self.prefix + validate_key_length(key, prefix=self.prefix)
 
     # -- writes -------------------------------------------------------------------------------
 

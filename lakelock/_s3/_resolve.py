@@ -12,11 +12,11 @@ its own document.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError, SSLError
 
-from lakelock._objects import PutResult
+from lakelock._objects import ObjectHead, PutResult
 from lakelock._s3._classify import Call, classify, retry_attempts
 from lakelock.errors import (
     AlreadyExistsError,
@@ -27,14 +27,20 @@ from lakelock.errors import (
     StorageError,
 )
 
-if TYPE_CHECKING:
-    from lakelock._s3._store import ObjectStore
-
 __all__ = ["resolve_write"]
 
 
+class _ReadBack(Protocol):
+    """What the read-back needs of the store (:class:`~lakelock._s3.ObjectStore`)."""
+
+    bucket: str
+    prefix: str
+
+    def head(self, key: str) -> ObjectHead: ...
+
+
 def resolve_write(
-    store: ObjectStore,
+    store: _ReadBack,
     error: ClientError | BotoCoreError,
     call: Call,
     write_id: str,

@@ -38,8 +38,7 @@ import orjson
 
 from lakelock import _jsonfields as jsonfields
 from lakelock._clock import ServerClock, TimeBounds, shared_server_clock
-from lakelock._objects import IfMatch
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
     LakelockError,

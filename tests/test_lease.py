@@ -33,8 +33,7 @@ from lakelock._lease._core import (
     initial_lease,
     parse_lease,
 )
-from lakelock._objects import IfMatch
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
 from lakelock.testing import S3Endpoint
 from tests._support import wait_until

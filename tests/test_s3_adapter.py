@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from lakelock._objects import WRITE_ID_KEY, IfMatch
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import WRITE_ID_KEY, IfMatch, ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
     ConflictError,

@@ -94,8 +94,7 @@ from lakelock._lease._core import (
     initial_lease,
     parse_lease,
 )
-from lakelock._objects import new_write_id
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, new_write_id
 from lakelock.errors import (
     LeaseError,
     LeaseLostError,

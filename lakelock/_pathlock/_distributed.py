@@ -104,7 +104,6 @@ from lakelock._holding import (
     read_stored,
 )
 from lakelock._layout import LOCKS_PREFIX, lock_table_key
-from lakelock._objects import new_write_id
 from lakelock._pathlock._core import LockRequest, PathLike
 from lakelock._pathlock._sync import PathLock, PathLockGuard
 from lakelock._pathlock._table import (
@@ -121,7 +120,7 @@ from lakelock._pathlock._table import (
     renew_holder,
     split_by_dataset,
 )
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, new_write_id
 from lakelock.errors import (
     LakelockError,
     LeaseError,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from lakelock._layout import probe_key
-from lakelock._objects import ObjectHead, PutResult, new_write_id
+from lakelock._s3._types import ObjectHead, PutResult, new_write_id
 from lakelock.errors import (
     AccessDeniedError,
     NotFoundError,

@@ -16,8 +16,8 @@ from typing import Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError, SSLError
 
-from lakelock._objects import ObjectHead, PutResult
 from lakelock._s3._classify import Call, classify, retry_attempts
+from lakelock._s3._types import ObjectHead, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
     EndpointUnreachableError,

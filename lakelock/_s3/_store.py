@@ -27,7 +27,12 @@ from typing import IO, Any, Literal, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lakelock._layout import validate_key_length, validate_prefix_room
-from lakelock._objects import (
+from lakelock._retry import RetryPolicy
+from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
+from lakelock._s3._continue import continue_only_for_large_bodies
+from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
+from lakelock._s3._resolve import resolve_write
+from lakelock._s3._types import (
     WRITE_ID_KEY,
     IfMatch,
     ListedObject,
@@ -41,11 +46,6 @@ from lakelock._objects import (
     size_of,
     stats_for,
 )
-from lakelock._retry import RetryPolicy
-from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
-from lakelock._s3._continue import continue_only_for_large_bodies
-from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
-from lakelock._s3._resolve import resolve_write
 from lakelock.errors import (
     AccessDeniedError,
     ConflictError,

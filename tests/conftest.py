@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+from botocore.retries.standard import ExponentialBackoff
 
 from lakelock import Lake
 from lakelock._policy import generate_bucket_policy
@@ -22,6 +23,17 @@ from tests._support.simtime import SimTime
 pytest_plugins = ("tests._localstack",)
 
 _bucket_numbers = itertools.count()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sdk_retries_without_waiting() -> Iterator[None]:
+    """botocore waits between its own retries of a failed request (at random, up to seconds
+    after a 503); tests force outcomes and never wait them out, so in this process its
+    retries happen at once, as lakelock's own do with ``FAST_RETRY``. (Worker processes keep
+    botocore's waits.)"""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -309,8 +309,20 @@ def test_delete_many_reports_per_key(store: ObjectStore) -> None:
     assert [o.key for o in store.list()] == ["stale"]
 
 
-def test_list_pages_through_prefix(client: Any, bucket: str) -> None:
-    """list() follows continuation tokens and strips the store's prefix."""
+def test_list_pages_through_prefix(s3: S3Endpoint, client: Any, bucket: str) -> None:
+    """list() follows continuation tokens, page by page, and strips the store's prefix."""
+    store = ObjectStore(client, bucket, prefix="lake/")
+    for key in [f"lake/d/{n:02d}" for n in range(25)] + ["elsewhere"]:
+        client.put_object(Bucket=bucket, Key=key, Body=b"")
+    s3.reset_stats()
+    keys = [o.key for o in store.list("d/", page_size=10)]
+    assert keys == [f"d/{n:02d}" for n in range(25)]
+    assert s3.stats() == {"ListObjectsV2": 3}
+
+
+@pytest.mark.slow
+def test_list_pages_through_prefix_at_s3s_page_size(client: Any, bucket: str) -> None:
+    """The same, where S3 cuts the pages itself (1,000 keys)."""
     store = ObjectStore(client, bucket, prefix="lake/")
     with concurrent.futures.ThreadPoolExecutor(16) as pool:  # one more than a page of 1000
         keys = [f"lake/d/{n:05d}" for n in range(1005)] + ["elsewhere"]

@@ -268,7 +268,8 @@ LOST_ACKS = [
 MUTATION_MIX = {"append": 1, "ledger": 3}
 
 
-@pytest.mark.parametrize("mutation", [None, "no-idempotency"])
+# The clean control run is slow only: test_chaos_small is a clean run with lost acks forced.
+@pytest.mark.parametrize("mutation", [pytest.param(None, marks=pytest.mark.slow), "no-idempotency"])
 def test_checker_catches_disabled_idempotency(
     s3: S3Endpoint, bucket: str, tmp_path: Path, mutation: str | None
 ) -> None:

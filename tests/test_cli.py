@@ -625,12 +625,15 @@ def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:
 
 
 def test_demo_runs_and_passes() -> None:
-    """``demo`` runs the lead's demo job on its own embedded endpoint and exits 0 when its
-    checks pass; ``--progress`` draws on stderr although both streams are pipes, and never
-    mixes into stdout."""
+    """``demo`` runs the demo job (writer processes, a rename, a leader's compaction) on its
+    own embedded endpoint and exits 0 when every one of its checks passes; ``--progress``
+    draws on stderr although both streams are pipes, and never mixes into stdout."""
     result = lakelock("demo", "--writers", "2", "--latency", "0", "--progress", timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "demo passed" in result.stdout
+    assert "[FAILED]" not in result.stdout
+    assert "was elected leader" in result.stdout
+    assert result.stdout.count("[ok]") == 7
     status = re.compile(r"appends \d+/\d+  renames \d+")
     assert status.search(result.stderr)
     assert not status.search(result.stdout)

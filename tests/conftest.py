@@ -75,6 +75,19 @@ def bucket(s3: S3Endpoint, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def aws_env(s3: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment a user of the embedded endpoint sets (``lakelock serve`` prints it):
+    boto3's default client then talks to it, so documentation examples run exactly as
+    written."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DEFAULT_ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "lakelock-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture
 def admin(s3: S3Endpoint) -> Any:
     """A client the bucket policy does not bind: another writer that ignores the rules, to
     plant objects the way a misbehaving tool would."""

@@ -2,7 +2,8 @@
 and writing a new version (the tree paths a batch changed, one snapshot per changed dataset).
 
 Every object here is immutable and digest-named, so a :class:`Objects` cache never goes stale:
-a ``Lake`` downloads each snapshot, node and manifest at most once.
+a ``Lake`` downloads a snapshot, node or manifest again only once it has dropped out of the
+cache (the ``CACHE_SIZE`` most recently used are kept).
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ from lakelock.errors import (
     VersionNotFoundError,
 )
 
-__all__ = ["HistoryEntry", "Objects", "partition_entry", "partition_from_entry"]
+__all__ = ["CACHE_SIZE", "HistoryEntry", "Objects", "partition_entry", "partition_from_entry"]
 
-_CACHE_SIZE = 16384
+#: How many write-once objects an :class:`Objects` keeps, least recently used dropped first.
+CACHE_SIZE = 16384
 # How many recent commit ids a snapshot carries before they are written into the commit-id
 # tree together (a leaf rewrite shared by up to this many commits instead of one each).
 RECENT_IDS = 64
@@ -160,7 +162,7 @@ class Objects:
         with self._lock:
             self._cache[key] = value
             self._cache.move_to_end(key)
-            while len(self._cache) > _CACHE_SIZE:
+            while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
 
     def _cached(self, key: str) -> Any | None:

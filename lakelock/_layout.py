@@ -111,36 +111,22 @@ class Area:
     written: str
 
 
+_DIGEST_NAMED: Final = "<dataset>/<sha256>-<nonce>.json"
+_ONCE: Final = "write-once"
+_KEPT: Final = "If-Match CAS, kept"
+
 #: The whole layout, in the order docs/FORMAT.md's key table lists it.
 LAYOUT: Final = (
     Area(REGISTRY_KEY, "the registry's root", "If-Match CAS"),
-    Area(
-        f"{SNAPSHOT_PREFIX}<dataset>/<sha256>-<nonce>.json", "one per dataset version", "write-once"
-    ),
-    Area(
-        f"{NODE_PREFIX}<dataset>/<sha256>-<nonce>.json",
-        "index nodes below a snapshot",
-        "write-once",
-    ),
-    Area(f"{MANIFEST_PREFIX}<dataset>/<sha256>-<nonce>.json", "lists of data files", "write-once"),
-    Area(f"{INTENT_PREFIX}<ms><random>-<sha256>.json", "commits, before they apply", "write-once"),
-    Area(
-        f"{BACKUP_PREFIX}dataset_registry-<version>-<sha256>.json",
-        "a format-1 root, on upgrade",
-        "write-once",
-    ),
-    Area(f"{LEASES_PREFIX}<name>.json", "one lease", "If-Match CAS, kept"),
-    Area(
-        f"{LOCKS_PREFIX}<dataset>.json",
-        "one dataset's lock table",
-        "If-Match CAS, kept",
-    ),
-    Area(
-        f"{PROBE_PREFIX}conditional-delete-<write id>",
-        "a conditional-delete probe",
-        "create-only, deleted",
-    ),
-    Area(f"{DATASETS_PREFIX}<dataset>/<col>=<value>/.../<file>", "data files", "write-once"),
+    Area(SNAPSHOT_PREFIX + _DIGEST_NAMED, "one per dataset version", _ONCE),
+    Area(NODE_PREFIX + _DIGEST_NAMED, "index nodes below a snapshot", _ONCE),
+    Area(MANIFEST_PREFIX + _DIGEST_NAMED, "lists of data files", _ONCE),
+    Area(f"{INTENT_PREFIX}<ms><random>-<sha256>.json", "commits, before they apply", _ONCE),
+    Area(f"{BACKUP_PREFIX}dataset_registry-<version>-<sha256>.json", "an old format-1 root", _ONCE),
+    Area(f"{LEASES_PREFIX}<name>.json", "one lease", _KEPT),
+    Area(f"{LOCKS_PREFIX}<dataset>.json", "one dataset's lock table", _KEPT),
+    Area(f"{PROBE_PREFIX}conditional-delete-<write id>", "a delete probe", "create-only, deleted"),
+    Area(f"{DATASETS_PREFIX}<dataset>/<col>=<value>/.../<file>", "data files", _ONCE),
     Area(f"{DOCTOR_PREFIX}<run>/<probe>", "lakelock doctor's scratch", "deleted after the run"),
 )
 

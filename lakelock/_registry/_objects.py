@@ -62,6 +62,11 @@ from lakelock.errors import (
 
 __all__ = ["CACHE_SIZE", "HistoryEntry", "Objects", "partition_entry", "partition_from_entry"]
 
+#: The fields a dataset's state takes from its snapshot as they are.
+_KEPT_FROM_SNAPSHOT = (
+    "schema", "schema_version", "partition_by", "properties", "created_at", "updated_at",
+    "parent", "totals", "commit_ids", "recent_ids", "at", "commits", "created_version",
+)  # fmt: skip
 #: How many write-once objects an :class:`Objects` keeps, least recently used dropped first.
 CACHE_SIZE = 16384
 # How many recent commit ids a snapshot carries before they are written into the commit-id
@@ -223,22 +228,10 @@ class Objects:
         snap = self.snapshot(key)
         return DatasetState(
             name=snap.dataset,
-            schema=snap.schema,
-            schema_version=snap.schema_version,
-            partition_by=snap.partition_by,
-            properties=snap.properties,
             partitions=LazyPartitions(snap.partitions, self.node, partition_from_entry),
-            created_at=snap.created_at,
-            updated_at=snap.updated_at,
             updated_version=snap.version,
             snapshot=key,
-            parent=snap.parent,
-            totals=snap.totals,
-            commit_ids=snap.commit_ids,
-            recent_ids=snap.recent_ids,
-            at=snap.at,
-            commits=snap.commits,
-            created_version=snap.created_version,
+            **{name: getattr(snap, name) for name in _KEPT_FROM_SNAPSHOT},
         )
 
     def datasets(self, doc: RegistryDoc) -> Mapping[str, DatasetState]:
@@ -420,10 +413,8 @@ class Objects:
             entries[name] = DatasetEntry(
                 snapshot=new.snapshot,
                 version=new.updated_version,
-                created_version=new.created_version,
-                partition_by=new.partition_by,
                 totals=new.totals,
-                updated_at=new.updated_at,
+                **{f: getattr(new, f) for f in ("created_version", "partition_by", "updated_at")},
             )
         backup = doc.backup
         if upgrading:

@@ -3,8 +3,9 @@ the store, lake and simulated time built on it. Shared helpers are in ``tests/_s
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -12,11 +13,12 @@ import pytest
 from botocore.retries.standard import ExponentialBackoff
 
 from lakelock import Lake
+from lakelock._layout import REGISTRY_KEY
 from lakelock._policy import generate_bucket_policy
 from lakelock._s3 import ObjectStore
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
-from tests._support import FAST_RETRY
+from tests._support import FAST_RETRY, StallAndRace, wait_until
 from tests._support.simtime import SimTime
 
 # LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture).
@@ -53,6 +55,32 @@ def s3(endpoint: S3Endpoint) -> Iterator[S3Endpoint]:
     endpoint.release_stalls()
     endpoint.clear_faults()
     endpoint.configure(concurrent_conflicts=False)
+
+
+@pytest.fixture
+def stall_and_race(s3: S3Endpoint) -> StallAndRace:
+    """``stall_and_race(ours, theirs)``: ``ours()`` runs in a thread until its request
+    replacing the registry's root is held at the endpoint; meanwhile ``theirs()`` runs to its
+    end; then ours is let go. Returns both results (an error of ours is raised). The request
+    held is the first ``operation`` (``PutObject``; ``CompleteMultipartUpload`` for a root
+    written by multipart) on a key under ``prefix`` (the root's key; ``""``: any)."""
+
+    def race(
+        ours: Callable[[], Any],
+        theirs: Callable[[], Any],
+        *,
+        operation: str = "PutObject",
+        prefix: str = REGISTRY_KEY,
+    ) -> tuple[Any, Any]:
+        s3.inject("stall", operation=operation, prefix=prefix, count=1)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            mine = pool.submit(ours)
+            wait_until(lambda: s3.stalled() == 1)
+            other = theirs()
+            s3.release_stalls()
+            return mine.result(timeout=60), other
+
+    return race
 
 
 #: Who the endpoint's default client is, as bucket policies see it.

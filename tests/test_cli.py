@@ -5,10 +5,8 @@ credentials. Formatting helpers and usage errors are also checked in process (fa
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,17 +33,9 @@ from lakelock._cli._progress import ProgressBar, progress_wanted
 from lakelock._vacuum import SCANNED_PREFIXES
 from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
+from tests._support import CLI_ENV, free_port
 
-ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-    "AWS_ACCESS_KEY_ID": "lakelock",
-    "AWS_SECRET_ACCESS_KEY": "x",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "PYTHONUNBUFFERED": "1",
-}
+ENV = CLI_ENV
 
 
 def lakelock(
@@ -70,13 +60,6 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: st
     assert lines[0].startswith("lakelock: error: ")
     for needle in needles:
         assert needle in lines[0]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -81,15 +81,25 @@ def test_conflict_is_retried_until_it_clears(s3: S3Endpoint, store: ObjectStore)
     assert s3.stats()["PutObject"] == 4
 
 
-def test_conflict_past_the_budget_is_conflict_error(
-    s3: S3Endpoint, client: Any, bucket: str
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("conflict", (ConflictError, "ConditionalRequestConflict")),
+        ("error", (OutcomeUnknownError, "InternalError")),
+    ],
+)
+def test_a_failure_past_the_budget_is_typed_and_writes_nothing(
+    s3: S3Endpoint, client: Any, bucket: str, fault: Any, expected: tuple[type[StorageError], str]
 ) -> None:
-    """A 409 that outlasts the retry budget surfaces as ConflictError, nothing written."""
+    """A 409 that outlasts the retry budget surfaces as ConflictError; a 5xx past the SDK's
+    retries with nothing applied as OutcomeUnknownError (it cannot know); the object absent
+    either way."""
     store = ObjectStore(client, bucket, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
-    s3.inject("conflict", operation="PutObject")
-    with pytest.raises(ConflictError) as info:
+    s3.inject(fault, operation="PutObject")
+    error, code = expected
+    with pytest.raises(error) as info:
         store.put("k", b"x")
-    assert info.value.code == "ConditionalRequestConflict"
+    assert (info.value.key, info.value.code) == ("k", code)
     s3.clear_faults()
     with pytest.raises(NotFoundError):
         store.head("k")
@@ -105,19 +115,6 @@ def test_slowdown_is_backed_off_then_throttled_error(
         store.put("k", b"x")
     # 2 adapter attempts x 3 SDK attempts each (the endpoint's clients allow 3).
     assert s3.stats()["PutObject"] == 6
-
-
-def test_server_error_before_apply_is_unknown_and_absent(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """5xx past the SDK's retries with nothing applied: OutcomeUnknownError, object absent."""
-    s3.inject("error", operation="PutObject")
-    with pytest.raises(OutcomeUnknownError) as info:
-        store.put("k", b"x")
-    assert info.value.key == "k"
-    s3.clear_faults()
-    with pytest.raises(NotFoundError):
-        store.head("k")
 
 
 def test_connection_reset_is_unknown(s3: S3Endpoint, store: ObjectStore) -> None:

@@ -51,6 +51,7 @@ __all__ = [
     "doctor_scratch",
     "intent_key",
     "intent_ms",
+    "intents_from",
     "lease_key",
     "lock_table_key",
     "manifest_key",
@@ -212,6 +213,12 @@ def intent_key(ms: int, random: str, digest: str, *, prefix: str = "") -> str:
         raise ValueError(f"an intent's random part is {_INTENT_RANDOM_DIGITS} hex digits")
     key = f"{INTENT_PREFIX}{ms:0{_INTENT_MS_DIGITS}x}{random}-{digest}.json"
     return validate_key_length(key, prefix=prefix)
+
+
+def intents_from(ms: int) -> str:
+    """The key every intent made at ``ms`` or later sorts after (a LIST's ``start_after``):
+    the intent prefix and the 13 hex digits of ``ms``."""
+    return f"{INTENT_PREFIX}{max(0, ms):0{_INTENT_MS_DIGITS}x}"
 
 
 def intent_ms(key: str) -> int:

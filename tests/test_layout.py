@@ -21,6 +21,8 @@ from lakelock._layout import (
     data_file_key,
     dataset_prefix,
     doctor_scratch,
+    intent_ms,
+    intents_from,
     lease_key,
     lock_table_key,
     probe_key,
@@ -110,6 +112,16 @@ def test_what_a_lake_leaves_is_in_the_layout(lake: Lake) -> None:
     keys = [o.key for o in lake.store.list("")]
     assert {area_of(k) for k in keys} >= {LAYOUT[0].pattern, LAYOUT[6].pattern}
     assert [k for k in keys if area_of(k) is None] == []
+
+
+def test_intent_keys_sort_by_the_time_they_name() -> None:
+    """An intent's key names when it was made; every intent made at a time or later sorts
+    after that time's bound, every one made before sorts below it."""
+    change = Change("sales", "c1", add=(datafile("sales", "", "f.parquet"),))
+    keys = {ms: intent_document(change, now_ms=ms)[0] for ms in (999, 1_000, 1_001)}
+    assert {ms: intent_ms(key) for ms, key in keys.items()} == {ms: ms for ms in keys}
+    assert keys[999] < intents_from(1_000) < keys[1_000] < keys[1_001]
+    assert intents_from(-5) == intents_from(0)
 
 
 def test_nonce_is_bounded() -> None:

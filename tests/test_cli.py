@@ -5,6 +5,7 @@ credentials. Formatting helpers and usage errors are also checked in process (fa
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import subprocess
@@ -49,6 +50,22 @@ def lakelock(
         timeout=timeout,
         check=False,
     )
+
+
+def lakelock_here(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str]:
+    """``lakelock *args`` in this process (the parser and commands the subprocess runs), with
+    the subprocesses' AWS environment: its exit status and stdout. For the variants of a
+    command a test has already run as a user runs it."""
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in ENV.items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    status = main(list(args))
+    return status, capsys.readouterr().out
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -268,7 +285,9 @@ def test_partitions_are_listed_in_natural_order(s3: S3Endpoint, lake: Lake) -> N
 
 
 @pytest.mark.usefixtures("loaded")
-def test_registry_log_json_lists_datasets_and_operations(s3: S3Endpoint, lake: Lake) -> None:
+def test_registry_log_json_lists_datasets_and_operations(
+    s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each JSON entry has ``datasets`` as a list (a rename across datasets names both) and
     the ``operation``; ``--dataset`` matches any dataset of a commit."""
     lake.rename_partition("customer_profiles", "year=2025", to_dataset="archive", commit_id="mv")
@@ -281,12 +300,16 @@ def test_registry_log_json_lists_datasets_and_operations(s3: S3Endpoint, lake: L
         ("load-2", "append", ["customer_profiles"]),
         ("load-1", "append", ["customer_profiles"]),
     ]
-    archive = lakelock(
+
+    def here(*args: str) -> str:
+        return lakelock_here(monkeypatch, capsys, *args)[1]
+
+    archive = here(
         "registry", "log", lake.url, "--dataset", "archive", "--json", "--endpoint-url", s3.url
     )
-    assert [e["id"] for e in orjson.loads(archive.stdout)] == ["mv"]
-    table = lakelock("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url)
-    assert table.stdout.splitlines()[1].split()[2:4] == ["rename", "archive,customer_profiles"]
+    assert [e["id"] for e in orjson.loads(archive)] == ["mv"]
+    table = here("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url)
+    assert table.splitlines()[1].split()[2:4] == ["rename", "archive,customer_profiles"]
 
 
 def test_registry_of_an_empty_lake_and_of_a_missing_bucket(s3: S3Endpoint, bucket: str) -> None:
@@ -438,7 +461,9 @@ def test_doctor_passes_on_the_embedded_endpoint(s3: S3Endpoint, bucket: str) -> 
     assert s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
 
 
-def test_doctor_fails_on_plain_moto(bucket: str) -> None:
+def test_doctor_fails_on_plain_moto(
+    bucket: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``doctor`` against moto without the gateway: the If-Match multipart completion and
     CopyObject destination probes FAIL, the verdict is NOT SAFE, exit 1 (JSON says which)."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -447,7 +472,9 @@ def test_doctor_fails_on_plain_moto(bucket: str) -> None:
         host, port = server.get_host_and_port()
         url = f"http://{host}:{port}"
         result = lakelock("doctor", f"s3://{bucket}", "--endpoint-url", url)
-        as_json = lakelock("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
+        status, as_json = lakelock_here(
+            monkeypatch, capsys, "doctor", f"s3://{bucket}", "--json", "--endpoint-url", url
+        )
     finally:
         server.stop()
     assert result.returncode == 1, result.stderr
@@ -456,8 +483,8 @@ def test_doctor_fails_on_plain_moto(bucket: str) -> None:
     assert " FAIL " in rows["conditional CopyObject (destination)"]
     assert " PASS " in rows["create-only PutObject (If-None-Match: *)"]
     assert "NOT SAFE" in result.stdout
-    data = orjson.loads(as_json.stdout)
-    assert as_json.returncode == 1
+    data = orjson.loads(as_json)
+    assert status == 1
     assert data["ok"] is False
     failed = {p["name"] for p in data["probes"] if p["status"] == "fail" and p["required"]}
     assert "If-Match on CompleteMultipartUpload" in failed

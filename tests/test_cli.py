@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 
@@ -52,20 +53,26 @@ def lakelock(
     )
 
 
-def lakelock_here(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str]:
-    """``lakelock *args`` in this process (the parser and commands the subprocess runs), with
-    the subprocesses' AWS environment: its exit status and stdout. For the variants of a
-    command a test has already run as a user runs it."""
-    for name in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    for name, value in ENV.items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
-    capsys.readouterr()
-    status = main(list(args))
-    return status, capsys.readouterr().out
+InProcess = Callable[..., tuple[int, str]]
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcess:
+    """``in_process(*args)``: ``lakelock *args`` in this process (the parser and commands the
+    subprocess runs), with the subprocesses' AWS environment: its exit status and stdout. For
+    the variants of a command a test has already run as a user runs it."""
+
+    def run(*args: str) -> tuple[int, str]:
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            monkeypatch.delenv(name)
+        for name, value in ENV.items():
+            if name.startswith("AWS_"):
+                monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        status = main(list(args))
+        return status, capsys.readouterr().out
+
+    return run
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -235,7 +242,9 @@ def test_registry_show_one_dataset_with_files(s3: S3Endpoint, lake: Lake) -> Non
 
 
 @pytest.mark.usefixtures("loaded")
-def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> None:
+def test_registry_log_lists_commits_newest_first(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``registry log`` lists recent commits newest first; ``--dataset`` and ``--limit``
     filter them."""
     result = lakelock("registry", "log", lake.url, "--endpoint-url", s3.url)
@@ -255,22 +264,16 @@ def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> 
         ("2", "append", "customer_profiles", "load-2"),
         ("1", "append", "customer_profiles", "load-1"),
     ]
-    filtered = lakelock(
-        "registry",
-        "log",
-        lake.url,
-        "--dataset",
-        "customer_profiles",
-        "-n",
-        "1",
-        "--json",
-        "--endpoint-url",
-        s3.url,
-    )
-    assert [c["id"] for c in orjson.loads(filtered.stdout)] == ["load-2"]
+    _, filtered = in_process(
+        "registry", "log", lake.url, "--dataset", "customer_profiles", "-n", "1", "--json",
+        "--endpoint-url", s3.url,
+    )  # fmt: skip
+    assert [c["id"] for c in orjson.loads(filtered)] == ["load-2"]
 
 
-def test_partitions_are_listed_in_natural_order(s3: S3Endpoint, lake: Lake) -> None:
+def test_partitions_are_listed_in_natural_order(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``day=2`` comes before ``day=10`` in the table and in the JSON."""
     days = pa.table({"v": [1, 2, 3, 4], "day": [10, 2, 1, 33]})
     lake.append("daily", days, partition_by=["day"])
@@ -278,15 +281,15 @@ def test_partitions_are_listed_in_natural_order(s3: S3Endpoint, lake: Lake) -> N
     assert text.returncode == 0, text.stderr
     shown = [line.split()[0] for line in text.stdout.splitlines() if line.startswith("day=")]
     assert shown == ["day=1", "day=2", "day=10", "day=33"]
-    data = lakelock(
+    _, data = in_process(
         "registry", "show", lake.url, "--dataset", "daily", "--json", "--endpoint-url", s3.url
     )
-    assert list(orjson.loads(data.stdout)["partitions"]) == shown
+    assert list(orjson.loads(data)["partitions"]) == shown
 
 
 @pytest.mark.usefixtures("loaded")
 def test_registry_log_json_lists_datasets_and_operations(
-    s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
 ) -> None:
     """Each JSON entry has ``datasets`` as a list (a rename across datasets names both) and
     the ``operation``; ``--dataset`` matches any dataset of a commit."""
@@ -301,14 +304,11 @@ def test_registry_log_json_lists_datasets_and_operations(
         ("load-1", "append", ["customer_profiles"]),
     ]
 
-    def here(*args: str) -> str:
-        return lakelock_here(monkeypatch, capsys, *args)[1]
-
-    archive = here(
+    _, archive = in_process(
         "registry", "log", lake.url, "--dataset", "archive", "--json", "--endpoint-url", s3.url
     )
     assert [e["id"] for e in orjson.loads(archive)] == ["mv"]
-    table = here("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url)
+    _, table = in_process("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url)
     assert table.splitlines()[1].split()[2:4] == ["rename", "archive,customer_profiles"]
 
 
@@ -461,9 +461,7 @@ def test_doctor_passes_on_the_embedded_endpoint(s3: S3Endpoint, bucket: str) -> 
     assert s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
 
 
-def test_doctor_fails_on_plain_moto(
-    bucket: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_doctor_fails_on_plain_moto(bucket: str, in_process: InProcess) -> None:
     """``doctor`` against moto without the gateway: the If-Match multipart completion and
     CopyObject destination probes FAIL, the verdict is NOT SAFE, exit 1 (JSON says which)."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -472,9 +470,7 @@ def test_doctor_fails_on_plain_moto(
         host, port = server.get_host_and_port()
         url = f"http://{host}:{port}"
         result = lakelock("doctor", f"s3://{bucket}", "--endpoint-url", url)
-        status, as_json = lakelock_here(
-            monkeypatch, capsys, "doctor", f"s3://{bucket}", "--json", "--endpoint-url", url
-        )
+        status, as_json = in_process("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
     finally:
         server.stop()
     assert result.returncode == 1, result.stderr

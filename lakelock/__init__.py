@@ -19,7 +19,6 @@ from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._lake import Lake, LakeConfig, MoveOptions
 from lakelock._lease import Lease, LeaseOptions
-from lakelock._objects import ListedObject
 from lakelock._pathlock import (
     AsyncPathLock,
     AsyncPathLockGuard,
@@ -45,6 +44,7 @@ from lakelock._registry import (
 )
 from lakelock._registry._core import FoldPolicy, Hints
 from lakelock._retry import RetryPolicy
+from lakelock._s3 import ListedObject
 from lakelock._scan import Scan
 from lakelock._vacuum import VacuumReport
 

@@ -26,9 +26,9 @@ from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_m
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
-from lakelock.errors import CommitConflictError, RetryBudgetExhaustedError
+from lakelock.errors import RetryBudgetExhaustedError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support import FAST_RETRY, StallAndRace, no_sleep, wait_until
 from tests._support.files import datafile
 from tests._support.simtime import SimTime
 
@@ -94,19 +94,16 @@ def test_a_crashed_writers_intent_is_applied_once_by_the_next_committer(store: O
 
 
 def test_a_loser_finds_its_commit_applied_without_redriving_it(
-    s3: S3Endpoint, store: ObjectStore
+    store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:
     """Our swap is held while another process commits: that process folds our intent in;
     our swap then fails (412) and the re-read shows our intent applied at its version."""
     ours, theirs = registry(store, group_commit=False), registry(store, group_commit=False)
     ours.commit("sales", add=[datafile("sales", "", "a")])
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        mine = pool.submit(ours.commit, "sales", add=[datafile("sales", "", "mine")])
-        wait_until(lambda: s3.stalled() == 1)
-        other = theirs.commit("sales", add=[datafile("sales", "", "theirs")])
-        s3.release_stalls()
-        result = mine.result(timeout=60)
+    result, other = stall_and_race(
+        lambda: ours.commit("sales", add=[datafile("sales", "", "mine")]),
+        lambda: theirs.commit("sales", add=[datafile("sales", "", "theirs")]),
+    )
     assert (result.version, result.redrives, result.already_committed) == (other.version, 1, False)
     assert names(ours) == ["a", "mine", "theirs"]
     assert ours.read().version == other.version
@@ -170,20 +167,17 @@ def test_a_giving_up_commit_is_cancelled_and_never_applied(
 
 
 def test_cancelling_after_someone_applied_it_reports_success(
-    s3: S3Endpoint, store: ObjectStore
+    store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:
     """Exactly one outcome when cancellation races a fold: our only attempt is held while
     another process applies our intent; giving up, we find it applied and report success."""
     ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=1, sleep=no_sleep))
     theirs = registry(store, group_commit=False)
     ours.commit("sales", add=[datafile("sales", "", "a")])
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        mine = pool.submit(ours.commit, "sales", add=[datafile("sales", "", "mine")])
-        wait_until(lambda: s3.stalled() == 1)
-        other = theirs.commit("sales", add=[datafile("sales", "", "theirs")])
-        s3.release_stalls()
-        result = mine.result(timeout=60)
+    result, other = stall_and_race(
+        lambda: ours.commit("sales", add=[datafile("sales", "", "mine")]),
+        lambda: theirs.commit("sales", add=[datafile("sales", "", "theirs")]),
+    )
     assert result.version == other.version
     assert names(theirs) == ["a", "mine", "theirs"]
 

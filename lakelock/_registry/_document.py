@@ -69,6 +69,7 @@ import orjson
 import pyarrow as pa
 
 from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
+from lakelock._layout import REGISTRY_KEY
 from lakelock._registry._manifest import load_json
 from lakelock._registry._snapshot import DatasetEntry, Totals, dataset_fields
 from lakelock._registry._tree import EMPTY, Node
@@ -96,7 +97,6 @@ __all__ = [
 #: The registry format this lakelock writes; it reads 1 and 2 (1 is upgraded on first write).
 FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
-REGISTRY_KEY = "metastore/dataset_registry.json"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 import orjson
 
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._layout import INTENT_PREFIX, intent_key, intent_ms
 from lakelock._registry._changes import Change, Fence
 from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
 from lakelock._registry._manifest import Manifest, parse_manifest
@@ -44,16 +45,9 @@ __all__ = [
     "prune_fates",
 ]
 
-INTENT_PREFIX = "metastore/intents/"
-
 
 def is_intent(key: str) -> bool:
     return key.startswith(INTENT_PREFIX)
-
-
-def intent_ms(key: str) -> int:
-    """When an intent was made (milliseconds since the epoch, by its writer's clock)."""
-    return int(key[len(INTENT_PREFIX) : len(INTENT_PREFIX) + 13], 16)
 
 
 def intent_document(
@@ -97,7 +91,7 @@ def intent_document(
         option=orjson.OPT_SORT_KEYS,
     )
     digest = hashlib.sha256(body).hexdigest()
-    key = f"{INTENT_PREFIX}{now_ms:013x}{token or secrets.token_hex(4)}-{digest}.json"
+    key = intent_key(now_ms, token or secrets.token_hex(4), digest)
     refs: dict[str, ManifestRef] = {}
     for path in sorted(paths):
         group = [f for f in files if f.partition_path == path]

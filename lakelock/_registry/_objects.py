@@ -2,7 +2,8 @@
 and writing a new version (the tree paths a batch changed, one snapshot per changed dataset).
 
 Every object here is immutable and digest-named, so a :class:`Objects` cache never goes stale:
-a ``Lake`` downloads each snapshot, node and manifest at most once.
+a ``Lake`` downloads a snapshot, node or manifest again only once it has dropped out of the
+cache (the ``CACHE_SIZE`` most recently used are kept).
 """
 
 from __future__ import annotations
@@ -61,9 +62,22 @@ from lakelock.errors import (
     VersionNotFoundError,
 )
 
-__all__ = ["HistoryEntry", "Missing", "Objects", "partition_entry", "partition_from_entry"]
+__all__ = [
+    "CACHE_SIZE",
+    "HistoryEntry",
+    "Missing",
+    "Objects",
+    "partition_entry",
+    "partition_from_entry",
+]
 
-_CACHE_SIZE = 16384
+#: The fields a dataset's state takes from its snapshot as they are.
+_KEPT_FROM_SNAPSHOT = (
+    "schema", "schema_version", "partition_by", "properties", "created_at", "updated_at",
+    "parent", "totals", "commit_ids", "recent_ids", "at", "commits", "created_version",
+)  # fmt: skip
+#: How many write-once objects an :class:`Objects` keeps, least recently used dropped first.
+CACHE_SIZE = 16384
 # How many recent commit ids a snapshot carries before they are written into the commit-id
 # tree together (a leaf rewrite shared by up to this many commits instead of one each).
 RECENT_IDS = 64
@@ -223,7 +237,7 @@ class Objects:
         with self._lock:
             self._cache[key] = value
             self._cache.move_to_end(key)
-            while len(self._cache) > _CACHE_SIZE:
+            while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
 
     def _cached(self, key: str) -> Any | None:
@@ -281,22 +295,10 @@ class Objects:
         snap = self.snapshot(key)
         return DatasetState(
             name=snap.dataset,
-            schema=snap.schema,
-            schema_version=snap.schema_version,
-            partition_by=snap.partition_by,
-            properties=snap.properties,
             partitions=LazyPartitions(snap.partitions, self.node, partition_from_entry),
-            created_at=snap.created_at,
-            updated_at=snap.updated_at,
             updated_version=snap.version,
             snapshot=key,
-            parent=snap.parent,
-            totals=snap.totals,
-            commit_ids=snap.commit_ids,
-            recent_ids=snap.recent_ids,
-            at=snap.at,
-            commits=snap.commits,
-            created_version=snap.created_version,
+            **{name: getattr(snap, name) for name in _KEPT_FROM_SNAPSHOT},
         )
 
     def datasets(self, doc: RegistryDoc) -> Mapping[str, DatasetState]:
@@ -485,10 +487,8 @@ class Objects:
             entries[name] = DatasetEntry(
                 snapshot=new.snapshot,
                 version=new.updated_version,
-                created_version=new.created_version,
-                partition_by=new.partition_by,
                 totals=new.totals,
-                updated_at=new.updated_at,
+                **{f: getattr(new, f) for f in ("created_version", "partition_by", "updated_at")},
             )
         backup = doc.backup
         if upgrading:

@@ -17,7 +17,6 @@ sent over the wire).
 from __future__ import annotations
 
 import builtins
-
 import contextlib
 import functools
 import threading
@@ -28,7 +27,13 @@ from typing import IO, Any, Literal, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lakelock._objects import (
+from lakelock._layout import validate_key_length, validate_prefix_room
+from lakelock._retry import RetryPolicy
+from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
+from lakelock._s3._continue import continue_only_for_large_bodies
+from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
+from lakelock._s3._resolve import resolve_write
+from lakelock._s3._types import (
     WRITE_ID_KEY,
     IfMatch,
     ListedObject,
@@ -42,11 +47,6 @@ from lakelock._objects import (
     size_of,
     stats_for,
 )
-from lakelock._retry import RetryPolicy
-from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
-from lakelock._s3._continue import continue_only_for_large_bodies
-from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
-from lakelock._s3._resolve import resolve_write
 from lakelock.errors import (
     AccessDeniedError,
     ConflictError,
@@ -101,7 +101,7 @@ class ObjectStore:
             raise ValueError("part_size must be positive")
         self.client = client
         self.bucket = bucket
-        self.prefix = prefix
+        self.prefix = validate_prefix_room(prefix)
         self.multipart_threshold = multipart_threshold
         self.part_size = part_size
         self.retry = retry or RetryPolicy()
@@ -112,7 +112,9 @@ class ObjectStore:
         self._delete_method: ConditionalDelete | Literal["none"] | None = None
 
     def full_key(self, key: str) -> str:
-        return self.prefix + key
+        """``key`` with the store's prefix, within S3's key limit (InvalidNameError: nothing
+        is sent)."""
+        return self.prefix + validate_key_length(key, prefix=self.prefix)
 
     # -- writes -------------------------------------------------------------------------------
 

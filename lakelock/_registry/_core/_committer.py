@@ -33,7 +33,6 @@ from typing import TypeVar
 
 import tenacity
 
-from lakelock._objects import ListedObject, ObjectData, PutResult
 from lakelock._registry._batch import Pending, for_commit, iso, seconds_of, validate_change
 from lakelock._registry._changes import Change, delta_manifests, new_commit_id, seal
 from lakelock._registry._core import _decide
@@ -58,6 +57,7 @@ from lakelock._registry._document import (
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, parse_intent
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Missing, Objects, missing_object
+from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from lakelock._registry._intents import INTENT_PREFIX, intent_ms
+from lakelock._layout import intent_ms, intents_from
 
 __all__ = ["BatchWaits", "FoldPolicy", "Hints", "advise"]
 
@@ -320,7 +320,7 @@ class Liveness:
         newest = listed[-1]
         if self.policy.watermark_lag <= 0:
             return max(current, newest)
-        lagged = f"{INTENT_PREFIX}{max(0, int((now - self.lag()) * 1000)):013x}"
+        lagged = intents_from(int((now - self.lag()) * 1000))
         if len(listed) > self.policy.lagging:
             lagged = max(lagged, listed[-self.policy.lagging - 1])
         return max(current, min(newest, lagged))

@@ -37,7 +37,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from lakelock._objects import ListedObject
+from lakelock._s3._types import ListedObject
 
 __all__ = [
     "Delete",

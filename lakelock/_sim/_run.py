@@ -274,8 +274,14 @@ class _Writer:
 
 
 class _Run:
-    def __init__(self, config: SimConfig, protocol: SimProtocol) -> None:
+    def __init__(
+        self,
+        config: SimConfig,
+        protocol: SimProtocol,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.config = config
+        self.progress = progress
         self.protocol = protocol
         self.master = Random(config.seed)
         self.profile: Profile = profile(config.store)
@@ -332,10 +338,14 @@ class _Run:
             self._at_random_writer(chaos, writers, lambda p: p.kill())
         for _ in range(faults.stalls):
             self._at_random_writer(chaos, writers, lambda p, s=stall: p.stall(s))
+        step = max(1.0, math.ceil(self.end / 100))
+        until = 0.0
+        while until < self.end:
+            until = min(self.end, until + step)
+            self.loop.run(until)
+            if self.progress is not None:
+                self.progress(int(until), math.ceil(self.end))
         self.loop.run(self.end + config.drain)
-        for invocation in self.invocations:
-            if invocation.outcome in ("running", "killed") and invocation.end is None:
-                invocation.end = None
         view = self.protocol.view(self.store)
         violations = check(self.invocations, view, self.observations)
         violations += [f"process crashed: {c}" for c in self.crashes]
@@ -413,10 +423,16 @@ class _Run:
         )
 
 
-def simulate(config: SimConfig, *, protocol: SimProtocol | None = None) -> SimResult:
+def simulate(
+    config: SimConfig,
+    *,
+    protocol: SimProtocol | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
     """Run ``config`` and check it. ``protocol`` overrides ``config.protocol`` (tests pass a
-    broken one to see the checker catch it)."""
-    return _Run(config, protocol or protocol_named(config.protocol)).go()
+    broken one to see the checker catch it); ``progress(done, total)`` hears of the virtual
+    seconds simulated."""
+    return _Run(config, protocol or protocol_named(config.protocol), progress).go()
 
 
 def _percentile(values: list[float], q: float) -> float:

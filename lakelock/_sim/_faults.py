@@ -12,6 +12,8 @@ Request faults (a share ``rate`` of the requests that reach the endpoint, mixed 
                :class:`OutcomeUnknownError`
 =============  =================================================================================
 
+``schedule`` forces the faults of the first requests (tests).
+
 Process faults: ``kills`` writers killed at a random request boundary (``generator.close()``)
 and restarted as a new process re-running the commit with the same id; ``stalls`` writers
 that stop before sending a request for ``stall`` seconds (past the intent TTL) and then send
@@ -37,11 +39,15 @@ class Faults:
     stalls: int = 0
     stall: float | None = None  # default: the intent TTL plus a few seconds
     skew: float = 0.0
+    #: Faults for the first requests, in the order they reach the endpoint (``None``: none),
+    #: before ``rate`` applies: what a test forces.
+    schedule: tuple[str | None, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
             raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
-        unknown = [kind for kind, _ in self.mix if kind not in FAULT_KINDS]
+        kinds = [kind for kind, _ in self.mix] + [k for k in self.schedule if k is not None]
+        unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kinds {unknown}: known are {FAULT_KINDS}")
         if self.rate and not any(weight > 0 for _, weight in self.mix):
@@ -49,8 +55,10 @@ class Faults:
         if self.kills < 0 or self.stalls < 0 or self.skew < 0 or self.timeout <= 0:
             raise ValueError("kills, stalls and skew must be >= 0, timeout > 0")
 
-    def draw(self, rng: Random) -> str | None:
-        """The fault for one request, or ``None`` (most requests)."""
+    def draw(self, rng: Random, index: int) -> str | None:
+        """The fault for the ``index``-th request, or ``None`` (most requests)."""
+        if index < len(self.schedule):
+            return self.schedule[index]
         if not self.rate or rng.random() >= self.rate:
             return None
         total = sum(weight for _, weight in self.mix)

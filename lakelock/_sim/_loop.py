@@ -141,6 +141,7 @@ class Endpoint:
         self.root_key = root_key
         self.counts = Counts()
         self.counting = True
+        self.sent = 0
 
     def send(self, request: Get | Put | List | Delete, process: Process, answer: Answer) -> None:
         retried = getattr(request, "retried", isinstance(request, List))
@@ -163,7 +164,8 @@ class Endpoint:
             latency = profile.list.sample(self.rng)
         else:
             latency = profile.delete.sample(self.rng)
-        fault = self.faults.draw(self.rng)
+        fault = self.faults.draw(self.rng, self.sent)
+        self.sent += 1
         if self.counting:
             kind = call.process.kind
             self.counts.requests[f"{kind}:{_OPERATION[type(request)]}"] += 1

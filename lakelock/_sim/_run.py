@@ -166,6 +166,7 @@ class _Writer:
 
     def start(self, at: float, redo: Invocation | None = None) -> None:
         committer = self.run.protocol.committer(Random(self.rng.getrandbits(64)), self.run.config)
+        self.current = redo  # killed again before it begins, it is still to be redone
         self.process = Process(
             self.run.loop,
             self.run.endpoint,

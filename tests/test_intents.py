@@ -456,7 +456,7 @@ def test_a_batch_of_intents_sent_early_commits_without_staggering(
         first = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "first")])
         wait_until(lambda: s3.stalled() == 1)
         second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "second")])
-        wait_until(lambda: any(p.intent_sent for p in reg._queue))
+        wait_until(lambda: any(p.intent_sent for p in reg._commits.queue))
         s3.release_stalls()
         assert first.result(timeout=60).attempts == 1
         result = second.result(timeout=60)

@@ -15,6 +15,7 @@ from lakelock.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     RegistryCorruptError,
+    RetryBudgetExhaustedError,
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
@@ -145,16 +146,18 @@ def test_slowdown_503_backs_off(s3: S3Endpoint, store: ObjectStore) -> None:
     assert (result.retries, result.version) == (1, 2)
 
 
-def test_retry_budget_exhausted_is_conflict(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A conflict that outlasts the retry budget ends in CommitConflictError with the
-    attempts counted, after the commit's intent is recorded cancelled (so no other committer
-    applies it later); a conflict that never clears leaves the outcome unknown."""
+def test_retry_budget_exhausted_is_its_own_error(s3: S3Endpoint, store: ObjectStore) -> None:
+    """409s that outlast the retry budget end in RetryBudgetExhaustedError (not a conflict:
+    the change conflicts with nothing) saying what ran out, with the attempts counted, after
+    the commit's intent is recorded cancelled (so no other committer applies it later); a
+    409 that never clears leaves the outcome unknown."""
     reg = registry(store, retry=RetryPolicy(max_attempts=4, sleep=no_sleep))
     reg.commit("sales")
     s3.inject("conflict", operation="PutObject", prefix=ROOT, count=4)
-    with pytest.raises(CommitConflictError) as info:
+    with pytest.raises(RetryBudgetExhaustedError, match="its 4 attempts ran out") as info:
         reg.commit("sales", add=[datafile("sales", "", "a")])
     assert info.value.attempts == 4
+    assert not isinstance(info.value, CommitConflictError)
     snap = registry(store).read()
     assert snap.version == 2  # the cancellation
     assert registry(store).commit("sales", properties={"k": "v"}).version == 3
@@ -174,7 +177,7 @@ def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectS
     with pytest.raises(CommitConflictError) as info:
         reg.commit("sales", remove=["datasets/sales/never-registered"])
     message = str(info.value)
-    assert "gave up after 2 attempts" in message
+    assert "gave up: its 2 attempts ran out" in message
     assert "the last attempt rejected it" in message
     assert "not registered" in message
     fresh = registry(store)
@@ -349,11 +352,11 @@ def test_a_batchs_callers_return_while_the_next_batch_is_in_flight(
         first = commit("b")
         wait_until(lambda: s3.stalled() == 1)  # batch [b] at its swap
         pair = [commit("c"), commit("d")]
-        wait_until(lambda: len(reg._queue) == 2)
+        wait_until(lambda: len(reg._commits.queue) == 2)
         s3.release_stalls()
         wait_until(lambda: s3.stalled() == 1)  # batch [c, d] at its swap
         last = commit("e")
-        wait_until(lambda: len(reg._queue) == 1)
+        wait_until(lambda: len(reg._commits.queue) == 1)
         s3.release_stalls()
         wait_until(lambda: s3.stalled() == 1)  # batch [e] at its swap
         wait_until(lambda: all(f.done() for f in pair))
@@ -377,7 +380,7 @@ def test_a_commit_that_waits_for_the_next_batch_sends_its_intent_at_once(
         first = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "b")])
         wait_until(lambda: s3.stalled() == 1)  # batch [b] at its swap
         second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "c")])
-        wait_until(lambda: len(reg._queue) == 1)
+        wait_until(lambda: len(reg._commits.queue) == 1)
         # Its intent exists while the batch before it is still held at its swap.
         assert len(reg.pending_intents()) == 2  # b's and c's, both undecided
         puts = s3.stats()["PutObject"]

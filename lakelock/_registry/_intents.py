@@ -56,9 +56,12 @@ def intent_ms(key: str) -> int:
     return int(key[len(INTENT_PREFIX) : len(INTENT_PREFIX) + 13], 16)
 
 
-def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[str, ManifestRef]]:
+def intent_document(
+    change: Change, *, now_ms: int, token: str | None = None
+) -> tuple[str, bytes, dict[str, ManifestRef]]:
     """The intent of a one-dataset commit: its key, bytes and the manifest references of the
-    files it adds (per partition, pointing at the intent itself)."""
+    files it adds (per partition, pointing at the intent itself). ``token``: the key's 8 hex
+    digits of randomness (drawn here if not given)."""
     files = tuple(sorted(change.add, key=lambda f: f.key))
     paths = {f.partition_path for f in files}
     fence = change.fence
@@ -94,7 +97,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
         option=orjson.OPT_SORT_KEYS,
     )
     digest = hashlib.sha256(body).hexdigest()
-    key = f"{INTENT_PREFIX}{now_ms:013x}{secrets.token_hex(4)}-{digest}.json"
+    key = f"{INTENT_PREFIX}{now_ms:013x}{token or secrets.token_hex(4)}-{digest}.json"
     refs: dict[str, ManifestRef] = {}
     for path in sorted(paths):
         group = [f for f in files if f.partition_path == path]

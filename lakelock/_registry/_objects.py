@@ -31,6 +31,7 @@ from lakelock._registry._document import (
 from lakelock._registry._intents import is_intent, parse_intent
 from lakelock._registry._manifest import Manifest, verify_manifest
 from lakelock._registry._snapshot import (
+    SNAPSHOT_PREFIX,
     DatasetEntry,
     LazyPartitions,
     Overlay,
@@ -42,6 +43,7 @@ from lakelock._registry._snapshot import (
 )
 from lakelock._registry._tree import (
     EMPTY,
+    NODE_PREFIX,
     Node,
     index_get,
     index_update,
@@ -59,7 +61,7 @@ from lakelock.errors import (
     VersionNotFoundError,
 )
 
-__all__ = ["HistoryEntry", "Objects", "partition_entry", "partition_from_entry"]
+__all__ = ["HistoryEntry", "Missing", "Objects", "partition_entry", "partition_from_entry"]
 
 _CACHE_SIZE = 16384
 # How many recent commit ids a snapshot carries before they are written into the commit-id
@@ -146,13 +148,74 @@ class LazyDatasets(Mapping[str, DatasetState]):
         return not self._sparse or self.get(name) is not None
 
 
-class Objects:
-    """Loads (and caches) manifests, index nodes and snapshots of one lake."""
+def missing_object(key: str, bucket: str | None, store: ObjectStore | None) -> RegistryCorruptError:
+    """The registry refers to ``key`` and it is gone: corruption, never an empty table."""
+    return RegistryCorruptError(
+        f"the registry refers to {key}, which is missing",
+        bucket=bucket,
+        key=store.full_key(key) if store is not None else key,
+    )
 
-    def __init__(self, store: ObjectStore) -> None:
+
+class Missing(BaseException):
+    """An object the sans-I/O commit core needs is not cached: the core fetches ``keys``
+    and asks again. A ``BaseException``, so no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        super().__init__(keys)
+        self.keys = keys
+
+
+class Objects:
+    r"""Loads (and caches) manifests, index nodes and snapshots of one lake.
+
+    With a ``store``, a miss is fetched from it. :meth:`offline` is the same cache for the
+    sans-I/O commit core: a miss raises :class:`Missing` instead, and the core fetches the
+    object itself and :meth:`load`\ s it. ``fetch`` (key -> bytes) replaces the store for
+    readers that are neither (the simulator's checker)."""
+
+    def __init__(
+        self,
+        store: ObjectStore | None = None,
+        *,
+        fetch: Callable[[str], bytes] | None = None,
+        bucket: str | None = None,
+    ) -> None:
         self.store = store
+        self.bucket = store.bucket if store is not None else bucket
+        self._fetch = fetch
+        self._offline = False
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+
+    def offline(self) -> Objects:
+        """This cache, for code that performs no I/O: a miss raises :class:`Missing`."""
+        view = Objects.__new__(Objects)
+        view.__dict__.update(self.__dict__)
+        view._offline = True
+        return view
+
+    def load(self, key: str, body: bytes) -> None:
+        """Parse and cache ``key``'s fetched ``body`` (what an offline miss asked for)."""
+        self._parser(key)(key, body)
+
+    def _parser(self, key: str) -> Callable[[str, bytes], Any]:
+        bucket = self.bucket
+        if is_intent(key):
+            parse: Callable[[str, bytes], Any] = lambda k, b: parse_intent(k, b, bucket=bucket)[1]  # noqa: E731
+        elif key.startswith(NODE_PREFIX):
+            parse = lambda k, b: verify_node(k, b, bucket=bucket)  # noqa: E731
+        elif key.startswith(SNAPSHOT_PREFIX):
+            parse = lambda k, b: verify_snapshot(k, b, decode_schema, bucket=bucket)  # noqa: E731
+        else:
+            parse = lambda k, b: verify_manifest(k, b, bucket=bucket)  # noqa: E731
+
+        def parse_and_remember(k: str, b: bytes) -> Any:
+            value = parse(k, b)
+            self.remember(k, value)
+            return value
+
+        return parse_and_remember
 
     # -- cache --------------------------------------------------------------------------------
 
@@ -170,36 +233,31 @@ class Objects:
                 self._cache.move_to_end(key)
             return value
 
-    def _get(self, key: str, parse: Callable[[str, bytes], Any]) -> Any:
+    def _get(self, key: str) -> Any:
         value = self._cached(key)
         if value is None:
+            if self._offline:
+                raise Missing((key,))
             try:
-                body = self.store.get(key).body
+                body = self._fetch(key) if self._fetch is not None else self._store_get(key)
             except NotFoundError as error:
-                raise RegistryCorruptError(
-                    f"the registry refers to {key}, which is missing",
-                    bucket=self.store.bucket,
-                    key=self.store.full_key(key),
-                ) from error
-            value = parse(key, body)
-            self.remember(key, value)
+                raise missing_object(key, self.bucket, self.store) from error
+            value = self._parser(key)(key, body)
         return value
 
+    def _store_get(self, key: str) -> bytes:
+        assert self.store is not None, "Objects needs a store or a fetch function"
+        return self.store.get(key).body
+
     def node(self, key: str) -> Node:
-        return self._get(key, lambda k, b: verify_node(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
+        return self._get(key)  # type: ignore[no-any-return]
 
     def snapshot(self, key: str) -> Snapshot:
-        return self._get(  # type: ignore[no-any-return]
-            key, lambda k, b: verify_snapshot(k, b, decode_schema, bucket=self.store.bucket)
-        )
+        return self._get(key)  # type: ignore[no-any-return]
 
     def manifest(self, key: str) -> Manifest:
         """A manifest, or an applied intent read as the manifest of its files."""
-        if is_intent(key):
-            return self._get(  # type: ignore[no-any-return]
-                key, lambda k, b: parse_intent(k, b, bucket=self.store.bucket)[1]
-            )
-        return self._get(key, lambda k, b: verify_manifest(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
+        return self._get(key)  # type: ignore[no-any-return]
 
     def has_all(self, keys: Iterable[str]) -> bool:
         """Whether every one of ``keys`` is cached (loading them costs no request)."""
@@ -209,6 +267,8 @@ class Objects:
         """The manifests at ``keys``, fetched in parallel where not cached."""
         wanted = list(dict.fromkeys(keys))
         missing = [k for k in wanted if self._cached(k) is None]
+        if missing and self._offline:
+            raise Missing(tuple(missing))
         if len(missing) > 1:
             with ThreadPoolExecutor(min(16, len(missing))) as pool:
                 list(pool.map(self.manifest, missing))
@@ -395,7 +455,12 @@ class Objects:
     # -- writing a version --------------------------------------------------------------------
 
     def materialize(
-        self, base: RegistryDoc, doc: RegistryDoc, *, at: float
+        self,
+        base: RegistryDoc,
+        doc: RegistryDoc,
+        *,
+        at: float,
+        nonces: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> tuple[RegistryDoc, list[tuple[str, bytes]]]:
         """``doc`` (a sealed batch) as a format-2 root, and the objects to create before its
         compare-and-swap: new index nodes, one snapshot per changed dataset (every dataset
@@ -411,7 +476,9 @@ class Objects:
             changed = []
         stored: dict[str, DatasetState] = {}
         for name, state in changed:
-            new = self._store_dataset(name, state, version=doc.version, at=at, writes=writes)
+            new = self._store_dataset(
+                name, state, version=doc.version, at=at, writes=writes, nonces=nonces
+            )
             assert new.snapshot is not None
             assert new.totals is not None
             stored[name] = new
@@ -450,10 +517,11 @@ class Objects:
         version: int,
         at: float,
         writes: list[tuple[str, bytes]],
+        nonces: Callable[[], str],
     ) -> DatasetState:
         def store(node: Node) -> str:
             body = node_body(node)
-            key = node_key(name, body, uuid.uuid4().hex)
+            key = node_key(name, body, nonces())
             writes.append((key, body))
             self.remember(key, node)
             return key
@@ -503,7 +571,7 @@ class Objects:
             recent_ids=MappingProxyType(recent),
         )
         body = serialize_snapshot(snap, encode_schema)
-        key = snapshot_key(name, body, uuid.uuid4().hex)
+        key = snapshot_key(name, body, nonces())
         writes.append((key, body))
         self.remember(key, snap)
         return self.state(key)
@@ -514,6 +582,7 @@ class Objects:
 
         def put(item: tuple[str, bytes]) -> None:
             key, body = item
+            assert self.store is not None
             with contextlib.suppress(AlreadyExistsError):
                 self.store.put(key, body, mode="create", content_type="application/json")
 

@@ -447,21 +447,35 @@ class ObjectStore:
         ``start_after`` (a relative key), only those after it."""
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.full_key(prefix)}
-            if start_after:
-                kwargs["StartAfter"] = self.full_key(start_after)
-            if page_size is not None:
-                kwargs["MaxKeys"] = page_size
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = self._request("ListObjectsV2", prefix, self.client.list_objects_v2, **kwargs)
-            for item in page.get("Contents", []):
-                yield ListedObject(
-                    self._relative(item["Key"]), item["ETag"], item["Size"], item["LastModified"]
-                )
-            if not page.get("IsTruncated"):
+            objects, token = self._list_page(prefix, start_after, page_size, token)
+            yield from objects
+            if token is None:
                 return
-            token = page["NextContinuationToken"]
+
+    def list_page(
+        self, prefix: str = "", *, start_after: str = "", max_keys: int = 1000
+    ) -> tuple[list[ListedObject], bool]:
+        """One page: at most ``max_keys`` objects under ``prefix`` after ``start_after``, in
+        key order, and whether more follow."""
+        objects, token = self._list_page(prefix, start_after, max_keys, None)
+        return objects, token is not None
+
+    def _list_page(
+        self, prefix: str, start_after: str, page_size: int | None, token: str | None
+    ) -> tuple[list[ListedObject], str | None]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.full_key(prefix)}
+        if start_after:
+            kwargs["StartAfter"] = self.full_key(start_after)
+        if page_size is not None:
+            kwargs["MaxKeys"] = page_size
+        if token:
+            kwargs["ContinuationToken"] = token
+        page = self._request("ListObjectsV2", prefix, self.client.list_objects_v2, **kwargs)
+        objects = [
+            ListedObject(self._relative(item["Key"]), item["ETag"], item["Size"], item["LastModified"])
+            for item in page.get("Contents", [])
+        ]
+        return objects, page["NextContinuationToken"] if page.get("IsTruncated") else None
 
     # -- plumbing -----------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ Violations reported (each one string; none: the run kept every guarantee):
 - an acknowledged commit not in exactly one version of each dataset it names, or in another
   version than it was acknowledged at, or in different versions of its datasets (a commit
   spanning datasets is one version);
-- a commit refused with ``CommitConflictError`` that is in the registry (a phantom); one
+- a commit refused with ``CommitConflictError`` or ``RetryBudgetExhaustedError`` (both:
+  nothing was committed) that is in the registry (a phantom); one
   whose state is unknown (or whose process died) recorded more than once, or in only some of
   its datasets;
 - a commit in the registry that nobody made; an exception other than a ``CommitError`` out of
@@ -122,7 +123,7 @@ def _commit_problems(
                     f"{what} acknowledged as v{inv.version}, recorded at "
                     f"v{found[inv.datasets[0]][0]}"
                 )
-        elif inv.outcome == "fail":
+        elif inv.outcome in ("fail", "gaveup"):
             if any(found.values()):
                 problems.append(f"refused commit is in the registry {found}: {what}: {inv.error}")
         elif counts - {0, 1}:

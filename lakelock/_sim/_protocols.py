@@ -8,18 +8,18 @@ runs; ``toy`` (:mod:`._toy`) is a plain compare-and-swap loop for testing the si
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from random import Random
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from lakelock._registry._core import Committer, FoldPolicy
 from lakelock._registry._document import REGISTRY_KEY, DatasetState, decode_schema, parse_registry
 from lakelock._registry._intents import is_intent, parse_intent
 from lakelock._registry._manifest import Manifest, verify_manifest
-from lakelock._registry._objects import partition_from_entry
+from lakelock._registry._objects import Objects, partition_from_entry
 from lakelock._registry._snapshot import LazyPartitions, Snapshot, verify_snapshot
 from lakelock._registry._tree import Node, verify_node
 from lakelock._sim._check import DatasetVersion, View
@@ -162,38 +162,29 @@ class _Reader:
 
 
 class CoreProtocol(SimProtocol):
-    """lakelock's commit core: one ``Committer`` per simulated process."""
+    """lakelock's commit core: one :class:`~lakelock._registry._core.Committer` per
+    simulated process, with its own object cache (a restarted process starts cold).
+    ``policy``: the :class:`~lakelock._registry._core.FoldPolicy` (default: its defaults)."""
 
     name = "core"
     restores = True
 
-    def __init__(self, **policy: Any) -> None:
-        from lakelock._registry import _core  # noqa: PLC0415 - the core may be absent
+    def __init__(self, policy: FoldPolicy | None = None) -> None:
+        self.policy = policy or FoldPolicy()
+        self.max_fold = max(1, self.policy.max_fold)
 
-        if not hasattr(_core, "Committer"):
-            raise LakelockError(
-                "this build of lakelock has no sans-I/O commit core yet "
-                "(lakelock._registry._core.Committer): run --protocol toy"
-            )
-        self._core = _core
-        self._policy = _core.FoldPolicy(**policy)
-        self.max_fold = int(getattr(self._policy, "max_fold", 256))
-
-    def committer(self, rng: Random, config: SimConfig) -> Any:
-        options: dict[str, Any] = {
-            "policy": self._policy,
-            "rng": rng,
-            "commit_window": config.commit_window,
-            "retention": 7 * 24 * 3600.0,
-            "max_attempts": config.max_attempts,
-            "max_seconds": config.max_seconds,
-        }
-        committer_type = self._core.Committer
-        if "intent_ttl" in inspect.signature(committer_type).parameters:
-            options["intent_ttl"] = config.intent_ttl
-        elif any(f.name == "intent_ttl" for f in fields(self._policy)):
-            options["policy"] = _replace(self._policy, intent_ttl=config.intent_ttl)
-        return committer_type(**options)
+    def committer(self, rng: Random, config: SimConfig) -> Committer:
+        return Committer(
+            Objects(bucket=BUCKET),
+            policy=self.policy,
+            rng=rng,
+            commit_window=config.commit_window,
+            retention=7 * 24 * 3600.0,
+            intent_ttl=config.intent_ttl,
+            max_attempts=config.max_attempts,
+            max_seconds=config.max_seconds,
+            bucket=BUCKET,
+        )
 
     def view(self, store: SimS3) -> View:
         view = View()
@@ -238,12 +229,6 @@ class CoreProtocol(SimProtocol):
             return None
         key, snap = rng.choice(chain[:-1])
         return reader.state(key), snap.version
-
-
-def _replace(policy: Any, **changes: Any) -> Any:
-    from dataclasses import replace  # noqa: PLC0415
-
-    return replace(policy, **changes)
 
 
 def protocol_named(name: str) -> SimProtocol:

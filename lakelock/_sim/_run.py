@@ -26,6 +26,7 @@ from lakelock.errors import (
     CommitError,
     CommitStateUnknownError,
     NotFoundError,
+    RetryBudgetExhaustedError,
 )
 
 __all__ = ["Metrics", "SimConfig", "SimResult", "simulate"]
@@ -114,6 +115,7 @@ class Metrics:
     throttled: int
     faults_injected: int
     failed: int
+    gave_up: int
     unknown: int
     killed: int
     violations: int
@@ -248,6 +250,8 @@ class _Writer:
             invocation.already = bool(getattr(result, "already_committed", False))
             invocation.batch = int(getattr(result, "batch_size", 1))
             self.workload.acknowledged(invocation)
+        elif isinstance(error, RetryBudgetExhaustedError):
+            invocation.outcome, invocation.error = "gaveup", _describe(error)
         elif isinstance(error, CommitStateUnknownError):
             invocation.outcome, invocation.error = "unknown", _describe(error)
         elif isinstance(error, CommitConflictError):
@@ -335,10 +339,14 @@ class _Run:
         chaos = Random(self.master.getrandbits(64))
         faults = config.faults
         stall = faults.stall if faults.stall is not None else config.intent_ttl + 5.0
+
+        def stalled(process: Process) -> None:
+            process.stall(stall)
+
         for _ in range(faults.kills):
-            self._at_random_writer(chaos, writers, lambda p: p.kill())
+            self._at_random_writer(chaos, writers, Process.kill)
         for _ in range(faults.stalls):
-            self._at_random_writer(chaos, writers, lambda p, s=stall: p.stall(s))
+            self._at_random_writer(chaos, writers, stalled)
         step = max(1.0, math.ceil(self.end / 100))
         until = 0.0
         while until < self.end:
@@ -413,6 +421,7 @@ class _Run:
             throttled=counts.throttled + counts.faults["throttle"],
             faults_injected=sum(counts.faults.values()),
             failed=sum(1 for i in self.invocations if i.outcome == "fail"),
+            gave_up=sum(1 for i in self.invocations if i.outcome == "gaveup"),
             unknown=sum(1 for i in self.invocations if i.outcome in ("unknown", "crash")),
             killed=sum(i.restarts for i in self.invocations),
             violations=len(violations),

@@ -41,7 +41,8 @@ class Mix:
 @dataclass
 class Invocation:
     """One commit as its caller saw it. ``outcome``: ``ok`` (acknowledged at ``version``),
-    ``fail`` (``CommitConflictError``: must not be applied), ``unknown``
+    ``fail`` (``CommitConflictError``: must not be applied), ``gaveup``
+    (``RetryBudgetExhaustedError``: its intent cancelled, must not be applied), ``unknown``
     (``CommitStateUnknownError``: at most once), ``crash`` (any other exception: a defect),
     ``killed`` (its process died and no restart finished it), ``running`` (the run ended)."""
 

@@ -52,6 +52,7 @@ class StoredObject:
     etag: str
     modified: float  # server seconds, whole
     write_id: str
+    listed: ListedObject  # how a LIST shows it (made once: a listing is the hot path)
 
 
 class SimS3:
@@ -76,6 +77,7 @@ class SimS3:
         self._last_conditional: dict[str, float] = {}
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
         self._writes = 0
+        self._stamps: dict[float, datetime] = {}
         self.throttled = 0
         self.conflicts = 0
 
@@ -86,9 +88,14 @@ class SimS3:
         """The server clock at virtual time ``now``, at S3's resolution of one second."""
         return float(int(EPOCH + now))
 
-    @staticmethod
-    def stamp(now: float) -> datetime:
-        return datetime.fromtimestamp(float(int(EPOCH + now)), UTC)
+    def stamp(self, now: float) -> datetime:
+        return self._datetime(float(int(EPOCH + now)))
+
+    def _datetime(self, seconds: float) -> datetime:
+        found = self._stamps.get(seconds)
+        if found is None:
+            found = self._stamps[seconds] = datetime.fromtimestamp(seconds, UTC)
+        return found
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -108,7 +115,7 @@ class SimS3:
             etag=found.etag,
             size=len(found.body),
             metadata={WRITE_ID_KEY: found.write_id},
-            last_modified=datetime.fromtimestamp(found.modified, UTC),
+            last_modified=self._datetime(found.modified),
             server_time=self.stamp(now),
             body=found.body,
         )
@@ -165,7 +172,9 @@ class SimS3:
         write_id = f"w{self._writes}"
         if current is None:
             bisect.insort(self._keys, key)
-        self.objects[key] = StoredObject(body, etag, self.server_seconds(now), write_id)
+        modified = self.server_seconds(now)
+        listed = ListedObject(key, etag, len(body), self._datetime(modified))
+        self.objects[key] = StoredObject(body, etag, modified, write_id, listed)
         if key in self.tracked:
             self.history[key].append((now, body))
         return PutResult(key, etag, write_id, len(body))
@@ -180,16 +189,11 @@ class SimS3:
         )
         found: list[ListedObject] = []
         limit = max(1, min(max_keys, 1000))
+        objects = self.objects
         while at < len(keys) and keys[at].startswith(prefix):
             if len(found) == limit:
                 return Listing(tuple(found), truncated=True)
-            key = keys[at]
-            item = self.objects[key]
-            found.append(
-                ListedObject(
-                    key, item.etag, len(item.body), datetime.fromtimestamp(item.modified, UTC)
-                )
-            )
+            found.append(objects[keys[at]].listed)
             at += 1
         return Listing(tuple(found), truncated=False)
 

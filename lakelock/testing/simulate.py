@@ -5,8 +5,8 @@ run is checked (docs/SIMULATOR.md). Also the ``lakelock simulate`` command.
 ```python
 from lakelock.testing.simulate import Faults, SimConfig, simulate
 
-result = simulate(SimConfig(writers=64, seconds=10, store="s3-express", seed=7,
-                            faults=Faults(rate=0.02, kills=2)))
+result = simulate(SimConfig(writers=8, seconds=2, store="s3-express", seed=7,
+                            faults=Faults(rate=0.02, kills=1)))
 assert not result.violations, result.config.replay_command()
 print(result.metrics.commits_per_second)
 ```

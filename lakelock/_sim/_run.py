@@ -57,6 +57,9 @@ class SimConfig:
     store_retry: StoreRetry = field(default_factory=StoreRetry)
     restart_delay: float = 0.5
     drain: float = 900.0
+    #: Each writer makes this many commits and stops (0: as many as ``seconds`` allows);
+    #: figures are then per the time until the last one was acknowledged.
+    commits: int = 0
     protocol: str = "core"
 
     def __post_init__(self) -> None:
@@ -88,6 +91,8 @@ class SimConfig:
             parts.append(f"--skew {self.faults.skew:g}")
         if self.readers:
             parts.append(f"--readers {self.readers}")
+        if self.commits:
+            parts.append(f"--commits {self.commits}")
         if self.intent_ttl != 600.0:
             parts.append(f"--intent-ttl {self.intent_ttl:g}")
         if self.protocol != "core":
@@ -105,6 +110,8 @@ class Metrics:
     seed: int
     commits: int
     commits_per_second: float
+    #: Virtual seconds the figures are per: ``seconds``, or until the last commit ended.
+    makespan: float
     p50_ms: float
     p99_ms: float
     requests_per_commit: float
@@ -184,7 +191,10 @@ class _Writer:
         run = self.run
         if redo is not None:
             yield from self._commit(committer, redo, explicit=True, redo=True)
-        while run.loop.now < run.end:
+        made = 0
+        limit = run.config.commits
+        while (made < limit) if limit else (run.loop.now < run.end):
+            made += 1
             kind = self.workload.choose()
             now: float = yield Now()
             if kind == "restore":
@@ -354,7 +364,7 @@ class _Run:
             self.loop.run(until)
             if self.progress is not None:
                 self.progress(int(until), math.ceil(self.end))
-        self.loop.run(self.end + config.drain)
+        self.loop.run(math.inf if config.commits else self.end + config.drain)
         view = self.protocol.view(self.store)
         violations = check(self.invocations, view, self.observations)
         violations += [f"process crashed: {c}" for c in self.crashes]
@@ -385,8 +395,11 @@ class _Run:
     def _metrics(self, view: Any, violations: list[str]) -> Metrics:
         config = self.config
         done = [i for i in self.invocations if i.outcome == "ok"]
+        window = self.end
+        if config.commits:
+            window = max((i.end or 0.0 for i in self.invocations), default=0.0) or self.end
         inside = sorted(
-            (i.end or 0.0) - i.start for i in done if i.end is not None and i.end <= self.end
+            (i.end or 0.0) - i.start for i in done if i.end is not None and i.end <= window
         )
         counts = self.endpoint.counts
         writer_requests = sum(v for k, v in counts.requests.items() if k.startswith("writer:"))
@@ -410,7 +423,8 @@ class _Run:
             store=config.store,
             seed=config.seed,
             commits=len(inside),
-            commits_per_second=_round(len(inside) / config.seconds),
+            commits_per_second=_round(len(inside) / window),
+            makespan=_round(window),
             p50_ms=_round(_percentile(inside, 0.50) * 1000),
             p99_ms=_round(_percentile(inside, 0.99) * 1000),
             requests_per_commit=_round(writer_requests / commits) if commits else 0.0,

@@ -302,6 +302,20 @@ def test_latency_presets_have_tails_and_fixed_is_exact() -> None:
         profile("fixed:-1")
 
 
+def test_a_machine_of_one_core_serializes_the_requests_cpu() -> None:
+    b = bench("fixed:10")
+    b.endpoint.cpu, b.endpoint.cores = 0.004, [0.0]
+
+    def at() -> Steps:
+        yield Put("k", b"x", create=True, retried=False)
+        now = yield Now()
+        return now - EPOCH
+
+    first, second = b.run(at(), at())
+    assert first == pytest.approx(0.014, abs=1e-6)  # its CPU, then S3's 10 ms
+    assert second == pytest.approx(0.018, abs=1e-6)  # waited for the core
+
+
 # -- the store layer and faults ----------------------------------------------------------------
 
 

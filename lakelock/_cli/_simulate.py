@@ -114,6 +114,14 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="each writer makes this many commits, then stops (default: for --seconds)",
     )
+    parser.add_argument(
+        "--cpu-ms",
+        type=float,
+        default=0.0,
+        help="CPU milliseconds per request on a machine of --cores cores (to compare with a "
+        "run on one machine; default 0: CPU is free)",
+    )
+    parser.add_argument("--cores", type=_non_negative, default=2, help="cores for --cpu-ms")
     parser.add_argument("--readers", type=_non_negative, default=0, help="reader processes")
     parser.add_argument(
         "--intent-ttl", type=_seconds, default=600.0, help="intents expire after this (s)"
@@ -133,8 +141,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.skew < 0:
-        raise ValueError(f"--skew must be >= 0, got {args.skew}")
+    if args.skew < 0 or args.cpu_ms < 0:
+        raise ValueError("--skew and --cpu-ms must be >= 0")
     config = SimConfig(
         writers=args.writers,
         seconds=args.seconds,
@@ -143,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         faults=Faults(rate=args.faults, kills=args.kills, stalls=args.stalls, skew=args.skew),
         readers=args.readers,
         commits=args.commits,
+        cpu=args.cpu_ms / 1000,
+        cores=args.cores if args.cpu_ms > 0 else 0,
         intent_ttl=args.intent_ttl,
         protocol=args.protocol,
     )

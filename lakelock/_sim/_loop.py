@@ -132,8 +132,14 @@ class Endpoint:
         retry: StoreRetry,
         *,
         root_key: str,
+        cpu: float = 0.0,
+        cores: int = 0,
     ) -> None:
         self.loop = loop
+        #: CPU seconds each request costs on a machine of ``cores`` cores shared by every
+        #: process (0 cores: CPU is free): what a run on one machine adds to S3's latency.
+        self.cpu = cpu
+        self.cores: list[float] = [0.0] * cores if cpu > 0 else []
         self.store = store
         self.rng = rng
         self.faults = faults
@@ -144,6 +150,7 @@ class Endpoint:
         self.sent = 0
 
     def send(self, request: Get | Put | List | Delete, process: Process, answer: Answer) -> None:
+        """Send ``request`` for ``process``; ``answer(result, error)`` gets the outcome."""
         retried = getattr(request, "retried", isinstance(request, List))
         call = _Call(request, process, answer, retried, self.loop.now)
         self._attempt(call)
@@ -154,6 +161,11 @@ class Endpoint:
         call.attempts += 1
         request = call.request
         now = self.loop.now
+        if self.cores:
+            # The request's CPU (client and server) on the machine's earliest free core.
+            start = max(now, heapq.heappop(self.cores))
+            now = start + self.cpu
+            heapq.heappush(self.cores, now)
         profile = self.store.profile
         if isinstance(request, Get):
             latency = profile.get.sample(self.rng)

@@ -60,6 +60,10 @@ class SimConfig:
     #: Each writer makes this many commits and stops (0: as many as ``seconds`` allows);
     #: figures are then per the time until the last one was acknowledged.
     commits: int = 0
+    #: CPU seconds per request on a machine of ``cores`` cores all processes share (the
+    #: endpoint included): to compare with a run on one machine. 0: CPU is free (S3).
+    cpu: float = 0.0
+    cores: int = 0
     protocol: str = "core"
 
     def __post_init__(self) -> None:
@@ -93,6 +97,8 @@ class SimConfig:
             parts.append(f"--readers {self.readers}")
         if self.commits:
             parts.append(f"--commits {self.commits}")
+        if self.cpu and self.cores:
+            parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
         if self.intent_ttl != 600.0:
             parts.append(f"--intent-ttl {self.intent_ttl:g}")
         if self.protocol != "core":
@@ -311,6 +317,8 @@ class _Run:
             config.faults,
             config.store_retry,
             root_key=REGISTRY_KEY,
+            cpu=config.cpu,
+            cores=config.cores,
         )
         self.end = config.seconds
         self.invocations: list[Invocation] = []

@@ -306,12 +306,12 @@ def test_a_machine_of_one_core_serializes_the_requests_cpu() -> None:
     b = bench("fixed:10")
     b.endpoint.cpu, b.endpoint.cores = 0.004, [0.0]
 
-    def at() -> Steps:
-        yield Put("k", b"x", create=True, retried=False)
+    def at(key: str) -> Steps:
+        yield Put(key, b"x", create=True, retried=False)
         now = yield Now()
         return now - EPOCH
 
-    first, second = b.run(at(), at())
+    first, second = b.run(at("a"), at("b"))
     assert first == pytest.approx(0.014, abs=1e-6)  # its CPU, then S3's 10 ms
     assert second == pytest.approx(0.018, abs=1e-6)  # waited for the core
 

@@ -67,8 +67,7 @@ class CommitQueue:
     def commit(self, changes: Sequence[Change], *, explicit_id: bool, now: float) -> CommitResult:
         pending = self.committer.prepare(changes, explicit_id=explicit_id, now=now)
         if not self.group_commit:
-            with self.lock:
-                self.driver.run(self.committer.run([pending]))
+            self.driver.run(self.committer.run([pending]))
         else:
             with self.turn:
                 busy = self.committing and pending.intent is not None

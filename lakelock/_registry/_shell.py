@@ -129,7 +129,6 @@ class Registry:
             retry=RetryPolicy(max_attempts=1, sleep=self.retry.sleep, clock=self.retry.clock),
         )
         self.commit_window = commit_window
-        self.retention = retention
         self.intent_ttl = intent_ttl
         self._clock = clock
         self.objects = Objects(store)
@@ -214,6 +213,15 @@ class Registry:
         self._committer.policy = policy
 
     @property
+    def retention(self) -> float:
+        """How long (seconds) a replaced version stays readable (time travel, vacuum)."""
+        return self._committer.retention
+
+    @retention.setter
+    def retention(self, seconds: float) -> None:
+        self._committer.retention = seconds
+
+    @property
     def hints(self) -> Hints:
         """What this process has learnt about the others (rounds, contention)."""
         return self._committer.hints
@@ -224,7 +232,12 @@ class Registry:
 
     @property
     def max_fold(self) -> int:
+        """Most intents of other processes one fold applies (0: never fold others')."""
         return self._committer.policy.max_fold
+
+    @max_fold.setter
+    def max_fold(self, value: int) -> None:
+        self.policy = replace(self.policy, max_fold=value)
 
     def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
         """The manifests at ``keys`` (cached: they are content-addressed, never change)."""

@@ -16,6 +16,8 @@ sent over the wire).
 
 from __future__ import annotations
 
+import builtins
+
 import contextlib
 import functools
 import threading
@@ -454,7 +456,7 @@ class ObjectStore:
 
     def list_page(
         self, prefix: str = "", *, start_after: str = "", max_keys: int = 1000
-    ) -> tuple[list[ListedObject], bool]:
+    ) -> tuple[builtins.list[ListedObject], bool]:
         """One page: at most ``max_keys`` objects under ``prefix`` after ``start_after``, in
         key order, and whether more follow."""
         objects, token = self._list_page(prefix, start_after, max_keys, None)
@@ -462,7 +464,7 @@ class ObjectStore:
 
     def _list_page(
         self, prefix: str, start_after: str, page_size: int | None, token: str | None
-    ) -> tuple[list[ListedObject], str | None]:
+    ) -> tuple[builtins.list[ListedObject], str | None]:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.full_key(prefix)}
         if start_after:
             kwargs["StartAfter"] = self.full_key(start_after)
@@ -472,7 +474,9 @@ class ObjectStore:
             kwargs["ContinuationToken"] = token
         page = self._request("ListObjectsV2", prefix, self.client.list_objects_v2, **kwargs)
         objects = [
-            ListedObject(self._relative(item["Key"]), item["ETag"], item["Size"], item["LastModified"])
+            ListedObject(
+                self._relative(item["Key"]), item["ETag"], item["Size"], item["LastModified"]
+            )
             for item in page.get("Contents", [])
         ]
         return objects, page["NextContinuationToken"] if page.get("IsTruncated") else None

@@ -23,6 +23,7 @@ One attempt (docs/FORMAT.md, "Group commit across processes"):
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -129,7 +130,7 @@ class Committer:
 
     def __init__(
         self,
-        objects: Objects,
+        objects: Objects | None = None,
         *,
         policy: FoldPolicy | None = None,
         rng: random.Random | None = None,
@@ -144,7 +145,7 @@ class Committer:
         bucket: str | None = None,
         root_key: str = REGISTRY_KEY,
     ) -> None:
-        self.objects = objects.offline()
+        self.objects = (objects or Objects()).offline()
         self.policy = policy or FoldPolicy()
         self.rng = rng or random.Random()
         self.hints = Hints(self.policy.first_round)
@@ -425,7 +426,7 @@ class Committer:
             # Past the root's window: each dataset's commit-id index is durable.
             for p in state.pending:
                 version = yield from self._need(
-                    lambda p=p: _decide.indexed_version(doc, p.changes, self.objects)
+                    functools.partial(_decide.indexed_version, doc, p.changes, self.objects)
                 )
                 if version is not None:
                     ours = state.first_base is not None and version > state.first_base
@@ -532,7 +533,7 @@ class Committer:
                 fold.fates.append(IntentFate(o.key, "rejected", doc.version + 1, seconds, found))
                 continue
             version = yield from self._need(
-                lambda found=found: _decide.recorded_version(doc, found, self.objects)
+                functools.partial(_decide.recorded_version, doc, found, self.objects)
             )
             if version is not None:  # applied already, through another intent of its id
                 fold.fates.append(IntentFate(o.key, "applied", version, seconds))
@@ -751,7 +752,7 @@ class Committer:
         if not cancel.pending or etag is None:
             return
         sealed = _decide.cancelled(doc, cancel.pending, seconds=self._now, keep=self.commit_window)
-        yield from self.write_version(doc, sealed, etag)
+        yield from self.write_version(cancel, doc, sealed, etag)
         for p in cancel.pending:
             p.fail(
                 self._gave_up(
@@ -760,21 +761,16 @@ class Committer:
             )
         cancel.pending = []
 
-    def write_version(self, doc: RegistryDoc, sealed: RegistryDoc, etag: str) -> Steps:
+    def write_version(
+        self, state: Batch, doc: RegistryDoc, sealed: RegistryDoc, etag: str
+    ) -> Steps:
         """A version that changes no dataset (an upgrade, cancelled fates): its objects,
-        then the root's swap; a lost race is a redrive, anything transient a retry."""
+        then the root's swap (:meth:`_swap`, the one compare-and-swap of the root)."""
         new_doc, writes = yield from self._need(
             lambda: self.objects.materialize(doc, sealed, at=self._now, nonces=self._nonce)
         )
         yield from self._create_all(writes)
-        try:
-            written: PutResult = yield Put(
-                self.root_key, serialize_registry(new_doc), if_match=etag, retried=False
-            )
-        except PreconditionFailedError as error:
-            raise Redrive from error
-        except TRANSIENT as error:
-            raise Retry from error
+        written = yield from self._swap(state, doc, etag, new_doc)
         self.known = (new_doc, written.etag)
         return new_doc
 
@@ -792,7 +788,7 @@ class Committer:
             if doc.format_version > 1 or etag is None:
                 return
             sealed = replace(doc, version=doc.version + 1, updated_at=iso(self._now))
-            result[0] = yield from self.write_version(doc, sealed, etag)
+            result[0] = yield from self.write_version(state, doc, sealed, etag)
 
         yield from self._retrying(Batch([], 0), attempt, steady=False)
         return result[0]

@@ -56,10 +56,6 @@ __all__ = [
     "settle",
 ]
 
-#: Rules a test may switch off to show the simulator's seeds catch their failure (each name
-#: is a rule above). Empty in every real run.
-BROKEN: set[str] = set()
-
 
 @dataclass(frozen=True)
 class Settled:
@@ -83,8 +79,6 @@ def settle(
     caller-chosen id is looked up once in the commit-id index (a re-run of an old commit),
     and so is an intent at or below the watermark with no fate left (applied long ago by
     another process, its fate pruned; not there: a fold passed it over, still ours)."""
-    if "settle" in BROKEN:
-        return []
     found: list[Settled] = []
     for p in pending:
         fate = doc.fate(p.intent) if p.intent is not None else None
@@ -118,8 +112,6 @@ def settle(
 def indexed_version(doc: RegistryDoc, changes: Iterable[Change], objects: Objects) -> int | None:
     """The version the commit-id index of one of ``changes``' datasets records for its
     commit id (every applied id is kept there, however old)."""
-    if "index" in BROKEN:
-        return None
     for change in changes:
         state = doc.datasets.get(change.dataset)
         if state is not None:
@@ -134,8 +126,6 @@ def recorded_version(doc: RegistryDoc, change: Change, objects: Objects) -> int 
     is above the watermark, so its own fate would be in the root; a caller-chosen id may
     have been applied through another intent (a re-run), which the commit-id index records.
     A generated id belongs to its intent alone."""
-    if "index" in BROKEN:
-        return None
     record = doc.commit(change.commit_id)
     if record is not None:
         return record.version
@@ -150,7 +140,7 @@ def judge_listed(
     """Rule 4: why a listed intent of another process cannot be applied (``None``: it can).
     Expiry compares the listing's ``LastModified`` with the server's clock (``server_now``:
     estimated from the ``Date`` of this process's last root read), never a writer's own."""
-    if listed.last_modified.timestamp() < server_now - ttl and "expiry" not in BROKEN:
+    if listed.last_modified.timestamp() < server_now - ttl:
         return f"expired: pending for more than {ttl:.0f} s"
     if isinstance(loaded, str):
         return loaded
@@ -231,7 +221,7 @@ def fates_of(
             continue
         if n in rejected:
             fates.append(IntentFate(p.intent, "rejected", version, seconds, str(rejected[n])))
-        elif p.change.commit_id in ids or "fates" in BROKEN:
+        elif p.change.commit_id in ids:
             fates.append(IntentFate(p.intent, "applied", version, seconds))
     return fates
 
@@ -242,8 +232,6 @@ def bound_watermark(doc: RegistryDoc, listed: Sequence[str], proposed: str) -> s
     policy proposes how far behind that to stay (its lag)."""
     if not listed:
         return doc.watermark
-    if "watermark" in BROKEN:
-        return max(doc.watermark, proposed, f"{listed[-1]}~")
     return max(doc.watermark, min(proposed, listed[-1]))
 
 
@@ -251,8 +239,6 @@ def sealed_fates(
     doc: RegistryDoc, fates: Sequence[IntentFate], *, watermark: str, keep: int
 ) -> tuple[IntentFate, ...]:
     """Rule 6: the fates the next root keeps (see :func:`prune_fates`)."""
-    if "prune" in BROKEN:
-        return tuple(fates)[-1:]
     return prune_fates([*doc.fates, *fates], watermark=watermark, keep=keep)
 
 

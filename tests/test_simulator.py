@@ -16,7 +16,7 @@ import random
 import secrets
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import redirect_stdout
 from random import Random
 from typing import Any
@@ -35,7 +35,7 @@ from lakelock._registry._core._requests import (
     Put,
     Sleep,
 )
-from lakelock._registry._document import REGISTRY_KEY
+from lakelock._registry._document import REGISTRY_KEY, IntentFate
 from lakelock._sim import (
     EPOCH,
     DatasetVersion,
@@ -785,9 +785,35 @@ def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
 # -- the seed sweep ---------------------------------------------------------------------------
 
 
+#: Values the sweep draws the core's policy knobs from (a third of its runs): liveness only,
+#: so no choice may break a guarantee.
+POLICY_CHOICES: dict[str, tuple[float, ...]] = {
+    "max_fold": (0, 1, 2, 8, 256),
+    "fold_interval": (0.0, 0.2, 1.0, 5.0),
+    "contention_memory": (0.0, 5.0, 30.0),
+    "max_waits": (0, 1, 8),
+    "patience": (1.0, 2.0, 4.0),
+    "gather": (0.0, 0.3, 1.0),
+    "stagger": (0.0, 2.0, 5.0),
+    "look": (0.1, 1 / 3, 1.0),
+    "crowd": (1, 8, 64),
+    "watermark_lag": (0.0, 1.0, 3.0),
+    "lagging": (0, 2, 128),
+    "first_round": (0.01, 0.05, 0.5),
+}
+
+
 def sweep_config(seed: int) -> SimConfig:
-    """A small run with mixed faults; which faults and how many writers vary with the seed."""
-    rng = Random(seed)
+    """A small run with mixed faults; which faults, how many writers and (a third of the
+    time) which policy vary with the seed."""
+    rng, knobs = Random(seed), Random(-seed - 1)
+    policy: tuple[tuple[str, float], ...] = ()
+    if knobs.random() < 1 / 3:
+        policy = tuple(
+            (name, knobs.choice(values))
+            for name, values in POLICY_CHOICES.items()
+            if knobs.random() < 0.5
+        )
     return SimConfig(
         writers=rng.choice((2, 3, 4, 6, 8)),
         seconds=rng.choice((1.0, 2.0, 3.0)),
@@ -802,6 +828,7 @@ def sweep_config(seed: int) -> SimConfig:
         readers=rng.choice((0, 1)),
         intent_ttl=rng.choice((2.0, 5.0, 600.0)),
         protocol=SWEEP_PROTOCOL,
+        policy=policy,
     )
 
 
@@ -861,25 +888,40 @@ def test_a_batch_that_consolidates_a_partition_finds_that_manifest_for_its_next_
 # -- the seeds catch a broken safety rule ----------------------------------------------------------
 
 
+def _fates_all_applied(
+    applied: Any, pending: Any, rejected: Any, version: int, seconds: float
+) -> list[IntentFate]:
+    return [IntentFate(p.intent, "applied", version, seconds) for p in pending if p.intent]
+
+
+#: Each safety rule of the core's decide module, switched off.
+BREAKS: dict[str, tuple[str, Callable[..., Any]]] = {
+    # Settle before apply: a commit the root already decided is ended, not applied again.
+    "settle": ("settle", lambda *_, **__: []),
+    # The commit-id index check: a re-run (a restarted writer) is not applied twice.
+    "index": ("indexed_version", lambda *_, **__: None),
+    # Fates kept while a folder may list their intents (above the watermark).
+    "prune": ("sealed_fates", lambda _doc, fates, **__: tuple(fates)[-1:]),
+}
+
+
 @pytest.mark.parametrize(
     ("rule", "seed", "violation"),
     [
-        # Settle before apply: a commit whose fate the root records is not applied again.
         ("settle", 0, "refused commit is in the registry"),
-        # The commit-id index check: a re-run (a restarted writer) is not applied twice.
         ("index", 196, "recorded [2] times"),
-        # Fates kept above the watermark: a folder that lists an applied intent knows it.
         ("prune", 68, "recorded [2] times"),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
     rule: str, seed: int, violation: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each rule switched off in the core (``_decide.BROKEN``), the first seed of the default
-    sweep that catches it does, with the violation the rule prevents (searched over the 500
-    seeds: ``settle`` is caught by seed 0, ``index`` by 196 and 417, ``prune`` by 68, 196 and
-    329). With the rule in place the same seed holds (the sweep)."""
-    monkeypatch.setattr(_decide, "BROKEN", {rule})
+    """Each rule switched off in the core, a seed of the default sweep catches it with the
+    violation the rule prevents (the first of the 500 that does: searched with
+    ``settle`` caught by seeds 0, 2, 3, 4..., ``index`` by 196 and 417, ``prune`` by 68, 196
+    and 329). With the rule in place the same seed holds (the sweep)."""
+    name, broken = BREAKS[rule]
+    monkeypatch.setattr(_decide, name, broken)
     result = simulate(sweep_config(seed))
     assert any(violation in v for v in result.violations), result.violations[:5]
 

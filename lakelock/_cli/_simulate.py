@@ -63,6 +63,15 @@ def _store(text: str) -> str:
     return text
 
 
+def _policy_field(text: str) -> tuple[str, float]:
+    name, _, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIELD=NUMBER, got {text!r}") from None
+    return name.strip(), int(number) if number.is_integer() else number
+
+
 def add_parser(commands: Any) -> None:
     add_command(
         commands,
@@ -133,6 +142,14 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="the commit core (default) or the simulator's toy protocol",
     )
     parser.add_argument(
+        "--policy",
+        type=_policy_field,
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a knob of the core's FoldPolicy (repeatable), e.g. --policy max_fold=32",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -155,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         cores=args.cores if args.cpu_ms > 0 else 0,
         intent_ttl=args.intent_ttl,
         protocol=args.protocol,
+        policy=tuple(args.policy),
     )
     bar = ProgressBar("simulating (virtual s)") if progress_wanted(args.progress) else None
     try:

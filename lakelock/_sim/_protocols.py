@@ -8,7 +8,7 @@ runs; ``toy`` (:mod:`._toy`) is a plain compare-and-swap loop for testing the si
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from random import Random
 from typing import TYPE_CHECKING, Any
@@ -171,7 +171,8 @@ class CoreProtocol(SimProtocol):
 
     def __init__(self, policy: FoldPolicy | None = None) -> None:
         self.policy = policy or FoldPolicy()
-        self.max_fold = max(1, self.policy.max_fold)
+        # A swap carries the folder's own commits and up to max_fold of others'.
+        self.max_fold = self.policy.max_fold + 1
 
     def committer(self, rng: Random, config: SimConfig) -> Committer:
         return Committer(
@@ -231,9 +232,16 @@ class CoreProtocol(SimProtocol):
         return reader.state(key), snap.version
 
 
-def protocol_named(name: str) -> SimProtocol:
+def protocol_named(name: str, policy: Mapping[str, float] | None = None) -> SimProtocol:
+    """The protocol ``name``; ``policy``: the core's :class:`FoldPolicy` fields to change."""
     if name == "toy":
+        if policy:
+            raise ValueError("the toy protocol has no policy")
         return ToyProtocol()
     if name == "core":
-        return CoreProtocol()
+        try:
+            chosen = FoldPolicy(**dict(policy or {}))
+        except TypeError as error:
+            raise ValueError(f"not a FoldPolicy field: {error}") from error
+        return CoreProtocol(chosen)
     raise ValueError(f"unknown protocol {name!r}: core or toy")

@@ -65,6 +65,9 @@ class SimConfig:
     cpu: float = 0.0
     cores: int = 0
     protocol: str = "core"
+    #: Fields of the core's ``FoldPolicy`` to change (liveness only: no value of them may
+    #: break a guarantee, which the sweep checks with random ones).
+    policy: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.writers < 1:
@@ -74,6 +77,7 @@ class SimConfig:
         if self.readers < 0 or self.think < 0 or self.intent_ttl <= 0:
             raise ValueError("readers and think must be >= 0, intent_ttl > 0")
         profile(self.store)  # a clear error for an unknown store, up front
+        protocol_named(self.protocol, dict(self.policy))  # and for an unknown policy field
 
     def replay_command(self) -> str:
         """The ``lakelock simulate`` command that runs this configuration again (the options
@@ -103,6 +107,7 @@ class SimConfig:
             parts.append(f"--intent-ttl {self.intent_ttl:g}")
         if self.protocol != "core":
             parts.append(f"--protocol {self.protocol}")
+        parts += [f"--policy {name}={value:g}" for name, value in self.policy]
         return " ".join(parts)
 
 
@@ -464,7 +469,8 @@ def simulate(
     """Run ``config`` and check it. ``protocol`` overrides ``config.protocol`` (tests pass a
     broken one to see the checker catch it); ``progress(done, total)`` hears of the virtual
     seconds simulated."""
-    return _Run(config, protocol or protocol_named(config.protocol), progress).go()
+    chosen = protocol or protocol_named(config.protocol, dict(config.policy))
+    return _Run(config, chosen, progress).go()
 
 
 def _percentile(values: list[float], q: float) -> float:

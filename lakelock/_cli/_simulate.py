@@ -207,9 +207,11 @@ def run(args: argparse.Namespace) -> int:
             ("bound: writers / latency floor", f"{metrics.bound_latency:.1f} commits/s"),
             ("violations", str(metrics.violations)),
         ]
-        width = max(len(name) for name, _ in rows)
+        width = max(len(name) for name in [*(n for n, _ in rows), *metrics.areas]) + 2
         for name, value in rows:
             sys.stdout.write(f"{name:<{width}}  {value}\n")
+        for area, per_commit in sorted(metrics.areas.items(), key=lambda item: -item[1]):
+            sys.stdout.write(f"  {area:<{width - 2}}  {per_commit:.2f}/commit\n")
         for violation in result.violations[:20]:
             sys.stdout.write(f"violation: {violation}\n")
         if result.violations:

@@ -113,6 +113,8 @@ class Counts:
     """What crossed the endpoint, per process kind and operation."""
 
     requests: Counter[str] = field(default_factory=Counter)
+    #: Writers' requests per operation and part of the lake ("GetObject root", ...).
+    areas: Counter[str] = field(default_factory=Counter)
     bytes: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
     throttled: int = 0
@@ -155,6 +157,15 @@ class Endpoint:
         call = _Call(request, process, answer, retried, self.loop.now)
         self._attempt(call)
 
+    def _area(self, request: Get | Put | List | Delete) -> str:
+        key = request.prefix if isinstance(request, List) else request.key
+        if key == self.root_key:
+            return "root"
+        parts = key.split("/", 2)
+        if parts[0] == "metastore" and len(parts) > 1:
+            return f"metastore/{parts[1]}"
+        return parts[0]
+
     # -- one attempt --------------------------------------------------------------------------
 
     def _attempt(self, call: _Call) -> None:
@@ -180,7 +191,10 @@ class Endpoint:
         self.sent += 1
         if self.counting:
             kind = call.process.kind
-            self.counts.requests[f"{kind}:{_OPERATION[type(request)]}"] += 1
+            operation = _OPERATION[type(request)]
+            self.counts.requests[f"{kind}:{operation}"] += 1
+            if kind == "writer":
+                self.counts.areas[f"{operation} {self._area(request)}"] += 1
             if isinstance(request, Put):
                 self.counts.bytes[kind] += len(request.body)
             if fault is not None:

@@ -141,6 +141,8 @@ class Metrics:
     bound_cas: float
     bound_latency: float
     requests: dict[str, int]
+    #: Writers' requests per commit, per operation and part of the lake.
+    areas: dict[str, float]
     trace: str
 
     def as_json(self) -> dict[str, Any]:
@@ -456,6 +458,9 @@ class _Run:
             bound_cas=_round(bound_cas),
             bound_latency=_round(bound_latency),
             requests=dict(sorted(counts.requests.items())),
+            areas={k: _round(v / commits) for k, v in sorted(counts.areas.items())}
+            if commits
+            else {},
             trace=digest.hexdigest()[:16],
         )
 

@@ -902,6 +902,8 @@ BREAKS: dict[str, tuple[str, Callable[..., Any]]] = {
     "index": ("indexed_version", lambda *_, **__: None),
     # Fates kept while a folder may list their intents (above the watermark).
     "prune": ("sealed_fates", lambda _doc, fates, **__: tuple(fates)[-1:]),
+    # The fate recorded is what the swap did: a refused intent is not recorded applied.
+    "fates": ("fates_of", _fates_all_applied),
 }
 
 
@@ -911,6 +913,7 @@ BREAKS: dict[str, tuple[str, Callable[..., Any]]] = {
         ("settle", 0, "refused commit is in the registry"),
         ("index", 196, "recorded [2] times"),
         ("prune", 68, "recorded [2] times"),
+        ("fates", 8, "recorded [0] times"),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
@@ -918,8 +921,8 @@ def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
 ) -> None:
     """Each rule switched off in the core, a seed of the default sweep catches it with the
     violation the rule prevents (the first of the 500 that does: searched with
-    ``settle`` caught by seeds 0, 2, 3, 4..., ``index`` by 196 and 417, ``prune`` by 68, 196
-    and 329). With the rule in place the same seed holds (the sweep)."""
+    ``settle`` caught by seeds 0, 2, 3, 4..., ``index`` by 196, ``prune`` by 68, 196 and 329,
+    ``fates`` by 8, 27, 34, 68). With the rule in place the same seed holds (the sweep)."""
     name, broken = BREAKS[rule]
     monkeypatch.setattr(_decide, name, broken)
     result = simulate(sweep_config(seed))

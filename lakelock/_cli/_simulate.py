@@ -142,6 +142,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="the commit core (default) or the simulator's toy protocol",
     )
     parser.add_argument(
+        "--max-attempts", type=_positive, default=50, help="a commit's attempts (default 50)"
+    )
+    parser.add_argument(
+        "--max-seconds", type=_seconds, default=300.0, help="a commit's seconds (default 300)"
+    )
+    parser.add_argument(
         "--policy",
         type=_policy_field,
         action="append",
@@ -173,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
         intent_ttl=args.intent_ttl,
         protocol=args.protocol,
         policy=tuple(args.policy),
+        max_attempts=args.max_attempts,
+        max_seconds=args.max_seconds,
     )
     bar = ProgressBar("simulating (virtual s)") if progress_wanted(args.progress) else None
     try:

@@ -103,6 +103,8 @@ class SimConfig:
             parts.append(f"--commits {self.commits}")
         if self.cpu and self.cores:
             parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
+        if self.max_attempts != 50 or self.max_seconds != 300.0:
+            parts.append(f"--max-attempts {self.max_attempts} --max-seconds {self.max_seconds:g}")
         if self.intent_ttl != 600.0:
             parts.append(f"--intent-ttl {self.intent_ttl:g}")
         if self.protocol != "core":

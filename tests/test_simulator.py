@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 import pytest
 
+from lakelock._registry._batch import iso
 from lakelock._registry._changes import Change
 from lakelock._registry._core import _decide
 from lakelock._registry._core._requests import (
@@ -901,6 +902,10 @@ def _fates_all_applied(
     return [IntentFate(p.intent, "applied", version, seconds) for p in pending if p.intent]
 
 
+def _cancelled_without_fates(doc: Any, _pending: Any, *, seconds: float, keep: int) -> Any:
+    return dataclasses.replace(doc, version=doc.version + 1, updated_at=iso(seconds))
+
+
 #: Each safety rule of the core's decide module, switched off.
 BREAKS: dict[str, tuple[str, Callable[..., Any]]] = {
     # Settle before apply: a commit the root already decided is ended, not applied again.
@@ -911,6 +916,8 @@ BREAKS: dict[str, tuple[str, Callable[..., Any]]] = {
     "prune": ("sealed_fates", lambda _doc, fates, **__: tuple(fates)[-1:]),
     # The fate recorded is what the swap did: a refused intent is not recorded applied.
     "fates": ("fates_of", _fates_all_applied),
+    # Giving up cancels by a swap: a commit told it failed is never applied afterwards.
+    "cancel": ("cancelled", _cancelled_without_fates),
 }
 
 
@@ -922,15 +929,16 @@ BREAKS: dict[str, tuple[str, Callable[..., Any]]] = {
         # Its intent's fate gone, a later fold applies a commit again, or one refused.
         ("prune", 329, "refused commit is in the registry"),
         ("fates", 8, "recorded [0] times"),
+        ("cancel", 60, "refused commit is in the registry"),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
     rule: str, seed: int, violation: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each rule switched off in the core, a seed of the default sweep catches it with the
-    violation the rule prevents (the first of the 500 that does: searched with
-    ``settle`` caught by seeds 0, 2, 3, 4..., ``index`` by 196, ``prune`` by 68, 196 and 329 (before the sweep's small budgets),
-    ``fates`` by 8, 27, 34, 68). With the rule in place the same seed holds (the sweep)."""
+    violation the rule prevents (seeds searched over the 500: ``settle`` caught by 0, 2, 3,
+    4, ...; ``index`` by 196; ``prune`` by 196 and 329; ``fates`` by 8, 27, 34, 68;
+    ``cancel`` by 60, 61, ...). With the rule in place the same seed holds (the sweep)."""
     name, broken = BREAKS[rule]
     monkeypatch.setattr(_decide, name, broken)
     result = simulate(sweep_config(seed))

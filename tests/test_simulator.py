@@ -772,6 +772,28 @@ def test_simulate_json_is_the_same_object_for_the_same_arguments() -> None:
     assert orjson.loads(run_cli(*other)[1])["trace"] != data["trace"]
 
 
+def test_simulate_runs_the_commit_core_with_a_policy() -> None:
+    status, text = run_cli(
+        "--writers",
+        "3",
+        "--seconds",
+        "2",
+        "--store",
+        "s3-express",
+        "--policy",
+        "max_fold=4",
+        "--json",
+        "--no-progress",
+    )
+    data = orjson.loads(text)
+    assert status == 0
+    assert data["violations"] == 0
+    assert data["commits"] > 0
+    assert data["areas"]["PutObject root"] > 0
+    assert data["bound_cas"] == pytest.approx(70.0 * 3)  # min(writers, max_fold + its own)
+    assert main(["simulate", "--policy", "no_such_knob=1", "--writers", "1"]) == 1
+
+
 def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
     status, text = run_cli("--protocol", "toy", "--writers", "2", "--seconds", "2", "--no-progress")
     assert status == 0

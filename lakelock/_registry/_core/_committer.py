@@ -516,6 +516,14 @@ class Committer:
             listed += more
             todo += [o for o in more if o.key not in own and o.key not in decided]
         fold = Fold(listed=tuple(o.key for o in listed), paused=paused)
+        yield from self._judge(doc, todo, seconds, fold)
+        return fold
+
+    def _judge(
+        self, doc: RegistryDoc, todo: Sequence[ListedObject], seconds: float, fold: Fold
+    ) -> Steps:
+        """Each listed intent of another process: expired or unreadable (rejected), applied
+        already through its commit id (applied at that version), or pending to apply."""
         server_now = seconds + self.server_offset
         readable = []
         for o in todo:
@@ -539,7 +547,6 @@ class Committer:
                 fold.fates.append(IntentFate(o.key, "applied", version, seconds))
                 continue
             fold.pending.append(Pending((found,), intent=o.key, foreign=True))
-        return fold
 
     def _own(self, state: Batch) -> set[str]:
         return {p.intent for p in state.pending if p.intent is not None} | self.own()

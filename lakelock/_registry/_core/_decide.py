@@ -41,6 +41,7 @@ from lakelock._registry._changes import (
 )
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
+from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
 from lakelock.errors import CommitConflictError
@@ -197,6 +198,11 @@ def applied_batch(
         except Missing as miss:
             missing.append(miss)
             continue
+        for _, done in results:
+            # Manifests this batch wrote (consolidations): a later commit of the batch on the
+            # same partition reads them from the cache — they do not exist until the swap.
+            for key, body in done.writes:
+                objects.remember(key, parse_manifest(body))
         applied.extend(results)
         seen.add(p.change.commit_id)
         current = candidate

@@ -239,8 +239,9 @@ def protocol_named(name: str, policy: Mapping[str, float] | None = None) -> SimP
             raise ValueError("the toy protocol has no policy")
         return ToyProtocol()
     if name == "core":
+        knobs: dict[str, Any] = dict(policy or {})
         try:
-            chosen = FoldPolicy(**dict(policy or {}))
+            chosen = FoldPolicy(**knobs)
         except TypeError as error:
             raise ValueError(f"not a FoldPolicy field: {error}") from error
         return CoreProtocol(chosen)

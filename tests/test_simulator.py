@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import multiprocessing
 import os
 import random
 import secrets
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import redirect_stdout
 from random import Random
 from typing import Any
@@ -875,17 +877,28 @@ def sweep_seeds(first: int, count: int) -> Iterator[int]:
     yield from range(first, first + count)
 
 
+def sweep_one(seed: int) -> tuple[int, list[str], str]:
+    """One seed of the sweep: its violations and the command that replays it."""
+    config = sweep_config(seed)
+    return seed, simulate(config).violations, config.replay_command()
+
+
 def run_sweep(seeds: Iterator[int], test: str) -> None:
-    failures = []
-    for seed in seeds:
-        config = sweep_config(seed)
-        result = simulate(config)
-        if result.violations:
-            failures.append(
-                f"seed {seed}: {len(result.violations)} violations, first: "
-                f"{result.violations[0]}\n  replay: {SEED_ENV}={seed} python -m pytest "
-                f"tests/test_simulator.py -k {test}   (or: {config.replay_command()})"
-            )
+    """Run ``seeds`` on both cores (each run is independent and deterministic)."""
+    chosen = list(seeds)
+    if len(chosen) > 1:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+            outcomes = list(pool.map(sweep_one, chosen, chunksize=5))
+    else:
+        outcomes = [sweep_one(seed) for seed in chosen]
+    failures = [
+        f"seed {seed}: {len(violations)} violations, first: {violations[0]}\n"
+        f"  replay: {SEED_ENV}={seed} python -m pytest tests/test_simulator.py -k {test}"
+        f"   (or: {command})"
+        for seed, violations, command in outcomes
+        if violations
+    ]
     assert not failures, "\n".join(failures)
 
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from lakelock._objects import PutResult
 from lakelock._registry._core._requests import (
     Delete,
     Get,
@@ -34,6 +33,7 @@ from lakelock._registry._core._requests import (
     Put,
     Sleep,
 )
+from lakelock._s3._types import PutResult
 from lakelock._sim._faults import Faults
 from lakelock._sim._store import BUCKET, EPOCH, SimS3
 from lakelock.errors import (

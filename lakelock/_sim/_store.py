@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from random import Random
 
-from lakelock._objects import WRITE_ID_KEY, ListedObject, ObjectData, PutResult
 from lakelock._registry._core._requests import Listing
+from lakelock._s3._types import WRITE_ID_KEY, ListedObject, ObjectData, PutResult
 from lakelock._sim._latency import Profile
 from lakelock.errors import (
     AlreadyExistsError,

@@ -19,7 +19,8 @@ The rules:
    commit id is recorded is ``applied`` at that version, not applied again.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
    when the server's clock says it is older than the TTL.
-5. **The watermark** (:func:`bound_watermark`): every listed key at or below it has a fate.
+5. **The watermark** (:func:`bound_watermark`): never lowered, never above what was listed;
+   folders fold only above it, and below it only an intent's own writer applies it.
 6. **Fates kept** (:func:`~lakelock._registry._intents.prune_fates`).
 7. **Cancel by compare-and-swap** (:func:`cancelled`): a commit that gives up records its
    intent cancelled in a swap before its caller hears "failed".
@@ -234,8 +235,9 @@ def fates_of(
 
 def bound_watermark(doc: RegistryDoc, listed: Sequence[str], proposed: str) -> str:
     """Rule 5: the watermark a swap may set — never below the current one, never above the
-    highest key its fold listed (a key above that was never seen, so has no fate). The
-    policy proposes how far behind that to stay (its lag)."""
+    highest key its fold listed (a key above that was never seen). The policy proposes how
+    far behind that to stay (its lag). Folders fold only above it; an intent below it with
+    no fate is its own writer's to apply (after the commit-id index check of rule 2)."""
     if not listed:
         return doc.watermark
     return max(doc.watermark, min(proposed, listed[-1]))

@@ -15,11 +15,14 @@ import multiprocessing
 import os
 import random
 import secrets
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import redirect_stdout
+from pathlib import Path
 from random import Random
 from typing import Any
 
@@ -1006,3 +1009,27 @@ def test_six_percent_transient_faults_cost_little_and_no_append_gives_up(seed: i
     assert faulty.metrics.faults_injected > 0
     assert [i.outcome for i in faulty.invocations] == ["ok"] * 24, faulty.violations
     assert faulty.metrics.makespan <= 3 * clean.metrics.makespan
+
+
+def test_a_run_is_the_same_whatever_pythons_hash_seed() -> None:
+    """A run replays in another process too: nothing it does depends on the order Python's
+    per-process hash seed gives a set of keys (a batch of requests is sent in a canonical
+    order), so the replay command a failing seed prints reproduces it."""
+    script = (
+        "import sys; sys.path.insert(0, '.')\n"
+        "from tests.test_simulator import sweep_config\n"
+        "from lakelock.testing.simulate import simulate\n"
+        "print([simulate(sweep_config(s)).metrics for s in (3, 293)])\n"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        ).stdout
+        for hash_seed in (0, 4, 11)
+    }
+    assert len(seen) == 1, seen

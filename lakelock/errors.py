@@ -277,7 +277,9 @@ class StaleFenceError(CommitConflictError):
 class RetryBudgetExhaustedError(CommitError):
     """The commit's retry budget ran out — its ``attempts`` or its seconds — before it could
     land; it conflicted with nothing (that is :class:`CommitConflictError`). Its intent was
-    recorded cancelled first, so nothing was committed: it is safe to try again."""
+    recorded cancelled first, so this call committed nothing: it is safe to try again with
+    the same ``commit_id`` (an earlier run of that id whose process crashed may still land,
+    once, through its own intent)."""
 
     def __init__(
         self,

@@ -123,9 +123,15 @@ def _commit_problems(
                     f"{what} acknowledged as v{inv.version}, recorded at "
                     f"v{found[inv.datasets[0]][0]}"
                 )
-        elif inv.outcome in ("fail", "gaveup"):
+        elif inv.outcome in ("fail", "gaveup") and not inv.restarts:
             if any(found.values()):
                 problems.append(f"refused commit is in the registry {found}: {what}: {inv.error}")
+        elif inv.outcome in ("fail", "gaveup"):
+            # Refused after a restart: the refusal speaks for the restarted run's own intent.
+            # The killed run's intent (same commit id) may still be applied by a fold, as a
+            # crashed writer's intent is: at most once, never twice.
+            if counts - {0, 1}:
+                problems.append(f"commit recorded more than once {found}: {what}")
         elif counts - {0, 1}:
             problems.append(f"commit recorded more than once {found}: {what}")
         elif len(counts) > 1 or len(versions) > 1:

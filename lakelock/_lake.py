@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from lakelock._client import s3_client
 from lakelock._connection import Connection
 from lakelock._datasets import Progress
+from lakelock._digest import change_digest
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
 from lakelock._lease import Lease, LeaseOptions
@@ -258,6 +259,8 @@ class Lake(TableOperations):
             restore=old,
             fence=Fence(*fence) if isinstance(fence, tuple) else fence,
             operation="restore",
+            generated_id=commit_id is None,
+            digest=change_digest({"restore": old.updated_version}),
         )
         return self.registry.commit_changes([change], explicit_id=commit_id is not None)
 

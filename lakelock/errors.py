@@ -20,6 +20,7 @@ LakelockError
 ├── CommitError                            a registry commit did not happen: .dataset .commit_id
 │   ├── CommitConflictError                   the change no longer applies, or retries ran out
 │   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
+│   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
 │   │   └── StaleFenceError                      fencing token lower than one already seen
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
 ├── RegistryCorruptError                   the registry cannot be trusted: never overwritten
@@ -42,6 +43,7 @@ __all__ = [
     "AlreadyExistsError",
     "CommitConflictError",
     "CommitError",
+    "CommitIdReusedError",
     "CommitStateUnknownError",
     "ConflictError",
     "CredentialsError",
@@ -250,6 +252,28 @@ class CommitConflictError(CommitError):
 
 class SchemaMismatchError(CommitConflictError, ValueError):
     """Files being added have a schema incompatible with the dataset's."""
+
+
+class CommitIdReusedError(CommitConflictError, ValueError):
+    """The ``commit_id`` is recorded already, for a different change: another dataset, another
+    operation, or other content (an idempotency key is bound to what it committed; a retry of
+    the same change reports the recorded commit instead). ``version`` is the registry version
+    that recorded it, ``recorded_dataset`` and ``recorded_operation`` what it committed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        version: int,
+        recorded_dataset: str,
+        recorded_operation: str,
+        dataset: str | None = None,
+        commit_id: str | None = None,
+    ) -> None:
+        super().__init__(message, dataset=dataset, commit_id=commit_id)
+        self.version = version
+        self.recorded_dataset = recorded_dataset
+        self.recorded_operation = recorded_operation
 
 
 class StaleFenceError(CommitConflictError):

@@ -56,7 +56,7 @@ from lakelock._registry._document import (
 from lakelock._registry._fencing import record_fence
 from lakelock._registry._manifest import Manifest, manifest_digest, manifest_key, serialize_manifest
 from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
-from lakelock.errors import CommitConflictError, SchemaMismatchError
+from lakelock.errors import CommitConflictError, CommitIdReusedError, SchemaMismatchError
 
 __all__ = [
     "HARD_MAX_MANIFESTS_PER_PARTITION",
@@ -71,6 +71,7 @@ __all__ = [
     "new_commit_id",
     "partition_of_key",
     "removed_partitions",
+    "reused_commit_id",
     "seal",
     "totals_of",
     "with_dataset",
@@ -115,6 +116,9 @@ class Change:
     # The commit id was made up by lakelock (new_commit_id), not chosen by the caller: no other
     # commit can carry it, so the intent's fate alone says whether it was applied.
     generated_id: bool = False
+    # What the change commits, by content (lakelock._digest.change_digest): a commit id found
+    # recorded with another digest belongs to another change (reused_commit_id). None: unknown.
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -307,7 +311,9 @@ def apply_change(
         else:
             properties[name] = str(value)
 
-    record = SnapshotCommit(change.commit_id, change.operation, len(change.add), removed)
+    record = SnapshotCommit(
+        change.commit_id, change.operation, len(change.add), removed, change.digest
+    )
     updated = replace(
         dataset,
         schema=schema,
@@ -384,7 +390,9 @@ def _restore(
         commits=_commits_of(
             existing,
             next_version,
-            SnapshotCommit(change.commit_id, "restore", old.file_count, existing.file_count),
+            SnapshotCommit(
+                change.commit_id, "restore", old.file_count, existing.file_count, change.digest
+            ),
         ),
         **_unstored(existing),
     )
@@ -563,6 +571,7 @@ def seal(
                 applied.added,
                 applied.removed,
                 change.operation,
+                change.digest,
             )
         else:
             merged[change.commit_id] = replace(
@@ -570,6 +579,9 @@ def seal(
                 dataset=f"{before.dataset},{change.dataset}",
                 added=before.added + applied.added,
                 removed=before.removed + applied.removed,
+                # Each dataset's own digest is in its commit-id index; the root's line for
+                # the whole commit keeps one only if they agree.
+                digest=before.digest if before.digest == change.digest else None,
             )
     records = list(merged.values())
     commits = (*doc.commits, *records)[-window:]
@@ -593,6 +605,46 @@ def seal(
         commits=commits,
         retired=retired,
         lock_fences=lock_fences,
+    )
+
+
+def reused_commit_id(
+    recorded: CommitRecord | Mapping[str, Any], change: Change
+) -> CommitIdReusedError | None:
+    """Whether ``change``'s commit id, found recorded, was recorded for another change: the
+    error to raise if so, ``None`` if ``change`` is a retry of the recorded one (report the
+    recorded commit). ``recorded`` is the root's record of a recent commit, or an entry of
+    the commit-id index of ``change.dataset`` (which names no dataset: its own).
+
+    The same change means the same dataset, the same operation and, where both sides know
+    it, the same digest (:func:`lakelock._digest.change_digest`: the request and the rows,
+    in any order): a re-run pipeline rewriting identical rows is a retry; the same key for
+    other rows, another dataset or another operation is refused."""
+    if isinstance(recorded, CommitRecord):
+        version, datasets = recorded.version, recorded.datasets
+        operation, digest = recorded.operation, recorded.digest
+    else:
+        version, datasets = int(recorded["version"]), (change.dataset,)
+        operation = str(recorded.get("operation", "commit"))
+        raw = recorded.get("digest")
+        digest = raw if isinstance(raw, str) else None
+    if change.dataset not in datasets:
+        why = f"dataset {','.join(datasets)!r}, not {change.dataset!r}"
+    elif operation != change.operation:
+        why = f"operation {operation!r}, not {change.operation!r}"
+    elif digest is not None and change.digest is not None and digest != change.digest:
+        why = "other content (its rows or request differ from this one's)"
+    else:
+        return None
+    return CommitIdReusedError(
+        f"commit id {change.commit_id!r} was recorded at version {version} for "
+        f"{operation} of {','.join(datasets)!r}: it names another change ({why}); "
+        "use a new commit id for a new change",
+        version=version,
+        recorded_dataset=",".join(datasets),
+        recorded_operation=operation,
+        dataset=change.dataset,
+        commit_id=change.commit_id,
     )
 
 

@@ -29,7 +29,8 @@ The root, ``format_version`` 1::
       "lock_fences": {"lock:sales": [          # commits made under path locks, per table
           {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0}]},
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
-                   "added": 1, "removed": 0}],  # the most recent commits, newest last
+                   "added": 1, "removed": 0, "operation": "append",
+                   "digest": "sha256:..."}],  # the most recent commits, newest last
       "retired": [{"key": "metastore/manifests/...", "dataset": "<name>", "at": 1763712000.0}]
     }
 
@@ -189,6 +190,9 @@ class CommitRecord:
     added: int
     removed: int
     operation: str = "commit"
+    #: What was committed (:func:`lakelock._digest.change_digest`), ``None`` if unknown
+    #: (recorded before digests were, or by a commit of files whose rows nobody hashed).
+    digest: str | None = None
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -404,6 +408,7 @@ def _commit(c: Mapping[str, Any]) -> CommitRecord:
         added=boolean_free_int(c["added"], "commit added", minimum=0),
         removed=boolean_free_int(c["removed"], "commit removed", minimum=0),
         operation=text(c.get("operation", "commit"), "commit operation"),
+        digest=text(c["digest"], "commit digest") if c.get("digest") is not None else None,
     )
 
 
@@ -493,6 +498,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                     "added": c.added,
                     "removed": c.removed,
                     "operation": c.operation,
+                    **({"digest": c.digest} if c.digest is not None else {}),
                 }
                 for c in doc.commits
             ],

@@ -25,14 +25,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from lakelock._registry._batch import BatchState, Fold, Pending, Wait, seconds_of
-from lakelock._registry._changes import Change
+from lakelock._registry._changes import Change, reused_commit_id
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, intent_ms, parse_intent
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Objects
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ListedObject, ObjectStore
-from lakelock.errors import NotFoundError, RegistryCorruptError
+from lakelock.errors import CommitIdReusedError, NotFoundError, RegistryCorruptError
 
 __all__ = ["Folding"]
 
@@ -303,6 +303,11 @@ class Folding:
             while len(self._intents) > INTENT_CACHE:
                 self._intents.popitem(last=False)
             version = self._recorded_version(doc, found)
+            if isinstance(version, CommitIdReusedError):  # its id names another change
+                fold.fates.append(
+                    IntentFate(key, "rejected", doc.version + 1, seconds, str(version))
+                )
+                continue
             if version is not None:  # applied already, by another intent of its commit id
                 fold.fates.append(IntentFate(key, "applied", version, seconds))
                 continue
@@ -364,18 +369,21 @@ class Folding:
         lag_ms = 1000 * max(self.watermark_lag, 2 * self._round_seconds)
         return intent_ms(older) < intent_ms(ours) - lag_ms
 
-    def _recorded_version(self, doc: RegistryDoc, change: Change) -> int | None:
+    def _recorded_version(
+        self, doc: RegistryDoc, change: Change
+    ) -> int | CommitIdReusedError | None:
         """The version that applied ``change``'s commit id, if one did. A listed intent is
         above the watermark, so its own fate would be in the root; a caller-chosen commit id
         may also have been applied by another intent (a re-run), which the commit-id index
         records. A generated id belongs to this intent alone: no lookup needed."""
         record = doc.commit(change.commit_id)
         if record is not None:
-            return record.version
+            return reused_commit_id(record, change) or record.version
         if change.generated_id:
             return None
         dataset = doc.datasets.get(change.dataset) if doc.format_version > 1 else None
-        return self.objects.commit_version(dataset, change.commit_id) if dataset else None
+        entry = self.objects.commit_entry(dataset, change.commit_id) if dataset else None
+        return None if entry is None else reused_commit_id(entry, change) or int(entry["version"])
 
 
 def _newest_decided(doc: RegistryDoc) -> str:

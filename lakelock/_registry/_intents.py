@@ -6,7 +6,7 @@ An intent is the commit's delta manifest with an ``intent`` section::
     metastore/intents/<13 hex: ms since the epoch><8 hex: random>-<sha256 of the body>.json
 
     {"format_version": 1, "dataset": "sales", "partition": null, "files": [...],
-     "intent": {"commit_id": "...", "generated_id": true|false,
+     "intent": {"commit_id": "...", "generated_id": true|false, "digest": "sha256:..."?,
                 "operation": "append", "remove": [...],
                 "remove_partitions": [...], "schema": "<base64>"|null,
                 "partition_by": [...]|null, "properties": {...}|null,
@@ -71,6 +71,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
             "intent": {
                 "commit_id": change.commit_id,
                 "generated_id": change.generated_id,
+                **({"digest": change.digest} if change.digest is not None else {}),
                 "operation": change.operation,
                 "remove": list(change.remove),
                 "remove_partitions": list(change.remove_partitions),
@@ -167,6 +168,9 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             fence=fence,
             operation=text(section["operation"], "operation"),
             generated_id=section.get("generated_id") is True,
+            digest=(
+                text(section["digest"], "digest") if section.get("digest") is not None else None
+            ),
         )
     except RegistryCorruptError:
         raise

@@ -331,12 +331,20 @@ class Objects:
     def commit_version(self, state: DatasetState, commit_id: str) -> int | None:
         """The version at which ``commit_id`` changed this dataset: from the snapshot's recent
         commit ids, else its commit-id tree."""
+        entry = self.commit_entry(state, commit_id)
+        return None if entry is None else int(entry["version"])
+
+    def commit_entry(self, state: DatasetState, commit_id: str) -> Mapping[str, Any] | None:
+        """What this dataset's commit-id index records of ``commit_id`` (its ``version``,
+        ``at``, ``operation`` and, when known, ``digest``), or ``None``."""
         raw = state.recent_ids.get(commit_id)
         if raw is None:
             raw = index_get(state.commit_ids, commit_id, self.node)
         if raw is None:
             return None
-        return boolean_free_int(obj(raw, "commit id entry")["version"], "version", minimum=1)
+        entry = obj(raw, "commit id entry")
+        boolean_free_int(entry["version"], "version", minimum=1)
+        return entry
 
     # -- what vacuum must keep ------------------------------------------------------------------
 
@@ -477,7 +485,15 @@ class Objects:
             )
         recent = dict(state.recent_ids)
         recent.update(
-            {c.id: {"version": version, "at": at, "operation": c.operation} for c in state.commits}
+            {
+                c.id: {
+                    "version": version,
+                    "at": at,
+                    "operation": c.operation,
+                    **({"digest": c.digest} if c.digest is not None else {}),
+                }
+                for c in state.commits
+            }
         )
         commit_ids = state.commit_ids
         if len(recent) >= RECENT_IDS:

@@ -8,9 +8,10 @@ redrive), or past every record (CommitStateUnknownError, format 1 only)."""
 from __future__ import annotations
 
 from lakelock._registry._batch import BatchState, CommitResult, Pending
+from lakelock._registry._changes import reused_commit_id
 from lakelock._registry._document import RegistryDoc
 from lakelock._registry._objects import Objects
-from lakelock.errors import CommitConflictError, CommitStateUnknownError
+from lakelock.errors import CommitConflictError, CommitIdReusedError, CommitStateUnknownError
 
 __all__ = ["Settling"]
 
@@ -40,13 +41,18 @@ class Settling:
                 )
                 continue
             record = doc.commit(p.change.commit_id)
-            if record is not None:
+            reused = reused_commit_id(record, p.change) if record is not None else None
+            if reused is not None:
+                p.fail(reused)
+            elif record is not None:
                 ours = state.first_base is not None and record.version > state.first_base
                 p.succeed(self._result(p, record.version, state, already=not ours))
             elif p.check_index and doc.format_version > 1:
                 p.check_index = False
                 found = self._indexed_version(doc, p)
-                if found is not None:
+                if isinstance(found, CommitIdReusedError):
+                    p.fail(found)
+                elif found is not None:
                     p.succeed(self._result(p, found, state, already=True))
             elif (
                 p.intent is not None
@@ -59,7 +65,9 @@ class Settling:
                 # commit record left the root's windows. The dataset's commit-id index keeps
                 # every applied commit id. (Not found: passed over by that fold, still ours.)
                 found = self._indexed_version(doc, p)
-                if found is not None:
+                if isinstance(found, CommitIdReusedError):
+                    p.fail(found)
+                elif found is not None:
                     p.succeed(self._result(p, found, state, already=False))
         state.pending = [p for p in state.pending if not p.done.is_set()]
         if state.unknown_base is not None and state.pending:
@@ -92,18 +100,20 @@ class Settling:
             return
         for p in state.pending:
             found = self._indexed_version(doc, p)
-            if found is not None:
+            if isinstance(found, CommitIdReusedError):
+                p.fail(found)
+            elif found is not None:
                 ours = state.first_base is not None and found > state.first_base
                 p.succeed(self._result(p, found, state, already=not ours))
         state.pending = [p for p in state.pending if not p.done.is_set()]
 
-    def _indexed_version(self, doc: RegistryDoc, p: Pending) -> int | None:
+    def _indexed_version(self, doc: RegistryDoc, p: Pending) -> int | CommitIdReusedError | None:
         for change in p.changes:
             dataset = doc.datasets.get(change.dataset)
             if dataset is not None:
-                found = self.objects.commit_version(dataset, change.commit_id)
-                if found is not None:
-                    return found
+                entry = self.objects.commit_entry(dataset, change.commit_id)
+                if entry is not None:
+                    return reused_commit_id(entry, change) or int(entry["version"])
         return None
 
     def _result(

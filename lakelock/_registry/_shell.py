@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
+from typing import Any
 
 from lakelock._datafile import DataFile
 from lakelock._names import validate_dataset_name
@@ -69,8 +70,9 @@ class RegistrySnapshot:
         default_factory=lambda: MappingProxyType({})
     )
     format_version: int = 2
-    #: ``True`` for a version other than the current one (time travel): ``datasets`` are as
-    #: they were then; ``fences`` and ``commits`` are the current root's.
+    #: ``True`` for a version other than the current one (time travel): every field is as
+    #: it was then (``commits``: those of the current window made at or before it);
+    #: ``fences`` and ``lock_fences`` are empty (fencing state keeps no history).
     historical: bool = False
 
     @classmethod
@@ -86,6 +88,16 @@ class RegistrySnapshot:
             doc.lock_fences,
             doc.format_version,
         )
+
+
+def _updated_at(doc: RegistryDoc, version: int, datasets: Mapping[str, DatasetState]) -> str:
+    """When ``version`` was committed: its record in the root's window, else the newest
+    ``updated_at`` of the datasets as they were then (every one is loaded)."""
+    for record in doc.commits:
+        if record.version == version:
+            return record.at
+    times = [d.updated_at for d in datasets.values() if d.updated_version <= version]
+    return max(times, default="")
 
 
 class Registry(CommitLoop):
@@ -184,6 +196,15 @@ class Registry(CommitLoop):
             return RegistrySnapshot.of(doc, etag)
         return self._travel(doc, version=version, as_of=as_of)
 
+    def known(self) -> RegistrySnapshot:
+        """The registry as this process last read or wrote it, at no request (a fresh
+        :meth:`read` if it knows none yet). It may be stale: for checks that the commit loop
+        makes again on the current version (an operation's checks before it writes)."""
+        known = self._known
+        if known is None:
+            return self.read()
+        return RegistrySnapshot.of(*known)
+
     def _current(self) -> tuple[RegistryDoc, str | None]:
         for attempt in self.retry.retrying((ConflictError, ThrottledError, OutcomeUnknownError)):
             with attempt:
@@ -219,15 +240,16 @@ class Registry(CommitLoop):
             )
 
         datasets = LazyDatasets(entries, load, sparse=True)
-        found = [datasets[n].updated_version for n in datasets] if version is None else []
+        if version is None:
+            states = [datasets[n] for n in datasets]
+            version = max((d.updated_version for d in states), default=0)
         return RegistrySnapshot(
-            version=version if version is not None else max(found, default=0),
+            version=version,
             etag=None,
-            updated_at=doc.updated_at,
+            updated_at=_updated_at(doc, version, datasets),
             datasets=datasets,
-            fences=doc.fences,
-            commits=doc.commits,
-            lock_fences=doc.lock_fences,
+            fences=MappingProxyType({}),
+            commits=tuple(c for c in doc.commits if c.version <= version),
             historical=True,
         )
 
@@ -374,6 +396,21 @@ class Registry(CommitLoop):
                 if found is not None:
                     return found
         return None
+
+    def recorded_commit(
+        self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
+    ) -> CommitRecord | Mapping[str, Any] | None:
+        """What the registry recorded of ``commit_id``: the root's record if it is a recent
+        commit (of any dataset), else the entry of ``dataset``'s commit-id index, else
+        ``None`` (compare with :func:`~lakelock._registry._changes.reused_commit_id`)."""
+        snap = snapshot or self.read()
+        for record in reversed(snap.commits):
+            if record.id == commit_id:
+                return record
+        state = snap.datasets.get(dataset)
+        if state is None or snap.format_version == 1:
+            return None
+        return self.objects.commit_entry(state, commit_id)
 
     def files(
         self,

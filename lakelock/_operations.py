@@ -70,7 +70,7 @@ from lakelock._registry import (
     RegistrySnapshot,
     new_commit_id,
 )
-from lakelock._registry._changes import reused_commit_id
+from lakelock._registry._changes import check_fits, reused_commit_id
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
+    "SchemaMode",
     "TableOperations",
     "commit_planned",
     "planned_change",
@@ -88,6 +89,10 @@ __all__ = [
 #: Compaction's default output size: big enough for efficient scans, small enough to
 #: parallelise (engines commonly aim at 128 MiB to 1 GiB).
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+#: How an append treats columns the dataset lacks: ``None`` refuses them
+#: (:class:`~lakelock.errors.SchemaMismatchError`), ``"merge"`` adds them to its schema.
+SchemaMode = Literal["merge"] | None
+
 #: A column name no partition column can have (they never start with "_").
 _INDEX = "__lakelock_index"
 
@@ -125,12 +130,17 @@ class TableOperations:
         table: pa.Table,
         *,
         partition_by: Sequence[str] = (),
+        schema_mode: SchemaMode = None,
         commit_id: str | None = None,
         fence: Fence | tuple[str, int] | None = None,
         file_name: str | None = None,
         progress: Progress | None = None,
     ) -> CommitResult:
-        """Write ``table`` and commit its files in one registry update.
+        """Write ``table`` and commit its files in one registry update. A column the
+        dataset lacks is refused (:class:`~lakelock.errors.SchemaMismatchError`) unless
+        ``schema_mode="merge"`` adds it to the dataset's schema; a nullable column the table
+        lacks reads as null for its rows (the dataset keeps it); types never change. What
+        does not fit is refused before any file is written.
 
         With a ``commit_id`` that is already recorded for this change (same dataset,
         operation and rows: see :mod:`lakelock._digest`), nothing is written and the earlier
@@ -153,6 +163,7 @@ class TableOperations:
             fence=fence,
             schema=schema,
             partition_by=columns,
+            schema_mode=schema_mode,
             digest=change_digest({"partition_by": columns}, table=table),
         )
         planned = prepare_commit(self.registry, change)
@@ -170,6 +181,7 @@ class TableOperations:
         *,
         partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
         partition_by: Sequence[str] = (),
+        schema_mode: SchemaMode = None,
         commit_id: str | None = None,
         fence: Fence | tuple[str, int] | None = None,
         file_name: str | None = None,
@@ -202,6 +214,7 @@ class TableOperations:
             fence=fence,
             schema=schema,
             partition_by=columns,
+            schema_mode=schema_mode,
             digest=change_digest({"partition_by": columns, "replaced": replaced}, table=table),
         )
         planned = prepare_commit(self.registry, change)
@@ -336,6 +349,7 @@ def planned_change(
     digest: str | None,
     schema: pa.Schema | None = None,
     partition_by: Sequence[str] | None = None,
+    schema_mode: SchemaMode = None,
 ) -> Change:
     """The commit an operation plans, before it writes anything (no files yet): what
     :func:`prepare_commit` checks and :func:`commit_planned` commits once the files are
@@ -349,6 +363,7 @@ def planned_change(
         operation=operation,
         generated_id=commit_id is None,
         digest=digest,
+        schema_mode=_schema_mode(schema_mode),
     )
 
 
@@ -358,17 +373,20 @@ def prepare_commit(
     """The preamble of every operation, before its first data PUT: the earlier commit if
     ``change``'s commit id is recorded for this very change (a retry: report it, write
     nothing), :class:`~lakelock.errors.CommitIdReusedError` if it is recorded for another;
-    else the registry it was checked against. A caller-chosen id is looked up in a fresh
-    read; a generated one is nobody else's, and the registry this process knows will do
-    (no request: the commit loop checks everything again on the current version), unless
-    the operation plans on it (``plan``: what to delete or compact): then a fresh read."""
-    if change.generated_id and not plan:
-        return registry.known()
-    snapshot = registry.read()
-    if change.generated_id:
-        return snapshot
-    found = registry.recorded_commit(change.commit_id, change.dataset, snapshot=snapshot)
+    the error :func:`~lakelock._registry._changes.check_fits` raises if its partition
+    columns or schema do not fit the dataset; else the registry it was checked against. A
+    caller-chosen id is looked up in a fresh read; a generated one is nobody else's, and the
+    registry this process knows will do (no request: the commit loop checks everything again
+    on the current version), unless the operation plans on it (``plan``: what to delete or
+    compact): then a fresh read."""
+    snapshot = registry.known() if change.generated_id and not plan else registry.read()
+    found = None
+    if not change.generated_id:
+        found = registry.recorded_commit(change.commit_id, change.dataset, snapshot=snapshot)
     if found is None:
+        # Refused whatever commits first (partition columns, schema): refused before the
+        # first data PUT, so a refused commit leaves no files behind.
+        check_fits(snapshot.datasets.get(change.dataset), change)
         return snapshot
     reused = reused_commit_id(found, change)
     if reused is not None:
@@ -383,6 +401,12 @@ def commit_planned(registry: Registry, change: Change) -> CommitResult:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _schema_mode(mode: object) -> str | None:
+    if mode is not None and mode != "merge":
+        raise InvalidNameError(mode, "schema_mode is None (refuse new columns) or 'merge'")
+    return mode
 
 
 def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:

@@ -58,7 +58,7 @@ from lakelock._digest import change_digest
 from lakelock._engines import require
 from lakelock._lake import Lake, LakeConfig
 from lakelock._names import partition_columns, validate_dataset_name
-from lakelock._operations import commit_planned, planned_change, prepare_commit
+from lakelock._operations import SchemaMode, commit_planned, planned_change, prepare_commit
 from lakelock._registry import CommitResult, Fence
 from lakelock.errors import SchemaMismatchError
 
@@ -101,6 +101,7 @@ def append(
     frame: Any,
     *,
     partition_by: Sequence[str] = (),
+    schema_mode: SchemaMode = None,
     commit_id: str | None = None,
     fence: Fence | tuple[str, int] | None = None,
 ) -> CommitResult:
@@ -109,11 +110,19 @@ def append(
     dataset and operation nothing is written and the earlier commit is reported
     (``already_committed``); recorded for another dataset or operation, it is
     :class:`~lakelock.errors.CommitIdReusedError`. (The frame's rows are not known before
-    the workers write them: the commit records the digest of the files' contents.)"""
+    the workers write them: the commit records the digest of the files' contents.) A
+    ``partition_by`` other than the dataset's is refused before any task runs; the schema
+    follows :meth:`lakelock.Lake.append`'s rules (``schema_mode``), checked at the commit."""
     dataset = validate_dataset_name(dataset)
     columns = partition_columns(partition_by)
     change = planned_change(
-        dataset, "append", commit_id=commit_id, fence=fence, digest=None, partition_by=columns
+        dataset,
+        "append",
+        commit_id=commit_id,
+        fence=fence,
+        digest=None,
+        partition_by=columns,
+        schema_mode=schema_mode,
     )
     planned = prepare_commit(lake.registry, change)
     if isinstance(planned, CommitResult):

@@ -20,6 +20,7 @@ LakelockError
 ├── CommitError                            a registry commit did not happen: .dataset .commit_id
 │   ├── CommitConflictError                   the change no longer applies, or retries ran out
 │   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
+│   │   │   └── PartitionByMismatchError            another partition_by than the dataset's
 │   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
 │   │   └── StaleFenceError                      fencing token lower than one already seen
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
@@ -57,6 +58,7 @@ __all__ = [
     "MissingExtraError",
     "NotFoundError",
     "OutcomeUnknownError",
+    "PartitionByMismatchError",
     "PreconditionFailedError",
     "RegistryCorruptError",
     "SchemaMismatchError",
@@ -252,6 +254,10 @@ class CommitConflictError(CommitError):
 
 class SchemaMismatchError(CommitConflictError, ValueError):
     """Files being added have a schema incompatible with the dataset's."""
+
+
+class PartitionByMismatchError(SchemaMismatchError):
+    """The commit gives other partition columns than the dataset's (they never change)."""
 
 
 class CommitIdReusedError(CommitConflictError, ValueError):

@@ -70,10 +70,11 @@ def test_duplicate_file_name_from_another_run_stops(lake: Lake) -> None:
 
 
 def test_schema_evolution_and_mismatch(lake: Lake) -> None:
-    """An added nullable column bumps schema_version; a changed type is refused."""
+    """An added nullable column bumps schema_version (with schema_mode="merge"); a changed
+    type is refused."""
     lake.append("sales", table([1]), partition_by=["year"])
     wider = table([2]).append_column("extra", pa.array([1.5]))
-    lake.append("sales", wider, partition_by=["year"])
+    lake.append("sales", wider, partition_by=["year"], schema_mode="merge")
     state = lake.registry.read().datasets["sales"]
     assert state.schema_version == 2
     rows = lake.read("sales").sort_by("id")

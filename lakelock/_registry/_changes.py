@@ -11,11 +11,14 @@ Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwi
 - fencing: a lease token below the highest recorded for its name, or a path-lock grant
   superseded by a recorded conflicting grant → :class:`~lakelock.errors.StaleFenceError`
   (:mod:`._fencing` has the rules); otherwise the fence is recorded;
-- ``partition_by`` must match the dataset's; every added file must sit in a partition path
-  with exactly those columns, under the committed dataset;
-- schema: a field present on both sides must keep its type; fields only on one side must be
-  nullable; new fields bump ``schema_version`` (:class:`~lakelock.errors.SchemaMismatchError`
-  otherwise);
+- ``partition_by`` must match the dataset's
+  (:class:`~lakelock.errors.PartitionByMismatchError`); every added file must sit in a
+  partition path with exactly those columns, under the committed dataset;
+- schema: a field present on both sides must keep its type (no widening); a field the
+  change lacks must be nullable (its rows read as null; the dataset's schema keeps it); a
+  field the dataset lacks must be nullable and is refused unless ``schema_mode="merge"``,
+  which adds it and bumps ``schema_version`` (:class:`~lakelock.errors.SchemaMismatchError`
+  otherwise; a renamed column is a missing one plus a new one);
 - every removed file must be registered; adding the very same set of files to a partition
   twice (the same delta manifest) is refused;
 - ``remove_partitions`` removes every file of every partition at or under the given paths
@@ -56,7 +59,12 @@ from lakelock._registry._document import (
 from lakelock._registry._fencing import record_fence
 from lakelock._registry._manifest import Manifest, manifest_digest, manifest_key, serialize_manifest
 from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
-from lakelock.errors import CommitConflictError, CommitIdReusedError, SchemaMismatchError
+from lakelock.errors import (
+    CommitConflictError,
+    CommitIdReusedError,
+    PartitionByMismatchError,
+    SchemaMismatchError,
+)
 
 __all__ = [
     "HARD_MAX_MANIFESTS_PER_PARTITION",
@@ -65,6 +73,8 @@ __all__ = [
     "Change",
     "Fence",
     "apply_change",
+    "check_fits",
+    "check_partition_by",
     "delta_manifests",
     "evolve_schema",
     "manifests_needed",
@@ -116,6 +126,8 @@ class Change:
     # The commit id was made up by lakelock (new_commit_id), not chosen by the caller: no other
     # commit can carry it, so the intent's fate alone says whether it was applied.
     generated_id: bool = False
+    # "merge": columns the dataset lacks join its schema; None: they are refused.
+    schema_mode: str | None = None
     # What the change commits, by content (lakelock._digest.change_digest): a commit id found
     # recorded with another digest belongs to another change (reused_commit_id). None: unknown.
     digest: str | None = None
@@ -243,12 +255,7 @@ def apply_change(
         totals=Totals(),
         created_version=next_version,
     )
-    if change.partition_by is not None and tuple(change.partition_by) != dataset.partition_by:
-        raise _conflict(
-            change,
-            f"dataset {change.dataset!r} is partitioned by {list(dataset.partition_by)}, "
-            f"not {list(change.partition_by)}",
-        )
+    check_partition_by(dataset, change)
     schema, schema_version = evolve_schema(
         dataset.schema, change.schema, dataset.schema_version, change
     )
@@ -513,6 +520,29 @@ def _check_file(f: DataFile, change: Change, partition_by: tuple[str, ...]) -> N
         )
 
 
+def check_partition_by(dataset: DatasetState, change: Change) -> None:
+    """A change declaring ``partition_by`` must declare the dataset's own (the layout of a
+    dataset's files never changes): :class:`~lakelock.errors.PartitionByMismatchError`."""
+    if change.partition_by is not None and tuple(change.partition_by) != dataset.partition_by:
+        raise PartitionByMismatchError(
+            f"dataset {change.dataset!r} is partitioned by {list(dataset.partition_by)}; "
+            f"this {change.operation} gives partition_by={list(change.partition_by)} "
+            "(a dataset's partition columns never change)",
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
+
+
+def check_fits(dataset: DatasetState | None, change: Change) -> None:
+    """What :func:`apply_change` refuses in ``change`` whatever else commits first: a
+    ``partition_by`` or schema that does not fit ``dataset`` (``None``: a new dataset, which
+    anything fits). Operations check it against the registry they know before they write any
+    data, so a refused commit leaves no files behind; the commit loop checks again."""
+    if dataset is not None:
+        check_partition_by(dataset, change)
+        evolve_schema(dataset.schema, change.schema, dataset.schema_version, change)
+
+
 def evolve_schema(
     current: pa.Schema | None, new: pa.Schema | None, version: int, change: Change
 ) -> tuple[pa.Schema | None, int]:
@@ -543,6 +573,15 @@ def evolve_schema(
     added = [column for column in new if current.get_field_index(column.name) < 0]
     if not added:
         return current, version
+    if change.schema_mode != "merge":
+        names = ", ".join(repr(column.name) for column in added)
+        raise SchemaMismatchError(
+            f"{change.operation} adds column{'s' if len(added) > 1 else ''} {names} to "
+            f"dataset {change.dataset!r}: pass schema_mode='merge' to add "
+            f"{'them' if len(added) > 1 else 'it'} to the dataset's schema",
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
     return pa.schema([*current, *added], metadata=current.metadata), version + 1
 
 

@@ -9,7 +9,8 @@ An intent is the commit's delta manifest with an ``intent`` section::
      "intent": {"commit_id": "...", "generated_id": true|false, "digest": "sha256:..."?,
                 "operation": "append", "remove": [...],
                 "remove_partitions": [...], "schema": "<base64>"|null,
-                "partition_by": [...]|null, "properties": {...}|null,
+                "partition_by": [...]|null, "schema_mode": "merge"|null,
+                "properties": {...}|null,
                 "fence": {"name", "token", "read", "write"}|null}}
 
 Keys sort by the time they were made, so a LIST returns the oldest first. The index refers to
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import orjson
 
@@ -79,6 +81,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
                 "partition_by": (
                     list(change.partition_by) if change.partition_by is not None else None
                 ),
+                "schema_mode": change.schema_mode,
                 "properties": dict(change.properties) if change.properties is not None else None,
                 "fence": (
                     {
@@ -168,6 +171,7 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             fence=fence,
             operation=text(section["operation"], "operation"),
             generated_id=section.get("generated_id") is True,
+            schema_mode=_schema_mode(section),
             digest=(
                 text(section["digest"], "digest") if section.get("digest") is not None else None
             ),
@@ -179,6 +183,14 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             f"intent is malformed: {type(error).__name__}: {error}", bucket=bucket, key=key
         ) from error
     return change, manifest
+
+
+def _schema_mode(section: Mapping[str, Any]) -> str | None:
+    """An intent's ``schema_mode``; one written before there was one merged new columns."""
+    if "schema_mode" not in section:
+        return "merge"
+    mode = section["schema_mode"]
+    return None if mode is None else text(mode, "schema_mode")
 
 
 def prune_fates(

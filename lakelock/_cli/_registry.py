@@ -110,7 +110,7 @@ def _read(args: argparse.Namespace) -> tuple[Any, RegistrySnapshot]:
     target: LakeTarget = args.url
     lake = lake_for(args, target)
     snapshot: RegistrySnapshot = lake.registry.read(version=getattr(args, "version", None))
-    if snapshot.etag is None and not snapshot.historical:
+    if snapshot.version == 0:
         check_bucket(lake.client, target.bucket)  # "no registry" must not hide "no bucket"
     return lake, snapshot
 
@@ -225,7 +225,7 @@ def _commit_json(record: CommitRecord) -> dict[str, Any]:
 
 def _pending(lake: Any, snap: RegistrySnapshot) -> list[str]:
     """Intents not decided yet: commits written that no swap has applied or refused."""
-    if snap.historical or snap.etag is None:
+    if snap.historical or snap.version == 0:
         return []
     pending: list[str] = lake.registry.pending_intents()
     return pending
@@ -234,7 +234,7 @@ def _pending(lake: Any, snap: RegistrySnapshot) -> list[str]:
 def _registry_lines(
     target: LakeTarget, snap: RegistrySnapshot, pending: list[str] | None = None
 ) -> list[str]:
-    if snap.etag is None:
+    if snap.version == 0:  # a historical version has no ETag either: not the test
         return [f"{target.url}: no registry yet (nothing committed)"]
     count = len(snap.datasets)
     lines = [

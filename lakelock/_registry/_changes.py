@@ -403,7 +403,13 @@ def _restore(
         ),
         **_unstored(existing),
     )
-    return Applied(doc=with_dataset(doc, change.dataset, restored), writes=(), added=0, removed=0)
+    # Counted as the snapshot's commit record counts them: the root's log says the same.
+    return Applied(
+        doc=with_dataset(doc, change.dataset, restored),
+        writes=(),
+        added=old.file_count,
+        removed=existing.file_count,
+    )
 
 
 def with_dataset(doc: RegistryDoc, name: str, state: DatasetState) -> RegistryDoc:

@@ -359,18 +359,29 @@ class Lake(TableOperations):
     def vacuum(
         self,
         *,
-        older_than: float | timedelta | str,
+        older_than: float | timedelta | str | None = None,
         dry_run: bool = True,
         progress: Progress | None = None,
         listing: Callable[[int], None] | None = None,
+        enforce_retention: bool = True,
     ) -> VacuumReport:
         """Find objects no snapshot younger than ``older_than`` can read, and delete them
         (conditionally) unless ``dry_run``. ``older_than`` is a duration: seconds, a
         timedelta, or text such as ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``
-        (:class:`~lakelock.errors.InvalidNameError` otherwise) and at most the lake's
-        ``retention``. ``listing(n)`` reports objects listed so far, ``progress(done, total)``
-        deletions. See :mod:`lakelock._vacuum`."""
-        seconds = duration_seconds(older_than, what="older_than")
+        (:class:`~lakelock.errors.InvalidNameError` otherwise), by default the lake's
+        ``retention``: never more, and less only with ``enforce_retention=False`` (the
+        versions time travel promises to keep would go). ``listing(n)`` reports objects
+        listed so far, ``progress(done, total)`` deletions. See :mod:`lakelock._vacuum`."""
+        seconds = (
+            self.registry.retention
+            if older_than is None
+            else duration_seconds(older_than, what="older_than")
+        )
         return vacuum(
-            self.registry, older_than=seconds, dry_run=dry_run, progress=progress, listing=listing
+            self.registry,
+            older_than=seconds,
+            dry_run=dry_run,
+            progress=progress,
+            listing=listing,
+            enforce_retention=enforce_retention,
         )

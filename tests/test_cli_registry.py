@@ -78,3 +78,13 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(s3: S3Endpoint, lake: L
         os.close(write_end)
     assert result.stderr == ""
     assert result.returncode == 141
+
+
+def test_vacuum_below_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) -> None:
+    history_lake(lake)
+    refused = lakelock(
+        "vacuum", lake.url, "--older-than", "0s", "--delete", "--endpoint-url", s3.url
+    )
+    assert refused.returncode == 1
+    assert "--no-enforce-retention" in refused.stderr
+    assert lake.read("sales", version=2).num_rows == 3

@@ -117,11 +117,11 @@ def test_files_of_an_unknown_dataset_is_typed(lake: Lake) -> None:
 )
 def test_vacuum_accepts_durations(lake: Lake, older_than: object) -> None:
     """older_than takes text durations, timedeltas and numbers of seconds."""
-    report = lake.vacuum(older_than=older_than)  # type: ignore[arg-type]
+    report = lake.vacuum(older_than=older_than, enforce_retention=False)  # type: ignore[arg-type]
     assert report.dry_run
 
 
-@pytest.mark.parametrize("older_than", ["soon", "24 hours", "-1h", -5, float("nan"), None, True])
+@pytest.mark.parametrize("older_than", ["soon", "24 hours", "-1h", -5, float("nan"), True])
 def test_vacuum_says_which_durations_it_accepts(lake: Lake, older_than: object) -> None:
     """Anything else is an InvalidNameError naming the accepted forms, before any request."""
     with pytest.raises(InvalidNameError) as info:

@@ -101,6 +101,11 @@ def partition_from_entry(path: str, raw: Any) -> PartitionState:
         ) from error
 
 
+def _readable_from(oldest: Snapshot) -> str:
+    """Which versions of a dataset remain readable, from the oldest snapshot still kept."""
+    return f"versions {oldest.version} and later of {oldest.dataset!r} remain readable"
+
+
 class LazyDatasets(Mapping[str, DatasetState]):
     """The datasets of a format-2 root: each loaded from its snapshot when first looked up.
     With ``sparse`` (time travel), a name may resolve to no dataset (``load`` returns None):
@@ -269,31 +274,41 @@ class Objects:
             return None
         successor_at: float | None = None
         first: Snapshot | None = None
+        readable: Snapshot | None = None
         try:
             for key, snap in self.walk(entry.snapshot):
                 if (version is not None and snap.version <= version) or (
                     as_of is not None and snap.at <= as_of
                 ):
                     if successor_at is not None and successor_at < expire_before:
+                        assert readable is not None
                         raise SnapshotExpiredError(
                             name,
                             version=version,
                             as_of=as_of,
-                            reason=": it is older than the registry's retention",
+                            reason=": it is older than the registry's retention (vacuum may "
+                            f"have removed it); {_readable_from(readable)}",
                         )
                     return self.state(key)
+                if successor_at is None or successor_at >= expire_before:
+                    readable = snap  # the oldest version found that a read may still use
                 successor_at = snap.at
                 first = snap
         except RegistryCorruptError as error:
             # An older snapshot that is gone was vacuumed (a window shorter than the
             # retention deletes what it replaced); a current one that is gone is damage.
             vacuumed = isinstance(error.__cause__, NotFoundError)
-            if successor_at is not None and (successor_at < expire_before or vacuumed):
+            if (
+                readable is not None
+                and (successor_at is not None)
+                and (successor_at < expire_before or vacuumed)
+            ):
                 raise SnapshotExpiredError(
                     name,
                     version=version,
                     as_of=as_of,
-                    reason=": it was vacuumed (older than vacuum's window or the retention)",
+                    reason=": vacuum removed it (older than vacuum's window or the retention); "
+                    f"{_readable_from(readable)}",
                 ) from error
             raise
         if (

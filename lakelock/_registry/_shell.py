@@ -264,7 +264,12 @@ class Registry(CommitLoop):
         """One dataset, now or at ``version``/``as_of``: loads just that dataset."""
         name = validate_dataset_name(name)
         snap = snapshot or self.read(version=version, as_of=as_of)
-        state = snap.datasets.get(name)
+        try:
+            state: DatasetState | None = snap.datasets[name]
+        except VersionNotFoundError:  # a KeyError too: .get() would hide why (vacuumed...)
+            raise
+        except KeyError:
+            state = None
         if state is None:
             if version is not None or as_of is not None:
                 seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of

@@ -183,7 +183,9 @@ def run_crash(
         table = next(t for t in read_lock_tables(lake.store) if t.doc.dataset == "ledger")
         assert [h.owner.pid for h in table.doc.holders] == [held["pid"]], context
 
-        lease = Lease(lake.store, LEASE_NAME, ttl=TTL, margin=MARGIN, poll_interval=POLL)
+        lease = Lease(
+            lake.store, LEASE_NAME, ttl=TTL, margin=MARGIN, poll_interval=POLL, heartbeat=False
+        )
         lease.acquire(timeout=BOUND + 5)
         assert time.time() - death <= BOUND, f"{context}: lease blocked past its bound"
         assert lease.token is not None

@@ -39,7 +39,7 @@ from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
-from lakelock.errors import DatasetNotFoundError
+from lakelock.errors import DatasetNotFoundError, VersionNotFoundError
 
 __all__ = ["Lake", "LakeConfig"]
 
@@ -201,7 +201,17 @@ class Lake(TableOperations):
         as for :meth:`read`; ``columns`` keeps those columns, in that order; ``filter`` is a
         ``pyarrow.compute.Expression`` (``pc.field("day") >= 15``); both prune partitions
         before any data is read. See :mod:`lakelock._scan`."""
-        snapshot = snapshot or self.registry.read(version=version, as_of=as_of)
+        try:
+            snapshot = snapshot or self.registry.read(version=version, as_of=as_of)
+        except VersionNotFoundError as error:
+            if error.dataset != "*":
+                raise
+            raise VersionNotFoundError(  # name the dataset asked for, not the registry
+                validate_dataset_name(dataset),
+                version=error.version,
+                as_of=error.as_of,
+                reason=error.reason,
+            ) from error
         if snapshot.historical:  # a version without this dataset is a typed error, not empty
             self.registry.dataset(dataset, version=version, as_of=as_of, snapshot=snapshot)
         return plan_scan(

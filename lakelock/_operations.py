@@ -42,6 +42,7 @@ commit that then failed are orphans for ``vacuum`` too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
@@ -464,8 +465,17 @@ def _matching(state: DatasetState, where: pc.Expression) -> list[str]:
     try:
         kept = table.filter(where)[_INDEX].to_pylist()
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        # Arrow names the table it evaluated (with an internal column): say it in our terms.
+        missing = re.search(r"FieldRef\.Name\((.*?)\)", str(error))
+        detail = (
+            f"{missing[1]!r} is not one of them"
+            if missing
+            else str(error).splitlines()[0].replace(_INDEX, "")
+        )
         raise InvalidNameError(
-            str(where), f"where= must be an expression over {list(state.partition_by)}: {error}"
+            str(where),
+            f"where= is an expression over the partition columns {list(state.partition_by)}: "
+            f"{detail}",
         ) from error
     return [paths[i] for i in kept]
 

@@ -88,6 +88,19 @@ def _rebuild(cls: type[LakelockError], args: tuple[Any, ...], fields: dict[str, 
     return error
 
 
+#: How much of an offending value a message quotes: enough to recognise it, never a page.
+SHOWN_CHARACTERS = 80
+
+
+def shown(value: object) -> str:
+    """``value`` as a message quotes it: its ``repr``, cut if long (saying how long it was),
+    so an error stays one readable line."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_CHARACTERS]}... ({len(text):,} characters)"
+
+
 class InvalidNameError(LakelockError, ValueError):
     """A name or path was rejected before anything was written.
 
@@ -95,7 +108,7 @@ class InvalidNameError(LakelockError, ValueError):
     """
 
     def __init__(self, value: object, reason: str) -> None:
-        super().__init__(f"invalid name {value!r}: {reason}")
+        super().__init__(f"invalid name {shown(value)}: {reason}")
         self.value = value
         self.reason = reason
 
@@ -106,9 +119,9 @@ class DatasetNotFoundError(LakelockError, KeyError):
 
     def __init__(self, dataset: str, *, partition: str | None = None) -> None:
         what = (
-            f"partition {partition!r} of dataset {dataset!r}"
+            f"partition {shown(partition)} of dataset {shown(dataset)}"
             if partition
-            else f"dataset {dataset!r}"
+            else f"dataset {shown(dataset)}"
         )
         super().__init__(f"{what} is not in the registry")
         self.dataset = dataset
@@ -133,9 +146,13 @@ class VersionNotFoundError(DatasetNotFoundError):
     ) -> None:
         super().__init__(dataset)
         which = f"version {version}" if version is not None else f"as of {as_of}"
-        self.args = (f"{which} of dataset {dataset!r} is not in the registry{reason}",)
+        if dataset == "*":  # the registry as a whole
+            self.args = (f"registry {which} does not exist{reason}",)
+        else:
+            self.args = (f"{which} of dataset {shown(dataset)} is not in the registry{reason}",)
         self.version = version
         self.as_of = as_of
+        self.reason = reason
 
 
 class SnapshotExpiredError(VersionNotFoundError):

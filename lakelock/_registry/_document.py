@@ -315,7 +315,10 @@ def parse_registry(
                     for name, records in obj(data["lock_fences"], "lock_fences").items()
                 }
             ),
-            "commits": tuple(_commit(obj(c, "commit")) for c in seq(data["commits"], "commits")),
+            "commits": tuple(
+                _commit(obj(c, "commit"), legacy=version == 1)
+                for c in seq(data["commits"], "commits")
+            ),
         }
         if version == 1:
             doc = RegistryDoc(
@@ -399,7 +402,9 @@ def _lock_fence(r: Mapping[str, Any]) -> LockFenceRecord:
     )
 
 
-def _commit(c: Mapping[str, Any]) -> CommitRecord:
+def _commit(c: Mapping[str, Any], *, legacy: bool) -> CommitRecord:
+    """One commit record; a format-1 root's may predate ``operation`` (read as "commit"),
+    a format-2 root's always has it."""
     return CommitRecord(
         id=text(c["id"], "commit id"),
         version=boolean_free_int(c["version"], "commit version", minimum=1),
@@ -407,8 +412,10 @@ def _commit(c: Mapping[str, Any]) -> CommitRecord:
         at=text(c["at"], "commit at"),
         added=boolean_free_int(c["added"], "commit added", minimum=0),
         removed=boolean_free_int(c["removed"], "commit removed", minimum=0),
-        operation=text(c.get("operation", "commit"), "commit operation"),
-        digest=text(c["digest"], "commit digest") if c.get("digest") is not None else None,
+        operation=text(
+            c["operation"] if not legacy else c.get("operation", "commit"), "commit operation"
+        ),
+        digest=text(c["digest"], "commit digest") if "digest" in c else None,
     )
 
 

@@ -172,9 +172,7 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             operation=text(section["operation"], "operation"),
             generated_id=section.get("generated_id") is True,
             schema_mode=_schema_mode(section),
-            digest=(
-                text(section["digest"], "digest") if section.get("digest") is not None else None
-            ),
+            digest=(text(section["digest"], "digest") if "digest" in section else None),
         )
     except RegistryCorruptError:
         raise

@@ -222,7 +222,7 @@ def parse_snapshot(
                     operation=text(c["operation"], "operation"),
                     added=boolean_free_int(c["added"], "added", minimum=0),
                     removed=boolean_free_int(c["removed"], "removed", minimum=0),
-                    digest=text(c["digest"], "digest") if c.get("digest") is not None else None,
+                    digest=text(c["digest"], "digest") if "digest" in c else None,
                 )
                 for c in (obj(item, "commit") for item in seq(data["commits"], "commits"))
             ),

@@ -15,6 +15,7 @@ LakelockError
 │   ├── AccessDeniedError (PermissionError)   403, e.g. refused by the bucket policy
 │   ├── UnsupportedError                      501: the store lacks a feature lakelock needs
 │   ├── EndpointUnreachableError (ConnectionError)  no connection could be made: not sent
+│   ├── NotS3Error                            the endpoint answered, but not as S3 does
 │   ├── CredentialsError (PermissionError)    no usable AWS credentials: nothing was sent
 │   └── OutcomeUnknownError                   timeout, reset, 5xx: the write may have applied
 ├── CommitError                            a registry commit did not happen: .dataset .commit_id
@@ -57,6 +58,7 @@ __all__ = [
     "LockTimeout",
     "MissingExtraError",
     "NotFoundError",
+    "NotS3Error",
     "OutcomeUnknownError",
     "PartitionByMismatchError",
     "PreconditionFailedError",
@@ -230,6 +232,16 @@ class EndpointUnreachableError(StorageError, ConnectionError):
     def __init__(self, message: str, *, endpoint: str | None = None, **fields: Any) -> None:
         super().__init__(message, **fields)
         self.endpoint = endpoint
+
+
+class NotS3Error(StorageError):
+    """The endpoint answered a request that has an S3 error body with none (a plain web
+    server, a proxy's error page, a wrong URL path): it does not speak S3, and a missing
+    object there says nothing about the lake. ``server`` is its ``Server`` header, if any."""
+
+    def __init__(self, message: str, *, server: str | None = None, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.server = server
 
 
 class CredentialsError(StorageError, PermissionError):

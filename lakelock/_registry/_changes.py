@@ -57,7 +57,13 @@ from lakelock._registry._document import (
     RegistryDoc,
 )
 from lakelock._registry._fencing import record_fence
-from lakelock._registry._manifest import Manifest, manifest_digest, manifest_key, serialize_manifest
+from lakelock._registry._manifest import (
+    Manifest,
+    manifest_digest,
+    manifest_key,
+    partition_parts,
+    serialize_manifest,
+)
 from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
 from lakelock.errors import (
     CommitConflictError,
@@ -159,6 +165,7 @@ def delta_manifests(
         return {path: (_ref(dataset, everything, body, nonce), body)}
     body = serialize_manifest(Manifest(dataset, None, everything))
     key = manifest_key(dataset, body, nonce)
+    parts = partition_parts(body, everything)  # a reader of one partition reads its part
     return {
         path: (
             ManifestRef(
@@ -166,6 +173,7 @@ def delta_manifests(
                 files=len(group),
                 records=sum(f.record_count for f in group),
                 size=sum(f.size for f in group),
+                part=parts.get(path),
             ),
             body,
         )
@@ -661,8 +669,8 @@ def reused_commit_id(
     recorded commit). ``recorded`` is the root's record of a recent commit, or an entry of
     the commit-id index of ``change.dataset`` (which names no dataset: its own).
 
-    The same change means the same dataset, the same operation and, where both sides know
-    it, the same digest (:func:`lakelock._digest.change_digest`: the request and the rows,
+    The same change means the same dataset, the same operation (``"commit"``, a registry
+    commit that named none, matches any) and, where both sides know it, the same digest (:func:`lakelock._digest.change_digest`: the request and the rows,
     in any order): a re-run pipeline rewriting identical rows is a retry; the same key for
     other rows, another dataset or another operation is refused."""
     if isinstance(recorded, CommitRecord):
@@ -675,7 +683,7 @@ def reused_commit_id(
         digest = raw if isinstance(raw, str) else None
     if change.dataset not in datasets:
         why = f"dataset {','.join(datasets)!r}, not {change.dataset!r}"
-    elif operation != change.operation:
+    elif operation != change.operation and "commit" not in (operation, change.operation):
         why = f"operation {operation!r}, not {change.operation!r}"
     elif digest is not None and change.digest is not None and digest != change.digest:
         why = "other content (its rows or request differ from this one's)"

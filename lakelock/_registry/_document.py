@@ -102,12 +102,16 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True)
 class ManifestRef:
-    """A pointer from the root to one manifest, with the manifest's totals."""
+    """A pointer from the root to one manifest, with the manifest's totals. ``part``: where
+    this partition's files lie in a manifest shared by several partitions (start, end, sha256
+    of those bytes: :data:`~lakelock._registry._manifest.Part`), so reading one partition
+    reads just them; ``None``: read the manifest whole."""
 
     key: str
     files: int
     records: int
     size: int
+    part: tuple[int, int, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -445,11 +449,19 @@ def parse_partition(path: str, p: Mapping[str, Any]) -> PartitionState:
                 files=boolean_free_int(m["files"], "files", minimum=0),
                 records=boolean_free_int(m["records"], "records", minimum=0),
                 size=boolean_free_int(m["size"], "size", minimum=0),
+                part=_part(m["part"]) if "part" in m else None,
             )
             for m in (obj(item, "manifest ref") for item in seq(p["manifests"], "manifests"))
         ),
         updated_version=boolean_free_int(p["updated_version"], "updated_version", minimum=0),
     )
+
+
+def _part(raw: Any) -> tuple[int, int, str]:
+    start, end, digest = seq(raw, "manifest part")
+    first = boolean_free_int(start, "part start", minimum=0)
+    last = boolean_free_int(end, "part end", minimum=first + 1)
+    return first, last, text(digest, "part digest")
 
 
 # -- serialising ----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -32,7 +33,7 @@ import orjson
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
 from lakelock._registry._changes import Change, Fence
 from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
-from lakelock._registry._manifest import Manifest, parse_manifest
+from lakelock._registry._manifest import Manifest, parse_manifest, partition_parts
 from lakelock._registry._tree import require_digest
 from lakelock.errors import RegistryCorruptError
 
@@ -99,6 +100,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
     )
     digest = hashlib.sha256(body).hexdigest()
     key = f"{INTENT_PREFIX}{now_ms:013x}{secrets.token_hex(4)}-{digest}.json"
+    parts = partition_parts(body, files) if len(paths) > 1 else {}
     refs: dict[str, ManifestRef] = {}
     for path in sorted(paths):
         group = [f for f in files if f.partition_path == path]
@@ -107,6 +109,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
             files=len(group),
             records=sum(f.record_count for f in group),
             size=sum(f.size for f in group),
+            part=parts.get(path),
         )
     return key, body, refs
 
@@ -145,6 +148,9 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
                 records=(ref.records if ref else 0) + file.record_count,
                 size=(ref.size if ref else 0) + file.size,
             )
+        if len(refs) > 1:  # the parts its writer recorded: the same bytes, the same parts
+            parts = partition_parts(body, manifest.files)
+            refs = {path: replace(ref, part=parts.get(path)) for path, ref in refs.items()}
         change = Change(
             dataset=manifest.dataset,
             commit_id=text(section["commit_id"], "commit_id"),

@@ -17,10 +17,12 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj
 from lakelock._registry._changes import totals_of
 from lakelock._registry._document import (
     DatasetState,
+    ManifestRef,
     PartitionState,
     RegistryDoc,
     decode_schema,
@@ -29,7 +31,7 @@ from lakelock._registry._document import (
     serialize_registry,
 )
 from lakelock._registry._intents import is_intent, parse_intent
-from lakelock._registry._manifest import Manifest, verify_manifest
+from lakelock._registry._manifest import Manifest, parse_part, verify_manifest
 from lakelock._registry._snapshot import (
     DatasetEntry,
     LazyPartitions,
@@ -84,7 +86,13 @@ class HistoryEntry:
 def partition_entry(p: PartitionState) -> dict[str, Any]:
     return {
         "manifests": [
-            {"key": m.key, "files": m.files, "records": m.records, "size": m.size}
+            {
+                "key": m.key,
+                "files": m.files,
+                "records": m.records,
+                "size": m.size,
+                **({"part": list(m.part)} if m.part is not None else {}),
+            }
             for m in p.manifests
         ],
         "updated_version": p.updated_version,
@@ -205,6 +213,34 @@ class Objects:
                 key, lambda k, b: parse_intent(k, b, bucket=self.store.bucket)[1]
             )
         return self._get(key, lambda k, b: verify_manifest(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
+
+    def partition_files(
+        self, dataset: str, path: str, ref: ManifestRef
+    ) -> tuple[DataFile, ...] | None:
+        """The files of partition ``path`` that manifest ``ref`` lists, read from the ref's
+        part alone (a ranged GET: its bytes only, checked against the part's digest) unless
+        the whole manifest is cached; ``None`` if the ref has no part (read it whole)."""
+        if ref.part is None:
+            return None
+        whole = self._cached(ref.key)
+        if isinstance(whole, Manifest):
+            return whole.files_of(path)
+        start, end, _ = ref.part
+        cache_key = f"{ref.key}#{start}-{end}"
+        found = self._cached(cache_key)
+        if found is None:
+            try:
+                data = self.store.get(ref.key, byte_range=(start, end)).body
+            except NotFoundError as error:
+                raise RegistryCorruptError(
+                    f"the registry refers to {ref.key}, which is missing",
+                    bucket=self.store.bucket,
+                    key=self.store.full_key(ref.key),
+                ) from error
+            found = parse_part(dataset, path, ref.part, data, bucket=self.store.bucket, key=ref.key)
+            self.remember(cache_key, found)
+        files: tuple[DataFile, ...] = found
+        return files
 
     def has_all(self, keys: Iterable[str]) -> bool:
         """Whether every one of ``keys`` is cached (loading them costs no request)."""

@@ -8,6 +8,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
@@ -25,6 +26,7 @@ from lakelock._registry._document import (
     DatasetState,
     IntentFate,
     LockFenceRecord,
+    ManifestRef,
     RegistryDoc,
     RetiredManifest,
 )
@@ -402,6 +404,27 @@ class Registry(CommitLoop):
                     return found
         return None
 
+    def _parts(self, dataset: str, parts: list[tuple[str, ManifestRef]]) -> list[DataFile]:
+        """The files of each (partition, manifest part), read in parallel where not cached."""
+
+        def read(item: tuple[str, ManifestRef]) -> tuple[DataFile, ...]:
+            path, ref = item
+            found = self.objects.partition_files(dataset, path, ref)
+            assert found is not None
+            if len(found) != ref.files:
+                raise RegistryCorruptError(
+                    f"part of {ref.key} for {dataset!r}/{path!r} lists {len(found)} of "
+                    f"{ref.files} files",
+                    bucket=self.store.bucket,
+                    key=self.store.full_key(ref.key),
+                )
+            return found
+
+        if len(parts) <= 1:
+            return [f for item in parts for f in read(item)]
+        with ThreadPoolExecutor(min(16, len(parts))) as pool:
+            return [f for found in pool.map(read, parts) for f in found]
+
     def recorded_commit(
         self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
     ) -> CommitRecord | Mapping[str, Any] | None:
@@ -440,8 +463,14 @@ class Registry(CommitLoop):
             if partition is not None
             for ref in partition.manifests
         ]
-        loaded = self.load_manifests(ref.key for _, ref in refs)
         files: list[DataFile] = []
+        if partitions is not None:
+            # A few partitions of manifests shared with many others (a commit that touched
+            # many partitions): read just their parts, not every partition's files.
+            parts = [(path, ref) for path, ref in refs if ref.part is not None]
+            refs = [(path, ref) for path, ref in refs if ref.part is None]
+            files += self._parts(dataset, parts)
+        loaded = self.load_manifests(ref.key for _, ref in refs)
         for path, ref in refs:
             manifest = loaded[ref.key]
             prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"

@@ -10,8 +10,10 @@ import sys
 
 import orjson
 import pyarrow as pa
+import pytest
 
 from lakelock import Lake
+from lakelock.errors import StaleFenceError
 from lakelock.testing import S3Endpoint
 from tests.test_cli import ENV, lakelock
 
@@ -88,3 +90,18 @@ def test_vacuum_below_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) -
     assert refused.returncode == 1
     assert "--no-enforce-retention" in refused.stderr
     assert lake.read("sales", version=2).num_rows == 3
+
+
+def test_log_shows_refused_commits_and_the_version_they_used(s3: S3Endpoint, lake: Lake) -> None:
+    lake.append("sales", pa.table({"id": [1], "day": [1]}), fence=("lease:x", 2))
+    with pytest.raises(StaleFenceError):
+        lake.append("sales", pa.table({"id": [2], "day": [1]}), fence=("lease:x", 1))
+    assert lake.registry.read().version == 2  # the refusal used up version 2
+    result = lakelock("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
+    newest, first = orjson.loads(result.stdout)
+    assert (newest["version"], newest["operation"], newest["id"]) == (2, "rejected", None)
+    assert "fencing token" in newest["reason"] or "fence" in newest["reason"]
+    assert (first["version"], first["operation"]) == (1, "append")
+    text = lakelock("registry", "log", lake.url, "--endpoint-url", s3.url)
+    assert text.stdout.splitlines()[1].split()[:3][0] == "2"
+    assert "rejected" in text.stdout.splitlines()[1]

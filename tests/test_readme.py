@@ -9,6 +9,9 @@ import inspect
 import pkgutil
 import re
 import shlex
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,7 +21,7 @@ import pytest
 
 import lakelock
 from lakelock import Lake
-from lakelock.cli import build_parser
+from lakelock.cli import build_parser, main
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,3 +179,56 @@ def _module(where: str) -> str:
             continue
         return name
     raise AssertionError(where)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def local_section() -> str:
+    return README.split("## On your machine, with your own code", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_local_path_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's way to run your own code locally, copied as a user would: ``lakelock
+    serve`` (on a free port instead of 9000) creates the bucket, the exported environment
+    points boto3 at it, and the library's first example runs unchanged against "my-bucket"."""
+    serve, env = (block.strip() for block in code_blocks(local_section(), "sh"))
+    port = free_port()
+    argv = shlex.split(serve.replace("9000", str(port)))
+    assert argv[:2] == ["lakelock", "serve"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lakelock.cli", *argv[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert banner.startswith("lakelock S3 endpoint: "), process.stderr
+        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        exported = shlex.split(env.replace("9000", str(port)).replace("export", ""))
+        for assignment in exported:
+            name, value = assignment.split("=", 1)
+            monkeypatch.setenv(name, value)
+        run_example(code_blocks(README, "python")[0], "README.md python block 1")
+        assert Lake("my-bucket").read("sales").num_rows > 0
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)  # and close its pipes
+
+
+def test_the_policy_command_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    section = README.split("## The command line", 1)[1].split("\n## ", 1)[0]
+    (line,) = [
+        line.split("#", 1)[0].strip()
+        for line in code_blocks(section, "sh")[0].splitlines()
+        if line.startswith("lakelock policy")
+    ]
+    assert main(shlex.split(line)[1:]) == 0
+    assert '"Statement"' in capsys.readouterr().out

@@ -132,6 +132,7 @@ class TableOperations:
         *,
         partition_by: Sequence[str] = (),
         schema_mode: SchemaMode = None,
+        properties: Mapping[str, str | None] | None = None,
         commit_id: str | None = None,
         fence: Fence | tuple[str, int] | None = None,
         file_name: str | None = None,
@@ -165,7 +166,8 @@ class TableOperations:
             schema=schema,
             partition_by=columns,
             schema_mode=schema_mode,
-            digest=change_digest({"partition_by": columns}, table=table),
+            properties=properties,
+            digest=change_digest({"partition_by": columns, "properties": properties}, table=table),
         )
         planned = prepare_commit(self.registry, change)
         if isinstance(planned, CommitResult):
@@ -183,6 +185,7 @@ class TableOperations:
         partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
         partition_by: Sequence[str] = (),
         schema_mode: SchemaMode = None,
+        properties: Mapping[str, str | None] | None = None,
         commit_id: str | None = None,
         fence: Fence | tuple[str, int] | None = None,
         file_name: str | None = None,
@@ -216,7 +219,11 @@ class TableOperations:
             schema=schema,
             partition_by=columns,
             schema_mode=schema_mode,
-            digest=change_digest({"partition_by": columns, "replaced": replaced}, table=table),
+            properties=properties,
+            digest=change_digest(
+                {"partition_by": columns, "replaced": replaced, "properties": properties},
+                table=table,
+            ),
         )
         planned = prepare_commit(self.registry, change)
         if isinstance(planned, CommitResult):
@@ -337,6 +344,36 @@ class TableOperations:
             replace(change, add=tuple(merged), remove=tuple(f.key for g in groups for f in g)),
         )
 
+    def set_properties(
+        self,
+        dataset: str,
+        properties: Mapping[str, str | None],
+        *,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+    ) -> CommitResult:
+        """Set (or, with ``None``, remove) properties of ``dataset`` in one commit: free-form
+        string metadata (an owner, a source, a contract version) kept with each version and
+        read back as ``lake.registry.read().datasets[name].properties``. Properties can also
+        go with the data they describe: ``append``/``overwrite`` take ``properties=``."""
+        dataset = validate_dataset_name(dataset)
+        checked = _properties(properties)
+        if not checked:
+            raise InvalidNameError(properties, "say which properties to set or remove")
+        change = planned_change(
+            dataset,
+            "properties",
+            commit_id=commit_id,
+            fence=fence,
+            properties=checked,
+            digest=change_digest({"properties": checked}),
+        )
+        snapshot = prepare_commit(self.registry, change, plan=True)
+        if isinstance(snapshot, CommitResult):
+            return snapshot
+        _dataset(snapshot, dataset)  # properties of a dataset that exists
+        return commit_planned(self.registry, change)
+
 
 # -- one way to commit files ------------------------------------------------------------------
 
@@ -351,6 +388,7 @@ def planned_change(
     schema: pa.Schema | None = None,
     partition_by: Sequence[str] | None = None,
     schema_mode: SchemaMode = None,
+    properties: Mapping[str, str | None] | None = None,
 ) -> Change:
     """The commit an operation plans, before it writes anything (no files yet): what
     :func:`prepare_commit` checks and :func:`commit_planned` commits once the files are
@@ -365,6 +403,7 @@ def planned_change(
         generated_id=commit_id is None,
         digest=digest,
         schema_mode=_schema_mode(schema_mode),
+        properties=_properties(properties),
     )
 
 
@@ -402,6 +441,21 @@ def commit_planned(registry: Registry, change: Change) -> CommitResult:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | None] | None:
+    """Properties as a commit records them: names and values are strings (``None`` removes
+    a property)."""
+    if properties is None:
+        return None
+    if not isinstance(properties, Mapping):
+        raise InvalidNameError(properties, "properties is a mapping of names to strings")
+    for name, value in properties.items():
+        if not isinstance(name, str) or not name or not (value is None or isinstance(value, str)):
+            raise InvalidNameError(
+                name, "a property is a non-empty name with a string value (None removes it)"
+            )
+    return dict(properties)
 
 
 def _schema_mode(mode: object) -> str | None:

@@ -81,6 +81,7 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
         exec(compile(code, f"README.md python block {number}", "exec"), story)
     run_example(blocks[3], "README.md python block 4")
     assert sorted(story["old_rows"]["id"].to_pylist()) == [1, 2]  # the first version
+    assert story["owner"] == "etl"
     snapshot = Lake(bucket, s3=s3.client()).registry.read()
     assert set(snapshot.datasets) == {"sales", "archive", "events"}
     assert Lake(bucket, s3=s3.client()).read("events").num_rows == 9
@@ -97,6 +98,7 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
         "append",
         "compact",
         "commit",
+        "properties",
         "restore",
         "append",
         "commit",

@@ -670,9 +670,10 @@ def reused_commit_id(
     the commit-id index of ``change.dataset`` (which names no dataset: its own).
 
     The same change means the same dataset, the same operation (``"commit"``, a registry
-    commit that named none, matches any) and, where both sides know it, the same digest (:func:`lakelock._digest.change_digest`: the request and the rows,
-    in any order): a re-run pipeline rewriting identical rows is a retry; the same key for
-    other rows, another dataset or another operation is refused."""
+    commit that named none, matches any) and, where both sides know it, the same digest
+    (:func:`lakelock._digest.change_digest`: the request and the rows, in any order): a
+    re-run pipeline rewriting identical rows is a retry; the same key for other rows,
+    another dataset or another operation is refused."""
     if isinstance(recorded, CommitRecord):
         version, datasets = recorded.version, recorded.datasets
         operation, digest = recorded.operation, recorded.digest

@@ -302,10 +302,13 @@ class Objects:
         version: int | None = None,
         as_of: float | None = None,
         expire_before: float,
+        upgrade: int | None = None,
     ) -> DatasetState | None:
         """The dataset as it was at registry ``version`` (or at server time ``as_of``):
         ``None`` if it did not exist yet; :class:`SnapshotExpiredError` if that version was
-        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads)."""
+        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads);
+        :class:`VersionNotFoundError` saying so if it is older than ``upgrade``, the version
+        that upgraded the registry from format 1 (which kept no snapshots)."""
         if version is not None and entry.created_version > version:
             return None
         successor_at: float | None = None
@@ -347,17 +350,15 @@ class Objects:
                     f"{_readable_from(readable)}",
                 ) from error
             raise
-        if (
-            version is not None
-            and first is not None
-            and entry.created_version <= version
-            and not first.commits
-        ):
+        if first is not None and (not first.commits or first.version == upgrade):
+            # The walk ended at the snapshot of the upgrade from format 1 (it records no
+            # commit of its own): what came before was never kept.
             raise VersionNotFoundError(
                 name,
                 version=version,
-                reason=": it is older than the registry's upgrade to format 2 (format 1 kept "
-                f"no history; the upgrade was version {first.version})",
+                as_of=as_of,
+                reason=": it is older than the registry's upgrade to format 2 at version "
+                f"{first.version}; format 1 kept no snapshots, so time travel begins there",
             )
         return None
 

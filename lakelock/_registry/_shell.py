@@ -29,6 +29,7 @@ from lakelock._registry._document import (
     ManifestRef,
     RegistryDoc,
     RetiredManifest,
+    parse_registry,
 )
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
@@ -90,6 +91,23 @@ class RegistrySnapshot:
             doc.lock_fences,
             doc.format_version,
         )
+
+
+def upgrade_version(doc: RegistryDoc) -> int | None:
+    """The version that upgraded the registry from format 1 (``None``: it was never in
+    format 1): the one after the format-1 root its backup keeps."""
+    if doc.backup is None:
+        return None
+    name = doc.backup.rsplit("/", 1)[-1]  # dataset_registry-<version>-<sha256>.json
+    return int(name.split("-")[1]) + 1
+
+
+def _before_upgrade(upgrade: int, backup: str | None) -> str:
+    return (
+        f": it is older than the registry's upgrade to format 2 at version {upgrade}; format 1 "
+        f"kept no snapshots, so time travel begins at version {upgrade} (the format-1 commit "
+        f"log is in history, the last format-1 registry in {backup})"
+    )
 
 
 def _updated_at(doc: RegistryDoc, version: int, datasets: Mapping[str, DatasetState]) -> str:
@@ -233,25 +251,36 @@ class Registry(CommitLoop):
             )
         if version == doc.version:
             return RegistrySnapshot.of(doc, None)
+        upgrade = upgrade_version(doc)
+        if upgrade is not None and version is not None and version < upgrade:
+            raise VersionNotFoundError(
+                "*", version=version, reason=_before_upgrade(upgrade, doc.backup)
+            )
         entries = doc.entries
         expire_before = self._clock() - self.retention
 
         def load(name: str) -> DatasetState | None:
             return self.objects.at_version(
-                entries[name], name, version=version, as_of=seconds, expire_before=expire_before
+                entries[name],
+                name,
+                version=version,
+                as_of=seconds,
+                expire_before=expire_before,
+                upgrade=upgrade,
             )
 
         datasets = LazyDatasets(entries, load, sparse=True)
-        if version is None:
-            states = [datasets[n] for n in datasets]
-            version = max((d.updated_version for d in states), default=0)
+        # (``load`` reads ``version``: the version found for as_of is another name.)
+        at = version
+        if at is None:
+            at = max((datasets[n].updated_version for n in datasets), default=0)
         return RegistrySnapshot(
-            version=version,
+            version=at,
             etag=None,
-            updated_at=_updated_at(doc, version, datasets),
+            updated_at=_updated_at(doc, at, datasets),
             datasets=datasets,
             fences=MappingProxyType({}),
-            commits=tuple(c for c in doc.commits if c.version <= version),
+            commits=tuple(c for c in doc.commits if c.version <= at),
             historical=True,
         )
 
@@ -297,7 +326,20 @@ class Registry(CommitLoop):
         entry = doc.entries.get(dataset)
         if entry is None:
             raise DatasetNotFoundError(dataset)
-        return self.objects.history(entry, dataset, limit=limit)
+        found = self.objects.history(entry, dataset, limit=limit)
+        if doc.backup is None or (limit is not None and len(found) >= limit):
+            return found
+        # Upgraded from format 1: its commit log (the recent window the old root kept, in
+        # the backup) goes on where the snapshots begin. Those versions cannot be read.
+        old = parse_registry(self.store.get(doc.backup).body, bucket=self.store.bucket)
+        found += [
+            HistoryEntry(
+                dataset, c.version, seconds_of(c.at), c.id, c.operation, c.added, c.removed
+            )
+            for c in reversed(old.commits)
+            if dataset in c.datasets
+        ]
+        return found[:limit]
 
     def migrate(self) -> MigrationResult | None:
         """Upgrade a format-1 registry to format 2 by compare-and-swap (any commit does it

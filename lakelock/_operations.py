@@ -167,7 +167,9 @@ class TableOperations:
             partition_by=columns,
             schema_mode=schema_mode,
             properties=properties,
-            digest=change_digest({"partition_by": columns, "properties": properties}, table=table),
+            digest=change_digest(
+                _request(partition_by=columns, properties=properties), table=table
+            ),
         )
         planned = prepare_commit(self.registry, change)
         if isinstance(planned, CommitResult):
@@ -221,7 +223,7 @@ class TableOperations:
             schema_mode=schema_mode,
             properties=properties,
             digest=change_digest(
-                {"partition_by": columns, "replaced": replaced, "properties": properties},
+                _request(partition_by=columns, replaced=replaced, properties=properties),
                 table=table,
             ),
         )
@@ -441,6 +443,12 @@ def commit_planned(registry: Registry, change: Change) -> CommitResult:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _request(**parts: object) -> dict[str, object]:
+    """What an operation asks for, as its digest covers it: parts not given are left out, so
+    a digest does not change when an operation gains an option nobody used."""
+    return {name: value for name, value in parts.items() if value is not None}
 
 
 def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | None] | None:

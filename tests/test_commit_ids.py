@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import dask.dataframe as dd
 import pyarrow as pa
 import pytest
 
+import lakelock.dask
 from lakelock import Change, Lake
 from lakelock._digest import change_digest
 from lakelock._registry._changes import reused_commit_id
@@ -21,7 +23,7 @@ from lakelock._registry._document import (
     serialize_registry,
 )
 from lakelock._registry._intents import intent_document, parse_intent
-from lakelock.errors import CommitIdReusedError
+from lakelock.errors import CommitIdReusedError, PartitionByMismatchError
 from tests._support import FAST_RETRY
 
 
@@ -150,3 +152,19 @@ def test_the_digest_travels_in_root_records_and_intents() -> None:
 
 def _root_with(record: CommitRecord) -> bytes:
     return serialize_registry(RegistryDoc(version=1, commits=(record,)))
+
+
+def test_dask_append_shares_the_check_before_any_task_runs(lake: Lake) -> None:
+    """``lakelock.dask.append`` takes the same preamble as ``Lake.append``: a recorded id is
+    reported (retry) or refused (another dataset), and another ``partition_by`` than the
+    dataset's is refused, all before a worker writes a file."""
+    lake.append("c", table([1, 2]), partition_by=["day"], commit_id="c1")
+    frame = dd.from_dict({"id": [1, 2], "day": [1, 0]}, npartitions=1)
+    retry = lakelock.dask.append(lake, "c", frame, partition_by=["day"], commit_id="c1")
+    assert (retry.version, retry.already_committed) == (1, True)
+    with pytest.raises(CommitIdReusedError):
+        lakelock.dask.append(lake, "c_other", frame, partition_by=["day"], commit_id="c1")
+    with pytest.raises(PartitionByMismatchError):
+        lakelock.dask.append(lake, "c", frame, partition_by=[], commit_id="c2")
+    assert data_keys(lake, "c_other") == []
+    assert len(data_keys(lake, "c")) == 2

@@ -5,6 +5,7 @@ itself when the check before it is bypassed (a race)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -168,3 +169,22 @@ def test_dask_append_shares_the_check_before_any_task_runs(lake: Lake) -> None:
         lakelock.dask.append(lake, "c", frame, partition_by=[], commit_id="c2")
     assert data_keys(lake, "c_other") == []
     assert len(data_keys(lake, "c")) == 2
+
+
+def test_a_fold_rejects_another_process_intent_that_reuses_an_id(lake: Lake) -> None:
+    """An intent of another process whose commit id is recorded for another change (it
+    skipped the check before writing, or raced it) is rejected by the fold that lists it,
+    with the reason; its writer then fails instead of succeeding with nothing committed."""
+    lake.append("c", table([1]), commit_id="c1")
+    files = lake.write("c_other", table([2]))
+    reuse = Change(
+        dataset="c_other", commit_id="c1", add=tuple(files), operation="append", digest="x"
+    )
+    key, body, _ = intent_document(reuse, now_ms=int(time.time() * 1000))
+    lake.store.put(key, body, mode="create")
+    folder = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    folder.append("d", table([3]))
+    fate = next(f for f in folder.registry.intent_fates() if f.key == key)
+    assert fate.state == "rejected"
+    assert "commit id 'c1' was recorded at version 1" in fate.reason
+    assert "c_other" not in folder.registry.read().datasets

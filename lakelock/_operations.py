@@ -72,7 +72,7 @@ from lakelock._registry import (
     new_commit_id,
 )
 from lakelock._registry._changes import check_fits, reused_commit_id
-from lakelock.errors import DatasetNotFoundError, InvalidNameError
+from lakelock.errors import CommitConflictError, DatasetNotFoundError, InvalidNameError
 
 if TYPE_CHECKING:
     from lakelock._registry import Registry
@@ -421,14 +421,23 @@ def prepare_commit(
     registry this process knows will do (no request: the commit loop checks everything again
     on the current version), unless the operation plans on it (``plan``: what to delete or
     compact): then a fresh read."""
-    snapshot = registry.known() if change.generated_id and not plan else registry.read()
+    fresh = not change.generated_id or plan
+    snapshot = registry.read() if fresh else registry.known()
     found = None
     if not change.generated_id:
         found = registry.recorded_commit(change.commit_id, change.dataset, snapshot=snapshot)
     if found is None:
         # Refused whatever commits first (partition columns, schema): refused before the
-        # first data PUT, so a refused commit leaves no files behind.
-        check_fits(snapshot.datasets.get(change.dataset), change)
+        # first data PUT, so a refused commit leaves no files behind. A refusal by the
+        # registry this process knew is confirmed on the current one (another process may
+        # have merged the very column this change brings).
+        try:
+            check_fits(snapshot.datasets.get(change.dataset), change)
+        except CommitConflictError:
+            if fresh:
+                raise
+            snapshot = registry.read()
+            check_fits(snapshot.datasets.get(change.dataset), change)
         return snapshot
     reused = reused_commit_id(found, change)
     if reused is not None:

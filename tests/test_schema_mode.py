@@ -100,3 +100,15 @@ def test_schema_mode_travels_in_the_intent() -> None:
     digest = hashlib.sha256(old).hexdigest()
     old_key = key.rsplit("-", 1)[0] + f"-{digest}.json"
     assert parse_intent(old_key, old)[0].schema_mode == "merge"
+
+
+def test_a_column_another_process_merged_is_not_refused_on_a_stale_view(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """This Lake last saw the dataset before another process merged a column: its append
+    with that column is checked again on the current registry, and goes through."""
+    lake.append("sales", rows([1]), partition_by=["day"])
+    elsewhere = Lake(bucket, s3=client)
+    elsewhere.append("sales", rows([2], note=["x"]), partition_by=["day"], schema_mode="merge")
+    lake.append("sales", rows([3], note=["y"]), partition_by=["day"])
+    assert lake.read("sales").sort_by("id")["note"].to_pylist() == [None, "x", "y"]

@@ -129,7 +129,12 @@ def vacuum_race(s3: S3Endpoint, bucket: str, admin: Any, *, operation: str) -> A
     later = time.time() + 2 * HOUR
     with ThreadPoolExecutor(1) as pool:
         sweeping = pool.submit(
-            vacuum, lake.registry, older_than=HOUR, dry_run=False, clock=lambda: later
+            vacuum,
+            lake.registry,
+            older_than=HOUR,
+            dry_run=False,
+            clock=lambda: later,
+            enforce_retention=False,
         )
         wait_until(lambda: s3.stalled() == 1)
         admin.put_object(Bucket=bucket, Key=stray.key, Body=b"replaced meanwhile")

@@ -19,7 +19,6 @@ from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._lake import Lake, LakeConfig, MoveOptions
 from lakelock._lease import Lease, LeaseOptions
-from lakelock._objects import ListedObject
 from lakelock._pathlock import (
     AsyncPathLock,
     AsyncPathLockGuard,
@@ -43,7 +42,9 @@ from lakelock._registry import (
     Registry,
     RegistrySnapshot,
 )
+from lakelock._registry._core import FoldPolicy, Hints
 from lakelock._retry import RetryPolicy
+from lakelock._s3 import ListedObject
 from lakelock._scan import Scan
 from lakelock._vacuum import VacuumReport
 
@@ -57,6 +58,8 @@ __all__ = [
     "DatasetState",
     "DistributedPathLock",
     "Fence",
+    "FoldPolicy",
+    "Hints",
     "HistoryEntry",
     "IntentFate",
     "Lake",

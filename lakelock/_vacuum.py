@@ -38,12 +38,12 @@ from datetime import datetime
 
 from lakelock._datasets import Progress
 from lakelock._layout import DATASETS_PREFIX
-from lakelock._objects import ListedObject
 from lakelock._registry import Registry
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._manifest import MANIFEST_PREFIX
 from lakelock._registry._snapshot import SNAPSHOT_PREFIX
 from lakelock._registry._tree import NODE_PREFIX
+from lakelock._s3 import ListedObject
 from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = ["VacuumReport", "vacuum"]

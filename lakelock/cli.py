@@ -8,6 +8,7 @@ lakelock doctor   s3://bucket/prefix                     can lakelock run safely
 lakelock vacuum   s3://bucket/prefix --older-than 24h    unreferenced files (--delete removes)
 lakelock serve    [--port N] [--bucket B]                embedded S3 endpoint for development
 lakelock demo     [--writers N]                          many writers, one lake, on embedded S3
+lakelock simulate [--writers N] [--store s3-standard]    many writers, simulated S3, virtual time
 ```
 
 Exit status: 0 success; 1 an operation failed or ``doctor`` found a required feature missing;
@@ -23,7 +24,16 @@ import sys
 from collections.abc import Sequence
 
 from lakelock import __version__
-from lakelock._cli import _demo, _doctor, _locks, _policy, _registry, _serve, _vacuum
+from lakelock._cli import (
+    _demo,
+    _doctor,
+    _locks,
+    _policy,
+    _registry,
+    _serve,
+    _simulate,
+    _vacuum,
+)
 from lakelock._cli._common import (
     add_debug_option,
     describe_error,
@@ -33,7 +43,7 @@ from lakelock._cli._common import (
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _serve, _demo)
+_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _serve, _demo, _simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

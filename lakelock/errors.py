@@ -19,11 +19,12 @@ LakelockError
 │   ├── CredentialsError (PermissionError)    no usable AWS credentials: nothing was sent
 │   └── OutcomeUnknownError                   timeout, reset, 5xx: the write may have applied
 ├── CommitError                            a registry commit did not happen: .dataset .commit_id
-│   ├── CommitConflictError                   the change no longer applies, or retries ran out
+│   ├── CommitConflictError                   the change no longer applies: nothing committed
 │   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
 │   │   │   └── PartitionByMismatchError            another partition_by than the dataset's
 │   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
 │   │   └── StaleFenceError                      fencing token lower than one already seen
+│   ├── RetryBudgetExhaustedError             attempts or seconds ran out: .attempts .seconds
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
 ├── RegistryCorruptError                   the registry cannot be trusted: never overwritten
 ├── LeaseError                             .name .token
@@ -63,6 +64,7 @@ __all__ = [
     "PartitionByMismatchError",
     "PreconditionFailedError",
     "RegistryCorruptError",
+    "RetryBudgetExhaustedError",
     "SchemaMismatchError",
     "SnapshotExpiredError",
     "StaleFenceError",
@@ -266,8 +268,8 @@ class CommitError(LakelockError):
 
 
 class CommitConflictError(CommitError):
-    """The commit cannot apply to the current registry (re-validated on redrive), or the
-    retry budget (``attempts``) ran out under contention. Nothing was committed."""
+    """The commit cannot apply to the current registry (re-validated on redrive). Nothing
+    was committed. ``attempts``: how many its batch made."""
 
     def __init__(
         self,
@@ -329,6 +331,25 @@ class StaleFenceError(CommitConflictError):
         self.name = name
         self.token = token
         self.current = current
+
+
+class RetryBudgetExhaustedError(CommitError):
+    """The commit's retry budget ran out — its ``attempts`` or its seconds — before it could
+    land; it conflicted with nothing (that is :class:`CommitConflictError`). Its intent was
+    recorded cancelled first, so nothing was committed: it is safe to try again."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        dataset: str | None = None,
+        commit_id: str | None = None,
+        attempts: int = 0,
+        seconds: float = 0.0,
+    ) -> None:
+        super().__init__(message, dataset=dataset, commit_id=commit_id)
+        self.attempts = attempts
+        self.seconds = seconds
 
 
 class CommitStateUnknownError(CommitError):

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock._s3 import DELETE_PROBE_PREFIX, ObjectStore
+from lakelock._layout import PROBE_PREFIX
+from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
 from lakelock.errors import NotFoundError, PreconditionFailedError, UnsupportedError
 from lakelock.testing import S3Endpoint
@@ -44,7 +45,7 @@ def assert_outcome(store: ObjectStore, results: dict[str, Any]) -> None:
     assert isinstance(results["datasets/d/c"], NotFoundError)
     assert [o.key for o in store.list("datasets/")] == ["datasets/d/b"]
     assert store.get("datasets/d/b").body == b"replaced"
-    assert list(store.list(DELETE_PROBE_PREFIX)) == []  # the probe cleaned up after itself
+    assert list(store.list(PROBE_PREFIX)) == []  # the probe cleaned up after itself
 
 
 def test_batch_deletes_where_per_key_etags_are_honoured(
@@ -102,7 +103,7 @@ def test_refused_where_no_conditional_delete_is_honoured(
         store.conditional_delete_method()
     assert s3.stats() == {}
     assert [o.key for o in store.list("datasets/")] == ["datasets/d/a", "datasets/d/b"]
-    assert list(store.list(DELETE_PROBE_PREFIX)) == []
+    assert list(store.list(PROBE_PREFIX)) == []
 
 
 def test_each_store_probes_once(s3: S3Endpoint, store: ObjectStore) -> None:

@@ -22,7 +22,7 @@ import pytest
 import lakelock
 from lakelock import Lake
 from lakelock.cli import build_parser, main
-from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
+from lakelock.testing import S3Endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -51,18 +51,6 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     tests = readme_commands()[1]
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert tests in ci_lines
-
-
-@pytest.fixture
-def aws_env(s3: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The environment a user of the embedded endpoint sets (``lakelock serve`` prints it):
-    boto3's default client then talks to it, so examples run exactly as written."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DEFAULT_ACCESS_KEY)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "lakelock-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
 
 
 def run_example(code: str, source: str, namespace: dict[str, Any] | None = None) -> None:

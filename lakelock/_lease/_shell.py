@@ -67,17 +67,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final, Literal, Self, TypedDict
 
-from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
+from lakelock._clock import DEFAULT_MARGIN
 from lakelock._fence import Fence
 from lakelock._holding import (
     DEFAULT,
     RACED,
     UNSETTLED,
-    CasDocument,
     Default,
     Holding,
     Lapsed,
     Owner,
+    Setup,
     Stored,
     Terms,
     holder_valid,
@@ -95,8 +95,7 @@ from lakelock._lease._core import (
     initial_lease,
     parse_lease,
 )
-from lakelock._objects import new_write_id
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, new_write_id
 from lakelock.errors import (
     LeaseError,
     LeaseLostError,
@@ -162,19 +161,15 @@ class Lease(Holding):
         super().__init__(f"lease {name!r}")
         self.key = lease_key(name, prefix=store.prefix)
         self.name = name
-        self.terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
-        self.owner = Owner.current(owner_label)
-        self.server_clock = shared_server_clock(store, clock)
-        self._clock = clock
-        self._sleep = sleep
-        self._document = CasDocument(
-            store=store,
-            key=self.key,
+        terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
+        setup = Setup.make(store, terms, owner_label, clock, sleep)
+        self.terms, self.owner, self.server_clock = terms, setup.owner, setup.server_clock
+        self._clock, self._sleep = clock, sleep
+        self._document = setup.document(
+            self.key,
             parse=functools.partial(parse_lease, name=name, fail=self._fail),
             dump=dump_lease,
             initial=initial_lease(name),
-            server_clock=self.server_clock,
-            clock=clock,
             fail=self._fail,
         )
         self._state: _State = "idle"

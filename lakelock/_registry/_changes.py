@@ -103,12 +103,12 @@ MAX_MANIFESTS_PER_PARTITION = 16
 HARD_MAX_MANIFESTS_PER_PARTITION = 2 * MAX_MANIFESTS_PER_PARTITION
 
 
-def new_commit_id(seconds: float | None = None) -> str:
+def new_commit_id(seconds: float | None = None, *, token: str | None = None) -> str:
     """A commit id for a caller that chose none: 32 hex digits, the first 12 the time
     (milliseconds since the epoch, ``seconds`` or now), the rest random. Ids made later sort
     later, so each dataset's commit-id index (an ordered tree) grows at its right edge."""
     ms = int((time.time() if seconds is None else seconds) * 1000)
-    return f"{ms & 0xFFFFFFFFFFFF:012x}{secrets.token_hex(10)}"
+    return f"{ms & 0xFFFFFFFFFFFF:012x}{token or secrets.token_hex(10)}"
 
 
 @dataclass(frozen=True)

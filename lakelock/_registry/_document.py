@@ -59,6 +59,8 @@ not JSON, has an unknown ``format_version``, or breaks an invariant raises
 from __future__ import annotations
 
 import base64
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -68,6 +70,7 @@ import orjson
 import pyarrow as pa
 
 from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
+from lakelock._layout import REGISTRY_KEY
 from lakelock._registry._manifest import load_json
 from lakelock._registry._snapshot import DatasetEntry, Totals, dataset_fields
 from lakelock._registry._tree import EMPTY, Node
@@ -95,7 +98,6 @@ __all__ = [
 #: The registry format this lakelock writes; it reads 1 and 2 (1 is upgraded on first write).
 FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
-REGISTRY_KEY = "metastore/dataset_registry.json"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -283,13 +285,35 @@ def decode_schema(text: str) -> pa.Schema:
 # -- parsing --------------------------------------------------------------------------------
 
 
+#: Roots parsed lately, by their bytes: a waiter reads the same root again and again, and
+#: parsing one with its windows of fates and commits is most of a commit's CPU.
+_PARSED: OrderedDict[bytes, RegistryDoc] = OrderedDict()
+_PARSED_SIZE = 8
+_PARSED_LOCK = threading.Lock()
+
+
 def parse_registry(
     body: bytes, *, bucket: str | None = None, key: str | None = None
 ) -> RegistryDoc:
     """The one way to read a registry document (format 1 or 2). Raises RegistryCorruptError on
     anything that is not a registry this version of lakelock understands: fields of the wrong
     JSON type are refused, never coerced. A format-2 document's ``datasets`` is empty: its
-    ``entries`` point to the snapshots the registry shell loads on demand."""
+    ``entries`` point to the snapshots the registry shell loads on demand. (A pure function
+    of ``body``: the last few results are kept, and the same bytes are parsed once.)"""
+    with _PARSED_LOCK:
+        doc = _PARSED.get(body)
+        if doc is not None:
+            _PARSED.move_to_end(body)
+            return doc
+    doc = _parse_registry(body, bucket=bucket, key=key)
+    with _PARSED_LOCK:
+        _PARSED[body] = doc
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
+    return doc
+
+
+def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> RegistryDoc:
     data = load_json(body, "registry", bucket, key)
     try:
         version = data.get("format_version")

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._layout import INTENT_PREFIX, intent_key, intent_ms
 from lakelock._registry._changes import Change, Fence
 from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
 from lakelock._registry._manifest import Manifest, parse_manifest, partition_parts
@@ -47,21 +48,17 @@ __all__ = [
     "prune_fates",
 ]
 
-INTENT_PREFIX = "metastore/intents/"
-
 
 def is_intent(key: str) -> bool:
     return key.startswith(INTENT_PREFIX)
 
 
-def intent_ms(key: str) -> int:
-    """When an intent was made (milliseconds since the epoch, by its writer's clock)."""
-    return int(key[len(INTENT_PREFIX) : len(INTENT_PREFIX) + 13], 16)
-
-
-def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[str, ManifestRef]]:
+def intent_document(
+    change: Change, *, now_ms: int, token: str | None = None
+) -> tuple[str, bytes, dict[str, ManifestRef]]:
     """The intent of a one-dataset commit: its key, bytes and the manifest references of the
-    files it adds (per partition, pointing at the intent itself)."""
+    files it adds (per partition, pointing at the intent itself). ``token``: the key's 8 hex
+    digits of randomness (drawn here if not given)."""
     files = tuple(sorted(change.add, key=lambda f: f.key))
     paths = {f.partition_path for f in files}
     fence = change.fence
@@ -99,7 +96,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
         option=orjson.OPT_SORT_KEYS,
     )
     digest = hashlib.sha256(body).hexdigest()
-    key = f"{INTENT_PREFIX}{now_ms:013x}{secrets.token_hex(4)}-{digest}.json"
+    key = intent_key(now_ms, token or secrets.token_hex(4), digest)
     parts = partition_parts(body, files) if len(paths) > 1 else {}
     refs: dict[str, ManifestRef] = {}
     for path in sorted(paths):

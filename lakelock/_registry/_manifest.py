@@ -13,8 +13,10 @@ from typing import Any
 
 import orjson
 
+from lakelock import _layout
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._layout import MANIFEST_PREFIX
 from lakelock._registry._tree import key_digest, require_digest, require_filed
 from lakelock.errors import RegistryCorruptError
 
@@ -34,7 +36,6 @@ __all__ = [
 ]
 
 MANIFEST_FORMAT_VERSION = 1
-MANIFEST_PREFIX = "metastore/manifests/"
 
 
 @dataclass(frozen=True)
@@ -200,9 +201,7 @@ def manifest_key(dataset: str, body: bytes, nonce: str) -> str:
     """``<dataset>/<sha256 of the body>-<nonce>.json``: the digest lets a reader verify what
     it read; the nonce makes every write a new object, so no commit ever adopts an existing
     manifest (one ``vacuum`` may have judged an orphan and be deleting)."""
-    if not nonce.isalnum():
-        raise ValueError(f"a manifest nonce is alphanumeric, got {nonce!r}")
-    return f"{MANIFEST_PREFIX}{dataset}/{manifest_digest_of(body)}-{nonce}.json"
+    return _layout.manifest_key(dataset, manifest_digest_of(body), nonce)
 
 
 def manifest_digest_of(body: bytes) -> str:

@@ -36,7 +36,7 @@ from botocore.exceptions import (
     SSLError,
 )
 
-from lakelock._objects import IfMatch, PutMode
+from lakelock._s3._types import IfMatch, PutMode
 from lakelock.errors import (
     AccessDeniedError,
     AlreadyExistsError,

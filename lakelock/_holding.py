@@ -113,7 +113,11 @@ def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
     if not margin >= 0:
         raise ValueError(f"margin must be >= 0 seconds, got {margin!r}")
     if not ttl > 2 * margin:
-        raise ValueError(f"ttl ({ttl!r}) must exceed twice the margin ({margin!r})")
+        raise ValueError(
+            f"ttl ({ttl!r}) must exceed twice the margin ({margin!r}): margin is the clock "
+            "safety margin, seconds by which a holder stops acting before its ttl runs out and "
+            "others wait after it (for clock uncertainty); raise ttl or pass a smaller margin="
+        )
     if not poll_interval > 0:
         raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
 

@@ -255,6 +255,7 @@ class Worker:
             margin=self.margin,
             poll_interval=0.02,
             owner_label=f"{self.name}-{thread}",
+            heartbeat=False,
         )
         asked = time.time()
         try:

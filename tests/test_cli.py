@@ -148,7 +148,6 @@ def test_usage_errors_exit_2_through_the_real_entry_point() -> None:
         (["policy", "--bucket", "b"], "--principal"),
         (["registry"], "ACTION"),
         (["registry", "show"], "URL"),
-        (["vacuum", "s3://lake"], "--older-than"),
         (["vacuum", "s3://lake", "--older-than", "soon"], "invalid duration"),
         (["serve", "--fault", "meteor:PutObject"], "unknown kind"),
         (["serve", "--latency", "fast"], "invalid latency"),
@@ -350,7 +349,7 @@ def test_missing_credentials_and_profile_are_one_error_line(s3: S3Endpoint) -> N
     env = {k: v for k, v in ENV.items() if k not in {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}}
     result = lakelock("doctor", "s3://lake", "--endpoint-url", s3.url, env=env)
     assert_one_line_error(result, "no AWS credentials found")
-    profile = lakelock("vacuum", "s3://lake", "--older-than", "1d", "--profile", "ghost")
+    profile = lakelock("vacuum", "s3://lake", "--profile", "ghost")
     assert_one_line_error(profile, "AWS profile not found: 'ghost'")
 
 
@@ -370,8 +369,8 @@ def one_line_within(seconds: float, *args: str, env: dict[str, str] | None = Non
         ["registry", "show"],
         ["registry", "log"],
         ["locks"],
-        ["vacuum", "--older-than", "1d"],
-        ["vacuum", "--older-than", "1d", "--delete"],
+        ["vacuum"],
+        ["vacuum", "--older-than", "7d", "--delete"],
         ["doctor"],
     ],
 )
@@ -497,13 +496,23 @@ def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None
     orphan = lake.write("events", pa.table({"x": [9.0]}))[0]
     committed = {f.key for f in lake.registry.files("customer_profiles")}
     client = s3.client()
-    dry = lakelock("vacuum", lake.url, "--older-than", "0s", "--endpoint-url", s3.url)
+    dry = lakelock(
+        "vacuum", lake.url, "--older-than", "0s", "--no-enforce-retention", "--endpoint-url", s3.url
+    )
     assert dry.returncode == 0, dry.stderr
     assert orphan.key in dry.stdout
     assert "dry run: nothing deleted" in dry.stdout
     client.head_object(Bucket=lake.bucket, Key=lake.prefix + orphan.key)
     wet = lakelock(
-        "vacuum", lake.url, "--older-than", "0s", "--delete", "--progress", "--endpoint-url", s3.url
+        "vacuum",
+        lake.url,
+        "--older-than",
+        "0s",
+        "--no-enforce-retention",
+        "--delete",
+        "--progress",
+        "--endpoint-url",
+        s3.url,
     )
     assert wet.returncode == 0, wet.stderr
     # The orphan, and the dataset versions the fixture's later commits replaced (a window
@@ -525,13 +534,22 @@ def test_vacuum_shows_progress_while_listing_even_when_piped(s3: S3Endpoint, lak
     """``--progress`` draws on stderr (stdout and stderr are pipes here) while listing, with
     the final count, before any deleting; the report on stdout is unchanged."""
     result = lakelock(
-        "vacuum", lake.url, "--older-than", "0s", "--progress", "--endpoint-url", s3.url
+        "vacuum",
+        lake.url,
+        "--older-than",
+        "0s",
+        "--no-enforce-retention",
+        "--progress",
+        "--endpoint-url",
+        s3.url,
     )
     assert result.returncode == 0, result.stderr
     listed = sum(len(list(lake.store.list(prefix))) for prefix in SCANNED_PREFIXES)
     assert result.stderr.endswith(f"listing {listed} objects\n")
     assert f"{listed} objects scanned" in result.stdout
-    quiet = lakelock("vacuum", lake.url, "--older-than", "0s", "--endpoint-url", s3.url)
+    quiet = lakelock(
+        "vacuum", lake.url, "--older-than", "0s", "--no-enforce-retention", "--endpoint-url", s3.url
+    )
     assert quiet.stderr == ""
 
 

@@ -130,7 +130,12 @@ def vacuum_race(s3: S3Endpoint, bucket: str, admin: Any, *, operation: str) -> A
     later = time.time() + 2 * HOUR
     with ThreadPoolExecutor(1) as pool:
         sweeping = pool.submit(
-            vacuum, lake.registry, older_than=HOUR, dry_run=False, clock=lambda: later
+            vacuum,
+            lake.registry,
+            older_than=HOUR,
+            dry_run=False,
+            clock=lambda: later,
+            enforce_retention=False,
         )
         wait_until(lambda: s3.stalled() == 1)
         admin.put_object(Bucket=bucket, Key=stray.key, Body=b"replaced meanwhile")
@@ -167,8 +172,14 @@ def test_vacuum_refuses_to_delete_where_nothing_is_honoured(s3: S3Endpoint, buck
     lake = Lake(bucket, s3=s3.client(), retry=FAST_RETRY)
     (stray,) = lake.write("sales", pa.table({"id": [2], "day": [1]}), partition_by=["day"])
     later = time.time() + 2 * HOUR
-    dry = vacuum(lake.registry, older_than=HOUR, clock=lambda: later)
+    dry = vacuum(lake.registry, enforce_retention=False, older_than=HOUR, clock=lambda: later)
     assert [o.key for o in dry.orphans] == [stray.key]
     with pytest.raises(UnsupportedError):
-        vacuum(lake.registry, older_than=HOUR, dry_run=False, clock=lambda: later)
+        vacuum(
+            lake.registry,
+            enforce_retention=False,
+            older_than=HOUR,
+            dry_run=False,
+            clock=lambda: later,
+        )
     assert [o.key for o in lake.store.list("datasets/")] == [stray.key]

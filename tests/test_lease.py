@@ -42,7 +42,12 @@ from tests._support.workers import run_workers
 
 
 def make_lease(store: ObjectStore, sim: SimTime, name: str = "leader", **kwargs: Any) -> Lease:
-    options: dict[str, Any] = {"ttl": 30.0, "clock": sim.machine(), "sleep": sim.sleep}
+    options: dict[str, Any] = {
+        "ttl": 30.0,
+        "clock": sim.machine(),
+        "sleep": sim.sleep,
+        "heartbeat": False,  # simulated time: renewals are the test's to make
+    }
     options.update(kwargs)
     return Lease(store, name, **options)
 

@@ -29,7 +29,8 @@ The root, ``format_version`` 1::
       "lock_fences": {"lock:sales": [          # commits made under path locks, per table
           {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0}]},
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
-                   "added": 1, "removed": 0}],  # the most recent commits, newest last
+                   "added": 1, "removed": 0, "operation": "append",
+                   "digest": "sha256:..."}],  # the most recent commits, newest last
       "retired": [{"key": "metastore/manifests/...", "dataset": "<name>", "at": 1763712000.0}]
     }
 
@@ -103,12 +104,16 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True)
 class ManifestRef:
-    """A pointer from the root to one manifest, with the manifest's totals."""
+    """A pointer from the root to one manifest, with the manifest's totals. ``part``: where
+    this partition's files lie in a manifest shared by several partitions (start, end, sha256
+    of those bytes: :data:`~lakelock._registry._manifest.Part`), so reading one partition
+    reads just them; ``None``: read the manifest whole."""
 
     key: str
     files: int
     records: int
     size: int
+    part: tuple[int, int, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,9 @@ class CommitRecord:
     added: int
     removed: int
     operation: str = "commit"
+    #: What was committed (:func:`lakelock._digest.change_digest`), ``None`` if unknown
+    #: (recorded before digests were, or by a commit of files whose rows nobody hashed).
+    digest: str | None = None
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -335,7 +343,10 @@ def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> Regi
                     for name, records in obj(data["lock_fences"], "lock_fences").items()
                 }
             ),
-            "commits": tuple(_commit(obj(c, "commit")) for c in seq(data["commits"], "commits")),
+            "commits": tuple(
+                _commit(obj(c, "commit"), legacy=version == 1)
+                for c in seq(data["commits"], "commits")
+            ),
         }
         if version == 1:
             doc = RegistryDoc(
@@ -419,7 +430,9 @@ def _lock_fence(r: Mapping[str, Any]) -> LockFenceRecord:
     )
 
 
-def _commit(c: Mapping[str, Any]) -> CommitRecord:
+def _commit(c: Mapping[str, Any], *, legacy: bool) -> CommitRecord:
+    """One commit record; a format-1 root's may predate ``operation`` (read as "commit"),
+    a format-2 root's always has it."""
     return CommitRecord(
         id=text(c["id"], "commit id"),
         version=boolean_free_int(c["version"], "commit version", minimum=1),
@@ -427,7 +440,10 @@ def _commit(c: Mapping[str, Any]) -> CommitRecord:
         at=text(c["at"], "commit at"),
         added=boolean_free_int(c["added"], "commit added", minimum=0),
         removed=boolean_free_int(c["removed"], "commit removed", minimum=0),
-        operation=text(c.get("operation", "commit"), "commit operation"),
+        operation=text(
+            c["operation"] if not legacy else c.get("operation", "commit"), "commit operation"
+        ),
+        digest=text(c["digest"], "commit digest") if "digest" in c else None,
     )
 
 
@@ -457,11 +473,19 @@ def parse_partition(path: str, p: Mapping[str, Any]) -> PartitionState:
                 files=boolean_free_int(m["files"], "files", minimum=0),
                 records=boolean_free_int(m["records"], "records", minimum=0),
                 size=boolean_free_int(m["size"], "size", minimum=0),
+                part=_part(m["part"]) if "part" in m else None,
             )
             for m in (obj(item, "manifest ref") for item in seq(p["manifests"], "manifests"))
         ),
         updated_version=boolean_free_int(p["updated_version"], "updated_version", minimum=0),
     )
+
+
+def _part(raw: Any) -> tuple[int, int, str]:
+    start, end, digest = seq(raw, "manifest part")
+    first = boolean_free_int(start, "part start", minimum=0)
+    last = boolean_free_int(end, "part end", minimum=first + 1)
+    return first, last, text(digest, "part digest")
 
 
 # -- serialising ----------------------------------------------------------------------------
@@ -517,6 +541,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                     "added": c.added,
                     "removed": c.removed,
                     "operation": c.operation,
+                    **({"digest": c.digest} if c.digest is not None else {}),
                 }
                 for c in doc.commits
             ],

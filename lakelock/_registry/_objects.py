@@ -18,10 +18,12 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj
 from lakelock._registry._changes import totals_of
 from lakelock._registry._document import (
     DatasetState,
+    ManifestRef,
     PartitionState,
     RegistryDoc,
     decode_schema,
@@ -30,7 +32,7 @@ from lakelock._registry._document import (
     serialize_registry,
 )
 from lakelock._registry._intents import is_intent, parse_intent
-from lakelock._registry._manifest import Manifest, verify_manifest
+from lakelock._registry._manifest import Manifest, parse_part, verify_manifest
 from lakelock._registry._snapshot import (
     SNAPSHOT_PREFIX,
     DatasetEntry,
@@ -100,7 +102,13 @@ class HistoryEntry:
 def partition_entry(p: PartitionState) -> dict[str, Any]:
     return {
         "manifests": [
-            {"key": m.key, "files": m.files, "records": m.records, "size": m.size}
+            {
+                "key": m.key,
+                "files": m.files,
+                "records": m.records,
+                "size": m.size,
+                **({"part": list(m.part)} if m.part is not None else {}),
+            }
             for m in p.manifests
         ],
         "updated_version": p.updated_version,
@@ -115,6 +123,11 @@ def partition_from_entry(path: str, raw: Any) -> PartitionState:
         raise RegistryCorruptError(
             f"index entry of partition {path!r} is malformed: {error}"
         ) from error
+
+
+def _readable_from(oldest: Snapshot) -> str:
+    """Which versions of a dataset remain readable, from the oldest snapshot still kept."""
+    return f"versions {oldest.version} and later of {oldest.dataset!r} remain readable"
 
 
 class LazyDatasets(Mapping[str, DatasetState]):
@@ -273,6 +286,30 @@ class Objects:
         """A manifest, or an applied intent read as the manifest of its files."""
         return self._get(key)  # type: ignore[no-any-return]
 
+    def partition_files(
+        self, dataset: str, path: str, ref: ManifestRef
+    ) -> tuple[DataFile, ...] | None:
+        """The files of partition ``path`` that manifest ``ref`` lists, read from the ref's
+        part alone (a ranged GET: its bytes only, checked against the part's digest) unless
+        the whole manifest is cached; ``None`` if the ref has no part (read it whole)."""
+        if ref.part is None or self.store is None:  # no store to range-read: read it whole
+            return None
+        whole = self._cached(ref.key)
+        if isinstance(whole, Manifest):
+            return whole.files_of(path)
+        start, end, _ = ref.part
+        cache_key = f"{ref.key}#{start}-{end}"
+        found = self._cached(cache_key)
+        if found is None:
+            try:
+                data = self.store.get(ref.key, byte_range=(start, end)).body
+            except NotFoundError as error:
+                raise missing_object(ref.key, self.bucket, self.store) from error
+            found = parse_part(dataset, path, ref.part, data, bucket=self.store.bucket, key=ref.key)
+            self.remember(cache_key, found)
+        files: tuple[DataFile, ...] = found
+        return files
+
     def has_all(self, keys: Iterable[str]) -> bool:
         """Whether every one of ``keys`` is cached (loading them costs no request)."""
         return all(self._cached(k) is not None for k in keys)
@@ -323,52 +360,63 @@ class Objects:
         version: int | None = None,
         as_of: float | None = None,
         expire_before: float,
+        upgrade: int | None = None,
     ) -> DatasetState | None:
         """The dataset as it was at registry ``version`` (or at server time ``as_of``):
         ``None`` if it did not exist yet; :class:`SnapshotExpiredError` if that version was
-        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads)."""
+        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads);
+        :class:`VersionNotFoundError` saying so if it is older than ``upgrade``, the version
+        that upgraded the registry from format 1 (which kept no snapshots)."""
         if version is not None and entry.created_version > version:
             return None
         successor_at: float | None = None
         first: Snapshot | None = None
+        readable: Snapshot | None = None
         try:
             for key, snap in self.walk(entry.snapshot):
                 if (version is not None and snap.version <= version) or (
                     as_of is not None and snap.at <= as_of
                 ):
                     if successor_at is not None and successor_at < expire_before:
+                        assert readable is not None
                         raise SnapshotExpiredError(
                             name,
                             version=version,
                             as_of=as_of,
-                            reason=": it is older than the registry's retention",
+                            reason=": it is older than the registry's retention (vacuum may "
+                            f"have removed it); {_readable_from(readable)}",
                         )
                     return self.state(key)
+                if successor_at is None or successor_at >= expire_before:
+                    readable = snap  # the oldest version found that a read may still use
                 successor_at = snap.at
                 first = snap
         except RegistryCorruptError as error:
             # An older snapshot that is gone was vacuumed (a window shorter than the
             # retention deletes what it replaced); a current one that is gone is damage.
             vacuumed = isinstance(error.__cause__, NotFoundError)
-            if successor_at is not None and (successor_at < expire_before or vacuumed):
+            if (
+                readable is not None
+                and (successor_at is not None)
+                and (successor_at < expire_before or vacuumed)
+            ):
                 raise SnapshotExpiredError(
                     name,
                     version=version,
                     as_of=as_of,
-                    reason=": it was vacuumed (older than vacuum's window or the retention)",
+                    reason=": vacuum removed it (older than vacuum's window or the retention); "
+                    f"{_readable_from(readable)}",
                 ) from error
             raise
-        if (
-            version is not None
-            and first is not None
-            and entry.created_version <= version
-            and not first.commits
-        ):
+        if first is not None and (not first.commits or first.version == upgrade):
+            # The walk ended at the snapshot of the upgrade from format 1 (it records no
+            # commit of its own): what came before was never kept.
             raise VersionNotFoundError(
                 name,
                 version=version,
-                reason=": it is older than the registry's upgrade to format 2 (format 1 kept "
-                f"no history; the upgrade was version {first.version})",
+                as_of=as_of,
+                reason=": it is older than the registry's upgrade to format 2 at version "
+                f"{first.version}; format 1 kept no snapshots, so time travel begins there",
             )
         return None
 
@@ -393,12 +441,20 @@ class Objects:
     def commit_version(self, state: DatasetState, commit_id: str) -> int | None:
         """The version at which ``commit_id`` changed this dataset: from the snapshot's recent
         commit ids, else its commit-id tree."""
+        entry = self.commit_entry(state, commit_id)
+        return None if entry is None else int(entry["version"])
+
+    def commit_entry(self, state: DatasetState, commit_id: str) -> Mapping[str, Any] | None:
+        """What this dataset's commit-id index records of ``commit_id`` (its ``version``,
+        ``at``, ``operation`` and, when known, ``digest``), or ``None``."""
         raw = state.recent_ids.get(commit_id)
         if raw is None:
             raw = index_get(state.commit_ids, commit_id, self.node)
         if raw is None:
             return None
-        return boolean_free_int(obj(raw, "commit id entry")["version"], "version", minimum=1)
+        entry = obj(raw, "commit id entry")
+        boolean_free_int(entry["version"], "version", minimum=1)
+        return entry
 
     # -- what vacuum must keep ------------------------------------------------------------------
 
@@ -545,7 +601,15 @@ class Objects:
             )
         recent = dict(state.recent_ids)
         recent.update(
-            {c.id: {"version": version, "at": at, "operation": c.operation} for c in state.commits}
+            {
+                c.id: {
+                    "version": version,
+                    "at": at,
+                    "operation": c.operation,
+                    **({"digest": c.digest} if c.digest is not None else {}),
+                }
+                for c in state.commits
+            }
         )
         commit_ids = state.commit_ids
         if len(recent) >= RECENT_IDS:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
+from typing import Any
 
 import pyarrow as pa
 
@@ -25,6 +27,7 @@ from lakelock._registry._document import (
     DatasetState,
     IntentFate,
     LockFenceRecord,
+    ManifestRef,
     RegistryDoc,
     RetiredManifest,
     parse_registry,
@@ -72,8 +75,9 @@ class RegistrySnapshot:
         default_factory=lambda: MappingProxyType({})
     )
     format_version: int = 2
-    #: ``True`` for a version other than the current one (time travel): ``datasets`` are as
-    #: they were then; ``fences`` and ``commits`` are the current root's.
+    #: ``True`` for a version other than the current one (time travel): every field is as
+    #: it was then (``commits``: those of the current window made at or before it);
+    #: ``fences`` and ``lock_fences`` are empty (fencing state keeps no history).
     historical: bool = False
 
     @classmethod
@@ -89,6 +93,33 @@ class RegistrySnapshot:
             doc.lock_fences,
             doc.format_version,
         )
+
+
+def upgrade_version(doc: RegistryDoc) -> int | None:
+    """The version that upgraded the registry from format 1 (``None``: it was never in
+    format 1): the one after the format-1 root its backup keeps."""
+    if doc.backup is None:
+        return None
+    name = doc.backup.rsplit("/", 1)[-1]  # dataset_registry-<version>-<sha256>.json
+    return int(name.split("-")[1]) + 1
+
+
+def _before_upgrade(upgrade: int, backup: str | None) -> str:
+    return (
+        f": it is older than the registry's upgrade to format 2 at version {upgrade}; format 1 "
+        f"kept no snapshots, so time travel begins at version {upgrade} (the format-1 commit "
+        f"log is in history, the last format-1 registry in {backup})"
+    )
+
+
+def _updated_at(doc: RegistryDoc, version: int, datasets: Mapping[str, DatasetState]) -> str:
+    """When ``version`` was committed: its record in the root's window, else the newest
+    ``updated_at`` of the datasets as they were then (every one is loaded)."""
+    for record in doc.commits:
+        if record.version == version:
+            return record.at
+    times = [d.updated_at for d in datasets.values() if d.updated_version <= version]
+    return max(times, default="")
 
 
 class Registry:
@@ -257,6 +288,16 @@ class Registry:
             return RegistrySnapshot.of(doc, etag)
         return self._travel(doc, version=version, as_of=as_of)
 
+    def known(self) -> RegistrySnapshot:
+        """The registry as this process last read or wrote it, at no request (a fresh
+        :meth:`read` if it knows none yet). It may be stale: for checks that the commit loop
+        makes again on the current version (an operation's checks before it writes)."""
+        with self._commits.lock:
+            known = self._committer.known
+        if known is None:
+            return self.read()
+        return RegistrySnapshot.of(*known)
+
     def _current(self) -> tuple[RegistryDoc, str | None]:
         for attempt in self.retry.retrying((ConflictError, ThrottledError, OutcomeUnknownError)):
             with attempt:
@@ -308,24 +349,36 @@ class Registry:
             )
         if version == doc.version:
             return RegistrySnapshot.of(doc, None)
+        upgrade = upgrade_version(doc)
+        if upgrade is not None and version is not None and version < upgrade:
+            raise VersionNotFoundError(
+                "*", version=version, reason=_before_upgrade(upgrade, doc.backup)
+            )
         entries = doc.entries
         expire_before = self._clock() - self.retention
 
         def load(name: str) -> DatasetState | None:
             return self.objects.at_version(
-                entries[name], name, version=version, as_of=seconds, expire_before=expire_before
+                entries[name],
+                name,
+                version=version,
+                as_of=seconds,
+                expire_before=expire_before,
+                upgrade=upgrade,
             )
 
         datasets = LazyDatasets(entries, load, sparse=True)
-        found = [datasets[n].updated_version for n in datasets] if version is None else []
+        # (``load`` reads ``version``: the version found for as_of is another name.)
+        at = version
+        if at is None:
+            at = max((datasets[n].updated_version for n in datasets), default=0)
         return RegistrySnapshot(
-            version=version if version is not None else max(found, default=0),
+            version=at,
             etag=None,
-            updated_at=doc.updated_at,
+            updated_at=_updated_at(doc, at, datasets),
             datasets=datasets,
-            fences=doc.fences,
-            commits=doc.commits,
-            lock_fences=doc.lock_fences,
+            fences=MappingProxyType({}),
+            commits=tuple(c for c in doc.commits if c.version <= at),
             historical=True,
         )
 
@@ -340,7 +393,12 @@ class Registry:
         """One dataset, now or at ``version``/``as_of``: loads just that dataset."""
         name = validate_dataset_name(name)
         snap = snapshot or self.read(version=version, as_of=as_of)
-        state = snap.datasets.get(name)
+        try:
+            state: DatasetState | None = snap.datasets[name]
+        except VersionNotFoundError:  # a KeyError too: .get() would hide why (vacuumed...)
+            raise
+        except KeyError:
+            state = None
         if state is None:
             if version is not None or as_of is not None:
                 seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of
@@ -366,7 +424,20 @@ class Registry:
         entry = doc.entries.get(dataset)
         if entry is None:
             raise DatasetNotFoundError(dataset)
-        return self.objects.history(entry, dataset, limit=limit)
+        found = self.objects.history(entry, dataset, limit=limit)
+        if doc.backup is None or (limit is not None and len(found) >= limit):
+            return found
+        # Upgraded from format 1: its commit log (the recent window the old root kept, in
+        # the backup) goes on where the snapshots begin. Those versions cannot be read.
+        old = parse_registry(self.store.get(doc.backup).body, bucket=self.store.bucket)
+        found += [
+            HistoryEntry(
+                dataset, c.version, seconds_of(c.at), c.id, c.operation, c.added, c.removed
+            )
+            for c in reversed(old.commits)
+            if dataset in c.datasets
+        ]
+        return found[:limit]
 
     def migrate(self) -> MigrationResult | None:
         """Upgrade a format-1 registry to format 2 by compare-and-swap (any commit does it
@@ -467,6 +538,43 @@ class Registry:
                     return found
         return None
 
+    def _parts(self, dataset: str, parts: list[tuple[str, ManifestRef]]) -> list[DataFile]:
+        """The files of each (partition, manifest part), read in parallel where not cached."""
+
+        def read(item: tuple[str, ManifestRef]) -> tuple[DataFile, ...]:
+            path, ref = item
+            found = self.objects.partition_files(dataset, path, ref)
+            if found is None:  # read whole (an Objects without a store)
+                found = self.objects.manifest(ref.key).files_of(path)
+            if len(found) != ref.files:
+                raise RegistryCorruptError(
+                    f"part of {ref.key} for {dataset!r}/{path!r} lists {len(found)} of "
+                    f"{ref.files} files",
+                    bucket=self.store.bucket,
+                    key=self.store.full_key(ref.key),
+                )
+            return found
+
+        if len(parts) <= 1:
+            return [f for item in parts for f in read(item)]
+        with ThreadPoolExecutor(min(16, len(parts))) as pool:
+            return [f for found in pool.map(read, parts) for f in found]
+
+    def recorded_commit(
+        self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
+    ) -> CommitRecord | Mapping[str, Any] | None:
+        """What the registry recorded of ``commit_id``: the root's record if it is a recent
+        commit (of any dataset), else the entry of ``dataset``'s commit-id index, else
+        ``None`` (compare with :func:`~lakelock._registry._changes.reused_commit_id`)."""
+        snap = snapshot or self.read()
+        for record in reversed(snap.commits):
+            if record.id == commit_id:
+                return record
+        state = snap.datasets.get(dataset)
+        if state is None or snap.format_version == 1:
+            return None
+        return self.objects.commit_entry(state, commit_id)
+
     def files(
         self,
         dataset: str,
@@ -490,8 +598,14 @@ class Registry:
             if partition is not None
             for ref in partition.manifests
         ]
-        loaded = self.load_manifests(ref.key for _, ref in refs)
         files: list[DataFile] = []
+        if partitions is not None:
+            # A few partitions of manifests shared with many others (a commit that touched
+            # many partitions): read just their parts, not every partition's files.
+            parts = [(path, ref) for path, ref in refs if ref.part is not None]
+            refs = [(path, ref) for path, ref in refs if ref.part is None]
+            files += self._parts(dataset, parts)
+        loaded = self.load_manifests(ref.key for _, ref in refs)
         for path, ref in refs:
             manifest = loaded[ref.key]
             prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"

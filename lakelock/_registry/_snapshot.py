@@ -87,6 +87,8 @@ class SnapshotCommit:
     operation: str
     added: int
     removed: int
+    #: What was committed (see :class:`~lakelock._registry._document.CommitRecord`).
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,13 @@ def serialize_snapshot(snapshot: Snapshot, encode_schema: Callable[[pa.Schema], 
             "updated_at": snapshot.updated_at,
             "created_version": snapshot.created_version,
             "commits": [
-                {"id": c.id, "operation": c.operation, "added": c.added, "removed": c.removed}
+                {
+                    "id": c.id,
+                    "operation": c.operation,
+                    "added": c.added,
+                    "removed": c.removed,
+                    **({"digest": c.digest} if c.digest is not None else {}),
+                }
                 for c in snapshot.commits
             ],
             "schema": encode_schema(snapshot.schema) if snapshot.schema is not None else None,
@@ -208,6 +216,7 @@ def parse_snapshot(
                     operation=text(c["operation"], "operation"),
                     added=boolean_free_int(c["added"], "added", minimum=0),
                     removed=boolean_free_int(c["removed"], "removed", minimum=0),
+                    digest=text(c["digest"], "digest") if "digest" in c else None,
                 )
                 for c in (obj(item, "commit") for item in seq(data["commits"], "commits"))
             ),

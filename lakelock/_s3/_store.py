@@ -426,9 +426,16 @@ class ObjectStore:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(self, key: str) -> ObjectData:
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> ObjectData:
+        """The object (its body, or with ``byte_range`` the bytes ``[start, end)`` of it)."""
+        extra = {"Range": f"bytes={byte_range[0]}-{byte_range[1] - 1}"} if byte_range else {}
         response = self._request(
-            "GetObject", key, self.client.get_object, Bucket=self.bucket, Key=self.full_key(key)
+            "GetObject",
+            key,
+            self.client.get_object,
+            Bucket=self.bucket,
+            Key=self.full_key(key),
+            **extra,
         )
         try:
             body = response["Body"].read()

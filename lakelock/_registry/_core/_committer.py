@@ -62,6 +62,7 @@ from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
     CommitError,
+    CommitIdReusedError,
     CommitStateUnknownError,
     ConflictError,
     NotFoundError,
@@ -428,7 +429,9 @@ class Committer:
                 version = yield from self._need(
                     functools.partial(_decide.indexed_version, doc, p.changes, self.objects)
                 )
-                if version is not None:
+                if isinstance(version, CommitIdReusedError):
+                    self._end(_decide.Settled(p, error=version), state)
+                elif version is not None:
                     ours = state.first_base is not None and version > state.first_base
                     self._end(_decide.Settled(p, version=version, already=not ours), state)
             state.pending = [p for p in state.pending if not p.done.is_set()]
@@ -543,6 +546,11 @@ class Committer:
             version = yield from self._need(
                 functools.partial(_decide.recorded_version, doc, found, self.objects)
             )
+            if isinstance(version, CommitIdReusedError):  # its id names another change
+                fold.fates.append(
+                    IntentFate(o.key, "rejected", doc.version + 1, seconds, str(version))
+                )
+                continue
             if version is not None:  # applied already, through another intent of its id
                 fold.fates.append(IntentFate(o.key, "applied", version, seconds))
                 continue

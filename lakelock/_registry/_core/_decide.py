@@ -39,13 +39,14 @@ from lakelock._registry._changes import (
     Change,
     apply_change,
     manifests_needed,
+    reused_commit_id,
 )
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
-from lakelock.errors import CommitConflictError
+from lakelock.errors import CommitConflictError, CommitIdReusedError
 
 __all__ = [
     "Settled",
@@ -96,6 +97,10 @@ def settle(
             found.append(Settled(p, error=error))
             continue
         record = doc.commit(p.change.commit_id)
+        reused = reused_commit_id(record, p.change) if record is not None else None
+        if reused is not None:  # the id is recorded for another change
+            found.append(Settled(p, error=reused))
+            continue
         if record is not None:
             ours = first_base is not None and record.version > first_base
             found.append(Settled(p, version=record.version, already=not ours))
@@ -105,32 +110,39 @@ def settle(
         passed_over = p.intent is not None and p.intent_sent and p.intent <= doc.watermark
         if p.check_index or passed_over:
             version = indexed_version(doc, p.changes, objects)
-            if version is not None:
+            if isinstance(version, CommitIdReusedError):
+                found.append(Settled(p, error=version))
+            elif version is not None:
                 ours = passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
 
 
-def indexed_version(doc: RegistryDoc, changes: Iterable[Change], objects: Objects) -> int | None:
+def indexed_version(
+    doc: RegistryDoc, changes: Iterable[Change], objects: Objects
+) -> int | CommitIdReusedError | None:
     """The version the commit-id index of one of ``changes``' datasets records for its
-    commit id (every applied id is kept there, however old)."""
+    commit id (every applied id is kept there, however old), or the error if it records
+    the id for another change (:func:`~lakelock._registry._changes.reused_commit_id`)."""
     for change in changes:
         state = doc.datasets.get(change.dataset)
         if state is not None:
-            version = objects.commit_version(state, change.commit_id)
-            if version is not None:
-                return version
+            entry = objects.commit_entry(state, change.commit_id)
+            if entry is not None:
+                return reused_commit_id(entry, change) or int(entry["version"])
     return None
 
 
-def recorded_version(doc: RegistryDoc, change: Change, objects: Objects) -> int | None:
+def recorded_version(
+    doc: RegistryDoc, change: Change, objects: Objects
+) -> int | CommitIdReusedError | None:
     """Rule 3: the version that applied ``change``'s commit id, if one did. A listed intent
     is above the watermark, so its own fate would be in the root; a caller-chosen id may
     have been applied through another intent (a re-run), which the commit-id index records.
     A generated id belongs to its intent alone."""
     record = doc.commit(change.commit_id)
     if record is not None:
-        return record.version
+        return reused_commit_id(record, change) or record.version
     if change.generated_id or doc.format_version < 2:
         return None
     return indexed_version(doc, (change,), objects)

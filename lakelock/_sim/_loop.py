@@ -469,4 +469,4 @@ def _canonical(request: Any) -> tuple[str, str, int]:
     """A request's place among those sent together: its operation, its key, its size."""
     key = getattr(request, "key", None) or getattr(request, "prefix", "")
     body = getattr(request, "body", b"")
-    return type(request).__name__, key, len(body)
+    return type(request).__name__, str(key), len(body)

@@ -16,8 +16,10 @@ stale), it starts over from the view as it now is.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._mirror import _delta, _iceberg
@@ -142,9 +144,11 @@ def _delta_pass(registry: Registry, store: ObjectStore, dataset: str, entry: Dat
             created_ms=created_ms(snap),
         )
         key = delta_log_key(dataset, number)
-        if not _create(store, key, body, "application/json"):
-            if _delta.lakelock_version_of(store.get(key).body) != change.version:
-                return False
+        if (
+            not _create(store, key, body, "application/json")
+            and _delta.lakelock_version_of(store.get(key).body) != change.version
+        ):
+            return False  # another mirror's view differs from the one this pass read
         if number > 0 and number % _delta.CHECKPOINT_INTERVAL == 0:
             checkpoint = _delta.checkpoint_body(
                 live_files(registry, snap),
@@ -166,9 +170,7 @@ def _delta_pass(registry: Registry, store: ObjectStore, dataset: str, entry: Dat
     return True
 
 
-def _schema(snap: Snapshot) -> Sequence[object] | object:
-    import pyarrow as pa  # noqa: PLC0415
-
+def _schema(snap: Snapshot) -> pa.Schema:
     return snap.schema if snap.schema is not None else pa.schema([])
 
 

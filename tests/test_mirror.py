@@ -227,3 +227,35 @@ def test_bad_formats_and_datasets(lake: Lake) -> None:
         lake.mirror("events", formats=())
     with pytest.raises(DatasetNotFoundError):
         lake.mirror("events")
+
+
+def test_auto_mirror_follows_commits_and_never_fails_them(
+    client: Any, bucket: str, s3: S3Endpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lake(mirror=...) mirrors after each commit in the background. A mirror that fails
+    (every view write refused) is logged, the commit still succeeds, and the next commit's
+    mirror catches up with both versions."""
+    lake = Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY, mirror=("delta", "iceberg"))
+    assert lake.auto_mirror is not None
+    lake.append("events", events(range(3), 1), partition_by=["day"])
+    assert lake.auto_mirror.wait(timeout=60)
+    top = newest(lake.store, delta_log_prefix("events"), numbered(".json"))
+    assert top is not None
+    assert top[0] == 0
+    s3.inject("error", operation="PutObject", prefix="lake/datasets/events/_delta_log/")
+    second = lake.append("events", events(range(3, 5), 2), partition_by=["day"])
+    assert lake.auto_mirror.wait(timeout=60)
+    assert lake.auto_mirror.errors == 1
+    assert "mirroring dataset 'events' failed" in caplog.text
+    s3.clear_faults()
+    third = lake.append("events", events(range(5, 7), 3), partition_by=["day"])
+    assert lake.auto_mirror.wait(timeout=60)
+    delta = deltalake.DeltaTable(
+        f"s3://{bucket}/lake/datasets/events", storage_options=delta_options(s3)
+    )
+    assert delta.version() == 2
+    iceberg = pyiceberg_table.StaticTable.from_metadata(
+        lake.mirror("events").iceberg, properties=iceberg_properties(s3)
+    )
+    assert [s.snapshot_id for s in iceberg.snapshots()][-2:] == [second.version, third.version]
+    lake.auto_mirror.close()

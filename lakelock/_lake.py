@@ -368,15 +368,20 @@ class Lake(TableOperations):
     # -- views ---------------------------------------------------------------------------------
 
     def mirror(
-        self, dataset: str, formats: Iterable[str] | str = ("iceberg", "delta")
+        self,
+        dataset: str,
+        formats: Iterable[str] | str = ("iceberg", "delta"),
+        *,
+        progress: Progress | None = None,
     ) -> MirrorResult:
         """Bring the Iceberg and/or Delta views of ``dataset`` up to its current version: every
         version not yet mirrored becomes an Iceberg snapshot and a Delta version, written
         create-only under ``views/<dataset>/`` (extras ``iceberg``, ``delta``). Idempotent
         and safe to run from several processes at once. ``result.iceberg`` is the ``s3://``
         URI of the newest metadata.json, ``result.delta`` that of the Delta table. See
-        :mod:`lakelock._mirror`."""
-        return mirror(self.registry, dataset, formats)
+        :mod:`lakelock._mirror`. ``progress(done, total)`` counts versions written, one
+        format after the other."""
+        return mirror(self.registry, dataset, formats, progress=progress)
 
     # -- housekeeping -------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._datasets import Progress
 from lakelock._engines import require
 from lakelock._mirror._layout import (
     iceberg_list_key,
@@ -170,11 +171,15 @@ class _StoreIO:
 
 
 def mirror_iceberg(
-    registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry
+    registry: Registry,
+    store: ObjectStore,
+    dataset: str,
+    entry: DatasetEntry,
+    progress: Progress | None = None,
 ) -> str:
     """Mirror the new versions of ``dataset``; the key of the newest metadata.json."""
     for _ in range(_RESTARTS):
-        key = _pass(registry, store, dataset, entry)
+        key = _pass(registry, store, dataset, entry, progress)
         if key is not None:
             return key
     raise AlreadyExistsError(
@@ -185,7 +190,13 @@ def mirror_iceberg(
     )
 
 
-def _pass(registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry) -> str | None:
+def _pass(
+    registry: Registry,
+    store: ObjectStore,
+    dataset: str,
+    entry: DatasetEntry,
+    progress: Progress | None,
+) -> str | None:
     metadata_module = require("pyiceberg.table.metadata", extra="iceberg", package="pyiceberg")
     top = newest(store, iceberg_metadata_prefix(dataset), numbered(".metadata.json"))
     previous = None
@@ -194,12 +205,15 @@ def _pass(registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEn
         key = top[1]
         previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body.decode())
     writer = _Writer(store, dataset)
-    for _, snap, parent in pending(registry.objects, entry, top[0] if top else None):
+    steps = pending(registry.objects, entry, top[0] if top else None)
+    for done, (_, snap, parent) in enumerate(steps):
         change = changes(registry.objects, snap, parent)
         result = writer.version(change, previous, key)
         if result is None:
             return None
         previous, key = result
+        if progress is not None:
+            progress(done + 1, len(steps))
     assert key is not None, "a dataset has at least one version"
     return key
 

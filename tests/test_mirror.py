@@ -89,8 +89,15 @@ def duckdb_connection(s3: S3Endpoint) -> Any:
         spec = importlib.util.find_spec(f"duckdb_extension_{name}")
         if spec is None or spec.origin is None:
             pytest.skip(f"duckdb-extension-{name} is not installed")
-        folder = Path(spec.origin).parent / "extensions" / f"v{duckdb.__version__}"
-        con.execute(f"LOAD '{folder / f'{name}.duckdb_extension'}'")
+        binary = (
+            Path(spec.origin).parent
+            / "extensions"
+            / f"v{duckdb.__version__}"
+            / f"{name}.duckdb_extension"
+        )
+        if not binary.exists():
+            pytest.skip(f"duckdb-extension-{name} has no build for duckdb {duckdb.__version__}")
+        con.execute(f"LOAD '{binary}'")
     host = s3.url.removeprefix("http://")
     con.execute(
         f"CREATE SECRET (TYPE s3, KEY_ID '{DEFAULT_ACCESS_KEY}', SECRET '{SECRET}', "
@@ -131,6 +138,12 @@ def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
             f"SELECT * FROM iceberg_scan('{result.iceberg}', snapshot_from_id={version})"
         ).arrow()
         assert rows(got.read_all() if hasattr(got, "read_all") else got, schema) == expected
+    # DuckDB's delta extension reads the current version (delta_scan has no time travel).
+    current = lake.read("events")
+    got = con.sql(f"SELECT * FROM delta_scan('{result.delta}')").arrow()
+    got = got.read_all() if hasattr(got, "read_all") else got
+    assert got.schema.field("day").type == pa.date32()
+    assert rows(got, current.schema) == rows(current, current.schema)
     # Typed partition column everywhere.
     assert deltalake.DeltaTable(result.delta, storage_options=delta_options(s3)).schema()
     assert str(table.schema().find_field("day").field_type) == "date"

@@ -93,21 +93,26 @@ def changes(
     differing = dict(_diff(old_top, snap.partitions, objects.node, 0))
     olds = {p: partition_from_entry(p, o) for p, (o, _) in differing.items() if o is not None}
     news = {p: partition_from_entry(p, n) for p, (_, n) in differing.items() if n is not None}
-    keys = {m.key for state in [*olds.values(), *news.values()] for m in state.manifests}
+    # A manifest both versions reference lists the same files of the partition in both
+    # (manifests are write-once, and a partition lists each file once): only the manifests
+    # one side has are read. An append reads its own manifest, not the partition's older
+    # ones, however large (a first commit's manifest may list every partition's files).
+    only: dict[str, tuple[list[str], list[str]]] = {}
+    for path in differing:
+        before_keys = [m.key for m in olds[path].manifests] if path in olds else []
+        after_keys = [m.key for m in news[path].manifests] if path in news else []
+        only[path] = (
+            [k for k in before_keys if k not in after_keys],
+            [k for k in after_keys if k not in before_keys],
+        )
+    keys = {k for gone, new in only.values() for k in (*gone, *new)}
     manifests = objects.manifests(sorted(keys))
     added: list[DataFile] = []
     removed: list[DataFile] = []
     for path in sorted(differing):
-        before = {
-            f.key: f
-            for m in (olds[path].manifests if path in olds else ())
-            for f in manifests[m.key].files_of(path)
-        }
-        after = {
-            f.key: f
-            for m in (news[path].manifests if path in news else ())
-            for f in manifests[m.key].files_of(path)
-        }
+        gone, new = only[path]
+        before = {f.key: f for k in gone for f in manifests[k].files_of(path)}
+        after = {f.key: f for k in new for f in manifests[k].files_of(path)}
         added.extend(f for k, f in sorted(after.items()) if k not in before)
         removed.extend(f for k, f in sorted(before.items()) if k not in after)
     operation = snap.commits[-1].operation if snap.commits else "write"

@@ -103,7 +103,7 @@ def main() -> None:
                 seconds, stats, traffic = measure(endpoint, mirror_once(endpoint, fmt))
                 versions = built - mirrored
                 print(
-                    f"| {fmt} | {versions} (to the {built}th) | {seconds:.1f} | "
+                    f"| {fmt} | {versions} (to version {built}) | {seconds:.1f} | "
                     f"{1000 * seconds / versions:.1f} | {sum(stats.values())} | "
                     + ", ".join(f"{k} {n}" for k, n in sorted(stats.items()))
                     + f" | {traffic['in'] / 1e6:.1f} | {traffic['out'] / 1e6:.1f} |"

@@ -511,7 +511,7 @@ def _schema_id(previous: Any, arrow: pa.Schema) -> int:
 
 
 def _max_id(schema: Any) -> int:
-    return max([int(i) for i in schema._lazy_id_to_field] + [0])
+    return int(schema.highest_field_id)
 
 
 def _spec(schema: Any, partition_by: Sequence[str]) -> Any:

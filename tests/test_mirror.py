@@ -320,3 +320,26 @@ def test_a_format1_registry_is_refused_without_writing(lake: Lake, s3: S3Endpoin
     assert rows(delta.to_pyarrow_table(), lake.read("sales").schema) == rows(
         lake.read("sales"), lake.read("sales").schema
     )
+
+
+def test_a_delete_reads_only_the_iceberg_manifests_that_can_hold_its_files(
+    lake: Lake, s3: S3Endpoint
+) -> None:
+    """Five appends, one partition each (five manifests); deleting one partition reads the
+    metadata, the manifest list and the one manifest whose partition range holds it (counted
+    at the endpoint), rewrites that one, and the view reads as lakelock does."""
+    for day in range(1, 6):
+        lake.append("events", events(range(day * 10, day * 10 + 2), day), partition_by=["day"])
+    lake.mirror("events", formats=("iceberg",))
+    lake.delete("events", partitions=[{"day": dt.date(2026, 1, 3)}])
+    fresh = Lake(lake.bucket, prefix="lake", s3=lake.client, retry=FAST_RETRY)
+    s3.reset_stats()
+    result = fresh.mirror("events", formats=("iceberg",))
+    views = s3.areas()
+    assert views["GetObject other"] == 3  # metadata.json, manifest list, one manifest
+    assert views["PutObject other"] == 3  # the rewritten manifest, a list, a metadata.json
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3)
+    )
+    schema = lake.read("events").schema
+    assert rows(table.scan().to_arrow(), schema) == rows(lake.read("events"), schema)

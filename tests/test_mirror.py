@@ -343,3 +343,34 @@ def test_a_delete_reads_only_the_iceberg_manifests_that_can_hold_its_files(
     )
     schema = lake.read("events").schema
     assert rows(table.scan().to_arrow(), schema) == rows(lake.read("events"), schema)
+
+
+def test_a_crash_leaves_the_view_behind_and_the_next_mirror_continues(
+    lake: Lake, s3: S3Endpoint
+) -> None:
+    """A mirror that dies before its metadata.json (every metadata write refused) leaves the
+    previous metadata the newest, its manifests and list unreferenced; the next mirror
+    reuses them (their creates lose to the crashed run's, the manifest's own length is read
+    back) and the view reads exactly as lakelock does."""
+    from lakelock.errors import StorageError
+
+    lake.append("events", events(range(3), 1), partition_by=["day"])
+    first = lake.mirror("events", formats=("iceberg",))
+    lake.append("events", events(range(3, 6), 2), partition_by=["day"])
+    s3.inject("error", operation="PutObject", prefix="lake/views/events/iceberg/metadata/")
+    with pytest.raises(StorageError):
+        lake.mirror("events", formats=("iceberg",))
+    top = newest(lake.store, "views/events/iceberg/metadata/", numbered(".metadata.json"))
+    assert top is not None
+    assert f"s3://{lake.bucket}/lake/{top[1]}" == first.iceberg
+    s3.clear_faults()
+    fresh = Lake(lake.bucket, prefix="lake", s3=lake.client, retry=FAST_RETRY)
+    s3.reset_stats()
+    second = fresh.mirror("events", formats=("iceberg",))
+    assert second.iceberg != first.iceberg
+    assert s3.stats().get("HeadObject") == 1  # the crashed run's manifest, measured
+    table = pyiceberg_table.StaticTable.from_metadata(
+        second.iceberg, properties=iceberg_properties(s3)
+    )
+    schema = lake.read("events").schema
+    assert rows(table.scan().to_arrow(), schema) == rows(lake.read("events"), schema)

@@ -405,3 +405,23 @@ def test_awkward_partitions_and_types_read_alike(lake: Lake, s3: S3Endpoint) -> 
     assert comparable(iceberg.scan().to_arrow()) == comparable(expected)
     delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
     assert comparable(delta.to_pyarrow_table()) == comparable(expected)
+
+
+def test_versions_past_the_retention_leave_the_iceberg_metadata(
+    client: Any, bucket: str, s3: S3Endpoint
+) -> None:
+    """With a retention of 0, each new metadata.json keeps only the versions a reader may
+    still ask for (the newest and the one it just replaced), and reads as lakelock does."""
+    lake = Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY, retention=0)
+    for day in range(1, 5):
+        lake.append("events", events(range(day * 10, day * 10 + 2), day), partition_by=["day"])
+        result = lake.mirror("events", formats=("iceberg",))
+    versions = [h.version for h in reversed(lake.history("events"))]
+    assert result.iceberg is not None
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3)
+    )
+    assert [s.snapshot_id for s in table.snapshots()] == versions[-2:]
+    assert [e.snapshot_id for e in table.metadata.snapshot_log] == versions[-2:]
+    schema = lake.read("events").schema
+    assert rows(table.scan().to_arrow(), schema) == rows(lake.read("events"), schema)

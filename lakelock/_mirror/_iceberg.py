@@ -17,6 +17,11 @@ versions. Data files carry no ``PARQUET:field_id``: a writer does not know the d
 table property ``schema.name-mapping.default`` maps names to ids for every file, as the
 Iceberg spec provides for files written without ids. A column a file lacks reads as null.
 
+**Expiry.** A version lakelock no longer lets anyone read (replaced before the registry's
+retention) is dropped from the next metadata.json with its log entries, as Iceberg's
+``expire_snapshots`` would, so the metadata holds the versions within the retention; the
+metadata log names the last 100 metadata files.
+
 **Partitions** are identity transforms of the partition columns (spec 0, field ids from
 1000). **Statistics**: record count, size, null and NaN counts, and bounds (Iceberg's binary
 single-value form) from lakelock's (:mod:`lakelock._stats`).
@@ -57,6 +62,8 @@ _PARTITION_FIELD_BASE = 1000
 _NESTED_SHIFT = 16
 _FIELD_ID = b"PARQUET:field_id"
 _RESTARTS = 8
+#: Earlier metadata files a metadata.json names (Iceberg's write.metadata.previous-versions-max).
+METADATA_LOG = 100
 
 
 def with_field_ids(schema: pa.Schema) -> pa.Schema:
@@ -204,7 +211,7 @@ def _pass(
     if top is not None:
         key = top[1]
         previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body.decode())
-    writer = _Writer(store, dataset)
+    writer = _Writer(store, dataset, registry.retention)
     from lakelock._mirror._run import SchemaOf  # noqa: PLC0415 - _run imports this module
 
     steps = pending(registry.objects, entry, top[0] if top else None)
@@ -221,10 +228,26 @@ def _pass(
     return key
 
 
+def _expire(snapshots: list[Any], log: list[Any], *, horizon: int) -> tuple[list[Any], list[Any]]:
+    """The snapshots (and log entries) a reader may still ask for: the newest, and each one
+    whose successor came at or after ``horizon`` (ms). lakelock refuses to read a version
+    replaced before its retention (vacuum may have deleted its files), so the view drops it
+    too; the horizon is the new version's time less the retention, the same for every
+    writer, so racing mirrors still write the same metadata."""
+    kept = [
+        s
+        for s, successor in zip(snapshots, [*snapshots[1:], None], strict=True)
+        if successor is None or successor.timestamp_ms >= horizon
+    ]
+    ids = {s.snapshot_id for s in kept}
+    return kept, [e for e in log if e.snapshot_id in ids]
+
+
 class _Writer:
-    def __init__(self, store: ObjectStore, dataset: str) -> None:
+    def __init__(self, store: ObjectStore, dataset: str, retention: float) -> None:
         self.store = store
         self.dataset = dataset
+        self.retention = retention
         self.io = _StoreIO(store)
         self.root = f"s3://{store.bucket}/{store.prefix}"
         self.location = f"{self.root}views/{dataset}/iceberg"
@@ -311,6 +334,8 @@ class _Writer:
                     }
                 )
             )
+        snapshots, log = _expire(snapshots, log, horizon=ms - round(1000 * self.retention))
+        metadata_log = metadata_log[-METADATA_LOG:]
         table_uuid = uuid.uuid5(_NAMESPACE, self.location)
         metadata = TableMetadataUtil.parse_obj(
             {

@@ -76,6 +76,7 @@ from lakelock._names import (
     validate_partition_type,
 )
 from lakelock._s3 import ObjectStore, new_write_id
+from lakelock._stats import FileStats, footer_stats
 from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = [
@@ -123,6 +124,7 @@ class _Planned:
     body: IO[bytes]
     size: int
     checksum: str
+    stats: FileStats
 
 
 def write_table(
@@ -285,14 +287,16 @@ def _serialise(
     path: str, key: str, part: Any, metadata: dict[bytes, bytes], body: IO[bytes]
 ) -> _Planned:
     schema_metadata = {**(part.schema.metadata or {}), **metadata}
-    pq.write_table(part.replace_schema_metadata(schema_metadata), body)
+    footer: list[Any] = []
+    pq.write_table(part.replace_schema_metadata(schema_metadata), body, metadata_collector=footer)
     size = body.tell()
     body.seek(0)
     digest = hashlib.sha256()
     while chunk := body.read(_HASH_CHUNK):
         digest.update(chunk)
     body.seek(0)
-    return _Planned(path, key, part.num_rows, body, size, f"sha256:{digest.hexdigest()}")
+    checksum = f"sha256:{digest.hexdigest()}"
+    return _Planned(path, key, part.num_rows, body, size, checksum, footer_stats(footer[0], part))
 
 
 def _upload(
@@ -328,6 +332,7 @@ def _upload(
                 checksum=plan.checksum,
                 etag=result.etag,
                 write_id=result.write_id,
+                stats=plan.stats,
             )
         )
     return written

@@ -6,6 +6,7 @@ lakelock registry show|log s3://bucket/prefix            datasets, partitions, r
 lakelock locks    s3://bucket/prefix                     lease and lock holders, tokens, expiry
 lakelock doctor   s3://bucket/prefix                     can lakelock run safely on this store?
 lakelock vacuum   s3://bucket/prefix --older-than 24h    unreferenced files (--delete removes)
+lakelock mirror   s3://bucket/prefix --dataset NAME      Iceberg and Delta views of each version
 lakelock serve    [--port N] [--bucket B]                embedded S3 endpoint for development
 lakelock demo     [--writers N]                          many writers, one lake, on embedded S3
 lakelock simulate [--writers N] [--store s3-standard]    many writers, simulated S3, virtual time
@@ -28,6 +29,7 @@ from lakelock._cli import (
     _demo,
     _doctor,
     _locks,
+    _mirror,
     _policy,
     _registry,
     _serve,
@@ -43,7 +45,7 @@ from lakelock._cli._common import (
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _serve, _demo, _simulate)
+_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _mirror, _serve, _demo, _simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

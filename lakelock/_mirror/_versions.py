@@ -1,0 +1,156 @@
+"""The versions of a dataset a view has not mirrored yet, and what each changed.
+
+A dataset's versions are its snapshots (one per registry version that changed it), linked
+newest to oldest by ``parent``. :func:`pending` walks that chain back from the current
+snapshot only as far as the newest version already mirrored, so mirroring one new version
+reads one snapshot. :func:`changes` turns each step into the files it added and removed: the
+two snapshots' partition tries are compared node by node, and identical subtrees (same
+write-once node key) are skipped, so the cost is that of the partitions the version touched,
+not of the dataset (a restore, which points back at an older trie, touches what differs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lakelock._datafile import DataFile
+from lakelock._registry._objects import Objects, partition_from_entry
+from lakelock._registry._snapshot import DatasetEntry, Snapshot
+from lakelock._registry._tree import EMPTY, Node, tree_items
+from lakelock.errors import NotFoundError, RegistryCorruptError, SnapshotExpiredError
+
+__all__ = ["VersionChange", "changes", "pending"]
+
+
+@dataclass(frozen=True)
+class VersionChange:
+    """One dataset version as a view needs it: what it added and removed relative to the
+    version before it (``full``: the first version mirrored, everything as added)."""
+
+    version: int
+    at: float
+    schema: pa.Schema | None
+    partition_by: tuple[str, ...]
+    operation: str
+    added: tuple[DataFile, ...]
+    removed: tuple[DataFile, ...]
+    full: bool
+    parent_schema: pa.Schema | None
+
+
+def pending(
+    objects: Objects, entry: DatasetEntry, after: int | None
+) -> list[tuple[str, Snapshot, Snapshot | None]]:
+    """``(key, snapshot, parent snapshot)`` of every version newer than ``after`` (all of
+    them when ``None``), oldest first. Versions vacuum has removed are not there: with
+    ``after=None`` the oldest one left comes first (its parent then ``None``). Raises
+    :class:`RegistryCorruptError` if the chain ends before reaching ``after``: a version
+    between was vacuumed before it was mirrored."""
+    found: list[tuple[str, Snapshot]] = []
+    reached = after is None
+    try:
+        for key, snap in objects.walk(entry.snapshot):
+            if after is not None and snap.version <= after:
+                reached = True
+                found.append((key, snap))
+                break
+            found.append((key, snap))
+    except RegistryCorruptError as error:
+        if not found or not isinstance(error.__cause__, NotFoundError):
+            raise
+    if not reached:
+        oldest = found[-1][1].version
+        raise SnapshotExpiredError(
+            found[-1][1].dataset,
+            version=oldest - 1,
+            reason=f" any more: the view is at version {after} and the versions after it "
+            f"up to {oldest} were vacuumed before they were mirrored; delete the view and "
+            "mirror again",
+        )
+    found.reverse()
+    result: list[tuple[str, Snapshot, Snapshot | None]] = []
+    previous: Snapshot | None = None
+    for key, snap in found:
+        if after is not None and snap.version <= after:
+            previous = snap
+            continue
+        result.append((key, snap, previous))
+        previous = snap
+    return result
+
+
+def changes(
+    objects: Objects, snap: Snapshot, parent: Snapshot | None, *, schema_of: Any = None
+) -> VersionChange:
+    """What ``snap`` changed relative to ``parent`` (every file of it when ``None``). A
+    dataset committed without a schema (format 1, ``registry.commit`` without one) has the
+    schema ``schema_of(files)`` reads from one of them."""
+    old_top = parent.partitions if parent is not None else EMPTY
+    differing = dict(_diff(old_top, snap.partitions, objects.node, 0))
+    olds = {p: partition_from_entry(p, o) for p, (o, _) in differing.items() if o is not None}
+    news = {p: partition_from_entry(p, n) for p, (_, n) in differing.items() if n is not None}
+    # A manifest both versions reference lists the same files of the partition in both
+    # (manifests are write-once, and a partition lists each file once): only the manifests
+    # one side has are read. An append reads its own manifest, not the partition's older
+    # ones, however large (a first commit's manifest may list every partition's files).
+    only: dict[str, tuple[list[str], list[str]]] = {}
+    for path in differing:
+        before_keys = [m.key for m in olds[path].manifests] if path in olds else []
+        after_keys = [m.key for m in news[path].manifests] if path in news else []
+        only[path] = (
+            [k for k in before_keys if k not in after_keys],
+            [k for k in after_keys if k not in before_keys],
+        )
+    keys = {k for gone, new in only.values() for k in (*gone, *new)}
+    manifests = objects.manifests(sorted(keys))
+    added: list[DataFile] = []
+    removed: list[DataFile] = []
+    for path in sorted(differing):
+        gone, new = only[path]
+        before = {f.key: f for k in gone for f in manifests[k].files_of(path)}
+        after = {f.key: f for k in new for f in manifests[k].files_of(path)}
+        added.extend(f for k, f in sorted(after.items()) if k not in before)
+        removed.extend(f for k, f in sorted(before.items()) if k not in after)
+    operation = snap.commits[-1].operation if snap.commits else "write"
+    schema = snap.schema
+    if schema is None and schema_of is not None:
+        schema = schema_of(snap, added)
+    return VersionChange(
+        version=snap.version,
+        at=snap.at,
+        schema=schema,
+        partition_by=snap.partition_by,
+        operation=operation,
+        added=tuple(added),
+        removed=tuple(removed),
+        full=parent is None,
+        parent_schema=(parent.schema if parent is not None else None) or schema,
+    )
+
+
+def _diff(
+    old: Node, new: Node, load: Any, depth: int
+) -> Iterator[tuple[str, tuple[Any | None, Any | None]]]:
+    """``(path, (old entry, new entry))`` for every partition whose entry differs."""
+    if old.is_branch and new.is_branch:
+        for slot in sorted(set(old.children) | set(new.children)):
+            a, b = old.children.get(slot), new.children.get(slot)
+            if a is not None and b is not None and a.key == b.key:
+                continue  # the same write-once subtree
+            yield from _diff(
+                load(a.key) if a is not None else EMPTY,
+                load(b.key) if b is not None else EMPTY,
+                load,
+                depth + 1,
+            )
+        return
+    before = dict(tree_items(old, load))
+    after = dict(tree_items(new, load))
+    for path in sorted(set(before) | set(after)):
+        a, b = before.get(path), after.get(path)
+        if a != b:
+            yield path, (a, b)

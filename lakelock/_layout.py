@@ -44,6 +44,7 @@ __all__ = [
     "PROBE_PREFIX",
     "REGISTRY_KEY",
     "SNAPSHOT_PREFIX",
+    "VIEWS_PREFIX",
     "Area",
     "backup_key",
     "data_file_key",
@@ -69,6 +70,9 @@ MAX_NONCE: Final = 32
 
 #: Data files, one folder per dataset.
 DATASETS_PREFIX: Final = "datasets/"
+#: The Iceberg views of each dataset (lakelock.Lake.mirror); the Delta views' logs are in
+#: the dataset's own folder, where Delta readers look for them.
+VIEWS_PREFIX: Final = "views/"
 #: Everything that is not data: the registry, its objects, leases, lock tables, probes.
 METASTORE_PREFIX: Final = "metastore/"
 #: The registry's root, replaced only by compare-and-swap.
@@ -129,6 +133,21 @@ LAYOUT: Final = (
     Area(f"{PROBE_PREFIX}conditional-delete-<write id>", "a delete probe", "create-only, deleted"),
     Area(f"{DATASETS_PREFIX}<dataset>/<col>=<value>/.../<file>", "data files", _ONCE),
     Area(f"{DOCTOR_PREFIX}<run>/<probe>", "lakelock doctor's scratch", "deleted after the run"),
+    Area(f"{DATASETS_PREFIX}<dataset>/_delta_log/<20 digits>.json", "the Delta view's log", _ONCE),
+    Area(
+        f"{DATASETS_PREFIX}<dataset>/_delta_log/<20 digits>.checkpoint.parquet",
+        "its checkpoints",
+        _ONCE,
+    ),
+    Area(
+        f"{VIEWS_PREFIX}<dataset>/iceberg/metadata/<version>.metadata.json",
+        "the Iceberg view, a version",
+        _ONCE,
+    ),
+    Area(
+        f"{VIEWS_PREFIX}<dataset>/iceberg/manifests/snap-<version>.avro", "its manifest list", _ONCE
+    ),
+    Area(f"{VIEWS_PREFIX}<dataset>/iceberg/manifests/<version>-<n>.avro", "its manifests", _ONCE),
 )
 
 #: The longest key whose length the layout bounds (a digest-named object of a dataset with

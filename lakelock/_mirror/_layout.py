@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lakelock._layout import VIEWS_PREFIX
 from lakelock._s3 import ObjectStore
 
 __all__ = [
@@ -39,7 +40,6 @@ __all__ = [
     "view_prefix",
 ]
 
-VIEWS_PREFIX = "views/"
 _DIGITS = 20
 
 

@@ -4,6 +4,7 @@ checker and the metrics. :func:`simulate` is a pure function of its :class:`SimC
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import math
 from collections.abc import Callable
@@ -258,7 +259,12 @@ class _Writer:
             invocation.data = ()
         now: float = yield Now()
         try:
-            pending = committer.prepare(list(invocation.changes), explicit_id=explicit, now=now)
+            changes = list(invocation.changes)
+            if redo:
+                # A restarted run passes the id its killed run made up: the caller chose it
+                # now, and the killed run's intent may carry it too.
+                changes = [dataclasses.replace(c, generated_id=False) for c in changes]
+            pending = committer.prepare(changes, explicit_id=explicit, now=now)
             yield from committer.run([pending])
         except Exception as error:
             self._settle(invocation, None, error)

@@ -1006,3 +1006,24 @@ def test_six_percent_transient_faults_cost_little_and_no_append_gives_up(seed: i
     assert faulty.metrics.faults_injected > 0
     assert [i.outcome for i in faulty.invocations] == ["ok"] * 24, faulty.violations
     assert faulty.metrics.makespan <= 3 * clean.metrics.makespan
+
+
+def test_a_commit_giving_up_before_the_lake_has_a_root_is_not_applied_later() -> None:
+    """Found by the slow sweep (seed 10644): on an empty lake (no root yet) a writer sends its
+    intent, its create of the root gets a 409 and its re-read a 503, and its two attempts run
+    out. There was no root to record its intent cancelled in, so the cancel was skipped, yet
+    its caller heard RetryBudgetExhaustedError (nothing committed); the next writer to create
+    the root folded the intent in and applied it."""
+    config = SimConfig(
+        writers=6,
+        seconds=1.0,
+        store="fixed:10",
+        seed=10644,
+        faults=Faults(rate=0.15, kills=1, stalls=1),
+        intent_ttl=2.0,
+        max_attempts=2,
+        max_seconds=3.0,
+    )
+    result = simulate(config)
+    assert not [v for v in result.violations if "refused commit is in the registry" in v]
+    assert result.violations == []

@@ -39,6 +39,7 @@ from lakelock._registry._core._requests import (
     Sleep,
 )
 from lakelock._registry._document import REGISTRY_KEY, IntentFate
+from lakelock._registry._snapshot import SnapshotCommit
 from lakelock._sim import (
     EPOCH,
     DatasetVersion,
@@ -60,6 +61,7 @@ from lakelock._sim import (
     profile,
     simulate,
 )
+from lakelock._sim._protocols import _Reader
 from lakelock.cli import main
 from lakelock.errors import (
     AlreadyExistsError,
@@ -1027,3 +1029,21 @@ def test_a_commit_giving_up_before_the_lake_has_a_root_is_not_applied_later() ->
     result = simulate(config)
     assert not [v for v in result.violations if "refused commit is in the registry" in v]
     assert result.violations == []
+
+
+def test_checker_reports_a_commit_id_its_dataset_index_does_not_find() -> None:
+    """The checker looks every commit id of a dataset's history up where the core does (the
+    current snapshot's recent ids, then its commit-id index), at the version that made it."""
+    result = simulate(SimConfig(writers=3, seconds=2.0, store="s3-express", seed=2, datasets=1))
+    assert result.violations == []
+    reader = _Reader(result.store)
+    root = orjson.loads(result.store.objects[REGISTRY_KEY].body)
+    chain = reader.chain(root["datasets"]["ds0"]["snapshot"])
+    assert reader.index_problems("ds0", chain) == []
+    key, last = chain[-1]
+    ghost = dataclasses.replace(last, commits=(*last.commits, SnapshotCommit("ghost", "x", 1, 0)))
+    problems = reader.index_problems("ds0", [*chain[:-1], (key, ghost)])
+    assert problems == [
+        f"ds0: commit ghost made v{last.version}, but the commit-id index of v{last.version} "
+        "has it at None"
+    ]

@@ -42,6 +42,7 @@ from lakelock._registry._document import REGISTRY_KEY, IntentFate
 from lakelock._registry._snapshot import SnapshotCommit
 from lakelock._sim import (
     EPOCH,
+    CoreProtocol,
     DatasetVersion,
     Endpoint,
     Faults,
@@ -1047,3 +1048,21 @@ def test_checker_reports_a_commit_id_its_dataset_index_does_not_find() -> None:
         f"ds0: commit ghost made v{last.version}, but the commit-id index of v{last.version} "
         "has it at None"
     ]
+
+
+def test_restores_are_checked_against_the_version_they_restore() -> None:
+    mix = Mix(append=0.5, restore=0.3, overwrite=0.1, delete=0.05, remove=0.05, multi=0.0)
+    result = simulate(SimConfig(writers=4, seconds=3.0, store="s3-express", seed=3, mix=mix))
+    restores = [i for i in result.invocations if i.op == "restore" and i.outcome == "ok"]
+    assert len(restores) > 5
+    assert result.violations == []
+    # Told it restored another version than it did, the checker finds the files differ.
+    target = next(i for i in restores if i.restore_version and i.restore_version > 1)
+    wrong = [
+        dataclasses.replace(i, restore_version=1) if i is target else i for i in result.invocations
+    ]
+    view = CoreProtocol().view(result.store)
+    assert any(
+        f"{target.datasets[0]} v{target.version}: reads" in p
+        for p in check(wrong, view, result.observations)
+    )

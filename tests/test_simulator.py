@@ -799,6 +799,33 @@ def test_simulate_runs_the_commit_core_with_a_policy() -> None:
     assert main(["simulate", "--policy", "no_such_knob=1", "--writers", "1"]) == 1
 
 
+def test_simulate_traces_every_request_the_same_way_each_time(tmp_path: Any) -> None:
+    args = (
+        "--protocol",
+        "toy",
+        "--writers",
+        "3",
+        "--seconds",
+        "1",
+        "--faults",
+        "0.2",
+        "--seed",
+        "4",
+        "--no-progress",
+    )
+    first, second = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    assert run_cli(*args, "--trace", str(first))[0] == 0
+    assert run_cli(*args, "--trace", str(second))[0] == 0
+    assert first.read_bytes() == second.read_bytes()
+    events = [orjson.loads(line) for line in first.read_bytes().splitlines()]
+    assert {e["process"] for e in events} == {"writer 0", "writer 1", "writer 2"}
+    faulted = [e for e in events if e["fault"] is not None]
+    assert faulted
+    assert all(e["answer"] != "ok" for e in faulted)  # every fault answers an error
+    lost = [e for e in events if e["fault"] == "lost_ack"]
+    assert any(e["applied"] is not None for e in lost)  # applied, then its answer lost
+
+
 def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
     status, text = run_cli("--protocol", "toy", "--writers", "2", "--seconds", "2", "--no-progress")
     assert status == 0

@@ -1093,3 +1093,24 @@ def test_restores_are_checked_against_the_version_they_restore() -> None:
         f"{target.datasets[0]} v{target.version}: reads" in p
         for p in check(wrong, view, result.observations)
     )
+
+
+def test_a_restarted_writer_that_gives_up_unread_does_not_say_nothing_was_committed() -> None:
+    """Found by the slow sweep (seed 12714): a writer's swap lands but times out (its answer
+    lost), the writer is killed and restarts to re-run the commit with the same (caller's)
+    id; the restarted process cannot read the root (a timeout, a 503) before its budget runs
+    out, sends no intent, and its caller hears RetryBudgetExhaustedError -- "nothing was
+    committed, safe to try again" -- while the first run's swap holds the commit. A batch
+    that never read the root cannot know that of a caller-chosen id: its state is unknown."""
+    config = SimConfig(
+        writers=6,
+        seconds=1.0,
+        store="s3-express",
+        seed=12714,
+        faults=Faults(rate=0.15, kills=2, skew=10.0),
+        intent_ttl=2.0,
+        max_attempts=2,
+        max_seconds=0.5,
+    )
+    result = simulate(config)
+    assert result.violations == []

@@ -764,8 +764,10 @@ class Committer:
             raise Retry from error
         cancel.first_base = cancel.first_base if cancel.first_base is not None else doc.version
         yield from self._settle(doc, cancel)
-        if not cancel.pending or etag is None:
+        if not cancel.pending:
             return
+        # No root yet (etag None): the cancellation creates it (create-only), so the writer
+        # who would otherwise create it first cannot fold our intent in.
         sealed = _decide.cancelled(doc, cancel.pending, seconds=self._now, keep=self.commit_window)
         yield from self.write_version(cancel, doc, sealed, etag)
         for p in cancel.pending:
@@ -777,7 +779,7 @@ class Committer:
         cancel.pending = []
 
     def write_version(
-        self, state: Batch, doc: RegistryDoc, sealed: RegistryDoc, etag: str
+        self, state: Batch, doc: RegistryDoc, sealed: RegistryDoc, etag: str | None
     ) -> Steps:
         """A version that changes no dataset (an upgrade, cancelled fates): its objects,
         then the root's swap (:meth:`_swap`, the one compare-and-swap of the root)."""

@@ -5,6 +5,7 @@
     python benchmarks/bench_registry.py --throughput-only --writers 16 --latencies 20 \
         --group on --repeats 3                          # one row, three times
     python benchmarks/bench_registry.py --history 0,20000,100000 --seconds 8   # part 3 only
+    python benchmarks/bench_registry.py --point-read 1000,20000 --latencies 0,20  # part 4 only
 
 Part 1: W concurrent writers (threads of one process) committing one small partition each
 time, for 1, 4 and 16 writers, at 0 ms and 20 ms injected latency per S3 request, with group
@@ -25,6 +26,12 @@ ids, written as the ordered tree lakelock writes now and as the hash trie it wro
 lake with such a trie keeps one; 128 ids make a young trie, past its first split). Prints
 commits/s, S3 requests, index-node PUTs and KB moved per commit: what a commit costs on a
 dataset that has had many commits.
+
+Part 4 (``--point-read``): a fresh ``Lake`` reading one partition, given exactly, of a dataset
+of N partitions that one commit added (one file each: a single manifest, or intent, lists
+them all), with the manifest's per-partition parts recorded in the index (how lakelock writes
+it now) and without (a manifest written before: read whole). Prints S3 GETs, KB read and the
+median time: the read's cost should grow with the index's depth only.
 
 The endpoint runs in its own process, so server and clients do not share one interpreter.
 """
@@ -49,7 +56,18 @@ from lakelock._datafile import DataFile
 from lakelock._datasets import table_schema
 from lakelock._registry import REGISTRY_KEY, Registry, RegistryDoc, new_commit_id
 from lakelock._registry._changes import delta_manifests
-from lakelock._registry._document import PartitionState, encode_schema, serialize_registry
+from lakelock._registry._document import (
+    ManifestRef,
+    PartitionState,
+    encode_schema,
+    serialize_registry,
+)
+from lakelock._registry._manifest import (
+    Manifest,
+    manifest_key,
+    partition_parts,
+    serialize_manifest,
+)
 from lakelock._registry._objects import partition_entry
 from lakelock._registry._snapshot import (
     DatasetEntry,
@@ -280,6 +298,98 @@ def grown_lake(lake: Lake, datasets: int, partitions: int) -> None:
     lake.store.put(REGISTRY_KEY, serialize_registry(root), mode="create")
 
 
+def shared_manifest_lake(lake: Lake, partitions: int, *, parts: bool) -> None:
+    """Dataset ``ev`` of ``partitions`` one-file partitions, all listed by one manifest (as
+    one commit of that many partitions writes them); partition ``p=0``'s file is real."""
+    name = "ev"
+    (real,) = lake.write(name, pa.table({"id": [0], "p": [0]}), partition_by=["p"])
+    files = sorted(
+        [real, *(datafile(name, f"p={n}", "f.parquet") for n in range(1, partitions))],
+        key=lambda f: f.key,
+    )
+    body = serialize_manifest(Manifest(name, None, tuple(files)))
+    key = manifest_key(name, body, "seed")
+    lake.store.put(key, body, mode="create")
+    found = partition_parts(body, tuple(files)) if parts else {}
+    changes = {
+        f.partition_path: partition_entry(
+            PartitionState(
+                f.partition_path,
+                (ManifestRef(key, 1, f.record_count, f.size, found.get(f.partition_path)),),
+                1,
+            )
+        )
+        for f in files
+    }
+    writes: list[tuple[str, bytes]] = []
+
+    def store(node: Node) -> str:
+        node_bytes = node_body(node)
+        node_at = node_key(name, node_bytes, uuid.uuid4().hex)
+        writes.append((node_at, node_bytes))
+        return node_at
+
+    top = tree_update(EMPTY, changes, load=lake.registry.objects.node, store=store)
+    totals = Totals(partitions, partitions, partitions, 1000 * partitions)
+    snap = Snapshot(
+        dataset=name,
+        version=1,
+        parent=None,
+        at=time.time(),
+        created_at="",
+        updated_at="",
+        created_version=1,
+        commits=(),
+        schema=table_schema(pa.table({"id": [0], "p": [0]}), ("p",)),
+        schema_version=1,
+        partition_by=("p",),
+        properties={},
+        totals=totals,
+        partitions=top,
+        commit_ids=EMPTY,
+    )
+    snap_body = serialize_snapshot(snap, encode_schema)
+    snap_key = snapshot_key(name, snap_body, "seed")
+    writes.append((snap_key, snap_body))
+    lake.registry.objects.create_all(writes)
+    entry = DatasetEntry(snap_key, 1, 1, ("p",), totals, "")
+    root = RegistryDoc(version=1, updated_at="", entries={name: entry})
+    lake.store.put(REGISTRY_KEY, serialize_registry(root), mode="create")
+
+
+def point_read(endpoint: S3Endpoint, sizes: tuple[int, ...], latencies: tuple[int, ...]) -> None:
+    """Part 4: a fresh Lake reading one exact partition, as the dataset grows."""
+    print("# a fresh Lake reads one partition, given exactly (median of 7)\n")
+    print("| partitions | index | latency | GETs | KB read | ms |")
+    print("|---:|:---|---:|---:|---:|---:|")
+    for parts in (True, False):
+        for size in sizes:
+            bucket = f"point-{size}-{'parts' if parts else 'whole'}"
+            endpoint.create_bucket(bucket)
+            client = boto3.client("s3", **client_kwargs(endpoint.url))
+            shared_manifest_lake(Lake(bucket, s3=client), size, parts=parts)
+            for latency in latencies:
+                endpoint.clear_faults()
+                if latency:
+                    endpoint.inject("latency", delay=latency / 1000)
+                times, gets, moved = [], [], []
+                for _ in range(7):
+                    endpoint.reset_stats()
+                    fresh = Lake(bucket, s3=client)
+                    started = time.perf_counter()
+                    fresh.read("ev", partitions=["p=0"])
+                    times.append(time.perf_counter() - started)
+                    gets.append(endpoint.stats().get("GetObject", 0))
+                    moved.append(endpoint.traffic()["out"])
+                endpoint.clear_faults()
+                print(
+                    f"| {size:,} | {'parts' if parts else 'whole manifest'} | {latency} ms "
+                    f"| {statistics.mean(gets):.0f} | {statistics.median(moved) / 1000:.1f} "
+                    f"| {1000 * statistics.median(times):.1f} |",
+                    flush=True,
+                )
+
+
 def growth(
     endpoint: S3Endpoint, sizes: list[int], datasets: int, repeats: int
 ) -> Iterator[tuple[int, float, float, float, float]]:
@@ -391,10 +501,19 @@ def main() -> None:
         default=None,
         help="only part 3: commit-id index sizes to seed, e.g. 0,1000,20000,100000",
     )
+    parser.add_argument(
+        "--point-read",
+        type=counts,
+        default=None,
+        help="only part 4: partition counts, e.g. 1000,20000 (latencies from --latencies)",
+    )
     args = parser.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 4.0)
     groups = {"on": (True,), "off": (False,), "both": (False, True)}[args.group]
     with S3Endpoint(mode="process") as endpoint:
+        if args.point_read is not None:
+            point_read(endpoint, args.point_read, args.latencies)
+            return
         if args.history is not None:
             history(endpoint, args, seconds)
             return

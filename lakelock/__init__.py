@@ -21,7 +21,6 @@ from lakelock._lake import Lake, LakeConfig, MoveOptions
 from lakelock._lease import Lease, LeaseOptions
 from lakelock._mirror import MirrorResult
 from lakelock._mirror._auto import AutoMirror
-from lakelock._objects import ListedObject
 from lakelock._pathlock import (
     AsyncPathLock,
     AsyncPathLockGuard,
@@ -45,7 +44,9 @@ from lakelock._registry import (
     Registry,
     RegistrySnapshot,
 )
+from lakelock._registry._core import FoldPolicy, Hints
 from lakelock._retry import RetryPolicy
+from lakelock._s3 import ListedObject
 from lakelock._scan import Scan
 from lakelock._stats import ColumnStats, FileStats
 from lakelock._vacuum import VacuumReport
@@ -63,6 +64,8 @@ __all__ = [
     "DistributedPathLock",
     "Fence",
     "FileStats",
+    "FoldPolicy",
+    "Hints",
     "HistoryEntry",
     "IntentFate",
     "Lake",

@@ -75,8 +75,7 @@ from lakelock._names import (
     validate_file_name,
     validate_partition_type,
 )
-from lakelock._objects import new_write_id
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, new_write_id
 from lakelock._stats import FileStats, footer_stats
 from lakelock.errors import InvalidNameError, StorageError
 

@@ -69,7 +69,7 @@ def _profiles(rng: random.Random, day: int, rows: int) -> pa.Table:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Signals:
     """Events the parent sets: all writers ready; all appends in; all writers done."""
 
@@ -78,7 +78,7 @@ class Signals:
     finished: Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Job:
     """What every writer process is told."""
 

@@ -9,8 +9,9 @@ decide expiry in server time (:mod:`lakelock._clock`). Once each, here:
   everyone else) and :class:`DocumentReader`, the typed reader both parsers are built on;
 - the options: :data:`DEFAULT` ("the value given to the constructor"), the checks of
   ``timeout``, ``ttl``, ``margin`` and ``poll_interval``, and the pause between polls;
-- the shell: :class:`CasDocument` (read a document learning server time, create it once,
-  write it by compare-and-swap), :class:`Heartbeat`, :func:`read_stored` (every document
+- the shell: :class:`Setup` (what a lease or a path lock is made with: terms, owner, the
+  shared server clock), :class:`CasDocument` (read a document learning server time, create it
+  once, write it by compare-and-swap), :class:`Heartbeat`, :func:`read_stored` (every document
   under a prefix), and :class:`Holding`, the base of ``Lease`` and ``PathLockHandle``: loss
   reported once through ``on_lost``, the heartbeat started and stopped, and the releasing
   ``__exit__``.
@@ -36,9 +37,8 @@ from typing import Any, Final, Generic, Self, TypeVar
 import orjson
 
 from lakelock import _jsonfields as jsonfields
-from lakelock._clock import ServerClock, TimeBounds
-from lakelock._objects import IfMatch
-from lakelock._s3 import ObjectStore
+from lakelock._clock import ServerClock, TimeBounds, shared_server_clock
+from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
     LakelockError,
@@ -62,6 +62,7 @@ __all__ = [
     "Holding",
     "Lapsed",
     "Owner",
+    "Setup",
     "Snapshot",
     "Stored",
     "Terms",
@@ -112,7 +113,11 @@ def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
     if not margin >= 0:
         raise ValueError(f"margin must be >= 0 seconds, got {margin!r}")
     if not ttl > 2 * margin:
-        raise ValueError(f"ttl ({ttl!r}) must exceed twice the margin ({margin!r})")
+        raise ValueError(
+            f"ttl ({ttl!r}) must exceed twice the margin ({margin!r}): margin is the clock "
+            "safety margin, seconds by which a holder stops acting before its ttl runs out and "
+            "others wait after it (for clock uncertainty); raise ttl or pass a smaller margin="
+        )
     if not poll_interval > 0:
         raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
 
@@ -348,6 +353,54 @@ class CasDocument(Generic[_DocT]):
     def write(self, doc: _DocT, etag: str, write_id: str) -> str:
         """Compare-and-swap ``doc`` over the version ``etag``; the new ETag."""
         return self.store.put(self.key, self.dump(doc), mode=IfMatch(etag), write_id=write_id).etag
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What a lease or a distributed path lock is set up with, from its constructor's
+    arguments: the ``store``, the ``terms``, who we are (``owner``), the store's server clock
+    (one per process and store, :func:`~lakelock._clock.shared_server_clock`), and the local
+    monotonic ``clock`` and ``sleep`` (injectable for tests)."""
+
+    store: ObjectStore
+    terms: Terms
+    owner: Owner
+    server_clock: ServerClock
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+
+    @classmethod
+    def make(
+        cls,
+        store: ObjectStore,
+        terms: Terms,
+        owner_label: str | None,
+        clock: Callable[[], float],
+        sleep: Callable[[float], None],
+    ) -> Setup:
+        owner = Owner.current(owner_label)
+        return cls(store, terms, owner, shared_server_clock(store, clock), clock, sleep)
+
+    def document(
+        self,
+        key: str,
+        *,
+        parse: Callable[[bytes], _DocT],
+        dump: Callable[[_DocT], bytes],
+        initial: _DocT,
+        fail: Callable[[str], LeaseError],
+    ) -> CasDocument[_DocT]:
+        """The document at ``key``, read with this setup's clocks."""
+        return CasDocument(
+            store=self.store,
+            key=key,
+            parse=parse,
+            dump=dump,
+            initial=initial,
+            server_clock=self.server_clock,
+            clock=self.clock,
+            fail=fail,
+        )
 
 
 def read_stored(

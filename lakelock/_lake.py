@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from lakelock._client import s3_client
 from lakelock._connection import Connection
 from lakelock._datasets import Progress
+from lakelock._digest import change_digest
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
 from lakelock._lease import Lease, LeaseOptions
@@ -40,7 +41,7 @@ from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
-from lakelock.errors import DatasetNotFoundError
+from lakelock.errors import DatasetNotFoundError, VersionNotFoundError
 
 __all__ = ["Lake", "LakeConfig"]
 
@@ -214,7 +215,17 @@ class Lake(TableOperations):
         as for :meth:`read`; ``columns`` keeps those columns, in that order; ``filter`` is a
         ``pyarrow.compute.Expression`` (``pc.field("day") >= 15``); both prune partitions
         before any data is read. See :mod:`lakelock._scan`."""
-        snapshot = snapshot or self.registry.read(version=version, as_of=as_of)
+        try:
+            snapshot = snapshot or self.registry.read(version=version, as_of=as_of)
+        except VersionNotFoundError as error:
+            if error.dataset != "*":
+                raise
+            raise VersionNotFoundError(  # name the dataset asked for, not the registry
+                validate_dataset_name(dataset),
+                version=error.version,
+                as_of=error.as_of,
+                reason=error.reason,
+            ) from error
         if snapshot.historical:  # a version without this dataset is a typed error, not empty
             self.registry.dataset(dataset, version=version, as_of=as_of, snapshot=snapshot)
         return plan_scan(
@@ -272,6 +283,8 @@ class Lake(TableOperations):
             restore=old,
             fence=Fence(*fence) if isinstance(fence, tuple) else fence,
             operation="restore",
+            generated_id=commit_id is None,
+            digest=change_digest({"restore": old.updated_version}),
         )
         return self.registry.commit_changes([change], explicit_id=commit_id is not None)
 
@@ -388,18 +401,29 @@ class Lake(TableOperations):
     def vacuum(
         self,
         *,
-        older_than: float | timedelta | str,
+        older_than: float | timedelta | str | None = None,
         dry_run: bool = True,
         progress: Progress | None = None,
         listing: Callable[[int], None] | None = None,
+        enforce_retention: bool = True,
     ) -> VacuumReport:
         """Find objects no snapshot younger than ``older_than`` can read, and delete them
         (conditionally) unless ``dry_run``. ``older_than`` is a duration: seconds, a
         timedelta, or text such as ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``
-        (:class:`~lakelock.errors.InvalidNameError` otherwise) and at most the lake's
-        ``retention``. ``listing(n)`` reports objects listed so far, ``progress(done, total)``
-        deletions. See :mod:`lakelock._vacuum`."""
-        seconds = duration_seconds(older_than, what="older_than")
+        (:class:`~lakelock.errors.InvalidNameError` otherwise), by default the lake's
+        ``retention``: never more, and less only with ``enforce_retention=False`` (the
+        versions time travel promises to keep would go). ``listing(n)`` reports objects
+        listed so far, ``progress(done, total)`` deletions. See :mod:`lakelock._vacuum`."""
+        seconds = (
+            self.registry.retention
+            if older_than is None
+            else duration_seconds(older_than, what="older_than")
+        )
         return vacuum(
-            self.registry, older_than=seconds, dry_run=dry_run, progress=progress, listing=listing
+            self.registry,
+            older_than=seconds,
+            dry_run=dry_run,
+            progress=progress,
+            listing=listing,
+            enforce_retention=enforce_retention,
         )

@@ -1,22 +1,23 @@
-"""Where everything lives in the bucket: every key of the lake's layout is built here.
+"""Where everything lives in the bucket: the whole key layout is named here, and every key is
+built here and checked against S3's 1,024-byte limit.
 
-Keys are relative to the lake's prefix (``Lake(prefix=...)``)::
+Keys are relative to the lake's prefix (``Lake(prefix=...)``). :data:`LAYOUT` names every
+kind of key with what it holds and how it is written; docs/FORMAT.md's key table is tested
+against it, so the two cannot drift apart.
 
-    datasets/<dataset>/<partition path>/<file>   data files, write-once (If-None-Match: *)
-    datasets/<dataset>/<file>                    (unpartitioned)
-    metastore/dataset_registry.json              the registry: compare-and-swap only
-    metastore/manifests/<dataset>/...            registry manifests, write-once
-    metastore/leases/<name>.json                 one lease, compare-and-swap, never deleted
-    metastore/locks/<dataset>.json               one dataset's lock table, likewise
+Every builder checks its key against S3's limit (:class:`~lakelock.errors.InvalidNameError`),
+with the lake's prefix where the caller gives it (``prefix=``). The registry's keys are built
+without it, so their length is bounded instead: a dataset name is at most 255 bytes and every
+other part has a fixed size, so :func:`validate_prefix_room` (checked when a store is made)
+refusing a lake prefix that leaves no room for the longest of them covers them all. The
+store also checks each key it sends (:meth:`~lakelock._s3.ObjectStore.full_key`).
 
-The registry's own two keys are defined with the registry document
-(:mod:`lakelock._registry._document`); the bucket policy (:mod:`lakelock._policy`) guards
-``datasets/`` and ``metastore/`` as a whole. Every key built here, with the lake's prefix,
-is checked against S3's 1024-byte limit before anything is sent.
+The bucket policy (:mod:`lakelock._policy`) guards ``datasets/`` and ``metastore/`` as a whole.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from lakelock._names import (
@@ -28,28 +29,117 @@ from lakelock._names import (
 from lakelock.errors import InvalidNameError
 
 __all__ = [
+    "BACKUP_PREFIX",
     "DATASETS_PREFIX",
+    "DOCTOR_PREFIX",
+    "INTENT_PREFIX",
+    "LAYOUT",
     "LEASES_PREFIX",
     "LOCKS_PREFIX",
+    "MANIFEST_PREFIX",
     "MAX_KEY_BYTES",
+    "MAX_NONCE",
     "METASTORE_PREFIX",
+    "NODE_PREFIX",
+    "PROBE_PREFIX",
+    "REGISTRY_KEY",
+    "SNAPSHOT_PREFIX",
+    "Area",
+    "backup_key",
     "data_file_key",
     "dataset_prefix",
+    "doctor_scratch",
+    "intent_key",
+    "intent_ms",
+    "intents_from",
     "lease_key",
     "lock_table_key",
+    "manifest_key",
+    "node_key",
+    "probe_key",
+    "snapshot_key",
     "validate_key_length",
+    "validate_prefix_room",
 ]
+
+#: S3's limit on a key, in UTF-8 bytes.
+MAX_KEY_BYTES: Final = 1024
+#: The longest nonce of a digest-named key (a UUID's 32 hex digits).
+MAX_NONCE: Final = 32
 
 #: Data files, one folder per dataset.
 DATASETS_PREFIX: Final = "datasets/"
-#: Everything that is not data: the registry, its manifests, leases and lock tables.
+#: Everything that is not data: the registry, its objects, leases, lock tables, probes.
 METASTORE_PREFIX: Final = "metastore/"
+#: The registry's root, replaced only by compare-and-swap.
+REGISTRY_KEY: Final = f"{METASTORE_PREFIX}dataset_registry.json"
+#: Dataset snapshots, one per dataset version.
+SNAPSHOT_PREFIX: Final = f"{METASTORE_PREFIX}snapshots/"
+#: Index nodes below a snapshot.
+NODE_PREFIX: Final = f"{METASTORE_PREFIX}nodes/"
+#: Manifests: lists of a partition's data files.
+MANIFEST_PREFIX: Final = f"{METASTORE_PREFIX}manifests/"
+#: Intents: commits written before they apply (group commit across processes).
+INTENT_PREFIX: Final = f"{METASTORE_PREFIX}intents/"
+#: Format-1 roots kept when a registry is upgraded.
+BACKUP_PREFIX: Final = f"{METASTORE_PREFIX}backups/"
 #: One document per lease.
 LEASES_PREFIX: Final = f"{METASTORE_PREFIX}leases/"
 #: One lock table per dataset.
 LOCKS_PREFIX: Final = f"{METASTORE_PREFIX}locks/"
-#: S3's limit on a key, in UTF-8 bytes.
-MAX_KEY_BYTES: Final = 1024
+#: Throwaway objects of the probe that learns which conditional delete a store honours.
+PROBE_PREFIX: Final = f"{METASTORE_PREFIX}probes/"
+#: ``lakelock doctor``'s scratch prefix, one folder per run, removed afterwards.
+DOCTOR_PREFIX: Final = ".lakelock-doctor/"
+
+_SHA256_HEX: Final = 64
+#: An intent's name before its digest: 13 hex digits of milliseconds, 8 of randomness.
+_INTENT_MS_DIGITS: Final = 13
+_INTENT_RANDOM_DIGITS: Final = 8
+#: The widest version a backup key names (a 64-bit integer in decimal).
+_VERSION_DIGITS: Final = 20
+#: A dataset name's limit (:mod:`lakelock._names`).
+_NAME_BYTES: Final = 255
+
+
+@dataclass(frozen=True)
+class Area:
+    """One kind of key: its ``pattern`` (``<...>`` the parts that vary), what it holds, and
+    how it is written."""
+
+    pattern: str
+    holds: str
+    written: str
+
+
+_DIGEST_NAMED: Final = "<dataset>/<sha256>-<nonce>.json"
+_ONCE: Final = "write-once"
+_KEPT: Final = "If-Match CAS, kept"
+
+#: The whole layout, in the order docs/FORMAT.md's key table lists it.
+LAYOUT: Final = (
+    Area(REGISTRY_KEY, "the registry's root", "If-Match CAS"),
+    Area(SNAPSHOT_PREFIX + _DIGEST_NAMED, "one per dataset version", _ONCE),
+    Area(NODE_PREFIX + _DIGEST_NAMED, "index nodes below a snapshot", _ONCE),
+    Area(MANIFEST_PREFIX + _DIGEST_NAMED, "lists of data files", _ONCE),
+    Area(f"{INTENT_PREFIX}<ms><random>-<sha256>.json", "commits, before they apply", _ONCE),
+    Area(f"{BACKUP_PREFIX}dataset_registry-<version>-<sha256>.json", "an old format-1 root", _ONCE),
+    Area(f"{LEASES_PREFIX}<name>.json", "one lease", _KEPT),
+    Area(f"{LOCKS_PREFIX}<dataset>.json", "one dataset's lock table", _KEPT),
+    Area(f"{PROBE_PREFIX}conditional-delete-<write id>", "a delete probe", "create-only, deleted"),
+    Area(f"{DATASETS_PREFIX}<dataset>/<col>=<value>/.../<file>", "data files", _ONCE),
+    Area(f"{DOCTOR_PREFIX}<run>/<probe>", "lakelock doctor's scratch", "deleted after the run"),
+)
+
+#: The longest key whose length the layout bounds (a digest-named object of a dataset with
+#: the longest name); a lake prefix must leave room for it.
+_LONGEST_BOUNDED: Final = (
+    max(len(p) for p in (SNAPSHOT_PREFIX, NODE_PREFIX, MANIFEST_PREFIX))
+    + _NAME_BYTES
+    + len("/-.json")
+    + _SHA256_HEX
+    + MAX_NONCE
+)
 
 
 def validate_key_length(key: str, *, prefix: str = "") -> str:
@@ -60,6 +150,20 @@ def validate_key_length(key: str, *, prefix: str = "") -> str:
             key, f"key is {size} bytes with the lake prefix; S3 allows {MAX_KEY_BYTES}"
         )
     return key
+
+
+def validate_prefix_room(prefix: str) -> str:
+    """``prefix`` if every key the layout bounds fits behind it, else InvalidNameError: a lake
+    whose registry could not be written is refused before anything is written to it."""
+    room = MAX_KEY_BYTES - _LONGEST_BOUNDED
+    if len(prefix.encode("utf-8")) > room:
+        raise InvalidNameError(
+            prefix, f"a lake prefix may be {room} bytes at most (S3's key limit, less the layout)"
+        )
+    return prefix
+
+
+# -- data ---------------------------------------------------------------------------------------
 
 
 def dataset_prefix(dataset: str) -> str:
@@ -75,6 +179,66 @@ def data_file_key(dataset: str, partition: str, file_name: str, *, prefix: str =
     return validate_key_length(key, prefix=prefix)
 
 
+# -- the registry -------------------------------------------------------------------------------
+
+
+def _digest_named(area: str, dataset: str, digest: str, nonce: str, prefix: str) -> str:
+    """``<area><dataset>/<sha256>-<nonce>.json``: the digest lets a reader verify what it
+    read; the nonce makes every write a new object, so no commit ever adopts an existing one
+    (which ``vacuum`` may have judged an orphan and be deleting)."""
+    if not (nonce.isascii() and nonce.isalnum() and len(nonce) <= MAX_NONCE):
+        raise ValueError(f"a nonce is at most {MAX_NONCE} ASCII letters and digits, got {nonce!r}")
+    return validate_key_length(f"{area}{dataset}/{digest}-{nonce}.json", prefix=prefix)
+
+
+def snapshot_key(dataset: str, digest: str, nonce: str, *, prefix: str = "") -> str:
+    """``metastore/snapshots/<dataset>/<sha256>-<nonce>.json``."""
+    return _digest_named(SNAPSHOT_PREFIX, dataset, digest, nonce, prefix)
+
+
+def node_key(dataset: str, digest: str, nonce: str, *, prefix: str = "") -> str:
+    """``metastore/nodes/<dataset>/<sha256>-<nonce>.json``."""
+    return _digest_named(NODE_PREFIX, dataset, digest, nonce, prefix)
+
+
+def manifest_key(dataset: str, digest: str, nonce: str, *, prefix: str = "") -> str:
+    """``metastore/manifests/<dataset>/<sha256>-<nonce>.json``."""
+    return _digest_named(MANIFEST_PREFIX, dataset, digest, nonce, prefix)
+
+
+def intent_key(ms: int, random: str, digest: str, *, prefix: str = "") -> str:
+    """``metastore/intents/<13 hex: ms><8 hex: random>-<sha256>.json``: keys sort by when
+    they were made, so a LIST returns the oldest first."""
+    if len(random) != _INTENT_RANDOM_DIGITS:
+        raise ValueError(f"an intent's random part is {_INTENT_RANDOM_DIGITS} hex digits")
+    key = f"{INTENT_PREFIX}{ms:0{_INTENT_MS_DIGITS}x}{random}-{digest}.json"
+    return validate_key_length(key, prefix=prefix)
+
+
+def intents_from(ms: int) -> str:
+    """The key every intent made at ``ms`` or later sorts after (a LIST's ``start_after``):
+    the intent prefix and the 13 hex digits of ``ms``."""
+    return f"{INTENT_PREFIX}{max(0, ms):0{_INTENT_MS_DIGITS}x}"
+
+
+def intent_ms(key: str) -> int:
+    """When an intent was made (milliseconds since the epoch, by its writer's clock)."""
+    start = len(INTENT_PREFIX)
+    return int(key[start : start + _INTENT_MS_DIGITS], 16)
+
+
+def backup_key(version: int, digest: str, *, prefix: str = "") -> str:
+    """``metastore/backups/dataset_registry-<version>-<sha256>.json``: where a format-1 root
+    is kept when the registry is upgraded."""
+    if not 0 <= version < 10**_VERSION_DIGITS:
+        raise ValueError(f"a registry version is 0 to {_VERSION_DIGITS} digits, got {version}")
+    key = f"{BACKUP_PREFIX}dataset_registry-{version}-{digest}.json"
+    return validate_key_length(key, prefix=prefix)
+
+
+# -- leases, locks, probes ----------------------------------------------------------------------
+
+
 def lease_key(name: str, *, prefix: str = "") -> str:
     """The key of lease ``name``, within S3's key limit with ``prefix``."""
     return validate_key_length(f"{LEASES_PREFIX}{validate_lease_name(name)}.json", prefix=prefix)
@@ -85,3 +249,13 @@ def lock_table_key(dataset: str, *, prefix: str = "") -> str:
     name datasets by their first segment; :func:`~lakelock._pathlock._table.dataset_of` checks
     those.)"""
     return validate_key_length(f"{LOCKS_PREFIX}{dataset}.json", prefix=prefix)
+
+
+def probe_key(write_id: str, *, prefix: str = "") -> str:
+    """The throwaway object of the conditional-delete probe."""
+    return validate_key_length(f"{PROBE_PREFIX}conditional-delete-{write_id}", prefix=prefix)
+
+
+def doctor_scratch(run: str, *, prefix: str = "") -> str:
+    """``.lakelock-doctor/<run>/``, the scratch folder of one ``lakelock doctor`` run."""
+    return validate_key_length(f"{DOCTOR_PREFIX}{run}/", prefix=prefix)

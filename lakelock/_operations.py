@@ -20,8 +20,10 @@ compact    adds merged files and removes exactly the small files   appends to an
 ========== ======================================================= =========================
 
 A commit is atomic for readers: a snapshot shows the dataset wholly before or wholly after.
-Every operation takes ``commit_id`` (a re-run with a recorded id does nothing and reports the
-earlier commit: :func:`already_committed`, which ``lakelock.dask.append`` uses too) and
+Every operation takes ``commit_id`` (a re-run of the same change with a recorded id does
+nothing and reports the earlier commit; the id recorded for another change is
+:class:`~lakelock.errors.CommitIdReusedError`: :func:`prepare_commit`, which
+``lakelock.dask.append`` uses too) and
 ``fence`` (a lease's or path lock's fencing token, checked by the registry), and records its
 name in the commit log (``lakelock registry log``).
 
@@ -40,7 +42,9 @@ commit that then failed are orphans for ``vacuum`` too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
@@ -48,6 +52,7 @@ import pyarrow.compute as pc
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import Progress, read_files, table_schema, write_table
+from lakelock._digest import change_digest
 from lakelock._names import (
     PartitionSpec,
     parse_partition_path,
@@ -57,18 +62,38 @@ from lakelock._names import (
     partition_prefix,
     validate_dataset_name,
 )
-from lakelock._registry import CommitResult, DatasetState, Fence, RegistrySnapshot
-from lakelock.errors import DatasetNotFoundError, InvalidNameError
+from lakelock._registry import (
+    Change,
+    CommitRecord,
+    CommitResult,
+    DatasetState,
+    Fence,
+    RegistrySnapshot,
+    new_commit_id,
+)
+from lakelock._registry._changes import check_fits, reused_commit_id
+from lakelock.errors import CommitConflictError, DatasetNotFoundError, InvalidNameError
 
 if TYPE_CHECKING:
     from lakelock._registry import Registry
     from lakelock._s3 import ObjectStore
 
-__all__ = ["DEFAULT_TARGET_FILE_SIZE", "TableOperations", "already_committed"]
+__all__ = [
+    "DEFAULT_TARGET_FILE_SIZE",
+    "SchemaMode",
+    "TableOperations",
+    "commit_planned",
+    "planned_change",
+    "prepare_commit",
+]
 
 #: Compaction's default output size: big enough for efficient scans, small enough to
 #: parallelise (engines commonly aim at 128 MiB to 1 GiB).
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+#: How an append treats columns the dataset lacks: ``None`` refuses them
+#: (:class:`~lakelock.errors.SchemaMismatchError`), ``"merge"`` adds them to its schema.
+SchemaMode = Literal["merge"] | None
+
 #: A column name no partition column can have (they never start with "_").
 _INDEX = "__lakelock_index"
 
@@ -106,15 +131,23 @@ class TableOperations:
         table: pa.Table,
         *,
         partition_by: Sequence[str] = (),
+        schema_mode: SchemaMode = None,
+        properties: Mapping[str, str | None] | None = None,
         commit_id: str | None = None,
         fence: Fence | tuple[str, int] | None = None,
         file_name: str | None = None,
         progress: Progress | None = None,
     ) -> CommitResult:
-        """Write ``table`` and commit its files in one registry update.
+        """Write ``table`` and commit its files in one registry update. A column the
+        dataset lacks is refused (:class:`~lakelock.errors.SchemaMismatchError`) unless
+        ``schema_mode="merge"`` adds it to the dataset's schema; a nullable column the table
+        lacks reads as null for its rows (the dataset keeps it); types never change. What
+        does not fit is refused before any file is written.
 
-        With a ``commit_id`` that is already recorded, nothing is written and the earlier
-        commit is reported (``already_committed``): a re-run pipeline appends once. An empty
+        With a ``commit_id`` that is already recorded for this change (same dataset,
+        operation and rows: see :mod:`lakelock._digest`), nothing is written and the earlier
+        commit is reported (``already_committed``): a re-run pipeline appends once; recorded
+        for another change, it is :class:`~lakelock.errors.CommitIdReusedError`. An empty
         table (no rows) is checked like any other, then appends nothing: no file, no
         registry version; the result says so (``empty``, ``version`` the current one).
         """
@@ -125,21 +158,26 @@ class TableOperations:
             return CommitResult(
                 self.registry.read().version, commit_id or "", attempts=0, empty=True
             )
-        done = already_committed(self.registry, dataset, commit_id)
-        if done is not None:
-            return done
+        change = planned_change(
+            dataset,
+            "append",
+            commit_id=commit_id,
+            fence=fence,
+            schema=schema,
+            partition_by=columns,
+            schema_mode=schema_mode,
+            properties=properties,
+            digest=change_digest(
+                _request(partition_by=columns, properties=properties), table=table
+            ),
+        )
+        planned = prepare_commit(self.registry, change)
+        if isinstance(planned, CommitResult):
+            return planned
         files = self.write(
             dataset, table, partition_by=columns, file_name=file_name, progress=progress
         )
-        return self.registry.commit(
-            dataset,
-            add=files,
-            schema=schema,
-            partition_by=columns,
-            commit_id=commit_id,
-            fence=fence,
-            operation="append",
-        )
+        return commit_planned(self.registry, replace(change, add=tuple(files)))
 
     def overwrite(
         self,
@@ -148,6 +186,8 @@ class TableOperations:
         *,
         partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
         partition_by: Sequence[str] = (),
+        schema_mode: SchemaMode = None,
+        properties: Mapping[str, str | None] | None = None,
         commit_id: str | None = None,
         fence: Fence | tuple[str, int] | None = None,
         file_name: str | None = None,
@@ -157,8 +197,8 @@ class TableOperations:
         ``table`` has rows for, else those given (paths, mappings or leading parts of them)
         or ``"all"`` of the dataset. Whatever those partitions hold when the commit applies
         is removed, appends that landed just before included. Re-run with the same
-        ``commit_id``, it does nothing (``already_committed``): the idempotent way to
-        re-run yesterday's job.
+        ``commit_id`` (and the same rows), it does nothing (``already_committed``): the
+        idempotent way to re-run yesterday's job.
 
         With partitions given, each row of ``table`` must fall in one of them
         (:class:`InvalidNameError` otherwise, before anything is written). An empty table
@@ -168,17 +208,30 @@ class TableOperations:
         dataset = validate_dataset_name(dataset)
         columns = partition_columns(partition_by)
         schema = table_schema(table, columns)
-        done = already_committed(self.registry, dataset, commit_id)
-        if done is not None:
-            return done
         replaced: tuple[str, ...] | None = None
         if partitions == "all":
             replaced = ("",)
         elif partitions is not None:
             replaced = tuple(partition_prefix(columns, p) for p in _specs(partitions))
+        change = planned_change(
+            dataset,
+            "overwrite",
+            commit_id=commit_id,
+            fence=fence,
+            schema=schema,
+            partition_by=columns,
+            schema_mode=schema_mode,
+            properties=properties,
+            digest=change_digest(
+                _request(partition_by=columns, replaced=replaced, properties=properties),
+                table=table,
+            ),
+        )
+        planned = prepare_commit(self.registry, change)
+        if isinstance(planned, CommitResult):
+            return planned
         if replaced is None and table.num_rows == 0:
-            version = self.registry.read().version
-            return CommitResult(version, commit_id or "", attempts=0, empty=True)
+            return CommitResult(planned.version, commit_id or "", attempts=0, empty=True)
         if replaced is not None:
             outside = [p for p in _table_partitions(table, columns) if not _covered(p, replaced)]
             if outside:  # checked before writing: bad input writes nothing
@@ -192,15 +245,8 @@ class TableOperations:
         )
         if replaced is None:
             replaced = tuple(dict.fromkeys(f.partition_path for f in files))
-        return self.registry.commit(
-            dataset,
-            add=files,
-            schema=schema,
-            partition_by=columns,
-            commit_id=commit_id,
-            fence=fence,
-            remove_partitions=replaced,
-            operation="overwrite",
+        return commit_planned(
+            self.registry, replace(change, add=tuple(files), remove_partitions=replaced)
         )
 
     def delete(
@@ -219,28 +265,34 @@ class TableOperations:
         dataset = validate_dataset_name(dataset)
         if partitions is None and where is None:
             raise InvalidNameError(None, "say which partitions: partitions=... and/or where=...")
-        done = already_committed(self.registry, dataset, commit_id)
-        if done is not None:
-            return done
-        snapshot = self.registry.read()
+        specs = None if partitions is None or partitions == "all" else _specs(partitions)
+        change = planned_change(
+            dataset,
+            "delete",
+            commit_id=commit_id,
+            fence=fence,
+            digest=change_digest(
+                {
+                    "partitions": "all" if partitions == "all" else specs,
+                    "where": None if where is None else str(where),
+                }
+            ),
+        )
+        snapshot = prepare_commit(self.registry, change, plan=True)
+        if isinstance(snapshot, CommitResult):
+            return snapshot
         state = _dataset(snapshot, dataset)
         removed: list[str] = []
         if partitions == "all":
             removed.append("")
-        elif partitions is not None:
-            removed += [partition_prefix(state.partition_by, p) for p in _specs(partitions)]
+        elif specs is not None:
+            removed += [partition_prefix(state.partition_by, p) for p in specs]
         if where is not None:
             removed += _matching(state, where)
         removed = list(dict.fromkeys(removed))
         if not any(_covered(path, removed) for path in state.partitions):
             return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
-        return self.registry.commit(
-            dataset,
-            commit_id=commit_id,
-            fence=fence,
-            remove_partitions=removed,
-            operation="delete",
-        )
+        return commit_planned(self.registry, replace(change, remove_partitions=tuple(removed)))
 
     def compact(
         self,
@@ -261,14 +313,21 @@ class TableOperations:
         dataset = validate_dataset_name(dataset)
         if target_file_size < 1:
             raise InvalidNameError(target_file_size, "target_file_size is a positive byte count")
-        done = already_committed(self.registry, dataset, commit_id)
-        if done is not None:
-            return done
-        snapshot = self.registry.read()
+        specs = None if partitions is None else _specs(partitions)
+        change = planned_change(
+            dataset,
+            "compact",
+            commit_id=commit_id,
+            fence=fence,
+            digest=change_digest({"partitions": specs, "target_file_size": target_file_size}),
+        )
+        snapshot = prepare_commit(self.registry, change, plan=True)
+        if isinstance(snapshot, CommitResult):
+            return snapshot
         state = _dataset(snapshot, dataset)
         wanted = None
-        if partitions is not None:
-            prefixes = [partition_prefix(state.partition_by, p) for p in _specs(partitions)]
+        if specs is not None:
+            prefixes = [partition_prefix(state.partition_by, p) for p in specs]
             wanted = [path for path in state.partitions if _covered(path, prefixes)]
         files = self.registry.files(dataset, snapshot=snapshot, partitions=wanted)
         groups = _groups(files, target_file_size)
@@ -282,31 +341,144 @@ class TableOperations:
             merged += self.write(dataset, rows, partition_by=state.partition_by)
             if progress is not None:
                 progress(number, len(groups))
-        return self.registry.commit(
-            dataset,
-            add=merged,
-            remove=[f for group in groups for f in group],
-            commit_id=commit_id,
-            fence=fence,
-            operation="compact",
+        return commit_planned(
+            self.registry,
+            replace(change, add=tuple(merged), remove=tuple(f.key for g in groups for f in g)),
         )
 
+    def set_properties(
+        self,
+        dataset: str,
+        properties: Mapping[str, str | None],
+        *,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+    ) -> CommitResult:
+        """Set (or, with ``None``, remove) properties of ``dataset`` in one commit: free-form
+        string metadata (an owner, a source, a contract version) kept with each version and
+        read back as ``lake.registry.read().datasets[name].properties``. Properties can also
+        go with the data they describe: ``append``/``overwrite`` take ``properties=``."""
+        dataset = validate_dataset_name(dataset)
+        checked = _properties(properties)
+        if not checked:
+            raise InvalidNameError(properties, "say which properties to set or remove")
+        change = planned_change(
+            dataset,
+            "properties",
+            commit_id=commit_id,
+            fence=fence,
+            properties=checked,
+            digest=change_digest({"properties": checked}),
+        )
+        snapshot = prepare_commit(self.registry, change, plan=True)
+        if isinstance(snapshot, CommitResult):
+            return snapshot
+        _dataset(snapshot, dataset)  # properties of a dataset that exists
+        return commit_planned(self.registry, change)
 
-def already_committed(
-    registry: Registry, dataset: str, commit_id: str | None
-) -> CommitResult | None:
-    """The earlier commit of a re-run: the result to report when ``commit_id`` is recorded
-    for ``dataset`` (in the registry's recent window or the dataset's commit-id index), else
-    ``None`` (and ``None`` without a ``commit_id``)."""
-    if commit_id is None:
-        return None
-    version = registry.find_commit(commit_id, datasets=[dataset])
-    if version is None:
-        return None
-    return CommitResult(version, commit_id, already_committed=True)
+
+# -- one way to commit files ------------------------------------------------------------------
+
+
+def planned_change(
+    dataset: str,
+    operation: str,
+    *,
+    commit_id: str | None,
+    fence: Fence | tuple[str, int] | None,
+    digest: str | None,
+    schema: pa.Schema | None = None,
+    partition_by: Sequence[str] | None = None,
+    schema_mode: SchemaMode = None,
+    properties: Mapping[str, str | None] | None = None,
+) -> Change:
+    """The commit an operation plans, before it writes anything (no files yet): what
+    :func:`prepare_commit` checks and :func:`commit_planned` commits once the files are
+    added. Without a ``commit_id``, a fresh one of its own."""
+    return Change(
+        dataset=dataset,
+        commit_id=commit_id if commit_id is not None else new_commit_id(),
+        schema=schema,
+        partition_by=tuple(partition_by) if partition_by is not None else None,
+        fence=Fence(*fence) if isinstance(fence, tuple) else fence,
+        operation=operation,
+        generated_id=commit_id is None,
+        digest=digest,
+        schema_mode=_schema_mode(schema_mode),
+        properties=_properties(properties),
+    )
+
+
+def prepare_commit(
+    registry: Registry, change: Change, *, plan: bool = False
+) -> RegistrySnapshot | CommitResult:
+    """The preamble of every operation, before its first data PUT: the earlier commit if
+    ``change``'s commit id is recorded for this very change (a retry: report it, write
+    nothing), :class:`~lakelock.errors.CommitIdReusedError` if it is recorded for another;
+    the error :func:`~lakelock._registry._changes.check_fits` raises if its partition
+    columns or schema do not fit the dataset; else the registry it was checked against. A
+    caller-chosen id is looked up in a fresh read; a generated one is nobody else's, and the
+    registry this process knows will do (no request: the commit loop checks everything again
+    on the current version), unless the operation plans on it (``plan``: what to delete or
+    compact): then a fresh read."""
+    fresh = not change.generated_id or plan
+    snapshot = registry.read() if fresh else registry.known()
+    found = None
+    if not change.generated_id:
+        found = registry.recorded_commit(change.commit_id, change.dataset, snapshot=snapshot)
+    if found is None:
+        # Refused whatever commits first (partition columns, schema): refused before the
+        # first data PUT, so a refused commit leaves no files behind. A refusal by the
+        # registry this process knew is confirmed on the current one (another process may
+        # have merged the very column this change brings).
+        try:
+            check_fits(snapshot.datasets.get(change.dataset), change)
+        except CommitConflictError:
+            if fresh:
+                raise
+            snapshot = registry.read()
+            check_fits(snapshot.datasets.get(change.dataset), change)
+        return snapshot
+    reused = reused_commit_id(found, change)
+    if reused is not None:
+        raise reused
+    version = found.version if isinstance(found, CommitRecord) else int(found["version"])
+    return CommitResult(version, change.commit_id, already_committed=True)
+
+
+def commit_planned(registry: Registry, change: Change) -> CommitResult:
+    """Commit a change :func:`prepare_commit` checked (its files added and written)."""
+    return registry.commit_changes([change], explicit_id=not change.generated_id)
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _request(**parts: object) -> dict[str, object]:
+    """What an operation asks for, as its digest covers it: parts not given are left out, so
+    a digest does not change when an operation gains an option nobody used."""
+    return {name: value for name, value in parts.items() if value is not None}
+
+
+def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | None] | None:
+    """Properties as a commit records them: names and values are strings (``None`` removes
+    a property)."""
+    if properties is None:
+        return None
+    if not isinstance(properties, Mapping):
+        raise InvalidNameError(properties, "properties is a mapping of names to strings")
+    for name, value in properties.items():
+        if not isinstance(name, str) or not name or not (value is None or isinstance(value, str)):
+            raise InvalidNameError(
+                name, "a property is a non-empty name with a string value (None removes it)"
+            )
+    return dict(properties)
+
+
+def _schema_mode(mode: object) -> str | None:
+    if mode is not None and mode != "merge":
+        raise InvalidNameError(mode, "schema_mode is None (refuse new columns) or 'merge'")
+    return mode
 
 
 def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:
@@ -364,8 +536,17 @@ def _matching(state: DatasetState, where: pc.Expression) -> list[str]:
     try:
         kept = table.filter(where)[_INDEX].to_pylist()
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        # Arrow names the table it evaluated (with an internal column): say it in our terms.
+        missing = re.search(r"FieldRef\.Name\((.*?)\)", str(error))
+        detail = (
+            f"{missing[1]!r} is not one of them"
+            if missing
+            else str(error).splitlines()[0].replace(_INDEX, "")
+        )
         raise InvalidNameError(
-            str(where), f"where= must be an expression over {list(state.partition_by)}: {error}"
+            str(where),
+            f"where= is an expression over the partition columns {list(state.partition_by)}: "
+            f"{detail}",
         ) from error
     return [paths[i] for i in kept]
 

@@ -22,11 +22,15 @@ are orphans like any other object.
 
 Reading a version older than the registry's retention is refused
 (:class:`~lakelock.errors.SnapshotExpiredError`), so ``older_than`` may not exceed it: vacuum
-never deletes what a permitted read could need. ``metastore/backups/`` (a format-1 root kept
-on upgrade) is never deleted. Deletes are conditional on the ETag seen when listing (an
-object replaced since is kept): ``DeleteObjects`` with per-key ETags where the store honours
-them, else one ``DeleteObject`` with ``If-Match`` per object, and nothing at all on a store
-that honours neither (:meth:`lakelock._s3.ObjectStore.delete_if_unchanged`).
+never deletes what a permitted read could need. Nor may it be shorter, unless the caller says
+so (``enforce_retention=False``, as delta-rs's ``enforce_retention_duration``): every version
+within the retention stays readable, as time travel promises; a version vacuum removed is
+:class:`~lakelock.errors.SnapshotExpiredError`, naming the versions that remain.
+``metastore/backups/`` (a format-1 root kept on upgrade) is never deleted. Deletes are
+conditional on the ETag seen when listing (an object replaced since is kept):
+``DeleteObjects`` with per-key ETags where the store honours them, else one ``DeleteObject``
+with ``If-Match`` per object, and nothing at all on a store that honours neither
+(:meth:`lakelock._s3.ObjectStore.delete_if_unchanged`).
 """
 
 from __future__ import annotations
@@ -40,12 +44,12 @@ from lakelock._datasets import Progress
 from lakelock._layout import DATASETS_PREFIX
 from lakelock._mirror._layout import VIEWS_PREFIX
 from lakelock._mirror._vacuum import view_keep
-from lakelock._objects import ListedObject
 from lakelock._registry import Registry
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._manifest import MANIFEST_PREFIX
 from lakelock._registry._snapshot import SNAPSHOT_PREFIX
 from lakelock._registry._tree import NODE_PREFIX
+from lakelock._s3 import ListedObject
 from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = ["VacuumReport", "vacuum"]
@@ -86,12 +90,22 @@ def vacuum(
     progress: Progress | None = None,
     listing: Callable[[int], None] | None = None,
     clock: Callable[[], float] = time.time,
+    enforce_retention: bool = True,
 ) -> VacuumReport:
     """Report (and unless ``dry_run`` delete) the orphans of the lake (module docstring).
     ``listing`` is told how many objects have been listed so far (every page, 1000 keys);
-    ``progress(done, total)`` how many orphans have been deleted."""
+    ``progress(done, total)`` how many orphans have been deleted. ``older_than`` below the
+    registry's retention is refused unless ``enforce_retention=False``."""
     if older_than < 0:
         raise InvalidNameError(older_than, "older_than is a non-negative number of seconds")
+    if enforce_retention and older_than < registry.retention:
+        raise InvalidNameError(
+            older_than,
+            f"older_than ({older_than:g} s) is below the registry's retention "
+            f"({registry.retention:g} s): vacuum would delete versions that time travel "
+            "promises to keep readable; pass enforce_retention=False (lakelock vacuum "
+            "--no-enforce-retention) to delete them anyway",
+        )
     if older_than > registry.retention:
         raise InvalidNameError(
             older_than,

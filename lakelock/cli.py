@@ -9,21 +9,33 @@ lakelock vacuum   s3://bucket/prefix --older-than 24h    unreferenced files (--d
 lakelock mirror   s3://bucket/prefix --dataset NAME      Iceberg and Delta views of each version
 lakelock serve    [--port N] [--bucket B]                embedded S3 endpoint for development
 lakelock demo     [--writers N]                          many writers, one lake, on embedded S3
+lakelock simulate [--writers N] [--store s3-standard]    many writers, simulated S3, virtual time
 ```
 
 Exit status: 0 success; 1 an operation failed or ``doctor`` found a required feature missing;
-2 bad usage. Errors are one line on stderr unless ``--debug``. Each command lives in its own
-module of :mod:`lakelock._cli`.
+2 bad usage; 141 the reader of stdout went away (``| head``), quietly. Errors are one line on
+stderr unless ``--debug``. Each command lives in its own module of :mod:`lakelock._cli`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from lakelock import __version__
-from lakelock._cli import _demo, _doctor, _locks, _mirror, _policy, _registry, _serve, _vacuum
+from lakelock._cli import (
+    _demo,
+    _doctor,
+    _locks,
+    _mirror,
+    _policy,
+    _registry,
+    _serve,
+    _simulate,
+    _vacuum,
+)
 from lakelock._cli._common import (
     add_debug_option,
     describe_error,
@@ -33,7 +45,7 @@ from lakelock._cli._common import (
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _mirror, _serve, _demo)
+_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _mirror, _serve, _demo, _simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,11 +70,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else 1
     try:
         status: int = args.run(args)
+        sys.stdout.flush()  # a reader gone away is found here, not at the interpreter's exit
     except KeyboardInterrupt:
         if args.debug:
             raise
         sys.stderr.write("lakelock: interrupted\n")
         return 130
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as a tool killed by SIGPIPE does,
+        # and keep the interpreter's final flush from complaining about it again.
+        _silence_stdout()
+        return 141
     except Exception as error:
         if args.debug:
             raise
@@ -75,6 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"lakelock: error: {message}\n")
         return 1
     return status
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor behind stdout
+        pass
 
 
 if __name__ == "__main__":

@@ -47,16 +47,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import table_schema
+from lakelock._digest import change_digest
 from lakelock._engines import require
 from lakelock._lake import Lake, LakeConfig
 from lakelock._names import partition_columns, validate_dataset_name
-from lakelock._operations import already_committed
+from lakelock._operations import SchemaMode, commit_planned, planned_change, prepare_commit
 from lakelock._registry import CommitResult, Fence
 from lakelock.errors import SchemaMismatchError
 
@@ -99,26 +101,36 @@ def append(
     frame: Any,
     *,
     partition_by: Sequence[str] = (),
+    schema_mode: SchemaMode = None,
     commit_id: str | None = None,
     fence: Fence | tuple[str, int] | None = None,
 ) -> CommitResult:
     """:func:`write` the frame on the workers, then commit all of its files in one registry
-    update on this (the driver's) process. With a ``commit_id`` already recorded nothing is
-    written and the earlier commit is reported (``already_committed``)."""
+    update on this (the driver's) process. With a ``commit_id`` already recorded for this
+    dataset and operation nothing is written and the earlier commit is reported
+    (``already_committed``); recorded for another dataset or operation, it is
+    :class:`~lakelock.errors.CommitIdReusedError`. (The frame's rows are not known before
+    the workers write them: the commit records the digest of the files' contents.) A
+    ``partition_by`` other than the dataset's is refused before any task runs; the schema
+    follows :meth:`lakelock.Lake.append`'s rules (``schema_mode``), checked at the commit."""
     dataset = validate_dataset_name(dataset)
     columns = partition_columns(partition_by)
-    done = already_committed(lake.registry, dataset, commit_id)
-    if done is not None:
-        return done
-    files, schema = write(lake, dataset, frame, partition_by=columns)
-    return lake.registry.commit(
+    change = planned_change(
         dataset,
-        add=files,
-        schema=schema,
-        partition_by=columns,
+        "append",
         commit_id=commit_id,
         fence=fence,
-        operation="append",
+        digest=None,
+        partition_by=columns,
+        schema_mode=schema_mode,
+    )
+    planned = prepare_commit(lake.registry, change)
+    if isinstance(planned, CommitResult):
+        return planned
+    files, schema = write(lake, dataset, frame, partition_by=columns)
+    digest = change_digest({"partition_by": columns}, files=files)
+    return commit_planned(
+        lake.registry, replace(change, add=tuple(files), schema=schema, digest=digest)
     )
 
 

@@ -15,12 +15,16 @@ LakelockError
 │   ├── AccessDeniedError (PermissionError)   403, e.g. refused by the bucket policy
 │   ├── UnsupportedError                      501: the store lacks a feature lakelock needs
 │   ├── EndpointUnreachableError (ConnectionError)  no connection could be made: not sent
+│   ├── NotS3Error                            the endpoint answered, but not as S3 does
 │   ├── CredentialsError (PermissionError)    no usable AWS credentials: nothing was sent
 │   └── OutcomeUnknownError                   timeout, reset, 5xx: the write may have applied
 ├── CommitError                            a registry commit did not happen: .dataset .commit_id
-│   ├── CommitConflictError                   the change no longer applies, or retries ran out
+│   ├── CommitConflictError                   the change no longer applies: nothing committed
 │   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
+│   │   │   └── PartitionByMismatchError            another partition_by than the dataset's
+│   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
 │   │   └── StaleFenceError                      fencing token lower than one already seen
+│   ├── RetryBudgetExhaustedError             attempts or seconds ran out: .attempts .seconds
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
 ├── RegistryCorruptError                   the registry cannot be trusted: never overwritten
 ├── LeaseError                             .name .token
@@ -42,6 +46,7 @@ __all__ = [
     "AlreadyExistsError",
     "CommitConflictError",
     "CommitError",
+    "CommitIdReusedError",
     "CommitStateUnknownError",
     "ConflictError",
     "CredentialsError",
@@ -54,9 +59,12 @@ __all__ = [
     "LockTimeout",
     "MissingExtraError",
     "NotFoundError",
+    "NotS3Error",
     "OutcomeUnknownError",
+    "PartitionByMismatchError",
     "PreconditionFailedError",
     "RegistryCorruptError",
+    "RetryBudgetExhaustedError",
     "SchemaMismatchError",
     "SnapshotExpiredError",
     "StaleFenceError",
@@ -84,6 +92,19 @@ def _rebuild(cls: type[LakelockError], args: tuple[Any, ...], fields: dict[str, 
     return error
 
 
+#: How much of an offending value a message quotes: enough to recognise it, never a page.
+SHOWN_CHARACTERS = 80
+
+
+def shown(value: object) -> str:
+    """``value`` as a message quotes it: its ``repr``, cut if long (saying how long it was),
+    so an error stays one readable line."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_CHARACTERS]}... ({len(text):,} characters)"
+
+
 class InvalidNameError(LakelockError, ValueError):
     """A name or path was rejected before anything was written.
 
@@ -91,7 +112,7 @@ class InvalidNameError(LakelockError, ValueError):
     """
 
     def __init__(self, value: object, reason: str) -> None:
-        super().__init__(f"invalid name {value!r}: {reason}")
+        super().__init__(f"invalid name {shown(value)}: {reason}")
         self.value = value
         self.reason = reason
 
@@ -102,9 +123,9 @@ class DatasetNotFoundError(LakelockError, KeyError):
 
     def __init__(self, dataset: str, *, partition: str | None = None) -> None:
         what = (
-            f"partition {partition!r} of dataset {dataset!r}"
+            f"partition {shown(partition)} of dataset {shown(dataset)}"
             if partition
-            else f"dataset {dataset!r}"
+            else f"dataset {shown(dataset)}"
         )
         super().__init__(f"{what} is not in the registry")
         self.dataset = dataset
@@ -129,9 +150,13 @@ class VersionNotFoundError(DatasetNotFoundError):
     ) -> None:
         super().__init__(dataset)
         which = f"version {version}" if version is not None else f"as of {as_of}"
-        self.args = (f"{which} of dataset {dataset!r} is not in the registry{reason}",)
+        if dataset == "*":  # the registry as a whole
+            self.args = (f"registry {which} does not exist{reason}",)
+        else:
+            self.args = (f"{which} of dataset {shown(dataset)} is not in the registry{reason}",)
         self.version = version
         self.as_of = as_of
+        self.reason = reason
 
 
 class SnapshotExpiredError(VersionNotFoundError):
@@ -211,6 +236,16 @@ class EndpointUnreachableError(StorageError, ConnectionError):
         self.endpoint = endpoint
 
 
+class NotS3Error(StorageError):
+    """The endpoint answered a request that has an S3 error body with none (a plain web
+    server, a proxy's error page, a wrong URL path): it does not speak S3, and a missing
+    object there says nothing about the lake. ``server`` is its ``Server`` header, if any."""
+
+    def __init__(self, message: str, *, server: str | None = None, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.server = server
+
+
 class CredentialsError(StorageError, PermissionError):
     """No usable AWS credentials (none configured, or an incomplete pair): the request was
     refused before it was sent."""
@@ -233,8 +268,8 @@ class CommitError(LakelockError):
 
 
 class CommitConflictError(CommitError):
-    """The commit cannot apply to the current registry (re-validated on redrive), or the
-    retry budget (``attempts``) ran out under contention. Nothing was committed."""
+    """The commit cannot apply to the current registry (re-validated on redrive). Nothing
+    was committed. ``attempts``: how many its batch made."""
 
     def __init__(
         self,
@@ -250,6 +285,32 @@ class CommitConflictError(CommitError):
 
 class SchemaMismatchError(CommitConflictError, ValueError):
     """Files being added have a schema incompatible with the dataset's."""
+
+
+class PartitionByMismatchError(SchemaMismatchError):
+    """The commit gives other partition columns than the dataset's (they never change)."""
+
+
+class CommitIdReusedError(CommitConflictError, ValueError):
+    """The ``commit_id`` is recorded already, for a different change: another dataset, another
+    operation, or other content (an idempotency key is bound to what it committed; a retry of
+    the same change reports the recorded commit instead). ``version`` is the registry version
+    that recorded it, ``recorded_dataset`` and ``recorded_operation`` what it committed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        version: int,
+        recorded_dataset: str,
+        recorded_operation: str,
+        dataset: str | None = None,
+        commit_id: str | None = None,
+    ) -> None:
+        super().__init__(message, dataset=dataset, commit_id=commit_id)
+        self.version = version
+        self.recorded_dataset = recorded_dataset
+        self.recorded_operation = recorded_operation
 
 
 class StaleFenceError(CommitConflictError):
@@ -270,6 +331,27 @@ class StaleFenceError(CommitConflictError):
         self.name = name
         self.token = token
         self.current = current
+
+
+class RetryBudgetExhaustedError(CommitError):
+    """The commit's retry budget ran out — its ``attempts`` or its seconds — before it could
+    land; it conflicted with nothing (that is :class:`CommitConflictError`). Its intent was
+    recorded cancelled first, so this call committed nothing: it is safe to try again with
+    the same ``commit_id`` (an earlier run of that id whose process crashed may still land,
+    once, through its own intent)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        dataset: str | None = None,
+        commit_id: str | None = None,
+        attempts: int = 0,
+        seconds: float = 0.0,
+    ) -> None:
+        super().__init__(message, dataset=dataset, commit_id=commit_id)
+        self.attempts = attempts
+        self.seconds = seconds
 
 
 class CommitStateUnknownError(CommitError):

@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -142,6 +143,19 @@ def outcome_of(error: BaseException) -> dict[str, Any]:
     return {"outcome": "unknown", "error": f"{name}: {error}", "untyped": True}
 
 
+def attempt(call: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    """Run one invocation: its result (``None`` if it raised), and how it is recorded (its
+    outcome, and the time it ended)."""
+    result = None
+    try:
+        result = call()
+        recorded = {"outcome": "ok", "version": result.version}
+    except Exception as error:
+        recorded = outcome_of(error)
+    recorded["end"] = time.time()
+    return result, recorded
+
+
 class Worker:
     """One process of the chaos run: its lake, writer operations, reader and records."""
 
@@ -182,13 +196,8 @@ class Worker:
 
     def _invoke(self, record: dict[str, Any], call: Any) -> Any:
         record.update(worker=self.name, start=time.time())
-        result = None
-        try:
-            result = call()
-            record.update(outcome="ok", version=result.version)
-        except Exception as error:
-            record.update(outcome_of(error))
-        record["end"] = time.time()
+        result, recorded = attempt(call)
+        record.update(recorded)
         self.emit(record)
         return result
 
@@ -246,6 +255,7 @@ class Worker:
             margin=self.margin,
             poll_interval=0.02,
             owner_label=f"{self.name}-{thread}",
+            heartbeat=False,
         )
         asked = time.time()
         try:

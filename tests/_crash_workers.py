@@ -43,7 +43,7 @@ from lakelock._pathlock import DistributedPathLock
 from lakelock._registry import Registry
 from lakelock._retry import RetryPolicy
 from lakelock.testing import client_kwargs
-from tests._chaos_workers import PLACES, WINDOW, exit_now, move, outcome_of, places_of
+from tests._chaos_workers import PLACES, WINDOW, attempt, exit_now, move, places_of
 
 LEASE_NAME = "crash"
 HOLDER_LOCK = "/ledger"
@@ -126,14 +126,7 @@ def make_lake(args: dict[str, Any], log: Log) -> tuple[Lake, Crasher]:
 def invoke(log: Log, record: dict[str, Any], call: Any) -> None:
     """Run one invocation, logging its start before and its outcome after."""
     log.write({**record, "start": time.time()})
-    result: dict[str, Any] = {"id": record["id"]}
-    try:
-        done = call()
-        result.update(outcome="ok", version=done.version)
-    except Exception as error:
-        result.update(outcome_of(error))
-    result["end"] = time.time()
-    log.write(result)
+    log.write({"id": record["id"], **attempt(call)[1]})
 
 
 def writer(args: dict[str, Any], log: Log) -> None:

@@ -15,7 +15,6 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -29,6 +28,8 @@ import boto3
 import orjson
 import pytest
 from botocore.config import Config
+
+from tests._support import free_port
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "localstack.sh"
 URL_ENV = "LAKELOCK_LOCALSTACK_URL"
@@ -71,13 +72,6 @@ class LocalStack:
         name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).strip("-")[:63]
         self.client().create_bucket(Bucket=name)
         return name
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _s3_ready(url: str) -> bool:
@@ -127,7 +121,7 @@ def localstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]
             f"LocalStack could not be set up (scripts/localstack.sh setup exited "
             f"{setup.returncode}): {_tail(setup_log)}"
         )
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     run_log = logs / "localstack.log"
     with run_log.open("w") as out:

@@ -82,7 +82,14 @@ def lease(args: dict[str, Any]) -> None:
     store = _store(args)
     abandoning = 2 if args["seed"] == 0 else -1
     for index in range(args["holdings"]):
-        holding = Lease(store, "mp", ttl=args["ttl"], margin=args["margin"], poll_interval=0.05)
+        holding = Lease(
+            store,
+            "mp",
+            ttl=args["ttl"],
+            margin=args["margin"],
+            poll_interval=0.05,
+            heartbeat=False,
+        )
         if index == abandoning:
             _warm_up(store, holding)
         holding.acquire(timeout=30)

@@ -3,25 +3,39 @@ the store, lake and simulated time built on it. Shared helpers are in ``tests/_s
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
 import pytest
+from botocore.retries.standard import ExponentialBackoff
 
 from lakelock import Lake
+from lakelock._layout import REGISTRY_KEY
 from lakelock._policy import generate_bucket_policy
 from lakelock._s3 import ObjectStore
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
-from tests._support import FAST_RETRY
+from tests._support import FAST_RETRY, StallAndRace, wait_until
 from tests._support.simtime import SimTime
 
 # LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture).
 pytest_plugins = ("tests._localstack",)
 
 _bucket_numbers = itertools.count()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sdk_retries_without_waiting() -> Iterator[None]:
+    """botocore waits between its own retries of a failed request (at random, up to seconds
+    after a 503); tests force outcomes and never wait them out, so in this process its
+    retries happen at once, as lakelock's own do with ``FAST_RETRY``. (Worker processes keep
+    botocore's waits.)"""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +57,32 @@ def s3(endpoint: S3Endpoint) -> Iterator[S3Endpoint]:
     endpoint.configure(concurrent_conflicts=False)
 
 
+@pytest.fixture
+def stall_and_race(s3: S3Endpoint) -> StallAndRace:
+    """``stall_and_race(ours, theirs)``: ``ours()`` runs in a thread until its request
+    replacing the registry's root is held at the endpoint; meanwhile ``theirs()`` runs to its
+    end; then ours is let go. Returns both results (an error of ours is raised). The request
+    held is the first ``operation`` (``PutObject``; ``CompleteMultipartUpload`` for a root
+    written by multipart) on a key under ``prefix`` (the root's key; ``""``: any)."""
+
+    def race(
+        ours: Callable[[], Any],
+        theirs: Callable[[], Any],
+        *,
+        operation: str = "PutObject",
+        prefix: str = REGISTRY_KEY,
+    ) -> tuple[Any, Any]:
+        s3.inject("stall", operation=operation, prefix=prefix, count=1)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            mine = pool.submit(ours)
+            wait_until(lambda: s3.stalled() == 1)
+            other = theirs()
+            s3.release_stalls()
+            return mine.result(timeout=60), other
+
+    return race
+
+
 #: Who the endpoint's default client is, as bucket policies see it.
 WRITER = f"arn:aws:iam::{DEFAULT_PRINCIPAL_ACCOUNT}:user/{DEFAULT_ACCESS_KEY}"
 
@@ -60,6 +100,19 @@ def bucket(s3: S3Endpoint, request: pytest.FixtureRequest) -> str:
         policy = generate_bucket_policy(name, principals=[WRITER], deny_unconditional_delete=True)
         s3.client().put_bucket_policy(Bucket=name, Policy=orjson.dumps(policy).decode())
     return name
+
+
+@pytest.fixture
+def aws_env(s3: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment a user of the embedded endpoint sets (``lakelock serve`` prints it):
+    boto3's default client then talks to it, so documentation examples run exactly as
+    written."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DEFAULT_ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "lakelock-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
 
 
 @pytest.fixture

@@ -221,15 +221,7 @@ def test_chaos_large(s3: S3Endpoint, bucket: str, tmp_path: Path, seed: int) -> 
     violation."""
     lake = setup_lake(s3, bucket)
     records, injected = run_chaos(
-        s3,
-        bucket,
-        tmp_path,
-        seed=seed,
-        processes=4,
-        threads=4,
-        ops=40,
-        rules=CHAOS,
-        timeout=1500,
+        s3, bucket, tmp_path, seed=seed, processes=4, threads=4, ops=40, rules=CHAOS, timeout=1500
     )
     problems = check_chaos(records, lake, setup_ids=["setup-0", "setup-1"])
     assert problems == [], report(seed, problems, tmp_path, "test_chaos_large")
@@ -268,7 +260,8 @@ LOST_ACKS = [
 MUTATION_MIX = {"append": 1, "ledger": 3}
 
 
-@pytest.mark.parametrize("mutation", [None, "no-idempotency"])
+# The clean control run is slow only: test_chaos_small is a clean run with lost acks forced.
+@pytest.mark.parametrize("mutation", [pytest.param(None, marks=pytest.mark.slow), "no-idempotency"])
 def test_checker_catches_disabled_idempotency(
     s3: S3Endpoint, bucket: str, tmp_path: Path, mutation: str | None
 ) -> None:
@@ -412,7 +405,12 @@ def test_vacuum_racing_a_rename_back_keeps_what_the_rename_reuses(
     s3.inject("stall", operation="DeleteObjects", bucket=bucket, count=1)
     with ThreadPoolExecutor(1) as pool:
         sweeping = pool.submit(
-            vacuum, lake.registry, older_than=3600, dry_run=False, clock=lambda: later
+            vacuum,
+            lake.registry,
+            older_than=3600,
+            dry_run=False,
+            clock=lambda: later,
+            enforce_retention=False,
         )
         for _ in range(2000):  # orphans decided, their deletes held at the endpoint
             if s3.stalled() == 1:

@@ -8,11 +8,11 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 
@@ -35,17 +35,9 @@ from lakelock._cli._progress import ProgressBar, progress_wanted
 from lakelock._vacuum import SCANNED_PREFIXES
 from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
+from tests._support import CLI_ENV, free_port
 
-ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-    "AWS_ACCESS_KEY_ID": "lakelock",
-    "AWS_SECRET_ACCESS_KEY": "x",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "PYTHONUNBUFFERED": "1",
-}
+ENV = CLI_ENV
 
 
 def lakelock(
@@ -61,6 +53,28 @@ def lakelock(
     )
 
 
+InProcess = Callable[..., tuple[int, str]]
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcess:
+    """``in_process(*args)``: ``lakelock *args`` in this process (the parser and commands the
+    subprocess runs), with the subprocesses' AWS environment: its exit status and stdout. For
+    the variants of a command a test has already run as a user runs it."""
+
+    def run(*args: str) -> tuple[int, str]:
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            monkeypatch.delenv(name)
+        for name, value in ENV.items():
+            if name.startswith("AWS_"):
+                monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        status = main(list(args))
+        return status, capsys.readouterr().out
+
+    return run
+
+
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
     """Exit 1, nothing on stdout, exactly one ``lakelock: error:`` line on stderr."""
     assert result.returncode == 1, result.stderr
@@ -70,13 +84,6 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: st
     assert lines[0].startswith("lakelock: error: ")
     for needle in needles:
         assert needle in lines[0]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture
@@ -141,7 +148,6 @@ def test_usage_errors_exit_2_through_the_real_entry_point() -> None:
         (["policy", "--bucket", "b"], "--principal"),
         (["registry"], "ACTION"),
         (["registry", "show"], "URL"),
-        (["vacuum", "s3://lake"], "--older-than"),
         (["vacuum", "s3://lake", "--older-than", "soon"], "invalid duration"),
         (["serve", "--fault", "meteor:PutObject"], "unknown kind"),
         (["serve", "--latency", "fast"], "invalid latency"),
@@ -235,7 +241,9 @@ def test_registry_show_one_dataset_with_files(s3: S3Endpoint, lake: Lake) -> Non
 
 
 @pytest.mark.usefixtures("loaded")
-def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> None:
+def test_registry_log_lists_commits_newest_first(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``registry log`` lists recent commits newest first; ``--dataset`` and ``--limit``
     filter them."""
     result = lakelock("registry", "log", lake.url, "--endpoint-url", s3.url)
@@ -255,22 +263,16 @@ def test_registry_log_lists_commits_newest_first(s3: S3Endpoint, lake: Lake) -> 
         ("2", "append", "customer_profiles", "load-2"),
         ("1", "append", "customer_profiles", "load-1"),
     ]
-    filtered = lakelock(
-        "registry",
-        "log",
-        lake.url,
-        "--dataset",
-        "customer_profiles",
-        "-n",
-        "1",
-        "--json",
-        "--endpoint-url",
-        s3.url,
-    )
-    assert [c["id"] for c in orjson.loads(filtered.stdout)] == ["load-2"]
+    _, filtered = in_process(
+        "registry", "log", lake.url, "--dataset", "customer_profiles", "-n", "1", "--json",
+        "--endpoint-url", s3.url,
+    )  # fmt: skip
+    assert [c["id"] for c in orjson.loads(filtered)] == ["load-2"]
 
 
-def test_partitions_are_listed_in_natural_order(s3: S3Endpoint, lake: Lake) -> None:
+def test_partitions_are_listed_in_natural_order(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``day=2`` comes before ``day=10`` in the table and in the JSON."""
     days = pa.table({"v": [1, 2, 3, 4], "day": [10, 2, 1, 33]})
     lake.append("daily", days, partition_by=["day"])
@@ -278,14 +280,16 @@ def test_partitions_are_listed_in_natural_order(s3: S3Endpoint, lake: Lake) -> N
     assert text.returncode == 0, text.stderr
     shown = [line.split()[0] for line in text.stdout.splitlines() if line.startswith("day=")]
     assert shown == ["day=1", "day=2", "day=10", "day=33"]
-    data = lakelock(
+    _, data = in_process(
         "registry", "show", lake.url, "--dataset", "daily", "--json", "--endpoint-url", s3.url
     )
-    assert list(orjson.loads(data.stdout)["partitions"]) == shown
+    assert list(orjson.loads(data)["partitions"]) == shown
 
 
 @pytest.mark.usefixtures("loaded")
-def test_registry_log_json_lists_datasets_and_operations(s3: S3Endpoint, lake: Lake) -> None:
+def test_registry_log_json_lists_datasets_and_operations(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """Each JSON entry has ``datasets`` as a list (a rename across datasets names both) and
     the ``operation``; ``--dataset`` matches any dataset of a commit."""
     lake.rename_partition("customer_profiles", "year=2025", to_dataset="archive", commit_id="mv")
@@ -298,12 +302,13 @@ def test_registry_log_json_lists_datasets_and_operations(s3: S3Endpoint, lake: L
         ("load-2", "append", ["customer_profiles"]),
         ("load-1", "append", ["customer_profiles"]),
     ]
-    archive = lakelock(
+
+    _, archive = in_process(
         "registry", "log", lake.url, "--dataset", "archive", "--json", "--endpoint-url", s3.url
     )
-    assert [e["id"] for e in orjson.loads(archive.stdout)] == ["mv"]
-    table = lakelock("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url)
-    assert table.stdout.splitlines()[1].split()[2:4] == ["rename", "archive,customer_profiles"]
+    assert [e["id"] for e in orjson.loads(archive)] == ["mv"]
+    _, table = in_process("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url)
+    assert table.splitlines()[1].split()[2:4] == ["rename", "archive,customer_profiles"]
 
 
 def test_registry_of_an_empty_lake_and_of_a_missing_bucket(s3: S3Endpoint, bucket: str) -> None:
@@ -344,7 +349,7 @@ def test_missing_credentials_and_profile_are_one_error_line(s3: S3Endpoint) -> N
     env = {k: v for k, v in ENV.items() if k not in {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}}
     result = lakelock("doctor", "s3://lake", "--endpoint-url", s3.url, env=env)
     assert_one_line_error(result, "no AWS credentials found")
-    profile = lakelock("vacuum", "s3://lake", "--older-than", "1d", "--profile", "ghost")
+    profile = lakelock("vacuum", "s3://lake", "--profile", "ghost")
     assert_one_line_error(profile, "AWS profile not found: 'ghost'")
 
 
@@ -364,8 +369,8 @@ def one_line_within(seconds: float, *args: str, env: dict[str, str] | None = Non
         ["registry", "show"],
         ["registry", "log"],
         ["locks"],
-        ["vacuum", "--older-than", "1d"],
-        ["vacuum", "--older-than", "1d", "--delete"],
+        ["vacuum"],
+        ["vacuum", "--older-than", "7d", "--delete"],
         ["doctor"],
     ],
 )
@@ -455,7 +460,7 @@ def test_doctor_passes_on_the_embedded_endpoint(s3: S3Endpoint, bucket: str) -> 
     assert s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
 
 
-def test_doctor_fails_on_plain_moto(bucket: str) -> None:
+def test_doctor_fails_on_plain_moto(bucket: str, in_process: InProcess) -> None:
     """``doctor`` against moto without the gateway: the If-Match multipart completion and
     CopyObject destination probes FAIL, the verdict is NOT SAFE, exit 1 (JSON says which)."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -464,7 +469,7 @@ def test_doctor_fails_on_plain_moto(bucket: str) -> None:
         host, port = server.get_host_and_port()
         url = f"http://{host}:{port}"
         result = lakelock("doctor", f"s3://{bucket}", "--endpoint-url", url)
-        as_json = lakelock("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
+        status, as_json = in_process("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
     finally:
         server.stop()
     assert result.returncode == 1, result.stderr
@@ -473,8 +478,8 @@ def test_doctor_fails_on_plain_moto(bucket: str) -> None:
     assert " FAIL " in rows["conditional CopyObject (destination)"]
     assert " PASS " in rows["create-only PutObject (If-None-Match: *)"]
     assert "NOT SAFE" in result.stdout
-    data = orjson.loads(as_json.stdout)
-    assert as_json.returncode == 1
+    data = orjson.loads(as_json)
+    assert status == 1
     assert data["ok"] is False
     failed = {p["name"] for p in data["probes"] if p["status"] == "fail" and p["required"]}
     assert "If-Match on CompleteMultipartUpload" in failed
@@ -491,13 +496,23 @@ def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None
     orphan = lake.write("events", pa.table({"x": [9.0]}))[0]
     committed = {f.key for f in lake.registry.files("customer_profiles")}
     client = s3.client()
-    dry = lakelock("vacuum", lake.url, "--older-than", "0s", "--endpoint-url", s3.url)
+    dry = lakelock(
+        "vacuum", lake.url, "--older-than", "0s", "--no-enforce-retention", "--endpoint-url", s3.url
+    )
     assert dry.returncode == 0, dry.stderr
     assert orphan.key in dry.stdout
     assert "dry run: nothing deleted" in dry.stdout
     client.head_object(Bucket=lake.bucket, Key=lake.prefix + orphan.key)
     wet = lakelock(
-        "vacuum", lake.url, "--older-than", "0s", "--delete", "--progress", "--endpoint-url", s3.url
+        "vacuum",
+        lake.url,
+        "--older-than",
+        "0s",
+        "--no-enforce-retention",
+        "--delete",
+        "--progress",
+        "--endpoint-url",
+        s3.url,
     )
     assert wet.returncode == 0, wet.stderr
     # The orphan, and the dataset versions the fixture's later commits replaced (a window
@@ -519,13 +534,22 @@ def test_vacuum_shows_progress_while_listing_even_when_piped(s3: S3Endpoint, lak
     """``--progress`` draws on stderr (stdout and stderr are pipes here) while listing, with
     the final count, before any deleting; the report on stdout is unchanged."""
     result = lakelock(
-        "vacuum", lake.url, "--older-than", "0s", "--progress", "--endpoint-url", s3.url
+        "vacuum",
+        lake.url,
+        "--older-than",
+        "0s",
+        "--no-enforce-retention",
+        "--progress",
+        "--endpoint-url",
+        s3.url,
     )
     assert result.returncode == 0, result.stderr
     listed = sum(len(list(lake.store.list(prefix))) for prefix in SCANNED_PREFIXES)
     assert result.stderr.endswith(f"listing {listed} objects\n")
     assert f"{listed} objects scanned" in result.stdout
-    quiet = lakelock("vacuum", lake.url, "--older-than", "0s", "--endpoint-url", s3.url)
+    quiet = lakelock(
+        "vacuum", lake.url, "--older-than", "0s", "--no-enforce-retention", "--endpoint-url", s3.url
+    )
     assert quiet.stderr == ""
 
 
@@ -625,12 +649,15 @@ def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:
 
 
 def test_demo_runs_and_passes() -> None:
-    """``demo`` runs the lead's demo job on its own embedded endpoint and exits 0 when its
-    checks pass; ``--progress`` draws on stderr although both streams are pipes, and never
-    mixes into stdout."""
+    """``demo`` runs the demo job (writer processes, a rename, a leader's compaction) on its
+    own embedded endpoint and exits 0 when every one of its checks passes; ``--progress``
+    draws on stderr although both streams are pipes, and never mixes into stdout."""
     result = lakelock("demo", "--writers", "2", "--latency", "0", "--progress", timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "demo passed" in result.stdout
+    assert "[FAILED]" not in result.stdout
+    assert "was elected leader" in result.stdout
+    assert result.stdout.count("[ok]") == 7
     status = re.compile(r"appends \d+/\d+  renames \d+")
     assert status.search(result.stderr)
     assert not status.search(result.stdout)

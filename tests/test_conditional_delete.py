@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock._s3 import DELETE_PROBE_PREFIX, ObjectStore
+from lakelock._layout import PROBE_PREFIX
+from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
 from lakelock.errors import NotFoundError, PreconditionFailedError, UnsupportedError
 from lakelock.testing import S3Endpoint
@@ -44,7 +45,7 @@ def assert_outcome(store: ObjectStore, results: dict[str, Any]) -> None:
     assert isinstance(results["datasets/d/c"], NotFoundError)
     assert [o.key for o in store.list("datasets/")] == ["datasets/d/b"]
     assert store.get("datasets/d/b").body == b"replaced"
-    assert list(store.list(DELETE_PROBE_PREFIX)) == []  # the probe cleaned up after itself
+    assert list(store.list(PROBE_PREFIX)) == []  # the probe cleaned up after itself
 
 
 def test_batch_deletes_where_per_key_etags_are_honoured(
@@ -102,7 +103,7 @@ def test_refused_where_no_conditional_delete_is_honoured(
         store.conditional_delete_method()
     assert s3.stats() == {}
     assert [o.key for o in store.list("datasets/")] == ["datasets/d/a", "datasets/d/b"]
-    assert list(store.list(DELETE_PROBE_PREFIX)) == []
+    assert list(store.list(PROBE_PREFIX)) == []
 
 
 def test_each_store_probes_once(s3: S3Endpoint, store: ObjectStore) -> None:
@@ -129,7 +130,12 @@ def vacuum_race(s3: S3Endpoint, bucket: str, admin: Any, *, operation: str) -> A
     later = time.time() + 2 * HOUR
     with ThreadPoolExecutor(1) as pool:
         sweeping = pool.submit(
-            vacuum, lake.registry, older_than=HOUR, dry_run=False, clock=lambda: later
+            vacuum,
+            lake.registry,
+            older_than=HOUR,
+            dry_run=False,
+            clock=lambda: later,
+            enforce_retention=False,
         )
         wait_until(lambda: s3.stalled() == 1)
         admin.put_object(Bucket=bucket, Key=stray.key, Body=b"replaced meanwhile")
@@ -166,8 +172,14 @@ def test_vacuum_refuses_to_delete_where_nothing_is_honoured(s3: S3Endpoint, buck
     lake = Lake(bucket, s3=s3.client(), retry=FAST_RETRY)
     (stray,) = lake.write("sales", pa.table({"id": [2], "day": [1]}), partition_by=["day"])
     later = time.time() + 2 * HOUR
-    dry = vacuum(lake.registry, older_than=HOUR, clock=lambda: later)
+    dry = vacuum(lake.registry, enforce_retention=False, older_than=HOUR, clock=lambda: later)
     assert [o.key for o in dry.orphans] == [stray.key]
     with pytest.raises(UnsupportedError):
-        vacuum(lake.registry, older_than=HOUR, dry_run=False, clock=lambda: later)
+        vacuum(
+            lake.registry,
+            enforce_retention=False,
+            older_than=HOUR,
+            dry_run=False,
+            clock=lambda: later,
+        )
     assert [o.key for o in lake.store.list("datasets/")] == [stray.key]

@@ -183,7 +183,9 @@ def run_crash(
         table = next(t for t in read_lock_tables(lake.store) if t.doc.dataset == "ledger")
         assert [h.owner.pid for h in table.doc.holders] == [held["pid"]], context
 
-        lease = Lease(lake.store, LEASE_NAME, ttl=TTL, margin=MARGIN, poll_interval=POLL)
+        lease = Lease(
+            lake.store, LEASE_NAME, ttl=TTL, margin=MARGIN, poll_interval=POLL, heartbeat=False
+        )
         lease.acquire(timeout=BOUND + 5)
         assert time.time() - death <= BOUND, f"{context}: lease blocked past its bound"
         assert lease.token is not None
@@ -220,19 +222,28 @@ def run_crash(
     # vacuum: exactly the orphans, for a window past every retirement...
     later = time.time() + 2 * HOUR
     everything = expected_orphans(lake, later - HOUR)
-    report = vacuum(lake.registry, older_than=HOUR, clock=lambda: later)
+    report = vacuum(lake.registry, enforce_retention=False, older_than=HOUR, clock=lambda: later)
     assert {o.key for o in report.orphans} == everything, context
     # ...and for one that still protects what the run retired (cutoff: the run's start).
-    protected = vacuum(lake.registry, older_than=HOUR, clock=lambda: before_run + HOUR)
+    protected = vacuum(
+        lake.registry, enforce_retention=False, older_than=HOUR, clock=lambda: before_run + HOUR
+    )
     assert {o.key for o in protected.orphans} == expected_orphans(lake, before_run), context
     assert stray.key in {o.key for o in protected.orphans}, context
 
-    deleted = vacuum(lake.registry, older_than=HOUR, dry_run=False, clock=lambda: later)
+    deleted = vacuum(
+        lake.registry, enforce_retention=False, older_than=HOUR, dry_run=False, clock=lambda: later
+    )
     assert sorted(deleted.deleted) == sorted(everything), context
     assert deleted.failed == {}, context
     after = Lake(lake.bucket, s3=s3.client())
     assert check_chaos(records, after, setup_ids=SETUP_IDS, time_travel=False) == [], context
-    assert vacuum(after.registry, older_than=HOUR, clock=lambda: later).orphans == [], context
+    assert (
+        vacuum(
+            after.registry, enforce_retention=False, older_than=HOUR, clock=lambda: later
+        ).orphans
+        == []
+    ), context
 
 
 @pytest.mark.parametrize("seed", seeds([5]))

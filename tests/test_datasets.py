@@ -42,7 +42,7 @@ from lakelock.errors import (
     StorageError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY, StallAndRace, wait_until
 
 MIB = 1024 * 1024
 GENERATED = re.compile(r"part-[0-9a-f]{32}\.parquet")
@@ -296,24 +296,16 @@ INVALID: dict[str, tuple[str, pa.Table, list[str], str | None]] = {
     "file-control": ("sales", sales(), [], "f\n.parquet"),
     "column-missing": ("sales", sales(), ["nope"], None),
     "column-twice": ("sales", sales(), ["region", "region"], None),
-    "column-hidden": (
-        "sales",
-        sales().rename_columns(["id", "writer", "_r", "amount"]),
-        ["_r"],
-        None,
-    ),
-    "column-equals": (
-        "sales",
-        sales().rename_columns(["id", "writer", "r=1", "amount"]),
-        ["r=1"],
-        None,
-    ),
-    "column-slash": (
-        "sales",
-        sales().rename_columns(["id", "writer", "r/1", "amount"]),
-        ["r/1"],
-        None,
-    ),
+    # The partition column renamed (a name no partition directory can carry).
+    **{
+        f"column-{what}": (
+            "sales",
+            sales().rename_columns(["id", "writer", c, "amount"]),
+            [c],
+            None,
+        )
+        for what, c in (("hidden", "_r"), ("equals", "r=1"), ("slash", "r/1"))
+    },
     "column-duplicate-in-table": (
         "sales",
         sales().rename_columns(["id", "id", "region", "amount"]),
@@ -533,20 +525,33 @@ def test_multipart_spooled_file_with_several_parts(s3: S3Endpoint, store: Object
     assert read_files(store, [written]).equals(table)
 
 
+def race_for_one_file(
+    stall_and_race: StallAndRace, ours: ObjectStore, theirs: ObjectStore
+) -> tuple[AlreadyExistsError, DataFile]:
+    """Writer 1's multipart completion of ``f.parquet`` (through ``ours``) is held while
+    writer 2 writes the file (through ``theirs``): the error writer 1 gets, and writer 2's
+    file."""
+    written: list[DataFile] = []
+    with pytest.raises(AlreadyExistsError) as info:
+        stall_and_race(
+            lambda: write_table(ours, "sales", sales(writer=1), file_name="f.parquet"),
+            lambda: written.extend(
+                write_table(theirs, "sales", sales(writer=2), file_name="f.parquet")
+            ),
+            operation="CompleteMultipartUpload",
+            prefix="",
+        )
+    return info.value, written[0]
+
+
 def test_multipart_completion_loses_race(
-    s3: S3Endpoint, store: ObjectStore, multipart_store: ObjectStore
+    s3: S3Endpoint,
+    store: ObjectStore,
+    multipart_store: ObjectStore,
+    stall_and_race: StallAndRace,
 ) -> None:
     """A completion that loses the race is AlreadyExistsError; upload aborted, theirs kept."""
-    s3.inject("stall", operation="CompleteMultipartUpload", count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        ours = pool.submit(
-            write_table, multipart_store, "sales", sales(writer=1), file_name="f.parquet"
-        )
-        wait_until(lambda: s3.stalled() == 1)
-        [theirs] = write_table(store, "sales", sales(writer=2), file_name="f.parquet")
-        s3.release_stalls()
-        with pytest.raises(AlreadyExistsError):
-            ours.result(timeout=60)
+    _, theirs = race_for_one_file(stall_and_race, multipart_store, store)
     assert s3.stats()["AbortMultipartUpload"] == 1
     assert store.client.list_multipart_uploads(Bucket=store.bucket).get("Uploads", []) == []
     assert read_files(store, [theirs]).column("writer").to_pylist() == [2] * 6
@@ -565,21 +570,15 @@ def test_lost_ack_on_multipart_completion_is_our_success(
 
 
 def test_multipart_retry_into_another_writers_file(
-    s3: S3Endpoint, store: ObjectStore, multipart_store: ObjectStore
+    s3: S3Endpoint,
+    store: ObjectStore,
+    multipart_store: ObjectStore,
+    stall_and_race: StallAndRace,
 ) -> None:
     """A completion retried into another writer's file: AlreadyExistsError, upload aborted."""
-    s3.inject("stall", operation="CompleteMultipartUpload", count=1)
     s3.inject("error", operation="CompleteMultipartUpload", count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        ours = pool.submit(
-            write_table, multipart_store, "sales", sales(writer=1), file_name="f.parquet"
-        )
-        wait_until(lambda: s3.stalled() == 1)
-        [theirs] = write_table(store, "sales", sales(writer=2), file_name="f.parquet")
-        s3.release_stalls()
-        with pytest.raises(AlreadyExistsError) as info:
-            ours.result(timeout=60)
-    assert info.value.actual_etag == theirs.etag
+    error, theirs = race_for_one_file(stall_and_race, multipart_store, store)
+    assert error.actual_etag == theirs.etag
     assert s3.stats()["AbortMultipartUpload"] == 1
     assert read_files(store, [theirs]).column("writer").to_pylist() == [2] * 6
 

@@ -23,7 +23,6 @@ from lakelock._clock import DATE_RESOLUTION, TimeBounds
 from lakelock._fence import Fence
 from lakelock._holding import Lapsed, Owner, holder_valid
 from lakelock._layout import lock_table_key
-from lakelock._objects import IfMatch
 from lakelock._pathlock import (
     DistributedPathLock,
     LockRequest,
@@ -46,7 +45,7 @@ from lakelock._pathlock._table import (
     renew_holder,
     split_by_dataset,
 )
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
 from lakelock.testing import S3Endpoint
 from tests._support import REPO, wait_until

@@ -9,9 +9,8 @@ import orjson
 import pytest
 from botocore.exceptions import ClientError
 
-from lakelock._objects import IfMatch
 from lakelock._policy import generate_bucket_policy
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import AccessDeniedError
 from lakelock.testing import S3Endpoint
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from lakelock import Lake
 from lakelock.testing import S3Endpoint
+from tests._support import CLI_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,22 +31,13 @@ def test_daily_pipeline_runs_and_is_idempotent() -> None:
 
 
 def pipeline(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-        "AWS_ACCESS_KEY_ID": "lakelock",
-        "AWS_SECRET_ACCESS_KEY": "x",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
     return subprocess.run(
         [sys.executable, str(ROOT / "examples" / "daily_pipeline.py"), *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
-        env=env,
+        env=CLI_ENV,
     )
 
 

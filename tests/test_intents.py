@@ -8,27 +8,29 @@ import concurrent.futures
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from lakelock._registry import CommitResult, Registry, _fold
+from lakelock._registry import CommitResult, Registry
 from lakelock._registry._changes import (
     HARD_MAX_MANIFESTS_PER_PARTITION,
     MAX_MANIFESTS_PER_PARTITION,
     Change,
     Fence,
 )
+from lakelock._registry._core import FoldPolicy
 from lakelock._registry._document import REGISTRY_KEY, IntentFate
-from lakelock._registry._fold import CROWD, LOOK, PATIENCE
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
-from lakelock.errors import CommitConflictError
+from lakelock.errors import RetryBudgetExhaustedError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support import FAST_RETRY, StallAndRace, no_sleep, wait_until
 from tests._support.files import datafile
+from tests._support.simtime import SimTime
 
 ROOT = "metastore/dataset_registry.json"
 
@@ -55,14 +57,14 @@ def contended_waiter(
         store, group_commit=False, retry=RetryPolicy(max_attempts=max_attempts, sleep=sleep), **kw
     )
     waiter.read()
-    waiter._contended_until = float("inf")
+    waiter.hints.contended_until = float("inf")
     return waiter
 
 
 def seasoned(reg: Registry) -> Registry:
     """``reg`` as a process that has listed intents before: its next fold is not its first
     (a first fold sends its intents before it lists, and waits for any older one's writer)."""
-    reg._listed_at = 0.0
+    reg.hints.listed_at = 0.0
     return reg
 
 
@@ -92,19 +94,16 @@ def test_a_crashed_writers_intent_is_applied_once_by_the_next_committer(store: O
 
 
 def test_a_loser_finds_its_commit_applied_without_redriving_it(
-    s3: S3Endpoint, store: ObjectStore
+    store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:
     """Our swap is held while another process commits: that process folds our intent in;
     our swap then fails (412) and the re-read shows our intent applied at its version."""
     ours, theirs = registry(store, group_commit=False), registry(store, group_commit=False)
     ours.commit("sales", add=[datafile("sales", "", "a")])
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        mine = pool.submit(ours.commit, "sales", add=[datafile("sales", "", "mine")])
-        wait_until(lambda: s3.stalled() == 1)
-        other = theirs.commit("sales", add=[datafile("sales", "", "theirs")])
-        s3.release_stalls()
-        result = mine.result(timeout=60)
+    result, other = stall_and_race(
+        lambda: ours.commit("sales", add=[datafile("sales", "", "mine")]),
+        lambda: theirs.commit("sales", add=[datafile("sales", "", "theirs")]),
+    )
     assert (result.version, result.redrives, result.already_committed) == (other.version, 1, False)
     assert names(ours) == ["a", "mine", "theirs"]
     assert ours.read().version == other.version
@@ -129,17 +128,26 @@ def test_an_intent_that_no_longer_applies_is_rejected_alone(store: ObjectStore) 
     assert names(other) == ["b", "c"]
 
 
-def test_an_expired_intent_is_not_applied(store: ObjectStore) -> None:
-    """An intent pending longer than the intent TTL (server time, from the listing) is
-    rejected as expired: a writer that far behind cannot still be waiting for it."""
+def test_an_expired_intent_is_not_applied(s3: S3Endpoint, store: ObjectStore) -> None:
+    """An intent pending longer than the intent TTL by the *server's* clock (the ``Date`` of
+    the folder's root read against the listing's ``LastModified``) is rejected as expired: a
+    writer that far behind cannot still be waiting for it. A folder whose own clock is an
+    hour ahead does not expire it: expiry never trusts a writer's clock."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     key = plant_intent(store, Change("sales", "late", add=(datafile("sales", "", "l"),)))
-    later = registry(store, clock=lambda: time.time() + 3600, intent_ttl=600)
-    later.commit("sales", add=[datafile("sales", "", "b")])
+    ahead = registry(store, clock=lambda: time.time() + 3600, intent_ttl=600)
+    ahead.commit("sales", add=[datafile("sales", "", "b")])
+    fate = ahead._current()[0].fate(key)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", 2)
+    key = plant_intent(store, Change("sales", "later", add=(datafile("sales", "", "m"),)))
+    server_later = SimTime(start=time.time() + 3600).attach(s3.client())
+    later = registry(ObjectStore(server_later, store.bucket, retry=FAST_RETRY), intent_ttl=600)
+    later.commit("sales", add=[datafile("sales", "", "c")])
     fate = later._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.reason.split(":")[0]) == ("rejected", "expired")
-    assert names(later) == ["a", "b"]
+    assert sorted(names(later)) == ["a", "b", "c", "l"]
 
 
 def test_a_giving_up_commit_is_cancelled_and_never_applied(
@@ -150,7 +158,7 @@ def test_a_giving_up_commit_is_cancelled_and_never_applied(
     quitter = registry(store, retry=RetryPolicy(max_attempts=2, sleep=no_sleep))
     quitter.commit("sales", add=[datafile("sales", "", "a")])
     s3.inject("conflict", operation="PutObject", prefix=ROOT, count=2)
-    with pytest.raises(CommitConflictError):
+    with pytest.raises(RetryBudgetExhaustedError):
         quitter.commit("sales", add=[datafile("sales", "", "gave-up")])
     fates = quitter._current()[0].fates
     assert [f.state for f in fates] == ["applied", "cancelled"]
@@ -159,20 +167,17 @@ def test_a_giving_up_commit_is_cancelled_and_never_applied(
 
 
 def test_cancelling_after_someone_applied_it_reports_success(
-    s3: S3Endpoint, store: ObjectStore
+    store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:
     """Exactly one outcome when cancellation races a fold: our only attempt is held while
     another process applies our intent; giving up, we find it applied and report success."""
     ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=1, sleep=no_sleep))
     theirs = registry(store, group_commit=False)
     ours.commit("sales", add=[datafile("sales", "", "a")])
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        mine = pool.submit(ours.commit, "sales", add=[datafile("sales", "", "mine")])
-        wait_until(lambda: s3.stalled() == 1)
-        other = theirs.commit("sales", add=[datafile("sales", "", "theirs")])
-        s3.release_stalls()
-        result = mine.result(timeout=60)
+    result, other = stall_and_race(
+        lambda: ours.commit("sales", add=[datafile("sales", "", "mine")]),
+        lambda: theirs.commit("sales", add=[datafile("sales", "", "theirs")]),
+    )
     assert result.version == other.version
     assert names(theirs) == ["a", "mine", "theirs"]
 
@@ -234,11 +239,11 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
         ms=int(time.time() * 1000) - 1000,
     )
     reg.read()  # another process swapped last, as far as we know
-    reg._contended_until = float("inf")  # as after a lost race: other processes are busy here
+    reg.hints.contended_until = float("inf")  # as after a lost race: other processes are busy here
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
     # Its first wait (for any process to fold it), its stagger (a round, in looks a third of
     # a round apart), max_waits rounds waiting for the older intent's writer, then its fold.
-    assert result.attempts == 1 + round(1 / LOOK) + reg.max_waits + 1
+    assert result.attempts == 1 + round(1 / FoldPolicy().look) + reg.policy.max_waits + 1
     fate = reg._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -264,7 +269,7 @@ def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
         Change("sales", "older", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 1000,
     )
-    reg._contended_until = float("inf")  # other processes are busy here
+    reg.hints.contended_until = float("inf")  # other processes are busy here
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
     assert result.attempts == 1  # a wait would have been an attempt
     assert sleeps == []
@@ -305,7 +310,7 @@ def folded_watermark(store: ObjectStore, ms: int) -> str:
     change = Change("sales", f"dead-{ms}", add=(datafile("sales", "", "d"),))
     key = plant_intent(store, change, ms=ms)
     folder = registry(store)
-    folder.watermark_lag = 0.0  # the watermark goes up to the newest key listed
+    folder.policy = replace(folder.policy, watermark_lag=0.0)  # up to the newest key listed
     folder.commit("sales", add=[datafile("sales", "", "folded-it")])
     watermark = registry(store)._current()[0].watermark
     assert watermark >= key
@@ -340,8 +345,8 @@ def left_behind(
             seasoned(registry(store)).commit("sales", add=[datafile("sales", "", "y")])
 
     ours = contended_waiter(store, meanwhile, clock=lambda: now[0])
-    ours._round_seconds = 1.5  # neither bound binds: the wait is set by the time behind
-    ours.gather = 0.0
+    ours.hints.round_seconds = 1.5  # neither bound binds: the wait is set by the time behind
+    ours.policy = replace(ours.policy, gather=0.0)
     return ours, sleeps, decided, now[0]
 
 
@@ -361,8 +366,8 @@ def test_a_waiter_left_behind_by_a_swap_staggers_before_it_lists(
     behind = (int(made * 1000) - intent_ms(decided[0])) / 1000
     assert behind == pytest.approx(1.0, abs=0.002)
     staggered = sleeps[1:]
-    assert sum(staggered) == pytest.approx(ours.stagger * behind, abs=0.01)
-    assert all(s <= 1.5 * LOOK + 1e-9 for s in staggered)
+    assert sum(staggered) == pytest.approx(ours.policy.stagger * behind, abs=0.01)
+    assert all(s <= 1.5 * FoldPolicy().look + 1e-9 for s in staggered)
     assert s3.stats()["ListObjectsV2"] == 1  # ours, once the root stood still
     assert names(ours) == ["a", "mine", "x"]
 
@@ -376,7 +381,7 @@ def test_a_waiter_left_behind_is_folded_while_it_staggers(
     s3.reset_stats()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert (result.attempts, len(sleeps)) == (3, 2)
-    assert sleeps[1] == pytest.approx(1.5 * LOOK)
+    assert sleeps[1] == pytest.approx(1.5 * FoldPolicy().look)
     assert s3.stats()["ListObjectsV2"] == 1  # the folder's; ours none
     assert names(ours) == ["a", "mine", "x", "y"]
 
@@ -396,8 +401,8 @@ def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: Obj
                 registry(store, max_fold=0).commit("sales", add=[datafile("sales", "", "x")])
 
         ours = contended_waiter(store, meanwhile)
-        ours.stagger = stagger
-        ours.gather = 0.0
+        ours.policy = replace(ours.policy, stagger=stagger)
+        ours.policy = replace(ours.policy, gather=0.0)
         s3.reset_stats()
         result = ours.commit("sales", add=[datafile("sales", "", f"mine-{stagger}")])
         assert result.attempts == 2
@@ -415,12 +420,12 @@ def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectSto
     made = intent_ms(newest_decided(store)) / 1000 + 0.010  # ours: 10 ms after it
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
-    ours.gather = 0.0
-    round_seconds = ours._round_seconds  # learnt again after the swap
-    assert ours.stagger * 0.010 < round_seconds
+    ours.policy = replace(ours.policy, gather=0.0)
+    round_seconds = ours.hints.round_seconds  # learnt again after the swap
+    assert ours.policy.stagger * 0.010 < round_seconds
     s3.reset_stats()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
-    looks = round(1 / LOOK)
+    looks = round(1 / FoldPolicy().look)
     assert (result.attempts, len(sleeps)) == (2 + looks, 1 + looks)  # the first wait, a stagger
     assert sum(sleeps[1:]) == pytest.approx(round_seconds)
     assert s3.stats()["ListObjectsV2"] == 1
@@ -434,8 +439,8 @@ def test_a_waiters_stagger_is_capped_at_two_rounds(store: ObjectStore) -> None:
     made = intent_ms(newest_decided(store)) / 1000 + 60.0
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
-    ours.gather = 0.0
-    round_seconds = ours._round_seconds
+    ours.policy = replace(ours.policy, gather=0.0)
+    round_seconds = ours.hints.round_seconds
     ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert sum(sleeps[1:]) == pytest.approx(2 * round_seconds)
 
@@ -456,7 +461,7 @@ def test_a_batch_of_intents_sent_early_commits_without_staggering(
         first = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "first")])
         wait_until(lambda: s3.stalled() == 1)
         second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "second")])
-        wait_until(lambda: any(p.intent_sent for p in reg._queue))
+        wait_until(lambda: any(p.intent_sent for p in reg._commits.queue))
         s3.release_stalls()
         assert first.result(timeout=60).attempts == 1
         result = second.result(timeout=60)
@@ -478,22 +483,22 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
         ms=int(time.time() * 1000) - 1000,
     )
     reg.read()  # another process swapped last, as far as we know
-    reg._contended_until = float("inf")
-    reg._round_seconds = 0.3
+    reg.hints.contended_until = float("inf")
+    reg.hints.round_seconds = 0.3
     reg.commit("sales", add=[datafile("sales", "", "b")])
     # Its first wait (about a round: sooner mostly finds the intent pending), its stagger (a
     # round: its intent is the newest, in looks a third of a round apart), then max_waits
     # waits for the older intent's writer.
-    looks = round(1 / LOOK)
+    looks = round(1 / FoldPolicy().look)
     first, stagger = sleeps[0], sleeps[1 : 1 + looks]
-    waits = sleeps[1 + looks : 1 + looks + reg.max_waits]
-    gathering = sleeps[1 + looks + reg.max_waits :]
+    waits = sleeps[1 + looks : 1 + looks + reg.policy.max_waits]
+    gathering = sleeps[1 + looks + reg.policy.max_waits :]
     assert 0.9 * 0.3 <= first <= 1.1 * 0.3
-    assert stagger == [pytest.approx(0.3 * LOOK)] * looks
-    assert len(waits) == reg.max_waits
+    assert stagger == [pytest.approx(0.3 * FoldPolicy().look)] * looks
+    assert len(waits) == reg.policy.max_waits
     assert all(0.15 <= s <= 0.3 for s in waits)
     # Then it folds for everybody: a moment for intents being sent, before reading them.
-    assert gathering == [pytest.approx(0.3 * reg.gather)]
+    assert gathering == [pytest.approx(0.3 * reg.policy.gather)]
 
 
 def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: ObjectStore) -> None:
@@ -596,7 +601,7 @@ def test_a_waiter_whose_applied_intent_left_the_root_finds_it_in_the_index(
         sleeps.append(seconds)
         if len(sleeps) == 1:
             folder = registry(store, commit_window=1)
-            folder.watermark_lag = 0.0  # the watermark goes up to the newest key listed
+            folder.policy = replace(folder.policy, watermark_lag=0.0)  # up to the newest key listed
             folded.append(folder.commit("sales", add=[datafile("sales", "", "f")]).version)
             for n in range(3):
                 more = registry(store, commit_window=1, max_fold=0)
@@ -640,16 +645,16 @@ def test_a_waiter_learns_when_its_intent_was_applied_not_when_it_looked(
             registry(store).commit("sales", add=[datafile("sales", "", "theirs")])
 
     ours = contended_waiter(store, sleep, clock=lambda: now[0])
-    ours._round_seconds = 0.4
+    ours.hints.round_seconds = 0.4
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert (result.attempts, len(slept)) == (2, 1)
-    assert ours._round_seconds == pytest.approx(0.8 * 0.4 + 0.2 * slept[0] / 2)
+    assert ours.hints.round_seconds == pytest.approx(0.8 * 0.4 + 0.2 * slept[0] / 2)
 
 
 def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:
-    """A committer that was not contended (a process starting, say) and finds ``CROWD``
+    """A committer that was not contended (a process starting, say) and finds ``FoldPolicy().crowd``
     intents of other processes pending does not read them all: it sends its intent and
     waits, and another process folds the crowd and ours in one swap. Ours read no intent."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
@@ -658,7 +663,7 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
         plant_intent(
             store, Change("sales", f"crowd-{n}", add=(datafile("sales", "", f"c{n}"),)), ms=base + n
         )
-        for n in range(CROWD)
+        for n in range(FoldPolicy().crowd)
     ]
     swaps: list[int] = []
 
@@ -677,8 +682,8 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
         assert fate is not None
         assert (fate.state, fate.version) == ("applied", swaps[0])
     # The other process read the crowd and our intent once each; we read none.
-    assert s3.areas()["GetObject metastore/intents"] == CROWD + 1
-    assert len(names(ours)) == CROWD + 3
+    assert s3.areas()["GetObject metastore/intents"] == FoldPolicy().crowd + 1
+    assert len(names(ours)) == FoldPolicy().crowd + 3
 
 
 def wait_while_the_root_moves(
@@ -726,14 +731,14 @@ def test_a_waiter_folds_itself_after_patience_runs_out_though_the_root_moves(
 ) -> None:
     """Patience is bounded: if the root keeps moving but nobody folds the older intent (its
     writer is dead and the others do not fold), the waiter folds it itself after
-    ``PATIENCE * max_waits`` rounds of waiting in all."""
+    ``FoldPolicy().patience * max_waits`` rounds of waiting in all."""
     result, fate, _, ours = wait_while_the_root_moves(store, moves=10**6)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
     # Every look counts its part of a round (a stagger's look a third): the waiter lists
-    # after PATIENCE * max_waits rounds, the first wait aside.
-    rounds = PATIENCE * ours.max_waits
-    assert rounds <= result.attempts - 2 <= rounds / LOOK
+    # after FoldPolicy().patience * max_waits rounds, the first wait aside.
+    rounds = FoldPolicy().patience * ours.policy.max_waits
+    assert rounds <= result.attempts - 2 <= rounds / FoldPolicy().look
 
 
 def test_a_waiter_folds_itself_before_its_retry_budget_runs_out(store: ObjectStore) -> None:
@@ -756,7 +761,7 @@ def test_the_last_swapper_does_not_pause_for_intents_being_sent(
     sleeps: list[float] = []
     reg = registry(store, retry=RetryPolicy(sleep=sleeps.append))
     reg.commit("sales", add=[datafile("sales", "", "a")])
-    reg._contended_until = float("inf")  # other processes are busy here
+    reg.hints.contended_until = float("inf")  # other processes are busy here
     plant_intent(store, Change("sales", "older", add=(datafile("sales", "", "d"),)))
     s3.reset_stats()
     s3.inject("stall", operation="PutObject", prefix=REGISTRY_KEY, count=1)
@@ -786,7 +791,7 @@ def test_a_waiter_settled_by_another_process_stays_contended(store: ObjectStore)
         other.commit("sales", add=[datafile("sales", "", f"theirs-{len(names(other))}")])
 
     ours = seasoned(contended_waiter(store, sleep, clock=lambda: now[0]))
-    ours._contended_until = now[0] + 1.0  # a race lost a while ago
+    ours.hints.contended_until = now[0] + 1.0  # a race lost a while ago
     first = ours.commit("sales", add=[datafile("sales", "", "mine-1")])
     assert (first.attempts, first.redrives) == (2, 0)
     now[0] += 2.0  # past that race's memory
@@ -890,6 +895,7 @@ def test_vacuum_keeps_an_intent_applied_between_its_reads_of_the_root(
     report = vacuum(
         Interleaved(store, retry=FAST_RETRY),
         older_than=60,
+        enforce_retention=False,
         dry_run=False,
         clock=lambda: time.time() + 3600,
     )
@@ -918,19 +924,16 @@ def test_intents_a_swap_decided_do_not_use_up_the_next_folds_share(store: Object
     assert (fate.state, fate.version) == ("applied", result.version)
 
 
-def test_a_swap_leaves_at_most_lagging_keys_above_the_watermark(
-    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_swap_leaves_at_most_lagging_keys_above_the_watermark(store: ObjectStore) -> None:
     """However recent the keys a fold lists (fast commits, or a folder whose clock is behind
-    the writers'), it leaves no more than ``LAGGING`` of them above the watermark: each keeps
+    the writers'), it leaves no more than ``lagging`` of them above the watermark: each keeps
     its fate in the root, and every later fold lists it again."""
-    monkeypatch.setattr(_fold, "LAGGING", 3)
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     planted = sorted(
         plant_intent(store, Change("sales", f"fast-{n}", add=(datafile("sales", "", f"f{n}"),)))
         for n in range(6)
     )
-    folder = seasoned(registry(store))
+    folder = seasoned(registry(store, policy=FoldPolicy(lagging=3)))
     folder.commit("sales", add=[datafile("sales", "", "b")])
     doc = folder._current()[0]
     assert doc.watermark == planted[-4]
@@ -1004,7 +1007,7 @@ def test_vacuum_keeps_an_intent_a_fold_passed_over(store: ObjectStore) -> None:
     key, body, _ = intent_document(change, now_ms=int(time.time() * 1000) - 5000)  # made...
     # ...and written only after another process's fold moved the watermark past it.
     folder = seasoned(registry(store))
-    folder.watermark_lag = 0.0
+    folder.policy = replace(folder.policy, watermark_lag=0.0)
     plant_intent(store, Change("sales", "newer", add=(datafile("sales", "", "n"),)))
     folder.commit("sales", add=[datafile("sales", "", "b")])
     store.put(key, body, mode="create")
@@ -1012,7 +1015,13 @@ def test_vacuum_keeps_an_intent_a_fold_passed_over(store: ObjectStore) -> None:
     assert key < doc.watermark
     assert doc.fate(key) is None
     # Two minutes later, with a one-minute window: older than the window, not than the TTL.
-    report = vacuum(registry(store), older_than=60, dry_run=False, clock=lambda: time.time() + 120)
+    report = vacuum(
+        registry(store),
+        enforce_retention=False,
+        older_than=60,
+        dry_run=False,
+        clock=lambda: time.time() + 120,
+    )
     assert key not in report.deleted
     assert key in {o.key for o in store.list(INTENT_PREFIX)}
 

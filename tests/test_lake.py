@@ -70,10 +70,11 @@ def test_duplicate_file_name_from_another_run_stops(lake: Lake) -> None:
 
 
 def test_schema_evolution_and_mismatch(lake: Lake) -> None:
-    """An added nullable column bumps schema_version; a changed type is refused."""
+    """An added nullable column bumps schema_version (with schema_mode="merge"); a changed
+    type is refused."""
     lake.append("sales", table([1]), partition_by=["year"])
     wider = table([2]).append_column("extra", pa.array([1.5]))
-    lake.append("sales", wider, partition_by=["year"])
+    lake.append("sales", wider, partition_by=["year"], schema_mode="merge")
     state = lake.registry.read().datasets["sales"]
     assert state.schema_version == 2
     rows = lake.read("sales").sort_by("id")
@@ -116,11 +117,11 @@ def test_files_of_an_unknown_dataset_is_typed(lake: Lake) -> None:
 )
 def test_vacuum_accepts_durations(lake: Lake, older_than: object) -> None:
     """older_than takes text durations, timedeltas and numbers of seconds."""
-    report = lake.vacuum(older_than=older_than)  # type: ignore[arg-type]
+    report = lake.vacuum(older_than=older_than, enforce_retention=False)  # type: ignore[arg-type]
     assert report.dry_run
 
 
-@pytest.mark.parametrize("older_than", ["soon", "24 hours", "-1h", -5, float("nan"), None, True])
+@pytest.mark.parametrize("older_than", ["soon", "24 hours", "-1h", -5, float("nan"), True])
 def test_vacuum_says_which_durations_it_accepts(lake: Lake, older_than: object) -> None:
     """Anything else is an InvalidNameError naming the accepted forms, before any request."""
     with pytest.raises(InvalidNameError) as info:
@@ -134,7 +135,7 @@ def test_vacuum_beyond_the_retention_is_refused_and_retention_is_a_lake_option(
     """older_than may not exceed the lake's retention; Lake(retention=) raises it."""
     with pytest.raises(InvalidNameError, match="retention"):
         Lake(bucket, s3=client).vacuum(older_than="8d")
-    assert Lake(bucket, s3=client, retention="30d").vacuum(older_than="8d").dry_run
+    assert Lake(bucket, s3=client, retention="30d").vacuum(older_than="30d").dry_run
 
 
 def test_copy_and_rename_take_partitions_as_mappings(lake: Lake) -> None:

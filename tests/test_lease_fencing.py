@@ -20,13 +20,15 @@ def test_paused_holder_cannot_commit_after_takeover(store: ObjectStore) -> None:
     sim = SimTime()
     sim.attach(store.client)
     registry = Registry(store, retry=FAST_RETRY)
-    paused = Lease(store, "leader", ttl=5, clock=sim.machine(), sleep=sim.sleep)
+    paused = Lease(store, "leader", ttl=5, clock=sim.machine(), sleep=sim.sleep, heartbeat=False)
     assert paused.try_acquire()
     old_fence = paused.fence
     registry.commit("sales", properties={"by": "first"}, fence=old_fence)
 
     sim.advance(60)  # the holder is paused (GC, swap, a stopped VM) far past its TTL
-    taker = Lease(store, "leader", ttl=5, clock=sim.machine(base=7.0), sleep=sim.sleep)
+    taker = Lease(
+        store, "leader", ttl=5, clock=sim.machine(base=7.0), sleep=sim.sleep, heartbeat=False
+    )
     assert taker.try_acquire()
     assert taker.token is not None
     assert taker.token > old_fence.token

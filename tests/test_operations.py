@@ -4,8 +4,6 @@ and its compare-and-swap by stalling the operation's registry PUT at the endpoin
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -14,7 +12,6 @@ import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
-from lakelock._registry import CommitResult
 from lakelock._registry._document import parse_registry, serialize_registry
 from lakelock.errors import (
     CommitConflictError,
@@ -24,7 +21,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY, StallAndRace
 
 REGISTRY = "metastore/dataset_registry.json"
 
@@ -63,20 +60,6 @@ def ids(lake: Lake, dataset: str = "sales", **filters: Any) -> list[int]:
 def operations(lake: Lake) -> list[tuple[str, str, int, int]]:
     """(id, operation, added, removed) of every recorded commit, oldest first."""
     return [(c.id, c.operation, c.added, c.removed) for c in lake.registry.read().commits]
-
-
-def racing(
-    s3: S3Endpoint, operation: Callable[[], CommitResult], competitor: Callable[[], object]
-) -> CommitResult:
-    """Run ``operation`` with its first registry PUT stalled at the endpoint; meanwhile
-    ``competitor`` commits; then let the PUT go (it meets a 412 and redrives)."""
-    s3.inject("stall", operation="PutObject", prefix=REGISTRY, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(operation)
-        wait_until(lambda: s3.stalled() == 1)
-        competitor()
-        s3.release_stalls()
-        return future.result(timeout=60)
 
 
 # -- overwrite ----------------------------------------------------------------------------------
@@ -159,7 +142,7 @@ def test_overwrite_of_an_unpartitioned_dataset(lake: Lake) -> None:
 
 
 def test_overwrite_also_replaces_an_append_that_landed_first(
-    s3: S3Endpoint, lake: Lake, other: Lake
+    lake: Lake, other: Lake, stall_and_race: StallAndRace
 ) -> None:
     """The replaced partitions lose what they hold when the commit applies: an append to
     them committed between the overwrite's plan and its CAS is replaced too; an append to
@@ -170,9 +153,9 @@ def test_overwrite_also_replaces_an_append_that_landed_first(
         other.append("sales", rows([2], day=1), partition_by=COLUMNS)
         other.append("sales", rows([3], day=2), partition_by=COLUMNS)
 
-    result = racing(
-        s3, lambda: lake.overwrite("sales", rows([9], day=1), partition_by=COLUMNS), competitor
-    )
+    result = stall_and_race(
+        lambda: lake.overwrite("sales", rows([9], day=1), partition_by=COLUMNS), competitor
+    )[0]
     assert result.redrives >= 1
     assert ids(lake) == [3, 9]
     assert operations(lake)[-1][1:] == ("overwrite", 1, 2)
@@ -237,20 +220,18 @@ def test_delete_of_nothing_commits_nothing(lake: Lake) -> None:
 
 
 def test_delete_also_removes_an_append_that_landed_first(
-    s3: S3Endpoint, lake: Lake, other: Lake
+    lake: Lake, other: Lake, stall_and_race: StallAndRace
 ) -> None:
     """As overwrite: files appended to a deleted partition just before the delete's CAS go
     too; the whole dataset (``"all"``) includes partitions created meanwhile."""
     lake.append("sales", rows([1], day=1), partition_by=COLUMNS)
-    racing(
-        s3,
+    stall_and_race(
         lambda: lake.delete("sales", partitions=["year=2024/month=1/day=1"]),
         lambda: other.append("sales", rows([2], day=1), partition_by=COLUMNS),
     )
     assert lake.read("sales").num_rows == 0
     lake.append("sales", rows([3], day=3), partition_by=COLUMNS)
-    racing(
-        s3,
+    stall_and_race(
         lambda: lake.delete("sales", partitions="all"),
         lambda: other.append("sales", rows([4], day=4), partition_by=COLUMNS),
     )
@@ -297,7 +278,9 @@ def test_compact_respects_the_target_size_and_partitions(lake: Lake) -> None:
         lake.compact("sales", target_file_size=0)
 
 
-def test_compact_keeps_appends_that_land_meanwhile(s3: S3Endpoint, lake: Lake, other: Lake) -> None:
+def test_compact_keeps_appends_that_land_meanwhile(
+    lake: Lake, other: Lake, stall_and_race: StallAndRace
+) -> None:
     """Appends committed between the compaction's plan and its CAS -- to the compacted
     partition and to another -- survive: compaction removes only what it read."""
     for n in range(3):
@@ -307,7 +290,7 @@ def test_compact_keeps_appends_that_land_meanwhile(s3: S3Endpoint, lake: Lake, o
         other.append("sales", rows([7], day=1), partition_by=COLUMNS)
         other.append("sales", rows([8], day=2), partition_by=COLUMNS)
 
-    result = racing(s3, lambda: lake.compact("sales"), competitor)
+    result = stall_and_race(lambda: lake.compact("sales"), competitor)[0]
     assert result.redrives >= 1
     assert ids(lake) == [0, 1, 2, 7, 8]
     assert (
@@ -316,15 +299,14 @@ def test_compact_keeps_appends_that_land_meanwhile(s3: S3Endpoint, lake: Lake, o
 
 
 def test_compact_conflicts_when_its_files_were_removed_first(
-    s3: S3Endpoint, lake: Lake, other: Lake
+    lake: Lake, other: Lake, stall_and_race: StallAndRace
 ) -> None:
     """If another commit removed a file the compaction read (an overwrite), the compaction
     is a conflict and changes nothing: the overwrite's rows stand."""
     for n in range(3):
         lake.append("sales", rows([n], day=1), partition_by=COLUMNS)
     with pytest.raises(CommitConflictError):
-        racing(
-            s3,
+        stall_and_race(
             lambda: lake.compact("sales"),
             lambda: other.overwrite("sales", rows([5], day=1), partition_by=COLUMNS),
         )

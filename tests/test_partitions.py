@@ -22,6 +22,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
+from tests._support.simtime import SimTime
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 
@@ -137,14 +138,19 @@ def test_readers_never_see_half_a_rename(lake: Lake) -> None:
     assert set(seen) == {(1, 10)}
 
 
-def test_superseded_lock_holder_cannot_commit(lake: Lake) -> None:
+def test_superseded_lock_holder_cannot_commit(lake: Lake, sim: SimTime) -> None:
     """A holder whose grant expired and was superseded by a conflicting grant that
-    committed is refused by the registry (StaleFenceError)."""
-    now = [0.0]
-    paused = DistributedPathLock(lake.store, ttl=5, heartbeat=False, clock=lambda: now[0])
-    later = DistributedPathLock(lake.store, ttl=5, heartbeat=False, clock=lambda: now[0] + 3600)
+    committed is refused by the registry (StaleFenceError). (Simulated time: the second
+    machine's wait for the first grant to expire passes at once.)"""
+    paused, later = (
+        DistributedPathLock(
+            lake.store, ttl=5, heartbeat=False, clock=sim.machine(), sleep=sim.sleep
+        )
+        for _ in range(2)
+    )
     zombie = paused.lock(write=["/sales/year=2024"]).acquire()
-    with later.lock(write=["/sales/year=2024"], timeout=5) as fresh:
+    with later.lock(write=["/sales/year=2024"], timeout=60) as fresh:
+        assert sum(sim.slept) >= 5  # it waited, in simulated time, for the grant to expire
         lake.registry.commit("sales", properties={"by": "fresh"}, fence=fresh.fence)
     with pytest.raises(StaleFenceError):
         lake.registry.commit("sales", properties={"by": "zombie"}, fence=zombie._fence("sales"))

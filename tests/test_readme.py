@@ -9,6 +9,9 @@ import inspect
 import pkgutil
 import re
 import shlex
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,8 +21,8 @@ import pytest
 
 import lakelock
 from lakelock import Lake
-from lakelock.cli import build_parser
-from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
+from lakelock.cli import build_parser, main
+from lakelock.testing import S3Endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -50,18 +53,6 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     assert tests in ci_lines
 
 
-@pytest.fixture
-def aws_env(s3: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The environment a user of the embedded endpoint sets (``lakelock serve`` prints it):
-    boto3's default client then talks to it, so examples run exactly as written."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DEFAULT_ACCESS_KEY)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "lakelock-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-
-
 def run_example(code: str, source: str, namespace: dict[str, Any] | None = None) -> None:
     exec(compile(code, source, "exec"), {"__name__": "__example__", **(namespace or {})})
 
@@ -78,6 +69,7 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
         exec(compile(code, f"README.md python block {number}", "exec"), story)
     run_example(blocks[3], "README.md python block 4")
     assert sorted(story["old_rows"]["id"].to_pylist()) == [1, 2]  # the first version
+    assert story["owner"] == "etl"
     snapshot = Lake(bucket, s3=s3.client()).registry.read()
     assert set(snapshot.datasets) == {"sales", "archive", "events"}
     assert Lake(bucket, s3=s3.client()).read("events").num_rows == 9
@@ -94,6 +86,7 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
         "append",
         "compact",
         "commit",
+        "properties",
         "restore",
         "append",
         "commit",
@@ -176,3 +169,56 @@ def _module(where: str) -> str:
             continue
         return name
     raise AssertionError(where)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def local_section() -> str:
+    return README.split("## On your machine, with your own code", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_local_path_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's way to run your own code locally, copied as a user would: ``lakelock
+    serve`` (on a free port instead of 9000) creates the bucket, the exported environment
+    points boto3 at it, and the library's first example runs unchanged against "my-bucket"."""
+    serve, env = (block.strip() for block in code_blocks(local_section(), "sh"))
+    port = free_port()
+    argv = shlex.split(serve.replace("9000", str(port)))
+    assert argv[:2] == ["lakelock", "serve"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lakelock.cli", *argv[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert banner.startswith("lakelock S3 endpoint: "), process.stderr
+        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        exported = shlex.split(env.replace("9000", str(port)).replace("export", ""))
+        for assignment in exported:
+            name, value = assignment.split("=", 1)
+            monkeypatch.setenv(name, value)
+        run_example(code_blocks(README, "python")[0], "README.md python block 1")
+        assert Lake("my-bucket").read("sales").num_rows > 0
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)  # and close its pipes
+
+
+def test_the_policy_command_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    section = README.split("## The command line", 1)[1].split("\n## ", 1)[0]
+    (line,) = [
+        line.split("#", 1)[0].strip()
+        for line in code_blocks(section, "sh")[0].splitlines()
+        if line.startswith("lakelock policy")
+    ]
+    assert main(shlex.split(line)[1:]) == 0
+    assert '"Statement"' in capsys.readouterr().out

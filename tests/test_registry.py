@@ -15,10 +15,11 @@ from lakelock.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     RegistryCorruptError,
+    RetryBudgetExhaustedError,
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support import FAST_RETRY, StallAndRace, no_sleep, wait_until
 from tests._support.files import datafile
 
 ROOT = REGISTRY_KEY
@@ -70,43 +71,36 @@ def test_stale_chained_root_redrives(store: ObjectStore) -> None:
     assert [f.name for f in reg.files("sales")] == ["a", "b", "c"]
 
 
-def test_precondition_failed_redrives(s3: S3Endpoint, store: ObjectStore) -> None:
+def test_precondition_failed_redrives(store: ObjectStore, stall_and_race: StallAndRace) -> None:
     """A commit landing between our read and our PUT makes us re-read and re-apply (412).
     (Folding disabled: the other writer would otherwise apply our intent for us, see
     test_intents.py.)"""
     reg, other = (registry(store, group_commit=False, max_fold=0) for _ in range(2))
     reg.commit("sales", add=[datafile("sales", "", "a")])
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        ours = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "mine")])
-        wait_until(lambda: s3.stalled() == 1)
-        theirs = other.commit("sales", add=[datafile("sales", "", "theirs")])
-        s3.release_stalls()
-        result = ours.result(timeout=60)
+    result, theirs = stall_and_race(
+        lambda: reg.commit("sales", add=[datafile("sales", "", "mine")]),
+        lambda: other.commit("sales", add=[datafile("sales", "", "theirs")]),
+    )
     assert (theirs.version, result.version, result.redrives) == (2, 3, 1)
     assert [f.name for f in reg.files("sales")] == ["a", "mine", "theirs"]
 
 
-def test_redrive_revalidates(s3: S3Endpoint, store: ObjectStore) -> None:
+def test_redrive_revalidates(store: ObjectStore, stall_and_race: StallAndRace) -> None:
     """On redrive the change is checked again: removing a file another commit removed is a
     conflict, not a silent success. (Folding disabled, as above.)"""
     reg, other = (registry(store, group_commit=False, max_fold=0) for _ in range(2))
     a = datafile("sales", "", "a")
     reg.commit("sales", add=[a, datafile("sales", "", "b")])
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        ours = pool.submit(reg.commit, "sales", remove=[a])
-        wait_until(lambda: s3.stalled() == 1)
-        other.commit("sales", remove=[a])
-        s3.release_stalls()
-        with pytest.raises(CommitConflictError) as info:
-            ours.result(timeout=60)
+    with pytest.raises(CommitConflictError) as info:
+        stall_and_race(
+            lambda: reg.commit("sales", remove=[a]), lambda: other.commit("sales", remove=[a])
+        )
     assert "not registered" in str(info.value)
     assert [f.name for f in reg.files("sales")] == ["b"]
 
 
 def test_a_rejected_commit_is_judged_again_when_its_swap_loses(
-    s3: S3Endpoint, store: ObjectStore
+    store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:
     """A commit that does not apply is rejected only by the swap that records its intent's
     fate: when that swap loses a race, the commit is checked again on the new root, where
@@ -115,13 +109,10 @@ def test_a_rejected_commit_is_judged_again_when_its_swap_loses(
     reg, other = (registry(store, group_commit=False, max_fold=0) for _ in range(2))
     reg.commit("sales", add=[datafile("sales", "", "a")])
     late = datafile("sales", "", "late")
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        ours = pool.submit(reg.commit, "sales", remove=[late], commit_id="drop-late")
-        wait_until(lambda: s3.stalled() == 1)  # rejected ("not registered"), at its swap
-        other.commit("sales", add=[late])
-        s3.release_stalls()
-        result = ours.result(timeout=60)
+    result, _ = stall_and_race(  # ours: rejected ("not registered"), held at its swap
+        lambda: reg.commit("sales", remove=[late], commit_id="drop-late"),
+        lambda: other.commit("sales", add=[late]),
+    )
     assert (result.version, result.redrives) == (3, 1)
     assert [f.name for f in reg.files("sales")] == ["a"]
     assert "drop-late" in committed_ids(store)
@@ -145,16 +136,18 @@ def test_slowdown_503_backs_off(s3: S3Endpoint, store: ObjectStore) -> None:
     assert (result.retries, result.version) == (1, 2)
 
 
-def test_retry_budget_exhausted_is_conflict(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A conflict that outlasts the retry budget ends in CommitConflictError with the
-    attempts counted, after the commit's intent is recorded cancelled (so no other committer
-    applies it later); a conflict that never clears leaves the outcome unknown."""
+def test_retry_budget_exhausted_is_its_own_error(s3: S3Endpoint, store: ObjectStore) -> None:
+    """409s that outlast the retry budget end in RetryBudgetExhaustedError (not a conflict:
+    the change conflicts with nothing) saying what ran out, with the attempts counted, after
+    the commit's intent is recorded cancelled (so no other committer applies it later); a
+    409 that never clears leaves the outcome unknown."""
     reg = registry(store, retry=RetryPolicy(max_attempts=4, sleep=no_sleep))
     reg.commit("sales")
     s3.inject("conflict", operation="PutObject", prefix=ROOT, count=4)
-    with pytest.raises(CommitConflictError) as info:
+    with pytest.raises(RetryBudgetExhaustedError, match="its 4 attempts ran out") as info:
         reg.commit("sales", add=[datafile("sales", "", "a")])
     assert info.value.attempts == 4
+    assert not isinstance(info.value, CommitConflictError)
     snap = registry(store).read()
     assert snap.version == 2  # the cancellation
     assert registry(store).commit("sales", properties={"k": "v"}).version == 3
@@ -174,7 +167,7 @@ def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectS
     with pytest.raises(CommitConflictError) as info:
         reg.commit("sales", remove=["datasets/sales/never-registered"])
     message = str(info.value)
-    assert "gave up after 2 attempts" in message
+    assert "gave up: its 2 attempts ran out" in message
     assert "the last attempt rejected it" in message
     assert "not registered" in message
     fresh = registry(store)
@@ -182,18 +175,17 @@ def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectS
     assert fresh.pending_intents() == []
 
 
-def test_registry_deleted_under_us_is_an_error(s3: S3Endpoint, store: ObjectStore) -> None:
+def test_registry_deleted_under_us_is_an_error(
+    store: ObjectStore, stall_and_race: StallAndRace
+) -> None:
     """404 on If-Match: the registry vanished; it is not silently re-created."""
     reg = registry(store)
     reg.commit("sales")
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        ours = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "a")])
-        wait_until(lambda: s3.stalled() == 1)
-        store.client.delete_object(Bucket=store.bucket, Key=ROOT)
-        s3.release_stalls()
-        with pytest.raises(RegistryCorruptError):
-            ours.result(timeout=60)
+    with pytest.raises(RegistryCorruptError):
+        stall_and_race(
+            lambda: reg.commit("sales", add=[datafile("sales", "", "a")]),
+            lambda: store.client.delete_object(Bucket=store.bucket, Key=ROOT),
+        )
     assert reg.read().version == 0
 
 
@@ -286,19 +278,19 @@ def test_idempotent_recommit(store: ObjectStore) -> None:
     assert reg.read().version == 1
 
 
-def test_multipart_root_with_racing_writer(s3: S3Endpoint, store: ObjectStore) -> None:
+def test_multipart_root_with_racing_writer(
+    s3: S3Endpoint, store: ObjectStore, stall_and_race: StallAndRace
+) -> None:
     """A root above the threshold goes by multipart with an If-Match completion; a writer
     that lands first makes our completion fail with 412 and we redrive."""
     reg = registry(store, group_commit=False, root_multipart_threshold=1, max_fold=0)
     other = registry(store, group_commit=False, max_fold=0)
     reg.commit("sales", add=[datafile("sales", "", "a")])
-    s3.inject("stall", operation="CompleteMultipartUpload", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        ours = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "mine")])
-        wait_until(lambda: s3.stalled() == 1)
-        other.commit("sales", add=[datafile("sales", "", "theirs")])
-        s3.release_stalls()
-        result = ours.result(timeout=60)
+    result, _ = stall_and_race(
+        lambda: reg.commit("sales", add=[datafile("sales", "", "mine")]),
+        lambda: other.commit("sales", add=[datafile("sales", "", "theirs")]),
+        operation="CompleteMultipartUpload",
+    )
     assert (result.version, result.redrives) == (3, 1)
     assert s3.stats()["CompleteMultipartUpload"] >= 3
     assert [f.name for f in reg.files("sales")] == ["a", "mine", "theirs"]
@@ -349,11 +341,11 @@ def test_a_batchs_callers_return_while_the_next_batch_is_in_flight(
         first = commit("b")
         wait_until(lambda: s3.stalled() == 1)  # batch [b] at its swap
         pair = [commit("c"), commit("d")]
-        wait_until(lambda: len(reg._queue) == 2)
+        wait_until(lambda: len(reg._commits.queue) == 2)
         s3.release_stalls()
         wait_until(lambda: s3.stalled() == 1)  # batch [c, d] at its swap
         last = commit("e")
-        wait_until(lambda: len(reg._queue) == 1)
+        wait_until(lambda: len(reg._commits.queue) == 1)
         s3.release_stalls()
         wait_until(lambda: s3.stalled() == 1)  # batch [e] at its swap
         wait_until(lambda: all(f.done() for f in pair))
@@ -377,7 +369,7 @@ def test_a_commit_that_waits_for_the_next_batch_sends_its_intent_at_once(
         first = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "b")])
         wait_until(lambda: s3.stalled() == 1)  # batch [b] at its swap
         second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "c")])
-        wait_until(lambda: len(reg._queue) == 1)
+        wait_until(lambda: len(reg._commits.queue) == 1)
         # Its intent exists while the batch before it is still held at its swap.
         assert len(reg.pending_intents()) == 2  # b's and c's, both undecided
         puts = s3.stats()["PutObject"]

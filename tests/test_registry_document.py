@@ -261,32 +261,43 @@ def test_seal_bumps_version_once_and_bounds_the_window() -> None:
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
 
 
+EXTRA = SCHEMA.append(pa.field("extra", pa.float64()))
+
+
 @pytest.mark.parametrize(
-    ("new", "version", "fails"),
+    ("new", "mode", "version", "fails"),
     [
-        (SCHEMA, 1, False),
-        (SCHEMA.append(pa.field("extra", pa.float64())), 2, False),
-        (pa.schema([pa.field("id", pa.int64(), nullable=False)]), 1, False),
-        (pa.schema([pa.field("id", pa.int32(), nullable=False), ("name", pa.string())]), 1, True),
-        (SCHEMA.append(pa.field("required", pa.int8(), nullable=False)), 1, True),
-        (pa.schema([("name", pa.string())]), 1, True),
+        (SCHEMA, None, 1, False),
+        (EXTRA, "merge", 2, False),
+        (EXTRA, None, 1, True),
+        (pa.schema([pa.field("id", pa.int64(), nullable=False)]), None, 1, False),
+        (
+            pa.schema([pa.field("id", pa.int32(), nullable=False), ("name", pa.string())]),
+            "merge",
+            1,
+            True,
+        ),
+        (SCHEMA.append(pa.field("required", pa.int8(), nullable=False)), "merge", 1, True),
+        (pa.schema([("name", pa.string())]), "merge", 1, True),
     ],
     ids=[
         "same",
-        "added-nullable",
+        "added-nullable-merged",
+        "added-nullable-refused",
         "missing-nullable",
         "type-change",
         "new-required",
         "missing-required",
     ],
 )
-def test_schema_rules(new: pa.Schema, version: int, fails: bool) -> None:
-    """Compatible evolution bumps schema_version; incompatible schemas are SchemaMismatchError."""
+def test_schema_rules(new: pa.Schema, mode: str | None, version: int, fails: bool) -> None:
+    """Compatible evolution bumps schema_version; incompatible schemas are
+    SchemaMismatchError; a new column needs schema_mode="merge"."""
     if fails:
         with pytest.raises(SchemaMismatchError):
-            evolve_schema(SCHEMA, new, 1, change())
+            evolve_schema(SCHEMA, new, 1, change(schema_mode=mode))
         return
-    schema, got = evolve_schema(SCHEMA, new, 1, change())
+    schema, got = evolve_schema(SCHEMA, new, 1, change(schema_mode=mode))
     assert got == version
     assert schema is not None
     assert schema.get_field_index("id") == 0

@@ -61,6 +61,25 @@ def test_every_version_reads_exactly_what_was_committed_up_to_it(lake: Lake) -> 
         lake.read("sales", as_of=history[-1].at - 1)
 
 
+def test_a_historical_read_shows_nothing_of_later_versions(lake: Lake) -> None:
+    """Every field of ``registry.read(version=N)`` is as it was at N: its time, its commits
+    (none of later versions), no fencing state of later commits."""
+    lake.append("sales", rows([1]), partition_by=["day"], commit_id="a1")
+    then = lake.registry.read()
+    lake.append("sales", rows([2]), partition_by=["day"], commit_id="a2", fence=("lease:x", 5))
+    lake.restore("sales", version=1, commit_id="r1")
+    now = lake.registry.read()
+    assert then.updated_at != now.updated_at
+    old = lake.registry.read(version=1)
+    assert (old.version, old.updated_at, old.historical) == (1, then.updated_at, True)
+    assert [c.id for c in old.commits] == ["a1"]
+    assert dict(old.fences) == {}
+    assert dict(now.fences) == {"lease:x": 5}
+    second = lake.registry.read(as_of=lake.history("sales")[1].at)
+    assert (second.version, [c.id for c in second.commits]) == (2, ["a1", "a2"])
+    assert second.updated_at == now.commits[1].at
+
+
 def test_history_records_operations_and_counts(lake: Lake) -> None:
     """Each commit's version, id, operation and counts are in the dataset's history, newest
     first; a fresh Lake reads the same history."""

@@ -108,7 +108,7 @@ CHAOS = [
 ]
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_history_is_linearizable_under_faults(
     s3: S3Endpoint, bucket: str, tmp_path: Path, seed: int
 ) -> None:

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from lakelock._objects import WRITE_ID_KEY, IfMatch
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import WRITE_ID_KEY, IfMatch, ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -82,15 +81,25 @@ def test_conflict_is_retried_until_it_clears(s3: S3Endpoint, store: ObjectStore)
     assert s3.stats()["PutObject"] == 4
 
 
-def test_conflict_past_the_budget_is_conflict_error(
-    s3: S3Endpoint, client: Any, bucket: str
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("conflict", (ConflictError, "ConditionalRequestConflict")),
+        ("error", (OutcomeUnknownError, "InternalError")),
+    ],
+)
+def test_a_failure_past_the_budget_is_typed_and_writes_nothing(
+    s3: S3Endpoint, client: Any, bucket: str, fault: Any, expected: tuple[type[StorageError], str]
 ) -> None:
-    """A 409 that outlasts the retry budget surfaces as ConflictError, nothing written."""
+    """A 409 that outlasts the retry budget surfaces as ConflictError; a 5xx past the SDK's
+    retries with nothing applied as OutcomeUnknownError (it cannot know); the object absent
+    either way."""
     store = ObjectStore(client, bucket, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
-    s3.inject("conflict", operation="PutObject")
-    with pytest.raises(ConflictError) as info:
+    s3.inject(fault, operation="PutObject")
+    error, code = expected
+    with pytest.raises(error) as info:
         store.put("k", b"x")
-    assert info.value.code == "ConditionalRequestConflict"
+    assert (info.value.key, info.value.code) == ("k", code)
     s3.clear_faults()
     with pytest.raises(NotFoundError):
         store.head("k")
@@ -106,19 +115,6 @@ def test_slowdown_is_backed_off_then_throttled_error(
         store.put("k", b"x")
     # 2 adapter attempts x 3 SDK attempts each (the endpoint's clients allow 3).
     assert s3.stats()["PutObject"] == 6
-
-
-def test_server_error_before_apply_is_unknown_and_absent(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """5xx past the SDK's retries with nothing applied: OutcomeUnknownError, object absent."""
-    s3.inject("error", operation="PutObject")
-    with pytest.raises(OutcomeUnknownError) as info:
-        store.put("k", b"x")
-    assert info.value.key == "k"
-    s3.clear_faults()
-    with pytest.raises(NotFoundError):
-        store.head("k")
 
 
 def test_connection_reset_is_unknown(s3: S3Endpoint, store: ObjectStore) -> None:
@@ -310,8 +306,20 @@ def test_delete_many_reports_per_key(store: ObjectStore) -> None:
     assert [o.key for o in store.list()] == ["stale"]
 
 
-def test_list_pages_through_prefix(client: Any, bucket: str) -> None:
-    """list() follows continuation tokens and strips the store's prefix."""
+def test_list_pages_through_prefix(s3: S3Endpoint, client: Any, bucket: str) -> None:
+    """list() follows continuation tokens, page by page, and strips the store's prefix."""
+    store = ObjectStore(client, bucket, prefix="lake/")
+    for key in [f"lake/d/{n:02d}" for n in range(25)] + ["elsewhere"]:
+        client.put_object(Bucket=bucket, Key=key, Body=b"")
+    s3.reset_stats()
+    keys = [o.key for o in store.list("d/", page_size=10)]
+    assert keys == [f"d/{n:02d}" for n in range(25)]
+    assert s3.stats() == {"ListObjectsV2": 3}
+
+
+@pytest.mark.slow
+def test_list_pages_through_prefix_at_s3s_page_size(client: Any, bucket: str) -> None:
+    """The same, where S3 cuts the pages itself (1,000 keys)."""
     store = ObjectStore(client, bucket, prefix="lake/")
     with concurrent.futures.ThreadPoolExecutor(16) as pool:  # one more than a page of 1000
         keys = [f"lake/d/{n:05d}" for n in range(1005)] + ["elsewhere"]

@@ -31,9 +31,9 @@ def test_uncommitted_old_files_are_orphans(lake: Lake) -> None:
     is left alone."""
     lake.append("sales", rows([1]), partition_by=["year"])
     (stray,) = lake.write("sales", rows([2]), partition_by=["year"])
-    now = vacuum(lake.registry, older_than=HOUR)
+    now = vacuum(lake.registry, enforce_retention=False, older_than=HOUR)
     assert (now.orphans, now.recent, now.referenced) == ([], 1, 3)
-    report = vacuum(lake.registry, older_than=HOUR, clock=later(2))
+    report = vacuum(lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2))
     assert [o.key for o in report.orphans] == [stray.key]
     assert report.referenced == 3
     assert report.deleted == []  # dry run
@@ -46,9 +46,9 @@ def test_removed_files_survive_the_window(lake: Lake) -> None:
     (old,) = lake.registry.files("sales")
     lake.append("sales", rows([2]), partition_by=["year"])
     lake.registry.commit("sales", remove=[old])
-    within = vacuum(lake.registry, older_than=3 * HOUR, clock=later(2))
+    within = vacuum(lake.registry, enforce_retention=False, older_than=3 * HOUR, clock=later(2))
     assert old.key not in [o.key for o in within.orphans]
-    after = vacuum(lake.registry, older_than=HOUR, clock=later(2))
+    after = vacuum(lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2))
     orphan_keys = {o.key for o in after.orphans}
     assert old.key in orphan_keys
     # The partition's replaced manifest: the append's intent (its delta manifest).
@@ -65,6 +65,7 @@ def test_delete_removes_only_orphans(lake: Lake) -> None:
     report = vacuum(
         lake.registry,
         older_than=HOUR,
+        enforce_retention=False,
         dry_run=False,
         clock=later(2),
         progress=lambda d, t: done.append((d, t)),
@@ -103,10 +104,10 @@ def test_vacuum_twice_then_every_kept_version_reads(lake: Lake) -> None:
             )
             == ids
         )
-    report = lake.vacuum(older_than=0, dry_run=False)
+    report = lake.vacuum(enforce_retention=False, older_than=0, dry_run=False)
     assert report.deleted
     assert not report.failed
-    again = lake.vacuum(older_than=0, dry_run=False)
+    again = lake.vacuum(enforce_retention=False, older_than=0, dry_run=False)
     assert again.deleted == []
     assert not again.failed
     assert sorted(lake.read("sales")["id"].to_pylist()) == [2, 3]
@@ -123,10 +124,34 @@ def test_vacuum_inside_the_window_keeps_old_versions(lake: Lake) -> None:
     lake.append("sales", rows([1]), partition_by=["year"])
     (first,) = lake.registry.files("sales")
     lake.registry.commit("sales", remove=[first])
-    report = lake.vacuum(older_than=HOUR, dry_run=False)
+    report = lake.vacuum(enforce_retention=False, older_than=HOUR, dry_run=False)
     assert report.deleted == []
     old = lake.registry.read(version=1)
     assert lake.read("sales", snapshot=old)["id"].to_pylist() == [1]
+
+
+def test_vacuum_below_the_retention_is_refused_unless_asked_for(lake: Lake) -> None:
+    """The retention is a promise to readers: vacuum keeps every version current within it
+    unless the caller explicitly says not to; by default it vacuums at the retention."""
+    lake.append("sales", rows([1]), partition_by=["year"])
+    lake.append("sales", rows([2]), partition_by=["year"])
+    stray = lake.write("sales", rows([9]), partition_by=["year"])[0]
+    with pytest.raises(InvalidNameError, match="enforce_retention=False"):
+        lake.vacuum(older_than=0, dry_run=False)
+    assert lake.vacuum(dry_run=False).deleted == []  # at the retention: all is younger
+    assert stray.key in {o.key for o in lake.store.list("datasets/")}
+    assert lake.read("sales", version=1)["id"].to_pylist() == [1]
+
+
+def test_a_version_vacuum_removed_says_which_versions_remain(lake: Lake) -> None:
+    for n in (1, 2, 3):
+        lake.append("sales", rows([n]), partition_by=["year"])
+    lake.vacuum(older_than=0, dry_run=False, enforce_retention=False)
+    fresh = Lake(lake.bucket, s3=lake.client)  # nothing cached
+    with pytest.raises(SnapshotExpiredError) as info:
+        fresh.read("sales", version=1)
+    assert "vacuum removed it" in str(info.value)
+    assert "versions 3 and later of 'sales' remain readable" in str(info.value)
 
 
 def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> None:
@@ -148,7 +173,9 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
         o for prefix in ("views/", "datasets/sales/_delta_log/") for o in lake.store.list(prefix)
     ]
     assert view_keep(lake.registry, views, cutoff=0.0) == {o.key for o in views}
-    report = vacuum(lake.registry, older_than=0, dry_run=False, clock=later(2))
+    report = vacuum(
+        lake.registry, older_than=0, dry_run=False, clock=later(2), enforce_retention=False
+    )
     assert not report.failed
     deleted = set(report.deleted)
     log = "datasets/sales/_delta_log/"

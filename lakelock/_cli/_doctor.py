@@ -25,10 +25,9 @@ from lakelock._cli._common import (
     to_jsonable,
 )
 from lakelock._cli._probes import PROBES, VACUUM_PROBE, Need, Probe, Scratch, Status, run_probe
+from lakelock._layout import doctor_scratch
 
 __all__ = ["ProbeResult", "Verdict", "add_parser", "cleanup", "run_doctor", "verdict"]
-
-SCRATCH_DIR = ".lakelock-doctor/"
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,8 @@ def run_doctor(
 ) -> tuple[list[ProbeResult], Cleanup, str]:
     """Run ``probes`` against ``target`` and clean up; returns the results, the cleanup and
     the scratch prefix used."""
-    scratch = Scratch(
-        client, target.bucket, f"{target.prefix}{SCRATCH_DIR}{uuid.uuid4().hex[:12]}/"
-    )
+    run = doctor_scratch(uuid.uuid4().hex[:12], prefix=target.prefix)
+    scratch = Scratch(client, target.bucket, f"{target.prefix}{run}")
     results = []
     try:
         for probe in probes:

@@ -175,13 +175,13 @@ def _unexpected(what: str, answer: Answer) -> Outcome:
 
 
 def _refused(
-    s: Scratch, key: str, answer: Answer, *, what: str, kept: bytes, applied: str
+    s: Scratch, key: str, answer: Answer, what: str, kept: bytes, *, applied: str | None = None
 ) -> Outcome | None:
     """``None`` if a conditional write that must be refused was: 412 PreconditionFailed, and
     the object at ``key`` still ``kept``; else the failed outcome (``applied`` says what a
-    200 means)."""
+    200 means; by default, that ``what`` overwrote the object)."""
     if answer.ok:
-        return "fail", applied
+        return "fail", applied or f"{what} overwrote the object (200): ignored"
     if answer.status != 412 and answer.code != "PreconditionFailed":
         return _unexpected(what, answer)
     if s.body(key) != kept:
@@ -204,14 +204,8 @@ def probe_create_only_put(s: Scratch) -> Outcome:
     if not first.ok:
         return _unexpected("a create-only PutObject of a new key", first)
     second = s.put(key, b"second", IfNoneMatch="*")
-    return _refused(
-        s,
-        key,
-        second,
-        what="a second create-only PutObject",
-        kept=b"first",
-        applied="a second create-only PutObject overwrote the object (200): ignored",
-    ) or ("pass", "a second create of the key answered 412 and left it unchanged")
+    passed = "a second create of the key answered 412 and left it unchanged"
+    return _refused(s, key, second, "a second create-only PutObject", b"first") or ("pass", passed)
 
 
 def probe_compare_and_swap_put(s: Scratch) -> Outcome:
@@ -224,14 +218,8 @@ def probe_compare_and_swap_put(s: Scratch) -> Outcome:
     if not second.ok:
         return _unexpected("PutObject with the current ETag as If-Match", second)
     stale = s.put(key, b"v3", IfMatch=first.etag)
-    return _refused(
-        s,
-        key,
-        stale,
-        what="PutObject with a stale If-Match",
-        kept=b"v2",
-        applied="PutObject with a stale If-Match overwrote the object (200): ignored",
-    ) or ("pass", "current ETag accepted; a stale one answered 412, object unchanged")
+    passed = "current ETag accepted; a stale one answered 412, object unchanged"
+    return _refused(s, key, stale, "PutObject with a stale If-Match", b"v2") or ("pass", passed)
 
 
 def probe_if_match_missing(s: Scratch) -> Outcome:
@@ -309,8 +297,8 @@ def probe_create_only_multipart(s: Scratch) -> Outcome:
         s,
         taken,
         clash,
-        what="a create-only multipart completion on an existing key",
-        kept=b"original",
+        "a create-only multipart completion on an existing key",
+        b"original",
         applied="a create-only multipart completion overwrote an existing object (200): "
         "If-None-Match on CompleteMultipartUpload is ignored",
     ) or ("pass", "completed on a new key; on an existing key answered 412, object unchanged")
@@ -336,8 +324,8 @@ def probe_compare_and_swap_multipart(s: Scratch) -> Outcome:
         s,
         key,
         stale,
-        what="completion with a stale If-Match",
-        kept=b"v2",
+        "completion with a stale If-Match",
+        b"v2",
         applied="completion with a stale If-Match was applied (200): the store ignores "
         "If-Match on CompleteMultipartUpload",
     )

@@ -48,8 +48,9 @@ def add_parser(commands: Any) -> None:
         help="recent commits, newest first",
         description="Recent commits recorded in the registry's root, newest first, with the "
         "operation each one was (append, overwrite, delete, compact, rename, copy, restore; "
-        "'commit' for a plain registry commit); with --dataset, that dataset's whole history "
-        "(as far back as vacuum kept it).",
+        "'commit' for a plain registry commit), and the commits refused or cancelled meanwhile "
+        "(each used up a version to record why: 'rejected', 'cancelled', with the reason); "
+        "with --dataset, that dataset's whole history (as far back as vacuum kept it).",
         on_lake=True,
         json=True,
         arguments=_log_arguments,
@@ -110,7 +111,7 @@ def _read(args: argparse.Namespace) -> tuple[Any, RegistrySnapshot]:
     target: LakeTarget = args.url
     lake = lake_for(args, target)
     snapshot: RegistrySnapshot = lake.registry.read(version=getattr(args, "version", None))
-    if snapshot.etag is None and not snapshot.historical:
+    if snapshot.version == 0:
         check_bucket(lake.client, target.bucket)  # "no registry" must not hide "no bucket"
     return lake, snapshot
 
@@ -168,7 +169,10 @@ def run_log(args: argparse.Namespace) -> int:
             for h in lake.registry.history(args.dataset, limit=args.limit)
         ]
     else:
-        entries = [_commit_json(c) for c in reversed(snap.commits)][: args.limit]
+        entries = [_commit_json(c) for c in reversed(snap.commits)]
+        entries += _refused(lake, snap, entries)
+        entries.sort(key=lambda e: e["version"], reverse=True)
+        entries = entries[: args.limit]
     if args.json:
         print_json(entries)
         return 0
@@ -182,10 +186,10 @@ def run_log(args: argparse.Namespace) -> int:
             e["version"],
             e["at"],
             e["operation"],
-            ",".join(e["datasets"]),
+            ",".join(e["datasets"]) or "-",
             e["added"],
             e["removed"],
-            e["id"],
+            e["id"] if e["id"] is not None else f"({e['reason'] or 'no reason recorded'})",
         )
         for e in entries
     ]
@@ -197,6 +201,31 @@ def run_log(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _refused(lake: Any, snap: RegistrySnapshot, commits: list[dict[str, Any]]) -> list[Any]:
+    """Commits refused or cancelled in a swap (a stale fence, a conflict, retries run out):
+    each used up a registry version to record its fate, as far back as the root's window of
+    commits reaches."""
+    if snap.version == 0 or snap.format_version == 1:
+        return []
+    oldest = min((e["version"] for e in commits), default=0)
+    return [
+        {
+            "id": None,
+            "version": fate.version,
+            "dataset": None,
+            "datasets": [],
+            "operation": fate.state,
+            "at": _iso(fate.at),
+            "added": 0,
+            "removed": 0,
+            "intent": fate.key,
+            "reason": fate.reason,
+        }
+        for fate in lake.registry.intent_fates()
+        if fate.state != "applied" and fate.version >= oldest
+    ]
 
 
 def _iso(seconds: float) -> str:
@@ -225,7 +254,7 @@ def _commit_json(record: CommitRecord) -> dict[str, Any]:
 
 def _pending(lake: Any, snap: RegistrySnapshot) -> list[str]:
     """Intents not decided yet: commits written that no swap has applied or refused."""
-    if snap.historical or snap.etag is None:
+    if snap.historical or snap.version == 0:
         return []
     pending: list[str] = lake.registry.pending_intents()
     return pending
@@ -234,7 +263,7 @@ def _pending(lake: Any, snap: RegistrySnapshot) -> list[str]:
 def _registry_lines(
     target: LakeTarget, snap: RegistrySnapshot, pending: list[str] | None = None
 ) -> list[str]:
-    if snap.etag is None:
+    if snap.version == 0:  # a historical version has no ETag either: not the test
         return [f"{target.url}: no registry yet (nothing committed)"]
     count = len(snap.datasets)
     lines = [

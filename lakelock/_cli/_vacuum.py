@@ -51,9 +51,17 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--older-than",
         type=parse_duration,
-        required=True,
+        default=None,
         metavar="AGE",
-        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (at most --retention)",
+        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (default and "
+        "at most: --retention; less only with --no-enforce-retention)",
+    )
+    parser.add_argument(
+        "--enforce-retention",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="refuse an --older-than below --retention, which deletes versions that time "
+        "travel promises to keep readable (default: refuse)",
     )
     parser.add_argument(
         "--retention",
@@ -76,6 +84,15 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
+    if args.older_than is None:
+        args.older_than = args.retention
+    if args.older_than < args.retention and args.enforce_retention:
+        raise InvalidNameError(
+            format_duration(args.older_than),
+            f"--older-than is below the registry's retention ({format_duration(args.retention)})"
+            ": it would delete versions that time travel promises to keep readable; pass "
+            "--no-enforce-retention to delete them anyway",
+        )
     if args.older_than > args.retention:
         raise InvalidNameError(
             format_duration(args.older_than),
@@ -95,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             dry_run=not args.delete,
             progress=bar,
             listing=counter,
+            enforce_retention=args.enforce_retention,
         )
     finally:
         for shown in (counter, bar):

@@ -1,7 +1,7 @@
 """``Lease``: a named, fenced lease over one S3 object, for leader election across machines.
 
 ```python
-lease = Lease(store, "nightly-compaction", ttl=30, heartbeat=True)
+lease = Lease(store, "nightly-compaction", ttl=30)           # renewed by a heartbeat
 with lease:                                  # acquire (waits), then release on exit
     lake.append("sales", table, partition_by=["year", "month"], fence=lease.fence)
 ```
@@ -46,10 +46,10 @@ raise :class:`LeaseLostError`; ``on_lost`` is called once (from the heartbeat th
 where it was noticed); and leaving a ``with`` block whose lease was lost raises
 :class:`LeaseLostError` unless another exception is already propagating.
 
-Heartbeat: with ``heartbeat=True`` a daemon thread renews every ``(ttl - margin) / 3``
-seconds (real time, whatever ``clock`` is) from acquire until release or loss. It holds the
-lease weakly: a ``Lease`` dropped without release (once garbage-collected) expires like a
-crashed holder's.
+Heartbeat: by default (``heartbeat=False`` to renew by hand) a daemon thread renews every
+``(ttl - margin) / 3`` seconds (real time, whatever ``clock`` is) from acquire until release or
+loss. It holds the lease weakly: a ``Lease`` dropped without release (once garbage-collected)
+expires like a crashed holder's.
 
 Trust boundary: the lease trusts S3's conditional writes and ``Date`` headers, its own
 monotonic clock, and that other processes follow this protocol. It cannot stop a paused
@@ -64,19 +64,20 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Final, Literal, Self, TypedDict
 
-from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
+from lakelock._clock import DEFAULT_MARGIN
 from lakelock._fence import Fence
 from lakelock._holding import (
     DEFAULT,
     RACED,
     UNSETTLED,
-    CasDocument,
     Default,
     Holding,
     Lapsed,
     Owner,
+    Setup,
     Stored,
     Terms,
     holder_valid,
@@ -94,8 +95,7 @@ from lakelock._lease._core import (
     initial_lease,
     parse_lease,
 )
-from lakelock._objects import new_write_id
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, new_write_id
 from lakelock.errors import (
     LeaseError,
     LeaseLostError,
@@ -155,25 +155,21 @@ class Lease(Holding):
         margin: float = DEFAULT_MARGIN,
         timeout: float | None = None,
         poll_interval: float = 1.0,
-        heartbeat: bool = False,
+        heartbeat: bool = True,
         on_lost: Callable[[LeaseLostError], None] | None = None,
     ) -> None:
         super().__init__(f"lease {name!r}")
         self.key = lease_key(name, prefix=store.prefix)
         self.name = name
-        self.terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
-        self.owner = Owner.current(owner_label)
-        self.server_clock = shared_server_clock(store, clock)
-        self._clock = clock
-        self._sleep = sleep
-        self._document = CasDocument(
-            store=store,
-            key=self.key,
+        terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
+        setup = Setup.make(store, terms, owner_label, clock, sleep)
+        self.terms, self.owner, self.server_clock = terms, setup.owner, setup.server_clock
+        self._clock, self._sleep = clock, sleep
+        self._document = setup.document(
+            self.key,
             parse=functools.partial(parse_lease, name=name, fail=self._fail),
             dump=dump_lease,
             initial=initial_lease(name),
-            server_clock=self.server_clock,
-            clock=clock,
             fail=self._fail,
         )
         self._state: _State = "idle"
@@ -246,6 +242,7 @@ class Lease(Holding):
                     token=self.token,
                 )
         deadline = None if wait is None else self._clock() + wait
+        self._waiting_for = None  # each acquire says whom it waits for
         while True:
             wake = self._attempt()
             if wake is None:
@@ -286,6 +283,8 @@ class Lease(Holding):
                 margin=self.terms.margin,
             )
             if isinstance(decision, Wait):
+                if decision.holder.owner != self._waiting_for:
+                    self._tell_waiting(decision)
                 self._waiting_for = decision.holder.owner
                 return self.server_clock.local_when_earliest_exceeds(decision.until)
             write_id = new_write_id()
@@ -303,6 +302,22 @@ class Lease(Holding):
             self._lost_reason, self._notified = "", False
             logger.debug("acquired lease %r with token %d", self.name, decision.doc.token)
             return None
+
+    def _tell_waiting(self, wait: Wait) -> None:
+        """Say (logging: WARNING, so on stderr by default) whom an acquire waits for, and
+        until when at most: a wait for a lease can be long, and should not be silent."""
+        holder = wait.holder
+        expires = datetime.fromtimestamp(holder.expires_at, UTC).strftime("%H:%M:%S UTC")
+        left = max(0.0, wait.until - self.server_clock.now().earliest)
+        logger.warning(
+            "lease %r is held by %s (token %d) until %s: waiting up to %.0f s for it to be "
+            "released or to expire",
+            self.name,
+            holder.owner,
+            holder.token,
+            expires,
+            left,
+        )
 
     def _start(self) -> None:
         if self.terms.heartbeat:

@@ -87,7 +87,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, Literal, Self, TypedDict, Unpack
 
-from lakelock._clock import DEFAULT_MARGIN, shared_server_clock
+from lakelock._clock import DEFAULT_MARGIN
 from lakelock._fence import Fence
 from lakelock._holding import (
     RACED,
@@ -95,7 +95,7 @@ from lakelock._holding import (
     CasDocument,
     Holding,
     Lapsed,
-    Owner,
+    Setup,
     Snapshot,
     Stored,
     Terms,
@@ -104,7 +104,6 @@ from lakelock._holding import (
     read_stored,
 )
 from lakelock._layout import LOCKS_PREFIX, lock_table_key
-from lakelock._objects import new_write_id
 from lakelock._pathlock._core import LockRequest, PathLike
 from lakelock._pathlock._sync import PathLock, PathLockGuard
 from lakelock._pathlock._table import (
@@ -121,7 +120,7 @@ from lakelock._pathlock._table import (
     renew_holder,
     split_by_dataset,
 )
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, new_write_id
 from lakelock.errors import (
     LakelockError,
     LeaseError,
@@ -192,10 +191,9 @@ class DistributedPathLock:
     ) -> None:
         self.store = store
         self.terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
-        self.owner = Owner.current(owner_label)
-        self.server_clock = shared_server_clock(store, clock)
-        self.clock = clock
-        self.sleep = sleep
+        self.setup = setup = Setup.make(store, self.terms, owner_label, clock, sleep)
+        self.owner, self.server_clock = setup.owner, setup.server_clock
+        self.clock, self.sleep = clock, sleep
         self.local = local if local is not None else PathLock()
 
     def lock(
@@ -223,14 +221,11 @@ class DistributedPathLock:
         """``dataset``'s lock table on S3 (created empty by the first read that misses it)."""
         key = lock_table_key(dataset)
         fail = functools.partial(_table_error, dataset, key)
-        return CasDocument(
-            store=self.store,
-            key=key,
+        return self.setup.document(
+            key,
             parse=functools.partial(parse_table, dataset=dataset, fail=fail),
             dump=dump_table,
             initial=empty_table(dataset),
-            server_clock=self.server_clock,
-            clock=self.clock,
             fail=fail,
         )
 

@@ -7,8 +7,9 @@ partitions, an ordered tree for commit ids); ``_intents`` commits as write-once 
 ``_changes`` the pure commit transforms and checks, but for the fencing checks, which are
 ``_fencing``'s; ``_objects`` loading, caching and writing the write-once objects, history and
 time travel; ``_shell`` the :class:`Registry` (reading, time travel, migration); ``_commit``
-its commit loop (group commit within a process), ``_fold`` group commit across processes,
-``_settle`` what the root already decided about a batch, ``_batch`` what a batch carries.
+group commit within a process, around ``_core``: the commit protocol as a sans-I/O core
+(``_decide`` its safety, ``_policy`` its scheduling, ``_committer`` the protocol, ``_driver``
+running it on S3); ``_batch`` what a commit carries.
 """
 
 from __future__ import annotations

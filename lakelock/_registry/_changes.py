@@ -11,11 +11,14 @@ Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwi
 - fencing: a lease token below the highest recorded for its name, or a path-lock grant
   superseded by a recorded conflicting grant → :class:`~lakelock.errors.StaleFenceError`
   (:mod:`._fencing` has the rules); otherwise the fence is recorded;
-- ``partition_by`` must match the dataset's; every added file must sit in a partition path
-  with exactly those columns, under the committed dataset;
-- schema: a field present on both sides must keep its type; fields only on one side must be
-  nullable; new fields bump ``schema_version`` (:class:`~lakelock.errors.SchemaMismatchError`
-  otherwise);
+- ``partition_by`` must match the dataset's
+  (:class:`~lakelock.errors.PartitionByMismatchError`); every added file must sit in a
+  partition path with exactly those columns, under the committed dataset;
+- schema: a field present on both sides must keep its type (no widening); a field the
+  change lacks must be nullable (its rows read as null; the dataset's schema keeps it); a
+  field the dataset lacks must be nullable and is refused unless ``schema_mode="merge"``,
+  which adds it and bumps ``schema_version`` (:class:`~lakelock.errors.SchemaMismatchError`
+  otherwise; a renamed column is a missing one plus a new one);
 - every removed file must be registered; adding the very same set of files to a partition
   twice (the same delta manifest) is refused;
 - ``remove_partitions`` removes every file of every partition at or under the given paths
@@ -54,9 +57,20 @@ from lakelock._registry._document import (
     RegistryDoc,
 )
 from lakelock._registry._fencing import record_fence
-from lakelock._registry._manifest import Manifest, manifest_digest, manifest_key, serialize_manifest
+from lakelock._registry._manifest import (
+    Manifest,
+    manifest_digest,
+    manifest_key,
+    partition_parts,
+    serialize_manifest,
+)
 from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
-from lakelock.errors import CommitConflictError, SchemaMismatchError
+from lakelock.errors import (
+    CommitConflictError,
+    CommitIdReusedError,
+    PartitionByMismatchError,
+    SchemaMismatchError,
+)
 
 __all__ = [
     "HARD_MAX_MANIFESTS_PER_PARTITION",
@@ -65,12 +79,15 @@ __all__ = [
     "Change",
     "Fence",
     "apply_change",
+    "check_fits",
+    "check_partition_by",
     "delta_manifests",
     "evolve_schema",
     "manifests_needed",
     "new_commit_id",
     "partition_of_key",
     "removed_partitions",
+    "reused_commit_id",
     "seal",
     "totals_of",
     "with_dataset",
@@ -86,12 +103,12 @@ MAX_MANIFESTS_PER_PARTITION = 16
 HARD_MAX_MANIFESTS_PER_PARTITION = 2 * MAX_MANIFESTS_PER_PARTITION
 
 
-def new_commit_id(seconds: float | None = None) -> str:
+def new_commit_id(seconds: float | None = None, *, token: str | None = None) -> str:
     """A commit id for a caller that chose none: 32 hex digits, the first 12 the time
     (milliseconds since the epoch, ``seconds`` or now), the rest random. Ids made later sort
     later, so each dataset's commit-id index (an ordered tree) grows at its right edge."""
     ms = int((time.time() if seconds is None else seconds) * 1000)
-    return f"{ms & 0xFFFFFFFFFFFF:012x}{secrets.token_hex(10)}"
+    return f"{ms & 0xFFFFFFFFFFFF:012x}{token or secrets.token_hex(10)}"
 
 
 @dataclass(frozen=True)
@@ -115,6 +132,11 @@ class Change:
     # The commit id was made up by lakelock (new_commit_id), not chosen by the caller: no other
     # commit can carry it, so the intent's fate alone says whether it was applied.
     generated_id: bool = False
+    # "merge": columns the dataset lacks join its schema; None: they are refused.
+    schema_mode: str | None = None
+    # What the change commits, by content (lakelock._digest.change_digest): a commit id found
+    # recorded with another digest belongs to another change (reused_commit_id). None: unknown.
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +165,7 @@ def delta_manifests(
         return {path: (_ref(dataset, everything, body, nonce), body)}
     body = serialize_manifest(Manifest(dataset, None, everything))
     key = manifest_key(dataset, body, nonce)
+    parts = partition_parts(body, everything)  # a reader of one partition reads its part
     return {
         path: (
             ManifestRef(
@@ -150,6 +173,7 @@ def delta_manifests(
                 files=len(group),
                 records=sum(f.record_count for f in group),
                 size=sum(f.size for f in group),
+                part=parts.get(path),
             ),
             body,
         )
@@ -239,12 +263,7 @@ def apply_change(
         totals=Totals(),
         created_version=next_version,
     )
-    if change.partition_by is not None and tuple(change.partition_by) != dataset.partition_by:
-        raise _conflict(
-            change,
-            f"dataset {change.dataset!r} is partitioned by {list(dataset.partition_by)}, "
-            f"not {list(change.partition_by)}",
-        )
+    check_partition_by(dataset, change)
     schema, schema_version = evolve_schema(
         dataset.schema, change.schema, dataset.schema_version, change
     )
@@ -307,7 +326,9 @@ def apply_change(
         else:
             properties[name] = str(value)
 
-    record = SnapshotCommit(change.commit_id, change.operation, len(change.add), removed)
+    record = SnapshotCommit(
+        change.commit_id, change.operation, len(change.add), removed, change.digest
+    )
     updated = replace(
         dataset,
         schema=schema,
@@ -384,11 +405,19 @@ def _restore(
         commits=_commits_of(
             existing,
             next_version,
-            SnapshotCommit(change.commit_id, "restore", old.file_count, existing.file_count),
+            SnapshotCommit(
+                change.commit_id, "restore", old.file_count, existing.file_count, change.digest
+            ),
         ),
         **_unstored(existing),
     )
-    return Applied(doc=with_dataset(doc, change.dataset, restored), writes=(), added=0, removed=0)
+    # Counted as the snapshot's commit record counts them: the root's log says the same.
+    return Applied(
+        doc=with_dataset(doc, change.dataset, restored),
+        writes=(),
+        added=old.file_count,
+        removed=existing.file_count,
+    )
 
 
 def with_dataset(doc: RegistryDoc, name: str, state: DatasetState) -> RegistryDoc:
@@ -505,6 +534,29 @@ def _check_file(f: DataFile, change: Change, partition_by: tuple[str, ...]) -> N
         )
 
 
+def check_partition_by(dataset: DatasetState, change: Change) -> None:
+    """A change declaring ``partition_by`` must declare the dataset's own (the layout of a
+    dataset's files never changes): :class:`~lakelock.errors.PartitionByMismatchError`."""
+    if change.partition_by is not None and tuple(change.partition_by) != dataset.partition_by:
+        raise PartitionByMismatchError(
+            f"dataset {change.dataset!r} is partitioned by {list(dataset.partition_by)}; "
+            f"this {change.operation} gives partition_by={list(change.partition_by)} "
+            "(a dataset's partition columns never change)",
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
+
+
+def check_fits(dataset: DatasetState | None, change: Change) -> None:
+    """What :func:`apply_change` refuses in ``change`` whatever else commits first: a
+    ``partition_by`` or schema that does not fit ``dataset`` (``None``: a new dataset, which
+    anything fits). Operations check it against the registry they know before they write any
+    data, so a refused commit leaves no files behind; the commit loop checks again."""
+    if dataset is not None:
+        check_partition_by(dataset, change)
+        evolve_schema(dataset.schema, change.schema, dataset.schema_version, change)
+
+
 def evolve_schema(
     current: pa.Schema | None, new: pa.Schema | None, version: int, change: Change
 ) -> tuple[pa.Schema | None, int]:
@@ -535,6 +587,15 @@ def evolve_schema(
     added = [column for column in new if current.get_field_index(column.name) < 0]
     if not added:
         return current, version
+    if change.schema_mode != "merge":
+        names = ", ".join(repr(column.name) for column in added)
+        raise SchemaMismatchError(
+            f"{change.operation} adds column{'s' if len(added) > 1 else ''} {names} to "
+            f"dataset {change.dataset!r}: pass schema_mode='merge' to add "
+            f"{'them' if len(added) > 1 else 'it'} to the dataset's schema",
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
     return pa.schema([*current, *added], metadata=current.metadata), version + 1
 
 
@@ -563,6 +624,7 @@ def seal(
                 applied.added,
                 applied.removed,
                 change.operation,
+                change.digest,
             )
         else:
             merged[change.commit_id] = replace(
@@ -570,6 +632,9 @@ def seal(
                 dataset=f"{before.dataset},{change.dataset}",
                 added=before.added + applied.added,
                 removed=before.removed + applied.removed,
+                # Each dataset's own digest is in its commit-id index; the root's line for
+                # the whole commit keeps one only if they agree.
+                digest=before.digest if before.digest == change.digest else None,
             )
     records = list(merged.values())
     commits = (*doc.commits, *records)[-window:]
@@ -593,6 +658,47 @@ def seal(
         commits=commits,
         retired=retired,
         lock_fences=lock_fences,
+    )
+
+
+def reused_commit_id(
+    recorded: CommitRecord | Mapping[str, Any], change: Change
+) -> CommitIdReusedError | None:
+    """Whether ``change``'s commit id, found recorded, was recorded for another change: the
+    error to raise if so, ``None`` if ``change`` is a retry of the recorded one (report the
+    recorded commit). ``recorded`` is the root's record of a recent commit, or an entry of
+    the commit-id index of ``change.dataset`` (which names no dataset: its own).
+
+    The same change means the same dataset, the same operation (``"commit"``, a registry
+    commit that named none, matches any) and, where both sides know it, the same digest
+    (:func:`lakelock._digest.change_digest`: the request and the rows, in any order): a
+    re-run pipeline rewriting identical rows is a retry; the same key for other rows,
+    another dataset or another operation is refused."""
+    if isinstance(recorded, CommitRecord):
+        version, datasets = recorded.version, recorded.datasets
+        operation, digest = recorded.operation, recorded.digest
+    else:
+        version, datasets = int(recorded["version"]), (change.dataset,)
+        operation = str(recorded.get("operation", "commit"))
+        raw = recorded.get("digest")
+        digest = raw if isinstance(raw, str) else None
+    if change.dataset not in datasets:
+        why = f"dataset {','.join(datasets)!r}, not {change.dataset!r}"
+    elif operation != change.operation and "commit" not in (operation, change.operation):
+        why = f"operation {operation!r}, not {change.operation!r}"
+    elif digest is not None and change.digest is not None and digest != change.digest:
+        why = "other content (its rows or request differ from this one's)"
+    else:
+        return None
+    return CommitIdReusedError(
+        f"commit id {change.commit_id!r} was recorded at version {version} for "
+        f"{operation} of {','.join(datasets)!r}: it names another change ({why}); "
+        "use a new commit id for a new change",
+        version=version,
+        recorded_dataset=",".join(datasets),
+        recorded_operation=operation,
+        dataset=change.dataset,
+        commit_id=change.commit_id,
     )
 
 

@@ -29,7 +29,8 @@ The root, ``format_version`` 1::
       "lock_fences": {"lock:sales": [          # commits made under path locks, per table
           {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0}]},
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
-                   "added": 1, "removed": 0}],  # the most recent commits, newest last
+                   "added": 1, "removed": 0, "operation": "append",
+                   "digest": "sha256:..."}],  # the most recent commits, newest last
       "retired": [{"key": "metastore/manifests/...", "dataset": "<name>", "at": 1763712000.0}]
     }
 
@@ -58,6 +59,8 @@ not JSON, has an unknown ``format_version``, or breaks an invariant raises
 from __future__ import annotations
 
 import base64
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -67,6 +70,7 @@ import orjson
 import pyarrow as pa
 
 from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
+from lakelock._layout import REGISTRY_KEY
 from lakelock._registry._manifest import load_json
 from lakelock._registry._snapshot import DatasetEntry, Totals, dataset_fields
 from lakelock._registry._tree import EMPTY, Node
@@ -94,19 +98,22 @@ __all__ = [
 #: The registry format this lakelock writes; it reads 1 and 2 (1 is upgraded on first write).
 FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
-REGISTRY_KEY = "metastore/dataset_registry.json"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
 class ManifestRef:
-    """A pointer from the root to one manifest, with the manifest's totals."""
+    """A pointer from the root to one manifest, with the manifest's totals. ``part``: where
+    this partition's files lie in a manifest shared by several partitions (start, end, sha256
+    of those bytes: :data:`~lakelock._registry._manifest.Part`), so reading one partition
+    reads just them; ``None``: read the manifest whole."""
 
     key: str
     files: int
     records: int
     size: int
+    part: tuple[int, int, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +196,9 @@ class CommitRecord:
     added: int
     removed: int
     operation: str = "commit"
+    #: What was committed (:func:`lakelock._digest.change_digest`), ``None`` if unknown
+    #: (recorded before digests were, or by a commit of files whose rows nobody hashed).
+    digest: str | None = None
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -275,13 +285,35 @@ def decode_schema(text: str) -> pa.Schema:
 # -- parsing --------------------------------------------------------------------------------
 
 
+#: Roots parsed lately, by their bytes: a waiter reads the same root again and again, and
+#: parsing one with its windows of fates and commits is most of a commit's CPU.
+_PARSED: OrderedDict[bytes, RegistryDoc] = OrderedDict()
+_PARSED_SIZE = 8
+_PARSED_LOCK = threading.Lock()
+
+
 def parse_registry(
     body: bytes, *, bucket: str | None = None, key: str | None = None
 ) -> RegistryDoc:
     """The one way to read a registry document (format 1 or 2). Raises RegistryCorruptError on
     anything that is not a registry this version of lakelock understands: fields of the wrong
     JSON type are refused, never coerced. A format-2 document's ``datasets`` is empty: its
-    ``entries`` point to the snapshots the registry shell loads on demand."""
+    ``entries`` point to the snapshots the registry shell loads on demand. (A pure function
+    of ``body``: the last few results are kept, and the same bytes are parsed once.)"""
+    with _PARSED_LOCK:
+        doc = _PARSED.get(body)
+        if doc is not None:
+            _PARSED.move_to_end(body)
+            return doc
+    doc = _parse_registry(body, bucket=bucket, key=key)
+    with _PARSED_LOCK:
+        _PARSED[body] = doc
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
+    return doc
+
+
+def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> RegistryDoc:
     data = load_json(body, "registry", bucket, key)
     try:
         version = data.get("format_version")
@@ -311,7 +343,10 @@ def parse_registry(
                     for name, records in obj(data["lock_fences"], "lock_fences").items()
                 }
             ),
-            "commits": tuple(_commit(obj(c, "commit")) for c in seq(data["commits"], "commits")),
+            "commits": tuple(
+                _commit(obj(c, "commit"), legacy=version == 1)
+                for c in seq(data["commits"], "commits")
+            ),
         }
         if version == 1:
             doc = RegistryDoc(
@@ -395,7 +430,9 @@ def _lock_fence(r: Mapping[str, Any]) -> LockFenceRecord:
     )
 
 
-def _commit(c: Mapping[str, Any]) -> CommitRecord:
+def _commit(c: Mapping[str, Any], *, legacy: bool) -> CommitRecord:
+    """One commit record; a format-1 root's may predate ``operation`` (read as "commit"),
+    a format-2 root's always has it."""
     return CommitRecord(
         id=text(c["id"], "commit id"),
         version=boolean_free_int(c["version"], "commit version", minimum=1),
@@ -403,7 +440,10 @@ def _commit(c: Mapping[str, Any]) -> CommitRecord:
         at=text(c["at"], "commit at"),
         added=boolean_free_int(c["added"], "commit added", minimum=0),
         removed=boolean_free_int(c["removed"], "commit removed", minimum=0),
-        operation=text(c.get("operation", "commit"), "commit operation"),
+        operation=text(
+            c["operation"] if not legacy else c.get("operation", "commit"), "commit operation"
+        ),
+        digest=text(c["digest"], "commit digest") if "digest" in c else None,
     )
 
 
@@ -433,11 +473,19 @@ def parse_partition(path: str, p: Mapping[str, Any]) -> PartitionState:
                 files=boolean_free_int(m["files"], "files", minimum=0),
                 records=boolean_free_int(m["records"], "records", minimum=0),
                 size=boolean_free_int(m["size"], "size", minimum=0),
+                part=_part(m["part"]) if "part" in m else None,
             )
             for m in (obj(item, "manifest ref") for item in seq(p["manifests"], "manifests"))
         ),
         updated_version=boolean_free_int(p["updated_version"], "updated_version", minimum=0),
     )
+
+
+def _part(raw: Any) -> tuple[int, int, str]:
+    start, end, digest = seq(raw, "manifest part")
+    first = boolean_free_int(start, "part start", minimum=0)
+    last = boolean_free_int(end, "part end", minimum=first + 1)
+    return first, last, text(digest, "part digest")
 
 
 # -- serialising ----------------------------------------------------------------------------
@@ -493,6 +541,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                     "added": c.added,
                     "removed": c.removed,
                     "operation": c.operation,
+                    **({"digest": c.digest} if c.digest is not None else {}),
                 }
                 for c in doc.commits
             ],

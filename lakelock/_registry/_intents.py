@@ -6,10 +6,11 @@ An intent is the commit's delta manifest with an ``intent`` section::
     metastore/intents/<13 hex: ms since the epoch><8 hex: random>-<sha256 of the body>.json
 
     {"format_version": 1, "dataset": "sales", "partition": null, "files": [...],
-     "intent": {"commit_id": "...", "generated_id": true|false,
+     "intent": {"commit_id": "...", "generated_id": true|false, "digest": "sha256:..."?,
                 "operation": "append", "remove": [...],
                 "remove_partitions": [...], "schema": "<base64>"|null,
-                "partition_by": [...]|null, "properties": {...}|null,
+                "partition_by": [...]|null, "schema_mode": "merge"|null,
+                "properties": {...}|null,
                 "fence": {"name", "token", "read", "write"}|null}}
 
 Keys sort by the time they were made, so a LIST returns the oldest first. The index refers to
@@ -23,14 +24,17 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
 
 import orjson
 
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._layout import INTENT_PREFIX, intent_key, intent_ms
 from lakelock._registry._changes import Change, Fence
 from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
-from lakelock._registry._manifest import Manifest, parse_manifest
+from lakelock._registry._manifest import Manifest, parse_manifest, partition_parts
 from lakelock._registry._tree import require_digest
 from lakelock.errors import RegistryCorruptError
 
@@ -44,21 +48,17 @@ __all__ = [
     "prune_fates",
 ]
 
-INTENT_PREFIX = "metastore/intents/"
-
 
 def is_intent(key: str) -> bool:
     return key.startswith(INTENT_PREFIX)
 
 
-def intent_ms(key: str) -> int:
-    """When an intent was made (milliseconds since the epoch, by its writer's clock)."""
-    return int(key[len(INTENT_PREFIX) : len(INTENT_PREFIX) + 13], 16)
-
-
-def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[str, ManifestRef]]:
+def intent_document(
+    change: Change, *, now_ms: int, token: str | None = None
+) -> tuple[str, bytes, dict[str, ManifestRef]]:
     """The intent of a one-dataset commit: its key, bytes and the manifest references of the
-    files it adds (per partition, pointing at the intent itself)."""
+    files it adds (per partition, pointing at the intent itself). ``token``: the key's 8 hex
+    digits of randomness (drawn here if not given)."""
     files = tuple(sorted(change.add, key=lambda f: f.key))
     paths = {f.partition_path for f in files}
     fence = change.fence
@@ -71,6 +71,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
             "intent": {
                 "commit_id": change.commit_id,
                 "generated_id": change.generated_id,
+                **({"digest": change.digest} if change.digest is not None else {}),
                 "operation": change.operation,
                 "remove": list(change.remove),
                 "remove_partitions": list(change.remove_partitions),
@@ -78,6 +79,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
                 "partition_by": (
                     list(change.partition_by) if change.partition_by is not None else None
                 ),
+                "schema_mode": change.schema_mode,
                 "properties": dict(change.properties) if change.properties is not None else None,
                 "fence": (
                     {
@@ -94,7 +96,8 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
         option=orjson.OPT_SORT_KEYS,
     )
     digest = hashlib.sha256(body).hexdigest()
-    key = f"{INTENT_PREFIX}{now_ms:013x}{secrets.token_hex(4)}-{digest}.json"
+    key = intent_key(now_ms, token or secrets.token_hex(4), digest)
+    parts = partition_parts(body, files) if len(paths) > 1 else {}
     refs: dict[str, ManifestRef] = {}
     for path in sorted(paths):
         group = [f for f in files if f.partition_path == path]
@@ -103,6 +106,7 @@ def intent_document(change: Change, *, now_ms: int) -> tuple[str, bytes, dict[st
             files=len(group),
             records=sum(f.record_count for f in group),
             size=sum(f.size for f in group),
+            part=parts.get(path),
         )
     return key, body, refs
 
@@ -141,6 +145,9 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
                 records=(ref.records if ref else 0) + file.record_count,
                 size=(ref.size if ref else 0) + file.size,
             )
+        if len(refs) > 1:  # the parts its writer recorded: the same bytes, the same parts
+            parts = partition_parts(body, manifest.files)
+            refs = {path: replace(ref, part=parts.get(path)) for path, ref in refs.items()}
         change = Change(
             dataset=manifest.dataset,
             commit_id=text(section["commit_id"], "commit_id"),
@@ -167,6 +174,8 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             fence=fence,
             operation=text(section["operation"], "operation"),
             generated_id=section.get("generated_id") is True,
+            schema_mode=_schema_mode(section),
+            digest=(text(section["digest"], "digest") if "digest" in section else None),
         )
     except RegistryCorruptError:
         raise
@@ -175,6 +184,14 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             f"intent is malformed: {type(error).__name__}: {error}", bucket=bucket, key=key
         ) from error
     return change, manifest
+
+
+def _schema_mode(section: Mapping[str, Any]) -> str | None:
+    """An intent's ``schema_mode``; one written before there was one merged new columns."""
+    if "schema_mode" not in section:
+        return "merge"
+    mode = section["schema_mode"]
+    return None if mode is None else text(mode, "schema_mode")
 
 
 def prune_fates(

@@ -13,8 +13,10 @@ from typing import Any
 
 import orjson
 
+from lakelock import _layout
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._layout import MANIFEST_PREFIX
 from lakelock._registry._tree import key_digest, require_digest, require_filed
 from lakelock._stats import stats_from_json
 from lakelock.errors import RegistryCorruptError
@@ -28,12 +30,13 @@ __all__ = [
     "manifest_digest_of",
     "manifest_key",
     "parse_manifest",
+    "parse_part",
+    "partition_parts",
     "serialize_manifest",
     "verify_manifest",
 ]
 
 MANIFEST_FORMAT_VERSION = 1
-MANIFEST_PREFIX = "metastore/manifests/"
 
 
 @dataclass(frozen=True)
@@ -131,13 +134,76 @@ def serialize_manifest(manifest: Manifest) -> bytes:
     )
 
 
+#: Where one partition's files lie in a manifest (or intent) shared by several partitions:
+#: the bytes ``[start, end)`` of the body, the elements of its ``files`` array that are that
+#: partition's files (contiguous: the array is sorted by key), and their SHA-256. A reader of
+#: one partition GETs just that range and checks it against the digest.
+Part = tuple[int, int, str]
+
+
+def partition_parts(body: bytes, files: tuple[DataFile, ...]) -> dict[str, Part]:
+    """Each partition's :data:`Part` of ``body``, a serialised document whose ``files`` array
+    is exactly ``files`` (sorted by key) in compact JSON with sorted keys, as
+    :func:`serialize_manifest` and the intents write it. Empty when the body is not laid out
+    so (then readers read it whole)."""
+    items = [orjson.dumps(f.to_json(), option=orjson.OPT_SORT_KEYS) for f in files]
+    start = body.find(b'"files":[')
+    if start < 0 or not items:
+        return {}
+    position = start + len(b'"files":[')
+    if body[position : position + sum(map(len, items)) + len(items) - 1] != b",".join(items):
+        return {}
+    spans: dict[str, list[int]] = {}
+    for f, item in zip(files, items, strict=True):
+        span = spans.setdefault(f.partition_path, [position, position])
+        if span[1] != position and span[1] + 1 != position:
+            return {}  # a partition's files are not contiguous: not sorted by key
+        span[1] = position + len(item)
+        position += len(item) + 1
+    return {
+        path: (first, end, hashlib.sha256(body[first:end]).hexdigest())
+        for path, (first, end) in spans.items()
+    }
+
+
+def parse_part(
+    dataset: str, path: str, part: Part, data: bytes, *, bucket: str | None, key: str
+) -> tuple[DataFile, ...]:
+    """The files of partition ``path`` read from its :data:`Part` of a manifest: the bytes
+    must be those the part's digest names, and every file must lie in ``path``."""
+    if len(data) != part[1] - part[0] or hashlib.sha256(data).hexdigest() != part[2]:
+        raise RegistryCorruptError(
+            f"bytes {part[0]}-{part[1]} of {key} are not those the index names for "
+            f"{dataset!r}/{path!r}",
+            bucket=bucket,
+            key=key,
+        )
+    try:
+        files = tuple(
+            _datafile(dataset, obj(f, "file"))
+            for f in seq(orjson.loads(b"[" + data + b"]"), "files")
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise RegistryCorruptError(
+            f"part of manifest for {dataset!r}/{path!r} is malformed: {error}",
+            bucket=bucket,
+            key=key,
+        ) from error
+    prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"
+    if any(f.partition_path != path or not f.key.startswith(prefix) for f in files):
+        raise RegistryCorruptError(
+            f"part of manifest for {dataset!r}/{path!r} lists other partitions' files",
+            bucket=bucket,
+            key=key,
+        )
+    return files
+
+
 def manifest_key(dataset: str, body: bytes, nonce: str) -> str:
     """``<dataset>/<sha256 of the body>-<nonce>.json``: the digest lets a reader verify what
     it read; the nonce makes every write a new object, so no commit ever adopts an existing
     manifest (one ``vacuum`` may have judged an orphan and be deleting)."""
-    if not nonce.isalnum():
-        raise ValueError(f"a manifest nonce is alphanumeric, got {nonce!r}")
-    return f"{MANIFEST_PREFIX}{dataset}/{manifest_digest_of(body)}-{nonce}.json"
+    return _layout.manifest_key(dataset, manifest_digest_of(body), nonce)
 
 
 def manifest_digest_of(body: bytes) -> str:

@@ -2,7 +2,8 @@
 and writing a new version (the tree paths a batch changed, one snapshot per changed dataset).
 
 Every object here is immutable and digest-named, so a :class:`Objects` cache never goes stale:
-a ``Lake`` downloads each snapshot, node and manifest at most once.
+a ``Lake`` downloads a snapshot, node or manifest again only once it has dropped out of the
+cache (the ``CACHE_SIZE`` most recently used are kept).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj
 from lakelock._registry._changes import totals_of
 from lakelock._registry._document import (
     DatasetState,
+    ManifestRef,
     PartitionState,
     RegistryDoc,
     decode_schema,
@@ -29,8 +32,9 @@ from lakelock._registry._document import (
     serialize_registry,
 )
 from lakelock._registry._intents import is_intent, parse_intent
-from lakelock._registry._manifest import Manifest, verify_manifest
+from lakelock._registry._manifest import Manifest, parse_part, verify_manifest
 from lakelock._registry._snapshot import (
+    SNAPSHOT_PREFIX,
     DatasetEntry,
     LazyPartitions,
     Overlay,
@@ -42,6 +46,7 @@ from lakelock._registry._snapshot import (
 )
 from lakelock._registry._tree import (
     EMPTY,
+    NODE_PREFIX,
     Node,
     index_get,
     index_update,
@@ -59,9 +64,22 @@ from lakelock.errors import (
     VersionNotFoundError,
 )
 
-__all__ = ["HistoryEntry", "Objects", "partition_entry", "partition_from_entry"]
+__all__ = [
+    "CACHE_SIZE",
+    "HistoryEntry",
+    "Missing",
+    "Objects",
+    "partition_entry",
+    "partition_from_entry",
+]
 
-_CACHE_SIZE = 16384
+#: The fields a dataset's state takes from its snapshot as they are.
+_KEPT_FROM_SNAPSHOT = (
+    "schema", "schema_version", "partition_by", "properties", "created_at", "updated_at",
+    "parent", "totals", "commit_ids", "recent_ids", "at", "commits", "created_version",
+)  # fmt: skip
+#: How many write-once objects an :class:`Objects` keeps, least recently used dropped first.
+CACHE_SIZE = 16384
 # How many recent commit ids a snapshot carries before they are written into the commit-id
 # tree together (a leaf rewrite shared by up to this many commits instead of one each).
 RECENT_IDS = 64
@@ -84,7 +102,13 @@ class HistoryEntry:
 def partition_entry(p: PartitionState) -> dict[str, Any]:
     return {
         "manifests": [
-            {"key": m.key, "files": m.files, "records": m.records, "size": m.size}
+            {
+                "key": m.key,
+                "files": m.files,
+                "records": m.records,
+                "size": m.size,
+                **({"part": list(m.part)} if m.part is not None else {}),
+            }
             for m in p.manifests
         ],
         "updated_version": p.updated_version,
@@ -99,6 +123,11 @@ def partition_from_entry(path: str, raw: Any) -> PartitionState:
         raise RegistryCorruptError(
             f"index entry of partition {path!r} is malformed: {error}"
         ) from error
+
+
+def _readable_from(oldest: Snapshot) -> str:
+    """Which versions of a dataset remain readable, from the oldest snapshot still kept."""
+    return f"versions {oldest.version} and later of {oldest.dataset!r} remain readable"
 
 
 class LazyDatasets(Mapping[str, DatasetState]):
@@ -146,13 +175,74 @@ class LazyDatasets(Mapping[str, DatasetState]):
         return not self._sparse or self.get(name) is not None
 
 
-class Objects:
-    """Loads (and caches) manifests, index nodes and snapshots of one lake."""
+def missing_object(key: str, bucket: str | None, store: ObjectStore | None) -> RegistryCorruptError:
+    """The registry refers to ``key`` and it is gone: corruption, never an empty table."""
+    return RegistryCorruptError(
+        f"the registry refers to {key}, which is missing",
+        bucket=bucket,
+        key=store.full_key(key) if store is not None else key,
+    )
 
-    def __init__(self, store: ObjectStore) -> None:
+
+class Missing(BaseException):
+    """An object the sans-I/O commit core needs is not cached: the core fetches ``keys``
+    and asks again. A ``BaseException``, so no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        super().__init__(keys)
+        self.keys = keys
+
+
+class Objects:
+    r"""Loads (and caches) manifests, index nodes and snapshots of one lake.
+
+    With a ``store``, a miss is fetched from it. :meth:`offline` is the same cache for the
+    sans-I/O commit core: a miss raises :class:`Missing` instead, and the core fetches the
+    object itself and :meth:`load`\ s it. ``fetch`` (key -> bytes) replaces the store for
+    readers that are neither (the simulator's checker)."""
+
+    def __init__(
+        self,
+        store: ObjectStore | None = None,
+        *,
+        fetch: Callable[[str], bytes] | None = None,
+        bucket: str | None = None,
+    ) -> None:
         self.store = store
+        self.bucket = store.bucket if store is not None else bucket
+        self._fetch = fetch
+        self._offline = False
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+
+    def offline(self) -> Objects:
+        """This cache, for code that performs no I/O: a miss raises :class:`Missing`."""
+        view = Objects.__new__(Objects)
+        view.__dict__.update(self.__dict__)
+        view._offline = True
+        return view
+
+    def load(self, key: str, body: bytes) -> None:
+        """Parse and cache ``key``'s fetched ``body`` (what an offline miss asked for)."""
+        self._parser(key)(key, body)
+
+    def _parser(self, key: str) -> Callable[[str, bytes], Any]:
+        bucket = self.bucket
+        if is_intent(key):
+            parse: Callable[[str, bytes], Any] = lambda k, b: parse_intent(k, b, bucket=bucket)[1]  # noqa: E731
+        elif key.startswith(NODE_PREFIX):
+            parse = lambda k, b: verify_node(k, b, bucket=bucket)  # noqa: E731
+        elif key.startswith(SNAPSHOT_PREFIX):
+            parse = lambda k, b: verify_snapshot(k, b, decode_schema, bucket=bucket)  # noqa: E731
+        else:
+            parse = lambda k, b: verify_manifest(k, b, bucket=bucket)  # noqa: E731
+
+        def parse_and_remember(k: str, b: bytes) -> Any:
+            value = parse(k, b)
+            self.remember(k, value)
+            return value
+
+        return parse_and_remember
 
     # -- cache --------------------------------------------------------------------------------
 
@@ -160,7 +250,7 @@ class Objects:
         with self._lock:
             self._cache[key] = value
             self._cache.move_to_end(key)
-            while len(self._cache) > _CACHE_SIZE:
+            while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
 
     def _cached(self, key: str) -> Any | None:
@@ -170,36 +260,55 @@ class Objects:
                 self._cache.move_to_end(key)
             return value
 
-    def _get(self, key: str, parse: Callable[[str, bytes], Any]) -> Any:
+    def _get(self, key: str) -> Any:
         value = self._cached(key)
         if value is None:
+            if self._offline:
+                raise Missing((key,))
             try:
-                body = self.store.get(key).body
+                body = self._fetch(key) if self._fetch is not None else self._store_get(key)
             except NotFoundError as error:
-                raise RegistryCorruptError(
-                    f"the registry refers to {key}, which is missing",
-                    bucket=self.store.bucket,
-                    key=self.store.full_key(key),
-                ) from error
-            value = parse(key, body)
-            self.remember(key, value)
+                raise missing_object(key, self.bucket, self.store) from error
+            value = self._parser(key)(key, body)
         return value
 
+    def _store_get(self, key: str) -> bytes:
+        assert self.store is not None, "Objects needs a store or a fetch function"
+        return self.store.get(key).body
+
     def node(self, key: str) -> Node:
-        return self._get(key, lambda k, b: verify_node(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
+        return self._get(key)  # type: ignore[no-any-return]
 
     def snapshot(self, key: str) -> Snapshot:
-        return self._get(  # type: ignore[no-any-return]
-            key, lambda k, b: verify_snapshot(k, b, decode_schema, bucket=self.store.bucket)
-        )
+        return self._get(key)  # type: ignore[no-any-return]
 
     def manifest(self, key: str) -> Manifest:
         """A manifest, or an applied intent read as the manifest of its files."""
-        if is_intent(key):
-            return self._get(  # type: ignore[no-any-return]
-                key, lambda k, b: parse_intent(k, b, bucket=self.store.bucket)[1]
-            )
-        return self._get(key, lambda k, b: verify_manifest(k, b, bucket=self.store.bucket))  # type: ignore[no-any-return]
+        return self._get(key)  # type: ignore[no-any-return]
+
+    def partition_files(
+        self, dataset: str, path: str, ref: ManifestRef
+    ) -> tuple[DataFile, ...] | None:
+        """The files of partition ``path`` that manifest ``ref`` lists, read from the ref's
+        part alone (a ranged GET: its bytes only, checked against the part's digest) unless
+        the whole manifest is cached; ``None`` if the ref has no part (read it whole)."""
+        if ref.part is None or self.store is None:  # no store to range-read: read it whole
+            return None
+        whole = self._cached(ref.key)
+        if isinstance(whole, Manifest):
+            return whole.files_of(path)
+        start, end, _ = ref.part
+        cache_key = f"{ref.key}#{start}-{end}"
+        found = self._cached(cache_key)
+        if found is None:
+            try:
+                data = self.store.get(ref.key, byte_range=(start, end)).body
+            except NotFoundError as error:
+                raise missing_object(ref.key, self.bucket, self.store) from error
+            found = parse_part(dataset, path, ref.part, data, bucket=self.store.bucket, key=ref.key)
+            self.remember(cache_key, found)
+        files: tuple[DataFile, ...] = found
+        return files
 
     def has_all(self, keys: Iterable[str]) -> bool:
         """Whether every one of ``keys`` is cached (loading them costs no request)."""
@@ -209,6 +318,8 @@ class Objects:
         """The manifests at ``keys``, fetched in parallel where not cached."""
         wanted = list(dict.fromkeys(keys))
         missing = [k for k in wanted if self._cached(k) is None]
+        if missing and self._offline:
+            raise Missing(tuple(missing))
         if len(missing) > 1:
             with ThreadPoolExecutor(min(16, len(missing))) as pool:
                 list(pool.map(self.manifest, missing))
@@ -221,22 +332,10 @@ class Objects:
         snap = self.snapshot(key)
         return DatasetState(
             name=snap.dataset,
-            schema=snap.schema,
-            schema_version=snap.schema_version,
-            partition_by=snap.partition_by,
-            properties=snap.properties,
             partitions=LazyPartitions(snap.partitions, self.node, partition_from_entry),
-            created_at=snap.created_at,
-            updated_at=snap.updated_at,
             updated_version=snap.version,
             snapshot=key,
-            parent=snap.parent,
-            totals=snap.totals,
-            commit_ids=snap.commit_ids,
-            recent_ids=snap.recent_ids,
-            at=snap.at,
-            commits=snap.commits,
-            created_version=snap.created_version,
+            **{name: getattr(snap, name) for name in _KEPT_FROM_SNAPSHOT},
         )
 
     def datasets(self, doc: RegistryDoc) -> Mapping[str, DatasetState]:
@@ -261,52 +360,63 @@ class Objects:
         version: int | None = None,
         as_of: float | None = None,
         expire_before: float,
+        upgrade: int | None = None,
     ) -> DatasetState | None:
         """The dataset as it was at registry ``version`` (or at server time ``as_of``):
         ``None`` if it did not exist yet; :class:`SnapshotExpiredError` if that version was
-        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads)."""
+        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads);
+        :class:`VersionNotFoundError` saying so if it is older than ``upgrade``, the version
+        that upgraded the registry from format 1 (which kept no snapshots)."""
         if version is not None and entry.created_version > version:
             return None
         successor_at: float | None = None
         first: Snapshot | None = None
+        readable: Snapshot | None = None
         try:
             for key, snap in self.walk(entry.snapshot):
                 if (version is not None and snap.version <= version) or (
                     as_of is not None and snap.at <= as_of
                 ):
                     if successor_at is not None and successor_at < expire_before:
+                        assert readable is not None
                         raise SnapshotExpiredError(
                             name,
                             version=version,
                             as_of=as_of,
-                            reason=": it is older than the registry's retention",
+                            reason=": it is older than the registry's retention (vacuum may "
+                            f"have removed it); {_readable_from(readable)}",
                         )
                     return self.state(key)
+                if successor_at is None or successor_at >= expire_before:
+                    readable = snap  # the oldest version found that a read may still use
                 successor_at = snap.at
                 first = snap
         except RegistryCorruptError as error:
             # An older snapshot that is gone was vacuumed (a window shorter than the
             # retention deletes what it replaced); a current one that is gone is damage.
             vacuumed = isinstance(error.__cause__, NotFoundError)
-            if successor_at is not None and (successor_at < expire_before or vacuumed):
+            if (
+                readable is not None
+                and (successor_at is not None)
+                and (successor_at < expire_before or vacuumed)
+            ):
                 raise SnapshotExpiredError(
                     name,
                     version=version,
                     as_of=as_of,
-                    reason=": it was vacuumed (older than vacuum's window or the retention)",
+                    reason=": vacuum removed it (older than vacuum's window or the retention); "
+                    f"{_readable_from(readable)}",
                 ) from error
             raise
-        if (
-            version is not None
-            and first is not None
-            and entry.created_version <= version
-            and not first.commits
-        ):
+        if first is not None and (not first.commits or first.version == upgrade):
+            # The walk ended at the snapshot of the upgrade from format 1 (it records no
+            # commit of its own): what came before was never kept.
             raise VersionNotFoundError(
                 name,
                 version=version,
-                reason=": it is older than the registry's upgrade to format 2 (format 1 kept "
-                f"no history; the upgrade was version {first.version})",
+                as_of=as_of,
+                reason=": it is older than the registry's upgrade to format 2 at version "
+                f"{first.version}; format 1 kept no snapshots, so time travel begins there",
             )
         return None
 
@@ -331,12 +441,20 @@ class Objects:
     def commit_version(self, state: DatasetState, commit_id: str) -> int | None:
         """The version at which ``commit_id`` changed this dataset: from the snapshot's recent
         commit ids, else its commit-id tree."""
+        entry = self.commit_entry(state, commit_id)
+        return None if entry is None else int(entry["version"])
+
+    def commit_entry(self, state: DatasetState, commit_id: str) -> Mapping[str, Any] | None:
+        """What this dataset's commit-id index records of ``commit_id`` (its ``version``,
+        ``at``, ``operation`` and, when known, ``digest``), or ``None``."""
         raw = state.recent_ids.get(commit_id)
         if raw is None:
             raw = index_get(state.commit_ids, commit_id, self.node)
         if raw is None:
             return None
-        return boolean_free_int(obj(raw, "commit id entry")["version"], "version", minimum=1)
+        entry = obj(raw, "commit id entry")
+        boolean_free_int(entry["version"], "version", minimum=1)
+        return entry
 
     # -- what vacuum must keep ------------------------------------------------------------------
 
@@ -395,7 +513,12 @@ class Objects:
     # -- writing a version --------------------------------------------------------------------
 
     def materialize(
-        self, base: RegistryDoc, doc: RegistryDoc, *, at: float
+        self,
+        base: RegistryDoc,
+        doc: RegistryDoc,
+        *,
+        at: float,
+        nonces: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> tuple[RegistryDoc, list[tuple[str, bytes]]]:
         """``doc`` (a sealed batch) as a format-2 root, and the objects to create before its
         compare-and-swap: new index nodes, one snapshot per changed dataset (every dataset
@@ -411,17 +534,17 @@ class Objects:
             changed = []
         stored: dict[str, DatasetState] = {}
         for name, state in changed:
-            new = self._store_dataset(name, state, version=doc.version, at=at, writes=writes)
+            new = self._store_dataset(
+                name, state, version=doc.version, at=at, writes=writes, nonces=nonces
+            )
             assert new.snapshot is not None
             assert new.totals is not None
             stored[name] = new
             entries[name] = DatasetEntry(
                 snapshot=new.snapshot,
                 version=new.updated_version,
-                created_version=new.created_version,
-                partition_by=new.partition_by,
                 totals=new.totals,
-                updated_at=new.updated_at,
+                **{f: getattr(new, f) for f in ("created_version", "partition_by", "updated_at")},
             )
         backup = doc.backup
         if upgrading:
@@ -450,10 +573,11 @@ class Objects:
         version: int,
         at: float,
         writes: list[tuple[str, bytes]],
+        nonces: Callable[[], str],
     ) -> DatasetState:
         def store(node: Node) -> str:
             body = node_body(node)
-            key = node_key(name, body, uuid.uuid4().hex)
+            key = node_key(name, body, nonces())
             writes.append((key, body))
             self.remember(key, node)
             return key
@@ -477,7 +601,15 @@ class Objects:
             )
         recent = dict(state.recent_ids)
         recent.update(
-            {c.id: {"version": version, "at": at, "operation": c.operation} for c in state.commits}
+            {
+                c.id: {
+                    "version": version,
+                    "at": at,
+                    "operation": c.operation,
+                    **({"digest": c.digest} if c.digest is not None else {}),
+                }
+                for c in state.commits
+            }
         )
         commit_ids = state.commit_ids
         if len(recent) >= RECENT_IDS:
@@ -503,7 +635,7 @@ class Objects:
             recent_ids=MappingProxyType(recent),
         )
         body = serialize_snapshot(snap, encode_schema)
-        key = snapshot_key(name, body, uuid.uuid4().hex)
+        key = snapshot_key(name, body, nonces())
         writes.append((key, body))
         self.remember(key, snap)
         return self.state(key)
@@ -514,6 +646,7 @@ class Objects:
 
         def put(item: tuple[str, bytes]) -> None:
             key, body = item
+            assert self.store is not None
             with contextlib.suppress(AlreadyExistsError):
                 self.store.put(key, body, mode="create", content_type="application/json")
 

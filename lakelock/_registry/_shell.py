@@ -1,33 +1,39 @@
 """The registry of one lake: :class:`Registry`, reading it (now, or at a version: time
 travel), history, migration from format 1, what vacuum must keep; committing is
-:class:`~lakelock._registry._commit.CommitLoop` (docs/ARCHITECTURE.md, "The registry")."""
+:class:`~lakelock._registry._commit.CommitQueue` around the sans-I/O commit core
+(:mod:`lakelock._registry._core`; docs/ARCHITECTURE.md, "The registry")."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
+from typing import Any
+
+import pyarrow as pa
 
 from lakelock._datafile import DataFile
-from lakelock._names import validate_dataset_name
-from lakelock._registry._batch import CommitResult, Pending, Redrive, Retry, iso, seconds_of
-from lakelock._registry._changes import (
-    Change,
-)
-from lakelock._registry._commit import CommitLoop
+from lakelock._names import validate_dataset_name, validate_partition_path
+from lakelock._registry._batch import CommitResult, seconds_of
+from lakelock._registry._changes import Change, Fence
+from lakelock._registry._commit import CommitQueue
+from lakelock._registry._core import Committer, Driver, FoldPolicy, Hints, Redrive, Retry
 from lakelock._registry._document import (
+    REGISTRY_KEY,
     CommitRecord,
     DatasetState,
     IntentFate,
     LockFenceRecord,
+    ManifestRef,
     RegistryDoc,
     RetiredManifest,
+    parse_registry,
 )
 from lakelock._registry._intents import INTENT_PREFIX
+from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -69,8 +75,9 @@ class RegistrySnapshot:
         default_factory=lambda: MappingProxyType({})
     )
     format_version: int = 2
-    #: ``True`` for a version other than the current one (time travel): ``datasets`` are as
-    #: they were then; ``fences`` and ``commits`` are the current root's.
+    #: ``True`` for a version other than the current one (time travel): every field is as
+    #: it was then (``commits``: those of the current window made at or before it);
+    #: ``fences`` and ``lock_fences`` are empty (fencing state keeps no history).
     historical: bool = False
 
     @classmethod
@@ -88,7 +95,34 @@ class RegistrySnapshot:
         )
 
 
-class Registry(CommitLoop):
+def upgrade_version(doc: RegistryDoc) -> int | None:
+    """The version that upgraded the registry from format 1 (``None``: it was never in
+    format 1): the one after the format-1 root its backup keeps."""
+    if doc.backup is None:
+        return None
+    name = doc.backup.rsplit("/", 1)[-1]  # dataset_registry-<version>-<sha256>.json
+    return int(name.split("-")[1]) + 1
+
+
+def _before_upgrade(upgrade: int, backup: str | None) -> str:
+    return (
+        f": it is older than the registry's upgrade to format 2 at version {upgrade}; format 1 "
+        f"kept no snapshots, so time travel begins at version {upgrade} (the format-1 commit "
+        f"log is in history, the last format-1 registry in {backup})"
+    )
+
+
+def _updated_at(doc: RegistryDoc, version: int, datasets: Mapping[str, DatasetState]) -> str:
+    """When ``version`` was committed: its record in the root's window, else the newest
+    ``updated_at`` of the datasets as they were then (every one is loaded)."""
+    for record in doc.commits:
+        if record.version == version:
+            return record.at
+    times = [d.updated_at for d in datasets.values() if d.updated_version <= version]
+    return max(times, default="")
+
+
+class Registry:
     """The registry of one lake: ``metastore/dataset_registry.json`` and its manifests.
 
     ``group_commit`` merges concurrent ``commit()`` calls of this object into one CAS (up to
@@ -111,6 +145,7 @@ class Registry(CommitLoop):
         max_fold: int = 256,
         fold_interval: float = 1.0,
         intent_ttl: float = 600.0,
+        policy: FoldPolicy | None = None,
     ) -> None:
         if max_batch < 1 or commit_window < 1:
             raise ValueError("max_batch and commit_window must be positive")
@@ -124,51 +159,120 @@ class Registry(CommitLoop):
             multipart_threshold=root_multipart_threshold,
             retry=RetryPolicy(max_attempts=1, sleep=self.retry.sleep, clock=self.retry.clock),
         )
-        self.group_commit = group_commit
-        self.max_batch = max_batch
         self.commit_window = commit_window
-        self.retention = retention
-        self._clock = clock
-        self._queue: list[Pending] = []
-        self._queue_lock = threading.Lock()
-        # One batch in flight at a time; the others' callers wait on this for their turn
-        # (or to find their commit done by the batch in flight).
-        self._turn = threading.Condition(self._queue_lock)
-        self._committing = False
-        # Intents being created by callers that will queue next (see _send_early): ours.
-        self._sending: set[str | None] = set()
-        # The root as this process last read or wrote it: the next commit starts from it
-        # instead of a GET (a compare-and-swap returns the new ETag, so CAS updates chain).
-        # If another writer committed meanwhile, the PUT's If-Match fails and the redrive reads.
-        self._known: tuple[RegistryDoc, str] | None = None
-        # Whether the root we know is one this process swapped in: then, as far as we know,
-        # we are the one folding for everybody (see _may_wait_first).
-        self._swapped_last = False
-        self.objects = Objects(store)
-        self.max_fold = max_fold
-        self.fold_interval = fold_interval
         self.intent_ttl = intent_ttl
-        self._listed_at = float("-inf")
-        # Until when this process assumes other processes commit here too (see _contended).
-        self.contention_memory = 5.0
-        self.max_waits = 8
-        # A committer folding for others under contention waits this fraction of a round
-        # for the intents being sent right then, before it reads them (see _foreign_intents).
-        self.gather = 0.3
-        # A waiter whose intents are still pending waits this many times as long as its
-        # oldest intent was made after the last fold's newest (see Folding._stagger) before it
-        # lists: 0 lists at once.
-        self.stagger = 2.0
-        # A fold moves the watermark no later than this many seconds before it listed (by the
-        # keys' times, see Folding._watermark), so an intent whose PUT was still landing then
-        # is listed by the next fold instead of passed over.
-        self.watermark_lag = 1.0
-        self._contended_until = float("-inf")
-        # How long one fold-and-swap takes here (moving average, seconds): a committer waiting
-        # for another's swap looks at the root again after about that long.
-        self._round_seconds = 0.05
-        # Other processes' intents read so far (write-once: a key's content never changes).
-        self._intents: OrderedDict[str, Change] = OrderedDict()
+        self._clock = clock
+        self.objects = Objects(store)
+        self._committer = Committer(
+            self.objects,
+            policy=policy or FoldPolicy(max_fold=max_fold, fold_interval=fold_interval),
+            commit_window=commit_window,
+            retention=retention,
+            intent_ttl=intent_ttl,
+            max_attempts=self.retry.max_attempts,
+            max_seconds=self.retry.max_elapsed,
+            initial_backoff=self.retry.initial_backoff,
+            max_backoff=self.retry.max_backoff,
+            bucket=store.bucket,
+        )
+        self._driver = Driver(store, self._root, sleep=self.retry.sleep, clock=clock)
+        self._commits = CommitQueue(
+            self._committer, self._driver, group_commit=group_commit, max_batch=max_batch
+        )
+
+    # -- committing -----------------------------------------------------------------------
+
+    def commit(
+        self,
+        dataset: str,
+        *,
+        add: Sequence[DataFile] = (),
+        remove: Sequence[DataFile | str] = (),
+        schema: pa.Schema | None = None,
+        properties: Mapping[str, str | None] | None = None,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        partition_by: Sequence[str] | None = None,
+        remove_partitions: Sequence[str] = (),
+        operation: str | None = None,
+    ) -> CommitResult:
+        """Add and remove files of ``dataset`` (and declare its schema, partition columns and
+        properties) in one atomic registry update. A ``commit_id`` already recorded makes this
+        a no-op success, so a re-run pipeline commits once. ``fence=(name, token)`` refuses
+        the commit if a higher token was seen for ``name`` (:class:`StaleFenceError`).
+        ``remove_partitions`` removes every file of the partitions at or under those paths
+        (``""``: all) as they are when the commit applies (files added by this commit stay);
+        ``operation`` names the commit in the log (default ``"commit"``). A new dataset
+        without ``partition_by`` takes the partition columns its files' paths name."""
+        now = self._clock()
+        change = Change(
+            dataset=dataset,
+            commit_id=commit_id if commit_id is not None else self._committer.new_commit_id(now),
+            add=tuple(add),
+            remove=tuple(r.key if isinstance(r, DataFile) else r for r in remove),
+            schema=schema,
+            partition_by=tuple(partition_by) if partition_by is not None else None,
+            properties=dict(properties) if properties is not None else None,
+            fence=Fence(*fence) if isinstance(fence, tuple) else fence,
+            remove_partitions=tuple(
+                dict.fromkeys(validate_partition_path(p) for p in remove_partitions)
+            ),
+            operation=operation or "commit",
+            generated_id=commit_id is None,
+        )
+        return self.commit_changes([change], explicit_id=commit_id is not None)
+
+    def commit_changes(
+        self, changes: Sequence[Change], *, explicit_id: bool = True
+    ) -> CommitResult:
+        """Commit changes to several datasets as one, all or nothing (they must share one
+        commit id). ``commit`` is this with one change; partition renames across datasets
+        use it directly."""
+        if not changes or len({c.commit_id for c in changes}) != 1:
+            raise ValueError("commit_changes needs at least one change and one commit id")
+        if len({c.dataset for c in changes}) != len(changes):
+            raise ValueError("commit_changes takes one change per dataset")
+        return self._commits.commit(changes, explicit_id=explicit_id, now=self._clock())
+
+    @property
+    def policy(self) -> FoldPolicy:
+        """The scheduling knobs of group commit across processes (liveness only)."""
+        return self._committer.policy
+
+    @policy.setter
+    def policy(self, policy: FoldPolicy) -> None:
+        self._committer.policy = policy
+
+    @property
+    def retention(self) -> float:
+        """How long (seconds) a replaced version stays readable (time travel, vacuum)."""
+        return self._committer.retention
+
+    @retention.setter
+    def retention(self, seconds: float) -> None:
+        self._committer.retention = seconds
+
+    @property
+    def hints(self) -> Hints:
+        """What this process has learnt about the others (rounds, contention)."""
+        return self._committer.hints
+
+    @property
+    def group_commit(self) -> bool:
+        return self._commits.group_commit
+
+    @property
+    def max_fold(self) -> int:
+        """Most intents of other processes one fold applies (0: never fold others')."""
+        return self._committer.policy.max_fold
+
+    @max_fold.setter
+    def max_fold(self, value: int) -> None:
+        self.policy = replace(self.policy, max_fold=value)
+
+    def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
+        """The manifests at ``keys`` (cached: they are content-addressed, never change)."""
+        return self.objects.manifests(keys)
 
     def read(
         self, *, version: int | None = None, as_of: float | datetime | None = None
@@ -184,11 +288,46 @@ class Registry(CommitLoop):
             return RegistrySnapshot.of(doc, etag)
         return self._travel(doc, version=version, as_of=as_of)
 
+    def known(self) -> RegistrySnapshot:
+        """The registry as this process last read or wrote it, at no request (a fresh
+        :meth:`read` if it knows none yet). It may be stale: for checks that the commit loop
+        makes again on the current version (an operation's checks before it writes)."""
+        with self._commits.lock:
+            known = self._committer.known
+        if known is None:
+            return self.read()
+        return RegistrySnapshot.of(*known)
+
     def _current(self) -> tuple[RegistryDoc, str | None]:
         for attempt in self.retry.retrying((ConflictError, ThrottledError, OutcomeUnknownError)):
             with attempt:
                 doc, etag = self._read_root()
         return doc, etag
+
+    def _read_root(self) -> tuple[RegistryDoc, str | None]:
+        """The root as it is now (its body parsed, its datasets loaded on demand). The next
+        commit of this process may start from it (a hint: a stale one costs a 412)."""
+        try:
+            data = self._root.get(REGISTRY_KEY)
+        except NotFoundError as error:
+            if error.code == "NoSuchBucket":  # a missing bucket is not an empty lake
+                raise NotFoundError(
+                    f"bucket {self.store.bucket!r} does not exist",
+                    bucket=self.store.bucket,
+                    key=error.key,
+                    operation=error.operation,
+                    status=error.status,
+                    code=error.code,
+                ) from error
+            return RegistryDoc(), None
+        doc = parse_registry(
+            data.body, bucket=self.store.bucket, key=self._root.full_key(REGISTRY_KEY)
+        )
+        if doc.format_version > 1:
+            doc = replace(doc, datasets=self.objects.datasets(doc))
+        with self._commits.lock:
+            self._committer.observe(doc, data.etag)
+        return doc, data.etag
 
     def _travel(
         self, doc: RegistryDoc, *, version: int | None, as_of: float | datetime | None
@@ -210,24 +349,36 @@ class Registry(CommitLoop):
             )
         if version == doc.version:
             return RegistrySnapshot.of(doc, None)
+        upgrade = upgrade_version(doc)
+        if upgrade is not None and version is not None and version < upgrade:
+            raise VersionNotFoundError(
+                "*", version=version, reason=_before_upgrade(upgrade, doc.backup)
+            )
         entries = doc.entries
         expire_before = self._clock() - self.retention
 
         def load(name: str) -> DatasetState | None:
             return self.objects.at_version(
-                entries[name], name, version=version, as_of=seconds, expire_before=expire_before
+                entries[name],
+                name,
+                version=version,
+                as_of=seconds,
+                expire_before=expire_before,
+                upgrade=upgrade,
             )
 
         datasets = LazyDatasets(entries, load, sparse=True)
-        found = [datasets[n].updated_version for n in datasets] if version is None else []
+        # (``load`` reads ``version``: the version found for as_of is another name.)
+        at = version
+        if at is None:
+            at = max((datasets[n].updated_version for n in datasets), default=0)
         return RegistrySnapshot(
-            version=version if version is not None else max(found, default=0),
+            version=at,
             etag=None,
-            updated_at=doc.updated_at,
+            updated_at=_updated_at(doc, at, datasets),
             datasets=datasets,
-            fences=doc.fences,
-            commits=doc.commits,
-            lock_fences=doc.lock_fences,
+            fences=MappingProxyType({}),
+            commits=tuple(c for c in doc.commits if c.version <= at),
             historical=True,
         )
 
@@ -242,7 +393,12 @@ class Registry(CommitLoop):
         """One dataset, now or at ``version``/``as_of``: loads just that dataset."""
         name = validate_dataset_name(name)
         snap = snapshot or self.read(version=version, as_of=as_of)
-        state = snap.datasets.get(name)
+        try:
+            state: DatasetState | None = snap.datasets[name]
+        except VersionNotFoundError:  # a KeyError too: .get() would hide why (vacuumed...)
+            raise
+        except KeyError:
+            state = None
         if state is None:
             if version is not None or as_of is not None:
                 seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of
@@ -268,26 +424,33 @@ class Registry(CommitLoop):
         entry = doc.entries.get(dataset)
         if entry is None:
             raise DatasetNotFoundError(dataset)
-        return self.objects.history(entry, dataset, limit=limit)
+        found = self.objects.history(entry, dataset, limit=limit)
+        if doc.backup is None or (limit is not None and len(found) >= limit):
+            return found
+        # Upgraded from format 1: its commit log (the recent window the old root kept, in
+        # the backup) goes on where the snapshots begin. Those versions cannot be read.
+        old = parse_registry(self.store.get(doc.backup).body, bucket=self.store.bucket)
+        found += [
+            HistoryEntry(
+                dataset, c.version, seconds_of(c.at), c.id, c.operation, c.added, c.removed
+            )
+            for c in reversed(old.commits)
+            if dataset in c.datasets
+        ]
+        return found[:limit]
 
     def migrate(self) -> MigrationResult | None:
         """Upgrade a format-1 registry to format 2 by compare-and-swap (any commit does it
         too), keeping the format-1 document as a write-once backup; ``None`` if it is in
         format 2 already (or a concurrent upgrade won: exactly one does)."""
-        for attempt in self.retry.retrying((Redrive, Retry)):
-            with attempt:
-                try:
-                    doc, etag = self._read_root()
-                except (ConflictError, ThrottledError, OutcomeUnknownError) as error:
-                    raise Retry from error
-                if doc.format_version > 1 or etag is None:
-                    return None
-                seconds = self._clock()
-                sealed = replace(doc, version=doc.version + 1, updated_at=iso(seconds))
-                new_doc = self._write_version(doc, sealed, etag, seconds)
-                assert new_doc.backup is not None
-                return MigrationResult(new_doc.version, new_doc.backup)
-        raise AssertionError("unreachable: the retry loop returns or raises")
+        try:
+            new_doc = self._commits.run(self._committer.migrate())
+        except (Redrive, Retry):
+            return None
+        if not isinstance(new_doc, RegistryDoc):
+            return None
+        assert new_doc.backup is not None
+        return MigrationResult(new_doc.version, new_doc.backup)
 
     def intent_fates(self) -> tuple[IntentFate, ...]:
         """What the root has decided about recent intents (applied at a version, rejected
@@ -375,6 +538,43 @@ class Registry(CommitLoop):
                     return found
         return None
 
+    def _parts(self, dataset: str, parts: list[tuple[str, ManifestRef]]) -> list[DataFile]:
+        """The files of each (partition, manifest part), read in parallel where not cached."""
+
+        def read(item: tuple[str, ManifestRef]) -> tuple[DataFile, ...]:
+            path, ref = item
+            found = self.objects.partition_files(dataset, path, ref)
+            if found is None:  # read whole (an Objects without a store)
+                found = self.objects.manifest(ref.key).files_of(path)
+            if len(found) != ref.files:
+                raise RegistryCorruptError(
+                    f"part of {ref.key} for {dataset!r}/{path!r} lists {len(found)} of "
+                    f"{ref.files} files",
+                    bucket=self.store.bucket,
+                    key=self.store.full_key(ref.key),
+                )
+            return found
+
+        if len(parts) <= 1:
+            return [f for item in parts for f in read(item)]
+        with ThreadPoolExecutor(min(16, len(parts))) as pool:
+            return [f for found in pool.map(read, parts) for f in found]
+
+    def recorded_commit(
+        self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
+    ) -> CommitRecord | Mapping[str, Any] | None:
+        """What the registry recorded of ``commit_id``: the root's record if it is a recent
+        commit (of any dataset), else the entry of ``dataset``'s commit-id index, else
+        ``None`` (compare with :func:`~lakelock._registry._changes.reused_commit_id`)."""
+        snap = snapshot or self.read()
+        for record in reversed(snap.commits):
+            if record.id == commit_id:
+                return record
+        state = snap.datasets.get(dataset)
+        if state is None or snap.format_version == 1:
+            return None
+        return self.objects.commit_entry(state, commit_id)
+
     def files(
         self,
         dataset: str,
@@ -398,8 +598,14 @@ class Registry(CommitLoop):
             if partition is not None
             for ref in partition.manifests
         ]
-        loaded = self.load_manifests(ref.key for _, ref in refs)
         files: list[DataFile] = []
+        if partitions is not None:
+            # A few partitions of manifests shared with many others (a commit that touched
+            # many partitions): read just their parts, not every partition's files.
+            parts = [(path, ref) for path, ref in refs if ref.part is not None]
+            refs = [(path, ref) for path, ref in refs if ref.part is None]
+            files += self._parts(dataset, parts)
+        loaded = self.load_manifests(ref.key for _, ref in refs)
         for path, ref in refs:
             manifest = loaded[ref.key]
             prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"

@@ -1,13 +1,8 @@
 """Format 2: a small root over write-once dataset snapshots (docs/FORMAT.md has the whole
 layout, the invariants and why a commit's cost does not grow with the lake).
 
-On S3 (keys relative to the lake prefix)::
-
-    metastore/dataset_registry.json                   the root: CAS only (If-Match)
-    metastore/snapshots/<dataset>/<sha256>-<nonce>.json  one per dataset version, write-once
-    metastore/nodes/<dataset>/<sha256>-<nonce>.json      index nodes below a snapshot, write-once
-    metastore/manifests/<dataset>/<sha256>-<nonce>.json  a partition's files (format 1's)
-    metastore/backups/dataset_registry-<version>-<sha256>.json  a format-1 root, kept on upgrade
+Its keys (the root, snapshots, nodes, manifests, backups) are named and built in
+:mod:`lakelock._layout`.
 
 The root holds, per dataset, the key of its current snapshot and a summary; a snapshot holds
 the dataset's schema and properties, its parent snapshot, the commits that made it, and the
@@ -25,7 +20,9 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from lakelock import _layout
 from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
+from lakelock._layout import BACKUP_PREFIX, SNAPSHOT_PREFIX
 from lakelock._registry._tree import (
     Node,
     key_digest,
@@ -53,9 +50,6 @@ __all__ = [
     "snapshot_key",
     "verify_snapshot",
 ]
-
-SNAPSHOT_PREFIX = "metastore/snapshots/"
-BACKUP_PREFIX = "metastore/backups/"
 
 
 @dataclass(frozen=True)
@@ -93,6 +87,8 @@ class SnapshotCommit:
     operation: str
     added: int
     removed: int
+    #: What was committed (see :class:`~lakelock._registry._document.CommitRecord`).
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,7 +164,13 @@ def serialize_snapshot(snapshot: Snapshot, encode_schema: Callable[[pa.Schema], 
             "updated_at": snapshot.updated_at,
             "created_version": snapshot.created_version,
             "commits": [
-                {"id": c.id, "operation": c.operation, "added": c.added, "removed": c.removed}
+                {
+                    "id": c.id,
+                    "operation": c.operation,
+                    "added": c.added,
+                    "removed": c.removed,
+                    **({"digest": c.digest} if c.digest is not None else {}),
+                }
                 for c in snapshot.commits
             ],
             "schema": encode_schema(snapshot.schema) if snapshot.schema is not None else None,
@@ -214,6 +216,7 @@ def parse_snapshot(
                     operation=text(c["operation"], "operation"),
                     added=boolean_free_int(c["added"], "added", minimum=0),
                     removed=boolean_free_int(c["removed"], "removed", minimum=0),
+                    digest=text(c["digest"], "digest") if "digest" in c else None,
                 )
                 for c in (obj(item, "commit") for item in seq(data["commits"], "commits"))
             ),
@@ -274,9 +277,7 @@ def dataset_fields(
 
 def snapshot_key(dataset: str, body: bytes, nonce: str) -> str:
     """``metastore/snapshots/<dataset>/<sha256 of the body>-<nonce>.json``."""
-    if not nonce.isalnum():
-        raise ValueError(f"a snapshot nonce is alphanumeric, got {nonce!r}")
-    return f"{SNAPSHOT_PREFIX}{dataset}/{hashlib.sha256(body).hexdigest()}-{nonce}.json"
+    return _layout.snapshot_key(dataset, hashlib.sha256(body).hexdigest(), nonce)
 
 
 def verify_snapshot(
@@ -296,7 +297,7 @@ def verify_snapshot(
 
 def backup_key(version: int, body: bytes) -> str:
     """Where a format-1 root is kept when the registry is upgraded (write-once)."""
-    return f"{BACKUP_PREFIX}dataset_registry-{version}-{hashlib.sha256(body).hexdigest()}.json"
+    return _layout.backup_key(version, hashlib.sha256(body).hexdigest())
 
 
 # -- partitions as a mapping over the tree ----------------------------------------------------

@@ -50,7 +50,9 @@ from typing import Any, TypeVar
 
 import orjson
 
+from lakelock import _layout
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._layout import NODE_PREFIX
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
@@ -74,7 +76,6 @@ __all__ = [
     "verify_node",
 ]
 
-NODE_PREFIX = "metastore/nodes/"
 BITS = 5
 FANOUT = 1 << BITS
 LEAF_MAX = 96
@@ -344,9 +345,7 @@ def node_from_json(data: Mapping[str, Any]) -> Node:
 
 def node_key(dataset: str, body: bytes, nonce: str) -> str:
     """``metastore/nodes/<dataset>/<sha256 of the body>-<nonce>.json``."""
-    if not nonce.isalnum():
-        raise ValueError(f"a node nonce is alphanumeric, got {nonce!r}")
-    return f"{NODE_PREFIX}{dataset}/{hashlib.sha256(body).hexdigest()}-{nonce}.json"
+    return _layout.node_key(dataset, hashlib.sha256(body).hexdigest(), nonce)
 
 
 def parse_node(body: bytes, *, bucket: str | None = None, key: str | None = None) -> Node:

@@ -22,23 +22,29 @@ The rooms of the adapter:
   whose outcome is unknown, is read back to learn whether it landed;
 - :mod:`._probe`: which conditional delete a store honours, found once per store;
 - :mod:`._continue`: ``Expect: 100-continue`` only for bodies of 2 MiB and more (a small
-  write does not wait a round trip for permission to send its body).
-
-What the adapter takes and returns (preconditions, write results, object descriptions, request
-counts) is in :mod:`lakelock._objects`; the precondition and result types of a write are
-re-exported here for the callers that write through the adapter.
+  write does not wait a round trip for permission to send its body);
+- :mod:`._types`: what the adapter takes and returns (preconditions, write results, object
+  descriptions, bodies read in parts, request counts); what its callers need of it is
+  re-exported here.
 """
 
-from lakelock._objects import IfMatch, ListedObject, PutMode, PutResult
 from lakelock._s3._classify import CONNECT_ATTEMPTS, Call, classify, fail_fast_on_dead_endpoints
-from lakelock._s3._probe import DELETE_PROBE_PREFIX, ConditionalDelete
+from lakelock._s3._probe import ConditionalDelete
 from lakelock._s3._store import MIB, MIN_PART_SIZE, ObjectStore
+from lakelock._s3._types import (
+    WRITE_ID_KEY,
+    IfMatch,
+    ListedObject,
+    PutMode,
+    PutResult,
+    new_write_id,
+)
 
 __all__ = [
     "CONNECT_ATTEMPTS",
-    "DELETE_PROBE_PREFIX",
     "MIB",
     "MIN_PART_SIZE",
+    "WRITE_ID_KEY",
     "Call",
     "ConditionalDelete",
     "IfMatch",
@@ -48,4 +54,5 @@ __all__ = [
     "PutResult",
     "classify",
     "fail_fast_on_dead_endpoints",
+    "new_write_id",
 ]

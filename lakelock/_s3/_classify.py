@@ -5,7 +5,8 @@ Every response is classified on its S3 error code first and its HTTP status seco
 error with the real code): 412 → :class:`AlreadyExistsError` (a create) or
 :class:`PreconditionFailedError`, 404 → :class:`NotFoundError`, 409 ConditionalRequestConflict
 → :class:`ConflictError`, 503 SlowDown → :class:`ThrottledError`, 403 →
-:class:`AccessDeniedError`, 501 → :class:`UnsupportedError`, timeouts, resets and 5xx that
+:class:`AccessDeniedError`, 501 → :class:`UnsupportedError`, a 4xx with no S3 error code on
+anything but a HEAD → :class:`NotS3Error` (not an S3 endpoint at all), timeouts, resets and 5xx that
 outlived the SDK's retries → :class:`OutcomeUnknownError`.
 
 **A dead endpoint fails fast.** A connection that cannot be made (refused, unresolvable host,
@@ -35,7 +36,7 @@ from botocore.exceptions import (
     SSLError,
 )
 
-from lakelock._objects import IfMatch, PutMode
+from lakelock._s3._types import IfMatch, PutMode
 from lakelock.errors import (
     AccessDeniedError,
     AlreadyExistsError,
@@ -43,6 +44,7 @@ from lakelock.errors import (
     CredentialsError,
     EndpointUnreachableError,
     NotFoundError,
+    NotS3Error,
     OutcomeUnknownError,
     PreconditionFailedError,
     StorageError,
@@ -163,6 +165,16 @@ def classify(
         if call.mode == "create":
             return AlreadyExistsError(message, **fields)
         return PreconditionFailedError(message, **fields)
+    if _not_s3(call.operation, code, status):
+        headers = error.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        server = headers.get("server")
+        return NotS3Error(
+            f"{where}: {status} with no S3 error in the answer"
+            f"{f' (server {server!r})' if server else ''}: the endpoint does not speak S3; "
+            "is the endpoint URL that of an S3 API?",
+            server=server,
+            **fields,
+        )
     if code in {"NoSuchKey", "NoSuchBucket", "NoSuchUpload", "NotFound", "404"} or status == 404:
         return NotFoundError(message, **fields)
     if code == "ConditionalRequestConflict" or status == 409:
@@ -179,6 +191,13 @@ def classify(
     if status >= 500 or code in {"InternalError", "RequestTimeout", "ServiceUnavailable"}:
         return OutcomeUnknownError(message, **fields)
     return StorageError(message, **fields)
+
+
+def _not_s3(operation: str, code: str, status: int) -> bool:
+    """An S3 error answer carries an error code in its body; botocore falls back to the bare
+    HTTP status when there is none. Only a HEAD (no body, ever) may lack one: any other 4xx
+    without a code came from something that is not S3 (``python -m http.server``)."""
+    return 400 <= status < 500 and code in {"", str(status)} and not operation.startswith("Head")
 
 
 def retry_attempts(error: ClientError) -> int:

@@ -2,18 +2,21 @@
 
 Not every store honours the ETag of a ``DeleteObjects`` entry (some delete anyway), nor
 ``If-Match`` on ``DeleteObject`` (some answer 501). :func:`probe_conditional_delete` writes a
-probe object under :data:`DELETE_PROBE_PREFIX` and tries each: a wrong ETag must be refused
-and the object kept, the right one must delete it. ``ObjectStore.delete_if_unchanged`` uses
-what it finds, and refuses with :class:`UnsupportedError` where neither holds: deleting what
-changed since it was judged deletable is never an option.
+probe object under ``metastore/probes/`` (:func:`~lakelock._layout.probe_key`) and tries
+each: a wrong ETag must be refused and the object kept, the right one must delete it.
+``ObjectStore.delete_if_unchanged`` uses what it finds, and refuses with
+:class:`UnsupportedError` where neither holds: deleting what changed since it was judged
+deletable is never an option.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Sequence
+from typing import Literal, Protocol
 
-from lakelock._objects import new_write_id
+from lakelock._layout import probe_key
+from lakelock._s3._types import ObjectHead, PutResult, new_write_id
 from lakelock.errors import (
     AccessDeniedError,
     NotFoundError,
@@ -22,13 +25,8 @@ from lakelock.errors import (
     UnsupportedError,
 )
 
-if TYPE_CHECKING:
-    from lakelock._s3._store import ObjectStore
+__all__ = ["ConditionalDelete", "probe_conditional_delete"]
 
-__all__ = ["DELETE_PROBE_PREFIX", "ConditionalDelete", "probe_conditional_delete"]
-
-#: Where the probe writes its throwaway object.
-DELETE_PROBE_PREFIX = "metastore/probes/"
 #: An ETag no object has (an MD5 is never all zeros in practice).
 _WRONG_ETAG = '"00000000000000000000000000000000"'
 
@@ -37,9 +35,20 @@ _WRONG_ETAG = '"00000000000000000000000000000000"'
 ConditionalDelete = Literal["batch", "single"]
 
 
-def probe_conditional_delete(store: ObjectStore) -> ConditionalDelete | Literal["none"]:
+class _Probed(Protocol):
+    """What the probe needs of the store (:class:`~lakelock._s3.ObjectStore`)."""
+
+    def put(self, key: str, body: bytes, *, mode: Literal["create"]) -> PutResult: ...
+    def head(self, key: str) -> ObjectHead: ...
+    def delete(self, key: str, *, if_match: str | None = None) -> None: ...
+    def delete_many(
+        self, items: Sequence[tuple[str, str | None]]
+    ) -> dict[str, StorageError | None]: ...
+
+
+def probe_conditional_delete(store: _Probed) -> ConditionalDelete | Literal["none"]:
     """Which conditional delete ``store`` honours (module docstring): ``"none"`` if neither."""
-    key = f"{DELETE_PROBE_PREFIX}conditional-delete-{new_write_id()}"
+    key = probe_key(new_write_id())
     try:
         etag = store.put(key, b"", mode="create").etag
         if _honours_batch_etag(store, key, etag):
@@ -52,7 +61,7 @@ def probe_conditional_delete(store: ObjectStore) -> ConditionalDelete | Literal[
         _remove_probe(store, key)
 
 
-def _honours_batch_etag(store: ObjectStore, key: str, etag: str) -> bool:
+def _honours_batch_etag(store: _Probed, key: str, etag: str) -> bool:
     try:
         refused = store.delete_many([(key, _WRONG_ETAG)]).get(key)
     except UnsupportedError:
@@ -65,7 +74,7 @@ def _honours_batch_etag(store: ObjectStore, key: str, etag: str) -> bool:
     return not _exists(store, key)
 
 
-def _honours_delete_if_match(store: ObjectStore, key: str, etag: str) -> bool:
+def _honours_delete_if_match(store: _Probed, key: str, etag: str) -> bool:
     try:
         store.delete(key, if_match=_WRONG_ETAG)
     except PreconditionFailedError:
@@ -79,21 +88,21 @@ def _honours_delete_if_match(store: ObjectStore, key: str, etag: str) -> bool:
     return not _exists(store, key)
 
 
-def _recreate(store: ObjectStore, key: str) -> str:
+def _recreate(store: _Probed, key: str) -> str:
     try:
         return store.head(key).etag
     except NotFoundError:
         return store.put(key, b"", mode="create").etag
 
 
-def _remove_probe(store: ObjectStore, key: str) -> None:
+def _remove_probe(store: _Probed, key: str) -> None:
     """Best effort, and only ever this probe's own key."""
     with contextlib.suppress(StorageError):
         if _exists(store, key):
             store.delete(key)
 
 
-def _exists(store: ObjectStore, key: str) -> bool:
+def _exists(store: _Probed, key: str) -> bool:
     try:
         store.head(key)
     except NotFoundError:

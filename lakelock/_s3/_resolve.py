@@ -12,12 +12,12 @@ its own document.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol, TypedDict
 
 from botocore.exceptions import BotoCoreError, ClientError, SSLError
 
-from lakelock._objects import PutResult
 from lakelock._s3._classify import Call, classify, retry_attempts
+from lakelock._s3._types import ObjectHead, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
     EndpointUnreachableError,
@@ -27,14 +27,28 @@ from lakelock.errors import (
     StorageError,
 )
 
-if TYPE_CHECKING:
-    from lakelock._s3._store import ObjectStore
-
 __all__ = ["resolve_write"]
 
 
+class _ReadBack(Protocol):
+    """What the read-back needs of the store (:class:`~lakelock._s3.ObjectStore`)."""
+
+    bucket: str
+    prefix: str
+
+    def head(self, key: str) -> ObjectHead: ...
+
+
+class _Where(TypedDict):
+    """Where a failed write was aimed, as every error of it says."""
+
+    bucket: str
+    key: str | None
+    operation: str
+
+
 def resolve_write(
-    store: ObjectStore,
+    store: _ReadBack,
     error: ClientError | BotoCoreError,
     call: Call,
     write_id: str,
@@ -51,10 +65,9 @@ def resolve_write(
     unsent = isinstance(failure, EndpointUnreachableError) and not (
         resent or isinstance(error, SSLError)
     )
+    where: _Where = {"bucket": store.bucket, "key": call.key, "operation": call.operation}
     if isinstance(failure, EndpointUnreachableError) and not unsent:
-        failure = OutcomeUnknownError(
-            str(failure), bucket=store.bucket, key=call.key, operation=call.operation
-        )
+        failure = OutcomeUnknownError(str(failure), **where)
     ambiguous = isinstance(failure, OutcomeUnknownError) or (
         retried
         and isinstance(failure, AlreadyExistsError | PreconditionFailedError | NotFoundError)
@@ -68,19 +81,14 @@ def resolve_write(
         current = None
     except StorageError as read_error:
         raise OutcomeUnknownError(
-            f"{call.operation} {call.key!r}: outcome unknown and the read-back failed",
-            bucket=store.bucket,
-            key=call.key,
-            operation=call.operation,
+            f"{call.operation} {call.key!r}: outcome unknown and the read-back failed", **where
         ) from read_error
     if current is not None and current.write_id == write_id:
         return PutResult(call.key, current.etag, write_id, size, resolved=True)
     if call.mode == "create" and current is not None:
         raise AlreadyExistsError(
             f"{call.key!r} already exists (written by another writer)",
-            bucket=store.bucket,
-            key=call.key,
-            operation=call.operation,
+            **where,
             status=412,
             code="PreconditionFailed",
             actual_etag=current.etag,
@@ -90,9 +98,7 @@ def resolve_write(
     raise OutcomeUnknownError(
         f"{call.operation} {call.key!r}: retried into a 412 and the object is not ours; "
         "our write may have landed and been replaced since",
-        bucket=store.bucket,
-        key=call.key,
-        operation=call.operation,
+        **where,
         status=failure.status,
         code=failure.code,
         expected_etag=failure.expected_etag,

@@ -16,6 +16,7 @@ sent over the wire).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import threading
@@ -26,7 +27,13 @@ from typing import IO, Any, Literal, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lakelock._objects import (
+from lakelock._layout import validate_key_length, validate_prefix_room
+from lakelock._retry import RetryPolicy
+from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
+from lakelock._s3._continue import continue_only_for_large_bodies
+from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
+from lakelock._s3._resolve import resolve_write
+from lakelock._s3._types import (
     WRITE_ID_KEY,
     IfMatch,
     ListedObject,
@@ -40,11 +47,6 @@ from lakelock._objects import (
     size_of,
     stats_for,
 )
-from lakelock._retry import RetryPolicy
-from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
-from lakelock._s3._continue import continue_only_for_large_bodies
-from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
-from lakelock._s3._resolve import resolve_write
 from lakelock.errors import (
     AccessDeniedError,
     ConflictError,
@@ -99,7 +101,7 @@ class ObjectStore:
             raise ValueError("part_size must be positive")
         self.client = client
         self.bucket = bucket
-        self.prefix = prefix
+        self.prefix = validate_prefix_room(prefix)
         self.multipart_threshold = multipart_threshold
         self.part_size = part_size
         self.retry = retry or RetryPolicy()
@@ -110,7 +112,9 @@ class ObjectStore:
         self._delete_method: ConditionalDelete | Literal["none"] | None = None
 
     def full_key(self, key: str) -> str:
-        return self.prefix + key
+        """``key`` with the store's prefix, within S3's key limit (InvalidNameError: nothing
+        is sent)."""
+        return self.prefix + validate_key_length(key, prefix=self.prefix)
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -422,9 +426,16 @@ class ObjectStore:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(self, key: str) -> ObjectData:
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> ObjectData:
+        """The object (its body, or with ``byte_range`` the bytes ``[start, end)`` of it)."""
+        extra = {"Range": f"bytes={byte_range[0]}-{byte_range[1] - 1}"} if byte_range else {}
         response = self._request(
-            "GetObject", key, self.client.get_object, Bucket=self.bucket, Key=self.full_key(key)
+            "GetObject",
+            key,
+            self.client.get_object,
+            Bucket=self.bucket,
+            Key=self.full_key(key),
+            **extra,
         )
         try:
             body = response["Body"].read()
@@ -447,21 +458,37 @@ class ObjectStore:
         ``start_after`` (a relative key), only those after it."""
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.full_key(prefix)}
-            if start_after:
-                kwargs["StartAfter"] = self.full_key(start_after)
-            if page_size is not None:
-                kwargs["MaxKeys"] = page_size
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = self._request("ListObjectsV2", prefix, self.client.list_objects_v2, **kwargs)
-            for item in page.get("Contents", []):
-                yield ListedObject(
-                    self._relative(item["Key"]), item["ETag"], item["Size"], item["LastModified"]
-                )
-            if not page.get("IsTruncated"):
+            objects, token = self._list_page(prefix, start_after, page_size, token)
+            yield from objects
+            if token is None:
                 return
-            token = page["NextContinuationToken"]
+
+    def list_page(
+        self, prefix: str = "", *, start_after: str = "", max_keys: int = 1000
+    ) -> tuple[builtins.list[ListedObject], bool]:
+        """One page: at most ``max_keys`` objects under ``prefix`` after ``start_after``, in
+        key order, and whether more follow."""
+        objects, token = self._list_page(prefix, start_after, max_keys, None)
+        return objects, token is not None
+
+    def _list_page(
+        self, prefix: str, start_after: str, page_size: int | None, token: str | None
+    ) -> tuple[builtins.list[ListedObject], str | None]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.full_key(prefix)}
+        if start_after:
+            kwargs["StartAfter"] = self.full_key(start_after)
+        if page_size is not None:
+            kwargs["MaxKeys"] = page_size
+        if token:
+            kwargs["ContinuationToken"] = token
+        page = self._request("ListObjectsV2", prefix, self.client.list_objects_v2, **kwargs)
+        objects = [
+            ListedObject(
+                self._relative(item["Key"]), item["ETag"], item["Size"], item["LastModified"]
+            )
+            for item in page.get("Contents", [])
+        ]
+        return objects, page["NextContinuationToken"] if page.get("IsTruncated") else None
 
     # -- plumbing -----------------------------------------------------------------------------
 

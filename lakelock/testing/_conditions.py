@@ -57,7 +57,7 @@ class BadCondition(ValueError):
     """A condition header that cannot be evaluated as written (S3: 400 InvalidArgument)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectState:
     """What the conditions are evaluated against: the object as moto has it now."""
 

@@ -4,7 +4,7 @@ process is driven the same way as one in this process (faults, settings, counts,
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
@@ -13,16 +13,28 @@ from lakelock.testing._faults import FaultPlan, FaultRule
 from lakelock.testing._lacking import LACKABLE
 from lakelock.testing._wsgi import Response, json_response, read_body, s3_error
 
-if TYPE_CHECKING:
-    from lakelock.testing._gateway import Gateway
-
 __all__ = ["CONTROL_PREFIX", "control"]
 
 #: Where the control API lives: requests under it never reach moto.
 CONTROL_PREFIX = "/_lakelock/"
 
 
-def control(gateway: Gateway, environ: dict[str, Any], command: str) -> Response:
+class Controlled(Protocol):
+    """What the control API reads and changes (:class:`~lakelock.testing._gateway.Gateway`)."""
+
+    faults: FaultPlan
+    concurrent_conflicts: bool
+    lacking: dict[str, str]
+
+    def stats(self) -> dict[str, int]: ...
+    def areas(self) -> dict[str, int]: ...
+    def traffic(self) -> dict[str, int]: ...
+    def reset_stats(self) -> None: ...
+    def stalled(self) -> int: ...
+    def release_stalls(self) -> None: ...
+
+
+def control(gateway: Controlled, environ: dict[str, Any], command: str) -> Response:
     """``GET stats``, ``GET areas``, ``GET traffic``, ``GET cpu`` (the serving process's CPU
     seconds), ``DELETE stats``, ``GET|PUT|DELETE faults``, ``POST faults`` (one rule), ``PUT
     settings``, ``GET stalls``, ``DELETE stalls`` (release them)."""

@@ -258,16 +258,7 @@ class S3Endpoint:
         jitter: float = 0.0,
     ) -> None:
         """Add one fault rule (see :mod:`lakelock.testing._faults` for the kinds)."""
-        rule = FaultRule(
-            kind=kind,
-            operation=operation,
-            prefix=prefix,
-            bucket=bucket,
-            probability=probability,
-            count=count,
-            delay=delay,
-            jitter=jitter,
-        )
+        rule = FaultRule(kind, operation, prefix, bucket, probability, count, delay, jitter)
         self._control("POST", "faults", rule.to_json())
 
     def set_faults(self, rules: list[FaultRule], *, seed: int = 0) -> None:

@@ -75,14 +75,9 @@ class BucketPolicies:
         policy = self.get(bucket)
         if policy is None or operation == "DeleteObjects":
             return True  # DeleteObjects is decided per key: see allows_delete
-        principal = self.principal(access_key)
+        who = self.principal(access_key)
         request = request_context(
-            operation=operation,
-            bucket=bucket,
-            key=key,
-            headers=headers,
-            principal=principal,
-            query=query,
+            operation=operation, bucket=bucket, key=key, headers=headers, principal=who, query=query
         )
         if not is_allowed(policy, request):
             return False
@@ -92,7 +87,7 @@ class BucketPolicies:
         source_bucket = source.lstrip("/").split("/", 1)[0]
         source_policy = self.get(source_bucket)
         return source_policy is None or is_allowed(
-            source_policy, copy_source_request(copy_source=source, principal=principal)
+            source_policy, copy_source_request(copy_source=source, principal=who)
         )
 
     def denied_deletes(

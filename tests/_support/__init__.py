@@ -3,16 +3,49 @@ import from here, never from each other."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lakelock._retry import RetryPolicy
 
-__all__ = ["FAST_RETRY", "REPO", "no_sleep", "wait_until"]
+__all__ = [
+    "CLI_ENV",
+    "FAST_RETRY",
+    "REPO",
+    "StallAndRace",
+    "free_port",
+    "no_sleep",
+    "wait_until",
+]
 
 #: The repository's root: the working directory of worker processes.
 REPO = Path(__file__).resolve().parents[2]
+
+
+#: The environment of a command run as a user runs it against the embedded endpoint: its
+#: credentials, and none of this machine's AWS configuration.
+CLI_ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+    "AWS_ACCESS_KEY_ID": "lakelock",
+    "AWS_SECRET_ACCESS_KEY": "x",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def no_sleep(seconds: float) -> None:
@@ -20,6 +53,10 @@ def no_sleep(seconds: float) -> None:
 
 
 FAST_RETRY = RetryPolicy(max_attempts=10, sleep=no_sleep)
+
+#: The ``stall_and_race`` fixture (tests/conftest.py): ``race(ours, theirs)`` runs ``theirs``
+#: while ``ours``'s swap of the registry's root is held, and returns both results.
+StallAndRace = Callable[..., tuple[Any, Any]]
 
 
 def wait_until(condition: Callable[[], bool], *, attempts: int = 4000) -> None:

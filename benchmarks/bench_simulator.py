@@ -1,0 +1,103 @@
+"""The simulator (``lakelock simulate``): what lakelock's commit protocol does with many writers
+on simulated S3 (virtual time), and what simulating it costs (wall time), printed as tables.
+
+    python benchmarks/bench_simulator.py                 # the baseline grid
+    python benchmarks/bench_simulator.py --writers 16 256 --stores s3-express --seconds 5
+    python benchmarks/bench_simulator.py --endpoint-only # the simulator's own cost
+
+Per cell (one seeded run, deterministic: the virtual-time figures are the same on every
+machine): commits/s, p50/p99 commit latency, S3 requests and bytes per commit, commits per
+root swap, the largest fold, 503s, violations, the physical bound (one key's CAS rate x the
+largest fold a swap may carry; writers / the latency floor of one commit), and the wall
+seconds the run took here with the simulated commits per wall second.
+
+``--endpoint-only`` measures the simulator without the commit core: N processes each sending
+GETs and create-only PUTs back to back, and how many simulated requests one wall second runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from random import Random
+
+from lakelock._registry._core._requests import Get, Put, Steps
+from lakelock._sim import (
+    Endpoint,
+    Faults,
+    Loop,
+    Process,
+    SimConfig,
+    SimS3,
+    StoreRetry,
+    profile,
+    simulate,
+)
+
+ROOT = "metastore/dataset_registry.json"
+
+
+def endpoint_only(processes: int, seconds: float) -> tuple[int, float]:
+    """Simulated requests, and the wall seconds they took."""
+    loop = Loop()
+    store = SimS3(profile("s3-standard"), Random(1))
+    endpoint = Endpoint(loop, store, Random(2), Faults(), StoreRetry(), root_key=ROOT)
+
+    def program(n: int) -> Steps:
+        count = 0
+        while loop.now < seconds:
+            count += 1
+            yield Put(f"metastore/intents/{n:04d}-{count:08d}", b"x" * 512, create=True)
+            yield Get(f"metastore/intents/{n:04d}-{count:08d}")
+
+    for n in range(processes):
+        Process(loop, endpoint, program(n), kind="writer").start(0.0)
+    started = time.perf_counter()
+    loop.run(seconds + 60)
+    return sum(endpoint.counts.requests.values()), time.perf_counter() - started
+
+
+def grid(writers: Sequence[int], stores: Sequence[str], seconds: float, seed: int) -> None:
+    head = (
+        f"{'store':<12} {'writers':>7} {'commits/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'req/commit':>10} {'bytes/commit':>12} {'commits/CAS':>11} {'fold':>5} {'503s':>5} "
+        f"{'bound/s':>8} {'viol.':>5} {'wall s':>7} {'sim c/wall s':>12}"
+    )
+    print(head)
+    print("-" * len(head))
+    for store in stores:
+        for count in writers:
+            config = SimConfig(writers=count, seconds=seconds, store=store, seed=seed)
+            started = time.perf_counter()
+            m = simulate(config).metrics
+            wall = time.perf_counter() - started
+            print(
+                f"{store:<12} {count:>7} {m.commits_per_second:>9.1f} {m.p50_ms:>7.0f} "
+                f"{m.p99_ms:>7.0f} {m.requests_per_commit:>10.2f} {m.bytes_per_commit:>12.0f} "
+                f"{m.commits_per_cas:>11.2f} {m.largest_fold:>5} {m.throttled:>5} "
+                f"{m.bound_commits_per_second:>8.0f} {m.violations:>5} {wall:>7.1f} "
+                f"{m.commits / wall:>12.1f}",
+                flush=True,
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--writers", type=int, nargs="+", default=[1, 16, 64, 256])
+    parser.add_argument("--stores", nargs="+", default=["s3-standard", "s3-express"])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--endpoint-only", action="store_true")
+    args = parser.parse_args()
+    if args.endpoint_only:
+        print(f"{'processes':>9} {'requests':>9} {'wall s':>7} {'requests/wall s':>15}")
+        for processes in args.writers:
+            requests, wall = endpoint_only(processes, args.seconds)
+            print(f"{processes:>9} {requests:>9} {wall:>7.2f} {requests / wall:>15.0f}")
+        return
+    grid(args.writers, args.stores, args.seconds, args.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,902 @@
+"""The commit protocol, sans I/O: one :class:`Committer` per process.
+
+A commit batch is a generator (:meth:`Committer.run`) that yields requests
+(:mod:`._requests`) and is sent their answers; it reads no clock (it asks: :class:`Now`),
+draws its randomness from the ``rng`` it was given, and performs no I/O. What it decides is
+:mod:`._decide` (safety); when it waits, lists and folds is :mod:`._policy` (liveness). The
+same generator runs against S3 (:mod:`._driver`) and in the simulator
+(:mod:`lakelock.testing.simulate`).
+
+One attempt (docs/FORMAT.md, "Group commit across processes"):
+
+1. *Look*: under contention, send our intents and wait a round first. Then the root: the one
+   this process last read or wrote, or a GET. Settle what the root already decided.
+2. *Fold*: maybe LIST the intents after the watermark; wait for an older intent's writer, or
+   read the others' intents (in parallel, once each).
+3. *Apply* every commit in intent order, each validated alone; record every intent's fate;
+   propose the watermark.
+4. *Swap*: create the version's objects (intents, manifests, nodes, snapshots) in one
+   parallel round, then PUT the root ``If-Match`` its ETag. 412: redrive; 409/503/unknown:
+   retry after backoff; attempts or time run out: cancel our intents by a swap first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TypeVar
+
+import tenacity
+
+from lakelock._registry._batch import Pending, for_commit, iso, seconds_of, validate_change
+from lakelock._registry._changes import Change, delta_manifests, new_commit_id, seal
+from lakelock._registry._core import _decide
+from lakelock._registry._core._policy import BatchWaits, FoldPolicy, Hints, Liveness, advise
+from lakelock._registry._core._requests import (
+    Get,
+    List,
+    Listing,
+    Now,
+    Parallel,
+    Put,
+    Sleep,
+    Steps,
+)
+from lakelock._registry._document import (
+    REGISTRY_KEY,
+    IntentFate,
+    RegistryDoc,
+    parse_registry,
+    serialize_registry,
+)
+from lakelock._registry._intents import INTENT_PREFIX, intent_document, parse_intent
+from lakelock._registry._manifest import parse_manifest
+from lakelock._registry._objects import Missing, Objects, missing_object
+from lakelock._s3._types import ListedObject, ObjectData, PutResult
+from lakelock.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    CommitError,
+    CommitIdReusedError,
+    CommitStateUnknownError,
+    ConflictError,
+    NotFoundError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
+    RegistryCorruptError,
+    RetryBudgetExhaustedError,
+    StorageError,
+    ThrottledError,
+)
+
+__all__ = ["Committer"]
+
+_T = TypeVar("_T")
+
+#: Answers that say "try again": the request may succeed next time.
+TRANSIENT = (ConflictError, ThrottledError, OutcomeUnknownError)
+
+
+class Redrive(Exception):
+    """412: somebody committed since our read."""
+
+
+class Retry(Exception):
+    """409/503/an unknown outcome: try again after backoff."""
+
+
+class Wait(Retry):
+    """Another process is expected to fold ours: look again after a poll."""
+
+
+@dataclass
+class Fold:
+    """Other processes' intents found for one attempt."""
+
+    pending: list[Pending] = field(default_factory=list)
+    fates: list[IntentFate] = field(default_factory=list)
+    listed: tuple[str, ...] = ()
+    paused: float = 0.0
+
+
+@dataclass
+class Batch:
+    """One batch's attempts: its pending commits, counters, and how long it has waited."""
+
+    pending: list[Pending]
+    size: int
+    attempts: int = 0
+    redrives: int = 0
+    retries: int = 0
+    #: The version our first swap was based on: a recorded commit newer than it is ours.
+    first_base: int | None = None
+    #: The version the last swap with an unknown outcome was based on, while unresolved.
+    unknown_base: int | None = None
+    waits: BatchWaits = field(default_factory=BatchWaits)
+    started: float = 0.0
+
+
+class Committer:
+    """The commit protocol of one process, sans I/O (module docstring).
+
+    ``objects`` is the process's object cache (shared with its readers; the core only ever
+    uses it offline). ``own`` returns the intents this process is about to commit outside
+    the batch in flight (queued behind it): a fold skips them instead of reading them.
+    """
+
+    def __init__(
+        self,
+        objects: Objects | None = None,
+        *,
+        policy: FoldPolicy | None = None,
+        rng: random.Random | None = None,
+        commit_window: int = 100,
+        retention: float = 7 * 24 * 3600.0,
+        intent_ttl: float = 600.0,
+        max_attempts: int = 50,
+        max_seconds: float = 60.0,
+        initial_backoff: float = 0.02,
+        max_backoff: float = 2.0,
+        own: Callable[[], set[str]] = set,
+        bucket: str | None = None,
+        root_key: str = REGISTRY_KEY,
+    ) -> None:
+        self.objects = (objects or Objects()).offline()
+        self.policy = policy or FoldPolicy()
+        self.rng = rng or random.Random()
+        self.hints = Hints(self.policy.first_round)
+        self.commit_window = commit_window
+        self.retention = retention
+        self.intent_ttl = intent_ttl
+        self.max_attempts = max_attempts
+        self.max_seconds = max_seconds
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.own = own
+        self.bucket = bucket
+        self.root_key = root_key
+        #: The root as this process last read or wrote it (a hint: a stale one costs a 412).
+        self.known: tuple[RegistryDoc, str] | None = None
+        #: The server's clock minus ours, from the ``Date`` of our last root read.
+        self.server_offset = 0.0
+        #: Other processes' intents, parsed (write-once: a key's content never changes).
+        self.intents: OrderedDict[str, Change] = OrderedDict()
+        self._now = 0.0
+
+    @property
+    def liveness(self) -> Liveness:
+        return Liveness(self.policy, self.hints, self.rng)
+
+    def _nonce(self) -> str:
+        return f"{self.rng.getrandbits(128):032x}"
+
+    # -- preparing (pure) -------------------------------------------------------------------
+
+    def prepare(self, changes: Sequence[Change], *, explicit_id: bool, now: float) -> Pending:
+        """A commit ready to run: a one-dataset change becomes an intent any process can
+        fold; changes spanning datasets (and restores) get plain delta manifests. Nothing is
+        written yet. Invalid changes raise their typed error here."""
+        checked = [validate_change(change) for change in changes]
+        if len(checked) == 1 and checked[0].restore is None:
+            token = f"{self.rng.getrandbits(32):08x}"
+            key, body, refs = intent_document(checked[0], now_ms=int(now * 1000), token=token)
+            self.objects.remember(key, parse_manifest(body, key=key))
+            return Pending(
+                (replace(checked[0], added_manifests=MappingProxyType(refs)),),
+                check_index=explicit_id,
+                unwritten=[(key, body)],
+                intent=key,
+            )
+        unwritten: list[tuple[str, bytes]] = []
+        prepared = []
+        for change in checked:
+            refs = {}
+            delta = delta_manifests(change.dataset, change.add, nonce=self._nonce())
+            for path, (ref, body) in delta.items():
+                if ref.key not in {key for key, _ in unwritten}:
+                    unwritten.append((ref.key, body))
+                    self.objects.remember(ref.key, parse_manifest(body))
+                refs[path] = ref
+            prepared.append(replace(change, added_manifests=MappingProxyType(refs)))
+        return Pending(tuple(prepared), check_index=explicit_id, unwritten=unwritten)
+
+    def new_commit_id(self, now: float) -> str:
+        return new_commit_id(now, token=f"{self.rng.getrandbits(80):020x}")
+
+    # -- running a batch --------------------------------------------------------------------
+
+    def run(self, pending: Sequence[Pending]) -> Steps:
+        """Commit ``pending`` as one batch: afterwards each has its result or error."""
+        state = Batch(pending=list(pending), size=len(pending))
+        try:
+            state.started = self._now = yield Now()
+            yield from self._retrying(state, self._attempt, steady=True)
+        except (Redrive, Retry) as error:
+            yield from self._cancel(state)
+            for p in state.pending:
+                if state.unknown_base is not None:
+                    p.fail(
+                        CommitStateUnknownError(
+                            f"commit outcome unknown after {state.attempts} attempts: the "
+                            "registry could not be re-read to settle it",
+                            dataset=p.change.dataset,
+                            commit_id=p.change.commit_id,
+                        )
+                    )
+                    continue
+                p.fail(self._gave_up(p, state, error))
+        except (CommitError, RegistryCorruptError, StorageError) as error:
+            if not isinstance(error, RegistryCorruptError):
+                yield from self._cancel(state)
+            for p in state.pending:
+                p.fail(for_commit(error, p.change, state.unknown_base))
+        except BaseException as error:
+            for p in state.pending:
+                p.fail(error)
+            raise
+
+    def send(self, pending: Sequence[Pending]) -> Steps:
+        """Create ``pending``'s intents now (a batch is in flight: they will go with the
+        next, and meanwhile others can fold them). A failure is left to the batch."""
+        with contextlib.suppress(StorageError, Retry):
+            yield from self._send_intents(pending)
+
+    def _retrying(self, state: Batch, attempt: Callable[[Batch], Steps], *, steady: bool) -> Steps:
+        """``attempt`` until it returns, within the budget (attempts and seconds, by the
+        clock the core is handed), with tenacity's strategies: jittered exponential backoff
+        after a failure, the policy's poll after a :class:`Wait`."""
+        slept: list[float] = []
+        started = self._now
+        backoff = _Jittered(self.rng, self.initial_backoff, self.max_backoff)
+        liveness = self.liveness
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_attempts)
+            | _OutOfTime(lambda: self._now - started, self.max_seconds),
+            wait=_SteadyOr(backoff, lambda: liveness.poll(state.waits, state.attempts))
+            if steady
+            else backoff,
+            retry=tenacity.retry_if_exception_type((Redrive, Retry)),
+            sleep=slept.append,
+            reraise=True,
+        )
+        for try_ in retrying:
+            if slept:
+                yield Sleep(slept.pop())
+                self._now = yield Now()
+            with try_:
+                yield from attempt(state)
+
+    def _attempt(self, state: Batch) -> Steps:
+        state.attempts += 1
+        seconds = self._now = yield Now()
+        found = yield from self._look(state, seconds)
+        if found is None:
+            return
+        doc, etag = found
+        live = self.liveness
+        fold = Fold()
+        known = self.known
+        moved = known is None or known[0].version != doc.version or not self.hints.swapped_last
+        if doc.format_version > 1 and advise(
+            lambda: live.should_list(seconds, attempts=state.attempts, root_moved=moved), True
+        ):
+            if advise(lambda: live.send_before_listing(seconds, root_updated=_updated(doc)), False):
+                yield from self._send_intents(state.pending)
+            fold = yield from self._fold(doc, state, seconds)
+        own = list(state.pending)
+        batch = sorted(own + fold.pending, key=lambda p: p.intent if p.intent is not None else "")
+        now = iso(seconds)
+        current, applied, rejected = yield from self._need(
+            lambda: _decide.applied_batch(
+                doc, batch, self.objects, now=now, seconds=seconds, nonces=self._nonce
+            )
+        )
+        for n, p in enumerate(batch):
+            p.rejected = rejected.get(n)
+        fates = [*fold.fates, *_decide.fates_of(applied, batch, rejected, doc.version + 1, seconds)]
+        if not applied and not fates:  # commits without intents, none of which applies
+            self._conclude(state, None)
+            return
+        sealed = yield from self._need(
+            lambda: seal(
+                current,
+                applied,
+                now=now,
+                window=self.commit_window,
+                retire_before=seconds - self.retention,
+            )
+        )
+        proposed = advise(
+            lambda: live.watermark(doc.watermark, fold.listed, seconds),
+            fold.listed[-1] if fold.listed else doc.watermark,
+        )
+        watermark = _decide.bound_watermark(doc, fold.listed, proposed)
+        sealed = replace(
+            sealed,
+            watermark=watermark,
+            fates=_decide.sealed_fates(doc, fates, watermark=watermark, keep=self.commit_window),
+        )
+        new_doc, writes = yield from self._need(
+            lambda: self.objects.materialize(doc, sealed, at=seconds, nonces=self._nonce)
+        )
+        yield from self._send_intents(
+            [p for p in own if p.rejected is None],
+            [*(w for _, a in applied for w in a.writes), *writes],
+        )
+        written = yield from self._swap(state, doc, etag, new_doc)
+        self.known = (new_doc, written.etag)
+        self.hints.swapped_last = True
+        self._now = yield Now()
+        self.hints.learn_round(self._now - seconds - fold.paused, self.policy)
+        self._conclude(state, new_doc.version)
+
+    def _look(self, state: Batch, seconds: float) -> Steps:
+        """The root an attempt starts from, after settling what it already decided (None:
+        nothing left to commit). Raises :class:`Wait` while another process is expected to
+        fold our intents."""
+        live = self.liveness
+        known = self.known
+        waits = state.waits
+        waiting = len(state.pending)
+        if state.attempts == 1 and advise(
+            lambda: live.wait_first(
+                seconds,
+                knows_format2=known is not None and known[0].format_version > 1,
+                all_intents=all(p.intent is not None for p in state.pending),
+            ),
+            False,
+        ):
+            yield from self._send_intents(state.pending)
+            waits.started = waits.looked_at = seconds
+            raise Wait
+        if (
+            state.attempts == 1
+            and known is not None
+            and advise(lambda: live.use_known_root(seconds), False)
+        ):
+            doc, etag = known
+        else:
+            try:
+                doc, etag = yield from self._read_root()
+            except TRANSIENT as error:
+                state.retries += 1
+                raise Retry from error
+        yield from self._settle(doc, state)
+        if waits.started is not None and waits.looked_at is not None:
+            if len(state.pending) < waiting:
+                # Another's swap settled ours between our last look and this one: the middle
+                # of that span, not this look, tells how long a round is here.
+                self.hints.learn_round((waits.looked_at + seconds) / 2 - waits.started, self.policy)
+                self.hints.contend(seconds, self.policy)
+            waits.looked_at = seconds
+        if not state.pending:
+            return None
+        if waits.wait_version is not None:
+            if doc.version == waits.wait_version and advise(
+                lambda: live.patient(waits, state.attempts, self.max_attempts), False
+            ):
+                waits.waits += 1
+                waits.waited += 1
+                raise Wait
+            if doc.version != waits.wait_version:
+                waits.waits = 0  # the root moved: somebody is folding
+            waits.wait_version = None
+        if (
+            waits.started is not None
+            and doc.fates
+            and state.pending
+            and all(p.intent is not None and p.intent_sent for p in state.pending)
+        ):
+            oldest = min(p.intent for p in state.pending if p.intent is not None)
+            if advise(
+                lambda: live.stagger(
+                    waits,
+                    state.attempts,
+                    self.max_attempts,
+                    version=doc.version,
+                    oldest=oldest,
+                    newest_decided=_newest_decided(doc),
+                    passed_over=oldest <= doc.watermark,
+                ),
+                False,
+            ):
+                raise Wait
+        return doc, etag
+
+    def _settle(self, doc: RegistryDoc, state: Batch) -> Steps:
+        """End the commits ``doc`` already decided (:func:`._decide.settle`); resolve an
+        earlier swap whose outcome was unknown."""
+        settled = yield from self._need(
+            lambda: _decide.settle(doc, state.pending, self.objects, first_base=state.first_base)
+        )
+        for s in settled:
+            self._end(s, state)
+        for p in state.pending:
+            p.check_index = False
+        state.pending = [p for p in state.pending if not p.done.is_set()]
+        if state.unknown_base is None or not state.pending:
+            return
+        oldest = doc.commits[0].version if doc.commits else doc.version + 1
+        beyond = oldest > state.unknown_base + 1 and doc.version > state.unknown_base
+        if beyond and doc.format_version > 1:
+            # Past the root's window: each dataset's commit-id index is durable.
+            for p in state.pending:
+                version = yield from self._need(
+                    functools.partial(_decide.indexed_version, doc, p.changes, self.objects)
+                )
+                if isinstance(version, CommitIdReusedError):
+                    self._end(_decide.Settled(p, error=version), state)
+                elif version is not None:
+                    ours = state.first_base is not None and version > state.first_base
+                    self._end(_decide.Settled(p, version=version, already=not ours), state)
+            state.pending = [p for p in state.pending if not p.done.is_set()]
+        if beyond and doc.format_version == 1:
+            for p in state.pending:
+                p.fail(
+                    CommitStateUnknownError(
+                        "commit outcome unknown: more commits than the idempotency window "
+                        f"({self.commit_window}) happened since",
+                        dataset=p.change.dataset,
+                        commit_id=p.change.commit_id,
+                    )
+                )
+            state.pending = []
+        state.unknown_base = None  # proven absent: a plain redrive from here
+
+    def _end(self, settled: _decide.Settled, state: Batch) -> None:
+        p = settled.pending
+        if settled.error is not None:
+            p.fail(settled.error)
+        elif settled.version is not None:
+            p.succeed(
+                _decide.result(
+                    p,
+                    settled.version,
+                    attempts=state.attempts,
+                    redrives=state.redrives,
+                    retries=state.retries,
+                    size=state.size,
+                    already=settled.already,
+                )
+            )
+
+    def _fold(self, doc: RegistryDoc, state: Batch, seconds: float) -> Steps:
+        """The pending intents of other processes, oldest first (at most ``max_fold``), read
+        and ready to apply; those that cannot be applied get their fate at once. Raises
+        :class:`Wait` when an older intent's writer is expected to fold ours."""
+        live = self.liveness
+        policy = self.policy
+        decided = {f.key for f in doc.fates}
+        first = self.hints.listed_at == float("-inf")
+        self.hints.listed_at = seconds
+        listed = yield from self._list_intents(doc.watermark, policy.max_fold, decided)
+        own = self._own(state)
+        todo = [o for o in listed if o.key not in own and o.key not in decided]
+        if todo:
+            self.hints.contend(seconds, policy)
+        ours_unsent = bool(state.pending) and all(
+            p.intent is not None and not p.intent_sent for p in state.pending
+        )
+        if advise(lambda: live.crowd(len(todo), ours_unsent=ours_unsent), False):
+            yield from self._send_intents(state.pending)
+        mine = sorted(p.intent for p in state.pending if p.intent is not None and p.intent_sent)
+        if (
+            mine
+            and todo
+            and todo[0].key < mine[0]
+            and advise(
+                lambda: live.wait_for_older(
+                    state.waits,
+                    state.attempts,
+                    self.max_attempts,
+                    older=todo[0].key,
+                    ours=mine[0],
+                    first_fold=first,
+                ),
+                False,
+            )
+        ):
+            waits = state.waits
+            waits.waits += 1
+            waits.waited += 1
+            waits.wait_version = doc.version
+            if waits.started is None:
+                waits.started = waits.looked_at = seconds
+            raise Wait
+        paused = 0.0
+        if mine:
+            paused = advise(lambda: live.gather(seconds, room=len(todo) < policy.max_fold), 0.0)
+        if paused > 0:
+            yield Sleep(paused)
+            after = listed[-1].key if listed else doc.watermark
+            more = yield from self._list_intents(after, policy.max_fold - len(todo), decided)
+            own = self._own(state)
+            listed += more
+            todo += [o for o in more if o.key not in own and o.key not in decided]
+        fold = Fold(listed=tuple(o.key for o in listed), paused=paused)
+        yield from self._judge(doc, todo, seconds, fold)
+        return fold
+
+    def _judge(
+        self, doc: RegistryDoc, todo: Sequence[ListedObject], seconds: float, fold: Fold
+    ) -> Steps:
+        """Each listed intent of another process: expired or unreadable (rejected), applied
+        already through its commit id (applied at that version), or pending to apply."""
+        server_now = seconds + self.server_offset
+        readable = []
+        for o in todo:
+            reason = _decide.judge_listed(
+                o, server_now=server_now, ttl=self.intent_ttl, loaded=None
+            )
+            if reason is not None:
+                fold.fates.append(IntentFate(o.key, "rejected", doc.version + 1, seconds, reason))
+            else:
+                readable.append(o)
+        loaded = yield from self._read_intents(readable)
+        for o in readable:
+            found = loaded[o.key]
+            if isinstance(found, str):
+                fold.fates.append(IntentFate(o.key, "rejected", doc.version + 1, seconds, found))
+                continue
+            version = yield from self._need(
+                functools.partial(_decide.recorded_version, doc, found, self.objects)
+            )
+            if isinstance(version, CommitIdReusedError):  # its id names another change
+                fold.fates.append(
+                    IntentFate(o.key, "rejected", doc.version + 1, seconds, str(version))
+                )
+                continue
+            if version is not None:  # applied already, through another intent of its id
+                fold.fates.append(IntentFate(o.key, "applied", version, seconds))
+                continue
+            fold.pending.append(Pending((found,), intent=o.key, foreign=True))
+
+    def _own(self, state: Batch) -> set[str]:
+        return {p.intent for p in state.pending if p.intent is not None} | self.own()
+
+    def _list_intents(self, after: str, limit: int, decided: set[str]) -> Steps:
+        """The intents after ``after``, oldest first, up to the ``limit``-th not in
+        ``decided`` (those a recent swap decided are listed too, but do not use up a fold's
+        share)."""
+        found: list[ListedObject] = []
+        undecided = 0
+        start = after
+        page = min(1000, limit + len(decided))
+        while True:
+            try:
+                listing: Listing = yield List(INTENT_PREFIX, start_after=start, max_keys=page)
+            except TRANSIENT as error:
+                raise Retry from error
+            for o in listing.objects:
+                if undecided >= limit:
+                    return found
+                found.append(o)
+                undecided += o.key not in decided
+            if not listing.truncated or not listing.objects:
+                return found
+            start = listing.objects[-1].key
+
+    def _read_intents(self, todo: Sequence[ListedObject]) -> Steps:
+        """Each listed intent as the change it asks for (parsed once per process), or why
+        it cannot be applied: gone, unreadable. Reads what is not cached in parallel."""
+        result: dict[str, Change | str] = {}
+        fetch = []
+        for o in todo:
+            cached = self.intents.get(o.key)
+            if cached is not None:
+                result[o.key] = cached
+            else:
+                fetch.append(o.key)
+        answers = (yield Parallel(tuple(Get(k) for k in fetch))) if fetch else ()
+        for key, answer in zip(fetch, answers, strict=True):
+            if isinstance(answer, NotFoundError):
+                result[key] = "gone: the intent object was deleted before it was applied"
+                continue
+            if isinstance(answer, TRANSIENT):
+                raise Retry from answer
+            if isinstance(answer, BaseException):
+                raise answer
+            try:
+                change, manifest = parse_intent(key, answer.body, bucket=self.bucket)
+            except RegistryCorruptError as error:
+                result[key] = f"unreadable: {error}"
+                continue
+            self.objects.remember(key, manifest)
+            self.intents[key] = change
+            while len(self.intents) > self.policy.intent_cache:
+                self.intents.popitem(last=False)
+            result[key] = change
+        return result
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _need(self, compute: Callable[[], _T]) -> Steps:
+        """``compute()``, fetching whatever objects it misses (it is pure: asked again once
+        they are cached)."""
+        while True:
+            try:
+                return compute()
+            except Missing as miss:
+                keys = tuple(dict.fromkeys(miss.keys))
+            answers = yield Parallel(tuple(Get(k) for k in keys))
+            for key, answer in zip(keys, answers, strict=True):
+                if isinstance(answer, NotFoundError):
+                    raise missing_object(key, self.bucket, None) from answer
+                if isinstance(answer, TRANSIENT):
+                    raise Retry from answer
+                if isinstance(answer, BaseException):
+                    raise answer
+                self.objects.load(key, answer.body)
+
+    def _read_root(self) -> Steps:
+        try:
+            data: ObjectData = yield Get(self.root_key, retried=False)
+        except NotFoundError as error:
+            if error.code == "NoSuchBucket":  # a missing bucket is not an empty lake
+                raise
+            return RegistryDoc(), None
+        doc = parse_registry(data.body, bucket=self.bucket, key=self.root_key)
+        if data.server_time is not None:
+            self.server_offset = data.server_time.timestamp() - self._now
+        if doc.format_version > 1:
+            doc = replace(doc, datasets=self.objects.datasets(doc))
+        self.observe(doc, data.etag)
+        return doc, data.etag
+
+    def observe(self, doc: RegistryDoc, etag: str | None) -> None:
+        """A root read (here or by the process's readers): the next commit may start
+        from it, and another process swapped last as far as we know."""
+        if etag is not None:
+            self.known = (doc, etag)
+        self.hints.swapped_last = False
+
+    def _send_intents(
+        self, pending: Sequence[Pending], also: Sequence[tuple[str, bytes]] = ()
+    ) -> Steps:
+        """Create ``pending``'s intents (and delta manifests) not created yet, and ``also``,
+        in one parallel round. They count as sent before the PUTs go out: an intent whose
+        answer is lost may exist, and others may fold it."""
+        writes = [w for p in pending for w in p.unwritten]
+        for p in pending:
+            p.intent_sent = p.intent_sent or bool(p.unwritten)
+        yield from self._create_all([*writes, *also])
+        for p in pending:
+            p.unwritten = []
+
+    def _create_all(self, writes: Sequence[tuple[str, bytes]]) -> Steps:
+        """Create write-once objects: each key is new (a digest and a nonce), so one that
+        exists already can only be our own write whose answer was lost."""
+        if not writes:
+            return
+        answers = yield Parallel(tuple(Put(k, b, create=True) for k, b in writes))
+        for answer in answers:
+            if isinstance(answer, AlreadyExistsError | PreconditionFailedError):
+                continue
+            if isinstance(answer, TRANSIENT):
+                raise Retry from answer
+            if isinstance(answer, BaseException):
+                raise answer
+
+    def _swap(self, state: Batch, doc: RegistryDoc, etag: str | None, new: RegistryDoc) -> Steps:
+        """The root's compare-and-swap, its outcome turned into a redrive or a retry."""
+        if state.first_base is None:
+            state.first_base = doc.version
+        put = Put(
+            self.root_key,
+            serialize_registry(new),
+            create=etag is None,
+            if_match=etag,
+            retried=False,
+        )
+        try:
+            written: PutResult = yield put
+        except (PreconditionFailedError, AlreadyExistsError) as error:
+            state.redrives += 1
+            self.hints.contend(self._now, self.policy)
+            raise Redrive from error
+        except (ConflictError, ThrottledError) as error:
+            state.retries += 1
+            raise Retry from error
+        except OutcomeUnknownError as error:
+            state.retries += 1
+            state.unknown_base = doc.version
+            raise Retry from error
+        except NotFoundError as error:
+            raise RegistryCorruptError(
+                "the registry was deleted while committing; lakelock will not re-create it "
+                "(restore it, or delete the whole lake deliberately)",
+                bucket=self.bucket,
+                key=self.root_key,
+            ) from error
+        return written
+
+    def _conclude(self, state: Batch, version: int | None) -> None:
+        """The batch's version landed (None: nothing needed a swap): its commits succeed,
+        and those it rejected fail, their fates recorded."""
+        for p in state.pending:
+            if p.rejected is not None:
+                p.fail(p.rejected)
+            elif version is not None:
+                self._end(_decide.Settled(p, version=version), state)
+        state.pending = []
+
+    # -- giving up -----------------------------------------------------------------------------
+
+    def _cancel(self, state: Batch) -> Steps:
+        """A batch is giving up: its intents are visible to every other committer, so before
+        its callers hear "failed", the root must say so (rule 7). An intent decided already
+        settles its caller (applied after all: success); the rest are recorded ``cancelled``
+        by a compare-and-swap. If that cannot be made, their outcome is unknown."""
+        todo = [p for p in state.pending if p.intent is not None and p.intent_sent]
+        if not todo:
+            return
+        cancel = Batch(
+            pending=todo, size=state.size, first_base=state.first_base, started=state.started
+        )
+        cancel.attempts, cancel.redrives, cancel.retries = (
+            state.attempts,
+            state.redrives,
+            state.retries,
+        )
+        try:
+            yield from self._retrying(cancel, self._cancel_attempt, steady=False)
+        except (Redrive, Retry, StorageError, RegistryCorruptError) as error:
+            for p in cancel.pending:
+                failure = CommitStateUnknownError(
+                    "giving up, but its intent could not be cancelled: another committer may "
+                    f"still apply it (look up its commit id): {error}",
+                    dataset=p.change.dataset,
+                    commit_id=p.change.commit_id,
+                )
+                failure.__cause__ = error
+                p.fail(failure)
+        state.pending = [p for p in state.pending if not p.done.is_set()]
+
+    def _cancel_attempt(self, cancel: Batch) -> Steps:
+        try:
+            doc, etag = yield from self._read_root()
+        except TRANSIENT as error:
+            raise Retry from error
+        cancel.first_base = cancel.first_base if cancel.first_base is not None else doc.version
+        yield from self._settle(doc, cancel)
+        if not cancel.pending or etag is None:
+            return
+        sealed = _decide.cancelled(doc, cancel.pending, seconds=self._now, keep=self.commit_window)
+        yield from self.write_version(cancel, doc, sealed, etag)
+        for p in cancel.pending:
+            p.fail(
+                self._gave_up(
+                    p, cancel, None, "; its intent is recorded cancelled, so nobody will apply it"
+                )
+            )
+        cancel.pending = []
+
+    def write_version(
+        self, state: Batch, doc: RegistryDoc, sealed: RegistryDoc, etag: str
+    ) -> Steps:
+        """A version that changes no dataset (an upgrade, cancelled fates): its objects,
+        then the root's swap (:meth:`_swap`, the one compare-and-swap of the root)."""
+        new_doc, writes = yield from self._need(
+            lambda: self.objects.materialize(doc, sealed, at=self._now, nonces=self._nonce)
+        )
+        yield from self._create_all(writes)
+        written = yield from self._swap(state, doc, etag, new_doc)
+        self.known = (new_doc, written.etag)
+        return new_doc
+
+    def migrate(self) -> Steps:
+        """Upgrade a format-1 root to format 2 by one compare-and-swap (None: already
+        format 2, or a concurrent upgrade won)."""
+        self._now = yield Now()
+        result: list[RegistryDoc | None] = [None]
+
+        def attempt(state: Batch) -> Steps:
+            try:
+                doc, etag = yield from self._read_root()
+            except TRANSIENT as error:
+                raise Retry from error
+            if doc.format_version > 1 or etag is None:
+                return
+            sealed = replace(doc, version=doc.version + 1, updated_at=iso(self._now))
+            result[0] = yield from self.write_version(state, doc, sealed, etag)
+
+        yield from self._retrying(Batch([], 0), attempt, steady=False)
+        return result[0]
+
+    def _gave_up(
+        self, p: Pending, state: Batch, error: BaseException | None, then: str = ""
+    ) -> CommitError:
+        """A commit whose budget ran out (attempts or time): what ran out, what the last
+        attempt found wrong with it (if anything), and ``then`` what became of its intent.
+        Not a conflict, unless the last attempt rejected it."""
+        found = f"; the last attempt rejected it: {p.rejected}" if p.rejected is not None else ""
+        spent = self._now - state.started
+        what = (
+            f"its {self.max_attempts} attempts"
+            if state.attempts >= self.max_attempts
+            else f"its {self.max_seconds:g} s"
+        )
+        message = (
+            f"gave up: {what} ran out ({state.attempts} attempts in {spent:.1f} s, "
+            f"{state.redrives} redrives, {state.retries} retries){found}{then}"
+        )
+        if p.rejected is not None:
+            return CommitConflictError(
+                message,
+                dataset=p.change.dataset,
+                commit_id=p.change.commit_id,
+                attempts=state.attempts,
+            )
+        return RetryBudgetExhaustedError(
+            message,
+            dataset=p.change.dataset,
+            commit_id=p.change.commit_id,
+            attempts=state.attempts,
+            seconds=spent,
+        )
+
+
+def _updated(doc: RegistryDoc) -> float | None:
+    try:
+        return seconds_of(doc.updated_at)
+    except ValueError:  # no commit yet
+        return None
+
+
+def _newest_decided(doc: RegistryDoc) -> str:
+    """The newest intent the last swap decided; if it decided none (a commit spanning
+    datasets, a rename), the newest whose fate the root records; else the watermark."""
+    last = max((f.key for f in doc.fates if f.version == doc.version), default="")
+    return last or max((f.key for f in doc.fates), default="") or doc.watermark
+
+
+class _Jittered(tenacity.wait.wait_base):
+    """Full-jitter exponential backoff from the core's own ``rng`` (tenacity's
+    ``wait_random_exponential`` draws from the global ``random``: not replayable)."""
+
+    def __init__(self, rng: random.Random, initial: float, most: float) -> None:
+        self._rng = rng
+        self._initial = initial
+        self._most = most
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        high = min(self._most, self._initial * 2 ** (retry_state.attempt_number - 1))
+        return self._rng.uniform(0, high)
+
+
+class _SteadyOr(tenacity.wait.wait_base):
+    """The policy's poll after a :class:`Wait`; otherwise the backoff, counting failures
+    only (a wait is not a failure)."""
+
+    def __init__(self, backoff: _Jittered, poll: Callable[[], float]) -> None:
+        self._backoff = backoff
+        self._poll = poll
+        self._failures = 0
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        outcome = retry_state.outcome
+        error = outcome.exception() if outcome is not None else None
+        if isinstance(error, Wait):
+            return advise(self._poll, 0.05)
+        self._failures += 1
+        counted = _Counted(self._failures)
+        return self._backoff(counted)  # type: ignore[arg-type]
+
+
+@dataclass
+class _Counted:
+    attempt_number: int
+
+
+class _OutOfTime(tenacity.stop.stop_base):
+    def __init__(self, elapsed: Callable[[], float], most: float) -> None:
+        self._elapsed = elapsed
+        self._most = most
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self._elapsed() >= self._most

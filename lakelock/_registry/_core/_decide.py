@@ -1,0 +1,302 @@
+"""The commit core's safety: who applies what, and what the root records. Pure.
+
+Every rule of docs/FORMAT.md's binding section ("Intents: the rules") is one function here,
+named after it; nothing here reads a clock, draws a random number (nonces are handed in), or
+performs I/O. Objects it needs (snapshots, index nodes, manifests) come from the
+:class:`~lakelock._registry._objects.Objects` cache; a miss raises
+:class:`~lakelock._registry._objects.Missing` and the core fetches it and asks again, so each
+function here is safe to call twice.
+
+The rules:
+
+1. **Fate by the swap that applies** (:func:`fates_of`): an intent is applied exactly by the
+   swap that records it ``applied`` (and its commit id in the dataset's commit-id index);
+   rejected and cancelled intents are recorded too, so nobody applies them later.
+2. **Settle before apply** (:func:`settle`): a batch first ends every commit whose fate the
+   root already records, or whose commit id is recorded (the window, the commit-id index):
+   never applied twice.
+3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
+   commit id is recorded is ``applied`` at that version, not applied again.
+4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
+   when the server's clock says it is older than the TTL.
+5. **The watermark** (:func:`bound_watermark`): never lowered, never above what was listed;
+   folders fold only above it, and below it only an intent's own writer applies it.
+6. **Fates kept** (:func:`~lakelock._registry._intents.prune_fates`).
+7. **Cancel by compare-and-swap** (:func:`cancelled`): a commit that gives up records its
+   intent cancelled in a swap before its caller hears "failed".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from lakelock._registry._batch import CommitResult, Pending, iso
+from lakelock._registry._changes import (
+    HARD_MAX_MANIFESTS_PER_PARTITION,
+    MAX_MANIFESTS_PER_PARTITION,
+    Applied,
+    Change,
+    apply_change,
+    manifests_needed,
+    reused_commit_id,
+)
+from lakelock._registry._document import IntentFate, RegistryDoc
+from lakelock._registry._intents import prune_fates
+from lakelock._registry._manifest import parse_manifest
+from lakelock._registry._objects import Missing, Objects
+from lakelock._s3 import ListedObject
+from lakelock.errors import CommitConflictError, CommitIdReusedError
+
+__all__ = [
+    "Settled",
+    "applied_batch",
+    "bound_watermark",
+    "cancelled",
+    "fates_of",
+    "judge_listed",
+    "recorded_version",
+    "settle",
+]
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What the root already decided about one pending commit: ``version`` it was applied at
+    (``already``: by an earlier commit with its id, not by this batch), or ``error``."""
+
+    pending: Pending
+    version: int | None = None
+    already: bool = False
+    error: CommitConflictError | None = None
+
+
+def settle(
+    doc: RegistryDoc, pending: Sequence[Pending], objects: Objects, *, first_base: int | None
+) -> list[Settled]:
+    """Rule 2: the commits of ``pending`` that ``doc`` already decided.
+
+    An intent's recorded fate decides it (applied: success; rejected or cancelled: its
+    reason). A commit id in the root's window is a success (``already`` unless a swap of this
+    batch — newer than ``first_base``, the version our first swap was based on — made it). A
+    caller-chosen id is looked up once in the commit-id index (a re-run of an old commit),
+    and so is an intent at or below the watermark with no fate left (applied long ago by
+    another process, its fate pruned; not there: a fold passed it over, still ours)."""
+    found: list[Settled] = []
+    for p in pending:
+        fate = doc.fate(p.intent) if p.intent is not None else None
+        if fate is not None and fate.state == "applied":
+            found.append(Settled(p, version=fate.version))
+            continue
+        if fate is not None:
+            error = CommitConflictError(
+                f"the commit's intent was {fate.state}: {fate.reason}",
+                dataset=p.change.dataset,
+                commit_id=p.change.commit_id,
+            )
+            found.append(Settled(p, error=error))
+            continue
+        record = doc.commit(p.change.commit_id)
+        reused = reused_commit_id(record, p.change) if record is not None else None
+        if reused is not None:  # the id is recorded for another change
+            found.append(Settled(p, error=reused))
+            continue
+        if record is not None:
+            ours = first_base is not None and record.version > first_base
+            found.append(Settled(p, version=record.version, already=not ours))
+            continue
+        if doc.format_version < 2:
+            continue
+        passed_over = p.intent is not None and p.intent_sent and p.intent <= doc.watermark
+        if p.check_index or passed_over:
+            version = indexed_version(doc, p.changes, objects)
+            if isinstance(version, CommitIdReusedError):
+                found.append(Settled(p, error=version))
+            elif version is not None:
+                ours = passed_over and not p.check_index
+                found.append(Settled(p, version=version, already=not ours))
+    return found
+
+
+def indexed_version(
+    doc: RegistryDoc, changes: Iterable[Change], objects: Objects
+) -> int | CommitIdReusedError | None:
+    """The version the commit-id index of one of ``changes``' datasets records for its
+    commit id (every applied id is kept there, however old), or the error if it records
+    the id for another change (:func:`~lakelock._registry._changes.reused_commit_id`)."""
+    for change in changes:
+        state = doc.datasets.get(change.dataset)
+        if state is not None:
+            entry = objects.commit_entry(state, change.commit_id)
+            if entry is not None:
+                return reused_commit_id(entry, change) or int(entry["version"])
+    return None
+
+
+def recorded_version(
+    doc: RegistryDoc, change: Change, objects: Objects
+) -> int | CommitIdReusedError | None:
+    """Rule 3: the version that applied ``change``'s commit id, if one did. A listed intent
+    is above the watermark, so its own fate would be in the root; a caller-chosen id may
+    have been applied through another intent (a re-run), which the commit-id index records.
+    A generated id belongs to its intent alone."""
+    record = doc.commit(change.commit_id)
+    if record is not None:
+        return reused_commit_id(record, change) or record.version
+    if change.generated_id or doc.format_version < 2:
+        return None
+    return indexed_version(doc, (change,), objects)
+
+
+def judge_listed(
+    listed: ListedObject, *, server_now: float, ttl: float, loaded: Change | str | None
+) -> str | None:
+    """Rule 4: why a listed intent of another process cannot be applied (``None``: it can).
+    Expiry compares the listing's ``LastModified`` with the server's clock (``server_now``:
+    estimated from the ``Date`` of this process's last root read), never a writer's own."""
+    if listed.last_modified.timestamp() < server_now - ttl:
+        return f"expired: pending for more than {ttl:.0f} s"
+    if isinstance(loaded, str):
+        return loaded
+    return None
+
+
+def applied_batch(
+    doc: RegistryDoc,
+    pending: Sequence[Pending],
+    objects: Objects,
+    *,
+    now: str,
+    seconds: float,
+    nonces: Callable[[], str],
+) -> tuple[RegistryDoc, list[tuple[Change, Applied]], dict[int, CommitConflictError]]:
+    """Every pending commit applied in turn, each validated alone against the document as
+    the batch has changed it so far (all or nothing per commit). Returns the document, what
+    was applied, and why each refused commit (by position) was refused. A commit whose
+    manifests are not cached raises :class:`Missing` for all of them at once (after trying
+    the rest), so one fetch serves the whole batch."""
+    applied: list[tuple[Change, Applied]] = []
+    rejected: dict[int, CommitConflictError] = {}
+    current = doc
+    seen: set[str] = set()
+    missing: list[Missing] = []
+    for n, p in enumerate(pending):
+        if p.change.commit_id in seen:
+            continue  # a duplicate id within the batch: settled with its twin
+        candidate = current
+        results: list[tuple[Change, Applied]] = []
+        try:
+            for change in p.changes:
+                needed, most = manifests_needed(candidate, change), MAX_MANIFESTS_PER_PARTITION
+                if needed and not objects.has_all(needed):
+                    # Consolidating would read manifests we do not hold: only a partition
+                    # past the hard bound (or losing files) needs it now.
+                    most = HARD_MAX_MANIFESTS_PER_PARTITION
+                    needed = manifests_needed(candidate, change, max_manifests=most)
+                result = apply_change(
+                    candidate,
+                    change,
+                    manifests=objects.manifests(needed),
+                    now=now,
+                    next_version=doc.version + 1,
+                    max_manifests=most,
+                    retired_at=seconds,
+                    nonce=nonces(),
+                )
+                candidate = result.doc
+                results.append((change, result))
+        except CommitConflictError as error:
+            rejected[n] = error
+            continue
+        except Missing as miss:
+            missing.append(miss)
+            continue
+        for _, done in results:
+            # Manifests this batch wrote (consolidations): a later commit of the batch on the
+            # same partition reads them from the cache — they do not exist until the swap.
+            for key, body in done.writes:
+                objects.remember(key, parse_manifest(body))
+        applied.extend(results)
+        seen.add(p.change.commit_id)
+        current = candidate
+    if missing:
+        raise Missing(tuple(k for m in missing for k in m.keys))
+    return current, applied, rejected
+
+
+def fates_of(
+    applied: Iterable[tuple[Change, Applied]],
+    pending: Sequence[Pending],
+    rejected: dict[int, CommitConflictError],
+    version: int,
+    seconds: float,
+) -> list[IntentFate]:
+    """Rule 1: the fate of every intent a batch attempted — ``applied`` at ``version`` (the
+    swap that records this is the one that applies it), or ``rejected`` with the reason."""
+    ids = {change.commit_id for change, _ in applied}
+    fates = []
+    for n, p in enumerate(pending):
+        if p.intent is None:
+            continue
+        if n in rejected:
+            fates.append(IntentFate(p.intent, "rejected", version, seconds, str(rejected[n])))
+        elif p.change.commit_id in ids:
+            fates.append(IntentFate(p.intent, "applied", version, seconds))
+    return fates
+
+
+def bound_watermark(doc: RegistryDoc, listed: Sequence[str], proposed: str) -> str:
+    """Rule 5: the watermark a swap may set — never below the current one, never above the
+    highest key its fold listed (a key above that was never seen). The policy proposes how
+    far behind that to stay (its lag). Folders fold only above it; an intent below it with
+    no fate is its own writer's to apply (after the commit-id index check of rule 2)."""
+    if not listed:
+        return doc.watermark
+    return max(doc.watermark, min(proposed, listed[-1]))
+
+
+def sealed_fates(
+    doc: RegistryDoc, fates: Sequence[IntentFate], *, watermark: str, keep: int
+) -> tuple[IntentFate, ...]:
+    """Rule 6: the fates the next root keeps (see :func:`prune_fates`)."""
+    return prune_fates([*doc.fates, *fates], watermark=watermark, keep=keep)
+
+
+def cancelled(
+    doc: RegistryDoc, pending: Sequence[Pending], *, seconds: float, keep: int
+) -> RegistryDoc:
+    """Rule 7: the next root, recording ``pending``'s intents cancelled (their committer
+    gave up); it must land by compare-and-swap before any caller hears it failed."""
+    version = doc.version + 1
+    fates = [
+        IntentFate(p.intent, "cancelled", version, seconds, "its committer gave up")
+        for p in pending
+        if p.intent is not None
+    ]
+    return replace(
+        doc,
+        version=version,
+        updated_at=iso(seconds),
+        fates=sealed_fates(doc, fates, watermark=doc.watermark, keep=keep),
+    )
+
+
+def result(
+    p: Pending,
+    version: int,
+    *,
+    attempts: int,
+    redrives: int,
+    retries: int,
+    size: int,
+    already: bool,
+) -> CommitResult:
+    return CommitResult(
+        version=version,
+        commit_id=p.change.commit_id,
+        attempts=attempts,
+        redrives=redrives,
+        retries=retries,
+        already_committed=already,
+        batch_size=size,
+    )

@@ -1,0 +1,326 @@
+"""The commit core's policy: *when* to list, wait, look and fold — liveness and cost only.
+
+Every knob of group commit across processes is a field of :class:`FoldPolicy`, with the reason
+it exists and the evidence for its value. Its advice is read by the core
+(:mod:`._committer`) through :func:`advise`, which turns any exception into the safe default
+(fold now, do not wait): nothing here can raise into a commit, and nothing here decides who
+applies an intent — :mod:`._decide` does, and every one of its rules holds whatever this
+module answers (the simulator's seeds run with random policies to show it).
+
+What the policy knows about other processes is in :class:`Hints`: how long a fold takes here
+(a *round*), whether others committed lately, whether this process swapped last. All of it is
+learnt from this process's own requests and clocks; a hint that is wrong costs a round trip
+(a 412 and a redrive, a wait that was not needed), never a commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from lakelock._layout import intent_ms, intents_from
+
+__all__ = ["BatchWaits", "FoldPolicy", "Hints", "advise"]
+
+log = logging.getLogger("lakelock.registry")
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class FoldPolicy:
+    """Every tuning knob of the commit loop's scheduling (docs/FORMAT.md, "Scheduling").
+
+    Units: seconds, or *rounds* (what one fold-and-swap takes here, learnt as it goes).
+    """
+
+    #: Most intents of others one fold reads and applies (oldest first). Bounds a swap's
+    #: bytes and the GETs one committer pays for others; 256 carries a burst of 256 writers
+    #: in one swap (BENCHMARKS.md §6).
+    max_fold: int = 256
+    #: A committer lists at least this often even when it believes it is alone, so a
+    #: crashed writer's intent is applied within about a second by whoever commits next.
+    fold_interval: float = 1.0
+    #: How long a lost race or another process's intent makes this process assume others
+    #: commit here too (then it sends its intent first and waits a round before folding).
+    contention_memory: float = 5.0
+    #: Rounds a waiter lets the root stand still before it folds the older intents itself
+    #: (their writer may be dead). 8 rounds ≈ 0.4 s at 20 ms requests.
+    max_waits: int = 8
+    #: ... or this many times ``max_waits`` rounds of waiting in all, the root moving or not.
+    patience: float = 2.0
+    #: A folder under contention pauses this fraction of a round for the intents being sent
+    #: right then (the writers its last swap settled), and lists what came since: one swap
+    #: carries them instead of the next.
+    gather: float = 0.3
+    #: A waiter left behind by a swap lists only once the root stood still ``stagger`` times
+    #: as long as its intent was made after the last swap's newest (one to two rounds): the
+    #: oldest lists first and folds the others.
+    stagger: float = 2.0
+    #: While it waits for the root to stand still, a waiter looks this often (rounds): a
+    #: folder at work applies its intent in its next swap.
+    look: float = 1 / 3
+    #: A committer not yet contended that lists this many intents of others does not read
+    #: them: it sends its own and waits like a contended one (processes starting at once).
+    crowd: int = 8
+    #: A swap leaves the watermark this long (or two rounds) behind what it listed, so
+    #: intents whose PUT was still landing are the next fold's, not left to their writers.
+    watermark_lag: float = 1.0
+    #: ... but never more than this many listed keys above it (each keeps a fate in the root).
+    lagging: int = 128
+    #: The round assumed before one is measured (seconds), and its bounds.
+    first_round: float = 0.05
+    max_round: float = 5.0
+    #: Other processes' intents kept parsed per process (a redrive does not re-read them).
+    intent_cache: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.max_fold < 0 or self.max_waits < 0 or self.crowd < 1 or self.lagging < 0:
+            raise ValueError("max_fold, max_waits and lagging must be >= 0, crowd >= 1")
+        if min(self.fold_interval, self.contention_memory, self.gather, self.stagger) < 0:
+            raise ValueError("durations and fractions must be >= 0")
+        if not 0 < self.look <= 1 or self.first_round <= 0 or self.patience < 1:
+            raise ValueError("look must be in (0, 1], first_round > 0, patience >= 1")
+
+
+@dataclass
+class Hints:
+    """What one process has learnt about the others (liveness hints, never trusted for
+    safety)."""
+
+    round_seconds: float
+    #: Until when (this process's clock) others are assumed to be committing here.
+    contended_until: float = float("-inf")
+    #: When this process last listed intents (its clock; -inf: never).
+    listed_at: float = float("-inf")
+    #: Whether the root this process knows is one it swapped in itself.
+    swapped_last: bool = False
+
+    def learn_round(self, seconds: float, policy: FoldPolicy) -> None:
+        """A fold-and-swap (or a wait another's swap ended) took ``seconds``."""
+        seconds = min(max(seconds, 0.0), policy.max_round)
+        self.round_seconds = 0.8 * self.round_seconds + 0.2 * seconds
+
+    def contended(self, now: float) -> bool:
+        return now < self.contended_until
+
+    def contend(self, now: float, policy: FoldPolicy) -> None:
+        self.contended_until = max(self.contended_until, now + policy.contention_memory)
+
+
+@dataclass
+class BatchWaits:
+    """How long one batch has waited for other processes (liveness bookkeeping)."""
+
+    #: Rounds the root stood still while waiting for an older intent's writer, and the root
+    #: version that wait started from.
+    waits: int = 0
+    wait_version: int | None = None
+    #: Rounds waited in all (a look counts its part of a round).
+    waited: float = 0.0
+    #: When (this process's clock) it started waiting for others, and last looked.
+    started: float | None = None
+    looked_at: float | None = None
+    #: The version a staggering waiter last saw move, how long the root has stood still
+    #: since, and how long it must stand still before the waiter lists.
+    watched_version: int | None = None
+    still: float = 0.0
+    still_needed: float = 0.0
+    #: The length of the next wait, when the stagger set one.
+    next_wait: float | None = None
+    #: Unused slot for the policy's own notes (kept out of the safety state).
+    notes: dict[str, float] = field(default_factory=dict)
+
+
+def advise(what: Callable[[], _T], default: _T) -> _T:
+    """The policy's answer, or ``default`` if computing it raised: a policy bug costs
+    liveness (a fold sooner than needed), never a commit."""
+    try:
+        return what()
+    except Exception:
+        log.exception("commit scheduling advice failed; folding now instead")
+        return default
+
+
+def jitter(rng: random.Random, low: float, high: float) -> float:
+    return rng.uniform(low, high)
+
+
+class Liveness:
+    """The policy's rules, applied to one process's hints: each answers a question the core
+    asks (wait or fold? list now? how long to sleep?) and nothing else."""
+
+    def __init__(self, policy: FoldPolicy, hints: Hints, rng: random.Random) -> None:
+        self.policy = policy
+        self.hints = hints
+        self.rng = rng
+
+    # -- before the first look ------------------------------------------------------------
+
+    def wait_first(self, now: float, *, knows_format2: bool, all_intents: bool) -> bool:
+        """Under contention, and unless this process swapped last, a committer sends its
+        intents and looks at the root about a round later: another process is about to fold
+        and swap, and a commit somebody else folds costs its intent PUT and one GET."""
+        return (
+            self.policy.max_fold > 0
+            and self.hints.contended(now)
+            and not self.hints.swapped_last
+            and knows_format2
+            and all_intents
+        )
+
+    def use_known_root(self, now: float) -> bool:
+        """A first attempt starts from the root this process last read or wrote (no GET) when
+        it swapped last or nobody else seems to commit here; a stale one costs a 412."""
+        return self.hints.swapped_last or not self.hints.contended(now)
+
+    # -- listing ------------------------------------------------------------------------
+
+    def should_list(self, now: float, *, attempts: int, root_moved: bool) -> bool:
+        """Look for other processes' intents: after a lost race, when someone else has
+        committed since our last write, when contended, and at least every
+        ``fold_interval`` (so a crashed writer's intent is applied by somebody)."""
+        return self.policy.max_fold > 0 and (
+            attempts > 1
+            or self.hints.contended(now)
+            or root_moved
+            or now - self.hints.listed_at >= self.policy.fold_interval
+        )
+
+    def send_before_listing(self, now: float, *, root_updated: float | None) -> bool:
+        """Send our intents before we LIST (others then see them, and all but the oldest
+        wait): when contended, or on a process's first fold if the root moved lately
+        (processes that start together). Never when we swapped last: ours go with our
+        snapshot, and our next fold takes whatever came meanwhile."""
+        if self.hints.swapped_last:
+            return False
+        first = self.hints.listed_at == float("-inf") and self.recent(now, root_updated)
+        return self.hints.contended(now) or first
+
+    def recent(self, now: float, root_updated: float | None) -> bool:
+        """Whether the root moved within ``contention_memory`` (by its writer's clock)."""
+        return root_updated is not None and now - root_updated < self.policy.contention_memory
+
+    def crowd(self, others: int, *, ours_unsent: bool) -> bool:
+        """Not contended until now (our intents are not out) and a crowd is pending: send
+        ours and wait like a contended committer, instead of reading everyone's."""
+        return others >= self.policy.crowd and not self.hints.swapped_last and ours_unsent
+
+    def wait_for_older(
+        self,
+        waits: BatchWaits,
+        attempts: int,
+        max_attempts: int,
+        *,
+        older: str,
+        ours: str,
+        first_fold: bool,
+    ) -> bool:
+        """An older intent is pending: its writer folds everything pending, ours too, in its
+        next swap. Wait for that (one root GET a round) instead of reading every intent and
+        racing it — unless we swapped last (then we fold now: we know the root and are
+        committing; that writer sleeps between two looks), or our patience ran out, or this
+        is our first fold and that intent was made long before ours (its writer is not
+        folding, or it would have been applied)."""
+        return (
+            self.patient(waits, attempts, max_attempts)
+            and not self.hints.swapped_last
+            and not (first_fold and self.long_before(older, ours))
+        )
+
+    def gather(self, now: float, *, room: bool) -> float:
+        """Seconds a folder under contention pauses for the intents being sent right now
+        (the writers its last swap settled) before listing what came since; 0: none."""
+        if self.hints.swapped_last or not self.hints.contended(now) or not room:
+            return 0.0
+        return self.hints.round_seconds * self.policy.gather
+
+    def long_before(self, older: str, ours: str) -> bool:
+        return intent_ms(older) < intent_ms(ours) - 1000 * self.lag()
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def patient(self, waits: BatchWaits, attempts: int, max_attempts: int) -> bool:
+        """Whether a waiter goes on waiting for an older intent's writer to fold ours: while
+        the root has not stood still for ``max_waits`` rounds, nor the waiter waited
+        ``patience`` times that many rounds in all, nor used half its attempts (so it always
+        folds itself before it would give up)."""
+        p = self.policy
+        return (
+            waits.waits < p.max_waits
+            and waits.waited < p.patience * p.max_waits
+            and attempts < max_attempts // 2
+        )
+
+    def poll(self, waits: BatchWaits, attempts: int) -> float:
+        """How long a waiting committer sleeps before it looks at the root again: what its
+        stagger set; after sending its intent, about a round (looking sooner mostly finds it
+        pending); waiting for an older intent's writer, up to a round. Jittered."""
+        one = self.hints.round_seconds
+        if waits.next_wait is not None:
+            seconds, waits.next_wait = waits.next_wait, None
+            waits.still += seconds
+            waits.waited += seconds / one
+            return seconds
+        if attempts <= 1:
+            return one * self.rng.uniform(0.9, 1.1)
+        return one * self.rng.uniform(0.5, 1.0)
+
+    def stagger(
+        self,
+        waits: BatchWaits,
+        attempts: int,
+        max_attempts: int,
+        *,
+        version: int,
+        oldest: str,
+        newest_decided: str,
+        passed_over: bool,
+    ) -> bool:
+        """Whether a waiter whose intents are out and pending waits longer before it lists
+        (and sets how long in ``waits.next_wait``). The oldest pending intent's writer
+        should fold next: each waiter lists only once the root stood still ``stagger``
+        times as long as its intent was made after the newest the last swap decided (one to
+        two rounds: a folder at work swaps within a round). Meanwhile it looks every
+        ``look`` of a round. One a fold passed over lists at once (no other fold will)."""
+        p = self.policy
+        if p.stagger <= 0 or not self.patient(waits, attempts, max_attempts):
+            return False
+        one = self.hints.round_seconds
+        if waits.watched_version != version:
+            waits.watched_version, waits.still, waits.still_needed = version, 0.0, 0.0
+            if passed_over:
+                return False
+            behind = (
+                max(0.0, (intent_ms(oldest) - intent_ms(newest_decided)) / 1000)
+                if newest_decided
+                else 0.0
+            )
+            waits.still_needed = min(max(p.stagger * behind, one), 2 * one)
+        left = waits.still_needed - waits.still
+        if left < 1e-6:
+            return False
+        waits.next_wait = min(one * p.look, left)
+        return True
+
+    # -- the watermark ---------------------------------------------------------------------
+
+    def lag(self) -> float:
+        return max(self.policy.watermark_lag, 2 * self.hints.round_seconds)
+
+    def watermark(self, current: str, listed: tuple[str, ...], now: float) -> str:
+        """The watermark to propose: the highest key listed, but none made later than the
+        lag before the fold (intents still landing then are the next fold's), leaving at
+        most ``lagging`` listed keys above it. :func:`._decide.bound_watermark` bounds it."""
+        if not listed:
+            return current
+        newest = listed[-1]
+        if self.policy.watermark_lag <= 0:
+            return max(current, newest)
+        lagged = intents_from(int((now - self.lag()) * 1000))
+        if len(listed) > self.policy.lagging:
+            lagged = max(lagged, listed[-self.policy.lagging - 1])
+        return max(current, min(newest, lagged))

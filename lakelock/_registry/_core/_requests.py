@@ -1,0 +1,117 @@
+"""What the sans-I/O commit core asks for, and what it is handed back.
+
+The core (:mod:`lakelock._registry._core`) performs no I/O: it is a generator that *yields*
+a request and is *sent* the answer (h11's pattern, written as a coroutine). A failed
+request is *thrown* into it as the same :mod:`lakelock.errors` exception the
+:class:`~lakelock._s3.ObjectStore` raises (``PreconditionFailedError`` for a 412,
+``ConflictError`` for a 409, ``ThrottledError`` for a 503, ``OutcomeUnknownError`` when the
+request may or may not have been applied, ``NotFoundError``, ``AlreadyExistsError``), so the
+core reads like ordinary code with ``try``/``except`` around each ``yield``.
+
+Two drivers run it: :mod:`lakelock._registry._core._driver` with a real
+:class:`~lakelock._s3.ObjectStore` (threads for :class:`Parallel`), and the deterministic
+simulator (:mod:`lakelock.testing.simulate`) against a simulated S3 in virtual time.
+
+=================  ===========================================  ==================================
+request            asks                                         answer (``send``)
+=================  ===========================================  ==================================
+:class:`Get`       the object's body and ETag                   :class:`~lakelock._s3.ObjectData`
+:class:`Put`       a write: create-only, If-Match, or plain     :class:`~lakelock._s3.PutResult`
+:class:`List`      one page of keys after ``start_after``       :class:`Listing`
+:class:`Delete`    a (conditional) delete                       ``None``
+:class:`Parallel`  several of the above at once                 a tuple: each answer, or the
+                                                                exception that request raised
+:class:`Sleep`     time to pass (a backoff, a wait)             ``None``
+:class:`Now`       this process's clock (seconds since epoch)   ``float``
+=================  ===========================================  ==================================
+
+``retried``: a request the driver may retry itself on a transient failure (409, 503, a lost
+answer) within its store's budget — reads and create-only writes of write-once objects,
+whose repetition is harmless. The root's requests are not: the core counts and decides every
+retry of the compare-and-swap itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from lakelock._s3._types import ListedObject
+
+__all__ = [
+    "Delete",
+    "Get",
+    "List",
+    "Listing",
+    "Now",
+    "Parallel",
+    "Put",
+    "Request",
+    "Sleep",
+    "Steps",
+]
+
+
+@dataclass(frozen=True)
+class Get:
+    key: str
+    retried: bool = True
+
+
+@dataclass(frozen=True)
+class Put:
+    """``create``: ``If-None-Match: *``; ``if_match``: replace only that ETag; neither: a
+    plain overwrite (never used by the commit core)."""
+
+    key: str
+    body: bytes
+    create: bool = False
+    if_match: str | None = None
+    retried: bool = True
+
+
+@dataclass(frozen=True)
+class List:
+    """One page (at most ``max_keys``) of the keys under ``prefix`` after ``start_after``,
+    in key order."""
+
+    prefix: str
+    start_after: str = ""
+    max_keys: int = 1000
+
+
+@dataclass(frozen=True)
+class Listing:
+    objects: tuple[ListedObject, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class Delete:
+    key: str
+    if_match: str | None = None
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Requests sent together; the answer is a tuple in the same order, each element the
+    request's answer or the exception it raised (a batch never throws as a whole)."""
+
+    requests: tuple[Get | Put | List | Delete, ...]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Now:
+    pass
+
+
+Request: TypeAlias = Get | Put | List | Delete | Parallel | Sleep | Now
+
+#: A sans-I/O computation: yields requests, is sent their answers, returns a ``T``.
+Steps: TypeAlias = Generator[Request, Any, Any]

@@ -1,0 +1,248 @@
+"""The checker every simulated run ends with: what the registry holds (a :class:`View`, read
+from the simulated bucket without latency or faults) against what every caller was told.
+
+Violations reported (each one string; none: the run kept every guarantee):
+
+- an acknowledged commit not in exactly one version of each dataset it names, or in another
+  version than it was acknowledged at, or in different versions of its datasets (a commit
+  spanning datasets is one version);
+- a commit refused with ``CommitConflictError`` or ``RetryBudgetExhaustedError`` (both:
+  nothing was committed) that is in the registry (a phantom); one
+  whose state is unknown (or whose process died) recorded more than once, or in only some of
+  its datasets;
+- a commit in the registry that nobody made; an exception other than a ``CommitError`` out of
+  a commit;
+- root versions that do not rise by exactly 1 per swap; a dataset's versions not rising;
+- a dataset version whose files are not exactly those of the commits applied up to it
+  (replayed in version order on a model: appends add, overwrites and deletes clear their
+  partitions, removals remove, restores go back to the files of their target version);
+- real time: a commit that began after another was acknowledged but holds an older version;
+  a reader that saw a version older than one acknowledged before its read began, or saw the
+  registry go back.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from lakelock._registry._changes import Change
+from lakelock._sim._workload import Invocation
+
+__all__ = ["DatasetVersion", "Observation", "View", "check"]
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    """One version of a dataset as the registry holds it: the commits that made it (in the
+    order they were applied) and its files (key -> partition path)."""
+
+    dataset: str
+    version: int
+    commit_ids: tuple[str, ...]
+    files: Mapping[str, str]
+
+
+@dataclass
+class View:
+    """The registry at the end of a run: the version of each root ever written (in order),
+    each dataset's versions (oldest first), and whatever could not be read."""
+
+    root_versions: list[int] = field(default_factory=list)
+    datasets: dict[str, list[DatasetVersion]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A reader's look at the root: sent at ``start``, answered at ``end``."""
+
+    reader: int
+    start: float
+    end: float
+    version: int
+
+
+def check(
+    invocations: Sequence[Invocation],
+    view: View,
+    observations: Sequence[Observation] = (),
+) -> list[str]:
+    """Every violation in this run (module docstring); empty: none."""
+    problems = list(view.problems)
+    problems += _root_problems(view.root_versions)
+    where: dict[tuple[str, str], list[int]] = {}
+    for name, versions in view.datasets.items():
+        previous = 0
+        for v in versions:
+            if v.version <= previous:
+                problems.append(f"{name}: version {v.version} follows version {previous}")
+            previous = v.version
+            for commit_id in v.commit_ids:
+                where.setdefault((commit_id, name), []).append(v.version)
+    problems += _commit_problems(invocations, where)
+    problems += _model_problems(invocations, view)
+    problems += _real_time_problems(invocations, observations)
+    return problems
+
+
+def _root_problems(versions: Sequence[int]) -> list[str]:
+    problems = []
+    for before, after in itertools.pairwise(versions):
+        if after != before + 1:
+            problems.append(f"the root went from version {before} to {after} in one swap")
+    return problems
+
+
+def _commit_problems(
+    invocations: Sequence[Invocation], where: Mapping[tuple[str, str], list[int]]
+) -> list[str]:
+    problems = []
+    made: set[str] = set()
+    for inv in invocations:
+        made.add(inv.id)
+        what = f"{inv.outcome} {inv.op} {inv.id} (writer {inv.writer})"
+        if inv.outcome == "crash":
+            problems.append(f"{what}: an exception other than a CommitError: {inv.error}")
+        found = {name: where.get((inv.id, name), []) for name in inv.datasets}
+        counts = {len(v) for v in found.values()}
+        versions = {tuple(v) for v in found.values()}
+        if inv.outcome == "ok":
+            if counts != {1}:
+                problems.append(
+                    f"acknowledged commit recorded {sorted(len(v) for v in found.values())} "
+                    f"times in {list(found)}: {what}"
+                )
+            elif len(versions) != 1:
+                problems.append(f"{what}: its datasets hold it at different versions {found}")
+            elif inv.version is not None and found[inv.datasets[0]][0] != inv.version:
+                problems.append(
+                    f"{what} acknowledged as v{inv.version}, recorded at "
+                    f"v{found[inv.datasets[0]][0]}"
+                )
+        elif inv.outcome in ("fail", "gaveup") and not inv.restarts:
+            if any(found.values()):
+                problems.append(f"refused commit is in the registry {found}: {what}: {inv.error}")
+        elif inv.outcome in ("fail", "gaveup"):
+            # Refused after a restart: the refusal speaks for the restarted run's own intent.
+            # The killed run's intent (same commit id) may still be applied by a fold, as a
+            # crashed writer's intent is: at most once, never twice.
+            if counts - {0, 1}:
+                problems.append(f"commit recorded more than once {found}: {what}")
+        elif counts - {0, 1}:
+            problems.append(f"commit recorded more than once {found}: {what}")
+        elif len(counts) > 1 or len(versions) > 1:
+            problems.append(f"commit applied to only some of its datasets {found}: {what}")
+    for commit_id, name in where:
+        if commit_id not in made:
+            problems.append(f"commit {commit_id!r} is in {name!r} but nobody made it")
+    return problems
+
+
+def _model_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
+    """Replay the applied commits per dataset in version order; compare each version."""
+    changes: dict[tuple[str, str], tuple[Change, Invocation]] = {}
+    for inv in invocations:
+        for change in inv.changes:
+            changes[(inv.id, change.dataset)] = (change, inv)
+    problems = []
+    for name, versions in view.datasets.items():
+        model: dict[str, str] = {}
+        history: list[tuple[int, dict[str, str]]] = []
+        for v in versions:
+            for commit_id in v.commit_ids:
+                found = changes.get((commit_id, name))
+                if found is None:
+                    continue  # reported: nobody made it
+                change, inv = found
+                model, problem = _replayed(model, change, inv, history)
+                if problem:
+                    problems.append(f"{name} v{v.version}: {commit_id}: {problem}")
+            history.append((v.version, dict(model)))
+            if dict(v.files) != model:
+                problems.append(f"{name} v{v.version}: {_difference(v.files, model)}")
+                model = dict(v.files)  # judge the next versions on their own commits
+                history[-1] = (v.version, dict(model))
+    return problems
+
+
+def _replayed(
+    model: dict[str, str],
+    change: Change,
+    inv: Invocation,
+    history: list[tuple[int, dict[str, str]]],
+) -> tuple[dict[str, str], str | None]:
+    model = dict(model)
+    if change.restore is not None:
+        target = inv.restore_version
+        older = [files for version, files in history if target is not None and version <= target]
+        if not older:
+            return model, f"a restore to v{target}, which the dataset's history does not hold"
+        return dict(older[-1]), None
+    problem = None
+    for key in change.remove:
+        if key not in model:
+            problem = f"removes {key!r}, which was not registered"
+        model.pop(key, None)
+    for path in change.remove_partitions:
+        for key, partition in list(model.items()):
+            if not path or partition == path or partition.startswith(path + "/"):
+                del model[key]
+    for f in change.add:
+        if f.key in model:
+            problem = f"adds {f.key!r}, which was registered already"
+        model[f.key] = f.partition_path
+    return model, problem
+
+
+def _difference(files: Mapping[str, str], model: Mapping[str, str]) -> str:
+    extra = sorted(set(files) - set(model))
+    missing = sorted(set(model) - set(files))
+    return (
+        f"reads {len(files)} files, its commits make {len(model)}: "
+        f"{len(extra)} not committed (e.g. {extra[:2]}), {len(missing)} missing "
+        f"(e.g. {missing[:2]})"
+    )
+
+
+def _real_time_problems(
+    invocations: Sequence[Invocation], observations: Iterable[Observation]
+) -> list[str]:
+    """Only a commit acknowledged before another began is known to be older: one whose state
+    is unknown may be applied later (by another process folding its intent)."""
+    done = sorted(
+        (i for i in invocations if i.outcome == "ok" and i.end is not None and i.version),
+        key=lambda i: i.end or 0.0,
+    )
+    ends = [i.end or 0.0 for i in done]
+    newest: list[tuple[int, str]] = []
+    for inv in done:
+        top = (inv.version or 0, inv.id)
+        newest.append(max(newest[-1], top) if newest else top)
+    problems = []
+    for inv in invocations:
+        if inv.outcome != "ok" or inv.restarts or inv.already or inv.version is None:
+            continue
+        before = bisect.bisect_left(ends, inv.start)
+        if before and newest[before - 1][0] >= inv.version:
+            version, other = newest[before - 1]
+            problems.append(
+                f"{inv.id} (v{inv.version}) began after {other} (v{version}) was "
+                "acknowledged but is not newer"
+            )
+    last: Counter[int] = Counter()
+    for obs in sorted(observations, key=lambda o: (o.reader, o.start)):
+        before = bisect.bisect_left(ends, obs.start)
+        if before and newest[before - 1][0] > obs.version:
+            version, other = newest[before - 1]
+            problems.append(
+                f"reader {obs.reader} read v{obs.version} at {obs.start:.3f}, after {other} "
+                f"was acknowledged at v{version}"
+            )
+        if obs.version < last[obs.reader]:
+            problems.append(f"reader {obs.reader} saw v{obs.version} after v{last[obs.reader]}")
+        last[obs.reader] = max(last[obs.reader], obs.version)
+    return problems

@@ -1,0 +1,70 @@
+"""Which faults a simulated run injects, all drawn from the run's seeded generator.
+
+Request faults (a share ``rate`` of the requests that reach the endpoint, mixed over
+``mix``):
+
+=============  =================================================================================
+``lost_ack``   applied, then answered 500 (:class:`OutcomeUnknownError`): the answer was lost
+``throttle``   503 SlowDown before applying (:class:`ThrottledError`)
+``conflict``   409 ConditionalRequestConflict before applying (:class:`ConflictError`); a request
+               that is not a conditional write gets a 503 instead
+``timeout``    no answer until ``timeout`` seconds: applied or not (even odds), then
+               :class:`OutcomeUnknownError`
+=============  =================================================================================
+
+``schedule`` forces the faults of the first requests (tests).
+
+Process faults: ``kills`` writers killed at a random request boundary (``generator.close()``)
+and restarted as a new process re-running the commit with the same id; ``stalls`` writers
+that stop before sending a request for ``stall`` seconds (past the intent TTL) and then send
+it; each writer's clock off by up to ``skew`` seconds either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from random import Random
+
+__all__ = ["FAULT_KINDS", "Faults"]
+
+FAULT_KINDS = ("lost_ack", "throttle", "conflict", "timeout")
+
+
+@dataclass(frozen=True)
+class Faults:
+    rate: float = 0.0
+    mix: tuple[tuple[str, float], ...] = tuple((kind, 1.0) for kind in FAULT_KINDS)
+    timeout: float = 2.0
+    kills: int = 0
+    stalls: int = 0
+    stall: float | None = None  # default: the intent TTL plus a few seconds
+    skew: float = 0.0
+    #: Faults for the first requests, in the order they reach the endpoint (``None``: none),
+    #: before ``rate`` applies: what a test forces.
+    schedule: tuple[str | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
+        kinds = [kind for kind, _ in self.mix] + [k for k in self.schedule if k is not None]
+        unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
+        if unknown:
+            raise ValueError(f"unknown fault kinds {unknown}: known are {FAULT_KINDS}")
+        if self.rate and not any(weight > 0 for _, weight in self.mix):
+            raise ValueError("a fault rate needs a fault kind of positive weight")
+        if self.kills < 0 or self.stalls < 0 or self.skew < 0 or self.timeout <= 0:
+            raise ValueError("kills, stalls and skew must be >= 0, timeout > 0")
+
+    def draw(self, rng: Random, index: int) -> str | None:
+        """The fault for the ``index``-th request, or ``None`` (most requests)."""
+        if index < len(self.schedule):
+            return self.schedule[index]
+        if not self.rate or rng.random() >= self.rate:
+            return None
+        total = sum(weight for _, weight in self.mix)
+        pick = rng.random() * total
+        for kind, weight in self.mix:
+            pick -= weight
+            if pick < 0:
+                return kind
+        return self.mix[-1][0]

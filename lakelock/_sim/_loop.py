@@ -1,0 +1,472 @@
+"""One thread, virtual time: the event queue, the simulated endpoint (latency, faults, and the
+retries the real store layer makes), and the processes it runs (sans-I/O generators).
+
+A request sent at ``t`` with latency ``L`` takes effect at ``t + L/2`` (the store decides
+it then: :class:`~._store.SimS3`) and is answered at ``t + L``. A request marked ``retried``
+is retried here on 409, 503 and a lost answer, with jittered exponential backoff within a
+budget, as :meth:`lakelock._s3.ObjectStore._retry_transient` and the core's driver do; a
+create-only PUT whose earlier attempt's answer was lost and that then finds the key holding
+its own body succeeds (the real store tells by the write id in the object's metadata). Other
+requests get every fault thrown into their generator.
+
+Nothing here reads a clock or the ``random`` module's global generator: a run is a function
+of its seed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import Counter
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+from lakelock._registry._core._requests import (
+    Delete,
+    Get,
+    List,
+    Listing,
+    Now,
+    Parallel,
+    Put,
+    Sleep,
+)
+from lakelock._s3._types import PutResult
+from lakelock._sim._faults import Faults
+from lakelock._sim._store import BUCKET, EPOCH, SimS3
+from lakelock.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
+    StorageError,
+    ThrottledError,
+)
+
+__all__ = ["Endpoint", "Loop", "Process", "StoreRetry"]
+
+Answer = Callable[[Any, BaseException | None], None]
+_OPERATION = {Get: "GetObject", Put: "PutObject", List: "ListObjectsV2", Delete: "DeleteObject"}
+_TRANSIENT = (ConflictError, ThrottledError, OutcomeUnknownError)
+#: Bytes a LIST answer takes per key (the XML of one ``Contents`` element, roughly).
+LIST_ENTRY_BYTES = 250
+
+
+class Loop:
+    """The event queue: ``(time, sequence, callback, argument)``; equal times run in the
+    order they were scheduled."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._queue: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        self._seq = itertools.count()
+        self.events = 0
+
+    def at(self, when: float, callback: Callable[[Any], None], argument: Any = None) -> None:
+        heapq.heappush(self._queue, (when, next(self._seq), callback, argument))
+
+    def run(self, until: float) -> None:
+        """Run events up to virtual time ``until`` (or until none are left)."""
+        queue = self._queue
+        pop = heapq.heappop
+        while queue and queue[0][0] <= until:
+            when, _, callback, argument = pop(queue)
+            self.now = when
+            self.events += 1
+            callback(argument)
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue
+
+
+@dataclass(frozen=True)
+class StoreRetry:
+    """The store layer's budget for a ``retried`` request (the defaults of
+    :class:`lakelock._retry.RetryPolicy`)."""
+
+    max_attempts: int = 50
+    max_elapsed: float = 60.0
+    initial_backoff: float = 0.02
+    max_backoff: float = 2.0
+
+    def backoff(self, failures: int, rng: Random) -> float:
+        return rng.uniform(0.0, min(self.max_backoff, self.initial_backoff * 2.0**failures))
+
+
+@dataclass
+class _Call:
+    """One request as the store layer sees it: every attempt, until an answer."""
+
+    request: Get | Put | List | Delete
+    process: Process
+    answer: Answer
+    retried: bool
+    started: float
+    attempts: int = 0
+
+
+@dataclass
+class Counts:
+    """What crossed the endpoint, per process kind and operation."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    #: Writers' requests per operation and part of the lake ("GetObject root", ...).
+    areas: Counter[str] = field(default_factory=Counter)
+    bytes: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    throttled: int = 0
+    root_swaps: int = 0
+
+
+class Endpoint:
+    """Sends requests to the simulated bucket with latency and faults, and retries the
+    ``retried`` ones as the store layer does."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        store: SimS3,
+        rng: Random,
+        faults: Faults,
+        retry: StoreRetry,
+        *,
+        root_key: str,
+        cpu: float = 0.0,
+        cores: int = 0,
+    ) -> None:
+        self.loop = loop
+        #: CPU seconds each request costs on a machine of ``cores`` cores shared by every
+        #: process (0 cores: CPU is free): what a run on one machine adds to S3's latency.
+        self.cpu = cpu
+        self.cores: list[float] = [0.0] * cores if cpu > 0 else []
+        self.store = store
+        self.rng = rng
+        self.faults = faults
+        self.retry = retry
+        self.root_key = root_key
+        self.counts = Counts()
+        self.counting = True
+        self.sent = 0
+
+    def send(self, request: Get | Put | List | Delete, process: Process, answer: Answer) -> None:
+        """Send ``request`` for ``process``; ``answer(result, error)`` gets the outcome."""
+        retried = getattr(request, "retried", isinstance(request, List))
+        call = _Call(request, process, answer, retried, self.loop.now)
+        self._attempt(call)
+
+    def _area(self, request: Get | Put | List | Delete) -> str:
+        key = request.prefix if isinstance(request, List) else request.key
+        if key == self.root_key:
+            return "root"
+        parts = key.split("/", 2)
+        if parts[0] == "metastore" and len(parts) > 1:
+            return f"metastore/{parts[1]}"
+        return parts[0]
+
+    # -- one attempt --------------------------------------------------------------------------
+
+    def _attempt(self, call: _Call) -> None:
+        call.attempts += 1
+        request = call.request
+        now = self.loop.now
+        if self.cores:
+            # The request's CPU (client and server) on the machine's earliest free core.
+            start = max(now, heapq.heappop(self.cores))
+            now = start + self.cpu
+            heapq.heappush(self.cores, now)
+        profile = self.store.profile
+        if isinstance(request, Get):
+            latency = profile.get.sample(self.rng)
+        elif isinstance(request, Put):
+            timing = profile.cas if request.if_match is not None else profile.put
+            latency = timing.sample(self.rng) + len(request.body) / profile.bandwidth
+        elif isinstance(request, List):
+            latency = profile.list.sample(self.rng)
+        else:
+            latency = profile.delete.sample(self.rng)
+        fault = self.faults.draw(self.rng, self.sent)
+        self.sent += 1
+        if self.counting:
+            kind = call.process.kind
+            operation = _OPERATION[type(request)]
+            self.counts.requests[f"{kind}:{operation}"] += 1
+            if kind == "writer":
+                self.counts.areas[f"{operation} {self._area(request)}"] += 1
+            if isinstance(request, Put):
+                self.counts.bytes[kind] += len(request.body)
+            if fault is not None:
+                self.counts.faults[fault] += 1
+        if fault == "conflict" and not (
+            isinstance(request, Put) and (request.create or request.if_match is not None)
+        ):
+            fault = "throttle"
+        if fault in ("throttle", "conflict"):
+            error = _fault_error(fault, request)
+            self.loop.at(now + latency, self._answered, (call, None, error))
+            return
+        if fault == "timeout":
+            if self.rng.random() < 0.5:
+                self.loop.at(now + latency / 2, self._effect, (call, None, now))
+            error = _fault_error(fault, request)
+            self.loop.at(now + self.faults.timeout, self._answered, (call, None, error))
+            return
+        answer_at = now + latency
+        self.loop.at(now + latency / 2, self._effect, (call, answer_at, now, fault))
+
+    def _effect(self, argument: tuple[Any, ...]) -> None:
+        """The request takes effect; its answer (or the fault in its place) is scheduled for
+        ``answer_at`` (``None``: nobody hears of it, a timeout)."""
+        call, answer_at, sent = argument[0], argument[1], argument[2]
+        fault = argument[3] if len(argument) > 3 else None
+        request = call.request
+        now = self.loop.now
+        store = self.store
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            if isinstance(request, Get):
+                result = store.get(request.key, now)
+            elif isinstance(request, Put):
+                result = store.put(
+                    request.key,
+                    request.body,
+                    now,
+                    create=request.create,
+                    if_match=request.if_match,
+                    started=sent,
+                )
+                if request.key == self.root_key and self.counting:
+                    self.counts.root_swaps += 1
+            elif isinstance(request, List):
+                result = store.list(request.prefix, request.start_after, request.max_keys, now)
+            else:
+                store.delete(request.key, now, if_match=request.if_match)
+        except StorageError as failure:
+            error = failure
+            if isinstance(failure, ThrottledError) and self.counting:
+                self.counts.throttled += 1
+        if answer_at is None:
+            return
+        if fault == "lost_ack":
+            result, error = None, _fault_error("lost_ack", request)
+        self.loop.at(answer_at, self._answered, (call, result, error))
+
+    # -- the store layer ----------------------------------------------------------------------
+
+    def _answered(self, argument: tuple[_Call, Any, BaseException | None]) -> None:
+        call, result, error = argument
+        request = call.request
+        if self.counting:
+            kind = call.process.kind
+            if isinstance(result, Listing):
+                self.counts.bytes[kind] += LIST_ENTRY_BYTES * max(1, len(result.objects))
+            elif result is not None and hasattr(result, "body"):
+                self.counts.bytes[kind] += len(result.body)
+        if error is not None and call.retried and call.attempts > 1 and isinstance(request, Put):
+            result, error = self._resolve(request, error, result)
+        if (
+            error is not None
+            and call.retried
+            and isinstance(error, _TRANSIENT)
+            and call.attempts < self.retry.max_attempts
+            and self.loop.now - call.started < self.retry.max_elapsed
+        ):
+            wait = self.retry.backoff(call.attempts, self.rng)
+            self.loop.at(self.loop.now + wait, self._retry, call)
+            return
+        call.answer(result, error)
+
+    def _retry(self, call: _Call) -> None:
+        self._attempt(call)
+
+    def _resolve(
+        self, request: Put, error: BaseException, result: Any
+    ) -> tuple[Any, BaseException | None]:
+        """A resent write refused because the key is taken or changed: if the object holds our
+        body, an earlier attempt landed (its answer lost): success. A compare-and-swap whose
+        object is not ours may have landed and been replaced since: outcome unknown."""
+        if not isinstance(error, AlreadyExistsError | PreconditionFailedError):
+            return result, error
+        current = self.store.objects.get(request.key)
+        if current is not None and current.body == request.body:
+            return PutResult(
+                request.key, current.etag, current.write_id, len(request.body), resolved=True
+            ), None
+        if request.if_match is not None:
+            return None, OutcomeUnknownError(
+                f"PutObject {request.key!r}: retried into a 412 and the object is not ours",
+                bucket=BUCKET,
+                key=request.key,
+                operation="PutObject",
+                status=412,
+            )
+        return result, error
+
+
+def _fault_error(fault: str, request: Get | Put | List | Delete) -> StorageError:
+    key = getattr(request, "key", None)
+    operation = _OPERATION[type(request)]
+    if fault == "throttle":
+        return ThrottledError(
+            f"{operation} {key!r}: SlowDown (injected)",
+            bucket=BUCKET,
+            key=key,
+            operation=operation,
+            status=503,
+            code="SlowDown",
+        )
+    if fault == "conflict":
+        return ConflictError(
+            f"{operation} {key!r}: ConditionalRequestConflict (injected)",
+            bucket=BUCKET,
+            key=key,
+            operation=operation,
+            status=409,
+            code="ConditionalRequestConflict",
+        )
+    if fault == "timeout":
+        return OutcomeUnknownError(
+            f"{operation} {key!r}: read timeout (injected)",
+            bucket=BUCKET,
+            key=key,
+            operation=operation,
+        )
+    return OutcomeUnknownError(
+        f"{operation} {key!r}: 500 InternalError after applying (injected lost answer)",
+        bucket=BUCKET,
+        key=key,
+        operation=operation,
+        status=500,
+        code="InternalError",
+    )
+
+
+Steps = Generator[Any, Any, Any]
+
+
+class Process:
+    """A simulated process running one sans-I/O generator: answers ``Now`` with its own
+    (skewed) clock, ``Sleep`` in virtual time, sends the rest through the endpoint (a
+    ``Parallel`` as concurrent requests). ``done(result, error)`` is called when the
+    generator returns or raises; ``killed()`` when it is killed (:meth:`kill`)."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        endpoint: Endpoint,
+        steps: Steps,
+        *,
+        kind: str,
+        skew: float = 0.0,
+        done: Callable[[Any, BaseException | None], None] | None = None,
+        killed: Callable[[], None] | None = None,
+    ) -> None:
+        self.loop = loop
+        self.endpoint = endpoint
+        self.steps = steps
+        self.kind = kind
+        self.skew = skew
+        self.done = done
+        self.killed = killed
+        self.kill_pending = False
+        self.stall_pending: float | None = None
+        self.finished = False
+
+    def start(self, at: float) -> None:
+        self.loop.at(at, self._deliver, (None, None))
+
+    def kill(self) -> None:
+        """Die at the next request boundary: when the next answer (or wake-up) arrives, the
+        generator is closed instead of sent it."""
+        self.kill_pending = True
+
+    def stall(self, seconds: float) -> None:
+        """Stop for ``seconds`` before sending the next request (a pause the process does not
+        notice: its clock was read before)."""
+        self.stall_pending = seconds
+
+    def _deliver(self, argument: tuple[Any, BaseException | None]) -> None:
+        if self.finished:
+            return
+        if self.kill_pending:
+            self.finished = True
+            self.steps.close()
+            if self.killed is not None:
+                self.killed()
+            return
+        value, error = argument
+        steps = self.steps
+        loop = self.loop
+        while True:
+            try:
+                request = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as stop:
+                self._finish(stop.value, None)
+                return
+            except Exception as failure:
+                self._finish(None, failure)
+                return
+            error = None
+            kind = type(request)
+            if kind is Now:
+                value = EPOCH + loop.now + self.skew
+                continue
+            if kind is Sleep:
+                loop.at(loop.now + max(0.0, request.seconds), self._deliver, (None, None))
+                return
+            if self.stall_pending is not None:
+                pause, self.stall_pending = self.stall_pending, None
+                loop.at(loop.now + pause, self._send, request)
+                return
+            self._send(request)
+            return
+
+    def _send(self, request: Any) -> None:
+        if type(request) is Parallel:
+            self._parallel(request)
+            return
+        if type(request) not in _OPERATION:
+            self._deliver((None, TypeError(f"the simulator cannot run {request!r}")))
+            return
+        self.endpoint.send(request, self, self._answer)
+
+    def _answer(self, result: Any, error: BaseException | None) -> None:
+        self._deliver((result, error))
+
+    def _parallel(self, request: Parallel) -> None:
+        parts = request.requests
+        if not parts:
+            self.loop.at(self.loop.now, self._deliver, ((), None))
+            return
+        results: list[Any] = [None] * len(parts)
+        left = [len(parts)]
+
+        def one(index: int) -> Answer:
+            def answer(result: Any, error: BaseException | None) -> None:
+                results[index] = error if error is not None else result
+                left[0] -= 1
+                if left[0] == 0:
+                    self._deliver((tuple(results), None))
+
+            return answer
+
+        # Sent in a canonical order (by operation and key), not the order the core built the
+        # batch in: that may come from iterating a set of keys, whose order changes with
+        # Python's hash seed, and each send draws its latency from the run's generator.
+        for index in sorted(range(len(parts)), key=lambda n: _canonical(parts[n])):
+            self.endpoint.send(parts[index], self, one(index))
+
+    def _finish(self, result: Any, error: BaseException | None) -> None:
+        self.finished = True
+        if self.done is not None:
+            self.done(result, error)
+
+
+def _canonical(request: Any) -> tuple[str, str, int]:
+    """A request's place among those sent together: its operation, its key, its size."""
+    key = getattr(request, "key", None) or getattr(request, "prefix", "")
+    body = getattr(request, "body", b"")
+    return type(request).__name__, str(key), len(body)

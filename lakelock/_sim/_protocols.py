@@ -1,0 +1,248 @@
+"""The commit protocols a simulation can run, behind one small interface: how to make a
+process's committer, how to read the registry at the end (a :class:`~._check.View`), what a
+reader reads, and how to find an older version to restore.
+
+``core`` is lakelock's commit core (:mod:`lakelock._registry._core`), the code a ``Lake``
+runs; ``toy`` (:mod:`._toy`) is a plain compare-and-swap loop for testing the simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from random import Random
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from lakelock._registry._core import Committer, FoldPolicy
+from lakelock._registry._document import REGISTRY_KEY, DatasetState, decode_schema, parse_registry
+from lakelock._registry._intents import is_intent, parse_intent
+from lakelock._registry._manifest import Manifest, verify_manifest
+from lakelock._registry._objects import Objects, partition_from_entry
+from lakelock._registry._snapshot import LazyPartitions, Snapshot, verify_snapshot
+from lakelock._registry._tree import Node, verify_node
+from lakelock._sim._check import DatasetVersion, View
+from lakelock._sim._store import BUCKET, SimS3
+from lakelock._sim._toy import ToyCommitter
+from lakelock.errors import LakelockError
+
+if TYPE_CHECKING:
+    from lakelock._sim._run import SimConfig
+
+__all__ = ["CoreProtocol", "SimProtocol", "ToyProtocol", "protocol_named"]
+
+
+class SimProtocol:
+    """What the simulator needs of a commit protocol."""
+
+    name = "?"
+    #: Whether its writers can restore older versions.
+    restores = False
+    #: The most commits one swap can carry (the physical bound multiplies by it).
+    max_fold = 1
+
+    def committer(self, rng: Random, config: SimConfig) -> Any:
+        raise NotImplementedError
+
+    def view(self, store: SimS3) -> View:
+        raise NotImplementedError
+
+    def root_version(self, body: bytes) -> int:
+        version = orjson.loads(body)["version"]
+        return int(version)
+
+    def follow(self, body: bytes, rng: Random) -> str | None:
+        """A key a reader reads after the root (one dataset's snapshot), or ``None``."""
+        return None
+
+    def older_state(self, store: SimS3, dataset: str, rng: Random) -> tuple[Any, int] | None:
+        """An older version of ``dataset`` to restore, and its registry version."""
+        return None
+
+
+@dataclass
+class ToyProtocol(SimProtocol):
+    """:class:`~._toy.ToyCommitter`; ``check_ids=False`` applies a commit again after a lost
+    answer (the checker must say so)."""
+
+    check_ids: bool = True
+    name = "toy"
+
+    def committer(self, rng: Random, config: SimConfig) -> ToyCommitter:
+        return ToyCommitter(rng, config.max_attempts, config.max_seconds, check_ids=self.check_ids)
+
+    def view(self, store: SimS3) -> View:
+        view = View()
+        for _, body in store.history.get(REGISTRY_KEY, []):
+            doc = orjson.loads(body)
+            view.root_versions.append(doc["version"])
+            for name in dict.fromkeys(name for name, _ in doc["made"]):
+                ids = tuple(cid for ds, cid in doc["made"] if ds == name)
+                view.datasets.setdefault(name, []).append(
+                    DatasetVersion(name, doc["version"], ids, doc["datasets"].get(name, {}))
+                )
+        return view
+
+
+class _Reader:
+    """Loads the registry's write-once objects straight from the simulated bucket (no
+    latency, no faults: the checker's view), each once."""
+
+    def __init__(self, store: SimS3) -> None:
+        self.store = store
+        self._cache: dict[str, Any] = {}
+
+    def _load(self, key: str, parse: Callable[[str, bytes], Any]) -> Any:
+        found = self._cache.get(key)
+        if found is None:
+            stored = self.store.objects.get(key)
+            if stored is None:
+                raise LakelockError(f"the registry refers to {key}, which is missing")
+            found = self._cache[key] = parse(key, stored.body)
+        return found
+
+    def node(self, key: str) -> Node:
+        node: Node = self._load(key, lambda k, b: verify_node(k, b, bucket=BUCKET))
+        return node
+
+    def snapshot(self, key: str) -> Snapshot:
+        snap: Snapshot = self._load(
+            key, lambda k, b: verify_snapshot(k, b, decode_schema, bucket=BUCKET)
+        )
+        return snap
+
+    def manifest(self, key: str) -> Manifest:
+        if is_intent(key):
+            found: Manifest = self._load(key, lambda k, b: parse_intent(k, b, bucket=BUCKET)[1])
+            return found
+        found = self._load(key, lambda k, b: verify_manifest(k, b, bucket=BUCKET))
+        return found
+
+    def chain(self, key: str | None) -> list[tuple[str, Snapshot]]:
+        """A dataset's snapshots from ``key`` back to its first, oldest first."""
+        found = []
+        while key is not None:
+            snap = self.snapshot(key)
+            found.append((key, snap))
+            key = snap.parent
+        return found[::-1]
+
+    def files(self, snap: Snapshot) -> dict[str, str]:
+        files: dict[str, str] = {}
+        partitions = LazyPartitions(snap.partitions, self.node, partition_from_entry)
+        for path, partition in partitions.items_loaded():
+            for ref in partition.manifests:
+                for f in self.manifest(ref.key).files_of(path):
+                    files[f.key] = path
+        return files
+
+    def state(self, key: str) -> DatasetState:
+        """The dataset version in snapshot ``key`` (as :meth:`Objects.state` builds it)."""
+        snap = self.snapshot(key)
+        return DatasetState(
+            name=snap.dataset,
+            schema=snap.schema,
+            schema_version=snap.schema_version,
+            partition_by=snap.partition_by,
+            properties=snap.properties,
+            partitions=LazyPartitions(snap.partitions, self.node, partition_from_entry),
+            created_at=snap.created_at,
+            updated_at=snap.updated_at,
+            updated_version=snap.version,
+            snapshot=key,
+            parent=snap.parent,
+            totals=snap.totals,
+            commit_ids=snap.commit_ids,
+            recent_ids=snap.recent_ids,
+            at=snap.at,
+            commits=snap.commits,
+            created_version=snap.created_version,
+        )
+
+
+class CoreProtocol(SimProtocol):
+    """lakelock's commit core: one :class:`~lakelock._registry._core.Committer` per
+    simulated process, with its own object cache (a restarted process starts cold).
+    ``policy``: the :class:`~lakelock._registry._core.FoldPolicy` (default: its defaults)."""
+
+    name = "core"
+    restores = True
+
+    def __init__(self, policy: FoldPolicy | None = None) -> None:
+        self.policy = policy or FoldPolicy()
+        # A swap carries the folder's own commits and up to max_fold of others'.
+        self.max_fold = self.policy.max_fold + 1
+
+    def committer(self, rng: Random, config: SimConfig) -> Committer:
+        return Committer(
+            Objects(bucket=BUCKET),
+            policy=self.policy,
+            rng=rng,
+            commit_window=config.commit_window,
+            retention=7 * 24 * 3600.0,
+            intent_ttl=config.intent_ttl,
+            max_attempts=config.max_attempts,
+            max_seconds=config.max_seconds,
+            bucket=BUCKET,
+        )
+
+    def view(self, store: SimS3) -> View:
+        view = View()
+        for _, body in store.history.get(REGISTRY_KEY, []):
+            view.root_versions.append(self.root_version(body))
+        current = store.objects.get(REGISTRY_KEY)
+        if current is None:
+            return view
+        reader = _Reader(store)
+        try:
+            doc = parse_registry(current.body, bucket=BUCKET, key=REGISTRY_KEY)
+            for name, entry in sorted(doc.entries.items()):
+                view.datasets[name] = [
+                    DatasetVersion(
+                        name, snap.version, tuple(c.id for c in snap.commits), reader.files(snap)
+                    )
+                    for _, snap in reader.chain(entry.snapshot)
+                ]
+        except LakelockError as error:
+            view.problems.append(f"the registry cannot be read: {type(error).__name__}: {error}")
+        return view
+
+    def follow(self, body: bytes, rng: Random) -> str | None:
+        datasets = orjson.loads(body).get("datasets") or {}
+        if not datasets:
+            return None
+        entry = datasets[rng.choice(sorted(datasets))]
+        snapshot = entry.get("snapshot") if isinstance(entry, dict) else None
+        return snapshot if isinstance(snapshot, str) else None
+
+    def older_state(self, store: SimS3, dataset: str, rng: Random) -> tuple[Any, int] | None:
+        current = store.objects.get(REGISTRY_KEY)
+        if current is None:
+            return None
+        doc = parse_registry(current.body, bucket=BUCKET, key=REGISTRY_KEY)
+        entry = doc.entries.get(dataset)
+        if entry is None:
+            return None
+        reader = _Reader(store)
+        chain = reader.chain(entry.snapshot)[-20:]
+        if len(chain) < 2:
+            return None
+        key, snap = rng.choice(chain[:-1])
+        return reader.state(key), snap.version
+
+
+def protocol_named(name: str, policy: Mapping[str, float] | None = None) -> SimProtocol:
+    """The protocol ``name``; ``policy``: the core's :class:`FoldPolicy` fields to change."""
+    if name == "toy":
+        if policy:
+            raise ValueError("the toy protocol has no policy")
+        return ToyProtocol()
+    if name == "core":
+        knobs: dict[str, Any] = dict(policy or {})
+        try:
+            chosen = FoldPolicy(**knobs)
+        except TypeError as error:
+            raise ValueError(f"not a FoldPolicy field: {error}") from error
+        return CoreProtocol(chosen)
+    raise ValueError(f"unknown protocol {name!r}: core or toy")

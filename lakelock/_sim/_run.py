@@ -1,0 +1,494 @@
+"""One simulated run: writers, readers and faults against the simulated bucket, then the
+checker and the metrics. :func:`simulate` is a pure function of its :class:`SimConfig`."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from random import Random
+from typing import Any
+
+from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
+from lakelock._registry._document import REGISTRY_KEY
+from lakelock._sim._check import Observation, check
+from lakelock._sim._faults import Faults
+from lakelock._sim._latency import Profile, profile
+from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
+from lakelock._sim._protocols import SimProtocol, protocol_named
+from lakelock._sim._store import SimS3
+from lakelock._sim._workload import Invocation, Mix, Workload
+from lakelock.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    CommitError,
+    CommitStateUnknownError,
+    NotFoundError,
+    RetryBudgetExhaustedError,
+)
+
+__all__ = ["Metrics", "SimConfig", "SimResult", "simulate"]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything a run depends on. ``seconds``: how long writers start commits (commits
+    under way then finish, up to ``drain`` more seconds); ``faults``: what goes wrong
+    (:class:`~._faults.Faults`); ``protocol``: ``core`` (the commit core) or ``toy``."""
+
+    writers: int = 4
+    seconds: float = 10.0
+    store: str = "s3-standard"
+    seed: int = 0
+    faults: Faults = field(default_factory=Faults)
+    readers: int = 0
+    datasets: int = 2
+    partitions: int = 4
+    files: int = 1
+    file_bytes: int = 256
+    mix: Mix = field(default_factory=Mix)
+    think: float = 0.0
+    intent_ttl: float = 600.0
+    commit_window: int = 100
+    max_attempts: int = 50
+    max_seconds: float = 300.0
+    store_retry: StoreRetry = field(default_factory=StoreRetry)
+    restart_delay: float = 0.5
+    drain: float = 900.0
+    #: Each writer makes this many commits and stops (0: as many as ``seconds`` allows);
+    #: figures are then per the time until the last one was acknowledged.
+    commits: int = 0
+    #: CPU seconds per request on a machine of ``cores`` cores all processes share (the
+    #: endpoint included): to compare with a run on one machine. 0: CPU is free (S3).
+    cpu: float = 0.0
+    cores: int = 0
+    protocol: str = "core"
+    #: Fields of the core's ``FoldPolicy`` to change (liveness only: no value of them may
+    #: break a guarantee, which the sweep checks with random ones).
+    policy: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.writers < 1:
+            raise ValueError(f"need at least one writer, got {self.writers}")
+        if not (self.seconds > 0 and math.isfinite(self.seconds)):
+            raise ValueError(f"seconds must be > 0, got {self.seconds}")
+        if self.readers < 0 or self.think < 0 or self.intent_ttl <= 0:
+            raise ValueError("readers and think must be >= 0, intent_ttl > 0")
+        profile(self.store)  # a clear error for an unknown store, up front
+        protocol_named(self.protocol, dict(self.policy))  # and for an unknown policy field
+
+    def replay_command(self) -> str:
+        """The ``lakelock simulate`` command that runs this configuration again (the options
+        the command has; the rest at their defaults)."""
+        parts = [
+            "lakelock simulate",
+            f"--writers {self.writers}",
+            f"--seconds {self.seconds:g}",
+            f"--store {self.store}",
+            f"--seed {self.seed}",
+        ]
+        if self.faults.rate:
+            parts.append(f"--faults {self.faults.rate:g}")
+        if self.faults.kills:
+            parts.append(f"--kills {self.faults.kills}")
+        if self.faults.stalls:
+            parts.append(f"--stalls {self.faults.stalls}")
+        if self.faults.skew:
+            parts.append(f"--skew {self.faults.skew:g}")
+        if self.readers:
+            parts.append(f"--readers {self.readers}")
+        if self.commits:
+            parts.append(f"--commits {self.commits}")
+        if self.cpu and self.cores:
+            parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
+        if self.max_attempts != 50 or self.max_seconds != 300.0:
+            parts.append(f"--max-attempts {self.max_attempts} --max-seconds {self.max_seconds:g}")
+        if self.intent_ttl != 600.0:
+            parts.append(f"--intent-ttl {self.intent_ttl:g}")
+        if self.protocol != "core":
+            parts.append(f"--protocol {self.protocol}")
+        parts += [f"--policy {name}={value:g}" for name, value in self.policy]
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A run's figures, in virtual time (docs/SIMULATOR.md, "Reading the output")."""
+
+    writers: int
+    seconds: float
+    store: str
+    seed: int
+    commits: int
+    commits_per_second: float
+    #: Virtual seconds the figures are per: ``seconds``, or until the last commit ended.
+    makespan: float
+    p50_ms: float
+    p99_ms: float
+    requests_per_commit: float
+    bytes_per_commit: float
+    commits_per_cas: float
+    root_swaps: int
+    largest_fold: int
+    throttled: int
+    faults_injected: int
+    failed: int
+    gave_up: int
+    unknown: int
+    killed: int
+    violations: int
+    bound_commits_per_second: float
+    bound_cas: float
+    bound_latency: float
+    requests: dict[str, int]
+    #: Writers' requests per commit, per operation and part of the lake.
+    areas: dict[str, float]
+    trace: str
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SimResult:
+    config: SimConfig
+    metrics: Metrics
+    violations: list[str]
+    invocations: list[Invocation]
+    observations: list[Observation]
+    store: SimS3
+    events: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class _Writer:
+    """One simulated writer process (restarted as a new one after a kill)."""
+
+    def __init__(self, run: _Run, index: int) -> None:
+        self.run = run
+        self.index = index
+        self.rng = Random(run.master.getrandbits(64))
+        faults = run.config.faults
+        self.skew = self.rng.uniform(-faults.skew, faults.skew) if faults.skew else 0.0
+        self.workload = Workload(
+            index,
+            self.rng,
+            datasets=run.config.datasets,
+            partitions=run.config.partitions,
+            files=run.config.files,
+            file_bytes=run.config.file_bytes,
+            mix=run.config.mix,
+            restores=run.protocol.restores,
+        )
+        self.current: Invocation | None = None
+        self.process: Process | None = None
+
+    def start(self, at: float, redo: Invocation | None = None) -> None:
+        committer = self.run.protocol.committer(Random(self.rng.getrandbits(64)), self.run.config)
+        self.current = redo  # killed again before it begins, it is still to be redone
+        self.process = Process(
+            self.run.loop,
+            self.run.endpoint,
+            self._program(committer, redo),
+            kind="writer",
+            skew=self.skew,
+            done=self._done,
+            killed=self._killed,
+        )
+        self.process.start(at)
+
+    def _program(self, committer: Any, redo: Invocation | None) -> Steps:
+        run = self.run
+        if redo is not None:
+            yield from self._commit(committer, redo, explicit=True, redo=True)
+        made = 0
+        limit = run.config.commits
+        while (made < limit) if limit else (run.loop.now < run.end):
+            made += 1
+            kind = self.workload.choose()
+            now: float = yield Now()
+            if kind == "restore":
+                invocation = yield from self._restore(now)
+            else:
+                invocation = self.workload.build(kind, now, run.loop.now)
+            if invocation is not None:
+                run.invocations.append(invocation)
+                yield from self._commit(committer, invocation, explicit=invocation.explicit)
+            if run.config.think:
+                yield Sleep(self.rng.expovariate(1.0 / run.config.think))
+
+    def _restore(self, now: float) -> Steps:
+        """A restore of one dataset to a version it had (read without cost: the caller found
+        it in ``lake.history``)."""
+        run = self.run
+        dataset = self.rng.choice(self.workload.names)
+        found = run.protocol.older_state(run.store, dataset, self.rng)
+        if found is None:
+            return self.workload.build("append", now, run.loop.now)
+        state, version = found
+        # A reader of the history reads the root and the dataset's snapshot.
+        yield Get(REGISTRY_KEY)
+        return self.workload.restore(now, run.loop.now, dataset, state, version)
+
+    def _commit(
+        self, committer: Any, invocation: Invocation, *, explicit: bool, redo: bool = False
+    ) -> Steps:
+        run = self.run
+        self.current = invocation
+        if invocation.data:
+            answers = yield Parallel(
+                tuple(Put(key, body, create=True) for key, body in invocation.data)
+            )
+            failed = [
+                a
+                for a in answers
+                if isinstance(a, BaseException) and not (redo and isinstance(a, AlreadyExistsError))
+            ]
+            if failed:
+                invocation.end = run.loop.now
+                invocation.outcome = "fail"
+                invocation.error = f"data PUT: {type(failed[0]).__name__}: {failed[0]}"
+                self.current = None
+                return
+            invocation.data = ()
+        now: float = yield Now()
+        try:
+            pending = committer.prepare(list(invocation.changes), explicit_id=explicit, now=now)
+            yield from committer.run([pending])
+        except Exception as error:
+            self._settle(invocation, None, error)
+            return
+        self._settle(invocation, getattr(pending, "result", None), getattr(pending, "error", None))
+
+    def _settle(self, invocation: Invocation, result: Any, error: BaseException | None) -> None:
+        run = self.run
+        invocation.end = run.loop.now
+        self.current = None
+        if result is not None and error is None:
+            invocation.outcome = "ok"
+            invocation.version = result.version
+            invocation.already = bool(getattr(result, "already_committed", False))
+            invocation.batch = int(getattr(result, "batch_size", 1))
+            self.workload.acknowledged(invocation)
+        elif isinstance(error, RetryBudgetExhaustedError):
+            invocation.outcome, invocation.error = "gaveup", _describe(error)
+        elif isinstance(error, CommitStateUnknownError):
+            invocation.outcome, invocation.error = "unknown", _describe(error)
+        elif isinstance(error, CommitConflictError):
+            invocation.outcome, invocation.error = "fail", _describe(error)
+        elif isinstance(error, CommitError):
+            invocation.outcome, invocation.error = "unknown", _describe(error)
+        else:
+            invocation.outcome = "crash"
+            invocation.error = _describe(error) if error else "no result and no error"
+
+    def _done(self, result: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self.run.crashes.append(f"writer {self.index}: {_describe(error)}")
+            if self.current is not None:
+                self._settle(self.current, None, error)
+
+    def _killed(self) -> None:
+        run = self.run
+        redo = self.current
+        self.current = None
+        if redo is not None:
+            redo.restarts += 1
+            redo.outcome = "killed"
+        self.start(run.loop.now + run.config.restart_delay, redo)
+
+
+class _Run:
+    def __init__(
+        self,
+        config: SimConfig,
+        protocol: SimProtocol,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.progress = progress
+        self.protocol = protocol
+        self.master = Random(config.seed)
+        self.profile: Profile = profile(config.store)
+        self.loop = Loop()
+        self.store = SimS3(
+            self.profile, Random(self.master.getrandbits(64)), tracked=frozenset({REGISTRY_KEY})
+        )
+        self.endpoint = Endpoint(
+            self.loop,
+            self.store,
+            Random(self.master.getrandbits(64)),
+            config.faults,
+            config.store_retry,
+            root_key=REGISTRY_KEY,
+            cpu=config.cpu,
+            cores=config.cores,
+        )
+        self.end = config.seconds
+        self.invocations: list[Invocation] = []
+        self.observations: list[Observation] = []
+        self.crashes: list[str] = []
+
+    def reader(self, index: int, rng: Random) -> Steps:
+        while self.loop.now < self.end:
+            start = self.loop.now
+            try:
+                data = yield Get(REGISTRY_KEY)
+            except NotFoundError:
+                version = 0
+            except Exception:
+                version = -1
+            else:
+                version = self.protocol.root_version(data.body)
+                follow = self.protocol.follow(data.body, rng)
+                if follow is not None:
+                    with contextlib.suppress(Exception):
+                        yield Get(follow)
+            if version >= 0:
+                self.observations.append(Observation(index, start, self.loop.now, version))
+            yield Sleep(rng.uniform(0.05, 0.15))
+
+    def go(self) -> SimResult:
+        config = self.config
+        writers = [_Writer(self, n) for n in range(config.writers)]
+        for writer in writers:
+            writer.start(writer.rng.uniform(0.0, 0.1))
+        for n in range(config.readers):
+            rng = Random(self.master.getrandbits(64))
+            Process(self.loop, self.endpoint, self.reader(n, rng), kind="reader").start(
+                rng.uniform(0.0, 0.1)
+            )
+        chaos = Random(self.master.getrandbits(64))
+        faults = config.faults
+        stall = faults.stall if faults.stall is not None else config.intent_ttl + 5.0
+
+        def stalled(process: Process) -> None:
+            process.stall(stall)
+
+        for _ in range(faults.kills):
+            self._at_random_writer(chaos, writers, Process.kill)
+        for _ in range(faults.stalls):
+            self._at_random_writer(chaos, writers, stalled)
+        step = max(1.0, math.ceil(self.end / 100))
+        until = 0.0
+        while until < self.end:
+            until = min(self.end, until + step)
+            self.loop.run(until)
+            if self.progress is not None:
+                self.progress(int(until), math.ceil(self.end))
+        self.loop.run(math.inf if config.commits else self.end + config.drain)
+        view = self.protocol.view(self.store)
+        violations = check(self.invocations, view, self.observations)
+        violations += [f"process crashed: {c}" for c in self.crashes]
+        metrics = self._metrics(view, violations)
+        return SimResult(
+            config,
+            metrics,
+            violations,
+            self.invocations,
+            self.observations,
+            self.store,
+            self.loop.events,
+        )
+
+    def _at_random_writer(
+        self, rng: Random, writers: list[_Writer], act: Callable[[Process], None]
+    ) -> None:
+        when = rng.uniform(0.1, 0.9) * self.config.seconds
+        index = rng.randrange(len(writers))
+
+        def fire(_: Any) -> None:
+            process = writers[index].process
+            if process is not None and not process.finished:
+                act(process)
+
+        self.loop.at(when, fire)
+
+    def _metrics(self, view: Any, violations: list[str]) -> Metrics:
+        config = self.config
+        done = [i for i in self.invocations if i.outcome == "ok"]
+        window = self.end
+        if config.commits:
+            window = max((i.end or 0.0 for i in self.invocations), default=0.0) or self.end
+        inside = sorted(
+            (i.end or 0.0) - i.start for i in done if i.end is not None and i.end <= window
+        )
+        counts = self.endpoint.counts
+        writer_requests = sum(v for k, v in counts.requests.items() if k.startswith("writer:"))
+        commits = len(done)
+        folds: dict[int, set[str]] = {}
+        for versions in view.datasets.values():
+            for v in versions:
+                folds.setdefault(v.version, set()).update(v.commit_ids)
+        largest = max((len(ids) for ids in folds.values()), default=0)
+        fold_limit = max(1, min(config.writers, self.protocol.max_fold))
+        bound_cas = self.profile.key_cas_rate() * fold_limit
+        bound_latency = config.writers / self.profile.floor() if self.profile.floor() else math.inf
+        digest = hashlib.sha256()
+        for i in self.invocations:
+            digest.update(f"{i.id}|{i.outcome}|{i.version}|{i.start!r}|{i.end!r}\n".encode())
+        digest.update(repr(sorted(counts.requests.items())).encode())
+        digest.update(repr(self.loop.events).encode())
+        return Metrics(
+            writers=config.writers,
+            seconds=config.seconds,
+            store=config.store,
+            seed=config.seed,
+            commits=len(inside),
+            commits_per_second=_round(len(inside) / window),
+            makespan=_round(window),
+            p50_ms=_round(_percentile(inside, 0.50) * 1000),
+            p99_ms=_round(_percentile(inside, 0.99) * 1000),
+            requests_per_commit=_round(writer_requests / commits) if commits else 0.0,
+            bytes_per_commit=_round(counts.bytes["writer"] / commits) if commits else 0.0,
+            commits_per_cas=_round(commits / counts.root_swaps) if counts.root_swaps else 0.0,
+            root_swaps=counts.root_swaps,
+            largest_fold=largest,
+            throttled=counts.throttled + counts.faults["throttle"],
+            faults_injected=sum(counts.faults.values()),
+            failed=sum(1 for i in self.invocations if i.outcome == "fail"),
+            gave_up=sum(1 for i in self.invocations if i.outcome == "gaveup"),
+            unknown=sum(1 for i in self.invocations if i.outcome in ("unknown", "crash")),
+            killed=sum(i.restarts for i in self.invocations),
+            violations=len(violations),
+            bound_commits_per_second=_round(min(bound_cas, bound_latency)),
+            bound_cas=_round(bound_cas),
+            bound_latency=_round(bound_latency),
+            requests=dict(sorted(counts.requests.items())),
+            areas={k: _round(v / commits) for k, v in sorted(counts.areas.items())}
+            if commits
+            else {},
+            trace=digest.hexdigest()[:16],
+        )
+
+
+def simulate(
+    config: SimConfig,
+    *,
+    protocol: SimProtocol | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Run ``config`` and check it. ``protocol`` overrides ``config.protocol`` (tests pass a
+    broken one to see the checker catch it); ``progress(done, total)`` hears of the virtual
+    seconds simulated."""
+    chosen = protocol or protocol_named(config.protocol, dict(config.policy))
+    return _Run(config, chosen, progress).go()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def _round(value: float) -> float:
+    return round(value, 3) if math.isfinite(value) else value
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,269 @@
+"""The simulated S3 bucket: its objects and what each request does to them, decided at the
+instant the request takes effect (the event loop, :mod:`._loop`, chooses that instant inside
+the request's latency and delivers the answer at its end).
+
+Semantics the commit protocol relies on, as S3 has them:
+
+- strong read-after-write: a GET or LIST that takes effect after a write sees it;
+- ``If-None-Match: *`` on an existing key, ``If-Match`` on another ETag: 412
+  (:class:`AlreadyExistsError`, :class:`PreconditionFailedError`); ``If-Match`` on a missing
+  key: :class:`NotFoundError`;
+- two conditional writes to one key in flight at once: the later one to take effect may get
+  409 ConditionalRequestConflict (:class:`ConflictError`, nothing applied);
+- conditional writes to one key beyond its rate (``Profile.cas_rate``): 503 SlowDown
+  (:class:`ThrottledError`, nothing applied);
+- LIST in key order, in pages of at most ``max_keys`` after ``start_after``; LastModified and
+  the ``Date`` header are the server's clock truncated to the second; ETags are the MD5 of the
+  body, quoted.
+
+Every successful write of a ``tracked`` key is kept (``history``): the checker reads each
+version of the root that ever existed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from random import Random
+
+from lakelock._registry._core._requests import Listing
+from lakelock._s3._types import WRITE_ID_KEY, ListedObject, ObjectData, PutResult
+from lakelock._sim._latency import Profile
+from lakelock.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    NotFoundError,
+    PreconditionFailedError,
+    ThrottledError,
+)
+
+__all__ = ["BUCKET", "EPOCH", "SimS3", "StoredObject"]
+
+BUCKET = "simulated"
+#: Virtual time 0 is this server time (2026-01-01T00:00:00Z).
+EPOCH = 1_767_225_600.0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    body: bytes
+    etag: str
+    modified: float  # server seconds, whole
+    write_id: str
+    listed: ListedObject  # how a LIST shows it (made once: a listing is the hot path)
+
+
+class SimS3:
+    """One bucket in memory. Methods take ``now`` (virtual seconds) and apply at once; they
+    are called by the event loop at the instant a request takes effect."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        rng: Random,
+        *,
+        tracked: frozenset[str] = frozenset(),
+        conflict_share: float = 0.5,
+    ) -> None:
+        self.profile = profile
+        self._rng = rng
+        self.objects: dict[str, StoredObject] = {}
+        self._keys: list[str] = []  # sorted
+        self.tracked = tracked
+        self.history: dict[str, list[tuple[float, bytes]]] = {k: [] for k in tracked}
+        self.conflict_share = conflict_share
+        self._last_conditional: dict[str, float] = {}
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
+        self._writes = 0
+        self._stamps: dict[float, datetime] = {}
+        self.throttled = 0
+        self.conflicts = 0
+
+    # -- time ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def server_seconds(now: float) -> float:
+        """The server clock at virtual time ``now``, at S3's resolution of one second."""
+        return float(int(EPOCH + now))
+
+    def stamp(self, now: float) -> datetime:
+        return self._datetime(float(int(EPOCH + now)))
+
+    def _datetime(self, seconds: float) -> datetime:
+        found = self._stamps.get(seconds)
+        if found is None:
+            found = self._stamps[seconds] = datetime.fromtimestamp(seconds, UTC)
+        return found
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def get(self, key: str, now: float) -> ObjectData:
+        found = self.objects.get(key)
+        if found is None:
+            raise NotFoundError(
+                f"GetObject {key!r}: NoSuchKey",
+                bucket=BUCKET,
+                key=key,
+                operation="GetObject",
+                status=404,
+                code="NoSuchKey",
+            )
+        return ObjectData(
+            key=key,
+            etag=found.etag,
+            size=len(found.body),
+            metadata={WRITE_ID_KEY: found.write_id},
+            last_modified=self._datetime(found.modified),
+            server_time=self.stamp(now),
+            body=found.body,
+        )
+
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        now: float,
+        *,
+        create: bool = False,
+        if_match: str | None = None,
+        started: float | None = None,
+    ) -> PutResult:
+        """Apply a PUT; ``started``: when the request was sent (for 409 on overlap)."""
+        conditional = create or if_match is not None
+        if conditional:
+            self._admit(key, now, started)
+        current = self.objects.get(key)
+        if create and current is not None:
+            raise AlreadyExistsError(
+                f"PutObject {key!r}: PreconditionFailed (exists)",
+                bucket=BUCKET,
+                key=key,
+                operation="PutObject",
+                status=412,
+                code="PreconditionFailed",
+                actual_etag=current.etag,
+            )
+        if if_match is not None:
+            if current is None:
+                raise NotFoundError(
+                    f"PutObject {key!r}: NoSuchKey (If-Match)",
+                    bucket=BUCKET,
+                    key=key,
+                    operation="PutObject",
+                    status=404,
+                    code="NoSuchKey",
+                    expected_etag=if_match,
+                )
+            if current.etag != if_match:
+                raise PreconditionFailedError(
+                    f"PutObject {key!r}: PreconditionFailed",
+                    bucket=BUCKET,
+                    key=key,
+                    operation="PutObject",
+                    status=412,
+                    code="PreconditionFailed",
+                    expected_etag=if_match,
+                    actual_etag=current.etag,
+                )
+        self._writes += 1
+        etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
+        write_id = f"w{self._writes}"
+        if current is None:
+            bisect.insort(self._keys, key)
+        modified = self.server_seconds(now)
+        listed = ListedObject(key, etag, len(body), self._datetime(modified))
+        self.objects[key] = StoredObject(body, etag, modified, write_id, listed)
+        if key in self.tracked:
+            self.history[key].append((now, body))
+        return PutResult(key, etag, write_id, len(body))
+
+    def list(self, prefix: str, start_after: str, max_keys: int, now: float) -> Listing:
+        keys = self._keys
+        start = max(prefix, start_after)
+        at = (
+            bisect.bisect_right(keys, start)
+            if start == start_after
+            else bisect.bisect_left(keys, start)
+        )
+        found: list[ListedObject] = []
+        limit = max(1, min(max_keys, 1000))
+        objects = self.objects
+        while at < len(keys) and keys[at].startswith(prefix):
+            if len(found) == limit:
+                return Listing(tuple(found), truncated=True)
+            found.append(objects[keys[at]].listed)
+            at += 1
+        return Listing(tuple(found), truncated=False)
+
+    def delete(self, key: str, now: float, *, if_match: str | None = None) -> None:
+        current = self.objects.get(key)
+        if if_match is not None:
+            if current is None:
+                raise NotFoundError(
+                    f"DeleteObject {key!r}: NoSuchKey (If-Match)",
+                    bucket=BUCKET,
+                    key=key,
+                    operation="DeleteObject",
+                    status=404,
+                    code="NoSuchKey",
+                    expected_etag=if_match,
+                )
+            if current.etag != if_match:
+                raise PreconditionFailedError(
+                    f"DeleteObject {key!r}: PreconditionFailed",
+                    bucket=BUCKET,
+                    key=key,
+                    operation="DeleteObject",
+                    status=412,
+                    code="PreconditionFailed",
+                    expected_etag=if_match,
+                    actual_etag=current.etag,
+                )
+        if current is None:
+            return  # S3 answers 204 for a missing key
+        del self.objects[key]
+        del self._keys[bisect.bisect_left(self._keys, key)]
+
+    # -- limits -------------------------------------------------------------------------------
+
+    def _admit(self, key: str, now: float, started: float | None) -> None:
+        """409 if another conditional write to ``key`` took effect while this one was in
+        flight (S3's ConditionalRequestConflict, for a share of them); 503 past the key's
+        rate of conditional writes. Neither applies anything."""
+        last = self._last_conditional.get(key)
+        self._last_conditional[key] = now
+        if (
+            started is not None
+            and last is not None
+            and last > started
+            and self._rng.random() < self.conflict_share
+        ):
+            self.conflicts += 1
+            raise ConflictError(
+                f"PutObject {key!r}: ConditionalRequestConflict",
+                bucket=BUCKET,
+                key=key,
+                operation="PutObject",
+                status=409,
+                code="ConditionalRequestConflict",
+            )
+        rate = self.profile.cas_rate
+        if rate is None:
+            return
+        burst = self.profile.cas_burst
+        tokens, at = self._buckets.get(key, (burst, now))
+        tokens = min(burst, tokens + (now - at) * rate)
+        if tokens < 1.0:
+            self._buckets[key] = (tokens, now)
+            self.throttled += 1
+            raise ThrottledError(
+                f"PutObject {key!r}: SlowDown (conditional writes to one key past {rate:g}/s)",
+                bucket=BUCKET,
+                key=key,
+                operation="PutObject",
+                status=503,
+                code="SlowDown",
+            )
+        self._buckets[key] = (tokens - 1.0, now)

@@ -1,0 +1,65 @@
+"""The deterministic simulator, for tests of pipelines and of lakelock itself: many writers
+run lakelock's commit protocol against a simulated S3 in virtual time, one thread, seeded; every
+run is checked (docs/SIMULATOR.md). Also the ``lakelock simulate`` command.
+
+```python
+from lakelock.testing.simulate import Faults, SimConfig, simulate
+
+result = simulate(SimConfig(writers=8, seconds=2, store="s3-express", seed=7,
+                            faults=Faults(rate=0.02, kills=1)))
+assert not result.violations, result.config.replay_command()
+print(result.metrics.commits_per_second)
+```
+"""
+
+from __future__ import annotations
+
+from lakelock._sim import (
+    EPOCH,
+    FAULT_KINDS,
+    PROFILES,
+    CoreProtocol,
+    DatasetVersion,
+    Faults,
+    Invocation,
+    Latency,
+    Metrics,
+    Mix,
+    Observation,
+    Profile,
+    SimConfig,
+    SimProtocol,
+    SimResult,
+    SimS3,
+    StoreRetry,
+    ToyProtocol,
+    View,
+    check,
+    profile,
+    simulate,
+)
+
+__all__ = [
+    "EPOCH",
+    "FAULT_KINDS",
+    "PROFILES",
+    "CoreProtocol",
+    "DatasetVersion",
+    "Faults",
+    "Invocation",
+    "Latency",
+    "Metrics",
+    "Mix",
+    "Observation",
+    "Profile",
+    "SimConfig",
+    "SimProtocol",
+    "SimResult",
+    "SimS3",
+    "StoreRetry",
+    "ToyProtocol",
+    "View",
+    "check",
+    "profile",
+    "simulate",
+]

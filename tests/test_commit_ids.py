@@ -1,0 +1,190 @@
+"""A commit id is bound to the change it committed: a retry of the same change (same
+dataset, operation and rows, in any order) reports the recorded commit; the same id for
+another change is CommitIdReusedError, before any data is written, and in the commit loop
+itself when the check before it is bypassed (a race)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import dask.dataframe as dd
+import pyarrow as pa
+import pytest
+
+import lakelock.dask
+from lakelock import Change, Lake
+from lakelock._digest import change_digest
+from lakelock._registry._changes import reused_commit_id
+from lakelock._registry._document import (
+    CommitRecord,
+    RegistryDoc,
+    parse_registry,
+    serialize_registry,
+)
+from lakelock._registry._intents import intent_document, parse_intent
+from lakelock.errors import CommitIdReusedError, PartitionByMismatchError
+from tests._support import FAST_RETRY
+
+
+def table(ids: list[int]) -> pa.Table:
+    return pa.table({"id": ids, "day": [i % 2 for i in ids]})
+
+
+def data_keys(lake: Lake, dataset: str) -> list[str]:
+    return [o.key for o in lake.store.list(f"datasets/{dataset}/")]
+
+
+def test_the_same_id_for_another_dataset_is_refused_before_any_write(lake: Lake) -> None:
+    lake.append("c", table([1, 2]), commit_id="c1")
+    with pytest.raises(CommitIdReusedError) as info:
+        lake.append("c_other", table([3]), commit_id="c1")
+    error = info.value
+    assert (error.version, error.recorded_dataset, error.recorded_operation) == (1, "c", "append")
+    assert "version 1" in str(error)
+    assert "'c'" in str(error)
+    assert "c_other" not in lake.registry.read().datasets
+    assert data_keys(lake, "c_other") == []  # refused before its first data PUT
+
+
+@pytest.mark.parametrize("operation", ["overwrite", "delete", "compact"])
+def test_the_same_id_for_another_operation_is_refused(lake: Lake, operation: str) -> None:
+    lake.append("c", table([1, 2]), partition_by=["day"], commit_id="c1")
+    files_before = data_keys(lake, "c")
+    calls: dict[str, Callable[[], object]] = {
+        "overwrite": lambda: lake.overwrite(
+            "c", table([1, 2]), partition_by=["day"], commit_id="c1"
+        ),
+        "delete": lambda: lake.delete("c", partitions="all", commit_id="c1"),
+        "compact": lambda: lake.compact("c", commit_id="c1"),
+    }
+    with pytest.raises(CommitIdReusedError) as info:
+        calls[operation]()
+    assert info.value.recorded_operation == "append"
+    assert data_keys(lake, "c") == files_before
+    assert lake.registry.read().version == 1
+
+
+def test_a_retry_with_the_same_rows_in_another_order_reports_the_commit(lake: Lake) -> None:
+    first = lake.append("c", table([1, 2, 3]), commit_id="c1")
+    shuffled = table([3, 1, 2]).select(["day", "id"])  # other row and column order
+    again = lake.append("c", shuffled, commit_id="c1")
+    assert (again.version, again.already_committed) == (first.version, True)
+    assert lake.read("c").num_rows == 3
+
+
+def test_the_same_id_for_other_rows_is_refused(lake: Lake) -> None:
+    lake.append("c", table([1, 2, 3]), commit_id="c1")
+    with pytest.raises(CommitIdReusedError, match="other content"):
+        lake.append("c", table([1, 2, 4]), commit_id="c1")
+    assert sorted(lake.read("c")["id"].to_pylist()) == [1, 2, 3]
+
+
+def test_overwrite_and_delete_retries_are_recognised(lake: Lake) -> None:
+    lake.append("c", table([1, 2]), partition_by=["day"])
+    first = lake.overwrite("c", table([5]), partition_by=["day"], commit_id="o1")
+    assert lake.overwrite("c", table([5]), partition_by=["day"], commit_id="o1").already_committed
+    with pytest.raises(CommitIdReusedError):
+        lake.overwrite("c", table([7]), partition_by=["day"], commit_id="o1")
+    deleted = lake.delete("c", partitions=["day=1"], commit_id="d1")
+    assert lake.delete("c", partitions=["day=1"], commit_id="d1").version == deleted.version
+    with pytest.raises(CommitIdReusedError):
+        lake.delete("c", partitions=["day=0"], commit_id="d1")
+    assert first.version < deleted.version
+
+
+def test_past_the_root_window_the_dataset_index_binds_the_id(client: Any, bucket: str) -> None:
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=2)
+    lake.append("c", table([1]), commit_id="c1")
+    for n in range(3):
+        lake.append("c", table([10 + n]))
+    assert lake.registry.read().commits[0].id != "c1"  # left the root's window
+    assert lake.append("c", table([1]), commit_id="c1").already_committed
+    with pytest.raises(CommitIdReusedError) as info:
+        lake.append("c", table([2]), commit_id="c1")
+    assert (info.value.version, info.value.recorded_dataset) == (1, "c")
+
+
+def change(dataset: str, digest: str | None, operation: str = "append") -> Change:
+    return Change(dataset=dataset, commit_id="c1", operation=operation, digest=digest)
+
+
+def test_the_commit_loop_refuses_a_reused_id_found_in_the_root(lake: Lake) -> None:
+    """The check before writing can be raced: the commit loop's own settling checks too."""
+    lake.append("c", table([1]), commit_id="c1")
+    with pytest.raises(CommitIdReusedError):
+        lake.registry.commit_changes([change("c", "sha256:other")])
+    with pytest.raises(CommitIdReusedError):
+        lake.registry.commit_changes([change("c_other", None)])
+    assert lake.registry.read().version == 1
+
+
+def test_the_commit_loop_refuses_a_reused_id_found_in_the_index(client: Any, bucket: str) -> None:
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=1)
+    lake.append("c", table([1]), commit_id="c1")
+    lake.append("c", table([2]))
+    with pytest.raises(CommitIdReusedError):
+        lake.registry.commit_changes([change("c", "sha256:other")])
+    same = change("c", change_digest({"partition_by": ()}, table=table([1])))
+    assert lake.registry.commit_changes([same]).already_committed
+
+
+def test_records_without_a_digest_bind_dataset_and_operation_only() -> None:
+    """Commits recorded before digests (old documents) match any content."""
+    old = CommitRecord("c1", 3, "c", "2026-01-01T00:00:00Z", 1, 0, "append")
+    assert reused_commit_id(old, change("c", "sha256:x")) is None
+    assert reused_commit_id(old, change("c", None, operation="delete")) is not None
+    assert reused_commit_id({"version": 3, "operation": "append"}, change("c", "x")) is None
+    entry = {"version": 3, "operation": "append", "digest": "sha256:y"}
+    assert reused_commit_id(entry, change("c", "sha256:x")) is not None
+
+
+def test_the_digest_travels_in_root_records_and_intents() -> None:
+    record = CommitRecord("c1", 1, "c", "2026-01-01T00:00:00Z", 1, 0, "append", "sha256:d")
+    body = serialize_registry(parse_registry(_root_with(record)))
+    assert parse_registry(body).commits[0].digest == "sha256:d"
+    key, intent, _ = intent_document(change("c", "sha256:d"), now_ms=1)
+    assert parse_intent(key, intent)[0].digest == "sha256:d"
+    key, intent, _ = intent_document(change("c", None), now_ms=1)
+    assert b"digest" not in intent
+    assert parse_intent(key, intent)[0].digest is None
+
+
+def _root_with(record: CommitRecord) -> bytes:
+    return serialize_registry(RegistryDoc(version=1, commits=(record,)))
+
+
+def test_dask_append_shares_the_check_before_any_task_runs(lake: Lake) -> None:
+    """``lakelock.dask.append`` takes the same preamble as ``Lake.append``: a recorded id is
+    reported (retry) or refused (another dataset), and another ``partition_by`` than the
+    dataset's is refused, all before a worker writes a file."""
+    lake.append("c", table([1, 2]), partition_by=["day"], commit_id="c1")
+    frame = dd.from_dict({"id": [1, 2], "day": [1, 0]}, npartitions=1)
+    retry = lakelock.dask.append(lake, "c", frame, partition_by=["day"], commit_id="c1")
+    assert (retry.version, retry.already_committed) == (1, True)
+    with pytest.raises(CommitIdReusedError):
+        lakelock.dask.append(lake, "c_other", frame, partition_by=["day"], commit_id="c1")
+    with pytest.raises(PartitionByMismatchError):
+        lakelock.dask.append(lake, "c", frame, partition_by=[], commit_id="c2")
+    assert data_keys(lake, "c_other") == []
+    assert len(data_keys(lake, "c")) == 2
+
+
+def test_a_fold_rejects_another_process_intent_that_reuses_an_id(lake: Lake) -> None:
+    """An intent of another process whose commit id is recorded for another change (it
+    skipped the check before writing, or raced it) is rejected by the fold that lists it,
+    with the reason; its writer then fails instead of succeeding with nothing committed."""
+    lake.append("c", table([1]), commit_id="c1")
+    files = lake.write("c_other", table([2]))
+    reuse = Change(
+        dataset="c_other", commit_id="c1", add=tuple(files), operation="append", digest="x"
+    )
+    key, body, _ = intent_document(reuse, now_ms=int(time.time() * 1000))
+    lake.store.put(key, body, mode="create")
+    folder = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    folder.append("d", table([3]))
+    fate = next(f for f in folder.registry.intent_fates() if f.key == key)
+    assert fate.state == "rejected"
+    assert "commit id 'c1' was recorded at version 1" in fate.reason
+    assert "c_other" not in folder.registry.read().datasets

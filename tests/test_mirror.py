@@ -76,7 +76,9 @@ def history(lake: Lake) -> list[int]:
     compaction and a restore."""
     lake.append("events", events(range(0, 5), 1), partition_by=["day"])
     lake.append("events", events(range(5, 10), 2), partition_by=["day"])
-    lake.append("events", events(range(10, 12), 2, extra=True), partition_by=["day"])
+    lake.append(
+        "events", events(range(10, 12), 2, extra=True), partition_by=["day"], schema_mode="merge"
+    )
     lake.overwrite("events", events(range(20, 23), 1), partition_by=["day"])
     lake.append("events", events(range(30, 33), 3), partition_by=["day"])
     lake.delete("events", partitions=[{"day": dt.date(2026, 1, 3)}])

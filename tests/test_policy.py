@@ -144,6 +144,10 @@ _ROWS = [
     ("manifest create-only PUT", "PutObject", MANIFEST, INM, None, ALLOW, ALLOW),
     ("vacuum deletes a data file (If-Match)", "DeleteObject", DATA, IM, None, ALLOW, ALLOW),
     ("vacuum deletes a manifest (If-Match)", "DeleteObject", MANIFEST, IM, None, ALLOW, ALLOW),
+    ("mirror creates a view object", "PutObject", VIEW, INM, None, ALLOW, ALLOW),
+    ("mirror creates a Delta log entry", "PutObject", DELTA_LOG, INM, None, ALLOW, ALLOW),
+    ("vacuum deletes a view object (If-Match)", "DeleteObject", VIEW, IM, None, ALLOW, ALLOW),
+    ("read a view object", "GetObject", VIEW, {}, None, ALLOW, ALLOW),
     ("read a data file", "GetObject", DATA, {}, None, ALLOW, ALLOW),
     ("read the registry with its ETag", "HeadObject", REGISTRY, {}, None, ALLOW, ALLOW),
     (

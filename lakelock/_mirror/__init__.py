@@ -1,7 +1,8 @@
 """Iceberg and Delta views of a dataset's versions (``lake.mirror``): :mod:`._run` brings a
 view up to date, :mod:`._versions` finds the versions to mirror and what each changed,
 :mod:`._delta` and :mod:`._iceberg` write each format, :mod:`._layout` the keys and the
-search for a view's newest version, :mod:`._auto` the background mirroring after commits."""
+search for a view's newest version, :mod:`._auto` the background mirroring after commits,
+:mod:`._vacuum` which view objects vacuum keeps."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from typing import Any, cast
 from lakelock._mirror import _delta
 from lakelock._mirror._layout import VIEWS_PREFIX
 from lakelock._registry import Registry
-from lakelock._s3._types import ListedObject
+from lakelock._s3 import ListedObject
 from lakelock.errors import NotFoundError, RegistryCorruptError
 
 __all__ = ["is_view_key", "view_keep"]

@@ -25,11 +25,13 @@ read-only, and has no views, functions or server-side scan planning): 406
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_plus
 
 __all__ = [
     "ENDPOINTS",
@@ -37,6 +39,7 @@ __all__ = [
     "CatalogError",
     "Operation",
     "Route",
+    "basic_secret",
     "bearer_token",
     "config_body",
     "error_body",
@@ -205,10 +208,29 @@ def bearer_token(header: str | None) -> str | None:
     return token.strip()
 
 
-def token_grant(form: Mapping[str, Sequence[str]], token: str | None) -> dict[str, Any]:
+def basic_secret(header: str | None) -> str | None:
+    """The password of an ``Authorization: Basic`` header (RFC 6749 lets an OAuth2 client
+    send its id and secret so; DuckDB does), or None."""
+    if header is None:
+        return None
+    scheme, _, encoded = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    _, sep, secret = decoded.partition(":")
+    return unquote_plus(secret) if sep else None
+
+
+def token_grant(
+    form: Mapping[str, Sequence[str]], token: str | None, *, basic: str | None = None
+) -> dict[str, Any]:
     """``POST /v1/oauth/tokens`` (the spec's deprecated OAuth2 endpoint, which Spark's,
     Trino's and pyiceberg's REST clients use when given a ``credential``): the client
-    credentials grant with the configured ``token`` as the client secret (any client id), or
+    credentials grant with the configured ``token`` as the client secret (any client id; in
+    the form, or as the password of HTTP Basic authentication: ``basic``), or
     the token exchange grant with the token as the subject (a refresh), answers the token
     itself. There are no other tokens to issue: this catalog knows exactly one.
 
@@ -228,7 +250,7 @@ def token_grant(form: Mapping[str, Sequence[str]], token: str | None) -> dict[st
         )
     grant = field("grant_type")
     if grant == "client_credentials":
-        offered = field("client_secret")
+        offered = field("client_secret") or basic or ""
     elif grant == "urn:ietf:params:oauth:grant-type:token-exchange":
         offered = field("subject_token")
     else:

@@ -25,6 +25,7 @@ import orjson
 from lakelock._catalog._protocol import (
     CatalogError,
     Route,
+    basic_secret,
     bearer_token,
     config_body,
     error_body,
@@ -131,7 +132,8 @@ class CatalogServer:
             # The one route without a bearer token: it is where clients get one.
             try:
                 form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-                return _Answer(200, orjson.dumps(token_grant(form, self.token)))
+                basic = basic_secret(headers.get("Authorization"))
+                return _Answer(200, orjson.dumps(token_grant(form, self.token, basic=basic)))
             except CatalogError as error:
                 described = {"error": error.type, "error_description": error.message}
                 return _Answer(error.status, orjson.dumps(described))

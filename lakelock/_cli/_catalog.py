@@ -135,14 +135,14 @@ def catalog_banner(server: CatalogServer) -> list[str]:
     auth = "bearer token required" if server.token is not None else "no token"
     vend = "vends S3 credentials" if catalog.vend_credentials else "vends no credentials"
     token = ", token='<TOKEN>'" if server.token is not None else ""
-    duck_token = ", TOKEN '<TOKEN>'" if server.token is not None else ""
+    auth_option = "TOKEN '<TOKEN>'" if server.token is not None else "AUTHORIZATION_TYPE 'none'"
     return [
         f"lakelock Iceberg REST catalog: {server.url} ({catalog.lake.url}, namespace "
         f"{catalog.namespace!r}; {auth}; {vend})",
-        f"  pyiceberg: RestCatalog('lake', uri='{server.url}'{token})",
-        "  DuckDB:    CREATE SECRET (TYPE iceberg, ENDPOINT "
-        f"'{server.url}'{duck_token}); ATTACH 'lake' AS lake (TYPE iceberg, "
-        "ENDPOINT_TYPE ..., see README)",
+        f"  pyiceberg: RestCatalog('lake', uri='{server.url}'{token}, "
+        "**{'s3.access-key-id': ..., 's3.secret-access-key': ...})",
+        f"  DuckDB:    ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{server.url}', "
+        f"{auth_option}) (with an S3 secret for the data)",
         f"  Spark/Trino: an Iceberg REST catalog with uri {server.url}",
     ]
 

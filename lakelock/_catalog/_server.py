@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +46,10 @@ __all__ = ["CatalogServer"]
 
 #: The largest request body read (only the OAuth2 form has one worth reading).
 MAX_BODY = 64 * 1024
+
+#: After refusing a body: how long and how much of it to read before closing.
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 16 * 1024 * 1024
 
 
 class CatalogServer:
@@ -248,11 +253,31 @@ class _Handler(BaseHTTPRequestHandler):
         if length < 0 or length > MAX_BODY or chunked:
             # A body we will not read: answer, then close (the rest cannot be skipped).
             self.close_connection = True
-            error = CatalogError.bad_request(f"request bodies are at most {MAX_BODY} bytes")
+            error = CatalogError.bad_request(
+                f"request bodies are at most {MAX_BODY} bytes, with a Content-Length"
+            )
             self._send(_error(error, head=self.command == "HEAD"))
+            self._linger()
             return
         body = self.rfile.read(length) if length else b""
         self._send(self.server_state.answer(self.command, self.path, self.headers, body))
+
+    def _linger(self) -> None:
+        """Close gently after refusing a body: stop writing, then read what the client still
+        sends (bounded), so closing with unread bytes does not reset the connection before
+        the client has read the answer."""
+        self.wfile.flush()
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(LINGER_SECONDS)
+            drained = 0
+            while drained < LINGER_BYTES:
+                chunk = self.connection.recv(65536)
+                if not chunk:
+                    break
+                drained += len(chunk)
+        except OSError:
+            pass  # the client went first: nothing left to protect
 
     def _send(self, answer: _Answer) -> None:
         self.send_response(answer.status)
@@ -260,6 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
         for name, value in answer.headers.items():
             self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         if answer.status not in (204, 304):
             # HEAD answers the length a GET would have had: we do not know it, so say 0.
             self.send_header("Content-Length", str(len(answer.body)))

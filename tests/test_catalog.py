@@ -1,0 +1,469 @@
+"""The read-only Iceberg REST catalog (``lakelock catalog``), started in-process on port 0 over
+the embedded S3 endpoint and spoken to over HTTP: by raw requests (status codes and bodies as
+the spec has them), by pyiceberg's ``RestCatalog`` and by DuckDB's ``ATTACH ... (TYPE
+iceberg)``."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._catalog import ENDPOINTS, CatalogServer, LakeCatalog, MirroredView
+from lakelock._catalog._protocol import CatalogError, page, route
+from lakelock.testing import S3Endpoint
+
+TOKEN = "s3cr3t-catalog-token"
+
+Response = tuple[int, dict[str, str], bytes]
+
+
+def call(
+    server: CatalogServer,
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> Response:
+    """One HTTP request to the catalog: status, headers (lower-case names), body."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return (
+            response.status,
+            {name.lower(): value for name, value in response.getheaders()},
+            response.read(),
+        )
+    finally:
+        connection.close()
+
+
+def error_of(body: bytes) -> dict[str, Any]:
+    """The spec's IcebergErrorResponse, checked for shape: {"error": {message, type, code}}."""
+    document = orjson.loads(body)
+    assert set(document) == {"error"}
+    error: dict[str, Any] = document["error"]
+    assert set(error) == {"message", "type", "code"}
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    return error
+
+
+def bearer(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+class CountingMirror:
+    """``lake.mirror`` for the catalog, counting the calls (the real mirror, not a stand-in)."""
+
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self.calls: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str) -> MirroredView:
+        with self._lock:
+            self.calls.append(name)
+        result: MirroredView = self.lake.mirror(name, formats=("iceberg",))
+        return result
+
+
+class RefusingMirror:
+    """For requests that must never mirror: fails the test if called."""
+
+    def __call__(self, name: str) -> MirroredView:
+        raise AssertionError(f"mirrored {name} where nothing should be")
+
+
+ServeFn = Callable[..., CatalogServer]
+
+
+@pytest.fixture
+def serve(lake: Lake) -> Iterator[ServeFn]:
+    """Start catalogs over the test lake on port 0 (``serve(token=..., vend_credentials=...,
+    mirror=...)``); each is closed after the test."""
+    servers: list[CatalogServer] = []
+
+    def start(
+        *,
+        token: str | None = None,
+        vend_credentials: bool = False,
+        namespace: str = "lake",
+        mirror: Callable[[str], MirroredView] | None = None,
+        on: Lake | None = None,
+    ) -> CatalogServer:
+        catalog = LakeCatalog(
+            on or lake, namespace=namespace, vend_credentials=vend_credentials, mirror=mirror
+        )
+        server = CatalogServer(catalog, port=0, token=token).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def two_datasets(lake: Lake) -> None:
+    lake.append("sales", pa.table({"day": [1, 2, 3], "amount": [10.0, 20.0, 30.0]}))
+    lake.append(
+        "events",
+        pa.table({"kind": ["a", "b"], "n": [1, 2]}),
+        partition_by=["kind"],
+    )
+
+
+# -- the protocol, pure -------------------------------------------------------------------------
+
+
+def test_route_decodes_namespace_and_table_after_splitting_the_path() -> None:
+    """A ``%2F`` in a table name stays inside the name; ``%1F`` splits namespace parts."""
+    found = route("GET", "/v1/namespaces/lake/tables/a%2Fb")
+    assert (found.operation, found.namespace, found.table) == ("load_table", ("lake",), "a/b")
+    assert route("HEAD", "/v1/namespaces/a%1Fb").namespace == ("a", "b")
+    assert route("HEAD", "/v1/namespaces/lake/tables/t").operation == "table_exists"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/", 404),
+        ("GET", "/v2/config", 404),
+        ("POST", "/v1/config", 406),
+        ("GET", "/v1/namespaces/lake/tables/t/snapshots", 406),
+        ("PUT", "/v1/namespaces/lake", 406),
+        ("GET", "/v1/namespaces//tables", 406),
+    ],
+)
+def test_route_refuses_what_it_does_not_serve(method: str, path: str, status: int) -> None:
+    """Outside /v1 is not found; inside it, anything not served is unsupported (406)."""
+    with pytest.raises(CatalogError) as caught:
+        route(method, path)
+    assert caught.value.status == status
+
+
+def test_page_follows_the_spec_pagination_rules() -> None:
+    """No pageToken: everything, no token. With one: pageSize names after it, null at the
+    end; a bad pageSize is a 400."""
+    names = ["a", "b", "c"]
+    assert page(names, {}) == (names, None, False)
+    assert page(names, {"pageToken": [""], "pageSize": ["2"]}) == (["a", "b"], "b", True)
+    assert page(names, {"pageToken": ["b"], "pageSize": ["2"]}) == (["c"], None, True)
+    assert page(names, {"pageToken": [""]}) == (names, None, True)
+    for bad in ("0", "x"):
+        with pytest.raises(CatalogError) as caught:
+            page(names, {"pageToken": [""], "pageSize": [bad]})
+        assert caught.value.status == 400
+
+
+# -- configuration and namespaces --------------------------------------------------------------
+
+
+def test_config_lists_only_the_endpoints_served_and_each_one_answers(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint
+) -> None:
+    """``GET /v1/config`` lists exactly the served endpoints (so clients never assume the
+    spec's default set, writes included), and every listed one is answered (not 406)."""
+    two_datasets(lake)
+    server = serve(mirror=RefusingMirror())
+    status, _, body = call(server, "GET", "/v1/config?warehouse=anything")
+    assert status == 200
+    config = orjson.loads(body)
+    assert set(config["endpoints"]) == set(ENDPOINTS)
+    assert len(config["endpoints"]) == len(set(config["endpoints"]))
+    assert config["overrides"] == {}
+    assert config["defaults"]["s3.endpoint"] == s3.url
+    assert config["defaults"]["s3.path-style-access"] == "true"
+    for endpoint in config["endpoints"]:
+        if endpoint.endswith("{table}") and endpoint.startswith("GET"):
+            continue  # loading a table mirrors: covered where a mirror runs
+        method, template = endpoint.split(" ")
+        path = template.replace("/{prefix}", "").format(namespace="lake", table="sales")
+        status, _, _ = call(server, method, path)
+        assert status in (200, 204), endpoint
+
+
+def test_config_never_carries_credentials(serve: ServeFn) -> None:
+    """The client defaults name the endpoint and region only: no keys, not even when the
+    catalog vends credentials (those go with a loaded table only)."""
+    for vend in (False, True):
+        server = serve(vend_credentials=vend)
+        _, _, body = call(server, "GET", "/v1/config")
+        config = orjson.loads(body)
+        for key in [*config["defaults"], *config["overrides"]]:
+            assert not {"key", "secret", "token"} & set(key.replace(".", "-").split("-")), key
+
+
+def test_namespaces_get_and_head(serve: ServeFn) -> None:
+    """One namespace; load and HEAD answer it and 404 any other (HEAD with no body)."""
+    server = serve(namespace="analytics")
+    assert orjson.loads(call(server, "GET", "/v1/namespaces")[2]) == {"namespaces": [["analytics"]]}
+    status, _, body = call(server, "GET", "/v1/namespaces/analytics")
+    assert (status, orjson.loads(body)) == (200, {"namespace": ["analytics"], "properties": {}})
+    assert call(server, "HEAD", "/v1/namespaces/analytics")[::2] == (204, b"")
+    assert call(server, "HEAD", "/v1/namespaces/lake")[::2] == (404, b"")
+    status, _, body = call(server, "GET", "/v1/namespaces/analytics%1Fx")
+    assert status == 404
+    assert error_of(body) == {
+        "message": "Namespace does not exist: analytics.x",
+        "type": "NoSuchNamespaceException",
+        "code": 404,
+    }
+    # The one namespace has no children; an unknown parent does not exist.
+    status, _, body = call(server, "GET", "/v1/namespaces?parent=analytics")
+    assert (status, orjson.loads(body)) == (200, {"namespaces": []})
+    assert call(server, "GET", "/v1/namespaces?parent=other")[0] == 404
+
+
+def test_list_tables_is_every_dataset_and_pages(serve: ServeFn, lake: Lake) -> None:
+    """A table per dataset, sorted; pageToken/pageSize page through them; HEAD says which
+    exist without mirroring anything."""
+    server = serve(mirror=RefusingMirror())
+    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables")
+    assert (status, orjson.loads(body)) == (200, {"identifiers": []})
+    two_datasets(lake)
+    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables")
+    assert orjson.loads(body)["identifiers"] == [
+        {"namespace": ["lake"], "name": "events"},
+        {"namespace": ["lake"], "name": "sales"},
+    ]
+    first = orjson.loads(call(server, "GET", "/v1/namespaces/lake/tables?pageToken=&pageSize=1")[2])
+    assert [i["name"] for i in first["identifiers"]] == ["events"]
+    query = urlencode({"pageToken": first["next-page-token"], "pageSize": 1})
+    second = orjson.loads(call(server, "GET", f"/v1/namespaces/lake/tables?{query}")[2])
+    assert [i["name"] for i in second["identifiers"]] == ["sales"]
+    assert second["next-page-token"] is None
+    assert call(server, "GET", "/v1/namespaces/other/tables")[0] == 404
+    assert call(server, "HEAD", "/v1/namespaces/lake/tables/sales")[::2] == (204, b"")
+    assert call(server, "HEAD", "/v1/namespaces/lake/tables/nope")[::2] == (404, b"")
+    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/nope")
+    assert status == 404
+    assert error_of(body)["type"] == "NoSuchTableException"
+
+
+#: Operations of the spec this catalog does not serve, one of each kind.
+UNSUPPORTED = [
+    ("POST", "/v1/namespaces", b'{"namespace": ["x"]}'),
+    ("DELETE", "/v1/namespaces/lake", None),
+    ("POST", "/v1/namespaces/lake/properties", b'{"updates": {"a": "b"}}'),
+    ("POST", "/v1/namespaces/lake/tables", b'{"name": "t", "schema": {}}'),
+    ("POST", "/v1/namespaces/lake/register", b'{"name": "t", "metadata-location": "s3://x"}'),
+    ("POST", "/v1/namespaces/lake/tables/sales", b'{"requirements": [], "updates": []}'),
+    ("DELETE", "/v1/namespaces/lake/tables/sales?purgeRequested=true", None),
+    ("POST", "/v1/namespaces/lake/tables/sales/metrics", b"{}"),
+    ("POST", "/v1/namespaces/lake/tables/sales/plan", b"{}"),
+    ("POST", "/v1/namespaces/lake/tables/sales/tasks", b"{}"),
+    ("GET", "/v1/namespaces/lake/tables/sales/credentials", None),
+    ("POST", "/v1/tables/rename", b"{}"),
+    ("POST", "/v1/transactions/commit", b'{"table-changes": []}'),
+    ("GET", "/v1/namespaces/lake/views", None),
+    ("GET", "/v1/namespaces/lake/views/v", None),
+    ("HEAD", "/v1/namespaces/lake/views/v", None),
+    ("GET", "/v1/namespaces/lake/functions", None),
+]
+
+
+def test_unsupported_operations_answer_the_spec_error(serve: ServeFn, lake: Lake) -> None:
+    """Every write, view, function and planning request is a 406
+    UnsupportedOperationException in the spec's error body, on a kept-alive connection,
+    and changes nothing in the lake."""
+    two_datasets(lake)
+    before = lake.registry.read().version
+    server = serve(mirror=RefusingMirror())
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        for method, path, body in UNSUPPORTED:
+            headers = {"Content-Type": "application/json"} if body else {}
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            payload = response.read()
+            assert response.status == 406, (method, path)
+            if method == "HEAD":
+                assert payload == b""
+                continue
+            error = error_of(payload)
+            assert (error["type"], error["code"]) == ("UnsupportedOperationException", 406)
+            assert path.split("?")[0] in error["message"]
+    finally:
+        connection.close()
+    assert lake.registry.read().version == before
+
+
+def test_pyiceberg_never_calls_what_the_config_does_not_list(serve: ServeFn, lake: Lake) -> None:
+    """pyiceberg's RestCatalog reads the endpoints list and refuses writes on its own side."""
+    rest = pytest.importorskip("pyiceberg.catalog.rest")
+    two_datasets(lake)
+    server = serve(mirror=RefusingMirror())
+    catalog = rest.RestCatalog("lakelock", uri=server.url)
+    assert catalog.list_namespaces() == [("lake",)]
+    assert catalog.list_tables("lake") == [("lake", "events"), ("lake", "sales")]
+    assert catalog.namespace_exists("lake")
+    assert not catalog.namespace_exists("other")
+    assert catalog.table_exists("lake.sales")
+    assert not catalog.table_exists("lake.nope")
+    assert catalog.load_namespace_properties("lake") == {}
+    with pytest.raises(NotImplementedError):
+        catalog.create_namespace("x")
+    with pytest.raises(NotImplementedError):
+        catalog.drop_table("lake.sales")
+    assert lake.registry.read().datasets.keys() == {"events", "sales"}
+
+
+def test_oversized_or_chunked_bodies_are_refused_and_the_connection_closed(
+    serve: ServeFn,
+) -> None:
+    """A body the catalog will not read gets a 400 and the connection is closed (its bytes
+    cannot be skipped to find the next request)."""
+    server = serve()
+    status, headers, body = call(server, "POST", "/v1/namespaces", body=b"x" * (64 * 1024 + 1))
+    assert status == 400
+    assert headers["connection"] == "close"
+    assert error_of(body)["type"] == "BadRequestException"
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        connection.request("POST", "/v1/namespaces", body=iter([b"{}"]), encode_chunked=True)
+        response = connection.getresponse()
+        assert (response.status, response.getheader("Connection")) == (400, "close")
+    finally:
+        connection.close()
+
+
+def test_a_failing_store_is_a_503_not_a_traceback(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint
+) -> None:
+    """S3 throttling the registry read (after lakelock's retries) answers 503
+    ServiceUnavailableException with the error described; the catalog keeps serving."""
+    two_datasets(lake)
+    server = serve(mirror=RefusingMirror())
+    s3.inject("slowdown", operation="GetObject", prefix="metastore/")
+    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables")
+    assert status == 503
+    error = error_of(body)
+    assert error["type"] == "ServiceUnavailableException"
+    assert "Throttled" in error["message"]
+    s3.clear_faults()
+    assert call(server, "GET", "/v1/namespaces/lake/tables")[0] == 200
+
+
+# -- authentication -----------------------------------------------------------------------------
+
+
+def test_a_configured_token_is_required_on_every_route(serve: ServeFn, lake: Lake) -> None:
+    """With a token: no header, a wrong token or another scheme is a 401
+    NotAuthorizedException (HEAD: no body), before anything is routed (an unsupported
+    operation too); the right bearer token is served (scheme case-insensitive)."""
+    two_datasets(lake)
+    server = serve(token=TOKEN, mirror=RefusingMirror())
+    refused = [
+        {},
+        bearer("wrong"),
+        bearer(TOKEN + "x"),
+        {"Authorization": TOKEN},
+        {"Authorization": "Basic " + base64.b64encode(f"u:{TOKEN}".encode()).decode()},
+    ]
+    for method, path in [
+        ("GET", "/v1/config"),
+        ("GET", "/v1/namespaces"),
+        ("GET", "/v1/namespaces/lake/tables"),
+        ("GET", "/v1/namespaces/lake/tables/sales"),
+        ("POST", "/v1/namespaces"),
+        ("GET", "/elsewhere"),
+    ]:
+        for headers in refused:
+            status, _, body = call(server, method, path, headers=headers)
+            assert status == 401, (method, path, headers)
+            assert error_of(body)["type"] == "NotAuthorizedException"
+    for path in ("/v1/namespaces/lake", "/v1/namespaces/lake/tables/sales"):
+        assert call(server, "HEAD", path)[::2] == (401, b"")
+        assert call(server, "HEAD", path, headers=bearer())[::2] == (204, b"")
+    assert call(server, "GET", "/v1/config", headers=bearer())[0] == 200
+    assert call(server, "GET", "/v1/config", headers={"Authorization": f"bearer {TOKEN}"})[0] == 200
+
+
+def test_oauth2_token_endpoint_hands_out_the_token_for_the_right_secret(serve: ServeFn) -> None:
+    """``POST /v1/oauth/tokens`` (no bearer needed): client credentials whose secret is the
+    token (in the form or by HTTP Basic) and a token exchange of the token itself answer
+    the token; a wrong secret is 401 invalid_client, another grant 400; without a
+    configured token it says the catalog takes none."""
+
+    def grant(server: CatalogServer, form: dict[str, str], **headers: str) -> Response:
+        return call(
+            server,
+            "POST",
+            "/v1/oauth/tokens",
+            body=urlencode(form).encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded", **headers},
+        )
+
+    server = serve(token=TOKEN)
+    credentials = {"grant_type": "client_credentials", "client_id": "me", "scope": "catalog"}
+    status, _, body = grant(server, {**credentials, "client_secret": TOKEN})
+    assert status == 200
+    assert orjson.loads(body) == {
+        "access_token": TOKEN,
+        "token_type": "bearer",
+        "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+    }
+    basic = base64.b64encode(f"me:{quote(TOKEN)}".encode()).decode()
+    status, _, body = grant(server, credentials, Authorization=f"Basic {basic}")
+    assert (status, orjson.loads(body)["access_token"]) == (200, TOKEN)
+    exchange = {
+        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+        "subject_token": TOKEN,
+        "subject_token_type": "urn:ietf:params:oauth:token-type:access_token",
+    }
+    assert grant(server, exchange)[0] == 200
+    status, _, body = grant(server, {**credentials, "client_secret": "guess"})
+    assert (status, orjson.loads(body)["error"]) == (401, "invalid_client")
+    status, _, body = grant(server, {"grant_type": "password", "password": TOKEN})
+    assert (status, orjson.loads(body)["error"]) == (400, "unsupported_grant_type")
+    status, _, body = grant(serve(), {**credentials, "client_secret": TOKEN})
+    assert (status, orjson.loads(body)["error"]) == (400, "invalid_request")
+
+
+def test_pyiceberg_authenticates_with_the_token_or_oauth2_credentials(
+    serve: ServeFn, lake: Lake
+) -> None:
+    """pyiceberg's RestCatalog with ``token=`` or with ``credential="id:token"`` (its OAuth2
+    client credentials flow) lists the tables; without either it is refused."""
+    rest = pytest.importorskip("pyiceberg.catalog.rest")
+    exceptions = pytest.importorskip("pyiceberg.exceptions")
+    two_datasets(lake)
+    server = serve(token=TOKEN, mirror=RefusingMirror())
+    with_token = rest.RestCatalog("lakelock", uri=server.url, token=TOKEN)
+    assert with_token.list_tables("lake") == [("lake", "events"), ("lake", "sales")]
+    with_credential = rest.RestCatalog(
+        "lakelock",
+        uri=server.url,
+        credential=f"me:{TOKEN}",
+        **{"oauth2-server-uri": f"{server.url}/v1/oauth/tokens"},
+    )
+    assert with_credential.list_namespaces() == [("lake",)]
+    with pytest.raises(exceptions.UnauthorizedError):
+        rest.RestCatalog("lakelock", uri=server.url)
+    with pytest.raises(exceptions.OAuthError):
+        rest.RestCatalog(
+            "lakelock",
+            uri=server.url,
+            credential="me:wrong",
+            **{"oauth2-server-uri": f"{server.url}/v1/oauth/tokens"},
+        )
+
+
+def test_an_empty_token_or_a_multipart_namespace_is_refused(lake: Lake) -> None:
+    """An empty token would let 'Bearer ' through, and a namespace with the separator could
+    never be named: ValueError at construction."""
+    with pytest.raises(ValueError, match="empty"):
+        CatalogServer(LakeCatalog(lake), port=0, token=" ")
+    with pytest.raises(ValueError, match="namespace"):
+        LakeCatalog(lake, namespace="a\x1fb")

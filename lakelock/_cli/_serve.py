@@ -187,10 +187,9 @@ def run(args: argparse.Namespace) -> int:
                 gateway.faults.add(rule)
         catalog = _start_catalog(args, client) if args.catalog is not None else None
         try:
-            banner = _banner(url, args, DEFAULT_ACCESS_KEY, len(gateway.faults.rules()))
-            if catalog is not None:
-                banner += "\n".join([*catalog_banner(catalog), "", ""])
-            sys.stdout.write(banner)
+            extra = [*catalog_banner(catalog), ""] if catalog is not None else []
+            faults = len(gateway.faults.rules())
+            sys.stdout.write(_banner(url, args, DEFAULT_ACCESS_KEY, faults, extra=extra))
             sys.stdout.flush()
             wait_for_interrupt()
         finally:
@@ -225,7 +224,9 @@ def _start_catalog(args: argparse.Namespace, client: Any) -> CatalogServer:
     return server.start()
 
 
-def _banner(url: str, args: argparse.Namespace, access_key: str, faults: int) -> str:
+def _banner(
+    url: str, args: argparse.Namespace, access_key: str, faults: int, *, extra: list[str]
+) -> str:
     bucket = args.bucket[0] if args.bucket else "BUCKET"
     buckets = ", ".join(args.bucket) or "none yet (create with `aws s3 mb` or boto3)"
     policy = f" (bucket policy from {args.policy})" if args.policy is not None else ""
@@ -247,6 +248,7 @@ def _banner(url: str, args: argparse.Namespace, access_key: str, faults: int) ->
         f"  lakelock doctor s3://{bucket} {flags}",
         f'  lakelock.Lake.from_url("s3://{bucket}", endpoint_url="{url}")',
         "",
+        *extra,
         "Ctrl-C to stop.",
         "",
     ]

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lakelock._stats import FileStats, stats_from_json
+
 __all__ = ["DataFile", "Partition"]
 
 #: A partition as ``((column, value), ...)`` in ``partition_by`` order; the values are the
@@ -21,7 +23,9 @@ class DataFile:
     ``partition_path`` is the ``<col>=<val>/...`` part (empty for an unpartitioned dataset), the
     name the registry files it under. ``checksum`` is ``"sha256:<hex>"`` of the bytes; ``etag``
     the object's ETag when written; ``write_id`` the id in the object's metadata that proves
-    which writer created it.
+    which writer created it. ``stats`` are the file's column statistics
+    (:mod:`lakelock._stats`): lakelock records them for the files it writes; a file
+    registered from elsewhere has those its caller gives, or none.
     """
 
     dataset: str
@@ -32,13 +36,14 @@ class DataFile:
     checksum: str
     etag: str
     write_id: str
+    stats: FileStats | None = None
 
     @property
     def name(self) -> str:
         return self.key.rsplit("/", 1)[-1]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "key": self.key,
             "partition": self.partition_path,
             "size": self.size,
@@ -47,6 +52,9 @@ class DataFile:
             "etag": self.etag,
             "write_id": self.write_id,
         }
+        if self.stats is not None:  # absent, not null: older readers see the same entry
+            data["stats"] = self.stats.to_json()
+        return data
 
     @classmethod
     def from_json(cls, dataset: str, data: Mapping[str, Any]) -> DataFile:
@@ -59,4 +67,5 @@ class DataFile:
             checksum=str(data["checksum"]),
             etag=str(data["etag"]),
             write_id=str(data["write_id"]),
+            stats=stats_from_json(data["stats"]) if data.get("stats") is not None else None,
         )

@@ -77,6 +77,7 @@ from lakelock._names import (
 )
 from lakelock._objects import new_write_id
 from lakelock._s3 import ObjectStore
+from lakelock._stats import FileStats, footer_stats
 from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = [
@@ -124,6 +125,7 @@ class _Planned:
     body: IO[bytes]
     size: int
     checksum: str
+    stats: FileStats
 
 
 def write_table(
@@ -286,14 +288,16 @@ def _serialise(
     path: str, key: str, part: Any, metadata: dict[bytes, bytes], body: IO[bytes]
 ) -> _Planned:
     schema_metadata = {**(part.schema.metadata or {}), **metadata}
-    pq.write_table(part.replace_schema_metadata(schema_metadata), body)
+    footer: list[Any] = []
+    pq.write_table(part.replace_schema_metadata(schema_metadata), body, metadata_collector=footer)
     size = body.tell()
     body.seek(0)
     digest = hashlib.sha256()
     while chunk := body.read(_HASH_CHUNK):
         digest.update(chunk)
     body.seek(0)
-    return _Planned(path, key, part.num_rows, body, size, f"sha256:{digest.hexdigest()}")
+    checksum = f"sha256:{digest.hexdigest()}"
+    return _Planned(path, key, part.num_rows, body, size, checksum, footer_stats(footer[0], part))
 
 
 def _upload(
@@ -329,6 +333,7 @@ def _upload(
                 checksum=plan.checksum,
                 etag=result.etag,
                 write_id=result.write_id,
+                stats=plan.stats,
             )
         )
     return written

@@ -21,6 +21,7 @@ from lakelock._datasets import Progress
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
 from lakelock._lease import Lease, LeaseOptions
+from lakelock._mirror import MirrorResult, mirror
 from lakelock._names import (
     named_partition,
     parse_lake_url,
@@ -350,6 +351,19 @@ class Lake(TableOperations):
         or ``try_acquire()``; commit with ``fence=lease.fence``. ``options``: those of
         :class:`~lakelock._lease.Lease` (:class:`~lakelock._lease.LeaseOptions`)."""
         return Lease(self.store, name, **options)
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def mirror(
+        self, dataset: str, formats: Iterable[str] | str = ("iceberg", "delta")
+    ) -> MirrorResult:
+        """Bring the Iceberg and/or Delta views of ``dataset`` up to its current version: every
+        version not yet mirrored becomes an Iceberg snapshot and a Delta version, written
+        create-only under ``views/<dataset>/`` (extras ``iceberg``, ``delta``). Idempotent
+        and safe to run from several processes at once. ``result.iceberg`` is the ``s3://``
+        URI of the newest metadata.json, ``result.delta`` that of the Delta table. See
+        :mod:`lakelock._mirror`."""
+        return mirror(self.registry, dataset, formats)
 
     # -- housekeeping -------------------------------------------------------------------------
 

@@ -25,7 +25,9 @@ partition expression, DuckDB through ``hive_types``, Polars through ``hive_schem
 
 **Pruning before any GET.** ``partitions=`` picks partitions by name; ``filter`` (a
 ``pyarrow.compute.Expression``) is simplified against each partition's values and partitions
-it cannot match are dropped, both before any request for data. A filter over partition
+it cannot match are dropped, both before any request for data. So are files whose column
+statistics rule the filter out (a bound, an all-null column: :mod:`lakelock._stats`), which
+lakelock records for every file it writes. A filter over partition
 columns only is decided that way exactly; a filter that also reads data columns is applied to
 the rows as well: by pyarrow in :meth:`Scan.to_arrow` and :meth:`Scan.to_pyarrow_dataset`,
 and, for DuckDB and Polars, by handing them the filtered pyarrow dataset (write such
@@ -68,6 +70,7 @@ from lakelock._names import (
     parse_partition_value,
     validate_dataset_name,
 )
+from lakelock._stats import guarantee
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
 if TYPE_CHECKING:
@@ -174,28 +177,38 @@ class Scan:
 
     def files(self) -> list[DataFile]:
         """The files the scan reads: the snapshot's files of the partitions asked for, less
-        those whose partition values the filter rules out."""
+        those whose partition values or statistics the filter rules out."""
         return list(self._files)
 
     @cached_property
     def _files(self) -> tuple[DataFile, ...]:
-        if self.filter is None or not self.partition_by:
+        if self.filter is None:
             return self._all_files
-        paths = sorted({f.partition_path for f in self._all_files})
-        expressions = [self._partition_expression(path) for path in paths]
+        with_stats = any(f.stats is not None for f in self._all_files)
+        if not self.partition_by and not with_stats:
+            return self._all_files
+        # One candidate per file: its partition values and what its statistics guarantee
+        # (lakelock._stats); pyarrow simplifies the filter against each.
+        expressions = [self._file_expression(f) for f in self._all_files]
         # Pruning only: no fragment is ever opened, the paths name no real file.
         candidates = ds.FileSystemDataset.from_paths(
-            [f"lakelock-prune/{i}" for i in range(len(paths))],
+            [f"lakelock-prune/{i}" for i in range(len(expressions))],
             schema=self.full_schema,
             format=ds.ParquetFileFormat(),
             filesystem=fs.LocalFileSystem(),
             partitions=expressions,
         )
         kept = {
-            paths[int(fragment.path.rsplit("/", 1)[1])]
+            int(fragment.path.rsplit("/", 1)[1])
             for fragment in candidates.get_fragments(filter=self.filter)
         }
-        return tuple(f for f in self._all_files if f.partition_path in kept)
+        return tuple(f for i, f in enumerate(self._all_files) if i in kept)
+
+    def _file_expression(self, file: DataFile) -> pc.Expression:
+        expression = self._partition_expression(file.partition_path)
+        if file.stats is not None:
+            expression = expression & guarantee(file.stats, self.full_schema, file.record_count)
+        return expression
 
     @cached_property
     def _exact(self) -> bool:

@@ -16,6 +16,7 @@ import orjson
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
 from lakelock._registry._tree import key_digest, require_digest, require_filed
+from lakelock._stats import stats_from_json
 from lakelock.errors import RegistryCorruptError
 
 __all__ = [
@@ -90,6 +91,7 @@ def _datafile(dataset: str, f: Mapping[str, Any]) -> DataFile:
         checksum=text(f["checksum"], "file checksum"),
         etag=text(f["etag"], "file etag"),
         write_id=text(f["write_id"], "file write_id"),
+        stats=stats_from_json(f["stats"]) if f.get("stats") is not None else None,
     )
 
 

@@ -1,0 +1,542 @@
+"""The Iceberg (format v2) view of a dataset: one snapshot per lakelock version.
+
+Each lakelock version ``v`` becomes snapshot id ``v`` (sequence number: its place among the
+versions mirrored), committed by ``metadata/<v>.metadata.json``; the summary carries
+``"lakelock.version"``. Its manifest list names the previous snapshot's manifests unchanged,
+plus one new manifest of the files ``v`` added, plus a rewrite of each manifest that held a
+file ``v`` removed (its other files EXISTING, the removed DELETED) — the least Iceberg allows.
+Manifests whose partition ranges cannot hold a removed file's partition are not read. Manifests
+and lists are written by pyiceberg's own Avro writers into memory, then created with
+``If-None-Match: *`` through the lake's store; nothing is written through pyiceberg's FileIO.
+
+**Schema and field ids.** Column ``i`` (0-based, in the dataset's schema, partition columns in
+their places) has field id ``i + 1``; the fields nested in it get ids from ``(i + 1) << 16`` on.
+lakelock only ever appends columns and never changes a type, so ids are stable across
+versions. Data files carry no ``PARQUET:field_id``: a writer does not know the dataset's schema
+(a table's columns may come in any order), and a wrong id would read another column; so the
+table property ``schema.name-mapping.default`` maps names to ids for every file, as the
+Iceberg spec provides for files written without ids. A column a file lacks reads as null.
+
+**Partitions** are identity transforms of the partition columns (spec 0, field ids from
+1000). **Statistics**: record count, size, null and NaN counts, and bounds (Iceberg's binary
+single-value form) from lakelock's (:mod:`lakelock._stats`).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from lakelock._datafile import DataFile
+from lakelock._engines import require
+from lakelock._mirror._layout import (
+    iceberg_list_key,
+    iceberg_manifest_key,
+    iceberg_metadata_key,
+    iceberg_metadata_prefix,
+    newest,
+    numbered,
+)
+from lakelock._mirror._versions import VersionChange, changes, pending
+from lakelock._names import parse_partition_path, parse_partition_value
+from lakelock._registry import Registry
+from lakelock._registry._snapshot import DatasetEntry
+from lakelock._s3 import ObjectStore
+from lakelock.errors import AlreadyExistsError, InvalidNameError
+
+__all__ = ["iceberg_schema", "mirror_iceberg", "with_field_ids"]
+
+_NAMESPACE = uuid.UUID("0c5c1e3a-2f6e-4d8e-9c1d-3b9e2f4a7d11")
+_PARTITION_FIELD_BASE = 1000
+_NESTED_SHIFT = 16
+_FIELD_ID = b"PARQUET:field_id"
+_RESTARTS = 8
+
+
+def with_field_ids(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with lakelock's Iceberg field ids (module docstring) as
+    ``PARQUET:field_id`` metadata, in the types Iceberg has."""
+    fields = []
+    for i, field in enumerate(schema):
+        counter = itertools.count((i + 1) << _NESTED_SHIFT)
+        fields.append(_with_id(field, i + 1, counter))
+    return pa.schema(fields)
+
+
+def _with_id(field: Any, field_id: int, counter: Iterator[int]) -> Any:
+    type_ = field.type
+    if pa.types.is_dictionary(type_):
+        type_ = type_.value_type
+    if pa.types.is_timestamp(type_):
+        type_ = pa.timestamp("us", type_.tz)
+    elif pa.types.is_large_string(type_) or str(type_) == "string_view":
+        type_ = pa.string()
+    elif pa.types.is_large_binary(type_) or str(type_) == "binary_view":
+        type_ = pa.binary()
+    elif pa.types.is_struct(type_):
+        type_ = pa.struct([_with_id(f, next(counter), counter) for f in type_])
+    elif pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        type_ = pa.list_(_with_id(type_.value_field, next(counter), counter))
+    elif pa.types.is_map(type_):
+        key = _with_id(type_.key_field, next(counter), counter)
+        item = _with_id(type_.item_field, next(counter), counter)
+        type_ = pa.map_(key, item)
+    return field.with_type(type_).with_metadata({_FIELD_ID: str(field_id).encode()})
+
+
+def iceberg_schema(schema: pa.Schema, schema_id: int) -> Any:
+    """The Iceberg schema of a dataset schema (field ids as :func:`with_field_ids`)."""
+    pyarrow_io = require("pyiceberg.io.pyarrow", extra="iceberg", package="pyiceberg")
+    try:
+        converted = pyarrow_io.pyarrow_to_schema(with_field_ids(schema))
+    except (TypeError, ValueError) as error:
+        raise InvalidNameError(
+            str(schema), f"the schema has a type Iceberg cannot represent: {error}"
+        ) from error
+    return converted.model_copy(update={"schema_id": schema_id})
+
+
+class _Output:
+    """A pyiceberg OutputFile that keeps the bytes in memory (they are uploaded create-only
+    by the caller)."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.data = b""
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def exists(self) -> bool:
+        return False
+
+    def create(self, overwrite: bool = False) -> Any:
+        output = self
+
+        class _Stream(io.BytesIO):
+            def close(self) -> None:
+                output.data = self.getvalue()
+                super().close()
+
+        return _Stream()
+
+
+class _Input:
+    """A pyiceberg InputFile read through the lake's store."""
+
+    def __init__(self, store: ObjectStore, location: str, key: str) -> None:
+        self.location = location
+        self._store = store
+        self._key = key
+        self._body: bytes | None = None
+
+    def _bytes(self) -> bytes:
+        if self._body is None:
+            self._body = self._store.get(self._key).body
+        return self._body
+
+    def __len__(self) -> int:
+        return len(self._bytes())
+
+    def exists(self) -> bool:
+        return True
+
+    def open(self, seekable: bool = True) -> Any:
+        return io.BytesIO(self._bytes())
+
+
+class _StoreIO:
+    """Just enough of a pyiceberg FileIO to read manifests through the store."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self._root = f"s3://{store.bucket}/{store.prefix}"
+
+    def key(self, location: str) -> str:
+        if not location.startswith(self._root):
+            raise InvalidNameError(location, "not a location of this lake")
+        return location[len(self._root) :]
+
+    def new_input(self, location: str) -> _Input:
+        return _Input(self._store, location, self.key(location))
+
+
+def mirror_iceberg(
+    registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry
+) -> str:
+    """Mirror the new versions of ``dataset``; the key of the newest metadata.json."""
+    for _ in range(_RESTARTS):
+        key = _pass(registry, store, dataset, entry)
+        if key is not None:
+            return key
+    raise AlreadyExistsError(
+        f"the Iceberg view of {dataset!r} kept changing under this mirror",
+        bucket=store.bucket,
+        key=store.full_key(iceberg_metadata_prefix(dataset)),
+        operation="PutObject",
+    )
+
+
+def _pass(registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry) -> str | None:
+    metadata_module = require("pyiceberg.table.metadata", extra="iceberg", package="pyiceberg")
+    top = newest(store, iceberg_metadata_prefix(dataset), numbered(".metadata.json"))
+    previous = None
+    key: str | None = None
+    if top is not None:
+        key = top[1]
+        previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body)
+    writer = _Writer(store, dataset)
+    for _, snap, parent in pending(registry.objects, entry, top[0] if top else None):
+        change = changes(registry.objects, snap, parent)
+        result = writer.version(change, previous, key)
+        if result is None:
+            return None
+        previous, key = result
+    assert key is not None, "a dataset has at least one version"
+    return key
+
+
+class _Writer:
+    def __init__(self, store: ObjectStore, dataset: str) -> None:
+        self.store = store
+        self.dataset = dataset
+        self.io = _StoreIO(store)
+        self.root = f"s3://{store.bucket}/{store.prefix}"
+        self.location = f"{self.root}views/{dataset}/iceberg"
+
+    def uri(self, key: str) -> str:
+        return f"{self.root}{key}"
+
+    def version(
+        self, change: VersionChange, previous: Any, previous_key: str | None
+    ) -> tuple[Any, str] | None:
+        """Write the objects of one version; the new metadata and its key, or None if another
+        writer's metadata for it differs (start over)."""
+        from pyiceberg.manifest import (  # noqa: PLC0415 - extra
+            ManifestEntryStatus,
+            read_manifest_list,
+            write_manifest,
+            write_manifest_list,
+        )
+        from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415
+        from pyiceberg.table.name_mapping import create_mapping_from_schema  # noqa: PLC0415
+        from pyiceberg.table.refs import SnapshotRef, SnapshotRefType  # noqa: PLC0415
+        from pyiceberg.table.snapshots import (  # noqa: PLC0415
+            MetadataLogEntry,
+            Operation,
+            Snapshot,
+            SnapshotLogEntry,
+            Summary,
+        )
+        from pyiceberg.table.sorting import UNSORTED_SORT_ORDER  # noqa: PLC0415
+
+        arrow = change.schema if change.schema is not None else pa.schema([])
+        schema_id = _schema_id(previous, arrow)
+        schema = iceberg_schema(arrow, schema_id)
+        spec = _spec(schema, change.partition_by)
+        sid = change.version
+        sequence = (previous.last_sequence_number if previous is not None else 0) + 1
+        parent_sid = previous.current_snapshot_id if previous is not None else None
+        carried: list[Any] = []
+        if previous is not None and previous.current_snapshot_id is not None:
+            current = previous.snapshot_by_id(previous.current_snapshot_id)
+            carried = list(read_manifest_list(self.io.new_input(current.manifest_list)))
+        removed = {self._file_path(f) for f in change.removed}
+        live: list[Any] = []
+        counter = itertools.count()
+        for manifest in carried:
+            if not removed or not _may_hold(manifest, spec, schema, change.removed, arrow):
+                live.append(manifest)
+                continue
+            entries = manifest.fetch_manifest_entry(self.io, discard_deleted=True)
+            if not any(e.data_file.file_path in removed for e in entries):
+                live.append(manifest)
+                continue
+            key = iceberg_manifest_key(self.dataset, change.version, next(counter))
+            output = _Output(self.uri(key))
+            with write_manifest(2, spec, schema, output, sid, "deflate") as w:
+                for e in entries:
+                    if e.data_file.file_path in removed:
+                        w.delete(e)
+                    else:
+                        w.existing(e)
+            rewritten = w.to_manifest_file()
+            if rewritten.existing_files_count or rewritten.deleted_files_count:
+                live.append(self._put_manifest(key, output, rewritten))
+        if change.added:
+            key = iceberg_manifest_key(self.dataset, change.version, next(counter))
+            output = _Output(self.uri(key))
+            with write_manifest(2, spec, schema, output, sid, "deflate") as w:
+                for f in change.added:
+                    w.add(_entry(self._data_file(f, schema, spec, arrow), sid, ManifestEntryStatus))
+            live.append(self._put_manifest(key, output, w.to_manifest_file()))
+        # Deleted entries are kept only in the snapshot that deletes them.
+        live = [m for m in live if m.added_snapshot_id == sid or _has_live(m)]
+        list_key = iceberg_list_key(self.dataset, change.version)
+        output = _Output(self.uri(list_key))
+        with write_manifest_list(2, output, sid, parent_sid, sequence, "deflate") as lw:
+            lw.add_manifests(live)
+        self._create(list_key, output.data)
+        ms = round(change.at * 1000)
+        added_records = sum(f.record_count for f in change.added)
+        removed_records = sum(f.record_count for f in change.removed)
+        operation = (
+            Operation.APPEND
+            if not change.removed
+            else Operation.DELETE
+            if not change.added
+            else Operation.OVERWRITE
+        )
+        summary = Summary(
+            operation=operation,
+            **{
+                "lakelock.version": str(change.version),
+                "lakelock.operation": change.operation,
+                "added-data-files": str(len(change.added)),
+                "deleted-data-files": str(len(change.removed)),
+                "added-records": str(added_records),
+                "deleted-records": str(removed_records),
+            },
+        )
+        snapshot = Snapshot(
+            **{
+                "snapshot-id": sid,
+                "parent-snapshot-id": parent_sid,
+                "sequence-number": sequence,
+                "timestamp-ms": ms,
+                "manifest-list": self.uri(list_key),
+                "summary": summary,
+                "schema-id": schema_id,
+            }
+        )
+        schemas = list(previous.schemas) if previous is not None else []
+        if all(s.schema_id != schema_id for s in schemas):
+            schemas.append(schema)
+        snapshots = [*(previous.snapshots if previous is not None else []), snapshot]
+        log = [*(previous.snapshot_log if previous is not None else [])]
+        log.append(SnapshotLogEntry(**{"snapshot-id": sid, "timestamp-ms": ms}))
+        metadata_log = [*(previous.metadata_log if previous is not None else [])]
+        if previous is not None and previous_key is not None:
+            metadata_log.append(
+                MetadataLogEntry(
+                    **{
+                        "metadata-file": self.uri(previous_key),
+                        "timestamp-ms": previous.last_updated_ms,
+                    }
+                )
+            )
+        table_uuid = uuid.uuid5(_NAMESPACE, self.location)
+        metadata = TableMetadataUtil.parse_obj(
+            {
+                "format-version": 2,
+                "table-uuid": str(table_uuid),
+                "location": self.location,
+                "last-sequence-number": sequence,
+                "last-updated-ms": ms,
+                "last-column-id": max(
+                    [_max_id(s) for s in schemas] + [0],
+                ),
+                "schemas": [s.model_dump(by_alias=True, exclude_none=True) for s in schemas],
+                "current-schema-id": schema_id,
+                "partition-specs": [spec.model_dump(by_alias=True)],
+                "default-spec-id": 0,
+                "last-partition-id": _PARTITION_FIELD_BASE + len(change.partition_by) - 1,
+                "properties": {
+                    "schema.name-mapping.default": create_mapping_from_schema(
+                        schema
+                    ).model_dump_json(),
+                    "lakelock.dataset": self.dataset,
+                },
+                "current-snapshot-id": sid,
+                "snapshots": [s.model_dump(by_alias=True, exclude_none=True) for s in snapshots],
+                "snapshot-log": [e.model_dump(by_alias=True) for e in log],
+                "metadata-log": [e.model_dump(by_alias=True) for e in metadata_log],
+                "sort-orders": [UNSORTED_SORT_ORDER.model_dump(by_alias=True)],
+                "default-sort-order-id": 0,
+                "refs": {
+                    "main": SnapshotRef(
+                        **{"snapshot-id": sid, "type": SnapshotRefType.BRANCH}
+                    ).model_dump(by_alias=True, exclude_none=True)
+                },
+            }
+        )
+        key = iceberg_metadata_key(self.dataset, change.version)
+        if not self._create(key, metadata.model_dump_json().encode()):
+            return TableMetadataUtil.parse_raw(self.store.get(key).body), key
+        return metadata, key
+
+    def _file_path(self, f: DataFile) -> str:
+        return f"s3://{self.store.bucket}/{self.store.full_key(f.key)}"
+
+    def _data_file(self, f: DataFile, schema: Any, spec: Any, arrow: pa.Schema) -> Any:
+        from pyiceberg.conversions import to_bytes  # noqa: PLC0415
+        from pyiceberg.manifest import DataFile as IcebergFile  # noqa: PLC0415
+        from pyiceberg.manifest import DataFileContent, FileFormat  # noqa: PLC0415
+        from pyiceberg.typedef import Record  # noqa: PLC0415
+
+        values = _partition_record(f, spec, schema, arrow)
+        nulls: dict[int, int] = {}
+        nans: dict[int, int] = {}
+        lows: dict[int, bytes] = {}
+        highs: dict[int, bytes] = {}
+        for column in f.stats.columns if f.stats is not None else ():
+            index = arrow.get_field_index(column.name)
+            if index < 0:
+                continue
+            field_id = index + 1
+            type_ = schema.find_field(field_id).field_type
+            if column.nulls is not None:
+                nulls[field_id] = column.nulls
+            if column.nans is not None:
+                nans[field_id] = column.nans
+            if column.min is not None and column.max is not None:
+                try:
+                    lows[field_id] = to_bytes(type_, column.min)
+                    highs[field_id] = to_bytes(type_, column.max)
+                except (TypeError, ValueError, OverflowError, Exception):
+                    lows.pop(field_id, None)
+        return IcebergFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=self._file_path(f),
+            file_format=FileFormat.PARQUET,
+            partition=Record(*values),
+            record_count=f.record_count,
+            file_size_in_bytes=f.size,
+            column_sizes=None,
+            value_counts=None,
+            null_value_counts=nulls or None,
+            nan_value_counts=nans or None,
+            lower_bounds=lows or None,
+            upper_bounds={k: v for k, v in highs.items() if k in lows} or None,
+            key_metadata=None,
+            split_offsets=None,
+            equality_ids=None,
+            sort_order_id=None,
+            spec_id=0,
+        )
+
+    def _put_manifest(self, key: str, output: _Output, manifest: Any) -> Any:
+        if self._create(key, output.data):
+            return manifest
+        # Another mirror's manifest for the same version and files: its length is its own.
+        size = self.store.head(key).size
+        return manifest.__class__.from_args(
+            **{name: getattr(manifest, name) for name in _MANIFEST_FIELDS}, manifest_length=size
+        )
+
+    def _create(self, key: str, body: bytes) -> bool:
+        try:
+            self.store.put(key, body, mode="create", content_type="application/octet-stream")
+        except AlreadyExistsError:
+            return False
+        return True
+
+
+_MANIFEST_FIELDS = (
+    "manifest_path",
+    "partition_spec_id",
+    "content",
+    "sequence_number",
+    "min_sequence_number",
+    "added_snapshot_id",
+    "added_files_count",
+    "existing_files_count",
+    "deleted_files_count",
+    "added_rows_count",
+    "existing_rows_count",
+    "deleted_rows_count",
+    "partitions",
+    "key_metadata",
+)
+
+
+def _entry(data_file: Any, sid: int, status: Any) -> Any:
+    from pyiceberg.manifest import ManifestEntry  # noqa: PLC0415
+
+    return ManifestEntry.from_args(
+        status=status.ADDED, snapshot_id=sid, sequence_number=None, data_file=data_file
+    )
+
+
+def _has_live(manifest: Any) -> bool:
+    return bool((manifest.added_files_count or 0) + (manifest.existing_files_count or 0))
+
+
+def _schema_id(previous: Any, arrow: pa.Schema) -> int:
+    """The id of ``arrow`` among the schemas the view knows (a new one if it is new)."""
+    if previous is None:
+        return 0
+    fresh = iceberg_schema(arrow, 0)
+    for s in previous.schemas:
+        if s.as_struct() == fresh.as_struct():
+            return int(s.schema_id)
+    return max(int(s.schema_id) for s in previous.schemas) + 1
+
+
+def _max_id(schema: Any) -> int:
+    return max([int(i) for i in schema._lazy_id_to_field] + [0])
+
+
+def _spec(schema: Any, partition_by: Sequence[str]) -> Any:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec  # noqa: PLC0415
+    from pyiceberg.transforms import IdentityTransform  # noqa: PLC0415
+
+    fields = [
+        PartitionField(
+            source_id=schema.find_field(column).field_id,
+            field_id=_PARTITION_FIELD_BASE + i,
+            transform=IdentityTransform(),
+            name=column,
+        )
+        for i, column in enumerate(partition_by)
+    ]
+    return PartitionSpec(*fields, spec_id=0)
+
+
+def _partition_record(f: DataFile, spec: Any, schema: Any, arrow: pa.Schema) -> list[Any]:
+    from pyiceberg.partitioning import partition_record_value  # noqa: PLC0415
+
+    texts = dict(parse_partition_path(f.partition_path))
+    values = []
+    for field in spec.fields:
+        column = field.name
+        text = texts.get(column)
+        if text is None:
+            values.append(None)
+            continue
+        value = parse_partition_value(text, arrow.field(column).type).as_py()
+        values.append(partition_record_value(field, value, schema))
+    return values
+
+
+def _may_hold(
+    manifest: Any, spec: Any, schema: Any, removed: Sequence[DataFile], arrow: pa.Schema
+) -> bool:
+    """Whether ``manifest``'s partition ranges may hold a file of ``removed`` (always, for an
+    unpartitioned dataset or a manifest without ranges)."""
+    from pyiceberg.conversions import from_bytes  # noqa: PLC0415
+
+    summaries = manifest.partitions or []
+    if not spec.fields or len(summaries) != len(spec.fields):
+        return True
+    types = [schema.find_field(field.source_id).field_type for field in spec.fields]
+    for f in removed:
+        values = _partition_record(f, spec, schema, arrow)
+        inside = True
+        for value, summary, type_ in zip(values, summaries, types, strict=True):
+            if value is None:
+                inside = inside and bool(summary.contains_null)
+                continue
+            if summary.lower_bound is None or summary.upper_bound is None:
+                continue
+            low = from_bytes(type_, summary.lower_bound)
+            high = from_bytes(type_, summary.upper_bound)
+            inside = inside and low <= value <= high
+        if inside:
+            return True
+    return False

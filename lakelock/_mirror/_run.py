@@ -1,0 +1,182 @@
+"""``mirror``: bring a dataset's Iceberg and Delta views up to its current version.
+
+For each format: find the newest version the view has (a few one-key LISTs, see
+:func:`~lakelock._mirror._layout.newest`), walk the dataset's snapshot chain back to it (one
+snapshot per new version), and write each new version's objects, oldest first, each created
+with ``If-None-Match: *``. A view object is written last for its version (Delta: the log
+entry; Iceberg: the metadata.json, after its manifests and manifest list), so a crash leaves a
+view that is behind, never one that is wrong; the next run continues where it stopped.
+
+Several processes may mirror at once: what they write for a version is determined by that
+version (and the view before it), so a writer that loses a create reads what won, checks it
+mirrors the same lakelock version, and continues; if it does not (its picture of the view was
+stale), it starts over from the view as it now is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from lakelock._datafile import DataFile
+from lakelock._mirror import _delta, _iceberg
+from lakelock._mirror._layout import (
+    delta_checkpoint_key,
+    delta_log_key,
+    delta_log_prefix,
+    delta_root,
+    newest,
+    numbered,
+)
+from lakelock._mirror._versions import changes, pending
+from lakelock._names import validate_dataset_name
+from lakelock._registry import Registry
+from lakelock._registry._objects import partition_from_entry
+from lakelock._registry._snapshot import DatasetEntry, Snapshot
+from lakelock._registry._tree import tree_items
+from lakelock._s3 import ObjectStore
+from lakelock.errors import AlreadyExistsError, DatasetNotFoundError, InvalidNameError
+
+__all__ = ["FORMATS", "MirrorResult", "mirror"]
+
+FORMATS = ("iceberg", "delta")
+#: How many times a mirror starts over after finding another writer's different view.
+_RESTARTS = 8
+
+
+@dataclass(frozen=True)
+class MirrorResult:
+    """Where the views of a dataset are, and the lakelock version they mirror up to.
+    ``iceberg``: the ``s3://`` URI of the newest metadata.json; ``delta``: the ``s3://`` URI
+    of the Delta table (its root); ``None`` for a format not asked for."""
+
+    iceberg: str | None
+    delta: str | None
+    version: int
+
+
+def check_formats(formats: Iterable[str] | str) -> tuple[str, ...]:
+    chosen = (formats,) if isinstance(formats, str) else tuple(formats)
+    if not chosen:
+        raise InvalidNameError(chosen, f"name at least one view format of {list(FORMATS)}")
+    for name in chosen:
+        if name not in FORMATS:
+            raise InvalidNameError(name, f"unknown view format; expected one of {list(FORMATS)}")
+    return tuple(dict.fromkeys(chosen))
+
+
+def mirror(
+    registry: Registry, dataset: str, formats: Iterable[str] | str = FORMATS
+) -> MirrorResult:
+    """Mirror every version of ``dataset`` not yet in its views (module docstring)."""
+    dataset = validate_dataset_name(dataset)
+    chosen = check_formats(formats)
+    doc, _ = registry._current()
+    if doc.format_version == 1:
+        registry.migrate()
+        doc, _ = registry._current()
+    entry = doc.entries.get(dataset)
+    if entry is None:
+        raise DatasetNotFoundError(dataset)
+    store = registry.store
+    iceberg = delta = None
+    if "delta" in chosen:
+        _mirror_delta(registry, store, dataset, entry)
+        delta = f"s3://{store.bucket}/{store.full_key(delta_root(dataset))}"
+    if "iceberg" in chosen:
+        key = _iceberg.mirror_iceberg(registry, store, dataset, entry)
+        iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
+    return MirrorResult(iceberg=iceberg, delta=delta, version=entry.version)
+
+
+def created_ms(snap: Snapshot) -> int:
+    """The dataset's creation time, in ms: the same in every version, so every writer
+    writes the same metadata."""
+    moment = dt.datetime.fromisoformat(snap.created_at.replace("Z", "+00:00"))
+    return round(moment.timestamp() * 1000)
+
+
+def live_files(registry: Registry, snap: Snapshot) -> list[DataFile]:
+    """Every file of a dataset version (reads its whole index: for checkpoints)."""
+    entries = [
+        partition_from_entry(p, raw)
+        for p, raw in tree_items(snap.partitions, registry.objects.node)
+    ]
+    manifests = registry.objects.manifests(sorted({m.key for e in entries for m in e.manifests}))
+    files = [f for e in entries for m in e.manifests for f in manifests[m.key].files_of(e.path)]
+    return sorted(files, key=lambda f: f.key)
+
+
+def _mirror_delta(
+    registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry
+) -> None:
+    for _ in range(_RESTARTS):
+        if _delta_pass(registry, store, dataset, entry):
+            return
+    raise AlreadyExistsError(
+        f"the Delta view of {dataset!r} kept changing under this mirror",
+        bucket=store.bucket,
+        key=store.full_key(delta_log_prefix(dataset)),
+        operation="PutObject",
+    )
+
+
+def _delta_pass(registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry) -> bool:
+    """One attempt; ``False`` when another writer's view differs from what this one assumed."""
+    top = newest(store, delta_log_prefix(dataset), numbered(".json"))
+    after: int | None = None
+    number = 0
+    if top is not None:
+        after = _delta.lakelock_version_of(store.get(top[1]).body)
+        number = top[0] + 1
+    root = store.full_key(delta_root(dataset))
+    table = _delta.table_id(store.bucket, root)
+    for _, snap, parent in pending(registry.objects, entry, after):
+        change = changes(registry.objects, snap, parent)
+        body = _delta.commit_body(
+            change,
+            bucket=store.bucket,
+            prefix=store.prefix,
+            table=table,
+            created_ms=created_ms(snap),
+        )
+        key = delta_log_key(dataset, number)
+        if not _create(store, key, body, "application/json"):
+            if _delta.lakelock_version_of(store.get(key).body) != change.version:
+                return False
+        if number > 0 and number % _delta.CHECKPOINT_INTERVAL == 0:
+            checkpoint = _delta.checkpoint_body(
+                live_files(registry, snap),
+                schema=_schema(snap),
+                partition_by=snap.partition_by,
+                at=snap.at,
+                bucket=store.bucket,
+                prefix=store.prefix,
+                table=table,
+                created_ms=created_ms(snap),
+            )
+            _create(
+                store,
+                delta_checkpoint_key(dataset, number),
+                checkpoint,
+                "application/vnd.apache.parquet",
+            )
+        number += 1
+    return True
+
+
+def _schema(snap: Snapshot) -> Sequence[object] | object:
+    import pyarrow as pa  # noqa: PLC0415
+
+    return snap.schema if snap.schema is not None else pa.schema([])
+
+
+def _create(store: ObjectStore, key: str, body: bytes, content_type: str) -> bool:
+    """Create ``key``; ``False`` if it exists already (another mirror's, or ours whose answer
+    was lost: the store resolves that case to success)."""
+    try:
+        store.put(key, body, mode="create", content_type=content_type)
+    except AlreadyExistsError:
+        return False
+    return True

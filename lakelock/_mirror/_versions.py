@@ -1,0 +1,140 @@
+"""The versions of a dataset a view has not mirrored yet, and what each changed.
+
+A dataset's versions are its snapshots (one per registry version that changed it), linked
+newest to oldest by ``parent``. :func:`pending` walks that chain back from the current
+snapshot only as far as the newest version already mirrored, so mirroring one new version
+reads one snapshot. :func:`changes` turns each step into the files it added and removed: the
+two snapshots' partition tries are compared node by node, and identical subtrees (same
+write-once node key) are skipped, so the cost is that of the partitions the version touched,
+not of the dataset (a restore, which points back at an older trie, touches what differs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lakelock._datafile import DataFile
+from lakelock._registry._objects import Objects, partition_from_entry
+from lakelock._registry._snapshot import DatasetEntry, Snapshot
+from lakelock._registry._tree import EMPTY, Node, tree_items
+from lakelock.errors import NotFoundError, RegistryCorruptError
+
+__all__ = ["VersionChange", "changes", "pending"]
+
+
+@dataclass(frozen=True)
+class VersionChange:
+    """One dataset version as a view needs it: what it added and removed relative to the
+    version before it (``full``: the first version mirrored, everything as added)."""
+
+    version: int
+    at: float
+    schema: pa.Schema | None
+    partition_by: tuple[str, ...]
+    operation: str
+    added: tuple[DataFile, ...]
+    removed: tuple[DataFile, ...]
+    full: bool
+    parent_schema: pa.Schema | None
+
+
+def pending(
+    objects: Objects, entry: DatasetEntry, after: int | None
+) -> list[tuple[str, Snapshot, Snapshot | None]]:
+    """``(key, snapshot, parent snapshot)`` of every version newer than ``after`` (all of
+    them when ``None``), oldest first. Versions vacuum has removed are not there: with
+    ``after=None`` the oldest one left comes first (its parent then ``None``). Raises
+    :class:`RegistryCorruptError` if the chain ends before reaching ``after``: a version
+    between was vacuumed before it was mirrored."""
+    found: list[tuple[str, Snapshot]] = []
+    reached = after is None
+    try:
+        for key, snap in objects.walk(entry.snapshot):
+            if after is not None and snap.version <= after:
+                reached = True
+                found.append((key, snap))
+                break
+            found.append((key, snap))
+    except RegistryCorruptError as error:
+        if not found or not isinstance(error.__cause__, NotFoundError):
+            raise
+    if not reached:
+        raise RegistryCorruptError(
+            f"the view is at version {after}, but versions after it were vacuumed before "
+            "they were mirrored; delete the view and mirror again",
+        )
+    found.reverse()
+    result: list[tuple[str, Snapshot, Snapshot | None]] = []
+    previous: Snapshot | None = None
+    for key, snap in found:
+        if after is not None and snap.version <= after:
+            previous = snap
+            continue
+        result.append((key, snap, previous))
+        previous = snap
+    return result
+
+
+def changes(objects: Objects, snap: Snapshot, parent: Snapshot | None) -> VersionChange:
+    """What ``snap`` changed relative to ``parent`` (every file of it when ``None``)."""
+    old_top = parent.partitions if parent is not None else EMPTY
+    differing = dict(_diff(old_top, snap.partitions, objects.node, 0))
+    olds = {p: partition_from_entry(p, o) for p, (o, _) in differing.items() if o is not None}
+    news = {p: partition_from_entry(p, n) for p, (_, n) in differing.items() if n is not None}
+    keys = {m.key for state in [*olds.values(), *news.values()] for m in state.manifests}
+    manifests = objects.manifests(sorted(keys))
+    added: list[DataFile] = []
+    removed: list[DataFile] = []
+    for path in sorted(differing):
+        before = {
+            f.key: f
+            for m in (olds[path].manifests if path in olds else ())
+            for f in manifests[m.key].files_of(path)
+        }
+        after = {
+            f.key: f
+            for m in (news[path].manifests if path in news else ())
+            for f in manifests[m.key].files_of(path)
+        }
+        added.extend(f for k, f in sorted(after.items()) if k not in before)
+        removed.extend(f for k, f in sorted(before.items()) if k not in after)
+    operation = snap.commits[-1].operation if snap.commits else "write"
+    return VersionChange(
+        version=snap.version,
+        at=snap.at,
+        schema=snap.schema,
+        partition_by=snap.partition_by,
+        operation=operation,
+        added=tuple(added),
+        removed=tuple(removed),
+        full=parent is None,
+        parent_schema=parent.schema if parent is not None else None,
+    )
+
+
+def _diff(
+    old: Node, new: Node, load: Any, depth: int
+) -> Iterator[tuple[str, tuple[Any | None, Any | None]]]:
+    """``(path, (old entry, new entry))`` for every partition whose entry differs."""
+    if old.is_branch and new.is_branch:
+        for slot in sorted(set(old.children) | set(new.children)):
+            a, b = old.children.get(slot), new.children.get(slot)
+            if a is not None and b is not None and a.key == b.key:
+                continue  # the same write-once subtree
+            yield from _diff(
+                load(a.key) if a is not None else EMPTY,
+                load(b.key) if b is not None else EMPTY,
+                load,
+                depth + 1,
+            )
+        return
+    before = dict(tree_items(old, load))
+    after = dict(tree_items(new, load))
+    for path in sorted(set(before) | set(after)):
+        a, b = before.get(path), after.get(path)
+        if a != b:
+            yield path, (a, b)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import base64
 import http.client
+import importlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -23,6 +25,8 @@ import pytest
 from lakelock import Lake
 from lakelock._catalog import ENDPOINTS, CatalogServer, LakeCatalog, MirroredView
 from lakelock._catalog._protocol import CatalogError, page, route
+from lakelock._connection import Connection
+from lakelock._engines import load_httpfs, s3_secret_sql, sql_string
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 
 TOKEN = "s3cr3t-catalog-token"
@@ -471,6 +475,212 @@ def test_an_empty_token_or_a_multipart_namespace_is_refused(lake: Lake) -> None:
         CatalogServer(LakeCatalog(lake), port=0, token=" ")
     with pytest.raises(ValueError, match="namespace"):
         LakeCatalog(lake, namespace="a\x1fb")
+
+
+# -- loading tables (the dataset's Iceberg view, mirrored when behind) ---------------------------
+
+
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    """A table's rows, as dicts in a fixed order (engines differ in row and string types)."""
+    return sorted(table.to_pylist(), key=lambda row: sorted(row.items()))
+
+
+def rest_catalog(server: CatalogServer, **properties: str) -> Any:
+    """pyiceberg's RestCatalog on ``server``, with S3 keys of its own unless given others."""
+    rest = pytest.importorskip("pyiceberg.catalog.rest")
+    keys = {"s3.access-key-id": DEFAULT_ACCESS_KEY, "s3.secret-access-key": "x"}
+    return rest.RestCatalog("lakelock", uri=server.url, **{**keys, **properties})
+
+
+def test_pyiceberg_loads_each_dataset_and_reads_what_lakelock_reads(
+    serve: ServeFn, lake: Lake
+) -> None:
+    """pyiceberg's RestCatalog lists the namespace and tables, loads each table (its S3
+    endpoint from the catalog's defaults) and reads exactly lakelock's rows, partition
+    columns typed as lakelock has them, after appends, an overwrite and a partition
+    delete."""
+    two_datasets(lake)
+    lake.append("events", pa.table({"kind": ["a", "c"], "n": [3, 4]}), partition_by=["kind"])
+    lake.append("sales", pa.table({"day": [4], "amount": [40.0]}))
+    lake.overwrite("sales", pa.table({"day": [9], "amount": [90.0]}))
+    lake.delete("events", partitions=[{"kind": "b"}])
+    catalog = rest_catalog(serve())
+    assert catalog.list_namespaces() == [("lake",)]
+    assert catalog.list_tables("lake") == [("lake", "events"), ("lake", "sales")]
+    for name in ("events", "sales"):
+        table = catalog.load_table(f"lake.{name}")
+        expected = lake.read(name)
+        read = table.scan().to_arrow()
+        assert rows(read) == rows(expected), name
+        for field in expected.schema:  # pyiceberg reads strings as large_string
+            got = read.schema.field(field.name).type
+            assert got == field.type or (
+                pa.types.is_string(field.type) and pa.types.is_large_string(got)
+            ), (name, field.name, got)
+    assert lake.read("events").num_rows == 3  # kind=b gone
+
+
+def test_loading_mirrors_only_when_the_registry_is_ahead(serve: ServeFn, lake: Lake) -> None:
+    """The first load mirrors; a second with no commit in between mirrors nothing and answers
+    the same metadata; after a commit the load mirrors again and the new metadata's current
+    snapshot is that lakelock version, with the new rows."""
+    lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
+    mirror = CountingMirror(lake)
+    server = serve(mirror=mirror)
+    path = "/v1/namespaces/lake/tables/sales"
+    status, _, body = call(server, "GET", path)
+    assert status == 200
+    first = orjson.loads(body)
+    assert mirror.calls == ["sales"]
+    assert first["metadata-location"].startswith(f"s3://{lake.bucket}/{lake.prefix}")
+    assert first["metadata"]["format-version"] == 2
+    assert orjson.loads(call(server, "GET", path)[2]) == first
+    assert mirror.calls == ["sales"]
+    version = lake.append("sales", pa.table({"day": [2], "amount": [2.0]})).version
+    second = orjson.loads(call(server, "GET", path)[2])
+    assert mirror.calls == ["sales", "sales"]
+    assert second["metadata-location"] != first["metadata-location"]
+    metadata = second["metadata"]
+    current = next(
+        s for s in metadata["snapshots"] if s["snapshot-id"] == metadata["current-snapshot-id"]
+    )
+    assert current["summary"]["lakelock.version"] == str(version)
+    table = rest_catalog(server).load_table("lake.sales")
+    assert rows(table.scan().to_arrow()) == rows(lake.read("sales"))
+    # Another dataset's commit leaves this view current: no mirroring.
+    lake.append("other", pa.table({"x": [1]}))
+    call(server, "GET", path)
+    assert mirror.calls == ["sales", "sales"]
+
+
+def test_concurrent_loads_of_a_table_behind_mirror_it_once(serve: ServeFn, lake: Lake) -> None:
+    """Eight clients loading a table that is behind wait for one mirroring and all get the
+    same metadata."""
+    lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
+    mirror = CountingMirror(lake)
+    server = serve(mirror=mirror)
+    bodies: list[bytes] = []
+
+    def load() -> None:
+        bodies.append(call(server, "GET", "/v1/namespaces/lake/tables/sales")[2])
+
+    threads = [threading.Thread(target=load) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(bodies) == 8
+    assert len(set(bodies)) == 1
+    assert mirror.calls == ["sales"]
+
+
+def test_load_table_answers_304_for_its_etag(serve: ServeFn, lake: Lake) -> None:
+    """A load answers an ETag; If-None-Match with it is 304 until the table changes."""
+    lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
+    server = serve()
+    path = "/v1/namespaces/lake/tables/sales"
+    status, headers, _ = call(server, "GET", path)
+    etag = headers["etag"]
+    assert status == 200
+    assert call(server, "GET", path, headers={"If-None-Match": etag})[::2] == (304, b"")
+    assert call(server, "GET", path, headers={"If-None-Match": '"other", ' + etag})[0] == 304
+    lake.append("sales", pa.table({"day": [2], "amount": [2.0]}))
+    status, headers, _ = call(server, "GET", path, headers={"If-None-Match": etag})
+    assert status == 200
+    assert headers["etag"] != etag
+
+
+def test_load_table_hands_out_no_credentials_unless_the_operator_asks(
+    serve: ServeFn, lake: Lake
+) -> None:
+    """Even when the client asks for vended credentials, a catalog started without
+    ``vend_credentials`` answers no keys; one started with it answers the lake's own keys as
+    ``config`` and ``storage-credentials``, and pyiceberg reads with them alone."""
+    lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
+    path = "/v1/namespaces/lake/tables/sales"
+    asking = {"X-Iceberg-Access-Delegation": "vended-credentials"}
+    plain = orjson.loads(call(serve(), "GET", path, headers=asking)[2])
+    assert plain["config"] == {}
+    assert "storage-credentials" not in plain
+    assert b"secret" not in orjson.dumps(plain["config"])
+
+    vending = serve(vend_credentials=True)
+    vended = orjson.loads(call(vending, "GET", path)[2])
+    keys = {"s3.access-key-id": DEFAULT_ACCESS_KEY, "s3.secret-access-key": "lakelock-secret"}
+    assert vended["config"] == keys
+    assert vended["storage-credentials"] == [{"prefix": lake.url, "config": keys}]
+    rest = pytest.importorskip("pyiceberg.catalog.rest")
+    catalog = rest.RestCatalog("lakelock", uri=vending.url)  # no keys of its own
+    table = catalog.load_table("lake.sales")
+    assert rows(table.scan().to_arrow()) == rows(lake.read("sales"))
+
+
+def test_a_prefixed_lake_serves_its_own_datasets(
+    serve: ServeFn, client: Any, bucket: str, lake: Lake
+) -> None:
+    """A lake under a prefix: its datasets only, its views inside the prefix."""
+    lake.append("outside", pa.table({"x": [0]}))
+    inner = Lake(bucket, prefix="team/a/", s3=client)
+    inner.append("sales", pa.table({"day": [1], "amount": [1.0]}))
+    server = serve(on=inner)
+    names = orjson.loads(call(server, "GET", "/v1/namespaces/lake/tables")[2])["identifiers"]
+    assert [i["name"] for i in names] == ["sales"]
+    loaded = orjson.loads(call(server, "GET", "/v1/namespaces/lake/tables/sales")[2])
+    assert loaded["metadata-location"].startswith(f"s3://{bucket}/team/a/")
+    table = rest_catalog(server).load_table("lake.sales")
+    assert rows(table.scan().to_arrow()) == rows(inner.read("sales"))
+
+
+def duckdb_with_iceberg() -> Any:
+    """A DuckDB connection with httpfs, avro and iceberg loaded from the
+    ``duckdb-extension-*`` packages (the test extra installs them: nothing is downloaded)."""
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    load_httpfs(duckdb, con)
+    for name in ("avro", "iceberg"):  # iceberg needs avro loaded first
+        module = importlib.import_module(f"duckdb_extension_{name}")
+        assert module.__file__ is not None
+        binary = (
+            Path(module.__file__).parent
+            / "extensions"
+            / f"v{duckdb.__version__}"
+            / f"{name}.duckdb_extension"
+        )
+        con.execute(f"LOAD {sql_string(str(binary))}")
+    return con
+
+
+def test_duckdb_attaches_the_catalog_and_reads_what_lakelock_reads(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint
+) -> None:
+    """DuckDB's ``ATTACH ... (TYPE iceberg)`` with the bearer token sees the tables and reads
+    lakelock's rows (its S3 secret for the data, as the catalog vends none); with OAuth2
+    client credentials (the token as the secret) it attaches too."""
+    two_datasets(lake)
+    lake.append("events", pa.table({"kind": ["c"], "n": [3]}), partition_by=["kind"])
+    server = serve(token=TOKEN)
+    con = duckdb_with_iceberg()
+    con.execute(s3_secret_sql(Connection.of(lake.client), f"s3://{lake.bucket}"))
+    con.execute(
+        f"ATTACH 'lake' AS ice (TYPE iceberg, ENDPOINT {sql_string(server.url)}, "
+        f"TOKEN {sql_string(TOKEN)})"
+    )
+    tables = con.execute("SELECT schema, name FROM (SHOW ALL TABLES) WHERE database = 'ice'")
+    assert sorted(tables.fetchall()) == [("lake", "events"), ("lake", "sales")]
+    for name in ("events", "sales"):
+        read = con.execute(f"SELECT * FROM ice.lake.{name}").to_arrow_table()
+        assert rows(read) == rows(lake.read(name)), name
+    con.execute(
+        f"ATTACH 'lake' AS oauth (TYPE iceberg, ENDPOINT {sql_string(server.url)}, "
+        f"CLIENT_ID 'duckdb', CLIENT_SECRET {sql_string(TOKEN)}, "
+        f"OAUTH2_SERVER_URI {sql_string(server.url + '/v1/oauth/tokens')})"
+    )
+    assert con.execute("SELECT count(*) FROM oauth.lake.sales").fetchone() == (3,)
+    with pytest.raises(Exception, match="401"):
+        con.execute(
+            f"ATTACH 'lake' AS refused (TYPE iceberg, ENDPOINT {sql_string(server.url)}, "
+            "AUTHORIZATION_TYPE 'none')"
+        )
 
 
 # -- the command line ---------------------------------------------------------------------------

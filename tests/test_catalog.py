@@ -591,11 +591,12 @@ def test_load_table_answers_304_for_its_etag(serve: ServeFn, lake: Lake) -> None
 
 
 def test_load_table_hands_out_no_credentials_unless_the_operator_asks(
-    serve: ServeFn, lake: Lake
+    serve: ServeFn, lake: Lake, s3: S3Endpoint
 ) -> None:
     """Even when the client asks for vended credentials, a catalog started without
-    ``vend_credentials`` answers no keys; one started with it answers the lake's own keys as
-    ``config`` and ``storage-credentials``, and pyiceberg reads with them alone."""
+    ``vend_credentials`` answers no keys; one started with it answers the lake's own keys (and
+    the endpoint they are for) as ``config`` and ``storage-credentials``, and pyiceberg and
+    DuckDB read with them alone."""
     lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
     path = "/v1/namespaces/lake/tables/sales"
     asking = {"X-Iceberg-Access-Delegation": "vended-credentials"}
@@ -606,13 +607,32 @@ def test_load_table_hands_out_no_credentials_unless_the_operator_asks(
 
     vending = serve(vend_credentials=True)
     vended = orjson.loads(call(vending, "GET", path)[2])
-    keys = {"s3.access-key-id": DEFAULT_ACCESS_KEY, "s3.secret-access-key": "lakelock-secret"}
-    assert vended["config"] == keys
-    assert vended["storage-credentials"] == [{"prefix": lake.url, "config": keys}]
+    config = {
+        "s3.access-key-id": DEFAULT_ACCESS_KEY,
+        "s3.secret-access-key": "lakelock-secret",
+        "s3.endpoint": s3.url,
+        "s3.region": "us-east-1",
+        "client.region": "us-east-1",
+        "s3.path-style-access": "true",
+    }
+    assert vended["config"] == config
+    assert vended["storage-credentials"] == [
+        {"prefix": f"{lake.url}datasets/", "config": config},
+        {"prefix": f"{lake.url}views/", "config": config},
+    ]
     rest = pytest.importorskip("pyiceberg.catalog.rest")
     catalog = rest.RestCatalog("lakelock", uri=vending.url)  # no keys of its own
     table = catalog.load_table("lake.sales")
     assert rows(table.scan().to_arrow()) == rows(lake.read("sales"))
+    # DuckDB with no S3 secret of its own reads with the vended credentials: one per area,
+    # as it scopes a lone credential to the table's location, which holds no data files.
+    con = duckdb_with_iceberg()
+    con.execute(
+        f"ATTACH 'lake' AS ice (TYPE iceberg, ENDPOINT {sql_string(vending.url)}, "
+        "AUTHORIZATION_TYPE 'none')"
+    )
+    read = con.execute("SELECT * FROM ice.lake.sales").to_arrow_table()
+    assert rows(read) == rows(lake.read("sales"))
 
 
 def test_a_prefixed_lake_serves_its_own_datasets(

@@ -123,7 +123,8 @@ class LakeCatalog:
 
     def _credentials(self) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
         """Per-table ``config`` and ``storage-credentials``: the lake client's own S3
-        credentials when vending is on, else nothing."""
+        credentials (and the endpoint, region and addressing they are for) when vending is
+        on, else nothing."""
         if not self.vend_credentials:
             return {}, ()
         connection = Connection.of(self.lake.client)
@@ -135,7 +136,16 @@ class LakeCatalog:
         }
         if connection.session_token:
             keys["s3.session-token"] = connection.session_token
-        return dict(keys), ({"prefix": self.lake.url, "config": dict(keys)},)
+        # With the keys, where they work: clients that take vended credentials (DuckDB) build
+        # their S3 settings from this config alone.
+        config = {**self.client_defaults(), **keys}
+        # One credential per area of the lake a reader touches (the data files, the view's
+        # metadata): a client that scopes a single credential to the table's location
+        # (DuckDB) would not find it for data files, which lie outside that location.
+        return config, tuple(
+            {"prefix": self.lake.url + area, "config": dict(config)}
+            for area in ("datasets/", "views/")
+        )
 
     # -- namespaces and tables ----------------------------------------------------------------
 

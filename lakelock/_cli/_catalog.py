@@ -68,7 +68,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no request log on stderr")
 
 
-def add_catalog_options(parser: argparse.ArgumentParser, *, prefix: str) -> None:
+def add_catalog_options(parser: argparse._ActionsContainer, *, prefix: str) -> None:
     """The catalog's namespace, token and credential options (``prefix``: ``"catalog-"`` on
     ``lakelock serve``)."""
     parser.add_argument(

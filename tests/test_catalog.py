@@ -651,6 +651,39 @@ def test_a_prefixed_lake_serves_its_own_datasets(
     assert rows(table.scan().to_arrow()) == rows(inner.read("sales"))
 
 
+def test_dataset_names_that_need_quoting_load(serve: ServeFn, lake: Lake) -> None:
+    """Names with dots and non-ASCII letters travel URL-encoded and load (as tuples: a dotted
+    string would split at the dot)."""
+    names = ["ventes-été", "sales.v2", "日次"]
+    for name in names:
+        lake.append(name, pa.table({"x": [len(name)]}))
+    catalog = rest_catalog(serve())
+    assert sorted(catalog.list_tables("lake")) == sorted(("lake", n) for n in names)
+    for name in names:
+        assert catalog.table_exists(("lake", name))
+        table = catalog.load_table(("lake", name))
+        assert table.scan().to_arrow().to_pylist() == [{"x": len(name)}]
+
+
+def test_a_mirror_that_fails_is_a_503_and_the_next_load_mirrors(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint
+) -> None:
+    """S3 refusing the view's writes makes the load a 503 (nothing cached); once S3 is back
+    the next load mirrors and answers the view."""
+    lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
+    mirror = CountingMirror(lake)
+    server = serve(mirror=mirror)
+    s3.inject("slowdown", operation="PutObject", prefix="views/")
+    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/sales")
+    assert status == 503
+    assert error_of(body)["type"] == "ServiceUnavailableException"
+    s3.clear_faults()
+    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/sales")
+    assert status == 200
+    assert mirror.calls == ["sales", "sales"]
+    assert orjson.loads(body)["metadata-location"].endswith(".metadata.json")
+
+
 def duckdb_with_iceberg() -> Any:
     """A DuckDB connection with httpfs, avro and iceberg loaded from the
     ``duckdb-extension-*`` packages (the test extra installs them: nothing is downloaded)."""

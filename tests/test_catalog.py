@@ -9,6 +9,7 @@ import base64
 import http.client
 import importlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+import boto3
 import orjson
 import pyarrow as pa
 import pytest
@@ -210,6 +212,16 @@ def test_config_never_carries_credentials(serve: ServeFn) -> None:
         config = orjson.loads(body)
         for key in [*config["defaults"], *config["overrides"]]:
             assert not {"key", "secret", "token"} & set(key.replace(".", "-").split("-")), key
+
+
+def test_config_defaults_for_aws_name_the_region_only(lake: Lake) -> None:
+    """On AWS itself (no custom endpoint) the defaults are the region: no endpoint, no
+    path-style addressing, no keys, although the client has keys."""
+    aws = boto3.client(
+        "s3", region_name="eu-west-1", aws_access_key_id="AK", aws_secret_access_key="SK"
+    )
+    catalog = LakeCatalog(Lake(lake.bucket, s3=aws))
+    assert catalog.client_defaults() == {"s3.region": "eu-west-1", "client.region": "eu-west-1"}
 
 
 def test_namespaces_get_and_head(serve: ServeFn) -> None:
@@ -832,11 +844,16 @@ def test_cli_catalog_serves_with_the_token_from_the_environment(
         status, body = http_get(url, "/v1/namespaces/shop/tables", bearer())
         assert status == 200
         assert [i["name"] for i in orjson.loads(body)["identifiers"]] == ["events", "sales"]
+        status, body = http_get(url, "/v1/namespaces/shop/tables/sales", bearer())
+        assert status == 200
+        assert orjson.loads(body)["metadata"]["format-version"] == 2
     finally:
         out, err = interrupt(process)
     assert "stopped" in out
     assert '"GET /v1/namespaces/shop/tables HTTP/1.1" 401' in err
     assert '"GET /v1/namespaces/shop/tables HTTP/1.1" 200' in err
+    assert "catalog: mirroring sales ...\n" in err
+    assert re.search(r"catalog: mirrored sales to lakelock version \d+ \(\d+\.\d\d s\)", err)
 
 
 def test_cli_catalog_refuses_to_vend_credentials_to_an_open_network(

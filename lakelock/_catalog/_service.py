@@ -184,6 +184,8 @@ class LakeCatalog:
         )
 
     def _mirror_now(self, namespace: tuple[str, ...], table: str) -> MirroredView:
+        if self._log is not None:
+            self._log(f"mirroring {table} ...")
         started = self._clock()
         try:
             view = self._mirror(table)

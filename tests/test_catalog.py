@@ -509,13 +509,17 @@ def test_pyiceberg_loads_each_dataset_and_reads_what_lakelock_reads(
 ) -> None:
     """pyiceberg's RestCatalog lists the namespace and tables, loads each table (its S3
     endpoint from the catalog's defaults) and reads exactly lakelock's rows, partition
-    columns typed as lakelock has them, after appends, an overwrite and a partition
-    delete."""
+    columns typed as lakelock has them, after appends, an overwrite, a partition delete, a
+    compaction and a restore; and every snapshot, by id, reads as lakelock reads the version
+    its summary names."""
     two_datasets(lake)
     lake.append("events", pa.table({"kind": ["a", "c"], "n": [3, 4]}), partition_by=["kind"])
     lake.append("sales", pa.table({"day": [4], "amount": [40.0]}))
+    restore_to = lake.append("sales", pa.table({"day": [5], "amount": [50.0]})).version
     lake.overwrite("sales", pa.table({"day": [9], "amount": [90.0]}))
     lake.delete("events", partitions=[{"kind": "b"}])
+    lake.compact("events")
+    lake.restore("sales", version=restore_to)
     catalog = rest_catalog(serve())
     assert catalog.list_namespaces() == [("lake",)]
     assert catalog.list_tables("lake") == [("lake", "events"), ("lake", "sales")]
@@ -529,6 +533,14 @@ def test_pyiceberg_loads_each_dataset_and_reads_what_lakelock_reads(
             assert got == field.type or (
                 pa.types.is_string(field.type) and pa.types.is_large_string(got)
             ), (name, field.name, got)
+        versions = [entry.version for entry in lake.history(name)]
+        snapshots = table.metadata.snapshots
+        assert sorted(int(s.summary["lakelock.version"]) for s in snapshots) == sorted(versions)
+        for snapshot in snapshots:
+            version = int(snapshot.summary["lakelock.version"])
+            then = table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
+            assert rows(then) == rows(lake.read(name, version=version)), (name, version)
+    assert rows(lake.read("sales")) == rows(lake.read("sales", version=restore_to))
     assert lake.read("events").num_rows == 3  # kind=b gone
 
 
@@ -735,6 +747,17 @@ def test_duckdb_attaches_the_catalog_and_reads_what_lakelock_reads(
     for name in ("events", "sales"):
         read = con.execute(f"SELECT * FROM ice.lake.{name}").to_arrow_table()
         assert rows(read) == rows(lake.read(name)), name
+    # Time travel: each snapshot of the view, by id, is the lakelock version it names.
+    loaded = orjson.loads(
+        call(server, "GET", "/v1/namespaces/lake/tables/events", headers=bearer())[2]
+    )
+    assert len(loaded["metadata"]["snapshots"]) == 2
+    for snapshot in loaded["metadata"]["snapshots"]:
+        version = int(snapshot["summary"]["lakelock.version"])
+        then = con.execute(
+            f"SELECT * FROM ice.lake.events AT (VERSION => {snapshot['snapshot-id']})"
+        ).to_arrow_table()
+        assert rows(then) == rows(lake.read("events", version=version)), version
     con.execute(
         f"ATTACH 'lake' AS oauth (TYPE iceberg, ENDPOINT {sql_string(server.url)}, "
         f"CLIENT_ID 'duckdb', CLIENT_SECRET {sql_string(TOKEN)}, "

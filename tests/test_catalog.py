@@ -34,6 +34,7 @@ from lakelock._catalog._protocol import CatalogError, page, route
 from lakelock._connection import Connection
 from lakelock._engines import load_httpfs, s3_secret_sql, sql_string
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
+from tests._support import FAST_RETRY
 
 TOKEN = "s3cr3t-catalog-token"
 
@@ -361,13 +362,20 @@ def test_oversized_or_chunked_bodies_are_refused_and_the_connection_closed(
         connection.close()
 
 
+def impatient(lake: Lake, s3: S3Endpoint) -> Lake:
+    """The lake through a client whose SDK does not retry, and lakelock's retries without
+    waiting: a store that keeps failing fails the request at once."""
+    client = s3.client(retries={"mode": "standard", "total_max_attempts": 1})
+    return Lake(lake.bucket, prefix=lake.prefix, s3=client, retry=FAST_RETRY)
+
+
 def test_a_failing_store_is_a_503_not_a_traceback(
     serve: ServeFn, lake: Lake, s3: S3Endpoint
 ) -> None:
     """S3 throttling the registry read (after lakelock's retries) answers 503
     ServiceUnavailableException with the error described; the catalog keeps serving."""
     two_datasets(lake)
-    server = serve(mirror=RefusingMirror())
+    server = serve(mirror=RefusingMirror(), on=impatient(lake, s3))
     s3.inject("slowdown", operation="GetObject", prefix="metastore/")
     status, _, body = call(server, "GET", "/v1/namespaces/lake/tables")
     assert status == 503
@@ -694,8 +702,9 @@ def test_a_mirror_that_fails_is_a_503_and_the_next_load_mirrors(
     """S3 refusing the view's writes makes the load a 503 (nothing cached); once S3 is back
     the next load mirrors and answers the view."""
     lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
-    mirror = CountingMirror(lake)
-    server = serve(mirror=mirror)
+    served = impatient(lake, s3)
+    mirror = CountingMirror(served)
+    server = serve(mirror=mirror, on=served)
     s3.inject("slowdown", operation="PutObject", prefix="views/")
     status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/sales")
     assert status == 503

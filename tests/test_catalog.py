@@ -489,6 +489,21 @@ def test_pyiceberg_authenticates_with_the_token_or_oauth2_credentials(
         )
 
 
+def test_the_catalog_listens_where_told(lake: Lake) -> None:
+    """127.0.0.1 by default; an IPv6 address such as ::1 works too (its URL bracketed)."""
+    with CatalogServer(LakeCatalog(lake), port=0) as default:
+        assert default.url == f"http://127.0.0.1:{default.port}"
+    with CatalogServer(LakeCatalog(lake), host="::1", port=0) as server:
+        assert server.url == f"http://[::1]:{server.port}"
+        connection = http.client.HTTPConnection("::1", server.port, timeout=30)
+        try:
+            connection.request("GET", "/v1/namespaces")
+            response = connection.getresponse()
+            assert (response.status, response.read()) == (200, b'{"namespaces":[["lake"]]}')
+        finally:
+            connection.close()
+
+
 def test_an_empty_token_or_a_multipart_namespace_is_refused(lake: Lake) -> None:
     """An empty token would let 'Bearer ' through, and a namespace with the separator could
     never be named: ValueError at construction."""

@@ -73,7 +73,8 @@ class CatalogServer:
         self.token = token
         self.log = log
         handler = type("Handler", (_Handler,), {"server_state": self})
-        self._server = ThreadingHTTPServer((host, port), handler)
+        server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+        self._server = server_class((host, port), handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -208,6 +209,10 @@ class CatalogServer:
                     return _Answer(304, b"", {"ETag": etag})
                 return _Answer(200, body, {"ETag": etag})
         raise CatalogError.unsupported(found.operation, "")  # pragma: no cover - route() is total
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
 
 class _Answer:

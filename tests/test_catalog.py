@@ -697,6 +697,31 @@ def test_a_prefixed_lake_serves_its_own_datasets(
     assert rows(table.scan().to_arrow()) == rows(inner.read("sales"))
 
 
+def test_an_unexpected_error_is_a_500_and_the_catalog_keeps_serving(
+    lake: Lake,
+) -> None:
+    """A bug below the catalog (here: a mirror raising RuntimeError) answers 500
+    InternalServerError with a one-line description, logs the traceback, and the next
+    request is served."""
+    lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
+    logged: list[str] = []
+
+    def broken(name: str) -> MirroredView:
+        raise RuntimeError(f"mirror of {name} broke")
+
+    catalog = LakeCatalog(lake, mirror=broken)
+    with CatalogServer(catalog, port=0, log=logged.append) as server:
+        status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/sales")
+        assert status == 500
+        assert error_of(body) == {
+            "message": "RuntimeError: mirror of sales broke",
+            "type": "InternalServerError",
+            "code": 500,
+        }
+        assert call(server, "GET", "/v1/namespaces/lake/tables")[0] == 200
+    assert any("Traceback" in line and "mirror of sales broke" in line for line in logged)
+
+
 def test_dataset_names_that_need_quoting_load(serve: ServeFn, lake: Lake) -> None:
     """Names with dots and non-ASCII letters travel URL-encoded and load (as tuples: a dotted
     string would split at the dot)."""

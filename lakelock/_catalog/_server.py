@@ -4,7 +4,8 @@
 Each request: route it (:func:`~lakelock._catalog._protocol.route`), check the bearer token
 (every route but the OAuth2 token endpoint, when a token is configured), answer JSON. Errors
 are the spec's ``IcebergErrorResponse`` (the token endpoint's, its ``OAuthError``); a failure
-inside lakelock is a 5xx with the error's one-line description, never a traceback. HTTP/1.1
+inside lakelock is a 5xx with the error's one-line description (S3 unavailable: 503), never a
+traceback (an unexpected one goes to the log). HTTP/1.1
 keep-alive, every answer with a ``Content-Length``. It listens on 127.0.0.1 unless told
 otherwise.
 """
@@ -15,6 +16,7 @@ import hashlib
 import hmac
 import socket
 import threading
+import traceback
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -165,6 +167,11 @@ class CatalogServer:
             failure = CatalogError(503, "ServiceUnavailableException", _describe(error))
             return _error(failure, head=head)
         except LakelockError as error:
+            failure = CatalogError(500, "InternalServerError", _describe(error))
+            return _error(failure, head=head)
+        except Exception as error:  # a bug: answer it and keep serving, the trace to the log
+            if self.log is not None:
+                self.log("internal error:\n" + "".join(traceback.format_exception(error)))
             failure = CatalogError(500, "InternalServerError", _describe(error))
             return _error(failure, head=head)
 

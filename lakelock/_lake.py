@@ -21,7 +21,8 @@ from lakelock._datasets import Progress
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
 from lakelock._lease import Lease, LeaseOptions
-from lakelock._mirror import MirrorResult, mirror
+from lakelock._mirror import MirrorResult, check_formats, mirror
+from lakelock._mirror._auto import AutoMirror, MirroringRegistry
 from lakelock._names import (
     named_partition,
     parse_lake_url,
@@ -96,6 +97,9 @@ class Lake(TableOperations):
     lake should use the same); ``retention`` how long the registry remembers retired
     manifests (a duration: seconds, a timedelta or ``"7d"``), which bounds how far back
     :meth:`vacuum` can protect readers (every writer of a lake should use the same).
+    ``mirror`` (``("iceberg", "delta")`` or either) keeps those views of every dataset this
+    Lake commits to current, in a background thread after each commit (never delaying or
+    failing it: errors are logged; ``lake.auto_mirror.wait()`` waits for it).
 
     Writing (``write``, ``append``, ``overwrite``, ``delete``, ``compact``) is inherited from
     :class:`~lakelock._operations.TableOperations`.
@@ -112,6 +116,7 @@ class Lake(TableOperations):
         multipart_threshold: int = 64 * 1024 * 1024,
         commit_window: int = 100,
         retention: float | timedelta | str = DEFAULT_RETENTION,
+        mirror: Iterable[str] | None = None,
     ) -> None:
         bucket = validate_bucket_name(bucket)
         prefix = validate_lake_prefix(prefix)
@@ -126,13 +131,19 @@ class Lake(TableOperations):
             retry=self.retry,
             multipart_threshold=multipart_threshold,
         )
-        self.registry = Registry(
-            self.store,
-            retry=self.retry,
-            group_commit=group_commit,
-            commit_window=commit_window,
-            retention=duration_seconds(retention, what="retention"),
-        )
+        options: dict[str, Any] = {
+            "retry": self.retry,
+            "group_commit": group_commit,
+            "commit_window": commit_window,
+            "retention": duration_seconds(retention, what="retention"),
+        }
+        self.auto_mirror: AutoMirror | None = None
+        if mirror is None:
+            self.registry = Registry(self.store, **options)
+        else:
+            registry = MirroringRegistry(self.store, mirror=check_formats(mirror), **options)
+            self.registry = registry
+            self.auto_mirror = registry.auto_mirror
         self.locks = DistributedPathLock(self.store)
 
     @classmethod
@@ -145,6 +156,7 @@ class Lake(TableOperations):
         multipart_threshold: int = 64 * 1024 * 1024,
         commit_window: int = 100,
         retention: float | timedelta | str = DEFAULT_RETENTION,
+        mirror: Iterable[str] | None = None,
         **client_kwargs: Any,
     ) -> Lake:
         """``Lake.from_url("s3://bucket/prefix", endpoint_url=..., region_name=...)``: the
@@ -161,6 +173,7 @@ class Lake(TableOperations):
             multipart_threshold=multipart_threshold,
             commit_window=commit_window,
             retention=retention,
+            mirror=mirror,
         )
 
     def __repr__(self) -> str:
@@ -355,15 +368,20 @@ class Lake(TableOperations):
     # -- views ---------------------------------------------------------------------------------
 
     def mirror(
-        self, dataset: str, formats: Iterable[str] | str = ("iceberg", "delta")
+        self,
+        dataset: str,
+        formats: Iterable[str] | str = ("iceberg", "delta"),
+        *,
+        progress: Progress | None = None,
     ) -> MirrorResult:
         """Bring the Iceberg and/or Delta views of ``dataset`` up to its current version: every
         version not yet mirrored becomes an Iceberg snapshot and a Delta version, written
         create-only under ``views/<dataset>/`` (extras ``iceberg``, ``delta``). Idempotent
         and safe to run from several processes at once. ``result.iceberg`` is the ``s3://``
         URI of the newest metadata.json, ``result.delta`` that of the Delta table. See
-        :mod:`lakelock._mirror`."""
-        return mirror(self.registry, dataset, formats)
+        :mod:`lakelock._mirror`. ``progress(done, total)`` counts versions written, one
+        format after the other."""
+        return mirror(self.registry, dataset, formats, progress=progress)
 
     # -- housekeeping -------------------------------------------------------------------------
 

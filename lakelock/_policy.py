@@ -51,6 +51,11 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     ``s3:PutObject`` on ``<p>metastore/manifests/*`` without ``If-None-Match``: manifests are
     write-once and content-addressed, so an ``If-Match`` overwrite there would silently change
     what an already committed registry version points to.
+``DenyUnconditionalCreateInViews``
+    ``s3:PutObject`` on ``<p>views/*`` without ``If-None-Match``, as for data files: the
+    Iceberg views (metadata, manifest lists, manifests: :mod:`lakelock._mirror`) are
+    write-once, created ``If-None-Match: *``. (The Delta log, ``datasets/<d>/_delta_log/``, is
+    covered by the datasets statements.)
 ``DenyUnconditionalDeleteInDatasets`` (``deny_unconditional_delete=True``)
     ``s3:DeleteObject`` on ``<p>datasets/*`` without ``If-Match``. Write-once also means no
     silent delete; ``vacuum`` deletes with ``If-Match: <etag>`` (``DeleteObject``, or the
@@ -62,6 +67,8 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     conditional deletes apply only to the current version, so ``If-Match`` cannot guard it.
     lakelock never deletes versions; expire them with a lifecycle rule (not subject to bucket
     policies).
+``DenyUnconditionalDeleteInViews``, ``DenyVersionDeleteInViews`` (``deny_unconditional_delete``)
+    The same two rules for ``<p>views/*``: vacuum deletes view objects with ``If-Match``.
 
 Scope and limits:
 
@@ -80,6 +87,7 @@ Scope and limits:
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -96,6 +104,9 @@ SID_WRITE_METASTORE = "DenyUnconditionalWriteInMetastore"
 SID_OVERWRITE_MANIFESTS = "DenyOverwriteInManifests"
 SID_DELETE_DATASETS = "DenyUnconditionalDeleteInDatasets"
 SID_DELETE_VERSION_DATASETS = "DenyVersionDeleteInDatasets"
+SID_CREATE_VIEWS = "DenyUnconditionalCreateInViews"
+SID_DELETE_VIEWS = "DenyUnconditionalDeleteInViews"
+SID_DELETE_VERSION_VIEWS = "DenyVersionDeleteInViews"
 
 _PARTITIONS = frozenset({"aws", "aws-cn", "aws-us-gov"})
 _ACCOUNT_ID = re.compile(r"\d{12}", re.ASCII)
@@ -118,6 +129,7 @@ def generate_bucket_policy(
     prefix: str = "",
     datasets_prefix: str = "datasets/",
     metastore_prefix: str = "metastore/",
+    views_prefix: str = "views/",
     create_only_manifests: bool = True,
     deny_unconditional_delete: bool = False,
     partition: str = "aws",
@@ -128,8 +140,9 @@ def generate_bucket_policy(
 
     ``principals`` are IAM role or user ARNs, 12-digit account ids (binding every identity of
     the account) or the single value ``"*"`` (everybody). ``prefix`` is the lake's prefix in the
-    bucket (``""`` or ending in ``/``); ``datasets_prefix`` and ``metastore_prefix`` are relative
-    to it and must not overlap. Output is deterministic: principals are de-duplicated and
+    bucket (``""`` or ending in ``/``); ``datasets_prefix``, ``metastore_prefix`` and
+    ``views_prefix`` (the Iceberg views, :mod:`lakelock._mirror`) are relative to it and must
+    not overlap. Output is deterministic: principals are de-duplicated and
     sorted, statements come in a fixed order with fixed Sids.
 
     Raises :class:`~lakelock.errors.InvalidNameError` (a ``ValueError``) on a bad bucket name,
@@ -144,17 +157,21 @@ def generate_bucket_policy(
     _check_prefix(prefix, what="prefix", allow_empty=True)
     _check_prefix(datasets_prefix, what="datasets_prefix", allow_empty=False)
     _check_prefix(metastore_prefix, what="metastore_prefix", allow_empty=False)
-    if datasets_prefix.startswith(metastore_prefix) or metastore_prefix.startswith(datasets_prefix):
-        # Overlapping areas would make the create-only rule cover the registry (every CAS
-        # denied) or the CAS rule cover data files (overwrites let through).
-        raise InvalidNameError(
-            (datasets_prefix, metastore_prefix),
-            "datasets_prefix and metastore_prefix must not contain one another",
-        )
+    _check_prefix(views_prefix, what="views_prefix", allow_empty=False)
+    areas = (datasets_prefix, metastore_prefix, views_prefix)
+    for a, b in itertools.permutations(areas, 2):
+        if a.startswith(b):
+            # Overlapping areas would make the create-only rule cover the registry (every CAS
+            # denied) or the CAS rule cover data files (overwrites let through).
+            raise InvalidNameError(
+                areas,
+                "datasets_prefix, metastore_prefix and views_prefix must not contain one another",
+            )
 
     objects = f"arn:{partition}:s3:::{bucket}/{prefix}"
     datasets = f"{objects}{datasets_prefix}*"
     metastore = f"{objects}{metastore_prefix}*"
+    views = f"{objects}{views_prefix}*"
     creates = {"Bool": {"s3:ObjectCreationOperation": "true"}}
 
     statements: list[dict[str, Any]] = [
@@ -183,6 +200,15 @@ def generate_bucket_policy(
                 {"Null": {"s3:if-none-match": "true"}, **creates},
             )
         )
+    statements.append(
+        _deny(
+            SID_CREATE_VIEWS,
+            principal_element,
+            "s3:PutObject",
+            views,
+            {"Null": {"s3:if-none-match": "true"}, **creates},
+        )
+    )
     if deny_unconditional_delete:
         statements.append(
             _deny(
@@ -200,6 +226,20 @@ def generate_bucket_policy(
                 "s3:DeleteObjectVersion",
                 datasets,
                 None,
+            )
+        )
+        statements.append(
+            _deny(
+                SID_DELETE_VIEWS,
+                principal_element,
+                "s3:DeleteObject",
+                views,
+                {"Null": {"s3:if-match": "true"}},
+            )
+        )
+        statements.append(
+            _deny(
+                SID_DELETE_VERSION_VIEWS, principal_element, "s3:DeleteObjectVersion", views, None
             )
         )
     return {"Version": POLICY_VERSION, "Statement": statements}

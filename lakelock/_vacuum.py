@@ -16,6 +16,10 @@ An object under ``datasets/``, ``metastore/manifests/``, ``metastore/nodes/``,
    passed it over and its writer applies it). Applied intents are kept while an index refers
    to them (they are the manifests of their files); rejected and cancelled ones are orphans.
 
+The Iceberg and Delta views (``views/``, ``datasets/<dataset>/_delta_log/``) keep the objects
+of every dataset version kept, as :mod:`lakelock._mirror._vacuum` details; the rest of them
+are orphans like any other object.
+
 Reading a version older than the registry's retention is refused
 (:class:`~lakelock.errors.SnapshotExpiredError`), so ``older_than`` may not exceed it: vacuum
 never deletes what a permitted read could need. ``metastore/backups/`` (a format-1 root kept
@@ -34,6 +38,8 @@ from datetime import datetime
 
 from lakelock._datasets import Progress
 from lakelock._layout import DATASETS_PREFIX
+from lakelock._mirror._layout import VIEWS_PREFIX
+from lakelock._mirror._vacuum import view_keep
 from lakelock._objects import ListedObject
 from lakelock._registry import Registry
 from lakelock._registry._intents import INTENT_PREFIX
@@ -44,7 +50,14 @@ from lakelock.errors import InvalidNameError, StorageError
 
 __all__ = ["VacuumReport", "vacuum"]
 
-SCANNED_PREFIXES = (DATASETS_PREFIX, MANIFEST_PREFIX, NODE_PREFIX, SNAPSHOT_PREFIX, INTENT_PREFIX)
+SCANNED_PREFIXES = (
+    DATASETS_PREFIX,
+    MANIFEST_PREFIX,
+    NODE_PREFIX,
+    SNAPSHOT_PREFIX,
+    INTENT_PREFIX,
+    VIEWS_PREFIX,
+)
 
 
 @dataclass
@@ -105,6 +118,8 @@ def vacuum(
     # manifest of the current version).
     protected = registry.undecided_intents(since=now - registry.intent_ttl)
     protected |= registry.reachable(cutoff=now - older_than)
+    # The Iceberg and Delta views: the objects of every version kept (lakelock._mirror).
+    protected |= view_keep(registry, listed, cutoff=now - older_than)
 
     report = VacuumReport(dry_run=dry_run, scanned=len(listed))
     cutoff = now - older_than

@@ -6,6 +6,7 @@ lakelock registry show|log s3://bucket/prefix            datasets, partitions, r
 lakelock locks    s3://bucket/prefix                     lease and lock holders, tokens, expiry
 lakelock doctor   s3://bucket/prefix                     can lakelock run safely on this store?
 lakelock vacuum   s3://bucket/prefix --older-than 24h    unreferenced files (--delete removes)
+lakelock mirror   s3://bucket/prefix --dataset NAME      Iceberg and Delta views of each version
 lakelock serve    [--port N] [--bucket B] [--catalog]    embedded S3 endpoint for development
 lakelock catalog  s3://bucket/prefix [--port N]          read-only Iceberg REST catalog
 lakelock demo     [--writers N]                          many writers, one lake, on embedded S3
@@ -28,6 +29,7 @@ from lakelock._cli import (
     _demo,
     _doctor,
     _locks,
+    _mirror,
     _policy,
     _registry,
     _serve,
@@ -42,7 +44,7 @@ from lakelock._cli._common import (
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _serve, _catalog, _demo)
+_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _mirror, _serve, _catalog, _demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

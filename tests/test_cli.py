@@ -729,3 +729,52 @@ def test_main_returns_status_instead_of_exiting(capsys: pytest.CaptureFixture[st
     """``main(argv)`` returns the exit status (0 for --version) so it can be embedded."""
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("lakelock ")
+
+
+# -- mirror -------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("loaded")
+def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake: Lake) -> None:
+    """``mirror`` writes both views (progress per format on stderr) and prints their URIs;
+    ``--json`` reports the same; a second run is current already; an unknown format is a
+    usage error."""
+    pytest.importorskip("pyiceberg")
+    pytest.importorskip("deltalake")
+    url = lake.url
+    result = lakelock(
+        "mirror", url, "--dataset", "customer_profiles", "--progress", "--endpoint-url", s3.url
+    )
+    assert result.returncode == 0, result.stderr
+    version = lake.registry.read().datasets["customer_profiles"].updated_version
+    metadata = f"{url}views/customer_profiles/iceberg/metadata/{version:020d}.metadata.json"
+    assert result.stdout.splitlines() == [
+        f"customer_profiles: views at version {version}",
+        f"  iceberg  {metadata}",
+        f"  delta    {url}datasets/customer_profiles",
+    ]
+    assert "mirroring iceberg" in result.stderr
+    assert "mirroring delta" in result.stderr
+    again = lakelock(
+        "mirror",
+        url,
+        "--dataset",
+        "customer_profiles",
+        "--format",
+        "delta",
+        "--json",
+        "--endpoint-url",
+        s3.url,
+    )
+    assert again.returncode == 0, again.stderr
+    assert orjson.loads(again.stdout) == {
+        "dataset": "customer_profiles",
+        "version": version,
+        "iceberg": None,
+        "delta": f"{url}datasets/customer_profiles",
+    }
+    bad = lakelock(
+        "mirror", url, "--dataset", "events", "--format", "hudi", "--endpoint-url", s3.url
+    )
+    assert bad.returncode == 2
+    assert "hudi" in bad.stderr

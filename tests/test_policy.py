@@ -44,6 +44,8 @@ REGISTRY = "metastore/dataset_registry.json"
 LEASE = "metastore/leases/compaction.json"
 LOCK = "metastore/locks/sales.json"
 MANIFEST = "metastore/manifests/sales/3f2a9c.json"
+VIEW = "views/sales/iceberg/metadata/00000000000000000007.metadata.json"
+DELTA_LOG = "datasets/sales/_delta_log/00000000000000000003.json"
 OUTSIDE = "scratch/tmp.bin"
 
 ETAG = '"9b2cf535f27731c974343645a3985328"'
@@ -198,6 +200,10 @@ MATRIX: list[Row] = [
         ("manifest create-only PUT", "PutObject", MANIFEST, INM, None, ALLOW, ALLOW),
         ("vacuum deletes a data file (If-Match)", "DeleteObject", DATA, IM, None, ALLOW, ALLOW),
         ("vacuum deletes a manifest (If-Match)", "DeleteObject", MANIFEST, IM, None, ALLOW, ALLOW),
+        ("mirror creates a view object", "PutObject", VIEW, INM, None, ALLOW, ALLOW),
+        ("mirror creates a Delta log entry", "PutObject", DELTA_LOG, INM, None, ALLOW, ALLOW),
+        ("vacuum deletes a view object (If-Match)", "DeleteObject", VIEW, IM, None, ALLOW, ALLOW),
+        ("read a view object", "GetObject", VIEW, {}, None, ALLOW, ALLOW),
         ("read a data file", "GetObject", DATA, {}, None, ALLOW, ALLOW),
         ("read the registry with its ETag", "HeadObject", REGISTRY, {}, None, ALLOW, ALLOW),
         (
@@ -259,6 +265,9 @@ MATRIX: list[Row] = [
         ("unconditional lock table PUT", "PutObject", LOCK, {}, None, DENY, DENY),
         ("unconditional manifest PUT", "PutObject", MANIFEST, {}, None, DENY, DENY),
         ("manifest overwrite with If-Match", "PutObject", MANIFEST, IM, None, DENY, DENY),
+        ("unconditional view PUT", "PutObject", VIEW, {}, None, DENY, DENY),
+        ("view overwrite with If-Match", "PutObject", VIEW, IM, None, DENY, DENY),
+        ("Delta log overwrite with If-Match", "PutObject", DELTA_LOG, IM, None, DENY, DENY),
         (
             "manifest overwrite by CAS completion",
             "CompleteMultipartUpload",
@@ -285,6 +294,16 @@ MATRIX: list[Row] = [
             DATA,
             IM,
             {"versionId": "3HL4kq"},
+            ALLOW,
+            DENY,
+        ),
+        ("unconditional view delete", "DeleteObject", VIEW, {}, None, ALLOW, DENY),
+        (
+            "view version delete",
+            "DeleteObject",
+            VIEW,
+            {},
+            {"versionId": "3HL4kqtJlcpXroDTDmJ"},
             ALLOW,
             DENY,
         ),
@@ -431,6 +450,7 @@ def test_default_statements_and_order() -> None:
         "DenyUnconditionalCreateInDatasets",
         "DenyUnconditionalWriteInMetastore",
         "DenyOverwriteInManifests",
+        "DenyUnconditionalCreateInViews",
     ]
     assert {s["Effect"] for s in document["Statement"]} == {"Deny"}
 
@@ -443,8 +463,11 @@ def test_optional_statements_follow_their_options() -> None:
     ] == [
         "DenyUnconditionalCreateInDatasets",
         "DenyUnconditionalWriteInMetastore",
+        "DenyUnconditionalCreateInViews",
         "DenyUnconditionalDeleteInDatasets",
         "DenyVersionDeleteInDatasets",
+        "DenyUnconditionalDeleteInViews",
+        "DenyVersionDeleteInViews",
     ]
 
 
@@ -483,6 +506,20 @@ def test_statement_contents() -> None:
         f"{objects}datasets/*",
     )
     assert "Condition" not in versions
+    views = by_sid["DenyUnconditionalCreateInViews"]
+    assert (views["Action"], views["Resource"]) == ("s3:PutObject", f"{objects}views/*")
+    assert views["Condition"] == {"Null": {"s3:if-none-match": "true"}, **creates}
+    view_delete = by_sid["DenyUnconditionalDeleteInViews"]
+    assert (view_delete["Action"], view_delete["Resource"]) == (
+        "s3:DeleteObject",
+        f"{objects}views/*",
+    )
+    assert view_delete["Condition"] == {"Null": {"s3:if-match": "true"}}
+    view_versions = by_sid["DenyVersionDeleteInViews"]
+    assert (view_versions["Action"], view_versions["Resource"]) == (
+        "s3:DeleteObjectVersion",
+        f"{objects}views/*",
+    )
 
 
 def test_custom_area_prefixes() -> None:
@@ -493,11 +530,13 @@ def test_custom_area_prefixes() -> None:
         prefix="p/",
         datasets_prefix="tables/",
         metastore_prefix="_meta/",
+        views_prefix="_views/",
     )
     assert [s["Resource"] for s in document["Statement"]] == [
         f"arn:aws:s3:::{BUCKET}/p/tables/*",
         f"arn:aws:s3:::{BUCKET}/p/_meta/*",
         f"arn:aws:s3:::{BUCKET}/p/_meta/manifests/*",
+        f"arn:aws:s3:::{BUCKET}/p/_views/*",
     ]
 
 

@@ -127,3 +127,41 @@ def test_vacuum_inside_the_window_keeps_old_versions(lake: Lake) -> None:
     assert report.deleted == []
     old = lake.registry.read(version=1)
     assert lake.read("sales", snapshot=old)["id"].to_pylist() == [1]
+
+
+def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> None:
+    """Twelve versions mirrored (a Delta checkpoint at 10): vacuum keeping only the current
+    version deletes the Iceberg metadata and lists of the others and the Delta log before the
+    checkpoint, keeps what the current version needs, and both views still read it; keeping
+    every version keeps every view object."""
+    pytest.importorskip("pyiceberg")
+    deltalake = pytest.importorskip("deltalake")
+    from pyiceberg.table import StaticTable
+
+    from lakelock._mirror._vacuum import view_keep
+    from tests.test_mirror import delta_options, iceberg_properties
+
+    for i in range(12):
+        lake.append("sales", pa.table({"id": [i], "year": [2020 + i % 3]}), partition_by=["year"])
+        lake.mirror("sales")
+    views = [
+        o for prefix in ("views/", "datasets/sales/_delta_log/") for o in lake.store.list(prefix)
+    ]
+    assert view_keep(lake.registry, views, cutoff=0.0) == {o.key for o in views}
+    report = vacuum(lake.registry, older_than=0, dry_run=False, clock=later(2))
+    assert not report.failed
+    deleted = set(report.deleted)
+    log = "datasets/sales/_delta_log/"
+    assert {f"{log}{n:020d}.json" for n in range(10)} <= deleted
+    assert f"{log}{10:020d}.json" not in deleted
+    current = lake.registry.read().version
+    metadata = "views/sales/iceberg/metadata/"
+    assert {k for k in deleted if k.startswith(metadata)} == {
+        f"{metadata}{v:020d}.metadata.json" for v in range(1, current)
+    }
+    result = lake.mirror("sales")
+    expected = sorted(lake.read("sales")["id"].to_pylist())
+    table = StaticTable.from_metadata(result.iceberg, properties=iceberg_properties(s3))
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == expected
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    assert sorted(delta.to_pyarrow_table()["id"].to_pylist()) == expected

@@ -28,11 +28,12 @@ import io
 import itertools
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._datasets import Progress
 from lakelock._engines import require
 from lakelock._mirror._layout import (
     iceberg_list_key,
@@ -162,16 +163,23 @@ class _StoreIO:
             raise InvalidNameError(location, "not a location of this lake")
         return location[len(self._root) :]
 
+    def uri(self, key: str) -> str:
+        return f"{self._root}{key}"
+
     def new_input(self, location: str) -> _Input:
         return _Input(self._store, location, self.key(location))
 
 
 def mirror_iceberg(
-    registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry
+    registry: Registry,
+    store: ObjectStore,
+    dataset: str,
+    entry: DatasetEntry,
+    progress: Progress | None = None,
 ) -> str:
     """Mirror the new versions of ``dataset``; the key of the newest metadata.json."""
     for _ in range(_RESTARTS):
-        key = _pass(registry, store, dataset, entry)
+        key = _pass(registry, store, dataset, entry, progress)
         if key is not None:
             return key
     raise AlreadyExistsError(
@@ -182,21 +190,30 @@ def mirror_iceberg(
     )
 
 
-def _pass(registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry) -> str | None:
+def _pass(
+    registry: Registry,
+    store: ObjectStore,
+    dataset: str,
+    entry: DatasetEntry,
+    progress: Progress | None,
+) -> str | None:
     metadata_module = require("pyiceberg.table.metadata", extra="iceberg", package="pyiceberg")
     top = newest(store, iceberg_metadata_prefix(dataset), numbered(".metadata.json"))
     previous = None
     key: str | None = None
     if top is not None:
         key = top[1]
-        previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body)
+        previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body.decode())
     writer = _Writer(store, dataset)
-    for _, snap, parent in pending(registry.objects, entry, top[0] if top else None):
+    steps = pending(registry.objects, entry, top[0] if top else None)
+    for done, (_, snap, parent) in enumerate(steps):
         change = changes(registry.objects, snap, parent)
         result = writer.version(change, previous, key)
         if result is None:
             return None
         previous, key = result
+        if progress is not None:
+            progress(done + 1, len(steps))
     assert key is not None, "a dataset has at least one version"
     return key
 
@@ -217,12 +234,7 @@ class _Writer:
     ) -> tuple[Any, str] | None:
         """Write the objects of one version; the new metadata and its key, or None if another
         writer's metadata for it differs (start over)."""
-        from pyiceberg.manifest import (  # noqa: PLC0415 - extra
-            ManifestEntryStatus,
-            read_manifest_list,
-            write_manifest,
-            write_manifest_list,
-        )
+        from pyiceberg.manifest import write_manifest_list  # noqa: PLC0415 - extra
         from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415
         from pyiceberg.table.name_mapping import create_mapping_from_schema  # noqa: PLC0415
         from pyiceberg.table.refs import SnapshotRef, SnapshotRefType  # noqa: PLC0415
@@ -242,44 +254,10 @@ class _Writer:
         sid = change.version
         sequence = (previous.last_sequence_number if previous is not None else 0) + 1
         parent_sid = previous.current_snapshot_id if previous is not None else None
-        carried: list[Any] = []
-        if previous is not None and previous.current_snapshot_id is not None:
-            current = previous.snapshot_by_id(previous.current_snapshot_id)
-            carried = list(read_manifest_list(self.io.new_input(current.manifest_list)))
-        removed = {self._file_path(f) for f in change.removed}
-        live: list[Any] = []
-        counter = itertools.count()
-        for manifest in carried:
-            if not removed or not _may_hold(manifest, spec, schema, change.removed, arrow):
-                live.append(manifest)
-                continue
-            entries = manifest.fetch_manifest_entry(self.io, discard_deleted=True)
-            if not any(e.data_file.file_path in removed for e in entries):
-                live.append(manifest)
-                continue
-            key = iceberg_manifest_key(self.dataset, change.version, next(counter))
-            output = _Output(self.uri(key))
-            with write_manifest(2, spec, schema, output, sid, "deflate") as w:
-                for e in entries:
-                    if e.data_file.file_path in removed:
-                        w.delete(e)
-                    else:
-                        w.existing(e)
-            rewritten = w.to_manifest_file()
-            if rewritten.existing_files_count or rewritten.deleted_files_count:
-                live.append(self._put_manifest(key, output, rewritten))
-        if change.added:
-            key = iceberg_manifest_key(self.dataset, change.version, next(counter))
-            output = _Output(self.uri(key))
-            with write_manifest(2, spec, schema, output, sid, "deflate") as w:
-                for f in change.added:
-                    w.add(_entry(self._data_file(f, schema, spec, arrow), sid, ManifestEntryStatus))
-            live.append(self._put_manifest(key, output, w.to_manifest_file()))
-        # Deleted entries are kept only in the snapshot that deletes them.
-        live = [m for m in live if m.added_snapshot_id == sid or _has_live(m)]
+        live = self._live_manifests(change, previous, spec, schema, arrow)
         list_key = iceberg_list_key(self.dataset, change.version)
         output = _Output(self.uri(list_key))
-        with write_manifest_list(2, output, sid, parent_sid, sequence, "deflate") as lw:
+        with write_manifest_list(2, cast(Any, output), sid, parent_sid, sequence, "deflate") as lw:
             lw.add_manifests(live)
         self._create(list_key, output.data)
         ms = round(change.at * 1000)
@@ -303,8 +281,8 @@ class _Writer:
                 "deleted-records": str(removed_records),
             },
         )
-        snapshot = Snapshot(
-            **{
+        snapshot = Snapshot.model_validate(
+            {
                 "snapshot-id": sid,
                 "parent-snapshot-id": parent_sid,
                 "sequence-number": sequence,
@@ -347,8 +325,10 @@ class _Writer:
                 "default-spec-id": 0,
                 "last-partition-id": _PARTITION_FIELD_BASE + len(change.partition_by) - 1,
                 "properties": {
+                    # Every column ever known: a restore may go back to fewer columns
+                    # while files of other snapshots have more.
                     "schema.name-mapping.default": create_mapping_from_schema(
-                        schema
+                        max(schemas, key=lambda s: len(s.fields))
                     ).model_dump_json(),
                     "lakelock.dataset": self.dataset,
                 },
@@ -359,16 +339,65 @@ class _Writer:
                 "sort-orders": [UNSORTED_SORT_ORDER.model_dump(by_alias=True)],
                 "default-sort-order-id": 0,
                 "refs": {
-                    "main": SnapshotRef(
-                        **{"snapshot-id": sid, "type": SnapshotRefType.BRANCH}
+                    "main": SnapshotRef.model_validate(
+                        {"snapshot-id": sid, "type": SnapshotRefType.BRANCH}
                     ).model_dump(by_alias=True, exclude_none=True)
                 },
             }
         )
         key = iceberg_metadata_key(self.dataset, change.version)
         if not self._create(key, metadata.model_dump_json().encode()):
-            return TableMetadataUtil.parse_raw(self.store.get(key).body), key
+            return TableMetadataUtil.parse_raw(self.store.get(key).body.decode()), key
         return metadata, key
+
+    def _live_manifests(
+        self, change: VersionChange, previous: Any, spec: Any, schema: Any, arrow: pa.Schema
+    ) -> list[Any]:
+        """The manifests of the new snapshot: the previous ones, those holding a removed file
+        rewritten, and one of the added files (each new one created)."""
+        from pyiceberg.manifest import (  # noqa: PLC0415 - extra
+            ManifestEntryStatus,
+            read_manifest_list,
+            write_manifest,
+        )
+
+        sid = change.version
+        carried: list[Any] = []
+        if previous is not None and previous.current_snapshot_id is not None:
+            current = previous.snapshot_by_id(previous.current_snapshot_id)
+            carried = list(read_manifest_list(cast(Any, self.io.new_input(current.manifest_list))))
+        removed = {self._file_path(f) for f in change.removed}
+        live: list[Any] = []
+        counter = itertools.count()
+        for manifest in carried:
+            if not removed or not _may_hold(manifest, spec, schema, change.removed, arrow):
+                live.append(manifest)
+                continue
+            entries = manifest.fetch_manifest_entry(self.io, discard_deleted=True)
+            if not any(e.data_file.file_path in removed for e in entries):
+                live.append(manifest)
+                continue
+            key = iceberg_manifest_key(self.dataset, change.version, next(counter))
+            output = _Output(self.uri(key))
+            with write_manifest(2, spec, schema, cast(Any, output), sid, "deflate") as w:
+                for e in entries:
+                    if e.data_file.file_path in removed:
+                        w.delete(e)
+                    else:
+                        w.existing(e)
+            rewritten = w.to_manifest_file()
+            if rewritten.existing_files_count or rewritten.deleted_files_count:
+                live.append(self._put_manifest(key, output, rewritten))
+        if change.added:
+            key = iceberg_manifest_key(self.dataset, change.version, next(counter))
+            output = _Output(self.uri(key))
+            with write_manifest(2, spec, schema, cast(Any, output), sid, "deflate") as w:
+                for f in change.added:
+                    w.add(_entry(self._data_file(f, schema, spec, arrow), sid, ManifestEntryStatus))
+            live.append(self._put_manifest(key, output, w.to_manifest_file()))
+        # Deleted entries are kept only in the snapshot that deletes them.
+        live = [m for m in live if m.added_snapshot_id == sid or _has_live(m)]
+        return live
 
     def _file_path(self, f: DataFile) -> str:
         return f"s3://{self.store.bucket}/{self.store.full_key(f.key)}"
@@ -502,7 +531,7 @@ def _partition_record(f: DataFile, spec: Any, schema: Any, arrow: pa.Schema) -> 
     from pyiceberg.partitioning import partition_record_value  # noqa: PLC0415
 
     texts = dict(parse_partition_path(f.partition_path))
-    values = []
+    values: list[Any] = []
     for field in spec.fields:
         column = field.name
         text = texts.get(column)

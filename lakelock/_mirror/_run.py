@@ -16,10 +16,13 @@ stale), it starts over from the view as it now is.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from lakelock._datafile import DataFile
+from lakelock._datasets import Progress
 from lakelock._mirror import _delta, _iceberg
 from lakelock._mirror._layout import (
     delta_checkpoint_key,
@@ -67,9 +70,14 @@ def check_formats(formats: Iterable[str] | str) -> tuple[str, ...]:
 
 
 def mirror(
-    registry: Registry, dataset: str, formats: Iterable[str] | str = FORMATS
+    registry: Registry,
+    dataset: str,
+    formats: Iterable[str] | str = FORMATS,
+    *,
+    progress: Progress | None = None,
 ) -> MirrorResult:
-    """Mirror every version of ``dataset`` not yet in its views (module docstring)."""
+    """Mirror every version of ``dataset`` not yet in its views (module docstring).
+    ``progress(done, total)`` counts the versions written, format after format."""
     dataset = validate_dataset_name(dataset)
     chosen = check_formats(formats)
     doc, _ = registry._current()
@@ -82,10 +90,10 @@ def mirror(
     store = registry.store
     iceberg = delta = None
     if "delta" in chosen:
-        _mirror_delta(registry, store, dataset, entry)
+        _mirror_delta(registry, store, dataset, entry, progress)
         delta = f"s3://{store.bucket}/{store.full_key(delta_root(dataset))}"
     if "iceberg" in chosen:
-        key = _iceberg.mirror_iceberg(registry, store, dataset, entry)
+        key = _iceberg.mirror_iceberg(registry, store, dataset, entry, progress)
         iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
     return MirrorResult(iceberg=iceberg, delta=delta, version=entry.version)
 
@@ -109,10 +117,14 @@ def live_files(registry: Registry, snap: Snapshot) -> list[DataFile]:
 
 
 def _mirror_delta(
-    registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry
+    registry: Registry,
+    store: ObjectStore,
+    dataset: str,
+    entry: DatasetEntry,
+    progress: Progress | None,
 ) -> None:
     for _ in range(_RESTARTS):
-        if _delta_pass(registry, store, dataset, entry):
+        if _delta_pass(registry, store, dataset, entry, progress):
             return
     raise AlreadyExistsError(
         f"the Delta view of {dataset!r} kept changing under this mirror",
@@ -122,7 +134,13 @@ def _mirror_delta(
     )
 
 
-def _delta_pass(registry: Registry, store: ObjectStore, dataset: str, entry: DatasetEntry) -> bool:
+def _delta_pass(
+    registry: Registry,
+    store: ObjectStore,
+    dataset: str,
+    entry: DatasetEntry,
+    progress: Progress | None,
+) -> bool:
     """One attempt; ``False`` when another writer's view differs from what this one assumed."""
     top = newest(store, delta_log_prefix(dataset), numbered(".json"))
     after: int | None = None
@@ -132,7 +150,8 @@ def _delta_pass(registry: Registry, store: ObjectStore, dataset: str, entry: Dat
         number = top[0] + 1
     root = store.full_key(delta_root(dataset))
     table = _delta.table_id(store.bucket, root)
-    for _, snap, parent in pending(registry.objects, entry, after):
+    steps = pending(registry.objects, entry, after)
+    for done, (_, snap, parent) in enumerate(steps):
         change = changes(registry.objects, snap, parent)
         body = _delta.commit_body(
             change,
@@ -142,9 +161,11 @@ def _delta_pass(registry: Registry, store: ObjectStore, dataset: str, entry: Dat
             created_ms=created_ms(snap),
         )
         key = delta_log_key(dataset, number)
-        if not _create(store, key, body, "application/json"):
-            if _delta.lakelock_version_of(store.get(key).body) != change.version:
-                return False
+        if (
+            not _create(store, key, body, "application/json")
+            and _delta.lakelock_version_of(store.get(key).body) != change.version
+        ):
+            return False  # another mirror's view differs from the one this pass read
         if number > 0 and number % _delta.CHECKPOINT_INTERVAL == 0:
             checkpoint = _delta.checkpoint_body(
                 live_files(registry, snap),
@@ -163,12 +184,12 @@ def _delta_pass(registry: Registry, store: ObjectStore, dataset: str, entry: Dat
                 "application/vnd.apache.parquet",
             )
         number += 1
+        if progress is not None:
+            progress(done + 1, len(steps))
     return True
 
 
-def _schema(snap: Snapshot) -> Sequence[object] | object:
-    import pyarrow as pa  # noqa: PLC0415
-
+def _schema(snap: Snapshot) -> pa.Schema:
     return snap.schema if snap.schema is not None else pa.schema([])
 
 

@@ -1,0 +1,93 @@
+"""``lakelock mirror``: bring a dataset's Iceberg and Delta views up to date.
+
+The work is :meth:`lakelock.Lake.mirror`'s; this command adds a progress bar per format and
+prints where the views are (the Iceberg metadata.json and the Delta table URIs), for an
+engine to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lakelock._cli._common import (
+    LakeTarget,
+    add_command,
+    check_bucket,
+    client_for,
+    dataset_name,
+    print_json,
+    print_lines,
+)
+from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock._lake import Lake
+from lakelock._mirror import FORMATS, MirrorResult, check_formats
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(commands: Any) -> None:
+    add_command(
+        commands,
+        "mirror",
+        run,
+        help="write the Iceberg and Delta views of a dataset's new versions",
+        description="Write, for every version of the dataset not yet mirrored, an Iceberg "
+        "snapshot (metadata.json, manifest list, manifests) and a Delta log entry, all "
+        "create-only: any Iceberg or Delta reader can then read every version. Idempotent; "
+        "safe to run from several places at once.",
+        on_lake=True,
+        json=True,
+        arguments=_arguments,
+    )
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    return check_formats([part.strip() for part in text.split(",") if part.strip()])
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", type=dataset_name, required=True, metavar="NAME")
+    parser.add_argument(
+        "--format",
+        type=_formats,
+        default=FORMATS,
+        metavar="FORMATS",
+        help="comma-separated: iceberg, delta (default: both)",
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress on stderr (default: when stderr is a terminal)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    target: LakeTarget = args.url
+    lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args))
+    check_bucket(lake.client, target.bucket)
+    wanted = progress_wanted(args.progress)
+    results: list[MirrorResult] = []
+    for name in args.format:
+        bar = ProgressBar(f"mirroring {name}") if wanted else None
+        try:
+            results.append(lake.mirror(args.dataset, formats=(name,), progress=bar))
+        finally:
+            if bar is not None:
+                bar.close()
+    iceberg = next((r.iceberg for r in results if r.iceberg is not None), None)
+    delta = next((r.delta for r in results if r.delta is not None), None)
+    version = max(r.version for r in results)
+    if args.json:
+        print_json(
+            {"dataset": args.dataset, "version": version, "iceberg": iceberg, "delta": delta}
+        )
+        return 0
+    lines = [f"{args.dataset}: views at version {version}"]
+    if iceberg is not None:
+        lines.append(f"  iceberg  {iceberg}")
+    if delta is not None:
+        lines.append(f"  delta    {delta}")
+    print_lines(lines)
+    return 0

@@ -1,0 +1,274 @@
+"""lake.mirror: the Iceberg v2 and Delta views of every dataset version, read by pyiceberg,
+delta-rs and DuckDB against the embedded endpoint, compared with what lakelock reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._mirror._layout import delta_log_prefix, newest, numbered
+from lakelock.errors import InvalidNameError
+from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
+from tests._support import FAST_RETRY
+
+deltalake = pytest.importorskip("deltalake")
+pyiceberg_table = pytest.importorskip("pyiceberg.table")
+duckdb = pytest.importorskip("duckdb")
+
+SECRET = "lakelock-secret"
+
+
+@pytest.fixture
+def lake(client: Any, bucket: str) -> Lake:
+    """A lake under a prefix of the test bucket."""
+    return Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY)
+
+
+def delta_options(s3: S3Endpoint) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL": s3.url,
+        "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def iceberg_properties(s3: S3Endpoint) -> dict[str, str]:
+    return {
+        "s3.endpoint": s3.url,
+        "s3.access-key-id": DEFAULT_ACCESS_KEY,
+        "s3.secret-access-key": SECRET,
+        "s3.region": "us-east-1",
+    }
+
+
+def rows(table: pa.Table, schema: pa.Schema) -> list[dict[str, Any]]:
+    """``table`` as sorted rows, cast to ``schema`` (Iceberg widens int16 to int; DuckDB
+    and delta-rs may order columns their way)."""
+    table = table.select(schema.names).cast(schema)
+    return sorted(table.to_pylist(), key=lambda r: orjson.dumps(r, option=orjson.OPT_SORT_KEYS))
+
+
+def events(ids: range, day: int, *, extra: bool = False) -> pa.Table:
+    columns: dict[str, Any] = {
+        "id": pa.array(list(ids), pa.int64()),
+        "name": pa.array([f"n{i}" for i in ids]),
+        "day": pa.array([dt.date(2026, 1, day)] * len(ids), pa.date32()),
+    }
+    if extra:
+        columns["score"] = pa.array([float(i) for i in ids])
+    return pa.table(columns)
+
+
+def history(lake: Lake) -> list[int]:
+    """Versions of ``events``: appends, an added column, an overwrite, a partition delete, a
+    compaction and a restore."""
+    lake.append("events", events(range(0, 5), 1), partition_by=["day"])
+    lake.append("events", events(range(5, 10), 2), partition_by=["day"])
+    lake.append("events", events(range(10, 12), 2, extra=True), partition_by=["day"])
+    lake.overwrite("events", events(range(20, 23), 1), partition_by=["day"])
+    lake.append("events", events(range(30, 33), 3), partition_by=["day"])
+    lake.delete("events", partitions=[{"day": dt.date(2026, 1, 3)}])
+    lake.compact("events")
+    lake.restore("events", version=2)
+    return [h.version for h in reversed(lake.history("events"))]
+
+
+def duckdb_connection(s3: S3Endpoint) -> Any:
+    con = duckdb.connect()
+    for name in ("httpfs", "avro", "iceberg", "delta"):
+        spec = importlib.util.find_spec(f"duckdb_extension_{name}")
+        if spec is None or spec.origin is None:
+            pytest.skip(f"duckdb-extension-{name} is not installed")
+        binary = (
+            Path(spec.origin).parent
+            / "extensions"
+            / f"v{duckdb.__version__}"
+            / f"{name}.duckdb_extension"
+        )
+        if not binary.exists():
+            pytest.skip(f"duckdb-extension-{name} has no build for duckdb {duckdb.__version__}")
+        con.execute(f"LOAD '{binary}'")
+    host = s3.url.removeprefix("http://")
+    con.execute(
+        f"CREATE SECRET (TYPE s3, KEY_ID '{DEFAULT_ACCESS_KEY}', SECRET '{SECRET}', "
+        f"ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')"
+    )
+    return con
+
+
+def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
+    """After appends, an added column, an overwrite, a partition delete, a compaction and a
+    restore, pyiceberg (StaticTable, by snapshot id), delta-rs (by version) and DuckDB read
+    exactly lakelock's rows at each version, partition column typed, the added column null
+    in older files."""
+    versions = history(lake)
+    result = lake.mirror("events")
+    assert result.version == versions[-1]
+    assert result.iceberg is not None
+    assert result.delta == f"s3://{lake.bucket}/lake/datasets/events"
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3)
+    )
+    assert [s.snapshot_id for s in table.snapshots()] == versions
+    assert [s.summary["lakelock.version"] for s in table.snapshots()] == [str(v) for v in versions]
+    con = duckdb_connection(s3)
+    for number, version in enumerate(versions):
+        expected_table = lake.read("events", version=version)
+        schema = expected_table.schema
+        expected = rows(expected_table, schema)
+        iceberg = table.scan(snapshot_id=version).to_arrow()
+        assert rows(iceberg, schema) == expected, version
+        delta = deltalake.DeltaTable(
+            result.delta, version=number, storage_options=delta_options(s3)
+        )
+        log = lake.store.get(f"{delta_log_prefix('events')}{number:020d}.json").body
+        assert orjson.loads(log.splitlines()[0])["commitInfo"]["lakelock.version"] == str(version)
+        assert rows(delta.to_pyarrow_table(), schema) == expected, version
+        got = con.sql(
+            f"SELECT * FROM iceberg_scan('{result.iceberg}', snapshot_from_id={version})"
+        ).arrow()
+        assert rows(got.read_all() if hasattr(got, "read_all") else got, schema) == expected
+    # DuckDB's delta extension reads the current version (delta_scan has no time travel).
+    current = lake.read("events")
+    got = con.sql(f"SELECT * FROM delta_scan('{result.delta}')").arrow()
+    got = got.read_all() if hasattr(got, "read_all") else got
+    assert got.schema.field("day").type == pa.date32()
+    assert rows(got, current.schema) == rows(current, current.schema)
+    # Typed partition column everywhere.
+    assert deltalake.DeltaTable(result.delta, storage_options=delta_options(s3)).schema()
+    assert str(table.schema().find_field("day").field_type) == "date"
+
+
+def test_mirror_twice_writes_nothing_and_continues_from_the_newest(
+    lake: Lake, s3: S3Endpoint
+) -> None:
+    """A second mirror finds both views current and writes no object; after one more
+    commit it writes just that version's objects."""
+    lake.append("events", events(range(5), 1), partition_by=["day"])
+    first = lake.mirror("events")
+    s3.reset_stats()
+    again = lake.mirror("events")
+    assert again == first
+    assert "PutObject" not in s3.stats()
+    lake.append("events", events(range(5, 8), 2), partition_by=["day"])
+    s3.reset_stats()
+    third = lake.mirror("events")
+    # Delta: one log entry; Iceberg: a manifest, a manifest list, a metadata.json.
+    assert s3.stats()["PutObject"] == 4
+    assert third.version == first.version + 1
+
+
+def test_racing_mirrors_make_one_view(lake: Lake, s3: S3Endpoint, client: Any) -> None:
+    """Four threads mirroring at once (each with its own Lake) leave one consistent view:
+    every Delta version once, the same newest metadata for all."""
+    for day in range(1, 4):
+        lake.append("events", events(range(day * 10, day * 10 + 3), day), partition_by=["day"])
+    lakes = [Lake(lake.bucket, prefix="lake", s3=client, retry=FAST_RETRY) for _ in range(4)]
+    results: list[Any] = []
+    barrier = threading.Barrier(len(lakes))
+
+    def run(other: Lake) -> None:
+        barrier.wait()
+        results.append(other.mirror("events"))
+
+    threads = [threading.Thread(target=run, args=(other,)) for other in lakes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4
+    assert len({r.iceberg for r in results}) == 1
+    top = newest(lake.store, delta_log_prefix("events"), numbered(".json"))
+    assert top is not None
+    assert top[0] == 2
+    expected = rows(lake.read("events"), lake.read("events").schema)
+    table = pyiceberg_table.StaticTable.from_metadata(
+        results[0].iceberg, properties=iceberg_properties(s3)
+    )
+    assert rows(table.scan().to_arrow(), lake.read("events").schema) == expected
+    delta = deltalake.DeltaTable(results[0].delta, storage_options=delta_options(s3))
+    assert rows(delta.to_pyarrow_table(), lake.read("events").schema) == expected
+
+
+def test_checkpoints_every_ten_versions(lake: Lake, s3: S3Endpoint, admin: Any) -> None:
+    """Twelve versions: a parquet checkpoint at Delta version 10 that delta-rs reads from
+    (the log before it may go), with the same rows."""
+    for i in range(12):
+        lake.append("events", events(range(i * 2, i * 2 + 2), 1 + i % 3), partition_by=["day"])
+    result = lake.mirror("events")
+    keys = [o.key for o in lake.store.list(delta_log_prefix("events"))]
+    assert f"{delta_log_prefix('events')}{10:020d}.checkpoint.parquet" in keys
+    for n in range(10):  # a reader must start from the checkpoint alone
+        key = lake.store.full_key(f"{delta_log_prefix('events')}{n:020d}.json")
+        admin.delete_object(Bucket=lake.bucket, Key=key)
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    assert delta.version() == 11
+    assert rows(delta.to_pyarrow_table(), lake.read("events").schema) == rows(
+        lake.read("events"), lake.read("events").schema
+    )
+
+
+def test_newest_finds_the_last_of_a_long_series_in_few_lists(lake: Lake, s3: S3Endpoint) -> None:
+    """The newest of 300 numbered keys is found with one-key LISTs, about 2 log2(n)."""
+    prefix = "views/x/"
+    for n in range(0, 300):
+        lake.store.put(f"{prefix}{n:020d}.json", b"{}", mode="create")
+    s3.reset_stats()
+    found = newest(lake.store, prefix, numbered(".json"))
+    assert found == (299, f"{prefix}{299:020d}.json")
+    assert s3.stats()["ListObjectsV2"] <= 20
+    assert newest(lake.store, "views/none/", numbered(".json")) is None
+
+
+def test_bad_formats_and_datasets(lake: Lake) -> None:
+    """Unknown formats are InvalidNameError; an unknown dataset DatasetNotFoundError."""
+    from lakelock.errors import DatasetNotFoundError
+
+    with pytest.raises(InvalidNameError):
+        lake.mirror("events", formats=("hudi",))
+    with pytest.raises(InvalidNameError):
+        lake.mirror("events", formats=())
+    with pytest.raises(DatasetNotFoundError):
+        lake.mirror("events")
+
+
+def test_auto_mirror_follows_commits_and_never_fails_them(
+    client: Any, bucket: str, s3: S3Endpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lake(mirror=...) mirrors after each commit in the background. A mirror that fails
+    (every view write refused) is logged, the commit still succeeds, and the next commit's
+    mirror catches up with both versions."""
+    lake = Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY, mirror=("delta", "iceberg"))
+    assert lake.auto_mirror is not None
+    lake.append("events", events(range(3), 1), partition_by=["day"])
+    assert lake.auto_mirror.wait(timeout=60)
+    top = newest(lake.store, delta_log_prefix("events"), numbered(".json"))
+    assert top is not None
+    assert top[0] == 0
+    s3.inject("error", operation="PutObject", prefix="lake/datasets/events/_delta_log/")
+    second = lake.append("events", events(range(3, 5), 2), partition_by=["day"])
+    assert lake.auto_mirror.wait(timeout=60)
+    assert lake.auto_mirror.errors == 1
+    assert "mirroring dataset 'events' failed" in caplog.text
+    s3.clear_faults()
+    third = lake.append("events", events(range(5, 7), 3), partition_by=["day"])
+    assert lake.auto_mirror.wait(timeout=60)
+    delta = deltalake.DeltaTable(
+        f"s3://{bucket}/lake/datasets/events", storage_options=delta_options(s3)
+    )
+    assert delta.version() == 2
+    iceberg = pyiceberg_table.StaticTable.from_metadata(
+        lake.mirror("events").iceberg, properties=iceberg_properties(s3)
+    )
+    assert [s.snapshot_id for s in iceberg.snapshots()][-2:] == [second.version, third.version]
+    lake.auto_mirror.close()

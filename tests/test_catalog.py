@@ -560,7 +560,10 @@ def test_loading_mirrors_only_when_the_registry_is_ahead(serve: ServeFn, lake: L
     assert status == 200
     first = orjson.loads(body)
     assert mirror.calls == ["sales"]
-    assert first["metadata-location"].startswith(f"s3://{lake.bucket}/{lake.prefix}")
+    location = first["metadata-location"]
+    assert location.startswith(f"s3://{lake.bucket}/{lake.prefix}")
+    stored = lake.client.get_object(Bucket=lake.bucket, Key=location.split("/", 3)[3])
+    assert first["metadata"] == orjson.loads(stored["Body"].read())  # as stored, not rebuilt
     assert first["metadata"]["format-version"] == 2
     assert orjson.loads(call(server, "GET", path)[2]) == first
     assert mirror.calls == ["sales"]

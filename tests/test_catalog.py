@@ -392,9 +392,11 @@ def test_a_configured_token_is_required_on_every_route(serve: ServeFn, lake: Lak
         ("GET", "/elsewhere"),
     ]:
         for headers in refused:
-            status, _, body = call(server, method, path, headers=headers)
+            status, answered, body = call(server, method, path, headers=headers)
             assert status == 401, (method, path, headers)
             assert error_of(body)["type"] == "NotAuthorizedException"
+            assert answered["www-authenticate"] == 'Bearer realm="lakelock"'
+
     for path in ("/v1/namespaces/lake", "/v1/namespaces/lake/tables/sales"):
         assert call(server, "HEAD", path)[::2] == (401, b"")
         assert call(server, "HEAD", path, headers=bearer())[::2] == (204, b"")
@@ -419,8 +421,9 @@ def test_oauth2_token_endpoint_hands_out_the_token_for_the_right_secret(serve: S
 
     server = serve(token=TOKEN)
     credentials = {"grant_type": "client_credentials", "client_id": "me", "scope": "catalog"}
-    status, _, body = grant(server, {**credentials, "client_secret": TOKEN})
+    status, headers, body = grant(server, {**credentials, "client_secret": TOKEN})
     assert status == 200
+    assert (headers["cache-control"], headers["pragma"]) == ("no-store", "no-cache")
     assert orjson.loads(body) == {
         "access_token": TOKEN,
         "token_type": "bearer",

@@ -141,13 +141,14 @@ class CatalogServer:
             try:
                 form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
                 basic = basic_secret(headers.get("Authorization"))
-                return _Answer(200, orjson.dumps(token_grant(form, self.token, basic=basic)))
+                granted = orjson.dumps(token_grant(form, self.token, basic=basic))
+                return _Answer(200, granted, dict(_NO_STORE))
             except CatalogError as error:
                 described = {"error": error.type, "error_description": error.message}
-                return _Answer(error.status, orjson.dumps(described))
+                return _Answer(error.status, orjson.dumps(described), dict(_NO_STORE))
         if not self.authorized(headers.get("Authorization")):
             missing = headers.get("Authorization") is None
-            return _error(
+            refused = _error(
                 CatalogError.not_authorized(
                     "this catalog needs 'Authorization: Bearer <token>'"
                     if missing
@@ -155,6 +156,8 @@ class CatalogServer:
                 ),
                 head=head,
             )
+            refused.headers["WWW-Authenticate"] = 'Bearer realm="lakelock"'  # RFC 6750
+            return refused
         try:
             found = route(method, split.path)
         except CatalogError as error:
@@ -216,6 +219,10 @@ class CatalogServer:
                     return _Answer(304, b"", {"ETag": etag})
                 return _Answer(200, body, {"ETag": etag})
         raise CatalogError.unsupported(found.operation, "")  # pragma: no cover - route() is total
+
+
+#: A token answer is never cached (RFC 6749, section 5.1).
+_NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
 class _IPv6Server(ThreadingHTTPServer):

@@ -19,6 +19,8 @@ from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._lake import Lake, LakeConfig, MoveOptions
 from lakelock._lease import Lease, LeaseOptions
+from lakelock._mirror import MirrorResult
+from lakelock._mirror._auto import AutoMirror
 from lakelock._objects import ListedObject
 from lakelock._pathlock import (
     AsyncPathLock,
@@ -45,18 +47,22 @@ from lakelock._registry import (
 )
 from lakelock._retry import RetryPolicy
 from lakelock._scan import Scan
+from lakelock._stats import ColumnStats, FileStats
 from lakelock._vacuum import VacuumReport
 
 __all__ = [
     "AsyncPathLock",
     "AsyncPathLockGuard",
+    "AutoMirror",
     "Change",
+    "ColumnStats",
     "CommitRecord",
     "CommitResult",
     "DataFile",
     "DatasetState",
     "DistributedPathLock",
     "Fence",
+    "FileStats",
     "HistoryEntry",
     "IntentFate",
     "Lake",
@@ -67,6 +73,7 @@ __all__ = [
     "LockOptions",
     "LockRequest",
     "MigrationResult",
+    "MirrorResult",
     "MoveOptions",
     "PartitionState",
     "PathLock",

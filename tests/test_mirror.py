@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from lakelock import Lake
 from lakelock._mirror._layout import delta_log_prefix, newest, numbered
+from lakelock._vacuum import vacuum
 from lakelock.errors import InvalidNameError
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from tests._support import FAST_RETRY
@@ -272,3 +274,30 @@ def test_auto_mirror_follows_commits_and_never_fails_them(
     )
     assert [s.snapshot_id for s in iceberg.snapshots()][-2:] == [second.version, third.version]
     lake.auto_mirror.close()
+
+
+def test_a_view_behind_a_vacuumed_version_is_refused(lake: Lake) -> None:
+    """A view whose next versions vacuum removed before they were mirrored cannot be
+    continued (SnapshotExpiredError, nothing written); a foreign Delta log in the dataset's
+    directory is never written over (AlreadyExistsError)."""
+    from lakelock.errors import AlreadyExistsError, SnapshotExpiredError
+
+    lake.append("events", events(range(2), 1), partition_by=["day"])
+    lake.mirror("events", formats=("delta",))
+    lake.append("events", events(range(2, 4), 2), partition_by=["day"])
+    lake.append("events", events(range(4, 6), 3), partition_by=["day"])
+    later = time.time() + 7200  # everything written so far is older than the window
+    assert not vacuum(lake.registry, older_than=0, dry_run=False, clock=lambda: later).failed
+    keys = {o.key for o in lake.store.list("datasets/events/_delta_log/")}
+    fresh = Lake(lake.bucket, prefix="lake", s3=lake.client, retry=FAST_RETRY)  # no cache
+    with pytest.raises(SnapshotExpiredError, match="vacuumed before they were mirrored"):
+        fresh.mirror("events", formats=("delta",))
+    assert {o.key for o in lake.store.list("datasets/events/_delta_log/")} == keys
+    lake.append("other", events(range(1), 1), partition_by=["day"])
+    lake.store.put(
+        f"{delta_log_prefix('other')}{0:020d}.json",
+        b'{"commitInfo": {"operation": "WRITE"}}\n',
+        mode="create",
+    )
+    with pytest.raises(AlreadyExistsError, match="did not write"):
+        lake.mirror("other", formats=("delta",))

@@ -147,6 +147,14 @@ def _delta_pass(
     number = 0
     if top is not None:
         after = _delta.lakelock_version_of(store.get(top[1]).body)
+        if after is None:  # another tool's Delta table in the dataset's directory
+            raise AlreadyExistsError(
+                f"{top[1]!r} is a Delta log entry lakelock did not write; the Delta view of "
+                f"{dataset!r} would overwrite another table's history",
+                bucket=store.bucket,
+                key=store.full_key(top[1]),
+                operation="PutObject",
+            )
         number = top[0] + 1
     root = store.full_key(delta_root(dataset))
     table = _delta.table_id(store.bucket, root)

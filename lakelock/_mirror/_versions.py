@@ -21,7 +21,7 @@ from lakelock._datafile import DataFile
 from lakelock._registry._objects import Objects, partition_from_entry
 from lakelock._registry._snapshot import DatasetEntry, Snapshot
 from lakelock._registry._tree import EMPTY, Node, tree_items
-from lakelock.errors import NotFoundError, RegistryCorruptError
+from lakelock.errors import NotFoundError, RegistryCorruptError, SnapshotExpiredError
 
 __all__ = ["VersionChange", "changes", "pending"]
 
@@ -63,9 +63,13 @@ def pending(
         if not found or not isinstance(error.__cause__, NotFoundError):
             raise
     if not reached:
-        raise RegistryCorruptError(
-            f"the view is at version {after}, but versions after it were vacuumed before "
-            "they were mirrored; delete the view and mirror again",
+        oldest = found[-1][1].version
+        raise SnapshotExpiredError(
+            found[-1][1].dataset,
+            version=oldest - 1,
+            reason=f" any more: the view is at version {after} and the versions after it "
+            f"up to {oldest} were vacuumed before they were mirrored; delete the view and "
+            "mirror again",
         )
     found.reverse()
     result: list[tuple[str, Snapshot, Snapshot | None]] = []

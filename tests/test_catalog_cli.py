@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from lakelock import Lake
+from lakelock._catalog import DEFAULT_NAMESPACE
+from lakelock._cli import _catalog as cli_catalog
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from tests._support.catalog import TOKEN, bearer, two_datasets
 
@@ -167,3 +169,9 @@ def test_cli_serve_brings_up_the_catalog_beside_the_endpoint() -> None:
         assert orjson.loads(http_get(url, "/v1/namespaces/lake/tables")[1]) == {"identifiers": []}
     finally:
         interrupt(process)
+
+
+def test_the_command_line_default_namespace_is_the_catalogs() -> None:
+    """The CLI keeps its own copy of the default (so every command does not import the
+    server): it must be the catalog's."""
+    assert cli_catalog.DEFAULT_NAMESPACE == DEFAULT_NAMESPACE

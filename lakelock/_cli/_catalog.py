@@ -11,9 +11,8 @@ import argparse
 import ipaddress
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lakelock._catalog import DEFAULT_NAMESPACE, CatalogServer, LakeCatalog
 from lakelock._cli._common import (
     LakeTarget,
     add_command,
@@ -23,6 +22,9 @@ from lakelock._cli._common import (
     wait_for_interrupt,
 )
 from lakelock._lake import Lake
+
+if TYPE_CHECKING:  # the server is imported when a catalog starts, not by every command
+    from lakelock._catalog import CatalogServer
 
 __all__ = [
     "TOKEN_ENV",
@@ -35,6 +37,10 @@ __all__ = [
 
 #: Where the bearer token is read from when ``--token`` is not given.
 TOKEN_ENV = "LAKELOCK_CATALOG_TOKEN"
+
+#: The namespace the datasets appear in unless --namespace says otherwise (as
+#: ``lakelock._catalog.DEFAULT_NAMESPACE``; a test checks they agree).
+DEFAULT_NAMESPACE = "lake"
 
 #: The Iceberg REST catalog's customary port.
 DEFAULT_PORT = 8181
@@ -103,6 +109,8 @@ def catalog_server(
 ) -> CatalogServer:
     """The catalog server for ``lake`` (not started). ``token`` None falls back to
     ``$LAKELOCK_CATALOG_TOKEN``. Refuses to hand credentials to an unauthenticated network."""
+    from lakelock._catalog import CatalogServer, LakeCatalog  # noqa: PLC0415 - see imports
+
     token = token if token is not None else os.environ.get(TOKEN_ENV) or None
     if vend_credentials and token is None and not _loopback(host):
         raise ValueError(

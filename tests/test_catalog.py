@@ -10,6 +10,7 @@ import base64
 import http.client
 import importlib
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -711,12 +712,16 @@ def test_an_unexpected_error_is_a_500_and_the_catalog_keeps_serving(
 
 def test_dataset_names_that_need_quoting_load(serve: ServeFn, lake: Lake) -> None:
     """Names with dots and non-ASCII letters travel URL-encoded and load (as tuples: a dotted
-    string would split at the dot)."""
+    string would split at the dot); a decomposed accent names the same (NFC) dataset."""
     names = ["ventes-été", "sales.v2", "日次"]
     for name in names:
         lake.append(name, pa.table({"x": [len(name)]}))
-    catalog = rest_catalog(serve())
+    server = serve()
+    catalog = rest_catalog(server)
     assert sorted(catalog.list_tables("lake")) == sorted(("lake", n) for n in names)
+    decomposed = quote(unicodedata.normalize("NFD", "ventes-été"))
+    assert decomposed != quote("ventes-été")
+    assert call(server, "HEAD", f"/v1/namespaces/lake/tables/{decomposed}")[0] == 204
     for name in names:
         assert catalog.table_exists(("lake", name))
         table = catalog.load_table(("lake", name))

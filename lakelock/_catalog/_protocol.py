@@ -31,6 +31,7 @@ import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from unicodedata import normalize
 from urllib.parse import unquote, unquote_plus
 
 __all__ = [
@@ -160,7 +161,8 @@ def route(method: str, path: str) -> Route:
             return Route("list_tables", _namespace(namespace))
         case ["namespaces", namespace, "tables", table] if read and namespace and table:
             operation = "load_table" if method == "GET" else "table_exists"
-            return Route(operation, _namespace(namespace), unquote(table))
+            # lakelock stores names NFC-normalised: a client's decomposed é is the same name.
+            return Route(operation, _namespace(namespace), normalize("NFC", unquote(table)))
     raise CatalogError.unsupported(method, path)
 
 

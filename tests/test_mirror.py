@@ -301,3 +301,22 @@ def test_a_view_behind_a_vacuumed_version_is_refused(lake: Lake) -> None:
     )
     with pytest.raises(AlreadyExistsError, match="did not write"):
         lake.mirror("other", formats=("delta",))
+
+
+def test_a_format1_registry_is_refused_without_writing(lake: Lake, s3: S3Endpoint) -> None:
+    """Format 1 keeps no versions: mirroring it is VersionNotFoundError and writes nothing
+    (it never upgrades the registry itself); after the upgrade the views start there."""
+    from lakelock.errors import VersionNotFoundError
+    from tests.test_registry_format2 import plant_format1
+
+    plant_format1(lake)
+    s3.reset_stats()
+    with pytest.raises(VersionNotFoundError, match="format 1"):
+        lake.mirror("sales")
+    assert "PutObject" not in s3.stats()
+    lake.registry.migrate()
+    result = lake.mirror("sales")
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    assert rows(delta.to_pyarrow_table(), lake.read("sales").schema) == rows(
+        lake.read("sales"), lake.read("sales").schema
+    )

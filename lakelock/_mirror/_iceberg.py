@@ -205,9 +205,12 @@ def _pass(
         key = top[1]
         previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body.decode())
     writer = _Writer(store, dataset)
+    from lakelock._mirror._run import SchemaOf  # noqa: PLC0415 - _run imports this module
+
     steps = pending(registry.objects, entry, top[0] if top else None)
+    schema_of = SchemaOf(registry)
     for done, (_, snap, parent) in enumerate(steps):
-        change = changes(registry.objects, snap, parent)
+        change = changes(registry.objects, snap, parent, schema_of=schema_of)
         result = writer.version(change, previous, key)
         if result is None:
             return None

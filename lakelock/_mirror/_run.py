@@ -16,13 +16,13 @@ stale), it starts over from the view as it now is.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
-from lakelock._datasets import Progress
+from lakelock._datasets import Progress, recorded_schema
 from lakelock._mirror import _delta, _iceberg
 from lakelock._mirror._layout import (
     delta_checkpoint_key,
@@ -39,7 +39,12 @@ from lakelock._registry._objects import partition_from_entry
 from lakelock._registry._snapshot import DatasetEntry, Snapshot
 from lakelock._registry._tree import tree_items
 from lakelock._s3 import ObjectStore
-from lakelock.errors import AlreadyExistsError, DatasetNotFoundError, InvalidNameError
+from lakelock.errors import (
+    AlreadyExistsError,
+    DatasetNotFoundError,
+    InvalidNameError,
+    VersionNotFoundError,
+)
 
 __all__ = ["FORMATS", "MirrorResult", "mirror"]
 
@@ -82,8 +87,13 @@ def mirror(
     chosen = check_formats(formats)
     doc, _ = registry._current()
     if doc.format_version == 1:
-        registry.migrate()
-        doc, _ = registry._current()
+        # Views mirror versions, and format 1 keeps none; mirroring never writes the registry.
+        raise VersionNotFoundError(
+            dataset,
+            version=doc.version,
+            reason=": this registry is still in format 1, which keeps no versions to mirror "
+            "(the next commit, or `lakelock registry migrate`, upgrades it)",
+        )
     entry = doc.entries.get(dataset)
     if entry is None:
         raise DatasetNotFoundError(dataset)
@@ -114,6 +124,22 @@ def live_files(registry: Registry, snap: Snapshot) -> list[DataFile]:
     manifests = registry.objects.manifests(sorted({m.key for e in entries for m in e.manifests}))
     files = [f for e in entries for m in e.manifests for f in manifests[m.key].files_of(e.path)]
     return sorted(files, key=lambda f: f.key)
+
+
+class SchemaOf:
+    """The schema of a dataset committed without one: read once from one of its files (the
+    schema lakelock records in every file it writes), as ``lake.scan`` does."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.found: pa.Schema | None = None
+
+    def __call__(self, snap: Snapshot, added: Sequence[DataFile]) -> pa.Schema | None:
+        if self.found is None:
+            files = list(added) or live_files(self.registry, snap)
+            if files:
+                self.found = recorded_schema(self.registry.store, files[0])
+        return self.found
 
 
 def _mirror_delta(
@@ -159,8 +185,9 @@ def _delta_pass(
     root = store.full_key(delta_root(dataset))
     table = _delta.table_id(store.bucket, root)
     steps = pending(registry.objects, entry, after)
+    schema_of = SchemaOf(registry)
     for done, (_, snap, parent) in enumerate(steps):
-        change = changes(registry.objects, snap, parent)
+        change = changes(registry.objects, snap, parent, schema_of=schema_of)
         body = _delta.commit_body(
             change,
             bucket=store.bucket,
@@ -177,7 +204,7 @@ def _delta_pass(
         if number > 0 and number % _delta.CHECKPOINT_INTERVAL == 0:
             checkpoint = _delta.checkpoint_body(
                 live_files(registry, snap),
-                schema=_schema(snap),
+                schema=change.schema if change.schema is not None else pa.schema([]),
                 partition_by=snap.partition_by,
                 at=snap.at,
                 bucket=store.bucket,
@@ -195,10 +222,6 @@ def _delta_pass(
         if progress is not None:
             progress(done + 1, len(steps))
     return True
-
-
-def _schema(snap: Snapshot) -> pa.Schema:
-    return snap.schema if snap.schema is not None else pa.schema([])
 
 
 def _create(store: ObjectStore, key: str, body: bytes, content_type: str) -> bool:

@@ -83,8 +83,12 @@ def pending(
     return result
 
 
-def changes(objects: Objects, snap: Snapshot, parent: Snapshot | None) -> VersionChange:
-    """What ``snap`` changed relative to ``parent`` (every file of it when ``None``)."""
+def changes(
+    objects: Objects, snap: Snapshot, parent: Snapshot | None, *, schema_of: Any = None
+) -> VersionChange:
+    """What ``snap`` changed relative to ``parent`` (every file of it when ``None``). A
+    dataset committed without a schema (format 1, ``registry.commit`` without one) has the
+    schema ``schema_of(files)`` reads from one of them."""
     old_top = parent.partitions if parent is not None else EMPTY
     differing = dict(_diff(old_top, snap.partitions, objects.node, 0))
     olds = {p: partition_from_entry(p, o) for p, (o, _) in differing.items() if o is not None}
@@ -107,16 +111,19 @@ def changes(objects: Objects, snap: Snapshot, parent: Snapshot | None) -> Versio
         added.extend(f for k, f in sorted(after.items()) if k not in before)
         removed.extend(f for k, f in sorted(before.items()) if k not in after)
     operation = snap.commits[-1].operation if snap.commits else "write"
+    schema = snap.schema
+    if schema is None and schema_of is not None:
+        schema = schema_of(snap, added)
     return VersionChange(
         version=snap.version,
         at=snap.at,
-        schema=snap.schema,
+        schema=schema,
         partition_by=snap.partition_by,
         operation=operation,
         added=tuple(added),
         removed=tuple(removed),
         full=parent is None,
-        parent_schema=parent.schema if parent is not None else None,
+        parent_schema=(parent.schema if parent is not None else None) or schema,
     )
 
 

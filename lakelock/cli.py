@@ -7,7 +7,8 @@ lakelock locks    s3://bucket/prefix                     lease and lock holders,
 lakelock doctor   s3://bucket/prefix                     can lakelock run safely on this store?
 lakelock vacuum   s3://bucket/prefix --older-than 24h    unreferenced files (--delete removes)
 lakelock mirror   s3://bucket/prefix --dataset NAME      Iceberg and Delta views of each version
-lakelock serve    [--port N] [--bucket B]                embedded S3 endpoint for development
+lakelock serve    [--port N] [--bucket B] [--catalog]    embedded S3 endpoint for development
+lakelock catalog  s3://bucket/prefix [--port N]          read-only Iceberg REST catalog
 lakelock demo     [--writers N]                          many writers, one lake, on embedded S3
 lakelock simulate [--writers N] [--store s3-standard]    many writers, simulated S3, virtual time
 ```
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 
 from lakelock import __version__
 from lakelock._cli import (
+    _catalog,
     _demo,
     _doctor,
     _locks,
@@ -45,7 +47,18 @@ from lakelock._cli._common import (
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (_policy, _registry, _locks, _doctor, _vacuum, _mirror, _serve, _demo, _simulate)
+_COMMANDS = (
+    _policy,
+    _registry,
+    _locks,
+    _doctor,
+    _vacuum,
+    _mirror,
+    _serve,
+    _catalog,
+    _demo,
+    _simulate,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,9 +11,12 @@ import argparse
 import dataclasses
 import math
 import re
+import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from types import FrameType
 from typing import Any, TextIO
 
 import orjson
@@ -60,9 +63,11 @@ __all__ = [
     "natural_key",
     "parse_duration",
     "parse_lake_url",
+    "port_number",
     "print_json",
     "render_table",
     "to_jsonable",
+    "wait_for_interrupt",
 ]
 
 #: A command's entry point: parsed arguments in, exit status out.
@@ -401,3 +406,33 @@ def is_expected(error: BaseException) -> bool:
     """Whether ``error`` is an outcome a user can act on (S3, lakelock, files, bad values),
     as opposed to a bug worth a traceback."""
     return isinstance(error, LakelockError | BotoCoreError | ClientError | OSError | ValueError)
+
+
+# -- servers (serve, catalog) ---------------------------------------------------------------
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: a whole number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: 0 to 65535 (0: any free port)")
+    return port
+
+
+def wait_for_interrupt() -> None:
+    """Block until Ctrl-C or SIGTERM."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,24 +1,28 @@
 """``lakelock serve``: the embedded S3 endpoint (:mod:`lakelock.testing`) for local work.
 
 Creates the ``--bucket`` buckets, applies ``--policy`` to them, adds latency and faults, prints
-the URL with ready-to-paste settings, and serves until Ctrl-C (or SIGTERM).
+the URL with ready-to-paste settings, and serves until Ctrl-C (or SIGTERM). With ``--catalog``
+the read-only Iceberg REST catalog (``lakelock catalog``) serves a lake on it beside the S3
+endpoint.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
-import time
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lakelock._cli._common import add_command
+from lakelock._cli._catalog import add_catalog_options, catalog_banner, catalog_server
+from lakelock._cli._common import add_command, parse_lake_url, port_number, wait_for_interrupt
 from lakelock._client import s3_client
+from lakelock._lake import Lake
+
+if TYPE_CHECKING:
+    from lakelock._catalog import CatalogServer
 
 __all__ = ["add_parser", "run"]
 
@@ -32,17 +36,6 @@ def _fault(text: str) -> list[Any]:
         return [parse_fault_spec(spec) for spec in text.split(",") if spec.strip()]
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _port(text: str) -> int:
-    """A TCP port, 0 (any free port) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port {text!r}: a whole number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port {text!r}: 0 to 65535 (0: any free port)")
-    return port
 
 
 def _latency(text: str) -> tuple[float, float]:
@@ -82,7 +75,10 @@ def add_parser(commands: Any) -> None:
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument(
-        "--port", type=_port, default=9000, help="port, 0-65535 (0: any free port; default 9000)"
+        "--port",
+        type=port_number,
+        default=9000,
+        help="port, 0-65535 (0: any free port; default 9000)",
     )
     parser.add_argument(
         "--bucket",
@@ -123,6 +119,32 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "e.g. lost_ack:PutObject:metastore/@0.1 (repeat or comma-separate)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault generator")
+    group = parser.add_argument_group("Iceberg REST catalog (lakelock catalog)")
+    group.add_argument(
+        "--catalog",
+        nargs="?",
+        const="",
+        default=None,
+        type=_catalog_url,
+        metavar="URL",
+        help="also serve this lake (default: the first --bucket) as a read-only Iceberg REST "
+        "catalog, on --host",
+    )
+    group.add_argument(
+        "--catalog-port",
+        type=port_number,
+        default=8181,
+        metavar="PORT",
+        help="the catalog's port (0: any free port; default 8181)",
+    )
+    add_catalog_options(group, prefix="catalog-")
+
+
+def _catalog_url(text: str) -> str:
+    """``--catalog``'s lake URL, checked now (empty: the first ``--bucket``)."""
+    if text:
+        parse_lake_url(text)  # argparse.ArgumentTypeError when malformed
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,9 +185,16 @@ def run(args: argparse.Namespace) -> int:
         for rules in args.faults:
             for rule in rules:
                 gateway.faults.add(rule)
-        sys.stdout.write(_banner(url, args, DEFAULT_ACCESS_KEY, len(gateway.faults.rules())))
-        sys.stdout.flush()
-        _wait_for_interrupt()
+        catalog = _start_catalog(args, client) if args.catalog is not None else None
+        try:
+            extra = [*catalog_banner(catalog), ""] if catalog is not None else []
+            faults = len(gateway.faults.rules())
+            sys.stdout.write(_banner(url, args, DEFAULT_ACCESS_KEY, faults, extra=extra))
+            sys.stdout.flush()
+            wait_for_interrupt()
+        finally:
+            if catalog is not None:
+                catalog.close()
         sys.stdout.write("stopped\n")
         return 0
     finally:
@@ -174,23 +203,30 @@ def run(args: argparse.Namespace) -> int:
         thread.join(timeout=10)
 
 
-def _wait_for_interrupt() -> None:
-    """Block until Ctrl-C or SIGTERM."""
+def _start_catalog(args: argparse.Namespace, client: Any) -> CatalogServer:
+    """The catalog over ``--catalog`` (or the first ``--bucket``), started."""
+    if args.catalog:
+        target = parse_lake_url(args.catalog)
+    elif args.bucket:
+        target = parse_lake_url(args.bucket[0])
+    else:
+        raise ValueError("--catalog needs a lake URL or a --bucket to serve")
+    lake = Lake(target.bucket, prefix=target.prefix, s3=client)
+    server = catalog_server(
+        lake,
+        host=args.host,
+        port=args.catalog_port,
+        namespace=args.catalog_namespace,
+        token=args.catalog_token,
+        vend_credentials=args.catalog_vend_credentials,
+        quiet=True,
+    )
+    return server.start()
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _banner(url: str, args: argparse.Namespace, access_key: str, faults: int) -> str:
+def _banner(
+    url: str, args: argparse.Namespace, access_key: str, faults: int, *, extra: list[str]
+) -> str:
     bucket = args.bucket[0] if args.bucket else "BUCKET"
     buckets = ", ".join(args.bucket) or "none yet (create with `aws s3 mb` or boto3)"
     policy = f" (bucket policy from {args.policy})" if args.policy is not None else ""
@@ -212,6 +248,7 @@ def _banner(url: str, args: argparse.Namespace, access_key: str, faults: int) ->
         f"  lakelock doctor s3://{bucket} {flags}",
         f'  lakelock.Lake.from_url("s3://{bucket}", endpoint_url="{url}")',
         "",
+        *extra,
         "Ctrl-C to stop.",
         "",
     ]

@@ -1,0 +1,176 @@
+"""``lakelock catalog``: serve a lake as a read-only Iceberg REST catalog until Ctrl-C.
+
+The work is :mod:`lakelock._catalog`'s; this command builds the lake from the S3 options,
+checks the options that guard the lake's credentials, prints where to point engines, and
+logs one line per request (and per mirroring) on stderr unless ``--quiet``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from lakelock._cli._common import (
+    LakeTarget,
+    add_command,
+    check_bucket,
+    client_for,
+    port_number,
+    wait_for_interrupt,
+)
+from lakelock._lake import Lake
+
+if TYPE_CHECKING:  # the server is imported when a catalog starts, not by every command
+    from lakelock._catalog import CatalogServer
+
+__all__ = [
+    "TOKEN_ENV",
+    "add_catalog_options",
+    "add_parser",
+    "catalog_banner",
+    "catalog_server",
+    "run",
+]
+
+#: Where the bearer token is read from when ``--token`` is not given.
+TOKEN_ENV = "LAKELOCK_CATALOG_TOKEN"
+
+#: The namespace the datasets appear in unless --namespace says otherwise (as
+#: ``lakelock._catalog.DEFAULT_NAMESPACE``; a test checks they agree).
+DEFAULT_NAMESPACE = "lake"
+
+#: The Iceberg REST catalog's customary port.
+DEFAULT_PORT = 8181
+
+
+def add_parser(commands: Any) -> None:
+    add_command(
+        commands,
+        "catalog",
+        run,
+        help="serve the lake as a read-only Iceberg REST catalog",
+        description="Serve the lake as an Iceberg REST catalog for pyiceberg, DuckDB, Spark, "
+        "Trino: one namespace, one table per dataset. Loading a table answers the dataset's "
+        "current Iceberg view, mirrored first when the registry is ahead of it (so the "
+        "catalog writes view objects into the lake; nothing else). Read-only: writes, views "
+        f"and scan planning answer 406. Token: --token or ${TOKEN_ENV}. Runs until Ctrl-C.",
+        on_lake=True,
+        arguments=_arguments,
+    )
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port",
+        type=port_number,
+        default=DEFAULT_PORT,
+        help=f"port, 0-65535 (0: any free port; default {DEFAULT_PORT})",
+    )
+    add_catalog_options(parser, prefix="")
+    parser.add_argument("--quiet", action="store_true", help="no request log on stderr")
+
+
+def add_catalog_options(parser: argparse._ActionsContainer, *, prefix: str) -> None:
+    """The catalog's namespace, token and credential options (``prefix``: ``"catalog-"`` on
+    ``lakelock serve``)."""
+    parser.add_argument(
+        f"--{prefix}namespace",
+        default=DEFAULT_NAMESPACE,
+        metavar="NAME",
+        help=f"the namespace the datasets appear in (default {DEFAULT_NAMESPACE!r})",
+    )
+    parser.add_argument(
+        f"--{prefix}token",
+        metavar="TOKEN",
+        help="require 'Authorization: Bearer TOKEN' on every request (default: "
+        f"${TOKEN_ENV} if set, else no token); OAuth2 clients use it as the client secret",
+    )
+    parser.add_argument(
+        f"--{prefix}vend-credentials",
+        action="store_true",
+        help="hand this command's own S3 credentials to every client that loads a table "
+        "(default: never; clients bring their own). Off loopback it needs a token",
+    )
+
+
+def catalog_server(
+    lake: Lake,
+    *,
+    host: str,
+    port: int,
+    namespace: str,
+    token: str | None,
+    vend_credentials: bool,
+    quiet: bool,
+) -> CatalogServer:
+    """The catalog server for ``lake`` (not started). ``token`` None falls back to
+    ``$LAKELOCK_CATALOG_TOKEN``. Refuses to hand credentials to an unauthenticated network."""
+    from lakelock._catalog import CatalogServer, LakeCatalog  # noqa: PLC0415 - see imports
+
+    token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+    if vend_credentials and token is None and not _loopback(host):
+        raise ValueError(
+            f"--vend-credentials on {host} without a token would give the lake's S3 "
+            f"credentials to anyone who reaches the port: pass --token (or set ${TOKEN_ENV}), "
+            "or listen on 127.0.0.1"
+        )
+    log = None if quiet else _log
+    catalog = LakeCatalog(lake, namespace=namespace, vend_credentials=vend_credentials, log=log)
+    return CatalogServer(catalog, host=host, port=port, token=token, log=log)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _log(line: str) -> None:
+    sys.stderr.write(f"catalog: {line}\n")
+    sys.stderr.flush()
+
+
+def catalog_banner(server: CatalogServer) -> list[str]:
+    """Where the catalog is and how engines attach to it."""
+    catalog = server.catalog
+    auth = "bearer token required" if server.token is not None else "no token"
+    vend = "vends S3 credentials" if catalog.vend_credentials else "vends no credentials"
+    token = ", token='<TOKEN>'" if server.token is not None else ""
+    auth_option = "TOKEN '<TOKEN>'" if server.token is not None else "AUTHORIZATION_TYPE 'none'"
+    return [
+        f"lakelock Iceberg REST catalog: {server.url} ({catalog.lake.url}, namespace "
+        f"{catalog.namespace!r}; {auth}; {vend})",
+        f"  pyiceberg: RestCatalog('lake', uri='{server.url}'{token}, "
+        "**{'s3.access-key-id': ..., 's3.secret-access-key': ...})",
+        f"  DuckDB:    ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{server.url}', "
+        f"{auth_option}) (with an S3 secret for the data)",
+        f"  Spark/Trino: an Iceberg REST catalog with uri {server.url}",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    target: LakeTarget = args.url
+    lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args))
+    check_bucket(lake.client, target.bucket)
+    server = catalog_server(
+        lake,
+        host=args.host,
+        port=args.port,
+        namespace=args.namespace,
+        token=args.token,
+        vend_credentials=args.vend_credentials,
+        quiet=args.quiet,
+    )
+    with server:
+        sys.stdout.write("\n".join([*catalog_banner(server), "", "Ctrl-C to stop.", ""]))
+        sys.stdout.flush()
+        wait_for_interrupt()
+    sys.stdout.write("stopped\n")
+    return 0

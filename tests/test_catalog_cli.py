@@ -1,0 +1,177 @@
+"""``lakelock catalog`` and ``lakelock serve --catalog`` as processes: the banner, the token
+from the environment, the request and mirroring log, Ctrl-C; and the option checks that guard
+the lake's credentials."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from urllib.parse import urlsplit
+
+import orjson
+
+from lakelock import Lake
+from lakelock._catalog import DEFAULT_NAMESPACE
+from lakelock._cli import _catalog as cli_catalog
+from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
+from tests._support.catalog import TOKEN, bearer, two_datasets
+
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LAKELOCK_"))},
+    "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
+    "AWS_SECRET_ACCESS_KEY": "x",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lakelock.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**ENV, **(env or {})},
+    )
+
+
+def banner_of(process: subprocess.Popen[str], timeout: float = 60) -> list[str]:
+    """``process``'s stdout up to its "Ctrl-C to stop." line (killed after ``timeout``)."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    timer = threading.Timer(timeout, process.kill)
+    timer.start()
+    try:
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.strip() == "Ctrl-C to stop.":
+                return lines
+    finally:
+        timer.cancel()
+    raise AssertionError(f"no banner: {lines}")
+
+
+def interrupt(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """Ctrl-C, then the rest of stdout and stderr; the process must exit 0."""
+    try:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    return out, err
+
+
+def catalog_url(banner: list[str]) -> str:
+    line = next(line for line in banner if line.startswith("lakelock Iceberg REST catalog: "))
+    return line.split()[4]
+
+
+def http_get(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    split = urlsplit(url)
+    connection = http.client.HTTPConnection(split.hostname or "", split.port, timeout=30)
+    try:
+        connection.request("GET", path, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_cli_catalog_serves_with_the_token_from_the_environment(
+    s3: S3Endpoint, bucket: str, lake: Lake
+) -> None:
+    """``lakelock catalog`` serves the lake until Ctrl-C: the token comes from
+    $LAKELOCK_CATALOG_TOKEN, the banner says where and how to attach, each request is logged
+    on stderr."""
+    two_datasets(lake)
+    process = start_cli(
+        "catalog",
+        f"s3://{bucket}",
+        "--endpoint-url",
+        s3.url,
+        "--port",
+        "0",
+        "--namespace",
+        "shop",
+        env={"LAKELOCK_CATALOG_TOKEN": TOKEN},
+    )
+    try:
+        banner = banner_of(process)
+        url = catalog_url(banner)
+        assert "namespace 'shop'; bearer token required; vends no credentials" in banner[0]
+        assert any(f"ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{url}'" in b for b in banner)
+        assert http_get(url, "/v1/namespaces/shop/tables")[0] == 401
+        status, body = http_get(url, "/v1/namespaces/shop/tables", bearer())
+        assert status == 200
+        assert [i["name"] for i in orjson.loads(body)["identifiers"]] == ["events", "sales"]
+        status, body = http_get(url, "/v1/namespaces/shop/tables/sales", bearer())
+        assert status == 200
+        assert orjson.loads(body)["metadata"]["format-version"] == 2
+    finally:
+        out, err = interrupt(process)
+    assert "stopped" in out
+    assert '"GET /v1/namespaces/shop/tables HTTP/1.1" 401' in err
+    assert '"GET /v1/namespaces/shop/tables HTTP/1.1" 200' in err
+    assert "catalog: mirroring sales ...\n" in err
+    assert re.search(r"catalog: mirrored sales to lakelock version \d+ \(\d+\.\d\d s\)", err)
+
+
+def test_cli_catalog_refuses_to_vend_credentials_to_an_open_network(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """``--vend-credentials`` on a non-loopback address without a token is one error line,
+    exit 1: the lake's keys would go to anyone who reaches the port."""
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "lakelock.cli", "catalog", f"s3://{bucket}"),
+            *("--endpoint-url", s3.url, "--host", "0.0.0.0", "--port", "0", "--vend-credentials"),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("lakelock: error: --vend-credentials on 0.0.0.0 without a token")
+
+
+def test_cli_serve_brings_up_the_catalog_beside_the_endpoint() -> None:
+    """``lakelock serve --bucket B --catalog`` serves the embedded S3 endpoint and a catalog
+    over ``s3://B``; both go down on Ctrl-C."""
+    process = start_cli(
+        "serve", "--port", "0", "--bucket", "served", "--catalog", "--catalog-port", "0"
+    )
+    try:
+        banner = banner_of(process)
+        endpoint = next(b.split()[-1] for b in banner if b.startswith("lakelock S3 endpoint"))
+        url = catalog_url(banner)
+        assert banner[banner.index("Ctrl-C to stop.") - 5].endswith(
+            "(s3://served/, namespace 'lake'; no token; vends no credentials)"
+        )
+        status, body = http_get(url, "/v1/config")
+        assert status == 200
+        assert orjson.loads(body)["defaults"]["s3.endpoint"] == endpoint
+        assert orjson.loads(http_get(url, "/v1/namespaces/lake/tables")[1]) == {"identifiers": []}
+    finally:
+        interrupt(process)
+
+
+def test_the_command_line_default_namespace_is_the_catalogs() -> None:
+    """The CLI keeps its own copy of the default (so every command does not import the
+    server): it must be the catalog's."""
+    assert cli_catalog.DEFAULT_NAMESPACE == DEFAULT_NAMESPACE

@@ -282,13 +282,7 @@ class Committer:
         known = self.known
         moved = known is None or known[0].version != doc.version or not self.hints.swapped_last
         if doc.format_version > 1 and advise(
-            lambda: live.should_list(
-                seconds,
-                attempts=state.attempts,
-                root_moved=moved,
-                alone=any(p.intent is None for p in state.pending),
-            ),
-            True,
+            lambda: live.should_list(seconds, attempts=state.attempts, root_moved=moved), True
         ):
             if advise(lambda: live.send_before_listing(seconds, root_updated=_updated(doc)), False):
                 yield from self._send_intents(state.pending)

@@ -179,23 +179,15 @@ class Liveness:
 
     # -- listing ------------------------------------------------------------------------
 
-    def should_list(
-        self, now: float, *, attempts: int, root_moved: bool, alone: bool = False
-    ) -> bool:
+    def should_list(self, now: float, *, attempts: int, root_moved: bool) -> bool:
         """Look for other processes' intents: after a lost race, when someone else has
         committed since our last write, when contended, and at least every
-        ``fold_interval`` (so a crashed writer's intent is applied by somebody).
-
-        Except on the redrive of a batch only this process can apply (``alone``: a commit
-        spanning datasets, a restore) that listed within ``fold_interval``: it lost the race
-        to a folder at work, which folds the others' intents; without a LIST (and its
-        reads) its attempt is short enough to land between two of that folder's swaps,
-        instead of losing again and again (the simulator's 16 writers: most lost races)."""
-        recent = now - self.hints.listed_at < self.policy.fold_interval
-        if alone and (attempts > 1 or self.hints.contended(now)):
-            return False
+        ``fold_interval`` (so a crashed writer's intent is applied by somebody)."""
         return self.policy.max_fold > 0 and (
-            attempts > 1 or self.hints.contended(now) or root_moved or not recent
+            attempts > 1
+            or self.hints.contended(now)
+            or root_moved
+            or now - self.hints.listed_at >= self.policy.fold_interval
         )
 
     def send_before_listing(self, now: float, *, root_updated: float | None) -> bool:

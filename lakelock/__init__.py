@@ -43,6 +43,7 @@ from lakelock._registry import (
     Registry,
     RegistrySnapshot,
 )
+from lakelock._registry._core import FoldPolicy, Hints
 from lakelock._retry import RetryPolicy
 from lakelock._scan import Scan
 from lakelock._vacuum import VacuumReport
@@ -57,6 +58,8 @@ __all__ = [
     "DatasetState",
     "DistributedPathLock",
     "Fence",
+    "FoldPolicy",
+    "Hints",
     "HistoryEntry",
     "IntentFate",
     "Lake",

@@ -58,6 +58,8 @@ not JSON, has an unknown ``format_version``, or breaks an invariant raises
 from __future__ import annotations
 
 import base64
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -275,13 +277,35 @@ def decode_schema(text: str) -> pa.Schema:
 # -- parsing --------------------------------------------------------------------------------
 
 
+#: Roots parsed lately, by their bytes: a waiter reads the same root again and again, and
+#: parsing one with its windows of fates and commits is most of a commit's CPU.
+_PARSED: OrderedDict[bytes, RegistryDoc] = OrderedDict()
+_PARSED_SIZE = 8
+_PARSED_LOCK = threading.Lock()
+
+
 def parse_registry(
     body: bytes, *, bucket: str | None = None, key: str | None = None
 ) -> RegistryDoc:
     """The one way to read a registry document (format 1 or 2). Raises RegistryCorruptError on
     anything that is not a registry this version of lakelock understands: fields of the wrong
     JSON type are refused, never coerced. A format-2 document's ``datasets`` is empty: its
-    ``entries`` point to the snapshots the registry shell loads on demand."""
+    ``entries`` point to the snapshots the registry shell loads on demand. (A pure function
+    of ``body``: the last few results are kept, and the same bytes are parsed once.)"""
+    with _PARSED_LOCK:
+        doc = _PARSED.get(body)
+        if doc is not None:
+            _PARSED.move_to_end(body)
+            return doc
+    doc = _parse_registry(body, bucket=bucket, key=key)
+    with _PARSED_LOCK:
+        _PARSED[body] = doc
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
+    return doc
+
+
+def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> RegistryDoc:
     data = load_json(body, "registry", bucket, key)
     try:
         version = data.get("format_version")

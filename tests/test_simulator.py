@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import multiprocessing
 import os
 import random
 import secrets
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import redirect_stdout
 from random import Random
 from typing import Any
@@ -37,8 +39,10 @@ from lakelock._registry._core._requests import (
     Sleep,
 )
 from lakelock._registry._document import REGISTRY_KEY, IntentFate
+from lakelock._registry._snapshot import SnapshotCommit
 from lakelock._sim import (
     EPOCH,
+    CoreProtocol,
     DatasetVersion,
     Endpoint,
     Faults,
@@ -58,6 +62,7 @@ from lakelock._sim import (
     profile,
     simulate,
 )
+from lakelock._sim._protocols import _Reader
 from lakelock.cli import main
 from lakelock.errors import (
     AlreadyExistsError,
@@ -794,6 +799,33 @@ def test_simulate_runs_the_commit_core_with_a_policy() -> None:
     assert main(["simulate", "--policy", "no_such_knob=1", "--writers", "1"]) == 1
 
 
+def test_simulate_traces_every_request_the_same_way_each_time(tmp_path: Any) -> None:
+    args = (
+        "--protocol",
+        "toy",
+        "--writers",
+        "3",
+        "--seconds",
+        "1",
+        "--faults",
+        "0.2",
+        "--seed",
+        "4",
+        "--no-progress",
+    )
+    first, second = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    assert run_cli(*args, "--trace", str(first))[0] == 0
+    assert run_cli(*args, "--trace", str(second))[0] == 0
+    assert first.read_bytes() == second.read_bytes()
+    events = [orjson.loads(line) for line in first.read_bytes().splitlines()]
+    assert {e["process"] for e in events} == {"writer 0", "writer 1", "writer 2"}
+    faulted = [e for e in events if e["fault"] is not None]
+    assert faulted
+    assert all(e["answer"] != "ok" for e in faulted)  # every fault answers an error
+    lost = [e for e in events if e["fault"] == "lost_ack"]
+    assert any(e["applied"] is not None for e in lost)  # applied, then its answer lost
+
+
 def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
     status, text = run_cli("--protocol", "toy", "--writers", "2", "--seconds", "2", "--no-progress")
     assert status == 0
@@ -875,17 +907,28 @@ def sweep_seeds(first: int, count: int) -> Iterator[int]:
     yield from range(first, first + count)
 
 
+def sweep_one(seed: int) -> tuple[int, list[str], str]:
+    """One seed of the sweep: its violations and the command that replays it."""
+    config = sweep_config(seed)
+    return seed, simulate(config).violations, config.replay_command()
+
+
 def run_sweep(seeds: Iterator[int], test: str) -> None:
-    failures = []
-    for seed in seeds:
-        config = sweep_config(seed)
-        result = simulate(config)
-        if result.violations:
-            failures.append(
-                f"seed {seed}: {len(result.violations)} violations, first: "
-                f"{result.violations[0]}\n  replay: {SEED_ENV}={seed} python -m pytest "
-                f"tests/test_simulator.py -k {test}   (or: {config.replay_command()})"
-            )
+    """Run ``seeds`` on both cores (each run is independent and deterministic)."""
+    chosen = list(seeds)
+    if len(chosen) > 1:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+            outcomes = list(pool.map(sweep_one, chosen, chunksize=5))
+    else:
+        outcomes = [sweep_one(seed) for seed in chosen]
+    failures = [
+        f"seed {seed}: {len(violations)} violations, first: {violations[0]}\n"
+        f"  replay: {SEED_ENV}={seed} python -m pytest tests/test_simulator.py -k {test}"
+        f"   (or: {command})"
+        for seed, violations, command in outcomes
+        if violations
+    ]
     assert not failures, "\n".join(failures)
 
 
@@ -993,3 +1036,60 @@ def test_six_percent_transient_faults_cost_little_and_no_append_gives_up(seed: i
     assert faulty.metrics.faults_injected > 0
     assert [i.outcome for i in faulty.invocations] == ["ok"] * 24, faulty.violations
     assert faulty.metrics.makespan <= 3 * clean.metrics.makespan
+
+
+def test_a_commit_giving_up_before_the_lake_has_a_root_is_not_applied_later() -> None:
+    """Found by the slow sweep (seed 10644): on an empty lake (no root yet) a writer sends its
+    intent, its create of the root gets a 409 and its re-read a 503, and its two attempts run
+    out. There was no root to record its intent cancelled in, so the cancel was skipped, yet
+    its caller heard RetryBudgetExhaustedError (nothing committed); the next writer to create
+    the root folded the intent in and applied it."""
+    config = SimConfig(
+        writers=6,
+        seconds=1.0,
+        store="fixed:10",
+        seed=10644,
+        faults=Faults(rate=0.15, kills=1, stalls=1),
+        intent_ttl=2.0,
+        max_attempts=2,
+        max_seconds=3.0,
+    )
+    result = simulate(config)
+    assert not [v for v in result.violations if "refused commit is in the registry" in v]
+    assert result.violations == []
+
+
+def test_checker_reports_a_commit_id_its_dataset_index_does_not_find() -> None:
+    """The checker looks every commit id of a dataset's history up where the core does (the
+    current snapshot's recent ids, then its commit-id index), at the version that made it."""
+    result = simulate(SimConfig(writers=3, seconds=2.0, store="s3-express", seed=2, datasets=1))
+    assert result.violations == []
+    reader = _Reader(result.store)
+    root = orjson.loads(result.store.objects[REGISTRY_KEY].body)
+    chain = reader.chain(root["datasets"]["ds0"]["snapshot"])
+    assert reader.index_problems("ds0", chain) == []
+    key, last = chain[-1]
+    ghost = dataclasses.replace(last, commits=(*last.commits, SnapshotCommit("ghost", "x", 1, 0)))
+    problems = reader.index_problems("ds0", [*chain[:-1], (key, ghost)])
+    assert problems == [
+        f"ds0: commit ghost made v{last.version}, but the commit-id index of v{last.version} "
+        "has it at None"
+    ]
+
+
+def test_restores_are_checked_against_the_version_they_restore() -> None:
+    mix = Mix(append=0.5, restore=0.3, overwrite=0.1, delete=0.05, remove=0.05, multi=0.0)
+    result = simulate(SimConfig(writers=4, seconds=3.0, store="s3-express", seed=3, mix=mix))
+    restores = [i for i in result.invocations if i.op == "restore" and i.outcome == "ok"]
+    assert len(restores) > 5
+    assert result.violations == []
+    # Told it restored another version than it did, the checker finds the files differ.
+    target = next(i for i in restores if i.restore_version and i.restore_version > 1)
+    wrong = [
+        dataclasses.replace(i, restore_version=1) if i is target else i for i in result.invocations
+    ]
+    view = CoreProtocol().view(result.store)
+    assert any(
+        f"{target.datasets[0]} v{target.version}: reads" in p
+        for p in check(wrong, view, result.observations)
+    )

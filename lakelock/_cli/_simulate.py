@@ -5,6 +5,7 @@ and measured, and the same arguments print the same figures every time."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -156,6 +157,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="change a knob of the core's FoldPolicy (repeatable), e.g. --policy max_fold=32",
     )
     parser.add_argument(
+        "--trace",
+        metavar="PATH",
+        default=None,
+        help="write every request (sent, answered, process, key, fault, answer) to PATH as "
+        "JSON lines: what a seed did, to debug it",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -183,11 +191,19 @@ def run(args: argparse.Namespace) -> int:
         max_seconds=args.max_seconds,
     )
     bar = ProgressBar("simulating (virtual s)") if progress_wanted(args.progress) else None
-    try:
-        result = simulate(config, progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
+    with contextlib.ExitStack() as stack:
+        trace = None
+        if args.trace is not None:
+            out = stack.enter_context(open(args.trace, "wb"))
+
+            def trace(event: dict[str, Any]) -> None:
+                out.write(orjson.dumps(event) + b"\n")
+
+        try:
+            result = simulate(config, progress=bar, trace=trace)
+        finally:
+            if bar is not None:
+                bar.close()
     metrics = result.metrics
     if args.json:
         sys.stdout.write(orjson.dumps(metrics.as_json(), option=orjson.OPT_SORT_KEYS).decode())

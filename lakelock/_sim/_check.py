@@ -13,6 +13,8 @@ Violations reported (each one string; none: the run kept every guarantee):
 - a commit in the registry that nobody made; an exception other than a ``CommitError`` out of
   a commit;
 - root versions that do not rise by exactly 1 per swap; a dataset's versions not rising;
+- (read with the view, :meth:`~._protocols._Reader.index_problems`) a commit id the dataset's
+  commit-id index does not find at the version that made it;
 - a dataset version whose files are not exactly those of the commits applied up to it
   (replayed in version order on a model: appends add, overwrites and deletes clear their
   partitions, removals remove, restores go back to the files of their target version);

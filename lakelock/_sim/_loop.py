@@ -106,6 +106,10 @@ class _Call:
     retried: bool
     started: float
     attempts: int = 0
+    #: This attempt: when it was sent, the fault it drew, when it took effect (if it did).
+    sent: float = 0.0
+    fault: str | None = None
+    applied: float | None = None
 
 
 @dataclass
@@ -150,6 +154,8 @@ class Endpoint:
         self.counts = Counts()
         self.counting = True
         self.sent = 0
+        #: Called with one dict per answered attempt (``lakelock simulate --trace``).
+        self.trace: Callable[[dict[str, Any]], None] | None = None
 
     def send(self, request: Get | Put | List | Delete, process: Process, answer: Answer) -> None:
         """Send ``request`` for ``process``; ``answer(result, error)`` gets the outcome."""
@@ -203,6 +209,7 @@ class Endpoint:
             isinstance(request, Put) and (request.create or request.if_match is not None)
         ):
             fault = "throttle"
+        call.sent, call.fault, call.applied = now, fault, None
         if fault in ("throttle", "conflict"):
             error = _fault_error(fault, request)
             self.loop.at(now + latency, self._answered, (call, None, error))
@@ -248,6 +255,8 @@ class Endpoint:
             error = failure
             if isinstance(failure, ThrottledError) and self.counting:
                 self.counts.throttled += 1
+        else:
+            call.applied = now
         if answer_at is None:
             return
         if fault == "lost_ack":
@@ -259,6 +268,20 @@ class Endpoint:
     def _answered(self, argument: tuple[_Call, Any, BaseException | None]) -> None:
         call, result, error = argument
         request = call.request
+        if self.trace is not None:
+            self.trace(
+                {
+                    "sent": round(call.sent, 6),
+                    "answered": round(self.loop.now, 6),
+                    "process": call.process.name,
+                    "operation": _OPERATION[type(request)],
+                    "key": request.prefix if isinstance(request, List) else request.key,
+                    "attempt": call.attempts,
+                    "fault": call.fault,
+                    "applied": None if call.applied is None else round(call.applied, 6),
+                    "answer": "ok" if error is None else type(error).__name__,
+                }
+            )
         if self.counting:
             kind = call.process.kind
             if isinstance(result, Listing):
@@ -360,6 +383,7 @@ class Process:
         steps: Steps,
         *,
         kind: str,
+        name: str | None = None,
         skew: float = 0.0,
         done: Callable[[Any, BaseException | None], None] | None = None,
         killed: Callable[[], None] | None = None,
@@ -368,6 +392,7 @@ class Process:
         self.endpoint = endpoint
         self.steps = steps
         self.kind = kind
+        self.name = name or kind
         self.skew = skew
         self.done = done
         self.killed = killed

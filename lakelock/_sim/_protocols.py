@@ -21,7 +21,7 @@ from lakelock._registry._intents import is_intent, parse_intent
 from lakelock._registry._manifest import Manifest, verify_manifest
 from lakelock._registry._objects import Objects, partition_from_entry
 from lakelock._registry._snapshot import LazyPartitions, Snapshot, verify_snapshot
-from lakelock._registry._tree import Node, verify_node
+from lakelock._registry._tree import Node, index_get, verify_node
 from lakelock._sim._check import DatasetVersion, View
 from lakelock._sim._store import BUCKET, SimS3
 from lakelock._sim._toy import ToyCommitter
@@ -137,6 +137,27 @@ class _Reader:
                     files[f.key] = path
         return files
 
+    def index_problems(self, name: str, chain: list[tuple[str, Snapshot]]) -> list[str]:
+        """Every commit id of the dataset's history must be found, at its version, where
+        the commit loop looks ids up (the current snapshot's recent ids, then its commit-id
+        index): that lookup is what keeps a re-run from applying twice."""
+        if not chain:
+            return []
+        current = chain[-1][1]
+        problems = []
+        for _, snap in chain:
+            for commit in snap.commits:
+                raw = current.recent_ids.get(commit.id)
+                if raw is None:
+                    raw = index_get(current.commit_ids, commit.id, self.node)
+                found = raw.get("version") if isinstance(raw, Mapping) else None
+                if found != snap.version:
+                    problems.append(
+                        f"{name}: commit {commit.id} made v{snap.version}, but the commit-id "
+                        f"index of v{current.version} has it at {found}"
+                    )
+        return problems
+
     def state(self, key: str) -> DatasetState:
         """The dataset version in snapshot ``key`` (as :meth:`Objects.state` builds it)."""
         snap = self.snapshot(key)
@@ -198,12 +219,14 @@ class CoreProtocol(SimProtocol):
         try:
             doc = parse_registry(current.body, bucket=BUCKET, key=REGISTRY_KEY)
             for name, entry in sorted(doc.entries.items()):
+                chain = reader.chain(entry.snapshot)
                 view.datasets[name] = [
                     DatasetVersion(
                         name, snap.version, tuple(c.id for c in snap.commits), reader.files(snap)
                     )
-                    for _, snap in reader.chain(entry.snapshot)
+                    for _, snap in chain
                 ]
+                view.problems += reader.index_problems(name, chain)
         except LakelockError as error:
             view.problems.append(f"the registry cannot be read: {type(error).__name__}: {error}")
         return view

@@ -196,6 +196,7 @@ class _Writer:
             self.run.endpoint,
             self._program(committer, redo),
             kind="writer",
+            name=f"writer {self.index}" + (f" (restart {redo.restarts})" if redo else ""),
             skew=self.skew,
             done=self._done,
             killed=self._killed,
@@ -309,9 +310,11 @@ class _Run:
         config: SimConfig,
         protocol: SimProtocol,
         progress: Callable[[int, int], None] | None = None,
+        trace: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.config = config
         self.progress = progress
+        self.trace = trace
         self.protocol = protocol
         self.master = Random(config.seed)
         self.profile: Profile = profile(config.store)
@@ -329,6 +332,7 @@ class _Run:
             cpu=config.cpu,
             cores=config.cores,
         )
+        self.endpoint.trace = trace
         self.end = config.seconds
         self.invocations: list[Invocation] = []
         self.observations: list[Observation] = []
@@ -360,9 +364,9 @@ class _Run:
             writer.start(writer.rng.uniform(0.0, 0.1))
         for n in range(config.readers):
             rng = Random(self.master.getrandbits(64))
-            Process(self.loop, self.endpoint, self.reader(n, rng), kind="reader").start(
-                rng.uniform(0.0, 0.1)
-            )
+            Process(
+                self.loop, self.endpoint, self.reader(n, rng), kind="reader", name=f"reader {n}"
+            ).start(rng.uniform(0.0, 0.1))
         chaos = Random(self.master.getrandbits(64))
         faults = config.faults
         stall = faults.stall if faults.stall is not None else config.intent_ttl + 5.0
@@ -472,12 +476,15 @@ def simulate(
     *,
     protocol: SimProtocol | None = None,
     progress: Callable[[int, int], None] | None = None,
+    trace: Callable[[dict[str, Any]], None] | None = None,
 ) -> SimResult:
     """Run ``config`` and check it. ``protocol`` overrides ``config.protocol`` (tests pass a
     broken one to see the checker catch it); ``progress(done, total)`` hears of the virtual
-    seconds simulated."""
+    seconds simulated; ``trace`` is called with every answered request (a dict: when it was
+    sent and answered, by which process, operation, key, attempt, the fault it drew, when it
+    took effect, its answer)."""
     chosen = protocol or protocol_named(config.protocol, dict(config.policy))
-    return _Run(config, chosen, progress).go()
+    return _Run(config, chosen, progress, trace).go()
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -47,7 +47,13 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", type=dataset_name, required=True, metavar="NAME")
+    parser.add_argument(
+        "--dataset",
+        type=dataset_name,
+        required=True,
+        metavar="NAME",
+        help="the dataset whose versions to mirror",
+    )
     parser.add_argument(
         "--format",
         type=_formats,

@@ -404,3 +404,16 @@ def test_read_retries_throttling(s3: S3Endpoint, store: ObjectStore) -> None:
     s3.inject("slowdown", operation="GetObject", prefix=ROOT, count=4)  # SDK gives up after 3
     assert reg.read().version == 1
     assert s3.faults()["injected"] == {"slowdown": 4}
+
+
+def test_the_known_registry_loads_datasets_the_commit_core_never_read(store: ObjectStore) -> None:
+    """``Registry.known()`` hands out the root the commit core last read or wrote; its
+    datasets load on demand like any read's. (The core's own documents load through its
+    offline view of the cache, where a miss is a signal to the core: handed out as they
+    were, a dataset the core never needed escaped as ``Missing``, found by a 16-process run.)"""
+    registry(store).commit("other", add=[datafile("other", "", "o")])
+    ours = registry(store)
+    ours.commit("sales", add=[datafile("sales", "", "s")])  # the core reads the root itself
+    known = ours.known()
+    assert [f.name for f in ours.files("other", snapshot=known)] == ["o"]
+    assert known.datasets["other"].totals is not None

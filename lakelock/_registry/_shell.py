@@ -296,7 +296,12 @@ class Registry:
             known = self._committer.known
         if known is None:
             return self.read()
-        return RegistrySnapshot.of(*known)
+        doc, etag = known
+        if doc.format_version > 1:
+            # The commit core's documents load their datasets through its offline view of the
+            # cache (a miss is a signal to the core, not a GET): hand out one that loads them.
+            doc = replace(doc, datasets=self.objects.datasets(doc))
+        return RegistrySnapshot.of(doc, etag)
 
     def _current(self) -> tuple[RegistryDoc, str | None]:
         for attempt in self.retry.retrying((ConflictError, ThrottledError, OutcomeUnknownError)):

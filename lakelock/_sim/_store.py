@@ -146,27 +146,7 @@ class SimS3:
                 actual_etag=current.etag,
             )
         if if_match is not None:
-            if current is None:
-                raise NotFoundError(
-                    f"PutObject {key!r}: NoSuchKey (If-Match)",
-                    bucket=BUCKET,
-                    key=key,
-                    operation="PutObject",
-                    status=404,
-                    code="NoSuchKey",
-                    expected_etag=if_match,
-                )
-            if current.etag != if_match:
-                raise PreconditionFailedError(
-                    f"PutObject {key!r}: PreconditionFailed",
-                    bucket=BUCKET,
-                    key=key,
-                    operation="PutObject",
-                    status=412,
-                    code="PreconditionFailed",
-                    expected_etag=if_match,
-                    actual_etag=current.etag,
-                )
+            _require_etag(key, current, if_match, "PutObject")
         self._writes += 1
         etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
         write_id = f"w{self._writes}"
@@ -200,27 +180,7 @@ class SimS3:
     def delete(self, key: str, now: float, *, if_match: str | None = None) -> None:
         current = self.objects.get(key)
         if if_match is not None:
-            if current is None:
-                raise NotFoundError(
-                    f"DeleteObject {key!r}: NoSuchKey (If-Match)",
-                    bucket=BUCKET,
-                    key=key,
-                    operation="DeleteObject",
-                    status=404,
-                    code="NoSuchKey",
-                    expected_etag=if_match,
-                )
-            if current.etag != if_match:
-                raise PreconditionFailedError(
-                    f"DeleteObject {key!r}: PreconditionFailed",
-                    bucket=BUCKET,
-                    key=key,
-                    operation="DeleteObject",
-                    status=412,
-                    code="PreconditionFailed",
-                    expected_etag=if_match,
-                    actual_etag=current.etag,
-                )
+            _require_etag(key, current, if_match, "DeleteObject")
         if current is None:
             return  # S3 answers 204 for a missing key
         del self.objects[key]
@@ -267,3 +227,28 @@ class SimS3:
                 code="SlowDown",
             )
         self._buckets[key] = (tokens - 1.0, now)
+
+
+def _require_etag(key: str, current: StoredObject | None, if_match: str, operation: str) -> None:
+    """An If-Match request's precondition: 404 on a missing key, 412 on another ETag."""
+    if current is None:
+        raise NotFoundError(
+            f"{operation} {key!r}: NoSuchKey (If-Match)",
+            bucket=BUCKET,
+            key=key,
+            operation=operation,
+            status=404,
+            code="NoSuchKey",
+            expected_etag=if_match,
+        )
+    if current.etag != if_match:
+        raise PreconditionFailedError(
+            f"{operation} {key!r}: PreconditionFailed",
+            bucket=BUCKET,
+            key=key,
+            operation=operation,
+            status=412,
+            code="PreconditionFailed",
+            expected_etag=if_match,
+            actual_etag=current.etag,
+        )

@@ -145,10 +145,6 @@ def advise(what: Callable[[], _T], default: _T) -> _T:
         return default
 
 
-def jitter(rng: random.Random, low: float, high: float) -> float:
-    return rng.uniform(low, high)
-
-
 class Liveness:
     """The policy's rules, applied to one process's hints: each answers a question the core
     asks (wait or fold? list now? how long to sleep?) and nothing else."""

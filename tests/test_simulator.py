@@ -916,13 +916,21 @@ def sweep_one(seed: int) -> tuple[int, list[str], str]:
     return seed, simulate(config).violations, config.replay_command()
 
 
-def run_sweep(seeds: Iterator[int], test: str) -> None:
+@pytest.fixture(scope="module")
+def sweep_pool() -> Iterator[ProcessPoolExecutor]:
+    """Two worker processes for the sweeps, started fresh ("spawn"): a forked copy of the
+    test process would inherit the embedded S3's threads and pyarrow's pools mid-lock, and
+    on CI one such child crashed."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+        yield pool
+
+
+def run_sweep(seeds: Iterator[int], test: str, pool: ProcessPoolExecutor) -> None:
     """Run ``seeds`` on both cores (each run is independent and deterministic)."""
     chosen = list(seeds)
     if len(chosen) > 1:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-            outcomes = list(pool.map(sweep_one, chosen, chunksize=5))
+        outcomes = list(pool.map(sweep_one, chosen, chunksize=5))
     else:
         outcomes = [sweep_one(seed) for seed in chosen]
     failures = [
@@ -939,16 +947,16 @@ CHUNK = 50
 
 
 @pytest.mark.parametrize("chunk", range(10))
-def test_seed_sweep(chunk: int) -> None:
+def test_seed_sweep(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
     """500 seeded runs with mixed faults: every guarantee holds in each."""
-    run_sweep(sweep_seeds(chunk * CHUNK, CHUNK), "test_seed_sweep")
+    run_sweep(sweep_seeds(chunk * CHUNK, CHUNK), "test_seed_sweep", sweep_pool)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(400))
-def test_seed_sweep_large(chunk: int) -> None:
+def test_seed_sweep_large(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
     """20,000 more seeded runs."""
-    run_sweep(sweep_seeds(10_000 + chunk * CHUNK, CHUNK), "test_seed_sweep_large")
+    run_sweep(sweep_seeds(10_000 + chunk * CHUNK, CHUNK), "test_seed_sweep_large", sweep_pool)
 
 
 def test_a_batch_that_consolidates_a_partition_finds_that_manifest_for_its_next_commit() -> None:

@@ -168,8 +168,10 @@ class Committer:
         self.known: tuple[RegistryDoc, str] | None = None
         #: Whether our last swap carried other processes' intents (we are their folder).
         self.carried = False
-        #: The server's clock minus ours, from the ``Date`` of our last root read.
-        self.server_offset = 0.0
+        #: The server's clock minus ours, from the ``Date`` of our last root read (None:
+        #: no root read yet; a process that created the root and swapped ever since knows
+        #: the server's clock only from what it listed).
+        self.server_offset: float | None = None
         #: Other processes' intents, parsed (write-once: a key's content never changes).
         self.intents: OrderedDict[str, Change] = OrderedDict()
         self._now = 0.0
@@ -574,15 +576,29 @@ class Committer:
             listed += more
             todo += [o for o in more if o.key not in own and o.key not in decided]
         fold = Fold(listed=tuple(o.key for o in listed), paused=paused)
-        yield from self._judge(doc, todo, seconds, fold)
+        newest = max((o.last_modified.timestamp() for o in listed), default=None)
+        yield from self._judge(doc, todo, seconds, fold, newest)
         return fold
 
     def _judge(
-        self, doc: RegistryDoc, todo: Sequence[ListedObject], seconds: float, fold: Fold
+        self,
+        doc: RegistryDoc,
+        todo: Sequence[ListedObject],
+        seconds: float,
+        fold: Fold,
+        newest: float | None,
     ) -> Steps:
         """Each listed intent of another process: expired or unreadable (rejected), applied
-        already through its commit id (applied at that version), or pending to apply."""
-        server_now = seconds + self.server_offset
+        already through its commit id (applied at that version), or pending to apply.
+
+        The server's clock is what the ``Date`` of our last root read said, moved on by our
+        own clock since, and at least the newest ``LastModified`` listed (the server wrote it
+        before it answered our LIST). With neither (no root read yet, nothing listed), it is
+        unknown and nothing expires: our own clock never decides."""
+        estimates = [e for e in (newest,) if e is not None]
+        if self.server_offset is not None:
+            estimates.append(seconds + self.server_offset)
+        server_now = max(estimates, default=None)
         readable = []
         for o in todo:
             reason = _decide.judge_listed(

@@ -840,6 +840,41 @@ def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
     assert main(["simulate", "--faults", "1.5"]) == 2
 
 
+def test_simulate_mix_names_the_commits_writers_make_and_the_rest_get_none(capsys: Any) -> None:
+    """``--mix KIND=WEIGHT``: given at all, a kind not named has weight 0 (``--mix append=1``
+    is appends only: one data PUT a commit); the replay command carries the mix."""
+    common = ("--writers", "3", "--seconds", "1", "--store", "s3-express", "--no-progress")
+    status, text = run_cli(*common, "--mix", "append=1", "--json")
+    assert status == 0
+    appends = orjson.loads(text)
+    assert appends["areas"]["PutObject datasets"] == 1.0
+    status, text = run_cli(*common, "--mix", "delete=2", "--mix", "remove=0", "--json")
+    assert status == 0
+    assert "PutObject datasets" not in orjson.loads(text)["areas"]  # deletes write no data
+    status, text = run_cli(*common, "--json")
+    # The default mix: deletes and removals write no data, two-dataset commits two files.
+    assert orjson.loads(text)["areas"]["PutObject datasets"] != 1.0
+    for bad in ("bogus=1", "append", "append=-1", "append=nan", "append=inf", "=1"):
+        assert main(["simulate", "--mix", bad]) == 2
+        assert "--mix" in capsys.readouterr().err
+    assert main(["simulate", "--mix", "append=0", "--writers", "1"]) == 1
+    assert "a weight > 0" in capsys.readouterr().err
+
+    chosen = Mix.of([("append", 3), ("restore", 1)])
+    assert chosen == Mix(append=3.0, overwrite=0.0, delete=0.0, remove=0.0, restore=1.0, multi=0.0)
+    config = SimConfig(
+        writers=2, seconds=1.0, store="s3-express", seed=1, mix=Mix.of([("append", 1)])
+    )
+    result = simulate(config)
+    assert {i.op for i in result.invocations} == {"append"}
+    assert config.replay_command().endswith("--mix append=1")
+    assert "--mix" not in SimConfig().replay_command()
+    with pytest.raises(ValueError, match="unknown kind of commit 'merge'"):
+        Mix.of([("merge", 1)])
+    with pytest.raises(ValueError, match="need 2 datasets"):
+        simulate(SimConfig(writers=1, seconds=1.0, datasets=1, mix=Mix.of([("multi", 1)])))
+
+
 # -- the seed sweep ---------------------------------------------------------------------------
 
 

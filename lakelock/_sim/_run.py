@@ -111,6 +111,8 @@ class SimConfig:
         if self.protocol != "core":
             parts.append(f"--protocol {self.protocol}")
         parts += [f"--policy {name}={value:g}" for name, value in self.policy]
+        if self.mix != Mix():
+            parts.append(self.mix.options())
         return " ".join(parts)
 
 

@@ -17,7 +17,8 @@ Semantics the commit protocol relies on, as S3 has them:
   body, quoted.
 
 Every successful write of a ``tracked`` key is kept (``history``): the checker reads each
-version of the root that ever existed.
+version of the root that ever existed. When each key was first written is kept too
+(``created``, virtual seconds): the checker holds an intent rejected as expired to its age.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class SimS3:
         self._keys: list[str] = []  # sorted
         self.tracked = tracked
         self.history: dict[str, list[tuple[float, bytes]]] = {k: [] for k in tracked}
+        #: When each key's first PUT took effect (virtual seconds; kept if it is deleted).
+        self.created: dict[str, float] = {}
         self.conflict_share = conflict_share
         self._last_conditional: dict[str, float] = {}
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
@@ -152,6 +155,7 @@ class SimS3:
         write_id = f"w{self._writes}"
         if current is None:
             bisect.insort(self._keys, key)
+            self.created.setdefault(key, now)
         modified = self.server_seconds(now)
         listed = ListedObject(key, etag, len(body), self._datetime(modified))
         self.objects[key] = StoredObject(body, etag, modified, write_id, listed)

@@ -171,15 +171,12 @@ class SimS3:
             if start == start_after
             else bisect.bisect_left(keys, start)
         )
-        found: list[ListedObject] = []
-        limit = max(1, min(max_keys, 1000))
+        # The keys from ``at`` that start with ``prefix`` end before the first key past it.
+        end = bisect.bisect_left(keys, _past(prefix), at) if prefix else len(keys)
+        stop = min(end, at + max(1, min(max_keys, 1000)))
         objects = self.objects
-        while at < len(keys) and keys[at].startswith(prefix):
-            if len(found) == limit:
-                return Listing(tuple(found), truncated=True)
-            found.append(objects[keys[at]].listed)
-            at += 1
-        return Listing(tuple(found), truncated=False)
+        found = tuple([objects[key].listed for key in keys[at:stop]])
+        return Listing(found, truncated=end > stop)
 
     def delete(self, key: str, now: float, *, if_match: str | None = None) -> None:
         current = self.objects.get(key)
@@ -231,6 +228,11 @@ class SimS3:
                 code="SlowDown",
             )
         self._buckets[key] = (tokens - 1.0, now)
+
+
+def _past(prefix: str) -> str:
+    """The least string greater than every string starting with ``prefix``."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def _require_etag(key: str, current: StoredObject | None, if_match: str, operation: str) -> None:

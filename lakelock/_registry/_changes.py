@@ -491,7 +491,13 @@ def _retotal(totals: Totals, before: PartitionState | None, after: PartitionStat
     def stats(p: PartitionState | None) -> tuple[int, int, int, int]:
         if p is None:
             return 0, 0, 0, 0
-        return 1, p.file_count, p.record_count, p.size
+        # One pass over the manifests (the three properties would take three).
+        files = records = size = 0
+        for m in p.manifests:
+            files += m.files
+            records += m.records
+            size += m.size
+        return 1, files, records, size
 
     b, a = stats(before), stats(after)
     return Totals(

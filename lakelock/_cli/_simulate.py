@@ -13,7 +13,8 @@ import orjson
 
 from lakelock._cli._common import add_command
 from lakelock._cli._progress import ProgressBar, progress_wanted
-from lakelock._sim import Faults, SimConfig, profile, simulate
+from lakelock._sim import Faults, Mix, SimConfig, profile, simulate
+from lakelock._sim._workload import KINDS
 
 __all__ = ["add_parser", "run"]
 
@@ -81,6 +82,22 @@ def _policy_field(text: str) -> tuple[str, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected FIELD=NUMBER, got {text!r}") from None
     return name.strip(), int(number) if number.is_integer() else number
+
+
+def _mix_weight(text: str) -> tuple[str, float]:
+    kind, equals, value = text.partition("=")
+    kind = kind.strip()
+    if kind not in KINDS:
+        raise argparse.ArgumentTypeError(
+            f"expected KIND=WEIGHT with KIND one of {', '.join(KINDS)}, got {text!r}"
+        )
+    try:
+        weight = float(value) if equals else -1.0
+    except ValueError:
+        weight = -1.0
+    if not 0 <= weight < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a weight >= 0 in {text!r}")
+    return kind, weight
 
 
 def add_parser(commands: Any) -> None:
@@ -174,6 +191,17 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="change a knob of the core's FoldPolicy (repeatable), e.g. --policy max_fold=32",
     )
     parser.add_argument(
+        "--mix",
+        type=_mix_weight,
+        action="append",
+        default=[],
+        metavar="KIND=WEIGHT",
+        help="the commits writers make, by relative weight (repeatable; kinds: "
+        f"{', '.join(KINDS)}). Given at all, kinds not named get 0: --mix append=1 is "
+        "appends only. Default: "
+        + ", ".join(f"{name} {weight:g}" for name, weight in Mix().kinds()),
+    )
+    parser.add_argument(
         "--trace",
         metavar="PATH",
         default=None,
@@ -207,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
         policy=tuple(args.policy),
         max_attempts=args.max_attempts,
         max_seconds=args.max_seconds,
+        mix=Mix.of(args.mix) if args.mix else Mix(),
     )
     bar = ProgressBar("simulating (virtual s)") if progress_wanted(args.progress) else None
     with contextlib.ExitStack() as stack:

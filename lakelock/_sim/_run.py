@@ -116,6 +116,8 @@ class SimConfig:
         if self.protocol != "core":
             parts.append(f"--protocol {self.protocol}")
         parts += [f"--policy {name}={value:g}" for name, value in self.policy]
+        if self.mix != Mix():
+            parts.append(self.mix.options())
         return " ".join(parts)
 
 
@@ -435,7 +437,7 @@ class _Run:
                 self.progress(int(until), math.ceil(self.end))
         self.loop.run(math.inf if config.commits else self.end + config.drain)
         view = self.protocol.view(self.store)
-        violations = check(self.invocations, view, self.observations)
+        violations = check(self.invocations, view, self.observations, intent_ttl=config.intent_ttl)
         violations += [f"process crashed: {c}" for c in self.crashes]
         metrics = self._metrics(view, violations)
         return SimResult(

@@ -1105,20 +1105,6 @@ def sweep_pool() -> Iterator[ProcessPoolExecutor]:
         yield pool
 
 
-#: Seeds of the default sweep that show an open defect of the core (docs/SIMULATOR.md, "What
-#: it found"): a committer that has read no ``Date`` yet (the lake had no root when it
-#: looked) judges expiry by its own clock, skewed by up to 10 s here, and
-#: rejects intents seconds young. Their expiry violations, and only those, are excused until
-#: the core is fixed (:func:`test_a_committer_that_read_no_date_expires_nothing_by_its_own_clock`).
-OPEN_EXPIRY_SEEDS = frozenset({103, 119, 124, 166, 178, 220, 279, 330})
-
-
-def excused(seed: int, violations: list[str]) -> list[str]:
-    if seed not in OPEN_EXPIRY_SEEDS:
-        return violations
-    return [v for v in violations if " as expired, written at " not in v]
-
-
 def run_sweep(seeds: Iterator[int], test: str, pool: ProcessPoolExecutor) -> None:
     """Run ``seeds`` on both cores (each run is independent and deterministic)."""
     chosen = list(seeds)
@@ -1126,9 +1112,6 @@ def run_sweep(seeds: Iterator[int], test: str, pool: ProcessPoolExecutor) -> Non
         outcomes = list(pool.map(sweep_one, chosen, chunksize=5))
     else:
         outcomes = [sweep_one(seed) for seed in chosen]
-    outcomes = [
-        (seed, excused(seed, violations), command) for seed, violations, command in outcomes
-    ]
     failures = [
         f"seed {seed}: {len(violations)} violations, first: {violations[0]}\n"
         f"  replay: {SEED_ENV}={seed} python -m pytest tests/test_simulator.py -k {test}"
@@ -1239,11 +1222,6 @@ def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep
     assert "TTL 2 s" in result.violations[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the core's server_offset starts at 0, so a committer that has read no Date "
-    "judges expiry by its own clock (a fix: no expiry until a Date was read)",
-)
 @pytest.mark.parametrize("seed", [119, 178])
 def test_a_committer_that_read_no_date_expires_nothing_by_its_own_clock(seed: int) -> None:
     """Found by the checker's expiry rule (seeds 103, 119, 124, 166, 178, 220, 279, 330 of
@@ -1253,9 +1231,9 @@ def test_a_committer_that_read_no_date_expires_nothing_by_its_own_clock(seed: in
     lake its root GET is a 404 (seed 119: the swap that creates root v1 rejects an intent
     24 ms old, TTL 2 s), and it may go on from the roots it wrote itself (seed 178: root v33
     rejects one 1.0 s old) — judges by its own clock, which docs/FORMAT.md rule 4 forbids.
-    Each such seed holds every guarantee once a committer with no ``Date`` expires nothing.
-    Strict: when the core is fixed this passes, and the marker and ``OPEN_EXPIRY_SEEDS``
-    go."""
+    Fixed: the server's clock is the last ``Date``'s estimate and at least the newest
+    ``LastModified`` listed; with neither, nothing expires. Without the fix these seeds
+    (and 124, 166, 220, 279, 330) show the violation."""
     result = simulate(sweep_config(seed))
     assert result.violations == []
 
@@ -1276,11 +1254,21 @@ def test_checker_holds_an_intent_rejected_as_expired_to_its_age() -> None:
         "root v7 rejects intent metastore/intents/i.json as expired: never written",
     ]
     assert check([], view) == []  # without a TTL the rule is not checked
-    # The view of a real run: seed 4 of the sweep rejects one intent by the server's clock.
-    result = simulate(sweep_config(4))
+    # The view of a real run: a writer killed after its intent PUT while the others pause
+    # for ~2 s; the next fold rejects that intent by the server's clock.
+    config = SimConfig(
+        writers=3,
+        seconds=6.0,
+        store="s3-standard",
+        seed=5,
+        think=2.0,
+        intent_ttl=1.0,
+        faults=Faults(kills=2),
+    )
+    result = simulate(config)
     (found,) = CoreProtocol().view(result.store).expired
     assert found.written is not None
-    assert found.at - found.written > sweep_config(4).intent_ttl - EXPIRY_SLACK
+    assert found.at - found.written > config.intent_ttl - EXPIRY_SLACK
     assert result.store.created[found.key] == found.written
     assert result.violations == []
 

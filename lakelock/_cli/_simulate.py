@@ -65,6 +65,16 @@ def _store(text: str) -> str:
     return text
 
 
+def _pause(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
 def _policy_field(text: str) -> tuple[str, float]:
     name, _, value = text.partition("=")
     try:
@@ -149,6 +159,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "run on one machine; default 0: CPU is free)",
     )
     parser.add_argument("--cores", type=_non_negative, default=2, help="cores for --cpu-ms")
+    parser.add_argument(
+        "--think",
+        type=_pause,
+        default=0.0,
+        help="each writer pauses this long on average between commits (exponential; default "
+        "0: back to back)",
+    )
     parser.add_argument("--readers", type=_non_negative, default=0, help="reader processes")
     parser.add_argument(
         "--intent-ttl", type=_seconds, default=600.0, help="intents expire after this (s)"
@@ -209,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         faults=Faults(rate=args.faults, kills=args.kills, stalls=args.stalls, skew=args.skew),
         readers=args.readers,
+        think=args.think,
         commits=args.commits,
         cpu=args.cpu_ms / 1000,
         cores=args.cores if args.cpu_ms > 0 else 0,

@@ -125,16 +125,18 @@ def expiry_problems(expired: Iterable[Expired], ttl: float) -> list[str]:
     The bound. A folder rejects an intent listed with ``LastModified`` *M* when *M* <
     *now* - TTL, *now* being its estimate of the server's clock: the ``Date`` of the root
     read that began its attempt (plus how far its own clock moved since, which skew does
-    not change). Let the intent's first PUT take effect at *W*, the root read at *R*, the
-    swap recording the rejection at *T* (*R* < *T*: the swap follows the read). S3
-    truncates both stamps to the second: *M* = ⌊*W*⌋ > *W* - 1, ``Date`` = ⌊*R*⌋ <= *R*.
-    So *W* - 1 < *M* < ⌊*R*⌋ - TTL <= *R* - TTL < *T* - TTL, that is *T* - *W* > TTL - 1 s
-    (:data:`EXPIRY_SLACK`): the intent's second was truncated, the ``Date`` only errs
-    towards later expiry. A folder judging by its own clock, up to ``--skew`` ahead,
-    rejects intents younger than that. (An attempt that reuses the root an earlier commit
-    read — the core may start from the root it knows — estimates from that read: its
-    clock was read before the read took effect, so the estimate runs ahead by that gap,
-    half a GET's latency; the checker allows none of it, and the seeds show none.)"""
+    not change), or the newest ``LastModified`` its LIST returned if later (written before
+    the LIST: before the swap too, which keeps the bound). Let the intent's first PUT take
+    effect at *W*, the root read at *R*, the swap recording the rejection at *T* (*R* < *T*:
+    the swap follows the read). S3 truncates both stamps to the second: *M* = ⌊*W*⌋ >
+    *W* - 1, ``Date`` = ⌊*R*⌋ <= *R*. So *W* - 1 < *M* < ⌊*R*⌋ - TTL <= *R* - TTL <
+    *T* - TTL, that is *T* - *W* > TTL - 1 s (:data:`EXPIRY_SLACK`): the intent's second
+    was truncated, the ``Date`` only errs towards later expiry. A folder judging by its own
+    clock, up to ``--skew`` ahead, rejects intents younger than that. (An attempt that
+    reuses the root an earlier commit read — the core may start from the root it knows —
+    estimates from that read: its clock was read before the read took effect, so the
+    estimate runs ahead by that gap, half a GET's latency; the checker allows none of it,
+    and the seeds show none.)"""
     problems = []
     for e in expired:
         if e.written is None:

@@ -17,7 +17,9 @@ Semantics the commit protocol relies on, as S3 has them:
   body, quoted.
 
 Every successful write of a ``tracked`` key is kept (``history``): the checker reads each
-version of the root that ever existed.
+version of the root that ever existed. Every object deleted is kept too (``deleted``, in
+order, and the last body of each key in ``graveyard``): the checker judges each deletion
+(vacuum's) and still reads the versions vacuum removed.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class SimS3:
         self._stamps: dict[float, datetime] = {}
         self.throttled = 0
         self.conflicts = 0
+        #: Every deletion: (virtual time, key, the object deleted).
+        self.deleted: list[tuple[float, str, StoredObject]] = []
+        self.graveyard: dict[str, StoredObject] = {}
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -185,6 +190,8 @@ class SimS3:
             return  # S3 answers 204 for a missing key
         del self.objects[key]
         del self._keys[bisect.bisect_left(self._keys, key)]
+        self.deleted.append((now, key, current))
+        self.graveyard[key] = current
 
     # -- limits -------------------------------------------------------------------------------
 

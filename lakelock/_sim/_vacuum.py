@@ -1,0 +1,242 @@
+"""Vacuum in the simulator: processes that run lakelock's own vacuum (the sans-I/O
+:func:`lakelock._vacuum_plan.plan`, its pure decisions, and conditional deletes) next to the
+writers, and the rules the checker judges every deletion by.
+
+A vacuum process sleeps about ``vacuum_every`` seconds, then vacuums with
+``older_than = vacuum_older_than`` as ``vacuum(..., enforce_retention=False, dry_run=False)``
+does: the listing, one read of the root, the walk of the versions it keeps, then a
+``DeleteObject`` with ``If-Match`` (the ETag listed) per orphan. Its clock is the server's.
+It goes on until ``vacuum_older_than`` plus two rounds past the writers' end, so what the run
+left behind gets old enough to go.
+
+A deletion of ``key`` at virtual time ``t`` by a vacuum run that began at ``b`` (its clock
+then ``now``, its window's start ``cutoff = now - older_than``) that read root version ``R``
+is a violation when:
+
+1. **a retained version reaches it**: ``R``, or an older root still live at a moment after
+   ``b``, has a dataset whose version, or an older version reached from it by walking back
+   while the successor's recorded commit time (``Snapshot.at``) is at least ``cutoff``,
+   reaches ``key`` (its snapshot, index nodes, manifests and applied intents, data files):
+   what the versions current within ``older_than`` before the vacuum began, and every
+   version current from then until it read the root, need;
+2. **an undecided intent**: ``key`` is an intent whose fate ``R`` does not record and that is
+   above ``R``'s watermark or was written after ``now - intent_ttl`` (a fold may still apply
+   it, or its writer will);
+3. **an intent applied after**: ``key`` is an intent that a root written after ``t`` reaches
+   (it became a manifest of a version: vacuum took it away as it was applied);
+4. **a recent object**: ``key`` was last modified after ``cutoff`` (a writer may be about to
+   commit it).
+
+Not a violation: an object other than an intent, written more than ``older_than`` before a
+version written after vacuum's read of the root first referenced it. The window is the
+promise writers keep (``older_than`` must exceed the longest time between writing an object
+and committing it, plus the second ``LastModified`` is rounded to); the runs count such
+objects (``late``) and the sweep's vacuum windows are long enough for none to occur.
+
+The rules speak of recorded commit times (``Snapshot.at``, the committing writer's clock),
+as vacuum's window does: with writers' clocks skewed by more than ``older_than``, a version
+current a moment ago may carry an old time and go (the sweep's vacuum runs have no skew).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from random import Random
+from typing import TYPE_CHECKING
+
+from lakelock._registry._core._requests import Sleep, Steps
+from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, parse_registry
+from lakelock._registry._intents import is_intent
+from lakelock._registry._objects import partition_from_entry
+from lakelock._registry._snapshot import Snapshot
+from lakelock._registry._tree import Node
+from lakelock._sim._store import BUCKET, EPOCH, SimS3
+from lakelock._vacuum_plan import Plan, classify, delete_steps, plan
+from lakelock.errors import LakelockError
+
+if TYPE_CHECKING:
+    from lakelock._sim._protocols import _Reader
+
+__all__ = ["VacuumRun", "vacuum_problems", "vacuum_program"]
+
+
+@dataclass
+class VacuumRun:
+    """One vacuum by one process: when it began (virtual time) and its clock then, its
+    window, what it found and deleted, and how it ended."""
+
+    process: int
+    began: float
+    now: float
+    older_than: float
+    intent_ttl: float
+    #: The root version it read (0: none yet).
+    read: int = -1
+    ended: float | None = None
+    orphans: frozenset[str] = frozenset()
+    deleted: tuple[str, ...] = ()
+    failed: int = 0
+    error: str | None = None
+
+
+def vacuum_program(
+    runs: list[VacuumRun],
+    index: int,
+    rng: Random,
+    *,
+    now: Callable[[], float],
+    until: float,
+    every: float,
+    older_than: float,
+    intent_ttl: float,
+) -> Steps:
+    """A vacuum process: vacuum about every ``every`` seconds until virtual time ``until``."""
+    while now() < until:
+        yield Sleep(rng.uniform(0.5, 1.5) * every)
+        began = now()
+        run = VacuumRun(index, began, EPOCH + began, older_than, intent_ttl)
+        runs.append(run)
+        try:
+            found: Plan = yield from plan(
+                older_than=older_than, intent_ttl=intent_ttl, bucket=BUCKET
+            )
+            run.now, run.read = found.now, found.doc.version
+            report = classify(
+                found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
+            )
+            run.orphans = frozenset(o.key for o in report.orphans)
+            yield from delete_steps(report)
+            run.deleted, run.failed = tuple(report.deleted), len(report.failed)
+        except LakelockError as error:  # a failed vacuum (faults): the next one goes on
+            run.error = f"{type(error).__name__}: {error}"
+        run.ended = now()
+
+
+class _Versions:
+    """Every root the bucket held, and what each dataset version reaches (each once)."""
+
+    def __init__(self, store: SimS3, reader: _Reader) -> None:
+        self.reader = reader
+        self.roots: list[tuple[float, RegistryDoc]] = [
+            (at, parse_registry(body, bucket=BUCKET, key=REGISTRY_KEY))
+            for at, body in store.history.get(REGISTRY_KEY, [])
+        ]
+        self.times = [at for at, _ in self.roots]
+        self._reaches: dict[str, frozenset[str]] = {}
+
+    def before(self, begin: float, version: int) -> list[RegistryDoc]:
+        """The roots up to ``version`` that were live at a moment after ``begin``."""
+        found = []
+        for n, (_, doc) in enumerate(self.roots):
+            replaced = self.times[n + 1] if n + 1 < len(self.times) else None
+            if doc.version <= version and (replaced is None or replaced > begin):
+                found.append(doc)
+        return found
+
+    def version(self, version: int) -> RegistryDoc | None:
+        return next((doc for _, doc in self.roots if doc.version == version), None)
+
+    def reaches(self, key: str) -> frozenset[str]:
+        """Snapshot ``key``, the nodes of its trees, its manifests and their files."""
+        found = self._reaches.get(key)
+        if found is None:
+            snap = self.reader.snapshot(key)
+            objects = {key}
+            manifests: set[str] = set()
+            for leaf in self._leaves(snap.partitions, objects):
+                for path, raw in leaf.entries.items():
+                    manifests.update(m.key for m in partition_from_entry(path, raw).manifests)
+            for _ in self._leaves(snap.commit_ids, objects):
+                pass
+            objects |= manifests
+            for manifest in sorted(manifests):
+                objects.update(f.key for f in self.reader.manifest(manifest).files)
+            found = self._reaches[key] = frozenset(objects)
+        return found
+
+    def _leaves(self, top: Node, nodes: set[str]) -> Iterable[Node]:
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            if not node.is_branch:
+                yield node
+                continue
+            for ref in node.children.values():
+                nodes.add(ref.key)
+                stack.append(self.reader.node(ref.key))
+
+    def retained(self, doc: RegistryDoc, cutoff: float) -> set[str]:
+        """What each dataset's version in ``doc`` and the older ones within ``cutoff`` reach
+        (vacuum's walk, :func:`lakelock._vacuum_plan.reachable`, done independently)."""
+        keep: set[str] = set()
+        for entry in doc.entries.values():
+            successor_at: float | None = None
+            key: str | None = entry.snapshot
+            while key is not None and (successor_at is None or successor_at >= cutoff):
+                snap: Snapshot = self.reader.snapshot(key)
+                keep |= self.reaches(key)
+                successor_at, key = snap.at, snap.parent
+        return keep
+
+
+def vacuum_problems(
+    store: SimS3, runs: Sequence[VacuumRun], reader: _Reader
+) -> tuple[list[str], set[str]]:
+    """Every deletion that breaks a rule of the module docstring, and the keys deleted by
+    the rules that a writer still needed (``late``: it held them longer than the window)."""
+    if not store.deleted:
+        return [], set()
+    versions = _Versions(store, reader)
+    problems: list[str] = []
+    current_until: dict[str, float] = {}
+    for at, doc in versions.roots:
+        for entry in doc.entries.values():
+            current_until[entry.snapshot] = at
+    # For each key, the last time a root reaching it was written.
+    needed_until: dict[str, float] = {}
+    for snapshot, at in current_until.items():
+        for key in versions.reaches(snapshot):
+            needed_until[key] = max(at, needed_until.get(key, at))
+    by_key: dict[str, list[VacuumRun]] = {}
+    for run in runs:
+        for key in run.orphans:
+            by_key.setdefault(key, []).append(run)
+    retained: dict[tuple[int, float], set[str]] = {}
+    late: set[str] = set()
+    for t, key, obj in store.deleted:
+        before = len(problems)
+        owners = [
+            r for r in by_key.get(key, []) if r.began <= t and (r.ended is None or t <= r.ended)
+        ]
+        what = f"vacuum deleted {key} at {t:.3f}"
+        if not owners:
+            problems.append(f"{what}, which no vacuum run found an orphan")
+            continue
+        run = owners[0]
+        what += f" (vacuum of process {run.process} begun at {run.began:.3f}, read v{run.read})"
+        ident = (run.process, run.began)
+        if ident not in retained:
+            cutoff = run.now - run.older_than
+            retained[ident] = set().union(
+                *(versions.retained(doc, cutoff) for doc in versions.before(run.began, run.read))
+            )
+        read = versions.version(run.read)
+        if key in retained[ident]:
+            problems.append(f"{what}: a version retained then reaches it")
+        elif is_intent(key) and read is not None and _undecided(key, obj.modified, read, run):
+            problems.append(f"{what}: an intent v{run.read} had not decided")
+        if obj.modified > run.now - run.older_than:
+            problems.append(f"{what}: it was modified within the window")
+        if needed_until.get(key, -1.0) > t:
+            if is_intent(key):
+                problems.append(
+                    f"{what}: an intent a root written at {needed_until[key]:.3f} applies"
+                )
+            elif len(problems) == before:
+                late.add(key)
+    return problems, late
+
+
+def _undecided(key: str, modified: float, doc: RegistryDoc, run: VacuumRun) -> bool:
+    return doc.fate(key) is None and (key > doc.watermark or modified > run.now - run.intent_ttl)

@@ -129,6 +129,7 @@ class Known:
         self.cache = cache.offline() if cache is not None else None
         self.found: dict[str, Any] = {}
         self.gone: dict[str, NotFoundError] = {}
+        self._leaves: dict[str, tuple[str, ...]] = {}
 
     def load(self, key: str, body: bytes) -> None:
         bucket = self.bucket
@@ -158,6 +159,18 @@ class Known:
     def node(self, key: str) -> Node:
         node: Node = self._get(key, lambda c: c.node(key))
         return node
+
+    def leaf_manifests(self, key: str, leaf: Node) -> tuple[str, ...]:
+        """The manifests a leaf of a partitions tree refers to (kept per leaf key, or
+        snapshot key for a top inline in it: the walk asks again after every round)."""
+        found = self._leaves.get(key)
+        if found is None:
+            found = self._leaves[key] = tuple(
+                m.key
+                for path, raw in leaf.entries.items()
+                for m in partition_from_entry(path, raw).manifests
+            )
+        return found
 
     def snapshot(self, key: str) -> Snapshot:
         snap: Snapshot = self._get(key, lambda c: c.snapshot(key))
@@ -217,7 +230,7 @@ def _reachable_entry(entry: DatasetEntry, known: Known, *, cutoff: float) -> set
             break
         try:
             snap = known.snapshot(key)
-            keys = {key} | _tree_objects(snap, known, seen)
+            keys = {key} | _tree_objects(key, snap, known, seen)
         except RegistryCorruptError as error:
             if successor_at is None or not isinstance(error.__cause__, NotFoundError):
                 raise
@@ -227,14 +240,13 @@ def _reachable_entry(entry: DatasetEntry, known: Known, *, cutoff: float) -> set
     return keep
 
 
-def _tree_objects(snap: Snapshot, known: Known, seen: set[str]) -> set[str]:
+def _tree_objects(key: str, snap: Snapshot, known: Known, seen: set[str]) -> set[str]:
     """The nodes of a snapshot's two trees not below a node in ``seen`` (a subtree shared
     with a newer version was collected with it), its manifests and their files."""
     found: set[str] = set()
     manifests: set[str] = set()
-    for leaf in _new_leaves(snap.partitions, known, seen, found):
-        for path, raw in leaf.entries.items():
-            manifests.update(m.key for m in partition_from_entry(path, raw).manifests)
+    for leaf_key, leaf in _new_leaves(snap.partitions, known, seen, found):
+        manifests.update(known.leaf_manifests(leaf_key or f"{key}#top", leaf))
     for _ in _new_leaves(snap.commit_ids, known, seen, found):
         pass
     found |= manifests
@@ -243,22 +255,25 @@ def _tree_objects(snap: Snapshot, known: Known, seen: set[str]) -> set[str]:
     return found
 
 
-def _new_leaves(top: Node, known: Known, seen: set[str], found: set[str]) -> Iterator[Node]:
-    """The leaves of a tree, level by level; the nodes of one level not read yet are one
-    :class:`Missing` (one parallel round of GETs, not one GET at a time)."""
-    level = [top]
+def _new_leaves(
+    top: Node, known: Known, seen: set[str], found: set[str]
+) -> Iterator[tuple[str | None, Node]]:
+    """The leaves of a tree (and their keys; ``None``: the top, inline in its snapshot),
+    level by level; the nodes of one level not read yet are one :class:`Missing` (one
+    parallel round of GETs, not one GET at a time)."""
+    level: list[tuple[str | None, Node]] = [(None, top)]
     while level:
-        below: list[Node] = []
+        below: list[tuple[str | None, Node]] = []
         missing: list[str] = []
-        for node in level:
+        for key, node in level:
             if not node.is_branch:
-                yield node
+                yield key, node
                 continue
             for ref in node.children.values():
                 if ref.key in seen:
                     continue
                 try:
-                    below.append(known.node(ref.key))
+                    below.append((ref.key, known.node(ref.key)))
                 except Missing:
                     missing.append(ref.key)
                     continue

@@ -13,25 +13,29 @@ A deletion of ``key`` at virtual time ``t`` by a vacuum run that began at ``b`` 
 then ``now``, its window's start ``cutoff = now - older_than``) that read root version ``R``
 is a violation when:
 
-1. **a retained version reaches it**: ``R``, or an older root still live at a moment after
-   ``b``, has a dataset whose version, or an older version reached from it by walking back
-   while the successor's recorded commit time (``Snapshot.at``) is at least ``cutoff``,
-   reaches ``key`` (its snapshot, index nodes, manifests and applied intents, data files):
-   what the versions current within ``older_than`` before the vacuum began, and every
-   version current from then until it read the root, need;
+1. **a retained version reaches it**: in root ``R``, a dataset's version, or an older
+   version reached from it by walking back while the successor's recorded commit time
+   (``Snapshot.at``: when the committing attempt began, on its writer's clock) is at least
+   ``cutoff``, reaches ``key`` (its snapshot, index nodes, manifests and applied intents,
+   data files): the versions current within ``older_than`` before the vacuum began;
 2. **an undecided intent**: ``key`` is an intent whose fate ``R`` does not record and that is
    above ``R``'s watermark or was written after ``now - intent_ttl`` (a fold may still apply
    it, or its writer will);
 3. **an intent applied after**: ``key`` is an intent that a root written after ``t`` reaches
-   (it became a manifest of a version: vacuum took it away as it was applied);
+   (it became a manifest of a version: vacuum took it away as it was applied), unless the
+   first version after ``R`` to reach it restored an older one (below);
 4. **a recent object**: ``key`` was last modified after ``cutoff`` (a writer may be about to
    commit it).
 
-Not a violation: an object other than an intent, written more than ``older_than`` before a
-version written after vacuum's read of the root first referenced it. The window is the
-promise writers keep (``older_than`` must exceed the longest time between writing an object
-and committing it, plus the second ``LastModified`` is rounded to); the runs count such
-objects (``late``) and the sweep's vacuum windows are long enough for none to occur.
+Not violations, but counted (``vacuum_late``): an object other than an intent that a
+version written after the deletion references, and a commit that failed on an object
+deleted by these rules (its outcome becomes unknown). Both are a writer that held what it
+wrote, or a root it read, longer than ``older_than`` (plus the second ``LastModified`` is
+rounded to): the window is the promise writers keep, and in the simulator's compressed time
+(a window of a second) a commit slowed by faults breaks it. And a restore that re-commits
+the manifests of a version vacuum is removing as the restore commits (``--vacuums`` with
+restores: the version was within the window when the restore read it): an open race of
+restores at the retention's edge (docs/SIMULATOR.md).
 
 The rules speak of recorded commit times (``Snapshot.at``, the committing writer's clock),
 as vacuum's window does: with writers' clocks skewed by more than ``older_than``, a version
@@ -44,6 +48,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from random import Random
 from typing import TYPE_CHECKING
+
+import orjson
 
 from lakelock._registry._core._requests import Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, parse_registry
@@ -118,24 +124,42 @@ class _Versions:
 
     def __init__(self, store: SimS3, reader: _Reader) -> None:
         self.reader = reader
-        self.roots: list[tuple[float, RegistryDoc]] = [
-            (at, parse_registry(body, bucket=BUCKET, key=REGISTRY_KEY))
-            for at, body in store.history.get(REGISTRY_KEY, [])
-        ]
-        self.times = [at for at, _ in self.roots]
+        self.bodies = store.history.get(REGISTRY_KEY, [])
+        self._docs: dict[int, RegistryDoc] = {}
+        self.times = [at for at, _ in self.bodies]
         self._reaches: dict[str, frozenset[str]] = {}
 
-    def before(self, begin: float, version: int) -> list[RegistryDoc]:
-        """The roots up to ``version`` that were live at a moment after ``begin``."""
-        found = []
-        for n, (_, doc) in enumerate(self.roots):
-            replaced = self.times[n + 1] if n + 1 < len(self.times) else None
-            if doc.version <= version and (replaced is None or replaced > begin):
-                found.append(doc)
+    def doc(self, n: int) -> RegistryDoc:
+        """The ``n``-th root written (parsed once)."""
+        found = self._docs.get(n)
+        if found is None:
+            found = self._docs[n] = parse_registry(self.bodies[n][1], bucket=BUCKET)
         return found
 
+    def snapshots(self) -> Iterable[tuple[float, str]]:
+        """Each root's write time and the snapshot of each of its datasets."""
+        for at, body in self.bodies:
+            for entry in (orjson.loads(body).get("datasets") or {}).values():
+                yield at, entry["snapshot"]
+
+    def first_after(self, version: int, key: str) -> tuple[float, RegistryDoc]:
+        """The first root after ``version`` that reaches ``key``."""
+        for n in range(len(self.bodies)):
+            doc = self.doc(n)
+            if doc.version > version and any(
+                key in self.reaches(e.snapshot) for e in doc.entries.values()
+            ):
+                return self.times[n], doc
+        raise LookupError(key)
+
     def version(self, version: int) -> RegistryDoc | None:
-        return next((doc for _, doc in self.roots if doc.version == version), None)
+        """The root at ``version`` (versions rise by one per root written, from 1)."""
+        n = version - 1
+        if 0 <= n < len(self.bodies) and self.doc(n).version == version:
+            return self.doc(n)
+        return next(
+            (self.doc(i) for i in range(len(self.bodies)) if self.doc(i).version == version), None
+        )
 
     def reaches(self, key: str) -> frozenset[str]:
         """Snapshot ``key``, the nodes of its trees, its manifests and their files."""
@@ -190,9 +214,8 @@ def vacuum_problems(
     versions = _Versions(store, reader)
     problems: list[str] = []
     current_until: dict[str, float] = {}
-    for at, doc in versions.roots:
-        for entry in doc.entries.values():
-            current_until[entry.snapshot] = at
+    for at, snapshot in versions.snapshots():
+        current_until[snapshot] = at
     # For each key, the last time a root reaching it was written.
     needed_until: dict[str, float] = {}
     for snapshot, at in current_until.items():
@@ -216,12 +239,10 @@ def vacuum_problems(
         run = owners[0]
         what += f" (vacuum of process {run.process} begun at {run.began:.3f}, read v{run.read})"
         ident = (run.process, run.began)
+        read = versions.version(run.read)
         if ident not in retained:
             cutoff = run.now - run.older_than
-            retained[ident] = set().union(
-                *(versions.retained(doc, cutoff) for doc in versions.before(run.began, run.read))
-            )
-        read = versions.version(run.read)
+            retained[ident] = versions.retained(read, cutoff) if read is not None else set()
         if key in retained[ident]:
             problems.append(f"{what}: a version retained then reaches it")
         elif is_intent(key) and read is not None and _undecided(key, obj.modified, read, run):
@@ -229,13 +250,17 @@ def vacuum_problems(
         if obj.modified > run.now - run.older_than:
             problems.append(f"{what}: it was modified within the window")
         if needed_until.get(key, -1.0) > t:
-            if is_intent(key):
-                problems.append(
-                    f"{what}: an intent a root written at {needed_until[key]:.3f} applies"
-                )
+            at, doc = versions.first_after(run.read, key)
+            if is_intent(key) and not _restored(doc):
+                problems.append(f"{what}: an intent that v{doc.version} (at {at:.3f}) applies")
             elif len(problems) == before:
                 late.add(key)
     return problems, late
+
+
+def _restored(doc: RegistryDoc) -> bool:
+    """Whether ``doc``'s version restored an older one (its manifests come back)."""
+    return any(c.version == doc.version and c.operation == "restore" for c in doc.commits)
 
 
 def _undecided(key: str, modified: float, doc: RegistryDoc, run: VacuumRun) -> bool:

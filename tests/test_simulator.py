@@ -877,6 +877,9 @@ def sweep_config(seed: int) -> SimConfig:
     attempts, seconds = (50, 300.0)
     if budget.random() < 0.2:
         attempts, seconds = budget.choice((2, 3, 5, 8)), budget.choice((0.5, 1.0, 3.0))
+    # A quarter of the runs vacuum too (one process, a one-second window), with no clock
+    # skew: vacuum's window is measured on the writers' clocks (docs/SIMULATOR.md).
+    vacuums = VACUUMS if seed % 8 in VACUUM_SEEDS else 0
     return SimConfig(
         max_attempts=attempts,
         max_seconds=seconds,
@@ -888,13 +891,19 @@ def sweep_config(seed: int) -> SimConfig:
             rate=rng.choice((0.0, 0.02, 0.06, 0.15)),
             kills=rng.choice((0, 0, 1, 2)),
             stalls=rng.choice((0, 0, 0, 1)),
-            skew=rng.choice((0.0, 10.0)),
+            skew=rng.choice((0.0, 10.0)) * (not vacuums),
         ),
         readers=rng.choice((0, 1)),
         intent_ttl=rng.choice((2.0, 5.0, 600.0)),
         protocol=SWEEP_PROTOCOL,
         policy=policy,
+        vacuums=vacuums,
     )
+
+
+#: The sweep's seeds that run vacuum (by seed % 8), and how many vacuum processes they run.
+VACUUM_SEEDS = (3, 6)
+VACUUMS = 1
 
 
 #: The protocol the sweep runs: lakelock's commit core.

@@ -184,6 +184,8 @@ class SimResult:
     observations: list[Observation]
     store: SimS3
     events: int
+    #: Every vacuum the vacuum processes made (``vacuums``).
+    vacuum_runs: list[VacuumRun] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -453,6 +455,7 @@ class _Run:
             self.observations,
             self.store,
             self.loop.events,
+            self.vacuum_runs,
         )
 
     def _vacuumed(self) -> list[str]:

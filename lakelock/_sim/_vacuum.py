@@ -81,6 +81,8 @@ class VacuumRun:
     read: int = -1
     ended: float | None = None
     orphans: frozenset[str] = frozenset()
+    #: The intents its listing found.
+    intents: frozenset[str] = frozenset()
     deleted: tuple[str, ...] = ()
     failed: int = 0
     error: str | None = None
@@ -108,6 +110,7 @@ def vacuum_program(
                 older_than=older_than, intent_ttl=intent_ttl, bucket=BUCKET
             )
             run.now, run.read = found.now, found.doc.version
+            run.intents = frozenset(o.key for o in found.listed if is_intent(o.key))
             report = classify(
                 found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
             )

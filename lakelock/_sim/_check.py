@@ -20,7 +20,17 @@ Violations reported (each one string; none: the run kept every guarantee):
   partitions, removals remove, restores go back to the files of their target version);
 - real time: a commit that began after another was acknowledged but holds an older version;
   a reader that saw a version older than one acknowledged before its read began, or saw the
-  registry go back.
+  registry go back;
+- (runs with vacuum, judged by :func:`lakelock._sim._vacuum.vacuum_problems`) a deletion by a
+  vacuum that began at ``b`` (window start ``cutoff = its clock - older_than``) and read root
+  version ``R`` of: (1) an object a retained version reaches — a dataset version of ``R``, or
+  an older one whose successor's recorded commit time (``Snapshot.at``) is at least
+  ``cutoff``, walking back from it (an older version with an object deleted before ``b``
+  ends the walk, as it ends vacuum's); (2) an intent ``R`` records no fate for, above ``R``'s
+  watermark or written after the intent TTL before ``b``; (3) an intent a later root applies
+  (unless a restore brought it back: counted as late, with objects a writer held past the
+  window); (4) an object modified after ``cutoff``. The versions vacuum removed are read from
+  the bucket's graveyard: every version is still compared with the model.
 """
 
 from __future__ import annotations

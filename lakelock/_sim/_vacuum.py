@@ -17,7 +17,9 @@ is a violation when:
    version reached from it by walking back while the successor's recorded commit time
    (``Snapshot.at``: when the committing attempt began, on its writer's clock) is at least
    ``cutoff``, reaches ``key`` (its snapshot, index nodes, manifests and applied intents,
-   data files): the versions current within ``older_than`` before the vacuum began;
+   data files): the versions current within ``older_than`` before the vacuum began. (An
+   older version with an object deleted before the vacuum began ends the walk, as it ends
+   vacuum's: that deletion is judged on its own.)
 2. **an undecided intent**: ``key`` is an intent whose fate ``R`` does not record and that is
    above ``R``'s watermark or was written after ``now - intent_ttl`` (a fold may still apply
    it, or its writer will);
@@ -44,7 +46,7 @@ current a moment ago may carry an old time and go (the sweep's vacuum runs have 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from random import Random
 from typing import TYPE_CHECKING
@@ -193,16 +195,23 @@ class _Versions:
                 nodes.add(ref.key)
                 stack.append(self.reader.node(ref.key))
 
-    def retained(self, doc: RegistryDoc, cutoff: float) -> set[str]:
+    def retained(
+        self, doc: RegistryDoc, cutoff: float, gone: Mapping[str, float], at: float
+    ) -> set[str]:
         """What each dataset's version in ``doc`` and the older ones within ``cutoff`` reach
-        (vacuum's walk, :func:`lakelock._vacuum_plan.reachable`, done independently)."""
+        (vacuum's walk, :func:`lakelock._vacuum_plan.reachable`, done independently). An
+        older version with an object deleted before ``at`` (``gone``: key -> first deletion)
+        ends the walk, as it ends vacuum's: that deletion is judged on its own."""
         keep: set[str] = set()
         for entry in doc.entries.values():
             successor_at: float | None = None
             key: str | None = entry.snapshot
             while key is not None and (successor_at is None or successor_at >= cutoff):
                 snap: Snapshot = self.reader.snapshot(key)
-                keep |= self.reaches(key)
+                reaches = self.reaches(key)
+                if successor_at is not None and any(gone.get(k, at) < at for k in reaches):
+                    break
+                keep |= reaches
                 successor_at, key = snap.at, snap.parent
         return keep
 
@@ -229,6 +238,9 @@ def vacuum_problems(
         for key in run.orphans:
             by_key.setdefault(key, []).append(run)
     retained: dict[tuple[int, float], set[str]] = {}
+    gone: dict[str, float] = {}
+    for t, key, _ in store.deleted:
+        gone.setdefault(key, t)
     late: set[str] = set()
     for t, key, obj in store.deleted:
         before = len(problems)
@@ -245,7 +257,9 @@ def vacuum_problems(
         read = versions.version(run.read)
         if ident not in retained:
             cutoff = run.now - run.older_than
-            retained[ident] = versions.retained(read, cutoff) if read is not None else set()
+            retained[ident] = (
+                versions.retained(read, cutoff, gone, run.began) if read is not None else set()
+            )
         if key in retained[ident]:
             problems.append(f"{what}: a version retained then reaches it")
         elif is_intent(key) and read is not None and _undecided(key, obj.modified, read, run):

@@ -3,13 +3,14 @@ on simulated S3 (virtual time), and what simulating it costs (wall time), printe
 
     python benchmarks/bench_simulator.py                 # the baseline grid
     python benchmarks/bench_simulator.py --writers 16 256 --stores s3-express --seconds 5
+    python benchmarks/bench_simulator.py --writers 1024 --seconds 2 --mix append=1
     python benchmarks/bench_simulator.py --endpoint-only # the simulator's own cost
 
 Per cell (one seeded run, deterministic: the virtual-time figures are the same on every
 machine): commits/s, p50/p99 commit latency, S3 requests and bytes per commit, commits per
 root swap, the largest fold, 503s, violations, the physical bound (one key's CAS rate x the
 largest fold a swap may carry; writers / the latency floor of one commit), and the wall
-seconds the run took here with the simulated commits per wall second.
+and CPU seconds the run took here, with the simulated commits per CPU second.
 
 ``--endpoint-only`` measures the simulator without the commit core: N processes each sending
 GETs and create-only PUTs back to back, and how many simulated requests one wall second runs.
@@ -27,6 +28,7 @@ from lakelock._sim import (
     Endpoint,
     Faults,
     Loop,
+    Mix,
     Process,
     SimConfig,
     SimS3,
@@ -58,28 +60,35 @@ def endpoint_only(processes: int, seconds: float) -> tuple[int, float]:
     return sum(endpoint.counts.requests.values()), time.perf_counter() - started
 
 
-def grid(writers: Sequence[int], stores: Sequence[str], seconds: float, seed: int) -> None:
+def grid(
+    writers: Sequence[int], stores: Sequence[str], seconds: float, seed: int, mix: Mix
+) -> None:
     head = (
         f"{'store':<12} {'writers':>7} {'commits/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
         f"{'req/commit':>10} {'bytes/commit':>12} {'commits/CAS':>11} {'fold':>5} {'503s':>5} "
-        f"{'bound/s':>8} {'viol.':>5} {'wall s':>7} {'sim c/wall s':>12}"
+        f"{'bound/s':>8} {'viol.':>5} {'wall s':>7} {'CPU s':>7} {'sim c/CPU s':>11}"
     )
     print(head)
     print("-" * len(head))
     for store in stores:
         for count in writers:
-            config = SimConfig(writers=count, seconds=seconds, store=store, seed=seed)
-            started = time.perf_counter()
+            config = SimConfig(writers=count, seconds=seconds, store=store, seed=seed, mix=mix)
+            started, cpu = time.perf_counter(), time.process_time()
             m = simulate(config).metrics
-            wall = time.perf_counter() - started
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
             print(
                 f"{store:<12} {count:>7} {m.commits_per_second:>9.1f} {m.p50_ms:>7.0f} "
                 f"{m.p99_ms:>7.0f} {m.requests_per_commit:>10.2f} {m.bytes_per_commit:>12.0f} "
                 f"{m.commits_per_cas:>11.2f} {m.largest_fold:>5} {m.throttled:>5} "
                 f"{m.bound_commits_per_second:>8.0f} {m.violations:>5} {wall:>7.1f} "
-                f"{m.commits / wall:>12.1f}",
+                f"{cpu:>7.1f} {m.commits / cpu:>11.1f}",
                 flush=True,
             )
+
+
+def _mix_weight(text: str) -> tuple[str, float]:
+    kind, _, weight = text.partition("=")
+    return kind, float(weight)
 
 
 def main() -> None:
@@ -89,6 +98,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--endpoint-only", action="store_true")
+    parser.add_argument(
+        "--mix",
+        type=_mix_weight,
+        action="append",
+        default=[],
+        metavar="KIND=WEIGHT",
+        help="the commits writers make (as lakelock simulate --mix; default: the default mix)",
+    )
     args = parser.parse_args()
     if args.endpoint_only:
         print(f"{'processes':>9} {'requests':>9} {'wall s':>7} {'requests/wall s':>15}")
@@ -96,7 +113,9 @@ def main() -> None:
             requests, wall = endpoint_only(processes, args.seconds)
             print(f"{processes:>9} {requests:>9} {wall:>7.2f} {requests / wall:>15.0f}")
         return
-    grid(args.writers, args.stores, args.seconds, args.seed)
+    grid(
+        args.writers, args.stores, args.seconds, args.seed, Mix.of(args.mix) if args.mix else Mix()
+    )
 
 
 if __name__ == "__main__":

@@ -1042,3 +1042,52 @@ def test_a_waiter_staggers_after_a_version_that_decided_no_intent(store: ObjectS
     assert result.version == doc.version + 1
     assert len(sleeps) >= 2  # the first wait, then the stagger before it listed
     assert names(ours) == ["a", "mine", "s"]
+
+
+def test_a_folder_lingers_after_its_commit_and_folds_what_comes_next(store: ObjectStore) -> None:
+    """With ``linger`` on, a process whose swap carried another process's intent goes on
+    folding in a daemon thread after its ``commit()`` returned: an intent sent afterwards is
+    applied by it though its writer never swaps, and a commit of its own stops it."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    # Left by a writer that died a while ago: the folder's first fold applies it at once.
+    stale = int(time.time() * 1000) - 5000
+    plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
+    folder = registry(store, policy=FoldPolicy(linger=100_000))
+    folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1 in its swap
+    lingerer = folder._commits.lingerer
+    assert lingerer is not None
+    assert lingerer.is_alive()
+    later = plant_intent(store, Change("sales", "other-2", add=(datafile("sales", "", "d"),)))
+    reader = registry(store)
+
+    def applied() -> bool:
+        fate = reader._current()[0].fate(later)
+        return fate is not None and fate.state == "applied"
+
+    wait_until(applied)  # nobody but the lingering folder swaps here
+    assert lingerer.is_alive()
+    folder.commit("sales", add=[datafile("sales", "", "e")])  # queued: the lingering stops
+    lingerer.join(timeout=60)
+    assert not lingerer.is_alive()
+    assert names(reader) == ["a", "b", "c", "d", "e"]
+    assert reader.find_commit("other-2") is not None
+
+
+def test_without_linger_a_folder_hands_over_when_its_commit_returns(store: ObjectStore) -> None:
+    """The default: a commit that carried another process's intent starts no thread."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    stale = int(time.time() * 1000) - 5000
+    plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
+    folder = registry(store)
+    folder.commit("sales", add=[datafile("sales", "", "c")])
+    assert folder.find_commit("other-1") is not None
+    assert folder._commits.lingerer is None
+
+
+def test_policy_counts_must_be_whole_numbers() -> None:
+    """A count given as a fraction (``--policy lagging=2.5``) is refused when the policy is
+    made, not swallowed by the scheduling advice on every commit."""
+    with pytest.raises(ValueError, match="lagging must be a whole number"):
+        FoldPolicy(lagging=2.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="linger"):
+        FoldPolicy(linger=-1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
 
 import orjson
@@ -21,7 +22,12 @@ from lakelock._registry import (
     seal,
     serialize_registry,
 )
-from lakelock._registry._changes import delta_manifests, manifests_needed, partition_of_key
+from lakelock._registry._changes import (
+    _replaced,
+    delta_manifests,
+    manifests_needed,
+    partition_of_key,
+)
 from lakelock._registry._manifest import serialize_manifest
 from lakelock.errors import (
     CommitConflictError,
@@ -341,3 +347,20 @@ def test_fence_only_change_leaves_the_dataset_alone() -> None:
     later = commit(after, change(commit_id="c3", fence=writer))
     with pytest.raises(StaleFenceError):
         commit(later, change(commit_id="c4", fence=reader))
+
+
+def test_the_records_apply_change_replaces_are_copied_field_for_field() -> None:
+    """``_replaced`` (apply_change's cheaper ``dataclasses.replace``) gives an equal record of
+    the same type with the changes, leaves the original alone, and refuses a field the
+    record does not have."""
+    doc = commit(RegistryDoc(format_version=1), change())
+    state = doc.datasets["sales"]
+    assert _replaced(doc, version=7, watermark="w") == dataclasses.replace(
+        doc, version=7, watermark="w"
+    )
+    copied = _replaced(state, updated_at="later")
+    assert copied == dataclasses.replace(state, updated_at="later")
+    assert type(copied) is type(state)
+    assert state.updated_at != "later"
+    with pytest.raises(TypeError, match="no field 'versoin'"):
+        _replaced(doc, versoin=7)

@@ -31,7 +31,7 @@ import pytest
 
 from lakelock._registry._batch import iso
 from lakelock._registry._changes import Change
-from lakelock._registry._core import _decide
+from lakelock._registry._core import Committer, _decide
 from lakelock._registry._core._requests import (
     Delete,
     Get,
@@ -45,9 +45,11 @@ from lakelock._registry._document import REGISTRY_KEY, IntentFate
 from lakelock._registry._snapshot import SnapshotCommit
 from lakelock._sim import (
     EPOCH,
+    EXPIRY_SLACK,
     CoreProtocol,
     DatasetVersion,
     Endpoint,
+    Expired,
     Faults,
     Invocation,
     Latency,
@@ -780,6 +782,49 @@ def test_simulate_json_is_the_same_object_for_the_same_arguments() -> None:
     assert orjson.loads(run_cli(*other)[1])["trace"] != data["trace"]
 
 
+def lingering_swaps(config: SimConfig) -> tuple[list[str], list[dict[str, Any]]]:
+    """A run's violations and the root swaps that processes made while lingering."""
+    rows: list[dict[str, Any]] = []
+    result = simulate(config, trace=rows.append)
+    swaps = [
+        t
+        for t in rows
+        if "(lingering)" in t["process"]
+        and t["key"] == REGISTRY_KEY
+        and t["operation"] == "PutObject"
+        and t["answer"] == "ok"
+    ]
+    return result.violations, swaps
+
+
+def test_a_lingering_folder_folds_for_others_after_its_commit() -> None:
+    """With ``linger`` on and writers that pause between commits, a process whose swap
+    carried others' commits goes on folding after its own returned: some swaps are made by
+    lingering processes, and every guarantee holds. Off (the default), none are."""
+    config = SimConfig(
+        writers=8, seconds=3.0, store="s3-express", seed=5, think=0.3, policy=(("linger", 2),)
+    )
+    violations, swaps = lingering_swaps(config)
+    assert violations == []
+    assert len(swaps) >= 5, swaps
+    violations, swaps = lingering_swaps(dataclasses.replace(config, policy=()))
+    assert (violations, swaps) == ([], [])
+
+
+def test_simulate_paces_writers_with_think() -> None:
+    """``--think S``: writers pause ~S between commits, so fewer commits are made; the
+    replay command carries it; a negative pause is refused."""
+    busy = simulate(SimConfig(writers=4, seconds=2.0, store="s3-express", seed=3))
+    paced_config = SimConfig(writers=4, seconds=2.0, store="s3-express", seed=3, think=0.5)
+    paced = simulate(paced_config)
+    assert paced.violations == []
+    assert busy.violations == []
+    assert 0 < paced.metrics.commits < busy.metrics.commits / 2
+    assert "--think 0.5" in paced_config.replay_command()
+    status, _ = run_cli("--writers", "2", "--seconds", "1", "--think", "-1", "--json")
+    assert status == 2
+
+
 def test_simulate_runs_the_commit_core_with_a_policy() -> None:
     status, text = run_cli(
         "--writers",
@@ -840,6 +885,134 @@ def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
     assert main(["simulate", "--faults", "1.5"]) == 2
 
 
+#: Two runs' whole ``--json`` output, pinned: a change to the simulator that only makes it
+#: faster must leave every figure (and the ``trace`` digest of every event) as it is. The core
+#: run moves when the commit core's behaviour changes: re-pin it then, on purpose.
+PINNED_CORE = (
+    "--writers 8 --seconds 3 --store s3-express --seed 3 --faults 0.06 --kills 2 --stalls 1 "
+    "--skew 10 --readers 1 --intent-ttl 2",
+    {
+        "areas": {
+            "GetObject metastore/intents": 0.644,
+            "GetObject metastore/manifests": 0.034,
+            "GetObject metastore/snapshots": 0.695,
+            "GetObject root": 0.898,
+            "ListObjectsV2 metastore/intents": 1.525,
+            "PutObject datasets": 1.085,
+            "PutObject metastore/intents": 1.051,
+            "PutObject metastore/manifests": 0.203,
+            "PutObject metastore/snapshots": 1.661,
+            "PutObject root": 1.254,
+        },
+        "bound_cas": 560.0,
+        "bound_commits_per_second": 560.0,
+        "bound_latency": 800.0,
+        "bytes_per_commit": 32616.847,
+        "commits": 51,
+        "commits_per_cas": 1.204,
+        "commits_per_second": 17.0,
+        "failed": 0,
+        "faults_injected": 30,
+        "gave_up": 0,
+        "killed": 2,
+        "largest_fold": 5,
+        "makespan": 3.0,
+        "p50_ms": 39.712,
+        "p99_ms": 2637.38,
+        "requests": {
+            "reader:GetObject": 36,
+            "writer:GetObject": 134,
+            "writer:ListObjectsV2": 90,
+            "writer:PutObject": 310,
+        },
+        "requests_per_commit": 9.051,
+        "root_swaps": 49,
+        "seconds": 3.0,
+        "seed": 3,
+        "store": "s3-express",
+        "throttled": 7,
+        "trace": "4313568c048c5263",
+        "unknown": 0,
+        "violations": 0,
+        "writers": 8,
+    },
+)
+PINNED_TOY = (
+    "--writers 6 --seconds 3 --store s3-standard --seed 5 --protocol toy --faults 0.1 --readers 2",
+    {
+        "areas": {"GetObject root": 2.711, "PutObject datasets": 1.105, "PutObject root": 2.5},
+        "bound_cas": 15.0,
+        "bound_commits_per_second": 15.0,
+        "bound_latency": 100.0,
+        "bytes_per_commit": 9407.395,
+        "commits": 32,
+        "commits_per_cas": 1.0,
+        "commits_per_second": 10.667,
+        "failed": 0,
+        "faults_injected": 20,
+        "gave_up": 0,
+        "killed": 0,
+        "largest_fold": 1,
+        "makespan": 3.0,
+        "p50_ms": 219.492,
+        "p99_ms": 2291.5,
+        "requests": {"reader:GetObject": 36, "writer:GetObject": 103, "writer:PutObject": 137},
+        "requests_per_commit": 6.316,
+        "root_swaps": 38,
+        "seconds": 3.0,
+        "seed": 5,
+        "store": "s3-standard",
+        "throttled": 19,
+        "trace": "c35f23a42f54d70e",
+        "unknown": 0,
+        "violations": 0,
+        "writers": 6,
+    },
+)
+
+
+@pytest.mark.parametrize(("args", "expected"), [PINNED_TOY, PINNED_CORE], ids=["toy", "core"])
+def test_simulate_json_is_pinned(args: str, expected: dict[str, Any]) -> None:
+    status, text = run_cli(*args.split(), "--no-progress", "--json")
+    assert status == 0
+    assert orjson.loads(text) == expected
+
+
+def test_simulate_mix_names_the_commits_writers_make_and_the_rest_get_none(capsys: Any) -> None:
+    """``--mix KIND=WEIGHT``: given at all, a kind not named has weight 0 (``--mix append=1``
+    is appends only: one data PUT a commit); the replay command carries the mix."""
+    common = ("--writers", "3", "--seconds", "1", "--store", "s3-express", "--no-progress")
+    status, text = run_cli(*common, "--mix", "append=1", "--json")
+    assert status == 0
+    appends = orjson.loads(text)
+    assert appends["areas"]["PutObject datasets"] == 1.0
+    status, text = run_cli(*common, "--mix", "delete=2", "--mix", "remove=0", "--json")
+    assert status == 0
+    assert "PutObject datasets" not in orjson.loads(text)["areas"]  # deletes write no data
+    status, text = run_cli(*common, "--json")
+    # The default mix: deletes and removals write no data, two-dataset commits two files.
+    assert orjson.loads(text)["areas"]["PutObject datasets"] != 1.0
+    for bad in ("bogus=1", "append", "append=-1", "append=nan", "append=inf", "=1"):
+        assert main(["simulate", "--mix", bad]) == 2
+        assert "--mix" in capsys.readouterr().err
+    assert main(["simulate", "--mix", "append=0", "--writers", "1"]) == 1
+    assert "a weight > 0" in capsys.readouterr().err
+
+    chosen = Mix.of([("append", 3), ("restore", 1)])
+    assert chosen == Mix(append=3.0, overwrite=0.0, delete=0.0, remove=0.0, restore=1.0, multi=0.0)
+    config = SimConfig(
+        writers=2, seconds=1.0, store="s3-express", seed=1, mix=Mix.of([("append", 1)])
+    )
+    result = simulate(config)
+    assert {i.op for i in result.invocations} == {"append"}
+    assert config.replay_command().endswith("--mix append=1")
+    assert "--mix" not in SimConfig().replay_command()
+    with pytest.raises(ValueError, match="unknown kind of commit 'merge'"):
+        Mix.of([("merge", 1)])
+    with pytest.raises(ValueError, match="need 2 datasets"):
+        simulate(SimConfig(writers=1, seconds=1.0, datasets=1, mix=Mix.of([("multi", 1)])))
+
+
 # -- the seed sweep ---------------------------------------------------------------------------
 
 
@@ -858,6 +1031,7 @@ POLICY_CHOICES: dict[str, tuple[float, ...]] = {
     "watermark_lag": (0.0, 1.0, 3.0),
     "lagging": (0, 2, 128),
     "first_round": (0.01, 0.05, 0.5),
+    "linger": (0, 1, 2, 8),
 }
 
 
@@ -877,10 +1051,15 @@ def sweep_config(seed: int) -> SimConfig:
     attempts, seconds = (50, 300.0)
     if budget.random() < 0.2:
         attempts, seconds = budget.choice((2, 3, 5, 8)), budget.choice((0.5, 1.0, 3.0))
+    # A quarter of the runs with writers that pause between commits: folders go idle and
+    # linger (Committer.linger), and others take over from them.
+    pauses = Random(seed + 8_888_888)
+    think = pauses.choice((0.05, 0.3)) if pauses.random() < 0.25 else 0.0
     # A quarter of the runs vacuum too (one process, a one-second window), with no clock
     # skew: vacuum's window is measured on the writers' clocks (docs/SIMULATOR.md).
     vacuums = VACUUMS if seed % 8 in VACUUM_SEEDS else 0
     return SimConfig(
+        think=think,
         max_attempts=attempts,
         max_seconds=seconds,
         writers=rng.choice((2, 3, 4, 6, 8)),
@@ -1013,7 +1192,7 @@ BREAKS: dict[str, tuple[str, Callable[..., Any]]] = {
         ("index", 196, "recorded [2] times"),
         # Its intent's fate gone, a later fold applies a commit again, or one refused.
         ("prune", 329, "refused commit is in the registry"),
-        ("fates", 8, "recorded [0] times"),
+        ("fates", 34, "recorded [0] times"),
         ("cancel", 60, "refused commit is in the registry"),
     ],
 )
@@ -1022,12 +1201,85 @@ def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
 ) -> None:
     """Each rule switched off in the core, a seed of the default sweep catches it with the
     violation the rule prevents (seeds searched over the 500: ``settle`` caught by 0, 2, 3,
-    4, ...; ``index`` by 196; ``prune`` by 196 and 329; ``fates`` by 8, 27, 34, 68;
+    4, ...; ``index`` by 196; ``prune`` by 196 and 329; ``fates`` by 34, 50, 151, 154;
     ``cancel`` by 60, 61, ...). With the rule in place the same seed holds (the sweep)."""
     name, broken = BREAKS[rule]
     monkeypatch.setattr(_decide, name, broken)
     result = simulate(sweep_config(seed))
     assert any(violation in v for v in result.violations), result.violations[:5]
+
+
+def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rule 4 (expiry by server time) switched off: the core's estimate of the server's
+    clock (``server_now``: its own clock plus the offset its last root read's ``Date``
+    showed) becomes its own clock, skewed by up to 10 s in seed 17 (of 10, 17, 25, 29, 45,
+    61, 79, 87, ... of the 500). A rejection is recorded by compare-and-swap, so no other
+    guarantee breaks: the writer just hears a failure; the checker's expiry rule catches
+    it. Seed 4 rejects an intent expired by the server's clock (2.5 s old, TTL 2 s): the
+    sweep holds it."""
+    monkeypatch.setattr(
+        Committer,
+        "server_offset",
+        property(lambda _self: 0.0, lambda _self, _value: None),
+        raising=False,
+    )
+    result = simulate(sweep_config(17))
+    assert result.violations
+    assert all("as expired" in v for v in result.violations), result.violations[:3]
+    assert "TTL 2 s" in result.violations[0]
+
+
+@pytest.mark.parametrize("seed", [119, 178])
+def test_a_committer_that_read_no_date_expires_nothing_by_its_own_clock(seed: int) -> None:
+    """Found by the checker's expiry rule (seeds 103, 119, 124, 166, 178, 220, 279, 330 of
+    the 500, all with clocks skewed by up to 10 s and a TTL of 2 or 5 s): the core estimates
+    the server's clock as its own plus the offset the ``Date`` of its last root read showed,
+    and that offset starts at 0. A committer that has read no ``Date`` yet — on an empty
+    lake its root GET is a 404 (seed 119: the swap that creates root v1 rejects an intent
+    24 ms old, TTL 2 s), and it may go on from the roots it wrote itself (seed 178: root v33
+    rejects one 1.0 s old) — judges by its own clock, which docs/FORMAT.md rule 4 forbids.
+    Fixed: the server's clock is the last ``Date``'s estimate and at least the newest
+    ``LastModified`` listed; with neither, nothing expires. Without the fix these seeds
+    (and 124, 166, 220, 279, 330) show the violation."""
+    result = simulate(sweep_config(seed))
+    assert result.violations == []
+
+
+def test_checker_holds_an_intent_rejected_as_expired_to_its_age() -> None:
+    """An intent rejected as expired by a swap at T, first written at W: T - W must exceed
+    the TTL less the second S3's LastModified truncates."""
+    assert EXPIRY_SLACK == 1.0
+
+    def expired(at: float, written: float | None) -> Expired:
+        return Expired("metastore/intents/i.json", 7, at, written, "expired: pending for 5 s")
+
+    view = View([1], {}, [], [expired(10.0, 5.5), expired(10.0, 6.0), expired(10.0, None)])
+    problems = check([], view, intent_ttl=5.0)
+    assert problems == [
+        "root v7 (at 10.000 s) rejects intent metastore/intents/i.json as expired, written at "
+        "6.000 s: 4.000 s old, TTL 5 s (expired: pending for 5 s)",
+        "root v7 rejects intent metastore/intents/i.json as expired: never written",
+    ]
+    assert check([], view) == []  # without a TTL the rule is not checked
+    # The view of a real run: a writer killed after its intent PUT while the others pause
+    # for ~2 s; the next fold rejects that intent by the server's clock.
+    config = SimConfig(
+        writers=3,
+        seconds=6.0,
+        store="s3-standard",
+        seed=5,
+        think=2.0,
+        intent_ttl=1.0,
+        faults=Faults(kills=2),
+    )
+    result = simulate(config)
+    (found,) = CoreProtocol().view(result.store).expired
+    assert found.written is not None
+    assert found.at - found.written > config.intent_ttl - EXPIRY_SLACK
+    assert result.store.created[found.key] == found.written
+    assert result.violations == []
 
 
 APPENDS = Mix(append=1.0, overwrite=0.0, delete=0.0, remove=0.0, restore=0.0, multi=0.0)

@@ -13,7 +13,8 @@ import orjson
 
 from lakelock._cli._common import add_command
 from lakelock._cli._progress import ProgressBar, progress_wanted
-from lakelock._sim import Faults, SimConfig, profile, simulate
+from lakelock._sim import Faults, Mix, SimConfig, profile, simulate
+from lakelock._sim._workload import KINDS
 
 __all__ = ["add_parser", "run"]
 
@@ -64,6 +65,16 @@ def _store(text: str) -> str:
     return text
 
 
+def _pause(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
 def _policy_field(text: str) -> tuple[str, float]:
     name, _, value = text.partition("=")
     try:
@@ -71,6 +82,22 @@ def _policy_field(text: str) -> tuple[str, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected FIELD=NUMBER, got {text!r}") from None
     return name.strip(), int(number) if number.is_integer() else number
+
+
+def _mix_weight(text: str) -> tuple[str, float]:
+    kind, equals, value = text.partition("=")
+    kind = kind.strip()
+    if kind not in KINDS:
+        raise argparse.ArgumentTypeError(
+            f"expected KIND=WEIGHT with KIND one of {', '.join(KINDS)}, got {text!r}"
+        )
+    try:
+        weight = float(value) if equals else -1.0
+    except ValueError:
+        weight = -1.0
+    if not 0 <= weight < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a weight >= 0 in {text!r}")
+    return kind, weight
 
 
 def add_parser(commands: Any) -> None:
@@ -132,6 +159,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "run on one machine; default 0: CPU is free)",
     )
     parser.add_argument("--cores", type=_non_negative, default=2, help="cores for --cpu-ms")
+    parser.add_argument(
+        "--think",
+        type=_pause,
+        default=0.0,
+        help="each writer pauses this long on average between commits (exponential; default "
+        "0: back to back)",
+    )
     parser.add_argument("--readers", type=_non_negative, default=0, help="reader processes")
     parser.add_argument(
         "--intent-ttl", type=_seconds, default=600.0, help="intents expire after this (s)"
@@ -176,6 +210,17 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="change a knob of the core's FoldPolicy (repeatable), e.g. --policy max_fold=32",
     )
     parser.add_argument(
+        "--mix",
+        type=_mix_weight,
+        action="append",
+        default=[],
+        metavar="KIND=WEIGHT",
+        help="the commits writers make, by relative weight (repeatable; kinds: "
+        f"{', '.join(KINDS)}). Given at all, kinds not named get 0: --mix append=1 is "
+        "appends only. Default: "
+        + ", ".join(f"{name} {weight:g}" for name, weight in Mix().kinds()),
+    )
+    parser.add_argument(
         "--trace",
         metavar="PATH",
         default=None,
@@ -200,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         faults=Faults(rate=args.faults, kills=args.kills, stalls=args.stalls, skew=args.skew),
         readers=args.readers,
+        think=args.think,
         commits=args.commits,
         cpu=args.cpu_ms / 1000,
         cores=args.cores if args.cpu_ms > 0 else 0,
@@ -208,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
         policy=tuple(args.policy),
         max_attempts=args.max_attempts,
         max_seconds=args.max_seconds,
+        mix=Mix.of(args.mix) if args.mix else Mix(),
         vacuums=args.vacuums,
         vacuum_every=args.vacuum_every,
         vacuum_older_than=args.vacuum_older_than,

@@ -43,7 +43,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -294,7 +294,8 @@ def apply_change(
             removed += len(held - gone)
             gone = gone | held
         if delta is not None:
-            if any(manifest_digest(r.key) == manifest_digest(delta.key) for r in refs):
+            digest = manifest_digest(delta.key)
+            if any(manifest_digest(r.key) == digest for r in refs):
                 raise _conflict(
                     change, f"these files are already registered in {change.dataset!r}/{path!r}"
                 )
@@ -329,7 +330,7 @@ def apply_change(
     record = SnapshotCommit(
         change.commit_id, change.operation, len(change.add), removed, change.digest
     )
-    updated = replace(
+    updated = _replaced(
         dataset,
         schema=schema,
         schema_version=schema_version,
@@ -365,6 +366,8 @@ def removed_partitions(
     """The partition paths at or under one of ``change.remove_partitions``. A whole path
     (one segment per partition column) is looked up, not searched for: clearing one
     partition of a large dataset loads one path of its index, not all of it."""
+    if not change.remove_partitions:
+        return []
     whole = [p for p in change.remove_partitions if p and p.count("/") + 1 == columns]
     prefixes = [p for p in change.remove_partitions if p not in whole]
     found = {p for p in whole if p in partitions}
@@ -424,8 +427,26 @@ def with_dataset(doc: RegistryDoc, name: str, state: DatasetState) -> RegistryDo
     """``doc`` with one dataset changed: an overlay, so untouched datasets are not loaded."""
     datasets = doc.datasets
     if isinstance(datasets, Overlay):
-        return replace(doc, datasets=Overlay(datasets.base, {**datasets.changes, name: state}))
-    return replace(doc, datasets=Overlay(datasets, {name: state}))
+        return _replaced(doc, datasets=Overlay(datasets.base, {**datasets.changes, name: state}))
+    return _replaced(doc, datasets=Overlay(datasets, {name: state}))
+
+
+_Record = TypeVar("_Record", DatasetState, RegistryDoc)
+
+
+def _replaced(record: _Record, **changes: Any) -> _Record:
+    """``dataclasses.replace`` for the two records every applied commit changes (a frozen
+    dataclass with no ``__post_init__``, nothing kept in its ``__dict__`` but its fields):
+    the same fields, without re-running ``__init__`` over all of them — a batch of a few
+    hundred folded commits replaces a dataset and the root once per commit."""
+    fields = record.__dataclass_fields__
+    unknown = [name for name in changes if name not in fields]
+    if unknown:
+        raise TypeError(f"{type(record).__name__} has no field {unknown[0]!r}")
+    copy = object.__new__(type(record))
+    copy.__dict__.update(record.__dict__)
+    copy.__dict__.update(changes)
+    return copy
 
 
 def _unstored(dataset: DatasetState) -> dict[str, Any]:
@@ -470,7 +491,13 @@ def _retotal(totals: Totals, before: PartitionState | None, after: PartitionStat
     def stats(p: PartitionState | None) -> tuple[int, int, int, int]:
         if p is None:
             return 0, 0, 0, 0
-        return 1, p.file_count, p.record_count, p.size
+        # One pass over the manifests (the three properties would take three).
+        files = records = size = 0
+        for m in p.manifests:
+            files += m.files
+            records += m.records
+            size += m.size
+        return 1, files, records, size
 
     b, a = stats(before), stats(after)
     return Totals(

@@ -27,6 +27,7 @@ One commit (docs/ARCHITECTURE.md, "The commit core"; docs/FORMAT.md for the obje
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 
@@ -35,6 +36,8 @@ from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, Driver
 
 __all__ = ["CommitQueue"]
+
+log = logging.getLogger("lakelock.registry")
 
 
 class CommitQueue:
@@ -57,12 +60,20 @@ class CommitQueue:
         # Intents being created by callers that will queue next (see _send_early): ours.
         self.sending: set[str] = set()
         committer.own = self.own_intents
+        committer.queued = self.has_queued
+        #: The thread folding for other processes after our last batch (:meth:`_linger`).
+        self.lingerer: threading.Thread | None = None
 
     def own_intents(self) -> set[str]:
         """The intents of this process outside the batch in flight (queued, or being
         sent): a fold skips them (they go with the next batch) instead of reading them."""
         with self.lock:
             return {p.intent for p in self.queue if p.intent is not None} | self.sending
+
+    def has_queued(self) -> bool:
+        """Whether a commit of this process waits for the batch in flight."""
+        with self.lock:
+            return bool(self.queue or self.sending)
 
     def commit(self, changes: Sequence[Change], *, explicit_id: bool, now: float) -> CommitResult:
         pending = self.committer.prepare(changes, explicit_id=explicit_id, now=now)
@@ -96,10 +107,37 @@ class CommitQueue:
                     with self.turn:
                         self.committing = False
                         self.turn.notify_all()
+            self._start_lingering()
         if pending.error is not None:
             raise pending.error
         assert pending.result is not None
         return pending.result
+
+    def _start_lingering(self) -> None:
+        """Our batch's swap carried other processes' intents: keep folding for them a
+        little while in a daemon thread (:meth:`Committer.linger`), so the caller returns
+        now and the next fold does not wait for the other processes' stagger. A commit of
+        ours that arrives meanwhile waits for at most the round in flight."""
+        if not self.committer.lingering():
+            return
+        with self.turn:
+            if self.committing or self.queue or (self.lingerer and self.lingerer.is_alive()):
+                return
+            self.committing = True
+            self.lingerer = threading.Thread(
+                target=self._linger, name="lakelock-linger", daemon=True
+            )
+        self.lingerer.start()
+
+    def _linger(self) -> None:
+        try:
+            self.driver.run(self.committer.linger())
+        except Exception:  # a courtesy fold for others: never the caller's failure
+            log.warning("folding for other processes failed", exc_info=True)
+        finally:
+            with self.turn:
+                self.committing = False
+                self.turn.notify_all()
 
     def run(self, steps: object) -> object:
         """Run other steps of the core (an upgrade) while no batch is in flight."""

@@ -5,6 +5,7 @@ key rules."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -210,8 +211,10 @@ def manifest_digest_of(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def manifest_digest(key: str) -> str:
-    """The content digest a manifest key names (see :func:`manifest_key`)."""
+    """The content digest a manifest key names (see :func:`manifest_key`). Cached: a commit
+    compares its manifest with every one of its partition's, and a batch applies many."""
     return key_digest(key).removesuffix(".json")
 
 

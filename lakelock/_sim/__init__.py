@@ -7,7 +7,7 @@ Public as :mod:`lakelock.testing.simulate` and the ``lakelock simulate`` command
 
 from __future__ import annotations
 
-from lakelock._sim._check import DatasetVersion, Observation, View, check
+from lakelock._sim._check import EXPIRY_SLACK, DatasetVersion, Expired, Observation, View, check
 from lakelock._sim._faults import FAULT_KINDS, Faults
 from lakelock._sim._latency import PROFILES, Latency, Profile, profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
@@ -18,11 +18,13 @@ from lakelock._sim._workload import Invocation, Mix
 
 __all__ = [
     "EPOCH",
+    "EXPIRY_SLACK",
     "FAULT_KINDS",
     "PROFILES",
     "CoreProtocol",
     "DatasetVersion",
     "Endpoint",
+    "Expired",
     "Faults",
     "Invocation",
     "Latency",

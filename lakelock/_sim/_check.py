@@ -21,6 +21,9 @@ Violations reported (each one string; none: the run kept every guarantee):
 - real time: a commit that began after another was acknowledged but holds an older version;
   a reader that saw a version older than one acknowledged before its read began, or saw the
   registry go back;
+- expiry by server time (rule 4 of the core): an intent a root swap at virtual time *T*
+  records ``rejected`` as expired that was written (its first PUT took effect) at *W* with
+  *T* - *W* <= TTL - 1 s (:func:`expiry_problems`, which derives the bound);
 - (runs with vacuum, judged by :func:`lakelock._sim._vacuum.vacuum_problems`) a deletion by a
   vacuum that began at ``b`` (window start ``cutoff = its clock - older_than``) and read root
   version ``R`` of: (1) an object a retained version reaches — a dataset version of ``R``, or
@@ -44,7 +47,11 @@ from dataclasses import dataclass, field
 from lakelock._registry._changes import Change
 from lakelock._sim._workload import Invocation
 
-__all__ = ["DatasetVersion", "Observation", "View", "check"]
+__all__ = ["EXPIRY_SLACK", "DatasetVersion", "Expired", "Observation", "View", "check"]
+
+#: How much younger than the TTL an intent rejected as expired may be (seconds): S3's
+#: LastModified is the write's second, truncated (:func:`expiry_problems`).
+EXPIRY_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -58,14 +65,29 @@ class DatasetVersion:
     files: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class Expired:
+    """An intent a root swap rejected as expired: the swap took effect at ``at`` (virtual
+    seconds) making root ``version``; the intent's first PUT took effect at ``written``
+    (``None``: the bucket never held it)."""
+
+    key: str
+    version: int
+    at: float
+    written: float | None
+    reason: str
+
+
 @dataclass
 class View:
     """The registry at the end of a run: the version of each root ever written (in order),
-    each dataset's versions (oldest first), and whatever could not be read."""
+    each dataset's versions (oldest first), the intents swaps rejected as expired, and
+    whatever could not be read."""
 
     root_versions: list[int] = field(default_factory=list)
     datasets: dict[str, list[DatasetVersion]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    expired: list[Expired] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -82,8 +104,11 @@ def check(
     invocations: Sequence[Invocation],
     view: View,
     observations: Sequence[Observation] = (),
+    *,
+    intent_ttl: float | None = None,
 ) -> list[str]:
-    """Every violation in this run (module docstring); empty: none."""
+    """Every violation in this run (module docstring); empty: none. ``intent_ttl``: the
+    run's, to hold expiries to (``None``: not checked)."""
     problems = list(view.problems)
     problems += _root_problems(view.root_versions)
     where: dict[tuple[str, str], list[int]] = {}
@@ -98,6 +123,38 @@ def check(
     problems += _commit_problems(invocations, where)
     problems += _model_problems(invocations, view)
     problems += _real_time_problems(invocations, observations)
+    if intent_ttl is not None:
+        problems += expiry_problems(view.expired, intent_ttl)
+    return problems
+
+
+def expiry_problems(expired: Iterable[Expired], ttl: float) -> list[str]:
+    """Rule 4: an intent is rejected as expired only when the server's clock says it is
+    older than ``ttl``, never a writer's own (skewed) clock.
+
+    The bound. A folder rejects an intent listed with ``LastModified`` *M* when *M* <
+    *now* - TTL, *now* being its estimate of the server's clock: the ``Date`` of the root
+    read that began its attempt (plus how far its own clock moved since, which skew does
+    not change). Let the intent's first PUT take effect at *W*, the root read at *R*, the
+    swap recording the rejection at *T* (*R* < *T*: the swap follows the read). S3
+    truncates both stamps to the second: *M* = ⌊*W*⌋ > *W* - 1, ``Date`` = ⌊*R*⌋ <= *R*.
+    So *W* - 1 < *M* < ⌊*R*⌋ - TTL <= *R* - TTL < *T* - TTL, that is *T* - *W* > TTL - 1 s
+    (:data:`EXPIRY_SLACK`): the intent's second was truncated, the ``Date`` only errs
+    towards later expiry. A folder judging by its own clock, up to ``--skew`` ahead,
+    rejects intents younger than that. (An attempt that reuses the root an earlier commit
+    read — the core may start from the root it knows — estimates from that read: its
+    clock was read before the read took effect, so the estimate runs ahead by that gap,
+    half a GET's latency; the checker allows none of it, and the seeds show none.)"""
+    problems = []
+    for e in expired:
+        if e.written is None:
+            problems.append(f"root v{e.version} rejects intent {e.key} as expired: never written")
+        elif e.at - e.written <= ttl - EXPIRY_SLACK:
+            problems.append(
+                f"root v{e.version} (at {e.at:.3f} s) rejects intent {e.key} as expired, "
+                f"written at {e.written:.3f} s: {e.at - e.written:.3f} s old, TTL {ttl:g} s "
+                f"({e.reason})"
+            )
     return problems
 
 

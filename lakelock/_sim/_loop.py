@@ -96,7 +96,7 @@ class StoreRetry:
         return rng.uniform(0.0, min(self.max_backoff, self.initial_backoff * 2.0**failures))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Call:
     """One request as the store layer sees it: every attempt, until an answer."""
 
@@ -156,12 +156,30 @@ class Endpoint:
         self.sent = 0
         #: Called with one dict per answered attempt (``lakelock simulate --trace``).
         self.trace: Callable[[dict[str, Any]], None] | None = None
+        self._names: dict[tuple[str, type], str] = {}
+        self._areas: dict[tuple[type, str], str] = {}
 
     def send(self, request: Get | Put | List | Delete, process: Process, answer: Answer) -> None:
         """Send ``request`` for ``process``; ``answer(result, error)`` gets the outcome."""
         retried = getattr(request, "retried", isinstance(request, List))
         call = _Call(request, process, answer, retried, self.loop.now)
         self._attempt(call)
+
+    def _named(self, process: str, kind: type) -> str:
+        """``<process kind>:<operation>``, made once per pair (every request counts one)."""
+        found = self._names.get((process, kind))
+        if found is None:
+            found = self._names[(process, kind)] = f"{process}:{_OPERATION[kind]}"
+        return found
+
+    def _area_named(self, request: Get | Put | List | Delete) -> str:
+        """``<operation> <part of the lake>``, made once per operation and key."""
+        key = request.prefix if isinstance(request, List) else request.key
+        found = self._areas.get((type(request), key))
+        if found is None:
+            found = f"{_OPERATION[type(request)]} {self._area(request)}"
+            self._areas[(type(request), key)] = found
+        return found
 
     def _area(self, request: Get | Put | List | Delete) -> str:
         key = request.prefix if isinstance(request, List) else request.key
@@ -184,6 +202,7 @@ class Endpoint:
             now = start + self.cpu
             heapq.heappush(self.cores, now)
         profile = self.store.profile
+        kind = type(request)
         if isinstance(request, Get):
             latency = profile.get.sample(self.rng)
         elif isinstance(request, Put):
@@ -196,15 +215,15 @@ class Endpoint:
         fault = self.faults.draw(self.rng, self.sent)
         self.sent += 1
         if self.counting:
-            kind = call.process.kind
-            operation = _OPERATION[type(request)]
-            self.counts.requests[f"{kind}:{operation}"] += 1
-            if kind == "writer":
-                self.counts.areas[f"{operation} {self._area(request)}"] += 1
+            counts = self.counts
+            process = call.process.kind
+            counts.requests[self._named(process, kind)] += 1
+            if process == "writer":
+                counts.areas[self._area_named(request)] += 1
             if isinstance(request, Put):
-                self.counts.bytes[kind] += len(request.body)
+                counts.bytes[process] += len(request.body)
             if fault is not None:
-                self.counts.faults[fault] += 1
+                counts.faults[fault] += 1
         if fault == "conflict" and not (
             isinstance(request, Put) and (request.create or request.if_match is not None)
         ):

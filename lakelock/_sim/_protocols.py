@@ -22,7 +22,7 @@ from lakelock._registry._manifest import Manifest, verify_manifest
 from lakelock._registry._objects import Objects, partition_from_entry
 from lakelock._registry._snapshot import LazyPartitions, Snapshot, verify_snapshot
 from lakelock._registry._tree import Node, index_get, verify_node
-from lakelock._sim._check import DatasetVersion, View
+from lakelock._sim._check import DatasetVersion, Expired, View
 from lakelock._sim._store import BUCKET, SimS3
 from lakelock._sim._toy import ToyCommitter
 from lakelock.errors import LakelockError
@@ -211,8 +211,10 @@ class CoreProtocol(SimProtocol):
 
     def view(self, store: SimS3) -> View:
         view = View()
-        for _, body in store.history.get(REGISTRY_KEY, []):
-            view.root_versions.append(self.root_version(body))
+        for at, body in store.history.get(REGISTRY_KEY, []):
+            root = orjson.loads(body)
+            view.root_versions.append(int(root["version"]))
+            view.expired += _expired(root, at, store.created)
         current = store.objects.get(REGISTRY_KEY)
         if current is None:
             return view
@@ -255,6 +257,20 @@ class CoreProtocol(SimProtocol):
             return None
         key, snap = rng.choice(chain[:-1])
         return reader.state(key), snap.version
+
+
+def _expired(root: Any, at: float, created: Mapping[str, float]) -> list[Expired]:
+    """The intents root ``root`` (written at ``at``) is the first to reject as expired: a
+    rejected fate carries the version of the swap that decided it."""
+    version = int(root["version"])
+    intents = root.get("intents") or {}
+    return [
+        Expired(f["key"], version, at, created.get(f["key"]), str(f.get("reason", "")))
+        for f in intents.get("fates") or ()
+        if f.get("state") == "rejected"
+        and f.get("version") == version
+        and str(f.get("reason", "")).startswith("expired")
+    ]
 
 
 def protocol_named(name: str, policy: Mapping[str, float] | None = None) -> SimProtocol:

@@ -33,6 +33,9 @@ from lakelock.errors import (
 
 __all__ = ["Metrics", "SimConfig", "SimResult", "simulate"]
 
+#: How often a writer whose process is lingering looks whether that fold stopped (s).
+LINGER_POLL = 0.002
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -115,6 +118,8 @@ class SimConfig:
             parts.append(f"--readers {self.readers}")
         if self.commits:
             parts.append(f"--commits {self.commits}")
+        if self.think:
+            parts.append(f"--think {self.think:g}")
         if self.cpu and self.cores:
             parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
         if self.max_attempts != 50 or self.max_seconds != 300.0:
@@ -124,6 +129,8 @@ class SimConfig:
         if self.protocol != "core":
             parts.append(f"--protocol {self.protocol}")
         parts += [f"--policy {name}={value:g}" for name, value in self.policy]
+        if self.mix != Mix():
+            parts.append(self.mix.options())
         if self.vacuums:
             parts.append(
                 f"--vacuums {self.vacuums} --vacuum-every {self.vacuum_every:g} "
@@ -213,9 +220,16 @@ class _Writer:
         )
         self.current: Invocation | None = None
         self.process: Process | None = None
+        #: The process's thread folding for others after its commit (``Committer.linger``),
+        #: and whether a commit of the writer waits for it to stop.
+        self.lingerer: Process | None = None
+        self.queued = False
 
     def start(self, at: float, redo: Invocation | None = None) -> None:
         committer = self.run.protocol.committer(Random(self.rng.getrandbits(64)), self.run.config)
+        if hasattr(committer, "queued"):
+            committer.queued = lambda: self.queued
+        self.lingerer, self.queued = None, False
         self.current = redo  # killed again before it begins, it is still to be redone
         self.process = Process(
             self.run.loop,
@@ -291,11 +305,39 @@ class _Writer:
                 # now, and the killed run's intent may carry it too.
                 changes = [dataclasses.replace(c, generated_id=False) for c in changes]
             pending = committer.prepare(changes, explicit_id=explicit, now=now)
+            # One batch at a time per process, as in CommitQueue: a lingering fold stops
+            # after its round in flight when a commit of ours is queued.
+            self.queued = True
+            while self.lingerer is not None and not self.lingerer.finished:
+                yield Sleep(LINGER_POLL)
+            self.queued = False
             yield from committer.run([pending])
         except Exception as error:
+            self.queued = False
             self._settle(invocation, None, error)
             return
         self._settle(invocation, getattr(pending, "result", None), getattr(pending, "error", None))
+        if getattr(committer, "lingering", None) is not None and committer.lingering():
+            self._linger(committer)
+
+    def _linger(self, committer: Any) -> None:
+        """Fold for other processes alongside this writer's next data PUT, as
+        ``CommitQueue``'s daemon thread does (same process: same clock, killed with it)."""
+        run = self.run
+        self.lingerer = Process(
+            run.loop,
+            run.endpoint,
+            committer.linger(),
+            kind="writer",
+            name=f"writer {self.index} (lingering)",
+            skew=self.skew,
+            done=self._lingered,
+        )
+        self.lingerer.start(run.loop.now)
+
+    def _lingered(self, result: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self.run.crashes.append(f"writer {self.index} lingering: {_describe(error)}")
 
     def _settle(self, invocation: Invocation, result: Any, error: BaseException | None) -> None:
         run = self.run
@@ -327,6 +369,8 @@ class _Writer:
 
     def _killed(self) -> None:
         run = self.run
+        if self.lingerer is not None:
+            self.lingerer.kill()
         redo = self.current
         self.current = None
         if redo is not None:
@@ -442,7 +486,7 @@ class _Run:
         if config.vacuums:
             vacuumed = self._vacuumed()
         view = self.protocol.view(self.store)
-        violations = check(self.invocations, view, self.observations)
+        violations = check(self.invocations, view, self.observations, intent_ttl=config.intent_ttl)
         violations += [f"process crashed: {c}" for c in self.crashes]
         if config.vacuums:
             violations += vacuumed

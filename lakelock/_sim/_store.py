@@ -17,9 +17,11 @@ Semantics the commit protocol relies on, as S3 has them:
   body, quoted.
 
 Every successful write of a ``tracked`` key is kept (``history``): the checker reads each
-version of the root that ever existed. Every object deleted is kept too (``deleted``, in
-order, and the last body of each key in ``graveyard``): the checker judges each deletion
-(vacuum's) and still reads the versions vacuum removed.
+version of the root that ever existed. When each key was first written is kept too
+(``created``, virtual seconds): the checker holds an intent rejected as expired to its age.
+Every object deleted is kept (``deleted``, in order, and the last body of each key in
+``graveyard``): the checker judges each deletion (vacuum's) and still reads the versions
+vacuum removed.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class SimS3:
         self._keys: list[str] = []  # sorted
         self.tracked = tracked
         self.history: dict[str, list[tuple[float, bytes]]] = {k: [] for k in tracked}
+        #: When each key's first PUT took effect (virtual seconds; kept if it is deleted).
+        self.created: dict[str, float] = {}
         self.conflict_share = conflict_share
         self._last_conditional: dict[str, float] = {}
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
@@ -157,6 +161,7 @@ class SimS3:
         write_id = f"w{self._writes}"
         if current is None:
             bisect.insort(self._keys, key)
+            self.created.setdefault(key, now)
         modified = self.server_seconds(now)
         listed = ListedObject(key, etag, len(body), self._datetime(modified))
         self.objects[key] = StoredObject(body, etag, modified, write_id, listed)
@@ -172,15 +177,12 @@ class SimS3:
             if start == start_after
             else bisect.bisect_left(keys, start)
         )
-        found: list[ListedObject] = []
-        limit = max(1, min(max_keys, 1000))
+        # The keys from ``at`` that start with ``prefix`` end before the first key past it.
+        end = bisect.bisect_left(keys, _past(prefix), at) if prefix else len(keys)
+        stop = min(end, at + max(1, min(max_keys, 1000)))
         objects = self.objects
-        while at < len(keys) and keys[at].startswith(prefix):
-            if len(found) == limit:
-                return Listing(tuple(found), truncated=True)
-            found.append(objects[keys[at]].listed)
-            at += 1
-        return Listing(tuple(found), truncated=False)
+        found = tuple([objects[key].listed for key in keys[at:stop]])
+        return Listing(found, truncated=end > stop)
 
     def delete(self, key: str, now: float, *, if_match: str | None = None) -> None:
         current = self.objects.get(key)
@@ -234,6 +236,11 @@ class SimS3:
                 code="SlowDown",
             )
         self._buckets[key] = (tokens - 1.0, now)
+
+
+def _past(prefix: str) -> str:
+    """The least string greater than every string starting with ``prefix``."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def _require_etag(key: str, current: StoredObject | None, if_match: str, operation: str) -> None:

@@ -11,6 +11,8 @@ Commit ids are made from the writer's seeded generator, in the shape
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any
@@ -18,9 +20,11 @@ from typing import Any
 from lakelock._datafile import DataFile
 from lakelock._registry._changes import Change
 
-__all__ = ["Invocation", "Mix", "Workload"]
+__all__ = ["KINDS", "Invocation", "Mix", "Workload"]
 
 PARTITION_BY = ("part",)
+#: The kinds of commit a writer makes (the fields of :class:`Mix`).
+KINDS = ("append", "overwrite", "delete", "remove", "restore", "multi")
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,32 @@ class Mix:
     restore: float = 0.02
     multi: float = 0.06
 
+    def __post_init__(self) -> None:
+        for name, weight in self.kinds():
+            if not (weight >= 0 and math.isfinite(weight)):
+                raise ValueError(f"the weight of {name!r} commits must be >= 0, got {weight!r}")
+        if not any(weight > 0 for _, weight in self.kinds()):
+            raise ValueError("a mix needs a kind of commit with a weight > 0")
+
     def kinds(self) -> tuple[tuple[str, float], ...]:
         return tuple((name, float(getattr(self, name))) for name in self.__dataclass_fields__)
+
+    @classmethod
+    def of(cls, weights: Iterable[tuple[str, float]]) -> Mix:
+        """The mix of exactly ``weights`` (kind, weight): a kind not named has weight 0, so
+        ``Mix.of([("append", 1)])`` is appends only (``lakelock simulate --mix append=1``).
+        A kind named twice keeps its last weight."""
+        chosen = dict(weights)
+        unknown = sorted(set(chosen) - set(KINDS))
+        if unknown:
+            raise ValueError(f"unknown kind of commit {unknown[0]!r}: one of {', '.join(KINDS)}")
+        return cls(**{name: float(chosen.get(name, 0.0)) for name in KINDS})
+
+    def options(self) -> str:
+        """This mix as ``lakelock simulate`` options (empty: the default mix)."""
+        if self == Mix():
+            return ""
+        return " ".join(f"--mix {name}={weight:g}" for name, weight in self.kinds() if weight)
 
 
 @dataclass
@@ -96,6 +124,11 @@ class Workload:
             kinds = tuple((k, w) for k, w in kinds if k != "multi")
         if not restores:
             kinds = tuple((k, w) for k, w in kinds if k != "restore")
+        if not any(w > 0 for _, w in kinds):
+            raise ValueError(
+                "the mix names only commits this run cannot make (commits spanning datasets "
+                "need 2 datasets; the toy protocol makes no restores)"
+            )
         self.kinds = kinds
         self.explicit_share = explicit_share
         self.known: dict[str, list[str]] = {}

@@ -127,6 +127,8 @@ class Committer:
     ``objects`` is the process's object cache (shared with its readers; the core only ever
     uses it offline). ``own`` returns the intents this process is about to commit outside
     the batch in flight (queued behind it): a fold skips them instead of reading them.
+    ``queued`` says whether a commit of this process waits for its turn (a lingering fold
+    then stops: :meth:`linger`).
     """
 
     def __init__(
@@ -143,6 +145,7 @@ class Committer:
         initial_backoff: float = 0.02,
         max_backoff: float = 2.0,
         own: Callable[[], set[str]] = set,
+        queued: Callable[[], bool] = bool,
         bucket: str | None = None,
         root_key: str = REGISTRY_KEY,
     ) -> None:
@@ -158,12 +161,17 @@ class Committer:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.own = own
+        self.queued = queued
         self.bucket = bucket
         self.root_key = root_key
         #: The root as this process last read or wrote it (a hint: a stale one costs a 412).
         self.known: tuple[RegistryDoc, str] | None = None
-        #: The server's clock minus ours, from the ``Date`` of our last root read.
-        self.server_offset = 0.0
+        #: Whether our last swap carried other processes' intents (we are their folder).
+        self.carried = False
+        #: The server's clock minus ours, from the ``Date`` of our last root read (None:
+        #: no root read yet; a process that created the root and swapped ever since knows
+        #: the server's clock only from what it listed).
+        self.server_offset: float | None = None
         #: Other processes' intents, parsed (write-once: a key's content never changes).
         self.intents: OrderedDict[str, Change] = OrderedDict()
         self._now = 0.0
@@ -288,6 +296,14 @@ class Committer:
             if advise(lambda: live.send_before_listing(seconds, root_updated=_updated(doc)), False):
                 yield from self._send_intents(state.pending)
             fold = yield from self._fold(doc, state, seconds)
+        yield from self._apply_and_swap(state, doc, etag, fold, seconds)
+
+    def _apply_and_swap(
+        self, state: Batch, doc: RegistryDoc, etag: str | None, fold: Fold, seconds: float
+    ) -> Steps:
+        """Apply the batch's own commits and the folded ones to ``doc``, write the new
+        version's objects and swap the root to it."""
+        live = self.liveness
         own = list(state.pending)
         batch = sorted(own + fold.pending, key=lambda p: p.intent if p.intent is not None else "")
         now = iso(seconds)
@@ -331,9 +347,50 @@ class Committer:
         written = yield from self._swap(state, doc, etag, new_doc)
         self.known = (new_doc, written.etag)
         self.hints.swapped_last = True
+        self.carried = bool(fold.pending)
         self._now = yield Now()
         self.hints.learn_round(self._now - seconds - fold.paused, self.policy)
         self._conclude(state, new_doc.version)
+
+    # -- lingering ------------------------------------------------------------------------------
+
+    def lingering(self) -> bool:
+        """Whether this process should go on folding for others now that its batch is
+        done (:meth:`Liveness.linger`): its swap carried other processes' intents."""
+        return advise(
+            lambda: self.liveness.linger(carried=self.carried, own_queued=self.queued()),
+            False,
+        )
+
+    def linger(self) -> Steps:
+        """Fold other processes' intents for up to ``policy.linger`` more swaps, from the
+        root this process just swapped in: the next fold starts as soon as ours landed,
+        not after the waiters' stagger. Stops at the first round that finds nothing to
+        apply, when a commit of this process is queued (its batch folds next), or at the
+        first lost race or failure (then the waiters' rules take over, as after any
+        folder's last swap). Safety is the batch's: this is :meth:`_attempt` without
+        commits of our own."""
+        swapped = self._now = yield Now()
+        while True:
+            pause = advise(functools.partial(self.liveness.linger_pause, swapped, self._now), None)
+            if pause is None:
+                return
+            yield Sleep(pause)
+            known = self.known
+            if known is None or not self.hints.swapped_last or self.queued():
+                return
+            doc, etag = known
+            state = Batch(pending=[], size=0, attempts=1)
+            seconds = self._now = yield Now()
+            try:
+                fold = yield from self._fold(doc, state, seconds)
+                if fold.pending:
+                    yield from self._apply_and_swap(state, doc, etag, fold, seconds)
+                    swapped = self._now
+            except (Wait, Redrive, Retry, StorageError):
+                self.hints.swapped_last = False
+                self.carried = False
+                return
 
     def _look(self, state: Batch, seconds: float) -> Steps:
         """The root an attempt starts from, after settling what it already decided (None:
@@ -519,15 +576,29 @@ class Committer:
             listed += more
             todo += [o for o in more if o.key not in own and o.key not in decided]
         fold = Fold(listed=tuple(o.key for o in listed), paused=paused)
-        yield from self._judge(doc, todo, seconds, fold)
+        newest = max((o.last_modified.timestamp() for o in listed), default=None)
+        yield from self._judge(doc, todo, seconds, fold, newest)
         return fold
 
     def _judge(
-        self, doc: RegistryDoc, todo: Sequence[ListedObject], seconds: float, fold: Fold
+        self,
+        doc: RegistryDoc,
+        todo: Sequence[ListedObject],
+        seconds: float,
+        fold: Fold,
+        newest: float | None,
     ) -> Steps:
         """Each listed intent of another process: expired or unreadable (rejected), applied
-        already through its commit id (applied at that version), or pending to apply."""
-        server_now = seconds + self.server_offset
+        already through its commit id (applied at that version), or pending to apply.
+
+        The server's clock is what the ``Date`` of our last root read said, moved on by our
+        own clock since, and at least the newest ``LastModified`` listed (the server wrote it
+        before it answered our LIST). With neither (no root read yet, nothing listed), it is
+        unknown and nothing expires: our own clock never decides."""
+        estimates = [e for e in (newest,) if e is not None]
+        if self.server_offset is not None:
+            estimates.append(seconds + self.server_offset)
+        server_now = max(estimates, default=None)
         readable = []
         for o in todo:
             reason = _decide.judge_listed(

@@ -149,12 +149,13 @@ def recorded_version(
 
 
 def judge_listed(
-    listed: ListedObject, *, server_now: float, ttl: float, loaded: Change | str | None
+    listed: ListedObject, *, server_now: float | None, ttl: float, loaded: Change | str | None
 ) -> str | None:
     """Rule 4: why a listed intent of another process cannot be applied (``None``: it can).
     Expiry compares the listing's ``LastModified`` with the server's clock (``server_now``:
-    estimated from the ``Date`` of this process's last root read), never a writer's own."""
-    if listed.last_modified.timestamp() < server_now - ttl:
+    estimated from the ``Date`` of this process's last root read and the newest
+    ``LastModified`` listed), never a writer's own: unknown (``None``), nothing expires."""
+    if server_now is not None and listed.last_modified.timestamp() < server_now - ttl:
         return f"expired: pending for more than {ttl:.0f} s"
     if isinstance(loaded, str):
         return loaded

@@ -31,55 +31,38 @@ conditional on the ETag seen when listing (an object replaced since is kept):
 ``DeleteObjects`` with per-key ETags where the store honours them, else one ``DeleteObject``
 with ``If-Match`` per object, and nothing at all on a store that honours neither
 (:meth:`lakelock._s3.ObjectStore.delete_if_unchanged`).
+
+The reads and the decisions are :mod:`lakelock._vacuum_plan`, a sans-I/O generator of the
+commit core's requests run here through the core's driver (and in virtual time by the
+simulator, next to many writers: docs/SIMULATOR.md). Its order is what makes vacuum safe:
+the listing first, then the root, once — the intents it has not decided (3.) and the
+versions it keeps (1.) both from that one document: an intent applied after the listing is
+undecided in it, or referenced by the version that applied it (current, or replaced within
+the window), never neither — then the snapshots, nodes and manifests those versions reach.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
 
 from lakelock._datasets import Progress
-from lakelock._layout import DATASETS_PREFIX
-from lakelock._mirror._layout import VIEWS_PREFIX
 from lakelock._mirror._vacuum import view_keep
 from lakelock._registry import Registry
-from lakelock._registry._intents import INTENT_PREFIX
-from lakelock._registry._manifest import MANIFEST_PREFIX
-from lakelock._registry._snapshot import SNAPSHOT_PREFIX
-from lakelock._registry._tree import NODE_PREFIX
-from lakelock._s3 import ListedObject
-from lakelock.errors import InvalidNameError, StorageError
-
-__all__ = ["VacuumReport", "vacuum"]
-
-SCANNED_PREFIXES = (
-    DATASETS_PREFIX,
-    MANIFEST_PREFIX,
-    NODE_PREFIX,
-    SNAPSHOT_PREFIX,
-    INTENT_PREFIX,
-    VIEWS_PREFIX,
+from lakelock._registry._core import Driver
+from lakelock._registry._document import REGISTRY_KEY
+from lakelock._vacuum_plan import (
+    DELETE_BATCH,
+    SCANNED_PREFIXES,
+    Plan,
+    VacuumReport,
+    classify,
+    plan,
+    record_deletions,
 )
+from lakelock.errors import InvalidNameError
 
-
-@dataclass
-class VacuumReport:
-    """What vacuum found and did. ``orphans`` are the deletable objects (deleted unless
-    ``dry_run``); ``deleted`` and ``failed`` say what happened to them."""
-
-    dry_run: bool
-    scanned: int = 0
-    referenced: int = 0
-    recent: int = 0
-    orphans: list[ListedObject] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    failed: dict[str, StorageError] = field(default_factory=dict)
-
-    @property
-    def orphan_bytes(self) -> int:
-        return sum(o.size for o in self.orphans)
+__all__ = ["SCANNED_PREFIXES", "VacuumReport", "vacuum"]
 
 
 def vacuum(
@@ -114,54 +97,33 @@ def vacuum(
             "raise the retention first (Lake(retention=...), vacuum --retention)",
         )
     store = registry.store
-    now = clock()
-    # Listing first, then the registry: a file committed after our read of the registry was
-    # listed with a recent LastModified (written after the listing began) or is referenced.
-    listed: list[ListedObject] = []
-    for prefix in SCANNED_PREFIXES:
-        for obj in store.list(prefix):
-            listed.append(obj)
-            if listing is not None and len(listed) % 1000 == 0:
-                listing(len(listed))
-    if listing is not None:
-        listing(len(listed))
-    # An intent no swap has decided yet may still be applied (by a folder, or by its writer
-    # within the intent TTL): kept, however old vacuum's window says it is. Read before the
-    # versions: one applied between the two reads is undecided in the first or referenced in
-    # the second (the other way round, it could be neither, and be deleted as it became a
-    # manifest of the current version).
-    protected = registry.undecided_intents(since=now - registry.intent_ttl)
-    protected |= registry.reachable(cutoff=now - older_than)
+    # The reads and the decisions are lakelock._vacuum_plan's (what the simulator runs too).
+    driver = Driver(store, store, sleep=registry.retry.sleep, clock=clock)
+    found: Plan = driver.run(
+        plan(
+            older_than=older_than,
+            intent_ttl=registry.intent_ttl,
+            bucket=store.bucket,
+            cache=registry.objects,
+            root_name=store.full_key(REGISTRY_KEY),
+            listing=listing,
+        )
+    )
+    cutoff = found.now - older_than
     # The Iceberg and Delta views: the objects of every version kept (lakelock._mirror).
-    protected |= view_keep(registry, listed, cutoff=now - older_than)
-
-    report = VacuumReport(dry_run=dry_run, scanned=len(listed))
-    cutoff = now - older_than
-    for obj in listed:
-        if obj.key in protected:
-            report.referenced += 1
-        elif _timestamp(obj.last_modified) > cutoff:
-            report.recent += 1
-        else:
-            report.orphans.append(obj)
+    protected = found.protected | view_keep(
+        registry, found.listed, cutoff=cutoff, oldest=found.oldest
+    )
+    report = classify(found.listed, protected, cutoff=cutoff, dry_run=dry_run)
     if dry_run or not report.orphans:
         return report
     total = len(report.orphans)
     done = 0
-    for start in range(0, total, 1000):
-        batch = report.orphans[start : start + 1000]
+    for start in range(0, total, DELETE_BATCH):
+        batch = report.orphans[start : start + DELETE_BATCH]
         results = store.delete_if_unchanged([(o.key, o.etag) for o in batch])
-        for obj in batch:
-            error = results.get(obj.key)
-            if error is None and obj.key in results:
-                report.deleted.append(obj.key)
-            elif error is not None:
-                report.failed[obj.key] = error
+        record_deletions(report, batch, results)
         done += len(batch)
         if progress is not None:
             progress(done, total)
     return report
-
-
-def _timestamp(moment: datetime) -> float:
-    return moment.timestamp()

@@ -933,6 +933,9 @@ PINNED_CORE = (
         "throttled": 7,
         "trace": "4313568c048c5263",
         "unknown": 0,
+        "vacuum_deleted": 0,
+        "vacuum_late": 0,
+        "vacuum_runs": 0,
         "violations": 0,
         "writers": 8,
     },
@@ -965,6 +968,9 @@ PINNED_TOY = (
         "throttled": 19,
         "trace": "c35f23a42f54d70e",
         "unknown": 0,
+        "vacuum_deleted": 0,
+        "vacuum_late": 0,
+        "vacuum_runs": 0,
         "violations": 0,
         "writers": 6,
     },
@@ -1055,6 +1061,9 @@ def sweep_config(seed: int) -> SimConfig:
     # linger (Committer.linger), and others take over from them.
     pauses = Random(seed + 8_888_888)
     think = pauses.choice((0.05, 0.3)) if pauses.random() < 0.25 else 0.0
+    # A quarter of the runs vacuum too (one process, a one-second window), with no clock
+    # skew: vacuum's window is measured on the writers' clocks (docs/SIMULATOR.md).
+    vacuums = VACUUMS if seed % 8 in VACUUM_SEEDS else 0
     return SimConfig(
         think=think,
         max_attempts=attempts,
@@ -1067,13 +1076,19 @@ def sweep_config(seed: int) -> SimConfig:
             rate=rng.choice((0.0, 0.02, 0.06, 0.15)),
             kills=rng.choice((0, 0, 1, 2)),
             stalls=rng.choice((0, 0, 0, 1)),
-            skew=rng.choice((0.0, 10.0)),
+            skew=rng.choice((0.0, 10.0)) * (not vacuums),
         ),
         readers=rng.choice((0, 1)),
         intent_ttl=rng.choice((2.0, 5.0, 600.0)),
         protocol=SWEEP_PROTOCOL,
         policy=policy,
+        vacuums=vacuums,
     )
+
+
+#: The sweep's seeds that run vacuum (by seed % 8), and how many vacuum processes they run.
+VACUUM_SEEDS = (3, 6)
+VACUUMS = 1
 
 
 #: The protocol the sweep runs: lakelock's commit core.

@@ -171,6 +171,25 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--intent-ttl", type=_seconds, default=600.0, help="intents expire after this (s)"
     )
     parser.add_argument(
+        "--vacuums",
+        type=_non_negative,
+        default=0,
+        help="vacuum processes: lakelock's vacuum, deleting, next to the writers",
+    )
+    parser.add_argument(
+        "--vacuum-every",
+        type=_seconds,
+        default=0.5,
+        help="each vacuum process vacuums about this often (s, default 0.5)",
+    )
+    parser.add_argument(
+        "--vacuum-older-than",
+        type=_seconds,
+        default=1.0,
+        help="vacuum's window (older_than, s, default 1; no retention check): longer than "
+        "any commit takes, or a writer loses what it wrote",
+    )
+    parser.add_argument(
         "--protocol",
         choices=("core", "toy"),
         default="core",
@@ -236,6 +255,9 @@ def run(args: argparse.Namespace) -> int:
         max_attempts=args.max_attempts,
         max_seconds=args.max_seconds,
         mix=Mix.of(args.mix) if args.mix else Mix(),
+        vacuums=args.vacuums,
+        vacuum_every=args.vacuum_every,
+        vacuum_older_than=args.vacuum_older_than,
     )
     bar = ProgressBar("simulating (virtual s)") if progress_wanted(args.progress) else None
     with contextlib.ExitStack() as stack:
@@ -278,6 +300,14 @@ def run(args: argparse.Namespace) -> int:
             ("bound: writers / latency floor", f"{metrics.bound_latency:.1f} commits/s"),
             ("violations", str(metrics.violations)),
         ]
+        if config.vacuums:
+            rows[-1:-1] = [
+                (
+                    "vacuum runs / objects deleted",
+                    f"{metrics.vacuum_runs} / {metrics.vacuum_deleted}",
+                ),
+                ("held past the window (late)", str(metrics.vacuum_late)),
+            ]
         width = max(len(name) for name in [*(n for n, _ in rows), *metrics.areas]) + 2
         for name, value in rows:
             sys.stdout.write(f"{name:<{width}}  {value}\n")

@@ -16,7 +16,7 @@ when old enough, as vacuum judges every object; so is every view of a dataset th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from lakelock._mirror import _delta
@@ -58,19 +58,30 @@ def oldest_kept(registry: Registry, *, cutoff: float) -> dict[str, int]:
     return oldest
 
 
-def view_keep(registry: Registry, listed: Iterable[ListedObject], *, cutoff: float) -> set[str]:
-    """The view objects among ``listed`` that vacuum must keep (module docstring)."""
+def view_keep(
+    registry: Registry,
+    listed: Iterable[ListedObject],
+    *,
+    cutoff: float,
+    oldest: Mapping[str, int] | None = None,
+) -> set[str]:
+    """The view objects among ``listed`` that vacuum must keep (module docstring).
+    ``oldest``: each dataset's oldest version kept, as vacuum's walk found it (default: walk
+    the registry as it is now)."""
     views = [o for o in listed if is_view_key(o.key)]
     if not views:
         return set()
-    oldest = oldest_kept(registry, cutoff=cutoff)
+    if oldest is None:
+        oldest = oldest_kept(registry, cutoff=cutoff)
     keep: set[str] = set()
     keep |= _delta_keep(registry, views, oldest)
     keep |= _iceberg_keep(registry, views, oldest)
     return keep
 
 
-def _delta_keep(registry: Registry, views: list[ListedObject], oldest: dict[str, int]) -> set[str]:
+def _delta_keep(
+    registry: Registry, views: list[ListedObject], oldest: Mapping[str, int]
+) -> set[str]:
     logs: dict[str, list[tuple[int, str, str]]] = {}
     for o in views:
         m = _DELTA.match(o.key)
@@ -91,7 +102,7 @@ def _delta_keep(registry: Registry, views: list[ListedObject], oldest: dict[str,
 
 
 def _iceberg_keep(
-    registry: Registry, views: list[ListedObject], oldest: dict[str, int]
+    registry: Registry, views: list[ListedObject], oldest: Mapping[str, int]
 ) -> set[str]:
     metadata: dict[str, list[tuple[int, str]]] = {}
     lists: dict[str, dict[int, str]] = {}

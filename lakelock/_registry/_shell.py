@@ -1,5 +1,5 @@
 """The registry of one lake: :class:`Registry`, reading it (now, or at a version: time
-travel), history, migration from format 1, what vacuum must keep; committing is
+travel), history, migration from format 1; committing is
 :class:`~lakelock._registry._commit.CommitQueue` around the sans-I/O commit core
 (:mod:`lakelock._registry._core`; docs/ARCHITECTURE.md, "The registry")."""
 
@@ -476,55 +476,6 @@ class Registry:
             for o in self.store.list(INTENT_PREFIX, start_after=doc.watermark)
             if o.key not in decided
         ]
-
-    def undecided_intents(self, *, since: float) -> set[str]:
-        """Intents whose fate the root does not record and that may still be applied:
-        those above the watermark (the next fold may apply them, see
-        :meth:`pending_intents`), and those below it written after ``since`` (seconds since
-        the epoch, by the listing's server time). A fold passed those over (their PUT landed
-        after its LIST) and their writers apply them in their own swaps: vacuum must not take
-        them away first; with ``since`` at least ``intent_ttl`` ago, every one still in use."""
-        doc, _ = self._current()
-        if doc.format_version == 1:
-            return set()
-        decided = {f.key for f in doc.fates}
-        return {
-            o.key
-            for o in self.store.list(INTENT_PREFIX)
-            if o.key not in decided
-            and (o.key > doc.watermark or o.last_modified.timestamp() > since)
-        }
-
-    def reachable(self, *, cutoff: float) -> set[str]:
-        """Every object a reader of a version current at or after ``cutoff`` (seconds since
-        the epoch) can need (see :mod:`lakelock._vacuum`)."""
-        doc, _ = self._current()
-        if doc.format_version > 1:
-            keep: set[str] = set()
-            for entry in doc.entries.values():
-                keep |= self.objects.reachable(entry, cutoff=cutoff)
-            return keep
-        manifests = {
-            ref.key
-            for dataset in doc.datasets.values()
-            for partition in dataset.partitions.values()
-            for ref in partition.manifests
-        }
-        keep = set(manifests)
-        for manifest in self.load_manifests(sorted(manifests)).values():
-            keep.update(f.key for f in manifest.files)
-        for retired in doc.retired:
-            if retired.at < cutoff or retired.key in keep:
-                continue
-            keep.add(retired.key)
-            try:  # deleted by an earlier vacuum: its files are not protected by it any more
-                manifest = self.objects.manifest(retired.key)
-            except RegistryCorruptError as error:
-                if not isinstance(error.__cause__, NotFoundError):
-                    raise
-                continue
-            keep.update(f.key for f in manifest.files)
-        return keep
 
     def find_commit(self, commit_id: str, *, datasets: Iterable[str] | None = None) -> int | None:
         """The version that recorded ``commit_id``, or None: the root's recent window first,

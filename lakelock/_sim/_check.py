@@ -23,7 +23,17 @@ Violations reported (each one string; none: the run kept every guarantee):
   registry go back;
 - expiry by server time (rule 4 of the core): an intent a root swap at virtual time *T*
   records ``rejected`` as expired that was written (its first PUT took effect) at *W* with
-  *T* - *W* <= TTL - 1 s (:func:`expiry_problems`, which derives the bound).
+  *T* - *W* <= TTL - 1 s (:func:`expiry_problems`, which derives the bound);
+- (runs with vacuum, judged by :func:`lakelock._sim._vacuum.vacuum_problems`) a deletion by a
+  vacuum that began at ``b`` (window start ``cutoff = its clock - older_than``) and read root
+  version ``R`` of: (1) an object a retained version reaches — a dataset version of ``R``, or
+  an older one whose successor's recorded commit time (``Snapshot.at``) is at least
+  ``cutoff``, walking back from it (an older version with an object deleted before ``b``
+  ends the walk, as it ends vacuum's); (2) an intent ``R`` records no fate for, above ``R``'s
+  watermark or written after the intent TTL before ``b``; (3) an intent a later root applies
+  (unless a restore brought it back: counted as late, with objects a writer held past the
+  window); (4) an object modified after ``cutoff``. The versions vacuum removed are read from
+  the bucket's graveyard: every version is still compared with the model.
 """
 
 from __future__ import annotations

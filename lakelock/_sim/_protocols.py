@@ -87,7 +87,8 @@ class ToyProtocol(SimProtocol):
 
 class _Reader:
     """Loads the registry's write-once objects straight from the simulated bucket (no
-    latency, no faults: the checker's view), each once."""
+    latency, no faults: the checker's view), each once; an object vacuum deleted from the
+    bucket's graveyard (the checker still reads the versions vacuum removed)."""
 
     def __init__(self, store: SimS3) -> None:
         self.store = store
@@ -96,7 +97,7 @@ class _Reader:
     def _load(self, key: str, parse: Callable[[str, bytes], Any]) -> Any:
         found = self._cache.get(key)
         if found is None:
-            stored = self.store.objects.get(key)
+            stored = self.store.objects.get(key) or self.store.graveyard.get(key)
             if stored is None:
                 raise LakelockError(f"the registry refers to {key}, which is missing")
             found = self._cache[key] = parse(key, stored.body)
@@ -201,7 +202,7 @@ class CoreProtocol(SimProtocol):
             policy=self.policy,
             rng=rng,
             commit_window=config.commit_window,
-            retention=7 * 24 * 3600.0,
+            retention=config.retention,
             intent_ttl=config.intent_ttl,
             max_attempts=config.max_attempts,
             max_seconds=config.max_seconds,
@@ -250,7 +251,8 @@ class CoreProtocol(SimProtocol):
         if entry is None:
             return None
         reader = _Reader(store)
-        chain = reader.chain(entry.snapshot)[-20:]
+        # Not a version vacuum removed (a restore of an expired version is refused).
+        chain = [(k, s) for k, s in reader.chain(entry.snapshot)[-20:] if k in store.objects]
         if len(chain) < 2:
             return None
         key, snap = rng.choice(chain[:-1])

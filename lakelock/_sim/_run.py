@@ -18,8 +18,9 @@ from lakelock._sim._check import Observation, check
 from lakelock._sim._faults import Faults
 from lakelock._sim._latency import Profile, profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
-from lakelock._sim._protocols import SimProtocol, protocol_named
+from lakelock._sim._protocols import SimProtocol, _Reader, protocol_named
 from lakelock._sim._store import SimS3
+from lakelock._sim._vacuum import VacuumRun, vacuum_problems, vacuum_program
 from lakelock._sim._workload import Invocation, Mix, Workload
 from lakelock.errors import (
     AlreadyExistsError,
@@ -72,6 +73,14 @@ class SimConfig:
     #: Fields of the core's ``FoldPolicy`` to change (liveness only: no value of them may
     #: break a guarantee, which the sweep checks with random ones).
     policy: tuple[tuple[str, float], ...] = ()
+    #: Vacuum processes (lakelock's vacuum, :mod:`._vacuum`): each vacuums about every
+    #: ``vacuum_every`` seconds with ``older_than=vacuum_older_than`` (no retention check,
+    #: as ``enforce_retention=False``) and deletes, until ``vacuum_older_than`` past the end.
+    vacuums: int = 0
+    vacuum_every: float = 0.5
+    vacuum_older_than: float = 1.0
+    #: The registry's retention (seconds) the writers' core is given.
+    retention: float = 7 * 24 * 3600.0
 
     def __post_init__(self) -> None:
         if self.writers < 1:
@@ -80,6 +89,10 @@ class SimConfig:
             raise ValueError(f"seconds must be > 0, got {self.seconds}")
         if self.readers < 0 or self.think < 0 or self.intent_ttl <= 0:
             raise ValueError("readers and think must be >= 0, intent_ttl > 0")
+        if self.vacuums < 0 or self.vacuum_every <= 0 or self.vacuum_older_than < 0:
+            raise ValueError("vacuums and vacuum_older_than must be >= 0, vacuum_every > 0")
+        if self.vacuums and self.protocol != "core":
+            raise ValueError("vacuum runs with the core protocol only")
         profile(self.store)  # a clear error for an unknown store, up front
         protocol_named(self.protocol, dict(self.policy))  # and for an unknown policy field
 
@@ -118,6 +131,11 @@ class SimConfig:
         parts += [f"--policy {name}={value:g}" for name, value in self.policy]
         if self.mix != Mix():
             parts.append(self.mix.options())
+        if self.vacuums:
+            parts.append(
+                f"--vacuums {self.vacuums} --vacuum-every {self.vacuum_every:g} "
+                f"--vacuum-older-than {self.vacuum_older_than:g}"
+            )
         return " ".join(parts)
 
 
@@ -154,6 +172,11 @@ class Metrics:
     #: Writers' requests per commit, per operation and part of the lake.
     areas: dict[str, float]
     trace: str
+    #: Vacuum runs made, objects they deleted, and objects writers committed later than the
+    #: vacuum window after writing them (a window too short for the run: docs/SIMULATOR.md).
+    vacuum_runs: int = 0
+    vacuum_deleted: int = 0
+    vacuum_late: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,6 +191,8 @@ class SimResult:
     observations: list[Observation]
     store: SimS3
     events: int
+    #: Every vacuum the vacuum processes made (``vacuums``).
+    vacuum_runs: list[VacuumRun] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -387,6 +412,8 @@ class _Run:
         self.invocations: list[Invocation] = []
         self.observations: list[Observation] = []
         self.crashes: list[str] = []
+        self.vacuum_runs: list[VacuumRun] = []
+        self.vacuum_late = 0
 
     def reader(self, index: int, rng: Random) -> Steps:
         while self.loop.now < self.end:
@@ -417,6 +444,26 @@ class _Run:
             Process(
                 self.loop, self.endpoint, self.reader(n, rng), kind="reader", name=f"reader {n}"
             ).start(rng.uniform(0.0, 0.1))
+        for n in range(config.vacuums):
+            rng = Random(self.master.getrandbits(64))
+            program = vacuum_program(
+                self.vacuum_runs,
+                n,
+                rng,
+                now=lambda: self.loop.now,
+                until=self.end + config.vacuum_older_than + 2 * config.vacuum_every,
+                every=config.vacuum_every,
+                older_than=config.vacuum_older_than,
+                intent_ttl=config.intent_ttl,
+            )
+            Process(
+                self.loop,
+                self.endpoint,
+                program,
+                kind="vacuum",
+                name=f"vacuum {n}",
+                done=self._vacuum_done,
+            ).start(0.0)
         chaos = Random(self.master.getrandbits(64))
         faults = config.faults
         stall = faults.stall if faults.stall is not None else config.intent_ttl + 5.0
@@ -436,9 +483,13 @@ class _Run:
             if self.progress is not None:
                 self.progress(int(until), math.ceil(self.end))
         self.loop.run(math.inf if config.commits else self.end + config.drain)
+        if config.vacuums:
+            vacuumed = self._vacuumed()
         view = self.protocol.view(self.store)
         violations = check(self.invocations, view, self.observations, intent_ttl=config.intent_ttl)
         violations += [f"process crashed: {c}" for c in self.crashes]
+        if config.vacuums:
+            violations += vacuumed
         metrics = self._metrics(view, violations)
         return SimResult(
             config,
@@ -448,7 +499,30 @@ class _Run:
             self.observations,
             self.store,
             self.loop.events,
+            self.vacuum_runs,
         )
+
+    def _vacuumed(self) -> list[str]:
+        """Vacuum's violations (:mod:`._vacuum`). A commit that failed on an object vacuum
+        deleted by its rules (no violation names it) held a root longer than vacuum's window
+        (the promise writers keep): its outcome is unknown (its intent may be applied), the
+        object counted as ``late``."""
+        problems, late = vacuum_problems(self.store, self.vacuum_runs, _Reader(self.store))
+        deleted = set(self.store.graveyard)
+        for inv in self.invocations:
+            error = inv.error or ""
+            if inv.outcome != "crash" or "RegistryCorruptError" not in error:
+                continue
+            named = [key for key in deleted if key in error]
+            if named and not any(key in p for key in named for p in problems):
+                inv.outcome = "unknown"
+                late.update(named)
+        self.vacuum_late = len(late)
+        return problems
+
+    def _vacuum_done(self, result: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self.crashes.append(f"vacuum: {_describe(error)}")
 
     def _at_random_writer(
         self, rng: Random, writers: list[_Writer], act: Callable[[Process], None]
@@ -518,6 +592,9 @@ class _Run:
             if commits
             else {},
             trace=digest.hexdigest()[:16],
+            vacuum_runs=len(self.vacuum_runs),
+            vacuum_deleted=len(self.store.deleted),
+            vacuum_late=self.vacuum_late,
         )
 
 

@@ -19,6 +19,9 @@ Semantics the commit protocol relies on, as S3 has them:
 Every successful write of a ``tracked`` key is kept (``history``): the checker reads each
 version of the root that ever existed. When each key was first written is kept too
 (``created``, virtual seconds): the checker holds an intent rejected as expired to its age.
+Every object deleted is kept (``deleted``, in order, and the last body of each key in
+``graveyard``): the checker judges each deletion (vacuum's) and still reads the versions
+vacuum removed.
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ class SimS3:
         self._stamps: dict[float, datetime] = {}
         self.throttled = 0
         self.conflicts = 0
+        #: Every deletion: (virtual time, key, the object deleted).
+        self.deleted: list[tuple[float, str, StoredObject]] = []
+        self.graveyard: dict[str, StoredObject] = {}
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -186,6 +192,8 @@ class SimS3:
             return  # S3 answers 204 for a missing key
         del self.objects[key]
         del self._keys[bisect.bisect_left(self._keys, key)]
+        self.deleted.append((now, key, current))
+        self.graveyard[key] = current
 
     # -- limits -------------------------------------------------------------------------------
 

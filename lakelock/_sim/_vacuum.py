@@ -1,0 +1,284 @@
+"""Vacuum in the simulator: processes that run lakelock's own vacuum (the sans-I/O
+:func:`lakelock._vacuum_plan.plan`, its pure decisions, and conditional deletes) next to the
+writers, and the rules the checker judges every deletion by.
+
+A vacuum process sleeps about ``vacuum_every`` seconds, then vacuums with
+``older_than = vacuum_older_than`` as ``vacuum(..., enforce_retention=False, dry_run=False)``
+does: the listing, one read of the root, the walk of the versions it keeps, then a
+``DeleteObject`` with ``If-Match`` (the ETag listed) per orphan. Its clock is the server's.
+It goes on until ``vacuum_older_than`` plus two rounds past the writers' end, so what the run
+left behind gets old enough to go.
+
+A deletion of ``key`` at virtual time ``t`` by a vacuum run that began at ``b`` (its clock
+then ``now``, its window's start ``cutoff = now - older_than``) that read root version ``R``
+is a violation when:
+
+1. **a retained version reaches it**: in root ``R``, a dataset's version, or an older
+   version reached from it by walking back while the successor's recorded commit time
+   (``Snapshot.at``: when the committing attempt began, on its writer's clock) is at least
+   ``cutoff``, reaches ``key`` (its snapshot, index nodes, manifests and applied intents,
+   data files): the versions current within ``older_than`` before the vacuum began. (An
+   older version with an object deleted before the vacuum began ends the walk, as it ends
+   vacuum's: that deletion is judged on its own.)
+2. **an undecided intent**: ``key`` is an intent whose fate ``R`` does not record and that is
+   above ``R``'s watermark or was written after ``now - intent_ttl`` (a fold may still apply
+   it, or its writer will);
+3. **an intent applied after**: ``key`` is an intent that a root written after ``t`` reaches
+   (it became a manifest of a version: vacuum took it away as it was applied), unless the
+   first version after ``R`` to reach it restored an older one (below);
+4. **a recent object**: ``key`` was last modified after ``cutoff`` (a writer may be about to
+   commit it).
+
+Not violations, but counted (``vacuum_late``): an object other than an intent that a
+version written after the deletion references, and a commit that failed on an object
+deleted by these rules (its outcome becomes unknown). Both are a writer that held what it
+wrote, or a root it read, longer than ``older_than`` (plus the second ``LastModified`` is
+rounded to): the window is the promise writers keep, and in the simulator's compressed time
+(a window of a second) a commit slowed by faults breaks it. And a restore that re-commits
+the manifests of a version vacuum is removing as the restore commits (``--vacuums`` with
+restores: the version was within the window when the restore read it): an open race of
+restores at the retention's edge (docs/SIMULATOR.md).
+
+The rules speak of recorded commit times (``Snapshot.at``, the committing writer's clock),
+as vacuum's window does: with writers' clocks skewed by more than ``older_than``, a version
+current a moment ago may carry an old time and go (the sweep's vacuum runs have no skew).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from random import Random
+from typing import TYPE_CHECKING
+
+import orjson
+
+from lakelock._registry._core._requests import Sleep, Steps
+from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, parse_registry
+from lakelock._registry._intents import is_intent
+from lakelock._registry._objects import partition_from_entry
+from lakelock._registry._snapshot import Snapshot
+from lakelock._registry._tree import Node
+from lakelock._sim._store import BUCKET, EPOCH, SimS3
+from lakelock._vacuum_plan import Plan, classify, delete_steps, plan
+from lakelock.errors import LakelockError
+
+if TYPE_CHECKING:
+    from lakelock._sim._protocols import _Reader
+
+__all__ = ["VacuumRun", "vacuum_problems", "vacuum_program"]
+
+
+@dataclass
+class VacuumRun:
+    """One vacuum by one process: when it began (virtual time) and its clock then, its
+    window, what it found and deleted, and how it ended."""
+
+    process: int
+    began: float
+    now: float
+    older_than: float
+    intent_ttl: float
+    #: The root version it read (0: none yet).
+    read: int = -1
+    ended: float | None = None
+    orphans: frozenset[str] = frozenset()
+    #: The intents its listing found.
+    intents: frozenset[str] = frozenset()
+    deleted: tuple[str, ...] = ()
+    failed: int = 0
+    error: str | None = None
+
+
+def vacuum_program(
+    runs: list[VacuumRun],
+    index: int,
+    rng: Random,
+    *,
+    now: Callable[[], float],
+    until: float,
+    every: float,
+    older_than: float,
+    intent_ttl: float,
+) -> Steps:
+    """A vacuum process: vacuum about every ``every`` seconds until virtual time ``until``."""
+    while now() < until:
+        yield Sleep(rng.uniform(0.5, 1.5) * every)
+        began = now()
+        run = VacuumRun(index, began, EPOCH + began, older_than, intent_ttl)
+        runs.append(run)
+        try:
+            found: Plan = yield from plan(
+                older_than=older_than, intent_ttl=intent_ttl, bucket=BUCKET
+            )
+            run.now, run.read = found.now, found.doc.version
+            run.intents = frozenset(o.key for o in found.listed if is_intent(o.key))
+            report = classify(
+                found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
+            )
+            run.orphans = frozenset(o.key for o in report.orphans)
+            yield from delete_steps(report)
+            run.deleted, run.failed = tuple(report.deleted), len(report.failed)
+        except LakelockError as error:  # a failed vacuum (faults): the next one goes on
+            run.error = f"{type(error).__name__}: {error}"
+        run.ended = now()
+
+
+class _Versions:
+    """Every root the bucket held, and what each dataset version reaches (each once)."""
+
+    def __init__(self, store: SimS3, reader: _Reader) -> None:
+        self.reader = reader
+        self.bodies = store.history.get(REGISTRY_KEY, [])
+        self._docs: dict[int, RegistryDoc] = {}
+        self.times = [at for at, _ in self.bodies]
+        self._reaches: dict[str, frozenset[str]] = {}
+
+    def doc(self, n: int) -> RegistryDoc:
+        """The ``n``-th root written (parsed once)."""
+        found = self._docs.get(n)
+        if found is None:
+            found = self._docs[n] = parse_registry(self.bodies[n][1], bucket=BUCKET)
+        return found
+
+    def snapshots(self) -> Iterable[tuple[float, str]]:
+        """Each root's write time and the snapshot of each of its datasets."""
+        for at, body in self.bodies:
+            for entry in (orjson.loads(body).get("datasets") or {}).values():
+                yield at, entry["snapshot"]
+
+    def first_after(self, version: int, key: str) -> tuple[float, RegistryDoc]:
+        """The first root after ``version`` that reaches ``key``."""
+        for n in range(len(self.bodies)):
+            doc = self.doc(n)
+            if doc.version > version and any(
+                key in self.reaches(e.snapshot) for e in doc.entries.values()
+            ):
+                return self.times[n], doc
+        raise LookupError(key)
+
+    def version(self, version: int) -> RegistryDoc | None:
+        """The root at ``version`` (versions rise by one per root written, from 1)."""
+        n = version - 1
+        if 0 <= n < len(self.bodies) and self.doc(n).version == version:
+            return self.doc(n)
+        return next(
+            (self.doc(i) for i in range(len(self.bodies)) if self.doc(i).version == version), None
+        )
+
+    def reaches(self, key: str) -> frozenset[str]:
+        """Snapshot ``key``, the nodes of its trees, its manifests and their files."""
+        found = self._reaches.get(key)
+        if found is None:
+            snap = self.reader.snapshot(key)
+            objects = {key}
+            manifests: set[str] = set()
+            for leaf in self._leaves(snap.partitions, objects):
+                for path, raw in leaf.entries.items():
+                    manifests.update(m.key for m in partition_from_entry(path, raw).manifests)
+            for _ in self._leaves(snap.commit_ids, objects):
+                pass
+            objects |= manifests
+            for manifest in sorted(manifests):
+                objects.update(f.key for f in self.reader.manifest(manifest).files)
+            found = self._reaches[key] = frozenset(objects)
+        return found
+
+    def _leaves(self, top: Node, nodes: set[str]) -> Iterable[Node]:
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            if not node.is_branch:
+                yield node
+                continue
+            for ref in node.children.values():
+                nodes.add(ref.key)
+                stack.append(self.reader.node(ref.key))
+
+    def retained(
+        self, doc: RegistryDoc, cutoff: float, gone: Mapping[str, float], at: float
+    ) -> set[str]:
+        """What each dataset's version in ``doc`` and the older ones within ``cutoff`` reach
+        (vacuum's walk, :func:`lakelock._vacuum_plan.reachable`, done independently). An
+        older version with an object deleted before ``at`` (``gone``: key -> first deletion)
+        ends the walk, as it ends vacuum's: that deletion is judged on its own."""
+        keep: set[str] = set()
+        for entry in doc.entries.values():
+            successor_at: float | None = None
+            key: str | None = entry.snapshot
+            while key is not None and (successor_at is None or successor_at >= cutoff):
+                snap: Snapshot = self.reader.snapshot(key)
+                reaches = self.reaches(key)
+                if successor_at is not None and any(gone.get(k, at) < at for k in reaches):
+                    break
+                keep |= reaches
+                successor_at, key = snap.at, snap.parent
+        return keep
+
+
+def vacuum_problems(
+    store: SimS3, runs: Sequence[VacuumRun], reader: _Reader
+) -> tuple[list[str], set[str]]:
+    """Every deletion that breaks a rule of the module docstring, and the keys deleted by
+    the rules that a writer still needed (``late``: it held them longer than the window)."""
+    if not store.deleted:
+        return [], set()
+    versions = _Versions(store, reader)
+    problems: list[str] = []
+    current_until: dict[str, float] = {}
+    for at, snapshot in versions.snapshots():
+        current_until[snapshot] = at
+    # For each key, the last time a root reaching it was written.
+    needed_until: dict[str, float] = {}
+    for snapshot, at in current_until.items():
+        for key in versions.reaches(snapshot):
+            needed_until[key] = max(at, needed_until.get(key, at))
+    by_key: dict[str, list[VacuumRun]] = {}
+    for run in runs:
+        for key in run.orphans:
+            by_key.setdefault(key, []).append(run)
+    retained: dict[tuple[int, float], set[str]] = {}
+    gone: dict[str, float] = {}
+    for t, key, _ in store.deleted:
+        gone.setdefault(key, t)
+    late: set[str] = set()
+    for t, key, obj in store.deleted:
+        before = len(problems)
+        owners = [
+            r for r in by_key.get(key, []) if r.began <= t and (r.ended is None or t <= r.ended)
+        ]
+        what = f"vacuum deleted {key} at {t:.3f}"
+        if not owners:
+            problems.append(f"{what}, which no vacuum run found an orphan")
+            continue
+        run = owners[0]
+        what += f" (vacuum of process {run.process} begun at {run.began:.3f}, read v{run.read})"
+        ident = (run.process, run.began)
+        read = versions.version(run.read)
+        if ident not in retained:
+            cutoff = run.now - run.older_than
+            retained[ident] = (
+                versions.retained(read, cutoff, gone, run.began) if read is not None else set()
+            )
+        if key in retained[ident]:
+            problems.append(f"{what}: a version retained then reaches it")
+        elif is_intent(key) and read is not None and _undecided(key, obj.modified, read, run):
+            problems.append(f"{what}: an intent v{run.read} had not decided")
+        if obj.modified > run.now - run.older_than:
+            problems.append(f"{what}: it was modified within the window")
+        if needed_until.get(key, -1.0) > t:
+            at, doc = versions.first_after(run.read, key)
+            if is_intent(key) and not _restored(doc):
+                problems.append(f"{what}: an intent that v{doc.version} (at {at:.3f}) applies")
+            elif len(problems) == before:
+                late.add(key)
+    return problems, late
+
+
+def _restored(doc: RegistryDoc) -> bool:
+    """Whether ``doc``'s version restored an older one (its manifests come back)."""
+    return any(c.version == doc.version and c.operation == "restore" for c in doc.commits)
+
+
+def _undecided(key: str, modified: float, doc: RegistryDoc, run: VacuumRun) -> bool:
+    return doc.fate(key) is None and (key > doc.watermark or modified > run.now - run.intent_ttl)

@@ -1,0 +1,455 @@
+"""What vacuum may delete, as a sans-I/O computation: the reads it makes (yielded as the
+commit core's requests, :mod:`lakelock._registry._core._requests`) and the decisions it takes
+from them (pure functions). :func:`lakelock._vacuum.vacuum` runs it on a real store through
+the core's :class:`~lakelock._registry._core.Driver`; the simulator (:mod:`lakelock._sim`)
+runs the very same generator in virtual time, next to many writers.
+
+The reads, in the order that makes vacuum safe (:func:`plan`):
+
+1. the clock (the window's end) and the listing of every scanned prefix, page by page: an
+   object written after the listing began is not a candidate at all;
+2. the root, once: the intents it has not decided yet (:func:`undecided`) and the versions
+   it keeps (:func:`reachable`) both come from this one document. An intent applied before
+   this read is referenced by the version that applied it (current, or replaced after the
+   listing began: within the window); one applied after it is undecided in it;
+3. the snapshots, index nodes and manifests of the versions kept (write-once, so the order
+   among them does not matter), fetched in parallel rounds where the walk misses them
+   (the commit core's ``_need`` pattern: compute, and on :class:`Missing` fetch and ask again).
+
+Deleting is not part of the plan: the shell deletes with the store's conditional delete
+(:meth:`lakelock._s3.ObjectStore.delete_if_unchanged`: ``DeleteObjects`` with per-key ETags
+where honoured), the simulator with :func:`delete_steps` (one ``DeleteObject`` with
+``If-Match`` per object); both book the outcome with :func:`record_deletions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakelock._layout import DATASETS_PREFIX
+from lakelock._mirror._layout import VIEWS_PREFIX
+from lakelock._registry._core._requests import Delete, Get, List, Listing, Now, Parallel, Steps
+from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, decode_schema, parse_registry
+from lakelock._registry._intents import INTENT_PREFIX, is_intent, parse_intent
+from lakelock._registry._manifest import MANIFEST_PREFIX, verify_manifest
+from lakelock._registry._objects import Missing, Objects, missing_object, partition_from_entry
+from lakelock._registry._snapshot import SNAPSHOT_PREFIX, DatasetEntry, Snapshot, verify_snapshot
+from lakelock._registry._tree import NODE_PREFIX, Node, verify_node
+from lakelock._s3 import ListedObject
+from lakelock.errors import NotFoundError, RegistryCorruptError, StorageError
+
+__all__ = [
+    "SCANNED_PREFIXES",
+    "Plan",
+    "VacuumReport",
+    "classify",
+    "delete_steps",
+    "plan",
+    "reachable",
+    "record_deletions",
+    "undecided",
+]
+
+SCANNED_PREFIXES = (
+    DATASETS_PREFIX,
+    MANIFEST_PREFIX,
+    NODE_PREFIX,
+    SNAPSHOT_PREFIX,
+    INTENT_PREFIX,
+    VIEWS_PREFIX,
+)
+
+#: Most keys one delete round names (DeleteObjects' limit).
+DELETE_BATCH = 1000
+
+
+@dataclass
+class VacuumReport:
+    """What vacuum found and did. ``orphans`` are the deletable objects (deleted unless
+    ``dry_run``); ``deleted`` and ``failed`` say what happened to them."""
+
+    dry_run: bool
+    scanned: int = 0
+    referenced: int = 0
+    recent: int = 0
+    orphans: list[ListedObject] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    failed: dict[str, StorageError] = field(default_factory=dict)
+
+    @property
+    def orphan_bytes(self) -> int:
+        return sum(o.size for o in self.orphans)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What vacuum read: its clock when it began (``now``, seconds since the epoch), the
+    objects listed, the root, the keys it must keep (undecided intents and everything the
+    kept versions reach) and each dataset's oldest version kept (the views keep theirs)."""
+
+    now: float
+    listed: tuple[ListedObject, ...]
+    doc: RegistryDoc
+    protected: frozenset[str]
+    oldest: Mapping[str, int]
+
+
+# -- the decisions (pure) ------------------------------------------------------------------------
+
+
+def undecided(doc: RegistryDoc, listed: Iterable[ListedObject], *, since: float) -> set[str]:
+    """The listed intents whose fate ``doc`` does not record and that may still be applied:
+    those above the watermark (the next fold may apply them), and those below it written
+    after ``since`` (seconds since the epoch, the listing's server time): a fold passed them
+    over (their PUT landed after its LIST) and their writers apply them in their own swaps.
+    With ``since`` at least the intent TTL ago, every one still in use."""
+    if doc.format_version == 1:
+        return set()
+    decided = {f.key for f in doc.fates}
+    return {
+        o.key
+        for o in listed
+        if is_intent(o.key)
+        and o.key not in decided
+        and (o.key > doc.watermark or o.last_modified.timestamp() > since)
+    }
+
+
+class Known:
+    """The objects vacuum has read (parsed once, kept for the whole run: the walk asks again
+    from the start after every round of fetches, so nothing it needs may be evicted) and the
+    keys found missing. ``cache``: a shared cache consulted first, without I/O (a lake's warm
+    :class:`~lakelock._registry._objects.Objects`). A key neither known nor missing raises
+    :class:`Missing`."""
+
+    def __init__(self, bucket: str | None, cache: Objects | None = None) -> None:
+        self.bucket = bucket
+        self.cache = cache.offline() if cache is not None else None
+        self.found: dict[str, Any] = {}
+        self.gone: dict[str, NotFoundError] = {}
+        self._leaves: dict[str, tuple[str, ...]] = {}
+
+    def load(self, key: str, body: bytes) -> None:
+        bucket = self.bucket
+        if key.startswith(NODE_PREFIX):
+            self.found[key] = verify_node(key, body, bucket=bucket)
+        elif key.startswith(SNAPSHOT_PREFIX):
+            self.found[key] = verify_snapshot(key, body, decode_schema, bucket=bucket)
+        elif is_intent(key):
+            self.found[key] = tuple(f.key for f in parse_intent(key, body, bucket=bucket)[1].files)
+        else:
+            self.found[key] = tuple(f.key for f in verify_manifest(key, body, bucket=bucket).files)
+
+    def _get(self, key: str, shared: Callable[[Objects], Any]) -> Any:
+        found = self.found.get(key)
+        if found is not None:
+            return found
+        error = self.gone.get(key)
+        if error is not None:
+            raise missing_object(key, self.bucket, None) from error
+        if self.cache is not None:
+            try:
+                return shared(self.cache)
+            except Missing:
+                pass
+        raise Missing((key,))
+
+    def node(self, key: str) -> Node:
+        node: Node = self._get(key, lambda c: c.node(key))
+        return node
+
+    def leaf_manifests(self, key: str, leaf: Node) -> tuple[str, ...]:
+        """The manifests a leaf of a partitions tree refers to (kept per leaf key, or
+        snapshot key for a top inline in it: the walk asks again after every round)."""
+        found = self._leaves.get(key)
+        if found is None:
+            found = self._leaves[key] = tuple(
+                m.key
+                for path, raw in leaf.entries.items()
+                for m in partition_from_entry(path, raw).manifests
+            )
+        return found
+
+    def snapshot(self, key: str) -> Snapshot:
+        snap: Snapshot = self._get(key, lambda c: c.snapshot(key))
+        return snap
+
+    def files(self, keys: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """The file keys each manifest (or applied intent) of ``keys`` lists; every key not
+        known in one :class:`Missing`."""
+        found: dict[str, tuple[str, ...]] = {}
+        missing: list[str] = []
+        for key in keys:
+
+            def shared(cache: Objects, key: str = key) -> Any:
+                return cache.manifest(key)
+
+            try:
+                files = self._get(key, shared)
+            except Missing:
+                missing.append(key)
+                continue
+            found[key] = files if isinstance(files, tuple) else tuple(f.key for f in files.files)
+        if missing:
+            raise Missing(tuple(missing))
+        return found
+
+
+def reachable(doc: RegistryDoc, known: Known, *, cutoff: float) -> set[str]:
+    """Every object a reader of a version current at or after ``cutoff`` (seconds since the
+    epoch) can need (module docstring of :mod:`lakelock._vacuum`). Raises :class:`Missing`
+    for objects not read yet (all those of one level of a walk at once)."""
+    if doc.format_version == 1:
+        return _reachable_format1(doc, known, cutoff=cutoff)
+    keep: set[str] = set()
+    missing: list[str] = []
+    for entry in doc.entries.values():
+        try:
+            keep |= _reachable_entry(entry, known, cutoff=cutoff)
+        except Missing as miss:
+            missing += miss.keys
+    if missing:
+        raise Missing(tuple(dict.fromkeys(missing)))
+    return keep
+
+
+def _reachable_entry(entry: DatasetEntry, known: Known, *, cutoff: float) -> set[str]:
+    """The current snapshot, and each older one that was still current at ``cutoff`` or later
+    (its successor was committed at or after ``cutoff``): their snapshots, index nodes,
+    manifests and data files. An older version partly gone already (vacuumed by an earlier
+    run with a shorter window) ends the walk; anything missing from the current one is
+    corruption."""
+    keep: set[str] = set()
+    seen: set[str] = set()
+    successor_at: float | None = None
+    key: str | None = entry.snapshot
+    while key is not None:
+        if successor_at is not None and successor_at < cutoff:
+            break
+        try:
+            snap = known.snapshot(key)
+            keys = {key} | _tree_objects(key, snap, known, seen)
+        except RegistryCorruptError as error:
+            if successor_at is None or not isinstance(error.__cause__, NotFoundError):
+                raise
+            break
+        keep |= keys
+        successor_at, key = snap.at, snap.parent
+    return keep
+
+
+def _tree_objects(key: str, snap: Snapshot, known: Known, seen: set[str]) -> set[str]:
+    """The nodes of a snapshot's two trees not below a node in ``seen`` (a subtree shared
+    with a newer version was collected with it), its manifests and their files."""
+    found: set[str] = set()
+    manifests: set[str] = set()
+    for leaf_key, leaf in _new_leaves(snap.partitions, known, seen, found):
+        manifests.update(known.leaf_manifests(leaf_key or f"{key}#top", leaf))
+    for _ in _new_leaves(snap.commit_ids, known, seen, found):
+        pass
+    found |= manifests
+    for files in known.files(sorted(manifests)).values():
+        found.update(files)
+    return found
+
+
+def _new_leaves(
+    top: Node, known: Known, seen: set[str], found: set[str]
+) -> Iterator[tuple[str | None, Node]]:
+    """The leaves of a tree (and their keys; ``None``: the top, inline in its snapshot),
+    level by level; the nodes of one level not read yet are one :class:`Missing` (one
+    parallel round of GETs, not one GET at a time)."""
+    level: list[tuple[str | None, Node]] = [(None, top)]
+    while level:
+        below: list[tuple[str | None, Node]] = []
+        missing: list[str] = []
+        for key, node in level:
+            if not node.is_branch:
+                yield key, node
+                continue
+            for ref in node.children.values():
+                if ref.key in seen:
+                    continue
+                try:
+                    below.append((ref.key, known.node(ref.key)))
+                except Missing:
+                    missing.append(ref.key)
+                    continue
+                seen.add(ref.key)
+                found.add(ref.key)
+        if missing:
+            raise Missing(tuple(missing))
+        level = below
+
+
+def _reachable_format1(doc: RegistryDoc, known: Known, *, cutoff: float) -> set[str]:
+    """Format 1: the current manifests and their files, and the manifests retired within the
+    window and theirs (one already deleted by an earlier vacuum protects nothing)."""
+    manifests = {
+        ref.key
+        for dataset in doc.datasets.values()
+        for partition in dataset.partitions.values()
+        for ref in partition.manifests
+    }
+    keep = set(manifests)
+    for files in known.files(sorted(manifests)).values():
+        keep.update(files)
+    retired = [r.key for r in doc.retired if r.at >= cutoff and r.key not in keep]
+    keep.update(retired)
+    present = [k for k in dict.fromkeys(retired) if k not in known.gone]
+    for files in known.files(present).values():
+        keep.update(files)
+    return keep
+
+
+def oldest_kept(doc: RegistryDoc, known: Known, *, cutoff: float) -> dict[str, int]:
+    """Each dataset's oldest version vacuum keeps (the snapshots of the walk of
+    :func:`reachable`; the views keep the objects of every version from it on)."""
+    if doc.format_version == 1:
+        return {}
+    oldest: dict[str, int] = {}
+    for name, entry in doc.entries.items():
+        successor_at: float | None = None
+        key: str | None = entry.snapshot
+        while key is not None:
+            if successor_at is not None and successor_at < cutoff:
+                break
+            try:
+                snap = known.snapshot(key)
+            except RegistryCorruptError as error:
+                if not isinstance(error.__cause__, NotFoundError) or name not in oldest:
+                    raise
+                break
+            oldest[name] = snap.version
+            successor_at, key = snap.at, snap.parent
+    return oldest
+
+
+def classify(
+    listed: Iterable[ListedObject], protected: Iterable[str], *, cutoff: float, dry_run: bool
+) -> VacuumReport:
+    """Each listed object is referenced (in ``protected``), recent (modified after
+    ``cutoff``) or an orphan."""
+    keep = protected if isinstance(protected, set | frozenset) else set(protected)
+    report = VacuumReport(dry_run=dry_run)
+    for obj in listed:
+        report.scanned += 1
+        if obj.key in keep:
+            report.referenced += 1
+        elif obj.last_modified.timestamp() > cutoff:
+            report.recent += 1
+        else:
+            report.orphans.append(obj)
+    return report
+
+
+# -- the reads (a generator of the core's requests) ----------------------------------------------
+
+
+def plan(
+    *,
+    older_than: float,
+    intent_ttl: float,
+    bucket: str | None,
+    cache: Objects | None = None,
+    root_name: str = REGISTRY_KEY,
+    prefixes: Sequence[str] = SCANNED_PREFIXES,
+    listing: Callable[[int], None] | None = None,
+) -> Steps:
+    """Read what vacuum needs, in the safe order (module docstring); returns a :class:`Plan`.
+    ``listing`` is told how many objects have been listed (every 1000, and at the end)."""
+    now: float = yield Now()
+    listed: list[ListedObject] = []
+    for prefix in prefixes:
+        start = ""
+        while True:
+            page: Listing = yield List(prefix, start_after=start)
+            for obj in page.objects:
+                listed.append(obj)
+                if listing is not None and len(listed) % 1000 == 0:
+                    listing(len(listed))
+            if not page.truncated or not page.objects:
+                break
+            start = page.objects[-1].key
+    if listing is not None:
+        listing(len(listed))
+    doc = yield from read_root(bucket, root_name)
+    known = Known(bucket, cache)
+    cutoff = now - older_than
+    kept = yield from need(lambda: reachable(doc, known, cutoff=cutoff), known)
+    oldest = yield from need(lambda: oldest_kept(doc, known, cutoff=cutoff), known)
+    protected = undecided(doc, listed, since=now - intent_ttl) | kept
+    return Plan(now, tuple(listed), doc, frozenset(protected), oldest)
+
+
+def read_root(bucket: str | None, root_name: str = REGISTRY_KEY) -> Steps:
+    """The root as it is now (an empty registry where there is none); ``root_name``: its
+    full key, for errors."""
+    try:
+        data = yield Get(REGISTRY_KEY)
+    except NotFoundError as error:
+        if error.code == "NoSuchBucket":
+            raise
+        return RegistryDoc()
+    return parse_registry(data.body, bucket=bucket, key=root_name)
+
+
+def need(compute: Callable[[], Any], known: Known) -> Steps:
+    """``compute()``, fetching in parallel whatever objects it misses (it is pure: asked
+    again once they are known). A key not found is remembered as gone (the walk decides
+    whether that is corruption or an older version vacuumed already)."""
+    while True:
+        try:
+            return compute()
+        except Missing as miss:
+            keys = tuple(dict.fromkeys(miss.keys))
+        answers = yield Parallel(tuple(Get(k) for k in keys))
+        for key, answer in zip(keys, answers, strict=True):
+            if isinstance(answer, NotFoundError):
+                known.gone[key] = answer
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                known.load(key, answer.body)
+
+
+# -- deleting ------------------------------------------------------------------------------------
+
+
+def record_deletions(
+    report: VacuumReport,
+    batch: Sequence[ListedObject],
+    results: Mapping[str, StorageError | None],
+) -> None:
+    """Book what a conditional delete of ``batch`` did: ``None`` deleted, an error failed
+    (replaced since, gone already, refused); a key with no result was not attempted."""
+    for obj in batch:
+        error = results.get(obj.key)
+        if error is None and obj.key in results:
+            report.deleted.append(obj.key)
+        elif error is not None:
+            report.failed[obj.key] = error
+
+
+def delete_steps(report: VacuumReport, progress: Callable[[int, int], None] | None = None) -> Steps:
+    """Delete ``report``'s orphans, each only if its ETag is still the one listed: one
+    ``DeleteObject`` with ``If-Match`` per object, a round of up to 1000 at once (the
+    simulator's vacuum; the shell uses the store's batch delete where it is honoured)."""
+    total = len(report.orphans)
+    for start in range(0, total, DELETE_BATCH):
+        batch = report.orphans[start : start + DELETE_BATCH]
+        answers = yield Parallel(tuple(Delete(o.key, if_match=o.etag) for o in batch))
+        results: dict[str, StorageError | None] = {}
+        for obj, answer in zip(batch, answers, strict=True):
+            if isinstance(answer, StorageError):
+                results[obj.key] = answer
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                results[obj.key] = None
+        record_deletions(report, batch, results)
+        if progress is not None:
+            progress(start + len(batch), total)
+    return report

@@ -1252,6 +1252,25 @@ def test_a_committer_that_read_no_date_expires_nothing_by_its_own_clock(seed: in
     assert result.violations == []
 
 
+def test_a_pause_before_a_root_read_is_not_taken_for_server_time() -> None:
+    """Found by the slow sweep (seed 14507): a writer stalled between reading its clock and
+    sending its root GET took the stall for the server's lead (the offset was the answer's
+    ``Date`` less the clock read before asking), overestimated the server's clock by more
+    than the TTL, and rejected an intent 35 ms old as expired. The offset now uses the clock
+    read when the answer came: it can only come out low."""
+    assert simulate(sweep_config(14507)).violations == []
+
+
+@pytest.mark.parametrize("seed", [11982, 15118])
+def test_a_lingering_folder_whose_root_was_vacuumed_stops_quietly(seed: int) -> None:
+    """Found by the slow sweep: a lingering folder folds from the root it swapped in; when
+    that root is older than vacuum's window (1 s here) and others have swapped since,
+    vacuum may have taken a snapshot or manifest it refers to, and the fold's read of it
+    raised RegistryCorruptError out of the lingering thread. It now stops lingering, as
+    after any lost race."""
+    assert simulate(sweep_config(seed)).violations == []
+
+
 def test_checker_holds_an_intent_rejected_as_expired_to_its_age() -> None:
     """An intent rejected as expired by a swap at T, first written at W: T - W must exceed
     the TTL less the second S3's LastModified truncates."""

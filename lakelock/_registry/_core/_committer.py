@@ -387,7 +387,9 @@ class Committer:
                 if fold.pending:
                     yield from self._apply_and_swap(state, doc, etag, fold, seconds)
                     swapped = self._now
-            except (Wait, Redrive, Retry, StorageError):
+            except (Wait, Redrive, Retry, StorageError, RegistryCorruptError):
+                # RegistryCorruptError: the root we swapped in is old by now and vacuum took
+                # what it refers to (or the lake is damaged: our next commit will say so).
                 self.hints.swapped_last = False
                 self.carried = False
                 return
@@ -713,6 +715,11 @@ class Committer:
             return RegistryDoc(), None
         doc = parse_registry(data.body, bucket=self.bucket, key=self.root_key)
         if data.server_time is not None:
+            # Our clock when the answer came, not when we asked: the server wrote its Date
+            # before that, so the offset can only come out low (an intent expires a little
+            # late), never high — a pause between asking and sending (a stalled process)
+            # would otherwise count as server time and expire intents seconds old.
+            self._now = yield Now()
             self.server_offset = data.server_time.timestamp() - self._now
         if doc.format_version > 1:
             doc = replace(doc, datasets=self.objects.datasets(doc))

@@ -344,6 +344,23 @@ class Committer:
             [p for p in own if p.rejected is None],
             [*(w for _, a in applied for w in a.writes), *writes],
         )
+        # The last moment before the swap: our clock now, not the attempt's start.
+        self._now = yield Now()
+        stale = _decide.too_old_to_apply(
+            [p.intent for p in own if p.rejected is None and p.intent is not None],
+            watermark=doc.watermark,
+            now=self._now,
+            ttl=self.intent_ttl,
+        )
+        if stale is not None:
+            first = own[0]
+            raise RetryBudgetExhaustedError(
+                f"gave up: {stale}",
+                dataset=first.change.dataset,
+                commit_id=first.change.commit_id,
+                attempts=state.attempts,
+                seconds=self._now - state.started,
+            )
         written = yield from self._swap(state, doc, etag, new_doc)
         self.known = (new_doc, written.etag)
         self.hints.swapped_last = True

@@ -18,7 +18,8 @@ The rules:
 3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
    commit id is recorded is ``applied`` at that version, not applied again.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
-   when the server's clock says it is older than the TTL.
+   when the server's clock says it is older than the TTL; and (:func:`too_old_to_apply`) a
+   writer applies its own passed-over intent only while it is younger than half the TTL.
 5. **The watermark** (:func:`bound_watermark`): never lowered, never above what was listed;
    folders fold only above it, and below it only an intent's own writer applies it.
 6. **Fates kept** (:func:`~lakelock._registry._intents.prune_fates`).
@@ -31,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from lakelock._layout import intent_ms
 from lakelock._registry._batch import CommitResult, Pending, iso
 from lakelock._registry._changes import (
     HARD_MAX_MANIFESTS_PER_PARTITION,
@@ -159,6 +161,30 @@ def judge_listed(
         return f"expired: pending for more than {ttl:.0f} s"
     if isinstance(loaded, str):
         return loaded
+    return None
+
+
+def too_old_to_apply(
+    intents: Iterable[str], *, watermark: str, now: float, ttl: float
+) -> str | None:
+    """Rule 4b: why a writer must not apply its own intents in the swap it is about to make
+    (``None``: it may). One at or below the watermark was passed over by a fold: only its
+    writer applies it, and vacuum keeps such an intent only while it is younger than the
+    TTL (by the listing's server time). So its writer applies it only while it is younger
+    than half the TTL by its own clock (made and now: the same clock, whatever its skew),
+    which leaves the other half for the swap to land and for vacuum's clock to run ahead;
+    past that the commit gives up and cancels it (rule 7). Intents above the watermark are
+    kept by vacuum however old."""
+    for key in intents:
+        if key > watermark:
+            continue
+        age = now - intent_ms(key) / 1000
+        if age > ttl / 2:
+            return (
+                f"its intent was passed over by a fold and is {age:.1f} s old, more than half "
+                f"the intent TTL ({ttl:g} s): vacuum may remove such an intent, so it is not "
+                "applied (retry the commit)"
+            )
     return None
 
 

@@ -456,60 +456,6 @@ class Objects:
         boolean_free_int(entry["version"], "version", minimum=1)
         return entry
 
-    # -- what vacuum must keep ------------------------------------------------------------------
-
-    def reachable(self, entry: DatasetEntry, *, cutoff: float) -> set[str]:
-        """Every object a reader of this dataset can still need: the current snapshot, and
-        each older one that was still current at ``cutoff`` or later (its successor was
-        committed at or after ``cutoff``) — their snapshots, index nodes, manifests and data
-        files. An older snapshot that is gone already (vacuumed by an earlier run with a
-        shorter window) ends the walk; anything missing from the current one is corruption."""
-        keep: set[str] = set()
-        seen_nodes: set[str] = set()
-        successor_at: float | None = None
-        key: str | None = entry.snapshot
-        while key is not None:
-            if successor_at is not None and successor_at < cutoff:
-                break
-            try:
-                snap = self.snapshot(key)
-                keys = {key} | self._tree_objects(snap, seen_nodes)
-            except RegistryCorruptError as error:
-                if successor_at is None or not isinstance(error.__cause__, NotFoundError):
-                    raise
-                break
-            keep |= keys
-            successor_at, key = snap.at, snap.parent
-        return keep
-
-    def _tree_objects(self, snap: Snapshot, seen: set[str]) -> set[str]:
-        found: set[str] = set()
-        manifests: set[str] = set()
-        for leaf in self._new_leaves(snap.partitions, seen, found):
-            for path, raw in leaf.entries.items():
-                manifests.update(m.key for m in partition_from_entry(path, raw).manifests)
-        for _ in self._new_leaves(snap.commit_ids, seen, found):
-            pass
-        found |= manifests
-        for manifest in self.manifests(sorted(manifests)).values():
-            found.update(f.key for f in manifest.files)
-        return found
-
-    def _new_leaves(self, top: Node, seen: set[str], found: set[str]) -> Iterator[Node]:
-        """The leaves of a tree not below a node in ``seen`` (adding the node keys to both:
-        a subtree shared with a newer version was collected with it)."""
-        stack = [top]
-        while stack:
-            node = stack.pop()
-            if not node.is_branch:
-                yield node
-                continue
-            for ref in node.children.values():
-                if ref.key not in seen:
-                    seen.add(ref.key)
-                    found.add(ref.key)
-                    stack.append(self.node(ref.key))
-
     # -- writing a version --------------------------------------------------------------------
 
     def materialize(

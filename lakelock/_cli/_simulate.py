@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -37,24 +39,26 @@ def _non_negative(text: str) -> int:
     return _count(text, least=0)
 
 
-def _seconds(text: str) -> float:
+def _number(text: str, accept: Callable[[float], bool], expected: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+        value = math.nan
+    if not accept(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def _seconds(text: str) -> float:
+    return _number(text, lambda v: 0 < v < math.inf, "seconds > 0")
+
+
+def _pause(text: str) -> float:
+    return _number(text, lambda v: 0 <= v < math.inf, "seconds >= 0")
 
 
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}")
-    return value
+    return _number(text, lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
 
 
 def _store(text: str) -> str:
@@ -63,16 +67,6 @@ def _store(text: str) -> str:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from error
     return text
-
-
-def _pause(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
-    return value
 
 
 def _policy_field(text: str) -> tuple[str, float]:

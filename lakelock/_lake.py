@@ -273,10 +273,13 @@ class Lake(TableOperations):
     ) -> CommitResult:
         """Make ``dataset`` as it was at registry ``version`` (or server time ``as_of``)
         current again, in one new commit (fenced and idempotent like any other; the versions
-        in between stay in the history)."""
+        in between stay in the history). A version that leaves the retention within the
+        restore's lead (half the retention, at most an hour) is refused with
+        :class:`~lakelock.errors.SnapshotExpiredError`: vacuum may delete its files as the
+        restore commits (docs/FORMAT.md, rule 9)."""
         if (version is None) == (as_of is None):
             raise ValueError("restore takes version or as_of")
-        old = self.registry.dataset(dataset, version=version, as_of=as_of)
+        old, until = self.registry.restorable(dataset, version=version, as_of=as_of)
         change = Change(
             dataset=old.name,
             commit_id=commit_id if commit_id is not None else new_commit_id(),
@@ -285,6 +288,7 @@ class Lake(TableOperations):
             operation="restore",
             generated_id=commit_id is None,
             digest=change_digest({"restore": old.updated_version}),
+            restore_until=until,
         )
         return self.registry.commit_changes([change], explicit_id=commit_id is not None)
 

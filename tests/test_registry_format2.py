@@ -21,7 +21,7 @@ from lakelock._registry._objects import RECENT_IDS
 from lakelock._registry._snapshot import serialize_snapshot, snapshot_key
 from lakelock._registry._tree import LEAF_MAX, Node, node_body, node_key, tree_update
 from lakelock._s3 import IfMatch, ObjectStore
-from lakelock.errors import VersionNotFoundError
+from lakelock.errors import CommitConflictError, SnapshotExpiredError, VersionNotFoundError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.files import datafile
@@ -117,6 +117,95 @@ def test_restore_is_fenced(lake: Lake) -> None:
     with pytest.raises(StaleFenceError):
         lake.restore("sales", version=first.version, fence=("lease:etl", 4))
     assert ids(lake.read("sales")) == [1, 2]
+
+
+class _Clock:
+    """A clock the test sets; with ``after`` (an endpoint area such as ``"PutObject
+    metastore/snapshots"``) it reads ``later`` once the endpoint has answered such a request:
+    a writer paused between applying its batch and sending its swap."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.later: tuple[S3Endpoint, str, float] | None = None
+
+    def __call__(self) -> float:
+        if self.later is not None:
+            endpoint, area, later = self.later
+            if endpoint.areas().get(area, 0):
+                return later
+        return self.now
+
+
+RETENTION = 100.0  # restore_lead: 50 s; applied while 25 s are left, swapped while 12.5
+
+
+def _restore_edge(s3: S3Endpoint, client: Any, bucket: str) -> tuple[Lake, _Clock, int]:
+    """A lake whose registry keeps versions RETENTION seconds, by a clock the test moves:
+    version 1 was replaced (by version 2) at time 1,000, so it leaves the retention at
+    1,100."""
+    clock = _Clock(1_000.0)
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.registry = Registry(lake.store, retry=FAST_RETRY, clock=clock, retention=RETENTION)
+    first = lake.append("sales", rows([1]), partition_by=["day"]).version
+    lake.append("sales", rows([2]), partition_by=["day"])
+    s3.reset_stats()
+    return lake, clock, first
+
+
+def test_a_restore_of_a_version_about_to_leave_the_retention_is_refused(
+    s3: S3Endpoint, client: Any, bucket: str
+) -> None:
+    """FORMAT.md rule 9: vacuum deletes what only a version past the retention references,
+    so a restore landing after its version left would point at deleted files. A version that
+    leaves within the restore's lead (half the retention, at most an hour) is refused with
+    SnapshotExpiredError before anything is written; one with more left is restored and
+    the change carries when its version leaves."""
+    lake, clock, first = _restore_edge(s3, client, bucket)
+    clock.now = 1_051.0  # 49 s left: less than the lead
+    with pytest.raises(SnapshotExpiredError, match="too soon to restore it safely"):
+        lake.restore("sales", version=first)
+    assert s3.areas().get("PutObject root", 0) == 0
+    clock.now = 1_049.0  # 51 s left
+    state, until = lake.registry.restorable("sales", version=first)
+    assert (state.updated_version, until) == (first, 1_100.0)
+    restored = lake.restore("sales", version=first)
+    assert ids(lake.read("sales")) == [1]
+    assert lake.registry.restorable("sales", version=restored.version)[1] is None  # current
+
+
+def test_a_restore_whose_version_leaves_the_retention_while_it_waits_is_refused(
+    s3: S3Endpoint, client: Any, bucket: str
+) -> None:
+    """Rule 9 when the batch is applied: a restore read in time (60 s left) whose commit
+    only applies 30 s later (20 s left, under half the lead) is refused as a conflict;
+    nothing is committed."""
+    lake, clock, first = _restore_edge(s3, client, bucket)
+    clock.now = 1_040.0
+    old, until = lake.registry.restorable("sales", version=first)
+    clock.now = 1_080.0
+    change = Change(
+        dataset="sales", commit_id="undo", restore=old, operation="restore", restore_until=until
+    )
+    with pytest.raises(CommitConflictError, match="restore refused: the version it restores"):
+        lake.registry.commit_changes([change], explicit_id=True)
+    assert lake.registry.read().version == first + 1
+    assert ids(lake.read("sales")) == [1, 2]
+
+
+def test_a_restore_paused_before_its_swap_past_the_margin_is_not_swapped(
+    s3: S3Endpoint, client: Any, bucket: str
+) -> None:
+    """Rule 9 at the last moment: the batch applied with 60 s left, then the writer paused
+    (its clock reads 20 s left once the new snapshot is written) — fewer than a quarter of
+    the lead, too little for the swap to land safely. It does not swap: it tries again, and
+    the next attempt refuses the restore. Without the check the swap would land."""
+    lake, clock, first = _restore_edge(s3, client, bucket)
+    clock.now = 1_040.0
+    clock.later = (s3, "PutObject metastore/snapshots", 1_090.0)
+    with pytest.raises(CommitConflictError, match="restore refused"):
+        lake.restore("sales", version=first)
+    assert s3.areas().get("PutObject root", 0) == 0
+    assert lake.registry.read().version == first + 1
 
 
 def test_commit_id_is_recognised_after_it_left_the_root_window(client: Any, bucket: str) -> None:

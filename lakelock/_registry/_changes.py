@@ -137,6 +137,9 @@ class Change:
     # What the change commits, by content (lakelock._digest.change_digest): a commit id found
     # recorded with another digest belongs to another change (reused_commit_id). None: unknown.
     digest: str | None = None
+    # A restore: when its version leaves the retention (its successor's commit time plus the
+    # retention), after which vacuum may delete what it references (FORMAT.md rule 9).
+    restore_until: float | None = None
 
 
 @dataclass(frozen=True)

@@ -352,6 +352,17 @@ class Objects:
             yield key, snap
             key = snap.parent
 
+    def replaced_at(self, entry: DatasetEntry, version: int) -> float | None:
+        """When the dataset's version ``version`` was replaced: the recorded commit time of
+        the snapshot after it (``None``: it is the current one). Its retention runs from
+        then (what vacuum measures)."""
+        after: Snapshot | None = None
+        for _, snap in self.walk(entry.snapshot):
+            if snap.version <= version:
+                return after.at if after is not None else None
+            after = snap
+        return None
+
     def at_version(
         self,
         entry: DatasetEntry,

@@ -21,6 +21,7 @@ from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._changes import Change, Fence
 from lakelock._registry._commit import CommitQueue
 from lakelock._registry._core import Committer, Driver, FoldPolicy, Hints, Redrive, Retry
+from lakelock._registry._core._decide import restore_lead
 from lakelock._registry._document import (
     REGISTRY_KEY,
     CommitRecord,
@@ -43,6 +44,7 @@ from lakelock.errors import (
     NotFoundError,
     OutcomeUnknownError,
     RegistryCorruptError,
+    SnapshotExpiredError,
     ThrottledError,
     VersionNotFoundError,
 )
@@ -386,6 +388,35 @@ class Registry:
             commits=tuple(c for c in doc.commits if c.version <= at),
             historical=True,
         )
+
+    def restorable(
+        self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
+    ) -> tuple[DatasetState, float | None]:
+        """The dataset at ``version``/``as_of``, for a restore to make current again, and
+        when that version leaves the retention (``None``: it is the current one). A version
+        that leaves it too soon for a restore to land first is
+        :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
+        name = validate_dataset_name(name)
+        doc, _ = self._current()
+        snapshot = self._travel(doc, version=version, as_of=as_of)
+        state = self.dataset(name, version=version, as_of=as_of, snapshot=snapshot)
+        if doc.format_version == 1 or name not in doc.entries:
+            return state, None
+        replaced = self.objects.replaced_at(doc.entries[name], state.updated_version)
+        if replaced is None:
+            return state, None
+        until = replaced + self.retention
+        left, lead = until - self._clock(), restore_lead(self.retention)
+        if left < lead:
+            raise SnapshotExpiredError(
+                name,
+                version=version,
+                as_of=as_of.timestamp() if isinstance(as_of, datetime) else as_of,
+                reason=f": it leaves the registry's retention in {max(left, 0):.0f} s, too "
+                f"soon to restore it safely (a restore needs {lead:g} s before then: vacuum "
+                "may delete its files as the restore commits); restore a newer version",
+            )
+        return state, until
 
     def dataset(
         self,

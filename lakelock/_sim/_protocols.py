@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from random import Random
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from lakelock._registry._core import Committer, FoldPolicy
+from lakelock._registry._core._decide import restore_lead
 from lakelock._registry._document import REGISTRY_KEY, DatasetState, decode_schema, parse_registry
 from lakelock._registry._intents import is_intent, parse_intent
 from lakelock._registry._manifest import Manifest, verify_manifest
@@ -56,8 +58,11 @@ class SimProtocol:
         """A key a reader reads after the root (one dataset's snapshot), or ``None``."""
         return None
 
-    def older_state(self, store: SimS3, dataset: str, rng: Random) -> tuple[Any, int] | None:
-        """An older version of ``dataset`` to restore, and its registry version."""
+    def older_state(
+        self, store: SimS3, dataset: str, rng: Random, *, now: float, retention: float
+    ) -> tuple[Any, int, float] | None:
+        """An older version of ``dataset`` a restore at ``now`` may make current again, its
+        registry version, and when it leaves the retention."""
         return None
 
 
@@ -202,7 +207,7 @@ class CoreProtocol(SimProtocol):
             policy=self.policy,
             rng=rng,
             commit_window=config.commit_window,
-            retention=config.retention,
+            retention=config.writers_retention,
             intent_ttl=config.intent_ttl,
             max_attempts=config.max_attempts,
             max_seconds=config.max_seconds,
@@ -242,7 +247,9 @@ class CoreProtocol(SimProtocol):
         snapshot = entry.get("snapshot") if isinstance(entry, dict) else None
         return snapshot if isinstance(snapshot, str) else None
 
-    def older_state(self, store: SimS3, dataset: str, rng: Random) -> tuple[Any, int] | None:
+    def older_state(
+        self, store: SimS3, dataset: str, rng: Random, *, now: float, retention: float
+    ) -> tuple[Any, int, float] | None:
         current = store.objects.get(REGISTRY_KEY)
         if current is None:
             return None
@@ -251,12 +258,19 @@ class CoreProtocol(SimProtocol):
         if entry is None:
             return None
         reader = _Reader(store)
-        # Not a version vacuum removed (a restore of an expired version is refused).
-        chain = [(k, s) for k, s in reader.chain(entry.snapshot)[-20:] if k in store.objects]
-        if len(chain) < 2:
+        chain = reader.chain(entry.snapshot)[-20:]
+        # As Registry.restorable: a version replaced long enough ago that it leaves the
+        # retention within the restore's lead is refused (FORMAT.md rule 9).
+        lead = restore_lead(retention)
+        choices = [
+            (key, snap, after.at + retention)
+            for (key, snap), (_, after) in pairwise(chain)
+            if after.at + retention - now >= lead and key in store.objects
+        ]
+        if not choices:
             return None
-        key, snap = rng.choice(chain[:-1])
-        return reader.state(key), snap.version
+        key, snap, until = rng.choice(choices)
+        return reader.state(key), snap.version, until
 
 
 def _expired(root: Any, at: float, created: Mapping[str, float]) -> list[Expired]:

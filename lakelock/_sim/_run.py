@@ -79,8 +79,16 @@ class SimConfig:
     vacuums: int = 0
     vacuum_every: float = 0.5
     vacuum_older_than: float = 1.0
-    #: The registry's retention (seconds) the writers' core is given.
-    retention: float = 7 * 24 * 3600.0
+    #: The registry's retention (seconds) the writers' core is given; ``None``: vacuum's
+    #: window when vacuum runs (vacuum's default ``older_than`` is the retention: restores
+    #: then keep to it, FORMAT.md rule 9), else seven days.
+    retention: float | None = None
+
+    @property
+    def writers_retention(self) -> float:
+        if self.retention is not None:
+            return self.retention
+        return self.vacuum_older_than if self.vacuums else 7 * 24 * 3600.0
 
     def __post_init__(self) -> None:
         if self.writers < 1:
@@ -268,13 +276,15 @@ class _Writer:
         it in ``lake.history``)."""
         run = self.run
         dataset = self.rng.choice(self.workload.names)
-        found = run.protocol.older_state(run.store, dataset, self.rng)
+        found = run.protocol.older_state(
+            run.store, dataset, self.rng, now=now, retention=run.config.writers_retention
+        )
         if found is None:
             return self.workload.build("append", now, run.loop.now)
-        state, version = found
+        state, version, until = found
         # A reader of the history reads the root and the dataset's snapshot.
         yield Get(REGISTRY_KEY)
-        return self.workload.restore(now, run.loop.now, dataset, state, version)
+        return self.workload.restore(now, run.loop.now, dataset, state, version, until=until)
 
     def _commit(
         self, committer: Any, invocation: Invocation, *, explicit: bool, redo: bool = False

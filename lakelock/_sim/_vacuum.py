@@ -24,8 +24,9 @@ is a violation when:
    above ``R``'s watermark or was written after ``now - intent_ttl`` (a fold may still apply
    it, or its writer will);
 3. **an intent applied after**: ``key`` is an intent that a root written after ``t`` reaches
-   (it became a manifest of a version: vacuum took it away as it was applied), unless the
-   first version after ``R`` to reach it restored an older one (below);
+   (it became a manifest of a version: vacuum took it away as it was applied);
+3b. **a restore after**: the first version after ``R`` to reach ``key`` restored an older
+   one (FORMAT.md rule 9: a restore keeps a lead on the retention);
 4. **a recent object**: ``key`` was last modified after ``cutoff`` (a writer may be about to
    commit it).
 
@@ -34,10 +35,9 @@ version written after the deletion references, and a commit that failed on an ob
 deleted by these rules (its outcome becomes unknown). Both are a writer that held what it
 wrote, or a root it read, longer than ``older_than`` (plus the second ``LastModified`` is
 rounded to): the window is the promise writers keep, and in the simulator's compressed time
-(a window of a second) a commit slowed by faults breaks it. And a restore that re-commits
-the manifests of a version vacuum is removing as the restore commits (``--vacuums`` with
-restores: the version was within the window when the restore read it): an open race of
-restores at the retention's edge (docs/SIMULATOR.md).
+(a window of a second) a commit slowed by faults breaks it. But a restore that re-commits
+what vacuum deleted is a violation: a restore keeps a lead on the retention (FORMAT.md rule
+9; the writers are given vacuum's window as their retention).
 
 The rules speak of recorded commit times (``Snapshot.at``, the committing writer's clock),
 as vacuum's window does: with writers' clocks skewed by more than ``older_than``, a version
@@ -268,7 +268,9 @@ def vacuum_problems(
             problems.append(f"{what}: it was modified within the window")
         if needed_until.get(key, -1.0) > t:
             at, doc = versions.first_after(run.read, key)
-            if is_intent(key) and not _restored(doc):
+            if _restored(doc):
+                problems.append(f"{what}: restore v{doc.version} (at {at:.3f}) commits it again")
+            elif is_intent(key):
                 problems.append(f"{what}: an intent that v{doc.version} (at {at:.3f}) applies")
             elif len(problems) == before:
                 late.add(key)

@@ -208,7 +208,7 @@ class Workload:
         )
 
     def restore(
-        self, now: float, start: float, dataset: str, state: Any, version: int
+        self, now: float, start: float, dataset: str, state: Any, version: int, *, until: float
     ) -> Invocation:
         commit_id, explicit = self.commit_id(now)
         change = Change(
@@ -217,6 +217,7 @@ class Workload:
             restore=state,
             operation="restore",
             generated_id=not explicit,
+            restore_until=until,
         )
         return Invocation(
             commit_id,

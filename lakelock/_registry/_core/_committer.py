@@ -155,6 +155,7 @@ class Committer:
         self.hints = Hints(self.policy.first_round)
         self.commit_window = commit_window
         self.retention = retention
+        self.restore_lead = _decide.restore_lead(retention)
         self.intent_ttl = intent_ttl
         self.max_attempts = max_attempts
         self.max_seconds = max_seconds
@@ -309,7 +310,13 @@ class Committer:
         now = iso(seconds)
         current, applied, rejected = yield from self._need(
             lambda: _decide.applied_batch(
-                doc, batch, self.objects, now=now, seconds=seconds, nonces=self._nonce
+                doc,
+                batch,
+                self.objects,
+                now=now,
+                seconds=seconds,
+                nonces=self._nonce,
+                restore_margin=self.restore_lead / 2,
             )
         )
         for n, p in enumerate(batch):
@@ -361,6 +368,12 @@ class Committer:
                 attempts=state.attempts,
                 seconds=self._now - state.started,
             )
+        if _decide.restore_too_late(
+            (change for change, _ in applied), now=self._now, margin=self.restore_lead / 4
+        ):
+            # Rule 9 at the last moment (a pause since the batch was applied): try again,
+            # and the next attempt refuses the restore.
+            raise Retry
         written = yield from self._swap(state, doc, etag, new_doc)
         self.known = (new_doc, written.etag)
         self.hints.swapped_last = True

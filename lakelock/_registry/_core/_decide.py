@@ -25,6 +25,10 @@ The rules:
 6. **Fates kept** (:func:`~lakelock._registry._intents.prune_fates`).
 7. **Cancel by compare-and-swap** (:func:`cancelled`): a commit that gives up records its
    intent cancelled in a swap before its caller hears "failed".
+8. (Vacuum keeps pending and undecided intents: :mod:`lakelock._vacuum_plan`.)
+9. **A restore lands within the retention** (:func:`restore_too_late`): the version a
+   restore makes current again is kept by vacuum only until it leaves the retention; the
+   restore is applied only while that is more than a margin away.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ __all__ = [
     "fates_of",
     "judge_listed",
     "recorded_version",
+    "restore_lead",
+    "restore_too_late",
     "settle",
 ]
 
@@ -188,6 +194,36 @@ def too_old_to_apply(
     return None
 
 
+#: However long the retention, a restore needs at most this long (seconds) between checking
+#: that its version is still kept and its swap landing (rule 9): an hour covers any stall
+#: and any skew between the clocks of the writers and of vacuum that lakelock tolerates.
+RESTORE_LEAD_MAX = 3600.0
+
+
+def restore_lead(retention: float) -> float:
+    """Rule 9's margin: a restore is refused when its version leaves the retention within
+    this (half the retention, at most :data:`RESTORE_LEAD_MAX`); it is applied while half
+    this is left, and its swap is sent while a quarter is."""
+    return min(retention / 2, RESTORE_LEAD_MAX)
+
+
+def restore_too_late(changes: Iterable[Change], *, now: float, margin: float) -> str | None:
+    """Rule 9: why a restore among ``changes`` must not be applied now (``None``: none
+    must). Vacuum deletes what only a version that left the retention references, so a
+    restore re-committing such a version would point at deleted files: each restore carries
+    when its version leaves (``restore_until``, the clock of the recorded commit times) and
+    is applied only while more than ``margin`` is left, by the applier's clock."""
+    for change in changes:
+        until = change.restore_until
+        if until is not None and now + margin >= until:
+            return (
+                f"the version it restores leaves the retention in {until - now:.1f} s, too "
+                f"soon to commit it safely (vacuum may delete its files as the restore "
+                f"commits; it needs {margin:g} s): restore a newer version"
+            )
+    return None
+
+
 def applied_batch(
     doc: RegistryDoc,
     pending: Sequence[Pending],
@@ -196,12 +232,14 @@ def applied_batch(
     now: str,
     seconds: float,
     nonces: Callable[[], str],
+    restore_margin: float = 0.0,
 ) -> tuple[RegistryDoc, list[tuple[Change, Applied]], dict[int, CommitConflictError]]:
     """Every pending commit applied in turn, each validated alone against the document as
-    the batch has changed it so far (all or nothing per commit). Returns the document, what
-    was applied, and why each refused commit (by position) was refused. A commit whose
-    manifests are not cached raises :class:`Missing` for all of them at once (after trying
-    the rest), so one fetch serves the whole batch."""
+    the batch has changed it so far (all or nothing per commit); a restore too close to its
+    version leaving the retention (rule 9, ``restore_margin``) is refused. Returns the
+    document, what was applied, and why each refused commit (by position) was refused. A
+    commit whose manifests are not cached raises :class:`Missing` for all of them at once
+    (after trying the rest), so one fetch serves the whole batch."""
     applied: list[tuple[Change, Applied]] = []
     rejected: dict[int, CommitConflictError] = {}
     current = doc
@@ -212,6 +250,12 @@ def applied_batch(
             continue  # a duplicate id within the batch: settled with its twin
         candidate = current
         results: list[tuple[Change, Applied]] = []
+        late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
+        if late is not None:
+            rejected[n] = CommitConflictError(
+                f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id
+            )
+            continue
         try:
             for change in p.changes:
                 needed, most = manifests_needed(candidate, change), MAX_MANIFESTS_PER_PARTITION

@@ -69,8 +69,13 @@ class FoldPolicy:
     #: A swap leaves the watermark this long (or two rounds) behind what it listed, so
     #: intents whose PUT was still landing are the next fold's, not left to their writers.
     watermark_lag: float = 1.0
-    #: ... but never more than this many listed keys above it (each keeps a fate in the root).
-    lagging: int = 128
+    #: ... but never more than this many listed keys above it (each keeps a fate in the root,
+    #: which every root read carries). Below the number of intents pending at once, a swap
+    #: passes over intents still landing and their writers fold alone: at 256 writers on
+    #: S3 Standard 256 against 128 cut requests a commit 11.2 → 7.0 back to back and
+    #: 10.4 → 7.3 with pauses, commits/s +26 % and +18 % (two seeds each; 192 and 320 did
+    #: worse, 512 cost twice the bytes); no change at 16 and 64 writers (BENCHMARKS.md §14).
+    lagging: int = 256
     #: After a swap that carried other processes' intents, the folder goes on folding (a
     #: LIST every ``look`` of a round, a swap whenever others' intents are pending) until
     #: this many rounds pass without one, or a commit of its own is queued: the next fold

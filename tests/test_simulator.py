@@ -32,6 +32,7 @@ import pytest
 from lakelock._registry._batch import iso
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, _decide
+from lakelock._registry._core._driver import THREADS
 from lakelock._registry._core._requests import (
     Delete,
     Get,
@@ -329,6 +330,25 @@ def test_a_machine_of_one_core_serializes_the_requests_cpu() -> None:
     first, second = b.run(at("a"), at("b"))
     assert first == pytest.approx(0.014, abs=1e-6)  # its CPU, then S3's 10 ms
     assert second == pytest.approx(0.018, abs=1e-6)  # waited for the core
+
+
+def test_a_parallel_batch_runs_at_most_the_drivers_threads_at_once() -> None:
+    """The driver runs a batch on at most THREADS threads (the S3 client's pool), so the
+    simulator does too: 2 x THREADS + 1 GETs of 10 ms each take three rounds of 10 ms, the
+    next sent as one is answered; all are answered, each with its own object."""
+    b = bench("fixed:10")
+    count = 2 * THREADS + 1
+    keys = [f"k{n}" for n in range(count)]
+    b.run(*(attempt(Put(key, key.encode(), create=True)) for key in keys))
+
+    def batch() -> Steps:
+        answers = yield Parallel(tuple(Get(key) for key in keys))
+        now = yield Now()
+        return now - EPOCH - 1.0, [a.body for a in answers]
+
+    ((took, bodies),) = b.run(batch(), at=1.0)
+    assert took == pytest.approx(0.030, abs=1e-6)
+    assert bodies == [f"k{n}".encode() for n in range(count)]
 
 
 # -- the store layer and faults ----------------------------------------------------------------

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from lakelock._registry._core._driver import THREADS
 from lakelock._registry._core._requests import (
     Delete,
     Get,
@@ -487,20 +488,26 @@ class Process:
             return
         results: list[Any] = [None] * len(parts)
         left = [len(parts)]
+        # Sent in a canonical order (by operation and key), not the order the core built the
+        # batch in: that may come from iterating a set of keys, whose order changes with
+        # Python's hash seed, and each send draws its latency from the run's generator. At
+        # most THREADS at once, as the driver runs them: the next goes as one is answered.
+        order = sorted(range(len(parts)), key=lambda n: _canonical(parts[n]))
+        queued = iter(order[THREADS:])
 
         def one(index: int) -> Answer:
             def answer(result: Any, error: BaseException | None) -> None:
                 results[index] = error if error is not None else result
                 left[0] -= 1
+                following = next(queued, None)
+                if following is not None:
+                    self.endpoint.send(parts[following], self, one(following))
                 if left[0] == 0:
                     self._deliver((tuple(results), None))
 
             return answer
 
-        # Sent in a canonical order (by operation and key), not the order the core built the
-        # batch in: that may come from iterating a set of keys, whose order changes with
-        # Python's hash seed, and each send draws its latency from the run's generator.
-        for index in sorted(range(len(parts)), key=lambda n: _canonical(parts[n])):
+        for index in order[:THREADS]:
             self.endpoint.send(parts[index], self, one(index))
 
     def _finish(self, result: Any, error: BaseException | None) -> None:

@@ -13,10 +13,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from io import StringIO
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import boto3
+import botocore.endpoint
 import orjson
 import pyarrow as pa
 import pytest
@@ -32,6 +36,7 @@ from lakelock._cli._common import (
     render_table,
 )
 from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock._s3._classify import CONNECT_ATTEMPTS, CONNECT_BACKOFF
 from lakelock._vacuum import SCANNED_PREFIXES
 from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
@@ -353,6 +358,12 @@ def test_missing_credentials_and_profile_are_one_error_line(s3: S3Endpoint) -> N
     assert_one_line_error(profile, "AWS profile not found: 'ghost'")
 
 
+#: A bound on a failing command's wall-clock time, start-up included: a safety net only (the
+#: counts of attempts below say how fast it failed), below the 60 s retry budget a command
+#: that retried the failure would spend, and far above interpreter start-up under load.
+SAFETY_NET = 45.0
+
+
 def one_line_within(seconds: float, *args: str, env: dict[str, str] | None = None) -> str:
     """Run ``lakelock *args``; it must fail with one error line within ``seconds``."""
     started = time.monotonic()
@@ -363,39 +374,91 @@ def one_line_within(seconds: float, *args: str, env: dict[str, str] | None = Non
     return result.stderr
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["registry", "show"],
-        ["registry", "log"],
-        ["locks"],
-        ["vacuum"],
-        ["vacuum", "--older-than", "7d", "--delete"],
-        ["doctor"],
-    ],
-)
-def test_every_command_fails_fast_on_a_closed_port(command: list[str]) -> None:
-    """Nothing listening: every command answers within 5 s (SDK retries as configured by
-    default, no AWS_MAX_ATTEMPTS) with one line naming the endpoint."""
+@dataclass
+class Attempts:
+    """What the SDK did in this process: each request attempt (by S3 operation) and each
+    pause it took before trying again."""
+
+    sent: list[str] = field(default_factory=list)
+    pauses: list[float] = field(default_factory=list)
+
+
+@pytest.fixture
+def attempts(monkeypatch: pytest.MonkeyPatch) -> Attempts:
+    """Counts the attempts of clients built on boto3's default session (made anew for the
+    test, with a counter on it), connection failures included, and records the SDK's pauses
+    between attempts instead of taking them."""
+    seen = Attempts()
+
+    def count(event_name: str, **_: object) -> None:
+        seen.sent.append(event_name.rsplit(".", 1)[-1])
+
+    def setup_default_session(**kwargs: Any) -> None:
+        session = boto3.Session(**kwargs)
+        session.events.register("before-send.s3", count)
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", session)
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    monkeypatch.setattr(boto3, "setup_default_session", setup_default_session)
+    # The one place botocore waits between attempts of a request.
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=seen.pauses.append))
+    return seen
+
+
+def quick_pauses(attempts: int) -> list[float]:
+    """The pauses between ``attempts`` attempts at a connection that cannot be made."""
+    return [CONNECT_BACKOFF * 2**n for n in range(attempts - 1)]
+
+
+#: Commands, and the attempts each makes at its first request when nothing listens: doctor's
+#: client makes one attempt per request (it reports what the store does, retries hide that).
+FAIL_FAST_COMMANDS = [
+    (["registry", "show"], CONNECT_ATTEMPTS),
+    (["registry", "log"], CONNECT_ATTEMPTS),
+    (["locks"], CONNECT_ATTEMPTS),
+    (["vacuum"], CONNECT_ATTEMPTS),
+    (["vacuum", "--older-than", "7d", "--delete"], CONNECT_ATTEMPTS),
+    (["doctor"], 1),
+]
+
+
+def with_lake(command: list[str], lake: str) -> list[str]:
+    """``command`` with the lake URL where it goes (after ``registry``'s subcommand)."""
+    at = 2 if command[0] == "registry" else 1
+    return [*command[:at], lake, *command[at:]]
+
+
+@pytest.mark.parametrize(("command", "tries"), FAIL_FAST_COMMANDS)
+def test_every_command_fails_fast_on_a_closed_port(
+    command: list[str], tries: int, in_process: InProcess, attempts: Attempts
+) -> None:
+    """Nothing listening: every command answers with one line naming the endpoint, after
+    at most CONNECT_ATTEMPTS attempts at its first request (the SDK's retries as configured
+    by default, no AWS_MAX_ATTEMPTS) with CONNECT_BACKOFF's short pauses between them, not
+    the SDK's backoff nor a retry budget of lakelock's."""
     url = f"http://127.0.0.1:{free_port()}"
-    argv = (
-        [*command[:2], "s3://lake", *command[2:]]
-        if command[0] == "registry"
-        else [
-            command[0],
-            "s3://lake",
-            *command[1:],
-        ]
-    )
-    error = one_line_within(5, *argv, "--endpoint-url", url)
-    assert url in error
+    argv = [*with_lake(command, "s3://lake"), "--endpoint-url", url]
+    error = one_line_within(SAFETY_NET, *argv)
+    assert f"cannot connect to {url}" in error
+    status, _ = in_process(*argv)
+    assert status == 1
+    assert len(attempts.sent) == tries, attempts
+    assert len(set(attempts.sent)) == 1, attempts  # one request, attempted that many times
+    assert attempts.pauses == quick_pauses(tries)
 
 
-def test_https_on_an_http_port_fails_fast(s3: S3Endpoint) -> None:
-    """An https:// URL for a plain-http endpoint: one line saying the handshake failed."""
+def test_https_on_an_http_port_fails_fast(
+    s3: S3Endpoint, in_process: InProcess, attempts: Attempts
+) -> None:
+    """An https:// URL for a plain-http endpoint: one line saying the handshake failed, after
+    CONNECT_ATTEMPTS quick attempts."""
     url = s3.url.replace("http://", "https://")
-    error = one_line_within(5, "registry", "show", "s3://lake", "--endpoint-url", url)
+    argv = ["registry", "show", "s3://lake", "--endpoint-url", url]
+    error = one_line_within(SAFETY_NET, *argv)
     assert "TLS handshake failed" in error
+    status, _ = in_process(*argv)
+    assert (status, attempts.sent) == (1, ["GetObject"] * CONNECT_ATTEMPTS)
+    assert attempts.pauses == quick_pauses(CONNECT_ATTEMPTS)
 
 
 def test_missing_credentials_fail_fast_for_every_reading_command(s3: S3Endpoint) -> None:
@@ -403,7 +466,9 @@ def test_missing_credentials_fail_fast_for_every_reading_command(s3: S3Endpoint)
     env = {k: v for k, v in ENV.items() if k not in {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}}
     s3.reset_stats()
     for command in (["registry", "show"], ["registry", "log"], ["locks"]):
-        error = one_line_within(10, *command, "s3://lake", "--endpoint-url", s3.url, env=env)
+        error = one_line_within(
+            SAFETY_NET, *command, "s3://lake", "--endpoint-url", s3.url, env=env
+        )
         assert "no AWS credentials found" in error
     assert s3.stats() == {}
 

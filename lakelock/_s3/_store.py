@@ -433,7 +433,9 @@ class ObjectStore:
         its checksum is asked for again (a GET changes nothing), within the store's retry
         budget as 409s and 503s are; past it, the last failure is raised
         (:class:`OutcomeUnknownError`)."""
-        extra = {"Range": f"bytes={byte_range[0]}-{byte_range[1] - 1}"} if byte_range else {}
+        extra: dict[str, Any] = (
+            {"Range": f"bytes={byte_range[0]}-{byte_range[1] - 1}"} if byte_range else {}
+        )
 
         def once() -> ObjectData:
             response = self._call(

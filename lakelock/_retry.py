@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import tenacity
 
-__all__ = ["RetryPolicy"]
+__all__ = ["RetryPolicy", "SteadyOr"]
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,17 @@ class RetryPolicy:
         )
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.max_attempts) | _OutOfTime(self),
-            wait=_SteadyOr(backoff, steady, poll) if steady and poll is not None else backoff,
+            wait=SteadyOr(backoff, steady, poll) if steady and poll is not None else backoff,
             retry=tenacity.retry_if_exception_type(retry_on),
             sleep=self.sleep,
             reraise=True,
         )
 
 
-class _SteadyOr(tenacity.wait.wait_base):
-    """``poll()`` after a steady exception; otherwise the backoff, counting failures only."""
+class SteadyOr(tenacity.wait.wait_base):
+    """``poll()`` after a ``steady`` exception (a wait for somebody else's progress, not a
+    failure); otherwise ``backoff``, counting failures only, so waits do not grow it. Used by
+    :meth:`RetryPolicy.retrying` and by the registry's commit core."""
 
     def __init__(
         self,

@@ -6,8 +6,10 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
+import botocore.endpoint
 import orjson
 import pytest
 from botocore.retries.standard import ExponentialBackoff
@@ -36,6 +38,16 @@ def _sdk_retries_without_waiting() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
         yield
+
+
+@pytest.fixture
+def sdk_pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The pauses botocore takes between attempts of a request in this process, recorded
+    instead of taken: what a client's retry hooks chose, to compare, not a clock to read."""
+    pauses: list[float] = []
+    # The one place botocore waits between attempts of a request.
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=pauses.append))
+    return pauses
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import boto3
 import orjson
@@ -32,10 +33,11 @@ from lakelock._cli._common import (
     render_table,
 )
 from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock._s3._classify import CONNECT_ATTEMPTS
 from lakelock._vacuum import SCANNED_PREFIXES
 from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
-from tests._support import CLI_ENV, free_port
+from tests._support import CLI_ENV, connect_pauses, free_port
 
 ENV = CLI_ENV
 
@@ -353,6 +355,12 @@ def test_missing_credentials_and_profile_are_one_error_line(s3: S3Endpoint) -> N
     assert_one_line_error(profile, "AWS profile not found: 'ghost'")
 
 
+#: A bound on a failing command's wall-clock time, start-up included: a safety net only (the
+#: counts of attempts below say how fast it failed), below the 60 s retry budget a command
+#: that retried the failure would spend, and far above interpreter start-up under load.
+SAFETY_NET = 45.0
+
+
 def one_line_within(seconds: float, *args: str, env: dict[str, str] | None = None) -> str:
     """Run ``lakelock *args``; it must fail with one error line within ``seconds``."""
     started = time.monotonic()
@@ -363,39 +371,79 @@ def one_line_within(seconds: float, *args: str, env: dict[str, str] | None = Non
     return result.stderr
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["registry", "show"],
-        ["registry", "log"],
-        ["locks"],
-        ["vacuum"],
-        ["vacuum", "--older-than", "7d", "--delete"],
-        ["doctor"],
-    ],
-)
-def test_every_command_fails_fast_on_a_closed_port(command: list[str]) -> None:
-    """Nothing listening: every command answers within 5 s (SDK retries as configured by
-    default, no AWS_MAX_ATTEMPTS) with one line naming the endpoint."""
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every attempt at a request (by S3 operation) that clients built on boto3's default
+    session send in this process, connection failures included: the default session is made
+    anew for the test, with a counter on it."""
+    attempts: list[str] = []
+
+    def count(event_name: str, **_: object) -> None:
+        attempts.append(event_name.rsplit(".", 1)[-1])
+
+    def setup_default_session(**kwargs: Any) -> None:
+        session = boto3.Session(**kwargs)
+        session.events.register("before-send.s3", count)
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", session)
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    monkeypatch.setattr(boto3, "setup_default_session", setup_default_session)
+    return attempts
+
+
+#: Commands, and the attempts each makes at its first request when nothing listens: doctor's
+#: client makes one attempt per request (it reports what the store does, retries hide that).
+FAIL_FAST_COMMANDS = [
+    (["registry", "show"], CONNECT_ATTEMPTS),
+    (["registry", "log"], CONNECT_ATTEMPTS),
+    (["locks"], CONNECT_ATTEMPTS),
+    (["vacuum"], CONNECT_ATTEMPTS),
+    (["vacuum", "--older-than", "7d", "--delete"], CONNECT_ATTEMPTS),
+    (["doctor"], 1),
+]
+
+
+def with_lake(command: list[str], lake: str) -> list[str]:
+    """``command`` with the lake URL where it goes (after ``registry``'s subcommand)."""
+    at = 2 if command[0] == "registry" else 1
+    return [*command[:at], lake, *command[at:]]
+
+
+@pytest.mark.parametrize(("command", "tries"), FAIL_FAST_COMMANDS)
+def test_every_command_fails_fast_on_a_closed_port(
+    command: list[str],
+    tries: int,
+    in_process: InProcess,
+    sent: list[str],
+    sdk_pauses: list[float],
+) -> None:
+    """Nothing listening: every command answers with one line naming the endpoint, after
+    at most CONNECT_ATTEMPTS attempts at its first request (the SDK's retries as configured
+    by default, no AWS_MAX_ATTEMPTS) with CONNECT_BACKOFF's short pauses between them, not
+    the SDK's backoff nor a retry budget of lakelock's."""
     url = f"http://127.0.0.1:{free_port()}"
-    argv = (
-        [*command[:2], "s3://lake", *command[2:]]
-        if command[0] == "registry"
-        else [
-            command[0],
-            "s3://lake",
-            *command[1:],
-        ]
-    )
-    error = one_line_within(5, *argv, "--endpoint-url", url)
-    assert url in error
+    argv = [*with_lake(command, "s3://lake"), "--endpoint-url", url]
+    error = one_line_within(SAFETY_NET, *argv)
+    assert f"cannot connect to {url}" in error
+    status, _ = in_process(*argv)
+    assert status == 1
+    assert len(sent) == tries, sent
+    assert len(set(sent)) == 1, sent  # one request, attempted that many times
+    assert sdk_pauses == connect_pauses(tries)
 
 
-def test_https_on_an_http_port_fails_fast(s3: S3Endpoint) -> None:
-    """An https:// URL for a plain-http endpoint: one line saying the handshake failed."""
+def test_https_on_an_http_port_fails_fast(
+    s3: S3Endpoint, in_process: InProcess, sent: list[str], sdk_pauses: list[float]
+) -> None:
+    """An https:// URL for a plain-http endpoint: one line saying the handshake failed, after
+    CONNECT_ATTEMPTS quick attempts."""
     url = s3.url.replace("http://", "https://")
-    error = one_line_within(5, "registry", "show", "s3://lake", "--endpoint-url", url)
+    argv = ["registry", "show", "s3://lake", "--endpoint-url", url]
+    error = one_line_within(SAFETY_NET, *argv)
     assert "TLS handshake failed" in error
+    status, _ = in_process(*argv)
+    assert (status, sent) == (1, ["GetObject"] * CONNECT_ATTEMPTS)
+    assert sdk_pauses == connect_pauses(CONNECT_ATTEMPTS)
 
 
 def test_missing_credentials_fail_fast_for_every_reading_command(s3: S3Endpoint) -> None:
@@ -403,7 +451,9 @@ def test_missing_credentials_fail_fast_for_every_reading_command(s3: S3Endpoint)
     env = {k: v for k, v in ENV.items() if k not in {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}}
     s3.reset_stats()
     for command in (["registry", "show"], ["registry", "log"], ["locks"]):
-        error = one_line_within(10, *command, "s3://lake", "--endpoint-url", s3.url, env=env)
+        error = one_line_within(
+            SAFETY_NET, *command, "s3://lake", "--endpoint-url", s3.url, env=env
+        )
         assert "no AWS credentials found" in error
     assert s3.stats() == {}
 
@@ -569,6 +619,7 @@ def test_vacuum_beyond_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) 
 # -- serve --------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(300)  # start-up and shutdown of a server process, on a loaded machine
 def test_serve_runs_the_endpoint_until_interrupted(tmp_path: Path) -> None:
     """``serve`` creates the buckets, applies the policy file, prints the URL and ready-made
     settings, answers S3 (policy enforced), and exits 0 on Ctrl-C."""
@@ -611,7 +662,7 @@ def test_serve_runs_the_endpoint_until_interrupted(tmp_path: Path) -> None:
             etl.put_object(Bucket=bucket, Key="datasets/d/b.parquet", Body=b"x")
         assert refused.value.response["Error"]["Code"] == "AccessDenied"
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=20)
+        out, err = process.communicate(timeout=60)  # a safety net: the exit is the check
     finally:
         if process.poll() is None:
             process.kill()
@@ -620,8 +671,10 @@ def test_serve_runs_the_endpoint_until_interrupted(tmp_path: Path) -> None:
     assert "stopped" in out
 
 
-def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 30) -> list[str]:
-    """Lines of ``process``'s stdout up to ``marker`` (fails after ``timeout`` seconds)."""
+def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 90) -> list[str]:
+    """Lines of ``process``'s stdout up to ``marker`` (fails after ``timeout`` seconds: a
+    safety net against a server that never starts, generous for start-up on a loaded
+    machine)."""
     assert process.stdout is not None
     lines: list[str] = []
     timer = threading.Timer(timeout, process.kill)
@@ -648,11 +701,12 @@ def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:
 # -- demo ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(400)  # writer processes and their own endpoint, on a loaded machine
 def test_demo_runs_and_passes() -> None:
     """``demo`` runs the demo job (writer processes, a rename, a leader's compaction) on its
     own embedded endpoint and exits 0 when every one of its checks passes; ``--progress``
     draws on stderr although both streams are pipes, and never mixes into stdout."""
-    result = lakelock("demo", "--writers", "2", "--latency", "0", "--progress", timeout=120)
+    result = lakelock("demo", "--writers", "2", "--latency", "0", "--progress", timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "demo passed" in result.stdout
     assert "[FAILED]" not in result.stdout

@@ -56,7 +56,10 @@ def test_daily_pipeline_without_an_endpoint_fails_in_seconds(s3: S3Endpoint) -> 
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     started = time.monotonic()
     done = pipeline("s3://lake", "--endpoint-url", url)
-    assert time.monotonic() - started < 20  # interpreter and pyarrow start-up included
+    # A safety net, interpreter and pyarrow start-up included (slow on a loaded machine): the
+    # registry's 60 s retry budget is what a failure that was retried would spend. How fast
+    # a dead endpoint fails is pinned in process (tests/test_fail_fast.py).
+    assert time.monotonic() - started < 45
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.startswith("daily_pipeline: error: ")

@@ -3,8 +3,10 @@ runs the same in a child process as in a thread."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, FlexibleChecksumError, ResponseStreamingError
 
 from lakelock.testing import FaultPlan, FaultRule, S3Endpoint, parse_fault_spec
 
@@ -99,3 +101,24 @@ def test_endpoint_in_a_child_process() -> None:
         assert s3.faults()["injected"] == {"lost_ack": 1}
         assert s3.stats()["PutObject"] == 2  # the lost one and the SDK's retry
         assert client.get_object(Bucket="child", Key="k")["Body"].read() == b"x"
+
+
+@pytest.mark.parametrize(
+    ("kind", "failure"),
+    [("truncate", ResponseStreamingError), ("corrupt", FlexibleChecksumError)],
+)
+def test_a_body_fault_spoils_the_answer_not_the_object(
+    s3: S3Endpoint, bucket: str, kind: Any, failure: type[Exception]
+) -> None:
+    """``truncate`` answers 200 and breaks the body off (botocore's read fails mid-body),
+    ``corrupt`` answers 200 with a body that fails its checksum; either way the object is
+    untouched, and the next GET on the same client gets it whole."""
+    client = s3.client()
+    client.put_object(Bucket=bucket, Key="k", Body=b"0123456789", IfNoneMatch="*")
+    s3.inject(kind, operation="GetObject", prefix="k", count=1)
+    answer = client.get_object(Bucket=bucket, Key="k")
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
+    with pytest.raises(failure):
+        answer["Body"].read()
+    assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"0123456789"
+    assert s3.faults()["injected"] == {kind: 1}

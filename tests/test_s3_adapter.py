@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 import pytest
+from botocore.exceptions import BotoCoreError
 
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import WRITE_ID_KEY, IfMatch, ObjectStore
@@ -131,6 +132,40 @@ def test_timeout_is_unknown(s3: S3Endpoint, bucket: str) -> None:
     s3.inject("timeout", operation="PutObject", delay=1.0, count=1)
     with pytest.raises(OutcomeUnknownError):
         store.put("k", b"x")
+
+
+@pytest.mark.parametrize("kind", ["truncate", "corrupt"])
+@pytest.mark.parametrize("byte_range", [None, (2, 9)])
+def test_a_get_whose_body_is_lost_is_asked_again(
+    s3: S3Endpoint, store: ObjectStore, kind: Any, byte_range: tuple[int, int] | None
+) -> None:
+    """A GET answered 200 whose body breaks off (``truncate``: an incomplete read) or fails
+    its checksum (``corrupt``: FlexibleChecksumError) is sent again, whole or ranged, until
+    the body arrives intact: a read changes nothing."""
+    store.put("k", b"0123456789abcdef")
+    s3.reset_stats()
+    s3.inject(kind, operation="GetObject", prefix="k", count=2)
+    data = store.get("k", byte_range=byte_range)
+    assert data.body == (b"2345678" if byte_range else b"0123456789abcdef")
+    assert s3.faults()["injected"] == {kind: 2}
+    assert s3.stats()["GetObject"] == 3
+
+
+@pytest.mark.parametrize("kind", ["truncate", "corrupt"])
+def test_a_body_lost_on_every_try_is_unknown_once_the_budget_is_spent(
+    s3: S3Endpoint, client: Any, bucket: str, kind: Any
+) -> None:
+    """A body lost on every try ends, once the store's retry budget is spent, as the typed
+    error a lost body always was: OutcomeUnknownError for that GET, from botocore's error."""
+    store = ObjectStore(client, bucket, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+    store.put("k", b"0123456789abcdef")
+    s3.reset_stats()
+    s3.inject(kind, operation="GetObject", prefix="k")
+    with pytest.raises(OutcomeUnknownError) as info:
+        store.get("k")
+    assert (info.value.key, info.value.operation) == ("k", "GetObject")
+    assert isinstance(info.value.__cause__, BotoCoreError)
+    assert s3.stats()["GetObject"] == 3
 
 
 def test_lost_ack_on_create_is_success(s3: S3Endpoint, store: ObjectStore) -> None:

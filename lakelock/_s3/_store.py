@@ -427,23 +427,36 @@ class ObjectStore:
     # -- reads --------------------------------------------------------------------------------
 
     def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> ObjectData:
-        """The object (its body, or with ``byte_range`` the bytes ``[start, end)`` of it)."""
-        extra = {"Range": f"bytes={byte_range[0]}-{byte_range[1] - 1}"} if byte_range else {}
-        response = self._request(
-            "GetObject",
-            key,
-            self.client.get_object,
-            Bucket=self.bucket,
-            Key=self.full_key(key),
-            **extra,
+        """The object (its body, or with ``byte_range`` the bytes ``[start, end)`` of it).
+
+        The request and the read of its body are one attempt: a body that breaks off or fails
+        its checksum is asked for again (a GET changes nothing), within the store's retry
+        budget as 409s and 503s are; past it, the last failure is raised
+        (:class:`OutcomeUnknownError`)."""
+        extra: dict[str, Any] = (
+            {"Range": f"bytes={byte_range[0]}-{byte_range[1] - 1}"} if byte_range else {}
         )
-        try:
-            body = response["Body"].read()
-        except BotoCoreError as error:
-            raise classify(
-                error, bucket=self.bucket, call=Call("GetObject", key), prefix=self.prefix
-            ) from error
-        return ObjectData(**_head_fields(key, response), body=body)
+
+        def once() -> ObjectData:
+            response = self._call(
+                "GetObject",
+                key,
+                self.client.get_object,
+                Bucket=self.bucket,
+                Key=self.full_key(key),
+                **extra,
+            )
+            try:
+                body = response["Body"].read()
+            except BotoCoreError as error:
+                raise _BodyLost(
+                    classify(
+                        error, bucket=self.bucket, call=Call("GetObject", key), prefix=self.prefix
+                    )
+                ) from error
+            return ObjectData(**_head_fields(key, response), body=body)
+
+        return self._retry_transient(once)
 
     def head(self, key: str) -> ObjectHead:
         response = self._request(
@@ -522,12 +535,24 @@ class ObjectStore:
         )
 
     def _retry_transient(self, attempt: Callable[[], _T]) -> _T:
-        """Retry 409 ConditionalRequestConflict and 503 SlowDown (never applied) with jittered
-        exponential backoff, within the store's retry budget."""
-        for try_ in self.retry.retrying((ConflictError, ThrottledError)):
-            with try_:
-                return attempt()
+        """Retry 409 ConditionalRequestConflict and 503 SlowDown (never applied), and a read's
+        lost body, with jittered exponential backoff, within the store's retry budget."""
+        try:
+            for try_ in self.retry.retrying((ConflictError, ThrottledError, _BodyLost)):
+                with try_:
+                    return attempt()
+        except _BodyLost as lost:
+            raise lost.error from lost.__cause__
         raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+class _BodyLost(Exception):
+    """A read's body broke off or failed its checksum: ``error`` is what it is classified as
+    (retried by :meth:`ObjectStore._retry_transient`, raised once the budget is spent)."""
+
+    def __init__(self, error: StorageError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _condition(mode: PutMode) -> dict[str, str]:

@@ -21,6 +21,12 @@ reset          before  the connection is reset, nothing applied
 timeout        before  the request hangs ``delay`` seconds, then the connection is reset
 lost_ack       after   the request IS applied, then the connection is reset (response lost)
 lost_ack_5xx   after   the request IS applied, then 500 InternalError is answered instead
+truncate       after   the answer's headers (its whole Content-Length) and half its body
+                       only, then the connection is closed: the client's read of the body
+                       breaks off (a read too: a GET's object arrives cut short)
+corrupt        after   the answer's body with every byte inverted, under the checksum of
+                       the real one (its CRC32 if it carried none): the client's checksum
+                       check of the body fails
 =============  ======  ==================================================================
 
 ``lost_ack`` is the case the whole protocol is built around ("Lost acknowledgements" in
@@ -52,12 +58,16 @@ FaultKind = Literal[
     "timeout",
     "lost_ack",
     "lost_ack_5xx",
+    "truncate",
+    "corrupt",
 ]
 FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
 BEFORE_KINDS: frozenset[str] = frozenset({"slowdown", "error", "conflict", "reset", "timeout"})
-AFTER_KINDS: frozenset[str] = frozenset({"lost_ack", "lost_ack_5xx"})
+AFTER_KINDS: frozenset[str] = frozenset({"lost_ack", "lost_ack_5xx", "truncate", "corrupt"})
+#: After-kinds that spoil an answer's body, and so strike reads as well as writes.
+BODY_KINDS: frozenset[str] = frozenset({"truncate", "corrupt"})
 
-__all__ = ["FAULT_KINDS", "FaultKind", "FaultPlan", "FaultRule", "parse_fault_spec"]
+__all__ = ["BODY_KINDS", "FAULT_KINDS", "FaultKind", "FaultPlan", "FaultRule", "parse_fault_spec"]
 
 
 @dataclass

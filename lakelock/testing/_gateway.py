@@ -68,7 +68,7 @@ from lakelock.testing._conditions import (
     size_condition,
 )
 from lakelock.testing._control import CONTROL_PREFIX, control
-from lakelock.testing._faults import Decision, FaultPlan, FaultRule
+from lakelock.testing._faults import BODY_KINDS, Decision, FaultPlan, FaultRule
 from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._lacking import LACKABLE, Lackable, act_lacking
 from lakelock.testing._policy_gate import BucketPolicies
@@ -77,6 +77,8 @@ from lakelock.testing._wsgi import (
     Response,
     WSGIApp,
     conflict,
+    corrupted,
+    cut_short,
     forward,
     headers_of,
     json_response,
@@ -88,6 +90,7 @@ from lakelock.testing._wsgi import (
     replace_body,
     reset_connection,
     s3_error,
+    sent_then_closed,
     subrequest,
 )
 
@@ -162,6 +165,8 @@ class Gateway:
         with self._counts_lock:
             self._bytes["out"] += len(response.body)
         start_response(response.status, response.headers)
+        if response.then_close:
+            return sent_then_closed(response.body, environ)
         return [response.body]
 
     def _handle(
@@ -189,9 +194,14 @@ class Gateway:
             return self._upload_part_copy(environ, request, headers)
         if not request.mutating:
             if request.bucket is None or request.key is None:
-                return forward(self._backend, environ)
-            with self._applying.hold([(request.bucket, request.key)], wait=True):
-                return forward(self._backend, environ)
+                response = forward(self._backend, environ)
+            else:
+                with self._applying.hold([(request.bucket, request.key)], wait=True):
+                    response = forward(self._backend, environ)
+            spoil = decision.after
+            if spoil is not None and spoil.kind in BODY_KINDS and response.code < 300:
+                return self._strike_after(spoil, response)
+            return response
         return self._write(environ, request, headers, decision)
 
     def _write(
@@ -251,7 +261,7 @@ class Gateway:
                 if request.operation == "CompleteMultipartUpload" and response.code == 200:
                     self._remember_completion(request)
         if decision.after is not None and response.code < 300:
-            return self._strike_after(decision.after)
+            return self._strike_after(decision.after, response)
         return response
 
     def _upload_part_copy(
@@ -500,7 +510,11 @@ class Gateway:
             self._sleep(rule.delay)
         raise Reset
 
-    def _strike_after(self, rule: FaultRule) -> Response:
+    def _strike_after(self, rule: FaultRule, response: Response) -> Response:
+        if rule.kind == "truncate":
+            return cut_short(response)
+        if rule.kind == "corrupt":
+            return corrupted(response)
         if rule.kind == "lost_ack_5xx":
             return s3_error("500 Internal Server Error", "InternalError", "Injected lost ack.")
         raise Reset

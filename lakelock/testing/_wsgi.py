@@ -4,10 +4,12 @@ request on to the WSGI application behind (moto)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import socket
 import struct
-from collections.abc import Callable, Iterable, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
@@ -20,6 +22,8 @@ __all__ = [
     "Response",
     "WSGIApp",
     "conflict",
+    "corrupted",
+    "cut_short",
     "forward",
     "headers_of",
     "json_response",
@@ -31,6 +35,7 @@ __all__ = [
     "replace_body",
     "reset_connection",
     "s3_error",
+    "sent_then_closed",
     "subrequest",
 ]
 
@@ -42,6 +47,8 @@ class Response:
     status: str
     headers: list[tuple[str, str]]
     body: bytes
+    #: Close the connection once ``body`` is sent (a body cut short of its Content-Length).
+    then_close: bool = False
 
     @property
     def code(self) -> int:
@@ -199,3 +206,42 @@ def reset_connection(environ: Mapping[str, Any]) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+def cut_short(response: Response) -> Response:
+    """``response`` with the first half of its body only, under the whole body's
+    Content-Length, the connection to be closed after it: the client's read of the body
+    breaks off (an incomplete read)."""
+    return Response(
+        response.status,
+        _with_header(response.headers, "Content-Length", str(len(response.body))),
+        response.body[: len(response.body) // 2],
+        then_close=True,
+    )
+
+
+def corrupted(response: Response) -> Response:
+    """``response`` with every byte of its body inverted (an empty body: one byte), under the
+    checksum of the real body (its CRC32 if the answer carried no checksum): the client's
+    checksum check of the body fails."""
+    body = bytes(byte ^ 0xFF for byte in response.body) or b"\x00"
+    headers = _with_header(response.headers, "Content-Length", str(len(body)))
+    if not any(name.lower().startswith("x-amz-checksum-") for name, _ in headers):
+        crc32 = zlib.crc32(response.body).to_bytes(4, "big")
+        headers.append(("x-amz-checksum-crc32", base64.b64encode(crc32).decode()))
+    return Response(response.status, headers, body)
+
+
+def sent_then_closed(body: bytes, environ: Mapping[str, Any]) -> Iterator[bytes]:
+    """``body``, then the connection closed for writing (the client reads to its end, then
+    finds no more): what a server that fails mid-answer leaves its client."""
+    yield body
+    sock = environ.get("werkzeug.socket")
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+
+
+def _with_header(headers: list[tuple[str, str]], name: str, value: str) -> list[tuple[str, str]]:
+    """``headers`` with ``name`` (any case) set to ``value`` alone."""
+    return [(n, v) for n, v in headers if n.lower() != name.lower()] + [(name, value)]

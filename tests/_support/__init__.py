@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from lakelock._retry import RetryPolicy
+from lakelock._s3._classify import CONNECT_BACKOFF
 
 __all__ = [
     "CLI_ENV",
     "FAST_RETRY",
     "REPO",
     "StallAndRace",
+    "connect_pauses",
     "free_port",
     "no_sleep",
     "wait_until",
@@ -46,6 +48,12 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def connect_pauses(attempts: int) -> list[float]:
+    """The pauses lakelock's clients take between ``attempts`` attempts at a connection that
+    cannot be made (:data:`~lakelock._s3._classify.CONNECT_BACKOFF`, doubling)."""
+    return [CONNECT_BACKOFF * 2**n for n in range(attempts - 1)]
 
 
 def no_sleep(seconds: float) -> None:

@@ -57,6 +57,7 @@ from lakelock._registry._document import (
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, parse_intent
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Missing, Objects, missing_object
+from lakelock._retry import SteadyOr
 from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
@@ -266,7 +267,11 @@ class Committer:
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.max_attempts)
             | _OutOfTime(lambda: self._now - started, self.max_seconds),
-            wait=_SteadyOr(backoff, lambda: liveness.poll(state.waits, state.attempts))
+            wait=SteadyOr(
+                backoff,
+                (Wait,),
+                lambda: advise(lambda: liveness.poll(state.waits, state.attempts), 0.05),
+            )
             if steady
             else backoff,
             retry=tenacity.retry_if_exception_type((Redrive, Retry)),
@@ -977,30 +982,6 @@ class _Jittered(tenacity.wait.wait_base):
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         high = min(self._most, self._initial * 2 ** (retry_state.attempt_number - 1))
         return self._rng.uniform(0, high)
-
-
-class _SteadyOr(tenacity.wait.wait_base):
-    """The policy's poll after a :class:`Wait`; otherwise the backoff, counting failures
-    only (a wait is not a failure)."""
-
-    def __init__(self, backoff: _Jittered, poll: Callable[[], float]) -> None:
-        self._backoff = backoff
-        self._poll = poll
-        self._failures = 0
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        outcome = retry_state.outcome
-        error = outcome.exception() if outcome is not None else None
-        if isinstance(error, Wait):
-            return advise(self._poll, 0.05)
-        self._failures += 1
-        counted = _Counted(self._failures)
-        return self._backoff(counted)  # type: ignore[arg-type]
-
-
-@dataclass
-class _Counted:
-    attempt_number: int
 
 
 class _OutOfTime(tenacity.stop.stop_base):

@@ -41,7 +41,9 @@ LINGER_POLL = 0.002
 #: of the root per commit applied) next to hundreds of thousands of long-lived ones (every
 #: process's cache of parsed objects), and Python's default (a young collection every 700
 #: allocations, each older one scanning that whole long-lived heap) spent a third of a
-#: 256-writer run's CPU collecting. Nothing in a run depends on when garbage is collected.
+#: 256-writer run's CPU collecting. Nothing in a run depends on when garbage is collected:
+#: no finalizer feeds back into it (a process's generator runs to its end or is closed when
+#: it is killed, at a moment of the run's own).
 GC_THRESHOLDS = (50_000, 20, 20)
 
 

@@ -10,6 +10,7 @@ that seed of the sweeps here.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import io
 import multiprocessing
 import os
@@ -43,6 +44,7 @@ from lakelock._registry._core._requests import (
     Sleep,
 )
 from lakelock._registry._document import REGISTRY_KEY, IntentFate
+from lakelock._registry._objects import Missing
 from lakelock._registry._snapshot import SnapshotCommit
 from lakelock._sim import (
     EPOCH,
@@ -69,6 +71,7 @@ from lakelock._sim import (
     simulate,
 )
 from lakelock._sim._protocols import _Reader
+from lakelock._sim._run import GC_THRESHOLDS
 from lakelock.cli import main
 from lakelock.errors import (
     AlreadyExistsError,
@@ -520,6 +523,35 @@ def test_a_run_of_the_commit_core_replays_exactly_from_its_seed() -> None:
     assert one.metrics == two.metrics
     assert one.store.history == two.store.history
     assert sorted(one.store.objects) == sorted(two.store.objects)
+
+
+def test_a_run_collects_garbage_rarely_and_puts_the_thresholds_back() -> None:
+    """A run raises the collector's thresholds while it goes on (a third of a large run's
+    CPU went to collecting) and leaves the process's own afterwards."""
+    before = gc.get_threshold()
+    during: list[tuple[int, ...]] = []
+    simulate(
+        SimConfig(writers=2, seconds=2.0, seed=1),
+        progress=lambda *_: during.append(gc.get_threshold()),
+    )
+    assert during
+    assert all(t == tuple(map(max, GC_THRESHOLDS, before)) for t in during)
+    assert gc.get_threshold() == before
+
+
+def test_simulated_processes_share_parses_but_not_caches() -> None:
+    """Each process keeps its own object cache (what it holds decides what it fetches), but
+    the same key and bytes are parsed once for all of them."""
+    result = simulate(SimConfig(writers=2, seconds=1.0, seed=1))
+    key = next(k for k in result.store.objects if k.startswith("metastore/snapshots/"))
+    body = result.store.objects[key].body
+    protocol = CoreProtocol()
+    first, second = (protocol.committer(Random(n), result.config).objects for n in (1, 2))
+    first.load(key, body)
+    with pytest.raises(Missing):
+        second.snapshot(key)  # not in its cache: the core would GET it
+    second.load(key, body)
+    assert second.snapshot(key) is first.snapshot(key)
 
 
 def test_a_run_reads_no_wall_clock_and_no_entropy(monkeypatch: pytest.MonkeyPatch) -> None:

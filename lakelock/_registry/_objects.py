@@ -20,7 +20,7 @@ from typing import Any
 
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj
-from lakelock._registry._changes import totals_of
+from lakelock._registry._changes import Change, totals_of
 from lakelock._registry._document import (
     DatasetState,
     ManifestRef,
@@ -217,7 +217,7 @@ class Objects:
 
     def offline(self) -> Objects:
         """This cache, for code that performs no I/O: a miss raises :class:`Missing`."""
-        view = Objects.__new__(Objects)
+        view = type(self).__new__(type(self))
         view.__dict__.update(self.__dict__)
         view._offline = True
         return view
@@ -229,7 +229,7 @@ class Objects:
     def _parser(self, key: str) -> Callable[[str, bytes], Any]:
         bucket = self.bucket
         if is_intent(key):
-            parse: Callable[[str, bytes], Any] = lambda k, b: parse_intent(k, b, bucket=bucket)[1]  # noqa: E731
+            parse: Callable[[str, bytes], Any] = lambda k, b: self.intent(k, b, bucket=bucket)[1]  # noqa: E731
         elif key.startswith(NODE_PREFIX):
             parse = lambda k, b: verify_node(k, b, bucket=bucket)  # noqa: E731
         elif key.startswith(SNAPSHOT_PREFIX):
@@ -243,6 +243,12 @@ class Objects:
             return value
 
         return parse_and_remember
+
+    def intent(self, key: str, body: bytes, *, bucket: str | None) -> tuple[Change, Manifest]:
+        """An intent's change and manifest (:func:`parse_intent`, not cached here: the
+        committer keeps the changes it read). A pure function of its arguments, so a cache
+        that many processes' caches share can answer it (the simulator's)."""
+        return parse_intent(key, body, bucket=bucket)
 
     # -- cache --------------------------------------------------------------------------------
 

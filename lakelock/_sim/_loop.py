@@ -349,41 +349,37 @@ class Endpoint:
         return result, error
 
 
+#: Each injected fault as the store answers it: its error, what the message says, the HTTP
+#: status and the S3 error code (a timeout has neither: no answer came).
+_FAULT_ERRORS: dict[str, tuple[type[StorageError], str, int | None, str | None]] = {
+    "throttle": (ThrottledError, "SlowDown (injected)", 503, "SlowDown"),
+    "conflict": (
+        ConflictError,
+        "ConditionalRequestConflict (injected)",
+        409,
+        "ConditionalRequestConflict",
+    ),
+    "timeout": (OutcomeUnknownError, "read timeout (injected)", None, None),
+    "lost_ack": (
+        OutcomeUnknownError,
+        "500 InternalError after applying (injected lost answer)",
+        500,
+        "InternalError",
+    ),
+}
+
+
 def _fault_error(fault: str, request: Get | Put | List | Delete) -> StorageError:
+    error, what, status, code = _FAULT_ERRORS[fault]
     key = getattr(request, "key", None)
     operation = _OPERATION[type(request)]
-    if fault == "throttle":
-        return ThrottledError(
-            f"{operation} {key!r}: SlowDown (injected)",
-            bucket=BUCKET,
-            key=key,
-            operation=operation,
-            status=503,
-            code="SlowDown",
-        )
-    if fault == "conflict":
-        return ConflictError(
-            f"{operation} {key!r}: ConditionalRequestConflict (injected)",
-            bucket=BUCKET,
-            key=key,
-            operation=operation,
-            status=409,
-            code="ConditionalRequestConflict",
-        )
-    if fault == "timeout":
-        return OutcomeUnknownError(
-            f"{operation} {key!r}: read timeout (injected)",
-            bucket=BUCKET,
-            key=key,
-            operation=operation,
-        )
-    return OutcomeUnknownError(
-        f"{operation} {key!r}: 500 InternalError after applying (injected lost answer)",
+    return error(
+        f"{operation} {key!r}: {what}",
         bucket=BUCKET,
         key=key,
         operation=operation,
-        status=500,
-        code="InternalError",
+        status=status,
+        code=code,
     )
 
 

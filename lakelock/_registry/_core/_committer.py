@@ -54,7 +54,7 @@ from lakelock._registry._document import (
     parse_registry,
     serialize_registry,
 )
-from lakelock._registry._intents import INTENT_PREFIX, intent_document, parse_intent
+from lakelock._registry._intents import INTENT_PREFIX, intent_document
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Missing, Objects, missing_object
 from lakelock._retry import SteadyOr
@@ -710,7 +710,7 @@ class Committer:
             if isinstance(answer, BaseException):
                 raise answer
             try:
-                change, manifest = parse_intent(key, answer.body, bucket=self.bucket)
+                change, manifest = self.objects.intent(key, answer.body, bucket=self.bucket)
             except RegistryCorruptError as error:
                 result[key] = f"unreadable: {error}"
                 continue

@@ -83,6 +83,16 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
         assert all("commits it again" in v for v in result.violations), result.violations[:3]
 
 
+def test_a_slow_append_swapped_together_with_a_restore_is_not_the_restores() -> None:
+    """Found by the slow sweep (seed 11051): one swap carried a restore of ``ds0`` and a slow
+    writer's append to ``ds1`` whose data file, written 1.15 s earlier, vacuum (window 1 s)
+    had just taken. That is the writer's lateness (``vacuum_late``), not rule 9: the checker
+    blames a restore only for what the dataset it restored reaches."""
+    result = simulate(sweep_config(11051))
+    assert result.violations == []
+    assert result.metrics.vacuum_late > 0
+
+
 def test_the_sweep_vacuums_in_a_quarter_of_its_runs_and_they_delete() -> None:
     """Seeds 3 and 6 of every 8 run one vacuum process (no clock skew); it deletes what the
     run leaves behind, and every deletion is judged (no violations)."""

@@ -25,8 +25,8 @@ is a violation when:
    it, or its writer will);
 3. **an intent applied after**: ``key`` is an intent that a root written after ``t`` reaches
    (it became a manifest of a version: vacuum took it away as it was applied);
-3b. **a restore after**: the first version after ``R`` to reach ``key`` restored an older
-   one (FORMAT.md rule 9: a restore keeps a lead on the retention);
+3b. **a restore after**: the first version after ``R`` to reach ``key`` reaches it through
+   a dataset it restored (FORMAT.md rule 9: a restore keeps a lead on the retention);
 4. **a recent object**: ``key`` was last modified after ``cutoff`` (a writer may be about to
    commit it).
 
@@ -268,7 +268,7 @@ def vacuum_problems(
             problems.append(f"{what}: it was modified within the window")
         if needed_until.get(key, -1.0) > t:
             at, doc = versions.first_after(run.read, key)
-            if _restored(doc):
+            if _restored(doc, key, versions):
                 problems.append(f"{what}: restore v{doc.version} (at {at:.3f}) commits it again")
             elif is_intent(key):
                 problems.append(f"{what}: an intent that v{doc.version} (at {at:.3f}) applies")
@@ -277,9 +277,18 @@ def vacuum_problems(
     return problems, late
 
 
-def _restored(doc: RegistryDoc) -> bool:
-    """Whether ``doc``'s version restored an older one (its manifests come back)."""
-    return any(c.version == doc.version and c.operation == "restore" for c in doc.commits)
+def _restored(doc: RegistryDoc, key: str, versions: _Versions) -> bool:
+    """Whether ``doc``'s version brings ``key`` back through a restore: a dataset it restored
+    reaches ``key`` (another commit of the same swap, such as a slow writer's append of a
+    file vacuum took, is that writer's lateness, not the restore's)."""
+    restored = {
+        c.dataset for c in doc.commits if c.version == doc.version and c.operation == "restore"
+    }
+    return any(
+        key in versions.reaches(doc.entries[name].snapshot)
+        for name in sorted(restored)
+        if name in doc.entries
+    )
 
 
 def _undecided(key: str, modified: float, doc: RegistryDoc, run: VacuumRun) -> bool:

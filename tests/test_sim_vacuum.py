@@ -83,12 +83,16 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
         assert all("commits it again" in v for v in result.violations), result.violations[:3]
 
 
-def test_a_slow_append_swapped_together_with_a_restore_is_not_the_restores() -> None:
-    """Found by the slow sweep (seed 11051): one swap carried a restore of ``ds0`` and a slow
-    writer's append to ``ds1`` whose data file, written 1.15 s earlier, vacuum (window 1 s)
-    had just taken. That is the writer's lateness (``vacuum_late``), not rule 9: the checker
-    blames a restore only for what the dataset it restored reaches."""
-    result = simulate(sweep_config(11051))
+@pytest.mark.parametrize("seed", [11051, 26078])
+def test_a_slow_append_swapped_together_with_a_restore_is_not_the_restores(seed: int) -> None:
+    """Found by the slow sweep: one swap carried a restore and a slow writer's append whose
+    new data file vacuum (window 1 s) had just taken — seed 11051: a restore of ``ds0``, an
+    append to ``ds1`` written 1.15 s before; seed 26078: both on ``ds1``, the file written
+    40 ms before vacuum began, its ``LastModified`` truncated to the second before. That is
+    the writer's lateness (``vacuum_late``), not rule 9: the checker blames a restore only
+    for what a dataset it restored reaches and a version at or before vacuum's read had
+    committed (what the restore brought back)."""
+    result = simulate(sweep_config(seed))
     assert result.violations == []
     assert result.metrics.vacuum_late > 0
 

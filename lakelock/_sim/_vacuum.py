@@ -157,6 +157,15 @@ class _Versions:
                 return self.times[n], doc
         raise LookupError(key)
 
+    def reached_by(self, key: str, version: int) -> bool:
+        """Whether a root at or before ``version`` reaches ``key``."""
+        return any(
+            key in self.reaches(e.snapshot)
+            for n in range(len(self.bodies))
+            if self.doc(n).version <= version
+            for e in self.doc(n).entries.values()
+        )
+
     def version(self, version: int) -> RegistryDoc | None:
         """The root at ``version`` (versions rise by one per root written, from 1)."""
         n = version - 1
@@ -268,7 +277,7 @@ def vacuum_problems(
             problems.append(f"{what}: it was modified within the window")
         if needed_until.get(key, -1.0) > t:
             at, doc = versions.first_after(run.read, key)
-            if _restored(doc, key, versions):
+            if _restored(doc, key, versions, run.read):
                 problems.append(f"{what}: restore v{doc.version} (at {at:.3f}) commits it again")
             elif is_intent(key):
                 problems.append(f"{what}: an intent that v{doc.version} (at {at:.3f}) applies")
@@ -277,10 +286,11 @@ def vacuum_problems(
     return problems, late
 
 
-def _restored(doc: RegistryDoc, key: str, versions: _Versions) -> bool:
+def _restored(doc: RegistryDoc, key: str, versions: _Versions, read: int) -> bool:
     """Whether ``doc``'s version brings ``key`` back through a restore: a dataset it restored
-    reaches ``key`` (another commit of the same swap, such as a slow writer's append of a
-    file vacuum took, is that writer's lateness, not the restore's)."""
+    reaches ``key``, which a version at or before vacuum's read (``read``) had committed
+    already. Another commit of the same swap — a slow writer's append to any dataset, whose
+    new file vacuum took — is that writer's lateness, not the restore's."""
     restored = {
         c.dataset for c in doc.commits if c.version == doc.version and c.operation == "restore"
     }
@@ -288,7 +298,7 @@ def _restored(doc: RegistryDoc, key: str, versions: _Versions) -> bool:
         key in versions.reaches(doc.entries[name].snapshot)
         for name in sorted(restored)
         if name in doc.entries
-    )
+    ) and versions.reached_by(key, read)
 
 
 def _undecided(key: str, modified: float, doc: RegistryDoc, run: VacuumRun) -> bool:

@@ -76,7 +76,7 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
         assert seed % 8 in VACUUM_SEEDS
         assert simulate(sweep_config(seed)).violations == []
     monkeypatch.setattr(_decide, "restore_too_late", lambda *_, **__: None)
-    monkeypatch.setattr(_protocols, "restore_lead", lambda _retention: 0.0)
+    monkeypatch.setattr(_protocols, "restore_refused", lambda *_, **__: False)
     for seed in RESTORE_SEEDS:
         result = simulate(sweep_config(seed))
         assert result.violations, seed

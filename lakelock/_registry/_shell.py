@@ -21,7 +21,7 @@ from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._changes import Change, Fence
 from lakelock._registry._commit import CommitQueue
 from lakelock._registry._core import Committer, Driver, FoldPolicy, Hints, Redrive, Retry
-from lakelock._registry._core._decide import restore_lead
+from lakelock._registry._core._decide import restore_lead, restore_refused
 from lakelock._registry._document import (
     REGISTRY_KEY,
     CommitRecord,
@@ -405,9 +405,9 @@ class Registry:
         replaced = self.objects.replaced_at(doc.entries[name], state.updated_version)
         if replaced is None:
             return state, None
-        until = replaced + self.retention
-        left, lead = until - self._clock(), restore_lead(self.retention)
-        if left < lead:
+        until, now = replaced + self.retention, self._clock()
+        if restore_refused(until, now=now, retention=self.retention):
+            left, lead = until - now, restore_lead(self.retention)
             raise SnapshotExpiredError(
                 name,
                 version=version,

@@ -19,7 +19,7 @@ import orjson
 
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, FoldPolicy
-from lakelock._registry._core._decide import restore_lead
+from lakelock._registry._core._decide import restore_refused
 from lakelock._registry._document import REGISTRY_KEY, DatasetState, decode_schema, parse_registry
 from lakelock._registry._intents import is_intent, parse_intent
 from lakelock._registry._manifest import Manifest, verify_manifest
@@ -311,11 +311,11 @@ class CoreProtocol(SimProtocol):
         chain = reader.chain(entry.snapshot)[-20:]
         # As Registry.restorable: a version replaced long enough ago that it leaves the
         # retention within the restore's lead is refused (FORMAT.md rule 9).
-        lead = restore_lead(retention)
         choices = [
             (key, snap, after.at + retention)
             for (key, snap), (_, after) in pairwise(chain)
-            if after.at + retention - now >= lead and key in store.objects
+            if not restore_refused(after.at + retention, now=now, retention=retention)
+            and key in store.objects
         ]
         if not choices:
             return None

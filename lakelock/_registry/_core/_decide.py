@@ -63,6 +63,7 @@ __all__ = [
     "judge_listed",
     "recorded_version",
     "restore_lead",
+    "restore_refused",
     "restore_too_late",
     "settle",
 ]
@@ -205,6 +206,12 @@ def restore_lead(retention: float) -> float:
     this (half the retention, at most :data:`RESTORE_LEAD_MAX`); it is applied while half
     this is left, and its swap is sent while a quarter is."""
     return min(retention / 2, RESTORE_LEAD_MAX)
+
+
+def restore_refused(until: float, *, now: float, retention: float) -> bool:
+    """Rule 9 when a restore reads its version: refused if the version leaves the retention
+    (at ``until``) within the restore's lead (:func:`restore_lead`)."""
+    return until - now < restore_lead(retention)
 
 
 def restore_too_late(changes: Iterable[Change], *, now: float, margin: float) -> str | None:

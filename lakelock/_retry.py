@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import tenacity
 
-__all__ = ["RetryPolicy", "SteadyOr"]
+__all__ = ["OutOfTime", "RetryPolicy", "SteadyOr"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,10 @@ class RetryPolicy:
         backoff = tenacity.wait_random_exponential(
             multiplier=self.initial_backoff, max=self.max_backoff
         )
+        started, clock = self.clock(), self.clock
         return tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_attempts) | _OutOfTime(self),
+            stop=tenacity.stop_after_attempt(self.max_attempts)
+            | OutOfTime(lambda: clock() - started, self.max_elapsed),
             wait=SteadyOr(backoff, steady, poll) if steady and poll is not None else backoff,
             retry=tenacity.retry_if_exception_type(retry_on),
             sleep=self.sleep,
@@ -92,13 +94,14 @@ class SteadyOr(tenacity.wait.wait_base):
         return float(self._backoff(counted))
 
 
-class _OutOfTime(tenacity.stop.stop_base):
-    """tenacity's ``stop_after_delay`` reads ``time.monotonic`` itself; this reads the
-    policy's injectable clock."""
+class OutOfTime(tenacity.stop.stop_base):
+    """Stop once ``elapsed()`` reaches ``most`` seconds. tenacity's ``stop_after_delay``
+    reads ``time.monotonic`` itself; this reads whatever clock it is given (a policy's
+    injectable clock, or the time the commit core is handed)."""
 
-    def __init__(self, policy: RetryPolicy) -> None:
-        self._policy = policy
-        self._started = policy.clock()
+    def __init__(self, elapsed: Callable[[], float], most: float) -> None:
+        self._elapsed = elapsed
+        self._most = most
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return self._policy.clock() - self._started >= self._policy.max_elapsed
+        return self._elapsed() >= self._most

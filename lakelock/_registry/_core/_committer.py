@@ -57,7 +57,7 @@ from lakelock._registry._document import (
 from lakelock._registry._intents import INTENT_PREFIX, intent_document
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Missing, Objects, missing_object
-from lakelock._retry import SteadyOr
+from lakelock._retry import OutOfTime, SteadyOr
 from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
@@ -266,7 +266,7 @@ class Committer:
         liveness = self.liveness
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.max_attempts)
-            | _OutOfTime(lambda: self._now - started, self.max_seconds),
+            | OutOfTime(lambda: self._now - started, self.max_seconds),
             wait=SteadyOr(
                 backoff,
                 (Wait,),
@@ -982,12 +982,3 @@ class _Jittered(tenacity.wait.wait_base):
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         high = min(self._most, self._initial * 2 ** (retry_state.attempt_number - 1))
         return self._rng.uniform(0, high)
-
-
-class _OutOfTime(tenacity.stop.stop_base):
-    def __init__(self, elapsed: Callable[[], float], most: float) -> None:
-        self._elapsed = elapsed
-        self._most = most
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return self._elapsed() >= self._most

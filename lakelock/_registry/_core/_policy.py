@@ -96,8 +96,15 @@ class FoldPolicy:
     #: 1.5 and 2.5 about the same, 3 worse; at 16 and 64 writers within the seeds' spread
     #: on Standard, +2 % to +10 % on Express One Zone (BENCHMARKS.md §15).
     hedge: float = 2.0
-    #: The round assumed before one is measured (seconds), and its bounds.
-    first_round: float = 0.05
+    #: The round assumed before one is measured (seconds), and its bounds. A fold-and-swap
+    #: takes ~0.15 s or more on S3 Standard, and a first fold of hundreds of intents longer:
+    #: assumed too short, waiters in a start-up burst run out of patience before the first
+    #: fold lands and each folds alone. 0.1 against 0.05: at 256 writers starting at once
+    #: (3 s) 15 / 69 -> 8.3 / 9.1 requests a commit, 1,048 / 733 -> 1,142 / 1,008 commits;
+    #: at 1,024 writers (seed 1, steady state) 503 -> 693 commits/s, p99 3.0 -> 1.8 s,
+    #: 43 -> 10.6 requests a commit; at 256 steady p99 1.22-1.37 -> 0.86-1.01 s for
+    #: 5-9 % fewer commits/s; at 16 and 64 within the seeds' spread (BENCHMARKS.md §15).
+    first_round: float = 0.1
     max_round: float = 5.0
     #: Other processes' intents kept parsed per process (a redrive does not re-read them).
     intent_cache: int = 4096

@@ -493,12 +493,16 @@ class Process:
 
         def one(index: int) -> Answer:
             def answer(result: Any, error: BaseException | None) -> None:
+                nonlocal one
                 results[index] = error if error is not None else result
                 left[0] -= 1
                 following = next(queued, None)
                 if following is not None:
                     self.endpoint.send(parts[following], self, one(following))
                 if left[0] == 0:
+                    # ``one`` holds itself (its closure): dropped, reference counting frees
+                    # the batch's answers now, not the garbage collector later.
+                    del one
                     self._deliver((tuple(results), None))
 
             return answer

@@ -20,7 +20,15 @@ from lakelock._names import validate_dataset_name, validate_partition_path
 from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._changes import Change, Fence
 from lakelock._registry._commit import CommitQueue
-from lakelock._registry._core import Committer, Driver, FoldPolicy, Hints, Redrive, Retry
+from lakelock._registry._core import (
+    Committer,
+    Driver,
+    FoldPolicy,
+    Hedging,
+    Hints,
+    Redrive,
+    Retry,
+)
 from lakelock._registry._core._decide import restore_lead, restore_refused
 from lakelock._registry._document import (
     REGISTRY_KEY,
@@ -177,7 +185,14 @@ class Registry:
             max_backoff=self.retry.max_backoff,
             bucket=store.bucket,
         )
-        self._driver = Driver(store, self._root, sleep=self.retry.sleep, clock=clock)
+        hedge = self._committer.policy.hedge
+        self._driver = Driver(
+            store,
+            self._root,
+            sleep=self.retry.sleep,
+            clock=clock,
+            hedging=Hedging(hedge) if hedge else None,
+        )
         self._commits = CommitQueue(
             self._committer, self._driver, group_commit=group_commit, max_batch=max_batch
         )

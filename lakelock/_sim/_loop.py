@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from lakelock._registry._core._driver import THREADS
+from lakelock._registry._core._driver import THREADS, Hedging
 from lakelock._registry._core._requests import (
     Delete,
     Get,
@@ -405,8 +405,11 @@ class Process:
         skew: float = 0.0,
         done: Callable[[Any, BaseException | None], None] | None = None,
         killed: Callable[[], None] | None = None,
+        hedging: Hedging | None = None,
     ) -> None:
         self.loop = loop
+        #: Hedges this process's batched reads as the driver does (None: never).
+        self.hedging = hedging
         self.endpoint = endpoint
         self.steps = steps
         self.kind = kind
@@ -492,25 +495,66 @@ class Process:
         # most THREADS at once, as the driver runs them: the next goes as one is answered.
         order = sorted(range(len(parts)), key=lambda n: _canonical(parts[n]))
         queued = iter(order[THREADS:])
+        hedging = self.hedging if len(parts) > 1 else None
+        after = {w: hedging.after(w) for w in (False, True)} if hedging is not None else {}
+        loop = self.loop
+        #: Per part hedged: [requests outstanding, answered, sent at].
+        hedges: dict[int, list[Any]] = {}
+
+        def settle(index: int, result: Any, error: BaseException | None) -> None:
+            nonlocal send  # type: ignore[misc]  # (mypy: bound below, as Python allows)
+            results[index] = error if error is not None else result
+            left[0] -= 1
+            following = next(queued, None)
+            if following is not None:
+                send(following)
+            if left[0] == 0:
+                # ``send`` holds ``settle`` (through the answers it makes): dropped, reference
+                # counting frees the batch's answers now, not the garbage collector later.
+                del send
+                self._deliver((tuple(results), None))
 
         def one(index: int) -> Answer:
             def answer(result: Any, error: BaseException | None) -> None:
-                nonlocal one
-                results[index] = error if error is not None else result
-                left[0] -= 1
-                following = next(queued, None)
-                if following is not None:
-                    self.endpoint.send(parts[following], self, one(following))
-                if left[0] == 0:
-                    # ``one`` holds itself (its closure): dropped, reference counting frees
-                    # the batch's answers now, not the garbage collector later.
-                    del one
-                    self._deliver((tuple(results), None))
+                settle(index, result, error)
 
             return answer
 
+        def hedged(index: int) -> Answer:
+            state = hedges[index]
+
+            def answer(result: Any, error: BaseException | None) -> None:
+                state[0] -= 1
+                if state[1]:
+                    return
+                if error is not None and state[0] > 0:
+                    return  # the other request may yet succeed
+                state[1] = True
+                if error is None and hedging is not None:
+                    hedging.observe(type(parts[index]) is Put, loop.now - state[2])
+                settle(index, result, error)
+
+            return answer
+
+        def hedge(index: int) -> None:
+            state = hedges[index]
+            if not state[1]:
+                state[0] += 1
+                self.endpoint.send(parts[index], self, hedged(index))
+
+        def send(index: int) -> None:
+            part = parts[index]
+            if hedging is None or not Hedging.hedgeable(part):
+                self.endpoint.send(part, self, one(index))
+                return
+            hedges[index] = [1, False, loop.now]
+            self.endpoint.send(part, self, hedged(index))
+            wait = after[type(part) is Put]
+            if wait is not None:
+                loop.at(loop.now + wait, hedge, index)
+
         for index in order[:THREADS]:
-            self.endpoint.send(parts[index], self, one(index))
+            send(index)
 
     def _finish(self, result: Any, error: BaseException | None) -> None:
         self.finished = True

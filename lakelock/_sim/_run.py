@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from random import Random
 from typing import Any
 
+from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY
 from lakelock._sim._check import Observation, check
@@ -248,6 +249,9 @@ class _Writer:
         if hasattr(committer, "queued"):
             committer.queued = lambda: self.queued
         self.lingerer, self.queued = None, False
+        factor = getattr(getattr(committer, "policy", None), "hedge", 0.0)
+        #: The process's hedged reads (its lingering thread's too), learnt anew on a restart.
+        self.hedging = Hedging(factor) if factor else None
         self.current = redo  # killed again before it begins, it is still to be redone
         self.process = Process(
             self.run.loop,
@@ -258,6 +262,7 @@ class _Writer:
             skew=self.skew,
             done=self._done,
             killed=self._killed,
+            hedging=self.hedging,
         )
         self.process.start(at)
 
@@ -352,6 +357,7 @@ class _Writer:
             name=f"writer {self.index} (lingering)",
             skew=self.skew,
             done=self._lingered,
+            hedging=self.hedging,
         )
         self.lingerer.start(run.loop.now)
 

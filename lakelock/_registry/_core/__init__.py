@@ -8,7 +8,17 @@
 """
 
 from lakelock._registry._core._committer import Batch, Committer, Redrive, Retry, Wait
-from lakelock._registry._core._driver import Driver
+from lakelock._registry._core._driver import Driver, Hedging
 from lakelock._registry._core._policy import FoldPolicy, Hints
 
-__all__ = ["Batch", "Committer", "Driver", "FoldPolicy", "Hints", "Redrive", "Retry", "Wait"]
+__all__ = [
+    "Batch",
+    "Committer",
+    "Driver",
+    "FoldPolicy",
+    "Hedging",
+    "Hints",
+    "Redrive",
+    "Retry",
+    "Wait",
+]

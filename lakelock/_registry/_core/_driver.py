@@ -5,13 +5,17 @@ The root's requests (``retried=False``) go through a store that does not retry: 
 counts and decides every retry of the compare-and-swap. Everything else goes through the
 lake's store, which retries transient failures of write-once objects itself and resolves a
 create's lost answer by its write id. A :class:`~._requests.Parallel` batch runs on up to 64
-threads (the S3 client's connection pool)."""
+threads (the S3 client's connection pool); a read of it still unanswered long after most reads
+are answered gets a second, identical request, and the first answer wins (:class:`Hedging`)."""
 
 from __future__ import annotations
 
+import statistics
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from lakelock._registry._core._requests import (
@@ -28,7 +32,7 @@ from lakelock._registry._core._requests import (
 )
 from lakelock._s3 import IfMatch, ObjectStore, PutMode
 
-__all__ = ["Driver"]
+__all__ = ["Driver", "Hedging"]
 
 #: Most requests of one :class:`Parallel` batch in flight at once: the S3 client's connection
 #: pool (``max_pool_connections``). A fold at hundreds of writers reads a hundred or more
@@ -36,6 +40,55 @@ __all__ = ["Driver"]
 #: on S3 Standard 16 gave 279 commits/s and 7.6 requests a commit, 64 gave 349 and 6.5, no
 #: limit 334 and 7.1 (BENCHMARKS.md §14).
 THREADS = 64
+
+
+class Hedging:
+    """When a request of a batch gets a second, identical one (a *hedge*): once it has been
+    outstanding ``factor`` times the median of this process's recent requests of its kind
+    (reads, and create-only writes).
+
+    A fold at hundreds of writers reads a hundred or more intents at once, and writes a
+    snapshot's objects at once, and waits for the slowest: with 1 % of S3's answers 3-12
+    times slower than the median, most such batches wait for one of those. A read changes
+    nothing, and a create-only write of a write-once object (its key made by this process)
+    lands once whichever copy lands first — the other is refused, or resolved as ours by the
+    store layer — so the first success of the two is the answer, and only the few slow
+    requests are sent twice (docs/FORMAT.md, "Scheduling"; BENCHMARKS.md §15). A batch of
+    one request is not hedged (nothing waits for the slowest of several there); nor is
+    anything of the root's. Thread-safe."""
+
+    def __init__(self, factor: float, *, samples: int = 64, least: int = 16) -> None:
+        if not factor > 1:
+            raise ValueError(f"a hedging factor must be > 1, got {factor!r}")
+        self.factor = factor
+        self.least = least
+        self._recent: dict[bool, deque[float]] = {
+            False: deque(maxlen=samples),
+            True: deque(maxlen=samples),
+        }
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def hedgeable(request: Request) -> bool:
+        """A read or a create-only write the store layer may retry: a write-once object's."""
+        return (isinstance(request, Get) and request.retried) or (
+            isinstance(request, Put) and request.create and request.retried
+        )
+
+    def observe(self, write: bool, seconds: float) -> None:
+        """One request of this process (a write, or a read) took ``seconds`` to its first
+        success."""
+        with self._lock:
+            self._recent[write].append(seconds)
+
+    def after(self, write: bool) -> float | None:
+        """Seconds after which an unanswered request (a write, or a read) of a batch sent now
+        is hedged; None until ``least`` of its kind were timed."""
+        with self._lock:
+            recent = self._recent[write]
+            if len(recent) < self.least:
+                return None
+            return self.factor * statistics.median(recent)
 
 
 class Driver:
@@ -49,11 +102,16 @@ class Driver:
         *,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        hedging: Hedging | None = None,
     ) -> None:
         self.store = store
         self.root = root
         self.sleep = sleep
         self.clock = clock
+        self.hedging = hedging
+        #: Threads of hedged reads (both requests of one): created on the first.
+        self._hedges: ThreadPoolExecutor | None = None
+        self._hedges_lock = threading.Lock()
 
     def run(self, steps: Steps) -> Any:
         """Drive ``steps`` to its end; its return value."""
@@ -105,5 +163,45 @@ class Driver:
 
         if len(requests) <= 1:
             return tuple(one(r) for r in requests)
+        hedging = self.hedging
+        if hedging is None:
+            with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
+                return tuple(pool.map(one, requests))
+        after = {write: hedging.after(write) for write in (False, True)}
+
+        def hedged(request: Request) -> Any:
+            if not Hedging.hedgeable(request):
+                return one(request)
+            assert isinstance(request, Get | Put)
+            try:
+                return self._hedged(request, after[isinstance(request, Put)])
+            except Exception as failure:
+                return failure
+
         with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
-            return tuple(pool.map(one, requests))
+            return tuple(pool.map(hedged, requests))
+
+    def _hedged(self, request: Get | Put, after: float | None) -> Any:
+        """``request``, timed for :class:`Hedging`; sent a second time if it is unanswered
+        ``after`` seconds; the first success is the answer (or the last failure)."""
+        assert self.hedging is not None
+        started = time.monotonic()
+        with self._hedges_lock:
+            if self._hedges is None:
+                self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")
+            pool = self._hedges
+        pending: set[Future[Any]] = {pool.submit(self.perform, request)}
+        if after is not None:
+            done, _ = wait(pending, timeout=after)
+            if not done:
+                pending.add(pool.submit(self.perform, request))
+        failure: BaseException | None = None
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                failure = future.exception()
+                if failure is None:
+                    self.hedging.observe(isinstance(request, Put), time.monotonic() - started)
+                    return future.result()
+        assert failure is not None
+        raise failure

@@ -5,6 +5,13 @@ on simulated S3 (virtual time), and what simulating it costs (wall time), printe
     python benchmarks/bench_simulator.py --writers 16 256 --stores s3-express --seconds 5
     python benchmarks/bench_simulator.py --writers 1024 --seconds 2 --mix append=1
     python benchmarks/bench_simulator.py --endpoint-only # the simulator's own cost
+    python benchmarks/bench_simulator.py --writers 256 --stores s3-standard --seconds 24 \
+        --warmup 12 --mix append=1                      # steady state, past the start-up
+
+``--warmup W`` runs each cell for ``W`` seconds too and prints the commits per CPU second of
+the seconds after ``W`` (the difference of the two runs): a run's first seconds are 256
+writers starting at once, whose fold and retry storm costs far more CPU a commit than the
+rest of the run.
 
 Per cell (one seeded run, deterministic: the virtual-time figures are the same on every
 machine): commits/s, p50/p99 commit latency, S3 requests and bytes per commit, commits per
@@ -19,9 +26,11 @@ GETs and create-only PUTs back to back, and how many simulated requests one wall
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from collections.abc import Sequence
 from random import Random
+from typing import Any
 
 from lakelock._registry._core._requests import Get, Put, Steps
 from lakelock._sim import (
@@ -60,28 +69,44 @@ def endpoint_only(processes: int, seconds: float) -> tuple[int, float]:
     return sum(endpoint.counts.requests.values()), time.perf_counter() - started
 
 
+def _timed(config: SimConfig) -> tuple[Any, float, float]:
+    """The run's metrics, and the wall and CPU seconds ``simulate`` took."""
+    started, cpu = time.perf_counter(), time.process_time()
+    metrics = simulate(config).metrics
+    return metrics, time.perf_counter() - started, time.process_time() - cpu
+
+
 def grid(
-    writers: Sequence[int], stores: Sequence[str], seconds: float, seed: int, mix: Mix
+    writers: Sequence[int],
+    stores: Sequence[str],
+    seconds: float,
+    seed: int,
+    mix: Mix,
+    *,
+    warmup: float = 0.0,
 ) -> None:
     head = (
         f"{'store':<12} {'writers':>7} {'commits/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
         f"{'req/commit':>10} {'bytes/commit':>12} {'commits/CAS':>11} {'fold':>5} {'503s':>5} "
         f"{'bound/s':>8} {'viol.':>5} {'wall s':>7} {'CPU s':>7} {'sim c/CPU s':>11}"
+        + (f" {'after warmup':>12}" if warmup else "")
     )
     print(head)
     print("-" * len(head))
     for store in stores:
         for count in writers:
             config = SimConfig(writers=count, seconds=seconds, store=store, seed=seed, mix=mix)
-            started, cpu = time.perf_counter(), time.process_time()
-            m = simulate(config).metrics
-            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            m, wall, cpu = _timed(config)
+            steady = ""
+            if warmup:
+                w, _, warm_cpu = _timed(dataclasses.replace(config, seconds=warmup))
+                steady = f" {(m.commits - w.commits) / max(cpu - warm_cpu, 1e-9):>12.1f}"
             print(
                 f"{store:<12} {count:>7} {m.commits_per_second:>9.1f} {m.p50_ms:>7.0f} "
                 f"{m.p99_ms:>7.0f} {m.requests_per_commit:>10.2f} {m.bytes_per_commit:>12.0f} "
                 f"{m.commits_per_cas:>11.2f} {m.largest_fold:>5} {m.throttled:>5} "
                 f"{m.bound_commits_per_second:>8.0f} {m.violations:>5} {wall:>7.1f} "
-                f"{cpu:>7.1f} {m.commits / cpu:>11.1f}",
+                f"{cpu:>7.1f} {m.commits / cpu:>11.1f}{steady}",
                 flush=True,
             )
 
@@ -99,6 +124,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--endpoint-only", action="store_true")
     parser.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="also run each cell this many seconds and print the commits per CPU second after "
+        "them (the steady state past the start-up burst)",
+    )
+    parser.add_argument(
         "--mix",
         type=_mix_weight,
         action="append",
@@ -113,9 +145,10 @@ def main() -> None:
             requests, wall = endpoint_only(processes, args.seconds)
             print(f"{processes:>9} {requests:>9} {wall:>7.2f} {requests / wall:>15.0f}")
         return
-    grid(
-        args.writers, args.stores, args.seconds, args.seed, Mix.of(args.mix) if args.mix else Mix()
-    )
+    if not 0 <= args.warmup < args.seconds:
+        parser.error("--warmup must be at least 0 and less than --seconds")
+    mix = Mix.of(args.mix) if args.mix else Mix()
+    grid(args.writers, args.stores, args.seconds, args.seed, mix, warmup=args.warmup)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from lakelock._registry import new_commit_id
 from lakelock._registry._objects import RECENT_IDS
+from lakelock._registry._snapshot import LazyPartitions, Overlay
 from lakelock._registry._tree import (
     EMPTY,
     FANOUT,
@@ -210,3 +211,43 @@ def test_an_ordered_branch_round_trips() -> None:
     node = parse_node(branch(["", "b", "c"], ["0", "1", "2"]))
     assert node.lows == ("", "b", "c")
     assert parse_node(node_body(node)) == node
+
+
+def test_an_overlay_answers_get_and_in_as_a_mapping_of_its_changes_over_its_base() -> None:
+    base = {"a": 1, "b": 2}
+    overlay = Overlay(base, {"b": None, "c": 3})
+    for key, expected in (("a", 1), ("b", None), ("c", 3), ("d", None)):
+        assert overlay.get(key) == expected
+        assert overlay.get(key, "none") == (expected if expected is not None else "none")
+        assert (key in overlay) is (expected is not None)
+    assert dict(overlay) == {"a": 1, "c": 3}
+    changes: dict[str, Any] = {"a": None}
+    owning = Overlay.owning(base, changes)
+    assert owning.changes is changes  # kept, not copied
+    assert "a" not in owning
+    assert owning.get("b") == 2
+
+
+def test_lazy_partitions_parse_each_partition_once_and_miss_like_a_mapping() -> None:
+    nodes: dict[str, Node] = {}
+
+    def store(node: Node) -> str:
+        key = f"n{len(nodes)}"
+        nodes[key] = node
+        return key
+
+    top = tree_update(
+        EMPTY, {f"p={n}": {"n": n} for n in range(300)}, load=nodes.__getitem__, store=store
+    )
+    parsed: list[str] = []
+
+    def parse(path: str, raw: Any) -> Any:
+        parsed.append(path)
+        return ("parsed", raw["n"])
+
+    partitions = LazyPartitions(top, nodes.__getitem__, parse)
+    assert partitions["p=7"] == partitions.get("p=7") == ("parsed", 7)
+    assert "p=7" in partitions
+    assert "p=300" not in partitions
+    assert partitions.get("p=300") is None
+    assert parsed == ["p=7"]

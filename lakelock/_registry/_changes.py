@@ -38,6 +38,7 @@ the caller, who asks :func:`manifests_needed` first.
 
 from __future__ import annotations
 
+import operator
 import secrets
 import time
 from collections.abc import Iterable, Mapping
@@ -274,12 +275,14 @@ def apply_change(
         _check_file(f, change, dataset.partition_by)
 
     # Partitions change in an overlay over the stored index: nothing is copied, and the
-    # registry shell writes just the changed paths of the tree (see _tree).
+    # registry shell writes just the changed paths of the tree (see _tree). The loop below
+    # reads each partition it touches before it changes it, so the overlay it reads from is
+    # the one it changes.
     if isinstance(dataset.partitions, Overlay):
         base, overlay = dataset.partitions.base, dict(dataset.partitions.changes)
     else:
         base, overlay = dataset.partitions, {}
-    partitions = Overlay(base, overlay)
+    partitions = Overlay.owning(base, overlay)
     totals = dataset.totals if dataset.totals is not None else totals_of(dataset.partitions)
     writes: list[tuple[str, bytes]] = []
     removed_by_partition, cleared = _removals(change, partitions, len(dataset.partition_by))
@@ -338,7 +341,7 @@ def apply_change(
         schema=schema,
         schema_version=schema_version,
         properties=MappingProxyType(properties),
-        partitions=Overlay(base, overlay),
+        partitions=partitions,
         updated_at=now,
         updated_version=next_version,
         totals=totals,
@@ -430,8 +433,9 @@ def with_dataset(doc: RegistryDoc, name: str, state: DatasetState) -> RegistryDo
     """``doc`` with one dataset changed: an overlay, so untouched datasets are not loaded."""
     datasets = doc.datasets
     if isinstance(datasets, Overlay):
-        return _replaced(doc, datasets=Overlay(datasets.base, {**datasets.changes, name: state}))
-    return _replaced(doc, datasets=Overlay(datasets, {name: state}))
+        changes = {**datasets.changes, name: state}
+        return _replaced(doc, datasets=Overlay.owning(datasets.base, changes))
+    return _replaced(doc, datasets=Overlay.owning(datasets, {name: state}))
 
 
 _Record = TypeVar("_Record", DatasetState, RegistryDoc)
@@ -443,8 +447,8 @@ def _replaced(record: _Record, **changes: Any) -> _Record:
     the same fields, without re-running ``__init__`` over all of them — a batch of a few
     hundred folded commits replaces a dataset and the root once per commit."""
     fields = record.__dataclass_fields__
-    unknown = [name for name in changes if name not in fields]
-    if unknown:
+    if not changes.keys() <= fields.keys():
+        unknown = [name for name in changes if name not in fields]
         raise TypeError(f"{type(record).__name__} has no field {unknown[0]!r}")
     copy = object.__new__(type(record))
     copy.__dict__.update(record.__dict__)
@@ -491,24 +495,26 @@ def totals_of(partitions: Mapping[str, PartitionState]) -> Totals:
 
 
 def _retotal(totals: Totals, before: PartitionState | None, after: PartitionState | None) -> Totals:
-    def stats(p: PartitionState | None) -> tuple[int, int, int, int]:
-        if p is None:
-            return 0, 0, 0, 0
-        # One pass over the manifests (the three properties would take three).
-        files = records = size = 0
-        for m in p.manifests:
-            files += m.files
-            records += m.records
-            size += m.size
-        return 1, files, records, size
-
-    b, a = stats(before), stats(after)
+    b, a = _stats(before), _stats(after)
     return Totals(
         partitions=totals.partitions - b[0] + a[0],
         files=totals.files - b[1] + a[1],
         records=totals.records - b[2] + a[2],
         size=totals.size - b[3] + a[3],
     )
+
+
+def _stats(p: PartitionState | None) -> tuple[int, int, int, int]:
+    """A partition's share of the totals: itself, its files, records and bytes."""
+    if p is None:
+        return 0, 0, 0, 0
+    # One pass over the manifests (the three properties would take three).
+    files = records = size = 0
+    for m in p.manifests:
+        files += m.files
+        records += m.records
+        size += m.size
+    return 1, files, records, size
 
 
 def _consolidate(
@@ -541,11 +547,15 @@ def _consolidate(
             f"cannot remove {missing[:3]}{'...' if len(missing) > 3 else ''} from "
             f"{change.dataset!r}/{path!r}: not registered (removed by another commit?)",
         )
-    remaining = tuple(sorted((f for k, f in files.items() if k not in gone), key=lambda f: f.key))
+    remaining = tuple(sorted((f for k, f in files.items() if k not in gone), key=_file_key))
     if not remaining:
         return None
     body = serialize_manifest(Manifest(change.dataset, path, remaining))
     return _ref(change.dataset, remaining, body, nonce), body
+
+
+#: A data file's key (what manifests are sorted by).
+_file_key = operator.attrgetter("key")
 
 
 def _check_file(f: DataFile, change: Change, partition_by: tuple[str, ...]) -> None:

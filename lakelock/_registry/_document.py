@@ -63,6 +63,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -204,6 +205,21 @@ class CommitRecord:
     def datasets(self) -> tuple[str, ...]:
         return tuple(self.dataset.split(","))
 
+    @cached_property
+    def json(self) -> dict[str, Any]:
+        """How the root writes it (made once: the window's records go from version to
+        version). Not to be changed."""
+        return {
+            "id": self.id,
+            "version": self.version,
+            "dataset": self.dataset,
+            "at": self.at,
+            "added": self.added,
+            "removed": self.removed,
+            "operation": self.operation,
+            **({"digest": self.digest} if self.digest is not None else {}),
+        }
+
 
 @dataclass(frozen=True)
 class IntentFate:
@@ -215,6 +231,18 @@ class IntentFate:
     version: int
     at: float
     reason: str = ""
+
+    @cached_property
+    def json(self) -> dict[str, Any]:
+        """How the root writes it (made once: a root carries hundreds of fates from version
+        to version, and every attempt to swap it writes them all). Not to be changed."""
+        return {
+            "key": self.key,
+            "state": self.state,
+            "version": self.version,
+            "at": self.at,
+            **({"reason": self.reason} if self.reason else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -505,16 +533,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
             "datasets": {name: e.to_json() for name, e in doc.entries.items()},
             "intents": {
                 "watermark": doc.watermark,
-                "fates": [
-                    {
-                        "key": f.key,
-                        "state": f.state,
-                        "version": f.version,
-                        "at": f.at,
-                        **({"reason": f.reason} if f.reason else {}),
-                    }
-                    for f in doc.fates
-                ],
+                "fates": [f.json for f in doc.fates],
             },
             "backup": doc.backup,
         }
@@ -532,19 +551,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                 ]
                 for name, records in doc.lock_fences.items()
             },
-            "commits": [
-                {
-                    "id": c.id,
-                    "version": c.version,
-                    "dataset": c.dataset,
-                    "at": c.at,
-                    "added": c.added,
-                    "removed": c.removed,
-                    "operation": c.operation,
-                    **({"digest": c.digest} if c.digest is not None else {}),
-                }
-                for c in doc.commits
-            ],
+            "commits": [c.json for c in doc.commits],
         },
         option=orjson.OPT_SORT_KEYS,
     )

@@ -16,7 +16,7 @@ import orjson
 
 from lakelock import _layout
 from lakelock._datafile import DataFile
-from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._jsonfields import MAX_INT, boolean_free_int, obj, seq, text
 from lakelock._layout import MANIFEST_PREFIX
 from lakelock._registry._tree import key_digest, require_digest, require_filed
 from lakelock._stats import stats_from_json
@@ -86,6 +86,32 @@ def parse_manifest(body: bytes, *, bucket: str | None = None, key: str | None = 
 
 
 def _datafile(dataset: str, f: Mapping[str, Any]) -> DataFile:
+    """One file of a manifest. A manifest of a busy partition lists thousands, and a commit
+    loop parses every manifest it consolidates: a well-formed entry (strings, integers in
+    range, no stats) is checked here in one expression; anything else goes the long way,
+    which says what is wrong with it."""
+    try:
+        key, partition, checksum = f["key"], f["partition"], f["checksum"]
+        etag, write_id, size, records = f["etag"], f["write_id"], f["size"], f["records"]
+    except KeyError:
+        return _checked_datafile(dataset, f)
+    if (
+        type(key) is str
+        and type(partition) is str
+        and type(checksum) is str
+        and type(etag) is str
+        and type(write_id) is str
+        and type(size) is int
+        and type(records) is int
+        and 0 <= size < MAX_INT
+        and 0 <= records < MAX_INT
+        and f.get("stats") is None
+    ):
+        return DataFile(dataset, key, partition, size, records, checksum, etag, write_id)
+    return _checked_datafile(dataset, f)
+
+
+def _checked_datafile(dataset: str, f: Mapping[str, Any]) -> DataFile:
     return DataFile(
         dataset=dataset,
         key=text(f["key"], "file key"),

@@ -314,12 +314,19 @@ class LazyPartitions(Mapping[str, Any]):
         self.top = top
         self._load = load
         self._parse = parse
+        # Each partition looked up, parsed (the tree is write-once): a batch applying
+        # hundreds of commits to a dataset looks its partitions up for every one.
+        self._parsed: dict[str, Any] = {}
 
     def __getitem__(self, path: str) -> Any:
+        found = self._parsed.get(path)
+        if found is not None:
+            return found
         raw = tree_get(self.top, path, self._load)
         if raw is None:
             raise KeyError(path)
-        return self._parse(path, raw)
+        found = self._parsed[path] = self._parse(path, raw)
+        return found
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(key for key, _ in tree_items(self.top, self._load)))
@@ -342,6 +349,15 @@ class Overlay(Mapping[str, Any]):
         self.base = base
         self.changes = dict(changes)
 
+    @classmethod
+    def owning(cls, base: Mapping[str, Any], changes: dict[str, Any | None]) -> Overlay:
+        """An overlay keeping ``changes`` itself, not a copy: for a caller that made the dict
+        and changes it no more (a batch makes one overlay per commit it applies)."""
+        overlay = cls.__new__(cls)
+        overlay.base = base
+        overlay.changes = changes
+        return overlay
+
     def __getitem__(self, path: str) -> Any:
         if path in self.changes:
             value = self.changes[path]
@@ -349,6 +365,21 @@ class Overlay(Mapping[str, Any]):
                 raise KeyError(path)
             return value
         return self.base[path]
+
+    # ``get`` and ``in`` without Mapping's detour through ``__getitem__`` and a KeyError:
+    # the commit loop asks them of every commit it applies.
+    def get(self, path: str, default: Any = None) -> Any:
+        changes = self.changes
+        if path in changes:
+            value = changes[path]
+            return default if value is None else value
+        return self.base.get(path, default)
+
+    def __contains__(self, path: object) -> bool:
+        changes = self.changes
+        if path in changes:
+            return changes[path] is not None
+        return path in self.base
 
     def __iter__(self) -> Iterator[str]:
         keys = set(self.base) | {k for k, v in self.changes.items() if v is not None}

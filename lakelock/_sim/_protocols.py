@@ -9,7 +9,7 @@ runs; ``toy`` (:mod:`._toy`) is a plain compare-and-swap loop for testing the si
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from random import Random
@@ -95,19 +95,30 @@ class ToyProtocol(SimProtocol):
 class _Reader:
     """Loads the registry's write-once objects straight from the simulated bucket (no
     latency, no faults: the checker's view), each once; an object vacuum deleted from the
-    bucket's graveyard (the checker still reads the versions vacuum removed)."""
+    bucket's graveyard (the checker still reads the versions vacuum removed). ``parsed``: the
+    run's processes' parses (:class:`_SharedParsing`), by (kind, key, bytes): the same
+    functions of the same bytes, so the checker takes what is there rather than parse a
+    consolidated manifest of thousands of files again."""
 
-    def __init__(self, store: SimS3) -> None:
+    def __init__(
+        self, store: SimS3, parsed: Mapping[tuple[str, str, bytes], Any] | None = None
+    ) -> None:
         self.store = store
         self._cache: dict[str, Any] = {}
+        self._parsed = parsed if parsed is not None else {}
 
-    def _load(self, key: str, parse: Callable[[str, bytes], Any]) -> Any:
+    def _load(self, key: str, parse: Callable[[str, bytes], Any], kind: str = "object") -> Any:
         found = self._cache.get(key)
         if found is None:
             stored = self.store.objects.get(key) or self.store.graveyard.get(key)
             if stored is None:
                 raise LakelockError(f"the registry refers to {key}, which is missing")
-            found = self._cache[key] = parse(key, stored.body)
+            found = self._parsed.get((kind, key, stored.body))
+            if found is not None and kind == "intent":
+                found = found[1]  # (change, manifest): an intent read as its manifest
+            if found is None:
+                found = parse(key, stored.body)
+            self._cache[key] = found
         return found
 
     def node(self, key: str) -> Node:
@@ -122,7 +133,9 @@ class _Reader:
 
     def manifest(self, key: str) -> Manifest:
         if is_intent(key):
-            found: Manifest = self._load(key, lambda k, b: parse_intent(k, b, bucket=BUCKET)[1])
+            found: Manifest = self._load(
+                key, lambda k, b: parse_intent(k, b, bucket=BUCKET)[1], "intent"
+            )
             return found
         found = self._load(key, lambda k, b: verify_manifest(k, b, bucket=BUCKET))
         return found
@@ -227,6 +240,13 @@ class _SharedParsing(Objects):
 
         return shared
 
+    def manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
+        """As :meth:`Objects.manifests`, in key order: the core passes a set, whose order
+        changes with Python's hash seed, and the order of the keys it misses is the order it
+        loads what it fetched — stopping at the first one gone (vacuumed), so which of them
+        a process then holds was the hash seed's choice, not the run's seed."""
+        return super().manifests(sorted(keys))
+
     def intent(self, key: str, body: bytes, *, bucket: str | None) -> tuple[Change, Manifest]:
         memo = ("intent" if bucket == BUCKET else f"intent {bucket}", key, body)
         found: tuple[Change, Manifest] | None = self._parsed.get(memo)
@@ -273,7 +293,7 @@ class CoreProtocol(SimProtocol):
         current = store.objects.get(REGISTRY_KEY)
         if current is None:
             return view
-        reader = _Reader(store)
+        reader = _Reader(store, self._parsed)
         try:
             doc = parse_registry(current.body, bucket=BUCKET, key=REGISTRY_KEY)
             for name, entry in sorted(doc.entries.items()):
@@ -307,7 +327,7 @@ class CoreProtocol(SimProtocol):
         entry = doc.entries.get(dataset)
         if entry is None:
             return None
-        reader = _Reader(store)
+        reader = _Reader(store, self._parsed)
         chain = reader.chain(entry.snapshot)[-20:]
         # As Registry.restorable: a version replaced long enough ago that it leaves the
         # retention within the restore's lead is refused (FORMAT.md rule 9).

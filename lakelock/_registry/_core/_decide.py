@@ -251,7 +251,7 @@ def applied_batch(
     rejected: dict[int, CommitConflictError] = {}
     current = doc
     seen: set[str] = set()
-    missing: list[Missing] = []
+    missing: list[str] = []
     for n, p in enumerate(pending):
         if p.change.commit_id in seen:
             continue  # a duplicate id within the batch: settled with its twin
@@ -284,10 +284,12 @@ def applied_batch(
                 candidate = result.doc
                 results.append((change, result))
         except CommitConflictError as error:
-            rejected[n] = error
+            # Without its traceback: it would hold this frame, and with it every document
+            # the batch built, until the garbage collector found the cycle.
+            rejected[n] = error.with_traceback(None)
             continue
         except Missing as miss:
-            missing.append(miss)
+            missing.extend(miss.keys)
             continue
         for _, done in results:
             # Manifests this batch wrote (consolidations): a later commit of the batch on the
@@ -298,7 +300,7 @@ def applied_batch(
         seen.add(p.change.commit_id)
         current = candidate
     if missing:
-        raise Missing(tuple(k for m in missing for k in m.keys))
+        raise Missing(tuple(missing))
     return current, applied, rejected
 
 

@@ -152,7 +152,7 @@ class Registry:
         root_multipart_threshold: int = 8 * MIB,
         retention: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
-        max_fold: int = 256,
+        max_fold: int = FoldPolicy.max_fold,
         fold_interval: float = 1.0,
         intent_ttl: float = 600.0,
         policy: FoldPolicy | None = None,

@@ -106,6 +106,19 @@ def test_a_slow_append_swapped_together_with_a_restore_is_not_the_restores(seed:
     assert result.metrics.vacuum_late > 0
 
 
+def test_a_restore_of_a_version_a_slow_writer_had_broken_is_not_the_restores() -> None:
+    """Found by the slow sweep (seed 18803): a slow writer's append, its file written 1 s
+    before, landed in v48 just after a vacuum (window 1 s) had read v47 and taken that file
+    and its manifest; v48-v56 of ``ds1`` referred to them from then on. The next vacuum's
+    walk ends at v56 (its manifest is gone), so it took what only v55-v56 reached, and a
+    restore of ``ds1`` to one of them then committed those files again. That is the writer's
+    lateness (``vacuum_late``), not rule 9: the checker blames a restore only for a version
+    that reached nothing deleted before the vacuum began."""
+    result = simulate(sweep_config(18803))
+    assert result.violations == []
+    assert result.metrics.vacuum_late > 0
+
+
 def test_the_sweep_vacuums_in_a_quarter_of_its_runs_and_they_delete() -> None:
     """Seeds 3 and 6 of every 8 run one vacuum process (no clock skew); it deletes what the
     run leaves behind, and every deletion is judged (no violations)."""

@@ -277,8 +277,11 @@ def vacuum_problems(
             problems.append(f"{what}: it was modified within the window")
         if needed_until.get(key, -1.0) > t:
             at, doc = versions.first_after(run.read, key)
-            if _restored(doc, key, versions, run.read):
+            restore = _restored(doc, key, versions, run.read, gone=gone, began=run.began)
+            if restore == "blamed":
                 problems.append(f"{what}: restore v{doc.version} (at {at:.3f}) commits it again")
+            elif restore == "broken":
+                late.add(key)
             elif is_intent(key):
                 problems.append(f"{what}: an intent that v{doc.version} (at {at:.3f}) applies")
             elif len(problems) == before:
@@ -286,19 +289,34 @@ def vacuum_problems(
     return problems, late
 
 
-def _restored(doc: RegistryDoc, key: str, versions: _Versions, read: int) -> bool:
-    """Whether ``doc``'s version brings ``key`` back through a restore: a dataset it restored
-    reaches ``key``, which a version at or before vacuum's read (``read``) had committed
-    already. Another commit of the same swap — a slow writer's append to any dataset, whose
-    new file vacuum took — is that writer's lateness, not the restore's."""
+def _restored(
+    doc: RegistryDoc,
+    key: str,
+    versions: _Versions,
+    read: int,
+    *,
+    gone: Mapping[str, float],
+    began: float,
+) -> str | None:
+    """Whether ``doc``'s version brings ``key`` back through a restore (``"blamed"``): a
+    dataset it restored reaches ``key``, which a version at or before vacuum's read
+    (``read``) had committed already. Another commit of the same swap — a slow writer's
+    append to any dataset, whose new file vacuum took — is that writer's lateness, not the
+    restore's (None). So is a version restored that reaches an object deleted before this
+    vacuum ``began`` (``"broken"``): a slow writer's commit had made it refer to a file an
+    earlier vacuum took, vacuum's walk ends at such a version (as the checker's does), and
+    the restore brings back what that lateness broke."""
     restored = {
         c.dataset for c in doc.commits if c.version == doc.version and c.operation == "restore"
     }
-    return any(
-        key in versions.reaches(doc.entries[name].snapshot)
-        for name in sorted(restored)
-        if name in doc.entries
-    ) and versions.reached_by(key, read)
+    for name in sorted(restored):
+        if name not in doc.entries:
+            continue
+        reach = versions.reaches(doc.entries[name].snapshot)
+        if key not in reach or not versions.reached_by(key, read):
+            continue
+        return "broken" if any(gone.get(k, began) < began for k in reach) else "blamed"
+    return None
 
 
 def _undecided(key: str, modified: float, doc: RegistryDoc, run: VacuumRun) -> bool:

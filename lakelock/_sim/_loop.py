@@ -388,6 +388,16 @@ def _fault_error(fault: str, request: Get | Put | List | Delete) -> StorageError
 Steps = Generator[Any, Any, Any]
 
 
+@dataclass(slots=True)
+class _Hedged:
+    """One request of a batch that may be sent twice (:class:`Hedging`): how many of its
+    copies are out, whether one has answered it, and when the first was sent."""
+
+    sent: float
+    outstanding: int = 1
+    answered: bool = False
+
+
 class Process:
     """A simulated process running one sans-I/O generator: answers ``Now`` with its own
     (skewed) clock, ``Sleep`` in virtual time, sends the rest through the endpoint (a
@@ -498,8 +508,7 @@ class Process:
         hedging = self.hedging if len(parts) > 1 else None
         after = {w: hedging.after(w) for w in (False, True)} if hedging is not None else {}
         loop = self.loop
-        #: Per part hedged: [requests outstanding, answered, sent at].
-        hedges: dict[int, list[Any]] = {}
+        hedges: dict[int, _Hedged] = {}
 
         def settle(index: int, result: Any, error: BaseException | None) -> None:
             nonlocal send  # type: ignore[misc]  # (mypy: bound below, as Python allows)
@@ -524,22 +533,22 @@ class Process:
             state = hedges[index]
 
             def answer(result: Any, error: BaseException | None) -> None:
-                state[0] -= 1
-                if state[1]:
+                state.outstanding -= 1
+                if state.answered:
                     return
-                if error is not None and state[0] > 0:
+                if error is not None and state.outstanding > 0:
                     return  # the other request may yet succeed
-                state[1] = True
+                state.answered = True
                 if error is None and hedging is not None:
-                    hedging.observe(type(parts[index]) is Put, loop.now - state[2])
+                    hedging.observe(type(parts[index]) is Put, loop.now - state.sent)
                 settle(index, result, error)
 
             return answer
 
         def hedge(index: int) -> None:
             state = hedges[index]
-            if not state[1]:
-                state[0] += 1
+            if not state.answered:
+                state.outstanding += 1
                 self.endpoint.send(parts[index], self, hedged(index))
 
         def send(index: int) -> None:
@@ -547,7 +556,7 @@ class Process:
             if hedging is None or not Hedging.hedgeable(part):
                 self.endpoint.send(part, self, one(index))
                 return
-            hedges[index] = [1, False, loop.now]
+            hedges[index] = _Hedged(sent=loop.now)
             self.endpoint.send(part, self, hedged(index))
             wait = after[type(part) is Put]
             if wait is not None:

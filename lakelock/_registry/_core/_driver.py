@@ -109,7 +109,7 @@ class Driver:
         self.sleep = sleep
         self.clock = clock
         self.hedging = hedging
-        #: Threads of hedged reads (both requests of one): created on the first.
+        #: Threads of hedged requests (both copies of one): created on the first.
         self._hedges: ThreadPoolExecutor | None = None
         self._hedges_lock = threading.Lock()
 
@@ -164,44 +164,43 @@ class Driver:
         if len(requests) <= 1:
             return tuple(one(r) for r in requests)
         hedging = self.hedging
-        if hedging is None:
-            with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
-                return tuple(pool.map(one, requests))
-        after = {write: hedging.after(write) for write in (False, True)}
+        after = {write: hedging.after(write) for write in (False, True)} if hedging else {}
 
-        def hedged(request: Request) -> Any:
-            if not Hedging.hedgeable(request):
+        def each(request: Request) -> Any:
+            if hedging is None or not Hedging.hedgeable(request):
                 return one(request)
             assert isinstance(request, Get | Put)
+            write = isinstance(request, Put)
+            started = time.monotonic()
             try:
-                return self._hedged(request, after[isinstance(request, Put)])
+                answer = self._first_of_two(request, after[write])
             except Exception as failure:
                 return failure
+            hedging.observe(write, time.monotonic() - started)
+            return answer
 
         with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
-            return tuple(pool.map(hedged, requests))
+            return tuple(pool.map(each, requests))
 
-    def _hedged(self, request: Get | Put, after: float | None) -> Any:
-        """``request``, timed for :class:`Hedging`; sent a second time if it is unanswered
-        ``after`` seconds; the first success is the answer (or the last failure)."""
-        assert self.hedging is not None
-        started = time.monotonic()
+    def _first_of_two(self, request: Get | Put, after: float | None) -> Any:
+        """``request``, sent a second time if it is unanswered ``after`` seconds (None: not
+        hedged yet, sent once here); the first success is the answer (or the last failure)."""
+        if after is None:
+            return self.perform(request)
         with self._hedges_lock:
             if self._hedges is None:
                 self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")
             pool = self._hedges
         pending: set[Future[Any]] = {pool.submit(self.perform, request)}
-        if after is not None:
-            done, _ = wait(pending, timeout=after)
-            if not done:
-                pending.add(pool.submit(self.perform, request))
+        done, _ = wait(pending, timeout=after)
+        if not done:
+            pending.add(pool.submit(self.perform, request))
         failure: BaseException | None = None
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 failure = future.exception()
                 if failure is None:
-                    self.hedging.observe(isinstance(request, Put), time.monotonic() - started)
                     return future.result()
         assert failure is not None
         raise failure

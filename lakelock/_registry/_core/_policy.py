@@ -99,6 +99,14 @@ class FoldPolicy:
     #: 1.5 and 2.5 about the same, 3 worse; at 16 and 64 writers within the seeds' spread
     #: on Standard, +2 % to +10 % on Express One Zone (BENCHMARKS.md §15).
     hedge: float = 2.0
+    #: A folder reads its next fold ahead: as soon as its swap (carrying others' intents)
+    #: lands it lists the intents the new root leaves pending, and reads those it has not
+    #: parsed, while its caller goes on (``Ahead``); its next fold, within a round, finds
+    #: them answered instead of listing and reading then.
+    read_ahead: bool = True
+    #: A folder that lost a race folds again at once if it carried others' intents within
+    #: this many rounds (0: it waits for the oldest writer, as any waiter).
+    handover: float = 2.0
     #: The round assumed before one is measured (seconds), and its bounds. A fold-and-swap
     #: takes ~0.15 s or more on S3 Standard, and a first fold of hundreds of intents longer:
     #: assumed too short, waiters in a start-up burst run out of patience before the first
@@ -138,6 +146,8 @@ class Hints:
     contended_until: float = float("-inf")
     #: When this process last listed intents (its clock; -inf: never).
     listed_at: float = float("-inf")
+    #: When a swap of this process last carried other processes' intents (-inf: never).
+    carried_at: float = float("-inf")
     #: Whether the root this process knows is one it swapped in itself.
     swapped_last: bool = False
 
@@ -256,6 +266,7 @@ class Liveness:
         older: str,
         ours: str,
         first_fold: bool,
+        now: float = float("-inf"),
     ) -> bool:
         """An older intent is pending: its writer folds everything pending, ours too, in its
         next swap. Wait for that (one root GET a round) instead of reading every intent and
@@ -266,8 +277,15 @@ class Liveness:
         return (
             self.patient(waits, attempts, max_attempts)
             and not self.hints.swapped_last
+            and not self.folding(now)
             and not (first_fold and self.long_before(older, ours))
         )
+
+    def folding(self, now: float) -> bool:
+        """Whether this process has been folding for others lately (within ``handover``
+        rounds): having lost a race, it folds again at once instead of waiting for the
+        oldest writer, who waits for a folder too."""
+        return now - self.hints.carried_at < self.policy.handover * self.hints.round_seconds
 
     def gather(self, now: float, *, room: bool) -> float:
         """Seconds a folder under contention pauses for the intents being sent right now
@@ -299,6 +317,13 @@ class Liveness:
         if now - swapped >= self.policy.linger * one:
             return None
         return one * self.policy.look
+
+    def read_ahead(self) -> float | None:
+        """Whether a folder reads its next fold ahead after its swap, and for how long what
+        it read answers for now (a round: an older listing misses too much); None: not."""
+        if not self.policy.read_ahead or self.policy.max_fold == 0:
+            return None
+        return self.hints.round_seconds
 
     # -- waiting ---------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ request equal to one of its reads is answered by that read."""
 
 from __future__ import annotations
 
-import functools
 import statistics
 import threading
 import time
@@ -97,7 +96,7 @@ class Hedging:
 
 class Driver:
     """Performs the core's requests: ``store`` for write-once objects, ``root`` for the
-    root (no retries of its own), ``sleep`` and ``clock`` for time."""
+    root (no retries of its own), ``sleep`` and ``clock`` for time, ``timer`` to measure it."""
 
     def __init__(
         self,
@@ -107,12 +106,15 @@ class Driver:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         hedging: Hedging | None = None,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.root = root
         self.sleep = sleep
         self.clock = clock
         self.hedging = hedging
+        #: Measures how long requests take (hedging) and how old reads made ahead are.
+        self.timer = timer
         #: Threads of hedged requests (both copies of one): created on the first.
         self._hedges: ThreadPoolExecutor | None = None
         #: Threads of reads made ahead, and those reads (with when each was sent) until the
@@ -181,7 +183,7 @@ class Driver:
 
     def _ahead(self, ahead: Ahead) -> None:
         """Send ``ahead``'s reads without waiting; they replace those made ahead before."""
-        sent = time.monotonic()
+        sent = self.timer()
         with self._lock:
             if self._aheads is None:
                 self._aheads = ThreadPoolExecutor(THREADS, thread_name_prefix="lakelock-ahead")
@@ -191,30 +193,29 @@ class Driver:
             self._early = {}
             self._early_until = sent + ahead.seconds
         for request in dict.fromkeys(ahead.requests):
-            future = pool.submit(self._send, request)
+            if isinstance(request, List) and ahead.read_listed is not None:
+                future = pool.submit(self._list_and_read, request, ahead, generation, pool)
+            else:
+                future = pool.submit(self._send, request)
             with self._lock:
                 if generation != self._generation:
                     return
                 self._early[request] = (future, sent)
-            if isinstance(request, List) and ahead.read_listed is not None:
-                future.add_done_callback(
-                    functools.partial(self._read_listed, ahead, generation, pool)
-                )
 
-    def _read_listed(
-        self, ahead: Ahead, generation: int, pool: ThreadPoolExecutor, listed: Future[Any]
-    ) -> None:
-        """The keys a listing made ahead found, read ahead in turn (``Ahead.read_listed``)."""
-        if listed.exception() is not None:
-            return
+    def _list_and_read(
+        self, request: List, ahead: Ahead, generation: int, pool: ThreadPoolExecutor
+    ) -> Listing:
+        """``request``'s listing, once each key it found (``Ahead.read_listed``) is being
+        read ahead in turn: whoever is answered by the listing finds those reads there."""
+        listing: Listing = self._send(request)
         skip = ahead.read_listed or frozenset()
-        keys = [o.key for o in listed.result().objects if o.key not in skip][: ahead.most]
-        for key in keys:
-            request = Get(key)
-            with self._lock:
-                if generation != self._generation:
-                    return
-                self._early[request] = (pool.submit(self._send, request), time.monotonic())
+        keys = [o.key for o in listing.objects if o.key not in skip][: ahead.most]
+        with self._lock:
+            if generation == self._generation:
+                for key in keys:
+                    read = Get(key)
+                    self._early[read] = (pool.submit(self._send, read), self.timer())
+        return listing
 
     def _claim(self, request: Get | List) -> tuple[Future[Any], float] | None:
         """The read made ahead that answers ``request`` (taken: it answers once), if any."""
@@ -222,7 +223,7 @@ class Driver:
             return None
         with self._lock:
             early = self._early.pop(request, None)
-            if early is not None and time.monotonic() > self._early_until:
+            if early is not None and self.timer() > self._early_until:
                 return None  # too old to answer for now
             return early
 
@@ -244,12 +245,12 @@ class Driver:
             assert isinstance(request, Get | Put)
             write = isinstance(request, Put)
             early = self._claim(request) if isinstance(request, Get) else None
-            started = early[1] if early is not None else time.monotonic()
+            started = early[1] if early is not None else self.timer()
             try:
                 answer = self._first_of_two(request, after[write], early)
             except Exception as failure:
                 return failure
-            hedging.observe(write, time.monotonic() - started)
+            hedging.observe(write, self.timer() - started)
             return answer
 
         with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
@@ -275,7 +276,7 @@ class Driver:
             pool = self._hedges
         if early is not None:
             pending: set[Future[Any]] = {early[0]}
-            left = early[1] + after - time.monotonic()
+            left = early[1] + after - self.timer()
         else:
             pending = {pool.submit(self._send, request)}
             left = after

@@ -128,7 +128,8 @@ class FoldPolicy:
                 raise ValueError(f"{name} must be a whole number, got {value!r}")
         if min(self.max_fold, self.max_waits, self.lagging, self.linger) < 0 or self.crowd < 1:
             raise ValueError("max_fold, max_waits, lagging and linger must be >= 0, crowd >= 1")
-        if min(self.fold_interval, self.contention_memory, self.gather, self.stagger) < 0:
+        durations = (self.fold_interval, self.contention_memory, self.gather, self.stagger)
+        if min(*durations, self.handover) < 0:
             raise ValueError("durations and fractions must be >= 0")
         if self.hedge != 0 and not self.hedge > 1:
             raise ValueError(f"hedge must be 0 (never) or > 1, got {self.hedge!r}")

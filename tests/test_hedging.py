@@ -50,13 +50,14 @@ def test_hedging_waits_for_enough_requests_of_each_kind_and_uses_their_median() 
 def test_a_slow_read_of_a_batch_is_sent_again_and_the_first_answer_wins(
     hedge: float, reads: int, s3: S3Endpoint, store: ObjectStore
 ) -> None:
-    """One read of a batch held back 0.3 s: hedged after 20 ms (the held-back read, its
-    hedge, and the other); without hedging the batch waits for it (two reads)."""
+    """One read of a batch held back 1.5 s: hedged after 0.4 s (the held-back read, its
+    hedge, and the other); without hedging the batch waits for it (two reads). (0.4 s: a
+    loaded machine's ordinary request is not hedged.)"""
     store.put("slow", b"slow body")
     store.put("quick", b"quick body")
     s3.reset_stats()
-    s3.inject("latency", operation="GetObject", prefix="slow", delay=0.3, count=1)
-    driver = Driver(store, store, hedging=warmed(hedge) if hedge else None)
+    s3.inject("latency", operation="GetObject", prefix="slow", delay=1.5, count=1)
+    driver = Driver(store, store, hedging=warmed(hedge, reads=0.2) if hedge else None)
     slow, quick = driver.perform(Parallel((Get("slow"), Get("quick"))))
     assert (slow.body, quick.body) == (b"slow body", b"quick body")
     assert s3.stats()["GetObject"] == reads
@@ -68,7 +69,7 @@ def test_a_slow_create_of_a_batch_lands_once_and_the_late_copy_is_refused(
     """The held-back PUT reaches the bucket after its hedge created the object: it is refused
     (412), and that refusal is not the batch's answer."""
     s3.inject("latency", operation="PutObject", prefix="snap", delay=1.5, count=1)
-    driver = Driver(store, store, hedging=warmed(2.0))
+    driver = Driver(store, store, hedging=warmed(2.0, writes=0.2))
     snap, other = driver.perform(
         Parallel((Put("snap", b"snapshot", create=True), Put("node", b"node", create=True)))
     )

@@ -62,9 +62,10 @@ def test_a_vacuum_rule_switched_off_is_caught_by_a_vacuum_seed_of_the_sweep(
 
 
 #: Vacuum-running seeds of the default sweep whose restores, without rule 9, re-commit
-#: what vacuum is deleting (the first two of the 250 of 0-999, with the policy's defaults of
-#: 2026-11-25: 171 and 419; before them 291, 563 and 987).
-RESTORE_SEEDS = (171, 419)
+#: what vacuum is deleting (with the policy's defaults since the fold read ahead: the only
+#: one of the 250 of 0-999, 494, and the first of 1000-1999, 1150; before them 171 and
+#: 419, and before those 291, 563 and 987).
+RESTORE_SEEDS = (494, 1150)
 
 
 def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
@@ -86,8 +87,10 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
         assert all("commits it again" in v for v in result.violations), result.violations[:3]
 
 
-#: The policy's defaults before hedged requests and a round of 0.1 s were (2026-11-25).
-FOUND_WITH = (("hedge", 0.0), ("first_round", 0.05))
+#: The policy's defaults before the fold read ahead and the hand-over (2026-11-25, later).
+BEFORE_AHEAD = (("read_ahead", 0), ("handover", 0.0))
+#: ... and before hedged requests and a round of 0.1 s (2026-11-25).
+FOUND_WITH = (("hedge", 0.0), ("first_round", 0.05), *BEFORE_AHEAD)
 
 
 @pytest.mark.parametrize("seed", [11051, 26078])
@@ -113,8 +116,10 @@ def test_a_restore_of_a_version_a_slow_writer_had_broken_is_not_the_restores() -
     walk ends at v56 (its manifest is gone), so it took what only v55-v56 reached, and a
     restore of ``ds1`` to one of them then committed those files again. That is the writer's
     lateness (``vacuum_late``), not rule 9: the checker blames a restore only for a version
-    that reached nothing deleted before the vacuum began."""
-    result = simulate(sweep_config(18803))
+    that reached nothing deleted before the vacuum began. Run under the defaults it was
+    found with (:data:`BEFORE_AHEAD`)."""
+    config = sweep_config(18803)
+    result = simulate(dataclasses.replace(config, policy=(*config.policy, *BEFORE_AHEAD)))
     assert result.violations == []
     assert result.metrics.vacuum_late > 0
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from random import Random
@@ -25,6 +25,7 @@ from typing import Any
 
 from lakelock._registry._core._driver import THREADS, Hedging
 from lakelock._registry._core._requests import (
+    Ahead,
     Delete,
     Get,
     List,
@@ -398,10 +399,24 @@ class _Hedged:
     answered: bool = False
 
 
+@dataclass
+class _Early:
+    """A read made ahead (:class:`Ahead`): when it was sent, its answer once it came, and
+    who waits for it meanwhile."""
+
+    sent: float
+    done: bool = False
+    result: Any = None
+    error: BaseException | None = None
+    waiting: list[Answer] = field(default_factory=list)
+
+
 class Process:
     """A simulated process running one sans-I/O generator: answers ``Now`` with its own
     (skewed) clock, ``Sleep`` in virtual time, sends the rest through the endpoint (a
-    ``Parallel`` as concurrent requests). ``done(result, error)`` is called when the
+    ``Parallel`` as concurrent requests; an ``Ahead`` without waiting, at most ``THREADS``
+    at once as the driver's threads for them, its answers kept for the requests equal to
+    them). ``done(result, error)`` is called when the
     generator returns or raises; ``killed()`` when it is killed (:meth:`kill`)."""
 
     def __init__(
@@ -430,6 +445,13 @@ class Process:
         self.kill_pending = False
         self.stall_pending: float | None = None
         self.finished = False
+        #: Reads made ahead and not yet asked for; those waiting for a thread, and how many
+        #: are out.
+        self._early: dict[Get | List, _Early] = {}
+        self._early_until = 0.0
+        self._generation = 0
+        self._ahead_queue: deque[tuple[Get | List, _Early, Ahead | None, int]] = deque()
+        self._ahead_out = 0
 
     def start(self, at: float) -> None:
         self.loop.at(at, self._deliver, (None, None))
@@ -470,6 +492,10 @@ class Process:
             if kind is Now:
                 value = EPOCH + loop.now + self.skew
                 continue
+            if kind is Ahead:
+                self._ahead(request)
+                value = None
+                continue
             if kind is Sleep:
                 loop.at(loop.now + max(0.0, request.seconds), self._deliver, (None, None))
                 return
@@ -482,23 +508,86 @@ class Process:
 
     def _send(self, request: Any) -> None:
         if type(request) is Parallel:
-            self._parallel(request)
+            if request.requests:
+                self._parallel(request)
+            else:
+                self.loop.at(self.loop.now, self._deliver, ((), None))
             return
         if type(request) not in _OPERATION:
             self._deliver((None, TypeError(f"the simulator cannot run {request!r}")))
             return
+        early = self._claim(request)
+        if early is not None:
+            self._await(early, self._answer)
+            return
         self.endpoint.send(request, self, self._answer)
+
+    # -- reads made ahead -----------------------------------------------------------------------
+
+    def _ahead(self, request: Ahead) -> None:
+        """Queue ``request``'s reads (in the canonical order, as a batch's); they replace
+        those made ahead before (which still run, as the driver's threads do)."""
+        now = self.loop.now
+        self._early = {}
+        self._early_until = now + request.seconds
+        self._generation += 1
+        for part in sorted(dict.fromkeys(request.requests), key=_canonical):
+            early = _Early(sent=now)
+            self._early[part] = early
+            chained = request if type(part) is List and request.read_listed is not None else None
+            self._ahead_queue.append((part, early, chained, self._generation))
+        self._ahead_next()
+
+    def _ahead_next(self) -> None:
+        if self.finished:  # a killed process's threads died with it
+            self._ahead_queue.clear()
+            return
+        while self._ahead_out < THREADS and self._ahead_queue:
+            part, early, chained, generation = self._ahead_queue.popleft()
+            self._ahead_out += 1
+            self.endpoint.send(part, self, self._landed(early, chained, generation))
+
+    def _landed(self, early: _Early, chained: Ahead | None, generation: int) -> Answer:
+        def answer(result: Any, error: BaseException | None) -> None:
+            early.done, early.result, early.error = True, result, error
+            self._ahead_out -= 1
+            if chained is not None and error is None and generation == self._generation:
+                skip = chained.read_listed or frozenset()
+                keys = [o.key for o in result.objects if o.key not in skip][: chained.most]
+                for key in keys:  # in key order: a listing's
+                    read = _Early(sent=self.loop.now)
+                    self._early[Get(key)] = read
+                    self._ahead_queue.append((Get(key), read, None, generation))
+            waiting, early.waiting = early.waiting, []
+            for then in waiting:
+                then(result, error)
+            self._ahead_next()
+
+        return answer
+
+    def _claim(self, request: Any) -> _Early | None:
+        """The read made ahead that answers ``request`` (taken: it answers once), if any."""
+        if not self._early or (type(request) is not Get and type(request) is not List):
+            return None
+        early = self._early.pop(request, None)
+        if early is not None and self.loop.now > self._early_until:
+            return None  # too old to answer for now
+        return early
+
+    def _await(self, early: _Early, then: Answer) -> None:
+        """``then`` the answer of ``early``: now (as an event) if it came, else when it does."""
+        if early.done:
+            self.loop.at(self.loop.now, _call, (then, early.result, early.error))
+        else:
+            early.waiting.append(then)
 
     def _answer(self, result: Any, error: BaseException | None) -> None:
         self._deliver((result, error))
 
     def _parallel(self, request: Parallel) -> None:
         parts = request.requests
-        if not parts:
-            self.loop.at(self.loop.now, self._deliver, ((), None))
-            return
         results: list[Any] = [None] * len(parts)
-        left = [len(parts)]
+        left, loop, hedges = [len(parts)], self.loop, dict[int, _Hedged]()
         # Sent in a canonical order (by operation and key), not the order the core built the
         # batch in: that may come from iterating a set of keys, whose order changes with
         # Python's hash seed, and each send draws its latency from the run's generator. At
@@ -507,8 +596,6 @@ class Process:
         queued = iter(order[THREADS:])
         hedging = self.hedging if len(parts) > 1 else None
         after = {w: hedging.after(w) for w in (False, True)} if hedging is not None else {}
-        loop = self.loop
-        hedges: dict[int, _Hedged] = {}
 
         def settle(index: int, result: Any, error: BaseException | None) -> None:
             nonlocal send  # type: ignore[misc]  # (mypy: bound below, as Python allows)
@@ -524,10 +611,7 @@ class Process:
                 self._deliver((tuple(results), None))
 
         def one(index: int) -> Answer:
-            def answer(result: Any, error: BaseException | None) -> None:
-                settle(index, result, error)
-
-            return answer
+            return lambda result, error: settle(index, result, error)
 
         def hedged(index: int) -> Answer:
             state = hedges[index]
@@ -553,14 +637,19 @@ class Process:
 
         def send(index: int) -> None:
             part = parts[index]
+            early = self._claim(part)  # a read made ahead answers it
+            wait, sent = None, early.sent if early is not None else loop.now
             if hedging is None or not Hedging.hedgeable(part):
-                self.endpoint.send(part, self, one(index))
-                return
-            hedges[index] = _Hedged(sent=loop.now)
-            self.endpoint.send(part, self, hedged(index))
-            wait = after[type(part) is Put]
+                reply = one(index)
+            else:
+                hedges[index] = _Hedged(sent=sent)
+                reply, wait = hedged(index), after[type(part) is Put]
+            if early is not None:
+                self._await(early, reply)
+            else:
+                self.endpoint.send(part, self, reply)
             if wait is not None:
-                loop.at(loop.now + wait, hedge, index)
+                loop.at(max(loop.now, sent + wait), hedge, index)
 
         for index in order[:THREADS]:
             send(index)
@@ -569,6 +658,11 @@ class Process:
         self.finished = True
         if self.done is not None:
             self.done(result, error)
+
+
+def _call(argument: tuple[Answer, Any, BaseException | None]) -> None:
+    then, result, error = argument
+    then(result, error)
 
 
 def _canonical(request: Any) -> tuple[str, str, int]:

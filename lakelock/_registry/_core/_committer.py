@@ -38,6 +38,7 @@ from lakelock._registry._changes import Change, delta_manifests, new_commit_id, 
 from lakelock._registry._core import _decide
 from lakelock._registry._core._policy import BatchWaits, FoldPolicy, Hints, Liveness, advise
 from lakelock._registry._core._requests import (
+    Ahead,
     Get,
     List,
     Listing,
@@ -384,7 +385,12 @@ class Committer:
         self.hints.swapped_last = True
         self.carried = bool(fold.pending)
         self._now = yield Now()
+        if fold.pending:
+            self.hints.carried_at = self._now
         self.hints.learn_round(self._now - seconds - fold.paused, self.policy)
+        window = advise(live.read_ahead, None) if fold.pending else None
+        if window is not None:
+            yield self._read_ahead(new_doc, state, window)
         self._conclude(state, new_doc.version)
 
     # -- lingering ------------------------------------------------------------------------------
@@ -591,6 +597,7 @@ class Committer:
                     older=todo[0].key,
                     ours=mine[0],
                     first_fold=first,
+                    now=seconds,
                 ),
                 False,
             )
@@ -666,6 +673,21 @@ class Committer:
 
     def _own(self, state: Batch) -> set[str]:
         return {p.intent for p in state.pending if p.intent is not None} | self.own()
+
+    def _next_listing(self, doc: RegistryDoc) -> List:
+        """The first LIST of a fold from ``doc`` (as :meth:`_list_intents` makes it)."""
+        decided = len({f.key for f in doc.fates})
+        page = min(1000, self.policy.max_fold + decided)
+        return List(INTENT_PREFIX, start_after=doc.watermark, max_keys=page)
+
+    def _read_ahead(self, doc: RegistryDoc, state: Batch, window: float) -> Ahead:
+        """The next fold from ``doc``, read ahead (``FoldPolicy.read_ahead``): its first
+        LIST, and the intents of others it finds that ``doc`` leaves undecided and this
+        process has not parsed, while the caller goes on (the driver keeps the answers for
+        ``window`` seconds)."""
+        skip = frozenset({f.key for f in doc.fates} | self._own(state) | self.intents.keys())
+        listing = self._next_listing(doc)
+        return Ahead((listing,), window, read_listed=skip, most=self.policy.max_fold)
 
     def _list_intents(self, after: str, limit: int, decided: set[str]) -> Steps:
         """The intents after ``after``, oldest first, up to the ``limit``-th not in

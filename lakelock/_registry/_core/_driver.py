@@ -6,7 +6,9 @@ counts and decides every retry of the compare-and-swap. Everything else goes thr
 lake's store, which retries transient failures of write-once objects itself and resolves a
 create's lost answer by its write id. A :class:`~._requests.Parallel` batch runs on up to 64
 threads (the S3 client's connection pool); a read of it still unanswered long after most reads
-are answered gets a second, identical request, and the first answer wins (:class:`Hedging`)."""
+are answered gets a second, identical request, and the first answer wins (:class:`Hedging`).
+An :class:`~._requests.Ahead` batch is sent on threads of its own and not waited for; the next
+request equal to one of its reads is answered by that read."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from lakelock._registry._core._requests import (
+    Ahead,
     Delete,
     Get,
     List,
@@ -93,7 +96,7 @@ class Hedging:
 
 class Driver:
     """Performs the core's requests: ``store`` for write-once objects, ``root`` for the
-    root (no retries of its own), ``sleep`` and ``clock`` for time."""
+    root (no retries of its own), ``sleep`` and ``clock`` for time, ``timer`` to measure it."""
 
     def __init__(
         self,
@@ -103,15 +106,24 @@ class Driver:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         hedging: Hedging | None = None,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.root = root
         self.sleep = sleep
         self.clock = clock
         self.hedging = hedging
+        #: Measures how long requests take (hedging) and how old reads made ahead are.
+        self.timer = timer
         #: Threads of hedged requests (both copies of one): created on the first.
         self._hedges: ThreadPoolExecutor | None = None
-        self._hedges_lock = threading.Lock()
+        #: Threads of reads made ahead, and those reads (with when each was sent) until the
+        #: core asks for them or makes the next ones.
+        self._aheads: ThreadPoolExecutor | None = None
+        self._early: dict[Get | List, tuple[Future[Any], float]] = {}
+        self._early_until = 0.0
+        self._generation = 0
+        self._lock = threading.Lock()
 
     def run(self, steps: Steps) -> Any:
         """Drive ``steps`` to its end; its return value."""
@@ -130,6 +142,28 @@ class Driver:
 
     def perform(self, request: Request) -> Any:
         match request:
+            case Get() | List():
+                early = self._claim(request)
+                if early is not None:
+                    return early[0].result()
+                return self._send(request)
+            case Put() | Delete():
+                return self._send(request)
+            case Parallel(requests):
+                return self._parallel(requests)
+            case Ahead():
+                self._ahead(request)
+                return None
+            case Sleep(seconds):
+                self.sleep(seconds)
+                return None
+            case Now():
+                return self.clock()
+        raise TypeError(f"not a request: {request!r}")
+
+    def _send(self, request: Get | Put | List | Delete) -> Any:
+        """``request`` sent to S3 now (never answered by a read made ahead)."""
+        match request:
             case Get(key, retried):
                 return (self.store if retried else self.root).get(key)
             case Put(key, body, create, if_match, retried):
@@ -145,14 +179,53 @@ class Driver:
                 return Listing(tuple(objects), truncated)
             case Delete(key, if_match):
                 return self.store.delete(key, if_match=if_match)
-            case Parallel(requests):
-                return self._parallel(requests)
-            case Sleep(seconds):
-                self.sleep(seconds)
-                return None
-            case Now():
-                return self.clock()
         raise TypeError(f"not a request: {request!r}")
+
+    def _ahead(self, ahead: Ahead) -> None:
+        """Send ``ahead``'s reads without waiting; they replace those made ahead before."""
+        sent = self.timer()
+        with self._lock:
+            if self._aheads is None:
+                self._aheads = ThreadPoolExecutor(THREADS, thread_name_prefix="lakelock-ahead")
+            pool = self._aheads
+            self._generation += 1
+            generation = self._generation
+            self._early = {}
+            self._early_until = sent + ahead.seconds
+        for request in dict.fromkeys(ahead.requests):
+            if isinstance(request, List) and ahead.read_listed is not None:
+                future = pool.submit(self._list_and_read, request, ahead, generation, pool)
+            else:
+                future = pool.submit(self._send, request)
+            with self._lock:
+                if generation != self._generation:
+                    return
+                self._early[request] = (future, sent)
+
+    def _list_and_read(
+        self, request: List, ahead: Ahead, generation: int, pool: ThreadPoolExecutor
+    ) -> Listing:
+        """``request``'s listing, once each key it found (``Ahead.read_listed``) is being
+        read ahead in turn: whoever is answered by the listing finds those reads there."""
+        listing: Listing = self._send(request)
+        skip = ahead.read_listed or frozenset()
+        keys = [o.key for o in listing.objects if o.key not in skip][: ahead.most]
+        with self._lock:
+            if generation == self._generation:
+                for key in keys:
+                    read = Get(key)
+                    self._early[read] = (pool.submit(self._send, read), self.timer())
+        return listing
+
+    def _claim(self, request: Get | List) -> tuple[Future[Any], float] | None:
+        """The read made ahead that answers ``request`` (taken: it answers once), if any."""
+        if not self._early:
+            return None
+        with self._lock:
+            early = self._early.pop(request, None)
+            if early is not None and self.timer() > self._early_until:
+                return None  # too old to answer for now
+            return early
 
     def _parallel(self, requests: tuple[Request, ...]) -> tuple[Any, ...]:
         def one(request: Request) -> Any:
@@ -171,30 +244,45 @@ class Driver:
                 return one(request)
             assert isinstance(request, Get | Put)
             write = isinstance(request, Put)
-            started = time.monotonic()
+            early = self._claim(request) if isinstance(request, Get) else None
+            started = early[1] if early is not None else self.timer()
             try:
-                answer = self._first_of_two(request, after[write])
+                answer = self._first_of_two(request, after[write], early)
             except Exception as failure:
                 return failure
-            hedging.observe(write, time.monotonic() - started)
+            hedging.observe(write, self.timer() - started)
             return answer
 
         with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
             return tuple(pool.map(each, requests))
 
-    def _first_of_two(self, request: Get | Put, after: float | None) -> Any:
+    def _first_of_two(
+        self,
+        request: Get | Put,
+        after: float | None,
+        early: tuple[Future[Any], float] | None = None,
+    ) -> Any:
         """``request``, sent a second time if it is unanswered ``after`` seconds (None: not
-        hedged yet, sent once here); the first success is the answer (or the last failure)."""
-        if after is None:
-            return self.perform(request)
-        with self._hedges_lock:
+        hedged yet, sent once here); the first success is the answer (or the last failure).
+        ``early``: the same read made ahead (the first copy, and when it was sent)."""
+        if early is None and after is None:
+            return self._send(request)
+        if early is not None and after is None:
+            return early[0].result()
+        assert after is not None
+        with self._lock:
             if self._hedges is None:
                 self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")
             pool = self._hedges
-        pending: set[Future[Any]] = {pool.submit(self.perform, request)}
-        done, _ = wait(pending, timeout=after)
+        if early is not None:
+            pending: set[Future[Any]] = {early[0]}
+            left = early[1] + after - self.timer()
+        else:
+            pending = {pool.submit(self._send, request)}
+            left = after
+        done, _ = wait(pending, timeout=max(0.0, left))
         if not done:
-            pending.add(pool.submit(self.perform, request))
+            pending.add(pool.submit(self._send, request))
         failure: BaseException | None = None
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)

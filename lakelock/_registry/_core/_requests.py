@@ -21,6 +21,7 @@ request            asks                                         answer (``send``
 :class:`Delete`    a (conditional) delete                       ``None``
 :class:`Parallel`  several of the above at once                 a tuple: each answer, or the
                                                                 exception that request raised
+:class:`Ahead`     reads to start now, answered later           ``None`` (at once)
 :class:`Sleep`     time to pass (a backoff, a wait)             ``None``
 :class:`Now`       this process's clock (seconds since epoch)   ``float``
 =================  ===========================================  ==================================
@@ -29,6 +30,12 @@ request            asks                                         answer (``send``
 answer) within its store's budget — reads and create-only writes of write-once objects,
 whose repetition is harmless. The root's requests are not: the core counts and decides every
 retry of the compare-and-swap itself.
+
+An :class:`Ahead` read is sent at once and not waited for; the driver keeps its answer for the
+next request equal to it (alone or in a :class:`Parallel`), which is then answered by it
+instead of being sent again — waiting for it if it is still on its way. A read made ahead
+answers what the object (or the listing) was when it was read: only reads of write-once
+objects, and listings (every fold's listing is a past view already), are made ahead.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import Any, TypeAlias
 from lakelock._s3._types import ListedObject
 
 __all__ = [
+    "Ahead",
     "Delete",
     "Get",
     "List",
@@ -102,6 +110,22 @@ class Parallel:
 
 
 @dataclass(frozen=True)
+class Ahead:
+    """Reads the core will ask for soon, sent now and not waited for (answered ``None``);
+    the next request equal to one of them, within ``seconds`` of its sending, is answered
+    by it (later, it is sent anew). Those not asked for by the next :class:`Ahead` are
+    dropped, their answers unread.
+
+    ``read_listed``: for a :class:`List` among them, each key it lists that is not in
+    ``read_listed`` is read ahead too (at most ``most``), as soon as the listing comes."""
+
+    requests: tuple[Get | List, ...]
+    seconds: float
+    read_listed: frozenset[str] | None = None
+    most: int = 1000
+
+
+@dataclass(frozen=True)
 class Sleep:
     seconds: float
 
@@ -111,7 +135,7 @@ class Now:
     pass
 
 
-Request: TypeAlias = Get | Put | List | Delete | Parallel | Sleep | Now
+Request: TypeAlias = Get | Put | List | Delete | Parallel | Ahead | Sleep | Now
 
 #: A sans-I/O computation: yields requests, is sent their answers, returns a ``T``.
 Steps: TypeAlias = Generator[Request, Any, Any]

@@ -1,0 +1,232 @@
+"""Reads made ahead (``Ahead``) and the fold read ahead (``FoldPolicy.read_ahead``): the driver
+and the simulator send an ``Ahead``'s reads at once, answer the next equal request with them
+within their window, read ahead what a listing made ahead found, and drop them at the next
+``Ahead``; a folder whose swap carried others' intents makes its next fold's LIST right after
+the swap. And the hand-over: a folder that lost a race folds again at once
+(``FoldPolicy.handover``). Counted at the embedded S3 and the simulated one."""
+
+from __future__ import annotations
+
+import random
+from random import Random
+from typing import Any
+
+from lakelock._registry._core import Driver, FoldPolicy
+from lakelock._registry._core._policy import BatchWaits, Hints, Liveness
+from lakelock._registry._core._requests import Ahead, Get, List, Now, Parallel, Sleep, Steps
+from lakelock._registry._document import REGISTRY_KEY
+from lakelock._s3 import ObjectStore
+from lakelock._sim import Mix, SimConfig, simulate
+from lakelock._sim._faults import Faults
+from lakelock._sim._latency import Latency, Profile
+from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
+from lakelock._sim._store import SimS3
+from lakelock.testing import S3Endpoint
+
+APPENDS = Mix(append=1.0, overwrite=0.0, delete=0.0, remove=0.0, restore=0.0, multi=0.0)
+
+
+class Timer:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_read_made_ahead_answers_the_next_equal_request_once(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    store.put("a", b"body a")
+    store.put("b", b"body b")
+    s3.reset_stats()
+    driver = Driver(store, store)
+    assert driver.perform(Ahead((Get("a"),), 5.0)) is None
+    assert driver.perform(Get("a")).body == b"body a"
+    assert s3.stats()["GetObject"] == 1  # answered by the read made ahead
+    assert driver.perform(Get("a")).body == b"body a"
+    assert driver.perform(Get("b")).body == b"body b"
+    assert s3.stats()["GetObject"] == 3  # it answers once; "b" was never read ahead
+
+
+def test_a_read_made_ahead_is_dropped_by_the_next_and_when_too_old(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    store.put("a", b"body a")
+    store.put("b", b"body b")
+    s3.reset_stats()
+    timer = Timer()
+    driver = Driver(store, store, timer=timer)
+    driver.perform(Ahead((Get("a"),), 5.0))
+    driver.perform(Ahead((Get("b"),), 5.0))  # replaces the first
+    timer.now += 4.9
+    answers = driver.perform(Parallel((Get("a"), Get("b"))))
+    assert [a.body for a in answers] == [b"body a", b"body b"]
+    assert s3.stats()["GetObject"] == 3  # "a" twice, "b" once
+
+    driver.perform(Ahead((Get("a"),), 5.0))
+    timer.now += 5.1  # older than its window: sent anew
+    assert driver.perform(Get("a")).body == b"body a"
+    assert s3.stats()["GetObject"] == 5
+
+
+def test_a_listing_made_ahead_reads_what_it_found_except_the_keys_to_skip(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    for name in ("p/1", "p/2", "p/3", "p/4"):
+        store.put(name, name.encode())
+    s3.reset_stats()
+    driver = Driver(store, store)
+    listing = List("p/", start_after="p/1", max_keys=10)
+    driver.perform(Ahead((listing,), 5.0, read_listed=frozenset({"p/3"}), most=1000))
+    listed = driver.perform(listing)
+    assert [o.key for o in listed.objects] == ["p/2", "p/3", "p/4"]
+    answers = driver.perform(Parallel((Get("p/2"), Get("p/4"))))
+    assert [a.body for a in answers] == [b"p/2", b"p/4"]
+    assert s3.stats()["ListObjectsV2"] == 1
+    assert s3.stats()["GetObject"] == 2  # read ahead, each once
+    assert driver.perform(Get("p/3")).body == b"p/3"  # skipped: read now
+    assert s3.stats()["GetObject"] == 3
+
+
+def test_a_failed_read_made_ahead_is_its_answer(s3: S3Endpoint, store: ObjectStore) -> None:
+    driver = Driver(store, store)
+    driver.perform(Ahead((Get("missing"),), 5.0))
+    failed = driver.perform(Parallel((Get("missing"), Get("missing"))))
+    assert type(failed[0]).__name__ == "NotFoundError"  # the read made ahead's answer
+    assert type(failed[1]).__name__ == "NotFoundError"  # taken once: the second was sent
+
+
+# -- the simulator does the same ---------------------------------------------------------------
+
+
+def even() -> Profile:
+    each = Latency(0.010)
+    return Profile(name="even", get=each, put=each, cas=each, list=each, delete=each)
+
+
+def run(program: Steps) -> tuple[Any, Endpoint]:
+    loop = Loop()
+    sim = SimS3(even(), Random(1), tracked=frozenset({REGISTRY_KEY}))
+    endpoint = Endpoint(loop, sim, Random(2), Faults(), StoreRetry(), root_key=REGISTRY_KEY)
+    for name in ("p/1", "p/2", "p/3", "p/4"):
+        sim.put(name, name.encode(), 0.0, create=True)
+    outcome: list[Any] = []
+
+    def done(result: Any, error: BaseException | None) -> None:
+        outcome.append(error if error is not None else result)
+
+    Process(loop, endpoint, program, kind="writer", done=done).start(1.0)
+    loop.run(100.0)
+    return outcome[0], endpoint
+
+
+def test_the_simulator_answers_requests_with_reads_made_ahead() -> None:
+    listing = List("p/", start_after="p/1", max_keys=10)
+
+    def program() -> Steps:
+        yield Ahead((listing,), 1.0, read_listed=frozenset({"p/3"}))
+        yield Sleep(0.5)
+        listed = yield listing
+        start = yield Now()
+        answers = yield Parallel((Get("p/2"), Get("p/4")))
+        took = (yield Now()) - start
+        late = yield Get("p/3")
+        yield Ahead((Get("p/2"),), 1.0)
+        yield Sleep(2.0)
+        again = yield Get("p/2")  # older than its window: sent anew
+        return [o.key for o in listed.objects], [a.body for a in answers], took, late, again
+
+    (keys, bodies, took, late, again), endpoint = run(program())
+    assert keys == ["p/2", "p/3", "p/4"]
+    assert bodies == [b"p/2", b"p/4"]
+    assert took == 0.0  # answered when asked: read during the sleep
+    assert late.body == b"p/3"
+    assert again.body == b"p/2"
+    requests = endpoint.counts.requests
+    assert requests["writer:ListObjectsV2"] == 1
+    assert requests["writer:GetObject"] == 5  # p/2, p/4 ahead; p/3; p/2 ahead and again
+
+
+# -- a folder reads its next fold ahead ------------------------------------------------------
+
+
+def _lists_right_after_own_swap(read_ahead: int) -> tuple[int, int]:
+    """LISTs a process sent the moment its own swap was answered, and the run's commits."""
+    events: list[dict[str, Any]] = []
+    config = SimConfig(
+        writers=16, seconds=3, seed=1, mix=APPENDS, policy=(("read_ahead", read_ahead),)
+    )
+    result = simulate(config, trace=events.append)
+    swapped = {
+        (e["process"], e["answered"])
+        for e in events
+        if e["key"] == REGISTRY_KEY and e["operation"] == "PutObject" and e["answer"] == "ok"
+    }
+    ahead = sum(
+        1
+        for e in events
+        if e["operation"] == "ListObjectsV2" and (e["process"], e["sent"]) in swapped
+    )
+    assert result.violations == []
+    return ahead, result.metrics.commits
+
+
+def test_a_folder_lists_its_next_fold_as_its_swap_lands() -> None:
+    ahead, commits = _lists_right_after_own_swap(1)
+    none, _ = _lists_right_after_own_swap(0)
+    assert none == 0
+    assert ahead > 10
+    assert commits > 50
+
+
+# -- the hand-over -------------------------------------------------------------------------
+
+
+def test_a_folder_that_lost_a_race_folds_again_instead_of_waiting() -> None:
+    """Waiting for the oldest pending intent's writer is right for a waiter; a process that
+    carried others' intents lately is the folder everyone waits for, and waits for nobody."""
+    policy = FoldPolicy()
+    hints = Hints(round_seconds=0.2)
+    live = Liveness(policy, hints, random.Random(1))
+
+    def waits(now: float, handover: Liveness = live) -> bool:
+        return handover.wait_for_older(
+            BatchWaits(), 1, 50, older="a", ours="b", first_fold=False, now=now
+        )
+
+    assert waits(10.0)  # never carried anyone's intents
+    hints.carried_at = 9.7
+    assert not waits(10.0)  # carried 0.3 s = 1.5 rounds ago
+    assert waits(10.2)  # 2.5 rounds ago: a waiter again
+    off = Liveness(FoldPolicy(handover=0.0), hints, random.Random(1))
+    assert waits(10.0, off)
+
+
+def test_without_the_hand_over_a_lost_race_stalls_every_writer() -> None:
+    """Seed 2, 64 writers: a folder's swap is refused (a 409) and, without the hand-over,
+    it waits for the oldest writer, who waits for a folder: no swap for 0.77 s after it.
+    With the hand-over the folder folds again at once: the next swap is one fold later.
+    (The two runs differ after the first lost race: each has its own.)"""
+
+    def after_lost_races(handover: float) -> list[float]:
+        events: list[dict[str, Any]] = []
+        policy = (("handover", handover),)
+        config = SimConfig(writers=64, seconds=4, seed=2, mix=APPENDS, policy=policy)
+        assert simulate(config, trace=events.append).violations == []
+        cas = [
+            (e["answered"], e["answer"] == "ok")
+            for e in events
+            if e["key"] == REGISTRY_KEY and e["operation"] == "PutObject"
+        ]
+        swaps = sorted(t for t, ok in cas if ok)
+        lost = sorted(t for t, ok in cas if not ok and t > 1.5)
+        return [min(s for s in swaps if s > t) - t for t in lost if t < swaps[-1]]
+
+    without = after_lost_races(0.0)
+    assert max(without) > 0.7
+    handed_over = after_lost_races(2.0)
+    assert handed_over
+    assert max(handed_over) < 0.5  # one fold: root, LIST, reads, writes, swap

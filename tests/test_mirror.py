@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
@@ -110,11 +111,18 @@ def duckdb_connection(s3: S3Endpoint) -> Any:
     return con
 
 
+def duckdb_arrow(con: Any, sql: str) -> pa.Table:
+    """``sql``'s result as an Arrow table (DuckDB answers a table or a record batch reader,
+    depending on its version)."""
+    got = con.sql(sql).arrow()
+    return got.read_all() if hasattr(got, "read_all") else got
+
+
 def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
     """After appends, an added column, an overwrite, a partition delete, a compaction and a
-    restore, pyiceberg (StaticTable, by snapshot id), delta-rs (by version) and DuckDB read
-    exactly lakelock's rows at each version, partition column typed, the added column null
-    in older files."""
+    restore, pyiceberg (StaticTable, by snapshot id), delta-rs (by version) and DuckDB
+    (``iceberg_scan`` by snapshot id, ``delta_scan`` by version) read exactly lakelock's rows
+    at each version, partition column typed, the added column null in older files."""
     versions = history(lake)
     result = lake.mirror("events")
     assert result.version == versions[-1]
@@ -138,16 +146,20 @@ def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
         log = lake.store.get(f"{delta_log_prefix('events')}{number:020d}.json").body
         assert orjson.loads(log.splitlines()[0])["commitInfo"]["lakelock.version"] == str(version)
         assert rows(delta.to_pyarrow_table(), schema) == expected, version
-        got = con.sql(
-            f"SELECT * FROM iceberg_scan('{result.iceberg}', snapshot_from_id={version})"
-        ).arrow()
-        assert rows(got.read_all() if hasattr(got, "read_all") else got, schema) == expected
-    # DuckDB's delta extension reads the current version (delta_scan has no time travel).
+        got = duckdb_arrow(
+            con, f"SELECT * FROM iceberg_scan('{result.iceberg}', snapshot_from_id={version})"
+        )
+        assert rows(got, schema) == expected, version
+        got = duckdb_arrow(con, f"SELECT * FROM delta_scan('{result.delta}', version => {number})")
+        assert got.schema.field("day").type == pa.date32()
+        assert rows(got, schema) == expected, version
+    # With no version, DuckDB's delta_scan reads the newest.
     current = lake.read("events")
-    got = con.sql(f"SELECT * FROM delta_scan('{result.delta}')").arrow()
-    got = got.read_all() if hasattr(got, "read_all") else got
-    assert got.schema.field("day").type == pa.date32()
+    got = duckdb_arrow(con, f"SELECT * FROM delta_scan('{result.delta}')")
     assert rows(got, current.schema) == rows(current, current.schema)
+    # The added column: null in the files written before it, in every engine alike.
+    added = lake.read("events", version=versions[2])
+    assert added.filter(pc.field("id") < 10).column("score").null_count == 10
     # Typed partition column everywhere.
     assert deltalake.DeltaTable(result.delta, storage_options=delta_options(s3)).schema()
     assert str(table.schema().find_field("day").field_type) == "date"

@@ -161,7 +161,10 @@ def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
     added = lake.read("events", version=versions[2])
     assert added.filter(pc.field("id") < 10).column("score").null_count == 10
     # Typed partition column everywhere.
-    assert deltalake.DeltaTable(result.delta, storage_options=delta_options(s3)).schema()
+    newest_delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    assert newest_delta.metadata().partition_columns == ["day"]
+    day = next(f for f in newest_delta.schema().fields if f.name == "day")
+    assert day.type == deltalake.schema.PrimitiveType("date")
     assert str(table.schema().find_field("day").field_type) == "date"
 
 

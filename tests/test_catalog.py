@@ -32,6 +32,8 @@ from lakelock._engines import load_httpfs, s3_secret_sql, sql_string
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.catalog import TOKEN, bearer, two_datasets
+from tests.test_mirror import history
+from tests.test_mirror import rows as mirror_rows
 
 Response = tuple[int, dict[str, str], bytes]
 
@@ -512,44 +514,59 @@ def rest_catalog(server: CatalogServer, **properties: str) -> Any:
     return RestCatalog("lakelock", uri=server.url, **{**keys, **properties})
 
 
+def reads_as_lakelock(read: pa.Table, lake: Lake, name: str, version: int | None = None) -> None:
+    """``read`` (an engine's read of ``name`` at ``version``, None: the newest) has exactly
+    lakelock's columns, typed as lakelock types them (strings may come as large_string), and
+    its rows."""
+    expected = lake.read(name, version=version)
+    assert sorted(read.column_names) == sorted(expected.column_names), (name, version)
+    for field in expected.schema:
+        got = read.schema.field(field.name).type
+        assert got == field.type or (
+            pa.types.is_string(field.type) and pa.types.is_large_string(got)
+        ), (name, version, field.name, got)
+    assert mirror_rows(read, expected.schema) == mirror_rows(expected, expected.schema), (
+        name,
+        version,
+    )
+
+
+def sales_history(lake: Lake) -> int:
+    """``sales`` (unpartitioned): appends, an overwrite and a restore; the version restored."""
+    lake.append("sales", pa.table({"day": [1, 2, 3], "amount": [10.0, 20.0, 30.0]}))
+    restore_to = lake.append("sales", pa.table({"day": [5], "amount": [50.0]})).version
+    lake.overwrite("sales", pa.table({"day": [9], "amount": [90.0]}))
+    lake.restore("sales", version=restore_to)
+    return restore_to
+
+
 def test_pyiceberg_loads_each_dataset_and_reads_what_lakelock_reads(
     serve: ServeFn, lake: Lake
 ) -> None:
     """pyiceberg's RestCatalog lists the namespace and tables, loads each table (its S3
-    endpoint from the catalog's defaults) and reads exactly lakelock's rows, partition
-    columns typed as lakelock has them, after appends, an overwrite, a partition delete, a
-    compaction and a restore; and every snapshot, by id, reads as lakelock reads the version
-    its summary names."""
-    two_datasets(lake)
-    lake.append("events", pa.table({"kind": ["a", "c"], "n": [3, 4]}), partition_by=["kind"])
-    lake.append("sales", pa.table({"day": [4], "amount": [40.0]}))
-    restore_to = lake.append("sales", pa.table({"day": [5], "amount": [50.0]})).version
-    lake.overwrite("sales", pa.table({"day": [9], "amount": [90.0]}))
-    lake.delete("events", partitions=[{"kind": "b"}])
-    lake.compact("events")
-    lake.restore("sales", version=restore_to)
+    endpoint from the catalog's defaults) and reads exactly lakelock's rows and columns,
+    partition columns typed as lakelock has them, after appends, an added column, an
+    overwrite, a partition delete, a compaction and a restore (test_mirror's history); and
+    every snapshot, by id, one per lakelock version in order, reads as lakelock reads that
+    version (the added column null in older files, absent before it was added)."""
+    events_versions = history(lake)
+    sales_history(lake)
     catalog = rest_catalog(serve())
     assert catalog.list_namespaces() == [("lake",)]
     assert catalog.list_tables("lake") == [("lake", "events"), ("lake", "sales")]
     for name in ("events", "sales"):
         table = catalog.load_table(f"lake.{name}")
-        expected = lake.read(name)
-        read = table.scan().to_arrow()
-        assert rows(read) == rows(expected), name
-        for field in expected.schema:  # pyiceberg reads strings as large_string
-            got = read.schema.field(field.name).type
-            assert got == field.type or (
-                pa.types.is_string(field.type) and pa.types.is_large_string(got)
-            ), (name, field.name, got)
-        versions = [entry.version for entry in lake.history(name)]
+        reads_as_lakelock(table.scan().to_arrow(), lake, name)
+        versions = [entry.version for entry in reversed(lake.history(name))]
         snapshots = table.metadata.snapshots
-        assert sorted(int(s.summary["lakelock.version"]) for s in snapshots) == sorted(versions)
+        assert [int(s.summary["lakelock.version"]) for s in snapshots] == versions
         for snapshot in snapshots:
             version = int(snapshot.summary["lakelock.version"])
             then = table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
-            assert rows(then) == rows(lake.read(name, version=version)), (name, version)
-    assert rows(lake.read("sales")) == rows(lake.read("sales", version=restore_to))
-    assert lake.read("events").num_rows == 3  # kind=b gone
+            reads_as_lakelock(then, lake, name, version)
+    assert len(events_versions) == 8
+    assert "score" in lake.read("events", version=events_versions[2]).column_names
+    assert "score" not in lake.read("events").column_names  # restored to before it
 
 
 def test_loading_mirrors_only_when_the_registry_is_ahead(serve: ServeFn, lake: Lake) -> None:
@@ -770,10 +787,13 @@ def test_duckdb_attaches_the_catalog_and_reads_what_lakelock_reads(
     serve: ServeFn, lake: Lake, s3: S3Endpoint
 ) -> None:
     """DuckDB's ``ATTACH ... (TYPE iceberg)`` with the bearer token sees the tables and reads
-    lakelock's rows (its S3 secret for the data, as the catalog vends none); with OAuth2
-    client credentials (the token as the secret) it attaches too."""
-    two_datasets(lake)
-    lake.append("events", pa.table({"kind": ["c"], "n": [3]}), partition_by=["kind"])
+    lakelock's rows and column types (its S3 secret for the data, as the catalog vends none),
+    after test_mirror's history (appends, an added column, an overwrite, a partition delete,
+    a compaction and a restore); every snapshot, ``AT (VERSION => id)``, reads as lakelock
+    reads the version it names; with OAuth2 client credentials (the token as the secret) it
+    attaches too."""
+    versions = history(lake)
+    sales_history(lake)
     server = serve(token=TOKEN)
     con = duckdb_with_iceberg()
     con.execute(s3_secret_sql(Connection.of(lake.client), f"s3://{lake.bucket}"))
@@ -785,24 +805,24 @@ def test_duckdb_attaches_the_catalog_and_reads_what_lakelock_reads(
     assert sorted(tables.fetchall()) == [("lake", "events"), ("lake", "sales")]
     for name in ("events", "sales"):
         read = con.execute(f"SELECT * FROM ice.lake.{name}").to_arrow_table()
-        assert rows(read) == rows(lake.read(name)), name
+        reads_as_lakelock(read, lake, name)
     # Time travel: each snapshot of the view, by id, is the lakelock version it names.
     loaded = orjson.loads(
         call(server, "GET", "/v1/namespaces/lake/tables/events", headers=bearer())[2]
     )
-    assert len(loaded["metadata"]["snapshots"]) == 2
-    for snapshot in loaded["metadata"]["snapshots"]:
-        version = int(snapshot["summary"]["lakelock.version"])
+    snapshots = loaded["metadata"]["snapshots"]
+    assert [int(s["summary"]["lakelock.version"]) for s in snapshots] == versions
+    for snapshot in snapshots:
         then = con.execute(
             f"SELECT * FROM ice.lake.events AT (VERSION => {snapshot['snapshot-id']})"
         ).to_arrow_table()
-        assert rows(then) == rows(lake.read("events", version=version)), version
+        reads_as_lakelock(then, lake, "events", int(snapshot["summary"]["lakelock.version"]))
     con.execute(
         f"ATTACH 'lake' AS oauth (TYPE iceberg, ENDPOINT {sql_string(server.url)}, "
         f"CLIENT_ID 'duckdb', CLIENT_SECRET {sql_string(TOKEN)}, "
         f"OAUTH2_SERVER_URI {sql_string(server.url + '/v1/oauth/tokens')})"
     )
-    assert con.execute("SELECT count(*) FROM oauth.lake.sales").fetchone() == (3,)
+    assert con.execute("SELECT count(*) FROM oauth.lake.sales").fetchone() == (4,)  # restored
     with pytest.raises(Exception, match="401"):
         con.execute(
             f"ATTACH 'lake' AS refused (TYPE iceberg, ENDPOINT {sql_string(server.url)}, "

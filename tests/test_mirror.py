@@ -7,11 +7,13 @@ import datetime as dt
 import importlib.util
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
@@ -110,11 +112,18 @@ def duckdb_connection(s3: S3Endpoint) -> Any:
     return con
 
 
+def duckdb_arrow(con: Any, sql: str) -> pa.Table:
+    """``sql``'s result as an Arrow table (DuckDB answers a table or a record batch reader,
+    depending on its version)."""
+    got = con.sql(sql).arrow()
+    return got.read_all() if hasattr(got, "read_all") else got
+
+
 def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
     """After appends, an added column, an overwrite, a partition delete, a compaction and a
-    restore, pyiceberg (StaticTable, by snapshot id), delta-rs (by version) and DuckDB read
-    exactly lakelock's rows at each version, partition column typed, the added column null
-    in older files."""
+    restore, pyiceberg (StaticTable, by snapshot id), delta-rs (by version) and DuckDB
+    (``iceberg_scan`` by snapshot id, ``delta_scan`` by version) read exactly lakelock's rows
+    at each version, partition column typed, the added column null in older files."""
     versions = history(lake)
     result = lake.mirror("events")
     assert result.version == versions[-1]
@@ -130,26 +139,37 @@ def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
         expected_table = lake.read("events", version=version)
         schema = expected_table.schema
         expected = rows(expected_table, schema)
-        iceberg = table.scan(snapshot_id=version).to_arrow()
-        assert rows(iceberg, schema) == expected, version
         delta = deltalake.DeltaTable(
             result.delta, version=number, storage_options=delta_options(s3)
         )
         log = lake.store.get(f"{delta_log_prefix('events')}{number:020d}.json").body
         assert orjson.loads(log.splitlines()[0])["commitInfo"]["lakelock.version"] == str(version)
-        assert rows(delta.to_pyarrow_table(), schema) == expected, version
-        got = con.sql(
-            f"SELECT * FROM iceberg_scan('{result.iceberg}', snapshot_from_id={version})"
-        ).arrow()
-        assert rows(got.read_all() if hasattr(got, "read_all") else got, schema) == expected
-    # DuckDB's delta extension reads the current version (delta_scan has no time travel).
+        reads = {
+            "pyiceberg": table.scan(snapshot_id=version).to_arrow(),
+            "delta-rs": delta.to_pyarrow_table(),
+            "iceberg_scan": duckdb_arrow(
+                con, f"SELECT * FROM iceberg_scan('{result.iceberg}', snapshot_from_id={version})"
+            ),
+            "delta_scan": duckdb_arrow(
+                con, f"SELECT * FROM delta_scan('{result.delta}', version => {number})"
+            ),
+        }
+        for engine, got in reads.items():
+            # Typed as lakelock has it (rows() casts, so a string day would pass it).
+            assert got.schema.field("day").type == pa.date32(), (engine, version)
+            assert rows(got, schema) == expected, (engine, version)
+    # With no version, DuckDB's delta_scan reads the newest.
     current = lake.read("events")
-    got = con.sql(f"SELECT * FROM delta_scan('{result.delta}')").arrow()
-    got = got.read_all() if hasattr(got, "read_all") else got
-    assert got.schema.field("day").type == pa.date32()
+    got = duckdb_arrow(con, f"SELECT * FROM delta_scan('{result.delta}')")
     assert rows(got, current.schema) == rows(current, current.schema)
+    # The added column: null in the files written before it, in every engine alike.
+    added = lake.read("events", version=versions[2])
+    assert added.filter(pc.field("id") < 10).column("score").null_count == 10
     # Typed partition column everywhere.
-    assert deltalake.DeltaTable(result.delta, storage_options=delta_options(s3)).schema()
+    newest_delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    assert newest_delta.metadata().partition_columns == ["day"]
+    day = next(f for f in newest_delta.schema().fields if f.name == "day")
+    assert day.type == deltalake.schema.PrimitiveType("date")
     assert str(table.schema().find_field("day").field_type) == "date"
 
 
@@ -429,3 +449,96 @@ def test_versions_past_the_retention_leave_the_iceberg_metadata(
     assert [e.snapshot_id for e in table.metadata.snapshot_log] == versions[-2:]
     schema = lake.read("events").schema
     assert rows(table.scan().to_arrow(), schema) == rows(lake.read("events"), schema)
+
+
+def test_views_carry_column_bounds_and_engines_read_only_the_file_they_admit(
+    lake: Lake, s3: S3Endpoint
+) -> None:
+    """Four appends of disjoint ``id`` ranges, unpartitioned (four files that only their
+    statistics tell apart): the Iceberg manifest entries and the Delta add actions carry
+    each file's ``id`` bounds from lakelock's statistics, and a filter ``id == 250`` makes
+    pyiceberg (``row_filter``), delta-rs, DuckDB's ``iceberg_scan`` and ``delta_scan`` each
+    read one file of four, with the rows lakelock reads: any request for the other three
+    fails (none is made), and the requests to data files, counted at the endpoint, are
+    fewer than a full read's (several per file: footer, then columns)."""
+    from pyiceberg.conversions import from_bytes
+    from pyiceberg.expressions import EqualTo
+    from pyiceberg.types import LongType
+
+    for batch in range(4):
+        lake.append("events", events(range(batch * 100, batch * 100 + 100), 1))
+    bounds = {(b * 100, b * 100 + 99) for b in range(4)}
+    result = lake.mirror("events")
+    assert result.iceberg is not None
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3)
+    )
+    field_id = table.schema().find_field("id").field_id
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    entries = [
+        entry.data_file
+        for manifest in snapshot.manifests(table.io)
+        for entry in manifest.fetch_manifest_entry(table.io)
+    ]
+    assert len(entries) == 4
+    assert {
+        (
+            from_bytes(LongType(), f.lower_bounds[field_id]),
+            from_bytes(LongType(), f.upper_bounds[field_id]),
+        )
+        for f in entries
+    } == bounds
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    found = zip(actions["min.id"].to_pylist(), actions["max.id"].to_pylist(), strict=True)
+    assert set(found) == bounds
+
+    wanted = lake.read("events").filter(pc.field("id") == 250)
+    assert wanted.num_rows == 1
+    everything = lake.read("events")
+
+    con = duckdb_connection(s3)
+    con.execute("SET enable_external_file_cache = false")  # each read fetches what it reads
+
+    def duckdb_read(sql: str) -> Callable[[], pa.Table]:
+        return lambda: duckdb_arrow(con, sql)
+
+    iceberg_sql = f"SELECT * FROM iceberg_scan('{result.iceberg}')"
+    delta_sql = f"SELECT * FROM delta_scan('{result.delta}')"
+    readers: dict[str, tuple[Callable[[], pa.Table], Callable[[], pa.Table]]] = {
+        "pyiceberg": (
+            lambda: table.scan(row_filter=EqualTo("id", 250)).to_arrow(),
+            lambda: table.scan().to_arrow(),
+        ),
+        "delta-rs": (
+            lambda: delta.to_pyarrow_table(filters=[("id", "=", 250)]),
+            delta.to_pyarrow_table,
+        ),
+        "iceberg_scan": (duckdb_read(f"{iceberg_sql} WHERE id = 250"), duckdb_read(iceberg_sql)),
+        "delta_scan": (duckdb_read(f"{delta_sql} WHERE id = 250"), duckdb_read(delta_sql)),
+    }
+
+    def data_requests(read: Callable[[], pa.Table], expected: pa.Table) -> int:
+        """Requests ``read`` sends to data files (GETs and HEADs; an engine may send several
+        per file: footer, then columns), with its rows checked."""
+        s3.reset_stats()
+        got = read()
+        areas = s3.areas()
+        assert rows(got, expected.schema) == rows(expected, expected.schema)
+        return areas.get("GetObject datasets", 0) + areas.get("HeadObject datasets", 0)
+
+    def holds_250(file: Any) -> bool:
+        return file.stats is not None and file.stats.column("id").min == 200
+
+    others = [f for f in lake.registry.files("events") if not holds_250(f)]
+    assert len(others) == 3
+    for engine, (filtered, full) in readers.items():
+        every = data_requests(full, everything)
+        # Any request for the three files id == 250 rules out fails (500); none is made.
+        for other in others:
+            s3.inject("error", bucket=lake.bucket, prefix=lake.store.full_key(other.key))
+        one = data_requests(filtered, wanted)
+        assert s3.faults()["injected"] == {}, engine
+        s3.clear_faults()
+        assert 1 <= one < every, (engine, one, every)

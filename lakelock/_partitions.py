@@ -27,10 +27,13 @@ from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress
+from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
 from lakelock._registry import Change, CommitResult, new_commit_id
+from lakelock._registry._changes import reused_commit_id
+from lakelock._registry._document import CommitRecord
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
@@ -110,6 +113,27 @@ def move_partition(
     """Copy (or rename) the partition; the caller holds the lock (module docstring).
     ``fences`` maps each dataset touched to the fence its commit carries."""
     snapshot = registry.read()
+    operation = "rename" if move.rename else "copy"
+    digest = change_digest(
+        {
+            "operation": operation,
+            "dataset": move.dataset,
+            "partition": move.partition,
+            "to_dataset": move.to_dataset,
+            "to_partition": move.to_partition,
+        }
+    )
+    if commit_id is not None:
+        # A retry of this very move reports it (its source may be gone by now); the id
+        # recorded for another change is refused — both before the first copy.
+        found = registry.recorded_commit(commit_id, move.to_dataset, snapshot=snapshot)
+        if found is not None:
+            probe = Change(move.to_dataset, commit_id, operation=operation, digest=digest)
+            reused = reused_commit_id(found, probe)
+            if reused is not None:
+                raise reused
+            version = found.version if isinstance(found, CommitRecord) else int(found["version"])
+            return CommitResult(version, commit_id, already_committed=True)
     source = snapshot.datasets.get(move.dataset)
     if source is None:
         raise DatasetNotFoundError(move.dataset)
@@ -128,7 +152,6 @@ def move_partition(
         if progress is not None:
             progress(done, len(files))
     commit_id = commit_id or new_commit_id()
-    operation = "rename" if move.rename else "copy"
     added = Change(
         dataset=move.to_dataset,
         commit_id=commit_id,
@@ -137,6 +160,7 @@ def move_partition(
         partition_by=source.partition_by,
         fence=fences.get(move.to_dataset),
         operation=operation,
+        digest=digest,
     )
     removed = tuple(f.key for f in files) if move.rename else ()
     if move.to_dataset == move.dataset:
@@ -149,6 +173,7 @@ def move_partition(
         remove=removed,
         fence=fences.get(move.dataset),
         operation=operation,
+        digest=digest,
     )
     if removed or source_change.fence is not None:
         return registry.commit_changes([added, source_change])

@@ -188,3 +188,20 @@ def test_a_fold_rejects_another_process_intent_that_reuses_an_id(lake: Lake) -> 
     assert fate.state == "rejected"
     assert "commit id 'c1' was recorded at version 1" in fate.reason
     assert "c_other" not in folder.registry.read().datasets
+
+
+def test_a_partition_moves_commit_id_is_bound_to_that_move(lake: Lake) -> None:
+    """A rename retried with its commit id reports the rename (its source is gone by then);
+    the same id for another rename is refused before anything is copied, and a copy
+    under it too (another operation)."""
+    lake.append("c", table([1, 2, 3, 4]), partition_by=["day"])
+    first = lake.rename_partition("c", "day=0", to_partition="day=10", commit_id="r1")
+    again = lake.rename_partition("c", "day=0", to_partition="day=10", commit_id="r1")
+    assert (again.version, again.already_committed) == (first.version, True)
+    before = data_keys(lake, "c")
+    with pytest.raises(CommitIdReusedError, match="other content"):
+        lake.rename_partition("c", "day=1", to_partition="day=20", commit_id="r1")
+    with pytest.raises(CommitIdReusedError, match="operation 'rename', not 'copy'"):
+        lake.copy_partition("c", "day=1", to_partition="day=30", commit_id="r1")
+    assert data_keys(lake, "c") == before  # nothing copied
+    assert sorted(lake.registry.read().datasets["c"].partitions) == ["day=1", "day=10"]

@@ -1275,6 +1275,27 @@ def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
     assert any(violation in v for v in result.violations), result.violations[:5]
 
 
+def test_a_lost_swap_answer_is_looked_up_in_the_index_once_its_version_left_the_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the slow sweep (seed 21043, with the fold read ahead): a writer's swap of a
+    two-dataset commit (no intent, a generated id) made v4 and its answer was lost (a 2-s
+    timeout). When it read the root again, at v42, the window of 100 recent commits began
+    at v4 — but with v4's later records only, ours pruned — so the writer took its commit
+    for absent and applied it again at v43. The window proves only versions after its
+    oldest record's (``_decide.past_the_window``); older, the datasets' commit-id indexes
+    answer. With the old bound (a version after the oldest record's) the seed commits twice."""
+    assert simulate(sweep_config(21043)).violations == []
+
+    def window_proves_its_oldest_version(doc: Any, version: int) -> bool:
+        oldest = doc.commits[0].version if doc.commits else doc.version + 1
+        return oldest > version and doc.version >= version
+
+    monkeypatch.setattr(_decide, "past_the_window", window_proves_its_oldest_version)
+    result = simulate(sweep_config(21043))
+    assert any("recorded [2, 2] times" in v for v in result.violations), result.violations[:3]
+
+
 def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

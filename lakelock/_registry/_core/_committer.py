@@ -521,8 +521,7 @@ class Committer:
         state.pending = [p for p in state.pending if not p.done.is_set()]
         if state.unknown_base is None or not state.pending:
             return
-        oldest = doc.commits[0].version if doc.commits else doc.version + 1
-        beyond = oldest > state.unknown_base + 1 and doc.version > state.unknown_base
+        beyond = _decide.past_the_window(doc, state.unknown_base + 1)
         if beyond and doc.format_version > 1:
             # Past the root's window: each dataset's commit-id index is durable.
             for p in state.pending:

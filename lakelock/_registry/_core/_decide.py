@@ -61,6 +61,7 @@ __all__ = [
     "cancelled",
     "fates_of",
     "judge_listed",
+    "past_the_window",
     "recorded_version",
     "restore_lead",
     "restore_refused",
@@ -125,6 +126,15 @@ def settle(
                 ours = passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
+
+
+def past_the_window(doc: RegistryDoc, version: int) -> bool:
+    """Rule 2, after a swap whose answer was lost (it may have made ``version``): whether the
+    root's window of recent commits can no longer prove that swap absent, so each dataset's
+    commit-id index must be asked. The window keeps commits, not versions: the version of
+    its oldest record may have lost records already, so it proves only later versions."""
+    oldest = doc.commits[0].version if doc.commits else doc.version + 1
+    return oldest >= version and doc.version >= version
 
 
 def indexed_version(

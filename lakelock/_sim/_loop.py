@@ -552,9 +552,7 @@ class Process:
             early.done, early.result, early.error = True, result, error
             self._ahead_out -= 1
             if chained is not None and error is None and generation == self._generation:
-                skip = chained.read_listed or frozenset()
-                keys = [o.key for o in result.objects if o.key not in skip][: chained.most]
-                for key in keys:  # in key order: a listing's
+                for key in chained.to_read(result):  # in key order: a listing's
                     read = _Early(sent=self.loop.now)
                     self._early[Get(key)] = read
                     self._ahead_queue.append((Get(key), read, None, generation))

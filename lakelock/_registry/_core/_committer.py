@@ -674,10 +674,9 @@ class Committer:
         return {p.intent for p in state.pending if p.intent is not None} | self.own()
 
     def _next_listing(self, doc: RegistryDoc) -> List:
-        """The first LIST of a fold from ``doc`` (as :meth:`_list_intents` makes it)."""
-        decided = len({f.key for f in doc.fates})
-        page = min(1000, self.policy.max_fold + decided)
-        return List(INTENT_PREFIX, start_after=doc.watermark, max_keys=page)
+        """The first LIST of a fold from ``doc``, as :meth:`_fold` makes it (a read made
+        ahead answers only an equal request)."""
+        return _listing(doc.watermark, self.policy.max_fold, len({f.key for f in doc.fates}))
 
     def _read_ahead(self, doc: RegistryDoc, state: Batch, window: float) -> Ahead:
         """The next fold from ``doc``, read ahead (``FoldPolicy.read_ahead``): its first
@@ -695,10 +694,9 @@ class Committer:
         found: list[ListedObject] = []
         undecided = 0
         start = after
-        page = min(1000, limit + len(decided))
         while True:
             try:
-                listing: Listing = yield List(INTENT_PREFIX, start_after=start, max_keys=page)
+                listing: Listing = yield _listing(start, limit, len(decided))
             except TRANSIENT as error:
                 raise Retry from error
             for o in listing.objects:
@@ -975,6 +973,12 @@ class Committer:
             attempts=state.attempts,
             seconds=spent,
         )
+
+
+def _listing(after: str, limit: int, decided: int) -> List:
+    """One page of intents after ``after``: room for ``limit`` undecided ones past the
+    ``decided`` ones a recent swap left above the watermark."""
+    return List(INTENT_PREFIX, start_after=after, max_keys=min(1000, limit + decided))
 
 
 def _updated(doc: RegistryDoc) -> float | None:

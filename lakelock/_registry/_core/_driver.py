@@ -208,8 +208,7 @@ class Driver:
         """``request``'s listing, once each key it found (``Ahead.read_listed``) is being
         read ahead in turn: whoever is answered by the listing finds those reads there."""
         listing: Listing = self._send(request)
-        skip = ahead.read_listed or frozenset()
-        keys = [o.key for o in listing.objects if o.key not in skip][: ahead.most]
+        keys = ahead.to_read(listing)
         with self._lock:
             if generation == self._generation:
                 for key in keys:

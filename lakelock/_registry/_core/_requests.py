@@ -124,6 +124,12 @@ class Ahead:
     read_listed: frozenset[str] | None = None
     most: int = 1000
 
+    def to_read(self, listing: Listing) -> list[str]:
+        """The keys ``listing`` (of a :class:`List` among them) found that are read ahead
+        in turn, in its order."""
+        skip = self.read_listed or frozenset()
+        return [o.key for o in listing.objects if o.key not in skip][: self.most]
+
 
 @dataclass(frozen=True)
 class Sleep:

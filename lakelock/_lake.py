@@ -243,6 +243,8 @@ class Lake(TableOperations):
         dataset: str,
         *,
         partitions: Iterable[str | Mapping[str, object]] | None = None,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
         snapshot: RegistrySnapshot | None = None,
         version: int | None = None,
         as_of: float | datetime | None = None,
@@ -250,9 +252,18 @@ class Lake(TableOperations):
         """The committed rows of ``dataset`` in one registry snapshot (default: the current
         one; or the dataset as it was at registry ``version`` or server time ``as_of``),
         optionally only of some partitions, given as paths (``"year=2024/month=01"``) or as
-        ``{"year": 2024, "month": 1}`` mappings: ``scan(...).to_arrow()``."""
+        ``{"year": 2024, "month": 1}`` mappings, only some ``columns``, and only the rows a
+        ``filter`` admits: ``scan(...).to_arrow()``. A filter that pins every partition
+        column (``(pc.field("year") == 2024) & (pc.field("month") == 1)``, or ``isin`` a few)
+        looks those partitions up as ``partitions=`` does."""
         return self.scan(
-            dataset, partitions=partitions, snapshot=snapshot, version=version, as_of=as_of
+            dataset,
+            partitions=partitions,
+            columns=columns,
+            filter=filter,
+            snapshot=snapshot,
+            version=version,
+            as_of=as_of,
         ).to_arrow()
 
     # -- history -----------------------------------------------------------------------------

@@ -25,7 +25,10 @@ partition expression, DuckDB through ``hive_types``, Polars through ``hive_schem
 
 **Pruning before any GET.** ``partitions=`` picks partitions by name; ``filter`` (a
 ``pyarrow.compute.Expression``) is simplified against each partition's values and partitions
-it cannot match are dropped, both before any request for data. So are files whose column
+it cannot match are dropped, both before any request for data. A filter that pins every
+partition column to a few values (``==``, ``isin``, ``|`` of those) is looked up in the
+dataset's index as those partitions, as ``partitions=`` is, instead of reading the whole
+index (:mod:`lakelock._pinning`). So are files whose column
 statistics rule the filter out (a bound, an all-null column: :mod:`lakelock._stats`), which
 lakelock records for every file it writes. A filter over partition
 columns only is decided that way exactly; a filter that also reads data columns is applied to
@@ -70,6 +73,7 @@ from lakelock._names import (
     parse_partition_value,
     validate_dataset_name,
 )
+from lakelock._pinning import pinned_partitions
 from lakelock._stats import guarantee
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
@@ -104,6 +108,13 @@ def plan_scan(
         for path in wanted:
             if path not in state.partitions:
                 raise DatasetNotFoundError(dataset, partition=path)
+    if filter is not None and state.schema is not None:
+        # A filter that pins every partition column: look those partitions up, not every one.
+        pinned = pinned_partitions(
+            _checked_filter(dataset, state.schema, filter), state.schema, state.partition_by
+        )
+        if pinned is not None:
+            wanted = pinned if wanted is None else [p for p in wanted if p in frozenset(pinned)]
     files = registry.files(dataset, snapshot=snapshot, partitions=wanted)
     return Scan(
         store,

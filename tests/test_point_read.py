@@ -5,12 +5,15 @@ walked (depth + 4 GETs for a fresh Lake)."""
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
+from lakelock._registry._tree import Node, tree_get
 from lakelock.errors import RegistryCorruptError
 from lakelock.testing import S3Endpoint
 
@@ -53,3 +56,118 @@ def test_a_part_that_is_not_what_the_index_names_is_refused(wide: Lake, admin: A
     admin.put_object(Bucket=wide.bucket, Key=key, Body=tampered)
     with pytest.raises(RegistryCorruptError, match="not those the index names"):
         Lake(wide.bucket, s3=wide.client).read("ev", partitions=["p=7"])
+
+
+# -- a filter that pins every partition column is a point read too ---------------------------
+
+DAYS = [date(2026, 1, 1) + timedelta(days=n) for n in range(30)]
+REGIONS = ["eu", "us", "ap", None]
+
+
+@pytest.fixture
+def grid(lake: Lake) -> Lake:
+    """Dataset ``g``: 120 partitions (30 days x 4 regions, one of them null), two rows each,
+    in one commit; and dataset ``small``: 40 partitions, an index small enough to be inline."""
+    cells = [(d, r) for d in DAYS for r in REGIONS]
+    lake.append(
+        "g",
+        pa.table(
+            {
+                "id": range(2 * len(cells)),
+                "x": [n % 7 for n in range(2 * len(cells))],
+                "day": [d for d, _ in cells for _ in range(2)],
+                "region": [r for _, r in cells for _ in range(2)],
+            }
+        ),
+        partition_by=["day", "region"],
+    )
+    lake.append("small", pa.table({"id": range(40), "p": range(40)}), partition_by=["p"])
+    return lake
+
+
+def index_nodes(lake: Lake, dataset: str, path: str) -> list[str]:
+    """The index nodes a lookup of ``path`` in ``dataset``'s partition index reads (the top
+    is inline in the snapshot): its depth."""
+    objects = lake.registry.objects
+    snapshot = objects.snapshot(lake.registry._read_root()[0].entries[dataset].snapshot)
+    read: list[str] = []
+
+    def load(key: str) -> Node:
+        read.append(key)
+        return objects.node(key)
+
+    assert tree_get(snapshot.partitions, path, load) is not None
+    return read
+
+
+def test_a_filter_pinning_every_partition_column_is_a_point_read(
+    s3: S3Endpoint, grid: Lake
+) -> None:
+    """``day == d & region == r`` (with or without a condition on a data column) reads the
+    root, the snapshot, one index node per level, the partition's part and its file: depth + 4
+    GETs, as the partition given exactly does, not the whole index; so does a 40-partition
+    dataset whose index is inline in its snapshot (depth 0)."""
+    levels = len(index_nodes(grid, "g", "day=2026-01-08/region=us"))
+    assert levels >= 1  # 120 partitions: a branch over leaves
+    pinned = (pc.field("day") == DAYS[7]) & (pc.field("region") == "us")
+    for filter in (pinned, pinned & (pc.field("x") >= 0)):
+        s3.reset_stats()
+        table = Lake(grid.bucket, s3=grid.client).scan("g", filter=filter).to_arrow()
+        assert sorted(table["id"].to_pylist()) == [58, 59]
+        assert s3.stats() == {"GetObject": levels + 4}
+    assert index_nodes(grid, "small", "p=7") == []
+    s3.reset_stats()
+    table = Lake(grid.bucket, s3=grid.client).scan("small", filter=pc.field("p") == 7).to_arrow()
+    assert table["id"].to_pylist() == [7]
+    assert s3.stats() == {"GetObject": 4}
+
+
+def test_a_few_pinned_values_cost_a_lookup_each(s3: S3Endpoint, grid: Lake) -> None:
+    """``isin`` and ``|`` of equalities are the partitions they spell: the index nodes on
+    their paths (each read once), one part and one file each; the whole index is never read
+    (120 partitions: more nodes than that)."""
+    filter = (pc.field("day") == DAYS[3]) & pc.field("region").isin(["eu", "ap"])
+    scan = Lake(grid.bucket, s3=grid.client).scan("g", filter=filter)
+    paths = sorted({f.partition_path for f in scan.files()})
+    assert paths == ["day=2026-01-04/region=ap", "day=2026-01-04/region=eu"]
+    nodes = len({key for path in paths for key in index_nodes(grid, "g", path)})
+    s3.reset_stats()
+    fresh = Lake(grid.bucket, s3=grid.client)
+    assert fresh.scan("g", filter=filter).to_arrow().num_rows == 4
+    assert s3.stats() == {"GetObject": 2 + nodes + 2 + 2}
+
+
+FILTERS = {
+    "every column pinned": (pc.field("day") == DAYS[7]) & (pc.field("region") == "us"),
+    "and a data column": (pc.field("day") == DAYS[7])
+    & (pc.field("region") == "eu")
+    & (pc.field("x") > 2),
+    "isin": pc.field("day").isin(DAYS[:3]) & pc.field("region").isin(["eu", "us"]),
+    "pairs": ((pc.field("day") == DAYS[1]) & (pc.field("region") == "eu"))
+    | ((pc.field("day") == DAYS[2]) & (pc.field("region") == "ap")),
+    "a null partition": (pc.field("day") == DAYS[4]) & pc.field("region").is_null(),
+    "isin with null": (pc.field("day") == DAYS[4]) & pc.field("region").isin(["eu", None]),
+    "negated": (pc.field("day") == DAYS[5]) & ~(pc.field("region") != "ap"),
+    "a partition that does not exist": (pc.field("day") == date(2030, 1, 1))
+    & (pc.field("region") == "eu"),
+    "a value no partition can have": (pc.field("day") == DAYS[0]) & (pc.field("region") == ""),
+    "one column only": pc.field("day") == DAYS[9],
+    "the other column only": pc.field("region") == "ap",
+    "a range": (pc.field("day") >= DAYS[20]) & (pc.field("region") == "eu"),
+    "not equal": (pc.field("day") == DAYS[6]) & (pc.field("region") != "eu"),
+    "either column": (pc.field("day") == DAYS[1]) | (pc.field("region") == "us"),
+    "a data column only": pc.field("x") == 3,
+    "too many to look up": pc.field("day").isin(DAYS) & pc.field("region").isin(REGIONS[:3]),
+}
+
+
+def test_pruned_or_not_a_filter_reads_what_the_whole_dataset_filtered_holds(grid: Lake) -> None:
+    """Every filter, pinning or not, returns exactly the rows of the whole dataset that it
+    admits (pyarrow's own filter over an unfiltered read): looking partitions up never loses
+    one, a null partition and a partition of the pinned values that does not exist included."""
+    whole = grid.read("g")
+    fresh = Lake(grid.bucket, s3=grid.client)
+    for name, filter in FILTERS.items():
+        got = fresh.scan("g", filter=filter).to_arrow()
+        want = whole.filter(filter)["id"].to_pylist()
+        assert sorted(got["id"].to_pylist()) == sorted(want), name

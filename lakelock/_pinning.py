@@ -1,0 +1,177 @@
+"""Which partitions a filter can match, found without listing the dataset's partitions.
+
+A dataset's partitions are indexed by a hash trie keyed by partition path
+(:mod:`lakelock._registry._tree`): an exact path is a point lookup (one node per level), but
+no subtree holds a range of values, so a filter can avoid walking the whole index only when it
+names the partitions outright. This module finds when it does: when the filter *pins* every
+partition column to a few values (``pc.field("day") == d``, ``.isin([...])``, ``(c == a) |
+(c == b)``, each combined with ``&`` and with conditions on other columns), the partitions it
+can match are among the few paths those values spell, and the scan looks up just those.
+
+pyarrow offers no public way to take an expression apart, so the values are gathered loosely
+(every literal the expression carries, from the form pyarrow pickles it in) and the claim is
+then *proved* with pyarrow's own simplifier, the one that prunes partitions in
+:class:`~lakelock._scan.Scan`: for a column with candidate values ``s1 < ... < sn`` the filter
+must be unsatisfiable for a null and on each open interval ``(-inf, s1)``, ``(s1, s2)``, ...,
+``(sn, +inf)``. A candidate the filter rules out is dropped the same way. Anything not proved
+(a column pinned by no equality, a range, a type whose spelling is not unique, an expression
+pyarrow cannot simplify, a pickled form pyarrow changed) gives ``None``: the whole index is
+read and the filter prunes it as before, so this can save requests but never drop a row.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyarrow import fs
+
+from lakelock._names import partition_path
+from lakelock.errors import InvalidNameError
+
+__all__ = ["MAX_PINNED", "pinned_partitions"]
+
+#: The most partitions a pinned filter is looked up as (one point lookup each); more (a long
+#: ``isin`` on two columns) and the index is read whole, which costs about as much.
+MAX_PINNED = 256
+
+
+def pinned_partitions(
+    filter: pc.Expression, schema: pa.Schema, partition_by: Sequence[str]
+) -> list[str] | None:
+    """The paths of the only partitions ``filter`` can match (some may not exist), if it pins
+    every one of ``partition_by``'s columns to at most a few values; ``None`` if it does not
+    (or that cannot be proved). ``schema`` is the dataset's, the filter already checked
+    against it."""
+    if not partition_by:
+        return None
+    try:
+        literals = list(_literals(filter))
+    except (pa.ArrowException, TypeError, ValueError, IndexError, AttributeError):
+        return None  # not the pickled form this expects: no pruning
+    columns: list[list[pa.Scalar]] = []
+    for column in partition_by:
+        pinned = _pinned(filter, schema, column, literals)
+        if pinned is None:
+            return None
+        columns.append(pinned)
+    if math.prod(len(values) for values in columns) > MAX_PINNED:
+        return None
+    # Each column pinned alone; together they may rule more out ((a & x) | (b & y)).
+    chosen = list(itertools.product(*columns))
+    if not chosen:
+        return []
+    admitted = _admitted(filter, schema, [_spelled(partition_by, one) for one in chosen])
+    paths = []
+    for n, one in enumerate(chosen):
+        if n in admitted:
+            try:
+                paths.append(partition_path(zip(partition_by, one, strict=True)))
+            except InvalidNameError:
+                continue  # a value no partition can have ("", the null spelling): none
+    return paths
+
+
+def _pinned(
+    filter: pc.Expression, schema: pa.Schema, column: str, literals: Sequence[object]
+) -> list[pa.Scalar] | None:
+    """The values (null included) ``column`` can take where ``filter`` holds, if provably
+    among ``literals``; ``None`` otherwise."""
+    type_ = schema.field(column).type
+    if not _unique_spelling(type_):
+        return None
+    values = sorted({v for v in (_typed(x, type_) for x in literals) if v is not None})
+    if not values:
+        return None
+    field = pc.field(column)
+    scalars = [pa.scalar(v, type_) for v in values]
+    # What the filter admits besides the candidates: a null, and every open interval.
+    gaps = [field.is_null(), field < scalars[0], field > scalars[-1]]
+    gaps += [(field > a) & (field < b) for a, b in itertools.pairwise(scalars)]
+    open_gaps = _admitted(filter, schema, gaps)
+    if open_gaps - {0}:
+        return None  # values outside the candidates can match: not pinned
+    admitted = _admitted(filter, schema, [field == s for s in scalars])
+    pinned = [s for n, s in enumerate(scalars) if n in admitted]
+    if 0 in open_gaps:
+        pinned.append(pa.scalar(None, type_))
+    return pinned
+
+
+def _admitted(
+    filter: pc.Expression, schema: pa.Schema, guarantees: list[pc.Expression]
+) -> set[int]:
+    """The positions of the ``guarantees`` under which pyarrow cannot rule ``filter`` out."""
+    # The same pruning as Scan's: fragments that are never opened (the paths name no file).
+    candidates = ds.FileSystemDataset.from_paths(
+        [f"lakelock-pin/{n}" for n in range(len(guarantees))],
+        schema=schema,
+        format=ds.ParquetFileFormat(),
+        filesystem=fs.LocalFileSystem(),
+        partitions=guarantees,
+    )
+    return {
+        int(fragment.path.rsplit("/", 1)[1]) for fragment in candidates.get_fragments(filter=filter)
+    }
+
+
+def _spelled(columns: Sequence[str], values: Sequence[pa.Scalar]) -> pc.Expression:
+    """What a partition with these values guarantees of its rows."""
+    expression = pc.scalar(True)
+    for column, value in zip(columns, values, strict=True):
+        field = pc.field(column)
+        expression = expression & (field == value if value.is_valid else field.is_null())
+    return expression
+
+
+def _unique_spelling(type_: pa.DataType) -> bool:
+    """Types whose every value has exactly one spelling in a partition path (a decimal or
+    timestamp may be spelled with more or fewer trailing zeros): a path looked up by value
+    finds the partition however it was written."""
+    return bool(
+        pa.types.is_boolean(type_)
+        or pa.types.is_integer(type_)
+        or pa.types.is_string(type_)
+        or pa.types.is_large_string(type_)
+        or pa.types.is_date(type_)
+    )
+
+
+def _typed(value: object, type_: pa.DataType) -> Any:
+    """``value`` as a Python value of ``type_`` when it is one exactly, else ``None``."""
+    if value is None or isinstance(value, bool) != pa.types.is_boolean(type_):
+        return None
+    try:
+        scalar = pa.scalar(value, type_)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    python = scalar.as_py()
+    return python if python == value else None
+
+
+def _literals(filter: pc.Expression) -> Iterator[object]:
+    """Every literal ``filter`` carries, loosely: the scalars and the options' values (an
+    ``isin``'s value set among them) of the Arrow IPC file pyarrow pickles an expression as.
+    Extra values are harmless (:func:`_pinned` proves what it keeps)."""
+    _, (buffer,) = filter.__reduce__()
+    table = pa.ipc.open_file(pa.py_buffer(buffer)).read_all()
+    for column in table.columns:
+        for value in column.to_pylist():
+            yield from _leaves(value)
+
+
+def _leaves(value: object) -> Iterator[object]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key != "_type_name":
+                yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value

@@ -217,6 +217,9 @@ def run_demo(
         width = max(len(name) for name, _ in rows)
         for name, value in rows:
             say(f"  {name:<{width}}  {value}")
+            if name == "registry version":
+                for line in _why_versions(lake, snapshot, commits):
+                    say(f"  {'':<{width}}  {line}")
         for message in tally.errors:
             say(f"  error: {message}")
         say("checks")
@@ -225,6 +228,38 @@ def run_demo(
         ok = all(passed for _, passed in checks) and not tally.errors
         say("demo passed" if ok else "demo FAILED")
         return 0 if ok else 1
+
+
+def _why_versions(lake: Lake, snapshot: Any, commits: int) -> list[str]:
+    """Why the registry's version is not the number of commits, from what the root records:
+    a version is one compare-and-swap of the root, and group commit applies several commits
+    (of one process or of several) in one; a refused commit takes a version to record why."""
+    first = "(one version = one compare-and-swap of the registry's root;"
+    records = snapshot.commits
+    if len(records) >= lake.registry.commit_window:  # older commits have left the window
+        return [first, " group commit applies several commits in one)"]
+    applied = {r.version for r in records}
+    refused = [f for f in lake.registry.intent_fates() if f.state != "applied"]
+    refusing = {f.version for f in refused} - applied
+    others = snapshot.version - len(applied) - len(refusing)
+    staged = len(records) - commits
+    notes = [
+        f" group commit applied these {commits} commits"
+        + (f" and {staged} to {STAGING}" if staged else "")
+        + f" in {_count(len(applied), 'version')}, {len(records) / max(1, len(applied)):.1f} each"
+    ]
+    if refused:
+        notes.append(
+            f" {_count(len(refused), 'refused commit')} took {len(refusing)} more to record why"
+            " (`lakelock registry log` lists them)"
+        )
+    if others > 0:
+        notes.append(f" {_count(others, 'other version')} applied no commit")
+    return [first, *notes[:-1], notes[-1] + ")"]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _run_writers(job: Job, say: _Printer, progress: bool) -> Tally:

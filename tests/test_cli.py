@@ -705,13 +705,26 @@ def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:
 def test_demo_runs_and_passes() -> None:
     """``demo`` runs the demo job (writer processes, a rename, a leader's compaction) on its
     own embedded endpoint and exits 0 when every one of its checks passes; ``--progress``
-    draws on stderr although both streams are pipes, and never mixes into stdout."""
+    draws on stderr although both streams are pipes, and never mixes into stdout. Its summary
+    says why the commits outnumber the registry's versions (group commit), in its numbers."""
     result = lakelock("demo", "--writers", "2", "--latency", "0", "--progress", timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "demo passed" in result.stdout
     assert "[FAILED]" not in result.stdout
     assert "was elected leader" in result.stdout
     assert result.stdout.count("[ok]") == 7
+    # The summary says why its commits outnumber the registry's versions, in numbers that add up.
+    commits = int(re.search(r"commits +(\d+) \(", result.stdout)[1])  # type: ignore[index]
+    version = int(re.search(r"registry version +(\d+)", result.stdout)[1])  # type: ignore[index]
+    why = re.search(
+        r"one version = one compare-and-swap of the registry's root;\n +group commit applied "
+        r"these (\d+) commits and 1 to staging_profiles in (\d+) versions?, ([\d.]+) each",
+        result.stdout,
+    )
+    assert why is not None, result.stdout
+    assert int(why[1]) == commits
+    assert 1 <= int(why[2]) <= version
+    assert float(why[3]) == pytest.approx((commits + 1) / int(why[2]), abs=0.05)
     status = re.compile(r"appends \d+/\d+  renames \d+")
     assert status.search(result.stderr)
     assert not status.search(result.stdout)

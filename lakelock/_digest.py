@@ -15,6 +15,13 @@ operation (compared as they are) and the same :func:`change_digest`:
   another column order is a retry; one row more, less or different is another change.
 - for files written elsewhere (``lakelock.dask``), the sorted content checksums of the
   files instead of the rows.
+- for a low-level ``registry.commit`` (:func:`commit_digest`, ``"commit:sha256:<hex>"``, compared
+  only with digests of its kind: :func:`comparable`): what it removes (the keys, the
+  partitions), its ``partition_by`` and properties, and a summary of what it adds that a
+  re-run rewriting the same rows reproduces, per partition: the row count and the column
+  statistics lakelock records (min, max, null count per column) combined over the files,
+  not the files' names, bytes or split; the content checksums only where a file carries no
+  statistics.
 
 Rows that tie on every sortable column keep their order: two runs that order such rows
 differently (rare: they differ only in list or struct columns) count as different changes.
@@ -23,7 +30,7 @@ differently (rare: they differ only in list or struct columns) count as differen
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -32,7 +39,7 @@ import pyarrow.compute as pc
 
 from lakelock._datafile import DataFile
 
-__all__ = ["change_digest"]
+__all__ = ["COMMIT_KIND", "change_digest", "commit_digest", "comparable"]
 
 
 def change_digest(
@@ -51,6 +58,81 @@ def change_digest(
         for path, checksum in sorted((f.partition_path, f.checksum) for f in files):
             h.update(f"{path}\0{checksum}\n".encode())
     return f"sha256:{h.hexdigest()}"
+
+
+#: What a :func:`commit_digest` starts with: a ``registry.commit`` summarises files where a
+#: table operation hashes rows, so the two kinds are never compared (:func:`comparable`).
+COMMIT_KIND = "commit:"
+
+
+def comparable(recorded: str, new: str) -> bool:
+    """Whether two digests were made the same way, so that differing means another change. A
+    ``registry.commit``'s (files summarised) and a table operation's (rows hashed) are not: a
+    re-run that commits with ``registry.commit`` the rows an ``append`` committed under the
+    same id is a retry, told from another change by dataset and operation only, as before
+    ``registry.commit`` had a digest."""
+    return recorded.startswith(COMMIT_KIND) == new.startswith(COMMIT_KIND)
+
+
+def commit_digest(
+    *,
+    add: Iterable[DataFile],
+    remove: Iterable[str],
+    remove_partitions: Iterable[str],
+    partition_by: Sequence[str] | None,
+    properties: Mapping[str, str | None] | None,
+) -> str:
+    """The digest of a ``registry.commit``: a re-run that writes the same rows into new files
+    (other names, other write ids, the rows in another order or split into files another
+    way) and commits them with the same removals and options gets the same digest; other
+    rows (in count, bounds or nulls per partition), other removals or options get another."""
+    request: dict[str, Any] = {"remove": sorted(remove)}
+    if remove_partitions:
+        request["remove_partitions"] = sorted(remove_partitions)
+    if partition_by is not None:
+        request["partition_by"] = list(partition_by)
+    if properties is not None:
+        request["properties"] = dict(properties)
+    by_partition: dict[str, list[DataFile]] = {}
+    for f in add:
+        by_partition.setdefault(f.partition_path, []).append(f)
+    request["add"] = {path: _partition_summary(files) for path, files in by_partition.items()}
+    return COMMIT_KIND + change_digest(request)
+
+
+def _partition_summary(files: list[DataFile]) -> dict[str, Any]:
+    """What one partition's added files hold, however the rows were split into files: the
+    row count and, per column, the null (and NaN) count and the bounds, combined over the
+    files. A file without statistics makes it the files' sorted checksums instead."""
+    rows = sum(f.record_count for f in files)
+    if any(f.stats is None for f in files):
+        return {"rows": rows, "checksums": sorted(f.checksum for f in files)}
+    columns: dict[str, dict[str, Any]] = {}
+    for f in files:
+        for c in f.stats.columns if f.stats is not None else ():
+            seen = columns.setdefault(c.name, {"nulls": 0, "nans": 0, "min": [], "max": []})
+            seen["nulls"] = _sum(seen["nulls"], c.nulls)
+            seen["nans"] = _sum(seen["nans"], c.nans)
+            seen["min"] += [] if c.min is None else [c.min]
+            seen["max"] += [] if c.max is None else [c.max]
+    try:
+        combined = {
+            name: {
+                "nulls": seen["nulls"],
+                "nans": seen["nans"],
+                "min": min(seen["min"], default=None),
+                "max": max(seen["max"], default=None),
+            }
+            for name, seen in columns.items()
+        }
+    except TypeError:  # bounds of one column that do not compare (not lakelock's stats)
+        return {"rows": rows, "checksums": sorted(f.checksum for f in files)}
+    return {"rows": rows, "columns": combined}
+
+
+def _sum(total: int | None, count: int | None) -> int | None:
+    """A count over files: unknown if unknown for any."""
+    return None if total is None or count is None else total + count
 
 
 class _Sink:

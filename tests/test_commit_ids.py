@@ -94,6 +94,45 @@ def test_overwrite_and_delete_retries_are_recognised(lake: Lake) -> None:
     assert first.version < deleted.version
 
 
+def test_a_registry_commit_id_is_bound_to_what_it_adds_and_removes(lake: Lake) -> None:
+    """``registry.commit(add=files, commit_id=k)``: a re-run that writes the same rows again
+    (new files, other names, the rows in another order and split otherwise) and commits them
+    under ``k`` is a retry; other rows, or another removal, under ``k`` is ``CommitIdReusedError`` (it was
+    taken for a retry, and its files silently never committed). An ``append``'s id reused by
+    a ``registry.commit`` of the same rows stays a retry (the two kinds of digest are not
+    compared)."""
+    write = lake.write
+    first = lake.registry.commit(
+        "c", add=write("c", table([1, 2, 3, 4]), partition_by=["day"]), commit_id="k"
+    )
+    # The same rows, in other files: another order, another split.
+    rerun = [
+        *write("c", table([4, 3]).select(["day", "id"]), partition_by=["day"]),
+        *write("c", table([2, 1]), partition_by=["day"]),
+    ]
+    again = lake.registry.commit("c", add=rerun, commit_id="k")
+    assert (again.version, again.already_committed) == (first.version, True)
+    with pytest.raises(CommitIdReusedError, match="other content") as info:
+        lake.registry.commit(
+            "c", add=write("c", table([1, 2, 3, 5]), partition_by=["day"]), commit_id="k"
+        )
+    assert (info.value.version, info.value.recorded_operation) == (first.version, "commit")
+    assert sorted(lake.read("c")["id"].to_pylist()) == [1, 2, 3, 4]
+
+    a, b = sorted(lake.registry.files("c"), key=lambda f: f.partition_path)
+    dropped = lake.registry.commit("c", remove=[a], commit_id="drop")
+    assert lake.registry.commit("c", remove=[a.key], commit_id="drop").version == dropped.version
+    with pytest.raises(CommitIdReusedError, match="other content"):
+        lake.registry.commit("c", remove=[b], commit_id="drop")
+    assert lake.registry.files("c") == [b]
+
+    appended = lake.append("d", table([5, 6]), partition_by=["day"], commit_id="load")
+    direct = lake.registry.commit(
+        "d", add=write("d", table([5, 6]), partition_by=["day"]), commit_id="load"
+    )
+    assert (direct.version, direct.already_committed) == (appended.version, True)
+
+
 def test_past_the_root_window_the_dataset_index_binds_the_id(client: Any, bucket: str) -> None:
     lake = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=2)
     lake.append("c", table([1]), commit_id="c1")

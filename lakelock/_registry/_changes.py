@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._digest import comparable
 from lakelock._fence import Fence
 from lakelock._registry._document import (
     CommitRecord,
@@ -713,7 +714,8 @@ def reused_commit_id(
     commit that named none, matches any) and, where both sides know it, the same digest
     (:func:`lakelock._digest.change_digest`: the request and the rows, in any order): a
     re-run pipeline rewriting identical rows is a retry; the same key for other rows,
-    another dataset or another operation is refused."""
+    another dataset or another operation is refused. A ``registry.commit``'s digest and a
+    table operation's are not compared (:func:`lakelock._digest.comparable`)."""
     if isinstance(recorded, CommitRecord):
         version, datasets = recorded.version, recorded.datasets
         operation, digest = recorded.operation, recorded.digest
@@ -726,7 +728,12 @@ def reused_commit_id(
         why = f"dataset {','.join(datasets)!r}, not {change.dataset!r}"
     elif operation != change.operation and "commit" not in (operation, change.operation):
         why = f"operation {operation!r}, not {change.operation!r}"
-    elif digest is not None and change.digest is not None and digest != change.digest:
+    elif (
+        digest is not None
+        and change.digest is not None
+        and digest != change.digest
+        and comparable(digest, change.digest)
+    ):
         why = "other content (its rows or request differ from this one's)"
     else:
         return None

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._digest import commit_digest
 from lakelock._names import validate_dataset_name, validate_partition_path
 from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._changes import Change, Fence
@@ -222,20 +223,29 @@ class Registry:
         ``operation`` names the commit in the log (default ``"commit"``). A new dataset
         without ``partition_by`` takes the partition columns its files' paths name."""
         now = self._clock()
+        added = tuple(add)
+        removed = tuple(r.key if isinstance(r, DataFile) else r for r in remove)
+        partitions = tuple(dict.fromkeys(validate_partition_path(p) for p in remove_partitions))
         change = Change(
             dataset=dataset,
             commit_id=commit_id if commit_id is not None else self._committer.new_commit_id(now),
-            add=tuple(add),
-            remove=tuple(r.key if isinstance(r, DataFile) else r for r in remove),
+            add=added,
+            remove=removed,
             schema=schema,
             partition_by=tuple(partition_by) if partition_by is not None else None,
             properties=dict(properties) if properties is not None else None,
             fence=Fence(*fence) if isinstance(fence, tuple) else fence,
-            remove_partitions=tuple(
-                dict.fromkeys(validate_partition_path(p) for p in remove_partitions)
-            ),
+            remove_partitions=partitions,
             operation=operation or "commit",
             generated_id=commit_id is None,
+            # The id is bound to what this adds and removes (lakelock._digest.commit_digest).
+            digest=commit_digest(
+                add=added,
+                remove=removed,
+                remove_partitions=partitions,
+                partition_by=partition_by,
+                properties=properties,
+            ),
         )
         return self.commit_changes([change], explicit_id=commit_id is not None)
 

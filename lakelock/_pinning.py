@@ -31,10 +31,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyarrow import fs
 
-from lakelock._names import partition_path
+from lakelock._names import parse_partition_path, parse_partition_value, partition_path
 from lakelock.errors import InvalidNameError
 
-__all__ = ["MAX_PINNED", "pinned_partitions"]
+__all__ = ["MAX_PINNED", "admitted_partitions", "partition_expression", "pinned_partitions"]
 
 #: The most partitions a pinned filter is looked up as (one point lookup each); more (a long
 #: ``isin`` on two columns) and the index is read whole, which costs about as much.
@@ -75,6 +75,33 @@ def pinned_partitions(
             except InvalidNameError:
                 continue  # a value no partition can have ("", the null spelling): none
     return paths
+
+
+def admitted_partitions(
+    filter: pc.Expression, schema: pa.Schema, paths: Sequence[str]
+) -> list[str]:
+    """The ``paths`` whose partition values ``filter`` cannot rule out (pyarrow's simplifier,
+    as :class:`~lakelock._scan.Scan` prunes files): the partitions whose manifests a scan
+    must read."""
+    if not paths:
+        return []
+    admitted = _admitted(filter, schema, [partition_expression(p, schema) for p in paths])
+    return [path for n, path in enumerate(paths) if n in admitted]
+
+
+def partition_expression(path: str, schema: pa.Schema) -> pc.Expression:
+    """What a partition's path guarantees of its rows: ``col == value`` (or ``is_null``) for
+    each of its columns, typed by ``schema``."""
+    expression = pc.scalar(True)
+    for column, text in parse_partition_path(path):
+        field = pc.field(column)
+        if text is None:
+            expression = expression & field.is_null()
+        else:
+            expression = expression & (
+                field == parse_partition_value(text, schema.field(column).type)
+            )
+    return expression
 
 
 def _pinned(

@@ -28,7 +28,8 @@ partition expression, DuckDB through ``hive_types``, Polars through ``hive_schem
 it cannot match are dropped, both before any request for data. A filter that pins every
 partition column to a few values (``==``, ``isin``, ``|`` of those) is looked up in the
 dataset's index as those partitions, as ``partitions=`` is, instead of reading the whole
-index (:mod:`lakelock._pinning`). So are files whose column
+index (:mod:`lakelock._pinning`); any other filter reads the whole index but the manifests of
+only the partitions it admits. So are files whose column
 statistics rule the filter out (a bound, an all-null column: :mod:`lakelock._stats`), which
 lakelock records for every file it writes. A filter over partition
 columns only is decided that way exactly; a filter that also reads data columns is applied to
@@ -66,14 +67,8 @@ from lakelock._engines import (
     sql_identifier,
     sql_string,
 )
-from lakelock._names import (
-    PartitionSpec,
-    named_partition,
-    parse_partition_path,
-    parse_partition_value,
-    validate_dataset_name,
-)
-from lakelock._pinning import pinned_partitions
+from lakelock._names import PartitionSpec, named_partition, validate_dataset_name
+from lakelock._pinning import admitted_partitions, partition_expression, pinned_partitions
 from lakelock._stats import guarantee
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
@@ -115,6 +110,13 @@ def plan_scan(
         )
         if pinned is not None:
             wanted = pinned if wanted is None else [p for p in wanted if p in frozenset(pinned)]
+        elif state.partition_by:
+            # Otherwise the whole index is read (a hash trie holds no ranges), but only the
+            # partitions the filter can match have their manifests read.
+            paths = list(state.partitions) if wanted is None else wanted
+            kept = admitted_partitions(filter, state.schema, paths)
+            if len(kept) < len(paths):
+                wanted = kept
     files = registry.files(dataset, snapshot=snapshot, partitions=wanted)
     return Scan(
         store,
@@ -230,15 +232,7 @@ class Scan:
         return _binds(self.filter, partition_schema)
 
     def _partition_expression(self, path: str) -> pc.Expression:
-        expression = pc.scalar(True)
-        for column, text in parse_partition_path(path):
-            field = pc.field(column)
-            if text is None:
-                expression = expression & field.is_null()
-            else:
-                value = parse_partition_value(text, self.full_schema.field(column).type)
-                expression = expression & (field == value)
-        return expression
+        return partition_expression(path, self.full_schema)
 
     @cached_property
     def _connection(self) -> Connection:

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
-from lakelock._registry._tree import Node, tree_get
+from lakelock._registry._tree import Node, tree_get, tree_items
 from lakelock.errors import RegistryCorruptError
 from lakelock.testing import S3Endpoint
 
@@ -135,6 +135,29 @@ def test_a_few_pinned_values_cost_a_lookup_each(s3: S3Endpoint, grid: Lake) -> N
     fresh = Lake(grid.bucket, s3=grid.client)
     assert fresh.scan("g", filter=filter).to_arrow().num_rows == 4
     assert s3.stats() == {"GetObject": 2 + nodes + 2 + 2}
+
+
+def test_a_filter_pinning_some_columns_reads_only_the_manifests_of_what_it_can_match(
+    s3: S3Endpoint, grid: Lake
+) -> None:
+    """``day == d`` on a dataset partitioned by day and region cannot be looked up (the index
+    is a hash trie: the 4 partitions of that day lie anywhere in it), so every index node is
+    read; but of the manifest all 120 partitions share, only the parts of those 4 are."""
+    objects = grid.registry.objects
+    snapshot = objects.snapshot(grid.registry._read_root()[0].entries["g"].snapshot)
+    nodes: list[str] = []
+
+    def load(key: str) -> Node:
+        nodes.append(key)
+        return objects.node(key)
+
+    assert len(list(tree_items(snapshot.partitions, load))) == 120
+    s3.reset_stats()
+    table = Lake(grid.bucket, s3=grid.client).read("g", filter=pc.field("day") == DAYS[9])
+    assert sorted(table["id"].to_pylist()) == list(range(72, 80))
+    # root, snapshot, every index node, 4 parts (not the manifest whole), 4 files
+    assert s3.stats() == {"GetObject": 2 + len(nodes) + 4 + 4}
+    assert s3.areas()["GetObject metastore/intents"] == 4  # the shared manifest: an intent
 
 
 FILTERS = {

@@ -6,6 +6,7 @@ travel), history, migration from format 1; committing is
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -61,6 +62,10 @@ from lakelock.errors import (
 __all__ = ["CommitResult", "MigrationResult", "Registry", "RegistrySnapshot"]
 
 MIB = 1024 * 1024
+#: Most parts of one shared manifest a read of some partitions GETs by range (in parallel,
+#: 16 at a time); more, and the manifest is read whole, in one request (a filter that kept
+#: most of the partitions one commit added).
+PARTS_AT_MOST = 32
 
 
 @dataclass(frozen=True)
@@ -613,9 +618,12 @@ class Registry:
         files: list[DataFile] = []
         if partitions is not None:
             # A few partitions of manifests shared with many others (a commit that touched
-            # many partitions): read just their parts, not every partition's files.
-            parts = [(path, ref) for path, ref in refs if ref.part is not None]
-            refs = [(path, ref) for path, ref in refs if ref.part is None]
+            # many partitions): read just their parts, not every partition's files. Many
+            # parts of one manifest (a filter that kept most partitions): the manifest whole,
+            # one GET instead of one per part.
+            wanted = Counter(ref.key for _, ref in refs if ref.part is not None)
+            parts = [(p, ref) for p, ref in refs if 0 < wanted[ref.key] <= PARTS_AT_MOST]
+            refs = [(p, ref) for p, ref in refs if not 0 < wanted[ref.key] <= PARTS_AT_MOST]
             files += self._parts(dataset, parts)
         loaded = self.load_manifests(ref.key for _, ref in refs)
         for path, ref in refs:

@@ -5,6 +5,7 @@ walked (depth + 4 GETs for a fresh Lake)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 from datetime import date, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from lakelock import Lake
 from lakelock._registry._tree import Node, tree_get, tree_items
 from lakelock.errors import RegistryCorruptError
 from lakelock.testing import S3Endpoint
+from tests._support import wait_until
 
 PARTITIONS = 200
 
@@ -158,6 +160,22 @@ def test_a_filter_pinning_some_columns_reads_only_the_manifests_of_what_it_can_m
     # root, snapshot, every index node, 4 parts (not the manifest whole), 4 files
     assert s3.stats() == {"GetObject": 2 + len(nodes) + 4 + 4}
     assert s3.areas()["GetObject metastore/intents"] == 4  # the shared manifest: an intent
+
+
+def test_a_walk_of_the_whole_index_reads_a_level_at_a_time(s3: S3Endpoint, grid: Lake) -> None:
+    """A read the index cannot look up (here the whole dataset) loads the nodes of each level
+    of the index together, not one after the other: two node GETs are held at the endpoint at
+    once (a walk that read one node at a time would never send the second before the first
+    answered); each node is still read once."""
+    # No client retry or timeout while a GET is held: only a second node sent meanwhile can
+    # be the second held.
+    patient = s3.client(retries={"total_max_attempts": 1}, read_timeout=300)
+    s3.inject("stall", operation="GetObject", prefix=f"{grid.prefix}metastore/nodes/", count=2)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(Lake(grid.bucket, s3=patient).read, "g")
+        wait_until(lambda: s3.stalled() == 2)
+        s3.release_stalls()
+        assert reading.result(timeout=60).num_rows == 240
 
 
 FILTERS = {

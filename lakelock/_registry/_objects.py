@@ -331,6 +331,18 @@ class Objects:
                 list(pool.map(self.manifest, missing))
         return {k: self.manifest(k) for k in wanted}
 
+    def nodes(self, keys: Iterable[str]) -> dict[str, Node]:
+        """The index nodes at ``keys``, fetched in parallel where not cached (a walk of a
+        whole index: a level at a time)."""
+        wanted = list(dict.fromkeys(keys))
+        missing = [k for k in wanted if self._cached(k) is None]
+        if missing and self._offline:
+            raise Missing(tuple(missing))
+        if len(missing) > 1:
+            with ThreadPoolExecutor(min(16, len(missing))) as pool:
+                list(pool.map(self.node, missing))
+        return {k: self.node(k) for k in wanted}
+
     # -- datasets -----------------------------------------------------------------------------
 
     def state(self, key: str) -> DatasetState:
@@ -338,7 +350,9 @@ class Objects:
         snap = self.snapshot(key)
         return DatasetState(
             name=snap.dataset,
-            partitions=LazyPartitions(snap.partitions, self.node, partition_from_entry),
+            partitions=LazyPartitions(
+                snap.partitions, self.node, partition_from_entry, prefetch=self.nodes
+            ),
             updated_version=snap.version,
             snapshot=key,
             **{name: getattr(snap, name) for name in _KEPT_FROM_SNAPSHOT},

@@ -305,15 +305,30 @@ def backup_key(version: int, body: bytes) -> str:
 Load = Callable[[str], Node]
 
 
+#: Most nodes a walk of a whole index loads ahead, in parallel (half the objects an
+#: ``Objects`` cache keeps: what is loaded ahead must still be cached when the walk reads it).
+PREFETCH_AT_MOST = 8192
+
+
 class LazyPartitions(Mapping[str, Any]):
     """A dataset's partitions, read from its index tree on demand: looking one up loads the
     nodes on its path; iterating loads them all. ``parse`` turns a stored entry into the
     caller's partition type."""
 
-    def __init__(self, top: Node, load: Load, parse: Callable[[str, Any], Any]) -> None:
+    def __init__(
+        self,
+        top: Node,
+        load: Load,
+        parse: Callable[[str, Any], Any],
+        *,
+        prefetch: Callable[[list[str]], object] | None = None,
+    ) -> None:
         self.top = top
         self._load = load
         self._parse = parse
+        # Loads many nodes at once (in parallel) before a walk of the whole tree reads them
+        # one by one: a level at a time, not a node at a time.
+        self._prefetch = prefetch
         # Each partition looked up, parsed (the tree is write-once): a batch applying
         # hundreds of commits to a dataset looks its partitions up for every one.
         self._parsed: dict[str, Any] = {}
@@ -329,6 +344,7 @@ class LazyPartitions(Mapping[str, Any]):
         return found
 
     def __iter__(self) -> Iterator[str]:
+        self._prefetch_all()
         return iter(sorted(key for key, _ in tree_items(self.top, self._load)))
 
     def __len__(self) -> int:
@@ -336,8 +352,21 @@ class LazyPartitions(Mapping[str, Any]):
 
     def items_loaded(self) -> Iterator[tuple[str, Any]]:
         """Every partition, parsed, in one walk of the tree."""
+        self._prefetch_all()
         for key, raw in sorted(tree_items(self.top, self._load)):
             yield key, self._parse(key, raw)
+
+    def _prefetch_all(self) -> None:
+        if self._prefetch is None:
+            return
+        level, fetched = [self.top], 0
+        while level:
+            keys = [ref.key for node in level for ref in node.children.values()]
+            fetched += len(keys)
+            if not keys or fetched > PREFETCH_AT_MOST:
+                return  # the rest one by one, as the walk reaches them
+            self._prefetch(keys)
+            level = [self._load(key) for key in keys]
 
 
 class Overlay(Mapping[str, Any]):

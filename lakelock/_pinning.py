@@ -113,8 +113,8 @@ def _pinned(
     if not _unique_spelling(type_):
         return None
     values = sorted({v for v in (_typed(x, type_) for x in literals) if v is not None})
-    if not values:
-        return None
+    if not values or len(values) > MAX_PINNED:
+        return None  # nothing to pin to, or too many to look up (a long isin)
     field = pc.field(column)
     scalars = [pa.scalar(v, type_) for v in values]
     # What the filter admits besides the candidates: a null, and every open interval.

@@ -97,10 +97,10 @@ def test_overwrite_and_delete_retries_are_recognised(lake: Lake) -> None:
 def test_a_registry_commit_id_is_bound_to_what_it_adds_and_removes(lake: Lake) -> None:
     """``registry.commit(add=files, commit_id=k)``: a re-run that writes the same rows again
     (new files, other names, the rows in another order and split otherwise) and commits them
-    under ``k`` is a retry; other rows, or another removal, under ``k`` is ``CommitIdReusedError`` (it was
-    taken for a retry, and its files silently never committed). An ``append``'s id reused by
-    a ``registry.commit`` of the same rows stays a retry (the two kinds of digest are not
-    compared)."""
+    under ``k`` is a retry; other rows, or another removal, under ``k`` is
+    ``CommitIdReusedError`` (it was taken for a retry, and its files silently never
+    committed). An ``append``'s id reused by a ``registry.commit`` of the same rows stays a
+    retry (the two kinds of digest are not compared)."""
     write = lake.write
     first = lake.registry.commit(
         "c", add=write("c", table([1, 2, 3, 4]), partition_by=["day"]), commit_id="k"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,7 +32,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyarrow import fs
 
-from lakelock._names import parse_partition_path, parse_partition_value, partition_path
+from lakelock._names import (
+    NULL_PARTITION,
+    parse_partition_path,
+    parse_partition_value,
+    partition_path,
+)
 from lakelock.errors import InvalidNameError
 
 __all__ = ["MAX_PINNED", "admitted_partitions", "partition_expression", "pinned_partitions"]
@@ -78,15 +84,51 @@ def pinned_partitions(
 
 
 def admitted_partitions(
-    filter: pc.Expression, schema: pa.Schema, paths: Sequence[str]
+    filter: pc.Expression, schema: pa.Schema, partition_by: Sequence[str], paths: Sequence[str]
 ) -> list[str]:
-    """The ``paths`` whose partition values ``filter`` cannot rule out (pyarrow's simplifier,
-    as :class:`~lakelock._scan.Scan` prunes files): the partitions whose manifests a scan
-    must read."""
+    """The ``paths`` whose partition values ``filter`` cannot rule out: the partitions whose
+    manifests a scan must read. A filter over partition columns only is evaluated over a
+    table of the partitions' values (one row each: fast); any other is simplified against
+    each partition's values by pyarrow, as :class:`~lakelock._scan.Scan` prunes files."""
     if not paths:
         return []
+    found = _by_values(filter, schema, partition_by, paths)
+    if found is not None:
+        return found
     admitted = _admitted(filter, schema, [partition_expression(p, schema) for p in paths])
     return [path for n, path in enumerate(paths) if n in admitted]
+
+
+def _by_values(
+    filter: pc.Expression, schema: pa.Schema, partition_by: Sequence[str], paths: Sequence[str]
+) -> list[str] | None:
+    """The ``paths`` whose values ``filter`` admits, evaluated as rows; ``None`` if the filter
+    names other columns or a value's type is not one whose text casts exactly."""
+    fields = [schema.field(column) for column in partition_by]
+    if not all(_unique_spelling(f.type) for f in fields):
+        return None
+    values = pa.schema(fields)
+    try:
+        values.empty_table().filter(filter)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None  # it names a data column: the per-partition simplification decides
+    texts: list[list[str | None]] = [[] for _ in fields]
+    for path in paths:
+        segments = path.split("/")
+        if len(segments) != len(fields):
+            return None
+        for column, segment, found in zip(partition_by, segments, texts, strict=True):
+            name, _, text = segment.partition("=")
+            if name != column:
+                return None
+            found.append(None if text == NULL_PARTITION else urllib.parse.unquote(text))
+    try:
+        arrays = [pa.array(t, pa.string()).cast(f.type) for t, f in zip(texts, fields, strict=True)]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    row = "__lakelock_row"  # never a column: column names start with a letter or digit
+    table = pa.Table.from_arrays([*arrays, pa.array(range(len(paths)))], [*partition_by, row])
+    return [paths[n] for n in table.filter(filter).column(row).to_pylist()]
 
 
 def partition_expression(path: str, schema: pa.Schema) -> pc.Expression:

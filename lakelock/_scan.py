@@ -114,7 +114,7 @@ def plan_scan(
             # Otherwise the whole index is read (a hash trie holds no ranges), but only the
             # partitions the filter can match have their manifests read.
             paths = list(state.partitions) if wanted is None else wanted
-            kept = admitted_partitions(filter, state.schema, paths)
+            kept = admitted_partitions(filter, state.schema, state.partition_by, paths)
             if len(kept) < len(paths):
                 wanted = kept
     files = registry.files(dataset, snapshot=snapshot, partitions=wanted)

@@ -351,7 +351,12 @@ class Objects:
         return DatasetState(
             name=snap.dataset,
             partitions=LazyPartitions(
-                snap.partitions, self.node, partition_from_entry, prefetch=self.nodes
+                snap.partitions,
+                self.node,
+                partition_from_entry,
+                # Readers only: the commit core's (offline) walks ask for what they miss one
+                # node at a time, as its driver and the simulator expect.
+                prefetch=None if self._offline else self.nodes,
             ),
             updated_version=snap.version,
             snapshot=key,

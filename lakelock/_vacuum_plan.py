@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakelock._layout import DATASETS_PREFIX
-from lakelock._mirror._layout import VIEWS_PREFIX
+from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
 from lakelock._registry._core._requests import Delete, Get, List, Listing, Now, Parallel, Steps
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, decode_schema, parse_registry
 from lakelock._registry._intents import INTENT_PREFIX, is_intent, parse_intent

@@ -18,13 +18,21 @@ from lakelock._layout import (
     MAX_KEY_BYTES,
     MAX_NONCE,
     REGISTRY_KEY,
+    VIEW_DIGITS,
+    ViewKey,
     data_file_key,
     dataset_prefix,
+    delta_checkpoint_key,
+    delta_log_key,
     doctor_scratch,
+    iceberg_list_key,
+    iceberg_manifest_key,
+    iceberg_metadata_key,
     intent_ms,
     intents_from,
     lease_key,
     lock_table_key,
+    parse_view_key,
     probe_key,
     validate_prefix_room,
 )
@@ -94,7 +102,13 @@ def test_every_builder_lands_in_its_area() -> None:
         data_file_key("sales", "day=1/region=eu", "f.parquet"): 9,
         data_file_key("sales", "", "f.parquet"): 9,
         doctor_scratch("0123abcd") + "01-create-only": 10,
+        delta_log_key("sales", 3): 11,
+        delta_checkpoint_key("sales", 10): 12,
+        iceberg_metadata_key("sales", 41): 13,
+        iceberg_list_key("sales", 41): 14,
+        iceberg_manifest_key("sales", 41, 2): 15,
     }
+    assert len(set(built.values())) == len(LAYOUT)
     for key, area in built.items():
         assert area_of(key) == LAYOUT[area].pattern, key
     assert area_of("metastore/elsewhere/x.json") is None
@@ -112,6 +126,36 @@ def test_what_a_lake_leaves_is_in_the_layout(lake: Lake) -> None:
     keys = [o.key for o in lake.store.list("")]
     assert {area_of(k) for k in keys} >= {LAYOUT[0].pattern, LAYOUT[6].pattern}
     assert [k for k in keys if area_of(k) is None] == []
+
+
+def test_view_keys_are_read_back_as_built() -> None:
+    """Each view key says what it is, of which dataset and which version (vacuum keeps a
+    view's objects by it); a key the views do not write is none of them."""
+    version = 10**VIEW_DIGITS - 1
+    assert [
+        parse_view_key(k)
+        for k in (
+            delta_log_key("sales", 3),
+            delta_checkpoint_key("sales", 10),
+            iceberg_metadata_key("sales", version),
+            iceberg_list_key("sales", 41),
+            iceberg_manifest_key("sales", 41, 12),
+        )
+    ] == [
+        ViewKey(delta_log_key("sales", 3), "delta log", "sales", 3),
+        ViewKey(delta_checkpoint_key("sales", 10), "delta checkpoint", "sales", 10),
+        ViewKey(iceberg_metadata_key("sales", version), "iceberg metadata", "sales", version),
+        ViewKey(iceberg_list_key("sales", 41), "iceberg list", "sales", 41),
+        ViewKey(iceberg_manifest_key("sales", 41, 12), "iceberg manifest", "sales", 41),
+    ]
+    for key in (
+        "views/sales/iceberg/manifests/x.avro",
+        "views/sales/iceberg/metadata/3.metadata.json",
+        "datasets/sales/_delta_log/00000000000000000003.crc",
+        "datasets/sales/day=1/_delta_log/00000000000000000003.json",
+        data_file_key("sales", "day=1", "f.parquet"),
+    ):
+        assert parse_view_key(key) is None, key
 
 
 def test_intent_keys_sort_by_the_time_they_name() -> None:

@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
-from lakelock._mirror._layout import delta_log_prefix, newest, numbered
+from lakelock._layout import delta_log_prefix
+from lakelock._mirror._series import newest, numbered
 from lakelock._vacuum import vacuum
 from lakelock.errors import InvalidNameError
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint

@@ -40,14 +40,14 @@ import pyarrow as pa
 from lakelock._datafile import DataFile
 from lakelock._datasets import Progress
 from lakelock._engines import require
-from lakelock._mirror._layout import (
+from lakelock._layout import (
     iceberg_list_key,
+    iceberg_location,
     iceberg_manifest_key,
     iceberg_metadata_key,
     iceberg_metadata_prefix,
-    newest,
-    numbered,
 )
+from lakelock._mirror._series import newest, numbered
 from lakelock._mirror._versions import VersionChange, changes, pending
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock._registry import Registry
@@ -250,7 +250,7 @@ class _Writer:
         self.retention = retention
         self.io = _StoreIO(store)
         self.root = f"s3://{store.bucket}/{store.prefix}"
-        self.location = f"{self.root}views/{dataset}/iceberg"
+        self.location = f"{self.root}{iceberg_location(dataset)}"
 
     def uri(self, key: str) -> str:
         return f"{self.root}{key}"

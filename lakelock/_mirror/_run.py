@@ -1,7 +1,7 @@
 """``mirror``: bring a dataset's Iceberg and Delta views up to its current version.
 
 For each format: find the newest version the view has (a few one-key LISTs, see
-:func:`~lakelock._mirror._layout.newest`), walk the dataset's snapshot chain back to it (one
+:func:`~lakelock._mirror._series.newest`), walk the dataset's snapshot chain back to it (one
 snapshot per new version), and write each new version's objects, oldest first, each created
 with ``If-None-Match: *``. A view object is written last for its version (Delta: the log
 entry; Iceberg: the metadata.json, after its manifests and manifest list), so a crash leaves a
@@ -23,15 +23,9 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import Progress, recorded_schema
+from lakelock._layout import delta_checkpoint_key, delta_log_key, delta_log_prefix, delta_root
 from lakelock._mirror import _delta, _iceberg
-from lakelock._mirror._layout import (
-    delta_checkpoint_key,
-    delta_log_key,
-    delta_log_prefix,
-    delta_root,
-    newest,
-    numbered,
-)
+from lakelock._mirror._series import newest, numbered
 from lakelock._mirror._versions import changes, pending
 from lakelock._names import validate_dataset_name
 from lakelock._registry import Registry

@@ -61,6 +61,7 @@ __all__ = [
     "delta_log_prefix",
     "delta_root",
     "doctor_scratch",
+    "files_prefix",
     "iceberg_list_key",
     "iceberg_location",
     "iceberg_manifest_key",
@@ -220,6 +221,14 @@ def dataset_prefix(dataset: str) -> str:
     return f"{DATASETS_PREFIX}{validate_dataset_name(dataset)}/"
 
 
+def files_prefix(dataset: str, partition: str = "") -> str:
+    """``datasets/<dataset>/`` or ``datasets/<dataset>/<partition>/``: where a dataset's (a
+    partition's) files lie, unchecked: for testing a key the registry recorded, whose names
+    were checked when its file was written."""
+    folder = f"{DATASETS_PREFIX}{dataset}/"
+    return f"{folder}{partition}/" if partition else folder
+
+
 def data_file_key(dataset: str, partition: str, file_name: str, *, prefix: str = "") -> str:
     """The key of a data file, every part validated and the whole, with ``prefix``, within
     S3's key limit."""
@@ -323,7 +332,7 @@ def doctor_scratch(run: str, *, prefix: str = "") -> str:
 
 def delta_root(dataset: str) -> str:
     """``datasets/<dataset>``: the Delta view's table root, the dataset's own folder."""
-    return f"{DATASETS_PREFIX}{dataset}"
+    return files_prefix(dataset).removesuffix("/")
 
 
 def delta_log_prefix(dataset: str) -> str:

@@ -5,6 +5,7 @@ is sent."""
 
 from __future__ import annotations
 
+import ast
 import re
 import uuid
 from typing import Any
@@ -25,6 +26,7 @@ from lakelock._layout import (
     delta_checkpoint_key,
     delta_log_key,
     doctor_scratch,
+    files_prefix,
     iceberg_list_key,
     iceberg_manifest_key,
     iceberg_metadata_key,
@@ -247,3 +249,47 @@ def test_lease_and_lock_refuse_long_keys_before_sending(
         locks.lock(write=["/" + "d" * 420])
     assert s3.stats() == {}
     assert locks.lock(write=["/d"]).request.write == frozenset({"/d"})
+
+
+def test_files_prefix_is_where_a_files_key_lies() -> None:
+    """A data file's key lies under its dataset's and its partition's prefix, and no other
+    partition's."""
+    key = data_file_key("sales", "day=1/region=eu", "f.parquet")
+    assert key.startswith(files_prefix("sales"))
+    assert key.startswith(files_prefix("sales", "day=1/region=eu"))
+    assert not key.startswith(files_prefix("sales", "day=1/region=e"))
+    assert files_prefix("sales") == dataset_prefix("sales")
+
+
+#: Strings that are a layout folder's name but build no key: the area labels of request
+#: counts (the test endpoint's and the simulator's, ``metastore/<kind>``).
+NOT_KEYS = {("testing/_gateway.py", "metastore/"), ("_sim/_loop.py", "metastore/")}
+
+
+def test_only_the_layout_spells_its_folders() -> None:
+    """No module but lakelock/_layout.py has a string (docstrings aside) starting with a
+    folder of the layout: every key is built there."""
+    folders = ("datasets/", "metastore/", "views/", ".lakelock-doctor/")
+    package = REPO / "lakelock"
+    found = set()
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix()
+        if name == "_layout.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and node.value.startswith(folders)
+            ):
+                found.add((name, node.value))
+    assert {(name, value) for name, value in found if (name, value) not in NOT_KEYS} == set()

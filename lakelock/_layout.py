@@ -346,7 +346,8 @@ def delta_log_key(dataset: str, version: int) -> str:
 
 
 def delta_checkpoint_key(dataset: str, version: int) -> str:
-    """``datasets/<dataset>/_delta_log/<Delta version, 20 digits>.checkpoint.parquet``."""
+    """``datasets/<dataset>/_delta_log/<Delta version, 20 digits>.checkpoint.parquet``, beside
+    the log entry of every tenth version (no ``_last_checkpoint``: readers list the log)."""
     return f"{delta_log_prefix(dataset)}{version:0{VIEW_DIGITS}d}.checkpoint.parquet"
 
 
@@ -366,7 +367,8 @@ def iceberg_metadata_prefix(dataset: str) -> str:
 
 
 def iceberg_manifests_prefix(dataset: str) -> str:
-    """``views/<dataset>/iceberg/manifests/``: manifest lists and manifests."""
+    """``views/<dataset>/iceberg/manifests/``: manifest lists and manifests, written by
+    pyiceberg's Avro writers."""
     return f"{view_prefix(dataset)}{_ICEBERG_MANIFESTS}"
 
 
@@ -376,7 +378,8 @@ def iceberg_metadata_key(dataset: str, version: int) -> str:
 
 
 def iceberg_list_key(dataset: str, version: int) -> str:
-    """``views/<dataset>/iceberg/manifests/snap-<lakelock version, 20 digits>.avro``."""
+    """``views/<dataset>/iceberg/manifests/snap-<lakelock version, 20 digits>.avro``: the
+    manifest list of the Iceberg snapshot whose id is that version."""
     return f"{iceberg_manifests_prefix(dataset)}snap-{version:0{VIEW_DIGITS}d}.avro"
 
 

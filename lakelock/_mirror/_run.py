@@ -18,14 +18,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import Progress, recorded_schema
 from lakelock._layout import delta_checkpoint_key, delta_log_key, delta_log_prefix, delta_root
-from lakelock._mirror import _delta, _iceberg
-from lakelock._mirror._series import newest, numbered
+from lakelock._mirror import _delta
+from lakelock._mirror._iceberg import iceberg_pass
+from lakelock._mirror._series import newest, numbered, restarting
 from lakelock._mirror._versions import changes, pending
 from lakelock._names import validate_dataset_name
 from lakelock._registry import Registry
@@ -43,8 +45,6 @@ from lakelock.errors import (
 __all__ = ["FORMATS", "MirrorResult", "mirror"]
 
 FORMATS = ("iceberg", "delta")
-#: How many times a mirror starts over after finding another writer's different view.
-_RESTARTS = 8
 
 
 @dataclass(frozen=True)
@@ -92,12 +92,13 @@ def mirror(
     if entry is None:
         raise DatasetNotFoundError(dataset)
     store = registry.store
+    args = (registry, store, dataset, entry, progress)
     iceberg = delta = None
     if "delta" in chosen:
-        _mirror_delta(registry, store, dataset, entry, progress)
+        restarting(lambda: _delta_pass(*args), store, f"Delta view of {dataset!r}")
         delta = f"s3://{store.bucket}/{store.full_key(delta_root(dataset))}"
     if "iceberg" in chosen:
-        key = _iceberg.mirror_iceberg(registry, store, dataset, entry, progress)
+        key = restarting(lambda: iceberg_pass(*args), store, f"Iceberg view of {dataset!r}")
         iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
     return MirrorResult(iceberg=iceberg, delta=delta, version=entry.version)
 
@@ -136,32 +137,14 @@ class SchemaOf:
         return self.found
 
 
-def _mirror_delta(
-    registry: Registry,
-    store: ObjectStore,
-    dataset: str,
-    entry: DatasetEntry,
-    progress: Progress | None,
-) -> None:
-    for _ in range(_RESTARTS):
-        if _delta_pass(registry, store, dataset, entry, progress):
-            return
-    raise AlreadyExistsError(
-        f"the Delta view of {dataset!r} kept changing under this mirror",
-        bucket=store.bucket,
-        key=store.full_key(delta_log_prefix(dataset)),
-        operation="PutObject",
-    )
-
-
 def _delta_pass(
     registry: Registry,
     store: ObjectStore,
     dataset: str,
     entry: DatasetEntry,
     progress: Progress | None,
-) -> bool:
-    """One attempt; ``False`` when another writer's view differs from what this one assumed."""
+) -> Literal[True] | None:
+    """One attempt; ``None`` when another writer's view differs from what this one assumed."""
     top = newest(store, delta_log_prefix(dataset), numbered(".json"))
     after: int | None = None
     number = 0
@@ -194,7 +177,7 @@ def _delta_pass(
             not _create(store, key, body, "application/json")
             and _delta.lakelock_version_of(store.get(key).body) != change.version
         ):
-            return False  # another mirror's view differs from the one this pass read
+            return None  # another mirror's view differs from the one this pass read
         if number > 0 and number % _delta.CHECKPOINT_INTERVAL == 0:
             checkpoint = _delta.checkpoint_body(
                 live_files(registry, snap),

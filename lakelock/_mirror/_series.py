@@ -1,19 +1,39 @@
-"""How to find the newest object of a view's series without listing it all.
+"""A view's series of objects: how to find the newest without listing them all, and how to
+go on when another mirror writes the series too.
 
 A view's numbered keys (:mod:`lakelock._layout`: ``<20 digits><suffix>`` below a prefix) sort
 in version order, so :func:`newest` finds the last one with a handful of one-key ``LIST``
 requests (``start_after`` probes: exponential, then binary search), however long the series
-is.
+is. A mirror that finds another's object where it assumed none starts over from the view as it
+now is (:func:`restarting`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from lakelock._layout import VIEW_DIGITS as _DIGITS
 from lakelock._s3 import ObjectStore
+from lakelock.errors import AlreadyExistsError
 
-__all__ = ["newest", "numbered"]
+__all__ = ["newest", "numbered", "restarting"]
+
+_T = TypeVar("_T")
+#: How many times a mirror starts over after finding another writer's different view.
+RESTARTS = 8
+
+
+def restarting(attempt: Callable[[], _T | None], store: ObjectStore, view: str) -> _T:
+    """What ``attempt`` (one pass of a mirror) returns, tried again while it returns ``None``
+    (another mirror's view differed from the one it read), up to :data:`RESTARTS` times;
+    then AlreadyExistsError: ``view`` kept changing under this mirror."""
+    for _ in range(RESTARTS):
+        if (done := attempt()) is not None:
+            return done
+    raise AlreadyExistsError(
+        f"the {view} kept changing under this mirror", bucket=store.bucket, operation="PutObject"
+    )
 
 
 def newest(

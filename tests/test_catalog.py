@@ -32,8 +32,8 @@ from lakelock._engines import load_httpfs, s3_secret_sql, sql_string
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.catalog import TOKEN, bearer, two_datasets
-from tests.test_mirror import history
-from tests.test_mirror import rows as mirror_rows
+from tests._support.views import history
+from tests._support.views import rows as mirror_rows
 
 Response = tuple[int, dict[str, str], bytes]
 

@@ -11,6 +11,8 @@ import random
 from random import Random
 from typing import Any
 
+import pytest
+
 from lakelock._registry._core import Driver, FoldPolicy
 from lakelock._registry._core._policy import BatchWaits, Hints, Liveness
 from lakelock._registry._core._requests import Ahead, Get, List, Now, Parallel, Sleep, Steps
@@ -36,12 +38,19 @@ class Timer:
         return self.now
 
 
-def test_a_read_made_ahead_answers_the_next_equal_request_once(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
+@pytest.fixture
+def two_objects(s3: S3Endpoint, store: ObjectStore) -> ObjectStore:
+    """``store`` with objects ``a`` and ``b``, the endpoint's counts reset after them."""
     store.put("a", b"body a")
     store.put("b", b"body b")
     s3.reset_stats()
+    return store
+
+
+def test_a_read_made_ahead_answers_the_next_equal_request_once(
+    s3: S3Endpoint, two_objects: ObjectStore
+) -> None:
+    store = two_objects
     driver = Driver(store, store)
     assert driver.perform(Ahead((Get("a"),), 5.0)) is None
     assert driver.perform(Get("a")).body == b"body a"
@@ -52,11 +61,9 @@ def test_a_read_made_ahead_answers_the_next_equal_request_once(
 
 
 def test_a_read_made_ahead_is_dropped_by_the_next_and_when_too_old(
-    s3: S3Endpoint, store: ObjectStore
+    s3: S3Endpoint, two_objects: ObjectStore
 ) -> None:
-    store.put("a", b"body a")
-    store.put("b", b"body b")
-    s3.reset_stats()
+    store = two_objects
     timer = Timer()
     driver = Driver(store, store, timer=timer)
     driver.perform(Ahead((Get("a"),), 5.0))

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import http.client
 import re
-import subprocess
-import sys
 from urllib.parse import urlsplit
 
 import orjson
@@ -16,9 +14,8 @@ from lakelock import Lake
 from lakelock._catalog import DEFAULT_NAMESPACE
 from lakelock._cli import _catalog as cli_catalog
 from lakelock.testing import S3Endpoint
-from tests._support import CLI_ENV
 from tests._support.catalog import TOKEN, bearer, two_datasets
-from tests._support.processes import interrupt, read_until, start_cli
+from tests._support.processes import interrupt, lakelock, read_until, start_cli
 
 
 def catalog_url(banner: list[str]) -> str:
@@ -81,16 +78,9 @@ def test_cli_catalog_refuses_to_vend_credentials_to_an_open_network(
 ) -> None:
     """``--vend-credentials`` on a non-loopback address without a token is one error line,
     exit 1: the lake's keys would go to anyone who reaches the port."""
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "lakelock.cli", "catalog", f"s3://{bucket}"),
-            *("--endpoint-url", s3.url, "--host", "0.0.0.0", "--port", "0", "--vend-credentials"),
-        ],
-        capture_output=True,
-        text=True,
-        env=CLI_ENV,
-        timeout=60,
-        check=False,
+    result = lakelock(
+        *("catalog", f"s3://{bucket}", "--endpoint-url", s3.url),
+        *("--host", "0.0.0.0", "--port", "0", "--vend-credentials"),
     )
     assert result.returncode == 1, result.stderr
     assert result.stdout == ""

@@ -8,7 +8,6 @@ import argparse
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from io import StringIO
@@ -36,22 +35,9 @@ from lakelock._vacuum import SCANNED_PREFIXES
 from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
 from tests._support import CLI_ENV, connect_pauses, free_port
-from tests._support.processes import interrupt, read_until, start_cli
+from tests._support.processes import interrupt, lakelock, read_until, start_cli
 
 ENV = CLI_ENV
-
-
-def lakelock(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lakelock.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env or ENV,
-        timeout=timeout,
-        check=False,
-    )
 
 
 InProcess = Callable[..., tuple[int, str]]

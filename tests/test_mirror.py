@@ -296,9 +296,9 @@ def test_a_format1_registry_is_refused_without_writing(lake: Lake, s3: S3Endpoin
     """Format 1 keeps no versions: mirroring it is VersionNotFoundError and writes nothing
     (it never upgrades the registry itself); after the upgrade the views start there."""
     from lakelock.errors import VersionNotFoundError
-    from tests.test_registry_format2 import plant_format1
+    from tests._support.format1 import plant_format1
 
-    plant_format1(lake)
+    plant_format1(lake, [("sales", "old-sales", [1], 1)], versions=False)
     s3.reset_stats()
     with pytest.raises(VersionNotFoundError, match="format 1"):
         lake.mirror("sales")

@@ -1,5 +1,5 @@
-"""Commands run as a user runs them: ``lakelock`` in a process of its own, its output read up
-to a line, and Ctrl-C."""
+"""Commands run as a user runs them: ``lakelock`` in a process of its own, run to its end, or
+started, its output read up to a line, and Ctrl-C."""
 
 from __future__ import annotations
 
@@ -10,7 +10,22 @@ import threading
 
 from tests._support import CLI_ENV
 
-__all__ = ["interrupt", "read_until", "start_cli"]
+__all__ = ["interrupt", "lakelock", "read_until", "start_cli"]
+
+
+def lakelock(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``lakelock <args>`` run to its end with :data:`~tests._support.CLI_ENV` (or ``env``
+    instead), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "lakelock.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env or CLI_ENV,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

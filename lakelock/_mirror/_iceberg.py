@@ -48,7 +48,7 @@ from lakelock._layout import (
     iceberg_metadata_prefix,
 )
 from lakelock._mirror._series import newest, numbered
-from lakelock._mirror._versions import VersionChange, changes, pending
+from lakelock._mirror._versions import SchemaOf, VersionChange, changes, pending
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock._registry import Registry
 from lakelock._registry._snapshot import DatasetEntry
@@ -194,8 +194,6 @@ def iceberg_pass(
         key = top[1]
         previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body.decode())
     writer = _Writer(store, dataset, registry.retention)
-    from lakelock._mirror._run import SchemaOf  # noqa: PLC0415 - _run imports this module
-
     steps = pending(registry.objects, entry, top[0] if top else None)
     schema_of = SchemaOf(registry)
     for done, (_, snap, parent) in enumerate(steps):

@@ -16,24 +16,21 @@ stale), it starts over from the view as it now is.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
 
-from lakelock._datafile import DataFile
-from lakelock._datasets import Progress, recorded_schema
+from lakelock._datasets import Progress
 from lakelock._layout import delta_checkpoint_key, delta_log_key, delta_log_prefix, delta_root
 from lakelock._mirror import _delta
 from lakelock._mirror._iceberg import iceberg_pass
 from lakelock._mirror._series import newest, numbered, restarting
-from lakelock._mirror._versions import changes, pending
+from lakelock._mirror._versions import SchemaOf, changes, live_files, pending
 from lakelock._names import validate_dataset_name
 from lakelock._registry import Registry
-from lakelock._registry._objects import partition_from_entry
 from lakelock._registry._snapshot import DatasetEntry, Snapshot
-from lakelock._registry._tree import tree_items
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
@@ -108,33 +105,6 @@ def created_ms(snap: Snapshot) -> int:
     writes the same metadata."""
     moment = dt.datetime.fromisoformat(snap.created_at.replace("Z", "+00:00"))
     return round(moment.timestamp() * 1000)
-
-
-def live_files(registry: Registry, snap: Snapshot) -> list[DataFile]:
-    """Every file of a dataset version (reads its whole index: for checkpoints)."""
-    entries = [
-        partition_from_entry(p, raw)
-        for p, raw in tree_items(snap.partitions, registry.objects.node)
-    ]
-    manifests = registry.objects.manifests(sorted({m.key for e in entries for m in e.manifests}))
-    files = [f for e in entries for m in e.manifests for f in manifests[m.key].files_of(e.path)]
-    return sorted(files, key=lambda f: f.key)
-
-
-class SchemaOf:
-    """The schema of a dataset committed without one: read once from one of its files (the
-    schema lakelock records in every file it writes), as ``lake.scan`` does."""
-
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        self.found: pa.Schema | None = None
-
-    def __call__(self, snap: Snapshot, added: Sequence[DataFile]) -> pa.Schema | None:
-        if self.found is None:
-            files = list(added) or live_files(self.registry, snap)
-            if files:
-                self.found = recorded_schema(self.registry.store, files[0])
-        return self.found
 
 
 def _delta_pass(

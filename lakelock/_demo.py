@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 
 from lakelock import Lake, generate_bucket_policy
 from lakelock._client import s3_client
+from lakelock._layout import DATASETS_PREFIX, files_prefix
 from lakelock.testing import S3Endpoint, client_kwargs
 
 __all__ = ["run_demo"]
@@ -188,7 +189,7 @@ def run_demo(
         lake = Lake(BUCKET, s3=writer)
         checks = _checks(lake, tally)
         try:
-            writer.put_object(Bucket=BUCKET, Key=f"datasets/{DATASET}/rogue.parquet", Body=b"x")
+            writer.put_object(Bucket=BUCKET, Key=files_prefix(DATASET) + "rogue.parquet", Body=b"x")
             refused = False
         except ClientError as error:
             refused = error.response["Error"]["Code"] == "AccessDenied"
@@ -323,7 +324,7 @@ def _run_writers(job: Job, say: _Printer, progress: bool) -> Tally:
 def _checks(lake: Any, tally: Tally) -> list[tuple[str, bool]]:
     snapshot = lake.registry.read()
     files = [f for name in snapshot.datasets for f in lake.registry.files(name, snapshot=snapshot)]
-    present = {o.key: o for o in lake.store.list("datasets/")}
+    present = {o.key: o for o in lake.store.list(DATASETS_PREFIX)}
     table = lake.read(DATASET, snapshot=snapshot)
     staging = snapshot.datasets.get(STAGING)
     published = "year=2024/month=1/day=29" in snapshot.datasets[DATASET].partitions

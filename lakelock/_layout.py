@@ -12,11 +12,16 @@ other part has a fixed size, so :func:`validate_prefix_room` (checked when a sto
 refusing a lake prefix that leaves no room for the longest of them covers them all. The
 store also checks each key it sends (:meth:`~lakelock._s3.ObjectStore.full_key`).
 
+The views' keys (:mod:`lakelock._mirror`) are bounded the same way, and
+:func:`parse_view_key` tells which of them a listed key is (vacuum keeps a view's objects by
+the version they mirror).
+
 The bucket policy (:mod:`lakelock._policy`) guards ``datasets/`` and ``metastore/`` as a whole.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -45,11 +50,24 @@ __all__ = [
     "REGISTRY_KEY",
     "SNAPSHOT_PREFIX",
     "VIEWS_PREFIX",
+    "VIEW_DIGITS",
     "Area",
+    "ViewKey",
     "backup_key",
     "data_file_key",
     "dataset_prefix",
+    "delta_checkpoint_key",
+    "delta_log_key",
+    "delta_log_prefix",
+    "delta_root",
     "doctor_scratch",
+    "files_prefix",
+    "iceberg_list_key",
+    "iceberg_location",
+    "iceberg_manifest_key",
+    "iceberg_manifests_prefix",
+    "iceberg_metadata_key",
+    "iceberg_metadata_prefix",
     "intent_key",
     "intent_ms",
     "intents_from",
@@ -57,10 +75,12 @@ __all__ = [
     "lock_table_key",
     "manifest_key",
     "node_key",
+    "parse_view_key",
     "probe_key",
     "snapshot_key",
     "validate_key_length",
     "validate_prefix_room",
+    "view_prefix",
 ]
 
 #: S3's limit on a key, in UTF-8 bytes.
@@ -95,6 +115,15 @@ LOCKS_PREFIX: Final = f"{METASTORE_PREFIX}locks/"
 PROBE_PREFIX: Final = f"{METASTORE_PREFIX}probes/"
 #: ``lakelock doctor``'s scratch prefix, one folder per run, removed afterwards.
 DOCTOR_PREFIX: Final = ".lakelock-doctor/"
+#: The Delta view's log, in the dataset's folder (the Delta table's root).
+_DELTA_LOG: Final = "_delta_log/"
+#: The Iceberg view's table location, below ``views/<dataset>/``, and its folders.
+_ICEBERG: Final = "iceberg"
+_ICEBERG_METADATA: Final = f"{_ICEBERG}/metadata/"
+_ICEBERG_MANIFESTS: Final = f"{_ICEBERG}/manifests/"
+#: The digits of a view's numbered keys (a Delta version, a lakelock version): their names
+#: sort in version order.
+VIEW_DIGITS: Final = 20
 
 _SHA256_HEX: Final = 64
 #: An intent's name before its digest: 13 hex digits of milliseconds, 8 of randomness.
@@ -133,25 +162,27 @@ LAYOUT: Final = (
     Area(f"{PROBE_PREFIX}conditional-delete-<write id>", "a delete probe", "create-only, deleted"),
     Area(f"{DATASETS_PREFIX}<dataset>/<col>=<value>/.../<file>", "data files", _ONCE),
     Area(f"{DOCTOR_PREFIX}<run>/<probe>", "lakelock doctor's scratch", "deleted after the run"),
-    Area(f"{DATASETS_PREFIX}<dataset>/_delta_log/<20 digits>.json", "the Delta view's log", _ONCE),
+    Area(f"{DATASETS_PREFIX}<dataset>/{_DELTA_LOG}<20 digits>.json", "the Delta view's log", _ONCE),
     Area(
-        f"{DATASETS_PREFIX}<dataset>/_delta_log/<20 digits>.checkpoint.parquet",
+        f"{DATASETS_PREFIX}<dataset>/{_DELTA_LOG}<20 digits>.checkpoint.parquet",
         "its checkpoints",
         _ONCE,
     ),
     Area(
-        f"{VIEWS_PREFIX}<dataset>/iceberg/metadata/<version>.metadata.json",
+        f"{VIEWS_PREFIX}<dataset>/{_ICEBERG_METADATA}<version>.metadata.json",
         "the Iceberg view, a version",
         _ONCE,
     ),
     Area(
-        f"{VIEWS_PREFIX}<dataset>/iceberg/manifests/snap-<version>.avro", "its manifest list", _ONCE
+        f"{VIEWS_PREFIX}<dataset>/{_ICEBERG_MANIFESTS}snap-<version>.avro",
+        "its manifest list",
+        _ONCE,
     ),
-    Area(f"{VIEWS_PREFIX}<dataset>/iceberg/manifests/<version>-<n>.avro", "its manifests", _ONCE),
+    Area(f"{VIEWS_PREFIX}<dataset>/{_ICEBERG_MANIFESTS}<version>-<n>.avro", "its manifests", _ONCE),
 )
 
 #: The longest key whose length the layout bounds (a digest-named object of a dataset with
-#: the longest name); a lake prefix must leave room for it.
+#: the longest name; a view's keys are shorter); a lake prefix must leave room for it.
 _LONGEST_BOUNDED: Final = (
     max(len(p) for p in (SNAPSHOT_PREFIX, NODE_PREFIX, MANIFEST_PREFIX))
     + _NAME_BYTES
@@ -188,6 +219,14 @@ def validate_prefix_room(prefix: str) -> str:
 def dataset_prefix(dataset: str) -> str:
     """``datasets/<dataset>/``, the key prefix of every file of ``dataset``."""
     return f"{DATASETS_PREFIX}{validate_dataset_name(dataset)}/"
+
+
+def files_prefix(dataset: str, partition: str = "") -> str:
+    """``datasets/<dataset>/`` or ``datasets/<dataset>/<partition>/``: where a dataset's (a
+    partition's) files lie, unchecked: for testing a key the registry recorded, whose names
+    were checked when its file was written."""
+    folder = f"{DATASETS_PREFIX}{dataset}/"
+    return f"{folder}{partition}/" if partition else folder
 
 
 def data_file_key(dataset: str, partition: str, file_name: str, *, prefix: str = "") -> str:
@@ -278,3 +317,110 @@ def probe_key(write_id: str, *, prefix: str = "") -> str:
 def doctor_scratch(run: str, *, prefix: str = "") -> str:
     """``.lakelock-doctor/<run>/``, the scratch folder of one ``lakelock doctor`` run."""
     return validate_key_length(f"{DOCTOR_PREFIX}{run}/", prefix=prefix)
+
+
+# -- the views ----------------------------------------------------------------------------------
+#
+# Derived from the registry by lake.mirror (docs/FORMAT.md, "Iceberg and Delta views"). The
+# Delta table is the dataset's own folder: Delta readers resolve a file's ``add.path`` against
+# the table root, and relative paths are the ones every Delta reader handles; parquet readers
+# listing the folder skip ``_delta_log`` (a name starting with ``_``). Iceberg metadata names
+# absolute paths and lives under ``views/``. Every name in a series sorts in version order.
+# These keys are bounded like the registry's (a dataset name of 255 bytes, the rest of fixed
+# size, shorter than a digest-named key), so validate_prefix_room covers them.
+
+
+def delta_root(dataset: str) -> str:
+    """``datasets/<dataset>``: the Delta view's table root, the dataset's own folder."""
+    return files_prefix(dataset).removesuffix("/")
+
+
+def delta_log_prefix(dataset: str) -> str:
+    """``datasets/<dataset>/_delta_log/``."""
+    return f"{delta_root(dataset)}/{_DELTA_LOG}"
+
+
+def delta_log_key(dataset: str, version: int) -> str:
+    """``datasets/<dataset>/_delta_log/<Delta version, 20 digits>.json``."""
+    return f"{delta_log_prefix(dataset)}{version:0{VIEW_DIGITS}d}.json"
+
+
+def delta_checkpoint_key(dataset: str, version: int) -> str:
+    """``datasets/<dataset>/_delta_log/<Delta version, 20 digits>.checkpoint.parquet``, beside
+    the log entry of every tenth version (no ``_last_checkpoint``: readers list the log)."""
+    return f"{delta_log_prefix(dataset)}{version:0{VIEW_DIGITS}d}.checkpoint.parquet"
+
+
+def view_prefix(dataset: str) -> str:
+    """``views/<dataset>/``: every Iceberg view object of ``dataset``."""
+    return f"{VIEWS_PREFIX}{dataset}/"
+
+
+def iceberg_location(dataset: str) -> str:
+    """``views/<dataset>/iceberg``: the Iceberg view's table location, below the lake's URL."""
+    return f"{view_prefix(dataset)}{_ICEBERG}"
+
+
+def iceberg_metadata_prefix(dataset: str) -> str:
+    """``views/<dataset>/iceberg/metadata/``."""
+    return f"{view_prefix(dataset)}{_ICEBERG_METADATA}"
+
+
+def iceberg_manifests_prefix(dataset: str) -> str:
+    """``views/<dataset>/iceberg/manifests/``: manifest lists and manifests, written by
+    pyiceberg's Avro writers."""
+    return f"{view_prefix(dataset)}{_ICEBERG_MANIFESTS}"
+
+
+def iceberg_metadata_key(dataset: str, version: int) -> str:
+    """``views/<dataset>/iceberg/metadata/<lakelock version, 20 digits>.metadata.json``."""
+    return f"{iceberg_metadata_prefix(dataset)}{version:0{VIEW_DIGITS}d}.metadata.json"
+
+
+def iceberg_list_key(dataset: str, version: int) -> str:
+    """``views/<dataset>/iceberg/manifests/snap-<lakelock version, 20 digits>.avro``: the
+    manifest list of the Iceberg snapshot whose id is that version."""
+    return f"{iceberg_manifests_prefix(dataset)}snap-{version:0{VIEW_DIGITS}d}.avro"
+
+
+def iceberg_manifest_key(dataset: str, version: int, n: int) -> str:
+    """``views/<dataset>/iceberg/manifests/<lakelock version, 20 digits>-<n>.avro``."""
+    return f"{iceberg_manifests_prefix(dataset)}{version:0{VIEW_DIGITS}d}-{n}.avro"
+
+
+@dataclass(frozen=True)
+class ViewKey:
+    """What a view object's ``key`` names: its ``kind``, its ``dataset`` and the number its name
+    carries (``number``: the Delta version of a log entry or checkpoint, the lakelock version
+    of Iceberg metadata, a manifest list or a manifest)."""
+
+    key: str
+    kind: str
+    dataset: str
+    number: int
+
+
+def _view_pattern(area: str, folder: str, name: str) -> re.Pattern[str]:
+    """``<area><dataset>/<folder><name>``, ``<n>`` in ``name`` the 20 digits of a version."""
+    number = rf"(?P<n>\d{{{VIEW_DIGITS}}})"
+    return re.compile(
+        f"{re.escape(area)}(?P<dataset>[^/]+)/{re.escape(folder)}{name.replace('<n>', number)}"
+    )
+
+
+_VIEW_KEYS: Final = {
+    "delta log": _view_pattern(DATASETS_PREFIX, _DELTA_LOG, r"<n>\.json"),
+    "delta checkpoint": _view_pattern(DATASETS_PREFIX, _DELTA_LOG, r"<n>\.checkpoint\.parquet"),
+    "iceberg metadata": _view_pattern(VIEWS_PREFIX, _ICEBERG_METADATA, r"<n>\.metadata\.json"),
+    "iceberg list": _view_pattern(VIEWS_PREFIX, _ICEBERG_MANIFESTS, r"snap-<n>\.avro"),
+    "iceberg manifest": _view_pattern(VIEWS_PREFIX, _ICEBERG_MANIFESTS, r"<n>-\d+\.avro"),
+}
+
+
+def parse_view_key(key: str) -> ViewKey | None:
+    """What view object ``key`` is, or None if it is none the views write (vacuum judges any
+    other key in a view's area as it judges every object)."""
+    for kind, pattern in _VIEW_KEYS.items():
+        if m := pattern.fullmatch(key):
+            return ViewKey(key, kind, m["dataset"], int(m["n"]))
+    return None

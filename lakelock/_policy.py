@@ -92,12 +92,14 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from lakelock._layout import DATASETS_PREFIX, MANIFEST_PREFIX, METASTORE_PREFIX, VIEWS_PREFIX
 from lakelock.errors import InvalidNameError
 
 __all__ = ["generate_bucket_policy"]
 
 POLICY_VERSION = "2012-10-17"
-MANIFESTS_SUBPREFIX = "manifests/"
+#: Where manifests are below the metastore prefix (which a policy may move).
+MANIFESTS_SUBPREFIX = MANIFEST_PREFIX.removeprefix(METASTORE_PREFIX)
 
 SID_CREATE_DATASETS = "DenyUnconditionalCreateInDatasets"
 SID_WRITE_METASTORE = "DenyUnconditionalWriteInMetastore"
@@ -127,9 +129,9 @@ def generate_bucket_policy(
     *,
     principals: Iterable[str],
     prefix: str = "",
-    datasets_prefix: str = "datasets/",
-    metastore_prefix: str = "metastore/",
-    views_prefix: str = "views/",
+    datasets_prefix: str = DATASETS_PREFIX,
+    metastore_prefix: str = METASTORE_PREFIX,
+    views_prefix: str = VIEWS_PREFIX,
     create_only_manifests: bool = True,
     deny_unconditional_delete: bool = False,
     partition: str = "aws",

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from lakelock._layout import DATASETS_PREFIX
-from lakelock._mirror._layout import VIEWS_PREFIX
+from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
 from lakelock._registry._core._requests import Delete, Get, List, Listing, Now, Parallel, Steps
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, decode_schema, parse_registry
 from lakelock._registry._intents import INTENT_PREFIX, is_intent, parse_intent
@@ -60,6 +59,8 @@ SCANNED_PREFIXES = (
     INTENT_PREFIX,
     VIEWS_PREFIX,
 )
+
+_T = TypeVar("_T")
 
 #: Most keys one delete round names (DeleteObjects' limit).
 DELETE_BATCH = 1000
@@ -216,28 +217,35 @@ def reachable(doc: RegistryDoc, known: Known, *, cutoff: float) -> set[str]:
 
 
 def _reachable_entry(entry: DatasetEntry, known: Known, *, cutoff: float) -> set[str]:
-    """The current snapshot, and each older one that was still current at ``cutoff`` or later
-    (its successor was committed at or after ``cutoff``): their snapshots, index nodes,
-    manifests and data files. An older version partly gone already (vacuumed by an earlier
-    run with a shorter window) ends the walk; anything missing from the current one is
-    corruption."""
-    keep: set[str] = set()
+    """The snapshots of the versions kept (:func:`_walk_kept`), their index nodes,
+    manifests and data files."""
     seen: set[str] = set()
+    found = _walk_kept(
+        entry, known, cutoff, lambda key, snap: {key} | _tree_objects(key, snap, known, seen)
+    )
+    return set().union(*found)
+
+
+def _walk_kept(
+    entry: DatasetEntry, known: Known, cutoff: float, visit: Callable[[str, Snapshot], _T]
+) -> list[_T]:
+    """``visit`` of the current snapshot and of each older one that was still current at
+    ``cutoff`` or later (its successor was committed at or after ``cutoff``), newest first.
+    An older version partly gone already (vacuumed by an earlier run with a shorter window)
+    ends the walk; anything missing from the current one is corruption."""
+    visited: list[_T] = []
     successor_at: float | None = None
     key: str | None = entry.snapshot
-    while key is not None:
-        if successor_at is not None and successor_at < cutoff:
-            break
+    while key is not None and (successor_at is None or successor_at >= cutoff):
         try:
             snap = known.snapshot(key)
-            keys = {key} | _tree_objects(key, snap, known, seen)
+            visited.append(visit(key, snap))
         except RegistryCorruptError as error:
             if successor_at is None or not isinstance(error.__cause__, NotFoundError):
                 raise
             break
-        keep |= keys
         successor_at, key = snap.at, snap.parent
-    return keep
+    return visited
 
 
 def _tree_objects(key: str, snap: Snapshot, known: Known, seen: set[str]) -> set[str]:
@@ -309,22 +317,10 @@ def oldest_kept(doc: RegistryDoc, known: Known, *, cutoff: float) -> dict[str, i
     :func:`reachable`; the views keep the objects of every version from it on)."""
     if doc.format_version == 1:
         return {}
-    oldest: dict[str, int] = {}
-    for name, entry in doc.entries.items():
-        successor_at: float | None = None
-        key: str | None = entry.snapshot
-        while key is not None:
-            if successor_at is not None and successor_at < cutoff:
-                break
-            try:
-                snap = known.snapshot(key)
-            except RegistryCorruptError as error:
-                if not isinstance(error.__cause__, NotFoundError) or name not in oldest:
-                    raise
-                break
-            oldest[name] = snap.version
-            successor_at, key = snap.at, snap.parent
-    return oldest
+    return {
+        name: _walk_kept(entry, known, cutoff, lambda _, snap: snap.version)[-1]
+        for name, entry in doc.entries.items()
+    }
 
 
 def classify(

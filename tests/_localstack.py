@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 import orjson
@@ -72,6 +72,31 @@ class LocalStack:
         name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).strip("-")[:63]
         self.client().create_bucket(Bucket=name)
         return name
+
+
+@dataclass(frozen=True)
+class Target:
+    """The S3 under test (the ``target`` fixture): a client and a fresh bucket."""
+
+    name: Literal["embedded", "localstack"]
+    client: Any
+    bucket: str
+
+    @property
+    def localstack(self) -> bool:
+        return self.name == "localstack"
+
+
+@pytest.fixture(params=["embedded", pytest.param("localstack", marks=MARKS)])
+def target(request: pytest.FixtureRequest) -> Target:
+    """The embedded endpoint (the test's ``client`` and ``bucket``), or LocalStack's S3, a new
+    bucket, with ``-m localstack``: a test of S3's behaviour runs on both."""
+    if request.param == "embedded":
+        return Target(
+            "embedded", request.getfixturevalue("client"), request.getfixturevalue("bucket")
+        )
+    localstack: LocalStack = request.getfixturevalue("localstack")
+    return Target("localstack", localstack.client(), localstack.new_bucket(request.node.name))
 
 
 def _s3_ready(url: str) -> bool:

@@ -32,8 +32,8 @@ from lakelock._engines import load_httpfs, s3_secret_sql, sql_string
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.catalog import TOKEN, bearer, two_datasets
-from tests.test_mirror import history
-from tests.test_mirror import rows as mirror_rows
+from tests._support.views import history
+from tests._support.views import rows as mirror_rows
 
 Response = tuple[int, dict[str, str], bytes]
 
@@ -69,6 +69,15 @@ def error_of(body: bytes) -> dict[str, Any]:
     assert isinstance(error["message"], str)
     assert error["message"]
     return error
+
+
+def failure(server: CatalogServer, method: str, path: str) -> tuple[int, str, str]:
+    """What ``method path`` answers with an error: its status, and the error's type and
+    message (the body checked by :func:`error_of`, its code the status)."""
+    status, _, body = call(server, method, path)
+    error = error_of(body)
+    assert error["code"] == status
+    return status, error["type"], error["message"]
 
 
 class CountingMirror:
@@ -221,13 +230,11 @@ def test_namespaces_get_and_head(serve: ServeFn) -> None:
     assert (status, orjson.loads(body)) == (200, {"namespace": ["analytics"], "properties": {}})
     assert call(server, "HEAD", "/v1/namespaces/analytics")[::2] == (204, b"")
     assert call(server, "HEAD", "/v1/namespaces/lake")[::2] == (404, b"")
-    status, _, body = call(server, "GET", "/v1/namespaces/analytics%1Fx")
-    assert status == 404
-    assert error_of(body) == {
-        "message": "Namespace does not exist: analytics.x",
-        "type": "NoSuchNamespaceException",
-        "code": 404,
-    }
+    assert failure(server, "GET", "/v1/namespaces/analytics%1Fx") == (
+        404,
+        "NoSuchNamespaceException",
+        "Namespace does not exist: analytics.x",
+    )
     # The one namespace has no children; an unknown parent does not exist.
     status, _, body = call(server, "GET", "/v1/namespaces?parent=analytics")
     assert (status, orjson.loads(body)) == (200, {"namespaces": []})
@@ -255,9 +262,10 @@ def test_list_tables_is_every_dataset_and_pages(serve: ServeFn, lake: Lake) -> N
     assert call(server, "GET", "/v1/namespaces/other/tables")[0] == 404
     assert call(server, "HEAD", "/v1/namespaces/lake/tables/sales")[::2] == (204, b"")
     assert call(server, "HEAD", "/v1/namespaces/lake/tables/nope")[::2] == (404, b"")
-    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/nope")
-    assert status == 404
-    assert error_of(body)["type"] == "NoSuchTableException"
+    assert failure(server, "GET", "/v1/namespaces/lake/tables/nope")[:2] == (
+        404,
+        "NoSuchTableException",
+    )
 
 
 #: Operations of the spec this catalog does not serve, one of each kind.
@@ -361,11 +369,9 @@ def test_a_failing_store_is_a_503_not_a_traceback(
     two_datasets(lake)
     server = serve(mirror=RefusingMirror(), on=impatient(lake, s3))
     s3.inject("slowdown", operation="GetObject", prefix="metastore/")
-    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables")
-    assert status == 503
-    error = error_of(body)
-    assert error["type"] == "ServiceUnavailableException"
-    assert "Throttled" in error["message"]
+    status, kind, message = failure(server, "GET", "/v1/namespaces/lake/tables")
+    assert (status, kind) == (503, "ServiceUnavailableException")
+    assert "Throttled" in message
     s3.clear_faults()
     assert call(server, "GET", "/v1/namespaces/lake/tables")[0] == 200
 
@@ -716,13 +722,11 @@ def test_an_unexpected_error_is_a_500_and_the_catalog_keeps_serving(
 
     catalog = LakeCatalog(lake, mirror=broken)
     with CatalogServer(catalog, port=0, log=logged.append) as server:
-        status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/sales")
-        assert status == 500
-        assert error_of(body) == {
-            "message": "RuntimeError: mirror of sales broke",
-            "type": "InternalServerError",
-            "code": 500,
-        }
+        assert failure(server, "GET", "/v1/namespaces/lake/tables/sales") == (
+            500,
+            "InternalServerError",
+            "RuntimeError: mirror of sales broke",
+        )
         assert call(server, "GET", "/v1/namespaces/lake/tables")[0] == 200
     assert any("Traceback" in line and "mirror of sales broke" in line for line in logged)
 
@@ -755,9 +759,10 @@ def test_a_mirror_that_fails_is_a_503_and_the_next_load_mirrors(
     mirror = CountingMirror(served)
     server = serve(mirror=mirror, on=served)
     s3.inject("slowdown", operation="PutObject", prefix="views/")
-    status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/sales")
-    assert status == 503
-    assert error_of(body)["type"] == "ServiceUnavailableException"
+    assert failure(server, "GET", "/v1/namespaces/lake/tables/sales")[:2] == (
+        503,
+        "ServiceUnavailableException",
+    )
     s3.clear_faults()
     status, _, body = call(server, "GET", "/v1/namespaces/lake/tables/sales")
     assert status == 200

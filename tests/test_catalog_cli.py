@@ -5,12 +5,7 @@ the lake's credentials."""
 from __future__ import annotations
 
 import http.client
-import os
 import re
-import signal
-import subprocess
-import sys
-import threading
 from urllib.parse import urlsplit
 
 import orjson
@@ -18,58 +13,9 @@ import orjson
 from lakelock import Lake
 from lakelock._catalog import DEFAULT_NAMESPACE
 from lakelock._cli import _catalog as cli_catalog
-from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
+from lakelock.testing import S3Endpoint
 from tests._support.catalog import TOKEN, bearer, two_datasets
-
-ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LAKELOCK_"))},
-    "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
-    "AWS_SECRET_ACCESS_KEY": "x",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "PYTHONUNBUFFERED": "1",
-}
-
-
-def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "lakelock.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**ENV, **(env or {})},
-    )
-
-
-def banner_of(process: subprocess.Popen[str], timeout: float = 60) -> list[str]:
-    """``process``'s stdout up to its "Ctrl-C to stop." line (killed after ``timeout``)."""
-    assert process.stdout is not None
-    lines: list[str] = []
-    timer = threading.Timer(timeout, process.kill)
-    timer.start()
-    try:
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            if line.strip() == "Ctrl-C to stop.":
-                return lines
-    finally:
-        timer.cancel()
-    raise AssertionError(f"no banner: {lines}")
-
-
-def interrupt(process: subprocess.Popen[str]) -> tuple[str, str]:
-    """Ctrl-C, then the rest of stdout and stderr; the process must exit 0."""
-    try:
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, err
-    return out, err
+from tests._support.processes import interrupt, lakelock, read_until, start_cli
 
 
 def catalog_url(banner: list[str]) -> str:
@@ -107,7 +53,7 @@ def test_cli_catalog_serves_with_the_token_from_the_environment(
         env={"LAKELOCK_CATALOG_TOKEN": TOKEN},
     )
     try:
-        banner = banner_of(process)
+        banner = read_until(process, "Ctrl-C to stop.")
         url = catalog_url(banner)
         assert "namespace 'shop'; bearer token required; vends no credentials" in banner[0]
         assert any(f"ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{url}'" in b for b in banner)
@@ -132,16 +78,9 @@ def test_cli_catalog_refuses_to_vend_credentials_to_an_open_network(
 ) -> None:
     """``--vend-credentials`` on a non-loopback address without a token is one error line,
     exit 1: the lake's keys would go to anyone who reaches the port."""
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "lakelock.cli", "catalog", f"s3://{bucket}"),
-            *("--endpoint-url", s3.url, "--host", "0.0.0.0", "--port", "0", "--vend-credentials"),
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=60,
-        check=False,
+    result = lakelock(
+        *("catalog", f"s3://{bucket}", "--endpoint-url", s3.url),
+        *("--host", "0.0.0.0", "--port", "0", "--vend-credentials"),
     )
     assert result.returncode == 1, result.stderr
     assert result.stdout == ""
@@ -157,7 +96,7 @@ def test_cli_serve_brings_up_the_catalog_beside_the_endpoint() -> None:
         "serve", "--port", "0", "--bucket", "served", "--catalog", "--catalog-port", "0"
     )
     try:
-        banner = banner_of(process)
+        banner = read_until(process, "Ctrl-C to stop.")
         endpoint = next(b.split()[-1] for b in banner if b.startswith("lakelock S3 endpoint"))
         url = catalog_url(banner)
         assert banner[banner.index("Ctrl-C to stop.") - 5].endswith(

@@ -7,10 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from io import StringIO
@@ -38,21 +35,9 @@ from lakelock._vacuum import SCANNED_PREFIXES
 from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
 from tests._support import CLI_ENV, connect_pauses, free_port
+from tests._support.processes import interrupt, lakelock, read_until, start_cli
 
 ENV = CLI_ENV
-
-
-def lakelock(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lakelock.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env or ENV,
-        timeout=timeout,
-        check=False,
-    )
 
 
 InProcess = Callable[..., tuple[int, str]]
@@ -627,27 +612,9 @@ def test_serve_runs_the_endpoint_until_interrupted(tmp_path: Path) -> None:
     policy = generate_bucket_policy(bucket, principals=["arn:aws:iam::123456789012:user/etl"])
     policy_file = tmp_path / "policy.json"
     policy_file.write_bytes(orjson.dumps(policy))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lakelock.cli",
-            "serve",
-            "--port",
-            "0",
-            "--bucket",
-            bucket,
-            "--policy",
-            str(policy_file),
-            "--principal",
-            "etl=arn:aws:iam::123456789012:user/etl",
-            "--latency",
-            "0.001",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
+    process = start_cli(
+        *("serve", "--port", "0", "--bucket", bucket, "--policy", str(policy_file)),
+        *("--principal", "etl=arn:aws:iam::123456789012:user/etl", "--latency", "0.001"),
     )
     try:
         banner = read_until(process, "Ctrl-C to stop.")
@@ -661,32 +628,9 @@ def test_serve_runs_the_endpoint_until_interrupted(tmp_path: Path) -> None:
         with pytest.raises(ClientError) as refused:
             etl.put_object(Bucket=bucket, Key="datasets/d/b.parquet", Body=b"x")
         assert refused.value.response["Error"]["Code"] == "AccessDenied"
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=60)  # a safety net: the exit is the check
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, err
+        out, _ = interrupt(process)
     assert "stopped" in out
-
-
-def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 90) -> list[str]:
-    """Lines of ``process``'s stdout up to ``marker`` (fails after ``timeout`` seconds: a
-    safety net against a server that never starts, generous for start-up on a loaded
-    machine)."""
-    assert process.stdout is not None
-    lines: list[str] = []
-    timer = threading.Timer(timeout, process.kill)
-    timer.start()
-    try:
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            if line.strip() == marker:
-                return lines
-    finally:
-        timer.cancel()
-    raise AssertionError(f"no {marker!r} in output: {lines}")
 
 
 def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:

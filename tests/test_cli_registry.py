@@ -15,7 +15,8 @@ import pytest
 from lakelock import Lake
 from lakelock.errors import StaleFenceError
 from lakelock.testing import S3Endpoint
-from tests.test_cli import ENV, lakelock
+from tests._support import CLI_ENV as ENV
+from tests._support.processes import lakelock
 
 
 def history_lake(lake: Lake) -> None:

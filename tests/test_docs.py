@@ -1,19 +1,27 @@
 """docs/ says what the code does: every python block of docs/*.md runs as written against the
-embedded endpoint (the README's are run by tests/test_readme.py), and the figures the docs
+embedded endpoint (the README's are run by tests/test_readme.py), every command of a ``sh``
+block (docs/*.md, BENCHMARKS.md, README.md) is one the code accepts, and the figures the docs
 quote are the code's."""
 
 from __future__ import annotations
 
+import argparse
 import ast
+import importlib.util
 import re
+import shlex
+import sys
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
 from lakelock._registry._objects import CACHE_SIZE
+from lakelock.cli import build_parser
 from tests._support import REPO
 
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -75,3 +83,175 @@ def test_the_cache_size_the_docs_quote_is_the_codes() -> None:
     quoted = f"{CACHE_SIZE:,}"
     for path in (REPO / "docs" / "FORMAT.md", REPO / "README.md"):
         assert f"{quoted} most recently used" in path.read_text(), path.name
+
+
+# -- the commands the docs give ------------------------------------------------------------------
+
+#: Where ``sh`` blocks are checked.
+COMMAND_DOCS = [*DOCS, REPO / "BENCHMARKS.md", REPO / "README.md"]
+#: A line that starts a command (after ``NAME=value`` assignments).
+COMMAND_LINE = re.compile(r"^(?:[A-Z_]+=\S*\s+)*(?:lakelock|python|pytest|pip|export)\s", re.M)
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def commands() -> list[tuple[str, list[str]]]:
+    """(where, words) of every command in a ``sh`` block: lines continued by a backslash
+    joined, comments dropped, ``&&``-chained commands apart."""
+    found = []
+    for path in COMMAND_DOCS:
+        for n, (info, body) in enumerate(blocks(path), start=1):
+            if info != "sh":
+                continue
+            for line in body.replace("\\\n", " ").splitlines():
+                words: list[str] = []
+                for word in [*shlex.split(line, comments=True), "&&"]:
+                    if word in {"&&", ";", "||"}:
+                        if words:
+                            found.append((f"{path.name} sh block {n}: {' '.join(words)}", words))
+                        words = []
+                    else:
+                        words.append(word)
+    return found
+
+
+class Parsed(Exception):
+    """What a benchmark's parser made of its arguments (raised so that main stops there)."""
+
+
+def parse_only(
+    parser: argparse.ArgumentParser, args: Any = None, namespace: Any = None
+) -> NoReturn:
+    raise Parsed(ORIGINAL_PARSE_ARGS(parser, args, namespace))
+
+
+ORIGINAL_PARSE_ARGS = argparse.ArgumentParser.parse_args
+
+
+def run_benchmark_parser(monkeypatch: pytest.MonkeyPatch, script: Path, args: list[str]) -> None:
+    """Run ``script``'s main until its parser has parsed ``args``: argparse's error (exit
+    status 2) if it refuses them; no benchmark runs."""
+    monkeypatch.syspath_prepend(str(script.parent))
+    monkeypatch.setattr(sys, "argv", [str(script), *args])
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+    spec = importlib.util.spec_from_file_location(f"_doc_{script.stem}", script)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    with pytest.raises(Parsed):
+        module.main()
+
+
+def defined_tests(paths: list[Path]) -> Iterator[str]:
+    """The names of the tests defined in ``paths`` (files or folders)."""
+    for path in paths:
+        for file in [path] if path.is_file() else sorted(path.rglob("test_*.py")):
+            yield from re.findall(r"^\s*(?:async )?def (test_\w+)", file.read_text(), re.M)
+
+
+def check_pytest(args: list[str]) -> None:
+    """Its paths (and ``::`` node names) exist, ``-m`` names registered markers, and every
+    name in a ``-k`` expression matches a test in them."""
+    markers = {m.split(":")[0] for m in PYPROJECT["tool"]["pytest"]["ini_options"]["markers"]}
+    paths: list[Path] = []
+    keywords: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word == "-m":
+            expression = next(words)
+            named = set(re.findall(r"\w+", expression)) - {"and", "or", "not"}
+            assert named <= markers, f"unknown markers {named - markers}"
+        elif word == "-k":
+            keywords += set(re.findall(r"\w+", next(words))) - {"and", "or", "not"}
+        elif word.startswith("-"):
+            assert word in {"-x", "-q", "-v", "-s"} or word.startswith("--durations="), word
+        else:
+            path, _, node = word.partition("::")
+            assert (REPO / path).exists(), f"{path} does not exist"
+            paths.append(REPO / path)
+            if node:
+                assert node in set(defined_tests([REPO / path])), f"{word}: no such test"
+    names = list(defined_tests(paths or [REPO / "tests"]))
+    for keyword in keywords:
+        assert any(keyword in name for name in names), f"-k {keyword}: no test matches"
+
+
+def check_install(args: list[str]) -> None:
+    """``pip install -e '.[extra,...]'``: every extra is one pyproject.toml declares."""
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    for word in args:
+        if match := re.fullmatch(r"\.\[(.*)\]", word):
+            assert set(match[1].split(",")) <= set(extras), word
+
+
+@pytest.mark.parametrize(("where", "words"), commands(), ids=[w for w, _ in commands()])
+def test_docs_commands_are_the_codes(
+    monkeypatch: pytest.MonkeyPatch, where: str, words: list[str]
+) -> None:
+    """Each command of a ``sh`` block is one the code takes, parsed and not run: ``lakelock``
+    (or ``python -m lakelock.cli``) by the CLI's parser, ``python benchmarks/<x>.py`` by that
+    script's own parser, ``python -m pytest`` naming tests, markers and files that exist,
+    ``pip install`` naming declared extras; an environment variable it sets is one the code
+    reads."""
+    while re.fullmatch(r"[A-Z_]+=.*", words[0]):
+        name = words.pop(0).split("=", 1)[0]
+        if name != "PYTHONPATH":
+            sources = [
+                f for d in ("lakelock", "tests", "benchmarks") for f in (REPO / d).rglob("*.py")
+            ]
+            assert any(name in f.read_text() for f in sources), f"{name} is read nowhere"
+    head, args = words[0], words[1:]
+    if head == "export":
+        return
+    if head == "python" and args[:2] == ["-m", "lakelock.cli"]:
+        head, args = "lakelock", args[2:]
+    if head == "python" and args[:2] == ["-m", "pip"]:
+        head, args = "pip", args[2:]
+    if head == "python" and args[:2] == ["-m", "pytest"]:
+        check_pytest(args[2:])
+    elif head == "pip":
+        assert args[0] == "install", where
+        check_install(args[1:])
+    elif head == "lakelock":
+        build_parser().parse_args(args)
+    elif head == "python" and args and args[0].startswith("benchmarks/"):
+        script = REPO / args[0]
+        assert script.is_file(), f"{args[0]} does not exist"
+        run_benchmark_parser(monkeypatch, script, args[1:])
+    else:
+        pytest.fail(f"{where}: a command this test does not know")
+
+
+def test_every_command_block_is_tagged_sh() -> None:
+    """A block that gives commands is tagged ``sh`` (so the test above checks it)."""
+    assert commands(), "no sh blocks found"
+    for path in COMMAND_DOCS:
+        for info, body in blocks(path):
+            if info != "sh":
+                assert not COMMAND_LINE.search(body), f"{path.name}: untagged commands:\n{body}"
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["lakelock", "simulate", "--writerz", "8"],
+        ["lakelock", "no-such-command"],
+        ["python", "benchmarks/bench_tuning.py", "--writers", "many"],
+        ["python", "benchmarks/bench_tuning.py", "--no-such-flag"],
+        ["python", "benchmarks/bench_none.py"],
+        ["python", "-m", "pytest", "tests/test_none.py"],
+        ["python", "-m", "pytest", "tests/test_docs.py::test_none"],
+        ["python", "-m", "pytest", "tests/test_simulator.py", "-k", "test_none_sweep"],
+        ["python", "-m", "pytest", "-m", "slowish"],
+        ["LAKELOCK_" + "NONE=1", "python", "-m", "pytest"],
+        ["python", "-m", "pip", "install", "-e", ".[none]"],
+        ["make", "docs"],
+    ],
+    ids=" ".join,
+)
+def test_a_wrong_command_is_found(monkeypatch: pytest.MonkeyPatch, words: list[str]) -> None:
+    """The check above refuses a command the code does not take: an unknown subcommand,
+    option, script, test file, test, marker, environment variable or extra."""
+    with pytest.raises((SystemExit, AssertionError, pytest.fail.Exception)):
+        test_docs_commands_are_the_codes(monkeypatch, "a wrong command", words)

@@ -30,44 +30,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ResponseStreamingError
 
 from lakelock.testing import S3Endpoint
-from tests import _localstack
+from tests._localstack import Target
 from tests._support import wait_until
 
 FIVE_MIB = 5 * 1024 * 1024
 
 # Raw S3 behaviour, unconditional writes included: no bucket policy here.
 pytestmark = pytest.mark.unguarded
-
-
-@dataclass(frozen=True)
-class Target:
-    """The S3 under test: a client and a fresh bucket."""
-
-    name: Literal["embedded", "localstack"]
-    client: Any
-    bucket: str
-
-    @property
-    def localstack(self) -> bool:
-        return self.name == "localstack"
-
-
-@pytest.fixture(params=["embedded", pytest.param("localstack", marks=_localstack.MARKS)])
-def target(request: pytest.FixtureRequest) -> Target:
-    """The embedded endpoint (a bare bucket), or LocalStack's S3 with ``-m localstack``."""
-    if request.param == "embedded":
-        return Target(
-            "embedded", request.getfixturevalue("client"), request.getfixturevalue("bucket")
-        )
-    localstack: _localstack.LocalStack = request.getfixturevalue("localstack")
-    return Target("localstack", localstack.client(), localstack.new_bucket(request.node.name))
 
 
 def status_code(error: ClientError) -> tuple[int, str]:

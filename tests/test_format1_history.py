@@ -4,40 +4,17 @@ commit log stays in the dataset's history."""
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
-import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock._registry import REGISTRY_KEY, RegistryDoc, apply_change, seal
-from lakelock._registry._changes import Change, delta_manifests
-from lakelock._registry._document import serialize_registry
 from lakelock.errors import VersionNotFoundError
-
-
-def rows(ids: list[int], day: int) -> pa.Table:
-    return pa.table({"id": ids, "day": [day] * len(ids)})
+from tests._support.format1 import plant_format1, rows
 
 
 def plant_format1_versions(lake: Lake) -> None:
     """Format-1 versions 1-3, one commit each: sales, sales, events."""
-    doc = RegistryDoc(format_version=1)
-    for n, (name, day) in enumerate((("sales", 1), ("sales", 2), ("events", 3)), start=1):
-        files = lake.write(name, rows([n], day), partition_by=["day"])
-        refs = {}
-        for path, (ref, body) in delta_manifests(name, files, nonce=uuid.uuid4().hex).items():
-            lake.store.put(ref.key, body, mode="create")
-            refs[path] = ref
-        change = Change(
-            name, f"old-{n}", add=tuple(files), added_manifests=refs, operation="append"
-        )
-        manifests: dict[str, Any] = {}
-        now = f"2026-01-0{n}T00:00:00.000000Z"
-        applied = apply_change(doc, change, manifests=manifests, now=now, next_version=n)
-        doc = seal(applied.doc, [(change, applied)], now=now, window=100)
-    lake.store.put(REGISTRY_KEY, serialize_registry(doc), mode="create")
+    commits = [("sales", "old-1", [1], 1), ("sales", "old-2", [2], 2), ("events", "old-3", [3], 3)]
+    plant_format1(lake, commits, versions=True)
 
 
 def test_time_travel_begins_at_the_upgrade_and_history_keeps_format_1(lake: Lake) -> None:

@@ -246,7 +246,7 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
         Change("sales", "dead-2", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 1000,
     )
-    reg.read()  # another process swapped last, as far as we know
+    reg.hints.swapped_last = False  # as if another process had swapped since
     reg.hints.contended_until = float("inf")  # as after a lost race: other processes are busy here
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
     # Its first wait (for any process to fold it), its stagger (a round, in looks a third of
@@ -491,7 +491,7 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
         Change("sales", "dead-3", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 1000,
     )
-    reg.read()  # another process swapped last, as far as we know
+    reg.hints.swapped_last = False  # as if another process had swapped since
     reg.hints.contended_until = float("inf")
     reg.hints.round_seconds = 0.3
     reg.commit("sales", add=[datafile("sales", "", "b")])

@@ -5,6 +5,7 @@ is sent."""
 
 from __future__ import annotations
 
+import ast
 import re
 import uuid
 from typing import Any
@@ -18,13 +19,22 @@ from lakelock._layout import (
     MAX_KEY_BYTES,
     MAX_NONCE,
     REGISTRY_KEY,
+    VIEW_DIGITS,
+    ViewKey,
     data_file_key,
     dataset_prefix,
+    delta_checkpoint_key,
+    delta_log_key,
     doctor_scratch,
+    files_prefix,
+    iceberg_list_key,
+    iceberg_manifest_key,
+    iceberg_metadata_key,
     intent_ms,
     intents_from,
     lease_key,
     lock_table_key,
+    parse_view_key,
     probe_key,
     validate_prefix_room,
 )
@@ -94,7 +104,13 @@ def test_every_builder_lands_in_its_area() -> None:
         data_file_key("sales", "day=1/region=eu", "f.parquet"): 9,
         data_file_key("sales", "", "f.parquet"): 9,
         doctor_scratch("0123abcd") + "01-create-only": 10,
+        delta_log_key("sales", 3): 11,
+        delta_checkpoint_key("sales", 10): 12,
+        iceberg_metadata_key("sales", 41): 13,
+        iceberg_list_key("sales", 41): 14,
+        iceberg_manifest_key("sales", 41, 2): 15,
     }
+    assert len(set(built.values())) == len(LAYOUT)
     for key, area in built.items():
         assert area_of(key) == LAYOUT[area].pattern, key
     assert area_of("metastore/elsewhere/x.json") is None
@@ -112,6 +128,36 @@ def test_what_a_lake_leaves_is_in_the_layout(lake: Lake) -> None:
     keys = [o.key for o in lake.store.list("")]
     assert {area_of(k) for k in keys} >= {LAYOUT[0].pattern, LAYOUT[6].pattern}
     assert [k for k in keys if area_of(k) is None] == []
+
+
+def test_view_keys_are_read_back_as_built() -> None:
+    """Each view key says what it is, of which dataset and which version (vacuum keeps a
+    view's objects by it); a key the views do not write is none of them."""
+    version = 10**VIEW_DIGITS - 1
+    assert [
+        parse_view_key(k)
+        for k in (
+            delta_log_key("sales", 3),
+            delta_checkpoint_key("sales", 10),
+            iceberg_metadata_key("sales", version),
+            iceberg_list_key("sales", 41),
+            iceberg_manifest_key("sales", 41, 12),
+        )
+    ] == [
+        ViewKey(delta_log_key("sales", 3), "delta log", "sales", 3),
+        ViewKey(delta_checkpoint_key("sales", 10), "delta checkpoint", "sales", 10),
+        ViewKey(iceberg_metadata_key("sales", version), "iceberg metadata", "sales", version),
+        ViewKey(iceberg_list_key("sales", 41), "iceberg list", "sales", 41),
+        ViewKey(iceberg_manifest_key("sales", 41, 12), "iceberg manifest", "sales", 41),
+    ]
+    for key in (
+        "views/sales/iceberg/manifests/x.avro",
+        "views/sales/iceberg/metadata/3.metadata.json",
+        "datasets/sales/_delta_log/00000000000000000003.crc",
+        "datasets/sales/day=1/_delta_log/00000000000000000003.json",
+        data_file_key("sales", "day=1", "f.parquet"),
+    ):
+        assert parse_view_key(key) is None, key
 
 
 def test_intent_keys_sort_by_the_time_they_name() -> None:
@@ -203,3 +249,47 @@ def test_lease_and_lock_refuse_long_keys_before_sending(
         locks.lock(write=["/" + "d" * 420])
     assert s3.stats() == {}
     assert locks.lock(write=["/d"]).request.write == frozenset({"/d"})
+
+
+def test_files_prefix_is_where_a_files_key_lies() -> None:
+    """A data file's key lies under its dataset's and its partition's prefix, and no other
+    partition's."""
+    key = data_file_key("sales", "day=1/region=eu", "f.parquet")
+    assert key.startswith(files_prefix("sales"))
+    assert key.startswith(files_prefix("sales", "day=1/region=eu"))
+    assert not key.startswith(files_prefix("sales", "day=1/region=e"))
+    assert files_prefix("sales") == dataset_prefix("sales")
+
+
+#: Strings that are a layout folder's name but build no key: the area labels of request
+#: counts (the test endpoint's and the simulator's, ``metastore/<kind>``).
+NOT_KEYS = {("testing/_gateway.py", "metastore/"), ("_sim/_loop.py", "metastore/")}
+
+
+def test_only_the_layout_spells_its_folders() -> None:
+    """No module but lakelock/_layout.py has a string (docstrings aside) starting with a
+    folder of the layout: every key is built there."""
+    folders = ("datasets/", "metastore/", "views/", ".lakelock-doctor/")
+    package = REPO / "lakelock"
+    found = set()
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix()
+        if name == "_layout.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and node.value.startswith(folders)
+            ):
+                found.add((name, node.value))
+    assert {(name, value) for name, value in found if (name, value) not in NOT_KEYS} == set()

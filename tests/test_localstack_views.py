@@ -21,7 +21,7 @@ from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
 from lakelock._retry import RetryPolicy
 from tests._localstack import MARKS, LocalStack
-from tests.test_mirror import history, rows
+from tests._support.views import delta_options, history, iceberg_properties, rows
 
 deltalake = pytest.importorskip("deltalake")
 pyiceberg_table = pytest.importorskip("pyiceberg.table")
@@ -40,27 +40,6 @@ def lake(localstack: LocalStack, request: pytest.FixtureRequest) -> Lake:
     bucket = localstack.new_bucket(request.node.name)
     retry = RetryPolicy(max_attempts=100, initial_backoff=0.005, max_backoff=0.1)
     return Lake(bucket, prefix="lake", s3=localstack.client(), retry=retry)
-
-
-def delta_options(localstack: LocalStack) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": localstack.url,
-        "AWS_ACCESS_KEY_ID": KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_FORCE_PATH_STYLE": "true",
-    }
-
-
-def iceberg_properties(localstack: LocalStack) -> dict[str, str]:
-    return {
-        "s3.endpoint": localstack.url,
-        "s3.access-key-id": KEY,
-        "s3.secret-access-key": SECRET,
-        "s3.region": "us-east-1",
-        "s3.path-style-access": "true",
-    }
 
 
 @pytest.fixture
@@ -99,14 +78,16 @@ def test_views_and_catalog_read_every_version_on_localstack(
     assert result.delta == f"s3://{lake.bucket}/lake/datasets/events"
 
     table = pyiceberg_table.StaticTable.from_metadata(
-        result.iceberg, properties=iceberg_properties(localstack)
+        result.iceberg, properties=iceberg_properties(localstack.url, KEY, SECRET, path_style=True)
     )
     assert [s.snapshot_id for s in table.snapshots()] == versions
     assert [s.summary["lakelock.version"] for s in table.snapshots()] == [str(v) for v in versions]
     for number, version in enumerate(versions):
         expected = lake.read("events", version=version)
         delta = deltalake.DeltaTable(
-            result.delta, version=number, storage_options=delta_options(localstack)
+            result.delta,
+            version=number,
+            storage_options=delta_options(localstack.url, KEY, SECRET, path_style=True),
         )
         assert delta.version() == number
         reads = {
@@ -128,7 +109,9 @@ def test_views_and_catalog_read_every_version_on_localstack(
     )
     old_files = pc.field("id") < 10
     delta_then = deltalake.DeltaTable(
-        result.delta, version=2, storage_options=delta_options(localstack)
+        result.delta,
+        version=2,
+        storage_options=delta_options(localstack.url, KEY, SECRET, path_style=True),
     ).to_pyarrow_table()
     for engine, got in {
         "pyiceberg": table.scan(snapshot_id=with_score).to_arrow(),

@@ -17,76 +17,23 @@ import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
-from lakelock._mirror._layout import delta_log_prefix, newest, numbered
+from lakelock._layout import delta_log_prefix
+from lakelock._mirror._series import RESTARTS, newest, numbered, restarting
 from lakelock._vacuum import vacuum
-from lakelock.errors import InvalidNameError
+from lakelock.errors import AlreadyExistsError, InvalidNameError
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from tests._support import FAST_RETRY
+from tests._support.views import SECRET, delta_options, events, history, iceberg_properties, rows
 
 deltalake = pytest.importorskip("deltalake")
 pyiceberg_table = pytest.importorskip("pyiceberg.table")
 duckdb = pytest.importorskip("duckdb")
-
-SECRET = "lakelock-secret"
 
 
 @pytest.fixture
 def lake(client: Any, bucket: str) -> Lake:
     """A lake under a prefix of the test bucket."""
     return Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY)
-
-
-def delta_options(s3: S3Endpoint) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": s3.url,
-        "AWS_ACCESS_KEY_ID": DEFAULT_ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    }
-
-
-def iceberg_properties(s3: S3Endpoint) -> dict[str, str]:
-    return {
-        "s3.endpoint": s3.url,
-        "s3.access-key-id": DEFAULT_ACCESS_KEY,
-        "s3.secret-access-key": SECRET,
-        "s3.region": "us-east-1",
-    }
-
-
-def rows(table: pa.Table, schema: pa.Schema) -> list[dict[str, Any]]:
-    """``table`` as sorted rows, cast to ``schema`` (Iceberg widens int16 to int; DuckDB
-    and delta-rs may order columns their way)."""
-    table = table.select(schema.names).cast(schema)
-    return sorted(table.to_pylist(), key=lambda r: orjson.dumps(r, option=orjson.OPT_SORT_KEYS))
-
-
-def events(ids: range, day: int, *, extra: bool = False) -> pa.Table:
-    columns: dict[str, Any] = {
-        "id": pa.array(list(ids), pa.int64()),
-        "name": pa.array([f"n{i}" for i in ids]),
-        "day": pa.array([dt.date(2026, 1, day)] * len(ids), pa.date32()),
-    }
-    if extra:
-        columns["score"] = pa.array([float(i) for i in ids])
-    return pa.table(columns)
-
-
-def history(lake: Lake) -> list[int]:
-    """Versions of ``events``: appends, an added column, an overwrite, a partition delete, a
-    compaction and a restore."""
-    lake.append("events", events(range(0, 5), 1), partition_by=["day"])
-    lake.append("events", events(range(5, 10), 2), partition_by=["day"])
-    lake.append(
-        "events", events(range(10, 12), 2, extra=True), partition_by=["day"], schema_mode="merge"
-    )
-    lake.overwrite("events", events(range(20, 23), 1), partition_by=["day"])
-    lake.append("events", events(range(30, 33), 3), partition_by=["day"])
-    lake.delete("events", partitions=[{"day": dt.date(2026, 1, 3)}])
-    lake.compact("events")
-    lake.restore("events", version=2)
-    return [h.version for h in reversed(lake.history("events"))]
 
 
 def duckdb_connection(s3: S3Endpoint) -> Any:
@@ -130,7 +77,7 @@ def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
     assert result.iceberg is not None
     assert result.delta == f"s3://{lake.bucket}/lake/datasets/events"
     table = pyiceberg_table.StaticTable.from_metadata(
-        result.iceberg, properties=iceberg_properties(s3)
+        result.iceberg, properties=iceberg_properties(s3.url)
     )
     assert [s.snapshot_id for s in table.snapshots()] == versions
     assert [s.summary["lakelock.version"] for s in table.snapshots()] == [str(v) for v in versions]
@@ -140,7 +87,7 @@ def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
         schema = expected_table.schema
         expected = rows(expected_table, schema)
         delta = deltalake.DeltaTable(
-            result.delta, version=number, storage_options=delta_options(s3)
+            result.delta, version=number, storage_options=delta_options(s3.url)
         )
         log = lake.store.get(f"{delta_log_prefix('events')}{number:020d}.json").body
         assert orjson.loads(log.splitlines()[0])["commitInfo"]["lakelock.version"] == str(version)
@@ -166,7 +113,7 @@ def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
     added = lake.read("events", version=versions[2])
     assert added.filter(pc.field("id") < 10).column("score").null_count == 10
     # Typed partition column everywhere.
-    newest_delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    newest_delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
     assert newest_delta.metadata().partition_columns == ["day"]
     day = next(f for f in newest_delta.schema().fields if f.name == "day")
     assert day.type == deltalake.schema.PrimitiveType("date")
@@ -217,10 +164,10 @@ def test_racing_mirrors_make_one_view(lake: Lake, s3: S3Endpoint, client: Any) -
     assert top[0] == 2
     expected = rows(lake.read("events"), lake.read("events").schema)
     table = pyiceberg_table.StaticTable.from_metadata(
-        results[0].iceberg, properties=iceberg_properties(s3)
+        results[0].iceberg, properties=iceberg_properties(s3.url)
     )
     assert rows(table.scan().to_arrow(), lake.read("events").schema) == expected
-    delta = deltalake.DeltaTable(results[0].delta, storage_options=delta_options(s3))
+    delta = deltalake.DeltaTable(results[0].delta, storage_options=delta_options(s3.url))
     assert rows(delta.to_pyarrow_table(), lake.read("events").schema) == expected
 
 
@@ -235,7 +182,7 @@ def test_checkpoints_every_ten_versions(lake: Lake, s3: S3Endpoint, admin: Any) 
     for n in range(10):  # a reader must start from the checkpoint alone
         key = lake.store.full_key(f"{delta_log_prefix('events')}{n:020d}.json")
         admin.delete_object(Bucket=lake.bucket, Key=key)
-    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
     assert delta.version() == 11
     assert rows(delta.to_pyarrow_table(), lake.read("events").schema) == rows(
         lake.read("events"), lake.read("events").schema
@@ -252,6 +199,24 @@ def test_newest_finds_the_last_of_a_long_series_in_few_lists(lake: Lake, s3: S3E
     assert found == (299, f"{prefix}{299:020d}.json")
     assert s3.stats()["ListObjectsV2"] <= 20
     assert newest(lake.store, "views/none/", numbered(".json")) is None
+
+
+def test_a_mirror_starts_over_while_others_change_the_view_then_gives_up(lake: Lake) -> None:
+    """A pass that found another mirror's different view is tried again, from the view as it
+    now is; one whose view kept changing for RESTARTS passes is AlreadyExistsError."""
+    answers = iter([None, None, "done"])
+    passes = []
+
+    def attempt() -> str | None:
+        passes.append(1)
+        return next(answers)
+
+    assert restarting(attempt, lake.store, "Delta view") == "done"
+    assert len(passes) == 3
+    passes.clear()
+    with pytest.raises(AlreadyExistsError, match="Delta view kept changing"):
+        restarting(lambda: passes.append(1), lake.store, "Delta view")
+    assert len(passes) == RESTARTS
 
 
 def test_bad_formats_and_datasets(lake: Lake) -> None:
@@ -288,11 +253,11 @@ def test_auto_mirror_follows_commits_and_never_fails_them(
     third = lake.append("events", events(range(5, 7), 3), partition_by=["day"])
     assert lake.auto_mirror.wait(timeout=60)
     delta = deltalake.DeltaTable(
-        f"s3://{bucket}/lake/datasets/events", storage_options=delta_options(s3)
+        f"s3://{bucket}/lake/datasets/events", storage_options=delta_options(s3.url)
     )
     assert delta.version() == 2
     iceberg = pyiceberg_table.StaticTable.from_metadata(
-        lake.mirror("events").iceberg, properties=iceberg_properties(s3)
+        lake.mirror("events").iceberg, properties=iceberg_properties(s3.url)
     )
     assert [s.snapshot_id for s in iceberg.snapshots()][-2:] == [second.version, third.version]
     lake.auto_mirror.close()
@@ -331,16 +296,16 @@ def test_a_format1_registry_is_refused_without_writing(lake: Lake, s3: S3Endpoin
     """Format 1 keeps no versions: mirroring it is VersionNotFoundError and writes nothing
     (it never upgrades the registry itself); after the upgrade the views start there."""
     from lakelock.errors import VersionNotFoundError
-    from tests.test_registry_format2 import plant_format1
+    from tests._support.format1 import plant_format1
 
-    plant_format1(lake)
+    plant_format1(lake, [("sales", "old-sales", [1], 1)], versions=False)
     s3.reset_stats()
     with pytest.raises(VersionNotFoundError, match="format 1"):
         lake.mirror("sales")
     assert "PutObject" not in s3.stats()
     lake.registry.migrate()
     result = lake.mirror("sales")
-    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
     assert rows(delta.to_pyarrow_table(), lake.read("sales").schema) == rows(
         lake.read("sales"), lake.read("sales").schema
     )
@@ -363,7 +328,7 @@ def test_a_delete_reads_only_the_iceberg_manifests_that_can_hold_its_files(
     assert views["GetObject other"] == 3  # metadata.json, manifest list, one manifest
     assert views["PutObject other"] == 3  # the rewritten manifest, a list, a metadata.json
     table = pyiceberg_table.StaticTable.from_metadata(
-        result.iceberg, properties=iceberg_properties(s3)
+        result.iceberg, properties=iceberg_properties(s3.url)
     )
     schema = lake.read("events").schema
     assert rows(table.scan().to_arrow(), schema) == rows(lake.read("events"), schema)
@@ -394,7 +359,7 @@ def test_a_crash_leaves_the_view_behind_and_the_next_mirror_continues(
     assert second.iceberg != first.iceberg
     assert s3.stats().get("HeadObject") == 1  # the crashed run's manifest, measured
     table = pyiceberg_table.StaticTable.from_metadata(
-        second.iceberg, properties=iceberg_properties(s3)
+        second.iceberg, properties=iceberg_properties(s3.url)
     )
     schema = lake.read("events").schema
     assert rows(table.scan().to_arrow(), schema) == rows(lake.read("events"), schema)
@@ -424,10 +389,10 @@ def test_awkward_partitions_and_types_read_alike(lake: Lake, s3: S3Endpoint) -> 
         return sorted(str(r) for r in t.select(schema.names).cast(schema).to_pylist())
 
     iceberg = pyiceberg_table.StaticTable.from_metadata(
-        result.iceberg, properties=iceberg_properties(s3)
+        result.iceberg, properties=iceberg_properties(s3.url)
     )
     assert comparable(iceberg.scan().to_arrow()) == comparable(expected)
-    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
     assert comparable(delta.to_pyarrow_table()) == comparable(expected)
 
 
@@ -443,7 +408,7 @@ def test_versions_past_the_retention_leave_the_iceberg_metadata(
     versions = [h.version for h in reversed(lake.history("events"))]
     assert result.iceberg is not None
     table = pyiceberg_table.StaticTable.from_metadata(
-        result.iceberg, properties=iceberg_properties(s3)
+        result.iceberg, properties=iceberg_properties(s3.url)
     )
     assert [s.snapshot_id for s in table.snapshots()] == versions[-2:]
     assert [e.snapshot_id for e in table.metadata.snapshot_log] == versions[-2:]
@@ -471,7 +436,7 @@ def test_views_carry_column_bounds_and_engines_read_only_the_file_they_admit(
     result = lake.mirror("events")
     assert result.iceberg is not None
     table = pyiceberg_table.StaticTable.from_metadata(
-        result.iceberg, properties=iceberg_properties(s3)
+        result.iceberg, properties=iceberg_properties(s3.url)
     )
     field_id = table.schema().find_field("id").field_id
     snapshot = table.current_snapshot()
@@ -489,7 +454,7 @@ def test_views_carry_column_bounds_and_engines_read_only_the_file_they_admit(
         )
         for f in entries
     } == bounds
-    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
     actions = pa.table(delta.get_add_actions(flatten=True))
     found = zip(actions["min.id"].to_pylist(), actions["max.id"].to_pylist(), strict=True)
     assert set(found) == bounds

@@ -20,23 +20,12 @@ import pytest
 from lakelock._pathlock import AsyncPathLock, LockRequest, requests_conflict
 from lakelock._pathlock._striped import StripedIndex
 from lakelock.errors import LockTimeout
-
-TREE = ["/" + "/".join(p) for d in range(4) for p in itertools.product("ab", repeat=d)]
+from tests._support.pathlocks import TREE, random_request
 
 
 def run(coroutine: Coroutine[Any, Any, None]) -> None:
     """Run one test coroutine on a fresh event loop."""
     asyncio.run(coroutine)
-
-
-def random_request(rng: random.Random, paths: list[str]) -> LockRequest:
-    """Up to two reads and two writes; a third of them an ancestor/descendant mix."""
-    reads = rng.sample(paths, rng.randint(0, 2))
-    writes = rng.sample(paths, rng.randint(0, 2))
-    if rng.random() < 0.3 and reads:
-        child = [p for p in paths if p.startswith(reads[0].rstrip("/") + "/")]
-        writes = rng.sample(child, 1) if child else writes
-    return LockRequest(reads, writes)
 
 
 async def try_lock(lock: AsyncPathLock, request: LockRequest) -> bool:

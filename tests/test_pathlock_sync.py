@@ -20,20 +20,7 @@ import pytest
 
 from lakelock._pathlock import LockRequest, PathLock, requests_conflict
 from lakelock.errors import InvalidNameError, LakelockError, LockTimeout
-
-TREE = [
-    "/" + "/".join(p) for d in range(4) for p in itertools.product("ab", repeat=d)
-]  # depth-3 binary tree, 15 paths
-
-
-def random_request(rng: random.Random, paths: list[str]) -> LockRequest:
-    """Up to two reads and two writes; a third of them an ancestor/descendant mix."""
-    reads = rng.sample(paths, rng.randint(0, 2))
-    writes = rng.sample(paths, rng.randint(0, 2))
-    if rng.random() < 0.3 and reads:
-        child = [p for p in paths if p.startswith(reads[0].rstrip("/") + "/")]
-        writes = rng.sample(child, 1) if child else writes
-    return LockRequest(reads, writes)
+from tests._support.pathlocks import TREE, random_request
 
 
 def try_lock(lock: PathLock, request: LockRequest) -> bool:

@@ -9,13 +9,12 @@ import dataclasses
 import uuid
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock._registry import REGISTRY_KEY, Registry, RegistryDoc, apply_change, seal
-from lakelock._registry._changes import Change, delta_manifests
+from lakelock._registry import REGISTRY_KEY, Registry
+from lakelock._registry._changes import Change
 from lakelock._registry._document import encode_schema, parse_registry, serialize_registry
 from lakelock._registry._objects import RECENT_IDS
 from lakelock._registry._snapshot import serialize_snapshot, snapshot_key
@@ -25,15 +24,12 @@ from lakelock.errors import CommitConflictError, SnapshotExpiredError, VersionNo
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.files import datafile
+from tests._support.format1 import plant_format1, rows
 
 
 @pytest.fixture
 def lake(client: Any, bucket: str) -> Lake:
     return Lake(bucket, s3=client, retry=FAST_RETRY)
-
-
-def rows(ids: list[int], day: int = 1) -> pa.Table:
-    return pa.table({"id": ids, "day": [day] * len(ids)})
 
 
 def ids(table: pa.Table) -> list[int]:
@@ -280,39 +276,17 @@ def test_lost_ack_on_snapshot_or_node_put_commits_once(
 # -- the upgrade from format 1 -----------------------------------------------------------------
 
 
-def plant_format1(lake: Lake) -> bytes:
+def plant_format1_lake(lake: Lake) -> bytes:
     """A format-1 registry with two datasets, as an older lakelock wrote it."""
-    doc = RegistryDoc(format_version=1)
-    applied = []
-    for name, day in (("sales", 1), ("events", 2)):
-        files = lake.write(name, rows([day * 10, day * 10 + 1], day=day), partition_by=["day"])
-        refs = {}
-        for path, (ref, body) in delta_manifests(name, files, nonce=uuid.uuid4().hex).items():
-            lake.store.put(ref.key, body, mode="create")
-            refs[path] = ref
-        change = Change(name, f"old-{name}", add=tuple(files), added_manifests=refs)
-        manifests: dict[str, Any] = {}
-        result = apply_change(
-            doc,
-            change,
-            manifests=manifests,
-            now="2026-01-01T00:00:00.000000Z",
-            next_version=doc.version + 1,
-        )
-        applied.append((change, result))
-        doc = result.doc
-    doc = seal(doc, applied, now="2026-01-01T00:00:00.000000Z", window=100)
-    body = serialize_registry(doc)
-    assert orjson.loads(body)["format_version"] == 1
-    lake.store.put(REGISTRY_KEY, body, mode="create")
-    return body
+    commits = [("sales", "old-sales", [10, 11], 1), ("events", "old-events", [20, 21], 2)]
+    return plant_format1(lake, commits, versions=False, operation="commit")
 
 
 def test_format1_is_read_as_before_then_upgraded_by_the_first_commit(lake: Lake) -> None:
     """A format-1 registry reads as before; the first commit upgrades it (keeping the old
     body as a write-once backup) and nothing is lost; re-running an old commit id is still a
     no-op; history before the upgrade is a typed error, not an empty table."""
-    body = plant_format1(lake)
+    body = plant_format1_lake(lake)
     before = lake.registry.read()
     assert before.format_version == 1
     assert ids(lake.read("sales")) == [10, 11]
@@ -333,7 +307,7 @@ def test_format1_is_read_as_before_then_upgraded_by_the_first_commit(lake: Lake)
 def test_concurrent_upgrades_exactly_one_wins(lake: Lake, store: ObjectStore) -> None:
     """Eight registries upgrade one format-1 registry at once: exactly one does it, the rest
     find format 2; every row is still there."""
-    plant_format1(lake)
+    plant_format1_lake(lake)
 
     def upgrade(_: int) -> Any:
         return Registry(store, retry=FAST_RETRY).migrate()

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests import _localstack
+from tests._localstack import Target
 
 pytestmark = pytest.mark.unguarded  # raw S3: unconditional writes set up each case
 
@@ -281,23 +281,6 @@ CASES: dict[str, Case] = {
 }
 
 
-@dataclass(frozen=True)
-class Store:
-    name: str
-    client: Any
-    bucket: str
-
-
-@pytest.fixture(params=["embedded", pytest.param("localstack", marks=_localstack.MARKS)])
-def store(request: pytest.FixtureRequest) -> Store:
-    if request.param == "embedded":
-        return Store(
-            "embedded", request.getfixturevalue("client"), request.getfixturevalue("bucket")
-        )
-    localstack: _localstack.LocalStack = request.getfixturevalue("localstack")
-    return Store("localstack", localstack.client(), localstack.new_bucket(request.node.name))
-
-
 def answer_of(call: Callable[[], Any]) -> Answer:
     try:
         response = call()
@@ -320,24 +303,24 @@ def content(client: Any, bucket: str) -> bytes | None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_reference(store: Store, name: str) -> None:
+def test_reference(target: Target, name: str) -> None:
     """One case of :data:`CASES`: the answer and the key's content afterwards."""
     case = CASES[name]
-    client, bucket = store.client, store.bucket
+    client, bucket = target.client, target.bucket
     etags = [client.put_object(Bucket=bucket, Key=KEY, Body=body)["ETag"] for body in case.setup]
     answer = answer_of(lambda: case.request(client, bucket, etags[0] if etags else None))
     expected, after = case.expected, case.after
-    if store.name == "localstack" and case.localstack is not None:
+    if target.localstack and case.localstack is not None:
         expected, after = case.localstack
     assert answer == expected, case.reference
     assert content(client, bucket) == after, case.reference
 
 
-def test_etags_agree_across_put_head_and_list(store: Store) -> None:
+def test_etags_agree_across_put_head_and_list(target: Target) -> None:
     """The ETag a write returns is the one HEAD and ListObjectsV2 report (vacuum deletes by
     the listed ETag, compare-and-swap writes by the read one), and every response carries a
     ``Date`` (leases take the server's clock from it)."""
-    client, bucket = store.client, store.bucket
+    client, bucket = target.client, target.bucket
     written = client.put_object(Bucket=bucket, Key=KEY, Body=b"data")["ETag"]
     head = client.head_object(Bucket=bucket, Key=KEY)
     (listed,) = client.list_objects_v2(Bucket=bucket)["Contents"]
@@ -346,10 +329,10 @@ def test_etags_agree_across_put_head_and_list(store: Store) -> None:
     assert parsedate_to_datetime(date).tzinfo is not None
 
 
-def test_part_copy_of_a_range(store: Store) -> None:
+def test_part_copy_of_a_range(target: Target) -> None:
     """UploadPartCopy x-amz-copy-source-range copies exactly the bytes asked (lakelock copies
     large files in ranges): two ranged parts completed give the source back."""
-    client, bucket = store.client, store.bucket
+    client, bucket = target.client, target.bucket
     source = bytes(range(256)) * 40_000  # 10 MB: the first part must be at least 5 MiB
     client.put_object(Bucket=bucket, Key="src", Body=source)
     upload = client.create_multipart_upload(Bucket=bucket, Key=KEY)["UploadId"]

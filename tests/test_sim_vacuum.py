@@ -88,7 +88,7 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
 
 
 #: The policy's defaults before the fold read ahead and the hand-over (2026-11-25, later).
-BEFORE_AHEAD = (("read_ahead", 0), ("handover", 0.0))
+BEFORE_AHEAD = (("read_ahead", 0), ("handover", 0))
 #: ... and before hedged requests and a round of 0.1 s (2026-11-25).
 FOUND_WITH = (("hedge", 0.0), ("first_round", 0.05), *BEFORE_AHEAD)
 

@@ -945,45 +945,45 @@ PINNED_CORE = (
     "--skew 10 --readers 1 --intent-ttl 2",
     {
         "areas": {
-            "GetObject metastore/intents": 0.621,
-            "GetObject metastore/manifests": 0.091,
-            "GetObject metastore/snapshots": 0.788,
-            "GetObject root": 0.818,
-            "ListObjectsV2 metastore/intents": 1.727,
-            "PutObject datasets": 1.242,
-            "PutObject metastore/intents": 1.152,
-            "PutObject metastore/manifests": 0.212,
-            "PutObject metastore/snapshots": 1.924,
-            "PutObject root": 1.439,
+            "GetObject metastore/intents": 0.885,
+            "GetObject metastore/manifests": 0.049,
+            "GetObject metastore/snapshots": 0.689,
+            "GetObject root": 0.934,
+            "ListObjectsV2 metastore/intents": 1.787,
+            "PutObject datasets": 1.246,
+            "PutObject metastore/intents": 1.098,
+            "PutObject metastore/manifests": 0.328,
+            "PutObject metastore/snapshots": 2.016,
+            "PutObject root": 1.443,
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
         "bound_latency": 800.0,
-        "bytes_per_commit": 35917.53,
-        "commits": 62,
-        "commits_per_cas": 0.971,
-        "commits_per_second": 20.667,
-        "failed": 0,
-        "faults_injected": 33,
-        "gave_up": 6,
+        "bytes_per_commit": 39967.738,
+        "commits": 57,
+        "commits_per_cas": 1.0,
+        "commits_per_second": 19.0,
+        "failed": 2,
+        "faults_injected": 39,
+        "gave_up": 4,
         "killed": 2,
         "largest_fold": 5,
         "makespan": 3.0,
-        "p50_ms": 41.935,
-        "p99_ms": 2154.927,
+        "p50_ms": 40.306,
+        "p99_ms": 2650.013,
         "requests": {
-            "reader:GetObject": 24,
-            "writer:GetObject": 153,
-            "writer:ListObjectsV2": 114,
-            "writer:PutObject": 394,
+            "reader:GetObject": 29,
+            "writer:GetObject": 156,
+            "writer:ListObjectsV2": 109,
+            "writer:PutObject": 374,
         },
-        "requests_per_commit": 10.015,
-        "root_swaps": 68,
+        "requests_per_commit": 10.475,
+        "root_swaps": 61,
         "seconds": 3.0,
         "seed": 3,
         "store": "s3-express",
-        "throttled": 6,
-        "trace": "fc8e540a152e39de",
+        "throttled": 10,
+        "trace": "5ee071f00ec2e674",
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
@@ -1092,7 +1092,7 @@ POLICY_CHOICES: dict[str, tuple[float, ...]] = {
     "linger": (0, 1, 2, 8),
     "hedge": (0.0, 1.5, 2.0, 4.0),
     "read_ahead": (0, 1),
-    "handover": (0.0, 2.0, 8.0),
+    "handover": (0, 1),
 }
 
 
@@ -1284,15 +1284,18 @@ def test_a_lost_swap_answer_is_looked_up_in_the_index_once_its_version_left_the_
     at v4 — but with v4's later records only, ours pruned — so the writer took its commit
     for absent and applied it again at v43. The window proves only versions after its
     oldest record's (``_decide.past_the_window``); older, the datasets' commit-id indexes
-    answer. With the old bound (a version after the oldest record's) the seed commits twice."""
-    assert simulate(sweep_config(21043)).violations == []
+    answer. With the old bound (a version after the oldest record's) the seed commits twice.
+    (The hand-over after a race nobody won changed that run; without it, it is the same.)"""
+    found = sweep_config(21043)
+    config = dataclasses.replace(found, policy=(*found.policy, ("handover", 0)))
+    assert simulate(config).violations == []
 
     def window_proves_its_oldest_version(doc: Any, version: int) -> bool:
         oldest = doc.commits[0].version if doc.commits else doc.version + 1
         return oldest > version and doc.version >= version
 
     monkeypatch.setattr(_decide, "past_the_window", window_proves_its_oldest_version)
-    result = simulate(sweep_config(21043))
+    result = simulate(config)
     assert any("recorded [2, 2] times" in v for v in result.violations), result.violations[:3]
 
 

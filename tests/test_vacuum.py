@@ -164,7 +164,7 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
     from pyiceberg.table import StaticTable
 
     from lakelock._mirror._vacuum import view_keep
-    from tests.test_mirror import delta_options, iceberg_properties
+    from tests._support.views import delta_options, iceberg_properties
 
     for i in range(12):
         lake.append("sales", pa.table({"id": [i], "year": [2020 + i % 3]}), partition_by=["year"])
@@ -188,7 +188,7 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
     }
     result = lake.mirror("sales")
     expected = sorted(lake.read("sales")["id"].to_pylist())
-    table = StaticTable.from_metadata(result.iceberg, properties=iceberg_properties(s3))
+    table = StaticTable.from_metadata(result.iceberg, properties=iceberg_properties(s3.url))
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == expected
-    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3))
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
     assert sorted(delta.to_pyarrow_table()["id"].to_pylist()) == expected

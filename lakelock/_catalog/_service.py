@@ -26,6 +26,7 @@ import orjson
 from lakelock._catalog._protocol import CatalogError
 from lakelock._connection import Connection
 from lakelock._lake import Lake
+from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
 from lakelock.errors import DatasetNotFoundError
 
 __all__ = ["DEFAULT_NAMESPACE", "LakeCatalog", "LoadedTable", "MirroredView"]
@@ -144,7 +145,7 @@ class LakeCatalog:
         # (DuckDB) would not find it for data files, which lie outside that location.
         return config, tuple(
             {"prefix": self.lake.url + area, "config": dict(config)}
-            for area in ("datasets/", "views/")
+            for area in (DATASETS_PREFIX, VIEWS_PREFIX)
         )
 
     # -- namespaces and tables ----------------------------------------------------------------

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from lakelock._cli._common import (
     LakeTarget,
     add_command,
+    add_listen_options,
     check_bucket,
     client_for,
-    port_number,
     wait_for_interrupt,
 )
 from lakelock._lake import Lake
@@ -63,13 +63,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "--port",
-        type=port_number,
-        default=DEFAULT_PORT,
-        help=f"port, 0-65535 (0: any free port; default {DEFAULT_PORT})",
-    )
+    add_listen_options(parser, port=DEFAULT_PORT)
     add_catalog_options(parser, prefix="")
     parser.add_argument("--quiet", action="store_true", help="no request log on stderr")
 
@@ -98,19 +92,19 @@ def add_catalog_options(parser: argparse._ActionsContainer, *, prefix: str) -> N
 
 
 def catalog_server(
-    lake: Lake,
-    *,
-    host: str,
-    port: int,
-    namespace: str,
-    token: str | None,
-    vend_credentials: bool,
-    quiet: bool,
+    lake: Lake, args: argparse.Namespace, *, prefix: str, port: int, quiet: bool
 ) -> CatalogServer:
-    """The catalog server for ``lake`` (not started). ``token`` None falls back to
-    ``$LAKELOCK_CATALOG_TOKEN``. Refuses to hand credentials to an unauthenticated network."""
+    """The catalog server for ``lake`` (not started), on ``--host`` and ``port``, as the
+    options :func:`add_catalog_options` added with ``prefix`` ask. No ``--token`` falls back
+    to ``$LAKELOCK_CATALOG_TOKEN``. Refuses to hand credentials to an unauthenticated
+    network."""
     from lakelock._catalog import CatalogServer, LakeCatalog  # noqa: PLC0415 - see imports
 
+    host: str = args.host
+    option = prefix.replace("-", "_")
+    namespace: str = getattr(args, f"{option}namespace")
+    token: str | None = getattr(args, f"{option}token")
+    vend_credentials: bool = getattr(args, f"{option}vend_credentials")
     token = token if token is not None else os.environ.get(TOKEN_ENV) or None
     if vend_credentials and token is None and not _loopback(host):
         raise ValueError(
@@ -159,15 +153,7 @@ def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
     lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args))
     check_bucket(lake.client, target.bucket)
-    server = catalog_server(
-        lake,
-        host=args.host,
-        port=args.port,
-        namespace=args.namespace,
-        token=args.token,
-        vend_credentials=args.vend_credentials,
-        quiet=args.quiet,
-    )
+    server = catalog_server(lake, args, prefix="", port=args.port, quiet=args.quiet)
     with server:
         sys.stdout.write("\n".join([*catalog_banner(server), "", "Ctrl-C to stop.", ""]))
         sys.stdout.flush()

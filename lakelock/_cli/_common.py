@@ -52,6 +52,8 @@ __all__ = [
     "add_command",
     "add_debug_option",
     "add_json_option",
+    "add_listen_options",
+    "add_progress_option",
     "add_s3_options",
     "client_for",
     "dataset_name",
@@ -105,6 +107,28 @@ def add_s3_options(parser: argparse.ArgumentParser) -> None:
         help="bucket addressing (default: path with --endpoint-url, else auto)",
     )
     add_debug_option(parser)
+
+
+def add_progress_option(parser: argparse.ArgumentParser, *, shows: str = "live progress") -> None:
+    """``--progress``/``--no-progress`` (``shows``: what it shows); by default a command shows
+    progress when stderr is a terminal (:func:`~._progress.progress_wanted`)."""
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"{shows} (default: when stderr is a terminal)",
+    )
+
+
+def add_listen_options(parser: argparse.ArgumentParser, *, port: int) -> None:
+    """``--host`` and ``--port`` of a command that serves (``port``: the default)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port",
+        type=port_number,
+        default=port,
+        help=f"port, 0-65535 (0: any free port; default {port})",
+    )
 
 
 def add_command(

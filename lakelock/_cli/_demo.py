@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from lakelock._cli._common import add_command
+from lakelock._cli._common import add_command, add_progress_option
 from lakelock._cli._progress import progress_wanted
 
 __all__ = ["add_parser", "run"]
@@ -58,12 +58,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default=0.01,
         help="seconds of simulated S3 latency per request (default 0.01)",
     )
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="live progress (default: when stderr is a terminal)",
-    )
+    add_progress_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 from lakelock._cli._common import (
     LakeTarget,
     add_command,
+    add_progress_option,
     check_bucket,
     client_for,
     dataset_name,
@@ -61,12 +62,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FORMATS",
         help="comma-separated: iceberg, delta (default: both)",
     )
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress on stderr (default: when stderr is a terminal)",
-    )
+    add_progress_option(parser, shows="progress on stderr")
 
 
 def run(args: argparse.Namespace) -> int:

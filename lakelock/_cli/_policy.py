@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from lakelock._cli._common import add_command
+from lakelock._layout import DATASETS_PREFIX, METASTORE_PREFIX
 from lakelock._policy import generate_bucket_policy
 
 __all__ = ["add_parser", "run"]
@@ -42,17 +43,18 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--datasets-prefix",
-        default="datasets/",
+        default=DATASETS_PREFIX,
         metavar="P",
         help="where data files live, under --prefix: writes there must be create-only "
-        "(default: datasets/, lakelock's layout)",
+        f"(default: {DATASETS_PREFIX}, lakelock's layout)",
     )
     parser.add_argument(
         "--metastore-prefix",
-        default="metastore/",
+        default=METASTORE_PREFIX,
         metavar="P",
         help="where the registry, manifests, leases and locks live, under --prefix: writes "
-        "there must be create-only or compare-and-swap (default: metastore/, lakelock's layout)",
+        f"there must be create-only or compare-and-swap (default: {METASTORE_PREFIX}, "
+        "lakelock's layout)",
     )
     parser.add_argument(
         "--deny-unconditional-delete",

@@ -19,6 +19,7 @@ from lakelock._cli._common import (
     render_table,
     to_jsonable,
 )
+from lakelock._layout import files_prefix
 from lakelock._registry import CommitRecord, DatasetState, RegistrySnapshot
 from lakelock.errors import DatasetNotFoundError
 
@@ -325,7 +326,7 @@ def _dataset_lines(
     target: LakeTarget, snap: RegistrySnapshot, state: DatasetState, files: list[Any] | None
 ) -> list[str]:
     lines = [
-        f"dataset {state.name}  ({target.url}datasets/{state.name}/)",
+        f"dataset {state.name}  ({target.url}{files_prefix(state.name)})",
         f"registry version {snap.version}; dataset last changed at version "
         f"{state.updated_version} ({state.updated_at}), created {state.created_at}",
         f"{len(state.partitions)} partitions, {state.file_count} files, "

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from lakelock._cli._catalog import add_catalog_options, catalog_banner, catalog_server
-from lakelock._cli._common import add_command, parse_lake_url, port_number, wait_for_interrupt
+from lakelock._cli._common import (
+    add_command,
+    add_listen_options,
+    parse_lake_url,
+    port_number,
+    wait_for_interrupt,
+)
 from lakelock._client import s3_client
 from lakelock._lake import Lake
 
@@ -73,13 +79,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "--port",
-        type=port_number,
-        default=9000,
-        help="port, 0-65535 (0: any free port; default 9000)",
-    )
+    add_listen_options(parser, port=9000)
     parser.add_argument(
         "--bucket",
         action="append",
@@ -212,16 +212,7 @@ def _start_catalog(args: argparse.Namespace, client: Any) -> CatalogServer:
     else:
         raise ValueError("--catalog needs a lake URL or a --bucket to serve")
     lake = Lake(target.bucket, prefix=target.prefix, s3=client)
-    server = catalog_server(
-        lake,
-        host=args.host,
-        port=args.catalog_port,
-        namespace=args.catalog_namespace,
-        token=args.catalog_token,
-        vend_credentials=args.catalog_vend_credentials,
-        quiet=True,
-    )
-    return server.start()
+    return catalog_server(lake, args, prefix="catalog-", port=args.catalog_port, quiet=True).start()
 
 
 def _banner(

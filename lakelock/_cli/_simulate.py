@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from lakelock._cli._common import add_command
+from lakelock._cli._common import add_command, add_progress_option
 from lakelock._cli._progress import ProgressBar, progress_wanted
 from lakelock._sim import Faults, Mix, SimConfig, profile, simulate
 from lakelock._sim._workload import KINDS
@@ -221,12 +221,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="write every request (sent, answered, process, key, fault, answer) to PATH as "
         "JSON lines: what a seed did, to debug it",
     )
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="live progress (default: when stderr is a terminal)",
-    )
+    add_progress_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 from lakelock._cli._common import (
     LakeTarget,
     add_command,
+    add_progress_option,
     check_bucket,
     client_for,
     format_duration,
@@ -73,13 +74,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "may not exceed it. Raise it only if every writer uses at least as much",
     )
     parser.add_argument("--delete", action="store_true", help="delete them (default: only report)")
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress on stderr, while listing and while deleting (default: when stderr is "
-        "a terminal)",
-    )
+    add_progress_option(parser, shows="progress on stderr, while listing and while deleting")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from lakelock._datafile import DataFile
 from lakelock._engines import require
+from lakelock._layout import files_prefix
 from lakelock._mirror._versions import VersionChange
 from lakelock._names import parse_partition_path, parse_partition_value
 
@@ -174,7 +175,7 @@ def add_action(
 def file_uri(bucket: str, prefix: str, f: DataFile) -> str:
     """A data file's path relative to the table root (the dataset's directory),
     percent-encoded as Delta paths are."""
-    root = f"datasets/{f.dataset}/"
+    root = files_prefix(f.dataset)
     if not f.key.startswith(root):
         raise ValueError(f"{f.key!r} is not a file of dataset {f.dataset!r}")
     return quote(f.key[len(root) :], safe="/=")

@@ -40,28 +40,27 @@ import pyarrow as pa
 from lakelock._datafile import DataFile
 from lakelock._datasets import Progress
 from lakelock._engines import require
-from lakelock._mirror._layout import (
+from lakelock._layout import (
     iceberg_list_key,
+    iceberg_location,
     iceberg_manifest_key,
     iceberg_metadata_key,
     iceberg_metadata_prefix,
-    newest,
-    numbered,
 )
-from lakelock._mirror._versions import VersionChange, changes, pending
+from lakelock._mirror._series import newest, numbered
+from lakelock._mirror._versions import SchemaOf, VersionChange, changes, pending
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock._registry import Registry
 from lakelock._registry._snapshot import DatasetEntry
 from lakelock._s3 import ObjectStore
 from lakelock.errors import AlreadyExistsError, InvalidNameError
 
-__all__ = ["iceberg_schema", "mirror_iceberg", "with_field_ids"]
+__all__ = ["iceberg_pass", "iceberg_schema", "with_field_ids"]
 
 _NAMESPACE = uuid.UUID("0c5c1e3a-2f6e-4d8e-9c1d-3b9e2f4a7d11")
 _PARTITION_FIELD_BASE = 1000
 _NESTED_SHIFT = 16
 _FIELD_ID = b"PARQUET:field_id"
-_RESTARTS = 8
 #: Earlier metadata files a metadata.json names (Iceberg's write.metadata.previous-versions-max).
 METADATA_LOG = 100
 
@@ -177,33 +176,16 @@ class _StoreIO:
         return _Input(self._store, location, self.key(location))
 
 
-def mirror_iceberg(
-    registry: Registry,
-    store: ObjectStore,
-    dataset: str,
-    entry: DatasetEntry,
-    progress: Progress | None = None,
-) -> str:
-    """Mirror the new versions of ``dataset``; the key of the newest metadata.json."""
-    for _ in range(_RESTARTS):
-        key = _pass(registry, store, dataset, entry, progress)
-        if key is not None:
-            return key
-    raise AlreadyExistsError(
-        f"the Iceberg view of {dataset!r} kept changing under this mirror",
-        bucket=store.bucket,
-        key=store.full_key(iceberg_metadata_prefix(dataset)),
-        operation="PutObject",
-    )
-
-
-def _pass(
+def iceberg_pass(
     registry: Registry,
     store: ObjectStore,
     dataset: str,
     entry: DatasetEntry,
     progress: Progress | None,
 ) -> str | None:
+    """One pass of the Iceberg mirror: the new versions of ``dataset`` written, the key of
+    the newest metadata.json; ``None`` when another mirror's view differs from the one this
+    pass read (:func:`~._series.restarting` starts over)."""
     metadata_module = require("pyiceberg.table.metadata", extra="iceberg", package="pyiceberg")
     top = newest(store, iceberg_metadata_prefix(dataset), numbered(".metadata.json"))
     previous = None
@@ -212,8 +194,6 @@ def _pass(
         key = top[1]
         previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body.decode())
     writer = _Writer(store, dataset, registry.retention)
-    from lakelock._mirror._run import SchemaOf  # noqa: PLC0415 - _run imports this module
-
     steps = pending(registry.objects, entry, top[0] if top else None)
     schema_of = SchemaOf(registry)
     for done, (_, snap, parent) in enumerate(steps):
@@ -250,7 +230,7 @@ class _Writer:
         self.retention = retention
         self.io = _StoreIO(store)
         self.root = f"s3://{store.bucket}/{store.prefix}"
-        self.location = f"{self.root}views/{dataset}/iceberg"
+        self.location = f"{self.root}{iceberg_location(dataset)}"
 
     def uri(self, key: str) -> str:
         return f"{self.root}{key}"

@@ -1,7 +1,7 @@
 """``mirror``: bring a dataset's Iceberg and Delta views up to its current version.
 
 For each format: find the newest version the view has (a few one-key LISTs, see
-:func:`~lakelock._mirror._layout.newest`), walk the dataset's snapshot chain back to it (one
+:func:`~lakelock._mirror._series.newest`), walk the dataset's snapshot chain back to it (one
 snapshot per new version), and write each new version's objects, oldest first, each created
 with ``If-None-Match: *``. A view object is written last for its version (Delta: the log
 entry; Iceberg: the metadata.json, after its manifests and manifest list), so a crash leaves a
@@ -16,28 +16,21 @@ stale), it starts over from the view as it now is.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
 
-from lakelock._datafile import DataFile
-from lakelock._datasets import Progress, recorded_schema
-from lakelock._mirror import _delta, _iceberg
-from lakelock._mirror._layout import (
-    delta_checkpoint_key,
-    delta_log_key,
-    delta_log_prefix,
-    delta_root,
-    newest,
-    numbered,
-)
-from lakelock._mirror._versions import changes, pending
+from lakelock._datasets import Progress
+from lakelock._layout import delta_checkpoint_key, delta_log_key, delta_log_prefix, delta_root
+from lakelock._mirror import _delta
+from lakelock._mirror._iceberg import iceberg_pass
+from lakelock._mirror._series import newest, numbered, restarting
+from lakelock._mirror._versions import SchemaOf, changes, live_files, pending
 from lakelock._names import validate_dataset_name
 from lakelock._registry import Registry
-from lakelock._registry._objects import partition_from_entry
 from lakelock._registry._snapshot import DatasetEntry, Snapshot
-from lakelock._registry._tree import tree_items
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
@@ -49,8 +42,6 @@ from lakelock.errors import (
 __all__ = ["FORMATS", "MirrorResult", "mirror"]
 
 FORMATS = ("iceberg", "delta")
-#: How many times a mirror starts over after finding another writer's different view.
-_RESTARTS = 8
 
 
 @dataclass(frozen=True)
@@ -98,12 +89,13 @@ def mirror(
     if entry is None:
         raise DatasetNotFoundError(dataset)
     store = registry.store
+    args = (registry, store, dataset, entry, progress)
     iceberg = delta = None
     if "delta" in chosen:
-        _mirror_delta(registry, store, dataset, entry, progress)
+        restarting(lambda: _delta_pass(*args), store, f"Delta view of {dataset!r}")
         delta = f"s3://{store.bucket}/{store.full_key(delta_root(dataset))}"
     if "iceberg" in chosen:
-        key = _iceberg.mirror_iceberg(registry, store, dataset, entry, progress)
+        key = restarting(lambda: iceberg_pass(*args), store, f"Iceberg view of {dataset!r}")
         iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
     return MirrorResult(iceberg=iceberg, delta=delta, version=entry.version)
 
@@ -115,59 +107,14 @@ def created_ms(snap: Snapshot) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def live_files(registry: Registry, snap: Snapshot) -> list[DataFile]:
-    """Every file of a dataset version (reads its whole index: for checkpoints)."""
-    entries = [
-        partition_from_entry(p, raw)
-        for p, raw in tree_items(snap.partitions, registry.objects.node)
-    ]
-    manifests = registry.objects.manifests(sorted({m.key for e in entries for m in e.manifests}))
-    files = [f for e in entries for m in e.manifests for f in manifests[m.key].files_of(e.path)]
-    return sorted(files, key=lambda f: f.key)
-
-
-class SchemaOf:
-    """The schema of a dataset committed without one: read once from one of its files (the
-    schema lakelock records in every file it writes), as ``lake.scan`` does."""
-
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        self.found: pa.Schema | None = None
-
-    def __call__(self, snap: Snapshot, added: Sequence[DataFile]) -> pa.Schema | None:
-        if self.found is None:
-            files = list(added) or live_files(self.registry, snap)
-            if files:
-                self.found = recorded_schema(self.registry.store, files[0])
-        return self.found
-
-
-def _mirror_delta(
-    registry: Registry,
-    store: ObjectStore,
-    dataset: str,
-    entry: DatasetEntry,
-    progress: Progress | None,
-) -> None:
-    for _ in range(_RESTARTS):
-        if _delta_pass(registry, store, dataset, entry, progress):
-            return
-    raise AlreadyExistsError(
-        f"the Delta view of {dataset!r} kept changing under this mirror",
-        bucket=store.bucket,
-        key=store.full_key(delta_log_prefix(dataset)),
-        operation="PutObject",
-    )
-
-
 def _delta_pass(
     registry: Registry,
     store: ObjectStore,
     dataset: str,
     entry: DatasetEntry,
     progress: Progress | None,
-) -> bool:
-    """One attempt; ``False`` when another writer's view differs from what this one assumed."""
+) -> Literal[True] | None:
+    """One attempt; ``None`` when another writer's view differs from what this one assumed."""
     top = newest(store, delta_log_prefix(dataset), numbered(".json"))
     after: int | None = None
     number = 0
@@ -200,7 +147,7 @@ def _delta_pass(
             not _create(store, key, body, "application/json")
             and _delta.lakelock_version_of(store.get(key).body) != change.version
         ):
-            return False  # another mirror's view differs from the one this pass read
+            return None  # another mirror's view differs from the one this pass read
         if number > 0 and number % _delta.CHECKPOINT_INTERVAL == 0:
             checkpoint = _delta.checkpoint_body(
                 live_files(registry, snap),

@@ -15,27 +15,16 @@ when old enough, as vacuum judges every object; so is every view of a dataset th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
+from lakelock._layout import ViewKey, parse_view_key
 from lakelock._mirror import _delta
-from lakelock._mirror._layout import VIEWS_PREFIX
 from lakelock._registry import Registry
 from lakelock._s3 import ListedObject
 from lakelock.errors import NotFoundError, RegistryCorruptError
 
-__all__ = ["is_view_key", "view_keep"]
-
-_DELTA = re.compile(
-    r"datasets/(?P<d>[^/]+)/_delta_log/(?P<n>\d{20})\.(?P<kind>json|checkpoint\.parquet)$"
-)
-_METADATA = re.compile(r"views/(?P<d>[^/]+)/iceberg/metadata/(?P<v>\d{20})\.metadata\.json$")
-_LIST = re.compile(r"views/(?P<d>[^/]+)/iceberg/manifests/snap-(?P<v>\d{20})\.avro$")
-
-
-def is_view_key(key: str) -> bool:
-    return key.startswith(VIEWS_PREFIX) or "/_delta_log/" in key
+__all__ = ["view_keep"]
 
 
 def oldest_kept(registry: Registry, *, cutoff: float) -> dict[str, int]:
@@ -68,7 +57,7 @@ def view_keep(
     """The view objects among ``listed`` that vacuum must keep (module docstring).
     ``oldest``: each dataset's oldest version kept, as vacuum's walk found it (default: walk
     the registry as it is now)."""
-    views = [o for o in listed if is_view_key(o.key)]
+    views = [v for o in listed if (v := parse_view_key(o.key))]
     if not views:
         return set()
     if oldest is None:
@@ -79,20 +68,17 @@ def view_keep(
     return keep
 
 
-def _delta_keep(
-    registry: Registry, views: list[ListedObject], oldest: Mapping[str, int]
-) -> set[str]:
+def _delta_keep(registry: Registry, views: list[ViewKey], oldest: Mapping[str, int]) -> set[str]:
     logs: dict[str, list[tuple[int, str, str]]] = {}
-    for o in views:
-        m = _DELTA.match(o.key)
-        if m and m["d"] in oldest:
-            logs.setdefault(m["d"], []).append((int(m["n"]), m["kind"], o.key))
+    for v in views:
+        if v.kind.startswith("delta") and v.dataset in oldest:
+            logs.setdefault(v.dataset, []).append((v.number, v.kind, v.key))
     keep: set[str] = set()
     for dataset, entries in logs.items():
-        checkpoints = sorted((n for n, kind, _ in entries if kind != "json"), reverse=True)
+        checkpoints = sorted((n for n, kind, _ in entries if kind != "delta log"), reverse=True)
         start = 0
         for n in checkpoints:  # newest first: the first one at or before the oldest kept
-            key = next(k for m, kind, k in entries if m == n and kind == "json")
+            key = next(k for m, kind, k in entries if m == n and kind == "delta log")
             mirrored = _delta.lakelock_version_of(registry.store.get(key).body)
             if mirrored is not None and mirrored <= oldest[dataset]:
                 start = n
@@ -101,19 +87,17 @@ def _delta_keep(
     return keep
 
 
-def _iceberg_keep(
-    registry: Registry, views: list[ListedObject], oldest: Mapping[str, int]
-) -> set[str]:
+def _iceberg_keep(registry: Registry, views: list[ViewKey], oldest: Mapping[str, int]) -> set[str]:
     metadata: dict[str, list[tuple[int, str]]] = {}
     lists: dict[str, dict[int, str]] = {}
     manifests: dict[str, list[str]] = {}
-    for o in views:
-        if m := _METADATA.match(o.key):
-            metadata.setdefault(m["d"], []).append((int(m["v"]), o.key))
-        elif m := _LIST.match(o.key):
-            lists.setdefault(m["d"], {})[int(m["v"])] = o.key
-        elif o.key.startswith(VIEWS_PREFIX) and "/iceberg/manifests/" in o.key:
-            manifests.setdefault(o.key.split("/")[1], []).append(o.key)
+    for v in views:
+        if v.kind == "iceberg metadata":
+            metadata.setdefault(v.dataset, []).append((v.number, v.key))
+        elif v.kind == "iceberg list":
+            lists.setdefault(v.dataset, {})[v.number] = v.key
+        elif v.kind == "iceberg manifest":
+            manifests.setdefault(v.dataset, []).append(v.key)
     keep: set[str] = set()
     for dataset, found in metadata.items():
         if dataset not in oldest:

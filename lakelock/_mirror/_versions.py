@@ -7,23 +7,27 @@ reads one snapshot. :func:`changes` turns each step into the files it added and 
 two snapshots' partition tries are compared node by node, and identical subtrees (same
 write-once node key) are skipped, so the cost is that of the partitions the version touched,
 not of the dataset (a restore, which points back at an older trie, touches what differs).
+A version's whole list of files (:func:`live_files`) is read only for a Delta checkpoint, and
+a dataset committed without a schema has it read from one of its files (:class:`SchemaOf`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
+from lakelock._datasets import recorded_schema
+from lakelock._registry import Registry
 from lakelock._registry._objects import Objects, partition_from_entry
 from lakelock._registry._snapshot import DatasetEntry, Snapshot
 from lakelock._registry._tree import EMPTY, Node, tree_items
 from lakelock.errors import NotFoundError, RegistryCorruptError, SnapshotExpiredError
 
-__all__ = ["VersionChange", "changes", "pending"]
+__all__ = ["SchemaOf", "VersionChange", "changes", "live_files", "pending"]
 
 
 @dataclass(frozen=True)
@@ -154,3 +158,30 @@ def _diff(
         a, b = before.get(path), after.get(path)
         if a != b:
             yield path, (a, b)
+
+
+def live_files(registry: Registry, snap: Snapshot) -> list[DataFile]:
+    """Every file of a dataset version (reads its whole index: for checkpoints)."""
+    entries = [
+        partition_from_entry(p, raw)
+        for p, raw in tree_items(snap.partitions, registry.objects.node)
+    ]
+    manifests = registry.objects.manifests(sorted({m.key for e in entries for m in e.manifests}))
+    files = [f for e in entries for m in e.manifests for f in manifests[m.key].files_of(e.path)]
+    return sorted(files, key=lambda f: f.key)
+
+
+class SchemaOf:
+    """The schema of a dataset committed without one: read once from one of its files (the
+    schema lakelock records in every file it writes), as ``lake.scan`` does."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.found: pa.Schema | None = None
+
+    def __call__(self, snap: Snapshot, added: Sequence[DataFile]) -> pa.Schema | None:
+        if self.found is None:
+            files = list(added) or live_files(self.registry, snap)
+            if files:
+                self.found = recorded_schema(self.registry.store, files[0])
+        return self.found

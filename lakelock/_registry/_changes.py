@@ -51,6 +51,7 @@ import pyarrow as pa
 from lakelock._datafile import DataFile
 from lakelock._digest import comparable
 from lakelock._fence import Fence
+from lakelock._layout import files_prefix
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
@@ -197,7 +198,7 @@ def _ref(dataset: str, files: tuple[DataFile, ...], body: bytes, nonce: str) -> 
 
 def partition_of_key(dataset: str, key: str) -> str:
     """The partition path of a data file key ``datasets/<dataset>/<partition>/<name>``."""
-    prefix = f"datasets/{dataset}/"
+    prefix = files_prefix(dataset)
     if not key.startswith(prefix):
         raise CommitConflictError(f"{key!r} is not a file of dataset {dataset!r}", dataset=dataset)
     rest = key[len(prefix) :]
@@ -560,7 +561,7 @@ _file_key = operator.attrgetter("key")
 
 
 def _check_file(f: DataFile, change: Change, partition_by: tuple[str, ...]) -> None:
-    if f.dataset != change.dataset or not f.key.startswith(f"datasets/{change.dataset}/"):
+    if f.dataset != change.dataset or not f.key.startswith(files_prefix(change.dataset)):
         raise _conflict(change, f"{f.key!r} is not a file of dataset {change.dataset!r}")
     if partition_of_key(change.dataset, f.key) != f.partition_path:
         raise _conflict(change, f"{f.key!r} does not lie in partition {f.partition_path!r}")

@@ -17,7 +17,7 @@ import orjson
 from lakelock import _layout
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import MAX_INT, boolean_free_int, obj, seq, text
-from lakelock._layout import MANIFEST_PREFIX
+from lakelock._layout import MANIFEST_PREFIX, files_prefix
 from lakelock._registry._tree import key_digest, require_digest, require_filed
 from lakelock._stats import stats_from_json
 from lakelock.errors import RegistryCorruptError
@@ -216,7 +216,7 @@ def parse_part(
             bucket=bucket,
             key=key,
         ) from error
-    prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"
+    prefix = files_prefix(dataset, path)
     if any(f.partition_path != path or not f.key.startswith(prefix) for f in files):
         raise RegistryCorruptError(
             f"part of manifest for {dataset!r}/{path!r} lists other partitions' files",

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._digest import commit_digest
+from lakelock._layout import files_prefix
 from lakelock._names import validate_dataset_name, validate_partition_path
 from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._changes import Change, Fence
@@ -628,7 +629,7 @@ class Registry:
         loaded = self.load_manifests(ref.key for _, ref in refs)
         for path, ref in refs:
             manifest = loaded[ref.key]
-            prefix = f"datasets/{dataset}/{path}/" if path else f"datasets/{dataset}/"
+            prefix = files_prefix(dataset, path)
             mine = manifest.files_of(path)
             stray = [
                 f.key

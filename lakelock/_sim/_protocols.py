@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from random import Random
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -31,10 +31,23 @@ from lakelock._sim._store import BUCKET, SimS3
 from lakelock._sim._toy import ToyCommitter
 from lakelock.errors import LakelockError
 
-if TYPE_CHECKING:
-    from lakelock._sim._run import SimConfig
+__all__ = ["CommitterSettings", "CoreProtocol", "SimProtocol", "ToyProtocol", "protocol_named"]
 
-__all__ = ["CoreProtocol", "SimProtocol", "ToyProtocol", "protocol_named"]
+
+class CommitterSettings(Protocol):
+    """What a process's committer is made from: a run's settings (:class:`~._run.SimConfig`
+    has them), named here so that this module need not know the run's."""
+
+    @property
+    def commit_window(self) -> int: ...
+    @property
+    def writers_retention(self) -> float: ...
+    @property
+    def intent_ttl(self) -> float: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def max_seconds(self) -> float: ...
 
 
 class SimProtocol:
@@ -46,7 +59,7 @@ class SimProtocol:
     #: The most commits one swap can carry (the physical bound multiplies by it).
     max_fold = 1
 
-    def committer(self, rng: Random, config: SimConfig) -> Any:
+    def committer(self, rng: Random, config: CommitterSettings) -> Any:
         raise NotImplementedError
 
     def view(self, store: SimS3) -> View:
@@ -76,7 +89,7 @@ class ToyProtocol(SimProtocol):
     check_ids: bool = True
     name = "toy"
 
-    def committer(self, rng: Random, config: SimConfig) -> ToyCommitter:
+    def committer(self, rng: Random, config: CommitterSettings) -> ToyCommitter:
         return ToyCommitter(rng, config.max_attempts, config.max_seconds, check_ids=self.check_ids)
 
     def view(self, store: SimS3) -> View:
@@ -271,7 +284,7 @@ class CoreProtocol(SimProtocol):
         self.max_fold = self.policy.max_fold + 1
         self._parsed: OrderedDict[tuple[str, str, bytes], Any] = OrderedDict()
 
-    def committer(self, rng: Random, config: SimConfig) -> Committer:
+    def committer(self, rng: Random, config: CommitterSettings) -> Committer:
         return Committer(
             _SharedParsing(self._parsed),
             policy=self.policy,

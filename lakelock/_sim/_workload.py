@@ -18,6 +18,7 @@ from random import Random
 from typing import Any
 
 from lakelock._datafile import DataFile
+from lakelock._layout import files_prefix
 from lakelock._registry._changes import Change
 
 __all__ = ["KINDS", "Invocation", "Mix", "Workload"]
@@ -239,7 +240,7 @@ class Workload:
     ) -> tuple[DataFile, ...]:
         files = []
         for n in range(self.files):
-            key = f"datasets/{dataset}/{path}/{commit_id}-{n}.parquet"
+            key = f"{files_prefix(dataset, path)}{commit_id}-{n}.parquet"
             body = (key.encode() * (1 + self.file_bytes // max(1, len(key))))[: self.file_bytes]
             data.append((key, body))
             files.append(

@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 #: The environment of a command run as a user runs it against the embedded endpoint: its
-#: credentials, and none of this machine's AWS configuration.
+#: credentials, and none of this machine's AWS or lakelock configuration.
 CLI_ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+    **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LAKELOCK_"))},
     "AWS_ACCESS_KEY_ID": "lakelock",
     "AWS_SECRET_ACCESS_KEY": "x",
     "AWS_DEFAULT_REGION": "us-east-1",

@@ -385,8 +385,6 @@ class Committer:
         self.hints.swapped_last = True
         self.carried = bool(fold.pending)
         self._now = yield Now()
-        if fold.pending:
-            self.hints.carried_at = self._now
         self.hints.learn_round(self._now - seconds - fold.paused, self.policy)
         window = advise(live.read_ahead, None) if fold.pending else None
         if window is not None:
@@ -596,7 +594,6 @@ class Committer:
                     older=todo[0].key,
                     ours=mine[0],
                     first_fold=first,
-                    now=seconds,
                 ),
                 False,
             )
@@ -782,10 +779,12 @@ class Committer:
 
     def observe(self, doc: RegistryDoc, etag: str | None) -> None:
         """A root read (here or by the process's readers): the next commit may start
-        from it, and another process swapped last as far as we know."""
+        from it, and another process swapped last as far as we know — unless it is the root
+        we swapped in (the same ETag): then, with the hand-over, we still swapped last."""
+        ours = self.known is not None and etag is not None and etag == self.known[1]
         if etag is not None:
             self.known = (doc, etag)
-        self.hints.swapped_last = False
+        self.hints.swapped_last = self.policy.handover and self.hints.swapped_last and ours
 
     def _send_intents(
         self, pending: Sequence[Pending], also: Sequence[tuple[str, bytes]] = ()

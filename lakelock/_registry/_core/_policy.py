@@ -107,12 +107,16 @@ class FoldPolicy:
     #: 592 -> 533 ms; 64 writers 124 -> 136; 16 writers 36 -> 38; on Express One Zone
     #: +5 % at 16 and 64; requests a commit about the same (BENCHMARKS.md §16).
     read_ahead: bool = True
-    #: A folder that lost a race folds again at once if it carried others' intents within
-    #: this many rounds (0: it waits for the oldest writer, as any waiter — who, at scale,
-    #: waits for a folder too: no swap for 0.7-1 s after a lost race). With the read-ahead,
-    #: at 256 writers the worst of six seeds 276 -> 382 commits/s, p99 1.8 -> 1.2 s; at 64
-    #: writers 82 -> 134 (BENCHMARKS.md §16).
-    handover: float = 2.0
+    #: The hand-over: a process whose swap is still the root after a race nobody won (S3
+    #: answered 409 or 503 to every racer) still swapped last, and folds again at once. Off,
+    #: any root read makes it a waiter, waiting for the oldest pending intent's writer — who,
+    #: at scale, waits for a folder too: no swap for 0.7-1 s after such a race. Against a
+    #: hand-over by time (who carried others' intents within 2 rounds folds again after any
+    #: lost race), six seeds on S3 Standard: 16 writers 38.4 -> 40.6 commits/s on average, 64
+    #: 136.2 -> 138.4, 256 460 -> 445 (worst seed 382 -> 430), 1,024 844 / 994 -> 1,011 /
+    #: 1,014 with 22.0 / 15.2 -> 18.2 / 14.1 requests a commit: at 1,024 writers many have
+    #: folded lately, and each folding again raced the others (BENCHMARKS.md §17).
+    handover: bool = True
     #: The round assumed before one is measured (seconds), and its bounds. A fold-and-swap
     #: takes ~0.15 s or more on S3 Standard, and a first fold of hundreds of intents longer:
     #: assumed too short, waiters in a start-up burst run out of patience before the first
@@ -127,6 +131,11 @@ class FoldPolicy:
     intent_cache: int = 4096
 
     def __post_init__(self) -> None:
+        for name in ("read_ahead", "handover"):  # 0 and 1 from a command line are fine
+            value = getattr(self, name)
+            if value not in (0, 1):
+                raise ValueError(f"{name} must be true or false, got {value!r}")
+            object.__setattr__(self, name, bool(value))
         counts = ("max_fold", "max_waits", "crowd", "lagging", "linger", "intent_cache")
         for name in counts:
             value = getattr(self, name)
@@ -135,7 +144,7 @@ class FoldPolicy:
         if min(self.max_fold, self.max_waits, self.lagging, self.linger) < 0 or self.crowd < 1:
             raise ValueError("max_fold, max_waits, lagging and linger must be >= 0, crowd >= 1")
         durations = (self.fold_interval, self.contention_memory, self.gather, self.stagger)
-        if min(*durations, self.handover) < 0:
+        if min(durations) < 0:
             raise ValueError("durations and fractions must be >= 0")
         if self.hedge != 0 and not self.hedge > 1:
             raise ValueError(f"hedge must be 0 (never) or > 1, got {self.hedge!r}")
@@ -153,9 +162,8 @@ class Hints:
     contended_until: float = float("-inf")
     #: When this process last listed intents (its clock; -inf: never).
     listed_at: float = float("-inf")
-    #: When a swap of this process last carried other processes' intents (-inf: never).
-    carried_at: float = float("-inf")
-    #: Whether the root this process knows is one it swapped in itself.
+    #: Whether the root this process knows is one it swapped in itself (and, with the
+    #: hand-over, every root read since returned that root: nobody else has swapped).
     swapped_last: bool = False
 
     def learn_round(self, seconds: float, policy: FoldPolicy) -> None:
@@ -273,26 +281,19 @@ class Liveness:
         older: str,
         ours: str,
         first_fold: bool,
-        now: float = float("-inf"),
     ) -> bool:
         """An older intent is pending: its writer folds everything pending, ours too, in its
         next swap. Wait for that (one root GET a round) instead of reading every intent and
         racing it — unless we swapped last (then we fold now: we know the root and are
-        committing; that writer sleeps between two looks), or our patience ran out, or this
+        committing; that writer sleeps between two looks; a race nobody won leaves us the
+        last swapper, the hand-over), or our patience ran out, or this
         is our first fold and that intent was made long before ours (its writer is not
         folding, or it would have been applied)."""
         return (
             self.patient(waits, attempts, max_attempts)
             and not self.hints.swapped_last
-            and not self.folding(now)
             and not (first_fold and self.long_before(older, ours))
         )
-
-    def folding(self, now: float) -> bool:
-        """Whether this process has been folding for others lately (within ``handover``
-        rounds): having lost a race, it folds again at once instead of waiting for the
-        oldest writer, who waits for a folder too."""
-        return now - self.hints.carried_at < self.policy.handover * self.hints.round_seconds
 
     def gather(self, now: float, *, room: bool) -> float:
         """Seconds a folder under contention pauses for the intents being sent right now

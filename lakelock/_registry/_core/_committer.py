@@ -518,7 +518,7 @@ class Committer:
             self._end(s, state)
         for p in state.pending:
             p.check_index = False
-        state.pending = [p for p in state.pending if not p.done.is_set()]
+        state.pending = [p for p in state.pending if not p.finished]
         if state.unknown_base is None or not state.pending:
             return
         beyond = _decide.past_the_window(doc, state.unknown_base + 1)
@@ -533,7 +533,7 @@ class Committer:
                 elif version is not None:
                     ours = state.first_base is not None and version > state.first_base
                     self._end(_decide.Settled(p, version=version, already=not ours), state)
-            state.pending = [p for p in state.pending if not p.done.is_set()]
+            state.pending = [p for p in state.pending if not p.finished]
         if beyond and doc.format_version == 1:
             for p in state.pending:
                 p.fail(
@@ -887,7 +887,7 @@ class Committer:
                 )
                 failure.__cause__ = error
                 p.fail(failure)
-        state.pending = [p for p in state.pending if not p.done.is_set()]
+        state.pending = [p for p in state.pending if not p.finished]
 
     def _cancel_attempt(self, cancel: Batch) -> Steps:
         try:

@@ -107,7 +107,9 @@ _DONE = threading.Lock()
 
 def validate_change(change: Change) -> Change:
     """The change with its dataset name in canonical (NFC) form, or a typed error."""
-    change = replace(change, dataset=validate_dataset_name(change.dataset))
+    name = validate_dataset_name(change.dataset)
+    if name != change.dataset:
+        change = replace(change, dataset=name)
     keys = [f.key for f in change.add]
     if len(set(keys)) != len(keys):
         raise CommitConflictError(

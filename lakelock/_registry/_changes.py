@@ -450,7 +450,8 @@ _Record = TypeVar("_Record", DatasetState, RegistryDoc)
 
 def _replaced(record: _Record, **changes: Any) -> _Record:
     """``dataclasses.replace`` for the two records every applied commit changes (a frozen
-    dataclass with no ``__post_init__``, nothing kept in its ``__dict__`` but its fields):
+    dataclass with no ``__post_init__``; what a root keeps beside its fields, its indexes,
+    comes along, each checked against the field it was made from):
     the same fields, without re-running ``__init__`` over all of them — a batch of a few
     hundred folded commits replaces a dataset and the root once per commit."""
     fields = record.__dataclass_fields__

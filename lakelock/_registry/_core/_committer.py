@@ -54,6 +54,7 @@ from lakelock._registry._document import (
     RegistryDoc,
     parse_registry,
     serialize_registry,
+    with_datasets,
 )
 from lakelock._registry._intents import INTENT_PREFIX, intent_document
 from lakelock._registry._manifest import parse_manifest
@@ -776,7 +777,7 @@ class Committer:
             self._now = yield Now()
             self.server_offset = data.server_time.timestamp() - self._now
         if doc.format_version > 1:
-            doc = replace(doc, datasets=self.objects.datasets(doc))
+            doc = with_datasets(doc, self.objects.datasets(doc))
         self.observe(doc, data.etag)
         return doc, data.etag
 

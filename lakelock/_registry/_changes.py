@@ -307,7 +307,7 @@ def apply_change(
             gone = gone | held
         if delta is not None:
             digest = manifest_digest(delta.key)
-            if any(manifest_digest(r.key) == digest for r in refs):
+            if digest in map(manifest_digest, map(_ref_key, refs)):
                 raise _conflict(
                     change, f"these files are already registered in {change.dataset!r}/{path!r}"
                 )
@@ -568,8 +568,9 @@ def _consolidate(
     return _ref(change.dataset, remaining, body, nonce), body, manifest
 
 
-#: A data file's key (what manifests are sorted by).
+#: A data file's key (what manifests are sorted by), and a manifest reference's.
 _file_key = operator.attrgetter("key")
+_ref_key = operator.attrgetter("key")
 
 
 def _check_file(f: DataFile, change: Change, partition_by: tuple[str, ...]) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from random import Random
@@ -203,7 +204,7 @@ class SimS3:
         self.deleted.append((now, key, current))
         self.graveyard[key] = current
 
-    def _sorted(self, prefix: str) -> list[str]:
+    def _sorted(self, prefix: str) -> Sequence[str]:
         """Sorted keys among which are all those starting with ``prefix`` (its group's, or
         every key)."""
         if prefix.count("/") >= 2:

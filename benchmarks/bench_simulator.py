@@ -16,8 +16,10 @@ rest of the run.
 Per cell (one seeded run, deterministic: the virtual-time figures are the same on every
 machine): commits/s, p50/p99 commit latency, S3 requests and bytes per commit, commits per
 root swap, the largest fold, 503s, violations, the physical bound (one key's CAS rate x the
-largest fold a swap may carry; writers / the latency floor of one commit), and the wall
-and CPU seconds the run took here, with the simulated commits per CPU second.
+largest fold a swap may carry; writers / the latency floor of one commit), the run's
+``trace`` (a digest of every commit's outcome and timing and the requests sent: a change
+that makes the simulator faster must leave it as it was), and the wall and CPU seconds the
+run took here, with the simulated commits per CPU second.
 
 ``--endpoint-only`` measures the simulator without the commit core: N processes each sending
 GETs and create-only PUTs back to back, and how many simulated requests one wall second runs.
@@ -88,7 +90,7 @@ def grid(
     head = (
         f"{'store':<12} {'writers':>7} {'commits/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
         f"{'req/commit':>10} {'bytes/commit':>12} {'commits/CAS':>11} {'fold':>5} {'503s':>5} "
-        f"{'bound/s':>8} {'viol.':>5} {'wall s':>7} {'CPU s':>7} {'sim c/CPU s':>11}"
+        f"{'bound/s':>8} {'viol.':>5} {'trace':>16} {'wall s':>7} {'CPU s':>7} {'sim c/CPU s':>11}"
         + (f" {'after warmup':>12}" if warmup else "")
     )
     print(head)
@@ -105,7 +107,7 @@ def grid(
                 f"{store:<12} {count:>7} {m.commits_per_second:>9.1f} {m.p50_ms:>7.0f} "
                 f"{m.p99_ms:>7.0f} {m.requests_per_commit:>10.2f} {m.bytes_per_commit:>12.0f} "
                 f"{m.commits_per_cas:>11.2f} {m.largest_fold:>5} {m.throttled:>5} "
-                f"{m.bound_commits_per_second:>8.0f} {m.violations:>5} {wall:>7.1f} "
+                f"{m.bound_commits_per_second:>8.0f} {m.violations:>5} {m.trace:>16} {wall:>7.1f} "
                 f"{cpu:>7.1f} {m.commits / cpu:>11.1f}{steady}",
                 flush=True,
             )

@@ -28,7 +28,9 @@ from lakelock._registry._changes import (
     manifests_needed,
     partition_of_key,
 )
+from lakelock._registry._document import IntentFate, with_datasets
 from lakelock._registry._manifest import serialize_manifest
+from lakelock._stats import ColumnStats, FileStats, stats_from_json
 from lakelock.errors import (
     CommitConflictError,
     RegistryCorruptError,
@@ -146,6 +148,66 @@ def test_manifest_round_trip_and_corruption() -> None:
     future["format_version"] = 9
     with pytest.raises(RegistryCorruptError):
         parse_manifest(orjson.dumps(future))
+
+
+def test_manifest_bytes_are_orjsons_and_a_consolidation_keeps_what_parsing_gives() -> None:
+    """``serialize_manifest`` makes each file's entry once, and a consolidation keeps the
+    manifest it built instead of parsing its bytes again (``Applied.manifests``): the bytes
+    are exactly orjson's of the whole document, and the kept manifest equals the parse of
+    them — with statistics (parsed back with their columns sorted) it is that parse."""
+    # Columns as a writer may list them (not sorted): parsing sorts them.
+    stats = FileStats((ColumnStats("b", 1, max="z\u00e9"), ColumnStats("a", 0)))
+    assert stats_from_json(stats.to_json()) != stats
+    plain = [datafile("sales", "year=2024", f"f{n:02d}.parquet") for n in range(17)]
+    with_stats = dataclasses.replace(plain[0], key=plain[0].key + "s", stats=stats)
+    for files, partition in (((*plain, with_stats), "year=2024"), ((plain[1],), None)):
+        manifest = Manifest("sales", partition, tuple(files))
+        whole = {
+            "format_version": 1,
+            "dataset": "sales",
+            "partition": partition,
+            "files": [f.to_json() for f in files],
+        }
+        assert serialize_manifest(manifest) == orjson.dumps(whole, option=orjson.OPT_SORT_KEYS)
+        assert serialize_manifest(manifest) == serialize_manifest(manifest)  # entries kept
+    doc, manifests = RegistryDoc(format_version=1), {}
+    for n, f in enumerate(plain[:16]):
+        doc = commit(doc, change(commit_id=f"c{n}", add=(f,)))
+        for ref, body in delta_manifests("sales", (f,), nonce=NONCE).values():
+            manifests[ref.key] = parse_manifest(body)
+    for last in (plain[16], with_stats):  # the 17th manifest: consolidated
+        applied = apply_change(
+            doc,
+            change(commit_id="last", add=(last,)),
+            manifests=manifests,
+            now=NOW,
+            next_version=doc.version + 1,
+        )
+        ((key, body),) = applied.writes
+        assert applied.manifests == ((key, parse_manifest(body)),)
+        assert len(applied.manifests[0][1].files) == 17
+
+
+def test_a_roots_index_of_fates_and_commits_answers_as_its_scans_do() -> None:
+    """A parsed root looks fates and recent commits up in an index (the newest of a key
+    wins, as the scans find it); a root whose fates or commits changed scans again."""
+    doc = commit(RegistryDoc(), change(add=(datafile("sales", "year=2024", "a"),)))
+    fates = (
+        IntentFate("k1", "rejected", 1, 0.0, "old"),
+        IntentFate("k2", "applied", 1, 0.0),
+        IntentFate("k1", "applied", 1, 0.0),
+    )
+    doc = dataclasses.replace(doc, fates=fates)
+    parsed = parse_registry(serialize_registry(doc))
+    assert parsed.fate("k1") == IntentFate("k1", "applied", 1, 0.0)
+    assert parsed.fate("k3") is None
+    assert parsed.commit("c1") == doc.commit("c1") is not None
+    assert parsed.commit("c9") is None
+    copied = with_datasets(parsed, parsed.datasets)
+    assert copied.fate("k1") == parsed.fate("k1")
+    assert copied == parsed
+    changed = _replaced(parsed, fates=fates[:1])
+    assert changed.fate("k1") == IntentFate("k1", "rejected", 1, 0.0, "old")
 
 
 def test_stale_fence_is_refused_equal_and_higher_pass() -> None:

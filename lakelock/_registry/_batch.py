@@ -63,27 +63,53 @@ class Pending:
     # Why this attempt could not apply it: its caller hears so once the swap that records
     # the intent's fate "rejected" lands (an attempt that redrives validates it again).
     rejected: CommitConflictError | None = None
-    done: threading.Event = field(default_factory=threading.Event)
     result: CommitResult | None = None
     error: BaseException | None = None
+    #: Whether it has its result or error (:attr:`done` as a flag).
+    finished: bool = field(default=False, init=False)
+    _done: threading.Event | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def change(self) -> Change:
         """The first change: its commit id and dataset name the commit in errors."""
         return self.changes[0]
 
+    @property
+    def done(self) -> threading.Event:
+        """Set once the commit has its result or error. Made on first use: a process folds
+        thousands of other processes' intents that nobody waits for, and an ``Event`` (with
+        its condition and lock) for each was a few per cent of a simulated run."""
+        with _DONE:
+            if self._done is None:
+                self._done = threading.Event()
+                if self.finished:
+                    self._done.set()
+            return self._done
+
     def succeed(self, result: CommitResult) -> None:
         self.result = result
-        self.done.set()
+        self._finish()
 
     def fail(self, error: BaseException) -> None:
         self.error = error
-        self.done.set()
+        self._finish()
+
+    def _finish(self) -> None:
+        with _DONE:
+            self.finished = True
+            if self._done is not None:
+                self._done.set()
+
+
+#: Guards :attr:`Pending.done`'s creation against a commit finishing meanwhile.
+_DONE = threading.Lock()
 
 
 def validate_change(change: Change) -> Change:
     """The change with its dataset name in canonical (NFC) form, or a typed error."""
-    change = replace(change, dataset=validate_dataset_name(change.dataset))
+    name = validate_dataset_name(change.dataset)
+    if name != change.dataset:
+        change = replace(change, dataset=name)
     keys = [f.key for f in change.add]
     if len(set(keys)) != len(keys):
         raise CommitConflictError(

@@ -94,6 +94,7 @@ __all__ = [
     "parse_partition",
     "parse_registry",
     "serialize_registry",
+    "with_datasets",
 ]
 
 #: The registry format this lakelock writes; it reads 1 and 2 (1 is upgraded on first write).
@@ -285,6 +286,10 @@ class RegistryDoc:
     backup: str | None = None
 
     def fate(self, key: str) -> IntentFate | None:
+        index = self.__dict__.get("_fates_by_key")
+        if index is not None and index[0] is self.fates:
+            found: IntentFate | None = index[1].get(key)
+            return found
         for record in reversed(self.fates):
             if record.key == key:
                 return record
@@ -292,10 +297,36 @@ class RegistryDoc:
 
     def commit(self, commit_id: str) -> CommitRecord | None:
         """The recent commit with this id, if it is still within the window."""
+        index = self.__dict__.get("_commits_by_id")
+        if index is not None and index[0] is self.commits:
+            found: CommitRecord | None = index[1].get(commit_id)
+            return found
         for record in reversed(self.commits):
             if record.id == commit_id:
                 return record
         return None
+
+
+def _indexed(doc: RegistryDoc) -> RegistryDoc:
+    """``doc`` with its fates by key and recent commits by id, for :meth:`RegistryDoc.fate`
+    and :meth:`RegistryDoc.commit` (the newest of a key wins, as their scans find it). Kept
+    beside the fields, with the tuple each was made from: a copy that changes that field
+    (:func:`with_datasets` copies the rest) scans again. A parsed root is shared by every
+    reader of its bytes (:func:`parse_registry`), and settling a batch looks up each of its
+    commits in the root's hundreds of fates."""
+    doc.__dict__["_fates_by_key"] = (doc.fates, {f.key: f for f in doc.fates})
+    doc.__dict__["_commits_by_id"] = (doc.commits, {c.id: c for c in doc.commits})
+    return doc
+
+
+def with_datasets(doc: RegistryDoc, datasets: Mapping[str, DatasetState]) -> RegistryDoc:
+    """``dataclasses.replace(doc, datasets=datasets)`` without running ``__init__`` over every
+    field again (a waiting writer reads the root again and again), keeping ``doc``'s indexes
+    (:func:`_indexed`)."""
+    copy = object.__new__(RegistryDoc)
+    copy.__dict__.update(doc.__dict__)
+    copy.__dict__["datasets"] = datasets
+    return copy
 
 
 # -- schema ---------------------------------------------------------------------------------
@@ -333,7 +364,7 @@ def parse_registry(
         if doc is not None:
             _PARSED.move_to_end(body)
             return doc
-    doc = _parse_registry(body, bucket=bucket, key=key)
+    doc = _indexed(_parse_registry(body, bucket=bucket, key=key))
     with _PARSED_LOCK:
         _PARSED[body] = doc
         while len(_PARSED) > _PARSED_SIZE:

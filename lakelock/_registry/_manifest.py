@@ -150,15 +150,40 @@ def _check_format(data: Mapping[str, Any], what: str, bucket: str | None, key: s
 
 
 def serialize_manifest(manifest: Manifest) -> bytes:
-    return orjson.dumps(
-        {
-            "format_version": MANIFEST_FORMAT_VERSION,
-            "dataset": manifest.dataset,
-            "partition": manifest.partition,
-            "files": [f.to_json() for f in manifest.files],
-        },
-        option=orjson.OPT_SORT_KEYS,
+    """``{"dataset", "files", "format_version", "partition"}`` as compact JSON with sorted
+    keys (``orjson.OPT_SORT_KEYS``), each file's entry made once (:func:`_file_json`): a
+    consolidation writes every file of its partition again, thousands in a busy one."""
+    return b"".join(
+        (
+            b'{"dataset":',
+            orjson.dumps(manifest.dataset),
+            b',"files":[',
+            b",".join([_file_json(f) for f in manifest.files]),
+            b'],"format_version":%d,"partition":' % MANIFEST_FORMAT_VERSION,
+            orjson.dumps(manifest.partition),
+            b"}",
+        )
     )
+
+
+#: Files whose manifest entry :func:`_file_json` made, by identity (a file and its entry:
+#: the file kept alive, so its id is not reused); emptied when it holds this many.
+_FILE_JSON_KEPT = 1 << 16
+_file_jsons: dict[int, tuple[DataFile, bytes]] = {}
+
+
+def _file_json(f: DataFile) -> bytes:
+    """``f``'s manifest entry (compact JSON, sorted keys), remembered by identity: a
+    consolidated manifest's files are the same objects as the manifests it replaced
+    (hashing a file by value would cost most of what making its entry does)."""
+    found = _file_jsons.get(id(f))
+    if found is not None and found[0] is f:
+        return found[1]
+    entry = orjson.dumps(f.to_json(), option=orjson.OPT_SORT_KEYS)
+    if len(_file_jsons) >= _FILE_JSON_KEPT:
+        _file_jsons.clear()
+    _file_jsons[id(f)] = (f, entry)
+    return entry
 
 
 #: Where one partition's files lie in a manifest (or intent) shared by several partitions:
@@ -173,7 +198,7 @@ def partition_parts(body: bytes, files: tuple[DataFile, ...]) -> dict[str, Part]
     is exactly ``files`` (sorted by key) in compact JSON with sorted keys, as
     :func:`serialize_manifest` and the intents write it. Empty when the body is not laid out
     so (then readers read it whole)."""
-    items = [orjson.dumps(f.to_json(), option=orjson.OPT_SORT_KEYS) for f in files]
+    items = [_file_json(f) for f in files]
     start = body.find(b'"files":[')
     if start < 0 or not items:
         return {}

@@ -317,14 +317,33 @@ class Objects:
         return files
 
     def has_all(self, keys: Iterable[str]) -> bool:
-        """Whether every one of ``keys`` is cached (loading them costs no request)."""
-        return all(self._cached(k) is not None for k in keys)
+        """Whether every one of ``keys`` is cached (loading them costs no request); each
+        cached one up to the first that is not counts as used (as :meth:`_cached`)."""
+        with self._lock:
+            cache = self._cache
+            for k in keys:
+                if cache.get(k) is None:
+                    return False
+                cache.move_to_end(k)
+        return True
 
     def manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
         """The manifests at ``keys``, fetched in parallel where not cached."""
         wanted = list(dict.fromkeys(keys))
-        missing = [k for k in wanted if self._cached(k) is None]
-        if missing and self._offline:
+        found: dict[str, Manifest] = {}
+        missing = []
+        with self._lock:  # what _cached does for each key, under one lock
+            cache = self._cache
+            for k in wanted:
+                value = cache.get(k)
+                if value is None:
+                    missing.append(k)
+                else:
+                    cache.move_to_end(k)
+                    found[k] = value
+        if not missing:
+            return found
+        if self._offline:
             raise Missing(tuple(missing))
         if len(missing) > 1:
             with ThreadPoolExecutor(min(16, len(missing))) as pool:

@@ -222,7 +222,8 @@ def _model_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
     problems = []
     for name, versions in view.datasets.items():
         model: dict[str, str] = {}
-        history: list[tuple[int, dict[str, str]]] = []
+        # Each version's files (the view's, equal to the model once judged; never changed).
+        history: list[tuple[int, Mapping[str, str]]] = []
         for v in versions:
             for commit_id in v.commit_ids:
                 found = changes.get((commit_id, name))
@@ -232,11 +233,11 @@ def _model_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
                 model, problem = _replayed(model, change, inv, history)
                 if problem:
                     problems.append(f"{name} v{v.version}: {commit_id}: {problem}")
-            history.append((v.version, dict(model)))
-            if dict(v.files) != model:
+            files = v.files if type(v.files) is dict else dict(v.files)
+            if files != model:
                 problems.append(f"{name} v{v.version}: {_difference(v.files, model)}")
-                model = dict(v.files)  # judge the next versions on their own commits
-                history[-1] = (v.version, dict(model))
+                model = dict(files)  # judge the next versions on their own commits
+            history.append((v.version, files))
     return problems
 
 
@@ -244,9 +245,10 @@ def _replayed(
     model: dict[str, str],
     change: Change,
     inv: Invocation,
-    history: list[tuple[int, dict[str, str]]],
+    history: list[tuple[int, Mapping[str, str]]],
 ) -> tuple[dict[str, str], str | None]:
-    model = dict(model)
+    """``model`` (changed in place: the caller's own copy) after ``change``, and what is
+    wrong with it. A restore starts again from a copy of the version it restores."""
     if change.restore is not None:
         target = inv.restore_version
         older = [files for version, files in history if target is not None and version <= target]

@@ -22,10 +22,16 @@ from lakelock._registry._core import Committer, FoldPolicy
 from lakelock._registry._core._decide import restore_refused
 from lakelock._registry._document import REGISTRY_KEY, DatasetState, decode_schema, parse_registry
 from lakelock._registry._intents import is_intent, parse_intent
-from lakelock._registry._manifest import Manifest, verify_manifest
+from lakelock._registry._manifest import (
+    MANIFEST_PREFIX,
+    Manifest,
+    manifest_digest,
+    serialize_manifest,
+    verify_manifest,
+)
 from lakelock._registry._objects import Objects, partition_from_entry
 from lakelock._registry._snapshot import LazyPartitions, Snapshot, verify_snapshot
-from lakelock._registry._tree import Node, index_get, verify_node
+from lakelock._registry._tree import Node, index_get, require_digest, require_filed, verify_node
 from lakelock._sim._check import DatasetVersion, Expired, View
 from lakelock._sim._store import BUCKET, SimS3
 from lakelock._sim._toy import ToyCommitter
@@ -111,14 +117,21 @@ class _Reader:
     bucket's graveyard (the checker still reads the versions vacuum removed). ``parsed``: the
     run's processes' parses (:class:`_SharedParsing`), by (kind, key, bytes): the same
     functions of the same bytes, so the checker takes what is there rather than parse a
-    consolidated manifest of thousands of files again."""
+    consolidated manifest of thousands of files again. ``made``: the manifests the processes
+    consolidated (:class:`_SharedParsing`), by key: one is taken when it serialises to
+    exactly the bytes stored (the core keeps a consolidated manifest equal to the parse of
+    its bytes, ``Applied.manifests``), else the bytes are parsed."""
 
     def __init__(
-        self, store: SimS3, parsed: Mapping[tuple[str, str, bytes], Any] | None = None
+        self,
+        store: SimS3,
+        parsed: Mapping[tuple[str, str, bytes], Any] | None = None,
+        made: Mapping[str, Manifest] | None = None,
     ) -> None:
         self.store = store
         self._cache: dict[str, Any] = {}
         self._parsed = parsed if parsed is not None else {}
+        self._made = made if made is not None else {}
 
     def _load(self, key: str, parse: Callable[[str, bytes], Any], kind: str = "object") -> Any:
         found = self._cache.get(key)
@@ -129,6 +142,9 @@ class _Reader:
             found = self._parsed.get((kind, key, stored.body))
             if found is not None and kind == "intent":
                 found = found[1]  # (change, manifest): an intent read as its manifest
+            made = self._made.get(key) if found is None else None
+            if made is not None:
+                found = _as_stored(key, stored.body, made)
             if found is None:
                 found = parse(key, stored.body)
             self._cache[key] = found
@@ -216,6 +232,16 @@ class _Reader:
         )
 
 
+def _as_stored(key: str, body: bytes, made: Manifest) -> Manifest | None:
+    """``made`` if it is what manifest ``key``'s ``body`` parses to (it serialises to those
+    bytes exactly), checked as :func:`verify_manifest` checks a parse; else ``None``."""
+    require_digest(body, manifest_digest(key), "manifest", key=key, bucket=BUCKET)
+    if serialize_manifest(made) != body:
+        return None
+    require_filed(key, MANIFEST_PREFIX, made.dataset, "manifest", bucket=BUCKET)
+    return made
+
+
 #: How many parsed objects the processes of a run share (:class:`_SharedParsing`).
 SHARED_PARSES = 1 << 15
 
@@ -227,11 +253,23 @@ class _SharedParsing(Objects):
     immutable, so a key and its bytes parse to the same value whoever reads them; 256
     processes each parsing every snapshot, manifest and intent they read was a sixth of a
     256-writer run's CPU. ``parsed``: (kind, key, bytes) -> the parse, the
-    :data:`SHARED_PARSES` newest kept (objects are read soon after they are written)."""
+    :data:`SHARED_PARSES` newest kept (objects are read soon after they are written).
+    ``made``: every manifest a process remembers under a manifest key (those it
+    consolidated: they are never fetched), for the checker (:class:`_Reader`)."""
 
-    def __init__(self, parsed: OrderedDict[tuple[str, str, bytes], Any]) -> None:
+    def __init__(
+        self,
+        parsed: OrderedDict[tuple[str, str, bytes], Any],
+        made: dict[str, Manifest] | None = None,
+    ) -> None:
         super().__init__(bucket=BUCKET)
         self._parsed = parsed
+        self._made = made if made is not None else {}
+
+    def remember(self, key: str, value: Any) -> None:
+        super().remember(key, value)
+        if isinstance(value, Manifest) and key.startswith(MANIFEST_PREFIX):
+            self._made[key] = value
 
     def _keep(self, memo: tuple[str, str, bytes], value: Any) -> None:
         self._parsed[memo] = value
@@ -283,10 +321,11 @@ class CoreProtocol(SimProtocol):
         # A swap carries the folder's own commits and up to max_fold of others'.
         self.max_fold = self.policy.max_fold + 1
         self._parsed: OrderedDict[tuple[str, str, bytes], Any] = OrderedDict()
+        self._made: dict[str, Manifest] = {}
 
     def committer(self, rng: Random, config: CommitterSettings) -> Committer:
         return Committer(
-            _SharedParsing(self._parsed),
+            _SharedParsing(self._parsed, self._made),
             policy=self.policy,
             rng=rng,
             commit_window=config.commit_window,
@@ -306,7 +345,7 @@ class CoreProtocol(SimProtocol):
         current = store.objects.get(REGISTRY_KEY)
         if current is None:
             return view
-        reader = _Reader(store, self._parsed)
+        reader = _Reader(store, self._parsed, self._made)
         try:
             doc = parse_registry(current.body, bucket=BUCKET, key=REGISTRY_KEY)
             for name, entry in sorted(doc.entries.items()):
@@ -340,7 +379,7 @@ class CoreProtocol(SimProtocol):
         entry = doc.entries.get(dataset)
         if entry is None:
             return None
-        reader = _Reader(store, self._parsed)
+        reader = _Reader(store, self._parsed, self._made)
         chain = reader.chain(entry.snapshot)[-20:]
         # As Registry.restorable: a version replaced long enough ago that it leaves the
         # retention within the restore's lead is refused (FORMAT.md rule 9).

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from random import Random
@@ -74,7 +76,12 @@ class SimS3:
         self.profile = profile
         self._rng = rng
         self.objects: dict[str, StoredObject] = {}
-        self._keys: list[str] = []  # sorted
+        #: The keys, sorted, in groups by their first two segments (:func:`_group`): a new
+        #: key goes into its group's list (one sorted list of every key moved half of it on
+        #: each insert: a long run writes hundreds of thousands); ``_all``: every key,
+        #: sorted, made when a listing needs it (its prefix spans groups).
+        self._groups: dict[str, list[str]] = {}
+        self._all: list[str] | None = None
         self.tracked = tracked
         self.history: dict[str, list[tuple[float, bytes]]] = {k: [] for k in tracked}
         #: When each key's first PUT took effect (virtual seconds; kept if it is deleted).
@@ -160,7 +167,8 @@ class SimS3:
         etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
         write_id = f"w{self._writes}"
         if current is None:
-            bisect.insort(self._keys, key)
+            bisect.insort(self._groups.setdefault(_group(key), []), key)
+            self._all = None
             self.created.setdefault(key, now)
         modified = self.server_seconds(now)
         listed = ListedObject(key, etag, len(body), self._datetime(modified))
@@ -170,7 +178,7 @@ class SimS3:
         return PutResult(key, etag, write_id, len(body))
 
     def list(self, prefix: str, start_after: str, max_keys: int, now: float) -> Listing:
-        keys = self._keys
+        keys = self._sorted(prefix)
         start = max(prefix, start_after)
         at = (
             bisect.bisect_right(keys, start)
@@ -180,8 +188,7 @@ class SimS3:
         # The keys from ``at`` that start with ``prefix`` end before the first key past it.
         end = bisect.bisect_left(keys, _past(prefix), at) if prefix else len(keys)
         stop = min(end, at + max(1, min(max_keys, 1000)))
-        objects = self.objects
-        found = tuple([objects[key].listed for key in keys[at:stop]])
+        found = tuple(map(_LISTED, map(self.objects.__getitem__, keys[at:stop])))
         return Listing(found, truncated=end > stop)
 
     def delete(self, key: str, now: float, *, if_match: str | None = None) -> None:
@@ -191,9 +198,20 @@ class SimS3:
         if current is None:
             return  # S3 answers 204 for a missing key
         del self.objects[key]
-        del self._keys[bisect.bisect_left(self._keys, key)]
+        group = self._groups[_group(key)]
+        del group[bisect.bisect_left(group, key)]
+        self._all = None
         self.deleted.append((now, key, current))
         self.graveyard[key] = current
+
+    def _sorted(self, prefix: str) -> Sequence[str]:
+        """Sorted keys among which are all those starting with ``prefix`` (its group's, or
+        every key)."""
+        if prefix.count("/") >= 2:
+            return self._groups.get(_group(prefix), [])
+        if self._all is None:
+            self._all = sorted(key for group in self._groups.values() for key in group)
+        return self._all
 
     # -- limits -------------------------------------------------------------------------------
 
@@ -236,6 +254,18 @@ class SimS3:
                 code="SlowDown",
             )
         self._buckets[key] = (tokens - 1.0, now)
+
+
+#: A stored object's listing entry.
+_LISTED = operator.attrgetter("listed")
+
+
+def _group(key: str) -> str:
+    """A key's first two segments (``metastore/intents/``; ``""`` for a key with fewer):
+    every key starting with a prefix of two segments or more is in the prefix's group."""
+    first = key.find("/")
+    second = key.find("/", first + 1) if first >= 0 else -1
+    return key[: second + 1] if second >= 0 else ""
 
 
 def _past(prefix: str) -> str:

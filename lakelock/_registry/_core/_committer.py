@@ -54,6 +54,7 @@ from lakelock._registry._document import (
     RegistryDoc,
     parse_registry,
     serialize_registry,
+    with_datasets,
 )
 from lakelock._registry._intents import INTENT_PREFIX, intent_document
 from lakelock._registry._manifest import parse_manifest
@@ -516,7 +517,7 @@ class Committer:
             self._end(s, state)
         for p in state.pending:
             p.check_index = False
-        state.pending = [p for p in state.pending if not p.done.is_set()]
+        state.pending = [p for p in state.pending if not p.finished]
         if state.unknown_base is None or not state.pending:
             return
         beyond = _decide.past_the_window(doc, state.unknown_base + 1)
@@ -531,7 +532,7 @@ class Committer:
                 elif version is not None:
                     ours = state.first_base is not None and version > state.first_base
                     self._end(_decide.Settled(p, version=version, already=not ours), state)
-            state.pending = [p for p in state.pending if not p.done.is_set()]
+            state.pending = [p for p in state.pending if not p.finished]
         if beyond and doc.format_version == 1:
             for p in state.pending:
                 p.fail(
@@ -773,7 +774,7 @@ class Committer:
             self._now = yield Now()
             self.server_offset = data.server_time.timestamp() - self._now
         if doc.format_version > 1:
-            doc = replace(doc, datasets=self.objects.datasets(doc))
+            doc = with_datasets(doc, self.objects.datasets(doc))
         self.observe(doc, data.etag)
         return doc, data.etag
 
@@ -886,7 +887,7 @@ class Committer:
                 )
                 failure.__cause__ = error
                 p.fail(failure)
-        state.pending = [p for p in state.pending if not p.done.is_set()]
+        state.pending = [p for p in state.pending if not p.finished]
 
     def _cancel_attempt(self, cancel: Batch) -> Steps:
         try:

@@ -49,7 +49,6 @@ from lakelock._registry._changes import (
 )
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
-from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
 from lakelock.errors import CommitConflictError, CommitIdReusedError
@@ -304,8 +303,8 @@ def applied_batch(
         for _, done in results:
             # Manifests this batch wrote (consolidations): a later commit of the batch on the
             # same partition reads them from the cache — they do not exist until the swap.
-            for key, body in done.writes:
-                objects.remember(key, parse_manifest(body))
+            for key, manifest in done.manifests:
+                objects.remember(key, manifest)
         applied.extend(results)
         seen.add(p.change.commit_id)
         current = candidate

@@ -45,6 +45,10 @@ __all__ = ["MAX_PINNED", "admitted_partitions", "partition_expression", "pinned_
 #: The most partitions a pinned filter is looked up as (one point lookup each); more (a long
 #: ``isin`` on two columns) and the index is read whole, which costs about as much.
 MAX_PINNED = 256
+#: The most literals of a column's type a filter may carry for it to be tried at all (each is
+#: a candidate value to prove or rule out: an ``isin`` of 10,000 ids on a data column of the
+#: same type as a partition column is not worth it).
+MAX_LITERALS = 4096
 
 
 def pinned_partitions(
@@ -155,18 +159,22 @@ def _pinned(
     if not _unique_spelling(type_):
         return None
     values = sorted({v for v in (_typed(x, type_) for x in literals) if v is not None})
-    if not values or len(values) > MAX_PINNED:
-        return None  # nothing to pin to, or too many to look up (a long isin)
+    if not values or len(values) > MAX_LITERALS:
+        return None  # nothing to pin to, or too many literals to try
     field = pc.field(column)
     scalars = [pa.scalar(v, type_) for v in values]
-    # What the filter admits besides the candidates: a null, and every open interval.
+    # The candidates the filter admits (a literal of another column of this type is not).
+    admitted = _admitted(filter, schema, [field == s for s in scalars])
+    pinned = [s for n, s in enumerate(scalars) if n in admitted]
+    if len(pinned) > MAX_PINNED:
+        return None  # too many to look up (a long isin)
+    # What the filter admits besides the candidates: a null, and every open interval
+    # between them (between all of them: the finer the intervals, the more pyarrow proves).
     gaps = [field.is_null(), field < scalars[0], field > scalars[-1]]
     gaps += [(field > a) & (field < b) for a, b in itertools.pairwise(scalars)]
     open_gaps = _admitted(filter, schema, gaps)
     if open_gaps - {0}:
         return None  # values outside the candidates can match: not pinned
-    admitted = _admitted(filter, schema, [field == s for s in scalars])
-    pinned = [s for n, s in enumerate(scalars) if n in admitted]
     if 0 in open_gaps:
         pinned.append(pa.scalar(None, type_))
     return pinned

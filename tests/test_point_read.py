@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
+from lakelock._pinning import pinned_partitions
 from lakelock._registry._tree import Node, tree_get, tree_items
 from lakelock.errors import RegistryCorruptError
 from lakelock.testing import S3Endpoint
@@ -64,6 +65,7 @@ def test_a_part_that_is_not_what_the_index_names_is_refused(wide: Lake, admin: A
 
 DAYS = [date(2026, 1, 1) + timedelta(days=n) for n in range(30)]
 REGIONS = ["eu", "us", "ap", None]
+IDS = list(range(1000))
 
 
 @pytest.fixture
@@ -105,14 +107,15 @@ def index_nodes(lake: Lake, dataset: str, path: str) -> list[str]:
 def test_a_filter_pinning_every_partition_column_is_a_point_read(
     s3: S3Endpoint, grid: Lake
 ) -> None:
-    """``day == d & region == r`` (with or without a condition on a data column) reads the
+    """``day == d & region == r`` (with or without conditions on data columns) reads the
     root, the snapshot, one index node per level, the partition's part and its file: depth + 4
     GETs, as the partition given exactly does, not the whole index; so does a 40-partition
     dataset whose index is inline in its snapshot (depth 0)."""
     levels = len(index_nodes(grid, "g", "day=2026-01-08/region=us"))
     assert levels >= 1  # 120 partitions: a branch over leaves
     pinned = (pc.field("day") == DAYS[7]) & (pc.field("region") == "us")
-    for filter in (pinned, pinned & (pc.field("x") >= 0)):
+    # A long isin on a data column of the partition column's type does not hide the pin.
+    for filter in (pinned, pinned & (pc.field("x") >= 0), pinned & pc.field("id").isin(IDS)):
         s3.reset_stats()
         table = Lake(grid.bucket, s3=grid.client).scan("g", filter=filter).to_arrow()
         assert sorted(table["id"].to_pylist()) == [58, 59]
@@ -198,6 +201,9 @@ FILTERS = {
     "not equal": (pc.field("day") == DAYS[6]) & (pc.field("region") != "eu"),
     "either column": (pc.field("day") == DAYS[1]) | (pc.field("region") == "us"),
     "a data column only": pc.field("x") == 3,
+    "pinned, and a long isin on a data column": (pc.field("day") == DAYS[2])
+    & (pc.field("region") == "eu")
+    & pc.field("id").isin(IDS[17:]),
     "too many to look up": pc.field("day").isin(DAYS) & pc.field("region").isin(REGIONS[:3]),
 }
 
@@ -212,3 +218,19 @@ def test_pruned_or_not_a_filter_reads_what_the_whole_dataset_filtered_holds(grid
         got = fresh.scan("g", filter=filter).to_arrow()
         want = whole.filter(filter)["id"].to_pylist()
         assert sorted(got["id"].to_pylist()) == sorted(want), name
+
+
+def test_a_long_isin_on_a_data_column_of_the_same_type_does_not_hide_the_pin() -> None:
+    """Every literal of the partition column's type is a candidate value; a data column's
+    isin of 3,000 ids adds 3,000 of them, which are ruled out (the filter admits p == 5 only)
+    rather than taken for more partitions than can be looked up."""
+    schema = pa.schema([("p", pa.int64()), ("id", pa.int64())])
+    ids = pc.field("id").isin(list(range(3000)))
+    assert pinned_partitions((pc.field("p") == 5) & ids, schema, ["p"]) == ["p=5"]
+    assert pinned_partitions(
+        pc.field("p").isin([1, 2, 3]) & (pc.field("p") > 1), schema, ["p"]
+    ) == [
+        "p=2",
+        "p=3",
+    ]
+    assert pinned_partitions(ids, schema, ["p"]) is None  # p is not pinned at all

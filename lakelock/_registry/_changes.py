@@ -356,10 +356,10 @@ def apply_change(
     )
     return Applied(
         doc=with_dataset(doc, change.dataset, updated),
-        writes=tuple((key, body) for key, body, _ in made),
+        writes=tuple([(key, body) for key, body, _ in made]) if made else (),
         added=len(change.add),
         removed=removed,
-        manifests=tuple((key, manifest) for key, _, manifest in made),
+        manifests=tuple([(key, manifest) for key, _, manifest in made]) if made else (),
     )
 
 

@@ -358,10 +358,10 @@ def apply_change(
     )
     return Applied(
         doc=with_dataset(doc, change.dataset, updated),
-        writes=tuple((key, body) for key, body, _ in made),
+        writes=tuple([(key, body) for key, body, _ in made]) if made else (),
         added=len(change.add),
         removed=removed,
-        manifests=tuple((key, manifest) for key, _, manifest in made),
+        manifests=tuple([(key, manifest) for key, _, manifest in made]) if made else (),
     )
 
 
@@ -549,8 +549,8 @@ def _consolidate(
         manifest = manifests.get(ref.key)
         if manifest is None:
             raise AssertionError(f"manifest {ref.key} was not loaded (see manifests_needed)")
-        for f in manifest.files_of(path):
-            files[f.key] = f
+        held = manifest.files_of(path)
+        files.update(zip(map(_file_key, held), held, strict=True))
     missing = sorted(gone - files.keys())
     if missing:
         raise _conflict(
@@ -558,12 +558,15 @@ def _consolidate(
             f"cannot remove {missing[:3]}{'...' if len(missing) > 3 else ''} from "
             f"{change.dataset!r}/{path!r}: not registered (removed by another commit?)",
         )
-    remaining = tuple(sorted((f for k, f in files.items() if k not in gone), key=_file_key))
+    kept = [f for k, f in files.items() if k not in gone] if gone else files.values()
+    remaining = tuple(sorted(kept, key=_file_key))
     if not remaining:
         return None
     manifest = Manifest(change.dataset, path, remaining)
     body = serialize_manifest(manifest)
-    if not all(f.stats is None and f.dataset == change.dataset for f in remaining):
+    if list(map(_file_stats, remaining)).count(None) < len(remaining) or any(
+        dataset != change.dataset for dataset in set(map(_file_dataset, remaining))
+    ):
         # Parsed statistics come back with their columns sorted (and a file named for the
         # manifest's dataset): equal bytes, not an equal value. Without either, it is equal.
         manifest = parse_manifest(body)
@@ -573,6 +576,8 @@ def _consolidate(
 #: A data file's key (what manifests are sorted by), and a manifest reference's.
 _file_key = operator.attrgetter("key")
 _ref_key = operator.attrgetter("key")
+_file_stats = operator.attrgetter("stats")
+_file_dataset = operator.attrgetter("dataset")
 
 
 def _check_file(f: DataFile, change: Change, partition_by: tuple[str, ...]) -> None:

@@ -525,6 +525,7 @@ def test_damaged_manifest_never_gives_wrong_rows(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 300 examples of two checks each: minutes on a busy machine
 @SLOW
 @given(data=st.data())
 def test_damaged_objects_many(client: Any, bucket: str, data: st.DataObject) -> None:

@@ -169,6 +169,7 @@ def test_hostile_names_are_refused_or_round_trip(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 300 examples: minutes on a busy machine
 @SLOW
 @given(dataset=hostile_text, values=hostile_values, file_name=st.none() | hostile_text)
 def test_hostile_names_many(
@@ -364,6 +365,7 @@ def test_wrong_shapes_are_refused_and_kept(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 300 examples: minutes on a busy machine
 @SLOW
 @given(data=st.data())
 def test_planted_registry_many(
@@ -525,7 +527,7 @@ def test_damaged_manifest_never_gives_wrong_rows(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # 300 examples of two checks each: minutes on a busy machine
+@pytest.mark.timeout(900)  # 300 examples of two checks each
 @SLOW
 @given(data=st.data())
 def test_damaged_objects_many(client: Any, bucket: str, data: st.DataObject) -> None:

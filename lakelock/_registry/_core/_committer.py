@@ -342,7 +342,7 @@ class Committer:
             )
         )
         proposed = advise(
-            lambda: live.watermark(doc.watermark, fold.listed, seconds),
+            lambda: live.watermark(doc.watermark, fold.listed, seconds, carried=len(fold.pending)),
             fold.listed[-1] if fold.listed else doc.watermark,
         )
         watermark = _decide.bound_watermark(doc, fold.listed, proposed)

@@ -403,16 +403,20 @@ class Liveness:
     def lag(self) -> float:
         return max(self.policy.watermark_lag, 2 * self.hints.round_seconds)
 
-    def watermark(self, current: str, listed: tuple[str, ...], now: float) -> str:
+    def watermark(
+        self, current: str, listed: tuple[str, ...], now: float, *, carried: int = 0
+    ) -> str:
         """The watermark to propose: the highest key listed, but none made later than the
         lag before the fold (intents still landing then are the next fold's), leaving at
-        most ``lagging`` listed keys above it. :func:`._decide.bound_watermark` bounds it."""
+        most ``lagging`` listed keys above it, or twice the ``carried`` intents of others
+        the fold applies if that is more. :func:`._decide.bound_watermark` bounds it."""
         if not listed:
             return current
         newest = listed[-1]
         if self.policy.watermark_lag <= 0:
             return max(current, newest)
         lagged = intents_from(int((now - self.lag()) * 1000))
-        if len(listed) > self.policy.lagging:
-            lagged = max(lagged, listed[-self.policy.lagging - 1])
+        keep = max(self.policy.lagging, 2 * carried)
+        if len(listed) > keep:
+            lagged = max(lagged, listed[-keep - 1])
         return max(current, min(newest, lagged))

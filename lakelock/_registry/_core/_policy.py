@@ -416,7 +416,7 @@ class Liveness:
         if self.policy.watermark_lag <= 0:
             return max(current, newest)
         lagged = intents_from(int((now - self.lag()) * 1000))
-        keep = max(self.policy.lagging, 2 * carried)
+        keep = self.policy.lagging + carried
         if len(listed) > keep:
             lagged = max(lagged, listed[-keep - 1])
         return max(current, min(newest, lagged))

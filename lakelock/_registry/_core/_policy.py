@@ -73,11 +73,16 @@ class FoldPolicy:
     #: intents whose PUT was still landing are the next fold's, not left to their writers.
     watermark_lag: float = 1.0
     #: ... but never more than this many listed keys above it (each keeps a fate in the root,
-    #: which every root read carries). Below the number of intents pending at once, a swap
-    #: passes over intents still landing and their writers fold alone: at 256 writers on
-    #: S3 Standard 256 against 128 cut requests a commit 11.2 → 7.0 back to back and
-    #: 10.4 → 7.3 with pauses, commits/s +26 % and +18 % (two seeds each; 192 and 320 did
-    #: worse, 512 cost twice the bytes); no change at 16 and 64 writers (BENCHMARKS.md §14).
+    #: which every root read carries), besides the intents the fold carries. Below the
+    #: number of intents pending at once, a swap passes over intents still landing and their
+    #: writers fold alone: at 256 writers on S3 Standard 256 against 128 cut requests a
+    #: commit 11.2 → 7.0 back to back and 10.4 → 7.3 with pauses, commits/s +26 % and +18 %
+    #: (two seeds each; 192 and 320 did worse, 512 cost twice the bytes); no change at 16
+    #: and 64 writers (BENCHMARKS.md §14). At 1,024 writers as many are pending at once, and
+    #: one fold carries up to ``max_fold``: not counting those, seeds 1 / 2 went 1,011 /
+    #: 1,014 → 1,173 / 1,172 commits/s, p99 1.59 / 1.49 → 1.38 / 1.34 s, 18.2 / 14.1 → 7.0 /
+    #: 7.3 requests a commit, for 506 / 479 → 743 / 719 KB a commit; at 256 writers the
+    #: same commits/s (six seeds) for +10 % bytes; at 16 and 64 the same runs (§19).
     lagging: int = 256
     #: After a swap that carried other processes' intents, the folder goes on folding (a
     #: LIST every ``look`` of a round, a swap whenever others' intents are pending) until

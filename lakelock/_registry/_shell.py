@@ -43,6 +43,7 @@ from lakelock._registry._document import (
     RegistryDoc,
     RetiredManifest,
     parse_registry,
+    with_datasets,
 )
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._manifest import Manifest
@@ -333,7 +334,7 @@ class Registry:
         if doc.format_version > 1:
             # The commit core's documents load their datasets through its offline view of the
             # cache (a miss is a signal to the core, not a GET): hand out one that loads them.
-            doc = replace(doc, datasets=self.objects.datasets(doc))
+            doc = with_datasets(doc, self.objects.datasets(doc))
         return RegistrySnapshot.of(doc, etag)
 
     def _current(self) -> tuple[RegistryDoc, str | None]:
@@ -362,7 +363,7 @@ class Registry:
             data.body, bucket=self.store.bucket, key=self._root.full_key(REGISTRY_KEY)
         )
         if doc.format_version > 1:
-            doc = replace(doc, datasets=self.objects.datasets(doc))
+            doc = with_datasets(doc, self.objects.datasets(doc))
         with self._commits.lock:
             self._committer.observe(doc, data.etag)
         return doc, data.etag

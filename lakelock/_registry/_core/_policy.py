@@ -82,7 +82,7 @@ class FoldPolicy:
     #: one fold carries up to ``max_fold``: not counting those, seeds 1 / 2 went 1,011 /
     #: 1,014 → 1,173 / 1,172 commits/s, p99 1.59 / 1.49 → 1.38 / 1.34 s, 18.2 / 14.1 → 7.0 /
     #: 7.3 requests a commit, for 506 / 479 → 743 / 719 KB a commit; at 256 writers the
-    #: same commits/s (six seeds) for +10 % bytes; at 16 and 64 the same runs (§19).
+    #: same commits/s (six seeds) for +19 % bytes; at 16 and 64 the same runs (§19).
     lagging: int = 256
     #: After a swap that carried other processes' intents, the folder goes on folding (a
     #: LIST every ``look`` of a round, a swap whenever others' intents are pending) until

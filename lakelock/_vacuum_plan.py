@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
-from lakelock._registry._core._requests import Delete, Get, List, Listing, Now, Parallel, Steps
+from lakelock._registry._core._requests import (
+    Delete,
+    Get,
+    List,
+    Listing,
+    Now,
+    Parallel,
+    Steps,
+    fetching,
+)
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, decode_schema, parse_registry
 from lakelock._registry._intents import INTENT_PREFIX, is_intent, parse_intent
 from lakelock._registry._manifest import MANIFEST_PREFIX, verify_manifest
@@ -396,19 +405,16 @@ def need(compute: Callable[[], Any], known: Known) -> Steps:
     """``compute()``, fetching in parallel whatever objects it misses (it is pure: asked
     again once they are known). A key not found is remembered as gone (the walk decides
     whether that is corruption or an older version vacuumed already)."""
-    while True:
-        try:
-            return compute()
-        except Missing as miss:
-            keys = tuple(dict.fromkeys(miss.keys))
-        answers = yield Parallel(tuple(Get(k) for k in keys))
-        for key, answer in zip(keys, answers, strict=True):
-            if isinstance(answer, NotFoundError):
-                known.gone[key] = answer
-            elif isinstance(answer, BaseException):
-                raise answer
-            else:
-                known.load(key, answer.body)
+
+    def take(key: str, answer: Any) -> None:
+        if isinstance(answer, NotFoundError):
+            known.gone[key] = answer
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            known.load(key, answer.body)
+
+    return (yield from fetching(compute, take))
 
 
 # -- deleting ------------------------------------------------------------------------------------

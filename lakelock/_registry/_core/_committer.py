@@ -29,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import tenacity
 
@@ -47,6 +47,7 @@ from lakelock._registry._core._requests import (
     Put,
     Sleep,
     Steps,
+    fetching,
 )
 from lakelock._registry._document import (
     REGISTRY_KEY,
@@ -58,7 +59,7 @@ from lakelock._registry._document import (
 )
 from lakelock._registry._intents import INTENT_PREFIX, intent_document
 from lakelock._registry._manifest import parse_manifest
-from lakelock._registry._objects import Missing, Objects, missing_object
+from lakelock._registry._objects import Objects, missing_object
 from lakelock._retry import OutOfTime, SteadyOr
 from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
@@ -743,20 +744,17 @@ class Committer:
     def _need(self, compute: Callable[[], _T]) -> Steps:
         """``compute()``, fetching whatever objects it misses (it is pure: asked again once
         they are cached)."""
-        while True:
-            try:
-                return compute()
-            except Missing as miss:
-                keys = tuple(dict.fromkeys(miss.keys))
-            answers = yield Parallel(tuple(Get(k) for k in keys))
-            for key, answer in zip(keys, answers, strict=True):
-                if isinstance(answer, NotFoundError):
-                    raise missing_object(key, self.bucket, None) from answer
-                if isinstance(answer, TRANSIENT):
-                    raise Retry from answer
-                if isinstance(answer, BaseException):
-                    raise answer
-                self.objects.load(key, answer.body)
+        return (yield from fetching(compute, self._fetched))
+
+    def _fetched(self, key: str, answer: Any) -> None:
+        """One object :meth:`_need` fetched: cached, or why it could not be."""
+        if isinstance(answer, NotFoundError):
+            raise missing_object(key, self.bucket, None) from answer
+        if isinstance(answer, TRANSIENT):
+            raise Retry from answer
+        if isinstance(answer, BaseException):
+            raise answer
+        self.objects.load(key, answer.body)
 
     def _read_root(self) -> Steps:
         try:

@@ -40,10 +40,11 @@ objects, and listings (every fold's listing is a past view already), are made ah
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from lakelock._registry._objects import Missing
 from lakelock._s3._types import ListedObject
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "Request",
     "Sleep",
     "Steps",
+    "fetching",
 ]
 
 
@@ -145,3 +147,17 @@ Request: TypeAlias = Get | Put | List | Delete | Parallel | Ahead | Sleep | Now
 
 #: A sans-I/O computation: yields requests, is sent their answers, returns a ``T``.
 Steps: TypeAlias = Generator[Request, Any, Any]
+
+
+def fetching(compute: Callable[[], Any], take: Callable[[str, Any], None]) -> Steps:
+    """``compute()``, fetching in parallel whatever objects it misses (it is pure: asked
+    again once they are known). ``take(key, answer)`` is handed each object fetched, or the
+    exception its GET raised, before ``compute`` is asked again; what it raises ends this."""
+    while True:
+        try:
+            return compute()
+        except Missing as miss:
+            keys = tuple(dict.fromkeys(miss.keys))
+        answers = yield Parallel(tuple(Get(k) for k in keys))
+        for key, answer in zip(keys, answers, strict=True):
+            take(key, answer)

@@ -8,7 +8,7 @@ process share group commit). It is safe to use from many threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, TypedDict, Unpack
 
@@ -31,11 +31,11 @@ from lakelock._names import (
     validate_dataset_name,
     validate_lake_prefix,
 )
-from lakelock._operations import TableOperations
+from lakelock._operations import TableOperations, commit_planned, planned_change
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
-from lakelock._registry import Change, CommitResult, Registry, RegistrySnapshot, new_commit_id
+from lakelock._registry import CommitResult, Registry, RegistrySnapshot
 from lakelock._registry._objects import HistoryEntry
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -291,17 +291,14 @@ class Lake(TableOperations):
         if (version is None) == (as_of is None):
             raise ValueError("restore takes version or as_of")
         old, until = self.registry.restorable(dataset, version=version, as_of=as_of)
-        change = Change(
-            dataset=old.name,
-            commit_id=commit_id if commit_id is not None else new_commit_id(),
-            restore=old,
-            fence=Fence(*fence) if isinstance(fence, tuple) else fence,
-            operation="restore",
-            generated_id=commit_id is None,
+        change = planned_change(
+            old.name,
+            "restore",
+            commit_id=commit_id,
+            fence=fence,
             digest=change_digest({"restore": old.updated_version}),
-            restore_until=until,
         )
-        return self.registry.commit_changes([change], explicit_id=commit_id is not None)
+        return commit_planned(self.registry, replace(change, restore=old, restore_until=until))
 
     # -- partitions, locks, leases ------------------------------------------------------------
 

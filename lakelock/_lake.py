@@ -43,7 +43,7 @@ from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
 from lakelock.errors import DatasetNotFoundError, VersionNotFoundError
 
-__all__ = ["Lake", "LakeConfig"]
+__all__ = ["Lake", "LakeConfig", "MoveOptions", "ScanOptions"]
 
 #: How long the registry remembers retired manifests by default (see ``Lake(retention=)``).
 DEFAULT_RETENTION = 7 * 24 * 3600.0
@@ -63,6 +63,22 @@ class MoveOptions(TypedDict, total=False):
     ttl: float
     timeout: float | None
     progress: Progress | None
+
+
+class ScanOptions(TypedDict, total=False):
+    """Options of :meth:`Lake.scan` and :meth:`Lake.read`: which rows, as of when."""
+
+    #: Only these partitions: paths (``"year=2024/month=01"``), mappings, or leading parts.
+    partitions: Iterable[str | Mapping[str, object]] | None
+    #: Only these columns, in this order.
+    columns: Sequence[str] | None
+    #: Only the rows this ``pyarrow.compute.Expression`` admits (it prunes partitions too).
+    filter: pc.Expression | None
+    #: The snapshot to read (default: the current one), or the registry as it was at
+    #: ``version`` or server time ``as_of`` (time travel).
+    snapshot: RegistrySnapshot | None
+    version: int | None
+    as_of: float | datetime | None
 
 
 @dataclass(frozen=True)
@@ -238,33 +254,16 @@ class Lake(TableOperations):
             filter=filter,
         )
 
-    def read(
-        self,
-        dataset: str,
-        *,
-        partitions: Iterable[str | Mapping[str, object]] | None = None,
-        columns: Sequence[str] | None = None,
-        filter: pc.Expression | None = None,
-        snapshot: RegistrySnapshot | None = None,
-        version: int | None = None,
-        as_of: float | datetime | None = None,
-    ) -> pa.Table:
+    def read(self, dataset: str, **options: Unpack[ScanOptions]) -> pa.Table:
         """The committed rows of ``dataset`` in one registry snapshot (default: the current
         one; or the dataset as it was at registry ``version`` or server time ``as_of``),
         optionally only of some partitions, given as paths (``"year=2024/month=01"``) or as
         ``{"year": 2024, "month": 1}`` mappings, only some ``columns``, and only the rows a
-        ``filter`` admits: ``scan(...).to_arrow()``. A filter that pins every partition
-        column (``(pc.field("year") == 2024) & (pc.field("month") == 1)``, or ``isin`` a few)
-        looks those partitions up as ``partitions=`` does."""
-        return self.scan(
-            dataset,
-            partitions=partitions,
-            columns=columns,
-            filter=filter,
-            snapshot=snapshot,
-            version=version,
-            as_of=as_of,
-        ).to_arrow()
+        ``filter`` admits: ``scan(...).to_arrow()``, with :meth:`scan`'s ``options``
+        (:class:`ScanOptions`). A filter that pins every partition column
+        (``(pc.field("year") == 2024) & (pc.field("month") == 1)``, or ``isin`` a few) looks
+        those partitions up as ``partitions=`` does."""
+        return self.scan(dataset, **options).to_arrow()
 
     # -- history -----------------------------------------------------------------------------
 

@@ -17,10 +17,11 @@ policy = lakelock.generate_bucket_policy(
 from lakelock import errors
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
-from lakelock._lake import Lake, LakeConfig, MoveOptions
+from lakelock._lake import Lake, LakeConfig, MoveOptions, ScanOptions
 from lakelock._lease import Lease, LeaseOptions
 from lakelock._mirror import MirrorResult
 from lakelock._mirror._auto import AutoMirror
+from lakelock._operations import WriteOptions
 from lakelock._pathlock import (
     AsyncPathLock,
     AsyncPathLockGuard,
@@ -86,7 +87,9 @@ __all__ = [
     "RegistrySnapshot",
     "RetryPolicy",
     "Scan",
+    "ScanOptions",
     "VacuumReport",
+    "WriteOptions",
     "errors",
     "generate_bucket_policy",
 ]

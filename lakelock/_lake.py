@@ -8,7 +8,7 @@ process share group commit). It is safe to use from many threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, TypedDict, Unpack
 
@@ -31,11 +31,11 @@ from lakelock._names import (
     validate_dataset_name,
     validate_lake_prefix,
 )
-from lakelock._operations import TableOperations
+from lakelock._operations import TableOperations, commit_planned, planned_change
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
-from lakelock._registry import Change, CommitResult, Registry, RegistrySnapshot, new_commit_id
+from lakelock._registry import CommitResult, Registry, RegistrySnapshot
 from lakelock._registry._objects import HistoryEntry
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -43,7 +43,7 @@ from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
 from lakelock.errors import DatasetNotFoundError, VersionNotFoundError
 
-__all__ = ["Lake", "LakeConfig"]
+__all__ = ["Lake", "LakeConfig", "MoveOptions", "ScanOptions"]
 
 #: How long the registry remembers retired manifests by default (see ``Lake(retention=)``).
 DEFAULT_RETENTION = 7 * 24 * 3600.0
@@ -63,6 +63,22 @@ class MoveOptions(TypedDict, total=False):
     ttl: float
     timeout: float | None
     progress: Progress | None
+
+
+class ScanOptions(TypedDict, total=False):
+    """Options of :meth:`Lake.scan` and :meth:`Lake.read`: which rows, as of when."""
+
+    #: Only these partitions: paths (``"year=2024/month=01"``), mappings, or leading parts.
+    partitions: Iterable[str | Mapping[str, object]] | None
+    #: Only these columns, in this order.
+    columns: Sequence[str] | None
+    #: Only the rows this ``pyarrow.compute.Expression`` admits (it prunes partitions too).
+    filter: pc.Expression | None
+    #: The snapshot to read (default: the current one), or the registry as it was at
+    #: ``version`` or server time ``as_of`` (time travel).
+    snapshot: RegistrySnapshot | None
+    version: int | None
+    as_of: float | datetime | None
 
 
 @dataclass(frozen=True)
@@ -238,33 +254,16 @@ class Lake(TableOperations):
             filter=filter,
         )
 
-    def read(
-        self,
-        dataset: str,
-        *,
-        partitions: Iterable[str | Mapping[str, object]] | None = None,
-        columns: Sequence[str] | None = None,
-        filter: pc.Expression | None = None,
-        snapshot: RegistrySnapshot | None = None,
-        version: int | None = None,
-        as_of: float | datetime | None = None,
-    ) -> pa.Table:
+    def read(self, dataset: str, **options: Unpack[ScanOptions]) -> pa.Table:
         """The committed rows of ``dataset`` in one registry snapshot (default: the current
         one; or the dataset as it was at registry ``version`` or server time ``as_of``),
         optionally only of some partitions, given as paths (``"year=2024/month=01"``) or as
         ``{"year": 2024, "month": 1}`` mappings, only some ``columns``, and only the rows a
-        ``filter`` admits: ``scan(...).to_arrow()``. A filter that pins every partition
-        column (``(pc.field("year") == 2024) & (pc.field("month") == 1)``, or ``isin`` a few)
-        looks those partitions up as ``partitions=`` does."""
-        return self.scan(
-            dataset,
-            partitions=partitions,
-            columns=columns,
-            filter=filter,
-            snapshot=snapshot,
-            version=version,
-            as_of=as_of,
-        ).to_arrow()
+        ``filter`` admits: ``scan(...).to_arrow()``, with :meth:`scan`'s ``options``
+        (:class:`ScanOptions`). A filter that pins every partition column
+        (``(pc.field("year") == 2024) & (pc.field("month") == 1)``, or ``isin`` a few) looks
+        those partitions up as ``partitions=`` does."""
+        return self.scan(dataset, **options).to_arrow()
 
     # -- history -----------------------------------------------------------------------------
 
@@ -291,17 +290,14 @@ class Lake(TableOperations):
         if (version is None) == (as_of is None):
             raise ValueError("restore takes version or as_of")
         old, until = self.registry.restorable(dataset, version=version, as_of=as_of)
-        change = Change(
-            dataset=old.name,
-            commit_id=commit_id if commit_id is not None else new_commit_id(),
-            restore=old,
-            fence=Fence(*fence) if isinstance(fence, tuple) else fence,
-            operation="restore",
-            generated_id=commit_id is None,
+        change = planned_change(
+            old.name,
+            "restore",
+            commit_id=commit_id,
+            fence=fence,
             digest=change_digest({"restore": old.updated_version}),
-            restore_until=until,
         )
-        return self.registry.commit_changes([change], explicit_id=commit_id is not None)
+        return commit_planned(self.registry, replace(change, restore=old, restore_until=until))
 
     # -- partitions, locks, leases ------------------------------------------------------------
 

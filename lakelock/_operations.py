@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -82,6 +82,7 @@ __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
     "SchemaMode",
     "TableOperations",
+    "WriteOptions",
     "commit_planned",
     "planned_change",
     "prepare_commit",
@@ -93,6 +94,27 @@ DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 #: How an append treats columns the dataset lacks: ``None`` refuses them
 #: (:class:`~lakelock.errors.SchemaMismatchError`), ``"merge"`` adds them to its schema.
 SchemaMode = Literal["merge"] | None
+
+
+class WriteOptions(TypedDict, total=False):
+    """Options of :meth:`~lakelock.Lake.append` and :meth:`~lakelock.Lake.overwrite`."""
+
+    #: The partition columns, outermost first (a dataset's never change; default: none).
+    partition_by: Sequence[str]
+    #: What to do with columns the dataset lacks (:data:`SchemaMode`).
+    schema_mode: SchemaMode
+    #: Properties to set (``None`` removes one) in the same commit: see ``set_properties``.
+    properties: Mapping[str, str | None] | None
+    #: Makes the commit idempotent: a re-run of the same change commits nothing twice.
+    commit_id: str | None
+    #: A lease's or path lock's fencing token, checked by the registry.
+    fence: Fence | tuple[str, int] | None
+    #: The data files' name in each partition (default: a generated, unique one): a
+    #: caller-given name makes the upload idempotent (:mod:`lakelock._datasets`).
+    file_name: str | None
+    #: ``progress(done, total)``, called as the files are uploaded (bytes).
+    progress: Progress | None
+
 
 #: A column name no partition column can have (they never start with "_").
 _INDEX = "__lakelock_index"
@@ -126,23 +148,14 @@ class TableOperations:
         )
 
     def append(
-        self,
-        dataset: str,
-        table: pa.Table,
-        *,
-        partition_by: Sequence[str] = (),
-        schema_mode: SchemaMode = None,
-        properties: Mapping[str, str | None] | None = None,
-        commit_id: str | None = None,
-        fence: Fence | tuple[str, int] | None = None,
-        file_name: str | None = None,
-        progress: Progress | None = None,
+        self, dataset: str, table: pa.Table, **options: Unpack[WriteOptions]
     ) -> CommitResult:
-        """Write ``table`` and commit its files in one registry update. A column the
-        dataset lacks is refused (:class:`~lakelock.errors.SchemaMismatchError`) unless
-        ``schema_mode="merge"`` adds it to the dataset's schema; a nullable column the table
-        lacks reads as null for its rows (the dataset keeps it); types never change. What
-        does not fit is refused before any file is written.
+        """Write ``table`` and commit its files in one registry update (``options``:
+        :class:`WriteOptions`). A column the dataset lacks is refused
+        (:class:`~lakelock.errors.SchemaMismatchError`) unless ``schema_mode="merge"`` adds it
+        to the dataset's schema; a nullable column the table lacks reads as null for its rows
+        (the dataset keeps it); types never change. What does not fit is refused before any
+        file is written.
 
         With a ``commit_id`` that is already recorded for this change (same dataset,
         operation and rows: see :mod:`lakelock._digest`), nothing is written and the earlier
@@ -151,33 +164,7 @@ class TableOperations:
         table (no rows) is checked like any other, then appends nothing: no file, no
         registry version; the result says so (``empty``, ``version`` the current one).
         """
-        dataset = validate_dataset_name(dataset)
-        columns = partition_columns(partition_by)
-        schema = table_schema(table, columns)
-        if table.num_rows == 0:
-            return CommitResult(
-                self.registry.read().version, commit_id or "", attempts=0, empty=True
-            )
-        change = planned_change(
-            dataset,
-            "append",
-            commit_id=commit_id,
-            fence=fence,
-            schema=schema,
-            partition_by=columns,
-            schema_mode=schema_mode,
-            properties=properties,
-            digest=change_digest(
-                _request(partition_by=columns, properties=properties), table=table
-            ),
-        )
-        planned = prepare_commit(self.registry, change)
-        if isinstance(planned, CommitResult):
-            return planned
-        files = self.write(
-            dataset, table, partition_by=columns, file_name=file_name, progress=progress
-        )
-        return commit_planned(self.registry, replace(change, add=tuple(files)))
+        return self._put("append", dataset, table, None, **options)
 
     def overwrite(
         self,
@@ -185,6 +172,30 @@ class TableOperations:
         table: pa.Table,
         *,
         partitions: Iterable[PartitionSpec] | Literal["all"] | None = None,
+        **options: Unpack[WriteOptions],
+    ) -> CommitResult:
+        """Replace partitions by ``table`` in one commit: by default the partitions
+        ``table`` has rows for, else those given (paths, mappings or leading parts of them)
+        or ``"all"`` of the dataset (other ``options``: :class:`WriteOptions`, as for
+        :meth:`append`). Whatever those partitions hold when the commit applies is removed,
+        appends that landed just before included. Re-run with the same ``commit_id`` (and the
+        same rows), it does nothing (``already_committed``): the idempotent way to re-run
+        yesterday's job.
+
+        With partitions given, each row of ``table`` must fall in one of them
+        (:class:`InvalidNameError` otherwise, before anything is written). An empty table
+        with ``partitions=None`` commits nothing (``result.empty``); with partitions given,
+        it empties them.
+        """
+        return self._put("overwrite", dataset, table, partitions, **options)
+
+    def _put(
+        self,
+        operation: Literal["append", "overwrite"],
+        dataset: str,
+        table: pa.Table,
+        partitions: Iterable[PartitionSpec] | Literal["all"] | None,
+        *,
         partition_by: Sequence[str] = (),
         schema_mode: SchemaMode = None,
         properties: Mapping[str, str | None] | None = None,
@@ -193,21 +204,15 @@ class TableOperations:
         file_name: str | None = None,
         progress: Progress | None = None,
     ) -> CommitResult:
-        """Replace partitions by ``table`` in one commit: by default the partitions
-        ``table`` has rows for, else those given (paths, mappings or leading parts of them)
-        or ``"all"`` of the dataset. Whatever those partitions hold when the commit applies
-        is removed, appends that landed just before included. Re-run with the same
-        ``commit_id`` (and the same rows), it does nothing (``already_committed``): the
-        idempotent way to re-run yesterday's job.
-
-        With partitions given, each row of ``table`` must fall in one of them
-        (:class:`InvalidNameError` otherwise, before anything is written). An empty table
-        with ``partitions=None`` commits nothing (``result.empty``); with partitions given,
-        it empties them.
-        """
+        """Append or overwrite: check ``table`` and the options, plan the commit, write the
+        files, commit them (and for an overwrite, remove the replaced partitions)."""
         dataset = validate_dataset_name(dataset)
         columns = partition_columns(partition_by)
         schema = table_schema(table, columns)
+        if operation == "append" and table.num_rows == 0:
+            return CommitResult(
+                self.registry.read().version, commit_id or "", attempts=0, empty=True
+            )
         replaced: tuple[str, ...] | None = None
         if partitions == "all":
             replaced = ("",)
@@ -215,7 +220,7 @@ class TableOperations:
             replaced = tuple(partition_prefix(columns, p) for p in _specs(partitions))
         change = planned_change(
             dataset,
-            "overwrite",
+            operation,
             commit_id=commit_id,
             fence=fence,
             schema=schema,
@@ -230,7 +235,7 @@ class TableOperations:
         planned = prepare_commit(self.registry, change)
         if isinstance(planned, CommitResult):
             return planned
-        if replaced is None and table.num_rows == 0:
+        if replaced is None and table.num_rows == 0:  # an overwrite of nothing
             return CommitResult(planned.version, commit_id or "", attempts=0, empty=True)
         if replaced is not None:
             outside = [p for p in _table_partitions(table, columns) if not _covered(p, replaced)]
@@ -241,13 +246,18 @@ class TableOperations:
                     f"replaced {list(replaced)}",
                 )
         files = self.write(
-            dataset, table, partition_by=columns, file_name=file_name, progress=progress
+            dataset,
+            table,
+            partition_by=columns,
+            file_name=file_name,
+            progress=progress,
         )
-        if replaced is None:
-            replaced = tuple(dict.fromkeys(f.partition_path for f in files))
-        return commit_planned(
-            self.registry, replace(change, add=tuple(files), remove_partitions=replaced)
-        )
+        change = replace(change, add=tuple(files))
+        if operation == "overwrite":
+            if replaced is None:
+                replaced = tuple(dict.fromkeys(f.partition_path for f in files))
+            change = replace(change, remove_partitions=replaced)
+        return commit_planned(self.registry, change)
 
     def delete(
         self,

@@ -106,31 +106,41 @@ def test_if_match_put_with_stale_etag_is_412(target: Target) -> None:
     assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"2"
 
 
-def test_if_match_put_on_missing_key_is_404(target: Target) -> None:
-    """If-Match on a key that does not exist answers 404 NoSuchKey, not 412."""
+#: Stands for the ETag of the object a case writes first.
+CURRENT = "current ETag"
+
+
+@pytest.mark.parametrize(
+    ("existing", "conditions", "answer"),
+    [
+        pytest.param(
+            False, {"IfMatch": '"abc"'}, (404, "NoSuchKey"), id="if-match-on-missing-key-is-404"
+        ),
+        pytest.param(
+            True,
+            {"IfMatch": CURRENT, "IfNoneMatch": "*"},
+            (501, "NotImplemented"),
+            id="both-conditions-together-are-501",
+        ),
+        pytest.param(
+            False,
+            {"IfNoneMatch": '"abc"'},
+            (501, "NotImplemented"),
+            id="if-none-match-other-than-star-is-501",
+        ),
+    ],
+)
+def test_put_conditions_refused(
+    target: Target, existing: bool, conditions: dict[str, str], answer: tuple[int, str]
+) -> None:
+    """PUTs refused for their conditions: If-Match on a key that does not exist answers 404
+    NoSuchKey, not 412; If-Match and If-None-Match on one PUT, or If-None-Match other than
+    '*', answer 501 NotImplemented."""
     client, bucket = target.client, target.bucket
-    assert fails(client.put_object, Bucket=bucket, Key="nope", Body=b"1", IfMatch='"abc"') == (
-        404,
-        "NoSuchKey",
-    )
-
-
-def test_both_conditions_together_is_501(target: Target) -> None:
-    """If-Match and If-None-Match on one PUT answer 501 NotImplemented."""
-    client, bucket = target.client, target.bucket
-    etag = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
-    assert fails(
-        client.put_object, Bucket=bucket, Key="a", Body=b"2", IfMatch=etag, IfNoneMatch="*"
-    ) == (501, "NotImplemented")
-
-
-def test_if_none_match_other_than_star_is_501(target: Target) -> None:
-    """If-None-Match accepts only '*'."""
-    client, bucket = target.client, target.bucket
-    assert fails(client.put_object, Bucket=bucket, Key="a", Body=b"1", IfNoneMatch='"abc"') == (
-        501,
-        "NotImplemented",
-    )
+    if existing:
+        etag: str = client.put_object(Bucket=bucket, Key="a", Body=b"1")["ETag"]
+        conditions = {name: etag if v == CURRENT else v for name, v in conditions.items()}
+    assert fails(client.put_object, Bucket=bucket, Key="a", Body=b"2", **conditions) == answer
 
 
 def test_complete_multipart_create_only_on_existing_is_412(target: Target) -> None:

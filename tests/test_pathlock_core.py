@@ -27,6 +27,7 @@ from lakelock._pathlock import (
 from lakelock._pathlock._core import Claim, ExactIndex, Node, _key_plan, _mode_of, _sets_clash
 from lakelock._pathlock._striped import _striped_plan
 from lakelock.errors import InvalidNameError
+from tests._support.pathlocks import post_plan
 
 PathKey = tuple[str, ...]
 Plan = Sequence[tuple[PathKey, Mode]]
@@ -145,20 +146,6 @@ def sum_bits(values: Iterable[int]) -> int:
 def exact_plan(request: LockRequest) -> Plan:
     """lakelock's plan, bypassing its cache so the check does not evict real entries."""
     return _key_plan.__wrapped__(request)
-
-
-def post_plan(request: LockRequest) -> Plan:
-    """The post's four-mode rules, verbatim: W on P_W, W_A on their ancestors, R on P_R
-    except P_W and ancestors of P_W, R_A on ancestors of P_R except all of those and P_R."""
-    writes = set(request._write_keys)
-    reads = set(request._read_keys)
-    write_ancestors = {w[:i] for w in writes for i in range(len(w))} - writes
-    plain_reads = reads - writes - write_ancestors
-    read_ancestors = {r[:i] for r in reads for i in range(len(r))}
-    read_ancestors -= writes | write_ancestors | reads
-    steps = [(k, Mode.X) for k in writes] + [(k, Mode.IX) for k in write_ancestors]
-    steps += [(k, Mode.S) for k in plain_reads] + [(k, Mode.IS) for k in read_ancestors]
-    return sorted(steps, key=lambda s: (len(s[0]), s[0]))
 
 
 # --- the exhaustive check ----------------------------------------------------------------------

@@ -29,6 +29,7 @@ import pytest
 
 from lakelock._pathlock import LockRequest, Mode, compatible, requests_conflict
 from lakelock._pathlock._core import Claim, Node, Waiter, _key_plan
+from tests._support.pathlocks import post_plan
 
 Steps = Sequence[tuple[Hashable, Mode]]
 Planner = Callable[[LockRequest], Steps]
@@ -266,18 +267,6 @@ def test_checker_finds_the_deadlock_of_inconsistent_orders() -> None:
     rename = LockRequest(write=["/a/a", "/b/a"])
     with pytest.raises(Violation, match="deadlock"):
         explore([copy_, rename], inconsistent_plan, aborts=0)
-
-
-def post_plan(request: LockRequest) -> Steps:
-    """The post's four-mode rules (W, W_A, R, R_A with W taking precedence)."""
-    writes = set(request._write_keys)
-    write_ancestors = {w[:i] for w in writes for i in range(len(w))} - writes
-    reads = set(request._read_keys) - writes - write_ancestors
-    read_ancestors = {r[:i] for r in reads for i in range(len(r))}
-    read_ancestors -= writes | write_ancestors | reads
-    steps = [(k, Mode.X) for k in writes] + [(k, Mode.IX) for k in write_ancestors]
-    steps += [(k, Mode.S) for k in reads] + [(k, Mode.IS) for k in read_ancestors]
-    return sorted(steps, key=lambda s: (len(s[0]), s[0]))
 
 
 def test_checker_finds_the_posts_conflicting_grant() -> None:

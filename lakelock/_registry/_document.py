@@ -61,11 +61,12 @@ from __future__ import annotations
 import base64
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import pyarrow as pa
@@ -286,25 +287,33 @@ class RegistryDoc:
     backup: str | None = None
 
     def fate(self, key: str) -> IntentFate | None:
-        index = self.__dict__.get("_fates_by_key")
-        if index is not None and index[0] is self.fates:
-            found: IntentFate | None = index[1].get(key)
-            return found
-        for record in reversed(self.fates):
-            if record.key == key:
-                return record
-        return None
+        return _newest(self, "_fates_by_key", self.fates, attrgetter("key"), key)
 
     def commit(self, commit_id: str) -> CommitRecord | None:
         """The recent commit with this id, if it is still within the window."""
-        index = self.__dict__.get("_commits_by_id")
-        if index is not None and index[0] is self.commits:
-            found: CommitRecord | None = index[1].get(commit_id)
-            return found
-        for record in reversed(self.commits):
-            if record.id == commit_id:
-                return record
-        return None
+        return _newest(self, "_commits_by_id", self.commits, attrgetter("id"), commit_id)
+
+
+_Record = TypeVar("_Record", IntentFate, CommitRecord)
+
+
+def _newest(
+    doc: RegistryDoc,
+    index: str,
+    records: tuple[_Record, ...],
+    name_of: Callable[[_Record], str],
+    name: str,
+) -> _Record | None:
+    """The newest of ``records`` called ``name``: looked up in ``doc``'s ``index``
+    (:func:`_indexed`) while that was made from these very records, else found by a scan."""
+    indexed = doc.__dict__.get(index)
+    if indexed is not None and indexed[0] is records:
+        found: _Record | None = indexed[1].get(name)
+        return found
+    for record in reversed(records):
+        if name_of(record) == name:
+            return record
+    return None
 
 
 def _indexed(doc: RegistryDoc) -> RegistryDoc:

@@ -29,16 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
-from lakelock._registry._core._requests import (
-    Delete,
-    Get,
-    List,
-    Listing,
-    Now,
-    Parallel,
-    Steps,
-    fetching,
-)
+from lakelock._registry._core import _requests
+from lakelock._registry._core._requests import Delete, Get, List, Listing, Now, Parallel, Steps
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, decode_schema, parse_registry
 from lakelock._registry._intents import INTENT_PREFIX, is_intent, parse_intent
 from lakelock._registry._manifest import MANIFEST_PREFIX, verify_manifest
@@ -414,7 +406,7 @@ def need(compute: Callable[[], Any], known: Known) -> Steps:
         else:
             known.load(key, answer.body)
 
-    return (yield from fetching(compute, take))
+    return (yield from _requests.fetching(compute, take))
 
 
 # -- deleting ------------------------------------------------------------------------------------

@@ -585,12 +585,13 @@ class Process:
     def _parallel(self, request: Parallel) -> None:
         parts = request.requests
         results: list[Any] = [None] * len(parts)
-        left, loop, hedges = [len(parts)], self.loop, dict[int, _Hedged]()
+        left, loop = [len(parts)], self.loop
+        hedges: dict[int, _Hedged] = {}
         # Sent in a canonical order (by operation and key), not the order the core built the
         # batch in: that may come from iterating a set of keys, whose order changes with
         # Python's hash seed, and each send draws its latency from the run's generator. At
         # most THREADS at once, as the driver runs them: the next goes as one is answered.
-        order = sorted(range(len(parts)), key=lambda n: _canonical(parts[n]))
+        order = _order(parts)
         queued = iter(order[THREADS:])
         hedging = self.hedging if len(parts) > 1 else None
         after = {w: hedging.after(w) for w in (False, True)} if hedging is not None else {}
@@ -661,6 +662,14 @@ class Process:
 def _call(argument: tuple[Answer, Any, BaseException | None]) -> None:
     then, result, error = argument
     then(result, error)
+
+
+def _order(parts: tuple[Any, ...]) -> list[int]:
+    """The indexes of ``parts`` in their canonical order (:func:`_canonical`)."""
+    if len(parts) == 1:
+        return [0]
+    canonical = list(map(_canonical, parts))
+    return sorted(range(len(parts)), key=canonical.__getitem__)
 
 
 def _canonical(request: Any) -> tuple[str, str, int]:

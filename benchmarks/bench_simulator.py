@@ -7,6 +7,8 @@ on simulated S3 (virtual time), and what simulating it costs (wall time), printe
     python benchmarks/bench_simulator.py --endpoint-only # the simulator's own cost
     python benchmarks/bench_simulator.py --writers 256 --stores s3-standard --seconds 24 \
         --warmup 12 --mix append=1                      # steady state, past the start-up
+    python benchmarks/bench_simulator.py --writers 256 --stores s3-standard --seconds 12 \
+        --mix append=1 --parallel 2                     # seeds 1 and 2 at once, one a core
 
 ``--warmup W`` runs each cell for ``W`` seconds too and prints the commits per CPU second of
 the seconds after ``W`` (the difference of the two runs): a run's first seconds are 256
@@ -21,6 +23,11 @@ largest fold a swap may carry; writers / the latency floor of one commit), the r
 that makes the simulator faster must leave it as it was), and the wall and CPU seconds the
 run took here, with the simulated commits per CPU second.
 
+``--parallel N`` runs each cell for N seeds (``--seed`` and the next ones) at once, one
+process each, and adds a line with the simulated commits of all N per wall second of the
+whole: what a machine of N cores simulates (a seed sweep runs that way), where one run is
+one thread.
+
 ``--endpoint-only`` measures the simulator without the commit core: N processes each sending
 GETs and create-only PUTs back to back, and how many simulated requests one wall second runs.
 """
@@ -31,6 +38,7 @@ import argparse
 import dataclasses
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from random import Random
 from typing import Any
 
@@ -86,6 +94,7 @@ def grid(
     mix: Mix,
     *,
     warmup: float = 0.0,
+    parallel: int = 1,
 ) -> None:
     head = (
         f"{'store':<12} {'writers':>7} {'commits/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
@@ -98,19 +107,43 @@ def grid(
     for store in stores:
         for count in writers:
             config = SimConfig(writers=count, seconds=seconds, store=store, seed=seed, mix=mix)
+            if parallel > 1:
+                at_once(config, parallel)
+                continue
             m, wall, cpu = _timed(config)
             steady = ""
             if warmup:
                 w, _, warm_cpu = _timed(dataclasses.replace(config, seconds=warmup))
                 steady = f" {(m.commits - w.commits) / max(cpu - warm_cpu, 1e-9):>12.1f}"
-            print(
-                f"{store:<12} {count:>7} {m.commits_per_second:>9.1f} {m.p50_ms:>7.0f} "
-                f"{m.p99_ms:>7.0f} {m.requests_per_commit:>10.2f} {m.bytes_per_commit:>12.0f} "
-                f"{m.commits_per_cas:>11.2f} {m.largest_fold:>5} {m.throttled:>5} "
-                f"{m.bound_commits_per_second:>8.0f} {m.violations:>5} {m.trace:>16} {wall:>7.1f} "
-                f"{cpu:>7.1f} {m.commits / cpu:>11.1f}{steady}",
-                flush=True,
-            )
+            print(_row(config, m, wall, cpu) + steady, flush=True)
+
+
+def _row(config: SimConfig, m: Any, wall: float, cpu: float) -> str:
+    return (
+        f"{config.store:<12} {config.writers:>7} {m.commits_per_second:>9.1f} {m.p50_ms:>7.0f} "
+        f"{m.p99_ms:>7.0f} {m.requests_per_commit:>10.2f} {m.bytes_per_commit:>12.0f} "
+        f"{m.commits_per_cas:>11.2f} {m.largest_fold:>5} {m.throttled:>5} "
+        f"{m.bound_commits_per_second:>8.0f} {m.violations:>5} {m.trace:>16} {wall:>7.1f} "
+        f"{cpu:>7.1f} {m.commits / cpu:>11.1f}"
+    )
+
+
+def at_once(config: SimConfig, runs: int) -> None:
+    """``config`` for ``runs`` seeds at once, one process each: a row per seed (seed ``s``:
+    the row's trace is that run's), then the simulated commits of all per wall second."""
+    configs = [dataclasses.replace(config, seed=config.seed + n) for n in range(runs)]
+    started = time.perf_counter()
+    with ProcessPoolExecutor(runs) as pool:
+        done = list(pool.map(_timed, configs))
+    wall = time.perf_counter() - started
+    for each, (m, run_wall, cpu) in zip(configs, done, strict=True):
+        print(_row(each, m, run_wall, cpu) + f"  (seed {each.seed})", flush=True)
+    commits = sum(m.commits for m, _, _ in done)
+    print(
+        f"{runs} runs at once: {commits} simulated commits in {wall:.1f} wall s, "
+        f"{commits / wall:.0f} a wall second (process start-up included)",
+        flush=True,
+    )
 
 
 def _mix_weight(text: str) -> tuple[str, float]:
@@ -133,6 +166,14 @@ def main() -> None:
         "them (the steady state past the start-up burst)",
     )
     parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each cell for N seeds at once, one process each, and print the simulated "
+        "commits of all per wall second",
+    )
+    parser.add_argument(
         "--mix",
         type=_mix_weight,
         action="append",
@@ -149,8 +190,18 @@ def main() -> None:
         return
     if not 0 <= args.warmup < args.seconds:
         parser.error("--warmup must be at least 0 and less than --seconds")
+    if args.parallel < 1 or (args.parallel > 1 and args.warmup):
+        parser.error("--parallel takes a whole number >= 1, and not with --warmup")
     mix = Mix.of(args.mix) if args.mix else Mix()
-    grid(args.writers, args.stores, args.seconds, args.seed, mix, warmup=args.warmup)
+    grid(
+        args.writers,
+        args.stores,
+        args.seconds,
+        args.seed,
+        mix,
+        warmup=args.warmup,
+        parallel=args.parallel,
+    )
 
 
 if __name__ == "__main__":

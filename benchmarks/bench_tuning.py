@@ -73,8 +73,17 @@ def steady(config: SimConfig, warmup: float, *, phases: bool = False) -> dict[st
     def pick(q: float) -> float:
         return done[min(n - 1, int(q * n))] * 1000 if n else 0.0
 
-    figures = where_time_goes(
-        result, warmup, seconds=config.seconds, intents=intents, looks=looks, swaps=sorted(swaps)
+    figures = (
+        where_time_goes(
+            result,
+            warmup,
+            seconds=config.seconds,
+            intents=intents,
+            looks=looks,
+            swaps=sorted(swaps),
+        )
+        if phases
+        else {}
     )
     return figures | {
         "commits_per_second": n / (config.seconds - warmup),
@@ -197,12 +206,16 @@ def main() -> None:
                     ]
 
                     def each(key: str, form: str, cells: list[dict[str, Any]] = cells) -> str:
+                        return " / ".join(format(c[key], form) for c in cells)
+
+                    def phase(key: str, form: str, cells: list[dict[str, Any]] = cells) -> str:
+                        # A cell with no steady-state commit that sent an intent has none.
                         return " / ".join(format(c.get(key, 0.0), form) for c in cells)
 
                     more = (
-                        f" {each('sent_ms', '.0f')} | {each('waited_ms', '.0f')} "
-                        f"| {each('looked_ms', '.0f')} | {each('period_ms', '.0f')} "
-                        f"| {each('root_gets', '.2f')} |"
+                        f" {phase('sent_ms', '.0f')} | {phase('waited_ms', '.0f')} "
+                        f"| {phase('looked_ms', '.0f')} | {phase('period_ms', '.0f')} "
+                        f"| {phase('root_gets', '.2f')} |"
                         if args.phases
                         else ""
                     )

@@ -413,8 +413,8 @@ class Liveness:
     ) -> str:
         """The watermark to propose: the highest key listed, but none made later than the
         lag before the fold (intents still landing then are the next fold's), leaving at
-        most ``lagging`` listed keys above it, or twice the ``carried`` intents of others
-        the fold applies if that is more. :func:`._decide.bound_watermark` bounds it."""
+        most ``lagging`` listed keys above it besides the ``carried`` intents of others the
+        fold applies. :func:`._decide.bound_watermark` bounds it."""
         if not listed:
             return current
         newest = listed[-1]

@@ -72,6 +72,7 @@ from lakelock._registry import (
     new_commit_id,
 )
 from lakelock._registry._changes import check_fits, reused_commit_id
+from lakelock._registry._objects import dataset_for_checks
 from lakelock.errors import CommitConflictError, DatasetNotFoundError, InvalidNameError
 
 if TYPE_CHECKING:
@@ -440,9 +441,14 @@ def prepare_commit(
         # Refused whatever commits first (partition columns, schema): refused before the
         # first data PUT, so a refused commit leaves no files behind. A refusal by the
         # registry this process knew is confirmed on the current one (another process may
-        # have merged the very column this change brings).
+        # have merged the very column this change brings). The registry this process knew
+        # is checked at no request where it can be: against an earlier version of the
+        # dataset, if that is what this process holds, rather than a GET of this one.
         try:
-            check_fits(snapshot.datasets.get(change.dataset), change)
+            if fresh:
+                check_fits(snapshot.datasets.get(change.dataset), change)
+            else:
+                check_fits(dataset_for_checks(snapshot.datasets, change.dataset), change)
         except CommitConflictError:
             if fresh:
                 raise

@@ -8,7 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakelock import Lake
+from lakelock import Lake, RegistrySnapshot
+from lakelock._operations import planned_change, prepare_commit
 from lakelock.errors import (
     AlreadyExistsError,
     DatasetNotFoundError,
@@ -46,6 +47,67 @@ def test_uncontended_append_costs_four_requests(s3: S3Endpoint, lake: Lake) -> N
     s3.reset_stats()
     fresh.append("sales", table([3]), partition_by=["year"])
     assert s3.stats() == {"PutObject": 4, "GetObject": 2, "ListObjectsV2": 1}
+
+
+def test_an_append_checks_its_schema_against_an_earlier_version_it_holds(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """Before its data PUT, an append checks its partition columns and schema against the
+    registry its process knows: where that names a version of the dataset this process
+    never loaded (another process made it), an earlier version it holds will do, at no
+    request (a waiter whose intents other processes apply would otherwise GET every new
+    snapshot). A change that fits it but not the current one is still refused, by the commit
+    loop; one it refuses is confirmed on a fresh read."""
+    other = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    lake.append("sales", table([1]), partition_by=["year"])
+    wider = table([2]).append_column("extra", pa.array([1.5]))
+    other.append("sales", wider, partition_by=["year"], schema_mode="merge")
+    lake.registry.read()  # the root of the other's version: its snapshot is not held here
+    plain = planned_change(
+        "sales", "append", commit_id=None, fence=None, digest=None,
+        schema=table([3]).schema, partition_by=["year"],
+    )  # fmt: skip
+    s3.reset_stats()
+    assert isinstance(prepare_commit(lake.registry, plain), RegistrySnapshot)
+    assert s3.stats() == {}
+    # A column the other process added as a double, brought as a string: it fits the earlier
+    # version checked here, so its data is written, and the commit refuses it.
+    clash = table([4]).append_column("extra", pa.array(["x"]))
+    s3.reset_stats()
+    with pytest.raises(SchemaMismatchError, match="'extra' is double, not string"):
+        lake.append("sales", clash, partition_by=["year"], schema_mode="merge")
+    assert s3.stats()["PutObject"] >= 1
+    # A column the version held here lacks, without schema_mode="merge": refused there, then
+    # confirmed on a fresh read, where the other process had added it: it fits and commits.
+    more = wider.append_column("more", pa.array([7]))
+    other.append("sales", more, partition_by=["year"], schema_mode="merge")
+    lake.registry.read()
+    lake.append("sales", table([5]).append_column("more", pa.array([8])), partition_by=["year"])
+    assert sorted(lake.read("sales")["id"].to_pylist()) == [1, 2, 2, 5]
+
+
+@pytest.mark.unguarded  # the lake is wiped, which the bucket policy forbids
+def test_an_append_checks_against_no_version_of_an_earlier_life_of_the_dataset(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """A dataset made anew (the lake wiped and started over under a long-running process)
+    is another dataset: the version of the old one this process holds is no stand-in for
+    it, and the preamble reads the new one's snapshot."""
+    lake.append("sales", table([1]), partition_by=["year"])
+    listed = lake.client.list_objects_v2(Bucket=lake.bucket)
+    for item in listed["Contents"]:
+        lake.client.delete_object(Bucket=lake.bucket, Key=item["Key"])
+    other = Lake(lake.bucket, prefix=lake.prefix, s3=lake.client, retry=FAST_RETRY)
+    other.append("clicks", table([2]), partition_by=["year"])  # sales made at version 2
+    other.append("sales", table([3]), partition_by=["year"])
+    lake.registry.read()
+    plain = planned_change(
+        "sales", "append", commit_id=None, fence=None, digest=None,
+        schema=table([4]).schema, partition_by=["year"],
+    )  # fmt: skip
+    s3.reset_stats()
+    assert isinstance(prepare_commit(lake.registry, plain), RegistrySnapshot)
+    assert s3.stats() == {"GetObject": 1}
 
 
 def test_rerun_with_commit_id_appends_once(s3: S3Endpoint, lake: Lake) -> None:

@@ -69,6 +69,7 @@ __all__ = [
     "HistoryEntry",
     "Missing",
     "Objects",
+    "dataset_for_checks",
     "partition_entry",
     "partition_from_entry",
 ]
@@ -142,13 +143,32 @@ class LazyDatasets(Mapping[str, DatasetState]):
         *,
         sparse: bool = False,
         loaded: Mapping[str, DatasetState] | None = None,
+        stand_in: Callable[[str], DatasetState | None] | None = None,
     ) -> None:
         self._names = sorted(names)
         self._known = set(self._names)
         self._load = load
+        self._stand_in = stand_in
         self._sparse = sparse
         self._loaded: dict[str, DatasetState | None] = dict(loaded or {})
         self._lock = threading.Lock()
+
+    def for_checks(self, name: str) -> DatasetState | None:
+        """Dataset ``name`` for an operation's checks before it writes (its partition
+        columns and schema, :func:`~lakelock._registry._changes.check_fits`): this version
+        if it is loaded, else the newest version of it since it was created that the cache
+        holds (``stand_in``: no request), else this version, loaded. Within one dataset's
+        life its partition columns never change and its schema only gains nullable columns,
+        so an earlier version refuses what this one refuses but for columns added since; the
+        commit loop checks every change again on the version it swaps from."""
+        if name not in self._known:
+            return None
+        with self._lock:
+            if name in self._loaded:
+                return self._loaded[name]
+        if self._stand_in is not None and (state := self._stand_in(name)) is not None:
+            return state
+        return self.get(name)
 
     def __getitem__(self, name: str) -> DatasetState:
         if name not in self._known:
@@ -173,6 +193,15 @@ class LazyDatasets(Mapping[str, DatasetState]):
         if not isinstance(name, str) or name not in self._known:
             return False
         return not self._sparse or self.get(name) is not None
+
+
+def dataset_for_checks(datasets: Mapping[str, DatasetState], name: str) -> DatasetState | None:
+    """Dataset ``name`` of a registry's ``datasets`` for an operation's checks before it
+    writes: :meth:`LazyDatasets.for_checks` (format 2: an earlier version the cache holds, at
+    no request), else the dataset itself (format 1: inline)."""
+    if isinstance(datasets, LazyDatasets):
+        return datasets.for_checks(name)
+    return datasets.get(name)
 
 
 def missing_object(key: str, bucket: str | None, store: ObjectStore | None) -> RegistryCorruptError:
@@ -213,6 +242,8 @@ class Objects:
         self._fetch = fetch
         self._offline = False
         self._cache: OrderedDict[str, Any] = OrderedDict()
+        # Per dataset, the newest snapshot remembered: (created_version, version, key).
+        self._newest: dict[str, tuple[int, int, str]] = {}
         self._lock = threading.Lock()
 
     def offline(self) -> Objects:
@@ -256,6 +287,13 @@ class Objects:
         with self._lock:
             self._cache[key] = value
             self._cache.move_to_end(key)
+            if isinstance(value, Snapshot):
+                newest = self._newest.get(value.dataset)
+                if newest is None or (newest[0], newest[1]) < (
+                    value.created_version,
+                    value.version,
+                ):
+                    self._newest[value.dataset] = (value.created_version, value.version, key)
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
 
@@ -387,7 +425,20 @@ class Objects:
         if doc.format_version == 1:
             return doc.datasets
         entries = doc.entries
-        return LazyDatasets(entries, lambda name: self.state(entries[name].snapshot))
+        return LazyDatasets(
+            entries,
+            lambda name: self.state(entries[name].snapshot),
+            stand_in=lambda name: self._newest_state(name, entries[name].created_version),
+        )
+
+    def _newest_state(self, name: str, created_version: int) -> DatasetState | None:
+        """The newest version of dataset ``name`` created at ``created_version`` that the
+        cache holds (``None``: none)."""
+        with self._lock:
+            newest = self._newest.get(name)
+            if newest is None or newest[0] != created_version or newest[2] not in self._cache:
+                return None
+        return self.state(newest[2])
 
     def walk(self, key: str | None) -> Iterator[tuple[str, Snapshot]]:
         """A dataset's snapshots from ``key`` back to its first (newest first)."""

@@ -29,7 +29,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from pyarrow import fs
 
 from lakelock._names import (
@@ -40,7 +39,13 @@ from lakelock._names import (
 )
 from lakelock.errors import InvalidNameError
 
-__all__ = ["MAX_PINNED", "admitted_partitions", "partition_expression", "pinned_partitions"]
+__all__ = [
+    "MAX_PINNED",
+    "admitted",
+    "admitted_partitions",
+    "partition_expression",
+    "pinned_partitions",
+]
 
 #: The most partitions a pinned filter is looked up as (one point lookup each); more (a long
 #: ``isin`` on two columns) and the index is read whole, which costs about as much.
@@ -76,10 +81,10 @@ def pinned_partitions(
     chosen = list(itertools.product(*columns))
     if not chosen:
         return []
-    admitted = _admitted(filter, schema, [_spelled(partition_by, one) for one in chosen])
+    matched = admitted(filter, schema, [_spelled(partition_by, one) for one in chosen])
     paths = []
     for n, one in enumerate(chosen):
-        if n in admitted:
+        if n in matched:
             try:
                 paths.append(partition_path(zip(partition_by, one, strict=True)))
             except InvalidNameError:
@@ -99,8 +104,8 @@ def admitted_partitions(
     found = _by_values(filter, schema, partition_by, paths)
     if found is not None:
         return found
-    admitted = _admitted(filter, schema, [partition_expression(p, schema) for p in paths])
-    return [path for n, path in enumerate(paths) if n in admitted]
+    matched = admitted(filter, schema, [partition_expression(p, schema) for p in paths])
+    return [path for n, path in enumerate(paths) if n in matched]
 
 
 def _by_values(
@@ -164,15 +169,15 @@ def _pinned(
     field = pc.field(column)
     scalars = [pa.scalar(v, type_) for v in values]
     # The candidates the filter admits (a literal of another column of this type is not).
-    admitted = _admitted(filter, schema, [field == s for s in scalars])
-    pinned = [s for n, s in enumerate(scalars) if n in admitted]
+    matched = admitted(filter, schema, [field == s for s in scalars])
+    pinned = [s for n, s in enumerate(scalars) if n in matched]
     if len(pinned) > MAX_PINNED:
         return None  # too many to look up (a long isin)
     # What the filter admits besides the candidates: a null, and every open interval
     # between them (between all of them: the finer the intervals, the more pyarrow proves).
     gaps = [field.is_null(), field < scalars[0], field > scalars[-1]]
     gaps += [(field > a) & (field < b) for a, b in itertools.pairwise(scalars)]
-    open_gaps = _admitted(filter, schema, gaps)
+    open_gaps = admitted(filter, schema, gaps)
     if open_gaps - {0}:
         return None  # values outside the candidates can match: not pinned
     if 0 in open_gaps:
@@ -180,17 +185,20 @@ def _pinned(
     return pinned
 
 
-def _admitted(
-    filter: pc.Expression, schema: pa.Schema, guarantees: list[pc.Expression]
+def admitted(
+    filter: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Expression]
 ) -> set[int]:
-    """The positions of the ``guarantees`` under which pyarrow cannot rule ``filter`` out."""
-    # The same pruning as Scan's: fragments that are never opened (the paths name no file).
+    """The positions of the ``guarantees`` under which pyarrow cannot rule ``filter`` out:
+    each is simplified against it as a fragment's partition expression, of fragments that
+    are never opened (the paths name no file)."""
+    import pyarrow.dataset as ds  # noqa: PLC0415 - it imports pandas: loaded only when used
+
     candidates = ds.FileSystemDataset.from_paths(
-        [f"lakelock-pin/{n}" for n in range(len(guarantees))],
+        [f"lakelock-prune/{n}" for n in range(len(guarantees))],
         schema=schema,
         format=ds.ParquetFileFormat(),
         filesystem=fs.LocalFileSystem(),
-        partitions=guarantees,
+        partitions=list(guarantees),
     )
     return {
         int(fragment.path.rsplit("/", 1)[1]) for fragment in candidates.get_fragments(filter=filter)

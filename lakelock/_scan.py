@@ -53,8 +53,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
-from pyarrow import fs
 
 from lakelock._connection import Connection
 from lakelock._datafile import DataFile
@@ -68,11 +66,18 @@ from lakelock._engines import (
     sql_string,
 )
 from lakelock._names import PartitionSpec, named_partition, validate_dataset_name
-from lakelock._pinning import admitted_partitions, partition_expression, pinned_partitions
+from lakelock._pinning import (
+    admitted,
+    admitted_partitions,
+    partition_expression,
+    pinned_partitions,
+)
 from lakelock._stats import guarantee
 from lakelock.errors import DatasetNotFoundError, InvalidNameError
 
 if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
     from lakelock._registry import Registry, RegistrySnapshot
     from lakelock._s3 import ObjectStore
 
@@ -202,19 +207,9 @@ class Scan:
             return self._all_files
         # One candidate per file: its partition values and what its statistics guarantee
         # (lakelock._stats); pyarrow simplifies the filter against each.
-        expressions = [self._file_expression(f) for f in self._all_files]
-        # Pruning only: no fragment is ever opened, the paths name no real file.
-        candidates = ds.FileSystemDataset.from_paths(
-            [f"lakelock-prune/{i}" for i in range(len(expressions))],
-            schema=self.full_schema,
-            format=ds.ParquetFileFormat(),
-            filesystem=fs.LocalFileSystem(),
-            partitions=expressions,
+        kept = admitted(
+            self.filter, self.full_schema, [self._file_expression(f) for f in self._all_files]
         )
-        kept = {
-            int(fragment.path.rsplit("/", 1)[1])
-            for fragment in candidates.get_fragments(filter=self.filter)
-        }
         return tuple(f for i, f in enumerate(self._all_files) if i in kept)
 
     def _file_expression(self, file: DataFile) -> pc.Expression:
@@ -271,6 +266,8 @@ class Scan:
         schema = self.schema
         if self.filter is not None and not _binds(self.filter, schema):
             schema = self.full_schema
+        import pyarrow.dataset as ds  # noqa: PLC0415 - it imports pandas: loaded only when used
+
         filesystem = pyarrow_filesystem(self._connection)
         parquet = ds.ParquetFileFormat()
         fragments = [

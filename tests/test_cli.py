@@ -40,24 +40,29 @@ from tests._support.processes import interrupt, lakelock, read_until, start_cli
 ENV = CLI_ENV
 
 
-InProcess = Callable[..., tuple[int, str]]
+InProcess = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
 def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcess:
-    """``in_process(*args)``: ``lakelock *args`` in this process (the parser and commands the
-    subprocess runs), with the subprocesses' AWS environment: its exit status and stdout. For
-    the variants of a command a test has already run as a user runs it."""
+    """``in_process(*args, env=None)``: ``lakelock *args`` in this process (the parser and
+    commands the subprocess runs), with the subprocesses' AWS environment (or ``env``'s): its
+    exit status and output, as :func:`~tests._support.processes.lakelock` gives them. For the
+    variants of a command a test has already run as a user runs it."""
 
-    def run(*args: str) -> tuple[int, str]:
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         for name in [k for k in os.environ if k.startswith("AWS_")]:
             monkeypatch.delenv(name)
-        for name, value in ENV.items():
+        for name, value in (env or ENV).items():
             if name.startswith("AWS_"):
                 monkeypatch.setenv(name, value)
+        # boto3's default session, as a new process has none: made anew from this environment
+        # (an earlier one keeps the credentials it found).
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
         capsys.readouterr()
         status = main(list(args))
-        return status, capsys.readouterr().out
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["lakelock", *args], status, out, err)
 
     return run
 
@@ -250,11 +255,11 @@ def test_registry_log_lists_commits_newest_first(
         ("2", "append", "customer_profiles", "load-2"),
         ("1", "append", "customer_profiles", "load-1"),
     ]
-    _, filtered = in_process(
+    filtered = in_process(
         "registry", "log", lake.url, "--dataset", "customer_profiles", "-n", "1", "--json",
         "--endpoint-url", s3.url,
     )  # fmt: skip
-    assert [c["id"] for c in orjson.loads(filtered)] == ["load-2"]
+    assert [c["id"] for c in orjson.loads(filtered.stdout)] == ["load-2"]
 
 
 def test_partitions_are_listed_in_natural_order(
@@ -267,10 +272,10 @@ def test_partitions_are_listed_in_natural_order(
     assert text.returncode == 0, text.stderr
     shown = [line.split()[0] for line in text.stdout.splitlines() if line.startswith("day=")]
     assert shown == ["day=1", "day=2", "day=10", "day=33"]
-    _, data = in_process(
+    data = in_process(
         "registry", "show", lake.url, "--dataset", "daily", "--json", "--endpoint-url", s3.url
     )
-    assert list(orjson.loads(data)["partitions"]) == shown
+    assert list(orjson.loads(data.stdout)["partitions"]) == shown
 
 
 @pytest.mark.usefixtures("loaded")
@@ -290,11 +295,11 @@ def test_registry_log_json_lists_datasets_and_operations(
         ("load-1", "append", ["customer_profiles"]),
     ]
 
-    _, archive = in_process(
+    archive = in_process(
         "registry", "log", lake.url, "--dataset", "archive", "--json", "--endpoint-url", s3.url
     )
-    assert [e["id"] for e in orjson.loads(archive)] == ["mv"]
-    _, table = in_process("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url)
+    assert [e["id"] for e in orjson.loads(archive.stdout)] == ["mv"]
+    table = in_process("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url).stdout
     assert table.splitlines()[1].split()[2:4] == ["rename", "archive,customer_profiles"]
 
 
@@ -405,16 +410,22 @@ def test_every_command_fails_fast_on_a_closed_port(
     """Nothing listening: every command answers with one line naming the endpoint, after
     at most CONNECT_ATTEMPTS attempts at its first request (the SDK's retries as configured
     by default, no AWS_MAX_ATTEMPTS) with CONNECT_BACKOFF's short pauses between them, not
-    the SDK's backoff nor a retry budget of lakelock's."""
+    the SDK's backoff nor a retry budget of lakelock's. (In this process, where the pauses
+    are recorded, not taken; the next test runs one command as users do.)"""
     url = f"http://127.0.0.1:{free_port()}"
     argv = [*with_lake(command, "s3://lake"), "--endpoint-url", url]
-    error = one_line_within(SAFETY_NET, *argv)
-    assert f"cannot connect to {url}" in error
-    status, _ = in_process(*argv)
-    assert status == 1
+    assert_one_line_error(in_process(*argv), f"cannot connect to {url}")
     assert len(sent) == tries, sent
     assert len(set(sent)) == 1, sent  # one request, attempted that many times
     assert sdk_pauses == connect_pauses(tries)
+
+
+def test_a_command_fails_fast_on_a_closed_port_as_users_run_it() -> None:
+    """The same, run as users run it: one line naming the endpoint, well within the retry
+    budget a command that retried the failure would spend."""
+    url = f"http://127.0.0.1:{free_port()}"
+    argv = ["vacuum", "s3://lake", "--older-than", "7d", "--delete", "--endpoint-url", url]
+    assert f"cannot connect to {url}" in one_line_within(SAFETY_NET, *argv)
 
 
 def test_https_on_an_http_port_fails_fast(
@@ -426,20 +437,20 @@ def test_https_on_an_http_port_fails_fast(
     argv = ["registry", "show", "s3://lake", "--endpoint-url", url]
     error = one_line_within(SAFETY_NET, *argv)
     assert "TLS handshake failed" in error
-    status, _ = in_process(*argv)
-    assert (status, sent) == (1, ["GetObject"] * CONNECT_ATTEMPTS)
+    assert (in_process(*argv).returncode, sent) == (1, ["GetObject"] * CONNECT_ATTEMPTS)
     assert sdk_pauses == connect_pauses(CONNECT_ATTEMPTS)
 
 
-def test_missing_credentials_fail_fast_for_every_reading_command(s3: S3Endpoint) -> None:
-    """No credentials: ``registry show`` and ``locks`` answer at once, nothing sent."""
+def test_missing_credentials_fail_fast_for_every_reading_command(
+    s3: S3Endpoint, in_process: InProcess
+) -> None:
+    """No credentials: ``registry show``, ``registry log`` and ``locks`` answer at once,
+    nothing sent (in this process; the test above runs ``doctor`` so as users run it)."""
     env = {k: v for k, v in ENV.items() if k not in {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}}
     s3.reset_stats()
     for command in (["registry", "show"], ["registry", "log"], ["locks"]):
-        error = one_line_within(
-            SAFETY_NET, *command, "s3://lake", "--endpoint-url", s3.url, env=env
-        )
-        assert "no AWS credentials found" in error
+        result = in_process(*command, "s3://lake", "--endpoint-url", s3.url, env=env)
+        assert_one_line_error(result, "no AWS credentials found")
     assert s3.stats() == {}
 
 
@@ -504,7 +515,7 @@ def test_doctor_fails_on_plain_moto(bucket: str, in_process: InProcess) -> None:
         host, port = server.get_host_and_port()
         url = f"http://{host}:{port}"
         result = lakelock("doctor", f"s3://{bucket}", "--endpoint-url", url)
-        status, as_json = in_process("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
+        as_json = in_process("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
     finally:
         server.stop()
     assert result.returncode == 1, result.stderr
@@ -513,8 +524,8 @@ def test_doctor_fails_on_plain_moto(bucket: str, in_process: InProcess) -> None:
     assert " FAIL " in rows["conditional CopyObject (destination)"]
     assert " PASS " in rows["create-only PutObject (If-None-Match: *)"]
     assert "NOT SAFE" in result.stdout
-    data = orjson.loads(as_json)
-    assert status == 1
+    data = orjson.loads(as_json.stdout)
+    assert as_json.returncode == 1
     assert data["ok"] is False
     failed = {p["name"] for p in data["probes"] if p["status"] == "fail" and p["required"]}
     assert "If-Match on CompleteMultipartUpload" in failed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -27,6 +28,11 @@ from tests._support.simtime import SimTime
 pytest_plugins = ("tests._localstack",)
 
 _bucket_numbers = itertools.count()
+
+# The suite starts a few hundred Python processes (commands run as users run them, writer
+# processes): where this machine says not to write bytecode, each would compile lakelock
+# anew (~0.1 s of CPU); as on a user's machine, the first writes it and the others reuse it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -29,9 +29,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 #: The environment of a command run as a user runs it against the embedded endpoint: its
-#: credentials, and none of this machine's AWS or lakelock configuration.
+#: credentials, and none of this machine's AWS or lakelock configuration (nor a setting not
+#: to write bytecode: see conftest.py).
 CLI_ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LAKELOCK_"))},
+    **{
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "LAKELOCK_")) and k != "PYTHONDONTWRITEBYTECODE"
+    },
     "AWS_ACCESS_KEY_ID": "lakelock",
     "AWS_SECRET_ACCESS_KEY": "x",
     "AWS_DEFAULT_REGION": "us-east-1",

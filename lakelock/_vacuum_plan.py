@@ -38,7 +38,7 @@ from lakelock._registry._objects import Missing, Objects, missing_object, partit
 from lakelock._registry._snapshot import SNAPSHOT_PREFIX, DatasetEntry, Snapshot, verify_snapshot
 from lakelock._registry._tree import NODE_PREFIX, Node, verify_node
 from lakelock._s3 import ListedObject
-from lakelock.errors import NotFoundError, RegistryCorruptError, StorageError
+from lakelock.errors import NotFoundError, RegistryCorruptError, StorageError, UnsupportedError
 
 __all__ = [
     "SCANNED_PREFIXES",
@@ -369,6 +369,15 @@ def plan(
                     listing(len(listed))
             if not page.truncated or not page.objects:
                 break
+            if page.objects[-1].key <= start:
+                raise UnsupportedError(
+                    f"the store listed {prefix!r} from its start again when asked for the keys "
+                    f"after {start!r}: it ignores ListObjectsV2's StartAfter, which lakelock "
+                    "needs (`lakelock doctor` checks a store)",
+                    bucket=bucket or "",
+                    key=prefix,
+                    operation="ListObjectsV2",
+                )
             start = page.objects[-1].key
     if listing is not None:
         listing(len(listed))

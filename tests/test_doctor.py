@@ -22,11 +22,14 @@ from moto.server import ThreadedMotoServer
 from lakelock import generate_bucket_policy
 from lakelock._cli._common import LakeTarget
 from lakelock._cli._doctor import ProbeResult, run_doctor, verdict
-from lakelock._cli._probes import PROBES, Probe, Scratch, run_probe
+from lakelock._cli._probes import PROBES, Probe, Scratch, probe_list_start_after, run_probe
 from lakelock.cli import main
 from lakelock.testing import S3Endpoint
 
-REQUIRED_CONDITIONAL = {p.name for p in PROBES if p.required}
+#: The required probes of a conditional request (all but the listing's).
+REQUIRED_CONDITIONAL = {
+    p.name for p in PROBES if p.required and p.run is not probe_list_start_after
+}
 CONDITIONS = ("IfMatch", "IfNoneMatch", "CopySourceIfMatch")
 OWN_ARN = "arn:aws:iam::123456789012:user/lakelock"  # how the endpoint sees access key "lakelock"
 
@@ -316,6 +319,28 @@ def doctor_cli(
         return status, capsys.readouterr().out.splitlines()
 
     return run
+
+
+@pytest.mark.parametrize("mode", ["ignore", "refuse"])
+def test_a_store_without_start_after_is_not_safe(
+    s3: S3Endpoint,
+    bucket: str,
+    mode: str,
+    doctor_cli: Callable[[str], tuple[int, list[str]]],
+) -> None:
+    """The endpoint acting as a store that ignores ListObjectsV2's StartAfter (lists from the
+    start, as an S3 Express One Zone directory bucket does) or refuses it: that required
+    probe fails, the verdict is NOT SAFE naming it, exit 1, and the scratch is cleaned."""
+    s3.configure(lacking={"list-start-after": mode})  # type: ignore[dict-item]
+    status, lines = doctor_cli(bucket)
+    assert status == 1
+    name = "ListObjectsV2 after StartAfter, in key order"
+    row = next(line for line in lines if line.startswith(name))
+    assert " required " in row
+    assert " FAIL " in row
+    assert ("listed 3 of them" if mode == "ignore" else "501") in row
+    assert name in lines[-1]
+    assert_bucket_empty(s3.client(), bucket)
 
 
 def test_a_store_copying_replaced_sources_is_not_safe(

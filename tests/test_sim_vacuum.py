@@ -13,18 +13,21 @@ import dataclasses
 import io
 from collections import OrderedDict
 from contextlib import redirect_stdout
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from lakelock import _vacuum_plan
 from lakelock._registry._core import _decide
-from lakelock._registry._core._requests import Sleep, Steps
+from lakelock._registry._core._requests import List, Listing, Now, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc
 from lakelock._registry._objects import Missing
+from lakelock._s3 import ListedObject
 from lakelock._sim import Faults, SimConfig, _protocols, simulate
 from lakelock._sim._run import SimResult
 from lakelock.cli import main
+from lakelock.errors import UnsupportedError
 from tests.test_simulator import VACUUM_SEEDS, sweep_config
 
 #: Vacuum-running seeds of the default sweep that catch each rule switched off (searched
@@ -291,3 +294,21 @@ def test_a_process_misses_manifests_in_key_order_whatever_the_hash_seed() -> Non
     with pytest.raises(Missing) as missed:
         objects.manifests(keys)
     assert missed.value.keys == tuple(sorted(keys))
+
+
+def test_vacuum_refuses_a_store_that_ignores_start_after() -> None:
+    """Vacuum pages through each listing by StartAfter: a store that answers the next page
+    with the first one again (it ignores StartAfter) would have it list forever. It stops
+    with UnsupportedError naming the request, before it reads or deletes anything."""
+    steps = _vacuum_plan.plan(older_than=60.0, intent_ttl=600.0, bucket="lake")
+    assert isinstance(next(steps), Now)
+    first = steps.send(1_000_000.0)
+    assert isinstance(first, List)
+    assert first.start_after == ""
+    at = datetime.fromtimestamp(0, UTC)
+    page = Listing(tuple(ListedObject(f"{first.prefix}{n}", '"e"', 1, at) for n in "ab"), True)
+    after = steps.send(page)
+    assert isinstance(after, List)
+    assert after.start_after == f"{first.prefix}b"
+    with pytest.raises(UnsupportedError, match="ignores ListObjectsV2's StartAfter"):
+        steps.send(page)

@@ -1138,12 +1138,15 @@ def sweep_config(seed: int) -> SimConfig:
         protocol=SWEEP_PROTOCOL,
         policy=policy,
         vacuums=vacuums,
+        ignores_start_after=seed % 8 in START_AFTER_IGNORED,
     )
 
 
 #: The sweep's seeds that run vacuum (by seed % 8), and how many vacuum processes they run.
 VACUUM_SEEDS = (3, 6)
 VACUUMS = 1
+#: The sweep's seeds (by seed % 8) whose store ignores ListObjectsV2's StartAfter.
+START_AFTER_IGNORED = (5,)
 
 
 #: The protocol the sweep runs: lakelock's commit core.
@@ -1273,6 +1276,29 @@ def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
     monkeypatch.setattr(_decide, name, broken)
     result = simulate(sweep_config(seed))
     assert any(violation in v for v in result.violations), result.violations[:5]
+
+
+def test_a_store_that_ignores_start_after_gets_no_commit_applied_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store without ListObjectsV2's StartAfter (S3 Express One Zone's directory buckets)
+    answers a fold's LIST of the intents after the watermark with every intent from the
+    oldest: those applied long ago too, whose fates the root no longer keeps. Folders fold
+    only above the watermark whatever a listing returns (rule 5,
+    ``_decide.above_watermark``); taken on the store's word, as before, a fold applied such
+    intents again, and the checker catches it."""
+    config = SimConfig(
+        writers=6,
+        seconds=2.0,
+        store="s3-express",
+        seed=1,
+        mix=Mix.of([("append", 1)]),
+        ignores_start_after=True,
+    )
+    assert simulate(config).violations == []
+    monkeypatch.setattr(_decide, "above_watermark", lambda listed, watermark: list(listed))
+    result = simulate(config)
+    assert any("but the commit-id index of" in v for v in result.violations), result.violations[:3]
 
 
 def test_a_lost_swap_answer_is_looked_up_in_the_index_once_its_version_left_the_window(

@@ -237,6 +237,25 @@ def probe_if_match_missing(s: Scratch) -> Outcome:
     return _unexpected("PutObject with If-Match on a missing key", answer)
 
 
+def probe_list_start_after(s: Scratch) -> Outcome:
+    """``ListObjectsV2`` with ``StartAfter``: only the keys after it, in key order. A fold
+    lists the intents after the watermark so, and vacuum pages so (a store without it, such
+    as S3 Express One Zone's directory buckets, lists from the start again)."""
+    folder = s.key("listed") + "/"
+    keys = [f"{folder}{n}" for n in range(3)]
+    for key in keys:
+        made = s.put(key, b"", IfNoneMatch="*")
+        if not made.ok:
+            return _unexpected("creating the objects to list", made)
+    answer = s.ask("list_objects_v2", Prefix=folder, StartAfter=keys[0])
+    if not answer.ok:
+        return _unexpected("ListObjectsV2 with StartAfter", answer)
+    listed = [str(o.get("Key", "")) for o in answer.response.get("Contents", [])]
+    if listed != keys[1:]:
+        return "fail", f"ListObjectsV2 after the first of 3 keys listed {len(listed)} of them"
+    return "pass", "only the keys after StartAfter, in key order"
+
+
 def probe_concurrent_creates(s: Scratch, *, rounds: int = 3, writers: int = 8) -> Outcome:
     """Racing create-only PUTs of one key: exactly one may succeed (the check and the write
     must be atomic; an unguarded check-then-write lets two writers both "create")."""
@@ -558,6 +577,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("compare-and-swap PutObject (If-Match)", "required", probe_compare_and_swap_put),
     Probe("If-Match on a missing key", "required", probe_if_match_missing),
     Probe("concurrent create-only PUTs: one winner", "required", probe_concurrent_creates),
+    Probe("ListObjectsV2 after StartAfter, in key order", "required", probe_list_start_after),
     Probe("If-None-Match on CompleteMultipartUpload", "required", probe_create_only_multipart),
     Probe("If-Match on CompleteMultipartUpload", "required", probe_compare_and_swap_multipart),
     Probe("create-only copy (UploadPartCopy)", "required", probe_create_only_copy),

@@ -122,6 +122,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=_non_negative, default=0, help="the run's seed")
     parser.add_argument(
+        "--ignores-start-after",
+        action="store_true",
+        help="the store ignores ListObjectsV2's StartAfter: every LIST starts at its prefix "
+        "(as on S3 Express One Zone's directory buckets, which lakelock doctor refuses)",
+    )
+    parser.add_argument(
         "--faults",
         type=_fraction,
         default=0.0,
@@ -247,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
         vacuums=args.vacuums,
         vacuum_every=args.vacuum_every,
         vacuum_older_than=args.vacuum_older_than,
+        ignores_start_after=args.ignores_start_after,
     )
     bar = ProgressBar("simulating (virtual s)") if progress_wanted(args.progress) else None
     with contextlib.ExitStack() as stack:

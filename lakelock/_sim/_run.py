@@ -87,6 +87,10 @@ class SimConfig:
     #: Vacuum processes (lakelock's vacuum, :mod:`._vacuum`): each vacuums about every
     #: ``vacuum_every`` seconds with ``older_than=vacuum_older_than`` (no retention check,
     #: as ``enforce_retention=False``) and deletes, until ``vacuum_older_than`` past the end.
+    #: The store ignores ListObjectsV2's ``StartAfter``: every LIST starts at its prefix (a
+    #: store without it, such as S3 Express One Zone's directory buckets; ``lakelock doctor``
+    #: refuses one). The core must fold only above the watermark whatever it is shown.
+    ignores_start_after: bool = False
     vacuums: int = 0
     vacuum_every: float = 0.5
     vacuum_older_than: float = 1.0
@@ -150,6 +154,8 @@ class SimConfig:
         parts += [f"--policy {name}={value:g}" for name, value in self.policy]
         if self.mix != Mix():
             parts.append(self.mix.options())
+        if self.ignores_start_after:
+            parts.append("--ignores-start-after")
         if self.vacuums:
             parts.append(
                 f"--vacuums {self.vacuums} --vacuum-every {self.vacuum_every:g} "
@@ -421,7 +427,10 @@ class _Run:
         self.profile: Profile = profile(config.store)
         self.loop = Loop()
         self.store = SimS3(
-            self.profile, Random(self.master.getrandbits(64)), tracked=frozenset({REGISTRY_KEY})
+            self.profile,
+            Random(self.master.getrandbits(64)),
+            tracked=frozenset({REGISTRY_KEY}),
+            ignores_start_after=config.ignores_start_after,
         )
         self.endpoint = Endpoint(
             self.loop,

@@ -72,8 +72,12 @@ class SimS3:
         *,
         tracked: frozenset[str] = frozenset(),
         conflict_share: float = 0.5,
+        ignores_start_after: bool = False,
     ) -> None:
         self.profile = profile
+        #: Every LIST starts at its prefix, as on a store without ``StartAfter`` (S3 Express
+        #: One Zone's directory buckets): what lakelock must not take on the store's word.
+        self.ignores_start_after = ignores_start_after
         self._rng = rng
         self.objects: dict[str, StoredObject] = {}
         #: The keys, sorted, in groups by their first two segments (:func:`_group`): a new
@@ -179,6 +183,8 @@ class SimS3:
 
     def list(self, prefix: str, start_after: str, max_keys: int, now: float) -> Listing:
         keys = self._sorted(prefix)
+        if self.ignores_start_after:
+            start_after = ""
         start = max(prefix, start_after)
         at = (
             bisect.bisect_right(keys, start)

@@ -291,7 +291,8 @@ class S3Endpoint:
         NotImplemented. Features: ``"delete-objects-etag"`` (per-key ETag and Size of
         DeleteObjects), ``"delete-if-match"`` (If-Match and x-amz-if-match-size on
         DeleteObject), ``"copy-source-conditions"`` (x-amz-copy-source-if-* of CopyObject and
-        UploadPartCopy)."""
+        UploadPartCopy), ``"list-start-after"`` (StartAfter of ListObjectsV2: ignored, every
+        listing starts at its prefix, as on a store without it)."""
         self._control(
             "PUT",
             "settings",

@@ -1,12 +1,13 @@
-"""Acting as a store that lacks a conditional feature (``S3Endpoint.configure(lacking=)``):
-the request's conditions of that feature are dropped ("ignore") or answered 501 NotImplemented
-("refuse"), so clients can be tested against such stores."""
+"""Acting as a store that lacks a feature (``S3Endpoint.configure(lacking=)``): the request's
+conditions of that feature (or ListObjectsV2's ``StartAfter``) are dropped ("ignore") or
+answered 501 NotImplemented ("refuse"), so clients can be tested against such stores."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
+from urllib.parse import parse_qsl, quote, urlencode
 
 from lakelock.testing._classify import S3Request
 from lakelock.testing._conditions import (
@@ -21,8 +22,10 @@ from lakelock.testing._wsgi import Response, local_name, not_implemented, read_b
 
 __all__ = ["LACKABLE", "Lackable", "act_lacking"]
 
-#: Conditional features the endpoint can be told to lack.
-Lackable = Literal["delete-objects-etag", "delete-if-match", "copy-source-conditions"]
+#: Features the endpoint can be told to lack.
+Lackable = Literal[
+    "delete-objects-etag", "delete-if-match", "copy-source-conditions", "list-start-after"
+]
 LACKABLE: frozenset[str] = frozenset(get_args(Lackable))
 #: Which lackable feature each operation's conditions belong to.
 _FEATURES: dict[str, str] = {
@@ -30,6 +33,7 @@ _FEATURES: dict[str, str] = {
     "DeleteObjects": "delete-objects-etag",
     "CopyObject": "copy-source-conditions",
     "UploadPartCopy": "copy-source-conditions",
+    "ListObjectsV2": "list-start-after",
 }
 _CONDITION_HEADERS: dict[str, tuple[str, ...]] = {
     "delete-if-match": ("if-match", IF_MATCH_SIZE, IF_MATCH_LAST_MODIFIED_TIME),
@@ -54,6 +58,15 @@ def act_lacking(
     feature = _FEATURES.get(request.operation)
     mode = lacking.get(feature) if feature is not None else None
     if feature is None or mode is None:
+        return headers
+    if feature == "list-start-after":
+        query = parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        if not any(name == "start-after" for name, _ in query):
+            return headers
+        if mode == "refuse":
+            return not_implemented("StartAfter: not implemented")
+        kept = [(name, value) for name, value in query if name != "start-after"]
+        environ["QUERY_STRING"] = urlencode(kept, quote_via=quote)
         return headers
     if feature == "delete-objects-etag":
         try:

@@ -698,13 +698,15 @@ class Committer:
                 listing: Listing = yield _listing(start, limit, len(decided))
             except TRANSIENT as error:
                 raise Retry from error
-            for o in listing.objects:
+            for o in _decide.above_watermark(listing.objects, after):
                 if undecided >= limit:
                     return found
                 found.append(o)
                 undecided += o.key not in decided
             if not listing.truncated or not listing.objects:
                 return found
+            if listing.objects[-1].key <= start:
+                return found  # the same page again: the store ignores StartAfter
             start = listing.objects[-1].key
 
     def _read_intents(self, todo: Sequence[ListedObject]) -> Steps:

@@ -21,7 +21,8 @@ The rules:
    when the server's clock says it is older than the TTL; and (:func:`too_old_to_apply`) a
    writer applies its own passed-over intent only while it is younger than half the TTL.
 5. **The watermark** (:func:`bound_watermark`): never lowered, never above what was listed;
-   folders fold only above it, and below it only an intent's own writer applies it.
+   folders fold only above it (:func:`above_watermark`, whatever a listing returns), and
+   below it only an intent's own writer applies it.
 6. **Fates kept** (:func:`~lakelock._registry._intents.prune_fates`).
 7. **Cancel by compare-and-swap** (:func:`cancelled`): a commit that gives up records its
    intent cancelled in a swap before its caller hears "failed".
@@ -55,6 +56,7 @@ from lakelock.errors import CommitConflictError, CommitIdReusedError
 
 __all__ = [
     "Settled",
+    "above_watermark",
     "applied_batch",
     "bound_watermark",
     "cancelled",
@@ -332,6 +334,15 @@ def fates_of(
         elif p.change.commit_id in ids:
             fates.append(IntentFate(p.intent, "applied", version, seconds))
     return fates
+
+
+def above_watermark(listed: Iterable[ListedObject], watermark: str) -> list[ListedObject]:
+    """Rule 5: folders fold only intents above the watermark. A LIST after it returns only
+    those on S3, but a store that ignores ``StartAfter`` returns older ones too (S3 Express
+    One Zone's directory buckets do not support it): intents applied long ago, whose fates
+    the root no longer keeps, that a fold would apply again. They are dropped here, not
+    left to the store's word."""
+    return [o for o in listed if o.key > watermark]
 
 
 def bound_watermark(doc: RegistryDoc, listed: Sequence[str], proposed: str) -> str:

@@ -11,6 +11,7 @@ import typing
 from collections.abc import Iterator
 
 import orjson
+import pyarrow.dataset
 
 import lakelock
 import lakelock.errors
@@ -26,6 +27,11 @@ NOT_EXPORTED = {
     # A partition's manifest as stored (``Registry.load_manifests``): the registry's format.
     "lakelock._registry._manifest.Manifest",
 }
+
+
+#: Names lakelock's modules import for type checking only, as they spell them there
+#: (``pyarrow.dataset`` imports pandas: ``lakelock._scan`` loads it when a dataset is asked for).
+TYPE_CHECKING_ONLY = {"ds": pyarrow.dataset}
 
 
 def public_attributes() -> list[str]:
@@ -71,7 +77,7 @@ def _handed_out(cls: type) -> Iterator[tuple[str, type]]:
         if not callable(function):
             continue
         try:
-            hints = typing.get_type_hints(function)
+            hints = typing.get_type_hints(function, localns=TYPE_CHECKING_ONLY)
         except TypeError:
             continue
         for returned in _classes(hints.get("return")):

@@ -144,6 +144,7 @@ def worker_main(index: int, tasks: Any, results: Any) -> None:
     """A writer process: ``prepare`` opens its own client and handle, ``go`` runs one timed
     loop; kept for the whole benchmark so that interpreter start-up is paid once."""
     import deltalake  # noqa: F401 - imported before the first run, not during it
+    import pyarrow.acero  # noqa: F401 - lakelock's first partitioned write loads it (group_by)
 
     import lakelock.testing  # noqa: F401
 

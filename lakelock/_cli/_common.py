@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import orjson
 from botocore.config import Config
@@ -63,6 +63,7 @@ __all__ = [
     "join_dash_values",
     "lake_for",
     "natural_key",
+    "number_type",
     "parse_duration",
     "parse_lake_url",
     "port_number",
@@ -74,6 +75,8 @@ __all__ = [
 
 #: A command's entry point: parsed arguments in, exit status out.
 Command = Callable[[argparse.Namespace], int]
+
+_Number = TypeVar("_Number", int, float)
 
 
 # -- options ----------------------------------------------------------------------------------
@@ -158,6 +161,25 @@ def add_command(
     else:
         add_debug_option(parser)
     parser.set_defaults(run=run)
+
+
+def number_type(
+    parse: Callable[[str], _Number], accept: Callable[[_Number], bool], expected: str
+) -> Callable[[str], _Number]:
+    """An argparse type for a number option: ``parse`` (``int`` or ``float``) reads it and
+    ``accept`` says whether it is in range. Either failing is one usage error, ``expected
+    <expected>, got '<text>'``, so every command words a bad number the same way."""
+
+    def number(text: str) -> _Number:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return number
 
 
 def dataset_name(text: str) -> str:

@@ -50,6 +50,7 @@ __all__ = [
     "Command",
     "LakeTarget",
     "add_command",
+    "add_dataset_option",
     "add_debug_option",
     "add_json_option",
     "add_listen_options",
@@ -131,6 +132,16 @@ def add_listen_options(parser: argparse.ArgumentParser, *, port: int) -> None:
         type=port_number,
         default=port,
         help=f"port, 0-65535 (0: any free port; default {port})",
+    )
+
+
+def add_dataset_option(
+    parser: argparse.ArgumentParser, help: str, *, required: bool = False
+) -> None:
+    """``--dataset NAME`` (``help``: what the command does with it), checked as a dataset
+    name while parsing (:func:`dataset_name`)."""
+    parser.add_argument(
+        "--dataset", type=dataset_name, required=required, metavar="NAME", help=help
     )
 
 

@@ -90,10 +90,7 @@ class FileStats:
     columns: tuple[ColumnStats, ...]
 
     def column(self, name: str) -> ColumnStats | None:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        return None
+        return next((c for c in self.columns if c.name == name), None)
 
     def to_json(self) -> dict[str, Any]:
         return {"columns": {c.name: c.to_json() for c in self.columns}}

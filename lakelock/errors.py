@@ -39,7 +39,7 @@ Every error carries the fields a caller needs to act on it; nobody should have t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 __all__ = [
     "AccessDeniedError",
@@ -258,6 +258,14 @@ class OutcomeUnknownError(StorageError):
     """
 
 
+class _CommitFields(TypedDict, total=False):
+    """What every commit error names, passed on by keyword from each kind to
+    :class:`CommitError`, as each storage error passes its fields on to :class:`StorageError`."""
+
+    dataset: str | None
+    commit_id: str | None
+
+
 class CommitError(LakelockError):
     """A registry commit did not (knowably) happen."""
 
@@ -275,11 +283,10 @@ class CommitConflictError(CommitError):
         self,
         message: str,
         *,
-        dataset: str | None = None,
-        commit_id: str | None = None,
         attempts: int = 0,
+        **fields: Unpack[_CommitFields],
     ) -> None:
-        super().__init__(message, dataset=dataset, commit_id=commit_id)
+        super().__init__(message, **fields)
         self.attempts = attempts
 
 
@@ -304,10 +311,9 @@ class CommitIdReusedError(CommitConflictError, ValueError):
         version: int,
         recorded_dataset: str,
         recorded_operation: str,
-        dataset: str | None = None,
-        commit_id: str | None = None,
+        **fields: Unpack[_CommitFields],
     ) -> None:
-        super().__init__(message, dataset=dataset, commit_id=commit_id)
+        super().__init__(message, **fields)
         self.version = version
         self.recorded_dataset = recorded_dataset
         self.recorded_operation = recorded_operation
@@ -324,10 +330,9 @@ class StaleFenceError(CommitConflictError):
         name: str,
         token: int,
         current: int,
-        dataset: str | None = None,
-        commit_id: str | None = None,
+        **fields: Unpack[_CommitFields],
     ) -> None:
-        super().__init__(message, dataset=dataset, commit_id=commit_id)
+        super().__init__(message, **fields)
         self.name = name
         self.token = token
         self.current = current
@@ -344,12 +349,11 @@ class RetryBudgetExhaustedError(CommitError):
         self,
         message: str,
         *,
-        dataset: str | None = None,
-        commit_id: str | None = None,
         attempts: int = 0,
         seconds: float = 0.0,
+        **fields: Unpack[_CommitFields],
     ) -> None:
-        super().__init__(message, dataset=dataset, commit_id=commit_id)
+        super().__init__(message, **fields)
         self.attempts = attempts
         self.seconds = seconds
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import orjson
 from botocore.config import Config
@@ -50,6 +50,7 @@ __all__ = [
     "Command",
     "LakeTarget",
     "add_command",
+    "add_dataset_option",
     "add_debug_option",
     "add_json_option",
     "add_listen_options",
@@ -63,6 +64,7 @@ __all__ = [
     "join_dash_values",
     "lake_for",
     "natural_key",
+    "number_type",
     "parse_duration",
     "parse_lake_url",
     "port_number",
@@ -74,6 +76,8 @@ __all__ = [
 
 #: A command's entry point: parsed arguments in, exit status out.
 Command = Callable[[argparse.Namespace], int]
+
+_Number = TypeVar("_Number", int, float)
 
 
 # -- options ----------------------------------------------------------------------------------
@@ -131,6 +135,16 @@ def add_listen_options(parser: argparse.ArgumentParser, *, port: int) -> None:
     )
 
 
+def add_dataset_option(
+    parser: argparse.ArgumentParser, help: str, *, required: bool = False
+) -> None:
+    """``--dataset NAME`` (``help``: what the command does with it), checked as a dataset
+    name while parsing (:func:`dataset_name`)."""
+    parser.add_argument(
+        "--dataset", type=dataset_name, required=required, metavar="NAME", help=help
+    )
+
+
 def add_command(
     commands: Any,
     name: str,
@@ -158,6 +172,25 @@ def add_command(
     else:
         add_debug_option(parser)
     parser.set_defaults(run=run)
+
+
+def number_type(
+    parse: Callable[[str], _Number], accept: Callable[[_Number], bool], expected: str
+) -> Callable[[str], _Number]:
+    """An argparse type for a number option: ``parse`` (``int`` or ``float``) reads it and
+    ``accept`` says whether it is in range. Either failing is one usage error, ``expected
+    <expected>, got '<text>'``, so every command words a bad number the same way."""
+
+    def number(text: str) -> _Number:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return number
 
 
 def dataset_name(text: str) -> str:

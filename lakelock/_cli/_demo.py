@@ -6,30 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from lakelock._cli._common import add_command, add_progress_option
+from lakelock._cli._common import add_command, add_progress_option, number_type
 from lakelock._cli._progress import progress_wanted
 
 __all__ = ["add_parser", "run"]
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
-    return value
+_positive_int = number_type(int, lambda value: value >= 1, "a positive integer")
+_non_negative = number_type(float, lambda value: value >= 0, "seconds >= 0")
 
 
 def add_parser(commands: Any) -> None:

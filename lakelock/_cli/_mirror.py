@@ -13,10 +13,10 @@ from typing import Any
 from lakelock._cli._common import (
     LakeTarget,
     add_command,
+    add_dataset_option,
     add_progress_option,
     check_bucket,
     client_for,
-    dataset_name,
     print_json,
     print_lines,
 )
@@ -48,13 +48,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dataset",
-        type=dataset_name,
-        required=True,
-        metavar="NAME",
-        help="the dataset whose versions to mirror",
-    )
+    add_dataset_option(parser, "the dataset whose versions to mirror", required=True)
     parser.add_argument(
         "--format",
         type=_formats,

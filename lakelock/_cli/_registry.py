@@ -9,8 +9,8 @@ from typing import Any
 from lakelock._cli._common import (
     LakeTarget,
     add_command,
+    add_dataset_option,
     check_bucket,
-    dataset_name,
     format_size,
     lake_for,
     natural_key,
@@ -69,9 +69,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _show_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dataset", type=dataset_name, metavar="NAME", help="show this dataset in detail"
-    )
+    add_dataset_option(parser, "show this dataset in detail")
     parser.add_argument(
         "--files", action="store_true", help="with --dataset: list its committed files too"
     )
@@ -84,9 +82,7 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dataset", type=dataset_name, metavar="NAME", help="only commits to this dataset"
-    )
+    add_dataset_option(parser, "only commits to this dataset")
     parser.add_argument(
         "-n", "--limit", type=int, default=20, metavar="N", help="at most N commits (default 20)"
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from lakelock._cli._common import add_command, add_progress_option
+from lakelock._cli._common import add_command, add_progress_option, number_type
 from lakelock._cli._progress import ProgressBar, progress_wanted
 from lakelock._sim import Faults, Mix, SimConfig, profile, simulate
 from lakelock._sim._workload import KINDS
@@ -21,44 +21,11 @@ from lakelock._sim._workload import KINDS
 __all__ = ["add_parser", "run"]
 
 
-def _count(text: str, *, least: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = least - 1
-    if value < least:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    return _count(text, least=1)
-
-
-def _non_negative(text: str) -> int:
-    return _count(text, least=0)
-
-
-def _number(text: str, accept: Callable[[float], bool], expected: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not accept(value):
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    return _number(text, lambda v: 0 < v < math.inf, "seconds > 0")
-
-
-def _pause(text: str) -> float:
-    return _number(text, lambda v: 0 <= v < math.inf, "seconds >= 0")
-
-
-def _fraction(text: str) -> float:
-    return _number(text, lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
+_positive = number_type(int, lambda value: value >= 1, "an integer >= 1")
+_non_negative = number_type(int, lambda value: value >= 0, "an integer >= 0")
+_seconds = number_type(float, lambda value: 0 < value < math.inf, "seconds > 0")
+_pause = number_type(float, lambda value: 0 <= value < math.inf, "seconds >= 0")
+_fraction = number_type(float, lambda value: 0 <= value <= 1, "a fraction in [0, 1]")
 
 
 def _store(text: str) -> str:
@@ -110,84 +77,75 @@ def add_parser(commands: Any) -> None:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--writers", type=_positive, default=16, help="writer processes")
-    parser.add_argument(
-        "--seconds", type=_seconds, default=10.0, help="virtual seconds writers commit for"
-    )
-    parser.add_argument(
+    def option(flag: str, parse: Callable[[str], object], default: object, help: str) -> None:
+        """Most of the options: a checked value, with a default."""
+        parser.add_argument(flag, type=parse, default=default, help=help)
+
+    option("--writers", _positive, 16, "writer processes")
+    option("--seconds", _seconds, 10.0, "virtual seconds writers commit for")
+    option(
         "--store",
-        type=_store,
-        default="s3-standard",
-        help="latency profile: s3-standard, s3-express or fixed:<ms> (default s3-standard)",
+        _store,
+        "s3-standard",
+        "latency profile: s3-standard, s3-express or fixed:<ms> (default s3-standard)",
     )
-    parser.add_argument("--seed", type=_non_negative, default=0, help="the run's seed")
+    option("--seed", _non_negative, 0, "the run's seed")
     parser.add_argument(
         "--ignores-start-after",
         action="store_true",
         help="the store ignores ListObjectsV2's StartAfter: every LIST starts at its prefix "
         "(as on S3 Express One Zone's directory buckets, which lakelock doctor refuses)",
     )
-    parser.add_argument(
+    option(
         "--faults",
-        type=_fraction,
-        default=0.0,
-        help="fraction of requests answered with a fault (lost ack, 503, 409, timeout)",
+        _fraction,
+        0.0,
+        "fraction of requests answered with a fault (lost ack, 503, 409, timeout)",
     )
-    parser.add_argument(
-        "--kills", type=_non_negative, default=0, help="writers killed and restarted"
-    )
-    parser.add_argument(
-        "--stalls",
-        type=_non_negative,
-        default=0,
-        help="writers that stall past the intent TTL before a request",
-    )
-    parser.add_argument(
-        "--skew", type=float, default=0.0, help="each writer's clock off by up to this (s)"
-    )
-    parser.add_argument(
+    option("--kills", _non_negative, 0, "writers killed and restarted")
+    option("--stalls", _non_negative, 0, "writers that stall past the intent TTL before a request")
+    option("--skew", float, 0.0, "each writer's clock off by up to this (s)")
+    option(
         "--commits",
-        type=_non_negative,
-        default=0,
-        help="each writer makes this many commits, then stops (default: for --seconds)",
+        _non_negative,
+        0,
+        "each writer makes this many commits, then stops (default: for --seconds)",
     )
-    parser.add_argument(
+    option(
         "--cpu-ms",
-        type=float,
-        default=0.0,
-        help="CPU milliseconds per request on a machine of --cores cores (to compare with a "
-        "run on one machine; default 0: CPU is free)",
+        float,
+        0.0,
+        "CPU milliseconds per request on a machine of --cores cores (to compare with a run on "
+        "one machine; default 0: CPU is free)",
     )
-    parser.add_argument("--cores", type=_non_negative, default=2, help="cores for --cpu-ms")
-    parser.add_argument(
+    option("--cores", _non_negative, 2, "cores for --cpu-ms")
+    option(
         "--think",
-        type=_pause,
-        default=0.0,
-        help="each writer pauses this long on average between commits (exponential; default "
-        "0: back to back)",
+        _pause,
+        0.0,
+        "each writer pauses this long on average between commits (exponential; default 0: "
+        "back to back)",
     )
-    parser.add_argument("--readers", type=_non_negative, default=0, help="reader processes")
-    parser.add_argument(
-        "--intent-ttl", type=_seconds, default=600.0, help="intents expire after this (s)"
-    )
-    parser.add_argument(
+    option("--readers", _non_negative, 0, "reader processes")
+    option("--intent-ttl", _seconds, 600.0, "intents expire after this (s)")
+    option(
         "--vacuums",
-        type=_non_negative,
-        default=0,
-        help="vacuum processes: lakelock's vacuum, deleting, next to the writers",
+        _non_negative,
+        0,
+        "vacuum processes: lakelock's vacuum, deleting, next to the writers",
     )
-    parser.add_argument(
+    option(
         "--vacuum-every",
-        type=_seconds,
-        default=0.5,
-        help="each vacuum process vacuums about this often (s, default 0.5)",
+        _seconds,
+        0.5,
+        "each vacuum process vacuums about this often (s, default 0.5)",
     )
-    parser.add_argument(
+    option(
         "--vacuum-older-than",
-        type=_seconds,
-        default=1.0,
-        help="vacuum's window (older_than, s, default 1; no retention check): longer than "
-        "any commit takes, or a writer loses what it wrote",
+        _seconds,
+        1.0,
+        "vacuum's window (older_than, s, default 1; no retention check): longer than any "
+        "commit takes, or a writer loses what it wrote",
     )
     parser.add_argument(
         "--protocol",
@@ -195,12 +153,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default="core",
         help="the commit core (default) or the simulator's toy protocol",
     )
-    parser.add_argument(
-        "--max-attempts", type=_positive, default=50, help="a commit's attempts (default 50)"
-    )
-    parser.add_argument(
-        "--max-seconds", type=_seconds, default=300.0, help="a commit's seconds (default 300)"
-    )
+    option("--max-attempts", _positive, 50, "a commit's attempts (default 50)")
+    option("--max-seconds", _seconds, 300.0, "a commit's seconds (default 300)")
     parser.add_argument(
         "--policy",
         type=_policy_field,

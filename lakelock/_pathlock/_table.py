@@ -167,10 +167,7 @@ class LockTable:
     holders: tuple[Holder, ...]
 
     def find(self, holder_id: str) -> Holder | None:
-        for holder in self.holders:
-            if holder.id == holder_id:
-                return holder
-        return None
+        return next((holder for holder in self.holders if holder.id == holder_id), None)
 
 
 def empty_table(dataset: str) -> LockTable:

@@ -72,6 +72,7 @@ __all__ = [
     "dataset_for_checks",
     "partition_entry",
     "partition_from_entry",
+    "state_of",
 ]
 
 #: The fields a dataset's state takes from its snapshot as they are.
@@ -114,6 +115,19 @@ def partition_entry(p: PartitionState) -> dict[str, Any]:
         ],
         "updated_version": p.updated_version,
     }
+
+
+def state_of(key: str, snap: Snapshot, partitions: Mapping[str, PartitionState]) -> DatasetState:
+    """The dataset version stored in snapshot ``key`` (``snap``, its parse), its partitions
+    read through ``partitions``: one spelling for :meth:`Objects.state` and the simulator's
+    checker, so the two cannot disagree on what a snapshot holds."""
+    return DatasetState(
+        name=snap.dataset,
+        partitions=partitions,
+        updated_version=snap.version,
+        snapshot=key,
+        **{name: getattr(snap, name) for name in _KEPT_FROM_SNAPSHOT},
+    )
 
 
 def partition_from_entry(path: str, raw: Any) -> PartitionState:
@@ -405,20 +419,15 @@ class Objects:
     def state(self, key: str) -> DatasetState:
         """The dataset version stored in snapshot ``key``."""
         snap = self.snapshot(key)
-        return DatasetState(
-            name=snap.dataset,
-            partitions=LazyPartitions(
-                snap.partitions,
-                self.node,
-                partition_from_entry,
-                # Readers only: the commit core's (offline) walks ask for what they miss one
-                # node at a time, as its driver and the simulator expect.
-                prefetch=None if self._offline else self.nodes,
-            ),
-            updated_version=snap.version,
-            snapshot=key,
-            **{name: getattr(snap, name) for name in _KEPT_FROM_SNAPSHOT},
+        partitions = LazyPartitions(
+            snap.partitions,
+            self.node,
+            partition_from_entry,
+            # Readers only: the commit core's (offline) walks ask for what they miss one
+            # node at a time, as its driver and the simulator expect.
+            prefetch=None if self._offline else self.nodes,
         )
+        return state_of(key, snap, partitions)
 
     def datasets(self, doc: RegistryDoc) -> Mapping[str, DatasetState]:
         """The datasets of a root document (format 1: inline; format 2: loaded on demand)."""

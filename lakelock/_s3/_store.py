@@ -116,6 +116,11 @@ class ObjectStore:
         is sent)."""
         return self.prefix + validate_key_length(key, prefix=self.prefix)
 
+    def _address(self, key: str) -> dict[str, Any]:
+        """Where ``key`` is, as boto3 names an object (``Bucket``, ``Key`` with the prefix):
+        the keywords of every request on one object, and a copy's ``CopySource``."""
+        return {"Bucket": self.bucket, "Key": self.full_key(key)}
+
     # -- writes -------------------------------------------------------------------------------
 
     def put(
@@ -166,8 +171,7 @@ class ObjectStore:
         body = write.body if isinstance(write.body, bytes) else read_all(write.body)
         try:
             response = self.client.put_object(
-                Bucket=self.bucket,
-                Key=self.full_key(write.key),
+                **self._address(write.key),
                 Body=body,
                 Metadata=write.metadata,
                 ContentType=write.content_type,
@@ -183,7 +187,7 @@ class ObjectStore:
         )
 
     def _put_multipart(self, write: _Write, *, resent: bool) -> PutResult:
-        full_key = self.full_key(write.key)
+        address = self._address(write.key)
         part_size = max(self.part_size, MIN_PART_SIZE, -(-write.size // 10_000))
 
         def upload_parts(upload_id: str) -> list[dict[str, Any]]:
@@ -193,8 +197,7 @@ class ObjectStore:
                     "UploadPart",
                     write.key,
                     self.client.upload_part,
-                    Bucket=self.bucket,
-                    Key=full_key,
+                    **address,
                     UploadId=upload_id,
                     PartNumber=number,
                     Body=chunk,
@@ -248,11 +251,10 @@ class ObjectStore:
                     "UploadPartCopy",
                     key,
                     self.client.upload_part_copy,
-                    Bucket=self.bucket,
-                    Key=self.full_key(key),
+                    **self._address(key),
                     UploadId=upload_id,
                     PartNumber=number,
-                    CopySource={"Bucket": self.bucket, "Key": self.full_key(source_key)},
+                    CopySource=self._address(source_key),
                     CopySourceIfMatch=source.etag,
                     **byte_range,
                 )
@@ -283,16 +285,14 @@ class ObjectStore:
             "CreateMultipartUpload",
             write.key,
             self.client.create_multipart_upload,
-            Bucket=self.bucket,
-            Key=self.full_key(write.key),
+            **self._address(write.key),
             Metadata=write.metadata,
             ContentType=write.content_type,
         )["UploadId"]
         try:
             parts = upload_parts(upload_id)
             response = self.client.complete_multipart_upload(
-                Bucket=self.bucket,
-                Key=self.full_key(write.key),
+                **self._address(write.key),
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
                 **_condition(write.mode),
@@ -311,9 +311,7 @@ class ObjectStore:
     def _abort(self, key: str, upload_id: str) -> None:
         """Best effort: a failed abort leaves parts for the bucket's lifecycle rule."""
         with contextlib.suppress(ClientError, BotoCoreError):
-            self.client.abort_multipart_upload(
-                Bucket=self.bucket, Key=self.full_key(key), UploadId=upload_id
-            )
+            self.client.abort_multipart_upload(**self._address(key), UploadId=upload_id)
 
     # -- deletes ------------------------------------------------------------------------------
 
@@ -321,7 +319,7 @@ class ObjectStore:
         """Delete ``key``; with ``if_match`` only if its ETag is still that (412 otherwise).
         Deleting a missing key is not an error unconditionally (S3 answers 204), but is a
         :class:`NotFoundError` with ``if_match``."""
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.full_key(key)}
+        kwargs = self._address(key)
         if if_match is not None:
             kwargs["IfMatch"] = if_match
         mode: PutMode = IfMatch(if_match) if if_match is not None else "overwrite"
@@ -442,8 +440,7 @@ class ObjectStore:
                 "GetObject",
                 key,
                 self.client.get_object,
-                Bucket=self.bucket,
-                Key=self.full_key(key),
+                **self._address(key),
                 **extra,
             )
             try:
@@ -459,9 +456,7 @@ class ObjectStore:
         return self._retry_transient(once)
 
     def head(self, key: str) -> ObjectHead:
-        response = self._request(
-            "HeadObject", key, self.client.head_object, Bucket=self.bucket, Key=self.full_key(key)
-        )
+        response = self._request("HeadObject", key, self.client.head_object, **self._address(key))
         return ObjectHead(**_head_fields(key, response))
 
     def list(

@@ -29,7 +29,7 @@ from lakelock._registry._manifest import (
     serialize_manifest,
     verify_manifest,
 )
-from lakelock._registry._objects import Objects, partition_from_entry
+from lakelock._registry._objects import Objects, partition_from_entry, state_of
 from lakelock._registry._snapshot import LazyPartitions, Snapshot, verify_snapshot
 from lakelock._registry._tree import Node, index_get, require_digest, require_filed, verify_node
 from lakelock._sim._check import DatasetVersion, Expired, View
@@ -211,25 +211,7 @@ class _Reader:
     def state(self, key: str) -> DatasetState:
         """The dataset version in snapshot ``key`` (as :meth:`Objects.state` builds it)."""
         snap = self.snapshot(key)
-        return DatasetState(
-            name=snap.dataset,
-            schema=snap.schema,
-            schema_version=snap.schema_version,
-            partition_by=snap.partition_by,
-            properties=snap.properties,
-            partitions=LazyPartitions(snap.partitions, self.node, partition_from_entry),
-            created_at=snap.created_at,
-            updated_at=snap.updated_at,
-            updated_version=snap.version,
-            snapshot=key,
-            parent=snap.parent,
-            totals=snap.totals,
-            commit_ids=snap.commit_ids,
-            recent_ids=snap.recent_ids,
-            at=snap.at,
-            commits=snap.commits,
-            created_version=snap.created_version,
-        )
+        return state_of(key, snap, LazyPartitions(snap.partitions, self.node, partition_from_entry))
 
 
 def _as_stored(key: str, body: bytes, made: Manifest) -> Manifest | None:

@@ -28,7 +28,6 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any, Literal, Self
 
 import orjson
@@ -219,12 +218,7 @@ class S3Endpoint:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- clients ------------------------------------------------------------------------------

@@ -170,11 +170,12 @@ class LazyDatasets(Mapping[str, DatasetState]):
     def for_checks(self, name: str) -> DatasetState | None:
         """Dataset ``name`` for an operation's checks before it writes (its partition
         columns and schema, :func:`~lakelock._registry._changes.check_fits`): this version
-        if it is loaded, else the newest version of it since it was created that the cache
-        holds (``stand_in``: no request), else this version, loaded. Within one dataset's
-        life its partition columns never change and its schema only gains nullable columns,
-        so an earlier version refuses what this one refuses but for columns added since; the
-        commit loop checks every change again on the version it swaps from."""
+        if it is loaded, else what ``stand_in`` finds at no request (this version if cached,
+        else the newest version of it since it was created), else this version, loaded.
+        Within one dataset's life its partition columns never change and its schema only
+        gains nullable columns, so an earlier version refuses what this one refuses but for
+        columns added since; the commit loop checks every change again on the version it
+        swaps from."""
         if name not in self._known:
             return None
         with self._lock:
@@ -303,10 +304,7 @@ class Objects:
             self._cache.move_to_end(key)
             if isinstance(value, Snapshot):
                 newest = self._newest.get(value.dataset)
-                if newest is None or (newest[0], newest[1]) < (
-                    value.created_version,
-                    value.version,
-                ):
+                if newest is None or newest[:2] < (value.created_version, value.version):
                     self._newest[value.dataset] = (value.created_version, value.version, key)
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
@@ -437,17 +435,26 @@ class Objects:
         return LazyDatasets(
             entries,
             lambda name: self.state(entries[name].snapshot),
-            stand_in=lambda name: self._newest_state(name, entries[name].created_version),
+            stand_in=lambda name: self._stand_in(name, entries[name]),
         )
 
-    def _newest_state(self, name: str, created_version: int) -> DatasetState | None:
-        """The newest version of dataset ``name`` created at ``created_version`` that the
-        cache holds (``None``: none)."""
+    def _stand_in(self, name: str, entry: DatasetEntry) -> DatasetState | None:
+        """A version of dataset ``name`` (its root entry ``entry``) for checks, at no request
+        (``None``: none held): ``entry``'s own if cached, else the newest of the same dataset's
+        life in the cache. That may be one this process wrote for a swap it then lost, with a
+        column the swap would have merged: a change it lets through is refused by the commit
+        loop all the same."""
         with self._lock:
-            newest = self._newest.get(name)
-            if newest is None or newest[0] != created_version or newest[2] not in self._cache:
-                return None
-        return self.state(newest[2])
+            if entry.snapshot in self._cache:
+                key = entry.snapshot
+            else:
+                newest = self._newest.get(name)
+                if newest is None or newest[0] != entry.created_version:
+                    return None
+                if newest[2] not in self._cache:
+                    return None
+                key = newest[2]
+        return self.state(key)
 
     def walk(self, key: str | None) -> Iterator[tuple[str, Snapshot]]:
         """A dataset's snapshots from ``key`` back to its first (newest first)."""

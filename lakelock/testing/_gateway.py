@@ -73,6 +73,7 @@ from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._lacking import LACKABLE, Lackable, act_lacking
 from lakelock.testing._policy_gate import BucketPolicies
 from lakelock.testing._wsgi import (
+    IncompleteBody,
     Reset,
     Response,
     WSGIApp,
@@ -173,8 +174,17 @@ class Gateway:
         self, environ: dict[str, Any], request: S3Request, headers: Mapping[str, str]
     ) -> Response:
         # The whole body is in before any key is locked: a slow upload holds up nobody (S3
-        # serves the previous object to readers until the new one is complete).
-        receive_body(environ)
+        # serves the previous object to readers until the new one is complete). A body cut
+        # short (the client died sending it) is applied nowhere, as on S3.
+        try:
+            receive_body(environ)
+        except IncompleteBody:
+            return s3_error(
+                "400 Bad Request",
+                "IncompleteBody",
+                "You did not provide the number of bytes specified by the Content-Length "
+                "HTTP header.",
+            )
         decision = self.faults.decide(request.operation, request.bucket or "", request.key)
         self._stall(decision.stall)
         if not request.mutating or decision.before is not None:

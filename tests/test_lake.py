@@ -49,6 +49,18 @@ def test_uncontended_append_costs_four_requests(s3: S3Endpoint, lake: Lake) -> N
     assert s3.stats() == {"PutObject": 4, "GetObject": 2, "ListObjectsV2": 1}
 
 
+def preamble_requests(s3: S3Endpoint, lake: Lake) -> dict[str, int]:
+    """The requests the preamble of an append to ``sales`` (generated id) makes: its checks
+    against the registry ``lake`` knows, before any data is written."""
+    plain = planned_change(
+        "sales", "append", commit_id=None, fence=None, digest=None,
+        schema=table([0]).schema, partition_by=["year"],
+    )  # fmt: skip
+    s3.reset_stats()
+    assert isinstance(prepare_commit(lake.registry, plain), RegistrySnapshot)
+    return s3.stats()
+
+
 def test_an_append_checks_its_schema_against_an_earlier_version_it_holds(
     s3: S3Endpoint, lake: Lake
 ) -> None:
@@ -63,13 +75,7 @@ def test_an_append_checks_its_schema_against_an_earlier_version_it_holds(
     wider = table([2]).append_column("extra", pa.array([1.5]))
     other.append("sales", wider, partition_by=["year"], schema_mode="merge")
     lake.registry.read()  # the root of the other's version: its snapshot is not held here
-    plain = planned_change(
-        "sales", "append", commit_id=None, fence=None, digest=None,
-        schema=table([3]).schema, partition_by=["year"],
-    )  # fmt: skip
-    s3.reset_stats()
-    assert isinstance(prepare_commit(lake.registry, plain), RegistrySnapshot)
-    assert s3.stats() == {}
+    assert preamble_requests(s3, lake) == {}
     # A column the other process added as a double, brought as a string: it fits the earlier
     # version checked here, so its data is written, and the commit refuses it.
     clash = table([4]).append_column("extra", pa.array(["x"]))
@@ -101,13 +107,7 @@ def test_an_append_checks_against_no_version_of_an_earlier_life_of_the_dataset(
     other.append("clicks", table([2]), partition_by=["year"])  # sales made at version 2
     other.append("sales", table([3]), partition_by=["year"])
     lake.registry.read()
-    plain = planned_change(
-        "sales", "append", commit_id=None, fence=None, digest=None,
-        schema=table([4]).schema, partition_by=["year"],
-    )  # fmt: skip
-    s3.reset_stats()
-    assert isinstance(prepare_commit(lake.registry, plain), RegistrySnapshot)
-    assert s3.stats() == {"GetObject": 1}
+    assert preamble_requests(s3, lake) == {"GetObject": 1}
 
 
 def test_rerun_with_commit_id_appends_once(s3: S3Endpoint, lake: Lake) -> None:

@@ -444,11 +444,12 @@ def prepare_commit(
         # have merged the very column this change brings). The registry this process knew
         # is checked at no request where it can be: against an earlier version of the
         # dataset, if that is what this process holds, rather than a GET of this one.
+        if fresh:
+            dataset = snapshot.datasets.get(change.dataset)
+        else:
+            dataset = dataset_for_checks(snapshot.datasets, change.dataset)
         try:
-            if fresh:
-                check_fits(snapshot.datasets.get(change.dataset), change)
-            else:
-                check_fits(dataset_for_checks(snapshot.datasets, change.dataset), change)
+            check_fits(dataset, change)
         except CommitConflictError:
             if fresh:
                 raise

@@ -60,11 +60,11 @@ def act_lacking(
     if feature is None or mode is None:
         return headers
     if feature == "list-start-after":
-        query = parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)
-        if not any(name == "start-after" for name, _ in query):
+        if "start-after" not in request.query:
             return headers
         if mode == "refuse":
             return not_implemented("StartAfter: not implemented")
+        query = parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)
         kept = [(name, value) for name, value in query if name != "start-after"]
         environ["QUERY_STRING"] = urlencode(kept, quote_via=quote)
         return headers

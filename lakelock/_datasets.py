@@ -21,6 +21,10 @@ only then uploads; bad input therefore writes nothing. Memory held: at most
 upload is create-only; the store goes multipart above its threshold with a conditional
 completion, aborting on failure, and resolves lost acknowledgements by reading back the write
 id: ours is success, another writer's is :class:`~lakelock.errors.AlreadyExistsError`.
+Given ``hedge`` (a lake's registry passes its own), a file of at most ``HEDGED_BODY`` bytes
+whose PUT is slow to be answered is sent a second time, with the same write id, and the first
+success is the answer: the other copy is refused, or resolved as ours (docs/FORMAT.md,
+"Scheduling" 7).
 
 Generated names are unique, so such writes never collide. A caller-given ``file_name`` makes
 a write idempotent across pipeline retries, the AWS blog's duplicate-upload case: the same
@@ -50,6 +54,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import tempfile
 import threading
@@ -75,7 +80,9 @@ from lakelock._names import (
     validate_file_name,
     validate_partition_type,
 )
-from lakelock._s3 import ObjectStore, new_write_id
+from lakelock._registry._core._driver import HEDGED_BODY
+from lakelock._s3 import ObjectStore, PutResult, new_write_id
+from lakelock._s3._types import read_all
 from lakelock._stats import FileStats, footer_stats
 from lakelock.errors import InvalidNameError, StorageError
 
@@ -86,6 +93,7 @@ __all__ = [
     "PARQUET_CONTENT_TYPE",
     "RECORDS_METADATA",
     "SCHEMA_METADATA",
+    "Hedge",
     "Progress",
     "read_files",
     "recorded_schema",
@@ -112,6 +120,9 @@ _HASH_CHUNK = 1 * MIB
 #: The ``progress(done, total)`` callback of writes, reads, copies and vacuum (bytes, or
 #: objects where there are no bytes to count).
 Progress = Callable[[int, int], None]
+#: ``hedge(put)``: ``put()``, one create-only PUT of a small new object, called a second time
+#: if it is slow to be answered; the first success is the answer (``Driver.hedged``).
+Hedge = Callable[[Callable[[], PutResult]], PutResult]
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,7 @@ def write_table(
     file_name: str | None = None,
     progress: Progress | None = None,
     spool_threshold: int = DEFAULT_SPOOL_THRESHOLD,
+    hedge: Hedge | None = None,
 ) -> list[DataFile]:
     """Write ``table`` as write-once parquet files of ``dataset``, one per partition, and
     return what was written (uncommitted), in partition-path order.
@@ -143,7 +155,8 @@ def write_table(
     ``partition_by`` names the partition columns, outermost first (a single ``str`` is one
     column). ``file_name`` is the name of the file in every partition directory; without it
     each file gets a unique ``part-<uuid4 hex>.parquet``. ``progress(done, total)`` is called
-    with the bytes uploaded so far and the total of all files.
+    with the bytes uploaded so far and the total of all files. ``hedge`` sends each file of
+    at most ``HEDGED_BODY`` bytes through it (see the module docstring).
 
     Raises :class:`~lakelock.errors.InvalidNameError` (nothing written) for a bad dataset,
     column, type, value, file name or too long a key; the store's errors otherwise, notably
@@ -168,7 +181,7 @@ def write_table(
         for (path, part), key in zip(splits, keys, strict=True):
             body = stack.enter_context(tempfile.SpooledTemporaryFile(max_size=spool_threshold))
             planned.append(_serialise(path, key, part, metadata, body))
-        return _upload(store, dataset, planned, progress)
+        return _upload(store, dataset, planned, progress, hedge)
 
 
 def written_before(error: BaseException) -> tuple[DataFile, ...]:
@@ -300,21 +313,30 @@ def _serialise(
 
 
 def _upload(
-    store: ObjectStore, dataset: str, planned: list[_Planned], progress: Progress | None
+    store: ObjectStore,
+    dataset: str,
+    planned: list[_Planned],
+    progress: Progress | None,
+    hedge: Hedge | None,
 ) -> list[DataFile]:
     meter = _Meter(progress, sum(p.size for p in planned))
     written: list[DataFile] = []
     for plan in planned:
+        hedged = hedge is not None and plan.size <= HEDGED_BODY
+        # Two copies of one PUT may be in flight at once: they send the same bytes, read once.
+        body = read_all(plan.body) if hedged else plan.body
+        put = functools.partial(
+            store.put,
+            plan.key,
+            body,
+            mode="create",
+            metadata={RECORDS_METADATA: str(plan.records), CHECKSUM_METADATA: plan.checksum},
+            write_id=new_write_id(),  # the same for both copies: either landing is ours
+            content_type=PARQUET_CONTENT_TYPE,
+            progress=meter.start(plan.size),
+        )
         try:
-            result = store.put(
-                plan.key,
-                plan.body,
-                mode="create",
-                metadata={RECORDS_METADATA: str(plan.records), CHECKSUM_METADATA: plan.checksum},
-                write_id=new_write_id(),
-                content_type=PARQUET_CONTENT_TYPE,
-                progress=meter.start(plan.size),
-            )
+            result = hedge(put) if hedge is not None and hedged else put()
         except Exception as error:
             setattr(error, _WRITTEN_ATTRIBUTE, tuple(written))
             if written:

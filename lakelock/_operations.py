@@ -146,6 +146,7 @@ class TableOperations:
             partition_by=partition_by,
             file_name=file_name,
             progress=progress,
+            hedge=self.registry.hedged_write,
         )
 
     def append(

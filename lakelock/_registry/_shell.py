@@ -49,7 +49,7 @@ from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, PutResult
 from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
@@ -303,6 +303,13 @@ class Registry:
     @max_fold.setter
     def max_fold(self, value: int) -> None:
         self.policy = replace(self.policy, max_fold=value)
+
+    def hedged_write(self, put: Callable[[], PutResult]) -> PutResult:
+        """``put()`` — a create-only PUT of a small new object, with one write id however
+        often it is sent — sent a second time if it is slower than this process's writes
+        usually are, as the commit's own are (docs/FORMAT.md, "Scheduling" 7): a lake's
+        appends send their data files through it."""
+        return self._driver.hedged(put, write=True)
 
     def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
         """The manifests at ``keys`` (cached: they are content-addressed, never change)."""

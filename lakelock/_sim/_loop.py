@@ -433,7 +433,7 @@ class Process:
         hedging: Hedging | None = None,
     ) -> None:
         self.loop = loop
-        #: Hedges this process's batched reads as the driver does (None: never).
+        #: Hedges this process's reads and small creates as the driver does (None: never).
         self.hedging = hedging
         self.endpoint = endpoint
         self.steps = steps
@@ -516,6 +516,9 @@ class Process:
         if type(request) not in _OPERATION:
             self._deliver((None, TypeError(f"the simulator cannot run {request!r}")))
             return
+        if self.hedging is not None and Hedging.hedgeable(request):
+            self._parallel(Parallel((request,)), alone=True)  # hedged as in a batch
+            return
         early = self._claim(request)
         if early is not None:
             self._await(early, self._answer)
@@ -582,18 +585,19 @@ class Process:
     def _answer(self, result: Any, error: BaseException | None) -> None:
         self._deliver((result, error))
 
-    def _parallel(self, request: Parallel) -> None:
-        parts = request.requests
+    def _parallel(self, request: Parallel, *, alone: bool = False) -> None:
+        """``request``'s requests sent together, the tuple of their answers delivered once
+        the last is answered (``alone``: the one request's answer, or its error)."""
+        parts, loop = request.requests, self.loop
         results: list[Any] = [None] * len(parts)
-        left, loop = [len(parts)], self.loop
-        hedges: dict[int, _Hedged] = {}
+        left, hedges = [len(parts)], dict[int, _Hedged]()
         # Sent in a canonical order (by operation and key), not the order the core built the
         # batch in: that may come from iterating a set of keys, whose order changes with
         # Python's hash seed, and each send draws its latency from the run's generator. At
         # most THREADS at once, as the driver runs them: the next goes as one is answered.
         order = _order(parts)
         queued = iter(order[THREADS:])
-        hedging = self.hedging if len(parts) > 1 else None
+        hedging = self.hedging  # hedged as the driver does, a batch of one request too
         after = {w: hedging.after(w) for w in (False, True)} if hedging is not None else {}
 
         def settle(index: int, result: Any, error: BaseException | None) -> None:
@@ -607,7 +611,7 @@ class Process:
                 # ``send`` holds ``settle`` (through the answers it makes): dropped, reference
                 # counting frees the batch's answers now, not the garbage collector later.
                 del send
-                self._deliver((tuple(results), None))
+                self._deliver(_answers(results, alone=alone))
 
         def one(index: int) -> Answer:
             return lambda result, error: settle(index, result, error)
@@ -657,6 +661,15 @@ class Process:
         self.finished = True
         if self.done is not None:
             self.done(result, error)
+
+
+def _answers(results: list[Any], *, alone: bool) -> tuple[Any, BaseException | None]:
+    """What a batch delivers: the tuple of its answers (each one an answer or an error);
+    ``alone``, its one request's answer, or its error."""
+    if not alone:
+        return tuple(results), None
+    (only,) = results
+    return (None, only) if isinstance(only, BaseException) else (only, None)
 
 
 def _call(argument: tuple[Answer, Any, BaseException | None]) -> None:

@@ -5,8 +5,9 @@ The root's requests (``retried=False``) go through a store that does not retry: 
 counts and decides every retry of the compare-and-swap. Everything else goes through the
 lake's store, which retries transient failures of write-once objects itself and resolves a
 create's lost answer by its write id. A :class:`~._requests.Parallel` batch runs on up to 64
-threads (the S3 client's connection pool); a read of it still unanswered long after most reads
-are answered gets a second, identical request, and the first answer wins (:class:`Hedging`).
+threads (the S3 client's connection pool). A read, or a small create-only write, still
+unanswered long after this process's requests of its kind usually are gets a second, identical
+request, and the first answer wins (:class:`Hedging`).
 An :class:`~._requests.Ahead` batch is sent on threads of its own and not waited for; the next
 request equal to one of its reads is answered by that read."""
 
@@ -18,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, TypeVar
 
 from lakelock._registry._core._requests import (
     Ahead,
@@ -35,7 +36,9 @@ from lakelock._registry._core._requests import (
 )
 from lakelock._s3 import IfMatch, ObjectStore, PutMode
 
-__all__ = ["Driver", "Hedging"]
+__all__ = ["HEDGED_BODY", "Driver", "Hedging"]
+
+_T = TypeVar("_T")
 
 #: Most requests of one :class:`Parallel` batch in flight at once: the S3 client's connection
 #: pool (``max_pool_connections``). A fold at hundreds of writers reads a hundred or more
@@ -45,20 +48,26 @@ __all__ = ["Driver", "Hedging"]
 THREADS = 64
 
 
+#: The largest body of a write that is hedged: past S3's first-byte latency a write's time is
+#: its bytes', which a second copy would send again.
+HEDGED_BODY = 256 * 1024
+
+
 class Hedging:
-    """When a request of a batch gets a second, identical one (a *hedge*): once it has been
-    outstanding ``factor`` times the median of this process's recent requests of its kind
-    (reads, and create-only writes).
+    """When a request gets a second, identical one (a *hedge*): once it has been outstanding
+    ``factor`` times the median of this process's recent requests of its kind (reads, and
+    create-only writes).
 
     A fold at hundreds of writers reads a hundred or more intents at once, and writes a
     snapshot's objects at once, and waits for the slowest: with 1 % of S3's answers 3-12
-    times slower than the median, most such batches wait for one of those. A read changes
-    nothing, and a create-only write of a write-once object (its key made by this process)
-    lands once whichever copy lands first — the other is refused, or resolved as ours by the
-    store layer — so the first success of the two is the answer, and only the few slow
-    requests are sent twice (docs/FORMAT.md, "Scheduling"; BENCHMARKS.md §15). A batch of
-    one request is not hedged (nothing waits for the slowest of several there); nor is
-    anything of the root's. Thread-safe."""
+    times slower than the median, most such batches wait for one of those. A commit waits
+    for each of its own requests in turn too — its data file, its intent, the fold's reads —
+    so one slow answer among them is a slow commit. A read changes nothing, and a
+    create-only write of a write-once object (its key made by this process) lands once
+    whichever copy lands first — the other is refused, or resolved as ours by the store
+    layer — so the first success of the two is the answer, and only the few slow requests
+    are sent twice (docs/FORMAT.md, "Scheduling"; BENCHMARKS.md §15, §22). Nothing of the
+    root's is hedged, nor a write of more than :data:`HEDGED_BODY` bytes. Thread-safe."""
 
     def __init__(self, factor: float, *, samples: int = 64, least: int = 16) -> None:
         if not factor > 1:
@@ -73,9 +82,13 @@ class Hedging:
 
     @staticmethod
     def hedgeable(request: Request) -> bool:
-        """A read or a create-only write the store layer may retry: a write-once object's."""
+        """A read or a small create-only write the store layer may retry: a write-once
+        object's."""
         return (isinstance(request, Get) and request.retried) or (
-            isinstance(request, Put) and request.create and request.retried
+            isinstance(request, Put)
+            and request.create
+            and request.retried
+            and len(request.body) <= HEDGED_BODY
         )
 
     def observe(self, write: bool, seconds: float) -> None:
@@ -141,6 +154,9 @@ class Driver:
                 error = failure
 
     def perform(self, request: Request) -> Any:
+        if self.hedging is not None and Hedging.hedgeable(request):
+            assert isinstance(request, Get | Put)
+            return self._hedged_request(request)
         match request:
             case Get() | List():
                 early = self._claim(request)
@@ -242,32 +258,60 @@ class Driver:
             if hedging is None or not Hedging.hedgeable(request):
                 return one(request)
             assert isinstance(request, Get | Put)
-            write = isinstance(request, Put)
-            early = self._claim(request) if isinstance(request, Get) else None
-            started = early[1] if early is not None else self.timer()
             try:
-                answer = self._first_of_two(request, after[write], early)
+                return self._hedged_request(request, after[isinstance(request, Put)])
             except Exception as failure:
                 return failure
-            hedging.observe(write, self.timer() - started)
-            return answer
 
         with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
             return tuple(pool.map(each, requests))
 
+    def _hedged_request(self, request: Get | Put, after: float | None = None) -> Any:
+        """``request`` (a hedgeable one), hedged; answered by the same read made ahead if
+        there is one. ``after``: when to hedge, if the caller knows it already."""
+        early = self._claim(request) if isinstance(request, Get) else None
+        return self.hedged(
+            lambda: self._send(request), write=isinstance(request, Put), after=after, early=early
+        )
+
+    def hedged(
+        self,
+        send: Callable[[], _T],
+        *,
+        write: bool,
+        after: float | None = None,
+        early: tuple[Future[Any], float] | None = None,
+    ) -> _T:
+        """``send()``, one request — a read, or a create-only write of a write-once object
+        of at most :data:`HEDGED_BODY` bytes — called a second time if the first call is
+        unanswered after the time :class:`Hedging` says for its kind (``after``, if the
+        caller knows it); the first success is the answer (or the last failure). ``early``:
+        the same read made ahead (the first copy, and when it was sent). Without hedging,
+        ``send()``. An append's data files are written through here too."""
+        hedging = self.hedging
+        if hedging is None:
+            return early[0].result() if early is not None else send()
+        started = early[1] if early is not None else self.timer()
+        answer = self._first_of_two(
+            send, after if after is not None else hedging.after(write), early
+        )
+        hedging.observe(write, self.timer() - started)
+        return answer
+
     def _first_of_two(
         self,
-        request: Get | Put,
+        send: Callable[[], _T],
         after: float | None,
         early: tuple[Future[Any], float] | None = None,
-    ) -> Any:
-        """``request``, sent a second time if it is unanswered ``after`` seconds (None: not
-        hedged yet, sent once here); the first success is the answer (or the last failure).
-        ``early``: the same read made ahead (the first copy, and when it was sent)."""
+    ) -> _T:
+        """``send()``, called a second time if it is unanswered ``after`` seconds (None: not
+        hedged yet, called once here); the first success is the answer (or the last
+        failure). ``early``: the same read made ahead (the first copy, and when it was
+        sent)."""
         if early is None and after is None:
-            return self._send(request)
+            return send()
         if early is not None and after is None:
-            return early[0].result()
+            return early[0].result()  # type: ignore[no-any-return]
         assert after is not None
         with self._lock:
             if self._hedges is None:
@@ -277,17 +321,18 @@ class Driver:
             pending: set[Future[Any]] = {early[0]}
             left = early[1] + after - self.timer()
         else:
-            pending = {pool.submit(self._send, request)}
+            pending = {pool.submit(send)}
             left = after
         done, _ = wait(pending, timeout=max(0.0, left))
         if not done:
-            pending.add(pool.submit(self._send, request))
+            pending.add(pool.submit(send))
         failure: BaseException | None = None
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 failure = future.exception()
                 if failure is None:
-                    return future.result()
+                    answer: _T = future.result()
+                    return answer
         assert failure is not None
         raise failure

@@ -1,25 +1,32 @@
-"""Hedged requests (``_driver.Hedging``): a read, or a create-only write of a write-once object,
-of a batch still unanswered long after this process's requests usually are gets a second,
-identical request, and the first success is the answer. Forced with the embedded S3's
+"""Hedged requests (``_driver.Hedging``): a read, or a small create-only write of a write-once
+object — of a batch or alone, an append's data files too — still unanswered long after this
+process's requests usually are gets a second, identical request, and the first success is the
+answer. Forced with the embedded S3's
 latency faults (one request held back) and in the simulator (a profile whose tail is
 certain for some requests)."""
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from collections.abc import Sequence
 from random import Random
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
+from lakelock import Lake
 from lakelock._registry._core import Driver, FoldPolicy, Hedging
-from lakelock._registry._core._requests import Get, Now, Parallel, Put, Steps
+from lakelock._registry._core._driver import HEDGED_BODY
+from lakelock._registry._core._requests import Get, Now, Parallel, Put, Request, Steps
 from lakelock._registry._document import REGISTRY_KEY
 from lakelock._s3 import ObjectStore
 from lakelock._sim._faults import Faults
 from lakelock._sim._latency import Latency, Profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._store import EPOCH, SimS3
-from lakelock.errors import AlreadyExistsError
+from lakelock.errors import AlreadyExistsError, NotFoundError
 from lakelock.testing import S3Endpoint
 
 
@@ -83,21 +90,121 @@ def test_a_slow_create_of_a_batch_lands_once_and_the_late_copy_is_refused(
     assert areas["PutObject metastore/nodes"] >= 1
 
 
-def test_the_roots_requests_and_lone_requests_are_never_hedged(
-    s3: S3Endpoint, store: ObjectStore
+@pytest.mark.parametrize(
+    ("request_", "sent"),
+    [
+        (Get("alone"), 2),
+        (Put("lone", b"v", create=True), 2),
+        (Get(REGISTRY_KEY, retried=False), 1),
+        (Put("big", b"x" * (HEDGED_BODY + 1), create=True), 1),
+    ],
+    ids=["lone read", "lone create", "root read", "big create"],
+)
+def test_a_lone_slow_request_is_hedged_but_not_the_roots_nor_a_big_write(
+    request_: Get | Put, sent: int, s3: S3Endpoint, store: ObjectStore
 ) -> None:
+    """A commit waits for each of its own requests in turn (its intent, a lone read), so a
+    slow one is hedged as in a batch; the root's never are, nor a write of more than
+    ``HEDGED_BODY`` bytes."""
     store.put("alone", b"x")
     store.put(REGISTRY_KEY, b"root")
     s3.reset_stats()
-    s3.inject("latency", operation="GetObject", delay=0.2, count=2)
+    operation = "GetObject" if isinstance(request_, Get) else "PutObject"
+    s3.inject("latency", operation=operation, prefix=request_.key, delay=1.0, count=1)
+    driver = Driver(store, store, hedging=warmed(2.0, reads=0.1, writes=0.1))
+    answer = driver.perform(request_)
+    if isinstance(request_, Put):
+        assert answer.etag == store.head(request_.key).etag
+        assert store.get(request_.key).body == request_.body
+    else:
+        assert answer.body == store.get(request_.key).body
+    assert s3.stats()[operation] == sent + (1 if operation == "GetObject" else 0)
+
+
+def test_the_roots_compare_and_swap_is_never_hedged(s3: S3Endpoint, store: ObjectStore) -> None:
+    store.put(REGISTRY_KEY, b"root")
+    s3.reset_stats()
+    s3.inject("latency", operation="PutObject", delay=0.3, count=1)
     driver = Driver(store, store, hedging=warmed(2.0))
-    assert driver.perform(Get("alone")).body == b"x"
     root, again = driver.perform(
         Parallel((Get(REGISTRY_KEY, retried=False), Put(REGISTRY_KEY, b"new", if_match="x")))
     )
     assert root.body == b"root"
     assert isinstance(again, BaseException)  # a stale If-Match: not hedged, not retried
-    assert s3.stats()["GetObject"] == 2
+    assert s3.stats()["PutObject"] == 1
+
+
+# -- an append's data files ------------------------------------------------------------------
+
+
+def warm(lake: Lake, writes: float = 0.1) -> None:
+    """The lake's process has timed enough writes: a data PUT unanswered after twice
+    ``writes`` is hedged."""
+    hedging = lake.registry._driver.hedging
+    assert hedging is not None
+    for _ in range(hedging.least):
+        hedging.observe(True, writes)
+
+
+def settle(lake: Lake) -> None:
+    """Wait for both copies of every hedged request to be answered (the late one too)."""
+    driver = lake.registry._driver
+    assert driver._hedges is not None
+    driver._hedges.shutdown(wait=True)
+    driver._hedges = None  # the next hedge makes a new pool
+
+
+def test_a_slow_data_put_is_hedged_and_the_file_committed_is_the_one_that_landed(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """The data PUT held back 1.5 s is sent again after 0.2 s; the held-back copy reaches
+    the bucket after its hedge made the object and is refused. Both carry one write id and
+    the same bytes, so the file the append records is the object in the bucket."""
+    table = pa.table({"region": ["eu", "us"], "amount": [1, 2]})
+    lake.append("sales", table, partition_by=["region"])
+    warm(lake)
+    s3.reset_stats()
+    s3.inject(
+        "latency", operation="PutObject", prefix="datasets/sales/region=eu/", delay=1.5, count=1
+    )
+    written = lake.write("sales", table, partition_by=["region"])
+    settle(lake)
+    assert s3.areas()["PutObject datasets"] == 3  # eu twice (held back, hedge), us once
+    for file in written:
+        head = lake.store.head(file.key)
+        assert (head.etag, head.write_id, head.size) == (file.etag, file.write_id, file.size)
+    lake.registry.commit("sales", add=written)
+    assert sorted(lake.scan("sales").to_arrow()["amount"].to_pylist()) == [1, 1, 2, 2]
+
+
+def test_a_hedged_data_put_refused_twice_raises_and_leaves_the_other_writers_file(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """A caller-given file name another writer took: both copies are refused, and the
+    append says so; the object is the other writer's still."""
+    table = pa.table({"amount": [1, 2]})
+    lake.append("sales", table)
+    key = "datasets/sales/fixed.parquet"
+    lake.store.put(key, b"another writer's file")
+    warm(lake)
+    s3.reset_stats()
+    s3.inject("latency", operation="PutObject", prefix=key, delay=1.0, count=1)
+    with pytest.raises(AlreadyExistsError):
+        lake.write("sales", table, file_name="fixed.parquet")
+    settle(lake)
+    assert s3.areas()["PutObject datasets"] == 2
+    assert lake.store.get(key).body == b"another writer's file"
+
+
+def test_a_big_data_file_is_not_hedged(s3: S3Endpoint, lake: Lake) -> None:
+    """Past ``HEDGED_BODY`` bytes a second copy would send the bytes again: sent once."""
+    table = pa.table({"blob": [os.urandom(HEDGED_BODY + 1024)]})
+    warm(lake, writes=0.01)
+    s3.reset_stats()
+    s3.inject("latency", operation="PutObject", prefix="datasets/", delay=0.5, count=1)
+    [file] = lake.write("blobs", table)
+    assert file.size > HEDGED_BODY
+    assert s3.areas()["PutObject datasets"] == 1
 
 
 # -- the simulator hedges as the driver does -------------------------------------------------
@@ -109,16 +216,28 @@ def tailed() -> Profile:
     return Profile(name="tailed", get=each, put=each, cas=each, list=each, delete=each)
 
 
-def run_batch(hedging: Hedging | None, batch: Parallel) -> tuple[float, Any, SimS3, Endpoint]:
+def run_steps(
+    hedging: Hedging | None, requests: Sequence[Request]
+) -> tuple[float, list[Any], SimS3, Endpoint, Counter[str]]:
+    """``requests`` sent one after another by one simulated process: how long they took,
+    each one's answer (or error), the bucket, the endpoint, and how often each key was
+    sent."""
     loop = Loop()
     sim = SimS3(tailed(), Random(1), tracked=frozenset({REGISTRY_KEY}))
     endpoint = Endpoint(loop, sim, Random(2), Faults(), StoreRetry(), root_key=REGISTRY_KEY)
+    sent: Counter[str] = Counter()
+    endpoint.trace = lambda event: sent.update([event["key"]])
     for n in range(20):
         sim.put(f"k{n}", f"body {n}".encode(), 0.0, create=True)
     outcome: list[Any] = []
 
     def program() -> Steps:
-        answers = yield batch
+        answers = []
+        for request in requests:
+            try:
+                answers.append((yield request))
+            except Exception as error:
+                answers.append(error)
         now = yield Now()
         return now - EPOCH - 1.0, answers
 
@@ -128,6 +247,11 @@ def run_batch(hedging: Hedging | None, batch: Parallel) -> tuple[float, Any, Sim
     Process(loop, endpoint, program(), kind="writer", done=done, hedging=hedging).start(1.0)
     loop.run(100.0)
     ((took, answers),) = outcome
+    return took, answers, sim, endpoint, sent
+
+
+def run_batch(hedging: Hedging | None, batch: Parallel) -> tuple[float, Any, SimS3, Endpoint]:
+    took, (answers,), sim, endpoint, _ = run_steps(hedging, [batch])
     return took, answers, sim, endpoint
 
 
@@ -159,3 +283,28 @@ def test_a_hedged_create_is_not_hidden_when_both_copies_are_refused() -> None:
     assert endpoint.counts.requests["writer:PutObject"] >= 3  # "k3" was hedged
     assert sim.objects["k3"].body == b"body 3"
     assert sim.objects["free"].body == b"v"
+
+
+def test_the_simulator_hedges_lone_requests_as_the_driver_does() -> None:
+    """Reads and small creates sent one at a time: the slow ones go twice, and the answers
+    (the refusal of a key another process holds among them) are those sent once; the
+    root's read and a big create are sent once."""
+    requests: list[Request] = [Get(f"k{n}") for n in range(20)]
+    requests += [Put(f"new{n}", b"v", create=True) for n in range(20)]
+    requests += [Put("k3", b"mine", create=True), Get(REGISTRY_KEY, retried=False)]
+    requests += [Put("big", b"x" * (HEDGED_BODY + 1), create=True)]
+    took, answers, sim, endpoint, sent = run_steps(warmed(2.0), requests)
+    plain_took, plain, _, plain_endpoint, _ = run_steps(None, requests)
+    assert [a.body for a in answers[:20]] == [f"body {n}".encode() for n in range(20)]
+    assert not any(isinstance(a, BaseException) for a in answers[20:40])
+    assert isinstance(answers[40], AlreadyExistsError)
+    assert isinstance(plain[40], AlreadyExistsError)
+    assert isinstance(answers[41], NotFoundError)  # no root yet: read once, not retried
+    assert sent[REGISTRY_KEY] == sent["big"] == 1
+    assert all(sim.objects[f"new{n}"].body == b"v" for n in range(20))
+    assert sim.objects["k3"].body == b"body 3"
+    assert plain_endpoint.counts.requests["writer:GetObject"] == 21
+    assert plain_endpoint.counts.requests["writer:PutObject"] == 22
+    assert endpoint.counts.requests["writer:GetObject"] > 21  # the slow ones went twice
+    assert endpoint.counts.requests["writer:PutObject"] > 22
+    assert took < plain_took

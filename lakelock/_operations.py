@@ -146,7 +146,7 @@ class TableOperations:
             partition_by=partition_by,
             file_name=file_name,
             progress=progress,
-            hedge=self.registry.hedged_write,
+            hedge=self.registry._hedged_write,
         )
 
     def append(

@@ -304,7 +304,7 @@ class Registry:
     def max_fold(self, value: int) -> None:
         self.policy = replace(self.policy, max_fold=value)
 
-    def hedged_write(self, put: Callable[[], PutResult]) -> PutResult:
+    def _hedged_write(self, put: Callable[[], PutResult]) -> PutResult:
         """``put()`` — a create-only PUT of a small new object, with one write id however
         often it is sent — sent a second time if it is slower than this process's writes
         usually are, as the commit's own are (docs/FORMAT.md, "Scheduling" 7): a lake's

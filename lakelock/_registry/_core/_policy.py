@@ -95,14 +95,16 @@ class FoldPolicy:
     #: simulator (BENCHMARKS.md §13), with writers pausing ~0.3 s between commits, 2
     #: rounds gave +13 % to +54 % commits/s and a lower p50; back to back, no change.
     linger: int = 0
-    #: A request of a batch (the intents a fold reads, the objects its snapshot writes)
-    #: still unanswered after this many times the median of the process's recent ones of its
-    #: kind is sent again, and the first success wins (``_driver.Hedging``); 0: never. A batch
-    #: waits for its slowest request, and at hundreds of writers a fold reads a hundred
-    #: intents or more. At 256 writers on S3 Standard 2 against none: commits/s +24 % to
-    #: +43 %, p50 -18 % to -28 %, requests a commit 6.0-7.0 -> 5.2-5.8 (three seeds each);
-    #: 1.5 and 2.5 about the same, 3 worse; at 16 and 64 writers within the seeds' spread
-    #: on Standard, +2 % to +10 % on Express One Zone (BENCHMARKS.md §15).
+    #: A read or small create (the intents a fold reads, the objects its snapshot writes, a
+    #: commit's intent and data file) still unanswered after this many times the median of
+    #: the process's recent ones of its kind is sent again, and the first success wins
+    #: (``_driver.Hedging``); 0: never. A batch waits for its slowest request, and at
+    #: hundreds of writers a fold reads a hundred intents or more. At 256 writers on S3
+    #: Standard 2 against none: commits/s +24 % to +43 %, p50 -18 % to -28 %, requests a
+    #: commit 6.0-7.0 -> 5.2-5.8 (three seeds each); 1.5 and 2.5 about the same, 3 worse; at
+    #: 16 and 64 writers within the seeds' spread on Standard, +2 % to +10 % on Express One
+    #: Zone (BENCHMARKS.md §15). Lone requests too: p99 -16 % at 16 writers and -12 % at
+    #: 64 over twelve seeds, commits/s the same, +0.1 requests a commit (§22).
     hedge: float = 2.0
     #: A folder reads its next fold ahead: as soon as its swap (carrying others' intents)
     #: lands it lists the intents the new root leaves pending, and reads those it has not

@@ -30,9 +30,11 @@ from lakelock.errors import AlreadyExistsError, NotFoundError
 from lakelock.testing import S3Endpoint
 
 
-def warmed(factor: float, *, reads: float = 0.01, writes: float = 0.01) -> Hedging:
+def warmed(
+    factor: float, *, reads: float = 0.01, writes: float = 0.01, alone: bool = True
+) -> Hedging:
     """Hedging that has timed enough requests: hedges after ``factor`` x those times."""
-    hedging = Hedging(factor)
+    hedging = Hedging(factor, alone=alone)
     for _ in range(hedging.least):
         hedging.observe(False, reads)
         hedging.observe(True, writes)
@@ -119,6 +121,25 @@ def test_a_lone_slow_request_is_hedged_but_not_the_roots_nor_a_big_write(
     else:
         assert answer.body == store.get(request_.key).body
     assert s3.stats()[operation] == sent + (1 if operation == "GetObject" else 0)
+
+
+def test_with_hedge_alone_off_only_a_batchs_requests_are_hedged(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """``FoldPolicy(hedge_alone=False)``: a slow lone read is waited for; in a batch it is
+    hedged."""
+    store.put("slow", b"slow body")
+    store.put("quick", b"quick body")
+    s3.reset_stats()
+    s3.inject("latency", operation="GetObject", prefix="slow", delay=1.0, count=2)
+    driver = Driver(store, store, hedging=warmed(2.0, reads=0.1, alone=False))
+    assert driver.perform(Get("slow")).body == b"slow body"
+    assert s3.stats()["GetObject"] == 1
+    slow, _ = driver.perform(Parallel((Get("slow"), Get("quick"))))
+    assert slow.body == b"slow body"
+    assert s3.stats()["GetObject"] == 4  # the slow read, its hedge, the quick one
+    with pytest.raises(ValueError, match="hedge_alone must be true or false"):
+        FoldPolicy(hedge_alone=2)  # type: ignore[arg-type]
 
 
 def test_the_roots_compare_and_swap_is_never_hedged(s3: S3Endpoint, store: ObjectStore) -> None:

@@ -32,10 +32,11 @@ from tests.test_simulator import VACUUM_SEEDS, sweep_config
 
 #: Vacuum-running seeds of the default sweep that catch each rule switched off (searched
 #: over the 125 of 0-499: ``undecided`` caught by 38, 46, 67, 75, 94, ... (31 seeds);
-#: ``reachable`` by nearly every one).
+#: ``reachable`` by nearly every one: of 3-59, all but 3 and 6 since lone requests are
+#: hedged).
 CAUGHT = {
     "undecided": ((38, 67), "had not decided"),
-    "reachable": ((3, 11), "a version retained then reaches it"),
+    "reachable": ((11, 14), "a version retained then reaches it"),
 }
 
 
@@ -90,8 +91,10 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
         assert all("commits it again" in v for v in result.violations), result.violations[:3]
 
 
-#: The policy's defaults before the fold read ahead and the hand-over (2026-11-25, later).
-BEFORE_AHEAD = (("read_ahead", 0), ("handover", 0))
+#: The policy's defaults before lone requests were hedged (2026-11-29).
+BEFORE_ALONE = (("hedge_alone", 0),)
+#: ... and before the fold read ahead and the hand-over (2026-11-25, later).
+BEFORE_AHEAD = (("read_ahead", 0), ("handover", 0), *BEFORE_ALONE)
 #: ... and before hedged requests and a round of 0.1 s (2026-11-25).
 FOUND_WITH = (("hedge", 0.0), ("first_round", 0.05), *BEFORE_AHEAD)
 
@@ -150,7 +153,8 @@ def test_the_sweep_vacuums_in_a_quarter_of_its_runs_and_they_delete() -> None:
 #: seeds 6, 12, 22 and 32 with vacuum as it is; seeds 7, 10, 11, 22 and 26 with the reads the
 #: wrong way round (the runs part ways at the first deletion the two vacuums disagree on).
 #: Searched over 0-39, with the policy's defaults of 2026-11-25 (hedged requests, a first
-#: round of 0.1 s); before them 2, 6, 12 and 3, 10.
+#: round of 0.1 s; lone requests not hedged: :data:`BEFORE_ALONE`); before them 2, 6, 12
+#: and 3, 10.
 RACE = SimConfig(
     writers=4,
     seconds=3.0,
@@ -159,6 +163,7 @@ RACE = SimConfig(
     vacuums=1,
     faults=Faults(kills=2, rate=0.02),
     intent_ttl=5.0,
+    policy=BEFORE_ALONE,
 )
 PAUSE = 0.5
 

@@ -193,13 +193,13 @@ class Registry:
             max_backoff=self.retry.max_backoff,
             bucket=store.bucket,
         )
-        hedge = self._committer.policy.hedge
+        policy = self._committer.policy
         self._driver = Driver(
             store,
             self._root,
             sleep=self.retry.sleep,
             clock=clock,
-            hedging=Hedging(hedge) if hedge else None,
+            hedging=Hedging(policy.hedge, alone=policy.hedge_alone) if policy.hedge else None,
         )
         self._commits = CommitQueue(
             self._committer, self._driver, group_commit=group_commit, max_batch=max_batch
@@ -309,7 +309,7 @@ class Registry:
         often it is sent — sent a second time if it is slower than this process's writes
         usually are, as the commit's own are (docs/FORMAT.md, "Scheduling" 7): a lake's
         appends send their data files through it."""
-        return self._driver.hedged(put, write=True)
+        return self._driver.hedged(put)
 
     def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
         """The manifests at ``keys`` (cached: they are content-addressed, never change)."""

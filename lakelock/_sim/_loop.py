@@ -516,7 +516,7 @@ class Process:
         if type(request) not in _OPERATION:
             self._deliver((None, TypeError(f"the simulator cannot run {request!r}")))
             return
-        if self.hedging is not None and Hedging.hedgeable(request):
+        if self.hedging is not None and self.hedging.alone and Hedging.hedgeable(request):
             self._parallel(Parallel((request,)), alone=True)  # hedged as in a batch
             return
         early = self._claim(request)
@@ -597,7 +597,8 @@ class Process:
         # most THREADS at once, as the driver runs them: the next goes as one is answered.
         order = _order(parts)
         queued = iter(order[THREADS:])
-        hedging = self.hedging  # hedged as the driver does, a batch of one request too
+        # Hedged as the driver does: a batch of one request too, unless only batches are.
+        hedging = self.hedging if len(parts) > 1 or (self.hedging and self.hedging.alone) else None
         after = {w: hedging.after(w) for w in (False, True)} if hedging is not None else {}
 
         def settle(index: int, result: Any, error: BaseException | None) -> None:

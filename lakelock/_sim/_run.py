@@ -255,9 +255,10 @@ class _Writer:
         if hasattr(committer, "queued"):
             committer.queued = lambda: self.queued
         self.lingerer, self.queued = None, False
-        factor = getattr(getattr(committer, "policy", None), "hedge", 0.0)
+        policy = getattr(committer, "policy", None)
+        factor, alone = getattr(policy, "hedge", 0.0), getattr(policy, "hedge_alone", True)
         #: The process's hedged reads (its lingering thread's too), learnt anew on a restart.
-        self.hedging = Hedging(factor) if factor else None
+        self.hedging = Hedging(factor, alone=alone) if factor else None
         self.current = redo  # killed again before it begins, it is still to be redone
         self.process = Process(
             self.run.loop,

@@ -67,12 +67,16 @@ class Hedging:
     whichever copy lands first — the other is refused, or resolved as ours by the store
     layer — so the first success of the two is the answer, and only the few slow requests
     are sent twice (docs/FORMAT.md, "Scheduling"; BENCHMARKS.md §15, §22). Nothing of the
-    root's is hedged, nor a write of more than :data:`HEDGED_BODY` bytes. Thread-safe."""
+    root's is hedged, nor a write of more than :data:`HEDGED_BODY` bytes; ``alone=False``:
+    only the requests of a batch of several are. Thread-safe."""
 
-    def __init__(self, factor: float, *, samples: int = 64, least: int = 16) -> None:
+    def __init__(
+        self, factor: float, *, alone: bool = True, samples: int = 64, least: int = 16
+    ) -> None:
         if not factor > 1:
             raise ValueError(f"a hedging factor must be > 1, got {factor!r}")
         self.factor = factor
+        self.alone = alone
         self.least = least
         self._recent: dict[bool, deque[float]] = {
             False: deque(maxlen=samples),
@@ -154,7 +158,7 @@ class Driver:
                 error = failure
 
     def perform(self, request: Request) -> Any:
-        if self.hedging is not None and Hedging.hedgeable(request):
+        if self.hedging is not None and self.hedging.alone and Hedging.hedgeable(request):
             assert isinstance(request, Get | Put)
             return self._hedged_request(request)
         match request:
@@ -269,33 +273,31 @@ class Driver:
     def _hedged_request(self, request: Get | Put, after: float | None = None) -> Any:
         """``request`` (a hedgeable one), hedged; answered by the same read made ahead if
         there is one. ``after``: when to hedge, if the caller knows it already."""
-        early = self._claim(request) if isinstance(request, Get) else None
-        return self.hedged(
-            lambda: self._send(request), write=isinstance(request, Put), after=after, early=early
-        )
-
-    def hedged(
-        self,
-        send: Callable[[], _T],
-        *,
-        write: bool,
-        after: float | None = None,
-        early: tuple[Future[Any], float] | None = None,
-    ) -> _T:
-        """``send()``, one request — a read, or a create-only write of a write-once object
-        of at most :data:`HEDGED_BODY` bytes — called a second time if the first call is
-        unanswered after the time :class:`Hedging` says for its kind (``after``, if the
-        caller knows it); the first success is the answer (or the last failure). ``early``:
-        the same read made ahead (the first copy, and when it was sent). Without hedging,
-        ``send()``. An append's data files are written through here too."""
         hedging = self.hedging
-        if hedging is None:
-            return early[0].result() if early is not None else send()
+        assert hedging is not None
+        write = isinstance(request, Put)
+        early = self._claim(request) if isinstance(request, Get) else None
         started = early[1] if early is not None else self.timer()
         answer = self._first_of_two(
-            send, after if after is not None else hedging.after(write), early
+            lambda: self._send(request),
+            after if after is not None else hedging.after(write),
+            early,
         )
         hedging.observe(write, self.timer() - started)
+        return answer
+
+    def hedged(self, send: Callable[[], _T]) -> _T:
+        """``send()``, one create-only write of a new object of at most :data:`HEDGED_BODY`
+        bytes (the same write however often it is sent), hedged as a lone request of the
+        core is: called a second time if it is slower than this process's writes usually
+        are, the first success the answer (or the last failure). An append's data files
+        are written through here."""
+        hedging = self.hedging
+        if hedging is None or not hedging.alone:
+            return send()
+        started = self.timer()
+        answer = self._first_of_two(send, hedging.after(True))
+        hedging.observe(True, self.timer() - started)
         return answer
 
     def _first_of_two(

@@ -106,6 +106,10 @@ class FoldPolicy:
     #: Zone (BENCHMARKS.md §15). Lone requests too: p99 -16 % at 16 writers and -12 % at
     #: 64 over twelve seeds, commits/s the same, +0.1 requests a commit (§22).
     hedge: float = 2.0
+    #: Whether a lone request (a commit's intent, its data files, a read alone) is hedged
+    #: too, or only those of a batch: most of a commit's tail on S3 Standard is the tail of
+    #: its own data and intent PUTs (BENCHMARKS.md §22).
+    hedge_alone: bool = True
     #: A folder reads its next fold ahead: as soon as its swap (carrying others' intents)
     #: lands it lists the intents the new root leaves pending, and reads those it has not
     #: parsed, while its caller goes on (``Ahead``); its next fold, within a round, finds
@@ -138,7 +142,7 @@ class FoldPolicy:
     intent_cache: int = 4096
 
     def __post_init__(self) -> None:
-        for name in ("read_ahead", "handover"):  # 0 and 1 from a command line are fine
+        for name in ("read_ahead", "handover", "hedge_alone"):  # 0 and 1 from a command line
             value = getattr(self, name)
             if value not in (0, 1):
                 raise ValueError(f"{name} must be true or false, got {value!r}")

@@ -1095,6 +1095,24 @@ def test_a_folder_lingers_after_its_commit_and_folds_what_comes_next(store: Obje
     assert reader.find_commit("other-2") is not None
 
 
+def test_linger_turned_on_on_a_registry_in_use_takes_effect(store: ObjectStore) -> None:
+    """The README's way: ``registry.policy = replace(registry.policy, linger=...)`` on a
+    registry already made; its next swap that carries another's intent lingers."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    stale = int(time.time() * 1000) - 5000
+    plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
+    folder = registry(store)
+    folder.policy = replace(folder.policy, linger=100_000)
+    folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1 in its swap
+    lingerer = folder._commits.lingerer
+    assert lingerer is not None
+    assert lingerer.is_alive()
+    folder.commit("sales", add=[datafile("sales", "", "e")])  # queued: the lingering stops
+    lingerer.join(timeout=60)
+    assert not lingerer.is_alive()
+    assert names(registry(store)) == ["a", "b", "c", "e"]
+
+
 def test_without_linger_a_folder_hands_over_when_its_commit_returns(store: ObjectStore) -> None:
     """The default: a commit that carried another process's intent starts no thread."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])

@@ -195,6 +195,9 @@ class Committer:
         fold; changes spanning datasets (and restores) get plain delta manifests. Nothing is
         written yet. Invalid changes raise their typed error here."""
         checked = [validate_change(change) for change in changes]
+        if self.hints.finished_at is not None:
+            self.hints.learn_pause(now - self.hints.finished_at)
+            self.hints.finished_at = None
         if len(checked) == 1 and checked[0].restore is None:
             token = f"{self.rng.getrandbits(32):08x}"
             key, body, refs = intent_document(checked[0], now_ms=int(now * 1000), token=token)
@@ -252,6 +255,7 @@ class Committer:
             for p in state.pending:
                 p.fail(error)
             raise
+        self.hints.finished_at = self._now = yield Now()
 
     def send(self, pending: Sequence[Pending]) -> Steps:
         """Create ``pending``'s intents now (a batch is in flight: they will go with the

@@ -95,6 +95,15 @@ class FoldPolicy:
     #: simulator (BENCHMARKS.md §13), with writers pausing ~0.3 s between commits, 2
     #: rounds gave +13 % to +54 % commits/s and a lower p50; back to back, no change.
     linger: int = 0
+    #: ... but only if this process's caller pauses, on average, at least this many rounds
+    #: between a commit's return and its next commit (0: whatever it does). A caller
+    #: committing back to back folds again itself within a round, and a lingering fold then
+    #: only delays its next commit: in the simulator (S3 Standard, three seeds) ``linger=2``
+    #: cost 16 and 64 writers committing back to back 7-12 % of their commits/s, and with
+    #: this rule at 1 round nothing (the same runs), while writers pausing 0.3 s kept the
+    #: gain (64 writers: 57.0-70.8 commits/s, 81.5-90.5 with it, 79.2-89.2 without it);
+    #: at 2 rounds they lost it (BENCHMARKS.md §23).
+    linger_after: float = 1.0
     #: A read or small create (the intents a fold reads, the objects its snapshot writes, a
     #: commit's intent and data file) still unanswered after this many times the median of
     #: the process's recent ones of its kind is sent again, and the first success wins
@@ -154,7 +163,13 @@ class FoldPolicy:
                 raise ValueError(f"{name} must be a whole number, got {value!r}")
         if min(self.max_fold, self.max_waits, self.lagging, self.linger) < 0 or self.crowd < 1:
             raise ValueError("max_fold, max_waits, lagging and linger must be >= 0, crowd >= 1")
-        durations = (self.fold_interval, self.contention_memory, self.gather, self.stagger)
+        durations = (
+            self.fold_interval,
+            self.contention_memory,
+            self.gather,
+            self.stagger,
+            self.linger_after,
+        )
         if min(durations) < 0:
             raise ValueError("durations and fractions must be >= 0")
         if self.hedge != 0 and not self.hedge > 1:
@@ -176,6 +191,15 @@ class Hints:
     #: Whether the root this process knows is one it swapped in itself (and, with the
     #: hand-over, every root read since returned that root: nobody else has swapped).
     swapped_last: bool = False
+    #: How long this process's caller pauses between a commit's return and the next
+    #: commit (seconds, averaged; None: not seen yet), and when the last batch ended.
+    pause: float | None = None
+    finished_at: float | None = None
+
+    def learn_pause(self, seconds: float) -> None:
+        """The caller made its next commit ``seconds`` after the last one returned."""
+        seconds = max(seconds, 0.0)
+        self.pause = seconds if self.pause is None else 0.7 * self.pause + 0.3 * seconds
 
     def learn_round(self, seconds: float, policy: FoldPolicy) -> None:
         """A fold-and-swap (or a wait another's swap ended) took ``seconds``."""
@@ -318,14 +342,20 @@ class Liveness:
 
     def linger(self, *, carried: bool, own_queued: bool) -> bool:
         """Go on folding after our batch is done: we swapped last and our swap carried
-        others' intents (more are likely on their way), and no commit of ours is queued
-        (its batch folds next anyway)."""
+        others' intents (more are likely on their way), no commit of ours is queued (its
+        batch folds next anyway), and our caller pauses between commits (else its next
+        commit folds within a round)."""
+        after = self.policy.linger_after
+        paused = after <= 0 or (
+            self.hints.pause is not None and self.hints.pause >= after * self.hints.round_seconds
+        )
         return (
             self.policy.linger > 0
             and self.policy.max_fold > 0
             and self.hints.swapped_last
             and carried
             and not own_queued
+            and paused
         )
 
     def linger_pause(self, swapped: float, now: float) -> float | None:

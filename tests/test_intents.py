@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import os
+import random
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +27,7 @@ from lakelock._registry._changes import (
     Fence,
 )
 from lakelock._registry._core import FoldPolicy
+from lakelock._registry._core._policy import Hints, Liveness
 from lakelock._registry._core._requests import Steps
 from lakelock._registry._document import REGISTRY_KEY, IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
@@ -1074,7 +1080,7 @@ def test_a_folder_lingers_after_its_commit_and_folds_what_comes_next(store: Obje
     # Left by a writer that died a while ago: the folder's first fold applies it at once.
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
-    folder = registry(store, policy=FoldPolicy(linger=100_000))
+    folder = registry(store, policy=FoldPolicy(linger=100_000, linger_after=0))
     folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1 in its swap
     lingerer = folder._commits.lingerer
     assert lingerer is not None
@@ -1095,32 +1101,129 @@ def test_a_folder_lingers_after_its_commit_and_folds_what_comes_next(store: Obje
     assert reader.find_commit("other-2") is not None
 
 
+@pytest.mark.parametrize(
+    ("pause", "after", "lingers"),
+    [(None, 1.0, False), (0.05, 1.0, False), (0.25, 1.0, True), (None, 0.0, True)],
+    ids=["no pause seen", "back to back", "pausing", "rule off"],
+)
+def test_a_folder_lingers_only_if_its_caller_pauses_a_round(
+    pause: float | None, after: float, lingers: bool
+) -> None:
+    """``FoldPolicy.linger_after``: the caller's pause between commits (averaged) must be
+    at least that many rounds (here a round is 0.2 s)."""
+    hints = Hints(round_seconds=0.2, swapped_last=True, pause=pause)
+    live = Liveness(FoldPolicy(linger=2, linger_after=after), hints, random.Random(1))
+    assert live.linger(carried=True, own_queued=False) is lingers
+    assert not live.linger(carried=False, own_queued=False)
+    hints.learn_pause(1.0)
+    hints.learn_pause(0.0)
+    assert hints.pause == pytest.approx(0.7 if pause is None else 0.7 * (0.7 * pause + 0.3))
+
+
+class Clock:
+    """A process's clock that the test moves on: ``time.time()`` plus what has passed."""
+
+    def __init__(self) -> None:
+        self.passed = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.passed
+
+
 def test_linger_turned_on_on_a_registry_in_use_takes_effect(store: ObjectStore) -> None:
     """The README's way: ``registry.policy = replace(registry.policy, linger=...)`` on a
-    registry already made; its next swap that carries another's intent lingers."""
+    registry already made. Its caller committing again at once, it does not linger (its
+    next commit folds anyway); once its caller pauses a round or more between commits, its
+    next swap that carries another's intent lingers."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    clock = Clock()
+    # Not reading ahead: the LIST made as its first swap landed would answer its next fold,
+    # which then would not see the intent planted meanwhile (NO_READ_AHEAD).
+    folder = registry(store, clock=clock, policy=NO_READ_AHEAD)
+    folder.policy = replace(folder.policy, linger=100_000)
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
-    folder = registry(store)
-    folder.policy = replace(folder.policy, linger=100_000)
-    folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1 in its swap
+    folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1: no pause seen
+    assert folder._commits.lingerer is None
+    clock.passed += 1.0  # the caller computes its next batch
+    # Made after the folder's own last intent: above the watermark its swap set.
+    plant_intent(store, Change("sales", "other-2", add=(datafile("sales", "", "d"),)))
+    folder.commit("sales", add=[datafile("sales", "", "e")])  # folds other-2
+    assert folder.hints.pause is not None
+    assert folder.hints.pause >= 1.0
     lingerer = folder._commits.lingerer
     assert lingerer is not None
     assert lingerer.is_alive()
-    folder.commit("sales", add=[datafile("sales", "", "e")])  # queued: the lingering stops
+    folder.commit("sales", add=[datafile("sales", "", "f")])  # queued: the lingering stops
     lingerer.join(timeout=60)
     assert not lingerer.is_alive()
-    assert names(registry(store)) == ["a", "b", "c", "e"]
+    assert names(registry(store)) == ["a", "b", "c", "d", "e", "f"]
+
+
+#: A pipeline that commits twice, pausing in between, and exits while its process lingers.
+EXITING_WHILE_LINGERING = """
+import sys, time
+import boto3
+from lakelock._s3 import ObjectStore
+from lakelock._registry._changes import Change
+from lakelock.testing import client_kwargs
+from tests._support.files import datafile
+from tests.test_intents import NO_READ_AHEAD, Clock, plant_intent, registry
+
+store = ObjectStore(boto3.client("s3", **client_kwargs(sys.argv[1])), sys.argv[2])
+registry(store).commit("sales", add=[datafile("sales", "", "a")])
+stale = int(time.time() * 1000) - 5000
+plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
+clock = Clock()
+folder = registry(store, clock=clock, policy=NO_READ_AHEAD)
+folder.commit("sales", add=[datafile("sales", "", "c")])
+clock.passed += 1.0
+plant_intent(store, Change("sales", "other-2", add=(datafile("sales", "", "d"),)))
+folder.commit("sales", add=[datafile("sales", "", "e")])
+assert folder._commits.lingerer is not None and folder._commits.lingerer.is_alive()
+print("lingering")
+"""
+
+
+def test_a_process_that_exits_while_lingering_exits_cleanly(
+    s3: S3Endpoint, bucket: str, tmp_path: Any
+) -> None:
+    """A short-lived pipeline: it exits while its lingering thread is inside a LIST (held
+    back 1 s). The process ends at once, says nothing on stderr, and its commits stand."""
+    s3.inject("latency", operation="ListObjectsV2", delay=1.0, count=1_000)
+    script = tmp_path / "pipeline.py"
+    script.write_text(EXITING_WHILE_LINGERING)
+    done = subprocess.run(
+        [sys.executable, str(script), s3.url, bucket],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "lingering", "")
+    s3.clear_faults()
+    store = ObjectStore(s3.client(), bucket, retry=FAST_RETRY)
+    assert names(registry(store))[:5] == ["a", "b", "c", "d", "e"]
 
 
 def test_without_linger_a_folder_hands_over_when_its_commit_returns(store: ObjectStore) -> None:
-    """The default: a commit that carried another process's intent starts no thread."""
+    """``linger=0``: a commit that carried another process's intent starts no thread (nor,
+    by default, one whose caller was not seen to pause: the test above)."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
-    folder = registry(store)
-    folder.commit("sales", add=[datafile("sales", "", "c")])
+    clock = Clock()
+    folder = registry(store, clock=clock, policy=replace(NO_READ_AHEAD, linger=0))
+    folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1
+    clock.passed += 1.0  # the caller pauses
+    plant_intent(store, Change("sales", "other-2", add=(datafile("sales", "", "d"),)))
+    folder.commit("sales", add=[datafile("sales", "", "e")])  # folds other-2
+    assert folder.hints.pause is not None
+    assert folder.hints.pause >= 1.0
     assert folder.find_commit("other-1") is not None
+    assert folder.find_commit("other-2") is not None
     assert folder._commits.lingerer is None
 
 

@@ -852,15 +852,33 @@ def lingering_swaps(config: SimConfig) -> tuple[list[str], list[dict[str, Any]]]
 def test_a_lingering_folder_folds_for_others_after_its_commit() -> None:
     """With ``linger`` on and writers that pause between commits, a process whose swap
     carried others' commits goes on folding after its own returned: some swaps are made by
-    lingering processes, and every guarantee holds. Off (the default), none are."""
+    lingering processes, and every guarantee holds. Off (``linger=0``), none are."""
     config = SimConfig(
         writers=8, seconds=3.0, store="s3-express", seed=5, think=0.3, policy=(("linger", 2),)
     )
     violations, swaps = lingering_swaps(config)
     assert violations == []
     assert len(swaps) >= 5, swaps
-    violations, swaps = lingering_swaps(dataclasses.replace(config, policy=()))
+    violations, swaps = lingering_swaps(dataclasses.replace(config, policy=(("linger", 0),)))
     assert (violations, swaps) == ([], [])
+    violations, swaps = lingering_swaps(dataclasses.replace(config, policy=()))
+    assert violations == []
+    assert swaps  # on by default
+
+
+def test_a_folder_whose_caller_commits_back_to_back_does_not_linger() -> None:
+    """``linger_after`` (1 round by default): writers committing back to back fold again
+    themselves within a round, so none lingers; with the rule off (0) they do. Writers
+    pausing 0.3 s linger under the default (the test above)."""
+    config = SimConfig(
+        writers=8, seconds=3.0, store="s3-express", seed=5, mix=APPENDS, policy=(("linger", 2),)
+    )
+    violations, swaps = lingering_swaps(config)
+    assert (violations, swaps) == ([], [])
+    always = dataclasses.replace(config, policy=(("linger", 2), ("linger_after", 0.0)))
+    violations, swaps = lingering_swaps(always)
+    assert violations == []
+    assert swaps
 
 
 def test_simulate_paces_writers_with_think() -> None:
@@ -1094,6 +1112,7 @@ POLICY_CHOICES: dict[str, tuple[float, ...]] = {
     "read_ahead": (0, 1),
     "handover": (0, 1),
     "hedge_alone": (0, 1),
+    "linger_after": (0.0, 1.0, 3.0),
 }
 
 

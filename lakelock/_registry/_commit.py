@@ -132,8 +132,11 @@ class CommitQueue:
     def _linger(self) -> None:
         try:
             self.driver.run(self.committer.linger())
-        except Exception:  # a courtesy fold for others: never the caller's failure
-            log.warning("folding for other processes failed", exc_info=True)
+        except Exception:
+            # A courtesy fold for others: never the caller's failure, nor something to act
+            # on (the others' own rules fold their commits; a process exiting meanwhile
+            # ends here too), so it is not shown unless asked for.
+            log.debug("folding for other processes failed", exc_info=True)
         finally:
             with self.turn:
                 self.committing = False

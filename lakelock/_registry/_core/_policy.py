@@ -90,11 +90,14 @@ class FoldPolicy:
     #: starts as soon as the writers its swap settled send their next intents, instead of
     #: after their stagger, and a folder that stops committing hands over without a stall.
     #: In production a daemon thread does it after ``commit()`` returns
-    #: (``CommitQueue``). Off by default: that thread makes S3 requests after the call
-    #: returned, which short-lived scripts and request accounting may not expect. In the
-    #: simulator (BENCHMARKS.md §13), with writers pausing ~0.3 s between commits, 2
-    #: rounds gave +13 % to +54 % commits/s and a lower p50; back to back, no change.
-    linger: int = 0
+    #: (``CommitQueue``): the process makes S3 requests after the call returned (0: never).
+    #: Only a process whose caller pauses between commits lingers (``linger_after``). In the
+    #: simulator (S3 Standard, three seeds each), with writers pausing ~0.3 s between
+    #: commits, 2 rounds gave 64 writers 57.0-70.8 -> 81.5-90.5 commits/s and 256 writers
+    #: 204-259 -> 251-297, with fewer requests a commit; on Express One Zone +38 % to +44 %;
+    #: writers committing back to back, or pausing 0.05 s, make the same runs as without
+    #: it (BENCHMARKS.md §13, §23).
+    linger: int = 2
     #: ... but only if this process's caller pauses, on average, at least this many rounds
     #: between a commit's return and its next commit (0: whatever it does). A caller
     #: committing back to back folds again itself within a round, and a lingering fold then

@@ -263,16 +263,20 @@ class Driver:
                 return one(request)
             assert isinstance(request, Get | Put)
             try:
-                return self._hedged_request(request, after[isinstance(request, Put)])
+                when = after[isinstance(request, Put)]
+                return self._hedged_request(request, after=when, known=True)
             except Exception as failure:
                 return failure
 
         with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
             return tuple(pool.map(each, requests))
 
-    def _hedged_request(self, request: Get | Put, after: float | None = None) -> Any:
+    def _hedged_request(
+        self, request: Get | Put, *, after: float | None = None, known: bool = False
+    ) -> Any:
         """``request`` (a hedgeable one), hedged; answered by the same read made ahead if
-        there is one. ``after``: when to hedge, if the caller knows it already."""
+        there is one. When to hedge: ``after`` if ``known`` (as its batch's start knew it;
+        None: not yet), else as :class:`Hedging` says now."""
         hedging = self.hedging
         assert hedging is not None
         write = isinstance(request, Put)
@@ -280,7 +284,7 @@ class Driver:
         started = early[1] if early is not None else self.timer()
         answer = self._first_of_two(
             lambda: self._send(request),
-            after if after is not None else hedging.after(write),
+            after if known else hedging.after(write),
             early,
         )
         hedging.observe(write, self.timer() - started)

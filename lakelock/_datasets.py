@@ -322,9 +322,9 @@ def _upload(
     meter = _Meter(progress, sum(p.size for p in planned))
     written: list[DataFile] = []
     for plan in planned:
-        hedged = hedge is not None and plan.size <= HEDGED_BODY
+        hedged = hedge if plan.size <= HEDGED_BODY else None
         # Two copies of one PUT may be in flight at once: they send the same bytes, read once.
-        body = read_all(plan.body) if hedged else plan.body
+        body = read_all(plan.body) if hedged is not None else plan.body
         put = functools.partial(
             store.put,
             plan.key,
@@ -336,7 +336,7 @@ def _upload(
             progress=meter.start(plan.size),
         )
         try:
-            result = hedge(put) if hedge is not None and hedged else put()
+            result = hedged(put) if hedged is not None else put()
         except Exception as error:
             setattr(error, _WRITTEN_ATTRIBUTE, tuple(written))
             if written:

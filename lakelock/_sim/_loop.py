@@ -516,7 +516,7 @@ class Process:
         if type(request) not in _OPERATION:
             self._deliver((None, TypeError(f"the simulator cannot run {request!r}")))
             return
-        if self.hedging is not None and self.hedging.alone and Hedging.hedgeable(request):
+        if self.hedging is not None and self.hedging.hedges(request, alone=True):
             self._parallel(Parallel((request,)), alone=True)  # hedged as in a batch
             return
         early = self._claim(request)
@@ -597,8 +597,7 @@ class Process:
         # most THREADS at once, as the driver runs them: the next goes as one is answered.
         order = _order(parts)
         queued = iter(order[THREADS:])
-        # Hedged as the driver does: a batch of one request too, unless only batches are.
-        hedging = self.hedging if len(parts) > 1 or (self.hedging and self.hedging.alone) else None
+        hedging = self.hedging  # each request hedged as the driver does (Hedging.hedges)
         after = {w: hedging.after(w) for w in (False, True)} if hedging is not None else {}
 
         def settle(index: int, result: Any, error: BaseException | None) -> None:
@@ -643,7 +642,7 @@ class Process:
             part = parts[index]
             early = self._claim(part)  # a read made ahead answers it
             wait, sent = None, early.sent if early is not None else loop.now
-            if hedging is None or not Hedging.hedgeable(part):
+            if hedging is None or not hedging.hedges(part, alone=len(parts) == 1):
                 reply = one(index)
             else:
                 hedges[index] = _Hedged(sent=sent)

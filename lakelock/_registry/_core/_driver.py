@@ -95,6 +95,11 @@ class Hedging:
             and len(request.body) <= HEDGED_BODY
         )
 
+    def hedges(self, request: Request, *, alone: bool) -> bool:
+        """Whether ``request`` is hedged: a hedgeable one, of a batch of several, or ``alone``
+        (a lone request, or a batch of one) if lone ones are."""
+        return self.hedgeable(request) and (self.alone or not alone)
+
     def observe(self, write: bool, seconds: float) -> None:
         """One request of this process (a write, or a read) took ``seconds`` to its first
         success."""
@@ -158,7 +163,7 @@ class Driver:
                 error = failure
 
     def perform(self, request: Request) -> Any:
-        if self.hedging is not None and self.hedging.alone and Hedging.hedgeable(request):
+        if self.hedging is not None and self.hedging.hedges(request, alone=True):
             assert isinstance(request, Get | Put)
             return self._hedged_request(request)
         match request:
@@ -259,7 +264,7 @@ class Driver:
         after = {write: hedging.after(write) for write in (False, True)} if hedging else {}
 
         def each(request: Request) -> Any:
-            if hedging is None or not Hedging.hedgeable(request):
+            if hedging is None or not hedging.hedges(request, alone=False):
                 return one(request)
             assert isinstance(request, Get | Put)
             try:
@@ -281,14 +286,8 @@ class Driver:
         assert hedging is not None
         write = isinstance(request, Put)
         early = self._claim(request) if isinstance(request, Get) else None
-        started = early[1] if early is not None else self.timer()
-        answer = self._first_of_two(
-            lambda: self._send(request),
-            after if known else hedging.after(write),
-            early,
-        )
-        hedging.observe(write, self.timer() - started)
-        return answer
+        when = after if known else hedging.after(write)
+        return self._timed(lambda: self._send(request), hedging, write, when, early)
 
     def hedged(self, send: Callable[[], _T]) -> _T:
         """``send()``, one create-only write of a new object of at most :data:`HEDGED_BODY`
@@ -299,9 +298,21 @@ class Driver:
         hedging = self.hedging
         if hedging is None or not hedging.alone:
             return send()
-        started = self.timer()
-        answer = self._first_of_two(send, hedging.after(True))
-        hedging.observe(True, self.timer() - started)
+        return self._timed(send, hedging, True, hedging.after(True))
+
+    def _timed(
+        self,
+        send: Callable[[], _T],
+        hedging: Hedging,
+        write: bool,
+        after: float | None,
+        early: tuple[Future[Any], float] | None = None,
+    ) -> _T:
+        """:meth:`_first_of_two`, and how long it took (from the read made ahead, if it
+        answers) told to ``hedging``."""
+        started = early[1] if early is not None else self.timer()
+        answer = self._first_of_two(send, after, early)
+        hedging.observe(write, self.timer() - started)
         return answer
 
     def _first_of_two(

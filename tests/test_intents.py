@@ -1130,6 +1130,25 @@ class Clock:
         return time.time() + self.passed
 
 
+def folds_after_a_pause(store: ObjectStore, policy: FoldPolicy) -> Registry:
+    """A committer (``policy``, its clock the test's) whose first commit folds a dead
+    writer's intent and whose caller then pauses a second before a commit that folds
+    another's: its last swap carried others' intents, and its caller is seen to pause.
+    Not reading ahead (``policy`` should not): the LIST made as its first swap landed would
+    answer its next fold, which then would not see the intent planted meanwhile."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    stale = int(time.time() * 1000) - 5000
+    plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
+    clock = Clock()
+    folder = registry(store, clock=clock, policy=policy)
+    folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1
+    clock.passed += 1.0  # the caller computes its next batch
+    # Made after the folder's own last intent: above the watermark its swap set.
+    plant_intent(store, Change("sales", "other-2", add=(datafile("sales", "", "d"),)))
+    folder.commit("sales", add=[datafile("sales", "", "e")])  # folds other-2
+    return folder
+
+
 def test_linger_turned_on_on_a_registry_in_use_takes_effect(store: ObjectStore) -> None:
     """The README's way: ``registry.policy = replace(registry.policy, linger=...)`` on a
     registry already made. Its caller committing again at once, it does not linger (its
@@ -1162,24 +1181,14 @@ def test_linger_turned_on_on_a_registry_in_use_takes_effect(store: ObjectStore) 
 
 #: A pipeline that commits twice, pausing in between, and exits while its process lingers.
 EXITING_WHILE_LINGERING = """
-import sys, time
+import sys
 import boto3
 from lakelock._s3 import ObjectStore
-from lakelock._registry._changes import Change
 from lakelock.testing import client_kwargs
-from tests._support.files import datafile
-from tests.test_intents import NO_READ_AHEAD, Clock, plant_intent, registry
+from tests.test_intents import NO_READ_AHEAD, folds_after_a_pause
 
 store = ObjectStore(boto3.client("s3", **client_kwargs(sys.argv[1])), sys.argv[2])
-registry(store).commit("sales", add=[datafile("sales", "", "a")])
-stale = int(time.time() * 1000) - 5000
-plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
-clock = Clock()
-folder = registry(store, clock=clock, policy=NO_READ_AHEAD)
-folder.commit("sales", add=[datafile("sales", "", "c")])
-clock.passed += 1.0
-plant_intent(store, Change("sales", "other-2", add=(datafile("sales", "", "d"),)))
-folder.commit("sales", add=[datafile("sales", "", "e")])
+folder = folds_after_a_pause(store, NO_READ_AHEAD)
 assert folder._commits.lingerer is not None and folder._commits.lingerer.is_alive()
 print("lingering")
 """
@@ -1211,15 +1220,7 @@ def test_a_process_that_exits_while_lingering_exits_cleanly(
 def test_without_linger_a_folder_hands_over_when_its_commit_returns(store: ObjectStore) -> None:
     """``linger=0``: a commit that carried another process's intent starts no thread (nor,
     by default, one whose caller was not seen to pause: the test above)."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    stale = int(time.time() * 1000) - 5000
-    plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
-    clock = Clock()
-    folder = registry(store, clock=clock, policy=replace(NO_READ_AHEAD, linger=0))
-    folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1
-    clock.passed += 1.0  # the caller pauses
-    plant_intent(store, Change("sales", "other-2", add=(datafile("sales", "", "d"),)))
-    folder.commit("sales", add=[datafile("sales", "", "e")])  # folds other-2
+    folder = folds_after_a_pause(store, replace(NO_READ_AHEAD, linger=0))
     assert folder.hints.pause is not None
     assert folder.hints.pause >= 1.0
     assert folder.find_commit("other-1") is not None

@@ -100,11 +100,18 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--faults",
         _fraction,
         0.0,
-        "fraction of requests answered with a fault (lost ack, 503, 409, timeout)",
+        "fraction of requests answered with a fault (lost ack, 503, 409, timeout, a write "
+        "that lands after its timeout)",
     )
     option("--kills", _non_negative, 0, "writers killed and restarted")
     option("--stalls", _non_negative, 0, "writers that stall past the intent TTL before a request")
     option("--skew", float, 0.0, "each writer's clock off by up to this (s)")
+    option(
+        "--clock-steps",
+        _non_negative,
+        0,
+        "times a writer's clock steps to another offset within --skew",
+    )
     option(
         "--commits",
         _non_negative,
@@ -192,7 +199,13 @@ def run(args: argparse.Namespace) -> int:
         seconds=args.seconds,
         store=args.store,
         seed=args.seed,
-        faults=Faults(rate=args.faults, kills=args.kills, stalls=args.stalls, skew=args.skew),
+        faults=Faults(
+            rate=args.faults,
+            kills=args.kills,
+            stalls=args.stalls,
+            skew=args.skew,
+            steps=args.clock_steps,
+        ),
         readers=args.readers,
         think=args.think,
         commits=args.commits,

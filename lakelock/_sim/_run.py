@@ -8,11 +8,12 @@ import dataclasses
 import gc
 import hashlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from random import Random
 from typing import Any
 
+from lakelock._datafile import DataFile
 from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY
@@ -23,7 +24,7 @@ from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._protocols import SimProtocol, _Reader, protocol_named
 from lakelock._sim._store import SimS3
 from lakelock._sim._vacuum import VacuumRun, vacuum_problems, vacuum_program
-from lakelock._sim._workload import Invocation, Mix, Workload
+from lakelock._sim._workload import Invocation, Mix, Shared, Workload
 from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -35,6 +36,8 @@ from lakelock.errors import (
 
 __all__ = ["Metrics", "SimConfig", "SimResult", "simulate"]
 
+#: The kinds of commit whose killed run a restart may run again with other rows.
+RERUN_OTHER_ROWS = frozenset({"append", "overwrite", "multi", "collide"})
 #: How often a writer whose process is lingering looks whether that fold stopped (s).
 LINGER_POLL = 0.002
 #: The garbage collector's thresholds while a run goes on (``gc.set_threshold``): a run
@@ -137,6 +140,8 @@ class SimConfig:
             parts.append(f"--stalls {self.faults.stalls}")
         if self.faults.skew:
             parts.append(f"--skew {self.faults.skew:g}")
+        if self.faults.steps:
+            parts.append(f"--clock-steps {self.faults.steps}")
         if self.readers:
             parts.append(f"--readers {self.readers}")
         if self.commits:
@@ -242,6 +247,8 @@ class _Writer:
             file_bytes=run.config.file_bytes,
             mix=run.config.mix,
             restores=run.protocol.restores,
+            full_api=run.protocol.full_api,
+            shared=run.shared,
         )
         self.current: Invocation | None = None
         self.process: Process | None = None
@@ -376,6 +383,9 @@ class _Writer:
         run = self.run
         invocation.end = run.loop.now
         self.current = None
+        if error is not None:
+            invocation.error_type = type(error).__name__
+            self.workload.refused(invocation, invocation.error_type)
         if result is not None and error is None:
             invocation.outcome = "ok"
             invocation.version = result.version
@@ -409,6 +419,11 @@ class _Writer:
         if redo is not None:
             redo.restarts += 1
             redo.outcome = "killed"
+            if redo.op in RERUN_OTHER_ROWS and self.rng.random() < 1 / 3:
+                # The pipeline re-runs with the same commit id but other rows (its input
+                # changed meanwhile): another change under the killed run's id.
+                redo = self.workload.again(redo, run.loop.now + run.config.restart_delay)
+                run.invocations.append(redo)
         self.start(run.loop.now + run.config.restart_delay, redo)
 
 
@@ -450,6 +465,10 @@ class _Run:
         self.crashes: list[str] = []
         self.vacuum_runs: list[VacuumRun] = []
         self.vacuum_late = 0
+        self.writers: list[_Writer] = []
+        self.shared = Shared(
+            files_of=self._files_of, exists=lambda name: self._files_of(name, None) is not None
+        )
 
     def reader(self, index: int, rng: Random) -> Steps:
         while self.loop.now < self.end:
@@ -472,7 +491,7 @@ class _Run:
 
     def go(self) -> SimResult:
         config = self.config
-        writers = [_Writer(self, n) for n in range(config.writers)]
+        writers = self.writers = [_Writer(self, n) for n in range(config.writers)]
         for writer in writers:
             writer.start(writer.rng.uniform(0.0, 0.1))
         for n in range(config.readers):
@@ -480,6 +499,9 @@ class _Run:
             Process(
                 self.loop, self.endpoint, self.reader(n, rng), kind="reader", name=f"reader {n}"
             ).start(rng.uniform(0.0, 0.1))
+        # Vacuum goes on past a writer stalled beside it (below) until it could have returned.
+        vacuum_stall = config.vacuum_older_than + 3 * config.vacuum_every
+        linger = vacuum_stall if config.faults.stalls else 0.0
         for n in range(config.vacuums):
             rng = Random(self.master.getrandbits(64))
             program = vacuum_program(
@@ -487,7 +509,7 @@ class _Run:
                 n,
                 rng,
                 now=lambda: self.loop.now,
-                until=self.end + config.vacuum_older_than + 2 * config.vacuum_every,
+                until=self.end + config.vacuum_older_than + 2 * config.vacuum_every + linger,
                 every=config.vacuum_every,
                 older_than=config.vacuum_older_than,
                 intent_ttl=config.intent_ttl,
@@ -507,10 +529,18 @@ class _Run:
         def stalled(process: Process) -> None:
             process.stall(stall)
 
+        # Past vacuum's window while vacuum still runs: a late writer beside vacuum.
+        def stalled_past_vacuum(process: Process) -> None:
+            process.stall(vacuum_stall)
+
         for _ in range(faults.kills):
             self._at_random_writer(chaos, writers, Process.kill)
-        for _ in range(faults.stalls):
-            self._at_random_writer(chaos, writers, stalled)
+        for n in range(faults.stalls):
+            late = config.vacuums and faults.stall is None and n % 2 == 1
+            self._at_random_writer(chaos, writers, stalled_past_vacuum if late else stalled)
+        for _ in range(faults.steps):
+            offset = chaos.uniform(-faults.skew, faults.skew)
+            self._at_random_writer(chaos, writers, lambda p, o=offset: self._stepped(p, o))
         step = max(1.0, math.ceil(self.end / 100))
         until = 0.0
         while until < self.end:
@@ -522,7 +552,13 @@ class _Run:
         if config.vacuums:
             vacuumed = self._vacuumed()
         view = self.protocol.view(self.store)
-        violations = check(self.invocations, view, self.observations, intent_ttl=config.intent_ttl)
+        violations = check(
+            self.invocations,
+            view,
+            self.observations,
+            intent_ttl=config.intent_ttl,
+            commit_window=config.commit_window,
+        )
         violations += [f"process crashed: {c}" for c in self.crashes]
         if config.vacuums:
             violations += vacuumed
@@ -555,6 +591,20 @@ class _Run:
                 late.update(named)
         self.vacuum_late = len(late)
         return problems
+
+    def _files_of(self, dataset: str, partition: str | None) -> Sequence[DataFile] | None:
+        """The files of ``partition`` in ``dataset``'s current version (read at no cost);
+        ``None``: the dataset does not exist (a partition ``None``: ``()`` if it does)."""
+        return self.protocol.files_of(self.store, dataset, partition)
+
+    def _stepped(self, process: Process, offset: float) -> None:
+        """The clock of ``process``'s writer steps to ``offset`` (its lingering thread's and
+        its restarts' too: one machine's clock)."""
+        for writer in self.writers:
+            if writer.process is process:
+                writer.skew = process.skew = offset
+                if writer.lingerer is not None:
+                    writer.lingerer.skew = offset
 
     def _vacuum_done(self, result: Any, error: BaseException | None) -> None:
         if error is not None:

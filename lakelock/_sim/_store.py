@@ -92,6 +92,8 @@ class SimS3:
         self.created: dict[str, float] = {}
         self.conflict_share = conflict_share
         self._last_conditional: dict[str, float] = {}
+        #: Keys with a write in flight that lands later, and until when (:meth:`in_flight`).
+        self._flying: dict[str, float] = {}
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
         self._writes = 0
         self._stamps: dict[float, datetime] = {}
@@ -221,10 +223,27 @@ class SimS3:
 
     # -- limits -------------------------------------------------------------------------------
 
+    def in_flight(self, key: str, *, until: float) -> None:
+        """A write to ``key`` is in flight at S3 until ``until`` (virtual seconds): one whose
+        client gave up on it (a timeout) and that lands then."""
+        self._flying[key] = max(until, self._flying.get(key, until))
+
     def _admit(self, key: str, now: float, started: float | None) -> None:
-        """409 if another conditional write to ``key`` took effect while this one was in
-        flight (S3's ConditionalRequestConflict, for a share of them); 503 past the key's
-        rate of conditional writes. Neither applies anything."""
+        """409 if a write to ``key`` is in flight (one that lands later: :meth:`in_flight`,
+        always), or another conditional write to it took effect while this one was in flight
+        (S3's ConditionalRequestConflict, for a share of them); 503 past the key's rate of
+        conditional writes. Neither applies anything."""
+        flying = self._flying.get(key)
+        if flying is not None and flying > now:
+            self.conflicts += 1
+            raise ConflictError(
+                f"PutObject {key!r}: ConditionalRequestConflict (a write to it is in flight)",
+                bucket=BUCKET,
+                key=key,
+                operation="PutObject",
+                status=409,
+                code="ConditionalRequestConflict",
+            )
         last = self._last_conditional.get(key)
         self._last_conditional[key] = now
         if (

@@ -575,20 +575,9 @@ class _Run:
         )
 
     def _vacuumed(self) -> list[str]:
-        """Vacuum's violations (:mod:`._vacuum`). A commit that failed on an object vacuum
-        deleted by its rules (no violation names it) held a root longer than vacuum's window
-        (the promise writers keep): its outcome is unknown (its intent may be applied), the
-        object counted as ``late``."""
+        """Vacuum's violations (:mod:`._vacuum`), judged by the run that made each deletion;
+        the keys a commit referenced after vacuum deleted them counted as ``late``."""
         problems, late = vacuum_problems(self.store, self.vacuum_runs, _Reader(self.store))
-        deleted = set(self.store.graveyard)
-        for inv in self.invocations:
-            error = inv.error or ""
-            if inv.outcome != "crash" or "RegistryCorruptError" not in error:
-                continue
-            named = [key for key in deleted if key in error]
-            if named and not any(key in p for key in named for p in problems):
-                inv.outcome = "unknown"
-                late.update(named)
         self.vacuum_late = len(late)
         return problems
 

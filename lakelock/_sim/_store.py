@@ -101,6 +101,9 @@ class SimS3:
         self.conflicts = 0
         #: Every deletion: (virtual time, key, the object deleted).
         self.deleted: list[tuple[float, str, StoredObject]] = []
+        #: Which process made each deletion of ``deleted``, and when it sent the request
+        #: (``None``: unknown).
+        self.deleted_by: list[tuple[str, float] | None] = []
         self.graveyard: dict[str, StoredObject] = {}
 
     # -- time ---------------------------------------------------------------------------------
@@ -199,7 +202,14 @@ class SimS3:
         found = tuple(map(_LISTED, map(self.objects.__getitem__, keys[at:stop])))
         return Listing(found, truncated=end > stop)
 
-    def delete(self, key: str, now: float, *, if_match: str | None = None) -> None:
+    def delete(
+        self,
+        key: str,
+        now: float,
+        *,
+        if_match: str | None = None,
+        by: tuple[str, float] | None = None,
+    ) -> None:
         current = self.objects.get(key)
         if if_match is not None:
             _require_etag(key, current, if_match, "DeleteObject")
@@ -210,6 +220,7 @@ class SimS3:
         del group[bisect.bisect_left(group, key)]
         self._all = None
         self.deleted.append((now, key, current))
+        self.deleted_by.append(by)
         self.graveyard[key] = current
 
     def _sorted(self, prefix: str) -> Sequence[str]:

@@ -291,6 +291,9 @@ class Workload:
         if kind in {"append", "multi", "overwrite", "schema", "lease", "lock", "collide"}:
             targets = self.rng.sample(self.names, 2) if kind == "multi" else [dataset]
             changes = []
+            # One digest for the whole commit, as an operation spanning datasets makes one
+            # (a rename's or copy's): the root records it for the commit.
+            digest = self.digest()
             for name in targets:
                 added = self._files(name, path, commit_id, data)
                 changes.append(
@@ -302,7 +305,7 @@ class Workload:
                         remove_partitions=(path,) if kind in ("overwrite", "lock") else (),
                         operation="overwrite" if kind in ("overwrite", "lock") else "append",
                         generated_id=not explicit,
-                        digest=self.digest(),
+                        digest=digest,
                     )
                 )
             if kind == "schema":
@@ -426,15 +429,15 @@ class Workload:
         commit id, another change (new files, another digest)."""
         data: list[tuple[str, bytes]] = []
         changes = []
+        digest = self.digest()
         for change in invocation.changes:
             if not change.add:
-                changes.append(replace(change, digest=self.digest(), generated_id=False))
+                changes.append(replace(change, digest=digest, generated_id=False))
                 continue
             path = change.add[0].partition_path
-            added = self._files(change.dataset, path, invocation.id, data)
-            changes.append(
-                replace(change, add=added, digest=self.digest(), generated_id=False)
-            )
+            name = f"{invocation.id}-r{invocation.restarts}"
+            added = self._files(change.dataset, path, name, data)
+            changes.append(replace(change, add=added, digest=digest, generated_id=False))
         return replace(
             invocation,
             changes=tuple(changes),
@@ -574,8 +577,9 @@ class Workload:
         same = self.rng.random() < 0.5
         data: list[tuple[str, bytes]] = []
         changes = []
+        other = self.digest()
         for change in earlier.changes:
-            digest = change.digest if same else self.digest()
+            digest = change.digest if same else other
             if change.add and earlier.op != "register":
                 path = change.add[0].partition_path
                 added = self._files(change.dataset, path, f"{earlier.id}-{self.count}", data)

@@ -1139,7 +1139,12 @@ def sweep_config(seed: int) -> SimConfig:
     # A quarter of the runs vacuum too (one process, a one-second window), with no clock
     # skew: vacuum's window is measured on the writers' clocks (docs/SIMULATOR.md).
     vacuums = VACUUMS if seed % 8 in VACUUM_SEEDS else 0
-    return SimConfig(
+    # A fifth of the runs with a short idempotency window (re-runs of ids older than it are
+    # found in the commit-id indexes only), and clock steps where clocks are skewed.
+    window = Random(seed + 9_999_999)
+    commit_window = SHORT_WINDOW if window.random() < 0.2 else 100
+    steps = window.choice((0, 1, 2)) * CLOCK_STEPS
+    config = SimConfig(
         think=think,
         max_attempts=attempts,
         max_seconds=seconds,
@@ -1151,8 +1156,10 @@ def sweep_config(seed: int) -> SimConfig:
             rate=rng.choice((0.0, 0.02, 0.06, 0.15)),
             kills=rng.choice((0, 0, 1, 2)),
             stalls=rng.choice((0, 0, 0, 1)),
-            skew=rng.choice((0.0, 10.0)) * (not vacuums),
+            skew=(skew := rng.choice((0.0, 10.0)) * (not vacuums)),
+            steps=steps if skew else 0,
         ),
+        commit_window=commit_window,
         readers=rng.choice((0, 1)),
         intent_ttl=rng.choice((2.0, 5.0, 600.0)),
         protocol=SWEEP_PROTOCOL,
@@ -1160,8 +1167,36 @@ def sweep_config(seed: int) -> SimConfig:
         vacuums=vacuums,
         ignores_start_after=seed % 8 in START_AFTER_IGNORED,
     )
+    if seed % 8 in QUIET_SEEDS:
+        # A quiet lake: two writers pausing between commits, a small budget and many faults.
+        # A swap whose request is still in flight when its commit gives up has the root to
+        # itself when it lands (busier lakes change the root before it can).
+        config = dataclasses.replace(
+            config,
+            writers=2,
+            think=0.3,
+            max_attempts=3,
+            max_seconds=1.0,
+            faults=dataclasses.replace(config.faults, rate=0.15, mix=QUIET_FAULTS),
+            mix=QUIET_MIX,
+        )
+    return config
 
 
+#: The sweep's seeds (by seed % 8) of a quiet lake (sweep_config), and what its writers
+#: commit: mostly what one writer's intent cannot stand for alone (a commit spanning
+#: datasets, a restore, a move).
+QUIET_SEEDS = (1,)
+QUIET_FAULTS = (("lost_ack", 1.0), ("throttle", 1.0), ("conflict", 1.0), ("timeout", 1.0), ("late", 3.0))
+QUIET_MIX = Mix.of(
+    [("append", 1), ("multi", 1), ("restore", 1), ("rename", 0.5), ("copy", 0.5), ("lock", 0.5)]
+)
+#: Clock steps in the sweep (1: on). Off: a forward step makes a folder's estimate of the
+#: server's clock run ahead and expire intents younger than the TTL
+#: (test_a_clock_step_forward_expires_intents_younger_than_the_ttl).
+CLOCK_STEPS = 0
+#: The idempotency window of a fifth of the sweep's runs (commits the root keeps ids of).
+SHORT_WINDOW = 8
 #: The sweep's seeds that run vacuum (by seed % 8), and how many vacuum processes they run.
 VACUUM_SEEDS = (3, 6)
 VACUUMS = 1

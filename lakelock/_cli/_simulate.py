@@ -136,6 +136,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     option("--readers", _non_negative, 0, "reader processes")
     option("--intent-ttl", _seconds, 600.0, "intents expire after this (s)")
     option(
+        "--commit-window",
+        _positive,
+        100,
+        "the idempotency window: commits the root keeps the ids of (default 100)",
+    )
+    option(
         "--vacuums",
         _non_negative,
         0,
@@ -212,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         cpu=args.cpu_ms / 1000,
         cores=args.cores if args.cpu_ms > 0 else 0,
         intent_ttl=args.intent_ttl,
+        commit_window=args.commit_window,
         protocol=args.protocol,
         policy=tuple(args.policy),
         max_attempts=args.max_attempts,

@@ -154,6 +154,8 @@ class SimConfig:
             parts.append(f"--max-attempts {self.max_attempts} --max-seconds {self.max_seconds:g}")
         if self.intent_ttl != 600.0:
             parts.append(f"--intent-ttl {self.intent_ttl:g}")
+        if self.commit_window != 100:
+            parts.append(f"--commit-window {self.commit_window}")
         if self.protocol != "core":
             parts.append(f"--protocol {self.protocol}")
         parts += [f"--policy {name}={value:g}" for name, value in self.policy]

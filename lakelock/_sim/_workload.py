@@ -285,6 +285,8 @@ class Workload:
             commit_id, explicit = f"job-shared-{int(start / COLLIDE_SLOT)}", True
         dataset = self.rng.choice(self.names)
         path = f"part={self.rng.randrange(self.partitions)}"
+        if kind == "lock":
+            path = "part=0"  # the partition pipelines take turns on, under its lock
         changes: list[Change]
         data: list[tuple[str, bytes]] = []
         expected = None

@@ -25,7 +25,7 @@ from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._store import SimS3
 from lakelock.testing import S3Endpoint
 
-APPENDS = Mix(append=1.0, overwrite=0.0, delete=0.0, remove=0.0, restore=0.0, multi=0.0)
+APPENDS = Mix.of([("append", 1.0)])
 
 
 class Timer:

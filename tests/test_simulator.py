@@ -72,6 +72,7 @@ from lakelock._sim import (
 )
 from lakelock._sim._protocols import _Reader
 from lakelock._sim._run import GC_THRESHOLDS
+from lakelock._sim._workload import KINDS
 from lakelock.cli import main
 from lakelock.errors import (
     AlreadyExistsError,
@@ -636,7 +637,12 @@ def view_of(result: Any) -> View:
 
 
 def doctored(view: View, name: str, index: int, **changes: Any) -> View:
+    """``view`` with one version of ``name`` changed; its recorded commits follow the ids
+    (each id as it is recorded anywhere in the view)."""
     versions = list(view.datasets[name])
+    if "commit_ids" in changes and "commits" not in changes:
+        recorded = {c[0]: c for vs in view.datasets.values() for v in vs for c in v.commits}
+        changes["commits"] = tuple(recorded.get(c, (c, None, None)) for c in changes["commit_ids"])
     versions[index] = dataclasses.replace(versions[index], **changes)
     return View(list(view.root_versions), {**view.datasets, name: versions}, list(view.problems))
 
@@ -684,7 +690,12 @@ def test_checker_reports_a_commit_applied_twice(clean_run: Any) -> None:
     view = doctored(view_of(clean_run), name, -1, commit_ids=(*later.commit_ids, inv.id))
     problems = problems_of(clean_run, view)
     assert any("acknowledged commit recorded [2] times" in p and inv.id in p for p in problems)
-    assert any("which was registered already" in p for p in problems)
+    assert any(f"is applied 2 times in {name}" in p and inv.id in p for p in problems)
+    # Its files again: registered twice, or (removed since) a version that lacks them.
+    assert any(
+        "which was registered already" in p or f"{name} v{later.version}: reads" in p
+        for p in problems
+    )
 
 
 def test_checker_reports_a_file_gone_from_a_version(clean_run: Any) -> None:
@@ -1061,7 +1072,7 @@ def test_simulate_mix_names_the_commits_writers_make_and_the_rest_get_none(capsy
     status, text = run_cli(*common, "--mix", "append=1", "--json")
     assert status == 0
     appends = orjson.loads(text)
-    assert appends["areas"]["PutObject datasets"] == 1.0
+    assert 1.0 <= appends["areas"]["PutObject datasets"] <= 1.05  # (a slow one hedged)
     status, text = run_cli(*common, "--mix", "delete=2", "--mix", "remove=0", "--json")
     assert status == 0
     assert "PutObject datasets" not in orjson.loads(text)["areas"]  # deletes write no data
@@ -1075,7 +1086,7 @@ def test_simulate_mix_names_the_commits_writers_make_and_the_rest_get_none(capsy
     assert "a weight > 0" in capsys.readouterr().err
 
     chosen = Mix.of([("append", 3), ("restore", 1)])
-    assert chosen == Mix(append=3.0, overwrite=0.0, delete=0.0, remove=0.0, restore=1.0, multi=0.0)
+    assert chosen.kinds() == tuple((k, {"append": 3.0, "restore": 1.0}.get(k, 0.0)) for k in KINDS)
     config = SimConfig(
         writers=2, seconds=1.0, store="s3-express", seed=1, mix=Mix.of([("append", 1)])
     )
@@ -1496,7 +1507,7 @@ def test_checker_holds_an_intent_rejected_as_expired_to_its_age() -> None:
     assert result.violations == []
 
 
-APPENDS = Mix(append=1.0, overwrite=0.0, delete=0.0, remove=0.0, restore=0.0, multi=0.0)
+APPENDS = Mix.of([("append", 1.0)])
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -1588,7 +1599,7 @@ def test_checker_reports_a_commit_id_its_dataset_index_does_not_find() -> None:
 
 
 def test_restores_are_checked_against_the_version_they_restore() -> None:
-    mix = Mix(append=0.5, restore=0.3, overwrite=0.1, delete=0.05, remove=0.05, multi=0.0)
+    mix = Mix.of([("append", 0.5), ("restore", 0.3), ("overwrite", 0.1), ("delete", 0.05), ("remove", 0.05)])
     result = simulate(SimConfig(writers=4, seconds=3.0, store="s3-express", seed=3, mix=mix))
     restores = [i for i in result.invocations if i.op == "restore" and i.outcome == "ok"]
     assert len(restores) > 5

@@ -108,7 +108,7 @@ def model_problems(
 def fence_only(change: Change) -> bool:
     """A change that only carries a fence (a copy's source): it makes no version of its
     dataset; its fence is checked and recorded with the commit's other changes."""
-    return not (
+    return change.fence is not None and not (
         change.add
         or change.remove
         or change.remove_partitions
@@ -240,10 +240,11 @@ def _call_problems(
                 told = "already committed" if inv.already else "acknowledged"
                 problems.append(f"{told} commit recorded {counts} times in {list(change)}: {what}")
             elif {v[0] for v in change.values()} != {inv.version}:
+                at = sorted({v[0] for v in change.values()})
                 problems.append(
                     f"{what} acknowledged as v{inv.version}"
-                    f"{' (already committed)' if inv.already else ''}, its change recorded at "
-                    f"{change}"
+                    f"{' (already committed)' if inv.already else ''}, recorded at "
+                    + ", ".join(f"v{v}" for v in at)
                 )
         elif inv.outcome in ("fail", "gaveup"):
             counts_own = {len(v) for v in own.values()}

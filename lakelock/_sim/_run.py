@@ -421,7 +421,11 @@ class _Writer:
         if redo is not None:
             redo.restarts += 1
             redo.outcome = "killed"
-            if redo.op in RERUN_OTHER_ROWS and self.rng.random() < 1 / 3:
+            if (
+                run.protocol.full_api
+                and redo.op in RERUN_OTHER_ROWS
+                and self.rng.random() < 1 / 3
+            ):
                 # The pipeline re-runs with the same commit id but other rows (its input
                 # changed meanwhile): another change under the killed run's id.
                 redo = self.workload.again(redo, run.loop.now + run.config.restart_delay)

@@ -426,6 +426,51 @@ def test_a_timeout_answers_late_and_may_or_may_not_have_applied() -> None:
     assert not all(applied)
 
 
+def test_a_late_write_lands_after_its_timeout_and_a_retry_meanwhile_gets_409() -> None:
+    """S3's write that outlives its answer: the client hears a timeout (2 s), the request is
+    still in flight at S3 and lands up to 2 s later; a conditional write to its key sent
+    meanwhile is answered 409 ConditionalRequestConflict (as AWS answers a conditional write
+    while another to the same key is in flight). A simulator without it could not show a
+    commit told it failed whose swap lands afterwards."""
+    b = bench()
+    b.run(attempt(Put("k", b"v0", create=True, retried=False)))
+    etag = b.store.objects["k"].etag
+    b.endpoint.faults, b.endpoint.sent = Faults(schedule=("late",), timeout=2.0), 0
+    heard: list[Any] = []
+
+    def swap() -> Steps:
+        for _ in range(2):  # the request, then the SDK's retry of it
+            try:
+                yield Put("k", b"v1", if_match=etag, retried=False)
+            except (OutcomeUnknownError, ConflictError) as error:
+                heard.append((type(error), (yield Now()), b.store.objects["k"].body))
+
+    b.run(swap(), at=1.0)
+    (timeout, first_at, before), (conflict, _, still) = heard
+    assert timeout is OutcomeUnknownError and first_at == pytest.approx(EPOCH + 3.0)
+    assert conflict is ConflictError
+    assert before == still == b"v0"  # not landed when the caller heard either answer
+    assert b.store.objects["k"].body == b"v1"  # ... and landed afterwards
+    assert b.store.created["k"] < 1.0 < 3.0 <= b.store.objects["k"].modified - EPOCH
+
+
+def test_a_late_read_is_a_timeout_that_applies_nothing() -> None:
+    b = bench(faults=Faults(schedule=("late",), timeout=2.0))
+    (read,) = b.run(attempt(Get("k", retried=False)))
+    assert isinstance(read, OutcomeUnknownError)
+
+
+def test_a_writers_clock_steps_within_the_skew_bound() -> None:
+    """``--clock-steps``: a writer's clock steps to another offset within ``--skew`` (an NTP
+    step, either way) at a random moment of the run, drawn from its seed."""
+    faults = Faults(skew=5.0, steps=4)
+    result = simulate(SimConfig(writers=3, seconds=2.0, seed=4, store="fixed:10", faults=faults))
+    assert len(result.clock_steps) == 4
+    assert all(abs(offset) <= 5.0 for _, _, offset in result.clock_steps)
+    assert len({offset for _, _, offset in result.clock_steps}) == 4
+    assert "--clock-steps 4" in SimConfig(faults=faults).replay_command()
+
+
 def test_parallel_answers_each_request_in_order_errors_in_place() -> None:
     b = bench()
     b.run(attempt(Put("a", b"1", create=True, retried=False)))

@@ -225,6 +225,8 @@ class SimResult:
     events: int
     #: Every vacuum the vacuum processes made (``vacuums``).
     vacuum_runs: list[VacuumRun] = field(default_factory=list)
+    #: Every step of a writer's clock: (virtual time, the process, its new offset).
+    clock_steps: list[tuple[float, str, float]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -472,6 +474,7 @@ class _Run:
         self.vacuum_runs: list[VacuumRun] = []
         self.vacuum_late = 0
         self.writers: list[_Writer] = []
+        self.clock_steps: list[tuple[float, str, float]] = []
         self.shared = Shared(
             files_of=self._files_of, exists=lambda name: self._files_of(name, None) is not None
         )
@@ -578,6 +581,7 @@ class _Run:
             self.store,
             self.loop.events,
             self.vacuum_runs,
+            self.clock_steps,
         )
 
     def _vacuumed(self) -> list[str]:
@@ -595,6 +599,7 @@ class _Run:
     def _stepped(self, process: Process, offset: float) -> None:
         """The clock of ``process``'s writer steps to ``offset`` (its lingering thread's and
         its restarts' too: one machine's clock)."""
+        self.clock_steps.append((self.loop.now, process.name, offset))
         for writer in self.writers:
             if writer.process is process:
                 writer.skew = process.skew = offset

@@ -14,6 +14,7 @@ import io
 from collections import OrderedDict
 from contextlib import redirect_stdout
 from datetime import UTC, datetime
+from random import Random
 from typing import Any
 
 import pytest
@@ -24,8 +25,9 @@ from lakelock._registry._core._requests import List, Listing, Now, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc
 from lakelock._registry._objects import Missing
 from lakelock._s3 import ListedObject
-from lakelock._sim import Faults, SimConfig, _protocols, simulate
+from lakelock._sim import EPOCH, Faults, Mix, SimConfig, SimS3, _protocols, profile, simulate
 from lakelock._sim._run import SimResult
+from lakelock._sim._vacuum import VacuumRun, vacuum_problems
 from lakelock.cli import main
 from lakelock.errors import UnsupportedError
 from tests.test_simulator import VACUUM_SEEDS, sweep_config
@@ -93,41 +95,43 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
 
 #: The policy's defaults before lone requests were hedged (2026-11-29).
 BEFORE_ALONE = (("hedge_alone", 0),)
-#: ... and before the fold read ahead and the hand-over (2026-11-25, later).
-BEFORE_AHEAD = (("read_ahead", 0), ("handover", 0), *BEFORE_ALONE)
-#: ... and before hedged requests and a round of 0.1 s (2026-11-25).
-FOUND_WITH = (("hedge", 0.0), ("first_round", 0.05), *BEFORE_AHEAD)
+#: What the writers of the forced races commit: the kinds of commit the simulator made when
+#: the races were found (its default mix then).
+BASIC_MIX = Mix.of(
+    [
+        ("append", 0.80),
+        ("overwrite", 0.06),
+        ("delete", 0.03),
+        ("remove", 0.03),
+        ("restore", 0.02),
+        ("multi", 0.06),
+    ]
+)
 
 
-@pytest.mark.parametrize("seed", [11051, 26078])
-def test_a_slow_append_swapped_together_with_a_restore_is_not_the_restores(seed: int) -> None:
-    """Found by the slow sweep: one swap carried a restore and a slow writer's append whose
-    new data file vacuum (window 1 s) had just taken — seed 11051: a restore of ``ds0``, an
-    append to ``ds1`` written 1.15 s before; seed 26078: both on ``ds1``, the file written
-    40 ms before vacuum began, its ``LastModified`` truncated to the second before. That is
-    the writer's lateness (``vacuum_late``), not rule 9: the checker blames a restore only
-    for what a dataset it restored reaches and a version at or before vacuum's read had
-    committed (what the restore brought back). Both run under the defaults they were found
-    with (:data:`FOUND_WITH`): the defaults since change their runs."""
-    config = sweep_config(seed)
-    result = simulate(dataclasses.replace(config, policy=(*config.policy, *FOUND_WITH)))
-    assert result.violations == []
-    assert result.metrics.vacuum_late > 0
-
-
-def test_a_restore_of_a_version_a_slow_writer_had_broken_is_not_the_restores() -> None:
-    """Found by the slow sweep (seed 18803): a slow writer's append, its file written 1 s
-    before, landed in v48 just after a vacuum (window 1 s) had read v47 and taken that file
-    and its manifest; v48-v56 of ``ds1`` referred to them from then on. The next vacuum's
-    walk ends at v56 (its manifest is gone), so it took what only v55-v56 reached, and a
-    restore of ``ds1`` to one of them then committed those files again. That is the writer's
-    lateness (``vacuum_late``), not rule 9: the checker blames a restore only for a version
-    that reached nothing deleted before the vacuum began. Run under the defaults it was
-    found with (:data:`BEFORE_AHEAD`)."""
-    config = sweep_config(18803)
-    result = simulate(dataclasses.replace(config, policy=(*config.policy, *BEFORE_AHEAD)))
-    assert result.violations == []
-    assert result.metrics.vacuum_late > 0
+def test_a_deletion_is_judged_by_the_run_that_made_it() -> None:
+    """Two vacuum processes: the first lists a key as an orphan, the second (which read a
+    root that references it) does not, and it is the second that deletes it — a deletion
+    the first run's rules would have allowed. The checker judges each deletion by the run
+    of the process that sent it (it used to take the first run that listed the key, which
+    hid this and blamed runs for deletions they did not make)."""
+    store = SimS3(profile("fixed:10"), Random(1), tracked=frozenset({REGISTRY_KEY}))
+    key = "datasets/ds/part=0/f.parquet"
+    store.put(key, b"x", 0.0)
+    store.delete(key, 1.5, by=("vacuum 1", 1.2))
+    lister = VacuumRun(0, 0.5, EPOCH + 0.5, 0.1, 600.0, orphans=frozenset({key}), ended=2.0)
+    deleter = VacuumRun(1, 1.0, EPOCH + 1.0, 0.1, 600.0, orphans=frozenset(), ended=2.0)
+    problems, _ = vacuum_problems(store, [lister, deleter], _protocols._Reader(store))
+    assert problems == [
+        f"vacuum deleted {key} at 1.500 (vacuum of process 1 begun at 1.000, read v-1): "
+        "that run did not find it an orphan"
+    ]
+    # A delete that lands after its run ended (a timeout) is that run's, by when it was sent.
+    store.put(key, b"y", 2.0)
+    store.delete(key, 9.0, by=("vacuum 0", 1.9))
+    lister.orphans = frozenset()
+    problems, _ = vacuum_problems(store, [lister, deleter], _protocols._Reader(store))
+    assert any("at 9.000 (vacuum of process 0 begun at 0.500" in p for p in problems)
 
 
 def test_the_sweep_vacuums_in_a_quarter_of_its_runs_and_they_delete() -> None:
@@ -164,6 +168,7 @@ RACE = SimConfig(
     faults=Faults(kills=2, rate=0.02),
     intent_ttl=5.0,
     policy=BEFORE_ALONE,
+    mix=BASIC_MIX,
 )
 PAUSE = 0.5
 

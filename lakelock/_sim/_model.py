@@ -377,6 +377,7 @@ def _replay(
         state = _State()
         history: list[tuple[int, _State]] = []
         pending = list(extra.get(name, ()))
+        listed_twice: set[str] = set()
         for v in versions:
             while pending and pending[0][0] <= v.version:
                 fences.stale(pending.pop(0)[1])
@@ -414,11 +415,12 @@ def _replay(
                     f"{state.columns}"
                 )
                 state.columns = dict(v.columns)
-            if v.twice:
+            if v.twice and set(v.twice) != listed_twice:
                 problems.append(
                     f"{name} v{v.version}: lists {len(v.twice)} files twice (their rows read "
                     f"twice), e.g. {v.twice[0]!r}"
                 )
+            listed_twice = set(v.twice)  # reported once, where it begins
             history.append((v.version, state))
             state = _State(dict(state.files), dict(state.properties), dict(state.columns))
         for _, change in pending:

@@ -31,9 +31,10 @@ version holds), then replayed in version order. Judged, for each call (one line 
 - a version whose files, properties or columns are not the model's after its commits (a
   restore goes back to the files, properties and columns of the version it restores), or
   whose manifests list a file twice (its rows read twice);
-- a refusal whose reason is a stale fence or a schema that does not fit but whose error is
-  not the documented type (``StaleFenceError``, ``SchemaMismatchError``), whichever process
-  decided it; a ``StaleFenceError`` when no newer fence was ever applied;
+- a refusal whose reason is a stale fence, a schema that does not fit or a commit id that
+  names another change but whose error is not the documented type (``StaleFenceError``,
+  ``SchemaMismatchError``, ``CommitIdReusedError``), whichever process decided it; a
+  ``StaleFenceError`` when no newer fence was ever applied;
 - a commit in the registry that no call made.
 
 Not judged here: what a refusal of another reason says (its type is a
@@ -62,6 +63,7 @@ __all__ = ["model_problems", "same_change"]
 TYPED_REASONS = (
     (("stale", "superseded"), "StaleFenceError"),
     (("schema does not fit",), "SchemaMismatchError"),
+    (("names another change",), "CommitIdReusedError"),
 )
 
 

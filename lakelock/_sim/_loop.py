@@ -281,7 +281,9 @@ class Endpoint:
             elif isinstance(request, List):
                 result = store.list(request.prefix, request.start_after, request.max_keys, now)
             else:
-                store.delete(request.key, now, if_match=request.if_match, by=(call.process.name, sent))
+                store.delete(
+                    request.key, now, if_match=request.if_match, by=(call.process.name, sent)
+                )
         except StorageError as failure:
             # Without the traceback through this frame, which holds the error: that cycle
             # (hundreds a second) would wait for the garbage collector.

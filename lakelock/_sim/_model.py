@@ -100,7 +100,9 @@ def model_problems(
     applied = _match(invocations, view, by_id, problems)
     classes = _classes(invocations, by_id)
     problems += _call_problems(invocations, applied, classes)
-    problems += _id_problems(invocations, view, applied, classes, by_id, commit_window)
+    problems += _id_problems(
+        invocations, view, applied, classes, by_id, commit_window=commit_window
+    )
     fences = _Fences()
     problems += _replay(invocations, view, applied, fences)
     problems += _error_problems(invocations, fences)
@@ -256,10 +258,10 @@ def _call_problems(
                 problems.append(f"commit recorded more than once {own}: {what}")
         else:
             counts_own = {len(v) for v in own.values()}
-            versions = {tuple(v) for v in own.values()}
+            placed = {tuple(v) for v in own.values()}
             if counts_own - {0, 1}:
                 problems.append(f"commit recorded more than once {own}: {what}")
-            elif len(counts_own) > 1 or len(versions) > 1:
+            elif len(counts_own) > 1 or len(placed) > 1:
                 problems.append(f"commit applied to only some of its datasets {own}: {what}")
     return problems
 
@@ -270,14 +272,15 @@ def _id_problems(
     applied: _Applied,
     classes: list[int],
     by_id: Mapping[str, list[int]],
+    *,
     commit_window: int,
 ) -> list[str]:
     """Two changes under one commit id, both applied: in one dataset (its commit-id index
     finds the id whatever its age), or in two well within the window."""
     # The order of the commits the root recorded: (version, id) once per commit.
     order: dict[tuple[int, str], int] = {}
-    for versions in view.datasets.values():
-        for v in versions:
+    for chain in view.datasets.values():
+        for v in chain:
             for commit_id in v.commit_ids:
                 order.setdefault((v.version, commit_id), 0)
     rank = {key: n for n, key in enumerate(sorted(order))}
@@ -367,14 +370,13 @@ def _replay(
     problems = []
     # Fence-only changes (a copy's source), at the version their commit made elsewhere.
     extra: dict[str, list[tuple[int, Change]]] = {}
-    for n, where in applied.own.items():
-        inv = invocations[n]
+    for call, where in applied.own.items():
         versions_of = [v for vs in where.values() for v in vs]
-        for change in inv.changes:
-            if change.fence is not None and fence_only(change) and versions_of:
-                extra.setdefault(change.dataset, []).append((min(versions_of), change))
-    for name in extra:
-        extra[name].sort(key=lambda item: item[0])
+        for part in invocations[call].changes:
+            if part.fence is not None and fence_only(part) and versions_of:
+                extra.setdefault(part.dataset, []).append((min(versions_of), part))
+    for found in extra.values():
+        found.sort(key=lambda item: item[0])
     for name, versions in view.datasets.items():
         state = _State()
         history: list[tuple[int, _State]] = []
@@ -499,9 +501,7 @@ def _error_problems(invocations: Iterable[Invocation], fences: _Fences) -> list[
         message = (inv.error or "").lower()
         for words, typed in TYPED_REASONS:
             if any(w in message for w in words) and inv.error_type != typed:
-                problems.append(
-                    f"{what} refused with {inv.error_type}, not {typed}: {inv.error}"
-                )
+                problems.append(f"{what} refused with {inv.error_type}, not {typed}: {inv.error}")
         if inv.error_type == "StaleFenceError" and not any(
             fences.newer_than(c) for c in inv.changes
         ):

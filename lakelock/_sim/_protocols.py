@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from lakelock._datafile import DataFile
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, FoldPolicy
 from lakelock._registry._core._decide import restore_refused
-from lakelock._datafile import DataFile
 from lakelock._registry._document import (
     REGISTRY_KEY,
     DatasetState,
@@ -335,7 +335,6 @@ class CoreProtocol(SimProtocol):
         self._root: tuple[Any, RegistryDoc] | None = None
         self._reader: _Reader | None = None
 
-
     def committer(self, rng: Random, config: CommitterSettings) -> Committer:
         return Committer(
             _SharedParsing(self._parsed, self._made),
@@ -406,7 +405,9 @@ class CoreProtocol(SimProtocol):
             found = partitions.get(partition)
             if found is None:
                 return None
-            return [f for ref in found.manifests for f in reader.manifest(ref.key).files_of(partition)]
+            return [
+                f for ref in found.manifests for f in reader.manifest(ref.key).files_of(partition)
+            ]
         except LakelockError:
             return None
 

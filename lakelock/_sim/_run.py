@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import hashlib
 import math
@@ -423,11 +424,7 @@ class _Writer:
         if redo is not None:
             redo.restarts += 1
             redo.outcome = "killed"
-            if (
-                run.protocol.full_api
-                and redo.op in RERUN_OTHER_ROWS
-                and self.rng.random() < 1 / 3
-            ):
+            if run.protocol.full_api and redo.op in RERUN_OTHER_ROWS and self.rng.random() < 1 / 3:
                 # The pipeline re-runs with the same commit id but other rows (its input
                 # changed meanwhile): another change under the killed run's id.
                 redo = self.workload.again(redo, run.loop.now + run.config.restart_delay)
@@ -549,7 +546,7 @@ class _Run:
             self._at_random_writer(chaos, writers, stalled_past_vacuum if late else stalled)
         for _ in range(faults.steps):
             offset = chaos.uniform(-faults.skew, faults.skew)
-            self._at_random_writer(chaos, writers, lambda p, o=offset: self._stepped(p, o))
+            self._at_random_writer(chaos, writers, functools.partial(self._stepped, offset=offset))
         step = max(1.0, math.ceil(self.end / 100))
         until = 0.0
         while until < self.end:
@@ -596,7 +593,7 @@ class _Run:
         ``None``: the dataset does not exist (a partition ``None``: ``()`` if it does)."""
         return self.protocol.files_of(self.store, dataset, partition)
 
-    def _stepped(self, process: Process, offset: float) -> None:
+    def _stepped(self, process: Process, *, offset: float) -> None:
         """The clock of ``process``'s writer steps to ``offset`` (its lingering thread's and
         its restarts' too: one machine's clock)."""
         self.clock_steps.append((self.loop.now, process.name, offset))

@@ -516,9 +516,7 @@ class Workload:
                     ),
                 )
             else:
-                target_fence = Fence(
-                    f"lock:{to}", self._token(to), write=(f"/{to}/{to_path}",)
-                )
+                target_fence = Fence(f"lock:{to}", self._token(to), write=(f"/{to}/{to_path}",))
                 changes = (
                     Change(
                         dataset=to,
@@ -548,6 +546,7 @@ class Workload:
         dataset = self.rng.choice(self.names)
         data: list[tuple[str, bytes]] = []
         before = self.registered.get(dataset)
+        added: tuple[DataFile, ...]
         if before and self.rng.random() < 1 / 3:
             added = (self.rng.choice(before),)
         else:
@@ -561,14 +560,18 @@ class Workload:
             operation="commit",
             generated_id=not explicit,
             digest=commit_digest(
-                add=added, remove=(), remove_partitions=(), partition_by=PARTITION_BY, properties=None
+                add=added,
+                remove=(),
+                remove_partitions=(),
+                partition_by=PARTITION_BY,
+                properties=None,
             ),
         )
         return Invocation(
             commit_id, self.writer, "register", (change,), explicit, start, data=tuple(data)
         )
 
-    def _rerun(self, now: float, start: float) -> Invocation:
+    def _rerun(self, now: float, start: float) -> Invocation | None:
         """One of this writer's commits with caller-chosen ids run again: the same rows (a
         retry: new files, the same digest), other rows (another digest), or its oldest (an
         id perhaps older than the window)."""

@@ -32,7 +32,11 @@ from typing import Any, Literal, Self
 
 import orjson
 from botocore.config import Config
-from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+from moto.moto_server.werkzeug_app import (
+    BackendRequest,
+    MotoRequestHandler,
+    create_backend_app,
+)
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as werkzeug_server
 
@@ -57,9 +61,30 @@ def make_server(
     """A ready (not yet serving) threaded WSGI server, moto's S3 behind the gateway, and the
     gateway (to set faults directly). ``principals`` maps access key ids to the principal ARN
     bucket policies see."""
-    gateway = Gateway(create_backend_app("s3"), policies=BucketPolicies(principals))
+    gateway = Gateway(_moto_s3(), policies=BucketPolicies(principals))
     server = werkzeug_server(host, port, gateway, threaded=True, request_handler=_QuietHandler)
     return server, gateway
+
+
+def _moto_s3() -> Any:
+    """moto's S3 as a WSGI application, every request body reaching it whatever its
+    Content-Type (:class:`_WholeBodyRequest`)."""
+    app = create_backend_app("s3")
+    app.request_class = _WholeBodyRequest
+    return app
+
+
+class _WholeBodyRequest(BackendRequest):
+    """moto's request, which parses a body sent as ``application/x-www-form-urlencoded`` or
+    ``multipart/form-data`` as a form and hands the S3 operation what is left of it: nothing.
+    A PutObject or UploadPart with such a Content-Type then stores an empty object where S3
+    stores the body and keeps the Content-Type as the object's. Only a browser upload
+    (PostObject: a POST of a form to the bucket) is a form to S3."""
+
+    @property
+    def want_form_data_parsed(self) -> bool:
+        path = self.environ.get("PATH_INFO", "").strip("/")
+        return self.method == "POST" and "/" not in path and super().want_form_data_parsed
 
 
 class _QuietHandler(MotoRequestHandler):

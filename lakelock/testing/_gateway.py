@@ -69,6 +69,7 @@ from lakelock.testing._conditions import (
 )
 from lakelock.testing._control import CONTROL_PREFIX, control
 from lakelock.testing._faults import BODY_KINDS, Decision, FaultPlan, FaultRule
+from lakelock.testing._integrity import digest_failure
 from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._lacking import LACKABLE, Lackable, act_lacking
 from lakelock.testing._policy_gate import BucketPolicies
@@ -84,6 +85,7 @@ from lakelock.testing._wsgi import (
     headers_of,
     json_response,
     local_name,
+    malformed_xml,
     not_implemented,
     precondition_failed,
     read_body,
@@ -194,6 +196,10 @@ class Gateway:
         denied = self._check_policy(request, headers)
         if denied is not None:
             return denied
+        if "content-md5" in headers or any(n.startswith("x-amz-checksum-") for n in headers):
+            spoilt = digest_failure(request.operation, headers, read_body(environ))
+            if spoilt is not None:
+                return spoilt
         if request.operation in {"PutBucketPolicy", "GetBucketPolicy", "DeleteBucketPolicy"}:
             return self._bucket_policy(environ, request)
         lacked = act_lacking(self.lacking, environ, request, headers)
@@ -232,9 +238,9 @@ class Gateway:
             try:
                 entries = delete_entries(body)
             except ET.ParseError:
-                return s3_error(
-                    "400 Bad Request", "MalformedXML", "The XML you provided was not well-formed"
-                )
+                return malformed_xml()
+            if len(entries) > MAX_DELETE_KEYS:
+                return malformed_xml()  # S3's answer to too many keys
             unsupported = delete_unsupported(headers, None, entries)
             if unsupported is not None:
                 return not_implemented(unsupported)
@@ -258,7 +264,9 @@ class Gateway:
                     response = self._delete_objects(environ, request, headers, body)
             else:
                 try:
-                    failed = self._check_conditions(request, headers, source)
+                    failed = self._check_completion(environ, request)
+                    if failed is None:
+                        failed = self._check_conditions(request, headers, source)
                 except BadCondition as error:
                     failed = s3_error("400 Bad Request", "InvalidArgument", str(error))
                 if failed is not None:
@@ -334,6 +342,43 @@ class Gateway:
             if size is not None and state is not None and state.size != size:
                 return precondition_failed(IF_MATCH_SIZE, request.key)
         return None
+
+    def _check_completion(self, environ: dict[str, Any], request: S3Request) -> Response | None:
+        """A CompleteMultipartUpload that S3 refuses before its conditions: of an upload that
+        was never created for this key (or was aborted), 404 NoSuchUpload; naming no parts,
+        400 InvalidRequest (moto answers both 500). A completion this endpoint has answered
+        before is left to the conditions (a retry is idempotent)."""
+        if request.operation != "CompleteMultipartUpload":
+            return None
+        assert request.bucket is not None
+        assert request.key is not None
+        upload_id = request.query.get("uploadId", [""])[0]
+        if upload_id in self._completed:
+            return None
+        if not self._upload_exists(request.bucket, request.key, upload_id):
+            return s3_error(
+                "404 Not Found",
+                "NoSuchUpload",
+                "The specified upload does not exist. The upload ID may be invalid, or the "
+                "upload may have been aborted or completed.",
+            )
+        if not read_body(environ).strip():
+            return s3_error("400 Bad Request", "InvalidRequest", "You must specify at least one part")
+        return None
+
+    def _upload_exists(self, bucket: str, key: str, upload_id: str) -> bool:
+        """Whether moto has an upload ``upload_id`` in progress for ``key``."""
+        query = f"uploads=&prefix={quote(key, safe='')}"
+        listing = subrequest(self._backend, "GET", bucket, None, query=query)
+        if listing.code != 200:
+            return False
+        for upload in ET.fromstring(listing.body):
+            if local_name(upload.tag) != "Upload":
+                continue
+            fields = {local_name(child.tag): child.text for child in upload}
+            if fields.get("Key") == key and fields.get("UploadId") == upload_id:
+                return True
+        return False
 
     def _check_copy_source(self, source: CopySource, headers: Mapping[str, str]) -> Response | None:
         """412 if a copy-source condition fails; ``None`` to copy (a missing source is left to
@@ -581,18 +626,25 @@ def _unsupported_conditions(request: S3Request, headers: Mapping[str, str]) -> R
     if request.operation not in {"PutObject", "CompleteMultipartUpload", "CopyObject"}:
         return None
     if if_match is not None and if_none_match is not None:
-        return not_implemented(
-            "A header you provided implies functionality that is not implemented"
-        )
+        return not_implemented(_UNIMPLEMENTED, header="If-Match,If-None-Match")
     if if_none_match is not None and if_none_match.strip() != "*":
-        return not_implemented("If-None-Match only supports the value *")
+        return not_implemented(_UNIMPLEMENTED, header="If-None-Match")
+    # S3 writes take If-Match with an ETag only: "*" (any object) is refused, not evaluated.
+    if if_match is not None and if_match.strip() == "*":
+        return not_implemented(_UNIMPLEMENTED, header="If-Match")
     return None
 
 
+_UNIMPLEMENTED = "A header you provided implies functionality that is not implemented"
+
+#: The most keys one DeleteObjects request may name.
+MAX_DELETE_KEYS = 1000
+
+
 def _checked_here(if_match: str) -> bool:
-    """If-Match values moto would compare as one literal ETag (``*``, lists): the gateway
+    """If-Match values moto would compare as one literal ETag (lists of ETags): the gateway
     evaluates those itself."""
-    return "*" in if_match or "," in if_match
+    return "," in if_match
 
 
 def _without_checked_conditions(environ: dict[str, Any], request: S3Request) -> dict[str, Any]:

@@ -24,6 +24,12 @@ on either side shows:
 - A bug: ``CopyObject`` with ``If-None-Match: *`` onto an existing key answers 412, but the
   destination's bytes are gone: its metadata stays, a GET breaks off mid-body. lakelock never
   copies with ``CopyObject`` (``UploadPartCopy`` + a conditional completion instead).
+- The same bug where a ``PutObject`` over an existing key is refused for its digest (400
+  BadDigest): the old object's bytes are gone.
+- ``CompleteMultipartUpload`` with a document that lists no part: 400 InvalidRequest (the
+  embedded endpoint, as S3 once did for a completion with no body at all: MalformedXML).
+- ``DeleteObjects`` of more than 1,000 keys: deletes them all (S3 and the embedded endpoint
+  answer 400 MalformedXML).
 """
 
 from __future__ import annotations
@@ -364,7 +370,8 @@ def test_a_body_that_does_not_match_its_digest_is_refused(target: Target, digest
     """A PutObject or UploadPart whose body does not match its Content-MD5 or its
     x-amz-checksum-crc32/sha256 answers 400 BadDigest and stores nothing: a body spoilt on the
     way in is caught when it is written, not when (and if) it is read back. moto alone stores
-    it and answers 200."""
+    it and answers 200. LocalStack's bug: a refused overwrite leaves the old object's
+    metadata without its bytes (a GET breaks off)."""
     client, bucket = target.client, target.bucket
     assert fails(
         client.put_object, Bucket=bucket, Key="k", Body=b"data", **{digest: WRONG[digest]}
@@ -374,7 +381,11 @@ def test_a_body_that_does_not_match_its_digest_is_refused(target: Target, digest
     assert fails(
         client.put_object, Bucket=bucket, Key="k", Body=b"new", **{digest: WRONG[digest]}
     ) == (400, "BadDigest")
-    assert stored(client, bucket, "k") == b"old"
+    if target.localstack:
+        with pytest.raises(ResponseStreamingError):
+            stored(client, bucket, "k")
+    else:
+        assert stored(client, bucket, "k") == b"old"
     upload = client.create_multipart_upload(Bucket=bucket, Key="big")["UploadId"]
     part = {digest: WRONG[digest]}
     assert fails(

@@ -14,7 +14,7 @@ on" in docs/ARCHITECTURE.md):
   writers, so the bytes copied are the bytes the condition was checked on.
 - **Per-key ETags (and Sizes) in DeleteObjects**, ignored by moto: keys whose condition fails
   are taken out of the request and reported as ``PreconditionFailed`` errors in the response.
-- **Conditions moto gets wrong or cannot check** (``If-Match: *``, ETag lists, delete
+- **Conditions moto gets wrong or cannot check** (``If-Match: *`` on a delete, ETag lists, delete
   conditions on size or modification time): see :mod:`._conditions`. What cannot be checked
   is answered 501, never applied unconditionally.
 - **Reads never wait for a slow upload.** A request's whole body is received before any key
@@ -27,6 +27,13 @@ on" in docs/ARCHITECTURE.md):
   in flight (AWS's behaviour; off by default, so writes to one key queue instead).
 - **Bucket policies** for the condition keys lakelock's generated policy uses, answered with
   403 AccessDenied as S3 does (:mod:`._policy_gate`).
+- **Signatures**, when the gateway is given credentials (``lakelock serve`` does): a request
+  they do not sign is answered 403 as S3 answers it (:mod:`._sigv4`). moto accepts any.
+- **Bodies checked against their digests** (``Content-MD5``, ``x-amz-checksum-*``): one
+  that does not match is refused and stored nowhere (:mod:`._integrity`); moto stores it.
+- **Requests S3 refuses**: ``If-Match: *`` on a write (501: S3's writes take an ETag only),
+  a multipart completion naming no parts or of an upload never created (moto: 500),
+  DeleteObjects of more than 1,000 keys (moto deletes them).
 - **Faults** from a seeded :class:`~lakelock.testing._faults.FaultPlan`, and per-operation
   request counts.
 
@@ -73,6 +80,7 @@ from lakelock.testing._integrity import digest_failure
 from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._lacking import LACKABLE, Lackable, act_lacking
 from lakelock.testing._policy_gate import BucketPolicies
+from lakelock.testing._sigv4 import signature_failure
 from lakelock.testing._wsgi import (
     IncompleteBody,
     Reset,
@@ -114,9 +122,13 @@ class Gateway:
         *,
         faults: FaultPlan | None = None,
         policies: BucketPolicies | None = None,
+        credentials: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._backend = backend
+        #: Access key id -> secret the requests' signatures are checked against (None: not
+        #: checked, as moto does not).
+        self.credentials = dict(credentials) if credentials is not None else None
         self.faults = faults if faults is not None else FaultPlan()
         self.policies = policies if policies is not None else BucketPolicies()
         self.concurrent_conflicts = False
@@ -187,6 +199,10 @@ class Gateway:
                 "You did not provide the number of bytes specified by the Content-Length "
                 "HTTP header.",
             )
+        if self.credentials is not None:
+            refused = self._authenticate(environ, headers)
+            if refused is not None:
+                return refused
         decision = self.faults.decide(request.operation, request.bucket or "", request.key)
         self._stall(decision.stall)
         if not request.mutating or decision.before is not None:
@@ -299,6 +315,22 @@ class Gateway:
                 return failed
             return forward(self._backend, environ)
 
+    def _authenticate(self, environ: dict[str, Any], headers: Mapping[str, str]) -> Response | None:
+        """S3's answer to a request its credentials do not sign (:mod:`._sigv4`)."""
+        assert self.credentials is not None
+        raw_path = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ["PATH_INFO"]
+        signed = dict(headers)
+        if environ.get("CONTENT_LENGTH"):
+            signed["content-length"] = str(environ["CONTENT_LENGTH"])
+        return signature_failure(
+            method=environ["REQUEST_METHOD"],
+            path=raw_path.split("?", 1)[0],
+            query=environ.get("QUERY_STRING", ""),
+            headers=signed,
+            body=read_body(environ),
+            credentials=self.credentials,
+        )
+
     # -- what moto lacks ------------------------------------------------------------------------
 
     def _check_conditions(
@@ -363,7 +395,9 @@ class Gateway:
                 "upload may have been aborted or completed.",
             )
         if not read_body(environ).strip():
-            return s3_error("400 Bad Request", "InvalidRequest", "You must specify at least one part")
+            return s3_error(
+                "400 Bad Request", "InvalidRequest", "You must specify at least one part"
+            )
         return None
 
     def _upload_exists(self, bucket: str, key: str, upload_id: str) -> bool:

@@ -97,8 +97,7 @@ def malformed_xml() -> Response:
     return s3_error(
         "400 Bad Request",
         "MalformedXML",
-        "The XML you provided was not well-formed or did not validate against our published "
-        "schema",
+        "The XML you provided was not well-formed or did not validate against our published schema",
     )
 
 

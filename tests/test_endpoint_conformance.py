@@ -489,10 +489,17 @@ def test_completing_an_upload_that_names_no_parts_is_400(target: Target) -> None
 
 def test_completing_an_upload_never_created_is_404(target: Target) -> None:
     """CompleteMultipartUpload of an upload id that was never created for the key (or was
-    aborted) answers 404 NoSuchUpload and stores nothing; moto alone answers 500."""
+    aborted, or completed another key) answers 404 NoSuchUpload and stores nothing; moto alone
+    answers 500."""
     client, bucket = target.client, target.bucket
     request = multipart(client, bucket, "big", b"p")
     assert fails(client.complete_multipart_upload, **{**request, "UploadId": "never-created"}) == (
+        404,
+        "NoSuchUpload",
+    )
+    done = multipart(client, bucket, "done", b"d")
+    client.complete_multipart_upload(**done)
+    assert fails(client.complete_multipart_upload, **{**done, "Key": "big"}) == (
         404,
         "NoSuchUpload",
     )

@@ -147,9 +147,10 @@ class Gateway:
         # Bytes received (request bodies) and sent (response bodies), for benchmarks.
         self._bytes: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
-        # uploadId -> ETag of the object its completion created: a retried completion of an
-        # upload that already completed is idempotent on S3, not a precondition failure.
-        self._completed: dict[str, str] = {}
+        # uploadId -> (bucket, key, ETag of the object its completion created): a retried
+        # completion of an upload that already completed is idempotent on S3, not a
+        # precondition failure.
+        self._completed: dict[str, tuple[str, str, str]] = {}
         self._stall_lock = threading.Lock()
         self._stalled = 0
         self._release = threading.Event()
@@ -344,7 +345,8 @@ class Gateway:
         if request.operation == "CompleteMultipartUpload":
             upload_id = request.query.get("uploadId", [""])[0]
             current = self._current_etag(request.bucket, request.key)
-            if upload_id in self._completed and current == self._completed[upload_id]:
+            completed = self._completed.get(upload_id)
+            if completed is not None and current == completed[2]:
                 return None  # a retried completion of this very upload: idempotent
             if if_match is not None:
                 return _compare(if_match, current, request.key)
@@ -378,16 +380,17 @@ class Gateway:
     def _check_completion(self, environ: dict[str, Any], request: S3Request) -> Response | None:
         """A CompleteMultipartUpload that S3 refuses before its conditions: of an upload that
         was never created for this key (or was aborted), 404 NoSuchUpload; naming no parts,
-        400 InvalidRequest (moto answers both 500). A completion this endpoint has answered
-        before is left to the conditions (a retry is idempotent)."""
+        400 InvalidRequest (moto answers both 500). A completion of the same key this endpoint
+        has answered before is left to the conditions (a retry is idempotent)."""
         if request.operation != "CompleteMultipartUpload":
             return None
         assert request.bucket is not None
         assert request.key is not None
         upload_id = request.query.get("uploadId", [""])[0]
-        if upload_id in self._completed:
+        completed = self._completed.get(upload_id)
+        if completed is not None and completed[:2] == (request.bucket, request.key):
             return None
-        if not self._upload_exists(request.bucket, request.key, upload_id):
+        if completed is not None or not self._upload_exists(request.bucket, request.key, upload_id):
             return s3_error(
                 "404 Not Found",
                 "NoSuchUpload",
@@ -432,7 +435,8 @@ class Gateway:
         assert request.key is not None
         etag = self._current_etag(request.bucket, request.key)
         if etag is not None:
-            self._completed[request.query.get("uploadId", [""])[0]] = etag
+            upload_id = request.query.get("uploadId", [""])[0]
+            self._completed[upload_id] = (request.bucket, request.key, etag)
 
     def _current_etag(self, bucket: str, key: str) -> str | None:
         state = self._head(bucket, key)

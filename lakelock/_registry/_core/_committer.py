@@ -331,8 +331,10 @@ class Committer:
                 restore_margin=self.restore_lead / 2,
             )
         )
+        made = {id(change) for change, _ in applied}
         for n, p in enumerate(batch):
             p.rejected = rejected.get(n)
+            p.twin = p.rejected is None and id(p.change) not in made
         fates = [*fold.fates, *_decide.fates_of(applied, batch, rejected, doc.version + 1, seconds)]
         if not applied and not fates:  # commits without intents, none of which applies
             self._conclude(state, None)
@@ -858,7 +860,7 @@ class Committer:
             if p.rejected is not None:
                 p.fail(p.rejected)
             elif version is not None:
-                self._end(_decide.Settled(p, version=version), state)
+                self._end(_decide.Settled(p, version=version, already=p.twin), state)
         state.pending = []
 
     # -- giving up -----------------------------------------------------------------------------

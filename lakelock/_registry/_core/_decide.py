@@ -48,7 +48,7 @@ from lakelock._registry._changes import (
     manifests_needed,
     reused_commit_id,
 )
-from lakelock._registry._document import IntentFate, RegistryDoc
+from lakelock._registry._document import CommitRecord, IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
@@ -64,6 +64,7 @@ __all__ = [
     "judge_listed",
     "past_the_window",
     "recorded_version",
+    "reused_in_batch",
     "restore_lead",
     "restore_refused",
     "restore_too_late",
@@ -261,11 +262,17 @@ def applied_batch(
     applied: list[tuple[Change, Applied]] = []
     rejected: dict[int, CommitConflictError] = {}
     current = doc
-    seen: set[str] = set()
+    seen: dict[str, tuple[Change, ...]] = {}
     missing: list[str] = []
     for n, p in enumerate(pending):
-        if p.change.commit_id in seen:
-            continue  # a duplicate id within the batch: settled with its twin
+        twin = seen.get(p.change.commit_id)
+        if twin is not None:
+            # An id a commit of this batch applied already: the very same change is settled
+            # with it (applied once); another change under that id is refused (rule 10).
+            reused = reused_in_batch(twin, p.changes, version=doc.version + 1)
+            if reused is not None:
+                rejected[n] = reused
+            continue
         candidate = current
         results: list[tuple[Change, Applied]] = []
         late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
@@ -308,11 +315,53 @@ def applied_batch(
             for key, manifest in done.manifests:
                 objects.remember(key, manifest)
         applied.extend(results)
-        seen.add(p.change.commit_id)
+        seen[p.change.commit_id] = p.changes
         current = candidate
     if missing:
         raise Missing(tuple(missing))
     return current, applied, rejected
+
+
+def reused_in_batch(
+    twin: Sequence[Change], changes: Sequence[Change], *, version: int
+) -> CommitIdReusedError | None:
+    """Rule 10: whether ``changes``, whose commit id an earlier commit of the same batch
+    (``twin``) applies at ``version``, is another change under that id (the error to
+    refuse it with), or the very same change (``None``: it is settled with its twin,
+    ``already_committed``). The same change is the same datasets, and for each the same
+    operation and content (:func:`~lakelock._registry._changes.reused_commit_id`: the
+    digest), as for an id found recorded in the root."""
+    mine = {c.dataset: c for c in twin}
+    datasets = ",".join(mine)
+    for change in changes:
+        first = mine.get(change.dataset)
+        record = CommitRecord(
+            change.commit_id,
+            version,
+            datasets,
+            "",
+            0,
+            0,
+            (first or twin[0]).operation,
+            first.digest if first is not None else None,
+        )
+        reused = reused_commit_id(record, change)
+        if reused is not None:
+            return reused
+    if {c.dataset for c in changes} == mine.keys():
+        return None
+    change = changes[0]
+    return CommitIdReusedError(
+        f"commit id {change.commit_id!r} is committed at version {version} for "
+        f"{twin[0].operation} of {datasets!r}, not for "
+        f"{','.join(c.dataset for c in changes)!r}: it names another change; use a new "
+        "commit id for a new change",
+        version=version,
+        recorded_dataset=datasets,
+        recorded_operation=twin[0].operation,
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
 
 
 def fates_of(

@@ -1,0 +1,171 @@
+"""What a commit's outcome promises, forced against the embedded endpoint: an acknowledged
+commit is applied, with its own content; a definite failure is never applied afterwards; a
+data file is live in a dataset at most once; and the typed error another process decided
+reaches the commit's caller. Each ``Registry`` or ``Lake`` here stands for one process.
+
+Each rule is one function of the commit core (docs/FORMAT.md, "The rules"); the last test of
+each section switches it off and shows the promise broken, as the simulator's seeds do."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._digest import change_digest
+from lakelock._registry import Registry
+from lakelock._registry._changes import Change
+from lakelock._registry._core import _decide
+from lakelock._registry._intents import intent_document
+from lakelock._retry import RetryPolicy
+from lakelock._s3 import ObjectStore
+from lakelock.errors import CommitIdReusedError
+from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY, wait_until
+from tests._support.files import datafile
+
+ROOT = "metastore/dataset_registry.json"
+
+
+def registry(store: ObjectStore, **kw: Any) -> Registry:
+    kw.setdefault("retry", FAST_RETRY)
+    return Registry(store, **kw)
+
+
+def plant_intent(store: ObjectStore, change: Change) -> str:
+    """An intent written by a process that then died before its swap."""
+    key, body, _ = intent_document(change, now_ms=int(time.time() * 1000))
+    store.put(key, body, mode="create")
+    return key
+
+
+def table(ids: list[int]) -> pa.Table:
+    return pa.table({"id": ids})
+
+
+def ids(lake: Lake, dataset: str) -> list[int]:
+    return sorted(lake.read(dataset)["id"].to_pylist())
+
+
+# -- one commit id, one change ----------------------------------------------------------------
+
+
+def crashed_append(lake: Lake, dataset: str, rows: list[int], commit_id: str) -> str:
+    """An ``append`` of ``rows`` whose process wrote its data and its intent, then died."""
+    files = lake.write(dataset, table(rows))
+    digest = change_digest({"partition_by": ()}, table=table(rows))
+    change = Change(dataset, commit_id, add=tuple(files), operation="append", digest=digest)
+    return plant_intent(lake.store, change)
+
+
+def test_a_commit_id_taken_by_a_crashed_runs_intent_for_another_dataset_is_refused(
+    lake: Lake,
+) -> None:
+    """A crashed run left an intent appending to ``alpha`` under ``job-42``; another process
+    appends to ``beta`` under the same id, and its fold applies both in one batch. Before,
+    the second was "settled with its twin": ``beta``'s caller heard "committed" and
+    ``beta`` never existed. Now it is ``CommitIdReusedError`` naming ``alpha``."""
+    lake.append("alpha", table([0]))
+    crashed_append(lake, "alpha", [1, 2], "job-42")
+    other = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    with pytest.raises(CommitIdReusedError) as info:
+        other.append("beta", table([7]), commit_id="job-42")
+    assert info.value.recorded_dataset == "alpha"
+    assert "beta" not in other.registry.read().datasets
+    assert ids(other, "alpha") == [0, 1, 2]
+
+
+def test_a_rerun_with_other_rows_beside_its_crashed_runs_intent_is_refused(lake: Lake) -> None:
+    """A re-run with one more row than the crashed run whose intent is still pending: both
+    land in one batch. Before, the re-run was told it committed while its row was missing
+    (the crashed run's rows were applied in its stead); now it is ``CommitIdReusedError``.
+    A re-run with the very same rows is the same change: ``already_committed``."""
+    lake.append("c", table([0]))
+    crashed_append(lake, "c", [1, 2, 3], "job-42")
+    other = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    with pytest.raises(CommitIdReusedError, match="other content"):
+        other.append("c", table([1, 2, 3, 4]), commit_id="job-42")
+    assert ids(other, "c") == [0, 1, 2, 3]
+
+    crashed_append(lake, "c", [5, 6], "job-43")
+    again = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    result = again.append("c", table([6, 5]), commit_id="job-43")
+    assert result.already_committed
+    assert result.version == again.registry.find_commit("job-43")
+    assert ids(again, "c") == [0, 1, 2, 3, 5, 6]
+
+
+def two_commits_in_one_batch(s3: S3Endpoint, lake: Lake, *commits: Any) -> list[Any]:
+    """Each of ``commits`` run in a thread of its own while an earlier commit of the same
+    ``Lake`` holds the batch in flight (its swap held at the endpoint): they queue, and the
+    next batch takes them all. Returns each one's result or error."""
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    queue = lake.registry._commits.queue
+    with concurrent.futures.ThreadPoolExecutor(len(commits) + 1) as pool:
+        first = pool.submit(lake.append, "other", table([0]))
+        wait_until(lambda: s3.stalled() == 1)
+        futures = [pool.submit(c) for c in commits]
+        wait_until(lambda: len(queue) == len(commits))
+        s3.release_stalls()
+        first.result(timeout=60)
+        outcomes = []
+        for f in futures:
+            try:
+                outcomes.append(f.result(timeout=60))
+            except Exception as error:  # noqa: BLE001 - the outcome under test
+                outcomes.append(error)
+    return outcomes
+
+
+def test_two_threads_committing_one_id_to_two_datasets_in_one_batch(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """Two threads of one ``Lake`` append to ``alpha`` and ``beta`` under ``job-42`` and
+    land in one batch. Before, both returned the same version, not ``already_committed``,
+    and ``beta`` did not exist. Now one commits and the other is ``CommitIdReusedError``."""
+    outcomes = two_commits_in_one_batch(
+        s3,
+        lake,
+        lambda: lake.append("alpha", table([1]), commit_id="job-42"),
+        lambda: lake.append("beta", table([2]), commit_id="job-42"),
+    )
+    errors = [o for o in outcomes if isinstance(o, Exception)]
+    assert len(errors) == 1, outcomes
+    assert isinstance(errors[0], CommitIdReusedError)
+    datasets = lake.registry.read().datasets
+    assert ("alpha" in datasets) != ("beta" in datasets)
+
+
+def test_two_threads_committing_one_change_in_one_batch_commit_it_once(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """The very same change twice in one batch (a retry racing its first run): it is applied
+    once, both callers hear its version, and the second hears ``already_committed``."""
+    outcomes = two_commits_in_one_batch(
+        s3,
+        lake,
+        lambda: lake.append("alpha", table([1]), commit_id="job-42"),
+        lambda: lake.append("alpha", table([1]), commit_id="job-42"),
+    )
+    assert len({o.version for o in outcomes}) == 1, outcomes
+    assert sorted(o.already_committed for o in outcomes) == [False, True]
+    assert ids(lake, "alpha") == [1]
+
+
+def test_one_id_one_change_switched_off_drops_an_acknowledged_commit(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_decide.reused_in_batch`` switched off (a twin of one id is settled with the first,
+    whatever it changes): the other dataset's caller hears "committed" and nothing of it
+    is in the registry — what the rule prevents."""
+    monkeypatch.setattr(_decide, "reused_in_batch", lambda *_, **__: None)
+    lake.append("alpha", table([0]))
+    crashed_append(lake, "alpha", [1, 2], "job-42")
+    other = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    result = other.append("beta", table([7]), commit_id="job-42")
+    assert result.version == other.registry.find_commit("job-42")
+    assert "beta" not in other.registry.read().datasets

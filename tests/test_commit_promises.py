@@ -23,12 +23,18 @@ from lakelock._registry._core import _decide
 from lakelock._registry._intents import intent_document
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
-from lakelock.errors import CommitIdReusedError
+from lakelock.errors import (
+    CommitConflictError,
+    CommitIdReusedError,
+    SchemaMismatchError,
+    StaleFenceError,
+)
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
 from tests._support.files import datafile
 
 ROOT = "metastore/dataset_registry.json"
+INT_IDS = pa.schema([("id", pa.int64())])
 
 
 def registry(store: ObjectStore, **kw: Any) -> Registry:
@@ -169,3 +175,90 @@ def test_one_id_one_change_switched_off_drops_an_acknowledged_commit(
     result = other.append("beta", table([7]), commit_id="job-42")
     assert result.version == other.registry.find_commit("job-42")
     assert "beta" not in other.registry.read().datasets
+
+
+# -- the typed error, from whichever process decided it --------------------------------------
+
+
+def folded_by_another_process(store: ObjectStore, **commit: Any) -> BaseException:
+    """Our commit (``commit``: ``Registry.commit``'s arguments) sends its intent and waits a
+    round, as under contention; meanwhile another process's fold decides it. Returns the
+    error our caller gets."""
+    other = registry(store, group_commit=False)
+    other.hints.listed_at = 0.0  # not its first fold: it lists before it sends
+    folded: list[int] = []
+
+    def meanwhile(_: float) -> None:  # our wait: the other process folds ours now
+        if not folded:
+            folded.append(other.commit("sales", add=[datafile("sales", "", "theirs")]).version)
+
+    ours = registry(
+        store, group_commit=False, retry=RetryPolicy(max_attempts=50, sleep=meanwhile)
+    )
+    ours.read()
+    ours.hints.contended_until = float("inf")
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is checked
+        ours.commit("sales", **commit)
+    assert folded, "the other process did not fold our intent"
+    assert [f.state for f in other._current()[0].fates][-2:] == ["rejected", "applied"]
+    return info.value
+
+
+def test_a_stale_fence_found_by_another_process_is_stale_fence_error(
+    store: ObjectStore,
+) -> None:
+    """A leader whose lease was taken over commits with its old token; another process's fold
+    finds the token stale and rejects the intent. Before, the leader got a plain
+    ``CommitConflictError`` built from the fate's reason, and code that catches
+    ``StaleFenceError`` to step down missed it. Now it is ``StaleFenceError`` with its
+    fields, as when its own process finds it stale."""
+    registry(store).commit("sales", fence=("lease:etl", 5))
+    error = folded_by_another_process(
+        store, add=[datafile("sales", "", "zombie")], fence=("lease:etl", 4)
+    )
+    assert isinstance(error, StaleFenceError), repr(error)
+    assert (error.name, error.token, error.current) == ("lease:etl", 4, 5)
+    assert (error.dataset, error.commit_id) == ("sales", error.commit_id)
+    assert "zombie" not in [f.name for f in registry(store).files("sales")]
+
+
+def test_a_schema_conflict_found_by_another_process_is_schema_mismatch_error(
+    store: ObjectStore,
+) -> None:
+    """A commit whose schema does not fit the dataset, rejected by another process's fold:
+    ``SchemaMismatchError`` (a ``ValueError``), not a plain conflict."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")], schema=INT_IDS)
+    error = folded_by_another_process(
+        store, add=[datafile("sales", "", "b")], schema=pa.schema([("id", pa.string())])
+    )
+    assert isinstance(error, SchemaMismatchError), repr(error)
+    assert "column 'id' is int64, not string" in str(error)
+
+
+def test_a_reused_id_found_by_another_process_is_commit_id_reused_error(
+    store: ObjectStore,
+) -> None:
+    """A commit id recorded for another dataset, found by another process's fold:
+    ``CommitIdReusedError`` with the recorded version, dataset and operation."""
+    first = registry(store).commit("alpha", add=[datafile("alpha", "", "a")], commit_id="k")
+    error = folded_by_another_process(store, add=[datafile("sales", "", "b")], commit_id="k")
+    assert isinstance(error, CommitIdReusedError), repr(error)
+    assert (error.version, error.recorded_dataset) == (first.version, "alpha")
+
+
+def test_typed_fates_switched_off_lose_the_stale_fence(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_decide.fate_error`` switched off (the writer rebuilds a plain conflict from the
+    fate's reason): a zombie leader's ``except StaleFenceError`` no longer sees its fence
+    refused — what the rule prevents."""
+    monkeypatch.setattr(
+        _decide,
+        "fate_error",
+        lambda fate, change: CommitConflictError(fate.reason, dataset=change.dataset),
+    )
+    registry(store).commit("sales", fence=("lease:etl", 5))
+    error = folded_by_another_process(
+        store, add=[datafile("sales", "", "zombie")], fence=("lease:etl", 4)
+    )
+    assert not isinstance(error, StaleFenceError)

@@ -667,7 +667,14 @@ class Committer:
             )
             if isinstance(version, CommitIdReusedError):  # its id names another change
                 fold.fates.append(
-                    IntentFate(o.key, "rejected", doc.version + 1, seconds, str(version))
+                    IntentFate(
+                        o.key,
+                        "rejected",
+                        doc.version + 1,
+                        seconds,
+                        str(version),
+                        _decide.error_kind(version),
+                    )
                 )
                 continue
             if version is not None:  # applied already, through another intent of its id

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from lakelock._layout import intent_ms
 from lakelock._registry._batch import CommitResult, Pending, iso
@@ -52,7 +53,14 @@ from lakelock._registry._document import CommitRecord, IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
-from lakelock.errors import CommitConflictError, CommitIdReusedError
+from lakelock.errors import (
+    CommitConflictError,
+    CommitIdReusedError,
+    FileAlreadyRegisteredError,
+    PartitionByMismatchError,
+    SchemaMismatchError,
+    StaleFenceError,
+)
 
 __all__ = [
     "Settled",
@@ -60,6 +68,8 @@ __all__ = [
     "applied_batch",
     "bound_watermark",
     "cancelled",
+    "error_kind",
+    "fate_error",
     "fates_of",
     "judge_listed",
     "past_the_window",
@@ -101,12 +111,7 @@ def settle(
             found.append(Settled(p, version=fate.version))
             continue
         if fate is not None:
-            error = CommitConflictError(
-                f"the commit's intent was {fate.state}: {fate.reason}",
-                dataset=p.change.dataset,
-                commit_id=p.change.commit_id,
-            )
-            found.append(Settled(p, error=error))
+            found.append(Settled(p, error=fate_error(fate, p.change)))
             continue
         record = doc.commit(p.change.commit_id)
         reused = reused_commit_id(record, p.change) if record is not None else None
@@ -379,10 +384,61 @@ def fates_of(
         if p.intent is None:
             continue
         if n in rejected:
-            fates.append(IntentFate(p.intent, "rejected", version, seconds, str(rejected[n])))
+            error = rejected[n]
+            fates.append(
+                IntentFate(p.intent, "rejected", version, seconds, str(error), error_kind(error))
+            )
         elif p.change.commit_id in ids:
             fates.append(IntentFate(p.intent, "applied", version, seconds))
     return fates
+
+
+#: The typed errors a rejection's fate records (rule 11), by kind, with the fields each
+#: is made with: a kind not here (or a fate without one) is a plain CommitConflictError.
+FATE_ERRORS: dict[str, tuple[type[CommitConflictError], tuple[str, ...]]] = {
+    "SchemaMismatchError": (SchemaMismatchError, ()),
+    "PartitionByMismatchError": (PartitionByMismatchError, ()),
+    "CommitIdReusedError": (
+        CommitIdReusedError,
+        ("version", "recorded_dataset", "recorded_operation"),
+    ),
+    "StaleFenceError": (StaleFenceError, ("name", "token", "current")),
+    "FileAlreadyRegisteredError": (FileAlreadyRegisteredError, ("keys",)),
+}
+
+
+def error_kind(error: CommitConflictError) -> dict[str, Any] | None:
+    """Rule 11: what a rejection's fate records of its typed error: its ``kind`` and the
+    fields it is made with (``None``: a plain conflict, told by its reason alone)."""
+    known = FATE_ERRORS.get(type(error).__name__)
+    if known is None or not isinstance(error, known[0]):
+        return None
+    fields: dict[str, Any] = {"kind": type(error).__name__}
+    for name in known[1]:
+        value = getattr(error, name)
+        fields[name] = list(value) if isinstance(value, tuple | list) else value
+    return fields
+
+
+def fate_error(fate: IntentFate, change: Change) -> CommitConflictError:
+    """Rule 11: the error the writer of an intent another process decided raises: the
+    typed error the deciding process recorded (a stale fence is ``StaleFenceError`` with its
+    fields wherever it was found stale), or, for a fate that records none (expired,
+    cancelled, a plain conflict), ``CommitConflictError`` with the fate's reason."""
+    message = f"the commit's intent was {fate.state}: {fate.reason}"
+    where = {"dataset": change.dataset, "commit_id": change.commit_id}
+    recorded = fate.error
+    known = FATE_ERRORS.get(str(recorded.get("kind"))) if recorded is not None else None
+    if recorded is None or known is None or fate.state != "rejected":
+        return CommitConflictError(message, **where)
+    kind, names = known
+    try:
+        fields = {
+            name: tuple(v) if isinstance(v := recorded[name], list) else v for name in names
+        }
+        return kind(message, **fields, **where)
+    except (KeyError, TypeError):  # a record this version cannot make the error from
+        return CommitConflictError(message, **where)
 
 
 def above_watermark(listed: Iterable[ListedObject], watermark: str) -> list[ListedObject]:

@@ -26,11 +26,13 @@ from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     CommitConflictError,
     CommitIdReusedError,
+    CommitStateUnknownError,
+    RetryBudgetExhaustedError,
     SchemaMismatchError,
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY, no_sleep, wait_until
 from tests._support.files import datafile
 
 ROOT = "metastore/dataset_registry.json"
@@ -262,3 +264,93 @@ def test_typed_fates_switched_off_lose_the_stale_fence(
         store, add=[datafile("sales", "", "zombie")], fence=("lease:etl", 4)
     )
     assert not isinstance(error, StaleFenceError)
+
+
+# -- a swap that may still land is never a definite failure ----------------------------------
+
+
+#: A client whose request times out after half a second and is sent once more by the SDK:
+#: a root PUT held at the server (a write in progress) outlives its first try, and the
+#: retry meets it in flight.
+IMPATIENT = {"read_timeout": 0.5, "retries": {"mode": "standard", "total_max_attempts": 2}}
+
+
+def impatient_lake(s3: S3Endpoint, bucket: str) -> Lake:
+    """A lake whose commits give up after three attempts, on an impatient client."""
+    client = s3.client(**IMPATIENT)
+    return Lake(bucket, s3=client, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+
+
+def while_its_first_swap_is_in_flight(s3: S3Endpoint, commit: Any) -> Any:
+    """Runs ``commit`` while its first root PUT is held at the endpoint holding the root's
+    key: as on AWS, a conditional write meeting it answers 409 ConditionalRequestConflict
+    (the SDK's retry of the timed-out PUT, and every later attempt's). Once ``commit`` has
+    returned or raised, the held PUT goes on and lands. Returns the outcome."""
+    s3.configure(concurrent_conflicts=True)
+    s3.inject("hold", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(commit)
+        try:
+            outcome: Any = running.result(timeout=60)
+        except Exception as error:  # noqa: BLE001 - the outcome under test
+            outcome = error
+    assert s3.stalled() == 1
+    s3.release_stalls()
+    wait_until(lambda: s3.stalled() == 0)
+    s3.configure()
+    return outcome
+
+
+def two_datasets(lake: Lake) -> Any:
+    lake.append("other", table([0]))
+    return the_lakes_first_commit(lake)
+
+
+def the_lakes_first_commit(lake: Lake) -> Any:
+    """Two datasets, in the commit that creates the registry (a create-only PUT)."""
+    files_a = lake.write("alpha", table([1]))
+    files_b = lake.write("beta", table([2]))
+    changes = [
+        Change("alpha", "both", add=tuple(files_a), operation="append"),
+        Change("beta", "both", add=tuple(files_b), operation="append"),
+    ]
+    return lambda: lake.registry.commit_changes(changes)
+
+
+def a_restore(lake: Lake) -> Any:
+    lake.append("alpha", table([1]))
+    lake.append("alpha", table([2]))
+    return lambda: lake.restore("alpha", version=1)
+
+
+@pytest.mark.parametrize("kind", [two_datasets, a_restore, the_lakes_first_commit])
+def test_a_swap_still_in_flight_is_an_unknown_outcome_not_a_failure(
+    s3: S3Endpoint, bucket: str, kind: Any
+) -> None:
+    """A commit spanning datasets, or a restore (neither writes an intent to cancel), or the
+    commit that creates the registry, whose root PUT is still in flight at the server after the client's timeout: the SDK's retry,
+    and every later attempt, is answered 409. Before, 409 after a retry counted as "not
+    applied", the budget ran out and the caller heard ``RetryBudgetExhaustedError`` — then
+    the first PUT landed and the commit was in the registry. Now the caller hears
+    ``CommitStateUnknownError`` (look its id up), and a definite failure never lands."""
+    lake = impatient_lake(s3, bucket)
+    commit = kind(lake)
+    before = lake.registry.read().version
+    outcome = while_its_first_swap_is_in_flight(s3, commit)
+    landed = lake.registry.read().version > before
+    assert landed  # the held PUT was the commit's first swap: it lands once let go
+    assert isinstance(outcome, CommitStateUnknownError), repr(outcome)
+
+
+def test_a_swap_proven_absent_only_once_the_root_moved_past_it_switched_off(
+    s3: S3Endpoint, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_decide.swap_may_land`` switched off (a root read that does not show the lost swap
+    proves it absent, though the root has not moved past the version it was based on): the
+    caller hears a definite failure, and the commit lands afterwards."""
+    monkeypatch.setattr(_decide, "swap_may_land", lambda *_, **__: False)
+    lake = impatient_lake(s3, bucket)
+    commit = two_datasets(lake)
+    outcome = while_its_first_swap_is_in_flight(s3, commit)
+    assert isinstance(outcome, RetryBudgetExhaustedError), repr(outcome)
+    assert "beta" in lake.registry.read().datasets

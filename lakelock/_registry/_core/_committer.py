@@ -239,7 +239,9 @@ class Committer:
                     p.fail(
                         CommitStateUnknownError(
                             f"commit outcome unknown after {state.attempts} attempts: the "
-                            "registry could not be re-read to settle it",
+                            "answer to a swap of it was lost, and no read of the registry "
+                            "since could settle it (the swap may still land: look its commit "
+                            "id up)",
                             dataset=p.change.dataset,
                             commit_id=p.change.commit_id,
                         )
@@ -527,6 +529,8 @@ class Committer:
         state.pending = [p for p in state.pending if not p.finished]
         if state.unknown_base is None or not state.pending:
             return
+        if _decide.swap_may_land(doc, state.unknown_base):
+            return  # not proven absent: our next swap (on this root) or its move decides
         beyond = _decide.past_the_window(doc, state.unknown_base + 1)
         if beyond and doc.format_version > 1:
             # Past the root's window: each dataset's commit-id index is durable.
@@ -846,6 +850,11 @@ class Committer:
             raise Redrive from error
         except (ConflictError, ThrottledError) as error:
             state.retries += 1
+            if etag is None:
+                # Creating the root: the store resolves a retried compare-and-swap that met
+                # a write in flight (it may be ours: OutcomeUnknownError), but leaves a
+                # create to its own retries, which the root's store does not make.
+                state.unknown_base = doc.version
             raise Retry from error
         except OutcomeUnknownError as error:
             state.retries += 1
@@ -865,7 +874,10 @@ class Committer:
         and those it rejected fail, their fates recorded."""
         for p in state.pending:
             if p.rejected is not None:
-                p.fail(p.rejected)
+                # Refused without a swap (nothing to record: no intent), while an earlier
+                # swap of it may still land (rule 12): its outcome is unknown.
+                late = version is None and state.unknown_base is not None
+                p.fail(for_commit(p.rejected, p.change, state.unknown_base if late else None))
             elif version is not None:
                 self._end(_decide.Settled(p, version=version, already=p.twin), state)
         state.pending = []

@@ -79,6 +79,7 @@ __all__ = [
     "restore_refused",
     "restore_too_late",
     "settle",
+    "swap_may_land",
 ]
 
 
@@ -133,6 +134,18 @@ def settle(
                 ours = passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
+
+
+def swap_may_land(doc: RegistryDoc, base: int) -> bool:
+    """Rule 12: whether a swap of ours whose outcome is unknown, based on version ``base``
+    (``If-Match`` that root's ETag), may still land, seen from ``doc``, a root read since
+    that does not show it. While the root is still at ``base`` the swap may be in flight at
+    the server (a request timed out at the client is not cancelled at S3, and AWS answers
+    409 to the retries that meet it) and land later: the commit is not proven absent, and a
+    caller who gives up now hears that its outcome is unknown. Once the root moved past
+    ``base``, the swap can never land (its condition no longer holds), and what the root
+    records (the window, the commit-id indexes) proves it applied or absent."""
+    return doc.version <= base
 
 
 def past_the_window(doc: RegistryDoc, version: int) -> bool:

@@ -27,6 +27,7 @@ from lakelock.errors import (
     CommitConflictError,
     CommitIdReusedError,
     CommitStateUnknownError,
+    FileAlreadyRegisteredError,
     RetryBudgetExhaustedError,
     SchemaMismatchError,
     StaleFenceError,
@@ -354,3 +355,53 @@ def test_a_swap_proven_absent_only_once_the_root_moved_past_it_switched_off(
     outcome = while_its_first_swap_is_in_flight(s3, commit)
     assert isinstance(outcome, RetryBudgetExhaustedError), repr(outcome)
     assert "beta" in lake.registry.read().datasets
+
+
+# -- a data file is live in a dataset at most once -------------------------------------------
+
+
+def test_registering_files_again_after_an_unknown_outcome_does_not_double_their_rows(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """``registry.commit(add=files)`` without a commit id whose outcome is unknown (its swap
+    held at the server past the client's timeout, its cancellation refused as well), then
+    landed; the caller retries it. Before, the files were registered twice and ``[1, 2, 3,
+    4]`` read ``[1, 1, 2, 2, 3, 3, 4, 4]``. Now the retry is ``FileAlreadyRegisteredError``
+    naming the files, and each row reads once."""
+    lake = impatient_lake(s3, bucket)
+    lake.append("c", table([0]))
+    files = lake.write("c", table([1, 2, 3, 4]))
+    outcome = while_its_first_swap_is_in_flight(s3, lambda: lake.registry.commit("c", add=files))
+    assert isinstance(outcome, CommitStateUnknownError), repr(outcome)
+    assert ids(lake, "c") == [0, 1, 2, 3, 4]  # it landed
+    with pytest.raises(FileAlreadyRegisteredError) as info:
+        lake.registry.commit("c", add=files)
+    assert info.value.keys == tuple(sorted(f.key for f in files))
+    assert ids(lake, "c") == [0, 1, 2, 3, 4]
+
+
+def test_files_registered_by_another_process_meanwhile_are_refused_in_its_fold(
+    store: ObjectStore,
+) -> None:
+    """Two processes register the same file, one after the other's intent is out: the fold
+    that applies the first refuses the second (in the same batch, or later), and the second
+    caller hears ``FileAlreadyRegisteredError`` from that process's decision."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    twice = datafile("sales", "", "twice")
+    registry(store).commit("sales", add=[twice])
+    error = folded_by_another_process(store, add=[twice, datafile("sales", "", "new")])
+    assert isinstance(error, FileAlreadyRegisteredError), repr(error)
+    assert error.keys == (twice.key,)
+    assert [f.name for f in registry(store).files("sales")] == ["a", "theirs", "twice"]
+
+
+def test_a_file_once_switched_off_doubles_rows(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_decide.registered_twice`` switched off: the same files committed twice without a
+    commit id are live twice, and each of their rows reads twice — what the rule prevents."""
+    monkeypatch.setattr(_decide, "registered_twice", lambda *_, **__: None)
+    files = lake.write("c", table([1, 2]))
+    lake.registry.commit("c", add=files)
+    lake.registry.commit("c", add=files)
+    assert ids(lake, "c") == [1, 1, 2, 2]

@@ -74,6 +74,7 @@ __all__ = [
     "judge_listed",
     "past_the_window",
     "recorded_version",
+    "registered_twice",
     "reused_in_batch",
     "restore_lead",
     "restore_refused",
@@ -301,6 +302,9 @@ def applied_batch(
             continue
         try:
             for change in p.changes:
+                twice = registered_twice(candidate, change, objects)
+                if twice is not None:
+                    raise twice
                 needed, most = manifests_needed(candidate, change), MAX_MANIFESTS_PER_PARTITION
                 if needed and not objects.has_all(needed):
                     # Consolidating would read manifests we do not hold: only a partition
@@ -338,6 +342,48 @@ def applied_batch(
     if missing:
         raise Missing(tuple(missing))
     return current, applied, rejected
+
+
+def registered_twice(
+    doc: RegistryDoc, change: Change, objects: Objects
+) -> FileAlreadyRegisteredError | None:
+    """Rule 13: a data file (its key: keys are write-once) is live in a dataset at most
+    once. ``change`` adds files that existed before it (``existing_files``: a
+    ``registry.commit``, perhaps retried without a commit id after an unknown outcome whose
+    first attempt landed): the error refusing it if one of them is live in ``doc`` already
+    — whether an earlier version or an earlier commit of this batch registered it. Reads
+    the manifests of the partitions the files join (:class:`Missing` until cached)."""
+    state = doc.datasets.get(change.dataset)
+    if not change.existing_files or not change.add or state is None:
+        return None
+    wanted: dict[str, set[str]] = {}
+    for f in change.add:
+        wanted.setdefault(f.partition_path, set()).add(f.key)
+    refs = {
+        path: partition.manifests
+        for path in wanted
+        if (partition := state.partitions.get(path)) is not None
+    }
+    manifests = objects.manifests(ref.key for held in refs.values() for ref in held)
+    live = sorted(
+        f.key
+        for path, held in refs.items()
+        for ref in held
+        for f in manifests[ref.key].files_of(path)
+        if f.key in wanted[path]
+    )
+    if not live:
+        return None
+    shown = ", ".join(repr(k) for k in live[:3]) + (" ..." if len(live) > 3 else "")
+    return FileAlreadyRegisteredError(
+        f"{len(live)} of the files this commit adds {'is' if len(live) == 1 else 'are'} "
+        f"registered in dataset {change.dataset!r} already ({shown}): a file is registered "
+        "once (an earlier commit of these files landed? give commits a commit_id to make a "
+        "retry report it); nothing was committed",
+        keys=tuple(live),
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
 
 
 def reused_in_batch(

@@ -125,7 +125,7 @@ def two_commits_in_one_batch(s3: S3Endpoint, lake: Lake, *commits: Any) -> list[
         for f in futures:
             try:
                 outcomes.append(f.result(timeout=60))
-            except Exception as error:  # noqa: BLE001 - the outcome under test
+            except Exception as error:
                 outcomes.append(error)
     return outcomes
 
@@ -195,9 +195,7 @@ def folded_by_another_process(store: ObjectStore, **commit: Any) -> BaseExceptio
         if not folded:
             folded.append(other.commit("sales", add=[datafile("sales", "", "theirs")]).version)
 
-    ours = registry(
-        store, group_commit=False, retry=RetryPolicy(max_attempts=50, sleep=meanwhile)
-    )
+    ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=50, sleep=meanwhile))
     ours.read()
     ours.hints.contended_until = float("inf")
     with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is checked
@@ -293,7 +291,7 @@ def while_its_first_swap_is_in_flight(s3: S3Endpoint, commit: Any) -> Any:
         running = pool.submit(commit)
         try:
             outcome: Any = running.result(timeout=60)
-        except Exception as error:  # noqa: BLE001 - the outcome under test
+        except Exception as error:
             outcome = error
     assert s3.stalled() == 1
     s3.release_stalls()
@@ -329,11 +327,12 @@ def test_a_swap_still_in_flight_is_an_unknown_outcome_not_a_failure(
     s3: S3Endpoint, bucket: str, kind: Any
 ) -> None:
     """A commit spanning datasets, or a restore (neither writes an intent to cancel), or the
-    commit that creates the registry, whose root PUT is still in flight at the server after the client's timeout: the SDK's retry,
-    and every later attempt, is answered 409. Before, 409 after a retry counted as "not
-    applied", the budget ran out and the caller heard ``RetryBudgetExhaustedError`` — then
-    the first PUT landed and the commit was in the registry. Now the caller hears
-    ``CommitStateUnknownError`` (look its id up), and a definite failure never lands."""
+    commit that creates the registry, whose root PUT is still in flight at the server after
+    the client's timeout: the SDK's retry, and every later attempt, is answered 409. Before,
+    409 after a retry counted as "not applied", the budget ran out and the caller heard
+    ``RetryBudgetExhaustedError`` — then the first PUT landed and the commit was in the
+    registry. Now the caller hears ``CommitStateUnknownError`` (look its id up), and a
+    definite failure never lands."""
     lake = impatient_lake(s3, bucket)
     commit = kind(lake)
     before = lake.registry.read().version
@@ -395,9 +394,7 @@ def test_files_registered_by_another_process_meanwhile_are_refused_in_its_fold(
     assert [f.name for f in registry(store).files("sales")] == ["a", "theirs", "twice"]
 
 
-def test_a_file_once_switched_off_doubles_rows(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_file_once_switched_off_doubles_rows(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     """``_decide.registered_twice`` switched off: the same files committed twice without a
     commit id are live twice, and each of their rows reads twice — what the rule prevents."""
     monkeypatch.setattr(_decide, "registered_twice", lambda *_, **__: None)

@@ -30,6 +30,12 @@ The rules:
 9. **A restore lands within the retention** (:func:`restore_too_late`): the version a
    restore makes current again is kept by vacuum only until it leaves the retention; the
    restore is applied only while that is more than a margin away.
+10. **One commit id, one change, within a batch too** (:func:`reused_in_batch`): a second
+    commit of an id the batch applies is the same change (settled with it) or refused.
+11. **The typed error travels in the fate** (:func:`error_kind`, :func:`fate_error`).
+12. **A swap that may still land is not a failure** (:func:`swap_may_land`): after a lost
+    answer, only a root that moved past the swap's base proves the commit absent.
+13. **A data file is registered at most once** (:func:`registered_twice`).
 """
 
 from __future__ import annotations
@@ -75,10 +81,10 @@ __all__ = [
     "past_the_window",
     "recorded_version",
     "registered_twice",
-    "reused_in_batch",
     "restore_lead",
     "restore_refused",
     "restore_too_late",
+    "reused_in_batch",
     "settle",
     "swap_may_land",
 ]
@@ -485,19 +491,19 @@ def fate_error(fate: IntentFate, change: Change) -> CommitConflictError:
     fields wherever it was found stale), or, for a fate that records none (expired,
     cancelled, a plain conflict), ``CommitConflictError`` with the fate's reason."""
     message = f"the commit's intent was {fate.state}: {fate.reason}"
-    where = {"dataset": change.dataset, "commit_id": change.commit_id}
+    plain = CommitConflictError(message, dataset=change.dataset, commit_id=change.commit_id)
     recorded = fate.error
     known = FATE_ERRORS.get(str(recorded.get("kind"))) if recorded is not None else None
     if recorded is None or known is None or fate.state != "rejected":
-        return CommitConflictError(message, **where)
-    kind, names = known
+        return plain
+    make: Callable[..., CommitConflictError] = known[0]
     try:
-        fields = {
-            name: tuple(v) if isinstance(v := recorded[name], list) else v for name in names
+        fields: dict[str, Any] = {
+            name: tuple(v) if isinstance(v := recorded[name], list) else v for name in known[1]
         }
-        return kind(message, **fields, **where)
+        return make(message, dataset=change.dataset, commit_id=change.commit_id, **fields)
     except (KeyError, TypeError):  # a record this version cannot make the error from
-        return CommitConflictError(message, **where)
+        return plain
 
 
 def above_watermark(listed: Iterable[ListedObject], watermark: str) -> list[ListedObject]:

@@ -51,7 +51,7 @@ def test_uncontended_commit_chains_from_its_own_write(s3: S3Endpoint, store: Obj
     and the dataset's current snapshot first, and lists pending intents of other processes
     once. (Files just written, as ``Lake.append`` commits them; ``Registry.commit`` of files
     written earlier also reads the manifests of the partitions they join, which it does not
-    hold: docs/FORMAT.md rule 13.)"""
+    hold: docs/FORMAT.md rule 14.)"""
     reg = registry(store)
     append(reg, "sales", datafile("sales", "", "a"))
     store.stats.reset()

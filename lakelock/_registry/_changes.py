@@ -145,7 +145,7 @@ class Change:
     # retention), after which vacuum may delete what it references (FORMAT.md rule 9).
     restore_until: float | None = None
     # The added files existed before this commit (``registry.commit`` of files written
-    # earlier): one already live in the dataset is refused (FORMAT.md rule 13), which reads
+    # earlier): one already live in the dataset is refused (FORMAT.md rule 14), which reads
     # the manifests of the partitions they join. lakelock's own operations add files they
     # have just created by create-only PUTs, which cannot be live, and skip those reads.
     existing_files: bool = False
@@ -227,7 +227,7 @@ def manifests_needed(
     paths = {partition_of_key(change.dataset, key) for key in change.remove}
     paths.update(removed_partitions(dataset.partitions, change, len(dataset.partition_by)))
     if change.existing_files:
-        paths.update(change.added_manifests)  # the files they hold: rule 13
+        paths.update(change.added_manifests)  # the files they hold: rule 14
     for path in change.added_manifests:
         partition = dataset.partitions.get(path)
         if partition is not None and len(partition.manifests) + 1 > max_manifests:

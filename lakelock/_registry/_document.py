@@ -234,7 +234,7 @@ class IntentFate:
     at: float
     reason: str = ""
     #: A rejection's typed error: its ``kind`` (the class's name) and its fields, so the
-    #: intent's writer in another process raises that error (FORMAT.md rule 11).
+    #: intent's writer in another process raises that error (FORMAT.md rule 12).
     error: Mapping[str, Any] | None = None
 
     @cached_property

@@ -24,6 +24,6 @@ def datafile(dataset: str, partition: str, name: str, records: int = 10) -> Data
 def append(reg: Registry, dataset: str, *files: DataFile) -> CommitResult:
     """``files`` committed as ``Lake.append`` commits the files it has just created: no
     commit can have registered them yet, so nothing is read to check that none did, as
-    ``Registry.commit`` of files written earlier does (docs/FORMAT.md rule 13)."""
+    ``Registry.commit`` of files written earlier does (docs/FORMAT.md rule 14)."""
     change = Change(dataset, new_commit_id(), add=files, operation="append", generated_id=True)
     return reg.commit_changes([change], explicit_id=False)

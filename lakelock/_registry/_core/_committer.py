@@ -875,7 +875,7 @@ class Committer:
         for p in state.pending:
             if p.rejected is not None:
                 # Refused without a swap (nothing to record: no intent), while an earlier
-                # swap of it may still land (rule 12): its outcome is unknown.
+                # swap of it may still land (rule 13): its outcome is unknown.
                 late = version is None and state.unknown_base is not None
                 p.fail(for_commit(p.rejected, p.change, state.unknown_base if late else None))
             elif version is not None:

@@ -30,12 +30,12 @@ The rules:
 9. **A restore lands within the retention** (:func:`restore_too_late`): the version a
    restore makes current again is kept by vacuum only until it leaves the retention; the
    restore is applied only while that is more than a margin away.
-10. **One commit id, one change, within a batch too** (:func:`reused_in_batch`): a second
+11. **One commit id, one change, within a batch too** (:func:`reused_in_batch`): a second
     commit of an id the batch applies is the same change (settled with it) or refused.
-11. **The typed error travels in the fate** (:func:`error_kind`, :func:`fate_error`).
-12. **A swap that may still land is not a failure** (:func:`swap_may_land`): after a lost
+12. **The typed error travels in the fate** (:func:`error_kind`, :func:`fate_error`).
+13. **A swap that may still land is not a failure** (:func:`swap_may_land`): after a lost
     answer, only a root that moved past the swap's base proves the commit absent.
-13. **A data file is registered at most once** (:func:`registered_twice`).
+14. **A data file is registered at most once** (:func:`registered_twice`).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def settle(
 
 
 def swap_may_land(doc: RegistryDoc, base: int) -> bool:
-    """Rule 12: whether a swap of ours whose outcome is unknown, based on version ``base``
+    """Rule 13: whether a swap of ours whose outcome is unknown, based on version ``base``
     (``If-Match`` that root's ETag), may still land, seen from ``doc``, a root read since
     that does not show it. While the root is still at ``base`` the swap may be in flight at
     the server (a request timed out at the client is not cancelled at S3, and AWS answers
@@ -293,7 +293,7 @@ def applied_batch(
         twin = seen.get(p.change.commit_id)
         if twin is not None:
             # An id a commit of this batch applied already: the very same change is settled
-            # with it (applied once); another change under that id is refused (rule 10).
+            # with it (applied once); another change under that id is refused (rule 11).
             reused = reused_in_batch(twin, p.changes, version=doc.version + 1)
             if reused is not None:
                 rejected[n] = reused
@@ -353,7 +353,7 @@ def applied_batch(
 def registered_twice(
     doc: RegistryDoc, change: Change, objects: Objects
 ) -> FileAlreadyRegisteredError | None:
-    """Rule 13: a data file (its key: keys are write-once) is live in a dataset at most
+    """Rule 14: a data file (its key: keys are write-once) is live in a dataset at most
     once. ``change`` adds files that existed before it (``existing_files``: a
     ``registry.commit``, perhaps retried without a commit id after an unknown outcome whose
     first attempt landed): the error refusing it if one of them is live in ``doc`` already
@@ -395,7 +395,7 @@ def registered_twice(
 def reused_in_batch(
     twin: Sequence[Change], changes: Sequence[Change], *, version: int
 ) -> CommitIdReusedError | None:
-    """Rule 10: whether ``changes``, whose commit id an earlier commit of the same batch
+    """Rule 11: whether ``changes``, whose commit id an earlier commit of the same batch
     (``twin``) applies at ``version``, is another change under that id (the error to
     refuse it with), or the very same change (``None``: it is settled with its twin,
     ``already_committed``). The same change is the same datasets, and for each the same
@@ -458,7 +458,7 @@ def fates_of(
     return fates
 
 
-#: The typed errors a rejection's fate records (rule 11), by kind, with the fields each
+#: The typed errors a rejection's fate records (rule 12), by kind, with the fields each
 #: is made with: a kind not here (or a fate without one) is a plain CommitConflictError.
 FATE_ERRORS: dict[str, tuple[type[CommitConflictError], tuple[str, ...]]] = {
     "SchemaMismatchError": (SchemaMismatchError, ()),
@@ -473,7 +473,7 @@ FATE_ERRORS: dict[str, tuple[type[CommitConflictError], tuple[str, ...]]] = {
 
 
 def error_kind(error: CommitConflictError) -> dict[str, Any] | None:
-    """Rule 11: what a rejection's fate records of its typed error: its ``kind`` and the
+    """Rule 12: what a rejection's fate records of its typed error: its ``kind`` and the
     fields it is made with (``None``: a plain conflict, told by its reason alone)."""
     known = FATE_ERRORS.get(type(error).__name__)
     if known is None or not isinstance(error, known[0]):
@@ -486,7 +486,7 @@ def error_kind(error: CommitConflictError) -> dict[str, Any] | None:
 
 
 def fate_error(fate: IntentFate, change: Change) -> CommitConflictError:
-    """Rule 11: the error the writer of an intent another process decided raises: the
+    """Rule 12: the error the writer of an intent another process decided raises: the
     typed error the deciding process recorded (a stale fence is ``StaleFenceError`` with its
     fields wherever it was found stale), or, for a fate that records none (expired,
     cancelled, a plain conflict), ``CommitConflictError`` with the fate's reason."""

@@ -22,7 +22,7 @@ from lakelock._registry._changes import Change
 from lakelock._registry._core import _decide
 from lakelock._registry._intents import intent_document
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, _resolve
 from lakelock.errors import (
     CommitConflictError,
     CommitIdReusedError,
@@ -342,13 +342,16 @@ def test_a_swap_still_in_flight_is_an_unknown_outcome_not_a_failure(
     assert isinstance(outcome, CommitStateUnknownError), repr(outcome)
 
 
-def test_a_swap_proven_absent_only_once_the_root_moved_past_it_switched_off(
-    s3: S3Endpoint, bucket: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("rule", [(_decide, "swap_may_land"), (_resolve, "may_still_land")])
+def test_a_swap_that_may_still_land_switched_off_is_a_failure_that_lands(
+    s3: S3Endpoint, bucket: str, monkeypatch: pytest.MonkeyPatch, rule: tuple[Any, str]
 ) -> None:
-    """``_decide.swap_may_land`` switched off (a root read that does not show the lost swap
-    proves it absent, though the root has not moved past the version it was based on): the
-    caller hears a definite failure, and the commit lands afterwards."""
-    monkeypatch.setattr(_decide, "swap_may_land", lambda *_, **__: False)
+    """Either half of rule 13 switched off — ``_decide.swap_may_land`` (a root read that does
+    not show the lost swap proves it absent, though the root has not moved past the version
+    it was based on) or ``_resolve.may_still_land`` (a 409 to the SDK's retry of the root's
+    PUT is "not applied"): the caller hears a definite failure, and the commit lands
+    afterwards."""
+    monkeypatch.setattr(*rule, lambda *_, **__: False)
     lake = impatient_lake(s3, bucket)
     commit = two_datasets(lake)
     outcome = while_its_first_swap_is_in_flight(s3, commit)

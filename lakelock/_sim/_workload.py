@@ -559,6 +559,7 @@ class Workload:
             partition_by=PARTITION_BY,
             operation="commit",
             generated_id=not explicit,
+            existing_files=True,  # as registry.commit marks files written before it
             digest=commit_digest(
                 add=added,
                 remove=(),

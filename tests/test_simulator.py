@@ -1513,6 +1513,24 @@ def test_a_writer_does_not_apply_its_own_passed_over_intent_once_vacuum_may_take
     assert simulate(sweep_config(seed)).violations == []
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the driver's Now is the wall clock, so a forward step carries a folder's "
+    "estimate of the server's clock ahead (docs/SIMULATOR.md, What it found)",
+)
+def test_a_clock_step_forward_expires_intents_younger_than_the_ttl() -> None:
+    """Rule 4 under an NTP step: a folder's estimate of the server's clock is the ``Date``
+    of its last root read moved on by its own clock since; a step of its clock forward
+    (within the ``--skew`` bound) between the two must not make it reject an intent younger
+    than the TTL. Seed 204 of the sweep with clock steps on (two, within 10 s): a swap
+    rejects intents 0.02-0.05 s old as expired (TTL 2 s)."""
+    config = sweep_config(204)
+    stepped = dataclasses.replace(config, faults=dataclasses.replace(config.faults, steps=2))
+    assert stepped.faults.skew == 10.0
+    result = simulate(stepped)
+    assert not [v for v in result.violations if "as expired" in v], result.violations[:2]
+
+
 def test_too_old_to_apply_spares_intents_above_the_watermark() -> None:
     """Only a passed-over intent (at or below the watermark) is too old past half the TTL:
     vacuum keeps those above it however old."""

@@ -76,6 +76,7 @@ from lakelock._sim._workload import KINDS
 from lakelock.cli import main
 from lakelock.errors import (
     AlreadyExistsError,
+    CommitConflictError,
     ConflictError,
     NotFoundError,
     OutcomeUnknownError,
@@ -1424,6 +1425,60 @@ def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
     each was found by). With the rule in place the same seed holds (the sweep)."""
     name, broken = BREAKS[rule]
     monkeypatch.setattr(_decide, name, broken())
+    result = simulate(sweep_config(seed))
+    assert any(violation in v for v in result.violations), result.violations[:5]
+
+
+def _untyped(fate: Any, change: Change) -> CommitConflictError:
+    """A refusal another process decided, as the writer rebuilt it before: a plain conflict
+    made from the fate's reason."""
+    return CommitConflictError(fate.reason, dataset=change.dataset)
+
+
+#: The promises of docs/FORMAT.md rules 11-14, each switched back off: the decide module's
+#: function and what to put in its place.
+PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
+    # Rule 11: a second commit of an id a batch applies, another change, was settled with
+    # its twin (a re-run with other rows told it committed, its rows nowhere).
+    "reused_in_batch": ("reused_in_batch", lambda *_, **__: None),
+    # Rule 13: a swap whose answer was lost, not in the root read since, taken as absent
+    # (a commit told it gave up whose swap, still in flight at S3, lands).
+    "swap_may_land": ("swap_may_land", lambda *_, **__: False),
+    # Rule 14: a file registered again, live twice (its rows read twice).
+    "registered_twice": ("registered_twice", lambda *_, **__: None),
+    # Rule 12: the writer rebuilds a plain conflict from another process's fate.
+    "fate_error": ("fate_error", _untyped),
+}
+
+
+@pytest.mark.parametrize(
+    ("rule", "seed", "violation"),
+    [
+        # Seeds of 0-299 that catch it (their run clean with the rule): 0, 14, 117, 249, 259,
+        # 288, 289, 322, 328, 359, 437, 442, 474 (of 0-499).
+        ("reused_in_batch", 14, "acknowledged commit recorded [0] times"),
+        ("reused_in_batch", 259, "already committed commit recorded [0] times"),
+        # The quiet-lake seeds 97 and 241: a commit spanning two datasets gives up; its
+        # swap lands afterwards.
+        ("swap_may_land", 97, "refused commit is in the registry"),
+        ("registered_twice", 101, "lists 1 files twice"),
+        # A stale lease, a superseded lock grant, a schema that does not fit and a commit
+        # id naming another change, each refused by another process's fold.
+        ("fate_error", 76, "not StaleFenceError"),
+        ("fate_error", 95, "not StaleFenceError"),
+        ("fate_error", 68, "not SchemaMismatchError"),
+        ("fate_error", 8, "not CommitIdReusedError"),
+    ],
+)
+def test_a_promise_switched_off_is_caught_by_a_seed_of_the_sweep(
+    rule: str, seed: int, violation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The promises a review found broken (docs/FORMAT.md rules 11-14), each fix switched
+    back off: a seed of the default sweep catches it with the violation a user would have
+    met (an acknowledged commit whose rows are nowhere, a failure that lands, rows read
+    twice, an untyped refusal). With the fix the same seed holds (the sweep)."""
+    name, broken = PROMISES[rule]
+    monkeypatch.setattr(_decide, name, broken)
     result = simulate(sweep_config(seed))
     assert any(violation in v for v in result.violations), result.violations[:5]
 

@@ -1363,13 +1363,13 @@ def _expiry_without_the_ttl() -> Callable[..., Any]:
 
 
 def _watermark_lowered() -> Callable[..., Any]:
-    """Rule 5 without "never lower": each swap sets the watermark the swaps of the run set
-    30 swaps earlier (intents whose fates were pruned below it are listed again)."""
+    """Rule 5 without "never lower": each swap sets the watermark the run's swaps set ten
+    swaps earlier (intents whose fates were pruned below it are listed again)."""
     bound, made = _decide.bound_watermark, list[str]()
 
     def lowered(doc: Any, listed: Any, proposed: str) -> str:
         made.append(bound(doc, listed, proposed))
-        return made[-30] if len(made) > 30 else made[-1]
+        return made[-10] if len(made) > 10 else made[-1]
 
     return lowered
 
@@ -1399,13 +1399,17 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
 @pytest.mark.parametrize(
     ("rule", "seed", "violation"),
     [
+        # Seeds of 0-249 whose run has not this violation with the rule in place and has it
+        # without (the whole workload, 2026-11-29): settle nearly all; index 34, 53, 93,
+        # 112, 155, 189, 214, 219; prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
+        # cancel 23, 60, 68, 114, ...; bound_watermark 24, 34, 40, 66, 87, ....
         ("settle", 0, "refused commit is in the registry"),
         # A restarted writer's re-run of a commit its first run's intent had applied gives
-        # up, blind to the record (with other defaults: applied twice, seeds 207 and 264).
-        ("index", 494, "refused commit is in the registry"),
+        # up, blind to the record.
+        ("index", 34, "refused commit is in the registry"),
         # Its intent's fate gone, a later fold applies a commit again, or one refused.
         ("prune", 60, "refused commit is in the registry"),
-        ("fates", 34, "recorded [0] times"),
+        ("fates", 60, "recorded [0] times"),
         ("cancel", 60, "refused commit is in the registry"),
         ("judge_listed", 3, "as expired"),
         # Intents listed again whose fates were pruned: applied a second time (the index of

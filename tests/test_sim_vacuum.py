@@ -32,13 +32,13 @@ from lakelock.cli import main
 from lakelock.errors import UnsupportedError
 from tests.test_simulator import VACUUM_SEEDS, sweep_config
 
-#: Vacuum-running seeds of the default sweep that catch each rule switched off (searched
-#: over the 125 of 0-499: ``undecided`` caught by 38, 46, 67, 75, 94, ... (31 seeds);
-#: ``reachable`` by nearly every one: of 3-59, all but 3 and 6 since lone requests are
-#: hedged).
+#: Vacuum-running seeds of the default sweep that catch each rule switched off, clean with
+#: it (searched over the 62 of 0-249, the whole workload, 2026-11-29: ``undecided`` caught by
+#: 6, 22, 30, 35, 43, 67, ... (24 seeds), 150 and 166 of them clean with it; ``reachable``
+#: by nearly every one).
 CAUGHT = {
-    "undecided": ((38, 67), "had not decided"),
-    "reachable": ((11, 14), "a version retained then reaches it"),
+    "undecided": ((150, 166), "had not decided"),
+    "reachable": ((3, 19), "a version retained then reaches it"),
 }
 
 
@@ -140,11 +140,9 @@ def test_the_sweep_vacuums_in_a_quarter_of_its_runs_and_they_delete() -> None:
     configs = [sweep_config(seed) for seed in range(16)]
     assert [c.vacuums for c in configs] == [int(s % 8 in VACUUM_SEEDS) for s in range(16)]
     assert all(c.faults.skew == 0 for c in configs if c.vacuums)
-    results = {seed: simulate(sweep_config(seed)) for seed in (3, 6, 11, 14)}
+    results = {seed: simulate(sweep_config(seed)) for seed in (3, 19, 62, 86)}
     assert all(r.ok for r in results.values()), [r.violations[:3] for r in results.values()]
-    # Seed 6's one vacuum began before anything was a second old and took until the end
-    # (6 % faults: its walk waited out timeouts); the others deleted.
-    for seed in (3, 11, 14):
+    for seed in (3, 19, 62, 86):
         assert results[seed].metrics.vacuum_runs > 1
         assert results[seed].metrics.vacuum_deleted > 0
         assert any(run.deleted for run in results[seed].vacuum_runs)

@@ -28,6 +28,7 @@ from lakelock._names import (
     named_partition,
     parse_lake_url,
     validate_bucket_name,
+    validate_commit_id,
     validate_dataset_name,
     validate_lake_prefix,
 )
@@ -347,6 +348,8 @@ class Lake(TableOperations):
         move = PartitionMove(
             dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=rename
         )
+        if commit_id is not None:
+            validate_commit_id(commit_id)  # before the first copy
         read, write = lock_paths(move)
         held = self.lock(read=read, write=write, ttl=ttl, timeout=timeout).acquire()
         try:

@@ -60,6 +60,7 @@ from lakelock._names import (
     partition_columns,
     partition_path,
     partition_prefix,
+    validate_commit_id,
     validate_dataset_name,
 )
 from lakelock._registry import (
@@ -73,7 +74,7 @@ from lakelock._registry import (
 )
 from lakelock._registry._changes import check_fits, reused_commit_id
 from lakelock._registry._objects import dataset_for_checks
-from lakelock.errors import CommitConflictError, DatasetNotFoundError, InvalidNameError
+from lakelock.errors import DatasetNotFoundError, InvalidNameError, SchemaMismatchError
 
 if TYPE_CHECKING:
     from lakelock._registry import Registry
@@ -210,7 +211,7 @@ class TableOperations:
         files, commit them (and for an overwrite, remove the replaced partitions)."""
         dataset = validate_dataset_name(dataset)
         columns = partition_columns(partition_by)
-        schema = table_schema(table, columns)
+        schema = table_schema(table, columns, dataset)
         if operation == "append" and table.num_rows == 0:
             return CommitResult(
                 self.registry.read().version, commit_id or "", attempts=0, empty=True
@@ -409,7 +410,7 @@ def planned_change(
     added. Without a ``commit_id``, a fresh one of its own."""
     return Change(
         dataset=dataset,
-        commit_id=commit_id if commit_id is not None else new_commit_id(),
+        commit_id=validate_commit_id(commit_id) if commit_id is not None else new_commit_id(),
         schema=schema,
         partition_by=tuple(partition_by) if partition_by is not None else None,
         fence=Fence(*fence) if isinstance(fence, tuple) else fence,
@@ -451,7 +452,7 @@ def prepare_commit(
             dataset = dataset_for_checks(snapshot.datasets, change.dataset)
         try:
             check_fits(dataset, change)
-        except CommitConflictError:
+        except SchemaMismatchError:
             if fresh:
                 raise
             snapshot = registry.read()

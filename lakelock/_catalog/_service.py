@@ -47,6 +47,9 @@ class MirroredView(Protocol):
     @property
     def version(self) -> int: ...
 
+    @property
+    def written(self) -> int: ...
+
 
 @dataclass(frozen=True)
 class LoadedTable:
@@ -193,10 +196,12 @@ class LakeCatalog:
         except DatasetNotFoundError as error:  # dropped between the read and the mirror
             raise CatalogError.no_such_table(namespace, table) from error
         if self._log is not None:
-            self._log(
-                f"mirrored {table} to lakelock version {view.version} "
-                f"({self._clock() - started:.2f} s)"
+            done = (
+                f"mirrored {table} to lakelock version {view.version}"
+                if view.written
+                else f"view of {table} already current at lakelock version {view.version}"
             )
+            self._log(f"{done} ({self._clock() - started:.2f} s)")
         return view
 
     def _lock_for(self, table: str) -> threading.Lock:

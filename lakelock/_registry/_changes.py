@@ -52,6 +52,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import comparable
 from lakelock._fence import Fence
 from lakelock._layout import files_prefix
+from lakelock._names import clashing_names
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
@@ -625,6 +626,15 @@ def evolve_schema(
     """The dataset schema after a commit declaring ``new`` (see the module docstring)."""
     if new is None:
         return current, version
+    names = new.names if current is None else [*current.names, *_new_names(current, new)]
+    clash = clashing_names(names)
+    if clash is not None:  # binding: a dataset's column names are unique ignoring case
+        raise SchemaMismatchError(
+            f"schema does not fit dataset {change.dataset!r}: columns {clash[0]!r} and "
+            f"{clash[1]!r} are one name ignoring case (engines read names so)",
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
     if current is None:
         return new, version + 1
     problems = []
@@ -659,6 +669,10 @@ def evolve_schema(
             commit_id=change.commit_id,
         )
     return pa.schema([*current, *added], metadata=current.metadata), version + 1
+
+
+def _new_names(current: pa.Schema, new: pa.Schema) -> list[str]:
+    return [name for name in new.names if current.get_field_index(name) < 0]
 
 
 def seal(

@@ -19,7 +19,7 @@ import pyarrow as pa
 from lakelock._datafile import DataFile
 from lakelock._digest import commit_digest
 from lakelock._layout import files_prefix
-from lakelock._names import validate_dataset_name, validate_partition_path
+from lakelock._names import validate_commit_id, validate_dataset_name, validate_partition_path
 from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._changes import Change, Fence
 from lakelock._registry._commit import CommitQueue
@@ -53,6 +53,7 @@ from lakelock._s3 import ObjectStore, PutResult
 from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
+    InvalidArgumentError,
     NotFoundError,
     OutcomeUnknownError,
     RegistryCorruptError,
@@ -110,6 +111,21 @@ class RegistrySnapshot:
             doc.retired,
             doc.lock_fences,
             doc.format_version,
+        )
+
+
+def _check_when(version: object, as_of: object) -> None:
+    """Refuse, before any request, a ``version`` that is not an int (``True`` is not version
+    1) and an ``as_of`` that is not a number of seconds or a datetime."""
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise InvalidArgumentError(
+            version, f"a version is an int, not {type(version).__name__}"
+        )
+    if as_of is not None and (
+        isinstance(as_of, bool) or not isinstance(as_of, int | float | datetime)
+    ):
+        raise InvalidArgumentError(
+            as_of, "as_of is server time: seconds since the epoch or an aware datetime"
         )
 
 
@@ -235,7 +251,9 @@ class Registry:
         partitions = tuple(dict.fromkeys(validate_partition_path(p) for p in remove_partitions))
         change = Change(
             dataset=dataset,
-            commit_id=commit_id if commit_id is not None else self._committer.new_commit_id(now),
+            commit_id=validate_commit_id(commit_id)
+            if commit_id is not None
+            else self._committer.new_commit_id(now),
             add=added,
             remove=removed,
             schema=schema,
@@ -324,6 +342,7 @@ class Registry:
         :class:`~lakelock.errors.SnapshotExpiredError`; one that does not exist
         :class:`~lakelock.errors.VersionNotFoundError`. Throttling and transport failures
         are retried within the registry's budget."""
+        _check_when(version, as_of)
         doc, etag = self._current()
         if version is None and as_of is None:
             return RegistrySnapshot.of(doc, etag)
@@ -436,6 +455,7 @@ class Registry:
         that leaves it too soon for a restore to land first is
         :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
         name = validate_dataset_name(name)
+        _check_when(version, as_of)
         doc, _ = self._current()
         snapshot = self._travel(doc, version=version, as_of=as_of)
         state = self.dataset(name, version=version, as_of=as_of, snapshot=snapshot)

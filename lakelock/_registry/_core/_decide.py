@@ -52,7 +52,12 @@ from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
-from lakelock.errors import CommitConflictError, CommitIdReusedError
+from lakelock.errors import (
+    CommitConflictError,
+    CommitError,
+    CommitIdReusedError,
+    SchemaMismatchError,
+)
 
 __all__ = [
     "Settled",
@@ -79,7 +84,7 @@ class Settled:
     pending: Pending
     version: int | None = None
     already: bool = False
-    error: CommitConflictError | None = None
+    error: CommitError | None = None
 
 
 def settle(
@@ -251,7 +256,7 @@ def applied_batch(
     seconds: float,
     nonces: Callable[[], str],
     restore_margin: float = 0.0,
-) -> tuple[RegistryDoc, list[tuple[Change, Applied]], dict[int, CommitConflictError]]:
+) -> tuple[RegistryDoc, list[tuple[Change, Applied]], dict[int, CommitError]]:
     """Every pending commit applied in turn, each validated alone against the document as
     the batch has changed it so far (all or nothing per commit); a restore too close to its
     version leaving the retention (rule 9, ``restore_margin``) is refused. Returns the
@@ -259,7 +264,7 @@ def applied_batch(
     commit whose manifests are not cached raises :class:`Missing` for all of them at once
     (after trying the rest), so one fetch serves the whole batch."""
     applied: list[tuple[Change, Applied]] = []
-    rejected: dict[int, CommitConflictError] = {}
+    rejected: dict[int, CommitError] = {}
     current = doc
     seen: set[str] = set()
     missing: list[str] = []
@@ -294,7 +299,7 @@ def applied_batch(
                 )
                 candidate = result.doc
                 results.append((change, result))
-        except CommitConflictError as error:
+        except (CommitConflictError, SchemaMismatchError) as error:  # refused: not applied
             # Without its traceback: it would hold this frame, and with it every document
             # the batch built, until the garbage collector found the cycle.
             rejected[n] = error.with_traceback(None)
@@ -318,7 +323,7 @@ def applied_batch(
 def fates_of(
     applied: Iterable[tuple[Change, Applied]],
     pending: Sequence[Pending],
-    rejected: dict[int, CommitConflictError],
+    rejected: dict[int, CommitError],
     version: int,
     seconds: float,
 ) -> list[IntentFate]:

@@ -120,14 +120,15 @@ class InvalidArgumentError(LakelockError, ValueError):
     """An argument was rejected before anything was sent or written: a duration, a filter,
     a size, a commit id, a version, partitions a dataset cannot have...
 
-    ``value`` is the offending input, ``reason`` says which rule it broke.
+    ``value`` is the offending input, ``reason`` says which rule it broke; ``what`` names the
+    argument in the message (``"invalid filter ..."``).
     """
 
-    #: How the message names what was refused.
+    #: How the message names what was refused, unless the raiser says.
     kind = "argument"
 
-    def __init__(self, value: object, reason: str) -> None:
-        super().__init__(f"invalid {self.kind} {shown(value)}: {reason}")
+    def __init__(self, value: object, reason: str, *, what: str | None = None) -> None:
+        super().__init__(f"invalid {what or self.kind} {shown(value)}: {reason}")
         self.value = value
         self.reason = reason
 

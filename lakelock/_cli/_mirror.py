@@ -88,9 +88,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     done = (
-        f"mirrored {written} version{'s' if written != 1 else ''}"
-        if written
-        else "already current"
+        f"mirrored {written} version{'s' if written != 1 else ''}" if written else "already current"
     )
     lines = [f"{args.dataset}: views at version {version} ({done})"]
     if iceberg is not None:

@@ -21,11 +21,11 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import recorded_schema
+from lakelock._names import clashing_names
 from lakelock._registry import Registry
 from lakelock._registry._objects import Objects, partition_from_entry
 from lakelock._registry._snapshot import DatasetEntry, Snapshot
 from lakelock._registry._tree import EMPTY, Node, tree_items
-from lakelock._names import clashing_names
 from lakelock.errors import (
     NotFoundError,
     RegistryCorruptError,

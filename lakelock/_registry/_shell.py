@@ -118,9 +118,7 @@ def _check_when(version: object, as_of: object) -> None:
     """Refuse, before any request, a ``version`` that is not an int (``True`` is not version
     1) and an ``as_of`` that is not a number of seconds or a datetime."""
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-        raise InvalidArgumentError(
-            version, f"a version is an int, not {type(version).__name__}"
-        )
+        raise InvalidArgumentError(version, f"a version is an int, not {type(version).__name__}")
     if as_of is not None and (
         isinstance(as_of, bool) or not isinstance(as_of, int | float | datetime)
     ):

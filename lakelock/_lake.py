@@ -15,7 +15,7 @@ from typing import Any, TypedDict, Unpack
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelock._client import s3_client
+from lakelock._client import DEFAULT_READ_TIMEOUT, s3_client
 from lakelock._connection import Connection
 from lakelock._datasets import Progress
 from lakelock._digest import change_digest
@@ -42,7 +42,7 @@ from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
-from lakelock.errors import DatasetNotFoundError, VersionNotFoundError
+from lakelock.errors import DatasetNotFoundError, InvalidArgumentError, VersionNotFoundError
 
 __all__ = ["Lake", "LakeConfig", "MoveOptions", "ScanOptions"]
 
@@ -118,6 +118,9 @@ class Lake(TableOperations):
     ``mirror`` (``("iceberg", "delta")`` or either) keeps those views of every dataset this
     Lake commits to current, in a background thread after each commit (never delaying or
     failing it: errors are logged; ``lake.auto_mirror.wait()`` waits for it).
+    ``read_timeout`` (a duration, default 30 s) bounds every read (GET, HEAD, LIST), its tries
+    included: past it, :class:`~lakelock.errors.ReadTimeoutError` (a client of your own keeps
+    its own per-try ``read_timeout``: :mod:`lakelock._s3._classify`).
 
     Writing (``write``, ``append``, ``overwrite``, ``delete``, ``compact``) is inherited from
     :class:`~lakelock._operations.TableOperations`.
@@ -135,12 +138,14 @@ class Lake(TableOperations):
         commit_window: int = 100,
         retention: float | timedelta | str = DEFAULT_RETENTION,
         mirror: Iterable[str] | None = None,
+        read_timeout: float | timedelta | str = DEFAULT_READ_TIMEOUT,
     ) -> None:
         bucket = validate_bucket_name(bucket)
         prefix = validate_lake_prefix(prefix)
+        read_seconds = _read_seconds(read_timeout)
         self.bucket = bucket
         self.prefix = prefix
-        self.client = s3 if s3 is not None else s3_client()
+        self.client = s3 if s3 is not None else s3_client(read_timeout=read_seconds)
         self.retry = retry or RetryPolicy()
         self.store = ObjectStore(
             self.client,
@@ -148,6 +153,7 @@ class Lake(TableOperations):
             prefix=prefix,
             retry=self.retry,
             multipart_threshold=multipart_threshold,
+            read_timeout=read_seconds,
         )
         options: dict[str, Any] = {
             "retry": self.retry,
@@ -175,6 +181,7 @@ class Lake(TableOperations):
         commit_window: int = 100,
         retention: float | timedelta | str = DEFAULT_RETENTION,
         mirror: Iterable[str] | None = None,
+        read_timeout: float | timedelta | str = DEFAULT_READ_TIMEOUT,
         **client_kwargs: Any,
     ) -> Lake:
         """``Lake.from_url("s3://bucket/prefix", endpoint_url=..., region_name=...)``: the
@@ -182,16 +189,18 @@ class Lake(TableOperations):
         ``boto3.client("s3", ...)``. The URL and bucket name are checked first
         (:class:`~lakelock.errors.InvalidNameError`)."""
         bucket, prefix = parse_lake_url(url)
+        read_seconds = _read_seconds(read_timeout)
         return cls(
             bucket,
             prefix=prefix,
-            s3=s3_client(**client_kwargs),
+            s3=s3_client(read_timeout=read_seconds, **client_kwargs),
             retry=retry,
             group_commit=group_commit,
             multipart_threshold=multipart_threshold,
             commit_window=commit_window,
             retention=retention,
             mirror=mirror,
+            read_timeout=read_seconds,
         )
 
     def __repr__(self) -> str:
@@ -441,3 +450,11 @@ class Lake(TableOperations):
             listing=listing,
             enforce_retention=enforce_retention,
         )
+
+
+def _read_seconds(read_timeout: float | timedelta | str) -> float:
+    """The read budget in seconds: a positive duration."""
+    seconds = duration_seconds(read_timeout, what="read_timeout")
+    if not seconds > 0:
+        raise InvalidArgumentError(read_timeout, "a positive duration", what="read_timeout")
+    return seconds

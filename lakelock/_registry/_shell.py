@@ -190,6 +190,7 @@ class Registry:
             prefix=store.prefix,
             multipart_threshold=root_multipart_threshold,
             retry=RetryPolicy(max_attempts=1, sleep=self.retry.sleep, clock=self.retry.clock),
+            read_timeout=store.read_timeout,
         )
         self.commit_window = commit_window
         self.intent_ttl = intent_ttl

@@ -774,6 +774,22 @@ def test_every_option_of_every_command_is_explained() -> None:
     assert unexplained == []
 
 
+def test_simulate_help_shows_every_default() -> None:
+    """``simulate --help`` says the default of every option that takes a value (and of the
+    store switch): a user sizing a lake sees what a run without the option simulates."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    simulate = commands["simulate"]
+    silent = [
+        action.option_strings[0]
+        for action in simulate._actions
+        if action.option_strings
+        and action.option_strings[0] not in ("-h", "--json", "--debug")
+        and "default" not in (action.help or "").lower()
+    ]
+    assert silent == []
+
+
 def test_main_returns_status_instead_of_exiting(capsys: pytest.CaptureFixture[str]) -> None:
     """``main(argv)`` returns the exit status (0 for --version) so it can be embedded."""
     assert main(["--version"]) == 0
@@ -785,9 +801,10 @@ def test_main_returns_status_instead_of_exiting(capsys: pytest.CaptureFixture[st
 
 @pytest.mark.usefixtures("loaded")
 def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake: Lake) -> None:
-    """``mirror`` writes both views (progress per format on stderr) and prints their URIs;
-    ``--json`` reports the same; a second run is current already; an unknown format is a
-    usage error."""
+    """``mirror`` writes both views (progress per format on stderr) and prints their URIs
+    and how many versions it wrote; ``--json`` reports the same; a second run says the views
+    were "already current" (it used to say it mirrored them); an unknown format is a usage
+    error."""
     pytest.importorskip("pyiceberg")
     pytest.importorskip("deltalake")
     url = lake.url
@@ -797,11 +814,14 @@ def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake:
     assert result.returncode == 0, result.stderr
     version = lake.registry.read().datasets["customer_profiles"].updated_version
     metadata = f"{url}views/customer_profiles/iceberg/metadata/{version:020d}.metadata.json"
-    assert result.stdout.splitlines() == [
-        f"customer_profiles: views at version {version}",
+    assert result.stdout.splitlines()[1:] == [
         f"  iceberg  {metadata}",
         f"  delta    {url}datasets/customer_profiles",
     ]
+    assert re.fullmatch(
+        rf"customer_profiles: views at version {version} \(mirrored \d+ versions\)",
+        result.stdout.splitlines()[0],
+    )
     assert "mirroring iceberg" in result.stderr
     assert "mirroring delta" in result.stderr
     again = lakelock(
@@ -819,9 +839,14 @@ def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake:
     assert orjson.loads(again.stdout) == {
         "dataset": "customer_profiles",
         "version": version,
+        "written": 0,
         "iceberg": None,
         "delta": f"{url}datasets/customer_profiles",
     }
+    current = lakelock("mirror", url, "--dataset", "customer_profiles", "--endpoint-url", s3.url)
+    assert current.stdout.splitlines()[0] == (
+        f"customer_profiles: views at version {version} (already current)"
+    )
     bad = lakelock(
         "mirror", url, "--dataset", "events", "--format", "hudi", "--endpoint-url", s3.url
     )

@@ -120,7 +120,10 @@ class Lake(TableOperations):
     failing it: errors are logged; ``lake.auto_mirror.wait()`` waits for it).
     ``read_timeout`` (a duration, default 30 s) bounds every read (GET, HEAD, LIST), its tries
     included: past it, :class:`~lakelock.errors.ReadTimeoutError` (a client of your own keeps
-    its own per-try ``read_timeout``: :mod:`lakelock._s3._classify`).
+    its own per-try ``read_timeout``: :mod:`lakelock._s3._classify`). ``lock_timeout`` (a
+    duration, default 0) is how long a commit waits for a write lock that another process
+    holds over what it writes (:meth:`lock`) before
+    :class:`~lakelock.errors.LockedError`.
 
     Writing (``write``, ``append``, ``overwrite``, ``delete``, ``compact``) is inherited from
     :class:`~lakelock._operations.TableOperations`.
@@ -139,6 +142,7 @@ class Lake(TableOperations):
         retention: float | timedelta | str = DEFAULT_RETENTION,
         mirror: Iterable[str] | None = None,
         read_timeout: float | timedelta | str = DEFAULT_READ_TIMEOUT,
+        lock_timeout: float | timedelta | str = 0.0,
     ) -> None:
         bucket = validate_bucket_name(bucket)
         prefix = validate_lake_prefix(prefix)
@@ -168,7 +172,8 @@ class Lake(TableOperations):
             registry = MirroringRegistry(self.store, mirror=check_formats(mirror), **options)
             self.registry = registry
             self.auto_mirror = registry.auto_mirror
-        self.locks = DistributedPathLock(self.store)
+        self.registry.lock_timeout = _lock_seconds(lock_timeout)
+        self.locks = DistributedPathLock(self.store, write_locks=self.registry)
 
     @classmethod
     def from_url(
@@ -182,6 +187,7 @@ class Lake(TableOperations):
         retention: float | timedelta | str = DEFAULT_RETENTION,
         mirror: Iterable[str] | None = None,
         read_timeout: float | timedelta | str = DEFAULT_READ_TIMEOUT,
+        lock_timeout: float | timedelta | str = 0.0,
         **client_kwargs: Any,
     ) -> Lake:
         """``Lake.from_url("s3://bucket/prefix", endpoint_url=..., region_name=...)``: the
@@ -201,6 +207,7 @@ class Lake(TableOperations):
             retention=retention,
             mirror=mirror,
             read_timeout=read_seconds,
+            lock_timeout=lock_timeout,
         )
 
     def __repr__(self) -> str:
@@ -392,7 +399,15 @@ class Lake(TableOperations):
         ``options`` (:class:`~lakelock._pathlock.LockOptions`: ``ttl``, ``timeout``,
         ``poll_interval``, ``margin``, ``heartbeat``, ``on_lost``) not given are those of
         :attr:`locks`, a :class:`~lakelock._pathlock.DistributedPathLock` with its defaults
-        (``ttl`` 30 s, no ``timeout``, ``heartbeat`` on, ``margin`` 1 s)."""
+        (``ttl`` 30 s, no ``timeout``, ``heartbeat`` on, ``margin`` 1 s).
+
+        What each mode excludes: a ``write`` path keeps out every other lock request in its
+        lineage (ancestors, itself, descendants) and every commit of anyone else that writes
+        there -- a plain ``append`` included: it is refused with
+        :class:`~lakelock.errors.LockedError` naming the holder, or waits up to the Lake's
+        ``lock_timeout`` -- until released (FORMAT.md, rule 11). A ``read`` path keeps out
+        only other lock requests that write in its lineage: commits made without a lock still
+        land there."""
         return self.locks.lock(read=read, write=write, **options)
 
     def lease(self, name: str, **options: Unpack[LeaseOptions]) -> Lease:
@@ -458,3 +473,8 @@ def _read_seconds(read_timeout: float | timedelta | str) -> float:
     if not seconds > 0:
         raise InvalidArgumentError(read_timeout, "a positive duration", what="read_timeout")
     return seconds
+
+
+def _lock_seconds(lock_timeout: float | timedelta | str) -> float:
+    """How long a commit waits for a write lock in force: a duration (0: not at all)."""
+    return duration_seconds(lock_timeout, what="lock_timeout")

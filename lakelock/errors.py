@@ -336,7 +336,8 @@ class PartitionByMismatchError(SchemaMismatchError):
 class LockedError(CommitConflictError):
     """A write lock that another process holds covers a path this commit changes: the commit
     waited ``timeout`` seconds (0: not at all) and the lock was still held. ``holder`` names
-    who holds it (host, pid, label, token), ``paths`` the locked paths it covers."""
+    who holds it (host, pid, label and grant token, or just the grant when the lock table
+    was not read), ``token`` is the grant's token, ``paths`` the write paths it locks."""
 
     def __init__(
         self,
@@ -344,12 +345,14 @@ class LockedError(CommitConflictError):
         *,
         holder: str,
         paths: tuple[str, ...],
+        token: int,
         timeout: float = 0.0,
         **fields: Unpack[_CommitFields],
     ) -> None:
         super().__init__(message, **fields)
         self.holder = holder
         self.paths = paths
+        self.token = token
         self.timeout = timeout
 
 

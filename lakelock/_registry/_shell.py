@@ -203,7 +203,7 @@ class Registry:
         #: How long a commit waits for a write lock another process holds over what it
         #: writes (FORMAT.md, rule 11) before :class:`~lakelock.errors.LockedError`.
         self.lock_timeout = lock_timeout
-        self._grants = LiveGrants(store)
+        self._grants = LiveGrants(store, clock=self.retry.clock)
         self._clock = clock
         self.objects = Objects(store)
         self._committer = Committer(

@@ -205,6 +205,9 @@ def _partition_columns(
 ) -> tuple[str, ...]:
     columns = partition_columns(partition_by)
     names = list(table.schema.names)
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise InvalidNameError(duplicated[0], "the table has two columns of this name")
     clash = clashing_names(names)
     if clash is not None:
         first, second = clash

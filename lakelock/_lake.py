@@ -405,9 +405,9 @@ class Lake(TableOperations):
         lineage (ancestors, itself, descendants) and every commit of anyone else that writes
         there -- a plain ``append`` included: it is refused with
         :class:`~lakelock.errors.LockedError` naming the holder, or waits up to the Lake's
-        ``lock_timeout`` -- until released (FORMAT.md, rule 11). A ``read`` path keeps out
-        only other lock requests that write in its lineage: commits made without a lock still
-        land there."""
+        ``lock_timeout`` -- until released (FORMAT.md, "Write locks in force"). A ``read``
+        path keeps out only other lock requests that write in its lineage: commits made
+        without a lock still land there."""
         return self.locks.lock(read=read, write=write, **options)
 
     def lease(self, name: str, **options: Unpack[LeaseOptions]) -> Lease:

@@ -1,8 +1,8 @@
-"""A write lock keeps every commit of anyone else out of its paths while it is held (FORMAT.md,
-rule 11): a plain append into a locked partition is refused with LockedError naming the
-holder, or waits up to the lake's ``lock_timeout``; a grant that ended (released, or expired
-with its holder gone) stops keeping anyone out; and none of it costs a request while no lock
-is held over what a commit writes."""
+"""A write lock keeps every commit of anyone else out of its paths while it is held
+(FORMAT.md, "Write locks in force"): a plain append into a locked partition is refused with
+LockedError naming the holder, or waits up to the lake's ``lock_timeout``; a grant that ended
+(released, or expired with its holder gone) stops keeping anyone out; and none of it costs a
+request while no lock is held over what a commit writes."""
 
 from __future__ import annotations
 

@@ -149,7 +149,7 @@ MAX_CAS_ROUNDS: Final = 100
 
 class WriteLocks(Protocol):
     """Where write grants register as write locks in force (a lake's registry: FORMAT.md,
-    rule 11), so that commits of other processes keep out of their paths."""
+    "Write locks in force"), so that commits of other processes keep out of their paths."""
 
     def hold_write_locks(self, fences: tuple[Fence, ...]) -> None: ...
 
@@ -159,7 +159,7 @@ class WriteLocks(Protocol):
 class LiveGrants:
     """Whether a grant still holds, from its dataset's lock table (one GET, learning the
     server's time): what a committer that a write lock in force keeps out asks before it
-    clears the lock (its grant ended) or waits (FORMAT.md, rule 11)."""
+    clears the lock (its grant ended) or waits (FORMAT.md, "Write locks in force")."""
 
     def __init__(
         self,
@@ -233,8 +233,8 @@ class DistributedPathLock:
     ``write_locks`` (a lake's registry; ``Lake.lock`` passes its own) is where each grant with
     write paths registers itself once its tables are taken, before ``acquire`` returns, and
     unregisters at release: while it holds, the registry refuses every commit to those paths
-    that does not carry its fence (FORMAT.md, rule 11). Without it the lock excludes only
-    other lock holders.
+    that does not carry its fence (FORMAT.md, "Write locks in force"). Without it the lock
+    excludes only other lock holders.
     """
 
     def __init__(

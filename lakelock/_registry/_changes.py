@@ -802,8 +802,9 @@ def reused_commit_id(
 
 
 def _fenced(doc: RegistryDoc, change: Change, *, at: float) -> RegistryDoc:
-    """``doc`` once ``change`` passed the write locks in force (rule 11: unless it registers
-    or clears one) and its fence was checked and recorded (:mod:`._fencing`)."""
+    """``doc`` once ``change`` passed the write locks in force (FORMAT.md, "Write locks in
+    force": unless it registers or clears one) and its fence was checked and recorded
+    (:mod:`._fencing`)."""
     if change.operation not in (LOCK, UNLOCK):
         check_write_locks(
             doc, change.dataset, written_paths(change), change.fence, commit_id=change.commit_id

@@ -29,7 +29,7 @@ The root, ``format_version`` 1::
       "lock_fences": {"lock:sales": [          # commits made under path locks, per table
           {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0},
           {"token": 42, "read": [], "write": ["/sales/c"], "at": 1763712001.0,
-           "held": true}]},                    # a write lock in force (FORMAT.md, rule 11)
+           "held": true}]},                    # a write lock in force (FORMAT.md)
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
                    "added": 1, "removed": 0, "operation": "append",
                    "digest": "sha256:..."}],  # the most recent commits, newest last

@@ -11,8 +11,8 @@ first, before anything else of a change is checked:
   was made under a *conflicting* grant with a higher token (that grant could only have been
   given after ours was gone); each commit's grant is recorded for that check.
 
-Write locks in force (FORMAT.md, rule 11): a grant with write paths registers itself before
-its holder acts, by a commit of operation ``lock`` (:data:`LOCK`) carrying its fence: its
+Write locks in force (FORMAT.md): a grant with write paths registers itself before its holder
+acts, by a commit of operation ``lock`` (:data:`LOCK`) carrying its fence: its
 record is then ``held``, and every conflicting record of a lower token is no longer held (the
 lock table granted it only once those were gone). :func:`check_write_locks` refuses a commit
 whose written paths conflict with a held record, unless it carries that very grant's fence:
@@ -162,7 +162,8 @@ def check_write_locks(
     commit_id: str,
 ) -> None:
     """Refuse (:class:`~lakelock.errors.LockedError`) a commit of ``dataset`` writing
-    ``paths`` that a held write lock other than its own ``fence`` covers (rule 11)."""
+    ``paths`` that a held write lock other than its own ``fence`` covers (FORMAT.md, "Write
+    locks in force")."""
     blocking = held_write_locks(doc.lock_fences, dataset, paths, fence)
     if blocking:
         first = blocking[0]

@@ -201,7 +201,8 @@ class Registry:
         self.commit_window = commit_window
         self.intent_ttl = intent_ttl
         #: How long a commit waits for a write lock another process holds over what it
-        #: writes (FORMAT.md, rule 11) before :class:`~lakelock.errors.LockedError`.
+        #: writes (FORMAT.md, "Write locks in force"), then
+        #: :class:`~lakelock.errors.LockedError`.
         self.lock_timeout = lock_timeout
         self._grants = LiveGrants(store, clock=self.retry.clock)
         self._clock = clock
@@ -288,18 +289,20 @@ class Registry:
     ) -> CommitResult:
         """Commit changes to several datasets as one, all or nothing (they must share one
         commit id). ``commit`` is this with one change; partition renames across datasets
-        use it directly."""
+        use it directly. A write lock another process holds over what they write refuses
+        them (:class:`~lakelock.errors.LockedError`), after up to ``lock_timeout`` seconds
+        of waiting for it (FORMAT.md, "Write locks in force")."""
         if not changes or len({c.commit_id for c in changes}) != 1:
             raise ValueError("commit_changes needs at least one change and one commit id")
         if len({c.dataset for c in changes}) != len(changes):
             raise ValueError("commit_changes takes one change per dataset")
         if any(c.operation in (LOCK, UNLOCK) for c in changes):
             return self._commits.commit(changes, explicit_id=explicit_id, now=self._clock())
-        started = self.retry.clock()
+        started, cleared = self.retry.clock(), set[int]()
         while True:
-            # Rule 11 on the root this process knows (no request); a lock it shows is looked
-            # for in the root as it is now (a GET the commit would make anyway), so a lock
-            # released since costs nothing more, and one held costs no refused commit.
+            # Write locks in force, on the root this process knows (no request); one it shows is
+            # looked for in the root as it is now (a GET the commit would make anyway), so a
+            # lock released since costs nothing more, and one held costs no refused commit.
             doc = self._known_doc()
             blocking = self._write_locks_over(changes, doc.lock_fences) if doc else None
             if blocking is not None:
@@ -309,9 +312,9 @@ class Registry:
                     return self._commits.commit(changes, explicit_id=explicit_id, now=self._clock())
                 except LockedError as locked:  # registered after this process last looked
                     blocking = self._locked_change(changes, locked)
-            self._wait_out(*blocking, started=started)
+            self._wait_out(*blocking, started=started, cleared=cleared)
 
-    # -- write locks in force (FORMAT.md, rule 11) ----------------------------------------
+    # -- write locks in force (FORMAT.md) ---------------------------------------------------
 
     def hold_write_locks(self, fences: tuple[Fence, ...]) -> None:
         """Register path-lock grants as write locks in force, in one commit: until released,
@@ -338,7 +341,7 @@ class Registry:
 
     def _known_doc(self) -> RegistryDoc | None:
         """The root this process last read or wrote (no request; ``None`` before the first:
-        then the commit itself reads it, and the core checks rule 11 there)."""
+        then the commit itself reads it, and the core checks the write locks there)."""
         with self._commits.lock:
             known = self._committer.known
         return None if known is None else known[0]
@@ -365,27 +368,31 @@ class Registry:
             record = LockFenceRecord(locked.token, (), locked.paths, 0.0, held=True)
         return change, record
 
-    def _wait_out(self, change: Change, record: LockFenceRecord, *, started: float) -> None:
-        """Clear the write lock ``record`` if its grant ended (its lock table says so); else
-        wait a poll for it, within ``lock_timeout`` of ``started``; else
-        :class:`~lakelock.errors.LockedError` naming its holder."""
+    def _wait_out(
+        self, change: Change, record: LockFenceRecord, *, started: float, cleared: set[int]
+    ) -> None:
+        """Clear the write lock ``record`` if its grant ended (its lock table says so; once
+        per commit: ``cleared``); else wait a poll for it, within ``lock_timeout`` of
+        ``started``; else :class:`~lakelock.errors.LockedError` naming its holder."""
         holder = self._grants.holder(change.dataset, record.token)
-        if holder is None:  # released or provably expired: it never holds again
+        if holder is None and record.token not in cleared:  # it never holds again
+            cleared.add(record.token)
             fence = Fence(f"lock:{change.dataset}", record.token, record.read, record.write)
             self.release_write_locks((fence,))
             return
         waited = self.retry.clock() - started
-        if waited < self.lock_timeout:
+        if holder is not None and waited < self.lock_timeout:
             self.retry.sleep(min(LOCK_POLL, self.lock_timeout - waited))
             return
         after = f"; waited {waited:.3g} s" if self.lock_timeout else ""
+        who = f"{holder.owner} grant {holder.token}" if holder else f"grant {record.token}"
         raise LockedError(
             f"dataset {change.dataset!r}: {list(written_paths(change))} lie under the write "
-            f"lock held by {holder.owner} (grant {holder.token} on {sorted(holder.write)})"
-            f"{after} (lock_timeout={self.lock_timeout:g})",
-            holder=f"{holder.owner} grant {holder.token}",
-            paths=tuple(sorted(holder.write)),
-            token=holder.token,
+            f"lock held by {who} on {sorted(record.write)}{after} "
+            f"(lock_timeout={self.lock_timeout:g})",
+            holder=who,
+            paths=tuple(sorted(record.write)),
+            token=record.token,
             timeout=self.lock_timeout,
             dataset=change.dataset,
             commit_id=change.commit_id,

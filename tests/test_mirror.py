@@ -3,6 +3,7 @@ delta-rs and DuckDB against the embedded endpoint, compared with what lakelock r
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import importlib.util
@@ -157,13 +158,15 @@ def test_delta_history_through_an_endpoint_in_a_child_process() -> None:
 def test_mirror_twice_writes_nothing_and_continues_from_the_newest(
     lake: Lake, s3: S3Endpoint
 ) -> None:
-    """A second mirror finds both views current and writes no object; after one more
-    commit it writes just that version's objects."""
+    """A second mirror finds both views current, writes no object and says so
+    (``already_current``); after one more commit it writes just that version's objects."""
     lake.append("events", events(range(5), 1), partition_by=["day"])
     first = lake.mirror("events")
+    assert (first.written, first.already_current) == (2, False)  # one version, two views
     s3.reset_stats()
     again = lake.mirror("events")
-    assert again == first
+    assert again == dataclasses.replace(first, written=0)
+    assert again.already_current
     assert "PutObject" not in s3.stats()
     lake.append("events", events(range(5, 8), 2), partition_by=["day"])
     s3.reset_stats()

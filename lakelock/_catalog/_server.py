@@ -201,7 +201,7 @@ class CatalogServer:
                 catalog.create_namespace(body)
                 return _Answer(204, b"")  # pragma: no cover - create_namespace always raises
             case "create_table":
-                return _Answer(200, catalog.create_table(found.namespace, body).body())
+                return _Answer(200, catalog.create_table(found.namespace, body))
             case "update_table":
                 assert found.table is not None
                 loaded = catalog.update_table(found.namespace, found.table, body)

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from unicodedata import normalize
 
 import orjson
+import pyarrow as pa
 
 from lakelock._catalog._commits import (
     arrow_schema,
@@ -49,8 +50,8 @@ from lakelock._connection import Connection
 from lakelock._engines import require
 from lakelock._lake import Lake
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
-from lakelock._mirror._iceberg import engine_properties
-from lakelock._names import validate_dataset_name
+from lakelock._mirror._iceberg import engine_properties, staged_metadata
+from lakelock._names import validate_dataset_name, validate_partition_type
 from lakelock._operations import planned_change
 from lakelock._registry import CommitResult
 from lakelock._registry._changes import Change
@@ -274,7 +275,7 @@ class LakeCatalog:
 
     def steered(self, table: str) -> dict[str, str]:
         """The properties every table has (:func:`~lakelock._mirror._iceberg.engine_properties`)."""
-        return engine_properties(f"s3://{self.lake.bucket}/{self.lake.prefix}", table)
+        return engine_properties(self._root, table)
 
     def create_namespace(self, body: bytes) -> None:
         """The one namespace exists already (409, as the spec answers); no other can be made."""
@@ -287,9 +288,12 @@ class LakeCatalog:
             "created"
         )
 
-    def create_table(self, namespace: tuple[str, ...], body: bytes) -> LoadedTable:
+    def create_table(self, namespace: tuple[str, ...], body: bytes) -> bytes:
         """Create the dataset a ``CreateTableRequest`` describes (schema, identity partition
-        columns, properties) by a lakelock commit without files, and answer its view."""
+        columns, properties) by a lakelock commit without files, and answer its view (the
+        spec's ``LoadTableResult``). A staged create (``stage-create``: CREATE TABLE AS
+        SELECT) commits nothing: it answers the metadata the table will have, and the
+        engine's commit with ``assert-create`` creates the dataset with its first files."""
         self.check_namespace(namespace)
         rest = require("pyiceberg.catalog.rest", extra="iceberg", package="pyiceberg")
         # The spec's optional fields, which pyiceberg's model requires (it always sends them).
@@ -299,13 +303,7 @@ class LakeCatalog:
             name = validate_dataset_name(normalize("NFC", request.name))
         except InvalidNameError as error:
             raise CatalogError.bad_request(str(error)) from error
-        if request.stage_create:
-            raise CatalogError.bad_request(
-                "stage-create (CREATE TABLE AS SELECT, REPLACE TABLE) is not supported: "
-                "create the table, then insert into it"
-            )
-        root = f"s3://{self.lake.bucket}/{self.lake.prefix}"
-        location = f"{root}{iceberg_location(name)}"
+        location = f"{self._root}{iceberg_location(name)}"
         if request.location is not None and request.location.rstrip("/") != location:
             raise CatalogError.bad_request(
                 f"location {request.location}: a table's location is {location} (its data "
@@ -313,25 +311,25 @@ class LakeCatalog:
             )
         if request.write_order is not None and request.write_order.fields:
             raise CatalogError.bad_request("sort orders are not supported (tables are unsorted)")
-        steered = self.steered(name)
         properties = dict(request.properties)
-        check_properties(properties, steered)
         if properties.pop("format-version", "2") != "2":
             raise CatalogError.bad_request("this catalog's tables are Iceberg format version 2")
-        partition_by: tuple[str, ...] = ()
-        if request.partition_spec is not None:
-            partition_by = partition_columns_of(request.partition_spec, request.table_schema)
-        try:
-            arrow = arrow_schema(request.table_schema)
-        except (TypeError, ValueError) as error:
-            raise CatalogError.bad_request(f"the schema cannot be a dataset's: {error}") from error
-        kept = {
-            k: v
-            for k, v in properties.items()
-            if k not in steered and not k.startswith("lakelock.") and k != _NAME_MAPPING
-        }
-        commit_id = commit_id_of(["create", name, orjson.loads(body)])
+        arrow, partition_by = self._layout(request.table_schema, request.partition_spec)
+        kept = self._kept(name, properties)
         registry = self.lake.registry
+        if request.stage_create:
+            if name in registry.read().datasets:
+                raise CatalogError.already_exists(f"Table already exists: {namespace[0]}.{name}")
+            staged = staged_metadata(self._root, name, arrow, partition_by)
+            config, credentials = self._credentials()
+            result: dict[str, Any] = {
+                "metadata": orjson.Fragment(staged.model_dump_json().encode()),
+                "config": config,
+            }
+            if credentials:
+                result["storage-credentials"] = list(credentials)
+            return orjson.dumps(result)
+        commit_id = commit_id_of(["create", name, orjson.loads(body)])
         if registry.recorded_commit(commit_id, name) is None:
             if name in registry.read().datasets:
                 raise CatalogError.already_exists(f"Table already exists: {namespace[0]}.{name}")
@@ -346,7 +344,34 @@ class LakeCatalog:
                 properties=kept or None,
             )
             self._commit([change])
-        return self.load_table(namespace, name)
+        return self.load_table(namespace, name).body()
+
+    @property
+    def _root(self) -> str:
+        return f"s3://{self.lake.bucket}/{self.lake.prefix}"
+
+    def _layout(self, schema: Any, spec: Any) -> tuple[pa.Schema, tuple[str, ...]]:
+        """A new table's dataset schema and partition columns (400 for what cannot be)."""
+        partition_by: tuple[str, ...] = ()
+        if spec is not None:
+            partition_by = partition_columns_of(spec, schema)
+        try:
+            arrow = arrow_schema(schema)
+            for column in partition_by:
+                validate_partition_type(column, arrow.field(column).type)
+        except (TypeError, ValueError) as error:
+            raise CatalogError.bad_request(f"the schema cannot be a dataset's: {error}") from error
+        return arrow, partition_by
+
+    def _kept(self, table: str, properties: dict[str, str]) -> dict[str, str]:
+        """The properties of a create that lakelock records (those the view derives are not)."""
+        steered = self.steered(table)
+        check_properties(properties, steered)
+        return {
+            k: v
+            for k, v in properties.items()
+            if k not in steered and not k.startswith("lakelock.") and k != _NAME_MAPPING
+        }
 
     def update_table(self, namespace: tuple[str, ...], table: str, body: bytes) -> LoadedTable:
         """One table's ``CommitTableRequest`` as one lakelock commit; the view of the version
@@ -401,11 +426,11 @@ class LakeCatalog:
             raise CatalogError.bad_request(
                 f"the request names {identifier}, the path {'.'.join([*namespace, table])}"
             )
-        from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415 - extra
-        from pyiceberg.table.update import AddSnapshotUpdate  # noqa: PLC0415 - extra
+        from pyiceberg.table.update import AddSnapshotUpdate, AssertCreate  # noqa: PLC0415
 
         registry = self.lake.registry
-        loaded = self.load_table(namespace, table)
+        creating = any(isinstance(r, AssertCreate) for r in request.requirements)
+        loaded = None if creating else self.load_table(namespace, table)
         snapshots = [u.snapshot for u in request.updates if isinstance(u, AddSnapshotUpdate)]
         if commit_id is None:
             # A snapshot names itself (its id, its manifest list); anything else is the
@@ -414,34 +439,38 @@ class LakeCatalog:
             if snapshots:
                 parts += [[s.snapshot_id, s.manifest_list] for s in snapshots]
             else:
-                parts += [request.model_dump(mode="json"), loaded.version]
+                parts += [request.model_dump(mode="json"), loaded and loaded.version]
             commit_id = commit_id_of(parts)
         if registry.recorded_commit(commit_id, table) is not None:
             return None  # a retry of a request that was committed
-        base = TableMetadataUtil.parse_raw(loaded.metadata.decode())
+        base, requirements, arrow, partition_by = self._base(namespace, table, request, loaded)
         commit_failed = require("pyiceberg.exceptions", extra="iceberg", package="pyiceberg")
-        for requirement in request.requirements:
+        for requirement in requirements:
             try:
                 requirement.validate(base)
             except commit_failed.CommitFailedException as error:
                 raise CatalogError.commit_failed(str(error)) from error
-        state = registry.read().datasets.get(table)
-        if state is None:
-            raise CatalogError.no_such_table(namespace, table)
-        if state.schema is None:
-            raise CatalogError.bad_request(
-                f"dataset {table!r} records no schema (committed without one): write to it "
-                "with lakelock first"
-            )
         plan = plan_commit(
             self.lake.store,
             table,
             base=base,
-            arrow=state.schema,
-            partition_by=state.partition_by,
+            arrow=arrow,
+            partition_by=partition_by,
             updates=request.updates,
             steered=self.steered(table),
         )
+        if loaded is None:
+            change = planned_change(
+                table,
+                "create",
+                commit_id=commit_id,
+                fence=None,
+                digest=plan.digest,
+                schema=plan.schema if plan.schema is not None else arrow,
+                partition_by=partition_by,
+                properties=plan.properties or None,
+            )
+            return replace(change, add=plan.add)
         if not (plan.add or plan.remove or plan.schema is not None or plan.properties):
             return None
         change = planned_change(
@@ -455,6 +484,46 @@ class LakeCatalog:
             properties=plan.properties or None,
         )
         return replace(change, add=plan.add, remove=plan.remove)
+
+    def _base(
+        self, namespace: tuple[str, ...], table: str, request: Any, loaded: LoadedTable | None
+    ) -> tuple[Any, list[Any], pa.Schema, tuple[str, ...]]:
+        """What a commit is checked against: the table's metadata (for a staged create's
+        commit, the metadata it will have), the requirements to check, the dataset's schema
+        and partition columns."""
+        from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415 - extra
+        from pyiceberg.table.update import (  # noqa: PLC0415 - extra
+            AddPartitionSpecUpdate,
+            AddSchemaUpdate,
+            AssertCreate,
+        )
+
+        registry = self.lake.registry
+        if loaded is None:  # a staged create's commit: the dataset is made by it
+            if table in registry.read().datasets:
+                raise CatalogError.commit_failed(f"Table already exists: {table}")
+            try:
+                validate_dataset_name(table)
+            except InvalidNameError as error:
+                raise CatalogError.bad_request(str(error)) from error
+            schemas = [u.schema_ for u in request.updates if isinstance(u, AddSchemaUpdate)]
+            specs = [u.spec for u in request.updates if isinstance(u, AddPartitionSpecUpdate)]
+            if not schemas:
+                raise CatalogError.bad_request("a create (assert-create) needs add-schema")
+            arrow, partition_by = self._layout(schemas[-1], specs[-1] if specs else None)
+            base = staged_metadata(self._root, table, arrow, partition_by)
+            requirements = [r for r in request.requirements if not isinstance(r, AssertCreate)]
+            return base, requirements, arrow, partition_by
+        state = registry.read().datasets.get(table)
+        if state is None:
+            raise CatalogError.no_such_table(namespace, table)
+        if state.schema is None:
+            raise CatalogError.bad_request(
+                f"dataset {table!r} records no schema (committed without one): write to it "
+                "with lakelock first"
+            )
+        base = TableMetadataUtil.parse_raw(loaded.metadata.decode())
+        return base, list(request.requirements), state.schema, state.partition_by
 
     def _commit(self, changes: Sequence[Change]) -> CommitResult:
         """The ordinary commit; a conflict (a file already removed, a stale fence, a schema

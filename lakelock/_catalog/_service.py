@@ -378,7 +378,9 @@ class LakeCatalog:
         it made (or, for a request already committed, of the current one)."""
         self.check_namespace(namespace)
         table_module = require("pyiceberg.table", extra="iceberg", package="pyiceberg")
-        request = _model(table_module.CommitTableRequest, body)
+        # The path names the table; the spec makes the body's identifier optional.
+        named = {"identifier": {"namespace": list(namespace), "name": table}}
+        request = _model(table_module.CommitTableRequest, body, defaults=named)
         change = self._plan(namespace, table, request, None)
         if change is not None:
             self._commit([change])

@@ -161,7 +161,7 @@ def catalog_banner(server: CatalogServer) -> list[str]:
     if catalog.read_only:
         writes = "read-only"
     elif server.token is None:
-        writes = "takes commits from this machine only (no token)"
+        writes = "commits from this machine only"
     else:
         writes = "takes commits"
     token = ", token='<TOKEN>'" if server.token is not None else ""

@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
-from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import BucketTransform, IdentityTransform
@@ -116,10 +115,10 @@ def test_pyiceberg_writes_through_the_catalog_and_every_version_reads_alike(
     step(lambda: table.append(events(["a", "b", "a"], [1, 2, 3])), "append")
     step(lambda: table.append(events(["c"], [4])), "append")
     step(
-        lambda: table.overwrite(events(["a"], [10]), overwrite_filter=EqualTo("kind", "a")),
+        lambda: table.overwrite(events(["a"], [10]), overwrite_filter="kind == 'a'"),
         "overwrite",
     )
-    step(lambda: table.delete(GreaterThanOrEqual("n", 4)), "delete")
+    step(lambda: table.delete("n >= 4"), "delete")
 
     def add_column() -> None:
         with table.update_schema() as update:

@@ -7,6 +7,8 @@ which the test bucket's lakelock policy does not bind (an engine's PUTs are plai
 from __future__ import annotations
 
 import http.client
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +30,7 @@ from lakelock._catalog._protocol import WRITE_ENDPOINTS
 from lakelock._connection import Connection
 from lakelock._engines import s3_secret_sql, sql_string
 from lakelock.testing import S3Endpoint
+from tests._support import CLI_ENV, REPO
 from tests._support.catalog import TOKEN, bearer, duckdb_with_iceberg, reads_as_lakelock
 
 #: The S3 keys engines write with: not the principal the test bucket's policy binds.
@@ -375,3 +378,93 @@ def test_duckdb_creates_and_inserts_through_the_catalog(
     with pytest.raises(duckdb.Error, match="merge-on-read"):
         con.execute("DELETE FROM ice.lake.people WHERE id = 1")
     assert lake.registry.read().version == version
+
+
+# -- many writers at once ----------------------------------------------------------------------
+
+SHARED = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "who", StringType(), required=False),
+)
+
+
+def run_workers(jobs: list[tuple[str, dict[str, Any]]]) -> list[int]:
+    """Start every ``(role, args)`` of tests/_catalog_workers.py at once; the ids they
+    committed, once each finished."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests._catalog_workers", role, orjson.dumps(args).decode()],
+            cwd=REPO,
+            env=CLI_ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for role, args in jobs
+    ]
+    ids: list[int] = []
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        ids += orjson.loads(out.splitlines()[-1])["ids"]
+    return ids
+
+
+def every_reader_has_each_row_once(
+    lake: Lake, servers: list[CatalogServer], s3: S3Endpoint, expected: list[int]
+) -> None:
+    """lakelock, pyiceberg through each catalog and DuckDB through the first read the
+    dataset ``shared`` as exactly ``expected`` (each id once)."""
+    assert sorted(lake.read("shared")["id"].to_pylist()) == sorted(expected)
+    for server in servers:
+        read = engine(server).load_table("lake.shared").scan().to_arrow()
+        assert sorted(read["id"].to_pylist()) == sorted(expected)
+    con = duckdb_with_iceberg()
+    con.execute(s3_secret_sql(Connection.of(s3.client()), f"s3://{lake.bucket}"))
+    con.execute(
+        f"ATTACH 'lake' AS ice (TYPE iceberg, ENDPOINT {sql_string(servers[0].url)}, "
+        "AUTHORIZATION_TYPE 'none')"
+    )
+    read = con.execute("SELECT id FROM ice.lake.shared").to_arrow_table()
+    assert sorted(read["id"].to_pylist()) == sorted(expected)
+
+
+@pytest.mark.slow  # about 45 s on two cores: every engine commit waits out its 409s
+def test_engines_and_lakelock_append_at_once_and_every_row_is_there_once(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint
+) -> None:
+    """4 pyiceberg processes appending through one catalog and 4 lakelock processes
+    appending directly, all at once: every commit lands once (409s retried by the engines
+    on the refreshed table), one lakelock version per commit, and lakelock, pyiceberg and
+    DuckDB each read every row exactly once."""
+    server = serve()
+    engine(server).create_table("lake.shared", SHARED)
+    rounds, size = 4, 3
+    common = {"table": "lake.shared", "rounds": rounds, "size": size}
+    s3_args = {"url": s3.url, "bucket": lake.bucket, "prefix": lake.prefix}
+    jobs = [("pyiceberg", {**common, "catalog": server.url, "worker": w}) for w in range(4)]
+    jobs += [("lakelock", {**common, **s3_args, "worker": w}) for w in range(4, 8)]
+    committed = run_workers(jobs)
+    assert len(committed) == 8 * rounds * size
+    assert len(lake.history("shared")) == 1 + 8 * rounds
+    every_reader_has_each_row_once(lake, [server], s3, committed)
+
+
+def test_two_catalog_instances_serve_one_lake_at_once(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint, client: Any
+) -> None:
+    """Two catalogs on two ports, each with its own lake handle (they share nothing but the
+    bucket), take appends from two pyiceberg processes each at once: every row once, and
+    each catalog answers the other's commits."""
+    first = serve()
+    second = serve(on=Lake(lake.bucket, prefix=lake.prefix, s3=client))
+    assert first.port != second.port
+    engine(first).create_table("lake.shared", SHARED)
+    common = {"table": "lake.shared", "rounds": 2, "size": 2}
+    jobs = [
+        ("pyiceberg", {**common, "catalog": server.url, "worker": w})
+        for w, server in enumerate([first, second, first, second])
+    ]
+    committed = run_workers(jobs)
+    assert len(lake.history("shared")) == 1 + 4 * 2
+    every_reader_has_each_row_once(lake, [first, second], s3, committed)

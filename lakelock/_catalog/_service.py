@@ -51,6 +51,7 @@ from lakelock._engines import require
 from lakelock._lake import Lake
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
 from lakelock._mirror._iceberg import engine_properties, staged_metadata
+from lakelock._mirror._run import mirror as mirror_views
 from lakelock._names import validate_dataset_name, validate_partition_type
 from lakelock._operations import planned_change
 from lakelock._registry import CommitResult, RegistrySnapshot
@@ -148,7 +149,15 @@ class LakeCatalog:
         self._guard = threading.Lock()
 
     def _lake_mirror(self, name: str) -> MirroredView:
-        result: MirroredView = self.lake.mirror(name, formats=("iceberg",))
+        # The view this catalog last answered is where the newest metadata is looked for
+        # from (a few LISTs fewer on every commit's answer).
+        known = self._views.get(name)
+        result: MirroredView = mirror_views(
+            self.lake.registry,
+            name,
+            ("iceberg",),
+            iceberg_since=known.version if known is not None else None,
+        )
         return result
 
     # -- configuration --------------------------------------------------------------------------

@@ -241,10 +241,10 @@ def test_what_lakelock_cannot_hold_is_refused_naming_it_and_nothing_changes(
     ref = {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 99}
     missing = {"updates": [{"action": "add-snapshot", "snapshot": snapshot}, ref]}
     deletes = {**snapshot, "manifest-list": delete_files_list(table, snapshot_id=99)}
-    merge_on_read = {"updates": [{"action": "add-snapshot", "snapshot": deletes}, ref]}
+    delete_files = {"updates": [{"action": "add-snapshot", "snapshot": deletes}, ref]}
     for request, message in [
         (missing, "does not exist"),
-        (merge_on_read, "row-level deletes (merge-on-read) are not supported"),
+        (delete_files, "row-level deletes (merge-on-read) are not supported"),
         ({"updates": [{"action": "remove-snapshots", "snapshot-ids": [1]}]}, "remove-snapshots"),
         ({"updates": [{"action": "no-such-update"}]}, "malformed request"),
         (b"{not json", "not JSON"),

@@ -2,7 +2,7 @@
 
 Creates the ``--bucket`` buckets, applies ``--policy`` to them, adds latency and faults, prints
 the URL with ready-to-paste settings, and serves until Ctrl-C (or SIGTERM). With ``--catalog``
-the read-only Iceberg REST catalog (``lakelock catalog``) serves a lake on it beside the S3
+the Iceberg REST catalog (``lakelock catalog``) serves a lake on it beside the S3
 endpoint.
 """
 
@@ -127,8 +127,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         type=_catalog_url,
         metavar="URL",
-        help="also serve this lake (default: the first --bucket) as a read-only Iceberg REST "
-        "catalog, on --host",
+        help="also serve this lake (default: the first --bucket) as an Iceberg REST catalog, "
+        "on --host",
     )
     group.add_argument(
         "--catalog-port",

@@ -284,6 +284,29 @@ def delete_files_list(table: Any, *, snapshot_id: int) -> str:
     return str(location)
 
 
+def test_a_view_mirrored_before_views_steered_engines_is_answered_with_the_steering(
+    serve: ServeFn, lake: Lake, admin: Any
+) -> None:
+    """A dataset whose newest view was mirrored by an older lakelock (its metadata without
+    ``write.data.path`` and the copy-on-write modes) is answered with them, so pyiceberg's
+    first append lands in the dataset's folder and commits."""
+    lake.append("sales", pa.table({"day": [1], "amount": [1.0]}))
+    location = lake.mirror("sales", formats=("iceberg",)).iceberg
+    assert location is not None
+    key = location.removeprefix(f"s3://{lake.bucket}/")
+    document = orjson.loads(admin.get_object(Bucket=lake.bucket, Key=key)["Body"].read())
+    document["properties"] = {
+        name: value
+        for name, value in document["properties"].items()
+        if not name.startswith("write.")
+    }
+    admin.put_object(Bucket=lake.bucket, Key=key, Body=orjson.dumps(document))
+    table = engine(serve()).load_table("lake.sales")
+    assert table.properties["write.delete.mode"] == "copy-on-write"
+    table.append(pa.table({"day": pa.array([2], pa.int64()), "amount": pa.array([2.0])}))
+    assert sorted(lake.read("sales")["day"].to_pylist()) == [1, 2]
+
+
 def test_without_a_token_only_this_machine_commits(serve: ServeFn, lake: Lake) -> None:
     """Without a token a commit from another machine is a 403 (reads are served); with one,
     the token decides, wherever the client is."""

@@ -236,9 +236,10 @@ class LakeCatalog:
         if location is None:
             raise CatalogError(500, "InternalServerError", f"no Iceberg view of {table!r} was made")
         config, storage_credentials = self._credentials()
-        return LoadedTable(
-            location, self._metadata_bytes(location), view.version, config, storage_credentials
-        )
+        metadata = self._metadata_bytes(location)
+        if not self.read_only and b'"write.data.path"' not in metadata:
+            metadata = _steering(metadata, self.steered(table))
+        return LoadedTable(location, metadata, view.version, config, storage_credentials)
 
     def _mirror_now(self, namespace: tuple[str, ...], table: str) -> MirroredView:
         if self._log is not None:
@@ -574,6 +575,15 @@ class LakeCatalog:
 
 
 _NAME_MAPPING = "schema.name-mapping.default"
+
+
+def _steering(metadata: bytes, steered: dict[str, str]) -> bytes:
+    """A view's metadata written before views carried the properties that steer engines
+    (its newest version mirrored by an older lakelock), with them: an engine committing to
+    it writes where, and how, a lakelock commit can take its files."""
+    document = orjson.loads(metadata)
+    document["properties"] = {**document.get("properties", {}), **steered}
+    return orjson.dumps(document)
 
 
 def _parts(namespace: Any) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ LakelockError
 │   ├── CommitConflictError                   the change no longer applies: nothing committed
 │   │   ├── LockedError                          another process holds a write lock on a path
 │   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
+│   │   ├── FileAlreadyRegisteredError           an added file is live in the dataset: .keys
 │   │   └── StaleFenceError                      fencing token lower than one already seen
 │   ├── RetryBudgetExhaustedError             attempts or seconds ran out: .attempts .seconds
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
@@ -60,6 +61,7 @@ __all__ = [
     "CredentialsError",
     "DatasetNotFoundError",
     "EndpointUnreachableError",
+    "FileAlreadyRegisteredError",
     "InvalidArgumentError",
     "InvalidNameError",
     "LakelockError",
@@ -375,6 +377,20 @@ class CommitIdReusedError(CommitConflictError, ValueError):
         self.version = version
         self.recorded_dataset = recorded_dataset
         self.recorded_operation = recorded_operation
+
+
+class FileAlreadyRegisteredError(CommitConflictError):
+    """A file the commit adds is live in the dataset already (a data file is registered at
+    most once): typically a ``registry.commit`` retried without a commit id after its first
+    attempt's outcome was unknown, which landed. Nothing was committed; ``keys`` are the
+    files found registered. Give a commit a ``commit_id`` to make its retries report the
+    earlier commit instead."""
+
+    def __init__(
+        self, message: str, *, keys: tuple[str, ...], **fields: Unpack[_CommitFields]
+    ) -> None:
+        super().__init__(message, **fields)
+        self.keys = tuple(keys)
 
 
 class StaleFenceError(CommitConflictError):

@@ -80,10 +80,13 @@ def mirror(
     formats: Iterable[str] | str = FORMATS,
     *,
     progress: Progress | None = None,
+    iceberg_since: int | None = None,
 ) -> MirrorResult:
     """Mirror every version of ``dataset`` not yet in its views (module docstring).
-    ``progress(done, total)`` counts the versions written, format after format. A schema a
-    view cannot take (column names that clash ignoring case, a type the format lacks) is
+    ``progress(done, total)`` counts the versions written, format after format;
+    ``iceberg_since``: a version the caller saw in the Iceberg view (fewer LISTs to find its
+    newest metadata; ``lakelock catalog`` passes the one it last answered). A schema a view
+    cannot take (column names that clash ignoring case, a type the format lacks) is
     :class:`~lakelock.errors.SchemaMismatchError` naming the dataset, before that view's
     first object is written."""
     dataset = validate_dataset_name(dataset)
@@ -109,7 +112,11 @@ def mirror(
             restarting(lambda: _delta_pass(*args), store, f"Delta view of {dataset!r}")
             delta = f"s3://{store.bucket}/{store.full_key(delta_root(dataset))}"
         if "iceberg" in chosen:
-            key = restarting(lambda: iceberg_pass(*args), store, f"Iceberg view of {dataset!r}")
+            key = restarting(
+                lambda: iceberg_pass(*args, since=iceberg_since),
+                store,
+                f"Iceberg view of {dataset!r}",
+            )
             iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
     except SchemaMismatchError as error:
         raise SchemaMismatchError(

@@ -148,6 +148,7 @@ def spark(endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> Ite
         builder = builder.config(key, value)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JAVA_HOME", java_home)  # the JVM starts here, with that Java
+        patch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # and serves on loopback only
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     try:

@@ -5,6 +5,7 @@ against what lakelock reads. One SparkSession serves every test."""
 
 from __future__ import annotations
 
+import http.client
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -102,6 +103,27 @@ def test_spark_reads_every_version_of_the_delta_view(spark: Spark, lake: Lake) -
     for number, version in enumerate(versions):
         got = spark.session.read.format("delta").option("versionAsOf", number).load(location)
         assert_same(got.toArrow(), lake.read("events", version=version), version)
+
+
+def test_catalog_answers_no_such_table_in_an_unknown_namespace(
+    lake: Lake, catalog_server: CatalogServer
+) -> None:
+    """Loading a table of a namespace that does not exist answers 404
+    ``NoSuchTableException``: Spark resolves ``catalog.lake.events.snapshots`` (the
+    snapshots of a table, by id) by loading ``events.snapshots`` first and goes on to the
+    metadata table only on that answer (``NoSuchNamespaceException`` failed the query).
+    Runs without Spark."""
+    lake.append("events", pa.table({"id": [1]}))
+    host, port = catalog_server.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        connection.request("GET", "/v1/namespaces/lake%1Fevents/tables/snapshots", headers=headers)
+        answer = connection.getresponse()
+        error = orjson.loads(answer.read())["error"]
+    finally:
+        connection.close()
+    assert (answer.status, error["type"]) == (404, "NoSuchTableException")
 
 
 # -- writing through the catalog -------------------------------------------------------------

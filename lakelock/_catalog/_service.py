@@ -165,8 +165,12 @@ class LakeCatalog:
 
     def load_table(self, namespace: tuple[str, ...], table: str) -> LoadedTable:
         """The dataset's current Iceberg view, mirrored first when the registry is ahead of
-        it."""
-        self.check_namespace(namespace)
+        it. A table of a namespace that does not exist does not exist either: Java clients
+        (Iceberg's RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
+        ``snapshots`` of the namespace ``ns.table`` first, and go on to the metadata table
+        only when told ``NoSuchTableException``."""
+        if namespace != (self.namespace,):
+            raise CatalogError.no_such_table(namespace, table)
         datasets = self.lake.registry.read().datasets
         if table not in datasets:
             raise CatalogError.no_such_table(namespace, table)

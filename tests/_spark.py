@@ -32,8 +32,14 @@ from tests._support.views import SECRET
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "spark.sh"
 SETUP_TIMEOUT = 1800.0  # a first setup installs pyspark and fetches the jars
-#: Marks for a test that needs Spark: opt-in, and a timeout that leaves room for the setup.
-MARKS = (pytest.mark.spark, pytest.mark.timeout(SETUP_TIMEOUT + 300))
+#: Marks for a test that needs Spark: opt-in, a timeout that leaves room for the setup, and
+#: py4j's sockets to the JVM left for the garbage collector to close, as py4j does.
+MARKS = (
+    pytest.mark.spark,
+    pytest.mark.timeout(SETUP_TIMEOUT + 300),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+)
 
 _catalogs = itertools.count()
 

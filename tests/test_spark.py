@@ -216,13 +216,27 @@ def test_append_writes_on_executors_and_commits_once(spark: Spark, lake: Lake) -
 def python_workers() -> list[psutil.Process]:
     """The Python workers Spark's daemon has forked for the tasks running now (not reused:
     see tests/_spark.py)."""
-    return [
-        child
+    daemons = [
+        process
         for process in psutil.Process().children(recursive=True)
-        if "pyspark.daemon" in " ".join(process.cmdline())
-        and "pyspark.daemon" not in " ".join(process.parent().cmdline())
-        for child in process.children()
+        if "pyspark.daemon" in command_line(process)
+        and "pyspark.daemon" not in command_line(process.parent())
     ]
+    return [
+        worker
+        for daemon in daemons
+        for worker in daemon.children()
+        if worker.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def command_line(process: psutil.Process | None) -> str:
+    """``process``'s command line; empty for one gone or exited (a worker of an earlier
+    task, not yet reaped)."""
+    try:
+        return " ".join(process.cmdline()) if process is not None else ""
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return ""
 
 
 @spark_test
@@ -266,7 +280,7 @@ def test_task_errors_arrive_typed_and_bad_input_fails_first(
     with pytest.raises(InvalidNameError):
         lakelock.spark.append(lake, "events", events(spark), partition_by=["month"])
     with pytest.raises(TypeError):
-        lakelock.spark.append(lake, "events", events(spark).toPandas(), partition_by=["day"])
+        lakelock.spark.append(lake, "events", [{"id": 1, "day": 1}], partition_by=["day"])
     assert list(lake.store.list("datasets/")) == []
     policy = {
         "Version": "2012-10-17",

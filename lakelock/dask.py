@@ -27,17 +27,8 @@ attempts — even ones a dead worker's request completes after the commit — ar
 no snapshot: ``lake.vacuum`` deletes them as orphans. Re-running a driver that failed after
 its commit with the same ``commit_id`` commits nothing twice.
 
-With Spark the same three steps read::
-
-    config = lake.config
-    def write_partition(rows):                     # on the executors
-        table = pa.Table.from_pylist([row.asDict() for row in rows])
-        return config.open().write("events", table, partition_by=["day"])
-    files = df.rdd.mapPartitions(write_partition).collect()
-    lake.registry.commit("events", add=files, schema=schema, partition_by=["day"],
-                         commit_id="load-42")
-
-and with Ray, ``ds.map_batches`` returning the files, then one commit on the driver.
+With Spark, :mod:`lakelock.spark` does the same (``DataFrame.mapInArrow``); with Ray,
+``ds.map_batches`` returning the files, then one commit on the driver.
 
 The frame's index is not written (``reset_index()`` first to keep it). Each Dask partition
 becomes one file per lake partition it has rows for.

@@ -1,14 +1,15 @@
 """Append a Spark DataFrame to a lake: executors write, the driver commits once (extra
 ``spark``). No Iceberg or Delta catalog is involved: the files and the commit are lakelock's.
 
-```python
-import lakelock
-import lakelock.spark
+With ``spark`` a SparkSession::
 
-lake = lakelock.Lake("my-bucket")
-frame = spark.createDataFrame([(1, 1), (2, 1), (3, 2)], "id long, day int")  # or spark.read...
-result = lakelock.spark.append(lake, "events", frame, partition_by=["day"], commit_id="load-42")
-```
+    import lakelock
+    import lakelock.spark
+
+    lake = lakelock.Lake("my-bucket")
+    frame = spark.createDataFrame([(1, 1), (2, 1), (3, 2)], "id long, day int")  # or spark.read
+    result = lakelock.spark.append(lake, "events", frame, partition_by=["day"],
+                                   commit_id="load-42")
 
 The same three steps as :mod:`lakelock.dask`: the driver hands ``lake.config`` (the lake as
 picklable data) to the tasks; each task (``DataFrame.mapInArrow``) receives its partition's

@@ -58,6 +58,8 @@ class Spark:
     session: Any
     delta: bool
     s3_url: str
+    #: The jars the session was started with (comma-separated, for ``spark.jars``).
+    jars: str
 
     def catalog(self, uri: str, *, token: str | None = None) -> str:
         """A new Iceberg REST catalog of the session, at ``uri``, reading and writing through
@@ -155,9 +157,14 @@ def spark(endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> Ite
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JAVA_HOME", java_home)  # the JVM starts here, with that Java
         patch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # and serves on loopback only
+        # The environment `lakelock serve` tells its users to export: S3FileIO's default
+        # credentials, as a user's session finds them (the README's configuration names none).
+        patch.setenv("AWS_ACCESS_KEY_ID", DEFAULT_ACCESS_KEY)
+        patch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+        patch.setenv("AWS_REGION", "us-east-1")
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     try:
-        yield Spark(session, delta, endpoint.url)
+        yield Spark(session, delta, endpoint.url, ",".join(jars))
     finally:
         session.stop()

@@ -6,6 +6,7 @@ against what lakelock reads. One SparkSession serves every test."""
 from __future__ import annotations
 
 import http.client
+import re
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +29,9 @@ from lakelock.errors import (
 )
 from lakelock.testing import S3Endpoint
 from tests._spark import Spark, spark_test
-from tests._support import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY, REPO, wait_until
 from tests._support.catalog import TOKEN
+from tests._support.views import events as view_events
 from tests._support.views import history, rows
 
 #: The REST route an engine's commit takes; a catalog that does not list it takes none.
@@ -173,6 +175,32 @@ def test_spark_writes_through_the_catalog(
         version = int(snapshot["summary"].get("lakelock.version", snapshot["snapshot_id"]))
         got = sql(f"SELECT * FROM {table} VERSION AS OF {snapshot['snapshot_id']}").toArrow()
         assert_same(got, lake.read("events", version=version), version)
+
+
+def readme_spark_blocks() -> list[str]:
+    """The code blocks of the README's Spark section."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("\n### Spark\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    return re.findall(r"```py\n(.*?)```", section, re.S)
+
+
+@spark_test
+def test_readme_spark_configuration_runs(
+    spark: Spark, s3: S3Endpoint, lake: Lake, catalog_server: CatalogServer
+) -> None:
+    """The README's Spark session configuration runs as written (the catalog's and the S3
+    endpoint's addresses and the token are this test's): its INSERT commits a lakelock
+    version, its read of snapshot 1 works."""
+    lake.append("events", view_events(range(5), 1), partition_by=["day"])
+    (block,) = readme_spark_blocks()
+    code = (
+        block.replace("http://127.0.0.1:8181", catalog_server.url)
+        .replace("http://127.0.0.1:9000", s3.url)
+        .replace('"T"', f'"{TOKEN}"')
+    )
+    exec(compile(code, "README.md Spark block", "exec"), {"jars": spark.jars})
+    assert committed_ids(lake) == [0, 1, 2, 3, 4, 7]
+    assert [h.version for h in lake.history("events")] == [2, 1]
 
 
 # -- lakelock.spark ---------------------------------------------------------------------------

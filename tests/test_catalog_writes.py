@@ -191,8 +191,8 @@ def test_what_lakelock_cannot_hold_is_refused_naming_it_and_nothing_changes(
 ) -> None:
     """A partition transform that is not identity, a renamed or retyped column, a
     merge-on-read property, a file of another bucket or outside its partition's folder, a
-    manifest list that does not exist, an unknown update and a body that is not JSON: each is
-    a 400 naming what is refused, and the registry does not move."""
+    manifest list that does not exist, one naming delete files, an unknown update and a body
+    that is not JSON: each is a 400 naming what is refused, and the registry does not move."""
     server = serve()
     catalog = engine(server)
     table = catalog.create_table(
@@ -240,8 +240,11 @@ def test_what_lakelock_cannot_hold_is_refused_naming_it_and_nothing_changes(
     }
     ref = {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 99}
     missing = {"updates": [{"action": "add-snapshot", "snapshot": snapshot}, ref]}
+    deletes = {**snapshot, "manifest-list": delete_files_list(table, snapshot_id=99)}
+    delete_files = {"updates": [{"action": "add-snapshot", "snapshot": deletes}, ref]}
     for request, message in [
         (missing, "does not exist"),
+        (delete_files, "row-level deletes (merge-on-read) are not supported"),
         ({"updates": [{"action": "remove-snapshots", "snapshot-ids": [1]}]}, "remove-snapshots"),
         ({"updates": [{"action": "no-such-update"}]}, "malformed request"),
         (b"{not json", "not JSON"),
@@ -251,6 +254,34 @@ def test_what_lakelock_cannot_hold_is_refused_naming_it_and_nothing_changes(
         assert answer["error"]["type"] == "BadRequestException"
         assert message in answer["error"]["message"]
     assert lake.registry.read().version == version
+
+
+def delete_files_list(table: Any, *, snapshot_id: int) -> str:
+    """A manifest list, written by pyiceberg's writer where the engine writes, naming one
+    manifest of delete files (as a merge-on-read delete would): its location."""
+    from pyiceberg.manifest import ManifestContent, ManifestFile, write_manifest_list
+
+    location = f"{table.properties['write.metadata.path']}/snap-deletes.avro"
+    manifest = ManifestFile.from_args(
+        manifest_path=f"{table.properties['write.metadata.path']}/deletes.avro",
+        manifest_length=100,
+        partition_spec_id=0,
+        content=ManifestContent.DELETES,
+        sequence_number=9,
+        min_sequence_number=9,
+        added_snapshot_id=snapshot_id,
+        added_files_count=1,
+        existing_files_count=0,
+        deleted_files_count=0,
+        added_rows_count=1,
+        existing_rows_count=0,
+        deleted_rows_count=0,
+    )
+    output = table.io.new_output(location)
+    parent = table.metadata.current_snapshot_id
+    with write_manifest_list(2, output, snapshot_id, parent, 9, "deflate") as writer:
+        writer.add_manifests([manifest])
+    return str(location)
 
 
 def test_without_a_token_only_this_machine_commits(serve: ServeFn, lake: Lake) -> None:

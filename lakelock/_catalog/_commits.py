@@ -265,7 +265,6 @@ def plan_commit(
     io_ = _LakeIO(store)
     added: dict[str, Any] = {}
     removed: dict[str, None] = {}
-    operations = []
     for snapshot in snapshots:
         adds, deletes = _entries(io_, snapshot)
         for path in deletes:
@@ -274,7 +273,6 @@ def plan_commit(
             else:
                 removed[path] = None
         added.update(adds)
-        operations.append(str(snapshot.summary.operation) if snapshot.summary else "append")
     keys_removed = tuple(_data_key(io_, dataset, path) for path in removed)
     files = _data_files(
         io_,
@@ -285,7 +283,7 @@ def plan_commit(
         partition_by=partition_by,
         field_ids=field_ids,
     )
-    operation = _operation(files, keys_removed, operations, new_arrow is not None, properties)
+    operation = _operation(files, keys_removed, schema_changed=new_arrow is not None)
     digest_parts = {
         "remove": sorted(keys_removed),
         "add": sorted(f.checksum for f in files),
@@ -661,13 +659,7 @@ def _bound(type_: pa.DataType, value: Any, *, upper: bool) -> bool | int | float
     return None
 
 
-def _operation(
-    files: Sequence[DataFile],
-    removed: Sequence[str],
-    operations: Sequence[str],
-    schema_changed: bool,
-    properties: Mapping[str, str | None],
-) -> str:
+def _operation(files: Sequence[DataFile], removed: Sequence[str], *, schema_changed: bool) -> str:
     """The commit's name in lakelock's log: what the engine's snapshots did together."""
     if files and removed:
         return "overwrite"
@@ -675,8 +667,4 @@ def _operation(
         return "delete"
     if files:
         return "append"
-    if schema_changed:
-        return "add-columns"
-    if properties:
-        return "set-properties"
-    return operations[-1] if operations else "commit"
+    return "add-columns" if schema_changed else "set-properties"

@@ -51,9 +51,10 @@ from lakelock._engines import require
 from lakelock._lake import Lake
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
 from lakelock._mirror._iceberg import engine_properties, staged_metadata
+from lakelock._mirror._run import mirror as mirror_views
 from lakelock._names import validate_dataset_name, validate_partition_type
 from lakelock._operations import planned_change
-from lakelock._registry import CommitResult
+from lakelock._registry import CommitResult, RegistrySnapshot
 from lakelock._registry._changes import Change
 from lakelock.errors import (
     CommitConflictError,
@@ -148,7 +149,15 @@ class LakeCatalog:
         self._guard = threading.Lock()
 
     def _lake_mirror(self, name: str) -> MirroredView:
-        result: MirroredView = self.lake.mirror(name, formats=("iceberg",))
+        # The view this catalog last answered is where the newest metadata is looked for
+        # from (a few LISTs fewer on every commit's answer).
+        known = self._views.get(name)
+        result: MirroredView = mirror_views(
+            self.lake.registry,
+            name,
+            ("iceberg",),
+            iceberg_since=known.version if known is not None else None,
+        )
         return result
 
     # -- configuration --------------------------------------------------------------------------
@@ -208,15 +217,18 @@ class LakeCatalog:
         self.check_namespace(namespace)
         return table in self.lake.registry.read().datasets
 
-    def load_table(self, namespace: tuple[str, ...], table: str) -> LoadedTable:
-        """The dataset's current Iceberg view, mirrored first when the registry is ahead of
-        it. A table of a namespace that does not exist does not exist either: Java clients
-        (Iceberg's RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
+    def load_table(
+        self, namespace: tuple[str, ...], table: str, *, snapshot: RegistrySnapshot | None = None
+    ) -> LoadedTable:
+        """The dataset's current Iceberg view (current as of ``snapshot``, default a fresh
+        read of the registry), mirrored first when the registry is ahead of it. A table of a
+        namespace that does not exist does not exist either: Java clients (Iceberg's
+        RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
         ``snapshots`` of the namespace ``ns.table`` first, and go on to the metadata table
         only when told ``NoSuchTableException``."""
         if namespace != (self.namespace,):
             raise CatalogError.no_such_table(namespace, table)
-        datasets = self.lake.registry.read().datasets
+        datasets = (snapshot or self.lake.registry.read()).datasets
         if table not in datasets:
             raise CatalogError.no_such_table(namespace, table)
         current = datasets[table].updated_version
@@ -386,9 +398,9 @@ class LakeCatalog:
         named = {"identifier": {"namespace": list(namespace), "name": table}}
         request = _model(table_module.CommitTableRequest, body, defaults=named)
         change = self._plan(namespace, table, request, None)
-        if change is not None:
-            self._commit([change])
-        return self.load_table(namespace, table)
+        if change is None:
+            return self.load_table(namespace, table)
+        return self.load_table(namespace, table, snapshot=self._committed([change]))
 
     def commit_transaction(self, body: bytes) -> None:
         """A ``CommitTransactionRequest``: every table's changes in one lakelock commit (all
@@ -415,10 +427,10 @@ class LakeCatalog:
             for (namespace, name), request in zip(tables, requests, strict=True)
         ]
         changes = [c for c in planned if c is not None]
-        if changes:
-            self._commit(changes)
+        snapshot = self._committed(changes) if changes else None
         for namespace, name in tables:
-            self.load_table(namespace, name)  # mirrored before the answer, as one table's is
+            # Mirrored before the answer, as one table's commit is.
+            self.load_table(namespace, name, snapshot=snapshot)
 
     def _plan(
         self, namespace: tuple[str, ...], table: str, request: Any, commit_id: str | None
@@ -435,8 +447,9 @@ class LakeCatalog:
         from pyiceberg.table.update import AddSnapshotUpdate, AssertCreate  # noqa: PLC0415
 
         registry = self.lake.registry
+        snapshot = registry.read()
         creating = any(isinstance(r, AssertCreate) for r in request.requirements)
-        loaded = None if creating else self.load_table(namespace, table)
+        loaded = None if creating else self.load_table(namespace, table, snapshot=snapshot)
         snapshots = [u.snapshot for u in request.updates if isinstance(u, AddSnapshotUpdate)]
         if commit_id is None:
             # A snapshot names itself (its id, its manifest list); anything else is the
@@ -447,15 +460,23 @@ class LakeCatalog:
             else:
                 parts += [request.model_dump(mode="json"), loaded and loaded.version]
             commit_id = commit_id_of(parts)
-        if registry.recorded_commit(commit_id, table) is not None:
-            return None  # a retry of a request that was committed
-        base, requirements, arrow, partition_by = self._base(namespace, table, request, loaded)
         commit_failed = require("pyiceberg.exceptions", extra="iceberg", package="pyiceberg")
-        for requirement in requirements:
-            try:
-                requirement.validate(base)
-            except commit_failed.CommitFailedException as error:
-                raise CatalogError.commit_failed(str(error)) from error
+        try:
+            base, requirements, arrow, partition_by = self._base(
+                namespace, table, request, loaded, snapshot
+            )
+            for requirement in requirements:
+                try:
+                    requirement.validate(base)
+                except commit_failed.CommitFailedException as error:
+                    raise CatalogError.commit_failed(str(error)) from error
+        except CatalogError as error:
+            # A request whose requirements no longer hold may be one that was committed and
+            # is sent again (its answer lost): then it is answered as committed. Looked up
+            # only here: a request that passes is deduplicated by the commit loop itself.
+            if error.status == 409 and registry.recorded_commit(commit_id, table) is not None:
+                return None
+            raise
         plan = plan_commit(
             self.lake.store,
             table,
@@ -492,7 +513,12 @@ class LakeCatalog:
         return replace(change, add=plan.add, remove=plan.remove)
 
     def _base(
-        self, namespace: tuple[str, ...], table: str, request: Any, loaded: LoadedTable | None
+        self,
+        namespace: tuple[str, ...],
+        table: str,
+        request: Any,
+        loaded: LoadedTable | None,
+        snapshot: RegistrySnapshot,
     ) -> tuple[Any, list[Any], pa.Schema, tuple[str, ...]]:
         """What a commit is checked against: the table's metadata (for a staged create's
         commit, the metadata it will have), the requirements to check, the dataset's schema
@@ -504,9 +530,8 @@ class LakeCatalog:
             AssertCreate,
         )
 
-        registry = self.lake.registry
         if loaded is None:  # a staged create's commit: the dataset is made by it
-            if table in registry.read().datasets:
+            if table in snapshot.datasets:
                 raise CatalogError.commit_failed(f"Table already exists: {table}")
             try:
                 validate_dataset_name(table)
@@ -520,7 +545,7 @@ class LakeCatalog:
             base = staged_metadata(self._root, table, arrow, partition_by)
             requirements = [r for r in request.requirements if not isinstance(r, AssertCreate)]
             return base, requirements, arrow, partition_by
-        state = registry.read().datasets.get(table)
+        state = snapshot.datasets.get(table)
         if state is None:
             raise CatalogError.no_such_table(namespace, table)
         if state.schema is None:
@@ -530,6 +555,18 @@ class LakeCatalog:
             )
         base = TableMetadataUtil.parse_raw(loaded.metadata.decode())
         return base, list(request.requirements), state.schema, state.partition_by
+
+    def _committed(self, changes: Sequence[Change]) -> RegistrySnapshot:
+        """Commit ``changes``; the registry as this process knows it after the commit (no
+        request), or read again if that does not hold the commit yet."""
+        result = self._commit(changes)
+        registry = self.lake.registry
+        known = registry.known()
+        for change in changes:
+            state = known.datasets.get(change.dataset)
+            if state is None or state.updated_version < result.version:
+                return registry.read()
+        return known
 
     def _commit(self, changes: Sequence[Change]) -> CommitResult:
         """The ordinary commit; a conflict (a file already removed, a stale fence, a schema

@@ -245,12 +245,16 @@ def iceberg_pass(
     dataset: str,
     entry: DatasetEntry,
     progress: Progress | None,
+    *,
+    since: int | None = None,
 ) -> str | None:
     """One pass of the Iceberg mirror: the new versions of ``dataset`` written, the key of
     the newest metadata.json; ``None`` when another mirror's view differs from the one this
-    pass read (:func:`~._series.restarting` starts over)."""
+    pass read (:func:`~._series.restarting` starts over). ``since``: a version the caller
+    saw mirrored (a hint for finding the newest)."""
     metadata_module = require("pyiceberg.table.metadata", extra="iceberg", package="pyiceberg")
-    top = newest(store, iceberg_metadata_prefix(dataset), numbered(".metadata.json"))
+    prefix = iceberg_metadata_prefix(dataset)
+    top = newest(store, prefix, numbered(".metadata.json"), since=since)
     previous = None
     key: str | None = None
     if top is not None:

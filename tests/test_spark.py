@@ -288,6 +288,8 @@ def test_retried_task_adds_no_row_twice(spark: Spark, s3: S3Endpoint, lake: Lake
             lakelock.spark.append, lake, "events", frame, partition_by=["day"], commit_id="c2"
         )
         wait_until(lambda: s3.stalled() == 1)
+        # The one task's worker; a worker of an earlier job may still be on its way out.
+        wait_until(lambda: len(python_workers()) == 1)
         (worker,) = python_workers()
         worker.kill()
         result = job.result(timeout=100)

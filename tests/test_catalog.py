@@ -1,4 +1,4 @@
-"""The read-only Iceberg REST catalog (``lakelock catalog``), started in-process on port 0 over
+"""The Iceberg REST catalog's reads (``lakelock catalog``), started in-process on port 0 over
 the embedded S3 endpoint and spoken to over HTTP: by raw requests (status codes and bodies as
 the spec has them), by pyiceberg's ``RestCatalog`` and by DuckDB's ``ATTACH ... (TYPE
 iceberg)``. pyiceberg and DuckDB's iceberg and avro extensions come with the test extra: a

@@ -131,7 +131,8 @@ def test_cli_serve_brings_up_the_catalog_beside_the_endpoint() -> None:
         endpoint = next(b.split()[-1] for b in banner if b.startswith("lakelock S3 endpoint"))
         url = catalog_url(banner)
         assert banner[banner.index("Ctrl-C to stop.") - 5].endswith(
-            "(s3://served/, namespace 'lake'; no token; vends no credentials; commits from this machine only)"
+            "(s3://served/, namespace 'lake'; no token; vends no credentials; "
+            "commits from this machine only)"
         )
         status, body = http_get(url, "/v1/config")
         assert status == 200

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from lakelock._catalog._protocol import CatalogError
 from lakelock._datafile import DataFile
+from lakelock._digest import change_digest
 from lakelock._layout import files_prefix
 from lakelock._names import partition_path, validate_file_name
 from lakelock._s3 import ObjectStore
@@ -284,13 +285,13 @@ def plan_commit(
         field_ids=field_ids,
     )
     operation = _operation(files, keys_removed, schema_changed=new_arrow is not None)
-    digest_parts = {
+    # As lakelock.dask's: the request, and the files by their partitions and checksums.
+    request = {
         "remove": sorted(keys_removed),
-        "add": sorted(f.checksum for f in files),
         "schema": None if new_arrow is None else str(new_arrow),
         "properties": properties,
     }
-    digest = "sha256:" + hashlib.sha256(orjson.dumps(digest_parts)).hexdigest()
+    digest = change_digest(request, files=files)
     return PlannedCommit(
         operation=operation,
         add=tuple(files),

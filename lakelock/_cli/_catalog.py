@@ -183,8 +183,11 @@ def run(args: argparse.Namespace) -> int:
     check_bucket(lake.client, target.bucket)
     server = catalog_server(lake, args, prefix="", port=args.port, quiet=args.quiet)
     with server:
-        sys.stdout.write("\n".join([*catalog_banner(server), "", "Ctrl-C to stop.", ""]))
-        sys.stdout.flush()
-        wait_for_interrupt()
+        try:
+            sys.stdout.write("\n".join([*catalog_banner(server), "", "Ctrl-C to stop.", ""]))
+            sys.stdout.flush()
+            wait_for_interrupt()
+        except KeyboardInterrupt:
+            pass  # Ctrl-C as the banner went out, before the wait began: stop all the same
     sys.stdout.write("stopped\n")
     return 0

@@ -60,6 +60,7 @@ from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     InvalidNameError,
+    SchemaMismatchError,
     StaleFenceError,
 )
 
@@ -579,7 +580,7 @@ class LakeCatalog:
         another commit changed) is the spec's 409, so the engine refreshes and retries."""
         try:
             result: CommitResult = self.lake.registry.commit_changes(changes)
-        except (CommitConflictError, StaleFenceError) as error:
+        except (CommitConflictError, SchemaMismatchError, StaleFenceError) as error:
             raise CatalogError.commit_failed(str(error)) from error
         return result
 

@@ -1015,51 +1015,54 @@ def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
 
 #: Two runs' whole ``--json`` output, pinned: a change to the simulator that only makes it
 #: faster must leave every figure (and the ``trace`` digest of every event) as it is. The core
-#: run moves when the commit core's behaviour changes: re-pin it then, on purpose.
+#: run moves when the commit core's behaviour changes: re-pin it then, on purpose. (Re-pinned
+#: 2026-11-29 for the whole workload, every change's digest, and the ``late`` fault: a write
+#: that lands after its timeout holds its key's conditional writes at 409 until it lands,
+#: which costs both runs commits under faults — the toy's every swap is a root write.)
 PINNED_CORE = (
     "--writers 8 --seconds 3 --store s3-express --seed 3 --faults 0.06 --kills 2 --stalls 1 "
     "--skew 10 --readers 1 --intent-ttl 2",
     {
         "areas": {
-            "GetObject metastore/intents": 1.054,
-            "GetObject metastore/manifests": 0.036,
-            "GetObject metastore/snapshots": 0.911,
-            "GetObject root": 1.214,
-            "ListObjectsV2 metastore/intents": 1.714,
-            "PutObject datasets": 1.339,
-            "PutObject metastore/intents": 1.161,
-            "PutObject metastore/manifests": 0.464,
-            "PutObject metastore/snapshots": 2.018,
-            "PutObject root": 1.411,
+            "GetObject metastore/intents": 0.568,
+            "GetObject metastore/manifests": 0.054,
+            "GetObject metastore/snapshots": 0.838,
+            "GetObject root": 2.649,
+            "ListObjectsV2 metastore/intents": 2.027,
+            "PutObject datasets": 1.351,
+            "PutObject metastore/intents": 1.27,
+            "PutObject metastore/manifests": 0.243,
+            "PutObject metastore/snapshots": 1.73,
+            "PutObject root": 1.405,
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
         "bound_latency": 800.0,
-        "bytes_per_commit": 42236.143,
-        "commits": 52,
-        "commits_per_cas": 1.098,
-        "commits_per_second": 17.333,
-        "failed": 0,
-        "faults_injected": 40,
-        "gave_up": 5,
+        "bytes_per_commit": 35822.189,
+        "commits": 31,
+        "commits_per_cas": 1.121,
+        "commits_per_second": 10.333,
+        "failed": 1,
+        "faults_injected": 29,
+        "gave_up": 2,
         "killed": 2,
-        "largest_fold": 5,
+        "largest_fold": 7,
         "makespan": 3.0,
-        "p50_ms": 48.845,
-        "p99_ms": 2659.74,
+        "p50_ms": 45.728,
+        "p99_ms": 2687.301,
         "requests": {
-            "reader:GetObject": 56,
-            "writer:GetObject": 180,
-            "writer:ListObjectsV2": 96,
-            "writer:PutObject": 358,
+            "reader:GetObject": 13,
+            "writer:GetObject": 152,
+            "writer:ListObjectsV2": 75,
+            "writer:PutObject": 222,
         },
-        "requests_per_commit": 11.321,
-        "root_swaps": 51,
+        "requests_per_commit": 12.135,
+        "root_swaps": 33,
         "seconds": 3.0,
         "seed": 3,
         "store": "s3-express",
-        "throttled": 8,
-        "trace": "2c00d10861ff4ee4",
+        "throttled": 4,
+        "trace": "3debc01c7b6b2f65",
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
@@ -1071,30 +1074,30 @@ PINNED_CORE = (
 PINNED_TOY = (
     "--writers 6 --seconds 3 --store s3-standard --seed 5 --protocol toy --faults 0.1 --readers 2",
     {
-        "areas": {"GetObject root": 2.711, "PutObject datasets": 1.105, "PutObject root": 2.5},
+        "areas": {"GetObject root": 6.083, "PutObject datasets": 1.667, "PutObject root": 5.417},
         "bound_cas": 15.0,
         "bound_commits_per_second": 15.0,
         "bound_latency": 100.0,
-        "bytes_per_commit": 9407.395,
-        "commits": 32,
+        "bytes_per_commit": 8434.833,
+        "commits": 6,
         "commits_per_cas": 1.0,
-        "commits_per_second": 10.667,
+        "commits_per_second": 2.0,
         "failed": 0,
         "faults_injected": 20,
         "gave_up": 0,
         "killed": 0,
         "largest_fold": 1,
         "makespan": 3.0,
-        "p50_ms": 219.492,
-        "p99_ms": 2291.5,
-        "requests": {"reader:GetObject": 36, "writer:GetObject": 103, "writer:PutObject": 137},
-        "requests_per_commit": 6.316,
-        "root_swaps": 38,
+        "p50_ms": 256.968,
+        "p99_ms": 2131.618,
+        "requests": {"reader:GetObject": 19, "writer:GetObject": 73, "writer:PutObject": 85},
+        "requests_per_commit": 13.167,
+        "root_swaps": 12,
         "seconds": 3.0,
         "seed": 5,
         "store": "s3-standard",
-        "throttled": 19,
-        "trace": "c35f23a42f54d70e",
+        "throttled": 4,
+        "trace": "a09950d1c9cb1238",
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
@@ -1364,13 +1367,13 @@ def _expiry_without_the_ttl() -> Callable[..., Any]:
 
 
 def _watermark_lowered() -> Callable[..., Any]:
-    """Rule 5 without "never lower": each swap sets the watermark the swaps of the run set
-    30 swaps earlier (intents whose fates were pruned below it are listed again)."""
+    """Rule 5 without "never lower": each swap sets the watermark the run's swaps set ten
+    swaps earlier (intents whose fates were pruned below it are listed again)."""
     bound, made = _decide.bound_watermark, list[str]()
 
     def lowered(doc: Any, listed: Any, proposed: str) -> str:
         made.append(bound(doc, listed, proposed))
-        return made[-30] if len(made) > 30 else made[-1]
+        return made[-10] if len(made) > 10 else made[-1]
 
     return lowered
 
@@ -1400,18 +1403,22 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
 @pytest.mark.parametrize(
     ("rule", "seed", "violation"),
     [
+        # Seeds of 0-249 whose run has not this violation with the rule in place and has it
+        # without (the whole workload, 2026-11-29): settle nearly all; index 34, 53, 93,
+        # 112, 155, 189, 214, 219; prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
+        # cancel 23, 60, 68, 114, ...; bound_watermark 34, 40, 66, 87, 112, ....
         ("settle", 0, "refused commit is in the registry"),
         # A restarted writer's re-run of a commit its first run's intent had applied gives
-        # up, blind to the record (with other defaults: applied twice, seeds 207 and 264).
-        ("index", 494, "refused commit is in the registry"),
+        # up, blind to the record.
+        ("index", 34, "refused commit is in the registry"),
         # Its intent's fate gone, a later fold applies a commit again, or one refused.
         ("prune", 60, "refused commit is in the registry"),
-        ("fates", 34, "recorded [0] times"),
+        ("fates", 60, "recorded [0] times"),
         ("cancel", 60, "refused commit is in the registry"),
         ("judge_listed", 3, "as expired"),
         # Intents listed again whose fates were pruned: applied a second time (the index of
         # the dataset then has the id at the later version).
-        ("bound_watermark", 24, "but the commit-id index of"),
+        ("bound_watermark", 34, "but the commit-id index of"),
         # A writer stalled past the TTL beside vacuum applies its own old intent: its files
         # were deleted as an undecided intent's.
         ("too_old_to_apply", 142, "references it"),
@@ -1536,8 +1543,8 @@ def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep
 ) -> None:
     """Rule 4 (expiry by server time) switched off: the core's estimate of the server's
     clock (``server_now``: its own clock plus the offset its last root read's ``Date``
-    showed) becomes its own clock, skewed by up to 10 s in seed 17 (of 10, 16, 17, 25, 29,
-    45, 61, 79, ... of the 500). A rejection is recorded by compare-and-swap, so no other
+    showed) becomes its own clock, skewed by up to 10 s in seed 29 (of 29, 34, 88, 93, 105
+    of 0-119, with the whole workload). A rejection is recorded by compare-and-swap, so no other
     guarantee breaks: the writer just hears a failure; the checker's expiry rule catches
     it."""
     monkeypatch.setattr(
@@ -1546,7 +1553,7 @@ def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep
         property(lambda _self: 0.0, lambda _self, _value: None),
         raising=False,
     )
-    result = simulate(sweep_config(17))
+    result = simulate(sweep_config(29))
     assert result.violations
     assert all("as expired" in v for v in result.violations), result.violations[:3]
     assert "TTL 2 s" in result.violations[0]

@@ -1513,29 +1513,20 @@ def test_a_store_that_ignores_start_after_gets_no_commit_applied_twice(
     assert any("but the commit-id index of" in v for v in result.violations), result.violations[:3]
 
 
-def test_a_lost_swap_answer_is_looked_up_in_the_index_once_its_version_left_the_window(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_lost_swap_answer_is_looked_up_in_the_index_once_its_version_left_the_window() -> None:
     """Found by the slow sweep (seed 21043, with the fold read ahead): a writer's swap of a
     two-dataset commit (no intent, a generated id) made v4 and its answer was lost (a 2-s
     timeout). When it read the root again, at v42, the window of 100 recent commits began
     at v4 — but with v4's later records only, ours pruned — so the writer took its commit
     for absent and applied it again at v43. The window proves only versions after its
     oldest record's (``_decide.past_the_window``); older, the datasets' commit-id indexes
-    answer. With the old bound (a version after the oldest record's) the seed commits twice.
-    (The hand-over after a race nobody won, and lingering on by default, changed that run;
-    without them, it is the same.)"""
+    answer. With the whole workload (2026-11-29) the seed no longer makes that race, and
+    no seed of 0-499 or 20500-21499 does with the old bound (a version after the oldest
+    record's) put back: the seed's run is held to every guarantee, the old bound is not
+    shown caught here any more."""
     found = sweep_config(21043)
     config = dataclasses.replace(found, policy=(*found.policy, ("handover", 0), ("linger", 0)))
     assert simulate(config).violations == []
-
-    def window_proves_its_oldest_version(doc: Any, version: int) -> bool:
-        oldest = doc.commits[0].version if doc.commits else doc.version + 1
-        return oldest > version and doc.version >= version
-
-    monkeypatch.setattr(_decide, "past_the_window", window_proves_its_oldest_version)
-    result = simulate(config)
-    assert any("recorded [2, 2] times" in v for v in result.violations), result.violations[:3]
 
 
 def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep(

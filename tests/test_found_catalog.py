@@ -1,0 +1,85 @@
+"""Promises of ``lakelock catalog`` that engines writing through it can break today."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField, StringType
+
+from lakelock import Lake
+from lakelock._catalog import CatalogServer, LakeCatalog
+
+ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
+EVENTS = Schema(
+    NestedField(1, "kind", StringType(), required=False),
+    NestedField(2, "n", LongType(), required=False),
+)
+BY_KIND = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "kind"))
+
+
+@pytest.fixture
+def server(lake: Lake) -> Iterator[CatalogServer]:
+    started = CatalogServer(LakeCatalog(lake), port=0).start()
+    yield started
+    started.close()
+
+
+class Resending(RestCatalog):
+    """pyiceberg sending every commit twice, as a client does whose first answer was lost."""
+
+    def commit_table(self, table: Any, requirements: Any, updates: Any) -> Any:
+        super().commit_table(table, requirements, updates)
+        return super().commit_table(table, requirements, updates)
+
+
+def test_an_added_column_sent_twice_is_answered_as_committed(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """README: "the same request sent twice commits once" and is answered as committed.
+    An add-column request whose answer was lost and is sent again is refused 409 today
+    (its commit id is derived with the version the request is checked against, which the
+    first send moved): the engine hears its schema change failed while it landed."""
+    RestCatalog("r", uri=server.url, **ENGINE).create_table("lake.events", EVENTS)
+    table = Resending("r", uri=server.url, **ENGINE).load_table("lake.events")
+    with table.update_schema() as update:
+        update.add_column("score", LongType())
+    assert [e.operation for e in reversed(lake.history("events"))] == ["create", "add-columns"]
+
+
+def test_set_properties_sent_twice_commits_once(server: CatalogServer, lake: Lake) -> None:
+    """README: "the same request sent twice commits once". A set-properties request sent
+    again (its answer lost) makes a second lakelock version today."""
+    RestCatalog("r", uri=server.url, **ENGINE).create_table("lake.events", EVENTS)
+    table = Resending("r", uri=server.url, **ENGINE).load_table("lake.events")
+    with table.transaction() as transaction:
+        transaction.set_properties({"owner": "etl"})
+    assert len(lake.history("events")) == 2
+
+
+def test_an_engine_cannot_register_a_live_file_a_second_time(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """FORMAT invariant 7 / rule 14: "A data file (its key) is live in a dataset at most
+    once". pyiceberg's add_files of a file the engine appended through the catalog, already
+    live (add_files without its own duplicate check; or two engines adding one file, each
+    checking a stale table), is committed today: the key is live twice in the dataset and
+    every reader gets its rows twice. Promised: refused (FileAlreadyRegisteredError, as a
+    409/400), nothing committed."""
+    table = RestCatalog("r", uri=server.url, **ENGINE).create_table(
+        "lake.events", EVENTS, partition_spec=BY_KIND
+    )
+    table.append(pa.table({"kind": pa.array(["a"]), "n": pa.array([1], pa.int64())}))
+    (live,) = lake.registry.files("events")
+    version = lake.registry.read().version
+    with pytest.raises(Exception):  # noqa: B017 - refused, whichever status says so
+        table.add_files([f"s3://{lake.bucket}/{live.key}"], check_duplicate_files=False)
+    assert [f.key for f in lake.registry.files("events")] == [live.key]
+    assert lake.read("events").num_rows == 1
+    assert lake.registry.read().version == version

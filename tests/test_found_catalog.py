@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -83,3 +85,44 @@ def test_an_engine_cannot_register_a_live_file_a_second_time(
     assert [f.key for f in lake.registry.files("events")] == [live.key]
     assert lake.read("events").num_rows == 1
     assert lake.registry.read().version == version
+
+
+def test_a_delete_whose_table_moved_before_it_landed_is_a_409_not_a_partial_delete(
+    server: CatalogServer, lake: Lake, s3: Any
+) -> None:
+    """README: "A stale commit is a 409 the engine retries on its own" (and a copy-on-write
+    delete is one ordinary lakelock commit). The catalog checks an engine's requirements
+    (assert-ref-snapshot-id) against the view, then reads the engine's manifests, then
+    commits: a lakelock append landing in between is not a stale commit today. pyiceberg's
+    ``delete("n >= 1")`` is answered 200 at a version after the append, and the appended
+    row with n = 5 is still there: the engine believes no row n >= 1 is left."""
+    table = RestCatalog("r", uri=server.url, **ENGINE).create_table(
+        "lake.events", EVENTS, partition_spec=BY_KIND
+    )
+    table.append(pa.table({"kind": pa.array(["a"]), "n": pa.array([1], pa.int64())}))
+    # The catalog's read of the engine's manifest list waits (after its requirement check).
+    s3.inject("stall", operation="GetObject", prefix="views/events/iceberg/engine/", count=1)
+    outcome: list[object] = []
+
+    def delete() -> None:
+        try:
+            table.delete("n >= 1")
+            outcome.append("committed")
+        except Exception as error:  # noqa: BLE001 - the test reports what the engine heard
+            outcome.append(error)
+
+    worker = threading.Thread(target=delete)
+    worker.start()
+    try:
+        for _ in range(600):
+            if s3.stalled():
+                break
+            worker.join(0.05)
+        assert s3.stalled() == 1
+        lake.append("events", pa.table({"kind": ["a"], "n": [5]}), partition_by=["kind"])
+    finally:
+        s3.release_stalls()
+        worker.join(60)
+    assert outcome, "the delete did not return"
+    if outcome[0] == "committed":
+        assert lake.read("events").filter(pc.field("n") >= 1).num_rows == 0

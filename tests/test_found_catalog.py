@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import BadRequestError, CommitFailedException
+from pyiceberg.exceptions import BadRequestError, CommitFailedException, TableAlreadyExistsError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
@@ -127,3 +127,44 @@ def test_a_delete_whose_table_moved_before_it_landed_is_a_409_not_a_partial_dele
     assert outcome, "the delete did not return"
     if outcome[0] == "committed":
         assert lake.read("events").filter(pc.field("n") >= 1).num_rows == 0
+
+
+def test_two_engines_creating_one_table_at_once_one_hears_it_exists(
+    server: CatalogServer, lake: Lake, s3: Any, client: Any
+) -> None:
+    """Iceberg REST (and the catalog's own check): creating a table that exists is 409
+    AlreadyExistsException. Two engines creating ``lake.events`` at once through two
+    catalogs on one lake both hear "created" today: the catalog checks that the name is
+    free, then commits a "create" that the registry applies to the dataset the other engine
+    made meanwhile. Each pipeline believes it owns a new, empty table (the history shows
+    two creates)."""
+    other = CatalogServer(LakeCatalog(Lake(lake.bucket, s3=client)), port=0).start()
+    try:
+        # The first catalog's commit waits at its first registry write.
+        s3.inject("stall", operation="PutObject", prefix="metastore/", count=1)
+        outcome: list[object] = []
+
+        def create() -> None:
+            try:
+                RestCatalog("r", uri=server.url, **ENGINE).create_table("lake.events", EVENTS)
+                outcome.append("created")
+            except Exception as error:
+                outcome.append(error)
+
+        worker = threading.Thread(target=create)
+        worker.start()
+        try:
+            for _ in range(600):
+                if s3.stalled():
+                    break
+                worker.join(0.05)
+            assert s3.stalled() == 1
+            RestCatalog("r", uri=other.url, **ENGINE).create_table("lake.events", EVENTS)
+        finally:
+            s3.release_stalls()
+            worker.join(60)
+    finally:
+        other.close()
+    assert outcome, "the first create did not return"
+    assert isinstance(outcome[0], TableAlreadyExistsError), outcome
+    assert [e.operation for e in lake.history("events")] == ["create"]

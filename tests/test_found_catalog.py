@@ -168,3 +168,25 @@ def test_two_engines_creating_one_table_at_once_one_hears_it_exists(
     assert outcome, "the first create did not return"
     assert isinstance(outcome[0], TableAlreadyExistsError), outcome
     assert [e.operation for e in lake.history("events")] == ["create"]
+
+
+def test_an_engine_adds_a_column_after_a_restore_dropped_one(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """README: through the catalog "an added column is one ordinary lakelock commit". After
+    ``lake.restore`` went back to a version before a column was added, every add-column an
+    engine sends is a 400 today ("column 'x' has field id 4 where lakelock's is 3: commit
+    the schema change alone, reload the table" - it is alone, and reloading changes
+    nothing): the view's last-column-id keeps the dropped column's id, lakelock's ids are
+    positions. The engine can never evolve that table's schema again."""
+    catalog = RestCatalog("r", uri=server.url, **ENGINE)
+    table = catalog.create_table("lake.events", EVENTS)
+    table.append(pa.table({"kind": pa.array(["a"]), "n": pa.array([1], pa.int64())}))
+    before = lake.registry.read().datasets["events"].updated_version
+    with table.update_schema() as update:
+        update.add_column("score", LongType())
+    lake.restore("events", version=before)
+    table = catalog.load_table("lake.events")
+    with table.update_schema() as update:
+        update.add_column("x", StringType())
+    assert lake.read("events").column_names == ["kind", "n", "x"]

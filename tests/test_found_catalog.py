@@ -190,3 +190,20 @@ def test_an_engine_adds_a_column_after_a_restore_dropped_one(
     with table.update_schema() as update:
         update.add_column("x", StringType())
     assert lake.read("events").column_names == ["kind", "n", "x"]
+
+
+@pytest.mark.parametrize("kind", ["a b", "a+b", "é", None])
+def test_an_engine_appends_rows_whose_partition_value_lakelock_holds(
+    server: CatalogServer, lake: Lake, kind: str | None
+) -> None:
+    """README: what a lakelock dataset cannot hold (non-identity transforms, delete files,
+    renamed or retyped columns) is a 400 naming it; ``lake.append`` holds partition values
+    with a space, a plus, a non-ASCII letter or a null. pyiceberg's append of such a row is
+    refused 400 today ("not where lakelock keeps a file of its partition": pyiceberg spells
+    the folder kind=a+b, kind=%C3%A9, kind=null), and the engine cannot spell it otherwise:
+    an engine cannot write these rows, nor (copy-on-write) delete from such partitions."""
+    table = RestCatalog("r", uri=server.url, **ENGINE).create_table(
+        "lake.events", EVENTS, partition_spec=BY_KIND
+    )
+    table.append(pa.table({"kind": pa.array([kind], pa.string()), "n": pa.array([1], pa.int64())}))
+    assert lake.read("events").to_pylist() == [{"kind": kind, "n": 1}]

@@ -133,7 +133,9 @@ def _end(
     still to land, through its intent, is then refused)."""
     mine = next((r for r in records if r.token == fence.token), None)
     if mine is None:
-        mine = LockFenceRecord(fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at)
+        mine = LockFenceRecord(
+            fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at
+        )
     ended = replace(mine, at=max(mine.at, at), held=False, ended=True)
     return (*[r for r in records if r.token != fence.token], ended)
 

@@ -17,7 +17,8 @@ Under the path lock (copy: read the source, write the destination; rename: write
    sees the partition at its old place or at its new place, never half of it.
 
 The commit carries the lock grant's fence, so a holder whose grant expired and was superseded
-by a conflicting one cannot commit (:class:`~lakelock.errors.StaleFenceError`). The source's
+by a conflicting one, or whose write lock was cleared, cannot commit
+(:class:`~lakelock.errors.StaleFenceError`). The source's
 objects are left in place for ``vacuum`` (readers of older snapshots may still read them).
 """
 

@@ -10,16 +10,19 @@ the columns added (``add-schema``), the properties set. Several snapshots in one
 and a later one deletes is neither.
 
 What a lakelock dataset cannot hold is refused (:class:`~._protocol.CatalogError` 400, naming
-it) before anything is written: delete files (merge-on-read), data files of another format,
-outside the dataset's folder or not at the path lakelock gives their partition values,
-non-identity partition transforms or other partition columns, renamed, retyped, dropped or
+it) before anything is written: delete files (merge-on-read), data files of another format
+or outside the dataset's folder, non-identity partition transforms or other partition columns, renamed, retyped, dropped or
 reordered columns, sort orders, branches, tags, rollbacks and snapshot expiry (lakelock keeps
 versions by its retention). A manifest list that does not exist or lies outside the lake is a
 400 as well: nothing is half-applied, because nothing is written until the one commit.
 
 Each added file is read once (its SHA-256 is the checksum lakelock verifies on every read, its
 size and parquet footer checked against the manifest); its partition values and column
-statistics are the manifest's.
+statistics are the manifest's. An engine spells partition folders its own way (pyiceberg and
+Java's URLEncoder write ``kind=a+b`` for ``"a b"``, pyiceberg ``kind=null`` for a null), so
+the folder is never read: a file anywhere under the dataset's folder whose key is not where
+lakelock keeps a file of its partition is created there (create-only), the one write before
+the commit.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from lakelock._catalog._protocol import CatalogError
 from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._layout import data_file_key, files_prefix
+from lakelock._mirror._iceberg import column_ids
 from lakelock._names import partition_path
 from lakelock._s3 import ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
@@ -262,7 +266,9 @@ def plan_commit(
         raise CatalogError.bad_request("add-snapshot without set-snapshot-ref main")
 
     written = schema if new_arrow is not None else base.schema()
-    field_ids = _check_field_ids(written, new_arrow if new_arrow is not None else arrow)
+    field_ids = _check_field_ids(
+        written, column_ids(base, new_arrow if new_arrow is not None else arrow), files=snapshots
+    )
     io_ = _LakeIO(store)
     added: dict[str, Any] = {}
     removed: dict[str, None] = {}
@@ -422,15 +428,21 @@ def _derived(name: str, steered: Mapping[str, str]) -> bool:
 _NAME_MAPPING = "schema.name-mapping.default"
 
 
-def _check_field_ids(schema: Any, arrow: pa.Schema) -> dict[str, int]:
-    """The field id of each top-level column, checked to be lakelock's (column ``i`` is
-    ``i + 1``): an engine's files carry the ids of the schema it wrote them with, and the
-    view reads them by id."""
+def _check_field_ids(
+    schema: Any, lakelock_ids: Mapping[str, int], *, files: Sequence[Any]
+) -> dict[str, int]:
+    """The field id of each top-level column, checked to be the view's (``lakelock_ids``)
+    when the request adds snapshots: an engine's files carry the ids of the schema it wrote
+    them with, and the view reads them by id. A schema change alone may number a new column
+    as the engine likes (one added again after a restore dropped it gets its old id back):
+    the answer carries the view's ids, which the engine writes with from then on."""
     ids = {f.name: f.field_id for f in schema.fields}
-    for i, name in enumerate(arrow.names):
-        if ids.get(name) != i + 1:
+    if not files:
+        return ids
+    for name, expected in lakelock_ids.items():
+        if ids.get(name) != expected:
             raise CatalogError.bad_request(
-                f"column {name!r} has field id {ids.get(name)} where lakelock's is {i + 1}: "
+                f"column {name!r} has field id {ids.get(name)} where lakelock's is {expected}: "
                 "commit the schema change alone, reload the table, then write"
             )
     return ids

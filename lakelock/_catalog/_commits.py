@@ -10,11 +10,12 @@ the columns added (``add-schema``), the properties set. Several snapshots in one
 and a later one deletes is neither.
 
 What a lakelock dataset cannot hold is refused (:class:`~._protocol.CatalogError` 400, naming
-it) before anything is written: delete files (merge-on-read), data files of another format
-or outside the dataset's folder, non-identity partition transforms or other partition columns, renamed, retyped, dropped or
-reordered columns, sort orders, branches, tags, rollbacks and snapshot expiry (lakelock keeps
-versions by its retention). A manifest list that does not exist or lies outside the lake is a
-400 as well: nothing is half-applied, because nothing is written until the one commit.
+it) before anything is written: delete files (merge-on-read), data files of another format or
+outside the dataset's folder, non-identity partition transforms or other partition columns,
+renamed, retyped, dropped or reordered columns, sort orders, branches, tags, rollbacks and
+snapshot expiry (lakelock keeps versions by its retention). A manifest list that does not
+exist or lies outside the lake is a 400 as well: nothing is half-applied, because nothing but
+the placed files (below) is written until the one commit.
 
 Each added file is read once (its SHA-256 is the checksum lakelock verifies on every read, its
 size and parquet footer checked against the manifest); its partition values and column

@@ -196,9 +196,7 @@ def _renumbered(schema: Any, known: Mapping[str, int]) -> Any:
     """``schema`` with each top-level column's id ``known[name]``, the fields nested in it
     moved along (a schema of a view mirrored before ids were kept by name); itself when
     nothing moves."""
-    moves = {
-        int(f.field_id): known[f.name] for f in schema.fields if known[f.name] != f.field_id
-    }
+    moves = {int(f.field_id): known[f.name] for f in schema.fields if known[f.name] != f.field_id}
     if not moves:
         return schema
     from pyiceberg.schema import Schema  # noqa: PLC0415 - extra
@@ -257,9 +255,7 @@ def _with_id(field: Any, field_id: int, counter: Iterator[int]) -> Any:
     return field.with_type(type_).with_metadata({_FIELD_ID: str(field_id).encode()})
 
 
-def iceberg_schema(
-    schema: pa.Schema, schema_id: int, ids: Mapping[str, int] | None = None
-) -> Any:
+def iceberg_schema(schema: pa.Schema, schema_id: int, ids: Mapping[str, int] | None = None) -> Any:
     """The Iceberg schema of a dataset schema (field ids as :func:`with_field_ids`)."""
     pyarrow_io = require("pyiceberg.io.pyarrow", extra="iceberg", package="pyiceberg")
     check_view_names(schema, "Iceberg")

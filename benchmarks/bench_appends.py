@@ -520,8 +520,11 @@ def icechunk_python(given: str | None, venv: Path) -> str:
             "pass --icechunk-python, or leave icechunk out of --systems"
         )
     print(f"# making {venv} from {base} for icechunk's writers", file=sys.stderr)
-    subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    subprocess.run([python, "-m", "pip", "install", "--quiet", *ICECHUNK_REQUIREMENTS], check=True)
+    # Without PYTHONPATH: pip would take a checkout on it for installed and check its needs.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([base, "-m", "venv", str(venv)], check=True, env=env)
+    install = [python, "-m", "pip", "install", "--quiet", *ICECHUNK_REQUIREMENTS]
+    subprocess.run(install, check=True, env=env)
     return python
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from lakelock.testing import S3Endpoint
+from tests._support import StallAndRace
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_appends.py"
 _buckets = itertools.count()
@@ -95,3 +97,30 @@ def test_one_writers_burst_is_counted_and_found_in_the_table(
     assert (sample.all_commits, sample.failures, sample.check) == (2, 0, "ok"), sample.first_error
     assert sample.requests > 0
     assert sample.rate > 0
+
+
+@pytest.mark.parametrize(
+    ("system", "commit_key"),
+    [("lance", "events/_versions/"), ("icechunk", "events/repo")],
+)
+def test_a_peer_as_the_benchmark_opens_it_commits_with_a_conditional_request(
+    s3: S3Endpoint, stall_and_race: StallAndRace, tmp_path: Path, system: str, commit_key: str
+) -> None:
+    """Lance and Icechunk as the benchmark configures them (plain ``s3://`` on a path-style
+    endpoint, no lock, no DynamoDB) commit with a conditional write: a commit held at the
+    endpoint while another writer's lands loses that race and is rebased, so both appends are
+    in the table. With an unconditional write the held one would replace the other's commit
+    and one append would be lost: that system's row would measure an unsafe protocol."""
+    pytest.importorskip(MODULES[system])
+    target = bench.Target(s3.url, f"bench-{next(_buckets)}", str(tmp_path), 10, 3)
+    s3.create_bucket(target.bucket)
+    bench.create_table(system, target)
+
+    def append(writer: int) -> Callable[[], None]:
+        def run() -> None:
+            bench.append_once(bench.open_handle(system, target, writer), bench.batch(writer, 0, 10))
+
+        return run
+
+    stall_and_race(append(1), append(2), prefix=commit_key)
+    assert bench.committed_appends(system, target) == 3

@@ -55,6 +55,7 @@ import argparse
 import contextlib
 import dataclasses
 import glob
+import importlib
 import importlib.util
 import math
 import os
@@ -367,6 +368,23 @@ def append_loop(handle: Handle, rows: int, deadline: float | None, appends: int)
 
 # --- writer processes --------------------------------------------------------------------------
 
+# What each system's first append would import (pandas: lakelock's and delta-rs's conversions;
+# rich: pyiceberg's): a writer process loads them when it prepares, so that the system whose
+# turn comes first in a process does not pay for the others' imports.
+PRELOAD = {
+    "lakelock": ("lakelock.testing", "pyarrow.acero", "pyarrow.dataset", "pandas"),
+    "delta-rs": ("deltalake", "pandas"),
+    "lance": ("lance",),
+    "icechunk": ("icechunk", "zarr"),
+    "pyiceberg-sqlite": ("pyiceberg.catalog.sql", "pyiceberg.io.pyarrow", "pyarrow.acero", "rich"),
+}
+
+
+def preload(system: str) -> None:
+    for module in PRELOAD[system]:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+
 
 def quiet_libraries() -> None:
     """pyiceberg logs every lost race it retries; the table counts them as requests."""
@@ -402,6 +420,7 @@ def worker_main() -> None:
             if kind == "prepare":
                 assert target is not None
                 handle = None
+                preload(task["system"])
                 handle = open_handle(task["system"], target, task["writer"])
                 rows = target.rows
                 answer("ready")
@@ -618,6 +637,7 @@ def timed_run(
 
     outcomes: list[Outcome]
     if mode == "threads":
+        preload(system)
         if system == "lakelock":
             shared = open_handle(system, target, 0)
             # One Lake: group commit across the threads.

@@ -4,8 +4,8 @@ Creates the ``--bucket`` buckets, applies ``--policy`` to them, adds latency and
 the URL with ready-to-paste settings, and serves until Ctrl-C (or SIGTERM). Requests must be
 signed (SigV4) with the printed access key (or a ``--principal``'s) and secret, as S3 checks
 them, so a credentials mistake shows here and not first on AWS; ``--no-auth`` accepts any.
-With ``--catalog`` the read-only Iceberg REST catalog (``lakelock catalog``) serves a lake on
-it beside the S3 endpoint.
+With ``--catalog`` the Iceberg REST catalog (``lakelock catalog``) serves a lake on it beside
+the S3 endpoint.
 """
 
 from __future__ import annotations
@@ -137,8 +137,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         type=_catalog_url,
         metavar="URL",
-        help="also serve this lake (default: the first --bucket) as a read-only Iceberg REST "
-        "catalog, on --host",
+        help="also serve this lake (default: the first --bucket) as an Iceberg REST catalog, "
+        "on --host",
     )
     group.add_argument(
         "--catalog-port",

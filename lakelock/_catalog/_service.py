@@ -60,6 +60,7 @@ from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     InvalidNameError,
+    SchemaMismatchError,
     StaleFenceError,
 )
 
@@ -80,6 +81,9 @@ class MirroredView(Protocol):
 
     @property
     def version(self) -> int: ...
+
+    @property
+    def written(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -221,8 +225,13 @@ class LakeCatalog:
         self, namespace: tuple[str, ...], table: str, *, snapshot: RegistrySnapshot | None = None
     ) -> LoadedTable:
         """The dataset's current Iceberg view (current as of ``snapshot``, default a fresh
-        read of the registry), mirrored first when the registry is ahead of it."""
-        self.check_namespace(namespace)
+        read of the registry), mirrored first when the registry is ahead of it. A table of a
+        namespace that does not exist does not exist either: Java clients (Iceberg's
+        RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
+        ``snapshots`` of the namespace ``ns.table`` first, and go on to the metadata table
+        only when told ``NoSuchTableException``."""
+        if namespace != (self.namespace,):
+            raise CatalogError.no_such_table(namespace, table)
         datasets = (snapshot or self.lake.registry.read()).datasets
         if table not in datasets:
             raise CatalogError.no_such_table(namespace, table)
@@ -250,10 +259,12 @@ class LakeCatalog:
         except DatasetNotFoundError as error:  # dropped between the read and the mirror
             raise CatalogError.no_such_table(namespace, table) from error
         if self._log is not None:
-            self._log(
-                f"mirrored {table} to lakelock version {view.version} "
-                f"({self._clock() - started:.2f} s)"
+            done = (
+                f"mirrored {table} to lakelock version {view.version}"
+                if view.written
+                else f"view of {table} already current at lakelock version {view.version}"
             )
+            self._log(f"{done} ({self._clock() - started:.2f} s)")
         return view
 
     def _lock_for(self, table: str) -> threading.Lock:
@@ -569,7 +580,7 @@ class LakeCatalog:
         another commit changed) is the spec's 409, so the engine refreshes and retries."""
         try:
             result: CommitResult = self.lake.registry.commit_changes(changes)
-        except (CommitConflictError, StaleFenceError) as error:
+        except (CommitConflictError, SchemaMismatchError, StaleFenceError) as error:
             raise CatalogError.commit_failed(str(error)) from error
         return result
 

@@ -294,3 +294,40 @@ def test_every_decision_cited_exists_and_every_record_is_indexed() -> None:
     index = (REPO / "docs" / "decisions" / "README.md").read_text()
     assert {m[2] for m in DECISION_REF.finditer(index) if m[2]} == names, "the index is not whole"
     assert "docs/decisions/README.md" in (REPO / "BENCHMARKS.md").read_text()
+
+
+# -- the map ---------------------------------------------------------------------------------
+
+#: A line of the rooms drawing that names a module or a package: its tree glyph, then the name.
+MAP_ENTRY = re.compile(r"^(?P<indent>(?:[│ ] {3})*)[├└]── (?P<name>[\w.]+/?)")
+
+
+def mapped_modules() -> set[str]:
+    """The modules docs/ARCHITECTURE.md's drawing of the rooms names, as paths under lakelock/
+    (a package, ``name/``, stands for its ``__init__.py``)."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    drawing = text.split("## The rooms", 1)[1].split("```", 2)[1]
+    mapped: set[str] = set()
+    folders: list[str] = []
+    for line in drawing.splitlines():
+        if not (entry := MAP_ENTRY.match(line)):
+            continue
+        depth = len(entry["indent"]) // 4
+        del folders[depth:]
+        name = entry["name"]
+        if name.endswith("/"):
+            folders.append(name)
+            mapped.add("".join(folders) + "__init__.py")
+        else:
+            mapped.add("".join(folders) + name)
+    return mapped
+
+
+def test_the_map_names_every_module() -> None:
+    """docs/ARCHITECTURE.md's rooms name every module of lakelock/ in its package, and no module
+    that is gone: a newcomer who reads the map finds every file where it lies."""
+    package = REPO / "lakelock"
+    modules = {path.relative_to(package).as_posix() for path in package.rglob("*.py")}
+    mapped = mapped_modules()
+    assert sorted(modules - mapped) == [], "modules missing from the map"
+    assert sorted(mapped - modules) == [], "the map names modules that do not exist"

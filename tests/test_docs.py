@@ -1,6 +1,6 @@
 """docs/ says what the code does: every python block of docs/*.md runs as written against the
 embedded endpoint (the README's are run by tests/test_readme.py), every command of a ``sh``
-block (docs/*.md, the decision records, BENCHMARKS.md, README.md) is one the code accepts, the
+block (docs/*.md, the decision records, BENCHMARKS.md, the READMEs) is one the code accepts, the
 figures the docs quote are the code's, and every decision record cited exists."""
 
 from __future__ import annotations
@@ -89,7 +89,13 @@ def test_the_cache_size_the_docs_quote_is_the_codes() -> None:
 
 #: Where ``sh`` blocks are checked.
 DECISIONS = sorted((REPO / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
-COMMAND_DOCS = [*DOCS, *DECISIONS, REPO / "BENCHMARKS.md", REPO / "README.md"]
+COMMAND_DOCS = [
+    *DOCS,
+    *DECISIONS,
+    REPO / "BENCHMARKS.md",
+    REPO / "README.md",
+    REPO / "tests" / "README.md",
+]
 #: A line that starts a command (after ``NAME=value`` assignments).
 COMMAND_LINE = re.compile(r"^(?:[A-Z_]+=\S*\s+)*(?:lakelock|python|pytest|pip|export)\s", re.M)
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())

@@ -23,6 +23,7 @@ LakelockError
 │   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
 │   │   │   └── PartitionByMismatchError            another partition_by than the dataset's
 │   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
+│   │   ├── FileAlreadyRegisteredError           an added file is live in the dataset: .keys
 │   │   └── StaleFenceError                      fencing token lower than one already seen
 │   ├── RetryBudgetExhaustedError             attempts or seconds ran out: .attempts .seconds
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
@@ -52,6 +53,7 @@ __all__ = [
     "CredentialsError",
     "DatasetNotFoundError",
     "EndpointUnreachableError",
+    "FileAlreadyRegisteredError",
     "InvalidNameError",
     "LakelockError",
     "LeaseError",
@@ -317,6 +319,20 @@ class CommitIdReusedError(CommitConflictError, ValueError):
         self.version = version
         self.recorded_dataset = recorded_dataset
         self.recorded_operation = recorded_operation
+
+
+class FileAlreadyRegisteredError(CommitConflictError):
+    """A file the commit adds is live in the dataset already (a data file is registered at
+    most once): typically a ``registry.commit`` retried without a commit id after its first
+    attempt's outcome was unknown, which landed. Nothing was committed; ``keys`` are the
+    files found registered. Give a commit a ``commit_id`` to make its retries report the
+    earlier commit instead."""
+
+    def __init__(
+        self, message: str, *, keys: tuple[str, ...], **fields: Unpack[_CommitFields]
+    ) -> None:
+        super().__init__(message, **fields)
+        self.keys = tuple(keys)
 
 
 class StaleFenceError(CommitConflictError):

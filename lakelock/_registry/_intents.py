@@ -80,6 +80,7 @@ def intent_document(
                     list(change.partition_by) if change.partition_by is not None else None
                 ),
                 "schema_mode": change.schema_mode,
+                **({"existing_files": True} if change.existing_files else {}),
                 "properties": dict(change.properties) if change.properties is not None else None,
                 "fence": (
                     {
@@ -176,6 +177,7 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             generated_id=section.get("generated_id") is True,
             schema_mode=_schema_mode(section),
             digest=(text(section["digest"], "digest") if "digest" in section else None),
+            existing_files=section.get("existing_files") is True,
         )
     except RegistryCorruptError:
         raise

@@ -28,8 +28,9 @@ from tests._support import CLI_ENV, FAST_RETRY, StallAndRace, wait_until
 from tests._support.processes import InProcess
 from tests._support.simtime import SimTime
 
-# LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture).
-pytest_plugins = ("tests._localstack",)
+# LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture), Spark for the
+# opt-in `spark` tests (the `spark` fixture).
+pytest_plugins = ("tests._localstack", "tests._spark")
 
 _bucket_numbers = itertools.count()
 

@@ -221,8 +221,13 @@ class LakeCatalog:
         self, namespace: tuple[str, ...], table: str, *, snapshot: RegistrySnapshot | None = None
     ) -> LoadedTable:
         """The dataset's current Iceberg view (current as of ``snapshot``, default a fresh
-        read of the registry), mirrored first when the registry is ahead of it."""
-        self.check_namespace(namespace)
+        read of the registry), mirrored first when the registry is ahead of it. A table of a
+        namespace that does not exist does not exist either: Java clients (Iceberg's
+        RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
+        ``snapshots`` of the namespace ``ns.table`` first, and go on to the metadata table
+        only when told ``NoSuchTableException``."""
+        if namespace != (self.namespace,):
+            raise CatalogError.no_such_table(namespace, table)
         datasets = (snapshot or self.lake.registry.read()).datasets
         if table not in datasets:
             raise CatalogError.no_such_table(namespace, table)

@@ -60,7 +60,7 @@ from lakelock._vacuum_plan import (
     plan,
     record_deletions,
 )
-from lakelock.errors import InvalidNameError
+from lakelock.errors import InvalidArgumentError
 
 __all__ = ["SCANNED_PREFIXES", "VacuumReport", "vacuum"]
 
@@ -80,21 +80,25 @@ def vacuum(
     ``progress(done, total)`` how many orphans have been deleted. ``older_than`` below the
     registry's retention is refused unless ``enforce_retention=False``."""
     if older_than < 0:
-        raise InvalidNameError(older_than, "older_than is a non-negative number of seconds")
+        raise InvalidArgumentError(
+            older_than, "a non-negative number of seconds", what="older_than"
+        )
     if enforce_retention and older_than < registry.retention:
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             older_than,
             f"older_than ({older_than:g} s) is below the registry's retention "
             f"({registry.retention:g} s): vacuum would delete versions that time travel "
             "promises to keep readable; pass enforce_retention=False (lakelock vacuum "
             "--no-enforce-retention) to delete them anyway",
+            what="older_than",
         )
     if older_than > registry.retention:
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             older_than,
             f"older_than exceeds the registry's retention ({registry.retention:.0f} s): "
             "versions older than that may not be read, so vacuum keeps nothing for them; "
             "raise the retention first (Lake(retention=...), vacuum --retention)",
+            what="older_than",
         )
     store = registry.store
     # The reads and the decisions are lakelock._vacuum_plan's (what the simulator runs too).

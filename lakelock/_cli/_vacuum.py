@@ -25,7 +25,7 @@ from lakelock._cli._common import (
 from lakelock._cli._progress import ProgressBar, ProgressCounter, progress_wanted
 from lakelock._lake import DEFAULT_RETENTION, Lake
 from lakelock._vacuum import VacuumReport
-from lakelock.errors import InvalidNameError
+from lakelock.errors import InvalidArgumentError
 
 __all__ = ["add_parser", "run"]
 
@@ -54,8 +54,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_duration,
         default=None,
         metavar="AGE",
-        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (default and "
-        "at most: --retention; less only with --no-enforce-retention)",
+        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (default: "
+        "--retention, and it must equal --retention: less only with "
+        "--no-enforce-retention, more only by raising --retention)",
     )
     parser.add_argument(
         "--enforce-retention",
@@ -82,19 +83,21 @@ def run(args: argparse.Namespace) -> int:
     if args.older_than is None:
         args.older_than = args.retention
     if args.older_than < args.retention and args.enforce_retention:
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             format_duration(args.older_than),
             f"--older-than is below the registry's retention ({format_duration(args.retention)})"
             ": it would delete versions that time travel promises to keep readable; pass "
             "--no-enforce-retention to delete them anyway",
+            what="--older-than",
         )
     if args.older_than > args.retention:
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             format_duration(args.older_than),
             f"--older-than exceeds the registry's retention ({format_duration(args.retention)})"
             ": retired manifests older than that are forgotten, so their files cannot be "
             "proven unread; pass --retention AGE if every writer of this lake keeps them that "
             "long (Lake(retention=...))",
+            what="--older-than",
         )
     lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args), retention=args.retention)
     check_bucket(lake.client, target.bucket)

@@ -15,10 +15,13 @@ commit ids, fences, retention, every rule of docs/FORMAT.md), with a commit id d
 the request, so a retried request is recognised as committed and answered, never applied
 twice. Requirements are checked against the view of the dataset's current version (the
 version they name: each snapshot id is a lakelock version); a failed one is a 409
-``CommitFailedException`` and the engine retries on the refreshed table. Between that check
-and the registry's swap another writer's commit may land: appends go through, as lakelock
-appends always do, and a commit removing a file another commit removed first is refused by the
-registry (409). A multi-table transaction is one lakelock commit over its datasets.
+``CommitFailedException`` and the engine retries on the refreshed table. A request with
+requirements commits on that version only (``on_version``, FORMAT.md rule 15): when another
+writer's commit lands first, it is planned again on the new version, its requirements
+checked again. A request without requirements commits on whatever version is current, and a
+commit removing a file another commit removed first is refused by the registry (409). Files
+an engine adds are checked not to be live already (rule 14). A create commits only while the
+dataset does not exist. A multi-table transaction is one lakelock commit over its datasets.
 
 Credentials: the client ``defaults`` name the S3 endpoint, region and addressing, never keys.
 Only a catalog made with ``vend_credentials=True`` puts the lake's own S3 credentials (those

@@ -454,3 +454,18 @@ def test_the_version_a_crashed_writer_planned_on_travels_in_its_intent(lake: Lak
     other.append("c", table([4]))
     assert ids(lake, "c") == [1, 2, 4]
     assert [f.state for f in other.registry._current()[0].fates][-2:] == ["rejected", "applied"]
+
+
+def test_a_version_once_switched_off_lets_a_stale_plan_land(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_decide.moved_since`` switched off: a change planned on a replaced version lands
+    beside the commit that replaced it — what the rule prevents."""
+    monkeypatch.setattr(_decide, "moved_since", lambda *_, **__: None)
+    lake.append("c", table([1]))
+    planned_on = lake.registry.read().datasets["c"].updated_version
+    lake.append("c", table([2]))
+    files = lake.write("c", table([3]))
+    stale = Change("c", "planned", add=tuple(files), existing_files=True, on_version=planned_on)
+    lake.registry.commit_changes([stale])
+    assert ids(lake, "c") == [1, 2, 3]

@@ -549,6 +549,7 @@ class LakeCatalog:
                     return _RECORDED
                 if (
                     loaded is not None
+                    and request.updates
                     and not snapshots
                     and self._in_effect(table, request, snapshot, loaded)
                 ):

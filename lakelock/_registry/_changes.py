@@ -9,7 +9,8 @@ conflict, not a silent success). :func:`seal` closes a batch of changes into one
 Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwise):
 
 - fencing: a lease token below the highest recorded for its name, or a path-lock grant
-  superseded by a recorded conflicting grant → :class:`~lakelock.errors.StaleFenceError`
+  superseded by a recorded conflicting grant or whose write lock in force ended →
+  :class:`~lakelock.errors.StaleFenceError`
   (:mod:`._fencing` has the rules); otherwise the fence is recorded;
 - ``partition_by`` must match the dataset's
   (:class:`~lakelock.errors.PartitionByMismatchError`); every added file must sit in a
@@ -151,6 +152,10 @@ class Change:
     # the manifests of the partitions they join. lakelock's own operations add files they
     # have just created by create-only PUTs, which cannot be live, and skip those reads.
     existing_files: bool = False
+    # The version of the dataset the change was planned on: it applies only while the
+    # dataset's ``updated_version`` is still this (0: only while the dataset does not exist),
+    # else it is refused (FORMAT.md rule 15). None: on whatever version is current.
+    on_version: int | None = None
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,7 @@ def intent_document(
                 ),
                 "schema_mode": change.schema_mode,
                 **({"existing_files": True} if change.existing_files else {}),
+                **({"on_version": change.on_version} if change.on_version is not None else {}),
                 "properties": dict(change.properties) if change.properties is not None else None,
                 "fence": (
                     {
@@ -178,6 +179,7 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             schema_mode=_schema_mode(section),
             digest=(text(section["digest"], "digest") if "digest" in section else None),
             existing_files=section.get("existing_files") is True,
+            on_version=_on_version(section),
         )
     except RegistryCorruptError:
         raise
@@ -208,3 +210,13 @@ def prune_fates(
     recent = {id(f) for f in ordered[-keep:]}
     recent |= {id(f) for f in [f for f in ordered if f.state != "applied"][-keep:]}
     return tuple(f for f in ordered if f.key > watermark or id(f) in recent)
+
+
+def _on_version(section: Mapping[str, Any]) -> int | None:
+    """The intent's ``on_version`` (rule 15), absent for an unconditional commit."""
+    value = section.get("on_version")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"on_version {value!r} is not a version")
+    return value

@@ -1,20 +1,22 @@
-"""The commit core's safety: who applies what, and what the root records. Pure.
+"""The commit core's safety: who applies what, and what the root records.
 
-Every rule of docs/FORMAT.md's binding section ("Intents: the rules") is one function here,
-named after it; nothing here reads a clock, draws a random number (nonces are handed in), or
-performs I/O. Objects it needs (snapshots, index nodes, manifests) come from the
-:class:`~lakelock._registry._objects.Objects` cache; a miss raises
-:class:`~lakelock._registry._objects.Missing` and the core fetches it and asks again, so each
-function here is safe to call twice.
+Each rule of docs/FORMAT.md's binding section ("Intents: the rules") is a function here, or a
+few (listed below; rule 6 is :mod:`.._intents`'s, rule 8 vacuum's); nothing here reads a clock,
+draws a random number (nonces are handed in), or performs I/O. One thing is not pure:
+:func:`applied_batch` puts the manifests a batch consolidates into the ``Objects`` cache, so a
+later commit of the batch finds them before they exist on S3. Objects it needs (snapshots,
+index nodes, manifests) come from the :class:`~lakelock._registry._objects.Objects` cache; a
+miss raises :class:`~lakelock._registry._objects.Missing` and the core fetches it and asks
+again, so each function here is safe to call twice.
 
 The rules:
 
 1. **Fate by the swap that applies** (:func:`fates_of`): an intent is applied exactly by the
    swap that records it ``applied`` (and its commit id in the dataset's commit-id index);
    rejected and cancelled intents are recorded too, so nobody applies them later.
-2. **Settle before apply** (:func:`settle`): a batch first ends every commit whose fate the
-   root already records, or whose commit id is recorded (the window, the commit-id index):
-   never applied twice.
+2. **Settle before apply** (:func:`settle`, :func:`past_the_window`, :func:`indexed_version`):
+   a batch first ends every commit whose fate the root already records, or whose commit id
+   is recorded (the window, the commit-id index): never applied twice.
 3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
    commit id is recorded is ``applied`` at that version, not applied again.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
@@ -27,7 +29,8 @@ The rules:
 7. **Cancel by compare-and-swap** (:func:`cancelled`): a commit that gives up records its
    intent cancelled in a swap before its caller hears "failed".
 8. (Vacuum keeps pending and undecided intents: :mod:`lakelock._vacuum_plan`.)
-9. **A restore lands within the retention** (:func:`restore_too_late`): the version a
+9. **A restore lands within the retention** (:func:`restore_too_late`, :func:`restore_lead`,
+   :func:`restore_refused`): the version a
    restore makes current again is kept by vacuum only until it leaves the retention; the
    restore is applied only while that is more than a margin away.
 11. **One commit id, one change, within a batch too** (:func:`reused_in_batch`): a second
@@ -36,6 +39,7 @@ The rules:
 13. **A swap that may still land is not a failure** (:func:`swap_may_land`): after a lost
     answer, only a root that moved past the swap's base proves the commit absent.
 14. **A data file is registered at most once** (:func:`registered_twice`).
+15. **A commit planned on a version applies on it** (:func:`moved_since`).
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ __all__ = [
     "fate_error",
     "fates_of",
     "judge_listed",
+    "moved_since",
     "past_the_window",
     "recorded_version",
     "registered_twice",
@@ -310,6 +315,9 @@ def applied_batch(
             continue
         try:
             for change in p.changes:
+                moved = moved_since(candidate, change)
+                if moved is not None:
+                    raise moved
                 twice = registered_twice(candidate, change, objects)
                 if twice is not None:
                     raise twice
@@ -389,6 +397,33 @@ def registered_twice(
         "once (an earlier commit of these files landed? give commits a commit_id to make a "
         "retry report it); nothing was committed",
         keys=tuple(live),
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
+
+
+def moved_since(doc: RegistryDoc, change: Change) -> CommitConflictError | None:
+    """Rule 15: a change planned on a version of its dataset (``on_version``: what an
+    Iceberg engine's requirements were checked against, or 0, "the dataset does not exist",
+    for a create) applies only while the dataset is still at that version in ``doc`` (as
+    the batch has changed it so far): the error refusing it if another commit moved the
+    dataset first. Unconditional changes (``on_version`` None) apply on any version."""
+    if change.on_version is None:
+        return None
+    state = doc.datasets.get(change.dataset)
+    holds = change.on_version == 0 if state is None else state.updated_version == change.on_version
+    if holds:
+        return None
+    current = state.updated_version if state is not None else 0
+    planned = (
+        "the dataset did not exist"
+        if change.on_version == 0
+        else f"version {change.on_version} of the dataset"
+    )
+    now = "it exists" if change.on_version == 0 else f"it is at version {current}"
+    return CommitConflictError(
+        f"commit planned on {planned}, but {now}: another commit landed first; nothing was "
+        "committed (plan it again on the current version)",
         dataset=change.dataset,
         commit_id=change.commit_id,
     )

@@ -59,6 +59,7 @@ from lakelock._registry._document import (
     PartitionState,
     RegistryDoc,
 )
+from lakelock._registry import _fencing
 from lakelock._registry._fencing import record_fence
 from lakelock._registry._manifest import (
     Manifest,
@@ -670,8 +671,9 @@ def seal(
     retire_before: float | None = None,
 ) -> RegistryDoc:
     """Close a batch: bump the version once, record each commit id, keep ``window`` of them,
-    and forget retired manifests and lock-grant records older than ``retire_before`` (seconds
-    since the epoch)."""
+    and forget (format 1) retired manifests older than ``retire_before`` (seconds since the
+    epoch); the path-lock grant records are kept whatever their age
+    (:func:`~lakelock._registry._fencing.lock_fences_kept`)."""
     version = doc.version + 1
     # One record per commit id: a commit spanning several datasets names them all.
     merged: dict[str, CommitRecord] = {}
@@ -703,16 +705,8 @@ def seal(
     retired = doc.retired if doc.format_version == 1 else ()
     lock_fences = doc.lock_fences
     if retire_before is not None:
-        # Lock grants live for seconds to minutes; a record older than the retention can no
-        # longer be superseded by a zombie still holding an older grant.
         retired = tuple(r for r in retired if r.at >= retire_before)
-        lock_fences = MappingProxyType(
-            {
-                name: kept
-                for name, records in lock_fences.items()
-                if (kept := tuple(r for r in records if r.at >= retire_before))
-            }
-        )
+        lock_fences = _fencing.lock_fences_kept(lock_fences, before=retire_before)
     return replace(
         doc,
         version=version,

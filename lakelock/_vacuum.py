@@ -115,6 +115,7 @@ def vacuum(
         registry, found.listed, cutoff=cutoff, oldest=found.oldest
     )
     report = classify(found.listed, protected, cutoff=cutoff, dry_run=dry_run)
+    report.unproven = dict(found.unproven)
     if dry_run or not report.orphans:
         return report
     total = len(report.orphans)

@@ -9,9 +9,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakelock import Lake
+from lakelock import Lake, _vacuum_plan
+from lakelock._registry import Registry
 from lakelock._vacuum import vacuum
 from lakelock.errors import InvalidNameError, SnapshotExpiredError
+from tests._support import FAST_RETRY
 
 HOUR = 3600.0
 
@@ -192,3 +194,58 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == expected
     delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
     assert sorted(delta.to_pyarrow_table()["id"].to_pylist()) == expected
+
+
+def test_a_damaged_version_does_not_end_the_protection_of_older_retained_ones(
+    lake: Lake, admin: Any
+) -> None:
+    """Three versions, all within vacuum's window (committed by a writer whose clock runs
+    two hours ahead, so their objects are older than the window while the versions are
+    not); the manifest that only version 2 adds is lost. Vacuum keeps version 1 whole and
+    says why it kept what it could not prove unneeded; version 1 still reads. Before, the
+    walk of the kept versions ended at version 2, and vacuum deleted version 1's snapshot,
+    manifest and file: a version time travel promised was gone."""
+    ahead = Registry(lake.store, retry=FAST_RETRY, clock=later(2))
+
+    def commit(ids: list[int], **options: Any) -> int:
+        files = lake.write("sales", rows(ids), partition_by=["year"])
+        return ahead.commit("sales", add=files, partition_by=["year"], **options).version
+
+    first = commit([1])
+    second = commit([2])
+    commit([3], remove_partitions=["year=2024"])
+    kept = {
+        m.key
+        for m in lake.registry.read(version=first)
+        .datasets["sales"]
+        .partitions["year=2024"]
+        .manifests
+    }
+    (lost,) = {
+        m.key
+        for m in lake.registry.read(version=second)
+        .datasets["sales"]
+        .partitions["year=2024"]
+        .manifests
+    } - kept
+    admin.delete_object(Bucket=lake.bucket, Key=lost)
+    report = vacuum(
+        lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2.5), dry_run=False
+    )
+    assert not report.failed
+    assert lost in report.unproven["sales"]
+    fresh = Lake(lake.bucket, s3=lake.client)
+    assert fresh.read("sales", version=first)["id"].to_pylist() == [1]
+    assert fresh.read("sales")["id"].to_pylist() == [3]
+
+
+def test_with_the_walk_ending_at_damage_vacuum_loses_an_older_retained_version(
+    lake: Lake, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two rules of the test above switched off (``walks_past``: the walk ends at the
+    first damaged version; ``unproven``: nothing is kept for want of proof): the same run
+    deletes version 1 again. What a mutation test of either rule starts from."""
+    monkeypatch.setattr(_vacuum_plan, "walks_past", lambda error: False)
+    monkeypatch.setattr(_vacuum_plan, "unproven", lambda listed, damage: set())
+    with pytest.raises(SnapshotExpiredError):
+        test_a_damaged_version_does_not_end_the_protection_of_older_retained_ones(lake, admin)

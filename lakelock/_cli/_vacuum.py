@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 "orphan_bytes": report.orphan_bytes,
                 "deleted": report.deleted,
                 "failed": {key: str(error) for key, error in report.failed.items()},
+                "unproven": report.unproven,
             }
         )
         return 1 if report.failed else 0
@@ -143,6 +144,11 @@ def _report_lines(target: LakeTarget, args: argparse.Namespace, report: VacuumRe
         f"referenced, {report.recent} newer than {age}",
         f"{len(report.orphans)} unreferenced and older than {age} "
         f"({format_size(report.orphan_bytes)})" + (":" if report.orphans else ""),
+    ]
+    lines += [
+        f"kept every object of {dataset!r} and every intent, as it cannot prove them "
+        f"unneeded: {why}"
+        for dataset, why in sorted(report.unproven.items())
     ]
     rows = [
         (o.key, format_size(o.size), o.last_modified.strftime("%Y-%m-%dT%H:%M:%SZ"))

@@ -52,6 +52,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import comparable
 from lakelock._fence import Fence
 from lakelock._layout import files_prefix
+from lakelock._registry import _fencing
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
@@ -59,7 +60,6 @@ from lakelock._registry._document import (
     PartitionState,
     RegistryDoc,
 )
-from lakelock._registry import _fencing
 from lakelock._registry._fencing import record_fence
 from lakelock._registry._manifest import (
     Manifest,

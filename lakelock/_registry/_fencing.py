@@ -91,7 +91,8 @@ def compact_lock_fences(records: Iterable[LockFenceRecord]) -> tuple[LockFenceRe
     does). The records thus grow with the paths ever locked, not with the commits."""
     best: dict[tuple[str, bool], LockFenceRecord] = {}
     for record in records:
-        for path, writes in [*((p, False) for p in record.read), *((p, True) for p in record.write)]:
+        modes = [*((p, False) for p in record.read), *((p, True) for p in record.write)]
+        for path, writes in modes:
             kept = best.get((path, writes))
             if kept is None or kept.token < record.token:
                 best.pop((path, writes), None)

@@ -541,6 +541,7 @@ def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None
     deletes it, drawing the bar on stderr; committed files are untouched."""
     orphan = lake.write("events", pa.table({"x": [9.0]}))[0]
     committed = {f.key for f in lake.registry.files("customer_profiles")}
+    lake.configure(vacuum_floor=0)
     client = s3.client()
     dry = lakelock(
         "vacuum", lake.url, "--older-than", "0s", "--no-enforce-retention", "--endpoint-url", s3.url
@@ -579,6 +580,7 @@ def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None
 def test_vacuum_shows_progress_while_listing_even_when_piped(s3: S3Endpoint, lake: Lake) -> None:
     """``--progress`` draws on stderr (stdout and stderr are pipes here) while listing, with
     the final count, before any deleting; the report on stdout is unchanged."""
+    lake.configure(vacuum_floor=0)
     result = lakelock(
         "vacuum",
         lake.url,

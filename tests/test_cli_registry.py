@@ -85,6 +85,7 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(s3: S3Endpoint, lake: L
 
 def test_vacuum_below_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) -> None:
     history_lake(lake)
+    lake.configure(vacuum_floor=0)
     refused = lakelock(
         "vacuum", lake.url, "--older-than", "0s", "--delete", "--endpoint-url", s3.url
     )

@@ -179,6 +179,7 @@ def test_files_of_an_unknown_dataset_is_typed(lake: Lake) -> None:
 )
 def test_vacuum_accepts_durations(lake: Lake, older_than: object) -> None:
     """older_than takes text durations, timedeltas and numbers of seconds."""
+    lake.configure(vacuum_floor=0)
     report = lake.vacuum(older_than=older_than, enforce_retention=False)  # type: ignore[arg-type]
     assert report.dry_run
 

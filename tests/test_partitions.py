@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -23,7 +22,6 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY
 from tests._support.simtime import SimTime
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -160,14 +158,14 @@ def test_superseded_lock_holder_cannot_commit(lake: Lake, sim: SimTime) -> None:
 
 
 def test_a_superseded_lock_holder_is_refused_however_long_it_was_paused(
-    client: Any, bucket: str, sim: SimTime
+    lake: Lake, sim: SimTime
 ) -> None:
     """A holder paused past the registry's retention (0 s here: any later commit is past
     it) comes back after a newer conflicting holder committed and another commit sealed
     the root. It is still refused (StaleFenceError), and the newer holder's data stays.
     Before, sealing dropped the newer grant's record as older than the retention, and the
     zombie's overwrite replaced the newer holder's rows with its own."""
-    lake = Lake(bucket, s3=client, retry=FAST_RETRY, retention=0)
+    lake.configure(retention=0)
     paused, later = (
         DistributedPathLock(
             lake.store, ttl=5, heartbeat=False, clock=sim.machine(), sleep=sim.sleep

@@ -106,6 +106,7 @@ def test_vacuum_twice_then_every_kept_version_reads(lake: Lake) -> None:
             )
             == ids
         )
+    lake.configure(vacuum_floor=0)  # a window of 0 s: nobody else writes this lake
     report = lake.vacuum(enforce_retention=False, older_than=0, dry_run=False)
     assert report.deleted
     assert not report.failed
@@ -113,7 +114,7 @@ def test_vacuum_twice_then_every_kept_version_reads(lake: Lake) -> None:
     assert again.deleted == []
     assert not again.failed
     assert sorted(lake.read("sales")["id"].to_pylist()) == [2, 3]
-    lake.registry.retention = 0.0
+    lake.configure(retention=0)
     for version in (1, 2, 3):
         with pytest.raises(SnapshotExpiredError) as info:
             lake.registry.read(version=version).datasets["sales"]
@@ -138,6 +139,7 @@ def test_vacuum_below_the_retention_is_refused_unless_asked_for(lake: Lake) -> N
     lake.append("sales", rows([1]), partition_by=["year"])
     lake.append("sales", rows([2]), partition_by=["year"])
     stray = lake.write("sales", rows([9]), partition_by=["year"])[0]
+    lake.configure(vacuum_floor=0)
     with pytest.raises(InvalidNameError, match="enforce_retention=False"):
         lake.vacuum(older_than=0, dry_run=False)
     assert lake.vacuum(dry_run=False).deleted == []  # at the retention: all is younger
@@ -148,6 +150,7 @@ def test_vacuum_below_the_retention_is_refused_unless_asked_for(lake: Lake) -> N
 def test_a_version_vacuum_removed_says_which_versions_remain(lake: Lake) -> None:
     for n in (1, 2, 3):
         lake.append("sales", rows([n]), partition_by=["year"])
+    lake.configure(vacuum_floor=0)
     lake.vacuum(older_than=0, dry_run=False, enforce_retention=False)
     fresh = Lake(lake.bucket, s3=lake.client)  # nothing cached
     with pytest.raises(SnapshotExpiredError) as info:
@@ -175,6 +178,7 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
         o for prefix in ("views/", "datasets/sales/_delta_log/") for o in lake.store.list(prefix)
     ]
     assert view_keep(lake.registry, views, cutoff=0.0) == {o.key for o in views}
+    lake.configure(vacuum_floor=0)
     report = vacuum(
         lake.registry, older_than=0, dry_run=False, clock=later(2), enforce_retention=False
     )
@@ -183,7 +187,7 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
     log = "datasets/sales/_delta_log/"
     assert {f"{log}{n:020d}.json" for n in range(10)} <= deleted
     assert f"{log}{10:020d}.json" not in deleted
-    current = lake.registry.read().version
+    current = lake.registry.read().datasets["sales"].updated_version
     metadata = "views/sales/iceberg/metadata/"
     assert {k for k in deleted if k.startswith(metadata)} == {
         f"{metadata}{v:020d}.metadata.json" for v in range(1, current)

@@ -60,6 +60,7 @@ from lakelock._registry._document import (
 from lakelock._registry._intents import INTENT_PREFIX, intent_document
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Objects, missing_object
+from lakelock._registry._settings import LakeSettings, configured, explicit_settings, lake_settings
 from lakelock._retry import OutOfTime, SteadyOr
 from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
@@ -74,6 +75,7 @@ from lakelock.errors import (
     PreconditionFailedError,
     RegistryCorruptError,
     RetryBudgetExhaustedError,
+    SettingsMismatchError,
     StorageError,
     ThrottledError,
 )
@@ -132,7 +134,10 @@ class Committer:
     uses it offline). ``own`` returns the intents this process is about to commit outside
     the batch in flight (queued behind it): a fold skips them instead of reading them.
     ``queued`` says whether a commit of this process waits for its turn (a lingering fold
-    then stops: :meth:`linger`).
+    then stops: :meth:`linger`). ``commit_window``, ``retention``, ``intent_ttl`` and
+    ``vacuum_floor`` are the lake's settings this process was given (``None``: the lake's,
+    as its root stores them; one that disagrees with the lake's is refused:
+    :mod:`lakelock._registry._settings`).
     """
 
     def __init__(
@@ -141,9 +146,10 @@ class Committer:
         *,
         policy: FoldPolicy | None = None,
         rng: random.Random | None = None,
-        commit_window: int = 100,
-        retention: float = 7 * 24 * 3600.0,
-        intent_ttl: float = 600.0,
+        commit_window: int | None = None,
+        retention: float | None = None,
+        intent_ttl: float | None = None,
+        vacuum_floor: float | None = None,
         max_attempts: int = 50,
         max_seconds: float = 60.0,
         initial_backoff: float = 0.02,
@@ -157,10 +163,15 @@ class Committer:
         self.policy = policy or FoldPolicy()
         self.rng = rng or random.Random()
         self.hints = Hints(self.policy.first_round)
-        self.commit_window = commit_window
-        self.retention = retention
-        self.restore_lead = _decide.restore_lead(retention)
-        self.intent_ttl = intent_ttl
+        #: The settings this process was given; the lake's (from the last root read, or
+        #: these over the defaults before any).
+        self.explicit = explicit_settings(
+            commit_window=commit_window,
+            retention=retention,
+            intent_ttl=intent_ttl,
+            vacuum_floor=vacuum_floor,
+        )
+        self.settings = lake_settings(None, self.explicit)
         self.max_attempts = max_attempts
         self.max_seconds = max_seconds
         self.initial_backoff = initial_backoff
@@ -180,6 +191,29 @@ class Committer:
         #: Other processes' intents, parsed (write-once: a key's content never changes).
         self.intents: OrderedDict[str, Change] = OrderedDict()
         self._now = 0.0
+
+    @property
+    def commit_window(self) -> int:
+        return self.settings.commit_window
+
+    @property
+    def retention(self) -> float:
+        return self.settings.retention
+
+    @property
+    def intent_ttl(self) -> float:
+        return self.settings.intent_ttl
+
+    @property
+    def restore_lead(self) -> float:
+        return _decide.restore_lead(self.settings.retention)
+
+    def lake_settings(self, doc: RegistryDoc) -> LakeSettings:
+        """The lake's settings as ``doc`` stores them (before any are stored: this process's
+        over the defaults), which every commit from ``doc`` uses; a setting this process was
+        given that disagrees is :class:`~lakelock.errors.SettingsMismatchError`."""
+        self.settings = lake_settings(doc.settings, self.explicit)
+        return self.settings
 
     @property
     def liveness(self) -> Liveness:
@@ -246,7 +280,7 @@ class Committer:
                     )
                     continue
                 p.fail(self._gave_up(p, state, error))
-        except (CommitError, RegistryCorruptError, StorageError) as error:
+        except (CommitError, RegistryCorruptError, StorageError, SettingsMismatchError) as error:
             if not isinstance(error, RegistryCorruptError):
                 yield from self._cancel(state)
             for p in state.pending:
@@ -355,6 +389,8 @@ class Committer:
             sealed,
             watermark=watermark,
             fates=_decide.sealed_fates(doc, fates, watermark=watermark, keep=self.commit_window),
+            # The lake's first commit (or the first since settings were stored) stores them.
+            settings=doc.settings if doc.settings is not None else self.settings,
         )
         new_doc, writes = yield from self._need(
             lambda: self.objects.materialize(doc, sealed, at=seconds, nonces=self._nonce)
@@ -470,6 +506,7 @@ class Committer:
             except TRANSIENT as error:
                 state.retries += 1
                 raise Retry from error
+        self.lake_settings(doc)
         yield from self._settle(doc, state)
         if waits.started is not None and waits.looked_at is not None:
             if len(state.pending) < waiting:
@@ -944,6 +981,35 @@ class Committer:
             result[0] = yield from self.write_version(state, doc, sealed, etag)
 
         yield from self._retrying(Batch([], 0), attempt, steady=False)
+        return result[0]
+
+    def configure(self, changes: dict[str, float | int]) -> Steps:
+        """Change the lake's settings by one compare-and-swap (creating the root of a new
+        lake); returns the settings stored. The settings given to this process for those
+        names are dropped: from now on it uses the lake's."""
+        self._now = yield Now()
+        result: list[LakeSettings] = []
+
+        def attempt(state: Batch) -> Steps:
+            doc, etag = yield from self._read_root()
+            base = doc.settings or lake_settings(None, self.explicit)
+            new = configured(base, changes)
+            result[:] = [new]
+            if doc.settings == new:
+                return
+            sealed = replace(doc, version=doc.version + 1, updated_at=iso(self._now), settings=new)
+            yield from self.write_version(state, doc, sealed, etag)
+
+        def retried(state: Batch) -> Steps:
+            try:
+                yield from attempt(state)
+            except TRANSIENT as error:
+                raise Retry from error
+
+        yield from self._retrying(Batch([], 0), retried, steady=False)
+        for name in changes:
+            self.explicit.pop(name, None)
+        self.settings = result[0]
         return result[0]
 
     def _gave_up(

@@ -138,8 +138,8 @@ def lake_settings(stored: LakeSettings | None, explicit: Mapping[str, float | in
     for name, value in explicit.items():
         if getattr(stored, name) != value:
             raise SettingsMismatchError(
-                f"{name}={value:g} was given, but the lake's {name} is "
-                f"{getattr(stored, name):g}: every writer of a lake uses the lake's settings "
+                f"{name}={_shown(name, value)} was given, but the lake's {name} is "
+                f"{_shown(name, getattr(stored, name))}: every writer of a lake uses the lake's settings "
                 f"(open it without {name} to use them, or change them for every writer with "
                 f"lake.configure({name}=...) / lakelock registry configure)",
                 setting=name,
@@ -147,3 +147,9 @@ def lake_settings(stored: LakeSettings | None, explicit: Mapping[str, float | in
                 stored=getattr(stored, name),
             )
     return stored
+
+
+def _shown(name: str, value: float | int) -> str:
+    if name == "commit_window":
+        return str(value)
+    return f"{value:.0f} s" if float(value).is_integer() else f"{value:g} s"

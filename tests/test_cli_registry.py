@@ -145,4 +145,5 @@ def test_configure_changes_the_lakes_settings_and_show_shows_them(
     assert "exceeds the retention" in refused.stderr
     assert lake.registry.read().version == version
     plain = lakelock("registry", "configure", lake.url, "--endpoint-url", s3.url)
-    assert "settings" in plain.stdout and "vacuum floor 2h" in plain.stdout
+    assert "settings" in plain.stdout
+    assert "vacuum floor 2h" in plain.stdout

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake, RegistrySnapshot
+from lakelock._operations import planned_change, prepare_commit
 from lakelock._registry import REGISTRY_KEY
 from lakelock._registry._settings import DEFAULTS, LakeSettings
-from lakelock._operations import planned_change, prepare_commit
 from lakelock.errors import (
     AlreadyExistsError,
     DatasetNotFoundError,

@@ -139,9 +139,9 @@ def lake_settings(stored: LakeSettings | None, explicit: Mapping[str, float | in
         if getattr(stored, name) != value:
             raise SettingsMismatchError(
                 f"{name}={_shown(name, value)} was given, but the lake's {name} is "
-                f"{_shown(name, getattr(stored, name))}: every writer of a lake uses the lake's settings "
-                f"(open it without {name} to use them, or change them for every writer with "
-                f"lake.configure({name}=...) / lakelock registry configure)",
+                f"{_shown(name, getattr(stored, name))}: every writer of a lake uses the "
+                f"lake's settings (open it without {name} to use them, or change them for "
+                f"every writer with lake.configure({name}=...) / lakelock registry configure)",
                 setting=name,
                 given=value,
                 stored=getattr(stored, name),

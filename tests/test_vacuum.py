@@ -3,6 +3,7 @@ in-flight writes never are. Time is injected: nothing sleeps."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from typing import Any
 
@@ -11,9 +12,17 @@ import pytest
 
 from lakelock import Lake, _vacuum_plan
 from lakelock._registry import Registry
+from lakelock._registry._core import _decide
 from lakelock._vacuum import vacuum
-from lakelock.errors import InvalidNameError, SnapshotExpiredError
-from tests._support import FAST_RETRY
+from lakelock.errors import (
+    InvalidNameError,
+    ObjectTooOldError,
+    RegistryCorruptError,
+    SnapshotExpiredError,
+)
+from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY, wait_until
+from tests._support.simtime import SimTime
 
 HOUR = 3600.0
 
@@ -253,3 +262,51 @@ def test_with_the_walk_ending_at_damage_vacuum_loses_an_older_retained_version(
     monkeypatch.setattr(_vacuum_plan, "unproven", lambda listed, damage: set())
     with pytest.raises(SnapshotExpiredError):
         test_a_damaged_version_does_not_end_the_protection_of_older_retained_ones(lake, admin)
+
+
+def test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """An append whose commit stalls (its intent's PUT held at the endpoint) while two hours
+    pass by the server's clock, during which vacuum (window an hour, the lake's floor) takes
+    its data file, snapshot and index objects, all unreferenced and older than the window.
+    When it goes on, the commit sees by the server's ``Date`` that its file is older than
+    half the floor and refuses (ObjectTooOldError, naming the file): nothing is committed
+    and the dataset reads and takes appends as before. Before, the append was acknowledged
+    pointing at the deleted snapshot and file: its rows were lost, and every read, append
+    and vacuum of the dataset raised RegistryCorruptError until it was repaired by hand."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)  # the writer's server clock: every answer's Date
+    lake.append("sales", rows([1]), partition_by=["year"])
+    s3.inject("stall", operation="PutObject", prefix="metastore/intents/", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(lake.append, "sales", rows([2]), partition_by=["year"])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(2 * HOUR)
+        report = vacuum(
+            lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
+        )
+        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
+        s3.release_stalls()
+        with pytest.raises(ObjectTooOldError) as info:
+            late.result(timeout=60)
+    assert info.value.key == taken
+    assert info.value.age > HOUR
+    assert lake.read("sales")["id"].to_pylist() == [1]
+    lake.append("sales", rows([3]), partition_by=["year"])
+    assert sorted(lake.read("sales")["id"].to_pylist()) == [1, 3]
+    assert not vacuum(lake.registry, enforce_retention=False, older_than=HOUR).failed
+
+
+def test_with_rule_10_switched_off_the_stalled_append_wedges_the_dataset(
+    s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above with ``too_old_to_reference`` (FORMAT.md rule 10) switched off, as
+    lakelock was before it: the stalled append is acknowledged, its rows are gone, and the
+    dataset cannot be read any more. What a mutation test of the rule starts from."""
+    monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(s3, lake)
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    with pytest.raises(RegistryCorruptError, match="missing"):
+        fresh.read("sales")

@@ -90,6 +90,7 @@ __all__ = [
     "evolve_schema",
     "manifests_needed",
     "new_commit_id",
+    "oldest_write",
     "partition_of_key",
     "removed_partitions",
     "reused_commit_id",
@@ -106,6 +107,15 @@ MAX_MANIFESTS_PER_PARTITION = 16
 #: two, a committer folding other processes' intents leaves the partition to its own writer,
 #: who made (and so holds) most of its manifests.
 HARD_MAX_MANIFESTS_PER_PARTITION = 2 * MAX_MANIFESTS_PER_PARTITION
+
+
+def oldest_write(change: Change) -> float | None:
+    """When the oldest file ``change`` adds was written (server time, or a little before:
+    ``Change.written``, else its files' ``DataFile.written_at``); ``None``: unknown (files
+    registered without a write time), not checked against the vacuum floor."""
+    if change.written is not None:
+        return change.written
+    return min((f.written_at for f in change.add if f.written_at is not None), default=None)
 
 
 def new_commit_id(seconds: float | None = None, *, token: str | None = None) -> str:
@@ -139,6 +149,9 @@ class Change:
     generated_id: bool = False
     # "merge": columns the dataset lacks join its schema; None: they are refused.
     schema_mode: str | None = None
+    # When its oldest added file was written, by the server's clock or a little before (an
+    # intent of another process says so; None: see oldest_write).
+    written: float | None = None
     # What the change commits, by content (lakelock._digest.change_digest): a commit id found
     # recorded with another digest belongs to another change (reused_commit_id). None: unknown.
     digest: str | None = None

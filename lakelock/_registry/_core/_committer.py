@@ -188,6 +188,8 @@ class Committer:
         #: no root read yet; a process that created the root and swapped ever since knows
         #: the server's clock only from what it listed).
         self.server_offset: float | None = None
+        #: The newest ``Date`` of an answer to one of our writes (server time, or None).
+        self.written_date: float | None = None
         #: Other processes' intents, parsed (write-once: a key's content never changes).
         self.intents: OrderedDict[str, Change] = OrderedDict()
         self._now = 0.0
@@ -363,6 +365,8 @@ class Committer:
                 seconds=seconds,
                 nonces=self._nonce,
                 restore_margin=self.restore_lead / 2,
+                server_now=self._server_now(seconds),
+                floor=self.settings.vacuum_floor,
             )
         )
         for n, p in enumerate(batch):
@@ -395,12 +399,24 @@ class Committer:
         new_doc, writes = yield from self._need(
             lambda: self.objects.materialize(doc, sealed, at=seconds, nonces=self._nonce)
         )
-        yield from self._send_intents(
-            [p for p in own if p.rejected is None],
-            [*(w for _, a in applied for w in a.writes), *writes],
-        )
+        version_writes = [*(w for _, a in applied for w in a.writes), *writes]
+        sent = self._now
+        yield from self._send_intents([p for p in own if p.rejected is None], version_writes)
         # The last moment before the swap: our clock now, not the attempt's start.
         self._now = yield Now()
+        server_now = self._server_now(self._now)
+        if server_now is not None and _decide.too_old_to_reference(
+            [
+                *_decide.written_by(change for change, _ in applied),
+                # This attempt's own objects: written no earlier than it sent them.
+                *((key, server_now - (self._now - sent)) for key, _ in version_writes),
+            ],
+            server_now=server_now,
+            floor=self.settings.vacuum_floor,
+        ):
+            # Rule 10 at the last moment (a pause since the batch was applied): try again,
+            # with new objects; the next attempt refuses a commit whose files are too old.
+            raise Retry
         stale = _decide.too_old_to_apply(
             [p.intent for p in own if p.rejected is None and p.intent is not None],
             watermark=doc.watermark,
@@ -799,6 +815,16 @@ class Committer:
             raise answer
         self.objects.load(key, answer.body)
 
+    def _server_now(self, local: float) -> float | None:
+        """The server's clock at our ``local`` time, as far as we know it (a little behind:
+        rule 10 errs towards references that look older): the ``Date`` of our last root
+        read carried forward by our clock, or the newest ``Date`` our writes were answered
+        with, whichever is later; ``None`` before either."""
+        estimates = [e for e in (self.written_date,) if e is not None]
+        if self.server_offset is not None:
+            estimates.append(local + self.server_offset)
+        return max(estimates, default=None)
+
     def _read_root(self) -> Steps:
         try:
             data: ObjectData = yield Get(self.root_key, retried=False)
@@ -848,6 +874,9 @@ class Committer:
             return
         answers = yield Parallel(tuple(Put(k, b, create=True) for k, b in writes))
         for answer in answers:
+            if isinstance(answer, PutResult) and answer.server_time is not None:
+                date = answer.server_time.timestamp()
+                self.written_date = max(date, self.written_date or date)
             if isinstance(answer, AlreadyExistsError | PreconditionFailedError):
                 continue
             if isinstance(answer, TRANSIENT):

@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable
 
 from lakelock._datasets import Progress
+from lakelock._durations import format_duration
 from lakelock._mirror._vacuum import view_keep
 from lakelock._registry import Registry
 from lakelock._registry._core import Driver
@@ -128,28 +129,33 @@ def check_window(older_than: float, settings: LakeSettings, *, enforce_retention
     and vacuum": writers commit what they wrote only while it is younger than half the
     floor, so a shorter window could delete what a writer is committing)."""
     retention, floor = settings.retention, settings.vacuum_floor
+    window, lake_retention, lake_floor = (
+        format_duration(older_than),
+        format_duration(retention),
+        format_duration(floor),
+    )
     if older_than < 0:
         raise InvalidNameError(older_than, "older_than is a non-negative number of seconds")
     if older_than < floor:
         raise InvalidNameError(
-            older_than,
-            f"older_than ({older_than:g} s) is below the lake's vacuum floor ({floor:g} s): "
-            "a writer may still be committing objects that young; lower the floor first "
+            window,
+            f"older_than ({window}) is below the lake's vacuum floor ({lake_floor}): a writer "
+            "may still be committing objects that young; lower the floor first "
             "(lake.configure(vacuum_floor=...), lakelock registry configure --vacuum-floor)",
         )
     if enforce_retention and older_than < retention:
         raise InvalidNameError(
-            older_than,
-            f"older_than ({older_than:g} s) is below the lake's retention ({retention:g} s): "
-            "vacuum would delete versions that time travel promises to keep readable; pass "
+            window,
+            f"older_than ({window}) is below the lake's retention ({lake_retention}): vacuum "
+            "would delete versions that time travel promises to keep readable; pass "
             "enforce_retention=False (lakelock vacuum --no-enforce-retention) to delete them "
             "anyway",
         )
     if older_than > retention:
         raise InvalidNameError(
-            older_than,
-            f"older_than exceeds the lake's retention ({retention:.0f} s): versions older "
-            "than that may not be read, so vacuum keeps nothing for them; raise the "
+            window,
+            f"older_than ({window}) exceeds the lake's retention ({lake_retention}): versions "
+            "older than that may not be read, so vacuum keeps nothing for them; raise the "
             "retention first (lake.configure(retention=...), lakelock registry configure "
             "--retention)",
         )

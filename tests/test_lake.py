@@ -297,6 +297,11 @@ def test_a_setting_given_that_disagrees_with_the_lakes_is_refused(client: Any, b
         )
     assert lake.registry.read().version == version
     assert sorted(lake.read("sales")["id"].to_pylist()) == [1, 2]
+    # What it was given is what configure changes the lake to; then the other is refused.
+    stray.configure(retention="30d")
+    stray.append("sales", table([3]), partition_by=["year"])
+    with pytest.raises(SettingsMismatchError):
+        lake.append("sales", table([4]), partition_by=["year"])
 
 
 def test_configure_changes_the_settings_of_every_writer(client: Any, bucket: str) -> None:

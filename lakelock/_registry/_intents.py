@@ -10,7 +10,7 @@ An intent is the commit's delta manifest with an ``intent`` section::
                 "operation": "append", "remove": [...],
                 "remove_partitions": [...], "schema": "<base64>"|null,
                 "partition_by": [...]|null, "schema_mode": "merge"|null,
-                "written": 1.7e9?,  # its oldest file's write, server time (or before)
+                "written_ms": 1795455928430?,  # its oldest file's write (server time, ms)
                 "properties": {...}|null,
                 "fence": {"name", "token", "read", "write"}|null}}
 
@@ -24,6 +24,7 @@ watermark rule.
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -31,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
+from lakelock._jsonfields import boolean_free_int, obj, seq, text
 from lakelock._layout import INTENT_PREFIX, intent_key, intent_ms
 from lakelock._registry._changes import Change, Fence, oldest_write
 from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
@@ -82,7 +83,8 @@ def intent_document(
                     list(change.partition_by) if change.partition_by is not None else None
                 ),
                 "schema_mode": change.schema_mode,
-                **({"written": written} if written is not None else {}),
+                # Whole milliseconds, rounded down (earlier: the rule errs towards older).
+                **({"written_ms": math.floor(written * 1000)} if written is not None else {}),
                 "properties": dict(change.properties) if change.properties is not None else None,
                 "fence": (
                     {
@@ -179,7 +181,11 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             generated_id=section.get("generated_id") is True,
             schema_mode=_schema_mode(section),
             digest=(text(section["digest"], "digest") if "digest" in section else None),
-            written=number(section["written"], "written") if "written" in section else None,
+            written=(
+                boolean_free_int(section["written_ms"], "written_ms") / 1000
+                if "written_ms" in section
+                else None
+            ),
         )
     except RegistryCorruptError:
         raise

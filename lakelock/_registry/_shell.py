@@ -323,7 +323,11 @@ class Registry:
             intent_ttl=intent_ttl,
             vacuum_floor=vacuum_floor,
         )
-        configured(self._settings_of(self._current()[0]), changes)  # invalid: before writing
+        doc, _ = self._current()
+        # What it changes from: the lake's (a setting this registry was given that disagrees
+        # with them is what configure is for, not refused here).
+        base = doc.settings or lake_settings(None, self._committer.explicit)
+        configured(base, changes)  # invalid: refused before anything is written
         stored = self._commits.run(self._committer.configure(changes))
         assert isinstance(stored, LakeSettings)
         return stored

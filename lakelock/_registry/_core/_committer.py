@@ -125,6 +125,8 @@ class Batch:
     unknown_base: int | None = None
     waits: BatchWaits = field(default_factory=BatchWaits)
     started: float = 0.0
+    #: Why a cancelled batch failed, when it was not a budget running out.
+    failure: BaseException | None = None
 
 
 class Committer:
@@ -284,7 +286,10 @@ class Committer:
                 p.fail(self._gave_up(p, state, error))
         except (CommitError, RegistryCorruptError, StorageError, SettingsMismatchError) as error:
             if not isinstance(error, RegistryCorruptError):
-                yield from self._cancel(state)
+                # A lake setting this process disagrees with is what its callers hear,
+                # once their intents are recorded cancelled.
+                refused = error if isinstance(error, SettingsMismatchError) else None
+                yield from self._cancel(state, refused)
             for p in state.pending:
                 p.fail(for_commit(error, p.change, state.unknown_base))
         except BaseException as error:
@@ -929,7 +934,7 @@ class Committer:
 
     # -- giving up -----------------------------------------------------------------------------
 
-    def _cancel(self, state: Batch) -> Steps:
+    def _cancel(self, state: Batch, failure: BaseException | None = None) -> Steps:
         """A batch is giving up: its intents are visible to every other committer, so before
         its callers hear "failed", the root must say so (rule 7). An intent decided already
         settles its caller (applied after all: success); the rest are recorded ``cancelled``
@@ -938,7 +943,11 @@ class Committer:
         if not todo:
             return
         cancel = Batch(
-            pending=todo, size=state.size, first_base=state.first_base, started=state.started
+            pending=todo,
+            size=state.size,
+            first_base=state.first_base,
+            started=state.started,
+            failure=failure,
         )
         cancel.attempts, cancel.redrives, cancel.retries = (
             state.attempts,
@@ -974,7 +983,8 @@ class Committer:
         yield from self.write_version(cancel, doc, sealed, etag)
         for p in cancel.pending:
             p.fail(
-                self._gave_up(
+                cancel.failure
+                or self._gave_up(
                     p, cancel, None, "; its intent is recorded cancelled, so nobody will apply it"
                 )
             )

@@ -1,7 +1,18 @@
-"""What one request to the read-only Iceberg REST catalog costs, as a table.
+"""What one request to the Iceberg REST catalog costs, and how many commits it takes a
+second beside pyiceberg's own SQLite catalog, as tables.
 
     python benchmarks/bench_catalog.py            # 10 and 1,000 partitions, 0 and 20 ms
     python benchmarks/bench_catalog.py --quick    # fewer repeats, for a smoke run
+    python benchmarks/bench_catalog.py --commits  # commits/s: lakelock catalog vs SQLite
+
+**Commits** (``--commits``, extra ``bench``): pyiceberg appends the same 100-row batch (two
+int64 columns) ``--appends`` times, one writer, or four writers on four tables at once
+(threads, one table each), through ``RestCatalog`` on ``lakelock catalog`` (in this process,
+port 0) and through pyiceberg's ``SqlCatalog`` on a SQLite file (a warehouse in another bucket
+of the same endpoint); at 0 and 20 ms added to every S3 request. Per cell: commits per
+second (wall clock over all appends) and the S3 requests per commit, all of them (the
+engine's and, for lakelock, the catalog's: the registry commit, reading the engine's
+manifests and file, mirroring the view the answer carries).
 
 One dataset (``day`` int64 partitions, a few rows each) is appended partition by partition
 (one commit per partition), then the catalog (``lakelock._catalog``, in this process, port 0)
@@ -26,8 +37,11 @@ from __future__ import annotations
 import argparse
 import http.client
 import statistics
+import tempfile
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -101,10 +115,110 @@ def cell(s3: S3Endpoint, partitions: int, latency: float, repeat: int) -> dict[s
     return results
 
 
+#: The S3 keys the engine writes with (the endpoint checks no signature).
+ENGINE_KEYS = {"s3.access-key-id": "engine", "s3.secret-access-key": "engine"}
+
+
+def batch() -> pa.Table:
+    return pa.table({"day": pa.array([1] * 100, pa.int64()), "n": pa.array(range(100), pa.int64())})
+
+
+def appends(s3: S3Endpoint, tables: list[Any], count: int, latency: float) -> tuple[float, float]:
+    """Commits per second of ``count`` appends to each of ``tables`` (one thread each), and
+    the S3 requests per commit."""
+    rows = batch()
+    for table in tables:
+        table.append(rows)  # warm: the first commit of each table is not timed
+    if latency:
+        s3.inject("latency", delay=latency)
+    s3.reset_stats()
+    errors: list[BaseException] = []
+
+    def write(table: Any) -> None:
+        try:
+            for _ in range(count):
+                table.append(rows)
+        except BaseException as error:  # reported after the run
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(table,)) for table in tables]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    requests = sum(s3.stats().values())
+    s3.clear_faults()
+    if errors:
+        raise errors[0]
+    commits = count * len(tables)
+    return commits / elapsed, requests / commits
+
+
+def commits_cell(
+    s3: S3Endpoint, writers: int, latency: float, count: int, scratch: Path
+) -> dict[str, tuple[float, float]]:
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    schema = batch().schema
+    name = f"{writers}-{int(latency * 1000)}"
+    s3.create_bucket(f"commits-lakelock-{name}")
+    s3.create_bucket(f"commits-sqlite-{name}")
+    lake = Lake(f"commits-lakelock-{name}", s3=s3.client())
+    results: dict[str, tuple[float, float]] = {}
+    with CatalogServer(LakeCatalog(lake), port=0) as server:
+        rest = RestCatalog("lakelock", uri=server.url, **ENGINE_KEYS)
+        tables = [rest.create_table(f"lake.t{w}", schema) for w in range(writers)]
+        results["lakelock catalog"] = appends(s3, tables, count, latency)
+    sql = SqlCatalog(
+        "sqlite",
+        uri=f"sqlite:///{scratch / f'{name}.db'}",
+        warehouse=f"s3://commits-sqlite-{name}/warehouse",
+        **{"s3.endpoint": s3.url, "s3.region": "us-east-1", **ENGINE_KEYS},
+    )
+    sql.create_namespace("bench")
+    tables = [sql.create_table(f"bench.t{w}", schema) for w in range(writers)]
+    results["pyiceberg SqlCatalog (SQLite)"] = appends(s3, tables, count, latency)
+    return results
+
+
+def commits_main(count: int) -> None:
+    results: dict[tuple[int, float], dict[str, tuple[float, float]]] = {}
+    with S3Endpoint(mode="process") as s3, tempfile.TemporaryDirectory() as scratch:
+        for writers in (1, 4):
+            for latency in (0.0, 0.02):
+                cell_ = commits_cell(s3, writers, latency, count, Path(scratch))
+                results[writers, latency] = cell_
+                print(f"done: {writers} writers, {latency * 1000:.0f} ms", flush=True)
+    print()
+    print(
+        "| catalog | writers | 0 ms: commits/s | S3 req/commit | 20 ms: commits/s | S3 req/commit |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for catalog in results[1, 0.0]:
+        for writers in (1, 4):
+            cells = [catalog, str(writers)]
+            for latency in (0.0, 0.02):
+                rate, requests = results[writers, latency][catalog]
+                cells += [f"{rate:.1f}", f"{requests:.1f}"]
+            print("| " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and partitions")
+    parser.add_argument(
+        "--commits", action="store_true", help="commits/s beside pyiceberg's SQLite catalog"
+    )
+    parser.add_argument(
+        "--appends", type=int, default=20, help="appends per writer (--commits; default 20)"
+    )
     args = parser.parse_args()
+    if args.commits:
+        commits_main(args.appends)
+        return
     sizes = (10, 200) if args.quick else (10, 1000)
     repeat = 5 if args.quick else 30
     results: dict[tuple[int, float], dict[str, Any]] = {}

@@ -62,6 +62,7 @@ __all__ = [
     "delta_root",
     "doctor_scratch",
     "files_prefix",
+    "iceberg_engine_prefix",
     "iceberg_list_key",
     "iceberg_location",
     "iceberg_manifest_key",
@@ -121,6 +122,7 @@ _DELTA_LOG: Final = "_delta_log/"
 _ICEBERG: Final = "iceberg"
 _ICEBERG_METADATA: Final = f"{_ICEBERG}/metadata/"
 _ICEBERG_MANIFESTS: Final = f"{_ICEBERG}/manifests/"
+_ICEBERG_ENGINE: Final = f"{_ICEBERG}/engine/"
 #: The digits of a view's numbered keys (a Delta version, a lakelock version): their names
 #: sort in version order.
 VIEW_DIGITS: Final = 20
@@ -179,6 +181,11 @@ LAYOUT: Final = (
         _ONCE,
     ),
     Area(f"{VIEWS_PREFIX}<dataset>/{_ICEBERG_MANIFESTS}<version>-<n>.avro", "its manifests", _ONCE),
+    Area(
+        f"{VIEWS_PREFIX}<dataset>/{_ICEBERG_ENGINE}<file>",
+        "an engine's manifests, for the catalog",
+        "by the engine",
+    ),
 )
 
 #: The longest key whose length the layout bounds (a digest-named object of a dataset with
@@ -370,6 +377,13 @@ def iceberg_manifests_prefix(dataset: str) -> str:
     """``views/<dataset>/iceberg/manifests/``: manifest lists and manifests, written by
     pyiceberg's Avro writers."""
     return f"{view_prefix(dataset)}{_ICEBERG_MANIFESTS}"
+
+
+def iceberg_engine_prefix(dataset: str) -> str:
+    """``views/<dataset>/iceberg/engine/``: where an engine committing through ``lakelock
+    catalog`` writes its manifest lists and manifests (the table's ``write.metadata.path``).
+    The catalog reads them once, at the commit; lakelock's own view never names them."""
+    return f"{view_prefix(dataset)}{_ICEBERG_ENGINE}"
 
 
 def iceberg_metadata_key(dataset: str, version: int) -> str:

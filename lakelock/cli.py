@@ -8,7 +8,7 @@ lakelock doctor   s3://bucket/prefix                     can lakelock run safely
 lakelock vacuum   s3://bucket/prefix --older-than 24h    unreferenced files (--delete removes)
 lakelock mirror   s3://bucket/prefix --dataset NAME      Iceberg and Delta views of each version
 lakelock serve    [--port N] [--bucket B] [--catalog]    embedded S3 endpoint for development
-lakelock catalog  s3://bucket/prefix [--port N]          read-only Iceberg REST catalog
+lakelock catalog  s3://bucket/prefix [--port N]          Iceberg REST catalog (takes commits)
 lakelock demo     [--writers N]                          many writers, one lake, on embedded S3
 lakelock simulate [--writers N] [--store s3-standard]    many writers, simulated S3, virtual time
 ```

@@ -27,17 +27,8 @@ attempts — even ones a dead worker's request completes after the commit — ar
 no snapshot: ``lake.vacuum`` deletes them as orphans. Re-running a driver that failed after
 its commit with the same ``commit_id`` commits nothing twice.
 
-With Spark the same three steps read::
-
-    config = lake.config
-    def write_partition(rows):                     # on the executors
-        table = pa.Table.from_pylist([row.asDict() for row in rows])
-        return config.open().write("events", table, partition_by=["day"])
-    files = df.rdd.mapPartitions(write_partition).collect()
-    lake.registry.commit("events", add=files, schema=schema, partition_by=["day"],
-                         commit_id="load-42")
-
-and with Ray, ``ds.map_batches`` returning the files, then one commit on the driver.
+With Spark, :mod:`lakelock.spark` does the same (``DataFrame.mapInArrow``); with Ray,
+``ds.map_batches`` returning the files, then one commit on the driver.
 
 The frame's index is not written (``reset_index()`` first to keep it). Each Dask partition
 becomes one file per lake partition it has rows for.
@@ -47,18 +38,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import table_schema
-from lakelock._digest import change_digest
+from lakelock._distributed import append_written
 from lakelock._engines import require
 from lakelock._lake import Lake, LakeConfig
 from lakelock._names import partition_columns, validate_dataset_name
-from lakelock._operations import SchemaMode, commit_planned, planned_change, prepare_commit
+from lakelock._operations import SchemaMode
 from lakelock._registry import CommitResult, Fence
 from lakelock.errors import SchemaMismatchError
 
@@ -115,22 +105,14 @@ def append(
     follows :meth:`lakelock.Lake.append`'s rules (``schema_mode``), checked at the commit."""
     dataset = validate_dataset_name(dataset)
     columns = partition_columns(partition_by)
-    change = planned_change(
+    return append_written(
+        lake,
         dataset,
-        "append",
+        columns,
+        lambda: write(lake, dataset, frame, partition_by=columns),
+        schema_mode=schema_mode,
         commit_id=commit_id,
         fence=fence,
-        digest=None,
-        partition_by=columns,
-        schema_mode=schema_mode,
-    )
-    planned = prepare_commit(lake.registry, change)
-    if isinstance(planned, CommitResult):
-        return planned
-    files, schema = write(lake, dataset, frame, partition_by=columns)
-    digest = change_digest({"partition_by": columns}, files=files)
-    return commit_planned(
-        lake.registry, replace(change, add=tuple(files), schema=schema, digest=digest)
     )
 
 

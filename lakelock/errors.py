@@ -25,6 +25,7 @@ LakelockError
 │   │   │   └── PartitionByMismatchError            another partition_by than the dataset's
 │   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
 │   │   ├── ObjectTooOldError                    it adds an object vacuum may have deleted
+│   │   ├── FileAlreadyRegisteredError           an added file is live in the dataset: .keys
 │   │   └── StaleFenceError                      fencing token lower than one already seen
 │   ├── RetryBudgetExhaustedError             attempts or seconds ran out: .attempts .seconds
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
@@ -54,6 +55,7 @@ __all__ = [
     "CredentialsError",
     "DatasetNotFoundError",
     "EndpointUnreachableError",
+    "FileAlreadyRegisteredError",
     "InvalidNameError",
     "LakelockError",
     "LeaseError",
@@ -351,6 +353,20 @@ class ObjectTooOldError(CommitConflictError):
         self.key = key
         self.age = age
         self.floor = floor
+
+
+class FileAlreadyRegisteredError(CommitConflictError):
+    """A file the commit adds is live in the dataset already (a data file is registered at
+    most once): typically a ``registry.commit`` retried without a commit id after its first
+    attempt's outcome was unknown, which landed. Nothing was committed; ``keys`` are the
+    files found registered. Give a commit a ``commit_id`` to make its retries report the
+    earlier commit instead."""
+
+    def __init__(
+        self, message: str, *, keys: tuple[str, ...], **fields: Unpack[_CommitFields]
+    ) -> None:
+        super().__init__(message, **fields)
+        self.keys = tuple(keys)
 
 
 class StaleFenceError(CommitConflictError):

@@ -24,8 +24,9 @@ from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
 from tests._support import FAST_RETRY, StallAndRace, wait_until
 from tests._support.simtime import SimTime
 
-# LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture).
-pytest_plugins = ("tests._localstack",)
+# LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture), Spark for the
+# opt-in `spark` tests (the `spark` fixture).
+pytest_plugins = ("tests._localstack", "tests._spark")
 
 _bucket_numbers = itertools.count()
 

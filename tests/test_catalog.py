@@ -1,4 +1,4 @@
-"""The read-only Iceberg REST catalog (``lakelock catalog``), started in-process on port 0 over
+"""The Iceberg REST catalog's reads (``lakelock catalog``), started in-process on port 0 over
 the embedded S3 endpoint and spoken to over HTTP: by raw requests (status codes and bodies as
 the spec has them), by pyiceberg's ``RestCatalog`` and by DuckDB's ``ATTACH ... (TYPE
 iceberg)``. pyiceberg and DuckDB's iceberg and avro extensions come with the test extra: a
@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import base64
 import http.client
-import importlib
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import boto3
-import duckdb
 import orjson
 import pyarrow as pa
 import pytest
@@ -27,13 +24,19 @@ from pyiceberg.exceptions import OAuthError, UnauthorizedError
 from lakelock import Lake
 from lakelock._catalog import ENDPOINTS, CatalogServer, LakeCatalog, MirroredView
 from lakelock._catalog._protocol import CatalogError, page, route
+from lakelock._catalog._server import MAX_BODY
 from lakelock._connection import Connection
-from lakelock._engines import load_httpfs, s3_secret_sql, sql_string
+from lakelock._engines import s3_secret_sql, sql_string
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from tests._support import FAST_RETRY
-from tests._support.catalog import TOKEN, bearer, two_datasets
+from tests._support.catalog import (
+    TOKEN,
+    bearer,
+    duckdb_with_iceberg,
+    reads_as_lakelock,
+    two_datasets,
+)
 from tests._support.views import history
-from tests._support.views import rows as mirror_rows
 
 Response = tuple[int, dict[str, str], bytes]
 
@@ -115,12 +118,17 @@ def serve(lake: Lake) -> Iterator[ServeFn]:
         *,
         token: str | None = None,
         vend_credentials: bool = False,
+        read_only: bool = False,
         namespace: str = "lake",
         mirror: Callable[[str], MirroredView] | None = None,
         on: Lake | None = None,
     ) -> CatalogServer:
         catalog = LakeCatalog(
-            on or lake, namespace=namespace, vend_credentials=vend_credentials, mirror=mirror
+            on or lake,
+            namespace=namespace,
+            vend_credentials=vend_credentials,
+            read_only=read_only,
+            mirror=mirror,
         )
         server = CatalogServer(catalog, port=0, token=token).start()
         servers.append(server)
@@ -180,10 +188,11 @@ def test_page_follows_the_spec_pagination_rules() -> None:
 def test_config_lists_only_the_endpoints_served_and_each_one_answers(
     serve: ServeFn, lake: Lake, s3: S3Endpoint
 ) -> None:
-    """``GET /v1/config`` lists exactly the served endpoints (so clients never assume the
-    spec's default set, writes included), and every listed one is answered (not 406)."""
+    """``GET /v1/config`` of a read-only catalog lists exactly the served endpoints (so
+    clients never assume the spec's default set, writes included), and every listed one is
+    answered (not 406)."""
     two_datasets(lake)
-    server = serve(mirror=RefusingMirror())
+    server = serve(mirror=RefusingMirror(), read_only=True)
     status, _, body = call(server, "GET", "/v1/config?warehouse=anything")
     assert status == 200
     config = orjson.loads(body)
@@ -291,12 +300,12 @@ UNSUPPORTED = [
 
 
 def test_unsupported_operations_answer_the_spec_error(serve: ServeFn, lake: Lake) -> None:
-    """Every write, view, function and planning request is a 406
+    """Every write (of a read-only catalog), view, function and planning request is a 406
     UnsupportedOperationException in the spec's error body, on a kept-alive connection,
     and changes nothing in the lake."""
     two_datasets(lake)
     before = lake.registry.read().version
-    server = serve(mirror=RefusingMirror())
+    server = serve(mirror=RefusingMirror(), read_only=True)
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
         for method, path, body in UNSUPPORTED:
@@ -317,9 +326,10 @@ def test_unsupported_operations_answer_the_spec_error(serve: ServeFn, lake: Lake
 
 
 def test_pyiceberg_never_calls_what_the_config_does_not_list(serve: ServeFn, lake: Lake) -> None:
-    """pyiceberg's RestCatalog reads the endpoints list and refuses writes on its own side."""
+    """pyiceberg's RestCatalog reads the endpoints list and refuses writes to a read-only
+    catalog on its own side."""
     two_datasets(lake)
-    server = serve(mirror=RefusingMirror())
+    server = serve(mirror=RefusingMirror(), read_only=True)
     catalog = RestCatalog("lakelock", uri=server.url)
     assert catalog.list_namespaces() == [("lake",)]
     assert catalog.list_tables("lake") == [("lake", "events"), ("lake", "sales")]
@@ -341,7 +351,8 @@ def test_oversized_or_chunked_bodies_are_refused_and_the_connection_closed(
     """A body the catalog will not read gets a 400 and the connection is closed (its bytes
     cannot be skipped to find the next request)."""
     server = serve()
-    status, headers, body = call(server, "POST", "/v1/namespaces", body=b"x" * (64 * 1024 + 1))
+    too_big = b"x" * (MAX_BODY + 1)
+    status, headers, body = call(server, "POST", "/v1/namespaces", body=too_big)
     assert status == 400
     assert headers["connection"] == "close"
     assert error_of(body)["type"] == "BadRequestException"
@@ -382,7 +393,8 @@ def test_a_failing_store_is_a_503_not_a_traceback(
 def test_a_configured_token_is_required_on_every_route(serve: ServeFn, lake: Lake) -> None:
     """With a token: no header, a wrong token or another scheme is a 401
     NotAuthorizedException (HEAD: no body), before anything is routed (an unsupported
-    operation too); the right bearer token is served (scheme case-insensitive)."""
+    operation and every commit too); the right bearer token is served (scheme
+    case-insensitive)."""
     two_datasets(lake)
     server = serve(token=TOKEN, mirror=RefusingMirror())
     refused = [
@@ -398,6 +410,9 @@ def test_a_configured_token_is_required_on_every_route(serve: ServeFn, lake: Lak
         ("GET", "/v1/namespaces/lake/tables"),
         ("GET", "/v1/namespaces/lake/tables/sales"),
         ("POST", "/v1/namespaces"),
+        ("POST", "/v1/namespaces/lake/tables"),
+        ("POST", "/v1/namespaces/lake/tables/sales"),
+        ("POST", "/v1/transactions/commit"),
         ("GET", "/elsewhere"),
     ]:
         for headers in refused:
@@ -518,23 +533,6 @@ def rest_catalog(server: CatalogServer, **properties: str) -> Any:
     """pyiceberg's RestCatalog on ``server``, with S3 keys of its own unless given others."""
     keys = {"s3.access-key-id": DEFAULT_ACCESS_KEY, "s3.secret-access-key": "x"}
     return RestCatalog("lakelock", uri=server.url, **{**keys, **properties})
-
-
-def reads_as_lakelock(read: pa.Table, lake: Lake, name: str, version: int | None = None) -> None:
-    """``read`` (an engine's read of ``name`` at ``version``, None: the newest) has exactly
-    lakelock's columns, typed as lakelock types them (strings may come as large_string), and
-    its rows."""
-    expected = lake.read(name, version=version)
-    assert sorted(read.column_names) == sorted(expected.column_names), (name, version)
-    for field in expected.schema:
-        got = read.schema.field(field.name).type
-        assert got == field.type or (
-            pa.types.is_string(field.type) and pa.types.is_large_string(got)
-        ), (name, version, field.name, got)
-    assert mirror_rows(read, expected.schema) == mirror_rows(expected, expected.schema), (
-        name,
-        version,
-    )
 
 
 def sales_history(lake: Lake) -> int:
@@ -768,24 +766,6 @@ def test_a_mirror_that_fails_is_a_503_and_the_next_load_mirrors(
     assert status == 200
     assert mirror.calls == ["sales", "sales"]
     assert orjson.loads(body)["metadata-location"].endswith(".metadata.json")
-
-
-def duckdb_with_iceberg() -> Any:
-    """A DuckDB connection with httpfs, avro and iceberg loaded from the
-    ``duckdb-extension-*`` packages (the test extra installs them: nothing is downloaded)."""
-    con = duckdb.connect()
-    load_httpfs(duckdb, con)
-    for name in ("avro", "iceberg"):  # iceberg needs avro loaded first
-        module = importlib.import_module(f"duckdb_extension_{name}")
-        assert module.__file__ is not None
-        binary = (
-            Path(module.__file__).parent
-            / "extensions"
-            / f"v{duckdb.__version__}"
-            / f"{name}.duckdb_extension"
-        )
-        con.execute(f"LOAD {sql_string(str(binary))}")
-    return con
 
 
 def test_duckdb_attaches_the_catalog_and_reads_what_lakelock_reads(

@@ -89,6 +89,37 @@ def test_cli_catalog_refuses_to_vend_credentials_to_an_open_network(
     assert lines[0].startswith("lakelock: error: --vend-credentials on 0.0.0.0 without a token")
 
 
+def test_cli_catalog_takes_no_commits_from_an_open_network_without_a_token(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """A catalog that takes commits, on a non-loopback address, without a token is one error
+    line, exit 1: anyone who reaches the port could change the lake. ``--read-only`` there
+    is allowed (it changes nothing but the views) and says so in its banner."""
+    result = lakelock(
+        *("catalog", f"s3://{bucket}", "--endpoint-url", s3.url),
+        *("--host", "0.0.0.0", "--port", "0"),
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        "lakelock: error: a catalog that takes commits on 0.0.0.0 without a token"
+    )
+    process = start_cli(
+        *("catalog", f"s3://{bucket}", "--endpoint-url", s3.url),
+        *("--host", "0.0.0.0", "--port", "0", "--read-only"),
+    )
+    try:
+        banner = read_until(process, "Ctrl-C to stop.")
+        assert banner[0].endswith("no token; vends no credentials; read-only)")
+        status, body = http_get(catalog_url(banner), "/v1/config")
+        assert status == 200
+        assert not any(e.startswith("POST") for e in orjson.loads(body)["endpoints"])
+    finally:
+        interrupt(process)
+
+
 def test_cli_serve_brings_up_the_catalog_beside_the_endpoint() -> None:
     """``lakelock serve --bucket B --catalog`` serves the embedded S3 endpoint and a catalog
     over ``s3://B``; both go down on Ctrl-C."""
@@ -100,7 +131,8 @@ def test_cli_serve_brings_up_the_catalog_beside_the_endpoint() -> None:
         endpoint = next(b.split()[-1] for b in banner if b.startswith("lakelock S3 endpoint"))
         url = catalog_url(banner)
         assert banner[banner.index("Ctrl-C to stop.") - 5].endswith(
-            "(s3://served/, namespace 'lake'; no token; vends no credentials)"
+            "(s3://served/, namespace 'lake'; no token; vends no credentials; "
+            "commits from this machine only)"
         )
         status, body = http_get(url, "/v1/config")
         assert status == 200

@@ -24,10 +24,17 @@ on either side shows:
 - A bug: ``CopyObject`` with ``If-None-Match: *`` onto an existing key answers 412, but the
   destination's bytes are gone: its metadata stays, a GET breaks off mid-body. lakelock never
   copies with ``CopyObject`` (``UploadPartCopy`` + a conditional completion instead).
+- The same bug where a ``PutObject`` over an existing key is refused for its digest (400
+  BadDigest): the old object's bytes are gone.
+- ``CompleteMultipartUpload`` with a document that lists no part: 400 InvalidRequest (the
+  embedded endpoint, as S3 once did for a completion with no body at all: MalformedXML).
+- ``DeleteObjects`` of more than 1,000 keys: deletes them all (S3 and the embedded endpoint
+  answer 400 MalformedXML).
 """
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import hashlib
 from typing import Any
@@ -335,3 +342,184 @@ def test_racing_creates_have_one_winner_at_the_server(target: Target) -> None:
         outcomes = list(pool.map(create, range(16)))
     assert outcomes.count("ok") == 1
     assert outcomes.count("PreconditionFailed") == 15
+
+
+# -- what S3 refuses, and stores nothing of -----------------------------------------------------
+
+
+def stored(client: Any, bucket: str, key: str) -> bytes | None:
+    """The bytes stored under ``key``, or ``None``."""
+    try:
+        data: bytes = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as error:
+        if status_code(error) != (404, "NoSuchKey"):
+            raise
+        return None
+    return data
+
+
+#: A digest of the right size that matches no body these tests send.
+WRONG = {
+    "ContentMD5": base64.b64encode(b"\0" * 16).decode(),
+    "ChecksumCRC32": base64.b64encode(b"\0" * 4).decode(),
+    "ChecksumSHA256": base64.b64encode(b"\0" * 32).decode(),
+}
+
+
+@pytest.mark.parametrize("digest", ["ContentMD5", "ChecksumCRC32", "ChecksumSHA256"])
+def test_a_body_that_does_not_match_its_digest_is_refused(target: Target, digest: str) -> None:
+    """A PutObject or UploadPart whose body does not match its Content-MD5 or its
+    x-amz-checksum-crc32/sha256 answers 400 BadDigest and stores nothing: a body spoilt on the
+    way in is caught when it is written, not when (and if) it is read back. moto alone stores
+    it and answers 200. LocalStack's bug: a refused overwrite leaves the old object's
+    metadata without its bytes (a GET breaks off)."""
+    client, bucket = target.client, target.bucket
+    assert fails(
+        client.put_object, Bucket=bucket, Key="k", Body=b"data", **{digest: WRONG[digest]}
+    ) == (400, "BadDigest")
+    assert stored(client, bucket, "k") is None
+    client.put_object(Bucket=bucket, Key="k", Body=b"old")
+    assert fails(
+        client.put_object, Bucket=bucket, Key="k", Body=b"new", **{digest: WRONG[digest]}
+    ) == (400, "BadDigest")
+    if target.localstack:
+        with pytest.raises(ResponseStreamingError):
+            stored(client, bucket, "k")
+    else:
+        assert stored(client, bucket, "k") == b"old"
+    upload = client.create_multipart_upload(Bucket=bucket, Key="big")["UploadId"]
+    part = {digest: WRONG[digest]}
+    assert fails(
+        client.upload_part,
+        Bucket=bucket,
+        Key="big",
+        UploadId=upload,
+        PartNumber=1,
+        Body=b"p",
+        **part,
+    ) == (400, "BadDigest")
+    assert client.list_parts(Bucket=bucket, Key="big", UploadId=upload).get("Parts", []) == []
+    client.abort_multipart_upload(Bucket=bucket, Key="big", UploadId=upload)
+
+
+@pytest.mark.parametrize(
+    ("digest", "answer"),
+    [
+        pytest.param("ContentMD5", (400, "InvalidDigest"), id="content-md5"),
+        pytest.param("ChecksumSHA256", (400, "InvalidRequest"), id="checksum-sha256"),
+    ],
+)
+def test_a_digest_that_is_not_one_is_refused(
+    target: Target, digest: str, answer: tuple[int, str]
+) -> None:
+    """A Content-MD5 or x-amz-checksum-sha256 that is not the base64 of a digest of its size
+    answers 400 (InvalidDigest, InvalidRequest) and stores nothing."""
+    client, bucket = target.client, target.bucket
+    bad = base64.b64encode(b"\0" * 5).decode()
+    assert fails(client.put_object, Bucket=bucket, Key="k", Body=b"x", **{digest: bad}) == answer
+    assert stored(client, bucket, "k") is None
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/x-www-form-urlencoded", "multipart/form-data; boundary=xyz"],
+)
+def test_a_body_is_stored_whatever_its_content_type(target: Target, content_type: str) -> None:
+    """A PutObject (and an UploadPart) whose Content-Type is a form's stores its body, under
+    that Content-Type: moto alone parses the body as a form and stores an empty object, a
+    user's data silently lost."""
+    client, bucket = target.client, target.bucket
+    body = b"a=1&b=2\r\n--xyz\r\nnot a form"
+    client.put_object(Bucket=bucket, Key="k", Body=body, ContentType=content_type)
+    got = client.get_object(Bucket=bucket, Key="k")
+    assert (got["Body"].read(), got["ContentType"]) == (body, content_type)
+    upload = client.create_multipart_upload(Bucket=bucket, Key="big", ContentType=content_type)
+    parts = [
+        client.upload_part(
+            Bucket=bucket, Key="big", UploadId=upload["UploadId"], PartNumber=number, Body=data
+        )["ETag"]
+        for number, data in enumerate([b"=" * FIVE_MIB, body], start=1)
+    ]
+    client.complete_multipart_upload(
+        Bucket=bucket,
+        Key="big",
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(parts, 1)]},
+    )
+    assert stored(client, bucket, "big") == b"=" * FIVE_MIB + body
+
+
+@pytest.mark.parametrize("operation", ["PutObject", "CompleteMultipartUpload", "CopyObject"])
+def test_if_match_star_on_a_write_is_501(target: Target, operation: str) -> None:
+    """If-Match: * on PutObject, CompleteMultipartUpload and CopyObject answers 501
+    NotImplemented, on an existing key as on a missing one, and writes nothing: S3's writes
+    take If-Match with an ETag only (AWS answers so, LocalStack records AWS's answer). The
+    embedded endpoint used to read it as "any object" (200, or 404 on a missing key)."""
+    client, bucket = target.client, target.bucket
+    client.put_object(Bucket=bucket, Key="src", Body=b"source")
+    for key in ("taken", "missing"):
+        if key == "taken":
+            client.put_object(Bucket=bucket, Key=key, Body=b"old")
+        if operation == "PutObject":
+            call, request = client.put_object, dict(Bucket=bucket, Key=key, Body=b"new")
+        elif operation == "CopyObject":
+            source = {"Bucket": bucket, "Key": "src"}
+            call, request = client.copy_object, dict(Bucket=bucket, Key=key, CopySource=source)
+        else:
+            call, request = client.complete_multipart_upload, multipart(client, bucket, key, b"n")
+        assert fails(call, **request, IfMatch="*") == (501, "NotImplemented")
+        assert stored(client, bucket, key) == (b"old" if key == "taken" else None)
+
+
+def test_completing_an_upload_that_names_no_parts_is_400(target: Target) -> None:
+    """CompleteMultipartUpload naming no parts stores nothing: with no body at all, 400
+    InvalidRequest (AWS's answer as LocalStack records it; an older S3 answered
+    MalformedXML); with a document that lists no part, 400 MalformedXML. moto alone answers
+    the first 500. LocalStack answers the second InvalidRequest too."""
+    client, bucket = target.client, target.bucket
+    upload = client.create_multipart_upload(Bucket=bucket, Key="big")["UploadId"]
+    client.upload_part(Bucket=bucket, Key="big", UploadId=upload, PartNumber=1, Body=b"p")
+    request = dict(Bucket=bucket, Key="big", UploadId=upload)
+    assert fails(client.complete_multipart_upload, **request) == (400, "InvalidRequest")
+    empty = fails(client.complete_multipart_upload, **request, MultipartUpload={"Parts": []})
+    assert empty == ((400, "InvalidRequest") if target.localstack else (400, "MalformedXML"))
+    assert stored(client, bucket, "big") is None
+    assert len(client.list_parts(**request)["Parts"]) == 1  # the upload goes on
+
+
+def test_completing_an_upload_never_created_is_404(target: Target) -> None:
+    """CompleteMultipartUpload of an upload id that was never created for the key (or was
+    aborted, or completed another key) answers 404 NoSuchUpload and stores nothing; moto alone
+    answers 500."""
+    client, bucket = target.client, target.bucket
+    request = multipart(client, bucket, "big", b"p")
+    assert fails(client.complete_multipart_upload, **{**request, "UploadId": "never-created"}) == (
+        404,
+        "NoSuchUpload",
+    )
+    done = multipart(client, bucket, "done", b"d")
+    client.complete_multipart_upload(**done)
+    assert fails(client.complete_multipart_upload, **{**done, "Key": "big"}) == (
+        404,
+        "NoSuchUpload",
+    )
+    client.abort_multipart_upload(Bucket=bucket, Key="big", UploadId=request["UploadId"])
+    assert fails(client.complete_multipart_upload, **request) == (404, "NoSuchUpload")
+    assert stored(client, bucket, "big") is None
+
+
+def test_delete_objects_of_more_than_1000_keys_is_400(target: Target) -> None:
+    """DeleteObjects naming more than 1,000 keys answers 400 MalformedXML (S3's answer to
+    the request over its limit) and deletes nothing; 1,000 are deleted. moto alone deletes
+    them all. LocalStack does too: it does not enforce the limit."""
+    client, bucket = target.client, target.bucket
+    client.put_object(Bucket=bucket, Key="0", Body=b"x")
+    too_many = {"Objects": [{"Key": str(n)} for n in range(1001)]}
+    if target.localstack:
+        client.delete_objects(Bucket=bucket, Delete=too_many)
+        assert stored(client, bucket, "0") is None
+        return
+    assert fails(client.delete_objects, Bucket=bucket, Delete=too_many) == (400, "MalformedXML")
+    assert stored(client, bucket, "0") == b"x"
+    client.delete_objects(Bucket=bucket, Delete={"Objects": too_many["Objects"][:1000]})
+    assert stored(client, bucket, "0") is None

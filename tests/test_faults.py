@@ -90,7 +90,8 @@ def test_bad_fault_specs_are_refused(spec: str) -> None:
 
 
 def test_endpoint_in_a_child_process() -> None:
-    """mode="process": the same endpoint, faults and counts, served by a child process."""
+    """mode="process": the same endpoint, faults, settings and counts, served by a child
+    process."""
     with S3Endpoint(mode="process") as s3:
         s3.create_bucket("child")
         client = s3.client()
@@ -101,6 +102,10 @@ def test_endpoint_in_a_child_process() -> None:
         assert s3.faults()["injected"] == {"lost_ack": 1}
         assert s3.stats()["PutObject"] == 2  # the lost one and the SDK's retry
         assert client.get_object(Bucket="child", Key="k")["Body"].read() == b"x"
+        s3.configure(lacking={"delete-if-match": "refuse"})
+        with pytest.raises(ClientError) as refused:
+            client.delete_object(Bucket="child", Key="k", IfMatch='"any"')
+        assert refused.value.response["Error"]["Code"] == "NotImplemented"
 
 
 @pytest.mark.parametrize(

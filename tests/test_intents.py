@@ -37,7 +37,7 @@ from lakelock._vacuum import vacuum
 from lakelock.errors import RetryBudgetExhaustedError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, StallAndRace, no_sleep, wait_until
-from tests._support.files import datafile
+from tests._support.files import append, datafile
 from tests._support.simtime import SimTime
 
 ROOT = "metastore/dataset_registry.json"
@@ -305,11 +305,11 @@ def test_a_contended_commit_waits_first_and_is_folded_by_another_process(
 
     def meanwhile(_: float) -> None:  # our wait: the other process folds and swaps now
         if not swaps:
-            swaps.append(other.commit("sales", add=[datafile("sales", "", "theirs")]).version)
+            swaps.append(append(other, "sales", datafile("sales", "", "theirs")).version)
 
     ours = contended_waiter(store, meanwhile)
     s3.reset_stats()
-    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    result = append(ours, "sales", datafile("sales", "", "mine"))
     assert (result.version, result.attempts) == (swaps[0], 2)
     ops = s3.stats()
     assert ops["ListObjectsV2"] == 1  # the other's fold; we listed nothing
@@ -410,10 +410,12 @@ def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: Obj
     for stagger in (2.0, 0.0):
         sleeps: list[float] = []
 
-        def meanwhile(seconds: float, sleeps: list[float] = sleeps) -> None:
+        def meanwhile(
+            seconds: float, sleeps: list[float] = sleeps, x: str = f"x-{stagger}"
+        ) -> None:
             sleeps.append(seconds)
             if len(sleeps) == 1:
-                registry(store, max_fold=0).commit("sales", add=[datafile("sales", "", "x")])
+                registry(store, max_fold=0).commit("sales", add=[datafile("sales", "", x)])
 
         ours = contended_waiter(store, meanwhile)
         ours.policy = replace(ours.policy, stagger=stagger)
@@ -575,14 +577,14 @@ def test_a_folder_without_a_partitions_manifests_leaves_consolidating_to_its_wri
     assert manifests(writer) == MAX_MANIFESTS_PER_PARTITION
     s3.reset_stats()
     stranger = registry(store, group_commit=False)
-    stranger.commit("sales", add=[datafile("sales", "", "s0")])
+    append(stranger, "sales", datafile("sales", "", "s0"))
     assert manifests(stranger) == MAX_MANIFESTS_PER_PARTITION + 1  # not consolidated
     assert s3.areas().get("GetObject metastore/intents", 0) == 0  # and nothing read for it
     for n in range(1, HARD_MAX_MANIFESTS_PER_PARTITION - MAX_MANIFESTS_PER_PARTITION):
-        stranger.commit("sales", add=[datafile("sales", "", f"s{n}")])
+        append(stranger, "sales", datafile("sales", "", f"s{n}"))
     assert manifests(stranger) == HARD_MAX_MANIFESTS_PER_PARTITION
     s3.reset_stats()
-    stranger.commit("sales", add=[datafile("sales", "", "past-the-bound")])
+    append(stranger, "sales", datafile("sales", "", "past-the-bound"))
     assert manifests(stranger) == 1  # consolidated, reading the writer's manifests
     assert s3.areas()["GetObject metastore/intents"] == MAX_MANIFESTS_PER_PARTITION
     assert len(names(registry(store))) == HARD_MAX_MANIFESTS_PER_PARTITION + 1
@@ -685,12 +687,12 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
 
     def meanwhile(_: float) -> None:  # our wait: another process folds everything pending
         if not swaps:
-            swaps.append(registry(store).commit("sales", add=[datafile("sales", "", "x")]).version)
+            swaps.append(append(registry(store), "sales", datafile("sales", "", "x")).version)
 
     ours = seasoned(registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile)))
     ours.read()
     s3.reset_stats()
-    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    result = append(ours, "sales", datafile("sales", "", "mine"))
     assert result.version == swaps[0]
     doc = ours._current()[0]
     for key in planted:
@@ -868,11 +870,11 @@ def test_a_first_fold_sends_its_intent_first_and_waits_for_an_older_one(
     def meanwhile(_: float) -> None:  # our wait: the older intent's writer folds both
         if not swaps:
             folder = seasoned(registry(store))
-            swaps.append(folder.commit("sales", add=[datafile("sales", "", "other")]).version)
+            swaps.append(append(folder, "sales", datafile("sales", "", "other")).version)
 
     ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
     s3.reset_stats()
-    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
+    result = append(ours, "sales", datafile("sales", "", "mine"))
     assert (result.version, result.attempts) == (swaps[0], 2)
     assert s3.areas()["GetObject metastore/intents"] == 2  # the folder read both; we, none
     assert names(ours) == ["a", "mine", "other", "s"]
@@ -980,7 +982,7 @@ def test_decided_intents_above_the_watermark_keep_their_fates(
     doc = registry(store)._current()[0]
     assert all(key > doc.watermark and doc.fate(key) is not None for key in planted)
     s3.reset_stats()
-    seasoned(registry(store, commit_window=1)).commit("sales", add=[datafile("sales", "", "c")])
+    append(seasoned(registry(store, commit_window=1)), "sales", datafile("sales", "", "c"))
     assert s3.areas().get("GetObject metastore/intents", 0) == 0
     assert names(registry(store)) == ["a", "b", "c", "k0", "k1", "k2"]
 

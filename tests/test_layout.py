@@ -27,6 +27,7 @@ from lakelock._layout import (
     delta_log_key,
     doctor_scratch,
     files_prefix,
+    iceberg_engine_prefix,
     iceberg_list_key,
     iceberg_manifest_key,
     iceberg_metadata_key,
@@ -109,6 +110,7 @@ def test_every_builder_lands_in_its_area() -> None:
         iceberg_metadata_key("sales", 41): 13,
         iceberg_list_key("sales", 41): 14,
         iceberg_manifest_key("sales", 41, 2): 15,
+        iceberg_engine_prefix("sales") + "snap-1-0-a.avro": 16,
     }
     assert len(set(built.values())) == len(LAYOUT)
     for key, area in built.items():

@@ -1,4 +1,4 @@
-"""The Iceberg and Delta views of every version, and the read-only Iceberg REST catalog, on
+"""The Iceberg and Delta views of every version, and the Iceberg REST catalog, on
 LocalStack's S3, an S3 implementation independent of the embedded endpoint (opt-in: ``python
 -m pytest -m localstack``): test_mirror's history written there, mirrored, and read back by
 pyiceberg and delta-rs straight from ``s3://`` and by pyiceberg through the catalog.

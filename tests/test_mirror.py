@@ -120,6 +120,36 @@ def test_every_engine_reads_every_version(lake: Lake, s3: S3Endpoint) -> None:
     assert str(table.schema().find_field("day").field_type) == "date"
 
 
+@pytest.mark.timeout(180)  # a child process's endpoint, on a loaded machine
+def test_delta_history_through_an_endpoint_in_a_child_process() -> None:
+    """delta-rs's ``DeltaTable.history()`` blocks in Rust holding the GIL: against an endpoint
+    served by a thread of the same process it waits out its timeouts (60-180 s); against
+    ``S3Endpoint(mode="process")`` it lists every version of the Delta view at once, and the
+    endpoint's faults and counts work across the process boundary (a 503 injected into
+    delta-rs's read of the log is retried). That endpoint checks signatures: delta-rs, pyiceberg and
+    lakelock sign as S3 expects."""
+    credentials = {DEFAULT_ACCESS_KEY: SECRET}
+    with S3Endpoint(mode="process", credentials=credentials) as s3:
+        s3.create_bucket("child-views")
+        lake = Lake("child-views", prefix="lake", s3=s3.client(), retry=FAST_RETRY)
+        versions = history(lake)
+        result = lake.mirror("events")
+        s3.reset_stats()
+        log = f"lake/{delta_log_prefix('events')}"
+        s3.inject("slowdown", operation="GetObject", prefix=log, count=1)
+        delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
+        entries = delta.history()
+        assert sorted(int(e["lakelock.version"]) for e in entries) == versions
+        assert s3.faults()["injected"] == {"slowdown": 1}
+        assert s3.stats()["ListObjectsV2"] >= 2
+        table = pyiceberg_table.StaticTable.from_metadata(
+            result.iceberg, properties=iceberg_properties(s3.url)
+        )
+        assert [s.snapshot_id for s in table.snapshots()] == versions
+        current = lake.read("events")
+        assert rows(delta.to_pyarrow_table(), current.schema) == rows(current, current.schema)
+
+
 def test_mirror_twice_writes_nothing_and_continues_from_the_newest(
     lake: Lake, s3: S3Endpoint
 ) -> None:
@@ -190,7 +220,8 @@ def test_checkpoints_every_ten_versions(lake: Lake, s3: S3Endpoint, admin: Any) 
 
 
 def test_newest_finds_the_last_of_a_long_series_in_few_lists(lake: Lake, s3: S3Endpoint) -> None:
-    """The newest of 300 numbered keys is found with one-key LISTs, about 2 log2(n)."""
+    """The newest of 300 numbered keys is found with one-key LISTs, about 2 log2(n); from a
+    number the caller saw, about 2 log2 of the distance."""
     prefix = "views/x/"
     for n in range(0, 300):
         lake.store.put(f"{prefix}{n:020d}.json", b"{}", mode="create")
@@ -199,6 +230,13 @@ def test_newest_finds_the_last_of_a_long_series_in_few_lists(lake: Lake, s3: S3E
     assert found == (299, f"{prefix}{299:020d}.json")
     assert s3.stats()["ListObjectsV2"] <= 20
     assert newest(lake.store, "views/none/", numbered(".json")) is None
+    # A number the caller saw (a catalog: the view it last answered) searches from there: a
+    # handful of LISTs for the one version above it; a hint above the series costs the
+    # search from the start, never a wrong answer.
+    s3.reset_stats()
+    assert newest(lake.store, prefix, numbered(".json"), since=298) == found
+    assert s3.stats()["ListObjectsV2"] <= 4
+    assert newest(lake.store, prefix, numbered(".json"), since=500) == found
 
 
 def test_a_mirror_starts_over_while_others_change_the_view_then_gives_up(lake: Lake) -> None:

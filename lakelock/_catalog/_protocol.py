@@ -18,8 +18,15 @@ Served (and listed in the config's ``endpoints``, so clients call nothing else):
     HEAD /v1/namespaces/{namespace}/tables/{table}   204 if the dataset exists
     POST /v1/oauth/tokens                            client credentials -> the bearer token
 
-Every other request under ``/v1/`` is an operation this catalog does not offer (it is
-read-only, and has no views, functions or server-side scan planning): 406
+and, unless the catalog is read-only (:data:`WRITE_ENDPOINTS`)::
+
+    POST /v1/namespaces                              create: the one namespace exists (409)
+    POST /v1/namespaces/{namespace}/tables           create a table (a dataset)
+    POST /v1/namespaces/{namespace}/tables/{table}   commit to a table (a lakelock commit)
+    POST /v1/transactions/commit                     commit to several (one lakelock commit)
+
+Every other request under ``/v1/`` is an operation this catalog does not offer (no views,
+functions, renames, drops or server-side scan planning; no writes when read-only): 406
 ``UnsupportedOperationException``, as the spec answers unsupported operations.
 """
 
@@ -37,6 +44,8 @@ from urllib.parse import unquote, unquote_plus
 __all__ = [
     "ENDPOINTS",
     "NAMESPACE_SEPARATOR",
+    "WRITES",
+    "WRITE_ENDPOINTS",
     "CatalogError",
     "Operation",
     "Route",
@@ -59,6 +68,14 @@ ENDPOINTS: tuple[str, ...] = (
     "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 )
 
+#: What ``GET /v1/config`` lists besides :data:`ENDPOINTS` when the catalog takes commits.
+WRITE_ENDPOINTS: tuple[str, ...] = (
+    "POST /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/transactions/commit",
+)
+
 #: Separates the parts of a multipart namespace in a path (the spec's default, ``%1F``).
 NAMESPACE_SEPARATOR = "\x1f"
 
@@ -71,7 +88,16 @@ Operation = Literal[
     "list_tables",
     "load_table",
     "table_exists",
+    "create_namespace",
+    "create_table",
+    "update_table",
+    "commit_transaction",
 ]
+
+#: The operations that change the lake (refused by a read-only catalog).
+WRITES: frozenset[str] = frozenset(
+    ("create_namespace", "create_table", "update_table", "commit_transaction")
+)
 
 
 @dataclass(frozen=True)
@@ -99,9 +125,23 @@ class CatalogError(Exception):
         return cls(
             406,
             "UnsupportedOperationException",
-            f"{method} {path} is not supported: this catalog is read-only and serves only "
-            "the endpoints GET /v1/config lists",
+            f"{method} {path} is not supported: this catalog serves only the endpoints "
+            "GET /v1/config lists",
         )
+
+    @classmethod
+    def commit_failed(cls, message: str) -> CatalogError:
+        """A requirement the commit named no longer holds (or a concurrent commit removed
+        what it removes): the client refreshes the table and retries."""
+        return cls(409, "CommitFailedException", message)
+
+    @classmethod
+    def already_exists(cls, message: str) -> CatalogError:
+        return cls(409, "AlreadyExistsException", message)
+
+    @classmethod
+    def forbidden(cls, message: str) -> CatalogError:
+        return cls(403, "ForbiddenException", message)
 
     @classmethod
     def not_authorized(cls, message: str) -> CatalogError:
@@ -154,6 +194,14 @@ def route(method: str, path: str) -> Route:
             return Route("token")
         case ["namespaces"] if method == "GET":
             return Route("list_namespaces")
+        case ["namespaces"] if method == "POST":
+            return Route("create_namespace")
+        case ["transactions", "commit"] if method == "POST":
+            return Route("commit_transaction")
+        case ["namespaces", namespace, "tables"] if method == "POST" and namespace:
+            return Route("create_table", _namespace(namespace))
+        case ["namespaces", namespace, "tables", table] if method == "POST" and namespace and table:
+            return Route("update_table", _namespace(namespace), normalize("NFC", unquote(table)))
         case ["namespaces", namespace] if read and namespace:
             operation: Operation = "load_namespace" if method == "GET" else "namespace_exists"
             return Route(operation, _namespace(namespace))
@@ -166,11 +214,13 @@ def route(method: str, path: str) -> Route:
     raise CatalogError.unsupported(method, path)
 
 
-def config_body(defaults: Mapping[str, str]) -> dict[str, Any]:
+def config_body(defaults: Mapping[str, str], *, writes: bool = False) -> dict[str, Any]:
     """``GET /v1/config``: the client ``defaults`` (S3 endpoint, region, addressing: never
-    credentials), no overrides, and the :data:`ENDPOINTS` served, so a client checks them
-    instead of assuming the spec's default set (which includes writes)."""
-    return {"defaults": dict(defaults), "overrides": {}, "endpoints": list(ENDPOINTS)}
+    credentials), no overrides, and the endpoints served (:data:`ENDPOINTS`, and with
+    ``writes`` :data:`WRITE_ENDPOINTS`), so a client checks them instead of assuming the
+    spec's default set (which includes renames and drops)."""
+    endpoints = [*ENDPOINTS, *(WRITE_ENDPOINTS if writes else ())]
+    return {"defaults": dict(defaults), "overrides": {}, "endpoints": endpoints}
 
 
 def page(

@@ -2,7 +2,10 @@
 :class:`~lakelock._catalog._service.LakeCatalog`.
 
 Each request: route it (:func:`~lakelock._catalog._protocol.route`), check the bearer token
-(every route but the OAuth2 token endpoint, when a token is configured), answer JSON. Errors
+(every route but the OAuth2 token endpoint, when a token is configured), answer JSON. A
+commit (any operation of :data:`~lakelock._catalog._protocol.WRITES`) is refused with 406 by
+a read-only catalog, and, when no token is configured, with 403 to any client not on a
+loopback address: without a token, only this machine may change the lake. Errors
 are the spec's ``IcebergErrorResponse`` (the token endpoint's, its ``OAuthError``); a failure
 inside lakelock is a 5xx with the error's one-line description (S3 unavailable: 503), never a
 traceback (an unexpected one goes to the log). HTTP/1.1
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import socket
 import threading
 import traceback
@@ -25,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from lakelock._catalog._protocol import (
+    WRITES,
     CatalogError,
     Route,
     basic_secret,
@@ -45,8 +50,8 @@ from lakelock.errors import (
 
 __all__ = ["CatalogServer"]
 
-#: The largest request body read (only the OAuth2 form has one worth reading).
-MAX_BODY = 64 * 1024
+#: The largest request body read (a commit's JSON: schemas and snapshots, never data).
+MAX_BODY = 16 * 1024 * 1024
 
 #: After refusing a body: how long and how much of it to read before closing.
 LINGER_SECONDS = 2.0
@@ -125,8 +130,10 @@ class CatalogServer:
         offered = bearer_token(header)
         return offered is not None and hmac.compare_digest(offered.encode(), self.token.encode())
 
-    def answer(self, method: str, target: str, headers: Any, body: bytes) -> _Answer:
-        """The answer to one request (never raises)."""
+    def answer(
+        self, method: str, target: str, headers: Any, body: bytes, *, peer: str = "127.0.0.1"
+    ) -> _Answer:
+        """The answer to one request from the client at address ``peer`` (never raises)."""
         split = urlsplit(target)
         query = parse_qs(split.query, keep_blank_values=True)
         head = method == "HEAD"
@@ -154,10 +161,12 @@ class CatalogServer:
             return refused
         try:
             found = route(method, split.path)
+            if found.operation in WRITES:
+                self._check_write(method, split.path, peer)
         except CatalogError as error:
             return _error(error, head=head)
         try:
-            return self._serve(found, query, headers)
+            return self._serve(found, query, headers, body)
         except CatalogError as error:
             return _error(error, head=head)
         except (ThrottledError, EndpointUnreachableError, OutcomeUnknownError) as error:
@@ -172,11 +181,34 @@ class CatalogServer:
             failure = CatalogError(500, "InternalServerError", _describe(error))
             return _error(failure, head=head)
 
-    def _serve(self, found: Route, query: dict[str, list[str]], headers: Any) -> _Answer:
+    def _check_write(self, method: str, path: str, peer: str) -> None:
+        if self.catalog.read_only:
+            raise CatalogError.unsupported(method, path)
+        if self.token is None and not _loopback(peer):
+            raise CatalogError.forbidden(
+                f"{method} {path}: this catalog has no token, so it takes commits from this "
+                "machine only; start it with --token to take them from the network"
+            )
+
+    def _serve(
+        self, found: Route, query: dict[str, list[str]], headers: Any, body: bytes
+    ) -> _Answer:
         catalog = self.catalog
         match found.operation:
             case "config":
-                return _json(config_body(catalog.client_defaults()))
+                return _json(config_body(catalog.client_defaults(), writes=not catalog.read_only))
+            case "create_namespace":
+                catalog.create_namespace(body)
+                return _Answer(204, b"")  # pragma: no cover - create_namespace always raises
+            case "create_table":
+                return _Answer(200, catalog.create_table(found.namespace, body))
+            case "update_table":
+                assert found.table is not None
+                loaded = catalog.update_table(found.namespace, found.table, body)
+                return _Answer(200, loaded.commit_body())
+            case "commit_transaction":
+                catalog.commit_transaction(body)
+                return _Answer(204, b"")
             case "list_namespaces":
                 parent = query.get("parent", [""])[-1]
                 if parent:
@@ -217,6 +249,15 @@ class CatalogServer:
 
 #: A token answer is never cached (RFC 6749, section 5.1).
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def _loopback(address: str) -> bool:
+    try:
+        parsed = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(parsed, "ipv4_mapped", None)
+    return bool(parsed.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 class _IPv6Server(ThreadingHTTPServer):
@@ -278,7 +319,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._linger()
             return
         body = self.rfile.read(length) if length else b""
-        self._send(self.server_state.answer(self.command, self.path, self.headers, body))
+        peer = str(self.client_address[0])
+        self._send(self.server_state.answer(self.command, self.path, self.headers, body, peer=peer))
 
     def _linger(self) -> None:
         """Close gently after refusing a body: stop writing, then read what the client still

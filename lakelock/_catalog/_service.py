@@ -7,6 +7,19 @@ mirrored ``version``) it mirrors first (:meth:`lakelock.Lake.mirror`, idempotent
 beside other mirrors), then answers the newest ``metadata.json``. A metadata file is
 write-once, so its bytes are cached by location and sent as they are stored.
 
+**Commits** (unless ``read_only``): creating a table creates the dataset (its schema and
+identity partition columns) by a lakelock commit without files; a table commit
+(:mod:`._commits` reads what it adds and removes from the engine's manifests) becomes one
+lakelock commit through the ordinary commit path (``registry.commit_changes``: group commit,
+commit ids, fences, retention, every rule of docs/FORMAT.md), with a commit id derived from
+the request, so a retried request is recognised as committed and answered, never applied
+twice. Requirements are checked against the view of the dataset's current version (the
+version they name: each snapshot id is a lakelock version); a failed one is a 409
+``CommitFailedException`` and the engine retries on the refreshed table. Between that check
+and the registry's swap another writer's commit may land: appends go through, as lakelock
+appends always do, and a commit removing a file another commit removed first is refused by the
+registry (409). A multi-table transaction is one lakelock commit over its datasets.
+
 Credentials: the client ``defaults`` name the S3 endpoint, region and addressing, never keys.
 Only a catalog made with ``vend_credentials=True`` puts the lake's own S3 credentials (those
 of its boto3 client) into each load-table answer, as ``config`` and ``storage-credentials``.
@@ -17,17 +30,38 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
+from unicodedata import normalize
 
 import orjson
+import pyarrow as pa
 
+from lakelock._catalog._commits import (
+    arrow_schema,
+    check_properties,
+    commit_id_of,
+    partition_columns_of,
+    plan_commit,
+)
 from lakelock._catalog._protocol import CatalogError
 from lakelock._connection import Connection
+from lakelock._engines import require
 from lakelock._lake import Lake
-from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
-from lakelock.errors import DatasetNotFoundError
+from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
+from lakelock._mirror._iceberg import engine_properties, staged_metadata
+from lakelock._mirror._run import mirror as mirror_views
+from lakelock._names import validate_dataset_name, validate_partition_type
+from lakelock._operations import planned_change
+from lakelock._registry import CommitResult, RegistrySnapshot
+from lakelock._registry._changes import Change
+from lakelock.errors import (
+    CommitConflictError,
+    DatasetNotFoundError,
+    InvalidNameError,
+    StaleFenceError,
+)
 
 __all__ = ["DEFAULT_NAMESPACE", "LakeCatalog", "LoadedTable", "MirroredView"]
 
@@ -59,6 +93,15 @@ class LoadedTable:
     config: dict[str, str]
     storage_credentials: tuple[dict[str, Any], ...] = ()
 
+    def commit_body(self) -> bytes:
+        """The spec's ``CommitTableResponse`` JSON (the location and the metadata)."""
+        return orjson.dumps(
+            {
+                "metadata-location": self.metadata_location,
+                "metadata": orjson.Fragment(self.metadata),
+            }
+        )
+
     def body(self) -> bytes:
         """The spec's ``LoadTableResult`` JSON, with the metadata spliced in unparsed."""
         result: dict[str, Any] = {
@@ -74,6 +117,7 @@ class LoadedTable:
 class LakeCatalog:
     """The lake's datasets as one Iceberg namespace (``namespace``, default ``"lake"``).
 
+    ``read_only``: answer no commits (406, as for any operation not served).
     ``mirror(name)`` brings a dataset's Iceberg view up to the registry (default:
     ``lake.mirror(name, formats=("iceberg",))``); ``log`` receives one line per mirroring
     (how long it took), for a server's console.
@@ -85,6 +129,7 @@ class LakeCatalog:
         *,
         namespace: str = DEFAULT_NAMESPACE,
         vend_credentials: bool = False,
+        read_only: bool = False,
         mirror: Callable[[str], MirroredView] | None = None,
         log: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -94,6 +139,7 @@ class LakeCatalog:
         self.lake = lake
         self.namespace = namespace
         self.vend_credentials = vend_credentials
+        self.read_only = read_only
         self._mirror = mirror or self._lake_mirror
         self._log = log
         self._clock = clock
@@ -103,7 +149,15 @@ class LakeCatalog:
         self._guard = threading.Lock()
 
     def _lake_mirror(self, name: str) -> MirroredView:
-        result: MirroredView = self.lake.mirror(name, formats=("iceberg",))
+        # The view this catalog last answered is where the newest metadata is looked for
+        # from (a few LISTs fewer on every commit's answer).
+        known = self._views.get(name)
+        result: MirroredView = mirror_views(
+            self.lake.registry,
+            name,
+            ("iceberg",),
+            iceberg_since=known.version if known is not None else None,
+        )
         return result
 
     # -- configuration --------------------------------------------------------------------------
@@ -163,11 +217,18 @@ class LakeCatalog:
         self.check_namespace(namespace)
         return table in self.lake.registry.read().datasets
 
-    def load_table(self, namespace: tuple[str, ...], table: str) -> LoadedTable:
-        """The dataset's current Iceberg view, mirrored first when the registry is ahead of
-        it."""
-        self.check_namespace(namespace)
-        datasets = self.lake.registry.read().datasets
+    def load_table(
+        self, namespace: tuple[str, ...], table: str, *, snapshot: RegistrySnapshot | None = None
+    ) -> LoadedTable:
+        """The dataset's current Iceberg view (current as of ``snapshot``, default a fresh
+        read of the registry), mirrored first when the registry is ahead of it. A table of a
+        namespace that does not exist does not exist either: Java clients (Iceberg's
+        RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
+        ``snapshots`` of the namespace ``ns.table`` first, and go on to the metadata table
+        only when told ``NoSuchTableException``."""
+        if namespace != (self.namespace,):
+            raise CatalogError.no_such_table(namespace, table)
+        datasets = (snapshot or self.lake.registry.read()).datasets
         if table not in datasets:
             raise CatalogError.no_such_table(namespace, table)
         current = datasets[table].updated_version
@@ -180,9 +241,10 @@ class LakeCatalog:
         if location is None:
             raise CatalogError(500, "InternalServerError", f"no Iceberg view of {table!r} was made")
         config, storage_credentials = self._credentials()
-        return LoadedTable(
-            location, self._metadata_bytes(location), view.version, config, storage_credentials
-        )
+        metadata = self._metadata_bytes(location)
+        if not self.read_only and b'"write.data.path"' not in metadata:
+            metadata = _steering(metadata, self.steered(table))
+        return LoadedTable(location, metadata, view.version, config, storage_credentials)
 
     def _mirror_now(self, namespace: tuple[str, ...], table: str) -> MirroredView:
         if self._log is not None:
@@ -225,3 +287,334 @@ class LakeCatalog:
                 500, "InternalServerError", f"view metadata {location} is outside the lake {base}"
             )
         return location[len(base) :]
+
+    # -- commits --------------------------------------------------------------------------------
+
+    def steered(self, table: str) -> dict[str, str]:
+        """The properties every table has (:func:`~lakelock._mirror._iceberg.engine_properties`)."""
+        return engine_properties(self._root, table)
+
+    def create_namespace(self, body: bytes) -> None:
+        """The one namespace exists already (409, as the spec answers); no other can be made."""
+        request = _json_object(body)
+        namespace = request.get("namespace")
+        if namespace == [self.namespace]:
+            raise CatalogError.already_exists(f"Namespace already exists: {self.namespace}")
+        raise CatalogError.bad_request(
+            f"this catalog serves one namespace, {self.namespace!r}: {namespace!r} cannot be "
+            "created"
+        )
+
+    def create_table(self, namespace: tuple[str, ...], body: bytes) -> bytes:
+        """Create the dataset a ``CreateTableRequest`` describes (schema, identity partition
+        columns, properties) by a lakelock commit without files, and answer its view (the
+        spec's ``LoadTableResult``). A staged create (``stage-create``: CREATE TABLE AS
+        SELECT) commits nothing: it answers the metadata the table will have, and the
+        engine's commit with ``assert-create`` creates the dataset with its first files."""
+        self.check_namespace(namespace)
+        rest = require("pyiceberg.catalog.rest", extra="iceberg", package="pyiceberg")
+        # The spec's optional fields, which pyiceberg's model requires (it always sends them).
+        optional = {"location": None, "partition-spec": None, "write-order": None}
+        request = _model(rest.CreateTableRequest, body, defaults=optional)
+        try:
+            name = validate_dataset_name(normalize("NFC", request.name))
+        except InvalidNameError as error:
+            raise CatalogError.bad_request(str(error)) from error
+        location = f"{self._root}{iceberg_location(name)}"
+        if request.location is not None and request.location.rstrip("/") != location:
+            raise CatalogError.bad_request(
+                f"location {request.location}: a table's location is {location} (its data "
+                "goes under the dataset's folder, write.data.path)"
+            )
+        if request.write_order is not None and request.write_order.fields:
+            raise CatalogError.bad_request("sort orders are not supported (tables are unsorted)")
+        properties = dict(request.properties)
+        if properties.pop("format-version", "2") != "2":
+            raise CatalogError.bad_request("this catalog's tables are Iceberg format version 2")
+        arrow, partition_by = self._layout(request.table_schema, request.partition_spec)
+        kept = self._kept(name, properties)
+        registry = self.lake.registry
+        if request.stage_create:
+            if name in registry.read().datasets:
+                raise CatalogError.already_exists(f"Table already exists: {namespace[0]}.{name}")
+            staged = staged_metadata(self._root, name, arrow, partition_by)
+            config, credentials = self._credentials()
+            result: dict[str, Any] = {
+                "metadata": orjson.Fragment(staged.model_dump_json().encode()),
+                "config": config,
+            }
+            if credentials:
+                result["storage-credentials"] = list(credentials)
+            return orjson.dumps(result)
+        commit_id = commit_id_of(["create", name, orjson.loads(body)])
+        if registry.recorded_commit(commit_id, name) is None:
+            if name in registry.read().datasets:
+                raise CatalogError.already_exists(f"Table already exists: {namespace[0]}.{name}")
+            change = planned_change(
+                name,
+                "create",
+                commit_id=commit_id,
+                fence=None,
+                digest=None,
+                schema=arrow,
+                partition_by=partition_by,
+                properties=kept or None,
+            )
+            self._commit([change])
+        return self.load_table(namespace, name).body()
+
+    @property
+    def _root(self) -> str:
+        return f"s3://{self.lake.bucket}/{self.lake.prefix}"
+
+    def _layout(self, schema: Any, spec: Any) -> tuple[pa.Schema, tuple[str, ...]]:
+        """A new table's dataset schema and partition columns (400 for what cannot be)."""
+        partition_by: tuple[str, ...] = ()
+        if spec is not None:
+            partition_by = partition_columns_of(spec, schema)
+        try:
+            arrow = arrow_schema(schema)
+            for column in partition_by:
+                validate_partition_type(column, arrow.field(column).type)
+        except (TypeError, ValueError) as error:
+            raise CatalogError.bad_request(f"the schema cannot be a dataset's: {error}") from error
+        return arrow, partition_by
+
+    def _kept(self, table: str, properties: dict[str, str]) -> dict[str, str]:
+        """The properties of a create that lakelock records (those the view derives are not)."""
+        steered = self.steered(table)
+        check_properties(properties, steered)
+        return {
+            k: v
+            for k, v in properties.items()
+            if k not in steered and not k.startswith("lakelock.") and k != _NAME_MAPPING
+        }
+
+    def update_table(self, namespace: tuple[str, ...], table: str, body: bytes) -> LoadedTable:
+        """One table's ``CommitTableRequest`` as one lakelock commit; the view of the version
+        it made (or, for a request already committed, of the current one)."""
+        self.check_namespace(namespace)
+        table_module = require("pyiceberg.table", extra="iceberg", package="pyiceberg")
+        # The path names the table; the spec makes the body's identifier optional.
+        named = {"identifier": {"namespace": list(namespace), "name": table}}
+        request = _model(table_module.CommitTableRequest, body, defaults=named)
+        change = self._plan(namespace, table, request, None)
+        if change is None:
+            return self.load_table(namespace, table)
+        return self.load_table(namespace, table, snapshot=self._committed([change]))
+
+    def commit_transaction(self, body: bytes) -> None:
+        """A ``CommitTransactionRequest``: every table's changes in one lakelock commit (all
+        or nothing), under one commit id derived from the whole request."""
+        table_module = require("pyiceberg.table", extra="iceberg", package="pyiceberg")
+        document = _json_object(body)
+        changes_raw = document.get("table-changes")
+        if not isinstance(changes_raw, list) or not changes_raw:
+            raise CatalogError.bad_request("table-changes must be a non-empty list")
+        requests = [
+            _model(table_module.CommitTableRequest, orjson.dumps(raw)) for raw in changes_raw
+        ]
+        commit_id = commit_id_of(["transaction", document])
+        tables = []
+        for request in requests:
+            identifier = request.identifier
+            namespace = _parts(identifier.namespace)
+            self.check_namespace(namespace)
+            tables.append((namespace, normalize("NFC", identifier.name)))
+        if len(set(tables)) != len(tables):
+            raise CatalogError.bad_request("a transaction names each table once")
+        planned = [
+            self._plan(namespace, name, request, commit_id)
+            for (namespace, name), request in zip(tables, requests, strict=True)
+        ]
+        changes = [c for c in planned if c is not None]
+        snapshot = self._committed(changes) if changes else None
+        for namespace, name in tables:
+            # Mirrored before the answer, as one table's commit is.
+            self.load_table(namespace, name, snapshot=snapshot)
+
+    def _plan(
+        self, namespace: tuple[str, ...], table: str, request: Any, commit_id: str | None
+    ) -> Change | None:
+        """The lakelock change ``request`` stands for (None: nothing to commit, or already
+        committed), after its requirements are checked against the current view."""
+        identifier = request.identifier
+        if identifier is not None and (
+            _parts(identifier.namespace) != namespace or normalize("NFC", identifier.name) != table
+        ):
+            raise CatalogError.bad_request(
+                f"the request names {identifier}, the path {'.'.join([*namespace, table])}"
+            )
+        from pyiceberg.table.update import AddSnapshotUpdate, AssertCreate  # noqa: PLC0415
+
+        registry = self.lake.registry
+        snapshot = registry.read()
+        creating = any(isinstance(r, AssertCreate) for r in request.requirements)
+        loaded = None if creating else self.load_table(namespace, table, snapshot=snapshot)
+        snapshots = [u.snapshot for u in request.updates if isinstance(u, AddSnapshotUpdate)]
+        if commit_id is None:
+            # A snapshot names itself (its id, its manifest list); anything else is the
+            # request as sent against the version it was made on.
+            parts: list[object] = [table]
+            if snapshots:
+                parts += [[s.snapshot_id, s.manifest_list] for s in snapshots]
+            else:
+                parts += [request.model_dump(mode="json"), loaded and loaded.version]
+            commit_id = commit_id_of(parts)
+        commit_failed = require("pyiceberg.exceptions", extra="iceberg", package="pyiceberg")
+        try:
+            base, requirements, arrow, partition_by = self._base(
+                namespace, table, request, loaded, snapshot
+            )
+            for requirement in requirements:
+                try:
+                    requirement.validate(base)
+                except commit_failed.CommitFailedException as error:
+                    raise CatalogError.commit_failed(str(error)) from error
+        except CatalogError as error:
+            # A request whose requirements no longer hold may be one that was committed and
+            # is sent again (its answer lost): then it is answered as committed. Looked up
+            # only here: a request that passes is deduplicated by the commit loop itself.
+            if error.status == 409 and registry.recorded_commit(commit_id, table) is not None:
+                return None
+            raise
+        plan = plan_commit(
+            self.lake.store,
+            table,
+            base=base,
+            arrow=arrow,
+            partition_by=partition_by,
+            updates=request.updates,
+            steered=self.steered(table),
+        )
+        if loaded is None:
+            change = planned_change(
+                table,
+                "create",
+                commit_id=commit_id,
+                fence=None,
+                digest=plan.digest,
+                schema=plan.schema if plan.schema is not None else arrow,
+                partition_by=partition_by,
+                properties=plan.properties or None,
+            )
+            return replace(change, add=plan.add)
+        if not (plan.add or plan.remove or plan.schema is not None or plan.properties):
+            return None
+        change = planned_change(
+            table,
+            plan.operation,
+            commit_id=commit_id,
+            fence=None,
+            digest=plan.digest,
+            schema=plan.schema,
+            schema_mode="merge" if plan.schema is not None else None,
+            properties=plan.properties or None,
+        )
+        return replace(change, add=plan.add, remove=plan.remove)
+
+    def _base(
+        self,
+        namespace: tuple[str, ...],
+        table: str,
+        request: Any,
+        loaded: LoadedTable | None,
+        snapshot: RegistrySnapshot,
+    ) -> tuple[Any, list[Any], pa.Schema, tuple[str, ...]]:
+        """What a commit is checked against: the table's metadata (for a staged create's
+        commit, the metadata it will have), the requirements to check, the dataset's schema
+        and partition columns."""
+        from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415 - extra
+        from pyiceberg.table.update import (  # noqa: PLC0415 - extra
+            AddPartitionSpecUpdate,
+            AddSchemaUpdate,
+            AssertCreate,
+        )
+
+        if loaded is None:  # a staged create's commit: the dataset is made by it
+            if table in snapshot.datasets:
+                raise CatalogError.commit_failed(f"Table already exists: {table}")
+            try:
+                validate_dataset_name(table)
+            except InvalidNameError as error:
+                raise CatalogError.bad_request(str(error)) from error
+            schemas = [u.schema_ for u in request.updates if isinstance(u, AddSchemaUpdate)]
+            specs = [u.spec for u in request.updates if isinstance(u, AddPartitionSpecUpdate)]
+            if not schemas:
+                raise CatalogError.bad_request("a create (assert-create) needs add-schema")
+            arrow, partition_by = self._layout(schemas[-1], specs[-1] if specs else None)
+            base = staged_metadata(self._root, table, arrow, partition_by)
+            requirements = [r for r in request.requirements if not isinstance(r, AssertCreate)]
+            return base, requirements, arrow, partition_by
+        state = snapshot.datasets.get(table)
+        if state is None:
+            raise CatalogError.no_such_table(namespace, table)
+        if state.schema is None:
+            raise CatalogError.bad_request(
+                f"dataset {table!r} records no schema (committed without one): write to it "
+                "with lakelock first"
+            )
+        base = TableMetadataUtil.parse_raw(loaded.metadata.decode())
+        return base, list(request.requirements), state.schema, state.partition_by
+
+    def _committed(self, changes: Sequence[Change]) -> RegistrySnapshot:
+        """Commit ``changes``; the registry as this process knows it after the commit (no
+        request), or read again if that does not hold the commit yet."""
+        result = self._commit(changes)
+        registry = self.lake.registry
+        known = registry.known()
+        for change in changes:
+            state = known.datasets.get(change.dataset)
+            if state is None or state.updated_version < result.version:
+                return registry.read()
+        return known
+
+    def _commit(self, changes: Sequence[Change]) -> CommitResult:
+        """The ordinary commit; a conflict (a file already removed, a stale fence, a schema
+        another commit changed) is the spec's 409, so the engine refreshes and retries."""
+        try:
+            result: CommitResult = self.lake.registry.commit_changes(changes)
+        except (CommitConflictError, StaleFenceError) as error:
+            raise CatalogError.commit_failed(str(error)) from error
+        return result
+
+
+_NAME_MAPPING = "schema.name-mapping.default"
+
+
+def _steering(metadata: bytes, steered: dict[str, str]) -> bytes:
+    """A view's metadata written before views carried the properties that steer engines
+    (its newest version mirrored by an older lakelock), with them: an engine committing to
+    it writes where, and how, a lakelock commit can take its files."""
+    document = orjson.loads(metadata)
+    document["properties"] = {**document.get("properties", {}), **steered}
+    return orjson.dumps(document)
+
+
+def _parts(namespace: Any) -> tuple[str, ...]:
+    """A parsed ``Namespace`` (pyiceberg's root model of a list of parts) as a tuple."""
+    return tuple(getattr(namespace, "root", namespace))
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise CatalogError.bad_request(f"the request body is not JSON: {error}") from error
+    if not isinstance(document, dict):
+        raise CatalogError.bad_request("the request body is not a JSON object")
+    return document
+
+
+def _model(model: Any, body: bytes, *, defaults: dict[str, Any] | None = None) -> Any:
+    """``body`` parsed as one of pyiceberg's request models (its validation: 400), with
+    ``defaults`` for the fields it lacks."""
+    pydantic = require("pydantic", extra="iceberg", package="pyiceberg")
+    document = {**(defaults or {}), **_json_object(body)}
+    try:
+        return model.model_validate(document)
+    except pydantic.ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5]
+        )
+        raise CatalogError.bad_request(f"malformed request: {problems}") from error

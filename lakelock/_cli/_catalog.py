@@ -1,4 +1,5 @@
-"""``lakelock catalog``: serve a lake as a read-only Iceberg REST catalog until Ctrl-C.
+"""``lakelock catalog``: serve a lake as an Iceberg REST catalog until Ctrl-C (taking
+commits, unless ``--read-only``).
 
 The work is :mod:`lakelock._catalog`'s; this command builds the lake from the S3 options,
 checks the options that guard the lake's credentials, prints where to point engines, and
@@ -51,12 +52,15 @@ def add_parser(commands: Any) -> None:
         commands,
         "catalog",
         run,
-        help="serve the lake as a read-only Iceberg REST catalog",
+        help="serve the lake as an Iceberg REST catalog that takes commits",
         description="Serve the lake as an Iceberg REST catalog for pyiceberg, DuckDB, Spark, "
         "Trino: one namespace, one table per dataset. Loading a table answers the dataset's "
-        "current Iceberg view, mirrored first when the registry is ahead of it (so the "
-        "catalog writes view objects into the lake; nothing else). Read-only: writes, views "
-        f"and scan planning answer 406. Token: --token or ${TOKEN_ENV}. Runs until Ctrl-C.",
+        "current Iceberg view, mirrored first when the registry is ahead of it. Engines "
+        "create tables and commit appends, overwrites, copy-on-write deletes and added "
+        "columns: each commit is one lakelock commit. --read-only: commits, views and scan "
+        f"planning answer 406. Token: --token or ${TOKEN_ENV}; without one, commits are "
+        "taken from this machine only and the catalog must listen on a loopback address. "
+        "Runs until Ctrl-C.",
         on_lake=True,
         arguments=_arguments,
     )
@@ -84,6 +88,11 @@ def add_catalog_options(parser: argparse._ActionsContainer, *, prefix: str) -> N
         f"${TOKEN_ENV} if set, else no token); OAuth2 clients use it as the client secret",
     )
     parser.add_argument(
+        f"--{prefix}read-only",
+        action="store_true",
+        help="take no commits (engines only read; writes answer 406)",
+    )
+    parser.add_argument(
         f"--{prefix}vend-credentials",
         action="store_true",
         help="hand this command's own S3 credentials to every client that loads a table "
@@ -105,6 +114,7 @@ def catalog_server(
     namespace: str = getattr(args, f"{option}namespace")
     token: str | None = getattr(args, f"{option}token")
     vend_credentials: bool = getattr(args, f"{option}vend_credentials")
+    read_only: bool = getattr(args, f"{option}read_only")
     token = token if token is not None else os.environ.get(TOKEN_ENV) or None
     if vend_credentials and token is None and not _loopback(host):
         raise ValueError(
@@ -112,8 +122,20 @@ def catalog_server(
             f"credentials to anyone who reaches the port: pass --token (or set ${TOKEN_ENV}), "
             "or listen on 127.0.0.1"
         )
+    if not read_only and token is None and not _loopback(host):
+        raise ValueError(
+            f"a catalog that takes commits on {host} without a token would let anyone who "
+            f"reaches the port change the lake: pass --token (or set ${TOKEN_ENV}), "
+            "--read-only, or listen on 127.0.0.1"
+        )
     log = None if quiet else _log
-    catalog = LakeCatalog(lake, namespace=namespace, vend_credentials=vend_credentials, log=log)
+    catalog = LakeCatalog(
+        lake,
+        namespace=namespace,
+        vend_credentials=vend_credentials,
+        read_only=read_only,
+        log=log,
+    )
     return CatalogServer(catalog, host=host, port=port, token=token, log=log)
 
 
@@ -136,11 +158,17 @@ def catalog_banner(server: CatalogServer) -> list[str]:
     catalog = server.catalog
     auth = "bearer token required" if server.token is not None else "no token"
     vend = "vends S3 credentials" if catalog.vend_credentials else "vends no credentials"
+    if catalog.read_only:
+        writes = "read-only"
+    elif server.token is None:
+        writes = "commits from this machine only"
+    else:
+        writes = "takes commits"
     token = ", token='<TOKEN>'" if server.token is not None else ""
     auth_option = "TOKEN '<TOKEN>'" if server.token is not None else "AUTHORIZATION_TYPE 'none'"
     return [
         f"lakelock Iceberg REST catalog: {server.url} ({catalog.lake.url}, namespace "
-        f"{catalog.namespace!r}; {auth}; {vend})",
+        f"{catalog.namespace!r}; {auth}; {vend}; {writes})",
         f"  pyiceberg: RestCatalog('lake', uri='{server.url}'{token}, "
         "**{'s3.access-key-id': ..., 's3.secret-access-key': ...})",
         f"  DuckDB:    ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{server.url}', "
@@ -155,8 +183,11 @@ def run(args: argparse.Namespace) -> int:
     check_bucket(lake.client, target.bucket)
     server = catalog_server(lake, args, prefix="", port=args.port, quiet=args.quiet)
     with server:
-        sys.stdout.write("\n".join([*catalog_banner(server), "", "Ctrl-C to stop.", ""]))
-        sys.stdout.flush()
-        wait_for_interrupt()
+        try:
+            sys.stdout.write("\n".join([*catalog_banner(server), "", "Ctrl-C to stop.", ""]))
+            sys.stdout.flush()
+            wait_for_interrupt()
+        except KeyboardInterrupt:
+            pass  # Ctrl-C as the banner went out, before the wait began: stop all the same
     sys.stdout.write("stopped\n")
     return 0

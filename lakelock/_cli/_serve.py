@@ -1,9 +1,11 @@
 """``lakelock serve``: the embedded S3 endpoint (:mod:`lakelock.testing`) for local work.
 
 Creates the ``--bucket`` buckets, applies ``--policy`` to them, adds latency and faults, prints
-the URL with ready-to-paste settings, and serves until Ctrl-C (or SIGTERM). With ``--catalog``
-the read-only Iceberg REST catalog (``lakelock catalog``) serves a lake on it beside the S3
-endpoint.
+the URL with ready-to-paste settings, and serves until Ctrl-C (or SIGTERM). Requests must be
+signed (SigV4) with the printed access key (or a ``--principal``'s) and secret, as S3 checks
+them, so a credentials mistake shows here and not first on AWS; ``--no-auth`` accepts any.
+With ``--catalog`` the Iceberg REST catalog (``lakelock catalog``) serves a lake on it beside
+the S3 endpoint.
 """
 
 from __future__ import annotations
@@ -119,6 +121,14 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "e.g. lost_ack:PutObject:metastore/@0.1 (repeat or comma-separate)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault generator")
+    parser.add_argument(
+        "--no-auth",
+        dest="auth",
+        action="store_false",
+        help="accept any access key and secret (by default a request must be signed with the "
+        "printed access key, or a --principal's, and the printed secret, as S3 checks: 403 "
+        "InvalidAccessKeyId or SignatureDoesNotMatch otherwise)",
+    )
     group = parser.add_argument_group("Iceberg REST catalog (lakelock catalog)")
     group.add_argument(
         "--catalog",
@@ -127,8 +137,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         type=_catalog_url,
         metavar="URL",
-        help="also serve this lake (default: the first --bucket) as a read-only Iceberg REST "
-        "catalog, on --host",
+        help="also serve this lake (default: the first --bucket) as an Iceberg REST catalog, "
+        "on --host",
     )
     group.add_argument(
         "--catalog-port",
@@ -151,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from lakelock.testing import (  # noqa: PLC0415 - moto: the optional `local` extra
             DEFAULT_ACCESS_KEY,
+            DEFAULT_SECRET_KEY,
             FaultRule,
             client_kwargs,
             make_server,
@@ -166,7 +177,13 @@ def run(args: argparse.Namespace) -> int:
             policy = orjson.loads(args.policy.read_bytes())
         except orjson.JSONDecodeError as error:
             raise ValueError(f"{args.policy}: not valid JSON ({error})") from None
-    server, gateway = make_server(args.host, args.port, principals=dict(args.principal))
+    principals = dict(args.principal)
+    credentials = None
+    if args.auth:
+        credentials = dict.fromkeys([DEFAULT_ACCESS_KEY, *principals], DEFAULT_SECRET_KEY)
+    server, gateway = make_server(
+        args.host, args.port, principals=principals, credentials=credentials
+    )
     thread = threading.Thread(target=server.serve_forever, name="lakelock-serve", daemon=True)
     thread.start()
     try:
@@ -189,7 +206,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             extra = [*catalog_banner(catalog), ""] if catalog is not None else []
             faults = len(gateway.faults.rules())
-            sys.stdout.write(_banner(url, args, DEFAULT_ACCESS_KEY, faults, extra=extra))
+            sys.stdout.write(
+                _banner(url, args, (DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY), faults, extra=extra)
+            )
             sys.stdout.flush()
             wait_for_interrupt()
         finally:
@@ -216,7 +235,12 @@ def _start_catalog(args: argparse.Namespace, client: Any) -> CatalogServer:
 
 
 def _banner(
-    url: str, args: argparse.Namespace, access_key: str, faults: int, *, extra: list[str]
+    url: str,
+    args: argparse.Namespace,
+    credentials: tuple[str, str],
+    faults: int,
+    *,
+    extra: list[str],
 ) -> str:
     bucket = args.bucket[0] if args.bucket else "BUCKET"
     buckets = ", ".join(args.bucket) or "none yet (create with `aws s3 mb` or boto3)"
@@ -227,12 +251,18 @@ def _banner(
     ]
     if faults:
         lines.append(f"faults: {faults} rule(s), seed {args.seed}")
+    access_key, secret = credentials
+    if args.auth:
+        keys = ", ".join([access_key, *(key for key, _ in args.principal)])
+        lines.append(f"signatures checked: access keys {keys}, secret {secret} (--no-auth: any)")
+    else:
+        lines.append("signatures not checked (--no-auth): any access key and secret")
     flags = f"--endpoint-url {url}"
     lines += [
         "",
         "Point AWS tools, boto3 and lakelock at it:",
         f"  export AWS_ENDPOINT_URL={url}",
-        f"  export AWS_ACCESS_KEY_ID={access_key} AWS_SECRET_ACCESS_KEY=lakelock-secret "
+        f"  export AWS_ACCESS_KEY_ID={access_key} AWS_SECRET_ACCESS_KEY={secret} "
         "AWS_DEFAULT_REGION=us-east-1",
         "",
         f"  lakelock registry show s3://{bucket} {flags}",

@@ -41,6 +41,8 @@ from lakelock._datafile import DataFile
 from lakelock._datasets import Progress
 from lakelock._engines import require
 from lakelock._layout import (
+    files_prefix,
+    iceberg_engine_prefix,
     iceberg_list_key,
     iceberg_location,
     iceberg_manifest_key,
@@ -55,7 +57,13 @@ from lakelock._registry._snapshot import DatasetEntry
 from lakelock._s3 import ObjectStore
 from lakelock.errors import AlreadyExistsError, InvalidNameError
 
-__all__ = ["iceberg_pass", "iceberg_schema", "with_field_ids"]
+__all__ = [
+    "engine_properties",
+    "iceberg_pass",
+    "iceberg_schema",
+    "staged_metadata",
+    "with_field_ids",
+]
 
 _NAMESPACE = uuid.UUID("0c5c1e3a-2f6e-4d8e-9c1d-3b9e2f4a7d11")
 _PARTITION_FIELD_BASE = 1000
@@ -63,6 +71,61 @@ _NESTED_SHIFT = 16
 _FIELD_ID = b"PARQUET:field_id"
 #: Earlier metadata files a metadata.json names (Iceberg's write.metadata.previous-versions-max).
 METADATA_LOG = 100
+
+
+def engine_properties(root: str, dataset: str) -> dict[str, str]:
+    """The table properties that steer an engine writing through ``lakelock catalog`` to what
+    a lakelock commit can hold (``root``: ``s3://<bucket>/<lake prefix>``): data files under
+    the dataset's own folder, Hive-style by partition (no object-storage hashing), parquet;
+    deletes, updates and merges by rewriting files (copy-on-write: lakelock has no row-level
+    delete files); the engine's manifests beside the view, never among its metadata files."""
+    return {
+        "write.data.path": f"{root}{files_prefix(dataset)}".rstrip("/"),
+        "write.metadata.path": f"{root}{iceberg_engine_prefix(dataset)}".rstrip("/"),
+        "write.object-storage.enabled": "false",
+        "write.format.default": "parquet",
+        "write.delete.mode": "copy-on-write",
+        "write.update.mode": "copy-on-write",
+        "write.merge.mode": "copy-on-write",
+    }
+
+
+def staged_metadata(root: str, dataset: str, schema: pa.Schema, partition_by: Sequence[str]) -> Any:
+    """The metadata (pyiceberg ``TableMetadata``) of a table not yet created, as its view
+    will have it once created (same uuid, location, field ids, partition spec and properties)
+    but without snapshots: what ``lakelock catalog`` answers a staged create with (CREATE
+    TABLE AS SELECT), so the engine writes its files as the view reads them."""
+    from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415 - extra
+    from pyiceberg.table.name_mapping import create_mapping_from_schema  # noqa: PLC0415
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER  # noqa: PLC0415
+
+    iceberg = iceberg_schema(schema, 0)
+    spec = _spec(iceberg, partition_by)
+    location = f"{root}{iceberg_location(dataset)}"
+    return TableMetadataUtil.parse_obj(
+        {
+            "format-version": 2,
+            "table-uuid": str(uuid.uuid5(_NAMESPACE, location)),
+            "location": location,
+            "last-sequence-number": 0,
+            "last-updated-ms": 0,
+            "last-column-id": _max_id(iceberg),
+            "schemas": [iceberg.model_dump(by_alias=True, exclude_none=True)],
+            "current-schema-id": 0,
+            "partition-specs": [spec.model_dump(by_alias=True)],
+            "default-spec-id": 0,
+            "last-partition-id": _PARTITION_FIELD_BASE + len(partition_by) - 1,
+            "properties": {
+                "schema.name-mapping.default": create_mapping_from_schema(
+                    iceberg
+                ).model_dump_json(),
+                "lakelock.dataset": dataset,
+                **engine_properties(root, dataset),
+            },
+            "sort-orders": [UNSORTED_SORT_ORDER.model_dump(by_alias=True)],
+            "default-sort-order-id": 0,
+        }
+    )
 
 
 def with_field_ids(schema: pa.Schema) -> pa.Schema:
@@ -182,12 +245,16 @@ def iceberg_pass(
     dataset: str,
     entry: DatasetEntry,
     progress: Progress | None,
+    *,
+    since: int | None = None,
 ) -> str | None:
     """One pass of the Iceberg mirror: the new versions of ``dataset`` written, the key of
     the newest metadata.json; ``None`` when another mirror's view differs from the one this
-    pass read (:func:`~._series.restarting` starts over)."""
+    pass read (:func:`~._series.restarting` starts over). ``since``: a version the caller
+    saw mirrored (a hint for finding the newest)."""
     metadata_module = require("pyiceberg.table.metadata", extra="iceberg", package="pyiceberg")
-    top = newest(store, iceberg_metadata_prefix(dataset), numbered(".metadata.json"))
+    prefix = iceberg_metadata_prefix(dataset)
+    top = newest(store, prefix, numbered(".metadata.json"), since=since)
     previous = None
     key: str | None = None
     if top is not None:
@@ -339,6 +406,7 @@ class _Writer:
                         max(schemas, key=lambda s: len(s.fields))
                     ).model_dump_json(),
                     "lakelock.dataset": self.dataset,
+                    **engine_properties(self.root, self.dataset),
                 },
                 "current-snapshot-id": sid,
                 "snapshots": [s.model_dump(by_alias=True, exclude_none=True) for s in snapshots],

@@ -71,9 +71,12 @@ def mirror(
     formats: Iterable[str] | str = FORMATS,
     *,
     progress: Progress | None = None,
+    iceberg_since: int | None = None,
 ) -> MirrorResult:
     """Mirror every version of ``dataset`` not yet in its views (module docstring).
-    ``progress(done, total)`` counts the versions written, format after format."""
+    ``progress(done, total)`` counts the versions written, format after format;
+    ``iceberg_since``: a version the caller saw in the Iceberg view (fewer LISTs to find its
+    newest metadata; ``lakelock catalog`` passes the one it last answered)."""
     dataset = validate_dataset_name(dataset)
     chosen = check_formats(formats)
     doc, _ = registry._current()
@@ -95,7 +98,9 @@ def mirror(
         restarting(lambda: _delta_pass(*args), store, f"Delta view of {dataset!r}")
         delta = f"s3://{store.bucket}/{store.full_key(delta_root(dataset))}"
     if "iceberg" in chosen:
-        key = restarting(lambda: iceberg_pass(*args), store, f"Iceberg view of {dataset!r}")
+        key = restarting(
+            lambda: iceberg_pass(*args, since=iceberg_since), store, f"Iceberg view of {dataset!r}"
+        )
         iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
     return MirrorResult(iceberg=iceberg, delta=delta, version=entry.version)
 

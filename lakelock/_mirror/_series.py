@@ -37,11 +37,17 @@ def restarting(attempt: Callable[[], _T | None], store: ObjectStore, view: str) 
 
 
 def newest(
-    store: ObjectStore, prefix: str, parse: Callable[[str], int | None]
+    store: ObjectStore,
+    prefix: str,
+    parse: Callable[[str], int | None],
+    *,
+    since: int | None = None,
 ) -> tuple[int, str] | None:
     """The highest number ``parse`` reads from a key right under ``prefix`` (keys are
     ``<20 digits><suffix>``), with its key; ``None`` if there is none. About ``2 log2(n)``
-    one-key LISTs for a series reaching ``n``."""
+    one-key LISTs for a series reaching ``n``; with ``since``, a number the caller saw in the
+    series (a hint: wrong or gone only costs the search from the start), about
+    ``2 log2(n - since)``."""
 
     def after(n: int) -> tuple[int, str] | None:
         """The first numbered key whose number is above ``n`` (every suffix of ``n`` sorts
@@ -53,7 +59,9 @@ def newest(
                 return number, listed.key
         return None
 
-    first = after(-1)
+    first = after(since - 1) if since is not None and since > 0 else None
+    if first is None:
+        first = after(-1)
     if first is None:
         return None
     found = first

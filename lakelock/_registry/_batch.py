@@ -63,6 +63,9 @@ class Pending:
     # Why this attempt could not apply it: its caller hears so once the swap that records
     # the intent's fate "rejected" lands (an attempt that redrives validates it again).
     rejected: CommitConflictError | None = None
+    # The same change as another commit of this attempt's batch, under the same id: applied
+    # once, by that one, and this caller hears ``already_committed``.
+    twin: bool = False
     result: CommitResult | None = None
     error: BaseException | None = None
     #: Whether it has its result or error (:attr:`done` as a flag).

@@ -158,6 +158,11 @@ class Change:
     # A restore: when its version leaves the retention (its successor's commit time plus the
     # retention), after which vacuum may delete what it references (FORMAT.md rule 9).
     restore_until: float | None = None
+    # The added files existed before this commit (``registry.commit`` of files written
+    # earlier): one already live in the dataset is refused (FORMAT.md rule 14), which reads
+    # the manifests of the partitions they join. lakelock's own operations add files they
+    # have just created by create-only PUTs, which cannot be live, and skip those reads.
+    existing_files: bool = False
 
 
 @dataclass(frozen=True)
@@ -235,6 +240,8 @@ def manifests_needed(
         return set()
     paths = {partition_of_key(change.dataset, key) for key in change.remove}
     paths.update(removed_partitions(dataset.partitions, change, len(dataset.partition_by)))
+    if change.existing_files:
+        paths.update(change.added_manifests)  # the files they hold: rule 14
     for path in change.added_manifests:
         partition = dataset.partitions.get(path)
         if partition is not None and len(partition.manifests) + 1 > max_manifests:

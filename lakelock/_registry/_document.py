@@ -234,6 +234,9 @@ class IntentFate:
     version: int
     at: float
     reason: str = ""
+    #: A rejection's typed error: its ``kind`` (the class's name) and its fields, so the
+    #: intent's writer in another process raises that error (FORMAT.md rule 12).
+    error: Mapping[str, Any] | None = None
 
     @cached_property
     def json(self) -> dict[str, Any]:
@@ -245,6 +248,7 @@ class IntentFate:
             "version": self.version,
             "at": self.at,
             **({"reason": self.reason} if self.reason else {}),
+            **({"error": dict(self.error)} if self.error is not None else {}),
         }
 
 
@@ -491,7 +495,24 @@ def _fate(f: Mapping[str, Any]) -> IntentFate:
         version=boolean_free_int(f["version"], "fate version", minimum=0),
         at=number(f["at"], "fate at"),
         reason=text(f.get("reason", ""), "fate reason"),
+        error=_fate_error(f.get("error")),
     )
+
+
+def _fate_error(raw: Any) -> Mapping[str, Any] | None:
+    """A fate's typed error: its ``kind`` and fields (strings, whole numbers, lists of
+    strings); what a reader does not know it reads as a plain rejection."""
+    if raw is None:
+        return None
+    error = obj(raw, "fate error")
+    text(error.get("kind"), "fate error kind")
+    for name, value in error.items():
+        if isinstance(value, list):
+            for item in value:
+                text(item, f"fate error {name}")
+        elif not isinstance(value, str | int) or isinstance(value, bool):
+            raise ValueError(f"fate error {name} must be a string or a whole number")
+    return MappingProxyType(dict(error))
 
 
 def _lock_fence(r: Mapping[str, Any]) -> LockFenceRecord:

@@ -85,6 +85,7 @@ def intent_document(
                 "schema_mode": change.schema_mode,
                 # Whole milliseconds, rounded down (earlier: the rule errs towards older).
                 **({"written_ms": math.floor(written * 1000)} if written is not None else {}),
+                **({"existing_files": True} if change.existing_files else {}),
                 "properties": dict(change.properties) if change.properties is not None else None,
                 "fence": (
                     {
@@ -186,6 +187,7 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
                 if "written_ms" in section
                 else None
             ),
+            existing_files=section.get("existing_files") is True,
         )
     except RegistryCorruptError:
         raise

@@ -258,6 +258,8 @@ class Registry:
             remove_partitions=partitions,
             operation=operation or "commit",
             generated_id=commit_id is None,
+            # Files written earlier, perhaps committed already (a retry): FORMAT.md rule 14.
+            existing_files=bool(added),
             # The id is bound to what this adds and removes (lakelock._digest.commit_digest).
             digest=commit_digest(
                 add=added,

@@ -8,6 +8,12 @@ succeeds (``PutResult.resolved``); anything else is reported as it is. For a com
 the read-back cannot prove a negative (our write may have landed and been overwritten since),
 so that case is :class:`OutcomeUnknownError` and the caller (the registry) resolves it from
 its own document.
+
+A compare-and-swap the SDK sent again and that was answered 409 ConditionalRequestConflict or
+503 is not "not applied" either: AWS answers 409 to a conditional write that meets another
+write of the key in flight, and that write may be this one's first attempt (timed out at the
+client, still under way at the server), which lands afterwards (:func:`may_still_land`). It
+is read back like any unknown outcome, and is :class:`OutcomeUnknownError` unless it is ours.
 """
 
 from __future__ import annotations
@@ -17,17 +23,19 @@ from typing import Protocol, TypedDict
 from botocore.exceptions import BotoCoreError, ClientError, SSLError
 
 from lakelock._s3._classify import Call, classify, retry_attempts
-from lakelock._s3._types import ObjectHead, PutResult
+from lakelock._s3._types import IfMatch, ObjectHead, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
+    ConflictError,
     EndpointUnreachableError,
     NotFoundError,
     OutcomeUnknownError,
     PreconditionFailedError,
     StorageError,
+    ThrottledError,
 )
 
-__all__ = ["resolve_write"]
+__all__ = ["may_still_land", "resolve_write"]
 
 
 class _ReadBack(Protocol):
@@ -47,6 +55,20 @@ class _Where(TypedDict):
     operation: str
 
 
+def may_still_land(failure: StorageError, call: Call, *, retried: bool) -> bool:
+    """Whether a compare-and-swap answered 409 or 503 may still land: when the SDK sent it
+    more than once (``retried``: the SDK retries no 409, so an earlier attempt timed out,
+    broke off or got a 5xx), that attempt may be in flight at the server (module
+    docstring). The store's own retries follow a 409 or 503 that was not: those were not
+    applied. A create-only write is left to the store's retries: a later attempt meets the
+    write that landed and is resolved by its write id."""
+    return (
+        retried
+        and isinstance(call.mode, IfMatch)
+        and isinstance(failure, ConflictError | ThrottledError)
+    )
+
+
 def resolve_write(
     store: _ReadBack,
     error: ClientError | BotoCoreError,
@@ -59,7 +81,8 @@ def resolve_write(
     """Turn a failed conditional write of ``store`` into its true outcome (module docstring).
     ``resent``: an earlier attempt of this very write was sent and may have landed."""
     failure = classify(error, bucket=store.bucket, call=call, prefix=store.prefix)
-    retried = resent or (isinstance(error, ClientError) and retry_attempts(error) > 0)
+    sdk_retried = isinstance(error, ClientError) and retry_attempts(error) > 0
+    retried = resent or sdk_retried
     # A connection never made sent nothing, unless an earlier attempt of this write did
     # (``resent``), or TLS failed, which can also happen once the request is under way.
     unsent = isinstance(failure, EndpointUnreachableError) and not (
@@ -68,9 +91,13 @@ def resolve_write(
     where: _Where = {"bucket": store.bucket, "key": call.key, "operation": call.operation}
     if isinstance(failure, EndpointUnreachableError) and not unsent:
         failure = OutcomeUnknownError(str(failure), **where)
-    ambiguous = isinstance(failure, OutcomeUnknownError) or (
-        retried
-        and isinstance(failure, AlreadyExistsError | PreconditionFailedError | NotFoundError)
+    ambiguous = (
+        isinstance(failure, OutcomeUnknownError)
+        or (
+            retried
+            and isinstance(failure, AlreadyExistsError | PreconditionFailedError | NotFoundError)
+        )
+        or may_still_land(failure, call, retried=sdk_retried)
     )
     if not ambiguous:
         raise failure from error
@@ -97,6 +124,16 @@ def resolve_write(
         ) from error
     if isinstance(failure, OutcomeUnknownError):
         raise failure from error
+    if isinstance(failure, ConflictError | ThrottledError):
+        raise OutcomeUnknownError(
+            f"{call.operation} {call.key!r}: the SDK's retry was answered {failure.status} "
+            "while an earlier attempt may still be in flight at the server; it may land",
+            **where,
+            status=failure.status,
+            code=failure.code,
+            expected_etag=failure.expected_etag,
+            actual_etag=current.etag if current is not None else None,
+        ) from error
     raise OutcomeUnknownError(
         f"{call.operation} {call.key!r}: retried into a 412 and the object is not ours; "
         "our write may have landed and been replaced since",

@@ -17,11 +17,18 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "lakelock.testing needs the embedded S3 endpoint: pip install 'lakelock[local]'"
     ) from error
 
-from lakelock.testing._endpoint import DEFAULT_ACCESS_KEY, S3Endpoint, client_kwargs, make_server
+from lakelock.testing._endpoint import (
+    DEFAULT_ACCESS_KEY,
+    DEFAULT_SECRET_KEY,
+    S3Endpoint,
+    client_kwargs,
+    make_server,
+)
 from lakelock.testing._faults import FAULT_KINDS, FaultKind, FaultPlan, FaultRule, parse_fault_spec
 
 __all__ = [
     "DEFAULT_ACCESS_KEY",
+    "DEFAULT_SECRET_KEY",
     "FAULT_KINDS",
     "FaultKind",
     "FaultPlan",

@@ -20,11 +20,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--principal", action="append", default=[], metavar="KEY=ARN")
+    parser.add_argument("--credential", action="append", default=None, metavar="KEY=SECRET")
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     principals = dict(p.split("=", 1) for p in args.principal)
-    server, gateway = make_server(args.host, args.port, principals=principals)
+    credentials = None
+    if args.credential is not None:  # signatures checked against these
+        credentials = dict(c.split("=", 1) for c in args.credential)
+    server, gateway = make_server(
+        args.host, args.port, principals=principals, credentials=credentials
+    )
     gateway.faults.reseed(args.seed)
     for spec in args.fault:
         gateway.faults.add(parse_fault_spec(spec))

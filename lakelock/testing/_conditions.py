@@ -11,8 +11,8 @@ the key lock, so a check and the write it guards are one atomic step:
   ``412 PreconditionFailed`` (a copy has no 304). A modified-since date in the future is
   ignored (RFC 7232 §3.3: it is invalid), as S3 does. An unparsable date is refused (400):
   ignoring it would weaken the request.
-- **``If-Match: *``** (the object exists) and lists of ETags, which moto compares as one
-  literal ETag.
+- **``If-Match: *``** on a delete (the object exists) and lists of ETags, which moto
+  compares as one literal ETag. (S3's writes refuse ``If-Match: *``: 501, see the gateway.)
 - **Delete conditions.** ``If-Match`` and ``x-amz-if-match-size`` (``Size`` per entry of
   ``DeleteObjects``) are checked. ``x-amz-if-match-last-modified-time`` (``LastModifiedTime``
   per entry) is answered ``501 NotImplemented``: S3 compares it at a precision it does not

@@ -12,7 +12,9 @@ with S3Endpoint() as s3:                      # a thread of this process, free p
 ```
 
 ``S3Endpoint(mode="process")`` runs the same server in a child process (``python -m
-lakelock.testing serve``) for tests whose clients must not share the server's interpreter.
+lakelock.testing``) for tests whose clients must not share the server's interpreter: a
+client that blocks in Rust or C holding the GIL (delta-rs's ``DeltaTable.history()``) stops
+a server thread in its own process until it times out.
 Faults, settings and counts are driven through the gateway's control API over HTTP in both
 modes, so the methods below behave the same either way.
 """
@@ -32,7 +34,11 @@ from typing import Any, Literal, Self
 
 import orjson
 from botocore.config import Config
-from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+from moto.moto_server.werkzeug_app import (
+    BackendRequest,
+    MotoRequestHandler,
+    create_backend_app,
+)
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as werkzeug_server
 
@@ -41,9 +47,12 @@ from lakelock.testing._faults import FaultKind, FaultRule
 from lakelock.testing._gateway import Gateway, Lackable
 from lakelock.testing._policy_gate import BucketPolicies
 
-__all__ = ["DEFAULT_ACCESS_KEY", "S3Endpoint", "make_server"]
+__all__ = ["DEFAULT_ACCESS_KEY", "DEFAULT_SECRET_KEY", "S3Endpoint", "make_server"]
 
 DEFAULT_ACCESS_KEY = "lakelock"
+#: The secret of every access key of the endpoint's clients (``lakelock serve`` checks
+#: signatures against it).
+DEFAULT_SECRET_KEY = "lakelock-secret"
 DEFAULT_REGION = "us-east-1"
 _READY = "lakelock-endpoint-ready "
 
@@ -53,13 +62,36 @@ def make_server(
     port: int = 0,
     *,
     principals: Mapping[str, str] | None = None,
+    credentials: Mapping[str, str] | None = None,
 ) -> tuple[BaseWSGIServer, Gateway]:
     """A ready (not yet serving) threaded WSGI server, moto's S3 behind the gateway, and the
     gateway (to set faults directly). ``principals`` maps access key ids to the principal ARN
-    bucket policies see."""
-    gateway = Gateway(create_backend_app("s3"), policies=BucketPolicies(principals))
+    bucket policies see. ``credentials`` maps access key ids to their secrets: a request
+    they do not sign is refused as S3 refuses it (``None``: signatures are not checked)."""
+    gateway = Gateway(_moto_s3(), policies=BucketPolicies(principals), credentials=credentials)
     server = werkzeug_server(host, port, gateway, threaded=True, request_handler=_QuietHandler)
     return server, gateway
+
+
+def _moto_s3() -> Any:
+    """moto's S3 as a WSGI application, every request body reaching it whatever its
+    Content-Type (:class:`_WholeBodyRequest`)."""
+    app = create_backend_app("s3")
+    app.request_class = _WholeBodyRequest
+    return app
+
+
+class _WholeBodyRequest(BackendRequest):
+    """moto's request, which parses a body sent as ``application/x-www-form-urlencoded`` or
+    ``multipart/form-data`` as a form and hands the S3 operation what is left of it: nothing.
+    A PutObject or UploadPart with such a Content-Type then stores an empty object where S3
+    stores the body and keeps the Content-Type as the object's. Only a browser upload
+    (PostObject: a POST of a form to the bucket) is a form to S3."""
+
+    @property
+    def want_form_data_parsed(self) -> bool:
+        path = self.environ.get("PATH_INFO", "").strip("/")
+        return self.method == "POST" and "/" not in path and super().want_form_data_parsed
 
 
 class _QuietHandler(MotoRequestHandler):
@@ -151,7 +183,14 @@ _NO_STREAM = io.BytesIO(b"")
 
 
 class S3Endpoint:
-    """An S3 endpoint on localhost, for lakelock's tests and for yours."""
+    """An S3 endpoint on localhost, for lakelock's tests and for yours.
+
+    ``mode="process"`` serves it from a child process: use it where a client blocks in Rust
+    or C while holding the GIL (delta-rs's ``DeltaTable.history()``, for one), which would
+    stop a server thread of the same process, and the request with it, until the client's
+    timeout. ``principals`` maps access key ids to the principal ARN bucket policies see;
+    ``credentials`` maps access key ids to secrets, and then a request they do not sign is
+    refused as S3 refuses it (by default signatures are not checked)."""
 
     def __init__(
         self,
@@ -159,10 +198,12 @@ class S3Endpoint:
         mode: Literal["thread", "process"] = "thread",
         port: int = 0,
         principals: Mapping[str, str] | None = None,
+        credentials: Mapping[str, str] | None = None,
     ) -> None:
         self._mode = mode
         self._port = port
         self._principals = dict(principals or {})
+        self._credentials = dict(credentials) if credentials is not None else None
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen[str] | None = None
@@ -174,7 +215,9 @@ class S3Endpoint:
         if self.url:
             return self
         if self._mode == "thread":
-            self._server, _ = make_server(port=self._port, principals=self._principals)
+            self._server, _ = make_server(
+                port=self._port, principals=self._principals, credentials=self._credentials
+            )
             self._thread = threading.Thread(
                 target=self._server.serve_forever, name="lakelock-s3-endpoint", daemon=True
             )
@@ -188,6 +231,8 @@ class S3Endpoint:
         command = [sys.executable, "-m", "lakelock.testing", "--port", str(self._port)]
         for access_key, arn in self._principals.items():
             command += ["--principal", f"{access_key}={arn}"]
+        for access_key, secret in (self._credentials or {}).items():
+            command += ["--credential", f"{access_key}={secret}"]
         self._process = subprocess.Popen(
             command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
@@ -347,12 +392,13 @@ class S3Endpoint:
 
 def client_kwargs(url: str, *, access_key: str = DEFAULT_ACCESS_KEY) -> dict[str, Any]:
     """boto3 client arguments for an embedded endpoint at ``url`` (path-style, fixed region,
-    dummy credentials: the endpoint does not check signatures)."""
+    ``access_key`` with :data:`DEFAULT_SECRET_KEY`: what ``lakelock serve`` checks
+    signatures against; an :class:`S3Endpoint` does not check them)."""
     return {
         "endpoint_url": url,
         "region_name": DEFAULT_REGION,
         "aws_access_key_id": access_key,
-        "aws_secret_access_key": "lakelock-secret",
+        "aws_secret_access_key": DEFAULT_SECRET_KEY,
         "config": Config(
             s3={"addressing_style": "path"},
             retries={"mode": "standard", "total_max_attempts": 3},

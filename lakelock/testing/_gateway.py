@@ -14,7 +14,7 @@ on" in docs/ARCHITECTURE.md):
   writers, so the bytes copied are the bytes the condition was checked on.
 - **Per-key ETags (and Sizes) in DeleteObjects**, ignored by moto: keys whose condition fails
   are taken out of the request and reported as ``PreconditionFailed`` errors in the response.
-- **Conditions moto gets wrong or cannot check** (``If-Match: *``, ETag lists, delete
+- **Conditions moto gets wrong or cannot check** (``If-Match: *`` on a delete, ETag lists, delete
   conditions on size or modification time): see :mod:`._conditions`. What cannot be checked
   is answered 501, never applied unconditionally.
 - **Reads never wait for a slow upload.** A request's whole body is received before any key
@@ -27,6 +27,13 @@ on" in docs/ARCHITECTURE.md):
   in flight (AWS's behaviour; off by default, so writes to one key queue instead).
 - **Bucket policies** for the condition keys lakelock's generated policy uses, answered with
   403 AccessDenied as S3 does (:mod:`._policy_gate`).
+- **Signatures**, when the gateway is given credentials (``lakelock serve`` does): a request
+  they do not sign is answered 403 as S3 answers it (:mod:`._sigv4`). moto accepts any.
+- **Bodies checked against their digests** (``Content-MD5``, ``x-amz-checksum-*``): one
+  that does not match is refused and stored nowhere (:mod:`._integrity`); moto stores it.
+- **Requests S3 refuses**: ``If-Match: *`` on a write (501: S3's writes take an ETag only),
+  a multipart completion naming no parts or of an upload never created (moto: 500),
+  DeleteObjects of more than 1,000 keys (moto deletes them).
 - **Faults** from a seeded :class:`~lakelock.testing._faults.FaultPlan`, and per-operation
   request counts.
 
@@ -69,9 +76,11 @@ from lakelock.testing._conditions import (
 )
 from lakelock.testing._control import CONTROL_PREFIX, control
 from lakelock.testing._faults import BODY_KINDS, Decision, FaultPlan, FaultRule
+from lakelock.testing._integrity import digest_failure
 from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._lacking import LACKABLE, Lackable, act_lacking
 from lakelock.testing._policy_gate import BucketPolicies
+from lakelock.testing._sigv4 import signature_failure
 from lakelock.testing._wsgi import (
     IncompleteBody,
     Reset,
@@ -84,6 +93,7 @@ from lakelock.testing._wsgi import (
     headers_of,
     json_response,
     local_name,
+    malformed_xml,
     not_implemented,
     precondition_failed,
     read_body,
@@ -112,9 +122,13 @@ class Gateway:
         *,
         faults: FaultPlan | None = None,
         policies: BucketPolicies | None = None,
+        credentials: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._backend = backend
+        #: Access key id -> secret the requests' signatures are checked against (None: not
+        #: checked, as moto does not).
+        self.credentials = dict(credentials) if credentials is not None else None
         self.faults = faults if faults is not None else FaultPlan()
         self.policies = policies if policies is not None else BucketPolicies()
         self.concurrent_conflicts = False
@@ -133,9 +147,10 @@ class Gateway:
         # Bytes received (request bodies) and sent (response bodies), for benchmarks.
         self._bytes: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
-        # uploadId -> ETag of the object its completion created: a retried completion of an
-        # upload that already completed is idempotent on S3, not a precondition failure.
-        self._completed: dict[str, str] = {}
+        # uploadId -> (bucket, key, ETag of the object its completion created): a retried
+        # completion of an upload that already completed is idempotent on S3, not a
+        # precondition failure.
+        self._completed: dict[str, tuple[str, str, str]] = {}
         self._stall_lock = threading.Lock()
         self._stalled = 0
         self._release = threading.Event()
@@ -185,6 +200,10 @@ class Gateway:
                 "You did not provide the number of bytes specified by the Content-Length "
                 "HTTP header.",
             )
+        if self.credentials is not None:
+            refused = self._authenticate(environ, headers)
+            if refused is not None:
+                return refused
         decision = self.faults.decide(request.operation, request.bucket or "", request.key)
         self._stall(decision.stall)
         if not request.mutating or decision.before is not None:
@@ -194,6 +213,10 @@ class Gateway:
         denied = self._check_policy(request, headers)
         if denied is not None:
             return denied
+        if "content-md5" in headers or any(n.startswith("x-amz-checksum-") for n in headers):
+            spoilt = digest_failure(request.operation, headers, read_body(environ))
+            if spoilt is not None:
+                return spoilt
         if request.operation in {"PutBucketPolicy", "GetBucketPolicy", "DeleteBucketPolicy"}:
             return self._bucket_policy(environ, request)
         lacked = act_lacking(self.lacking, environ, request, headers)
@@ -232,9 +255,9 @@ class Gateway:
             try:
                 entries = delete_entries(body)
             except ET.ParseError:
-                return s3_error(
-                    "400 Bad Request", "MalformedXML", "The XML you provided was not well-formed"
-                )
+                return malformed_xml()
+            if len(entries) > MAX_DELETE_KEYS:
+                return malformed_xml()  # S3's answer to too many keys
             unsupported = delete_unsupported(headers, None, entries)
             if unsupported is not None:
                 return not_implemented(unsupported)
@@ -258,7 +281,9 @@ class Gateway:
                     response = self._delete_objects(environ, request, headers, body)
             else:
                 try:
-                    failed = self._check_conditions(request, headers, source)
+                    failed = self._check_completion(environ, request)
+                    if failed is None:
+                        failed = self._check_conditions(request, headers, source)
                 except BadCondition as error:
                     failed = s3_error("400 Bad Request", "InvalidArgument", str(error))
                 if failed is not None:
@@ -291,6 +316,22 @@ class Gateway:
                 return failed
             return forward(self._backend, environ)
 
+    def _authenticate(self, environ: dict[str, Any], headers: Mapping[str, str]) -> Response | None:
+        """S3's answer to a request its credentials do not sign (:mod:`._sigv4`)."""
+        assert self.credentials is not None
+        raw_path = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ["PATH_INFO"]
+        signed = dict(headers)
+        if environ.get("CONTENT_LENGTH"):
+            signed["content-length"] = str(environ["CONTENT_LENGTH"])
+        return signature_failure(
+            method=environ["REQUEST_METHOD"],
+            path=raw_path.split("?", 1)[0],
+            query=environ.get("QUERY_STRING", ""),
+            headers=signed,
+            body=read_body(environ),
+            credentials=self.credentials,
+        )
+
     # -- what moto lacks ------------------------------------------------------------------------
 
     def _check_conditions(
@@ -304,7 +345,8 @@ class Gateway:
         if request.operation == "CompleteMultipartUpload":
             upload_id = request.query.get("uploadId", [""])[0]
             current = self._current_etag(request.bucket, request.key)
-            if upload_id in self._completed and current == self._completed[upload_id]:
+            completed = self._completed.get(upload_id)
+            if completed is not None and current == completed[2]:
                 return None  # a retried completion of this very upload: idempotent
             if if_match is not None:
                 return _compare(if_match, current, request.key)
@@ -335,6 +377,46 @@ class Gateway:
                 return precondition_failed(IF_MATCH_SIZE, request.key)
         return None
 
+    def _check_completion(self, environ: dict[str, Any], request: S3Request) -> Response | None:
+        """A CompleteMultipartUpload that S3 refuses before its conditions: of an upload that
+        was never created for this key (or was aborted), 404 NoSuchUpload; naming no parts,
+        400 InvalidRequest (moto answers both 500). A completion of the same key this endpoint
+        has answered before is left to the conditions (a retry is idempotent)."""
+        if request.operation != "CompleteMultipartUpload":
+            return None
+        assert request.bucket is not None
+        assert request.key is not None
+        upload_id = request.query.get("uploadId", [""])[0]
+        completed = self._completed.get(upload_id)
+        if completed is not None and completed[:2] == (request.bucket, request.key):
+            return None
+        if completed is not None or not self._upload_exists(request.bucket, request.key, upload_id):
+            return s3_error(
+                "404 Not Found",
+                "NoSuchUpload",
+                "The specified upload does not exist. The upload ID may be invalid, or the "
+                "upload may have been aborted or completed.",
+            )
+        if not read_body(environ).strip():
+            return s3_error(
+                "400 Bad Request", "InvalidRequest", "You must specify at least one part"
+            )
+        return None
+
+    def _upload_exists(self, bucket: str, key: str, upload_id: str) -> bool:
+        """Whether moto has an upload ``upload_id`` in progress for ``key``."""
+        query = f"uploads=&prefix={quote(key, safe='')}"
+        listing = subrequest(self._backend, "GET", bucket, None, query=query)
+        if listing.code != 200:
+            return False
+        for upload in ET.fromstring(listing.body):
+            if local_name(upload.tag) != "Upload":
+                continue
+            fields = {local_name(child.tag): child.text for child in upload}
+            if fields.get("Key") == key and fields.get("UploadId") == upload_id:
+                return True
+        return False
+
     def _check_copy_source(self, source: CopySource, headers: Mapping[str, str]) -> Response | None:
         """412 if a copy-source condition fails; ``None`` to copy (a missing source is left to
         moto, which answers 404)."""
@@ -353,7 +435,8 @@ class Gateway:
         assert request.key is not None
         etag = self._current_etag(request.bucket, request.key)
         if etag is not None:
-            self._completed[request.query.get("uploadId", [""])[0]] = etag
+            upload_id = request.query.get("uploadId", [""])[0]
+            self._completed[upload_id] = (request.bucket, request.key, etag)
 
     def _current_etag(self, bucket: str, key: str) -> str | None:
         state = self._head(bucket, key)
@@ -581,18 +664,25 @@ def _unsupported_conditions(request: S3Request, headers: Mapping[str, str]) -> R
     if request.operation not in {"PutObject", "CompleteMultipartUpload", "CopyObject"}:
         return None
     if if_match is not None and if_none_match is not None:
-        return not_implemented(
-            "A header you provided implies functionality that is not implemented"
-        )
+        return not_implemented(_UNIMPLEMENTED, header="If-Match,If-None-Match")
     if if_none_match is not None and if_none_match.strip() != "*":
-        return not_implemented("If-None-Match only supports the value *")
+        return not_implemented(_UNIMPLEMENTED, header="If-None-Match")
+    # S3 writes take If-Match with an ETag only: "*" (any object) is refused, not evaluated.
+    if if_match is not None and if_match.strip() == "*":
+        return not_implemented(_UNIMPLEMENTED, header="If-Match")
     return None
 
 
+_UNIMPLEMENTED = "A header you provided implies functionality that is not implemented"
+
+#: The most keys one DeleteObjects request may name.
+MAX_DELETE_KEYS = 1000
+
+
 def _checked_here(if_match: str) -> bool:
-    """If-Match values moto would compare as one literal ETag (``*``, lists): the gateway
+    """If-Match values moto would compare as one literal ETag (lists of ETags): the gateway
     evaluates those itself."""
-    return "*" in if_match or "," in if_match
+    return "," in if_match
 
 
 def _without_checked_conditions(environ: dict[str, Any], request: S3Request) -> dict[str, Any]:

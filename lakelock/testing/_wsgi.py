@@ -29,6 +29,7 @@ __all__ = [
     "headers_of",
     "json_response",
     "local_name",
+    "malformed_xml",
     "not_implemented",
     "precondition_failed",
     "read_body",
@@ -60,9 +61,13 @@ class Reset(Exception):
     """Drop the client's connection without a response."""
 
 
-def s3_error(status: str, code: str, message: str, *, key: str | None = None) -> Response:
+def s3_error(
+    status: str, code: str, message: str, *, key: str | None = None, header: str | None = None
+) -> Response:
     """An S3 error document."""
     key_xml = f"<Key>{_xml_escape(key)}</Key>" if key is not None else ""
+    if header is not None:
+        key_xml += f"<Header>{_xml_escape(header)}</Header>"
     body = (
         f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
         f"<Message>{_xml_escape(message)}</Message>{key_xml}"
@@ -82,8 +87,18 @@ def conflict(key: str | None) -> Response:
     )
 
 
-def not_implemented(message: str) -> Response:
-    return s3_error("501 Not Implemented", "NotImplemented", message)
+def not_implemented(message: str, *, header: str | None = None) -> Response:
+    """501 NotImplemented; ``header``: the request header(s) S3 names as the cause."""
+    return s3_error("501 Not Implemented", "NotImplemented", message, header=header)
+
+
+def malformed_xml() -> Response:
+    """400 MalformedXML, as S3 words it (also its answer to a request over its limits)."""
+    return s3_error(
+        "400 Bad Request",
+        "MalformedXML",
+        "The XML you provided was not well-formed or did not validate against our published schema",
+    )
 
 
 def precondition_failed(condition: str, key: str) -> Response:

@@ -1,13 +1,21 @@
 """What the catalog's test modules share: the token they configure, its header, a lake with
-two datasets."""
+two datasets, the check that an engine read what lakelock reads, DuckDB with its Iceberg
+extension."""
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+from typing import Any
+
+import duckdb
 import pyarrow as pa
 
 from lakelock import Lake
+from lakelock._engines import load_httpfs, sql_string
+from tests._support.views import rows as mirror_rows
 
-__all__ = ["TOKEN", "bearer", "two_datasets"]
+__all__ = ["TOKEN", "bearer", "duckdb_with_iceberg", "reads_as_lakelock", "two_datasets"]
 
 #: The bearer token of catalogs started with one.
 TOKEN = "s3cr3t-catalog-token"
@@ -26,3 +34,38 @@ def two_datasets(lake: Lake) -> None:
         pa.table({"kind": ["a", "b"], "n": [1, 2]}),
         partition_by=["kind"],
     )
+
+
+def reads_as_lakelock(read: pa.Table, lake: Lake, name: str, version: int | None = None) -> None:
+    """``read`` (an engine's read of ``name`` at ``version``, None: the newest) has exactly
+    lakelock's columns, typed as lakelock types them (strings may come as large_string), and
+    its rows."""
+    expected = lake.read(name, version=version)
+    assert sorted(read.column_names) == sorted(expected.column_names), (name, version)
+    for field in expected.schema:
+        got = read.schema.field(field.name).type
+        assert got == field.type or (
+            pa.types.is_string(field.type) and pa.types.is_large_string(got)
+        ), (name, version, field.name, got)
+    assert mirror_rows(read, expected.schema) == mirror_rows(expected, expected.schema), (
+        name,
+        version,
+    )
+
+
+def duckdb_with_iceberg() -> Any:
+    """A DuckDB connection with httpfs, avro and iceberg loaded from the
+    ``duckdb-extension-*`` packages (the test extra installs them: nothing is downloaded)."""
+    con = duckdb.connect()
+    load_httpfs(duckdb, con)
+    for name in ("avro", "iceberg"):  # iceberg needs avro loaded first
+        module = importlib.import_module(f"duckdb_extension_{name}")
+        assert module.__file__ is not None
+        binary = (
+            Path(module.__file__).parent
+            / "extensions"
+            / f"v{duckdb.__version__}"
+            / f"{name}.duckdb_extension"
+        )
+        con.execute(f"LOAD {sql_string(str(binary))}")
+    return con

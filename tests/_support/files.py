@@ -3,13 +3,27 @@ object behind them."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key
+from lakelock._registry._changes import Change, new_commit_id
 
-__all__ = ["datafile"]
+if TYPE_CHECKING:
+    from lakelock._registry import CommitResult, Registry
+
+__all__ = ["append", "datafile"]
 
 
 def datafile(dataset: str, partition: str, name: str, records: int = 10) -> DataFile:
     """A DataFile as the dataset writer would record it (no object needed here)."""
     key = data_file_key(dataset, partition, name)
     return DataFile(dataset, key, partition, 100 * records, records, "sha256:00", '"e"', "w")
+
+
+def append(reg: Registry, dataset: str, *files: DataFile) -> CommitResult:
+    """``files`` committed as ``Lake.append`` commits the files it has just created: no
+    commit can have registered them yet, so nothing is read to check that none did, as
+    ``Registry.commit`` of files written earlier does (docs/FORMAT.md rule 14)."""
+    change = Change(dataset, new_commit_id(), add=files, operation="append", generated_id=True)
+    return reg.commit_changes([change], explicit_id=False)

@@ -277,7 +277,9 @@ class Committer:
                     p.fail(
                         CommitStateUnknownError(
                             f"commit outcome unknown after {state.attempts} attempts: the "
-                            "registry could not be re-read to settle it",
+                            "answer to a swap of it was lost, and no read of the registry "
+                            "since could settle it (the swap may still land: look its commit "
+                            "id up)",
                             dataset=p.change.dataset,
                             commit_id=p.change.commit_id,
                         )
@@ -374,8 +376,10 @@ class Committer:
                 floor=self.settings.vacuum_floor,
             )
         )
+        made = {id(change) for change, _ in applied}
         for n, p in enumerate(batch):
             p.rejected = rejected.get(n)
+            p.twin = p.rejected is None and id(p.change) not in made
         fates = [*fold.fates, *_decide.fates_of(applied, batch, rejected, doc.version + 1, seconds)]
         if not applied and not fates:  # commits without intents, none of which applies
             self._conclude(state, None)
@@ -583,6 +587,8 @@ class Committer:
         state.pending = [p for p in state.pending if not p.finished]
         if state.unknown_base is None or not state.pending:
             return
+        if _decide.swap_may_land(doc, state.unknown_base):
+            return  # not proven absent: our next swap (on this root) or its move decides
         beyond = _decide.past_the_window(doc, state.unknown_base + 1)
         if beyond and doc.format_version > 1:
             # Past the root's window: each dataset's commit-id index is durable.
@@ -723,7 +729,14 @@ class Committer:
             )
             if isinstance(version, CommitIdReusedError):  # its id names another change
                 fold.fates.append(
-                    IntentFate(o.key, "rejected", doc.version + 1, seconds, str(version))
+                    IntentFate(
+                        o.key,
+                        "rejected",
+                        doc.version + 1,
+                        seconds,
+                        str(version),
+                        _decide.error_kind(version),
+                    )
                 )
                 continue
             if version is not None:  # applied already, through another intent of its id
@@ -908,6 +921,11 @@ class Committer:
             raise Redrive from error
         except (ConflictError, ThrottledError) as error:
             state.retries += 1
+            if etag is None:
+                # Creating the root: the store resolves a retried compare-and-swap that met
+                # a write in flight (it may be ours: OutcomeUnknownError), but leaves a
+                # create to its own retries, which the root's store does not make.
+                state.unknown_base = doc.version
             raise Retry from error
         except OutcomeUnknownError as error:
             state.retries += 1
@@ -927,9 +945,12 @@ class Committer:
         and those it rejected fail, their fates recorded."""
         for p in state.pending:
             if p.rejected is not None:
-                p.fail(p.rejected)
+                # Refused without a swap (nothing to record: no intent), while an earlier
+                # swap of it may still land (rule 13): its outcome is unknown.
+                late = version is None and state.unknown_base is not None
+                p.fail(for_commit(p.rejected, p.change, state.unknown_base if late else None))
             elif version is not None:
-                self._end(_decide.Settled(p, version=version), state)
+                self._end(_decide.Settled(p, version=version, already=p.twin), state)
         state.pending = []
 
     # -- giving up -----------------------------------------------------------------------------

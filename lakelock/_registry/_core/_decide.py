@@ -34,12 +34,19 @@ The rules:
    vacuum deletes no object younger than the lake's vacuum floor, so a commit references
    what it adds (its files, and the objects its attempt wrote) only while they are younger
    than half of it by the server's clock, just before its swap.
+11. **One commit id, one change, within a batch too** (:func:`reused_in_batch`): a second
+    commit of an id the batch applies is the same change (settled with it) or refused.
+12. **The typed error travels in the fate** (:func:`error_kind`, :func:`fate_error`).
+13. **A swap that may still land is not a failure** (:func:`swap_may_land`): after a lost
+    answer, only a root that moved past the swap's base proves the commit absent.
+14. **A data file is registered at most once** (:func:`registered_twice`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from lakelock._layout import intent_ms
 from lakelock._registry._batch import CommitResult, Pending, iso
@@ -53,11 +60,19 @@ from lakelock._registry._changes import (
     oldest_write,
     reused_commit_id,
 )
-from lakelock._registry._document import IntentFate, RegistryDoc
+from lakelock._registry._document import CommitRecord, IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
-from lakelock.errors import CommitConflictError, CommitIdReusedError, ObjectTooOldError
+from lakelock.errors import (
+    CommitConflictError,
+    CommitIdReusedError,
+    FileAlreadyRegisteredError,
+    ObjectTooOldError,
+    PartitionByMismatchError,
+    SchemaMismatchError,
+    StaleFenceError,
+)
 
 __all__ = [
     "Settled",
@@ -65,14 +80,19 @@ __all__ = [
     "applied_batch",
     "bound_watermark",
     "cancelled",
+    "error_kind",
+    "fate_error",
     "fates_of",
     "judge_listed",
     "past_the_window",
     "recorded_version",
+    "registered_twice",
     "restore_lead",
     "restore_refused",
     "restore_too_late",
+    "reused_in_batch",
     "settle",
+    "swap_may_land",
     "too_old_to_reference",
     "written_by",
 ]
@@ -107,12 +127,7 @@ def settle(
             found.append(Settled(p, version=fate.version))
             continue
         if fate is not None:
-            error = CommitConflictError(
-                f"the commit's intent was {fate.state}: {fate.reason}",
-                dataset=p.change.dataset,
-                commit_id=p.change.commit_id,
-            )
-            found.append(Settled(p, error=error))
+            found.append(Settled(p, error=fate_error(fate, p.change)))
             continue
         record = doc.commit(p.change.commit_id)
         reused = reused_commit_id(record, p.change) if record is not None else None
@@ -134,6 +149,18 @@ def settle(
                 ours = passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
+
+
+def swap_may_land(doc: RegistryDoc, base: int) -> bool:
+    """Rule 13: whether a swap of ours whose outcome is unknown, based on version ``base``
+    (``If-Match`` that root's ETag), may still land, seen from ``doc``, a root read since
+    that does not show it. While the root is still at ``base`` the swap may be in flight at
+    the server (a request timed out at the client is not cancelled at S3, and AWS answers
+    409 to the retries that meet it) and land later: the commit is not proven absent, and a
+    caller who gives up now hears that its outcome is unknown. Once the root moved past
+    ``base``, the swap can never land (its condition no longer holds), and what the root
+    records (the window, the commit-id indexes) proves it applied or absent."""
+    return doc.version <= base
 
 
 def past_the_window(doc: RegistryDoc, version: int) -> bool:
@@ -321,11 +348,17 @@ def applied_batch(
     applied: list[tuple[Change, Applied]] = []
     rejected: dict[int, CommitConflictError] = {}
     current = doc
-    seen: set[str] = set()
+    seen: dict[str, tuple[Change, ...]] = {}
     missing: list[str] = []
     for n, p in enumerate(pending):
-        if p.change.commit_id in seen:
-            continue  # a duplicate id within the batch: settled with its twin
+        twin = seen.get(p.change.commit_id)
+        if twin is not None:
+            # An id a commit of this batch applied already: the very same change is settled
+            # with it (applied once); another change under that id is refused (rule 11).
+            reused = reused_in_batch(twin, p.changes, version=doc.version + 1)
+            if reused is not None:
+                rejected[n] = reused
+            continue
         candidate = current
         results: list[tuple[Change, Applied]] = []
         late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
@@ -340,6 +373,9 @@ def applied_batch(
             continue
         try:
             for change in p.changes:
+                twice = registered_twice(candidate, change, objects)
+                if twice is not None:
+                    raise twice
                 needed, most = manifests_needed(candidate, change), MAX_MANIFESTS_PER_PARTITION
                 if needed and not objects.has_all(needed):
                     # Consolidating would read manifests we do not hold: only a partition
@@ -372,11 +408,95 @@ def applied_batch(
             for key, manifest in done.manifests:
                 objects.remember(key, manifest)
         applied.extend(results)
-        seen.add(p.change.commit_id)
+        seen[p.change.commit_id] = p.changes
         current = candidate
     if missing:
         raise Missing(tuple(missing))
     return current, applied, rejected
+
+
+def registered_twice(
+    doc: RegistryDoc, change: Change, objects: Objects
+) -> FileAlreadyRegisteredError | None:
+    """Rule 14: a data file (its key: keys are write-once) is live in a dataset at most
+    once. ``change`` adds files that existed before it (``existing_files``: a
+    ``registry.commit``, perhaps retried without a commit id after an unknown outcome whose
+    first attempt landed): the error refusing it if one of them is live in ``doc`` already
+    — whether an earlier version or an earlier commit of this batch registered it. Reads
+    the manifests of the partitions the files join (:class:`Missing` until cached)."""
+    state = doc.datasets.get(change.dataset)
+    if not change.existing_files or not change.add or state is None:
+        return None
+    wanted: dict[str, set[str]] = {}
+    for f in change.add:
+        wanted.setdefault(f.partition_path, set()).add(f.key)
+    refs = {
+        path: partition.manifests
+        for path in wanted
+        if (partition := state.partitions.get(path)) is not None
+    }
+    manifests = objects.manifests(ref.key for held in refs.values() for ref in held)
+    live = sorted(
+        f.key
+        for path, held in refs.items()
+        for ref in held
+        for f in manifests[ref.key].files_of(path)
+        if f.key in wanted[path]
+    )
+    if not live:
+        return None
+    shown = ", ".join(repr(k) for k in live[:3]) + (" ..." if len(live) > 3 else "")
+    return FileAlreadyRegisteredError(
+        f"{len(live)} of the files this commit adds {'is' if len(live) == 1 else 'are'} "
+        f"registered in dataset {change.dataset!r} already ({shown}): a file is registered "
+        "once (an earlier commit of these files landed? give commits a commit_id to make a "
+        "retry report it); nothing was committed",
+        keys=tuple(live),
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
+
+
+def reused_in_batch(
+    twin: Sequence[Change], changes: Sequence[Change], *, version: int
+) -> CommitIdReusedError | None:
+    """Rule 11: whether ``changes``, whose commit id an earlier commit of the same batch
+    (``twin``) applies at ``version``, is another change under that id (the error to
+    refuse it with), or the very same change (``None``: it is settled with its twin,
+    ``already_committed``). The same change is the same datasets, and for each the same
+    operation and content (:func:`~lakelock._registry._changes.reused_commit_id`: the
+    digest), as for an id found recorded in the root."""
+    mine = {c.dataset: c for c in twin}
+    datasets = ",".join(mine)
+    for change in changes:
+        first = mine.get(change.dataset)
+        record = CommitRecord(
+            change.commit_id,
+            version,
+            datasets,
+            "",
+            0,
+            0,
+            (first or twin[0]).operation,
+            first.digest if first is not None else None,
+        )
+        reused = reused_commit_id(record, change)
+        if reused is not None:
+            return reused
+    if {c.dataset for c in changes} == mine.keys():
+        return None
+    change = changes[0]
+    return CommitIdReusedError(
+        f"commit id {change.commit_id!r} is committed at version {version} for "
+        f"{twin[0].operation} of {datasets!r}, not for "
+        f"{','.join(c.dataset for c in changes)!r}: it names another change; use a new "
+        "commit id for a new change",
+        version=version,
+        recorded_dataset=datasets,
+        recorded_operation=twin[0].operation,
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
 
 
 def fates_of(
@@ -394,10 +514,62 @@ def fates_of(
         if p.intent is None:
             continue
         if n in rejected:
-            fates.append(IntentFate(p.intent, "rejected", version, seconds, str(rejected[n])))
+            error = rejected[n]
+            fates.append(
+                IntentFate(p.intent, "rejected", version, seconds, str(error), error_kind(error))
+            )
         elif p.change.commit_id in ids:
             fates.append(IntentFate(p.intent, "applied", version, seconds))
     return fates
+
+
+#: The typed errors a rejection's fate records (rule 12), by kind, with the fields each
+#: is made with: a kind not here (or a fate without one) is a plain CommitConflictError.
+FATE_ERRORS: dict[str, tuple[type[CommitConflictError], tuple[str, ...]]] = {
+    "SchemaMismatchError": (SchemaMismatchError, ()),
+    "PartitionByMismatchError": (PartitionByMismatchError, ()),
+    "CommitIdReusedError": (
+        CommitIdReusedError,
+        ("version", "recorded_dataset", "recorded_operation"),
+    ),
+    "StaleFenceError": (StaleFenceError, ("name", "token", "current")),
+    "FileAlreadyRegisteredError": (FileAlreadyRegisteredError, ("keys",)),
+    "ObjectTooOldError": (ObjectTooOldError, ("key", "age", "floor")),
+}
+
+
+def error_kind(error: CommitConflictError) -> dict[str, Any] | None:
+    """Rule 12: what a rejection's fate records of its typed error: its ``kind`` and the
+    fields it is made with (``None``: a plain conflict, told by its reason alone)."""
+    known = FATE_ERRORS.get(type(error).__name__)
+    if known is None or not isinstance(error, known[0]):
+        return None
+    fields: dict[str, Any] = {"kind": type(error).__name__}
+    for name in known[1]:
+        value = getattr(error, name)
+        fields[name] = list(value) if isinstance(value, tuple | list) else value
+    return fields
+
+
+def fate_error(fate: IntentFate, change: Change) -> CommitConflictError:
+    """Rule 12: the error the writer of an intent another process decided raises: the
+    typed error the deciding process recorded (a stale fence is ``StaleFenceError`` with its
+    fields wherever it was found stale), or, for a fate that records none (expired,
+    cancelled, a plain conflict), ``CommitConflictError`` with the fate's reason."""
+    message = f"the commit's intent was {fate.state}: {fate.reason}"
+    plain = CommitConflictError(message, dataset=change.dataset, commit_id=change.commit_id)
+    recorded = fate.error
+    known = FATE_ERRORS.get(str(recorded.get("kind"))) if recorded is not None else None
+    if recorded is None or known is None or fate.state != "rejected":
+        return plain
+    make: Callable[..., CommitConflictError] = known[0]
+    try:
+        fields: dict[str, Any] = {
+            name: tuple(v) if isinstance(v := recorded[name], list) else v for name in known[1]
+        }
+        return make(message, dataset=change.dataset, commit_id=change.commit_id, **fields)
+    except (KeyError, TypeError):  # a record this version cannot make the error from
+        return plain
 
 
 def above_watermark(listed: Iterable[ListedObject], watermark: str) -> list[ListedObject]:

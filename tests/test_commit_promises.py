@@ -1,0 +1,407 @@
+"""What a commit's outcome promises, forced against the embedded endpoint: an acknowledged
+commit is applied, with its own content; a definite failure is never applied afterwards; a
+data file is live in a dataset at most once; and the typed error another process decided
+reaches the commit's caller. Each ``Registry`` or ``Lake`` here stands for one process.
+
+Each rule is one function of the commit core (docs/FORMAT.md, "The rules"); the last test of
+each section switches it off and shows the promise broken, as the simulator's seeds do."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._digest import change_digest
+from lakelock._registry import Registry
+from lakelock._registry._changes import Change
+from lakelock._registry._core import _decide
+from lakelock._registry._intents import intent_document
+from lakelock._retry import RetryPolicy
+from lakelock._s3 import ObjectStore, _resolve
+from lakelock.errors import (
+    CommitConflictError,
+    CommitIdReusedError,
+    CommitStateUnknownError,
+    FileAlreadyRegisteredError,
+    RetryBudgetExhaustedError,
+    SchemaMismatchError,
+    StaleFenceError,
+)
+from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support.files import datafile
+
+ROOT = "metastore/dataset_registry.json"
+INT_IDS = pa.schema([("id", pa.int64())])
+
+
+def registry(store: ObjectStore, **kw: Any) -> Registry:
+    kw.setdefault("retry", FAST_RETRY)
+    return Registry(store, **kw)
+
+
+def plant_intent(store: ObjectStore, change: Change) -> str:
+    """An intent written by a process that then died before its swap."""
+    key, body, _ = intent_document(change, now_ms=int(time.time() * 1000))
+    store.put(key, body, mode="create")
+    return key
+
+
+def table(ids: list[int]) -> pa.Table:
+    return pa.table({"id": ids})
+
+
+def ids(lake: Lake, dataset: str) -> list[int]:
+    return sorted(lake.read(dataset)["id"].to_pylist())
+
+
+# -- one commit id, one change ----------------------------------------------------------------
+
+
+def crashed_append(lake: Lake, dataset: str, rows: list[int], commit_id: str) -> str:
+    """An ``append`` of ``rows`` whose process wrote its data and its intent, then died."""
+    files = lake.write(dataset, table(rows))
+    digest = change_digest({"partition_by": ()}, table=table(rows))
+    change = Change(dataset, commit_id, add=tuple(files), operation="append", digest=digest)
+    return plant_intent(lake.store, change)
+
+
+def test_a_commit_id_taken_by_a_crashed_runs_intent_for_another_dataset_is_refused(
+    lake: Lake,
+) -> None:
+    """A crashed run left an intent appending to ``alpha`` under ``job-42``; another process
+    appends to ``beta`` under the same id, and its fold applies both in one batch. Before,
+    the second was "settled with its twin": ``beta``'s caller heard "committed" and
+    ``beta`` never existed. Now it is ``CommitIdReusedError`` naming ``alpha``."""
+    lake.append("alpha", table([0]))
+    crashed_append(lake, "alpha", [1, 2], "job-42")
+    other = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    with pytest.raises(CommitIdReusedError) as info:
+        other.append("beta", table([7]), commit_id="job-42")
+    assert info.value.recorded_dataset == "alpha"
+    assert "beta" not in other.registry.read().datasets
+    assert ids(other, "alpha") == [0, 1, 2]
+
+
+def test_a_rerun_with_other_rows_beside_its_crashed_runs_intent_is_refused(lake: Lake) -> None:
+    """A re-run with one more row than the crashed run whose intent is still pending: both
+    land in one batch. Before, the re-run was told it committed while its row was missing
+    (the crashed run's rows were applied in its stead); now it is ``CommitIdReusedError``.
+    A re-run with the very same rows is the same change: ``already_committed``."""
+    lake.append("c", table([0]))
+    crashed_append(lake, "c", [1, 2, 3], "job-42")
+    other = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    with pytest.raises(CommitIdReusedError, match="other content"):
+        other.append("c", table([1, 2, 3, 4]), commit_id="job-42")
+    assert ids(other, "c") == [0, 1, 2, 3]
+
+    crashed_append(lake, "c", [5, 6], "job-43")
+    again = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    result = again.append("c", table([6, 5]), commit_id="job-43")
+    assert result.already_committed
+    assert result.version == again.registry.find_commit("job-43")
+    assert ids(again, "c") == [0, 1, 2, 3, 5, 6]
+
+
+def two_commits_in_one_batch(s3: S3Endpoint, lake: Lake, *commits: Any) -> list[Any]:
+    """Each of ``commits`` run in a thread of its own while an earlier commit of the same
+    ``Lake`` holds the batch in flight (its swap held at the endpoint): they queue, and the
+    next batch takes them all. Returns each one's result or error."""
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    queue = lake.registry._commits.queue
+    with concurrent.futures.ThreadPoolExecutor(len(commits) + 1) as pool:
+        first = pool.submit(lake.append, "other", table([0]))
+        wait_until(lambda: s3.stalled() == 1)
+        futures = [pool.submit(c) for c in commits]
+        wait_until(lambda: len(queue) == len(commits))
+        s3.release_stalls()
+        first.result(timeout=60)
+        outcomes = []
+        for f in futures:
+            try:
+                outcomes.append(f.result(timeout=60))
+            except Exception as error:
+                outcomes.append(error)
+    return outcomes
+
+
+def test_two_threads_committing_one_id_to_two_datasets_in_one_batch(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """Two threads of one ``Lake`` append to ``alpha`` and ``beta`` under ``job-42`` and
+    land in one batch. Before, both returned the same version, not ``already_committed``,
+    and ``beta`` did not exist. Now one commits and the other is ``CommitIdReusedError``."""
+    outcomes = two_commits_in_one_batch(
+        s3,
+        lake,
+        lambda: lake.append("alpha", table([1]), commit_id="job-42"),
+        lambda: lake.append("beta", table([2]), commit_id="job-42"),
+    )
+    errors = [o for o in outcomes if isinstance(o, Exception)]
+    assert len(errors) == 1, outcomes
+    assert isinstance(errors[0], CommitIdReusedError)
+    datasets = lake.registry.read().datasets
+    assert ("alpha" in datasets) != ("beta" in datasets)
+
+
+def test_two_threads_committing_one_change_in_one_batch_commit_it_once(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """The very same change twice in one batch (a retry racing its first run): it is applied
+    once, both callers hear its version, and the second hears ``already_committed``."""
+    outcomes = two_commits_in_one_batch(
+        s3,
+        lake,
+        lambda: lake.append("alpha", table([1]), commit_id="job-42"),
+        lambda: lake.append("alpha", table([1]), commit_id="job-42"),
+    )
+    assert len({o.version for o in outcomes}) == 1, outcomes
+    assert sorted(o.already_committed for o in outcomes) == [False, True]
+    assert ids(lake, "alpha") == [1]
+
+
+def test_one_id_one_change_switched_off_drops_an_acknowledged_commit(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_decide.reused_in_batch`` switched off (a twin of one id is settled with the first,
+    whatever it changes): the other dataset's caller hears "committed" and nothing of it
+    is in the registry — what the rule prevents."""
+    monkeypatch.setattr(_decide, "reused_in_batch", lambda *_, **__: None)
+    lake.append("alpha", table([0]))
+    crashed_append(lake, "alpha", [1, 2], "job-42")
+    other = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    result = other.append("beta", table([7]), commit_id="job-42")
+    assert result.version == other.registry.find_commit("job-42")
+    assert "beta" not in other.registry.read().datasets
+
+
+# -- the typed error, from whichever process decided it --------------------------------------
+
+
+def folded_by_another_process(store: ObjectStore, **commit: Any) -> BaseException:
+    """Our commit (``commit``: ``Registry.commit``'s arguments) sends its intent and waits a
+    round, as under contention; meanwhile another process's fold decides it. Returns the
+    error our caller gets."""
+    other = registry(store, group_commit=False)
+    other.hints.listed_at = 0.0  # not its first fold: it lists before it sends
+    folded: list[int] = []
+
+    def meanwhile(_: float) -> None:  # our wait: the other process folds ours now
+        if not folded:
+            folded.append(other.commit("sales", add=[datafile("sales", "", "theirs")]).version)
+
+    ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=50, sleep=meanwhile))
+    ours.read()
+    ours.hints.contended_until = float("inf")
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is checked
+        ours.commit("sales", **commit)
+    assert folded, "the other process did not fold our intent"
+    assert [f.state for f in other._current()[0].fates][-2:] == ["rejected", "applied"]
+    return info.value
+
+
+def test_a_stale_fence_found_by_another_process_is_stale_fence_error(
+    store: ObjectStore,
+) -> None:
+    """A leader whose lease was taken over commits with its old token; another process's fold
+    finds the token stale and rejects the intent. Before, the leader got a plain
+    ``CommitConflictError`` built from the fate's reason, and code that catches
+    ``StaleFenceError`` to step down missed it. Now it is ``StaleFenceError`` with its
+    fields, as when its own process finds it stale."""
+    registry(store).commit("sales", fence=("lease:etl", 5))
+    error = folded_by_another_process(
+        store, add=[datafile("sales", "", "zombie")], fence=("lease:etl", 4)
+    )
+    assert isinstance(error, StaleFenceError), repr(error)
+    assert (error.name, error.token, error.current) == ("lease:etl", 4, 5)
+    assert (error.dataset, error.commit_id) == ("sales", error.commit_id)
+    assert "zombie" not in [f.name for f in registry(store).files("sales")]
+
+
+def test_a_schema_conflict_found_by_another_process_is_schema_mismatch_error(
+    store: ObjectStore,
+) -> None:
+    """A commit whose schema does not fit the dataset, rejected by another process's fold:
+    ``SchemaMismatchError`` (a ``ValueError``), not a plain conflict."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")], schema=INT_IDS)
+    error = folded_by_another_process(
+        store, add=[datafile("sales", "", "b")], schema=pa.schema([("id", pa.string())])
+    )
+    assert isinstance(error, SchemaMismatchError), repr(error)
+    assert "column 'id' is int64, not string" in str(error)
+
+
+def test_a_reused_id_found_by_another_process_is_commit_id_reused_error(
+    store: ObjectStore,
+) -> None:
+    """A commit id recorded for another dataset, found by another process's fold:
+    ``CommitIdReusedError`` with the recorded version, dataset and operation."""
+    first = registry(store).commit("alpha", add=[datafile("alpha", "", "a")], commit_id="k")
+    error = folded_by_another_process(store, add=[datafile("sales", "", "b")], commit_id="k")
+    assert isinstance(error, CommitIdReusedError), repr(error)
+    assert (error.version, error.recorded_dataset) == (first.version, "alpha")
+
+
+def test_typed_fates_switched_off_lose_the_stale_fence(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_decide.fate_error`` switched off (the writer rebuilds a plain conflict from the
+    fate's reason): a zombie leader's ``except StaleFenceError`` no longer sees its fence
+    refused — what the rule prevents."""
+    monkeypatch.setattr(
+        _decide,
+        "fate_error",
+        lambda fate, change: CommitConflictError(fate.reason, dataset=change.dataset),
+    )
+    registry(store).commit("sales", fence=("lease:etl", 5))
+    error = folded_by_another_process(
+        store, add=[datafile("sales", "", "zombie")], fence=("lease:etl", 4)
+    )
+    assert not isinstance(error, StaleFenceError)
+
+
+# -- a swap that may still land is never a definite failure ----------------------------------
+
+
+#: A client whose request times out after half a second and is sent once more by the SDK:
+#: a root PUT held at the server (a write in progress) outlives its first try, and the
+#: retry meets it in flight.
+IMPATIENT = {"read_timeout": 0.5, "retries": {"mode": "standard", "total_max_attempts": 2}}
+
+
+def impatient_lake(s3: S3Endpoint, bucket: str) -> Lake:
+    """A lake whose commits give up after three attempts, on an impatient client."""
+    client = s3.client(**IMPATIENT)
+    return Lake(bucket, s3=client, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+
+
+def while_its_first_swap_is_in_flight(s3: S3Endpoint, commit: Any) -> Any:
+    """Runs ``commit`` while its first root PUT is held at the endpoint holding the root's
+    key: as on AWS, a conditional write meeting it answers 409 ConditionalRequestConflict
+    (the SDK's retry of the timed-out PUT, and every later attempt's). Once ``commit`` has
+    returned or raised, the held PUT goes on and lands. Returns the outcome."""
+    s3.configure(concurrent_conflicts=True)
+    s3.inject("hold", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(commit)
+        try:
+            outcome: Any = running.result(timeout=60)
+        except Exception as error:
+            outcome = error
+    assert s3.stalled() == 1
+    s3.release_stalls()
+    wait_until(lambda: s3.stalled() == 0)
+    s3.configure()
+    return outcome
+
+
+def two_datasets(lake: Lake) -> Any:
+    lake.append("other", table([0]))
+    return the_lakes_first_commit(lake)
+
+
+def the_lakes_first_commit(lake: Lake) -> Any:
+    """Two datasets, in the commit that creates the registry (a create-only PUT)."""
+    files_a = lake.write("alpha", table([1]))
+    files_b = lake.write("beta", table([2]))
+    changes = [
+        Change("alpha", "both", add=tuple(files_a), operation="append"),
+        Change("beta", "both", add=tuple(files_b), operation="append"),
+    ]
+    return lambda: lake.registry.commit_changes(changes)
+
+
+def a_restore(lake: Lake) -> Any:
+    lake.append("alpha", table([1]))
+    lake.append("alpha", table([2]))
+    return lambda: lake.restore("alpha", version=1)
+
+
+@pytest.mark.parametrize("kind", [two_datasets, a_restore, the_lakes_first_commit])
+def test_a_swap_still_in_flight_is_an_unknown_outcome_not_a_failure(
+    s3: S3Endpoint, bucket: str, kind: Any
+) -> None:
+    """A commit spanning datasets, or a restore (neither writes an intent to cancel), or the
+    commit that creates the registry, whose root PUT is still in flight at the server after
+    the client's timeout: the SDK's retry, and every later attempt, is answered 409. Before,
+    409 after a retry counted as "not applied", the budget ran out and the caller heard
+    ``RetryBudgetExhaustedError`` — then the first PUT landed and the commit was in the
+    registry. Now the caller hears ``CommitStateUnknownError`` (look its id up), and a
+    definite failure never lands."""
+    lake = impatient_lake(s3, bucket)
+    commit = kind(lake)
+    before = lake.registry.read().version
+    outcome = while_its_first_swap_is_in_flight(s3, commit)
+    landed = lake.registry.read().version > before
+    assert landed  # the held PUT was the commit's first swap: it lands once let go
+    assert isinstance(outcome, CommitStateUnknownError), repr(outcome)
+
+
+@pytest.mark.parametrize("rule", [(_decide, "swap_may_land"), (_resolve, "may_still_land")])
+def test_a_swap_that_may_still_land_switched_off_is_a_failure_that_lands(
+    s3: S3Endpoint, bucket: str, monkeypatch: pytest.MonkeyPatch, rule: tuple[Any, str]
+) -> None:
+    """Either half of rule 13 switched off — ``_decide.swap_may_land`` (a root read that does
+    not show the lost swap proves it absent, though the root has not moved past the version
+    it was based on) or ``_resolve.may_still_land`` (a 409 to the SDK's retry of the root's
+    PUT is "not applied"): the caller hears a definite failure, and the commit lands
+    afterwards."""
+    monkeypatch.setattr(*rule, lambda *_, **__: False)
+    lake = impatient_lake(s3, bucket)
+    commit = two_datasets(lake)
+    outcome = while_its_first_swap_is_in_flight(s3, commit)
+    assert isinstance(outcome, RetryBudgetExhaustedError), repr(outcome)
+    assert "beta" in lake.registry.read().datasets
+
+
+# -- a data file is live in a dataset at most once -------------------------------------------
+
+
+def test_registering_files_again_after_an_unknown_outcome_does_not_double_their_rows(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """``registry.commit(add=files)`` without a commit id whose outcome is unknown (its swap
+    held at the server past the client's timeout, its cancellation refused as well), then
+    landed; the caller retries it. Before, the files were registered twice and ``[1, 2, 3,
+    4]`` read ``[1, 1, 2, 2, 3, 3, 4, 4]``. Now the retry is ``FileAlreadyRegisteredError``
+    naming the files, and each row reads once."""
+    lake = impatient_lake(s3, bucket)
+    lake.append("c", table([0]))
+    files = lake.write("c", table([1, 2, 3, 4]))
+    outcome = while_its_first_swap_is_in_flight(s3, lambda: lake.registry.commit("c", add=files))
+    assert isinstance(outcome, CommitStateUnknownError), repr(outcome)
+    assert ids(lake, "c") == [0, 1, 2, 3, 4]  # it landed
+    with pytest.raises(FileAlreadyRegisteredError) as info:
+        lake.registry.commit("c", add=files)
+    assert info.value.keys == tuple(sorted(f.key for f in files))
+    assert ids(lake, "c") == [0, 1, 2, 3, 4]
+
+
+def test_files_registered_by_another_process_meanwhile_are_refused_in_its_fold(
+    store: ObjectStore,
+) -> None:
+    """Two processes register the same file, one after the other's intent is out: the fold
+    that applies the first refuses the second (in the same batch, or later), and the second
+    caller hears ``FileAlreadyRegisteredError`` from that process's decision."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    twice = datafile("sales", "", "twice")
+    registry(store).commit("sales", add=[twice])
+    error = folded_by_another_process(store, add=[twice, datafile("sales", "", "new")])
+    assert isinstance(error, FileAlreadyRegisteredError), repr(error)
+    assert error.keys == (twice.key,)
+    assert [f.name for f in registry(store).files("sales")] == ["a", "theirs", "twice"]
+
+
+def test_a_file_once_switched_off_doubles_rows(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_decide.registered_twice`` switched off: the same files committed twice without a
+    commit id are live twice, and each of their rows reads twice — what the rule prevents."""
+    monkeypatch.setattr(_decide, "registered_twice", lambda *_, **__: None)
+    files = lake.write("c", table([1, 2]))
+    lake.registry.commit("c", add=files)
+    lake.registry.commit("c", add=files)
+    assert ids(lake, "c") == [1, 1, 2, 2]

@@ -342,12 +342,13 @@ class CommitIdReusedError(CommitConflictError, ValueError):
 
 class ObjectTooOldError(CommitConflictError):
     """The commit would add ``key``, written ``age`` seconds before (by the server's clock),
-    to the registry: older than half the lake's vacuum floor (``floor``), so vacuum may
-    have deleted it, or may before the commit lands. Nothing was committed; write the data
-    again (a new file) and commit that."""
+    to the registry: older than half the lake's vacuum floor (``floor`` seconds), so vacuum
+    may have deleted it, or may before the commit lands. Nothing was committed; write the
+    data again (a new file) and commit that. (Both are whole seconds, rounded up: the root
+    records them so for the writer of an intent another process refused.)"""
 
     def __init__(
-        self, message: str, *, key: str, age: float, floor: float, **fields: Unpack[_CommitFields]
+        self, message: str, *, key: str, age: int, floor: int, **fields: Unpack[_CommitFields]
     ) -> None:
         super().__init__(message, **fields)
         self.key = key

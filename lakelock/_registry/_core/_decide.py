@@ -44,6 +44,7 @@ The rules:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -319,8 +320,8 @@ def too_old(p: Pending, key: str, age: float, floor: float) -> ObjectTooOldError
         f"lake's vacuum floor ({floor:g} s): vacuum may have deleted it, or may before this "
         "commit lands, so nothing was committed (write the data again and commit that)",
         key=key,
-        age=age,
-        floor=floor,
+        age=math.ceil(age),
+        floor=math.ceil(floor),
         dataset=p.change.dataset,
         commit_id=p.change.commit_id,
     )

@@ -20,6 +20,8 @@ import boto3
 from botocore import UNSIGNED
 from botocore.config import Config
 
+from lakelock._client import DEFAULT_READ_TIMEOUT, READ_TRIES
+
 __all__ = ["Connection"]
 
 AddressingStyle = Literal["path", "virtual", "auto"]
@@ -88,6 +90,7 @@ class Connection:
         base = Config(
             retries={"mode": "standard", "total_max_attempts": 5},
             max_pool_connections=64,
+            read_timeout=DEFAULT_READ_TIMEOUT / READ_TRIES,
             s3={"addressing_style": self.addressing_style},
             signature_version=UNSIGNED if self.access_key is None else None,
         )

@@ -71,6 +71,7 @@ import pyarrow.parquet as pq
 from lakelock._datafile import DataFile, Partition
 from lakelock._layout import data_file_key
 from lakelock._names import (
+    clashing_names,
     format_partition_value,
     parse_partition_path,
     parse_partition_value,
@@ -85,7 +86,7 @@ from lakelock._registry._core._driver import HEDGED_BODY
 from lakelock._s3 import ObjectStore, PutResult, new_write_id
 from lakelock._s3._types import read_all
 from lakelock._stats import FileStats, footer_stats
-from lakelock.errors import InvalidNameError, StorageError
+from lakelock.errors import InvalidNameError, SchemaMismatchError, StorageError
 
 __all__ = [
     "CHECKSUM_METADATA",
@@ -167,7 +168,7 @@ def write_table(
     if not isinstance(table, pa.Table):
         raise TypeError(f"table must be a pyarrow.Table, not {type(table).__name__}")
     dataset = validate_dataset_name(dataset)
-    columns = _partition_columns(table, partition_by)
+    columns = _partition_columns(table, partition_by, dataset)
     name = validate_file_name(file_name) if file_name is not None else None
     metadata = {SCHEMA_METADATA: base64.b64encode(table.schema.serialize().to_pybytes())}
     splits = _split(table, columns)
@@ -192,19 +193,31 @@ def written_before(error: BaseException) -> tuple[DataFile, ...]:
     return tuple(f for f in written if isinstance(f, DataFile))
 
 
-def table_schema(table: Any, partition_by: Sequence[str] = ()) -> Any:
+def table_schema(table: Any, partition_by: Sequence[str] = (), dataset: str | None = None) -> Any:
     """The schema a dataset written from ``table`` has (partition columns included, in
-    their places), after checking that ``partition_by`` can partition it."""
-    _partition_columns(table, partition_by)
+    their places), after checking that ``partition_by`` can partition it and that its
+    column names are unique ignoring case (``dataset`` names it in the error)."""
+    _partition_columns(table, partition_by, dataset)
     return table.schema
 
 
-def _partition_columns(table: Any, partition_by: Sequence[str]) -> tuple[str, ...]:
+def _partition_columns(
+    table: Any, partition_by: Sequence[str], dataset: str | None
+) -> tuple[str, ...]:
     columns = partition_columns(partition_by)
     names = list(table.schema.names)
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         raise InvalidNameError(duplicated[0], "the table has two columns of this name")
+    clash = clashing_names(names)
+    if clash is not None:
+        first, second = clash
+        raise SchemaMismatchError(
+            f"the table for dataset {dataset!r} has columns {first!r} and {second!r}: column "
+            "names must be unique ignoring case (DuckDB, Spark, Delta and Iceberg readers "
+            "would take one for the other)",
+            dataset=dataset,
+        )
     for column in columns:
         validate_column_name(column)
         if columns.count(column) > 1:

@@ -243,10 +243,12 @@ def _why_versions(lake: Lake, snapshot: Any, commits: int) -> list[str]:
     refused = [f for f in lake.registry.intent_fates() if f.state != "applied"]
     refusing = {f.version for f in refused} - applied
     others = snapshot.version - len(applied) - len(refusing)
-    staged = len(records) - commits
+    locking = sum(r.operation in ("lock", "unlock") for r in records)  # the rename's lock
+    staged = len(records) - commits - locking
     notes = [
         f" group commit applied these {commits} commits"
         + (f" and {staged} to {STAGING}" if staged else "")
+        + (f", {locking} taking and releasing write locks" if locking else "")
         + f" in {_count(len(applied), 'version')}, {len(records) / max(1, len(applied)):.1f} each"
     ]
     if refused:

@@ -7,7 +7,7 @@ import math
 import re
 from datetime import timedelta
 
-from lakelock.errors import InvalidNameError
+from lakelock.errors import InvalidArgumentError
 
 __all__ = ["DURATION_FORMS", "duration_seconds", "format_duration"]
 
@@ -30,7 +30,7 @@ _UNITS = {
 
 
 def duration_seconds(value: object, *, what: str = "duration") -> float:
-    """``value`` in seconds (``>= 0``, finite), or :class:`~lakelock.errors.InvalidNameError`
+    """``value`` in seconds (``>= 0``, finite), or :class:`~lakelock.errors.InvalidArgumentError`
     naming what is accepted (:data:`DURATION_FORMS`)."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
@@ -39,16 +39,16 @@ def duration_seconds(value: object, *, what: str = "duration") -> float:
     elif isinstance(value, str):
         seconds = _parse(value, what)
     else:
-        raise InvalidNameError(value, f"a {what} is {DURATION_FORMS}")
+        raise InvalidArgumentError(value, f"a {what} is {DURATION_FORMS}", what=what)
     if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidNameError(value, f"a {what} is finite and not negative")
+        raise InvalidArgumentError(value, f"a {what} is finite and not negative", what=what)
     return seconds
 
 
 def _parse(text: str, what: str) -> float:
     compact = text.strip().lower()
     if compact.startswith("-"):
-        raise InvalidNameError(text, f"a {what} is finite and not negative")
+        raise InvalidArgumentError(text, f"a {what} is finite and not negative", what=what)
     total = 0.0
     position = 0
     for match in _PART.finditer(compact):
@@ -59,7 +59,7 @@ def _parse(text: str, what: str) -> float:
     else:
         if compact and position == len(compact):
             return total
-    raise InvalidNameError(text, f"a {what} is {DURATION_FORMS}")
+    raise InvalidArgumentError(text, f"a {what} is {DURATION_FORMS}", what=what)
 
 
 def format_duration(seconds: float) -> str:

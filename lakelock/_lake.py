@@ -15,7 +15,7 @@ from typing import Any, TypedDict, Unpack
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelock._client import s3_client
+from lakelock._client import DEFAULT_READ_TIMEOUT, s3_client
 from lakelock._connection import Connection
 from lakelock._datasets import Progress
 from lakelock._digest import change_digest
@@ -28,6 +28,7 @@ from lakelock._names import (
     named_partition,
     parse_lake_url,
     validate_bucket_name,
+    validate_commit_id,
     validate_dataset_name,
     validate_lake_prefix,
 )
@@ -42,7 +43,7 @@ from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._scan import Scan, plan_scan
 from lakelock._vacuum import VacuumReport, vacuum
-from lakelock.errors import DatasetNotFoundError, VersionNotFoundError
+from lakelock.errors import DatasetNotFoundError, InvalidArgumentError, VersionNotFoundError
 
 __all__ = ["Lake", "LakeConfig", "MoveOptions", "ScanOptions"]
 
@@ -123,6 +124,12 @@ class Lake(TableOperations):
     ``mirror`` (``("iceberg", "delta")`` or either) keeps those views of every dataset this
     Lake commits to current, in a background thread after each commit (never delaying or
     failing it: errors are logged; ``lake.auto_mirror.wait()`` waits for it).
+    ``read_timeout`` (a duration, default 30 s) bounds every read (GET, HEAD, LIST), its tries
+    included: past it, :class:`~lakelock.errors.ReadTimeoutError` (a client of your own keeps
+    its own per-try ``read_timeout``: :mod:`lakelock._s3._classify`). ``lock_timeout`` (a
+    duration, default 0) is how long a commit waits for a write lock that another process
+    holds over what it writes (:meth:`lock`) before
+    :class:`~lakelock.errors.LockedError`.
 
     Writing (``write``, ``append``, ``overwrite``, ``delete``, ``compact``) is inherited from
     :class:`~lakelock._operations.TableOperations`.
@@ -140,14 +147,17 @@ class Lake(TableOperations):
         commit_window: int | None = None,
         retention: float | timedelta | str | None = None,
         mirror: Iterable[str] | None = None,
+        read_timeout: float | timedelta | str = DEFAULT_READ_TIMEOUT,
+        lock_timeout: float | timedelta | str = 0.0,
         intent_ttl: float | timedelta | str | None = None,
         vacuum_floor: float | timedelta | str | None = None,
     ) -> None:
         bucket = validate_bucket_name(bucket)
         prefix = validate_lake_prefix(prefix)
+        read_seconds = _read_seconds(read_timeout)
         self.bucket = bucket
         self.prefix = prefix
-        self.client = s3 if s3 is not None else s3_client()
+        self.client = s3 if s3 is not None else s3_client(read_timeout=read_seconds)
         self.retry = retry or RetryPolicy()
         self.store = ObjectStore(
             self.client,
@@ -155,6 +165,7 @@ class Lake(TableOperations):
             prefix=prefix,
             retry=self.retry,
             multipart_threshold=multipart_threshold,
+            read_timeout=read_seconds,
         )
         options: dict[str, Any] = {
             "retry": self.retry,
@@ -171,7 +182,8 @@ class Lake(TableOperations):
             registry = MirroringRegistry(self.store, mirror=check_formats(mirror), **options)
             self.registry = registry
             self.auto_mirror = registry.auto_mirror
-        self.locks = DistributedPathLock(self.store)
+        self.registry.lock_timeout = _lock_seconds(lock_timeout)
+        self.locks = DistributedPathLock(self.store, write_locks=self.registry)
 
     @classmethod
     def from_url(
@@ -184,6 +196,8 @@ class Lake(TableOperations):
         commit_window: int | None = None,
         retention: float | timedelta | str | None = None,
         mirror: Iterable[str] | None = None,
+        read_timeout: float | timedelta | str = DEFAULT_READ_TIMEOUT,
+        lock_timeout: float | timedelta | str = 0.0,
         intent_ttl: float | timedelta | str | None = None,
         vacuum_floor: float | timedelta | str | None = None,
         **client_kwargs: Any,
@@ -193,16 +207,19 @@ class Lake(TableOperations):
         ``boto3.client("s3", ...)``. The URL and bucket name are checked first
         (:class:`~lakelock.errors.InvalidNameError`)."""
         bucket, prefix = parse_lake_url(url)
+        read_seconds = _read_seconds(read_timeout)
         return cls(
             bucket,
             prefix=prefix,
-            s3=s3_client(**client_kwargs),
+            s3=s3_client(read_timeout=read_seconds, **client_kwargs),
             retry=retry,
             group_commit=group_commit,
             multipart_threshold=multipart_threshold,
             commit_window=commit_window,
             retention=retention,
             mirror=mirror,
+            read_timeout=read_seconds,
+            lock_timeout=lock_timeout,
             intent_ttl=intent_ttl,
             vacuum_floor=vacuum_floor,
         )
@@ -361,6 +378,8 @@ class Lake(TableOperations):
         move = PartitionMove(
             dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=rename
         )
+        if commit_id is not None:
+            validate_commit_id(commit_id)  # before the first copy
         read, write = lock_paths(move)
         held = self.lock(read=read, write=write, ttl=ttl, timeout=timeout).acquire()
         try:
@@ -394,7 +413,15 @@ class Lake(TableOperations):
         ``options`` (:class:`~lakelock._pathlock.LockOptions`: ``ttl``, ``timeout``,
         ``poll_interval``, ``margin``, ``heartbeat``, ``on_lost``) not given are those of
         :attr:`locks`, a :class:`~lakelock._pathlock.DistributedPathLock` with its defaults
-        (``ttl`` 30 s, no ``timeout``, ``heartbeat`` on, ``margin`` 1 s)."""
+        (``ttl`` 30 s, no ``timeout``, ``heartbeat`` on, ``margin`` 1 s).
+
+        What each mode excludes: a ``write`` path keeps out every other lock request in its
+        lineage (ancestors, itself, descendants) and every commit of anyone else that writes
+        there -- a plain ``append`` included: it is refused with
+        :class:`~lakelock.errors.LockedError` naming the holder, or waits up to the Lake's
+        ``lock_timeout`` -- until released (FORMAT.md, "Write locks in force"). A ``read``
+        path keeps out only other lock requests that write in its lineage: commits made
+        without a lock still land there."""
         return self.locks.lock(read=read, write=write, **options)
 
     def lease(self, name: str, **options: Unpack[LeaseOptions]) -> Lease:
@@ -473,3 +500,16 @@ class Lake(TableOperations):
 
 def _seconds(value: float | timedelta | str | None, what: str) -> float | None:
     return None if value is None else duration_seconds(value, what=what)
+
+
+def _read_seconds(read_timeout: float | timedelta | str) -> float:
+    """The read budget in seconds: a positive duration."""
+    seconds = duration_seconds(read_timeout, what="read_timeout")
+    if not seconds > 0:
+        raise InvalidArgumentError(read_timeout, "a positive duration", what="read_timeout")
+    return seconds
+
+
+def _lock_seconds(lock_timeout: float | timedelta | str) -> float:
+    """How long a commit waits for a write lock in force: a duration (0: not at all)."""
+    return duration_seconds(lock_timeout, what="lock_timeout")

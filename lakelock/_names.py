@@ -27,7 +27,14 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
                    always behind ``col=`` and ``/`` is escaped.
+column names      unique within a dataset ignoring case (``casefold``), partition columns
+of a dataset       included: DuckDB, Spark, Delta and Iceberg readers resolve column names
+                   ignoring case, so ``Day`` beside ``day`` would read wrong. A clash is a
+                   :class:`~lakelock.errors.SchemaMismatchError` (:func:`clashing_names`).
 lease name         non-empty, no ``/``, no control characters, valid UTF-8.
+commit id          non-empty printable text (``str.isprintable``), at most 256 UTF-8 bytes:
+                   the root keeps its last 100 ids, so one id's size is each root's cost.
+                   Not a name: :class:`~lakelock.errors.InvalidArgumentError`.
 whole key          at most 1024 UTF-8 bytes including the lake prefix (S3's limit;
                    checked where the key is built, :mod:`lakelock._layout`).
 bucket             S3's naming rules: 3-63 characters of ``a-z``, ``0-9``, ``.`` and ``-``,
@@ -92,12 +99,14 @@ from typing import Any
 import pyarrow as pa
 
 from lakelock._datafile import Partition
-from lakelock.errors import InvalidNameError
+from lakelock.errors import InvalidArgumentError, InvalidNameError
 
 __all__ = [
+    "MAX_COMMIT_ID_BYTES",
     "MAX_SEGMENT_BYTES",
     "NULL_PARTITION",
     "PartitionSpec",
+    "clashing_names",
     "format_partition_value",
     "named_partition",
     "parse_lake_url",
@@ -108,6 +117,7 @@ __all__ = [
     "partition_prefix",
     "validate_bucket_name",
     "validate_column_name",
+    "validate_commit_id",
     "validate_dataset_name",
     "validate_file_name",
     "validate_lake_prefix",
@@ -190,6 +200,44 @@ def validate_column_name(name: object) -> str:
             name, f"partition column names must not contain {''.join(escaped)!r}"
         )
     return text
+
+
+#: The longest commit id, in UTF-8 bytes (module docstring).
+MAX_COMMIT_ID_BYTES = 256
+
+
+def validate_commit_id(commit_id: object) -> str:
+    """A caller's commit id, unchanged, or :class:`InvalidArgumentError` (module
+    docstring)."""
+    if not isinstance(commit_id, str):
+        raise InvalidArgumentError(
+            commit_id, f"a commit id is a str, not {type(commit_id).__name__}"
+        )
+    if not commit_id:
+        raise InvalidArgumentError(commit_id, "a commit id must not be empty")
+    if not commit_id.isprintable():
+        raise InvalidArgumentError(commit_id, "a commit id is printable text")
+    try:
+        size = len(commit_id.encode())
+    except UnicodeEncodeError as error:
+        raise InvalidArgumentError(commit_id, "a commit id must be UTF-8 encodable") from error
+    if size > MAX_COMMIT_ID_BYTES:
+        raise InvalidArgumentError(
+            commit_id, f"a commit id is at most {MAX_COMMIT_ID_BYTES} bytes, not {size:,}"
+        )
+    return commit_id
+
+
+def clashing_names(names: Iterable[str]) -> tuple[str, str] | None:
+    """The first two of ``names`` that are the same name ignoring case (or the same name
+    twice), or ``None``: a dataset's columns must be unique ignoring case (module docstring)."""
+    seen: dict[str, str] = {}
+    for name in names:
+        folded = name.casefold()
+        if folded in seen:
+            return seen[folded], name
+        seen[folded] = name
+    return None
 
 
 def validate_bucket_name(name: object) -> str:

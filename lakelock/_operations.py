@@ -60,6 +60,7 @@ from lakelock._names import (
     partition_columns,
     partition_path,
     partition_prefix,
+    validate_commit_id,
     validate_dataset_name,
 )
 from lakelock._registry import (
@@ -73,7 +74,12 @@ from lakelock._registry import (
 )
 from lakelock._registry._changes import check_fits, reused_commit_id
 from lakelock._registry._objects import dataset_for_checks
-from lakelock.errors import CommitConflictError, DatasetNotFoundError, InvalidNameError
+from lakelock.errors import (
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    InvalidNameError,
+    SchemaMismatchError,
+)
 
 if TYPE_CHECKING:
     from lakelock._registry import Registry
@@ -210,7 +216,7 @@ class TableOperations:
         files, commit them (and for an overwrite, remove the replaced partitions)."""
         dataset = validate_dataset_name(dataset)
         columns = partition_columns(partition_by)
-        schema = table_schema(table, columns)
+        schema = table_schema(table, columns, dataset)
         if operation == "append" and table.num_rows == 0:
             return CommitResult(
                 self.registry.read().version, commit_id or "", attempts=0, empty=True
@@ -276,7 +282,9 @@ class TableOperations:
         (``result.empty``). Files stay for readers of older snapshots until ``vacuum``."""
         dataset = validate_dataset_name(dataset)
         if partitions is None and where is None:
-            raise InvalidNameError(None, "say which partitions: partitions=... and/or where=...")
+            raise InvalidArgumentError(
+                None, "say which partitions: partitions=... and/or where=...", what="delete"
+            )
         specs = None if partitions is None or partitions == "all" else _specs(partitions)
         change = planned_change(
             dataset,
@@ -324,7 +332,9 @@ class TableOperations:
         counts the groups of files merged."""
         dataset = validate_dataset_name(dataset)
         if target_file_size < 1:
-            raise InvalidNameError(target_file_size, "target_file_size is a positive byte count")
+            raise InvalidArgumentError(
+                target_file_size, "a positive byte count", what="target_file_size"
+            )
         specs = None if partitions is None else _specs(partitions)
         change = planned_change(
             dataset,
@@ -373,7 +383,9 @@ class TableOperations:
         dataset = validate_dataset_name(dataset)
         checked = _properties(properties)
         if not checked:
-            raise InvalidNameError(properties, "say which properties to set or remove")
+            raise InvalidArgumentError(
+                properties, "say which properties to set or remove", what="properties"
+            )
         change = planned_change(
             dataset,
             "properties",
@@ -409,7 +421,7 @@ def planned_change(
     added. Without a ``commit_id``, a fresh one of its own."""
     return Change(
         dataset=dataset,
-        commit_id=commit_id if commit_id is not None else new_commit_id(),
+        commit_id=validate_commit_id(commit_id) if commit_id is not None else new_commit_id(),
         schema=schema,
         partition_by=tuple(partition_by) if partition_by is not None else None,
         fence=Fence(*fence) if isinstance(fence, tuple) else fence,
@@ -451,7 +463,7 @@ def prepare_commit(
             dataset = dataset_for_checks(snapshot.datasets, change.dataset)
         try:
             check_fits(dataset, change)
-        except CommitConflictError:
+        except SchemaMismatchError:
             if fresh:
                 raise
             snapshot = registry.read()
@@ -484,7 +496,7 @@ def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | 
     if properties is None:
         return None
     if not isinstance(properties, Mapping):
-        raise InvalidNameError(properties, "properties is a mapping of names to strings")
+        raise InvalidArgumentError(properties, "a mapping of names to strings", what="properties")
     for name, value in properties.items():
         if not isinstance(name, str) or not name or not (value is None or isinstance(value, str)):
             raise InvalidNameError(
@@ -495,7 +507,7 @@ def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | 
 
 def _schema_mode(mode: object) -> str | None:
     if mode is not None and mode != "merge":
-        raise InvalidNameError(mode, "schema_mode is None (refuse new columns) or 'merge'")
+        raise InvalidArgumentError(mode, "None (refuse new columns) or 'merge'", what="schema_mode")
     return mode
 
 
@@ -508,7 +520,7 @@ def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:
 
 def _specs(partitions: Iterable[PartitionSpec]) -> list[PartitionSpec]:
     if isinstance(partitions, str | Mapping):
-        raise InvalidNameError(partitions, "partitions is a list of paths or mappings")
+        raise InvalidArgumentError(partitions, "a list of paths or mappings", what="partitions")
     return list(partitions)
 
 
@@ -534,8 +546,8 @@ def _covered(path: str, prefixes: Iterable[str]) -> bool:
 def _matching(state: DatasetState, where: pc.Expression) -> list[str]:
     """The partitions of ``state`` whose typed values satisfy ``where``."""
     if not state.partition_by or state.schema is None:
-        raise InvalidNameError(
-            state.name, "where= filters partition columns: this dataset has none"
+        raise InvalidArgumentError(
+            where, f"dataset {state.name!r} has no partition columns to filter", what="where"
         )
     paths = sorted(state.partitions)
     fields = [state.schema.field(column) for column in state.partition_by]
@@ -561,10 +573,10 @@ def _matching(state: DatasetState, where: pc.Expression) -> list[str]:
             if missing
             else str(error).splitlines()[0].replace(_INDEX, "")
         )
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             str(where),
-            f"where= is an expression over the partition columns {list(state.partition_by)}: "
-            f"{detail}",
+            f"an expression over the partition columns {list(state.partition_by)}: {detail}",
+            what="where",
         ) from error
     return [paths[i] for i in kept]
 

@@ -47,6 +47,7 @@ credentials of the Lake's own boto3 client (:mod:`lakelock._engines`): S3 is con
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -73,7 +74,7 @@ from lakelock._pinning import (
     pinned_partitions,
 )
 from lakelock._stats import guarantee
-from lakelock.errors import DatasetNotFoundError, InvalidNameError
+from lakelock.errors import DatasetNotFoundError, InvalidArgumentError, InvalidNameError
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
@@ -103,6 +104,13 @@ def plan_scan(
     if state is None:
         raise DatasetNotFoundError(dataset)
     wanted = None
+    if partitions is not None and not state.partition_by:
+        raise InvalidArgumentError(
+            partitions,
+            f"dataset {dataset!r} is not partitioned: read it without partitions= (filter= "
+            "picks rows by any column)",
+            what="partitions",
+        )
     if partitions is not None:
         wanted = [named_partition(state.partition_by, p) for p in partitions]
         for path in wanted:
@@ -377,7 +385,12 @@ def _checked_filter(dataset: str, schema: pa.Schema, filter: pc.Expression) -> p
         raise TypeError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
     problem = _bind_problem(filter, schema)
     if problem is not None:
-        raise InvalidNameError(str(filter), f"not a filter over dataset {dataset!r}: {problem}")
+        missing = re.search(r"No match for FieldRef\.Name\((.*?)\)", problem)
+        if missing:
+            problem = f"dataset {dataset!r} has no column {missing[1]!r} (it has {schema.names})"
+        else:
+            problem = f"it does not apply to the columns of dataset {dataset!r}: {problem}"
+        raise InvalidArgumentError(str(filter), problem, what="filter")
     return filter
 
 

@@ -62,7 +62,7 @@ from lakelock._vacuum_plan import (
     plan,
     record_deletions,
 )
-from lakelock.errors import InvalidNameError
+from lakelock.errors import InvalidArgumentError
 
 __all__ = ["SCANNED_PREFIXES", "VacuumReport", "check_window", "vacuum"]
 
@@ -121,7 +121,7 @@ def vacuum(
 
 
 def check_window(older_than: float, settings: LakeSettings, *, enforce_retention: bool) -> None:
-    """Refuse a window vacuum must not use (:class:`~lakelock.errors.InvalidNameError`):
+    """Refuse a window vacuum must not use (:class:`~lakelock.errors.InvalidArgumentError`):
     negative; longer than the lake's retention (versions older than that may not be read,
     so vacuum keeps nothing for them); shorter than the retention unless
     ``enforce_retention=False`` (the versions time travel promises to keep would go); and
@@ -135,27 +135,32 @@ def check_window(older_than: float, settings: LakeSettings, *, enforce_retention
         format_duration(floor),
     )
     if older_than < 0:
-        raise InvalidNameError(older_than, "older_than is a non-negative number of seconds")
+        raise InvalidArgumentError(
+            older_than, "a non-negative number of seconds", what="older_than"
+        )
     if older_than < floor:
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             window,
             f"older_than ({window}) is below the lake's vacuum floor ({lake_floor}): a writer "
             "may still be committing objects that young; lower the floor first "
             "(lake.configure(vacuum_floor=...), lakelock registry configure --vacuum-floor)",
+            what="older_than",
         )
     if enforce_retention and older_than < retention:
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             window,
             f"older_than ({window}) is below the lake's retention ({lake_retention}): vacuum "
             "would delete versions that time travel promises to keep readable; pass "
             "enforce_retention=False (lakelock vacuum --no-enforce-retention) to delete them "
             "anyway",
+            what="older_than",
         )
     if older_than > retention:
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             window,
             f"older_than ({window}) exceeds the lake's retention ({lake_retention}): versions "
             "older than that may not be read, so vacuum keeps nothing for them; raise the "
             "retention first (lake.configure(retention=...), lakelock registry configure "
             "--retention)",
+            what="older_than",
         )

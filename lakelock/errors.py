@@ -2,7 +2,8 @@
 
 ```
 LakelockError
-├── InvalidNameError (ValueError)          bad dataset/column/partition/file name or path
+├── InvalidArgumentError (ValueError)      a bad argument: a duration, a filter, a size...
+│   └── InvalidNameError                      bad dataset/column/partition/file name or path
 ├── SettingsMismatchError (ValueError)     a Lake setting given disagrees with the lake's
 ├── DatasetNotFoundError (KeyError)        no such dataset (or partition) in the registry
 │   └── VersionNotFoundError                  no such version (yet, or any more): .version
@@ -18,11 +19,13 @@ LakelockError
 │   ├── EndpointUnreachableError (ConnectionError)  no connection could be made: not sent
 │   ├── NotS3Error                            the endpoint answered, but not as S3 does
 │   ├── CredentialsError (PermissionError)    no usable AWS credentials: nothing was sent
-│   └── OutcomeUnknownError                   timeout, reset, 5xx: the write may have applied
+│   ├── ReadTimeoutError (TimeoutError)       a read got no answer within read_timeout
+│   └── OutcomeUnknownError                   a write's timeout, reset, 5xx: it may have applied
 ├── CommitError                            a registry commit did not happen: .dataset .commit_id
+│   ├── SchemaMismatchError (ValueError)      the schema does not fit: never retry as it is
+│   │   └── PartitionByMismatchError             another partition_by than the dataset's
 │   ├── CommitConflictError                   the change no longer applies: nothing committed
-│   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
-│   │   │   └── PartitionByMismatchError            another partition_by than the dataset's
+│   │   ├── LockedError                          another process holds a write lock on a path
 │   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
 │   │   ├── ObjectTooOldError                    it adds an object vacuum may have deleted
 │   │   ├── FileAlreadyRegisteredError           an added file is live in the dataset: .keys
@@ -38,6 +41,11 @@ LakelockError
 
 Every error carries the fields a caller needs to act on it; nobody should have to parse
 ``str(error)``. Errors raised because of another are chained with ``raise ... from``.
+
+A loop that retries on :class:`CommitConflictError` re-plans and tries again: it may land once
+the other commit is past (or the lock released). :class:`SchemaMismatchError` is not a conflict
+(lakelock 0.1.0 made it one: code that caught it as a conflict should name it): the same
+table is refused every time, so retrying it cannot help.
 """
 
 from __future__ import annotations
@@ -56,11 +64,13 @@ __all__ = [
     "DatasetNotFoundError",
     "EndpointUnreachableError",
     "FileAlreadyRegisteredError",
+    "InvalidArgumentError",
     "InvalidNameError",
     "LakelockError",
     "LeaseError",
     "LeaseLostError",
     "LockTimeout",
+    "LockedError",
     "MissingExtraError",
     "NotFoundError",
     "NotS3Error",
@@ -68,6 +78,7 @@ __all__ = [
     "OutcomeUnknownError",
     "PartitionByMismatchError",
     "PreconditionFailedError",
+    "ReadTimeoutError",
     "RegistryCorruptError",
     "RetryBudgetExhaustedError",
     "SchemaMismatchError",
@@ -111,16 +122,28 @@ def shown(value: object) -> str:
     return f"{text[:SHOWN_CHARACTERS]}... ({len(text):,} characters)"
 
 
-class InvalidNameError(LakelockError, ValueError):
-    """A name or path was rejected before anything was written.
+class InvalidArgumentError(LakelockError, ValueError):
+    """An argument was rejected before anything was sent or written: a duration, a filter,
+    a size, a commit id, a version, partitions a dataset cannot have...
 
-    ``value`` is the offending input, ``reason`` says which rule it broke.
+    ``value`` is the offending input, ``reason`` says which rule it broke; ``what`` names the
+    argument in the message (``"invalid filter ..."``).
     """
 
-    def __init__(self, value: object, reason: str) -> None:
-        super().__init__(f"invalid name {shown(value)}: {reason}")
+    #: How the message names what was refused, unless the raiser says.
+    kind = "argument"
+
+    def __init__(self, value: object, reason: str, *, what: str | None = None) -> None:
+        super().__init__(f"invalid {what or self.kind} {shown(value)}: {reason}")
         self.value = value
         self.reason = reason
+
+
+class InvalidNameError(InvalidArgumentError):
+    """A name or path was rejected before anything was written (a dataset, column,
+    partition, file, bucket or lease name, a partition path or value, a lake URL)."""
+
+    kind = "name"
 
 
 class SettingsMismatchError(LakelockError, ValueError):
@@ -272,8 +295,18 @@ class CredentialsError(StorageError, PermissionError):
     refused before it was sent."""
 
 
+class ReadTimeoutError(StorageError, TimeoutError):
+    """A read (GET, HEAD, LIST) got no answer within the store's ``read_timeout`` seconds,
+    however many tries that took. A read changes nothing: try again later, or check the
+    endpoint. ``seconds`` is the budget that ran out."""
+
+    def __init__(self, message: str, *, seconds: float | None = None, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.seconds = seconds
+
+
 class OutcomeUnknownError(StorageError):
-    """The request may or may not have been applied (timeout, connection lost, 5xx).
+    """A write may or may not have been applied (timeout, connection lost, 5xx).
 
     Resolve by reading back before doing anything else; never delete what it wrote.
     """
@@ -311,12 +344,37 @@ class CommitConflictError(CommitError):
         self.attempts = attempts
 
 
-class SchemaMismatchError(CommitConflictError, ValueError):
-    """Files being added have a schema incompatible with the dataset's."""
+class SchemaMismatchError(CommitError, ValueError):
+    """A schema that does not fit: files being added whose schema the dataset's cannot take,
+    a table whose column names clash (engines read names ignoring case), or a dataset schema
+    a view format cannot represent. Not a conflict: the same input is refused again."""
 
 
 class PartitionByMismatchError(SchemaMismatchError):
     """The commit gives other partition columns than the dataset's (they never change)."""
+
+
+class LockedError(CommitConflictError):
+    """A write lock that another process holds covers a path this commit changes: the commit
+    waited ``timeout`` seconds (0: not at all) and the lock was still held. ``holder`` names
+    who holds it (host, pid, label and grant token, or just the grant when the lock table
+    was not read), ``token`` is the grant's token, ``paths`` the write paths it locks."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        holder: str,
+        paths: tuple[str, ...],
+        token: int,
+        timeout: float = 0.0,
+        **fields: Unpack[_CommitFields],
+    ) -> None:
+        super().__init__(message, **fields)
+        self.holder = holder
+        self.paths = paths
+        self.token = token
+        self.timeout = timeout
 
 
 class CommitIdReusedError(CommitConflictError, ValueError):

@@ -813,3 +813,19 @@ def test_duckdb_attaches_the_catalog_and_reads_what_lakelock_reads(
             f"ATTACH 'lake' AS refused (TYPE iceberg, ENDPOINT {sql_string(server.url)}, "
             "AUTHORIZATION_TYPE 'none')"
         )
+
+
+def test_the_first_load_of_a_current_view_says_it_was_current(lake: Lake) -> None:
+    """A catalog's first load of a table whose Iceberg view is already current (mirrored
+    earlier) logs "already current", not "mirrored" as if it had written one; a load after a
+    new commit logs that it mirrored."""
+    version = lake.append("sales", pa.table({"day": [1], "amount": [1.0]})).version
+    lake.mirror("sales", formats=("iceberg",))
+    lines: list[str] = []
+    catalog = LakeCatalog(lake, log=lines.append)
+    assert catalog.load_table(("lake",), "sales").version == version
+    assert lines[0] == "mirroring sales ..."
+    assert lines[1].startswith(f"view of sales already current at lakelock version {version} (")
+    newer = lake.append("sales", pa.table({"day": [2], "amount": [2.0]})).version
+    catalog.load_table(("lake",), "sales")
+    assert lines[3].startswith(f"mirrored sales to lakelock version {newer} (")

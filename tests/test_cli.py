@@ -288,6 +288,10 @@ def test_registry_log_json_lists_datasets_and_operations(
     result = lakelock("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
     assert result.returncode == 0, result.stderr
     entries = orjson.loads(result.stdout)
+    # The rename's write lock is taken and released by commits of their own around it.
+    assert [e["operation"] for e in entries[:3]] == ["unlock", "rename", "lock"]
+    assert entries[0]["datasets"] == entries[2]["datasets"] == ["archive", "customer_profiles"]
+    entries = [e for e in entries if e["operation"] not in ("lock", "unlock")]
     assert [(e["id"], e["operation"], e["datasets"]) for e in entries] == [
         ("mv", "rename", ["archive", "customer_profiles"]),
         ("load-3", "append", ["events"]),
@@ -299,8 +303,8 @@ def test_registry_log_json_lists_datasets_and_operations(
         "registry", "log", lake.url, "--dataset", "archive", "--json", "--endpoint-url", s3.url
     )
     assert [e["id"] for e in orjson.loads(archive.stdout)] == ["mv"]
-    table = in_process("registry", "log", lake.url, "-n", "1", "--endpoint-url", s3.url).stdout
-    assert table.splitlines()[1].split()[2:4] == ["rename", "archive,customer_profiles"]
+    table = in_process("registry", "log", lake.url, "-n", "2", "--endpoint-url", s3.url).stdout
+    assert table.splitlines()[2].split()[2:4] == ["rename", "archive,customer_profiles"]
 
 
 def test_registry_of_an_empty_lake_and_of_a_missing_bucket(s3: S3Endpoint, bucket: str) -> None:
@@ -730,13 +734,14 @@ def test_demo_runs_and_passes() -> None:
     version = int(re.search(r"registry version +(\d+)", result.stdout)[1])  # type: ignore[index]
     why = re.search(
         r"one version = one compare-and-swap of the registry's root;\n +group commit applied "
-        r"these (\d+) commits and 1 to staging_profiles in (\d+) versions?, ([\d.]+) each",
+        r"these (\d+) commits and 1 to staging_profiles, 2 taking and releasing write locks "
+        r"in (\d+) versions?, ([\d.]+) each",
         result.stdout,
     )
     assert why is not None, result.stdout
     assert int(why[1]) == commits
     assert 1 <= int(why[2]) <= version
-    assert why[3] == f"{(commits + 1) / int(why[2]):.1f}"  # as the summary rounds it
+    assert why[3] == f"{(commits + 3) / int(why[2]):.1f}"  # as the summary rounds it
     status = re.compile(r"appends \d+/\d+  renames \d+")
     assert status.search(result.stderr)
     assert not status.search(result.stdout)
@@ -831,6 +836,22 @@ def test_every_option_of_every_command_is_explained() -> None:
     assert unexplained == []
 
 
+def test_simulate_help_shows_every_default() -> None:
+    """``simulate --help`` says the default of every option that takes a value (and of the
+    store switch): a user sizing a lake sees what a run without the option simulates."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    simulate = commands["simulate"]
+    silent = [
+        action.option_strings[0]
+        for action in simulate._actions
+        if action.option_strings
+        and action.option_strings[0] not in ("-h", "--json", "--debug")
+        and "default" not in (action.help or "").lower()
+    ]
+    assert silent == []
+
+
 def test_main_returns_status_instead_of_exiting(capsys: pytest.CaptureFixture[str]) -> None:
     """``main(argv)`` returns the exit status (0 for --version) so it can be embedded."""
     assert main(["--version"]) == 0
@@ -842,9 +863,10 @@ def test_main_returns_status_instead_of_exiting(capsys: pytest.CaptureFixture[st
 
 @pytest.mark.usefixtures("loaded")
 def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake: Lake) -> None:
-    """``mirror`` writes both views (progress per format on stderr) and prints their URIs;
-    ``--json`` reports the same; a second run is current already; an unknown format is a
-    usage error."""
+    """``mirror`` writes both views (progress per format on stderr) and prints their URIs
+    and how many versions it wrote; ``--json`` reports the same; a second run says the views
+    were "already current" (it used to say it mirrored them); an unknown format is a usage
+    error."""
     pytest.importorskip("pyiceberg")
     pytest.importorskip("deltalake")
     url = lake.url
@@ -854,11 +876,14 @@ def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake:
     assert result.returncode == 0, result.stderr
     version = lake.registry.read().datasets["customer_profiles"].updated_version
     metadata = f"{url}views/customer_profiles/iceberg/metadata/{version:020d}.metadata.json"
-    assert result.stdout.splitlines() == [
-        f"customer_profiles: views at version {version}",
+    assert result.stdout.splitlines()[1:] == [
         f"  iceberg  {metadata}",
         f"  delta    {url}datasets/customer_profiles",
     ]
+    assert re.fullmatch(
+        rf"customer_profiles: views at version {version} \(mirrored \d+ versions\)",
+        result.stdout.splitlines()[0],
+    )
     assert "mirroring iceberg" in result.stderr
     assert "mirroring delta" in result.stderr
     again = lakelock(
@@ -876,9 +901,14 @@ def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake:
     assert orjson.loads(again.stdout) == {
         "dataset": "customer_profiles",
         "version": version,
+        "written": 0,
         "iceberg": None,
         "delta": f"{url}datasets/customer_profiles",
     }
+    current = lakelock("mirror", url, "--dataset", "customer_profiles", "--endpoint-url", s3.url)
+    assert current.stdout.splitlines()[0] == (
+        f"customer_profiles: views at version {version} (already current)"
+    )
     bad = lakelock(
         "mirror", url, "--dataset", "events", "--format", "hudi", "--endpoint-url", s3.url
     )

@@ -27,6 +27,7 @@ from lakelock.errors import (
     EndpointUnreachableError,
     InvalidNameError,
     OutcomeUnknownError,
+    ReadTimeoutError,
 )
 from lakelock.testing import S3Endpoint, client_kwargs
 from tests._support import connect_pauses, free_port
@@ -259,3 +260,56 @@ def test_every_way_to_open_a_lake_keeps_the_same_commit_window(
     reopened = by_url.config.open()
     windows = {lake.registry.commit_window for lake in (direct, by_url, reopened)}
     assert windows == {Registry(direct.store).commit_window}
+
+
+@pytest.fixture
+def never_answers() -> Iterator[str]:
+    """An endpoint that accepts every connection, reads the request and never answers (a
+    hung proxy, a stopped process whose socket is still open)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.05)
+    port = listener.getsockname()[1]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            held.append(connection)  # kept open, never written to
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}"
+    stop.set()
+    thread.join(timeout=10)
+    for connection in held:
+        connection.close()
+    listener.close()
+
+
+def test_a_read_from_an_endpoint_that_never_answers_times_out_within_its_budget(
+    never_answers: str,
+) -> None:
+    """A read from an endpoint that accepts connections and never answers fails within the
+    lake's ``read_timeout`` (default 30 s; 0.6 s here) with ReadTimeoutError, a
+    TimeoutError and not an unknown outcome: it used to block 300 s (5 tries of 60 s) and
+    then raise OutcomeUnknownError, which means nothing for a read. Three tries of a third
+    of the budget each."""
+    kwargs = client_kwargs(never_answers)
+    kwargs.pop("config")
+    lake = Lake.from_url("s3://lake", read_timeout=0.6, **kwargs)
+    started = time.monotonic()
+    with pytest.raises(ReadTimeoutError) as info:
+        lake.read("sales")
+    elapsed = time.monotonic() - started
+    assert isinstance(info.value, TimeoutError)
+    assert not isinstance(info.value, OutcomeUnknownError)
+    assert (info.value.operation, info.value.seconds) == ("GetObject", 0.6)
+    assert lake.store.stats.snapshot() == {"GetObject": 3}
+    assert elapsed < 0.6 + SAFETY_NET / 10
+    assert Lake("lake").store.read_timeout == 30.0  # the default budget

@@ -16,6 +16,7 @@ from lakelock._registry._settings import DEFAULTS, LakeSettings
 from lakelock.errors import (
     AlreadyExistsError,
     DatasetNotFoundError,
+    InvalidArgumentError,
     InvalidNameError,
     LeaseLostError,
     SchemaMismatchError,
@@ -190,8 +191,8 @@ def test_vacuum_accepts_durations(lake: Lake, older_than: object) -> None:
 
 @pytest.mark.parametrize("older_than", ["soon", "24 hours", "-1h", -5, float("nan"), True])
 def test_vacuum_says_which_durations_it_accepts(lake: Lake, older_than: object) -> None:
-    """Anything else is an InvalidNameError naming the accepted forms, before any request."""
-    with pytest.raises(InvalidNameError) as info:
+    """Anything else is an InvalidArgumentError naming the accepted forms, before any request."""
+    with pytest.raises(InvalidArgumentError) as info:
         lake.vacuum(older_than=older_than)  # type: ignore[arg-type]
     assert "not negative" in info.value.reason or "'24h'" in info.value.reason
 
@@ -200,7 +201,7 @@ def test_vacuum_beyond_the_retention_is_refused_and_retention_is_a_lake_option(
     client: Any, bucket: str
 ) -> None:
     """older_than may not exceed the lake's retention; Lake(retention=) raises it."""
-    with pytest.raises(InvalidNameError, match="retention"):
+    with pytest.raises(InvalidArgumentError, match="retention"):
         Lake(bucket, s3=client).vacuum(older_than="8d")
     assert Lake(bucket, s3=client, retention="30d").vacuum(older_than="30d").dry_run
 
@@ -319,7 +320,7 @@ def test_configure_changes_the_settings_of_every_writer(client: Any, bucket: str
     assert [c.id for c in other.registry.read().commits] == ["c1", "c2"]
     assert other.registry.retention == 30 * 86400.0
     assert first.registry.commit_window == 2  # configured: it uses the lake's now
-    with pytest.raises(InvalidNameError, match="vacuum_floor"):
+    with pytest.raises(InvalidArgumentError, match="vacuum_floor"):
         first.configure(vacuum_floor="31d")
     assert other.registry.settings().vacuum_floor == DEFAULTS.vacuum_floor
 

@@ -3,8 +3,11 @@ delta-rs and DuckDB against the embedded endpoint, compared with what lakelock r
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import hashlib
 import importlib.util
+import io
 import threading
 import time
 from collections.abc import Callable
@@ -14,15 +17,17 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
-from lakelock import Lake
+from lakelock import DataFile, Lake
 from lakelock._layout import delta_log_prefix
 from lakelock._mirror._series import RESTARTS, newest, numbered, restarting
 from lakelock._vacuum import vacuum
-from lakelock.errors import AlreadyExistsError, InvalidNameError
+from lakelock.errors import AlreadyExistsError, InvalidNameError, SchemaMismatchError
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from tests._support import FAST_RETRY
+from tests._support.processes import lakelock
 from tests._support.views import SECRET, delta_options, events, history, iceberg_properties, rows
 
 deltalake = pytest.importorskip("deltalake")
@@ -153,13 +158,15 @@ def test_delta_history_through_an_endpoint_in_a_child_process() -> None:
 def test_mirror_twice_writes_nothing_and_continues_from_the_newest(
     lake: Lake, s3: S3Endpoint
 ) -> None:
-    """A second mirror finds both views current and writes no object; after one more
-    commit it writes just that version's objects."""
+    """A second mirror finds both views current, writes no object and says so
+    (``already_current``); after one more commit it writes just that version's objects."""
     lake.append("events", events(range(5), 1), partition_by=["day"])
     first = lake.mirror("events")
+    assert (first.written, first.already_current) == (2, False)  # one version, two views
     s3.reset_stats()
     again = lake.mirror("events")
-    assert again == first
+    assert again == dataclasses.replace(first, written=0)
+    assert again.already_current
     assert "PutObject" not in s3.stats()
     lake.append("events", events(range(5, 8), 2), partition_by=["day"])
     s3.reset_stats()
@@ -546,3 +553,32 @@ def test_views_carry_column_bounds_and_engines_read_only_the_file_they_admit(
         assert s3.faults()["injected"] == {}, engine
         s3.clear_faults()
         assert 1 <= one < every, (engine, one, every)
+
+
+def test_a_dataset_whose_column_names_clash_is_refused_by_name(lake: Lake, s3: S3Endpoint) -> None:
+    """A dataset whose columns clash ignoring case (``Day`` in the files, ``day`` in the
+    path: registered from another tool, or written before lakelock refused such tables) is
+    not mirrored: SchemaMismatchError naming the dataset and both columns, from the API and
+    as one line from ``lakelock mirror``, with no view object written (it used to crash with
+    delta-rs's raw "Duplicate field name", an internal error for the command line)."""
+    body = io.BytesIO()
+    pq.write_table(pa.table({"Day": list(range(11))}), body)
+    data = body.getvalue()
+    key = "datasets/lk/day=1/part-0.parquet"
+    put = lake.store.put(key, data, mode="create")
+    checksum = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    file = DataFile("lk", key, "day=1", len(data), 11, checksum, put.etag, put.write_id)
+    lake.registry.commit("lk", add=[file])
+    for formats in (("delta",), ("iceberg",)):
+        with pytest.raises(SchemaMismatchError) as info:
+            lake.mirror("lk", formats=formats)
+        assert info.value.dataset == "lk"
+        assert "dataset 'lk' cannot be mirrored" in str(info.value)
+        assert "'Day' and 'day'" in str(info.value)
+    assert [o.key for o in lake.store.list("views/")] == []
+    assert [o.key for o in lake.store.list("datasets/lk/")] == [key]
+    done = lakelock("mirror", lake.url, "--dataset", "lk", "--endpoint-url", s3.url)
+    assert done.returncode == 1
+    assert done.stderr.startswith("lakelock: error: dataset 'lk' cannot be mirrored")
+    assert "internal error" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1

@@ -46,11 +46,13 @@ def ids(lake: Lake, dataset: str = "sales") -> list[int]:
 
 
 def test_rename_within_a_dataset(lake: Lake) -> None:
-    """Rename moves every file and row of the partition in one new registry version."""
+    """Rename moves every file and row of the partition in one commit, between the commits
+    that take and release its write lock."""
     before = lake.registry.read()
     result = lake.rename_partition("sales", "year=2024", to_partition="year=2023")
     after = lake.registry.read()
-    assert result.version == before.version + 1 == after.version
+    assert result.version == before.version + 2 == after.version - 1
+    assert [c.operation for c in after.commits[-3:]] == ["lock", "rename", "unlock"]
     assert set(after.datasets["sales"].partitions) == {"year=2023", "year=2025"}
     assert lake.read("sales", partitions=["year=2023"])["year"].to_pylist() == [2023] * 10
     assert ids(lake) == sorted([*range(5), *range(10, 15), 99])

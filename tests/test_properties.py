@@ -7,7 +7,11 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock.errors import CommitIdReusedError, DatasetNotFoundError, InvalidNameError
+from lakelock.errors import (
+    CommitIdReusedError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+)
 
 
 def rows() -> pa.Table:
@@ -37,8 +41,8 @@ def test_bad_properties_are_refused(lake: Lake) -> None:
         lake.set_properties("sales", {"owner": "etl"})
     lake.append("sales", rows())
     for bad in ({"owner": 7}, {"": "x"}, {}):
-        with pytest.raises(InvalidNameError):
+        with pytest.raises(InvalidArgumentError):
             lake.set_properties("sales", bad)  # type: ignore[dict-item]
-    with pytest.raises(InvalidNameError):
+    with pytest.raises(InvalidArgumentError):
         lake.append("sales", rows(), properties={"owner": 7})  # type: ignore[dict-item]
     assert lake.registry.read().version == 1

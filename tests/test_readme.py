@@ -59,15 +59,23 @@ def run_example(code: str, source: str, namespace: dict[str, Any] | None = None)
 
 def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) -> None:
     """Each python block of the README runs as written (the bucket named "my-bucket" is this
-    test's bucket), and does what it says. The library's sections (the first three blocks)
-    continue one story, so they share one namespace; the testing section stands alone."""
+    test's bucket), and does what it says. The library's sections (the first four blocks)
+    continue one story, so they share one namespace; the testing section stands alone. The
+    views block loads DuckDB's extensions from the installed packages and reads both views
+    as lakelock reads the dataset."""
     blocks = code_blocks(README, "python")
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     story: dict[str, Any] = {"__name__": "__example__"}
-    for number, block in enumerate(blocks[:3], start=1):
+    for number, block in enumerate(blocks[:4], start=1):
         code = block.replace('"my-bucket"', f'"{bucket}"')
         exec(compile(code, f"README.md python block {number}", "exec"), story)
-    run_example(blocks[3], "README.md python block 4")
+        if number == 3:  # the views
+            rows = story["lake"].read("sales").num_rows
+            for scan in ("iceberg_scan", "delta_scan"):
+                uri = story["views"].iceberg if scan == "iceberg_scan" else story["views"].delta
+                counted = story["con"].sql(f"SELECT count(*) FROM {scan}('{uri}')").fetchall()
+                assert counted == [(rows,)]
+    run_example(blocks[4], "README.md python block 5")
     assert sorted(story["old_rows"]["id"].to_pylist()) == [1, 2]  # the first version
     assert story["owner"] == "etl"
     snapshot = Lake(bucket, s3=s3.client()).registry.read()
@@ -77,7 +85,9 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
     assert sorted(sales) == ["year=2024/month=1", "year=2024/month=2"]  # 2023 deleted
     assert [p.file_count for p in sales.values()] == [1, 1]  # compacted
     assert snapshot.fences  # the lease's token was recorded by its fenced commit
-    assert [c.operation for c in snapshot.commits] == [
+    # Each write lock (the moves' and the README's own) is taken and released by a commit.
+    assert [c.operation for c in snapshot.commits].count("lock") == 3
+    assert [c.operation for c in snapshot.commits if c.operation not in ("lock", "unlock")] == [
         "append",
         "rename",
         "copy",

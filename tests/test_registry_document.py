@@ -35,6 +35,7 @@ from lakelock._registry._manifest import serialize_manifest
 from lakelock._stats import ColumnStats, FileStats, stats_from_json
 from lakelock.errors import (
     CommitConflictError,
+    PartitionByMismatchError,
     RegistryCorruptError,
     SchemaMismatchError,
     StaleFenceError,
@@ -232,7 +233,7 @@ def test_partition_columns_must_match() -> None:
         RegistryDoc(format_version=1),
         change(partition_by=("year",), add=(datafile("sales", "year=2024", "a"),)),
     )
-    with pytest.raises(CommitConflictError):
+    with pytest.raises(PartitionByMismatchError):
         commit(doc, change(commit_id="c2", partition_by=("month",)))
     with pytest.raises(CommitConflictError):
         commit(doc, change(commit_id="c3", add=(datafile("sales", "month=01", "b"),)))

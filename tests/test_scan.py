@@ -25,6 +25,7 @@ from lakelock._engines import polars_storage_options, s3_secret_sql
 from lakelock.errors import (
     AccessDeniedError,
     DatasetNotFoundError,
+    InvalidArgumentError,
     InvalidNameError,
     MissingExtraError,
     StorageError,
@@ -232,7 +233,7 @@ def test_bad_requests_are_typed_errors(lake: Lake) -> None:
     assert column.value.value == "price"
     with pytest.raises(InvalidNameError):
         lake.scan("sales", columns=["id", "id"])
-    with pytest.raises(InvalidNameError):
+    with pytest.raises(InvalidArgumentError):
         lake.scan("sales", filter=pc.field("price") > 1)
     with pytest.raises(TypeError):
         lake.scan("sales", filter="day = 1")

@@ -14,7 +14,11 @@ import pytest
 
 from lakelock import Change, Lake
 from lakelock._registry._intents import intent_document, parse_intent
-from lakelock.errors import InvalidNameError, PartitionByMismatchError, SchemaMismatchError
+from lakelock.errors import (
+    InvalidArgumentError,
+    PartitionByMismatchError,
+    SchemaMismatchError,
+)
 from lakelock.testing import S3Endpoint
 
 
@@ -42,7 +46,7 @@ def test_schema_mode_merge_adds_the_column(lake: Lake) -> None:
     lake.append("sales", rows([2], note=["x"]), partition_by=["day"], schema_mode="merge")
     table = lake.read("sales").sort_by("id")
     assert table["note"].to_pylist() == [None, "x"]
-    with pytest.raises(InvalidNameError, match="schema_mode"):
+    with pytest.raises(InvalidArgumentError, match="schema_mode"):
         lake.append("sales", rows([3]), partition_by=["day"], schema_mode="add")  # type: ignore[arg-type]
 
 
@@ -112,3 +116,29 @@ def test_a_column_another_process_merged_is_not_refused_on_a_stale_view(
     elsewhere.append("sales", rows([2], note=["x"]), partition_by=["day"], schema_mode="merge")
     lake.append("sales", rows([3], note=["y"]), partition_by=["day"])
     assert lake.read("sales").sort_by("id")["note"].to_pylist() == [None, "x", "y"]
+
+
+def test_column_names_that_clash_ignoring_case_are_refused_before_any_file(lake: Lake) -> None:
+    """A data column ``Day`` beside the partition column ``day`` is refused with
+    SchemaMismatchError before any file is written: DuckDB, Spark, Delta and Iceberg resolve
+    names ignoring case, so such a dataset read back wrong counts with no error. So is a
+    merge that would add ``DAY`` to a dataset that has ``day``, and a registry commit that
+    declares such a schema."""
+    clash = pa.table({"day": [1] * 10 + [2], "Day": list(range(11))})
+    with pytest.raises(SchemaMismatchError, match="'day' and 'Day'") as info:
+        lake.append("lk", clash, partition_by=["day"])
+    assert info.value.dataset == "lk"
+    with pytest.raises(SchemaMismatchError):
+        lake.write("lk", clash, partition_by=["day"])
+    assert data_files(lake, "lk") == []
+    assert "lk" not in lake.registry.read().datasets
+    lake.append("sales", rows([1]), partition_by=["day"])
+    before = data_files(lake, "sales")
+    with pytest.raises(SchemaMismatchError, match="'day' and 'DAY'"):
+        lake.append("sales", rows([2], DAY=[3]), partition_by=["day"], schema_mode="merge")
+    assert data_files(lake, "sales") == before
+    files = lake.write("other", pa.table({"id": [1]}))
+    with pytest.raises(SchemaMismatchError, match="'id' and 'ID'"):
+        lake.registry.commit(
+            "other", add=files, schema=pa.schema({"id": pa.int64(), "ID": pa.int64()})
+        )

@@ -15,7 +15,7 @@ from lakelock._registry import Registry
 from lakelock._registry._core import _decide
 from lakelock._vacuum import vacuum
 from lakelock.errors import (
-    InvalidNameError,
+    InvalidArgumentError,
     ObjectTooOldError,
     RegistryCorruptError,
     SnapshotExpiredError,
@@ -91,9 +91,9 @@ def test_delete_removes_only_orphans(lake: Lake) -> None:
 
 def test_window_beyond_retention_is_refused(lake: Lake) -> None:
     """older_than above the registry's retention cannot be honoured: a typed error."""
-    with pytest.raises(InvalidNameError):
+    with pytest.raises(InvalidArgumentError):
         lake.vacuum(older_than=lake.registry.retention + 1)
-    with pytest.raises(InvalidNameError):
+    with pytest.raises(InvalidArgumentError):
         lake.vacuum(older_than=-1)
 
 
@@ -149,7 +149,7 @@ def test_vacuum_below_the_retention_is_refused_unless_asked_for(lake: Lake) -> N
     lake.append("sales", rows([2]), partition_by=["year"])
     stray = lake.write("sales", rows([9]), partition_by=["year"])[0]
     lake.configure(vacuum_floor=0)
-    with pytest.raises(InvalidNameError, match="enforce_retention=False"):
+    with pytest.raises(InvalidArgumentError, match="enforce_retention=False"):
         lake.vacuum(older_than=0, dry_run=False)
     assert lake.vacuum(dry_run=False).deleted == []  # at the retention: all is younger
     assert stray.key in {o.key for o in lake.store.list("datasets/")}

@@ -60,6 +60,7 @@ from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     InvalidNameError,
+    SchemaMismatchError,
     StaleFenceError,
 )
 
@@ -80,6 +81,9 @@ class MirroredView(Protocol):
 
     @property
     def version(self) -> int: ...
+
+    @property
+    def written(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -255,10 +259,12 @@ class LakeCatalog:
         except DatasetNotFoundError as error:  # dropped between the read and the mirror
             raise CatalogError.no_such_table(namespace, table) from error
         if self._log is not None:
-            self._log(
-                f"mirrored {table} to lakelock version {view.version} "
-                f"({self._clock() - started:.2f} s)"
+            done = (
+                f"mirrored {table} to lakelock version {view.version}"
+                if view.written
+                else f"view of {table} already current at lakelock version {view.version}"
             )
+            self._log(f"{done} ({self._clock() - started:.2f} s)")
         return view
 
     def _lock_for(self, table: str) -> threading.Lock:
@@ -574,7 +580,7 @@ class LakeCatalog:
         another commit changed) is the spec's 409, so the engine refreshes and retries."""
         try:
             result: CommitResult = self.lake.registry.commit_changes(changes)
-        except (CommitConflictError, StaleFenceError) as error:
+        except (CommitConflictError, SchemaMismatchError, StaleFenceError) as error:
             raise CatalogError.commit_failed(str(error)) from error
         return result
 

@@ -41,6 +41,7 @@ from lakelock._names import parse_lake_url as parse_lake_url_parts
 from lakelock._names import validate_dataset_name
 from lakelock.errors import (
     AccessDeniedError,
+    InvalidArgumentError,
     InvalidNameError,
     LakelockError,
     NotFoundError,
@@ -397,7 +398,7 @@ def parse_duration(text: str) -> float:
     """``"24h"``, ``"90m"``, ``"1d12h"``, ``"30s"``, ``"3600"`` → seconds (argparse type)."""
     try:
         return duration_seconds(text)
-    except InvalidNameError as error:
+    except InvalidArgumentError as error:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {error.reason}") from None
 
 
@@ -438,7 +439,7 @@ def describe_error(error: BaseException, args: argparse.Namespace | None = None)
     if isinstance(error, ClientError):
         info = error.response.get("Error", {})
         return f"{info.get('Code', 'error')}: {info.get('Message', str(error))}"
-    if isinstance(error, InvalidNameError):
+    if isinstance(error, InvalidArgumentError):
         return str(error)
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]

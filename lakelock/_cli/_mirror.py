@@ -75,12 +75,22 @@ def run(args: argparse.Namespace) -> int:
     iceberg = next((r.iceberg for r in results if r.iceberg is not None), None)
     delta = next((r.delta for r in results if r.delta is not None), None)
     version = max(r.version for r in results)
+    written = sum(r.written for r in results)
     if args.json:
         print_json(
-            {"dataset": args.dataset, "version": version, "iceberg": iceberg, "delta": delta}
+            {
+                "dataset": args.dataset,
+                "version": version,
+                "written": written,
+                "iceberg": iceberg,
+                "delta": delta,
+            }
         )
         return 0
-    lines = [f"{args.dataset}: views at version {version}"]
+    done = (
+        f"mirrored {written} version{'s' if written != 1 else ''}" if written else "already current"
+    )
+    lines = [f"{args.dataset}: views at version {version} ({done})"]
     if iceberg is not None:
         lines.append(f"  iceberg  {iceberg}")
     if delta is not None:

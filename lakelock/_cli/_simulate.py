@@ -78,7 +78,11 @@ def add_parser(commands: Any) -> None:
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     def option(flag: str, parse: Callable[[str], object], default: object, help: str) -> None:
-        """Most of the options: a checked value, with a default."""
+        """Most of the options: a checked value, with a default, which the help shows (unless
+        it says what the default means itself)."""
+        if "default" not in help:
+            shown = f"{default:g}" if isinstance(default, float) else default
+            help = f"{help} (default {shown})"
         parser.add_argument(flag, type=parse, default=default, help=help)
 
     option("--writers", _positive, 16, "writer processes")
@@ -94,7 +98,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--ignores-start-after",
         action="store_true",
         help="the store ignores ListObjectsV2's StartAfter: every LIST starts at its prefix "
-        "(as on S3 Express One Zone's directory buckets, which lakelock doctor refuses)",
+        "(as on S3 Express One Zone's directory buckets, which lakelock doctor refuses; "
+        "default: it honours StartAfter, as S3 Standard does)",
     )
     option(
         "--faults",
@@ -161,7 +166,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="change a knob of the core's FoldPolicy (repeatable), e.g. --policy max_fold=32",
+        help="change a knob of the core's FoldPolicy (repeatable), e.g. --policy max_fold=32 "
+        "(default: FoldPolicy's own values, as lakelock runs)",
     )
     parser.add_argument(
         "--mix",
@@ -179,7 +185,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         default=None,
         help="write every request (sent, answered, process, key, fault, answer) to PATH as "
-        "JSON lines: what a seed did, to debug it",
+        "JSON lines: what a seed did, to debug it (default: no trace)",
     )
     add_progress_option(parser)
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lakelock._registry import Change, CommitResult, Registry
+from lakelock._registry._fencing import LOCK, UNLOCK
 
 __all__ = ["AutoMirror", "MirroringRegistry"]
 
@@ -95,6 +96,8 @@ class MirroringRegistry(Registry):
         self, changes: Sequence[Change], *, explicit_id: bool = True
     ) -> CommitResult:
         result = super().commit_changes(changes, explicit_id=explicit_id)
-        if not result.empty and not result.already_committed:
-            self.auto_mirror.schedule([c.dataset for c in changes])
+        # Taking or releasing a write lock changes no dataset: nothing to mirror.
+        changed = [c.dataset for c in changes if c.operation not in (LOCK, UNLOCK)]
+        if changed and not result.empty and not result.already_committed:
+            self.auto_mirror.schedule(changed)
         return result

@@ -32,8 +32,9 @@ import pyarrow.parquet as pq
 from lakelock._datafile import DataFile
 from lakelock._engines import require
 from lakelock._layout import files_prefix
-from lakelock._mirror._versions import VersionChange
+from lakelock._mirror._versions import VersionChange, check_view_names
 from lakelock._names import parse_partition_path, parse_partition_value
+from lakelock.errors import SchemaMismatchError
 
 __all__ = [
     "CHECKPOINT_INTERVAL",
@@ -57,8 +58,13 @@ def table_id(bucket: str, key: str) -> str:
 def delta_schema(schema: pa.Schema) -> tuple[str, bool]:
     """Delta's ``schemaString`` for ``schema``, and whether it needs ``timestampNtz``."""
     deltalake = require("deltalake", extra="delta")
+    check_view_names(schema, "Delta")
     plain = pa.schema([f.with_type(_plain(f.type)) for f in schema])
-    text = deltalake.Schema.from_arrow(plain).to_json()
+    try:
+        converted = deltalake.Schema.from_arrow(plain)
+    except Exception as error:  # delta-rs raises bare Exceptions for schemas it refuses
+        raise SchemaMismatchError(f"Delta cannot represent the schema: {error}") from error
+    text = converted.to_json()
     return text, "timestamp_ntz" in text
 
 

@@ -50,12 +50,18 @@ from lakelock._layout import (
     iceberg_metadata_prefix,
 )
 from lakelock._mirror._series import newest, numbered
-from lakelock._mirror._versions import SchemaOf, VersionChange, changes, pending
+from lakelock._mirror._versions import (
+    SchemaOf,
+    VersionChange,
+    changes,
+    check_view_names,
+    pending,
+)
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock._registry import Registry
 from lakelock._registry._snapshot import DatasetEntry
 from lakelock._s3 import ObjectStore
-from lakelock.errors import AlreadyExistsError, InvalidNameError
+from lakelock.errors import AlreadyExistsError, InvalidNameError, SchemaMismatchError
 
 __all__ = [
     "engine_properties",
@@ -162,11 +168,12 @@ def _with_id(field: Any, field_id: int, counter: Iterator[int]) -> Any:
 def iceberg_schema(schema: pa.Schema, schema_id: int) -> Any:
     """The Iceberg schema of a dataset schema (field ids as :func:`with_field_ids`)."""
     pyarrow_io = require("pyiceberg.io.pyarrow", extra="iceberg", package="pyiceberg")
+    check_view_names(schema, "Iceberg")
     try:
         converted = pyarrow_io.pyarrow_to_schema(with_field_ids(schema))
     except (TypeError, ValueError) as error:
-        raise InvalidNameError(
-            str(schema), f"the schema has a type Iceberg cannot represent: {error}"
+        raise SchemaMismatchError(
+            f"the schema has a type Iceberg cannot represent: {error}"
         ) from error
     return converted.model_copy(update={"schema_id": schema_id})
 

@@ -36,6 +36,7 @@ from lakelock.errors import (
     AlreadyExistsError,
     DatasetNotFoundError,
     InvalidNameError,
+    SchemaMismatchError,
     VersionNotFoundError,
 )
 
@@ -48,11 +49,19 @@ FORMATS = ("iceberg", "delta")
 class MirrorResult:
     """Where the views of a dataset are, and the lakelock version they mirror up to.
     ``iceberg``: the ``s3://`` URI of the newest metadata.json; ``delta``: the ``s3://`` URI
-    of the Delta table (its root); ``None`` for a format not asked for."""
+    of the Delta table (its root); ``None`` for a format not asked for. ``written``: how
+    many versions this call brought into the views (each format counted), 0 when they
+    were already current."""
 
     iceberg: str | None
     delta: str | None
     version: int
+    written: int = 0
+
+    @property
+    def already_current(self) -> bool:
+        """Whether the views were current already: this call wrote nothing."""
+        return self.written == 0
 
 
 def check_formats(formats: Iterable[str] | str) -> tuple[str, ...]:
@@ -76,7 +85,10 @@ def mirror(
     """Mirror every version of ``dataset`` not yet in its views (module docstring).
     ``progress(done, total)`` counts the versions written, format after format;
     ``iceberg_since``: a version the caller saw in the Iceberg view (fewer LISTs to find its
-    newest metadata; ``lakelock catalog`` passes the one it last answered)."""
+    newest metadata; ``lakelock catalog`` passes the one it last answered). A schema a view
+    cannot take (column names that clash ignoring case, a type the format lacks) is
+    :class:`~lakelock.errors.SchemaMismatchError` naming the dataset, before that view's
+    first object is written."""
     dataset = validate_dataset_name(dataset)
     chosen = check_formats(formats)
     doc, _ = registry._current()
@@ -92,17 +104,41 @@ def mirror(
     if entry is None:
         raise DatasetNotFoundError(dataset)
     store = registry.store
-    args = (registry, store, dataset, entry, progress)
+    counted = _Counted(progress)
+    args = (registry, store, dataset, entry, counted)
     iceberg = delta = None
-    if "delta" in chosen:
-        restarting(lambda: _delta_pass(*args), store, f"Delta view of {dataset!r}")
-        delta = f"s3://{store.bucket}/{store.full_key(delta_root(dataset))}"
-    if "iceberg" in chosen:
-        key = restarting(
-            lambda: iceberg_pass(*args, since=iceberg_since), store, f"Iceberg view of {dataset!r}"
-        )
-        iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
-    return MirrorResult(iceberg=iceberg, delta=delta, version=entry.version)
+    try:
+        if "delta" in chosen:
+            restarting(lambda: _delta_pass(*args), store, f"Delta view of {dataset!r}")
+            delta = f"s3://{store.bucket}/{store.full_key(delta_root(dataset))}"
+        if "iceberg" in chosen:
+            key = restarting(
+                lambda: iceberg_pass(*args, since=iceberg_since),
+                store,
+                f"Iceberg view of {dataset!r}",
+            )
+            iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
+    except SchemaMismatchError as error:
+        raise SchemaMismatchError(
+            f"dataset {dataset!r} cannot be mirrored: {error}", dataset=dataset
+        ) from error
+    return MirrorResult(
+        iceberg=iceberg, delta=delta, version=entry.version, written=counted.written
+    )
+
+
+class _Counted:
+    """The caller's ``progress(done, total)``, counting the versions written: a pass calls
+    it once per version, after writing it."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self._progress = progress
+        self.written = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        self.written += 1
+        if self._progress is not None:
+            self._progress(done, total)
 
 
 def created_ms(snap: Snapshot) -> int:

@@ -21,13 +21,38 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import recorded_schema
+from lakelock._names import clashing_names
 from lakelock._registry import Registry
 from lakelock._registry._objects import Objects, partition_from_entry
 from lakelock._registry._snapshot import DatasetEntry, Snapshot
 from lakelock._registry._tree import EMPTY, Node, tree_items
-from lakelock.errors import NotFoundError, RegistryCorruptError, SnapshotExpiredError
+from lakelock.errors import (
+    NotFoundError,
+    RegistryCorruptError,
+    SchemaMismatchError,
+    SnapshotExpiredError,
+)
 
-__all__ = ["SchemaOf", "VersionChange", "changes", "live_files", "pending"]
+__all__ = [
+    "SchemaOf",
+    "VersionChange",
+    "changes",
+    "check_view_names",
+    "live_files",
+    "pending",
+]
+
+
+def check_view_names(schema: pa.Schema, view: str) -> None:
+    """Refuse (:class:`SchemaMismatchError`) a schema whose column names clash ignoring case:
+    a view's readers resolve names so (a dataset written before lakelock refused such
+    tables may have them)."""
+    clash = clashing_names(schema.names)
+    if clash is not None:
+        raise SchemaMismatchError(
+            f"columns {clash[0]!r} and {clash[1]!r} are one name ignoring case, as {view} "
+            "readers resolve names: rewrite the dataset with one of them renamed"
+        )
 
 
 @dataclass(frozen=True)

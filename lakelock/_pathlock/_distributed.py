@@ -85,9 +85,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final, Literal, Self, TypedDict, Unpack
+from typing import Final, Literal, Protocol, Self, TypedDict, Unpack
 
-from lakelock._clock import DEFAULT_MARGIN
+from lakelock._clock import DEFAULT_MARGIN, ServerClock, shared_server_clock
 from lakelock._fence import Fence
 from lakelock._holding import (
     RACED,
@@ -115,6 +115,7 @@ from lakelock._pathlock._table import (
     dump_table,
     empty_table,
     grant,
+    live_holders,
     parse_table,
     release_holder,
     renew_holder,
@@ -130,13 +131,69 @@ from lakelock.errors import (
     StorageError,
 )
 
-__all__ = ["DistributedPathLock", "LockOptions", "PathLockHandle", "read_lock_tables"]
+__all__ = [
+    "DistributedPathLock",
+    "LiveGrants",
+    "LockOptions",
+    "PathLockHandle",
+    "WriteLocks",
+    "read_lock_tables",
+]
 
 logger = logging.getLogger("lakelock.lock")
 
 #: Compare-and-swap rounds a renewal or release tries before giving up for now (each lost
 #: round means another holder changed the table meanwhile).
 MAX_CAS_ROUNDS: Final = 100
+
+
+class WriteLocks(Protocol):
+    """Where write grants register as write locks in force (a lake's registry: FORMAT.md,
+    "Write locks in force"), so that commits of other processes keep out of their paths."""
+
+    def hold_write_locks(self, fences: tuple[Fence, ...]) -> None: ...
+
+    def release_write_locks(self, fences: tuple[Fence, ...]) -> None: ...
+
+
+class LiveGrants:
+    """Whether a grant still holds, from its dataset's lock table (one GET, learning the
+    server's time): what a committer that a write lock in force keeps out asks before it
+    clears the lock (its grant ended) or waits (FORMAT.md, "Write locks in force")."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        margin: float = DEFAULT_MARGIN,
+        server_clock: ServerClock | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.margin = margin
+        self.server_clock = server_clock or shared_server_clock(store, clock)
+
+    def holder(self, dataset: str, token: int) -> Holder | None:
+        """The holder of grant ``token`` on ``dataset`` if it may still hold (not released,
+        not provably expired), else ``None``: that grant ended and never holds again."""
+        key = lock_table_key(dataset)
+        fail = functools.partial(_table_error, dataset, key)
+        document = CasDocument(
+            store=self.store,
+            key=key,
+            parse=functools.partial(parse_table, dataset=dataset, fail=fail),
+            dump=dump_table,
+            initial=empty_table(dataset),
+            server_clock=self.server_clock,
+            clock=self.clock,
+            fail=fail,
+        )
+        snap = document.read()
+        if snap is None:
+            return None
+        live = live_holders(snap.doc, self.server_clock.now(), self.margin)
+        return next((h for h in live if h.token == token), None)
 
 
 class LockOptions(TypedDict, total=False):
@@ -172,6 +229,12 @@ class DistributedPathLock:
     margin of :mod:`lakelock._clock`), ``heartbeat`` (renew held locks in the background) and
     ``on_lost`` (called once per handle whose lock is lost) are defaults for :meth:`lock`,
     which can override each; ``clock`` (monotonic) and ``sleep`` are injectable. Thread-safe.
+
+    ``write_locks`` (a lake's registry; ``Lake.lock`` passes its own) is where each grant with
+    write paths registers itself once its tables are taken, before ``acquire`` returns, and
+    unregisters at release: while it holds, the registry refuses every commit to those paths
+    that does not carry its fence (FORMAT.md, "Write locks in force"). Without it the lock
+    excludes only other lock holders.
     """
 
     def __init__(
@@ -188,8 +251,10 @@ class DistributedPathLock:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         local: PathLock | None = None,
+        write_locks: WriteLocks | None = None,
     ) -> None:
         self.store = store
+        self.write_locks = write_locks
         self.terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
         self.setup = setup = Setup.make(store, self.terms, owner_label, clock, sleep)
         self.owner, self.server_clock = setup.owner, setup.server_clock
@@ -256,6 +321,7 @@ class PathLockHandle(Holding):
         self._grants: dict[str, _Grant] = {}
         self._local: PathLockGuard | None = None
         self._lost: LeaseLostError | None = None
+        self._registered: tuple[Fence, ...] = ()
 
     def __repr__(self) -> str:
         return f"<PathLockHandle {self.request} {self._state} tokens={self.tokens}>"
@@ -363,6 +429,7 @@ class PathLockHandle(Holding):
         try:
             for dataset, part in self._parts.items():
                 self._acquire_table(dataset, part, deadline)
+            self._register()
         except BaseException:
             with self._mutex:
                 self._state = "released"  # a failed acquire leaves the handle spent
@@ -421,6 +488,35 @@ class PathLockHandle(Holding):
             if self._keep_alive():
                 poll = min(poll, self.terms.beat)
             lock.sleep(pause_before(wake, now, poll, deadline))
+
+    def _register(self) -> None:
+        """Register our write grants in the lake's registry (class docstring): from here on,
+        commits of others to their paths are refused. A grant that cannot register is not
+        acquired (the caller releases its tables; a registration whose outcome is unknown is
+        cleared by the next committer it keeps out, once the table shows the grant gone)."""
+        registry = self._lock.write_locks
+        with self._mutex:
+            written = [d for d, held in self._grants.items() if held.holder.write]
+        fences = tuple(self._fence(dataset) for dataset in written)
+        if registry is None or not fences:
+            return
+        registry.hold_write_locks(fences)
+        with self._mutex:
+            self._registered = fences
+
+    def _unregister(self) -> None:
+        """Clear our write locks in force before our tables are released; a failure is
+        logged and left to the next committer they keep out (the table then shows the grant
+        gone)."""
+        registry = self._lock.write_locks
+        with self._mutex:
+            fences, self._registered = self._registered, ()
+        if registry is None or not fences:
+            return
+        try:
+            registry.release_write_locks(fences)
+        except LakelockError:
+            logger.warning("could not clear the write locks of %s", self.what, exc_info=True)
 
     def _write_grant(self, dataset: str, decision: Granted, snap: Snapshot[LockTable]) -> bool:
         """CAS the granted table; whether our holder is now in it."""
@@ -516,6 +612,7 @@ class PathLockHandle(Holding):
             local, self._local = self._local, None
             self._state = "released"
         try:
+            self._unregister()
             self._release_tables()
         finally:
             if local is not None:

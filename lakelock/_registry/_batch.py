@@ -12,6 +12,7 @@ from lakelock._names import validate_dataset_name
 from lakelock._registry._changes import Change
 from lakelock.errors import (
     CommitConflictError,
+    CommitError,
     CommitStateUnknownError,
 )
 
@@ -62,7 +63,7 @@ class Pending:
     intent_sent: bool = False
     # Why this attempt could not apply it: its caller hears so once the swap that records
     # the intent's fate "rejected" lands (an attempt that redrives validates it again).
-    rejected: CommitConflictError | None = None
+    rejected: CommitError | None = None
     # The same change as another commit of this attempt's batch, under the same id: applied
     # once, by that one, and this caller hears ``already_committed``.
     twin: bool = False

@@ -52,6 +52,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import comparable
 from lakelock._fence import Fence
 from lakelock._layout import files_prefix
+from lakelock._names import clashing_names
 from lakelock._registry import _fencing
 from lakelock._registry._document import (
     CommitRecord,
@@ -60,7 +61,7 @@ from lakelock._registry._document import (
     PartitionState,
     RegistryDoc,
 )
-from lakelock._registry._fencing import record_fence
+from lakelock._registry._fencing import LOCK, UNLOCK, check_write_locks, record_fence
 from lakelock._registry._manifest import (
     Manifest,
     manifest_digest,
@@ -97,6 +98,7 @@ __all__ = [
     "seal",
     "totals_of",
     "with_dataset",
+    "written_paths",
 ]
 
 #: A partition with more manifests than this is consolidated into one by the next commit
@@ -230,6 +232,24 @@ def partition_of_key(dataset: str, key: str) -> str:
     return rest.rsplit("/", 1)[0] if "/" in rest else ""
 
 
+def written_paths(change: Change) -> tuple[str, ...]:
+    """The paths (as the path lock names them) ``change`` writes: each partition it adds
+    files to or removes from, or the whole dataset (``/<dataset>``) for a restore, a removal
+    of every partition, or a change of the dataset alone (its schema, its properties); none
+    for a dataset it only reads."""
+    root = f"/{change.dataset}"
+    if change.restore is not None or "" in change.remove_partitions:
+        return (root,)
+    partitions = {f.partition_path for f in change.add} | set(change.remove_partitions)
+    prefix = files_prefix(change.dataset)
+    for key in change.remove:  # a key of another dataset is refused later, as a conflict
+        if key.startswith(prefix):
+            partitions.add(partition_of_key(change.dataset, key))
+    if not partitions:
+        return () if _fence_only(change) else (root,)
+    return tuple(sorted(f"{root}/{p}" if p else root for p in partitions))
+
+
 def manifests_needed(
     doc: RegistryDoc, change: Change, *, max_manifests: int = MAX_MANIFESTS_PER_PARTITION
 ) -> set[str]:
@@ -268,9 +288,7 @@ def apply_change(
     """``change`` applied to ``doc`` (version unchanged: see :func:`seal`). Manifests that
     leave the registry are listed in ``doc.retired`` with time ``retired_at``; consolidated
     manifests are keyed with ``nonce`` (fresh for every attempt, see ``manifest_key``)."""
-    doc = record_fence(
-        doc, change.fence, at=retired_at, dataset=change.dataset, commit_id=change.commit_id
-    )
+    doc = _fenced(doc, change, at=retired_at)
     if _fence_only(change):
         # A dataset an operation only read (the source of a copy): its fence is checked and
         # recorded, the dataset itself is left as it is.
@@ -646,6 +664,15 @@ def evolve_schema(
     """The dataset schema after a commit declaring ``new`` (see the module docstring)."""
     if new is None:
         return current, version
+    names = new.names if current is None else [*current.names, *_new_names(current, new)]
+    clash = clashing_names(names)
+    if clash is not None:  # binding: a dataset's column names are unique ignoring case
+        raise SchemaMismatchError(
+            f"schema does not fit dataset {change.dataset!r}: columns {clash[0]!r} and "
+            f"{clash[1]!r} are one name ignoring case (engines read names so)",
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
     if current is None:
         return new, version + 1
     problems = []
@@ -680,6 +707,10 @@ def evolve_schema(
             commit_id=change.commit_id,
         )
     return pa.schema([*current, *added], metadata=current.metadata), version + 1
+
+
+def _new_names(current: pa.Schema, new: pa.Schema) -> list[str]:
+    return [name for name in new.names if current.get_field_index(name) < 0]
 
 
 def seal(
@@ -781,6 +812,24 @@ def reused_commit_id(
         recorded_operation=operation,
         dataset=change.dataset,
         commit_id=change.commit_id,
+    )
+
+
+def _fenced(doc: RegistryDoc, change: Change, *, at: float) -> RegistryDoc:
+    """``doc`` once ``change`` passed the write locks in force (FORMAT.md, "Write locks in
+    force": unless it registers or clears one) and its fence was checked and recorded
+    (:mod:`._fencing`)."""
+    if change.operation not in (LOCK, UNLOCK):
+        check_write_locks(
+            doc, change.dataset, written_paths(change), change.fence, commit_id=change.commit_id
+        )
+    return record_fence(
+        doc,
+        change.fence,
+        at=at,
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+        operation=change.operation,
     )
 
 

@@ -27,7 +27,9 @@ The root, ``format_version`` 1::
       },
       "fences": {"lease:leader": 7},           # highest fencing token seen per name
       "lock_fences": {"lock:sales": [          # commits made under path locks, per table
-          {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0}]},
+          {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0},
+          {"token": 42, "read": [], "write": ["/sales/c"], "at": 1763712001.0,
+           "held": true}]},                    # a write lock in force (FORMAT.md)
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
                    "added": 1, "removed": 0, "operation": "append",
                    "digest": "sha256:..."}],  # the most recent commits, newest last
@@ -254,12 +256,20 @@ class IntentFate:
 
 @dataclass(frozen=True)
 class LockFenceRecord:
-    """A commit made under a path-lock grant: its token, paths and time (epoch seconds)."""
+    """A commit made under a path-lock grant: its token, paths and time (epoch seconds).
+    ``held``: the grant registered itself as a write lock in force (its ``lock`` commit) and
+    no ``unlock`` has cleared it: commits of anyone else to its write paths are refused."""
 
     token: int
     read: tuple[str, ...]
     write: tuple[str, ...]
     at: float
+    held: bool = False
+
+    @property
+    def json(self) -> dict[str, Any]:
+        fields = {"token": self.token, "read": list(self.read), "write": list(self.write)}
+        return {**fields, "at": self.at, **({"held": True} if self.held else {})}
 
 
 @dataclass(frozen=True)
@@ -521,7 +531,14 @@ def _lock_fence(r: Mapping[str, Any]) -> LockFenceRecord:
         read=tuple(text(p, "lock fence path") for p in seq(r["read"], "lock fence read")),
         write=tuple(text(p, "lock fence path") for p in seq(r["write"], "lock fence write")),
         at=number(r["at"], "lock fence at"),
+        held=_flag(r.get("held", False), "lock fence held"),
     )
+
+
+def _flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false, not {value!r}")
+    return value
 
 
 def _commit(c: Mapping[str, Any], *, legacy: bool) -> CommitRecord:
@@ -612,11 +629,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
             **specific,
             "fences": dict(doc.fences),
             "lock_fences": {
-                name: [
-                    {"token": r.token, "read": list(r.read), "write": list(r.write), "at": r.at}
-                    for r in records
-                ]
-                for name, records in doc.lock_fences.items()
+                name: [r.json for r in records] for name, records in doc.lock_fences.items()
             },
             "commits": [c.json for c in doc.commits],
         },

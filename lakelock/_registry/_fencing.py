@@ -11,6 +11,15 @@ first, before anything else of a change is checked:
   was made under a *conflicting* grant with a higher token (that grant could only have been
   given after ours was gone); each commit's grant is recorded for that check, for good
   (:func:`lock_fences_kept`): a holder paused for any length of time is still refused.
+
+Write locks in force (FORMAT.md): a grant with write paths registers itself before its holder
+acts, by a commit of operation ``lock`` (:data:`LOCK`) carrying its fence: its
+record is then ``held``, and every conflicting record of a lower token is no longer held (the
+lock table granted it only once those were gone). :func:`check_write_locks` refuses a commit
+whose written paths conflict with a held record, unless it carries that very grant's fence:
+:class:`~lakelock.errors.LockedError`. An ``unlock`` commit (:data:`UNLOCK`) clears a record:
+the holder's own at release, or anyone's once the lock table shows that grant gone (released,
+or provably expired): a grant that ended never holds again, so clearing it is always safe.
 """
 
 from __future__ import annotations
@@ -22,23 +31,49 @@ from types import MappingProxyType
 from lakelock._fence import Fence
 from lakelock._pathlock._core import LockRequest, requests_conflict
 from lakelock._registry._document import LockFenceRecord, RegistryDoc
-from lakelock.errors import StaleFenceError
+from lakelock.errors import LockedError, StaleFenceError
 
-__all__ = ["compact_lock_fences", "lock_fences_kept", "record_fence"]
+__all__ = [
+    "LOCK",
+    "UNLOCK",
+    "check_write_locks",
+    "compact_lock_fences",
+    "held_write_locks",
+    "lock_fences_kept",
+    "record_fence",
+]
+
+#: The operations of the commits that register a write lock in force and clear it.
+LOCK = "lock"
+UNLOCK = "unlock"
 
 
 def record_fence(
-    doc: RegistryDoc, fence: Fence | None, *, at: float, dataset: str, commit_id: str
+    doc: RegistryDoc,
+    fence: Fence | None,
+    *,
+    at: float,
+    dataset: str,
+    commit_id: str,
+    operation: str = "",
 ) -> RegistryDoc:
     """``doc`` with ``fence`` checked and recorded (module docstring; unchanged without a
-    fence); ``dataset`` and ``commit_id`` name the commit that carries it, for the error."""
+    fence); ``dataset`` and ``commit_id`` name the commit that carries it, for the error;
+    ``operation`` :data:`LOCK` or :data:`UNLOCK` registers or clears a write lock in force."""
     if fence is None:
         return doc
     if fence.hierarchical:
         lock_fences = dict(doc.lock_fences)
-        lock_fences[fence.name] = _check_lock_fence(
-            lock_fences.get(fence.name, ()), fence, at=at, dataset=dataset, commit_id=commit_id
-        )
+        records = lock_fences.get(fence.name, ())
+        if operation == UNLOCK:
+            lock_fences[fence.name] = tuple(
+                replace(r, held=False) if r.token == fence.token else r for r in records
+            )
+        else:
+            records = _check_lock_fence(records, fence, at=at, dataset=dataset, commit_id=commit_id)
+            if operation == LOCK:
+                records = _hold(records, fence)
+            lock_fences[fence.name] = records
         return replace(doc, lock_fences=MappingProxyType(lock_fences))
     current = doc.fences.get(fence.name)
     if current is not None and fence.token < current:
@@ -77,24 +112,32 @@ def _check_lock_fence(
                 dataset=dataset,
                 commit_id=commit_id,
             )
-    mine = LockFenceRecord(fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at)
-    return compact_lock_fences((*records, mine))
+    held = any(r.held for r in records if r.token == fence.token)
+    mine = LockFenceRecord(
+        fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at, held=held
+    )
+    return compact_lock_fences((*[r for r in records if r.token != fence.token], mine))
 
 
 def compact_lock_fences(records: Iterable[LockFenceRecord]) -> tuple[LockFenceRecord, ...]:
-    """``records`` as one record per path and mode, the highest token of each: a grant is
-    refused when *some* path of it conflicts with a path of a recorded grant with a higher
-    token (:func:`~lakelock._pathlock._core.requests_conflict` is a pair of paths in one
-    lineage, one of them written), so the highest token that wrote (or read) a path refuses
-    every grant any lower record on that path would, and nothing else. A read of a path is
-    dropped where a write of it has as high a token (a write conflicts with whatever a read
-    does). The records thus grow with the paths ever locked, not with the commits."""
+    """``records`` with those not held as one record per path and mode, the highest token
+    of each: a grant is refused when *some* path of it conflicts with a path of a recorded
+    grant with a higher token (:func:`~lakelock._pathlock._core.requests_conflict` is a pair
+    of paths in one lineage, one of them written), so the highest token that wrote (or
+    read) a path refuses every grant any lower record on that path would, and nothing else.
+    A read of a path is dropped where a write of it has as high a token (a write conflicts
+    with whatever a read does). Held records (write locks in force) stay as they are. The
+    records thus grow with the paths ever locked, not with the commits."""
+    kept: list[LockFenceRecord] = []
     best: dict[tuple[str, bool], LockFenceRecord] = {}
     for record in records:
+        if record.held:
+            kept.append(record)
+            continue
         modes = [*((p, False) for p in record.read), *((p, True) for p in record.write)]
         for path, writes in modes:
-            kept = best.get((path, writes))
-            if kept is None or kept.token < record.token:
+            known = best.get((path, writes))
+            if known is None or known.token < record.token:
                 best.pop((path, writes), None)
                 best[path, writes] = LockFenceRecord(
                     record.token,
@@ -102,18 +145,90 @@ def compact_lock_fences(records: Iterable[LockFenceRecord]) -> tuple[LockFenceRe
                     (path,) if writes else (),
                     record.at,
                 )
-    return tuple(
-        record
-        for (path, writes), record in best.items()
-        if writes or (path, True) not in best or best[path, True].token < record.token
+    return (
+        *kept,
+        *(
+            record
+            for (path, writes), record in best.items()
+            if writes or (path, True) not in best or best[path, True].token < record.token
+        ),
     )
 
 
 def lock_fences_kept(
     lock_fences: Mapping[str, tuple[LockFenceRecord, ...]], *, before: float
 ) -> Mapping[str, tuple[LockFenceRecord, ...]]:
-    """The path-lock grant records a new root keeps (FORMAT.md, "Fencing"): every one,
-    whatever its age. ``before`` (the retention's start) is no reason to forget one: a
-    holder paused past it whose grant a recorded one superseded would then commit over
-    the newer holder's data. (The records are compact already: :func:`compact_lock_fences`.)"""
+    """The path-lock grant records a new root keeps (FORMAT.md, "Path-lock grant records"):
+    every one, whatever its age. ``before`` (the retention's start) is no reason to forget
+    one: a holder paused past it whose grant a recorded one superseded would then commit
+    over the newer holder's data. (They are compact already: :func:`compact_lock_fences`.)"""
     return lock_fences
+
+
+def _hold(records: tuple[LockFenceRecord, ...], fence: Fence) -> tuple[LockFenceRecord, ...]:
+    """Our record held; conflicting records of lower tokens ended (the table granted ours)."""
+    ours = LockRequest(read=fence.read, write=fence.write)
+    return tuple(
+        replace(r, held=True)
+        if r.token == fence.token
+        else replace(r, held=False)
+        if r.held
+        and r.token < fence.token
+        and requests_conflict(LockRequest(read=r.read, write=r.write), ours)
+        else r
+        for r in records
+    )
+
+
+def held_write_locks(
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]],
+    dataset: str,
+    paths: tuple[str, ...],
+    fence: Fence | None,
+) -> tuple[LockFenceRecord, ...]:
+    """The held write locks of ``dataset`` (in a root's ``lock_fences``) whose write paths
+    conflict with ``paths`` (the paths a commit writes) and that ``fence`` is not (module
+    docstring)."""
+    name = f"lock:{dataset}"
+    if not paths or name not in lock_fences:
+        return ()
+    written = LockRequest(write=paths)
+    return tuple(
+        r
+        for r in lock_fences[name]
+        if r.held
+        and r.write
+        and not (
+            fence is not None
+            and fence.hierarchical
+            and fence.name == name
+            and fence.token == r.token
+        )
+        and requests_conflict(LockRequest(write=r.write), written)
+    )
+
+
+def check_write_locks(
+    doc: RegistryDoc,
+    dataset: str,
+    paths: tuple[str, ...],
+    fence: Fence | None,
+    *,
+    commit_id: str,
+) -> None:
+    """Refuse (:class:`~lakelock.errors.LockedError`) a commit of ``dataset`` writing
+    ``paths`` that a held write lock other than its own ``fence`` covers (FORMAT.md, "Write
+    locks in force")."""
+    blocking = held_write_locks(doc.lock_fences, dataset, paths, fence)
+    if blocking:
+        first = blocking[0]
+        raise LockedError(
+            f"dataset {dataset!r}: {list(paths)} lie under the write lock of grant "
+            f"{first.token} on {list(first.write)}, held by another process (commit under "
+            "its fence, or wait for its release)",
+            holder=f"grant {first.token}",
+            paths=tuple(sorted(first.write)),
+            token=first.token,
+            dataset=dataset,
+            commit_id=commit_id,
+        )

@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from lakelock._jsonfields import boolean_free_int, number, obj
-from lakelock.errors import InvalidNameError, SettingsMismatchError
+from lakelock.errors import InvalidArgumentError, SettingsMismatchError
 
 __all__ = [
     "DEFAULTS",
@@ -88,7 +88,7 @@ def parse_settings(raw: Any) -> LakeSettings:
 def checked(
     *, retention: float, commit_window: int, intent_ttl: float, vacuum_floor: float
 ) -> LakeSettings:
-    """Settings that make sense together, or :class:`~lakelock.errors.InvalidNameError`
+    """Settings that make sense together, or :class:`~lakelock.errors.InvalidArgumentError`
     (a ``ValueError``) naming what does not."""
     for name, value in (
         ("retention", retention),
@@ -96,16 +96,17 @@ def checked(
         ("vacuum_floor", vacuum_floor),
     ):
         if not math.isfinite(value) or value < 0:
-            raise InvalidNameError(value, f"{name} is a non-negative number of seconds")
+            raise InvalidArgumentError(value, "a non-negative number of seconds", what=name)
     if intent_ttl <= 0:
-        raise InvalidNameError(intent_ttl, "intent_ttl must be positive")
+        raise InvalidArgumentError(intent_ttl, "a positive number of seconds", what="intent_ttl")
     if commit_window < 1:
-        raise InvalidNameError(commit_window, "commit_window must be at least 1")
+        raise InvalidArgumentError(commit_window, "at least 1", what="commit_window")
     if vacuum_floor > retention:
-        raise InvalidNameError(
+        raise InvalidArgumentError(
             vacuum_floor,
             f"vacuum_floor ({vacuum_floor:g} s) exceeds the retention ({retention:g} s): "
             "vacuum never uses a window longer than the retention",
+            what="vacuum_floor",
         )
     return LakeSettings(float(retention), commit_window, float(intent_ttl), float(vacuum_floor))
 

@@ -19,9 +19,10 @@ import pyarrow as pa
 from lakelock._datafile import DataFile
 from lakelock._digest import commit_digest
 from lakelock._layout import files_prefix
-from lakelock._names import validate_dataset_name, validate_partition_path
+from lakelock._names import validate_commit_id, validate_dataset_name, validate_partition_path
+from lakelock._pathlock._distributed import LiveGrants
 from lakelock._registry._batch import CommitResult, seconds_of
-from lakelock._registry._changes import Change, Fence
+from lakelock._registry._changes import Change, Fence, written_paths
 from lakelock._registry._commit import CommitQueue
 from lakelock._registry._core import (
     Committer,
@@ -45,6 +46,7 @@ from lakelock._registry._document import (
     parse_registry,
     with_datasets,
 )
+from lakelock._registry._fencing import LOCK, UNLOCK, held_write_locks
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
@@ -59,6 +61,8 @@ from lakelock._s3 import ObjectStore, PutResult
 from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
+    InvalidArgumentError,
+    LockedError,
     NotFoundError,
     OutcomeUnknownError,
     RegistryCorruptError,
@@ -70,6 +74,8 @@ from lakelock.errors import (
 __all__ = ["CommitResult", "MigrationResult", "Registry", "RegistrySnapshot"]
 
 MIB = 1024 * 1024
+#: How often a commit that a write lock keeps out looks again, while it may wait.
+LOCK_POLL = 1.0
 #: Most parts of one shared manifest a read of some partitions GETs by range (in parallel,
 #: 16 at a time); more, and the manifest is read whole, in one request (a filter that kept
 #: most of the partitions one commit added).
@@ -120,6 +126,19 @@ class RegistrySnapshot:
             doc.lock_fences,
             doc.format_version,
             settings=doc.settings,
+        )
+
+
+def _check_when(version: object, as_of: object) -> None:
+    """Refuse, before any request, a ``version`` that is not an int (``True`` is not version
+    1) and an ``as_of`` that is not a number of seconds or a datetime."""
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise InvalidArgumentError(version, f"a version is an int, not {type(version).__name__}")
+    if as_of is not None and (
+        isinstance(as_of, bool) or not isinstance(as_of, int | float | datetime)
+    ):
+        raise InvalidArgumentError(
+            as_of, "as_of is server time: seconds since the epoch or an aware datetime"
         )
 
 
@@ -177,6 +196,7 @@ class Registry:
         fold_interval: float = 1.0,
         intent_ttl: float | None = None,
         policy: FoldPolicy | None = None,
+        lock_timeout: float = 0.0,
         vacuum_floor: float | None = None,
     ) -> None:
         if max_batch < 1:
@@ -190,7 +210,13 @@ class Registry:
             prefix=store.prefix,
             multipart_threshold=root_multipart_threshold,
             retry=RetryPolicy(max_attempts=1, sleep=self.retry.sleep, clock=self.retry.clock),
+            read_timeout=store.read_timeout,
         )
+        #: How long a commit waits for a write lock another process holds over what it
+        #: writes (FORMAT.md, "Write locks in force"), then
+        #: :class:`~lakelock.errors.LockedError`.
+        self.lock_timeout = lock_timeout
+        self._grants = LiveGrants(store, clock=self.retry.clock)
         self._clock = clock
         self.objects = Objects(store)
         self._committer = Committer(
@@ -248,7 +274,9 @@ class Registry:
         partitions = tuple(dict.fromkeys(validate_partition_path(p) for p in remove_partitions))
         change = Change(
             dataset=dataset,
-            commit_id=commit_id if commit_id is not None else self._committer.new_commit_id(now),
+            commit_id=validate_commit_id(commit_id)
+            if commit_id is not None
+            else self._committer.new_commit_id(now),
             add=added,
             remove=removed,
             schema=schema,
@@ -276,12 +304,114 @@ class Registry:
     ) -> CommitResult:
         """Commit changes to several datasets as one, all or nothing (they must share one
         commit id). ``commit`` is this with one change; partition renames across datasets
-        use it directly."""
+        use it directly. A write lock another process holds over what they write refuses
+        them (:class:`~lakelock.errors.LockedError`), after up to ``lock_timeout`` seconds
+        of waiting for it (FORMAT.md, "Write locks in force")."""
         if not changes or len({c.commit_id for c in changes}) != 1:
             raise ValueError("commit_changes needs at least one change and one commit id")
         if len({c.dataset for c in changes}) != len(changes):
             raise ValueError("commit_changes takes one change per dataset")
-        return self._commits.commit(changes, explicit_id=explicit_id, now=self._clock())
+        if any(c.operation in (LOCK, UNLOCK) for c in changes):
+            return self._commits.commit(changes, explicit_id=explicit_id, now=self._clock())
+        started, cleared = self.retry.clock(), set[int]()
+        while True:
+            # Write locks in force, on the root this process knows (no request); one it shows is
+            # looked for in the root as it is now (a GET the commit would make anyway), so a
+            # lock released since costs nothing more, and one held costs no refused commit.
+            doc = self._known_doc()
+            blocking = self._write_locks_over(changes, doc.lock_fences) if doc else None
+            if blocking is not None:
+                blocking = self._write_locks_over(changes, self._current()[0].lock_fences)
+            if blocking is None:
+                try:
+                    return self._commits.commit(changes, explicit_id=explicit_id, now=self._clock())
+                except LockedError as locked:  # registered after this process last looked
+                    blocking = self._locked_change(changes, locked)
+            self._wait_out(*blocking, started=started, cleared=cleared)
+
+    # -- write locks in force (FORMAT.md) ---------------------------------------------------
+
+    def hold_write_locks(self, fences: tuple[Fence, ...]) -> None:
+        """Register path-lock grants as write locks in force, in one commit: until released,
+        commits to their write paths that do not carry their fence are refused."""
+        self._lock_commit(fences, LOCK)
+
+    def release_write_locks(self, fences: tuple[Fence, ...]) -> None:
+        """Clear the write locks in force of these grants, in one commit."""
+        self._lock_commit(fences, UNLOCK)
+
+    def _lock_commit(self, fences: tuple[Fence, ...], operation: str) -> None:
+        commit_id = self._committer.new_commit_id(self._clock())
+        changes = [
+            Change(
+                dataset=fence.name.removeprefix("lock:"),
+                commit_id=commit_id,
+                fence=fence,
+                operation=operation,
+                generated_id=True,
+            )
+            for fence in fences
+        ]
+        self.commit_changes(changes, explicit_id=False)
+
+    def _known_doc(self) -> RegistryDoc | None:
+        """The root this process last read or wrote (no request; ``None`` before the first:
+        then the commit itself reads it, and the core checks the write locks there)."""
+        with self._commits.lock:
+            known = self._committer.known
+        return None if known is None else known[0]
+
+    @staticmethod
+    def _write_locks_over(
+        changes: Sequence[Change], lock_fences: Mapping[str, tuple[LockFenceRecord, ...]]
+    ) -> tuple[Change, LockFenceRecord] | None:
+        """The first held write lock that one of ``changes`` would write under, if any."""
+        for change in changes:
+            paths = written_paths(change)
+            for record in held_write_locks(lock_fences, change.dataset, paths, change.fence):
+                return change, record
+        return None
+
+    def _locked_change(
+        self, changes: Sequence[Change], locked: LockedError
+    ) -> tuple[Change, LockFenceRecord]:
+        change = next(c for c in changes if c.dataset == locked.dataset)
+        doc = self._known_doc()
+        records = doc.lock_fences.get(f"lock:{change.dataset}", ()) if doc else ()
+        record = next((r for r in records if r.token == locked.token), None)
+        if record is None:  # cleared since: the core's record of it is what there is
+            record = LockFenceRecord(locked.token, (), locked.paths, 0.0, held=True)
+        return change, record
+
+    def _wait_out(
+        self, change: Change, record: LockFenceRecord, *, started: float, cleared: set[int]
+    ) -> None:
+        """Clear the write lock ``record`` if its grant ended (its lock table says so; once
+        per commit: ``cleared``); else wait a poll for it, within ``lock_timeout`` of
+        ``started``; else :class:`~lakelock.errors.LockedError` naming its holder."""
+        holder = self._grants.holder(change.dataset, record.token)
+        if holder is None and record.token not in cleared:  # it never holds again
+            cleared.add(record.token)
+            fence = Fence(f"lock:{change.dataset}", record.token, record.read, record.write)
+            self.release_write_locks((fence,))
+            return
+        waited = self.retry.clock() - started
+        if holder is not None and waited < self.lock_timeout:
+            self.retry.sleep(min(LOCK_POLL, self.lock_timeout - waited))
+            return
+        after = f"; waited {waited:.3g} s" if self.lock_timeout else ""
+        who = f"{holder.owner} grant {holder.token}" if holder else f"grant {record.token}"
+        raise LockedError(
+            f"dataset {change.dataset!r}: {list(written_paths(change))} lie under the write "
+            f"lock held by {who} on {sorted(record.write)}{after} "
+            f"(lock_timeout={self.lock_timeout:g})",
+            holder=who,
+            paths=tuple(sorted(record.write)),
+            token=record.token,
+            timeout=self.lock_timeout,
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
 
     @property
     def policy(self) -> FoldPolicy:
@@ -398,6 +528,7 @@ class Registry:
         :class:`~lakelock.errors.SnapshotExpiredError`; one that does not exist
         :class:`~lakelock.errors.VersionNotFoundError`. Throttling and transport failures
         are retried within the registry's budget."""
+        _check_when(version, as_of)
         doc, etag = self._current()
         if version is None and as_of is None:
             return RegistrySnapshot.of(doc, etag)
@@ -510,6 +641,7 @@ class Registry:
         that leaves it too soon for a restore to land first is
         :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
         name = validate_dataset_name(name)
+        _check_when(version, as_of)
         doc, _ = self._current()
         snapshot = self._travel(doc, version=version, as_of=as_of)
         state = self.dataset(name, version=version, as_of=as_of, snapshot=snapshot)

@@ -16,10 +16,22 @@ to 20 s), then reported as :class:`EndpointUnreachableError`: no attempt reached
 nothing was applied and callers do not retry it. If an earlier attempt of the same request did
 reach the server (a read timeout, a reset) the request stays :class:`OutcomeUnknownError`.
 Missing credentials are :class:`CredentialsError`, raised before anything is sent.
+
+**A read gives up within its budget.** A read (``Get*``, ``Head*``, ``List*``: nothing it does
+changes the bucket) that times out is tried again only while one more try still fits in the
+store's ``read_timeout`` (tries times the client's per-try ``read_timeout``; a hook on the
+client's ``needs-retry`` event, :func:`bound_reads`), then raised as
+:class:`ReadTimeoutError`: an endpoint that accepts connections and never answers fails a read
+in ``read_timeout`` seconds, not after the SDK's five tries of 60 s. Clients lakelock makes
+try a read for a third of the budget (:func:`~lakelock._client.s3_client`), so three tries
+fit; a client of your own keeps its ``read_timeout`` per try (botocore's default: 60 s), and
+lakelock does not retry a read past the budget. The unknown-outcome error is for writes: a
+read that timed out changed nothing.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +47,7 @@ from botocore.exceptions import (
     ProxyConnectionError,
     SSLError,
 )
+from botocore.exceptions import ReadTimeoutError as SdkReadTimeout
 
 from lakelock._s3._types import IfMatch, PutMode
 from lakelock.errors import (
@@ -47,6 +60,7 @@ from lakelock.errors import (
     NotS3Error,
     OutcomeUnknownError,
     PreconditionFailedError,
+    ReadTimeoutError,
     StorageError,
     ThrottledError,
     UnsupportedError,
@@ -56,8 +70,11 @@ __all__ = [
     "CONNECT_ATTEMPTS",
     "CONNECT_BACKOFF",
     "Call",
+    "bound_reads",
     "classify",
     "fail_fast_on_dead_endpoints",
+    "is_read",
+    "read_budget",
     "retry_attempts",
 ]
 
@@ -107,6 +124,47 @@ def fail_fast_on_dead_endpoints(client: Any) -> None:
     )
 
 
+#: The read budget of each client :func:`bound_reads` hooked, in seconds.
+_READ_BUDGETS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def is_read(operation: str) -> bool:
+    """Whether an S3 operation only reads (it changes nothing in the bucket)."""
+    return operation.startswith(("Get", "Head", "List"))
+
+
+def read_budget(client: Any) -> float | None:
+    """The seconds a read through ``client`` may take (:func:`bound_reads`), if bounded."""
+    return _READ_BUDGETS.get(client)
+
+
+def bound_reads(client: Any, seconds: float) -> None:
+    """Hook ``client`` so that a read that timed out is tried again only while one more try
+    (of the client's ``read_timeout``) still fits in ``seconds`` (module docstring). The
+    latest budget given for a client is the one it keeps."""
+    if not seconds > 0:
+        raise ValueError(f"read_timeout must be > 0 seconds, got {seconds!r}")
+    _READ_BUDGETS[client] = seconds
+    per_try = float(client.meta.config.read_timeout or 60)
+
+    def needs_retry(
+        attempts: int,
+        caught_exception: BaseException | None = None,
+        operation: Any = None,
+        **_: Any,
+    ) -> bool | None:
+        if not isinstance(caught_exception, SdkReadTimeout) or operation is None:
+            return None
+        if not is_read(operation.name):
+            return None  # a write's timeout is an unknown outcome: the SDK's policy decides
+        budget = _READ_BUDGETS.get(client, seconds)
+        return False if (attempts + 1) * per_try > budget + 1e-9 else None
+
+    client.meta.events.register_first(
+        "needs-retry.s3", needs_retry, unique_id="lakelock-bound-reads"
+    )
+
+
 @dataclass
 class Call:
     """What a failed request was, for classification."""
@@ -117,7 +175,12 @@ class Call:
 
 
 def classify(
-    error: ClientError | BotoCoreError, *, bucket: str, call: Call, prefix: str = ""
+    error: ClientError | BotoCoreError,
+    *,
+    bucket: str,
+    call: Call,
+    prefix: str = "",
+    read_timeout: float | None = None,
 ) -> StorageError:
     """The typed lakelock error for one failed S3 request (module docstring has the table)."""
     key = call.key
@@ -137,6 +200,15 @@ def classify(
         return CredentialsError(
             f"{where}: {error}: configure AWS credentials (a profile, or "
             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
+            bucket=bucket,
+            key=key,
+            operation=call.operation,
+        )
+    if isinstance(error, SdkReadTimeout) and is_read(call.operation):
+        return ReadTimeoutError(
+            f"{where}: no answer within the read timeout ({error}); a read changes nothing: "
+            "try again later, or check the endpoint",
+            seconds=read_timeout,
             bucket=bucket,
             key=key,
             operation=call.operation,

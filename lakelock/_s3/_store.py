@@ -29,9 +29,10 @@ from typing import IO, Any, Literal, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from lakelock._client import DEFAULT_READ_TIMEOUT
 from lakelock._layout import validate_key_length, validate_prefix_room
 from lakelock._retry import RetryPolicy
-from lakelock._s3._classify import Call, classify, fail_fast_on_dead_endpoints
+from lakelock._s3._classify import Call, bound_reads, classify, fail_fast_on_dead_endpoints
 from lakelock._s3._continue import continue_only_for_large_bodies
 from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
 from lakelock._s3._resolve import resolve_write
@@ -54,6 +55,7 @@ from lakelock.errors import (
     ConflictError,
     NotFoundError,
     PreconditionFailedError,
+    ReadTimeoutError,
     StorageError,
     ThrottledError,
     UnsupportedError,
@@ -86,7 +88,9 @@ class ObjectStore:
     """One bucket (and key prefix) through one boto3 client.
 
     Keys given to methods are relative to ``prefix``. ``multipart_threshold`` is the body size
-    from which writes go by multipart upload, in parts of ``part_size`` bytes.
+    from which writes go by multipart upload, in parts of ``part_size`` bytes. A read that
+    gets no answer within ``read_timeout`` seconds, its tries included, is
+    :class:`~lakelock.errors.ReadTimeoutError` (:mod:`lakelock._s3._classify`).
     """
 
     def __init__(
@@ -98,9 +102,11 @@ class ObjectStore:
         multipart_threshold: int = 64 * MIB,
         part_size: int = 16 * MIB,
         retry: RetryPolicy | None = None,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         if part_size < 1:
             raise ValueError("part_size must be positive")
+        self.read_timeout = read_timeout
         self.client = client
         self.bucket = bucket
         self.prefix = validate_prefix_room(prefix)
@@ -109,6 +115,7 @@ class ObjectStore:
         self.retry = retry or RetryPolicy()
         self.stats = stats_for(client)
         fail_fast_on_dead_endpoints(client)
+        bound_reads(client, read_timeout)
         continue_only_for_large_bodies(client)
         self._delete_probe_lock = threading.Lock()
         self._delete_method: ConditionalDelete | Literal["none"] | None = None
@@ -458,11 +465,16 @@ class ObjectStore:
             try:
                 body = response["Body"].read()
             except BotoCoreError as error:
-                raise _BodyLost(
-                    classify(
-                        error, bucket=self.bucket, call=Call("GetObject", key), prefix=self.prefix
-                    )
-                ) from error
+                lost = classify(
+                    error,
+                    bucket=self.bucket,
+                    call=Call("GetObject", key),
+                    prefix=self.prefix,
+                    read_timeout=self.read_timeout,
+                )
+                if isinstance(lost, ReadTimeoutError):
+                    raise lost from error  # stalled a whole try: another could take as long
+                raise _BodyLost(lost) from error
             return ObjectData(**_head_fields(key, response), body=body)
 
         return self._retry_transient(once)
@@ -529,7 +541,11 @@ class ObjectStore:
             return method(**kwargs)
         except (ClientError, BotoCoreError) as error:
             raise classify(
-                error, bucket=self.bucket, call=Call(operation, key, mode), prefix=self.prefix
+                error,
+                bucket=self.bucket,
+                call=Call(operation, key, mode),
+                prefix=self.prefix,
+                read_timeout=self.read_timeout,
             ) from error
 
     def _request(

@@ -73,6 +73,7 @@ from lakelock.errors import (
     NotFoundError,
     OutcomeUnknownError,
     PreconditionFailedError,
+    ReadTimeoutError,
     RegistryCorruptError,
     RetryBudgetExhaustedError,
     SettingsMismatchError,
@@ -84,8 +85,9 @@ __all__ = ["Committer"]
 
 _T = TypeVar("_T")
 
-#: Answers that say "try again": the request may succeed next time.
-TRANSIENT = (ConflictError, ThrottledError, OutcomeUnknownError)
+#: Answers that say "try again": the request may succeed next time (a read that timed out
+#: too: the commit's own budget bounds its tries).
+TRANSIENT = (ConflictError, ThrottledError, OutcomeUnknownError, ReadTimeoutError)
 
 
 class Redrive(Exception):

@@ -67,8 +67,10 @@ from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
 from lakelock.errors import (
     CommitConflictError,
+    CommitError,
     CommitIdReusedError,
     FileAlreadyRegisteredError,
+    LockedError,
     ObjectTooOldError,
     PartitionByMismatchError,
     SchemaMismatchError,
@@ -107,7 +109,7 @@ class Settled:
     pending: Pending
     version: int | None = None
     already: bool = False
-    error: CommitConflictError | None = None
+    error: CommitError | None = None
 
 
 def settle(
@@ -338,7 +340,7 @@ def applied_batch(
     restore_margin: float = 0.0,
     server_now: float | None = None,
     floor: float = 0.0,
-) -> tuple[RegistryDoc, list[tuple[Change, Applied]], dict[int, CommitConflictError]]:
+) -> tuple[RegistryDoc, list[tuple[Change, Applied]], dict[int, CommitError]]:
     """Every pending commit applied in turn, each validated alone against the document as
     the batch has changed it so far (all or nothing per commit); a restore too close to its
     version leaving the retention (rule 9, ``restore_margin``) is refused, and so is a
@@ -347,7 +349,7 @@ def applied_batch(
     commit whose manifests are not cached raises :class:`Missing` for all of them at once
     (after trying the rest), so one fetch serves the whole batch."""
     applied: list[tuple[Change, Applied]] = []
-    rejected: dict[int, CommitConflictError] = {}
+    rejected: dict[int, CommitError] = {}
     current = doc
     seen: dict[str, tuple[Change, ...]] = {}
     missing: list[str] = []
@@ -395,7 +397,7 @@ def applied_batch(
                 )
                 candidate = result.doc
                 results.append((change, result))
-        except CommitConflictError as error:
+        except (CommitConflictError, SchemaMismatchError) as error:  # refused: not applied
             # Without its traceback: it would hold this frame, and with it every document
             # the batch built, until the garbage collector found the cycle.
             rejected[n] = error.with_traceback(None)
@@ -503,7 +505,7 @@ def reused_in_batch(
 def fates_of(
     applied: Iterable[tuple[Change, Applied]],
     pending: Sequence[Pending],
-    rejected: dict[int, CommitConflictError],
+    rejected: dict[int, CommitError],
     version: int,
     seconds: float,
 ) -> list[IntentFate]:
@@ -526,8 +528,9 @@ def fates_of(
 
 #: The typed errors a rejection's fate records (rule 12), by kind, with the fields each
 #: is made with: a kind not here (or a fate without one) is a plain CommitConflictError.
-FATE_ERRORS: dict[str, tuple[type[CommitConflictError], tuple[str, ...]]] = {
+FATE_ERRORS: dict[str, tuple[type[CommitError], tuple[str, ...]]] = {
     "SchemaMismatchError": (SchemaMismatchError, ()),
+    "LockedError": (LockedError, ("holder", "paths", "token")),
     "PartitionByMismatchError": (PartitionByMismatchError, ()),
     "CommitIdReusedError": (
         CommitIdReusedError,
@@ -539,7 +542,7 @@ FATE_ERRORS: dict[str, tuple[type[CommitConflictError], tuple[str, ...]]] = {
 }
 
 
-def error_kind(error: CommitConflictError) -> dict[str, Any] | None:
+def error_kind(error: CommitError) -> dict[str, Any] | None:
     """Rule 12: what a rejection's fate records of its typed error: its ``kind`` and the
     fields it is made with (``None``: a plain conflict, told by its reason alone)."""
     known = FATE_ERRORS.get(type(error).__name__)
@@ -552,7 +555,7 @@ def error_kind(error: CommitConflictError) -> dict[str, Any] | None:
     return fields
 
 
-def fate_error(fate: IntentFate, change: Change) -> CommitConflictError:
+def fate_error(fate: IntentFate, change: Change) -> CommitError:
     """Rule 12: the error the writer of an intent another process decided raises: the
     typed error the deciding process recorded (a stale fence is ``StaleFenceError`` with its
     fields wherever it was found stale), or, for a fate that records none (expired,
@@ -563,7 +566,7 @@ def fate_error(fate: IntentFate, change: Change) -> CommitConflictError:
     known = FATE_ERRORS.get(str(recorded.get("kind"))) if recorded is not None else None
     if recorded is None or known is None or fate.state != "rejected":
         return plain
-    make: Callable[..., CommitConflictError] = known[0]
+    make: Callable[..., CommitError] = known[0]
     try:
         fields: dict[str, Any] = {
             name: tuple(v) if isinstance(v := recorded[name], list) else v for name in known[1]

@@ -449,6 +449,8 @@ def test_every_typed_error_a_fate_records_survives_the_root(kind: str) -> None:
         "name": "lease:etl",
         "token": 4,
         "current": 5,
+        "holder": "grant 4",
+        "paths": ("/d/a",),
     }
     error = make("why", dataset="d", commit_id="c", **{n: values[n] for n in names})
     fate = IntentFate("metastore/intents/k", "rejected", 2, 1.0, "why", _decide.error_kind(error))

@@ -1,7 +1,7 @@
 """Mirroring a dataset's versions to Iceberg and Delta views, printed as tables.
 
     python benchmarks/bench_mirror.py                    # 10,000 partitions, 1,000 versions
-    python benchmarks/bench_mirror.py --versions 200     # what BENCHMARKS.md ran
+    python benchmarks/bench_mirror.py --versions 400 --step 130   # what BENCHMARKS.md ran
 
 The dataset is built through ``registry.commit`` with synthetic ``DataFile``s (no parquet is
 written: mirroring never reads data files, only the registry): version 1 adds one file in

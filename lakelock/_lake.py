@@ -32,7 +32,7 @@ from lakelock._names import (
     validate_dataset_name,
     validate_lake_prefix,
 )
-from lakelock._operations import TableOperations, commit_planned, planned_change
+from lakelock._operations import SchemaMode, TableOperations, commit_planned, planned_change
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
@@ -59,6 +59,9 @@ class MoveOptions(TypedDict, total=False):
     to_partition: str | Mapping[str, object] | None
     #: Makes the move idempotent: a re-run with the same id commits nothing twice.
     commit_id: str | None
+    #: What to do with source columns the destination dataset lacks (as for ``append``:
+    #: ``None`` refuses them with SchemaMismatchError, ``"merge"`` adds them to its schema).
+    schema_mode: SchemaMode
     #: The path lock's TTL (default 30 s; renewed by heartbeat while the copy runs, so a
     #: crashed mover blocks others for about that long) and how long to wait for it
     #: (default 60 s).
@@ -358,6 +361,7 @@ class Lake(TableOperations):
         to_dataset: str | None = None,
         to_partition: str | Mapping[str, object] | None = None,
         commit_id: str | None = None,
+        schema_mode: SchemaMode = None,
         ttl: float = 30.0,
         timeout: float | None = 60.0,
         progress: Progress | None = None,
@@ -376,7 +380,12 @@ class Lake(TableOperations):
                 columns = (target or source).partition_by
                 to_partition = named_partition(columns, to_partition)
         move = PartitionMove(
-            dataset, partition, to_dataset=to_dataset, to_partition=to_partition, rename=rename
+            dataset,
+            partition,
+            to_dataset=to_dataset,
+            to_partition=to_partition,
+            rename=rename,
+            schema_mode=schema_mode,
         )
         if commit_id is not None:
             validate_commit_id(commit_id)  # before the first copy

@@ -90,6 +90,7 @@ __all__ = [
     "SchemaMode",
     "TableOperations",
     "WriteOptions",
+    "checked_schema_mode",
     "commit_planned",
     "planned_change",
     "prepare_commit",
@@ -428,7 +429,7 @@ def planned_change(
         operation=operation,
         generated_id=commit_id is None,
         digest=digest,
-        schema_mode=_schema_mode(schema_mode),
+        schema_mode=checked_schema_mode(schema_mode),
         properties=_properties(properties),
     )
 
@@ -505,10 +506,14 @@ def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | 
     return dict(properties)
 
 
-def _schema_mode(mode: object) -> str | None:
-    if mode is not None and mode != "merge":
+def checked_schema_mode(mode: object) -> SchemaMode:
+    """``mode`` as a :data:`SchemaMode`; anything else is
+    :class:`~lakelock.errors.InvalidArgumentError`."""
+    if mode is None:
+        return None
+    if mode != "merge":
         raise InvalidArgumentError(mode, "None (refuse new columns) or 'merge'", what="schema_mode")
-    return mode
+    return "merge"
 
 
 def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:

@@ -2,7 +2,11 @@
 
 Under the path lock (copy: read the source, write the destination; rename: write both):
 
-1. read one registry snapshot; the source partition must be there, the destination must not;
+1. read one registry snapshot; the source partition must be there, the destination must not,
+   and the source's partition columns and schema must fit the destination dataset
+   (:func:`~lakelock._registry._changes.check_fits`, as for an append: a column the
+   destination lacks only with ``schema_mode="merge"``), so a move refused for what it is
+   copies nothing; the commit checks again, against whatever committed meanwhile;
 2. copy every file server-side into the destination partition, create-only
    (``UploadPartCopy`` + ``If-None-Match: *`` on completion). A destination name that is
    taken (a leftover of an interrupted attempt, another writer's file) gets the copy under a
@@ -13,7 +17,8 @@ Under the path lock (copy: read the source, write the destination; rename: write
    sees the partition at its old place or at its new place, never half of it.
 
 The commit carries the lock grant's fence, so a holder whose grant expired and was superseded
-by a conflicting one cannot commit (:class:`~lakelock.errors.StaleFenceError`). The source's
+by a conflicting one, or whose write lock was cleared, cannot commit
+(:class:`~lakelock.errors.StaleFenceError`). The source's
 objects are left in place for ``vacuum`` (readers of older snapshots may still read them).
 """
 
@@ -31,8 +36,9 @@ from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
+from lakelock._operations import SchemaMode, checked_schema_mode
 from lakelock._registry import Change, CommitResult, new_commit_id
-from lakelock._registry._changes import reused_commit_id
+from lakelock._registry._changes import check_fits, reused_commit_id
 from lakelock._registry._document import CommitRecord
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
@@ -51,7 +57,8 @@ _COPY_NAME_ATTEMPTS = 5
 
 
 class PartitionMove:
-    """A validated copy or rename request."""
+    """A validated copy or rename request. ``schema_mode``: what to do with source columns
+    the destination dataset lacks (:data:`~lakelock._operations.SchemaMode`)."""
 
     def __init__(
         self,
@@ -61,12 +68,14 @@ class PartitionMove:
         to_dataset: str | None,
         to_partition: str | None,
         rename: bool,
+        schema_mode: SchemaMode = None,
     ) -> None:
         self.dataset = validate_dataset_name(dataset)
         self.partition = _partition(partition)
         self.to_dataset = validate_dataset_name(to_dataset or dataset)
         self.to_partition = _partition(to_partition or partition)
         self.rename = rename
+        self.schema_mode = checked_schema_mode(schema_mode)
         if (self.dataset, self.partition) == (self.to_dataset, self.to_partition):
             raise InvalidNameError(
                 partition, "source and destination are the same partition of the same dataset"
@@ -145,23 +154,27 @@ def move_partition(
             f"partition {move.to_partition!r} of {move.to_dataset!r} exists already",
             dataset=move.to_dataset,
         )
+    commit_id = commit_id or new_commit_id()
+    added = Change(
+        dataset=move.to_dataset,
+        commit_id=commit_id,
+        schema=source.schema,
+        partition_by=source.partition_by,
+        schema_mode=move.schema_mode,
+        fence=fences.get(move.to_dataset),
+        operation=operation,
+        digest=digest,
+    )
+    # What does not fit is refused whatever commits first: refused before the first copy, so
+    # it leaves no files behind (checked on the snapshot just read: no request more).
+    check_fits(target, added)
     files = registry.files(move.dataset, snapshot=snapshot, partitions=[move.partition])
     copies = []
     for done, f in enumerate(files, start=1):
         copies.append(_copy(store, f, move))
         if progress is not None:
             progress(done, len(files))
-    commit_id = commit_id or new_commit_id()
-    added = Change(
-        dataset=move.to_dataset,
-        commit_id=commit_id,
-        add=tuple(copies),
-        schema=source.schema,
-        partition_by=source.partition_by,
-        fence=fences.get(move.to_dataset),
-        operation=operation,
-        digest=digest,
-    )
+    added = replace(added, add=tuple(copies))
     removed = tuple(f.key for f in files) if move.rename else ()
     if move.to_dataset == move.dataset:
         return registry.commit_changes([_with(added, remove=removed)])

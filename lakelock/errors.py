@@ -430,7 +430,9 @@ class FileAlreadyRegisteredError(CommitConflictError):
 
 class StaleFenceError(CommitConflictError):
     """The commit's fencing token ``token`` is below ``current`` for fence ``name``: a zombie
-    holder tried to commit after losing its lease or lock."""
+    holder tried to commit after losing its lease or lock. ``current == token``: the path-lock
+    grant's write lock in force ended (released, or expired and cleared by another process),
+    and a grant that ended never holds again."""
 
     def __init__(
         self,

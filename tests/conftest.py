@@ -6,10 +6,12 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
+import boto3
 import botocore.endpoint
 import orjson
 import pytest
@@ -19,9 +21,11 @@ from lakelock import Lake
 from lakelock._layout import REGISTRY_KEY
 from lakelock._policy import generate_bucket_policy
 from lakelock._s3 import ObjectStore
+from lakelock.cli import main
 from lakelock.testing import DEFAULT_ACCESS_KEY, S3Endpoint
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
-from tests._support import FAST_RETRY, StallAndRace, wait_until
+from tests._support import CLI_ENV, FAST_RETRY, StallAndRace, wait_until
+from tests._support.processes import InProcess
 from tests._support.simtime import SimTime
 
 # LocalStack's S3 for the opt-in `localstack` tests (the `localstack` fixture), Spark for the
@@ -172,3 +176,28 @@ def sim(store: ObjectStore) -> SimTime:
     sim = SimTime()
     sim.attach(store.client)
     return sim
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcess:
+    """``in_process(*args, env=None)``: ``lakelock *args`` in this process (the parser and the
+    commands a ``lakelock`` process runs, ``lakelock.cli.main``), with the AWS and lakelock
+    environment a command started with :data:`~tests._support.CLI_ENV` (or ``env``) sees, and
+    boto3's default session made anew from it, as a new process makes it: its exit status and
+    output, as :func:`~tests._support.processes.lakelock` gives them. A subprocess costs a
+    second of start-up (pyarrow, boto3, the views imported); tests run a command as a process
+    only where that is what they show (the entry point, Ctrl-C, start-up itself)."""
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        for name in [k for k in os.environ if k.startswith(("AWS_", "LAKELOCK_"))]:
+            monkeypatch.delenv(name)
+        for name, value in (env or CLI_ENV).items():
+            if name.startswith(("AWS_", "LAKELOCK_")):
+                monkeypatch.setenv(name, value)
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+        capsys.readouterr()
+        status = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["lakelock", *args], status, out, err)
+
+    return run

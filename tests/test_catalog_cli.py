@@ -1,6 +1,6 @@
 """``lakelock catalog`` and ``lakelock serve --catalog`` as processes: the banner, the token
 from the environment, the request and mirroring log, Ctrl-C; and the option checks that guard
-the lake's credentials."""
+the lake's credentials (in this process: they refuse before anything is served)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from lakelock._catalog import DEFAULT_NAMESPACE
 from lakelock._cli import _catalog as cli_catalog
 from lakelock.testing import S3Endpoint
 from tests._support.catalog import TOKEN, bearer, two_datasets
-from tests._support.processes import interrupt, lakelock, read_until, start_cli
+from tests._support.processes import InProcess, interrupt, read_until, start_cli
 
 
 def catalog_url(banner: list[str]) -> str:
@@ -74,11 +74,11 @@ def test_cli_catalog_serves_with_the_token_from_the_environment(
 
 
 def test_cli_catalog_refuses_to_vend_credentials_to_an_open_network(
-    s3: S3Endpoint, bucket: str
+    s3: S3Endpoint, bucket: str, in_process: InProcess
 ) -> None:
     """``--vend-credentials`` on a non-loopback address without a token is one error line,
     exit 1: the lake's keys would go to anyone who reaches the port."""
-    result = lakelock(
+    result = in_process(
         *("catalog", f"s3://{bucket}", "--endpoint-url", s3.url),
         *("--host", "0.0.0.0", "--port", "0", "--vend-credentials"),
     )
@@ -90,12 +90,12 @@ def test_cli_catalog_refuses_to_vend_credentials_to_an_open_network(
 
 
 def test_cli_catalog_takes_no_commits_from_an_open_network_without_a_token(
-    s3: S3Endpoint, bucket: str
+    s3: S3Endpoint, bucket: str, in_process: InProcess
 ) -> None:
     """A catalog that takes commits, on a non-loopback address, without a token is one error
     line, exit 1: anyone who reaches the port could change the lake. ``--read-only`` there
     is allowed (it changes nothing but the views) and says so in its banner."""
-    result = lakelock(
+    result = in_process(
         *("catalog", f"s3://{bucket}", "--endpoint-url", s3.url),
         *("--host", "0.0.0.0", "--port", "0"),
     )

@@ -190,7 +190,7 @@ def test_what_lakelock_cannot_hold_is_refused_naming_it_and_nothing_changes(
     serve: ServeFn, lake: Lake, s3: S3Endpoint
 ) -> None:
     """A partition transform that is not identity, a renamed or retyped column, a
-    merge-on-read property, a file of another bucket or outside its partition's folder, a
+    merge-on-read property, a file of another bucket or outside its dataset's folder, a
     manifest list that does not exist, one naming delete files, an unknown update and a body
     that is not JSON: each is a 400 naming what is refused, and the registry does not move."""
     server = serve()
@@ -224,9 +224,9 @@ def test_what_lakelock_cannot_hold_is_refused_naming_it_and_nothing_changes(
     client.put_object(Bucket="elsewhere", Key="f.parquet", Body=body.getvalue().to_pybytes())
     with pytest.raises(BadRequestError, match="is not in this lake"):
         table.add_files(["s3://elsewhere/f.parquet"])
-    misplaced = f"{lake.prefix}datasets/events/f.parquet"
+    misplaced = f"{lake.prefix}datasets/eventsx/f.parquet"
     client.put_object(Bucket=lake.bucket, Key=misplaced, Body=body.getvalue().to_pybytes())
-    with pytest.raises(BadRequestError, match="not where lakelock keeps a file"):
+    with pytest.raises(BadRequestError, match="not in the dataset's folder"):
         table.add_files([f"s3://{lake.bucket}/{misplaced}"])
     path = "/v1/namespaces/lake/tables/events"
     snapshot = {
@@ -522,3 +522,62 @@ def test_two_catalog_instances_serve_one_lake_at_once(
     committed = run_workers(jobs)
     assert len(lake.history("shared")) == 1 + 4 * 2
     every_reader_has_each_row_once(lake, [first, second], s3, committed)
+
+
+def test_an_engine_adds_a_column_after_a_restore_dropped_one(serve: ServeFn, lake: Lake) -> None:
+    """After a restore dropped a column, an engine adds another and writes rows with it."""
+    catalog = engine(serve())
+    table = catalog.create_table("lake.events", EVENTS)
+    table.append(events(["a"], [1]))
+    before = lake.registry.read().datasets["events"].updated_version
+    with table.update_schema() as update:
+        update.add_column("score", LongType())
+    lake.restore("events", version=before)
+    table = catalog.load_table("lake.events")
+    with table.update_schema() as update:
+        update.add_column("x", StringType())
+    assert lake.read("events").column_names == ["kind", "n", "x"]
+    table.append(pa.table({**events(["b"], [2]).to_pydict(), "x": pa.array(["z"])}))
+    assert sorted(lake.read("events").to_pylist(), key=str) == [
+        {"kind": "a", "n": 1, "x": None},
+        {"kind": "b", "n": 2, "x": "z"},
+    ]
+    reads_as_lakelock(catalog.load_table("lake.events").scan().to_arrow(), lake, "events")
+
+
+def test_an_engine_adds_back_a_column_a_restore_dropped(serve: ServeFn, lake: Lake) -> None:
+    """A column a restore dropped, added again by an engine, keeps its field id and takes rows."""
+    catalog = engine(serve())
+    table = catalog.create_table("lake.events", EVENTS)
+    table.append(events(["a"], [1]))
+    before = lake.registry.read().datasets["events"].updated_version
+    with table.update_schema() as update:
+        update.add_column("score", LongType())
+    lake.restore("events", version=before)
+    table = catalog.load_table("lake.events")
+    with table.update_schema() as update:
+        update.add_column("score", LongType())
+    assert table.schema().find_field("score").field_id == 3
+    table.append(pa.table({**events(["b"], [2]).to_pydict(), "score": pa.array([7])}))
+    assert sorted(lake.read("events").to_pylist(), key=str) == [
+        {"kind": "a", "n": 1, "score": None},
+        {"kind": "b", "n": 2, "score": 7},
+    ]
+
+
+@pytest.mark.parametrize("kind", ["a b", "a+b", "é", None])
+def test_an_engine_writes_and_deletes_rows_whose_partition_value_lakelock_holds(
+    serve: ServeFn, lake: Lake, kind: str | None
+) -> None:
+    """An engine appends to and deletes from partitions whose values its folders spell otherwise."""
+    catalog = engine(serve())
+    table = catalog.create_table("lake.events", EVENTS, partition_spec=BY_KIND)
+    rows = {"kind": pa.array([kind], pa.string()), "n": pa.array([0], pa.int64())}
+    lake.append("events", pa.table(rows), partition_by=["kind"])
+    table = catalog.load_table("lake.events")
+    table.append(pa.table({**rows, "n": pa.array([1], pa.int64())}))
+    assert sorted(lake.read("events")["n"].to_pylist()) == [0, 1]
+    assert len({f.partition_path for f in lake.registry.files("events")}) == 1
+    table.delete("n = 0")
+    assert lake.read("events").to_pylist() == [{"kind": kind, "n": 1}]
+    reads_as_lakelock(catalog.load_table("lake.events").scan().to_arrow(), lake, "events")

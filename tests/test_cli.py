@@ -1,15 +1,18 @@
-"""The ``lakelock`` command line, run as users run it: a subprocess (``python -m lakelock.cli``)
-against the embedded endpoint -- every command, bad arguments, an unreachable endpoint, missing
-credentials. Formatting helpers and usage errors are also checked in process (fast)."""
+"""The ``lakelock`` command line against the embedded endpoint: every command, bad arguments,
+an unreachable endpoint, missing credentials.
+
+Commands run in this process (``lakelock.cli.main``, the ``in_process`` fixture) with the
+environment a new ``lakelock`` process would see; a few run as users run them, a subprocess
+(``python -m lakelock.cli``), where the process is the point: the entry point's exit status,
+credentials found by a fresh process, ``serve`` stopped by Ctrl-C, a failure's time with
+start-up included, and the demo's writer processes."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import time
-from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -35,36 +38,9 @@ from lakelock._vacuum import SCANNED_PREFIXES
 from lakelock.cli import build_parser, main
 from lakelock.testing import S3Endpoint, client_kwargs
 from tests._support import CLI_ENV, connect_pauses, free_port
-from tests._support.processes import interrupt, lakelock, read_until, start_cli
+from tests._support.processes import InProcess, interrupt, lakelock, read_until, start_cli
 
 ENV = CLI_ENV
-
-
-InProcess = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcess:
-    """``in_process(*args, env=None)``: ``lakelock *args`` in this process (the parser and
-    commands the subprocess runs), with the subprocesses' AWS environment (or ``env``'s): its
-    exit status and output, as :func:`~tests._support.processes.lakelock` gives them. For the
-    variants of a command a test has already run as a user runs it."""
-
-    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        for name in [k for k in os.environ if k.startswith("AWS_")]:
-            monkeypatch.delenv(name)
-        for name, value in (env or ENV).items():
-            if name.startswith("AWS_"):
-                monkeypatch.setenv(name, value)
-        # boto3's default session, as a new process has none: made anew from this environment
-        # (an earlier one keeps the credentials it found).
-        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
-        capsys.readouterr()
-        status = main(list(args))
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["lakelock", *args], status, out, err)
-
-    return run
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -96,9 +72,9 @@ def loaded(lake: Lake) -> None:
 # -- policy -------------------------------------------------------------------------------------
 
 
-def test_policy_prints_the_generators_policy() -> None:
+def test_policy_prints_the_generators_policy(in_process: InProcess) -> None:
     """``policy`` prints exactly what generate_bucket_policy returns for the same options."""
-    result = lakelock(
+    result = in_process(
         "policy",
         "--bucket",
         "my-bucket",
@@ -120,9 +96,9 @@ def test_policy_prints_the_generators_policy() -> None:
     assert orjson.loads(result.stdout) == expected
 
 
-def test_policy_with_a_bad_principal_is_one_error_line() -> None:
+def test_policy_with_a_bad_principal_is_one_error_line(in_process: InProcess) -> None:
     """An invalid principal is reported in one line with exit 1, not a traceback."""
-    result = lakelock("policy", "--bucket", "my-bucket", "--principal", "arn:aws:sts::1:x")
+    result = in_process("policy", "--bucket", "my-bucket", "--principal", "arn:aws:sts::1:x")
     assert_one_line_error(result, "invalid name")
 
 
@@ -173,9 +149,9 @@ def test_bad_arguments_are_usage_errors(
 
 
 @pytest.mark.usefixtures("loaded")
-def test_registry_show_lists_datasets(s3: S3Endpoint, lake: Lake) -> None:
+def test_registry_show_lists_datasets(s3: S3Endpoint, lake: Lake, in_process: InProcess) -> None:
     """``registry show`` prints the version and one aligned row per dataset with its totals."""
-    result = lakelock("registry", "show", lake.url, "--endpoint-url", s3.url)
+    result = in_process("registry", "show", lake.url, "--endpoint-url", s3.url)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == lake.url
@@ -192,9 +168,11 @@ def test_registry_show_lists_datasets(s3: S3Endpoint, lake: Lake) -> None:
 
 
 @pytest.mark.usefixtures("loaded")
-def test_registry_show_json_matches_the_snapshot(s3: S3Endpoint, lake: Lake) -> None:
+def test_registry_show_json_matches_the_snapshot(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``registry show --json`` carries the snapshot's version, ETag, totals and schema."""
-    result = lakelock("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
+    result = in_process("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
     assert result.returncode == 0, result.stderr
     data = orjson.loads(result.stdout)
     snap = lake.registry.read()
@@ -211,9 +189,11 @@ def test_registry_show_json_matches_the_snapshot(s3: S3Endpoint, lake: Lake) -> 
 
 
 @pytest.mark.usefixtures("loaded")
-def test_registry_show_one_dataset_with_files(s3: S3Endpoint, lake: Lake) -> None:
+def test_registry_show_one_dataset_with_files(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``--dataset D --files`` shows the schema, each partition and every committed file."""
-    result = lakelock(
+    result = in_process(
         "registry",
         "show",
         lake.url,
@@ -238,7 +218,7 @@ def test_registry_log_lists_commits_newest_first(
 ) -> None:
     """``registry log`` lists recent commits newest first; ``--dataset`` and ``--limit``
     filter them."""
-    result = lakelock("registry", "log", lake.url, "--endpoint-url", s3.url)
+    result = in_process("registry", "log", lake.url, "--endpoint-url", s3.url)
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()[1:]]
     assert result.stdout.splitlines()[0].split() == [
@@ -268,7 +248,7 @@ def test_partitions_are_listed_in_natural_order(
     """``day=2`` comes before ``day=10`` in the table and in the JSON."""
     days = pa.table({"v": [1, 2, 3, 4], "day": [10, 2, 1, 33]})
     lake.append("daily", days, partition_by=["day"])
-    text = lakelock("registry", "show", lake.url, "--dataset", "daily", "--endpoint-url", s3.url)
+    text = in_process("registry", "show", lake.url, "--dataset", "daily", "--endpoint-url", s3.url)
     assert text.returncode == 0, text.stderr
     shown = [line.split()[0] for line in text.stdout.splitlines() if line.startswith("day=")]
     assert shown == ["day=1", "day=2", "day=10", "day=33"]
@@ -285,7 +265,7 @@ def test_registry_log_json_lists_datasets_and_operations(
     """Each JSON entry has ``datasets`` as a list (a rename across datasets names both) and
     the ``operation``; ``--dataset`` matches any dataset of a commit."""
     lake.rename_partition("customer_profiles", "year=2025", to_dataset="archive", commit_id="mv")
-    result = lakelock("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
+    result = in_process("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
     assert result.returncode == 0, result.stderr
     entries = orjson.loads(result.stdout)
     # The rename's write lock is taken and released by commits of their own around it.
@@ -307,32 +287,37 @@ def test_registry_log_json_lists_datasets_and_operations(
     assert table.splitlines()[2].split()[2:4] == ["rename", "archive,customer_profiles"]
 
 
-def test_registry_of_an_empty_lake_and_of_a_missing_bucket(s3: S3Endpoint, bucket: str) -> None:
+def test_registry_of_an_empty_lake_and_of_a_missing_bucket(
+    s3: S3Endpoint, bucket: str, in_process: InProcess
+) -> None:
     """A bucket without a registry is an empty lake (exit 0); a missing bucket is an error,
     not an empty lake."""
-    empty = lakelock("registry", "show", f"s3://{bucket}", "--endpoint-url", s3.url)
+    empty = in_process("registry", "show", f"s3://{bucket}", "--endpoint-url", s3.url)
     assert empty.returncode == 0, empty.stderr
     assert "no registry yet" in empty.stdout
-    missing = lakelock("registry", "show", "s3://no-such-bucket-here", "--endpoint-url", s3.url)
+    missing = in_process("registry", "show", "s3://no-such-bucket-here", "--endpoint-url", s3.url)
     assert_one_line_error(missing, "bucket 'no-such-bucket-here' does not exist")
 
 
 @pytest.mark.usefixtures("loaded")
-def test_unknown_dataset_is_one_error_line(s3: S3Endpoint, lake: Lake) -> None:
+def test_unknown_dataset_is_one_error_line(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """Asking for a dataset the registry lacks: exit 1, one line naming it."""
-    result = lakelock("registry", "show", lake.url, "--dataset", "nope", "--endpoint-url", s3.url)
+    result = in_process("registry", "show", lake.url, "--dataset", "nope", "--endpoint-url", s3.url)
     assert_one_line_error(result, "dataset 'nope' is not in the registry")
 
 
 # -- connection failures ------------------------------------------------------------------------
 
 
-def test_unreachable_endpoint_is_one_error_line() -> None:
+def test_unreachable_endpoint_is_one_error_line(in_process: InProcess) -> None:
     """Nothing listening at the endpoint: one line saying so (no traceback), exit 1; with
-    ``--debug`` the traceback is shown."""
+    ``--debug`` the exception leaves the command and the interpreter prints its traceback (as
+    users run it: a process)."""
     url = f"http://127.0.0.1:{free_port()}"
     env = {**ENV, "AWS_MAX_ATTEMPTS": "1"}
-    result = lakelock("registry", "show", "s3://lake", "--endpoint-url", url, env=env)
+    result = in_process("registry", "show", "s3://lake", "--endpoint-url", url, env=env)
     assert_one_line_error(result, f"cannot connect to {url}")
     debug = lakelock("--debug", "locks", "s3://lake", "--endpoint-url", url, env=env)
     assert debug.returncode == 1
@@ -439,9 +424,9 @@ def test_https_on_an_http_port_fails_fast(
     CONNECT_ATTEMPTS quick attempts."""
     url = s3.url.replace("http://", "https://")
     argv = ["registry", "show", "s3://lake", "--endpoint-url", url]
-    error = one_line_within(SAFETY_NET, *argv)
-    assert "TLS handshake failed" in error
-    assert (in_process(*argv).returncode, sent) == (1, ["GetObject"] * CONNECT_ATTEMPTS)
+    result = in_process(*argv)
+    assert_one_line_error(result, "TLS handshake failed")
+    assert sent == ["GetObject"] * CONNECT_ATTEMPTS
     assert sdk_pauses == connect_pauses(CONNECT_ATTEMPTS)
 
 
@@ -462,7 +447,7 @@ def test_missing_credentials_fail_fast_for_every_reading_command(
 
 
 @pytest.mark.usefixtures("loaded")
-def test_locks_shows_holders_and_leases(s3: S3Endpoint, lake: Lake) -> None:
+def test_locks_shows_holders_and_leases(s3: S3Endpoint, lake: Lake, in_process: InProcess) -> None:
     """``locks`` lists a held path lock (paths, modes, token) and a held lease (owner label,
     token), both live, in text and JSON; released ones only with ``--all``."""
     lease = lake.lease("nightly-compaction", ttl=60, owner_label="compactor")
@@ -472,8 +457,8 @@ def test_locks_shows_holders_and_leases(s3: S3Endpoint, lake: Lake) -> None:
     old.release()
     held = lake.lock(write=["/customer_profiles/year=2024"], read=["/events"], ttl=60).acquire()
     try:
-        text = lakelock("locks", lake.url, "--endpoint-url", s3.url)
-        data = lakelock("locks", lake.url, "--json", "--all", "--endpoint-url", s3.url)
+        text = in_process("locks", lake.url, "--endpoint-url", s3.url)
+        data = in_process("locks", lake.url, "--json", "--all", "--endpoint-url", s3.url)
     finally:
         held.release()
         lease.release()
@@ -498,10 +483,12 @@ def test_locks_shows_holders_and_leases(s3: S3Endpoint, lake: Lake) -> None:
 # -- doctor -------------------------------------------------------------------------------------
 
 
-def test_doctor_passes_on_the_embedded_endpoint(s3: S3Endpoint, bucket: str) -> None:
+def test_doctor_passes_on_the_embedded_endpoint(
+    s3: S3Endpoint, bucket: str, in_process: InProcess
+) -> None:
     """``doctor`` against the embedded endpoint: every required probe passes, exit 0, and the
     scratch prefix is removed."""
-    result = lakelock("doctor", f"s3://{bucket}/lake", "--endpoint-url", s3.url)
+    result = in_process("doctor", f"s3://{bucket}/lake", "--endpoint-url", s3.url)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "lakelock can run safely on this store." in result.stdout
     rows = [line for line in result.stdout.splitlines() if " required " in line]
@@ -518,7 +505,7 @@ def test_doctor_fails_on_plain_moto(bucket: str, in_process: InProcess) -> None:
     try:
         host, port = server.get_host_and_port()
         url = f"http://{host}:{port}"
-        result = lakelock("doctor", f"s3://{bucket}", "--endpoint-url", url)
+        result = in_process("doctor", f"s3://{bucket}", "--endpoint-url", url)
         as_json = in_process("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
     finally:
         server.stop()
@@ -540,21 +527,23 @@ def test_doctor_fails_on_plain_moto(bucket: str, in_process: InProcess) -> None:
 
 
 @pytest.mark.usefixtures("loaded")
-def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None:
+def test_vacuum_reports_then_deletes_orphans(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``vacuum`` finds an uncommitted file (dry run: kept), and with ``--delete --progress``
     deletes it, drawing the bar on stderr; committed files are untouched."""
     orphan = lake.write("events", pa.table({"x": [9.0]}))[0]
     committed = {f.key for f in lake.registry.files("customer_profiles")}
     lake.configure(vacuum_floor=0)
     client = s3.client()
-    dry = lakelock(
+    dry = in_process(
         "vacuum", lake.url, "--older-than", "0s", "--no-enforce-retention", "--endpoint-url", s3.url
     )
     assert dry.returncode == 0, dry.stderr
     assert orphan.key in dry.stdout
     assert "dry run: nothing deleted" in dry.stdout
     client.head_object(Bucket=lake.bucket, Key=lake.prefix + orphan.key)
-    wet = lakelock(
+    wet = in_process(
         "vacuum",
         lake.url,
         "--older-than",
@@ -581,11 +570,13 @@ def test_vacuum_reports_then_deletes_orphans(s3: S3Endpoint, lake: Lake) -> None
 
 
 @pytest.mark.usefixtures("loaded")
-def test_vacuum_shows_progress_while_listing_even_when_piped(s3: S3Endpoint, lake: Lake) -> None:
+def test_vacuum_shows_progress_while_listing_even_when_piped(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``--progress`` draws on stderr (stdout and stderr are pipes here) while listing, with
     the final count, before any deleting; the report on stdout is unchanged."""
     lake.configure(vacuum_floor=0)
-    result = lakelock(
+    result = in_process(
         "vacuum",
         lake.url,
         "--older-than",
@@ -599,28 +590,30 @@ def test_vacuum_shows_progress_while_listing_even_when_piped(s3: S3Endpoint, lak
     listed = sum(len(list(lake.store.list(prefix))) for prefix in SCANNED_PREFIXES)
     assert result.stderr.endswith(f"listing {listed} objects\n")
     assert f"{listed} objects scanned" in result.stdout
-    quiet = lakelock(
+    quiet = in_process(
         "vacuum", lake.url, "--older-than", "0s", "--no-enforce-retention", "--endpoint-url", s3.url
     )
     assert quiet.stderr == ""
 
 
 @pytest.mark.usefixtures("loaded")
-def test_vacuum_beyond_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) -> None:
+def test_vacuum_beyond_the_retention_names_the_flag(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``--older-than`` past the lake's retention (7 days by default): one line telling the
     user how to raise it; ``--retention`` other than the lake's is refused, naming both;
     once the lake's retention is raised (``registry configure --retention``) it runs."""
-    refused = lakelock("vacuum", lake.url, "--older-than", "30d", "--endpoint-url", s3.url)
+    refused = in_process("vacuum", lake.url, "--older-than", "30d", "--endpoint-url", s3.url)
     assert_one_line_error(refused, "configure --retention", "30d", "7d")
-    other = lakelock(
+    other = in_process(
         "vacuum", lake.url, "--older-than", "30d", "--retention", "30d", "--endpoint-url", s3.url
     )
     assert_one_line_error(other, "retention=2592000 s was given", "604800 s")
-    raised = lakelock(
+    raised = in_process(
         "registry", "configure", lake.url, "--retention", "30d", "--endpoint-url", s3.url
     )
     assert raised.returncode == 0, raised.stderr
-    allowed = lakelock("vacuum", lake.url, "--older-than", "30d", "--endpoint-url", s3.url)
+    allowed = in_process("vacuum", lake.url, "--older-than", "30d", "--endpoint-url", s3.url)
     assert allowed.returncode == 0, allowed.stderr
     assert "unreferenced and older than 30d" in allowed.stdout
 
@@ -705,12 +698,12 @@ def test_serve_checks_signatures_against_the_credentials_it_prints() -> None:
         interrupt(process)
 
 
-def test_serve_refuses_a_bad_policy_file(tmp_path: Path) -> None:
+def test_serve_refuses_a_bad_policy_file(tmp_path: Path, in_process: InProcess) -> None:
     """A policy file that is not JSON is one error line and exit 1 (the server does not
     start half-configured)."""
     bad = tmp_path / "policy.json"
     bad.write_text("{not json")
-    result = lakelock("serve", "--port", "0", "--bucket", "b1", "--policy", str(bad))
+    result = in_process("serve", "--port", "0", "--bucket", "b1", "--policy", str(bad))
     assert_one_line_error(result, "not valid JSON")
 
 
@@ -862,7 +855,9 @@ def test_main_returns_status_instead_of_exiting(capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.usefixtures("loaded")
-def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake: Lake) -> None:
+def test_mirror_writes_the_views_and_prints_where_they_are(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     """``mirror`` writes both views (progress per format on stderr) and prints their URIs
     and how many versions it wrote; ``--json`` reports the same; a second run says the views
     were "already current" (it used to say it mirrored them); an unknown format is a usage
@@ -870,7 +865,7 @@ def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake:
     pytest.importorskip("pyiceberg")
     pytest.importorskip("deltalake")
     url = lake.url
-    result = lakelock(
+    result = in_process(
         "mirror", url, "--dataset", "customer_profiles", "--progress", "--endpoint-url", s3.url
     )
     assert result.returncode == 0, result.stderr
@@ -886,7 +881,7 @@ def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake:
     )
     assert "mirroring iceberg" in result.stderr
     assert "mirroring delta" in result.stderr
-    again = lakelock(
+    again = in_process(
         "mirror",
         url,
         "--dataset",
@@ -905,11 +900,11 @@ def test_mirror_writes_the_views_and_prints_where_they_are(s3: S3Endpoint, lake:
         "iceberg": None,
         "delta": f"{url}datasets/customer_profiles",
     }
-    current = lakelock("mirror", url, "--dataset", "customer_profiles", "--endpoint-url", s3.url)
+    current = in_process("mirror", url, "--dataset", "customer_profiles", "--endpoint-url", s3.url)
     assert current.stdout.splitlines()[0] == (
         f"customer_profiles: views at version {version} (already current)"
     )
-    bad = lakelock(
+    bad = in_process(
         "mirror", url, "--dataset", "events", "--format", "hudi", "--endpoint-url", s3.url
     )
     assert bad.returncode == 2

@@ -1,6 +1,7 @@
 """``lakelock registry`` on history: ``show --version N`` shows that version, ``log`` counts
 a restore's files as ``--dataset`` and ``lake.history`` do, and output piped into a reader
-that goes away (``| head -1``) ends quietly."""
+that goes away (``| head -1``) ends quietly (a process of its own: its stdout is the pipe).
+The others run in this process (the ``in_process`` fixture)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from lakelock import Lake
 from lakelock.errors import StaleFenceError
 from lakelock.testing import S3Endpoint
 from tests._support import CLI_ENV as ENV
-from tests._support.processes import lakelock
+from tests._support.processes import InProcess
 
 
 def history_lake(lake: Lake) -> None:
@@ -26,25 +27,29 @@ def history_lake(lake: Lake) -> None:
     lake.restore("sales", version=1, commit_id="back")
 
 
-def test_show_at_a_version_shows_that_version(s3: S3Endpoint, lake: Lake) -> None:
+def test_show_at_a_version_shows_that_version(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     history_lake(lake)
     for version in (1, 2):
-        result = lakelock(
+        result = in_process(
             "registry", "show", lake.url, "--version", str(version), "--endpoint-url", s3.url
         )
         assert result.returncode == 0, result.stderr
         assert "no registry yet" not in result.stdout
         assert f"registry version {version}" in result.stdout
-    old = lakelock("registry", "show", lake.url, "--version", "1", "--endpoint-url", s3.url)
+    old = in_process("registry", "show", lake.url, "--version", "1", "--endpoint-url", s3.url)
     row = next(line.split() for line in old.stdout.splitlines() if line.startswith("sales"))
     assert row[1:4] == ["day", "2", "2"]  # two partitions, two files: version 1's
 
 
-def test_log_counts_a_restore_as_history_does(s3: S3Endpoint, lake: Lake) -> None:
+def test_log_counts_a_restore_as_history_does(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     history_lake(lake)
     (restore, *_) = lake.history("sales")
     assert (restore.operation, restore.added, restore.removed) == ("restore", 2, 3)
-    result = lakelock("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
+    result = in_process("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
     entry = orjson.loads(result.stdout)[0]
     assert (entry["operation"], entry["added"], entry["removed"]) == ("restore", 2, 3)
 
@@ -83,10 +88,12 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(s3: S3Endpoint, lake: L
     assert result.returncode == 141
 
 
-def test_vacuum_below_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) -> None:
+def test_vacuum_below_the_retention_names_the_flag(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     history_lake(lake)
     lake.configure(vacuum_floor=0)
-    refused = lakelock(
+    refused = in_process(
         "vacuum", lake.url, "--older-than", "0s", "--delete", "--endpoint-url", s3.url
     )
     assert refused.returncode == 1
@@ -94,34 +101,36 @@ def test_vacuum_below_the_retention_names_the_flag(s3: S3Endpoint, lake: Lake) -
     assert lake.read("sales", version=2).num_rows == 3
 
 
-def test_log_shows_refused_commits_and_the_version_they_used(s3: S3Endpoint, lake: Lake) -> None:
+def test_log_shows_refused_commits_and_the_version_they_used(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
     lake.append("sales", pa.table({"id": [1], "day": [1]}), fence=("lease:x", 2))
     with pytest.raises(StaleFenceError):
         lake.append("sales", pa.table({"id": [2], "day": [1]}), fence=("lease:x", 1))
     assert lake.registry.read().version == 2  # the refusal used up version 2
-    result = lakelock("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
+    result = in_process("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
     newest, first = orjson.loads(result.stdout)
     assert (newest["version"], newest["operation"], newest["id"]) == (2, "rejected", None)
     assert "fencing token" in newest["reason"] or "fence" in newest["reason"]
     assert (first["version"], first["operation"]) == (1, "append")
-    text = lakelock("registry", "log", lake.url, "--endpoint-url", s3.url)
+    text = in_process("registry", "log", lake.url, "--endpoint-url", s3.url)
     assert text.stdout.splitlines()[1].split()[:3][0] == "2"
     assert "rejected" in text.stdout.splitlines()[1]
 
 
 def test_configure_changes_the_lakes_settings_and_show_shows_them(
-    s3: S3Endpoint, lake: Lake
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
 ) -> None:
     """``registry configure --retention 30d --vacuum-floor 2h`` changes them for every
     writer (a Lake opened afterwards uses them); ``registry show`` shows them, and
     ``configure`` without a setting shows them too. A floor above the retention is refused
     before anything is written."""
     history_lake(lake)
-    shown = lakelock("registry", "show", lake.url, "--endpoint-url", s3.url)
+    shown = in_process("registry", "show", lake.url, "--endpoint-url", s3.url)
     assert "settings: retention 7d, commit window 100, intent TTL 10m, vacuum floor 1h" in (
         shown.stdout
     )
-    done = lakelock(
+    done = in_process(
         "registry",
         "configure",
         lake.url,
@@ -135,15 +144,15 @@ def test_configure_changes_the_lakes_settings_and_show_shows_them(
     assert done.returncode == 0, done.stderr
     assert "retention 30d, commit window 100, intent TTL 10m, vacuum floor 2h" in done.stdout
     assert Lake(lake.bucket, s3=lake.client).registry.settings().retention == 30 * 86400.0
-    as_json = lakelock("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
+    as_json = in_process("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
     assert orjson.loads(as_json.stdout)["settings"]["vacuum_floor"] == 7200.0
     version = lake.registry.read().version
-    refused = lakelock(
+    refused = in_process(
         "registry", "configure", lake.url, "--vacuum-floor", "31d", "--endpoint-url", s3.url
     )
     assert refused.returncode == 1
     assert "exceeds the retention" in refused.stderr
     assert lake.registry.read().version == version
-    plain = lakelock("registry", "configure", lake.url, "--endpoint-url", s3.url)
+    plain = in_process("registry", "configure", lake.url, "--endpoint-url", s3.url)
     assert "settings" in plain.stdout
     assert "vacuum floor 2h" in plain.stdout

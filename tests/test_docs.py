@@ -1,7 +1,7 @@
 """docs/ says what the code does: every python block of docs/*.md runs as written against the
 embedded endpoint (the README's are run by tests/test_readme.py), every command of a ``sh``
-block (docs/*.md, BENCHMARKS.md, README.md) is one the code accepts, and the figures the docs
-quote are the code's."""
+block (docs/*.md, the decision records, BENCHMARKS.md, the READMEs) is one the code accepts, the
+figures the docs quote are the code's, and every decision record cited exists."""
 
 from __future__ import annotations
 
@@ -88,7 +88,14 @@ def test_the_cache_size_the_docs_quote_is_the_codes() -> None:
 # -- the commands the docs give ------------------------------------------------------------------
 
 #: Where ``sh`` blocks are checked.
-COMMAND_DOCS = [*DOCS, REPO / "BENCHMARKS.md", REPO / "README.md"]
+DECISIONS = sorted((REPO / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
+COMMAND_DOCS = [
+    *DOCS,
+    *DECISIONS,
+    REPO / "BENCHMARKS.md",
+    REPO / "README.md",
+    REPO / "tests" / "README.md",
+]
 #: A line that starts a command (after ``NAME=value`` assignments).
 COMMAND_LINE = re.compile(r"^(?:[A-Z_]+=\S*\s+)*(?:lakelock|python|pytest|pip|export)\s", re.M)
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -255,3 +262,78 @@ def test_a_wrong_command_is_found(monkeypatch: pytest.MonkeyPatch, words: list[s
     option, script, test file, test, marker, environment variable or extra."""
     with pytest.raises((SystemExit, AssertionError, pytest.fail.Exception)):
         test_docs_commands_are_the_codes(monkeypatch, "a wrong command", words)
+
+
+# -- the decision records ------------------------------------------------------------------------
+
+#: A reference to a decision record: ``docs/decisions/NNNN-title.md``, or ``NNNN-title.md``
+#: from a page beside it.
+DECISION_REF = re.compile(r"(?:docs/)?decisions/(\d{4}-[\w-]+\.md)|\((\d{4}-[\w-]+\.md)\)")
+#: Where the code and the docs cite decisions.
+CITING = [
+    *sorted((REPO / "lakelock").rglob("*.py")),
+    *sorted((REPO / "benchmarks").glob("*.py")),
+    *sorted((REPO / "tests").glob("*.py")),
+    *DOCS,
+    *DECISIONS,
+    REPO / "docs" / "decisions" / "README.md",
+    REPO / "BENCHMARKS.md",
+    REPO / "README.md",
+]
+
+
+def test_every_decision_cited_exists_and_every_record_is_indexed() -> None:
+    """A comment or a page that cites a decision record names one that exists (a renamed or
+    renumbered record would leave the reader at nothing), the index lists every record, and
+    nothing cites the benchmark diary's old numbered sections, which no longer exist."""
+    names = {path.name for path in DECISIONS}
+    diary_section = "BENCHMARKS.md " + "\N{SECTION SIGN}"
+    assert names, "docs/decisions/ has no records"
+    cited: set[str] = set()
+    for path in CITING:
+        text = path.read_text()
+        assert diary_section not in text, f"{path.name} cites a section BENCHMARKS.md lost"
+        for match in DECISION_REF.finditer(text):
+            name = match[1] or match[2]
+            assert name in names, f"{path.relative_to(REPO)} cites {name}, which does not exist"
+            cited.add(name)
+    index = (REPO / "docs" / "decisions" / "README.md").read_text()
+    assert {m[2] for m in DECISION_REF.finditer(index) if m[2]} == names, "the index is not whole"
+    assert "docs/decisions/README.md" in (REPO / "BENCHMARKS.md").read_text()
+
+
+# -- the map ---------------------------------------------------------------------------------
+
+#: A line of the rooms drawing that names a module or a package: its tree glyph, then the name.
+MAP_ENTRY = re.compile(r"^(?P<indent>(?:[│ ] {3})*)[├└]── (?P<name>[\w.]+/?)")
+
+
+def mapped_modules() -> set[str]:
+    """The modules docs/ARCHITECTURE.md's drawing of the rooms names, as paths under lakelock/
+    (a package, ``name/``, stands for its ``__init__.py``)."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    drawing = text.split("## The rooms", 1)[1].split("```", 2)[1]
+    mapped: set[str] = set()
+    folders: list[str] = []
+    for line in drawing.splitlines():
+        if not (entry := MAP_ENTRY.match(line)):
+            continue
+        depth = len(entry["indent"]) // 4
+        del folders[depth:]
+        name = entry["name"]
+        if name.endswith("/"):
+            folders.append(name)
+            mapped.add("".join(folders) + "__init__.py")
+        else:
+            mapped.add("".join(folders) + name)
+    return mapped
+
+
+def test_the_map_names_every_module() -> None:
+    """docs/ARCHITECTURE.md's rooms name every module of lakelock/ in its package, and no module
+    that is gone: a newcomer who reads the map finds every file where it lies."""
+    package = REPO / "lakelock"
+    modules = {path.relative_to(package).as_posix() for path in package.rglob("*.py")}
+    mapped = mapped_modules()
+    assert sorted(modules - mapped) == [], "modules missing from the map"
+    assert sorted(mapped - modules) == [], "the map names modules that do not exist"

@@ -1155,10 +1155,11 @@ def folds_after_a_pause(store: ObjectStore, policy: FoldPolicy) -> Registry:
 
 
 def test_linger_turned_on_on_a_registry_in_use_takes_effect(store: ObjectStore) -> None:
-    """The README's way: ``registry.policy = replace(registry.policy, linger=...)`` on a
-    registry already made. Its caller committing again at once, it does not linger (its
-    next commit folds anyway); once its caller pauses a round or more between commits, its
-    next swap that carries another's intent lingers."""
+    """A policy changed on a registry already made
+    (``registry.policy = replace(registry.policy, linger=...)``) takes effect. Its caller
+    committing again at once, it does not linger (its next commit folds anyway); once its
+    caller pauses a round or more between commits, its next swap that carries another's
+    intent lingers."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     clock = Clock()
     # Not reading ahead: the LIST made as its first swap landed would answer its next fold,

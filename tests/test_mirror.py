@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakelock import DataFile, Lake
-from lakelock._layout import delta_log_prefix
+from lakelock._layout import delta_log_prefix, iceberg_metadata_key
 from lakelock._mirror._series import RESTARTS, newest, numbered, restarting
 from lakelock._vacuum import vacuum
 from lakelock.errors import AlreadyExistsError, InvalidNameError, SchemaMismatchError
@@ -582,3 +582,86 @@ def test_a_dataset_whose_column_names_clash_is_refused_by_name(lake: Lake, s3: S
     assert done.stderr.startswith("lakelock: error: dataset 'lk' cannot be mirrored")
     assert "internal error" not in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def restored_then_merged(lake: Lake) -> list[int]:
+    """``events``: ``score`` merged in, a restore dropping it, ``y`` merged in, then ``score``
+    merged in again; its versions."""
+    first = lake.append("events", pa.table({"kind": ["a"], "n": [1]})).version
+    lake.append("events", pa.table({"kind": ["b"], "n": [2], "score": [7]}), schema_mode="merge")
+    lake.restore("events", version=first)
+    lake.append("events", pa.table({"kind": ["d"], "n": [4], "y": [1.5]}), schema_mode="merge")
+    lake.append("events", pa.table({"kind": ["e"], "n": [5], "score": [9]}), schema_mode="merge")
+    return [entry.version for entry in reversed(lake.history("events"))]
+
+
+def iceberg_metadata(lake: Lake, version: int) -> dict[str, Any]:
+    key = lake.store.full_key(iceberg_metadata_key("events", version))
+    body: bytes = lake.store.client.get_object(Bucket=lake.bucket, Key=key)["Body"].read()
+    document: dict[str, Any] = orjson.loads(body)
+    return document
+
+
+def test_columns_added_after_a_restore_dropped_one_read_in_the_iceberg_view(
+    lake: Lake, s3: S3Endpoint
+) -> None:
+    """Columns merged after a restore keep one field id per name, and every version reads."""
+    versions = restored_then_merged(lake)
+    result = lake.mirror("events", formats=("iceberg",))
+    assert result.iceberg is not None
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3.url)
+    )
+    for version in versions:
+        expected = lake.read("events", version=version)
+        got = table.scan(snapshot_id=version).to_arrow()
+        assert rows(got, expected.schema) == rows(expected, expected.schema), version
+    ids = {f.name: f.field_id for s in table.metadata.schemas for f in s.fields}
+    assert ids == {"kind": 1, "n": 2, "score": 3, "y": 4}
+    assert all(
+        {f.name: f.field_id for f in s.fields}.items() <= ids.items()
+        for s in table.metadata.schemas
+    )
+    last = [iceberg_metadata(lake, v)["last-column-id"] for v in versions]
+    assert last == sorted(last)
+    assert last[-1] == 4
+
+
+def test_a_view_whose_ids_clash_is_renumbered_by_its_next_version(
+    lake: Lake, s3: S3Endpoint
+) -> None:
+    """A view whose ids clash (mirrored while ids were positions) reads after its next version."""
+    first = lake.append("events", pa.table({"kind": ["a"], "n": [1]})).version
+    lake.append("events", pa.table({"kind": ["b"], "n": [2], "score": [7]}), schema_mode="merge")
+    lake.restore("events", version=first)
+    clash = lake.append(
+        "events", pa.table({"kind": ["d"], "n": [4], "y": [1.5]}), schema_mode="merge"
+    ).version
+    lake.mirror("events", formats=("iceberg",))
+    # As lakelock mirrored it while ids were positions: y took score's id 3, the name
+    # mapping named score (the widest schema's first), last-column-id 3.
+    document = iceberg_metadata(lake, clash)
+    current = document["current-schema-id"]
+    for schema in document["schemas"]:
+        for field in schema["fields"]:
+            if field["name"] == "y":
+                field["id"] = 3
+    mapping = orjson.loads(document["properties"]["schema.name-mapping.default"])
+    document["properties"]["schema.name-mapping.default"] = orjson.dumps(
+        [m for m in mapping if m["names"] != ["y"]]
+    ).decode()
+    document["last-column-id"] = 3
+    key = lake.store.full_key(iceberg_metadata_key("events", clash))
+    lake.store.client.put_object(Bucket=lake.bucket, Key=key, Body=orjson.dumps(document))
+    assert current != 0
+    lake.append("events", pa.table({"kind": ["e"], "n": [5], "y": [2.5]}))
+    result = lake.mirror("events", formats=("iceberg",))
+    assert result.iceberg is not None
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3.url)
+    )
+    for version in [entry.version for entry in lake.history("events")]:
+        expected = lake.read("events", version=version)
+        got = table.scan(snapshot_id=version).to_arrow()
+        assert rows(got, expected.schema) == rows(expected, expected.schema), version
+    assert table.metadata.last_column_id >= 4

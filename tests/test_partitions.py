@@ -21,7 +21,10 @@ from lakelock._registry._document import LockFenceRecord
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
+    InvalidArgumentError,
     InvalidNameError,
+    PartitionByMismatchError,
+    SchemaMismatchError,
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
@@ -256,3 +259,52 @@ def test_with_grant_records_dropped_by_age_the_paused_holder_overwrites_the_newe
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
         test_a_superseded_lock_holder_is_refused_however_long_it_was_paused(lake, sim)
     assert ids(lake) == [8, 99, 666]
+
+
+def data_keys(lake: Lake) -> list[str]:
+    return sorted(o.key for o in lake.store.list("datasets/"))
+
+
+@pytest.mark.parametrize(
+    ("archive", "columns", "error"),
+    [
+        (pa.table({"id": [1], "month": [1]}), ["month"], PartitionByMismatchError),
+        (pa.table({"id": ["x"], "year": [2023]}), ["year"], SchemaMismatchError),
+        (pa.table({"other": [1.0], "year": [2023]}), ["year"], SchemaMismatchError),
+    ],
+    ids=["partitioned-otherwise", "column-of-another-type", "column-it-lacks"],
+)
+@pytest.mark.parametrize("rename", [False, True], ids=["copy", "rename"])
+def test_a_move_that_does_not_fit_its_destination_writes_nothing(
+    lake: Lake, archive: pa.Table, columns: list[str], error: type[Exception], rename: bool
+) -> None:
+    """A copy or rename into a dataset partitioned otherwise, with a column of another type,
+    or lacking a column (without schema_mode="merge") is refused before its first copy:
+    no objects left under the destination that nothing references."""
+    lake.append("archive", archive, partition_by=columns)
+    before = data_keys(lake)
+    move = lake.rename_partition if rename else lake.copy_partition
+    with pytest.raises(error):
+        move("sales", "year=2024", to_dataset="archive")
+    assert data_keys(lake) == before
+    assert ids(lake) == sorted([*range(5), *range(10, 15), 99])
+
+
+@pytest.mark.parametrize("rename", [False, True], ids=["copy", "rename"])
+def test_schema_mode_merge_moves_a_partition_into_a_dataset_lacking_a_column(
+    lake: Lake, rename: bool
+) -> None:
+    """schema_mode="merge" (as for append) lets a copy or rename add the source's columns
+    to the destination's schema; any other mode is InvalidArgumentError, nothing written."""
+    lake.append("archive", pa.table({"other": [1.5], "year": [2023]}), partition_by=["year"])
+    before = data_keys(lake)
+    move = lake.rename_partition if rename else lake.copy_partition
+    with pytest.raises(InvalidArgumentError):
+        move("sales", "year=2025", to_dataset="archive", schema_mode="add")  # type: ignore[typeddict-item]
+    assert data_keys(lake) == before
+    move("sales", "year=2025", to_dataset="archive", schema_mode="merge")
+    schema = lake.registry.read().datasets["archive"].schema
+    assert schema is not None
+    assert "id" in schema.names
+    moved = lake.read("archive", partitions=["year=2025"])
+    assert (moved["id"].to_pylist(), moved["other"].to_pylist()) == ([99], [None])

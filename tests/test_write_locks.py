@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakelock import Lake, RetryPolicy
+from lakelock import Fence, Lake, RetryPolicy
 from lakelock._pathlock import DistributedPathLock
-from lakelock.errors import CommitConflictError, LockedError
+from lakelock.errors import CommitConflictError, LockedError, StaleFenceError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.simtime import SimTime
@@ -158,3 +158,50 @@ def test_a_crashed_holders_lock_is_cleared_by_the_next_commit(
     assert rows_of(other, 1) == [1, 2, 9]
     operations = [c.operation for c in other.registry.read().commits]
     assert operations[-3:] == ["lock", "unlock", "append"]
+
+
+def test_a_paused_holders_overwrite_does_not_replace_what_landed_after_its_lock_was_cleared(
+    client: Any, bucket: str, sim: SimTime
+) -> None:
+    """A holder that took its fence, paused past its grant (whose lock another pipeline's
+    append then cleared and landed in) and comes back has its fenced overwrite refused with
+    StaleFenceError (``current`` its own token), nothing committed: the append survives."""
+    holder = sim_lake(client, bucket, sim)
+    holder.append("lk", day(1), partition_by=["day"])
+    held = sim_lock(holder, sim).lock(write=["/lk/day=1"], ttl=30).acquire()
+    fence = held.fence  # taken before the pause
+    sim.advance(40.0)  # paused: the grant expires
+    other = sim_lake(client, bucket, sim)
+    other.append("lk", day(1, (9,)), partition_by=["day"])  # clears the lock, lands
+    with pytest.raises(StaleFenceError) as info:
+        holder.overwrite("lk", day(1, (3,)), partition_by=["day"], fence=fence)
+    stale = info.value
+    assert (stale.name, stale.token, stale.current) == ("lock:lk", fence.token, fence.token)
+    assert rows_of(other, 1) == [1, 2, 9]
+    assert "overwrite" not in [c.operation for c in other.registry.read().commits]
+
+
+def test_a_released_grants_fence_commits_no_more(client: Any, bucket: str) -> None:
+    """Once its holder released it, a write grant's fence kept by the caller is refused
+    (StaleFenceError): an ended grant never holds again, even with no other lock since."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.append("lk", day(1), partition_by=["day"])
+    with lake.lock(write=["/lk/day=1"]) as held:
+        fence = held.fence
+    with pytest.raises(StaleFenceError):
+        lake.append("lk", day(1, (5,)), partition_by=["day"], fence=fence)
+    assert rows_of(lake, 1) == [1, 2]
+
+
+def test_a_cleared_grant_cannot_register_again(client: Any, bucket: str) -> None:
+    """A ``lock`` commit of a grant already cleared (its registration landing late) is
+    refused with StaleFenceError, so it keeps nobody out: an ``unlock`` of a grant with no
+    record yet records it ended."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.append("lk", day(1), partition_by=["day"])
+    fence = Fence("lock:lk", 7, (), ("/lk/day=1",))
+    lake.registry.release_write_locks((fence,))
+    with pytest.raises(StaleFenceError):
+        lake.registry.hold_write_locks((fence,))
+    Lake(bucket, s3=client, retry=FAST_RETRY).append("lk", day(1, (4,)), partition_by=["day"])
+    assert rows_of(lake, 1) == [1, 2, 4]

@@ -10,16 +10,20 @@ the columns added (``add-schema``), the properties set. Several snapshots in one
 and a later one deletes is neither.
 
 What a lakelock dataset cannot hold is refused (:class:`~._protocol.CatalogError` 400, naming
-it) before anything is written: delete files (merge-on-read), data files of another format,
-outside the dataset's folder or not at the path lakelock gives their partition values,
-non-identity partition transforms or other partition columns, renamed, retyped, dropped or
-reordered columns, sort orders, branches, tags, rollbacks and snapshot expiry (lakelock keeps
-versions by its retention). A manifest list that does not exist or lies outside the lake is a
-400 as well: nothing is half-applied, because nothing is written until the one commit.
+it) before anything is written: delete files (merge-on-read), data files of another format or
+outside the dataset's folder, non-identity partition transforms or other partition columns,
+renamed, retyped, dropped or reordered columns, sort orders, branches, tags, rollbacks and
+snapshot expiry (lakelock keeps versions by its retention). A manifest list that does not
+exist or lies outside the lake is a 400 as well: nothing is half-applied, because nothing but
+the placed files (below) is written until the one commit.
 
 Each added file is read once (its SHA-256 is the checksum lakelock verifies on every read, its
 size and parquet footer checked against the manifest); its partition values and column
-statistics are the manifest's.
+statistics are the manifest's. An engine spells partition folders its own way (pyiceberg and
+Java's URLEncoder write ``kind=a+b`` for ``"a b"``, pyiceberg ``kind=null`` for a null), so
+the folder is never read: a file anywhere under the dataset's folder whose key is not where
+lakelock keeps a file of its partition is created there (create-only), the one write before
+the commit.
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ import pyarrow as pa
 from lakelock._catalog._protocol import CatalogError
 from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
-from lakelock._layout import files_prefix
-from lakelock._names import partition_path, validate_file_name
+from lakelock._layout import data_file_key, files_prefix
+from lakelock._mirror._iceberg import column_ids
+from lakelock._names import partition_path
 from lakelock._s3 import ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
-from lakelock.errors import InvalidNameError, NotFoundError
+from lakelock.errors import AlreadyExistsError, InvalidNameError, NotFoundError
 
 __all__ = [
     "STEERED",
@@ -262,7 +267,9 @@ def plan_commit(
         raise CatalogError.bad_request("add-snapshot without set-snapshot-ref main")
 
     written = schema if new_arrow is not None else base.schema()
-    field_ids = _check_field_ids(written, new_arrow if new_arrow is not None else arrow)
+    field_ids = _check_field_ids(
+        written, column_ids(base, new_arrow if new_arrow is not None else arrow), files=snapshots
+    )
     io_ = _LakeIO(store)
     added: dict[str, Any] = {}
     removed: dict[str, None] = {}
@@ -422,15 +429,21 @@ def _derived(name: str, steered: Mapping[str, str]) -> bool:
 _NAME_MAPPING = "schema.name-mapping.default"
 
 
-def _check_field_ids(schema: Any, arrow: pa.Schema) -> dict[str, int]:
-    """The field id of each top-level column, checked to be lakelock's (column ``i`` is
-    ``i + 1``): an engine's files carry the ids of the schema it wrote them with, and the
-    view reads them by id."""
+def _check_field_ids(
+    schema: Any, lakelock_ids: Mapping[str, int], *, files: Sequence[Any]
+) -> dict[str, int]:
+    """The field id of each top-level column, checked to be the view's (``lakelock_ids``)
+    when the request adds snapshots: an engine's files carry the ids of the schema it wrote
+    them with, and the view reads them by id. A schema change alone may number a new column
+    as the engine likes (one added again after a restore dropped it gets its old id back):
+    the answer carries the view's ids, which the engine writes with from then on."""
     ids = {f.name: f.field_id for f in schema.fields}
-    for i, name in enumerate(arrow.names):
-        if ids.get(name) != i + 1:
+    if not files:
+        return ids
+    for name, expected in lakelock_ids.items():
+        if ids.get(name) != expected:
             raise CatalogError.bad_request(
-                f"column {name!r} has field id {ids.get(name)} where lakelock's is {i + 1}: "
+                f"column {name!r} has field id {ids.get(name)} where lakelock's is {expected}: "
                 "commit the schema change alone, reload the table, then write"
             )
     return ids
@@ -505,8 +518,10 @@ def _data_files(
     partition_by: Sequence[str],
     field_ids: Mapping[str, int],
 ) -> list[DataFile]:
-    """The lakelock records of the engine's added files: each checked against where lakelock
-    puts a file of its partition, then read whole once (checksum, size, parquet footer)."""
+    """The lakelock records of the engine's added files, each read whole once (checksum,
+    size, parquet footer). A file's partition is the manifest's partition values; one the
+    engine wrote elsewhere under the dataset's folder (its own spelling of the values) is
+    placed where lakelock keeps a file of that partition, which the commit names."""
     from pyiceberg.manifest import DataFileContent, FileFormat  # noqa: PLC0415 - extra
 
     planned = []
@@ -517,32 +532,34 @@ def _data_files(
             raise CatalogError.bad_request(
                 f"{f.file_path} is {f.file_format}: lakelock datasets are parquet"
             )
-        key = _data_key(io_, dataset, f.file_path)
+        source = _data_key(io_, dataset, f.file_path)
+        # The values, never the folder's spelling: pyiceberg and Java's URLEncoder write
+        # kind=a+b for "a b", pyiceberg kind=null for a null; lakelock's folders differ.
         path = _partition_path(f, arrow, partition_by)
-        name = key.rsplit("/", 1)[-1]
-        expected = f"{files_prefix(dataset, path)}{name}" if path else files_prefix(dataset) + name
         try:
-            validate_file_name(name)
-        except InvalidNameError as error:
+            key = data_file_key(dataset, path, source.rsplit("/", 1)[-1], prefix=io_.store.prefix)
+        except (InvalidNameError, ValueError) as error:
             raise CatalogError.bad_request(f"data file {f.file_path}: {error}") from error
-        if key != expected:
-            raise CatalogError.bad_request(
-                f"data file {f.file_path} is not where lakelock keeps a file of its partition "
-                f"({io_.root}{expected}): write with the table's write.data.path, "
-                "partition values as lakelock spells them"
-            )
-        planned.append((f, key, path))
+        planned.append(_Planned(f, source, key, path))
 
-    def record(item: tuple[Any, str, str]) -> DataFile:
-        f, key, path = item
-        return _record(
-            io_.store, dataset, f, key=key, path=path, schema=schema, arrow=arrow, ids=field_ids
-        )
+    def record(item: _Planned) -> DataFile:
+        return _record(io_.store, dataset, item, schema=schema, arrow=arrow, ids=field_ids)
 
     if len(planned) <= 1:
         return [record(item) for item in planned]
     with ThreadPoolExecutor(min(READERS, len(planned))) as pool:
         return list(pool.map(record, planned))
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """An engine's added file (its manifest entry), where the engine wrote it (``source``),
+    where lakelock keeps it (``key``) and its partition path."""
+
+    entry: Any
+    source: str
+    key: str
+    path: str
 
 
 def _partition_path(f: Any, arrow: pa.Schema, partition_by: Sequence[str]) -> str:
@@ -565,18 +582,17 @@ def _partition_path(f: Any, arrow: pa.Schema, partition_by: Sequence[str]) -> st
 def _record(
     store: ObjectStore,
     dataset: str,
-    f: Any,
+    planned: _Planned,
     *,
-    key: str,
-    path: str,
     schema: Any,
     arrow: pa.Schema,
     ids: Mapping[str, int],
 ) -> DataFile:
     import pyarrow.parquet as pq  # noqa: PLC0415 - only here
 
+    f = planned.entry
     try:
-        obj = store.get(key)
+        obj = store.get(planned.source)
     except NotFoundError:
         raise CatalogError.bad_request(f"data file {f.file_path} does not exist") from None
     if len(obj.body) != f.file_size_in_bytes:
@@ -594,17 +610,34 @@ def _record(
         raise CatalogError.bad_request(
             f"data file {f.file_path} holds {rows} rows; the manifest says {f.record_count}"
         )
+    checksum = f"sha256:{hashlib.sha256(obj.body).hexdigest()}"
+    etag = obj.etag if planned.key == planned.source else _placed(store, planned, obj.body)
     return DataFile(
         dataset=dataset,
-        key=key,
-        partition_path=path,
+        key=planned.key,
+        partition_path=planned.path,
         size=len(obj.body),
         record_count=rows,
-        checksum=f"sha256:{hashlib.sha256(obj.body).hexdigest()}",
-        etag=obj.etag,
+        checksum=checksum,
+        etag=etag,
         write_id=f"iceberg:{f.file_path.rsplit('/', 1)[-1]}",
         stats=_stats(f, schema, arrow, ids),
     )
+
+
+def _placed(store: ObjectStore, planned: _Planned, body: bytes) -> str:
+    """The ETag of ``body`` created at ``planned.key`` (create-only: a request sent again
+    finds its own copy there; another file there is a 400, the engine's file untouched)."""
+    try:
+        return store.put(planned.key, body, mode="create").etag
+    except AlreadyExistsError:
+        there = store.get(planned.key)
+        if there.body != body:
+            raise CatalogError.bad_request(
+                f"data file {planned.entry.file_path} belongs at {planned.key}, where another "
+                "file is: write it under another name"
+            ) from None
+        return there.etag
 
 
 def _stats(f: Any, schema: Any, arrow: pa.Schema, field_ids: Mapping[str, int]) -> FileStats:

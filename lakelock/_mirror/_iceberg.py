@@ -9,13 +9,21 @@ Manifests whose partition ranges cannot hold a removed file's partition are not 
 and lists are written by pyiceberg's own Avro writers into memory, then created with
 ``If-None-Match: *`` through the lake's store; nothing is written through pyiceberg's FileIO.
 
-**Schema and field ids.** Column ``i`` (0-based, in the dataset's schema, partition columns in
-their places) has field id ``i + 1``; the fields nested in it get ids from ``(i + 1) << 16`` on.
-lakelock only ever appends columns and never changes a type, so ids are stable across
-versions. Data files carry no ``PARQUET:field_id``: a writer does not know the dataset's schema
-(a table's columns may come in any order), and a wrong id would read another column; so the
-table property ``schema.name-mapping.default`` maps names to ids for every file, as the
-Iceberg spec provides for files written without ids. A column a file lacks reads as null.
+**Schema and field ids.** A column's field id is fixed by its name for the view's whole
+life: the id the view's schemas gave that name before, else one past the highest top-level id
+any of them holds (so ``last-column-id`` only grows, and an engine adding a column through
+``lakelock catalog`` assigns the id lakelock does). A column dropped by a restore and added
+again is the same column (its old files read by name), so it gets its old id back; a new
+name never takes a dropped column's id. Each id follows from the previous metadata.json and
+the version's schema alone, so racing mirrors agree. In a dataset never restored, column ``i``
+(0-based, partition columns in their places) has id ``i + 1``. The fields nested in a column
+of id ``k`` get ids from ``k << 16`` on. Data files carry no ``PARQUET:field_id``: a writer does
+not know the dataset's schema (a table's columns may come in any order), and a wrong id would
+read another column; so the table property ``schema.name-mapping.default`` maps every name
+ever seen to its id, for every file, as the Iceberg spec provides for files written without
+ids. A column a file lacks reads as null. A view mirrored before ids were kept by name, whose
+schemas gave one id to two names, is renumbered by its next metadata: the first schema to
+hold an id keeps it, the later name gets a new one.
 
 **Expiry.** A version lakelock no longer lets anyone read (replaced before the registry's
 retention) is dropped from the next metadata.json with its log entries, as Iceberg's
@@ -32,7 +40,7 @@ from __future__ import annotations
 import io
 import itertools
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import pyarrow as pa
@@ -64,6 +72,7 @@ from lakelock._s3 import ObjectStore
 from lakelock.errors import AlreadyExistsError, InvalidNameError, SchemaMismatchError
 
 __all__ = [
+    "column_ids",
     "engine_properties",
     "iceberg_pass",
     "iceberg_schema",
@@ -134,14 +143,95 @@ def staged_metadata(root: str, dataset: str, schema: pa.Schema, partition_by: Se
     )
 
 
-def with_field_ids(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with lakelock's Iceberg field ids (module docstring) as
-    ``PARQUET:field_id`` metadata, in the types Iceberg has."""
+def with_field_ids(schema: pa.Schema, ids: Mapping[str, int] | None = None) -> pa.Schema:
+    """``schema`` with lakelock's Iceberg field ids (module docstring; ``ids``: each
+    column's, by name, else its position + 1) as ``PARQUET:field_id`` metadata, in the
+    types Iceberg has."""
     fields = []
     for i, field in enumerate(schema):
-        counter = itertools.count((i + 1) << _NESTED_SHIFT)
-        fields.append(_with_id(field, i + 1, counter))
+        field_id = ids[field.name] if ids is not None else i + 1
+        counter = itertools.count(field_id << _NESTED_SHIFT)
+        fields.append(_with_id(field, field_id, counter))
     return pa.schema(fields)
+
+
+def column_ids(previous: Any, schema: pa.Schema) -> dict[str, int]:
+    """The field id of each column of ``schema`` in a view whose newest metadata is
+    ``previous`` (pyiceberg ``TableMetadata``; None: a new view): the id its name had, else
+    a new one (module docstring)."""
+    known, next_id = _known_ids(previous)
+    ids = {}
+    for name in schema.names:
+        if name not in known:
+            known[name] = next_id
+            next_id += 1
+        ids[name] = known[name]
+    return ids
+
+
+def _known_ids(previous: Any) -> tuple[dict[str, int], int]:
+    """Each name the view's schemas hold with its id, and the next new id. The first schema
+    (by id) to hold a name gives its id; a name whose id an earlier name holds (a view
+    mirrored before ids were kept by name) gets a new one."""
+    if previous is None:
+        return {}, 1
+    schemas = sorted(previous.schemas, key=lambda s: int(s.schema_id))
+    top = max([int(f.field_id) for s in schemas for f in s.fields] + [0])
+    known: dict[str, int] = {}
+    taken: set[int] = set()
+    for s in schemas:
+        for f in s.fields:
+            if f.name in known:
+                continue
+            if f.field_id in taken:
+                top += 1
+                known[f.name] = top
+            else:
+                known[f.name] = int(f.field_id)
+            taken.add(known[f.name])
+    return known, top + 1
+
+
+def _renumbered(schema: Any, known: Mapping[str, int]) -> Any:
+    """``schema`` with each top-level column's id ``known[name]``, the fields nested in it
+    moved along (a schema of a view mirrored before ids were kept by name); itself when
+    nothing moves."""
+    moves = {int(f.field_id): known[f.name] for f in schema.fields if known[f.name] != f.field_id}
+    if not moves:
+        return schema
+    from pyiceberg.schema import Schema  # noqa: PLC0415 - extra
+
+    document = schema.model_dump(by_alias=True, exclude_none=True)
+    for field in document["fields"]:
+        old = int(field["id"])
+        new = moves.get(old)
+        if new is not None:
+            field["id"] = new
+            field["type"] = _moved(field["type"], old << _NESTED_SHIFT, new << _NESTED_SHIFT)
+    return Schema.model_validate(document)
+
+
+def _moved(type_: Any, old: int, new: int) -> Any:
+    """A nested type's document with its ids in ``[old, old + (1 << 16))`` moved to ``new``."""
+    if not isinstance(type_, dict):
+        return type_
+
+    def move(value: int) -> int:
+        return value - old + new if old <= value < old + (1 << _NESTED_SHIFT) else value
+
+    moved = dict(type_)
+    for name in ("element-id", "key-id", "value-id"):
+        if name in moved:
+            moved[name] = move(int(moved[name]))
+    for name in ("element", "key", "value"):
+        if name in moved:
+            moved[name] = _moved(moved[name], old, new)
+    if "fields" in moved:
+        moved["fields"] = [
+            {**f, "id": move(int(f["id"])), "type": _moved(f["type"], old, new)}
+            for f in moved["fields"]
+        ]
+    return moved
 
 
 def _with_id(field: Any, field_id: int, counter: Iterator[int]) -> Any:
@@ -165,12 +255,12 @@ def _with_id(field: Any, field_id: int, counter: Iterator[int]) -> Any:
     return field.with_type(type_).with_metadata({_FIELD_ID: str(field_id).encode()})
 
 
-def iceberg_schema(schema: pa.Schema, schema_id: int) -> Any:
+def iceberg_schema(schema: pa.Schema, schema_id: int, ids: Mapping[str, int] | None = None) -> Any:
     """The Iceberg schema of a dataset schema (field ids as :func:`with_field_ids`)."""
     pyarrow_io = require("pyiceberg.io.pyarrow", extra="iceberg", package="pyiceberg")
     check_view_names(schema, "Iceberg")
     try:
-        converted = pyarrow_io.pyarrow_to_schema(with_field_ids(schema))
+        converted = pyarrow_io.pyarrow_to_schema(with_field_ids(schema, ids))
     except (TypeError, ValueError) as error:
         raise SchemaMismatchError(
             f"the schema has a type Iceberg cannot represent: {error}"
@@ -328,8 +418,16 @@ class _Writer:
         from pyiceberg.table.sorting import UNSORTED_SORT_ORDER  # noqa: PLC0415
 
         arrow = change.schema if change.schema is not None else pa.schema([])
-        schema_id = _schema_id(previous, arrow)
-        schema = iceberg_schema(arrow, schema_id)
+        known, _ = _known_ids(previous)
+        ids = column_ids(previous, arrow)
+        known.update(ids)
+        schemas = [_renumbered(s, known) for s in previous.schemas] if previous else []
+        schema = iceberg_schema(arrow, 0, ids)
+        schema_id = next(
+            (int(s.schema_id) for s in schemas if s.as_struct() == schema.as_struct()),
+            max([int(s.schema_id) for s in schemas], default=-1) + 1,
+        )
+        schema = schema.model_copy(update={"schema_id": schema_id})
         spec = _spec(schema, change.partition_by)
         sid = change.version
         sequence = (previous.last_sequence_number if previous is not None else 0) + 1
@@ -372,7 +470,6 @@ class _Writer:
                 "schema-id": schema_id,
             }
         )
-        schemas = list(previous.schemas) if previous is not None else []
         if all(s.schema_id != schema_id for s in schemas):
             schemas.append(schema)
         snapshots = [*(previous.snapshots if previous is not None else []), snapshot]
@@ -399,7 +496,8 @@ class _Writer:
                 "last-sequence-number": sequence,
                 "last-updated-ms": ms,
                 "last-column-id": max(
-                    [_max_id(s) for s in schemas] + [0],
+                    [_max_id(s) for s in schemas]
+                    + [previous.last_column_id if previous is not None else 0],
                 ),
                 "schemas": [s.model_dump(by_alias=True, exclude_none=True) for s in schemas],
                 "current-schema-id": schema_id,
@@ -410,7 +508,7 @@ class _Writer:
                     # Every column ever known: a restore may go back to fewer columns
                     # while files of other snapshots have more.
                     "schema.name-mapping.default": create_mapping_from_schema(
-                        max(schemas, key=lambda s: len(s.fields))
+                        _every_column(schemas)
                     ).model_dump_json(),
                     "lakelock.dataset": self.dataset,
                     **engine_properties(self.root, self.dataset),
@@ -497,11 +595,11 @@ class _Writer:
         lows: dict[int, bytes] = {}
         highs: dict[int, bytes] = {}
         for column in f.stats.columns if f.stats is not None else ():
-            index = arrow.get_field_index(column.name)
-            if index < 0:
+            if arrow.get_field_index(column.name) < 0:
                 continue
-            field_id = index + 1
-            type_ = schema.find_field(field_id).field_type
+            field = schema.find_field(column.name)
+            field_id = field.field_id
+            type_ = field.field_type
             if column.nulls is not None:
                 nulls[field_id] = column.nulls
             if column.nans is not None:
@@ -579,15 +677,16 @@ def _has_live(manifest: Any) -> bool:
     return bool((manifest.added_files_count or 0) + (manifest.existing_files_count or 0))
 
 
-def _schema_id(previous: Any, arrow: pa.Schema) -> int:
-    """The id of ``arrow`` among the schemas the view knows (a new one if it is new)."""
-    if previous is None:
-        return 0
-    fresh = iceberg_schema(arrow, 0)
-    for s in previous.schemas:
-        if s.as_struct() == fresh.as_struct():
-            return int(s.schema_id)
-    return max(int(s.schema_id) for s in previous.schemas) + 1
+def _every_column(schemas: Sequence[Any]) -> Any:
+    """One schema of every column the view's schemas hold (by id; a newer schema's field
+    replaces an older one's): what the name mapping maps."""
+    from pyiceberg.schema import Schema  # noqa: PLC0415 - extra
+
+    fields: dict[int, Any] = {}
+    for s in sorted(schemas, key=lambda s: int(s.schema_id)):
+        for f in s.fields:
+            fields[int(f.field_id)] = f
+    return Schema(*(fields[i] for i in sorted(fields)))
 
 
 def _max_id(schema: Any) -> int:

@@ -9,7 +9,8 @@ conflict, not a silent success). :func:`seal` closes a batch of changes into one
 Checks (each a :class:`~lakelock.errors.CommitConflictError` unless said otherwise):
 
 - fencing: a lease token below the highest recorded for its name, or a path-lock grant
-  superseded by a recorded conflicting grant → :class:`~lakelock.errors.StaleFenceError`
+  superseded by a recorded conflicting grant or whose write lock in force ended →
+  :class:`~lakelock.errors.StaleFenceError`
   (:mod:`._fencing` has the rules); otherwise the fence is recorded;
 - ``partition_by`` must match the dataset's
   (:class:`~lakelock.errors.PartitionByMismatchError`); every added file must sit in a

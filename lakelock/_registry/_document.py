@@ -29,7 +29,9 @@ The root, ``format_version`` 1::
       "lock_fences": {"lock:sales": [          # commits made under path locks, per table
           {"token": 41, "read": ["/sales/a"], "write": ["/sales/b"], "at": 1763712000.0},
           {"token": 42, "read": [], "write": ["/sales/c"], "at": 1763712001.0,
-           "held": true}]},                    # a write lock in force (FORMAT.md)
+           "held": true},                      # a write lock in force (FORMAT.md)
+          {"token": 40, "read": [], "write": ["/sales/c"], "at": 1763711990.0,
+           "ended": true}]},                   # one that ended: its fence is refused
       "commits": [{"id": "...", "version": 42, "dataset": "<name>", "at": "...",
                    "added": 1, "removed": 0, "operation": "append",
                    "digest": "sha256:..."}],  # the most recent commits, newest last
@@ -258,18 +260,22 @@ class IntentFate:
 class LockFenceRecord:
     """A commit made under a path-lock grant: its token, paths and time (epoch seconds).
     ``held``: the grant registered itself as a write lock in force (its ``lock`` commit) and
-    no ``unlock`` has cleared it: commits of anyone else to its write paths are refused."""
+    no ``unlock`` has cleared it: commits of anyone else to its write paths are refused.
+    ``ended``: its write lock was cleared (an ``unlock``, or a conflicting grant of a higher
+    token registering): a grant that ended never holds again, so its fence is refused."""
 
     token: int
     read: tuple[str, ...]
     write: tuple[str, ...]
     at: float
     held: bool = False
+    ended: bool = False
 
     @property
     def json(self) -> dict[str, Any]:
         fields = {"token": self.token, "read": list(self.read), "write": list(self.write)}
-        return {**fields, "at": self.at, **({"held": True} if self.held else {})}
+        flags = {**({"held": True} if self.held else {}), **({"ended": True} if self.ended else {})}
+        return {**fields, "at": self.at, **flags}
 
 
 @dataclass(frozen=True)
@@ -532,6 +538,7 @@ def _lock_fence(r: Mapping[str, Any]) -> LockFenceRecord:
         write=tuple(text(p, "lock fence path") for p in seq(r["write"], "lock fence write")),
         at=number(r["at"], "lock fence at"),
         held=_flag(r.get("held", False), "lock fence held"),
+        ended=_flag(r.get("ended", False), "lock fence ended"),
     )
 
 

@@ -9,17 +9,23 @@ first, before anything else of a change is checked:
   compatible holders of one lock table hold different tokens at the same time, so "lower than
   the highest" would refuse legitimate commits. Instead a commit is stale if an earlier commit
   was made under a *conflicting* grant with a higher token (that grant could only have been
-  given after ours was gone); each commit's grant is recorded for that check, for good
-  (:func:`lock_fences_kept`): a holder paused for any length of time is still refused.
+  given after ours was gone); each commit's grant is recorded for that check. A grant whose
+  write lock in force ended (below) is stale too, whatever its token. Every record is kept
+  for good (:func:`lock_fences_kept`): a holder paused for any length of time is still
+  refused.
 
 Write locks in force (FORMAT.md): a grant with write paths registers itself before its holder
 acts, by a commit of operation ``lock`` (:data:`LOCK`) carrying its fence: its
 record is then ``held``, and every conflicting record of a lower token is no longer held (the
-lock table granted it only once those were gone). :func:`check_write_locks` refuses a commit
-whose written paths conflict with a held record, unless it carries that very grant's fence:
-:class:`~lakelock.errors.LockedError`. An ``unlock`` commit (:data:`UNLOCK`) clears a record:
-the holder's own at release, or anyone's once the lock table shows that grant gone (released,
-or provably expired): a grant that ended never holds again, so clearing it is always safe.
+lock table granted it only once those were gone) and ``ended``. :func:`check_write_locks`
+refuses a commit whose written paths conflict with a held record, unless it carries that very
+grant's fence: :class:`~lakelock.errors.LockedError`. An ``unlock`` commit (:data:`UNLOCK`)
+clears a record and marks it ``ended`` (recording the grant if it had no record yet): the
+holder's own at release, or anyone's once the lock table shows that grant gone (released, or
+provably expired). A grant that ended never holds again, so clearing it is always safe: every
+later commit or ``lock`` carrying its fence is refused (:class:`~lakelock.errors.StaleFenceError`
+with ``current`` equal to its own token), or a holder that paused past its grant and comes
+back would overwrite what others committed once the lock was cleared.
 """
 
 from __future__ import annotations
@@ -66,9 +72,7 @@ def record_fence(
         lock_fences = dict(doc.lock_fences)
         records = lock_fences.get(fence.name, ())
         if operation == UNLOCK:
-            lock_fences[fence.name] = tuple(
-                replace(r, held=False) if r.token == fence.token else r for r in records
-            )
+            lock_fences[fence.name] = _end(records, fence, at=at)
         else:
             records = _check_lock_fence(records, fence, at=at, dataset=dataset, commit_id=commit_id)
             if operation == LOCK:
@@ -97,7 +101,19 @@ def _check_lock_fence(
     dataset: str,
     commit_id: str,
 ) -> tuple[LockFenceRecord, ...]:
-    """Refuse a commit whose grant a recorded conflicting grant superseded; record ours."""
+    """Refuse a commit whose grant ended or a recorded conflicting grant superseded; record
+    ours."""
+    if any(r.ended for r in records if r.token == fence.token):
+        raise StaleFenceError(
+            f"lock grant {fence.token} on {fence.name!r} has ended: its write lock was "
+            "cleared (released, or expired and cleared by another process), and a grant that "
+            "ended never holds again; take the lock again",
+            name=fence.name,
+            token=fence.token,
+            current=fence.token,
+            dataset=dataset,
+            commit_id=commit_id,
+        )
     ours = LockRequest(read=fence.read, write=fence.write)
     for record in records:
         if record.token > fence.token and requests_conflict(
@@ -126,12 +142,13 @@ def compact_lock_fences(records: Iterable[LockFenceRecord]) -> tuple[LockFenceRe
     of paths in one lineage, one of them written), so the highest token that wrote (or
     read) a path refuses every grant any lower record on that path would, and nothing else.
     A read of a path is dropped where a write of it has as high a token (a write conflicts
-    with whatever a read does). Held records (write locks in force) stay as they are. The
-    records thus grow with the paths ever locked, not with the commits."""
+    with whatever a read does). Held and ended records (write locks in force, and those
+    cleared, which refuse their own token) stay as they are. The records thus grow with the
+    paths ever locked, not with the commits."""
     kept: list[LockFenceRecord] = []
     best: dict[tuple[str, bool], LockFenceRecord] = {}
     for record in records:
-        if record.held:
+        if record.held or record.ended:
             kept.append(record)
             continue
         modes = [*((p, False) for p in record.read), *((p, True) for p in record.write)]
@@ -165,13 +182,28 @@ def lock_fences_kept(
     return lock_fences
 
 
+def _end(
+    records: tuple[LockFenceRecord, ...], fence: Fence, *, at: float
+) -> tuple[LockFenceRecord, ...]:
+    """The grant of ``fence`` cleared and ended, at ``at`` (so its record outlives the
+    retention counted from its end); recorded if it had no record (a ``lock`` commit of it
+    still to land, through its intent, is then refused)."""
+    mine = next((r for r in records if r.token == fence.token), None)
+    if mine is None:
+        mine = LockFenceRecord(
+            fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at
+        )
+    ended = replace(mine, at=max(mine.at, at), held=False, ended=True)
+    return (*[r for r in records if r.token != fence.token], ended)
+
+
 def _hold(records: tuple[LockFenceRecord, ...], fence: Fence) -> tuple[LockFenceRecord, ...]:
     """Our record held; conflicting records of lower tokens ended (the table granted ours)."""
     ours = LockRequest(read=fence.read, write=fence.write)
     return tuple(
         replace(r, held=True)
         if r.token == fence.token
-        else replace(r, held=False)
+        else replace(r, held=False, ended=True)
         if r.held
         and r.token < fence.token
         and requests_conflict(LockRequest(read=r.read, write=r.write), ours)

@@ -7,10 +7,15 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 from tests._support import CLI_ENV
 
-__all__ = ["interrupt", "lakelock", "read_until", "start_cli"]
+__all__ = ["InProcess", "interrupt", "lakelock", "read_until", "start_cli"]
+
+#: The ``in_process`` fixture (tests/conftest.py): ``lakelock <args>`` run in the test's own
+#: process, its result as :func:`lakelock` gives it.
+InProcess = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def lakelock(

@@ -1,20 +1,22 @@
-"""The commit core's safety: who applies what, and what the root records. Pure.
+"""The commit core's safety: who applies what, and what the root records.
 
-Every rule of docs/FORMAT.md's binding section ("Intents: the rules") is one function here,
-named after it; nothing here reads a clock, draws a random number (nonces are handed in), or
-performs I/O. Objects it needs (snapshots, index nodes, manifests) come from the
-:class:`~lakelock._registry._objects.Objects` cache; a miss raises
-:class:`~lakelock._registry._objects.Missing` and the core fetches it and asks again, so each
-function here is safe to call twice.
+Each rule of docs/FORMAT.md's binding section ("Intents: the rules") is a function here, or a
+few (listed below; rule 6 is :mod:`.._intents`'s, rule 8 vacuum's); nothing here reads a clock,
+draws a random number (nonces are handed in), or performs I/O. One thing is not pure:
+:func:`applied_batch` puts the manifests a batch consolidates into the ``Objects`` cache, so a
+later commit of the batch finds them before they exist on S3. Objects it needs (snapshots,
+index nodes, manifests) come from the :class:`~lakelock._registry._objects.Objects` cache; a
+miss raises :class:`~lakelock._registry._objects.Missing` and the core fetches it and asks
+again, so each function here is safe to call twice.
 
 The rules:
 
 1. **Fate by the swap that applies** (:func:`fates_of`): an intent is applied exactly by the
    swap that records it ``applied`` (and its commit id in the dataset's commit-id index);
    rejected and cancelled intents are recorded too, so nobody applies them later.
-2. **Settle before apply** (:func:`settle`): a batch first ends every commit whose fate the
-   root already records, or whose commit id is recorded (the window, the commit-id index):
-   never applied twice.
+2. **Settle before apply** (:func:`settle`, :func:`past_the_window`, :func:`indexed_version`):
+   a batch first ends every commit whose fate the root already records, or whose commit id
+   is recorded (the window, the commit-id index): never applied twice.
 3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
    commit id is recorded is ``applied`` at that version, not applied again.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
@@ -27,7 +29,8 @@ The rules:
 7. **Cancel by compare-and-swap** (:func:`cancelled`): a commit that gives up records its
    intent cancelled in a swap before its caller hears "failed".
 8. (Vacuum keeps pending and undecided intents: :mod:`lakelock._vacuum_plan`.)
-9. **A restore lands within the retention** (:func:`restore_too_late`): the version a
+9. **A restore lands within the retention** (:func:`restore_too_late`, :func:`restore_lead`,
+   :func:`restore_refused`): the version a
    restore makes current again is kept by vacuum only until it leaves the retention; the
    restore is applied only while that is more than a margin away.
 10. **Nothing older than the vacuum floor is committed** (:func:`too_old_to_reference`):

@@ -42,9 +42,8 @@ _T = TypeVar("_T")
 
 #: Most requests of one :class:`Parallel` batch in flight at once: the S3 client's connection
 #: pool (``max_pool_connections``). A fold at hundreds of writers reads a hundred or more
-#: intents in one batch; the simulator runs batches under the same limit, and at 256 writers
-#: on S3 Standard 16 gave 279 commits/s and 7.6 requests a commit, 64 gave 349 and 6.5, no
-#: limit 334 and 7.1 (BENCHMARKS.md §14).
+#: intents in one batch; the simulator runs batches under the same limit
+#: (docs/decisions/0013-driver-threads.md).
 THREADS = 64
 
 
@@ -66,9 +65,9 @@ class Hedging:
     create-only write of a write-once object (its key made by this process) lands once
     whichever copy lands first — the other is refused, or resolved as ours by the store
     layer — so the first success of the two is the answer, and only the few slow requests
-    are sent twice (docs/FORMAT.md, "Scheduling"; BENCHMARKS.md §15, §22). Nothing of the
-    root's is hedged, nor a write of more than :data:`HEDGED_BODY` bytes; ``alone=False``:
-    only the requests of a batch of several are. Thread-safe."""
+    are sent twice (docs/FORMAT.md, "Scheduling"; docs/decisions/0014-hedged-requests.md).
+    Nothing of the root's is hedged, nor a write of more than :data:`HEDGED_BODY` bytes;
+    ``alone=False``: only the requests of a batch of several are. Thread-safe."""
 
     def __init__(
         self, factor: float, *, alone: bool = True, samples: int = 64, least: int = 16

@@ -34,24 +34,25 @@ _T = TypeVar("_T")
 class FoldPolicy:
     """Every tuning knob of the commit loop's scheduling (docs/FORMAT.md, "Scheduling").
 
-    Units: seconds, or *rounds* (what one fold-and-swap takes here, learnt as it goes).
+    Units: seconds, or *rounds* (what one fold-and-swap takes here, learnt as it goes). Each
+    knob's default, and the measurements that set it, are in docs/decisions/ (its README
+    maps every knob to its record).
     """
 
     #: Most intents of others one fold reads and applies (oldest first). Bounds a swap's
-    #: bytes and the GETs one committer pays for others. With a swap every ~0.4 s at scale,
-    #: it bounds commits/s too: at 1,024 writers on S3 Standard 512 against 256 gave
-    #: 1,037 / 1,023 against 693 / 685 commits/s, p99 1.6 / 1.4 against 1.8 / 1.8 s, for
-    #: 16.3 / 14.8 against 10.6 / 10.7 requests a commit (seeds 1 / 2); no change at 256
-    #: writers and fewer (BENCHMARKS.md §15).
+    #: bytes and the GETs one committer pays for others; with a swap every few tenths of a
+    #: second at scale it bounds commits/s too, so it is set for a thousand writers
+    #: (docs/decisions/0016-max-fold.md).
     max_fold: int = 512
     #: A committer lists at least this often even when it believes it is alone, so a
     #: crashed writer's intent is applied within about a second by whoever commits next.
     fold_interval: float = 1.0
     #: How long a lost race or another process's intent makes this process assume others
-    #: commit here too (then it sends its intent first and waits a round before folding).
+    #: commit here too (then it sends its intent first and waits a round before folding)
+    #: (docs/decisions/0004-the-waiting-fold.md).
     contention_memory: float = 5.0
     #: Rounds a waiter lets the root stand still before it folds the older intents itself
-    #: (their writer may be dead). 8 rounds ≈ 0.4 s at 20 ms requests.
+    #: (their writer may be dead) (docs/decisions/0010-the-last-swapper-folds.md).
     max_waits: int = 8
     #: ... or this many times ``max_waits`` rounds of waiting in all, the root moving or not.
     patience: float = 2.0
@@ -61,28 +62,24 @@ class FoldPolicy:
     gather: float = 0.3
     #: A waiter left behind by a swap lists only once the root stood still ``stagger`` times
     #: as long as its intent was made after the last swap's newest (one to two rounds): the
-    #: oldest lists first and folds the others.
+    #: oldest lists first and folds the others (docs/decisions/0007-stagger.md).
     stagger: float = 2.0
     #: While it waits for the root to stand still, a waiter looks this often (rounds): a
-    #: folder at work applies its intent in its next swap.
+    #: folder at work applies its intent in its next swap. Timing looks on the swaps seen
+    #: instead was tried and lost commits/s (docs/decisions/0020-timed-looks.md).
     look: float = 1 / 3
     #: A committer not yet contended that lists this many intents of others does not read
     #: them: it sends its own and waits like a contended one (processes starting at once).
     crowd: int = 8
     #: A swap leaves the watermark this long (or two rounds) behind what it listed, so
-    #: intents whose PUT was still landing are the next fold's, not left to their writers.
+    #: intents whose PUT was still landing are the next fold's, not left to their writers
+    #: (docs/decisions/0011-nobody-races-the-folder.md).
     watermark_lag: float = 1.0
     #: ... but never more than this many listed keys above it (each keeps a fate in the root,
     #: which every root read carries), besides the intents the fold carries. Below the
     #: number of intents pending at once, a swap passes over intents still landing and their
-    #: writers fold alone: at 256 writers on S3 Standard 256 against 128 cut requests a
-    #: commit 11.2 → 7.0 back to back and 10.4 → 7.3 with pauses, commits/s +26 % and +18 %
-    #: (two seeds each; 192 and 320 did worse, 512 cost twice the bytes); no change at 16
-    #: and 64 writers (BENCHMARKS.md §14). At 1,024 writers as many are pending at once, and
-    #: one fold carries up to ``max_fold``: not counting those, seeds 1 / 2 went 1,011 /
-    #: 1,014 → 1,173 / 1,172 commits/s, p99 1.59 / 1.49 → 1.38 / 1.34 s, 18.2 / 14.1 → 7.0 /
-    #: 7.3 requests a commit, for 506 / 479 → 743 / 719 KB a commit; at 256 writers the
-    #: same commits/s (six seeds) for +19 % bytes; at 16 and 64 the same runs (§19).
+    #: writers fold alone; above it, every look at the root carries more bytes
+    #: (docs/decisions/0012-lagging.md).
     lagging: int = 256
     #: After a swap that carried other processes' intents, the folder goes on folding (a
     #: LIST every ``look`` of a round, a swap whenever others' intents are pending) until
@@ -91,63 +88,40 @@ class FoldPolicy:
     #: after their stagger, and a folder that stops committing hands over without a stall.
     #: In production a daemon thread does it after ``commit()`` returns
     #: (``CommitQueue``): the process makes S3 requests after the call returned (0: never).
-    #: Only a process whose caller pauses between commits lingers (``linger_after``). In the
-    #: simulator (S3 Standard, three seeds each), with writers pausing ~0.3 s between
-    #: commits, 2 rounds gave 64 writers 57.0-70.8 -> 81.5-90.5 commits/s and 256 writers
-    #: 204-259 -> 251-297, with fewer requests a commit; on Express One Zone +38 % to +44 %;
-    #: writers committing back to back, or pausing 0.05 s, make the same runs as without
-    #: it (BENCHMARKS.md §13, §23).
+    #: Only a process whose caller pauses between commits lingers (``linger_after``)
+    #: (docs/decisions/0019-linger.md).
     linger: int = 2
     #: ... but only if this process's caller pauses, on average, at least this many rounds
     #: between a commit's return and its next commit (0: whatever it does). A caller
     #: committing back to back folds again itself within a round, and a lingering fold then
-    #: only delays its next commit: in the simulator (S3 Standard, three seeds) ``linger=2``
-    #: cost 16 and 64 writers committing back to back 7-12 % of their commits/s, and with
-    #: this rule at 1 round nothing (the same runs), while writers pausing 0.3 s kept the
-    #: gain (64 writers: 57.0-70.8 commits/s, 81.5-90.5 with it, 79.2-89.2 without it);
-    #: at 2 rounds they lost it (BENCHMARKS.md §23).
+    #: only delays its next commit.
     linger_after: float = 1.0
     #: A read or small create (the intents a fold reads, the objects its snapshot writes, a
     #: commit's intent and data file) still unanswered after this many times the median of
     #: the process's recent ones of its kind is sent again, and the first success wins
     #: (``_driver.Hedging``); 0: never. A batch waits for its slowest request, and at
-    #: hundreds of writers a fold reads a hundred intents or more. At 256 writers on S3
-    #: Standard 2 against none: commits/s +24 % to +43 %, p50 -18 % to -28 %, requests a
-    #: commit 6.0-7.0 -> 5.2-5.8 (three seeds each); 1.5 and 2.5 about the same, 3 worse; at
-    #: 16 and 64 writers within the seeds' spread on Standard, +2 % to +10 % on Express One
-    #: Zone (BENCHMARKS.md §15). Lone requests too: p99 -16 % at 16 writers and -12 % at
-    #: 64 over twelve seeds, commits/s the same, +0.1 requests a commit (§22).
+    #: hundreds of writers a fold reads a hundred intents or more
+    #: (docs/decisions/0014-hedged-requests.md).
     hedge: float = 2.0
     #: Whether a lone request (a commit's intent, its data files, a read alone) is hedged
     #: too, or only those of a batch: most of a commit's tail on S3 Standard is the tail of
-    #: its own data and intent PUTs (BENCHMARKS.md §22).
+    #: its own data and intent PUTs.
     hedge_alone: bool = True
     #: A folder reads its next fold ahead: as soon as its swap (carrying others' intents)
     #: lands it lists the intents the new root leaves pending, and reads those it has not
     #: parsed, while its caller goes on (``Ahead``); its next fold, within a round, finds
-    #: them answered instead of listing and reading then. In the simulator (six seeds, S3
-    #: Standard, with the hand-over): 256 writers 417 -> 460 commits/s on average, p50
-    #: 592 -> 533 ms; 64 writers 124 -> 136; 16 writers 36 -> 38; on Express One Zone
-    #: +5 % at 16 and 64; requests a commit about the same (BENCHMARKS.md §16).
+    #: them answered instead of listing and reading then (docs/decisions/0017-read-ahead.md).
     read_ahead: bool = True
     #: The hand-over: a process whose swap is still the root after a race nobody won (S3
     #: answered 409 or 503 to every racer) still swapped last, and folds again at once. Off,
     #: any root read makes it a waiter, waiting for the oldest pending intent's writer — who,
-    #: at scale, waits for a folder too: no swap for 0.7-1 s after such a race. Against a
-    #: hand-over by time (who carried others' intents within 2 rounds folds again after any
-    #: lost race), six seeds on S3 Standard: 16 writers 38.4 -> 40.6 commits/s on average, 64
-    #: 136.2 -> 138.4, 256 460 -> 445 (worst seed 382 -> 430), 1,024 844 / 994 -> 1,011 /
-    #: 1,014 with 22.0 / 15.2 -> 18.2 / 14.1 requests a commit: at 1,024 writers many have
-    #: folded lately, and each folding again raced the others (BENCHMARKS.md §17).
+    #: at scale, waits for a folder too: no swap for most of a second after such a race
+    #: (docs/decisions/0018-hand-over-by-fact.md).
     handover: bool = True
     #: The round assumed before one is measured (seconds), and its bounds. A fold-and-swap
     #: takes ~0.15 s or more on S3 Standard, and a first fold of hundreds of intents longer:
     #: assumed too short, waiters in a start-up burst run out of patience before the first
-    #: fold lands and each folds alone. 0.1 against 0.05: at 256 writers starting at once
-    #: (3 s) 15 / 69 -> 8.3 / 9.1 requests a commit, 1,048 / 733 -> 1,142 / 1,008 commits;
-    #: at 1,024 writers (seed 1, steady state) 503 -> 693 commits/s, p99 3.0 -> 1.8 s,
-    #: 43 -> 10.6 requests a commit; at 256 steady p99 1.22-1.37 -> 0.86-1.01 s for
-    #: 5-9 % fewer commits/s; at 16 and 64 within the seeds' spread (BENCHMARKS.md §15).
+    #: fold lands and each folds alone (docs/decisions/0015-first-round.md).
     first_round: float = 0.1
     max_round: float = 5.0
     #: Other processes' intents kept parsed per process (a redrive does not re-read them).

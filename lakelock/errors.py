@@ -3,6 +3,7 @@
 ```
 LakelockError
 ├── InvalidNameError (ValueError)          bad dataset/column/partition/file name or path
+├── SettingsMismatchError (ValueError)     a Lake setting given disagrees with the lake's
 ├── DatasetNotFoundError (KeyError)        no such dataset (or partition) in the registry
 │   └── VersionNotFoundError                  no such version (yet, or any more): .version
 │       └── SnapshotExpiredError                 older than the retention: vacuum may have run
@@ -23,6 +24,7 @@ LakelockError
 │   │   ├── SchemaMismatchError (ValueError)     added files do not fit the dataset's schema
 │   │   │   └── PartitionByMismatchError            another partition_by than the dataset's
 │   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
+│   │   ├── ObjectTooOldError                    it adds an object vacuum may have deleted
 │   │   └── StaleFenceError                      fencing token lower than one already seen
 │   ├── RetryBudgetExhaustedError             attempts or seconds ran out: .attempts .seconds
 │   └── CommitStateUnknownError               may or may not have committed: never clean up
@@ -60,12 +62,14 @@ __all__ = [
     "MissingExtraError",
     "NotFoundError",
     "NotS3Error",
+    "ObjectTooOldError",
     "OutcomeUnknownError",
     "PartitionByMismatchError",
     "PreconditionFailedError",
     "RegistryCorruptError",
     "RetryBudgetExhaustedError",
     "SchemaMismatchError",
+    "SettingsMismatchError",
     "SnapshotExpiredError",
     "StaleFenceError",
     "StorageError",
@@ -115,6 +119,21 @@ class InvalidNameError(LakelockError, ValueError):
         super().__init__(f"invalid name {shown(value)}: {reason}")
         self.value = value
         self.reason = reason
+
+
+class SettingsMismatchError(LakelockError, ValueError):
+    """A ``Lake`` was given a setting (``setting``: ``retention``, ``commit_window``,
+    ``intent_ttl`` or ``vacuum_floor``) whose value (``given``) is not the lake's
+    (``stored``): every writer of a lake uses the lake's settings, changed only by
+    ``lake.configure(...)``. Nothing was written."""
+
+    def __init__(
+        self, message: str, *, setting: str, given: float | int, stored: float | int
+    ) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.given = given
+        self.stored = stored
 
 
 class DatasetNotFoundError(LakelockError, KeyError):
@@ -317,6 +336,21 @@ class CommitIdReusedError(CommitConflictError, ValueError):
         self.version = version
         self.recorded_dataset = recorded_dataset
         self.recorded_operation = recorded_operation
+
+
+class ObjectTooOldError(CommitConflictError):
+    """The commit would add ``key``, written ``age`` seconds before (by the server's clock),
+    to the registry: older than half the lake's vacuum floor (``floor``), so vacuum may
+    have deleted it, or may before the commit lands. Nothing was committed; write the data
+    again (a new file) and commit that."""
+
+    def __init__(
+        self, message: str, *, key: str, age: float, floor: float, **fields: Unpack[_CommitFields]
+    ) -> None:
+        super().__init__(message, **fields)
+        self.key = key
+        self.age = age
+        self.floor = floor
 
 
 class StaleFenceError(CommitConflictError):

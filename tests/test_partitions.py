@@ -157,6 +157,42 @@ def test_superseded_lock_holder_cannot_commit(lake: Lake, sim: SimTime) -> None:
     assert lake.registry.read().datasets["sales"].properties == {"by": "fresh"}
 
 
+def test_a_superseded_lock_holder_is_refused_however_long_it_was_paused(
+    lake: Lake, sim: SimTime
+) -> None:
+    """A holder paused past the registry's retention (0 s here: any later commit is past
+    it) comes back after a newer conflicting holder committed and another commit sealed
+    the root. It is still refused (StaleFenceError), and the newer holder's data stays.
+    Before, sealing dropped the newer grant's record as older than the retention, and the
+    zombie's overwrite replaced the newer holder's rows with its own."""
+    lake.configure(retention=0)
+    paused, later = (
+        DistributedPathLock(
+            lake.store, ttl=5, heartbeat=False, clock=sim.machine(), sleep=sim.sleep
+        )
+        for _ in range(2)
+    )
+    zombie = paused.lock(write=["/sales/year=2024"]).acquire()
+    with later.lock(write=["/sales/year=2024"], timeout=60) as fresh:
+        lake.overwrite(
+            "sales",
+            pa.table({"id": [7], "year": [2024]}),
+            partitions=["year=2024"],
+            partition_by=["year"],
+            fence=fresh.fence,
+        )
+    lake.append("sales", pa.table({"id": [8], "year": [2025]}), partition_by=["year"])
+    with pytest.raises(StaleFenceError):
+        lake.overwrite(
+            "sales",
+            pa.table({"id": [666], "year": [2024]}),
+            partitions=["year=2024"],
+            partition_by=["year"],
+            fence=zombie._fence("sales"),
+        )
+    assert ids(lake) == [7, 8, 99]
+
+
 def test_two_processes_rename_the_same_partition(s3: S3Endpoint, lake: Lake) -> None:
     """Two processes rename one partition to different places: exactly one wins; the other
     gets a clear error; registry and bucket agree."""

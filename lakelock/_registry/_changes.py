@@ -52,6 +52,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import comparable
 from lakelock._fence import Fence
 from lakelock._layout import files_prefix
+from lakelock._registry import _fencing
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
@@ -89,6 +90,7 @@ __all__ = [
     "evolve_schema",
     "manifests_needed",
     "new_commit_id",
+    "oldest_write",
     "partition_of_key",
     "removed_partitions",
     "reused_commit_id",
@@ -105,6 +107,15 @@ MAX_MANIFESTS_PER_PARTITION = 16
 #: two, a committer folding other processes' intents leaves the partition to its own writer,
 #: who made (and so holds) most of its manifests.
 HARD_MAX_MANIFESTS_PER_PARTITION = 2 * MAX_MANIFESTS_PER_PARTITION
+
+
+def oldest_write(change: Change) -> float | None:
+    """When the oldest file ``change`` adds was written (server time, or a little before:
+    ``Change.written``, else its files' ``DataFile.written_at``); ``None``: unknown (files
+    registered without a write time), not checked against the vacuum floor."""
+    if change.written is not None:
+        return change.written
+    return min((f.written_at for f in change.add if f.written_at is not None), default=None)
 
 
 def new_commit_id(seconds: float | None = None, *, token: str | None = None) -> str:
@@ -138,6 +149,9 @@ class Change:
     generated_id: bool = False
     # "merge": columns the dataset lacks join its schema; None: they are refused.
     schema_mode: str | None = None
+    # When its oldest added file was written, by the server's clock or a little before (an
+    # intent of another process says so; None: see oldest_write).
+    written: float | None = None
     # What the change commits, by content (lakelock._digest.change_digest): a commit id found
     # recorded with another digest belongs to another change (reused_commit_id). None: unknown.
     digest: str | None = None
@@ -215,14 +229,19 @@ def manifests_needed(
     doc: RegistryDoc, change: Change, *, max_manifests: int = MAX_MANIFESTS_PER_PARTITION
 ) -> set[str]:
     """Keys of the manifests :func:`apply_change` will need: every manifest of a partition
-    that loses files or that has grown past ``max_manifests``."""
+    that loses some of its files or that has grown past ``max_manifests``. A partition the
+    change clears whole (``remove_partitions``, no file of it named) needs none: everything
+    it held goes, counted by its references, so a lost manifest of it does not stop the
+    overwrite that replaces it."""
     dataset = doc.datasets.get(change.dataset)
     if dataset is None:
         return set()
     paths = {partition_of_key(change.dataset, key) for key in change.remove}
-    paths.update(removed_partitions(dataset.partitions, change, len(dataset.partition_by)))
+    cleared = set(removed_partitions(dataset.partitions, change, len(dataset.partition_by)))
     for path in change.added_manifests:
         partition = dataset.partitions.get(path)
+        if path in cleared - paths:
+            continue
         if partition is not None and len(partition.manifests) + 1 > max_manifests:
             paths.add(path)
     return {
@@ -303,10 +322,8 @@ def apply_change(
         delta = change.added_manifests.get(path)
         gone = removed_by_partition.get(path, set())
         if path in cleared and partition is not None:
-            # Every file the partition holds now (loaded: see manifests_needed).
-            held = {f.key for ref in refs for f in manifests[ref.key].files_of(path)}
-            removed += len(held - gone)
-            gone = gone | held
+            count, refs, gone = _cleared(path, partition, gone, manifests)
+            removed += count
         if delta is not None:
             digest = manifest_digest(delta.key)
             if digest in map(manifest_digest, map(_ref_key, refs)):
@@ -363,6 +380,19 @@ def apply_change(
         removed=removed,
         manifests=tuple([(key, manifest) for key, _, manifest in made]) if made else (),
     )
+
+
+def _cleared(
+    path: str, partition: PartitionState, gone: set[str], manifests: Mapping[str, Manifest]
+) -> tuple[int, list[ManifestRef], set[str]]:
+    """A partition a change clears: how many of its files go beyond those it names, the
+    references left to consolidate, and every file gone. With none named, all it holds
+    goes, counted by its references (its manifests are not read: see
+    :func:`manifests_needed`); else every file it holds, loaded, is gone too."""
+    if not gone:
+        return partition.file_count, [], gone
+    held = {f.key for ref in partition.manifests for f in manifests[ref.key].files_of(path)}
+    return len(held - gone), list(partition.manifests), gone | held
 
 
 def _removals(
@@ -670,8 +700,9 @@ def seal(
     retire_before: float | None = None,
 ) -> RegistryDoc:
     """Close a batch: bump the version once, record each commit id, keep ``window`` of them,
-    and forget retired manifests and lock-grant records older than ``retire_before`` (seconds
-    since the epoch)."""
+    and forget (format 1) retired manifests older than ``retire_before`` (seconds since the
+    epoch); the path-lock grant records are kept whatever their age
+    (:func:`~lakelock._registry._fencing.lock_fences_kept`)."""
     version = doc.version + 1
     # One record per commit id: a commit spanning several datasets names them all.
     merged: dict[str, CommitRecord] = {}
@@ -703,16 +734,8 @@ def seal(
     retired = doc.retired if doc.format_version == 1 else ()
     lock_fences = doc.lock_fences
     if retire_before is not None:
-        # Lock grants live for seconds to minutes; a record older than the retention can no
-        # longer be superseded by a zombie still holding an older grant.
         retired = tuple(r for r in retired if r.at >= retire_before)
-        lock_fences = MappingProxyType(
-            {
-                name: kept
-                for name, records in lock_fences.items()
-                if (kept := tuple(r for r in records if r.at >= retire_before))
-            }
-        )
+        lock_fences = _fencing.lock_fences_kept(lock_fences, before=retire_before)
     return replace(
         doc,
         version=version,

@@ -9,11 +9,13 @@ first, before anything else of a change is checked:
   compatible holders of one lock table hold different tokens at the same time, so "lower than
   the highest" would refuse legitimate commits. Instead a commit is stale if an earlier commit
   was made under a *conflicting* grant with a higher token (that grant could only have been
-  given after ours was gone); each commit's grant is recorded for that check.
+  given after ours was gone); each commit's grant is recorded for that check, for good
+  (:func:`lock_fences_kept`): a holder paused for any length of time is still refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -22,7 +24,7 @@ from lakelock._pathlock._core import LockRequest, requests_conflict
 from lakelock._registry._document import LockFenceRecord, RegistryDoc
 from lakelock.errors import StaleFenceError
 
-__all__ = ["record_fence"]
+__all__ = ["compact_lock_fences", "lock_fences_kept", "record_fence"]
 
 
 def record_fence(
@@ -76,4 +78,42 @@ def _check_lock_fence(
                 commit_id=commit_id,
             )
     mine = LockFenceRecord(fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at)
-    return (*[r for r in records if r.token != fence.token], mine)
+    return compact_lock_fences((*records, mine))
+
+
+def compact_lock_fences(records: Iterable[LockFenceRecord]) -> tuple[LockFenceRecord, ...]:
+    """``records`` as one record per path and mode, the highest token of each: a grant is
+    refused when *some* path of it conflicts with a path of a recorded grant with a higher
+    token (:func:`~lakelock._pathlock._core.requests_conflict` is a pair of paths in one
+    lineage, one of them written), so the highest token that wrote (or read) a path refuses
+    every grant any lower record on that path would, and nothing else. A read of a path is
+    dropped where a write of it has as high a token (a write conflicts with whatever a read
+    does). The records thus grow with the paths ever locked, not with the commits."""
+    best: dict[tuple[str, bool], LockFenceRecord] = {}
+    for record in records:
+        modes = [*((p, False) for p in record.read), *((p, True) for p in record.write)]
+        for path, writes in modes:
+            kept = best.get((path, writes))
+            if kept is None or kept.token < record.token:
+                best.pop((path, writes), None)
+                best[path, writes] = LockFenceRecord(
+                    record.token,
+                    () if writes else (path,),
+                    (path,) if writes else (),
+                    record.at,
+                )
+    return tuple(
+        record
+        for (path, writes), record in best.items()
+        if writes or (path, True) not in best or best[path, True].token < record.token
+    )
+
+
+def lock_fences_kept(
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]], *, before: float
+) -> Mapping[str, tuple[LockFenceRecord, ...]]:
+    """The path-lock grant records a new root keeps (FORMAT.md, "Fencing"): every one,
+    whatever its age. ``before`` (the retention's start) is no reason to forget one: a
+    holder paused past it whose grant a recorded one superseded would then commit over
+    the newer holder's data. (The records are compact already: :func:`compact_lock_fences`.)"""
+    return lock_fences

@@ -10,6 +10,7 @@ An intent is the commit's delta manifest with an ``intent`` section::
                 "operation": "append", "remove": [...],
                 "remove_partitions": [...], "schema": "<base64>"|null,
                 "partition_by": [...]|null, "schema_mode": "merge"|null,
+                "written": 1.7e9?,  # its oldest file's write, server time (or before)
                 "properties": {...}|null,
                 "fence": {"name", "token", "read", "write"}|null}}
 
@@ -30,9 +31,9 @@ from typing import Any
 
 import orjson
 
-from lakelock._jsonfields import boolean_free_int, obj, seq, text
+from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
 from lakelock._layout import INTENT_PREFIX, intent_key, intent_ms
-from lakelock._registry._changes import Change, Fence
+from lakelock._registry._changes import Change, Fence, oldest_write
 from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
 from lakelock._registry._manifest import Manifest, parse_manifest, partition_parts
 from lakelock._registry._tree import require_digest
@@ -62,6 +63,7 @@ def intent_document(
     files = tuple(sorted(change.add, key=lambda f: f.key))
     paths = {f.partition_path for f in files}
     fence = change.fence
+    written = oldest_write(change)
     body = orjson.dumps(
         {
             "format_version": 1,
@@ -80,6 +82,7 @@ def intent_document(
                     list(change.partition_by) if change.partition_by is not None else None
                 ),
                 "schema_mode": change.schema_mode,
+                **({"written": written} if written is not None else {}),
                 "properties": dict(change.properties) if change.properties is not None else None,
                 "fence": (
                     {
@@ -176,6 +179,7 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             generated_id=section.get("generated_id") is True,
             schema_mode=_schema_mode(section),
             digest=(text(section["digest"], "digest") if "digest" in section else None),
+            written=number(section["written"], "written") if "written" in section else None,
         )
     except RegistryCorruptError:
         raise

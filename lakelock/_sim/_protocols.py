@@ -348,7 +348,7 @@ class CoreProtocol(SimProtocol):
             # No vacuum floor (FORMAT.md rule 10 off): the simulated writers commit however
             # long they held what they wrote, and the checker counts those late commits
             # (``vacuum_late``) against vacuum's window of a second.
-            vacuum_floor=0.0,
+            vacuum_floor=config.vacuum_floor or 0.0,
             max_attempts=config.max_attempts,
             max_seconds=config.max_seconds,
             bucket=BUCKET,

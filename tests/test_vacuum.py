@@ -310,26 +310,3 @@ def test_with_rule_10_switched_off_the_stalled_append_wedges_the_dataset(
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
     with pytest.raises(RegistryCorruptError, match="missing"):
         fresh.read("sales")
-
-
-def test_a_lost_manifest_locks_no_writer_out_of_its_dataset(lake: Lake, admin: Any) -> None:
-    """A manifest of the current version lost (deleted by hand, by a tool, by a vacuum
-    below the floor): appends to that partition and others go on, vacuum goes on (keeping
-    what it cannot prove unneeded, and saying why), reading the damaged partition names the
-    missing object, and an overwrite of the partition replaces it, after which the whole
-    dataset reads again. Before, the overwrite needed the lost manifest too: the partition
-    could not be written over, and the dataset could not be read whole, until the registry
-    was repaired by hand."""
-    lake.append("sales", rows([1]), partition_by=["year"])
-    lake.append("sales", rows([2]), partition_by=["year"])
-    lake.append("sales", pa.table({"id": [5], "year": [2025]}), partition_by=["year"])
-    lost = lake.registry.read().datasets["sales"].partitions["year=2024"].manifests[0].key
-    admin.delete_object(Bucket=lake.bucket, Key=lost)
-    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
-    fresh.append("sales", rows([3]), partition_by=["year"])
-    fresh.append("sales", pa.table({"id": [6], "year": [2025]}), partition_by=["year"])
-    with pytest.raises(RegistryCorruptError, match="missing"):
-        fresh.read("sales")
-    assert lost in fresh.vacuum().unproven["sales"]
-    fresh.overwrite("sales", rows([4]), partition_by=["year"])
-    assert sorted(fresh.read("sales")["id"].to_pylist()) == [4, 5, 6]

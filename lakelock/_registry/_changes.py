@@ -229,19 +229,14 @@ def manifests_needed(
     doc: RegistryDoc, change: Change, *, max_manifests: int = MAX_MANIFESTS_PER_PARTITION
 ) -> set[str]:
     """Keys of the manifests :func:`apply_change` will need: every manifest of a partition
-    that loses some of its files or that has grown past ``max_manifests``. A partition the
-    change clears whole (``remove_partitions``, no file of it named) needs none: everything
-    it held goes, counted by its references, so a lost manifest of it does not stop the
-    overwrite that replaces it."""
+    that loses files or that has grown past ``max_manifests``."""
     dataset = doc.datasets.get(change.dataset)
     if dataset is None:
         return set()
     paths = {partition_of_key(change.dataset, key) for key in change.remove}
-    cleared = set(removed_partitions(dataset.partitions, change, len(dataset.partition_by)))
+    paths.update(removed_partitions(dataset.partitions, change, len(dataset.partition_by)))
     for path in change.added_manifests:
         partition = dataset.partitions.get(path)
-        if path in cleared - paths:
-            continue
         if partition is not None and len(partition.manifests) + 1 > max_manifests:
             paths.add(path)
     return {
@@ -322,8 +317,10 @@ def apply_change(
         delta = change.added_manifests.get(path)
         gone = removed_by_partition.get(path, set())
         if path in cleared and partition is not None:
-            count, refs, gone = _cleared(path, partition, gone, manifests)
-            removed += count
+            # Every file the partition holds now (loaded: see manifests_needed).
+            held = {f.key for ref in refs for f in manifests[ref.key].files_of(path)}
+            removed += len(held - gone)
+            gone = gone | held
         if delta is not None:
             digest = manifest_digest(delta.key)
             if digest in map(manifest_digest, map(_ref_key, refs)):
@@ -380,19 +377,6 @@ def apply_change(
         removed=removed,
         manifests=tuple([(key, manifest) for key, _, manifest in made]) if made else (),
     )
-
-
-def _cleared(
-    path: str, partition: PartitionState, gone: set[str], manifests: Mapping[str, Manifest]
-) -> tuple[int, list[ManifestRef], set[str]]:
-    """A partition a change clears: how many of its files go beyond those it names, the
-    references left to consolidate, and every file gone. With none named, all it holds
-    goes, counted by its references (its manifests are not read: see
-    :func:`manifests_needed`); else every file it holds, loaded, is gone too."""
-    if not gone:
-        return partition.file_count, [], gone
-    held = {f.key for ref in partition.manifests for f in manifests[ref.key].files_of(path)}
-    return len(held - gone), list(partition.manifests), gone | held
 
 
 def _removals(

@@ -34,8 +34,10 @@ listed the key). That run began at ``b`` (its clock then ``now``, its window's s
    window, or slowed by faults: it must check, by server time, that what it references is
    younger than the lake's vacuum floor, or refuse). These keys are also counted
    (``vacuum_late``);
-4. **a recent object**: ``key`` was last modified after ``cutoff`` (a writer may be about to
-   commit it).
+4. **a recent object**: ``key`` was last modified after ``cutoff`` when the run listed it (a
+   writer may be about to commit it). A conditional delete deletes whatever holds the listed
+   ETag when it lands: a writer's retried PUT that re-created the same bytes after an
+   earlier deletion is that object too, judged as listed (a commit of it is held to 3c).
 
 A commit that fails on an object vacuum deleted with anything but a ``CommitError`` (a
 ``RegistryCorruptError`` out of a commit, an append or a vacuum) is a violation of the run's
@@ -48,8 +50,8 @@ current a moment ago may carry an old time and go (the sweep's vacuum runs have 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from random import Random
 from typing import TYPE_CHECKING
 
@@ -85,6 +87,9 @@ class VacuumRun:
     read: int = -1
     ended: float | None = None
     orphans: frozenset[str] = frozenset()
+    #: Each orphan's ``LastModified`` as listed (server seconds): the object it judged (a
+    #: delete conditional on an ETag deletes whatever holds the same bytes by then).
+    listed: Mapping[str, float] = field(default_factory=dict)
     #: The intents its listing found.
     intents: frozenset[str] = frozenset()
     deleted: tuple[str, ...] = ()
@@ -119,6 +124,7 @@ def vacuum_program(
                 found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
             )
             run.orphans = frozenset(o.key for o in report.orphans)
+            run.listed = {o.key: o.last_modified.timestamp() for o in report.orphans}
             yield from delete_steps(report)
             run.deleted, run.failed = tuple(report.deleted), len(report.failed)
         except LakelockError as error:  # a failed vacuum (faults): the next one goes on
@@ -271,7 +277,7 @@ def vacuum_problems(
             problems.append(f"{what}: a version retained then reaches it")
         elif is_intent(key) and read is not None and _undecided(key, obj.modified, read, run):
             problems.append(f"{what}: an intent v{run.read} had not decided")
-        if obj.modified > run.now - run.older_than:
+        if run.listed.get(key, obj.modified) > run.now - run.older_than:
             problems.append(f"{what}: it was modified within the window")
         if needed_until.get(key, -1.0) > t and len(problems) == before:
             at, doc = versions.first_after(run.read, key)

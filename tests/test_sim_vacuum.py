@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from collections import OrderedDict
+from collections.abc import Mapping
 from contextlib import redirect_stdout
 from datetime import UTC, datetime
 from random import Random
@@ -20,9 +21,10 @@ from typing import Any
 import pytest
 
 from lakelock import _vacuum_plan
+from lakelock._registry import _fencing
 from lakelock._registry._core import _decide
 from lakelock._registry._core._requests import List, Listing, Now, Sleep, Steps
-from lakelock._registry._document import REGISTRY_KEY, RegistryDoc
+from lakelock._registry._document import REGISTRY_KEY, LockFenceRecord, RegistryDoc
 from lakelock._registry._objects import Missing
 from lakelock._s3 import ListedObject
 from lakelock._sim import EPOCH, Faults, Mix, SimConfig, SimS3, _protocols, profile, simulate
@@ -65,6 +67,73 @@ def test_a_vacuum_rule_switched_off_is_caught_by_a_vacuum_seed_of_the_sweep(
         assert any(violation in v for v in result.violations), (seed, result.violations[:3])
         assert before.violations == [], before.violations[:3]
         assert before.metrics.vacuum_deleted > 0
+
+
+def _forgotten_by_age(
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]], *, before: float
+) -> Mapping[str, tuple[LockFenceRecord, ...]]:
+    """How the root kept path-lock grant records before: those older than the retention
+    were dropped."""
+    return {
+        name: kept
+        for name, records in lock_fences.items()
+        if (kept := tuple(r for r in records if r.at >= before))
+    }
+
+
+#: The promises of vacuum and the vacuum floor a review found broken, each fix switched back
+#: off: where, the function, what in its place, and the seeds of the default sweep's vacuum
+#: runs that catch it (searched over the 125 of 0-499).
+VACUUM_PROMISES: dict[str, tuple[Any, str, Any, tuple[int, ...], str]] = {
+    # Rule 10: a writer commits what it wrote however long ago; vacuum had taken it (27,
+    # 30, 35, 38, 43, 51, 54, 67, ... 42 seeds).
+    "too_old_to_reference": (
+        _decide,
+        "too_old_to_reference",
+        lambda *_, **__: None,
+        (30, 35),
+        "references it, committed after vacuum deleted it",
+    ),
+    # The walk of the kept versions ends at a damaged one (and what vacuum cannot prove
+    # unneeded goes): older retained versions lose what they reach (94, 206, 211, 275, 315,
+    # 374, 379, 414).
+    "walks_past": (
+        _vacuum_plan,
+        "walks_past",
+        lambda error: False,
+        (94, 206),
+        "a version retained then reaches it",
+    ),
+    # Path-lock grant records dropped by age: a superseded holder's overwrite is accepted
+    # once the newer grant's record is older than the retention (467).
+    "lock_fences_kept": (
+        _fencing,
+        "lock_fences_kept",
+        _forgotten_by_age,
+        (467,),
+        "applied with a stale fence",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(VACUUM_PROMISES))
+def test_a_vacuum_promise_switched_off_is_caught_by_a_vacuum_seed_of_the_sweep(
+    rule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each fix switched back off, a vacuum-running seed of the default sweep reports what a
+    user would have lost: a commit acknowledged with data vacuum had deleted (and the
+    dataset wedged), an older version within the retention stripped, a paused lock holder's
+    overwrite over the newer holder's data. With the fix the violation is gone (the first
+    assertion)."""
+    where, name, broken, seeds, violation = VACUUM_PROMISES[rule]
+    for seed in seeds:
+        assert not any(violation in v for v in simulate(sweep_config(seed)).violations)
+    monkeypatch.setattr(where, name, broken)
+    if rule == "walks_past":  # and what it cannot prove unneeded, it no longer keeps
+        monkeypatch.setattr(_vacuum_plan, "unproven", lambda listed, damage: set())
+    for seed in seeds:
+        result = simulate(sweep_config(seed))
+        assert any(violation in v for v in result.violations), (seed, result.violations[:3])
 
 
 #: Vacuum-running seeds of the sweep whose restores, without rule 9, re-commit what vacuum

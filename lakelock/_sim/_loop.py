@@ -350,8 +350,14 @@ class Endpoint:
             return result, error
         current = self.store.objects.get(request.key)
         if current is not None and current.body == request.body:
+            # Resolved by reading it back: that answer's Date settles it (as the store does).
             return PutResult(
-                request.key, current.etag, current.write_id, len(request.body), resolved=True
+                request.key,
+                current.etag,
+                current.write_id,
+                len(request.body),
+                resolved=True,
+                server_time=self.store.stamp(self.loop.now),
             ), None
         if request.if_match is not None:
             return None, OutcomeUnknownError(

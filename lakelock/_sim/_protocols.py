@@ -58,6 +58,8 @@ class CommitterSettings(Protocol):
     @property
     def intent_ttl(self) -> float: ...
     @property
+    def vacuum_floor(self) -> float | None: ...
+    @property
     def max_attempts(self) -> int: ...
     @property
     def max_seconds(self) -> float: ...
@@ -343,10 +345,10 @@ class CoreProtocol(SimProtocol):
             commit_window=config.commit_window,
             retention=config.writers_retention,
             intent_ttl=config.intent_ttl,
-            # No vacuum floor (FORMAT.md rule 10 off): the simulated writers commit however
-            # long they held what they wrote, and the checker counts those late commits
-            # (``vacuum_late``) against vacuum's window of a second.
-            vacuum_floor=0.0,
+            # The lake's vacuum floor is vacuum's window (FORMAT.md rule 10): writers refuse
+            # to commit what they wrote more than half of it ago, and the checker holds every
+            # commit to what vacuum deleted.
+            vacuum_floor=config.vacuum_floor or 0.0,
             max_attempts=config.max_attempts,
             max_seconds=config.max_seconds,
             bucket=BUCKET,

@@ -18,6 +18,7 @@ from lakelock._datafile import DataFile
 from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY
+from lakelock._s3._types import PutResult
 from lakelock._sim._check import Observation, check
 from lakelock._sim._faults import Faults
 from lakelock._sim._latency import Profile, profile
@@ -102,6 +103,12 @@ class SimConfig:
     #: window when vacuum runs (vacuum's default ``older_than`` is the retention: restores
     #: then keep to it, FORMAT.md rule 9), else seven days.
     retention: float | None = None
+
+    @property
+    def vacuum_floor(self) -> float | None:
+        """The lake's vacuum floor the writers are given: vacuum's window when vacuum runs
+        (vacuum never goes below it; writers commit nothing older than half of it)."""
+        return self.vacuum_older_than if self.vacuums else None
 
     @property
     def writers_retention(self) -> float:
@@ -326,9 +333,11 @@ class _Writer:
         run = self.run
         self.current = invocation
         if invocation.data:
+            sent: float = yield Now()
             answers = yield Parallel(
                 tuple(Put(key, body, create=True) for key, body in invocation.data)
             )
+            took = (yield Now()) - sent
             failed = [
                 a
                 for a in answers
@@ -341,6 +350,7 @@ class _Writer:
                 self.current = None
                 return
             invocation.data = ()
+            invocation.changes = _written(invocation.changes, answers, took)
         now: float = yield Now()
         try:
             changes = list(invocation.changes)
@@ -710,6 +720,27 @@ def _collecting_rarely() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
+
+
+def _written(changes: tuple[Any, ...], answers: tuple[Any, ...], took: float) -> tuple[Any, ...]:
+    """``changes`` with their new files' write times, as a ``Lake``'s write records them
+    (``DataFile.written_at``: the ``Date`` of the PUT's answer less the PUT's duration)."""
+    at = {
+        a.key: a.server_time.timestamp() - took
+        for a in answers
+        if isinstance(a, PutResult) and a.server_time is not None
+    }
+    if not at:
+        return changes
+    return tuple(
+        dataclasses.replace(
+            c,
+            add=tuple(
+                dataclasses.replace(f, written_at=at[f.key]) if f.key in at else f for f in c.add
+            ),
+        )
+        for c in changes
+    )
 
 
 def _percentile(values: list[float], q: float) -> float:

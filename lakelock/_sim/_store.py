@@ -184,7 +184,7 @@ class SimS3:
         self.objects[key] = StoredObject(body, etag, modified, write_id, listed)
         if key in self.tracked:
             self.history[key].append((now, body))
-        return PutResult(key, etag, write_id, len(body))
+        return PutResult(key, etag, write_id, len(body), server_time=self.stamp(now))
 
     def list(self, prefix: str, start_after: str, max_keys: int, now: float) -> Listing:
         keys = self._sorted(prefix)

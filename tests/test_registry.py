@@ -180,6 +180,22 @@ def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectS
     assert fresh.pending_intents() == []
 
 
+def test_a_typed_refusal_that_gives_up_keeps_its_type(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A commit its last attempt refused with a typed error (here a stale fence), whose swaps
+    recording that meet conflicts until its attempts run out, raises that error with its
+    fields and what ran out: a zombie leader catching StaleFenceError learns it lost the
+    lease, not that the lake was busy."""
+    reg = registry(store, retry=RetryPolicy(max_attempts=2, sleep=no_sleep))
+    reg.commit("sales", fence=("lease:leader", 2))
+    s3.inject("conflict", operation="PutObject", prefix=ROOT, count=2)
+    with pytest.raises(StaleFenceError) as info:
+        reg.commit("sales", add=[datafile("sales", "", "a")], fence=("lease:leader", 1))
+    assert (info.value.name, info.value.token, info.value.current) == ("lease:leader", 1, 2)
+    assert info.value.attempts == 2
+    assert "gave up: its 2 attempts ran out" in str(info.value)
+    assert registry(store).read().version == 1
+
+
 def test_registry_deleted_under_us_is_an_error(
     store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:

@@ -23,6 +23,7 @@ One attempt (docs/FORMAT.md, "Group commit across processes"):
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import random
 from collections import OrderedDict
@@ -1091,6 +1092,14 @@ class Committer:
             f"gave up: {what} ran out ({state.attempts} attempts in {spent:.1f} s, "
             f"{state.redrives} redrives, {state.retries} retries){found}{then}"
         )
+        if isinstance(p.rejected, CommitError) and type(p.rejected) is not CommitConflictError:
+            # A typed refusal (a stale fence, a schema that does not fit, ...) is what its
+            # caller hears, with its fields, as when a swap recording it lands (rule 12).
+            typed = copy.copy(p.rejected)
+            typed.args = (message,)
+            if isinstance(typed, CommitConflictError):
+                typed.attempts = state.attempts
+            return typed
         if p.rejected is not None:
             return CommitConflictError(
                 message,

@@ -105,6 +105,8 @@ class SimS3:
         #: (``None``: unknown).
         self.deleted_by: list[tuple[str, float] | None] = []
         self.graveyard: dict[str, StoredObject] = {}
+        #: When each deleted key was written again (virtual times).
+        self.recreated: dict[str, list[float]] = {}
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -179,6 +181,8 @@ class SimS3:
             bisect.insort(self._groups.setdefault(_group(key), []), key)
             self._all = None
             self.created.setdefault(key, now)
+            if key in self.graveyard:
+                self.recreated.setdefault(key, []).append(now)
         modified = self.server_seconds(now)
         listed = ListedObject(key, etag, len(body), self._datetime(modified))
         self.objects[key] = StoredObject(body, etag, modified, write_id, listed)

@@ -281,6 +281,10 @@ def vacuum_problems(
             problems.append(f"{what}: it was modified within the window")
         if needed_until.get(key, -1.0) > t and len(problems) == before:
             at, doc = versions.first_after(run.read, key)
+            if _rewritten(store, key, t, at):
+                # Its writer wrote it again (a PUT retried or hedged after a pause) before
+                # the version referencing it was committed: that version reads it whole.
+                continue
             restore = _restored(doc, key, versions, run.read)
             if is_intent(key):
                 problems.append(f"{what}: an intent that v{doc.version} (at {at:.3f}) applies")
@@ -293,6 +297,15 @@ def vacuum_problems(
                     "vacuum deleted it (a commit acknowledged with an object vacuum may delete)"
                 )
     return problems, late
+
+
+def _rewritten(store: SimS3, key: str, deleted: float, committed: float) -> bool:
+    """Whether ``key``, deleted at ``deleted``, was written again before ``committed`` and
+    not deleted again in between."""
+    again = [w for w in store.recreated.get(key, ()) if deleted < w <= committed]
+    return bool(again) and not any(
+        k == key and max(again) < d <= committed for d, k, _ in store.deleted
+    )
 
 
 def _restored(doc: RegistryDoc, key: str, versions: _Versions, read: int) -> bool:

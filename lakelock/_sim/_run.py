@@ -18,6 +18,7 @@ from lakelock._datafile import DataFile
 from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY
+from lakelock._registry._settings import DEFAULT_FLOOR
 from lakelock._s3._types import PutResult
 from lakelock._sim._check import Observation, check
 from lakelock._sim._faults import Faults
@@ -462,6 +463,7 @@ class _Run:
             Random(self.master.getrandbits(64)),
             tracked=frozenset({REGISTRY_KEY}),
             ignores_start_after=config.ignores_start_after,
+            resolution=server_resolution(config),
         )
         self.endpoint = Endpoint(
             self.loop,
@@ -708,6 +710,16 @@ def in_flight_bounded(config: SimConfig) -> Faults:
         return config.faults
     bound = config.vacuum_older_than * IN_FLIGHT_SHARE / 2
     return dataclasses.replace(config.faults, timeout=min(config.faults.timeout, bound))
+
+
+def server_resolution(config: SimConfig) -> float:
+    """The server clock's resolution: S3's second, scaled as vacuum's window is when vacuum
+    runs (a second is a 3,600th of the default floor). Unscaled, the ``Date`` a writer
+    judges an object's age by and the ``LastModified`` vacuum does would each be off by
+    up to the whole window, where in production they are off by a 3,600th of it."""
+    if not config.vacuums:
+        return 1.0
+    return config.vacuum_older_than / DEFAULT_FLOOR
 
 
 def simulate(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,8 +74,12 @@ class SimS3:
         tracked: frozenset[str] = frozenset(),
         conflict_share: float = 0.5,
         ignores_start_after: bool = False,
+        resolution: float = 1.0,
     ) -> None:
         self.profile = profile
+        #: The server clock's resolution (``Date``, ``LastModified``): S3's one second, or
+        #: finer where a run compresses the windows it is measured against.
+        self.resolution = resolution
         #: Every LIST starts at its prefix, as on a store without ``StartAfter`` (S3 Express
         #: One Zone's directory buckets): what lakelock must not take on the store's word.
         self.ignores_start_after = ignores_start_after
@@ -110,13 +115,14 @@ class SimS3:
 
     # -- time ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def server_seconds(now: float) -> float:
-        """The server clock at virtual time ``now``, at S3's resolution of one second."""
-        return float(int(EPOCH + now))
+    def server_seconds(self, now: float) -> float:
+        """The server clock at virtual time ``now``, rounded down to its resolution."""
+        if self.resolution == 1.0:
+            return float(int(EPOCH + now))
+        return math.floor((EPOCH + now) / self.resolution) * self.resolution
 
     def stamp(self, now: float) -> datetime:
-        return self._datetime(float(int(EPOCH + now)))
+        return self._datetime(self.server_seconds(now))
 
     def _datetime(self, seconds: float) -> datetime:
         found = self._stamps.get(seconds)

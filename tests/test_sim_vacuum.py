@@ -223,15 +223,16 @@ def test_the_sweep_vacuums_in_a_quarter_of_its_runs_and_they_delete() -> None:
 
 #: Runs in which a vacuum that pauses half a second between its listing and its read of the
 #: root sees an old intent undecided when it listed it and applied when it reads the root:
-#: seeds 11 and 20 with vacuum as it is; seeds 12, 15 and 31 with the reads the wrong way
-#: round (the runs part ways at the first deletion the two vacuums disagree on). Searched
-#: over 0-39 with the basic mix the races were found with (:data:`BASIC_MIX`) and the
-#: simulator of 2026-11-29; before it 12 and 10, before those 2, 6, 12 and 3, 10.
+#: seeds 13, 51, 52, 63 with vacuum as it is (of 11-299, the simulator with the vacuum
+#: floor, 2026-11-29); before it 11 and 20 with vacuum as it is and 12, 15 and 31 with the
+#: reads the wrong way round (the runs part ways at the first deletion the two vacuums
+#: disagree on), with the basic mix the races were found with (:data:`BASIC_MIX`); before
+#: those 12 and 10, 2, 6, 12 and 3, 10.
 RACE = SimConfig(
     writers=4,
     seconds=3.0,
     store="fixed:10",
-    seed=11,
+    seed=13,
     vacuums=1,
     faults=Faults(kills=2, rate=0.02),
     intent_ttl=5.0,
@@ -296,6 +297,12 @@ def test_an_intent_applied_between_vacuums_listing_and_its_read_of_the_root_is_k
     assert result.ok, result.violations[:3]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="no seed of 11-650 forces the loss with the vacuum floor's vacuum: with the reads "
+    "the wrong way round it deletes applied intents (seed 51) but nothing a version reaches; "
+    "the race needs a new forcing",
+)
 def test_with_the_versions_read_before_the_intents_the_checker_catches_the_race(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import http.client
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import duckdb
@@ -18,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import BadRequestError
+from pyiceberg.exceptions import BadRequestError, TableAlreadyExistsError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import BucketTransform, IdentityTransform
@@ -30,7 +32,7 @@ from lakelock._catalog._protocol import WRITE_ENDPOINTS
 from lakelock._connection import Connection
 from lakelock._engines import s3_secret_sql, sql_string
 from lakelock.testing import S3Endpoint
-from tests._support import CLI_ENV, REPO
+from tests._support import CLI_ENV, REPO, wait_until
 from tests._support.catalog import TOKEN, bearer, duckdb_with_iceberg, reads_as_lakelock
 
 #: The S3 keys engines write with: not the principal the test bucket's policy binds.
@@ -92,6 +94,26 @@ def post(server: CatalogServer, path: str, body: Any, **headers: str) -> tuple[i
 
 def operations(lake: Lake, name: str) -> list[str]:
     return [entry.operation for entry in reversed(lake.history(name))]
+
+
+def in_the_background(call: Callable[[], object]) -> Future[object]:
+    """``call`` run on a thread: its future holds what it returned or the error it raised."""
+    outcome: Future[object] = Future()
+
+    def run() -> None:
+        try:
+            call()
+            outcome.set_result(None)
+        except Exception as error:  # what the caller heard is what the test checks
+            outcome.set_result(error)
+
+    threading.Thread(target=run, daemon=True).start()
+    return outcome
+
+
+def wait_for_stall(s3: S3Endpoint) -> None:
+    """Until one request is held by the endpoint's ``stall`` fault."""
+    wait_until(lambda: s3.stalled() == 1)
 
 
 # -- pyiceberg ---------------------------------------------------------------------------------
@@ -184,6 +206,112 @@ def test_a_commit_sent_twice_is_applied_once(serve: ServeFn, lake: Lake) -> None
     table.overwrite(events(["c"], [3]))
     assert operations(lake, "events") == ["create", "append", "overwrite"]
     assert lake.read("events").to_pylist() == [{"kind": "c", "n": 3}]
+
+
+def test_an_added_column_sent_twice_is_answered_as_committed(serve: ServeFn, lake: Lake) -> None:
+    """An add-column request sent again after its answer was lost is answered as committed."""
+    server = serve()
+    engine(server).create_table("lake.events", EVENTS)
+    table = Resending("r", uri=server.url, **ENGINE).load_table("lake.events")
+    with table.update_schema() as update:
+        update.add_column("score", LongType())
+    assert operations(lake, "events") == ["create", "add-columns"]
+    assert lake.read("events").column_names == ["kind", "n", "score"]
+
+
+def test_set_properties_sent_twice_commits_once(serve: ServeFn, lake: Lake) -> None:
+    """A set-properties request sent again after its answer was lost makes no second version."""
+    server = serve()
+    engine(server).create_table("lake.events", EVENTS)
+    table = Resending("r", uri=server.url, **ENGINE).load_table("lake.events")
+    with table.transaction() as transaction:
+        transaction.set_properties({"owner": "etl"})
+    assert len(lake.history("events")) == 2
+    assert lake.registry.read().datasets["events"].properties["owner"] == "etl"
+
+
+def test_an_engine_cannot_register_a_live_file_a_second_time(serve: ServeFn, lake: Lake) -> None:
+    """add_files of a file live in the dataset already is a 400 naming it, nothing committed."""
+    table = engine(serve()).create_table("lake.events", EVENTS, partition_spec=BY_KIND)
+    table.append(events(["a"], [1]))
+    (live,) = lake.registry.files("events")
+    version = lake.registry.read().version
+    with pytest.raises(BadRequestError, match="registered"):
+        table.add_files([f"s3://{lake.bucket}/{live.key}"], check_duplicate_files=False)
+    assert [f.key for f in lake.registry.files("events")] == [live.key]
+    assert lake.read("events").num_rows == 1
+    assert lake.registry.read().version == version
+
+
+class Unconditional(RestCatalog):
+    """pyiceberg sending its commits without requirements, as a raw client may."""
+
+    def commit_table(self, table: Any, requirements: Any, updates: Any) -> Any:
+        return super().commit_table(table, (), updates)
+
+
+def test_two_engines_registering_one_file_at_once_one_is_refused(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint, client: Any
+) -> None:
+    """Two engines adding one file at once: the commit landing second is a 400, live once."""
+    server, other = serve(), serve(on=Lake(lake.bucket, prefix=lake.prefix, s3=client))
+    engine(server).create_table("lake.events", EVENTS)
+    (written,) = lake.write("events", events(["a"], [1]))
+    path = f"s3://{lake.bucket}/{written.key}"
+    first = Unconditional("r", uri=server.url, **ENGINE).load_table("lake.events")
+    second = Unconditional("r", uri=other.url, **ENGINE).load_table("lake.events")
+    # The first engine's commit waits at its first registry write, after the catalog's checks.
+    s3.inject("stall", operation="PutObject", prefix="metastore/", count=1)
+    outcome = in_the_background(lambda: first.add_files([path], check_duplicate_files=False))
+    try:
+        wait_for_stall(s3)
+        second.add_files([path], check_duplicate_files=False)
+    finally:
+        s3.release_stalls()
+    assert isinstance(outcome.result(60), BadRequestError), outcome.result(0)
+    assert [f.key for f in lake.registry.files("events")] == [written.key]
+    assert lake.read("events")["n"].to_pylist() == [1]
+
+
+def test_a_delete_whose_table_moved_before_it_landed_is_a_409(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint
+) -> None:
+    """A delete planned before a lakelock append landed is a 409, never a 200 beside the append."""
+    requests: list[str] = []
+    table = engine(serve(log=requests.append)).create_table(
+        "lake.events", EVENTS, partition_spec=BY_KIND
+    )
+    table.append(events(["a"], [1]))
+    # The catalog's read of the engine's manifest list waits (after its requirement check).
+    s3.inject("stall", operation="GetObject", prefix="views/events/iceberg/engine/", count=1)
+    outcome = in_the_background(lambda: table.delete("n >= 1"))
+    try:
+        wait_for_stall(s3)
+        lake.append("events", events(["a"], [5]), partition_by=["kind"])
+    finally:
+        s3.release_stalls()
+    # pyiceberg's own retry then finds the append's rows match its filter, and gives up.
+    assert isinstance(outcome.result(60), Exception), outcome.result(0)
+    commits = [line for line in requests if '"POST /v1/namespaces/lake/tables/events ' in line]
+    assert [line.split()[-2] for line in commits] == ["200", "409"]
+    assert sorted(lake.read("events")["n"].to_pylist()) == [1, 5]
+
+
+def test_two_engines_creating_one_table_at_once_one_hears_it_exists(
+    serve: ServeFn, lake: Lake, s3: S3Endpoint, client: Any
+) -> None:
+    """Two engines creating one table at once through two catalogs: one hears 409 AlreadyExists."""
+    first, other = serve(), serve(on=Lake(lake.bucket, prefix=lake.prefix, s3=client))
+    # The first catalog's commit waits at its first registry write.
+    s3.inject("stall", operation="PutObject", prefix="metastore/", count=1)
+    outcome = in_the_background(lambda: engine(first).create_table("lake.events", EVENTS))
+    try:
+        wait_for_stall(s3)
+        engine(other).create_table("lake.events", EVENTS)
+    finally:
+        s3.release_stalls()
+    assert isinstance(outcome.result(60), TableAlreadyExistsError), outcome.result(0)
+    assert operations(lake, "events") == ["create"]
 
 
 def test_what_lakelock_cannot_hold_is_refused_naming_it_and_nothing_changes(
@@ -396,6 +524,39 @@ def test_a_transaction_commits_every_table_in_one_version_or_none(
     for name in ("one", "two"):
         assert lake.read(name).column_names == ["kind", "n", "note"]
         assert catalog.load_table(f"lake.{name}").schema().find_field("note").field_id == 3
+
+
+def test_a_transaction_sent_twice_is_answered_as_committed(serve: ServeFn, lake: Lake) -> None:
+    """A transaction sent again after its answer was lost is answered 204 and commits nothing."""
+    server = serve()
+    catalog = engine(server)
+    for name in ("one", "two"):
+        catalog.create_table(f"lake.{name}", EVENTS)
+    schema = orjson.loads(EVENTS.model_dump_json())
+    schema["schema-id"] = 1
+    schema["fields"].append({"id": 3, "name": "note", "type": "string", "required": False})
+    transaction = {
+        "table-changes": [
+            {
+                "identifier": {"namespace": ["lake"], "name": "one"},
+                "requirements": [{"type": "assert-current-schema-id", "current-schema-id": 0}],
+                "updates": [
+                    {"action": "add-schema", "schema": schema},
+                    {"action": "set-current-schema", "schema-id": -1},
+                ],
+            },
+            {
+                "identifier": {"namespace": ["lake"], "name": "two"},
+                "requirements": [],
+                "updates": [{"action": "set-properties", "updates": {"owner": "etl"}}],
+            },
+        ]
+    }
+    assert post(server, "/v1/transactions/commit", transaction)[0] == 204
+    version = lake.registry.read().version
+    status, answer = post(server, "/v1/transactions/commit", transaction)
+    assert status == 204, answer
+    assert lake.registry.read().version == version
 
 
 # -- DuckDB ------------------------------------------------------------------------------------

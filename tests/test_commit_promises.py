@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -405,3 +406,66 @@ def test_a_file_once_switched_off_doubles_rows(lake: Lake, monkeypatch: pytest.M
     lake.registry.commit("c", add=files)
     lake.registry.commit("c", add=files)
     assert ids(lake, "c") == [1, 1, 2, 2]
+
+
+# -- a commit planned on a version applies on it ----------------------------------------------
+
+
+def test_a_commit_planned_on_a_replaced_version_is_refused(lake: Lake) -> None:
+    """A change planned on a version of its dataset (``on_version``: the version an Iceberg
+    engine's requirements were checked against) is refused once another commit moved the
+    dataset, nothing committed: a delete planned before an append cannot land after it."""
+    lake.append("c", table([1]))
+    planned_on = lake.registry.read().datasets["c"].updated_version
+    lake.append("c", table([2]))
+    files = lake.write("c", table([3]))
+    stale = Change("c", "planned", add=tuple(files), existing_files=True, on_version=planned_on)
+    with pytest.raises(CommitConflictError, match=f"planned on version {planned_on}"):
+        lake.registry.commit_changes([stale])
+    assert ids(lake, "c") == [1, 2]
+    current = lake.registry.read().datasets["c"].updated_version
+    lake.registry.commit_changes([replace(stale, on_version=current)])
+    assert ids(lake, "c") == [1, 2, 3]
+
+
+def test_a_create_planned_on_no_dataset_is_refused_once_it_exists(lake: Lake) -> None:
+    """A create planned on the dataset not existing (``on_version=0``) is refused when
+    another commit created it first: two creators never both hear "created"."""
+    lake.append("c", table([1]))
+    create = Change("c", "create-c", operation="create", on_version=0)
+    with pytest.raises(CommitConflictError, match="did not exist"):
+        lake.registry.commit_changes([create])
+    assert [e.operation for e in lake.history("c")] == ["append"]
+
+
+def test_the_version_a_crashed_writer_planned_on_travels_in_its_intent(lake: Lake) -> None:
+    """An intent planned on a version another commit replaced, left by a process that died
+    before its swap, is rejected by the fold of another process too (the intent carries
+    ``on_version``), never applied there on a version it was not planned on."""
+    lake.append("c", table([1]))
+    planned_on = lake.registry.read().datasets["c"].updated_version
+    lake.append("c", table([2]))
+    files = lake.write("c", table([3]))
+    plant_intent(
+        lake.store,
+        Change("c", "crashed", add=tuple(files), existing_files=True, on_version=planned_on),
+    )
+    other = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    other.append("c", table([4]))
+    assert ids(lake, "c") == [1, 2, 4]
+    assert [f.state for f in other.registry._current()[0].fates][-2:] == ["rejected", "applied"]
+
+
+def test_a_version_once_switched_off_lets_a_stale_plan_land(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_decide.moved_since`` switched off: a change planned on a replaced version lands
+    beside the commit that replaced it — what the rule prevents."""
+    monkeypatch.setattr(_decide, "moved_since", lambda *_, **__: None)
+    lake.append("c", table([1]))
+    planned_on = lake.registry.read().datasets["c"].updated_version
+    lake.append("c", table([2]))
+    files = lake.write("c", table([3]))
+    stale = Change("c", "planned", add=tuple(files), existing_files=True, on_version=planned_on)
+    lake.registry.commit_changes([stale])
+    assert ids(lake, "c") == [1, 2, 3]

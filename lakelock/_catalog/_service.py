@@ -15,10 +15,13 @@ commit ids, fences, retention, every rule of docs/FORMAT.md), with a commit id d
 the request, so a retried request is recognised as committed and answered, never applied
 twice. Requirements are checked against the view of the dataset's current version (the
 version they name: each snapshot id is a lakelock version); a failed one is a 409
-``CommitFailedException`` and the engine retries on the refreshed table. Between that check
-and the registry's swap another writer's commit may land: appends go through, as lakelock
-appends always do, and a commit removing a file another commit removed first is refused by the
-registry (409). A multi-table transaction is one lakelock commit over its datasets.
+``CommitFailedException`` and the engine retries on the refreshed table. A request with
+requirements commits on that version only (``on_version``, FORMAT.md rule 15): when another
+writer's commit lands first, it is planned again on the new version, its requirements
+checked again. A request without requirements commits on whatever version is current, and a
+commit removing a file another commit removed first is refused by the registry (409). Files
+an engine adds are checked not to be live already (rule 14). A create commits only while the
+dataset does not exist. A multi-table transaction is one lakelock commit over its datasets.
 
 Credentials: the client ``defaults`` name the S3 endpoint, region and addressing, never keys.
 Only a catalog made with ``vend_credentials=True`` puts the lake's own S3 credentials (those
@@ -39,6 +42,7 @@ import orjson
 import pyarrow as pa
 
 from lakelock._catalog._commits import (
+    PlannedCommit,
     arrow_schema,
     check_properties,
     commit_id_of,
@@ -47,6 +51,7 @@ from lakelock._catalog._commits import (
 )
 from lakelock._catalog._protocol import CatalogError
 from lakelock._connection import Connection
+from lakelock._datafile import DataFile
 from lakelock._engines import require
 from lakelock._lake import Lake
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
@@ -59,6 +64,7 @@ from lakelock._registry._changes import Change
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
+    FileAlreadyRegisteredError,
     InvalidNameError,
     SchemaMismatchError,
     StaleFenceError,
@@ -352,21 +358,28 @@ class LakeCatalog:
             if credentials:
                 result["storage-credentials"] = list(credentials)
             return orjson.dumps(result)
-        commit_id = commit_id_of(["create", name, orjson.loads(body)])
-        if registry.recorded_commit(commit_id, name) is None:
-            if name in registry.read().datasets:
-                raise CatalogError.already_exists(f"Table already exists: {namespace[0]}.{name}")
-            change = planned_change(
-                name,
-                "create",
-                commit_id=commit_id,
-                fence=None,
-                digest=None,
-                schema=arrow,
-                partition_by=partition_by,
-                properties=kept or None,
-            )
-            self._commit([change])
+        exists = CatalogError.already_exists(f"Table already exists: {namespace[0]}.{name}")
+        if name in registry.read().datasets:
+            raise exists
+        # Created only while no dataset of that name exists when the commit applies (rule
+        # 15), under a commit id of its own: two engines creating one table at once send
+        # the same request, and the second must hear that the table exists.
+        change = planned_change(
+            name,
+            "create",
+            commit_id=None,
+            fence=None,
+            digest=None,
+            schema=arrow,
+            partition_by=partition_by,
+            properties=kept or None,
+        )
+        try:
+            self._commit([replace(change, on_version=0)])
+        except CatalogError as error:
+            if error.status == 409 and name in registry.read().datasets:
+                raise exists from error
+            raise
         return self.load_table(namespace, name).body()
 
     @property
@@ -404,10 +417,13 @@ class LakeCatalog:
         # The path names the table; the spec makes the body's identifier optional.
         named = {"identifier": {"namespace": list(namespace), "name": table}}
         request = _model(table_module.CommitTableRequest, body, defaults=named)
-        change = self._plan(namespace, table, request, None)
-        if change is None:
-            return self.load_table(namespace, table)
-        return self.load_table(namespace, table, snapshot=self._committed([change]))
+
+        def plan() -> list[Change]:
+            change = self._plan(namespace, table, request, None)
+            return [change] if isinstance(change, Change) else []
+
+        snapshot = self._commit_planned(plan)
+        return self.load_table(namespace, table, snapshot=snapshot)
 
     def commit_transaction(self, body: bytes) -> None:
         """A ``CommitTransactionRequest``: every table's changes in one lakelock commit (all
@@ -429,21 +445,63 @@ class LakeCatalog:
             tables.append((namespace, normalize("NFC", identifier.name)))
         if len(set(tables)) != len(tables):
             raise CatalogError.bad_request("a transaction names each table once")
-        planned = [
-            self._plan(namespace, name, request, commit_id)
-            for (namespace, name), request in zip(tables, requests, strict=True)
-        ]
-        changes = [c for c in planned if c is not None]
-        snapshot = self._committed(changes) if changes else None
+
+        def plan() -> list[Change]:
+            planned = [
+                self._plan(namespace, name, request, commit_id)
+                for (namespace, name), request in zip(tables, requests, strict=True)
+            ]
+            if any(c is _RECORDED for c in planned):
+                # One table's part is recorded under the transaction's commit id: the whole
+                # transaction was committed (all or nothing) and is answered as such.
+                return []
+            return [c for c in planned if isinstance(c, Change)]
+
+        snapshot = self._commit_planned(plan)
         for namespace, name in tables:
             # Mirrored before the answer, as one table's commit is.
             self.load_table(namespace, name, snapshot=snapshot)
 
+    def _commit_planned(self, plan: Callable[[], list[Change]]) -> RegistrySnapshot | None:
+        """Commit what ``plan`` plans (None: nothing to commit). A change planned on a
+        version of its dataset (its requirements were checked against that version's view)
+        applies only on that version (FORMAT.md rule 15, ``on_version``): when another
+        commit moved the dataset first, the request is planned again on the new version,
+        which checks its requirements again (a 409 when they no longer hold)."""
+        for _ in range(REPLANS):
+            changes = plan()
+            if not changes:
+                return None
+            try:
+                return self._committed(changes)
+            except CatalogError as error:
+                if error.status != 409 or not self._moved(changes):
+                    raise
+        raise CatalogError.commit_failed(
+            f"the table moved under the commit {REPLANS} times as it was planned: refresh "
+            "the table and retry"
+        )
+
+    def _moved(self, changes: Sequence[Change]) -> bool:
+        """Whether a dataset one of ``changes`` was planned on is at another version now."""
+        datasets = self.lake.registry.read().datasets
+        for change in changes:
+            if change.on_version is None:
+                continue
+            state = datasets.get(change.dataset)
+            current = state.updated_version if state is not None else 0
+            if current != change.on_version:
+                return True
+        return False
+
     def _plan(
         self, namespace: tuple[str, ...], table: str, request: Any, commit_id: str | None
-    ) -> Change | None:
-        """The lakelock change ``request`` stands for (None: nothing to commit, or already
-        committed), after its requirements are checked against the current view."""
+    ) -> Change | _Recorded | None:
+        """The lakelock change ``request`` stands for (None: nothing to commit;
+        :data:`_RECORDED`: committed already, under ``commit_id``), after its requirements
+        are checked against the current view. A change of a request with requirements
+        is planned on that view's version (``on_version``), and a create on the dataset not
+        existing."""
         identifier = request.identifier
         if identifier is not None and (
             _parts(identifier.namespace) != namespace or normalize("NFC", identifier.name) != table
@@ -451,7 +509,11 @@ class LakeCatalog:
             raise CatalogError.bad_request(
                 f"the request names {identifier}, the path {'.'.join([*namespace, table])}"
             )
-        from pyiceberg.table.update import AddSnapshotUpdate, AssertCreate  # noqa: PLC0415
+        from pyiceberg.table.update import (  # noqa: PLC0415 - extra
+            AddSnapshotUpdate,
+            AssertCreate,
+            AssertTableUUID,
+        )
 
         registry = self.lake.registry
         snapshot = registry.read()
@@ -479,20 +541,36 @@ class LakeCatalog:
                     raise CatalogError.commit_failed(str(error)) from error
         except CatalogError as error:
             # A request whose requirements no longer hold may be one that was committed and
-            # is sent again (its answer lost): then it is answered as committed. Looked up
-            # only here: a request that passes is deduplicated by the commit loop itself.
-            if error.status == 409 and registry.recorded_commit(commit_id, table) is not None:
-                return None
+            # is sent again (its answer lost): then it is answered as committed — found by
+            # its commit id, or (a schema or property change, whose id names the version it
+            # was first planned on) by the table already being what it asks for.
+            if error.status == 409:
+                if registry.recorded_commit(commit_id, table) is not None:
+                    return _RECORDED
+                if (
+                    loaded is not None
+                    and request.updates
+                    and not snapshots
+                    and self._in_effect(table, request, snapshot, loaded)
+                ):
+                    return None
             raise
-        plan = plan_commit(
-            self.lake.store,
+        plan = self._planned(
             table,
+            request=request,
+            snapshot=snapshot,
+            loaded=loaded,
             base=base,
             arrow=arrow,
             partition_by=partition_by,
-            updates=request.updates,
-            steered=self.steered(table),
         )
+        conditional = [r for r in requirements if not isinstance(r, AssertTableUUID)]
+        if plan.add and loaded is not None:
+            self._check_not_live(table, plan.add, snapshot)
+        if loaded is None:
+            on_version: int | None = 0
+        else:
+            on_version = loaded.version if conditional else None
         if loaded is None:
             change = planned_change(
                 table,
@@ -504,7 +582,7 @@ class LakeCatalog:
                 partition_by=partition_by,
                 properties=plan.properties or None,
             )
-            return replace(change, add=plan.add)
+            return replace(change, add=plan.add, existing_files=True, on_version=on_version)
         if not (plan.add or plan.remove or plan.schema is not None or plan.properties):
             return None
         change = planned_change(
@@ -517,7 +595,93 @@ class LakeCatalog:
             schema_mode="merge" if plan.schema is not None else None,
             properties=plan.properties or None,
         )
-        return replace(change, add=plan.add, remove=plan.remove)
+        # Files an engine adds may be live already (add_files of a registered file, a
+        # snapshot re-pointing at the view's own manifests): rule 14 refuses them.
+        return replace(
+            change,
+            add=plan.add,
+            remove=plan.remove,
+            existing_files=bool(plan.add),
+            on_version=on_version,
+        )
+
+    def _check_not_live(
+        self, table: str, files: Sequence[DataFile], snapshot: RegistrySnapshot
+    ) -> None:
+        """400 when a file the engine adds is live in the dataset already (add_files of a
+        registered file, a snapshot re-pointing at the view's own manifests), before
+        anything is written: the commit itself refuses it too (FORMAT.md rule 14), for
+        a file another commit registers meanwhile."""
+        wanted = {f.key for f in files}
+        partitions = {f.partition_path for f in files}
+        live = sorted(
+            f.key
+            for f in self.lake.registry.files(table, snapshot=snapshot, partitions=partitions)
+            if f.key in wanted
+        )
+        if live:
+            shown = ", ".join(repr(k) for k in live[:3]) + (" ..." if len(live) > 3 else "")
+            raise CatalogError.bad_request(
+                f"{len(live)} of the files this commit adds "
+                f"{'is' if len(live) == 1 else 'are'} registered in table {table!r} already "
+                f"({shown}): a file is registered once; nothing was committed"
+            )
+
+    def _planned(
+        self,
+        table: str,
+        *,
+        request: Any,
+        snapshot: RegistrySnapshot,
+        loaded: LoadedTable | None,
+        base: Any,
+        arrow: pa.Schema,
+        partition_by: tuple[str, ...],
+    ) -> PlannedCommit:
+        """What ``request`` commits on ``base``, without the properties the dataset has
+        already (set to the same value, or removed while absent): setting them changes
+        nothing, so a request sent again commits nothing."""
+        plan = plan_commit(
+            self.lake.store,
+            table,
+            base=base,
+            arrow=arrow,
+            partition_by=partition_by,
+            updates=request.updates,
+            steered=self.steered(table),
+        )
+        state = snapshot.datasets.get(table) if loaded is not None else None
+        if state is None or not plan.properties:
+            return plan
+        held = state.properties
+        changed = {k: v for k, v in plan.properties.items() if held.get(k) != v}
+        return replace(plan, properties=changed)
+
+    def _in_effect(
+        self, table: str, request: Any, snapshot: RegistrySnapshot, loaded: LoadedTable
+    ) -> bool:
+        """Whether ``request`` (no snapshots), whose requirements no longer hold, would
+        change nothing on the current view: a schema or property change sent again after
+        its first send landed."""
+        from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415 - extra
+
+        state = snapshot.datasets.get(table)
+        if state is None or state.schema is None:
+            return False
+        base = TableMetadataUtil.parse_raw(loaded.metadata.decode())
+        try:
+            plan = self._planned(
+                table,
+                request=request,
+                snapshot=snapshot,
+                loaded=loaded,
+                base=base,
+                arrow=state.schema,
+                partition_by=state.partition_by,
+            )
+        except CatalogError:
+            return False
+        return not (plan.add or plan.remove or plan.schema is not None or plan.properties)
 
     def _base(
         self,
@@ -580,12 +744,25 @@ class LakeCatalog:
         another commit changed) is the spec's 409, so the engine refreshes and retries."""
         try:
             result: CommitResult = self.lake.registry.commit_changes(changes)
+        except FileAlreadyRegisteredError as error:  # not stale: a retry cannot commit it
+            raise CatalogError.bad_request(str(error)) from error
         except (CommitConflictError, SchemaMismatchError, StaleFenceError) as error:
             raise CatalogError.commit_failed(str(error)) from error
         return result
 
 
 _NAME_MAPPING = "schema.name-mapping.default"
+
+#: How many times a commit is planned again when the dataset it was planned on moved before
+#: it applied (each time its requirements are checked again on the new version).
+REPLANS = 5
+
+
+class _Recorded:
+    """A request found committed already (its commit id is recorded)."""
+
+
+_RECORDED = _Recorded()
 
 
 def _steering(metadata: bytes, steered: dict[str, str]) -> bytes:

@@ -166,6 +166,10 @@ class Change:
     # the manifests of the partitions they join. lakelock's own operations add files they
     # have just created by create-only PUTs, which cannot be live, and skip those reads.
     existing_files: bool = False
+    # The version of the dataset the change was planned on: it applies only while the
+    # dataset's ``updated_version`` is still this (0: only while the dataset does not exist),
+    # else it is refused (FORMAT.md rule 15). None: on whatever version is current.
+    on_version: int | None = None
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,7 @@ def intent_document(
                 # Whole milliseconds, rounded down (earlier: the rule errs towards older).
                 **({"written_ms": math.floor(written * 1000)} if written is not None else {}),
                 **({"existing_files": True} if change.existing_files else {}),
+                **({"on_version": change.on_version} if change.on_version is not None else {}),
                 "properties": dict(change.properties) if change.properties is not None else None,
                 "fence": (
                     {
@@ -188,6 +189,7 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
                 else None
             ),
             existing_files=section.get("existing_files") is True,
+            on_version=_on_version(section),
         )
     except RegistryCorruptError:
         raise
@@ -218,3 +220,13 @@ def prune_fates(
     recent = {id(f) for f in ordered[-keep:]}
     recent |= {id(f) for f in [f for f in ordered if f.state != "applied"][-keep:]}
     return tuple(f for f in ordered if f.key > watermark or id(f) in recent)
+
+
+def _on_version(section: Mapping[str, Any]) -> int | None:
+    """The intent's ``on_version`` (rule 15), absent for an unconditional commit."""
+    value = section.get("on_version")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"on_version {value!r} is not a version")
+    return value

@@ -43,6 +43,7 @@ The rules:
 13. **A swap that may still land is not a failure** (:func:`swap_may_land`): after a lost
     answer, only a root that moved past the swap's base proves the commit absent.
 14. **A data file is registered at most once** (:func:`registered_twice`).
+15. **A commit planned on a version applies on it** (:func:`moved_since`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ __all__ = [
     "fate_error",
     "fates_of",
     "judge_listed",
+    "moved_since",
     "past_the_window",
     "recorded_version",
     "registered_twice",
@@ -379,6 +381,9 @@ def applied_batch(
             continue
         try:
             for change in p.changes:
+                moved = moved_since(candidate, change)
+                if moved is not None:
+                    raise moved
                 twice = registered_twice(candidate, change, objects)
                 if twice is not None:
                     raise twice
@@ -458,6 +463,33 @@ def registered_twice(
         "once (an earlier commit of these files landed? give commits a commit_id to make a "
         "retry report it); nothing was committed",
         keys=tuple(live),
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
+
+
+def moved_since(doc: RegistryDoc, change: Change) -> CommitConflictError | None:
+    """Rule 15: a change planned on a version of its dataset (``on_version``: what an
+    Iceberg engine's requirements were checked against, or 0, "the dataset does not exist",
+    for a create) applies only while the dataset is still at that version in ``doc`` (as
+    the batch has changed it so far): the error refusing it if another commit moved the
+    dataset first. Unconditional changes (``on_version`` None) apply on any version."""
+    if change.on_version is None:
+        return None
+    state = doc.datasets.get(change.dataset)
+    holds = change.on_version == 0 if state is None else state.updated_version == change.on_version
+    if holds:
+        return None
+    current = state.updated_version if state is not None else 0
+    planned = (
+        "the dataset did not exist"
+        if change.on_version == 0
+        else f"version {change.on_version} of the dataset"
+    )
+    now = "it exists" if change.on_version == 0 else f"it is at version {current}"
+    return CommitConflictError(
+        f"commit planned on {planned}, but {now}: another commit landed first; nothing was "
+        "committed (plan it again on the current version)",
         dataset=change.dataset,
         commit_id=change.commit_id,
     )

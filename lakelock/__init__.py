@@ -46,6 +46,7 @@ from lakelock._registry import (
     RegistrySnapshot,
 )
 from lakelock._registry._core import FoldPolicy, Hints
+from lakelock._registry._settings import LakeSettings
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ListedObject
 from lakelock._scan import Scan
@@ -71,6 +72,7 @@ __all__ = [
     "IntentFate",
     "Lake",
     "LakeConfig",
+    "LakeSettings",
     "Lease",
     "LeaseOptions",
     "ListedObject",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lakelock._stats import FileStats, stats_from_json
@@ -25,7 +25,11 @@ class DataFile:
     the object's ETag when written; ``write_id`` the id in the object's metadata that proves
     which writer created it. ``stats`` are the file's column statistics
     (:mod:`lakelock._stats`): lakelock records them for the files it writes; a file
-    registered from elsewhere has those its caller gives, or none.
+    registered from elsewhere has those its caller gives, or none. ``written_at``: when it
+    was written by the server's clock, or a little before (seconds since the epoch: the
+    ``Date`` of its PUT's answer less the PUT's duration), for the commit's check against the lake's
+    vacuum floor (FORMAT.md, "Retention and vacuum"); not recorded in manifests, and
+    ``None`` for a file whose writer did not say (it is then not checked).
     """
 
     dataset: str
@@ -37,6 +41,7 @@ class DataFile:
     etag: str
     write_id: str
     stats: FileStats | None = None
+    written_at: float | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:

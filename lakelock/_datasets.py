@@ -58,6 +58,7 @@ import functools
 import hashlib
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -348,6 +349,7 @@ def _upload(
             content_type=PARQUET_CONTENT_TYPE,
             progress=meter.start(plan.size),
         )
+        sent = time.monotonic()
         try:
             result = hedged(put) if hedged is not None else put()
         except Exception as error:
@@ -368,9 +370,19 @@ def _upload(
                 etag=result.etag,
                 write_id=result.write_id,
                 stats=plan.stats,
+                written_at=_written_at(result, time.monotonic() - sent),
             )
         )
     return written
+
+
+def _written_at(result: PutResult, took: float) -> float | None:
+    """When the server wrote a file, or a little before: the ``Date`` of the answer
+    less the PUT's whole duration (the object was created after the request left; the
+    ``Date`` is rounded down to the second, which only makes the file look older)."""
+    if result.server_time is None:
+        return None
+    return result.server_time.timestamp() - took
 
 
 class _Meter:

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from lakelock.errors import InvalidArgumentError
 
-__all__ = ["DURATION_FORMS", "duration_seconds"]
+__all__ = ["DURATION_FORMS", "duration_seconds", "format_duration"]
 
 #: What :func:`duration_seconds` accepts, for error messages.
 DURATION_FORMS = (
@@ -60,3 +60,18 @@ def _parse(text: str, what: str) -> float:
         if compact and position == len(compact):
             return total
     raise InvalidArgumentError(text, f"a {what} is {DURATION_FORMS}", what=what)
+
+
+def format_duration(seconds: float) -> str:
+    """``90`` → ``1m30s``; ``0.4`` → ``0.4s``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if whole >= size:
+            parts.append(f"{whole // size}{unit}")
+            whole %= size
+    if whole or not parts:
+        parts.append(f"{whole}s")
+    return "".join(parts[:2])

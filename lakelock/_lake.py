@@ -38,6 +38,7 @@ from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
 from lakelock._registry import CommitResult, Registry, RegistrySnapshot
 from lakelock._registry._objects import HistoryEntry
+from lakelock._registry._settings import DEFAULTS, LakeSettings
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._scan import Scan, plan_scan
@@ -46,8 +47,8 @@ from lakelock.errors import DatasetNotFoundError, InvalidArgumentError, VersionN
 
 __all__ = ["Lake", "LakeConfig", "MoveOptions", "ScanOptions"]
 
-#: How long the registry remembers retired manifests by default (see ``Lake(retention=)``).
-DEFAULT_RETENTION = 7 * 24 * 3600.0
+#: How long a replaced version stays readable by default (see ``Lake(retention=)``).
+DEFAULT_RETENTION = DEFAULTS.retention
 
 
 class MoveOptions(TypedDict, total=False):
@@ -95,7 +96,8 @@ class LakeConfig:
     prefix: str
     connection: Connection
     multipart_threshold: int = 64 * 1024 * 1024
-    commit_window: int = 100
+    #: Given explicitly to the Lake this was made from (``None``: the lake's).
+    commit_window: int | None = None
 
     def open(self) -> Lake:
         """A new Lake (its own client) on the same bucket, prefix, endpoint and identity."""
@@ -113,11 +115,15 @@ class Lake(TableOperations):
 
     ``s3`` is a boto3 S3 client (default: boto3's default credentials and endpoint).
     ``retry`` bounds every retry loop (commits, conflicts, throttling); ``group_commit``
-    merges concurrent commits of this Lake into one compare-and-swap; ``commit_window`` is
-    how many recent commit ids the registry keeps (the idempotency window; every writer of a
-    lake should use the same); ``retention`` how long the registry remembers retired
-    manifests (a duration: seconds, a timedelta or ``"7d"``), which bounds how far back
-    :meth:`vacuum` can protect readers (every writer of a lake should use the same).
+    merges concurrent commits of this Lake into one compare-and-swap. The lake's settings
+    live in the lake (its registry, :meth:`configure`), the same for every writer:
+    ``commit_window`` (how many recent commit ids the registry keeps: the idempotency
+    window), ``retention`` (how long a replaced version stays readable: a duration, seconds,
+    a timedelta or ``"7d"``), ``intent_ttl`` (how long an undecided commit may still be
+    applied) and ``vacuum_floor`` (the shortest window :meth:`vacuum` ever uses). Left out,
+    this Lake uses the lake's; given, they are what a new lake is created with, and a value
+    that disagrees with the lake's is refused
+    (:class:`~lakelock.errors.SettingsMismatchError`, naming both).
     ``mirror`` (``("iceberg", "delta")`` or either) keeps those views of every dataset this
     Lake commits to current, in a background thread after each commit (never delaying or
     failing it: errors are logged; ``lake.auto_mirror.wait()`` waits for it).
@@ -141,11 +147,13 @@ class Lake(TableOperations):
         retry: RetryPolicy | None = None,
         group_commit: bool = True,
         multipart_threshold: int = 64 * 1024 * 1024,
-        commit_window: int = 100,
-        retention: float | timedelta | str = DEFAULT_RETENTION,
+        commit_window: int | None = None,
+        retention: float | timedelta | str | None = None,
         mirror: Iterable[str] | None = None,
         read_timeout: float | timedelta | str = DEFAULT_READ_TIMEOUT,
         lock_timeout: float | timedelta | str = 0.0,
+        intent_ttl: float | timedelta | str | None = None,
+        vacuum_floor: float | timedelta | str | None = None,
     ) -> None:
         bucket = validate_bucket_name(bucket)
         prefix = validate_lake_prefix(prefix)
@@ -166,7 +174,9 @@ class Lake(TableOperations):
             "retry": self.retry,
             "group_commit": group_commit,
             "commit_window": commit_window,
-            "retention": duration_seconds(retention, what="retention"),
+            "retention": _seconds(retention, "retention"),
+            "intent_ttl": _seconds(intent_ttl, "intent_ttl"),
+            "vacuum_floor": _seconds(vacuum_floor, "vacuum_floor"),
         }
         self.auto_mirror: AutoMirror | None = None
         if mirror is None:
@@ -186,11 +196,13 @@ class Lake(TableOperations):
         retry: RetryPolicy | None = None,
         group_commit: bool = True,
         multipart_threshold: int = 64 * 1024 * 1024,
-        commit_window: int = 100,
-        retention: float | timedelta | str = DEFAULT_RETENTION,
+        commit_window: int | None = None,
+        retention: float | timedelta | str | None = None,
         mirror: Iterable[str] | None = None,
         read_timeout: float | timedelta | str = DEFAULT_READ_TIMEOUT,
         lock_timeout: float | timedelta | str = 0.0,
+        intent_ttl: float | timedelta | str | None = None,
+        vacuum_floor: float | timedelta | str | None = None,
         **client_kwargs: Any,
     ) -> Lake:
         """``Lake.from_url("s3://bucket/prefix", endpoint_url=..., region_name=...)``: the
@@ -211,6 +223,8 @@ class Lake(TableOperations):
             mirror=mirror,
             read_timeout=read_seconds,
             lock_timeout=lock_timeout,
+            intent_ttl=intent_ttl,
+            vacuum_floor=vacuum_floor,
         )
 
     def __repr__(self) -> str:
@@ -225,7 +239,7 @@ class Lake(TableOperations):
             self.prefix,
             Connection.of(self.client),
             multipart_threshold=self.store.multipart_threshold,
-            commit_window=self.registry.commit_window,
+            commit_window=self.registry.explicit.get("commit_window"),  # type: ignore[arg-type]
         )
 
     @property
@@ -445,6 +459,26 @@ class Lake(TableOperations):
 
     # -- housekeeping -------------------------------------------------------------------------
 
+    def configure(
+        self,
+        *,
+        retention: float | timedelta | str | None = None,
+        commit_window: int | None = None,
+        intent_ttl: float | timedelta | str | None = None,
+        vacuum_floor: float | timedelta | str | None = None,
+    ) -> LakeSettings:
+        """Change the lake's settings for every writer, by one commit
+        (``lake.configure(retention="30d")``; durations as for the constructor); returns
+        them (see :class:`~lakelock.LakeSettings`). Those not given stay as they are. Every
+        writer reads them from the root it commits on; ``lakelock registry show`` shows
+        them."""
+        return self.registry.configure(
+            retention=_seconds(retention, "retention"),
+            commit_window=commit_window,
+            intent_ttl=_seconds(intent_ttl, "intent_ttl"),
+            vacuum_floor=_seconds(vacuum_floor, "vacuum_floor"),
+        )
+
     def vacuum(
         self,
         *,
@@ -459,21 +493,22 @@ class Lake(TableOperations):
         timedelta, or text such as ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``
         (:class:`~lakelock.errors.InvalidNameError` otherwise), by default the lake's
         ``retention``: never more, and less only with ``enforce_retention=False`` (the
-        versions time travel promises to keep would go). ``listing(n)`` reports objects
-        listed so far, ``progress(done, total)`` deletions. See :mod:`lakelock._vacuum`."""
-        seconds = (
-            self.registry.retention
-            if older_than is None
-            else duration_seconds(older_than, what="older_than")
-        )
+        versions time travel promises to keep would go), and never below the lake's
+        ``vacuum_floor`` (writers in flight may still commit what is younger).
+        ``listing(n)`` reports objects listed so far, ``progress(done, total)`` deletions.
+        See :mod:`lakelock._vacuum`."""
         return vacuum(
             self.registry,
-            older_than=seconds,
+            older_than=_seconds(older_than, "older_than"),
             dry_run=dry_run,
             progress=progress,
             listing=listing,
             enforce_retention=enforce_retention,
         )
+
+
+def _seconds(value: float | timedelta | str | None, what: str) -> float | None:
+    return None if value is None else duration_seconds(value, what=what)
 
 
 def _read_seconds(read_timeout: float | timedelta | str) -> float:

@@ -47,10 +47,12 @@ import time
 from collections.abc import Callable
 
 from lakelock._datasets import Progress
+from lakelock._durations import format_duration
 from lakelock._mirror._vacuum import view_keep
 from lakelock._registry import Registry
 from lakelock._registry._core import Driver
 from lakelock._registry._document import REGISTRY_KEY
+from lakelock._registry._settings import LakeSettings
 from lakelock._vacuum_plan import (
     DELETE_BATCH,
     SCANNED_PREFIXES,
@@ -62,13 +64,13 @@ from lakelock._vacuum_plan import (
 )
 from lakelock.errors import InvalidArgumentError
 
-__all__ = ["SCANNED_PREFIXES", "VacuumReport", "vacuum"]
+__all__ = ["SCANNED_PREFIXES", "VacuumReport", "check_window", "vacuum"]
 
 
 def vacuum(
     registry: Registry,
     *,
-    older_than: float,
+    older_than: float | None = None,
     dry_run: bool = True,
     progress: Progress | None = None,
     listing: Callable[[int], None] | None = None,
@@ -77,36 +79,20 @@ def vacuum(
 ) -> VacuumReport:
     """Report (and unless ``dry_run`` delete) the orphans of the lake (module docstring).
     ``listing`` is told how many objects have been listed so far (every page, 1000 keys);
-    ``progress(done, total)`` how many orphans have been deleted. ``older_than`` below the
-    registry's retention is refused unless ``enforce_retention=False``."""
-    if older_than < 0:
-        raise InvalidArgumentError(
-            older_than, "a non-negative number of seconds", what="older_than"
-        )
-    if enforce_retention and older_than < registry.retention:
-        raise InvalidArgumentError(
-            older_than,
-            f"older_than ({older_than:g} s) is below the registry's retention "
-            f"({registry.retention:g} s): vacuum would delete versions that time travel "
-            "promises to keep readable; pass enforce_retention=False (lakelock vacuum "
-            "--no-enforce-retention) to delete them anyway",
-            what="older_than",
-        )
-    if older_than > registry.retention:
-        raise InvalidArgumentError(
-            older_than,
-            f"older_than exceeds the registry's retention ({registry.retention:.0f} s): "
-            "versions older than that may not be read, so vacuum keeps nothing for them; "
-            "raise the retention first (Lake(retention=...), vacuum --retention)",
-            what="older_than",
-        )
+    ``progress(done, total)`` how many orphans have been deleted. ``older_than`` (default:
+    the lake's retention) below the lake's retention is refused unless
+    ``enforce_retention=False``, below its vacuum floor always (:func:`check_window`)."""
+    settings = registry.settings()
+    if older_than is None:
+        older_than = settings.retention
+    check_window(older_than, settings, enforce_retention=enforce_retention)
     store = registry.store
     # The reads and the decisions are lakelock._vacuum_plan's (what the simulator runs too).
     driver = Driver(store, store, sleep=registry.retry.sleep, clock=clock)
     found: Plan = driver.run(
         plan(
             older_than=older_than,
-            intent_ttl=registry.intent_ttl,
+            intent_ttl=settings.intent_ttl,
             bucket=store.bucket,
             cache=registry.objects,
             root_name=store.full_key(REGISTRY_KEY),
@@ -119,6 +105,7 @@ def vacuum(
         registry, found.listed, cutoff=cutoff, oldest=found.oldest
     )
     report = classify(found.listed, protected, cutoff=cutoff, dry_run=dry_run)
+    report.unproven = dict(found.unproven)
     if dry_run or not report.orphans:
         return report
     total = len(report.orphans)
@@ -131,3 +118,49 @@ def vacuum(
         if progress is not None:
             progress(done, total)
     return report
+
+
+def check_window(older_than: float, settings: LakeSettings, *, enforce_retention: bool) -> None:
+    """Refuse a window vacuum must not use (:class:`~lakelock.errors.InvalidArgumentError`):
+    negative; longer than the lake's retention (versions older than that may not be read,
+    so vacuum keeps nothing for them); shorter than the retention unless
+    ``enforce_retention=False`` (the versions time travel promises to keep would go); and
+    shorter than the lake's vacuum floor whatever the caller says (FORMAT.md, "Retention
+    and vacuum": writers commit what they wrote only while it is younger than half the
+    floor, so a shorter window could delete what a writer is committing)."""
+    retention, floor = settings.retention, settings.vacuum_floor
+    window, lake_retention, lake_floor = (
+        format_duration(older_than),
+        format_duration(retention),
+        format_duration(floor),
+    )
+    if older_than < 0:
+        raise InvalidArgumentError(
+            older_than, "a non-negative number of seconds", what="older_than"
+        )
+    if older_than < floor:
+        raise InvalidArgumentError(
+            window,
+            f"older_than ({window}) is below the lake's vacuum floor ({lake_floor}): a writer "
+            "may still be committing objects that young; lower the floor first "
+            "(lake.configure(vacuum_floor=...), lakelock registry configure --vacuum-floor)",
+            what="older_than",
+        )
+    if enforce_retention and older_than < retention:
+        raise InvalidArgumentError(
+            window,
+            f"older_than ({window}) is below the lake's retention ({lake_retention}): vacuum "
+            "would delete versions that time travel promises to keep readable; pass "
+            "enforce_retention=False (lakelock vacuum --no-enforce-retention) to delete them "
+            "anyway",
+            what="older_than",
+        )
+    if older_than > retention:
+        raise InvalidArgumentError(
+            window,
+            f"older_than ({window}) exceeds the lake's retention ({lake_retention}): versions "
+            "older than that may not be read, so vacuum keeps nothing for them; raise the "
+            "retention first (lake.configure(retention=...), lakelock registry configure "
+            "--retention)",
+            what="older_than",
+        )

@@ -16,6 +16,11 @@ The reads, in the order that makes vacuum safe (:func:`plan`):
    among them does not matter), fetched in parallel rounds where the walk misses them
    (the commit core's ``_need`` pattern: compute, and on :class:`Missing` fetch and ask again).
 
+An object of a kept version that is missing or damaged ends nothing: the walk goes on to
+the versions before it (:func:`walks_past`), and what vacuum can no longer prove unneeded —
+every object of that dataset, and every intent — is kept, with the reason
+(:func:`unproven`, ``VacuumReport.unproven``).
+
 Deleting is not part of the plan: the shell deletes with the store's conditional delete
 (:meth:`lakelock._s3.ObjectStore.delete_if_unchanged`: ``DeleteObjects`` with per-key ETags
 where honoured), the simulator with :func:`delete_steps` (one ``DeleteObject`` with
@@ -50,6 +55,8 @@ __all__ = [
     "reachable",
     "record_deletions",
     "undecided",
+    "unproven",
+    "walks_past",
 ]
 
 SCANNED_PREFIXES = (
@@ -70,7 +77,9 @@ DELETE_BATCH = 1000
 @dataclass
 class VacuumReport:
     """What vacuum found and did. ``orphans`` are the deletable objects (deleted unless
-    ``dry_run``); ``deleted`` and ``failed`` say what happened to them."""
+    ``dry_run``); ``deleted`` and ``failed`` say what happened to them. ``unproven``: the
+    datasets whose kept versions vacuum could not read whole, and why (every object of
+    such a dataset, and every intent, was kept: counted in ``referenced``)."""
 
     dry_run: bool
     scanned: int = 0
@@ -79,6 +88,7 @@ class VacuumReport:
     orphans: list[ListedObject] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     failed: dict[str, StorageError] = field(default_factory=dict)
+    unproven: dict[str, str] = field(default_factory=dict)
 
     @property
     def orphan_bytes(self) -> int:
@@ -88,14 +98,17 @@ class VacuumReport:
 @dataclass(frozen=True)
 class Plan:
     """What vacuum read: its clock when it began (``now``, seconds since the epoch), the
-    objects listed, the root, the keys it must keep (undecided intents and everything the
-    kept versions reach) and each dataset's oldest version kept (the views keep theirs)."""
+    objects listed, the root, the keys it must keep (undecided intents, everything the
+    kept versions reach, and what it could not prove unneeded), each dataset's oldest
+    version kept (the views keep theirs) and why it could not prove some (``unproven``:
+    dataset -> reason)."""
 
     now: float
     listed: tuple[ListedObject, ...]
     doc: RegistryDoc
     protected: frozenset[str]
     oldest: Mapping[str, int]
+    unproven: Mapping[str, str] = field(default_factory=dict)
 
 
 # -- the decisions (pure) ------------------------------------------------------------------------
@@ -124,13 +137,16 @@ class Known:
     from the start after every round of fetches, so nothing it needs may be evicted) and the
     keys found missing. ``cache``: a shared cache consulted first, without I/O (a lake's warm
     :class:`~lakelock._registry._objects.Objects`). A key neither known nor missing raises
-    :class:`Missing`."""
+    :class:`Missing`. ``broken``: keys whose bytes did not verify; ``damage``: per dataset,
+    why the walk of its kept versions could not read them whole."""
 
     def __init__(self, bucket: str | None, cache: Objects | None = None) -> None:
         self.bucket = bucket
         self.cache = cache.offline() if cache is not None else None
         self.found: dict[str, Any] = {}
         self.gone: dict[str, NotFoundError] = {}
+        self.broken: dict[str, RegistryCorruptError] = {}
+        self.damage: dict[str, str] = {}
         self._leaves: dict[str, tuple[str, ...]] = {}
 
     def load(self, key: str, body: bytes) -> None:
@@ -151,6 +167,9 @@ class Known:
         error = self.gone.get(key)
         if error is not None:
             raise missing_object(key, self.bucket, None) from error
+        damaged = self.broken.get(key)
+        if damaged is not None:
+            raise damaged
         if self.cache is not None:
             try:
                 return shared(self.cache)
@@ -207,9 +226,9 @@ def reachable(doc: RegistryDoc, known: Known, *, cutoff: float) -> set[str]:
         return _reachable_format1(doc, known, cutoff=cutoff)
     keep: set[str] = set()
     missing: list[str] = []
-    for entry in doc.entries.values():
+    for name, entry in doc.entries.items():
         try:
-            keep |= _reachable_entry(entry, known, cutoff=cutoff)
+            keep |= _reachable_entry(name, entry, known, cutoff=cutoff)
         except Missing as miss:
             missing += miss.keys
     if missing:
@@ -217,36 +236,80 @@ def reachable(doc: RegistryDoc, known: Known, *, cutoff: float) -> set[str]:
     return keep
 
 
-def _reachable_entry(entry: DatasetEntry, known: Known, *, cutoff: float) -> set[str]:
+def _reachable_entry(name: str, entry: DatasetEntry, known: Known, *, cutoff: float) -> set[str]:
     """The snapshots of the versions kept (:func:`_walk_kept`), their index nodes,
     manifests and data files."""
     seen: set[str] = set()
     found = _walk_kept(
-        entry, known, cutoff, lambda key, snap: {key} | _tree_objects(key, snap, known, seen)
+        name, entry, known, cutoff, lambda key, snap: {key} | _tree_objects(key, snap, known, seen)
     )
     return set().union(*found)
 
 
 def _walk_kept(
-    entry: DatasetEntry, known: Known, cutoff: float, visit: Callable[[str, Snapshot], _T]
+    name: str,
+    entry: DatasetEntry,
+    known: Known,
+    cutoff: float,
+    visit: Callable[[str, Snapshot], _T],
 ) -> list[_T]:
     """``visit`` of the current snapshot and of each older one that was still current at
     ``cutoff`` or later (its successor was committed at or after ``cutoff``), newest first.
-    An older version partly gone already (vacuumed by an earlier run with a shorter window)
-    ends the walk; anything missing from the current one is corruption."""
+    A version whose objects are missing or damaged is noted in ``known.damage`` (what it
+    reaches cannot be proven unneeded: :func:`unproven`) and the walk goes on to its parent
+    (:func:`walks_past`); only a snapshot that cannot be read ends it, as its parent is
+    unknown."""
     visited: list[_T] = []
     successor_at: float | None = None
     key: str | None = entry.snapshot
     while key is not None and (successor_at is None or successor_at >= cutoff):
         try:
             snap = known.snapshot(key)
+        except RegistryCorruptError as error:
+            _note_damage(known, name, entry, key, error)
+            break
+        try:
             visited.append(visit(key, snap))
         except RegistryCorruptError as error:
-            if successor_at is None or not isinstance(error.__cause__, NotFoundError):
-                raise
-            break
+            _note_damage(known, name, entry, key, error)
+            if not walks_past(error):
+                break
         successor_at, key = snap.at, snap.parent
     return visited
+
+
+def walks_past(error: RegistryCorruptError) -> bool:
+    """Rule (FORMAT.md, "Retention and vacuum"): a kept version with a missing or damaged
+    object does not end the walk of the kept versions: its snapshot names its parent, and
+    every version current within the window is kept whatever a newer one lost (a late
+    writer's deleted manifest, a damaged node). Ending it there left every older version
+    within the retention to be deleted."""
+    return True
+
+
+def _note_damage(
+    known: Known, name: str, entry: DatasetEntry, key: str, error: RegistryCorruptError
+) -> None:
+    version = f"the version of snapshot {key}"
+    if entry.snapshot == key:
+        version = f"the current version (snapshot {key})"
+    known.damage.setdefault(name, f"{version} cannot be read whole: {error}")
+
+
+def unproven(listed: Iterable[ListedObject], damage: Mapping[str, str]) -> set[str]:
+    """Rule (FORMAT.md, "Retention and vacuum"): what vacuum keeps because it cannot prove
+    it unneeded. A dataset whose kept versions it could not read whole (``damage``) may
+    reach any of its objects through what is missing, and any intent may be one of its
+    manifests: every listed object of the dataset (its data files, snapshots, nodes,
+    manifests and views) and every intent is kept."""
+    if not damage:
+        return set()
+    prefixes = tuple(
+        f"{top}{name}/"
+        for name in damage
+        for top in (DATASETS_PREFIX, MANIFEST_PREFIX, NODE_PREFIX, SNAPSHOT_PREFIX, VIEWS_PREFIX)
+    )
+    return {o.key for o in listed if o.key.startswith(prefixes) or is_intent(o.key)}
 
 
 def _tree_objects(key: str, snap: Snapshot, known: Known, seen: set[str]) -> set[str]:
@@ -318,10 +381,12 @@ def oldest_kept(doc: RegistryDoc, known: Known, *, cutoff: float) -> dict[str, i
     :func:`reachable`; the views keep the objects of every version from it on)."""
     if doc.format_version == 1:
         return {}
-    return {
-        name: _walk_kept(entry, known, cutoff, lambda _, snap: snap.version)[-1]
-        for name, entry in doc.entries.items()
-    }
+    oldest: dict[str, int] = {}
+    for name, entry in doc.entries.items():
+        versions = _walk_kept(name, entry, known, cutoff, lambda _, snap: snap.version)
+        if versions:
+            oldest[name] = versions[-1]
+    return oldest
 
 
 def classify(
@@ -386,8 +451,9 @@ def plan(
     cutoff = now - older_than
     kept = yield from need(lambda: reachable(doc, known, cutoff=cutoff), known)
     oldest = yield from need(lambda: oldest_kept(doc, known, cutoff=cutoff), known)
-    protected = undecided(doc, listed, since=now - intent_ttl) | kept
-    return Plan(now, tuple(listed), doc, frozenset(protected), oldest)
+    damage = dict(known.damage)
+    protected = undecided(doc, listed, since=now - intent_ttl) | kept | unproven(listed, damage)
+    return Plan(now, tuple(listed), doc, frozenset(protected), oldest, damage)
 
 
 def read_root(bucket: str | None, root_name: str = REGISTRY_KEY) -> Steps:
@@ -413,7 +479,10 @@ def need(compute: Callable[[], Any], known: Known) -> Steps:
         elif isinstance(answer, BaseException):
             raise answer
         else:
-            known.load(key, answer.body)
+            try:
+                known.load(key, answer.body)
+            except RegistryCorruptError as error:
+                known.broken[key] = error
 
     return (yield from _requests.fetching(compute, take))
 

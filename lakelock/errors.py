@@ -4,6 +4,7 @@
 LakelockError
 ├── InvalidArgumentError (ValueError)      a bad argument: a duration, a filter, a size...
 │   └── InvalidNameError                      bad dataset/column/partition/file name or path
+├── SettingsMismatchError (ValueError)     a Lake setting given disagrees with the lake's
 ├── DatasetNotFoundError (KeyError)        no such dataset (or partition) in the registry
 │   └── VersionNotFoundError                  no such version (yet, or any more): .version
 │       └── SnapshotExpiredError                 older than the retention: vacuum may have run
@@ -26,6 +27,7 @@ LakelockError
 │   ├── CommitConflictError                   the change no longer applies: nothing committed
 │   │   ├── LockedError                          another process holds a write lock on a path
 │   │   ├── CommitIdReusedError (ValueError)     the commit id is recorded for another change
+│   │   ├── ObjectTooOldError                    it adds an object vacuum may have deleted
 │   │   ├── FileAlreadyRegisteredError           an added file is live in the dataset: .keys
 │   │   └── StaleFenceError                      fencing token lower than one already seen
 │   ├── RetryBudgetExhaustedError             attempts or seconds ran out: .attempts .seconds
@@ -72,6 +74,7 @@ __all__ = [
     "MissingExtraError",
     "NotFoundError",
     "NotS3Error",
+    "ObjectTooOldError",
     "OutcomeUnknownError",
     "PartitionByMismatchError",
     "PreconditionFailedError",
@@ -79,6 +82,7 @@ __all__ = [
     "RegistryCorruptError",
     "RetryBudgetExhaustedError",
     "SchemaMismatchError",
+    "SettingsMismatchError",
     "SnapshotExpiredError",
     "StaleFenceError",
     "StorageError",
@@ -140,6 +144,21 @@ class InvalidNameError(InvalidArgumentError):
     partition, file, bucket or lease name, a partition path or value, a lake URL)."""
 
     kind = "name"
+
+
+class SettingsMismatchError(LakelockError, ValueError):
+    """A ``Lake`` was given a setting (``setting``: ``retention``, ``commit_window``,
+    ``intent_ttl`` or ``vacuum_floor``) whose value (``given``) is not the lake's
+    (``stored``): every writer of a lake uses the lake's settings, changed only by
+    ``lake.configure(...)``. Nothing was written."""
+
+    def __init__(
+        self, message: str, *, setting: str, given: float | int, stored: float | int
+    ) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.given = given
+        self.stored = stored
 
 
 class DatasetNotFoundError(LakelockError, KeyError):
@@ -377,6 +396,22 @@ class CommitIdReusedError(CommitConflictError, ValueError):
         self.version = version
         self.recorded_dataset = recorded_dataset
         self.recorded_operation = recorded_operation
+
+
+class ObjectTooOldError(CommitConflictError):
+    """The commit would add ``key``, written ``age`` seconds before (by the server's clock),
+    to the registry: older than half the lake's vacuum floor (``floor`` seconds), so vacuum
+    may have deleted it, or may before the commit lands. Nothing was committed; write the
+    data again (a new file) and commit that. (Both are whole seconds, rounded up: the root
+    records them so for the writer of an intent another process refused.)"""
+
+    def __init__(
+        self, message: str, *, key: str, age: int, floor: int, **fields: Unpack[_CommitFields]
+    ) -> None:
+        super().__init__(message, **fields)
+        self.key = key
+        self.age = age
+        self.floor = floor
 
 
 class FileAlreadyRegisteredError(CommitConflictError):

@@ -534,6 +534,7 @@ def test_vacuum_reports_then_deletes_orphans(
     deletes it, drawing the bar on stderr; committed files are untouched."""
     orphan = lake.write("events", pa.table({"x": [9.0]}))[0]
     committed = {f.key for f in lake.registry.files("customer_profiles")}
+    lake.configure(vacuum_floor=0)
     client = s3.client()
     dry = in_process(
         "vacuum", lake.url, "--older-than", "0s", "--no-enforce-retention", "--endpoint-url", s3.url
@@ -574,6 +575,7 @@ def test_vacuum_shows_progress_while_listing_even_when_piped(
 ) -> None:
     """``--progress`` draws on stderr (stdout and stderr are pipes here) while listing, with
     the final count, before any deleting; the report on stdout is unchanged."""
+    lake.configure(vacuum_floor=0)
     result = in_process(
         "vacuum",
         lake.url,
@@ -598,13 +600,20 @@ def test_vacuum_shows_progress_while_listing_even_when_piped(
 def test_vacuum_beyond_the_retention_names_the_flag(
     s3: S3Endpoint, lake: Lake, in_process: InProcess
 ) -> None:
-    """``--older-than`` past the registry's retention (7 days by default): one line telling
-    the user about ``--retention``; with a long enough ``--retention`` it runs."""
+    """``--older-than`` past the lake's retention (7 days by default): one line telling the
+    user how to raise it; ``--retention`` other than the lake's is refused, naming both;
+    once the lake's retention is raised (``registry configure --retention``) it runs."""
     refused = in_process("vacuum", lake.url, "--older-than", "30d", "--endpoint-url", s3.url)
-    assert_one_line_error(refused, "--retention", "30d", "7d")
-    allowed = in_process(
+    assert_one_line_error(refused, "configure --retention", "30d", "7d")
+    other = in_process(
         "vacuum", lake.url, "--older-than", "30d", "--retention", "30d", "--endpoint-url", s3.url
     )
+    assert_one_line_error(other, "retention=2592000 s was given", "604800 s")
+    raised = in_process(
+        "registry", "configure", lake.url, "--retention", "30d", "--endpoint-url", s3.url
+    )
+    assert raised.returncode == 0, raised.stderr
+    allowed = in_process("vacuum", lake.url, "--older-than", "30d", "--endpoint-url", s3.url)
     assert allowed.returncode == 0, allowed.stderr
     assert "unreferenced and older than 30d" in allowed.stdout
 

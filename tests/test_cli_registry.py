@@ -92,6 +92,7 @@ def test_vacuum_below_the_retention_names_the_flag(
     s3: S3Endpoint, lake: Lake, in_process: InProcess
 ) -> None:
     history_lake(lake)
+    lake.configure(vacuum_floor=0)
     refused = in_process(
         "vacuum", lake.url, "--older-than", "0s", "--delete", "--endpoint-url", s3.url
     )
@@ -115,3 +116,43 @@ def test_log_shows_refused_commits_and_the_version_they_used(
     text = in_process("registry", "log", lake.url, "--endpoint-url", s3.url)
     assert text.stdout.splitlines()[1].split()[:3][0] == "2"
     assert "rejected" in text.stdout.splitlines()[1]
+
+
+def test_configure_changes_the_lakes_settings_and_show_shows_them(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """``registry configure --retention 30d --vacuum-floor 2h`` changes them for every
+    writer (a Lake opened afterwards uses them); ``registry show`` shows them, and
+    ``configure`` without a setting shows them too. A floor above the retention is refused
+    before anything is written."""
+    history_lake(lake)
+    shown = in_process("registry", "show", lake.url, "--endpoint-url", s3.url)
+    assert "settings: retention 7d, commit window 100, intent TTL 10m, vacuum floor 1h" in (
+        shown.stdout
+    )
+    done = in_process(
+        "registry",
+        "configure",
+        lake.url,
+        "--retention",
+        "30d",
+        "--vacuum-floor",
+        "2h",
+        "--endpoint-url",
+        s3.url,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "retention 30d, commit window 100, intent TTL 10m, vacuum floor 2h" in done.stdout
+    assert Lake(lake.bucket, s3=lake.client).registry.settings().retention == 30 * 86400.0
+    as_json = in_process("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
+    assert orjson.loads(as_json.stdout)["settings"]["vacuum_floor"] == 7200.0
+    version = lake.registry.read().version
+    refused = in_process(
+        "registry", "configure", lake.url, "--vacuum-floor", "31d", "--endpoint-url", s3.url
+    )
+    assert refused.returncode == 1
+    assert "exceeds the retention" in refused.stderr
+    assert lake.registry.read().version == version
+    plain = in_process("registry", "configure", lake.url, "--endpoint-url", s3.url)
+    assert "settings" in plain.stdout
+    assert "vacuum floor 2h" in plain.stdout

@@ -522,7 +522,8 @@ def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: Obj
     """A caller-chosen commit id whose first run left an intent behind (the writer died) and
     whose re-run committed through another: folding the old intent finds the id in the
     dataset's commit-id index and records it applied there, never applying it again."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    # A lake whose root keeps one commit id (every registry below uses it).
+    registry(store, commit_window=1).commit("sales", add=[datafile("sales", "", "a")])
     key = plant_intent(store, Change("sales", "run-7", add=(datafile("sales", "", "first"),)))
     # Commits without folding anyone's intent; a root window of one commit id, so the id
     # has left the root when the old intent is folded: only the index knows it.
@@ -610,7 +611,7 @@ def test_a_waiter_whose_applied_intent_left_the_root_finds_it_in_the_index(
     the watermark with no fate: the dataset's commit-id index says it was applied, so the
     commit succeeds at that version (it is not judged again, which would reject its files as
     already registered)."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    registry(store, commit_window=1).commit("sales", add=[datafile("sales", "", "a")])
     sleeps: list[float] = []
     folded: list[int] = []
 
@@ -900,6 +901,7 @@ def test_vacuum_keeps_an_intent_applied_between_its_listing_and_its_read_of_the_
 
     monkeypatch.setattr(_vacuum_plan, "read_root", interleaved)
     # Vacuum's clock an hour ahead: every object listed is older than its window.
+    registry(store).configure(vacuum_floor=60)
     report = vacuum(
         registry(store),
         older_than=60,
@@ -971,7 +973,7 @@ def test_decided_intents_above_the_watermark_keep_their_fates(
 ) -> None:
     """The fates of intents above the watermark stay in the root beyond ``commit_window``:
     the next fold lists those intents again and must see them decided (it reads none)."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    registry(store, commit_window=1).commit("sales", add=[datafile("sales", "", "a")])
     planted = [
         plant_intent(store, Change("sales", f"k{n}", add=(datafile("sales", "", f"k{n}"),)))
         for n in range(3)
@@ -1038,6 +1040,7 @@ def test_vacuum_keeps_an_intent_a_fold_passed_over(store: ObjectStore) -> None:
     assert key < doc.watermark
     assert doc.fate(key) is None
     # Two minutes later, with a one-minute window: older than the window, not than the TTL.
+    registry(store).configure(vacuum_floor=60)
     report = vacuum(
         registry(store),
         enforce_retention=False,

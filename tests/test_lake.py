@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake, RegistrySnapshot
 from lakelock._operations import planned_change, prepare_commit
+from lakelock._registry import REGISTRY_KEY
+from lakelock._registry._settings import DEFAULTS, LakeSettings
 from lakelock.errors import (
     AlreadyExistsError,
     DatasetNotFoundError,
@@ -17,6 +20,7 @@ from lakelock.errors import (
     InvalidNameError,
     LeaseLostError,
     SchemaMismatchError,
+    SettingsMismatchError,
 )
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
@@ -180,6 +184,7 @@ def test_files_of_an_unknown_dataset_is_typed(lake: Lake) -> None:
 )
 def test_vacuum_accepts_durations(lake: Lake, older_than: object) -> None:
     """older_than takes text durations, timedeltas and numbers of seconds."""
+    lake.configure(vacuum_floor=0)
     report = lake.vacuum(older_than=older_than, enforce_retention=False)  # type: ignore[arg-type]
     assert report.dry_run
 
@@ -246,3 +251,93 @@ def test_lock_and_lease_options_reach_the_handle(lake: Lake) -> None:
     assert (lease.terms.ttl, lease.terms.heartbeat, lease.owner.label) == (10, True, "nightly")
     with pytest.raises(ValueError, match="must exceed twice the margin"):
         lake.lock(write=["/sales"], margin=20)
+
+
+# -- the lake's settings live in the lake --------------------------------------------------------
+
+
+def test_a_lake_opened_without_settings_uses_the_lakes(client: Any, bucket: str) -> None:
+    """A lake created with retention=0 (its vacuum floor follows it down) and opened with
+    ``Lake(bucket)``: that Lake's retention is 0, and vacuum at it takes a stray file at
+    once. Before, the second Lake assumed a 7-day retention the lake never had: it refused
+    a window below it and kept every stray for a week."""
+    Lake(bucket, s3=client, retry=FAST_RETRY, retention=0).append(
+        "sales", table([1]), partition_by=["year"]
+    )
+    opened = Lake(bucket, s3=client, retry=FAST_RETRY)
+    (stray,) = opened.write("sales", table([9]), partition_by=["year"])
+    assert opened.registry.settings() == LakeSettings(retention=0.0, vacuum_floor=0.0)
+    assert stray.key in {o.key for o in opened.vacuum().orphans}
+    assert opened.vacuum(older_than=0).dry_run
+
+
+def test_a_setting_given_that_disagrees_with_the_lakes_is_refused(client: Any, bucket: str) -> None:
+    """A writer given another retention (or commit window) than the lake's is refused
+    before it writes anything, by an error naming both values; so is its read (a version
+    is readable by the lake's retention, not by what one process believes). Before, each
+    writer kept its own retention and window, and the lake's promises were whatever its
+    least careful writer passed."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, retention="1d")
+    lake.append("sales", table([1]), partition_by=["year"])
+    lake.append("sales", table([2]), partition_by=["year"])
+    version = lake.registry.read().version
+    stray = Lake(bucket, s3=client, retry=FAST_RETRY, retention="30d")
+    with pytest.raises(SettingsMismatchError) as info:
+        stray.append("sales", table([3]), partition_by=["year"])
+    assert (info.value.setting, info.value.given, info.value.stored) == (
+        "retention",
+        30 * 86400.0,
+        86400.0,
+    )
+    assert "retention=2592000 s was given, but the lake's retention is 86400 s" in str(info.value)
+    with pytest.raises(SettingsMismatchError):
+        stray.read("sales", version=version - 1)
+    with pytest.raises(SettingsMismatchError):
+        Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=5).registry.commit(
+            "sales", properties={"a": "b"}
+        )
+    assert lake.registry.read().version == version
+    assert sorted(lake.read("sales")["id"].to_pylist()) == [1, 2]
+    # What it was given is what configure changes the lake to; then the other is refused.
+    stray.configure(retention="30d")
+    stray.append("sales", table([3]), partition_by=["year"])
+    with pytest.raises(SettingsMismatchError):
+        lake.append("sales", table([4]), partition_by=["year"])
+
+
+def test_configure_changes_the_settings_of_every_writer(client: Any, bucket: str) -> None:
+    """``lake.configure(commit_window=2)`` by one process: another, opened without settings,
+    keeps two commit ids in the root when it commits. Before, each writer kept its own
+    window (100 by default), whatever the lake's was meant to be."""
+    first = Lake(bucket, s3=client, retry=FAST_RETRY)
+    first.append("sales", table([1]), partition_by=["year"])
+    assert first.configure(commit_window=2, retention="30d") == LakeSettings(
+        retention=30 * 86400.0, commit_window=2
+    )
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    for n in range(3):
+        other.registry.commit("sales", commit_id=f"c{n}", properties={"n": str(n)})
+    assert [c.id for c in other.registry.read().commits] == ["c1", "c2"]
+    assert other.registry.retention == 30 * 86400.0
+    assert first.registry.commit_window == 2  # configured: it uses the lake's now
+    with pytest.raises(InvalidArgumentError, match="vacuum_floor"):
+        first.configure(vacuum_floor="31d")
+    assert other.registry.settings().vacuum_floor == DEFAULTS.vacuum_floor
+
+
+def test_a_lake_without_stored_settings_keeps_the_defaults_until_its_first_commit(
+    lake: Lake, admin: Any
+) -> None:
+    """A lake written before settings were stored (its root has none) reads as the
+    defaults, and its next commit stores them, without changing anything else."""
+    lake.append("sales", table([1]), partition_by=["year"])
+    key = lake.store.full_key(REGISTRY_KEY)
+    body = orjson.loads(admin.get_object(Bucket=lake.bucket, Key=key)["Body"].read())
+    del body["settings"]
+    admin.put_object(Bucket=lake.bucket, Key=key, Body=orjson.dumps(body))
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    assert fresh.registry.read().settings is None
+    assert fresh.registry.settings() == DEFAULTS
+    fresh.append("sales", table([2]), partition_by=["year"])
+    assert fresh.registry.read().settings == DEFAULTS
+    assert sorted(fresh.read("sales")["id"].to_pylist()) == [1, 2]

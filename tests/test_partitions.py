@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
@@ -15,6 +16,8 @@ import pytest
 
 from lakelock import Lake
 from lakelock._pathlock import DistributedPathLock
+from lakelock._registry import _fencing
+from lakelock._registry._document import LockFenceRecord
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
@@ -162,6 +165,42 @@ def test_superseded_lock_holder_cannot_commit(lake: Lake, sim: SimTime) -> None:
     assert lake.registry.read().datasets["sales"].properties == {"by": "fresh"}
 
 
+def test_a_superseded_lock_holder_is_refused_however_long_it_was_paused(
+    lake: Lake, sim: SimTime
+) -> None:
+    """A holder paused past the registry's retention (0 s here: any later commit is past
+    it) comes back after a newer conflicting holder committed and another commit sealed
+    the root. It is still refused (StaleFenceError), and the newer holder's data stays.
+    Before, sealing dropped the newer grant's record as older than the retention, and the
+    zombie's overwrite replaced the newer holder's rows with its own."""
+    lake.configure(retention=0)
+    paused, later = (
+        DistributedPathLock(
+            lake.store, ttl=5, heartbeat=False, clock=sim.machine(), sleep=sim.sleep
+        )
+        for _ in range(2)
+    )
+    zombie = paused.lock(write=["/sales/year=2024"]).acquire()
+    with later.lock(write=["/sales/year=2024"], timeout=60) as fresh:
+        lake.overwrite(
+            "sales",
+            pa.table({"id": [7], "year": [2024]}),
+            partitions=["year=2024"],
+            partition_by=["year"],
+            fence=fresh.fence,
+        )
+    lake.append("sales", pa.table({"id": [8], "year": [2025]}), partition_by=["year"])
+    with pytest.raises(StaleFenceError):
+        lake.overwrite(
+            "sales",
+            pa.table({"id": [666], "year": [2024]}),
+            partitions=["year=2024"],
+            partition_by=["year"],
+            fence=zombie._fence("sales"),
+        )
+    assert ids(lake) == [7, 8, 99]
+
+
 def test_two_processes_rename_the_same_partition(s3: S3Endpoint, lake: Lake) -> None:
     """Two processes rename one partition to different places: exactly one wins; the other
     gets a clear error; registry and bucket agree."""
@@ -196,6 +235,30 @@ def test_copy_records_the_source_fence(lake: Lake) -> None:
     assert (source.read, source.write) == (("/sales/year=2025",), ())
     (target,) = fences["lock:archive"]
     assert target.write == ("/archive/year=2025",)
+
+
+def _forgotten_by_age(
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]], *, before: float
+) -> Mapping[str, tuple[LockFenceRecord, ...]]:
+    """How the root kept path-lock grant records before: those older than the retention
+    were dropped."""
+    return {
+        name: kept
+        for name, records in lock_fences.items()
+        if (kept := tuple(r for r in records if r.at >= before))
+    }
+
+
+def test_with_grant_records_dropped_by_age_the_paused_holder_overwrites_the_newer(
+    lake: Lake, sim: SimTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above with ``lock_fences_kept`` switched back to dropping records older
+    than the retention: the zombie's overwrite is accepted. What a mutation test of the
+    rule starts from."""
+    monkeypatch.setattr(_fencing, "lock_fences_kept", _forgotten_by_age)
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        test_a_superseded_lock_holder_is_refused_however_long_it_was_paused(lake, sim)
+    assert ids(lake) == [8, 99, 666]
 
 
 def data_keys(lake: Lake) -> list[str]:

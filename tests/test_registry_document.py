@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -28,6 +29,7 @@ from lakelock._registry._changes import (
     manifests_needed,
     partition_of_key,
 )
+from lakelock._registry._core import _decide
 from lakelock._registry._document import IntentFate, with_datasets
 from lakelock._registry._manifest import serialize_manifest
 from lakelock._stats import ColumnStats, FileStats, stats_from_json
@@ -455,3 +457,33 @@ def test_the_records_apply_change_replaces_are_copied_field_for_field() -> None:
     assert state.updated_at != "later"
     with pytest.raises(TypeError, match="no field 'versoin'"):
         _replaced(doc, versoin=7)
+
+
+@pytest.mark.parametrize("kind", sorted(_decide.FATE_ERRORS))
+def test_every_typed_error_a_fate_records_survives_the_root(kind: str) -> None:
+    """Each error a rejection's fate records (rule 12) is written in a root every reader
+    parses (fields: strings, whole numbers, lists of strings) and made again, the same
+    type with the same fields, for the intent's writer. A field the parser refuses (a
+    float) would make the root itself unreadable for every process."""
+    make, names = _decide.FATE_ERRORS[kind]
+    values: dict[str, Any] = {
+        "keys": ("datasets/d/a.parquet",),
+        "key": "datasets/d/a.parquet",
+        "age": 7201,
+        "floor": 3600,
+        "version": 3,
+        "recorded_dataset": "d",
+        "recorded_operation": "append",
+        "name": "lease:etl",
+        "token": 4,
+        "current": 5,
+        "holder": "grant 4",
+        "paths": ("/d/a",),
+    }
+    error = make("why", dataset="d", commit_id="c", **{n: values[n] for n in names})
+    fate = IntentFate("metastore/intents/k", "rejected", 2, 1.0, "why", _decide.error_kind(error))
+    doc = RegistryDoc(version=2, fates=(fate,))
+    (parsed,) = parse_registry(serialize_registry(doc)).fates
+    again = _decide.fate_error(parsed, change())
+    assert type(again) is make
+    assert all(getattr(again, n) == getattr(error, n) for n in names)

@@ -3,15 +3,26 @@ in-flight writes never are. Time is injected: nothing sleeps."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from lakelock import Lake
+from lakelock import Lake, _vacuum_plan
+from lakelock._registry import Registry
+from lakelock._registry._core import _decide
 from lakelock._vacuum import vacuum
-from lakelock.errors import InvalidArgumentError, SnapshotExpiredError
+from lakelock.errors import (
+    InvalidArgumentError,
+    ObjectTooOldError,
+    RegistryCorruptError,
+    SnapshotExpiredError,
+)
+from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY, wait_until
+from tests._support.simtime import SimTime
 
 HOUR = 3600.0
 
@@ -104,6 +115,7 @@ def test_vacuum_twice_then_every_kept_version_reads(lake: Lake) -> None:
             )
             == ids
         )
+    lake.configure(vacuum_floor=0)  # a window of 0 s: nobody else writes this lake
     report = lake.vacuum(enforce_retention=False, older_than=0, dry_run=False)
     assert report.deleted
     assert not report.failed
@@ -111,7 +123,7 @@ def test_vacuum_twice_then_every_kept_version_reads(lake: Lake) -> None:
     assert again.deleted == []
     assert not again.failed
     assert sorted(lake.read("sales")["id"].to_pylist()) == [2, 3]
-    lake.registry.retention = 0.0
+    lake.configure(retention=0)
     for version in (1, 2, 3):
         with pytest.raises(SnapshotExpiredError) as info:
             lake.registry.read(version=version).datasets["sales"]
@@ -136,6 +148,7 @@ def test_vacuum_below_the_retention_is_refused_unless_asked_for(lake: Lake) -> N
     lake.append("sales", rows([1]), partition_by=["year"])
     lake.append("sales", rows([2]), partition_by=["year"])
     stray = lake.write("sales", rows([9]), partition_by=["year"])[0]
+    lake.configure(vacuum_floor=0)
     with pytest.raises(InvalidArgumentError, match="enforce_retention=False"):
         lake.vacuum(older_than=0, dry_run=False)
     assert lake.vacuum(dry_run=False).deleted == []  # at the retention: all is younger
@@ -146,6 +159,7 @@ def test_vacuum_below_the_retention_is_refused_unless_asked_for(lake: Lake) -> N
 def test_a_version_vacuum_removed_says_which_versions_remain(lake: Lake) -> None:
     for n in (1, 2, 3):
         lake.append("sales", rows([n]), partition_by=["year"])
+    lake.configure(vacuum_floor=0)
     lake.vacuum(older_than=0, dry_run=False, enforce_retention=False)
     fresh = Lake(lake.bucket, s3=lake.client)  # nothing cached
     with pytest.raises(SnapshotExpiredError) as info:
@@ -173,6 +187,7 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
         o for prefix in ("views/", "datasets/sales/_delta_log/") for o in lake.store.list(prefix)
     ]
     assert view_keep(lake.registry, views, cutoff=0.0) == {o.key for o in views}
+    lake.configure(vacuum_floor=0)
     report = vacuum(
         lake.registry, older_than=0, dry_run=False, clock=later(2), enforce_retention=False
     )
@@ -181,7 +196,7 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
     log = "datasets/sales/_delta_log/"
     assert {f"{log}{n:020d}.json" for n in range(10)} <= deleted
     assert f"{log}{10:020d}.json" not in deleted
-    current = lake.registry.read().version
+    current = lake.registry.read().datasets["sales"].updated_version
     metadata = "views/sales/iceberg/metadata/"
     assert {k for k in deleted if k.startswith(metadata)} == {
         f"{metadata}{v:020d}.metadata.json" for v in range(1, current)
@@ -192,3 +207,106 @@ def test_vacuum_keeps_the_views_of_kept_versions_only(lake: Lake, s3: Any) -> No
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == expected
     delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
     assert sorted(delta.to_pyarrow_table()["id"].to_pylist()) == expected
+
+
+def test_a_damaged_version_does_not_end_the_protection_of_older_retained_ones(
+    lake: Lake, admin: Any
+) -> None:
+    """Three versions, all within vacuum's window (committed by a writer whose clock runs
+    two hours ahead, so their objects are older than the window while the versions are
+    not); the manifest that only version 2 adds is lost. Vacuum keeps version 1 whole and
+    says why it kept what it could not prove unneeded; version 1 still reads. Before, the
+    walk of the kept versions ended at version 2, and vacuum deleted version 1's snapshot,
+    manifest and file: a version time travel promised was gone."""
+    ahead = Registry(lake.store, retry=FAST_RETRY, clock=later(2))
+
+    def commit(ids: list[int], **options: Any) -> int:
+        files = lake.write("sales", rows(ids), partition_by=["year"])
+        return ahead.commit("sales", add=files, partition_by=["year"], **options).version
+
+    first = commit([1])
+    second = commit([2])
+    commit([3], remove_partitions=["year=2024"])
+    kept = {
+        m.key
+        for m in lake.registry.read(version=first)
+        .datasets["sales"]
+        .partitions["year=2024"]
+        .manifests
+    }
+    (lost,) = {
+        m.key
+        for m in lake.registry.read(version=second)
+        .datasets["sales"]
+        .partitions["year=2024"]
+        .manifests
+    } - kept
+    admin.delete_object(Bucket=lake.bucket, Key=lost)
+    report = vacuum(
+        lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2.5), dry_run=False
+    )
+    assert not report.failed
+    assert lost in report.unproven["sales"]
+    fresh = Lake(lake.bucket, s3=lake.client)
+    assert fresh.read("sales", version=first)["id"].to_pylist() == [1]
+    assert fresh.read("sales")["id"].to_pylist() == [3]
+
+
+def test_with_the_walk_ending_at_damage_vacuum_loses_an_older_retained_version(
+    lake: Lake, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two rules of the test above switched off (``walks_past``: the walk ends at the
+    first damaged version; ``unproven``: nothing is kept for want of proof): the same run
+    deletes version 1 again. What a mutation test of either rule starts from."""
+    monkeypatch.setattr(_vacuum_plan, "walks_past", lambda error: False)
+    monkeypatch.setattr(_vacuum_plan, "unproven", lambda listed, damage: set())
+    with pytest.raises(SnapshotExpiredError):
+        test_a_damaged_version_does_not_end_the_protection_of_older_retained_ones(lake, admin)
+
+
+def test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """An append whose commit stalls (its intent's PUT held at the endpoint) while two hours
+    pass by the server's clock, during which vacuum (window an hour, the lake's floor) takes
+    its data file, snapshot and index objects, all unreferenced and older than the window.
+    When it goes on, the commit sees by the server's ``Date`` that its file is older than
+    half the floor and refuses (ObjectTooOldError, naming the file): nothing is committed
+    and the dataset reads and takes appends as before. Before, the append was acknowledged
+    pointing at the deleted snapshot and file: its rows were lost, and every read, append
+    and vacuum of the dataset raised RegistryCorruptError until it was repaired by hand."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)  # the writer's server clock: every answer's Date
+    lake.append("sales", rows([1]), partition_by=["year"])
+    s3.inject("stall", operation="PutObject", prefix="metastore/intents/", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(lake.append, "sales", rows([2]), partition_by=["year"])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(2 * HOUR)
+        report = vacuum(
+            lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
+        )
+        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
+        s3.release_stalls()
+        with pytest.raises(ObjectTooOldError) as info:
+            late.result(timeout=60)
+    assert info.value.key == taken
+    assert info.value.age > HOUR
+    assert lake.read("sales")["id"].to_pylist() == [1]
+    lake.append("sales", rows([3]), partition_by=["year"])
+    assert sorted(lake.read("sales")["id"].to_pylist()) == [1, 3]
+    assert not vacuum(lake.registry, enforce_retention=False, older_than=HOUR).failed
+
+
+def test_with_rule_10_switched_off_the_stalled_append_wedges_the_dataset(
+    s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above with ``too_old_to_reference`` (FORMAT.md rule 10) switched off, as
+    lakelock was before it: the stalled append is acknowledged, its rows are gone, and the
+    dataset cannot be read any more. What a mutation test of the rule starts from."""
+    monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(s3, lake)
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    with pytest.raises(RegistryCorruptError, match="missing"):
+        fresh.read("sales")

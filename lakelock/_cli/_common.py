@@ -35,7 +35,7 @@ from botocore.exceptions import (
 )
 
 from lakelock._client import s3_client
-from lakelock._durations import duration_seconds
+from lakelock._durations import duration_seconds, format_duration
 from lakelock._lake import Lake
 from lakelock._names import parse_lake_url as parse_lake_url_parts
 from lakelock._names import validate_dataset_name
@@ -392,21 +392,6 @@ def format_size(size: int) -> str:
 def format_time(epoch: float) -> str:
     """Seconds since the epoch as UTC ISO 8601, to the second."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def format_duration(seconds: float) -> str:
-    """``90`` → ``1m30s``; ``0.4`` → ``0.4s``."""
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    whole = round(seconds)
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if whole >= size:
-            parts.append(f"{whole // size}{unit}")
-            whole %= size
-    if whole or not parts:
-        parts.append(f"{whole}s")
-    return "".join(parts[:2])
 
 
 def parse_duration(text: str) -> float:

@@ -1,4 +1,5 @@
-"""``lakelock registry show|log``: what the registry says, read in one consistent snapshot."""
+"""``lakelock registry show|log|migrate|configure``: what the registry says, read in one
+consistent snapshot; upgrading it; changing the lake's settings."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from lakelock._cli._common import (
     add_command,
     add_dataset_option,
     check_bucket,
+    format_duration,
     format_size,
     lake_for,
     natural_key,
+    number_type,
+    parse_duration,
     print_json,
     print_lines,
     render_table,
@@ -21,6 +25,7 @@ from lakelock._cli._common import (
 )
 from lakelock._layout import files_prefix
 from lakelock._registry import CommitRecord, DatasetState, RegistrySnapshot
+from lakelock._registry._settings import DEFAULTS, LakeSettings
 from lakelock.errors import DatasetNotFoundError
 
 __all__ = ["add_parser"]
@@ -66,6 +71,79 @@ def add_parser(commands: Any) -> None:
         "in format 2 already is left as it is.",
         on_lake=True,
     )
+    add_command(
+        actions,
+        "configure",
+        run_configure,
+        help="change the lake's settings (retention, commit window, intent TTL, vacuum floor)",
+        description="Change the lake's settings, for every writer, by one compare-and-swap "
+        "of the registry (it creates the registry of a new lake). Settings not given stay "
+        "as they are; without any, show them. Every writer reads them from the registry; a "
+        "writer given another value explicitly (Lake(retention=...)) is refused. "
+        "--retention: how long a replaced version stays readable (time travel; vacuum keeps "
+        "it). --commit-window: how many recent commit ids the registry keeps (a re-run "
+        "within them is recognised across datasets). --intent-ttl: how long an undecided "
+        "commit may still be applied. --vacuum-floor: the shortest window vacuum ever uses, "
+        "even with --no-enforce-retention; writers refuse to commit what they wrote longer "
+        "than half of it ago (0: no floor, for a lake nobody writes while vacuum runs).",
+        on_lake=True,
+        json=True,
+        arguments=_configure_arguments,
+    )
+
+
+def _configure_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--retention",
+        type=parse_duration,
+        metavar="AGE",
+        help=f"e.g. 30d (default of a new lake: {format_duration(DEFAULTS.retention)})",
+    )
+    parser.add_argument(
+        "--commit-window",
+        type=number_type(int, lambda value: value >= 1, "a positive integer"),
+        metavar="N",
+        help=f"recent commit ids kept (default of a new lake: {DEFAULTS.commit_window})",
+    )
+    parser.add_argument(
+        "--intent-ttl",
+        type=parse_duration,
+        metavar="AGE",
+        help=f"e.g. 10m (default of a new lake: {format_duration(DEFAULTS.intent_ttl)})",
+    )
+    parser.add_argument(
+        "--vacuum-floor",
+        type=parse_duration,
+        metavar="AGE",
+        help="e.g. 1h (default of a new lake: "
+        f"{format_duration(DEFAULTS.vacuum_floor)}, at most the retention)",
+    )
+
+
+def run_configure(args: argparse.Namespace) -> int:
+    target: LakeTarget = args.url
+    lake = lake_for(args, target)
+    check_bucket(lake.client, target.bucket)
+    changes = {
+        name: getattr(args, name)
+        for name in ("retention", "commit_window", "intent_ttl", "vacuum_floor")
+        if getattr(args, name) is not None
+    }
+    settings = lake.registry.configure(**changes) if changes else lake.registry.settings()
+    if args.json:
+        print_json({"url": target.url, "settings": settings.to_json()}, sort_keys=False)
+    else:
+        print_lines([f"{target.url}: {'configured' if changes else 'settings'}"])
+        print_lines(_settings_lines(settings))
+    return 0
+
+
+def _settings_lines(settings: LakeSettings) -> list[str]:
+    return [
+        f"retention {format_duration(settings.retention)}, commit window "
+        f"{settings.commit_window}, intent TTL {format_duration(settings.intent_ttl)}, "
+        f"vacuum floor {format_duration(settings.vacuum_floor)}"
+    ]
 
 
 def _show_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,6 +217,8 @@ def run_show(args: argparse.Namespace) -> int:
                 "datasets": {name: _dataset_json(s) for name, s in sorted(snap.datasets.items())},
                 "fences": dict(sorted(snap.fences.items())),
                 "pending_intents": _pending(lake, snap),
+                "settings": (snap.settings or DEFAULTS).to_json(),
+                "settings_stored": snap.settings is not None,
             },
             sort_keys=False,
         )
@@ -272,6 +352,10 @@ def _registry_lines(
         lines.append(
             "format 1: the next commit upgrades it to format 2 (or `lakelock registry migrate`)"
         )
+    if not snap.historical:
+        settings = _settings_lines(snap.settings or DEFAULTS)[0]
+        stored = "" if snap.settings is not None else " (the defaults: none stored yet)"
+        lines.append(f"settings: {settings}{stored}")
     if pending:
         lines.append(
             f"{len(pending)} pending intent{'s' if len(pending) != 1 else ''} (commits written, "

@@ -23,9 +23,8 @@ from lakelock._cli._common import (
     render_table,
 )
 from lakelock._cli._progress import ProgressBar, ProgressCounter, progress_wanted
-from lakelock._lake import DEFAULT_RETENTION, Lake
-from lakelock._vacuum import VacuumReport
-from lakelock.errors import InvalidArgumentError
+from lakelock._lake import Lake
+from lakelock._vacuum import VacuumReport, check_window
 
 __all__ = ["add_parser", "run"]
 
@@ -54,25 +53,26 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_duration,
         default=None,
         metavar="AGE",
-        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (default: "
-        "--retention, and it must equal --retention: less only with "
-        "--no-enforce-retention, more only by raising --retention)",
+        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (default and "
+        "at most: the lake's retention; less only with --no-enforce-retention, and never "
+        "below the lake's vacuum floor)",
     )
     parser.add_argument(
         "--enforce-retention",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="refuse an --older-than below --retention, which deletes versions that time "
-        "travel promises to keep readable (default: refuse)",
+        help="refuse an --older-than below the lake's retention, which deletes versions that "
+        "time travel promises to keep readable (default: refuse); an --older-than below the "
+        "lake's vacuum floor is refused either way",
     )
     parser.add_argument(
         "--retention",
         type=parse_duration,
-        default=DEFAULT_RETENTION,
+        default=None,
         metavar="AGE",
-        help="how long this lake's writers keep retired manifests in the registry "
-        "(Lake(retention=...); default 7d): vacuum cannot see further back, so --older-than "
-        "may not exceed it. Raise it only if every writer uses at least as much",
+        help="the retention this lake is expected to have (default: the lake's, as its "
+        "registry stores it; `lakelock registry show` shows it): another is refused. "
+        "Change the lake's with `lakelock registry configure --retention AGE`",
     )
     parser.add_argument("--delete", action="store_true", help="delete them (default: only report)")
     add_progress_option(parser, shows="progress on stderr, while listing and while deleting")
@@ -80,27 +80,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
-    if args.older_than is None:
-        args.older_than = args.retention
-    if args.older_than < args.retention and args.enforce_retention:
-        raise InvalidArgumentError(
-            format_duration(args.older_than),
-            f"--older-than is below the registry's retention ({format_duration(args.retention)})"
-            ": it would delete versions that time travel promises to keep readable; pass "
-            "--no-enforce-retention to delete them anyway",
-            what="--older-than",
-        )
-    if args.older_than > args.retention:
-        raise InvalidArgumentError(
-            format_duration(args.older_than),
-            f"--older-than exceeds the registry's retention ({format_duration(args.retention)})"
-            ": retired manifests older than that are forgotten, so their files cannot be "
-            "proven unread; pass --retention AGE if every writer of this lake keeps them that "
-            "long (Lake(retention=...))",
-            what="--older-than",
-        )
     lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args), retention=args.retention)
     check_bucket(lake.client, target.bucket)
+    settings = lake.registry.settings()
+    if args.older_than is None:
+        args.older_than = settings.retention
+    check_window(args.older_than, settings, enforce_retention=args.enforce_retention)
     wanted = progress_wanted(args.progress)
     counter = ProgressCounter("listing") if wanted else None
     bar = ProgressBar("deleting") if wanted else None
@@ -132,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 "orphan_bytes": report.orphan_bytes,
                 "deleted": report.deleted,
                 "failed": {key: str(error) for key, error in report.failed.items()},
+                "unproven": report.unproven,
             }
         )
         return 1 if report.failed else 0
@@ -146,6 +132,11 @@ def _report_lines(target: LakeTarget, args: argparse.Namespace, report: VacuumRe
         f"referenced, {report.recent} newer than {age}",
         f"{len(report.orphans)} unreferenced and older than {age} "
         f"({format_size(report.orphan_bytes)})" + (":" if report.orphans else ""),
+    ]
+    lines += [
+        f"kept every object of {dataset!r} and every intent, as it cannot prove them "
+        f"unneeded: {why}"
+        for dataset, why in sorted(report.unproven.items())
     ]
     rows = [
         (o.key, format_size(o.size), o.last_modified.strftime("%Y-%m-%dT%H:%M:%SZ"))

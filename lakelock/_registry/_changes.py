@@ -54,6 +54,7 @@ from lakelock._digest import comparable
 from lakelock._fence import Fence
 from lakelock._layout import files_prefix
 from lakelock._names import clashing_names
+from lakelock._registry import _fencing
 from lakelock._registry._document import (
     CommitRecord,
     DatasetState,
@@ -91,6 +92,7 @@ __all__ = [
     "evolve_schema",
     "manifests_needed",
     "new_commit_id",
+    "oldest_write",
     "partition_of_key",
     "removed_partitions",
     "reused_commit_id",
@@ -108,6 +110,15 @@ MAX_MANIFESTS_PER_PARTITION = 16
 #: two, a committer folding other processes' intents leaves the partition to its own writer,
 #: who made (and so holds) most of its manifests.
 HARD_MAX_MANIFESTS_PER_PARTITION = 2 * MAX_MANIFESTS_PER_PARTITION
+
+
+def oldest_write(change: Change) -> float | None:
+    """When the oldest file ``change`` adds was written (server time, or a little before:
+    ``Change.written``, else its files' ``DataFile.written_at``); ``None``: unknown (files
+    registered without a write time), not checked against the vacuum floor."""
+    if change.written is not None:
+        return change.written
+    return min((f.written_at for f in change.add if f.written_at is not None), default=None)
 
 
 def new_commit_id(seconds: float | None = None, *, token: str | None = None) -> str:
@@ -141,6 +152,9 @@ class Change:
     generated_id: bool = False
     # "merge": columns the dataset lacks join its schema; None: they are refused.
     schema_mode: str | None = None
+    # When its oldest added file was written, by the server's clock or a little before (an
+    # intent of another process says so; None: see oldest_write).
+    written: float | None = None
     # What the change commits, by content (lakelock._digest.change_digest): a commit id found
     # recorded with another digest belongs to another change (reused_commit_id). None: unknown.
     digest: str | None = None
@@ -713,8 +727,9 @@ def seal(
     retire_before: float | None = None,
 ) -> RegistryDoc:
     """Close a batch: bump the version once, record each commit id, keep ``window`` of them,
-    and forget retired manifests and lock-grant records older than ``retire_before`` (seconds
-    since the epoch)."""
+    and forget (format 1) retired manifests older than ``retire_before`` (seconds since the
+    epoch); the path-lock grant records are kept whatever their age
+    (:func:`~lakelock._registry._fencing.lock_fences_kept`)."""
     version = doc.version + 1
     # One record per commit id: a commit spanning several datasets names them all.
     merged: dict[str, CommitRecord] = {}
@@ -746,16 +761,8 @@ def seal(
     retired = doc.retired if doc.format_version == 1 else ()
     lock_fences = doc.lock_fences
     if retire_before is not None:
-        # Lock grants live for seconds to minutes; a record older than the retention can no
-        # longer be superseded by a zombie still holding an older grant.
         retired = tuple(r for r in retired if r.at >= retire_before)
-        lock_fences = MappingProxyType(
-            {
-                name: kept
-                for name, records in lock_fences.items()
-                if (kept := tuple(r for r in records if r.at >= retire_before or r.held))
-            }
-        )
+        lock_fences = _fencing.lock_fences_kept(lock_fences, before=retire_before)
     return replace(
         doc,
         version=version,

@@ -78,6 +78,7 @@ import pyarrow as pa
 from lakelock._jsonfields import boolean_free_int, number, obj, seq, text
 from lakelock._layout import REGISTRY_KEY
 from lakelock._registry._manifest import load_json
+from lakelock._registry._settings import LakeSettings, parse_settings
 from lakelock._registry._snapshot import DatasetEntry, Totals, dataset_fields
 from lakelock._registry._tree import EMPTY, Node
 from lakelock.errors import RegistryCorruptError
@@ -305,6 +306,9 @@ class RegistryDoc:
     watermark: str = ""
     fates: tuple[IntentFate, ...] = ()
     backup: str | None = None
+    # Format 2: the lake's settings (lakelock._registry._settings); None: none stored yet
+    # (a new lake, or one made before they were), written by the next commit.
+    settings: LakeSettings | None = None
 
     def fate(self, key: str) -> IntentFate | None:
         return _newest(self, "_fates_by_key", self.fates, attrgetter("key"), key)
@@ -473,6 +477,7 @@ def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> Regi
                 watermark=text(intents["watermark"], "watermark"),
                 fates=tuple(_fate(obj(f, "fate")) for f in seq(intents["fates"], "fates")),
                 backup=text(backup, "backup") if backup is not None else None,
+                settings=parse_settings(data["settings"]) if "settings" in data else None,
                 **common,
             )
     except RegistryCorruptError:
@@ -621,6 +626,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
                 "fates": [f.json for f in doc.fates],
             },
             "backup": doc.backup,
+            **({"settings": doc.settings.to_json()} if doc.settings is not None else {}),
         }
     return orjson.dumps(
         {

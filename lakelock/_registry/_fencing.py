@@ -10,7 +10,9 @@ first, before anything else of a change is checked:
   the highest" would refuse legitimate commits. Instead a commit is stale if an earlier commit
   was made under a *conflicting* grant with a higher token (that grant could only have been
   given after ours was gone); each commit's grant is recorded for that check. A grant whose
-  write lock in force ended (below) is stale too, whatever its token.
+  write lock in force ended (below) is stale too, whatever its token. Every record is kept
+  for good (:func:`lock_fences_kept`): a holder paused for any length of time is still
+  refused.
 
 Write locks in force (FORMAT.md): a grant with write paths registers itself before its holder
 acts, by a commit of operation ``lock`` (:data:`LOCK`) carrying its fence: its
@@ -28,7 +30,7 @@ back would overwrite what others committed once the lock was cleared.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -37,7 +39,15 @@ from lakelock._pathlock._core import LockRequest, requests_conflict
 from lakelock._registry._document import LockFenceRecord, RegistryDoc
 from lakelock.errors import LockedError, StaleFenceError
 
-__all__ = ["LOCK", "UNLOCK", "check_write_locks", "held_write_locks", "record_fence"]
+__all__ = [
+    "LOCK",
+    "UNLOCK",
+    "check_write_locks",
+    "compact_lock_fences",
+    "held_write_locks",
+    "lock_fences_kept",
+    "record_fence",
+]
 
 #: The operations of the commits that register a write lock in force and clear it.
 LOCK = "lock"
@@ -122,7 +132,54 @@ def _check_lock_fence(
     mine = LockFenceRecord(
         fence.token, tuple(sorted(fence.read)), tuple(sorted(fence.write)), at, held=held
     )
-    return (*[r for r in records if r.token != fence.token], mine)
+    return compact_lock_fences((*[r for r in records if r.token != fence.token], mine))
+
+
+def compact_lock_fences(records: Iterable[LockFenceRecord]) -> tuple[LockFenceRecord, ...]:
+    """``records`` with those not held as one record per path and mode, the highest token
+    of each: a grant is refused when *some* path of it conflicts with a path of a recorded
+    grant with a higher token (:func:`~lakelock._pathlock._core.requests_conflict` is a pair
+    of paths in one lineage, one of them written), so the highest token that wrote (or
+    read) a path refuses every grant any lower record on that path would, and nothing else.
+    A read of a path is dropped where a write of it has as high a token (a write conflicts
+    with whatever a read does). Held and ended records (write locks in force, and those
+    cleared, which refuse their own token) stay as they are. The records thus grow with the
+    paths ever locked, not with the commits."""
+    kept: list[LockFenceRecord] = []
+    best: dict[tuple[str, bool], LockFenceRecord] = {}
+    for record in records:
+        if record.held or record.ended:
+            kept.append(record)
+            continue
+        modes = [*((p, False) for p in record.read), *((p, True) for p in record.write)]
+        for path, writes in modes:
+            known = best.get((path, writes))
+            if known is None or known.token < record.token:
+                best.pop((path, writes), None)
+                best[path, writes] = LockFenceRecord(
+                    record.token,
+                    () if writes else (path,),
+                    (path,) if writes else (),
+                    record.at,
+                )
+    return (
+        *kept,
+        *(
+            record
+            for (path, writes), record in best.items()
+            if writes or (path, True) not in best or best[path, True].token < record.token
+        ),
+    )
+
+
+def lock_fences_kept(
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]], *, before: float
+) -> Mapping[str, tuple[LockFenceRecord, ...]]:
+    """The path-lock grant records a new root keeps (FORMAT.md, "Path-lock grant records"):
+    every one, whatever its age. ``before`` (the retention's start) is no reason to forget
+    one: a holder paused past it whose grant a recorded one superseded would then commit
+    over the newer holder's data. (They are compact already: :func:`compact_lock_fences`.)"""
+    return lock_fences
 
 
 def _end(

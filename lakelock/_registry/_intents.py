@@ -10,6 +10,7 @@ An intent is the commit's delta manifest with an ``intent`` section::
                 "operation": "append", "remove": [...],
                 "remove_partitions": [...], "schema": "<base64>"|null,
                 "partition_by": [...]|null, "schema_mode": "merge"|null,
+                "written_ms": 1795455928430?,  # its oldest file's write (server time, ms)
                 "properties": {...}|null,
                 "fence": {"name", "token", "read", "write"}|null}}
 
@@ -23,6 +24,7 @@ watermark rule.
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -32,7 +34,7 @@ import orjson
 
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
 from lakelock._layout import INTENT_PREFIX, intent_key, intent_ms
-from lakelock._registry._changes import Change, Fence
+from lakelock._registry._changes import Change, Fence, oldest_write
 from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
 from lakelock._registry._manifest import Manifest, parse_manifest, partition_parts
 from lakelock._registry._tree import require_digest
@@ -62,6 +64,7 @@ def intent_document(
     files = tuple(sorted(change.add, key=lambda f: f.key))
     paths = {f.partition_path for f in files}
     fence = change.fence
+    written = oldest_write(change)
     body = orjson.dumps(
         {
             "format_version": 1,
@@ -80,6 +83,8 @@ def intent_document(
                     list(change.partition_by) if change.partition_by is not None else None
                 ),
                 "schema_mode": change.schema_mode,
+                # Whole milliseconds, rounded down (earlier: the rule errs towards older).
+                **({"written_ms": math.floor(written * 1000)} if written is not None else {}),
                 **({"existing_files": True} if change.existing_files else {}),
                 **({"on_version": change.on_version} if change.on_version is not None else {}),
                 "properties": dict(change.properties) if change.properties is not None else None,
@@ -178,6 +183,11 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             generated_id=section.get("generated_id") is True,
             schema_mode=_schema_mode(section),
             digest=(text(section["digest"], "digest") if "digest" in section else None),
+            written=(
+                boolean_free_int(section["written_ms"], "written_ms") / 1000
+                if "written_ms" in section
+                else None
+            ),
             existing_files=section.get("existing_files") is True,
             on_version=_on_version(section),
         )

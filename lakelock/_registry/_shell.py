@@ -50,6 +50,12 @@ from lakelock._registry._fencing import LOCK, UNLOCK, held_write_locks
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
+from lakelock._registry._settings import (
+    LakeSettings,
+    configured,
+    explicit_settings,
+    lake_settings,
+)
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore, PutResult
 from lakelock.errors import (
@@ -103,6 +109,9 @@ class RegistrySnapshot:
     #: it was then (``commits``: those of the current window made at or before it);
     #: ``fences`` and ``lock_fences`` are empty (fencing state keeps no history).
     historical: bool = False
+    #: The lake's settings as this root stores them (``None``: none stored yet, so the
+    #: defaults hold until the next commit stores them).
+    settings: LakeSettings | None = None
 
     @classmethod
     def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
@@ -116,6 +125,7 @@ class RegistrySnapshot:
             doc.retired,
             doc.lock_fences,
             doc.format_version,
+            settings=doc.settings,
         )
 
 
@@ -163,9 +173,12 @@ class Registry:
     """The registry of one lake: ``metastore/dataset_registry.json`` and its manifests.
 
     ``group_commit`` merges concurrent ``commit()`` calls of this object into one CAS (up to
-    ``max_batch`` commits). ``commit_window`` bounds the recent commit ids kept for
-    idempotency. ``root_multipart_threshold`` is the root size from which it is written by
-    multipart upload with an ``If-Match`` completion.
+    ``max_batch`` commits). ``commit_window``, ``retention``, ``intent_ttl`` and
+    ``vacuum_floor`` are the lake's settings (:mod:`._settings`): ``None`` uses the lake's;
+    a value given that disagrees with the lake's is refused
+    (:class:`~lakelock.errors.SettingsMismatchError`); :meth:`configure` changes them.
+    ``root_multipart_threshold`` is the root size from which it is written by multipart
+    upload with an ``If-Match`` completion.
     """
 
     def __init__(
@@ -175,18 +188,19 @@ class Registry:
         retry: RetryPolicy | None = None,
         group_commit: bool = True,
         max_batch: int = 256,
-        commit_window: int = 100,
+        commit_window: int | None = None,
         root_multipart_threshold: int = 8 * MIB,
-        retention: float = 7 * 24 * 3600.0,
+        retention: float | None = None,
         clock: Callable[[], float] = time.time,
         max_fold: int = FoldPolicy.max_fold,
         fold_interval: float = 1.0,
-        intent_ttl: float = 600.0,
+        intent_ttl: float | None = None,
         policy: FoldPolicy | None = None,
         lock_timeout: float = 0.0,
+        vacuum_floor: float | None = None,
     ) -> None:
-        if max_batch < 1 or commit_window < 1:
-            raise ValueError("max_batch and commit_window must be positive")
+        if max_batch < 1:
+            raise ValueError("max_batch must be positive")
         self.store = store
         self.retry = retry or RetryPolicy()
         # The root's own store does not retry 409/503 itself: the commit loop counts them.
@@ -198,8 +212,6 @@ class Registry:
             retry=RetryPolicy(max_attempts=1, sleep=self.retry.sleep, clock=self.retry.clock),
             read_timeout=store.read_timeout,
         )
-        self.commit_window = commit_window
-        self.intent_ttl = intent_ttl
         #: How long a commit waits for a write lock another process holds over what it
         #: writes (FORMAT.md, "Write locks in force"), then
         #: :class:`~lakelock.errors.LockedError`.
@@ -213,6 +225,7 @@ class Registry:
             commit_window=commit_window,
             retention=retention,
             intent_ttl=intent_ttl,
+            vacuum_floor=vacuum_floor,
             max_attempts=self.retry.max_attempts,
             max_seconds=self.retry.max_elapsed,
             initial_backoff=self.retry.initial_backoff,
@@ -409,14 +422,73 @@ class Registry:
     def policy(self, policy: FoldPolicy) -> None:
         self._committer.policy = policy
 
+    # -- the lake's settings -----------------------------------------------------------------
+
+    def settings(self) -> LakeSettings:
+        """The lake's settings (one read of the root): those it stores, or before any are
+        stored (a new lake, or one made before they were), those this registry was given
+        over the defaults, which its first commit stores. A setting given that disagrees
+        with the lake's is :class:`~lakelock.errors.SettingsMismatchError`."""
+        doc, _ = self._current()
+        return self._settings_of(doc)
+
+    def _settings_of(self, doc: RegistryDoc) -> LakeSettings:
+        return lake_settings(doc.settings, self._committer.explicit)
+
+    def configure(
+        self,
+        *,
+        retention: float | None = None,
+        commit_window: int | None = None,
+        intent_ttl: float | None = None,
+        vacuum_floor: float | None = None,
+    ) -> LakeSettings:
+        """Change the lake's settings for every writer, by one compare-and-swap (it creates
+        the registry of a new lake); returns them. Those not given stay as they are (a
+        vacuum floor above a retention lowered below it follows it down). An invalid
+        combination is :class:`~lakelock.errors.InvalidNameError`, before anything is
+        written. Writers read them from the root they commit on: a process that was given
+        another value explicitly is refused from then on."""
+        changes = explicit_settings(
+            retention=retention,
+            commit_window=commit_window,
+            intent_ttl=intent_ttl,
+            vacuum_floor=vacuum_floor,
+        )
+        doc, _ = self._current()
+        # What it changes from: the lake's (a setting this registry was given that disagrees
+        # with them is what configure is for, not refused here).
+        base = doc.settings or lake_settings(None, self._committer.explicit)
+        configured(base, changes)  # invalid: refused before anything is written
+        stored = self._commits.run(self._committer.configure(changes))
+        assert isinstance(stored, LakeSettings)
+        return stored
+
     @property
     def retention(self) -> float:
-        """How long (seconds) a replaced version stays readable (time travel, vacuum)."""
-        return self._committer.retention
+        """How long (seconds) a replaced version stays readable (time travel, vacuum): the
+        lake's (:meth:`settings`, one read of the root)."""
+        return self.settings().retention
 
-    @retention.setter
-    def retention(self, seconds: float) -> None:
-        self._committer.retention = seconds
+    @property
+    def commit_window(self) -> int:
+        """How many recent commit ids the root keeps: the lake's (:meth:`settings`)."""
+        return self.settings().commit_window
+
+    @property
+    def intent_ttl(self) -> float:
+        """How long an undecided intent may still be applied: the lake's (:meth:`settings`)."""
+        return self.settings().intent_ttl
+
+    @property
+    def vacuum_floor(self) -> float:
+        """The shortest window vacuum ever uses: the lake's (:meth:`settings`)."""
+        return self.settings().vacuum_floor
+
+    @property
+    def explicit(self) -> dict[str, float | int]:
+        """The settings this registry was given (the rest are the lake's)."""
+        return dict(self._committer.explicit)
 
     @property
     def hints(self) -> Hints:
@@ -534,7 +606,7 @@ class Registry:
                 "*", version=version, reason=_before_upgrade(upgrade, doc.backup)
             )
         entries = doc.entries
-        expire_before = self._clock() - self.retention
+        expire_before = self._clock() - self._settings_of(doc).retention
 
         def load(name: str) -> DatasetState | None:
             return self.objects.at_version(
@@ -578,9 +650,10 @@ class Registry:
         replaced = self.objects.replaced_at(doc.entries[name], state.updated_version)
         if replaced is None:
             return state, None
-        until, now = replaced + self.retention, self._clock()
-        if restore_refused(until, now=now, retention=self.retention):
-            left, lead = until - now, restore_lead(self.retention)
+        retention = self._settings_of(doc).retention
+        until, now = replaced + retention, self._clock()
+        if restore_refused(until, now=now, retention=retention):
+            left, lead = until - now, restore_lead(retention)
             raise SnapshotExpiredError(
                 name,
                 version=version,

@@ -111,7 +111,9 @@ def resolve_write(
             f"{call.operation} {call.key!r}: outcome unknown and the read-back failed", **where
         ) from read_error
     if current is not None and current.write_id == write_id:
-        return PutResult(call.key, current.etag, write_id, size, resolved=True)
+        return PutResult(
+            call.key, current.etag, write_id, size, resolved=True, server_time=current.server_time
+        )
     if call.mode == "create" and current is not None:
         raise AlreadyExistsError(
             f"{call.key!r} already exists (written by another writer)",

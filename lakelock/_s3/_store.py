@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import IO, Any, Literal, TypeVar
 
@@ -190,7 +192,12 @@ class ObjectStore:
         if write.progress is not None:
             write.progress(write.size)
         return PutResult(
-            write.key, response["ETag"], write.write_id, write.size, response.get("VersionId")
+            write.key,
+            response["ETag"],
+            write.write_id,
+            write.size,
+            response.get("VersionId"),
+            server_time=_date(response),
         )
 
     def _put_multipart(self, write: _Write, *, resent: bool) -> PutResult:
@@ -312,7 +319,12 @@ class ObjectStore:
             self._abort(write.key, upload_id)
             raise
         return PutResult(
-            write.key, response["ETag"], write.write_id, write.size, response.get("VersionId")
+            write.key,
+            response["ETag"],
+            write.write_id,
+            write.size,
+            response.get("VersionId"),
+            server_time=_date(response),
         )
 
     def _abort(self, key: str, upload_id: str) -> None:
@@ -577,15 +589,13 @@ def _condition(mode: PutMode) -> dict[str, str]:
 def _with_attempts(result: PutResult, attempts: int) -> PutResult:
     if attempts == result.attempts:
         return result
-    return PutResult(
-        result.key,
-        result.etag,
-        result.write_id,
-        result.size,
-        result.version_id,
-        result.resolved,
-        attempts,
-    )
+    return dataclasses.replace(result, attempts=attempts)
+
+
+def _date(response: Mapping[str, Any]) -> datetime | None:
+    """The answer's ``Date`` header: the server's clock when it answered."""
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    return parsedate_to_datetime(date) if date else None
 
 
 def _head_fields(key: str, response: Mapping[str, Any]) -> dict[str, Any]:

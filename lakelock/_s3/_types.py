@@ -52,7 +52,9 @@ def new_write_id() -> str:
 @dataclass(frozen=True)
 class PutResult:
     """A write that landed. ``resolved`` is true when a lost acknowledgement was resolved by
-    reading the object back; ``attempts`` counts whole-request retries (409/503) here."""
+    reading the object back; ``attempts`` counts whole-request retries (409/503) here.
+    ``server_time``: the ``Date`` of the answer that settled it (the server's clock, after
+    the object was written), if it carried one."""
 
     key: str
     etag: str
@@ -61,6 +63,7 @@ class PutResult:
     version_id: str | None = None
     resolved: bool = False
     attempts: int = 1
+    server_time: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ from lakelock._registry._document import (
 from lakelock._registry._intents import INTENT_PREFIX, intent_document
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Objects, missing_object
+from lakelock._registry._settings import LakeSettings, configured, explicit_settings, lake_settings
 from lakelock._retry import OutOfTime, SteadyOr
 from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
@@ -75,6 +76,7 @@ from lakelock.errors import (
     ReadTimeoutError,
     RegistryCorruptError,
     RetryBudgetExhaustedError,
+    SettingsMismatchError,
     StorageError,
     ThrottledError,
 )
@@ -125,6 +127,8 @@ class Batch:
     unknown_base: int | None = None
     waits: BatchWaits = field(default_factory=BatchWaits)
     started: float = 0.0
+    #: Why a cancelled batch failed, when it was not a budget running out.
+    failure: BaseException | None = None
 
 
 class Committer:
@@ -134,7 +138,10 @@ class Committer:
     uses it offline). ``own`` returns the intents this process is about to commit outside
     the batch in flight (queued behind it): a fold skips them instead of reading them.
     ``queued`` says whether a commit of this process waits for its turn (a lingering fold
-    then stops: :meth:`linger`).
+    then stops: :meth:`linger`). ``commit_window``, ``retention``, ``intent_ttl`` and
+    ``vacuum_floor`` are the lake's settings this process was given (``None``: the lake's,
+    as its root stores them; one that disagrees with the lake's is refused:
+    :mod:`lakelock._registry._settings`).
     """
 
     def __init__(
@@ -143,9 +150,10 @@ class Committer:
         *,
         policy: FoldPolicy | None = None,
         rng: random.Random | None = None,
-        commit_window: int = 100,
-        retention: float = 7 * 24 * 3600.0,
-        intent_ttl: float = 600.0,
+        commit_window: int | None = None,
+        retention: float | None = None,
+        intent_ttl: float | None = None,
+        vacuum_floor: float | None = None,
         max_attempts: int = 50,
         max_seconds: float = 60.0,
         initial_backoff: float = 0.02,
@@ -159,10 +167,15 @@ class Committer:
         self.policy = policy or FoldPolicy()
         self.rng = rng or random.Random()
         self.hints = Hints(self.policy.first_round)
-        self.commit_window = commit_window
-        self.retention = retention
-        self.restore_lead = _decide.restore_lead(retention)
-        self.intent_ttl = intent_ttl
+        #: The settings this process was given; the lake's (from the last root read, or
+        #: these over the defaults before any).
+        self.explicit = explicit_settings(
+            commit_window=commit_window,
+            retention=retention,
+            intent_ttl=intent_ttl,
+            vacuum_floor=vacuum_floor,
+        )
+        self.settings = lake_settings(None, self.explicit)
         self.max_attempts = max_attempts
         self.max_seconds = max_seconds
         self.initial_backoff = initial_backoff
@@ -179,9 +192,34 @@ class Committer:
         #: no root read yet; a process that created the root and swapped ever since knows
         #: the server's clock only from what it listed).
         self.server_offset: float | None = None
+        #: The newest ``Date`` of an answer to one of our writes (server time, or None).
+        self.written_date: float | None = None
         #: Other processes' intents, parsed (write-once: a key's content never changes).
         self.intents: OrderedDict[str, Change] = OrderedDict()
         self._now = 0.0
+
+    @property
+    def commit_window(self) -> int:
+        return self.settings.commit_window
+
+    @property
+    def retention(self) -> float:
+        return self.settings.retention
+
+    @property
+    def intent_ttl(self) -> float:
+        return self.settings.intent_ttl
+
+    @property
+    def restore_lead(self) -> float:
+        return _decide.restore_lead(self.settings.retention)
+
+    def lake_settings(self, doc: RegistryDoc) -> LakeSettings:
+        """The lake's settings as ``doc`` stores them (before any are stored: this process's
+        over the defaults), which every commit from ``doc`` uses; a setting this process was
+        given that disagrees is :class:`~lakelock.errors.SettingsMismatchError`."""
+        self.settings = lake_settings(doc.settings, self.explicit)
+        return self.settings
 
     @property
     def liveness(self) -> Liveness:
@@ -250,9 +288,12 @@ class Committer:
                     )
                     continue
                 p.fail(self._gave_up(p, state, error))
-        except (CommitError, RegistryCorruptError, StorageError) as error:
+        except (CommitError, RegistryCorruptError, StorageError, SettingsMismatchError) as error:
             if not isinstance(error, RegistryCorruptError):
-                yield from self._cancel(state)
+                # A lake setting this process disagrees with is what its callers hear,
+                # once their intents are recorded cancelled.
+                refused = error if isinstance(error, SettingsMismatchError) else None
+                yield from self._cancel(state, refused)
             for p in state.pending:
                 p.fail(for_commit(error, p.change, state.unknown_base))
         except BaseException as error:
@@ -333,6 +374,8 @@ class Committer:
                 seconds=seconds,
                 nonces=self._nonce,
                 restore_margin=self.restore_lead / 2,
+                server_now=self._server_now(seconds),
+                floor=self.settings.vacuum_floor,
             )
         )
         made = {id(change) for change, _ in applied}
@@ -361,16 +404,30 @@ class Committer:
             sealed,
             watermark=watermark,
             fates=_decide.sealed_fates(doc, fates, watermark=watermark, keep=self.commit_window),
+            # The lake's first commit (or the first since settings were stored) stores them.
+            settings=doc.settings if doc.settings is not None else self.settings,
         )
         new_doc, writes = yield from self._need(
             lambda: self.objects.materialize(doc, sealed, at=seconds, nonces=self._nonce)
         )
-        yield from self._send_intents(
-            [p for p in own if p.rejected is None],
-            [*(w for _, a in applied for w in a.writes), *writes],
-        )
+        version_writes = [*(w for _, a in applied for w in a.writes), *writes]
+        sent = self._now
+        yield from self._send_intents([p for p in own if p.rejected is None], version_writes)
         # The last moment before the swap: our clock now, not the attempt's start.
         self._now = yield Now()
+        server_now = self._server_now(self._now)
+        if server_now is not None and _decide.too_old_to_reference(
+            [
+                *_decide.written_by(change for change, _ in applied),
+                # This attempt's own objects: written no earlier than it sent them.
+                *((key, server_now - (self._now - sent)) for key, _ in version_writes),
+            ],
+            server_now=server_now,
+            floor=self.settings.vacuum_floor,
+        ):
+            # Rule 10 at the last moment (a pause since the batch was applied): try again,
+            # with new objects; the next attempt refuses a commit whose files are too old.
+            raise Retry
         stale = _decide.too_old_to_apply(
             [p.intent for p in own if p.rejected is None and p.intent is not None],
             watermark=doc.watermark,
@@ -476,6 +533,7 @@ class Committer:
             except TRANSIENT as error:
                 state.retries += 1
                 raise Retry from error
+        self.lake_settings(doc)
         yield from self._settle(doc, state)
         if waits.started is not None and waits.looked_at is not None:
             if len(state.pending) < waiting:
@@ -777,6 +835,16 @@ class Committer:
             raise answer
         self.objects.load(key, answer.body)
 
+    def _server_now(self, local: float) -> float | None:
+        """The server's clock at our ``local`` time, as far as we know it (a little behind:
+        rule 10 errs towards references that look older): the ``Date`` of our last root
+        read carried forward by our clock, or the newest ``Date`` our writes were answered
+        with, whichever is later; ``None`` before either."""
+        estimates = [e for e in (self.written_date,) if e is not None]
+        if self.server_offset is not None:
+            estimates.append(local + self.server_offset)
+        return max(estimates, default=None)
+
     def _read_root(self) -> Steps:
         try:
             data: ObjectData = yield Get(self.root_key, retried=False)
@@ -826,6 +894,9 @@ class Committer:
             return
         answers = yield Parallel(tuple(Put(k, b, create=True) for k, b in writes))
         for answer in answers:
+            if isinstance(answer, PutResult) and answer.server_time is not None:
+                date = answer.server_time.timestamp()
+                self.written_date = max(date, self.written_date or date)
             if isinstance(answer, AlreadyExistsError | PreconditionFailedError):
                 continue
             if isinstance(answer, TRANSIENT):
@@ -886,7 +957,7 @@ class Committer:
 
     # -- giving up -----------------------------------------------------------------------------
 
-    def _cancel(self, state: Batch) -> Steps:
+    def _cancel(self, state: Batch, failure: BaseException | None = None) -> Steps:
         """A batch is giving up: its intents are visible to every other committer, so before
         its callers hear "failed", the root must say so (rule 7). An intent decided already
         settles its caller (applied after all: success); the rest are recorded ``cancelled``
@@ -895,7 +966,11 @@ class Committer:
         if not todo:
             return
         cancel = Batch(
-            pending=todo, size=state.size, first_base=state.first_base, started=state.started
+            pending=todo,
+            size=state.size,
+            first_base=state.first_base,
+            started=state.started,
+            failure=failure,
         )
         cancel.attempts, cancel.redrives, cancel.retries = (
             state.attempts,
@@ -931,7 +1006,8 @@ class Committer:
         yield from self.write_version(cancel, doc, sealed, etag)
         for p in cancel.pending:
             p.fail(
-                self._gave_up(
+                cancel.failure
+                or self._gave_up(
                     p, cancel, None, "; its intent is recorded cancelled, so nobody will apply it"
                 )
             )
@@ -967,6 +1043,35 @@ class Committer:
             result[0] = yield from self.write_version(state, doc, sealed, etag)
 
         yield from self._retrying(Batch([], 0), attempt, steady=False)
+        return result[0]
+
+    def configure(self, changes: dict[str, float | int]) -> Steps:
+        """Change the lake's settings by one compare-and-swap (creating the root of a new
+        lake); returns the settings stored. The settings given to this process for those
+        names are dropped: from now on it uses the lake's."""
+        self._now = yield Now()
+        result: list[LakeSettings] = []
+
+        def attempt(state: Batch) -> Steps:
+            doc, etag = yield from self._read_root()
+            base = doc.settings or lake_settings(None, self.explicit)
+            new = configured(base, changes)
+            result[:] = [new]
+            if doc.settings == new:
+                return
+            sealed = replace(doc, version=doc.version + 1, updated_at=iso(self._now), settings=new)
+            yield from self.write_version(state, doc, sealed, etag)
+
+        def retried(state: Batch) -> Steps:
+            try:
+                yield from attempt(state)
+            except TRANSIENT as error:
+                raise Retry from error
+
+        yield from self._retrying(Batch([], 0), retried, steady=False)
+        for name in changes:
+            self.explicit.pop(name, None)
+        self.settings = result[0]
         return result[0]
 
     def _gave_up(

@@ -33,6 +33,10 @@ The rules:
    :func:`restore_refused`): the version a
    restore makes current again is kept by vacuum only until it leaves the retention; the
    restore is applied only while that is more than a margin away.
+10. **Nothing older than the vacuum floor is committed** (:func:`too_old_to_reference`):
+   vacuum deletes no object younger than the lake's vacuum floor, so a commit references
+   what it adds (its files, and the objects its attempt wrote) only while they are younger
+   than half of it by the server's clock, just before its swap.
 11. **One commit id, one change, within a batch too** (:func:`reused_in_batch`): a second
     commit of an id the batch applies is the same change (settled with it) or refused.
 12. **The typed error travels in the fate** (:func:`error_kind`, :func:`fate_error`).
@@ -44,6 +48,7 @@ The rules:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -57,6 +62,7 @@ from lakelock._registry._changes import (
     Change,
     apply_change,
     manifests_needed,
+    oldest_write,
     reused_commit_id,
 )
 from lakelock._registry._document import CommitRecord, IntentFate, RegistryDoc
@@ -69,6 +75,7 @@ from lakelock.errors import (
     CommitIdReusedError,
     FileAlreadyRegisteredError,
     LockedError,
+    ObjectTooOldError,
     PartitionByMismatchError,
     SchemaMismatchError,
     StaleFenceError,
@@ -94,6 +101,8 @@ __all__ = [
     "reused_in_batch",
     "settle",
     "swap_may_land",
+    "too_old_to_reference",
+    "written_by",
 ]
 
 
@@ -275,6 +284,56 @@ def restore_too_late(changes: Iterable[Change], *, now: float, margin: float) ->
     return None
 
 
+def too_old_to_reference(
+    written: Iterable[tuple[str, float]], *, server_now: float | None, floor: float
+) -> tuple[str, float] | None:
+    """Rule 10: the first of ``written`` (keys, and when they were written by the server's
+    clock, or a little before) that a commit must not reference now, and its age (``None``:
+    none). Vacuum deletes an unreferenced object only once it is older than its window,
+    never shorter than the lake's vacuum ``floor``; a commit whose swap lands after such a
+    vacuum read the root would reference what it deleted. So an object is referenced only
+    while younger than half the floor at ``server_now`` (the server's clock as this process
+    knows it: a little behind), which leaves the other half for the swap to land. No floor
+    (0) or no server time known: nothing is checked."""
+    if server_now is None or floor <= 0:
+        return None
+    for key, at in written:
+        if server_now - at > floor / 2:
+            return key, server_now - at
+    return None
+
+
+def written_by(changes: Iterable[Change]) -> list[tuple[str, float]]:
+    """Rule 10's objects of ``changes``: the oldest file each adds, and when it was written
+    (changes whose files carry no write time are left out)."""
+    found = []
+    for change in changes:
+        at = oldest_write(change)
+        if at is None:
+            continue
+        oldest = min(
+            change.add,
+            key=lambda f: f.written_at if f.written_at is not None else at,
+            default=None,
+        )
+        found.append((oldest.key if oldest is not None else change.dataset, at))
+    return found
+
+
+def too_old(p: Pending, key: str, age: float, floor: float) -> ObjectTooOldError:
+    """Rule 10's refusal of ``p``: what it names, and that nothing was committed."""
+    return ObjectTooOldError(
+        f"{key} was written {age:.0f} s ago by the server's clock, more than half the "
+        f"lake's vacuum floor ({floor:g} s): vacuum may have deleted it, or may before this "
+        "commit lands, so nothing was committed (write the data again and commit that)",
+        key=key,
+        age=math.ceil(age),
+        floor=math.ceil(floor),
+        dataset=p.change.dataset,
+        commit_id=p.change.commit_id,
+    )
+
+
 def applied_batch(
     doc: RegistryDoc,
     pending: Sequence[Pending],
@@ -284,10 +343,13 @@ def applied_batch(
     seconds: float,
     nonces: Callable[[], str],
     restore_margin: float = 0.0,
+    server_now: float | None = None,
+    floor: float = 0.0,
 ) -> tuple[RegistryDoc, list[tuple[Change, Applied]], dict[int, CommitError]]:
     """Every pending commit applied in turn, each validated alone against the document as
     the batch has changed it so far (all or nothing per commit); a restore too close to its
-    version leaving the retention (rule 9, ``restore_margin``) is refused. Returns the
+    version leaving the retention (rule 9, ``restore_margin``) is refused, and so is a
+    commit adding a file too old for the vacuum ``floor`` at ``server_now`` (rule 10). Returns the
     document, what was applied, and why each refused commit (by position) was refused. A
     commit whose manifests are not cached raises :class:`Missing` for all of them at once
     (after trying the rest), so one fetch serves the whole batch."""
@@ -312,6 +374,10 @@ def applied_batch(
             rejected[n] = CommitConflictError(
                 f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id
             )
+            continue
+        old = too_old_to_reference(written_by(p.changes), server_now=server_now, floor=floor)
+        if old is not None:
+            rejected[n] = too_old(p, *old, floor)
             continue
         try:
             for change in p.changes:
@@ -507,6 +573,7 @@ FATE_ERRORS: dict[str, tuple[type[CommitError], tuple[str, ...]]] = {
     ),
     "StaleFenceError": (StaleFenceError, ("name", "token", "current")),
     "FileAlreadyRegisteredError": (FileAlreadyRegisteredError, ("keys",)),
+    "ObjectTooOldError": (ObjectTooOldError, ("key", "age", "floor")),
 }
 
 

@@ -58,8 +58,6 @@ class CommitterSettings(Protocol):
     @property
     def intent_ttl(self) -> float: ...
     @property
-    def vacuum_floor(self) -> float | None: ...
-    @property
     def max_attempts(self) -> int: ...
     @property
     def max_seconds(self) -> float: ...
@@ -345,10 +343,12 @@ class CoreProtocol(SimProtocol):
             commit_window=config.commit_window,
             retention=config.writers_retention,
             intent_ttl=config.intent_ttl,
-            # The lake's vacuum floor is vacuum's window (FORMAT.md rule 10): writers refuse
-            # to commit what they wrote more than half of it ago, and the checker holds every
-            # commit to what vacuum deleted.
-            vacuum_floor=config.vacuum_floor or 0.0,
+            # The lake's vacuum floor, as a writer opening the lake without one uses it: the
+            # one its root stores, which the first commit stored from the retention given
+            # (the floor follows a retention below it): vacuum's window when vacuum runs.
+            # Writers refuse to commit what they wrote more than half of it ago (FORMAT.md
+            # rule 10), and the checker holds every commit to what vacuum deleted.
+            vacuum_floor=None,
             max_attempts=config.max_attempts,
             max_seconds=config.max_seconds,
             bucket=BUCKET,

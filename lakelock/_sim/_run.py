@@ -106,12 +106,6 @@ class SimConfig:
     retention: float | None = None
 
     @property
-    def vacuum_floor(self) -> float | None:
-        """The lake's vacuum floor the writers are given: vacuum's window when vacuum runs
-        (vacuum never goes below it; writers commit nothing older than half of it)."""
-        return self.vacuum_older_than if self.vacuums else None
-
-    @property
     def writers_retention(self) -> float:
         if self.retention is not None:
             return self.retention

@@ -53,9 +53,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_duration,
         default=None,
         metavar="AGE",
-        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (default and "
-        "at most: the lake's retention; less only with --no-enforce-retention, and never "
-        "below the lake's vacuum floor)",
+        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (default: the "
+        "lake's retention, and it must equal --retention, the lake's; less only with "
+        "--no-enforce-retention, and never below the lake's vacuum floor)",
     )
     parser.add_argument(
         "--enforce-retention",

@@ -26,7 +26,7 @@ from typing import Any
 from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
 from lakelock._sim import Mix, SimConfig, simulate
 
-APPENDS = Mix(append=1.0, overwrite=0.0, delete=0.0, remove=0.0, restore=0.0, multi=0.0)
+APPENDS = Mix.of([("append", 1.0)])
 
 
 def variant(text: str) -> tuple[str, tuple[tuple[str, float], ...]]:

@@ -25,7 +25,7 @@ from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._store import SimS3
 from lakelock.testing import S3Endpoint
 
-APPENDS = Mix(append=1.0, overwrite=0.0, delete=0.0, remove=0.0, restore=0.0, multi=0.0)
+APPENDS = Mix.of([("append", 1.0)])
 
 
 class Timer:
@@ -223,21 +223,22 @@ def test_a_root_read_that_returns_our_own_swap_leaves_us_the_last_swapper() -> N
 
 
 def test_without_the_hand_over_a_lost_race_stalls_every_writer() -> None:
-    """Seed 22, 64 writers: the folder's swap and a waiter's race each other; S3 refuses the
+    """Seed 114, 64 writers: the folder's swap and a waiter's race each other; S3 refuses the
     folder's (a 409) and the waiter's (a 412): nobody won. Without the hand-over the folder,
     having read the root again, waits for the oldest writer, who waits for a folder: no
     swap for 0.85 s. With it the folder is still the last swapper and folds again at once:
     the next swap is one fold later. (The runs differ after the first such race. Found
     before lone requests were hedged, which changes the run: run without that. Seed 2 showed
     it until registry commits carried whether their files existed before, which moves the
-    run; seed 22 shows it since.)"""
+    run; seed 22 showed it until the simulator's workload became the whole public API, seed
+    29 until writers used the floor the lake stores, seed 114 of 0-199 since.)"""
 
     def after_lost_races(handover: bool) -> list[tuple[float, str]]:
         """For each swap refused after the start-up: how long until the next swap, and why
         it was refused."""
         events: list[dict[str, Any]] = []
         policy = (("handover", handover), ("hedge_alone", 0))
-        config = SimConfig(writers=64, seconds=6, seed=22, mix=APPENDS, policy=policy)
+        config = SimConfig(writers=64, seconds=6, seed=114, mix=APPENDS, policy=policy)
         assert simulate(config, trace=events.append).violations == []
         cas = [
             (e["answered"], e["answer"])

@@ -180,6 +180,50 @@ def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectS
     assert fresh.pending_intents() == []
 
 
+def test_a_typed_refusal_that_gives_up_keeps_its_type(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A commit its last attempt refused with a typed error (here a stale fence), whose swaps
+    recording that meet conflicts until its attempts run out, raises that error with its
+    fields and what ran out: a zombie leader catching StaleFenceError learns it lost the
+    lease, not that the lake was busy."""
+    reg = registry(store, retry=RetryPolicy(max_attempts=2, sleep=no_sleep))
+    reg.commit("sales", fence=("lease:leader", 2))
+    s3.inject("conflict", operation="PutObject", prefix=ROOT, count=2)
+    with pytest.raises(StaleFenceError) as info:
+        reg.commit("sales", add=[datafile("sales", "", "a")], fence=("lease:leader", 1))
+    assert (info.value.name, info.value.token, info.value.current) == ("lease:leader", 1, 2)
+    assert info.value.attempts == 2
+    assert "gave up: its 2 attempts ran out" in str(info.value)
+    assert registry(store).read().version == 1
+
+
+def test_a_commit_whose_root_grew_old_while_it_paused_reads_the_root_again(
+    s3: S3Endpoint, store: ObjectStore, stall_and_race: StallAndRace
+) -> None:
+    """A process that read the root, then paused (here: its read of a snapshot held)
+    while others committed and vacuum deleted what only that older root reached, reads
+    the root again and commits, instead of failing with RegistryCorruptError: a pipeline
+    paused past vacuum's window gets its commit, not a report of a damaged lake."""
+    a = datafile("sales", "", "a")
+    registry(store).commit("sales", add=[a])
+    old = {o.key for o in store.list("metastore/snapshots/")}
+    paused, other = registry(store), registry(store)
+
+    def theirs() -> Any:
+        result = other.commit("sales", add=[datafile("sales", "", "b")], remove=[a])
+        for key in old:  # as vacuum deletes them once older than its window
+            store.delete(key)
+        return result
+
+    mine, _ = stall_and_race(
+        lambda: paused.commit("sales", add=[datafile("sales", "", "c")]),
+        theirs,
+        operation="GetObject",
+        prefix="metastore/snapshots/",
+    )
+    assert mine.version >= 2  # applied by itself, or by the other's fold
+    assert [f.name for f in registry(store).files("sales")] == ["b", "c"]
+
+
 def test_registry_deleted_under_us_is_an_error(
     store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:

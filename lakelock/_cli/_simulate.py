@@ -105,11 +105,18 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--faults",
         _fraction,
         0.0,
-        "fraction of requests answered with a fault (lost ack, 503, 409, timeout)",
+        "fraction of requests answered with a fault (lost ack, 503, 409, timeout, a write "
+        "that lands after its timeout)",
     )
     option("--kills", _non_negative, 0, "writers killed and restarted")
     option("--stalls", _non_negative, 0, "writers that stall past the intent TTL before a request")
     option("--skew", float, 0.0, "each writer's clock off by up to this (s)")
+    option(
+        "--clock-steps",
+        _non_negative,
+        0,
+        "times a writer's clock steps to another offset within --skew",
+    )
     option(
         "--commits",
         _non_negative,
@@ -133,6 +140,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     option("--readers", _non_negative, 0, "reader processes")
     option("--intent-ttl", _seconds, 600.0, "intents expire after this (s)")
+    option(
+        "--commit-window",
+        _positive,
+        100,
+        "the idempotency window: commits the root keeps the ids of (default 100)",
+    )
     option(
         "--vacuums",
         _non_negative,
@@ -198,13 +211,20 @@ def run(args: argparse.Namespace) -> int:
         seconds=args.seconds,
         store=args.store,
         seed=args.seed,
-        faults=Faults(rate=args.faults, kills=args.kills, stalls=args.stalls, skew=args.skew),
+        faults=Faults(
+            rate=args.faults,
+            kills=args.kills,
+            stalls=args.stalls,
+            skew=args.skew,
+            steps=args.clock_steps,
+        ),
         readers=args.readers,
         think=args.think,
         commits=args.commits,
         cpu=args.cpu_ms / 1000,
         cores=args.cores if args.cpu_ms > 0 else 0,
         intent_ttl=args.intent_ttl,
+        commit_window=args.commit_window,
         protocol=args.protocol,
         policy=tuple(args.policy),
         max_attempts=args.max_attempts,

@@ -44,7 +44,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lakelock._registry._changes import Change
+from lakelock._sim._model import model_problems
 from lakelock._sim._workload import Invocation
 
 __all__ = ["EXPIRY_SLACK", "DatasetVersion", "Expired", "Observation", "View", "check"]
@@ -63,6 +63,15 @@ class DatasetVersion:
     version: int
     commit_ids: tuple[str, ...]
     files: Mapping[str, str]
+    #: Each commit as recorded: (id, operation, digest); empty: only the ids are known.
+    commits: tuple[tuple[str, str | None, str | None], ...] = ()
+    #: Its recorded commit time (``Snapshot.at``), properties and columns (name -> type);
+    #: ``None``: not known (the toy protocol records none).
+    at: float | None = None
+    properties: Mapping[str, str] | None = None
+    columns: Mapping[str, str] | None = None
+    #: Files its manifests list more than once.
+    twice: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,22 +115,20 @@ def check(
     observations: Sequence[Observation] = (),
     *,
     intent_ttl: float | None = None,
+    commit_window: int = 100,
 ) -> list[str]:
     """Every violation in this run (module docstring); empty: none. ``intent_ttl``: the
-    run's, to hold expiries to (``None``: not checked)."""
+    run's, to hold expiries to (``None``: not checked); ``commit_window``: its idempotency
+    window (:mod:`._model`)."""
     problems = list(view.problems)
     problems += _root_problems(view.root_versions)
-    where: dict[tuple[str, str], list[int]] = {}
     for name, versions in view.datasets.items():
         previous = 0
         for v in versions:
             if v.version <= previous:
                 problems.append(f"{name}: version {v.version} follows version {previous}")
             previous = v.version
-            for commit_id in v.commit_ids:
-                where.setdefault((commit_id, name), []).append(v.version)
-    problems += _commit_problems(invocations, where)
-    problems += _model_problems(invocations, view)
+    problems += model_problems(invocations, view, commit_window=commit_window)
     problems += _real_time_problems(invocations, observations)
     if intent_ttl is not None:
         problems += expiry_problems(view.expired, intent_ttl)
@@ -168,119 +175,6 @@ def _root_problems(versions: Sequence[int]) -> list[str]:
     return problems
 
 
-def _commit_problems(
-    invocations: Sequence[Invocation], where: Mapping[tuple[str, str], list[int]]
-) -> list[str]:
-    problems = []
-    made: set[str] = set()
-    for inv in invocations:
-        made.add(inv.id)
-        what = f"{inv.outcome} {inv.op} {inv.id} (writer {inv.writer})"
-        if inv.outcome == "crash":
-            problems.append(f"{what}: an exception other than a CommitError: {inv.error}")
-        found = {name: where.get((inv.id, name), []) for name in inv.datasets}
-        counts = {len(v) for v in found.values()}
-        versions = {tuple(v) for v in found.values()}
-        if inv.outcome == "ok":
-            if counts != {1}:
-                problems.append(
-                    f"acknowledged commit recorded {sorted(len(v) for v in found.values())} "
-                    f"times in {list(found)}: {what}"
-                )
-            elif len(versions) != 1:
-                problems.append(f"{what}: its datasets hold it at different versions {found}")
-            elif inv.version is not None and found[inv.datasets[0]][0] != inv.version:
-                problems.append(
-                    f"{what} acknowledged as v{inv.version}, recorded at "
-                    f"v{found[inv.datasets[0]][0]}"
-                )
-        elif inv.outcome in ("fail", "gaveup") and not inv.restarts:
-            if any(found.values()):
-                problems.append(f"refused commit is in the registry {found}: {what}: {inv.error}")
-        elif inv.outcome in ("fail", "gaveup"):
-            # Refused after a restart: the refusal speaks for the restarted run's own intent.
-            # The killed run's intent (same commit id) may still be applied by a fold, as a
-            # crashed writer's intent is: at most once, never twice.
-            if counts - {0, 1}:
-                problems.append(f"commit recorded more than once {found}: {what}")
-        elif counts - {0, 1}:
-            problems.append(f"commit recorded more than once {found}: {what}")
-        elif len(counts) > 1 or len(versions) > 1:
-            problems.append(f"commit applied to only some of its datasets {found}: {what}")
-    for commit_id, name in where:
-        if commit_id not in made:
-            problems.append(f"commit {commit_id!r} is in {name!r} but nobody made it")
-    return problems
-
-
-def _model_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
-    """Replay the applied commits per dataset in version order; compare each version."""
-    changes: dict[tuple[str, str], tuple[Change, Invocation]] = {}
-    for inv in invocations:
-        for change in inv.changes:
-            changes[(inv.id, change.dataset)] = (change, inv)
-    problems = []
-    for name, versions in view.datasets.items():
-        model: dict[str, str] = {}
-        # Each version's files (the view's, equal to the model once judged; never changed).
-        history: list[tuple[int, Mapping[str, str]]] = []
-        for v in versions:
-            for commit_id in v.commit_ids:
-                found = changes.get((commit_id, name))
-                if found is None:
-                    continue  # reported: nobody made it
-                change, inv = found
-                model, problem = _replayed(model, change, inv, history)
-                if problem:
-                    problems.append(f"{name} v{v.version}: {commit_id}: {problem}")
-            files = v.files if type(v.files) is dict else dict(v.files)
-            if files != model:
-                problems.append(f"{name} v{v.version}: {_difference(v.files, model)}")
-                model = dict(files)  # judge the next versions on their own commits
-            history.append((v.version, files))
-    return problems
-
-
-def _replayed(
-    model: dict[str, str],
-    change: Change,
-    inv: Invocation,
-    history: list[tuple[int, Mapping[str, str]]],
-) -> tuple[dict[str, str], str | None]:
-    """``model`` (changed in place: the caller's own copy) after ``change``, and what is
-    wrong with it. A restore starts again from a copy of the version it restores."""
-    if change.restore is not None:
-        target = inv.restore_version
-        older = [files for version, files in history if target is not None and version <= target]
-        if not older:
-            return model, f"a restore to v{target}, which the dataset's history does not hold"
-        return dict(older[-1]), None
-    problem = None
-    for key in change.remove:
-        if key not in model:
-            problem = f"removes {key!r}, which was not registered"
-        model.pop(key, None)
-    for path in change.remove_partitions:
-        for key, partition in list(model.items()):
-            if not path or partition == path or partition.startswith(path + "/"):
-                del model[key]
-    for f in change.add:
-        if f.key in model:
-            problem = f"adds {f.key!r}, which was registered already"
-        model[f.key] = f.partition_path
-    return model, problem
-
-
-def _difference(files: Mapping[str, str], model: Mapping[str, str]) -> str:
-    extra = sorted(set(files) - set(model))
-    missing = sorted(set(model) - set(files))
-    return (
-        f"reads {len(files)} files, its commits make {len(model)}: "
-        f"{len(extra)} not committed (e.g. {extra[:2]}), {len(missing)} missing "
-        f"(e.g. {missing[:2]})"
-    )
-
-
 def _real_time_problems(
     invocations: Sequence[Invocation], observations: Iterable[Observation]
 ) -> list[str]:
@@ -296,8 +190,13 @@ def _real_time_problems(
         top = (inv.version or 0, inv.id)
         newest.append(max(newest[-1], top) if newest else top)
     problems = []
+    # A commit id several calls share (a re-run, a collision) may be acknowledged at the
+    # version its same change was applied by another call: not this call's own version.
+    shared = Counter(i.id for i in invocations)
     for inv in invocations:
         if inv.outcome != "ok" or inv.restarts or inv.already or inv.version is None:
+            continue
+        if shared[inv.id] > 1:
             continue
         before = bisect.bisect_left(ends, inv.start)
         if before and newest[before - 1][0] >= inv.version:

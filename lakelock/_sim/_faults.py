@@ -10,14 +10,23 @@ Request faults (a share ``rate`` of the requests that reach the endpoint, mixed 
                that is not a conditional write gets a 503 instead
 ``timeout``    no answer until ``timeout`` seconds: applied or not (even odds), then
                :class:`OutcomeUnknownError`
+``late``       a write answered :class:`OutcomeUnknownError` after ``timeout`` seconds that lands
+               *after* that answer (up to ``timeout`` later: a request the client gave up on
+               still in flight at S3); while it is in flight a conditional write to its key
+               gets 409 ConditionalRequestConflict, as S3 answers one (a read: a timeout
+               that applies nothing)
 =============  =================================================================================
 
 ``schedule`` forces the faults of the first requests (tests).
 
 Process faults: ``kills`` writers killed at a random request boundary (``generator.close()``)
-and restarted as a new process re-running the commit with the same id; ``stalls`` writers
-that stop before sending a request for ``stall`` seconds (past the intent TTL) and then send
-it; each writer's clock off by up to ``skew`` seconds either way.
+and restarted as a new process re-running the commit with the same id (a share of them with
+other rows: :mod:`._workload`); ``stalls`` writers that stop before sending a request for
+``stall`` seconds (default: past the intent TTL) and then send it — in a run with vacuum,
+every other stall lasts past vacuum's window instead, while vacuum still runs (a process
+paused by its host comes back to commit what vacuum may have judged an orphan); each
+writer's clock off by up to ``skew`` seconds either way, and ``steps`` times a writer's clock
+steps to another offset within that bound (an NTP step, either way).
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from random import Random
 
 __all__ = ["FAULT_KINDS", "Faults"]
 
-FAULT_KINDS = ("lost_ack", "throttle", "conflict", "timeout")
+FAULT_KINDS = ("lost_ack", "throttle", "conflict", "timeout", "late")
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,8 @@ class Faults:
     stalls: int = 0
     stall: float | None = None  # default: the intent TTL plus a few seconds
     skew: float = 0.0
+    #: Steps of a writer's clock to another offset within ``skew`` (at random moments).
+    steps: int = 0
     #: Faults for the first requests, in the order they reach the endpoint (``None``: none),
     #: before ``rate`` applies: what a test forces.
     schedule: tuple[str | None, ...] = ()
@@ -52,8 +63,8 @@ class Faults:
             raise ValueError(f"unknown fault kinds {unknown}: known are {FAULT_KINDS}")
         if self.rate and not any(weight > 0 for _, weight in self.mix):
             raise ValueError("a fault rate needs a fault kind of positive weight")
-        if self.kills < 0 or self.stalls < 0 or self.skew < 0 or self.timeout <= 0:
-            raise ValueError("kills, stalls and skew must be >= 0, timeout > 0")
+        if min(self.kills, self.stalls, self.steps) < 0 or self.skew < 0 or self.timeout <= 0:
+            raise ValueError("kills, stalls, steps and skew must be >= 0, timeout > 0")
 
     def draw(self, rng: Random, index: int) -> str | None:
         """The fault for the ``index``-th request, or ``None`` (most requests)."""

@@ -235,6 +235,16 @@ class Endpoint:
             error = _fault_error(fault, request)
             self.loop.at(now + latency, self._answered, (call, None, error))
             return
+        if fault == "late":
+            error = _fault_error("late", request)
+            self.loop.at(now + self.faults.timeout, self._answered, (call, None, error))
+            if isinstance(request, Put | Delete):
+                # Still in flight at S3 after the client gave up on it: it lands after the
+                # answer, and until then a conditional write to its key is answered 409.
+                lands = now + self.faults.timeout * (1.0 + self.rng.random())
+                self.store.in_flight(request.key, until=lands)
+                self.loop.at(lands, self._effect, (call, None, now))
+            return
         if fault == "timeout":
             if self.rng.random() < 0.5:
                 self.loop.at(now + latency / 2, self._effect, (call, None, now))
@@ -271,7 +281,9 @@ class Endpoint:
             elif isinstance(request, List):
                 result = store.list(request.prefix, request.start_after, request.max_keys, now)
             else:
-                store.delete(request.key, now, if_match=request.if_match)
+                store.delete(
+                    request.key, now, if_match=request.if_match, by=(call.process.name, sent)
+                )
         except StorageError as failure:
             # Without the traceback through this frame, which holds the error: that cycle
             # (hundreds a second) would wait for the garbage collector.
@@ -338,8 +350,14 @@ class Endpoint:
             return result, error
         current = self.store.objects.get(request.key)
         if current is not None and current.body == request.body:
+            # Resolved by reading it back: that answer's Date settles it (as the store does).
             return PutResult(
-                request.key, current.etag, current.write_id, len(request.body), resolved=True
+                request.key,
+                current.etag,
+                current.write_id,
+                len(request.body),
+                resolved=True,
+                server_time=self.store.stamp(self.loop.now),
             ), None
         if request.if_match is not None:
             return None, OutcomeUnknownError(
@@ -363,6 +381,7 @@ _FAULT_ERRORS: dict[str, tuple[type[StorageError], str, int | None, str | None]]
         "ConditionalRequestConflict",
     ),
     "timeout": (OutcomeUnknownError, "read timeout (injected)", None, None),
+    "late": (OutcomeUnknownError, "read timeout (injected; the request lands later)", None, None),
     "lost_ack": (
         OutcomeUnknownError,
         "500 InternalError after applying (injected lost answer)",

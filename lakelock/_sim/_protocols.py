@@ -9,7 +9,7 @@ runs; ``toy`` (:mod:`._toy`) is a plain compare-and-swap loop for testing the si
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from random import Random
@@ -17,10 +17,17 @@ from typing import Any, Protocol
 
 import orjson
 
+from lakelock._datafile import DataFile
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, FoldPolicy
 from lakelock._registry._core._decide import restore_refused
-from lakelock._registry._document import REGISTRY_KEY, DatasetState, decode_schema, parse_registry
+from lakelock._registry._document import (
+    REGISTRY_KEY,
+    DatasetState,
+    RegistryDoc,
+    decode_schema,
+    parse_registry,
+)
 from lakelock._registry._intents import is_intent, parse_intent
 from lakelock._registry._manifest import (
     MANIFEST_PREFIX,
@@ -64,6 +71,9 @@ class SimProtocol:
     restores = False
     #: The most commits one swap can carry (the physical bound multiplies by it).
     max_fold = 1
+    #: Whether its writers make every kind of commit (else only the basic ones:
+    #: :data:`~._workload.BASIC_KINDS`).
+    full_api = False
 
     def committer(self, rng: Random, config: CommitterSettings) -> Any:
         raise NotImplementedError
@@ -77,6 +87,13 @@ class SimProtocol:
 
     def follow(self, body: bytes, rng: Random) -> str | None:
         """A key a reader reads after the root (one dataset's snapshot), or ``None``."""
+        return None
+
+    def files_of(
+        self, store: SimS3, dataset: str, partition: str | None
+    ) -> Sequence[DataFile] | None:
+        """The files of ``partition`` in ``dataset``'s current version (``None``: none;
+        ``partition`` ``None``: ``()`` if the dataset exists)."""
         return None
 
     def older_state(
@@ -179,13 +196,21 @@ class _Reader:
         return found[::-1]
 
     def files(self, snap: Snapshot) -> dict[str, str]:
+        return self.listed(snap)[0]
+
+    def listed(self, snap: Snapshot) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The files of a version (key -> partition path), and those its manifests list
+        more than once (a reader would read their rows twice)."""
         files: dict[str, str] = {}
+        twice: list[str] = []
         partitions = LazyPartitions(snap.partitions, self.node, partition_from_entry)
         for path, partition in partitions.items_loaded():
             for ref in partition.manifests:
                 for f in self.manifest(ref.key).files_of(path):
+                    if f.key in files:
+                        twice.append(f.key)
                     files[f.key] = path
-        return files
+        return files, tuple(twice)
 
     def index_problems(self, name: str, chain: list[tuple[str, Snapshot]]) -> list[str]:
         """Every commit id of the dataset's history must be found, at its version, where
@@ -297,6 +322,7 @@ class CoreProtocol(SimProtocol):
 
     name = "core"
     restores = True
+    full_api = True
 
     def __init__(self, policy: FoldPolicy | None = None) -> None:
         self.policy = policy or FoldPolicy()
@@ -304,6 +330,10 @@ class CoreProtocol(SimProtocol):
         self.max_fold = self.policy.max_fold + 1
         self._parsed: OrderedDict[tuple[str, str, bytes], Any] = OrderedDict()
         self._made: dict[str, Manifest] = {}
+        #: What a writer's read of a partition's files (at no cost) reads with: the current
+        #: root (parsed once per root written) and a reader of the write-once objects.
+        self._root: tuple[Any, RegistryDoc] | None = None
+        self._reader: _Reader | None = None
 
     def committer(self, rng: Random, config: CommitterSettings) -> Committer:
         return Committer(
@@ -313,10 +343,12 @@ class CoreProtocol(SimProtocol):
             commit_window=config.commit_window,
             retention=config.writers_retention,
             intent_ttl=config.intent_ttl,
-            # No vacuum floor (FORMAT.md rule 10 off): the simulated writers commit however
-            # long they held what they wrote, and the checker counts those late commits
-            # (``vacuum_late``) against vacuum's window of a second.
-            vacuum_floor=0.0,
+            # The lake's vacuum floor, as a writer opening the lake without one uses it: the
+            # one its root stores, which the first commit stored from the retention given
+            # (the floor follows a retention below it): vacuum's window when vacuum runs.
+            # Writers refuse to commit what they wrote more than half of it ago (FORMAT.md
+            # rule 10), and the checker holds every commit to what vacuum deleted.
+            vacuum_floor=None,
             max_attempts=config.max_attempts,
             max_seconds=config.max_seconds,
             bucket=BUCKET,
@@ -336,16 +368,54 @@ class CoreProtocol(SimProtocol):
             doc = parse_registry(current.body, bucket=BUCKET, key=REGISTRY_KEY)
             for name, entry in sorted(doc.entries.items()):
                 chain = reader.chain(entry.snapshot)
-                view.datasets[name] = [
-                    DatasetVersion(
-                        name, snap.version, tuple(c.id for c in snap.commits), reader.files(snap)
+                versions = view.datasets[name] = []
+                for _, snap in chain:
+                    files, twice = reader.listed(snap)
+                    versions.append(
+                        DatasetVersion(
+                            name,
+                            snap.version,
+                            tuple(c.id for c in snap.commits),
+                            files,
+                            commits=tuple((c.id, c.operation, c.digest) for c in snap.commits),
+                            at=snap.at,
+                            properties=snap.properties,
+                            columns=_columns(snap.schema),
+                            twice=twice,
+                        )
                     )
-                    for _, snap in chain
-                ]
                 view.problems += reader.index_problems(name, chain)
         except LakelockError as error:
             view.problems.append(f"the registry cannot be read: {type(error).__name__}: {error}")
         return view
+
+    def files_of(
+        self, store: SimS3, dataset: str, partition: str | None
+    ) -> Sequence[DataFile] | None:
+        current = store.objects.get(REGISTRY_KEY)
+        if current is None:
+            return None
+        if self._root is None or self._root[0] is not current:
+            self._root = (current, parse_registry(current.body, bucket=BUCKET, key=REGISTRY_KEY))
+        entry = self._root[1].entries.get(dataset)
+        if entry is None:
+            return None
+        if partition is None:
+            return ()
+        reader = self._reader
+        if reader is None or reader.store is not store:
+            reader = self._reader = _Reader(store, self._parsed, self._made)
+        try:
+            snap = reader.snapshot(entry.snapshot)
+            partitions = LazyPartitions(snap.partitions, reader.node, partition_from_entry)
+            found = partitions.get(partition)
+            if found is None:
+                return None
+            return [
+                f for ref in found.manifests for f in reader.manifest(ref.key).files_of(partition)
+            ]
+        except LakelockError:
+            return None
 
     def follow(self, body: bytes, rng: Random) -> str | None:
         datasets = orjson.loads(body).get("datasets") or {}
@@ -379,6 +449,13 @@ class CoreProtocol(SimProtocol):
             return None
         key, snap, until = rng.choice(choices)
         return reader.state(key), snap.version, until
+
+
+def _columns(schema: Any) -> Mapping[str, str]:
+    """A schema's columns and their types, as the model compares them."""
+    if schema is None:
+        return {}
+    return {f.name: str(f.type) for f in schema}
 
 
 def _expired(root: Any, at: float, created: Mapping[str, float]) -> list[Expired]:

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import hashlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from random import Random
 from typing import Any
 
+from lakelock._datafile import DataFile
 from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY
+from lakelock._registry._settings import DEFAULT_FLOOR
+from lakelock._s3._types import PutResult
 from lakelock._sim._check import Observation, check
 from lakelock._sim._faults import Faults
 from lakelock._sim._latency import Profile, profile
@@ -23,7 +27,7 @@ from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._protocols import SimProtocol, _Reader, protocol_named
 from lakelock._sim._store import SimS3
 from lakelock._sim._vacuum import VacuumRun, vacuum_problems, vacuum_program
-from lakelock._sim._workload import Invocation, Mix, Workload
+from lakelock._sim._workload import Invocation, Mix, Shared, Workload
 from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -35,6 +39,8 @@ from lakelock.errors import (
 
 __all__ = ["Metrics", "SimConfig", "SimResult", "simulate"]
 
+#: The kinds of commit whose killed run a restart may run again with other rows.
+RERUN_OTHER_ROWS = frozenset({"append", "overwrite", "multi", "collide"})
 #: How often a writer whose process is lingering looks whether that fold stopped (s).
 LINGER_POLL = 0.002
 #: The garbage collector's thresholds while a run goes on (``gc.set_threshold``): a run
@@ -137,6 +143,8 @@ class SimConfig:
             parts.append(f"--stalls {self.faults.stalls}")
         if self.faults.skew:
             parts.append(f"--skew {self.faults.skew:g}")
+        if self.faults.steps:
+            parts.append(f"--clock-steps {self.faults.steps}")
         if self.readers:
             parts.append(f"--readers {self.readers}")
         if self.commits:
@@ -149,6 +157,8 @@ class SimConfig:
             parts.append(f"--max-attempts {self.max_attempts} --max-seconds {self.max_seconds:g}")
         if self.intent_ttl != 600.0:
             parts.append(f"--intent-ttl {self.intent_ttl:g}")
+        if self.commit_window != 100:
+            parts.append(f"--commit-window {self.commit_window}")
         if self.protocol != "core":
             parts.append(f"--protocol {self.protocol}")
         parts += [f"--policy {name}={value:g}" for name, value in self.policy]
@@ -218,6 +228,8 @@ class SimResult:
     events: int
     #: Every vacuum the vacuum processes made (``vacuums``).
     vacuum_runs: list[VacuumRun] = field(default_factory=list)
+    #: Every step of a writer's clock: (virtual time, the process, its new offset).
+    clock_steps: list[tuple[float, str, float]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -242,6 +254,8 @@ class _Writer:
             file_bytes=run.config.file_bytes,
             mix=run.config.mix,
             restores=run.protocol.restores,
+            full_api=run.protocol.full_api,
+            shared=run.shared,
         )
         self.current: Invocation | None = None
         self.process: Process | None = None
@@ -314,9 +328,11 @@ class _Writer:
         run = self.run
         self.current = invocation
         if invocation.data:
+            sent: float = yield Now()
             answers = yield Parallel(
                 tuple(Put(key, body, create=True) for key, body in invocation.data)
             )
+            took = (yield Now()) - sent
             failed = [
                 a
                 for a in answers
@@ -329,6 +345,7 @@ class _Writer:
                 self.current = None
                 return
             invocation.data = ()
+            invocation.changes = _written(invocation.changes, answers, took)
         now: float = yield Now()
         try:
             changes = list(invocation.changes)
@@ -376,6 +393,9 @@ class _Writer:
         run = self.run
         invocation.end = run.loop.now
         self.current = None
+        if error is not None:
+            invocation.error_type = type(error).__name__
+            self.workload.refused(invocation, invocation.error_type)
         if result is not None and error is None:
             invocation.outcome = "ok"
             invocation.version = result.version
@@ -409,6 +429,11 @@ class _Writer:
         if redo is not None:
             redo.restarts += 1
             redo.outcome = "killed"
+            if run.protocol.full_api and redo.op in RERUN_OTHER_ROWS and self.rng.random() < 1 / 3:
+                # The pipeline re-runs with the same commit id but other rows (its input
+                # changed meanwhile): another change under the killed run's id.
+                redo = self.workload.again(redo, run.loop.now + run.config.restart_delay)
+                run.invocations.append(redo)
         self.start(run.loop.now + run.config.restart_delay, redo)
 
 
@@ -432,12 +457,13 @@ class _Run:
             Random(self.master.getrandbits(64)),
             tracked=frozenset({REGISTRY_KEY}),
             ignores_start_after=config.ignores_start_after,
+            resolution=server_resolution(config),
         )
         self.endpoint = Endpoint(
             self.loop,
             self.store,
             Random(self.master.getrandbits(64)),
-            config.faults,
+            in_flight_bounded(config),
             config.store_retry,
             root_key=REGISTRY_KEY,
             cpu=config.cpu,
@@ -450,6 +476,11 @@ class _Run:
         self.crashes: list[str] = []
         self.vacuum_runs: list[VacuumRun] = []
         self.vacuum_late = 0
+        self.writers: list[_Writer] = []
+        self.clock_steps: list[tuple[float, str, float]] = []
+        self.shared = Shared(
+            files_of=self._files_of, exists=lambda name: self._files_of(name, None) is not None
+        )
 
     def reader(self, index: int, rng: Random) -> Steps:
         while self.loop.now < self.end:
@@ -472,7 +503,7 @@ class _Run:
 
     def go(self) -> SimResult:
         config = self.config
-        writers = [_Writer(self, n) for n in range(config.writers)]
+        writers = self.writers = [_Writer(self, n) for n in range(config.writers)]
         for writer in writers:
             writer.start(writer.rng.uniform(0.0, 0.1))
         for n in range(config.readers):
@@ -480,6 +511,9 @@ class _Run:
             Process(
                 self.loop, self.endpoint, self.reader(n, rng), kind="reader", name=f"reader {n}"
             ).start(rng.uniform(0.0, 0.1))
+        # Vacuum goes on past a writer stalled beside it (below) until it could have returned.
+        vacuum_stall = config.vacuum_older_than + 3 * config.vacuum_every
+        linger = vacuum_stall if config.faults.stalls else 0.0
         for n in range(config.vacuums):
             rng = Random(self.master.getrandbits(64))
             program = vacuum_program(
@@ -487,7 +521,7 @@ class _Run:
                 n,
                 rng,
                 now=lambda: self.loop.now,
-                until=self.end + config.vacuum_older_than + 2 * config.vacuum_every,
+                until=self.end + config.vacuum_older_than + 2 * config.vacuum_every + linger,
                 every=config.vacuum_every,
                 older_than=config.vacuum_older_than,
                 intent_ttl=config.intent_ttl,
@@ -507,10 +541,18 @@ class _Run:
         def stalled(process: Process) -> None:
             process.stall(stall)
 
+        # Past vacuum's window while vacuum still runs: a late writer beside vacuum.
+        def stalled_past_vacuum(process: Process) -> None:
+            process.stall(vacuum_stall)
+
         for _ in range(faults.kills):
             self._at_random_writer(chaos, writers, Process.kill)
-        for _ in range(faults.stalls):
-            self._at_random_writer(chaos, writers, stalled)
+        for n in range(faults.stalls):
+            late = config.vacuums and faults.stall is None and n % 2 == 1
+            self._at_random_writer(chaos, writers, stalled_past_vacuum if late else stalled)
+        for _ in range(faults.steps):
+            offset = chaos.uniform(-faults.skew, faults.skew)
+            self._at_random_writer(chaos, writers, functools.partial(self._stepped, offset=offset))
         step = max(1.0, math.ceil(self.end / 100))
         until = 0.0
         while until < self.end:
@@ -522,7 +564,13 @@ class _Run:
         if config.vacuums:
             vacuumed = self._vacuumed()
         view = self.protocol.view(self.store)
-        violations = check(self.invocations, view, self.observations, intent_ttl=config.intent_ttl)
+        violations = check(
+            self.invocations,
+            view,
+            self.observations,
+            intent_ttl=config.intent_ttl,
+            commit_window=config.commit_window,
+        )
         violations += [f"process crashed: {c}" for c in self.crashes]
         if config.vacuums:
             violations += vacuumed
@@ -536,25 +584,30 @@ class _Run:
             self.store,
             self.loop.events,
             self.vacuum_runs,
+            self.clock_steps,
         )
 
     def _vacuumed(self) -> list[str]:
-        """Vacuum's violations (:mod:`._vacuum`). A commit that failed on an object vacuum
-        deleted by its rules (no violation names it) held a root longer than vacuum's window
-        (the promise writers keep): its outcome is unknown (its intent may be applied), the
-        object counted as ``late``."""
+        """Vacuum's violations (:mod:`._vacuum`), judged by the run that made each deletion;
+        the keys a commit referenced after vacuum deleted them counted as ``late``."""
         problems, late = vacuum_problems(self.store, self.vacuum_runs, _Reader(self.store))
-        deleted = set(self.store.graveyard)
-        for inv in self.invocations:
-            error = inv.error or ""
-            if inv.outcome != "crash" or "RegistryCorruptError" not in error:
-                continue
-            named = [key for key in deleted if key in error]
-            if named and not any(key in p for key in named for p in problems):
-                inv.outcome = "unknown"
-                late.update(named)
         self.vacuum_late = len(late)
         return problems
+
+    def _files_of(self, dataset: str, partition: str | None) -> Sequence[DataFile] | None:
+        """The files of ``partition`` in ``dataset``'s current version (read at no cost);
+        ``None``: the dataset does not exist (a partition ``None``: ``()`` if it does)."""
+        return self.protocol.files_of(self.store, dataset, partition)
+
+    def _stepped(self, process: Process, *, offset: float) -> None:
+        """The clock of ``process``'s writer steps to ``offset`` (its lingering thread's and
+        its restarts' too: one machine's clock)."""
+        self.clock_steps.append((self.loop.now, process.name, offset))
+        for writer in self.writers:
+            if writer.process is process:
+                writer.skew = process.skew = offset
+                if writer.lingerer is not None:
+                    writer.lingerer.skew = offset
 
     def _vacuum_done(self, result: Any, error: BaseException | None) -> None:
         if error is not None:
@@ -634,6 +687,35 @@ class _Run:
         )
 
 
+#: How much of the vacuum floor a request may spend in flight at most, in a run with vacuum.
+#: In production a request lands within SigV4's fifteen minutes of being signed (S3 refuses
+#: it after), a quarter of the default floor (an hour); rule 10 leaves half the floor for
+#: the swap to land. The window is compressed to a second here, the client's timeout is not:
+#: a late write landing seconds after it was sent is the equivalent of one landing days late,
+#: which no real request does.
+IN_FLIGHT_SHARE = 0.25
+
+
+def in_flight_bounded(config: SimConfig) -> Faults:
+    """``config``'s faults, with a request's time in flight (its timeout, and a late write's
+    landing, up to twice that after it was sent) within :data:`IN_FLIGHT_SHARE` of vacuum's
+    window when vacuum runs."""
+    if not config.vacuums:
+        return config.faults
+    bound = config.vacuum_older_than * IN_FLIGHT_SHARE / 2
+    return dataclasses.replace(config.faults, timeout=min(config.faults.timeout, bound))
+
+
+def server_resolution(config: SimConfig) -> float:
+    """The server clock's resolution: S3's second, scaled as vacuum's window is when vacuum
+    runs (a second is a 3,600th of the default floor). Unscaled, the ``Date`` a writer
+    judges an object's age by and the ``LastModified`` vacuum does would each be off by
+    up to the whole window, where in production they are off by a 3,600th of it."""
+    if not config.vacuums:
+        return 1.0
+    return config.vacuum_older_than / DEFAULT_FLOOR
+
+
 def simulate(
     config: SimConfig,
     *,
@@ -663,6 +745,27 @@ def _collecting_rarely() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
+
+
+def _written(changes: tuple[Any, ...], answers: tuple[Any, ...], took: float) -> tuple[Any, ...]:
+    """``changes`` with their new files' write times, as a ``Lake``'s write records them
+    (``DataFile.written_at``: the ``Date`` of the PUT's answer less the PUT's duration)."""
+    at = {
+        a.key: a.server_time.timestamp() - took
+        for a in answers
+        if isinstance(a, PutResult) and a.server_time is not None
+    }
+    if not at:
+        return changes
+    return tuple(
+        dataclasses.replace(
+            c,
+            add=tuple(
+                dataclasses.replace(f, written_at=at[f.key]) if f.key in at else f for f in c.add
+            ),
+        )
+        for c in changes
+    )
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,8 +74,12 @@ class SimS3:
         tracked: frozenset[str] = frozenset(),
         conflict_share: float = 0.5,
         ignores_start_after: bool = False,
+        resolution: float = 1.0,
     ) -> None:
         self.profile = profile
+        #: The server clock's resolution (``Date``, ``LastModified``): S3's one second, or
+        #: finer where a run compresses the windows it is measured against.
+        self.resolution = resolution
         #: Every LIST starts at its prefix, as on a store without ``StartAfter`` (S3 Express
         #: One Zone's directory buckets): what lakelock must not take on the store's word.
         self.ignores_start_after = ignores_start_after
@@ -92,6 +97,8 @@ class SimS3:
         self.created: dict[str, float] = {}
         self.conflict_share = conflict_share
         self._last_conditional: dict[str, float] = {}
+        #: Keys with a write in flight that lands later, and until when (:meth:`in_flight`).
+        self._flying: dict[str, float] = {}
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
         self._writes = 0
         self._stamps: dict[float, datetime] = {}
@@ -99,17 +106,23 @@ class SimS3:
         self.conflicts = 0
         #: Every deletion: (virtual time, key, the object deleted).
         self.deleted: list[tuple[float, str, StoredObject]] = []
+        #: Which process made each deletion of ``deleted``, and when it sent the request
+        #: (``None``: unknown).
+        self.deleted_by: list[tuple[str, float] | None] = []
         self.graveyard: dict[str, StoredObject] = {}
+        #: When each deleted key was written again (virtual times).
+        self.recreated: dict[str, list[float]] = {}
 
     # -- time ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def server_seconds(now: float) -> float:
-        """The server clock at virtual time ``now``, at S3's resolution of one second."""
-        return float(int(EPOCH + now))
+    def server_seconds(self, now: float) -> float:
+        """The server clock at virtual time ``now``, rounded down to its resolution."""
+        if self.resolution == 1.0:
+            return float(int(EPOCH + now))
+        return math.floor((EPOCH + now) / self.resolution) * self.resolution
 
     def stamp(self, now: float) -> datetime:
-        return self._datetime(float(int(EPOCH + now)))
+        return self._datetime(self.server_seconds(now))
 
     def _datetime(self, seconds: float) -> datetime:
         found = self._stamps.get(seconds)
@@ -174,12 +187,14 @@ class SimS3:
             bisect.insort(self._groups.setdefault(_group(key), []), key)
             self._all = None
             self.created.setdefault(key, now)
+            if key in self.graveyard:
+                self.recreated.setdefault(key, []).append(now)
         modified = self.server_seconds(now)
         listed = ListedObject(key, etag, len(body), self._datetime(modified))
         self.objects[key] = StoredObject(body, etag, modified, write_id, listed)
         if key in self.tracked:
             self.history[key].append((now, body))
-        return PutResult(key, etag, write_id, len(body))
+        return PutResult(key, etag, write_id, len(body), server_time=self.stamp(now))
 
     def list(self, prefix: str, start_after: str, max_keys: int, now: float) -> Listing:
         keys = self._sorted(prefix)
@@ -197,7 +212,14 @@ class SimS3:
         found = tuple(map(_LISTED, map(self.objects.__getitem__, keys[at:stop])))
         return Listing(found, truncated=end > stop)
 
-    def delete(self, key: str, now: float, *, if_match: str | None = None) -> None:
+    def delete(
+        self,
+        key: str,
+        now: float,
+        *,
+        if_match: str | None = None,
+        by: tuple[str, float] | None = None,
+    ) -> None:
         current = self.objects.get(key)
         if if_match is not None:
             _require_etag(key, current, if_match, "DeleteObject")
@@ -208,6 +230,7 @@ class SimS3:
         del group[bisect.bisect_left(group, key)]
         self._all = None
         self.deleted.append((now, key, current))
+        self.deleted_by.append(by)
         self.graveyard[key] = current
 
     def _sorted(self, prefix: str) -> Sequence[str]:
@@ -221,10 +244,27 @@ class SimS3:
 
     # -- limits -------------------------------------------------------------------------------
 
+    def in_flight(self, key: str, *, until: float) -> None:
+        """A write to ``key`` is in flight at S3 until ``until`` (virtual seconds): one whose
+        client gave up on it (a timeout) and that lands then."""
+        self._flying[key] = max(until, self._flying.get(key, until))
+
     def _admit(self, key: str, now: float, started: float | None) -> None:
-        """409 if another conditional write to ``key`` took effect while this one was in
-        flight (S3's ConditionalRequestConflict, for a share of them); 503 past the key's
-        rate of conditional writes. Neither applies anything."""
+        """409 if a write to ``key`` is in flight (one that lands later: :meth:`in_flight`,
+        always), or another conditional write to it took effect while this one was in flight
+        (S3's ConditionalRequestConflict, for a share of them); 503 past the key's rate of
+        conditional writes. Neither applies anything."""
+        flying = self._flying.get(key)
+        if flying is not None and flying > now:
+            self.conflicts += 1
+            raise ConflictError(
+                f"PutObject {key!r}: ConditionalRequestConflict (a write to it is in flight)",
+                bucket=BUCKET,
+                key=key,
+                operation="PutObject",
+                status=409,
+                code="ConditionalRequestConflict",
+            )
         last = self._last_conditional.get(key)
         self._last_conditional[key] = now
         if (

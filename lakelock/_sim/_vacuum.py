@@ -9,17 +9,19 @@ does: the listing, one read of the root, the walk of the versions it keeps, then
 It goes on until ``vacuum_older_than`` plus two rounds past the writers' end, so what the run
 left behind gets old enough to go.
 
-A deletion of ``key`` at virtual time ``t`` by a vacuum run that began at ``b`` (its clock
-then ``now``, its window's start ``cutoff = now - older_than``) that read root version ``R``
-is a violation when:
+A deletion of ``key`` at virtual time ``t`` is judged by the vacuum run that made it (the
+process that sent the ``DeleteObject``, in the run it was making then: not the first run that
+listed the key). That run began at ``b`` (its clock then ``now``, its window's start
+``cutoff = now - older_than``) and read root version ``R``; the deletion is a violation when:
 
-1. **a retained version reaches it**: in root ``R``, a dataset's version, or an older
+0. **not its orphan**: the run that deleted ``key`` had not found it an orphan;
+1. **a retained version reaches it**: in root ``R``, a dataset's version, or any older
    version reached from it by walking back while the successor's recorded commit time
    (``Snapshot.at``: when the committing attempt began, on its writer's clock) is at least
    ``cutoff``, reaches ``key`` (its snapshot, index nodes, manifests and applied intents,
-   data files): the versions current within ``older_than`` before the vacuum began. (An
-   older version with an object deleted before the vacuum began ends the walk, as it ends
-   vacuum's: that deletion is judged on its own.)
+   data files): the versions current within ``older_than`` before the vacuum began. The
+   walk goes on whatever it meets (FORMAT.md: vacuum keeps every version within the
+   retention; a version partly deleted already still protects what is left of it);
 2. **an undecided intent**: ``key`` is an intent whose fate ``R`` does not record and that is
    above ``R``'s watermark or was written after ``now - intent_ttl`` (a fold may still apply
    it, or its writer will);
@@ -27,17 +29,19 @@ is a violation when:
    (it became a manifest of a version: vacuum took it away as it was applied);
 3b. **a restore after**: the first version after ``R`` to reach ``key`` reaches it through
    a dataset it restored (FORMAT.md rule 9: a restore keeps a lead on the retention);
-4. **a recent object**: ``key`` was last modified after ``cutoff`` (a writer may be about to
-   commit it).
+3c. **a commit after**: any other version written after ``t`` that reaches ``key``: a commit
+   acknowledged referencing an object vacuum had deleted (a writer stalled past vacuum's
+   window, or slowed by faults: it must check, by server time, that what it references is
+   younger than the lake's vacuum floor, or refuse). These keys are also counted
+   (``vacuum_late``);
+4. **a recent object**: ``key`` was last modified after ``cutoff`` when the run listed it (a
+   writer may be about to commit it). A conditional delete deletes whatever holds the listed
+   ETag when it lands: a writer's retried PUT that re-created the same bytes after an
+   earlier deletion is that object too, judged as listed (a commit of it is held to 3c).
 
-Not violations, but counted (``vacuum_late``): an object other than an intent that a
-version written after the deletion references, and a commit that failed on an object
-deleted by these rules (its outcome becomes unknown). Both are a writer that held what it
-wrote, or a root it read, longer than ``older_than`` (plus the second ``LastModified`` is
-rounded to): the window is the promise writers keep, and in the simulator's compressed time
-(a window of a second) a commit slowed by faults breaks it. But a restore that re-commits
-what vacuum deleted is a violation: a restore keeps a lead on the retention (FORMAT.md rule
-9; the writers are given vacuum's window as their retention).
+A commit that fails on an object vacuum deleted with anything but a ``CommitError`` (a
+``RegistryCorruptError`` out of a commit, an append or a vacuum) is a violation of the run's
+checker (a missing object must never lock writers out of a dataset).
 
 The rules speak of recorded commit times (``Snapshot.at``, the committing writer's clock),
 as vacuum's window does: with writers' clocks skewed by more than ``older_than``, a version
@@ -47,7 +51,7 @@ current a moment ago may carry an old time and go (the sweep's vacuum runs have 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from random import Random
 from typing import TYPE_CHECKING
 
@@ -83,6 +87,9 @@ class VacuumRun:
     read: int = -1
     ended: float | None = None
     orphans: frozenset[str] = frozenset()
+    #: Each orphan's ``LastModified`` as listed (server seconds): the object it judged (a
+    #: delete conditional on an ETag deletes whatever holds the same bytes by then).
+    listed: Mapping[str, float] = field(default_factory=dict)
     #: The intents its listing found.
     intents: frozenset[str] = frozenset()
     deleted: tuple[str, ...] = ()
@@ -117,6 +124,7 @@ def vacuum_program(
                 found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
             )
             run.orphans = frozenset(o.key for o in report.orphans)
+            run.listed = {o.key: o.last_modified.timestamp() for o in report.orphans}
             yield from delete_steps(report)
             run.deleted, run.failed = tuple(report.deleted), len(report.failed)
         except LakelockError as error:  # a failed vacuum (faults): the next one goes on
@@ -204,23 +212,18 @@ class _Versions:
                 nodes.add(ref.key)
                 stack.append(self.reader.node(ref.key))
 
-    def retained(
-        self, doc: RegistryDoc, cutoff: float, gone: Mapping[str, float], at: float
-    ) -> set[str]:
+    def retained(self, doc: RegistryDoc, cutoff: float) -> set[str]:
         """What each dataset's version in ``doc`` and the older ones within ``cutoff`` reach
-        (vacuum's walk, :func:`lakelock._vacuum_plan.reachable`, done independently). An
-        older version with an object deleted before ``at`` (``gone``: key -> first deletion)
-        ends the walk, as it ends vacuum's: that deletion is judged on its own."""
+        (vacuum's walk, :func:`lakelock._vacuum_plan.reachable`, done independently). The
+        walk goes on whatever it meets: every version within the retention is kept, one
+        partly deleted already too (that deletion is judged on its own)."""
         keep: set[str] = set()
         for entry in doc.entries.values():
             successor_at: float | None = None
             key: str | None = entry.snapshot
             while key is not None and (successor_at is None or successor_at >= cutoff):
                 snap: Snapshot = self.reader.snapshot(key)
-                reaches = self.reaches(key)
-                if successor_at is not None and any(gone.get(k, at) < at for k in reaches):
-                    break
-                keep |= reaches
+                keep |= self.reaches(key)
                 successor_at, key = snap.at, snap.parent
         return keep
 
@@ -228,8 +231,9 @@ class _Versions:
 def vacuum_problems(
     store: SimS3, runs: Sequence[VacuumRun], reader: _Reader
 ) -> tuple[list[str], set[str]]:
-    """Every deletion that breaks a rule of the module docstring, and the keys deleted by
-    the rules that a writer still needed (``late``: it held them longer than the window)."""
+    """Every deletion that breaks a rule of the module docstring, judged by the vacuum run
+    that made it, and the keys a version written after their deletion references (``late``:
+    each one a violation too, reported)."""
     if not store.deleted:
         return [], set()
     versions = _Versions(store, reader)
@@ -242,81 +246,81 @@ def vacuum_problems(
     for snapshot, at in current_until.items():
         for key in versions.reaches(snapshot):
             needed_until[key] = max(at, needed_until.get(key, at))
-    by_key: dict[str, list[VacuumRun]] = {}
+    by_process: dict[str, list[VacuumRun]] = {}
     for run in runs:
-        for key in run.orphans:
-            by_key.setdefault(key, []).append(run)
+        by_process.setdefault(f"vacuum {run.process}", []).append(run)
     retained: dict[tuple[int, float], set[str]] = {}
-    gone: dict[str, float] = {}
-    for t, key, _ in store.deleted:
-        gone.setdefault(key, t)
     late: set[str] = set()
-    for t, key, obj in store.deleted:
+    for (t, key, obj), by in zip(store.deleted, store.deleted_by, strict=True):
         before = len(problems)
+        # The run that sent the request (it may land after the run ended: a timeout).
+        process, sent = by if by is not None else ("", t)
         owners = [
-            r for r in by_key.get(key, []) if r.began <= t and (r.ended is None or t <= r.ended)
+            r
+            for r in by_process.get(process, [])
+            if r.began <= sent and (r.ended is None or sent <= r.ended)
         ]
         what = f"vacuum deleted {key} at {t:.3f}"
         if not owners:
-            problems.append(f"{what}, which no vacuum run found an orphan")
+            problems.append(f"{what} ({process}), which no vacuum run of that process was making")
             continue
-        run = owners[0]
+        run = owners[-1]
         what += f" (vacuum of process {run.process} begun at {run.began:.3f}, read v{run.read})"
+        if key not in run.orphans:
+            problems.append(f"{what}: that run did not find it an orphan")
         ident = (run.process, run.began)
         read = versions.version(run.read)
         if ident not in retained:
             cutoff = run.now - run.older_than
-            retained[ident] = (
-                versions.retained(read, cutoff, gone, run.began) if read is not None else set()
-            )
+            retained[ident] = versions.retained(read, cutoff) if read is not None else set()
         if key in retained[ident]:
             problems.append(f"{what}: a version retained then reaches it")
         elif is_intent(key) and read is not None and _undecided(key, obj.modified, read, run):
             problems.append(f"{what}: an intent v{run.read} had not decided")
-        if obj.modified > run.now - run.older_than:
+        if run.listed.get(key, obj.modified) > run.now - run.older_than:
             problems.append(f"{what}: it was modified within the window")
-        if needed_until.get(key, -1.0) > t:
+        if needed_until.get(key, -1.0) > t and len(problems) == before:
             at, doc = versions.first_after(run.read, key)
-            restore = _restored(doc, key, versions, run.read, gone=gone, began=run.began)
-            if restore == "blamed":
-                problems.append(f"{what}: restore v{doc.version} (at {at:.3f}) commits it again")
-            elif restore == "broken":
-                late.add(key)
-            elif is_intent(key):
+            if _rewritten(store, key, t, at):
+                # Its writer wrote it again (a PUT retried or hedged after a pause) before
+                # the version referencing it was committed: that version reads it whole.
+                continue
+            restore = _restored(doc, key, versions, run.read)
+            if is_intent(key):
                 problems.append(f"{what}: an intent that v{doc.version} (at {at:.3f}) applies")
-            elif len(problems) == before:
+            elif restore:
+                problems.append(f"{what}: restore v{doc.version} (at {at:.3f}) commits it again")
+            else:
                 late.add(key)
+                problems.append(
+                    f"{what}: v{doc.version} (at {at:.3f}) references it, committed after "
+                    "vacuum deleted it (a commit acknowledged with an object vacuum may delete)"
+                )
     return problems, late
 
 
-def _restored(
-    doc: RegistryDoc,
-    key: str,
-    versions: _Versions,
-    read: int,
-    *,
-    gone: Mapping[str, float],
-    began: float,
-) -> str | None:
-    """Whether ``doc``'s version brings ``key`` back through a restore (``"blamed"``): a
-    dataset it restored reaches ``key``, which a version at or before vacuum's read
-    (``read``) had committed already. Another commit of the same swap — a slow writer's
-    append to any dataset, whose new file vacuum took — is that writer's lateness, not the
-    restore's (None). So is a version restored that reaches an object deleted before this
-    vacuum ``began`` (``"broken"``): a slow writer's commit had made it refer to a file an
-    earlier vacuum took, vacuum's walk ends at such a version (as the checker's does), and
-    the restore brings back what that lateness broke."""
+def _rewritten(store: SimS3, key: str, deleted: float, committed: float) -> bool:
+    """Whether ``key``, deleted at ``deleted``, was written again before ``committed`` and
+    not deleted again in between."""
+    again = [w for w in store.recreated.get(key, ()) if deleted < w <= committed]
+    return bool(again) and not any(
+        k == key and max(again) < d <= committed for d, k, _ in store.deleted
+    )
+
+
+def _restored(doc: RegistryDoc, key: str, versions: _Versions, read: int) -> bool:
+    """Whether ``doc``'s version brings ``key`` back through a restore: a dataset it
+    restored reaches ``key``, which a version at or before vacuum's read (``read``) had
+    committed already (rule 9)."""
     restored = {
         c.dataset for c in doc.commits if c.version == doc.version and c.operation == "restore"
     }
     for name in sorted(restored):
         if name not in doc.entries:
             continue
-        reach = versions.reaches(doc.entries[name].snapshot)
-        if key not in reach or not versions.reached_by(key, read):
-            continue
-        return "broken" if any(gone.get(k, began) < began for k in reach) else "blamed"
-    return None
+        if key in versions.reaches(doc.entries[name].snapshot) and versions.reached_by(key, read):
+            return True
+    return False
 
 
 def _undecided(key: str, modified: float, doc: RegistryDoc, run: VacuumRun) -> bool:

@@ -1,31 +1,102 @@
-"""What simulated writers commit: appends (most), overwrites of a partition, partition
-deletes, removals of a file the writer added, restores of an older version, and commits
-spanning two datasets; each commit an :class:`Invocation` the checker judges.
+"""What simulated writers commit: the public API as pipelines use it, each commit an
+:class:`Invocation` the checker's model judges (:mod:`._check`).
+
+The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
+
+=============  =================================================================================
+``append``     new files into one partition (``Lake.append``)
+``overwrite``  new files replacing a partition (``Lake.overwrite``)
+``delete``     a partition removed (``Lake.delete``)
+``remove``     a file the writer added removed (``registry.commit(remove=...)``)
+``restore``    an older version made current again (``Lake.restore``)
+``multi``      new files into two datasets in one commit (``registry.commit_changes``)
+``compact``    a partition's files replaced by one file (``Lake.compact``: removes exactly the
+               files it read)
+``rename``     a partition moved to another partition of its dataset under a path lock
+               (``Lake.rename_partition``: the copies added, the originals removed)
+``copy``       a partition copied to another dataset under a path lock (``Lake.copy_partition``)
+``properties`` properties set and removed (``Lake.set_properties``)
+``register``   ``registry.commit(add=files)`` of files written earlier — a third of the time
+               files this writer registered already, again under a new id
+``schema``     an append that merges a column into the schema (``schema_mode="merge"``); half
+               of them give the column another type than other writers do (one of the two
+               is refused: ``SchemaMismatchError``)
+``lease``      an append fenced by a lease (``Lease.fence``): a writer takes the lease over
+               (token one higher) or keeps committing with the token it holds, as a leader
+               paused past its TTL does when it comes back
+``lock``       an overwrite fenced by a path-lock grant on its partition: a new grant, or the
+               one the writer held before (a holder paused and coming back)
+``rerun``      one of the writer's earlier commits run again with its commit id: the same
+               rows (a retry), other rows (``CommitIdReusedError``), or its oldest id (older
+               than the idempotency window)
+``collide``    a commit whose caller-chosen id another pipeline chooses too (two pipelines
+               colliding on one id, each with its own dataset and rows)
+=============  =================================================================================
 
 Data files are synthetic :class:`~lakelock._datafile.DataFile` records (the registry only
 records them): their PUT is simulated (it costs a request and its bytes) but holds no parquet.
 Commit ids are made from the writer's seeded generator, in the shape
 :func:`~lakelock._registry._changes.new_commit_id` gives them (time first), or chosen by the
-"caller" (``job-...``) for a share of commits.
+"caller" (``job-...``) for a share of commits. Each change carries a digest of what it
+commits, as the ``Lake``'s operations do (:mod:`lakelock._digest`): rows are not simulated,
+so a digest stands for them (the same rows, the same digest; a ``registry.commit`` gets
+:func:`~lakelock._digest.commit_digest` of its files, as the registry makes it).
+
+What an operation reads before it commits (the files of a partition to compact or move, a
+version to restore) is read from the bucket at no cost, as the checker reads it: the
+simulator sizes and checks the commit, not the read. The lease's and the path lock's own
+protocols (their objects in the bucket) are not simulated: the tokens they hand out are
+(each takeover or conflicting grant one higher), and the registry's fencing is what the
+model checks.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from random import Random
 from typing import Any
 
+import pyarrow as pa
+
 from lakelock._datafile import DataFile
+from lakelock._digest import commit_digest
+from lakelock._fence import Fence
 from lakelock._layout import files_prefix
 from lakelock._registry._changes import Change
 
-__all__ = ["KINDS", "Invocation", "Mix", "Workload"]
+__all__ = ["KINDS", "Invocation", "Mix", "Shared", "Workload"]
 
 PARTITION_BY = ("part",)
 #: The kinds of commit a writer makes (the fields of :class:`Mix`).
-KINDS = ("append", "overwrite", "delete", "remove", "restore", "multi")
+KINDS = (
+    "append",
+    "overwrite",
+    "delete",
+    "remove",
+    "restore",
+    "multi",
+    "compact",
+    "rename",
+    "copy",
+    "properties",
+    "register",
+    "schema",
+    "lease",
+    "lock",
+    "rerun",
+    "collide",
+)
+#: The kinds a protocol without the registry's full API (the toy) can make.
+BASIC_KINDS = ("append", "overwrite", "delete", "remove", "multi")
+#: How long a caller-chosen id that pipelines collide on is chosen for (virtual seconds):
+#: writers making a ``collide`` commit within one such slot choose the same id.
+COLLIDE_SLOT = 0.25
+#: The column ``schema`` commits merge, and the types they give it (the second refused
+#: wherever the first is in the dataset's schema, and the other way round).
+MERGED_COLUMN = "extra"
+MERGED_TYPES = (pa.int64(), pa.string())
 
 
 @dataclass(frozen=True)
@@ -38,6 +109,16 @@ class Mix:
     remove: float = 0.03
     restore: float = 0.02
     multi: float = 0.06
+    compact: float = 0.02
+    rename: float = 0.02
+    copy: float = 0.01
+    properties: float = 0.02
+    register: float = 0.03
+    schema: float = 0.02
+    lease: float = 0.04
+    lock: float = 0.03
+    rerun: float = 0.03
+    collide: float = 0.02
 
     def __post_init__(self) -> None:
         for name, weight in self.kinds():
@@ -73,7 +154,9 @@ class Invocation:
     ``fail`` (``CommitConflictError``: must not be applied), ``gaveup``
     (``RetryBudgetExhaustedError``: its intent cancelled, must not be applied), ``unknown``
     (``CommitStateUnknownError``: at most once), ``crash`` (any other exception: a defect),
-    ``killed`` (its process died and no restart finished it), ``running`` (the run ended)."""
+    ``killed`` (its process died and no restart finished it), ``running`` (the run ended).
+    ``error_type``: the class of the error it raised; ``expected``: the typed error a
+    refusal of this commit must be (``None``: any ``CommitConflictError``)."""
 
     id: str
     writer: int
@@ -85,11 +168,15 @@ class Invocation:
     outcome: str = "running"
     version: int | None = None
     error: str | None = None
+    error_type: str | None = None
     restarts: int = 0
     already: bool = False
     batch: int = 1
     #: A restore's target: the registry version whose files it makes current again.
     restore_version: int | None = None
+    expected: str | None = None
+    #: The invocation this one runs again after its process was killed (other rows).
+    rerun_of: Invocation | None = field(default=None, repr=False)
     data: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
 
     @property
@@ -97,9 +184,23 @@ class Invocation:
         return tuple(c.dataset for c in self.changes)
 
 
+@dataclass
+class Shared:
+    """What the writers of a run share: the tokens the leases and path locks have handed
+    out (the highest per lease name, per lock table), and how a writer reads the files of a
+    partition (at no cost: :mod:`._workload`)."""
+
+    files_of: Callable[[str, str], Sequence[DataFile] | None] = lambda _d, _p: None
+    exists: Callable[[str], bool] = lambda _d: False
+    leases: dict[str, int] = field(default_factory=dict)
+    grants: dict[str, int] = field(default_factory=dict)
+
+
 class Workload:
     """Builds one writer's next commit. ``known`` remembers the files this writer added and
-    saw acknowledged, per dataset (what a removal names)."""
+    saw acknowledged, per dataset (what a removal names); ``registered`` the files it
+    registered with ``registry.commit`` (what it registers again); ``mine`` its commits with
+    caller-chosen ids (what it re-runs); ``lease`` and ``grants`` the tokens it holds."""
 
     def __init__(
         self,
@@ -113,6 +214,8 @@ class Workload:
         mix: Mix,
         explicit_share: float = 0.2,
         restores: bool = True,
+        full_api: bool = True,
+        shared: Shared | None = None,
     ) -> None:
         self.writer = writer
         self.rng = rng
@@ -122,17 +225,25 @@ class Workload:
         self.file_bytes = file_bytes
         kinds = mix.kinds()
         if len(self.names) < 2:
-            kinds = tuple((k, w) for k, w in kinds if k != "multi")
+            kinds = tuple((k, w) for k, w in kinds if k not in ("multi", "copy"))
         if not restores:
             kinds = tuple((k, w) for k, w in kinds if k != "restore")
+        if not full_api:
+            kinds = tuple((k, w) for k, w in kinds if k in BASIC_KINDS)
         if not any(w > 0 for _, w in kinds):
             raise ValueError(
                 "the mix names only commits this run cannot make (commits spanning datasets "
-                "need 2 datasets; the toy protocol makes no restores)"
+                "need 2 datasets; the toy protocol makes only "
+                f"{', '.join(BASIC_KINDS)})"
             )
         self.kinds = kinds
         self.explicit_share = explicit_share
+        self.shared = shared or Shared()
         self.known: dict[str, list[str]] = {}
+        self.registered: dict[str, list[DataFile]] = {}
+        self.mine: list[Invocation] = []
+        self.lease: dict[str, int] = {}
+        self.grants: dict[tuple[str, str], int] = {}
         self.count = 0
 
     def choose(self) -> str:
@@ -149,20 +260,42 @@ class Workload:
         self.count += 1
         if self.rng.random() < self.explicit_share:
             return f"job-{self.writer}-{self.count}", True
-        ms = int(now * 1000) & 0xFFFFFFFFFFFF
-        return f"{ms:012x}{self.rng.getrandbits(80):020x}", False
+        return self.generated_id(now), False
 
-    def build(self, kind: str, now: float, start: float) -> Invocation:
+    def generated_id(self, now: float) -> str:
+        ms = int(now * 1000) & 0xFFFFFFFFFFFF
+        return f"{ms:012x}{self.rng.getrandbits(80):020x}"
+
+    def digest(self) -> str:
+        """A digest standing for the rows of one commit (other rows, another digest)."""
+        return f"sha256:{self.rng.getrandbits(256):064x}"
+
+    def build(self, kind: str, now: float, start: float) -> Invocation | None:
         """The next commit of ``kind`` (restores are finished by the caller, who knows the
-        versions: :meth:`restore`)."""
+        versions: :meth:`restore`); ``None``: nothing to commit (a partition to compact or
+        move holds no files)."""
+        if kind in ("compact", "rename", "copy"):
+            return self._from_files(kind, now, start)
+        if kind == "register":
+            return self._register(now, start)
+        if kind == "rerun":
+            return self._rerun(now, start)
         commit_id, explicit = self.commit_id(now)
+        if kind == "collide":
+            commit_id, explicit = f"job-shared-{int(start / COLLIDE_SLOT)}", True
         dataset = self.rng.choice(self.names)
         path = f"part={self.rng.randrange(self.partitions)}"
+        if kind == "lock":
+            path = "part=0"  # the partition pipelines take turns on, under its lock
         changes: list[Change]
         data: list[tuple[str, bytes]] = []
-        if kind in {"append", "multi", "overwrite"}:
+        expected = None
+        if kind in {"append", "multi", "overwrite", "schema", "lease", "lock", "collide"}:
             targets = self.rng.sample(self.names, 2) if kind == "multi" else [dataset]
             changes = []
+            # One digest for the whole commit, as an operation spanning datasets makes one
+            # (a rename's or copy's): the root records it for the commit.
+            digest = self.digest()
             for name in targets:
                 added = self._files(name, path, commit_id, data)
                 changes.append(
@@ -171,11 +304,23 @@ class Workload:
                         commit_id=commit_id,
                         add=added,
                         partition_by=PARTITION_BY,
-                        remove_partitions=(path,) if kind == "overwrite" else (),
-                        operation="overwrite" if kind == "overwrite" else "append",
+                        remove_partitions=(path,) if kind in ("overwrite", "lock") else (),
+                        operation="overwrite" if kind in ("overwrite", "lock") else "append",
                         generated_id=not explicit,
+                        digest=digest,
                     )
                 )
+            if kind == "schema":
+                kind_of = self.rng.choice(MERGED_TYPES)
+                schema = pa.schema([pa.field(MERGED_COLUMN, kind_of, nullable=True)])
+                changes = [replace(changes[0], schema=schema, schema_mode="merge")]
+                expected = "SchemaMismatchError"
+            elif kind == "lease":
+                changes = [replace(changes[0], fence=self._lease(dataset))]
+                expected = "StaleFenceError"
+            elif kind == "lock":
+                changes = [replace(changes[0], fence=self._grant(dataset, path))]
+                expected = "StaleFenceError"
         elif kind == "delete":
             changes = [
                 Change(
@@ -185,6 +330,24 @@ class Workload:
                     remove_partitions=(path,),
                     operation="delete",
                     generated_id=not explicit,
+                    digest=self.digest(),
+                )
+            ]
+        elif kind == "properties":
+            if not self.shared.exists(dataset):  # Lake.set_properties needs the dataset
+                return self.build("append", now, start)
+            n = self.rng.randrange(3)
+            properties: dict[str, str | None] = {f"p{n}": f"{self.writer}-{self.count}"}
+            if self.rng.random() < 0.3:
+                properties[f"p{(n + 1) % 3}"] = None
+            changes = [
+                Change(
+                    dataset=dataset,
+                    commit_id=commit_id,
+                    properties=properties,
+                    operation="properties",
+                    generated_id=not explicit,
+                    digest=self.digest(),
                 )
             ]
         elif kind == "remove":
@@ -200,13 +363,24 @@ class Workload:
                     partition_by=PARTITION_BY,
                     operation="delete",
                     generated_id=not explicit,
+                    digest=self.digest(),
                 )
             ]
         else:
             raise ValueError(f"unknown commit kind {kind!r}")
-        return Invocation(
-            commit_id, self.writer, kind, tuple(changes), explicit, start, data=tuple(data)
+        invocation = Invocation(
+            commit_id,
+            self.writer,
+            kind,
+            tuple(changes),
+            explicit,
+            start,
+            data=tuple(data),
+            expected=expected,
         )
+        if explicit and kind != "collide":
+            self.mine.append(invocation)
+        return invocation
 
     def restore(
         self, now: float, start: float, dataset: str, state: Any, version: int, *, until: float
@@ -219,6 +393,7 @@ class Workload:
             operation="restore",
             generated_id=not explicit,
             restore_until=until,
+            digest=self.digest(),
         )
         return Invocation(
             commit_id,
@@ -232,15 +407,250 @@ class Workload:
 
     def acknowledged(self, invocation: Invocation) -> None:
         for change in invocation.changes:
-            if change.add:
+            if change.add and invocation.op != "register":
                 self.known.setdefault(change.dataset, []).extend(f.key for f in change.add)
+            if change.add and invocation.op == "register":
+                self.registered.setdefault(change.dataset, []).extend(change.add)
+
+    def refused(self, invocation: Invocation, error_type: str) -> None:
+        """A fenced commit refused as stale: its writer steps down (takes a new grant or
+        the lease over before its next fenced commit)."""
+        if error_type != "StaleFenceError":
+            return
+        for change in invocation.changes:
+            if change.fence is None:
+                continue
+            if change.fence.hierarchical:
+                for path in change.remove_partitions:
+                    self.grants.pop((change.dataset, path), None)
+            else:
+                self.lease.pop(change.fence.name, None)
+
+    def again(self, invocation: Invocation, now: float) -> Invocation:
+        """``invocation`` run again after its process was killed with other rows: the same
+        commit id, another change (new files, another digest)."""
+        data: list[tuple[str, bytes]] = []
+        changes = []
+        digest = self.digest()
+        for change in invocation.changes:
+            if not change.add:
+                changes.append(replace(change, digest=digest, generated_id=False))
+                continue
+            path = change.add[0].partition_path
+            name = f"{invocation.id}-r{invocation.restarts}"
+            added = self._files(change.dataset, path, name, data)
+            changes.append(replace(change, add=added, digest=digest, generated_id=False))
+        return replace(
+            invocation,
+            changes=tuple(changes),
+            data=tuple(data),
+            explicit=True,
+            start=now,
+            restarts=0,
+            outcome="running",
+            rerun_of=invocation,
+            expected=None,
+        )
+
+    # -- the kinds that read before they commit -------------------------------------------
+
+    def _from_files(self, kind: str, now: float, start: float) -> Invocation | None:
+        dataset = self.rng.choice(self.names)
+        part = self.rng.randrange(self.partitions)
+        path = f"part={part}"
+        files = self.shared.files_of(dataset, path)
+        if not files:
+            return self.build("append", now, start)
+        commit_id, explicit = self.commit_id(now)
+        data: list[tuple[str, bytes]] = []
+        keys = tuple(f.key for f in files)
+        if kind == "compact":
+            merged = self._files(dataset, path, commit_id, data, count=1)
+            changes: tuple[Change, ...] = (
+                Change(
+                    dataset=dataset,
+                    commit_id=commit_id,
+                    add=merged,
+                    remove=keys,
+                    partition_by=PARTITION_BY,
+                    operation="compact",
+                    generated_id=not explicit,
+                    digest=self.digest(),
+                ),
+            )
+        else:
+            to = (
+                self.rng.choice([n for n in self.names if n != dataset])
+                if kind == "copy"
+                else dataset
+            )
+            to_path = f"part={self.partitions + self.rng.randrange(self.partitions)}"
+            if kind == "rename":
+                fence = self._grant(dataset, path, also=to_path)
+            else:
+                fence = self._grant(dataset, path, read=True)
+            copies = tuple(
+                replace(
+                    f,
+                    dataset=to,
+                    key=f"{files_prefix(to, to_path)}{commit_id}-{n}.parquet",
+                    partition_path=to_path,
+                )
+                for n, f in enumerate(files)
+            )
+            data += [(f.key, f.key.encode()) for f in copies]
+            digest = self.digest()
+            operation = "rename" if kind == "rename" else "copy"
+            if kind == "rename":
+                changes = (
+                    Change(
+                        dataset=to,
+                        commit_id=commit_id,
+                        add=copies,
+                        remove=keys,
+                        partition_by=PARTITION_BY,
+                        fence=fence,
+                        operation=operation,
+                        generated_id=not explicit,
+                        digest=digest,
+                    ),
+                )
+            else:
+                target_fence = Fence(f"lock:{to}", self._token(to), write=(f"/{to}/{to_path}",))
+                changes = (
+                    Change(
+                        dataset=to,
+                        commit_id=commit_id,
+                        add=copies,
+                        partition_by=PARTITION_BY,
+                        fence=target_fence,
+                        operation=operation,
+                        generated_id=not explicit,
+                        digest=digest,
+                    ),
+                    Change(
+                        dataset=dataset,
+                        commit_id=commit_id,
+                        fence=fence,
+                        operation=operation,
+                        generated_id=not explicit,
+                        digest=digest,
+                    ),
+                )
+        return Invocation(commit_id, self.writer, kind, changes, explicit, start, data=tuple(data))
+
+    def _register(self, now: float, start: float) -> Invocation:
+        """``registry.commit(add=files)`` of files written earlier: new ones (their PUT
+        first), or a third of the time files this writer registered already, again."""
+        commit_id, explicit = self.commit_id(now)
+        dataset = self.rng.choice(self.names)
+        data: list[tuple[str, bytes]] = []
+        before = self.registered.get(dataset)
+        added: tuple[DataFile, ...]
+        if before and self.rng.random() < 1 / 3:
+            added = (self.rng.choice(before),)
+        else:
+            path = f"part={self.rng.randrange(self.partitions)}"
+            added = self._files(dataset, path, commit_id, data)
+        change = Change(
+            dataset=dataset,
+            commit_id=commit_id,
+            add=added,
+            partition_by=PARTITION_BY,
+            operation="commit",
+            generated_id=not explicit,
+            existing_files=True,  # as registry.commit marks files written before it
+            digest=commit_digest(
+                add=added,
+                remove=(),
+                remove_partitions=(),
+                partition_by=PARTITION_BY,
+                properties=None,
+            ),
+        )
+        return Invocation(
+            commit_id, self.writer, "register", (change,), explicit, start, data=tuple(data)
+        )
+
+    def _rerun(self, now: float, start: float) -> Invocation | None:
+        """One of this writer's commits with caller-chosen ids run again: the same rows (a
+        retry: new files, the same digest), other rows (another digest), or its oldest (an
+        id perhaps older than the window)."""
+        if not self.mine:
+            return self.build("append", now, start)
+        pick = self.rng.random()
+        earlier = self.mine[0] if pick < 0.2 else self.rng.choice(self.mine)
+        same = self.rng.random() < 0.5
+        data: list[tuple[str, bytes]] = []
+        changes = []
+        other = self.digest()
+        for change in earlier.changes:
+            digest = change.digest if same else other
+            if change.add and earlier.op != "register":
+                path = change.add[0].partition_path
+                added = self._files(change.dataset, path, f"{earlier.id}-{self.count}", data)
+                changes.append(replace(change, add=added, digest=digest))
+            else:
+                changes.append(replace(change, digest=digest))
+            self.count += 1
+        return Invocation(
+            earlier.id,
+            self.writer,
+            "rerun",
+            tuple(changes),
+            True,
+            start,
+            data=tuple(data),
+            restore_version=earlier.restore_version,
+        )
+
+    # -- fences ---------------------------------------------------------------------------
+
+    def _lease(self, dataset: str) -> Fence:
+        """The fence of the lease over ``dataset``'s pipeline: the token this writer holds
+        (half the time, if it holds one: a leader that may have been paused past its TTL
+        and superseded), else the lease taken over (one higher than any handed out)."""
+        name = f"leader-{dataset}"
+        held = self.lease.get(name)
+        if held is None or self.rng.random() < 0.5:
+            held = self.shared.leases[name] = self.shared.leases.get(name, 0) + 1
+            self.lease[name] = held
+        return Fence(name, held)
+
+    def _token(self, dataset: str) -> int:
+        token = self.shared.grants[dataset] = self.shared.grants.get(dataset, 0) + 1
+        return token
+
+    def _grant(
+        self, dataset: str, path: str, *, also: str | None = None, read: bool = False
+    ) -> Fence:
+        """A path-lock grant on ``dataset``'s table writing ``path`` (and ``also``; reading
+        it, ``read``): the one this writer held for it before (half the time: a holder
+        paused and coming back, superseded if another grant came since), else a new one."""
+        held = self.grants.get((dataset, path))
+        if held is None or also is not None or read or self.rng.random() < 0.5:
+            held = self._token(dataset)
+            if also is None and not read:
+                self.grants[(dataset, path)] = held
+        paths = tuple(sorted({f"/{dataset}/{path}"} | ({f"/{dataset}/{also}"} if also else set())))
+        if read:
+            return Fence(f"lock:{dataset}", held, read=paths)
+        return Fence(f"lock:{dataset}", held, write=paths)
 
     def _files(
-        self, dataset: str, path: str, commit_id: str, data: list[tuple[str, bytes]]
+        self,
+        dataset: str,
+        path: str,
+        commit_id: str,
+        data: list[tuple[str, bytes]],
+        *,
+        count: int | None = None,
     ) -> tuple[DataFile, ...]:
         files = []
-        for n in range(self.files):
+        for n in range(self.files if count is None else count):
             key = f"{files_prefix(dataset, path)}{commit_id}-{n}.parquet"
+            if any(key == k for k, _ in data):
+                key = f"{files_prefix(dataset, path)}{commit_id}-{n}-{len(data)}.parquet"
             body = (key.encode() * (1 + self.file_bytes // max(1, len(key))))[: self.file_bytes]
             data.append((key, body))
             files.append(

@@ -23,6 +23,7 @@ One attempt (docs/FORMAT.md, "Group commit across processes"):
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import random
 from collections import OrderedDict
@@ -186,6 +187,9 @@ class Committer:
         self.root_key = root_key
         #: The root as this process last read or wrote it (a hint: a stale one costs a 412).
         self.known: tuple[RegistryDoc, str] | None = None
+        #: Objects a root referred to that were missing (another attempt reads the root again
+        #: before calling the lake damaged).
+        self.missed: set[str] = set()
         #: Whether our last swap carried other processes' intents (we are their folder).
         self.carried = False
         #: The server's clock minus ours, from the ``Date`` of our last root read (None:
@@ -828,6 +832,14 @@ class Committer:
     def _fetched(self, key: str, answer: Any) -> None:
         """One object :meth:`_need` fetched: cached, or why it could not be."""
         if isinstance(answer, NotFoundError):
+            if key not in self.missed:
+                # The root this attempt works from may be old by now (the process paused
+                # past vacuum's window since reading it): vacuum takes what only versions
+                # out of the retention reach. Another attempt reads the root again; missing
+                # from that one too, the lake is damaged.
+                self.missed.add(key)
+                self.known = None
+                raise Retry from answer
             raise missing_object(key, self.bucket, None) from answer
         if isinstance(answer, TRANSIENT):
             raise Retry from answer
@@ -1091,6 +1103,14 @@ class Committer:
             f"gave up: {what} ran out ({state.attempts} attempts in {spent:.1f} s, "
             f"{state.redrives} redrives, {state.retries} retries){found}{then}"
         )
+        if isinstance(p.rejected, CommitError) and type(p.rejected) is not CommitConflictError:
+            # A typed refusal (a stale fence, a schema that does not fit, ...) is what its
+            # caller hears, with its fields, as when a swap recording it lands (rule 12).
+            typed = copy.copy(p.rejected)
+            typed.args = (message,)
+            if isinstance(typed, CommitConflictError):
+                typed.attempts = state.attempts
+            return typed
         if p.rejected is not None:
             return CommitConflictError(
                 message,

@@ -1,0 +1,509 @@
+"""The checker's model: a plain reference implementation of what README.md and
+docs/FORMAT.md promise of commits, replayed over a run's calls in the order the root
+recorded them, and every call's outcome held to it (docs/SIMULATOR.md, "The checker").
+
+What the model holds, per dataset: its files (key -> partition path), properties and
+columns (name -> type); per lease name the highest token applied, per path-lock table the
+grants applied; per commit id the change it names. A *change* is what README.md calls "the
+same change": the same commit id, datasets, operations (``"commit"``, a ``registry.commit``
+that named none, matches any) and digests (where both are known and comparable). A call is
+an :class:`~._workload.Invocation`; several calls may be the same change (a re-run with the
+same rows), and several changes may share an id (two pipelines colliding on one).
+
+Each commit the registry recorded is matched to the call that made it (its commit id,
+dataset, operation and digest; among the calls of one change, the one whose files the
+version holds), then replayed in version order. Judged, for each call (one line each):
+
+- acknowledged (not ``already_committed``): its change applied exactly once in each of its
+  datasets, all at the version returned;
+- acknowledged ``already_committed``: the very same change (not another under its id)
+  recorded at the version returned;
+- a definite failure (``CommitConflictError``, ``RetryBudgetExhaustedError``): never
+  applied (a call whose process was killed and restarted: at most once);
+- unknown, killed, running: applied at most once, and in all of its datasets or none;
+- a change applied more than once in a dataset; two changes under one commit id applied in
+  one dataset, or in two datasets within the idempotency window (half of it: near its edge
+  a commit may see the older record or not);
+- a commit applied with a lease token below one applied before it, or with a path-lock
+  grant below a conflicting one applied before it (FORMAT.md's fencing);
+- a commit applied whose column has another type than the dataset's, or that adds a column
+  without ``schema_mode="merge"``;
+- a version whose files, properties or columns are not the model's after its commits (a
+  restore goes back to the files, properties and columns of the version it restores), or
+  whose manifests list a file twice (its rows read twice);
+- a refusal whose reason is a stale fence, a schema that does not fit or a commit id that
+  names another change but whose error is not the documented type (``StaleFenceError``,
+  ``SchemaMismatchError``, ``CommitIdReusedError``), whichever process decided it; a
+  ``StaleFenceError`` when no newer fence was ever applied;
+- a commit in the registry that no call made.
+
+Not judged here: what a refusal of another reason says (its type is a
+``CommitConflictError``); whether a commit refused would have fitted (a refusal is allowed
+for any reason the core gives, except as above); the lease's and the path lock's own
+protocols (their tokens are handed out by the workload, :mod:`._workload`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lakelock._digest import comparable
+from lakelock._pathlock._core import LockRequest, requests_conflict
+from lakelock._registry._changes import Change
+from lakelock._sim._workload import Invocation
+
+if TYPE_CHECKING:
+    from lakelock._sim._check import DatasetVersion, View
+
+__all__ = ["model_problems", "same_change"]
+
+#: Refusals whose message names this reason must be of this type (FORMAT.md, README).
+TYPED_REASONS = (
+    (("stale", "superseded"), "StaleFenceError"),
+    (("schema does not fit",), "SchemaMismatchError"),
+    (("names another change",), "CommitIdReusedError"),
+)
+
+
+def same_change(a: Change, b: Change) -> bool:
+    """README's "the same change": one dataset, operations equal (or one ``"commit"``),
+    digests equal where both are known and made the same way."""
+    if a.dataset != b.dataset:
+        return False
+    if a.operation != b.operation and "commit" not in (a.operation, b.operation):
+        return False
+    if a.digest is None or b.digest is None or not comparable(a.digest, b.digest):
+        return True
+    return a.digest == b.digest
+
+
+@dataclass
+class _Applied:
+    """Where each call's own change, and each change, was applied."""
+
+    #: call index -> dataset -> versions
+    own: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+    #: (dataset, version, position in the version) -> call index
+    at: dict[tuple[str, int, int], int] = field(default_factory=dict)
+
+
+def model_problems(
+    invocations: Sequence[Invocation], view: View, *, commit_window: int = 100
+) -> list[str]:
+    """Every broken promise of the module docstring; empty: none."""
+    problems: list[str] = []
+    by_id: dict[str, list[int]] = {}
+    for n, inv in enumerate(invocations):
+        by_id.setdefault(inv.id, []).append(n)
+    applied = _match(invocations, view, by_id, problems)
+    classes = _classes(invocations, by_id)
+    problems += _call_problems(invocations, applied, classes)
+    problems += _id_problems(
+        invocations, view, applied, classes, by_id, commit_window=commit_window
+    )
+    fences = _Fences()
+    problems += _replay(invocations, view, applied, fences)
+    problems += _error_problems(invocations, fences)
+    return problems
+
+
+def fence_only(change: Change) -> bool:
+    """A change that only carries a fence (a copy's source): it makes no version of its
+    dataset; its fence is checked and recorded with the commit's other changes."""
+    return change.fence is not None and not (
+        change.add
+        or change.remove
+        or change.remove_partitions
+        or change.properties
+        or change.schema is not None
+        or change.restore is not None
+    )
+
+
+def recorded_datasets(inv: Invocation) -> tuple[str, ...]:
+    """The datasets a commit makes a version of."""
+    return tuple(c.dataset for c in inv.changes if not fence_only(c))
+
+
+def _change(inv: Invocation, dataset: str) -> Change | None:
+    for change in inv.changes:
+        if change.dataset == dataset:
+            return change
+    return None
+
+
+def _match(
+    invocations: Sequence[Invocation],
+    view: View,
+    by_id: Mapping[str, list[int]],
+    problems: list[str],
+) -> _Applied:
+    """Each recorded commit's call: its id, dataset, operation and digest; among several
+    (the same change run again), the one whose added files the version holds, else the
+    first not yet applied in the dataset."""
+    applied = _Applied()
+    for name, versions in view.datasets.items():
+        used: set[int] = set()
+        for v in versions:
+            records = v.commits or tuple((cid, None, None) for cid in v.commit_ids)
+            for position, (commit_id, operation, digest) in enumerate(records):
+                candidates = []
+                for n in by_id.get(commit_id, ()):
+                    change = _change(invocations[n], name)
+                    if change is None:
+                        continue
+                    if operation is not None and change.operation != operation:
+                        continue
+                    if digest is not None and change.digest != digest:
+                        continue
+                    candidates.append(n)
+                if not candidates:
+                    if commit_id in by_id:
+                        problems.append(
+                            f"{name} v{v.version}: commit {commit_id!r} ({operation}) records a "
+                            "change no call under that id made"
+                        )
+                    else:
+                        problems.append(f"commit {commit_id!r} is in {name!r} but nobody made it")
+                    continue
+                chosen = _chosen(invocations, candidates, name, v, used)
+                used.add(chosen)
+                applied.own.setdefault(chosen, {}).setdefault(name, []).append(v.version)
+                applied.at[(name, v.version, position)] = chosen
+    return applied
+
+
+def _chosen(
+    invocations: Sequence[Invocation],
+    candidates: list[int],
+    name: str,
+    v: DatasetVersion,
+    used: set[int],
+) -> int:
+    if len(candidates) == 1:
+        return candidates[0]
+    for n in candidates:
+        change = _change(invocations[n], name)
+        if change is not None and change.add and all(f.key in v.files for f in change.add):
+            return n
+    fresh = [n for n in candidates if n not in used]
+    return (fresh or candidates)[0]
+
+
+def _classes(invocations: Sequence[Invocation], by_id: Mapping[str, list[int]]) -> list[int]:
+    """Each call's change, as the index of its first call (calls of one change share it)."""
+    found = list(range(len(invocations)))
+    for calls in by_id.values():
+        for i, n in enumerate(calls):
+            for m in calls[:i]:
+                if found[m] == m and _same(invocations[m], invocations[n]):
+                    found[n] = m
+                    break
+    return found
+
+
+def _same(a: Invocation, b: Invocation) -> bool:
+    if a.id != b.id or sorted(a.datasets) != sorted(b.datasets):
+        return False
+    return all(
+        other is not None and same_change(change, other)
+        for change in a.changes
+        for other in (_change(b, change.dataset),)
+    )
+
+
+def _call_problems(
+    invocations: Sequence[Invocation], applied: _Applied, classes: list[int]
+) -> list[str]:
+    problems = []
+    # Where each change was applied, by any of its calls.
+    change_at: dict[int, dict[str, list[int]]] = {}
+    for n, where in applied.own.items():
+        for name, versions in where.items():
+            change_at.setdefault(classes[n], {}).setdefault(name, []).extend(versions)
+    for c, where in change_at.items():
+        for name, versions in where.items():
+            if len(versions) > 1:
+                inv = invocations[c]
+                problems.append(
+                    f"the change {inv.op} {inv.id} (writer {inv.writer}) is applied "
+                    f"{len(versions)} times in {name}: versions {sorted(versions)}"
+                )
+    for n, inv in enumerate(invocations):
+        what = f"{inv.outcome} {inv.op} {inv.id} (writer {inv.writer})"
+        if inv.outcome == "crash":
+            problems.append(f"{what}: an exception other than a CommitError: {inv.error}")
+        datasets = recorded_datasets(inv)
+        own = {name: applied.own.get(n, {}).get(name, []) for name in datasets}
+        change = {name: change_at.get(classes[n], {}).get(name, []) for name in datasets}
+        if inv.outcome == "ok":
+            counts = sorted(len(v) for v in change.values())
+            if counts != [1] * len(counts):
+                told = "already committed" if inv.already else "acknowledged"
+                problems.append(f"{told} commit recorded {counts} times in {list(change)}: {what}")
+            elif {v[0] for v in change.values()} != {inv.version}:
+                at = sorted({v[0] for v in change.values()})
+                problems.append(
+                    f"{what} acknowledged as v{inv.version}"
+                    f"{' (already committed)' if inv.already else ''}, recorded at "
+                    + ", ".join(f"v{v}" for v in at)
+                )
+        elif inv.outcome in ("fail", "gaveup"):
+            counts_own = {len(v) for v in own.values()}
+            if not inv.restarts and any(own.values()):
+                problems.append(f"refused commit is in the registry {own}: {what}: {inv.error}")
+            elif counts_own - {0, 1}:
+                problems.append(f"commit recorded more than once {own}: {what}")
+        else:
+            counts_own = {len(v) for v in own.values()}
+            placed = {tuple(v) for v in own.values()}
+            if counts_own - {0, 1}:
+                problems.append(f"commit recorded more than once {own}: {what}")
+            elif len(counts_own) > 1 or len(placed) > 1:
+                problems.append(f"commit applied to only some of its datasets {own}: {what}")
+    return problems
+
+
+def _id_problems(
+    invocations: Sequence[Invocation],
+    view: View,
+    applied: _Applied,
+    classes: list[int],
+    by_id: Mapping[str, list[int]],
+    *,
+    commit_window: int,
+) -> list[str]:
+    """Two changes under one commit id, both applied: in one dataset (its commit-id index
+    finds the id whatever its age), or in two well within the window."""
+    # The order of the commits the root recorded: (version, id) once per commit.
+    order: dict[tuple[int, str], int] = {}
+    for chain in view.datasets.values():
+        for v in chain:
+            for commit_id in v.commit_ids:
+                order.setdefault((v.version, commit_id), 0)
+    rank = {key: n for n, key in enumerate(sorted(order))}
+    problems = []
+    for commit_id, calls in by_id.items():
+        changes: dict[int, list[tuple[str, int]]] = {}
+        for n in calls:
+            for name, versions in applied.own.get(n, {}).items():
+                changes.setdefault(classes[n], []).extend((name, v) for v in versions)
+        if len(changes) < 2:
+            continue
+        places = sorted(changes.items(), key=lambda item: min(v for _, v in item[1]))
+        (first, where), rest = places[0], places[1:]
+        for other, there in rest:
+            for name, version in there:
+                for first_name, first_version in where:
+                    between = rank[(version, commit_id)] - rank[(first_version, commit_id)]
+                    if name == first_name or between < commit_window // 2:
+                        a, b = invocations[first], invocations[other]
+                        problems.append(
+                            f"commit id {commit_id!r} applied for two changes: {a.op} of "
+                            f"{first_name} v{first_version} (writer {a.writer}) and {b.op} of "
+                            f"{name} v{version} (writer {b.writer}, {b.outcome})"
+                        )
+                        break
+                else:
+                    continue
+                break
+    return problems
+
+
+@dataclass
+class _Fences:
+    """The fences applied so far: each lease's highest token, each lock table's grants."""
+
+    leases: dict[str, int] = field(default_factory=dict)
+    grants: dict[str, dict[int, LockRequest]] = field(default_factory=dict)
+
+    def stale(self, change: Change) -> str | None:
+        fence = change.fence
+        if fence is None:
+            return None
+        if not fence.hierarchical:
+            highest = self.leases.get(fence.name, fence.token)
+            self.leases[fence.name] = max(highest, fence.token)
+            if fence.token < highest:
+                return f"lease {fence.name!r} token {fence.token} after token {highest}"
+            return None
+        ours = LockRequest(read=fence.read, write=fence.write)
+        grants = self.grants.setdefault(fence.name, {})
+        newer = [
+            token
+            for token, theirs in grants.items()
+            if token > fence.token and requests_conflict(theirs, ours)
+        ]
+        grants[fence.token] = ours
+        if newer:
+            return f"grant {fence.token} of {fence.name!r} after conflicting grant {max(newer)}"
+        return None
+
+    def newer_than(self, change: Change) -> bool:
+        """Whether a fence newer than ``change``'s was applied (its refusal as stale)."""
+        fence = change.fence
+        if fence is None:
+            return False
+        if not fence.hierarchical:
+            return self.leases.get(fence.name, fence.token) > fence.token
+        ours = LockRequest(read=fence.read, write=fence.write)
+        return any(
+            token > fence.token and requests_conflict(theirs, ours)
+            for token, theirs in self.grants.get(fence.name, {}).items()
+        )
+
+
+@dataclass
+class _State:
+    files: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)
+
+
+def _replay(
+    invocations: Sequence[Invocation], view: View, applied: _Applied, fences: _Fences
+) -> list[str]:
+    """Each dataset's recorded commits replayed in version order on the model; each version
+    compared with it."""
+    problems = []
+    # Fence-only changes (a copy's source), at the version their commit made elsewhere.
+    extra: dict[str, list[tuple[int, Change]]] = {}
+    for call, where in applied.own.items():
+        versions_of = [v for vs in where.values() for v in vs]
+        for part in invocations[call].changes:
+            if part.fence is not None and fence_only(part) and versions_of:
+                extra.setdefault(part.dataset, []).append((min(versions_of), part))
+    for found in extra.values():
+        found.sort(key=lambda item: item[0])
+    for name, versions in view.datasets.items():
+        state = _State()
+        history: list[tuple[int, _State]] = []
+        pending = list(extra.get(name, ()))
+        listed_twice: set[str] = set()
+        for v in versions:
+            while pending and pending[0][0] <= v.version:
+                fences.stale(pending.pop(0)[1])
+            records = v.commits or tuple((cid, None, None) for cid in v.commit_ids)
+            for position, (commit_id, _, _) in enumerate(records):
+                n = applied.at.get((name, v.version, position))
+                if n is None:
+                    continue  # reported: nobody made it
+                inv = invocations[n]
+                change = _change(inv, name)
+                if change is None:
+                    continue
+                stale = fences.stale(change)
+                if stale is not None:
+                    problems.append(
+                        f"{name} v{v.version}: {inv.op} {commit_id} applied with a stale fence: "
+                        f"{stale}"
+                    )
+                state, problem = _replayed(state, change, inv, history)
+                if problem:
+                    problems.append(f"{name} v{v.version}: {commit_id}: {problem}")
+            files = v.files if type(v.files) is dict else dict(v.files)
+            if files != state.files:
+                problems.append(f"{name} v{v.version}: {_difference(v.files, state.files)}")
+                state.files = dict(files)  # judge the next versions on their own commits
+            if v.properties is not None and dict(v.properties) != state.properties:
+                problems.append(
+                    f"{name} v{v.version}: properties {dict(v.properties)}, its commits make "
+                    f"{state.properties}"
+                )
+                state.properties = dict(v.properties)
+            if v.columns is not None and dict(v.columns) != state.columns:
+                problems.append(
+                    f"{name} v{v.version}: columns {dict(v.columns)}, its commits make "
+                    f"{state.columns}"
+                )
+                state.columns = dict(v.columns)
+            if v.twice and set(v.twice) != listed_twice:
+                problems.append(
+                    f"{name} v{v.version}: lists {len(v.twice)} files twice (their rows read "
+                    f"twice), e.g. {v.twice[0]!r}"
+                )
+            listed_twice = set(v.twice)  # reported once, where it begins
+            history.append((v.version, state))
+            state = _State(dict(state.files), dict(state.properties), dict(state.columns))
+        for _, change in pending:
+            fences.stale(change)
+    for name, changes in extra.items():
+        if name not in view.datasets:
+            for _, change in changes:
+                fences.stale(change)
+    return problems
+
+
+def _replayed(
+    state: _State, change: Change, inv: Invocation, history: list[tuple[int, _State]]
+) -> tuple[_State, str | None]:
+    """``state`` (changed in place: the caller's own copy) after ``change``, and what is
+    wrong with it. A restore starts again from a copy of the version it restores."""
+    if change.restore is not None:
+        target = inv.restore_version
+        older = [s for version, s in history if target is not None and version <= target]
+        if not older:
+            return state, f"a restore to v{target}, which the dataset's history does not hold"
+        was = older[-1]
+        return _State(dict(was.files), dict(was.properties), dict(was.columns)), None
+    problem = None
+    model = state.files
+    for key in change.remove:
+        if key not in model:
+            problem = f"removes {key!r}, which was not registered"
+        model.pop(key, None)
+    for path in change.remove_partitions:
+        for key, partition in list(model.items()):
+            if not path or partition == path or partition.startswith(path + "/"):
+                del model[key]
+    for f in change.add:
+        # A file registered again (registry.commit of the same file) is in the version once
+        # (a version listing it twice is reported with the version).
+        if f.key in model and inv.op != "register":
+            problem = f"adds {f.key!r}, which was registered already"
+        model[f.key] = f.partition_path
+    for key, value in (change.properties or {}).items():
+        if value is None:
+            state.properties.pop(key, None)
+        else:
+            state.properties[key] = value
+    if change.schema is not None:
+        for column in change.schema:
+            kind = str(column.type)
+            had = state.columns.get(column.name)
+            if had is not None and had != kind:
+                problem = f"column {column.name!r} applied as {kind}, the dataset's is {had}"
+            elif had is None and change.schema_mode != "merge" and state.columns:
+                problem = f"column {column.name!r} added without schema_mode='merge'"
+            state.columns.setdefault(column.name, kind)
+    return state, problem
+
+
+def _difference(files: Mapping[str, str], model: Mapping[str, str]) -> str:
+    extra = sorted(set(files) - set(model))
+    missing = sorted(set(model) - set(files))
+    return (
+        f"reads {len(files)} files, its commits make {len(model)}: "
+        f"{len(extra)} not committed (e.g. {extra[:2]}), {len(missing)} missing "
+        f"(e.g. {missing[:2]})"
+    )
+
+
+def _error_problems(invocations: Iterable[Invocation], fences: _Fences) -> list[str]:
+    """The documented typed error, whichever process decided the refusal."""
+    problems = []
+    for inv in invocations:
+        if inv.error_type is None or inv.outcome != "fail":
+            continue
+        what = f"{inv.op} {inv.id} (writer {inv.writer})"
+        message = (inv.error or "").lower()
+        for words, typed in TYPED_REASONS:
+            if any(w in message for w in words) and inv.error_type != typed:
+                problems.append(f"{what} refused with {inv.error_type}, not {typed}: {inv.error}")
+        if inv.error_type == "StaleFenceError" and not any(
+            fences.newer_than(c) for c in inv.changes
+        ):
+            problems.append(f"{what} refused as stale, but no newer fence was applied: {inv.error}")
+    return problems

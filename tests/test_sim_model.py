@@ -1,0 +1,227 @@
+"""The simulator's checker is a model (lakelock/_sim/_model.py): each promise it holds a run
+to, shown on small hand-made registries — the violation it reports when the promise is
+broken, and none when it is kept. (That the default seeds catch the core's rules switched
+off: tests/test_simulator.py and tests/test_sim_vacuum.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from lakelock._datafile import DataFile
+from lakelock._fence import Fence
+from lakelock._registry._changes import Change
+from lakelock._sim import DatasetVersion, Invocation, View, check
+from lakelock._sim._model import same_change
+
+
+def data(key: str, part: str = "part=0") -> DataFile:
+    return DataFile("ds", f"datasets/ds/{part}/{key}", part, 1, 1, "sha256:0", '"e"', "w")
+
+
+def change(commit_id: str, digest: str = "sha256:a", **fields: Any) -> Change:
+    return Change(dataset="ds", commit_id=commit_id, digest=digest, **fields)
+
+
+def call(
+    commit_id: str,
+    *changes: Change,
+    outcome: str = "ok",
+    version: int | None = None,
+    already: bool = False,
+    error_type: str | None = None,
+    error: str | None = None,
+    op: str = "append",
+    start: float = 0.0,
+) -> Invocation:
+    return Invocation(
+        commit_id,
+        0,
+        op,
+        changes,
+        False,
+        start,
+        start + 1.0,
+        outcome,
+        version=version,
+        already=already,
+        error_type=error_type,
+        error=error,
+    )
+
+
+def version(n: int, *commits: Change, files: dict[str, str], **fields: Any) -> DatasetVersion:
+    return DatasetVersion(
+        "ds",
+        n,
+        tuple(c.commit_id for c in commits),
+        files,
+        commits=tuple((c.commit_id, c.operation, c.digest) for c in commits),
+        **fields,
+    )
+
+
+def view(*versions: DatasetVersion) -> View:
+    return View([v.version for v in versions], {"ds": list(versions)})
+
+
+def judged(calls: list[Invocation], *versions: DatasetVersion) -> list[str]:
+    return check(calls, view(*versions))
+
+
+A, B = data("a"), data("b")
+FILES_A = {A.key: "part=0"}
+FILES_AB = {A.key: "part=0", B.key: "part=0"}
+
+
+def test_the_same_change_is_one_dataset_operation_and_digest() -> None:
+    """README: a re-run of the same change (same dataset, operation and rows) is a retry;
+    another dataset, operation or other rows is another change. A registry.commit's
+    digest (``commit:``) is not compared with a table operation's; an unknown one matches."""
+    one = change("j", operation="append")
+    assert same_change(one, change("j", operation="append"))
+    assert not same_change(one, change("j", digest="sha256:b", operation="append"))
+    assert not same_change(one, change("j", operation="overwrite"))
+    assert same_change(one, change("j", operation="commit", digest="commit:sha256:x"))
+    assert same_change(one, change("j", digest=None, operation="append"))
+
+
+def test_a_kept_promise_is_no_violation() -> None:
+    first = change("c1", add=(A,))
+    second = change("c2", digest="sha256:b", add=(B,))
+    calls = [call("c1", first, version=1), call("c2", second, version=2, start=1.5)]
+    assert judged(calls, version(1, first, files=FILES_A), version(2, second, files=FILES_AB)) == []
+
+
+def test_a_rerun_told_it_committed_whose_other_rows_are_missing_is_reported() -> None:
+    """Two calls under one id with other rows: the second told it committed (not already)
+    at the first one's version — its rows are nowhere (what a user would lose)."""
+    first = change("job", add=(A,))
+    other = change("job", digest="sha256:b", add=(B,))
+    calls = [call("job", first, version=1), call("job", other, version=1, start=0.5)]
+    problems = judged(calls, version(1, first, files=FILES_A))
+    assert any("acknowledged commit recorded [0] times" in p for p in problems), problems
+
+
+def test_already_committed_of_another_change_is_reported() -> None:
+    first = change("job", add=(A,))
+    other = change("job", digest="sha256:b", add=(B,))
+    calls = [call("job", first, version=1), call("job", other, version=1, already=True)]
+    problems = judged(calls, version(1, first, files=FILES_A))
+    assert any(p.startswith("already committed commit recorded [0] times") for p in problems)
+    # The very same change (a retry) reported already committed is what README promises.
+    retry = change("job", add=(data("a2"),))
+    calls = [call("job", first, version=1), call("job", retry, version=1, already=True)]
+    assert judged(calls, version(1, first, files=FILES_A)) == []
+
+
+def test_two_changes_applied_under_one_id_are_reported() -> None:
+    first = change("job", add=(A,))
+    other = change("job", digest="sha256:b", add=(B,))
+    calls = [
+        call("job", first, version=1),
+        call("job", other, outcome="unknown", start=0.5),
+    ]
+    problems = judged(calls, version(1, first, files=FILES_A), version(2, other, files=FILES_AB))
+    assert any("commit id 'job' applied for two changes" in p for p in problems), problems
+
+
+def test_a_definite_failure_that_lands_is_reported_and_an_unknown_one_may() -> None:
+    """A commit told RetryBudgetExhaustedError (or a conflict) must never be applied; one
+    whose outcome is unknown may be, once."""
+    landed = change("c1", add=(A,))
+    gave_up = call("c1", landed, outcome="gaveup", error="RetryBudgetExhaustedError: gave up")
+    problems = judged([gave_up], version(1, landed, files=FILES_A))
+    assert any(p.startswith("refused commit is in the registry") for p in problems)
+    unknown = call("c1", landed, outcome="unknown")
+    assert judged([unknown], version(1, landed, files=FILES_A)) == []
+
+
+def test_a_commit_with_a_stale_lease_token_applied_is_reported() -> None:
+    """FORMAT.md's fencing: a token below one applied before it is refused."""
+    new = change("c1", add=(A,), fence=Fence("leader", 2))
+    old = change("c2", digest="sha256:b", add=(B,), fence=Fence("leader", 1))
+    calls = [call("c1", new, version=1), call("c2", old, version=2, start=1.5)]
+    problems = judged(calls, version(1, new, files=FILES_A), version(2, old, files=FILES_AB))
+    assert any(
+        "applied with a stale fence: lease 'leader' token 1 after token 2" in p for p in problems
+    )
+
+
+def test_a_lock_grant_superseded_by_a_conflicting_one_applied_is_reported() -> None:
+    """A path-lock grant below a recorded conflicting grant is refused, whatever time
+    passed (what a paused holder's overwrite over the newer holder's data would break); a
+    grant on another path is not."""
+    newer = change("c1", add=(A,), fence=Fence("lock:ds", 2, write=("/ds/part=0",)))
+    zombie = change(
+        "c2", digest="sha256:b", add=(B,), fence=Fence("lock:ds", 1, write=("/ds/part=0",))
+    )
+    calls = [call("c1", newer, version=1), call("c2", zombie, version=2, start=1.5)]
+    problems = judged(calls, version(1, newer, files=FILES_A), version(2, zombie, files=FILES_AB))
+    assert any("grant 1 of 'lock:ds' after conflicting grant 2" in p for p in problems)
+    apart = change(
+        "c2", digest="sha256:b", add=(B,), fence=Fence("lock:ds", 1, write=("/ds/part=9",))
+    )
+    calls = [call("c1", newer, version=1), call("c2", apart, version=2, start=1.5)]
+    assert judged(calls, version(1, newer, files=FILES_A), version(2, apart, files=FILES_AB)) == []
+
+
+def test_a_refusal_whose_reason_is_typed_must_be_of_that_type() -> None:
+    """A stale fence is StaleFenceError and a schema that does not fit SchemaMismatchError,
+    whichever process decided it: a leader that catches StaleFenceError to step down must
+    get it. And StaleFenceError only when a newer fence was applied."""
+    newer = change("c1", add=(A,), fence=Fence("leader", 2))
+    stale = change("c2", digest="sha256:b", add=(B,), fence=Fence("leader", 1))
+    reason = "the commit's intent was rejected: fencing token 1 for 'leader' is stale"
+    generic = call(
+        "c2", stale, outcome="fail", error_type="CommitConflictError", error=reason, op="lease"
+    )
+    problems = judged([call("c1", newer, version=1), generic], version(1, newer, files=FILES_A))
+    assert any("refused with CommitConflictError, not StaleFenceError" in p for p in problems)
+    typed = call("c2", stale, outcome="fail", error_type="StaleFenceError", error=reason)
+    assert judged([call("c1", newer, version=1), typed], version(1, newer, files=FILES_A)) == []
+    assert any("no newer fence was applied" in p for p in judged([typed]))
+    schema = "the commit's intent was rejected: schema does not fit dataset 'ds'"
+    untyped = call("c2", stale, outcome="fail", error_type="CommitConflictError", error=schema)
+    assert any("not SchemaMismatchError" in p for p in judged([untyped]))
+
+
+def test_a_file_listed_twice_and_properties_and_columns_are_held_to_the_model() -> None:
+    """A file (key) is in a version once; properties and columns are what the commits set
+    (a registry.commit of a file already there adds nothing)."""
+    first = change("c1", add=(A,), properties={"owner": "x"})
+    again = change("c2", digest="commit:sha256:b", add=(A,), operation="commit")
+    calls = [call("c1", first, version=1), call("c2", again, version=2, op="register", start=1.5)]
+    kept = [
+        version(1, first, files=FILES_A, properties={"owner": "x"}, columns={}),
+        version(2, again, files=FILES_A, properties={"owner": "x"}, columns={}),
+    ]
+    assert judged(calls, *kept) == []
+    twice = [kept[0], version(2, again, files=FILES_A, properties={"owner": "x"}, twice=(A.key,))]
+    assert any("lists 1 files twice" in p for p in judged(calls, *twice))
+    lost = [version(1, first, files=FILES_A, properties={})]
+    assert any(
+        "properties {}, its commits make {'owner': 'x'}" in p for p in judged(calls[:1], *lost)
+    )
+    merged = change(
+        "c3",
+        add=(B,),
+        schema=pa.schema([pa.field("extra", pa.int64())]),
+        schema_mode="merge",
+    )
+    other = change(
+        "c4",
+        digest="sha256:d",
+        add=(data("c"),),
+        schema=pa.schema([pa.field("extra", pa.string())]),
+        schema_mode="merge",
+    )
+    calls = [call("c3", merged, version=1), call("c4", other, version=2, start=1.5)]
+    files = {B.key: "part=0", data("c").key: "part=0"}
+    problems = judged(
+        calls,
+        version(1, merged, files={B.key: "part=0"}, columns={"extra": "int64"}),
+        version(2, other, files=files, columns={"extra": "int64"}),
+    )
+    assert any("column 'extra' applied as string, the dataset's is int64" in p for p in problems)

@@ -124,19 +124,15 @@ def resolve_write(
         ) from error
     if isinstance(failure, OutcomeUnknownError):
         raise failure from error
-    if isinstance(failure, ConflictError | ThrottledError):
-        raise OutcomeUnknownError(
-            f"{call.operation} {call.key!r}: the SDK's retry was answered {failure.status} "
-            "while an earlier attempt may still be in flight at the server; it may land",
-            **where,
-            status=failure.status,
-            code=failure.code,
-            expected_etag=failure.expected_etag,
-            actual_etag=current.etag if current is not None else None,
-        ) from error
+    why = (
+        f"the SDK's retry was answered {failure.status} while an earlier attempt may still be "
+        "in flight at the server; it may land"
+        if isinstance(failure, ConflictError | ThrottledError)
+        else "retried into a 412 and the object is not ours; our write may have landed and "
+        "been replaced since"
+    )
     raise OutcomeUnknownError(
-        f"{call.operation} {call.key!r}: retried into a 412 and the object is not ours; "
-        "our write may have landed and been replaced since",
+        f"{call.operation} {call.key!r}: {why}",
         **where,
         status=failure.status,
         code=failure.code,

@@ -1450,7 +1450,7 @@ def _untyped(fate: Any, change: Change) -> CommitConflictError:
     return CommitConflictError(fate.reason, dataset=change.dataset)
 
 
-#: The promises of docs/FORMAT.md rules 11-14, each switched back off: the decide module's
+#: The promises of docs/FORMAT.md rules 11-14 and 16, each switched back off: the decide module's
 #: function and what to put in its place.
 PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
     # Rule 11: a second commit of an id a batch applies, another change, was settled with
@@ -1461,6 +1461,9 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
     "swap_may_land": ("swap_may_land", lambda *_, **__: False),
     # Rule 14: a file registered again, live twice (its rows read twice).
     "registered_twice": ("registered_twice", lambda *_, **__: None),
+    # Rule 16: each intent of a commit spanning datasets applied as a commit of its own (one
+    # dataset changed, the other intent refused or not read yet).
+    "whole_groups": ("whole_groups", lambda found: [((key,), (c,)) for key, c in found]),
     # Rule 12: the writer rebuilds a plain conflict from another process's fate.
     "fate_error": ("fate_error", _untyped),
 }
@@ -1472,26 +1475,29 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # Seeds that catch it (their run clean with the rule): 0, 117, 249, 288, 289, 322,
         # 328, 359, 437, 442, 474 (of 0-499).
         ("reused_in_batch", 117, "acknowledged commit recorded [0] times"),
-        ("reused_in_batch", 0, "already committed commit recorded [0] times"),
+        ("reused_in_batch", 249, "already committed commit recorded [0] times"),
         # The quiet-lake seeds 97 and 241: a commit spanning two datasets gives up; its
         # swap lands afterwards.
         ("swap_may_land", 97, "refused commit is in the registry"),
         ("registered_twice", 101, "lists 1 files twice"),
+        # A commit spanning datasets acknowledged, applied in one of its datasets only.
+        ("whole_groups", 0, "acknowledged commit recorded [0, 1] times"),
         # A stale lease, a superseded lock grant, a schema that does not fit and a commit
         # id naming another change, each refused by another process's fold.
         ("fate_error", 76, "not StaleFenceError"),
-        ("fate_error", 95, "not StaleFenceError"),
+        ("fate_error", 227, "not StaleFenceError"),
         ("fate_error", 68, "not SchemaMismatchError"),
-        ("fate_error", 8, "not CommitIdReusedError"),
+        ("fate_error", 27, "not CommitIdReusedError"),
     ],
 )
 def test_a_promise_switched_off_is_caught_by_a_seed_of_the_sweep(
     rule: str, seed: int, violation: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The promises a review found broken (docs/FORMAT.md rules 11-14), each fix switched
-    back off: a seed of the default sweep catches it with the violation a user would have
-    met (an acknowledged commit whose rows are nowhere, a failure that lands, rows read
-    twice, an untyped refusal). With the fix the same seed holds (the sweep)."""
+    """The promises a review found broken (docs/FORMAT.md rules 11-14), and rule 16 (a
+    commit spanning datasets applied whole), each switched back off: a seed of the default
+    sweep catches it with the violation a user would have met (an acknowledged commit whose
+    rows are nowhere, a failure that lands, rows read twice, an untyped refusal, half a
+    commit). With the fix the same seed holds (the sweep)."""
     name, broken = PROMISES[rule]
     monkeypatch.setattr(_decide, name, broken)
     result = simulate(sweep_config(seed))

@@ -118,6 +118,46 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
     ]
 
 
+#: The protocol's words: a user meets them only as links to docs/ARCHITECTURE.md's glossary.
+PROTOCOL_WORDS = re.compile(
+    r"\b(intents?|fold(?:s|ed|ing)?|rounds?|watermarks?|fates?|hand-overs?|linger(?:s|ed|ing)?)\b",
+    re.I,
+)
+GLOSSARY_LINK = re.compile(r"\[[^\]]*\]\(docs/ARCHITECTURE\.md#glossary\)")
+
+
+def prose(text: str) -> str:
+    """``text`` without its code blocks, headings and tables."""
+    text = re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)
+    return "\n".join(line for line in text.splitlines() if not line.startswith(("#", "|")))
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``'s prose (a list item is one; a link counts as its text)."""
+    plain = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", prose(text)).replace("\n- ", "\n\n")
+    return [
+        sentence
+        for paragraph in re.split(r"\n\s*\n", plain)
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`(\[*])", " ".join(paragraph.split()))
+        if sentence
+    ]
+
+
+def test_readme_is_a_page_for_users() -> None:
+    """The README is read by users, not the protocol's authors: at most 250 lines, no sentence
+    over 40 words, each protocol word (intent, fold, round, watermark, fate, hand-over, linger)
+    a link to the glossary, never in bare prose, and no tuning by ``dataclasses.replace`` on
+    lakelock's internal objects. BENCHMARKS.md, today's record, stays at most 400 lines."""
+    assert len(README.splitlines()) <= 250
+    long = [s for s in sentences(README) if len(s.split()) > 40]
+    assert long == [], "sentences over 40 words"
+    unlinked = re.sub(r"`[^`]*`", "", GLOSSARY_LINK.sub("", prose(README)))
+    assert PROTOCOL_WORDS.findall(unlinked) == [], "protocol words without the glossary's link"
+    assert "dataclasses.replace" not in README
+    assert "## Glossary" in (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    assert len((ROOT / "BENCHMARKS.md").read_text().splitlines()) <= 400
+
+
 def test_readme_command_lines_parse() -> None:
     """Every ``lakelock ...`` line of the README's command-line block is a valid command."""
     section = README.split("## The command line", 1)[1].split("\n## ", 1)[0]

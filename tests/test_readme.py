@@ -158,6 +158,34 @@ def test_readme_is_a_page_for_users() -> None:
     assert len((ROOT / "BENCHMARKS.md").read_text().splitlines()) <= 400
 
 
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives ``path``'s headings (lower case, punctuation dropped, spaces
+    as hyphens)."""
+    headings = re.findall(r"^#+ (.+)$", prose_and_headings(path.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def prose_and_headings(text: str) -> str:
+    return re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)
+
+
+@pytest.mark.parametrize("page", ["README.md", "BENCHMARKS.md"])
+def test_the_front_pages_links_lead_somewhere(page: str) -> None:
+    """Every relative link of the pages a newcomer reads first names a file that exists and,
+    when it names a section, a heading of that file: a renamed heading or a moved page would
+    leave the reader at nothing."""
+    path = ROOT / page
+    links = re.findall(r"\]\(([^)\s]+)\)", prose_and_headings(path.read_text()))
+    local = [link for link in links if "://" not in link]
+    assert local, f"{page} has no links to check"
+    for link in local:
+        target, _, anchor = link.partition("#")
+        file = (path.parent / target).resolve() if target else path
+        assert file.exists(), f"{page} links to {target}, which does not exist"
+        if anchor:
+            assert anchor in anchors(file), f"{page} links to {link}: no such heading"
+
+
 def test_readme_command_lines_parse() -> None:
     """Every ``lakelock ...`` line of the README's command-line block is a valid command."""
     section = README.split("## The command line", 1)[1].split("\n## ", 1)[0]

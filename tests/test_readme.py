@@ -126,10 +126,15 @@ PROTOCOL_WORDS = re.compile(
 GLOSSARY_LINK = re.compile(r"\[[^\]]*\]\(docs/ARCHITECTURE\.md#glossary\)")
 
 
+def without_code(text: str) -> str:
+    """``text`` without its fenced code blocks."""
+    return re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)
+
+
 def prose(text: str) -> str:
     """``text`` without its code blocks, headings and tables."""
-    text = re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)
-    return "\n".join(line for line in text.splitlines() if not line.startswith(("#", "|")))
+    lines = without_code(text).splitlines()
+    return "\n".join(line for line in lines if not line.startswith(("#", "|")))
 
 
 def sentences(text: str) -> list[str]:
@@ -161,12 +166,8 @@ def test_readme_is_a_page_for_users() -> None:
 def anchors(path: Path) -> set[str]:
     """The anchors GitHub gives ``path``'s headings (lower case, punctuation dropped, spaces
     as hyphens)."""
-    headings = re.findall(r"^#+ (.+)$", prose_and_headings(path.read_text()), re.M)
+    headings = re.findall(r"^#+ (.+)$", without_code(path.read_text()), re.M)
     return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
-
-
-def prose_and_headings(text: str) -> str:
-    return re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)
 
 
 @pytest.mark.parametrize("page", ["README.md", "BENCHMARKS.md"])
@@ -175,7 +176,7 @@ def test_the_front_pages_links_lead_somewhere(page: str) -> None:
     when it names a section, a heading of that file: a renamed heading or a moved page would
     leave the reader at nothing."""
     path = ROOT / page
-    links = re.findall(r"\]\(([^)\s]+)\)", prose_and_headings(path.read_text()))
+    links = re.findall(r"\]\(([^)\s]+)\)", without_code(path.read_text()))
     local = [link for link in links if "://" not in link]
     assert local, f"{page} has no links to check"
     for link in local:

@@ -260,7 +260,7 @@ def test_every_way_to_open_a_lake_keeps_the_same_commit_window(
     by_url = Lake.from_url(f"s3://{bucket}", **s3.client_kwargs())
     reopened = by_url.config.open()
     windows = {lake.registry.settings().commit_window for lake in (direct, by_url, reopened)}
-    assert windows == {Registry(direct.store).commit_window}
+    assert windows == {Registry(direct.store).settings().commit_window}
 
 
 @pytest.fixture

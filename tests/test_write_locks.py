@@ -111,7 +111,11 @@ def sim_lock(lake: Lake, sim: SimTime) -> DistributedPathLock:
     """The lake's path lock on simulated time, with no heartbeat: a holder that stops
     renewing, as a crashed one does."""
     return DistributedPathLock(
-        lake.store, clock=sim.machine(), sleep=sim.sleep, heartbeat=False, write_locks=lake.registry
+        lake.store,
+        clock=sim.machine(),
+        sleep=sim.sleep,
+        heartbeat=False,
+        write_locks=lake.registry.internals,
     )
 
 

@@ -246,15 +246,26 @@ def test_tuning_is_one_lake_argument(client: Any, bucket: str) -> None:
 
 
 def test_the_simulator_has_one_public_home() -> None:
-    """``lakelock.testing.simulate`` is the simulator's public home; ``lakelock._sim``
-    re-exports nothing, and the ``lakelock simulate`` command loads without moto (the
-    embedded endpoint's extra)."""
+    """``lakelock.testing.simulate`` is the simulator's public home and loads without moto
+    (the embedded endpoint's extra), as the ``lakelock simulate`` command does;
+    ``lakelock._sim`` re-exports nothing; the endpoint without moto says what to install."""
     import lakelock._sim
 
     assert not [n for n in vars(lakelock._sim) if not n.startswith("_")]
     assert all(hasattr(lakelock.testing.simulate, n) for n in lakelock.testing.simulate.__all__)
-    code = "import sys; sys.modules['moto'] = None; import lakelock.cli, lakelock._cli._simulate"
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    code = (
+        "import sys; sys.modules['moto'] = None\n"
+        "import lakelock._cli._simulate, lakelock.cli\n"
+        "from lakelock.testing.simulate import SimConfig, simulate\n"
+        "try:\n"
+        "    from lakelock.testing import S3Endpoint\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert "pip install 'lakelock[local]'" in out
 
 
 def _classes(annotation: object) -> Iterator[type]:

@@ -226,10 +226,10 @@ def test_the_old_registry_policy_still_works_and_warns(lake: Lake) -> None:
     """``registry.policy`` (read and set, as ``dataclasses.replace`` recipes did) works for
     one release, warning that ``Lake(fold_policy=...)`` replaces it."""
     with pytest.warns(DeprecationWarning, match=r"Lake\(fold_policy=\.\.\.\)"):
-        policy = lake.registry.policy  # type: ignore[attr-defined]
+        policy = lake.registry.policy
     assert policy is lake.registry.internals.policy
     with pytest.warns(DeprecationWarning, match="fold_policy"):
-        lake.registry.policy = FoldPolicy(linger=0)  # type: ignore[attr-defined]
+        lake.registry.policy = FoldPolicy(linger=0)
     assert lake.registry.internals.policy == FoldPolicy(linger=0)
 
 

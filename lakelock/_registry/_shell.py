@@ -193,8 +193,9 @@ class Registry:
     ``vacuum_floor`` are the lake's settings (:mod:`._settings`): ``None`` uses the lake's;
     a value given that disagrees with the lake's is refused
     (:class:`~lakelock.errors.SettingsMismatchError`); :meth:`settings` reads them and
-    :meth:`configure` changes them. ``policy`` (a :class:`~lakelock.advanced.FoldPolicy`,
-    ``Lake(fold_policy=...)``) holds the scheduling knobs of commits across processes.
+    :meth:`configure` changes them. ``policy`` (a :class:`~lakelock.advanced.FoldPolicy`:
+    ``Lake(fold_policy=...)`` passes it) holds the scheduling knobs of commits across
+    processes.
     ``root_multipart_threshold`` is the root size from which it is written by multipart
     upload with an ``If-Match`` completion. What the commit protocol knows and has decided
     (the root this process last saw, intents' fates, its learnt state) is

@@ -177,8 +177,8 @@ def test_every_generated_commit_id_comes_from_the_registrys_one_generator(
 def test_commit_ids_generated_in_forked_processes_differ(s3: S3Endpoint, bucket: str) -> None:
     """A process forked from one that holds a lake (a pool of ETL workers) generates commit
     ids of its own: at the same millisecond, the child's and the parent's differ. Before,
-    both drew them from the same copied generator, and two different commits carried one
-    id."""
+    both drew them from the same copied generator: the parent's commit got the id the
+    child's had taken, and was refused as ``CommitIdReusedError``."""
     lake = Lake(bucket, s3=s3.client(), retry=FAST_RETRY)
     now = time.time()
     lake.registry = Registry(lake.store, retry=FAST_RETRY, clock=lambda: now)
@@ -199,6 +199,10 @@ def test_commit_ids_generated_in_forked_processes_differ(s3: S3Endpoint, bucket:
     ours = lake.registry.commit("parent", properties={"by": "parent"}).commit_id
     assert ours != theirs
     assert ours[:12] == theirs[:12]  # the same millisecond
+
+
+def frame(ids: list[int]) -> dd.DataFrame:
+    return dd.from_pandas(table(ids).to_pandas(), npartitions=1)
 
 
 #: Each operation, set up in a fresh lake, then run under the commit id ``"job"``.
@@ -240,10 +244,8 @@ RERUNS: dict[str, tuple[Callable[[Lake], None], Callable[[Lake], CommitResult]]]
         lambda lake: lake.registry.commit("c", add=lake.write("c", table([1])), commit_id="job"),
     ),
     "dask": (
-        lambda lake: lake.append("c", table([0])),
-        lambda lake: lakelock.dask.append(
-            lake, "c", dd.from_dict({"id": [1], "day": ["d1"]}, npartitions=1), commit_id="job"
-        ),
+        lambda lake: lakelock.dask.append(lake, "c", frame([0])) and None,
+        lambda lake: lakelock.dask.append(lake, "c", frame([1]), commit_id="job"),
     ),
 }
 

@@ -84,14 +84,6 @@ class CommitBuilder:
         #: The changes to other datasets in the same commit (:meth:`also`).
         self.others: list[Change] = []
 
-    @property
-    def commit_id(self) -> str:
-        return self.change.commit_id
-
-    @property
-    def digest(self) -> str | None:
-        return self.change.digest
-
     # -- what the id is bound to -----------------------------------------------------------
 
     def bind(
@@ -106,8 +98,9 @@ class CommitBuilder:
         self._set(digest=change_digest(request, table=table, files=files))
 
     def bind_to_files(self) -> None:
-        """A ``registry.commit``'s binding: to what it adds (summarised: rows and statistics,
-        not the files' names or bytes), removes and declares (:func:`summary_digest`)."""
+        """A ``registry.commit``'s binding, once what it adds and removes is given: to what
+        it adds (summarised: rows and statistics, not the files' names or bytes), removes
+        and declares (:func:`summary_digest`)."""
         self._set(digest=summary_digest(self.change))
 
     # -- before the first data PUT ---------------------------------------------------------

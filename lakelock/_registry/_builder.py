@@ -117,10 +117,12 @@ class CommitBuilder:
         change, registry = self.change, self.registry
         chosen = not change.generated_id
         fresh = chosen or plan
-        snapshot = registry.read() if fresh else registry.known()
+        snapshot = registry.read() if fresh else registry.internals.known()
         found = None
         if chosen:
-            found = registry.recorded_commit(change.commit_id, change.dataset, snapshot=snapshot)
+            found = registry.internals.recorded_commit(
+                change.commit_id, change.dataset, snapshot=snapshot
+            )
         if found is None:
             # Refused whatever commits first (partition columns, schema): refused before the
             # first data PUT, so a refused commit leaves no files behind. A refusal by the

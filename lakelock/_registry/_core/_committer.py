@@ -234,13 +234,14 @@ class Committer:
 
     # -- preparing (pure) -------------------------------------------------------------------
 
-    def prepare(self, changes: Sequence[Change], *, explicit_id: bool, now: float) -> Pending:
+    def prepare(self, changes: Sequence[Change], *, now: float) -> Pending:
         """A commit ready to run: its intents, which any process can fold (one per dataset:
         a commit spanning datasets is a group, applied whole: FORMAT.md rule 16). Only a
         restore of a version no snapshot stores (a format-1 lake's) gets plain delta
         manifests instead, applied by this process alone. Nothing is written yet. Invalid
         changes raise their typed error here."""
         checked = [validate_change(change) for change in changes]
+        chosen = not checked[0].generated_id  # the caller chose the id: see Pending.check_index
         if self.hints.finished_at is not None:
             self.hints.learn_pause(now - self.hints.finished_at)
             self.hints.finished_at = None
@@ -255,7 +256,7 @@ class Committer:
                 writes.append((key, body))
             return Pending(
                 tuple(prepared),
-                check_index=explicit_id,
+                check_index=chosen,
                 unwritten=writes,
                 intents=tuple(sorted(key for key, _ in writes)),
             )
@@ -270,7 +271,7 @@ class Committer:
                     self.objects.remember(ref.key, parse_manifest(body))
                 refs[path] = ref
             prepared.append(replace(change, added_manifests=MappingProxyType(refs)))
-        return Pending(tuple(prepared), check_index=explicit_id, unwritten=unwritten)
+        return Pending(tuple(prepared), check_index=chosen, unwritten=unwritten)
 
     def new_commit_id(self, now: float) -> str:
         return new_commit_id(now, token=f"{self.rng.getrandbits(80):020x}")

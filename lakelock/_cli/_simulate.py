@@ -105,7 +105,11 @@ def add_parser(commands: Any) -> None:
         help="simulate many writers on S3 (virtual time): throughput, latency, cost",
         description="Run lakelock's commit protocol with many writers against a simulated S3 "
         "in virtual time, check every guarantee, and print commits/s, commit latency, "
-        "requests and bytes per commit, and the physical bound for the configuration. "
+        "requests and bytes per commit, and the physical bound for the configuration, in the "
+        "steady state past the start-up (--include-warmup counts it); the commits that failed, "
+        "gave up or ended unknown, and what each means; with --json each second's figures too "
+        "(commits_by_second), with --plot a PNG of them. --brownout slows the store for a "
+        "while, to see how the protocol comes back. "
         "Deterministic: the same arguments print the same figures.",
         json=True,
         arguments=_arguments,
@@ -152,11 +156,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="the store slows down for LENGTH virtual seconds from START: every request sent "
         "then takes FACTOR times its latency, e.g. 20:10:10 (default: none)",
     )
-    option(
+    parser.add_argument(
         "--brownout-503",
-        _fraction,
-        0.0,
-        "with --brownout: the share of requests in its window answered 503 SlowDown",
+        type=_fraction,
+        default=0.0,
+        metavar="RATE",
+        help="with --brownout: the share of requests sent in its window answered 503 "
+        "SlowDown, and none outside it (default 0)",
     )
     option("--kills", _non_negative, 0, "writers killed and restarted")
     option("--stalls", _non_negative, 0, "writers that stall past the intent TTL before a request")

@@ -8,7 +8,7 @@ Public as :mod:`lakelock.testing.simulate` and the ``lakelock simulate`` command
 from __future__ import annotations
 
 from lakelock._sim._check import EXPIRY_SLACK, DatasetVersion, Expired, Observation, View, check
-from lakelock._sim._faults import FAULT_KINDS, Faults
+from lakelock._sim._faults import FAULT_KINDS, Brownout, Faults
 from lakelock._sim._latency import PROFILES, Latency, Profile, profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._protocols import CoreProtocol, SimProtocol, ToyProtocol, protocol_named
@@ -21,6 +21,7 @@ __all__ = [
     "EXPIRY_SLACK",
     "FAULT_KINDS",
     "PROFILES",
+    "Brownout",
     "CoreProtocol",
     "DatasetVersion",
     "Endpoint",

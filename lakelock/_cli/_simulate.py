@@ -253,8 +253,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--include-warmup",
         action="store_true",
         help="count the start-up in the figures (default: they are the steady state past it — "
-        "until every writer's first commit ended, in whole seconds, at most a quarter of "
-        "--seconds; --json's commits_by_second always has every second)",
+        "until nine writers in ten ended their first commit, in whole seconds, at most a "
+        "quarter of --seconds; --json's commits_by_second always has every second)",
     )
     parser.add_argument(
         "--plot",
@@ -350,7 +350,7 @@ def _measured(metrics: Metrics, config: SimConfig) -> str:
     if metrics.warmup:
         return (
             f"seconds {metrics.warmup:g}-{metrics.makespan:g}: the steady state, past the "
-            f"warm-up (until every writer's first commit ended; {metrics.warmup_commits} "
+            f"warm-up (until 9 writers in 10 ended their first commit; {metrics.warmup_commits} "
             "commits left out; --include-warmup counts them)"
         )
     if config.include_warmup:

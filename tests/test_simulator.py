@@ -658,7 +658,9 @@ def test_mixed_faults_cost_retries_not_guarantees() -> None:
 
 
 def test_metrics_count_at_the_endpoint_and_name_the_bound() -> None:
-    result = simulate(toy(0, writers=8, store="s3-standard", seconds=5.0, readers=0))
+    # The whole run counted (its warm-up too): every request writers sent, every commit.
+    config = toy(0, writers=8, store="s3-standard", seconds=5.0, readers=0, include_warmup=True)
+    result = simulate(config)
     m = result.metrics
     assert m.commits > 0
     assert m.commits_per_cas == pytest.approx(1.0, abs=0.1)

@@ -15,11 +15,11 @@ import orjson
 
 from lakelock._cli._common import add_command, add_progress_option, number_type
 from lakelock._cli._progress import ProgressBar, progress_wanted
-from lakelock._sim import Faults, Metrics, Mix, SimConfig, SimResult, profile, simulate
-from lakelock._sim._faults import Brownout
+from lakelock._sim._faults import Brownout, Faults
+from lakelock._sim._latency import profile
 from lakelock._sim._plot import plot, require_matplotlib
-from lakelock._sim._run import RECOVERED
-from lakelock._sim._workload import KINDS
+from lakelock._sim._run import RECOVERED, Metrics, SimConfig, SimResult, simulate
+from lakelock._sim._workload import KINDS, Mix
 from lakelock.errors import InvalidArgumentError
 
 __all__ = ["add_parser", "run"]

@@ -577,7 +577,7 @@ class Registry:
         if doc.format_version > 1:
             doc = with_datasets(doc, self.objects.datasets(doc))
         with self._commits.lock:
-            self._committer.observe(doc, data.etag)
+            self._committer.observe(doc, data.etag, self._clock())
         return doc, data.etag
 
     def _travel(

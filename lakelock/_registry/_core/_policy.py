@@ -29,6 +29,11 @@ log = logging.getLogger("lakelock.registry")
 
 _T = TypeVar("_T")
 
+#: Rounds within which what this process saw of the root still describes it: a folder at
+#: work swaps about once a round and a waiter looks at least every round, so four cover a
+#: commit's data PUT, its intent and its wait (docs/decisions/0034-few-writers.md).
+RECENT = 4
+
 
 @dataclass(frozen=True)
 class FoldPolicy:
@@ -265,18 +270,23 @@ class Liveness:
 
     def folder_at_work(self, now: float) -> bool:
         """Whether another process is likely to swap soon: a swap of another process this
-        process saw was made within the last four rounds (a folder at work swaps about once
-        a round; a waiter looks at least every round, so four rounds cover a commit's data
-        PUT, its intent and its wait). Older than that (a few writers pausing between
-        commits), waiting for a fold costs rounds that no swap ends: the committer reads the
-        root and swaps itself, and the waiting protocol engages again once its swap
-        collides (docs/decisions/0034-few-writers.md)."""
-        return now - self.hints.others_swapped_at <= 4 * self.hints.round_seconds
+        process saw was made within the last :data:`RECENT` rounds. Older than that (a few
+        writers pausing between commits), waiting for a fold costs rounds that no swap ends:
+        the committer reads the root and swaps itself, and the waiting protocol engages
+        again once its swap collides (docs/decisions/0034-few-writers.md)."""
+        return now - self.hints.others_swapped_at <= RECENT * self.hints.round_seconds
 
     def use_known_root(self, now: float) -> bool:
         """A first attempt starts from the root this process last read or wrote (no GET) when
-        it swapped last or nobody else seems to commit here; a stale one costs a 412."""
-        return self.hints.swapped_last or not self.hints.contended(now)
+        it swapped last or nobody else seems to commit here; a stale one costs a 412. But a
+        root swapped in more than :data:`RECENT` rounds ago, where others were seen swapping
+        lately, is likely stale (a few writers taking turns, pausing between commits): its
+        GET costs less than a 412 and a redrive."""
+        hints = self.hints
+        if hints.swapped_last:
+            others = now - hints.others_swapped_at < self.policy.contention_memory
+            return not (others and now - hints.root_seen_at > RECENT * hints.round_seconds)
+        return not hints.contended(now)
 
     # -- listing ------------------------------------------------------------------------
 

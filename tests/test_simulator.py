@@ -1020,51 +1020,53 @@ def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
 #: that lands after its timeout holds its key's conditional writes at 409 until it lands,
 #: which costs both runs commits under faults — the toy's every swap is a root write; the
 #: core run again for lake settings stored in the root, rule 10 and typed refusals kept when
-#: a commit gives up.)
+#: a commit gives up; and for a few writers: no wait for a fold when no swap of the others
+#: was seen in four rounds, a root read again before a first attempt when the one known is
+#: that old, a read ahead after a lone swap under contention.)
 PINNED_CORE = (
     "--writers 8 --seconds 3 --store s3-express --seed 3 --faults 0.06 --kills 2 --stalls 1 "
     "--skew 10 --readers 1 --intent-ttl 2",
     {
         "areas": {
-            "GetObject metastore/intents": 0.667,
-            "GetObject metastore/manifests": 0.056,
-            "GetObject metastore/snapshots": 0.917,
-            "GetObject root": 2.806,
-            "ListObjectsV2 metastore/intents": 2.25,
-            "PutObject datasets": 1.389,
-            "PutObject metastore/intents": 1.306,
-            "PutObject metastore/manifests": 0.306,
-            "PutObject metastore/snapshots": 1.861,
-            "PutObject root": 1.5,
+            "GetObject metastore/intents": 0.68,
+            "GetObject metastore/manifests": 0.02,
+            "GetObject metastore/snapshots": 0.8,
+            "GetObject root": 2.06,
+            "ListObjectsV2 metastore/intents": 1.92,
+            "PutObject datasets": 2.06,
+            "PutObject metastore/intents": 1.14,
+            "PutObject metastore/manifests": 0.2,
+            "PutObject metastore/snapshots": 1.96,
+            "PutObject root": 1.38,
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
         "bound_latency": 800.0,
-        "bytes_per_commit": 40710.361,
-        "commits": 31,
-        "commits_per_cas": 1.091,
-        "commits_per_second": 10.333,
-        "failed": 2,
-        "faults_injected": 33,
-        "gave_up": 2,
+        "bytes_per_commit": 42471.22,
+        "commits": 47,
+        "commits_per_cas": 1.042,
+        "commits_per_second": 15.667,
+        "failed": 1,
+        "faults_injected": 41,
+        "gave_up": 4,
         "killed": 2,
         "largest_fold": 7,
         "makespan": 3.0,
-        "p50_ms": 45.729,
-        "p99_ms": 2687.302,
+        "p50_ms": 39.43,
+        "p99_ms": 2688.443,
         "requests": {
-            "reader:GetObject": 13,
-            "writer:GetObject": 160,
-            "writer:ListObjectsV2": 81,
-            "writer:PutObject": 229,
+            "reader:GetObject": 19,
+            "writer:GetObject": 178,
+            "writer:ListObjectsV2": 96,
+            "writer:PutObject": 337,
         },
-        "requests_per_commit": 13.056,
-        "root_swaps": 33,
+        "requests_per_commit": 12.22,
+        "root_swaps": 48,
         "seconds": 3.0,
         "seed": 3,
         "store": "s3-express",
-        "throttled": 5,
-        "trace": "bb22a23bd7a9846e",
+        "throttled": 6,
+        "trace": "63aa32fe14bff31e",
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
@@ -1406,10 +1408,11 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
     ("rule", "seed", "violation"),
     [
         # Seeds of 0-249 whose run has not this violation with the rule in place and has it
-        # without (the whole workload, 2026-11-29): settle nearly all; index 34, 53, 93,
+        # without (the whole workload, 2026-11-29): settle nearly all (3 since a few
+        # writers swap without waiting when no fold is coming); index 34, 53, 93,
         # 112, 155, 189, 214, 219; prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
         # cancel 23, 60, 68, 114, ...; bound_watermark 34, 40, 66, 87, 112, ....
-        ("settle", 0, "refused commit is in the registry"),
+        ("settle", 3, "refused commit is in the registry"),
         # A restarted writer's re-run of a commit its first run's intent had applied gives
         # up, blind to the record.
         ("index", 34, "refused commit is in the registry"),

@@ -1474,8 +1474,9 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
     ("rule", "seed", "violation"),
     [
         # Seeds that catch it (their run clean with the rule): 0, 117, 249, 288, 289, 322,
-        # 328, 359, 437, 442, 474 (of 0-499).
-        ("reused_in_batch", 117, "acknowledged commit recorded [0] times"),
+        # 328, 359, 437, 442, 474 (of 0-499); 322 since a few writers swap without waiting
+        # when no fold is coming.
+        ("reused_in_batch", 322, "acknowledged commit recorded [0] times"),
         ("reused_in_batch", 0, "already committed commit recorded [0] times"),
         # The quiet-lake seeds 97 and 241: a commit spanning two datasets gives up; its
         # swap lands afterwards.
@@ -1661,7 +1662,7 @@ def test_checker_holds_an_intent_rejected_as_expired_to_its_age() -> None:
         writers=3,
         seconds=6.0,
         store="s3-standard",
-        seed=5,
+        seed=4,
         think=2.0,
         intent_ttl=1.0,
         faults=Faults(kills=2),

@@ -101,7 +101,7 @@ def test_writers_whose_swaps_collide_are_both_applied_and_then_wait_for_the_fold
             folded.append(commit(a, "a-2").version)
 
     b = process(store, clock, b_sleeps, sleep=b_waits, policy=FoldPolicy(read_ahead=False))
-    b.hints.listed_at = 0.0  # b has committed here before (not a first fold)
+    b.internals.hints.listed_at = 0.0  # b has committed here before (not a first fold)
     commit(a, "a-0")
     b.read()  # b knows the root ...
     commit(a, "a-1")  # ... which a's swap makes stale
@@ -130,7 +130,7 @@ def test_a_folder_under_contention_reads_ahead_after_a_lone_swap(
     clock = Clock()
     reg = process(store, clock, [])
     commit(reg, "a-0")
-    reg.hints.contended_until = float("inf")  # others' intents seen here lately
+    reg.internals.hints.contended_until = float("inf")  # others' intents seen here lately
     s3.reset_stats()
     commit(reg, "a-1")  # a swap that carried nobody's intents
     wait_until(lambda: s3.stats().get("ListObjectsV2", 0) >= 2)  # its fold's, then ahead

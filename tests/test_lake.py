@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake, RegistrySnapshot
-from lakelock._operations import planned_change, prepare_commit
 from lakelock._registry import REGISTRY_KEY
+from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._settings import DEFAULTS, LakeSettings
 from lakelock.errors import (
     AlreadyExistsError,
@@ -57,12 +57,11 @@ def test_uncontended_append_costs_four_requests(s3: S3Endpoint, lake: Lake) -> N
 def preamble_requests(s3: S3Endpoint, lake: Lake) -> dict[str, int]:
     """The requests the preamble of an append to ``sales`` (generated id) makes: its checks
     against the registry ``lake`` knows, before any data is written."""
-    plain = planned_change(
-        "sales", "append", commit_id=None, fence=None, digest=None,
-        schema=table([0]).schema, partition_by=["year"],
-    )  # fmt: skip
+    plain = CommitBuilder(
+        lake.registry, "sales", "append", schema=table([0]).schema, partition_by=["year"]
+    )
     s3.reset_stats()
-    assert isinstance(prepare_commit(lake.registry, plain), RegistrySnapshot)
+    assert isinstance(plain.check(), RegistrySnapshot)
     return s3.stats()
 
 
@@ -318,8 +317,8 @@ def test_configure_changes_the_settings_of_every_writer(client: Any, bucket: str
     for n in range(3):
         other.registry.commit("sales", commit_id=f"c{n}", properties={"n": str(n)})
     assert [c.id for c in other.registry.read().commits] == ["c1", "c2"]
-    assert other.registry.retention == 30 * 86400.0
-    assert first.registry.commit_window == 2  # configured: it uses the lake's now
+    assert other.registry.settings().retention == 30 * 86400.0
+    assert first.registry.settings().commit_window == 2  # configured: it uses the lake's now
     with pytest.raises(InvalidArgumentError, match="vacuum_floor"):
         first.configure(vacuum_floor="31d")
     assert other.registry.settings().vacuum_floor == DEFAULTS.vacuum_floor

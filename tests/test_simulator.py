@@ -1950,7 +1950,7 @@ def test_figures_are_the_steady_state_past_the_warmup_and_say_so() -> None:
     late = SimConfig(
         writers=12,
         seconds=16.0,
-        seed=1,
+        seed=7,  # seed 1 until a few writers stopped waiting for folds nobody made
         mix=APPENDS,
         faults=Faults(timeout=2.5, schedule=("timeout",)),
     )

@@ -1025,34 +1025,36 @@ def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
 #: that lands after its timeout holds its key's conditional writes at 409 until it lands,
 #: which costs both runs commits under faults — the toy's every swap is a root write; the
 #: core run again for lake settings stored in the root, rule 10 and typed refusals kept when
-#: a commit gives up.)
+#: a commit gives up; and for a few writers: no wait for a fold when no swap of the others
+#: was seen in four rounds, a root read again before a first attempt when the one known is
+#: that old, a read ahead after a lone swap under contention.)
 PINNED_CORE = (
     "--writers 8 --seconds 3 --store s3-express --seed 3 --faults 0.06 --kills 2 --stalls 1 "
     "--skew 10 --readers 1 --intent-ttl 2",
     {
         "areas": {
             "GetObject metastore/intents": 2.588,
-            "GetObject metastore/snapshots": 1.176,
-            "GetObject root": 5.706,
-            "ListObjectsV2 metastore/intents": 2.882,
+            "GetObject metastore/snapshots": 1.235,
+            "GetObject root": 5.588,
+            "ListObjectsV2 metastore/intents": 3.118,
             "PutObject datasets": 1.412,
-            "PutObject metastore/intents": 1.118,
+            "PutObject metastore/intents": 1.176,
             "PutObject metastore/manifests": 0.059,
-            "PutObject metastore/snapshots": 3.294,
-            "PutObject root": 1.706,
+            "PutObject metastore/snapshots": 3.353,
+            "PutObject root": 1.765,
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
         "bound_latency": 800.0,
         "brownout_before": 0.0,
         "brownout_recovered_s": None,
-        "bytes_per_commit": 40920.765,
+        "bytes_per_commit": 42376.0,
         "commits": 9,
         "commits_by_second": [3, 0, 6],
         "commits_per_cas": 1.889,
         "commits_per_second": 3.0,
         "failed": 0,
-        "faults_injected": 21,
+        "faults_injected": 20,
         "gave_up": 0,
         "killed": 2,
         "largest_fold": 7,
@@ -1062,18 +1064,18 @@ PINNED_CORE = (
         "p99_ms_by_second": [48.845, 0.0, 2795.212],
         "requests": {
             "reader:GetObject": 18,
-            "writer:GetObject": 161,
-            "writer:ListObjectsV2": 49,
-            "writer:PutObject": 129,
+            "writer:GetObject": 160,
+            "writer:ListObjectsV2": 53,
+            "writer:PutObject": 132,
         },
-        "requests_by_second": [191, 56, 73],
-        "requests_per_commit": 19.941,
+        "requests_by_second": [191, 56, 75],
+        "requests_per_commit": 20.294,
         "root_swaps": 9,
         "seconds": 3.0,
         "seed": 3,
         "store": "s3-express",
         "throttled": 4,
-        "trace": "09f8106213c6a542",
+        "trace": "ca3e43251b0be844",
         "unacknowledged": {},
         "unknown": 0,
         "vacuum_deleted": 0,
@@ -1426,10 +1428,11 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
     ("rule", "seed", "violation"),
     [
         # Seeds of 0-249 whose run has not this violation with the rule in place and has it
-        # without (the whole workload, 2026-11-29): settle nearly all; index 34, 53, 93,
+        # without (the whole workload, 2026-11-29): settle nearly all (3 since a few
+        # writers swap without waiting when no fold is coming); index 34, 53, 93,
         # 112, 155, 189, 214, 219; prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
         # cancel 23, 60, 68, 114, ...; bound_watermark 34, 40, 66, 87, 112, ....
-        ("settle", 0, "refused commit is in the registry"),
+        ("settle", 3, "refused commit is in the registry"),
         # A restarted writer's re-run of a commit its first run's intent had applied gives
         # up, blind to the record.
         ("index", 34, "refused commit is in the registry"),
@@ -1494,8 +1497,9 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
     ("rule", "seed", "violation"),
     [
         # Seeds that catch it (their run clean with the rule): 0, 117, 249, 288, 289, 322,
-        # 328, 359, 437, 442, 474 (of 0-499).
-        ("reused_in_batch", 117, "acknowledged commit recorded [0] times"),
+        # 328, 359, 437, 442, 474 (of 0-499); 322 since a few writers swap without waiting
+        # when no fold is coming.
+        ("reused_in_batch", 322, "acknowledged commit recorded [0] times"),
         ("reused_in_batch", 249, "already committed commit recorded [0] times"),
         ("registered_twice", 101, "lists 1 files twice"),
         # A commit spanning datasets acknowledged, applied in one of its datasets only.
@@ -1681,7 +1685,7 @@ def test_checker_holds_an_intent_rejected_as_expired_to_its_age() -> None:
         writers=3,
         seconds=6.0,
         store="s3-standard",
-        seed=5,
+        seed=4,
         think=2.0,
         intent_ttl=1.0,
         faults=Faults(kills=2),
@@ -1945,7 +1949,7 @@ def test_figures_are_the_steady_state_past_the_warmup_and_say_so() -> None:
     late = SimConfig(
         writers=12,
         seconds=16.0,
-        seed=1,
+        seed=7,  # seed 1 until a few writers stopped waiting for folds nobody made
         mix=APPENDS,
         faults=Faults(timeout=2.5, schedule=("timeout",)),
     )

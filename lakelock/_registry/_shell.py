@@ -211,6 +211,7 @@ class Registry:
             multipart_threshold=root_multipart_threshold,
             retry=RetryPolicy(max_attempts=1, sleep=self.retry.sleep, clock=self.retry.clock),
             read_timeout=store.read_timeout,
+            load=store.load,
         )
         #: How long a commit waits for a write lock another process holds over what it
         #: writes (FORMAT.md, "Write locks in force"), then
@@ -231,6 +232,7 @@ class Registry:
             initial_backoff=self.retry.initial_backoff,
             max_backoff=self.retry.max_backoff,
             bucket=store.bucket,
+            load=store.load,
         )
         policy = self._committer.policy
         self._driver = Driver(

@@ -15,6 +15,7 @@ from lakelock import Registry
 from lakelock._registry._core._policy import Hints
 from lakelock._retry import Load, LoadPolicy, RetryPolicy
 from lakelock._s3 import ObjectStore
+from lakelock._sim import Faults, SimConfig, simulate
 from lakelock.errors import ConflictError
 from lakelock.testing import S3Endpoint
 from tests._support.files import datafile
@@ -82,7 +83,8 @@ def test_a_commit_after_503s_is_held_back_and_is_not_once_they_stop(
     reg.commit("sales")
     s3.inject("slowdown", operation="PutObject", prefix=ROOT, count=2)
     assert reg.commit("sales", add=[datafile("sales", "", "a")]).retries == 2
-    assert min(t.slept) >= store.load.policy.decrease / store.load.policy.free
+    policy = store.load.policy
+    assert min(t.slept) >= 1 / (policy.free * policy.decrease)  # not milliseconds of backoff
 
     t.slept.clear()
     assert reg.commit("sales", add=[datafile("sales", "", "b")]).retries == 0
@@ -148,3 +150,22 @@ def test_a_round_learnt_in_an_overload_decays_once_swaps_are_fast() -> None:
     slow = hints.round_seconds
     hints.learn_swaps(version + 1, now + 10.0)  # a slow stretch never raises it
     assert hints.round_seconds == slow
+
+
+def test_the_simulators_writers_retry_within_their_budgets() -> None:
+    """The simulator's writers run the library's ``Load`` (not a copy): under 5 % faults and
+    a per-key rate of compare-and-swaps, every process's retries — its store layer's and its
+    commit loop's — stay within ``share`` of its requests plus its reserve, and no commit
+    gives up."""
+    config = SimConfig(writers=16, seconds=4.0, seed=3, faults=Faults(rate=0.05))
+    metrics = simulate(config).metrics
+    policy = LoadPolicy()
+    requests = sum(metrics.requests.values())
+    processes = config.writers + metrics.killed
+    allowed = policy.share * requests + processes * (
+        policy.burst + policy.reserve * metrics.makespan * 2
+    )
+    assert 0 < metrics.retries <= allowed
+    assert metrics.slowdowns > 0
+    assert metrics.gave_up == 0
+    assert metrics.violations == 0

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lakelock import Registry
-from lakelock._registry._core._policy import Hints
+from lakelock._registry._core._policy import FoldPolicy, Hints
 from lakelock._retry import Load, LoadPolicy, RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._sim import Faults, SimConfig, simulate
@@ -141,14 +141,17 @@ def test_a_round_learnt_in_an_overload_decays_once_swaps_are_fast() -> None:
     for _ in range(20):
         hints.round_seconds = min(policy_max, 0.8 * hints.round_seconds + 0.2 * 5.0)
     assert hints.round_seconds > 4.0
+    policy = FoldPolicy()
     now, version = 100.0, 10
     for _ in range(40):
-        hints.learn_swaps(version, now)
-        now += 0.5
-        version += 10
+        hints.learn_swaps(version, now, policy)
+        now += 1.0
+        version += 20
     assert hints.round_seconds < 0.15
     slow = hints.round_seconds
-    hints.learn_swaps(version + 1, now + 10.0)  # a slow stretch never raises it
+    hints.learn_swaps(version + 1, now + 10.0, policy)  # a slow stretch never raises it
+    assert hints.round_seconds == slow
+    hints.learn_swaps(version + 2, now + 10.1, policy)  # two looks about one swap: no news
     assert hints.round_seconds == slow
 
 

@@ -555,7 +555,7 @@ class Committer:
             except TRANSIENT as error:
                 state.retries += 1
                 raise Retry from error
-            self.hints.learn_swaps(doc.version, self._now)
+            self.hints.learn_swaps(doc.version, self._now, self.policy)
         self.lake_settings(doc)
         yield from self._settle(doc, state)
         if waits.started is not None and waits.looked_at is not None:

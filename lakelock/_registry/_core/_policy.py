@@ -185,14 +185,22 @@ class Hints:
         seconds = min(max(seconds, 0.0), policy.max_round)
         self.round_seconds = 0.8 * self.round_seconds + 0.2 * seconds
 
-    def learn_swaps(self, version: int, now: float) -> None:
+    def learn_swaps(self, version: int, now: float, policy: FoldPolicy) -> None:
         """The root was at ``version`` at ``now``. Swaps that came more than twice as fast
-        as the round learnt say the rounds are short again: the round moves a step towards
-        twice their period. A round learnt in an overload (waits stretched by slow swaps,
-        which stretch looks and folds in turn) thus decays once swaps are fast, instead of
-        keeping the process slow (docs/decisions/0033-load-control.md)."""
-        seen, self.seen = self.seen, (version, now)
-        if seen is None or version <= seen[0] or now <= seen[1]:
+        as the round learnt, over ``fold_interval`` or more, say the rounds are short again:
+        the round moves a step towards twice their period. A round learnt in an overload
+        (waits stretched by slow swaps, which stretch looks and folds in turn) thus decays
+        once swaps are fast, instead of keeping the process slow. (Over a shorter span, two
+        looks either side of one swap would make any swap look fast.)
+        (docs/decisions/0033-load-control.md)"""
+        seen = self.seen
+        if seen is None or version < seen[0] or now < seen[1]:
+            self.seen = (version, now)
+            return
+        if now - seen[1] < max(policy.fold_interval, 1e-3):
+            return
+        self.seen = (version, now)
+        if version == seen[0]:
             return
         period = (now - seen[1]) / (version - seen[0])
         if 2 * period < self.round_seconds:

@@ -15,9 +15,9 @@ from lakelock import Registry
 from lakelock._registry._core._policy import FoldPolicy, Hints
 from lakelock._retry import Load, LoadPolicy, RetryPolicy
 from lakelock._s3 import ObjectStore
-from lakelock._sim import Faults, SimConfig, simulate
 from lakelock.errors import ConflictError
 from lakelock.testing import S3Endpoint
+from lakelock.testing.simulate import Faults, SimConfig, simulate
 from tests._support.files import datafile
 
 ROOT = "metastore/dataset_registry.json"

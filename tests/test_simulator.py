@@ -1409,7 +1409,7 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         # without (the whole workload, 2026-11-29): settle nearly all; index 34, 53, 93,
         # 112, 155, 189, 214, 219; prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
         # cancel 23, 60, 68, 114, ...; bound_watermark 34, 40, 66, 87, 112, ....
-        ("settle", 0, "refused commit is in the registry"),
+        ("settle", 3, "refused commit is in the registry"),
         # A restarted writer's re-run of a commit its first run's intent had applied gives
         # up, blind to the record.
         ("index", 34, "refused commit is in the registry"),
@@ -1472,7 +1472,7 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # Seeds that catch it (their run clean with the rule): 0, 117, 249, 288, 289, 322,
         # 328, 359, 437, 442, 474 (of 0-499).
         ("reused_in_batch", 117, "acknowledged commit recorded [0] times"),
-        ("reused_in_batch", 0, "already committed commit recorded [0] times"),
+        ("reused_in_batch", 249, "already committed commit recorded [0] times"),
         # The quiet-lake seeds 97 and 241: a commit spanning two datasets gives up; its
         # swap lands afterwards.
         ("swap_may_land", 97, "refused commit is in the registry"),
@@ -1480,8 +1480,8 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # A stale lease, a superseded lock grant, a schema that does not fit and a commit
         # id naming another change, each refused by another process's fold.
         ("fate_error", 76, "not StaleFenceError"),
-        ("fate_error", 95, "not StaleFenceError"),
-        ("fate_error", 68, "not SchemaMismatchError"),
+        ("fate_error", 40, "not StaleFenceError"),
+        ("fate_error", 11, "not SchemaMismatchError"),
         ("fate_error", 8, "not CommitIdReusedError"),
     ],
 )
@@ -1615,9 +1615,10 @@ def test_a_clock_step_forward_expires_intents_younger_than_the_ttl() -> None:
     """Rule 4 under an NTP step: a folder's estimate of the server's clock is the ``Date``
     of its last root read moved on by its own clock since; a step of its clock forward
     (within the ``--skew`` bound) between the two must not make it reject an intent younger
-    than the TTL. Seed 204 of the sweep with clock steps on (two, within 10 s): a swap
-    rejects intents 0.02-0.05 s old as expired (TTL 2 s)."""
-    config = sweep_config(204)
+    than the TTL. Seed 16 of the sweep with clock steps on (two, within 10 s; seed 204
+    until each process kept a retry budget and a pace, which moves the runs): a swap
+    rejects intents younger than the TTL (2 s) as expired."""
+    config = sweep_config(16)
     stepped = dataclasses.replace(config, faults=dataclasses.replace(config.faults, steps=2))
     assert stepped.faults.skew == 10.0
     result = simulate(stepped)

@@ -50,8 +50,9 @@ class Pending:
     """One ``commit()`` call: its changes (one per dataset, all-or-nothing, one commit id)."""
 
     changes: tuple[Change, ...]
-    # The caller chose the commit id: it may be a re-run of a commit older than the root's
-    # window, so the datasets' commit-id indexes are checked once.
+    # The datasets' commit-id indexes are still to be checked once: set where the caller
+    # chose the commit id (``not Change.generated_id``), which may be a re-run of a commit
+    # older than the root's window; cleared once an attempt has settled.
     check_index: bool = False
     # Delta manifests not created yet (the first attempt that gets to the PUTs creates them).
     unwritten: list[tuple[str, bytes]] = field(default_factory=list)

@@ -303,7 +303,7 @@ class _Writer:
     def _program(self, committer: Any, redo: Invocation | None) -> Steps:
         run = self.run
         if redo is not None:
-            yield from self._commit(committer, redo, explicit=True, redo=True)
+            yield from self._commit(committer, redo, redo=True)
         made = 0
         limit = run.config.commits
         while (made < limit) if limit else (run.loop.now < run.end):
@@ -316,7 +316,7 @@ class _Writer:
                 invocation = self.workload.build(kind, now, run.loop.now)
             if invocation is not None:
                 run.invocations.append(invocation)
-                yield from self._commit(committer, invocation, explicit=invocation.explicit)
+                yield from self._commit(committer, invocation)
             if run.config.think:
                 yield Sleep(self.rng.expovariate(1.0 / run.config.think))
 
@@ -335,9 +335,7 @@ class _Writer:
         yield Get(REGISTRY_KEY)
         return self.workload.restore(now, run.loop.now, dataset, state, version, until=until)
 
-    def _commit(
-        self, committer: Any, invocation: Invocation, *, explicit: bool, redo: bool = False
-    ) -> Steps:
+    def _commit(self, committer: Any, invocation: Invocation, *, redo: bool = False) -> Steps:
         run = self.run
         self.current = invocation
         if invocation.data:
@@ -366,7 +364,7 @@ class _Writer:
                 # A restarted run passes the id its killed run made up: the caller chose it
                 # now, and the killed run's intent may carry it too.
                 changes = [dataclasses.replace(c, generated_id=False) for c in changes]
-            pending = committer.prepare(changes, explicit_id=explicit, now=now)
+            pending = committer.prepare(changes, now=now)
             # One batch at a time per process, as in CommitQueue: a lingering fold stops
             # after its round in flight when a commit of ours is queued.
             self.queued = True

@@ -157,9 +157,10 @@ class Load:
     *The retry budget* (as gRPC's retry throttling and Finagle's ``RetryBudget``): each
     request a process sends first deposits ``share`` of a retry, and ``reserve`` retries a
     second accrue besides, up to ``burst``; each retry withdraws one. A retry the budget
-    cannot pay for waits until the reserve has (:meth:`retry_wait`): it is delayed, never
-    refused, so a commit still ends, and a process's retries stay about ``share`` of its
-    requests plus ``reserve`` a second, whatever the fault rate.
+    cannot pay for waits until the reserve has (:meth:`retry_wait`; at most a second's
+    reserve is owed): it is delayed, never refused, so a commit still ends, and a process's
+    retries stay about ``share`` of its requests plus ``reserve`` a second, whatever the
+    fault rate.
 
     *The pace* (AIMD, as TCP's congestion window): a 503 SlowDown multiplies the rate of the
     process's attempts (its folds, each ending in one swap of the root, and its retries) by
@@ -205,7 +206,9 @@ class Load:
             now = self.clock()
             self.retries += 1
             self._refill(now)
-            self._tokens -= 1.0
+            # Overdrawn by at most a second of the reserve: a storm's retries wait for it,
+            # but its debt does not outlive it (the retries after it would wait it out).
+            self._tokens = max(self._tokens - 1.0, -self.policy.reserve)
             owed = -self._tokens / self.policy.reserve if self._tokens < 0 else 0.0
             return max(backoff, owed, self._gap(now))
 

@@ -1025,58 +1025,60 @@ def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
 #: that lands after its timeout holds its key's conditional writes at 409 until it lands,
 #: which costs both runs commits under faults — the toy's every swap is a root write; the
 #: core run again for lake settings stored in the root, rule 10 and typed refusals kept when
-#: a commit gives up.)
+#: a commit gives up; and for a few writers: no wait for a fold when no swap of the others
+#: was seen in four rounds, a root read again before a first attempt when the one known is
+#: that old, a read ahead after a lone swap under contention.)
 PINNED_CORE = (
     "--writers 8 --seconds 3 --store s3-express --seed 3 --faults 0.06 --kills 2 --stalls 1 "
     "--skew 10 --readers 1 --intent-ttl 2",
     {
         "areas": {
-            "GetObject metastore/intents": 1.182,
-            "GetObject metastore/snapshots": 1.727,
-            "GetObject root": 7.273,
-            "ListObjectsV2 metastore/intents": 5.818,
-            "PutObject datasets": 2.455,
-            "PutObject metastore/intents": 2.091,
-            "PutObject metastore/manifests": 0.636,
-            "PutObject metastore/snapshots": 4.091,
-            "PutObject root": 6.364,
+            "GetObject metastore/intents": 0.857,
+            "GetObject metastore/snapshots": 1.429,
+            "GetObject root": 6.643,
+            "ListObjectsV2 metastore/intents": 4.714,
+            "PutObject datasets": 2.643,
+            "PutObject metastore/intents": 1.857,
+            "PutObject metastore/manifests": 0.143,
+            "PutObject metastore/snapshots": 3.429,
+            "PutObject root": 6.071,
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
         "bound_latency": 800.0,
         "brownout_before": 0.0,
         "brownout_recovered_s": None,
-        "bytes_per_commit": 74933.0,
-        "commits": 8,
-        "commits_by_second": [8, 0, 0],
-        "commits_per_cas": 0.917,
-        "commits_per_second": 2.667,
+        "bytes_per_commit": 73388.5,
+        "commits": 10,
+        "commits_by_second": [8, 0, 2],
+        "commits_per_cas": 1.0,
+        "commits_per_second": 3.333,
         "failed": 0,
-        "faults_injected": 21,
-        "gave_up": 6,
+        "faults_injected": 20,
+        "gave_up": 5,
         "killed": 2,
         "largest_fold": 3,
         "makespan": 3.0,
-        "p50_ms": 117.179,
+        "p50_ms": 69.541,
         "p99_ms": 223.599,
-        "p99_ms_by_second": [223.599, 0.0, 0.0],
+        "p99_ms_by_second": [223.599, 0.0, 47.09],
         "requests": {
             "reader:GetObject": 54,
-            "writer:GetObject": 112,
-            "writer:ListObjectsV2": 64,
-            "writer:PutObject": 172,
+            "writer:GetObject": 125,
+            "writer:ListObjectsV2": 66,
+            "writer:PutObject": 198,
         },
-        "requests_by_second": [178, 59, 61],
-        "requests_per_commit": 31.636,
-        "retries": 86,
-        "root_swaps": 12,
+        "requests_by_second": [178, 59, 76],
+        "requests_per_commit": 27.786,
+        "retries": 101,
+        "root_swaps": 14,
         "seconds": 3.0,
         "seed": 3,
-        "slowdowns": 6,
+        "slowdowns": 5,
         "store": "s3-express",
-        "throttled": 5,
-        "trace": "b0000ae3b60b1371",
-        "unacknowledged": {"gave_up": {"RetryBudgetExhaustedError": 6}},
+        "throttled": 4,
+        "trace": "65ea9754440bca43",
+        "unacknowledged": {"gave_up": {"RetryBudgetExhaustedError": 5}},
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
@@ -1430,7 +1432,8 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
     ("rule", "seed", "violation"),
     [
         # Seeds of 0-249 whose run has not this violation with the rule in place and has it
-        # without (the whole workload, 2026-11-29): settle nearly all; index 34, 53, 93,
+        # without (the whole workload, 2026-11-29): settle nearly all (3 since a few
+        # writers swap without waiting when no fold is coming); index 34, 53, 93,
         # 112, 155, 189, 214, 219; prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
         # cancel 23, 60, 68, 114, ...; bound_watermark 34, 40, 66, 87, 112, ....
         ("settle", 3, "refused commit is in the registry"),
@@ -1448,8 +1451,10 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         # A writer stalled past the TTL beside vacuum applies its own old intent: its files
         # were deleted as an undecided intent's. Rule 10 refuses the same commits (their
         # files are as old), so it is off too, and the seed clean with it off alone (134,
-        # 294, 299, 302, 470 of 0-499; none with rule 10 in place, of 0-2999).
-        ("too_old_to_apply", 134, "references it"),
+        # 294, 299, 302, 470 of 0-499; none with rule 10 in place, of 0-2999; since a few
+        # writers swap without waiting when no fold is coming, 534 first of 0-999; since each
+        # process keeps a retry budget and a pace, 214).
+        ("too_old_to_apply", 214, "references it"),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
@@ -1494,8 +1499,9 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
     ("rule", "seed", "violation"),
     [
         # Seeds that catch it (their run clean with the rule): 0, 117, 249, 288, 289, 322,
-        # 328, 359, 437, 442, 474 (of 0-499).
-        ("reused_in_batch", 117, "acknowledged commit recorded [0] times"),
+        # 328, 359, 437, 442, 474 (of 0-499); 322 since a few writers swap without waiting
+        # when no fold is coming.
+        ("reused_in_batch", 322, "acknowledged commit recorded [0] times"),
         ("reused_in_batch", 249, "already committed commit recorded [0] times"),
         # The quiet-lake seeds 97 and 241: a commit spanning two datasets gives up; its
         # swap lands afterwards.
@@ -1504,8 +1510,10 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # A stale lease, a superseded lock grant, a schema that does not fit and a commit
         # id naming another change, each refused by another process's fold.
         ("fate_error", 76, "not StaleFenceError"),
-        ("fate_error", 40, "not StaleFenceError"),
-        ("fate_error", 11, "not SchemaMismatchError"),
+        # 95 before the few-writers rules, 142 before each process kept a retry budget and a
+        # pace.
+        ("fate_error", 88, "not StaleFenceError"),
+        ("fate_error", 148, "not SchemaMismatchError"),
         ("fate_error", 8, "not CommitIdReusedError"),
     ],
 )
@@ -1682,7 +1690,7 @@ def test_checker_holds_an_intent_rejected_as_expired_to_its_age() -> None:
         writers=3,
         seconds=6.0,
         store="s3-standard",
-        seed=5,
+        seed=4,
         think=2.0,
         intent_ttl=1.0,
         faults=Faults(kills=2),
@@ -1947,7 +1955,7 @@ def test_figures_are_the_steady_state_past_the_warmup_and_say_so() -> None:
     late = SimConfig(
         writers=12,
         seconds=16.0,
-        seed=1,
+        seed=7,  # seed 1 until a few writers stopped waiting for folds nobody made
         mix=APPENDS,
         faults=Faults(timeout=2.5, schedule=("timeout",)),
     )

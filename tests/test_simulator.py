@@ -1033,54 +1033,52 @@ PINNED_CORE = (
     "--skew 10 --readers 1 --intent-ttl 2",
     {
         "areas": {
-            "GetObject metastore/intents": 0.68,
-            "GetObject metastore/manifests": 0.02,
-            "GetObject metastore/snapshots": 0.8,
-            "GetObject root": 2.06,
-            "ListObjectsV2 metastore/intents": 1.92,
-            "PutObject datasets": 2.06,
-            "PutObject metastore/intents": 1.14,
-            "PutObject metastore/manifests": 0.2,
-            "PutObject metastore/snapshots": 1.96,
-            "PutObject root": 1.38,
+            "GetObject metastore/intents": 0.857,
+            "GetObject metastore/snapshots": 1.429,
+            "GetObject root": 6.643,
+            "ListObjectsV2 metastore/intents": 4.714,
+            "PutObject datasets": 2.643,
+            "PutObject metastore/intents": 1.857,
+            "PutObject metastore/manifests": 0.143,
+            "PutObject metastore/snapshots": 3.429,
+            "PutObject root": 6.071,
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
         "bound_latency": 800.0,
         "brownout_before": 0.0,
         "brownout_recovered_s": None,
-        "bytes_per_commit": 42471.22,
-        "commits": 47,
-        "commits_by_second": [4, 16, 27],
-        "commits_per_cas": 1.042,
-        "commits_per_second": 15.667,
-        "failed": 1,
-        "faults_injected": 41,
-        "gave_up": 4,
+        "bytes_per_commit": 73388.5,
+        "commits": 10,
+        "commits_by_second": [8, 0, 2],
+        "commits_per_cas": 1.0,
+        "commits_per_second": 3.333,
+        "failed": 0,
+        "faults_injected": 20,
+        "gave_up": 5,
         "killed": 2,
-        "largest_fold": 7,
+        "largest_fold": 3,
         "makespan": 3.0,
-        "p50_ms": 39.43,
-        "p99_ms": 2688.443,
-        "p99_ms_by_second": [874.491, 969.286, 2688.443],
+        "p50_ms": 69.541,
+        "p99_ms": 223.599,
+        "p99_ms_by_second": [223.599, 0.0, 47.09],
         "requests": {
-            "reader:GetObject": 19,
-            "writer:GetObject": 178,
-            "writer:ListObjectsV2": 96,
-            "writer:PutObject": 337,
+            "reader:GetObject": 54,
+            "writer:GetObject": 125,
+            "writer:ListObjectsV2": 66,
+            "writer:PutObject": 198,
         },
-        "requests_by_second": [167, 135, 208],
-        "requests_per_commit": 12.22,
-        "root_swaps": 48,
+        "requests_by_second": [178, 59, 76],
+        "requests_per_commit": 27.786,
+        "retries": 101,
+        "root_swaps": 14,
         "seconds": 3.0,
         "seed": 3,
+        "slowdowns": 5,
         "store": "s3-express",
-        "throttled": 6,
-        "trace": "63aa32fe14bff31e",
-        "unacknowledged": {
-            "failed": {"CommitConflictError": 1},
-            "gave_up": {"RetryBudgetExhaustedError": 4},
-        },
+        "throttled": 4,
+        "trace": "65ea9754440bca43",
+        "unacknowledged": {"gave_up": {"RetryBudgetExhaustedError": 5}},
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
@@ -1097,9 +1095,9 @@ PINNED_TOY = (
         "areas": {"GetObject root": 6.083, "PutObject datasets": 1.667, "PutObject root": 5.417},
         "bound_cas": 15.0,
         "bound_commits_per_second": 15.0,
+        "bound_latency": 100.0,
         "brownout_before": 0.0,
         "brownout_recovered_s": None,
-        "bound_latency": 100.0,
         "bytes_per_commit": 8434.833,
         "commits": 6,
         "commits_by_second": [5, 0, 1],
@@ -1112,14 +1110,16 @@ PINNED_TOY = (
         "largest_fold": 1,
         "makespan": 3.0,
         "p50_ms": 256.968,
-        "p99_ms_by_second": [414.246, 0.0, 2131.618],
         "p99_ms": 2131.618,
+        "p99_ms_by_second": [414.246, 0.0, 2131.618],
         "requests": {"reader:GetObject": 19, "writer:GetObject": 73, "writer:PutObject": 85},
         "requests_by_second": [45, 0, 38],
         "requests_per_commit": 13.167,
+        "retries": 15,
         "root_swaps": 12,
         "seconds": 3.0,
         "seed": 5,
+        "slowdowns": 4,
         "store": "s3-standard",
         "throttled": 4,
         "trace": "a09950d1c9cb1238",
@@ -1452,8 +1452,9 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         # were deleted as an undecided intent's. Rule 10 refuses the same commits (their
         # files are as old), so it is off too, and the seed clean with it off alone (134,
         # 294, 299, 302, 470 of 0-499; none with rule 10 in place, of 0-2999; since a few
-        # writers swap without waiting when no fold is coming, 534 first of 0-999).
-        ("too_old_to_apply", 534, "references it"),
+        # writers swap without waiting when no fold is coming, 534 first of 0-999; since each
+        # process keeps a retry budget and a pace, 214).
+        ("too_old_to_apply", 214, "references it"),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
@@ -1501,7 +1502,7 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # 328, 359, 437, 442, 474 (of 0-499); 322 since a few writers swap without waiting
         # when no fold is coming.
         ("reused_in_batch", 322, "acknowledged commit recorded [0] times"),
-        ("reused_in_batch", 0, "already committed commit recorded [0] times"),
+        ("reused_in_batch", 249, "already committed commit recorded [0] times"),
         # The quiet-lake seeds 97 and 241: a commit spanning two datasets gives up; its
         # swap lands afterwards.
         ("swap_may_land", 97, "refused commit is in the registry"),
@@ -1509,8 +1510,10 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # A stale lease, a superseded lock grant, a schema that does not fit and a commit
         # id naming another change, each refused by another process's fold.
         ("fate_error", 76, "not StaleFenceError"),
-        ("fate_error", 142, "not StaleFenceError"),  # 95 before the few-writers rules
-        ("fate_error", 68, "not SchemaMismatchError"),
+        # 95 before the few-writers rules, 142 before each process kept a retry budget and a
+        # pace.
+        ("fate_error", 88, "not StaleFenceError"),
+        ("fate_error", 148, "not SchemaMismatchError"),
         ("fate_error", 8, "not CommitIdReusedError"),
     ],
 )
@@ -1644,9 +1647,10 @@ def test_a_clock_step_forward_expires_intents_younger_than_the_ttl() -> None:
     """Rule 4 under an NTP step: a folder's estimate of the server's clock is the ``Date``
     of its last root read moved on by its own clock since; a step of its clock forward
     (within the ``--skew`` bound) between the two must not make it reject an intent younger
-    than the TTL. Seed 204 of the sweep with clock steps on (two, within 10 s): a swap
-    rejects intents 0.02-0.05 s old as expired (TTL 2 s)."""
-    config = sweep_config(204)
+    than the TTL. Seed 16 of the sweep with clock steps on (two, within 10 s; seed 204
+    until each process kept a retry budget and a pace, which moves the runs): a swap
+    rejects intents younger than the TTL (2 s) as expired."""
+    config = sweep_config(16)
     stepped = dataclasses.replace(config, faults=dataclasses.replace(config.faults, steps=2))
     assert stepped.faults.skew == 10.0
     result = simulate(stepped)
@@ -1862,7 +1866,7 @@ def test_a_brownout_multiplies_the_latency_of_requests_sent_inside_it_only(
     _, rows = brownout_run
     inside = [r for r in rows if 3.0 <= r["sent"] < 5.0]
     outside = [r for r in rows if not 3.0 <= r["sent"] < 5.0]
-    assert len(inside) > 200
+    assert len(inside) > 100  # fewer than outside: the brownout's 503s slow the writers
     assert any(r["sent"] >= 5.0 for r in outside)
     assert {round(r["answered"] - r["sent"], 6) for r in inside} == {0.1}
     assert {round(r["answered"] - r["sent"], 6) for r in outside} == {0.01}
@@ -1901,8 +1905,9 @@ def test_commits_by_second_sum_to_the_commits_of_the_run(
     assert max(by_second[3:5]) < min(by_second[warmup:3] + by_second[5:]) / 2
     before = mean(by_second[warmup:3])
     assert data["brownout_before"] == pytest.approx(before)
-    back = next(k for k in range(5, 8) if by_second[k] >= 0.9 * before)
-    assert data["brownout_recovered_s"] == back + 1 - 5
+    # (Its 503s slow the writers, who take a few seconds to come back: maybe not in this run.)
+    back = next((k for k in range(5, 8) if by_second[k] >= 0.9 * before), None)
+    assert data["brownout_recovered_s"] == (None if back is None else back + 1 - 5)
     whole = orjson.loads(run_cli(*BROWNOUT_RUN.split(), "--include-warmup")[1])
     assert whole["commits_by_second"] == by_second
     assert sum(by_second) == whole["commits"]
@@ -1956,7 +1961,7 @@ def test_figures_are_the_steady_state_past_the_warmup_and_say_so() -> None:
     )
     twelve = simulate(late)
     ended = sorted(first_commits_ended(twelve))
-    assert ended[-1] > 3 > math.ceil(ended[10]) == twelve.metrics.warmup
+    assert math.ceil(ended[-1]) > math.ceil(ended[10]) == twelve.metrics.warmup
     burst = simulate(dataclasses.replace(config, seconds=3.0, commits=2))
     assert burst.metrics.warmup == 0
     assert burst.metrics.commits == sum(burst.metrics.commits_by_second) == 8

@@ -174,6 +174,9 @@ def test_every_generated_commit_id_comes_from_the_registrys_one_generator(
             assert intent.generated_id, name
 
 
+# Another extension already imported in this pytest process (Lance, from the peers' benchmark
+# tests) warns at every fork; this test's child is lakelock's own and never touches it.
+@pytest.mark.filterwarnings("ignore:lance is not fork-safe")
 def test_commit_ids_generated_in_forked_processes_differ(s3: S3Endpoint, bucket: str) -> None:
     """A process forked from one that holds a lake (a pool of ETL workers) generates commit
     ids of its own: at the same millisecond, the child's and the parent's differ. Before,

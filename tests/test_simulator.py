@@ -1033,50 +1033,55 @@ PINNED_CORE = (
     "--skew 10 --readers 1 --intent-ttl 2",
     {
         "areas": {
-            "GetObject metastore/intents": 2.588,
-            "GetObject metastore/snapshots": 1.235,
-            "GetObject root": 5.588,
-            "ListObjectsV2 metastore/intents": 3.118,
-            "PutObject datasets": 1.412,
-            "PutObject metastore/intents": 1.176,
-            "PutObject metastore/manifests": 0.059,
-            "PutObject metastore/snapshots": 3.353,
-            "PutObject root": 1.765,
+            "GetObject metastore/intents": 0.857,
+            "GetObject metastore/snapshots": 1.429,
+            "GetObject root": 6.643,
+            "ListObjectsV2 metastore/intents": 4.786,
+            "PutObject datasets": 2.643,
+            "PutObject metastore/intents": 2.0,
+            "PutObject metastore/snapshots": 3.429,
+            "PutObject root": 6.071,
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
         "bound_latency": 800.0,
         "brownout_before": 0.0,
         "brownout_recovered_s": None,
-        "bytes_per_commit": 42376.0,
-        "commits": 9,
-        "commits_by_second": [3, 0, 6],
-        "commits_per_cas": 1.889,
-        "commits_per_second": 3.0,
+        "bytes_per_commit": 73631.143,
+        "commits": 10,
+        "commits_by_second": [8, 0, 2],
+        "commits_per_cas": 1.0,
+        "commits_per_second": 3.333,
         "failed": 0,
         "faults_injected": 20,
-        "gave_up": 0,
+        "gave_up": 5,
         "killed": 2,
-        "largest_fold": 7,
+        "largest_fold": 3,
         "makespan": 3.0,
-        "p50_ms": 48.845,
-        "p99_ms": 2795.212,
-        "p99_ms_by_second": [48.845, 0.0, 2795.212],
+        "p50_ms": 69.541,
+        "p99_ms": 223.599,
+        "p99_ms_by_second": [223.599, 0.0, 47.09],
         "requests": {
-            "reader:GetObject": 18,
-            "writer:GetObject": 160,
-            "writer:ListObjectsV2": 53,
-            "writer:PutObject": 132,
+            "reader:GetObject": 54,
+            "writer:GetObject": 125,
+            "writer:ListObjectsV2": 67,
+            "writer:PutObject": 198,
         },
-        "requests_by_second": [191, 56, 75],
-        "requests_per_commit": 20.294,
-        "root_swaps": 9,
+        "requests_by_second": [178, 59, 76],
+        "requests_per_commit": 27.857,
+        "retries": 101,
+        "root_swaps": 14,
         "seconds": 3.0,
         "seed": 3,
+        "slowdowns": 5,
         "store": "s3-express",
         "throttled": 4,
-        "trace": "ca3e43251b0be844",
-        "unacknowledged": {},
+        "trace": "cd36f5aade3b94b1",
+        "unacknowledged": {
+            "gave_up": {
+                "RetryBudgetExhaustedError": 5,
+            },
+        },
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
@@ -1093,9 +1098,9 @@ PINNED_TOY = (
         "areas": {"GetObject root": 6.083, "PutObject datasets": 1.667, "PutObject root": 5.417},
         "bound_cas": 15.0,
         "bound_commits_per_second": 15.0,
+        "bound_latency": 100.0,
         "brownout_before": 0.0,
         "brownout_recovered_s": None,
-        "bound_latency": 100.0,
         "bytes_per_commit": 8434.833,
         "commits": 6,
         "commits_by_second": [5, 0, 1],
@@ -1108,14 +1113,16 @@ PINNED_TOY = (
         "largest_fold": 1,
         "makespan": 3.0,
         "p50_ms": 256.968,
-        "p99_ms_by_second": [414.246, 0.0, 2131.618],
         "p99_ms": 2131.618,
+        "p99_ms_by_second": [414.246, 0.0, 2131.618],
         "requests": {"reader:GetObject": 19, "writer:GetObject": 73, "writer:PutObject": 85},
         "requests_by_second": [45, 0, 38],
         "requests_per_commit": 13.167,
+        "retries": 15,
         "root_swaps": 12,
         "seconds": 3.0,
         "seed": 5,
+        "slowdowns": 4,
         "store": "s3-standard",
         "throttled": 4,
         "trace": "a09950d1c9cb1238",
@@ -1446,10 +1453,10 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         ("bound_watermark", 34, "but the commit-id index of"),
         # A writer stalled past the TTL beside vacuum applies its own old intent: its files
         # were deleted as an undecided intent's. Rule 10 refuses the same commits (their
-        # files are as old), so it is off too, and the seed clean with it off alone (since
-        # every kind of commit folds: 534, 779 of 0-799, none of 0-499; none with rule 10
-        # in place, of 0-2999).
-        ("too_old_to_apply", 534, "references it"),
+        # files are as old), so it is off too, and the seed clean with it off alone (none
+        # with rule 10 in place, of 0-2999; 214 since each process keeps a retry budget and
+        # a pace, with every kind of commit folding).
+        ("too_old_to_apply", 214, "references it"),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
@@ -1508,8 +1515,8 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # id naming another change, each refused by another process's fold.
         ("fate_error", 76, "not StaleFenceError"),
         ("fate_error", 227, "not StaleFenceError"),
-        ("fate_error", 68, "not SchemaMismatchError"),
-        ("fate_error", 27, "not CommitIdReusedError"),
+        ("fate_error", 148, "not SchemaMismatchError"),
+        ("fate_error", 66, "not CommitIdReusedError"),
     ],
 )
 def test_a_promise_switched_off_is_caught_by_a_seed_of_the_sweep(
@@ -1643,9 +1650,10 @@ def test_a_clock_step_forward_expires_intents_younger_than_the_ttl() -> None:
     """Rule 4 under an NTP step: a folder's estimate of the server's clock is the ``Date``
     of its last root read moved on by its own clock since; a step of its clock forward
     (within the ``--skew`` bound) between the two must not make it reject an intent younger
-    than the TTL. Seed 204 of the sweep with clock steps on (two, within 10 s): a swap
-    rejects intents 0.02-0.05 s old as expired (TTL 2 s)."""
-    config = sweep_config(204)
+    than the TTL. Seed 16 of the sweep with clock steps on (two, within 10 s; seed 204
+    until each process kept a retry budget and a pace, which moves the runs): a swap
+    rejects intents younger than the TTL (2 s) as expired."""
+    config = sweep_config(16)
     stepped = dataclasses.replace(config, faults=dataclasses.replace(config.faults, steps=2))
     assert stepped.faults.skew == 10.0
     result = simulate(stepped)
@@ -1861,7 +1869,7 @@ def test_a_brownout_multiplies_the_latency_of_requests_sent_inside_it_only(
     _, rows = brownout_run
     inside = [r for r in rows if 3.0 <= r["sent"] < 5.0]
     outside = [r for r in rows if not 3.0 <= r["sent"] < 5.0]
-    assert len(inside) > 200
+    assert len(inside) > 100  # fewer than outside: the brownout's 503s slow the writers
     assert any(r["sent"] >= 5.0 for r in outside)
     assert {round(r["answered"] - r["sent"], 6) for r in inside} == {0.1}
     assert {round(r["answered"] - r["sent"], 6) for r in outside} == {0.01}
@@ -1900,8 +1908,9 @@ def test_commits_by_second_sum_to_the_commits_of_the_run(
     assert max(by_second[3:5]) < min(by_second[warmup:3] + by_second[5:]) / 2
     before = mean(by_second[warmup:3])
     assert data["brownout_before"] == pytest.approx(before)
-    back = next(k for k in range(5, 8) if by_second[k] >= 0.9 * before)
-    assert data["brownout_recovered_s"] == back + 1 - 5
+    # (Its 503s slow the writers, who take a few seconds to come back: maybe not in this run.)
+    back = next((k for k in range(5, 8) if by_second[k] >= 0.9 * before), None)
+    assert data["brownout_recovered_s"] == (None if back is None else back + 1 - 5)
     whole = orjson.loads(run_cli(*BROWNOUT_RUN.split(), "--include-warmup")[1])
     assert whole["commits_by_second"] == by_second
     assert sum(by_second) == whole["commits"]
@@ -1955,7 +1964,7 @@ def test_figures_are_the_steady_state_past_the_warmup_and_say_so() -> None:
     )
     twelve = simulate(late)
     ended = sorted(first_commits_ended(twelve))
-    assert ended[-1] > 3 > math.ceil(ended[10]) == twelve.metrics.warmup
+    assert math.ceil(ended[-1]) > math.ceil(ended[10]) == twelve.metrics.warmup
     burst = simulate(dataclasses.replace(config, seconds=3.0, commits=2))
     assert burst.metrics.warmup == 0
     assert burst.metrics.commits == sum(burst.metrics.commits_by_second) == 8

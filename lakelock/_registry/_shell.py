@@ -233,6 +233,7 @@ class Registry:
             multipart_threshold=root_multipart_threshold,
             retry=RetryPolicy(max_attempts=1, sleep=self.retry.sleep, clock=self.retry.clock),
             read_timeout=store.read_timeout,
+            load=store.load,
         )
         #: How long a commit waits for a write lock another process holds over what it
         #: writes (FORMAT.md, "Write locks in force"), then
@@ -253,6 +254,7 @@ class Registry:
             initial_backoff=self.retry.initial_backoff,
             max_backoff=self.retry.max_backoff,
             bucket=store.bucket,
+            load=store.load,
             # The operating system's randomness: commit ids, intent keys and manifest names
             # are drawn from it, and a process forked from one that holds this registry must
             # not draw the same ones (a seeded generator is copied by fork).

@@ -9,6 +9,9 @@ every S3 (``CopyObject`` honours ``If-None-Match`` only on AWS since late 2025).
 is resolved by :func:`~lakelock._s3._resolve.resolve_write` (lost acknowledgements); every
 other failure is classified by :func:`~lakelock._s3._classify.classify`. Conflicts and
 throttling are retried here (nothing was applied); every other outcome goes to the caller.
+Every request is told to the store's :class:`~lakelock._retry.Load` (shared by the stores and
+the commit loop of one process): each first try pays into its retry budget, each retry draws
+on it and keeps its pace, and each 503 SlowDown slows that pace.
 
 Requests are counted per operation in :class:`S3Stats` (retries included: it counts what was
 sent over the wire).
@@ -31,7 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from lakelock._client import DEFAULT_READ_TIMEOUT
 from lakelock._layout import validate_key_length, validate_prefix_room
-from lakelock._retry import RetryPolicy
+from lakelock._retry import Load, RetryPolicy
 from lakelock._s3._classify import Call, bound_reads, classify, fail_fast_on_dead_endpoints
 from lakelock._s3._continue import continue_only_for_large_bodies
 from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
@@ -90,7 +93,9 @@ class ObjectStore:
     Keys given to methods are relative to ``prefix``. ``multipart_threshold`` is the body size
     from which writes go by multipart upload, in parts of ``part_size`` bytes. A read that
     gets no answer within ``read_timeout`` seconds, its tries included, is
-    :class:`~lakelock.errors.ReadTimeoutError` (:mod:`lakelock._s3._classify`).
+    :class:`~lakelock.errors.ReadTimeoutError` (:mod:`lakelock._s3._classify`). ``load``:
+    the process's retry budget and pace (default: one of this store's own, on the retry
+    policy's clock); stores of one process share one.
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class ObjectStore:
         part_size: int = 16 * MIB,
         retry: RetryPolicy | None = None,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
+        load: Load | None = None,
     ) -> None:
         if part_size < 1:
             raise ValueError("part_size must be positive")
@@ -113,6 +119,7 @@ class ObjectStore:
         self.multipart_threshold = multipart_threshold
         self.part_size = part_size
         self.retry = retry or RetryPolicy()
+        self.load = load if load is not None else Load(clock=self.retry.clock)
         self.stats = stats_for(client)
         fail_fast_on_dead_endpoints(client)
         bound_reads(client, read_timeout)
@@ -559,11 +566,24 @@ class ObjectStore:
 
     def _retry_transient(self, attempt: Callable[[], _T]) -> _T:
         """Retry 409 ConditionalRequestConflict and 503 SlowDown (never applied), and a read's
-        lost body, with jittered exponential backoff, within the store's retry budget."""
+        lost body, with jittered exponential backoff, within the store's retry policy and the
+        process's retry budget and pace (:class:`~lakelock._retry.Load`); a 503 slows the
+        pace."""
+        load = self.load
+        load.sent()
+
+        def once() -> _T:
+            sent = load.clock()
+            try:
+                return attempt()
+            except ThrottledError:
+                load.slowed(sent)
+                raise
+
         try:
-            for try_ in self.retry.retrying((ConflictError, ThrottledError, _BodyLost)):
+            for try_ in self.retry.retrying((ConflictError, ThrottledError, _BodyLost), load=load):
                 with try_:
-                    return attempt()
+                    return once()
         except _BodyLost as lost:
             raise lost.error from lost.__cause__
         raise AssertionError("unreachable: tenacity re-raises the last error")

@@ -4,7 +4,9 @@ retries the real store layer makes), and the processes it runs (sans-I/O generat
 A request sent at ``t`` with latency ``L`` takes effect at ``t + L/2`` (the store decides
 it then: :class:`~._store.SimS3`) and is answered at ``t + L``. A request marked ``retried``
 is retried here on 409, 503 and a lost answer, with jittered exponential backoff within a
-budget, as :meth:`lakelock._s3.ObjectStore._retry_transient` and the core's driver do; a
+budget, as :meth:`lakelock._s3.ObjectStore._retry_transient` and the core's driver do — each
+retry through the process's own :class:`~lakelock._retry.Load` (its retry budget and pace),
+which every request pays into and every 503 slows, as the store layer's does; a
 create-only PUT whose earlier attempt's answer was lost and that then finds the key holding
 its own body succeeds (the real store tells by the write id in the object's metadata). Other
 requests get every fault thrown into their generator.
@@ -35,6 +37,7 @@ from lakelock._registry._core._requests import (
     Put,
     Sleep,
 )
+from lakelock._retry import Load
 from lakelock._s3._types import PutResult
 from lakelock._sim._faults import Faults
 from lakelock._sim._store import BUCKET, EPOCH, SimS3
@@ -167,6 +170,8 @@ class Endpoint:
         """Send ``request`` for ``process``; ``answer(result, error)`` gets the outcome."""
         retried = getattr(request, "retried", isinstance(request, List))
         call = _Call(request, process, answer, retried, self.loop.now)
+        if process.load is not None:
+            process.load.sent()
         self._attempt(call)
 
     def _named(self, process: str, kind: type) -> str:
@@ -329,6 +334,9 @@ class Endpoint:
                 self.counts.bytes[kind] += LIST_ENTRY_BYTES * max(1, len(result.objects))
             elif result is not None and hasattr(result, "body"):
                 self.counts.bytes[kind] += len(result.body)
+        load = call.process.load
+        if load is not None and isinstance(error, ThrottledError):
+            load.slowed(call.sent)
         if error is not None and call.retried and call.attempts > 1 and isinstance(request, Put):
             result, error = self._resolve(request, error, result)
         if (
@@ -339,6 +347,8 @@ class Endpoint:
             and self.loop.now - call.started < self.retry.max_elapsed
         ):
             wait = self.retry.backoff(call.attempts, self.rng)
+            if load is not None:
+                wait = load.retry_wait(wait)
             self.loop.at(self.loop.now + wait, self._retry, call)
             return
         call.answer(result, error)
@@ -456,8 +466,11 @@ class Process:
         done: Callable[[Any, BaseException | None], None] | None = None,
         killed: Callable[[], None] | None = None,
         hedging: Hedging | None = None,
+        load: Load | None = None,
     ) -> None:
         self.loop = loop
+        #: The process's retry budget and pace, as its store layer keeps them (None: none).
+        self.load = load
         #: Hedges this process's reads and small creates as the driver does (None: never).
         self.hedging = hedging
         self.endpoint = endpoint

@@ -19,6 +19,7 @@ from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY
 from lakelock._registry._settings import DEFAULT_FLOOR
+from lakelock._retry import Load
 from lakelock._s3._types import PutResult
 from lakelock._sim._check import Observation, check
 from lakelock._sim._faults import Brownout, Faults
@@ -253,6 +254,10 @@ class Metrics:
     #: mean (``None``: none did before the run's end).
     brownout_before: float = 0.0
     brownout_recovered_s: float | None = None
+    #: Writers' retries (their store layer's and their commit loops'), each drawn on their
+    #: process's retry budget, and the pace decreases 503s made (:class:`lakelock._retry.Load`).
+    retries: int = 0
+    slowdowns: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -309,6 +314,13 @@ class _Writer:
         committer = self.run.protocol.committer(Random(self.rng.getrandbits(64)), self.run.config)
         if hasattr(committer, "queued"):
             committer.queued = lambda: self.queued
+        loop = self.run.loop
+        #: The process's retry budget and pace (its store layer's and its core's, as a
+        #: Registry shares its store's), on the virtual clock, anew on a restart.
+        self.load = Load(clock=lambda: loop.now)
+        self.run.loads.append(self.load)
+        if hasattr(committer, "load"):
+            committer.load = self.load
         self.lingerer, self.queued = None, False
         policy = getattr(committer, "policy", None)
         factor, alone = getattr(policy, "hedge", 0.0), getattr(policy, "hedge_alone", True)
@@ -325,6 +337,7 @@ class _Writer:
             done=self._done,
             killed=self._killed,
             hedging=self.hedging,
+            load=self.load,
         )
         self.process.start(at)
 
@@ -421,6 +434,7 @@ class _Writer:
             skew=self.skew,
             done=self._lingered,
             hedging=self.hedging,
+            load=self.load,
         )
         self.lingerer.start(run.loop.now)
 
@@ -515,6 +529,8 @@ class _Run:
         self.crashes: list[str] = []
         self.vacuum_runs: list[VacuumRun] = []
         self.vacuum_late = 0
+        #: Every writer process's load control (restarts included), for the figures.
+        self.loads: list[Load] = []
         self.writers: list[_Writer] = []
         self.clock_steps: list[tuple[float, str, float]] = []
         self.shared = Shared(
@@ -764,6 +780,8 @@ class _Run:
             unacknowledged=_unacknowledged(self.invocations),
             brownout_before=_round(before),
             brownout_recovered_s=recovered,
+            retries=sum(load.retries for load in self.loads),
+            slowdowns=sum(load.decreases for load in self.loads),
         )
 
 

@@ -62,7 +62,7 @@ from lakelock._registry._intents import INTENT_PREFIX, intent_group, writable
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Objects, missing_object
 from lakelock._registry._settings import LakeSettings, configured, explicit_settings, lake_settings
-from lakelock._retry import OutOfTime, SteadyOr
+from lakelock._retry import Load, LoadWait, OutOfTime, SteadyOr
 from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
@@ -163,8 +163,10 @@ class Committer:
         queued: Callable[[], bool] = bool,
         bucket: str | None = None,
         root_key: str = REGISTRY_KEY,
+        load: Load | None = None,
     ) -> None:
         self.objects = (objects or Objects()).offline()
+        self.load = load
         self.policy = policy or FoldPolicy()
         self.rng = rng or random.Random()
         self.hints = Hints(self.policy.first_round)
@@ -326,7 +328,12 @@ class Committer:
         after a failure, the policy's poll after a :class:`Wait`."""
         slept: list[float] = []
         started = self._now
-        backoff = _Jittered(self.rng, self.initial_backoff, self.max_backoff)
+        backoff: tenacity.wait.wait_base = _Jittered(
+            self.rng, self.initial_backoff, self.max_backoff
+        )
+        if self.load is not None:
+            # A retry or a redrive is the process's retry budget's to pay, at its pace.
+            backoff = LoadWait(backoff, self.load)
         liveness = self.liveness
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.max_attempts)
@@ -355,6 +362,8 @@ class Committer:
         found = yield from self._look(state, seconds)
         if found is None:
             return
+        if (yield from self._paced()):
+            seconds = self._now = yield Now()
         doc, etag = found
         live = self.liveness
         fold = Fold()
@@ -500,7 +509,7 @@ class Committer:
             pause = advise(functools.partial(self.liveness.linger_pause, swapped, self._now), None)
             if pause is None:
                 return
-            yield Sleep(pause)
+            yield Sleep(max(pause, self.load.hold() if self.load is not None else 0.0))
             known = self.known
             if known is None or not self.hints.swapped_last or self.queued():
                 return
@@ -518,6 +527,15 @@ class Committer:
                 self.hints.swapped_last = False
                 self.carried = False
                 return
+
+    def _paced(self) -> Steps:
+        """Hold the next fold back as the process's pace says (after a 503 SlowDown:
+        :class:`~lakelock._retry.Load`); at once otherwise. Whether it held. A waiter's looks
+        (one GET of the root each) are not held: its wait already spaces them."""
+        held = self.load.hold() if self.load is not None else 0.0
+        if held > 0:
+            yield Sleep(held)
+        return held > 0
 
     def _look(self, state: Batch, seconds: float) -> Steps:
         """The root an attempt starts from, after settling what it already decided (None:
@@ -550,6 +568,7 @@ class Committer:
             except TRANSIENT as error:
                 state.retries += 1
                 raise Retry from error
+            self.hints.learn_swaps(doc.version, self._now, self.policy)
         self.lake_settings(doc)
         yield from self._settle(doc, state)
         if waits.started is not None and waits.looked_at is not None:

@@ -182,6 +182,8 @@ class Hints:
     #: commit (seconds, averaged; None: not seen yet), and when the last batch ended.
     pause: float | None = None
     finished_at: float | None = None
+    #: The root version this process last read, and when (its clock): how fast swaps come.
+    seen: tuple[int, float] | None = None
 
     def saw_root(self, now: float, *, moved: bool) -> None:
         """This process read (or swapped) the root at ``now``; ``moved``: another process
@@ -200,6 +202,27 @@ class Hints:
         """A fold-and-swap (or a wait another's swap ended) took ``seconds``."""
         seconds = min(max(seconds, 0.0), policy.max_round)
         self.round_seconds = 0.8 * self.round_seconds + 0.2 * seconds
+
+    def learn_swaps(self, version: int, now: float, policy: FoldPolicy) -> None:
+        """The root was at ``version`` at ``now``. Swaps that came more than twice as fast
+        as the round learnt, over ``fold_interval`` or more, say the rounds are short again:
+        the round moves halfway to twice their period. A round learnt in an overload
+        (waits stretched by slow swaps, which stretch looks and folds in turn) thus decays
+        once swaps are fast, instead of keeping the process slow. (Over a shorter span, two
+        looks either side of one swap would make any swap look fast.)
+        (docs/decisions/0033-load-control.md)"""
+        seen = self.seen
+        if seen is None or version < seen[0] or now < seen[1]:
+            self.seen = (version, now)
+            return
+        if now - seen[1] < max(policy.fold_interval, 1e-3):
+            return
+        self.seen = (version, now)
+        if version == seen[0]:
+            return
+        period = (now - seen[1]) / (version - seen[0])
+        if 2 * period < self.round_seconds:
+            self.round_seconds = 0.5 * self.round_seconds + 0.5 * 2 * period
 
     def contended(self, now: float) -> bool:
         return now < self.contended_until

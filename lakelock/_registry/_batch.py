@@ -56,9 +56,10 @@ class Pending:
     check_index: bool = False
     # Delta manifests not created yet (the first attempt that gets to the PUTs creates them).
     unwritten: list[tuple[str, bytes]] = field(default_factory=list)
-    # The commit's intent key (a one-dataset commit: other processes may fold it in), and
-    # whether this is another process's intent being folded in (nobody waits for it here).
-    intent: str | None = None
+    # The commit's intent keys, oldest first (one per dataset: other processes may fold them
+    # in, all together), and whether they are another process's, being folded in (nobody
+    # waits for them here). None: a restore of a format-1 lake, applied by its own process.
+    intents: tuple[str, ...] = ()
     foreign: bool = False
     # The intent's PUT was sent (it may exist even if the answer never came).
     intent_sent: bool = False
@@ -73,6 +74,11 @@ class Pending:
     #: Whether it has its result or error (:attr:`done` as a flag).
     finished: bool = field(default=False, init=False)
     _done: threading.Event | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def intent(self) -> str | None:
+        """The commit's first intent key (where it sorts among intents), if it has one."""
+        return self.intents[0] if self.intents else None
 
     @property
     def change(self) -> Change:

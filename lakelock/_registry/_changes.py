@@ -83,6 +83,7 @@ __all__ = [
     "Applied",
     "Change",
     "Fence",
+    "Group",
     "apply_change",
     "check_fits",
     "check_partition_by",
@@ -129,6 +130,17 @@ def new_commit_id(seconds: float, *, token: str) -> str:
 
 
 @dataclass(frozen=True)
+class Group:
+    """The commit an intent is one part of, when that commit spans datasets: one intent per
+    dataset, all carrying the same ``id`` (random: no other commit's intents carry it) and
+    the commit's ``datasets``. A fold applies them together or not at all (FORMAT.md rule
+    16)."""
+
+    id: str
+    datasets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Change:
     """One commit request. ``added_manifests`` maps a partition path to the prepared delta
     manifest holding exactly the files of ``add`` in that partition (see
@@ -169,6 +181,16 @@ class Change:
     # dataset's ``updated_version`` is still this (0: only while the dataset does not exist),
     # else it is refused (FORMAT.md rule 15). None: on whatever version is current.
     on_version: int | None = None
+    # A restore read from another process's intent names the snapshot of the version it
+    # makes current; the committer that applies it loads that version into ``restore``.
+    restore_from: str | None = None
+    # One part of an intent group (a commit spanning datasets, read from its intents).
+    group: Group | None = None
+
+    @property
+    def restoring(self) -> bool:
+        """Whether this is a restore (its version loaded or only named)."""
+        return self.restore is not None or self.restore_from is not None
 
 
 @dataclass(frozen=True)
@@ -242,7 +264,7 @@ def written_paths(change: Change) -> tuple[str, ...]:
     of every partition, or a change of the dataset alone (its schema, its properties); none
     for a dataset it only reads."""
     root = f"/{change.dataset}"
-    if change.restore is not None or "" in change.remove_partitions:
+    if change.restoring or "" in change.remove_partitions:
         return (root,)
     partitions = {f.partition_path for f in change.add} | set(change.remove_partitions)
     prefix = files_prefix(change.dataset)
@@ -845,6 +867,7 @@ def _fence_only(change: Change) -> bool:
         or change.schema is not None
         or change.partition_by is not None
         or change.properties is not None
+        or change.restoring
     )
 
 

@@ -4,9 +4,9 @@ takes everything queued as one batch for the commit core (:mod:`._core`), which 
 
 One commit (docs/ARCHITECTURE.md, "The commit core"; docs/FORMAT.md for the objects):
 
-1. *Prepare* (in the caller's thread, :meth:`Committer.prepare`): a one-dataset commit
-   becomes an intent; a commit spanning datasets gets plain delta manifests. Nothing is
-   written yet; an invalid change raises here.
+1. *Prepare* (in the caller's thread, :meth:`Committer.prepare`): a commit becomes its
+   intents (one per dataset it changes; a restore's names the version it makes current).
+   Nothing is written yet; an invalid change raises here.
 2. *Queue*: with group commit on, concurrent ``commit()`` calls of one :class:`Registry` wait
    for the one batch in flight; meanwhile each sends its intent, so other processes can fold
    it; whoever goes next takes everything queued as one batch.
@@ -68,7 +68,7 @@ class CommitQueue:
         """The intents of this process outside the batch in flight (queued, or being
         sent): a fold skips them (they go with the next batch) instead of reading them."""
         with self.lock:
-            return {p.intent for p in self.queue if p.intent is not None} | self.sending
+            return {key for p in self.queue for key in p.intents} | self.sending
 
     def has_queued(self) -> bool:
         """Whether a commit of this process waits for the batch in flight."""
@@ -82,8 +82,8 @@ class CommitQueue:
         else:
             with self.turn:
                 busy = self.committing and pending.intent is not None
-                if busy and pending.intent is not None:
-                    self.sending.add(pending.intent)
+                if busy:
+                    self.sending.update(pending.intents)
             if busy:
                 # A batch is in flight, so this commit waits for the next one anyway:
                 # create its intent now, and the next batch has only its snapshot and root
@@ -91,7 +91,7 @@ class CommitQueue:
                 self.driver.run(self.committer.send([pending]))
             with self.turn:
                 self.queue.append(pending)
-                self.sending.discard(pending.intent or "")
+                self.sending.difference_update(pending.intents)
             while True:
                 with self.turn:
                     while self.committing and not pending.done.is_set():

@@ -12,10 +12,16 @@ An intent is the commit's delta manifest with an ``intent`` section::
                 "partition_by": [...]|null, "schema_mode": "merge"|null,
                 "written_ms": 1795455928430?,  # its oldest file's write (server time, ms)
                 "properties": {...}|null,
-                "fence": {"name", "token", "read", "write"}|null}}
+                "fence": {"name", "token", "read", "write"}|null,
+                "restore": {"snapshot": "metastore/snapshots/...", "until": 1.7e9|null}?,
+                "group": {"id": "<32 hex>", "datasets": ["sales", "stock"]}?}}
 
 Keys sort by the time they were made, so a LIST returns the oldest first. The index refers to
-an applied intent as a manifest of its files, so applying one costs no extra object.
+an applied intent as a manifest of its files, so applying one costs no extra object. A commit
+spanning datasets is one intent per dataset (:func:`intent_group`), made at one moment with
+one random token, so their keys differ only in their digests and a LIST returns them side by
+side; each names the group, and a fold applies them all or none (FORMAT.md rule 16). A
+restore names the snapshot of the version it makes current.
 
 Everything here is pure: building an intent from a :class:`Change`, reading one back, and the
 watermark rule.
@@ -26,15 +32,15 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from lakelock._jsonfields import boolean_free_int, obj, seq, text
-from lakelock._layout import INTENT_PREFIX, intent_key, intent_ms
-from lakelock._registry._changes import Change, Fence, oldest_write
+from lakelock._layout import INTENT_PREFIX, SNAPSHOT_PREFIX, intent_key, intent_ms
+from lakelock._registry._changes import Change, Fence, Group, oldest_write
 from lakelock._registry._document import IntentFate, ManifestRef, decode_schema, encode_schema
 from lakelock._registry._manifest import Manifest, parse_manifest, partition_parts
 from lakelock._registry._tree import require_digest
@@ -44,10 +50,12 @@ __all__ = [
     "INTENT_PREFIX",
     "intent_digest",
     "intent_document",
+    "intent_group",
     "intent_ms",
     "is_intent",
     "parse_intent",
     "prune_fates",
+    "writable",
 ]
 
 
@@ -55,12 +63,32 @@ def is_intent(key: str) -> bool:
     return key.startswith(INTENT_PREFIX)
 
 
+def writable(change: Change) -> bool:
+    """Whether ``change`` can be written as an intent: anything but a restore whose version
+    is stored in no snapshot (a format-1 lake's, committed by its own process)."""
+    return change.restore is None or change.restore.snapshot is not None
+
+
+def intent_group(
+    changes: Sequence[Change], *, now_ms: int, token: str, group: str
+) -> list[tuple[str, bytes, dict[str, ManifestRef]]]:
+    """The intents of one commit: one for a one-dataset commit, else one per dataset, each
+    naming the group (``group``: its random id) and the commit's datasets, all made with
+    the same ``now_ms`` and ``token`` (their keys sort together)."""
+    if len(changes) == 1:
+        return [intent_document(changes[0], now_ms=now_ms, token=token)]
+    named = Group(group, tuple(c.dataset for c in changes))
+    return [intent_document(replace(c, group=named), now_ms=now_ms, token=token) for c in changes]
+
+
 def intent_document(
     change: Change, *, now_ms: int, token: str | None = None
 ) -> tuple[str, bytes, dict[str, ManifestRef]]:
-    """The intent of a one-dataset commit: its key, bytes and the manifest references of the
-    files it adds (per partition, pointing at the intent itself). ``token``: the key's 8 hex
-    digits of randomness (drawn here if not given)."""
+    """The intent of ``change``: its key, bytes and the manifest references of the files it
+    adds (per partition, pointing at the intent itself). ``token``: the key's 8 hex digits
+    of randomness (drawn here if not given)."""
+    if not writable(change):
+        raise ValueError("a restore of a version stored in no snapshot writes no intent")
     files = tuple(sorted(change.add, key=lambda f: f.key))
     paths = {f.partition_path for f in files}
     fence = change.fence
@@ -98,6 +126,12 @@ def intent_document(
                     if fence is not None
                     else None
                 ),
+                **_restore_section(change),
+                **(
+                    {"group": {"id": change.group.id, "datasets": list(change.group.datasets)}}
+                    if change.group is not None
+                    else {}
+                ),
             },
         },
         option=orjson.OPT_SORT_KEYS,
@@ -116,6 +150,15 @@ def intent_document(
             part=parts.get(path),
         )
     return key, body, refs
+
+
+def _restore_section(change: Change) -> dict[str, Any]:
+    """A restore's part of its intent: the snapshot of the version it makes current, and
+    when that version leaves the retention (rule 9; ``None``: it is the current one)."""
+    snapshot = change.restore.snapshot if change.restore is not None else change.restore_from
+    if snapshot is None:
+        return {}
+    return {"restore": {"snapshot": snapshot, "until": change.restore_until}}
 
 
 def intent_digest(key: str) -> str:
@@ -190,6 +233,8 @@ def parse_intent(key: str, body: bytes, *, bucket: str | None = None) -> tuple[C
             ),
             existing_files=section.get("existing_files") is True,
             on_version=_on_version(section),
+            **_restore_of(section),
+            group=_group(section, manifest.dataset),
         )
     except RegistryCorruptError:
         raise
@@ -220,6 +265,34 @@ def prune_fates(
     recent = {id(f) for f in ordered[-keep:]}
     recent |= {id(f) for f in [f for f in ordered if f.state != "applied"][-keep:]}
     return tuple(f for f in ordered if f.key > watermark or id(f) in recent)
+
+
+def _restore_of(section: Mapping[str, Any]) -> dict[str, Any]:
+    """A restore intent's snapshot and retention end (``restore_from``, ``restore_until``)."""
+    if "restore" not in section:
+        return {}
+    restore = obj(section["restore"], "restore")
+    snapshot = text(restore["snapshot"], "restore snapshot")
+    if not snapshot.startswith(SNAPSHOT_PREFIX):
+        raise ValueError(f"restore snapshot {snapshot!r} is not a snapshot key")
+    until = restore["until"]
+    if until is not None and (isinstance(until, bool) or not isinstance(until, int | float)):
+        raise ValueError(f"restore until {until!r} is not a time")
+    return {
+        "restore_from": snapshot,
+        "restore_until": float(until) if until is not None else None,
+    }
+
+
+def _group(section: Mapping[str, Any], dataset: str) -> Group | None:
+    """The group an intent is one part of (``None``: a one-dataset commit)."""
+    if "group" not in section:
+        return None
+    raw = obj(section["group"], "group")
+    datasets = tuple(text(d, "group dataset") for d in seq(raw["datasets"], "group datasets"))
+    if dataset not in datasets or len(set(datasets)) != len(datasets) or len(datasets) < 2:
+        raise ValueError(f"group {list(datasets)} does not name {dataset!r} once among others")
+    return Group(text(raw["id"], "group id"), datasets)
 
 
 def _on_version(section: Mapping[str, Any]) -> int | None:

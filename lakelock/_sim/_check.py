@@ -97,6 +97,9 @@ class View:
     datasets: dict[str, list[DatasetVersion]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     expired: list[Expired] = field(default_factory=list)
+    #: Per root version, the commit ids it applied, in the order its swap applied them
+    #: (the root's window of commits): where a commit sits among those of other datasets.
+    applied_order: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -368,25 +368,20 @@ def _replay(
     """Each dataset's recorded commits replayed in version order on the model; each version
     compared with it."""
     problems = []
-    # Fence-only changes (a copy's source), at the version their commit made elsewhere.
-    extra: dict[str, list[tuple[int, Change]]] = {}
-    for call, where in applied.own.items():
-        versions_of = [v for vs in where.values() for v in vs]
-        for part in invocations[call].changes:
-            if part.fence is not None and fence_only(part) and versions_of:
-                extra.setdefault(part.dataset, []).append((min(versions_of), part))
-    for found in extra.values():
-        found.sort(key=lambda item: item[0])
+    extra = _fence_only_parts(invocations, view, applied)
     for name, versions in view.datasets.items():
         state = _State()
         history: list[tuple[int, _State]] = []
         pending = list(extra.get(name, ()))
         listed_twice: set[str] = set()
         for v in versions:
-            while pending and pending[0][0] <= v.version:
-                fences.stale(pending.pop(0)[1])
+            while pending and pending[0][0] < v.version:
+                fences.stale(pending.pop(0)[2])
             records = v.commits or tuple((cid, None, None) for cid in v.commit_ids)
             for position, (commit_id, _, _) in enumerate(records):
+                place = _applied_place(view, v.version, commit_id)
+                while pending and pending[0][:2] < (v.version, place):
+                    fences.stale(pending.pop(0)[2])
                 n = applied.at.get((name, v.version, position))
                 if n is None:
                     continue  # reported: nobody made it
@@ -425,15 +420,44 @@ def _replay(
                     f"twice), e.g. {v.twice[0]!r}"
                 )
             listed_twice = set(v.twice)  # reported once, where it begins
+            while pending and pending[0][0] == v.version:
+                fences.stale(pending.pop(0)[2])
             history.append((v.version, state))
             state = _State(dict(state.files), dict(state.properties), dict(state.columns))
-        for _, change in pending:
+        for _, _, change in pending:
             fences.stale(change)
     for name, changes in extra.items():
         if name not in view.datasets:
-            for _, change in changes:
+            for _, _, change in changes:
                 fences.stale(change)
     return problems
+
+
+def _fence_only_parts(
+    invocations: Sequence[Invocation], view: View, applied: _Applied
+) -> dict[str, list[tuple[int, int, Change]]]:
+    """Fence-only changes (a copy's source), by dataset, at the version their commit made
+    elsewhere and, within it, where the root's swap applied that commit among the others: a
+    batch may apply a commit of the source dataset before it (a folded commit spanning
+    datasets)."""
+    extra: dict[str, list[tuple[int, int, Change]]] = {}
+    for call, where in applied.own.items():
+        versions_of = [v for vs in where.values() for v in vs]
+        for part in invocations[call].changes:
+            if part.fence is not None and fence_only(part) and versions_of:
+                version = min(versions_of)
+                place = _applied_place(view, version, invocations[call].id)
+                extra.setdefault(part.dataset, []).append((version, place, part))
+    for found in extra.values():
+        found.sort(key=lambda item: item[:2])
+    return extra
+
+
+def _applied_place(view: View, version: int, commit_id: str) -> int:
+    """Where the swap that made ``version`` applied ``commit_id`` among its commits (0: not
+    known, as first)."""
+    order = view.applied_order.get(version, ())
+    return order.index(commit_id) if commit_id in order else 0
 
 
 def _replayed(

@@ -358,7 +358,11 @@ class CoreProtocol(SimProtocol):
         view = View()
         for at, body in store.history.get(REGISTRY_KEY, []):
             root = orjson.loads(body)
-            view.root_versions.append(int(root["version"]))
+            version = int(root["version"])
+            view.root_versions.append(version)
+            view.applied_order[version] = tuple(
+                c["id"] for c in root.get("commits") or () if c.get("version") == version
+            )
             view.expired += _expired(root, at, store.created)
         current = store.objects.get(REGISTRY_KEY)
         if current is None:

@@ -58,7 +58,7 @@ from lakelock._registry._document import (
     serialize_registry,
     with_datasets,
 )
-from lakelock._registry._intents import INTENT_PREFIX, intent_document
+from lakelock._registry._intents import INTENT_PREFIX, intent_group, writable
 from lakelock._registry._manifest import parse_manifest
 from lakelock._registry._objects import Objects, missing_object
 from lakelock._registry._settings import LakeSettings, configured, explicit_settings, lake_settings
@@ -237,23 +237,30 @@ class Committer:
     # -- preparing (pure) -------------------------------------------------------------------
 
     def prepare(self, changes: Sequence[Change], *, now: float) -> Pending:
-        """A commit ready to run: a one-dataset change becomes an intent any process can
-        fold; changes spanning datasets (and restores) get plain delta manifests. Nothing is
-        written yet. Invalid changes raise their typed error here."""
+        """A commit ready to run: its intents, which any process can fold (one per dataset:
+        a commit spanning datasets is a group, applied whole: FORMAT.md rule 16). Only a
+        restore of a version no snapshot stores (a format-1 lake's) gets plain delta
+        manifests instead, applied by this process alone. Nothing is written yet. Invalid
+        changes raise their typed error here."""
         checked = [validate_change(change) for change in changes]
         chosen = not checked[0].generated_id  # the caller chose the id: see Pending.check_index
         if self.hints.finished_at is not None:
             self.hints.learn_pause(now - self.hints.finished_at)
             self.hints.finished_at = None
-        if len(checked) == 1 and checked[0].restore is None:
+        if all(map(writable, checked)):
             token = f"{self.rng.getrandbits(32):08x}"
-            key, body, refs = intent_document(checked[0], now_ms=int(now * 1000), token=token)
-            self.objects.remember(key, parse_manifest(body, key=key))
+            group = f"{self.rng.getrandbits(128):032x}" if len(checked) > 1 else ""
+            made = intent_group(checked, now_ms=int(now * 1000), token=token, group=group)
+            prepared, writes = [], []
+            for change, (key, body, refs) in zip(checked, made, strict=True):
+                self.objects.remember(key, parse_manifest(body, key=key))
+                prepared.append(replace(change, added_manifests=MappingProxyType(refs)))
+                writes.append((key, body))
             return Pending(
-                (replace(checked[0], added_manifests=MappingProxyType(refs)),),
+                tuple(prepared),
                 check_index=chosen,
-                unwritten=[(key, body)],
-                intent=key,
+                unwritten=writes,
+                intents=tuple(sorted(key for key, _ in writes)),
             )
         unwritten: list[tuple[str, bytes]] = []
         prepared = []
@@ -392,6 +399,10 @@ class Committer:
                 floor=self.settings.vacuum_floor,
             )
         )
+        for _, done in applied:
+            # A later batch of ours reads a manifest consolidated here from the cache.
+            for key, manifest in done.manifests:
+                self.objects.remember(key, manifest)
         made = {id(change) for change, _ in applied}
         for n, p in enumerate(batch):
             p.rejected = rejected.get(n)
@@ -443,7 +454,7 @@ class Committer:
             # with new objects; the next attempt refuses a commit whose files are too old.
             raise Retry
         stale = _decide.too_old_to_apply(
-            [p.intent for p in own if p.rejected is None and p.intent is not None],
+            [key for p in own if p.rejected is None for key in p.intents],
             watermark=doc.watermark,
             now=self._now,
             ttl=self.intent_ttl,
@@ -746,33 +757,87 @@ class Committer:
             else:
                 readable.append(o)
         loaded = yield from self._read_intents(readable)
+        found: list[tuple[str, Change]] = []
         for o in readable:
-            found = loaded[o.key]
-            if isinstance(found, str):
-                fold.fates.append(IntentFate(o.key, "rejected", doc.version + 1, seconds, found))
-                continue
-            version = yield from self._need(
-                functools.partial(_decide.recorded_version, doc, found, self.objects)
-            )
+            got = loaded[o.key]
+            if isinstance(got, str):
+                fold.fates.append(IntentFate(o.key, "rejected", doc.version + 1, seconds, got))
+            else:
+                found.append((o.key, got))
+        # A commit spanning datasets is applied whole, once all its intents were read (rule
+        # 16); a restore, once the version it makes current is loaded.
+        units = _decide.whole_groups(found)
+        yield from self._load_restored(units, seconds)
+        for keys, changes in units:
+            version = yield from self._recorded(doc, changes)
             if isinstance(version, CommitIdReusedError):  # its id names another change
-                fold.fates.append(
+                fold.fates.extend(
                     IntentFate(
-                        o.key,
+                        key,
                         "rejected",
                         doc.version + 1,
                         seconds,
                         str(version),
                         _decide.error_kind(version),
                     )
+                    for key in keys
                 )
                 continue
             if version is not None:  # applied already, through another intent of its id
-                fold.fates.append(IntentFate(o.key, "applied", version, seconds))
+                fold.fates.extend(IntentFate(key, "applied", version, seconds) for key in keys)
                 continue
-            fold.pending.append(Pending((found,), intent=o.key, foreign=True))
+            restored = tuple(
+                replace(c, restore=self.objects.state(c.restore_from))
+                if c.restore_from is not None and self.objects.has_all((c.restore_from,))
+                else c
+                for c in changes
+            )
+            fold.pending.append(Pending(restored, intents=keys, foreign=True))
+
+    def _recorded(self, doc: RegistryDoc, changes: Sequence[Change]) -> Steps:
+        """Rule 3 for one commit of another process: the version its commit id was applied
+        at, or the error if the id is recorded for another change (``None``: neither)."""
+        for change in changes:
+            version = yield from self._need(
+                functools.partial(_decide.recorded_version, doc, change, self.objects)
+            )
+            if version is not None:
+                return version
+        return None
+
+    def _load_restored(
+        self, units: Sequence[tuple[tuple[str, ...], tuple[Change, ...]]], seconds: float
+    ) -> Steps:
+        """The snapshots other processes' restores make current, read into the cache (in
+        parallel, once each). One gone or unreadable is left out: the batch refuses that
+        restore. So is one too close to leaving the retention (rule 9 refuses it anyway,
+        and vacuum may be deleting it)."""
+        margin = self.restore_lead / 2
+        wanted = sorted(
+            {
+                c.restore_from
+                for _, changes in units
+                for c in changes
+                if c.restore_from is not None
+                and _decide.restore_too_late((c,), now=seconds, margin=margin) is None
+            }
+        )
+        fetch = [key for key in wanted if not self.objects.has_all((key,))]
+        if not fetch:
+            return
+        answers = yield Parallel(tuple(Get(key) for key in fetch))
+        for key, answer in zip(fetch, answers, strict=True):
+            if isinstance(answer, NotFoundError):
+                continue
+            if isinstance(answer, TRANSIENT):
+                raise Retry from answer
+            if isinstance(answer, BaseException):
+                raise answer
+            with contextlib.suppress(RegistryCorruptError):
+                self.objects.load(key, answer.body)
 
     def _own(self, state: Batch) -> set[str]:
-        return {p.intent for p in state.pending if p.intent is not None} | self.own()
+        return {key for p in state.pending for key in p.intents} | self.own()
 
     def _next_listing(self, doc: RegistryDoc) -> List:
         """The first LIST of a fold from ``doc``, as :meth:`_fold` makes it (a read made
@@ -1169,8 +1234,9 @@ def _updated(doc: RegistryDoc) -> float | None:
 
 
 def _newest_decided(doc: RegistryDoc) -> str:
-    """The newest intent the last swap decided; if it decided none (a commit spanning
-    datasets, a rename), the newest whose fate the root records; else the watermark."""
+    """The newest intent the last swap decided; if it decided none (one that only
+    cancelled, or changed the lake's settings), the newest whose fate the root records;
+    else the watermark."""
     last = max((f.key for f in doc.fates if f.version == doc.version), default="")
     return last or max((f.key for f in doc.fates), default="") or doc.watermark
 

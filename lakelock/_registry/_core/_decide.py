@@ -2,12 +2,12 @@
 
 Each rule of docs/FORMAT.md's binding section ("Intents: the rules") is a function here, or a
 few (listed below; rule 6 is :mod:`.._intents`'s, rule 8 vacuum's); nothing here reads a clock,
-draws a random number (nonces are handed in), or performs I/O. One thing is not pure:
-:func:`applied_batch` puts the manifests a batch consolidates into the ``Objects`` cache, so a
-later commit of the batch finds them before they exist on S3. Objects it needs (snapshots,
-index nodes, manifests) come from the :class:`~lakelock._registry._objects.Objects` cache; a
-miss raises :class:`~lakelock._registry._objects.Missing` and the core fetches it and asks
-again, so each function here is safe to call twice.
+draws a random number (nonces are handed in), performs I/O, or changes what it is handed.
+Objects it needs (snapshots, index nodes, manifests) are read from the
+:class:`~lakelock._registry._objects.Objects` cache, never put there (a manifest a batch
+consolidates is handed to the batch's later commits by :func:`applied_batch` itself, and
+cached by the committer); a miss raises :class:`~lakelock._registry._objects.Missing` and
+the core fetches it and asks again, so each function here is safe to call twice.
 
 The rules:
 
@@ -44,13 +44,16 @@ The rules:
     answer, only a root that moved past the swap's base proves the commit absent.
 14. **A data file is registered at most once** (:func:`registered_twice`).
 15. **A commit planned on a version applies on it** (:func:`moved_since`).
+16. **A commit spanning datasets applies whole** (:func:`whole_groups`): a fold applies the
+    intents of one commit together, having read every one, or none of them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from lakelock._layout import intent_ms
@@ -67,6 +70,7 @@ from lakelock._registry._changes import (
 )
 from lakelock._registry._document import CommitRecord, IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
+from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Missing, Objects
 from lakelock._s3 import ListedObject
 from lakelock.errors import (
@@ -102,6 +106,7 @@ __all__ = [
     "settle",
     "swap_may_land",
     "too_old_to_reference",
+    "whole_groups",
     "written_by",
 ]
 
@@ -130,7 +135,9 @@ def settle(
     another process, its fate pruned; not there: a fold passed it over, still ours)."""
     found: list[Settled] = []
     for p in pending:
-        fate = doc.fate(p.intent) if p.intent is not None else None
+        # The intents of one commit are decided together, in one swap: any one's fate is
+        # the commit's (the root may keep some of them and have pruned the rest).
+        fate = next((f for key in p.intents if (f := doc.fate(key)) is not None), None)
         if fate is not None and fate.state == "applied":
             found.append(Settled(p, version=fate.version))
             continue
@@ -358,6 +365,9 @@ def applied_batch(
     current = doc
     seen: dict[str, tuple[Change, ...]] = {}
     missing: list[str] = []
+    # Manifests this batch consolidated: they exist nowhere until its swap, and a later
+    # commit of the batch on the same partition reads them from here.
+    made: dict[str, Manifest] = {}
     for n, p in enumerate(pending):
         twin = seen.get(p.change.commit_id)
         if twin is not None:
@@ -369,26 +379,22 @@ def applied_batch(
             continue
         candidate = current
         results: list[tuple[Change, Applied]] = []
-        late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
-        if late is not None:
-            rejected[n] = CommitConflictError(
-                f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id
-            )
-            continue
-        old = too_old_to_reference(written_by(p.changes), server_now=server_now, floor=floor)
-        if old is not None:
-            rejected[n] = too_old(p, *old, floor)
+        refused = _refused_at(
+            p, seconds=seconds, restore_margin=restore_margin, server_now=server_now, floor=floor
+        )
+        if refused is not None:
+            rejected[n] = refused
             continue
         try:
             for change in p.changes:
                 moved = moved_since(candidate, change)
                 if moved is not None:
                     raise moved
-                twice = registered_twice(candidate, change, objects)
+                twice = registered_twice(candidate, change, objects, made=made)
                 if twice is not None:
                     raise twice
                 needed, most = manifests_needed(candidate, change), MAX_MANIFESTS_PER_PARTITION
-                if needed and not objects.has_all(needed):
+                if needed and not objects.has_all(needed - made.keys()):
                     # Consolidating would read manifests we do not hold: only a partition
                     # past the hard bound (or losing files) needs it now.
                     most = HARD_MAX_MANIFESTS_PER_PARTITION
@@ -396,7 +402,7 @@ def applied_batch(
                 result = apply_change(
                     candidate,
                     change,
-                    manifests=objects.manifests(needed),
+                    manifests=_manifests(objects, needed, made),
                     now=now,
                     next_version=doc.version + 1,
                     max_manifests=most,
@@ -414,10 +420,7 @@ def applied_batch(
             missing.extend(miss.keys)
             continue
         for _, done in results:
-            # Manifests this batch wrote (consolidations): a later commit of the batch on the
-            # same partition reads them from the cache — they do not exist until the swap.
-            for key, manifest in done.manifests:
-                objects.remember(key, manifest)
+            made.update(done.manifests)
         applied.extend(results)
         seen[p.change.commit_id] = p.changes
         current = candidate
@@ -426,15 +429,55 @@ def applied_batch(
     return current, applied, rejected
 
 
+def _refused_at(
+    p: Pending, *, seconds: float, restore_margin: float, server_now: float | None, floor: float
+) -> CommitError | None:
+    """Why ``p`` is refused whatever the document: a restore too close to its version
+    leaving the retention (rule 9) or whose version could not be read, a file too old for
+    the vacuum floor (rule 10)."""
+    late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
+    if late is not None:
+        return CommitConflictError(
+            f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id
+        )
+    old = too_old_to_reference(written_by(p.changes), server_now=server_now, floor=floor)
+    if old is not None:
+        return too_old(p, *old, floor)
+    if any(c.restore_from is not None and c.restore is None for c in p.changes):
+        # A restore of another process whose version the folder could not read (vacuumed:
+        # it had left the retention long ago): there is nothing to make current.
+        return CommitConflictError(
+            "restore refused: the version it restores could not be read",
+            dataset=p.change.dataset,
+            commit_id=p.change.commit_id,
+        )
+    return None
+
+
+def _manifests(
+    objects: Objects, keys: Iterable[str], made: Mapping[str, Manifest]
+) -> dict[str, Manifest]:
+    """The manifests at ``keys``: those the batch consolidated so far (``made``: not on S3
+    until its swap), the rest from the cache (:class:`Missing` until cached)."""
+    wanted = set(keys)
+    held = {k: made[k] for k in wanted if k in made}
+    return {**objects.manifests(wanted - held.keys()), **held} if len(held) < len(wanted) else held
+
+
 def registered_twice(
-    doc: RegistryDoc, change: Change, objects: Objects
+    doc: RegistryDoc,
+    change: Change,
+    objects: Objects,
+    *,
+    made: Mapping[str, Manifest] = MappingProxyType({}),
 ) -> FileAlreadyRegisteredError | None:
     """Rule 14: a data file (its key: keys are write-once) is live in a dataset at most
     once. ``change`` adds files that existed before it (``existing_files``: a
     ``registry.commit``, perhaps retried without a commit id after an unknown outcome whose
     first attempt landed): the error refusing it if one of them is live in ``doc`` already
     — whether an earlier version or an earlier commit of this batch registered it. Reads
-    the manifests of the partitions the files join (:class:`Missing` until cached)."""
+    the manifests of the partitions the files join (``made``: those the batch consolidated
+    so far; the rest :class:`Missing` until cached)."""
     state = doc.datasets.get(change.dataset)
     if not change.existing_files or not change.add or state is None:
         return None
@@ -446,7 +489,7 @@ def registered_twice(
         for path in wanted
         if (partition := state.partitions.get(path)) is not None
     }
-    manifests = objects.manifests(ref.key for held in refs.values() for ref in held)
+    manifests = _manifests(objects, (ref.key for held in refs.values() for ref in held), made)
     live = sorted(
         f.key
         for path, held in refs.items()
@@ -547,17 +590,16 @@ def fates_of(
     """Rule 1: the fate of every intent a batch attempted — ``applied`` at ``version`` (the
     swap that records this is the one that applies it), or ``rejected`` with the reason."""
     ids = {change.commit_id for change, _ in applied}
-    fates = []
+    fates: list[IntentFate] = []
     for n, p in enumerate(pending):
-        if p.intent is None:
-            continue
         if n in rejected:
             error = rejected[n]
-            fates.append(
-                IntentFate(p.intent, "rejected", version, seconds, str(error), error_kind(error))
+            kind = error_kind(error)
+            fates.extend(
+                IntentFate(key, "rejected", version, seconds, str(error), kind) for key in p.intents
             )
         elif p.change.commit_id in ids:
-            fates.append(IntentFate(p.intent, "applied", version, seconds))
+            fates.extend(IntentFate(key, "applied", version, seconds) for key in p.intents)
     return fates
 
 
@@ -611,6 +653,40 @@ def fate_error(fate: IntentFate, change: Change) -> CommitError:
         return plain
 
 
+def whole_groups(
+    found: Sequence[tuple[str, Change]],
+) -> list[tuple[tuple[str, ...], tuple[Change, ...]]]:
+    """Rule 16: the commits that ``found`` (other processes' intents read by one fold, in
+    key order) stand for, each as its intent keys and changes, oldest first: an intent of a
+    one-dataset commit alone; the intents of a commit spanning datasets (a group) together,
+    in the order of the datasets it names, once this fold read one for every dataset. A
+    group read in part is left pending: the PUTs of the rest may still be landing (or its
+    writer died before it sent them all, and nobody applies any of it); a later fold, or its
+    writer, applies it whole. Intents that claim one group but disagree (another commit id,
+    other datasets, a dataset twice) are no commit lakelock wrote: none is applied."""
+    units: list[tuple[tuple[str, ...], tuple[Change, ...]]] = []
+    groups: dict[str, list[tuple[str, Change]]] = {}
+    for key, change in found:
+        if change.group is None:
+            units.append(((key,), (change,)))
+        else:
+            groups.setdefault(change.group.id, []).append((key, change))
+    for parts in groups.values():
+        first = parts[0][1]
+        assert first.group is not None
+        by_dataset = {change.dataset: (key, change) for key, change in parts}
+        if (
+            len(by_dataset) != len(parts)
+            or set(by_dataset) != set(first.group.datasets)
+            or any(c.group != first.group or c.commit_id != first.commit_id for _, c in parts)
+        ):
+            continue
+        ordered = [by_dataset[name] for name in first.group.datasets]
+        units.append((tuple(sorted(k for k, _ in ordered)), tuple(c for _, c in ordered)))
+    units.sort(key=lambda unit: unit[0][0])
+    return units
+
+
 def above_watermark(listed: Iterable[ListedObject], watermark: str) -> list[ListedObject]:
     """Rule 5: folders fold only intents above the watermark. A LIST after it returns only
     those on S3, but a store that ignores ``StartAfter`` returns older ones too (S3 Express
@@ -644,9 +720,9 @@ def cancelled(
     gave up); it must land by compare-and-swap before any caller hears it failed."""
     version = doc.version + 1
     fates = [
-        IntentFate(p.intent, "cancelled", version, seconds, "its committer gave up")
+        IntentFate(key, "cancelled", version, seconds, "its committer gave up")
         for p in pending
-        if p.intent is not None
+        for key in p.intents
     ]
     return replace(
         doc,

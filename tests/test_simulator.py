@@ -70,6 +70,7 @@ from lakelock._sim import (
     profile,
     simulate,
 )
+from lakelock._sim import _run as sim_run
 from lakelock._sim._protocols import _Reader
 from lakelock._sim._run import GC_THRESHOLDS
 from lakelock._sim._workload import KINDS
@@ -1801,3 +1802,43 @@ def test_a_restarted_writer_that_gives_up_unread_is_checked_as_a_restart() -> No
     )
     result = simulate(config)
     assert result.violations == []
+
+
+#: The slow sweep's seed of a restarted run registering what its killed run wrote.
+REREGISTERED = SimConfig(
+    writers=2,
+    seconds=1.0,
+    store="fixed:10",
+    seed=12318,
+    faults=Faults(rate=0.06, kills=2),
+    vacuums=1,
+)
+
+
+def test_a_restarted_run_registering_its_killed_runs_file_is_held_to_the_vacuum_floor() -> None:
+    """Found by the slow sweep (seed 12318): a writer is killed as its data file's PUT lands;
+    its restart finds the file written and registers it, as ``registry.commit`` of files
+    written earlier does, half a second (half vacuum's window) later. The file carried no
+    write time, so rule 10 did not check it: the commit landed after vacuum had deleted it
+    as an orphan, and the version referenced a missing file. Now the file's write time is
+    looked up (its ``LastModified``) and the commit is refused as too old."""
+    result = simulate(REREGISTERED)
+    assert result.violations == []
+    (refused,) = [i for i in result.invocations if i.op == "overwrite" and i.outcome == "fail"]
+    assert str(refused.error).startswith("ObjectTooOldError")
+
+
+def test_write_times_switched_off_commit_what_vacuum_deleted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seed 12318 without the write times of files registered from elsewhere (the
+    simulator's stand-in for ``registry.commit``'s lookup, switched off): the checker reports
+    the version that references the file vacuum deleted."""
+
+    def unlooked(changes: Any, **_: Any) -> Steps:
+        return list(changes)
+        yield  # a generator
+
+    monkeypatch.setattr(sim_run, "with_write_times", unlooked)
+    violations = simulate(REREGISTERED).violations
+    assert any("committed after vacuum deleted it" in v for v in violations), violations

@@ -2,15 +2,16 @@
 
 A file lakelock writes knows when the server wrote it (``DataFile.written_at``: the ``Date``
 of its PUT's answer less the PUT's duration), and rule 10 holds its commit to the lake's
-vacuum floor by it. A file written before its commit and registered with
-``registry.commit`` (by an engine, another process, a run that was killed and re-run, or
-read back from the registry) comes without one, and vacuum deletes such a file, while no
-version references it, once it is older than its window. So before such a commit is
-prepared each of these files is looked up in the store: its ``LastModified`` (the server's
-clock, truncated to the second, which only makes the file look older) becomes its write
-time, and rule 10 refuses the commit if that is too old (``ObjectTooOldError``). A file that
-is not there refuses it before anything is written (``NotFoundError``): vacuum may have
-deleted it, or it was never written, and a version referencing it would be damaged.
+vacuum floor by it. A file written by another process and registered with
+``registry.commit`` (by an engine, by Spark's executors, whose files reach the driver as
+JSON, by a run that was killed and re-run, or read back from the registry) comes without
+one, and vacuum deletes such a file, while no version references it, once it is older
+than its window. So before such a commit is prepared each of these files is looked up in
+the store: its ``LastModified`` (the server's clock, truncated to the second, which only
+makes the file look older) becomes its write time, and rule 10 refuses the commit if that
+is too old (``ObjectTooOldError``). A file that is not there refuses it before anything is
+written (``NotFoundError``): vacuum may have deleted it, or it was never written, and a
+version referencing it would be damaged.
 
 One listing of the key itself per file (a key sorts before every longer key it begins),
 sent together; the store layer retries them as it retries every read.
@@ -29,13 +30,8 @@ __all__ = ["unknown_writes", "with_write_times"]
 
 
 def unknown_writes(changes: Sequence[Change]) -> list[str]:
-    """The keys of the files ``changes`` register from elsewhere (``existing_files``)
-    without a write time, each once, in order."""
-    return list(
-        dict.fromkeys(
-            f.key for c in changes if c.existing_files for f in c.add if f.written_at is None
-        )
-    )
+    """The keys of the files ``changes`` add without a write time, each once, in order."""
+    return list(dict.fromkeys(f.key for c in changes for f in c.add if f.written_at is None))
 
 
 def with_write_times(changes: Sequence[Change], *, bucket: str) -> Steps:

@@ -114,6 +114,40 @@ def test_a_rerun_with_other_rows_beside_its_crashed_runs_intent_is_refused(lake:
     assert ids(again, "c") == [0, 1, 2, 3, 5, 6]
 
 
+def test_a_rerun_whose_crashed_runs_intent_is_applied_while_it_waits_commits_once(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A pipeline re-runs a crashed commit under its commit id with the same rows (new
+    files, the same digest). Its process looks the id up (not recorded) and is then held
+    (its intent's PUT stalled at the endpoint) while another process folds the crashed
+    run's intent in and more commits than the idempotency window follow. Before, the
+    re-run, having looked the id up once, applied its own intent as well: its rows were
+    committed twice. Now it looks again once the root's window no longer covers every
+    version since it last looked, and hears ``already_committed`` at the crashed run's
+    version."""
+    digest = change_digest({"rows": "the same"})
+    registry(store, commit_window=3).commit("c", add=[datafile("c", "", "before")])
+    rerun = registry(store, commit_window=3, clock=lambda: time.time() + 3600)
+    again = Change("c", "job-7", add=(datafile("c", "", "again"),), operation="append")
+    s3.inject("stall", operation="PutObject", prefix="metastore/intents/", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(rerun.commit_changes, [replace(again, digest=digest)])
+        wait_until(lambda: s3.stalled() == 1)
+        crashed = Change("c", "job-7", add=(datafile("c", "", "first"),), operation="append")
+        plant_intent(store, replace(crashed, digest=digest))
+        other = registry(store, commit_window=3)
+        for n in range(5):
+            other.commit("c", add=[datafile("c", "", f"other-{n}")])
+        first = other.find_commit("job-7")
+        assert first is not None
+        s3.release_stalls()
+        result = waiting.result(timeout=60)
+    assert (result.already_committed, result.version) == (True, first)
+    names = [f.name for f in registry(store).files("c")]
+    assert "first" in names
+    assert "again" not in names
+
+
 def two_commits_in_one_batch(s3: S3Endpoint, lake: Lake, *commits: Any) -> list[Any]:
     """Each of ``commits`` run in a thread of its own while an earlier commit of the same
     ``Lake`` holds the batch in flight (its swap held at the endpoint): they queue, and the

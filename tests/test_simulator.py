@@ -1842,3 +1842,14 @@ def test_write_times_switched_off_commit_what_vacuum_deleted(
     monkeypatch.setattr(sim_run, "with_write_times", unlooked)
     violations = simulate(REREGISTERED).violations
     assert any("committed after vacuum deleted it" in v for v in violations), violations
+
+
+def test_a_rerun_looks_its_id_up_again_once_the_window_has_moved_past() -> None:
+    """Found by the slow sweep (seed 12773, a window of 8 commits, a store that ignores
+    StartAfter): a writer killed after sending its intent restarts and re-runs the commit
+    under its id; its process looks the id up (not recorded yet), then stalls. A fold
+    applies the killed run's intent, and more than the window's commits follow before the
+    restarted writer comes back and applies its own intent: the change was applied twice.
+    Now a caller-chosen id is looked up in the commit-id index again whenever the root's
+    window no longer covers every version since the last look."""
+    assert simulate(sweep_config(12773)).violations == []

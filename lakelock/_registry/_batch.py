@@ -51,8 +51,11 @@ class Pending:
 
     changes: tuple[Change, ...]
     # The caller chose the commit id: it may be a re-run of a commit older than the root's
-    # window, so the datasets' commit-id indexes are checked once.
+    # window, so the datasets' commit-id indexes are checked, and checked again once the
+    # root's window no longer covers every version since (``indexed``: the root version
+    # they were last checked at).
     check_index: bool = False
+    indexed: int | None = None
     # Delta manifests not created yet (the first attempt that gets to the PUTs creates them).
     unwritten: list[tuple[str, bytes]] = field(default_factory=list)
     # The commit's intent key (a one-dataset commit: other processes may fold it in), and

@@ -46,6 +46,8 @@ from lakelock._registry._core._requests import (
 from lakelock._registry._document import REGISTRY_KEY, IntentFate
 from lakelock._registry._objects import Missing
 from lakelock._registry._snapshot import SnapshotCommit
+from lakelock._s3 import _resolve as sim_resolve
+from lakelock._s3._types import PutResult
 from lakelock._sim import (
     EPOCH,
     EXPIRY_SLACK,
@@ -1077,30 +1079,30 @@ PINNED_CORE = (
 PINNED_TOY = (
     "--writers 6 --seconds 3 --store s3-standard --seed 5 --protocol toy --faults 0.1 --readers 2",
     {
-        "areas": {"GetObject root": 6.083, "PutObject datasets": 1.667, "PutObject root": 5.417},
+        "areas": {"GetObject root": 2.579, "PutObject datasets": 1.368, "PutObject root": 2.368},
         "bound_cas": 15.0,
         "bound_commits_per_second": 15.0,
         "bound_latency": 100.0,
-        "bytes_per_commit": 8434.833,
-        "commits": 6,
+        "bytes_per_commit": 4636.737,
+        "commits": 13,
         "commits_per_cas": 1.0,
-        "commits_per_second": 2.0,
+        "commits_per_second": 4.333,
         "failed": 0,
-        "faults_injected": 20,
+        "faults_injected": 13,
         "gave_up": 0,
         "killed": 0,
         "largest_fold": 1,
         "makespan": 3.0,
-        "p50_ms": 256.968,
-        "p99_ms": 2131.618,
-        "requests": {"reader:GetObject": 19, "writer:GetObject": 73, "writer:PutObject": 85},
-        "requests_per_commit": 13.167,
-        "root_swaps": 12,
+        "p50_ms": 239.184,
+        "p99_ms": 2557.126,
+        "requests": {"reader:GetObject": 19, "writer:GetObject": 49, "writer:PutObject": 71},
+        "requests_per_commit": 6.316,
+        "root_swaps": 19,
         "seconds": 3.0,
         "seed": 5,
         "store": "s3-standard",
-        "throttled": 4,
-        "trace": "a09950d1c9cb1238",
+        "throttled": 12,
+        "trace": "d90e759c86058dfb",
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
@@ -1497,6 +1499,45 @@ def test_a_promise_switched_off_is_caught_by_a_seed_of_the_sweep(
     monkeypatch.setattr(_decide, name, broken)
     result = simulate(sweep_config(seed))
     assert any(violation in v for v in result.violations), result.violations[:5]
+
+
+def test_the_sdks_retry_answered_409_switched_off_is_caught_by_a_seed_of_the_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rule 13's store half (``_s3/_resolve.may_still_land``): a root swap timed out at the
+    client is sent again by the SDK and meets the first attempt still in flight at S3,
+    answered 409. Switched off, the 409 reaches the core as a plain conflict (not applied):
+    in the quiet-lake seed 97 (the only one of the quiet seeds of 0-499) a commit spanning
+    two datasets gives up, and its first attempt lands afterwards. With the rule the seed
+    holds (the sweep)."""
+    monkeypatch.setattr(sim_resolve, "may_still_land", lambda *_, **__: False)
+    result = simulate(sweep_config(97))
+    assert any("refused commit is in the registry" in v for v in result.violations), (
+        result.violations[:5]
+    )
+
+
+def test_the_sdk_sends_a_timed_out_swap_again_and_it_meets_the_first_in_flight() -> None:
+    """The simulated store layer sends a root swap the client timed out on again, as the
+    SDK does: meeting the first attempt still in flight (a ``late`` write) it is answered
+    409 and, read back and not ours, is an unknown outcome; once the first has landed the
+    swap is ours. Any other request is answered the timeout, unretried."""
+    b = bench()
+    b.run(attempt(Put("k", b"v0", create=True, retried=False)))
+    etag = b.store.objects["k"].etag
+    b.endpoint.faults, b.endpoint.sent = Faults(schedule=("late",), timeout=2.0), 0
+    [answer] = b.run(attempt(Put("k", b"v1", if_match=etag, retried=False)), at=1.0)
+    assert isinstance(answer, OutcomeUnknownError)
+    assert "answered 409" in str(answer)
+    assert b.store.objects["k"].body == b"v1"  # the first attempt landed after all
+    b.endpoint.faults, b.endpoint.sent = Faults(schedule=("timeout",), timeout=2.0), 0
+    etag = b.store.objects["k"].etag
+    [answer] = b.run(attempt(Put("k", b"v2", if_match=etag, retried=False)), at=10.0)
+    assert isinstance(answer, PutResult)  # applied or not by the first, the swap is ours
+    assert b.store.objects["k"].body == b"v2"
+    b.endpoint.faults, b.endpoint.sent = Faults(schedule=("timeout",), timeout=2.0), 0
+    [answer] = b.run(attempt(Get("k", retried=False)), at=20.0)
+    assert isinstance(answer, OutcomeUnknownError)
 
 
 def test_a_store_that_ignores_start_after_gets_no_commit_applied_twice(

@@ -35,7 +35,9 @@ from lakelock._registry._core._requests import (
     Put,
     Sleep,
 )
-from lakelock._s3._types import PutResult
+from lakelock._s3 import _resolve
+from lakelock._s3._classify import Call
+from lakelock._s3._types import IfMatch, PutResult
 from lakelock._sim._faults import Faults
 from lakelock._sim._store import BUCKET, EPOCH, SimS3
 from lakelock.errors import (
@@ -235,24 +237,29 @@ class Endpoint:
             error = _fault_error(fault, request)
             self.loop.at(now + latency, self._answered, (call, None, error))
             return
-        if fault == "late":
-            error = _fault_error("late", request)
-            self.loop.at(now + self.faults.timeout, self._answered, (call, None, error))
-            if isinstance(request, Put | Delete):
-                # Still in flight at S3 after the client gave up on it: it lands after the
-                # answer, and until then a conditional write to its key is answered 409.
-                lands = now + self.faults.timeout * (1.0 + self.rng.random())
-                self.store.in_flight(request.key, until=lands)
-                self.loop.at(lands, self._effect, (call, None, now))
-            return
-        if fault == "timeout":
-            if self.rng.random() < 0.5:
-                self.loop.at(now + latency / 2, self._effect, (call, None, now))
-            error = _fault_error(fault, request)
-            self.loop.at(now + self.faults.timeout, self._answered, (call, None, error))
+        if fault in ("late", "timeout"):
+            self._timed_out(call, fault, now, latency)
             return
         answer_at = now + latency
         self.loop.at(now + latency / 2, self._effect, (call, answer_at, now, fault))
+
+    def _timed_out(self, call: _Call, fault: str, now: float, latency: float) -> None:
+        """An attempt the client gives up on after the timeout: a ``timeout`` applied or
+        not (even odds), a ``late`` write still in flight at S3 that lands after the
+        answer (until then a conditional write to its key is answered 409). The client
+        hears ``OutcomeUnknownError``, or the SDK sends it again (:func:`_sdk_resends`)."""
+        request = call.request
+        answered = now + self.faults.timeout
+        if fault == "late" and isinstance(request, Put | Delete):
+            lands = now + self.faults.timeout * (1.0 + self.rng.random())
+            self.store.in_flight(request.key, until=lands)
+            self.loop.at(lands, self._effect, (call, None, now))
+        elif fault == "timeout" and self.rng.random() < 0.5:
+            self.loop.at(now + latency / 2, self._effect, (call, None, now))
+        if _sdk_resends(call):
+            self.loop.at(answered, self._resend, call)
+        else:
+            self.loop.at(answered, self._answered, (call, None, _fault_error(fault, request)))
 
     def _effect(self, argument: tuple[Any, ...]) -> None:
         """The request takes effect; its answer (or the fault in its place) is scheduled for
@@ -325,6 +332,8 @@ class Endpoint:
                 self.counts.bytes[kind] += len(result.body)
         if error is not None and call.retried and call.attempts > 1 and isinstance(request, Put):
             result, error = self._resolve(request, error, result)
+        elif error is not None and call.attempts > 1 and isinstance(request, Put):
+            result, error = self._resolve_resent(request, error, result)
         if (
             error is not None
             and call.retried
@@ -339,6 +348,47 @@ class Endpoint:
 
     def _retry(self, call: _Call) -> None:
         self._attempt(call)
+
+    def _resend(self, call: _Call) -> None:
+        """The SDK sends a timed-out request again (:func:`_sdk_resends`), after its own
+        short jittered wait."""
+        self.loop.at(self.loop.now + self.retry.backoff(0, self.rng), self._retry, call)
+
+    def _resolve_resent(
+        self, request: Put, error: BaseException, result: Any
+    ) -> tuple[Any, BaseException | None]:
+        """What the store makes of a compare-and-swap the SDK sent again (``resolve_write``
+        in :mod:`lakelock._s3._resolve`): a 409 or 503 that may meet the first attempt
+        still in flight (:func:`~lakelock._s3._resolve.may_still_land`), or a 412 that
+        may be that attempt landed, is read back — ours: success; else the outcome is
+        unknown. Anything else is the answer."""
+        assert request.if_match is not None
+        if isinstance(error, ConflictError | ThrottledError):
+            call = Call("PutObject", request.key, IfMatch(request.if_match))
+            if not _resolve.may_still_land(error, call, retried=True):
+                return result, error
+            why = f"the SDK's retry was answered {error.status}; an earlier attempt may land"
+        elif isinstance(error, PreconditionFailedError):
+            why = "retried into a 412 and the object is not ours"
+        else:
+            return result, error
+        current = self.store.objects.get(request.key)
+        if current is not None and current.body == request.body:
+            return PutResult(
+                request.key,
+                current.etag,
+                current.write_id,
+                len(request.body),
+                resolved=True,
+                server_time=self.store.stamp(self.loop.now),
+            ), None
+        return None, OutcomeUnknownError(
+            f"PutObject {request.key!r}: {why}",
+            bucket=BUCKET,
+            key=request.key,
+            operation="PutObject",
+            status=getattr(error, "status", None),
+        )
 
     def _resolve(
         self, request: Put, error: BaseException, result: Any
@@ -389,6 +439,20 @@ _FAULT_ERRORS: dict[str, tuple[type[StorageError], str, int | None, str | None]]
         "InternalError",
     ),
 }
+
+
+def _sdk_resends(call: _Call) -> bool:
+    """Whether the SDK sends ``call`` again when it times out: a compare-and-swap the core
+    makes without the store layer's retries (the root's), once — as botocore retries a read
+    timeout (``total_max_attempts`` 2). The resend may meet the first attempt still in
+    flight at S3 (answered 409) or landed (412)."""
+    request = call.request
+    return (
+        not call.retried
+        and call.attempts == 1
+        and isinstance(request, Put)
+        and request.if_match is not None
+    )
 
 
 def _fault_error(fault: str, request: Get | Put | List | Delete) -> StorageError:

@@ -114,6 +114,8 @@ class _Call:
     sent: float = 0.0
     fault: str | None = None
     applied: float | None = None
+    #: The write id of the object an attempt of this write created (the store's metadata).
+    wrote: str | None = None
 
 
 @dataclass
@@ -299,6 +301,8 @@ class Endpoint:
                 self.counts.throttled += 1
         else:
             call.applied = now
+            if isinstance(result, PutResult):
+                call.wrote = result.write_id
         if answer_at is None:
             return
         if fault == "lost_ack":
@@ -331,9 +335,9 @@ class Endpoint:
             elif result is not None and hasattr(result, "body"):
                 self.counts.bytes[kind] += len(result.body)
         if error is not None and call.retried and call.attempts > 1 and isinstance(request, Put):
-            result, error = self._resolve(request, error, result)
+            result, error = self._resolve(request, error, result, ours=call.wrote)
         elif error is not None and call.attempts > 1 and isinstance(request, Put):
-            result, error = self._resolve_resent(request, error, result)
+            result, error = self._resolve_resent(request, error, result, ours=call.wrote)
         if (
             error is not None
             and call.retried
@@ -355,13 +359,13 @@ class Endpoint:
         self.loop.at(self.loop.now + self.retry.backoff(0, self.rng), self._retry, call)
 
     def _resolve_resent(
-        self, request: Put, error: BaseException, result: Any
+        self, request: Put, error: BaseException, result: Any, *, ours: str | None
     ) -> tuple[Any, BaseException | None]:
         """What the store makes of a compare-and-swap the SDK sent again (``resolve_write``
         in :mod:`lakelock._s3._resolve`): a 409 or 503 that may meet the first attempt
         still in flight (:func:`~lakelock._s3._resolve.may_still_land`), or a 412 that
-        may be that attempt landed, is read back — ours: success; else the outcome is
-        unknown. Anything else is the answer."""
+        may be that attempt landed, is read back — ours (the object an attempt of this
+        call wrote): success; else the outcome is unknown. Anything else is the answer."""
         assert request.if_match is not None
         if isinstance(error, ConflictError | ThrottledError):
             call = Call("PutObject", request.key, IfMatch(request.if_match))
@@ -373,7 +377,7 @@ class Endpoint:
         else:
             return result, error
         current = self.store.objects.get(request.key)
-        if current is not None and current.body == request.body:
+        if current is not None and ours is not None and current.write_id == ours:
             return PutResult(
                 request.key,
                 current.etag,
@@ -391,15 +395,18 @@ class Endpoint:
         )
 
     def _resolve(
-        self, request: Put, error: BaseException, result: Any
+        self, request: Put, error: BaseException, result: Any, *, ours: str | None
     ) -> tuple[Any, BaseException | None]:
-        """A resent write refused because the key is taken or changed: if the object holds our
-        body, an earlier attempt landed (its answer lost): success. A compare-and-swap whose
-        object is not ours may have landed and been replaced since: outcome unknown."""
+        """A resent write refused because the key is taken or changed: if the object is the
+        one an earlier attempt of this call wrote (``ours``: its write id, as the real store
+        tells by the write id in the object's metadata), that attempt landed (its answer
+        lost): success. The same bytes another process wrote (a killed run's file that its
+        restart writes again) are not ours. A compare-and-swap whose object is not ours may
+        have landed and been replaced since: outcome unknown."""
         if not isinstance(error, AlreadyExistsError | PreconditionFailedError):
             return result, error
         current = self.store.objects.get(request.key)
-        if current is not None and current.body == request.body:
+        if current is not None and ours is not None and current.write_id == ours:
             # Resolved by reading it back: that answer's Date settles it (as the store does).
             return PutResult(
                 request.key,

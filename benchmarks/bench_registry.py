@@ -122,7 +122,7 @@ def seed_history(store: ObjectStore, registry: Registry, ids: int, *, ordered_in
         return
     doc = registry._read_root()[0]
     entry = doc.entries["bench"]
-    snap = registry.objects.snapshot(entry.snapshot)
+    snap = registry.internals.objects.snapshot(entry.snapshot)
     writes: list[tuple[str, bytes]] = []
     nodes: dict[str, Node] = {}
 
@@ -153,7 +153,7 @@ def seed_history(store: ObjectStore, registry: Registry, ids: int, *, ordered_in
     seeded = dataclasses.replace(snap, commit_ids=top)
     body = serialize_snapshot(seeded, encode_schema)
     key = snapshot_key("bench", body, "seed")
-    registry.objects.create_all([(k, b) for k, b in writes if k in live] + [(key, body)])
+    registry.internals.objects.create_all([(k, b) for k, b in writes if k in live] + [(key, body)])
     root = dataclasses.replace(
         doc,
         version=doc.version + 1,
@@ -245,7 +245,7 @@ def throughput(
 def grown_lake(lake: Lake, datasets: int, partitions: int) -> None:
     """A format-2 lake with ``partitions`` one-file partitions spread over ``datasets``
     datasets; partition ``p=0000000`` of each holds a real file (the one the benchmark reads)."""
-    objects = lake.registry.objects
+    objects = lake.registry.internals.objects
     seed = pa.table({"id": [0], "p": [0]})
     entries = {}
     writes: list[tuple[str, bytes]] = []
@@ -333,7 +333,7 @@ def shared_manifest_lake(lake: Lake, partitions: int, *, parts: bool) -> None:
         writes.append((node_at, node_bytes))
         return node_at
 
-    top = tree_update(EMPTY, changes, load=lake.registry.objects.node, store=store)
+    top = tree_update(EMPTY, changes, load=lake.registry.internals.objects.node, store=store)
     totals = Totals(partitions, partitions, partitions, 1000 * partitions)
     snap = Snapshot(
         dataset=name,
@@ -355,7 +355,7 @@ def shared_manifest_lake(lake: Lake, partitions: int, *, parts: bool) -> None:
     snap_body = serialize_snapshot(snap, encode_schema)
     snap_key = snapshot_key(name, snap_body, "seed")
     writes.append((snap_key, snap_body))
-    lake.registry.objects.create_all(writes)
+    lake.registry.internals.objects.create_all(writes)
     entry = DatasetEntry(snap_key, 1, 1, ("p",), totals, "")
     root = RegistryDoc(version=1, updated_at="", entries={name: entry})
     lake.store.put(REGISTRY_KEY, serialize_registry(root), mode="create")

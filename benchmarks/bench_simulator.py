@@ -43,18 +43,8 @@ from random import Random
 from typing import Any
 
 from lakelock._registry._core._requests import Get, Put, Steps
-from lakelock._sim import (
-    Endpoint,
-    Faults,
-    Loop,
-    Mix,
-    Process,
-    SimConfig,
-    SimS3,
-    StoreRetry,
-    profile,
-    simulate,
-)
+from lakelock._sim._loop import Endpoint, Loop, Process
+from lakelock.testing.simulate import Faults, Mix, SimConfig, SimS3, StoreRetry, profile, simulate
 
 ROOT = "metastore/dataset_registry.json"
 

@@ -24,7 +24,7 @@ from collections import defaultdict
 from typing import Any
 
 from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
-from lakelock._sim import Mix, SimConfig, simulate
+from lakelock.testing.simulate import Mix, SimConfig, simulate
 
 APPENDS = Mix.of([("append", 1.0)])
 

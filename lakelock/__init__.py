@@ -12,88 +12,79 @@ policy = lakelock.generate_bucket_policy(
     "my-bucket", principals=["arn:aws:iam::111111111111:role/etl"]
 )
 ```
+
+The names here are what the README's tasks use; errors are ``lakelock.errors``'s (one tree
+under :class:`~lakelock.errors.LakelockError`); the commit protocol's objects, tuning
+(:class:`~lakelock.advanced.FoldPolicy`) and the types behind a few attributes are
+:mod:`lakelock.advanced`'s; the simulator is :mod:`lakelock.testing.simulate`'s.
 """
 
-from lakelock import errors
+# Private aliases: the package's own attributes are its public names only.
+import importlib as _importlib
+import warnings as _warnings
+
+from lakelock import advanced, errors
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
-from lakelock._lake import Lake, LakeConfig, MoveOptions, ScanOptions
-from lakelock._lease import Lease, LeaseOptions
+from lakelock._lake import Lake, LakeConfig
+from lakelock._lease import Lease
 from lakelock._mirror import MirrorResult
-from lakelock._mirror._auto import AutoMirror
-from lakelock._operations import WriteOptions
-from lakelock._pathlock import (
-    AsyncPathLock,
-    AsyncPathLockGuard,
-    DistributedPathLock,
-    LockOptions,
-    LockRequest,
-    PathLock,
-    PathLockGuard,
-    PathLockHandle,
-)
+from lakelock._pathlock import AsyncPathLock, PathLock, PathLockHandle
 from lakelock._policy import generate_bucket_policy
 from lakelock._registry import (
-    Change,
-    CommitRecord,
     CommitResult,
     DatasetState,
     HistoryEntry,
-    IntentFate,
-    MigrationResult,
-    PartitionState,
     Registry,
     RegistrySnapshot,
 )
-from lakelock._registry._core import FoldPolicy, Hints
 from lakelock._registry._settings import LakeSettings
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import ListedObject
 from lakelock._scan import Scan
-from lakelock._stats import ColumnStats, FileStats
 from lakelock._vacuum import VacuumReport
 
 __all__ = [
     "AsyncPathLock",
-    "AsyncPathLockGuard",
-    "AutoMirror",
-    "Change",
-    "ColumnStats",
-    "CommitRecord",
     "CommitResult",
     "DataFile",
     "DatasetState",
-    "DistributedPathLock",
     "Fence",
-    "FileStats",
-    "FoldPolicy",
-    "Hints",
     "HistoryEntry",
-    "IntentFate",
     "Lake",
     "LakeConfig",
     "LakeSettings",
     "Lease",
-    "LeaseOptions",
-    "ListedObject",
-    "LockOptions",
-    "LockRequest",
-    "MigrationResult",
     "MirrorResult",
-    "MoveOptions",
-    "PartitionState",
     "PathLock",
-    "PathLockGuard",
     "PathLockHandle",
     "Registry",
     "RegistrySnapshot",
     "RetryPolicy",
     "Scan",
-    "ScanOptions",
     "VacuumReport",
-    "WriteOptions",
+    "advanced",
     "errors",
     "generate_bucket_policy",
 ]
 
 __version__ = "0.1.0"
+
+#: Names this package exported before, and where each is now: it still works, with a
+#: DeprecationWarning naming its new home, until the next release.
+_MOVED = {name: "lakelock.advanced" for name in advanced.__all__ if name != "RegistryInternals"}
+#: An S3 listing's entry (``Lake.store``'s plumbing): private now, no new home.
+_MOVED["ListedObject"] = "lakelock._s3"
+
+
+def __getattr__(name: str) -> object:
+    """A name that moved: the object, with a DeprecationWarning that names its new home."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'lakelock' has no attribute {name!r}")
+    moved = "is private now" if home == "lakelock._s3" else f"moved to {home}.{name}"
+    _warnings.warn(
+        f"lakelock.{name} {moved} (lakelock.{name} goes in the next release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(_importlib.import_module(home), name)

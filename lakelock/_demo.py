@@ -237,10 +237,10 @@ def _why_versions(lake: Lake, snapshot: Any, commits: int) -> list[str]:
     (of one process or of several) in one; a refused commit takes a version to record why."""
     first = "(one version = one compare-and-swap of the registry's root;"
     records = snapshot.commits
-    if len(records) >= lake.registry.commit_window:  # older commits have left the window
+    if len(records) >= lake.registry.settings().commit_window:  # older commits have left the window
         return [first, " group commit applies several commits in one)"]
     applied = {r.version for r in records}
-    refused = [f for f in lake.registry.intent_fates() if f.state != "applied"]
+    refused = [f for f in lake.registry.internals.intent_fates() if f.state != "applied"]
     refusing = {f.version for f in refused} - applied
     others = snapshot.version - len(applied) - len(refusing)
     locking = sum(r.operation in ("lock", "unlock") for r in records)  # the rename's lock

@@ -37,6 +37,7 @@ from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
 from lakelock._registry import CommitResult, Registry, RegistrySnapshot
+from lakelock._registry._core import FoldPolicy
 from lakelock._registry._objects import HistoryEntry
 from lakelock._registry._settings import DEFAULTS, LakeSettings
 from lakelock._retry import RetryPolicy
@@ -98,6 +99,8 @@ class LakeConfig:
     multipart_threshold: int = 64 * 1024 * 1024
     #: Given explicitly to the Lake this was made from (``None``: the lake's).
     commit_window: int | None = None
+    #: The Lake's ``fold_policy`` (``None``: the defaults).
+    fold_policy: FoldPolicy | None = None
 
     def open(self) -> Lake:
         """A new Lake (its own client) on the same bucket, prefix, endpoint and identity."""
@@ -107,6 +110,7 @@ class LakeConfig:
             s3=self.connection.client(),
             multipart_threshold=self.multipart_threshold,
             commit_window=self.commit_window,
+            fold_policy=self.fold_policy,
         )
 
 
@@ -132,7 +136,10 @@ class Lake(TableOperations):
     its own per-try ``read_timeout``: :mod:`lakelock._s3._classify`). ``lock_timeout`` (a
     duration, default 0) is how long a commit waits for a write lock that another process
     holds over what it writes (:meth:`lock`) before
-    :class:`~lakelock.errors.LockedError`.
+    :class:`~lakelock.errors.LockedError`. ``fold_policy`` (a
+    :class:`~lakelock.advanced.FoldPolicy`) is the one way to tune how this Lake's commits
+    share the registry with other processes' (``FoldPolicy(linger=0)``: no requests after a
+    commit returned); the defaults need no tuning (docs/decisions/).
 
     Writing (``write``, ``append``, ``overwrite``, ``delete``, ``compact``) is inherited from
     :class:`~lakelock._operations.TableOperations`.
@@ -154,6 +161,7 @@ class Lake(TableOperations):
         lock_timeout: float | timedelta | str = 0.0,
         intent_ttl: float | timedelta | str | None = None,
         vacuum_floor: float | timedelta | str | None = None,
+        fold_policy: FoldPolicy | None = None,
     ) -> None:
         bucket = validate_bucket_name(bucket)
         prefix = validate_lake_prefix(prefix)
@@ -177,6 +185,7 @@ class Lake(TableOperations):
             "retention": _seconds(retention, "retention"),
             "intent_ttl": _seconds(intent_ttl, "intent_ttl"),
             "vacuum_floor": _seconds(vacuum_floor, "vacuum_floor"),
+            "policy": _fold_policy(fold_policy),
         }
         self.auto_mirror: AutoMirror | None = None
         if mirror is None:
@@ -186,7 +195,8 @@ class Lake(TableOperations):
             self.registry = registry
             self.auto_mirror = registry.auto_mirror
         self.registry.lock_timeout = _lock_seconds(lock_timeout)
-        self.locks = DistributedPathLock(self.store, write_locks=self.registry)
+        self._fold_policy = fold_policy
+        self.locks = DistributedPathLock(self.store, write_locks=self.registry.internals)
 
     @classmethod
     def from_url(
@@ -203,6 +213,7 @@ class Lake(TableOperations):
         lock_timeout: float | timedelta | str = 0.0,
         intent_ttl: float | timedelta | str | None = None,
         vacuum_floor: float | timedelta | str | None = None,
+        fold_policy: FoldPolicy | None = None,
         **client_kwargs: Any,
     ) -> Lake:
         """``Lake.from_url("s3://bucket/prefix", endpoint_url=..., region_name=...)``: the
@@ -225,6 +236,7 @@ class Lake(TableOperations):
             lock_timeout=lock_timeout,
             intent_ttl=intent_ttl,
             vacuum_floor=vacuum_floor,
+            fold_policy=fold_policy,
         )
 
     def __repr__(self) -> str:
@@ -239,7 +251,8 @@ class Lake(TableOperations):
             self.prefix,
             Connection.of(self.client),
             multipart_threshold=self.store.multipart_threshold,
-            commit_window=self.registry.explicit.get("commit_window"),  # type: ignore[arg-type]
+            commit_window=self.registry.internals.explicit.get("commit_window"),  # type: ignore[arg-type]
+            fold_policy=self._fold_policy,
         )
 
     @property
@@ -323,7 +336,7 @@ class Lake(TableOperations):
         restore commits (docs/FORMAT.md, rule 9)."""
         if (version is None) == (as_of is None):
             raise ValueError("restore takes version or as_of")
-        old, until = self.registry.restorable(dataset, version=version, as_of=as_of)
+        old, until = self.registry.internals.restorable(dataset, version=version, as_of=as_of)
         change = planned_change(
             old.name,
             "restore",
@@ -509,6 +522,17 @@ class Lake(TableOperations):
 
 def _seconds(value: float | timedelta | str | None, what: str) -> float | None:
     return None if value is None else duration_seconds(value, what=what)
+
+
+def _fold_policy(policy: FoldPolicy | None) -> FoldPolicy | None:
+    """A ``fold_policy`` is a FoldPolicy (its knobs are checked when it is made)."""
+    if policy is not None and not isinstance(policy, FoldPolicy):
+        raise InvalidArgumentError(
+            policy,
+            f"a lakelock.advanced.FoldPolicy, not {type(policy).__name__}",
+            what="fold_policy",
+        )
+    return policy
 
 
 def _read_seconds(read_timeout: float | timedelta | str) -> float:

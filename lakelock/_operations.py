@@ -447,10 +447,12 @@ def prepare_commit(
     on the current version), unless the operation plans on it (``plan``: what to delete or
     compact): then a fresh read."""
     fresh = not change.generated_id or plan
-    snapshot = registry.read() if fresh else registry.known()
+    snapshot = registry.read() if fresh else registry.internals.known()
     found = None
     if not change.generated_id:
-        found = registry.recorded_commit(change.commit_id, change.dataset, snapshot=snapshot)
+        found = registry.internals.recorded_commit(
+            change.commit_id, change.dataset, snapshot=snapshot
+        )
     if found is None:
         # Refused whatever commits first (partition columns, schema): refused before the
         # first data PUT, so a refused commit leaves no files behind. A refusal by the

@@ -136,7 +136,7 @@ def move_partition(
     if commit_id is not None:
         # A retry of this very move reports it (its source may be gone by now); the id
         # recorded for another change is refused — both before the first copy.
-        found = registry.recorded_commit(commit_id, move.to_dataset, snapshot=snapshot)
+        found = registry.internals.recorded_commit(commit_id, move.to_dataset, snapshot=snapshot)
         if found is not None:
             probe = Change(move.to_dataset, commit_id, operation=operation, digest=digest)
             reused = reused_commit_id(found, probe)

@@ -94,7 +94,7 @@ def vacuum(
             older_than=older_than,
             intent_ttl=settings.intent_ttl,
             bucket=store.bucket,
-            cache=registry.objects,
+            cache=registry.internals.objects,
             root_name=store.full_key(REGISTRY_KEY),
             listing=listing,
         )

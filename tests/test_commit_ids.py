@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lakelock.dask
-from lakelock import Change, Lake
+from lakelock import Lake
 from lakelock._digest import change_digest
 from lakelock._registry._changes import reused_commit_id
 from lakelock._registry._document import (
@@ -24,6 +24,7 @@ from lakelock._registry._document import (
     serialize_registry,
 )
 from lakelock._registry._intents import intent_document, parse_intent
+from lakelock.advanced import Change
 from lakelock.errors import CommitIdReusedError, PartitionByMismatchError
 from tests._support import FAST_RETRY
 
@@ -223,7 +224,7 @@ def test_a_fold_rejects_another_process_intent_that_reuses_an_id(lake: Lake) -> 
     lake.store.put(key, body, mode="create")
     folder = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
     folder.append("d", table([3]))
-    fate = next(f for f in folder.registry.intent_fates() if f.key == key)
+    fate = next(f for f in folder.registry.internals.intent_fates() if f.key == key)
     assert fate.state == "rejected"
     assert "commit id 'c1' was recorded at version 1" in fate.reason
     assert "c_other" not in folder.registry.read().datasets

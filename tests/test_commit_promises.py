@@ -228,7 +228,7 @@ def folded_by_another_process(store: ObjectStore, **commit: Any) -> BaseExceptio
     round, as under contention; meanwhile another process's fold decides it. Returns the
     error our caller gets."""
     other = registry(store, group_commit=False)
-    other.hints.listed_at = 0.0  # not its first fold: it lists before it sends
+    other.internals.hints.listed_at = 0.0  # not its first fold: it lists before it sends
     folded: list[int] = []
 
     def meanwhile(_: float) -> None:  # our wait: the other process folds ours now
@@ -237,7 +237,7 @@ def folded_by_another_process(store: ObjectStore, **commit: Any) -> BaseExceptio
 
     ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=50, sleep=meanwhile))
     ours.read()
-    ours.hints.contended_until = float("inf")
+    ours.internals.hints.contended_until = float("inf")
     with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is checked
         ours.commit("sales", **commit)
     assert folded, "the other process did not fold our intent"

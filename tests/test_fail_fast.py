@@ -231,8 +231,9 @@ def test_from_url_separates_lake_options_from_client_arguments(s3: S3Endpoint, b
     lake = Lake.from_url(
         f"s3://{bucket}", commit_window=2, retention="1d", group_commit=False, **s3.client_kwargs()
     )
-    assert (lake.registry.commit_window, lake.registry.retention) == (2, 86400.0)
-    assert lake.registry.group_commit is False
+    settings = lake.registry.settings()
+    assert (settings.commit_window, settings.retention) == (2, 86400.0)
+    assert lake.registry.internals.group_commit is False
     for n in range(3):
         lake.registry.commit("sales", commit_id=f"c{n}", properties={"n": str(n)})
     assert [c.id for c in lake.registry.read().commits] == ["c1", "c2"]
@@ -258,8 +259,8 @@ def test_every_way_to_open_a_lake_keeps_the_same_commit_window(
     direct = Lake(bucket, s3=client)
     by_url = Lake.from_url(f"s3://{bucket}", **s3.client_kwargs())
     reopened = by_url.config.open()
-    windows = {lake.registry.commit_window for lake in (direct, by_url, reopened)}
-    assert windows == {Registry(direct.store).commit_window}
+    windows = {lake.registry.settings().commit_window for lake in (direct, by_url, reopened)}
+    assert windows == {Registry(direct.store).settings().commit_window}
 
 
 @pytest.fixture

@@ -71,14 +71,14 @@ def contended_waiter(
         store, group_commit=False, retry=RetryPolicy(max_attempts=max_attempts, sleep=sleep), **kw
     )
     waiter.read()
-    waiter.hints.contended_until = float("inf")
+    waiter.internals.hints.contended_until = float("inf")
     return waiter
 
 
 def seasoned(reg: Registry) -> Registry:
     """``reg`` as a process that has listed intents before: its next fold is not its first
     (a first fold sends its intents before it lists, and waits for any older one's writer)."""
-    reg.hints.listed_at = 0.0
+    reg.internals.hints.listed_at = 0.0
     return reg
 
 
@@ -253,12 +253,13 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
         Change("sales", "dead-2", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 1000,
     )
-    reg.hints.swapped_last = False  # as if another process had swapped since
-    reg.hints.contended_until = float("inf")  # as after a lost race: other processes are busy here
+    reg.internals.hints.swapped_last = False  # as if another process had swapped since
+    # As after a lost race: other processes are busy here.
+    reg.internals.hints.contended_until = float("inf")
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
     # Its first wait (for any process to fold it), its stagger (a round, in looks a third of
     # a round apart), max_waits rounds waiting for the older intent's writer, then its fold.
-    assert result.attempts == 1 + round(1 / FoldPolicy().look) + reg.policy.max_waits + 1
+    assert result.attempts == 1 + round(1 / FoldPolicy().look) + reg.internals.policy.max_waits + 1
     fate = reg._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -284,7 +285,7 @@ def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
         Change("sales", "older", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 1000,
     )
-    reg.hints.contended_until = float("inf")  # other processes are busy here
+    reg.internals.hints.contended_until = float("inf")  # other processes are busy here
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
     assert result.attempts == 1  # a wait would have been an attempt
     assert sleeps == []
@@ -325,7 +326,8 @@ def folded_watermark(store: ObjectStore, ms: int) -> str:
     change = Change("sales", f"dead-{ms}", add=(datafile("sales", "", "d"),))
     key = plant_intent(store, change, ms=ms)
     folder = registry(store)
-    folder.policy = replace(folder.policy, watermark_lag=0.0)  # up to the newest key listed
+    # Up to the newest key listed.
+    folder.internals.policy = replace(folder.internals.policy, watermark_lag=0.0)
     folder.commit("sales", add=[datafile("sales", "", "folded-it")])
     watermark = registry(store)._current()[0].watermark
     assert watermark >= key
@@ -361,8 +363,9 @@ def left_behind(
             folder.commit("sales", add=[datafile("sales", "", "y")])
 
     ours = contended_waiter(store, meanwhile, clock=lambda: now[0])
-    ours.hints.round_seconds = 1.5  # neither bound binds: the wait is set by the time behind
-    ours.policy = replace(ours.policy, gather=0.0)
+    # Neither bound binds: the wait is set by the time behind.
+    ours.internals.hints.round_seconds = 1.5
+    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
     return ours, sleeps, decided, now[0]
 
 
@@ -382,7 +385,7 @@ def test_a_waiter_left_behind_by_a_swap_staggers_before_it_lists(
     behind = (int(made * 1000) - intent_ms(decided[0])) / 1000
     assert behind == pytest.approx(1.0, abs=0.002)
     staggered = sleeps[1:]
-    assert sum(staggered) == pytest.approx(ours.policy.stagger * behind, abs=0.01)
+    assert sum(staggered) == pytest.approx(ours.internals.policy.stagger * behind, abs=0.01)
     assert all(s <= 1.5 * FoldPolicy().look + 1e-9 for s in staggered)
     assert s3.stats()["ListObjectsV2"] == 1  # ours, once the root stood still
     assert names(ours) == ["a", "mine", "x"]
@@ -419,8 +422,8 @@ def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: Obj
                 registry(store, max_fold=0).commit("sales", add=[datafile("sales", "", x)])
 
         ours = contended_waiter(store, meanwhile)
-        ours.policy = replace(ours.policy, stagger=stagger)
-        ours.policy = replace(ours.policy, gather=0.0)
+        ours.internals.policy = replace(ours.internals.policy, stagger=stagger)
+        ours.internals.policy = replace(ours.internals.policy, gather=0.0)
         s3.reset_stats()
         result = ours.commit("sales", add=[datafile("sales", "", f"mine-{stagger}")])
         assert result.attempts == 2
@@ -438,9 +441,9 @@ def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectSto
     made = intent_ms(newest_decided(store)) / 1000 + 0.010  # ours: 10 ms after it
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
-    ours.policy = replace(ours.policy, gather=0.0)
-    round_seconds = ours.hints.round_seconds  # learnt again after the swap
-    assert ours.policy.stagger * 0.010 < round_seconds
+    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+    round_seconds = ours.internals.hints.round_seconds  # learnt again after the swap
+    assert ours.internals.policy.stagger * 0.010 < round_seconds
     s3.reset_stats()
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     looks = round(1 / FoldPolicy().look)
@@ -457,8 +460,8 @@ def test_a_waiters_stagger_is_capped_at_two_rounds(store: ObjectStore) -> None:
     made = intent_ms(newest_decided(store)) / 1000 + 60.0
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
-    ours.policy = replace(ours.policy, gather=0.0)
-    round_seconds = ours.hints.round_seconds
+    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+    round_seconds = ours.internals.hints.round_seconds
     ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert sum(sleeps[1:]) == pytest.approx(2 * round_seconds)
 
@@ -500,23 +503,23 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
         Change("sales", "dead-3", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 1000,
     )
-    reg.hints.swapped_last = False  # as if another process had swapped since
-    reg.hints.contended_until = float("inf")
-    reg.hints.round_seconds = 0.3
+    reg.internals.hints.swapped_last = False  # as if another process had swapped since
+    reg.internals.hints.contended_until = float("inf")
+    reg.internals.hints.round_seconds = 0.3
     reg.commit("sales", add=[datafile("sales", "", "b")])
     # Its first wait (about a round: sooner mostly finds the intent pending), its stagger (a
     # round: its intent is the newest, in looks a third of a round apart), then max_waits
     # waits for the older intent's writer.
     looks = round(1 / FoldPolicy().look)
     first, stagger = sleeps[0], sleeps[1 : 1 + looks]
-    waits = sleeps[1 + looks : 1 + looks + reg.policy.max_waits]
-    gathering = sleeps[1 + looks + reg.policy.max_waits :]
+    waits = sleeps[1 + looks : 1 + looks + reg.internals.policy.max_waits]
+    gathering = sleeps[1 + looks + reg.internals.policy.max_waits :]
     assert 0.9 * 0.3 <= first <= 1.1 * 0.3
     assert stagger == [pytest.approx(0.3 * FoldPolicy().look)] * looks
-    assert len(waits) == reg.policy.max_waits
+    assert len(waits) == reg.internals.policy.max_waits
     assert all(0.15 <= s <= 0.3 for s in waits)
     # Then it folds for everybody: a moment for intents being sent, before reading them.
-    assert gathering == [pytest.approx(0.3 * reg.policy.gather)]
+    assert gathering == [pytest.approx(0.3 * reg.internals.policy.gather)]
 
 
 def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: ObjectStore) -> None:
@@ -620,7 +623,8 @@ def test_a_waiter_whose_applied_intent_left_the_root_finds_it_in_the_index(
         sleeps.append(seconds)
         if len(sleeps) == 1:
             folder = registry(store, commit_window=1)
-            folder.policy = replace(folder.policy, watermark_lag=0.0)  # up to the newest key listed
+            # Up to the newest key listed.
+            folder.internals.policy = replace(folder.internals.policy, watermark_lag=0.0)
             folded.append(folder.commit("sales", add=[datafile("sales", "", "f")]).version)
             for n in range(3):
                 more = registry(store, commit_window=1, max_fold=0)
@@ -664,10 +668,10 @@ def test_a_waiter_learns_when_its_intent_was_applied_not_when_it_looked(
             registry(store).commit("sales", add=[datafile("sales", "", "theirs")])
 
     ours = contended_waiter(store, sleep, clock=lambda: now[0])
-    ours.hints.round_seconds = 0.4
+    ours.internals.hints.round_seconds = 0.4
     result = ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert (result.attempts, len(slept)) == (2, 1)
-    assert ours.hints.round_seconds == pytest.approx(0.8 * 0.4 + 0.2 * slept[0] / 2)
+    assert ours.internals.hints.round_seconds == pytest.approx(0.8 * 0.4 + 0.2 * slept[0] / 2)
 
 
 def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
@@ -756,7 +760,7 @@ def test_a_waiter_folds_itself_after_patience_runs_out_though_the_root_moves(
     assert (fate.state, fate.version) == ("applied", result.version)
     # Every look counts its part of a round (a stagger's look a third): the waiter lists
     # after FoldPolicy().patience * max_waits rounds, the first wait aside.
-    rounds = FoldPolicy().patience * ours.policy.max_waits
+    rounds = FoldPolicy().patience * ours.internals.policy.max_waits
     assert rounds <= result.attempts - 2 <= rounds / FoldPolicy().look
 
 
@@ -780,7 +784,7 @@ def test_the_last_swapper_does_not_pause_for_intents_being_sent(
     sleeps: list[float] = []
     reg = registry(store, retry=RetryPolicy(sleep=sleeps.append))
     reg.commit("sales", add=[datafile("sales", "", "a")])
-    reg.hints.contended_until = float("inf")  # other processes are busy here
+    reg.internals.hints.contended_until = float("inf")  # other processes are busy here
     plant_intent(store, Change("sales", "older", add=(datafile("sales", "", "d"),)))
     s3.reset_stats()
     s3.inject("stall", operation="PutObject", prefix=REGISTRY_KEY, count=1)
@@ -810,7 +814,7 @@ def test_a_waiter_settled_by_another_process_stays_contended(store: ObjectStore)
         other.commit("sales", add=[datafile("sales", "", f"theirs-{len(names(other))}")])
 
     ours = seasoned(contended_waiter(store, sleep, clock=lambda: now[0]))
-    ours.hints.contended_until = now[0] + 1.0  # a race lost a while ago
+    ours.internals.hints.contended_until = now[0] + 1.0  # a race lost a while ago
     first = ours.commit("sales", add=[datafile("sales", "", "mine-1")])
     assert (first.attempts, first.redrives) == (2, 0)
     now[0] += 2.0  # past that race's memory
@@ -1033,7 +1037,7 @@ def test_vacuum_keeps_an_intent_a_fold_passed_over(store: ObjectStore) -> None:
     key, body, _ = intent_document(change, now_ms=int(time.time() * 1000) - 5000)  # made...
     # ...and written only after another process's fold moved the watermark past it.
     folder = seasoned(registry(store))
-    folder.policy = replace(folder.policy, watermark_lag=0.0)
+    folder.internals.policy = replace(folder.internals.policy, watermark_lag=0.0)
     plant_intent(store, Change("sales", "newer", add=(datafile("sales", "", "n"),)))
     folder.commit("sales", add=[datafile("sales", "", "b")])
     store.put(key, body, mode="create")
@@ -1157,7 +1161,7 @@ def folds_after_a_pause(store: ObjectStore, policy: FoldPolicy) -> Registry:
 
 def test_linger_turned_on_on_a_registry_in_use_takes_effect(store: ObjectStore) -> None:
     """A policy changed on a registry already made
-    (``registry.policy = replace(registry.policy, linger=...)``) takes effect. Its caller
+    (``registry.internals.policy = replace(..., linger=...)``) takes effect. Its caller
     committing again at once, it does not linger (its next commit folds anyway); once its
     caller pauses a round or more between commits, its next swap that carries another's
     intent lingers."""
@@ -1166,7 +1170,7 @@ def test_linger_turned_on_on_a_registry_in_use_takes_effect(store: ObjectStore) 
     # Not reading ahead: the LIST made as its first swap landed would answer its next fold,
     # which then would not see the intent planted meanwhile (NO_READ_AHEAD).
     folder = registry(store, clock=clock, policy=NO_READ_AHEAD)
-    folder.policy = replace(folder.policy, linger=100_000)
+    folder.internals.policy = replace(folder.internals.policy, linger=100_000)
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
     folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1: no pause seen
@@ -1175,8 +1179,8 @@ def test_linger_turned_on_on_a_registry_in_use_takes_effect(store: ObjectStore) 
     # Made after the folder's own last intent: above the watermark its swap set.
     plant_intent(store, Change("sales", "other-2", add=(datafile("sales", "", "d"),)))
     folder.commit("sales", add=[datafile("sales", "", "e")])  # folds other-2
-    assert folder.hints.pause is not None
-    assert folder.hints.pause >= 1.0
+    assert folder.internals.hints.pause is not None
+    assert folder.internals.hints.pause >= 1.0
     lingerer = folder._commits.lingerer
     assert lingerer is not None
     assert lingerer.is_alive()
@@ -1228,8 +1232,8 @@ def test_without_linger_a_folder_hands_over_when_its_commit_returns(store: Objec
     """``linger=0``: a commit that carried another process's intent starts no thread (nor,
     by default, one whose caller was not seen to pause: the test above)."""
     folder = folds_after_a_pause(store, replace(NO_READ_AHEAD, linger=0))
-    assert folder.hints.pause is not None
-    assert folder.hints.pause >= 1.0
+    assert folder.internals.hints.pause is not None
+    assert folder.internals.hints.pause >= 1.0
     assert folder.find_commit("other-1") is not None
     assert folder.find_commit("other-2") is not None
     assert folder._commits.lingerer is None

@@ -318,8 +318,8 @@ def test_configure_changes_the_settings_of_every_writer(client: Any, bucket: str
     for n in range(3):
         other.registry.commit("sales", commit_id=f"c{n}", properties={"n": str(n)})
     assert [c.id for c in other.registry.read().commits] == ["c1", "c2"]
-    assert other.registry.retention == 30 * 86400.0
-    assert first.registry.commit_window == 2  # configured: it uses the lake's now
+    assert other.registry.settings().retention == 30 * 86400.0
+    assert first.registry.settings().commit_window == 2  # configured: it uses the lake's now
     with pytest.raises(InvalidArgumentError, match="vacuum_floor"):
         first.configure(vacuum_floor="31d")
     assert other.registry.settings().vacuum_floor == DEFAULTS.vacuum_floor

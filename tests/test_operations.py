@@ -13,6 +13,7 @@ import pytest
 
 from lakelock import Lake
 from lakelock._registry._document import parse_registry, serialize_registry
+from lakelock.advanced import FoldPolicy
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
@@ -35,12 +36,10 @@ def lake(client: Any, bucket: str) -> Lake:
 @pytest.fixture
 def other(client: Any, bucket: str) -> Lake:
     """A second writer of the same lake (its own registry state, as another process)."""
-    other = Lake(bucket, s3=client, retry=FAST_RETRY)
     # Another process that does not fold pending intents into its commits: otherwise it
     # would apply the stalled operation's intent first, in the same swap, and the race these
     # tests force (the other commit lands first) would not happen.
-    other.registry.max_fold = 0
-    return other
+    return Lake(bucket, s3=client, retry=FAST_RETRY, fold_policy=FoldPolicy(max_fold=0))
 
 
 def rows(ids: list[int], day: int, month: int = 1) -> pa.Table:

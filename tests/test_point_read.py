@@ -92,7 +92,7 @@ def grid(lake: Lake) -> Lake:
 def index_nodes(lake: Lake, dataset: str, path: str) -> list[str]:
     """The index nodes a lookup of ``path`` in ``dataset``'s partition index reads (the top
     is inline in the snapshot): its depth."""
-    objects = lake.registry.objects
+    objects = lake.registry.internals.objects
     snapshot = objects.snapshot(lake.registry._read_root()[0].entries[dataset].snapshot)
     read: list[str] = []
 
@@ -148,7 +148,7 @@ def test_a_filter_pinning_some_columns_reads_only_the_manifests_of_what_it_can_m
     """``day == d`` on a dataset partitioned by day and region cannot be looked up (the index
     is a hash trie: the 4 partitions of that day lie anywhere in it), so every index node is
     read; but of the manifest all 120 partitions share, only the parts of those 4 are."""
-    objects = grid.registry.objects
+    objects = grid.registry.internals.objects
     snapshot = objects.snapshot(grid.registry._read_root()[0].entries["g"].snapshot)
     nodes: list[str] = []
 

@@ -18,12 +18,12 @@ from lakelock._registry._core._policy import BatchWaits, Hints, Liveness
 from lakelock._registry._core._requests import Ahead, Get, List, Now, Parallel, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc
 from lakelock._s3 import ObjectStore
-from lakelock._sim import Mix, SimConfig, simulate
 from lakelock._sim._faults import Faults
 from lakelock._sim._latency import Latency, Profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._store import SimS3
 from lakelock.testing import S3Endpoint
+from lakelock.testing.simulate import Mix, SimConfig, simulate
 
 APPENDS = Mix.of([("append", 1.0)])
 

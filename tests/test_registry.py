@@ -177,7 +177,7 @@ def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectS
     assert "not registered" in message
     fresh = registry(store)
     assert fresh.read().version == 1
-    assert fresh.pending_intents() == []
+    assert fresh.internals.pending_intents() == []
 
 
 def test_a_typed_refusal_that_gives_up_keeps_its_type(s3: S3Endpoint, store: ObjectStore) -> None:
@@ -420,7 +420,7 @@ def test_a_commit_that_waits_for_the_next_batch_sends_its_intent_at_once(
         second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "c")])
         wait_until(lambda: len(reg._commits.queue) == 1)
         # Its intent exists while the batch before it is still held at its swap.
-        assert len(reg.pending_intents()) == 2  # b's and c's, both undecided
+        assert len(reg.internals.pending_intents()) == 2  # b's and c's, both undecided
         puts = s3.stats()["PutObject"]
         s3.release_stalls()
         assert (first.result().version, second.result().version) == (2, 3)
@@ -456,13 +456,13 @@ def test_read_retries_throttling(s3: S3Endpoint, store: ObjectStore) -> None:
 
 
 def test_the_known_registry_loads_datasets_the_commit_core_never_read(store: ObjectStore) -> None:
-    """``Registry.known()`` hands out the root the commit core last read or wrote; its
+    """``registry.internals.known()`` hands out the root the commit core last read or wrote; its
     datasets load on demand like any read's. (The core's own documents load through its
     offline view of the cache, where a miss is a signal to the core: handed out as they
     were, a dataset the core never needed escaped as ``Missing``, found by a 16-process run.)"""
     registry(store).commit("other", add=[datafile("other", "", "o")])
     ours = registry(store)
     ours.commit("sales", add=[datafile("sales", "", "s")])  # the core reads the root itself
-    known = ours.known()
+    known = ours.internals.known()
     assert [f.name for f in ours.files("other", snapshot=known)] == ["o"]
     assert known.datasets["other"].totals is not None

@@ -162,11 +162,12 @@ def test_a_restore_of_a_version_about_to_leave_the_retention_is_refused(
         lake.restore("sales", version=first)
     assert s3.areas().get("PutObject root", 0) == 0
     clock.now = 1_049.0  # 51 s left
-    state, until = lake.registry.restorable("sales", version=first)
+    state, until = lake.registry.internals.restorable("sales", version=first)
     assert (state.updated_version, until) == (first, 1_100.0)
     restored = lake.restore("sales", version=first)
     assert ids(lake.read("sales")) == [1]
-    assert lake.registry.restorable("sales", version=restored.version)[1] is None  # current
+    current = lake.registry.internals.restorable("sales", version=restored.version)
+    assert current[1] is None
 
 
 def test_a_restore_whose_version_leaves_the_retention_while_it_waits_is_refused(
@@ -177,7 +178,7 @@ def test_a_restore_whose_version_leaves_the_retention_while_it_waits_is_refused(
     nothing is committed."""
     lake, clock, first = _restore_edge(s3, client, bucket)
     clock.now = 1_040.0
-    old, until = lake.registry.restorable("sales", version=first)
+    old, until = lake.registry.internals.restorable("sales", version=first)
     clock.now = 1_080.0
     change = Change(
         dataset="sales", commit_id="undo", restore=old, operation="restore", restore_until=until
@@ -370,7 +371,7 @@ def test_a_hash_trie_commit_id_index_keeps_working(store: ObjectStore) -> None:
     doc, etag = reg._read_root()
     assert etag is not None
     entry = doc.entries["sales"]
-    snap = reg.objects.snapshot(entry.snapshot)
+    snap = reg.internals.objects.snapshot(entry.snapshot)
     old = {f"old-{n}": {"version": 1, "at": snap.at, "operation": "append"} for n in range(300)}
     writes: list[tuple[str, bytes]] = []
 
@@ -378,15 +379,15 @@ def test_a_hash_trie_commit_id_index_keeps_working(store: ObjectStore) -> None:
         body = node_body(node)
         key = node_key("sales", body, uuid.uuid4().hex)
         writes.append((key, body))
-        reg.objects.remember(key, node)
+        reg.internals.objects.remember(key, node)
         return key
 
-    top = tree_update(snap.commit_ids, old, load=reg.objects.node, store=store_node)
+    top = tree_update(snap.commit_ids, old, load=reg.internals.objects.node, store=store_node)
     assert top.is_branch
     assert not top.lows  # a hash-trie branch
     body = serialize_snapshot(dataclasses.replace(snap, commit_ids=top), encode_schema)
     key = snapshot_key("sales", body, "hashtrie")
-    reg.objects.create_all([*writes, (key, body)])
+    reg.internals.objects.create_all([*writes, (key, body)])
     seeded = dataclasses.replace(
         doc,
         version=doc.version + 1,

@@ -12,8 +12,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakelock import Change, Lake
+from lakelock import Lake
 from lakelock._registry._intents import intent_document, parse_intent
+from lakelock.advanced import Change
 from lakelock.errors import (
     InvalidArgumentError,
     PartitionByMismatchError,

@@ -12,8 +12,8 @@ import pyarrow as pa
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._registry._changes import Change
-from lakelock._sim import DatasetVersion, Invocation, View, check
 from lakelock._sim._model import same_change
+from lakelock.testing.simulate import DatasetVersion, Invocation, View, check
 
 
 def data(key: str, part: str = "part=0") -> DataFile:

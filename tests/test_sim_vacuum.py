@@ -27,11 +27,12 @@ from lakelock._registry._core._requests import List, Listing, Now, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY, LockFenceRecord, RegistryDoc
 from lakelock._registry._objects import Missing
 from lakelock._s3 import ListedObject
-from lakelock._sim import EPOCH, Faults, Mix, SimConfig, SimS3, _protocols, profile, simulate
+from lakelock._sim import _protocols
 from lakelock._sim._run import SimResult
 from lakelock._sim._vacuum import VacuumRun, vacuum_problems
 from lakelock.cli import main
 from lakelock.errors import UnsupportedError
+from lakelock.testing.simulate import EPOCH, Faults, Mix, SimConfig, SimS3, profile, simulate
 from tests.test_simulator import VACUUM_SEEDS, sweep_config
 
 #: Vacuum-running seeds of the default sweep that catch each rule switched off, clean with

@@ -48,31 +48,9 @@ from lakelock._registry._objects import Missing
 from lakelock._registry._snapshot import SnapshotCommit
 from lakelock._s3 import _resolve as sim_resolve
 from lakelock._s3._types import PutResult
-from lakelock._sim import (
-    EPOCH,
-    EXPIRY_SLACK,
-    CoreProtocol,
-    DatasetVersion,
-    Endpoint,
-    Expired,
-    Faults,
-    Invocation,
-    Latency,
-    Loop,
-    Mix,
-    Observation,
-    Process,
-    Profile,
-    SimConfig,
-    SimS3,
-    StoreRetry,
-    ToyProtocol,
-    View,
-    check,
-    profile,
-    simulate,
-)
 from lakelock._sim import _run as sim_run
+from lakelock._sim._check import EXPIRY_SLACK, Expired
+from lakelock._sim._loop import Endpoint, Loop, Process
 from lakelock._sim._protocols import _Reader
 from lakelock._sim._run import GC_THRESHOLDS
 from lakelock._sim._workload import KINDS
@@ -85,6 +63,25 @@ from lakelock.errors import (
     OutcomeUnknownError,
     PreconditionFailedError,
     ThrottledError,
+)
+from lakelock.testing.simulate import (
+    EPOCH,
+    CoreProtocol,
+    DatasetVersion,
+    Faults,
+    Invocation,
+    Latency,
+    Mix,
+    Observation,
+    Profile,
+    SimConfig,
+    SimS3,
+    StoreRetry,
+    ToyProtocol,
+    View,
+    check,
+    profile,
+    simulate,
 )
 
 SEED_ENV = "LAKELOCK_SIM_SEED"

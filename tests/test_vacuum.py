@@ -92,7 +92,7 @@ def test_delete_removes_only_orphans(lake: Lake) -> None:
 def test_window_beyond_retention_is_refused(lake: Lake) -> None:
     """older_than above the registry's retention cannot be honoured: a typed error."""
     with pytest.raises(InvalidArgumentError):
-        lake.vacuum(older_than=lake.registry.retention + 1)
+        lake.vacuum(older_than=lake.registry.settings().retention + 1)
     with pytest.raises(InvalidArgumentError):
         lake.vacuum(older_than=-1)
 

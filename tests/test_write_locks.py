@@ -111,7 +111,11 @@ def sim_lock(lake: Lake, sim: SimTime) -> DistributedPathLock:
     """The lake's path lock on simulated time, with no heartbeat: a holder that stops
     renewing, as a crashed one does."""
     return DistributedPathLock(
-        lake.store, clock=sim.machine(), sleep=sim.sleep, heartbeat=False, write_locks=lake.registry
+        lake.store,
+        clock=sim.machine(),
+        sleep=sim.sleep,
+        heartbeat=False,
+        write_locks=lake.registry.internals,
     )
 
 
@@ -200,8 +204,8 @@ def test_a_cleared_grant_cannot_register_again(client: Any, bucket: str) -> None
     lake = Lake(bucket, s3=client, retry=FAST_RETRY)
     lake.append("lk", day(1), partition_by=["day"])
     fence = Fence("lock:lk", 7, (), ("/lk/day=1",))
-    lake.registry.release_write_locks((fence,))
+    lake.registry.internals.release_write_locks((fence,))
     with pytest.raises(StaleFenceError):
-        lake.registry.hold_write_locks((fence,))
+        lake.registry.internals.hold_write_locks((fence,))
     Lake(bucket, s3=client, retry=FAST_RETRY).append("lk", day(1, (4,)), partition_by=["day"])
     assert rows_of(lake, 1) == [1, 2, 4]

@@ -545,7 +545,7 @@ class LakeCatalog:
             # its commit id, or (a schema or property change, whose id names the version it
             # was first planned on) by the table already being what it asks for.
             if error.status == 409:
-                if registry.recorded_commit(commit_id, table) is not None:
+                if registry.internals.recorded_commit(commit_id, table) is not None:
                     return _RECORDED
                 if (
                     loaded is not None
@@ -732,7 +732,7 @@ class LakeCatalog:
         request), or read again if that does not hold the commit yet."""
         result = self._commit(changes)
         registry = self.lake.registry
-        known = registry.known()
+        known = registry.internals.known()
         for change in changes:
             state = known.datasets.get(change.dataset)
             if state is None or state.updated_version < result.version:

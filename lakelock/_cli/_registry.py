@@ -300,7 +300,7 @@ def _refused(lake: Any, snap: RegistrySnapshot, commits: list[dict[str, Any]]) -
             "intent": fate.key,
             "reason": fate.reason,
         }
-        for fate in lake.registry.intent_fates()
+        for fate in lake.registry.internals.intent_fates()
         if fate.state != "applied" and fate.version >= oldest
     ]
 
@@ -333,7 +333,7 @@ def _pending(lake: Any, snap: RegistrySnapshot) -> list[str]:
     """Intents not decided yet: commits written that no swap has applied or refused."""
     if snap.historical or snap.version == 0:
         return []
-    pending: list[str] = lake.registry.pending_intents()
+    pending: list[str] = lake.registry.internals.pending_intents()
     return pending
 
 

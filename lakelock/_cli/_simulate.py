@@ -15,8 +15,10 @@ import orjson
 
 from lakelock._cli._common import add_command, add_progress_option, number_type
 from lakelock._cli._progress import ProgressBar, progress_wanted
-from lakelock._sim import Faults, Mix, SimConfig, profile, simulate
-from lakelock._sim._workload import KINDS
+from lakelock._sim._faults import Faults
+from lakelock._sim._latency import profile
+from lakelock._sim._run import SimConfig, simulate
+from lakelock._sim._workload import KINDS, Mix
 
 __all__ = ["add_parser", "run"]
 

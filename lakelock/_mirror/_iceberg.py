@@ -357,11 +357,11 @@ def iceberg_pass(
     if top is not None:
         key = top[1]
         previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body.decode())
-    writer = _Writer(store, dataset, registry.retention)
-    steps = pending(registry.objects, entry, top[0] if top else None)
+    writer = _Writer(store, dataset, registry.settings().retention)
+    steps = pending(registry.internals.objects, entry, top[0] if top else None)
     schema_of = SchemaOf(registry)
     for done, (_, snap, parent) in enumerate(steps):
-        change = changes(registry.objects, snap, parent, schema_of=schema_of)
+        change = changes(registry.internals.objects, snap, parent, schema_of=schema_of)
         result = writer.version(change, previous, key)
         if result is None:
             return None

@@ -172,10 +172,10 @@ def _delta_pass(
         number = top[0] + 1
     root = store.full_key(delta_root(dataset))
     table = _delta.table_id(store.bucket, root)
-    steps = pending(registry.objects, entry, after)
+    steps = pending(registry.internals.objects, entry, after)
     schema_of = SchemaOf(registry)
     for done, (_, snap, parent) in enumerate(steps):
-        change = changes(registry.objects, snap, parent, schema_of=schema_of)
+        change = changes(registry.internals.objects, snap, parent, schema_of=schema_of)
         body = _delta.commit_body(
             change,
             bucket=store.bucket,

@@ -36,7 +36,7 @@ def oldest_kept(registry: Registry, *, cutoff: float) -> dict[str, int]:
     for name, entry in doc.entries.items():
         successor_at: float | None = None
         try:
-            for _, snap in registry.objects.walk(entry.snapshot):
+            for _, snap in registry.internals.objects.walk(entry.snapshot):
                 if successor_at is not None and successor_at < cutoff:
                     break
                 oldest[name] = snap.version

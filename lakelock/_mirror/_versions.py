@@ -189,9 +189,11 @@ def live_files(registry: Registry, snap: Snapshot) -> list[DataFile]:
     """Every file of a dataset version (reads its whole index: for checkpoints)."""
     entries = [
         partition_from_entry(p, raw)
-        for p, raw in tree_items(snap.partitions, registry.objects.node)
+        for p, raw in tree_items(snap.partitions, registry.internals.objects.node)
     ]
-    manifests = registry.objects.manifests(sorted({m.key for e in entries for m in e.manifests}))
+    manifests = registry.internals.objects.manifests(
+        sorted({m.key for e in entries for m in e.manifests})
+    )
     files = [f for e in entries for m in e.manifests for f in manifests[m.key].files_of(e.path)]
     return sorted(files, key=lambda f: f.key)
 

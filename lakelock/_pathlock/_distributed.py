@@ -148,8 +148,9 @@ MAX_CAS_ROUNDS: Final = 100
 
 
 class WriteLocks(Protocol):
-    """Where write grants register as write locks in force (a lake's registry: FORMAT.md,
-    "Write locks in force"), so that commits of other processes keep out of their paths."""
+    """Where write grants register as write locks in force (a lake's ``registry.internals``:
+    FORMAT.md, "Write locks in force"), so that commits of other processes keep out of their
+    paths."""
 
     def hold_write_locks(self, fences: tuple[Fence, ...]) -> None: ...
 
@@ -230,11 +231,11 @@ class DistributedPathLock:
     ``on_lost`` (called once per handle whose lock is lost) are defaults for :meth:`lock`,
     which can override each; ``clock`` (monotonic) and ``sleep`` are injectable. Thread-safe.
 
-    ``write_locks`` (a lake's registry; ``Lake.lock`` passes its own) is where each grant with
-    write paths registers itself once its tables are taken, before ``acquire`` returns, and
-    unregisters at release: while it holds, the registry refuses every commit to those paths
-    that does not carry its fence (FORMAT.md, "Write locks in force"). Without it the lock
-    excludes only other lock holders.
+    ``write_locks`` (a lake's ``registry.internals``; ``Lake.lock`` passes its own) is where
+    each grant with write paths registers itself once its tables are taken, before ``acquire``
+    returns, and unregisters at release: while it holds, the registry refuses every commit to
+    those paths that does not carry its fence (FORMAT.md, "Write locks in force"). Without it
+    the lock excludes only other lock holders.
     """
 
     def __init__(

@@ -6,10 +6,11 @@ travel), history, migration from format 1; committing is
 from __future__ import annotations
 
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -72,7 +73,13 @@ from lakelock.errors import (
     VersionNotFoundError,
 )
 
-__all__ = ["CommitResult", "MigrationResult", "Registry", "RegistrySnapshot"]
+__all__ = [
+    "CommitResult",
+    "MigrationResult",
+    "Registry",
+    "RegistryInternals",
+    "RegistrySnapshot",
+]
 
 MIB = 1024 * 1024
 #: How often a commit that a write lock keeps out looks again, while it may wait.
@@ -130,6 +137,15 @@ class RegistrySnapshot:
         )
 
 
+def _moved(name: str, home: str) -> None:
+    """Warn that ``name`` moved to ``home`` (it keeps working for one release)."""
+    warnings.warn(
+        f"{name} moved: use {home} (the old name goes in the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
 def _check_when(version: object, as_of: object) -> None:
     """Refuse, before any request, a ``version`` that is not an int (``True`` is not version
     1) and an ``as_of`` that is not a number of seconds or a datetime."""
@@ -177,9 +193,14 @@ class Registry:
     ``max_batch`` commits). ``commit_window``, ``retention``, ``intent_ttl`` and
     ``vacuum_floor`` are the lake's settings (:mod:`._settings`): ``None`` uses the lake's;
     a value given that disagrees with the lake's is refused
-    (:class:`~lakelock.errors.SettingsMismatchError`); :meth:`configure` changes them.
+    (:class:`~lakelock.errors.SettingsMismatchError`); :meth:`settings` reads them and
+    :meth:`configure` changes them. ``policy`` (a :class:`~lakelock.advanced.FoldPolicy`:
+    ``Lake(fold_policy=...)`` passes it) holds the scheduling knobs of commits across
+    processes.
     ``root_multipart_threshold`` is the root size from which it is written by multipart
-    upload with an ``If-Match`` completion.
+    upload with an ``If-Match`` completion. What the commit protocol knows and has decided
+    (the root this process last saw, intents' fates, its learnt state) is
+    :attr:`internals`'s, not this object's.
     """
 
     def __init__(
@@ -219,9 +240,9 @@ class Registry:
         self.lock_timeout = lock_timeout
         self._grants = LiveGrants(store, clock=self.retry.clock)
         self._clock = clock
-        self.objects = Objects(store)
+        self._objects = Objects(store)
         self._committer = Committer(
-            self.objects,
+            self._objects,
             policy=policy or FoldPolicy(max_fold=max_fold, fold_interval=fold_interval),
             commit_window=commit_window,
             retention=retention,
@@ -244,6 +265,8 @@ class Registry:
         self._commits = CommitQueue(
             self._committer, self._driver, group_commit=group_commit, max_batch=max_batch
         )
+        #: What the commit protocol knows and the root decided (:class:`RegistryInternals`).
+        self.internals = RegistryInternals(self)
 
     # -- committing -----------------------------------------------------------------------
 
@@ -335,15 +358,6 @@ class Registry:
 
     # -- write locks in force (FORMAT.md) ---------------------------------------------------
 
-    def hold_write_locks(self, fences: tuple[Fence, ...]) -> None:
-        """Register path-lock grants as write locks in force, in one commit: until released,
-        commits to their write paths that do not carry their fence are refused."""
-        self._lock_commit(fences, LOCK)
-
-    def release_write_locks(self, fences: tuple[Fence, ...]) -> None:
-        """Clear the write locks in force of these grants, in one commit."""
-        self._lock_commit(fences, UNLOCK)
-
     def _lock_commit(self, fences: tuple[Fence, ...], operation: str) -> None:
         commit_id = self._committer.new_commit_id(self._clock())
         changes = [
@@ -397,7 +411,7 @@ class Registry:
         if holder is None and record.token not in cleared:  # it never holds again
             cleared.add(record.token)
             fence = Fence(f"lock:{change.dataset}", record.token, record.read, record.write)
-            self.release_write_locks((fence,))
+            self._lock_commit((fence,), UNLOCK)
             return
         waited = self.retry.clock() - started
         if holder is not None and waited < self.lock_timeout:
@@ -419,12 +433,14 @@ class Registry:
 
     @property
     def policy(self) -> FoldPolicy:
-        """The scheduling knobs of group commit across processes (liveness only)."""
-        return self._committer.policy
+        """Deprecated: ``Lake(fold_policy=...)`` sets it; ``registry.internals.policy``."""
+        _moved("Registry.policy", "Lake(fold_policy=...) or registry.internals.policy")
+        return self.internals.policy
 
     @policy.setter
     def policy(self, policy: FoldPolicy) -> None:
-        self._committer.policy = policy
+        _moved("Registry.policy", "Lake(fold_policy=...) or registry.internals.policy")
+        self.internals.policy = policy
 
     # -- the lake's settings -----------------------------------------------------------------
 
@@ -468,60 +484,12 @@ class Registry:
         assert isinstance(stored, LakeSettings)
         return stored
 
-    @property
-    def retention(self) -> float:
-        """How long (seconds) a replaced version stays readable (time travel, vacuum): the
-        lake's (:meth:`settings`, one read of the root)."""
-        return self.settings().retention
-
-    @property
-    def commit_window(self) -> int:
-        """How many recent commit ids the root keeps: the lake's (:meth:`settings`)."""
-        return self.settings().commit_window
-
-    @property
-    def intent_ttl(self) -> float:
-        """How long an undecided intent may still be applied: the lake's (:meth:`settings`)."""
-        return self.settings().intent_ttl
-
-    @property
-    def vacuum_floor(self) -> float:
-        """The shortest window vacuum ever uses: the lake's (:meth:`settings`)."""
-        return self.settings().vacuum_floor
-
-    @property
-    def explicit(self) -> dict[str, float | int]:
-        """The settings this registry was given (the rest are the lake's)."""
-        return dict(self._committer.explicit)
-
-    @property
-    def hints(self) -> Hints:
-        """What this process has learnt about the others (rounds, contention)."""
-        return self._committer.hints
-
-    @property
-    def group_commit(self) -> bool:
-        return self._commits.group_commit
-
-    @property
-    def max_fold(self) -> int:
-        """Most intents of other processes one fold applies (0: never fold others')."""
-        return self._committer.policy.max_fold
-
-    @max_fold.setter
-    def max_fold(self, value: int) -> None:
-        self.policy = replace(self.policy, max_fold=value)
-
     def _hedged_write(self, put: Callable[[], PutResult]) -> PutResult:
         """``put()`` — a create-only PUT of a small new object, with one write id however
         often it is sent — sent a second time if it is slower than this process's writes
         usually are, as the commit's own are (docs/FORMAT.md, "Scheduling" 7): a lake's
         appends send their data files through it."""
         return self._driver.hedged(put)
-
-    def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
-        """The manifests at ``keys`` (cached: they are content-addressed, never change)."""
-        return self.objects.manifests(keys)
 
     def read(
         self, *, version: int | None = None, as_of: float | datetime | None = None
@@ -537,21 +505,6 @@ class Registry:
         if version is None and as_of is None:
             return RegistrySnapshot.of(doc, etag)
         return self._travel(doc, version=version, as_of=as_of)
-
-    def known(self) -> RegistrySnapshot:
-        """The registry as this process last read or wrote it, at no request (a fresh
-        :meth:`read` if it knows none yet). It may be stale: for checks that the commit loop
-        makes again on the current version (an operation's checks before it writes)."""
-        with self._commits.lock:
-            known = self._committer.known
-        if known is None:
-            return self.read()
-        doc, etag = known
-        if doc.format_version > 1:
-            # The commit core's documents load their datasets through its offline view of the
-            # cache (a miss is a signal to the core, not a GET): hand out one that loads them.
-            doc = with_datasets(doc, self.objects.datasets(doc))
-        return RegistrySnapshot.of(doc, etag)
 
     def _current(self) -> tuple[RegistryDoc, str | None]:
         for attempt in self.retry.retrying((ConflictError, ThrottledError, OutcomeUnknownError)):
@@ -579,7 +532,7 @@ class Registry:
             data.body, bucket=self.store.bucket, key=self._root.full_key(REGISTRY_KEY)
         )
         if doc.format_version > 1:
-            doc = with_datasets(doc, self.objects.datasets(doc))
+            doc = with_datasets(doc, self._objects.datasets(doc))
         with self._commits.lock:
             self._committer.observe(doc, data.etag)
         return doc, data.etag
@@ -613,7 +566,7 @@ class Registry:
         expire_before = self._clock() - self._settings_of(doc).retention
 
         def load(name: str) -> DatasetState | None:
-            return self.objects.at_version(
+            return self._objects.at_version(
                 entries[name],
                 name,
                 version=version,
@@ -636,37 +589,6 @@ class Registry:
             commits=tuple(c for c in doc.commits if c.version <= at),
             historical=True,
         )
-
-    def restorable(
-        self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
-    ) -> tuple[DatasetState, float | None]:
-        """The dataset at ``version``/``as_of``, for a restore to make current again, and
-        when that version leaves the retention (``None``: it is the current one). A version
-        that leaves it too soon for a restore to land first is
-        :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
-        name = validate_dataset_name(name)
-        _check_when(version, as_of)
-        doc, _ = self._current()
-        snapshot = self._travel(doc, version=version, as_of=as_of)
-        state = self.dataset(name, version=version, as_of=as_of, snapshot=snapshot)
-        if doc.format_version == 1 or name not in doc.entries:
-            return state, None
-        replaced = self.objects.replaced_at(doc.entries[name], state.updated_version)
-        if replaced is None:
-            return state, None
-        retention = self._settings_of(doc).retention
-        until, now = replaced + retention, self._clock()
-        if restore_refused(until, now=now, retention=retention):
-            left, lead = until - now, restore_lead(retention)
-            raise SnapshotExpiredError(
-                name,
-                version=version,
-                as_of=as_of.timestamp() if isinstance(as_of, datetime) else as_of,
-                reason=f": it leaves the registry's retention in {max(left, 0):.0f} s, too "
-                f"soon to restore it safely (a restore needs {lead:g} s before then: vacuum "
-                "may delete its files as the restore commits); restore a newer version",
-            )
-        return state, until
 
     def dataset(
         self,
@@ -710,7 +632,7 @@ class Registry:
         entry = doc.entries.get(dataset)
         if entry is None:
             raise DatasetNotFoundError(dataset)
-        found = self.objects.history(entry, dataset, limit=limit)
+        found = self._objects.history(entry, dataset, limit=limit)
         if doc.backup is None or (limit is not None and len(found) >= limit):
             return found
         # Upgraded from format 1: its commit log (the recent window the old root kept, in
@@ -738,26 +660,6 @@ class Registry:
         assert new_doc.backup is not None
         return MigrationResult(new_doc.version, new_doc.backup)
 
-    def intent_fates(self) -> tuple[IntentFate, ...]:
-        """What the root has decided about recent intents (applied at a version, rejected
-        with a reason, cancelled), oldest first: every one above the watermark, and at least
-        the ``commit_window`` most recent."""
-        doc, _ = self._current()
-        return doc.fates
-
-    def pending_intents(self) -> list[str]:
-        """Intents no swap has decided yet (above the watermark, no fate): commits of other
-        processes, or of crashed ones, that the next fold may apply."""
-        doc, _ = self._current()
-        if doc.format_version == 1:
-            return []
-        decided = {f.key for f in doc.fates}
-        return [
-            o.key
-            for o in self.store.list(INTENT_PREFIX, start_after=doc.watermark)
-            if o.key not in decided
-        ]
-
     def find_commit(self, commit_id: str, *, datasets: Iterable[str] | None = None) -> int | None:
         """The version that recorded ``commit_id``, or None: the root's recent window first,
         then the commit-id index of each dataset (of ``datasets``, default all) — so a re-run
@@ -770,7 +672,7 @@ class Registry:
         for name in names:
             state = snap.datasets.get(name)
             if state is not None:
-                found = self.objects.commit_version(state, commit_id)
+                found = self._objects.commit_version(state, commit_id)
                 if found is not None:
                     return found
         return None
@@ -780,9 +682,9 @@ class Registry:
 
         def read(item: tuple[str, ManifestRef]) -> tuple[DataFile, ...]:
             path, ref = item
-            found = self.objects.partition_files(dataset, path, ref)
+            found = self._objects.partition_files(dataset, path, ref)
             if found is None:  # read whole (an Objects without a store)
-                found = self.objects.manifest(ref.key).files_of(path)
+                found = self._objects.manifest(ref.key).files_of(path)
             if len(found) != ref.files:
                 raise RegistryCorruptError(
                     f"part of {ref.key} for {dataset!r}/{path!r} lists {len(found)} of "
@@ -796,21 +698,6 @@ class Registry:
             return [f for item in parts for f in read(item)]
         with ThreadPoolExecutor(min(16, len(parts))) as pool:
             return [f for found in pool.map(read, parts) for f in found]
-
-    def recorded_commit(
-        self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
-    ) -> CommitRecord | Mapping[str, Any] | None:
-        """What the registry recorded of ``commit_id``: the root's record if it is a recent
-        commit (of any dataset), else the entry of ``dataset``'s commit-id index, else
-        ``None`` (compare with :func:`~lakelock._registry._changes.reused_commit_id`)."""
-        snap = snapshot or self.read()
-        for record in reversed(snap.commits):
-            if record.id == commit_id:
-                return record
-        state = snap.datasets.get(dataset)
-        if state is None or snap.format_version == 1:
-            return None
-        return self.objects.commit_entry(state, commit_id)
 
     def files(
         self,
@@ -845,7 +732,7 @@ class Registry:
             parts = [(p, ref) for p, ref in refs if 0 < wanted[ref.key] <= PARTS_AT_MOST]
             refs = [(p, ref) for p, ref in refs if not 0 < wanted[ref.key] <= PARTS_AT_MOST]
             files += self._parts(dataset, parts)
-        loaded = self.load_manifests(ref.key for _, ref in refs)
+        loaded = self._objects.manifests(ref.key for _, ref in refs)
         for path, ref in refs:
             manifest = loaded[ref.key]
             prefix = files_prefix(dataset, path)
@@ -870,3 +757,141 @@ class Registry:
                 )
             files.extend(mine)
         return sorted(files, key=lambda f: f.key)
+
+
+class RegistryInternals:
+    """What the commit protocol of one :class:`Registry` knows and the root has decided,
+    for diagnostics, tests and lakelock's own tools (``registry.internals``): nothing here is
+    needed to write or read a lake. Its types are in :mod:`lakelock.advanced`; their
+    meaning is docs/FORMAT.md's and the glossary's (docs/ARCHITECTURE.md)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    @property
+    def objects(self) -> Objects:
+        """The cache of the lake's write-once objects this registry reads through."""
+        return self._registry._objects
+
+    @property
+    def policy(self) -> FoldPolicy:
+        """The scheduling knobs of group commit across processes (liveness only): the
+        ``Lake(fold_policy=...)`` given, else the defaults."""
+        return self._registry._committer.policy
+
+    @policy.setter
+    def policy(self, policy: FoldPolicy) -> None:
+        self._registry._committer.policy = policy
+
+    @property
+    def hints(self) -> Hints:
+        """What this process has learnt about the others (rounds, contention)."""
+        return self._registry._committer.hints
+
+    @property
+    def explicit(self) -> dict[str, float | int]:
+        """The settings this registry was given (the rest are the lake's)."""
+        return dict(self._registry._committer.explicit)
+
+    @property
+    def group_commit(self) -> bool:
+        """Whether concurrent commits of this registry merge into one compare-and-swap."""
+        return self._registry._commits.group_commit
+
+    def known(self) -> RegistrySnapshot:
+        """The registry as this process last read or wrote it, at no request (a fresh
+        :meth:`Registry.read` if it knows none yet). It may be stale: for checks that the
+        commit loop makes again on the current version (an operation's checks before it
+        writes)."""
+        registry = self._registry
+        with registry._commits.lock:
+            known = registry._committer.known
+        if known is None:
+            return registry.read()
+        doc, etag = known
+        if doc.format_version > 1:
+            # The commit core's documents load their datasets through its offline view of the
+            # cache (a miss is a signal to the core, not a GET): hand out one that loads them.
+            doc = with_datasets(doc, registry._objects.datasets(doc))
+        return RegistrySnapshot.of(doc, etag)
+
+    def intent_fates(self) -> tuple[IntentFate, ...]:
+        """What the root has decided about recent intents (applied at a version, rejected
+        with a reason, cancelled), oldest first: every one above the watermark, and at least
+        the ``commit_window`` most recent."""
+        doc, _ = self._registry._current()
+        return doc.fates
+
+    def pending_intents(self) -> list[str]:
+        """Intents no swap has decided yet (above the watermark, no fate): commits of other
+        processes, or of crashed ones, that the next fold may apply."""
+        doc, _ = self._registry._current()
+        if doc.format_version == 1:
+            return []
+        decided = {f.key for f in doc.fates}
+        return [
+            o.key
+            for o in self._registry.store.list(INTENT_PREFIX, start_after=doc.watermark)
+            if o.key not in decided
+        ]
+
+    def recorded_commit(
+        self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
+    ) -> CommitRecord | Mapping[str, Any] | None:
+        """What the registry recorded of ``commit_id``: the root's record if it is a recent
+        commit (of any dataset), else the entry of ``dataset``'s commit-id index, else
+        ``None`` (compare with :func:`~lakelock._registry._changes.reused_commit_id`)."""
+        snap = snapshot or self._registry.read()
+        for record in reversed(snap.commits):
+            if record.id == commit_id:
+                return record
+        state = snap.datasets.get(dataset)
+        if state is None or snap.format_version == 1:
+            return None
+        return self._registry._objects.commit_entry(state, commit_id)
+
+    def restorable(
+        self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
+    ) -> tuple[DatasetState, float | None]:
+        """The dataset at ``version``/``as_of``, for a restore to make current again, and
+        when that version leaves the retention (``None``: it is the current one). A version
+        that leaves it too soon for a restore to land first is
+        :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
+        registry = self._registry
+        name = validate_dataset_name(name)
+        _check_when(version, as_of)
+        doc, _ = registry._current()
+        snapshot = registry._travel(doc, version=version, as_of=as_of)
+        state = registry.dataset(name, version=version, as_of=as_of, snapshot=snapshot)
+        if doc.format_version == 1 or name not in doc.entries:
+            return state, None
+        replaced = registry._objects.replaced_at(doc.entries[name], state.updated_version)
+        if replaced is None:
+            return state, None
+        retention = registry._settings_of(doc).retention
+        until, now = replaced + retention, registry._clock()
+        if restore_refused(until, now=now, retention=retention):
+            left, lead = until - now, restore_lead(retention)
+            raise SnapshotExpiredError(
+                name,
+                version=version,
+                as_of=as_of.timestamp() if isinstance(as_of, datetime) else as_of,
+                reason=f": it leaves the registry's retention in {max(left, 0):.0f} s, too "
+                f"soon to restore it safely (a restore needs {lead:g} s before then: vacuum "
+                "may delete its files as the restore commits); restore a newer version",
+            )
+        return state, until
+
+    def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
+        """The manifests at ``keys`` (cached: they are content-addressed, never change)."""
+        return self._registry._objects.manifests(keys)
+
+    def hold_write_locks(self, fences: tuple[Fence, ...]) -> None:
+        """Register path-lock grants as write locks in force, in one commit: until released,
+        commits to their write paths that do not carry their fence are refused (the
+        distributed path lock's grants call this)."""
+        self._registry._lock_commit(fences, LOCK)
+
+    def release_write_locks(self, fences: tuple[Fence, ...]) -> None:
+        """Clear the write locks in force of these grants, in one commit."""
+        self._registry._lock_commit(fences, UNLOCK)

@@ -437,7 +437,7 @@ class CoreProtocol(SimProtocol):
             return None
         reader = _Reader(store, self._parsed, self._made)
         chain = reader.chain(entry.snapshot)[-20:]
-        # As Registry.restorable: a version replaced long enough ago that it leaves the
+        # As registry.internals.restorable: a version replaced long enough ago that it leaves the
         # retention within the restore's lead is refused (FORMAT.md rule 9).
         choices = [
             (key, snap, after.at + retention)

@@ -14,30 +14,14 @@ print(result.metrics.commits_per_second)
 
 from __future__ import annotations
 
-from lakelock._sim import (
-    EPOCH,
-    FAULT_KINDS,
-    PROFILES,
-    CoreProtocol,
-    DatasetVersion,
-    Faults,
-    Invocation,
-    Latency,
-    Metrics,
-    Mix,
-    Observation,
-    Profile,
-    SimConfig,
-    SimProtocol,
-    SimResult,
-    SimS3,
-    StoreRetry,
-    ToyProtocol,
-    View,
-    check,
-    profile,
-    simulate,
-)
+from lakelock._sim._check import DatasetVersion, Observation, View, check
+from lakelock._sim._faults import FAULT_KINDS, Faults
+from lakelock._sim._latency import PROFILES, Latency, Profile, profile
+from lakelock._sim._loop import StoreRetry
+from lakelock._sim._protocols import CoreProtocol, SimProtocol, ToyProtocol
+from lakelock._sim._run import Metrics, SimConfig, SimResult, simulate
+from lakelock._sim._store import EPOCH, SimS3
+from lakelock._sim._workload import Invocation, Mix
 
 __all__ = [
     "EPOCH",

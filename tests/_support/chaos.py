@@ -105,7 +105,7 @@ def check_chaos(
     distinct = sorted({r.version for r in recorded})
     # A version without a commit must be one that only recorded intents' fates (rejected or
     # cancelled commits, so that nobody applies them later).
-    fate_only = {f.version for f in lake.registry.intent_fates() if f.state != "applied"}
+    fate_only = {f.version for f in lake.registry.internals.intent_fates() if f.state != "applied"}
     if distinct:
         unexplained = set(range(distinct[0], snapshot.version + 1)) - set(distinct) - fate_only
         if unexplained:

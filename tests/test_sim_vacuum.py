@@ -97,12 +97,13 @@ VACUUM_PROMISES: dict[str, tuple[Any, str, Any, tuple[int, ...], str]] = {
     # The walk of the kept versions ends at a damaged one (and what vacuum cannot prove
     # unneeded goes): older retained versions lose what they reach. With rule 10 the sweep
     # damages no version (none of 0-2999 catches it), so rule 10 is off for it, before and
-    # after (6, 35, 38, 107, 163, 195, 211, 227, ... 14 seeds of 0-499).
+    # after (6, 38, 182, 195 of 0-499, since the simulated SDK sends a timed-out root swap
+    # again and a retried write is told ours by its write id).
     "walks_past": (
         _vacuum_plan,
         "walks_past",
         lambda error: False,
-        (6, 35),
+        (6, 38),
         "a version retained then reaches it",
     ),
     # Path-lock grant records dropped by age: a superseded holder's overwrite is accepted
@@ -224,16 +225,17 @@ def test_the_sweep_vacuums_in_a_quarter_of_its_runs_and_they_delete() -> None:
 
 #: Runs in which a vacuum that pauses half a second between its listing and its read of the
 #: root sees an old intent undecided when it listed it and applied when it reads the root:
-#: seeds 13, 51, 52, 63 with vacuum as it is (of 11-299, the simulator with the vacuum
-#: floor, 2026-11-29); before it 11 and 20 with vacuum as it is and 12, 15 and 31 with the
-#: reads the wrong way round (the runs part ways at the first deletion the two vacuums
-#: disagree on), with the basic mix the races were found with (:data:`BASIC_MIX`); before
-#: those 12 and 10, 2, 6, 12 and 3, 10.
+#: seeds 15, 51, 52, 55 with vacuum as it is (of 11-299, since the simulated SDK sends a
+#: timed-out root swap again and a retried write is told ours by its write id); before it
+#: 13, 51, 52, 63 (the simulator with the vacuum floor, 2026-11-29); before that 11 and 20
+#: with vacuum as it is and 12, 15 and 31 with the reads the wrong way round (the runs part
+#: ways at the first deletion the two vacuums disagree on), with the basic mix the races
+#: were found with (:data:`BASIC_MIX`); before those 12 and 10, 2, 6, 12 and 3, 10.
 RACE = SimConfig(
     writers=4,
     seconds=3.0,
     store="fixed:10",
-    seed=13,
+    seed=15,
     vacuums=1,
     faults=Faults(kills=2, rate=0.02),
     intent_ttl=5.0,

@@ -170,7 +170,8 @@ def test_a_lock_grant_superseded_by_a_conflicting_one_applied_is_reported() -> N
 def test_a_refusal_whose_reason_is_typed_must_be_of_that_type() -> None:
     """A stale fence is StaleFenceError and a schema that does not fit SchemaMismatchError,
     whichever process decided it: a leader that catches StaleFenceError to step down must
-    get it. And StaleFenceError only when a newer fence was applied."""
+    get it. And StaleFenceError only when a commit carried a newer fence (applied or not:
+    its holder superseded this one)."""
     newer = change("c1", add=(A,), fence=Fence("leader", 2))
     stale = change("c2", digest="sha256:b", add=(B,), fence=Fence("leader", 1))
     reason = "the commit's intent was rejected: fencing token 1 for 'leader' is stale"
@@ -181,7 +182,10 @@ def test_a_refusal_whose_reason_is_typed_must_be_of_that_type() -> None:
     assert any("refused with CommitConflictError, not StaleFenceError" in p for p in problems)
     typed = call("c2", stale, outcome="fail", error_type="StaleFenceError", error=reason)
     assert judged([call("c1", newer, version=1), typed], version(1, newer, files=FILES_A)) == []
-    assert any("no newer fence was applied" in p for p in judged([typed]))
+    assert any("no commit carried a newer fence" in p for p in judged([typed]))
+    # A newer holder's commit refused (its batch's swap did not land) supersedes it too.
+    unlanded = call("c1", newer, outcome="gaveup", error="gave up")
+    assert judged([unlanded, typed]) == []
     schema = "the commit's intent was rejected: schema does not fit dataset 'ds'"
     untyped = call("c2", stale, outcome="fail", error_type="CommitConflictError", error=schema)
     assert any("not SchemaMismatchError" in p for p in judged([untyped]))

@@ -1930,3 +1930,12 @@ def test_a_rerun_looks_its_id_up_again_once_the_window_has_moved_past() -> None:
     Now a caller-chosen id is looked up in the commit-id index again whenever the root's
     window no longer covers every version since the last look."""
     assert simulate(sweep_config(12773)).violations == []
+
+
+def test_a_stale_fence_refused_beside_a_newer_holders_unlanded_commit_is_justified() -> None:
+    """Found by the slow sweep (seed 15348): a lease holder's commit (token 1) is refused as
+    stale by its last attempt, which applied a newer holder's commit (token 2) first in the
+    same batch; the swap did not land and the commit gave up with ``StaleFenceError``. The
+    newer holder exists (its token was handed out and its commit seen), so the refusal is
+    the documented one; the checker held it to a newer fence *applied*, which none was."""
+    assert simulate(sweep_config(15348)).violations == []

@@ -45,7 +45,7 @@ protocols (their tokens are handed out by the workload, :mod:`._workload`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -491,8 +491,15 @@ def _difference(files: Mapping[str, str], model: Mapping[str, str]) -> str:
     )
 
 
-def _error_problems(invocations: Iterable[Invocation], fences: _Fences) -> list[str]:
-    """The documented typed error, whichever process decided the refusal."""
+def _error_problems(invocations: Sequence[Invocation], fences: _Fences) -> list[str]:
+    """The documented typed error, whichever process decided the refusal. A
+    ``StaleFenceError`` needs a newer fence: applied, or carried by a commit of the run that
+    was not (a newer holder's commit a batch applied before this one, whose swap then did
+    not land: the holder is superseded all the same, and the registry saw its fence)."""
+    carried = _Fences()
+    for inv in invocations:
+        for c in inv.changes:
+            carried.stale(c)
     problems = []
     for inv in invocations:
         if inv.error_type is None or inv.outcome != "fail":
@@ -503,7 +510,9 @@ def _error_problems(invocations: Iterable[Invocation], fences: _Fences) -> list[
             if any(w in message for w in words) and inv.error_type != typed:
                 problems.append(f"{what} refused with {inv.error_type}, not {typed}: {inv.error}")
         if inv.error_type == "StaleFenceError" and not any(
-            fences.newer_than(c) for c in inv.changes
+            fences.newer_than(c) or carried.newer_than(c) for c in inv.changes
         ):
-            problems.append(f"{what} refused as stale, but no newer fence was applied: {inv.error}")
+            problems.append(
+                f"{what} refused as stale, but no commit carried a newer fence: {inv.error}"
+            )
     return problems

@@ -229,3 +229,20 @@ def test_a_file_listed_twice_and_properties_and_columns_are_held_to_the_model() 
         version(2, other, files=files, columns={"extra": "int64"}),
     )
     assert any("column 'extra' applied as string, the dataset's is int64" in p for p in problems)
+
+
+def test_a_change_without_files_run_again_is_the_call_that_heard_it_committed() -> None:
+    """Found by the slow sweep (seed 20349): a delete gives up (its intent recorded
+    cancelled) and the pipeline runs it again under its id, the same change, acknowledged
+    at version 2. Nothing in the version tells the two calls apart (no files): the record is
+    the acknowledged call's, not the one told it failed — which the checker chose before,
+    reporting a refused commit in the registry. Both applied would still be reported."""
+    first = change("c1", add=(A,), operation="append")
+    delete = change("job-1", remove_partitions=("part=0",), operation="delete")
+    gave_up = call("job-1", delete, outcome="gaveup", error="gave up", op="delete")
+    again = call("job-1", delete, version=2, op="delete", start=2.0)
+    versions = (version(1, first, files=FILES_A), version(2, delete, files={}))
+    assert judged([call("c1", first, version=1), gave_up, again], *versions) == []
+    twice = version(3, delete, files={})
+    problems = judged([call("c1", first, version=1), gave_up, again], *versions, twice)
+    assert any("refused commit is in the registry" in p for p in problems)

@@ -1939,3 +1939,10 @@ def test_a_stale_fence_refused_beside_a_newer_holders_unlanded_commit_is_justifi
     newer holder exists (its token was handed out and its commit seen), so the refusal is
     the documented one; the checker held it to a newer fence *applied*, which none was."""
     assert simulate(sweep_config(15348)).violations == []
+
+
+def test_a_delete_run_again_after_giving_up_is_judged_by_the_call_that_committed() -> None:
+    """Found by the slow sweep (seed 20349): a delete gave up (its intent recorded
+    cancelled) and its pipeline ran it again under its id, acknowledged. The checker took
+    the record for the call told it failed (a delete adds no files to tell them apart)."""
+    assert simulate(sweep_config(20349)).violations == []

@@ -141,8 +141,9 @@ def _match(
     problems: list[str],
 ) -> _Applied:
     """Each recorded commit's call: its id, dataset, operation and digest; among several
-    (the same change run again), the one whose added files the version holds, else the
-    first not yet applied in the dataset."""
+    (the same change run again), the one whose added files the version holds, else of
+    those not yet applied in the dataset the first acknowledged at that version, else the
+    first not told it failed, else the first."""
     applied = _Applied()
     for name, versions in view.datasets.items():
         used: set[int] = set()
@@ -188,8 +189,18 @@ def _chosen(
         change = _change(invocations[n], name)
         if change is not None and change.add and all(f.key in v.files for f in change.add):
             return n
-    fresh = [n for n in candidates if n not in used]
-    return (fresh or candidates)[0]
+    fresh = [n for n in candidates if n not in used] or candidates
+    # Calls of one change that add no files (a delete run again under its id) are told apart
+    # by what each heard: the call acknowledged at this version made it, not a call told
+    # it failed (which, chosen, would be reported applied).
+    return min(fresh, key=lambda n: _claim(invocations[n], v.version))
+
+
+def _claim(inv: Invocation, version: int) -> int:
+    """How well ``inv``'s outcome accounts for a record at ``version`` (lowest best)."""
+    if inv.outcome == "ok" and inv.version == version and not inv.already:
+        return 0
+    return 2 if inv.outcome in ("fail", "gaveup") else 1
 
 
 def _classes(invocations: Sequence[Invocation], by_id: Mapping[str, list[int]]) -> list[int]:

@@ -1946,3 +1946,15 @@ def test_a_delete_run_again_after_giving_up_is_judged_by_the_call_that_committed
     cancelled) and its pipeline ran it again under its id, acknowledged. The checker took
     the record for the call told it failed (a delete adds no files to tell them apart)."""
     assert simulate(sweep_config(20349)).violations == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a writer paused between rule 10's last check and sending its swap, on a "
+    "lake nobody else moves, lands it after vacuum deleted its objects (docs/SIMULATOR.md, "
+    "What it found)",
+)
+def test_a_writer_paused_between_its_check_and_its_swap_on_a_quiet_lake() -> None:
+    """Found by the slow sweep (seed 20043): the swap's ``If-Match`` still holds after the
+    pause, and what it references was deleted by vacuum meanwhile."""
+    assert simulate(sweep_config(20043)).violations == []

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
+import secrets
 import statistics
 import threading
 import time
@@ -140,7 +141,7 @@ def seed_history(store: ObjectStore, registry: Registry, ids: int, *, ordered_in
         batch = {}
         for _ in range(64):
             now += 0.01
-            batch[new_commit_id(now)] = value
+            batch[new_commit_id(now, token=secrets.token_hex(10))] = value
         top = update(top, batch, load=lambda key: nodes[key], store=store_node)
     # Only the nodes the final tree references are needed; the rest were overwritten.
     live: set[str] = set()

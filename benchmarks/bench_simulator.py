@@ -96,7 +96,15 @@ def grid(
     print("-" * len(head))
     for store in stores:
         for count in writers:
-            config = SimConfig(writers=count, seconds=seconds, store=store, seed=seed, mix=mix)
+            # Every commit counted, warm-up included: the CPU measured is the whole run's.
+            config = SimConfig(
+                writers=count,
+                seconds=seconds,
+                store=store,
+                seed=seed,
+                mix=mix,
+                include_warmup=True,
+            )
             if parallel > 1:
                 at_once(config, parallel)
                 continue

@@ -15,13 +15,17 @@ operation (compared as they are) and the same :func:`change_digest`:
   another column order is a retry; one row more, less or different is another change.
 - for files written elsewhere (``lakelock.dask``), the sorted content checksums of the
   files instead of the rows.
-- for a low-level ``registry.commit`` (:func:`commit_digest`, ``"commit:sha256:<hex>"``, compared
-  only with digests of its kind: :func:`comparable`): what it removes (the keys, the
-  partitions), its ``partition_by`` and properties, and a summary of what it adds that a
-  re-run rewriting the same rows reproduces, per partition: the row count and the column
+- for a low-level ``registry.commit`` (``summary``: ``"commit:sha256:<hex>"``, compared only
+  with digests of its kind: :func:`comparable`): its request is what it removes (the keys,
+  the partitions), its ``partition_by`` and properties, and what it adds is summarised as a
+  re-run rewriting the same rows reproduces it, per partition: the row count and the column
   statistics lakelock records (min, max, null count per column) combined over the files,
   not the files' names, bytes or split; the content checksums only where a file carries no
   statistics.
+
+One function makes all of them, :func:`change_digest`; which request and content a commit's
+digest covers is chosen where the commit is built
+(:class:`~lakelock._registry._builder.CommitBuilder`).
 
 Rows that tie on every sortable column keep their order: two runs that order such rows
 differently (rare: they differ only in list or struct columns) count as different changes.
@@ -30,7 +34,7 @@ differently (rare: they differ only in list or struct columns) count as differen
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -39,16 +43,26 @@ import pyarrow.compute as pc
 
 from lakelock._datafile import DataFile
 
-__all__ = ["COMMIT_KIND", "change_digest", "commit_digest", "comparable"]
+__all__ = ["COMMIT_KIND", "change_digest", "comparable"]
 
 
 def change_digest(
-    request: dict[str, Any],
+    request: Mapping[str, Any],
     *,
     table: pa.Table | None = None,
     files: Iterable[DataFile] | None = None,
+    summary: Iterable[DataFile] | None = None,
 ) -> str:
-    """``"sha256:<hex>"`` of the request, and of ``table``'s rows or ``files``' contents."""
+    """The digest of a change: ``"sha256:<hex>"`` of the operation's ``request`` and of what
+    it commits, ``table``'s rows or ``files``' contents (their checksums); or, for a
+    ``registry.commit`` that adds ``summary`` (files written earlier, summarised by rows and
+    statistics, not bytes), ``"commit:sha256:<hex>"`` (the module docstring)."""
+    if summary is not None:
+        by_partition: dict[str, list[DataFile]] = {}
+        for f in summary:
+            by_partition.setdefault(f.partition_path, []).append(f)
+        added = {path: _partition_summary(group) for path, group in by_partition.items()}
+        return COMMIT_KIND + change_digest({**request, "add": added}, table=table, files=files)
     h = hashlib.sha256(orjson.dumps(request, option=orjson.OPT_SORT_KEYS, default=str))
     if table is not None:
         h.update(b"\0rows\0")
@@ -60,7 +74,7 @@ def change_digest(
     return f"sha256:{h.hexdigest()}"
 
 
-#: What a :func:`commit_digest` starts with: a ``registry.commit`` summarises files where a
+#: What a ``registry.commit``'s digest starts with: a ``registry.commit`` summarises files where a
 #: table operation hashes rows, so the two kinds are never compared (:func:`comparable`).
 COMMIT_KIND = "commit:"
 
@@ -72,32 +86,6 @@ def comparable(recorded: str, new: str) -> bool:
     same id is a retry, told from another change by dataset and operation only, as before
     ``registry.commit`` had a digest."""
     return recorded.startswith(COMMIT_KIND) == new.startswith(COMMIT_KIND)
-
-
-def commit_digest(
-    *,
-    add: Iterable[DataFile],
-    remove: Iterable[str],
-    remove_partitions: Iterable[str],
-    partition_by: Sequence[str] | None,
-    properties: Mapping[str, str | None] | None,
-) -> str:
-    """The digest of a ``registry.commit``: a re-run that writes the same rows into new files
-    (other names, other write ids, the rows in another order or split into files another
-    way) and commits them with the same removals and options gets the same digest; other
-    rows (in count, bounds or nulls per partition), other removals or options get another."""
-    request: dict[str, Any] = {"remove": sorted(remove)}
-    if remove_partitions:
-        request["remove_partitions"] = sorted(remove_partitions)
-    if partition_by is not None:
-        request["partition_by"] = list(partition_by)
-    if properties is not None:
-        request["properties"] = dict(properties)
-    by_partition: dict[str, list[DataFile]] = {}
-    for f in add:
-        by_partition.setdefault(f.partition_path, []).append(f)
-    request["add"] = {path: _partition_summary(files) for path, files in by_partition.items()}
-    return COMMIT_KIND + change_digest(request)
 
 
 def _partition_summary(files: list[DataFile]) -> dict[str, Any]:

@@ -5,15 +5,14 @@ the engine finally returns are committed in one registry update."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
-from lakelock._digest import change_digest
 from lakelock._lake import Lake
-from lakelock._operations import SchemaMode, commit_planned, planned_change, prepare_commit
+from lakelock._operations import SchemaMode, checked_schema_mode
 from lakelock._registry import CommitResult, Fence
+from lakelock._registry._builder import CommitBuilder
 
 __all__ = ["append_written"]
 
@@ -32,21 +31,23 @@ def append_written(
     commit. ``write`` is not called when the ``commit_id`` is already recorded (the earlier
     commit is reported) or the change is refused before any task runs (another
     ``partition_by`` than the dataset's, a reused ``commit_id``). The rows are not known
-    before the tasks write them: the commit records the digest of the files' contents."""
-    change = planned_change(
+    before the tasks write them: the commit is bound to the digest of the files' contents
+    (before they are written, a recorded id is told from another change by dataset and
+    operation only)."""
+    commit = CommitBuilder(
+        lake.registry,
         dataset,
         "append",
         commit_id=commit_id,
         fence=fence,
-        digest=None,
         partition_by=partition_by,
-        schema_mode=schema_mode,
+        schema_mode=checked_schema_mode(schema_mode),
     )
-    planned = prepare_commit(lake.registry, change)
+    planned = commit.check()
     if isinstance(planned, CommitResult):
         return planned
     files, schema = write()
-    digest = change_digest({"partition_by": partition_by}, files=files)
-    return commit_planned(
-        lake.registry, replace(change, add=tuple(files), schema=schema, digest=digest)
-    )
+    commit.declare(schema=schema)
+    commit.add(files)
+    commit.bind({"partition_by": partition_by}, files=files)
+    return commit.commit()

@@ -8,7 +8,7 @@ process share group commit). It is safe to use from many threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypedDict, Unpack
 
@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 from lakelock._client import DEFAULT_READ_TIMEOUT, s3_client
 from lakelock._connection import Connection
 from lakelock._datasets import Progress
-from lakelock._digest import change_digest
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
 from lakelock._lease import Lease, LeaseOptions
@@ -32,11 +31,12 @@ from lakelock._names import (
     validate_dataset_name,
     validate_lake_prefix,
 )
-from lakelock._operations import SchemaMode, TableOperations, commit_planned, planned_change
+from lakelock._operations import SchemaMode, TableOperations
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
 from lakelock._registry import CommitResult, Registry, RegistrySnapshot
+from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._core import FoldPolicy
 from lakelock._registry._objects import HistoryEntry
 from lakelock._registry._settings import DEFAULTS, LakeSettings
@@ -337,14 +337,10 @@ class Lake(TableOperations):
         if (version is None) == (as_of is None):
             raise ValueError("restore takes version or as_of")
         old, until = self.registry.internals.restorable(dataset, version=version, as_of=as_of)
-        change = planned_change(
-            old.name,
-            "restore",
-            commit_id=commit_id,
-            fence=fence,
-            digest=change_digest({"restore": old.updated_version}),
-        )
-        return commit_planned(self.registry, replace(change, restore=old, restore_until=until))
+        commit = CommitBuilder(self.registry, old.name, "restore", commit_id=commit_id, fence=fence)
+        commit.bind({"restore": old.updated_version})
+        commit.restore(old, until=until)
+        return commit.commit()
 
     # -- partitions, locks, leases ------------------------------------------------------------
 

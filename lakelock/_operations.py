@@ -22,8 +22,8 @@ compact    adds merged files and removes exactly the small files   appends to an
 A commit is atomic for readers: a snapshot shows the dataset wholly before or wholly after.
 Every operation takes ``commit_id`` (a re-run of the same change with a recorded id does
 nothing and reports the earlier commit; the id recorded for another change is
-:class:`~lakelock.errors.CommitIdReusedError`: :func:`prepare_commit`, which
-``lakelock.dask.append`` uses too) and
+:class:`~lakelock.errors.CommitIdReusedError`: checked before the first data PUT by
+:meth:`~lakelock._registry._builder.CommitBuilder.check`, which builds every commit) and
 ``fence`` (a lease's or path lock's fencing token, checked by the registry), and records its
 name in the commit log (``lakelock registry log``).
 
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 import pyarrow as pa
@@ -52,7 +51,6 @@ import pyarrow.compute as pc
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import Progress, read_files, table_schema, write_table
-from lakelock._digest import change_digest
 from lakelock._names import (
     PartitionSpec,
     parse_partition_path,
@@ -60,26 +58,11 @@ from lakelock._names import (
     partition_columns,
     partition_path,
     partition_prefix,
-    validate_commit_id,
     validate_dataset_name,
 )
-from lakelock._registry import (
-    Change,
-    CommitRecord,
-    CommitResult,
-    DatasetState,
-    Fence,
-    RegistrySnapshot,
-    new_commit_id,
-)
-from lakelock._registry._changes import check_fits, reused_commit_id
-from lakelock._registry._objects import dataset_for_checks
-from lakelock.errors import (
-    DatasetNotFoundError,
-    InvalidArgumentError,
-    InvalidNameError,
-    SchemaMismatchError,
-)
+from lakelock._registry import CommitResult, DatasetState, Fence, RegistrySnapshot
+from lakelock._registry._builder import CommitBuilder, hedged_writes
+from lakelock.errors import DatasetNotFoundError, InvalidArgumentError, InvalidNameError
 
 if TYPE_CHECKING:
     from lakelock._registry import Registry
@@ -91,9 +74,6 @@ __all__ = [
     "TableOperations",
     "WriteOptions",
     "checked_schema_mode",
-    "commit_planned",
-    "planned_change",
-    "prepare_commit",
 ]
 
 #: Compaction's default output size: big enough for efficient scans, small enough to
@@ -153,7 +133,7 @@ class TableOperations:
             partition_by=partition_by,
             file_name=file_name,
             progress=progress,
-            hedge=self.registry._hedged_write,
+            hedge=hedged_writes(self.registry),
         )
 
     def append(
@@ -227,25 +207,25 @@ class TableOperations:
             replaced = ("",)
         elif partitions is not None:
             replaced = tuple(partition_prefix(columns, p) for p in _specs(partitions))
-        change = planned_change(
+        commit = CommitBuilder(
+            self.registry,
             dataset,
             operation,
             commit_id=commit_id,
             fence=fence,
             schema=schema,
             partition_by=columns,
-            schema_mode=schema_mode,
-            properties=properties,
-            digest=change_digest(
-                _request(partition_by=columns, replaced=replaced, properties=properties),
-                table=table,
-            ),
+            schema_mode=checked_schema_mode(schema_mode),
+            properties=_properties(properties),
         )
-        planned = prepare_commit(self.registry, change)
+        commit.bind(
+            _request(partition_by=columns, replaced=replaced, properties=properties), table=table
+        )
+        planned = commit.check()
         if isinstance(planned, CommitResult):
             return planned
         if replaced is None and table.num_rows == 0:  # an overwrite of nothing
-            return CommitResult(planned.version, commit_id or "", attempts=0, empty=True)
+            return commit.empty(planned.version)
         if replaced is not None:
             outside = [p for p in _table_partitions(table, columns) if not _covered(p, replaced)]
             if outside:  # checked before writing: bad input writes nothing
@@ -261,12 +241,12 @@ class TableOperations:
             file_name=file_name,
             progress=progress,
         )
-        change = replace(change, add=tuple(files))
+        commit.add(files)
         if operation == "overwrite":
             if replaced is None:
                 replaced = tuple(dict.fromkeys(f.partition_path for f in files))
-            change = replace(change, remove_partitions=replaced)
-        return commit_planned(self.registry, change)
+            commit.remove(partitions=replaced)
+        return commit.commit()
 
     def delete(
         self,
@@ -287,19 +267,14 @@ class TableOperations:
                 None, "say which partitions: partitions=... and/or where=...", what="delete"
             )
         specs = None if partitions is None or partitions == "all" else _specs(partitions)
-        change = planned_change(
-            dataset,
-            "delete",
-            commit_id=commit_id,
-            fence=fence,
-            digest=change_digest(
-                {
-                    "partitions": "all" if partitions == "all" else specs,
-                    "where": None if where is None else str(where),
-                }
-            ),
+        commit = CommitBuilder(self.registry, dataset, "delete", commit_id=commit_id, fence=fence)
+        commit.bind(
+            {
+                "partitions": "all" if partitions == "all" else specs,
+                "where": None if where is None else str(where),
+            }
         )
-        snapshot = prepare_commit(self.registry, change, plan=True)
+        snapshot = commit.check(plan=True)
         if isinstance(snapshot, CommitResult):
             return snapshot
         state = _dataset(snapshot, dataset)
@@ -312,8 +287,9 @@ class TableOperations:
             removed += _matching(state, where)
         removed = list(dict.fromkeys(removed))
         if not any(_covered(path, removed) for path in state.partitions):
-            return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
-        return commit_planned(self.registry, replace(change, remove_partitions=tuple(removed)))
+            return commit.empty(snapshot.version)
+        commit.remove(partitions=removed)
+        return commit.commit()
 
     def compact(
         self,
@@ -337,14 +313,9 @@ class TableOperations:
                 target_file_size, "a positive byte count", what="target_file_size"
             )
         specs = None if partitions is None else _specs(partitions)
-        change = planned_change(
-            dataset,
-            "compact",
-            commit_id=commit_id,
-            fence=fence,
-            digest=change_digest({"partitions": specs, "target_file_size": target_file_size}),
-        )
-        snapshot = prepare_commit(self.registry, change, plan=True)
+        commit = CommitBuilder(self.registry, dataset, "compact", commit_id=commit_id, fence=fence)
+        commit.bind({"partitions": specs, "target_file_size": target_file_size})
+        snapshot = commit.check(plan=True)
         if isinstance(snapshot, CommitResult):
             return snapshot
         state = _dataset(snapshot, dataset)
@@ -355,19 +326,16 @@ class TableOperations:
         files = self.registry.files(dataset, snapshot=snapshot, partitions=wanted)
         groups = _groups(files, target_file_size)
         if not groups:
-            return CommitResult(snapshot.version, commit_id or "", attempts=0, empty=True)
-        merged: list[DataFile] = []
+            return commit.empty(snapshot.version)
         for number, group in enumerate(groups, start=1):
             rows = read_files(
                 self.store, group, schema=state.schema, partition_by=state.partition_by
             )
-            merged += self.write(dataset, rows, partition_by=state.partition_by)
+            commit.add(self.write(dataset, rows, partition_by=state.partition_by))
             if progress is not None:
                 progress(number, len(groups))
-        return commit_planned(
-            self.registry,
-            replace(change, add=tuple(merged), remove=tuple(f.key for g in groups for f in g)),
-        )
+        commit.remove(f.key for group in groups for f in group)
+        return commit.commit()
 
     def set_properties(
         self,
@@ -387,101 +355,20 @@ class TableOperations:
             raise InvalidArgumentError(
                 properties, "say which properties to set or remove", what="properties"
             )
-        change = planned_change(
+        commit = CommitBuilder(
+            self.registry,
             dataset,
             "properties",
             commit_id=commit_id,
             fence=fence,
             properties=checked,
-            digest=change_digest({"properties": checked}),
         )
-        snapshot = prepare_commit(self.registry, change, plan=True)
+        commit.bind({"properties": checked})
+        snapshot = commit.check(plan=True)
         if isinstance(snapshot, CommitResult):
             return snapshot
         _dataset(snapshot, dataset)  # properties of a dataset that exists
-        return commit_planned(self.registry, change)
-
-
-# -- one way to commit files ------------------------------------------------------------------
-
-
-def planned_change(
-    dataset: str,
-    operation: str,
-    *,
-    commit_id: str | None,
-    fence: Fence | tuple[str, int] | None,
-    digest: str | None,
-    schema: pa.Schema | None = None,
-    partition_by: Sequence[str] | None = None,
-    schema_mode: SchemaMode = None,
-    properties: Mapping[str, str | None] | None = None,
-) -> Change:
-    """The commit an operation plans, before it writes anything (no files yet): what
-    :func:`prepare_commit` checks and :func:`commit_planned` commits once the files are
-    added. Without a ``commit_id``, a fresh one of its own."""
-    return Change(
-        dataset=dataset,
-        commit_id=validate_commit_id(commit_id) if commit_id is not None else new_commit_id(),
-        schema=schema,
-        partition_by=tuple(partition_by) if partition_by is not None else None,
-        fence=Fence(*fence) if isinstance(fence, tuple) else fence,
-        operation=operation,
-        generated_id=commit_id is None,
-        digest=digest,
-        schema_mode=checked_schema_mode(schema_mode),
-        properties=_properties(properties),
-    )
-
-
-def prepare_commit(
-    registry: Registry, change: Change, *, plan: bool = False
-) -> RegistrySnapshot | CommitResult:
-    """The preamble of every operation, before its first data PUT: the earlier commit if
-    ``change``'s commit id is recorded for this very change (a retry: report it, write
-    nothing), :class:`~lakelock.errors.CommitIdReusedError` if it is recorded for another;
-    the error :func:`~lakelock._registry._changes.check_fits` raises if its partition
-    columns or schema do not fit the dataset; else the registry it was checked against. A
-    caller-chosen id is looked up in a fresh read; a generated one is nobody else's, and the
-    registry this process knows will do (no request: the commit loop checks everything again
-    on the current version), unless the operation plans on it (``plan``: what to delete or
-    compact): then a fresh read."""
-    fresh = not change.generated_id or plan
-    snapshot = registry.read() if fresh else registry.internals.known()
-    found = None
-    if not change.generated_id:
-        found = registry.internals.recorded_commit(
-            change.commit_id, change.dataset, snapshot=snapshot
-        )
-    if found is None:
-        # Refused whatever commits first (partition columns, schema): refused before the
-        # first data PUT, so a refused commit leaves no files behind. A refusal by the
-        # registry this process knew is confirmed on the current one (another process may
-        # have merged the very column this change brings). The registry this process knew
-        # is checked at no request where it can be: against an earlier version of the
-        # dataset, if that is what this process holds, rather than a GET of this one.
-        if fresh:
-            dataset = snapshot.datasets.get(change.dataset)
-        else:
-            dataset = dataset_for_checks(snapshot.datasets, change.dataset)
-        try:
-            check_fits(dataset, change)
-        except SchemaMismatchError:
-            if fresh:
-                raise
-            snapshot = registry.read()
-            check_fits(snapshot.datasets.get(change.dataset), change)
-        return snapshot
-    reused = reused_commit_id(found, change)
-    if reused is not None:
-        raise reused
-    version = found.version if isinstance(found, CommitRecord) else int(found["version"])
-    return CommitResult(version, change.commit_id, already_committed=True)
-
-
-def commit_planned(registry: Registry, change: Change) -> CommitResult:
-    """Commit a change :func:`prepare_commit` checked (its files added and written)."""
-    return registry.commit_changes([change], explicit_id=not change.generated_id)
+        return commit.commit()
 
 
 # -- helpers ----------------------------------------------------------------------------------

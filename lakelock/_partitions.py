@@ -28,19 +28,16 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress, written_at
-from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
 from lakelock._operations import SchemaMode, checked_schema_mode
-from lakelock._registry import Change, CommitResult, new_commit_id
-from lakelock._registry._changes import check_fits, reused_commit_id
-from lakelock._registry._document import CommitRecord
+from lakelock._registry import CommitResult
+from lakelock._registry._builder import CommitBuilder
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
@@ -122,9 +119,15 @@ def move_partition(
 ) -> CommitResult:
     """Copy (or rename) the partition; the caller holds the lock (module docstring).
     ``fences`` maps each dataset touched to the fence its commit carries."""
-    snapshot = registry.read()
     operation = "rename" if move.rename else "copy"
-    digest = change_digest(
+    commit = CommitBuilder(
+        registry,
+        move.to_dataset,
+        operation,
+        commit_id=commit_id,
+        fence=fences.get(move.to_dataset),
+    )
+    commit.bind(
         {
             "operation": operation,
             "dataset": move.dataset,
@@ -133,17 +136,11 @@ def move_partition(
             "to_partition": move.to_partition,
         }
     )
-    if commit_id is not None:
-        # A retry of this very move reports it (its source may be gone by now); the id
-        # recorded for another change is refused — both before the first copy.
-        found = registry.internals.recorded_commit(commit_id, move.to_dataset, snapshot=snapshot)
-        if found is not None:
-            probe = Change(move.to_dataset, commit_id, operation=operation, digest=digest)
-            reused = reused_commit_id(found, probe)
-            if reused is not None:
-                raise reused
-            version = found.version if isinstance(found, CommitRecord) else int(found["version"])
-            return CommitResult(version, commit_id, already_committed=True)
+    # A retry of this very move reports it (its source may be gone by now); the id recorded
+    # for another change is refused — both before the first copy.
+    snapshot = commit.check(plan=True)
+    if isinstance(snapshot, CommitResult):
+        return snapshot
     source = snapshot.datasets.get(move.dataset)
     if source is None:
         raise DatasetNotFoundError(move.dataset)
@@ -155,47 +152,27 @@ def move_partition(
             f"partition {move.to_partition!r} of {move.to_dataset!r} exists already",
             dataset=move.to_dataset,
         )
-    commit_id = commit_id or new_commit_id()
-    added = Change(
-        dataset=move.to_dataset,
-        commit_id=commit_id,
-        schema=source.schema,
-        partition_by=source.partition_by,
-        schema_mode=move.schema_mode,
-        fence=fences.get(move.to_dataset),
-        operation=operation,
-        digest=digest,
+    commit.declare(
+        schema=source.schema, partition_by=source.partition_by, schema_mode=move.schema_mode
     )
     # What does not fit is refused whatever commits first: refused before the first copy, so
     # it leaves no files behind (checked on the snapshot just read: no request more).
-    check_fits(target, added)
+    commit.fits(target)
     files = registry.files(move.dataset, snapshot=snapshot, partitions=[move.partition])
     copies = []
     for done, f in enumerate(files, start=1):
         copies.append(_copy(store, f, move))
         if progress is not None:
             progress(done, len(files))
-    added = replace(added, add=tuple(copies))
+    commit.add(copies)
     removed = tuple(f.key for f in files) if move.rename else ()
     if move.to_dataset == move.dataset:
-        return registry.commit_changes([_with(added, remove=removed)])
-    # The source dataset's change removes its files (rename) or, for a copy, carries only its
-    # fence: a copy whose read grant was superseded must not commit what it read.
-    source_change = Change(
-        dataset=move.dataset,
-        commit_id=commit_id,
-        remove=removed,
-        fence=fences.get(move.dataset),
-        operation=operation,
-        digest=digest,
-    )
-    if removed or source_change.fence is not None:
-        return registry.commit_changes([added, source_change])
-    return registry.commit_changes([added])
-
-
-def _with(change: Change, *, remove: tuple[str, ...]) -> Change:
-    return replace(change, remove=remove)
+        commit.remove(removed)
+    elif removed or fences.get(move.dataset) is not None:
+        # The source dataset's change removes its files (rename) or, for a copy, carries only
+        # its fence: a copy whose read grant was superseded must not commit what it read.
+        commit.also(move.dataset, remove=removed, fence=fences.get(move.dataset))
+    return commit.commit()
 
 
 def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:

@@ -38,8 +38,9 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support import FAST_RETRY, wait_until
 from tests._support.files import datafile
+from tests._support.outcomes import impatient_lake, while_its_first_swap_is_in_flight
 from tests._support.simtime import SimTime
 
 ROOT = "metastore/dataset_registry.json"
@@ -306,38 +307,6 @@ def test_typed_fates_switched_off_lose_the_stale_fence(
 
 
 # -- a swap that may still land is never a definite failure ----------------------------------
-
-
-#: A client whose request times out after half a second and is sent once more by the SDK:
-#: a root PUT held at the server (a write in progress) outlives its first try, and the
-#: retry meets it in flight.
-IMPATIENT = {"read_timeout": 0.5, "retries": {"mode": "standard", "total_max_attempts": 2}}
-
-
-def impatient_lake(s3: S3Endpoint, bucket: str) -> Lake:
-    """A lake whose commits give up after three attempts, on an impatient client."""
-    client = s3.client(**IMPATIENT)
-    return Lake(bucket, s3=client, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
-
-
-def while_its_first_swap_is_in_flight(s3: S3Endpoint, commit: Any) -> Any:
-    """Runs ``commit`` while its first root PUT is held at the endpoint holding the root's
-    key: as on AWS, a conditional write meeting it answers 409 ConditionalRequestConflict
-    (the SDK's retry of the timed-out PUT, and every later attempt's). Once ``commit`` has
-    returned or raised, the held PUT goes on and lands. Returns the outcome."""
-    s3.configure(concurrent_conflicts=True)
-    s3.inject("hold", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        running = pool.submit(commit)
-        try:
-            outcome: Any = running.result(timeout=60)
-        except Exception as error:
-            outcome = error
-    assert s3.stalled() == 1
-    s3.release_stalls()
-    wait_until(lambda: s3.stalled() == 0)
-    s3.configure()
-    return outcome
 
 
 def two_datasets(lake: Lake) -> Any:

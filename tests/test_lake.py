@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake, RegistrySnapshot
-from lakelock._operations import planned_change, prepare_commit
 from lakelock._registry import REGISTRY_KEY
+from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._settings import DEFAULTS, LakeSettings
 from lakelock.errors import (
     AlreadyExistsError,
@@ -57,12 +57,11 @@ def test_uncontended_append_costs_four_requests(s3: S3Endpoint, lake: Lake) -> N
 def preamble_requests(s3: S3Endpoint, lake: Lake) -> dict[str, int]:
     """The requests the preamble of an append to ``sales`` (generated id) makes: its checks
     against the registry ``lake`` knows, before any data is written."""
-    plain = planned_change(
-        "sales", "append", commit_id=None, fence=None, digest=None,
-        schema=table([0]).schema, partition_by=["year"],
-    )  # fmt: skip
+    plain = CommitBuilder(
+        lake.registry, "sales", "append", schema=table([0]).schema, partition_by=["year"]
+    )
     s3.reset_stats()
-    assert isinstance(prepare_commit(lake.registry, plain), RegistrySnapshot)
+    assert isinstance(plain.check(), RegistrySnapshot)
     return s3.stats()
 
 

@@ -118,6 +118,75 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
     ]
 
 
+#: The protocol's words: a user meets them only as links to docs/ARCHITECTURE.md's glossary.
+PROTOCOL_WORDS = re.compile(
+    r"\b(intents?|fold(?:s|ed|ing)?|rounds?|watermarks?|fates?|hand-overs?|linger(?:s|ed|ing)?)\b",
+    re.I,
+)
+GLOSSARY_LINK = re.compile(r"\[[^\]]*\]\(docs/ARCHITECTURE\.md#glossary\)")
+
+
+def without_code(text: str) -> str:
+    """``text`` without its fenced code blocks."""
+    return re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)
+
+
+def prose(text: str) -> str:
+    """``text`` without its code blocks, headings and tables."""
+    lines = without_code(text).splitlines()
+    return "\n".join(line for line in lines if not line.startswith(("#", "|")))
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``'s prose (a list item is one; a link counts as its text)."""
+    plain = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", prose(text)).replace("\n- ", "\n\n")
+    return [
+        sentence
+        for paragraph in re.split(r"\n\s*\n", plain)
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`(\[*])", " ".join(paragraph.split()))
+        if sentence
+    ]
+
+
+def test_readme_is_a_page_for_users() -> None:
+    """The README is read by users, not the protocol's authors: at most 250 lines, no sentence
+    over 40 words, each protocol word (intent, fold, round, watermark, fate, hand-over, linger)
+    a link to the glossary, never in bare prose, and no tuning by ``dataclasses.replace`` on
+    lakelock's internal objects. BENCHMARKS.md, today's record, stays at most 400 lines."""
+    assert len(README.splitlines()) <= 250
+    long = [s for s in sentences(README) if len(s.split()) > 40]
+    assert long == [], "sentences over 40 words"
+    unlinked = re.sub(r"`[^`]*`", "", GLOSSARY_LINK.sub("", prose(README)))
+    assert PROTOCOL_WORDS.findall(unlinked) == [], "protocol words without the glossary's link"
+    assert "dataclasses.replace" not in README
+    assert "## Glossary" in (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    assert len((ROOT / "BENCHMARKS.md").read_text().splitlines()) <= 400
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives ``path``'s headings (lower case, punctuation dropped, spaces
+    as hyphens)."""
+    headings = re.findall(r"^#+ (.+)$", without_code(path.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("page", ["README.md", "BENCHMARKS.md"])
+def test_the_front_pages_links_lead_somewhere(page: str) -> None:
+    """Every relative link of the pages a newcomer reads first names a file that exists and,
+    when it names a section, a heading of that file: a renamed heading or a moved page would
+    leave the reader at nothing."""
+    path = ROOT / page
+    links = re.findall(r"\]\(([^)\s]+)\)", without_code(path.read_text()))
+    local = [link for link in links if "://" not in link]
+    assert local, f"{page} has no links to check"
+    for link in local:
+        target, _, anchor = link.partition("#")
+        file = (path.parent / target).resolve() if target else path
+        assert file.exists(), f"{page} links to {target}, which does not exist"
+        if anchor:
+            assert anchor in anchors(file), f"{page} links to {link}: no such heading"
+
+
 def test_readme_command_lines_parse() -> None:
     """Every ``lakelock ...`` line of the README's command-line block is a valid command."""
     section = README.split("## The command line", 1)[1].split("\n## ", 1)[0]

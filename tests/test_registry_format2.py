@@ -184,7 +184,7 @@ def test_a_restore_whose_version_leaves_the_retention_while_it_waits_is_refused(
         dataset="sales", commit_id="undo", restore=old, operation="restore", restore_until=until
     )
     with pytest.raises(CommitConflictError, match="restore refused: the version it restores"):
-        lake.registry.commit_changes([change], explicit_id=True)
+        lake.registry.commit_changes([change])
     assert lake.registry.read().version == first + 1
     assert ids(lake.read("sales")) == [1, 2]
 

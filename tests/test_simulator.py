@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import io
+import math
 import multiprocessing
 import os
 import random
@@ -25,6 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import redirect_stdout
 from pathlib import Path
 from random import Random
+from statistics import mean
 from typing import Any
 
 import orjson
@@ -51,6 +53,7 @@ from lakelock._s3._types import PutResult
 from lakelock._sim import _run as sim_run
 from lakelock._sim._check import EXPIRY_SLACK, Expired
 from lakelock._sim._loop import Endpoint, Loop, Process
+from lakelock._sim._plot import require_matplotlib
 from lakelock._sim._protocols import _Reader
 from lakelock._sim._run import GC_THRESHOLDS
 from lakelock._sim._workload import KINDS
@@ -59,6 +62,8 @@ from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
     ConflictError,
+    InvalidArgumentError,
+    MissingExtraError,
     NotFoundError,
     OutcomeUnknownError,
     PreconditionFailedError,
@@ -66,6 +71,7 @@ from lakelock.errors import (
 )
 from lakelock.testing.simulate import (
     EPOCH,
+    Brownout,
     CoreProtocol,
     DatasetVersion,
     Faults,
@@ -664,7 +670,9 @@ def test_mixed_faults_cost_retries_not_guarantees() -> None:
 
 
 def test_metrics_count_at_the_endpoint_and_name_the_bound() -> None:
-    result = simulate(toy(0, writers=8, store="s3-standard", seconds=5.0, readers=0))
+    # The whole run counted (its warm-up too): every request writers sent, every commit.
+    config = toy(0, writers=8, store="s3-standard", seconds=5.0, readers=0, include_warmup=True)
+    result = simulate(config)
     m = result.metrics
     assert m.commits > 0
     assert m.commits_per_cas == pytest.approx(1.0, abs=0.1)
@@ -1051,9 +1059,12 @@ PINNED_CORE = (
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
+        "brownout_before": 0.0,
+        "brownout_recovered_s": None,
         "bound_latency": 800.0,
         "bytes_per_commit": 40710.361,
         "commits": 31,
+        "commits_by_second": [4, 21, 6],
         "commits_per_cas": 1.091,
         "commits_per_second": 10.333,
         "failed": 2,
@@ -1063,6 +1074,7 @@ PINNED_CORE = (
         "largest_fold": 7,
         "makespan": 3.0,
         "p50_ms": 45.729,
+        "p99_ms_by_second": [874.491, 969.286, 2687.302],
         "p99_ms": 2687.302,
         "requests": {
             "reader:GetObject": 13,
@@ -1070,6 +1082,7 @@ PINNED_CORE = (
             "writer:ListObjectsV2": 81,
             "writer:PutObject": 229,
         },
+        "requests_by_second": [167, 165, 48],
         "requests_per_commit": 13.056,
         "root_swaps": 33,
         "seconds": 3.0,
@@ -1077,11 +1090,17 @@ PINNED_CORE = (
         "store": "s3-express",
         "throttled": 5,
         "trace": "bb22a23bd7a9846e",
+        "unacknowledged": {
+            "failed": {"CommitConflictError": 2},
+            "gave_up": {"RetryBudgetExhaustedError": 2},
+        },
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
         "vacuum_runs": 0,
         "violations": 0,
+        "warmup": 0.0,
+        "warmup_commits": 0,
         "writers": 8,
     },
 )
@@ -1092,8 +1111,11 @@ PINNED_TOY = (
         "bound_cas": 15.0,
         "bound_commits_per_second": 15.0,
         "bound_latency": 100.0,
+        "brownout_before": 0.0,
+        "brownout_recovered_s": None,
         "bytes_per_commit": 4636.737,
         "commits": 13,
+        "commits_by_second": [5, 0, 8],
         "commits_per_cas": 1.0,
         "commits_per_second": 4.333,
         "failed": 0,
@@ -1104,7 +1126,9 @@ PINNED_TOY = (
         "makespan": 3.0,
         "p50_ms": 239.184,
         "p99_ms": 2557.126,
+        "p99_ms_by_second": [414.246, 0.0, 2557.126],
         "requests": {"reader:GetObject": 19, "writer:GetObject": 49, "writer:PutObject": 71},
+        "requests_by_second": [45, 0, 58],
         "requests_per_commit": 6.316,
         "root_swaps": 19,
         "seconds": 3.0,
@@ -1112,11 +1136,14 @@ PINNED_TOY = (
         "store": "s3-standard",
         "throttled": 12,
         "trace": "d90e759c86058dfb",
+        "unacknowledged": {},
         "unknown": 0,
         "vacuum_deleted": 0,
         "vacuum_late": 0,
         "vacuum_runs": 0,
         "violations": 0,
+        "warmup": 0.0,
+        "warmup_commits": 0,
         "writers": 6,
     },
 )
@@ -1958,3 +1985,208 @@ def test_a_writer_paused_between_its_check_and_its_swap_on_a_quiet_lake() -> Non
     """Found by the slow sweep (seed 20043): the swap's ``If-Match`` still holds after the
     pause, and what it references was deleted by vacuum meanwhile."""
     assert simulate(sweep_config(20043)).violations == []
+
+
+# -- load over time: brownouts, steady state, the plot ---------------------------------------
+
+#: A small run with a brownout from second 3 to 5 (latency x10, 30 % answered 503), on a store
+#: whose every request takes exactly 10 ms and that throttles nothing itself: every 503 and
+#: every slow answer in it is the brownout's.
+BROWNOUT_RUN = (
+    "--writers 8 --seconds 8 --store fixed:10 --seed 2 --mix append=1 "
+    "--brownout 3:2:10 --brownout-503 0.3 --no-progress --json"
+)
+
+
+@pytest.fixture(scope="module")
+def brownout_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[Any]]:
+    """``BROWNOUT_RUN``'s ``--json`` object and its ``--trace`` (every answered request)."""
+    trace = tmp_path_factory.mktemp("brownout") / "trace.jsonl"
+    status, text = run_cli(*BROWNOUT_RUN.split(), "--trace", str(trace))
+    assert status == 0, text
+    rows = [orjson.loads(line) for line in trace.read_bytes().splitlines()]
+    return orjson.loads(text), rows
+
+
+def test_a_brownout_multiplies_the_latency_of_requests_sent_inside_it_only(
+    brownout_run: tuple[dict[str, Any], list[Any]],
+) -> None:
+    """``--brownout 3:2:10``: a request sent in virtual seconds [3, 5) takes ten times its
+    latency (100 ms on a 10-ms store), one sent before or after exactly its own — by each
+    request's send and answer times in the trace."""
+    _, rows = brownout_run
+    inside = [r for r in rows if 3.0 <= r["sent"] < 5.0]
+    outside = [r for r in rows if not 3.0 <= r["sent"] < 5.0]
+    assert len(inside) > 200
+    assert any(r["sent"] >= 5.0 for r in outside)
+    assert {round(r["answered"] - r["sent"], 6) for r in inside} == {0.1}
+    assert {round(r["answered"] - r["sent"], 6) for r in outside} == {0.01}
+
+
+def test_brownout_503_answers_its_share_of_requests_inside_the_window_and_none_outside(
+    brownout_run: tuple[dict[str, Any], list[Any]],
+) -> None:
+    """``--brownout-503 0.3``: about 30 % of the requests sent in the brownout are answered
+    503 SlowDown (each counted in ``throttled``), and not one outside it."""
+    data, rows = brownout_run
+    inside = [r for r in rows if 3.0 <= r["sent"] < 5.0]
+    throttled = [r for r in inside if r["fault"] == "throttle"]
+    assert all(r["answer"] == "ThrottledError" for r in throttled)
+    assert len(throttled) / len(inside) == pytest.approx(0.3, abs=0.05), len(inside)
+    assert [r for r in rows if r["fault"] and not 3.0 <= r["sent"] < 5.0] == []
+    assert data["throttled"] == data["faults_injected"] == len(throttled)
+    assert data["violations"] == 0
+
+
+def test_commits_by_second_sum_to_the_commits_of_the_run(
+    brownout_run: tuple[dict[str, Any], list[Any]],
+) -> None:
+    """``--json``'s ``commits_by_second`` has one entry per virtual second of the run, warm-up
+    included: they sum to the commits measured plus those of the warm-up, and the seconds
+    from the warm-up on to the commits measured. The brownout's seconds show it, and the
+    recovery after it is the end of the first whole second past it back at 90 % of the
+    steady seconds before it (``brownout_before``, ``brownout_recovered_s``)."""
+    data, _ = brownout_run
+    by_second = data["commits_by_second"]
+    assert len(by_second) == len(data["requests_by_second"]) == len(data["p99_ms_by_second"]) == 8
+    warmup = int(data["warmup"])
+    assert 1 <= warmup < 3
+    assert sum(by_second) == data["commits"] + data["warmup_commits"]
+    assert sum(by_second[warmup:]) == data["commits"]
+    assert max(by_second[3:5]) < min(by_second[warmup:3] + by_second[5:]) / 2
+    before = mean(by_second[warmup:3])
+    assert data["brownout_before"] == pytest.approx(before)
+    back = next(k for k in range(5, 8) if by_second[k] >= 0.9 * before)
+    assert data["brownout_recovered_s"] == back + 1 - 5
+    whole = orjson.loads(run_cli(*BROWNOUT_RUN.split(), "--include-warmup")[1])
+    assert whole["commits_by_second"] == by_second
+    assert sum(by_second) == whole["commits"]
+    assert whole["warmup"] == whole["warmup_commits"] == 0
+
+
+def first_commits_ended(result: Any) -> list[float]:
+    """When each writer's first commit ended (acknowledged or not)."""
+    first: dict[int, float] = {}
+    for i in result.invocations:
+        if i.end is not None:
+            first[i.writer] = min(i.end, first.get(i.writer, math.inf))
+    assert len(first) == result.config.writers
+    return list(first.values())
+
+
+def test_figures_are_the_steady_state_past_the_warmup_and_say_so() -> None:
+    """By default the figures leave out the start-up: the whole seconds until nine writers in
+    ten (all, below ten) ended their first commit, at most a quarter of the run. The run is the
+    same (its ``trace``) with ``include_warmup``; only what is counted differs, and the text
+    says which. A run of ``--commits`` per writer, and one too short to leave a second out,
+    are measured whole."""
+    config = SimConfig(writers=4, seconds=8.0, store="fixed:20", seed=4, mix=APPENDS)
+    steady = simulate(config)
+    whole = simulate(dataclasses.replace(config, include_warmup=True))
+    assert 1 < max(first_commits_ended(steady)) <= steady.metrics.warmup == 2
+    warmup = steady.metrics.warmup
+    assert steady.metrics.trace == whole.metrics.trace
+    assert whole.metrics.warmup == 0
+    assert steady.metrics.commits == whole.metrics.commits - steady.metrics.warmup_commits
+    assert steady.metrics.warmup_commits > 0
+    ended = sorted(i.end for i in steady.invocations if i.outcome == "ok" and i.end is not None)
+    assert steady.metrics.commits == sum(1 for t in ended if warmup <= t <= 8.0)
+    assert steady.metrics.commits_per_second == pytest.approx(
+        steady.metrics.commits / (8.0 - warmup), abs=1e-3
+    )
+    assert steady.metrics.requests_per_commit == pytest.approx(
+        sum(steady.metrics.requests_by_second[2:]) / steady.metrics.commits, abs=1e-3
+    )
+    assert "--include-warmup" in dataclasses.replace(config, include_warmup=True).replay_command()
+    capped = simulate(dataclasses.replace(config, seconds=6.0))
+    assert capped.metrics.warmup == 1  # a quarter of 6 s, though the start-up took longer
+    # One writer's first request times out (2.5 s): its first commit ends seconds after the
+    # other eleven's, and the warm-up does not wait for it (11 of 12: ceil(0.9 * 12)).
+    late = SimConfig(
+        writers=12,
+        seconds=16.0,
+        seed=1,
+        mix=APPENDS,
+        faults=Faults(timeout=2.5, schedule=("timeout",)),
+    )
+    twelve = simulate(late)
+    ended = sorted(first_commits_ended(twelve))
+    assert ended[-1] > 3 > math.ceil(ended[10]) == twelve.metrics.warmup
+    burst = simulate(dataclasses.replace(config, seconds=3.0, commits=2))
+    assert burst.metrics.warmup == 0
+    assert burst.metrics.commits == sum(burst.metrics.commits_by_second) == 8
+    args = ("--writers", "4", "--store", "fixed:20", "--seed", "4", "--mix", "append=1")
+    text = run_cli(*args, "--seconds", "8", "--no-progress")[1]
+    assert "seconds 2-8: the steady state, past the warm-up" in text
+    text = run_cli(*args, "--seconds", "3", "--no-progress")[1]
+    assert "the whole run (too short to leave out a warm-up" in text
+    text = run_cli(*args, "--seconds", "3", "--no-progress", "--include-warmup")[1]
+    assert "the whole run, warm-up included" in text
+
+
+def test_brownout_flags_refuse_bad_values(capsys: Any) -> None:
+    """A brownout that cannot be is refused before the run: argparse's usage error (2) for a
+    malformed or out-of-range value, a typed error (1) for one that contradicts another
+    option; ``Brownout`` itself raises ``InvalidArgumentError``."""
+    common = ("--writers", "1", "--seconds", "5", "--no-progress")
+    for bad in ("20:10", "a:1:2", "1:0:10", "1:1:0.5", "-1:1:2", "1:inf:2", "1:1:nan"):
+        assert main(["simulate", *common, "--brownout", bad]) == 2, bad
+        assert "--brownout" in capsys.readouterr().err
+    for bad in ("1.5", "-0.1", "x"):
+        assert main(["simulate", *common, "--brownout", "1:1:2", "--brownout-503", bad]) == 2
+        assert "--brownout-503" in capsys.readouterr().err
+    assert main(["simulate", *common, "--brownout-503", "0.1"]) == 1
+    assert "needs --brownout" in capsys.readouterr().err
+    assert main(["simulate", *common, "--brownout", "5:1:2"]) == 1
+    assert "starts after --seconds" in capsys.readouterr().err
+    with pytest.raises(InvalidArgumentError, match="brownout factor"):
+        Brownout(1.0, 1.0, 0.5)
+    with pytest.raises(InvalidArgumentError, match="brownout 503 share"):
+        Brownout(1.0, 1.0, 2.0, throttle=2.0)
+    config = SimConfig(writers=1, seconds=5.0, faults=Faults(brownout=Brownout(1, 2, 3, 0.5)))
+    assert "--brownout 1:2:3 --brownout-503 0.5" in config.replay_command()
+
+
+def test_simulate_text_says_what_each_commit_not_acknowledged_means() -> None:
+    """The table lists the commits that failed, gave up or ended unknown, each outcome with
+    what it means to its caller and the errors behind it, as ``--json``'s ``unacknowledged``
+    counts them."""
+    args = ("--writers", "4", "--seconds", "2", "--store", "s3-express", "--seed", "3")
+    args += ("--max-attempts", "2", "--no-progress")
+    data = orjson.loads(run_cli(*args, "--json")[1])
+    text = run_cli(*args)[1]
+    assert data["gave_up"] > 0
+    assert sum(data["unacknowledged"].get("gave_up", {}).values()) == data["gave_up"]
+    assert sum(data["unacknowledged"].get("failed", {}).values()) == data["failed"]
+    assert "out of its retry budget" in text
+    assert "nothing committed, safe to retry with the same commit id" in text
+    assert "may or may not have committed" in text
+    for errors in data["unacknowledged"].values():
+        for error in errors:
+            assert error in text
+
+
+def test_plot_draws_load_over_time_as_a_png(tmp_path: Path) -> None:
+    """``--plot PATH`` writes a PNG of commits/s, p99 and requests per commit over the run."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "load.png"
+    status, _ = run_cli(*BROWNOUT_RUN.split(), "--plot", str(path))
+    assert status == 0
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_plot_without_matplotlib_names_the_extra_before_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Without matplotlib, ``--plot`` is refused up front with ``MissingExtraError`` naming
+    the ``plot`` extra (the run, which may take minutes, is not made for nothing)."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an import finds: not installed
+    path = tmp_path / "load.png"
+    args = ["simulate", "--writers", "2", "--seconds", "2", "--no-progress"]
+    assert main([*args, "--plot", str(path), "--trace", str(tmp_path / "t.jsonl")]) == 1
+    assert "pip install 'lakelock[plot]'" in capsys.readouterr().err
+    assert not path.exists()
+    assert not (tmp_path / "t.jsonl").exists()  # refused before the run began
+    with pytest.raises(MissingExtraError) as caught:
+        require_matplotlib()
+    assert caught.value.extra == "plot"

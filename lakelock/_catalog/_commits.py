@@ -41,7 +41,6 @@ import pyarrow as pa
 
 from lakelock._catalog._protocol import CatalogError
 from lakelock._datafile import DataFile
-from lakelock._digest import change_digest
 from lakelock._layout import data_file_key, files_prefix
 from lakelock._mirror._iceberg import column_ids
 from lakelock._names import partition_path
@@ -96,14 +95,15 @@ _HANDLED = {
 class PlannedCommit:
     """What one table's request commits: the operation's name in lakelock's log, the files
     it adds and removes, the dataset's schema with the added columns (None: unchanged), the
-    properties it sets (None removes one), and the digest the commit id is bound to."""
+    properties it sets (None removes one), and the request the commit id is bound to (with
+    the added files' contents: :meth:`~lakelock._registry._builder.CommitBuilder.bind`)."""
 
     operation: str
     add: tuple[DataFile, ...] = ()
     remove: tuple[str, ...] = ()
     schema: pa.Schema | None = None
     properties: dict[str, str | None] = field(default_factory=dict)
-    digest: str = ""
+    request: dict[str, Any] = field(default_factory=dict)
 
 
 def commit_id_of(parts: Iterable[object]) -> str:
@@ -298,14 +298,13 @@ def plan_commit(
         "schema": None if new_arrow is None else str(new_arrow),
         "properties": properties,
     }
-    digest = change_digest(request, files=files)
     return PlannedCommit(
         operation=operation,
         add=tuple(files),
         remove=keys_removed,
         schema=new_arrow,
         properties=properties,
-        digest=digest,
+        request=request,
     )
 
 

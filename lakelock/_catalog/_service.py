@@ -58,8 +58,8 @@ from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
 from lakelock._mirror._iceberg import engine_properties, staged_metadata
 from lakelock._mirror._run import mirror as mirror_views
 from lakelock._names import validate_dataset_name, validate_partition_type
-from lakelock._operations import planned_change
 from lakelock._registry import CommitResult, RegistrySnapshot
+from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._changes import Change
 from lakelock.errors import (
     CommitConflictError,
@@ -364,18 +364,17 @@ class LakeCatalog:
         # Created only while no dataset of that name exists when the commit applies (rule
         # 15), under a commit id of its own: two engines creating one table at once send
         # the same request, and the second must hear that the table exists.
-        change = planned_change(
+        commit = CommitBuilder(
+            registry,
             name,
             "create",
-            commit_id=None,
-            fence=None,
-            digest=None,
             schema=arrow,
             partition_by=partition_by,
             properties=kept or None,
         )
+        commit.planned_on(0)
         try:
-            self._commit([replace(change, on_version=0)])
+            self._commit([commit.change])
         except CatalogError as error:
             if error.status == 409 and name in registry.read().datasets:
                 raise exists from error
@@ -572,38 +571,34 @@ class LakeCatalog:
         else:
             on_version = loaded.version if conditional else None
         if loaded is None:
-            change = planned_change(
+            commit = CommitBuilder(
+                self.lake.registry,
                 table,
                 "create",
                 commit_id=commit_id,
-                fence=None,
-                digest=plan.digest,
                 schema=plan.schema if plan.schema is not None else arrow,
                 partition_by=partition_by,
                 properties=plan.properties or None,
             )
-            return replace(change, add=plan.add, existing_files=True, on_version=on_version)
-        if not (plan.add or plan.remove or plan.schema is not None or plan.properties):
+        elif not (plan.add or plan.remove or plan.schema is not None or plan.properties):
             return None
-        change = planned_change(
-            table,
-            plan.operation,
-            commit_id=commit_id,
-            fence=None,
-            digest=plan.digest,
-            schema=plan.schema,
-            schema_mode="merge" if plan.schema is not None else None,
-            properties=plan.properties or None,
-        )
+        else:
+            commit = CommitBuilder(
+                self.lake.registry,
+                table,
+                plan.operation,
+                commit_id=commit_id,
+                schema=plan.schema,
+                schema_mode="merge" if plan.schema is not None else None,
+                properties=plan.properties or None,
+            )
+        commit.bind(plan.request, files=plan.add)
         # Files an engine adds may be live already (add_files of a registered file, a
         # snapshot re-pointing at the view's own manifests): rule 14 refuses them.
-        return replace(
-            change,
-            add=plan.add,
-            remove=plan.remove,
-            existing_files=bool(plan.add),
-            on_version=on_version,
-        )
+        commit.add(plan.add, existing=True)
+        commit.remove(plan.remove)
+        commit.planned_on(on_version)
+        return commit.change
 
     def _check_not_live(
         self, table: str, files: Sequence[DataFile], snapshot: RegistrySnapshot

@@ -15,10 +15,12 @@ import orjson
 
 from lakelock._cli._common import add_command, add_progress_option, number_type
 from lakelock._cli._progress import ProgressBar, progress_wanted
-from lakelock._sim._faults import Faults
+from lakelock._sim._faults import Brownout, Faults
 from lakelock._sim._latency import profile
-from lakelock._sim._run import SimConfig, simulate
+from lakelock._sim._plot import plot, require_matplotlib
+from lakelock._sim._run import RECOVERED, Metrics, SimConfig, SimResult, simulate
 from lakelock._sim._workload import KINDS, Mix
+from lakelock.errors import InvalidArgumentError
 
 __all__ = ["add_parser", "run"]
 
@@ -47,6 +49,38 @@ def _policy_field(text: str) -> tuple[str, float]:
     return name.strip(), int(number) if number.is_integer() else number
 
 
+def _brownout(text: str) -> Brownout:
+    """``START:LENGTH:FACTOR`` (seconds, seconds, a factor) as a :class:`Brownout`."""
+    parts = text.split(":")
+    try:
+        start, length, factor = (float(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected START:LENGTH:FACTOR (seconds, seconds, a factor >= 1), got {text!r}"
+        ) from None
+    try:
+        return Brownout(start, length, factor)
+    except InvalidArgumentError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+#: What each way a commit ends without an acknowledgement means to its caller (the text
+#: output says it beside the count).
+OUTCOMES = (
+    (
+        "failed",
+        "refused: the change no longer applies, or the input is refused as it is (the error "
+        "says which); nothing committed",
+    ),
+    (
+        "gave_up",
+        "out of its retry budget (--max-attempts, --max-seconds) before it could land; "
+        "nothing committed, safe to retry with the same commit id",
+    ),
+    ("unknown", "may or may not have committed: a later read of the registry decides"),
+)
+
+
 def _mix_weight(text: str) -> tuple[str, float]:
     kind, equals, value = text.partition("=")
     kind = kind.strip()
@@ -71,7 +105,11 @@ def add_parser(commands: Any) -> None:
         help="simulate many writers on S3 (virtual time): throughput, latency, cost",
         description="Run lakelock's commit protocol with many writers against a simulated S3 "
         "in virtual time, check every guarantee, and print commits/s, commit latency, "
-        "requests and bytes per commit, and the physical bound for the configuration. "
+        "requests and bytes per commit, and the physical bound for the configuration, in the "
+        "steady state past the start-up (--include-warmup counts it); the commits that failed, "
+        "gave up or ended unknown, and what each means; with --json each second's figures too "
+        "(commits_by_second), with --plot a PNG of them. --brownout slows the store for a "
+        "while, to see how the protocol comes back. "
         "Deterministic: the same arguments print the same figures.",
         json=True,
         arguments=_arguments,
@@ -109,6 +147,22 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         0.0,
         "fraction of requests answered with a fault (lost ack, 503, 409, timeout, a write "
         "that lands after its timeout)",
+    )
+    parser.add_argument(
+        "--brownout",
+        type=_brownout,
+        default=None,
+        metavar="START:LENGTH:FACTOR",
+        help="the store slows down for LENGTH virtual seconds from START: every request sent "
+        "then takes FACTOR times its latency, e.g. 20:10:10 (default: none)",
+    )
+    parser.add_argument(
+        "--brownout-503",
+        type=_fraction,
+        default=0.0,
+        metavar="RATE",
+        help="with --brownout: the share of requests sent in its window answered 503 "
+        "SlowDown, and none outside it (default 0)",
     )
     option("--kills", _non_negative, 0, "writers killed and restarted")
     option("--stalls", _non_negative, 0, "writers that stall past the intent TTL before a request")
@@ -196,6 +250,20 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         + ", ".join(f"{name} {weight:g}" for name, weight in Mix().kinds()),
     )
     parser.add_argument(
+        "--include-warmup",
+        action="store_true",
+        help="count the start-up in the figures (default: they are the steady state past it — "
+        "until nine writers in ten ended their first commit, in whole seconds, at most a "
+        "quarter of --seconds; --json's commits_by_second always has every second)",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="PATH",
+        default=None,
+        help="draw commits/s, p99 latency and requests per commit, second by second, as a PNG "
+        "at PATH (needs matplotlib: pip install 'lakelock[plot]'; default: no plot)",
+    )
+    parser.add_argument(
         "--trace",
         metavar="PATH",
         default=None,
@@ -208,6 +276,19 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.skew < 0 or args.cpu_ms < 0:
         raise ValueError("--skew and --cpu-ms must be >= 0")
+    brownout: Brownout | None = args.brownout
+    if args.brownout_503 and brownout is None:
+        raise InvalidArgumentError(
+            args.brownout_503, "needs --brownout (the window it applies in)", what="--brownout-503"
+        )
+    if brownout is not None:
+        if brownout.start >= args.seconds:
+            raise InvalidArgumentError(
+                f"{brownout.start:g}", "starts after --seconds", what="--brownout START"
+            )
+        brownout = Brownout(brownout.start, brownout.length, brownout.factor, args.brownout_503)
+    if args.plot is not None:
+        require_matplotlib()  # before the run, which may take minutes
     config = SimConfig(
         writers=args.writers,
         seconds=args.seconds,
@@ -219,6 +300,7 @@ def run(args: argparse.Namespace) -> int:
             stalls=args.stalls,
             skew=args.skew,
             steps=args.clock_steps,
+            brownout=brownout,
         ),
         readers=args.readers,
         think=args.think,
@@ -236,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
         vacuum_every=args.vacuum_every,
         vacuum_older_than=args.vacuum_older_than,
         ignores_start_after=args.ignores_start_after,
+        include_warmup=args.include_warmup,
     )
     bar = ProgressBar("simulating (virtual s)") if progress_wanted(args.progress) else None
     with contextlib.ExitStack() as stack:
@@ -252,47 +335,101 @@ def run(args: argparse.Namespace) -> int:
             if bar is not None:
                 bar.close()
     metrics = result.metrics
+    if args.plot is not None:
+        plot(metrics, args.plot, brownout=brownout)
     if args.json:
         sys.stdout.write(orjson.dumps(metrics.as_json(), option=orjson.OPT_SORT_KEYS).decode())
         sys.stdout.write("\n")
     else:
-        rows = [
-            ("store", metrics.store),
-            ("writers", str(metrics.writers)),
-            ("virtual seconds", f"{metrics.makespan:g}"),
-            ("commits acknowledged", str(metrics.commits)),
-            ("commits/s", f"{metrics.commits_per_second:.1f}"),
-            ("commit latency p50", f"{metrics.p50_ms:.0f} ms"),
-            ("commit latency p99", f"{metrics.p99_ms:.0f} ms"),
-            ("S3 requests/commit", f"{metrics.requests_per_commit:.2f}"),
-            ("bytes/commit", f"{metrics.bytes_per_commit:.0f}"),
-            ("commits per root swap", f"{metrics.commits_per_cas:.2f}"),
-            ("largest fold", str(metrics.largest_fold)),
-            ("503 SlowDown", str(metrics.throttled)),
-            ("faults injected", str(metrics.faults_injected)),
-            (
-                "failed / unknown / killed",
-                f"{metrics.failed} / {metrics.unknown} / {metrics.killed}",
-            ),
-            ("bound: key CAS rate x fold", f"{metrics.bound_cas:.1f} commits/s"),
-            ("bound: writers / latency floor", f"{metrics.bound_latency:.1f} commits/s"),
-            ("violations", str(metrics.violations)),
-        ]
-        if config.vacuums:
-            rows[-1:-1] = [
-                (
-                    "vacuum runs / objects deleted",
-                    f"{metrics.vacuum_runs} / {metrics.vacuum_deleted}",
-                ),
-                ("held past the window (late)", str(metrics.vacuum_late)),
-            ]
-        width = max(len(name) for name in [*(n for n, _ in rows), *metrics.areas]) + 2
-        for name, value in rows:
-            sys.stdout.write(f"{name:<{width}}  {value}\n")
-        for area, per_commit in sorted(metrics.areas.items(), key=lambda item: -item[1]):
-            sys.stdout.write(f"  {area:<{width - 2}}  {per_commit:.2f}/commit\n")
-        for violation in result.violations[:20]:
-            sys.stdout.write(f"violation: {violation}\n")
-        if result.violations:
-            sys.stdout.write(f"replay: {config.replay_command()}\n")
+        _table(result)
     return 1 if result.violations else 0
+
+
+def _measured(metrics: Metrics, config: SimConfig) -> str:
+    """Which seconds the figures are of, and why."""
+    if metrics.warmup:
+        return (
+            f"seconds {metrics.warmup:g}-{metrics.makespan:g}: the steady state, past the "
+            f"warm-up (until 9 writers in 10 ended their first commit; {metrics.warmup_commits} "
+            "commits left out; --include-warmup counts them)"
+        )
+    if config.include_warmup:
+        return "the whole run, warm-up included (--include-warmup)"
+    if config.commits:
+        return "the whole run (--commits: a burst, each writer's first commit counted)"
+    return "the whole run (too short to leave out a warm-up: a quarter of it is under 1 s)"
+
+
+def _table(result: SimResult) -> None:
+    config, metrics = result.config, result.metrics
+    brownout = config.faults.brownout
+    rows = [
+        ("store", metrics.store),
+        ("writers", str(metrics.writers)),
+        ("virtual seconds", f"{metrics.makespan:g}"),
+        ("measured", _measured(metrics, config)),
+        ("commits acknowledged", str(metrics.commits)),
+        ("commits/s", f"{metrics.commits_per_second:.1f}"),
+        ("commit latency p50", f"{metrics.p50_ms:.0f} ms"),
+        ("commit latency p99", f"{metrics.p99_ms:.0f} ms"),
+        ("S3 requests/commit", f"{metrics.requests_per_commit:.2f}"),
+        ("bytes/commit", f"{metrics.bytes_per_commit:.0f}"),
+        ("commits per root swap", f"{metrics.commits_per_cas:.2f}"),
+        ("largest fold", str(metrics.largest_fold)),
+        ("503 SlowDown", str(metrics.throttled)),
+        ("faults injected", str(metrics.faults_injected)),
+    ]
+    if brownout is not None:
+        rows.append(("brownout", _brownout_summary(metrics, brownout)))
+    rows += [
+        ("bound: key CAS rate x fold", f"{metrics.bound_cas:.1f} commits/s"),
+        ("bound: writers / latency floor", f"{metrics.bound_latency:.1f} commits/s"),
+    ]
+    if config.vacuums:
+        rows += [
+            ("vacuum runs / objects deleted", f"{metrics.vacuum_runs} / {metrics.vacuum_deleted}"),
+            ("held past the window (late)", str(metrics.vacuum_late)),
+        ]
+    width = max(len(name) for name in [*(n for n, _ in rows), *metrics.areas]) + 2
+    for name, value in rows:
+        sys.stdout.write(f"{name:<{width}}  {value}\n")
+    for area, per_commit in sorted(metrics.areas.items(), key=lambda item: -item[1]):
+        sys.stdout.write(f"  {area:<{width - 2}}  {per_commit:.2f}/commit\n")
+    sys.stdout.write("commits not acknowledged (the whole run):\n")
+    for outcome, meaning in OUTCOMES:
+        errors = metrics.unacknowledged.get(outcome, {})
+        count = sum(errors.values())
+        sys.stdout.write(f"  {outcome.replace('_', ' '):<{width - 2}}  {count:<5}  {meaning}\n")
+        for error, times in errors.items():
+            sys.stdout.write(f"    {error:<{width - 4}}  {times}\n")
+    sys.stdout.write(
+        f"  {'killed':<{width - 2}}  {metrics.killed:<5}  writer processes killed mid-commit "
+        "and restarted, re-running it with the same commit id (counted above if it then "
+        "did not land)\n"
+    )
+    sys.stdout.write(f"{'violations':<{width}}  {metrics.violations}\n")
+    for violation in result.violations[:20]:
+        sys.stdout.write(f"violation: {violation}\n")
+    if result.violations:
+        sys.stdout.write(f"replay: {config.replay_command()}\n")
+
+
+def _brownout_summary(metrics: Metrics, brownout: Brownout) -> str:
+    """The brownout, the commits per second before and in it, and when the run was back."""
+    text = f"seconds {brownout.start:g}-{brownout.end:g}, latency x{brownout.factor:g}"
+    if brownout.throttle:
+        text += f", {brownout.throttle:.0%} answered 503"
+    by_second = metrics.commits_by_second
+    inside = by_second[math.ceil(brownout.start) : math.floor(brownout.end)]
+    if metrics.brownout_before:
+        text += f"; commits/s {metrics.brownout_before:.1f} before"
+        if inside:
+            text += f", {sum(inside) / len(inside):.1f} in it"
+        if metrics.brownout_recovered_s is not None:
+            text += (
+                f"; back to >= {RECOVERED:.0%} of before {metrics.brownout_recovered_s:g} s "
+                "after its end"
+            )
+        else:
+            text += f"; not back to {RECOVERED:.0%} of before by the run's end"
+    return text

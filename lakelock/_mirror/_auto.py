@@ -92,10 +92,8 @@ class MirroringRegistry(Registry):
         super().__init__(*args, **kwargs)
         self.auto_mirror = AutoMirror(self, mirror)
 
-    def commit_changes(
-        self, changes: Sequence[Change], *, explicit_id: bool = True
-    ) -> CommitResult:
-        result = super().commit_changes(changes, explicit_id=explicit_id)
+    def commit_changes(self, changes: Sequence[Change]) -> CommitResult:
+        result = super().commit_changes(changes)
         # Taking or releasing a write lock changes no dataset: nothing to mirror.
         changed = [c.dataset for c in changes if c.operation not in (LOCK, UNLOCK)]
         if changed and not result.empty and not result.already_committed:

@@ -50,8 +50,9 @@ class Pending:
     """One ``commit()`` call: its changes (one per dataset, all-or-nothing, one commit id)."""
 
     changes: tuple[Change, ...]
-    # The caller chose the commit id: it may be a re-run of a commit older than the root's
-    # window, so the datasets' commit-id indexes are checked, and checked again once the
+    # The datasets' commit-id indexes are still to be checked: set where the caller chose
+    # the commit id (``not Change.generated_id``), which may be a re-run of a commit older
+    # than the root's window; cleared once an attempt has settled, and set again once the
     # root's window no longer covers every version since (``indexed``: the root version
     # they were last checked at).
     check_index: bool = False

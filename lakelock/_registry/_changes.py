@@ -40,8 +40,6 @@ the caller, who asks :func:`manifests_needed` first.
 from __future__ import annotations
 
 import operator
-import secrets
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -121,12 +119,13 @@ def oldest_write(change: Change) -> float | None:
     return min((f.written_at for f in change.add if f.written_at is not None), default=None)
 
 
-def new_commit_id(seconds: float | None = None, *, token: str | None = None) -> str:
+def new_commit_id(seconds: float, *, token: str) -> str:
     """A commit id for a caller that chose none: 32 hex digits, the first 12 the time
-    (milliseconds since the epoch, ``seconds`` or now), the rest random. Ids made later sort
-    later, so each dataset's commit-id index (an ordered tree) grows at its right edge."""
-    ms = int((time.time() if seconds is None else seconds) * 1000)
-    return f"{ms & 0xFFFFFFFFFFFF:012x}{token or secrets.token_hex(10)}"
+    (milliseconds since the epoch: ``seconds``), the rest ``token`` (20 random hex digits).
+    Ids made later sort later, so each dataset's commit-id index (an ordered tree) grows at
+    its right edge. The registry is the one generator (its clock, the commit core's
+    randomness: ``Registry._new_commit_id``); this is their shape."""
+    return f"{int(seconds * 1000) & 0xFFFFFFFFFFFF:012x}{token}"
 
 
 @dataclass(frozen=True)

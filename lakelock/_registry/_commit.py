@@ -75,8 +75,8 @@ class CommitQueue:
         with self.lock:
             return bool(self.queue or self.sending)
 
-    def commit(self, changes: Sequence[Change], *, explicit_id: bool, now: float) -> CommitResult:
-        pending = self.committer.prepare(changes, explicit_id=explicit_id, now=now)
+    def commit(self, changes: Sequence[Change], *, now: float) -> CommitResult:
+        pending = self.committer.prepare(changes, now=now)
         if not self.group_commit:
             self.driver.run(self.committer.run([pending]))
         else:

@@ -5,6 +5,7 @@ travel), history, migration from format 1; committing is
 
 from __future__ import annotations
 
+import random
 import time
 import warnings
 from collections import Counter
@@ -18,11 +19,11 @@ from typing import Any
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
-from lakelock._digest import commit_digest
 from lakelock._layout import files_prefix
-from lakelock._names import validate_commit_id, validate_dataset_name, validate_partition_path
+from lakelock._names import validate_dataset_name, validate_partition_path
 from lakelock._pathlock._distributed import LiveGrants
 from lakelock._registry._batch import CommitResult, seconds_of
+from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._changes import Change, Fence, written_paths
 from lakelock._registry._commit import CommitQueue
 from lakelock._registry._core import (
@@ -253,6 +254,10 @@ class Registry:
             initial_backoff=self.retry.initial_backoff,
             max_backoff=self.retry.max_backoff,
             bucket=store.bucket,
+            # The operating system's randomness: commit ids, intent keys and manifest names
+            # are drawn from it, and a process forked from one that holds this registry must
+            # not draw the same ones (a seeded generator is copied by fork).
+            rng=random.SystemRandom(),
         )
         policy = self._committer.policy
         self._driver = Driver(
@@ -292,51 +297,41 @@ class Registry:
         (``""``: all) as they are when the commit applies (files added by this commit stay);
         ``operation`` names the commit in the log (default ``"commit"``). A new dataset
         without ``partition_by`` takes the partition columns its files' paths name."""
-        now = self._clock()
-        added = tuple(add)
-        removed = tuple(r.key if isinstance(r, DataFile) else r for r in remove)
         partitions = tuple(dict.fromkeys(validate_partition_path(p) for p in remove_partitions))
-        change = Change(
-            dataset=dataset,
-            commit_id=validate_commit_id(commit_id)
-            if commit_id is not None
-            else self._committer.new_commit_id(now),
-            add=added,
-            remove=removed,
+        commit = CommitBuilder(
+            self,
+            dataset,
+            operation or "commit",
+            commit_id=commit_id,
+            fence=fence,
             schema=schema,
-            partition_by=tuple(partition_by) if partition_by is not None else None,
+            partition_by=partition_by,
             properties=dict(properties) if properties is not None else None,
-            fence=Fence(*fence) if isinstance(fence, tuple) else fence,
-            remove_partitions=partitions,
-            operation=operation or "commit",
-            generated_id=commit_id is None,
-            # Files written earlier, perhaps committed already (a retry): FORMAT.md rule 14.
-            existing_files=bool(added),
-            # The id is bound to what this adds and removes (lakelock._digest.commit_digest).
-            digest=commit_digest(
-                add=added,
-                remove=removed,
-                remove_partitions=partitions,
-                partition_by=partition_by,
-                properties=properties,
-            ),
         )
-        return self.commit_changes([change], explicit_id=commit_id is not None)
+        # Files written earlier, perhaps committed already (a retry): FORMAT.md rule 14.
+        commit.add(add, existing=True)
+        commit.remove(
+            (r.key if isinstance(r, DataFile) else r for r in remove), partitions=partitions
+        )
+        commit.bind_to_files()
+        return commit.commit()
 
-    def commit_changes(
-        self, changes: Sequence[Change], *, explicit_id: bool = True
-    ) -> CommitResult:
+    def commit_changes(self, changes: Sequence[Change]) -> CommitResult:
         """Commit changes to several datasets as one, all or nothing (they must share one
-        commit id). ``commit`` is this with one change; partition renames across datasets
-        use it directly. A write lock another process holds over what they write refuses
-        them (:class:`~lakelock.errors.LockedError`), after up to ``lock_timeout`` seconds
-        of waiting for it (FORMAT.md, "Write locks in force")."""
+        commit id, and ``generated_id``: whether lakelock made it up rather than the caller
+        chose it). Every commit of a lake comes here, built by a
+        :class:`~lakelock._registry._builder.CommitBuilder`. A write lock another process
+        holds over what they write refuses them (:class:`~lakelock.errors.LockedError`),
+        after up to ``lock_timeout`` seconds of waiting for it (FORMAT.md, "Write locks in
+        force")."""
         if not changes or len({c.commit_id for c in changes}) != 1:
             raise ValueError("commit_changes needs at least one change and one commit id")
         if len({c.dataset for c in changes}) != len(changes):
             raise ValueError("commit_changes takes one change per dataset")
+        if len({c.generated_id for c in changes}) != 1:
+            raise ValueError("commit_changes needs one commit id, generated or chosen")
         if any(c.operation in (LOCK, UNLOCK) for c in changes):
-            return self._commits.commit(changes, explicit_id=explicit_id, now=self._clock())
+            return self._commits.commit(changes, now=self._clock())
         # Files written before this commit are held to the vacuum floor by when the server
         # wrote them (FORMAT.md rule 10); one that is gone refuses it here.
         changes = self._driver.run(with_write_times(changes, bucket=self.store.bucket))
@@ -351,7 +346,7 @@ class Registry:
                 blocking = self._write_locks_over(changes, self._current()[0].lock_fences)
             if blocking is None:
                 try:
-                    return self._commits.commit(changes, explicit_id=explicit_id, now=self._clock())
+                    return self._commits.commit(changes, now=self._clock())
                 except LockedError as locked:  # registered after this process last looked
                     blocking = self._locked_change(changes, locked)
             self._wait_out(*blocking, started=started, cleared=cleared)
@@ -359,7 +354,7 @@ class Registry:
     # -- write locks in force (FORMAT.md) ---------------------------------------------------
 
     def _lock_commit(self, fences: tuple[Fence, ...], operation: str) -> None:
-        commit_id = self._committer.new_commit_id(self._clock())
+        commit_id = self._new_commit_id()
         changes = [
             Change(
                 dataset=fence.name.removeprefix("lock:"),
@@ -370,7 +365,13 @@ class Registry:
             )
             for fence in fences
         ]
-        self.commit_changes(changes, explicit_id=False)
+        self.commit_changes(changes)
+
+    def _new_commit_id(self) -> str:
+        """A commit id for a commit whose caller chose none: the lake's one generator (the
+        time by this registry's clock, then the commit core's randomness: FORMAT.md, "Commit
+        ids"), for every operation and ``registry.commit``."""
+        return self._committer.new_commit_id(self._clock())
 
     def _known_doc(self) -> RegistryDoc | None:
         """The root this process last read or wrote (no request; ``None`` before the first:

@@ -19,6 +19,12 @@ Request faults (a share ``rate`` of the requests that reach the endpoint, mixed 
 
 ``schedule`` forces the faults of the first requests (tests).
 
+A brownout (:class:`Brownout`): for ``length`` virtual seconds from ``start`` every request
+sent takes ``factor`` times its latency, and a share ``throttle`` of them is answered 503
+SlowDown before applying (a ``throttle`` fault), as a store that slows down for a while and
+then recovers: what the protocol does with the load it built up meanwhile is what a run
+shows (``commits_by_second``).
+
 Process faults: ``kills`` writers killed at a random request boundary (``generator.close()``)
 and restarted as a new process re-running the commit with the same id (a share of them with
 other rows: :mod:`._workload`); ``stalls`` writers that stop before sending a request for
@@ -31,12 +37,51 @@ steps to another offset within that bound (an NTP step, either way).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from random import Random
 
-__all__ = ["FAULT_KINDS", "Faults"]
+from lakelock.errors import InvalidArgumentError
+
+__all__ = ["FAULT_KINDS", "Brownout", "Faults"]
 
 FAULT_KINDS = ("lost_ack", "throttle", "conflict", "timeout", "late")
+
+
+@dataclass(frozen=True)
+class Brownout:
+    """The store slows down from ``start`` for ``length`` virtual seconds: each request sent
+    then takes ``factor`` times its latency, and a share ``throttle`` of them is answered 503
+    SlowDown. Raises :class:`InvalidArgumentError` on values no brownout has."""
+
+    start: float
+    length: float
+    factor: float = 1.0
+    throttle: float = 0.0
+
+    def __post_init__(self) -> None:
+        rules = (
+            ("brownout start", self.start, 0 <= self.start < math.inf, "a time >= 0 (s)"),
+            ("brownout length", self.length, 0 < self.length < math.inf, "seconds > 0"),
+            ("brownout factor", self.factor, 1 <= self.factor < math.inf, "a factor >= 1"),
+            ("brownout 503 share", self.throttle, 0 <= self.throttle <= 1, "a share in [0, 1]"),
+        )
+        for what, value, holds, reason in rules:
+            if not holds:
+                raise InvalidArgumentError(value, reason, what=what)
+
+    @property
+    def end(self) -> float:
+        return self.start + self.length
+
+    def covers(self, now: float) -> bool:
+        """Whether a request sent at ``now`` (virtual seconds) is sent during the brownout."""
+        return self.start <= now < self.end
+
+    def option(self) -> str:
+        """The ``lakelock simulate`` options that make this brownout."""
+        text = f"--brownout {self.start:g}:{self.length:g}:{self.factor:g}"
+        return text + (f" --brownout-503 {self.throttle:g}" if self.throttle else "")
 
 
 @dataclass(frozen=True)
@@ -53,6 +98,13 @@ class Faults:
     #: Faults for the first requests, in the order they reach the endpoint (``None``: none),
     #: before ``rate`` applies: what a test forces.
     schedule: tuple[str | None, ...] = ()
+    #: A window in which the store is slow and throttles (``None``: none).
+    brownout: Brownout | None = None
+
+    def slowdown(self, now: float) -> float:
+        """What the latency of a request sent at ``now`` is multiplied by (the brownout's)."""
+        brownout = self.brownout
+        return brownout.factor if brownout is not None and brownout.covers(now) else 1.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
@@ -66,11 +118,16 @@ class Faults:
         if min(self.kills, self.stalls, self.steps) < 0 or self.skew < 0 or self.timeout <= 0:
             raise ValueError("kills, stalls, steps and skew must be >= 0, timeout > 0")
 
-    def draw(self, rng: Random, index: int) -> str | None:
-        """The fault for the ``index``-th request, or ``None`` (most requests)."""
+    def draw(self, rng: Random, index: int, now: float = 0.0) -> str | None:
+        """The fault for the ``index``-th request, sent at ``now``, or ``None`` (most
+        requests). The brownout's 503s come after the other faults, and draw from ``rng``
+        only inside its window: a run without one draws exactly as before."""
         if index < len(self.schedule):
             return self.schedule[index]
         if not self.rate or rng.random() >= self.rate:
+            brownout = self.brownout
+            if brownout is not None and brownout.throttle and brownout.covers(now):
+                return "throttle" if rng.random() < brownout.throttle else None
             return None
         total = sum(weight for _, weight in self.mix)
         pick = rng.random() * total

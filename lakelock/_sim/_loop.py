@@ -127,6 +127,8 @@ class Counts:
     areas: Counter[str] = field(default_factory=Counter)
     bytes: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
+    #: Writers' requests by the whole virtual second they were sent in.
+    writer_seconds: Counter[int] = field(default_factory=Counter)
     throttled: int = 0
     root_swaps: int = 0
 
@@ -207,18 +209,9 @@ class Endpoint:
             start = max(now, heapq.heappop(self.cores))
             now = start + self.cpu
             heapq.heappush(self.cores, now)
-        profile = self.store.profile
         kind = type(request)
-        if isinstance(request, Get):
-            latency = profile.get.sample(self.rng)
-        elif isinstance(request, Put):
-            timing = profile.cas if request.if_match is not None else profile.put
-            latency = timing.sample(self.rng) + len(request.body) / profile.bandwidth
-        elif isinstance(request, List):
-            latency = profile.list.sample(self.rng)
-        else:
-            latency = profile.delete.sample(self.rng)
-        fault = self.faults.draw(self.rng, self.sent)
+        latency = self._latency(request) * self.faults.slowdown(now)  # 1.0 but in a brownout
+        fault = self.faults.draw(self.rng, self.sent, now)
         self.sent += 1
         if self.counting:
             counts = self.counts
@@ -226,6 +219,7 @@ class Endpoint:
             counts.requests[self._named(process, kind)] += 1
             if process == "writer":
                 counts.areas[self._area_named(request)] += 1
+                counts.writer_seconds[int(now)] += 1
             if isinstance(request, Put):
                 counts.bytes[process] += len(request.body)
             if fault is not None:
@@ -262,6 +256,18 @@ class Endpoint:
             self.loop.at(answered, self._resend, call)
         else:
             self.loop.at(answered, self._answered, (call, None, _fault_error(fault, request)))
+
+    def _latency(self, request: Get | Put | List | Delete) -> float:
+        """How long ``request`` takes on the store's profile (drawn from the run's seed)."""
+        profile = self.store.profile
+        if isinstance(request, Get):
+            return profile.get.sample(self.rng)
+        if isinstance(request, Put):
+            timing = profile.cas if request.if_match is not None else profile.put
+            return timing.sample(self.rng) + len(request.body) / profile.bandwidth
+        if isinstance(request, List):
+            return profile.list.sample(self.rng)
+        return profile.delete.sample(self.rng)
 
     def _effect(self, argument: tuple[Any, ...]) -> None:
         """The request takes effect; its answer (or the fault in its place) is scheduled for

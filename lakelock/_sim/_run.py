@@ -22,7 +22,7 @@ from lakelock._registry._document import REGISTRY_KEY
 from lakelock._registry._settings import DEFAULT_FLOOR
 from lakelock._s3._types import PutResult
 from lakelock._sim._check import Observation, check
-from lakelock._sim._faults import Faults
+from lakelock._sim._faults import Brownout, Faults
 from lakelock._sim._latency import Profile, profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._protocols import SimProtocol, _Reader, protocol_named
@@ -54,6 +54,23 @@ LINGER_POLL = 0.002
 #: no finalizer feeds back into it (a process's generator runs to its end or is closed when
 #: it is killed, at a moment of the run's own).
 GC_THRESHOLDS = (50_000, 20, 20)
+#: A run's warm-up lasts until this share of its writers (rounded up: all of them below ten)
+#: have ended their first commit. Every writer starts its first commit in the run's first
+#: tenth of a second, cold (no root read yet, nothing learnt about rounds), so those commits
+#: race in a burst no later second has; once nine writers in ten have been through one, the
+#: burst is over. Not all of them: the last first commit may be one the protocol makes slow
+#: whenever it comes (a commit spanning datasets waited 22 s at 64 writers in the default
+#: mix while the other 63 had ended theirs by 0.7 s) — a steady state has those too, and
+#: waiting for it would leave seconds of the steady state out.
+WARMUP_WRITERS = 0.9
+#: The longest warm-up a run leaves out of its figures: this share of its seconds, in whole
+#: seconds (a run shorter than four seconds is all start-up, and is measured whole).
+WARMUP_SHARE = 0.25
+#: A run is back from a brownout when one whole second's commits reach this share of its
+#: mean before the brownout: one second, since a steady run's seconds spread by about a
+#: tenth around their mean already (a rule of several seconds in a row would wait out
+#: noise, not the brownout).
+RECOVERED = 0.9
 
 
 @dataclass(frozen=True)
@@ -106,6 +123,9 @@ class SimConfig:
     #: window when vacuum runs (vacuum's default ``older_than`` is the retention: restores
     #: then keep to it, FORMAT.md rule 9), else seven days.
     retention: float | None = None
+    #: Count the start-up in the figures too (by default they are the steady state past it:
+    #: :meth:`_Run.warmup`). A run of ``commits`` per writer is measured whole anyway.
+    include_warmup: bool = False
 
     @property
     def writers_retention(self) -> float:
@@ -147,6 +167,8 @@ class SimConfig:
             parts.append(f"--skew {self.faults.skew:g}")
         if self.faults.steps:
             parts.append(f"--clock-steps {self.faults.steps}")
+        if self.faults.brownout is not None:
+            parts.append(self.faults.brownout.option())
         if self.readers:
             parts.append(f"--readers {self.readers}")
         if self.commits:
@@ -168,6 +190,8 @@ class SimConfig:
             parts.append(self.mix.options())
         if self.ignores_start_after:
             parts.append("--ignores-start-after")
+        if self.include_warmup:
+            parts.append("--include-warmup")
         if self.vacuums:
             parts.append(
                 f"--vacuums {self.vacuums} --vacuum-every {self.vacuum_every:g} "
@@ -214,6 +238,23 @@ class Metrics:
     vacuum_runs: int = 0
     vacuum_deleted: int = 0
     vacuum_late: int = 0
+    #: Virtual seconds at the start the figures above leave out (the start-up: 0 when it is
+    #: counted), and the commits acknowledged in them.
+    warmup: float = 0.0
+    warmup_commits: int = 0
+    #: Per whole virtual second of the run, warm-up included: commits acknowledged in it,
+    #: their p99 latency, and writers' requests sent in it.
+    commits_by_second: list[int] = field(default_factory=list)
+    p99_ms_by_second: list[float] = field(default_factory=list)
+    requests_by_second: list[int] = field(default_factory=list)
+    #: Commits not acknowledged, by outcome (``failed``, ``gave_up``, ``unknown``) and the
+    #: error each raised (``data PUT <error>``: its data never reached the store).
+    unacknowledged: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: With a brownout: the mean commits per second in the steady seconds before it, and how
+    #: many seconds after its end the first whole second reached :data:`RECOVERED` of that
+    #: mean (``None``: none did before the run's end).
+    brownout_before: float = 0.0
+    brownout_recovered_s: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,7 +333,7 @@ class _Writer:
     def _program(self, committer: Any, redo: Invocation | None) -> Steps:
         run = self.run
         if redo is not None:
-            yield from self._commit(committer, redo, explicit=True, redo=True)
+            yield from self._commit(committer, redo, redo=True)
         made = 0
         limit = run.config.commits
         while (made < limit) if limit else (run.loop.now < run.end):
@@ -305,7 +346,7 @@ class _Writer:
                 invocation = self.workload.build(kind, now, run.loop.now)
             if invocation is not None:
                 run.invocations.append(invocation)
-                yield from self._commit(committer, invocation, explicit=invocation.explicit)
+                yield from self._commit(committer, invocation)
             if run.config.think:
                 yield Sleep(self.rng.expovariate(1.0 / run.config.think))
 
@@ -324,9 +365,7 @@ class _Writer:
         yield Get(REGISTRY_KEY)
         return self.workload.restore(now, run.loop.now, dataset, state, version, until=until)
 
-    def _commit(
-        self, committer: Any, invocation: Invocation, *, explicit: bool, redo: bool = False
-    ) -> Steps:
+    def _commit(self, committer: Any, invocation: Invocation, *, redo: bool = False) -> Steps:
         run = self.run
         self.current = invocation
         if invocation.data:
@@ -363,6 +402,7 @@ class _Writer:
             invocation.end = run.loop.now
             invocation.outcome = "fail"
             invocation.error = f"write times: {_describe(error)}"
+            invocation.error_type = type(error).__name__
             self.current = None
             return
         now: float = yield Now()
@@ -372,7 +412,7 @@ class _Writer:
                 # A restarted run passes the id its killed run made up: the caller chose it
                 # now, and the killed run's intent may carry it too.
                 changes = [dataclasses.replace(c, generated_id=False) for c in changes]
-            pending = committer.prepare(changes, explicit_id=explicit, now=now)
+            pending = committer.prepare(changes, now=now)
             # One batch at a time per process, as in CommitQueue: a lingering fold stops
             # after its round in flight when a commit of ours is queued.
             self.queued = True
@@ -645,18 +685,47 @@ class _Run:
 
         self.loop.at(when, fire)
 
+    def warmup(self, window: float) -> float:
+        """The virtual seconds at the start a run's figures leave out: until the first
+        commits of :data:`WARMUP_WRITERS` of the writers ended (acknowledged or not), rounded
+        up to a whole second, at most :data:`WARMUP_SHARE` of the window; 0 when asked to
+        count them, or for a run of ``commits`` per writer (a burst, measured whole)."""
+        if self.config.include_warmup or self.config.commits:
+            return 0.0
+        first: dict[int, float] = {}
+        for i in self.invocations:
+            if i.end is not None and i.end < first.get(i.writer, math.inf):
+                first[i.writer] = i.end
+        ends = sorted(first.values()) + [math.inf] * (self.config.writers - len(first))
+        ended = ends[math.ceil(WARMUP_WRITERS * len(ends)) - 1]
+        cap = math.floor(window * WARMUP_SHARE)
+        return float(min(math.ceil(ended), cap) if math.isfinite(ended) else cap)
+
     def _metrics(self, view: Any, violations: list[str]) -> Metrics:
         config = self.config
         done = [i for i in self.invocations if i.outcome == "ok"]
         window = self.end
         if config.commits:
             window = max((i.end or 0.0 for i in self.invocations), default=0.0) or self.end
-        inside = sorted(
-            (i.end or 0.0) - i.start for i in done if i.end is not None and i.end <= window
-        )
+        warmup = self.warmup(window)
+        seconds = max(1, math.ceil(window))
+        per_second: list[list[float]] = [[] for _ in range(seconds)]
+        for i in done:
+            if i.end is not None and i.end <= window:
+                per_second[min(int(i.end), seconds - 1)].append(i.end - i.start)
+        # ``warmup`` is whole seconds: the figures are exactly the seconds from it on.
+        skip = int(warmup)
+        inside = sorted(t for second in per_second[skip:] for t in second)
         counts = self.endpoint.counts
+        requests_by_second = [counts.writer_seconds.get(k, 0) for k in range(seconds)]
         writer_requests = sum(v for k, v in counts.requests.items() if k.startswith("writer:"))
         commits = len(done)
+        if skip:
+            # Past the start-up: the requests sent in those seconds for their commits.
+            requests_per_commit = sum(requests_by_second[skip:]) / len(inside) if inside else 0.0
+        else:
+            # The whole run: every request writers sent, every commit acknowledged.
+            requests_per_commit = writer_requests / commits if commits else 0.0
         folds: dict[int, set[str]] = {}
         for versions in view.datasets.values():
             for v in versions:
@@ -670,17 +739,19 @@ class _Run:
             digest.update(f"{i.id}|{i.outcome}|{i.version}|{i.start!r}|{i.end!r}\n".encode())
         digest.update(repr(sorted(counts.requests.items())).encode())
         digest.update(repr(self.loop.events).encode())
+        commits_by_second = [len(second) for second in per_second]
+        before, recovered = _recovery(config.faults.brownout, commits_by_second, skip)
         return Metrics(
             writers=config.writers,
             seconds=config.seconds,
             store=config.store,
             seed=config.seed,
             commits=len(inside),
-            commits_per_second=_round(len(inside) / window),
+            commits_per_second=_round(len(inside) / (window - warmup)),
             makespan=_round(window),
             p50_ms=_round(_percentile(inside, 0.50) * 1000),
             p99_ms=_round(_percentile(inside, 0.99) * 1000),
-            requests_per_commit=_round(writer_requests / commits) if commits else 0.0,
+            requests_per_commit=_round(requests_per_commit),
             bytes_per_commit=_round(counts.bytes["writer"] / commits) if commits else 0.0,
             commits_per_cas=_round(commits / counts.root_swaps) if counts.root_swaps else 0.0,
             root_swaps=counts.root_swaps,
@@ -703,6 +774,16 @@ class _Run:
             vacuum_runs=len(self.vacuum_runs),
             vacuum_deleted=len(self.store.deleted),
             vacuum_late=self.vacuum_late,
+            warmup=warmup,
+            warmup_commits=sum(commits_by_second[:skip]),
+            commits_by_second=commits_by_second,
+            p99_ms_by_second=[
+                _round(_percentile(sorted(second), 0.99) * 1000) for second in per_second
+            ],
+            requests_by_second=requests_by_second,
+            unacknowledged=_unacknowledged(self.invocations),
+            brownout_before=_round(before),
+            brownout_recovered_s=recovered,
         )
 
 
@@ -796,6 +877,48 @@ def _existing(changes: tuple[Any, ...], found: set[str]) -> tuple[Any, ...]:
         dataclasses.replace(c, existing_files=True) if any(f.key in found for f in c.add) else c
         for c in changes
     )
+
+
+#: How :class:`Metrics` names the outcomes of commits not acknowledged.
+_UNACKNOWLEDGED = {"fail": "failed", "gaveup": "gave_up", "unknown": "unknown", "crash": "unknown"}
+
+
+def _unacknowledged(invocations: Sequence[Invocation]) -> dict[str, dict[str, int]]:
+    """The commits not acknowledged, by outcome and the error each raised."""
+    found: dict[str, dict[str, int]] = {}
+    for i in invocations:
+        outcome = _UNACKNOWLEDGED.get(i.outcome)
+        if outcome is None:
+            continue
+        described = i.error or "no result and no error"
+        if i.error_type is not None:
+            error = i.error_type
+        elif i.outcome == "fail":  # its data PUT failed: "data PUT: <error>: <message>"
+            error = f"data PUT {described.split(':')[1].strip()}"
+        else:
+            error = described.split(":")[0]
+        errors = found.setdefault(outcome, {})
+        errors[error] = errors.get(error, 0) + 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(found.items())}
+
+
+def _recovery(
+    brownout: Brownout | None, commits_by_second: list[int], warmup: int
+) -> tuple[float, float | None]:
+    """The mean commits per second before ``brownout`` (its steady seconds: from ``warmup``
+    to the last whole second before it starts), and the seconds from its end to the end of
+    the first whole second after it whose commits reach :data:`RECOVERED` of that mean
+    (``None``: none did, or there is no brownout or no second before it to compare with)."""
+    if brownout is None:
+        return 0.0, None
+    before = commits_by_second[warmup : math.floor(brownout.start)]
+    if not before:
+        return 0.0, None
+    mean = sum(before) / len(before)
+    for second in range(math.ceil(brownout.end), len(commits_by_second)):
+        if commits_by_second[second] >= RECOVERED * mean:
+            return mean, _round(second + 1 - brownout.end)
+    return mean, None
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -40,7 +40,6 @@ __all__ = ["ToyCommitter", "ToyPending", "toy_root"]
 @dataclass
 class ToyPending:
     changes: tuple[Change, ...]
-    explicit_id: bool
     result: CommitResult | None = None
     error: CommitError | None = None
 
@@ -60,8 +59,8 @@ class ToyCommitter:
     check_ids: bool = True
     options: dict[str, Any] = field(default_factory=dict)
 
-    def prepare(self, changes: Sequence[Change], *, explicit_id: bool, now: float) -> ToyPending:
-        return ToyPending(tuple(changes), explicit_id)
+    def prepare(self, changes: Sequence[Change], *, now: float) -> ToyPending:
+        return ToyPending(tuple(changes))
 
     def run(self, pendings: Sequence[ToyPending]) -> Steps:
         for pending in pendings:

@@ -35,12 +35,12 @@ The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
 
 Data files are synthetic :class:`~lakelock._datafile.DataFile` records (the registry only
 records them): their PUT is simulated (it costs a request and its bytes) but holds no parquet.
-Commit ids are made from the writer's seeded generator, in the shape
-:func:`~lakelock._registry._changes.new_commit_id` gives them (time first), or chosen by the
-"caller" (``job-...``) for a share of commits. Each change carries a digest of what it
-commits, as the ``Lake``'s operations do (:mod:`lakelock._digest`): rows are not simulated,
-so a digest stands for them (the same rows, the same digest; a ``registry.commit`` gets
-:func:`~lakelock._digest.commit_digest` of its files, as the registry makes it).
+Commit ids are made from the writer's seeded generator by
+:func:`~lakelock._registry._changes.new_commit_id`, as the registry makes them (time first),
+or chosen by the "caller" (``job-...``) for a share of commits. Each change carries a digest
+of what it commits, as the ``Lake``'s operations do (:mod:`lakelock._digest`): rows are not
+simulated, so a digest stands for them (the same rows, the same digest; a ``registry.commit`` gets
+:func:`~lakelock._registry._builder.summary_digest` of its files, as the registry makes it).
 
 What an operation reads before it commits (the files of a partition to compact or move, a
 version to restore) is read from the bucket at no cost, as the checker reads it: the
@@ -61,10 +61,10 @@ from typing import Any
 import pyarrow as pa
 
 from lakelock._datafile import DataFile
-from lakelock._digest import commit_digest
 from lakelock._fence import Fence
 from lakelock._layout import files_prefix
-from lakelock._registry._changes import Change
+from lakelock._registry._builder import summary_digest
+from lakelock._registry._changes import Change, new_commit_id
 
 __all__ = ["KINDS", "Invocation", "Mix", "Shared", "Workload"]
 
@@ -263,8 +263,8 @@ class Workload:
         return self.generated_id(now), False
 
     def generated_id(self, now: float) -> str:
-        ms = int(now * 1000) & 0xFFFFFFFFFFFF
-        return f"{ms:012x}{self.rng.getrandbits(80):020x}"
+        """An id as the registry generates one, from the workload's seeded randomness."""
+        return new_commit_id(now, token=f"{self.rng.getrandbits(80):020x}")
 
     def digest(self) -> str:
         """A digest standing for the rows of one commit (other rows, another digest)."""
@@ -562,14 +562,8 @@ class Workload:
             operation="commit",
             generated_id=not explicit,
             existing_files=True,  # as registry.commit marks files written before it
-            digest=commit_digest(
-                add=added,
-                remove=(),
-                remove_partitions=(),
-                partition_by=PARTITION_BY,
-                properties=None,
-            ),
         )
+        change = replace(change, digest=summary_digest(change))  # as registry.commit binds it
         return Invocation(
             commit_id, self.writer, "register", (change,), explicit, start, data=tuple(data)
         )

@@ -15,7 +15,7 @@ print(result.metrics.commits_per_second)
 from __future__ import annotations
 
 from lakelock._sim._check import DatasetVersion, Observation, View, check
-from lakelock._sim._faults import FAULT_KINDS, Faults
+from lakelock._sim._faults import FAULT_KINDS, Brownout, Faults
 from lakelock._sim._latency import PROFILES, Latency, Profile, profile
 from lakelock._sim._loop import StoreRetry
 from lakelock._sim._protocols import CoreProtocol, SimProtocol, ToyProtocol
@@ -27,6 +27,7 @@ __all__ = [
     "EPOCH",
     "FAULT_KINDS",
     "PROFILES",
+    "Brownout",
     "CoreProtocol",
     "DatasetVersion",
     "Faults",

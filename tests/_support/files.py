@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key
-from lakelock._registry._changes import Change, new_commit_id
+from lakelock._registry._builder import CommitBuilder
 
 if TYPE_CHECKING:
     from lakelock._registry import CommitResult, Registry
@@ -29,5 +29,6 @@ def append(reg: Registry, dataset: str, *files: DataFile) -> CommitResult:
     """``files`` committed as ``Lake.append`` commits the files it has just created: no
     commit can have registered them yet, so nothing is read to check that none did, as
     ``Registry.commit`` of files written earlier does (docs/FORMAT.md rule 14)."""
-    change = Change(dataset, new_commit_id(), add=files, operation="append", generated_id=True)
-    return reg.commit_changes([change], explicit_id=False)
+    commit = CommitBuilder(reg, dataset, "append")
+    commit.add(files)
+    return commit.commit()

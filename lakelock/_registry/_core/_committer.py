@@ -234,11 +234,12 @@ class Committer:
 
     # -- preparing (pure) -------------------------------------------------------------------
 
-    def prepare(self, changes: Sequence[Change], *, explicit_id: bool, now: float) -> Pending:
+    def prepare(self, changes: Sequence[Change], *, now: float) -> Pending:
         """A commit ready to run: a one-dataset change becomes an intent any process can
         fold; changes spanning datasets (and restores) get plain delta manifests. Nothing is
         written yet. Invalid changes raise their typed error here."""
         checked = [validate_change(change) for change in changes]
+        chosen = not checked[0].generated_id  # the caller chose the id: see Pending.check_index
         if self.hints.finished_at is not None:
             self.hints.learn_pause(now - self.hints.finished_at)
             self.hints.finished_at = None
@@ -248,7 +249,7 @@ class Committer:
             self.objects.remember(key, parse_manifest(body, key=key))
             return Pending(
                 (replace(checked[0], added_manifests=MappingProxyType(refs)),),
-                check_index=explicit_id,
+                check_index=chosen,
                 unwritten=[(key, body)],
                 intent=key,
             )
@@ -263,7 +264,7 @@ class Committer:
                     self.objects.remember(ref.key, parse_manifest(body))
                 refs[path] = ref
             prepared.append(replace(change, added_manifests=MappingProxyType(refs)))
-        return Pending(tuple(prepared), check_index=explicit_id, unwritten=unwritten)
+        return Pending(tuple(prepared), check_index=chosen, unwritten=unwritten)
 
     def new_commit_id(self, now: float) -> str:
         return new_commit_id(now, token=f"{self.rng.getrandbits(80):020x}")

@@ -1,0 +1,252 @@
+"""Building a commit: the one way every writer of a lake makes the :class:`Change` it commits.
+
+The table operations (``append``, ``overwrite``, ``delete``, ``compact``,
+``set_properties``, ``restore``), partition copy and rename, the driver's half of
+``lakelock.dask`` and ``lakelock.spark``, and :meth:`Registry.commit` itself all build their
+commit with a :class:`CommitBuilder` (as delta-rs's operations go through its
+``CommitBuilder`` and pyiceberg's through a ``Transaction``), in this order:
+
+1. ``CommitBuilder(registry, dataset, operation, commit_id=..., fence=...)``: the commit id
+   is the caller's (validated) or the registry's one generator's (time first, then the
+   commit core's randomness: docs/FORMAT.md, "Commit ids"); ``Change.generated_id`` is the
+   one record of which (it travels in the intent);
+2. :meth:`~CommitBuilder.bind`: the digest the id is bound to (:mod:`lakelock._digest`), of
+   the operation's request and its rows, or its files' contents; a ``registry.commit``'s,
+   of what it adds, summarised, and removes (:meth:`~CommitBuilder.bind_to_files`);
+3. :meth:`~CommitBuilder.check`, before the first data PUT: a re-run of a recorded commit is
+   reported, an id recorded for another change refused, partition columns and schema
+   checked (a ``registry.commit`` and a restore leave this to the commit loop);
+4. what it commits: :meth:`~CommitBuilder.add`, :meth:`~CommitBuilder.remove`,
+   :meth:`~CommitBuilder.restore`, and for a commit spanning datasets
+   :meth:`~CommitBuilder.also` (one id, one digest, one operation for all of them);
+5. :meth:`~CommitBuilder.commit`: ``Registry.commit_changes``, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakelock._datafile import DataFile
+from lakelock._digest import change_digest
+from lakelock._fence import Fence
+from lakelock._names import validate_commit_id
+from lakelock._registry._batch import CommitResult
+from lakelock._registry._changes import Change, check_fits, reused_commit_id
+from lakelock._registry._document import CommitRecord, DatasetState
+from lakelock._registry._objects import dataset_for_checks
+from lakelock.errors import SchemaMismatchError
+
+if TYPE_CHECKING:
+    from lakelock._registry._shell import Registry, RegistrySnapshot
+    from lakelock._s3 import PutResult
+
+__all__ = ["CommitBuilder", "hedged_writes", "summary_digest"]
+
+
+class CommitBuilder:
+    """One commit being built (the module docstring has the order of the steps). ``fence``
+    is a :class:`Fence` or ``(name, token)``; ``schema_mode`` and ``properties`` are taken
+    as given (the operations check them first)."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        dataset: str,
+        operation: str,
+        *,
+        commit_id: str | None = None,
+        fence: Fence | tuple[str, int] | None = None,
+        schema: pa.Schema | None = None,
+        partition_by: Sequence[str] | None = None,
+        schema_mode: str | None = None,
+        properties: Mapping[str, str | None] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.change = Change(
+            dataset=dataset,
+            commit_id=(
+                validate_commit_id(commit_id)
+                if commit_id is not None
+                else registry._new_commit_id()
+            ),
+            schema=schema,
+            partition_by=tuple(partition_by) if partition_by is not None else None,
+            properties=properties,
+            fence=Fence(*fence) if isinstance(fence, tuple) else fence,
+            operation=operation,
+            generated_id=commit_id is None,
+            schema_mode=schema_mode,
+        )
+        #: The changes to other datasets in the same commit (:meth:`also`).
+        self.others: list[Change] = []
+
+    # -- what the id is bound to -----------------------------------------------------------
+
+    def bind(
+        self,
+        request: Mapping[str, Any],
+        *,
+        table: pa.Table | None = None,
+        files: Iterable[DataFile] | None = None,
+    ) -> None:
+        """Bind the commit id to the operation's ``request`` and the rows it writes
+        (``table``) or the contents of files written elsewhere (``files``)."""
+        self._set(digest=change_digest(request, table=table, files=files))
+
+    def bind_to_files(self) -> None:
+        """A ``registry.commit``'s binding, once what it adds and removes is given: to what
+        it adds (summarised: rows and statistics, not the files' names or bytes), removes
+        and declares (:func:`summary_digest`)."""
+        self._set(digest=summary_digest(self.change))
+
+    # -- before the first data PUT ---------------------------------------------------------
+
+    def check(self, *, plan: bool = False) -> RegistrySnapshot | CommitResult:
+        """The earlier commit if the commit id is recorded for this very change (a re-run:
+        report it, write nothing); :class:`~lakelock.errors.CommitIdReusedError` if it is
+        recorded for another; the error :func:`~lakelock._registry._changes.check_fits`
+        raises if the partition columns or schema do not fit the dataset; else the registry
+        it was checked against. A caller-chosen id is looked up in a fresh read; a generated
+        one is nobody else's, and the registry this process knows will do (no request: the
+        commit loop checks everything again on the current version), unless the operation
+        plans on it (``plan``: what to delete, compact or move): then a fresh read."""
+        change, registry = self.change, self.registry
+        chosen = not change.generated_id
+        fresh = chosen or plan
+        snapshot = registry.read() if fresh else registry.internals.known()
+        found = None
+        if chosen:
+            found = registry.internals.recorded_commit(
+                change.commit_id, change.dataset, snapshot=snapshot
+            )
+        if found is None:
+            # Refused whatever commits first (partition columns, schema): refused before the
+            # first data PUT, so a refused commit leaves no files behind. A refusal by the
+            # registry this process knew is confirmed on the current one (another process may
+            # have merged the very column this change brings). The registry this process knew
+            # is checked at no request where it can be: against an earlier version of the
+            # dataset, if that is what this process holds, rather than a GET of this one.
+            if fresh:
+                dataset = snapshot.datasets.get(change.dataset)
+            else:
+                dataset = dataset_for_checks(snapshot.datasets, change.dataset)
+            try:
+                check_fits(dataset, change)
+            except SchemaMismatchError:
+                if fresh:
+                    raise
+                snapshot = registry.read()
+                check_fits(snapshot.datasets.get(change.dataset), change)
+            return snapshot
+        reused = reused_commit_id(found, change)
+        if reused is not None:
+            raise reused
+        version = found.version if isinstance(found, CommitRecord) else int(found["version"])
+        return CommitResult(version, change.commit_id, already_committed=True)
+
+    def fits(self, dataset: DatasetState | None) -> None:
+        """Refuse now what the commit loop would refuse whatever commits first (partition
+        columns, schema), against ``dataset`` as a snapshot just read holds it."""
+        check_fits(dataset, self.change)
+
+    def empty(self, version: int) -> CommitResult:
+        """The result of a commit with nothing to commit: no registry version is made
+        (``version`` is the one read); a generated id was nobody's, and is not reported."""
+        commit_id = "" if self.change.generated_id else self.change.commit_id
+        return CommitResult(version, commit_id, attempts=0, empty=True)
+
+    # -- what it commits -------------------------------------------------------------------
+
+    def declare(
+        self,
+        *,
+        schema: pa.Schema | None = None,
+        partition_by: Sequence[str] | None = None,
+        schema_mode: str | None = None,
+    ) -> None:
+        """The schema, partition columns and schema mode, once known (after the source of a
+        move is read, or the engine's tasks wrote the files); those not given stay."""
+        change = self.change
+        self._set(
+            schema=schema if schema is not None else change.schema,
+            partition_by=tuple(partition_by) if partition_by is not None else change.partition_by,
+            schema_mode=schema_mode if schema_mode is not None else change.schema_mode,
+        )
+
+    def add(self, files: Iterable[DataFile], *, existing: bool = False) -> None:
+        """Files the commit adds. ``existing``: written before this commit (a
+        ``registry.commit``), so perhaps live in the dataset already, which the commit loop
+        checks (FORMAT.md rule 14); lakelock's own operations add files they have just
+        created by create-only PUTs, which cannot be."""
+        added = (*self.change.add, *files)
+        self._set(
+            add=added, existing_files=self.change.existing_files or (existing and bool(added))
+        )
+
+    def remove(self, keys: Iterable[str] = (), *, partitions: Iterable[str] = ()) -> None:
+        """Files the commit removes (registered keys), and partitions it removes whole as
+        they are when it applies (``""``: all of them)."""
+        self._set(
+            remove=(*self.change.remove, *keys),
+            remove_partitions=(*self.change.remove_partitions, *partitions),
+        )
+
+    def restore(self, state: DatasetState, *, until: float | None) -> None:
+        """Make ``state`` (an earlier version of the dataset) current again; ``until``: when
+        that version leaves the retention (FORMAT.md rule 9)."""
+        self._set(restore=state, restore_until=until)
+
+    def planned_on(self, version: int | None) -> None:
+        """Apply only while the dataset is still at ``version`` (0: while it does not exist;
+        ``None``: at any version), else be refused (FORMAT.md rule 15): a commit planned on
+        what it read, as the catalog's engines plan theirs."""
+        self._set(on_version=version)
+
+    def also(self, dataset: str, *, remove: Sequence[str] = (), fence: Fence | None = None) -> None:
+        """A change to another dataset in the same commit, all or nothing: it shares the
+        commit id, the operation and the digest."""
+        change = self.change
+        self.others.append(
+            Change(
+                dataset=dataset,
+                commit_id=change.commit_id,
+                remove=tuple(remove),
+                fence=fence,
+                operation=change.operation,
+                generated_id=change.generated_id,
+                digest=change.digest,
+            )
+        )
+
+    def commit(self) -> CommitResult:
+        """Commit what was built, in one registry update."""
+        return self.registry.commit_changes([self.change, *self.others])
+
+    def _set(self, **fields: Any) -> None:
+        self.change = replace(self.change, **fields)
+        self.others = [replace(o, digest=self.change.digest) for o in self.others]
+
+
+def summary_digest(change: Change) -> str:
+    """The digest of a ``registry.commit`` (:mod:`lakelock._digest`, the ``summary`` kind):
+    of what ``change`` adds, removes (keys and partitions) and declares (``partition_by``,
+    properties)."""
+    request: dict[str, Any] = {"remove": sorted(change.remove)}
+    if change.remove_partitions:
+        request["remove_partitions"] = sorted(change.remove_partitions)
+    if change.partition_by is not None:
+        request["partition_by"] = list(change.partition_by)
+    if change.properties is not None:
+        request["properties"] = dict(change.properties)
+    return change_digest(request, summary=change.add)
+
+
+def hedged_writes(registry: Registry) -> Callable[[Callable[[], PutResult]], PutResult]:
+    """How a lake sends the data files it writes: through the registry's hedging, as its own
+    writes are (docs/FORMAT.md, "Scheduling" 7), which learns how long this process's writes
+    usually take."""
+    return registry._hedged_write

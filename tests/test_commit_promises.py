@@ -238,7 +238,8 @@ def folded_by_another_process(store: ObjectStore, **commit: Any) -> BaseExceptio
 
     ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=50, sleep=meanwhile))
     ours.read()
-    ours.internals.hints.contended_until = float("inf")
+    ours.internals.hints.contended_until = float("inf")  # under contention, a folder at work
+    ours.internals.hints.others_swapped_at = float("inf")
     with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is checked
         ours.commit("sales", **commit)
     assert folded, "the other process did not fold our intent"

@@ -1040,59 +1040,61 @@ def test_simulate_prints_a_table_and_refuses_bad_arguments(capsys: Any) -> None:
 #: that lands after its timeout holds its key's conditional writes at 409 until it lands,
 #: which costs both runs commits under faults — the toy's every swap is a root write; the
 #: core run again for lake settings stored in the root, rule 10 and typed refusals kept when
-#: a commit gives up.)
+#: a commit gives up; and for a few writers: no wait for a fold when no swap of the others
+#: was seen in four rounds, a root read again before a first attempt when the one known is
+#: that old, a read ahead after a lone swap under contention.)
 PINNED_CORE = (
     "--writers 8 --seconds 3 --store s3-express --seed 3 --faults 0.06 --kills 2 --stalls 1 "
     "--skew 10 --readers 1 --intent-ttl 2",
     {
         "areas": {
-            "GetObject metastore/intents": 0.667,
-            "GetObject metastore/manifests": 0.056,
-            "GetObject metastore/snapshots": 0.917,
-            "GetObject root": 2.806,
-            "ListObjectsV2 metastore/intents": 2.25,
-            "PutObject datasets": 1.389,
-            "PutObject metastore/intents": 1.306,
-            "PutObject metastore/manifests": 0.306,
-            "PutObject metastore/snapshots": 1.861,
-            "PutObject root": 1.5,
+            "GetObject metastore/intents": 0.68,
+            "GetObject metastore/manifests": 0.02,
+            "GetObject metastore/snapshots": 0.8,
+            "GetObject root": 2.06,
+            "ListObjectsV2 metastore/intents": 1.92,
+            "PutObject datasets": 2.06,
+            "PutObject metastore/intents": 1.14,
+            "PutObject metastore/manifests": 0.2,
+            "PutObject metastore/snapshots": 1.96,
+            "PutObject root": 1.38,
         },
         "bound_cas": 560.0,
         "bound_commits_per_second": 560.0,
+        "bound_latency": 800.0,
         "brownout_before": 0.0,
         "brownout_recovered_s": None,
-        "bound_latency": 800.0,
-        "bytes_per_commit": 40710.361,
-        "commits": 31,
-        "commits_by_second": [4, 21, 6],
-        "commits_per_cas": 1.091,
-        "commits_per_second": 10.333,
-        "failed": 2,
-        "faults_injected": 33,
-        "gave_up": 2,
+        "bytes_per_commit": 42471.22,
+        "commits": 47,
+        "commits_by_second": [4, 16, 27],
+        "commits_per_cas": 1.042,
+        "commits_per_second": 15.667,
+        "failed": 1,
+        "faults_injected": 41,
+        "gave_up": 4,
         "killed": 2,
         "largest_fold": 7,
         "makespan": 3.0,
-        "p50_ms": 45.729,
-        "p99_ms_by_second": [874.491, 969.286, 2687.302],
-        "p99_ms": 2687.302,
+        "p50_ms": 39.43,
+        "p99_ms": 2688.443,
+        "p99_ms_by_second": [874.491, 969.286, 2688.443],
         "requests": {
-            "reader:GetObject": 13,
-            "writer:GetObject": 160,
-            "writer:ListObjectsV2": 81,
-            "writer:PutObject": 229,
+            "reader:GetObject": 19,
+            "writer:GetObject": 178,
+            "writer:ListObjectsV2": 96,
+            "writer:PutObject": 337,
         },
-        "requests_by_second": [167, 165, 48],
-        "requests_per_commit": 13.056,
-        "root_swaps": 33,
+        "requests_by_second": [167, 135, 208],
+        "requests_per_commit": 12.22,
+        "root_swaps": 48,
         "seconds": 3.0,
         "seed": 3,
         "store": "s3-express",
-        "throttled": 5,
-        "trace": "bb22a23bd7a9846e",
+        "throttled": 6,
+        "trace": "63aa32fe14bff31e",
         "unacknowledged": {
-            "failed": {"CommitConflictError": 2},
-            "gave_up": {"RetryBudgetExhaustedError": 2},
+            "failed": {"CommitConflictError": 1},
+            "gave_up": {"RetryBudgetExhaustedError": 4},
         },
         "unknown": 0,
         "vacuum_deleted": 0,
@@ -1445,10 +1447,11 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
     ("rule", "seed", "violation"),
     [
         # Seeds of 0-249 whose run has not this violation with the rule in place and has it
-        # without (the whole workload, 2026-11-29): settle nearly all; index 34, 53, 93,
+        # without (the whole workload, 2026-11-29): settle nearly all (3 since a few
+        # writers swap without waiting when no fold is coming); index 34, 53, 93,
         # 112, 155, 189, 214, 219; prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
         # cancel 23, 60, 68, 114, ...; bound_watermark 34, 40, 66, 87, 112, ....
-        ("settle", 0, "refused commit is in the registry"),
+        ("settle", 3, "refused commit is in the registry"),
         # A restarted writer's re-run of a commit its first run's intent had applied gives
         # up, blind to the record.
         ("index", 34, "refused commit is in the registry"),
@@ -1463,8 +1466,9 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         # A writer stalled past the TTL beside vacuum applies its own old intent: its files
         # were deleted as an undecided intent's. Rule 10 refuses the same commits (their
         # files are as old), so it is off too, and the seed clean with it off alone (134,
-        # 294, 299, 302, 470 of 0-499; none with rule 10 in place, of 0-2999).
-        ("too_old_to_apply", 134, "references it"),
+        # 294, 299, 302, 470 of 0-499; none with rule 10 in place, of 0-2999; since a few
+        # writers swap without waiting when no fold is coming, 534 first of 0-999).
+        ("too_old_to_apply", 534, "references it"),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
@@ -1509,8 +1513,9 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
     ("rule", "seed", "violation"),
     [
         # Seeds that catch it (their run clean with the rule): 0, 117, 249, 288, 289, 322,
-        # 328, 359, 437, 442, 474 (of 0-499).
-        ("reused_in_batch", 117, "acknowledged commit recorded [0] times"),
+        # 328, 359, 437, 442, 474 (of 0-499); 322 since a few writers swap without waiting
+        # when no fold is coming.
+        ("reused_in_batch", 322, "acknowledged commit recorded [0] times"),
         ("reused_in_batch", 0, "already committed commit recorded [0] times"),
         # The quiet-lake seeds 97 and 241: a commit spanning two datasets gives up; its
         # swap lands afterwards.
@@ -1519,7 +1524,7 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # A stale lease, a superseded lock grant, a schema that does not fit and a commit
         # id naming another change, each refused by another process's fold.
         ("fate_error", 76, "not StaleFenceError"),
-        ("fate_error", 95, "not StaleFenceError"),
+        ("fate_error", 142, "not StaleFenceError"),  # 95 before the few-writers rules
         ("fate_error", 68, "not SchemaMismatchError"),
         ("fate_error", 8, "not CommitIdReusedError"),
     ],
@@ -1762,7 +1767,7 @@ def test_checker_holds_an_intent_rejected_as_expired_to_its_age() -> None:
         writers=3,
         seconds=6.0,
         store="s3-standard",
-        seed=5,
+        seed=4,
         think=2.0,
         intent_ttl=1.0,
         faults=Faults(kills=2),
@@ -2105,7 +2110,7 @@ def test_figures_are_the_steady_state_past_the_warmup_and_say_so() -> None:
     late = SimConfig(
         writers=12,
         seconds=16.0,
-        seed=1,
+        seed=7,  # seed 1 until a few writers stopped waiting for folds nobody made
         mix=APPENDS,
         faults=Faults(timeout=2.5, schedule=("timeout",)),
     )

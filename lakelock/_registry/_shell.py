@@ -535,7 +535,7 @@ class Registry:
         if doc.format_version > 1:
             doc = with_datasets(doc, self._objects.datasets(doc))
         with self._commits.lock:
-            self._committer.observe(doc, data.etag)
+            self._committer.observe(doc, data.etag, self._clock())
         return doc, data.etag
 
     def _travel(

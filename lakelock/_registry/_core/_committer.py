@@ -459,8 +459,9 @@ class Committer:
         self.hints.swapped_last = True
         self.carried = bool(fold.pending)
         self._now = yield Now()
+        self.hints.saw_root(self._now, moved=False)
         self.hints.learn_round(self._now - seconds - fold.paused, self.policy)
-        window = advise(live.read_ahead, None) if fold.pending else None
+        window = advise(functools.partial(live.read_ahead, self._now, carried=self.carried), None)
         if window is not None:
             yield self._read_ahead(new_doc, state, window)
         self._conclude(state, new_doc.version)
@@ -879,14 +880,21 @@ class Committer:
             self.server_offset = data.server_time.timestamp() - self._now
         if doc.format_version > 1:
             doc = with_datasets(doc, self.objects.datasets(doc))
-        self.observe(doc, data.etag)
+        self.observe(doc, data.etag, self._now)
         return doc, data.etag
 
-    def observe(self, doc: RegistryDoc, etag: str | None) -> None:
-        """A root read (here or by the process's readers): the next commit may start
-        from it, and another process swapped last as far as we know — unless it is the root
-        we swapped in (the same ETag): then, with the hand-over, we still swapped last."""
+    def observe(self, doc: RegistryDoc, etag: str | None, now: float | None = None) -> None:
+        """A root read (here or by the process's readers) at ``now``: the next commit may
+        start from it, and another process swapped last as far as we know — unless it is the
+        root we swapped in (the same ETag): then, with the hand-over, we still swapped last.
+        A root newer than the one we knew, and not ours, is another process swapping: when
+        we saw that last tells whether a folder is at work (:meth:`Liveness.folder_at_work`)."""
         ours = self.known is not None and etag is not None and etag == self.known[1]
+        if now is not None:
+            self.hints.saw_root(
+                now,
+                moved=not ours and self.known is not None and doc.version > self.known[0].version,
+            )
         if etag is not None:
             self.known = (doc, etag)
         self.hints.swapped_last = self.policy.handover and self.hints.swapped_last and ours

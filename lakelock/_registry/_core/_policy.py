@@ -29,6 +29,11 @@ log = logging.getLogger("lakelock.registry")
 
 _T = TypeVar("_T")
 
+#: Rounds within which what this process saw of the root still describes it: a folder at
+#: work swaps about once a round and a waiter looks at least every round, so four cover a
+#: commit's data PUT, its intent and its wait (docs/decisions/0034-few-writers.md).
+RECENT = 4
+
 
 @dataclass(frozen=True)
 class FoldPolicy:
@@ -168,10 +173,23 @@ class Hints:
     #: Whether the root this process knows is one it swapped in itself (and, with the
     #: hand-over, every root read since returned that root: nobody else has swapped).
     swapped_last: bool = False
+    #: When (this process's clock) it last read or swapped the root, and the earliest
+    #: another process's swap it has seen since can have been made: its look before the
+    #: one that found the root moved (-inf: never seen).
+    root_seen_at: float = float("-inf")
+    others_swapped_at: float = float("-inf")
     #: How long this process's caller pauses between a commit's return and the next
     #: commit (seconds, averaged; None: not seen yet), and when the last batch ended.
     pause: float | None = None
     finished_at: float | None = None
+
+    def saw_root(self, now: float, *, moved: bool) -> None:
+        """This process read (or swapped) the root at ``now``; ``moved``: another process
+        had swapped since its last look, so no earlier than that look (a long pause between
+        two looks says nothing about when)."""
+        if moved:
+            self.others_swapped_at = max(self.others_swapped_at, self.root_seen_at)
+        self.root_seen_at = now
 
     def learn_pause(self, seconds: float) -> None:
         """The caller made its next commit ``seconds`` after the last one returned."""
@@ -236,21 +254,39 @@ class Liveness:
     # -- before the first look ------------------------------------------------------------
 
     def wait_first(self, now: float, *, knows_format2: bool, all_intents: bool) -> bool:
-        """Under contention, and unless this process swapped last, a committer sends its
-        intents and looks at the root about a round later: another process is about to fold
-        and swap, and a commit somebody else folds costs its intent PUT and one GET."""
+        """Under contention, with a folder at work, and unless this process swapped last, a
+        committer sends its intents and looks at the root about a round later: another
+        process is about to fold and swap, and a commit somebody else folds costs its intent
+        PUT and one GET. With no folder at work (a few writers, pausing between commits),
+        nobody would fold them: it reads the root, folds what is pending and swaps itself."""
         return (
             self.policy.max_fold > 0
             and self.hints.contended(now)
+            and self.folder_at_work(now)
             and not self.hints.swapped_last
             and knows_format2
             and all_intents
         )
 
+    def folder_at_work(self, now: float) -> bool:
+        """Whether another process is likely to swap soon: a swap of another process this
+        process saw was made within the last :data:`RECENT` rounds. Older than that (a few
+        writers pausing between commits), waiting for a fold costs rounds that no swap ends:
+        the committer reads the root and swaps itself, and the waiting protocol engages
+        again once its swap collides (docs/decisions/0034-few-writers.md)."""
+        return now - self.hints.others_swapped_at <= RECENT * self.hints.round_seconds
+
     def use_known_root(self, now: float) -> bool:
         """A first attempt starts from the root this process last read or wrote (no GET) when
-        it swapped last or nobody else seems to commit here; a stale one costs a 412."""
-        return self.hints.swapped_last or not self.hints.contended(now)
+        it swapped last or nobody else seems to commit here; a stale one costs a 412. But a
+        root swapped in more than :data:`RECENT` rounds ago, where others were seen swapping
+        lately, is likely stale (a few writers taking turns, pausing between commits): its
+        GET costs less than a 412 and a redrive."""
+        hints = self.hints
+        if hints.swapped_last:
+            others = now - hints.others_swapped_at < self.policy.contention_memory
+            return not (others and now - hints.root_seen_at > RECENT * hints.round_seconds)
+        return not hints.contended(now)
 
     # -- listing ------------------------------------------------------------------------
 
@@ -273,7 +309,7 @@ class Liveness:
         if self.hints.swapped_last:
             return False
         first = self.hints.listed_at == float("-inf") and self.recent(now, root_updated)
-        return self.hints.contended(now) or first
+        return (self.hints.contended(now) and self.folder_at_work(now)) or first
 
     def recent(self, now: float, root_updated: float | None) -> bool:
         """Whether the root moved within ``contention_memory`` (by its writer's clock)."""
@@ -344,10 +380,16 @@ class Liveness:
             return None
         return one * self.policy.look
 
-    def read_ahead(self) -> float | None:
+    def read_ahead(self, now: float, *, carried: bool) -> float | None:
         """Whether a folder reads its next fold ahead after its swap, and for how long what
-        it read answers for now (a round: an older listing misses too much); None: not."""
+        it read answers for now (a round: an older listing misses too much); None: not. A
+        swap that carried others' intents reads ahead, and so does one that carried none
+        under contention: the writers the last fold served send their next intents while
+        this one swapped alone (a few writers: every other swap), and its next fold finds
+        them read beside its data PUT."""
         if not self.policy.read_ahead or self.policy.max_fold == 0:
+            return None
+        if not carried and not self.hints.contended(now):
             return None
         return self.hints.round_seconds
 

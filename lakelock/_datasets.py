@@ -101,6 +101,7 @@ __all__ = [
     "recorded_schema",
     "table_schema",
     "write_table",
+    "written_at",
     "written_before",
 ]
 
@@ -370,13 +371,13 @@ def _upload(
                 etag=result.etag,
                 write_id=result.write_id,
                 stats=plan.stats,
-                written_at=_written_at(result, time.monotonic() - sent),
+                written_at=written_at(result, time.monotonic() - sent),
             )
         )
     return written
 
 
-def _written_at(result: PutResult, took: float) -> float | None:
+def written_at(result: PutResult, took: float) -> float | None:
     """When the server wrote a file, or a little before: the ``Date`` of the answer
     less the PUT's whole duration (the object was created after the request left; the
     ``Date`` is rounded down to the second, which only makes the file look older)."""

@@ -25,12 +25,13 @@ objects are left in place for ``vacuum`` (readers of older snapshots may still r
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
-from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress
+from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress, written_at
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
@@ -183,6 +184,7 @@ def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:
     name = f.name
     for _ in range(_COPY_NAME_ATTEMPTS):
         key = data_file_key(move.to_dataset, move.to_partition, name, prefix=store.prefix)
+        sent = time.monotonic()
         try:
             result = store.copy(f.key, key, metadata=metadata)
         except AlreadyExistsError:
@@ -196,6 +198,9 @@ def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:
             partition_path=move.to_partition,
             etag=result.etag,
             write_id=result.write_id,
+            # A new object: held to the vacuum floor by when it was written (FORMAT.md rule
+            # 10), as a file of an append is, not by its source's time.
+            written_at=written_at(result, time.monotonic() - sent),
         )
     raise CommitConflictError(
         f"no free name for a copy of {f.key!r} in {move.destination_path!r}",

@@ -39,7 +39,8 @@ def main(argv: list[str]) -> None:
         for n in range(commits):
             commit_id = f"{worker}-{thread}-{n}"
             key = f"datasets/hist/{commit_id}.parquet"
-            f = DataFile("hist", key, "", 1, 1, "sha256:00", '"0"', commit_id)
+            # Written now (no object needed: the commit does not look it up, rule 10).
+            f = DataFile("hist", key, "", 1, 1, "sha256:00", '"0"', commit_id, None, time.time())
             record: dict[str, object] = {"id": commit_id, "key": key, "start": time.time()}
             try:
                 result = registry.commit("hist", add=[f], commit_id=commit_id)

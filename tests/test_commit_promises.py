@@ -17,19 +17,23 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
-from lakelock._registry import Registry
+from lakelock._registry import Registry, _shell
 from lakelock._registry._changes import Change
 from lakelock._registry._core import FoldPolicy, _decide
 from lakelock._registry._intents import intent_document, intent_group
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore, _resolve
+from lakelock._vacuum import vacuum
 from lakelock.errors import (
     CommitConflictError,
     CommitIdReusedError,
     CommitStateUnknownError,
     FileAlreadyRegisteredError,
+    NotFoundError,
+    ObjectTooOldError,
     RetryBudgetExhaustedError,
     SchemaMismatchError,
     StaleFenceError,
@@ -38,6 +42,7 @@ from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
 from tests._support.files import datafile
 from tests._support.outcomes import impatient_lake, while_its_first_swap_is_in_flight
+from tests._support.simtime import SimTime
 
 ROOT = "metastore/dataset_registry.json"
 INT_IDS = pa.schema([("id", pa.int64())])
@@ -109,6 +114,40 @@ def test_a_rerun_with_other_rows_beside_its_crashed_runs_intent_is_refused(lake:
     assert result.already_committed
     assert result.version == again.registry.find_commit("job-43")
     assert ids(again, "c") == [0, 1, 2, 3, 5, 6]
+
+
+def test_a_rerun_whose_crashed_runs_intent_is_applied_while_it_waits_commits_once(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A pipeline re-runs a crashed commit under its commit id with the same rows (new
+    files, the same digest). Its process looks the id up (not recorded) and is then held
+    (its intent's PUT stalled at the endpoint) while another process folds the crashed
+    run's intent in and more commits than the idempotency window follow. Before, the
+    re-run, having looked the id up once, applied its own intent as well: its rows were
+    committed twice. Now it looks again once the root's window no longer covers every
+    version since it last looked, and hears ``already_committed`` at the crashed run's
+    version."""
+    digest = change_digest({"rows": "the same"})
+    registry(store, commit_window=3).commit("c", add=[datafile("c", "", "before")])
+    rerun = registry(store, commit_window=3, clock=lambda: time.time() + 3600)
+    again = Change("c", "job-7", add=(datafile("c", "", "again"),), operation="append")
+    s3.inject("stall", operation="PutObject", prefix="metastore/intents/", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(rerun.commit_changes, [replace(again, digest=digest)])
+        wait_until(lambda: s3.stalled() == 1)
+        crashed = Change("c", "job-7", add=(datafile("c", "", "first"),), operation="append")
+        plant_intent(store, replace(crashed, digest=digest))
+        other = registry(store, commit_window=3)
+        for n in range(5):
+            other.commit("c", add=[datafile("c", "", f"other-{n}")])
+        first = other.find_commit("job-7")
+        assert first is not None
+        s3.release_stalls()
+        result = waiting.result(timeout=60)
+    assert (result.already_committed, result.version) == (True, first)
+    names = [f.name for f in registry(store).files("c")]
+    assert "first" in names
+    assert "again" not in names
 
 
 def two_commits_in_one_batch(s3: S3Endpoint, lake: Lake, *commits: Any) -> list[Any]:
@@ -396,6 +435,91 @@ def test_a_file_once_switched_off_doubles_rows(lake: Lake, monkeypatch: pytest.M
     lake.registry.commit("c", add=files)
     lake.registry.commit("c", add=files)
     assert ids(lake, "c") == [1, 1, 2, 2]
+
+
+# -- nothing vacuum may take is committed: files written before their commit ------------------
+
+HOUR = 3600.0
+
+
+def as_reported(files: list[DataFile]) -> list[DataFile]:
+    """``files`` as another process reports them (Spark's executors send them as JSON; a
+    re-run reads what its killed run wrote back from the store): without the write time
+    only the writing process knew."""
+    return [DataFile.from_json(f.dataset, f.to_json()) for f in files]
+
+
+def test_registering_files_vacuum_took_is_refused_not_acknowledged(lake: Lake) -> None:
+    """A pipeline's files are written, its driver is stalled two hours (the server's clock),
+    and vacuum (window an hour, the lake's floor) deletes them as orphans; then the driver
+    registers them (``registry.commit(add=files)``). Before, the commit was acknowledged
+    pointing at files that were gone: its rows were lost, and every read of the dataset
+    raised RegistryCorruptError until it was repaired by hand. Now it looks each file up and
+    refuses the commit (NotFoundError, naming the file): nothing is committed and the
+    dataset reads and takes appends as before."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)  # the writer's server clock: every answer's Date
+    lake.append("sales", table([1]))
+    files = as_reported(lake.write("sales", table([2])))
+    sim.advance(2 * HOUR)
+    report = vacuum(
+        lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
+    )
+    assert [f.key for f in files] == [k for k in report.deleted if k.startswith("datasets/")]
+    with pytest.raises(NotFoundError) as info:
+        lake.registry.commit("sales", add=files)
+    assert info.value.key == files[0].key
+    assert ids(lake, "sales") == [1]
+    lake.append("sales", table([3]))
+    assert ids(lake, "sales") == [1, 3]
+
+
+def test_registering_files_older_than_half_the_floor_is_refused(lake: Lake) -> None:
+    """Files registered from elsewhere are held to the lake's vacuum floor by when the
+    server wrote them (their ``LastModified``), as the files of an append are: within half
+    the floor they commit; past it the commit is ``ObjectTooOldError`` naming the file and
+    its age, nothing committed. Before, files without a write time were not checked: one
+    older than vacuum's window could be deleted by a vacuum running as its commit landed."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)
+    fresh = as_reported(lake.write("sales", table([1])))
+    old = as_reported(lake.write("sales", table([2])))
+    lake.registry.commit("sales", add=fresh)
+    sim.advance(HOUR)
+    with pytest.raises(ObjectTooOldError) as info:
+        lake.registry.commit("sales", add=old)
+    assert (info.value.key, info.value.floor) == (old[0].key, HOUR)
+    assert info.value.age >= HOUR
+    assert ids(lake, "sales") == [1]
+
+
+def test_write_times_switched_off_commit_files_vacuum_took(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The looking up of files written before their commit switched off, as lakelock was
+    before it: the files vacuum took are acknowledged, and the dataset cannot be read any
+    more (a data file it references is gone). What a mutation test of it starts from."""
+    monkeypatch.setattr(_shell, "with_write_times", lambda changes, **_: iter_of(changes))
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        test_registering_files_vacuum_took_is_refused_not_acknowledged(lake)
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    with pytest.raises(NotFoundError) as info:
+        fresh.read("sales")
+    assert (info.value.operation, info.value.key.split("/")[:2]) == (
+        "GetObject",
+        ["datasets", "sales"],
+    )
+
+
+def iter_of(changes: Any) -> Any:
+    """A sans-I/O computation that asks nothing and returns ``changes``."""
+    return list(changes)
+    yield  # a generator
+
+
+def later(hours: float) -> Any:
+    """A clock ``hours`` ahead of now (vacuum's)."""
+    return lambda: time.time() + hours * HOUR
 
 
 # -- a commit planned on a version applies on it ----------------------------------------------

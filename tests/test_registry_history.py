@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +139,8 @@ def test_checker_sees_a_double_commit(
     # Commit the same change again under the same id, bypassing the idempotency check.
     from lakelock._datafile import DataFile
 
-    duplicate = DataFile(
-        "hist", ok["key"].replace(".parquet", "-again.parquet"), "", 1, 1, "sha256:00", '"0"', "w"
-    )
+    key = ok["key"].replace(".parquet", "-again.parquet")
+    duplicate = DataFile("hist", key, "", 1, 1, "sha256:00", '"0"', "w", None, time.time())
     registry.commit("hist", add=[duplicate], commit_id="fresh")
     doc_ids = [c.id for c in registry.read().commits]
     store = registry.store

@@ -170,7 +170,8 @@ def test_a_lock_grant_superseded_by_a_conflicting_one_applied_is_reported() -> N
 def test_a_refusal_whose_reason_is_typed_must_be_of_that_type() -> None:
     """A stale fence is StaleFenceError and a schema that does not fit SchemaMismatchError,
     whichever process decided it: a leader that catches StaleFenceError to step down must
-    get it. And StaleFenceError only when a newer fence was applied."""
+    get it. And StaleFenceError only when a commit carried a newer fence (applied or not:
+    its holder superseded this one)."""
     newer = change("c1", add=(A,), fence=Fence("leader", 2))
     stale = change("c2", digest="sha256:b", add=(B,), fence=Fence("leader", 1))
     reason = "the commit's intent was rejected: fencing token 1 for 'leader' is stale"
@@ -181,7 +182,10 @@ def test_a_refusal_whose_reason_is_typed_must_be_of_that_type() -> None:
     assert any("refused with CommitConflictError, not StaleFenceError" in p for p in problems)
     typed = call("c2", stale, outcome="fail", error_type="StaleFenceError", error=reason)
     assert judged([call("c1", newer, version=1), typed], version(1, newer, files=FILES_A)) == []
-    assert any("no newer fence was applied" in p for p in judged([typed]))
+    assert any("no commit carried a newer fence" in p for p in judged([typed]))
+    # A newer holder's commit refused (its batch's swap did not land) supersedes it too.
+    unlanded = call("c1", newer, outcome="gaveup", error="gave up")
+    assert judged([unlanded, typed]) == []
     schema = "the commit's intent was rejected: schema does not fit dataset 'ds'"
     untyped = call("c2", stale, outcome="fail", error_type="CommitConflictError", error=schema)
     assert any("not SchemaMismatchError" in p for p in judged([untyped]))
@@ -225,3 +229,20 @@ def test_a_file_listed_twice_and_properties_and_columns_are_held_to_the_model() 
         version(2, other, files=files, columns={"extra": "int64"}),
     )
     assert any("column 'extra' applied as string, the dataset's is int64" in p for p in problems)
+
+
+def test_a_change_without_files_run_again_is_the_call_that_heard_it_committed() -> None:
+    """Found by the slow sweep (seed 20349): a delete gives up (its intent recorded
+    cancelled) and the pipeline runs it again under its id, the same change, acknowledged
+    at version 2. Nothing in the version tells the two calls apart (no files): the record is
+    the acknowledged call's, not the one told it failed — which the checker chose before,
+    reporting a refused commit in the registry. Both applied would still be reported."""
+    first = change("c1", add=(A,), operation="append")
+    delete = change("job-1", remove_partitions=("part=0",), operation="delete")
+    gave_up = call("job-1", delete, outcome="gaveup", error="gave up", op="delete")
+    again = call("job-1", delete, version=2, op="delete", start=2.0)
+    versions = (version(1, first, files=FILES_A), version(2, delete, files={}))
+    assert judged([call("c1", first, version=1), gave_up, again], *versions) == []
+    twice = version(3, delete, files={})
+    problems = judged([call("c1", first, version=1), gave_up, again], *versions, twice)
+    assert any("refused commit is in the registry" in p for p in problems)

@@ -50,10 +50,13 @@ class Pending:
     """One ``commit()`` call: its changes (one per dataset, all-or-nothing, one commit id)."""
 
     changes: tuple[Change, ...]
-    # The datasets' commit-id indexes are still to be checked once: set where the caller
-    # chose the commit id (``not Change.generated_id``), which may be a re-run of a commit
-    # older than the root's window; cleared once an attempt has settled.
+    # The datasets' commit-id indexes are still to be checked: set where the caller chose
+    # the commit id (``not Change.generated_id``), which may be a re-run of a commit older
+    # than the root's window; cleared once an attempt has settled, and set again once the
+    # root's window no longer covers every version since (``indexed``: the root version
+    # they were last checked at).
     check_index: bool = False
+    indexed: int | None = None
     # Delta manifests not created yet (the first attempt that gets to the PUTs creates them).
     unwritten: list[tuple[str, bytes]] = field(default_factory=list)
     # The commit's intent keys, oldest first (one per dataset: other processes may fold them

@@ -36,6 +36,7 @@ from lakelock._registry._core import (
     Retry,
 )
 from lakelock._registry._core._decide import restore_lead, restore_refused
+from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import (
     REGISTRY_KEY,
     CommitRecord,
@@ -333,6 +334,9 @@ class Registry:
             raise ValueError("commit_changes needs one commit id, generated or chosen")
         if any(c.operation in (LOCK, UNLOCK) for c in changes):
             return self._commits.commit(changes, now=self._clock())
+        # Files written before this commit are held to the vacuum floor by when the server
+        # wrote them (FORMAT.md rule 10); one that is gone refuses it here.
+        changes = self._driver.run(with_write_times(changes, bucket=self.store.bucket))
         started, cleared = self.retry.clock(), set[int]()
         while True:
             # Write locks in force, on the root this process knows (no request); one it shows is

@@ -38,7 +38,9 @@ from lakelock._registry._core._requests import (
     Sleep,
 )
 from lakelock._retry import Load
-from lakelock._s3._types import PutResult
+from lakelock._s3 import _resolve
+from lakelock._s3._classify import Call
+from lakelock._s3._types import IfMatch, PutResult
 from lakelock._sim._faults import Faults
 from lakelock._sim._store import BUCKET, EPOCH, SimS3
 from lakelock.errors import (
@@ -115,6 +117,8 @@ class _Call:
     sent: float = 0.0
     fault: str | None = None
     applied: float | None = None
+    #: The write id of the object an attempt of this write created (the store's metadata).
+    wrote: str | None = None
 
 
 @dataclass
@@ -234,24 +238,29 @@ class Endpoint:
             error = _fault_error(fault, request)
             self.loop.at(now + latency, self._answered, (call, None, error))
             return
-        if fault == "late":
-            error = _fault_error("late", request)
-            self.loop.at(now + self.faults.timeout, self._answered, (call, None, error))
-            if isinstance(request, Put | Delete):
-                # Still in flight at S3 after the client gave up on it: it lands after the
-                # answer, and until then a conditional write to its key is answered 409.
-                lands = now + self.faults.timeout * (1.0 + self.rng.random())
-                self.store.in_flight(request.key, until=lands)
-                self.loop.at(lands, self._effect, (call, None, now))
-            return
-        if fault == "timeout":
-            if self.rng.random() < 0.5:
-                self.loop.at(now + latency / 2, self._effect, (call, None, now))
-            error = _fault_error(fault, request)
-            self.loop.at(now + self.faults.timeout, self._answered, (call, None, error))
+        if fault in ("late", "timeout"):
+            self._timed_out(call, fault, now, latency)
             return
         answer_at = now + latency
         self.loop.at(now + latency / 2, self._effect, (call, answer_at, now, fault))
+
+    def _timed_out(self, call: _Call, fault: str, now: float, latency: float) -> None:
+        """An attempt the client gives up on after the timeout: a ``timeout`` applied or
+        not (even odds), a ``late`` write still in flight at S3 that lands after the
+        answer (until then a conditional write to its key is answered 409). The client
+        hears ``OutcomeUnknownError``, or the SDK sends it again (:func:`_sdk_resends`)."""
+        request = call.request
+        answered = now + self.faults.timeout
+        if fault == "late" and isinstance(request, Put | Delete):
+            lands = now + self.faults.timeout * (1.0 + self.rng.random())
+            self.store.in_flight(request.key, until=lands)
+            self.loop.at(lands, self._effect, (call, None, now))
+        elif fault == "timeout" and self.rng.random() < 0.5:
+            self.loop.at(now + latency / 2, self._effect, (call, None, now))
+        if _sdk_resends(call):
+            self.loop.at(answered, self._resend, call)
+        else:
+            self.loop.at(answered, self._answered, (call, None, _fault_error(fault, request)))
 
     def _latency(self, request: Get | Put | List | Delete) -> float:
         """How long ``request`` takes on the store's profile (drawn from the run's seed)."""
@@ -303,6 +312,8 @@ class Endpoint:
                 self.counts.throttled += 1
         else:
             call.applied = now
+            if isinstance(result, PutResult):
+                call.wrote = result.write_id
         if answer_at is None:
             return
         if fault == "lost_ack":
@@ -338,7 +349,9 @@ class Endpoint:
         if load is not None and isinstance(error, ThrottledError):
             load.slowed(call.sent)
         if error is not None and call.retried and call.attempts > 1 and isinstance(request, Put):
-            result, error = self._resolve(request, error, result)
+            result, error = self._resolve(request, error, result, ours=call.wrote)
+        elif error is not None and call.attempts > 1 and isinstance(request, Put):
+            result, error = self._resolve_resent(request, error, result, ours=call.wrote)
         if (
             error is not None
             and call.retried
@@ -356,16 +369,60 @@ class Endpoint:
     def _retry(self, call: _Call) -> None:
         self._attempt(call)
 
-    def _resolve(
-        self, request: Put, error: BaseException, result: Any
+    def _resend(self, call: _Call) -> None:
+        """The SDK sends a timed-out request again (:func:`_sdk_resends`), after its own
+        short jittered wait."""
+        self.loop.at(self.loop.now + self.retry.backoff(0, self.rng), self._retry, call)
+
+    def _resolve_resent(
+        self, request: Put, error: BaseException, result: Any, *, ours: str | None
     ) -> tuple[Any, BaseException | None]:
-        """A resent write refused because the key is taken or changed: if the object holds our
-        body, an earlier attempt landed (its answer lost): success. A compare-and-swap whose
-        object is not ours may have landed and been replaced since: outcome unknown."""
+        """What the store makes of a compare-and-swap the SDK sent again (``resolve_write``
+        in :mod:`lakelock._s3._resolve`): a 409 or 503 that may meet the first attempt
+        still in flight (:func:`~lakelock._s3._resolve.may_still_land`), or a 412 that
+        may be that attempt landed, is read back — ours (the object an attempt of this
+        call wrote): success; else the outcome is unknown. Anything else is the answer."""
+        assert request.if_match is not None
+        if isinstance(error, ConflictError | ThrottledError):
+            call = Call("PutObject", request.key, IfMatch(request.if_match))
+            if not _resolve.may_still_land(error, call, retried=True):
+                return result, error
+            why = f"the SDK's retry was answered {error.status}; an earlier attempt may land"
+        elif isinstance(error, PreconditionFailedError):
+            why = "retried into a 412 and the object is not ours"
+        else:
+            return result, error
+        current = self.store.objects.get(request.key)
+        if current is not None and ours is not None and current.write_id == ours:
+            return PutResult(
+                request.key,
+                current.etag,
+                current.write_id,
+                len(request.body),
+                resolved=True,
+                server_time=self.store.stamp(self.loop.now),
+            ), None
+        return None, OutcomeUnknownError(
+            f"PutObject {request.key!r}: {why}",
+            bucket=BUCKET,
+            key=request.key,
+            operation="PutObject",
+            status=getattr(error, "status", None),
+        )
+
+    def _resolve(
+        self, request: Put, error: BaseException, result: Any, *, ours: str | None
+    ) -> tuple[Any, BaseException | None]:
+        """A resent write refused because the key is taken or changed: if the object is the
+        one an earlier attempt of this call wrote (``ours``: its write id, as the real store
+        tells by the write id in the object's metadata), that attempt landed (its answer
+        lost): success. The same bytes another process wrote (a killed run's file that its
+        restart writes again) are not ours. A compare-and-swap whose object is not ours may
+        have landed and been replaced since: outcome unknown."""
         if not isinstance(error, AlreadyExistsError | PreconditionFailedError):
             return result, error
         current = self.store.objects.get(request.key)
-        if current is not None and current.body == request.body:
+        if current is not None and ours is not None and current.write_id == ours:
             # Resolved by reading it back: that answer's Date settles it (as the store does).
             return PutResult(
                 request.key,
@@ -405,6 +462,20 @@ _FAULT_ERRORS: dict[str, tuple[type[StorageError], str, int | None, str | None]]
         "InternalError",
     ),
 }
+
+
+def _sdk_resends(call: _Call) -> bool:
+    """Whether the SDK sends ``call`` again when it times out: a compare-and-swap the core
+    makes without the store layer's retries (the root's), once — as botocore retries a read
+    timeout (``total_max_attempts`` 2). The resend may meet the first attempt still in
+    flight at S3 (answered 409) or landed (412)."""
+    request = call.request
+    return (
+        not call.retried
+        and call.attempts == 1
+        and isinstance(request, Put)
+        and request.if_match is not None
+    )
 
 
 def _fault_error(fault: str, request: Get | Put | List | Delete) -> StorageError:

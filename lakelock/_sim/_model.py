@@ -45,7 +45,7 @@ protocols (their tokens are handed out by the workload, :mod:`._workload`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -141,8 +141,9 @@ def _match(
     problems: list[str],
 ) -> _Applied:
     """Each recorded commit's call: its id, dataset, operation and digest; among several
-    (the same change run again), the one whose added files the version holds, else the
-    first not yet applied in the dataset."""
+    (the same change run again), the one whose added files the version holds, else of
+    those not yet applied in the dataset the first acknowledged at that version, else the
+    first not told it failed, else the first."""
     applied = _Applied()
     for name, versions in view.datasets.items():
         used: set[int] = set()
@@ -188,8 +189,18 @@ def _chosen(
         change = _change(invocations[n], name)
         if change is not None and change.add and all(f.key in v.files for f in change.add):
             return n
-    fresh = [n for n in candidates if n not in used]
-    return (fresh or candidates)[0]
+    fresh = [n for n in candidates if n not in used] or candidates
+    # Calls of one change that add no files (a delete run again under its id) are told apart
+    # by what each heard: the call acknowledged at this version made it, not a call told
+    # it failed (which, chosen, would be reported applied).
+    return min(fresh, key=lambda n: _claim(invocations[n], v.version))
+
+
+def _claim(inv: Invocation, version: int) -> int:
+    """How well ``inv``'s outcome accounts for a record at ``version`` (lowest best)."""
+    if inv.outcome == "ok" and inv.version == version and not inv.already:
+        return 0
+    return 2 if inv.outcome in ("fail", "gaveup") else 1
 
 
 def _classes(invocations: Sequence[Invocation], by_id: Mapping[str, list[int]]) -> list[int]:
@@ -515,8 +526,15 @@ def _difference(files: Mapping[str, str], model: Mapping[str, str]) -> str:
     )
 
 
-def _error_problems(invocations: Iterable[Invocation], fences: _Fences) -> list[str]:
-    """The documented typed error, whichever process decided the refusal."""
+def _error_problems(invocations: Sequence[Invocation], fences: _Fences) -> list[str]:
+    """The documented typed error, whichever process decided the refusal. A
+    ``StaleFenceError`` needs a newer fence: applied, or carried by a commit of the run that
+    was not (a newer holder's commit a batch applied before this one, whose swap then did
+    not land: the holder is superseded all the same, and the registry saw its fence)."""
+    carried = _Fences()
+    for inv in invocations:
+        for c in inv.changes:
+            carried.stale(c)
     problems = []
     for inv in invocations:
         if inv.error_type is None or inv.outcome != "fail":
@@ -527,7 +545,9 @@ def _error_problems(invocations: Iterable[Invocation], fences: _Fences) -> list[
             if any(w in message for w in words) and inv.error_type != typed:
                 problems.append(f"{what} refused with {inv.error_type}, not {typed}: {inv.error}")
         if inv.error_type == "StaleFenceError" and not any(
-            fences.newer_than(c) for c in inv.changes
+            fences.newer_than(c) or carried.newer_than(c) for c in inv.changes
         ):
-            problems.append(f"{what} refused as stale, but no newer fence was applied: {inv.error}")
+            problems.append(
+                f"{what} refused as stale, but no commit carried a newer fence: {inv.error}"
+            )
     return problems

@@ -17,6 +17,7 @@ from typing import Any
 from lakelock._datafile import DataFile
 from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
+from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import REGISTRY_KEY
 from lakelock._registry._settings import DEFAULT_FLOOR
 from lakelock._retry import Load
@@ -26,7 +27,7 @@ from lakelock._sim._faults import Brownout, Faults
 from lakelock._sim._latency import Profile, profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._protocols import SimProtocol, _Reader, protocol_named
-from lakelock._sim._store import SimS3
+from lakelock._sim._store import BUCKET, SimS3
 from lakelock._sim._vacuum import VacuumRun, vacuum_problems, vacuum_program
 from lakelock._sim._workload import Invocation, Mix, Shared, Workload
 from lakelock.errors import (
@@ -36,6 +37,7 @@ from lakelock.errors import (
     CommitStateUnknownError,
     NotFoundError,
     RetryBudgetExhaustedError,
+    StorageError,
 )
 
 __all__ = ["Metrics", "SimConfig", "SimResult", "simulate"]
@@ -396,11 +398,29 @@ class _Writer:
                 invocation.error = f"data PUT: {type(failed[0]).__name__}: {failed[0]}"
                 self.current = None
                 return
+            # A restarted run whose killed run's PUT landed finds its file there: it
+            # registers that file, written before, as registry.commit does.
+            found = {
+                k
+                for (k, _), a in zip(invocation.data, answers, strict=True)
+                if isinstance(a, AlreadyExistsError)
+            }
             invocation.data = ()
-            invocation.changes = _written(invocation.changes, answers, took)
+            invocation.changes = _existing(_written(invocation.changes, answers, took), found)
+        try:
+            # What registry.commit does before it prepares a commit of files written
+            # earlier: their write times looked up (FORMAT.md rule 10).
+            looked: list[Any] = yield from with_write_times(invocation.changes, bucket=BUCKET)
+        except StorageError as error:
+            invocation.end = run.loop.now
+            invocation.outcome = "fail"
+            invocation.error = f"write times: {_describe(error)}"
+            invocation.error_type = type(error).__name__
+            self.current = None
+            return
         now: float = yield Now()
         try:
-            changes = list(invocation.changes)
+            changes = looked
             if redo:
                 # A restarted run passes the id its killed run made up: the caller chose it
                 # now, and the killed run's intent may carry it too.
@@ -862,6 +882,17 @@ def _written(changes: tuple[Any, ...], answers: tuple[Any, ...], took: float) ->
                 dataclasses.replace(f, written_at=at[f.key]) if f.key in at else f for f in c.add
             ),
         )
+        for c in changes
+    )
+
+
+def _existing(changes: tuple[Any, ...], found: set[str]) -> tuple[Any, ...]:
+    """``changes`` with those adding a file of ``found`` (written before: a killed run's)
+    marked as registering files written earlier (``Change.existing_files``)."""
+    if not found:
+        return changes
+    return tuple(
+        dataclasses.replace(c, existing_files=True) if any(f.key in found for f in c.add) else c
         for c in changes
     )
 

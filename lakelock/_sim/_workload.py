@@ -548,7 +548,9 @@ class Workload:
         before = self.registered.get(dataset)
         added: tuple[DataFile, ...]
         if before and self.rng.random() < 1 / 3:
-            added = (self.rng.choice(before),)
+            # As a pipeline has them from the registry (``registry.files``): without the
+            # write time only the writing process knew.
+            added = (replace(self.rng.choice(before), written_at=None),)
         else:
             path = f"part={self.rng.randrange(self.partitions)}"
             added = self._files(dataset, path, commit_id, data)

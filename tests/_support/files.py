@@ -3,6 +3,7 @@ object behind them."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
@@ -16,9 +17,12 @@ __all__ = ["append", "datafile"]
 
 
 def datafile(dataset: str, partition: str, name: str, records: int = 10) -> DataFile:
-    """A DataFile as the dataset writer would record it (no object needed here)."""
+    """A DataFile as the dataset writer would record it (no object needed here): with the
+    time it was written, so no commit looks it up in the store (FORMAT.md rule 10)."""
     key = data_file_key(dataset, partition, name)
-    return DataFile(dataset, key, partition, 100 * records, records, "sha256:00", '"e"', "w")
+    return DataFile(
+        dataset, key, partition, 100 * records, records, "sha256:00", '"e"', "w", None, time.time()
+    )
 
 
 def append(reg: Registry, dataset: str, *files: DataFile) -> CommitResult:

@@ -615,13 +615,17 @@ class Committer:
     def _settle(self, doc: RegistryDoc, state: Batch) -> Steps:
         """End the commits ``doc`` already decided (:func:`._decide.settle`); resolve an
         earlier swap whose outcome was unknown."""
+        for p in state.pending:
+            if p.indexed is not None and _decide.past_the_window(doc, p.indexed + 1):
+                p.check_index = True  # a twin may have been applied and left the window since
         settled = yield from self._need(
             lambda: _decide.settle(doc, state.pending, self.objects, first_base=state.first_base)
         )
         for s in settled:
             self._end(s, state)
         for p in state.pending:
-            p.check_index = False
+            if p.check_index:
+                p.check_index, p.indexed = False, doc.version
         state.pending = [p for p in state.pending if not p.finished]
         if state.unknown_base is None or not state.pending:
             return

@@ -130,9 +130,11 @@ def settle(
     An intent's recorded fate decides it (applied: success; rejected or cancelled: its
     reason). A commit id in the root's window is a success (``already`` unless a swap of this
     batch — newer than ``first_base``, the version our first swap was based on — made it). A
-    caller-chosen id is looked up once in the commit-id index (a re-run of an old commit),
-    and so is an intent at or below the watermark with no fate left (applied long ago by
-    another process, its fate pruned; not there: a fold passed it over, still ours)."""
+    caller-chosen id (``check_index``) is looked up in the commit-id index (a re-run of an
+    old commit; the committer asks again once the window no longer covers every version
+    since: :func:`past_the_window`), and so is an intent at or below the watermark with no
+    fate left (applied long ago by another process, its fate pruned; not there: a fold
+    passed it over, still ours)."""
     found: list[Settled] = []
     for p in pending:
         # The intents of one commit are decided together, in one swap: any one's fate is

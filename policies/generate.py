@@ -3,7 +3,7 @@
     python policies/generate.py
 
 Each file is exactly what ``lakelock.generate_bucket_policy`` returns for its arguments, as
-pretty, key-sorted JSON with a trailing newline; ``tests/test_policy.py`` fails when they drift.
+pretty, key-sorted JSON with a trailing newline; ``tests/test_bucket_policy.py`` fails when they drift.
 """
 
 from __future__ import annotations

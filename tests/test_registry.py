@@ -79,7 +79,7 @@ def test_stale_chained_root_redrives(store: ObjectStore) -> None:
 def test_precondition_failed_redrives(store: ObjectStore, stall_and_race: StallAndRace) -> None:
     """A commit landing between our read and our PUT makes us re-read and re-apply (412).
     (Folding disabled: the other writer would otherwise apply our intent for us, see
-    test_intents.py.)"""
+    test_committer.py.)"""
     reg, other = (registry(store, group_commit=False, max_fold=0) for _ in range(2))
     reg.commit("sales", add=[datafile("sales", "", "a")])
     result, theirs = stall_and_race(

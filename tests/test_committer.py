@@ -1202,7 +1202,7 @@ import sys
 import boto3
 from lakelock._s3 import ObjectStore
 from lakelock.testing import client_kwargs
-from tests.test_intents import NO_READ_AHEAD, folds_after_a_pause
+from tests.test_committer import NO_READ_AHEAD, folds_after_a_pause
 
 store = ObjectStore(boto3.client("s3", **client_kwargs(sys.argv[1])), sys.argv[2])
 folder = folds_after_a_pause(store, NO_READ_AHEAD)

@@ -392,22 +392,31 @@ class Endpoint:
             why = "retried into a 412 and the object is not ours"
         else:
             return result, error
-        current = self.store.objects.get(request.key)
-        if current is not None and ours is not None and current.write_id == ours:
-            return PutResult(
-                request.key,
-                current.etag,
-                current.write_id,
-                len(request.body),
-                resolved=True,
-                server_time=self.store.stamp(self.loop.now),
-            ), None
+        landed = self._landed(request, ours)
+        if landed is not None:
+            return landed, None
         return None, OutcomeUnknownError(
             f"PutObject {request.key!r}: {why}",
             bucket=BUCKET,
             key=request.key,
             operation="PutObject",
             status=getattr(error, "status", None),
+        )
+
+    def _landed(self, request: Put, ours: str | None) -> PutResult | None:
+        """The object at the key, if it is the one an earlier attempt of this call wrote
+        (``ours``: its write id): that attempt landed. Resolved by reading it back, so that
+        answer's Date settles its time (as the store does)."""
+        current = self.store.objects.get(request.key)
+        if current is None or ours is None or current.write_id != ours:
+            return None
+        return PutResult(
+            request.key,
+            current.etag,
+            current.write_id,
+            len(request.body),
+            resolved=True,
+            server_time=self.store.stamp(self.loop.now),
         )
 
     def _resolve(
@@ -421,17 +430,9 @@ class Endpoint:
         have landed and been replaced since: outcome unknown."""
         if not isinstance(error, AlreadyExistsError | PreconditionFailedError):
             return result, error
-        current = self.store.objects.get(request.key)
-        if current is not None and ours is not None and current.write_id == ours:
-            # Resolved by reading it back: that answer's Date settles it (as the store does).
-            return PutResult(
-                request.key,
-                current.etag,
-                current.write_id,
-                len(request.body),
-                resolved=True,
-                server_time=self.store.stamp(self.loop.now),
-            ), None
+        landed = self._landed(request, ours)
+        if landed is not None:
+            return landed, None
         if request.if_match is not None:
             return None, OutcomeUnknownError(
                 f"PutObject {request.key!r}: retried into a 412 and the object is not ours",

@@ -175,8 +175,10 @@ def test_a_restore_whose_version_leaves_the_retention_while_it_waits_is_refused(
 ) -> None:
     """Rule 9 when the batch is applied: a restore read in time (60 s left) whose commit
     only applies 30 s later (20 s left, under half the lead) is refused as a conflict;
-    nothing is committed."""
+    nothing is committed (a restore is an intent: the swap that refuses it records its fate
+    and leaves the dataset as it was)."""
     lake, clock, first = _restore_edge(s3, client, bucket)
+    before = lake.registry.read().datasets["sales"]
     clock.now = 1_040.0
     old, until = lake.registry.internals.restorable("sales", version=first)
     clock.now = 1_080.0
@@ -185,7 +187,7 @@ def test_a_restore_whose_version_leaves_the_retention_while_it_waits_is_refused(
     )
     with pytest.raises(CommitConflictError, match="restore refused: the version it restores"):
         lake.registry.commit_changes([change])
-    assert lake.registry.read().version == first + 1
+    assert lake.registry.read().datasets["sales"] == before
     assert ids(lake.read("sales")) == [1, 2]
 
 
@@ -195,14 +197,16 @@ def test_a_restore_paused_before_its_swap_past_the_margin_is_not_swapped(
     """Rule 9 at the last moment: the batch applied with 60 s left, then the writer paused
     (its clock reads 20 s left once the new snapshot is written) — fewer than a quarter of
     the lead, too little for the swap to land safely. It does not swap: it tries again, and
-    the next attempt refuses the restore. Without the check the swap would land."""
+    the next attempt refuses the restore (the swap that records its fate leaves the dataset
+    as it was). Without the check the swap would land."""
     lake, clock, first = _restore_edge(s3, client, bucket)
+    before = lake.registry.read().datasets["sales"]
     clock.now = 1_040.0
     clock.later = (s3, "PutObject metastore/snapshots", 1_090.0)
     with pytest.raises(CommitConflictError, match="restore refused"):
         lake.restore("sales", version=first)
-    assert s3.areas().get("PutObject root", 0) == 0
-    assert lake.registry.read().version == first + 1
+    assert lake.registry.read().datasets["sales"] == before
+    assert ids(lake.read("sales")) == [1, 2]
 
 
 def test_commit_id_is_recognised_after_it_left_the_root_window(client: Any, bucket: str) -> None:

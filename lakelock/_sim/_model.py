@@ -295,6 +295,12 @@ def _id_problems(
             for commit_id in v.commit_ids:
                 order.setdefault((v.version, commit_id), 0)
     rank = {key: n for n, key in enumerate(sorted(order))}
+    # Where a version's commits begin: one swap may apply more commits than the window
+    # holds, and the order the root keeps them in within that version is its own, so an id
+    # is proven in the window only counting every commit of its version as after it.
+    begins: dict[int, int] = {}
+    for (version, _), n in rank.items():
+        begins[version] = min(n, begins.get(version, n))
     problems = []
     for commit_id, calls in by_id.items():
         changes: dict[int, list[tuple[str, int]]] = {}
@@ -308,7 +314,7 @@ def _id_problems(
         for other, there in rest:
             for name, version in there:
                 for first_name, first_version in where:
-                    between = rank[(version, commit_id)] - rank[(first_version, commit_id)]
+                    between = rank[(version, commit_id)] - begins[first_version]
                     if name == first_name or between < commit_window // 2:
                         a, b = invocations[first], invocations[other]
                         problems.append(

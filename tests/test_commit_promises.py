@@ -229,23 +229,11 @@ def folded_by_another_process(store: ObjectStore, **commit: Any) -> BaseExceptio
     """Our commit (``commit``: ``Registry.commit``'s arguments) sends its intent and waits a
     round, as under contention; meanwhile another process's fold decides it. Returns the
     error our caller gets."""
+    outcome, _ = while_another_process_folds(store, lambda ours: ours.commit("sales", **commit))
+    assert isinstance(outcome, Exception), outcome
     other = registry(store, group_commit=False)
-    other.internals.hints.listed_at = 0.0  # not its first fold: it lists before it sends
-    folded: list[int] = []
-
-    def meanwhile(_: float) -> None:  # our wait: the other process folds ours now
-        if not folded:
-            folded.append(other.commit("sales", add=[datafile("sales", "", "theirs")]).version)
-
-    ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=50, sleep=meanwhile))
-    ours.read()
-    ours.internals.hints.contended_until = float("inf")  # under contention, a folder at work
-    ours.internals.hints.others_swapped_at = float("inf")
-    with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is checked
-        ours.commit("sales", **commit)
-    assert folded, "the other process did not fold our intent"
     assert [f.state for f in other._current()[0].fates][-2:] == ["rejected", "applied"]
-    return info.value
+    return outcome
 
 
 def test_a_stale_fence_found_by_another_process_is_stale_fence_error(
@@ -624,7 +612,8 @@ def while_another_process_folds(store: ObjectStore, commit: Any) -> tuple[Any, i
 
     ours = registry(store, group_commit=False, retry=RetryPolicy(max_attempts=50, sleep=meanwhile))
     ours.read()
-    ours.internals.hints.contended_until = float("inf")
+    ours.internals.hints.contended_until = float("inf")  # under contention, a folder at work
+    ours.internals.hints.others_swapped_at = float("inf")
     try:
         outcome: Any = commit(ours)
     except Exception as error:

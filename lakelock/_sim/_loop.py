@@ -39,6 +39,7 @@ from lakelock._registry._core._requests import (
     Put,
     Sleep,
 )
+from lakelock._registry._group import Turn
 from lakelock._retry import Load
 from lakelock._s3 import _resolve
 from lakelock._s3._classify import Call
@@ -54,7 +55,7 @@ from lakelock.errors import (
     ThrottledError,
 )
 
-__all__ = ["Endpoint", "Loop", "Process", "StoreRetry"]
+__all__ = ["Endpoint", "Loop", "Process", "StoreRetry", "Turns"]
 
 Answer = Callable[[Any, BaseException | None], None]
 _OPERATION = {Get: "GetObject", Put: "PutObject", List: "ListObjectsV2", Delete: "DeleteObject"}
@@ -510,6 +511,31 @@ class _Early:
     waiting: list[Answer] = field(default_factory=list)
 
 
+class Turns:
+    """The processes of one simulated process's threads waiting for its turn
+    (:class:`~lakelock._registry._group.Turn`, group commit's): each woken, to look again,
+    when the turn is given back (``GroupCommit.released``), as the shell's condition wakes
+    its callers' threads."""
+
+    def __init__(self, loop: Loop) -> None:
+        self.loop = loop
+        self.waiting: list[Process] = []
+
+    def wait(self, process: Process, turn: Turn) -> None:
+        if turn.ready():
+            self.loop.at(self.loop.now, process._deliver, (None, None))
+        else:
+            process.parked = True
+            self.waiting.append(process)
+
+    def released(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for process in waiting:
+            if process.parked:
+                process.parked = False
+                self.loop.at(self.loop.now, process._deliver, (None, None))
+
+
 class Process:
     """A simulated process running one sans-I/O generator: answers ``Now`` with its own
     (skewed) clock, ``Sleep`` in virtual time, sends the rest through the endpoint (a
@@ -531,8 +557,12 @@ class Process:
         killed: Callable[[], None] | None = None,
         hedging: Hedging | None = None,
         load: Load | None = None,
+        turns: Turns | None = None,
     ) -> None:
         self.loop = loop
+        #: Where it waits for its process's turn (group commit's), if it takes turns.
+        self.turns = turns
+        self.parked = False
         #: The process's retry budget and pace, as its store layer keeps them (None: none).
         self.load = load
         #: Hedges this process's reads and small creates as the driver does (None: never).
@@ -560,6 +590,9 @@ class Process:
         """Die at the next request boundary: when the next answer (or wake-up) arrives, the
         generator is closed instead of sent it."""
         self.kill_pending = True
+        if self.parked:  # waiting for a turn: a process dies with all its threads
+            self.parked = False
+            self.loop.at(self.loop.now, self._deliver, (None, None))
 
     def stall(self, seconds: float) -> None:
         """Stop for ``seconds`` before sending the next request (a pause the process does not
@@ -598,6 +631,9 @@ class Process:
                 continue
             if kind is Sleep:
                 loop.at(loop.now + max(0.0, request.seconds), self._deliver, (None, None))
+                return
+            if kind is Turn and self.turns is not None:
+                self.turns.wait(self, request)
                 return
             if self.stall_pending is not None:
                 pause, self.stall_pending = self.stall_pending, None

@@ -233,9 +233,9 @@ class Driver:
             write, sent=early[1] if early is not None else self.timer(), after=after
         )
         if early is None and race.due is None:
-            answer = send()  # never hedged: no thread to wait on
+            only = send()  # never hedged: no thread to wait on
             race.answers(False, self.timer())
-            return answer
+            return only
         with self._lock:
             if self._hedges is None:
                 self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")

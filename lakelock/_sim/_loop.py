@@ -11,6 +11,12 @@ create-only PUT whose earlier attempt's answer was lost and that then finds the 
 its own body succeeds (the real store tells by the write id in the object's metadata). Other
 requests get every fault thrown into their generator.
 
+The processes drive the shell's own scheduling code in virtual time: hedging
+(:class:`~lakelock._registry._core._hedging.Race`), reads made ahead
+(:class:`~lakelock._registry._core._early.ReadsAhead`) and group commit's turns
+(:class:`~lakelock._registry._group.Turn`, :class:`Turns`), as the driver's and
+``CommitQueue``'s threads drive them in real time.
+
 Nothing here reads a clock or the ``random`` module's global generator: a run is a function
 of its seed.
 """
@@ -541,7 +547,8 @@ class Process:
     (skewed) clock, ``Sleep`` in virtual time, sends the rest through the endpoint (a
     ``Parallel`` as concurrent requests; an ``Ahead`` without waiting, at most ``THREADS``
     at once as the driver's threads for them, its answers kept for the requests equal to
-    them). ``done(result, error)`` is called when the
+    them; a :class:`~lakelock._registry._group.Turn` by waiting in ``turns`` for its
+    process's turn). ``done(result, error)`` is called when the
     generator returns or raises; ``killed()`` when it is killed (:meth:`kill`)."""
 
     def __init__(

@@ -7,9 +7,11 @@ lake's store, which retries transient failures of write-once objects itself and 
 create's lost answer by its write id. A :class:`~._requests.Parallel` batch runs on up to 64
 threads (the S3 client's connection pool). A read, or a small create-only write, still
 unanswered long after this process's requests of its kind usually are gets a second, identical
-request, and the first answer wins (:class:`Hedging`).
+request, and the first success wins (:class:`~._hedging.Race` decides).
 An :class:`~._requests.Ahead` batch is sent on threads of its own and not waited for; the next
-request equal to one of its reads is answered by that read."""
+request equal to one of its reads is answered by that read (:class:`~._early.ReadsAhead`
+decides). Those decisions are sans-I/O so that the simulator runs them too: the threads here
+only send, wait on real time, and feed them."""
 
 from __future__ import annotations
 

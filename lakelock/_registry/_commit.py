@@ -107,7 +107,13 @@ class CommitQueue:
 
     def _drive(self, steps: TurnSteps[_T]) -> _T:
         """``steps`` run by the driver, each :class:`Turn` waited for on this thread."""
-        result: _T = self.driver.run(self._waiting(steps))
+        try:
+            result: _T = self.driver.run(self._waiting(steps))
+        finally:
+            # Whatever ended the run (a KeyboardInterrupt the driver does not hand to the
+            # steps among them): a turn the steps hold is given back now, not whenever the
+            # traceback that holds them is collected.
+            steps.close()
         return result
 
     def _waiting(self, steps: TurnSteps[_T]) -> Generator[Any, Any, _T]:

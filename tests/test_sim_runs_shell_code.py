@@ -55,11 +55,21 @@ def gets_sent(requests: Sequence[Request], hedging: Hedging | None = None) -> in
         sim.put(f"k{n}", f"body {n}".encode(), 0.0, create=True)
 
     def program() -> Steps:
-        yield from requests
+        answers = []  # each answer taken, as the core takes them
+        for request in requests:
+            answers.append((yield request))
         yield Now()
+        return answers
 
-    Process(loop, endpoint, program(), kind="writer", hedging=hedging).start(1.0)
+    outcome: list[Any] = []
+
+    def done(result: Any, error: BaseException | None) -> None:
+        outcome.append(error if error is not None else result)
+
+    Process(loop, endpoint, program(), kind="writer", hedging=hedging, done=done).start(1.0)
     loop.run(100.0)
+    ((answers,),) = (outcome,)
+    assert not isinstance(answers, BaseException)
     return endpoint.counts.requests["writer:GetObject"]
 
 

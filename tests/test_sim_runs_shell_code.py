@@ -139,9 +139,10 @@ def test_a_simulated_commit_arriving_while_its_process_lingers_sends_its_intent_
     assert set(sent) == {1}
 
 
-def test_the_shell_and_the_simulator_take_turns_through_one_group_commit() -> None:
-    """``CommitQueue`` (the shell's threads) and a simulated writer both hold a
-    ``GroupCommit``, which the committer asks whether a commit of its process is queued."""
+def test_the_shells_commit_queue_takes_turns_through_group_commit() -> None:
+    """``CommitQueue`` (a ``Registry``'s threads) holds the ``GroupCommit`` the simulator's
+    writers run (the tests above), which the committer asks whether a commit of its process
+    is queued and which intents are its own."""
     committer = Committer(rng=Random(0))
     queue = CommitQueue(committer, Driver(None, None), group_commit=True, max_batch=4)  # type: ignore[arg-type]
     assert type(queue.group) is GroupCommit

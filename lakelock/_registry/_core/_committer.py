@@ -318,9 +318,11 @@ class Committer:
 
     def send(self, pending: Sequence[Pending]) -> Steps:
         """Create ``pending``'s intents now (a batch is in flight: they will go with the
-        next, and meanwhile others can fold them). A failure is left to the batch."""
+        next, and meanwhile others can fold them). A failure is left to the batch; so are
+        intents rule 17 keeps back until the root this process knows is upgraded."""
+        known = self.known[0] if self.known is not None else None
         with contextlib.suppress(StorageError, Retry):
-            yield from self._send_intents(pending)
+            yield from self._send_intents([p for p in pending if not self._unguarded(known, [p])])
 
     def _retrying(self, state: Batch, attempt: Callable[[Batch], Steps], *, steady: bool) -> Steps:
         """``attempt`` until it returns, within the budget (attempts and seconds, by the
@@ -365,6 +367,8 @@ class Committer:
         if (yield from self._paced()):
             seconds = self._now = yield Now()
         doc, etag = found
+        if self._unguarded(doc, state.pending):
+            doc, etag = yield from self._upgrade(doc, etag)
         live = self.liveness
         fold = Fold()
         known = self.known
@@ -548,7 +552,9 @@ class Committer:
         if state.attempts == 1 and advise(
             lambda: live.wait_first(
                 seconds,
-                knows_format2=known is not None and known[0].format_version > 1,
+                knows_format2=known is not None
+                and known[0].format_version > 1
+                and not self._unguarded(known[0], state.pending),
                 all_intents=all(p.intent is not None for p in state.pending),
             ),
             False,
@@ -1135,21 +1141,43 @@ class Committer:
         self.known = (new_doc, written.etag)
         return new_doc
 
-    def migrate(self) -> Steps:
-        """Upgrade a format-1 root to format 2 by one compare-and-swap (None: already
-        format 2, or a concurrent upgrade won)."""
+    def _unguarded(self, doc: RegistryDoc | None, pending: Sequence[Pending]) -> bool:
+        """Rule 17: whether some of ``pending``'s intents must not be created on ``doc``
+        (the root as this process read it) before an upgrade."""
+        return not _decide.guards(doc) and any(map(_decide.needs_guard, pending))
+
+    def _upgrade(self, doc: RegistryDoc, etag: str | None) -> Steps:
+        """Rule 17: the root upgraded (or a new lake's created) by a swap that changes
+        nothing else, before a group's or a restore's intents are written: once per lake.
+        Losing the race is the batch's redrive; the root read then is upgraded already."""
         self._now = yield Now()
-        result: list[RegistryDoc | None] = [None]
+        sealed = replace(
+            doc,
+            version=doc.version + 1,
+            updated_at=iso(self._now),
+            settings=doc.settings if doc.settings is not None else self.settings,
+        )
+        new_doc = yield from self.write_version(Batch([], 0), doc, sealed, etag)
+        assert self.known is not None
+        return new_doc, self.known[1]
+
+    def migrate(self) -> Steps:
+        """Upgrade a format-1 or format-2 root to this lakelock's format by one
+        compare-and-swap: the format it was in and the new root (None: upgraded already,
+        no root, or a concurrent upgrade won)."""
+        self._now = yield Now()
+        result: list[tuple[int, RegistryDoc] | None] = [None]
 
         def attempt(state: Batch) -> Steps:
             try:
                 doc, etag = yield from self._read_root()
             except TRANSIENT as error:
                 raise Retry from error
-            if doc.format_version > 1 or etag is None:
+            if _decide.guards(doc) or etag is None:
                 return
             sealed = replace(doc, version=doc.version + 1, updated_at=iso(self._now))
-            result[0] = yield from self.write_version(state, doc, sealed, etag)
+            new_doc = yield from self.write_version(state, doc, sealed, etag)
+            result[0] = doc.format_version, new_doc
 
         yield from self._retrying(Batch([], 0), attempt, steady=False)
         return result[0]

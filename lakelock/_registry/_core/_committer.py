@@ -576,7 +576,7 @@ class Committer:
                 raise Retry from error
             self.hints.learn_swaps(doc.version, self._now, self.policy)
         self.lake_settings(doc)
-        yield from self._settle(doc, state)
+        doc, etag = yield from self._settle(doc, state, etag)
         if waits.started is not None and waits.looked_at is not None:
             if len(state.pending) < waiting:
                 # Another's swap settled ours between our last look and this one: the middle
@@ -618,25 +618,30 @@ class Committer:
                 raise Wait
         return doc, etag
 
-    def _settle(self, doc: RegistryDoc, state: Batch) -> Steps:
+    def _settle(self, doc: RegistryDoc, state: Batch, etag: str | None) -> Steps:
         """End the commits ``doc`` already decided (:func:`._decide.settle`); resolve an
-        earlier swap whose outcome was unknown."""
+        earlier swap whose outcome was unknown. Returns the root to go on from: ``doc``, or
+        the one that recorded this writer's own refusals (:meth:`_record_refused`)."""
         for p in state.pending:
             if p.indexed is not None and _decide.past_the_window(doc, p.indexed + 1):
                 p.check_index = True  # a twin may have been applied and left the window since
         settled = yield from self._need(
             lambda: _decide.settle(doc, state.pending, self.objects, first_base=state.first_base)
         )
+        refused = [s for s in settled if _unrecorded(doc, s)]
         for s in settled:
-            self._end(s, state)
+            if not _unrecorded(doc, s):
+                self._end(s, state)
         for p in state.pending:
             if p.check_index:
                 p.check_index, p.indexed = False, doc.version
         state.pending = [p for p in state.pending if not p.finished]
         if state.unknown_base is None or not state.pending:
-            return
+            return (yield from self._record_refused(doc, etag, refused, state))
         if _decide.swap_may_land(doc, state.unknown_base):
-            return  # not proven absent: our next swap (on this root) or its move decides
+            # Not proven absent: our next swap (on this root) or its move decides; so does
+            # a swap recording a refusal (the same If-Match: one of them lands).
+            return (yield from self._record_refused(doc, etag, refused, state))
         beyond = _decide.past_the_window(doc, state.unknown_base + 1)
         if beyond and doc.format_version > 1:
             # Past the root's window: each dataset's commit-id index is durable.
@@ -645,7 +650,7 @@ class Committer:
                     functools.partial(_decide.indexed_version, doc, p.changes, self.objects)
                 )
                 if isinstance(version, CommitIdReusedError):
-                    self._end(_decide.Settled(p, error=version), state)
+                    refused.append(_decide.Settled(p, error=version))
                 elif version is not None:
                     ours = state.first_base is not None and version > state.first_base
                     self._end(_decide.Settled(p, version=version, already=not ours), state)
@@ -662,6 +667,36 @@ class Committer:
                 )
             state.pending = []
         state.unknown_base = None  # proven absent: a plain redrive from here
+        return (yield from self._record_refused(doc, etag, refused, state))
+
+    def _record_refused(
+        self,
+        doc: RegistryDoc,
+        etag: str | None,
+        refused: Sequence[_decide.Settled],
+        state: Batch,
+    ) -> Steps:
+        """Rule 7 for a commit its own writer refuses once its intent is written (its id
+        recorded for another change): every other process can see that intent, and a fold
+        applies it once the record that refuses it has left the root's window. So before
+        its caller hears the refusal, a swap records the intent ``rejected`` with it (the
+        error's kind too, rule 12). A redrive or a retry of that swap settles the commit
+        again from the root then read; a budget that runs out cancels it (:meth:`_cancel`)."""
+        todo = [s for s in refused if not s.pending.finished]
+        if not todo:
+            return doc, etag
+        sealed = _decide.rejected_by_writer(
+            doc,
+            [(s.pending, s.error) for s in todo if s.error is not None],
+            seconds=self._now,
+            keep=self.commit_window,
+        )
+        new_doc = yield from self.write_version(Batch([], 0), doc, sealed, etag)
+        for s in todo:
+            self._end(s, state)
+        state.pending = [p for p in state.pending if not p.finished]
+        assert self.known is not None
+        return new_doc, self.known[1]
 
     def _end(self, settled: _decide.Settled, state: Batch) -> None:
         p = settled.pending
@@ -1112,7 +1147,7 @@ class Committer:
         except TRANSIENT as error:
             raise Retry from error
         cancel.first_base = cancel.first_base if cancel.first_base is not None else doc.version
-        yield from self._settle(doc, cancel)
+        doc, etag = yield from self._settle(doc, cancel, etag)
         if not cancel.pending:
             return
         # No root yet (etag None): the cancellation creates it (create-only), so the writer
@@ -1250,6 +1285,17 @@ class Committer:
             attempts=state.attempts,
             seconds=spent,
         )
+
+
+def _unrecorded(doc: RegistryDoc, settled: _decide.Settled) -> bool:
+    """Whether ``settled`` is a refusal by the commit's own writer of an intent it may have
+    written, which ``doc`` records no fate for (:meth:`Committer._record_refused`)."""
+    p = settled.pending
+    return (
+        settled.error is not None
+        and p.intent_sent
+        and all(doc.fate(key) is None for key in p.intents)
+    )
 
 
 def _listing(after: str, limit: int, decided: int) -> List:

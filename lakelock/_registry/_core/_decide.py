@@ -104,6 +104,7 @@ __all__ = [
     "past_the_window",
     "recorded_version",
     "registered_twice",
+    "rejected_by_writer",
     "restore_lead",
     "restore_refused",
     "restore_too_late",
@@ -751,6 +752,30 @@ def cancelled(
     fates = [
         IntentFate(key, "cancelled", version, seconds, "its committer gave up")
         for p in pending
+        for key in p.intents
+    ]
+    return replace(
+        doc,
+        version=version,
+        updated_at=iso(seconds),
+        fates=sealed_fates(doc, fates, watermark=doc.watermark, keep=keep),
+    )
+
+
+def rejected_by_writer(
+    doc: RegistryDoc,
+    refusals: Sequence[tuple[Pending, CommitError]],
+    *,
+    seconds: float,
+    keep: int,
+) -> RegistryDoc:
+    """Rule 7: the next root, recording the intents of commits their own writer refused
+    ``rejected`` with the error (its kind too, rule 12); it must land by compare-and-swap
+    before any caller hears the refusal, or a fold may apply the intent later."""
+    version = doc.version + 1
+    fates = [
+        IntentFate(key, "rejected", version, seconds, str(error), error_kind(error))
+        for p, error in refusals
         for key in p.intents
     ]
     return replace(

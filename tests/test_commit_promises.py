@@ -21,7 +21,6 @@ from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._registry import Registry, _shell
-from lakelock._registry._batch import iso
 from lakelock._registry._changes import Change
 from lakelock._registry._core import FoldPolicy, _decide
 from lakelock._registry._intents import intent_document, intent_group
@@ -417,15 +416,10 @@ def test_a_commit_refused_by_its_own_writer_after_its_intent_is_written_never_la
 def test_a_refusal_left_unrecorded_lands_later(
     s3: S3Endpoint, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the swap that records a writer's own refusal switched off (it records nothing),
-    the refused commit is applied by a later fold: what the test above pins."""
-    monkeypatch.setattr(
-        _decide,
-        "rejected_by_writer",
-        lambda doc, _refusals, *, seconds, keep: replace(
-            doc, version=doc.version + 1, updated_at=iso(seconds)
-        ),
-    )
+    """With a writer's own refusal switched back to unrecorded (its caller hears it at once,
+    its intent left without a fate), the refused commit is applied by a later fold: what
+    the test above pins."""
+    monkeypatch.setattr(_decide, "refused_unrecorded", lambda *_: False)
     error = refused_after_its_intent(s3, store)
     assert isinstance(error, CommitIdReusedError), repr(error)
     assert [f.name for f in registry(store).files("beta")] == ["b"]

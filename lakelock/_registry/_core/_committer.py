@@ -628,29 +628,31 @@ class Committer:
         settled = yield from self._need(
             lambda: _decide.settle(doc, state.pending, self.objects, first_base=state.first_base)
         )
-        refused = [s for s in settled if _unrecorded(doc, s)]
         for s in settled:
-            if not _unrecorded(doc, s):
+            if not _decide.refused_unrecorded(doc, s):
                 self._end(s, state)
         for p in state.pending:
             if p.check_index:
                 p.check_index, p.indexed = False, doc.version
         state.pending = [p for p in state.pending if not p.finished]
         if state.unknown_base is None or not state.pending:
-            return (yield from self._record_refused(doc, etag, refused, state))
+            return (yield from self._record_refused(doc, etag, settled, state))
         if _decide.swap_may_land(doc, state.unknown_base):
             # Not proven absent: our next swap (on this root) or its move decides; so does
             # a swap recording a refusal (the same If-Match: one of them lands).
-            return (yield from self._record_refused(doc, etag, refused, state))
+            return (yield from self._record_refused(doc, etag, settled, state))
         beyond = _decide.past_the_window(doc, state.unknown_base + 1)
         if beyond and doc.format_version > 1:
             # Past the root's window: each dataset's commit-id index is durable.
+            refusing = {id(s.pending) for s in settled}
             for p in state.pending:
+                if id(p) in refusing:
+                    continue  # refused above, to be recorded
                 version = yield from self._need(
                     functools.partial(_decide.indexed_version, doc, p.changes, self.objects)
                 )
                 if isinstance(version, CommitIdReusedError):
-                    refused.append(_decide.Settled(p, error=version))
+                    settled.append(_decide.Settled(p, error=version))
                 elif version is not None:
                     ours = state.first_base is not None and version > state.first_base
                     self._end(_decide.Settled(p, version=version, already=not ours), state)
@@ -667,13 +669,13 @@ class Committer:
                 )
             state.pending = []
         state.unknown_base = None  # proven absent: a plain redrive from here
-        return (yield from self._record_refused(doc, etag, refused, state))
+        return (yield from self._record_refused(doc, etag, settled, state))
 
     def _record_refused(
         self,
         doc: RegistryDoc,
         etag: str | None,
-        refused: Sequence[_decide.Settled],
+        settled: Sequence[_decide.Settled],
         state: Batch,
     ) -> Steps:
         """Rule 7 for a commit its own writer refuses once its intent is written (its id
@@ -682,21 +684,22 @@ class Committer:
         its caller hears the refusal, a swap records the intent ``rejected`` with it (the
         error's kind too, rule 12). A redrive or a retry of that swap settles the commit
         again from the root then read; a budget that runs out cancels it (:meth:`_cancel`)."""
-        todo = [s for s in refused if not s.pending.finished]
-        if not todo:
-            return doc, etag
-        sealed = _decide.rejected_by_writer(
-            doc,
-            [(s.pending, s.error) for s in todo if s.error is not None],
-            seconds=self._now,
-            keep=self.commit_window,
-        )
-        new_doc = yield from self.write_version(Batch([], 0), doc, sealed, etag)
+        todo = [s for s in settled if s.error is not None and not s.pending.finished]
+        record = [s for s in todo if _decide.refused_unrecorded(doc, s)]
+        if record:
+            sealed = _decide.rejected_by_writer(
+                doc,
+                [(s.pending, s.error) for s in record if s.error is not None],
+                seconds=self._now,
+                keep=self.commit_window,
+            )
+            doc = yield from self.write_version(Batch([], 0), doc, sealed, etag)
+            assert self.known is not None
+            etag = self.known[1]
         for s in todo:
-            self._end(s, state)
+            self._end(s, state)  # the caller hears the writer's own error, as recorded
         state.pending = [p for p in state.pending if not p.finished]
-        assert self.known is not None
-        return new_doc, self.known[1]
+        return doc, etag
 
     def _end(self, settled: _decide.Settled, state: Batch) -> None:
         p = settled.pending
@@ -1285,17 +1288,6 @@ class Committer:
             attempts=state.attempts,
             seconds=spent,
         )
-
-
-def _unrecorded(doc: RegistryDoc, settled: _decide.Settled) -> bool:
-    """Whether ``settled`` is a refusal by the commit's own writer of an intent it may have
-    written, which ``doc`` records no fate for (:meth:`Committer._record_refused`)."""
-    p = settled.pending
-    return (
-        settled.error is not None
-        and p.intent_sent
-        and all(doc.fate(key) is None for key in p.intents)
-    )
 
 
 def _listing(after: str, limit: int, decided: int) -> List:

@@ -103,6 +103,7 @@ __all__ = [
     "needs_guard",
     "past_the_window",
     "recorded_version",
+    "refused_unrecorded",
     "registered_twice",
     "rejected_by_writer",
     "restore_lead",
@@ -759,6 +760,20 @@ def cancelled(
         version=version,
         updated_at=iso(seconds),
         fates=sealed_fates(doc, fates, watermark=doc.watermark, keep=keep),
+    )
+
+
+def refused_unrecorded(doc: RegistryDoc, settled: Settled) -> bool:
+    """Rule 7: whether ``settled`` is a refusal by the commit's own writer (its id recorded
+    for another change), not a fate ``doc`` records, of a commit whose intent may be
+    written. Every folder can see that intent and applies it once the record that refuses
+    it has left the root's window: the refusal is recorded (:func:`rejected_by_writer`)
+    before its caller hears it."""
+    p = settled.pending
+    return (
+        settled.error is not None
+        and p.intent_sent
+        and all(doc.fate(key) is None for key in p.intents)
     )
 
 

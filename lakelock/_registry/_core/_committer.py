@@ -130,6 +130,9 @@ class Batch:
     started: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
+    #: Commits this writer refused itself once their intents were written (by ``id`` of
+    #: the pending), until a swap records it: a later root may no longer show why.
+    refusing: dict[int, CommitError] = field(default_factory=dict)
 
 
 class Committer:
@@ -628,6 +631,12 @@ class Committer:
         settled = yield from self._need(
             lambda: _decide.settle(doc, state.pending, self.objects, first_base=state.first_base)
         )
+        found = {id(s.pending) for s in settled}
+        settled += [
+            _decide.Settled(p, error=state.refusing[id(p)])
+            for p in state.pending
+            if id(p) in state.refusing and id(p) not in found
+        ]
         for s in settled:
             if not _decide.refused_unrecorded(doc, s):
                 self._end(s, state)
@@ -644,9 +653,9 @@ class Committer:
         beyond = _decide.past_the_window(doc, state.unknown_base + 1)
         if beyond and doc.format_version > 1:
             # Past the root's window: each dataset's commit-id index is durable.
-            refusing = {id(s.pending) for s in settled}
+            refused = {id(s.pending) for s in settled}
             for p in state.pending:
-                if id(p) in refusing:
+                if id(p) in refused:
                     continue  # refused above, to be recorded
                 version = yield from self._need(
                     functools.partial(_decide.indexed_version, doc, p.changes, self.objects)
@@ -687,6 +696,7 @@ class Committer:
         todo = [s for s in settled if s.error is not None and not s.pending.finished]
         record = [s for s in todo if _decide.refused_unrecorded(doc, s)]
         if record:
+            state.refusing.update((id(s.pending), s.error) for s in record if s.error is not None)
             sealed = _decide.rejected_by_writer(
                 doc,
                 [(s.pending, s.error) for s in record if s.error is not None],
@@ -1124,6 +1134,7 @@ class Committer:
             first_base=state.first_base,
             started=state.started,
             failure=failure,
+            refusing=state.refusing,
         )
         cancel.attempts, cancel.redrives, cancel.retries = (
             state.attempts,

@@ -128,6 +128,9 @@ class Batch:
     unknown_base: int | None = None
     waits: BatchWaits = field(default_factory=BatchWaits)
     started: float = 0.0
+    #: Our monotonic clock when the attempt read its clock (``seconds``): the moment its
+    #: estimates of the server's clock are for (:attr:`Committer.server_offset`).
+    elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
 
@@ -360,11 +363,13 @@ class Committer:
     def _attempt(self, state: Batch) -> Steps:
         state.attempts += 1
         seconds = self._now = yield Now()
+        state.elapsed = yield Now(monotonic=True)
         found = yield from self._look(state, seconds)
         if found is None:
             return
         if (yield from self._paced()):
             seconds = self._now = yield Now()
+            state.elapsed = yield Now(monotonic=True)
         doc, etag = found
         live = self.liveness
         fold = Fold()
@@ -387,7 +392,7 @@ class Committer:
         own = list(state.pending)
         batch = sorted(own + fold.pending, key=lambda p: p.intent if p.intent is not None else "")
         now = iso(seconds)
-        server_now = self._server_now((yield Now(monotonic=True)))
+        server_now = self._server_now(state.elapsed)
         current, applied, rejected = yield from self._need(
             lambda: _decide.applied_batch(
                 doc,
@@ -519,6 +524,7 @@ class Committer:
             doc, etag = known
             state = Batch(pending=[], size=0, attempts=1)
             seconds = self._now = yield Now()
+            state.elapsed = yield Now(monotonic=True)
             try:
                 fold = yield from self._fold(doc, state, seconds)
                 if fold.pending:
@@ -732,7 +738,7 @@ class Committer:
             todo += [o for o in more if o.key not in own and o.key not in decided]
         fold = Fold(listed=tuple(o.key for o in listed), paused=paused)
         newest = max((o.last_modified.timestamp() for o in listed), default=None)
-        yield from self._judge(doc, todo, seconds, fold, newest)
+        yield from self._judge(doc, todo, seconds, fold, newest, elapsed=state.elapsed)
         return fold
 
     def _judge(
@@ -742,18 +748,20 @@ class Committer:
         seconds: float,
         fold: Fold,
         newest: float | None,
+        *,
+        elapsed: float,
     ) -> Steps:
         """Each listed intent of another process: expired or unreadable (rejected), applied
         already through its commit id (applied at that version), or pending to apply.
 
-        The server's clock is what the ``Date`` of our last root read said, moved on by our
-        monotonic clock since (a step of our wall clock moves it not), and at least the
-        newest ``LastModified`` listed (the server wrote it before it answered our LIST).
-        With neither (no root read yet, nothing listed), it is unknown and nothing expires:
-        our own clock never decides."""
+        The server's clock at ``seconds`` (our monotonic clock then: ``elapsed``) is what the
+        ``Date`` of our last root read said, moved on by our monotonic clock since (a step of
+        our wall clock moves it not), and at least the newest ``LastModified`` listed (the
+        server wrote it before it answered our LIST). With neither (no root read yet, nothing
+        listed), it is unknown and nothing expires: our own clock never decides."""
         estimates = [e for e in (newest,) if e is not None]
         if self.server_offset is not None:
-            estimates.append((yield Now(monotonic=True)) + self.server_offset)
+            estimates.append(elapsed + self.server_offset)
         server_now = max(estimates, default=None)
         readable = []
         for o in todo:

@@ -1303,8 +1303,8 @@ QUIET_FAULTS = (
 QUIET_MIX = Mix.of(
     [("append", 1), ("multi", 1), ("restore", 1), ("rename", 0.5), ("copy", 0.5), ("lock", 0.5)]
 )
-#: Clock steps in the sweep (1: on). Off: a forward step makes a folder's estimate of the
-#: server's clock run ahead and expire intents younger than the TTL
+#: Clock steps in the sweep (1: on; 0 turns them off). A folder carries its estimate of the
+#: server's clock forward by its monotonic clock, so no step of its wall clock moves it
 #: (test_a_clock_step_forward_expires_intents_younger_than_the_ttl).
 CLOCK_STEPS = 1
 #: The idempotency window of a fifth of the sweep's runs (commits the root keeps ids of).

@@ -1616,7 +1616,10 @@ def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch)
     left for the rule is its other use, the second look of a caller-chosen id (seed 12773:
     a restart that looked its id up, then paused with its own intent unsent while its
     killed run's intent was applied and more than the window's commits followed); no
-    configuration tried forces that since."""
+    configuration tried forces that since. ``tests/test_commit_promises.py``'s
+    ``test_a_rerun_whose_crashed_runs_intent_is_applied_while_it_waits_commits_once`` (the
+    embedded endpoint: the re-run's intent PUT held, its clock an hour ahead so no fold
+    passes it over) fails with the rule off."""
     assert simulate(LOST_SWAPS).violations == []
     monkeypatch.setattr(_decide, "past_the_window", lambda *_: False)
     violations = simulate(LOST_SWAPS).violations

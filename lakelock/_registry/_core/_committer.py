@@ -128,6 +128,9 @@ class Batch:
     unknown_base: int | None = None
     waits: BatchWaits = field(default_factory=BatchWaits)
     started: float = 0.0
+    #: Our monotonic clock when the attempt read its clock (``seconds``): the moment its
+    #: estimates of the server's clock are for (:attr:`Committer.server_offset`).
+    elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
     #: Commits this writer refused itself once their intents were written (by ``id`` of
@@ -197,7 +200,8 @@ class Committer:
         self.missed: set[str] = set()
         #: Whether our last swap carried other processes' intents (we are their folder).
         self.carried = False
-        #: The server's clock minus ours, from the ``Date`` of our last root read (None:
+        #: The server's clock minus our monotonic one (a step of the wall clock must not
+        #: move our estimate of the server's), from the ``Date`` of our last root read (None:
         #: no root read yet; a process that created the root and swapped ever since knows
         #: the server's clock only from what it listed).
         self.server_offset: float | None = None
@@ -364,11 +368,13 @@ class Committer:
     def _attempt(self, state: Batch) -> Steps:
         state.attempts += 1
         seconds = self._now = yield Now()
+        state.elapsed = yield Now(monotonic=True)
         found = yield from self._look(state, seconds)
         if found is None:
             return
         if (yield from self._paced()):
             seconds = self._now = yield Now()
+            state.elapsed = yield Now(monotonic=True)
         doc, etag = found
         if self._unguarded(doc, state.pending):
             doc, etag = yield from self._upgrade(doc, etag)
@@ -393,6 +399,7 @@ class Committer:
         own = list(state.pending)
         batch = sorted(own + fold.pending, key=lambda p: p.intent if p.intent is not None else "")
         now = iso(seconds)
+        server_now = self._server_now(state.elapsed)
         current, applied, rejected = yield from self._need(
             lambda: _decide.applied_batch(
                 doc,
@@ -402,7 +409,7 @@ class Committer:
                 seconds=seconds,
                 nonces=self._nonce,
                 restore_margin=self.restore_lead / 2,
-                server_now=self._server_now(seconds),
+                server_now=server_now,
                 floor=self.settings.vacuum_floor,
             )
         )
@@ -443,16 +450,17 @@ class Committer:
             lambda: self.objects.materialize(doc, sealed, at=seconds, nonces=self._nonce)
         )
         version_writes = [*(w for _, a in applied for w in a.writes), *writes]
-        sent = self._now
+        sent = yield Now(monotonic=True)
         yield from self._send_intents([p for p in own if p.rejected is None], version_writes)
         # The last moment before the swap: our clock now, not the attempt's start.
         self._now = yield Now()
-        server_now = self._server_now(self._now)
+        elapsed = yield Now(monotonic=True)
+        server_now = self._server_now(elapsed)
         if server_now is not None and _decide.too_old_to_reference(
             [
                 *_decide.written_by(change for change, _ in applied),
                 # This attempt's own objects: written no earlier than it sent them.
-                *((key, server_now - (self._now - sent)) for key, _ in version_writes),
+                *((key, server_now - (elapsed - sent)) for key, _ in version_writes),
             ],
             server_now=server_now,
             floor=self.settings.vacuum_floor,
@@ -523,6 +531,7 @@ class Committer:
             doc, etag = known
             state = Batch(pending=[], size=0, attempts=1)
             seconds = self._now = yield Now()
+            state.elapsed = yield Now(monotonic=True)
             try:
                 fold = yield from self._fold(doc, state, seconds)
                 if fold.pending:
@@ -783,7 +792,7 @@ class Committer:
             todo += [o for o in more if o.key not in own and o.key not in decided]
         fold = Fold(listed=tuple(o.key for o in listed), paused=paused)
         newest = max((o.last_modified.timestamp() for o in listed), default=None)
-        yield from self._judge(doc, todo, seconds, fold, newest)
+        yield from self._judge(doc, todo, seconds, fold, newest, elapsed=state.elapsed)
         return fold
 
     def _judge(
@@ -793,17 +802,20 @@ class Committer:
         seconds: float,
         fold: Fold,
         newest: float | None,
+        *,
+        elapsed: float,
     ) -> Steps:
         """Each listed intent of another process: expired or unreadable (rejected), applied
         already through its commit id (applied at that version), or pending to apply.
 
-        The server's clock is what the ``Date`` of our last root read said, moved on by our
-        own clock since, and at least the newest ``LastModified`` listed (the server wrote it
-        before it answered our LIST). With neither (no root read yet, nothing listed), it is
-        unknown and nothing expires: our own clock never decides."""
+        The server's clock at ``seconds`` (our monotonic clock then: ``elapsed``) is what the
+        ``Date`` of our last root read said, moved on by our monotonic clock since (a step of
+        our wall clock moves it not), and at least the newest ``LastModified`` listed (the
+        server wrote it before it answered our LIST). With neither (no root read yet, nothing
+        listed), it is unknown and nothing expires: our own clock never decides."""
         estimates = [e for e in (newest,) if e is not None]
         if self.server_offset is not None:
-            estimates.append(seconds + self.server_offset)
+            estimates.append(elapsed + self.server_offset)
         server_now = max(estimates, default=None)
         readable = []
         for o in todo:
@@ -991,14 +1003,14 @@ class Committer:
             raise answer
         self.objects.load(key, answer.body)
 
-    def _server_now(self, local: float) -> float | None:
-        """The server's clock at our ``local`` time, as far as we know it (a little behind:
-        rule 10 errs towards references that look older): the ``Date`` of our last root
-        read carried forward by our clock, or the newest ``Date`` our writes were answered
-        with, whichever is later; ``None`` before either."""
+    def _server_now(self, monotonic: float) -> float | None:
+        """The server's clock at our ``monotonic`` time, as far as we know it (a little
+        behind: rule 10 errs towards references that look older): the ``Date`` of our last
+        root read carried forward by our monotonic clock, or the newest ``Date`` our writes
+        were answered with, whichever is later; ``None`` before either."""
         estimates = [e for e in (self.written_date,) if e is not None]
         if self.server_offset is not None:
-            estimates.append(local + self.server_offset)
+            estimates.append(monotonic + self.server_offset)
         return max(estimates, default=None)
 
     def _read_root(self) -> Steps:
@@ -1015,7 +1027,7 @@ class Committer:
             # late), never high — a pause between asking and sending (a stalled process)
             # would otherwise count as server time and expire intents seconds old.
             self._now = yield Now()
-            self.server_offset = data.server_time.timestamp() - self._now
+            self.server_offset = data.server_time.timestamp() - (yield Now(monotonic=True))
         if doc.format_version > 1:
             doc = with_datasets(doc, self.objects.datasets(doc))
         self.observe(doc, data.etag, self._now)

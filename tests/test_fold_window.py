@@ -74,9 +74,10 @@ def test_a_window_cut_inside_a_fold_is_caught_by_the_simulators_checker(
 ) -> None:
     """The window cut at ``commit_window`` records whatever their versions (as before): the
     simulator's model finds one id applied for two changes, in two datasets one version
-    apart (seeds 0-5, 7, 9-11 of 0-11 of this configuration catch it; with the window kept
-    whole, all 12 hold). Its checker counted every commit of the first one's version as recorded
-    after the id, so a fold larger than half the window hid every reuse of its ids."""
+    apart (seeds 0-5, 7-9 and 11 of 0-11 of this configuration catch it; with the window
+    kept whole, all 12 hold). Its checker counted every commit of the first one's version
+    as recorded after the id, so a fold larger than half the window hid every reuse of its
+    ids."""
     assert simulate(FOLDS_PAST_THE_WINDOW).violations == []
     monkeypatch.setattr(_changes, "window_kept", lambda commits, window: tuple(commits[-window:]))
     violations = simulate(FOLDS_PAST_THE_WINDOW).violations

@@ -1716,8 +1716,8 @@ def test_a_refusal_by_its_own_writer_is_recorded_before_its_caller_hears_it(
     the root's window for another dataset) after writing its intent: a swap records the
     intent rejected before the caller hears "nothing was committed". Switched off (the
     writer fails it at once, its intent left without a fate), a later fold, past the
-    window, applies the refused commit (seeds 1, 2 and 10 of 0-11 of this configuration;
-    all 12 hold with it)."""
+    window, applies the refused commit (seeds 1, 2, 10, 14, 16, ... of this configuration:
+    10 of 0-39; all 40 hold with it)."""
     assert simulate(REFUSED_BY_ITS_WRITER).violations == []
     monkeypatch.setattr(_decide, "refused_unrecorded", lambda *_: False)
     violations = simulate(REFUSED_BY_ITS_WRITER).violations

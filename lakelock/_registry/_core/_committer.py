@@ -700,8 +700,10 @@ class Committer:
         recorded for another change): every other process can see that intent, and a fold
         applies it once the record that refuses it has left the root's window. So before
         its caller hears the refusal, a swap records the intent ``rejected`` with it (the
-        error's kind too, rule 12). A redrive or a retry of that swap settles the commit
-        again from the root then read; a budget that runs out cancels it (:meth:`_cancel`)."""
+        error's kind too, rule 12). The batch keeps the refusal (``refusing``) until that
+        swap lands: a redrive or a retry settles the commit again from the root then read,
+        which may no longer show why, and a budget that runs out records it all the same
+        (:meth:`_cancel` carries it) or the caller hears the outcome is unknown."""
         todo = [s for s in settled if s.error is not None and not s.pending.finished]
         record = [s for s in todo if _decide.refused_unrecorded(doc, s)]
         if record:

@@ -317,6 +317,25 @@ class RegistryDoc:
         """The recent commit with this id, if it is still within the window."""
         return _newest(self, "_commits_by_id", self.commits, attrgetter("id"), commit_id)
 
+    def newest_decided(self) -> str:
+        """The newest intent the last swap decided; if it decided none (one that only
+        cancelled, or changed the lake's settings), the newest whose fate the root records;
+        else the watermark. Kept beside the fields with what it was made from (a parsed root
+        is shared, and every waiting writer asks at every look: a scan of its hundreds of
+        fates each time); a copy with other fates, version or watermark works it out again."""
+        kept = self.__dict__.get("_newest_decided")
+        if (
+            kept is not None
+            and kept[0] is self.fates
+            and kept[1:3] == (self.version, self.watermark)
+        ):
+            found: str = kept[3]
+            return found
+        last = max((f.key for f in self.fates if f.version == self.version), default="")
+        found = last or max((f.key for f in self.fates), default="") or self.watermark
+        self.__dict__["_newest_decided"] = (self.fates, self.version, self.watermark, found)
+        return found
+
 
 _Record = TypeVar("_Record", IntentFate, CommitRecord)
 

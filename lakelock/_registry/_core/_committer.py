@@ -604,7 +604,7 @@ class Committer:
                     self.max_attempts,
                     version=doc.version,
                     oldest=oldest,
-                    newest_decided=_newest_decided(doc),
+                    newest_decided=doc.newest_decided(),
                     passed_over=oldest <= doc.watermark,
                 ),
                 False,
@@ -1235,14 +1235,6 @@ def _updated(doc: RegistryDoc) -> float | None:
         return seconds_of(doc.updated_at)
     except ValueError:  # no commit yet
         return None
-
-
-def _newest_decided(doc: RegistryDoc) -> str:
-    """The newest intent the last swap decided; if it decided none (one that only
-    cancelled, or changed the lake's settings), the newest whose fate the root records;
-    else the watermark."""
-    last = max((f.key for f in doc.fates if f.version == doc.version), default="")
-    return last or max((f.key for f in doc.fates), default="") or doc.watermark
 
 
 class _Jittered(tenacity.wait.wait_base):

@@ -103,6 +103,11 @@ class Wait(Retry):
     """Another process is expected to fold ours: look again after a poll."""
 
 
+#: What a batch's loop retries: one strategy for every batch (tenacity's holds a method of
+#: itself, a cycle only the garbage collector would free, one per batch).
+_RETRIED = tenacity.retry_if_exception_type((Redrive, Retry))
+
+
 @dataclass
 class Fold:
     """Other processes' intents found for one attempt."""
@@ -345,16 +350,22 @@ class Committer:
             )
             if steady
             else backoff,
-            retry=tenacity.retry_if_exception_type((Redrive, Retry)),
+            retry=_RETRIED,
             sleep=slept.append,
             reraise=True,
         )
-        for try_ in retrying:
-            if slept:
-                yield Sleep(slept.pop())
-                self._now = yield Now()
-            with try_:
-                yield from attempt(state)
+        try:
+            for try_ in retrying:
+                if slept:
+                    yield Sleep(slept.pop())
+                    self._now = yield Now()
+                with try_:
+                    yield from attempt(state)
+        finally:
+            # tenacity keeps the last round's actions, bound methods of ``retrying``, in its
+            # own state: a cycle per batch (every writer's every commit) that only the garbage
+            # collector would free, with the batch it holds.
+            retrying.iter_state.reset()
 
     def _attempt(self, state: Batch) -> Steps:
         state.attempts += 1

@@ -27,8 +27,8 @@ from lakelock._registry._changes import (
     Fence,
 )
 from lakelock._registry._core import FoldPolicy
-from lakelock._registry._core._policy import Hints, Liveness
 from lakelock._registry._core._requests import Steps
+from lakelock._registry._core._schedule import Hints, Scheduler
 from lakelock._registry._document import REGISTRY_KEY, IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
@@ -1127,10 +1127,12 @@ def test_a_folder_lingers_only_if_its_caller_pauses_a_round(
 ) -> None:
     """``FoldPolicy.linger_after``: the caller's pause between commits (averaged) must be
     at least that many rounds (here a round is 0.2 s)."""
-    hints = Hints(round_seconds=0.2, swapped_last=True, pause=pause)
-    live = Liveness(FoldPolicy(linger=2, linger_after=after), hints, random.Random(1))
-    assert live.linger(carried=True, own_queued=False) is lingers
-    assert not live.linger(carried=False, own_queued=False)
+    schedule = Scheduler(FoldPolicy(linger=2, linger_after=after), random.Random(1))
+    schedule.hints = hints = Hints(round_seconds=0.2, swapped_last=True, pause=pause)
+    schedule.carried = True  # our swap carried others' intents
+    assert schedule.linger() is lingers
+    schedule.carried = False
+    assert not schedule.linger()
     hints.learn_pause(1.0)
     hints.learn_pause(0.0)
     assert hints.pause == pytest.approx(0.7 if pause is None else 0.7 * (0.7 * pause + 0.3))

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from lakelock._registry._core import Committer, Driver, FoldPolicy
-from lakelock._registry._core._policy import BatchWaits, Hints, Liveness
 from lakelock._registry._core._requests import Ahead, Get, List, Now, Parallel, Sleep, Steps
+from lakelock._registry._core._schedule import Hints, Scheduler
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc
 from lakelock._s3 import ObjectStore
 from lakelock._sim._faults import Faults
@@ -209,9 +209,9 @@ def test_a_root_read_that_returns_our_own_swap_leaves_us_the_last_swapper() -> N
         return committer.hints.swapped_last
 
     def waits(swapped_last: bool) -> bool:
-        hints = Hints(round_seconds=0.2, swapped_last=swapped_last)
-        live = Liveness(FoldPolicy(), hints, random.Random(1))
-        return live.wait_for_older(BatchWaits(), 1, 50, older="a", ours="b", first_fold=False)
+        schedule = Scheduler(FoldPolicy(), random.Random(1))
+        schedule.hints = Hints(round_seconds=0.2, swapped_last=swapped_last)
+        return schedule.wait_for(0.0, 1, 50, version=0, older="a", ours="b", first_fold=False)
 
     assert after(FoldPolicy(), '"ours"')
     assert not after(FoldPolicy(), '"theirs"')  # somebody else swapped: a waiter

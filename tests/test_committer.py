@@ -28,7 +28,7 @@ from lakelock._registry._changes import (
 )
 from lakelock._registry._core import FoldPolicy
 from lakelock._registry._core._requests import Steps
-from lakelock._registry._core._schedule import Hints, Scheduler
+from lakelock._registry._core._schedule import CROWD, MAX_WAITS, PATIENCE, Hints, Scheduler
 from lakelock._registry._document import REGISTRY_KEY, IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
@@ -252,7 +252,7 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
 ) -> None:
     """Under contention a committer whose intent is younger than another pending one waits
     (reading nobody's intents) for that one's writer to fold both; if it never does (here:
-    it died), after ``max_waits`` rounds the committer folds it in itself."""
+    it died), after ``MAX_WAITS`` rounds the committer folds it in itself."""
     now = time.time()  # so our intent is made when the last swap's was: a stagger of a round
     reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=no_sleep), clock=lambda: now)
     reg.commit("sales", add=[datafile("sales", "", "a")])
@@ -266,7 +266,7 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
     # Its first wait (for any process to fold it), its stagger (a round, in looks a third of
     # a round apart), max_waits rounds waiting for the older intent's writer, then its fold.
-    assert result.attempts == 1 + round(1 / FoldPolicy().look) + reg.internals.policy.max_waits + 1
+    assert result.attempts == 1 + round(1 / FoldPolicy().look) + MAX_WAITS + 1
     fate = reg._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -519,11 +519,11 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
     # waits for the older intent's writer.
     looks = round(1 / FoldPolicy().look)
     first, stagger = sleeps[0], sleeps[1 : 1 + looks]
-    waits = sleeps[1 + looks : 1 + looks + reg.internals.policy.max_waits]
-    gathering = sleeps[1 + looks + reg.internals.policy.max_waits :]
+    waits = sleeps[1 + looks : 1 + looks + MAX_WAITS]
+    gathering = sleeps[1 + looks + MAX_WAITS :]
     assert 0.9 * 0.3 <= first <= 1.1 * 0.3
     assert stagger == [pytest.approx(0.3 * FoldPolicy().look)] * looks
-    assert len(waits) == reg.internals.policy.max_waits
+    assert len(waits) == MAX_WAITS
     assert all(0.15 <= s <= 0.3 for s in waits)
     # Then it folds for everybody: a moment for intents being sent, before reading them.
     assert gathering == [pytest.approx(0.3 * reg.internals.policy.gather)]
@@ -684,7 +684,7 @@ def test_a_waiter_learns_when_its_intent_was_applied_not_when_it_looked(
 def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:
-    """A committer that was not contended (a process starting, say) and finds ``FoldPolicy().crowd``
+    """A committer that was not contended (a process starting, say) and finds ``CROWD``
     intents of other processes pending does not read them all: it sends its intent and
     waits, and another process folds the crowd and ours in one swap. Ours read no intent."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
@@ -693,7 +693,7 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
         plant_intent(
             store, Change("sales", f"crowd-{n}", add=(datafile("sales", "", f"c{n}"),)), ms=base + n
         )
-        for n in range(FoldPolicy().crowd)
+        for n in range(CROWD)
     ]
     swaps: list[int] = []
 
@@ -712,8 +712,8 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
         assert fate is not None
         assert (fate.state, fate.version) == ("applied", swaps[0])
     # The other process read the crowd and our intent once each; we read none.
-    assert s3.areas()["GetObject metastore/intents"] == FoldPolicy().crowd + 1
-    assert len(names(ours)) == FoldPolicy().crowd + 3
+    assert s3.areas()["GetObject metastore/intents"] == CROWD + 1
+    assert len(names(ours)) == CROWD + 3
 
 
 def wait_while_the_root_moves(
@@ -745,10 +745,10 @@ def wait_while_the_root_moves(
 
 
 def test_a_waiter_stays_patient_while_the_root_moves(store: ObjectStore) -> None:
-    """A waiter counts ``max_waits`` only over rounds in which the root did not move: while
+    """A waiter counts ``MAX_WAITS`` only over rounds in which the root did not move: while
     other processes keep swapping it waits on (somebody is folding; a fold of many intents
     may take several rounds), and it folds the older intent of a dead writer itself only once
-    the root has stood still for ``max_waits`` rounds."""
+    the root has stood still for ``MAX_WAITS`` rounds."""
     result, fate, movers, _ = wait_while_the_root_moves(store, moves=6)
     assert len(movers) == 6
     assert result.version > movers[-1]  # it folded only after the root stood still
@@ -761,13 +761,13 @@ def test_a_waiter_folds_itself_after_patience_runs_out_though_the_root_moves(
 ) -> None:
     """Patience is bounded: if the root keeps moving but nobody folds the older intent (its
     writer is dead and the others do not fold), the waiter folds it itself after
-    ``FoldPolicy().patience * max_waits`` rounds of waiting in all."""
-    result, fate, _, ours = wait_while_the_root_moves(store, moves=10**6)
+    ``PATIENCE * MAX_WAITS`` rounds of waiting in all."""
+    result, fate, _, _ = wait_while_the_root_moves(store, moves=10**6)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
     # Every look counts its part of a round (a stagger's look a third): the waiter lists
-    # after FoldPolicy().patience * max_waits rounds, the first wait aside.
-    rounds = FoldPolicy().patience * ours.internals.policy.max_waits
+    # after PATIENCE * MAX_WAITS rounds, the first wait aside.
+    rounds = PATIENCE * MAX_WAITS
     assert rounds <= result.attempts - 2 <= rounds / FoldPolicy().look
 
 

@@ -25,7 +25,7 @@ import contextlib
 import copy
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -66,7 +66,8 @@ class Committer:
     then stops). ``commit_window``, ``retention``, ``intent_ttl`` and ``vacuum_floor`` are
     the lake's settings this process was given (``None``: the lake's, as its root stores
     them; one that disagrees with the lake's is refused:
-    :mod:`lakelock._registry._settings`).
+    :mod:`lakelock._registry._settings`). ``fixed``: the scheduler's fixed values to
+    vary (:data:`._schedule.FIXED`; the simulator's, to measure them).
     """
 
     def __init__(
@@ -88,12 +89,13 @@ class Committer:
         bucket: str | None = None,
         root_key: str = REGISTRY_KEY,
         load: Load | None = None,
+        fixed: Mapping[str, float] | None = None,
     ) -> None:
         self.objects = (objects or Objects()).offline()
         self.load = load
         self.rng = rng or random.Random()
         #: Every piece of liveness state, and the rules that read it.
-        self.schedule = Scheduler(policy or FoldPolicy(), self.rng)
+        self.schedule = Scheduler(policy or FoldPolicy(), self.rng, fixed=fixed)
         self.schedule.queued = queued
         #: The settings this process was given; the lake's (from the last root read, or
         #: these over the defaults before any).

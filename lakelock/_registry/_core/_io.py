@@ -226,7 +226,7 @@ def read_intents(core: Committer, todo: Sequence[ListedObject]) -> Steps:
             continue
         core.objects.remember(key, manifest)
         core.intents[key] = change
-        while len(core.intents) > core.policy.intent_cache:
+        while len(core.intents) > core.schedule.intent_cache:
             core.intents.popitem(last=False)
         result[key] = change
     return result

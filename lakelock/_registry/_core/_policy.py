@@ -24,7 +24,10 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class FoldPolicy:
-    """Every tuning knob of the commit loop's scheduling (docs/FORMAT.md, "Scheduling").
+    """The tuning knobs of the commit loop's scheduling (docs/FORMAT.md, "Scheduling"):
+    what the code cannot answer for every lake. A mechanism that is worth keeping but not
+    worth tuning is a named constant of :mod:`._schedule` instead
+    (docs/decisions/0035-fewer-knobs.md).
 
     Units: seconds, or *rounds* (what one fold-and-swap takes here, learnt as it goes). Each
     knob's default, and the measurements that set it, are in docs/decisions/ (its README
@@ -39,15 +42,6 @@ class FoldPolicy:
     #: A committer lists at least this often even when it believes it is alone, so a
     #: crashed writer's intent is applied within about a second by whoever commits next.
     fold_interval: float = 1.0
-    #: How long a lost race or another process's intent makes this process assume others
-    #: commit here too (then it sends its intent first and waits a round before folding)
-    #: (docs/decisions/0004-the-waiting-fold.md).
-    contention_memory: float = 5.0
-    #: Rounds a waiter lets the root stand still before it folds the older intents itself
-    #: (their writer may be dead) (docs/decisions/0010-the-last-swapper-folds.md).
-    max_waits: int = 8
-    #: ... or this many times ``max_waits`` rounds of waiting in all, the root moving or not.
-    patience: float = 2.0
     #: A folder under contention pauses this fraction of a round for the intents being sent
     #: right then (the writers its last swap settled), and lists what came since: one swap
     #: carries them instead of the next.
@@ -60,9 +54,6 @@ class FoldPolicy:
     #: folder at work applies its intent in its next swap. Timing looks on the swaps seen
     #: instead was tried and lost commits/s (docs/decisions/0020-timed-looks.md).
     look: float = 1 / 3
-    #: A committer not yet contended that lists this many intents of others does not read
-    #: them: it sends its own and waits like a contended one (processes starting at once).
-    crowd: int = 8
     #: A swap leaves the watermark this long (or two rounds) behind what it listed, so
     #: intents whose PUT was still landing are the next fold's, not left to their writers
     #: (docs/decisions/0011-nobody-races-the-folder.md).
@@ -110,14 +101,6 @@ class FoldPolicy:
     #: at scale, waits for a folder too: no swap for most of a second after such a race
     #: (docs/decisions/0018-hand-over-by-fact.md).
     handover: bool = True
-    #: The round assumed before one is measured (seconds), and its bounds. A fold-and-swap
-    #: takes ~0.15 s or more on S3 Standard, and a first fold of hundreds of intents longer:
-    #: assumed too short, waiters in a start-up burst run out of patience before the first
-    #: fold lands and each folds alone (docs/decisions/0015-first-round.md).
-    first_round: float = 0.1
-    max_round: float = 5.0
-    #: Other processes' intents kept parsed per process (a redrive does not re-read them).
-    intent_cache: int = 4096
 
     def __post_init__(self) -> None:
         for name in ("read_ahead", "handover", "hedge_alone"):  # 0 and 1 from a command line
@@ -125,16 +108,15 @@ class FoldPolicy:
             if value not in (0, 1):
                 raise ValueError(f"{name} must be true or false, got {value!r}")
             object.__setattr__(self, name, bool(value))
-        counts = ("max_fold", "max_waits", "crowd", "lagging", "linger", "intent_cache")
+        counts = ("max_fold", "lagging", "linger")
         for name in counts:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be a whole number, got {value!r}")
-        if min(self.max_fold, self.max_waits, self.lagging, self.linger) < 0 or self.crowd < 1:
-            raise ValueError("max_fold, max_waits, lagging and linger must be >= 0, crowd >= 1")
+        if min(self.max_fold, self.lagging, self.linger) < 0:
+            raise ValueError("max_fold, lagging and linger must be >= 0")
         durations = (
             self.fold_interval,
-            self.contention_memory,
             self.gather,
             self.stagger,
             self.linger_after,
@@ -143,8 +125,8 @@ class FoldPolicy:
             raise ValueError("durations and fractions must be >= 0")
         if self.hedge != 0 and not self.hedge > 1:
             raise ValueError(f"hedge must be 0 (never) or > 1, got {self.hedge!r}")
-        if not 0 < self.look <= 1 or self.first_round <= 0 or self.patience < 1:
-            raise ValueError("look must be in (0, 1], first_round > 0, patience >= 1")
+        if not 0 < self.look <= 1:
+            raise ValueError("look must be in (0, 1]")
 
 
 def advise(what: Callable[[], _T], default: _T) -> _T:

@@ -36,13 +36,64 @@ is wrong costs a 412 and a redrive, or a wait that was not needed.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from lakelock._layout import intent_ms, intents_from
 from lakelock._registry._core._policy import FoldPolicy, advise
 
-__all__ = ["RECENT", "Hints", "Scheduler", "Waits"]
+__all__ = [
+    "CONTENTION_MEMORY",
+    "CROWD",
+    "FIRST_ROUND",
+    "FIXED",
+    "INTENT_CACHE",
+    "MAX_ROUND",
+    "MAX_WAITS",
+    "PATIENCE",
+    "RECENT",
+    "Hints",
+    "Scheduler",
+    "Waits",
+]
+
+#: How long (seconds) a lost race or another process's intent makes this process assume
+#: others commit here too: then it sends its intent first and waits a round before folding
+#: (docs/decisions/0004-the-waiting-fold.md, 0035-fewer-knobs.md).
+CONTENTION_MEMORY = 5.0
+#: Rounds a waiter lets the root stand still before it folds the older intents itself
+#: (their writer may be dead) (docs/decisions/0010-the-last-swapper-folds.md, 0035).
+MAX_WAITS = 8
+#: ... or this many times ``MAX_WAITS`` rounds of waiting in all, the root moving or not
+#: (docs/decisions/0010-the-last-swapper-folds.md, 0035).
+PATIENCE = 2.0
+#: A committer not yet contended that lists this many intents of others does not read them:
+#: it sends its own and waits like a contended one (processes starting at once)
+#: (docs/decisions/0010-the-last-swapper-folds.md, 0035).
+CROWD = 8
+#: The round assumed before one is measured (seconds): a fold-and-swap takes ~0.15 s or more
+#: on S3 Standard, and one assumed too short sends a start-up burst's waiters folding alone
+#: (docs/decisions/0015-first-round.md, 0035).
+FIRST_ROUND = 0.1
+#: The longest round learnt (seconds): one slow fold does not space a process's looks and
+#: folds for long (docs/decisions/0015-first-round.md, 0035).
+MAX_ROUND = 5.0
+#: Other processes' intents a process keeps parsed: a redrive does not read them again
+#: (docs/decisions/0004-the-waiting-fold.md, 0035).
+INTENT_CACHE = 4096
+
+#: The values above by name: none is a knob (nobody is asked to tune them), but the
+#: simulator's ``--policy`` and its seed sweep may still vary them, to measure what each
+#: buys and to show that no value of them breaks a guarantee.
+FIXED: dict[str, float] = {
+    "contention_memory": CONTENTION_MEMORY,
+    "max_waits": MAX_WAITS,
+    "patience": PATIENCE,
+    "crowd": CROWD,
+    "first_round": FIRST_ROUND,
+    "max_round": MAX_ROUND,
+    "intent_cache": INTENT_CACHE,
+}
 
 #: Rounds within which what this process saw of the root still describes it: a folder at
 #: work swaps about once a round and a waiter looks at least every round, so four cover a
@@ -88,9 +139,10 @@ class Hints:
         seconds = max(seconds, 0.0)
         self.pause = seconds if self.pause is None else 0.7 * self.pause + 0.3 * seconds
 
-    def learn_round(self, seconds: float, policy: FoldPolicy) -> None:
-        """A fold-and-swap (or a wait another's swap ended) took ``seconds``."""
-        seconds = min(max(seconds, 0.0), policy.max_round)
+    def learn_round(self, seconds: float, most: float = MAX_ROUND) -> None:
+        """A fold-and-swap (or a wait another's swap ended) took ``seconds`` (at most
+        ``most`` counts)."""
+        seconds = min(max(seconds, 0.0), most)
         self.round_seconds = 0.8 * self.round_seconds + 0.2 * seconds
 
     def learn_swaps(self, version: int, now: float, policy: FoldPolicy) -> None:
@@ -117,8 +169,8 @@ class Hints:
     def contended(self, now: float) -> bool:
         return now < self.contended_until
 
-    def contend(self, now: float, policy: FoldPolicy) -> None:
-        self.contended_until = max(self.contended_until, now + policy.contention_memory)
+    def contend(self, now: float, memory: float = CONTENTION_MEMORY) -> None:
+        self.contended_until = max(self.contended_until, now + memory)
 
 
 @dataclass
@@ -143,16 +195,42 @@ class Waits:
     next_wait: float | None = None
 
 
+def fixed_values(fixed: Mapping[str, float]) -> dict[str, float]:
+    """``fixed`` checked: names of :data:`FIXED`, with values they can take."""
+    unknown = sorted(fixed.keys() - FIXED.keys())
+    if unknown:
+        raise ValueError(f"not a fixed value of the scheduler: {', '.join(unknown)}")
+    values = dict(fixed)
+    for name in ("max_waits", "crowd", "intent_cache"):
+        value = values.get(name, 0)
+        if isinstance(value, bool) or not float(value).is_integer() or value < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+    if values.get("crowd", 1) < 1 or values.get("patience", 1) < 1:
+        raise ValueError("crowd and patience must be >= 1")
+    if values.get("first_round", 1) <= 0 or values.get("contention_memory", 0) < 0:
+        raise ValueError("first_round must be > 0, contention_memory >= 0")
+    return values
+
+
 class Scheduler:
     """One process's liveness state, and the rules that read it (module docstring).
 
     ``queued`` says whether a commit of this process waits for its turn (a lingering fold
     then stops); the process's commit queue sets it."""
 
-    def __init__(self, policy: FoldPolicy, rng: random.Random) -> None:
+    def __init__(
+        self, policy: FoldPolicy, rng: random.Random, *, fixed: Mapping[str, float] | None = None
+    ) -> None:
         self.policy = policy
         self.rng = rng
-        self.hints = Hints(policy.first_round)
+        values = {**FIXED, **fixed_values(fixed or {})}
+        self.contention_memory = values["contention_memory"]
+        self.max_waits = int(values["max_waits"])
+        self.patience = values["patience"]
+        self.crowd_at = int(values["crowd"])
+        self.max_round = values["max_round"]
+        self.intent_cache = int(values["intent_cache"])
+        self.hints = Hints(values["first_round"])
         #: The batch in flight's waits (:meth:`begin` starts them anew).
         self.waits = Waits()
         #: Whether our last swap carried other processes' intents (we are their folder).
@@ -202,8 +280,8 @@ class Scheduler:
         waits = self.waits
         if waits.started is not None and waits.looked_at is not None:
             if settled:
-                self.hints.learn_round((waits.looked_at + now) / 2 - waits.started, self.policy)
-                self.hints.contend(now, self.policy)
+                self.hints.learn_round((waits.looked_at + now) / 2 - waits.started, self.max_round)
+                self.hints.contend(now, self.contention_memory)
             waits.looked_at = now
 
     def waiting(self, now: float) -> None:
@@ -219,14 +297,14 @@ class Scheduler:
     def lost_race(self, now: float) -> None:
         """Another process's intent was listed, or our swap lost a race (412): others
         commit here too."""
-        self.hints.contend(now, self.policy)
+        self.hints.contend(now, self.contention_memory)
 
     def swapped(self, now: float, *, carried: bool) -> None:
         """Our swap landed at ``now``; ``carried``: it applied other processes' intents."""
         self.hints.swapped_last = True
         self.carried = carried
         self.hints.saw_root(now, moved=False)
-        self.hints.learn_round(now - self._round_started - self._gathered, self.policy)
+        self.hints.learn_round(now - self._round_started - self._gathered, self.max_round)
 
     def stopped_folding(self) -> None:
         """A lingering fold stopped on a failure: whoever swaps next is not us."""
@@ -271,7 +349,7 @@ class Scheduler:
         def rule() -> bool:
             hints = self.hints
             if hints.swapped_last:
-                others = now - hints.others_swapped_at < self.policy.contention_memory
+                others = now - hints.others_swapped_at < self.contention_memory
                 return not (others and now - hints.root_seen_at > RECENT * hints.round_seconds)
             return not hints.contended(now)
 
@@ -281,13 +359,13 @@ class Scheduler:
 
     def patient(self, attempts: int, max_attempts: int) -> bool:
         """Whether a waiter goes on waiting for an older intent's writer to fold ours: while
-        the root has not stood still for ``max_waits`` rounds, nor the waiter waited
-        ``patience`` times that many rounds in all, nor used half its attempts (so it always
+        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter waited
+        :data:`PATIENCE` times that many rounds in all, nor used half its attempts (so it always
         folds itself before it would give up)."""
-        p, waits = self.policy, self.waits
+        waits = self.waits
         return (
-            waits.waits < p.max_waits
-            and waits.waited < p.patience * p.max_waits
+            waits.waits < self.max_waits
+            and waits.waited < self.patience * self.max_waits
             and attempts < max_attempts // 2
         )
 
@@ -406,14 +484,14 @@ class Scheduler:
         return advise(rule, False)
 
     def recent(self, now: float, root_updated: float | None) -> bool:
-        """Whether the root moved within ``contention_memory`` (by its writer's clock)."""
-        return root_updated is not None and now - root_updated < self.policy.contention_memory
+        """Whether the root moved within :data:`CONTENTION_MEMORY` (by its writer's clock)."""
+        return root_updated is not None and now - root_updated < self.contention_memory
 
     def crowd(self, others: int, *, ours_unsent: bool) -> bool:
         """Not contended until now (our intents are not out) and a crowd is pending: send
         ours and wait like a contended committer, instead of reading everyone's."""
         return advise(
-            lambda: others >= self.policy.crowd and not self.hints.swapped_last and ours_unsent,
+            lambda: others >= self.crowd_at and not self.hints.swapped_last and ours_unsent,
             False,
         )
 

@@ -28,7 +28,15 @@ from lakelock._registry._changes import (
 )
 from lakelock._registry._core import FoldPolicy
 from lakelock._registry._core._requests import Steps
-from lakelock._registry._core._schedule import CROWD, MAX_WAITS, PATIENCE, Hints, Scheduler
+from lakelock._registry._core._schedule import (
+    CROWD,
+    GATHER,
+    MAX_WAITS,
+    PATIENCE,
+    Hints,
+    Scheduler,
+    fixed_values,
+)
 from lakelock._registry._document import REGISTRY_KEY, IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
@@ -372,7 +380,7 @@ def left_behind(
     ours = contended_waiter(store, meanwhile, clock=lambda: now[0])
     # Neither bound binds: the wait is set by the time behind.
     ours.internals.hints.round_seconds = 1.5
-    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+    ours._committer.schedule.gather_for = 0.0
     return ours, sleeps, decided, now[0]
 
 
@@ -430,7 +438,7 @@ def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: Obj
 
         ours = contended_waiter(store, meanwhile)
         ours.internals.policy = replace(ours.internals.policy, stagger=stagger)
-        ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+        ours._committer.schedule.gather_for = 0.0
         s3.reset_stats()
         result = ours.commit("sales", add=[datafile("sales", "", f"mine-{stagger}")])
         assert result.attempts == 2
@@ -448,7 +456,7 @@ def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectSto
     made = intent_ms(newest_decided(store)) / 1000 + 0.010  # ours: 10 ms after it
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
-    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+    ours._committer.schedule.gather_for = 0.0
     round_seconds = ours.internals.hints.round_seconds  # learnt again after the swap
     assert ours.internals.policy.stagger * 0.010 < round_seconds
     s3.reset_stats()
@@ -467,7 +475,7 @@ def test_a_waiters_stagger_is_capped_at_two_rounds(store: ObjectStore) -> None:
     made = intent_ms(newest_decided(store)) / 1000 + 60.0
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
-    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+    ours._committer.schedule.gather_for = 0.0
     round_seconds = ours.internals.hints.round_seconds
     ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert sum(sleeps[1:]) == pytest.approx(2 * round_seconds)
@@ -526,7 +534,7 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
     assert len(waits) == MAX_WAITS
     assert all(0.15 <= s <= 0.3 for s in waits)
     # Then it folds for everybody: a moment for intents being sent, before reading them.
-    assert gathering == [pytest.approx(0.3 * reg.internals.policy.gather)]
+    assert gathering == [pytest.approx(0.3 * GATHER)]
 
 
 def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: ObjectStore) -> None:
@@ -968,7 +976,8 @@ def test_a_swap_leaves_at_most_lagging_keys_above_the_watermark(store: ObjectSto
 
     first = plant("fast")
     # Without the read made ahead, the second fold lists after the second plant.
-    folder = seasoned(registry(store, policy=FoldPolicy(lagging=3, read_ahead=False)))
+    folder = seasoned(registry(store, policy=FoldPolicy(read_ahead=False)))
+    folder._committer.schedule.lagging = 3
     folder.commit("sales", add=[datafile("sales", "", "b")])
     doc = folder._current()[0]
     assert doc.watermark < first[0]  # 6 carried, 3 + 6 may stay above: the lag alone decides
@@ -1096,7 +1105,8 @@ def test_a_folder_lingers_after_its_commit_and_folds_what_comes_next(store: Obje
     # Left by a writer that died a while ago: the folder's first fold applies it at once.
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
-    folder = registry(store, policy=FoldPolicy(linger=100_000, linger_after=0))
+    folder = registry(store, policy=FoldPolicy(linger=100_000))
+    folder._committer.schedule.linger_after = 0.0  # whatever the caller's pauses
     folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1 in its swap
     lingerer = folder._commits.lingerer
     assert lingerer is not None
@@ -1125,9 +1135,9 @@ def test_a_folder_lingers_after_its_commit_and_folds_what_comes_next(store: Obje
 def test_a_folder_lingers_only_if_its_caller_pauses_a_round(
     pause: float | None, after: float, lingers: bool
 ) -> None:
-    """``FoldPolicy.linger_after``: the caller's pause between commits (averaged) must be
+    """``LINGER_AFTER``: the caller's pause between commits (averaged) must be
     at least that many rounds (here a round is 0.2 s)."""
-    schedule = Scheduler(FoldPolicy(linger=2, linger_after=after), random.Random(1))
+    schedule = Scheduler(FoldPolicy(linger=2), random.Random(1), fixed={"linger_after": after})
     schedule.hints = hints = Hints(round_seconds=0.2, swapped_last=True, pause=pause)
     schedule.carried = True  # our swap carried others' intents
     assert schedule.linger() is lingers
@@ -1248,9 +1258,12 @@ def test_without_linger_a_folder_hands_over_when_its_commit_returns(store: Objec
 
 
 def test_policy_counts_must_be_whole_numbers() -> None:
-    """A count given as a fraction (``--policy lagging=2.5``) is refused when the policy is
-    made, not swallowed by the scheduling advice on every commit."""
+    """A count given as a fraction (``--policy linger=2.5``) is refused when the policy is
+    made, not swallowed by the scheduling advice on every commit; so is one of the
+    scheduler's fixed values the simulator varies (``--policy lagging=2.5``)."""
+    with pytest.raises(ValueError, match="linger must be a whole number"):
+        FoldPolicy(linger=2.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="lagging must be a whole number"):
-        FoldPolicy(lagging=2.5)  # type: ignore[arg-type]
+        fixed_values({"lagging": 2.5})
     with pytest.raises(ValueError, match="linger"):
         FoldPolicy(linger=-1)

@@ -42,10 +42,6 @@ class FoldPolicy:
     #: A committer lists at least this often even when it believes it is alone, so a
     #: crashed writer's intent is applied within about a second by whoever commits next.
     fold_interval: float = 1.0
-    #: A folder under contention pauses this fraction of a round for the intents being sent
-    #: right then (the writers its last swap settled), and lists what came since: one swap
-    #: carries them instead of the next.
-    gather: float = 0.3
     #: A waiter left behind by a swap lists only once the root stood still ``stagger`` times
     #: as long as its intent was made after the last swap's newest (one to two rounds): the
     #: oldest lists first and folds the others (docs/decisions/0007-stagger.md).
@@ -58,12 +54,6 @@ class FoldPolicy:
     #: intents whose PUT was still landing are the next fold's, not left to their writers
     #: (docs/decisions/0011-nobody-races-the-folder.md).
     watermark_lag: float = 1.0
-    #: ... but never more than this many listed keys above it (each keeps a fate in the root,
-    #: which every root read carries), besides the intents the fold carries. Below the
-    #: number of intents pending at once, a swap passes over intents still landing and their
-    #: writers fold alone; above it, every look at the root carries more bytes
-    #: (docs/decisions/0012-lagging.md).
-    lagging: int = 256
     #: After a swap that carried other processes' intents, the folder goes on folding (a
     #: LIST every ``look`` of a round, a swap whenever others' intents are pending) until
     #: this many rounds pass without one, or a commit of its own is queued: the next fold
@@ -71,14 +61,9 @@ class FoldPolicy:
     #: after their stagger, and a folder that stops committing hands over without a stall.
     #: In production a daemon thread does it after ``commit()`` returns
     #: (``CommitQueue``): the process makes S3 requests after the call returned (0: never).
-    #: Only a process whose caller pauses between commits lingers (``linger_after``)
+    #: Only a process whose caller pauses between commits lingers (``_schedule.LINGER_AFTER``)
     #: (docs/decisions/0019-linger.md).
     linger: int = 2
-    #: ... but only if this process's caller pauses, on average, at least this many rounds
-    #: between a commit's return and its next commit (0: whatever it does). A caller
-    #: committing back to back folds again itself within a round, and a lingering fold then
-    #: only delays its next commit.
-    linger_after: float = 1.0
     #: A read or small create (the intents a fold reads, the objects its snapshot writes, a
     #: commit's intent and data file) still unanswered after this many times the median of
     #: the process's recent ones of its kind is sent again, and the first success wins
@@ -86,41 +71,24 @@ class FoldPolicy:
     #: hundreds of writers a fold reads a hundred intents or more
     #: (docs/decisions/0014-hedged-requests.md).
     hedge: float = 2.0
-    #: Whether a lone request (a commit's intent, its data files, a read alone) is hedged
-    #: too, or only those of a batch: most of a commit's tail on S3 Standard is the tail of
-    #: its own data and intent PUTs.
-    hedge_alone: bool = True
     #: A folder reads its next fold ahead: as soon as its swap (carrying others' intents)
     #: lands it lists the intents the new root leaves pending, and reads those it has not
     #: parsed, while its caller goes on (``Ahead``); its next fold, within a round, finds
     #: them answered instead of listing and reading then (docs/decisions/0017-read-ahead.md).
     read_ahead: bool = True
-    #: The hand-over: a process whose swap is still the root after a race nobody won (S3
-    #: answered 409 or 503 to every racer) still swapped last, and folds again at once. Off,
-    #: any root read makes it a waiter, waiting for the oldest pending intent's writer — who,
-    #: at scale, waits for a folder too: no swap for most of a second after such a race
-    #: (docs/decisions/0018-hand-over-by-fact.md).
-    handover: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("read_ahead", "handover", "hedge_alone"):  # 0 and 1 from a command line
-            value = getattr(self, name)
-            if value not in (0, 1):
-                raise ValueError(f"{name} must be true or false, got {value!r}")
-            object.__setattr__(self, name, bool(value))
-        counts = ("max_fold", "lagging", "linger")
+        if self.read_ahead not in (0, 1):  # 0 and 1 from a command line
+            raise ValueError(f"read_ahead must be true or false, got {self.read_ahead!r}")
+        object.__setattr__(self, "read_ahead", bool(self.read_ahead))
+        counts = ("max_fold", "linger")
         for name in counts:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be a whole number, got {value!r}")
-        if min(self.max_fold, self.lagging, self.linger) < 0:
-            raise ValueError("max_fold, lagging and linger must be >= 0")
-        durations = (
-            self.fold_interval,
-            self.gather,
-            self.stagger,
-            self.linger_after,
-        )
+        if min(self.max_fold, self.linger) < 0:
+            raise ValueError("max_fold and linger must be >= 0")
+        durations = (self.fold_interval, self.stagger, self.watermark_lag)
         if min(durations) < 0:
             raise ValueError("durations and fractions must be >= 0")
         if self.hedge != 0 and not self.hedge > 1:

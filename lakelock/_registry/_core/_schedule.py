@@ -47,7 +47,12 @@ __all__ = [
     "CROWD",
     "FIRST_ROUND",
     "FIXED",
+    "GATHER",
+    "HANDOVER",
+    "HEDGE_ALONE",
     "INTENT_CACHE",
+    "LAGGING",
+    "LINGER_AFTER",
     "MAX_ROUND",
     "MAX_WAITS",
     "PATIENCE",
@@ -78,6 +83,25 @@ FIRST_ROUND = 0.1
 #: The longest round learnt (seconds): one slow fold does not space a process's looks and
 #: folds for long (docs/decisions/0015-first-round.md, 0035).
 MAX_ROUND = 5.0
+#: A folder under contention pauses this fraction of a round for the intents being sent
+#: right then (the writers its last swap settled), and lists what came since: one swap
+#: carries them instead of the next (docs/decisions/0004-the-waiting-fold.md, 0035).
+GATHER = 0.3
+#: A swap leaves at most this many listed keys above the watermark (each keeps a fate in the
+#: root, which every root read carries), besides the intents it carries
+#: (docs/decisions/0012-lagging.md, 0035).
+LAGGING = 256
+#: A folder lingers only if its caller pauses, on average, at least this many rounds between
+#: a commit's return and its next: one committing back to back folds again itself within a
+#: round, and a lingering fold then only delays it (docs/decisions/0019-linger.md, 0035).
+LINGER_AFTER = 1.0
+#: The hand-over: a process whose swap is still the root after a race nobody won still
+#: swapped last, and folds again at once (docs/decisions/0018-hand-over-by-fact.md, 0035).
+HANDOVER = True
+#: A lone request (a commit's intent, its data files, a read alone) is hedged too, not only
+#: those of a batch: most of a commit's tail on S3 Standard is its own PUTs' tail
+#: (docs/decisions/0014-hedged-requests.md, 0035). The driver's :class:`~._driver.Hedging`.
+HEDGE_ALONE = True
 #: Other processes' intents a process keeps parsed: a redrive does not read them again
 #: (docs/decisions/0004-the-waiting-fold.md, 0035).
 INTENT_CACHE = 4096
@@ -93,6 +117,11 @@ FIXED: dict[str, float] = {
     "first_round": FIRST_ROUND,
     "max_round": MAX_ROUND,
     "intent_cache": INTENT_CACHE,
+    "gather": GATHER,
+    "lagging": LAGGING,
+    "linger_after": LINGER_AFTER,
+    "handover": HANDOVER,
+    "hedge_alone": HEDGE_ALONE,
 }
 
 #: Rounds within which what this process saw of the root still describes it: a folder at
@@ -201,14 +230,20 @@ def fixed_values(fixed: Mapping[str, float]) -> dict[str, float]:
     if unknown:
         raise ValueError(f"not a fixed value of the scheduler: {', '.join(unknown)}")
     values = dict(fixed)
-    for name in ("max_waits", "crowd", "intent_cache"):
+    for name in ("handover", "hedge_alone"):  # 0 and 1 from a command line
+        if name in values and values[name] not in (0, 1):
+            raise ValueError(f"{name} must be true or false, got {values[name]!r}")
+    for name in ("max_waits", "crowd", "intent_cache", "lagging"):
         value = values.get(name, 0)
         if isinstance(value, bool) or not float(value).is_integer() or value < 0:
             raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
     if values.get("crowd", 1) < 1 or values.get("patience", 1) < 1:
         raise ValueError("crowd and patience must be >= 1")
-    if values.get("first_round", 1) <= 0 or values.get("contention_memory", 0) < 0:
-        raise ValueError("first_round must be > 0, contention_memory >= 0")
+    if values.get("first_round", 1) <= 0:
+        raise ValueError("first_round must be > 0")
+    durations = ("contention_memory", "gather", "linger_after", "patience", "max_round")
+    if min((values.get(name, 0) for name in durations), default=0) < 0:
+        raise ValueError("durations and fractions must be >= 0")
     return values
 
 
@@ -230,6 +265,11 @@ class Scheduler:
         self.crowd_at = int(values["crowd"])
         self.max_round = values["max_round"]
         self.intent_cache = int(values["intent_cache"])
+        self.gather_for = values["gather"]
+        self.lagging = int(values["lagging"])
+        self.linger_after = values["linger_after"]
+        self.handover = bool(values["handover"])
+        self.hedge_alone = bool(values["hedge_alone"])
         self.hints = Hints(values["first_round"])
         #: The batch in flight's waits (:meth:`begin` starts them anew).
         self.waits = Waits()
@@ -267,7 +307,7 @@ class Scheduler:
         (then, with the hand-over, it still swapped last)."""
         if now is not None:
             self.hints.saw_root(now, moved=moved)
-        self.hints.swapped_last = self.policy.handover and self.hints.swapped_last and ours
+        self.hints.swapped_last = self.handover and self.hints.swapped_last and ours
 
     def read_root(self, version: int, now: float) -> None:
         """This process read the root at ``version`` at ``now`` (how fast swaps come)."""
@@ -540,7 +580,7 @@ class Scheduler:
         def rule() -> float:
             if self.hints.swapped_last or not self.hints.contended(now) or not room:
                 return 0.0
-            return self.hints.round_seconds * self.policy.gather
+            return self.hints.round_seconds * self.gather_for
 
         self._gathered = advise(rule, 0.0)
         return self._gathered
@@ -555,7 +595,7 @@ class Scheduler:
     ) -> str:
         """The watermark to propose: the highest key listed, but none made later than the
         lag before the fold (intents still landing then are the next fold's), leaving at
-        most ``lagging`` listed keys above it besides the ``carried`` intents of others the
+        most :data:`LAGGING` listed keys above it besides the ``carried`` intents of others the
         fold applies. :func:`._decide.bound_watermark` bounds it."""
 
         def rule() -> str:
@@ -565,7 +605,7 @@ class Scheduler:
             if self.policy.watermark_lag <= 0:
                 return max(current, newest)
             lagged = intents_from(int((now - self.lag()) * 1000))
-            keep = self.policy.lagging + carried
+            keep = self.lagging + carried
             if len(listed) > keep:
                 lagged = max(lagged, listed[-keep - 1])
             return max(current, min(newest, lagged))
@@ -598,7 +638,7 @@ class Scheduler:
         commit folds within a round)."""
 
         def rule() -> bool:
-            after = self.policy.linger_after
+            after = self.linger_after
             hints = self.hints
             paused = after <= 0 or (
                 hints.pause is not None and hints.pause >= after * hints.round_seconds

@@ -9,6 +9,7 @@
   :mod:`._state` what a batch carries;
 - :mod:`._linger`, :mod:`._read_ahead`: folding on for others, the next fold read ahead;
 - :mod:`._committer`: one process's core: where a batch starts and ends;
+- :mod:`._hedging`, :mod:`._early`: hedged requests and reads made ahead, sans-I/O;
 - :mod:`._driver`: runs it against S3 (the simulator runs it in virtual time).
 """
 

@@ -27,8 +27,10 @@ question                        answer
 Every answer goes through :func:`._policy.advise`, so a bug here costs a round trip (a fold
 sooner than needed), never a commit; nothing here decides who applies an intent
 (:mod:`._decide` does, whatever this module answers: the simulator's seeds run with random
-policies to show it). The knobs the rules read are :class:`._policy.FoldPolicy`'s. The rest of
-the scheduler is what the attempt path tells it (``saw_root``, ``lost_race``, ``listed``,
+policies to show it). The knobs the rules read are :class:`._policy.FoldPolicy`'s; what is
+worth keeping but not tuning is a constant here, each with its reason (:data:`FIXED` names
+them: the simulator still varies them, docs/decisions/0035-fewer-knobs.md). The rest of the
+scheduler is what the attempt path tells it (``observed``, ``lost_race``, ``listed``,
 ``swapped``...): all of it learnt from this process's own requests and clocks, so a hint that
 is wrong costs a 412 and a redrive, or a wait that was not needed.
 """

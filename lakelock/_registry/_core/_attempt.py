@@ -79,6 +79,7 @@ def attempt(core: Committer, batch: Batch) -> Steps:
     """One attempt at ``batch``: the six steps of the module docstring."""
     batch.attempts += 1
     start = core.now = yield Now()
+    batch.elapsed = yield Now(monotonic=True)
     doc, etag = yield from read(core, batch, start)  # 1. read
     waiting = len(batch.pending)
     yield from settle(core, doc, batch)  # 2. settle
@@ -88,6 +89,9 @@ def attempt(core: Committer, batch: Batch) -> Steps:
     wait_on(core, doc, batch, start)
     if (yield from _paced(core)):
         start = core.now = yield Now()
+        batch.elapsed = yield Now(monotonic=True)
+    if core.unguarded(doc, batch.pending):  # rule 17: the root upgraded first
+        doc, etag = yield from core.upgrade(doc, etag)
     core.schedule.round_starts(start)
     found = yield from fold_if_due(core, doc, batch, start)  # 3. fold
     yield from apply_and_swap(core, batch, doc, etag, found=found, start=start)  # 4. to 6.
@@ -99,7 +103,7 @@ def apply_and_swap(
     """Steps 4 to 6: apply the batch's own commits and the folded ones to ``doc``, seal the
     version, write its objects and swap the root to it; then the batch's commits end."""
     own = list(batch.pending)
-    applied = yield from apply(core, doc, own, found, start)  # 4. apply
+    applied = yield from apply(core, doc, own, found, start, elapsed=batch.elapsed)  # 4. apply
     if applied is None:  # commits without intents, none of which applies
         conclude(batch, None)
         return
@@ -107,10 +111,13 @@ def apply_and_swap(
     new_doc, writes = yield from seal_version(  # 5. seal
         core, doc, current, applied=changes, fates=fates, found=found, start=start
     )
-    sent = core.now  # 6. swap: the version's objects, the last moment's rules, the root
+    sent = yield Now(monotonic=True)  # 6. swap: the version's objects, the last rules, the root
     yield from _io.send_intents(core, [p for p in own if p.rejected is None], writes)
-    core.now = yield Now()  # the last moment before the swap: our clock now
-    last_moment(core, batch, own, doc=doc, applied=changes, writes=writes, sent=sent)
+    core.now = yield Now()  # the last moment before the swap: our clocks now
+    elapsed = yield Now(monotonic=True)
+    last_moment(
+        core, batch, own, doc=doc, applied=changes, writes=writes, sent=sent, elapsed=elapsed
+    )
     yield from _io.swap(core, batch, doc, etag, new_doc)
     core.now = yield Now()
     core.schedule.swapped(core.now, carried=bool(found.pending))
@@ -137,7 +144,9 @@ def read(core: Committer, batch: Batch, start: float) -> Steps:
     schedule = core.schedule
     if batch.attempts == 1 and schedule.wait_first(
         start,
-        knows_format2=known is not None and known[0].format_version > 1,
+        knows_format2=known is not None
+        and known[0].format_version > 1
+        and not core.unguarded(known[0], batch.pending),
         all_intents=all(p.intent is not None for p in batch.pending),
     ):
         yield from _io.send_intents(core, batch.pending)
@@ -263,13 +272,20 @@ def fold_if_due(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -
 
 
 def apply(
-    core: Committer, doc: RegistryDoc, own: list[Pending], found: Fold, start: float
+    core: Committer,
+    doc: RegistryDoc,
+    own: list[Pending],
+    found: Fold,
+    start: float,
+    *,
+    elapsed: float,
 ) -> Steps:
     """Every commit, ours (``own``) and the folded ones, applied to ``doc`` in intent order,
     each validated alone (:func:`._decide.applied_batch`); each learns whether it was
     rejected, or is a twin of another. Returns the document, what was applied and every
     fate to record, or ``None``: nothing to record."""
     batch = sorted(own + found.pending, key=lambda p: p.intent if p.intent is not None else "")
+    server_now = _io.server_now(core, elapsed)
     current, applied, rejected = yield from _io.need(
         core,
         lambda: _decide.applied_batch(
@@ -280,7 +296,7 @@ def apply(
             seconds=start,
             nonces=core.nonce,
             restore_margin=core.restore_lead / 2,
-            server_now=_io.server_now(core, start),
+            server_now=server_now,
             floor=core.settings.vacuum_floor,
         ),
     )
@@ -353,6 +369,7 @@ def last_moment(
     applied: list[tuple[Change, Applied]],
     writes: list[tuple[str, bytes]],
     sent: float,
+    elapsed: float,
 ) -> None:
     """The rules that hold only at the swap itself, checked just before it (a pause since
     the batch was applied may break them): rule 10 (what the version references is young
@@ -360,12 +377,12 @@ def last_moment(
     again, where the next attempt refuses the commit; rule 4 (our own passed-over intent is
     young enough to apply) gives up."""
     now = core.now
-    server_now = _io.server_now(core, now)
+    server_now = _io.server_now(core, elapsed)
     if server_now is not None and _decide.too_old_to_reference(
         [
             *_decide.written_by(change for change, _ in applied),
             # This attempt's own objects: written no earlier than it sent them.
-            *((key, server_now - (now - sent)) for key, _ in writes),
+            *((key, server_now - (elapsed - sent)) for key, _ in writes),
         ],
         server_now=server_now,
         floor=core.settings.vacuum_floor,

@@ -118,7 +118,8 @@ class Committer:
         #: Objects a root referred to that were missing (another attempt reads the root again
         #: before calling the lake damaged).
         self.missed: set[str] = set()
-        #: The server's clock minus ours, from the ``Date`` of our last root read (None:
+        #: The server's clock minus our monotonic one (a step of the wall clock must not
+        #: move our estimate of the server's), from the ``Date`` of our last root read (None:
         #: no root read yet; a process that created the root and swapped ever since knows
         #: the server's clock only from what it listed).
         self.server_offset: float | None = None
@@ -277,9 +278,13 @@ class Committer:
 
     def send(self, pending: Sequence[Pending]) -> Steps:
         """Create ``pending``'s intents now (a batch is in flight: they will go with the
-        next, and meanwhile others can fold them). A failure is left to the batch."""
+        next, and meanwhile others can fold them). A failure is left to the batch; so are
+        intents rule 17 keeps back until the root this process knows is upgraded."""
+        known = self.known[0] if self.known is not None else None
         with contextlib.suppress(StorageError, Retry):
-            yield from _io.send_intents(self, pending)
+            yield from _io.send_intents(
+                self, [p for p in pending if not self.unguarded(known, [p])]
+            )
 
     def lingering(self) -> bool:
         """Whether to go on folding for others now that the batch is done
@@ -402,21 +407,43 @@ class Committer:
         yield from _io.swap(self, batch, doc, etag, new_doc)
         return new_doc
 
-    def migrate(self) -> Steps:
-        """Upgrade a format-1 root to format 2 by one compare-and-swap (None: already
-        format 2, or a concurrent upgrade won)."""
+    def unguarded(self, doc: RegistryDoc | None, pending: Sequence[Pending]) -> bool:
+        """Rule 17: whether some of ``pending``'s intents must not be created on ``doc``
+        (the root as this process read it) before an upgrade."""
+        return not _decide.guards(doc) and any(map(_decide.needs_guard, pending))
+
+    def upgrade(self, doc: RegistryDoc, etag: str | None) -> Steps:
+        """Rule 17: the root upgraded (or a new lake's created) by a swap that changes
+        nothing else, before a group's or a restore's intents are written: once per lake.
+        Losing the race is the batch's redrive; the root read then is upgraded already."""
         self.now = yield Now()
-        result: list[RegistryDoc | None] = [None]
+        sealed = replace(
+            doc,
+            version=doc.version + 1,
+            updated_at=iso(self.now),
+            settings=doc.settings if doc.settings is not None else self.settings,
+        )
+        new_doc = yield from self.write_version(Batch([], 0), doc, sealed, etag)
+        assert self.known is not None
+        return new_doc, self.known[1]
+
+    def migrate(self) -> Steps:
+        """Upgrade a format-1 or format-2 root to this lakelock's format by one
+        compare-and-swap: the format it was in and the new root (None: upgraded already,
+        no root, or a concurrent upgrade won)."""
+        self.now = yield Now()
+        result: list[tuple[int, RegistryDoc] | None] = [None]
 
         def upgrade(batch: Batch) -> Steps:
             try:
                 doc, etag = yield from _io.read_root(self)
             except TRANSIENT as error:
                 raise Retry from error
-            if doc.format_version > 1 or etag is None:
+            if _decide.guards(doc) or etag is None:
                 return
             sealed = replace(doc, version=doc.version + 1, updated_at=iso(self.now))
-            result[0] = yield from self.write_version(batch, doc, sealed, etag)
+            new_doc = yield from self.write_version(batch, doc, sealed, etag)
+            result[0] = doc.format_version, new_doc
 
         yield from retrying(self, Batch([], 0), upgrade, steady=False)
         return result[0]

@@ -81,7 +81,7 @@ def fold(core: Committer, doc: RegistryDoc, batch: Batch, seconds: float) -> Ste
         todo += [o for o in more if o.key not in own and o.key not in decided]
     found = Fold(listed=tuple(o.key for o in listed))
     newest = max((o.last_modified.timestamp() for o in listed), default=None)
-    yield from _judge(core, doc, todo, seconds, found=found, newest=newest)
+    yield from _judge(core, doc, todo, seconds, found=found, newest=newest, elapsed=batch.elapsed)
     return found
 
 
@@ -93,17 +93,19 @@ def _judge(
     *,
     found: Fold,
     newest: float | None,
+    elapsed: float,
 ) -> Steps:
     """Each listed intent of another process: expired or unreadable (rejected), applied
     already through its commit id (applied at that version), or pending to apply.
 
-    The server's clock is what the ``Date`` of our last root read said, moved on by our
-    own clock since, and at least the newest ``LastModified`` listed (the server wrote it
-    before it answered our LIST). With neither (no root read yet, nothing listed), it is
-    unknown and nothing expires: our own clock never decides."""
+    The server's clock at ``seconds`` (our monotonic clock then: ``elapsed``) is what the
+    ``Date`` of our last root read said, moved on by our monotonic clock since (a step of
+    our wall clock moves it not), and at least the newest ``LastModified`` listed (the
+    server wrote it before it answered our LIST). With neither (no root read yet, nothing
+    listed), it is unknown and nothing expires: our own clock never decides."""
     estimates = [e for e in (newest,) if e is not None]
     if core.server_offset is not None:
-        estimates.append(seconds + core.server_offset)
+        estimates.append(elapsed + core.server_offset)
     server_now = max(estimates, default=None)
     version = doc.version + 1
     readable = []

@@ -80,21 +80,21 @@ def read_root(core: Committer) -> Steps:
         # late), never high — a pause between asking and sending (a stalled process)
         # would otherwise count as server time and expire intents seconds old.
         core.now = yield Now()
-        core.server_offset = data.server_time.timestamp() - core.now
+        core.server_offset = data.server_time.timestamp() - (yield Now(monotonic=True))
     if doc.format_version > 1:
         doc = with_datasets(doc, core.objects.datasets(doc))
     core.observe(doc, data.etag, core.now)
     return doc, data.etag
 
 
-def server_now(core: Committer, local: float) -> float | None:
-    """The server's clock at our ``local`` time, as far as we know it (a little behind:
-    rule 10 errs towards references that look older): the ``Date`` of our last root
-    read carried forward by our clock, or the newest ``Date`` our writes were answered
-    with, whichever is later; ``None`` before either."""
+def server_now(core: Committer, monotonic: float) -> float | None:
+    """The server's clock at our ``monotonic`` time, as far as we know it (a little
+    behind: rule 10 errs towards references that look older): the ``Date`` of our last
+    root read carried forward by our monotonic clock, or the newest ``Date`` our writes
+    were answered with, whichever is later; ``None`` before either."""
     estimates = [e for e in (core.written_date,) if e is not None]
     if core.server_offset is not None:
-        estimates.append(local + core.server_offset)
+        estimates.append(monotonic + core.server_offset)
     return max(estimates, default=None)
 
 

@@ -52,6 +52,7 @@ def linger(core: Committer) -> Steps:
         doc, etag = known
         batch = Batch(pending=[], size=0, attempts=1)
         start = core.now = yield Now()
+        batch.elapsed = yield Now(monotonic=True)
         schedule.round_starts(start)
         try:
             found = yield from fold(core, doc, batch, start)

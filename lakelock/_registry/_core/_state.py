@@ -43,5 +43,8 @@ class Batch:
     #: The version the last swap with an unknown outcome was based on, while unresolved.
     unknown_base: int | None = None
     started: float = 0.0
+    #: Our monotonic clock when the attempt read its clock: the moment its estimates of
+    #: the server's clock are for (:attr:`~._committer.Committer.server_offset`).
+    elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None

@@ -27,8 +27,16 @@ from lakelock._registry._changes import (
     Fence,
 )
 from lakelock._registry._core import FoldPolicy
-from lakelock._registry._core._policy import Hints, Liveness
 from lakelock._registry._core._requests import Steps
+from lakelock._registry._core._schedule import (
+    CROWD,
+    GATHER,
+    MAX_WAITS,
+    PATIENCE,
+    Hints,
+    Scheduler,
+    fixed_values,
+)
 from lakelock._registry._document import REGISTRY_KEY, IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
 from lakelock._retry import RetryPolicy
@@ -274,7 +282,7 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
 ) -> None:
     """Under contention a committer whose intent is younger than another pending one waits
     (reading nobody's intents) for that one's writer to fold both; if it never does (here:
-    it died), after ``max_waits`` rounds the committer folds it in itself."""
+    it died), after ``MAX_WAITS`` rounds the committer folds it in itself."""
     now = time.time()  # so our intent is made when the last swap's was: a stagger of a round
     reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=no_sleep), clock=lambda: now)
     reg.commit("sales", add=[datafile("sales", "", "a")])
@@ -288,7 +296,7 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
     result = reg.commit("sales", add=[datafile("sales", "", "b")])
     # Its first wait (for any process to fold it), its stagger (a round, in looks a third of
     # a round apart), max_waits rounds waiting for the older intent's writer, then its fold.
-    assert result.attempts == 1 + round(1 / FoldPolicy().look) + reg.internals.policy.max_waits + 1
+    assert result.attempts == 1 + round(1 / FoldPolicy().look) + MAX_WAITS + 1
     fate = reg._current()[0].fate(key)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
@@ -394,7 +402,7 @@ def left_behind(
     ours = contended_waiter(store, meanwhile, clock=lambda: now[0])
     # Neither bound binds: the wait is set by the time behind.
     ours.internals.hints.round_seconds = 1.5
-    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+    ours._committer.schedule.gather_for = 0.0
     return ours, sleeps, decided, now[0]
 
 
@@ -452,7 +460,7 @@ def test_a_waiter_passed_over_by_a_fold_lists_at_once(s3: S3Endpoint, store: Obj
 
         ours = contended_waiter(store, meanwhile)
         ours.internals.policy = replace(ours.internals.policy, stagger=stagger)
-        ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+        ours._committer.schedule.gather_for = 0.0
         s3.reset_stats()
         result = ours.commit("sales", add=[datafile("sales", "", f"mine-{stagger}")])
         assert result.attempts == 2
@@ -470,7 +478,7 @@ def test_a_waiter_whose_root_did_not_move_lists(s3: S3Endpoint, store: ObjectSto
     made = intent_ms(newest_decided(store)) / 1000 + 0.010  # ours: 10 ms after it
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
-    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+    ours._committer.schedule.gather_for = 0.0
     round_seconds = ours.internals.hints.round_seconds  # learnt again after the swap
     assert ours.internals.policy.stagger * 0.010 < round_seconds
     s3.reset_stats()
@@ -489,7 +497,7 @@ def test_a_waiters_stagger_is_capped_at_two_rounds(store: ObjectStore) -> None:
     made = intent_ms(newest_decided(store)) / 1000 + 60.0
     sleeps: list[float] = []
     ours = contended_waiter(store, sleeps.append, clock=lambda: made)
-    ours.internals.policy = replace(ours.internals.policy, gather=0.0)
+    ours._committer.schedule.gather_for = 0.0
     round_seconds = ours.internals.hints.round_seconds
     ours.commit("sales", add=[datafile("sales", "", "mine")])
     assert sum(sleeps[1:]) == pytest.approx(2 * round_seconds)
@@ -541,14 +549,14 @@ def test_waiting_rounds_poll_steadily_not_with_growing_backoff(store: ObjectStor
     # waits for the older intent's writer.
     looks = round(1 / FoldPolicy().look)
     first, stagger = sleeps[0], sleeps[1 : 1 + looks]
-    waits = sleeps[1 + looks : 1 + looks + reg.internals.policy.max_waits]
-    gathering = sleeps[1 + looks + reg.internals.policy.max_waits :]
+    waits = sleeps[1 + looks : 1 + looks + MAX_WAITS]
+    gathering = sleeps[1 + looks + MAX_WAITS :]
     assert 0.9 * 0.3 <= first <= 1.1 * 0.3
     assert stagger == [pytest.approx(0.3 * FoldPolicy().look)] * looks
-    assert len(waits) == reg.internals.policy.max_waits
+    assert len(waits) == MAX_WAITS
     assert all(0.15 <= s <= 0.3 for s in waits)
     # Then it folds for everybody: a moment for intents being sent, before reading them.
-    assert gathering == [pytest.approx(0.3 * reg.internals.policy.gather)]
+    assert gathering == [pytest.approx(0.3 * GATHER)]
 
 
 def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: ObjectStore) -> None:
@@ -706,7 +714,7 @@ def test_a_waiter_learns_when_its_intent_was_applied_not_when_it_looked(
 def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:
-    """A committer that was not contended (a process starting, say) and finds ``FoldPolicy().crowd``
+    """A committer that was not contended (a process starting, say) and finds ``CROWD``
     intents of other processes pending does not read them all: it sends its intent and
     waits, and another process folds the crowd and ours in one swap. Ours read no intent."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
@@ -715,7 +723,7 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
         plant_intent(
             store, Change("sales", f"crowd-{n}", add=(datafile("sales", "", f"c{n}"),)), ms=base + n
         )
-        for n in range(FoldPolicy().crowd)
+        for n in range(CROWD)
     ]
     swaps: list[int] = []
 
@@ -734,8 +742,8 @@ def test_a_committer_finding_a_crowd_of_intents_sends_its_own_and_waits(
         assert fate is not None
         assert (fate.state, fate.version) == ("applied", swaps[0])
     # The other process read the crowd and our intent once each; we read none.
-    assert s3.areas()["GetObject metastore/intents"] == FoldPolicy().crowd + 1
-    assert len(names(ours)) == FoldPolicy().crowd + 3
+    assert s3.areas()["GetObject metastore/intents"] == CROWD + 1
+    assert len(names(ours)) == CROWD + 3
 
 
 def wait_while_the_root_moves(
@@ -767,10 +775,10 @@ def wait_while_the_root_moves(
 
 
 def test_a_waiter_stays_patient_while_the_root_moves(store: ObjectStore) -> None:
-    """A waiter counts ``max_waits`` only over rounds in which the root did not move: while
+    """A waiter counts ``MAX_WAITS`` only over rounds in which the root did not move: while
     other processes keep swapping it waits on (somebody is folding; a fold of many intents
     may take several rounds), and it folds the older intent of a dead writer itself only once
-    the root has stood still for ``max_waits`` rounds."""
+    the root has stood still for ``MAX_WAITS`` rounds."""
     result, fate, movers, _ = wait_while_the_root_moves(store, moves=6)
     assert len(movers) == 6
     assert result.version > movers[-1]  # it folded only after the root stood still
@@ -783,13 +791,13 @@ def test_a_waiter_folds_itself_after_patience_runs_out_though_the_root_moves(
 ) -> None:
     """Patience is bounded: if the root keeps moving but nobody folds the older intent (its
     writer is dead and the others do not fold), the waiter folds it itself after
-    ``FoldPolicy().patience * max_waits`` rounds of waiting in all."""
-    result, fate, _, ours = wait_while_the_root_moves(store, moves=10**6)
+    ``PATIENCE * MAX_WAITS`` rounds of waiting in all."""
+    result, fate, _, _ = wait_while_the_root_moves(store, moves=10**6)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
     # Every look counts its part of a round (a stagger's look a third): the waiter lists
-    # after FoldPolicy().patience * max_waits rounds, the first wait aside.
-    rounds = FoldPolicy().patience * ours.internals.policy.max_waits
+    # after PATIENCE * MAX_WAITS rounds, the first wait aside.
+    rounds = PATIENCE * MAX_WAITS
     assert rounds <= result.attempts - 2 <= rounds / FoldPolicy().look
 
 
@@ -990,7 +998,8 @@ def test_a_swap_leaves_at_most_lagging_keys_above_the_watermark(store: ObjectSto
 
     first = plant("fast")
     # Without the read made ahead, the second fold lists after the second plant.
-    folder = seasoned(registry(store, policy=FoldPolicy(lagging=3, read_ahead=False)))
+    folder = seasoned(registry(store, policy=FoldPolicy(read_ahead=False)))
+    folder._committer.schedule.lagging = 3
     folder.commit("sales", add=[datafile("sales", "", "b")])
     doc = folder._current()[0]
     assert doc.watermark < first[0]  # 6 carried, 3 + 6 may stay above: the lag alone decides
@@ -1118,7 +1127,8 @@ def test_a_folder_lingers_after_its_commit_and_folds_what_comes_next(store: Obje
     # Left by a writer that died a while ago: the folder's first fold applies it at once.
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
-    folder = registry(store, policy=FoldPolicy(linger=100_000, linger_after=0))
+    folder = registry(store, policy=FoldPolicy(linger=100_000))
+    folder._committer.schedule.linger_after = 0.0  # whatever the caller's pauses
     folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1 in its swap
     lingerer = folder._commits.lingerer
     assert lingerer is not None
@@ -1147,12 +1157,14 @@ def test_a_folder_lingers_after_its_commit_and_folds_what_comes_next(store: Obje
 def test_a_folder_lingers_only_if_its_caller_pauses_a_round(
     pause: float | None, after: float, lingers: bool
 ) -> None:
-    """``FoldPolicy.linger_after``: the caller's pause between commits (averaged) must be
+    """``LINGER_AFTER``: the caller's pause between commits (averaged) must be
     at least that many rounds (here a round is 0.2 s)."""
-    hints = Hints(round_seconds=0.2, swapped_last=True, pause=pause)
-    live = Liveness(FoldPolicy(linger=2, linger_after=after), hints, random.Random(1))
-    assert live.linger(carried=True, own_queued=False) is lingers
-    assert not live.linger(carried=False, own_queued=False)
+    schedule = Scheduler(FoldPolicy(linger=2), random.Random(1), fixed={"linger_after": after})
+    schedule.hints = hints = Hints(round_seconds=0.2, swapped_last=True, pause=pause)
+    schedule.carried = True  # our swap carried others' intents
+    assert schedule.linger() is lingers
+    schedule.carried = False
+    assert not schedule.linger()
     hints.learn_pause(1.0)
     hints.learn_pause(0.0)
     assert hints.pause == pytest.approx(0.7 if pause is None else 0.7 * (0.7 * pause + 0.3))
@@ -1268,9 +1280,12 @@ def test_without_linger_a_folder_hands_over_when_its_commit_returns(store: Objec
 
 
 def test_policy_counts_must_be_whole_numbers() -> None:
-    """A count given as a fraction (``--policy lagging=2.5``) is refused when the policy is
-    made, not swallowed by the scheduling advice on every commit."""
+    """A count given as a fraction (``--policy linger=2.5``) is refused when the policy is
+    made, not swallowed by the scheduling advice on every commit; so is one of the
+    scheduler's fixed values the simulator varies (``--policy lagging=2.5``)."""
+    with pytest.raises(ValueError, match="linger must be a whole number"):
+        FoldPolicy(linger=2.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="lagging must be a whole number"):
-        FoldPolicy(lagging=2.5)  # type: ignore[arg-type]
+        fixed_values({"lagging": 2.5})
     with pytest.raises(ValueError, match="linger"):
         FoldPolicy(linger=-1)

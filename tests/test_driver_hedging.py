@@ -20,6 +20,7 @@ from lakelock import Lake
 from lakelock._registry._core import Driver, FoldPolicy, Hedging
 from lakelock._registry._core._driver import HEDGED_BODY
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Request, Steps
+from lakelock._registry._core._schedule import fixed_values
 from lakelock._registry._document import REGISTRY_KEY
 from lakelock._s3 import ObjectStore
 from lakelock._sim._faults import Faults
@@ -126,8 +127,8 @@ def test_a_lone_slow_request_is_hedged_but_not_the_roots_nor_a_big_write(
 def test_with_hedge_alone_off_only_a_batchs_requests_are_hedged(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:
-    """``FoldPolicy(hedge_alone=False)``: a slow lone read is waited for; in a batch it is
-    hedged."""
+    """``Hedging(alone=False)`` (``HEDGE_ALONE`` off, as the simulator can run it): a slow
+    lone read is waited for; in a batch it is hedged."""
     store.put("slow", b"slow body")
     store.put("quick", b"quick body")
     s3.reset_stats()
@@ -139,7 +140,7 @@ def test_with_hedge_alone_off_only_a_batchs_requests_are_hedged(
     assert slow.body == b"slow body"
     assert s3.stats()["GetObject"] == 4  # the slow read, its hedge, the quick one
     with pytest.raises(ValueError, match="hedge_alone must be true or false"):
-        FoldPolicy(hedge_alone=2)  # type: ignore[arg-type]
+        fixed_values({"hedge_alone": 2})
 
 
 def test_the_roots_compare_and_swap_is_never_hedged(s3: S3Endpoint, store: ObjectStore) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from lakelock._registry import CommitResult, Registry
 from lakelock._registry._core import FoldPolicy
-from lakelock._registry._core._policy import Hints, Liveness
+from lakelock._registry._core._schedule import Hints, Scheduler
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.testing import S3Endpoint
@@ -134,8 +134,11 @@ def test_a_folder_under_contention_reads_ahead_after_a_lone_swap(
     s3.reset_stats()
     commit(reg, "a-1")  # a swap that carried nobody's intents
     wait_until(lambda: s3.stats().get("ListObjectsV2", 0) >= 2)  # its fold's, then ahead
-    live = Liveness(FoldPolicy(), Hints(round_seconds=0.2), random.Random(1))
-    assert live.read_ahead(clock.now, carried=False) is None  # not contended
-    assert live.read_ahead(clock.now, carried=True) == 0.2
-    live.hints.contended_until = clock.now + 1.0
-    assert live.read_ahead(clock.now, carried=False) == 0.2
+    schedule = Scheduler(FoldPolicy(), random.Random(1))
+    schedule.hints = Hints(round_seconds=0.2)
+    assert schedule.read_ahead(clock.now) is None  # not contended, carried nobody's
+    schedule.carried = True
+    assert schedule.read_ahead(clock.now) == 0.2
+    schedule.carried = False
+    schedule.hints.contended_until = clock.now + 1.0
+    assert schedule.read_ahead(clock.now) == 0.2

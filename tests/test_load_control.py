@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from lakelock import Registry
-from lakelock._registry._core._policy import FoldPolicy, Hints
+from lakelock._registry._core._policy import FoldPolicy
+from lakelock._registry._core._schedule import Hints
 from lakelock._retry import Load, LoadPolicy, RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.errors import ConflictError

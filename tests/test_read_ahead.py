@@ -3,7 +3,7 @@ and the simulator send an ``Ahead``'s reads at once, answer the next equal reque
 within their window, read ahead what a listing made ahead found, and drop them at the next
 ``Ahead``; a folder whose swap carried others' intents makes its next fold's LIST right after
 the swap. And the hand-over: a folder whose swap is still the root after a race nobody won
-folds again at once (``FoldPolicy.handover``). Counted at the embedded S3 and the simulated one."""
+folds again at once (``_schedule.HANDOVER``). Counted at the embedded S3 and the simulated one."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from lakelock._registry._core import Committer, Driver, FoldPolicy
-from lakelock._registry._core._policy import BatchWaits, Hints, Liveness
 from lakelock._registry._core._requests import Ahead, Get, List, Now, Parallel, Sleep, Steps
+from lakelock._registry._core._schedule import Hints, Scheduler, fixed_values
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc
 from lakelock._s3 import ObjectStore
 from lakelock._sim._faults import Faults
@@ -202,24 +202,24 @@ def test_a_root_read_that_returns_our_own_swap_leaves_us_the_last_swapper() -> N
     other root, or the hand-over off, makes us a waiter."""
     doc = RegistryDoc(version=3)
 
-    def after(policy: FoldPolicy, etag: str) -> bool:
-        committer = Committer(policy=policy, rng=Random(1))
+    def after(handover: bool, etag: str) -> bool:
+        committer = Committer(rng=Random(1), fixed={"handover": handover})
         committer.known, committer.hints.swapped_last = (doc, '"ours"'), True
         committer.observe(doc, etag)
         return committer.hints.swapped_last
 
     def waits(swapped_last: bool) -> bool:
-        hints = Hints(round_seconds=0.2, swapped_last=swapped_last)
-        live = Liveness(FoldPolicy(), hints, random.Random(1))
-        return live.wait_for_older(BatchWaits(), 1, 50, older="a", ours="b", first_fold=False)
+        schedule = Scheduler(FoldPolicy(), random.Random(1))
+        schedule.hints = Hints(round_seconds=0.2, swapped_last=swapped_last)
+        return schedule.wait_for(0.0, 1, 50, version=0, older="a", ours="b", first_fold=False)
 
-    assert after(FoldPolicy(), '"ours"')
-    assert not after(FoldPolicy(), '"theirs"')  # somebody else swapped: a waiter
-    assert not after(FoldPolicy(handover=False), '"ours"')
+    assert after(True, '"ours"')
+    assert not after(True, '"theirs"')  # somebody else swapped: a waiter
+    assert not after(False, '"ours"')
     assert not waits(swapped_last=True)
     assert waits(swapped_last=False)
     with pytest.raises(ValueError, match="handover must be true or false"):
-        FoldPolicy(handover=2.0)  # type: ignore[arg-type]
+        fixed_values({"handover": 2.0})
 
 
 def test_without_the_hand_over_a_lost_race_stalls_every_writer() -> None:

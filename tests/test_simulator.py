@@ -35,7 +35,7 @@ import tenacity
 
 from lakelock._registry._batch import iso
 from lakelock._registry._changes import Change
-from lakelock._registry._core import Committer, _decide
+from lakelock._registry._core import Committer, _decide, _fold
 from lakelock._registry._core._driver import THREADS
 from lakelock._registry._core._requests import (
     Delete,
@@ -1861,13 +1861,13 @@ def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep
         property(lambda _self: 0.0, lambda _self, _value: None),
         raising=False,
     )
-    judge = Committer._judge
+    judge = _fold._judge
 
-    def by_its_own_clock(self: Committer, *args: Any, elapsed: float) -> Steps:
+    def by_its_own_clock(core: Committer, *args: Any, elapsed: float, **rest: Any) -> Steps:
         seconds = args[2]  # the attempt's wall clock, where its monotonic one was
-        return judge(self, *args, elapsed=seconds)
+        return judge(core, *args, elapsed=seconds, **rest)
 
-    monkeypatch.setattr(Committer, "_judge", by_its_own_clock)
+    monkeypatch.setattr(_fold, "_judge", by_its_own_clock)
     result = simulate(sweep_config(29))
     assert result.violations
     assert all("as expired" in v for v in result.violations), result.violations[:3]

@@ -36,6 +36,7 @@ from lakelock._registry._core import (
     Retry,
 )
 from lakelock._registry._core._decide import restore_lead, restore_refused
+from lakelock._registry._core._schedule import HEDGE_ALONE
 from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import (
     FORMAT_VERSION,
@@ -271,7 +272,7 @@ class Registry:
             self._root,
             sleep=self.retry.sleep,
             clock=clock,
-            hedging=Hedging(policy.hedge, alone=policy.hedge_alone) if policy.hedge else None,
+            hedging=Hedging(policy.hedge, alone=HEDGE_ALONE) if policy.hedge else None,
         )
         self._commits = CommitQueue(
             self._committer, self._driver, group_commit=group_commit, max_batch=max_batch

@@ -21,6 +21,7 @@ from lakelock._datafile import DataFile
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, FoldPolicy
 from lakelock._registry._core._decide import restore_refused
+from lakelock._registry._core._schedule import FIXED, fixed_values
 from lakelock._registry._document import (
     REGISTRY_KEY,
     DatasetState,
@@ -324,8 +325,12 @@ class CoreProtocol(SimProtocol):
     restores = True
     full_api = True
 
-    def __init__(self, policy: FoldPolicy | None = None) -> None:
+    def __init__(
+        self, policy: FoldPolicy | None = None, fixed: Mapping[str, float] | None = None
+    ) -> None:
         self.policy = policy or FoldPolicy()
+        #: The scheduler's fixed values to vary (``_schedule.FIXED``), checked here.
+        self.fixed = fixed_values(fixed or {})
         # A swap carries the folder's own commits and up to max_fold of others'.
         self.max_fold = self.policy.max_fold + 1
         self._parsed: OrderedDict[tuple[str, str, bytes], Any] = OrderedDict()
@@ -352,6 +357,7 @@ class CoreProtocol(SimProtocol):
             max_attempts=config.max_attempts,
             max_seconds=config.max_seconds,
             bucket=BUCKET,
+            fixed=self.fixed,
         )
 
     def view(self, store: SimS3) -> View:
@@ -477,16 +483,18 @@ def _expired(root: Any, at: float, created: Mapping[str, float]) -> list[Expired
 
 
 def protocol_named(name: str, policy: Mapping[str, float] | None = None) -> SimProtocol:
-    """The protocol ``name``; ``policy``: the core's :class:`FoldPolicy` fields to change."""
+    """The protocol ``name``; ``policy``: the core's :class:`FoldPolicy` fields to change,
+    and the scheduler's fixed values (``_schedule.FIXED``) to vary."""
     if name == "toy":
         if policy:
             raise ValueError("the toy protocol has no policy")
         return ToyProtocol()
     if name == "core":
         knobs: dict[str, Any] = dict(policy or {})
+        fixed = {name: knobs.pop(name) for name in list(knobs) if name in FIXED}
         try:
             chosen = FoldPolicy(**knobs)
         except TypeError as error:
             raise ValueError(f"not a FoldPolicy field: {error}") from error
-        return CoreProtocol(chosen)
+        return CoreProtocol(chosen, fixed)
     raise ValueError(f"unknown protocol {name!r}: core or toy")

@@ -333,7 +333,8 @@ class _Writer:
             committer.load = self.load
         self.lingerer = None
         policy = getattr(committer, "policy", None)
-        factor, alone = getattr(policy, "hedge", 0.0), getattr(policy, "hedge_alone", True)
+        schedule = getattr(committer, "schedule", None)
+        factor, alone = getattr(policy, "hedge", 0.0), getattr(schedule, "hedge_alone", True)
         #: The process's hedged reads (its lingering thread's too), learnt anew on a restart.
         self.hedging = Hedging(factor, alone=alone) if factor else None
         self.current = redo  # killed again before it begins, it is still to be redone

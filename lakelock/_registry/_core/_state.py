@@ -1,0 +1,59 @@
+"""What one batch carries through its attempts, and how an attempt that does not land ends:
+a redrive (the root moved), a retry (a transient answer), or a wait (another process is
+expected to fold ours)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lakelock._registry._batch import Pending
+from lakelock.errors import (
+    CommitError,
+    ConflictError,
+    OutcomeUnknownError,
+    ReadTimeoutError,
+    ThrottledError,
+)
+
+__all__ = ["TRANSIENT", "Batch", "Redrive", "Retry", "Wait"]
+
+#: Answers that say "try again": the request may succeed next time (a read that timed out
+#: too: the commit's own budget bounds its tries).
+TRANSIENT = (ConflictError, ThrottledError, OutcomeUnknownError, ReadTimeoutError)
+
+
+class Redrive(Exception):
+    """412: somebody committed since our read."""
+
+
+class Retry(Exception):
+    """409/503/an unknown outcome: try again after backoff."""
+
+
+class Wait(Retry):
+    """Another process is expected to fold ours: look again after a poll."""
+
+
+@dataclass
+class Batch:
+    """One batch's attempts: its pending commits and what its attempts counted (how long it
+    waited for others is the scheduler's: :class:`._schedule.Waits`)."""
+
+    pending: list[Pending]
+    size: int
+    attempts: int = 0
+    redrives: int = 0
+    retries: int = 0
+    #: The version our first swap was based on: a recorded commit newer than it is ours.
+    first_base: int | None = None
+    #: The version the last swap with an unknown outcome was based on, while unresolved.
+    unknown_base: int | None = None
+    started: float = 0.0
+    #: Our monotonic clock when the attempt read its clock: the moment its estimates of
+    #: the server's clock are for (:attr:`~._committer.Committer.server_offset`).
+    elapsed: float = 0.0
+    #: Why a cancelled batch failed, when it was not a budget running out.
+    failure: BaseException | None = None
+    #: Commits this writer refused itself once their intents were written (by ``id`` of
+    #: the pending), until a swap records it: a later root may no longer show why.
+    refusing: dict[int, CommitError] = field(default_factory=dict)

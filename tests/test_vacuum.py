@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+import lakelock._vacuum
 from lakelock import Lake, _vacuum_plan
 from lakelock._registry import Registry
 from lakelock._registry._core import _decide
@@ -307,6 +308,64 @@ def test_with_rule_10_switched_off_the_stalled_append_wedges_the_dataset(
     monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
         test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(s3, lake)
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    with pytest.raises(RegistryCorruptError, match="missing"):
+        fresh.read("sales")
+
+
+def test_an_append_paused_after_its_last_check_is_refused_once_vacuum_moved_the_root(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """FORMAT.md rule 10's last hole: an append passes its last-moment check and sends its
+    root swap, which the endpoint holds (a process paused just before its PUT went out)
+    while two hours pass by the server's clock. Vacuum (window an hour, the lake's floor)
+    takes the append's data file and snapshot, unreferenced and older than the window; no
+    other writer commits, so the root is still the one the held swap's ``If-Match`` names.
+    Vacuum moves the root before it deletes (recording its cutoff), so the held swap fails
+    when it goes on, and its next attempt refuses the commit (ObjectTooOldError, naming the
+    file): nothing is committed, the dataset reads and takes appends as before. Before,
+    the swap landed: the append was acknowledged pointing at the deleted file and
+    snapshot, its rows lost and the dataset unreadable until repaired by hand."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)  # the writer's server clock: every answer's Date
+    lake.append("sales", rows([1]), partition_by=["year"])
+    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(lake.append, "sales", rows([2]), partition_by=["year"])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(2 * HOUR)
+        report = vacuum(
+            lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
+        )
+        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
+        assert any(k.startswith("metastore/snapshots/") for k in report.deleted)
+        s3.release_stalls()
+        with pytest.raises(ObjectTooOldError) as info:
+            late.result(timeout=60)
+    assert info.value.key == taken
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    assert fresh.read("sales")["id"].to_pylist() == [1]
+    assert fresh.registry._current()[0].vacuum_cutoff is not None
+    lake.append("sales", rows([3]), partition_by=["year"])
+    assert sorted(fresh.read("sales")["id"].to_pylist()) == [1, 3]
+    assert not vacuum(lake.registry, enforce_retention=False, older_than=HOUR).failed
+
+
+def test_with_vacuum_not_moving_the_root_the_paused_append_wedges_the_dataset(
+    s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above with vacuum's compare-and-swap of the root switched off
+    (``_vacuum_plan.claim`` returning the plan as read), as lakelock was before it: the
+    paused append's swap lands on the unchanged root, it is acknowledged, its rows are gone
+    and the dataset cannot be read any more. What a mutation test of the rule starts from."""
+
+    def unclaimed(found: _vacuum_plan.Plan, **_: Any) -> Any:
+        return found
+        yield  # a generator, as claim is
+
+    monkeypatch.setattr(lakelock._vacuum, "claim", unclaimed)
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        test_an_append_paused_after_its_last_check_is_refused_once_vacuum_moved_the_root(s3, lake)
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
     with pytest.raises(RegistryCorruptError, match="missing"):
         fresh.read("sales")

@@ -28,6 +28,7 @@ from lakelock._registry._document import REGISTRY_KEY, LockFenceRecord, Registry
 from lakelock._registry._objects import Missing
 from lakelock._s3 import ListedObject
 from lakelock._sim import _protocols
+from lakelock._sim import _vacuum as _sim_vacuum
 from lakelock._sim._run import SimResult
 from lakelock._sim._vacuum import VacuumRun, vacuum_problems
 from lakelock.cli import main
@@ -347,6 +348,46 @@ def test_with_the_versions_read_before_the_intents_the_checker_catches_the_race(
     assert lost, "the run no longer forces the race: choose another seed"
     caught = [v for v in result.violations if any(key in v for key in lost)]
     assert any("a version retained then reaches it" in v for v in caught), result.violations[:3]
+
+
+# -- rule 10's last hole: a writer paused between its last check and its swap --------------------
+
+#: A lone writer (nobody else moves the root: an idle lake by construction) that stalls just
+#: before one of its swaps of the root, after every check it makes, for longer than vacuum's
+#: window, while vacuum runs beside it: vacuum finds the writer's new data file and snapshot
+#: unreferenced and old enough, and deletes them; the stalled swap's ``If-Match`` still
+#: names the root. Forced whatever the seed (two of them here).
+PAUSED_SWAP = SimConfig(
+    writers=1, seconds=3.0, store="fixed:10", vacuums=1, faults=Faults(swap_stalls=1)
+)
+
+
+def _unclaimed(found: _vacuum_plan.Plan, **_: Any) -> Steps:
+    """Vacuum as it was: it deletes without moving the root first."""
+    return found
+    yield  # a generator, as claim is
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_writer_paused_before_its_swap_beside_vacuum_commits_nothing_vacuum_took(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FORMAT.md rule 10's last hole, forced: the stalled swap would land on the unchanged
+    root referencing what vacuum deleted. Vacuum moves the root (recording its cutoff)
+    before it deletes, so the swap fails its ``If-Match``, the writer reads the root again
+    and its commit is refused with ``ObjectTooOldError``: the run holds every guarantee.
+    With vacuum's compare-and-swap switched off (``claim``), the checker reports the
+    version committed after vacuum deleted what it references."""
+    config = dataclasses.replace(PAUSED_SWAP, seed=seed)
+    result = simulate(config)
+    assert result.ok, result.violations[:3]
+    assert result.metrics.vacuum_deleted > 0
+    refused = [i for i in result.invocations if i.error_type == "ObjectTooOldError"]
+    assert refused, "the stalled swap was not refused: the race was not forced"
+    monkeypatch.setattr(_sim_vacuum, "claim", _unclaimed)
+    broken = simulate(config)
+    late = "references it, committed after vacuum deleted it"
+    assert any(late in v for v in broken.violations), broken.violations[:3]
 
 
 # -- the command ---------------------------------------------------------------------------------

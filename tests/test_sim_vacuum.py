@@ -84,75 +84,45 @@ def _forgotten_by_age(
 
 
 #: The promises of vacuum and the vacuum floor a review found broken, each fix switched back
-#: off: where, the function, what in its place, and the seeds of the default sweep's vacuum
-#: runs that catch it (searched over the 125 of 0-499).
-VACUUM_PROMISES: dict[str, tuple[Any, str, Any, tuple[int, ...], str]] = {
-    # Rule 10: a writer commits what it wrote however long ago; vacuum had taken it (6,
-    # 35, 38, 67, 107, 163, 174, 195, ... 25 seeds).
+#: off: what to switch off (where, the function, what in its place), the seeds of the default
+#: sweep's vacuum runs that catch it (searched over the 125 of 0-499), and the violation.
+Patch = tuple[Any, str, Any]
+VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
+    # Rule 10, the writer's side: a writer commits what it wrote however long ago; vacuum
+    # had taken it. Both checks go: by the floor (the server's clock) and by the cutoff the
+    # last vacuum recorded in the root (either alone refuses every such commit) (6, 35).
     "too_old_to_reference": (
-        _decide,
-        "too_old_to_reference",
-        lambda *_, **__: None,
+        (
+            (_decide, "too_old_to_reference", lambda *_, **__: None),
+            (_decide, "vacuumed", lambda *_, **__: None),
+        ),
         (6, 35),
         "references it, committed after vacuum deleted it",
-    ),
-    # The walk of the kept versions ends at a damaged one (and what vacuum cannot prove
-    # unneeded goes): older retained versions lose what they reach. With rule 10 the sweep
-    # damages no version (none of 0-2999 catches it), so rule 10 is off for it, before and
-    # after (6, 38, 182, 195 of 0-499, since the simulated SDK sends a timed-out root swap
-    # again and a retried write is told ours by its write id).
-    "walks_past": (
-        _vacuum_plan,
-        "walks_past",
-        lambda error: False,
-        (6, 38),
-        "a version retained then reaches it",
     ),
     # Path-lock grant records dropped by age: a superseded holder's overwrite is accepted
     # once the newer grant's record is older than the retention (467).
     "lock_fences_kept": (
-        _fencing,
-        "lock_fences_kept",
-        _forgotten_by_age,
+        ((_fencing, "lock_fences_kept", _forgotten_by_age),),
         (467,),
         "applied with a stale fence",
     ),
 }
 
 
-@pytest.mark.parametrize(
-    "rule",
-    [
-        pytest.param(
-            rule,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="with the retry budget and pace and every kind of commit folding, no "
-                "vacuum seed of 0-1499 damages a version even with rule 10 off: the walk "
-                "needs a new forcing",
-            ),
-        )
-        if rule == "walks_past"
-        else rule
-        for rule in sorted(VACUUM_PROMISES)
-    ],
-)
+@pytest.mark.parametrize("rule", sorted(VACUUM_PROMISES))
 def test_a_vacuum_promise_switched_off_is_caught_by_a_vacuum_seed_of_the_sweep(
     rule: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each fix switched back off, a vacuum-running seed of the default sweep reports what a
     user would have lost: a commit acknowledged with data vacuum had deleted (and the
-    dataset wedged), an older version within the retention stripped, a paused lock holder's
-    overwrite over the newer holder's data. With the fix the violation is gone (the first
-    assertion)."""
-    where, name, broken, seeds, violation = VACUUM_PROMISES[rule]
-    if rule == "walks_past":  # damaged versions arise only without rule 10
-        monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
+    dataset wedged), a paused lock holder's overwrite over the newer holder's data. With
+    the fix the violation is gone (the first assertion)."""
+    patches, seeds, violation = VACUUM_PROMISES[rule]
     for seed in seeds:
+        assert seed % 8 in VACUUM_SEEDS
         assert not any(violation in v for v in simulate(sweep_config(seed)).violations)
-    monkeypatch.setattr(where, name, broken)
-    if rule == "walks_past":  # and what it cannot prove unneeded, it no longer keeps
-        monkeypatch.setattr(_vacuum_plan, "unproven", lambda listed, damage: set())
+    for where, name, broken in patches:
+        monkeypatch.setattr(where, name, broken)
     for seed in seeds:
         result = simulate(sweep_config(seed))
         assert any(violation in v for v in result.violations), (seed, result.violations[:3])
@@ -274,7 +244,8 @@ def _raced(result: SimResult, reads: list[tuple[RegistryDoc, RegistryDoc]]) -> s
         (run, earlier, later)
         for run in result.vacuum_runs
         for earlier, later in reads
-        if later.version == run.read
+        # The root it decided on: the one its swap recording the cutoff replaced, if it made one.
+        if later.version == (run.read - 1 if run.orphans else run.read)
     ]
     for run, earlier, later in pairs:
         for key in run.intents:
@@ -296,11 +267,11 @@ def _pausing(monkeypatch: pytest.MonkeyPatch, reads: list[tuple[RegistryDoc, Reg
     read_root = _vacuum_plan.read_root
 
     def paused(bucket: str | None, name: str = REGISTRY_KEY) -> Steps:
-        first: RegistryDoc = yield from read_root(bucket, name)
+        first, _ = yield from read_root(bucket, name)
         yield Sleep(PAUSE)
-        doc: RegistryDoc = yield from read_root(bucket, name)
+        doc, etag = yield from read_root(bucket, name)
         reads.append((first, doc))
-        return doc
+        return doc, etag
 
     monkeypatch.setattr(_vacuum_plan, "read_root", paused)
 

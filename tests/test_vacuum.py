@@ -17,6 +17,7 @@ from lakelock._registry._core import _decide
 from lakelock._vacuum import vacuum
 from lakelock.errors import (
     InvalidArgumentError,
+    NotFoundError,
     ObjectTooOldError,
     RegistryCorruptError,
     SnapshotExpiredError,
@@ -313,19 +314,12 @@ def test_with_rule_10_switched_off_the_stalled_append_wedges_the_dataset(
         fresh.read("sales")
 
 
-def test_an_append_paused_after_its_last_check_is_refused_once_vacuum_moved_the_root(
-    s3: S3Endpoint, lake: Lake
-) -> None:
-    """FORMAT.md rule 10's last hole: an append passes its last-moment check and sends its
-    root swap, which the endpoint holds (a process paused just before its PUT went out)
-    while two hours pass by the server's clock. Vacuum (window an hour, the lake's floor)
-    takes the append's data file and snapshot, unreferenced and older than the window; no
-    other writer commits, so the root is still the one the held swap's ``If-Match`` names.
-    Vacuum moves the root before it deletes (recording its cutoff), so the held swap fails
-    when it goes on, and its next attempt refuses the commit (ObjectTooOldError, naming the
-    file): nothing is committed, the dataset reads and takes appends as before. Before,
-    the swap landed: the append was acknowledged pointing at the deleted file and
-    snapshot, its rows lost and the dataset unreadable until repaired by hand."""
+def _paused_beside_vacuum(s3: S3Endpoint, lake: Lake) -> tuple[BaseException | None, str]:
+    """An append passes its last-moment checks and sends its root swap, which the endpoint
+    holds (a process paused just before its PUT went out) while two hours pass by the
+    server's clock; vacuum (window an hour) runs meanwhile and no other writer commits. The
+    swap is let go: what the append raised (``None``: acknowledged), and the data file of
+    the append vacuum deleted."""
     sim = SimTime(start=time.time())
     sim.attach(lake.client)  # the writer's server clock: every answer's Date
     lake.append("sales", rows([1]), partition_by=["year"])
@@ -340,15 +334,34 @@ def test_an_append_paused_after_its_last_check_is_refused_once_vacuum_moved_the_
         (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
         assert any(k.startswith("metastore/snapshots/") for k in report.deleted)
         s3.release_stalls()
-        with pytest.raises(ObjectTooOldError) as info:
-            late.result(timeout=60)
-    assert info.value.key == taken
+        return late.exception(timeout=60), taken
+
+
+def _still_whole(lake: Lake) -> None:
+    """The dataset reads what was committed, takes appends, and vacuums."""
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
     assert fresh.read("sales")["id"].to_pylist() == [1]
-    assert fresh.registry._current()[0].vacuum_cutoff is not None
     lake.append("sales", rows([3]), partition_by=["year"])
     assert sorted(fresh.read("sales")["id"].to_pylist()) == [1, 3]
     assert not vacuum(lake.registry, enforce_retention=False, older_than=HOUR).failed
+
+
+def test_an_append_paused_after_its_last_check_is_refused_once_vacuum_moved_the_root(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """FORMAT.md rule 10's last hole (:func:`_paused_beside_vacuum`): vacuum takes the
+    paused append's data file and snapshot, unreferenced and older than its window, while
+    the root is still the one the held swap's ``If-Match`` names. Vacuum moves the root
+    before it deletes (recording its cutoff), so the held swap fails when it goes on and
+    the next attempt refuses the commit (ObjectTooOldError, naming the file): nothing is
+    committed, the dataset reads and takes appends as before. Before, the swap landed:
+    the append was acknowledged pointing at the deleted file and snapshot, its rows lost
+    and the dataset unreadable until repaired by hand."""
+    error, taken = _paused_beside_vacuum(s3, lake)
+    assert isinstance(error, ObjectTooOldError), error
+    assert error.key == taken
+    assert lake.registry._current()[0].vacuum_cutoff is not None
+    _still_whole(lake)
 
 
 def test_with_vacuum_not_moving_the_root_the_paused_append_wedges_the_dataset(
@@ -364,8 +377,33 @@ def test_with_vacuum_not_moving_the_root_the_paused_append_wedges_the_dataset(
         yield  # a generator, as claim is
 
     monkeypatch.setattr(lakelock._vacuum, "claim", unclaimed)
-    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
-        test_an_append_paused_after_its_last_check_is_refused_once_vacuum_moved_the_root(s3, lake)
+    error, _ = _paused_beside_vacuum(s3, lake)
+    assert error is None
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
     with pytest.raises(RegistryCorruptError, match="missing"):
         fresh.read("sales")
+
+
+@pytest.mark.parametrize("cutoff", ["checked", "switched off"])
+def test_without_a_vacuum_floor_the_cutoff_vacuum_recorded_refuses_the_paused_append(
+    s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch, cutoff: str
+) -> None:
+    """A lake whose vacuum floor is 0 (no check by age: vacuum may take any unreferenced
+    object at once): the paused append of :func:`_paused_beside_vacuum` is refused all the
+    same, by the cutoff vacuum recorded in the root it moved (``_decide.vacuumed``), which
+    needs no clock: ObjectTooOldError naming the file, nothing committed. With that check
+    switched off, the append's retry after its failed swap commits the deleted file: it is
+    acknowledged, and reading the dataset fails on the missing file."""
+    lake.configure(vacuum_floor=0)
+    if cutoff == "switched off":
+        monkeypatch.setattr(_decide, "vacuumed", lambda *_, **__: None)
+    error, taken = _paused_beside_vacuum(s3, lake)
+    if cutoff == "checked":
+        assert isinstance(error, ObjectTooOldError), error
+        assert error.key == taken
+        _still_whole(lake)
+    else:
+        assert error is None
+        fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+        with pytest.raises(NotFoundError, match=taken):
+            fresh.read("sales")

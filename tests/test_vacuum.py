@@ -303,14 +303,17 @@ def test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(
 def test_with_rule_10_switched_off_the_stalled_append_wedges_the_dataset(
     s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The test above with ``too_old_to_reference`` (FORMAT.md rule 10) switched off, as
-    lakelock was before it: the stalled append is acknowledged, its rows are gone, and the
-    dataset cannot be read any more. What a mutation test of the rule starts from."""
+    """The test above with the writer's side of FORMAT.md rule 10 switched off, as
+    lakelock was before it: ``too_old_to_reference`` (by the floor) and ``vacuumed`` (by the
+    cutoff vacuum records in the root; either alone refuses this append). The stalled
+    append is acknowledged, its rows are gone, and reading the dataset fails on the
+    missing file. What a mutation test of the rule starts from."""
     monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
+    monkeypatch.setattr(_decide, "vacuumed", lambda *_, **__: None)
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
         test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(s3, lake)
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
-    with pytest.raises(RegistryCorruptError, match="missing"):
+    with pytest.raises(NotFoundError, match="datasets/sales/"):
         fresh.read("sales")
 
 

@@ -36,7 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from random import Random
 from typing import Any, TypeVar
+
+import tenacity
 
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
 from lakelock._registry._core import _requests
@@ -63,7 +66,7 @@ from lakelock._registry._manifest import MANIFEST_PREFIX, verify_manifest
 from lakelock._registry._objects import Missing, Objects, missing_object, partition_from_entry
 from lakelock._registry._snapshot import SNAPSHOT_PREFIX, DatasetEntry, Snapshot, verify_snapshot
 from lakelock._registry._tree import NODE_PREFIX, Node, verify_node
-from lakelock._retry import RetryPolicy
+from lakelock._retry import OutOfTime, RetryPolicy
 from lakelock._s3 import ListedObject, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
@@ -538,6 +541,7 @@ def claim(
     retry: RetryPolicy,
     bucket: str | None,
     root_name: str = REGISTRY_KEY,
+    rng: Random | None = None,
 ) -> Steps:
     """Rule (FORMAT.md rule 10, ``claim``): before it deletes anything, vacuum moves the
     root by a compare-and-swap based on the very root its plan read, recording the cutoff
@@ -557,10 +561,22 @@ def claim(
         return found
     slept: list[float] = []
     started = clock = yield Now()
-    budget = replace(retry, sleep=slept.append, clock=lambda: clock)
+    jitter = rng if rng is not None else Random()
+    # The policy's budget and full-jitter backoff, drawn from ``rng`` (the simulator's seed)
+    # and slept through the driver, in whatever time it runs.
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(retry.max_attempts)
+        | OutOfTime(lambda: clock - started, retry.max_elapsed),
+        wait=lambda state: jitter.uniform(
+            0.0, min(retry.max_backoff, retry.initial_backoff * 2**state.attempt_number)
+        ),
+        retry=tenacity.retry_if_exception_type(_Moved),
+        sleep=slept.append,
+        reraise=True,
+    )
     attempts = 0
     try:
-        for attempt in budget.retrying(_Moved):
+        for attempt in retrying:
             if slept:
                 yield Sleep(slept.pop())
                 clock = yield Now()

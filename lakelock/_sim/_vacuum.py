@@ -134,6 +134,7 @@ def vacuum_program(
                     intent_ttl=intent_ttl,
                     retry=RetryPolicy(),
                     bucket=BUCKET,
+                    rng=rng,
                 )
                 run.read = found.doc.version
                 report = classify(

@@ -6,10 +6,11 @@ manifests'; ``_snapshot`` the dataset snapshots; ``_tree`` the index trees (a ha
 partitions, an ordered tree for commit ids); ``_intents`` commits as write-once intents;
 ``_changes`` the pure commit transforms and checks, but for the fencing checks, which are
 ``_fencing``'s; ``_objects`` loading, caching and writing the write-once objects, history and
-time travel; ``_shell`` the :class:`Registry` (reading, time travel, migration); ``_commit``
-group commit within a process, around ``_core``: the commit protocol as a sans-I/O core
-(``_decide`` its safety, ``_policy`` its scheduling, ``_committer`` the protocol, ``_driver``
-running it on S3); ``_batch`` what a commit carries.
+time travel; ``_shell`` the :class:`Registry` (reading, time travel, migration); ``_group``
+group commit within a process (sans-I/O) and ``_commit`` its threads, around ``_core``: the
+commit protocol as a sans-I/O core (``_decide`` its safety, ``_policy`` its scheduling,
+``_committer`` the protocol, ``_hedging`` and ``_early`` hedged requests and reads made
+ahead, ``_driver`` running it on S3); ``_batch`` what a commit carries.
 """
 
 from __future__ import annotations

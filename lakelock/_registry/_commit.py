@@ -29,20 +29,26 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
+from typing import Any, TypeVar
 
 from lakelock._registry._batch import CommitResult, Pending
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, Driver
+from lakelock._registry._group import GroupCommit, Turn, TurnSteps
 
 __all__ = ["CommitQueue"]
 
 log = logging.getLogger("lakelock.registry")
 
+_T = TypeVar("_T")
+
 
 class CommitQueue:
-    """Group commit within a process: one batch in flight; callers who arrive meanwhile
-    send their intents early and go in the next batch together (up to ``max_batch``)."""
+    """Group commit within a process (:class:`~._group.GroupCommit`: one batch in flight;
+    callers who arrive meanwhile send their intents early and go in the next batch together,
+    up to ``max_batch``), on the callers' threads: they only wait for their turn, and the
+    lingering fold runs on a daemon thread."""
 
     def __init__(
         self, committer: Committer, driver: Driver, *, group_commit: bool, max_batch: int
@@ -50,107 +56,82 @@ class CommitQueue:
         self.committer = committer
         self.driver = driver
         self.group_commit = group_commit
-        self.max_batch = max_batch
-        self.queue: list[Pending] = []
-        self.lock = threading.Lock()
-        # One batch in flight at a time; the others' callers wait on this for their turn
-        # (or to find their commit done by the batch in flight).
-        self.turn = threading.Condition(self.lock)
-        self.committing = False
-        # Intents being created by callers that will queue next (see _send_early): ours.
-        self.sending: set[str] = set()
-        committer.own = self.own_intents
-        committer.queued = self.has_queued
+        self.group = GroupCommit(committer, max_batch=max_batch)
+        #: Guards the group's state (and what the core knows: the shell reads it under it).
+        self.lock = self.group.lock
+        # Callers wait on this for their turn (or to find their commit done by the batch in
+        # flight); the group notifies it whenever the turn is given back.
+        self.turn = threading.Condition(self.group.lock)
+        self.group.released = self.turn.notify_all
         #: The thread folding for other processes after our last batch (:meth:`_linger`).
         self.lingerer: threading.Thread | None = None
 
-    def own_intents(self) -> set[str]:
-        """The intents of this process outside the batch in flight (queued, or being
-        sent): a fold skips them (they go with the next batch) instead of reading them."""
-        with self.lock:
-            return {key for p in self.queue for key in p.intents} | self.sending
+    @property
+    def max_batch(self) -> int:
+        return self.group.max_batch
 
-    def has_queued(self) -> bool:
-        """Whether a commit of this process waits for the batch in flight."""
-        with self.lock:
-            return bool(self.queue or self.sending)
+    @property
+    def queue(self) -> list[Pending]:
+        """The commits waiting for the next batch."""
+        return self.group.queue
 
     def commit(self, changes: Sequence[Change], *, now: float) -> CommitResult:
         pending = self.committer.prepare(changes, now=now)
         if not self.group_commit:
             self.driver.run(self.committer.run([pending]))
-        else:
-            with self.turn:
-                busy = self.committing and pending.intent is not None
-                if busy:
-                    self.sending.update(pending.intents)
-            if busy:
-                # A batch is in flight, so this commit waits for the next one anyway:
-                # create its intent now, and the next batch has only its snapshot and root
-                # to write (a failed PUT is left to the batch).
-                self.driver.run(self.committer.send([pending]))
-            with self.turn:
-                self.queue.append(pending)
-                self.sending.difference_update(pending.intents)
-            while True:
-                with self.turn:
-                    while self.committing and not pending.done.is_set():
-                        self.turn.wait()
-                    if pending.done.is_set():
-                        break
-                    self.committing = True
-                    batch = self.queue[: self.max_batch]
-                    del self.queue[: self.max_batch]
-                try:
-                    self.driver.run(self.committer.run(batch))
-                finally:
-                    with self.turn:
-                        self.committing = False
-                        self.turn.notify_all()
-            self._start_lingering()
+        elif self._drive(self.group.commit(pending)):
+            # Our batch's swap carried other processes' intents: keep folding for them a
+            # little while, so the caller returns now and the next fold does not wait for
+            # the other processes' stagger.
+            self.lingerer = threading.Thread(
+                target=self._linger, name="lakelock-linger", daemon=True
+            )
+            self.lingerer.start()
         if pending.error is not None:
             raise pending.error
         assert pending.result is not None
         return pending.result
 
-    def _start_lingering(self) -> None:
-        """Our batch's swap carried other processes' intents: keep folding for them a
-        little while in a daemon thread (:meth:`Committer.linger`), so the caller returns
-        now and the next fold does not wait for the other processes' stagger. A commit of
-        ours that arrives meanwhile waits for at most the round in flight."""
-        if not self.committer.lingering():
-            return
-        with self.turn:
-            if self.committing or self.queue or (self.lingerer and self.lingerer.is_alive()):
-                return
-            self.committing = True
-            self.lingerer = threading.Thread(
-                target=self._linger, name="lakelock-linger", daemon=True
-            )
-        self.lingerer.start()
-
     def _linger(self) -> None:
         try:
-            self.driver.run(self.committer.linger())
+            self._drive(self.group.linger())
         except Exception:
             # A courtesy fold for others: never the caller's failure, nor something to act
             # on (the others' own rules fold their commits; a process exiting meanwhile
             # ends here too), so it is not shown unless asked for.
             log.debug("folding for other processes failed", exc_info=True)
-        finally:
-            with self.turn:
-                self.committing = False
-                self.turn.notify_all()
 
     def run(self, steps: object) -> object:
         """Run other steps of the core (an upgrade) while no batch is in flight."""
-        with self.turn:
-            while self.committing:
-                self.turn.wait()
-            self.committing = True
+        return self._drive(self.group.run(steps))  # type: ignore[arg-type]
+
+    def _drive(self, steps: TurnSteps[_T]) -> _T:
+        """``steps`` run by the driver, each :class:`Turn` waited for on this thread."""
         try:
-            return self.driver.run(steps)  # type: ignore[arg-type]
+            result: _T = self.driver.run(self._waiting(steps))
         finally:
-            with self.turn:
-                self.committing = False
-                self.turn.notify_all()
+            # Whatever ended the run (a KeyboardInterrupt the driver does not hand to the
+            # steps among them): a turn the steps hold is given back now, not whenever the
+            # traceback that holds them is collected.
+            steps.close()
+        return result
+
+    def _waiting(self, steps: TurnSteps[_T]) -> Generator[Any, Any, _T]:
+        """``steps`` but its turns (:class:`Turn`), each waited for here on the condition."""
+        answer: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                request = steps.throw(error) if error is not None else steps.send(answer)
+            except StopIteration as stop:
+                value: _T = stop.value
+                return value
+            answer, error = None, None
+            if isinstance(request, Turn):
+                with self.turn:
+                    self.turn.wait_for(request.ready)
+                continue
+            try:
+                answer = yield request
+            except Exception as failure:
+                error = failure

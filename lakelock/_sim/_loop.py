@@ -11,6 +11,12 @@ create-only PUT whose earlier attempt's answer was lost and that then finds the 
 its own body succeeds (the real store tells by the write id in the object's metadata). Other
 requests get every fault thrown into their generator.
 
+The processes drive the shell's own scheduling code in virtual time: hedging
+(:class:`~lakelock._registry._core._hedging.Race`), reads made ahead
+(:class:`~lakelock._registry._core._early.ReadsAhead`) and group commit's turns
+(:class:`~lakelock._registry._group.Turn`, :class:`Turns`), as the driver's and
+``CommitQueue``'s threads drive them in real time.
+
 Nothing here reads a clock or the ``random`` module's global generator: a run is a function
 of its seed.
 """
@@ -26,7 +32,9 @@ from random import Random
 from typing import Any
 
 from lakelock._layout import REGISTRY_KEY
-from lakelock._registry._core._driver import THREADS, Hedging
+from lakelock._registry._core._driver import THREADS
+from lakelock._registry._core._early import ReadsAhead
+from lakelock._registry._core._hedging import Hedging, Race
 from lakelock._registry._core._requests import (
     Ahead,
     Delete,
@@ -38,6 +46,7 @@ from lakelock._registry._core._requests import (
     Put,
     Sleep,
 )
+from lakelock._registry._group import Turn
 from lakelock._retry import Load
 from lakelock._s3 import _resolve
 from lakelock._s3._classify import Call
@@ -53,7 +62,7 @@ from lakelock.errors import (
     ThrottledError,
 )
 
-__all__ = ["Endpoint", "Loop", "Process", "StoreRetry"]
+__all__ = ["Endpoint", "Loop", "Process", "StoreRetry", "Turns"]
 
 Answer = Callable[[Any, BaseException | None], None]
 _OPERATION = {Get: "GetObject", Put: "PutObject", List: "ListObjectsV2", Delete: "DeleteObject"}
@@ -497,16 +506,6 @@ def _fault_error(fault: str, request: Get | Put | List | Delete) -> StorageError
 Steps = Generator[Any, Any, Any]
 
 
-@dataclass(slots=True)
-class _Hedged:
-    """One request of a batch that may be sent twice (:class:`Hedging`): how many of its
-    copies are out, whether one has answered it, and when the first was sent."""
-
-    sent: float
-    outstanding: int = 1
-    answered: bool = False
-
-
 @dataclass
 class _Early:
     """A read made ahead (:class:`Ahead`): when it was sent, its answer once it came, and
@@ -519,12 +518,38 @@ class _Early:
     waiting: list[Answer] = field(default_factory=list)
 
 
+class Turns:
+    """The processes of one simulated process's threads waiting for its turn
+    (:class:`~lakelock._registry._group.Turn`, group commit's): each woken, to look again,
+    when the turn is given back (``GroupCommit.released``), as the shell's condition wakes
+    its callers' threads."""
+
+    def __init__(self, loop: Loop) -> None:
+        self.loop = loop
+        self.waiting: list[Process] = []
+
+    def wait(self, process: Process, turn: Turn) -> None:
+        if turn.ready():
+            self.loop.at(self.loop.now, process._deliver, (None, None))
+        else:
+            process.parked = True
+            self.waiting.append(process)
+
+    def released(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for process in waiting:
+            if process.parked:
+                process.parked = False
+                self.loop.at(self.loop.now, process._deliver, (None, None))
+
+
 class Process:
     """A simulated process running one sans-I/O generator: answers ``Now`` with its own
     (skewed) clock, ``Sleep`` in virtual time, sends the rest through the endpoint (a
     ``Parallel`` as concurrent requests; an ``Ahead`` without waiting, at most ``THREADS``
     at once as the driver's threads for them, its answers kept for the requests equal to
-    them). ``done(result, error)`` is called when the
+    them; a :class:`~lakelock._registry._group.Turn` by waiting in ``turns`` for its
+    process's turn). ``done(result, error)`` is called when the
     generator returns or raises; ``killed()`` when it is killed (:meth:`kill`)."""
 
     def __init__(
@@ -540,8 +565,12 @@ class Process:
         killed: Callable[[], None] | None = None,
         hedging: Hedging | None = None,
         load: Load | None = None,
+        turns: Turns | None = None,
     ) -> None:
         self.loop = loop
+        #: Where it waits for its process's turn (group commit's), if it takes turns.
+        self.turns = turns
+        self.parked = False
         #: The process's retry budget and pace, as its store layer keeps them (None: none).
         self.load = load
         #: Hedges this process's reads and small creates as the driver does (None: never).
@@ -559,10 +588,8 @@ class Process:
         self.finished = False
         #: Reads made ahead and not yet asked for; those waiting for a thread, and how many
         #: are out.
-        self._early: dict[Get | List, _Early] = {}
-        self._early_until = 0.0
-        self._generation = 0
-        self._ahead_queue: deque[tuple[Get | List, _Early, Ahead | None, int]] = deque()
+        self._early: ReadsAhead[_Early] = ReadsAhead()
+        self._ahead_queue: deque[tuple[Get | List, _Early, Ahead, int]] = deque()
         self._ahead_out = 0
 
     def start(self, at: float) -> None:
@@ -572,6 +599,9 @@ class Process:
         """Die at the next request boundary: when the next answer (or wake-up) arrives, the
         generator is closed instead of sent it."""
         self.kill_pending = True
+        if self.parked:  # waiting for a turn: a process dies with all its threads
+            self.parked = False
+            self.loop.at(self.loop.now, self._deliver, (None, None))
 
     def stall(self, seconds: float) -> None:
         """Stop for ``seconds`` before sending the next request (a pause the process does not
@@ -617,6 +647,9 @@ class Process:
             if kind is Sleep:
                 loop.at(loop.now + max(0.0, request.seconds), self._deliver, (None, None))
                 return
+            if kind is Turn and self.turns is not None:
+                self.turns.wait(self, request)
+                return
             if self.stall_pending is not None:
                 pause, self.stall_pending = self.stall_pending, None
                 loop.at(loop.now + pause, self._send, request)
@@ -653,14 +686,12 @@ class Process:
         """Queue ``request``'s reads (in the canonical order, as a batch's); they replace
         those made ahead before (which still run, as the driver's threads do)."""
         now = self.loop.now
-        self._early = {}
-        self._early_until = now + request.seconds
-        self._generation += 1
-        for part in sorted(dict.fromkeys(request.requests), key=_canonical):
+        reads = self._early.begin(request, now)
+        generation = self._early.generation
+        for part in sorted(reads, key=_canonical):
             early = _Early(sent=now)
-            self._early[part] = early
-            chained = request if type(part) is List and request.read_listed is not None else None
-            self._ahead_queue.append((part, early, chained, self._generation))
+            self._early.keep(part, early, now, generation)
+            self._ahead_queue.append((part, early, request, generation))
         self._ahead_next()
 
     def _ahead_next(self) -> None:
@@ -668,19 +699,20 @@ class Process:
             self._ahead_queue.clear()
             return
         while self._ahead_out < THREADS and self._ahead_queue:
-            part, early, chained, generation = self._ahead_queue.popleft()
+            part, early, ahead, generation = self._ahead_queue.popleft()
             self._ahead_out += 1
-            self.endpoint.send(part, self, self._landed(early, chained, generation))
+            self.endpoint.send(part, self, self._landed(part, early, ahead, generation))
 
-    def _landed(self, early: _Early, chained: Ahead | None, generation: int) -> Answer:
+    def _landed(self, part: Get | List, early: _Early, ahead: Ahead, generation: int) -> Answer:
         def answer(result: Any, error: BaseException | None) -> None:
             early.done, early.result, early.error = True, result, error
             self._ahead_out -= 1
-            if chained is not None and error is None and generation == self._generation:
-                for key in chained.to_read(result):  # in key order: a listing's
-                    read = _Early(sent=self.loop.now)
-                    self._early[Get(key)] = read
-                    self._ahead_queue.append((Get(key), read, None, generation))
+            if error is None and type(part) is List:
+                now = self.loop.now
+                for read in self._early.listed(ahead, part, result, generation):
+                    made = _Early(sent=now)
+                    self._early.keep(read, made, now, generation)
+                    self._ahead_queue.append((read, made, ahead, generation))
             waiting, early.waiting = early.waiting, []
             for then in waiting:
                 then(result, error)
@@ -690,12 +722,8 @@ class Process:
 
     def _claim(self, request: Any) -> _Early | None:
         """The read made ahead that answers ``request`` (taken: it answers once), if any."""
-        if not self._early or (type(request) is not Get and type(request) is not List):
-            return None
-        early = self._early.pop(request, None)
-        if early is not None and self.loop.now > self._early_until:
-            return None  # too old to answer for now
-        return early
+        kept = self._early.claim(request, self.loop.now)
+        return None if kept is None else kept[0]
 
     def _await(self, early: _Early, then: Answer) -> None:
         """``then`` the answer of ``early``: now (as an event) if it came, else when it does."""
@@ -712,7 +740,7 @@ class Process:
         the last is answered (``alone``: the one request's answer, or its error)."""
         parts, loop = request.requests, self.loop
         results: list[Any] = [None] * len(parts)
-        left, hedges = [len(parts)], dict[int, _Hedged]()
+        left, races = [len(parts)], dict[int, Race]()
         # Sent in a canonical order (by operation and key), not the order the core built the
         # batch in: that may come from iterating a set of keys, whose order changes with
         # Python's hash seed, and each send draws its latency from the run's generator. At
@@ -720,7 +748,7 @@ class Process:
         order = _order(parts)
         queued = iter(order[THREADS:])
         hedging = self.hedging  # each request hedged as the driver does (Hedging.hedges)
-        after = {w: hedging.after(w) for w in (False, True)} if hedging is not None else {}
+        after = hedging.batch() if hedging is not None else {}
 
         def settle(index: int, result: Any, error: BaseException | None) -> None:
             nonlocal send  # type: ignore[misc]  # (mypy: bound below, as Python allows)
@@ -739,42 +767,34 @@ class Process:
             return lambda result, error: settle(index, result, error)
 
         def hedged(index: int) -> Answer:
-            state = hedges[index]
+            race = races[index]
 
             def answer(result: Any, error: BaseException | None) -> None:
-                state.outstanding -= 1
-                if state.answered:
-                    return
-                if error is not None and state.outstanding > 0:
-                    return  # the other request may yet succeed
-                state.answered = True
-                if error is None and hedging is not None:
-                    hedging.observe(type(parts[index]) is Put, loop.now - state.sent)
-                settle(index, result, error)
+                if race.answers(error is not None, loop.now):
+                    settle(index, result, error)
 
             return answer
 
         def hedge(index: int) -> None:
-            state = hedges[index]
-            if not state.answered:
-                state.outstanding += 1
+            if races[index].hedge():
                 self.endpoint.send(parts[index], self, hedged(index))
 
         def send(index: int) -> None:
             part = parts[index]
             early = self._claim(part)  # a read made ahead answers it
-            wait, sent = None, early.sent if early is not None else loop.now
+            sent = early.sent if early is not None else loop.now
             if hedging is None or not hedging.hedges(part, alone=len(parts) == 1):
-                reply = one(index)
+                reply, due = one(index), None
             else:
-                hedges[index] = _Hedged(sent=sent)
-                reply, wait = hedged(index), after[type(part) is Put]
+                write = type(part) is Put
+                race = races[index] = hedging.race(write, sent=sent, after=after[write])
+                reply, due = hedged(index), race.due
             if early is not None:
                 self._await(early, reply)
             else:
                 self.endpoint.send(part, self, reply)
-            if wait is not None:
-                loop.at(max(loop.now, sent + wait), hedge, index)
+            if due is not None:
+                loop.at(max(loop.now, due), hedge, index)
 
         for index in order[:THREADS]:
             send(index)

@@ -15,17 +15,19 @@ from random import Random
 from typing import Any
 
 from lakelock._datafile import DataFile
+from lakelock._registry._core import Committer
 from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
 from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import REGISTRY_KEY
+from lakelock._registry._group import GroupCommit, TurnSteps
 from lakelock._registry._settings import DEFAULT_FLOOR
 from lakelock._retry import Load
 from lakelock._s3._types import PutResult
 from lakelock._sim._check import Observation, check
 from lakelock._sim._faults import Brownout, Faults
 from lakelock._sim._latency import Profile, profile
-from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
+from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry, Turns
 from lakelock._sim._protocols import SimProtocol, _Reader, protocol_named
 from lakelock._sim._store import BUCKET, SimS3
 from lakelock._sim._vacuum import VacuumRun, vacuum_problems, vacuum_program
@@ -44,8 +46,9 @@ __all__ = ["Metrics", "SimConfig", "SimResult", "simulate"]
 
 #: The kinds of commit whose killed run a restart may run again with other rows.
 RERUN_OTHER_ROWS = frozenset({"append", "overwrite", "multi", "collide"})
-#: How often a writer whose process is lingering looks whether that fold stopped (s).
-LINGER_POLL = 0.002
+#: The most commits one batch of a writer process carries: the ``Registry``'s default
+#: (a simulated writer commits one at a time, so its batches are of one commit, or none).
+MAX_BATCH = 256
 #: The garbage collector's thresholds while a run goes on (``gc.set_threshold``): a run
 #: allocates millions of short-lived objects (an exception per lost race and retry, a copy
 #: of the root per commit applied) next to hundreds of thousands of long-lived ones (every
@@ -309,23 +312,27 @@ class _Writer:
         )
         self.current: Invocation | None = None
         self.process: Process | None = None
-        #: The process's thread folding for others after its commit (``Committer.linger``),
-        #: and whether a commit of the writer waits for it to stop.
+        #: The process's thread folding for others after its commit (``Committer.linger``).
         self.lingerer: Process | None = None
-        self.queued = False
 
     def start(self, at: float, redo: Invocation | None = None) -> None:
         committer = self.run.protocol.committer(Random(self.rng.getrandbits(64)), self.run.config)
-        if hasattr(committer, "queued"):
-            committer.queued = lambda: self.queued
         loop = self.run.loop
+        #: The process's group commit, the shell's own (``CommitQueue``'s): its turns (a
+        #: commit waits for the lingering fold's round), whose intents go early, when it
+        #: lingers. The toy protocol commits on its own.
+        self.turns = Turns(loop)
+        self.group: GroupCommit | None = None
+        if isinstance(committer, Committer):
+            self.group = GroupCommit(committer, max_batch=MAX_BATCH)
+            self.group.released = self.turns.released
         #: The process's retry budget and pace (its store layer's and its core's, as a
         #: Registry shares its store's), on the virtual clock, anew on a restart.
         self.load = Load(clock=lambda: loop.now)
         self.run.loads.append(self.load)
         if hasattr(committer, "load"):
             committer.load = self.load
-        self.lingerer, self.queued = None, False
+        self.lingerer = None
         policy = getattr(committer, "policy", None)
         factor, alone = getattr(policy, "hedge", 0.0), getattr(policy, "hedge_alone", True)
         #: The process's hedged reads (its lingering thread's too), learnt anew on a restart.
@@ -342,10 +349,11 @@ class _Writer:
             killed=self._killed,
             hedging=self.hedging,
             load=self.load,
+            turns=self.turns,
         )
         self.process.start(at)
 
-    def _program(self, committer: Any, redo: Invocation | None) -> Steps:
+    def _program(self, committer: Any, redo: Invocation | None) -> TurnSteps[None]:
         run = self.run
         if redo is not None:
             yield from self._commit(committer, redo, redo=True)
@@ -380,7 +388,9 @@ class _Writer:
         yield Get(REGISTRY_KEY)
         return self.workload.restore(now, run.loop.now, dataset, state, version, until=until)
 
-    def _commit(self, committer: Any, invocation: Invocation, *, redo: bool = False) -> Steps:
+    def _commit(
+        self, committer: Any, invocation: Invocation, *, redo: bool = False
+    ) -> TurnSteps[None]:
         run = self.run
         self.current = invocation
         if invocation.data:
@@ -428,35 +438,34 @@ class _Writer:
                 # now, and the killed run's intent may carry it too.
                 changes = [dataclasses.replace(c, generated_id=False) for c in changes]
             pending = committer.prepare(changes, now=now)
-            # One batch at a time per process, as in CommitQueue: a lingering fold stops
-            # after its round in flight when a commit of ours is queued.
-            self.queued = True
-            while self.lingerer is not None and not self.lingerer.finished:
-                yield Sleep(LINGER_POLL)
-            self.queued = False
-            yield from committer.run([pending])
+            if self.group is None:
+                yield from committer.run([pending])
+                lingers = False
+            else:
+                lingers = yield from self.group.commit(pending)
         except Exception as error:
-            self.queued = False
             self._settle(invocation, None, error)
             return
         self._settle(invocation, getattr(pending, "result", None), getattr(pending, "error", None))
-        if getattr(committer, "lingering", None) is not None and committer.lingering():
-            self._linger(committer)
+        if lingers:
+            self._linger()
 
-    def _linger(self, committer: Any) -> None:
+    def _linger(self) -> None:
         """Fold for other processes alongside this writer's next data PUT, as
         ``CommitQueue``'s daemon thread does (same process: same clock, killed with it)."""
         run = self.run
+        assert self.group is not None
         self.lingerer = Process(
             run.loop,
             run.endpoint,
-            committer.linger(),
+            self.group.linger(),
             kind="writer",
             name=f"writer {self.index} (lingering)",
             skew=self.skew,
             done=self._lingered,
             hedging=self.hedging,
             load=self.load,
+            turns=self.turns,
         )
         self.lingerer.start(run.loop.now)
 

@@ -4,6 +4,7 @@
 - :mod:`._decide`: safety — who applies what, what the root records (pure);
 - :mod:`._policy`: liveness and cost — every knob, and when to wait, list, fold;
 - :mod:`._committer`: the protocol itself, a generator composed of the two;
+- :mod:`._hedging`, :mod:`._early`: hedged requests and reads made ahead, sans-I/O;
 - :mod:`._driver`: runs it against S3 (the simulator runs it in virtual time).
 """
 

@@ -7,20 +7,22 @@ lake's store, which retries transient failures of write-once objects itself and 
 create's lost answer by its write id. A :class:`~._requests.Parallel` batch runs on up to 64
 threads (the S3 client's connection pool). A read, or a small create-only write, still
 unanswered long after this process's requests of its kind usually are gets a second, identical
-request, and the first answer wins (:class:`Hedging`).
+request, and the first success wins (:class:`~._hedging.Race` decides).
 An :class:`~._requests.Ahead` batch is sent on threads of its own and not waited for; the next
-request equal to one of its reads is answered by that read."""
+request equal to one of its reads is answered by that read (:class:`~._early.ReadsAhead`
+decides). Those decisions are sans-I/O so that the simulator runs them too: the threads here
+only send, wait on real time, and feed them."""
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
+from lakelock._registry._core._early import ReadsAhead
+from lakelock._registry._core._hedging import HEDGED_BODY, Hedging
 from lakelock._registry._core._requests import (
     Ahead,
     Delete,
@@ -36,7 +38,7 @@ from lakelock._registry._core._requests import (
 )
 from lakelock._s3 import IfMatch, ObjectStore, PutMode
 
-__all__ = ["HEDGED_BODY", "Driver", "Hedging"]
+__all__ = ["HEDGED_BODY", "THREADS", "Driver", "Hedging"]
 
 _T = TypeVar("_T")
 
@@ -45,74 +47,6 @@ _T = TypeVar("_T")
 #: intents in one batch; the simulator runs batches under the same limit
 #: (docs/decisions/0013-driver-threads.md).
 THREADS = 64
-
-
-#: The largest body of a write that is hedged: past S3's first-byte latency a write's time is
-#: its bytes', which a second copy would send again.
-HEDGED_BODY = 256 * 1024
-
-
-class Hedging:
-    """When a request gets a second, identical one (a *hedge*): once it has been outstanding
-    ``factor`` times the median of this process's recent requests of its kind (reads, and
-    create-only writes).
-
-    A fold at hundreds of writers reads a hundred or more intents at once, and writes a
-    snapshot's objects at once, and waits for the slowest: with 1 % of S3's answers 3-12
-    times slower than the median, most such batches wait for one of those. A commit waits
-    for each of its own requests in turn too — its data file, its intent, the fold's reads —
-    so one slow answer among them is a slow commit. A read changes nothing, and a
-    create-only write of a write-once object (its key made by this process) lands once
-    whichever copy lands first — the other is refused, or resolved as ours by the store
-    layer — so the first success of the two is the answer, and only the few slow requests
-    are sent twice (docs/FORMAT.md, "Scheduling"; docs/decisions/0014-hedged-requests.md).
-    Nothing of the root's is hedged, nor a write of more than :data:`HEDGED_BODY` bytes;
-    ``alone=False``: only the requests of a batch of several are. Thread-safe."""
-
-    def __init__(
-        self, factor: float, *, alone: bool = True, samples: int = 64, least: int = 16
-    ) -> None:
-        if not factor > 1:
-            raise ValueError(f"a hedging factor must be > 1, got {factor!r}")
-        self.factor = factor
-        self.alone = alone
-        self.least = least
-        self._recent: dict[bool, deque[float]] = {
-            False: deque(maxlen=samples),
-            True: deque(maxlen=samples),
-        }
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def hedgeable(request: Request) -> bool:
-        """A read or a small create-only write the store layer may retry: a write-once
-        object's."""
-        return (isinstance(request, Get) and request.retried) or (
-            isinstance(request, Put)
-            and request.create
-            and request.retried
-            and len(request.body) <= HEDGED_BODY
-        )
-
-    def hedges(self, request: Request, *, alone: bool) -> bool:
-        """Whether ``request`` is hedged: a hedgeable one, of a batch of several, or ``alone``
-        (a lone request, or a batch of one) if lone ones are."""
-        return self.hedgeable(request) and (self.alone or not alone)
-
-    def observe(self, write: bool, seconds: float) -> None:
-        """One request of this process (a write, or a read) took ``seconds`` to its first
-        success."""
-        with self._lock:
-            self._recent[write].append(seconds)
-
-    def after(self, write: bool) -> float | None:
-        """Seconds after which an unanswered request (a write, or a read) of a batch sent now
-        is hedged; None until ``least`` of its kind were timed."""
-        with self._lock:
-            recent = self._recent[write]
-            if len(recent) < self.least:
-                return None
-            return self.factor * statistics.median(recent)
 
 
 class Driver:
@@ -141,9 +75,7 @@ class Driver:
         #: Threads of reads made ahead, and those reads (with when each was sent) until the
         #: core asks for them or makes the next ones.
         self._aheads: ThreadPoolExecutor | None = None
-        self._early: dict[Get | List, tuple[Future[Any], float]] = {}
-        self._early_until = 0.0
-        self._generation = 0
+        self._early: ReadsAhead[Future[Any]] = ReadsAhead()
         self._lock = threading.Lock()
 
     def run(self, steps: Steps) -> Any:
@@ -212,43 +144,31 @@ class Driver:
             if self._aheads is None:
                 self._aheads = ThreadPoolExecutor(THREADS, thread_name_prefix="lakelock-ahead")
             pool = self._aheads
-            self._generation += 1
-            generation = self._generation
-            self._early = {}
-            self._early_until = sent + ahead.seconds
-        for request in dict.fromkeys(ahead.requests):
-            if isinstance(request, List) and ahead.read_listed is not None:
-                future = pool.submit(self._list_and_read, request, ahead, generation, pool)
-            else:
-                future = pool.submit(self._send, request)
+            reads = self._early.begin(ahead, sent)
+            generation = self._early.generation
+        for request in reads:
+            future = pool.submit(self._read_ahead, request, ahead, generation, pool)
             with self._lock:
-                if generation != self._generation:
+                if not self._early.keep(request, future, sent, generation):
                     return
-                self._early[request] = (future, sent)
 
-    def _list_and_read(
-        self, request: List, ahead: Ahead, generation: int, pool: ThreadPoolExecutor
-    ) -> Listing:
-        """``request``'s listing, once each key it found (``Ahead.read_listed``) is being
-        read ahead in turn: whoever is answered by the listing finds those reads there."""
-        listing: Listing = self._send(request)
-        keys = ahead.to_read(listing)
-        with self._lock:
-            if generation == self._generation:
-                for key in keys:
-                    read = Get(key)
-                    self._early[read] = (pool.submit(self._send, read), self.timer())
-        return listing
+    def _read_ahead(
+        self, request: Get | List, ahead: Ahead, generation: int, pool: ThreadPoolExecutor
+    ) -> Any:
+        """``request``'s answer; a listing's once each key it found that is read on
+        (:meth:`ReadsAhead.listed`) is being read ahead in turn: whoever is answered by the
+        listing finds those reads there."""
+        answer = self._send(request)
+        if isinstance(answer, Listing):
+            with self._lock:
+                for read in self._early.listed(ahead, request, answer, generation):
+                    self._early.keep(read, pool.submit(self._send, read), self.timer(), generation)
+        return answer
 
     def _claim(self, request: Get | List) -> tuple[Future[Any], float] | None:
         """The read made ahead that answers ``request`` (taken: it answers once), if any."""
-        if not self._early:
-            return None
         with self._lock:
-            early = self._early.pop(request, None)
-            if early is not None and self.timer() > self._early_until:
-                return None  # too old to answer for now
-            return early
+            return self._early.claim(request, self.timer())
 
     def _parallel(self, requests: tuple[Request, ...]) -> tuple[Any, ...]:
         def one(request: Request) -> Any:
@@ -260,7 +180,7 @@ class Driver:
         if len(requests) <= 1:
             return tuple(one(r) for r in requests)
         hedging = self.hedging
-        after = {write: hedging.after(write) for write in (False, True)} if hedging else {}
+        after = hedging.batch() if hedging else {}
 
         def each(request: Request) -> Any:
             if hedging is None or not hedging.hedges(request, alone=False):
@@ -286,7 +206,7 @@ class Driver:
         write = isinstance(request, Put)
         early = self._claim(request) if isinstance(request, Get) else None
         when = after if known else hedging.after(write)
-        return self._timed(lambda: self._send(request), hedging, write, when, early)
+        return self._race(lambda: self._send(request), hedging, write, when, early)
 
     def hedged(self, send: Callable[[], _T]) -> _T:
         """``send()``, one create-only write of a new object of at most :data:`HEDGED_BODY`
@@ -297,9 +217,9 @@ class Driver:
         hedging = self.hedging
         if hedging is None or not hedging.alone:
             return send()
-        return self._timed(send, hedging, True, hedging.after(True))
+        return self._race(send, hedging, True, hedging.after(True))
 
-    def _timed(
+    def _race(
         self,
         send: Callable[[], _T],
         hedging: Hedging,
@@ -307,48 +227,34 @@ class Driver:
         after: float | None,
         early: tuple[Future[Any], float] | None = None,
     ) -> _T:
-        """:meth:`_first_of_two`, and how long it took (from the read made ahead, if it
-        answers) told to ``hedging``."""
-        started = early[1] if early is not None else self.timer()
-        answer = self._first_of_two(send, after, early)
-        hedging.observe(write, self.timer() - started)
-        return answer
-
-    def _first_of_two(
-        self,
-        send: Callable[[], _T],
-        after: float | None,
-        early: tuple[Future[Any], float] | None = None,
-    ) -> _T:
-        """``send()``, called a second time if it is unanswered ``after`` seconds (None: not
-        hedged yet, called once here); the first success is the answer (or the last
-        failure). ``early``: the same read made ahead (the first copy, and when it was
-        sent)."""
-        if early is None and after is None:
-            return send()
-        if early is not None and after is None:
-            return early[0].result()  # type: ignore[no-any-return]
-        assert after is not None
+        """``send()`` as a :class:`~._hedging.Race` decides: called a second time if it is
+        unanswered ``after`` seconds (None: never), the first success the answer (or the
+        last failure). ``early``: the same read made ahead (the first copy, and when it was
+        sent). This thread only waits: the race decides."""
+        race = hedging.race(
+            write, sent=early[1] if early is not None else self.timer(), after=after
+        )
+        if early is None and race.due is None:
+            only = send()  # never hedged: no thread to wait on
+            race.answers(False, self.timer())
+            return only
         with self._lock:
             if self._hedges is None:
                 self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")
             pool = self._hedges
-        if early is not None:
-            pending: set[Future[Any]] = {early[0]}
-            left = early[1] + after - self.timer()
-        else:
-            pending = {pool.submit(send)}
-            left = after
-        done, _ = wait(pending, timeout=max(0.0, left))
-        if not done:
-            pending.add(pool.submit(send))
-        failure: BaseException | None = None
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        pending: set[Future[Any]] = {early[0] if early is not None else pool.submit(send)}
+        while True:
+            due = race.due
+            timeout = None if due is None else max(0.0, due - self.timer())
+            done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            if not done:
+                if race.hedge():
+                    pending.add(pool.submit(send))
+                continue
             for future in done:
                 failure = future.exception()
-                if failure is None:
+                if race.answers(failure is not None, self.timer()):
+                    if failure is not None:
+                        raise failure
                     answer: _T = future.result()
                     return answer
-        assert failure is not None
-        raise failure

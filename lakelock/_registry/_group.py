@@ -1,0 +1,160 @@
+"""Group commit within one process, sans-I/O: which queued commits go into one batch, when a
+batch closes, whose intents are sent early, and when the process lingers to fold for others.
+
+One batch (or one lingering fold, or one upgrade) holds the process's *turn* at a time.
+A commit that arrives while the turn is held sends its intents at once (other processes may
+fold them meanwhile, and its batch has only its snapshot and root left to write), queues, and
+waits; whoever takes the turn next takes everything queued, up to ``max_batch``, as one batch
+for the commit core. A batch whose swap carried other processes' intents keeps the turn for a
+lingering fold (:meth:`Committer.linger`), which stops at its next round once a commit of this
+process is queued.
+
+:class:`GroupCommit`'s steps yield the core's requests and a :class:`Turn` where they wait
+for the turn. Two drivers run the very same steps: :class:`~._commit.CommitQueue` on its
+callers' threads (a :class:`Turn` waits on a condition of :attr:`GroupCommit.lock`, the
+lingering fold runs on a daemon thread), and the simulator's writer processes in virtual time
+(:mod:`lakelock._sim._run`), so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from lakelock._registry._batch import Pending
+from lakelock._registry._core._requests import Request
+
+if TYPE_CHECKING:
+    from lakelock._registry._core import Committer
+
+__all__ = ["GroupCommit", "Turn", "TurnSteps"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Wait until ``ready()``: the batch, lingering fold or upgrade holding the turn has
+    given it back (:attr:`GroupCommit.released` is called then), or ours is done meanwhile.
+    Answered ``None``. No request to S3: its driver waits."""
+
+    ready: Callable[[], bool]
+
+
+#: Steps of :class:`GroupCommit`: the core's requests, and :class:`Turn`.
+TurnSteps = Generator[Request | Turn, Any, _T]
+
+
+class GroupCommit:
+    """The turn and the queue of one process's commits (see the module). Thread-safe:
+    :attr:`lock` guards its state; :attr:`released` is called, under it, each time the turn
+    is given back (the shell notifies its condition, the simulator wakes its waiters)."""
+
+    def __init__(self, committer: Committer, *, max_batch: int) -> None:
+        self.committer = committer
+        self.max_batch = max_batch
+        self.lock = threading.Lock()
+        self.queue: list[Pending] = []
+        #: Intents being created by commits that will queue next: ours.
+        self.sending: set[str] = set()
+        #: Whether a batch, a lingering fold or an upgrade holds the turn.
+        self.committing = False
+        self.released: Callable[[], None] = _nothing
+        committer.own = self.own_intents
+        committer.queued = self.has_queued
+
+    def own_intents(self) -> set[str]:
+        """The intents of this process outside the batch in flight (queued, or being
+        sent): a fold skips them (they go with the next batch) instead of reading them."""
+        with self.lock:
+            return {key for p in self.queue for key in p.intents} | self.sending
+
+    def has_queued(self) -> bool:
+        """Whether a commit of this process waits for the batch in flight."""
+        with self.lock:
+            return bool(self.queue or self.sending)
+
+    def commit(self, pending: Pending) -> TurnSteps[bool]:
+        """``pending`` (prepared) committed, by the batch it goes in: this one's, or one
+        another caller runs meanwhile. Returns whether this process lingers now: the turn
+        is kept for it, and :meth:`linger` must run."""
+        with self.lock:
+            early = self.committing and pending.intent is not None
+            if early:
+                self.sending.update(pending.intents)
+        if early:
+            # The turn is held, so this commit waits for the next batch anyway: create its
+            # intents now, and that batch has only its snapshot and root to write (a failed
+            # PUT is left to the batch).
+            yield from self.committer.send([pending])
+        with self.lock:
+            self.queue.append(pending)
+            self.sending.difference_update(pending.intents)
+
+        def ready() -> bool:
+            return pending.finished or not self.committing
+
+        while True:
+            with self.lock:
+                if pending.finished:
+                    break
+                batch = None
+                if not self.committing:
+                    self.committing = True
+                    batch = self.queue[: self.max_batch]
+                    del self.queue[: self.max_batch]
+            if batch is None:
+                yield Turn(ready)
+                continue
+            try:
+                yield from self.committer.run(batch)
+            finally:
+                self._release()
+        return self._lingers()
+
+    def _lingers(self) -> bool:
+        """Whether to fold for others now (:meth:`Committer.lingering`): then the turn is
+        taken for it, unless a batch holds it or a commit of ours is queued."""
+        if not self.committer.lingering():  # outside the lock: it asks has_queued
+            return False
+        with self.lock:
+            if self.committing or self.queue:
+                return False
+            self.committing = True
+            return True
+
+    def linger(self) -> TurnSteps[None]:
+        """The lingering fold :meth:`commit` kept the turn for; the turn is given back when
+        it ends, fails or is closed."""
+        try:
+            yield from self.committer.linger()
+        finally:
+            self._release()
+
+    def run(self, steps: Generator[Request, Any, _T]) -> TurnSteps[_T]:
+        """Other steps of the core (an upgrade) run while no batch is in flight."""
+
+        def ready() -> bool:
+            return not self.committing
+
+        while True:
+            with self.lock:
+                if not self.committing:
+                    self.committing = True
+                    break
+            yield Turn(ready)
+        try:
+            return (yield from steps)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self.lock:
+            self.committing = False
+            self.released()
+
+
+def _nothing() -> None:
+    return None

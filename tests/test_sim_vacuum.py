@@ -26,6 +26,7 @@ from lakelock._registry import _fencing
 from lakelock._registry._core import _decide
 from lakelock._registry._core._requests import List, Listing, Now, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY, LockFenceRecord, RegistryDoc
+from lakelock._registry._intents import is_intent
 from lakelock._registry._objects import Missing
 from lakelock._s3 import ListedObject
 from lakelock._sim import _protocols
@@ -34,7 +35,7 @@ from lakelock._sim._run import SimResult
 from lakelock._sim._vacuum import VacuumRun, vacuum_problems
 from lakelock.cli import main
 from lakelock.errors import RegistryCorruptError, UnsupportedError
-from lakelock.testing.simulate import EPOCH, Faults, Mix, SimConfig, SimS3, profile, simulate
+from lakelock.testing.simulate import EPOCH, Faults, SimConfig, SimS3, profile, simulate
 from tests.test_simulator import VACUUM_SEEDS, sweep_config
 
 #: Vacuum-running seeds of the default sweep that catch each rule switched off, clean with
@@ -207,22 +208,6 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
         assert any("commits it again" in v for v in result.violations), result.violations[:3]
 
 
-#: The policy's defaults before lone requests were hedged (2026-11-29).
-BEFORE_ALONE = (("hedge_alone", 0),)
-#: What the writers of the forced races commit: the kinds of commit the simulator made when
-#: the races were found (its default mix then).
-BASIC_MIX = Mix.of(
-    [
-        ("append", 0.80),
-        ("overwrite", 0.06),
-        ("delete", 0.03),
-        ("remove", 0.03),
-        ("restore", 0.02),
-        ("multi", 0.06),
-    ]
-)
-
-
 def test_a_deletion_is_judged_by_the_run_that_made_it() -> None:
     """Two vacuum processes: the first lists a key as an orphan, the second (which read a
     root that references it) does not, and it is the second that deletes it — a deletion
@@ -264,33 +249,10 @@ def test_the_sweep_vacuums_in_a_quarter_of_its_runs_and_they_delete() -> None:
 
 # -- the race: an intent applied between vacuum's listing and its read of the root ---------------
 
-#: Runs in which a vacuum that pauses half a second between its listing and its read of the
-#: root sees an old intent undecided when it listed it and applied when it reads the root:
-#: seed 21 with vacuum as it is (the first of 11-399 with the retry budget and pace and every
-#: kind of commit folding); 19 after the few-writers rules; 15,
-#: 51, 52, 55 since the simulated SDK sends a timed-out root swap again and a retried
-#: write is told ours by its write id; before it
-#: 13, 51, 52, 63 (the simulator with the vacuum floor, 2026-11-29); before that 11 and 20
-#: with vacuum as it is and 12, 15 and 31 with the reads the wrong way round (the runs part
-#: ways at the first deletion the two vacuums disagree on), with the basic mix the races
-#: were found with (:data:`BASIC_MIX`); before those 12 and 10, 2, 6, 12 and 3, 10.
-RACE = SimConfig(
-    writers=4,
-    seconds=3.0,
-    store="fixed:10",
-    seed=21,
-    vacuums=1,
-    faults=Faults(kills=2, rate=0.02),
-    intent_ttl=5.0,
-    policy=BEFORE_ALONE,
-    mix=BASIC_MIX,
-)
-PAUSE = 0.5
-
 
 def _raced(result: SimResult, reads: list[tuple[RegistryDoc, RegistryDoc]]) -> set[str]:
     """The intents a vacuum listed, old enough to go, that the root was still to decide at
-    its first read after the listing and had applied at its second (the one it used)."""
+    its first read after the listing and had applied at the read it decided on."""
     found = set()
     pairs = [
         (run, earlier, later)
@@ -313,51 +275,85 @@ def _raced(result: SimResult, reads: list[tuple[RegistryDoc, RegistryDoc]]) -> s
     return found
 
 
-def _pausing(monkeypatch: pytest.MonkeyPatch, reads: list[tuple[RegistryDoc, RegistryDoc]]) -> None:
-    """Vacuum reads the root, pauses, then reads it again and goes on with that second read
-    (the writers commit in between); ``reads`` gets both of each vacuum."""
-    read_root = _vacuum_plan.read_root
+def _waiting_for_the_apply(
+    monkeypatch: pytest.MonkeyPatch, reads: list[tuple[RegistryDoc, RegistryDoc]]
+) -> None:
+    """Forces the race by construction, with the writers of :data:`PAUSED_SWAP`: a lone
+    writer stalls just before a swap that applies its own intent, and rule 10's writer side
+    is off so that it applies the intent however old (rule 10 alone refuses every intent
+    older than vacuum's window: with it the race cannot arise). A vacuum whose listing finds
+    an intent older than its window that its read of the root has not decided waits,
+    reading the root again every 50 ms for up to 4 s, until the root decides it, and decides
+    on that later root. ``reads`` gets the first and the later root of each vacuum."""
+    monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
+    monkeypatch.setattr(_decide, "vacuumed", lambda *_, **__: None)
+    decide = _vacuum_plan.decide
 
-    def paused(bucket: str | None, name: str = REGISTRY_KEY) -> Steps:
-        first, _ = yield from read_root(bucket, name)
-        yield Sleep(PAUSE)
-        doc, etag = yield from read_root(bucket, name)
+    def waiting(
+        now: float,
+        listed: tuple[ListedObject, ...],
+        root: tuple[RegistryDoc, str | None],
+        known: _vacuum_plan.Known,
+        *,
+        older_than: float,
+        intent_ttl: float,
+    ) -> Steps:
+        first = doc = root[0]
+        old = {
+            o.key
+            for o in listed
+            if is_intent(o.key)
+            and o.last_modified.timestamp() <= now - older_than
+            and first.fate(o.key) is None
+        }
+        waited = 0.0
+        while old and waited < 4.0 and all(doc.fate(key) is None for key in old):
+            yield Sleep(0.05)
+            waited += 0.05
+            root = yield from _vacuum_plan.read_root(None)
+            doc = root[0]
         reads.append((first, doc))
-        return doc, etag
+        plan: _vacuum_plan.Plan = yield from decide(
+            now, listed, root, known, older_than=older_than, intent_ttl=intent_ttl
+        )
+        return plan
 
-    monkeypatch.setattr(_vacuum_plan, "read_root", paused)
+    monkeypatch.setattr(_vacuum_plan, "decide", waiting)
+
+
+#: Seeds of :data:`PAUSED_SWAP` whose stalled writer applies its old intent while a vacuum
+#: waits (1-3: 1 and 3; in 2 the intent is applied and kept, and a later run deletes it
+#: once its version left the window).
+RACE_SEEDS = (1, 3)
 
 
 def test_an_intent_applied_between_vacuums_listing_and_its_read_of_the_root_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The race that lost data before (an old intent folded into the current version just
-    as vacuum looked): forced by pausing vacuum after its listing. The intent is undecided
-    in the root when vacuum lists it and applied in the root it reads; it is referenced
-    there, so vacuum keeps it, and the run holds every guarantee."""
+    as vacuum looked), forced by construction (:func:`_waiting_for_the_apply`): the intent
+    is undecided in the root when vacuum lists it and applied in the root it decides on;
+    it is referenced there, so vacuum keeps it, and no violation names it."""
     reads: list[tuple[RegistryDoc, RegistryDoc]] = []
-    _pausing(monkeypatch, reads)
-    result = simulate(RACE)
-    raced = _raced(result, reads)
-    assert raced, "the run no longer forces the race: choose another seed"
-    assert not raced & set(result.store.graveyard)
-    assert result.ok, result.violations[:3]
+    _waiting_for_the_apply(monkeypatch, reads)
+    for seed in RACE_SEEDS:
+        reads.clear()
+        result = simulate(dataclasses.replace(PAUSED_SWAP, seed=seed))
+        raced = _raced(result, reads)
+        assert raced, "the race was not forced"
+        assert not raced & set(result.store.graveyard)
+        assert not [v for v in result.violations if any(key in v for key in raced)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no seed of 11-650 forces the loss with the vacuum floor's vacuum: with the reads "
-    "the wrong way round it deletes applied intents (seed 51) but nothing a version reaches; "
-    "the race needs a new forcing",
-)
 def test_with_the_versions_read_before_the_intents_the_checker_catches_the_race(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The reads the wrong way round: what the versions reach from the root as it was when
     vacuum listed, the intents still undecided from the root after. An intent applied in
-    between is neither, and vacuum deletes the manifest of the current version."""
+    between is neither, and vacuum deletes the manifest of the current version: the
+    checker reports it (a retained version reaches it)."""
     reads: list[tuple[RegistryDoc, RegistryDoc]] = []
-    _pausing(monkeypatch, reads)
+    _waiting_for_the_apply(monkeypatch, reads)
     reachable = _vacuum_plan.reachable
 
     def from_the_earlier_root(
@@ -366,11 +362,13 @@ def test_with_the_versions_read_before_the_intents_the_checker_catches_the_race(
         return reachable(reads[-1][0], known, cutoff=cutoff)
 
     monkeypatch.setattr(_vacuum_plan, "reachable", from_the_earlier_root)
-    result = simulate(dataclasses.replace(RACE, seed=12))
-    lost = _raced(result, reads) & set(result.store.graveyard)
-    assert lost, "the run no longer forces the race: choose another seed"
-    caught = [v for v in result.violations if any(key in v for key in lost)]
-    assert any("a version retained then reaches it" in v for v in caught), result.violations[:3]
+    for seed in RACE_SEEDS:
+        reads.clear()
+        result = simulate(dataclasses.replace(PAUSED_SWAP, seed=seed))
+        lost = _raced(result, reads) & set(result.store.graveyard)
+        assert lost, "the race was not forced"
+        caught = [v for v in result.violations if any(key in v for key in lost)]
+        assert any("a version retained then reaches it" in v for v in caught), caught[:3]
 
 
 # -- rule 10's last hole: a writer paused between its last check and its swap --------------------

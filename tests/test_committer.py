@@ -173,6 +173,28 @@ def test_an_expired_intent_is_not_applied(s3: S3Endpoint, store: ObjectStore) ->
     assert sorted(names(later)) == ["a", "b", "c", "l"]
 
 
+def test_a_step_of_the_folders_wall_clock_expires_no_young_intent(store: ObjectStore) -> None:
+    """A folder's wall clock stepped 15 minutes forward (NTP, by hand) after it read the
+    root does not carry its estimate of the server's clock with it: that estimate moves on
+    by a monotonic clock, so another process's intent written a moment ago is applied, not
+    rejected as expired (it was: the ``Date`` of the root read plus how far the wall clock
+    moved since put the intent past the 10-minute TTL, and its writer heard its commit
+    refused; a step past half the vacuum floor refused the folder's own fresh file as too
+    old, too)."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    stepped = [0.0]
+    folder = registry(store, clock=lambda: time.time() + stepped[0], intent_ttl=600)
+    folder.commit("sales", add=[datafile("sales", "", "b")])  # reads the root: its Date
+    key = plant_intent(store, Change("sales", "young", add=(datafile("sales", "", "y"),)))
+    stepped[0] = 900.0
+    # Its next commit starts from the root it swapped in, and folds the young intent.
+    result = folder.commit("sales", add=[datafile("sales", "", "c")])
+    fate = folder._current()[0].fate(key)
+    assert fate is not None
+    assert (fate.state, fate.version, fate.reason) == ("applied", result.version, "")
+    assert names(folder) == ["a", "b", "c", "y"]
+
+
 def test_a_giving_up_commit_is_cancelled_and_never_applied(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:

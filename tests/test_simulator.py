@@ -1371,10 +1371,10 @@ QUIET_FAULTS = (
 QUIET_MIX = Mix.of(
     [("append", 1), ("multi", 1), ("restore", 1), ("rename", 0.5), ("copy", 0.5), ("lock", 0.5)]
 )
-#: Clock steps in the sweep (1: on). Off: a forward step makes a folder's estimate of the
-#: server's clock run ahead and expire intents younger than the TTL
+#: Clock steps in the sweep (1: on; 0 turns them off). A folder carries its estimate of the
+#: server's clock forward by its monotonic clock, so no step of its wall clock moves it
 #: (test_a_clock_step_forward_expires_intents_younger_than_the_ttl).
-CLOCK_STEPS = 0
+CLOCK_STEPS = 1
 #: The idempotency window of a fifth of the sweep's runs (commits the root keeps ids of).
 SHORT_WINDOW = 8
 #: The sweep's seeds that run vacuum (by seed % 8), and how many vacuum processes they run.
@@ -1508,8 +1508,6 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
     "judge_listed": ("judge_listed", _expiry_without_the_ttl),
     # Rule 5: the watermark never goes down (nor above what the fold listed).
     "bound_watermark": ("bound_watermark", _watermark_lowered),
-    # Rule 4b: a writer applies its own passed-over intent only while vacuum keeps it.
-    "too_old_to_apply": ("too_old_to_apply", lambda: lambda *_, **__: None),
 }
 
 
@@ -1519,12 +1517,13 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         # Seeds of 0-249 whose run has not this violation with the rule in place and has it
         # without (the whole workload, 2026-11-29): settle nearly all (3 since a few
         # writers swap without waiting when no fold is coming); index 34, 53, 93,
-        # 112, 155, 189, 214, 219; prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
+        # 112, 155, 189, 214, 219 (112 since a new lake's first commit spanning datasets
+        # creates its root first, rule 17); prune 53, 60, 68, 136, ...; fates 58, 60, 71, 95, ...;
         # cancel 23, 60, 68, 114, ...; bound_watermark 34, 40, 66, 87, 112, ....
         ("settle", 3, "refused commit is in the registry"),
         # A restarted writer's re-run of a commit its first run's intent had applied gives
         # up, blind to the record.
-        ("index", 34, "refused commit is in the registry"),
+        ("index", 112, "refused commit is in the registry"),
         # Its intent's fate gone, a later fold applies a commit again, or one refused.
         ("prune", 60, "refused commit is in the registry"),
         ("fates", 60, "recorded [0] times"),
@@ -1533,22 +1532,6 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         # Intents listed again whose fates were pruned: applied a second time (the index of
         # the dataset then has the id at the later version).
         ("bound_watermark", 34, "but the commit-id index of"),
-        # A writer stalled past the TTL beside vacuum applies its own old intent: its files
-        # were deleted as an undecided intent's. Rule 10 refuses the same commits (their
-        # files are as old), so it is off too, and the seed clean with it off alone (134,
-        # 294, 299, 302, 470 of 0-499; none with rule 10 in place, of 0-2999; since a few
-        # writers swap without waiting when no fold is coming, 534 first of 0-999; since
-        # the simulated SDK sends a timed-out root swap again, none of 0-1999: the race
-        # needs a new forcing).
-        pytest.param(
-            "too_old_to_apply",
-            534,
-            "references it",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="no vacuum seed of 0-1999 forces it since the simulated SDK's resend",
-            ),
-        ),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
@@ -1558,13 +1541,56 @@ def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
     sweep catches it with the violation the rule prevents (docs/SIMULATOR.md has the seeds
     each was found by). With the rule in place the same seed holds (the sweep)."""
     name, broken = BREAKS[rule]
-    if rule == "too_old_to_apply":
-        monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
-        clean = simulate(sweep_config(seed)).violations
-        assert not any(violation in v for v in clean), clean[:3]
     monkeypatch.setattr(_decide, name, broken())
     result = simulate(sweep_config(seed))
     assert any(violation in v for v in result.violations), result.violations[:5]
+
+
+#: Folds that pass over intents still landing (``watermark_lag`` 0: the watermark is the
+#: newest key listed), writers stalled past the intent TTL (2 s) beside vacuum (a 1-s
+#: window): a writer's own intent passed over is kept by vacuum only while younger than the
+#: TTL. Seed 0 (the first of 0-51 whose run, with rule 10 off, is clean).
+PASSED_OVER_BESIDE_VACUUM = SimConfig(
+    writers=6,
+    seconds=3.0,
+    store="fixed:10",
+    seed=0,
+    faults=Faults(rate=0.04, stalls=3),
+    intent_ttl=2.0,
+    vacuums=1,
+    policy=(("watermark_lag", 0.0),),
+    mix=Mix.of([("append", 1), ("multi", 0.5)]),
+)
+
+
+def test_too_old_to_apply_switched_off_with_rule_10_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rule 4b (``_decide.too_old_to_apply``: a writer applies its own passed-over intent only
+    while it is younger than half the TTL) switched off, with rule 10 (the vacuum floor) off
+    too: a writer's two-dataset commit, its intent passed over by a fold, stalls past the
+    TTL; vacuum deletes the intent (undecided, below the watermark, older than the TTL and
+    its window) and the intent's files, and the writer comes back and applies its intent in
+    its own swap — a version that reaches what vacuum took. With either rule the same run
+    holds.
+
+    Rule 10 alone closes it, which is why no run can catch rule 4b with rule 10 in place:
+    vacuum deletes only what was modified before its window, never below the lake's floor,
+    so the intent is older than the floor when it goes; the files it applies were written
+    before it, so they are too; and rule 10's last check, just before the swap, refuses a
+    commit whose files are older than half the floor by the server's clock (the other half
+    covers the estimate's error). A commit that adds no files references no intent (nothing
+    to lose). What is left is a pause after that last check, which rule 4b's check, made at
+    the same moment, does not close either. Rule 4b stays as defence in depth: it costs one
+    comparison, and it holds where rule 10 cannot judge (a lake without a floor; a process
+    that knows no server time)."""
+    assert simulate(PASSED_OVER_BESIDE_VACUUM).violations == []
+    monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
+    assert simulate(PASSED_OVER_BESIDE_VACUUM).violations == []
+    monkeypatch.setattr(_decide, "too_old_to_apply", lambda *_, **__: None)
+    violations = simulate(PASSED_OVER_BESIDE_VACUUM).violations
+    assert any("an intent that v" in v and "applies" in v for v in violations), violations[:3]
+    assert any("references it" in v for v in violations), violations[:3]
 
 
 def _untyped(fate: Any, change: Change) -> CommitConflictError:
@@ -1601,8 +1627,9 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         ("reused_in_batch", 322, "acknowledged commit recorded [0] times"),
         ("reused_in_batch", 249, "already committed commit recorded [0] times"),
         ("registered_twice", 101, "lists 1 files twice"),
-        # A commit spanning datasets acknowledged, applied in one of its datasets only.
-        ("whole_groups", 0, "acknowledged commit recorded [0, 1] times"),
+        # A commit spanning datasets acknowledged, applied in one of its datasets only (0
+        # before a new lake's first commit spanning datasets created its root first).
+        ("whole_groups", 3, "acknowledged commit recorded [0, 1] times"),
         # A stale lease, a superseded lock grant, a schema that does not fit and a commit
         # id naming another change, each refused by another process's fold.
         ("fate_error", 227, "not StaleFenceError"),
@@ -1642,7 +1669,8 @@ LOST_SWAPS = SimConfig(
 @pytest.mark.xfail(
     strict=True,
     reason="since the few-writers rules no seed of 0-400 of this configuration forces it "
-    "(before them seeds 7, 11, 17, 20, 26 did): it needs a new forcing",
+    "(before them seeds 7, 11, 17, 20, 26 did), nor seeds 0-199 of six writers with kills, "
+    "stalls, re-runs and a window of 4: it needs a forcing of the re-look (docstring)",
 )
 def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rule 2's ``past_the_window`` (after a swap whose answer was lost, the commit-id
@@ -1650,30 +1678,61 @@ def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch)
     that swap would have made) switched off: a commit spanning two datasets whose swap
     landed unheard finds no record in the window and tries again, and is refused (its files
     registered already) while it is in the registry; or a commit is applied twice. Seeds
-    7, 11, 17, 20, 26, ... of 0-39 of this configuration catch it; all 40 hold with it."""
+    7, 11, 17, 20, 26, ... of 0-39 of this configuration caught it; all 40 hold with it.
+
+    After a lost swap answer, ``_decide.settle`` now finds an intent commit without this
+    rule: a fate is pruned only once its intent is at or below the watermark (rule 6), and
+    settle looks such an intent up in the commit-id index (a passed-over intent). What is
+    left for the rule is its other use, the second look of a caller-chosen id (seed 12773:
+    a restart that looked its id up, then paused with its own intent unsent while its
+    killed run's intent was applied and more than the window's commits followed); no
+    configuration tried forces that since. ``tests/test_commit_promises.py``'s
+    ``test_a_rerun_whose_crashed_runs_intent_is_applied_while_it_waits_commits_once`` (the
+    embedded endpoint: the re-run's intent PUT held, its clock an hour ahead so no fold
+    passes it over) fails with the rule off."""
     assert simulate(LOST_SWAPS).violations == []
     monkeypatch.setattr(_decide, "past_the_window", lambda *_: False)
     violations = simulate(LOST_SWAPS).violations
     assert any("refused commit is in the registry" in v for v in violations), violations[:3]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since every kind of commit folds, no seed of 0-599 catches it: giving up cancels "
-    "the commit's intents by a swap that meets the one in flight too (decision 0032); "
-    "tests/test_commit_promises.py shows it on the one commit that writes no intent",
+#: A commit that writes no intent, on a quiet lake (the toy protocol: one plain
+#: compare-and-swap a commit, as lakelock makes a format-1 lake's restore): the second
+#: commit's root swap (the lake's sixth request: data, root read, root create, data, root
+#: read, swap) lands late, after its client timed out; the SDK's resend meets it in flight
+#: (409), and the commit has a budget of two attempts.
+LATE_SWAP_WITHOUT_INTENT = SimConfig(
+    writers=1,
+    commits=2,
+    store="fixed:10",
+    seed=1,
+    protocol="toy",
+    max_attempts=2,
+    faults=Faults(schedule=(None,) * 5 + ("late",), timeout=2.0),
+    mix=Mix.of([("append", 1)]),
 )
-def test_the_sdks_retry_answered_409_switched_off_is_caught_by_a_seed_of_the_sweep(
+
+
+def test_the_sdks_retry_answered_409_switched_off_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Rule 13's store half (``_s3/_resolve.may_still_land``): a root swap timed out at the
     client is sent again by the SDK and meets the first attempt still in flight at S3,
-    answered 409. Switched off, the 409 reaches the core as a plain conflict (not applied):
-    in the quiet-lake seed 97 (the only one of the quiet seeds of 0-499) a commit spanning
-    two datasets gives up, and its first attempt lands afterwards. With the rule the seed
-    holds (the sweep)."""
+    answered 409. Switched off, the 409 reaches the caller as a plain conflict (not
+    applied): a commit that writes no intent gives up as a definite failure
+    (``CommitConflictError``), and its first attempt lands afterwards. With the rule it is
+    an unknown outcome. Forced (``LATE_SWAP_WITHOUT_INTENT``), not found by a seed: the
+    core's commits all write intents, and one that gives up cancels them by a swap on the
+    same ``If-Match`` as the swap in flight (rule 7) — answered 409 until that one lands,
+    412 after, when the commit reads its intent applied — so the core never turns the 409
+    into a definite failure whatever this rule says (no seed of 0-599 did). The rule stays
+    for the one commit of lakelock that writes no intent, a format-1 lake's restore
+    (``tests/test_commit_promises.py``), which the toy protocol stands for here."""
+    held = simulate(LATE_SWAP_WITHOUT_INTENT)
+    assert held.violations == []
+    assert [i.outcome for i in held.invocations] == ["ok", "unknown"]
     monkeypatch.setattr(sim_resolve, "may_still_land", lambda *_, **__: False)
-    result = simulate(sweep_config(97))
+    result = simulate(LATE_SWAP_WITHOUT_INTENT)
     assert any("refused commit is in the registry" in v for v in result.violations), (
         result.violations[:5]
     )
@@ -1745,8 +1804,8 @@ def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Rule 4 (expiry by server time) switched off: the core's estimate of the server's
-    clock (``server_now``: its own clock plus the offset its last root read's ``Date``
-    showed) becomes its own clock, skewed by up to 10 s in seed 29 (of 29, 34, 88, 93, 105
+    clock (its monotonic clock plus the offset its last root read's ``Date`` showed)
+    becomes its own wall clock, skewed by up to 10 s in seed 29 (of 29, 34, 88, 93, 105
     of 0-119, with the whole workload). A rejection is recorded by compare-and-swap, so no other
     guarantee breaks: the writer just hears a failure; the checker's expiry rule catches
     it."""
@@ -1756,6 +1815,13 @@ def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep
         property(lambda _self: 0.0, lambda _self, _value: None),
         raising=False,
     )
+    judge = Committer._judge
+
+    def by_its_own_clock(self: Committer, *args: Any, elapsed: float) -> Steps:
+        seconds = args[2]  # the attempt's wall clock, where its monotonic one was
+        return judge(self, *args, elapsed=seconds)
+
+    monkeypatch.setattr(Committer, "_judge", by_its_own_clock)
     result = simulate(sweep_config(29))
     assert result.violations
     assert all("as expired" in v for v in result.violations), result.violations[:3]
@@ -1810,11 +1876,6 @@ def test_a_writer_does_not_apply_its_own_passed_over_intent_once_vacuum_may_take
     assert simulate(sweep_config(seed)).violations == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the driver's Now is the wall clock, so a forward step carries a folder's "
-    "estimate of the server's clock ahead (docs/SIMULATOR.md, What it found)",
-)
 def test_a_clock_step_forward_expires_intents_younger_than_the_ttl() -> None:
     """Rule 4 under an NTP step: a folder's estimate of the server's clock is the ``Date``
     of its last root read moved on by its own clock since; a step of its clock forward

@@ -24,7 +24,7 @@ from lakelock._cli._common import (
     to_jsonable,
 )
 from lakelock._layout import files_prefix
-from lakelock._registry import CommitRecord, DatasetState, RegistrySnapshot
+from lakelock._registry import FORMAT_VERSION, CommitRecord, DatasetState, RegistrySnapshot
 from lakelock._registry._settings import DEFAULTS, LakeSettings
 from lakelock.errors import DatasetNotFoundError
 
@@ -65,10 +65,12 @@ def add_parser(commands: Any) -> None:
         actions,
         "migrate",
         run_migrate,
-        help="upgrade a format-1 registry to format 2",
-        description="Upgrade the registry to format 2 now, by compare-and-swap (any commit "
-        "would do it too). The format-1 document is kept under metastore/backups/. A registry "
-        "in format 2 already is left as it is.",
+        help=f"upgrade a format-1 or format-2 registry to format {FORMAT_VERSION}",
+        description=f"Upgrade the registry to format {FORMAT_VERSION} now, by compare-and-swap "
+        "(any commit would do it too). A format-1 document is kept under metastore/backups/. "
+        "From then on lakelocks that read only formats 1 and 2 refuse the lake (they would "
+        "misapply commits spanning datasets and restores). A registry upgraded already is "
+        "left as it is.",
         on_lake=True,
     )
     add_command(
@@ -171,12 +173,13 @@ def run_migrate(args: argparse.Namespace) -> int:
     lake = lake_for(args, target)
     result = lake.registry.migrate()
     if result is None:
-        print_lines([f"{target.url}: the registry is in format 2 already"])
+        print_lines([f"{target.url}: the registry is in format {FORMAT_VERSION} already"])
     else:
+        kept = f"; format-1 document kept at {result.backup}" if result.backup else ""
         print_lines(
             [
-                f"{target.url}: upgraded to format 2 at version {result.version}; "
-                f"format-1 document kept at {result.backup}"
+                f"{target.url}: upgraded from format {result.upgraded_from} to format "
+                f"{FORMAT_VERSION} at version {result.version}{kept}"
             ]
         )
     return 0
@@ -214,6 +217,7 @@ def run_show(args: argparse.Namespace) -> int:
                 "version": snap.version,
                 "etag": snap.etag,
                 "updated_at": snap.updated_at,
+                "format_version": snap.format_version,
                 "datasets": {name: _dataset_json(s) for name, s in sorted(snap.datasets.items())},
                 "fences": dict(sorted(snap.fences.items())),
                 "pending_intents": _pending(lake, snap),
@@ -348,10 +352,13 @@ def _registry_lines(
         f"registry version {snap.version}{' (as it was)' if snap.historical else ''}, "
         f"updated {snap.updated_at}, {count} dataset{'s' if count != 1 else ''}",
     ]
-    if snap.format_version == 1:
+    if snap.format_version < FORMAT_VERSION:
         lines.append(
-            "format 1: the next commit upgrades it to format 2 (or `lakelock registry migrate`)"
+            f"registry format {snap.format_version}: the next commit upgrades it to format "
+            f"{FORMAT_VERSION} (or `lakelock registry migrate`)"
         )
+    else:
+        lines.append(f"registry format {snap.format_version}")
     if not snap.historical:
         settings = _settings_lines(snap.settings or DEFAULTS)[0]
         stored = "" if snap.settings is not None else " (the defaults: none stored yet)"

@@ -40,7 +40,7 @@ the caller, who asks :func:`manifests_needed` first.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -97,6 +97,7 @@ __all__ = [
     "reused_commit_id",
     "seal",
     "totals_of",
+    "window_kept",
     "with_dataset",
     "written_paths",
 ]
@@ -747,10 +748,10 @@ def seal(
     window: int,
     retire_before: float | None = None,
 ) -> RegistryDoc:
-    """Close a batch: bump the version once, record each commit id, keep ``window`` of them,
-    and forget (format 1) retired manifests older than ``retire_before`` (seconds since the
-    epoch); the path-lock grant records are kept whatever their age
-    (:func:`~lakelock._registry._fencing.lock_fences_kept`)."""
+    """Close a batch: bump the version once, record each commit id, keep the window of them
+    (:func:`window_kept`: at least ``window``, versions whole), and forget (format 1) retired
+    manifests older than ``retire_before`` (seconds since the epoch); the path-lock grant
+    records are kept whatever their age (:func:`~lakelock._registry._fencing.lock_fences_kept`)."""
     version = doc.version + 1
     # One record per commit id: a commit spanning several datasets names them all.
     merged: dict[str, CommitRecord] = {}
@@ -778,7 +779,7 @@ def seal(
                 digest=before.digest if before.digest == change.digest else None,
             )
     records = list(merged.values())
-    commits = (*doc.commits, *records)[-window:]
+    commits = window_kept((*doc.commits, *records), window)
     retired = doc.retired if doc.format_version == 1 else ()
     lock_fences = doc.lock_fences
     if retire_before is not None:
@@ -792,6 +793,22 @@ def seal(
         retired=retired,
         lock_fences=lock_fences,
     )
+
+
+def window_kept(commits: Sequence[CommitRecord], window: int) -> tuple[CommitRecord, ...]:
+    """The root's window of recent commits (oldest first): the ``window`` newest records, and
+    every other record of the version the oldest of them belongs to. A version is kept whole
+    while fewer than ``window`` records of later versions are, so a commit id is bound across
+    datasets until ``window`` commits were recorded after its version, however many one swap
+    applied: a fold larger than ``window`` would otherwise leave some of its ids in no window
+    at all, not even the root it made (docs/FORMAT.md, "Commit ids")."""
+    if len(commits) <= window:
+        return tuple(commits)
+    start = len(commits) - window
+    oldest = commits[start].version
+    while start > 0 and commits[start - 1].version == oldest:
+        start -= 1
+    return tuple(commits[start:])
 
 
 def reused_commit_id(

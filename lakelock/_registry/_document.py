@@ -85,6 +85,7 @@ from lakelock.errors import RegistryCorruptError
 
 __all__ = [
     "FORMAT_VERSION",
+    "GUARDED_FORMAT",
     "READABLE_FORMATS",
     "REGISTRY_KEY",
     "CommitRecord",
@@ -103,9 +104,16 @@ __all__ = [
     "with_datasets",
 ]
 
-#: The registry format this lakelock writes; it reads 1 and 2 (1 is upgraded on first write).
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
+#: The registry format this lakelock writes; it reads 1, 2 and 3 (every swap writes 3).
+#: Format 3 is format 2's shape; its number keeps out the lakelocks that read only 1 and 2
+#: (they refuse a format they do not know and never overwrite it), which would apply a
+#: commit spanning datasets one intent at a time and a restore's intent as a commit that
+#: changes nothing (docs/FORMAT.md rule 17).
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)
+#: The first format whose writers all apply group and restore intents as rule 16 and 9 say:
+#: such an intent is written only into a lake whose root this writer read at it (rule 17).
+GUARDED_FORMAT = 3
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -392,7 +400,7 @@ _PARSED_LOCK = threading.Lock()
 def parse_registry(
     body: bytes, *, bucket: str | None = None, key: str | None = None
 ) -> RegistryDoc:
-    """The one way to read a registry document (format 1 or 2). Raises RegistryCorruptError on
+    """The one way to read a registry document (format 1, 2 or 3). Raises RegistryCorruptError on
     anything that is not a registry this version of lakelock understands: fields of the wrong
     JSON type are refused, never coerced. A format-2 document's ``datasets`` is empty: its
     ``entries`` point to the snapshots the registry shell loads on demand. (A pure function
@@ -470,7 +478,7 @@ def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> Regi
             intents = obj(data["intents"], "intents")
             backup = data["backup"]
             doc = RegistryDoc(
-                format_version=2,
+                format_version=version,  # 2 or 3: one shape
                 entries=MappingProxyType(
                     {
                         text(name, "dataset name"): DatasetEntry.from_json(

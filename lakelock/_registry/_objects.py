@@ -22,6 +22,7 @@ from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj
 from lakelock._registry._changes import Change, totals_of
 from lakelock._registry._document import (
+    FORMAT_VERSION,
     DatasetState,
     ManifestRef,
     PartitionState,
@@ -588,9 +589,10 @@ class Objects:
         at: float,
         nonces: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> tuple[RegistryDoc, list[tuple[str, bytes]]]:
-        """``doc`` (a sealed batch) as a format-2 root, and the objects to create before its
-        compare-and-swap: new index nodes, one snapshot per changed dataset (every dataset
-        when ``base`` is format 1: the upgrade, which also keeps the old root as a backup)."""
+        """``doc`` (a sealed batch) as a root of this lakelock's format, and the objects to
+        create before its compare-and-swap: new index nodes, one snapshot per changed dataset
+        (every dataset when ``base`` is format 1: the upgrade, which also keeps the old root
+        as a backup)."""
         writes: list[tuple[str, bytes]] = []
         upgrading = base.format_version == 1
         entries = {} if upgrading else dict(doc.entries)
@@ -625,7 +627,7 @@ class Objects:
         )
         new_doc = replace(
             doc,
-            format_version=2,
+            format_version=FORMAT_VERSION,
             entries=frozen,
             datasets=datasets,
             retired=(),

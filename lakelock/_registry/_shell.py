@@ -38,6 +38,7 @@ from lakelock._registry._core import (
 from lakelock._registry._core._decide import restore_lead, restore_refused
 from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import (
+    FORMAT_VERSION,
     REGISTRY_KEY,
     CommitRecord,
     DatasetState,
@@ -93,10 +94,13 @@ PARTS_AT_MOST = 32
 
 @dataclass(frozen=True)
 class MigrationResult:
-    """An upgrade to format 2: the version that did it and where the old root was kept."""
+    """An upgrade of the registry's format: the version that did it, where a format-1 root
+    was kept (``None``: it was format 2, whose root the upgrade only renumbers), and the
+    format it was in."""
 
     version: int
-    backup: str
+    backup: str | None
+    upgraded_from: int = 1
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,7 @@ class RegistrySnapshot:
     lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
-    format_version: int = 2
+    format_version: int = FORMAT_VERSION
     #: ``True`` for a version other than the current one (time travel): every field is as
     #: it was then (``commits``: those of the current window made at or before it);
     #: ``fences`` and ``lock_fences`` are empty (fencing state keeps no history).
@@ -651,17 +655,19 @@ class Registry:
         return found[:limit]
 
     def migrate(self) -> MigrationResult | None:
-        """Upgrade a format-1 registry to format 2 by compare-and-swap (any commit does it
-        too), keeping the format-1 document as a write-once backup; ``None`` if it is in
-        format 2 already (or a concurrent upgrade won: exactly one does)."""
+        """Upgrade a format-1 or format-2 registry to this lakelock's format (3) by
+        compare-and-swap (any commit does it too), keeping a format-1 document as a
+        write-once backup; ``None`` if it is upgraded already (or a concurrent upgrade won:
+        exactly one does). Lakelocks that know only formats 1 and 2 refuse the lake from
+        then on (docs/FORMAT.md rule 17)."""
         try:
-            new_doc = self._commits.run(self._committer.migrate())
+            upgraded = self._commits.run(self._committer.migrate())
         except (Redrive, Retry):
             return None
-        if not isinstance(new_doc, RegistryDoc):
+        if not isinstance(upgraded, tuple):
             return None
-        assert new_doc.backup is not None
-        return MigrationResult(new_doc.version, new_doc.backup)
+        old, new_doc = upgraded
+        return MigrationResult(new_doc.version, new_doc.backup if old == 1 else None, old)
 
     def find_commit(self, commit_id: str, *, datasets: Iterable[str] | None = None) -> int | None:
         """The version that recorded ``commit_id``, or None: the root's recent window first,

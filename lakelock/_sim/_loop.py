@@ -638,7 +638,8 @@ class Process:
             error = None
             kind = type(request)
             if kind is Now:
-                value = EPOCH + loop.now + self.skew
+                # Its monotonic clock (Now(monotonic=True)) is virtual time: no skew, no step.
+                value = loop.now if request.monotonic else EPOCH + loop.now + self.skew
                 continue
             if kind is Ahead:
                 self._ahead(request)

@@ -287,7 +287,10 @@ def _id_problems(
     commit_window: int,
 ) -> list[str]:
     """Two changes under one commit id, both applied: in one dataset (its commit-id index
-    finds the id whatever its age), or in two well within the window."""
+    finds the id whatever its age), or in two well within the window. The root keeps a
+    version's records whole while fewer than the window's worth of later versions' are kept
+    (FORMAT.md, "Commit ids"), so an id is bound across datasets until that many commits of
+    later versions were recorded, however many commits its own swap applied."""
     # The order of the commits the root recorded: (version, id) once per commit.
     order: dict[tuple[int, str], int] = {}
     for chain in view.datasets.values():
@@ -295,12 +298,13 @@ def _id_problems(
             for commit_id in v.commit_ids:
                 order.setdefault((v.version, commit_id), 0)
     rank = {key: n for n, key in enumerate(sorted(order))}
-    # Where a version's commits begin: one swap may apply more commits than the window
-    # holds, and the order the root keeps them in within that version is its own, so an id
-    # is proven in the window only counting every commit of its version as after it.
+    # Where each version's commits begin and end in that order: the commits recorded
+    # between two versions are those of the versions strictly between them.
     begins: dict[int, int] = {}
+    ends: dict[int, int] = {}
     for (version, _), n in rank.items():
         begins[version] = min(n, begins.get(version, n))
+        ends[version] = max(n + 1, ends.get(version, n + 1))
     problems = []
     for commit_id, calls in by_id.items():
         changes: dict[int, list[tuple[str, int]]] = {}
@@ -314,7 +318,7 @@ def _id_problems(
         for other, there in rest:
             for name, version in there:
                 for first_name, first_version in where:
-                    between = rank[(version, commit_id)] - begins[first_version]
+                    between = begins[version] - ends[first_version]
                     if name == first_name or between < commit_window // 2:
                         a, b = invocations[first], invocations[other]
                         problems.append(

@@ -394,11 +394,12 @@ class _Writer:
         run = self.run
         self.current = invocation
         if invocation.data:
-            sent: float = yield Now()
+            # The PUT's duration by the monotonic clock, as a Lake's write measures it.
+            sent: float = yield Now(monotonic=True)
             answers = yield Parallel(
                 tuple(Put(key, body, create=True) for key, body in invocation.data)
             )
-            took = (yield Now()) - sent
+            took = (yield Now(monotonic=True)) - sent
             failed = [
                 a
                 for a in answers

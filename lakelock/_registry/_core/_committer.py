@@ -128,6 +128,9 @@ class Batch:
     unknown_base: int | None = None
     waits: BatchWaits = field(default_factory=BatchWaits)
     started: float = 0.0
+    #: Our monotonic clock when the attempt read its clock (``seconds``): the moment its
+    #: estimates of the server's clock are for (:attr:`Committer.server_offset`).
+    elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
 
@@ -194,7 +197,8 @@ class Committer:
         self.missed: set[str] = set()
         #: Whether our last swap carried other processes' intents (we are their folder).
         self.carried = False
-        #: The server's clock minus ours, from the ``Date`` of our last root read (None:
+        #: The server's clock minus our monotonic one (a step of the wall clock must not
+        #: move our estimate of the server's), from the ``Date`` of our last root read (None:
         #: no root read yet; a process that created the root and swapped ever since knows
         #: the server's clock only from what it listed).
         self.server_offset: float | None = None
@@ -318,9 +322,11 @@ class Committer:
 
     def send(self, pending: Sequence[Pending]) -> Steps:
         """Create ``pending``'s intents now (a batch is in flight: they will go with the
-        next, and meanwhile others can fold them). A failure is left to the batch."""
+        next, and meanwhile others can fold them). A failure is left to the batch; so are
+        intents rule 17 keeps back until the root this process knows is upgraded."""
+        known = self.known[0] if self.known is not None else None
         with contextlib.suppress(StorageError, Retry):
-            yield from self._send_intents(pending)
+            yield from self._send_intents([p for p in pending if not self._unguarded(known, [p])])
 
     def _retrying(self, state: Batch, attempt: Callable[[Batch], Steps], *, steady: bool) -> Steps:
         """``attempt`` until it returns, within the budget (attempts and seconds, by the
@@ -359,12 +365,16 @@ class Committer:
     def _attempt(self, state: Batch) -> Steps:
         state.attempts += 1
         seconds = self._now = yield Now()
+        state.elapsed = yield Now(monotonic=True)
         found = yield from self._look(state, seconds)
         if found is None:
             return
         if (yield from self._paced()):
             seconds = self._now = yield Now()
+            state.elapsed = yield Now(monotonic=True)
         doc, etag = found
+        if self._unguarded(doc, state.pending):
+            doc, etag = yield from self._upgrade(doc, etag)
         live = self.liveness
         fold = Fold()
         known = self.known
@@ -386,6 +396,7 @@ class Committer:
         own = list(state.pending)
         batch = sorted(own + fold.pending, key=lambda p: p.intent if p.intent is not None else "")
         now = iso(seconds)
+        server_now = self._server_now(state.elapsed)
         current, applied, rejected = yield from self._need(
             lambda: _decide.applied_batch(
                 doc,
@@ -395,7 +406,7 @@ class Committer:
                 seconds=seconds,
                 nonces=self._nonce,
                 restore_margin=self.restore_lead / 2,
-                server_now=self._server_now(seconds),
+                server_now=server_now,
                 floor=self.settings.vacuum_floor,
             )
         )
@@ -436,16 +447,17 @@ class Committer:
             lambda: self.objects.materialize(doc, sealed, at=seconds, nonces=self._nonce)
         )
         version_writes = [*(w for _, a in applied for w in a.writes), *writes]
-        sent = self._now
+        sent = yield Now(monotonic=True)
         yield from self._send_intents([p for p in own if p.rejected is None], version_writes)
         # The last moment before the swap: our clock now, not the attempt's start.
         self._now = yield Now()
-        server_now = self._server_now(self._now)
+        elapsed = yield Now(monotonic=True)
+        server_now = self._server_now(elapsed)
         if server_now is not None and _decide.too_old_to_reference(
             [
                 *_decide.written_by(change for change, _ in applied),
                 # This attempt's own objects: written no earlier than it sent them.
-                *((key, server_now - (self._now - sent)) for key, _ in version_writes),
+                *((key, server_now - (elapsed - sent)) for key, _ in version_writes),
             ],
             server_now=server_now,
             floor=self.settings.vacuum_floor,
@@ -516,6 +528,7 @@ class Committer:
             doc, etag = known
             state = Batch(pending=[], size=0, attempts=1)
             seconds = self._now = yield Now()
+            state.elapsed = yield Now(monotonic=True)
             try:
                 fold = yield from self._fold(doc, state, seconds)
                 if fold.pending:
@@ -548,7 +561,9 @@ class Committer:
         if state.attempts == 1 and advise(
             lambda: live.wait_first(
                 seconds,
-                knows_format2=known is not None and known[0].format_version > 1,
+                knows_format2=known is not None
+                and known[0].format_version > 1
+                and not self._unguarded(known[0], state.pending),
                 all_intents=all(p.intent is not None for p in state.pending),
             ),
             False,
@@ -729,7 +744,7 @@ class Committer:
             todo += [o for o in more if o.key not in own and o.key not in decided]
         fold = Fold(listed=tuple(o.key for o in listed), paused=paused)
         newest = max((o.last_modified.timestamp() for o in listed), default=None)
-        yield from self._judge(doc, todo, seconds, fold, newest)
+        yield from self._judge(doc, todo, seconds, fold, newest, elapsed=state.elapsed)
         return fold
 
     def _judge(
@@ -739,17 +754,20 @@ class Committer:
         seconds: float,
         fold: Fold,
         newest: float | None,
+        *,
+        elapsed: float,
     ) -> Steps:
         """Each listed intent of another process: expired or unreadable (rejected), applied
         already through its commit id (applied at that version), or pending to apply.
 
-        The server's clock is what the ``Date`` of our last root read said, moved on by our
-        own clock since, and at least the newest ``LastModified`` listed (the server wrote it
-        before it answered our LIST). With neither (no root read yet, nothing listed), it is
-        unknown and nothing expires: our own clock never decides."""
+        The server's clock at ``seconds`` (our monotonic clock then: ``elapsed``) is what the
+        ``Date`` of our last root read said, moved on by our monotonic clock since (a step of
+        our wall clock moves it not), and at least the newest ``LastModified`` listed (the
+        server wrote it before it answered our LIST). With neither (no root read yet, nothing
+        listed), it is unknown and nothing expires: our own clock never decides."""
         estimates = [e for e in (newest,) if e is not None]
         if self.server_offset is not None:
-            estimates.append(seconds + self.server_offset)
+            estimates.append(elapsed + self.server_offset)
         server_now = max(estimates, default=None)
         readable = []
         for o in todo:
@@ -937,14 +955,14 @@ class Committer:
             raise answer
         self.objects.load(key, answer.body)
 
-    def _server_now(self, local: float) -> float | None:
-        """The server's clock at our ``local`` time, as far as we know it (a little behind:
-        rule 10 errs towards references that look older): the ``Date`` of our last root
-        read carried forward by our clock, or the newest ``Date`` our writes were answered
-        with, whichever is later; ``None`` before either."""
+    def _server_now(self, monotonic: float) -> float | None:
+        """The server's clock at our ``monotonic`` time, as far as we know it (a little
+        behind: rule 10 errs towards references that look older): the ``Date`` of our last
+        root read carried forward by our monotonic clock, or the newest ``Date`` our writes
+        were answered with, whichever is later; ``None`` before either."""
         estimates = [e for e in (self.written_date,) if e is not None]
         if self.server_offset is not None:
-            estimates.append(local + self.server_offset)
+            estimates.append(monotonic + self.server_offset)
         return max(estimates, default=None)
 
     def _read_root(self) -> Steps:
@@ -961,7 +979,7 @@ class Committer:
             # late), never high — a pause between asking and sending (a stalled process)
             # would otherwise count as server time and expire intents seconds old.
             self._now = yield Now()
-            self.server_offset = data.server_time.timestamp() - self._now
+            self.server_offset = data.server_time.timestamp() - (yield Now(monotonic=True))
         if doc.format_version > 1:
             doc = with_datasets(doc, self.objects.datasets(doc))
         self.observe(doc, data.etag, self._now)
@@ -1135,21 +1153,43 @@ class Committer:
         self.known = (new_doc, written.etag)
         return new_doc
 
-    def migrate(self) -> Steps:
-        """Upgrade a format-1 root to format 2 by one compare-and-swap (None: already
-        format 2, or a concurrent upgrade won)."""
+    def _unguarded(self, doc: RegistryDoc | None, pending: Sequence[Pending]) -> bool:
+        """Rule 17: whether some of ``pending``'s intents must not be created on ``doc``
+        (the root as this process read it) before an upgrade."""
+        return not _decide.guards(doc) and any(map(_decide.needs_guard, pending))
+
+    def _upgrade(self, doc: RegistryDoc, etag: str | None) -> Steps:
+        """Rule 17: the root upgraded (or a new lake's created) by a swap that changes
+        nothing else, before a group's or a restore's intents are written: once per lake.
+        Losing the race is the batch's redrive; the root read then is upgraded already."""
         self._now = yield Now()
-        result: list[RegistryDoc | None] = [None]
+        sealed = replace(
+            doc,
+            version=doc.version + 1,
+            updated_at=iso(self._now),
+            settings=doc.settings if doc.settings is not None else self.settings,
+        )
+        new_doc = yield from self.write_version(Batch([], 0), doc, sealed, etag)
+        assert self.known is not None
+        return new_doc, self.known[1]
+
+    def migrate(self) -> Steps:
+        """Upgrade a format-1 or format-2 root to this lakelock's format by one
+        compare-and-swap: the format it was in and the new root (None: upgraded already,
+        no root, or a concurrent upgrade won)."""
+        self._now = yield Now()
+        result: list[tuple[int, RegistryDoc] | None] = [None]
 
         def attempt(state: Batch) -> Steps:
             try:
                 doc, etag = yield from self._read_root()
             except TRANSIENT as error:
                 raise Retry from error
-            if doc.format_version > 1 or etag is None:
+            if _decide.guards(doc) or etag is None:
                 return
             sealed = replace(doc, version=doc.version + 1, updated_at=iso(self._now))
-            result[0] = yield from self.write_version(state, doc, sealed, etag)
+            new_doc = yield from self.write_version(state, doc, sealed, etag)
+            result[0] = doc.format_version, new_doc
 
         yield from self._retrying(Batch([], 0), attempt, steady=False)
         return result[0]

@@ -46,6 +46,9 @@ The rules:
 15. **A commit planned on a version applies on it** (:func:`moved_since`).
 16. **A commit spanning datasets applies whole** (:func:`whole_groups`): a fold applies the
     intents of one commit together, having read every one, or none of them.
+17. **Older writers are kept out of what they would misapply** (:func:`guards`,
+    :func:`needs_guard`): a group's or a restore's intents are written only into a lake
+    whose root this writer read at format 3, which lakelocks that know only 1 and 2 refuse.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ from lakelock._registry._changes import (
     oldest_write,
     reused_commit_id,
 )
-from lakelock._registry._document import CommitRecord, IntentFate, RegistryDoc
+from lakelock._registry._document import GUARDED_FORMAT, CommitRecord, IntentFate, RegistryDoc
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Missing, Objects
@@ -94,8 +97,10 @@ __all__ = [
     "error_kind",
     "fate_error",
     "fates_of",
+    "guards",
     "judge_listed",
     "moved_since",
+    "needs_guard",
     "past_the_window",
     "recorded_version",
     "registered_twice",
@@ -167,6 +172,28 @@ def settle(
                 ours = passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
+
+
+def guards(doc: RegistryDoc | None) -> bool:
+    """Rule 17: whether ``doc``, a root this writer read (``None``: none read; version 0:
+    the lake has none yet), keeps out every lakelock that would misapply a group's or a
+    restore's intents. Those know root formats 1 and 2 only and refuse any other, reading or
+    writing; every swap of this lakelock writes format 3, and nobody writes a lower one over
+    it. So once a writer read a format-3 root, every swap that can land after (each is
+    conditional on the ETag of a root at least that new) is made by a lakelock that knows
+    rules 9 and 16."""
+    return doc is not None and doc.version > 0 and doc.format_version >= GUARDED_FORMAT
+
+
+def needs_guard(pending: Pending) -> bool:
+    """Rule 17: whether ``pending``'s intents are ones a lakelock that knows only formats 1
+    and 2 would misapply, were it to fold them: a commit spanning datasets (it would apply
+    the intents one at a time, breaking rule 16) or a restore (it would apply one as a
+    commit that changes nothing, and acknowledge it). Its writer creates them only once
+    :func:`guards` holds for its root; until then it upgrades the root first."""
+    return bool(pending.intents) and (
+        len(pending.changes) > 1 or any(c.restoring for c in pending.changes)
+    )
 
 
 def swap_may_land(doc: RegistryDoc, base: int) -> bool:

@@ -68,7 +68,8 @@ class Driver:
         self.sleep = sleep
         self.clock = clock
         self.hedging = hedging
-        #: Measures how long requests take (hedging) and how old reads made ahead are.
+        #: Measures how long requests take (hedging) and how old reads made ahead are, and
+        #: answers the core's ``Now(monotonic=True)`` (its spans of server time).
         self.timer = timer
         #: Threads of hedged requests (both copies of one): created on the first.
         self._hedges: ThreadPoolExecutor | None = None
@@ -113,8 +114,8 @@ class Driver:
             case Sleep(seconds):
                 self.sleep(seconds)
                 return None
-            case Now():
-                return self.clock()
+            case Now(monotonic):
+                return self.timer() if monotonic else self.clock()
         raise TypeError(f"not a request: {request!r}")
 
     def _send(self, request: Get | Put | List | Delete) -> Any:

@@ -23,7 +23,8 @@ request            asks                                         answer (``send``
                                                                 exception that request raised
 :class:`Ahead`     reads to start now, answered later           ``None`` (at once)
 :class:`Sleep`     time to pass (a backoff, a wait)             ``None``
-:class:`Now`       this process's clock (seconds since epoch)   ``float``
+:class:`Now`       this process's clock (seconds since epoch;   ``float``
+                   ``monotonic``: a clock no step moves)
 =================  ===========================================  ==================================
 
 ``retried``: a request the driver may retry itself on a transient failure (409, 503, a lost
@@ -140,7 +141,10 @@ class Sleep:
 
 @dataclass(frozen=True)
 class Now:
-    pass
+    """The process's wall clock; ``monotonic``: a clock that only measures time passing
+    (any origin), which no step of the wall clock moves: what a span is measured by."""
+
+    monotonic: bool = False
 
 
 Request: TypeAlias = Get | Put | List | Delete | Parallel | Ahead | Sleep | Now

@@ -545,8 +545,9 @@ def claim(
 ) -> Steps:
     """Rule (FORMAT.md rule 10, ``claim``): before it deletes anything, vacuum moves the
     root by a compare-and-swap based on the very root its plan read, recording the cutoff
-    it deletes under (``vacuum_cutoff``: the newest ``LastModified`` an orphan may have;
-    never lowered). Every swap based on an older root then fails its ``If-Match`` and its
+    it deletes under (``vacuum_cutoff``: the newest ``LastModified`` of an orphan, by the
+    server's clock, plus a second: :func:`recorded_cutoff`; never lowered). Every swap
+    based on an older root then fails its ``If-Match`` and its
     writer reads the root again, where rule 10 refuses what it wrote before the cutoff: a
     writer paused between its last check and its swap can no longer land a version
     referencing what vacuum deletes. A root that moved since the plan read it (a commit
@@ -602,15 +603,36 @@ def claim(
     return found
 
 
+#: The resolution of a listed ``LastModified`` (S3 lists whole seconds), and so the slack a
+#: recorded cutoff keeps above the newest orphan: a writer's write time (the ``Date`` of its
+#: PUT's answer less the PUT's duration) may be up to this much later than that listing says.
+LAST_MODIFIED_RESOLUTION = 1.0
+
+
+def recorded_cutoff(found: Plan, *, older_than: float) -> float | None:
+    """The cutoff :func:`claim` records: the newest ``LastModified`` among what ``found``
+    may delete (by the server's clock, not vacuum's, which may run ahead of it), plus
+    :data:`LAST_MODIFIED_RESOLUTION` (``None``: it deletes nothing)."""
+    window_end = found.now - older_than
+    newest = max(
+        (
+            at
+            for o in found.listed
+            if o.key not in found.protected and (at := o.last_modified.timestamp()) <= window_end
+        ),
+        default=None,
+    )
+    return None if newest is None else newest + LAST_MODIFIED_RESOLUTION
+
+
 def _claim_once(
     found: Plan, *, older_than: float, intent_ttl: float, bucket: str | None, root_name: str
 ) -> Steps:
     """One compare-and-swap of :func:`claim`: the plan to delete by and ``True``, or
     ``found`` decided again on the root as it is now and ``False``."""
     doc = found.doc
-    cutoff = found.now - older_than
-    if doc.vacuum_cutoff is not None:
-        cutoff = max(cutoff, doc.vacuum_cutoff)
+    cutoffs = (recorded_cutoff(found, older_than=older_than), doc.vacuum_cutoff)
+    cutoff = max((c for c in cutoffs if c is not None), default=None)
     ours = replace(doc, version=doc.version + 1, vacuum_cutoff=cutoff)
     body = serialize_registry(ours)
     put = Put(REGISTRY_KEY, body, create=found.etag is None, if_match=found.etag, retried=False)

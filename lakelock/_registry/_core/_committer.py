@@ -103,6 +103,11 @@ class Wait(Retry):
     """Another process is expected to fold ours: look again after a poll."""
 
 
+#: What a batch's loop retries: one strategy for every batch (tenacity's holds a method of
+#: itself, a cycle only the garbage collector would free, one per batch).
+_RETRIED = tenacity.retry_if_exception_type((Redrive, Retry))
+
+
 @dataclass
 class Fold:
     """Other processes' intents found for one attempt."""
@@ -351,16 +356,22 @@ class Committer:
             )
             if steady
             else backoff,
-            retry=tenacity.retry_if_exception_type((Redrive, Retry)),
+            retry=_RETRIED,
             sleep=slept.append,
             reraise=True,
         )
-        for try_ in retrying:
-            if slept:
-                yield Sleep(slept.pop())
-                self._now = yield Now()
-            with try_:
-                yield from attempt(state)
+        try:
+            for try_ in retrying:
+                if slept:
+                    yield Sleep(slept.pop())
+                    self._now = yield Now()
+                with try_:
+                    yield from attempt(state)
+        finally:
+            # tenacity keeps the last round's actions, bound methods of ``retrying``, in its
+            # own state: a cycle per batch (every writer's every commit) that only the garbage
+            # collector would free, with the batch it holds.
+            retrying.iter_state.reset()
 
     def _attempt(self, state: Batch) -> Steps:
         state.attempts += 1
@@ -619,7 +630,7 @@ class Committer:
                     self.max_attempts,
                     version=doc.version,
                     oldest=oldest,
-                    newest_decided=_newest_decided(doc),
+                    newest_decided=doc.newest_decided(),
                     passed_over=oldest <= doc.watermark,
                 ),
                 False,
@@ -1275,14 +1286,6 @@ def _updated(doc: RegistryDoc) -> float | None:
         return seconds_of(doc.updated_at)
     except ValueError:  # no commit yet
         return None
-
-
-def _newest_decided(doc: RegistryDoc) -> str:
-    """The newest intent the last swap decided; if it decided none (one that only
-    cancelled, or changed the lake's settings), the newest whose fate the root records;
-    else the watermark."""
-    last = max((f.key for f in doc.fates if f.version == doc.version), default="")
-    return last or max((f.key for f in doc.fates), default="") or doc.watermark
 
 
 class _Jittered(tenacity.wait.wait_base):

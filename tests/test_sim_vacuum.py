@@ -185,8 +185,8 @@ def test_vacuum_meeting_a_damaged_version_keeps_every_retained_one(
 #: it 534 and 646; with the retry budget and pace and every kind of commit folding, 491 and
 #: 2515 of 0-2999; before those 494 and 1150, 171 and 419, and 291, 563 and 987; since vacuum
 #: moves the root before it deletes and the shell's batching runs in the simulator, 275 and
-#: 867, the first two of 0-2999).
-RESTORE_SEEDS = (275, 867)
+#: 867, the first two of 0-2999; since the commit loop's speed-ups, 275 and 1155).
+RESTORE_SEEDS = (275, 1155)
 
 
 def test_restores_at_the_retentions_edge_without_rule_9_are_caught(

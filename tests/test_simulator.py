@@ -1718,6 +1718,34 @@ def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch)
     assert any("refused commit is in the registry" in v for v in violations), violations[:3]
 
 
+#: A busy lake with a window of 4 commits, and pipelines colliding on one caller-chosen id
+#: (each with its own dataset): a writer finds its id recorded for another dataset once its
+#: intent is written, and folds reach that intent only once the window has moved on.
+REFUSED_BY_ITS_WRITER = SimConfig(
+    writers=32,
+    seconds=2.0,
+    store="fixed:10",
+    seed=1,
+    commit_window=4,
+    mix=Mix.of([("append", 1), ("collide", 1)]),
+)
+
+
+def test_a_refusal_by_its_own_writer_is_recorded_before_its_caller_hears_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rule 7 for a commit its own writer refuses (``CommitIdReusedError``: its id is in
+    the root's window for another dataset) after writing its intent: a swap records the
+    intent rejected before the caller hears "nothing was committed". Switched off (the
+    writer fails it at once, its intent left without a fate), a later fold, past the
+    window, applies the refused commit (seeds 1, 2, 10, 14, 16, ... of this configuration:
+    10 of 0-39; all 40 hold with it)."""
+    assert simulate(REFUSED_BY_ITS_WRITER).violations == []
+    monkeypatch.setattr(_decide, "refused_unrecorded", lambda *_: False)
+    violations = simulate(REFUSED_BY_ITS_WRITER).violations
+    assert any("refused commit is in the registry" in v for v in violations), violations[:3]
+
+
 #: A commit that writes no intent, on a quiet lake (the toy protocol: one plain
 #: compare-and-swap a commit, as lakelock makes a format-1 lake's restore): the second
 #: commit's root swap (the lake's sixth request: data, root read, root create, data, root

@@ -138,6 +138,9 @@ class Batch:
     elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
+    #: Commits this writer refused itself once their intents were written (by ``id`` of
+    #: the pending), until a swap records it: a later root may no longer show why.
+    refusing: dict[int, CommitError] = field(default_factory=dict)
 
 
 class Committer:
@@ -596,7 +599,7 @@ class Committer:
                 raise Retry from error
             self.hints.learn_swaps(doc.version, self._now, self.policy)
         self.lake_settings(doc)
-        yield from self._settle(doc, state)
+        doc, etag = yield from self._settle(doc, state, etag)
         if waits.started is not None and waits.looked_at is not None:
             if len(state.pending) < waiting:
                 # Another's swap settled ours between our last look and this one: the middle
@@ -638,34 +641,47 @@ class Committer:
                 raise Wait
         return doc, etag
 
-    def _settle(self, doc: RegistryDoc, state: Batch) -> Steps:
+    def _settle(self, doc: RegistryDoc, state: Batch, etag: str | None) -> Steps:
         """End the commits ``doc`` already decided (:func:`._decide.settle`); resolve an
-        earlier swap whose outcome was unknown."""
+        earlier swap whose outcome was unknown. Returns the root to go on from: ``doc``, or
+        the one that recorded this writer's own refusals (:meth:`_record_refused`)."""
         for p in state.pending:
             if p.indexed is not None and _decide.past_the_window(doc, p.indexed + 1):
                 p.check_index = True  # a twin may have been applied and left the window since
         settled = yield from self._need(
             lambda: _decide.settle(doc, state.pending, self.objects, first_base=state.first_base)
         )
+        found = {id(s.pending) for s in settled}
+        settled += [
+            _decide.Settled(p, error=state.refusing[id(p)])
+            for p in state.pending
+            if id(p) in state.refusing and id(p) not in found
+        ]
         for s in settled:
-            self._end(s, state)
+            if not _decide.refused_unrecorded(doc, s):
+                self._end(s, state)
         for p in state.pending:
             if p.check_index:
                 p.check_index, p.indexed = False, doc.version
         state.pending = [p for p in state.pending if not p.finished]
         if state.unknown_base is None or not state.pending:
-            return
+            return (yield from self._record_refused(doc, etag, settled, state))
         if _decide.swap_may_land(doc, state.unknown_base):
-            return  # not proven absent: our next swap (on this root) or its move decides
+            # Not proven absent: our next swap (on this root) or its move decides; so does
+            # a swap recording a refusal (the same If-Match: one of them lands).
+            return (yield from self._record_refused(doc, etag, settled, state))
         beyond = _decide.past_the_window(doc, state.unknown_base + 1)
         if beyond and doc.format_version > 1:
             # Past the root's window: each dataset's commit-id index is durable.
+            refused = {id(s.pending) for s in settled}
             for p in state.pending:
+                if id(p) in refused:
+                    continue  # refused above, to be recorded
                 version = yield from self._need(
                     functools.partial(_decide.indexed_version, doc, p.changes, self.objects)
                 )
                 if isinstance(version, CommitIdReusedError):
-                    self._end(_decide.Settled(p, error=version), state)
+                    settled.append(_decide.Settled(p, error=version))
                 elif version is not None:
                     ours = state.first_base is not None and version > state.first_base
                     self._end(_decide.Settled(p, version=version, already=not ours), state)
@@ -682,6 +698,40 @@ class Committer:
                 )
             state.pending = []
         state.unknown_base = None  # proven absent: a plain redrive from here
+        return (yield from self._record_refused(doc, etag, settled, state))
+
+    def _record_refused(
+        self,
+        doc: RegistryDoc,
+        etag: str | None,
+        settled: Sequence[_decide.Settled],
+        state: Batch,
+    ) -> Steps:
+        """Rule 7 for a commit its own writer refuses once its intent is written (its id
+        recorded for another change): every other process can see that intent, and a fold
+        applies it once the record that refuses it has left the root's window. So before
+        its caller hears the refusal, a swap records the intent ``rejected`` with it (the
+        error's kind too, rule 12). The batch keeps the refusal (``refusing``) until that
+        swap lands: a redrive or a retry settles the commit again from the root then read,
+        which may no longer show why, and a budget that runs out records it all the same
+        (:meth:`_cancel` carries it) or the caller hears the outcome is unknown."""
+        todo = [s for s in settled if s.error is not None and not s.pending.finished]
+        record = [s for s in todo if _decide.refused_unrecorded(doc, s)]
+        if record:
+            state.refusing.update((id(s.pending), s.error) for s in record if s.error is not None)
+            sealed = _decide.rejected_by_writer(
+                doc,
+                [(s.pending, s.error) for s in record if s.error is not None],
+                seconds=self._now,
+                keep=self.commit_window,
+            )
+            doc = yield from self.write_version(Batch([], 0), doc, sealed, etag)
+            assert self.known is not None
+            etag = self.known[1]
+        for s in todo:
+            self._end(s, state)  # the caller hears the writer's own error, as recorded
+        state.pending = [p for p in state.pending if not p.finished]
+        return doc, etag
 
     def _end(self, settled: _decide.Settled, state: Batch) -> None:
         p = settled.pending
@@ -1109,6 +1159,7 @@ class Committer:
             first_base=state.first_base,
             started=state.started,
             failure=failure,
+            refusing=state.refusing,
         )
         cancel.attempts, cancel.redrives, cancel.retries = (
             state.attempts,
@@ -1135,7 +1186,7 @@ class Committer:
         except TRANSIENT as error:
             raise Retry from error
         cancel.first_base = cancel.first_base if cancel.first_base is not None else doc.version
-        yield from self._settle(doc, cancel)
+        doc, etag = yield from self._settle(doc, cancel, etag)
         if not cancel.pending:
             return
         # No root yet (etag None): the cancellation creates it (create-only), so the writer

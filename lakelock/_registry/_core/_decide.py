@@ -103,7 +103,9 @@ __all__ = [
     "needs_guard",
     "past_the_window",
     "recorded_version",
+    "refused_unrecorded",
     "registered_twice",
+    "rejected_by_writer",
     "restore_lead",
     "restore_refused",
     "restore_too_late",
@@ -800,6 +802,44 @@ def cancelled(
     fates = [
         IntentFate(key, "cancelled", version, seconds, "its committer gave up")
         for p in pending
+        for key in p.intents
+    ]
+    return replace(
+        doc,
+        version=version,
+        updated_at=iso(seconds),
+        fates=sealed_fates(doc, fates, watermark=doc.watermark, keep=keep),
+    )
+
+
+def refused_unrecorded(doc: RegistryDoc, settled: Settled) -> bool:
+    """Rule 7: whether ``settled`` is a refusal by the commit's own writer (its id recorded
+    for another change), not a fate ``doc`` records, of a commit whose intent may be
+    written. Every folder can see that intent and applies it once the record that refuses
+    it has left the root's window: the refusal is recorded (:func:`rejected_by_writer`)
+    before its caller hears it."""
+    p = settled.pending
+    return (
+        settled.error is not None
+        and p.intent_sent
+        and all(doc.fate(key) is None for key in p.intents)
+    )
+
+
+def rejected_by_writer(
+    doc: RegistryDoc,
+    refusals: Sequence[tuple[Pending, CommitError]],
+    *,
+    seconds: float,
+    keep: int,
+) -> RegistryDoc:
+    """Rule 7: the next root, recording the intents of commits their own writer refused
+    ``rejected`` with the error (its kind too, rule 12); it must land by compare-and-swap
+    before any caller hears the refusal, or a fold may apply the intent later."""
+    version = doc.version + 1
+    fates = [
+        IntentFate(key, "rejected", version, seconds, str(error), error_kind(error))
+        for p, error in refusals
         for key in p.intents
     ]
     return replace(

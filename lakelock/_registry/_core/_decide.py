@@ -113,6 +113,7 @@ __all__ = [
     "settle",
     "swap_may_land",
     "too_old_to_reference",
+    "vacuumed",
     "whole_groups",
     "written_by",
 ]
@@ -341,6 +342,38 @@ def too_old_to_reference(
     return None
 
 
+def vacuumed(
+    written: Iterable[tuple[str, float]], *, cutoff: float | None
+) -> tuple[str, float] | None:
+    """Rule 10, by the root's record: the first of ``written`` (keys, and when they were
+    written by the server's clock, or a little before) at or before the ``cutoff`` a vacuum
+    recorded in the root it swapped before deleting (``RegistryDoc.vacuum_cutoff``: it may
+    have deleted any unreferenced object last modified then or earlier). A commit based on
+    that root or a later one must not reference it; one based on an earlier root cannot
+    land (its ``If-Match`` fails) and is judged again on the new one. Independent of the
+    floor and of how well this process knows the server's clock. ``None``: none (or no
+    cutoff recorded); else the key and when it was written."""
+    if cutoff is None:
+        return None
+    return next(((key, at) for key, at in written if at <= cutoff), None)
+
+
+def taken_by_vacuum(
+    p: Pending, key: str, at: float, *, server_now: float | None, floor: float
+) -> ObjectTooOldError:
+    """Rule 10's refusal of ``p`` by the root's vacuum cutoff (:func:`vacuumed`)."""
+    return ObjectTooOldError(
+        f"{key} was written before the cutoff of the lake's last vacuum (recorded in the "
+        "root before it deleted anything): vacuum may have deleted it, so nothing was "
+        "committed (write the data again and commit that)",
+        key=key,
+        age=math.ceil(server_now - at) if server_now is not None else 0,
+        floor=math.ceil(floor),
+        dataset=p.change.dataset,
+        commit_id=p.change.commit_id,
+    )
+
+
 def written_by(changes: Iterable[Change]) -> list[tuple[str, float]]:
     """Rule 10's objects of ``changes``: the oldest file each adds, and when it was written
     (changes whose files carry no write time are left out)."""
@@ -411,7 +444,12 @@ def applied_batch(
         candidate = current
         results: list[tuple[Change, Applied]] = []
         refused = _refused_at(
-            p, seconds=seconds, restore_margin=restore_margin, server_now=server_now, floor=floor
+            p,
+            seconds=seconds,
+            restore_margin=restore_margin,
+            server_now=server_now,
+            floor=floor,
+            cutoff=doc.vacuum_cutoff,
         )
         if refused is not None:
             rejected[n] = refused
@@ -461,19 +499,30 @@ def applied_batch(
 
 
 def _refused_at(
-    p: Pending, *, seconds: float, restore_margin: float, server_now: float | None, floor: float
+    p: Pending,
+    *,
+    seconds: float,
+    restore_margin: float,
+    server_now: float | None,
+    floor: float,
+    cutoff: float | None = None,
 ) -> CommitError | None:
     """Why ``p`` is refused whatever the document: a restore too close to its version
     leaving the retention (rule 9) or whose version could not be read, a file too old for
-    the vacuum floor (rule 10)."""
+    the vacuum floor, or written before the ``cutoff`` a vacuum recorded in the root
+    (rule 10)."""
     late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
     if late is not None:
         return CommitConflictError(
             f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id
         )
-    old = too_old_to_reference(written_by(p.changes), server_now=server_now, floor=floor)
+    written = written_by(p.changes)
+    old = too_old_to_reference(written, server_now=server_now, floor=floor)
     if old is not None:
         return too_old(p, *old, floor)
+    taken = vacuumed(written, cutoff=cutoff)
+    if taken is not None:
+        return taken_by_vacuum(p, *taken, server_now=server_now, floor=floor)
     if any(c.restore_from is not None and c.restore is None for c in p.changes):
         # A restore of another process whose version the folder could not read (vacuumed:
         # it had left the retention long ago): there is nothing to make current.

@@ -421,7 +421,7 @@ class Scheduler:
         later = TAKE_OVER * max(waits.ahead - 1, 0)
         return (
             waits.waits < self.max_waits + later
-            and waits.waited < self.patience * self.max_waits + later
+            and waits.waited < self.patience * self.max_waits
             and attempts < max_attempts // 2
         )
 

@@ -75,10 +75,10 @@ MAX_WAITS = 8
 #: ... or this many times ``MAX_WAITS`` rounds of waiting in all, the root moving or not
 #: (docs/decisions/0010-the-last-swapper-folds.md, 0035).
 PATIENCE = 2.0
-#: Looks each pending intent older than a waiter's (but the oldest, whose writer folds)
-#: adds to its patience: when a folder stops, the waiters run out of patience one by one,
-#: the oldest first, and the next sees the root move instead of each folding at once
-#: (docs/decisions/0038-one-folder-takes-over.md).
+#: Looks of a still root each pending intent older than a waiter's (but the oldest, whose
+#: writer folds) adds to its patience: when a folder stops, its waiters take over one by one,
+#: the oldest intent's first, and the next sees the root move instead of each listing and
+#: reading every intent at once (docs/decisions/0038-one-folder-takes-over.md).
 TAKE_OVER = 2
 #: A committer not yet contended that lists this many intents of others does not read them:
 #: it sends its own and waits like a contended one (processes starting at once)
@@ -413,10 +413,11 @@ class Scheduler:
         the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter waited
         :data:`PATIENCE` times that many rounds in all, nor used half its attempts (so it always
         folds itself before it would give up). Each pending intent older than ours but the
-        oldest adds :data:`TAKE_OVER` looks to the first two: the waiters behind a folder that
+        oldest adds :data:`TAKE_OVER` looks to the first: the waiters behind a folder that
         stopped take over one at a time, in the order of their intents, and the next one
         sees the root move (its commit applied) instead of listing and reading every intent
-        too."""
+        too. The rounds in all and the attempts are not lengthened: a long line does not
+        wait longer in all."""
         waits = self.waits
         later = TAKE_OVER * max(waits.ahead - 1, 0)
         return (

@@ -156,6 +156,20 @@ def test_a_round_learnt_in_an_overload_decays_once_swaps_are_fast() -> None:
     assert hints.round_seconds == slow
 
 
+def test_one_fold_interval_of_fast_swaps_ends_a_round_learnt_in_a_brownout() -> None:
+    """A store ten times slower for a while teaches every process rounds of seconds, and its
+    waits and folds are spaced by them. Once the store is fast again, the first fold
+    interval in which a process sees the root move fast (a swap every 50 ms) brings its
+    round down to twice that period at once, not a step of the way a second: otherwise a
+    lake stays slow for seconds after the store came back (64 writers: back to 90 % of the
+    rate before a brownout 6 to 8 s after its end, against 4 to 5 s)."""
+    policy = FoldPolicy()
+    hints = Hints(round_seconds=3.0)
+    hints.learn_swaps(100, 50.0, policy)
+    hints.learn_swaps(120, 50.0 + policy.fold_interval, policy)
+    assert hints.round_seconds == pytest.approx(2 * policy.fold_interval / 20)
+
+
 def test_the_simulators_writers_retry_within_their_budgets() -> None:
     """The simulator's writers run the library's ``Load`` (not a copy): under 5 % faults and
     a per-key rate of compare-and-swaps, every process's retries — its store layer's and its

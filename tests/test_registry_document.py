@@ -213,6 +213,26 @@ def test_a_roots_index_of_fates_and_commits_answers_as_its_scans_do() -> None:
     assert changed.fate("k1") == IntentFate("k1", "rejected", 1, 0.0, "old")
 
 
+def test_a_roots_newest_decided_intent_is_worked_out_once_and_never_stale() -> None:
+    """The newest intent a root's last swap decided (what a waiting writer staggers by) is
+    worked out when the root is parsed and kept for the copies a root read makes; a copy
+    with other fates, another version or watermark answers from its own fields."""
+    doc = commit(RegistryDoc(), change(add=(datafile("sales", "year=2024", "a"),)))
+    fates = (
+        IntentFate("k3", "applied", doc.version, 0.0),
+        IntentFate("k2", "applied", doc.version - 1, 0.0),
+        IntentFate("k9", "cancelled", doc.version - 1, 0.0),
+    )
+    doc = dataclasses.replace(doc, fates=fates, watermark="k0")
+    parsed = parse_registry(serialize_registry(doc))
+    assert parsed.newest_decided() == doc.newest_decided() == "k3"
+    assert with_datasets(parsed, parsed.datasets).newest_decided() == "k3"
+    assert _replaced(parsed, version=doc.version + 1).newest_decided() == "k9"
+    assert _replaced(parsed, fates=fates[1:2]).newest_decided() == "k2"
+    assert _replaced(parsed, fates=()).newest_decided() == "k0"
+    assert _replaced(parsed, fates=(), watermark="k1").newest_decided() == "k1"
+
+
 def test_stale_fence_is_refused_equal_and_higher_pass() -> None:
     """A lower token is StaleFenceError; the same token passes; a higher one raises the bar."""
     doc = commit(RegistryDoc(format_version=1), change(fence=Fence("lease:l", 5)))

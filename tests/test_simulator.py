@@ -31,10 +31,11 @@ from typing import Any
 
 import orjson
 import pytest
+import tenacity
 
 from lakelock._registry._batch import iso
 from lakelock._registry._changes import Change
-from lakelock._registry._core import Committer, _decide
+from lakelock._registry._core import Committer, _decide, _fold
 from lakelock._registry._core._driver import THREADS
 from lakelock._registry._core._requests import (
     Delete,
@@ -1228,6 +1229,23 @@ def test_simulate_json_is_pinned(args: str, expected: dict[str, Any]) -> None:
     assert orjson.loads(text) == expected
 
 
+def test_a_commit_batch_leaves_nothing_for_the_garbage_collector() -> None:
+    """A batch's retry loop frees itself by reference counting when it ends: tenacity's
+    state of its last round held the loop itself, a cycle per commit of every writer that
+    waited for the garbage collector with the batch it held (a third of a 256-writer
+    run's cyclic garbage, and memory a long-lived writer gives back only when it
+    collects)."""
+    gc.collect()
+    gc.disable()
+    try:
+        result = simulate(SimConfig(writers=4, seconds=1.0, store="s3-express", seed=1))
+        left = sum(isinstance(o, tenacity.Retrying) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert result.metrics.commits > 0
+    assert left == 0
+
+
 def test_simulate_mix_names_the_commits_writers_make_and_the_rest_get_none(capsys: Any) -> None:
     """``--mix KIND=WEIGHT``: given at all, a kind not named has weight 0 (``--mix append=1``
     is appends only: one data PUT a commit); the replay command carries the mix."""
@@ -1815,13 +1833,13 @@ def test_expiry_judged_by_the_writers_own_clock_is_caught_by_a_seed_of_the_sweep
         property(lambda _self: 0.0, lambda _self, _value: None),
         raising=False,
     )
-    judge = Committer._judge
+    judge = _fold._judge
 
-    def by_its_own_clock(self: Committer, *args: Any, elapsed: float) -> Steps:
+    def by_its_own_clock(core: Committer, *args: Any, elapsed: float, **rest: Any) -> Steps:
         seconds = args[2]  # the attempt's wall clock, where its monotonic one was
-        return judge(self, *args, elapsed=seconds)
+        return judge(core, *args, elapsed=seconds, **rest)
 
-    monkeypatch.setattr(Committer, "_judge", by_its_own_clock)
+    monkeypatch.setattr(_fold, "_judge", by_its_own_clock)
     result = simulate(sweep_config(29))
     assert result.violations
     assert all("as expired" in v for v in result.violations), result.violations[:3]

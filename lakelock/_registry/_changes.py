@@ -513,11 +513,12 @@ def with_dataset(doc: RegistryDoc, name: str, state: DatasetState) -> RegistryDo
     return _replaced(doc, datasets=Overlay.owning(datasets, {name: state}))
 
 
-_Record = TypeVar("_Record", DatasetState, RegistryDoc)
+_Record = TypeVar("_Record", DatasetState, RegistryDoc, Change, DataFile)
 
 
 def _replaced(record: _Record, **changes: Any) -> _Record:
-    """``dataclasses.replace`` for the two records every applied commit changes (a frozen
+    """``dataclasses.replace`` for the records every applied commit changes, and the
+    changes and files the simulator's writers stamp with their write times (each a frozen
     dataclass with no ``__post_init__``; what a root keeps beside its fields, its indexes,
     comes along, each checked against the field it was made from):
     the same fields, without re-running ``__init__`` over all of them — a batch of a few

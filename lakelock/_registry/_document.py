@@ -325,6 +325,30 @@ class RegistryDoc:
         """The recent commit with this id, if it is still within the window."""
         return _newest(self, "_commits_by_id", self.commits, attrgetter("id"), commit_id)
 
+    def newest_decided(self) -> str:
+        """The newest intent the last swap decided; if it decided none (one that only
+        cancelled, or changed the lake's settings), the newest whose fate the root records;
+        else the watermark. Worked out once per parsed root (:func:`_indexed`: a waiting
+        writer asks at every look, and each scan went over the root's hundreds of fates);
+        a copy with other fates, version or watermark works it out again."""
+        kept = self.__dict__.get("_newest_decided")
+        if (
+            kept is not None
+            and kept[0] is self.fates
+            and kept[1:3] == (self.version, self.watermark)
+        ):
+            found: str = kept[3]
+            return found
+        found = _newest_decided(self)
+        self.__dict__["_newest_decided"] = (self.fates, self.version, self.watermark, found)
+        return found
+
+
+def _newest_decided(doc: RegistryDoc) -> str:
+    """:meth:`RegistryDoc.newest_decided`, worked out."""
+    last = max((f.key for f in doc.fates if f.version == doc.version), default="")
+    return last or max((f.key for f in doc.fates), default="") or doc.watermark
+
 
 _Record = TypeVar("_Record", IntentFate, CommitRecord)
 
@@ -350,13 +374,16 @@ def _newest(
 
 def _indexed(doc: RegistryDoc) -> RegistryDoc:
     """``doc`` with its fates by key and recent commits by id, for :meth:`RegistryDoc.fate`
-    and :meth:`RegistryDoc.commit` (the newest of a key wins, as their scans find it). Kept
+    and :meth:`RegistryDoc.commit` (the newest of a key wins, as their scans find it), and
+    its :meth:`RegistryDoc.newest_decided` (asked at every look of a waiting writer). Kept
     beside the fields, with the tuple each was made from: a copy that changes that field
     (:func:`with_datasets` copies the rest) scans again. A parsed root is shared by every
     reader of its bytes (:func:`parse_registry`), and settling a batch looks up each of its
     commits in the root's hundreds of fates."""
     doc.__dict__["_fates_by_key"] = (doc.fates, {f.key: f for f in doc.fates})
     doc.__dict__["_commits_by_id"] = (doc.commits, {c.id: c for c in doc.commits})
+    decided = _newest_decided(doc)
+    doc.__dict__["_newest_decided"] = (doc.fates, doc.version, doc.watermark, decided)
     return doc
 
 

@@ -15,6 +15,7 @@ from random import Random
 from typing import Any
 
 from lakelock._datafile import DataFile
+from lakelock._registry._changes import _replaced
 from lakelock._registry._core import Committer
 from lakelock._registry._core._driver import Hedging
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
@@ -887,11 +888,8 @@ def _written(changes: tuple[Any, ...], answers: tuple[Any, ...], took: float) ->
     if not at:
         return changes
     return tuple(
-        dataclasses.replace(
-            c,
-            add=tuple(
-                dataclasses.replace(f, written_at=at[f.key]) if f.key in at else f for f in c.add
-            ),
+        _replaced(
+            c, add=tuple(_replaced(f, written_at=at[f.key]) if f.key in at else f for f in c.add)
         )
         for c in changes
     )

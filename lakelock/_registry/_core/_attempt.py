@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = ["apply_and_swap", "attempt", "end", "retrying", "settle"]
 
+#: What a batch's loop retries: one strategy for every batch (tenacity's holds a method of
+#: itself, a cycle only the garbage collector would free, one per batch).
+_RETRIED = tenacity.retry_if_exception_type((Redrive, Retry))
+
 
 def retrying(
     core: Committer, batch: Batch, attempt: Callable[[Batch], Steps], *, steady: bool
@@ -63,16 +67,22 @@ def retrying(
         wait=SteadyOr(backoff, (Wait,), lambda: core.schedule.poll(batch.attempts))
         if steady
         else backoff,
-        retry=tenacity.retry_if_exception_type((Redrive, Retry)),
+        retry=_RETRIED,
         sleep=slept.append,
         reraise=True,
     )
-    for try_ in retries:
-        if slept:
-            yield Sleep(slept.pop())
-            core.now = yield Now()
-        with try_:
-            yield from attempt(batch)
+    try:
+        for try_ in retries:
+            if slept:
+                yield Sleep(slept.pop())
+                core.now = yield Now()
+            with try_:
+                yield from attempt(batch)
+    finally:
+        # tenacity keeps the last round's actions, bound methods of ``retries``, in its own
+        # state: a cycle per batch (every writer's every commit) that only the garbage
+        # collector would free, with the batch it holds.
+        retries.iter_state.reset()
 
 
 def attempt(core: Committer, batch: Batch) -> Steps:
@@ -235,7 +245,7 @@ def wait_on(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -> No
             core.max_attempts,
             version=doc.version,
             oldest=oldest,
-            newest_decided=_newest_decided(doc),
+            newest_decided=doc.newest_decided(),
             passed_over=oldest <= doc.watermark,
         ):
             raise Wait
@@ -455,14 +465,6 @@ def _updated(doc: RegistryDoc) -> float | None:
         return seconds_of(doc.updated_at)
     except ValueError:  # no commit yet
         return None
-
-
-def _newest_decided(doc: RegistryDoc) -> str:
-    """The newest intent the last swap decided; if it decided none (one that only
-    cancelled, or changed the lake's settings), the newest whose fate the root records;
-    else the watermark."""
-    last = max((f.key for f in doc.fates if f.version == doc.version), default="")
-    return last or max((f.key for f in doc.fates), default="") or doc.watermark
 
 
 class _Jittered(tenacity.wait.wait_base):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakelock._registry._batch import Pending
 from lakelock._registry._changes import Change
-from lakelock._registry._core._decide import above_watermark
+from lakelock._registry._core import _decide
 from lakelock._registry._core._requests import (
     Get,
     List,
@@ -187,7 +187,7 @@ def list_intents(after: str, limit: int, decided: set[str]) -> Steps:
             page: Listing = yield listing(start, limit, len(decided))
         except TRANSIENT as error:
             raise Retry from error
-        for o in above_watermark(page.objects, after):
+        for o in _decide.above_watermark(page.objects, after):
             if undecided >= limit:
                 return found
             found.append(o)

@@ -185,11 +185,12 @@ class Hints:
     def learn_swaps(self, version: int, now: float, policy: FoldPolicy) -> None:
         """The root was at ``version`` at ``now``. Swaps that came more than twice as fast
         as the round learnt, over ``fold_interval`` or more, say the rounds are short again:
-        the round moves halfway to twice their period. A round learnt in an overload
-        (waits stretched by slow swaps, which stretch looks and folds in turn) thus decays
-        once swaps are fast, instead of keeping the process slow. (Over a shorter span, two
-        looks either side of one swap would make any swap look fast.)
-        (docs/decisions/0033-load-control.md)"""
+        the round becomes twice their period. A round learnt in an overload (waits
+        stretched by slow swaps, which stretch looks and folds in turn) thus ends with the
+        first fold interval of fast swaps, instead of keeping the process slow for seconds
+        after the store came back (moving halfway, a brownout's rounds took three or four
+        such intervals to decay). (Over a shorter span, two looks either side of one swap
+        would make any swap look fast.) (docs/decisions/0033-load-control.md)"""
         seen = self.seen
         if seen is None or version < seen[0] or now < seen[1]:
             self.seen = (version, now)
@@ -200,8 +201,7 @@ class Hints:
         if version == seen[0]:
             return
         period = (now - seen[1]) / (version - seen[0])
-        if 2 * period < self.round_seconds:
-            self.round_seconds = 0.5 * self.round_seconds + 0.5 * 2 * period
+        self.round_seconds = min(self.round_seconds, 2 * period)
 
     def contended(self, now: float) -> bool:
         return now < self.contended_until

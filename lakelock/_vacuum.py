@@ -39,6 +39,9 @@ the listing first, then the root, once — the intents it has not decided (3.) a
 versions it keeps (1.) both from that one document: an intent applied after the listing is
 undecided in it, or referenced by the version that applied it (current, or replaced within
 the window), never neither — then the snapshots, nodes and manifests those versions reach.
+Before deleting, it swaps the root for one recording the cutoff it deletes under
+(:func:`lakelock._vacuum_plan.claim`, FORMAT.md rule 10): a writer's swap based on an
+earlier root then fails and is judged again, so none lands referencing what it deletes.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from lakelock._vacuum_plan import (
     SCANNED_PREFIXES,
     Plan,
     VacuumReport,
+    claim,
     classify,
     plan,
     record_deletions,
@@ -99,15 +103,22 @@ def vacuum(
             listing=listing,
         )
     )
-    cutoff = found.now - older_than
-    # The Iceberg and Delta views: the objects of every version kept (lakelock._mirror).
-    protected = found.protected | view_keep(
-        registry, found.listed, cutoff=cutoff, oldest=found.oldest
-    )
-    report = classify(found.listed, protected, cutoff=cutoff, dry_run=dry_run)
-    report.unproven = dict(found.unproven)
+    report = _classified(registry, found, older_than=older_than, dry_run=dry_run)
     if dry_run or not report.orphans:
         return report
+    # Rule 10: the root moves (recording the cutoff) before anything is deleted, so no swap
+    # based on a root read before can land; decided again if a commit landed meanwhile.
+    found = driver.run(
+        claim(
+            found,
+            older_than=older_than,
+            intent_ttl=settings.intent_ttl,
+            retry=registry.retry,
+            bucket=store.bucket,
+            root_name=store.full_key(REGISTRY_KEY),
+        )
+    )
+    report = _classified(registry, found, older_than=older_than, dry_run=dry_run)
     total = len(report.orphans)
     done = 0
     for start in range(0, total, DELETE_BATCH):
@@ -117,6 +128,20 @@ def vacuum(
         done += len(batch)
         if progress is not None:
             progress(done, total)
+    return report
+
+
+def _classified(
+    registry: Registry, found: Plan, *, older_than: float, dry_run: bool
+) -> VacuumReport:
+    """What ``found`` makes of each object listed, the views' objects kept too."""
+    cutoff = found.now - older_than
+    # The Iceberg and Delta views: the objects of every version kept (lakelock._mirror).
+    protected = found.protected | view_keep(
+        registry, found.listed, cutoff=cutoff, oldest=found.oldest
+    )
+    report = classify(found.listed, protected, cutoff=cutoff, dry_run=dry_run)
+    report.unproven = dict(found.unproven)
     return report
 
 

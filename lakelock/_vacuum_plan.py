@@ -16,6 +16,11 @@ The reads, in the order that makes vacuum safe (:func:`plan`):
    among them does not matter), fetched in parallel rounds where the walk misses them
    (the commit core's ``_need`` pattern: compute, and on :class:`Missing` fetch and ask again).
 
+Then, before anything is deleted, :func:`claim` swaps the root it read for one that records
+the cutoff vacuum deletes under (FORMAT.md rule 10): a writer's swap based on an older root
+can no longer land, and is judged again against the cutoff. A root that moved meanwhile is
+read and decided on again (:func:`decide`) before the swap is tried again.
+
 An object of a kept version that is missing or damaged ends nothing: the walk goes on to
 the versions before it (:func:`walks_past`), and what vacuum can no longer prove unneeded —
 every object of that dataset, and every intent — is kept, with the reason
@@ -30,26 +35,59 @@ where honoured), the simulator with :func:`delete_steps` (one ``DeleteObject`` w
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from random import Random
 from typing import Any, TypeVar
+
+import tenacity
 
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
 from lakelock._registry._core import _requests
-from lakelock._registry._core._requests import Delete, Get, List, Listing, Now, Parallel, Steps
-from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, decode_schema, parse_registry
+from lakelock._registry._core._requests import (
+    Delete,
+    Get,
+    List,
+    Listing,
+    Now,
+    Parallel,
+    Put,
+    Sleep,
+    Steps,
+)
+from lakelock._registry._document import (
+    REGISTRY_KEY,
+    RegistryDoc,
+    decode_schema,
+    parse_registry,
+    serialize_registry,
+)
 from lakelock._registry._intents import INTENT_PREFIX, is_intent, parse_intent
 from lakelock._registry._manifest import MANIFEST_PREFIX, verify_manifest
 from lakelock._registry._objects import Missing, Objects, missing_object, partition_from_entry
 from lakelock._registry._snapshot import SNAPSHOT_PREFIX, DatasetEntry, Snapshot, verify_snapshot
 from lakelock._registry._tree import NODE_PREFIX, Node, verify_node
-from lakelock._s3 import ListedObject
-from lakelock.errors import NotFoundError, RegistryCorruptError, StorageError, UnsupportedError
+from lakelock._retry import OutOfTime, RetryPolicy
+from lakelock._s3 import ListedObject, PutResult
+from lakelock.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    NotFoundError,
+    OutcomeUnknownError,
+    PreconditionFailedError,
+    RegistryCorruptError,
+    RetryBudgetExhaustedError,
+    StorageError,
+    ThrottledError,
+    UnsupportedError,
+)
 
 __all__ = [
     "SCANNED_PREFIXES",
     "Plan",
     "VacuumReport",
+    "claim",
     "classify",
+    "decide",
     "delete_steps",
     "plan",
     "reachable",
@@ -109,6 +147,10 @@ class Plan:
     protected: frozenset[str]
     oldest: Mapping[str, int]
     unproven: Mapping[str, str] = field(default_factory=dict)
+    #: The root's ETag as read (``None``: there was none), what :func:`claim` swaps on.
+    etag: str | None = None
+    #: What the walk read, for :func:`claim` to decide again on a newer root.
+    known: Known | None = field(default=None, repr=False, compare=False)
 
 
 # -- the decisions (pure) ------------------------------------------------------------------------
@@ -446,26 +488,185 @@ def plan(
             start = page.objects[-1].key
     if listing is not None:
         listing(len(listed))
-    doc = yield from read_root(bucket, root_name)
+    root = yield from read_root(bucket, root_name)
     known = Known(bucket, cache)
+    return (
+        yield from decide(
+            now, tuple(listed), root, known, older_than=older_than, intent_ttl=intent_ttl
+        )
+    )
+
+
+def decide(
+    now: float,
+    listed: tuple[ListedObject, ...],
+    root: tuple[RegistryDoc, str | None],
+    known: Known,
+    *,
+    older_than: float,
+    intent_ttl: float,
+) -> Steps:
+    """What to keep of ``listed`` by the root ``root`` (the document and its ETag), reading
+    the objects of the versions it keeps that ``known`` lacks; returns a :class:`Plan`."""
+    doc, etag = root
     cutoff = now - older_than
     kept = yield from need(lambda: reachable(doc, known, cutoff=cutoff), known)
     oldest = yield from need(lambda: oldest_kept(doc, known, cutoff=cutoff), known)
     damage = dict(known.damage)
     protected = undecided(doc, listed, since=now - intent_ttl) | kept | unproven(listed, damage)
-    return Plan(now, tuple(listed), doc, frozenset(protected), oldest, damage)
+    return Plan(now, listed, doc, frozenset(protected), oldest, damage, etag, known)
 
 
 def read_root(bucket: str | None, root_name: str = REGISTRY_KEY) -> Steps:
-    """The root as it is now (an empty registry where there is none); ``root_name``: its
-    full key, for errors."""
+    """The root as it is now and its ETag (an empty registry and ``None`` where there is
+    none); ``root_name``: its full key, for errors."""
     try:
         data = yield Get(REGISTRY_KEY)
     except NotFoundError as error:
         if error.code == "NoSuchBucket":
             raise
-        return RegistryDoc()
-    return parse_registry(data.body, bucket=bucket, key=root_name)
+        return RegistryDoc(), None
+    return parse_registry(data.body, bucket=bucket, key=root_name), data.etag
+
+
+class _Moved(Exception):
+    """The root moved before vacuum's compare-and-swap landed: decided again, try again."""
+
+
+def claim(
+    found: Plan,
+    *,
+    older_than: float,
+    intent_ttl: float,
+    retry: RetryPolicy,
+    bucket: str | None,
+    root_name: str = REGISTRY_KEY,
+    rng: Random | None = None,
+) -> Steps:
+    """Rule (FORMAT.md rule 10, ``claim``): before it deletes anything, vacuum moves the
+    root by a compare-and-swap based on the very root its plan read, recording the cutoff
+    it deletes under (``vacuum_cutoff``: the newest ``LastModified`` of an orphan, by the
+    server's clock, plus a second: :func:`recorded_cutoff`; never lowered). Every swap
+    based on an older root then fails its ``If-Match`` and its
+    writer reads the root again, where rule 10 refuses what it wrote before the cutoff: a
+    writer paused between its last check and its swap can no longer land a version
+    referencing what vacuum deletes. A root that moved since the plan read it (a commit
+    landed: it may reference what the plan found orphaned) is read again and the plan
+    decided again on it (the listing and the window stay), within ``retry``'s budget
+    (:class:`~lakelock.errors.RetryBudgetExhaustedError`: nothing deleted). A swap whose
+    outcome is unknown is read back: the root holding our bytes is ours (had it landed
+    later, it moved nothing but the root). Returns the plan to delete by, its ``doc`` the
+    root swapped in. A format-1 root is left alone (no writer of this format commits to
+    it; the first one upgrades it)."""
+    if found.doc.format_version == 1:
+        return found
+    slept: list[float] = []
+    started = clock = yield Now()
+    jitter = rng if rng is not None else Random()
+    # The policy's budget and full-jitter backoff, drawn from ``rng`` (the simulator's seed)
+    # and slept through the driver, in whatever time it runs.
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(retry.max_attempts)
+        | OutOfTime(lambda: clock - started, retry.max_elapsed),
+        wait=lambda state: jitter.uniform(
+            0.0, min(retry.max_backoff, retry.initial_backoff * 2**state.attempt_number)
+        ),
+        retry=tenacity.retry_if_exception_type(_Moved),
+        sleep=slept.append,
+        reraise=True,
+    )
+    attempts = 0
+    try:
+        for attempt in retrying:
+            if slept:
+                yield Sleep(slept.pop())
+                clock = yield Now()
+            with attempt:
+                attempts += 1
+                found, landed = yield from _claim_once(
+                    found,
+                    older_than=older_than,
+                    intent_ttl=intent_ttl,
+                    bucket=bucket,
+                    root_name=root_name,
+                )
+                if not landed:
+                    raise _Moved
+    except _Moved as error:
+        raise RetryBudgetExhaustedError(
+            f"vacuum deleted nothing: the root moved under each of its {attempts} attempts "
+            "to record the cutoff it deletes under (FORMAT.md rule 10); run it again when "
+            "the lake is quieter",
+            attempts=attempts,
+            seconds=clock - started,
+        ) from error
+    return found
+
+
+#: The resolution of a listed ``LastModified`` (S3 lists whole seconds), and so the slack a
+#: recorded cutoff keeps above the newest orphan: a writer's write time (the ``Date`` of its
+#: PUT's answer less the PUT's duration) may be up to this much later than that listing says.
+LAST_MODIFIED_RESOLUTION = 1.0
+
+
+def recorded_cutoff(found: Plan, *, older_than: float) -> float | None:
+    """The cutoff :func:`claim` records: the newest ``LastModified`` among what ``found``
+    may delete (by the server's clock, not vacuum's, which may run ahead of it), plus
+    :data:`LAST_MODIFIED_RESOLUTION` (``None``: it deletes nothing)."""
+    window_end = found.now - older_than
+    newest = max(
+        (
+            at
+            for o in found.listed
+            if o.key not in found.protected and (at := o.last_modified.timestamp()) <= window_end
+        ),
+        default=None,
+    )
+    return None if newest is None else newest + LAST_MODIFIED_RESOLUTION
+
+
+def _claim_once(
+    found: Plan, *, older_than: float, intent_ttl: float, bucket: str | None, root_name: str
+) -> Steps:
+    """One compare-and-swap of :func:`claim`: the plan to delete by and ``True``, or
+    ``found`` decided again on the root as it is now and ``False``."""
+    doc = found.doc
+    cutoffs = (recorded_cutoff(found, older_than=older_than), doc.vacuum_cutoff)
+    cutoff = max((c for c in cutoffs if c is not None), default=None)
+    ours = replace(doc, version=doc.version + 1, vacuum_cutoff=cutoff)
+    body = serialize_registry(ours)
+    put = Put(REGISTRY_KEY, body, create=found.etag is None, if_match=found.etag, retried=False)
+    try:
+        written: PutResult = yield put
+        return replace(found, doc=ours, etag=written.etag), True
+    except (
+        PreconditionFailedError,
+        AlreadyExistsError,
+        ConflictError,
+        ThrottledError,
+        OutcomeUnknownError,
+    ):
+        pass  # lost the race, or may have: read the root
+    except NotFoundError as error:
+        raise RegistryCorruptError(
+            "the registry was deleted while vacuum recorded its cutoff in it; vacuum deleted "
+            "nothing (restore it, or delete the whole lake deliberately)",
+            bucket=bucket,
+            key=root_name,
+        ) from error
+    try:
+        data = yield Get(REGISTRY_KEY)
+    except NotFoundError:
+        now_root: tuple[RegistryDoc, str | None] = (RegistryDoc(), None)
+    else:
+        if data.body == body:  # our swap landed (its answer was lost)
+            return replace(found, doc=ours, etag=data.etag), True
+        now_root = (parse_registry(data.body, bucket=bucket, key=root_name), data.etag)
+    known = found.known if found.known is not None else Known(bucket)
+    again = yield from decide(
+        found.now, found.listed, now_root, known, older_than=older_than, intent_ttl=intent_ttl
+    )
+    return again, False
 
 
 def need(compute: Callable[[], Any], known: Known) -> Steps:

@@ -374,6 +374,57 @@ def test_a_swap_that_may_still_land_switched_off_is_a_failure_that_lands(
     assert lake.history("alpha", limit=1)[0].operation == "restore"
 
 
+def refused_after_its_intent(s3: S3Endpoint, store: ObjectStore) -> BaseException | None:
+    """A commit to ``beta`` under ``job-42`` whose writer has written its intent, its first
+    swap held at the endpoint while another process (one that folds nobody's intents)
+    commits ``alpha`` under the same id; let go, the swap is refused (the root moved), and
+    the writer reads the root that records ``job-42`` for ``alpha``. Then that process
+    commits past the idempotency window, and a third process folds. Returns the ``beta``
+    commit's error (``None``: it committed)."""
+    mover = registry(store, commit_window=3, max_fold=0)
+    mover.commit("alpha", add=[datafile("alpha", "", "first")])
+    writer = registry(store, commit_window=3)
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        refused = pool.submit(
+            writer.commit, "beta", add=[datafile("beta", "", "b")], commit_id="job-42"
+        )
+        wait_until(lambda: s3.stalled() == 1)
+        mover.commit("alpha", add=[datafile("alpha", "", "taken")], commit_id="job-42")
+        s3.release_stalls()
+        error = refused.exception(timeout=60)
+    for n in range(4):
+        mover.commit("alpha", add=[datafile("alpha", "", f"after-{n}")])
+    registry(store, commit_window=3).commit("gamma", add=[datafile("gamma", "", "g")])
+    return error
+
+
+def test_a_commit_refused_by_its_own_writer_after_its_intent_is_written_never_lands(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A commit whose own writer finds its id recorded for another dataset once its intent
+    is written is refused (``CommitIdReusedError``: nothing committed). Before, the intent
+    was left without a fate: once the record left the root's window, another process's fold
+    applied it, and ``beta`` gained the rows its caller was told were never committed. Now
+    the writer records the intent rejected by a swap before its caller hears the refusal."""
+    error = refused_after_its_intent(s3, store)
+    assert isinstance(error, CommitIdReusedError), repr(error)
+    assert error.recorded_dataset == "alpha"
+    assert "beta" not in registry(store).read().datasets
+
+
+def test_a_refusal_left_unrecorded_lands_later(
+    s3: S3Endpoint, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a writer's own refusal switched back to unrecorded (its caller hears it at once,
+    its intent left without a fate), the refused commit is applied by a later fold: what
+    the test above pins."""
+    monkeypatch.setattr(_decide, "refused_unrecorded", lambda *_: False)
+    error = refused_after_its_intent(s3, store)
+    assert isinstance(error, CommitIdReusedError), repr(error)
+    assert [f.name for f in registry(store).files("beta")] == ["b"]
+
+
 # -- a data file is live in a dataset at most once -------------------------------------------
 
 

@@ -970,8 +970,8 @@ def test_vacuum_keeps_an_intent_applied_between_its_listing_and_its_read_of_the_
         """Another process folds the intent right before vacuum reads the root."""
         reads.append("root")
         seasoned(registry(store)).commit("sales", add=[datafile("sales", "", "b")])
-        doc: RegistryDoc = yield from read_root(bucket, name)
-        return doc
+        root: tuple[RegistryDoc, str | None] = yield from read_root(bucket, name)
+        return root
 
     monkeypatch.setattr(_vacuum_plan, "read_root", interleaved)
     # Vacuum's clock an hour ahead: every object listed is older than its window.

@@ -9,11 +9,13 @@ recorded some ids nowhere a commit to another dataset looks, even for a moment.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
 from lakelock._registry import REGISTRY_KEY, Registry, _changes
 from lakelock._registry._changes import Change
+from lakelock._registry._core import _decide
 from lakelock._registry._document import parse_registry
 from lakelock._registry._intents import intent_document
 from lakelock._s3 import ObjectStore
@@ -72,11 +74,29 @@ def test_a_window_cut_inside_a_fold_is_caught_by_the_simulators_checker(
 ) -> None:
     """The window cut at ``commit_window`` records whatever their versions (as before): the
     simulator's model finds one id applied for two changes, in two datasets one version
-    apart (seeds 0-5, 7, 9-11 of 0-11 of this configuration catch it; with the window kept
-    whole, 0, 2-5, 7 and 9-11 hold, and seed 1 meets the refused-id bug docs/SIMULATOR.md
-    names). Its checker counted every commit of the first one's version as recorded
-    after the id, so a fold larger than half the window hid every reuse of its ids."""
+    apart (seeds 0-5, 7-9 and 11 of 0-11 of this configuration catch it; with the window
+    kept whole, all 12 hold). Its checker counted every commit of the first one's version
+    as recorded after the id, so a fold larger than half the window hid every reuse of its
+    ids."""
     assert simulate(FOLDS_PAST_THE_WINDOW).violations == []
     monkeypatch.setattr(_changes, "window_kept", lambda commits, window: tuple(commits[-window:]))
     violations = simulate(FOLDS_PAST_THE_WINDOW).violations
     assert any("applied for two changes" in v for v in violations), violations[:3]
+
+
+def test_a_writer_keeps_its_refusal_until_a_swap_records_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seed 1 of the busy lake above: a pipeline finds its id in its dataset's commit-id
+    index (a fold larger than the window moved the root's window past it), and its swap
+    recording that refusal loses the race to another writer's. On the root it reads next,
+    nothing shows why it was refused: the window holds no record of the id, and the index
+    lookup is not due again (the window covers every version since it looked). Before, the
+    writer failed at once and a later fold applied its intent ("refused commit is in the
+    registry"); a writer that forgot its refusal on the redrive applied the id a second
+    time in its dataset. Now it keeps its refusal until a swap records it."""
+    config = replace(FOLDS_PAST_THE_WINDOW, seed=1)
+    assert simulate(config).violations == []
+    monkeypatch.setattr(_decide, "refused_unrecorded", lambda *_: False)
+    violations = simulate(config).violations
+    assert any("refused commit is in the registry" in v for v in violations), violations[:3]

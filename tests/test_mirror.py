@@ -318,6 +318,9 @@ def test_a_view_behind_a_vacuumed_version_is_refused(lake: Lake) -> None:
     lake.mirror("events", formats=("delta",))
     lake.append("events", events(range(2, 4), 2), partition_by=["day"])
     lake.append("events", events(range(4, 6), 3), partition_by=["day"])
+    # Before vacuum: a commit just after a vacuum with no window is refused files written
+    # in the second of its newest orphan (FORMAT.md rule 10, the recorded cutoff).
+    lake.append("other", events(range(1), 1), partition_by=["day"])
     later = time.time() + 7200  # everything written so far is older than the window
     lake.configure(vacuum_floor=0)
     assert not vacuum(
@@ -328,7 +331,6 @@ def test_a_view_behind_a_vacuumed_version_is_refused(lake: Lake) -> None:
     with pytest.raises(SnapshotExpiredError, match="vacuumed before they were mirrored"):
         fresh.mirror("events", formats=("delta",))
     assert {o.key for o in lake.store.list("datasets/events/_delta_log/")} == keys
-    lake.append("other", events(range(1), 1), partition_by=["day"])
     lake.store.put(
         f"{delta_log_prefix('other')}{0:020d}.json",
         b'{"commitInfo": {"operation": "WRITE"}}\n',

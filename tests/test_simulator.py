@@ -1598,12 +1598,15 @@ def test_too_old_to_apply_switched_off_with_rule_10_is_caught(
     before it, so they are too; and rule 10's last check, just before the swap, refuses a
     commit whose files are older than half the floor by the server's clock (the other half
     covers the estimate's error). A commit that adds no files references no intent (nothing
-    to lose). What is left is a pause after that last check, which rule 4b's check, made at
-    the same moment, does not close either. Rule 4b stays as defence in depth: it costs one
-    comparison, and it holds where rule 10 cannot judge (a lake without a floor; a process
-    that knows no server time)."""
+    to lose). A pause after that last check, which rule 4b's check, made at the same moment,
+    does not close either, is closed by vacuum moving the root before it deletes (rule 10's
+    ``claim``: the paused swap fails and is judged again). Rule 4b stays as defence in
+    depth: it costs one comparison, and it holds where rule 10 cannot judge (a process that
+    knows no server time, on a root without a vacuum cutoff)."""
     assert simulate(PASSED_OVER_BESIDE_VACUUM).violations == []
+    # Rule 10's writer side, by the floor and by the cutoff vacuum records in the root.
     monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
+    monkeypatch.setattr(_decide, "vacuumed", lambda *_, **__: None)
     assert simulate(PASSED_OVER_BESIDE_VACUUM).violations == []
     monkeypatch.setattr(_decide, "too_old_to_apply", lambda *_, **__: None)
     violations = simulate(PASSED_OVER_BESIDE_VACUUM).violations
@@ -1652,7 +1655,8 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
         # id naming another change, each refused by another process's fold.
         ("fate_error", 227, "not StaleFenceError"),
         ("fate_error", 243, "not StaleFenceError"),
-        ("fate_error", 11, "not SchemaMismatchError"),
+        # (11 before vacuum moved the root before deleting; 148 runs no vacuum.)
+        ("fate_error", 148, "not SchemaMismatchError"),
         ("fate_error", 66, "not CommitIdReusedError"),
     ],
 )
@@ -1711,6 +1715,34 @@ def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch)
     assert simulate(LOST_SWAPS).violations == []
     monkeypatch.setattr(_decide, "past_the_window", lambda *_: False)
     violations = simulate(LOST_SWAPS).violations
+    assert any("refused commit is in the registry" in v for v in violations), violations[:3]
+
+
+#: A busy lake with a window of 4 commits, and pipelines colliding on one caller-chosen id
+#: (each with its own dataset): a writer finds its id recorded for another dataset once its
+#: intent is written, and folds reach that intent only once the window has moved on.
+REFUSED_BY_ITS_WRITER = SimConfig(
+    writers=32,
+    seconds=2.0,
+    store="fixed:10",
+    seed=1,
+    commit_window=4,
+    mix=Mix.of([("append", 1), ("collide", 1)]),
+)
+
+
+def test_a_refusal_by_its_own_writer_is_recorded_before_its_caller_hears_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rule 7 for a commit its own writer refuses (``CommitIdReusedError``: its id is in
+    the root's window for another dataset) after writing its intent: a swap records the
+    intent rejected before the caller hears "nothing was committed". Switched off (the
+    writer fails it at once, its intent left without a fate), a later fold, past the
+    window, applies the refused commit (seeds 1, 2, 10, 14, 16, ... of this configuration:
+    10 of 0-39; all 40 hold with it)."""
+    assert simulate(REFUSED_BY_ITS_WRITER).violations == []
+    monkeypatch.setattr(_decide, "refused_unrecorded", lambda *_: False)
+    violations = simulate(REFUSED_BY_ITS_WRITER).violations
     assert any("refused commit is in the registry" in v for v in violations), violations[:3]
 
 

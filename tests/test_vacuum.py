@@ -10,12 +10,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+import lakelock._vacuum
 from lakelock import Lake, _vacuum_plan
 from lakelock._registry import Registry
 from lakelock._registry._core import _decide
 from lakelock._vacuum import vacuum
 from lakelock.errors import (
     InvalidArgumentError,
+    NotFoundError,
     ObjectTooOldError,
     RegistryCorruptError,
     SnapshotExpiredError,
@@ -301,12 +303,110 @@ def test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(
 def test_with_rule_10_switched_off_the_stalled_append_wedges_the_dataset(
     s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The test above with ``too_old_to_reference`` (FORMAT.md rule 10) switched off, as
-    lakelock was before it: the stalled append is acknowledged, its rows are gone, and the
-    dataset cannot be read any more. What a mutation test of the rule starts from."""
+    """The test above with the writer's side of FORMAT.md rule 10 switched off, as
+    lakelock was before it: ``too_old_to_reference`` (by the floor) and ``vacuumed`` (by the
+    cutoff vacuum records in the root; either alone refuses this append). The stalled
+    append is acknowledged, its rows are gone, and reading the dataset fails on the
+    missing file. What a mutation test of the rule starts from."""
     monkeypatch.setattr(_decide, "too_old_to_reference", lambda *_, **__: None)
+    monkeypatch.setattr(_decide, "vacuumed", lambda *_, **__: None)
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
         test_an_append_stalled_past_vacuums_window_is_refused_not_acknowledged(s3, lake)
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    with pytest.raises(NotFoundError, match="datasets/sales/"):
+        fresh.read("sales")
+
+
+def _paused_beside_vacuum(s3: S3Endpoint, lake: Lake) -> tuple[BaseException | None, str]:
+    """An append passes its last-moment checks and sends its root swap, which the endpoint
+    holds (a process paused just before its PUT went out) while two hours pass by the
+    server's clock; vacuum (window an hour) runs meanwhile and no other writer commits. The
+    swap is let go: what the append raised (``None``: acknowledged), and the data file of
+    the append vacuum deleted."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)  # the writer's server clock: every answer's Date
+    lake.append("sales", rows([1]), partition_by=["year"])
+    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(lake.append, "sales", rows([2]), partition_by=["year"])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(2 * HOUR)
+        report = vacuum(
+            lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
+        )
+        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
+        assert any(k.startswith("metastore/snapshots/") for k in report.deleted)
+        s3.release_stalls()
+        return late.exception(timeout=60), taken
+
+
+def _still_whole(lake: Lake) -> None:
+    """The dataset reads what was committed, takes appends, and vacuums."""
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    assert fresh.read("sales")["id"].to_pylist() == [1]
+    lake.append("sales", rows([3]), partition_by=["year"])
+    assert sorted(fresh.read("sales")["id"].to_pylist()) == [1, 3]
+    assert not vacuum(lake.registry, enforce_retention=False, older_than=HOUR).failed
+
+
+def test_an_append_paused_after_its_last_check_is_refused_once_vacuum_moved_the_root(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """FORMAT.md rule 10's last hole (:func:`_paused_beside_vacuum`): vacuum takes the
+    paused append's data file and snapshot, unreferenced and older than its window, while
+    the root is still the one the held swap's ``If-Match`` names. Vacuum moves the root
+    before it deletes (recording its cutoff), so the held swap fails when it goes on and
+    the next attempt refuses the commit (ObjectTooOldError, naming the file): nothing is
+    committed, the dataset reads and takes appends as before. Before, the swap landed:
+    the append was acknowledged pointing at the deleted file and snapshot, its rows lost
+    and the dataset unreadable until repaired by hand."""
+    error, taken = _paused_beside_vacuum(s3, lake)
+    assert isinstance(error, ObjectTooOldError), error
+    assert error.key == taken
+    assert lake.registry._current()[0].vacuum_cutoff is not None
+    _still_whole(lake)
+
+
+def test_with_vacuum_not_moving_the_root_the_paused_append_wedges_the_dataset(
+    s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above with vacuum's compare-and-swap of the root switched off
+    (``_vacuum_plan.claim`` returning the plan as read), as lakelock was before it: the
+    paused append's swap lands on the unchanged root, it is acknowledged, its rows are gone
+    and the dataset cannot be read any more. What a mutation test of the rule starts from."""
+
+    def unclaimed(found: _vacuum_plan.Plan, **_: Any) -> Any:
+        return found
+        yield  # a generator, as claim is
+
+    monkeypatch.setattr(lakelock._vacuum, "claim", unclaimed)
+    error, _ = _paused_beside_vacuum(s3, lake)
+    assert error is None
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
     with pytest.raises(RegistryCorruptError, match="missing"):
         fresh.read("sales")
+
+
+@pytest.mark.parametrize("cutoff", ["checked", "switched off"])
+def test_without_a_vacuum_floor_the_cutoff_vacuum_recorded_refuses_the_paused_append(
+    s3: S3Endpoint, lake: Lake, monkeypatch: pytest.MonkeyPatch, cutoff: str
+) -> None:
+    """A lake whose vacuum floor is 0 (no check by age: vacuum may take any unreferenced
+    object at once): the paused append of :func:`_paused_beside_vacuum` is refused all the
+    same, by the cutoff vacuum recorded in the root it moved (``_decide.vacuumed``), which
+    needs no clock: ObjectTooOldError naming the file, nothing committed. With that check
+    switched off, the append's retry after its failed swap commits the deleted file: it is
+    acknowledged, and reading the dataset fails on the missing file."""
+    lake.configure(vacuum_floor=0)
+    if cutoff == "switched off":
+        monkeypatch.setattr(_decide, "vacuumed", lambda *_, **__: None)
+    error, taken = _paused_beside_vacuum(s3, lake)
+    if cutoff == "checked":
+        assert isinstance(error, ObjectTooOldError), error
+        assert error.key == taken
+        _still_whole(lake)
+    else:
+        assert error is None
+        fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+        with pytest.raises(NotFoundError, match=taken):
+            fresh.read("sales")

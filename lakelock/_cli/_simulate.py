@@ -166,6 +166,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     option("--kills", _non_negative, 0, "writers killed and restarted")
     option("--stalls", _non_negative, 0, "writers that stall past the intent TTL before a request")
+    option(
+        "--swap-stalls",
+        _non_negative,
+        0,
+        "writers that stall past vacuum's window just before their next swap of the root",
+    )
     option("--skew", float, 0.0, "each writer's clock off by up to this (s)")
     option(
         "--clock-steps",
@@ -298,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
             rate=args.faults,
             kills=args.kills,
             stalls=args.stalls,
+            swap_stalls=args.swap_stalls,
             skew=args.skew,
             steps=args.clock_steps,
             brownout=brownout,

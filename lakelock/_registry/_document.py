@@ -317,6 +317,11 @@ class RegistryDoc:
     # Format 2: the lake's settings (lakelock._registry._settings); None: none stored yet
     # (a new lake, or one made before they were), written by the next commit.
     settings: LakeSettings | None = None
+    # Format 2: the cutoff the last vacuum deleted under (seconds since the epoch, server
+    # time: no unreferenced object last modified after it was deleted), recorded by its
+    # compare-and-swap before it deleted anything; None: no vacuum recorded one (FORMAT.md
+    # rule 10).
+    vacuum_cutoff: float | None = None
 
     def fate(self, key: str) -> IntentFate | None:
         return _newest(self, "_fates_by_key", self.fates, attrgetter("key"), key)
@@ -513,6 +518,9 @@ def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> Regi
                 fates=tuple(_fate(obj(f, "fate")) for f in seq(intents["fates"], "fates")),
                 backup=text(backup, "backup") if backup is not None else None,
                 settings=parse_settings(data["settings"]) if "settings" in data else None,
+                vacuum_cutoff=number(obj(data["vacuum"], "vacuum")["cutoff"], "vacuum cutoff")
+                if "vacuum" in data
+                else None,
                 **common,
             )
     except RegistryCorruptError:
@@ -662,6 +670,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
             },
             "backup": doc.backup,
             **({"settings": doc.settings.to_json()} if doc.settings is not None else {}),
+            **({"vacuum": {"cutoff": doc.vacuum_cutoff}} if doc.vacuum_cutoff is not None else {}),
         }
     return orjson.dumps(
         {

@@ -30,7 +30,10 @@ and restarted as a new process re-running the commit with the same id (a share o
 other rows: :mod:`._workload`); ``stalls`` writers that stop before sending a request for
 ``stall`` seconds (default: past the intent TTL) and then send it — in a run with vacuum,
 every other stall lasts past vacuum's window instead, while vacuum still runs (a process
-paused by its host comes back to commit what vacuum may have judged an orphan); each
+paused by its host comes back to commit what vacuum may have judged an orphan);
+``swap_stalls`` writers that stop just before their next compare-and-swap of the root (after
+the last checks of rule 10, docs/FORMAT.md) for as long as a late writer beside vacuum
+stalls, and then send it (a process paused between its last check and its swap); each
 writer's clock off by up to ``skew`` seconds either way, and ``steps`` times a writer's clock
 steps to another offset within that bound (an NTP step, either way).
 """
@@ -92,6 +95,8 @@ class Faults:
     kills: int = 0
     stalls: int = 0
     stall: float | None = None  # default: the intent TTL plus a few seconds
+    #: Writers that stall just before their next swap of the root, past vacuum's window.
+    swap_stalls: int = 0
     skew: float = 0.0
     #: Steps of a writer's clock to another offset within ``skew`` (at random moments).
     steps: int = 0
@@ -115,7 +120,8 @@ class Faults:
             raise ValueError(f"unknown fault kinds {unknown}: known are {FAULT_KINDS}")
         if self.rate and not any(weight > 0 for _, weight in self.mix):
             raise ValueError("a fault rate needs a fault kind of positive weight")
-        if min(self.kills, self.stalls, self.steps) < 0 or self.skew < 0 or self.timeout <= 0:
+        counts = (self.kills, self.stalls, self.swap_stalls, self.steps)
+        if min(counts) < 0 or self.skew < 0 or self.timeout <= 0:
             raise ValueError("kills, stalls, steps and skew must be >= 0, timeout > 0")
 
     def draw(self, rng: Random, index: int, now: float = 0.0) -> str | None:

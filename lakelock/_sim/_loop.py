@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from lakelock._layout import REGISTRY_KEY
 from lakelock._registry._core._driver import THREADS
 from lakelock._registry._core._early import ReadsAhead
 from lakelock._registry._core._hedging import Hedging, Race
@@ -583,6 +584,7 @@ class Process:
         self.killed = killed
         self.kill_pending = False
         self.stall_pending: float | None = None
+        self.swap_stall_pending: float | None = None
         self.finished = False
         #: Reads made ahead and not yet asked for; those waiting for a thread, and how many
         #: are out.
@@ -605,6 +607,12 @@ class Process:
         """Stop for ``seconds`` before sending the next request (a pause the process does not
         notice: its clock was read before)."""
         self.stall_pending = seconds
+
+    def stall_before_swap(self, seconds: float) -> None:
+        """Stop for ``seconds`` before sending the next compare-and-swap of the root: after
+        every check the committer makes before it (a pause between the last check and the
+        swap, which no check can see)."""
+        self.swap_stall_pending = seconds
 
     def _deliver(self, argument: tuple[Any, BaseException | None]) -> None:
         if self.finished:
@@ -645,6 +653,10 @@ class Process:
                 return
             if self.stall_pending is not None:
                 pause, self.stall_pending = self.stall_pending, None
+                loop.at(loop.now + pause, self._send, request)
+                return
+            if self.swap_stall_pending is not None and _swaps_root(request):
+                pause, self.swap_stall_pending = self.swap_stall_pending, None
                 loop.at(loop.now + pause, self._send, request)
                 return
             self._send(request)
@@ -821,3 +833,8 @@ def _canonical(request: Any) -> tuple[str, str, int]:
     key = getattr(request, "key", None) or getattr(request, "prefix", "")
     body = getattr(request, "body", b"")
     return type(request).__name__, str(key), len(body)
+
+
+def _swaps_root(request: Any) -> bool:
+    """Whether ``request`` is a compare-and-swap of the root (a conditional PUT of it)."""
+    return type(request) is Put and request.key == REGISTRY_KEY and request.if_match is not None

@@ -168,6 +168,8 @@ class SimConfig:
             parts.append(f"--kills {self.faults.kills}")
         if self.faults.stalls:
             parts.append(f"--stalls {self.faults.stalls}")
+        if self.faults.swap_stalls:
+            parts.append(f"--swap-stalls {self.faults.swap_stalls}")
         if self.faults.skew:
             parts.append(f"--skew {self.faults.skew:g}")
         if self.faults.steps:
@@ -600,7 +602,7 @@ class _Run:
             ).start(rng.uniform(0.0, 0.1))
         # Vacuum goes on past a writer stalled beside it (below) until it could have returned.
         vacuum_stall = config.vacuum_older_than + 3 * config.vacuum_every
-        linger = vacuum_stall if config.faults.stalls else 0.0
+        linger = vacuum_stall if config.faults.stalls or config.faults.swap_stalls else 0.0
         for n in range(config.vacuums):
             rng = Random(self.master.getrandbits(64))
             program = vacuum_program(
@@ -640,6 +642,13 @@ class _Run:
         for _ in range(faults.steps):
             offset = chaos.uniform(-faults.skew, faults.skew)
             self._at_random_writer(chaos, writers, functools.partial(self._stepped, offset=offset))
+
+        # Between the last check and the swap, past vacuum's window (FORMAT.md rule 10).
+        def stalled_before_swap(process: Process) -> None:
+            process.stall_before_swap(vacuum_stall)
+
+        for _ in range(faults.swap_stalls):
+            self._at_random_writer(chaos, writers, stalled_before_swap)
         step = max(1.0, math.ceil(self.end / 100))
         until = 0.0
         while until < self.end:

@@ -5,7 +5,9 @@ writers, and the rules the checker judges every deletion by.
 A vacuum process sleeps about ``vacuum_every`` seconds, then vacuums with
 ``older_than = vacuum_older_than`` as ``vacuum(..., enforce_retention=False, dry_run=False)``
 does: the listing, one read of the root, the walk of the versions it keeps, then a
-``DeleteObject`` with ``If-Match`` (the ETag listed) per orphan. Its clock is the server's.
+``DeleteObject`` with ``If-Match`` (the ETag listed) per orphan, once it has swapped the root
+for one recording its cutoff (:func:`lakelock._vacuum_plan.claim`; ``R`` below is the root
+it swapped in, which keeps what the root it read did). Its clock is the server's.
 It goes on until ``vacuum_older_than`` plus two rounds past the writers' end, so what the run
 left behind gets old enough to go.
 
@@ -63,8 +65,9 @@ from lakelock._registry._intents import is_intent
 from lakelock._registry._objects import partition_from_entry
 from lakelock._registry._snapshot import Snapshot
 from lakelock._registry._tree import Node
+from lakelock._retry import RetryPolicy
 from lakelock._sim._store import BUCKET, EPOCH, SimS3
-from lakelock._vacuum_plan import Plan, classify, delete_steps, plan
+from lakelock._vacuum_plan import Plan, claim, classify, delete_steps, plan
 from lakelock.errors import LakelockError
 
 if TYPE_CHECKING:
@@ -123,6 +126,20 @@ def vacuum_program(
             report = classify(
                 found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
             )
+            if report.orphans:
+                # Rule 10: the root moves, recording the cutoff, before anything goes.
+                found = yield from claim(
+                    found,
+                    older_than=older_than,
+                    intent_ttl=intent_ttl,
+                    retry=RetryPolicy(),
+                    bucket=BUCKET,
+                    rng=rng,
+                )
+                run.read = found.doc.version
+                report = classify(
+                    found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
+                )
             run.orphans = frozenset(o.key for o in report.orphans)
             run.listed = {o.key: o.last_modified.timestamp() for o in report.orphans}
             yield from delete_steps(report)

@@ -92,7 +92,7 @@ def attempt(core: Committer, batch: Batch) -> Steps:
     batch.elapsed = yield Now(monotonic=True)
     doc, etag = yield from read(core, batch, start)  # 1. read
     waiting = len(batch.pending)
-    yield from settle(core, doc, batch)  # 2. settle
+    doc, etag = yield from settle(core, doc, batch, etag)  # 2. settle
     core.schedule.looked(start, settled=len(batch.pending) < waiting)
     if not batch.pending:
         return  # the root decided every commit of the batch
@@ -178,41 +178,58 @@ def read(core: Committer, batch: Batch, start: float) -> Steps:
 # -- 2. settle ----------------------------------------------------------------------------
 
 
-def settle(core: Committer, doc: RegistryDoc, batch: Batch) -> Steps:
+def settle(core: Committer, doc: RegistryDoc, batch: Batch, etag: str | None) -> Steps:
     """End the commits ``doc`` already decided (:func:`._decide.settle`); resolve an
-    earlier swap whose outcome was unknown."""
+    earlier swap whose outcome was unknown. Returns the root to go on from: ``doc``, or
+    the one that recorded this writer's own refusals (:func:`_record_refused`)."""
     for p in batch.pending:
         if p.indexed is not None and _decide.past_the_window(doc, p.indexed + 1):
             p.check_index = True  # a twin may have been applied and left the window since
     settled = yield from _io.need(
         core, lambda: _decide.settle(doc, batch.pending, core.objects, first_base=batch.first_base)
     )
+    found = {id(s.pending) for s in settled}
+    settled += [
+        _decide.Settled(p, error=batch.refusing[id(p)])
+        for p in batch.pending
+        if id(p) in batch.refusing and id(p) not in found
+    ]
     for s in settled:
-        end(s, batch)
+        if not _decide.refused_unrecorded(doc, s):
+            end(s, batch)
     for p in batch.pending:
         if p.check_index:
             p.check_index, p.indexed = False, doc.version
     batch.pending = [p for p in batch.pending if not p.finished]
-    yield from _unknown_outcome(core, doc, batch)
+    settled += yield from _unknown_outcome(core, doc, batch, settled)
+    return (yield from _record_refused(core, doc, etag, settled, batch))
 
 
-def _unknown_outcome(core: Committer, doc: RegistryDoc, batch: Batch) -> Steps:
+def _unknown_outcome(
+    core: Committer, doc: RegistryDoc, batch: Batch, settled: list[_decide.Settled]
+) -> Steps:
     """An earlier swap of the batch whose answer was lost: settled by ``doc`` if it moved
     past that swap's base (rule 13), looked up in the commit-id indexes if it moved past
-    the root's window since."""
+    the root's window since. Returns the refusals the indexes gave, to be recorded."""
+    refusals: list[_decide.Settled] = []
     if batch.unknown_base is None or not batch.pending:
-        return
+        return refusals
     if _decide.swap_may_land(doc, batch.unknown_base):
-        return  # not proven absent: our next swap (on this root) or its move decides
+        # Not proven absent: our next swap (on this root) or its move decides; so does a
+        # swap recording a refusal (the same If-Match: one of them lands).
+        return refusals
     beyond = _decide.past_the_window(doc, batch.unknown_base + 1)
     if beyond and doc.format_version > 1:
         # Past the root's window: each dataset's commit-id index is durable.
+        refused = {id(s.pending) for s in settled}
         for p in batch.pending:
+            if id(p) in refused:
+                continue  # refused already, to be recorded
             version = yield from _io.need(
                 core, functools.partial(_decide.indexed_version, doc, p.changes, core.objects)
             )
             if isinstance(version, CommitIdReusedError):
-                end(_decide.Settled(p, error=version), batch)
+                refusals.append(_decide.Settled(p, error=version))
             elif version is not None:
                 ours = batch.first_base is not None and version > batch.first_base
                 end(_decide.Settled(p, version=version, already=not ours), batch)
@@ -229,6 +246,41 @@ def _unknown_outcome(core: Committer, doc: RegistryDoc, batch: Batch) -> Steps:
             )
         batch.pending = []
     batch.unknown_base = None  # proven absent: a plain redrive from here
+    return refusals
+
+
+def _record_refused(
+    core: Committer,
+    doc: RegistryDoc,
+    etag: str | None,
+    settled: list[_decide.Settled],
+    batch: Batch,
+) -> Steps:
+    """Rule 7 for a commit its own writer refuses once its intent is written (its id
+    recorded for another change): every other process can see that intent, and a fold
+    applies it once the record that refuses it has left the root's window. So before its
+    caller hears the refusal, a swap records the intent ``rejected`` with it (the error's
+    kind too, rule 12). The batch keeps the refusal (``refusing``) until that swap lands: a
+    redrive or a retry settles the commit again from the root then read, which may no
+    longer show why, and a budget that runs out records it all the same (the cancel
+    carries it) or the caller hears the outcome is unknown."""
+    todo = [s for s in settled if s.error is not None and not s.pending.finished]
+    record = [s for s in todo if _decide.refused_unrecorded(doc, s)]
+    if record:
+        batch.refusing.update((id(s.pending), s.error) for s in record if s.error is not None)
+        sealed = _decide.rejected_by_writer(
+            doc,
+            [(s.pending, s.error) for s in record if s.error is not None],
+            seconds=core.now,
+            keep=core.commit_window,
+        )
+        doc = yield from core.write_version(Batch([], 0), doc, sealed, etag)
+        assert core.known is not None
+        etag = core.known[1]
+    for s in todo:
+        end(s, batch)  # the caller hears the writer's own error, as recorded
+    batch.pending = [p for p in batch.pending if not p.finished]
+    return doc, etag
 
 
 def wait_on(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -> None:

@@ -311,6 +311,7 @@ class Committer:
             first_base=batch.first_base,
             started=batch.started,
             failure=failure,
+            refusing=batch.refusing,
         )
         cancel.attempts, cancel.redrives, cancel.retries = (
             batch.attempts,
@@ -337,7 +338,7 @@ class Committer:
         except TRANSIENT as error:
             raise Retry from error
         cancel.first_base = cancel.first_base if cancel.first_base is not None else doc.version
-        yield from settle(self, doc, cancel)
+        doc, etag = yield from settle(self, doc, cancel, etag)
         if not cancel.pending:
             return
         # No root yet (etag None): the cancellation creates it (create-only), so the writer

@@ -103,7 +103,9 @@ __all__ = [
     "needs_guard",
     "past_the_window",
     "recorded_version",
+    "refused_unrecorded",
     "registered_twice",
+    "rejected_by_writer",
     "restore_lead",
     "restore_refused",
     "restore_too_late",
@@ -111,6 +113,7 @@ __all__ = [
     "settle",
     "swap_may_land",
     "too_old_to_reference",
+    "vacuumed",
     "whole_groups",
     "written_by",
 ]
@@ -339,6 +342,38 @@ def too_old_to_reference(
     return None
 
 
+def vacuumed(
+    written: Iterable[tuple[str, float]], *, cutoff: float | None
+) -> tuple[str, float] | None:
+    """Rule 10, by the root's record: the first of ``written`` (keys, and when they were
+    written by the server's clock, or a little before) at or before the ``cutoff`` a vacuum
+    recorded in the root it swapped before deleting (``RegistryDoc.vacuum_cutoff``: it may
+    have deleted any unreferenced object last modified then or earlier). A commit based on
+    that root or a later one must not reference it; one based on an earlier root cannot
+    land (its ``If-Match`` fails) and is judged again on the new one. Independent of the
+    floor and of how well this process knows the server's clock. ``None``: none (or no
+    cutoff recorded); else the key and when it was written."""
+    if cutoff is None:
+        return None
+    return next(((key, at) for key, at in written if at <= cutoff), None)
+
+
+def taken_by_vacuum(
+    p: Pending, key: str, at: float, *, server_now: float | None, floor: float
+) -> ObjectTooOldError:
+    """Rule 10's refusal of ``p`` by the root's vacuum cutoff (:func:`vacuumed`)."""
+    return ObjectTooOldError(
+        f"{key} was written before the cutoff of the lake's last vacuum (recorded in the "
+        "root before it deleted anything): vacuum may have deleted it, so nothing was "
+        "committed (write the data again and commit that)",
+        key=key,
+        age=math.ceil(server_now - at) if server_now is not None else 0,
+        floor=math.ceil(floor),
+        dataset=p.change.dataset,
+        commit_id=p.change.commit_id,
+    )
+
+
 def written_by(changes: Iterable[Change]) -> list[tuple[str, float]]:
     """Rule 10's objects of ``changes``: the oldest file each adds, and when it was written
     (changes whose files carry no write time are left out)."""
@@ -409,7 +444,12 @@ def applied_batch(
         candidate = current
         results: list[tuple[Change, Applied]] = []
         refused = _refused_at(
-            p, seconds=seconds, restore_margin=restore_margin, server_now=server_now, floor=floor
+            p,
+            seconds=seconds,
+            restore_margin=restore_margin,
+            server_now=server_now,
+            floor=floor,
+            cutoff=doc.vacuum_cutoff,
         )
         if refused is not None:
             rejected[n] = refused
@@ -459,19 +499,30 @@ def applied_batch(
 
 
 def _refused_at(
-    p: Pending, *, seconds: float, restore_margin: float, server_now: float | None, floor: float
+    p: Pending,
+    *,
+    seconds: float,
+    restore_margin: float,
+    server_now: float | None,
+    floor: float,
+    cutoff: float | None = None,
 ) -> CommitError | None:
     """Why ``p`` is refused whatever the document: a restore too close to its version
     leaving the retention (rule 9) or whose version could not be read, a file too old for
-    the vacuum floor (rule 10)."""
+    the vacuum floor, or written before the ``cutoff`` a vacuum recorded in the root
+    (rule 10)."""
     late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
     if late is not None:
         return CommitConflictError(
             f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id
         )
-    old = too_old_to_reference(written_by(p.changes), server_now=server_now, floor=floor)
+    written = written_by(p.changes)
+    old = too_old_to_reference(written, server_now=server_now, floor=floor)
     if old is not None:
         return too_old(p, *old, floor)
+    taken = vacuumed(written, cutoff=cutoff)
+    if taken is not None:
+        return taken_by_vacuum(p, *taken, server_now=server_now, floor=floor)
     if any(c.restore_from is not None and c.restore is None for c in p.changes):
         # A restore of another process whose version the folder could not read (vacuumed:
         # it had left the retention long ago): there is nothing to make current.
@@ -751,6 +802,44 @@ def cancelled(
     fates = [
         IntentFate(key, "cancelled", version, seconds, "its committer gave up")
         for p in pending
+        for key in p.intents
+    ]
+    return replace(
+        doc,
+        version=version,
+        updated_at=iso(seconds),
+        fates=sealed_fates(doc, fates, watermark=doc.watermark, keep=keep),
+    )
+
+
+def refused_unrecorded(doc: RegistryDoc, settled: Settled) -> bool:
+    """Rule 7: whether ``settled`` is a refusal by the commit's own writer (its id recorded
+    for another change), not a fate ``doc`` records, of a commit whose intent may be
+    written. Every folder can see that intent and applies it once the record that refuses
+    it has left the root's window: the refusal is recorded (:func:`rejected_by_writer`)
+    before its caller hears it."""
+    p = settled.pending
+    return (
+        settled.error is not None
+        and p.intent_sent
+        and all(doc.fate(key) is None for key in p.intents)
+    )
+
+
+def rejected_by_writer(
+    doc: RegistryDoc,
+    refusals: Sequence[tuple[Pending, CommitError]],
+    *,
+    seconds: float,
+    keep: int,
+) -> RegistryDoc:
+    """Rule 7: the next root, recording the intents of commits their own writer refused
+    ``rejected`` with the error (its kind too, rule 12); it must land by compare-and-swap
+    before any caller hears the refusal, or a fold may apply the intent later."""
+    version = doc.version + 1
+    fates = [
+        IntentFate(key, "rejected", version, seconds, str(error), error_kind(error))
+        for p, error in refusals
         for key in p.intents
     ]
     return replace(

@@ -78,7 +78,7 @@ PATIENCE = 2.0
 #: Looks of a still root each pending intent older than a waiter's (but the oldest, whose
 #: writer folds) adds to its patience: when a folder stops, its waiters take over one by one,
 #: the oldest intent's first, and the next sees the root move instead of each listing and
-#: reading every intent at once (docs/decisions/0038-one-folder-takes-over.md).
+#: reading every intent at once (docs/decisions/0039-one-folder-takes-over.md).
 TAKE_OVER = 2
 #: A committer not yet contended that lists this many intents of others does not read them:
 #: it sends its own and waits like a contended one (processes starting at once)

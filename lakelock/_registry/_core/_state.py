@@ -4,10 +4,16 @@ expected to fold ours)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakelock._registry._batch import Pending
-from lakelock.errors import ConflictError, OutcomeUnknownError, ReadTimeoutError, ThrottledError
+from lakelock.errors import (
+    CommitError,
+    ConflictError,
+    OutcomeUnknownError,
+    ReadTimeoutError,
+    ThrottledError,
+)
 
 __all__ = ["TRANSIENT", "Batch", "Redrive", "Retry", "Wait"]
 
@@ -48,3 +54,6 @@ class Batch:
     elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
+    #: Commits this writer refused itself once their intents were written (by ``id`` of
+    #: the pending), until a swap records it: a later root may no longer show why.
+    refusing: dict[int, CommitError] = field(default_factory=dict)

@@ -176,7 +176,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--rerun-stalls",
         _non_negative,
         0,
-        "writers killed before a swap whose restart stalls after looking its commit id up",
+        "writers killed sending an intent whose restart stalls after looking its commit id up",
     )
     option("--skew", float, 0.0, "each writer's clock off by up to this (s)")
     option(

@@ -34,11 +34,11 @@ paused by its host comes back to commit what vacuum may have judged an orphan);
 ``swap_stalls`` writers that stop just before their next compare-and-swap of the root (after
 the last checks of rule 10, docs/FORMAT.md) for as long as a late writer beside vacuum
 stalls, and then send it (a process paused between its last check and its swap);
-``rerun_stalls`` writers killed just before their next swap of the root (their intents
-written, left pending) whose restart, on a clock ``stall`` seconds ahead and more, re-runs the
-commit under the killed run's id and stops for ``stall`` seconds after looking the id up,
-before it folds or sends its intent, and then goes on (the killed run's intent is folded by
-others meanwhile, and with a small ``commit_window`` the window moves past it); each
+``rerun_stalls`` writers killed as their next request writing an intent goes out (it lands
+all the same) whose restart, on a clock ahead by twice ``stall``, re-runs the commit under
+the killed run's id and stops for ``stall`` seconds after looking the id up, before it folds
+or sends its intent; the killed run's request lands as that stop begins (others fold it
+meanwhile, and with a small ``commit_window`` the window moves past it); each
 writer's clock off by up to ``skew`` seconds either way, and ``steps`` times a writer's clock
 steps to another offset within that bound (an NTP step, either way).
 """
@@ -102,7 +102,7 @@ class Faults:
     stall: float | None = None  # default: the intent TTL plus a few seconds
     #: Writers that stall just before their next swap of the root, past vacuum's window.
     swap_stalls: int = 0
-    #: Writers killed before a swap whose restart stalls after looking its commit id up.
+    #: Writers killed sending an intent whose restart stalls after looking its id up.
     rerun_stalls: int = 0
     skew: float = 0.0
     #: Steps of a writer's clock to another offset within ``skew`` (at random moments).

@@ -347,6 +347,8 @@ class _Writer:
         self.hedging = Hedging(factor, alone=alone) if factor else None
         self.current = redo  # killed again before it begins, it is still to be redone
         stall, self.rerun_stall = self.rerun_stall, None
+        if dead is None or dead.in_flight is None:
+            stall = None  # killed otherwise (``kills``) before it sent an intent
         if stall is not None:
             # Its clock ahead by more than the stall (the re-run on another host): no fold
             # passes its intent over while it waits, so only its second look at the id
@@ -365,7 +367,7 @@ class _Writer:
             load=self.load,
             turns=self.turns,
         )
-        if stall is not None and redo is not None:
+        if stall is not None:
             self.process.stall_before_intents(stall, landing=dead)
         self.process.start(at)
 

@@ -1696,7 +1696,8 @@ def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch)
     looked up) switched off: a pipeline re-running a killed commit under its id looked the
     id up before the killed run's intent was applied, and after its pause it applies its
     own intent as well: the rows are committed twice (the same change in two versions).
-    Seeds 2, 3, 5, 6 and 8 of 1-8 of this configuration catch it; all 8 hold with it. The
+    Seeds 2, 3, 5, 6 and 8 of 1-8 of this configuration catch it (8: a re-run with other
+    rows, two changes under one id); all 8 hold with it. The
     endpoint's own test of it is ``tests/test_commit_promises.py``'s
     ``test_a_rerun_whose_crashed_runs_intent_is_applied_while_it_waits_commits_once``."""
     assert simulate(RERUN_STALLED).violations == []

@@ -53,6 +53,7 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock.errors import ObjectTooOldError
 from lakelock.testing import FaultRule, S3Endpoint
 from tests._chaos_workers import MUTATION_ENV
 from tests._support import FAST_RETRY, REPO
@@ -392,7 +393,8 @@ def test_vacuum_racing_a_rename_back_keeps_what_the_rename_reuses(
     objects at ``a`` orphans. The rename back must not adopt them (an existing destination
     file with the same checksum, a manifest with the same bytes: it once did, and the vacuum
     then deleted what the registry referenced). After both, every object the registry
-    references exists and the partition reads."""
+    references exists and the partition reads: the rename applied, or refused by the cutoff
+    the vacuum recorded (its copies share a second with what the vacuum deletes)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from lakelock._vacuum import vacuum
@@ -416,10 +418,22 @@ def test_vacuum_racing_a_rename_back_keeps_what_the_rename_reuses(
             if s3.stalled() == 1:
                 break
             time.sleep(0.005)
-        lake.rename_partition("moves", "slot=b", to_partition="slot=a")
+        try:
+            lake.rename_partition("moves", "slot=b", to_partition="slot=a")
+            refused = None
+        except ObjectTooOldError as error:
+            refused = error
         s3.release_stalls()
         swept = sweeping.result(timeout=30)
     assert swept.deleted, "the vacuum deleted nothing: the race did not happen"
+    if refused is not None:
+        # The vacuum recorded its cutoff in the root before deleting (FORMAT.md rule 10):
+        # the copies the rename wrote in the same second as the newest object it deletes
+        # cannot be told from those by the store's whole-second times, so the rename is
+        # refused, nothing committed (the partition is still at b) -- never acknowledged
+        # over deleted objects.
+        partitions = lake.registry.read().datasets["moves"].partitions
+        assert set(partitions) == {"slot=b"}, refused
     snapshot = lake.registry.read()
     referenced = {f.key for f in lake.registry.files("moves", snapshot=snapshot)}
     referenced |= {

@@ -33,6 +33,7 @@ from lakelock._registry._core._schedule import (
     GATHER,
     MAX_WAITS,
     PATIENCE,
+    TAKE_OVER,
     Hints,
     Scheduler,
     fixed_values,
@@ -301,6 +302,33 @@ def test_a_younger_commit_waits_for_the_oldest_pending_intent_then_helps(
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
     assert names(registry(store)) == ["a", "b", "d"]
+
+
+def test_waiters_behind_a_stopped_folder_take_over_in_the_order_of_their_intents(
+    store: ObjectStore,
+) -> None:
+    """When a folder stops, its waiters do not all run out of patience at once (each would
+    then list and read every pending intent, and race the others' swaps): one whose intent
+    has two pending intents ahead of it waits ``TAKE_OVER`` looks longer than the first in
+    line (one intent ahead), which by then has folded everybody's."""
+
+    def waiter(dead: int) -> int:
+        now = time.time()
+        reg = registry(store, retry=RetryPolicy(max_attempts=30, sleep=no_sleep), clock=lambda: now)
+        reg.commit("sales", add=[datafile("sales", "", f"a{dead}")])
+        for n in range(dead):
+            plant_intent(
+                store,
+                Change("sales", f"dead-{dead}-{n}", add=(datafile("sales", "", f"d{dead}{n}"),)),
+                ms=int(time.time() * 1000) - 1000 - n,
+            )
+        reg.internals.hints.swapped_last = False  # as if another process had swapped since
+        busy(reg)  # as after a lost race: other processes are busy here
+        return reg.commit("sales", add=[datafile("sales", "", f"b{dead}")]).attempts
+
+    first, second = waiter(1), waiter(2)
+    assert TAKE_OVER > 0
+    assert second - first == TAKE_OVER
 
 
 def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(

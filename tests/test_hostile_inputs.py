@@ -34,6 +34,7 @@ from lakelock import Lake
 from lakelock._layout import lease_key
 from lakelock._lease import Lease
 from lakelock._registry import REGISTRY_KEY, parse_registry, serialize_registry
+from lakelock._registry._document import FORMAT_VERSION
 from lakelock.errors import (
     DatasetNotFoundError,
     InvalidNameError,
@@ -380,7 +381,7 @@ def test_planted_registry_many(
 @pytest.mark.parametrize(
     "change",
     [
-        {"format_version": 3},
+        {"format_version": FORMAT_VERSION + 1},
         {"format_version": 99},
         {"format_version": "1"},
         {"format_version": None},

@@ -172,6 +172,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         0,
         "writers that stall past vacuum's window just before their next swap of the root",
     )
+    option(
+        "--rerun-stalls",
+        _non_negative,
+        0,
+        "writers killed sending an intent whose restart stalls after looking its commit id up",
+    )
     option("--skew", float, 0.0, "each writer's clock off by up to this (s)")
     option(
         "--clock-steps",
@@ -305,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
             kills=args.kills,
             stalls=args.stalls,
             swap_stalls=args.swap_stalls,
+            rerun_stalls=args.rerun_stalls,
             skew=args.skew,
             steps=args.clock_steps,
             brownout=brownout,

@@ -33,7 +33,12 @@ every other stall lasts past vacuum's window instead, while vacuum still runs (a
 paused by its host comes back to commit what vacuum may have judged an orphan);
 ``swap_stalls`` writers that stop just before their next compare-and-swap of the root (after
 the last checks of rule 10, docs/FORMAT.md) for as long as a late writer beside vacuum
-stalls, and then send it (a process paused between its last check and its swap); each
+stalls, and then send it (a process paused between its last check and its swap);
+``rerun_stalls`` writers killed as their next request writing an intent goes out (it lands
+all the same) whose restart, on a clock ahead by twice ``stall``, re-runs the commit under
+the killed run's id and stops for ``stall`` seconds after looking the id up, before it folds
+or sends its intent; the killed run's request lands as that stop begins (others fold it
+meanwhile, and with a small ``commit_window`` the window moves past it); each
 writer's clock off by up to ``skew`` seconds either way, and ``steps`` times a writer's clock
 steps to another offset within that bound (an NTP step, either way).
 """
@@ -97,6 +102,8 @@ class Faults:
     stall: float | None = None  # default: the intent TTL plus a few seconds
     #: Writers that stall just before their next swap of the root, past vacuum's window.
     swap_stalls: int = 0
+    #: Writers killed sending an intent whose restart stalls after looking its id up.
+    rerun_stalls: int = 0
     skew: float = 0.0
     #: Steps of a writer's clock to another offset within ``skew`` (at random moments).
     steps: int = 0
@@ -120,7 +127,7 @@ class Faults:
             raise ValueError(f"unknown fault kinds {unknown}: known are {FAULT_KINDS}")
         if self.rate and not any(weight > 0 for _, weight in self.mix):
             raise ValueError("a fault rate needs a fault kind of positive weight")
-        counts = (self.kills, self.stalls, self.swap_stalls, self.steps)
+        counts = (self.kills, self.stalls, self.swap_stalls, self.rerun_stalls, self.steps)
         if min(counts) < 0 or self.skew < 0 or self.timeout <= 0:
             raise ValueError("kills, stalls, steps and skew must be >= 0, timeout > 0")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from lakelock._layout import REGISTRY_KEY
+from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
 from lakelock._registry._core._driver import THREADS
 from lakelock._registry._core._early import ReadsAhead
 from lakelock._registry._core._hedging import Hedging, Race
@@ -585,6 +585,10 @@ class Process:
         self.kill_pending = False
         self.stall_pending: float | None = None
         self.swap_stall_pending: float | None = None
+        self.kill_at_intents = False
+        self.in_flight: Any = None
+        self.intents_stall_pending: float | None = None
+        self.landing: Process | None = None
         self.finished = False
         #: Reads made ahead and not yet asked for; those waiting for a thread, and how many
         #: are out.
@@ -614,14 +618,25 @@ class Process:
         swap, which no check can see)."""
         self.swap_stall_pending = seconds
 
+    def kill_before_intents(self) -> None:
+        """Die as the next request that writes an intent goes out: the request is kept in
+        ``in_flight``, not sent, for a restart to land (:meth:`stall_before_intents`), as
+        a request S3 received from a process that then died lands all the same."""
+        self.kill_at_intents = True
+
+    def stall_before_intents(self, seconds: float, *, landing: Process | None = None) -> None:
+        """Stop for ``seconds`` before the next request that lists or writes intents: after
+        a commit's first read of the root and of the commit-id indexes it settles by, before
+        it folds or sends its own intent. ``landing``: a killed process whose request in
+        flight (:meth:`kill_before_intents`) lands as this stall begins."""
+        self.intents_stall_pending = seconds
+        self.landing = landing
+
     def _deliver(self, argument: tuple[Any, BaseException | None]) -> None:
         if self.finished:
             return
         if self.kill_pending:
-            self.finished = True
-            self.steps.close()
-            if self.killed is not None:
-                self.killed()
+            self._die()
             return
         value, error = argument
         steps = self.steps
@@ -659,8 +674,26 @@ class Process:
                 pause, self.swap_stall_pending = self.swap_stall_pending, None
                 loop.at(loop.now + pause, self._send, request)
                 return
+            if self.kill_at_intents and _touches_intents(request, listing=False):
+                self.in_flight = request
+                self._die()
+                return
+            if self.intents_stall_pending is not None and _touches_intents(request):
+                pause, self.intents_stall_pending = self.intents_stall_pending, None
+                landing, self.landing = self.landing, None
+                if landing is not None and landing.in_flight is not None:
+                    request_in_flight, landing.in_flight = landing.in_flight, None
+                    landing._send(request_in_flight)  # answered to nobody: it died
+                loop.at(loop.now + pause, self._send, request)
+                return
             self._send(request)
             return
+
+    def _die(self) -> None:
+        self.finished = True
+        self.steps.close()
+        if self.killed is not None:
+            self.killed()
 
     def _send(self, request: Any) -> None:
         if type(request) is Parallel:
@@ -838,3 +871,14 @@ def _canonical(request: Any) -> tuple[str, str, int]:
 def _swaps_root(request: Any) -> bool:
     """Whether ``request`` is a compare-and-swap of the root (a conditional PUT of it)."""
     return type(request) is Put and request.key == REGISTRY_KEY and request.if_match is not None
+
+
+def _touches_intents(request: Any, *, listing: bool = True) -> bool:
+    """Whether ``request`` writes an intent (alone or in a parallel round), or lists them
+    (``listing``)."""
+    kind = type(request)
+    if kind is Parallel:
+        return any(_touches_intents(part, listing=listing) for part in request.requests)
+    if kind is List and listing:
+        return bool(request.prefix.startswith(INTENT_PREFIX))
+    return kind is Put and bool(request.key.startswith(INTENT_PREFIX))

@@ -170,6 +170,8 @@ class SimConfig:
             parts.append(f"--stalls {self.faults.stalls}")
         if self.faults.swap_stalls:
             parts.append(f"--swap-stalls {self.faults.swap_stalls}")
+        if self.faults.rerun_stalls:
+            parts.append(f"--rerun-stalls {self.faults.rerun_stalls}")
         if self.faults.skew:
             parts.append(f"--skew {self.faults.skew:g}")
         if self.faults.steps:
@@ -315,8 +317,12 @@ class _Writer:
         self.process: Process | None = None
         #: The process's thread folding for others after its commit (``Committer.linger``).
         self.lingerer: Process | None = None
+        #: How long its next restart stalls after looking its commit id up (``rerun_stalls``).
+        self.rerun_stall: float | None = None
 
-    def start(self, at: float, redo: Invocation | None = None) -> None:
+    def start(
+        self, at: float, redo: Invocation | None = None, *, dead: Process | None = None
+    ) -> None:
         committer = self.run.protocol.committer(Random(self.rng.getrandbits(64)), self.run.config)
         loop = self.run.loop
         #: The process's group commit, the shell's own (``CommitQueue``'s): its turns (a
@@ -340,6 +346,14 @@ class _Writer:
         #: The process's hedged reads (its lingering thread's too), learnt anew on a restart.
         self.hedging = Hedging(factor, alone=alone) if factor else None
         self.current = redo  # killed again before it begins, it is still to be redone
+        stall, self.rerun_stall = self.rerun_stall, None
+        if dead is None or dead.in_flight is None:
+            stall = None  # killed otherwise (``kills``) before it sent an intent
+        if stall is not None:
+            # Its clock ahead by more than the stall (the re-run on another host): no fold
+            # passes its intent over while it waits, so only its second look at the id
+            # (rule 2's past_the_window) finds the killed run's intent applied.
+            self.skew += 2 * stall
         self.process = Process(
             self.run.loop,
             self.run.endpoint,
@@ -353,6 +367,8 @@ class _Writer:
             load=self.load,
             turns=self.turns,
         )
+        if stall is not None:
+            self.process.stall_before_intents(stall, landing=dead)
         self.process.start(at)
 
     def _program(self, committer: Any, redo: Invocation | None) -> TurnSteps[None]:
@@ -513,6 +529,7 @@ class _Writer:
             self.lingerer.kill()
         redo = self.current
         self.current = None
+        dead = self.process
         if redo is not None:
             redo.restarts += 1
             redo.outcome = "killed"
@@ -521,7 +538,7 @@ class _Writer:
                 # changed meanwhile): another change under the killed run's id.
                 redo = self.workload.again(redo, run.loop.now + run.config.restart_delay)
                 run.invocations.append(redo)
-        self.start(run.loop.now + run.config.restart_delay, redo)
+        self.start(run.loop.now + run.config.restart_delay, redo, dead=dead)
 
 
 class _Run:
@@ -649,6 +666,17 @@ class _Run:
 
         for _ in range(faults.swap_stalls):
             self._at_random_writer(chaos, writers, stalled_before_swap)
+
+        # A re-run's second look at its commit id (FORMAT.md rule 2): killed with its intent
+        # pending, restarted to wait past the window while that intent is applied.
+        def killed_sending_intents(process: Process) -> None:
+            for writer in writers:
+                if writer.process is process:
+                    writer.rerun_stall = stall
+            process.kill_before_intents()
+
+        for _ in range(faults.rerun_stalls):
+            self._at_random_writer(chaos, writers, killed_sending_intents)
         step = max(1.0, math.ceil(self.end / 100))
         until = 0.0
         while until < self.end:

@@ -68,6 +68,7 @@ def check_chaos(
     *,
     setup_ids: Iterable[str] = (),
     time_travel: bool = True,
+    vacuum_versions: Iterable[int] = (),
 ) -> list[str]:
     """Every violation of lakelock's guarantees in this history and final state (module
     docstring); empty: none. ``lake`` reads the final state (no faults)."""
@@ -104,10 +105,16 @@ def check_chaos(
     problems += [f"commit {i!r} is recorded but nobody made it" for i in counts if i not in made]
     distinct = sorted({r.version for r in recorded})
     # A version without a commit must be one that only recorded intents' fates (rejected or
-    # cancelled commits, so that nobody applies them later).
+    # cancelled commits, so that nobody applies them later), or one a vacuum made to record
+    # its cutoff before deleting (``vacuum_versions``: FORMAT.md rule 10).
     fate_only = {f.version for f in lake.registry.internals.intent_fates() if f.state != "applied"}
     if distinct:
-        unexplained = set(range(distinct[0], snapshot.version + 1)) - set(distinct) - fate_only
+        unexplained = (
+            set(range(distinct[0], snapshot.version + 1))
+            - set(distinct)
+            - fate_only
+            - set(vacuum_versions)
+        )
         if unexplained:
             problems.append(f"versions with neither a commit nor a fate: {sorted(unexplained)}")
 

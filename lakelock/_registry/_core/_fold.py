@@ -69,6 +69,7 @@ def fold(core: Committer, doc: RegistryDoc, batch: Batch, seconds: float) -> Ste
             older=todo[0].key,
             ours=mine[0],
             first_fold=first,
+            ahead=sum(o.key < mine[0] for o in todo),
         )
     ):
         raise Wait

@@ -59,6 +59,7 @@ __all__ = [
     "MAX_WAITS",
     "PATIENCE",
     "RECENT",
+    "TAKE_OVER",
     "Hints",
     "Scheduler",
     "Waits",
@@ -74,6 +75,11 @@ MAX_WAITS = 8
 #: ... or this many times ``MAX_WAITS`` rounds of waiting in all, the root moving or not
 #: (docs/decisions/0010-the-last-swapper-folds.md, 0035).
 PATIENCE = 2.0
+#: Looks of a still root each pending intent older than a waiter's (but the oldest, whose
+#: writer folds) adds to its patience: when a folder stops, its waiters take over one by one,
+#: the oldest intent's first, and the next sees the root move instead of each listing and
+#: reading every intent at once (docs/decisions/0039-one-folder-takes-over.md).
+TAKE_OVER = 2
 #: A committer not yet contended that lists this many intents of others does not read them:
 #: it sends its own and waits like a contended one (processes starting at once)
 #: (docs/decisions/0010-the-last-swapper-folds.md, 0035).
@@ -214,6 +220,9 @@ class Waits:
     wait_version: int | None = None
     #: Rounds waited in all (a look counts its part of a round).
     waited: float = 0.0
+    #: Other processes' pending intents older than ours, when we last listed: our place
+    #: in the line of waiters that take over from a folder that stopped.
+    ahead: int = 0
     #: When (this process's clock) it started waiting for others, and last looked.
     started: float | None = None
     looked_at: float | None = None
@@ -403,10 +412,16 @@ class Scheduler:
         """Whether a waiter goes on waiting for an older intent's writer to fold ours: while
         the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter waited
         :data:`PATIENCE` times that many rounds in all, nor used half its attempts (so it always
-        folds itself before it would give up)."""
+        folds itself before it would give up). Each pending intent older than ours but the
+        oldest adds :data:`TAKE_OVER` looks to the first: the waiters behind a folder that
+        stopped take over one at a time, in the order of their intents, and the next one
+        sees the root move (its commit applied) instead of listing and reading every intent
+        too. The rounds in all and the attempts are not lengthened: a long line does not
+        wait longer in all."""
         waits = self.waits
+        later = TAKE_OVER * max(waits.ahead - 1, 0)
         return (
-            waits.waits < self.max_waits
+            waits.waits < self.max_waits + later
             and waits.waited < self.patience * self.max_waits
             and attempts < max_attempts // 2
         )
@@ -547,6 +562,7 @@ class Scheduler:
         older: str,
         ours: str,
         first_fold: bool,
+        ahead: int = 1,
     ) -> bool:
         """An older intent is pending (listed from the root at ``version``): its writer folds
         everything pending, ours too, in its next swap. Wait for that (one root GET a round)
@@ -554,7 +570,9 @@ class Scheduler:
         now: we know the root and are committing; that writer sleeps between two looks; a
         race nobody won leaves us the last swapper, the hand-over), or our patience ran out,
         or this is our first fold and that intent was made long before ours (its writer is
-        not folding, or it would have been applied). Waiting starts here."""
+        not folding, or it would have been applied). ``ahead``: the pending intents older
+        than ours (our place in the line, :meth:`patient`). Waiting starts here."""
+        self.waits.ahead = ahead
         if not advise(
             lambda: (
                 self.patient(attempts, max_attempts)

@@ -106,11 +106,11 @@ def main() -> None:
             )
             print(
                 f"| {writers} | {label} | {seeds} "
-                f"| {rate:.1f} ({min(c['commits_per_second'] for c in cells):.1f}) "
-                f"| {statistics.mean(c['p99_ms'] for c in cells):.0f} "
-                f"({max(c['p99_ms'] for c in cells):.0f}) "
+                f"| {rate:,.1f} ({min(c['commits_per_second'] for c in cells):,.1f}) "
+                f"| {statistics.mean(c['p99_ms'] for c in cells):,.0f} "
+                f"({max(c['p99_ms'] for c in cells):,.0f}) "
                 f"| {statistics.mean(c['requests_per_commit'] for c in cells):.2f} "
-                f"| {total('throttled')} | {total('gave_up')} | {total('failed')} "
+                f"| {total('throttled'):,} | {total('gave_up')} | {total('failed')} "
                 f"| {total('unknown')} | {total('violations')} | {rate / base:.2f} |"
                 + (f" {recovered} |" if brownout else ""),
                 flush=True,

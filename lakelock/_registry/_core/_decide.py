@@ -798,17 +798,15 @@ def cancelled(
 ) -> RegistryDoc:
     """Rule 7: the next root, recording ``pending``'s intents cancelled (their committer
     gave up); it must land by compare-and-swap before any caller hears it failed."""
-    version = doc.version + 1
-    fates = [
-        IntentFate(key, "cancelled", version, seconds, "its committer gave up")
-        for p in pending
-        for key in p.intents
-    ]
-    return replace(
+    return _fated(
         doc,
-        version=version,
-        updated_at=iso(seconds),
-        fates=sealed_fates(doc, fates, watermark=doc.watermark, keep=keep),
+        lambda version: [
+            IntentFate(key, "cancelled", version, seconds, "its committer gave up")
+            for p in pending
+            for key in p.intents
+        ],
+        seconds=seconds,
+        keep=keep,
     )
 
 
@@ -836,17 +834,33 @@ def rejected_by_writer(
     """Rule 7: the next root, recording the intents of commits their own writer refused
     ``rejected`` with the error (its kind too, rule 12); it must land by compare-and-swap
     before any caller hears the refusal, or a fold may apply the intent later."""
+    return _fated(
+        doc,
+        lambda version: [
+            IntentFate(key, "rejected", version, seconds, str(error), error_kind(error))
+            for p, error in refusals
+            for key in p.intents
+        ],
+        seconds=seconds,
+        keep=keep,
+    )
+
+
+def _fated(
+    doc: RegistryDoc,
+    fates: Callable[[int], Sequence[IntentFate]],
+    *,
+    seconds: float,
+    keep: int,
+) -> RegistryDoc:
+    """The next root of ``doc`` changing no dataset, recording the ``fates`` made for its
+    version (rule 7)."""
     version = doc.version + 1
-    fates = [
-        IntentFate(key, "rejected", version, seconds, str(error), error_kind(error))
-        for p, error in refusals
-        for key in p.intents
-    ]
     return replace(
         doc,
         version=version,
         updated_at=iso(seconds),
-        fates=sealed_fates(doc, fates, watermark=doc.watermark, keep=keep),
+        fates=sealed_fates(doc, fates(version), watermark=doc.watermark, keep=keep),
     )
 
 

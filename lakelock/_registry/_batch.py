@@ -69,6 +69,9 @@ class Pending:
     # Why this attempt could not apply it: its caller hears so once the swap that records
     # the intent's fate "rejected" lands (an attempt that redrives validates it again).
     rejected: CommitError | None = None
+    # This writer refused it itself once its intent was written (its id recorded for
+    # another change), until a swap records that: a later root may no longer show why.
+    refused: CommitError | None = None
     # The same change as another commit of this attempt's batch, under the same id: applied
     # once, by that one, and this caller hears ``already_committed``.
     twin: bool = False

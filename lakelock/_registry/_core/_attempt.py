@@ -190,9 +190,9 @@ def settle(core: Committer, doc: RegistryDoc, batch: Batch, etag: str | None) ->
     )
     found = {id(s.pending) for s in settled}
     settled += [
-        _decide.Settled(p, error=batch.refusing[id(p)])
+        _decide.Settled(p, error=p.refused)
         for p in batch.pending
-        if id(p) in batch.refusing and id(p) not in found
+        if p.refused is not None and id(p) not in found
     ]
     for s in settled:
         if not _decide.refused_unrecorded(doc, s):
@@ -260,14 +260,15 @@ def _record_refused(
     recorded for another change): every other process can see that intent, and a fold
     applies it once the record that refuses it has left the root's window. So before its
     caller hears the refusal, a swap records the intent ``rejected`` with it (the error's
-    kind too, rule 12). The batch keeps the refusal (``refusing``) until that swap lands: a
+    kind too, rule 12). The commit keeps the refusal (``Pending.refused``) until that swap lands: a
     redrive or a retry settles the commit again from the root then read, which may no
     longer show why, and a budget that runs out records it all the same (the cancel
     carries it) or the caller hears the outcome is unknown."""
     todo = [s for s in settled if s.error is not None and not s.pending.finished]
     record = [s for s in todo if _decide.refused_unrecorded(doc, s)]
     if record:
-        batch.refusing.update((id(s.pending), s.error) for s in record if s.error is not None)
+        for s in record:
+            s.pending.refused = s.error
         sealed = _decide.rejected_by_writer(
             doc,
             [(s.pending, s.error) for s in record if s.error is not None],

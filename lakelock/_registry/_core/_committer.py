@@ -311,7 +311,6 @@ class Committer:
             first_base=batch.first_base,
             started=batch.started,
             failure=failure,
-            refusing=batch.refusing,
         )
         cancel.attempts, cancel.redrives, cancel.retries = (
             batch.attempts,

@@ -4,16 +4,10 @@ expected to fold ours)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lakelock._registry._batch import Pending
-from lakelock.errors import (
-    CommitError,
-    ConflictError,
-    OutcomeUnknownError,
-    ReadTimeoutError,
-    ThrottledError,
-)
+from lakelock.errors import ConflictError, OutcomeUnknownError, ReadTimeoutError, ThrottledError
 
 __all__ = ["TRANSIENT", "Batch", "Redrive", "Retry", "Wait"]
 
@@ -54,6 +48,3 @@ class Batch:
     elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
-    #: Commits this writer refused itself once their intents were written (by ``id`` of
-    #: the pending), until a swap records it: a later root may no longer show why.
-    refusing: dict[int, CommitError] = field(default_factory=dict)

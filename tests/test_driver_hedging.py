@@ -372,7 +372,8 @@ def test_a_copy_refused_because_the_other_copy_landed_is_resolved_as_ours(
     at once; another writer's object under the key is still ``AlreadyExistsError``."""
     first = store.put("metastore/snapshots/s", b"snapshot", write_id="w-1")
     again = store.put("metastore/snapshots/s", b"snapshot", write_id="w-1", resent=True)
-    assert again.resolved and (again.etag, again.write_id) == (first.etag, "w-1")
+    assert again.resolved
+    assert (again.etag, again.write_id) == (first.etag, "w-1")
     with pytest.raises(AlreadyExistsError):
         store.put("metastore/snapshots/s", b"snapshot", write_id="w-2", resent=True)
 
@@ -402,6 +403,7 @@ def test_the_simulator_resolves_a_hedged_create_whose_first_copy_landed_unanswer
     loop.run(100.0)
     ((took, answers),) = outcome
     assert not any(isinstance(a, BaseException) for a in answers)
-    assert answers[0].resolved and answers[0].write_id == sim.objects["new"].write_id
+    assert answers[0].resolved
+    assert answers[0].write_id == sim.objects["new"].write_id
     assert endpoint.counts.faults["timeout"] == 1
     assert took < 0.5

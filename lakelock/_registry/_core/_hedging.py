@@ -113,9 +113,7 @@ class Hedging:
         hedged ``after`` seconds later (None: never)."""
         return Race(self, write, sent, after)
 
-    def race_for(
-        self, request: Request, *, sent: float, after: dict[bool, float | None]
-    ) -> Race:
+    def race_for(self, request: Request, *, sent: float, after: dict[bool, float | None]) -> Race:
         """One hedged ``request`` whose first copy went at ``sent``, hedged as ``after``
         (:meth:`batch`, or :meth:`after` now for both kinds) says for its kind — a
         :meth:`patient` one later, and not learnt from."""

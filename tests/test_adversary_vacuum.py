@@ -13,7 +13,7 @@ import pytest
 
 from lakelock import Lake
 from lakelock._vacuum import vacuum
-from lakelock.errors import LakelockError
+from lakelock.errors import LakelockError, ObjectTooOldError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
 from tests._support.format1 import plant_format1
@@ -64,3 +64,34 @@ def test_an_append_paused_before_upgrading_a_format_1_lake_is_not_acknowledged_o
     else:
         assert isinstance(error, LakelockError)
         assert fresh.read("sales")["id"].to_pylist() == [1]
+
+
+def test_the_lakes_first_commit_paused_past_vacuum_is_refused_and_the_lake_goes_on(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """The very first commit of a lake (the one that creates the registry's root) passes its
+    checks and sends its create, which the endpoint holds while two hours pass by the
+    server's clock; vacuum (window an hour) finds no root, takes the commit's data file and
+    snapshot, and records its cutoff by creating the root itself (FORMAT.md rule 10). The
+    held create then fails and the commit is refused (``ObjectTooOldError``, nothing
+    committed) instead of being acknowledged over deleted objects; the lake takes its next
+    commit as a fresh one."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)
+    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(lake.append, "sales", day_rows([1]), partition_by=["day"])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(2 * HOUR)
+        report = vacuum(
+            lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
+        )
+        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
+        s3.release_stalls()
+        error = late.exception(timeout=60)
+    assert isinstance(error, ObjectTooOldError), repr(error)
+    assert error.key == taken
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    assert "sales" not in fresh.registry.read().datasets
+    fresh.append("sales", day_rows([2]), partition_by=["day"])
+    assert fresh.read("sales")["id"].to_pylist() == [2]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
 from lakelock.errors import CommitIdReusedError, CommitStateUnknownError, LakelockError

@@ -9,11 +9,10 @@ import time
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from lakelock import Lake
 from lakelock._vacuum import vacuum
-from lakelock.errors import LakelockError, ObjectTooOldError
+from lakelock.errors import ObjectTooOldError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
 from tests._support.format1 import plant_format1
@@ -31,18 +30,18 @@ def day_rows(ids: list[int]) -> pa.Table:
     return pa.table({"id": ids, "day": [1] * len(ids)})
 
 
-@pytest.mark.xfail(strict=True, reason="vacuum deletes on a format-1 lake without moving the root")
-def test_an_append_paused_before_upgrading_a_format_1_lake_is_not_acknowledged_over_vacuum(
+def test_an_append_upgrading_a_format_1_lake_paused_past_vacuum_is_refused(
     s3: S3Endpoint, lake: Lake
 ) -> None:
     """A lake an older lakelock left in format 1. An append (the commit that upgrades it)
     passes its checks and sends its swap, which the endpoint holds (its process paused just
     before the PUT went out) while two hours pass by the server's clock; vacuum (window an
-    hour) runs meanwhile and takes the append's data file, unreferenced and older than its
-    window. The append must then be refused (rule 10: nothing older than vacuum's cutoff is
-    committed), or at least leave the dataset readable. What a user loses otherwise: the
-    append is acknowledged, its rows are gone and every read of the dataset fails on the
-    missing file until the lake is repaired by hand."""
+    hour) runs meanwhile and takes the append's data file and the snapshot its upgrade
+    wrote, unreferenced and older than its window. Vacuum moves the format-1 root before it
+    deletes, so the held swap fails and the append is refused (``ObjectTooOldError``,
+    nothing committed). Before, vacuum left a format-1 root alone: the swap landed, the
+    append was acknowledged, its rows were gone and every read of the dataset failed on the
+    missing snapshot until the lake was repaired by hand."""
     plant_format1(lake, [("sales", "old-1", [1], 1)], versions=False)
     sim = SimTime(start=time.time())
     sim.attach(lake.client)  # the writer's server clock: every answer's Date
@@ -54,16 +53,16 @@ def test_an_append_paused_before_upgrading_a_format_1_lake_is_not_acknowledged_o
         report = vacuum(
             lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
         )
-        taken = [k for k in report.deleted if k.startswith("datasets/")]
+        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
+        assert any(k.startswith("metastore/snapshots/") for k in report.deleted)
         s3.release_stalls()
         error = late.exception(timeout=60)
-    assert taken, report
+    assert isinstance(error, ObjectTooOldError), repr(error)
+    assert error.key == taken
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
-    if error is None:  # acknowledged: every row it committed must read
-        assert sorted(fresh.read("sales")["id"].to_pylist()) == [1, 2]
-    else:
-        assert isinstance(error, LakelockError)
-        assert fresh.read("sales")["id"].to_pylist() == [1]
+    assert fresh.read("sales")["id"].to_pylist() == [1]
+    fresh.append("sales", day_rows([3]), partition_by=["day"])
+    assert sorted(fresh.read("sales")["id"].to_pylist()) == [1, 3]
 
 
 def test_the_lakes_first_commit_paused_past_vacuum_is_refused_and_the_lake_goes_on(

@@ -9,10 +9,12 @@ import time
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from lakelock import Lake
 from lakelock._vacuum import vacuum
-from lakelock.errors import ObjectTooOldError
+from lakelock.advanced import FoldPolicy
+from lakelock.errors import LakelockError, ObjectTooOldError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
 from tests._support.format1 import plant_format1
@@ -94,3 +96,40 @@ def test_the_lakes_first_commit_paused_past_vacuum_is_refused_and_the_lake_goes_
     assert "sales" not in fresh.registry.read().datasets
     fresh.append("sales", day_rows([2]), partition_by=["day"])
     assert fresh.read("sales")["id"].to_pylist() == [2]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a restore's intent carries when its version leaves the retention as computed when "
+    "it was planned; applied after the lake's retention shrank and vacuum ran, it lands over "
+    "deleted objects",
+)
+def test_a_restore_paused_while_the_retention_shrinks_is_not_acknowledged_over_vacuum(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """A restore of version 1 (its rows replaced by an overwrite since), planned under the
+    default retention of 7 days: its version leaves the retention in a week, so it may
+    land. Its swap is held at the endpoint (its process paused) while another process
+    shrinks the lake's retention to an hour and, three hours later, vacuum at that retention
+    takes version 1's manifest and data file. Let go, the restore must be refused (its
+    version left the retention it is applied under) or read whole. What a user loses
+    otherwise: the restore is acknowledged, the dataset's current version points at the
+    deleted objects, and every read of it fails until the lake is repaired by hand."""
+    lake.append("sales", day_rows([1]), partition_by=["day"])
+    lake.overwrite("sales", day_rows([2]), partition_by=["day"])
+    admin = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY, fold_policy=FoldPolicy(max_fold=0))
+    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(lake.restore, "sales", version=1)
+        wait_until(lambda: s3.stalled() == 1)
+        admin.configure(retention="1h")
+        report = vacuum(admin.registry, clock=later(3), dry_run=False)
+        assert [k for k in report.deleted if k.startswith("datasets/")], report
+        s3.release_stalls()
+        error = late.exception(timeout=60)
+    fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
+    if error is None:  # acknowledged: the version it made current must read whole
+        assert fresh.read("sales")["id"].to_pylist() == [1]
+    else:
+        assert isinstance(error, LakelockError), repr(error)
+        assert fresh.read("sales")["id"].to_pylist() == [2]

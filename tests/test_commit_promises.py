@@ -461,7 +461,8 @@ def test_a_writers_own_refusal_is_recorded_by_a_swap_that_folds_the_others(
     assert [f.name for f in registry(store).files("gamma")] == ["g"]
     fate = refusal_fate(store)
     assert (fate.state, fate.version) == ("rejected", root.version)
-    assert fate.error is not None and fate.error["kind"] == "CommitIdReusedError"
+    assert fate.error is not None
+    assert fate.error["kind"] == "CommitIdReusedError"
 
 
 def test_a_refusal_kept_when_the_budget_runs_out_is_recorded_rejected_not_cancelled(
@@ -488,7 +489,8 @@ def test_a_refusal_kept_when_the_budget_runs_out_is_recorded_rejected_not_cancel
     assert error.recorded_dataset == "alpha"
     fate = refusal_fate(store)
     assert fate.state == "rejected"
-    assert fate.error is not None and fate.error["kind"] == "CommitIdReusedError"
+    assert fate.error is not None
+    assert fate.error["kind"] == "CommitIdReusedError"
     for n in range(4):
         mover.commit("alpha", add=[datafile("alpha", "", f"after-{n}")])
     registry(store, commit_window=3).commit("gamma", add=[datafile("gamma", "", "g")])

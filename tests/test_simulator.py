@@ -1063,7 +1063,7 @@ PINNED_CORE = (
         "bound_latency": 800.0,
         "brownout_before": 0.0,
         "brownout_recovered_s": None,
-        "bytes_per_commit": 79545.7,
+        "bytes_per_commit": 79547.7,
         "commits": 8,
         "commits_by_second": [8, 0, 0],
         "commits_per_cas": 0.833,
@@ -1092,7 +1092,7 @@ PINNED_CORE = (
         "slowdowns": 5,
         "store": "s3-express",
         "throttled": 4,
-        "trace": "47ad5808eb76a8e7",
+        "trace": "0edbbdeb8a697358",
         "unacknowledged": {
             "failed": {"CommitConflictError": 1},
             "gave_up": {"RetryBudgetExhaustedError": 6},

@@ -37,6 +37,7 @@ is wrong costs a 412 and a redrive, or a wait that was not needed.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from lakelock._registry._core._policy import FoldPolicy, advise
 __all__ = [
     "CONTENTION_MEMORY",
     "CROWD",
+    "FASTER",
     "FIRST_ROUND",
     "FIXED",
     "GATHER",
@@ -132,6 +134,18 @@ FIXED: dict[str, float] = {
     "hedge_alone": HEDGE_ALONE,
 }
 
+#: A slow spell of the store (a brownout) is this many times its usual time for this
+#: process's root reads, and its end a read this many times faster than the spell's: then
+#: the rounds learnt in it are cut (:meth:`Hints.learn_read`). Four times: a few slow answers
+#: of S3's tail in a row do not make a spell, nor one fast answer its end; a slowdown of four
+#: or less is left to :meth:`Hints.learn_swaps` (docs/decisions/0041-forget-the-slow-store.md).
+FASTER = 4.0
+#: The weights of each root read in what this process's reads take lately (a few reads)
+#: and usually (a hundred: a store slow for minutes is just slow), means of their
+#: logarithms (one slow answer of the store's tail weighs as much as one fast answer).
+LATELY = 0.3
+USUALLY = 0.02
+
 #: Rounds within which what this process saw of the root still describes it: a folder at
 #: work swaps about once a round and a waiter looks at least every round, so four cover a
 #: commit's data PUT, its intent and its wait (docs/decisions/0034-few-writers.md).
@@ -162,6 +176,13 @@ class Hints:
     finished_at: float | None = None
     #: The root version this process last read, and when (its clock): how fast swaps come.
     seen: tuple[int, float] | None = None
+    #: How long this process's root reads take lately and usually: means of their
+    #: logarithms, as :data:`LATELY` and :data:`USUALLY` weigh them (None: none timed yet).
+    reads: float | None = None
+    usual_reads: float | None = None
+    #: When (this process's clock) it last found its rounds too long and cut them: a round
+    #: measured from before then measured the store as it was, and is not learnt.
+    cut_at: float = float("-inf")
 
     def saw_root(self, now: float, *, moved: bool) -> None:
         """This process read (or swapped) the root at ``now``; ``moved``: another process
@@ -176,11 +197,43 @@ class Hints:
         seconds = max(seconds, 0.0)
         self.pause = seconds if self.pause is None else 0.7 * self.pause + 0.3 * seconds
 
-    def learn_round(self, seconds: float, most: float = MAX_ROUND) -> None:
-        """A fold-and-swap (or a wait another's swap ended) took ``seconds`` (at most
-        ``most`` counts)."""
+    def learn_round(
+        self, seconds: float, most: float = MAX_ROUND, *, started: float = float("inf")
+    ) -> None:
+        """A fold-and-swap (or a wait another's swap ended) that started at ``started``
+        took ``seconds`` (at most ``most`` counts). One that started before the rounds were
+        last cut (:attr:`cut_at`) is not learnt: it measured the slow spell the cut ended,
+        and learning it would bring back the round the cut forgot."""
+        if started < self.cut_at:
+            return
         seconds = min(max(seconds, 0.0), most)
         self.round_seconds = 0.8 * self.round_seconds + 0.2 * seconds
+
+    def learn_read(self, seconds: float, now: float) -> None:
+        """A root read that ended at ``now`` took ``seconds``. When this process's reads
+        lately took more than :data:`FASTER` times what they usually take (the store in a
+        slow spell: a brownout), a read more than :data:`FASTER` times faster than them says
+        the spell is over: the round learnt in it is cut by as much as the read was faster
+        (to :data:`FIRST_ROUND` at least), at that first fast read, and the rounds measured
+        from before are not learnt (:meth:`learn_round`). Otherwise the waits and folds the
+        spell stretched, which end after it, keep every process's round long, long rounds
+        space its looks and folds, and the swaps that would show the store fast again do
+        not come (:meth:`learn_swaps` alone took 4 to 6 s to undo a brownout of 64
+        writers)."""
+        logged = math.log(max(seconds, 1e-6))
+        lately, usually = self.reads, self.usual_reads
+        if lately is None or usually is None:
+            self.reads = self.usual_reads = logged
+            return
+        self.usual_reads = usually + USUALLY * (logged - usually)
+        spell = lately - usually > math.log(FASTER)
+        if spell and logged < lately - math.log(FASTER):
+            cut = max(self.round_seconds * math.exp(logged - lately), FIRST_ROUND)
+            self.round_seconds = min(self.round_seconds, cut)
+            self.reads = logged  # the store as it is now
+            self.cut_at = now
+            return
+        self.reads = lately + LATELY * (logged - lately)
 
     def learn_swaps(self, version: int, now: float, policy: FoldPolicy) -> None:
         """The root was at ``version`` at ``now``. Swaps that came more than twice as fast
@@ -201,7 +254,9 @@ class Hints:
         if version == seen[0]:
             return
         period = (now - seen[1]) / (version - seen[0])
-        self.round_seconds = min(self.round_seconds, 2 * period)
+        if 2 * period < self.round_seconds:
+            self.round_seconds = 2 * period
+            self.cut_at = now
 
     def contended(self, now: float) -> bool:
         return now < self.contended_until
@@ -320,8 +375,11 @@ class Scheduler:
             self.hints.saw_root(now, moved=moved)
         self.hints.swapped_last = self.handover and self.hints.swapped_last and ours
 
-    def read_root(self, version: int, now: float) -> None:
-        """This process read the root at ``version`` at ``now`` (how fast swaps come)."""
+    def read_root(self, version: int, now: float, *, took: float | None = None) -> None:
+        """This process read the root at ``version`` at ``now`` (how fast swaps come), in
+        ``took`` seconds (how fast the store answers; None: not timed)."""
+        if took is not None:
+            self.hints.learn_read(took, now)
         self.hints.learn_swaps(version, now, self.policy)
 
     def looked(self, now: float, *, settled: bool) -> None:
@@ -331,7 +389,11 @@ class Scheduler:
         waits = self.waits
         if waits.started is not None and waits.looked_at is not None:
             if settled:
-                self.hints.learn_round((waits.looked_at + now) / 2 - waits.started, self.max_round)
+                self.hints.learn_round(
+                    (waits.looked_at + now) / 2 - waits.started,
+                    self.max_round,
+                    started=waits.started,
+                )
                 self.hints.contend(now, self.contention_memory)
             waits.looked_at = now
 
@@ -355,7 +417,11 @@ class Scheduler:
         self.hints.swapped_last = True
         self.carried = carried
         self.hints.saw_root(now, moved=False)
-        self.hints.learn_round(now - self._round_started - self._gathered, self.max_round)
+        self.hints.learn_round(
+            now - self._round_started - self._gathered,
+            self.max_round,
+            started=self._round_started,
+        )
 
     def stopped_folding(self) -> None:
         """A lingering fold stopped on a failure: whoever swaps next is not us."""

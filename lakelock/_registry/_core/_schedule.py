@@ -254,9 +254,7 @@ class Hints:
         if version == seen[0]:
             return
         period = (now - seen[1]) / (version - seen[0])
-        if 2 * period < self.round_seconds:
-            self.round_seconds = 2 * period
-            self.cut_at = now
+        self.round_seconds = min(self.round_seconds, 2 * period)
 
     def contended(self, now: float) -> bool:
         return now < self.contended_until

@@ -1296,7 +1296,6 @@ POLICY_CHOICES: dict[str, tuple[float, ...]] = {
     "fold_interval": (0.0, 0.2, 1.0, 5.0),
     "contention_memory": (0.0, 5.0, 30.0),
     "max_waits": (0, 1, 8),
-    "patience": (1.0, 2.0, 4.0),
     "gather": (0.0, 0.3, 1.0),
     "stagger": (0.0, 2.0, 5.0),
     "look": (0.1, 1 / 3, 1.0),

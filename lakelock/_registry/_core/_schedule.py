@@ -59,7 +59,6 @@ __all__ = [
     "LINGER_AFTER",
     "MAX_ROUND",
     "MAX_WAITS",
-    "PATIENCE",
     "RECENT",
     "TAKE_OVER",
     "Hints",
@@ -74,9 +73,6 @@ CONTENTION_MEMORY = 5.0
 #: Rounds a waiter lets the root stand still before it folds the older intents itself
 #: (their writer may be dead) (docs/decisions/0010-the-last-swapper-folds.md, 0035).
 MAX_WAITS = 8
-#: ... or this many times ``MAX_WAITS`` rounds of waiting in all, the root moving or not
-#: (docs/decisions/0010-the-last-swapper-folds.md, 0035).
-PATIENCE = 2.0
 #: Looks of a still root each pending intent older than a waiter's (but the oldest, whose
 #: writer folds) adds to its patience: when a folder stops, its waiters take over one by one,
 #: the oldest intent's first, and the next sees the root move instead of each listing and
@@ -122,7 +118,6 @@ INTENT_CACHE = 4096
 FIXED: dict[str, float] = {
     "contention_memory": CONTENTION_MEMORY,
     "max_waits": MAX_WAITS,
-    "patience": PATIENCE,
     "crowd": CROWD,
     "first_round": FIRST_ROUND,
     "max_round": MAX_ROUND,
@@ -271,8 +266,6 @@ class Waits:
     #: version that wait started from.
     waits: int = 0
     wait_version: int | None = None
-    #: Rounds waited in all (a look counts its part of a round).
-    waited: float = 0.0
     #: Other processes' pending intents older than ours, when we last listed: our place
     #: in the line of waiters that take over from a folder that stopped.
     ahead: int = 0
@@ -301,11 +294,11 @@ def fixed_values(fixed: Mapping[str, float]) -> dict[str, float]:
         value = values.get(name, 0)
         if isinstance(value, bool) or not float(value).is_integer() or value < 0:
             raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
-    if values.get("crowd", 1) < 1 or values.get("patience", 1) < 1:
-        raise ValueError("crowd and patience must be >= 1")
+    if values.get("crowd", 1) < 1:
+        raise ValueError("crowd must be >= 1")
     if values.get("first_round", 1) <= 0:
         raise ValueError("first_round must be > 0")
-    durations = ("contention_memory", "gather", "linger_after", "patience", "max_round")
+    durations = ("contention_memory", "gather", "linger_after", "max_round")
     if min((values.get(name, 0) for name in durations), default=0) < 0:
         raise ValueError("durations and fractions must be >= 0")
     return values
@@ -325,7 +318,6 @@ class Scheduler:
         values = {**FIXED, **fixed_values(fixed or {})}
         self.contention_memory = values["contention_memory"]
         self.max_waits = int(values["max_waits"])
-        self.patience = values["patience"]
         self.crowd_at = int(values["crowd"])
         self.max_round = values["max_round"]
         self.intent_cache = int(values["intent_cache"])
@@ -474,21 +466,18 @@ class Scheduler:
 
     def patient(self, attempts: int, max_attempts: int) -> bool:
         """Whether a waiter goes on waiting for an older intent's writer to fold ours: while
-        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter waited
-        :data:`PATIENCE` times that many rounds in all, nor used half its attempts (so it always
-        folds itself before it would give up). Each pending intent older than ours but the
-        oldest adds :data:`TAKE_OVER` looks to the first: the waiters behind a folder that
-        stopped take over one at a time, in the order of their intents, and the next one
-        sees the root move (its commit applied) instead of listing and reading every intent
-        too. The rounds in all and the attempts are not lengthened: a long line does not
-        wait longer in all."""
+        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter used half
+        its attempts (every look is one: so it always folds itself before it would give up,
+        the root moving or not). Each pending intent older than ours but the oldest adds
+        :data:`TAKE_OVER` looks to the first: the waiters behind a folder that stopped take
+        over one at a time, in the order of their intents, and the next one sees the root
+        move (its commit applied) instead of listing and reading every intent too. The
+        attempts are not lengthened: a long line does not wait longer in all. (A bound on
+        the rounds waited in all, twice ``MAX_WAITS``, never bound before the attempts did:
+        docs/decisions/0035-fewer-knobs.md.)"""
         waits = self.waits
         later = TAKE_OVER * max(waits.ahead - 1, 0)
-        return (
-            waits.waits < self.max_waits + later
-            and waits.waited < self.patience * self.max_waits
-            and attempts < max_attempts // 2
-        )
+        return waits.waits < self.max_waits + later and attempts < max_attempts // 2
 
     def wait_on(self, version: int, attempts: int, max_attempts: int) -> bool:
         """We waited for an older intent's writer at some root version, and looked again: if
@@ -501,7 +490,6 @@ class Scheduler:
             lambda: self.patient(attempts, max_attempts), False
         ):
             waits.waits += 1
-            waits.waited += 1
             return True
         if version != waits.wait_version:
             waits.waits = 0  # the root moved: somebody is folding
@@ -561,7 +549,6 @@ class Scheduler:
             if waits.next_wait is not None:
                 seconds, waits.next_wait = waits.next_wait, None
                 waits.still += seconds
-                waits.waited += seconds / one
                 return seconds
             if attempts <= 1:
                 return one * self.rng.uniform(0.9, 1.1)
@@ -648,7 +635,6 @@ class Scheduler:
             return False
         waits = self.waits
         waits.waits += 1
-        waits.waited += 1
         waits.wait_version = version
         if waits.started is None:
             waits.started = waits.looked_at = now

@@ -171,10 +171,12 @@ def test_one_fold_interval_of_fast_swaps_ends_a_round_learnt_in_a_brownout() -> 
 
 
 def slow_spell(hints: Hints, now: float) -> float:
-    """Root reads at S3's usual 15 ms, then ten times slower for six reads, each spell's wait
-    teaching a round of 2 s: the process's round ends up at seconds. Returns the time."""
+    """Root reads at S3's usual 15 ms and rounds of 0.3 s, then reads ten times slower for
+    six reads, each wait of the spell teaching a round of 2 s: the process's round ends up
+    at seconds. Returns the time."""
     for _ in range(20):
         hints.learn_read(0.015, now)
+        hints.learn_round(0.3, started=now - 0.3)
         now += 0.3
     for _ in range(6):
         hints.learn_read(0.150, now)
@@ -188,14 +190,17 @@ def test_the_first_fast_read_after_a_slow_spell_cuts_the_round_learnt_in_it() ->
     """A brownout (every request ten times slower for a while) teaches a process rounds of
     seconds, and long rounds space its looks and folds, so the swaps that would show the
     store fast again do not come: a lake stayed slow 4 to 6 s after the store came back.
-    The first root read at the store's usual speed cuts the round by as much as that read
-    was faster than the spell's, and a wait or fold that started before it (which measured
-    the spell) is not learnt; one that starts after is."""
+    The first root read at the store's usual speed brings the round back to the one the
+    process usually learns (not below: hundreds of waiters with rounds too short fold at
+    once), and a wait or fold that started before that read (which measured the spell) is
+    not learnt; one that starts after is."""
     hints = Hints(round_seconds=0.3)
     now = slow_spell(hints, 100.0)
     spell = hints.round_seconds
     hints.learn_read(0.015, now)
-    assert FIRST_ROUND <= hints.round_seconds <= spell / 5
+    assert hints.usual_round is not None
+    assert hints.round_seconds == pytest.approx(max(hints.usual_round, FIRST_ROUND))
+    assert 0.3 <= hints.round_seconds <= spell / 3
     cut = hints.round_seconds
     hints.learn_round(3.0, started=now - 1.0)  # a wait the spell stretched, ending now
     assert hints.round_seconds == cut

@@ -131,13 +131,15 @@ FIXED: dict[str, float] = {
 
 #: A slow spell of the store (a brownout) is this many times its usual time for this
 #: process's root reads, and its end a read this many times faster than the spell's: then
-#: the rounds learnt in it are cut (:meth:`Hints.learn_read`). Four times: a few slow answers
-#: of S3's tail in a row do not make a spell, nor one fast answer its end; a slowdown of four
-#: or less is left to :meth:`Hints.learn_swaps` (docs/decisions/0041-forget-the-slow-store.md).
+#: the round learnt in it comes back to the usual one (:meth:`Hints.learn_read`). Four
+#: times: a few slow answers of S3's tail in a row do not make a spell, nor one fast answer
+#: its end; a slowdown of four or less is left to :meth:`Hints.learn_swaps`
+#: (docs/decisions/0041-forget-the-slow-store.md).
 FASTER = 4.0
 #: The weights of each root read in what this process's reads take lately (a few reads)
 #: and usually (a hundred: a store slow for minutes is just slow), means of their
-#: logarithms (one slow answer of the store's tail weighs as much as one fast answer).
+#: logarithms (one slow answer of the store's tail weighs as much as one fast answer); and
+#: of each round learnt in the round it usually learns.
 LATELY = 0.3
 USUALLY = 0.02
 
@@ -175,6 +177,9 @@ class Hints:
     #: logarithms, as :data:`LATELY` and :data:`USUALLY` weigh them (None: none timed yet).
     reads: float | None = None
     usual_reads: float | None = None
+    #: The round this process usually learns, as :data:`USUALLY` weighs each (None: none
+    #: learnt yet): what a slow spell's end brings the round back to.
+    usual_round: float | None = None
     #: When (this process's clock) it last found its rounds too long and cut them: a round
     #: measured from before then measured the store as it was, and is not learnt.
     cut_at: float = float("-inf")
@@ -203,13 +208,18 @@ class Hints:
             return
         seconds = min(max(seconds, 0.0), most)
         self.round_seconds = 0.8 * self.round_seconds + 0.2 * seconds
+        usual = self.usual_round
+        self.usual_round = (
+            self.round_seconds if usual is None else usual + USUALLY * (self.round_seconds - usual)
+        )
 
     def learn_read(self, seconds: float, now: float) -> None:
         """A root read that ended at ``now`` took ``seconds``. When this process's reads
         lately took more than :data:`FASTER` times what they usually take (the store in a
         slow spell: a brownout), a read more than :data:`FASTER` times faster than them says
-        the spell is over: the round learnt in it is cut by as much as the read was faster
-        (to :data:`FIRST_ROUND` at least), at that first fast read, and the rounds measured
+        the spell is over: at that first fast read the round comes back to the one the
+        process usually learns (:attr:`usual_round`; not lower: hundreds of waiters with
+        rounds too short run out of patience and fold at once), and the rounds measured
         from before are not learnt (:meth:`learn_round`). Otherwise the waits and folds the
         spell stretched, which end after it, keep every process's round long, long rounds
         space its looks and folds, and the swaps that would show the store fast again do
@@ -223,8 +233,8 @@ class Hints:
         self.usual_reads = usually + USUALLY * (logged - usually)
         spell = lately - usually > math.log(FASTER)
         if spell and logged < lately - math.log(FASTER):
-            cut = max(self.round_seconds * math.exp(logged - lately), FIRST_ROUND)
-            self.round_seconds = min(self.round_seconds, cut)
+            usual = FIRST_ROUND if self.usual_round is None else self.usual_round
+            self.round_seconds = min(self.round_seconds, max(usual, FIRST_ROUND))
             self.reads = logged  # the store as it is now
             self.cut_at = now
             return

@@ -238,10 +238,10 @@ class Hints:
             self.reads = logged  # the store as it is now
             self.cut_at = now
             return
-        # One read moves "lately" at most as one FASTER times slower would: a lone stall (a
-        # paused process, a GET retried by the SDK) is not a spell, which takes four slow
-        # reads in a row to show.
-        self.reads = lately + LATELY * min(logged - lately, math.log(FASTER))
+        # One read moves "lately" at most as one FASTER**2 times slower would: a lone stall
+        # (a paused process, a GET the SDK retried) is not a spell, which takes two such
+        # reads in a row, or three of a store ten times slower.
+        self.reads = lately + LATELY * min(logged - lately, 2 * math.log(FASTER))
 
     def learn_swaps(self, version: int, now: float, policy: FoldPolicy) -> None:
         """The root was at ``version`` at ``now``. Swaps that came more than twice as fast

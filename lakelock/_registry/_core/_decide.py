@@ -149,7 +149,7 @@ def settle(
         # the commit's (the root may keep some of them and have pruned the rest).
         fate = next((f for key in p.intents if (f := doc.fate(key)) is not None), None)
         if fate is not None and fate.state == "applied":
-            found.append(Settled(p, version=fate.version))
+            found.append(Settled(p, version=fate.version, already=fate.already))
             continue
         if fate is not None:
             found.append(Settled(p, error=fate_error(fate, p.change)))
@@ -668,8 +668,11 @@ def fates_of(
     seconds: float,
 ) -> list[IntentFate]:
     """Rule 1: the fate of every intent a batch attempted — ``applied`` at ``version`` (the
-    swap that records this is the one that applies it), or ``rejected`` with the reason."""
+    swap that records this is the one that applies it), or ``rejected`` with the reason. A
+    twin (rule 11: the very same change as a commit of the batch under its id, settled with
+    it) is ``applied`` ``already``: its writer hears ``already_committed``."""
     ids = {change.commit_id for change, _ in applied}
+    made = {id(change) for change, _ in applied}
     fates: list[IntentFate] = []
     for n, p in enumerate(pending):
         if n in rejected:
@@ -679,7 +682,10 @@ def fates_of(
                 IntentFate(key, "rejected", version, seconds, str(error), kind) for key in p.intents
             )
         elif p.change.commit_id in ids:
-            fates.extend(IntentFate(key, "applied", version, seconds) for key in p.intents)
+            twin = id(p.change) not in made
+            fates.extend(
+                IntentFate(key, "applied", version, seconds, already=twin) for key in p.intents
+            )
     return fates
 
 

@@ -411,6 +411,8 @@ class _Writer:
     ) -> TurnSteps[None]:
         run = self.run
         self.current = invocation
+        if self.process is not None:
+            self.process.intents_sent = []  # this commit's own, should its process die
         if invocation.data:
             # The PUT's duration by the monotonic clock, as a Lake's write measures it.
             sent: float = yield Now(monotonic=True)
@@ -533,6 +535,8 @@ class _Writer:
         if redo is not None:
             redo.restarts += 1
             redo.outcome = "killed"
+            if dead is not None:
+                redo.killed_intents += tuple(dead.intents_sent)
             if run.protocol.full_api and redo.op in RERUN_OTHER_ROWS and self.rng.random() < 1 / 3:
                 # The pipeline re-runs with the same commit id but other rows (its input
                 # changed meanwhile): another change under the killed run's id.

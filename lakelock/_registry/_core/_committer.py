@@ -308,7 +308,7 @@ class Committer:
         cancel = Batch(
             pending=todo,
             size=batch.size,
-            first_base=batch.first_base,
+            maybe_made=batch.maybe_made,
             started=batch.started,
             failure=failure,
         )
@@ -336,7 +336,6 @@ class Committer:
             doc, etag = yield from _io.read_root(self)
         except TRANSIENT as error:
             raise Retry from error
-        cancel.first_base = cancel.first_base if cancel.first_base is not None else doc.version
         doc, etag = yield from settle(self, doc, cancel, etag)
         if not cancel.pending:
             return

@@ -54,7 +54,7 @@ The rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
@@ -99,6 +99,7 @@ __all__ = [
     "fates_of",
     "guards",
     "judge_listed",
+    "made_here",
     "moved_since",
     "needs_guard",
     "past_the_window",
@@ -131,13 +132,14 @@ class Settled:
 
 
 def settle(
-    doc: RegistryDoc, pending: Sequence[Pending], objects: Objects, *, first_base: int | None
+    doc: RegistryDoc, pending: Sequence[Pending], objects: Objects, *, made: Set[int]
 ) -> list[Settled]:
     """Rule 2: the commits of ``pending`` that ``doc`` already decided.
 
-    An intent's recorded fate decides it (applied: success; rejected or cancelled: its
-    reason). A commit id in the root's window is a success (``already`` unless a swap of this
-    batch — newer than ``first_base``, the version our first swap was based on — made it). A
+    An intent's recorded fate decides it (applied: success, ``already`` if through another
+    commit of its id; rejected or cancelled: its reason). A commit id in the root's window
+    is a success (``already`` unless this batch may have made it: :func:`made_here`, given
+    ``made``, the versions a swap of ours whose answer was lost may have made). A
     caller-chosen id (``check_index``) is looked up in the commit-id index (a re-run of an
     old commit; the committer asks again once the window no longer covers every version
     since: :func:`past_the_window`), and so is an intent at or below the watermark with no
@@ -160,7 +162,7 @@ def settle(
             found.append(Settled(p, error=reused))
             continue
         if record is not None:
-            ours = first_base is not None and record.version > first_base
+            ours = made_here(doc, p, record.version, made)
             found.append(Settled(p, version=record.version, already=not ours))
             continue
         if doc.format_version < 2:
@@ -174,6 +176,19 @@ def settle(
                 ours = passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
+
+
+def made_here(doc: RegistryDoc, p: Pending, version: int, made: Set[int]) -> bool:
+    """Rule 2: whether the commit ``p``'s id records at ``version`` may be ``p``'s own (its
+    caller hears it committed, not ``already_committed``): a swap of ours whose answer was
+    lost may have made that version (``made``), or ``p``'s intent, sent and at or below the
+    watermark (decided, its fate perhaps pruned since), may be what a fold applied. An intent
+    above the watermark without a fate is undecided, so the record is another commit's
+    under the id (a killed run's, a re-run's in another process): the same change
+    committed already."""
+    if version in made:
+        return True
+    return p.intent_sent and p.intent is not None and p.intent <= doc.watermark
 
 
 def guards(doc: RegistryDoc | None) -> bool:

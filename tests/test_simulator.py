@@ -1711,6 +1711,38 @@ def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch)
     assert any("is applied 2 times" in v for v in violations), violations[:3]
 
 
+@pytest.mark.parametrize("seed", [1, 3])
+def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """README's promise of a re-run under a commit id (the same change: nothing twice,
+    ``already_committed``) for a pipeline restarted after its process died with its
+    intent sent (``RERUN_STALLED``): when a fold applies that killed run's intent, and
+    another fold then finds the re-run's own intent's id recorded, that intent's fate says
+    it was applied ``already``, and the re-run hears ``already_committed``. With the fate's
+    mark ignored (as before it existed: the fate said only "applied"), the checker reports
+    the re-run acknowledged as making the version its killed run's intent made."""
+    config = dataclasses.replace(RERUN_STALLED, seed=seed)
+    result = simulate(config)
+    assert result.violations == []
+    (rerun,) = [i for i in result.invocations if i.restarts]
+    assert (rerun.outcome, rerun.already) == ("ok", True)
+    settle = _decide.settle
+
+    def unmarked(doc: Any, pending: Any, objects: Any, *, made: Any) -> Any:
+        fated = {
+            id(p)
+            for p in pending
+            if any((f := doc.fate(key)) is not None and f.state == "applied" for key in p.intents)
+        }
+        found = settle(doc, pending, objects, made=made)
+        return [dataclasses.replace(s, already=False) if id(s.pending) in fated else s for s in found]
+
+    monkeypatch.setattr(_decide, "settle", unmarked)
+    violations = simulate(config).violations
+    assert any("already_committed expected" in v for v in violations), violations[:3]
+
+
 #: A busy lake with a window of 4 commits, and pipelines colliding on one caller-chosen id
 #: (each with its own dataset): a writer finds its id recorded for another dataset once its
 #: intent is written, and folds reach that intent only once the window has moved on.

@@ -1736,7 +1736,9 @@ def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed
             if any((f := doc.fate(key)) is not None and f.state == "applied" for key in p.intents)
         }
         found = settle(doc, pending, objects, made=made)
-        return [dataclasses.replace(s, already=False) if id(s.pending) in fated else s for s in found]
+        return [
+            dataclasses.replace(s, already=False) if id(s.pending) in fated else s for s in found
+        ]
 
     monkeypatch.setattr(_decide, "settle", unmarked)
     violations = simulate(config).violations
@@ -1966,12 +1968,14 @@ def test_a_clock_step_forward_expires_intents_younger_than_the_ttl() -> None:
 
 
 def test_too_old_to_apply_spares_intents_above_the_watermark() -> None:
-    """Only a passed-over intent (at or below the watermark) is too old past half the TTL:
-    vacuum keeps those above it however old."""
+    """Only a passed-over intent (at or below the watermark) is too old past half the TTL
+    since it was made (by the writer's monotonic clock): vacuum keeps those above it
+    however old."""
     key = "metastore/intents/" + f"{1_000_000:013x}" + "00000000-" + "0" * 64 + ".json"
-    assert _decide.too_old_to_apply([key], watermark="", now=1_000.0 + 60, ttl=100) is None
-    assert _decide.too_old_to_apply([key], watermark=key, now=1_000.0 + 49, ttl=100) is None
-    reason = _decide.too_old_to_apply([key], watermark=key, now=1_000.0 + 51, ttl=100)
+    made = [(key, 1_000.0)]
+    assert _decide.too_old_to_apply(made, watermark="", now=1_000.0 + 60, ttl=100) is None
+    assert _decide.too_old_to_apply(made, watermark=key, now=1_000.0 + 49, ttl=100) is None
+    reason = _decide.too_old_to_apply(made, watermark=key, now=1_000.0 + 51, ttl=100)
     assert reason is not None
     assert "51.0 s old" in reason
 

@@ -277,6 +277,9 @@ class Registry:
             self._root,
             sleep=self.retry.sleep,
             clock=clock,
+            # The retry policy's monotonic clock: what the core measures spans by (its
+            # estimate of the server's clock, an intent's age), injected with it.
+            timer=self.retry.clock,
             hedging=Hedging(policy.hedge, alone=HEDGE_ALONE) if policy.hedge else None,
         )
         self._commits = CommitQueue(

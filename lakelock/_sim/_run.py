@@ -452,13 +452,14 @@ class _Writer:
             self.current = None
             return
         now: float = yield Now()
+        monotonic: float = yield Now(monotonic=True)
         try:
             changes = looked
             if redo:
                 # A restarted run passes the id its killed run made up: the caller chose it
                 # now, and the killed run's intent may carry it too.
                 changes = [dataclasses.replace(c, generated_id=False) for c in changes]
-            pending = committer.prepare(changes, now=now)
+            pending = committer.prepare(changes, now=now, monotonic=monotonic)
             if self.group is None:
                 yield from committer.run([pending])
                 lingers = False

@@ -452,9 +452,9 @@ def last_moment(
     ):
         raise Retry
     stale = _decide.too_old_to_apply(
-        [key for p in own if p.rejected is None for key in p.intents],
+        [(key, p.made_at) for p in own if p.rejected is None for key in p.intents],
         watermark=doc.watermark,
-        now=now,
+        now=elapsed,
         ttl=core.intent_ttl,
     )
     if stale is not None:

@@ -59,7 +59,6 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from lakelock._layout import intent_ms
 from lakelock._registry._batch import CommitResult, Pending, iso
 from lakelock._registry._changes import (
     HARD_MAX_MANIFESTS_PER_PARTITION,
@@ -279,20 +278,24 @@ def judge_listed(
 
 
 def too_old_to_apply(
-    intents: Iterable[str], *, watermark: str, now: float, ttl: float
+    intents: Iterable[tuple[str, float | None]], *, watermark: str, now: float, ttl: float
 ) -> str | None:
     """Rule 4b: why a writer must not apply its own intents in the swap it is about to make
     (``None``: it may). One at or below the watermark was passed over by a fold: only its
     writer applies it, and vacuum keeps such an intent only while it is younger than the
     TTL (by the listing's server time). So its writer applies it only while it is younger
-    than half the TTL by its own clock (made and now: the same clock, whatever its skew),
-    which leaves the other half for the swap to land and for vacuum's clock to run ahead;
-    past that the commit gives up and cancels it (rule 7). Intents above the watermark are
-    kept by vacuum however old."""
-    for key in intents:
-        if key > watermark:
+    than half the TTL, which leaves the other half for the swap to land and for vacuum's
+    clock to run ahead; past that the commit gives up and cancels it (rule 7). Its age is
+    measured by the writer's monotonic clock (``now``) since the intent was made (each
+    key's time by that clock; ``None``: not known, not judged): the server wrote it later,
+    and a step of the writer's wall clock (NTP's, by hand) moves neither, so a step back
+    cannot make an old intent look young (the server's clock, which vacuum judges by, runs
+    on as the monotonic clock does). Intents above the watermark are kept by vacuum however
+    old."""
+    for key, made in intents:
+        if key > watermark or made is None:
             continue
-        age = now - intent_ms(key) / 1000
+        age = now - made
         if age > ttl / 2:
             return (
                 f"its intent was passed over by a fold and is {age:.1f} s old, more than half "

@@ -1745,6 +1745,18 @@ def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed
     assert any("already_committed expected" in v for v in violations), violations[:3]
 
 
+def test_a_commit_refused_for_its_schema_is_counted_failed_and_held_to_it() -> None:
+    """A ``SchemaMismatchError`` (the schema does not fit) is a refusal, nothing committed:
+    the simulator counts it under "failed", and the checker holds it never to be applied.
+    Before, it was counted "unknown" ("may or may not have committed"), which the default
+    mix at 64 writers showed every run, and the checker allowed it to be applied once."""
+    result = simulate(SimConfig(writers=64, seconds=10.0, store="s3-standard", seed=1))
+    refused = [i for i in result.invocations if i.error_type == "SchemaMismatchError"]
+    assert refused
+    assert {i.outcome for i in refused} == {"fail"}
+    assert result.violations == []
+
+
 #: A busy lake with a window of 4 commits, and pipelines colliding on one caller-chosen id
 #: (each with its own dataset): a writer finds its id recorded for another dataset once its
 #: intent is written, and folds reach that intent only once the window has moved on.

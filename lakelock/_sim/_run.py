@@ -40,6 +40,7 @@ from lakelock.errors import (
     CommitStateUnknownError,
     NotFoundError,
     RetryBudgetExhaustedError,
+    SchemaMismatchError,
     StorageError,
 )
 
@@ -512,7 +513,9 @@ class _Writer:
             invocation.outcome, invocation.error = "gaveup", _describe(error)
         elif isinstance(error, CommitStateUnknownError):
             invocation.outcome, invocation.error = "unknown", _describe(error)
-        elif isinstance(error, CommitConflictError):
+        elif isinstance(error, CommitConflictError | SchemaMismatchError):
+            # Refused, nothing committed: a schema that does not fit is no conflict (retrying
+            # it cannot help), but just as definite.
             invocation.outcome, invocation.error = "fail", _describe(error)
         elif isinstance(error, CommitError):
             invocation.outcome, invocation.error = "unknown", _describe(error)

@@ -1358,27 +1358,3 @@ def test_a_step_back_of_the_writers_clock_does_not_let_it_apply_an_old_passed_ov
     (cancelled,) = [f for f in doc.fates if f.state == "cancelled"]
     assert cancelled.key <= doc.watermark  # the writer's own, passed over
     assert names(registry(store)) == ["a", "b"]
-
-
-def test_a_step_back_of_the_folders_clock_does_not_let_it_apply_a_restore_too_late(
-    store: ObjectStore,
-) -> None:
-    """A restore left by a process that died before its swap, whose version leaves the
-    retention in a minute by the server's clock, is folded by a process whose wall clock
-    was stepped an hour back: the fold judges rule 9 by its estimate of the server's
-    clock (the ``Date`` of its root read, carried by its monotonic clock) and refuses the
-    restore; the dataset stays as it is. Before, it judged by its wall clock, which said an
-    hour more was left, and applied a version vacuum may be deleting the files of."""
-    first = registry(store).commit("sales", add=[datafile("sales", "", "a")]).version
-    registry(store).commit("sales", add=[datafile("sales", "", "b")])
-    old, _ = registry(store).internals.restorable("sales", version=first)
-    soon = time.time() + 60  # the lead is an hour at the default retention
-    key = plant_intent(
-        store, Change("sales", "late", operation="restore", restore=old, restore_until=soon)
-    )
-    stepped = registry(store, clock=lambda: time.time() - 3600)
-    stepped.commit("sales", add=[datafile("sales", "", "c")])
-    fate = registry(store)._current()[0].fate(key)
-    assert fate is not None
-    assert (fate.state, "leaves the retention" in fate.reason) == ("rejected", True)
-    assert names(registry(store)) == ["a", "b", "c"]

@@ -467,9 +467,7 @@ def last_moment(
             seconds=now - batch.started,
         )
     if _decide.restore_too_late(
-        (change for change, _ in applied),
-        now=server_now if server_now is not None else now,
-        margin=core.restore_lead / 4,
+        (change for change, _ in applied), now=now, margin=core.restore_lead / 4
     ):
         raise Retry
 

@@ -329,9 +329,7 @@ def restore_too_late(changes: Iterable[Change], *, now: float, margin: float) ->
     must). Vacuum deletes what only a version that left the retention references, so a
     restore re-committing such a version would point at deleted files: each restore carries
     when its version leaves (``restore_until``, the clock of the recorded commit times) and
-    is applied only while more than ``margin`` is left at ``now``: the applier's estimate
-    of the server's clock (carried by its monotonic clock, so a step of its wall clock back
-    cannot make a version look further from leaving), its own clock before it knows one."""
+    is applied only while more than ``margin`` is left, by the applier's clock."""
     for change in changes:
         until = change.restore_until
         if until is not None and now + margin >= until:
@@ -531,10 +529,7 @@ def _refused_at(
     leaving the retention (rule 9) or whose version could not be read, a file too old for
     the vacuum floor, or written before the ``cutoff`` a vacuum recorded in the root
     (rule 10)."""
-    # By the server's clock as this process knows it (no step of its wall clock moves it),
-    # as vacuum's retention is: its own clock only before it knows the server's.
-    now = server_now if server_now is not None else seconds
-    late = restore_too_late(p.changes, now=now, margin=restore_margin)
+    late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
     if late is not None:
         return CommitConflictError(
             f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id

@@ -127,7 +127,7 @@ def _judge(
     # A commit spanning datasets is applied whole, once all its intents were read (rule
     # 16); a restore, once the version it makes current is loaded.
     units = _decide.whole_groups(changes)
-    yield from _load_restored(core, units, server_now if server_now is not None else seconds)
+    yield from _load_restored(core, units, seconds)
     for keys, unit in units:
         recorded = yield from _recorded(core, doc, unit)
         if isinstance(recorded, CommitIdReusedError):  # its id names another change
@@ -167,8 +167,8 @@ def _load_restored(
 ) -> Steps:
     """The snapshots other processes' restores make current, read into the cache (in
     parallel, once each). One gone or unreadable is left out: the batch refuses that
-    restore. So is one too close to leaving the retention at ``seconds`` (the server's
-    clock as we know it: rule 9 refuses it anyway, and vacuum may be deleting it)."""
+    restore. So is one too close to leaving the retention (rule 9 refuses it anyway,
+    and vacuum may be deleting it)."""
     margin = core.restore_lead / 2
     wanted = sorted(
         {

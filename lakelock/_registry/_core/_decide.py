@@ -180,14 +180,22 @@ def settle(
 def made_here(doc: RegistryDoc, p: Pending, version: int, made: Set[int]) -> bool:
     """Rule 2: whether the commit ``p``'s id records at ``version`` may be ``p``'s own (its
     caller hears it committed, not ``already_committed``): a swap of ours whose answer was
-    lost may have made that version (``made``), or ``p``'s intent, sent and at or below the
-    watermark (decided, its fate perhaps pruned since), may be what a fold applied. An intent
-    above the watermark without a fate is undecided, so the record is another commit's
-    under the id (a killed run's, a re-run's in another process): the same change
-    committed already."""
+    lost may have made that version (``made``), or ``p``'s intent, sent, at or below the
+    watermark and without a fate, may be what a fold applied then, its fate pruned since.
+    An intent above the watermark without a fate is undecided; and a fate recorded at that
+    version would still be in ``doc`` if one recorded before it is (rule 6 prunes the
+    oldest first: an ``applied`` fate at or below the watermark is kept only for being
+    among the most recent). Either way the record is another commit's under the id (a
+    killed run's, a re-run's in another process): the same change committed already."""
     if version in made:
         return True
-    return p.intent_sent and p.intent is not None and p.intent <= doc.watermark
+    if not p.intent_sent or p.intent is None or p.intent > doc.watermark:
+        return False
+    return not any(
+        f.version < version and f.state == "applied" and not f.already
+        for f in doc.fates
+        if f.key <= doc.watermark
+    )
 
 
 def guards(doc: RegistryDoc | None) -> bool:

@@ -1649,8 +1649,9 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
     [
         # Seeds that catch it (their run clean with the rule): 0, 117, 249, 288, 289, 322,
         # 328, 359, 437, 442, 474 (of 0-499); 322 since a few writers swap without waiting
-        # when no fold is coming.
-        ("reused_in_batch", 322, "acknowledged commit recorded [0] times"),
+        # when no fold is coming (its victim, a twin whose fate says "already", hears
+        # already_committed since a fate could say so).
+        ("reused_in_batch", 322, "already committed commit recorded [0] times"),
         ("reused_in_batch", 249, "already committed commit recorded [0] times"),
         ("registered_twice", 101, "lists 1 files twice"),
         # A commit spanning datasets acknowledged, applied in one of its datasets only (0

@@ -556,10 +556,10 @@ def claim(
     (:class:`~lakelock.errors.RetryBudgetExhaustedError`: nothing deleted). A swap whose
     outcome is unknown is read back: the root holding our bytes is ours (had it landed
     later, it moved nothing but the root). Returns the plan to delete by, its ``doc`` the
-    root swapped in. A format-1 root is left alone (no writer of this format commits to
-    it; the first one upgrades it)."""
-    if found.doc.format_version == 1:
-        return found
+    root swapped in. A format-1 root is moved too, kept in format 1 (which has no field for
+    the cutoff): the commit that upgrades it swaps on its ETag, so a writer paused before
+    that swap must fail its ``If-Match`` like any other; its next attempt, on the moved
+    root, is refused by the floor (rule 10's check by the root's ``Date``)."""
     slept: list[float] = []
     started = clock = yield Now()
     jitter = rng if rng is not None else Random()

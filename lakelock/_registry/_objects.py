@@ -645,6 +645,11 @@ class Objects:
         writes: list[tuple[str, bytes]],
         nonces: Callable[[], str],
     ) -> DatasetState:
+        # Never before the parent's time (FORMAT.md invariant 3): ``at`` is the committer's
+        # wall clock, and one running behind would date the version it replaces as replaced
+        # long ago, which time travel and vacuum would then expire at once.
+        at = max(at, state.at)
+
         def store(node: Node) -> str:
             body = node_body(node)
             key = node_key(name, body, nonces())

@@ -727,9 +727,12 @@ class Registry:
         """The committed files of ``dataset`` in ``snapshot`` (default: a fresh read),
         optionally only of the given partition paths, in key order."""
         snap = snapshot or self.read()
-        state = snap.datasets.get(dataset)
-        if state is None:
-            raise DatasetNotFoundError(dataset)
+        try:
+            state = snap.datasets[dataset]
+        except VersionNotFoundError:
+            raise  # a version of it that expired, or predates the upgrade: says which
+        except KeyError:
+            raise DatasetNotFoundError(dataset) from None
         if partitions is not None:
             chosen = [(p, state.partitions.get(p)) for p in dict.fromkeys(partitions)]
         else:

@@ -1,0 +1,36 @@
+"""Adversarial tests of time travel's promise (README, "Time travel"; FORMAT.md, "Retention
+and vacuum"): a version the retention no longer keeps is SnapshotExpiredError, naming what
+remains readable, whichever way it is asked for."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._registry import Registry
+from lakelock._s3 import ObjectStore
+from lakelock.errors import SnapshotExpiredError
+from tests._support import FAST_RETRY
+
+HOUR = 3600.0
+
+
+def test_the_files_of_an_expired_version_are_snapshot_expired_not_no_such_dataset(
+    store: ObjectStore, lake: Lake
+) -> None:
+    """A lake keeping replaced versions for an hour; ``sales`` has two versions, and a
+    reader two hours later asks for the files of the first through the registry
+    (``registry.files(name, snapshot=registry.read(version=...))``). It must hear
+    SnapshotExpiredError saying which versions remain, as ``lake.read`` does. Before, it
+    heard DatasetNotFoundError ("not in the registry"): a dataset that existed then, told
+    as never having existed."""
+    lake.configure(retention="1h")
+    lake.append("sales", pa.table({"id": [1]}))
+    first = lake.history("sales")[0].version
+    lake.append("sales", pa.table({"id": [2]}))
+    later = Registry(store, retry=FAST_RETRY, clock=lambda: time.time() + 2 * HOUR)
+    with pytest.raises(SnapshotExpiredError, match="remain readable"):
+        later.files("sales", snapshot=later.read(version=first))

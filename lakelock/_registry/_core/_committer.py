@@ -342,7 +342,7 @@ class Committer:
             doc, etag = yield from _io.read_root(self)
         except TRANSIENT as error:
             raise Retry from error
-        doc, etag = yield from settle(self, doc, cancel, etag)
+        yield from settle(self, doc, cancel)
         if not cancel.pending:
             return
         # No root yet (etag None): the cancellation creates it (create-only), so the writer
@@ -351,7 +351,8 @@ class Committer:
         yield from self.write_version(cancel, doc, sealed, etag)
         for p in cancel.pending:
             p.fail(
-                cancel.failure
+                p.refused  # recorded rejected: the caller hears its writer's own refusal
+                or cancel.failure
                 or self._gave_up(
                     p, cancel, None, "; its intent is recorded cancelled, so nobody will apply it"
                 )

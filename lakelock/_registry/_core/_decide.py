@@ -103,9 +103,9 @@ __all__ = [
     "needs_guard",
     "past_the_window",
     "recorded_version",
+    "refused_fates",
     "refused_unrecorded",
     "registered_twice",
-    "rejected_by_writer",
     "restore_lead",
     "restore_refused",
     "restore_too_late",
@@ -829,13 +829,18 @@ def cancelled(
     doc: RegistryDoc, pending: Sequence[Pending], *, seconds: float, keep: int
 ) -> RegistryDoc:
     """Rule 7: the next root, recording ``pending``'s intents cancelled (their committer
-    gave up); it must land by compare-and-swap before any caller hears it failed."""
+    gave up), or ``rejected`` for those their own writer refused (:func:`refused_fates`);
+    it must land by compare-and-swap before any caller hears it failed."""
     return _fated(
         doc,
         lambda version: [
-            IntentFate(key, "cancelled", version, seconds, "its committer gave up")
-            for p in pending
-            for key in p.intents
+            *(
+                IntentFate(key, "cancelled", version, seconds, "its committer gave up")
+                for p in pending
+                if p.refused is None
+                for key in p.intents
+            ),
+            *refused_fates(pending, version, seconds),
         ],
         seconds=seconds,
         keep=keep,
@@ -846,7 +851,7 @@ def refused_unrecorded(doc: RegistryDoc, settled: Settled) -> bool:
     """Rule 7: whether ``settled`` is a refusal by the commit's own writer (its id recorded
     for another change), not a fate ``doc`` records, of a commit whose intent may be
     written. Every folder can see that intent and applies it once the record that refuses
-    it has left the root's window: the refusal is recorded (:func:`rejected_by_writer`)
+    it has left the root's window: the refusal is recorded (:func:`refused_fates`)
     before its caller hears it."""
     p = settled.pending
     return (
@@ -856,26 +861,17 @@ def refused_unrecorded(doc: RegistryDoc, settled: Settled) -> bool:
     )
 
 
-def rejected_by_writer(
-    doc: RegistryDoc,
-    refusals: Sequence[tuple[Pending, CommitError]],
-    *,
-    seconds: float,
-    keep: int,
-) -> RegistryDoc:
-    """Rule 7: the next root, recording the intents of commits their own writer refused
-    ``rejected`` with the error (its kind too, rule 12); it must land by compare-and-swap
-    before any caller hears the refusal, or a fold may apply the intent later."""
-    return _fated(
-        doc,
-        lambda version: [
-            IntentFate(key, "rejected", version, seconds, str(error), error_kind(error))
-            for p, error in refusals
-            for key in p.intents
-        ],
-        seconds=seconds,
-        keep=keep,
-    )
+def refused_fates(pending: Iterable[Pending], version: int, seconds: float) -> list[IntentFate]:
+    """Rule 7: the fates recording the intents of ``pending``'s commits their own writer
+    refused (``Pending.refused``) ``rejected`` with the error (its kind too, rule 12), for
+    the swap making ``version``; the caller hears the refusal once that swap lands, or a
+    fold may apply the intent later. The others of ``pending`` get none here."""
+    return [
+        IntentFate(key, "rejected", version, seconds, str(p.refused), error_kind(p.refused))
+        for p in pending
+        if p.refused is not None
+        for key in p.intents
+    ]
 
 
 def _fated(

@@ -23,6 +23,7 @@ from lakelock._fence import Fence
 from lakelock._registry import Registry, _shell
 from lakelock._registry._changes import Change
 from lakelock._registry._core import FoldPolicy, _decide
+from lakelock._registry._document import IntentFate, parse_registry
 from lakelock._registry._intents import intent_document, intent_group
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore, _resolve
@@ -39,7 +40,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY, no_sleep, wait_until
 from tests._support.files import datafile
 from tests._support.outcomes import impatient_lake, while_its_first_swap_is_in_flight
 from tests._support.simtime import SimTime
@@ -423,6 +424,77 @@ def test_a_refusal_left_unrecorded_lands_later(
     error = refused_after_its_intent(s3, store)
     assert isinstance(error, CommitIdReusedError), repr(error)
     assert [f.name for f in registry(store).files("beta")] == ["b"]
+
+
+def refusal_fate(store: ObjectStore) -> IntentFate:
+    """The one fate the root records that is not ``applied``: the refused intent's."""
+    root = parse_registry(store.get(ROOT).body)
+    (fate,) = [f for f in root.fates if f.state != "applied"]
+    return fate
+
+
+def test_a_writers_own_refusal_is_recorded_by_a_swap_that_folds_the_others(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """The swap that records a writer's own refusal does a folder's work too: another
+    process's pending intent (a writer that died before its swap) is applied in that same
+    version. Before, the refusal was a swap of its own carrying no fold, racing the folders'
+    swaps (at 256 writers of the default mix it halved the commits a second): the dead
+    writer's commit waited for somebody else's fold."""
+    mover = registry(store, commit_window=3, max_fold=0)
+    mover.commit("alpha", add=[datafile("alpha", "", "first")])
+    writer = registry(store, commit_window=3)
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        refused = pool.submit(
+            writer.commit, "beta", add=[datafile("beta", "", "b")], commit_id="job-42"
+        )
+        wait_until(lambda: s3.stalled() == 1)
+        taken = mover.commit("alpha", add=[datafile("alpha", "", "taken")], commit_id="job-42")
+        plant_intent(store, Change("gamma", "dead-writer", add=(datafile("gamma", "", "g"),)))
+        s3.release_stalls()
+        error = refused.exception(timeout=60)
+    assert isinstance(error, CommitIdReusedError), repr(error)
+    root = registry(store).read()
+    assert root.version == taken.version + 1  # one swap: the refusal and the fold
+    assert "beta" not in root.datasets
+    assert [f.name for f in registry(store).files("gamma")] == ["g"]
+    fate = refusal_fate(store)
+    assert (fate.state, fate.version) == ("rejected", root.version)
+    assert fate.error is not None
+    assert fate.error["kind"] == "CommitIdReusedError"
+
+
+def test_a_refusal_kept_when_the_budget_runs_out_is_recorded_rejected_not_cancelled(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A commit whose budget (one attempt) runs out on the lost race after which its writer
+    finds its id recorded for another dataset: the swap that gives up (rule 7's cancel)
+    records the intent ``rejected`` with the refusal, not ``cancelled``; its caller hears
+    ``CommitIdReusedError`` naming the recorded change, not "gave up"; and no later fold,
+    past the window, applies it."""
+    mover = registry(store, commit_window=3, max_fold=0)
+    mover.commit("alpha", add=[datafile("alpha", "", "first")])
+    writer = registry(store, commit_window=3, retry=RetryPolicy(max_attempts=1, sleep=no_sleep))
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        refused = pool.submit(
+            writer.commit, "beta", add=[datafile("beta", "", "b")], commit_id="job-42"
+        )
+        wait_until(lambda: s3.stalled() == 1)
+        mover.commit("alpha", add=[datafile("alpha", "", "taken")], commit_id="job-42")
+        s3.release_stalls()
+        error = refused.exception(timeout=60)
+    assert isinstance(error, CommitIdReusedError), repr(error)
+    assert error.recorded_dataset == "alpha"
+    fate = refusal_fate(store)
+    assert fate.state == "rejected"
+    assert fate.error is not None
+    assert fate.error["kind"] == "CommitIdReusedError"
+    for n in range(4):
+        mover.commit("alpha", add=[datafile("alpha", "", f"after-{n}")])
+    registry(store, commit_window=3).commit("gamma", add=[datafile("gamma", "", "g")])
+    assert "beta" not in registry(store).read().datasets
 
 
 # -- a data file is live in a dataset at most once -------------------------------------------

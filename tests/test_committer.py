@@ -1302,3 +1302,44 @@ def test_policy_counts_must_be_whole_numbers() -> None:
         fixed_values({"lagging": 2.5})
     with pytest.raises(ValueError, match="linger"):
         FoldPolicy(linger=-1)
+
+
+def test_a_step_back_of_the_writers_clock_does_not_let_it_apply_an_old_passed_over_intent(
+    s3: S3Endpoint, client: Any, store: ObjectStore
+) -> None:
+    """A writer's intent is passed over by another process's fold (its PUT, held at the
+    endpoint, lands after that fold listed), and the writer is paused past half the intent
+    TTL by the server's clock while its wall clock is stepped back as far (NTP, a VM
+    restored). Vacuum may remove such an intent once it is older than the TTL, so the writer
+    applies it only while it is younger than half the TTL (rule 4b): it gives up and
+    cancels it, nothing applied. Before, the writer measured the intent's age by its wall
+    clock (the key's time against now), which the step made look a moment old: it applied
+    an intent vacuum could delete as it landed, a version referencing a missing manifest."""
+    sim = SimTime(start=time.time())
+    sim.attach(client)  # the server's clock: every answer's Date
+    step = [0.0]
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    writer = registry(
+        store,
+        clock=lambda: sim.server + step[0],
+        retry=RetryPolicy(
+            max_attempts=10, max_elapsed=3_600.0, sleep=no_sleep, clock=sim.machine()
+        ),
+        intent_ttl=600,
+    )
+    s3.inject("stall", operation="PutObject", prefix=INTENT_PREFIX, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(writer.commit, "sales", add=[datafile("sales", "", "late")])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(400.0)  # past half the TTL by the server's (and its monotonic) clock
+        step[0] = -400.0  # its wall clock stepped back as far
+        folder = registry(store)
+        folder.internals.policy = replace(folder.internals.policy, watermark_lag=0.0)
+        folder.commit("sales", add=[datafile("sales", "", "b")])  # lists before it lands
+        s3.release_stalls()
+        with pytest.raises(RetryBudgetExhaustedError, match="passed over by a fold"):
+            late.result(timeout=60)
+    doc = registry(store)._current()[0]
+    (cancelled,) = [f for f in doc.fates if f.state == "cancelled"]
+    assert cancelled.key <= doc.watermark  # the writer's own, passed over
+    assert names(registry(store)) == ["a", "b"]

@@ -92,7 +92,7 @@ def attempt(core: Committer, batch: Batch) -> Steps:
     batch.elapsed = yield Now(monotonic=True)
     doc, etag = yield from read(core, batch, start)  # 1. read
     waiting = len(batch.pending)
-    doc, etag = yield from settle(core, doc, batch, etag)  # 2. settle
+    yield from settle(core, doc, batch)  # 2. settle
     core.schedule.looked(start, settled=len(batch.pending) < waiting)
     if not batch.pending:
         return  # the root decided every commit of the batch
@@ -180,15 +180,15 @@ def read(core: Committer, batch: Batch, start: float) -> Steps:
 # -- 2. settle ----------------------------------------------------------------------------
 
 
-def settle(core: Committer, doc: RegistryDoc, batch: Batch, etag: str | None) -> Steps:
+def settle(core: Committer, doc: RegistryDoc, batch: Batch) -> Steps:
     """End the commits ``doc`` already decided (:func:`._decide.settle`); resolve an
-    earlier swap whose outcome was unknown. Returns the root to go on from: ``doc``, or
-    the one that recorded this writer's own refusals (:func:`_record_refused`)."""
+    earlier swap whose outcome was unknown. A commit its own writer refuses once its
+    intent is written stays in the batch, its refusal kept (:func:`_keep_refused`)."""
     for p in batch.pending:
         if p.indexed is not None and _decide.past_the_window(doc, p.indexed + 1):
             p.check_index = True  # a twin may have been applied and left the window since
     settled = yield from _io.need(
-        core, lambda: _decide.settle(doc, batch.pending, core.objects, first_base=batch.first_base)
+        core, lambda: _decide.settle(doc, batch.pending, core.objects, made=batch.maybe_made)
     )
     found = {id(s.pending) for s in settled}
     settled += [
@@ -204,7 +204,7 @@ def settle(core: Committer, doc: RegistryDoc, batch: Batch, etag: str | None) ->
             p.check_index, p.indexed = False, doc.version
     batch.pending = [p for p in batch.pending if not p.finished]
     settled += yield from _unknown_outcome(core, doc, batch, settled)
-    return (yield from _record_refused(core, doc, etag, settled, batch))
+    _keep_refused(doc, settled, batch)
 
 
 def _unknown_outcome(
@@ -233,7 +233,7 @@ def _unknown_outcome(
             if isinstance(version, CommitIdReusedError):
                 refusals.append(_decide.Settled(p, error=version))
             elif version is not None:
-                ours = batch.first_base is not None and version > batch.first_base
+                ours = _decide.made_here(doc, p, version, batch.maybe_made)
                 end(_decide.Settled(p, version=version, already=not ours), batch)
         batch.pending = [p for p in batch.pending if not p.finished]
     if beyond and doc.format_version == 1:
@@ -251,39 +251,26 @@ def _unknown_outcome(
     return refusals
 
 
-def _record_refused(
-    core: Committer,
-    doc: RegistryDoc,
-    etag: str | None,
-    settled: list[_decide.Settled],
-    batch: Batch,
-) -> Steps:
+def _keep_refused(doc: RegistryDoc, settled: list[_decide.Settled], batch: Batch) -> None:
     """Rule 7 for a commit its own writer refuses once its intent is written (its id
     recorded for another change): every other process can see that intent, and a fold
-    applies it once the record that refuses it has left the root's window. So before its
-    caller hears the refusal, a swap records the intent ``rejected`` with it (the error's
-    kind too, rule 12). The commit keeps the refusal (``Pending.refused``) until that swap lands: a
-    redrive or a retry settles the commit again from the root then read, which may no
-    longer show why, and a budget that runs out records it all the same (the cancel
-    carries it) or the caller hears the outcome is unknown."""
-    todo = [s for s in settled if s.error is not None and not s.pending.finished]
-    record = [s for s in todo if _decide.refused_unrecorded(doc, s)]
-    if record:
-        for s in record:
+    applies it once the record that refuses it has left the root's window. So its caller
+    hears the refusal only once a swap records the intent ``rejected``. That costs no swap
+    of its own: the commit stays in the batch, refused (``Pending.refused``), and goes on
+    as any other. While it waits, a fold of another process rejects the intent itself
+    (rule 3: the record is in the root it folds on) and the writer settles that fate; a
+    swap of its own records the refusal beside what it folds (:func:`apply`). It keeps the
+    refusal until one of those lands: a root read after a lost race may no longer show
+    why. A budget that runs out records it all the same (the cancel carries it), or the
+    caller hears the outcome is unknown."""
+    for s in settled:
+        if s.error is None or s.pending.finished:
+            continue
+        if _decide.refused_unrecorded(doc, s):
             s.pending.refused = s.error
-        sealed = _decide.rejected_by_writer(
-            doc,
-            [(s.pending, s.error) for s in record if s.error is not None],
-            seconds=core.now,
-            keep=core.commit_window,
-        )
-        doc = yield from core.write_version(Batch([], 0), doc, sealed, etag)
-        assert core.known is not None
-        etag = core.known[1]
-    for s in todo:
-        end(s, batch)  # the caller hears the writer's own error, as recorded
+        else:
+            end(s, batch)  # nothing to record: the caller hears the error now
     batch.pending = [p for p in batch.pending if not p.finished]
-    return doc, etag
 
 
 def wait_on(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -> None:
@@ -347,9 +334,14 @@ def apply(
 ) -> Steps:
     """Every commit, ours (``own``) and the folded ones, applied to ``doc`` in intent order,
     each validated alone (:func:`._decide.applied_batch`); each learns whether it was
-    rejected, or is a twin of another. Returns the document, what was applied and every
-    fate to record, or ``None``: nothing to record."""
-    batch = sorted(own + found.pending, key=lambda p: p.intent if p.intent is not None else "")
+    rejected, or is a twin of another. Ours that their writer refused (rule 7) are not
+    applied: their intents are recorded ``rejected`` with the refusal. Returns the
+    document, what was applied and every fate to record, or ``None``: nothing to record."""
+    refused = [p for p in own if p.refused is not None]
+    batch = sorted(
+        [p for p in own if p.refused is None] + found.pending,
+        key=lambda p: p.intent if p.intent is not None else "",
+    )
     server_now = _io.server_now(core, elapsed)
     current, applied, rejected = yield from _io.need(
         core,
@@ -373,7 +365,13 @@ def apply(
     for n, p in enumerate(batch):
         p.rejected = rejected.get(n)
         p.twin = p.rejected is None and id(p.change) not in made
-    fates = [*found.fates, *_decide.fates_of(applied, batch, rejected, doc.version + 1, start)]
+    for p in refused:
+        p.rejected, p.twin = p.refused, False
+    fates = [
+        *found.fates,
+        *_decide.fates_of(applied, batch, rejected, doc.version + 1, start),
+        *_decide.refused_fates(refused, doc.version + 1, start),
+    ]
     if not applied and not fates:
         return None
     return current, applied, fates
@@ -454,9 +452,9 @@ def last_moment(
     ):
         raise Retry
     stale = _decide.too_old_to_apply(
-        [key for p in own if p.rejected is None for key in p.intents],
+        [(key, p.made_at) for p in own if p.rejected is None for key in p.intents],
         watermark=doc.watermark,
-        now=now,
+        now=elapsed,
         ttl=core.intent_ttl,
     )
     if stale is not None:

@@ -165,12 +165,14 @@ def read(core: Committer, batch: Batch, start: float) -> Steps:
     if batch.attempts == 1 and known is not None and schedule.known_root(start):
         doc, etag = known
     else:
+        sent = yield Now(monotonic=True)
         try:
             doc, etag = yield from _io.read_root(core)
         except TRANSIENT as error:
             batch.retries += 1
             raise Retry from error
-        schedule.read_root(doc.version, core.now)
+        took = (yield Now(monotonic=True)) - sent
+        schedule.read_root(doc.version, core.now, took=took)
     core.lake_settings(doc)
     return doc, etag
 

@@ -88,25 +88,27 @@ def _forgotten_by_age(
 
 #: The promises of vacuum and the vacuum floor a review found broken, each fix switched back
 #: off: what to switch off (where, the function, what in its place), the seeds of the default
-#: sweep's vacuum runs that catch it (searched over the 125 of 0-499), and the violation.
+#: sweep's vacuum runs that catch it (searched over the 125 of 0-499, or beyond), and the violation.
 Patch = tuple[Any, str, Any]
 VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
     # Rule 10, the writer's side: a writer commits what it wrote however long ago; vacuum
     # had taken it. Both checks go: by the floor (the server's clock) and by the cutoff the
-    # last vacuum recorded in the root (either alone refuses every such commit) (6, 35).
+    # last vacuum recorded in the root (either alone refuses every such commit) (6, 11; 35
+    # before the sweep's policies stopped drawing the scheduler's patience).
     "too_old_to_reference": (
         (
             (_decide, "too_old_to_reference", lambda *_, **__: None),
             (_decide, "vacuumed", lambda *_, **__: None),
         ),
-        (6, 35),
+        (6, 11),
         "references it, committed after vacuum deleted it",
     ),
     # Path-lock grant records dropped by age: a superseded holder's overwrite is accepted
-    # once the newer grant's record is older than the retention (467).
+    # once the newer grant's record is older than the retention (no seed of 0-499 forces
+    # it since refusals ride in their batch; 3246 of the sweep's configurations does).
     "lock_fences_kept": (
         ((_fencing, "lock_fences_kept", _forgotten_by_age),),
-        (467,),
+        (3246,),
         "applied with a stale fence",
     ),
 }
@@ -147,8 +149,9 @@ def _one_manifest_in_five_damaged(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 #: Vacuum seeds of the sweep in which, meeting that damage, vacuum without its rules
-#: deletes what a retained version reaches (3 and 27 of 3-27).
-DAMAGE_SEEDS = (3, 27)
+#: deletes what a retained version reaches (14 and 43 of 3-59; 3 and 27 before the sweep's
+#: policies stopped drawing the scheduler's patience).
+DAMAGE_SEEDS = (14, 43)
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ HEDGED_BODY = 256 * 1024
 #: of seconds) then costs a fold a tenth of a second, while a slow answer in the store's
 #: ordinary tail (3-12 times the median for 1 % of them) seldom sends a second copy —
 #: hedging the waiters' looks of the root at twice the median cost 10 % of the commits
-#: (docs/decisions/0014-hedged-requests.md, 0041-a-request-never-answered.md).
+#: (docs/decisions/0014-hedged-requests.md, 0042-a-request-never-answered.md).
 PATIENT = 8.0
 
 

@@ -336,7 +336,7 @@ class Lake(TableOperations):
         restore commits (docs/FORMAT.md, rule 9)."""
         if (version is None) == (as_of is None):
             raise ValueError("restore takes version or as_of")
-        old, until, since = self.registry.internals.restorable(
+        old, until, since = self.registry.internals.restore_point(
             dataset, version=version, as_of=as_of
         )
         commit = CommitBuilder(self.registry, old.name, "restore", commit_id=commit_id, fence=fence)

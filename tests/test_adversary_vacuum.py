@@ -9,12 +9,9 @@ import time
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from lakelock import Lake
 from lakelock._registry import Registry
-from lakelock._registry._batch import CommitResult
-from lakelock._registry._builder import CommitBuilder
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
 from lakelock.advanced import FoldPolicy
@@ -121,18 +118,13 @@ def test_a_restore_paused_while_the_retention_shrinks_is_not_acknowledged_over_v
     lake.overwrite("sales", day_rows([2]), partition_by=["day"])
     admin = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY, fold_policy=FoldPolicy(max_fold=0))
     paused = [0.0]  # hours the restoring process's clock has jumped
-    restorer = Registry(store, retry=FAST_RETRY, clock=lambda: time.time() + paused[0] * HOUR)
-
-    def restore() -> CommitResult:  # Lake.restore, by the restoring process's clock
-        old, until, since = restorer.internals.restorable("sales", version=1)
-        commit = CommitBuilder(restorer, "sales", "restore")
-        commit.bind({"restore": old.updated_version})
-        commit.restore(old, until=until, since=since)
-        return commit.commit()
-
+    restorer = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    restorer.registry = Registry(
+        store, retry=FAST_RETRY, clock=lambda: time.time() + paused[0] * HOUR
+    )
     s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        late = pool.submit(restore)
+        late = pool.submit(restorer.restore, "sales", version=1)
         wait_until(lambda: s3.stalled() == 1)
         admin.configure(retention="1h")
         report = vacuum(admin.registry, clock=later(3), dry_run=False)

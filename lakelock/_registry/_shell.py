@@ -865,10 +865,20 @@ class RegistryInternals:
 
     def restorable(
         self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
+    ) -> tuple[DatasetState, float | None]:
+        """The dataset at ``version``/``as_of``, for a restore to make current again, and
+        when that version leaves the retention (``None``: it is the current one); as
+        :meth:`restore_point`."""
+        state, until, _ = self.restore_point(name, version=version, as_of=as_of)
+        return state, until
+
+    def restore_point(
+        self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
     ) -> tuple[DatasetState, float | None, float | None]:
         """The dataset at ``version``/``as_of``, for a restore to make current again, when
         that version leaves the retention and when it was replaced (its successor's commit
-        time; both ``None``: it is the current one). A version
+        time, from which whoever applies the restore measures the retention of the root it
+        applies on; both ``None``: it is the current one). A version
         that leaves it too soon for a restore to land first is
         :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
         registry = self._registry

@@ -135,19 +135,15 @@ class LoadPolicy:
     free: float = 20.0
     #: Each 503 SlowDown multiplies the pace by this (TCP's halving)...
     decrease: float = 0.5
-    #: ... and each second adds this much back (attempts a second per second).
+    #: ... and each second adds this much back (attempts a second per second): however slow
+    #: the pace fell, an attempt waits a fraction of a second more each second.
     increase: float = 10.0
-    #: The slowest pace (attempts a second): a process is never held back longer than its
-    #: inverse between two attempts.
-    least: float = 1.0
 
     def __post_init__(self) -> None:
         if self.share < 0 or self.reserve <= 0 or self.burst < 1:
             raise ValueError("need share >= 0, reserve > 0 and burst >= 1")
-        if not 0 < self.decrease < 1 or self.increase <= 0:
-            raise ValueError("need 0 < decrease < 1 and increase > 0")
-        if not 0 < self.least <= self.free:
-            raise ValueError("need 0 < least <= free")
+        if not 0 < self.decrease < 1 or self.increase <= 0 or self.free <= 0:
+            raise ValueError("need 0 < decrease < 1, increase > 0 and free > 0")
 
 
 class Load:
@@ -228,7 +224,7 @@ class Load:
                 return  # sent before the last decrease: already answered for
             now = self.clock()
             p = self.policy
-            self._pace = max(p.least, min(self._rate(now), p.free) * p.decrease)
+            self._pace = min(self._rate(now), p.free) * p.decrease
             self._cut = now
             self.decreases += 1
 

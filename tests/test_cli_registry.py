@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import orjson
 import pyarrow as pa
@@ -156,3 +157,38 @@ def test_configure_changes_the_lakes_settings_and_show_shows_them(
     plain = in_process("registry", "configure", lake.url, "--endpoint-url", s3.url)
     assert "settings" in plain.stdout
     assert "vacuum floor 2h" in plain.stdout
+
+
+def test_show_shows_the_cutoff_vacuum_recorded(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """Once vacuum has deleted something it has recorded its cutoff in the root (FORMAT.md
+    rule 10: a commit adding a file written at or before it is refused); ``registry show``
+    shows it, as text and in ``--json``, so a user whose commit was refused as too old can
+    see why. Before, neither showed it; a lake no vacuum touched shows none."""
+    history_lake(lake)
+    before = in_process("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
+    assert orjson.loads(before.stdout)["vacuum_cutoff"] is None
+    assert (
+        "vacuum cutoff"
+        not in in_process("registry", "show", lake.url, "--endpoint-url", s3.url).stdout
+    )
+    lake.configure(vacuum_floor=0)
+    done = in_process(
+        "vacuum",
+        lake.url,
+        "--older-than",
+        "0s",
+        "--no-enforce-retention",
+        "--delete",
+        "--endpoint-url",
+        s3.url,
+    )
+    assert done.returncode == 0, done.stderr
+    cutoff = lake.registry.read().vacuum_cutoff
+    assert cutoff is not None
+    as_json = in_process("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
+    assert orjson.loads(as_json.stdout)["vacuum_cutoff"] == cutoff
+    text = in_process("registry", "show", lake.url, "--endpoint-url", s3.url).stdout
+    shown = datetime.fromtimestamp(cutoff, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    assert f"vacuum cutoff {shown}" in text

@@ -5,6 +5,7 @@ itself when the check before it is bypassed (a race)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +27,10 @@ from lakelock._registry._document import (
 from lakelock._registry._intents import intent_document, parse_intent
 from lakelock.advanced import Change
 from lakelock.errors import CommitIdReusedError, PartitionByMismatchError
-from tests._support import FAST_RETRY
+from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY, wait_until
+
+ROOT = "metastore/dataset_registry.json"
 
 
 def table(ids: list[int]) -> pa.Table:
@@ -245,3 +249,72 @@ def test_a_partition_moves_commit_id_is_bound_to_that_move(lake: Lake) -> None:
         lake.copy_partition("c", "day=1", to_partition="day=30", commit_id="r1")
     assert data_keys(lake, "c") == before  # nothing copied
     assert sorted(lake.registry.read().datasets["c"].partitions) == ["day=1", "day=10"]
+
+
+def test_a_rerun_whose_crashed_runs_change_another_process_applied_hears_already_committed(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """A pipeline re-runs a crashed append under its commit id with the same rows, while
+    the crashed run's intent is still pending. The re-run writes its intent and its swap is
+    held; meanwhile another process folds both intents: the crashed run's is applied, and
+    the re-run's, the very same change under the id, is settled with it. The re-run then
+    hears what any re-run of a committed change hears: ``already_committed``, at the
+    crashed run's version, its rows once. Before, its intent's fate said only "applied",
+    and the re-run was told it had made the commit itself."""
+    rows = table([1, 2])
+    digest = change_digest({"partition_by": ()}, table=rows)
+    files = lake.write("c", rows)
+    crashed = Change("c", "job-7", add=tuple(files), operation="append", digest=digest)
+    key, body, _ = intent_document(crashed, now_ms=int(time.time() * 1000) - 1000)
+    lake.store.put(key, body, mode="create")
+    rerun = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(rerun.append, "c", rows, commit_id="job-7")
+        wait_until(lambda: s3.stalled() == 1 and len(intents(lake)) == 2)
+        folder = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+        folder.append("d", table([3]))  # folds both intents
+        s3.release_stalls()
+        result = waiting.result(timeout=60)
+    (its_fate,) = [f for f in folder.registry.internals.intent_fates() if f.already]
+    assert its_fate.key != key
+    assert (its_fate.state, its_fate.version) == ("applied", folder.registry.find_commit("job-7"))
+    assert (result.already_committed, result.version) == (True, its_fate.version)
+    assert sorted(lake.read("c")["id"].to_pylist()) == [1, 2]
+
+
+def test_a_rerun_whose_swap_lost_to_its_crashed_runs_change_hears_already_committed(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """A pipeline re-runs a crashed append under its commit id with the same rows; its
+    intent's PUT is held while another process folds the crashed run's intent in, so the
+    re-run's swap, sent beside it, loses the race, and its intent is still undecided. Read
+    again, the root records the id at the crashed run's version, which neither a swap nor
+    the intent of the re-run made: the re-run hears ``already_committed`` at that version,
+    its rows once. Before, a commit recorded after the re-run's first swap was sent counted
+    as its own, and it was told it had made the commit itself."""
+    rows = table([1, 2])
+    digest = change_digest({"partition_by": ()}, table=rows)
+    rerun = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    s3.inject("stall", operation="PutObject", prefix="metastore/intents/", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(rerun.append, "c", rows, commit_id="job-7")
+        wait_until(lambda: s3.stalled() == 1)
+        files = lake.write("c", rows)
+        crashed = Change("c", "job-7", add=tuple(files), operation="append", digest=digest)
+        key, body, _ = intent_document(crashed, now_ms=int(time.time() * 1000))
+        lake.store.put(key, body, mode="create")
+        folder = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+        folder.append("d", table([3]))  # folds the crashed run's intent
+        s3.release_stalls()
+        result = waiting.result(timeout=60)
+    decided = {f.key for f in folder.registry.internals.intent_fates()}
+    assert key in decided
+    assert len(intents(lake)) == len(decided) + 1  # the re-run's intent: undecided
+    applied = folder.registry.find_commit("job-7")
+    assert (result.already_committed, result.version) == (True, applied)
+    assert sorted(lake.read("c")["id"].to_pylist()) == [1, 2]
+
+
+def intents(lake: Lake) -> list[str]:
+    return [o.key for o in lake.store.list("metastore/intents/")]

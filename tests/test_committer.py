@@ -32,7 +32,6 @@ from lakelock._registry._core._schedule import (
     CROWD,
     GATHER,
     MAX_WAITS,
-    PATIENCE,
     TAKE_OVER,
     Hints,
     Scheduler,
@@ -814,25 +813,11 @@ def test_a_waiter_stays_patient_while_the_root_moves(store: ObjectStore) -> None
     assert (fate.state, fate.version) == ("applied", result.version)
 
 
-def test_a_waiter_folds_itself_after_patience_runs_out_though_the_root_moves(
-    store: ObjectStore,
-) -> None:
-    """Patience is bounded: if the root keeps moving but nobody folds the older intent (its
-    writer is dead and the others do not fold), the waiter folds it itself after
-    ``PATIENCE * MAX_WAITS`` rounds of waiting in all."""
-    result, fate, _, _ = wait_while_the_root_moves(store, moves=10**6)
-    assert fate is not None
-    assert (fate.state, fate.version) == ("applied", result.version)
-    # Every look counts its part of a round (a stagger's look a third): the waiter lists
-    # after PATIENCE * MAX_WAITS rounds, the first wait aside.
-    rounds = PATIENCE * MAX_WAITS
-    assert rounds <= result.attempts - 2 <= rounds / FoldPolicy().look
-
-
 def test_a_waiter_folds_itself_before_its_retry_budget_runs_out(store: ObjectStore) -> None:
-    """With the default retry budget (50 attempts), a waiter behind a dead writer's intent,
-    while the root moves every third round without it, folds the intent itself rather than
-    give up: patience ends at half the budget at the latest."""
+    """Patience is bounded though the root moves: with the default retry budget (50
+    attempts), a waiter behind a dead writer's intent, while the root moves every third
+    round without it (nobody folds that intent), folds the intent itself rather than give
+    up: it waits half its budget at most."""
     assert RetryPolicy().max_attempts == 50
     result, fate, _, _ = wait_while_the_root_moves(store, moves=10**6, every=3, attempts=50)
     assert fate is not None
@@ -1317,3 +1302,44 @@ def test_policy_counts_must_be_whole_numbers() -> None:
         fixed_values({"lagging": 2.5})
     with pytest.raises(ValueError, match="linger"):
         FoldPolicy(linger=-1)
+
+
+def test_a_step_back_of_the_writers_clock_does_not_let_it_apply_an_old_passed_over_intent(
+    s3: S3Endpoint, client: Any, store: ObjectStore
+) -> None:
+    """A writer's intent is passed over by another process's fold (its PUT, held at the
+    endpoint, lands after that fold listed), and the writer is paused past half the intent
+    TTL by the server's clock while its wall clock is stepped back as far (NTP, a VM
+    restored). Vacuum may remove such an intent once it is older than the TTL, so the writer
+    applies it only while it is younger than half the TTL (rule 4b): it gives up and
+    cancels it, nothing applied. Before, the writer measured the intent's age by its wall
+    clock (the key's time against now), which the step made look a moment old: it applied
+    an intent vacuum could delete as it landed, a version referencing a missing manifest."""
+    sim = SimTime(start=time.time())
+    sim.attach(client)  # the server's clock: every answer's Date
+    step = [0.0]
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    writer = registry(
+        store,
+        clock=lambda: sim.server + step[0],
+        retry=RetryPolicy(
+            max_attempts=10, max_elapsed=3_600.0, sleep=no_sleep, clock=sim.machine()
+        ),
+        intent_ttl=600,
+    )
+    s3.inject("stall", operation="PutObject", prefix=INTENT_PREFIX, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(writer.commit, "sales", add=[datafile("sales", "", "late")])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(400.0)  # past half the TTL by the server's (and its monotonic) clock
+        step[0] = -400.0  # its wall clock stepped back as far
+        folder = registry(store)
+        folder.internals.policy = replace(folder.internals.policy, watermark_lag=0.0)
+        folder.commit("sales", add=[datafile("sales", "", "b")])  # lists before it lands
+        s3.release_stalls()
+        with pytest.raises(RetryBudgetExhaustedError, match="passed over by a fold"):
+            late.result(timeout=60)
+    doc = registry(store)._current()[0]
+    (cancelled,) = [f for f in doc.fates if f.state == "cancelled"]
+    assert cancelled.key <= doc.watermark  # the writer's own, passed over
+    assert names(registry(store)) == ["a", "b"]

@@ -13,12 +13,12 @@ import pytest
 
 from lakelock import Registry
 from lakelock._registry._core._policy import FoldPolicy
-from lakelock._registry._core._schedule import Hints
+from lakelock._registry._core._schedule import FIRST_ROUND, Hints
 from lakelock._retry import Load, LoadPolicy, RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.errors import ConflictError
 from lakelock.testing import S3Endpoint
-from lakelock.testing.simulate import Faults, SimConfig, simulate
+from lakelock.testing.simulate import Brownout, Faults, Mix, SimConfig, simulate
 from tests._support.files import datafile
 
 ROOT = "metastore/dataset_registry.json"
@@ -168,6 +168,86 @@ def test_one_fold_interval_of_fast_swaps_ends_a_round_learnt_in_a_brownout() -> 
     hints.learn_swaps(100, 50.0, policy)
     hints.learn_swaps(120, 50.0 + policy.fold_interval, policy)
     assert hints.round_seconds == pytest.approx(2 * policy.fold_interval / 20)
+
+
+def slow_spell(hints: Hints, now: float) -> float:
+    """Root reads at S3's usual 15 ms and rounds of 0.3 s, then reads ten times slower for
+    six reads, each wait of the spell teaching a round of 2 s: the process's round ends up
+    at seconds. Returns the time."""
+    for _ in range(20):
+        hints.learn_read(0.015, now)
+        hints.learn_round(0.3, started=now - 0.3)
+        now += 0.3
+    for _ in range(6):
+        hints.learn_read(0.150, now)
+        hints.learn_round(2.0, started=now - 2.0)
+        now += 1.5
+    assert hints.round_seconds > 1.0
+    return now
+
+
+def test_the_first_fast_read_after_a_slow_spell_cuts_the_round_learnt_in_it() -> None:
+    """A brownout (every request ten times slower for a while) teaches a process rounds of
+    seconds, and long rounds space its looks and folds, so the swaps that would show the
+    store fast again do not come: a lake stayed slow 4 to 6 s after the store came back.
+    The first root read at the store's usual speed brings the round back to the one the
+    process usually learns (not below: hundreds of waiters with rounds too short fold at
+    once), and a wait or fold that started before that read (which measured the spell) is
+    not learnt; one that starts after is."""
+    hints = Hints(round_seconds=0.3)
+    now = slow_spell(hints, 100.0)
+    spell = hints.round_seconds
+    hints.learn_read(0.015, now)
+    assert hints.usual_round is not None
+    assert hints.round_seconds == pytest.approx(max(hints.usual_round, FIRST_ROUND))
+    assert 0.3 <= hints.round_seconds <= spell / 3
+    cut = hints.round_seconds
+    hints.learn_round(3.0, started=now - 1.0)  # a wait the spell stretched, ending now
+    assert hints.round_seconds == cut
+    hints.learn_round(0.3, started=now + 0.1)
+    assert hints.round_seconds == pytest.approx(0.8 * cut + 0.2 * 0.3)
+    learnt = hints.round_seconds
+    hints.learn_read(0.004, now + 0.5)  # the spell is over: fast reads cut nothing more
+    assert hints.round_seconds == learnt
+
+
+def test_a_few_slow_answers_of_the_stores_tail_are_not_a_slow_spell() -> None:
+    """One in a hundred of S3's answers is 3 to 12 times slower than its median: two such
+    root reads in a row, then a fast one, leave the round a process learnt as it was (a cut
+    there would shorten every round of a steady lake, and drop what it measured); so does
+    one read of 2.5 s (the process paused mid-read, or the SDK retried the GET)."""
+    hints = Hints(round_seconds=0.3)
+    now = 100.0
+    for _ in range(20):
+        hints.learn_read(0.015, now)
+        now += 0.3
+    for seconds in (0.18, 0.18, 0.004, 0.015, 2.5, 0.015):
+        hints.learn_read(seconds, now)
+        now += 0.3
+    assert hints.round_seconds == 0.3
+    hints.learn_round(0.5, started=now - 1.0)
+    assert hints.round_seconds == pytest.approx(0.8 * 0.3 + 0.2 * 0.5)
+
+
+#: 32 appending writers, every request ten times slower from 6 to 10 s: the lake makes
+#: about 74 commits a second before, a handful in it.
+BROWNOUT = SimConfig(
+    writers=32,
+    seconds=16.0,
+    seed=1,
+    mix=Mix.of([("append", 1)]),
+    faults=Faults(brownout=Brownout(6.0, 4.0, 10.0)),
+)
+
+
+def test_a_lake_is_back_within_three_seconds_of_a_brownouts_end() -> None:
+    """When the store comes back from a brownout, the lake's commits/s are back to 90 % of
+    the rate before it within 3 s (the rounds learnt in it cut at each process's first fast
+    root read). Before, this run was not back by its end, 6 s after the brownout's."""
+    metrics = simulate(BROWNOUT).metrics
+    assert metrics.brownout_before > 60
+    assert metrics.brownout_recovered_s is not None
+    assert metrics.brownout_recovered_s <= 3
 
 
 def test_the_simulators_writers_retry_within_their_budgets() -> None:

@@ -93,13 +93,14 @@ Patch = tuple[Any, str, Any]
 VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
     # Rule 10, the writer's side: a writer commits what it wrote however long ago; vacuum
     # had taken it. Both checks go: by the floor (the server's clock) and by the cutoff the
-    # last vacuum recorded in the root (either alone refuses every such commit) (6, 35).
+    # last vacuum recorded in the root (either alone refuses every such commit) (6, 11; 35
+    # before the sweep's policies stopped drawing the scheduler's patience).
     "too_old_to_reference": (
         (
             (_decide, "too_old_to_reference", lambda *_, **__: None),
             (_decide, "vacuumed", lambda *_, **__: None),
         ),
-        (6, 35),
+        (6, 11),
         "references it, committed after vacuum deleted it",
     ),
     # Path-lock grant records dropped by age: a superseded holder's overwrite is accepted
@@ -147,8 +148,9 @@ def _one_manifest_in_five_damaged(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 #: Vacuum seeds of the sweep in which, meeting that damage, vacuum without its rules
-#: deletes what a retained version reaches (3 and 27 of 3-27).
-DAMAGE_SEEDS = (3, 27)
+#: deletes what a retained version reaches (14 and 43 of 3-59; 3 and 27 before the sweep's
+#: policies stopped drawing the scheduler's patience).
+DAMAGE_SEEDS = (14, 43)
 
 
 @pytest.mark.parametrize(

@@ -1298,7 +1298,6 @@ POLICY_CHOICES: dict[str, tuple[float, ...]] = {
     "fold_interval": (0.0, 0.2, 1.0, 5.0),
     "contention_memory": (0.0, 5.0, 30.0),
     "max_waits": (0, 1, 8),
-    "patience": (1.0, 2.0, 4.0),
     "gather": (0.0, 0.3, 1.0),
     "stagger": (0.0, 2.0, 5.0),
     "look": (0.1, 1 / 3, 1.0),
@@ -1675,20 +1674,23 @@ PROMISES: dict[str, tuple[str, Callable[..., Any]]] = {
     [
         # Seeds that catch it (their run clean with the rule): 0, 117, 249, 288, 289, 322,
         # 328, 359, 437, 442, 474 (of 0-499); 322 since a few writers swap without waiting
-        # when no fold is coming.
-        ("reused_in_batch", 322, "acknowledged commit recorded [0] times"),
+        # when no fold is coming (its victim, a twin whose fate says "already", hears
+        # already_committed since a fate could say so).
+        ("reused_in_batch", 322, "already committed commit recorded [0] times"),
         ("reused_in_batch", 249, "already committed commit recorded [0] times"),
         ("registered_twice", 101, "lists 1 files twice"),
         # A commit spanning datasets acknowledged, applied in one of its datasets only (0
-        # before a new lake's first commit spanning datasets created its root first).
-        ("whole_groups", 3, "acknowledged commit recorded [0, 1] times"),
+        # before a new lake's first commit spanning datasets created its root first; 3
+        # before the sweep's policies stopped drawing the scheduler's patience).
+        ("whole_groups", 12, "acknowledged commit recorded [0, 1] times"),
         # A stale lease, a superseded lock grant, a schema that does not fit and a commit
         # id naming another change, each refused by another process's fold.
         ("fate_error", 227, "not StaleFenceError"),
         ("fate_error", 243, "not StaleFenceError"),
-        # (11 before vacuum moved the root before deleting; 148 runs no vacuum.)
-        ("fate_error", 148, "not SchemaMismatchError"),
-        ("fate_error", 66, "not CommitIdReusedError"),
+        # (11 before vacuum moved the root before deleting; 148 and 66 before the sweep's
+        # policies stopped drawing the scheduler's patience; 226 runs no vacuum.)
+        ("fate_error", 226, "not SchemaMismatchError"),
+        ("fate_error", 27, "not CommitIdReusedError"),
     ],
 )
 def test_a_promise_switched_off_is_caught_by_a_seed_of_the_sweep(
@@ -1735,6 +1737,52 @@ def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(_decide, "past_the_window", lambda *_: False)
     violations = simulate(RERUN_STALLED).violations
     assert any("is applied 2 times" in v for v in violations), violations[:3]
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """README's promise of a re-run under a commit id (the same change: nothing twice,
+    ``already_committed``) for a pipeline restarted after its process died with its
+    intent sent (``RERUN_STALLED``): when a fold applies that killed run's intent, and
+    another fold then finds the re-run's own intent's id recorded, that intent's fate says
+    it was applied ``already``, and the re-run hears ``already_committed``. With the fate's
+    mark ignored (as before it existed: the fate said only "applied"), the checker reports
+    the re-run acknowledged as making the version its killed run's intent made."""
+    config = dataclasses.replace(RERUN_STALLED, seed=seed)
+    result = simulate(config)
+    assert result.violations == []
+    (rerun,) = [i for i in result.invocations if i.restarts]
+    assert (rerun.outcome, rerun.already) == ("ok", True)
+    settle = _decide.settle
+
+    def unmarked(doc: Any, pending: Any, objects: Any, *, made: Any) -> Any:
+        fated = {
+            id(p)
+            for p in pending
+            if any((f := doc.fate(key)) is not None and f.state == "applied" for key in p.intents)
+        }
+        found = settle(doc, pending, objects, made=made)
+        return [
+            dataclasses.replace(s, already=False) if id(s.pending) in fated else s for s in found
+        ]
+
+    monkeypatch.setattr(_decide, "settle", unmarked)
+    violations = simulate(config).violations
+    assert any("already_committed expected" in v for v in violations), violations[:3]
+
+
+def test_a_commit_refused_for_its_schema_is_counted_failed_and_held_to_it() -> None:
+    """A ``SchemaMismatchError`` (the schema does not fit) is a refusal, nothing committed:
+    the simulator counts it under "failed", and the checker holds it never to be applied.
+    Before, it was counted "unknown" ("may or may not have committed"), which the default
+    mix at 64 writers showed every run, and the checker allowed it to be applied once."""
+    result = simulate(SimConfig(writers=64, seconds=10.0, store="s3-standard", seed=1))
+    refused = [i for i in result.invocations if i.error_type == "SchemaMismatchError"]
+    assert refused
+    assert {i.outcome for i in refused} == {"fail"}
+    assert result.violations == []
 
 
 #: A busy lake with a window of 4 commits, and pipelines colliding on one caller-chosen id
@@ -1960,12 +2008,14 @@ def test_a_clock_step_forward_expires_intents_younger_than_the_ttl() -> None:
 
 
 def test_too_old_to_apply_spares_intents_above_the_watermark() -> None:
-    """Only a passed-over intent (at or below the watermark) is too old past half the TTL:
-    vacuum keeps those above it however old."""
+    """Only a passed-over intent (at or below the watermark) is too old past half the TTL
+    since it was made (by the writer's monotonic clock): vacuum keeps those above it
+    however old."""
     key = "metastore/intents/" + f"{1_000_000:013x}" + "00000000-" + "0" * 64 + ".json"
-    assert _decide.too_old_to_apply([key], watermark="", now=1_000.0 + 60, ttl=100) is None
-    assert _decide.too_old_to_apply([key], watermark=key, now=1_000.0 + 49, ttl=100) is None
-    reason = _decide.too_old_to_apply([key], watermark=key, now=1_000.0 + 51, ttl=100)
+    made = [(key, 1_000.0)]
+    assert _decide.too_old_to_apply(made, watermark="", now=1_000.0 + 60, ttl=100) is None
+    assert _decide.too_old_to_apply(made, watermark=key, now=1_000.0 + 49, ttl=100) is None
+    reason = _decide.too_old_to_apply(made, watermark=key, now=1_000.0 + 51, ttl=100)
     assert reason is not None
     assert "51.0 s old" in reason
 

@@ -223,6 +223,7 @@ def run_show(args: argparse.Namespace) -> int:
                 "pending_intents": _pending(lake, snap),
                 "settings": (snap.settings or DEFAULTS).to_json(),
                 "settings_stored": snap.settings is not None,
+                "vacuum_cutoff": snap.vacuum_cutoff,
             },
             sort_keys=False,
         )
@@ -363,6 +364,12 @@ def _registry_lines(
         settings = _settings_lines(snap.settings or DEFAULTS)[0]
         stored = "" if snap.settings is not None else " (the defaults: none stored yet)"
         lines.append(f"settings: {settings}{stored}")
+        if snap.vacuum_cutoff is not None:
+            lines.append(
+                f"vacuum cutoff {_iso(snap.vacuum_cutoff)} (server time): the last vacuum "
+                "deleted unreferenced files written up to it; a commit adding a file written "
+                "at or before it is refused"
+            )
     if pending:
         lines.append(
             f"{len(pending)} pending intent{'s' if len(pending) != 1 else ''} (commits written, "

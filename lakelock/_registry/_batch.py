@@ -66,6 +66,9 @@ class Pending:
     foreign: bool = False
     # The intent's PUT was sent (it may exist even if the answer never came).
     intent_sent: bool = False
+    # Our monotonic clock when its intents were made: how old they are by a clock no step
+    # of the wall clock moves (rule 4b). None: not known (nothing is judged by it).
+    made_at: float | None = None
     # Why this attempt could not apply it: its caller hears so once the swap that records
     # the intent's fate "rejected" lands (an attempt that redrives validates it again).
     rejected: CommitError | None = None

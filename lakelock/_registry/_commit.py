@@ -76,7 +76,7 @@ class CommitQueue:
         return self.group.queue
 
     def commit(self, changes: Sequence[Change], *, now: float) -> CommitResult:
-        pending = self.committer.prepare(changes, now=now)
+        pending = self.committer.prepare(changes, now=now, monotonic=self.driver.timer())
         if not self.group_commit:
             self.driver.run(self.committer.run([pending]))
         elif self._drive(self.group.commit(pending)):

@@ -249,6 +249,10 @@ class IntentFate:
     #: A rejection's typed error: its ``kind`` (the class's name) and its fields, so the
     #: intent's writer in another process raises that error (FORMAT.md rule 12).
     error: Mapping[str, Any] | None = None
+    #: ``applied`` through another commit with its commit id, not by applying this intent
+    #: (the very same change committed already: FORMAT.md rules 3 and 11), so its writer
+    #: hears ``already_committed``. Absent in roots written before it: read as ``False``.
+    already: bool = False
 
     @cached_property
     def json(self) -> dict[str, Any]:
@@ -261,6 +265,7 @@ class IntentFate:
             "at": self.at,
             **({"reason": self.reason} if self.reason else {}),
             **({"error": dict(self.error)} if self.error is not None else {}),
+            **({"already": True} if self.already else {}),
         }
 
 
@@ -555,6 +560,7 @@ def _fate(f: Mapping[str, Any]) -> IntentFate:
         at=number(f["at"], "fate at"),
         reason=text(f.get("reason", ""), "fate reason"),
         error=_fate_error(f.get("error")),
+        already=_flag(f.get("already", False), "fate already"),
     )
 
 

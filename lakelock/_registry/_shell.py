@@ -126,6 +126,10 @@ class RegistrySnapshot:
     #: The lake's settings as this root stores them (``None``: none stored yet, so the
     #: defaults hold until the next commit stores them).
     settings: LakeSettings | None = None
+    #: The cutoff the last vacuum deleted under, recorded in this root (seconds since the
+    #: epoch, server time; FORMAT.md rule 10): a commit adding a file written at or before
+    #: it is refused. ``None``: no vacuum recorded one (or a version other than the current).
+    vacuum_cutoff: float | None = None
 
     @classmethod
     def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
@@ -140,6 +144,7 @@ class RegistrySnapshot:
             doc.lock_fences,
             doc.format_version,
             settings=doc.settings,
+            vacuum_cutoff=doc.vacuum_cutoff,
         )
 
 
@@ -272,6 +277,9 @@ class Registry:
             self._root,
             sleep=self.retry.sleep,
             clock=clock,
+            # The retry policy's monotonic clock: what the core measures spans by (its
+            # estimate of the server's clock, an intent's age), injected with it.
+            timer=self.retry.clock,
             hedging=Hedging(policy.hedge, alone=HEDGE_ALONE) if policy.hedge else None,
         )
         self._commits = CommitQueue(

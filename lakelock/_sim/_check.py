@@ -101,6 +101,9 @@ class View:
     #: Per root version, the commit ids it applied, in the order its swap applied them
     #: (the root's window of commits): where a commit sits among those of other datasets.
     applied_order: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: Per root version, the intents its swap applied (not those it recorded ``applied``
+    #: ``already``: settled through another commit of their id).
+    applied_intents: dict[int, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -587,6 +587,9 @@ class Process:
         self.swap_stall_pending: float | None = None
         self.kill_at_intents = False
         self.in_flight: Any = None
+        #: The intents it sent (or kept in flight), oldest first: the checker tells a killed
+        #: run's intent from its restart's (``Invocation.killed_intents``).
+        self.intents_sent: list[str] = []
         self.intents_stall_pending: float | None = None
         self.landing: Process | None = None
         self.finished = False
@@ -676,6 +679,7 @@ class Process:
                 return
             if self.kill_at_intents and _touches_intents(request, listing=False):
                 self.in_flight = request
+                self.intents_sent += _intent_keys(request)
                 self._die()
                 return
             if self.intents_stall_pending is not None and _touches_intents(request):
@@ -696,6 +700,8 @@ class Process:
             self.killed()
 
     def _send(self, request: Any) -> None:
+        if not self.finished:  # a dead process's request in flight was noted as it died
+            self.intents_sent += _intent_keys(request)
         if type(request) is Parallel:
             if request.requests:
                 self._parallel(request)
@@ -871,6 +877,14 @@ def _canonical(request: Any) -> tuple[str, str, int]:
 def _swaps_root(request: Any) -> bool:
     """Whether ``request`` is a compare-and-swap of the root (a conditional PUT of it)."""
     return type(request) is Put and request.key == REGISTRY_KEY and request.if_match is not None
+
+
+def _intent_keys(request: Any) -> list[str]:
+    """The intents ``request`` writes (alone or in a parallel round)."""
+    kind = type(request)
+    if kind is Parallel:
+        return [key for part in request.requests for key in _intent_keys(part)]
+    return [request.key] if kind is Put and request.key.startswith(INTENT_PREFIX) else []
 
 
 def _touches_intents(request: Any, *, listing: bool = True) -> bool:

@@ -18,6 +18,9 @@ version holds), then replayed in version order. Judged, for each call (one line 
   datasets, all at the version returned;
 - acknowledged ``already_committed``: the very same change (not another under its id)
   recorded at the version returned;
+- acknowledged, not ``already_committed``, after its process was killed and restarted: the
+  version returned made by this run, not by applying an intent its killed run sent (a
+  re-run whose change was applied already is told so);
 - a definite failure (``CommitConflictError``, ``RetryBudgetExhaustedError``): never
   applied (a call whose process was killed and restarted: at most once);
 - unknown, killed, running: applied at most once, and in all of its datasets or none;
@@ -100,6 +103,7 @@ def model_problems(
     applied = _match(invocations, view, by_id, problems)
     classes = _classes(invocations, by_id)
     problems += _call_problems(invocations, applied, classes)
+    problems += _rerun_problems(invocations, view)
     problems += _id_problems(
         invocations, view, applied, classes, by_id, commit_window=commit_window
     )
@@ -274,6 +278,24 @@ def _call_problems(
                 problems.append(f"commit recorded more than once {own}: {what}")
             elif len(counts_own) > 1 or len(placed) > 1:
                 problems.append(f"commit applied to only some of its datasets {own}: {what}")
+    return problems
+
+
+def _rerun_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
+    """A restarted call acknowledged as the one that committed its change (not
+    ``already_committed``) at a version whose swap applied an intent its killed run sent:
+    the change was committed already, by the killed run, and the re-run must hear so."""
+    problems = []
+    for inv in invocations:
+        if inv.outcome != "ok" or inv.already or not inv.killed_intents:
+            continue
+        killed = set(inv.killed_intents) & view.applied_intents.get(inv.version or 0, set())
+        if killed:
+            problems.append(
+                f"ok {inv.op} {inv.id} (writer {inv.writer}) acknowledged as committing v"
+                f"{inv.version}, which applied its killed run's intent {min(killed)}: "
+                "already_committed expected"
+            )
     return problems
 
 

@@ -373,6 +373,13 @@ class CoreProtocol(SimProtocol):
                 c["id"] for c in root.get("commits") or () if c.get("version") == version
             )
             view.expired += _expired(root, at, store.created)
+            view.applied_intents[version] = frozenset(
+                f["key"]
+                for f in (root.get("intents") or {}).get("fates") or ()
+                if f.get("state") == "applied"
+                and f.get("version") == version
+                and not f.get("already")
+            )
         current = store.objects.get(REGISTRY_KEY)
         if current is None:
             return view

@@ -41,6 +41,7 @@ from lakelock.errors import (
     LakelockError,
     NotFoundError,
     RetryBudgetExhaustedError,
+    SchemaMismatchError,
     StorageError,
 )
 
@@ -437,6 +438,8 @@ class _Writer:
     ) -> TurnSteps[None]:
         run = self.run
         self.current = invocation
+        if self.process is not None:
+            self.process.intents_sent = []  # this commit's own, should its process die
         if invocation.data:
             # The PUT's duration by the monotonic clock, as a Lake's write measures it.
             sent: float = yield Now(monotonic=True)
@@ -476,13 +479,14 @@ class _Writer:
             self.current = None
             return
         now: float = yield Now()
+        monotonic: float = yield Now(monotonic=True)
         try:
             changes = looked
             if redo:
                 # A restarted run passes the id its killed run made up: the caller chose it
                 # now, and the killed run's intent may carry it too.
                 changes = [dataclasses.replace(c, generated_id=False) for c in changes]
-            pending = committer.prepare(changes, now=now)
+            pending = committer.prepare(changes, now=now, monotonic=monotonic)
             if self.group is None:
                 yield from committer.run([pending])
                 lingers = False
@@ -535,7 +539,9 @@ class _Writer:
             invocation.outcome, invocation.error = "gaveup", _describe(error)
         elif isinstance(error, CommitStateUnknownError):
             invocation.outcome, invocation.error = "unknown", _describe(error)
-        elif isinstance(error, CommitConflictError):
+        elif isinstance(error, CommitConflictError | SchemaMismatchError):
+            # Refused, nothing committed: a schema that does not fit is no conflict (retrying
+            # it cannot help), but just as definite.
             invocation.outcome, invocation.error = "fail", _describe(error)
         elif isinstance(error, CommitError):
             invocation.outcome, invocation.error = "unknown", _describe(error)
@@ -559,6 +565,8 @@ class _Writer:
         if redo is not None:
             redo.restarts += 1
             redo.outcome = "killed"
+            if dead is not None:
+                redo.killed_intents += tuple(dead.intents_sent)
             if run.protocol.full_api and redo.op in RERUN_OTHER_ROWS and self.rng.random() < 1 / 3:
                 # The pipeline re-runs with the same commit id but other rows (its input
                 # changed meanwhile): another change under the killed run's id.

@@ -59,7 +59,9 @@ class ToyCommitter:
     check_ids: bool = True
     options: dict[str, Any] = field(default_factory=dict)
 
-    def prepare(self, changes: Sequence[Change], *, now: float) -> ToyPending:
+    def prepare(
+        self, changes: Sequence[Change], *, now: float, monotonic: float | None = None
+    ) -> ToyPending:
         return ToyPending(tuple(changes))
 
     def run(self, pendings: Sequence[ToyPending]) -> Steps:

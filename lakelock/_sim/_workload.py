@@ -175,6 +175,8 @@ class Invocation:
     #: A restore's target: the registry version whose files it makes current again.
     restore_version: int | None = None
     expected: str | None = None
+    #: The intents its killed runs sent (they may land, and be applied, after the kill).
+    killed_intents: tuple[str, ...] = ()
     #: The invocation this one runs again after its process was killed (other rows).
     rerun_of: Invocation | None = field(default=None, repr=False)
     data: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)

@@ -165,12 +165,14 @@ def read(core: Committer, batch: Batch, start: float) -> Steps:
     if batch.attempts == 1 and known is not None and schedule.known_root(start):
         doc, etag = known
     else:
+        sent = yield Now(monotonic=True)
         try:
             doc, etag = yield from _io.read_root(core)
         except TRANSIENT as error:
             batch.retries += 1
             raise Retry from error
-        schedule.read_root(doc.version, core.now)
+        took = (yield Now(monotonic=True)) - sent
+        schedule.read_root(doc.version, core.now, took=took)
     core.lake_settings(doc)
     return doc, etag
 
@@ -186,7 +188,7 @@ def settle(core: Committer, doc: RegistryDoc, batch: Batch) -> Steps:
         if p.indexed is not None and _decide.past_the_window(doc, p.indexed + 1):
             p.check_index = True  # a twin may have been applied and left the window since
     settled = yield from _io.need(
-        core, lambda: _decide.settle(doc, batch.pending, core.objects, first_base=batch.first_base)
+        core, lambda: _decide.settle(doc, batch.pending, core.objects, made=batch.maybe_made)
     )
     found = {id(s.pending) for s in settled}
     settled += [
@@ -231,7 +233,7 @@ def _unknown_outcome(
             if isinstance(version, CommitIdReusedError):
                 refusals.append(_decide.Settled(p, error=version))
             elif version is not None:
-                ours = batch.first_base is not None and version > batch.first_base
+                ours = _decide.made_here(doc, p, version, batch.maybe_made)
                 end(_decide.Settled(p, version=version, already=not ours), batch)
         batch.pending = [p for p in batch.pending if not p.finished]
     if beyond and doc.format_version == 1:
@@ -451,9 +453,9 @@ def last_moment(
     ):
         raise Retry
     stale = _decide.too_old_to_apply(
-        [key for p in own if p.rejected is None for key in p.intents],
+        [(key, p.made_at) for p in own if p.rejected is None for key in p.intents],
         watermark=doc.watermark,
-        now=now,
+        now=elapsed,
         ttl=core.intent_ttl,
     )
     if stale is not None:

@@ -196,12 +196,15 @@ class Committer:
 
     # -- preparing (pure) -------------------------------------------------------------------
 
-    def prepare(self, changes: Sequence[Change], *, now: float) -> Pending:
+    def prepare(
+        self, changes: Sequence[Change], *, now: float, monotonic: float | None = None
+    ) -> Pending:
         """A commit ready to run: its intents, which any process can fold (one per dataset:
         a commit spanning datasets is a group, applied whole: FORMAT.md rule 16). Only a
         restore of a version no snapshot stores (a format-1 lake's) gets plain delta
         manifests instead, applied by this process alone. Nothing is written yet. Invalid
-        changes raise their typed error here."""
+        changes raise their typed error here. ``now``: our wall clock (the intents' keys);
+        ``monotonic``: our monotonic clock, the same moment (their age, rule 4b)."""
         checked = [validate_change(change) for change in changes]
         chosen = not checked[0].generated_id  # the caller chose the id: see Pending.check_index
         self.schedule.caller_back(now)
@@ -219,6 +222,7 @@ class Committer:
                 check_index=chosen,
                 unwritten=writes,
                 intents=tuple(sorted(key for key, _ in writes)),
+                made_at=monotonic,
             )
         unwritten: list[tuple[str, bytes]] = []
         prepared = []
@@ -263,9 +267,11 @@ class Committer:
                 p.fail(self._gave_up(p, batch, error))
         except (CommitError, RegistryCorruptError, StorageError, SettingsMismatchError) as error:
             if not isinstance(error, RegistryCorruptError):
-                # A lake setting this process disagrees with is what its callers hear,
-                # once their intents are recorded cancelled.
-                refused = error if isinstance(error, SettingsMismatchError) else None
+                # A lake setting this process disagrees with, or why the commit gave up
+                # before its budget ran out (rule 4b), is what its callers hear, once their
+                # intents are recorded cancelled.
+                told = isinstance(error, SettingsMismatchError | RetryBudgetExhaustedError)
+                refused = error if told else None
                 yield from self._cancel(batch, refused)
             for p in batch.pending:
                 p.fail(for_commit(error, p.change, batch.unknown_base))
@@ -308,7 +314,7 @@ class Committer:
         cancel = Batch(
             pending=todo,
             size=batch.size,
-            first_base=batch.first_base,
+            maybe_made=batch.maybe_made,
             started=batch.started,
             failure=failure,
         )
@@ -336,7 +342,6 @@ class Committer:
             doc, etag = yield from _io.read_root(self)
         except TRANSIENT as error:
             raise Retry from error
-        cancel.first_base = cancel.first_base if cancel.first_base is not None else doc.version
         yield from settle(self, doc, cancel)
         if not cancel.pending:
             return

@@ -55,12 +55,11 @@ The rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from lakelock._layout import intent_ms
 from lakelock._registry._batch import CommitResult, Pending, iso
 from lakelock._registry._changes import (
     HARD_MAX_MANIFESTS_PER_PARTITION,
@@ -100,6 +99,7 @@ __all__ = [
     "fates_of",
     "guards",
     "judge_listed",
+    "made_here",
     "moved_since",
     "needs_guard",
     "past_the_window",
@@ -133,13 +133,14 @@ class Settled:
 
 
 def settle(
-    doc: RegistryDoc, pending: Sequence[Pending], objects: Objects, *, first_base: int | None
+    doc: RegistryDoc, pending: Sequence[Pending], objects: Objects, *, made: Set[int]
 ) -> list[Settled]:
     """Rule 2: the commits of ``pending`` that ``doc`` already decided.
 
-    An intent's recorded fate decides it (applied: success; rejected or cancelled: its
-    reason). A commit id in the root's window is a success (``already`` unless a swap of this
-    batch — newer than ``first_base``, the version our first swap was based on — made it). A
+    An intent's recorded fate decides it (applied: success, ``already`` if through another
+    commit of its id; rejected or cancelled: its reason). A commit id in the root's window
+    is a success (``already`` unless this batch may have made it: :func:`made_here`, given
+    ``made``, the versions a swap of ours whose answer was lost may have made). A
     caller-chosen id (``check_index``) is looked up in the commit-id index (a re-run of an
     old commit; the committer asks again once the window no longer covers every version
     since: :func:`past_the_window`), and so is an intent at or below the watermark with no
@@ -151,7 +152,7 @@ def settle(
         # the commit's (the root may keep some of them and have pruned the rest).
         fate = next((f for key in p.intents if (f := doc.fate(key)) is not None), None)
         if fate is not None and fate.state == "applied":
-            found.append(Settled(p, version=fate.version))
+            found.append(Settled(p, version=fate.version, already=fate.already))
             continue
         if fate is not None:
             found.append(Settled(p, error=fate_error(fate, p.change)))
@@ -162,7 +163,7 @@ def settle(
             found.append(Settled(p, error=reused))
             continue
         if record is not None:
-            ours = first_base is not None and record.version > first_base
+            ours = made_here(doc, p, record.version, made)
             found.append(Settled(p, version=record.version, already=not ours))
             continue
         if doc.format_version < 2:
@@ -176,6 +177,27 @@ def settle(
                 ours = passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
+
+
+def made_here(doc: RegistryDoc, p: Pending, version: int, made: Set[int]) -> bool:
+    """Rule 2: whether the commit ``p``'s id records at ``version`` may be ``p``'s own (its
+    caller hears it committed, not ``already_committed``): a swap of ours whose answer was
+    lost may have made that version (``made``), or ``p``'s intent, sent, at or below the
+    watermark and without a fate, may be what a fold applied then, its fate pruned since.
+    An intent above the watermark without a fate is undecided; and a fate recorded at that
+    version would still be in ``doc`` if one recorded before it is (rule 6 prunes the
+    oldest first: an ``applied`` fate at or below the watermark is kept only for being
+    among the most recent). Either way the record is another commit's under the id (a
+    killed run's, a re-run's in another process): the same change committed already."""
+    if version in made:
+        return True
+    if not p.intent_sent or p.intent is None or p.intent > doc.watermark:
+        return False
+    return not any(
+        f.version < version and f.state == "applied" and not f.already
+        for f in doc.fates
+        if f.key <= doc.watermark
+    )
 
 
 def guards(doc: RegistryDoc | None) -> bool:
@@ -266,20 +288,24 @@ def judge_listed(
 
 
 def too_old_to_apply(
-    intents: Iterable[str], *, watermark: str, now: float, ttl: float
+    intents: Iterable[tuple[str, float | None]], *, watermark: str, now: float, ttl: float
 ) -> str | None:
     """Rule 4b: why a writer must not apply its own intents in the swap it is about to make
     (``None``: it may). One at or below the watermark was passed over by a fold: only its
     writer applies it, and vacuum keeps such an intent only while it is younger than the
     TTL (by the listing's server time). So its writer applies it only while it is younger
-    than half the TTL by its own clock (made and now: the same clock, whatever its skew),
-    which leaves the other half for the swap to land and for vacuum's clock to run ahead;
-    past that the commit gives up and cancels it (rule 7). Intents above the watermark are
-    kept by vacuum however old."""
-    for key in intents:
-        if key > watermark:
+    than half the TTL, which leaves the other half for the swap to land and for vacuum's
+    clock to run ahead; past that the commit gives up and cancels it (rule 7). Its age is
+    measured by the writer's monotonic clock (``now``) since the intent was made (each
+    key's time by that clock; ``None``: not known, not judged): the server wrote it later,
+    and a step of the writer's wall clock (NTP's, by hand) moves neither, so a step back
+    cannot make an old intent look young (the server's clock, which vacuum judges by, runs
+    on as the monotonic clock does). Intents above the watermark are kept by vacuum however
+    old."""
+    for key, made in intents:
+        if key > watermark or made is None:
             continue
-        age = now - intent_ms(key) / 1000
+        age = now - made
         if age > ttl / 2:
             return (
                 f"its intent was passed over by a fold and is {age:.1f} s old, more than half "
@@ -695,8 +721,11 @@ def fates_of(
     seconds: float,
 ) -> list[IntentFate]:
     """Rule 1: the fate of every intent a batch attempted — ``applied`` at ``version`` (the
-    swap that records this is the one that applies it), or ``rejected`` with the reason."""
+    swap that records this is the one that applies it), or ``rejected`` with the reason. A
+    twin (rule 11: the very same change as a commit of the batch under its id, settled with
+    it) is ``applied`` ``already``: its writer hears ``already_committed``."""
     ids = {change.commit_id for change, _ in applied}
+    made = {id(change) for change, _ in applied}
     fates: list[IntentFate] = []
     for n, p in enumerate(pending):
         if n in rejected:
@@ -706,7 +735,10 @@ def fates_of(
                 IntentFate(key, "rejected", version, seconds, str(error), kind) for key in p.intents
             )
         elif p.change.commit_id in ids:
-            fates.extend(IntentFate(key, "applied", version, seconds) for key in p.intents)
+            twin = id(p.change) not in made
+            fates.extend(
+                IntentFate(key, "applied", version, seconds, already=twin) for key in p.intents
+            )
     return fates
 
 

@@ -137,7 +137,9 @@ def _judge(
             )
             continue
         if recorded is not None:  # applied already, through another intent of its id
-            found.fates.extend(IntentFate(key, "applied", recorded, seconds) for key in keys)
+            found.fates.extend(
+                IntentFate(key, "applied", recorded, seconds, already=True) for key in keys
+            )
             continue
         restored = tuple(
             replace(c, restore=core.objects.state(c.restore_from))

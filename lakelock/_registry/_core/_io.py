@@ -237,8 +237,6 @@ def swap(
 ) -> Steps:
     """The root's compare-and-swap (the one the core makes), from ``doc`` read with ``etag``
     to ``new``: its outcome turned into a redrive or a retry."""
-    if batch.first_base is None:
-        batch.first_base = doc.version
     put = Put(
         core.root_key, serialize_registry(new), create=etag is None, if_match=etag, retried=False
     )
@@ -255,10 +253,12 @@ def swap(
             # a write in flight (it may be ours: OutcomeUnknownError), but leaves a
             # create to its own retries, which the root's store does not make.
             batch.unknown_base = doc.version
+            batch.maybe_made.add(new.version)
         raise Retry from error
     except OutcomeUnknownError as error:
         batch.retries += 1
         batch.unknown_base = doc.version
+        batch.maybe_made.add(new.version)
         raise Retry from error
     except NotFoundError as error:
         raise RegistryCorruptError(

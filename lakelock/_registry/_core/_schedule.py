@@ -37,6 +37,7 @@ is wrong costs a 412 and a redrive, or a wait that was not needed.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from lakelock._registry._core._policy import FoldPolicy, advise
 __all__ = [
     "CONTENTION_MEMORY",
     "CROWD",
+    "FASTER",
     "FIRST_ROUND",
     "FIXED",
     "GATHER",
@@ -57,7 +59,6 @@ __all__ = [
     "LINGER_AFTER",
     "MAX_ROUND",
     "MAX_WAITS",
-    "PATIENCE",
     "RECENT",
     "TAKE_OVER",
     "Hints",
@@ -72,9 +73,6 @@ CONTENTION_MEMORY = 5.0
 #: Rounds a waiter lets the root stand still before it folds the older intents itself
 #: (their writer may be dead) (docs/decisions/0010-the-last-swapper-folds.md, 0035).
 MAX_WAITS = 8
-#: ... or this many times ``MAX_WAITS`` rounds of waiting in all, the root moving or not
-#: (docs/decisions/0010-the-last-swapper-folds.md, 0035).
-PATIENCE = 2.0
 #: Looks of a still root each pending intent older than a waiter's (but the oldest, whose
 #: writer folds) adds to its patience: when a folder stops, its waiters take over one by one,
 #: the oldest intent's first, and the next sees the root move instead of each listing and
@@ -120,7 +118,6 @@ INTENT_CACHE = 4096
 FIXED: dict[str, float] = {
     "contention_memory": CONTENTION_MEMORY,
     "max_waits": MAX_WAITS,
-    "patience": PATIENCE,
     "crowd": CROWD,
     "first_round": FIRST_ROUND,
     "max_round": MAX_ROUND,
@@ -131,6 +128,20 @@ FIXED: dict[str, float] = {
     "handover": HANDOVER,
     "hedge_alone": HEDGE_ALONE,
 }
+
+#: A slow spell of the store (a brownout) is this many times its usual time for this
+#: process's root reads, and its end a read this many times faster than the spell's: then
+#: the round learnt in it comes back to the usual one (:meth:`Hints.learn_read`). Four
+#: times: a few slow answers of S3's tail in a row do not make a spell, nor one fast answer
+#: its end; a slowdown of four or less is left to :meth:`Hints.learn_swaps`
+#: (docs/decisions/0041-forget-the-slow-store.md).
+FASTER = 4.0
+#: The weights of each root read in what this process's reads take lately (a few reads)
+#: and usually (a hundred: a store slow for minutes is just slow), means of their
+#: logarithms (one slow answer of the store's tail weighs as much as one fast answer); and
+#: of each round learnt in the round it usually learns.
+LATELY = 0.3
+USUALLY = 0.02
 
 #: Rounds within which what this process saw of the root still describes it: a folder at
 #: work swaps about once a round and a waiter looks at least every round, so four cover a
@@ -162,6 +173,16 @@ class Hints:
     finished_at: float | None = None
     #: The root version this process last read, and when (its clock): how fast swaps come.
     seen: tuple[int, float] | None = None
+    #: How long this process's root reads take lately and usually: means of their
+    #: logarithms, as :data:`LATELY` and :data:`USUALLY` weigh them (None: none timed yet).
+    reads: float | None = None
+    usual_reads: float | None = None
+    #: The round this process usually learns, as :data:`USUALLY` weighs each (None: none
+    #: learnt yet): what a slow spell's end brings the round back to.
+    usual_round: float | None = None
+    #: When (this process's clock) it last found its rounds too long and cut them: a round
+    #: measured from before then measured the store as it was, and is not learnt.
+    cut_at: float = float("-inf")
 
     def saw_root(self, now: float, *, moved: bool) -> None:
         """This process read (or swapped) the root at ``now``; ``moved``: another process
@@ -176,11 +197,51 @@ class Hints:
         seconds = max(seconds, 0.0)
         self.pause = seconds if self.pause is None else 0.7 * self.pause + 0.3 * seconds
 
-    def learn_round(self, seconds: float, most: float = MAX_ROUND) -> None:
-        """A fold-and-swap (or a wait another's swap ended) took ``seconds`` (at most
-        ``most`` counts)."""
+    def learn_round(
+        self, seconds: float, most: float = MAX_ROUND, *, started: float = float("inf")
+    ) -> None:
+        """A fold-and-swap (or a wait another's swap ended) that started at ``started``
+        took ``seconds`` (at most ``most`` counts). One that started before the rounds were
+        last cut (:attr:`cut_at`) is not learnt: it measured the slow spell the cut ended,
+        and learning it would bring back the round the cut forgot."""
+        if started < self.cut_at:
+            return
         seconds = min(max(seconds, 0.0), most)
         self.round_seconds = 0.8 * self.round_seconds + 0.2 * seconds
+        usual = self.usual_round
+        self.usual_round = (
+            self.round_seconds if usual is None else usual + USUALLY * (self.round_seconds - usual)
+        )
+
+    def learn_read(self, seconds: float, now: float) -> None:
+        """A root read that ended at ``now`` took ``seconds``. When this process's reads
+        lately took more than :data:`FASTER` times what they usually take (the store in a
+        slow spell: a brownout), a read more than :data:`FASTER` times faster than them says
+        the spell is over: at that first fast read the round comes back to the one the
+        process usually learns (:attr:`usual_round`; not lower: hundreds of waiters with
+        rounds too short run out of patience and fold at once), and the rounds measured
+        from before are not learnt (:meth:`learn_round`). Otherwise the waits and folds the
+        spell stretched, which end after it, keep every process's round long, long rounds
+        space its looks and folds, and the swaps that would show the store fast again do
+        not come (:meth:`learn_swaps` alone took 4 to 6 s to undo a brownout of 64
+        writers)."""
+        logged = math.log(max(seconds, 1e-6))
+        lately, usually = self.reads, self.usual_reads
+        if lately is None or usually is None:
+            self.reads = self.usual_reads = logged
+            return
+        self.usual_reads = usually + USUALLY * (logged - usually)
+        spell = lately - usually > math.log(FASTER)
+        if spell and logged < lately - math.log(FASTER):
+            usual = FIRST_ROUND if self.usual_round is None else self.usual_round
+            self.round_seconds = min(self.round_seconds, max(usual, FIRST_ROUND))
+            self.reads = logged  # the store as it is now
+            self.cut_at = now
+            return
+        # One read moves "lately" at most as one FASTER**2 times slower would: a lone stall
+        # (a paused process, a GET the SDK retried) is not a spell, which takes two such
+        # reads in a row, or three of a store ten times slower.
+        self.reads = lately + LATELY * min(logged - lately, 2 * math.log(FASTER))
 
     def learn_swaps(self, version: int, now: float, policy: FoldPolicy) -> None:
         """The root was at ``version`` at ``now``. Swaps that came more than twice as fast
@@ -218,8 +279,6 @@ class Waits:
     #: version that wait started from.
     waits: int = 0
     wait_version: int | None = None
-    #: Rounds waited in all (a look counts its part of a round).
-    waited: float = 0.0
     #: Other processes' pending intents older than ours, when we last listed: our place
     #: in the line of waiters that take over from a folder that stopped.
     ahead: int = 0
@@ -248,11 +307,11 @@ def fixed_values(fixed: Mapping[str, float]) -> dict[str, float]:
         value = values.get(name, 0)
         if isinstance(value, bool) or not float(value).is_integer() or value < 0:
             raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
-    if values.get("crowd", 1) < 1 or values.get("patience", 1) < 1:
-        raise ValueError("crowd and patience must be >= 1")
+    if values.get("crowd", 1) < 1:
+        raise ValueError("crowd must be >= 1")
     if values.get("first_round", 1) <= 0:
         raise ValueError("first_round must be > 0")
-    durations = ("contention_memory", "gather", "linger_after", "patience", "max_round")
+    durations = ("contention_memory", "gather", "linger_after", "max_round")
     if min((values.get(name, 0) for name in durations), default=0) < 0:
         raise ValueError("durations and fractions must be >= 0")
     return values
@@ -272,7 +331,6 @@ class Scheduler:
         values = {**FIXED, **fixed_values(fixed or {})}
         self.contention_memory = values["contention_memory"]
         self.max_waits = int(values["max_waits"])
-        self.patience = values["patience"]
         self.crowd_at = int(values["crowd"])
         self.max_round = values["max_round"]
         self.intent_cache = int(values["intent_cache"])
@@ -320,8 +378,11 @@ class Scheduler:
             self.hints.saw_root(now, moved=moved)
         self.hints.swapped_last = self.handover and self.hints.swapped_last and ours
 
-    def read_root(self, version: int, now: float) -> None:
-        """This process read the root at ``version`` at ``now`` (how fast swaps come)."""
+    def read_root(self, version: int, now: float, *, took: float | None = None) -> None:
+        """This process read the root at ``version`` at ``now`` (how fast swaps come), in
+        ``took`` seconds (how fast the store answers; None: not timed)."""
+        if took is not None:
+            self.hints.learn_read(took, now)
         self.hints.learn_swaps(version, now, self.policy)
 
     def looked(self, now: float, *, settled: bool) -> None:
@@ -331,7 +392,11 @@ class Scheduler:
         waits = self.waits
         if waits.started is not None and waits.looked_at is not None:
             if settled:
-                self.hints.learn_round((waits.looked_at + now) / 2 - waits.started, self.max_round)
+                self.hints.learn_round(
+                    (waits.looked_at + now) / 2 - waits.started,
+                    self.max_round,
+                    started=waits.started,
+                )
                 self.hints.contend(now, self.contention_memory)
             waits.looked_at = now
 
@@ -355,7 +420,11 @@ class Scheduler:
         self.hints.swapped_last = True
         self.carried = carried
         self.hints.saw_root(now, moved=False)
-        self.hints.learn_round(now - self._round_started - self._gathered, self.max_round)
+        self.hints.learn_round(
+            now - self._round_started - self._gathered,
+            self.max_round,
+            started=self._round_started,
+        )
 
     def stopped_folding(self) -> None:
         """A lingering fold stopped on a failure: whoever swaps next is not us."""
@@ -410,21 +479,18 @@ class Scheduler:
 
     def patient(self, attempts: int, max_attempts: int) -> bool:
         """Whether a waiter goes on waiting for an older intent's writer to fold ours: while
-        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter waited
-        :data:`PATIENCE` times that many rounds in all, nor used half its attempts (so it always
-        folds itself before it would give up). Each pending intent older than ours but the
-        oldest adds :data:`TAKE_OVER` looks to the first: the waiters behind a folder that
-        stopped take over one at a time, in the order of their intents, and the next one
-        sees the root move (its commit applied) instead of listing and reading every intent
-        too. The rounds in all and the attempts are not lengthened: a long line does not
-        wait longer in all."""
+        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter used half
+        its attempts (every look is one: so it always folds itself before it would give up,
+        the root moving or not). Each pending intent older than ours but the oldest adds
+        :data:`TAKE_OVER` looks to the first: the waiters behind a folder that stopped take
+        over one at a time, in the order of their intents, and the next one sees the root
+        move (its commit applied) instead of listing and reading every intent too. The
+        attempts are not lengthened: a long line does not wait longer in all. (A bound on
+        the rounds waited in all, twice ``MAX_WAITS``, never bound before the attempts did:
+        docs/decisions/0035-fewer-knobs.md.)"""
         waits = self.waits
         later = TAKE_OVER * max(waits.ahead - 1, 0)
-        return (
-            waits.waits < self.max_waits + later
-            and waits.waited < self.patience * self.max_waits
-            and attempts < max_attempts // 2
-        )
+        return waits.waits < self.max_waits + later and attempts < max_attempts // 2
 
     def wait_on(self, version: int, attempts: int, max_attempts: int) -> bool:
         """We waited for an older intent's writer at some root version, and looked again: if
@@ -437,7 +503,6 @@ class Scheduler:
             lambda: self.patient(attempts, max_attempts), False
         ):
             waits.waits += 1
-            waits.waited += 1
             return True
         if version != waits.wait_version:
             waits.waits = 0  # the root moved: somebody is folding
@@ -497,7 +562,6 @@ class Scheduler:
             if waits.next_wait is not None:
                 seconds, waits.next_wait = waits.next_wait, None
                 waits.still += seconds
-                waits.waited += seconds / one
                 return seconds
             if attempts <= 1:
                 return one * self.rng.uniform(0.9, 1.1)
@@ -584,7 +648,6 @@ class Scheduler:
             return False
         waits = self.waits
         waits.waits += 1
-        waits.waited += 1
         waits.wait_version = version
         if waits.started is None:
             waits.started = waits.looked_at = now

@@ -4,7 +4,7 @@ expected to fold ours)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakelock._registry._batch import Pending
 from lakelock.errors import ConflictError, OutcomeUnknownError, ReadTimeoutError, ThrottledError
@@ -38,8 +38,9 @@ class Batch:
     attempts: int = 0
     redrives: int = 0
     retries: int = 0
-    #: The version our first swap was based on: a recorded commit newer than it is ours.
-    first_base: int | None = None
+    #: The versions a swap of ours whose answer was lost may have made: a commit its id
+    #: records at one of them may be ours (:func:`._decide.made_here`).
+    maybe_made: set[int] = field(default_factory=set)
     #: The version the last swap with an unknown outcome was based on, while unresolved.
     unknown_base: int | None = None
     started: float = 0.0

@@ -336,10 +336,12 @@ class Lake(TableOperations):
         restore commits (docs/FORMAT.md, rule 9)."""
         if (version is None) == (as_of is None):
             raise ValueError("restore takes version or as_of")
-        old, until = self.registry.internals.restorable(dataset, version=version, as_of=as_of)
+        old, until, since = self.registry.internals.restore_point(
+            dataset, version=version, as_of=as_of
+        )
         commit = CommitBuilder(self.registry, old.name, "restore", commit_id=commit_id, fence=fence)
         commit.bind({"restore": old.updated_version})
-        commit.restore(old, until=until)
+        commit.restore(old, until=until, since=since)
         return commit.commit()
 
     # -- partitions, locks, leases ------------------------------------------------------------

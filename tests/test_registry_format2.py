@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import time
 import uuid
 from typing import Any
 
@@ -21,6 +22,7 @@ from lakelock._registry._document import (
     parse_registry,
     serialize_registry,
 )
+from lakelock._registry._intents import intent_document
 from lakelock._registry._objects import RECENT_IDS
 from lakelock._registry._snapshot import serialize_snapshot, snapshot_key
 from lakelock._registry._tree import LEAF_MAX, Node, node_body, node_key, tree_update
@@ -35,6 +37,9 @@ from tests._support.format1 import plant_format1, rows
 @pytest.fixture
 def lake(client: Any, bucket: str) -> Lake:
     return Lake(bucket, s3=client, retry=FAST_RETRY)
+
+
+HOUR = 3600.0
 
 
 def ids(table: pa.Table) -> list[int]:
@@ -194,6 +199,44 @@ def test_a_restore_whose_version_leaves_the_retention_while_it_waits_is_refused(
         lake.registry.commit_changes([change])
     assert lake.registry.read().datasets["sales"] == before
     assert ids(lake.read("sales")) == [1, 2]
+
+
+@pytest.mark.parametrize("older_writer", [False, True], ids=["its_intent", "older_writers"])
+def test_a_folded_restore_is_judged_by_the_retention_of_the_root_it_applies_on(
+    store: ObjectStore, lake: Lake, older_writer: bool
+) -> None:
+    """Rule 9 in a fold: a process planned a restore of version 1 under the default
+    retention (7 days: a week left), wrote its intent and died. The lake's retention is
+    then shrunk to an hour, and three hours later another process's append folds the
+    intent: version 1 left the retention two hours ago (vacuum may have deleted it), so
+    the restore is refused and only the append lands. An intent of an older lakelock,
+    which does not record when the version was replaced, is judged by the version's own
+    commit time (never later). Before, the folder judged the version by the retention the
+    restore was planned under and made it current."""
+    first = lake.append("sales", rows([1]), partition_by=["day"]).version
+    lake.append("sales", rows([2]), partition_by=["day"])
+    old, until, since = lake.registry.internals.restore_point("sales", version=first)
+    assert until is not None
+    assert since is not None
+    assert until - since == 7 * 24 * HOUR
+    change = Change(
+        "sales",
+        "undo",
+        operation="restore",
+        restore=old,
+        restore_until=until,
+        restore_since=None if older_writer else since,
+    )
+    key, body, _ = intent_document(change, now_ms=int(time.time() * 1000))
+    store.put(key, body, mode="create")
+    lake.configure(retention="1h")
+    folder = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    folder.registry = Registry(store, retry=FAST_RETRY, clock=lambda: time.time() + 3 * HOUR)
+    folder.append("sales", rows([3]), partition_by=["day"])
+    (fate,) = [f for f in folder.registry._current()[0].fates if f.key == key]
+    assert fate.state == "rejected", fate
+    assert "restore refused" in (fate.reason or ""), fate
+    assert ids(folder.read("sales")) == [1, 2, 3]
 
 
 def test_a_restore_paused_before_its_swap_past_the_margin_is_not_swapped(

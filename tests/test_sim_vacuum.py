@@ -223,6 +223,48 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
         assert any("commits it again" in v for v in result.violations), result.violations[:3]
 
 
+#: Vacuum-running seeds of the sweep that, with the lake's retention shrunk mid-run from a
+#: minute to vacuum's one-second window, a mix of appends, overwrites and restores (a third
+#: each) and three writers paused before a swap, land a restore planned under the minute over
+#: what vacuum deleted at the second when restores keep to the retention they were planned
+#: under (2026-11-29: 6 and 182 of the 100 of 0-399; none with rule 9 judged by the root's
+#: retention).
+SHRINK_SEEDS = (6, 182)
+
+
+def shrinking_retention(seed: int) -> SimConfig:
+    """A vacuum seed of the sweep with the lake's retention shrunk mid-run beside restores."""
+    config = sweep_config(seed)
+    return dataclasses.replace(
+        config,
+        shrink_retention_from=60.0,
+        mix=Mix(append=0.3, overwrite=0.3, restore=0.3),
+        faults=dataclasses.replace(config.faults, swap_stalls=3),
+    )
+
+
+def test_a_restore_planned_before_the_retention_shrank_is_judged_by_the_shorter() -> None:
+    """FORMAT.md rule 9 under a shrinking retention: restores planned while the lake kept
+    versions a minute, paused before their swap while ``configure`` shrinks the retention
+    to a second and vacuum deletes at that window, are refused when they apply (their
+    version left the root's retention). With the rule judged by the retention the restore
+    was planned under (``restore_end`` switched off), the same seeds acknowledge a restore
+    re-committing files vacuum had deleted: the dataset's current version unreadable."""
+    for seed in SHRINK_SEEDS:
+        assert seed % 8 in VACUUM_SEEDS
+        clean = simulate(shrinking_retention(seed))
+        assert 1.0 in {r.older_than for r in clean.vacuum_runs}
+        assert not clean.violations, clean.violations[:3]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_decide, "restore_end", lambda change, *, retention: change.restore_until)
+        for seed in SHRINK_SEEDS:
+            result = simulate(shrinking_retention(seed))
+            assert any("commits it again" in v for v in result.violations), (
+                seed,
+                result.violations[:3],
+            )
+
+
 def test_a_deletion_is_judged_by_the_run_that_made_it() -> None:
     """Two vacuum processes: the first lists a key as an orphan, the second (which read a
     root that references it) does not, and it is the second that deletes it — a deletion

@@ -33,6 +33,7 @@ import orjson
 import pytest
 import tenacity
 
+from lakelock._registry import _objects
 from lakelock._registry._batch import iso
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, _decide, _fold
@@ -1621,6 +1622,30 @@ def test_too_old_to_apply_switched_off_with_rule_10_is_caught(
     violations = simulate(PASSED_OVER_BESIDE_VACUUM).violations
     assert any("an intent that v" in v and "applies" in v for v in violations), violations[:3]
     assert any("references it" in v for v in violations), violations[:3]
+
+
+#: Seeds of the sweep whose writers' clocks are skewed (up to 10 s either way) in which a
+#: version's recorded time falls before its parent's when a committer's clock running behind
+#: dates it (2026-11-29: 13 of the 20 skewed seeds of 0-59, the first 1 and 2).
+BEHIND_SEEDS = (1, 2)
+
+
+def test_a_version_dated_before_its_parent_is_caught_under_clock_skew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FORMAT.md invariant 3: a version's recorded time (``Snapshot.at``, its committer's
+    clock) is never before its parent's, else the version it replaced counts as replaced
+    long ago, and time travel and vacuum expire it at once. The checker holds every
+    dataset's chain to it: with ``version_time`` taking the committer's clock alone, the
+    skewed seeds report a version recorded before its parent; with it, none."""
+    for seed in BEHIND_SEEDS:
+        config = sweep_config(seed)
+        assert config.faults.skew
+        assert simulate(config).violations == []
+    monkeypatch.setattr(_objects, "version_time", lambda at, *, parent_at: at)
+    for seed in BEHIND_SEEDS:
+        violations = simulate(sweep_config(seed)).violations
+        assert any("before its parent version" in v for v in violations), violations[:3]
 
 
 def _untyped(fate: Any, change: Change) -> CommitConflictError:

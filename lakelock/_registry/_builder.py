@@ -195,10 +195,13 @@ class CommitBuilder:
             remove_partitions=(*self.change.remove_partitions, *partitions),
         )
 
-    def restore(self, state: DatasetState, *, until: float | None) -> None:
+    def restore(
+        self, state: DatasetState, *, until: float | None, since: float | None = None
+    ) -> None:
         """Make ``state`` (an earlier version of the dataset) current again; ``until``: when
-        that version leaves the retention (FORMAT.md rule 9)."""
-        self._set(restore=state, restore_until=until)
+        that version leaves the retention, ``since``: when it was replaced (its successor's
+        commit time, from which the retention runs) (FORMAT.md rule 9)."""
+        self._set(restore=state, restore_until=until, restore_since=since)
 
     def planned_on(self, version: int | None) -> None:
         """Apply only while the dataset is still at ``version`` (0: while it does not exist;

@@ -173,6 +173,11 @@ class Change:
     # A restore: when its version leaves the retention (its successor's commit time plus the
     # retention), after which vacuum may delete what it references (FORMAT.md rule 9).
     restore_until: float | None = None
+    # A restore: its version's successor's commit time (when the version was replaced), from
+    # which whoever applies the restore measures the retention of the root it applies on: the
+    # lake's retention may have shrunk since ``restore_until`` was reckoned (FORMAT.md rule 9).
+    # None: the current version, or an intent of a writer that did not record it.
+    restore_since: float | None = None
     # The added files existed before this commit (``registry.commit`` of files written
     # earlier): one already live in the dataset is refused (FORMAT.md rule 14), which reads
     # the manifests of the partitions they join. lakelock's own operations add files they

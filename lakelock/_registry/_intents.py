@@ -13,7 +13,8 @@ An intent is the commit's delta manifest with an ``intent`` section::
                 "written_ms": 1795455928430?,  # its oldest file's write (server time, ms)
                 "properties": {...}|null,
                 "fence": {"name", "token", "read", "write"}|null,
-                "restore": {"snapshot": "metastore/snapshots/...", "until": 1.7e9|null}?,
+                "restore": {"snapshot": "metastore/snapshots/...", "until": 1.7e9|null,
+                            "since": 1.7e9?}?,
                 "group": {"id": "<32 hex>", "datasets": ["sales", "stock"]}?}}
 
 Keys sort by the time they were made, so a LIST returns the oldest first. The index refers to
@@ -153,12 +154,16 @@ def intent_document(
 
 
 def _restore_section(change: Change) -> dict[str, Any]:
-    """A restore's part of its intent: the snapshot of the version it makes current, and
-    when that version leaves the retention (rule 9; ``None``: it is the current one)."""
+    """A restore's part of its intent: the snapshot of the version it makes current, when
+    that version leaves the retention (``None``: it is the current one) and when it was
+    replaced, from which a folder measures the retention of the root it applies on (rule 9)."""
     snapshot = change.restore.snapshot if change.restore is not None else change.restore_from
     if snapshot is None:
         return {}
-    return {"restore": {"snapshot": snapshot, "until": change.restore_until}}
+    restore: dict[str, Any] = {"snapshot": snapshot, "until": change.restore_until}
+    if change.restore_since is not None:
+        restore["since"] = change.restore_since
+    return {"restore": restore}
 
 
 def intent_digest(key: str) -> str:
@@ -268,7 +273,8 @@ def prune_fates(
 
 
 def _restore_of(section: Mapping[str, Any]) -> dict[str, Any]:
-    """A restore intent's snapshot and retention end (``restore_from``, ``restore_until``)."""
+    """A restore intent's snapshot, retention end and replacement time (``restore_from``,
+    ``restore_until``, ``restore_since``: absent from an older writer's intent)."""
     if "restore" not in section:
         return {}
     restore = obj(section["restore"], "restore")
@@ -278,9 +284,13 @@ def _restore_of(section: Mapping[str, Any]) -> dict[str, Any]:
     until = restore["until"]
     if until is not None and (isinstance(until, bool) or not isinstance(until, int | float)):
         raise ValueError(f"restore until {until!r} is not a time")
+    since = restore.get("since")
+    if since is not None and (isinstance(since, bool) or not isinstance(since, int | float)):
+        raise ValueError(f"restore since {since!r} is not a time")
     return {
         "restore_from": snapshot,
         "restore_until": float(until) if until is not None else None,
+        "restore_since": float(since) if since is not None else None,
     }
 
 

@@ -74,6 +74,7 @@ __all__ = [
     "partition_entry",
     "partition_from_entry",
     "state_of",
+    "version_time",
 ]
 
 #: The fields a dataset's state takes from its snapshot as they are.
@@ -236,6 +237,14 @@ class Missing(BaseException):
     def __init__(self, keys: tuple[str, ...]) -> None:
         super().__init__(keys)
         self.keys = keys
+
+
+def version_time(at: float, *, parent_at: float) -> float:
+    """The recorded commit time of a new version: never before its parent's (FORMAT.md
+    invariant 3). ``at`` is the committer's wall clock, and one running behind would date
+    the version it replaces as replaced long ago, which time travel and vacuum would then
+    expire at once."""
+    return max(at, parent_at)
 
 
 class Objects:
@@ -645,10 +654,7 @@ class Objects:
         writes: list[tuple[str, bytes]],
         nonces: Callable[[], str],
     ) -> DatasetState:
-        # Never before the parent's time (FORMAT.md invariant 3): ``at`` is the committer's
-        # wall clock, and one running behind would date the version it replaces as replaced
-        # long ago, which time travel and vacuum would then expire at once.
-        at = max(at, state.at)
+        at = version_time(at, parent_at=state.at)
 
         def store(node: Node) -> str:
             body = node_body(node)

@@ -875,7 +875,18 @@ class RegistryInternals:
         self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
     ) -> tuple[DatasetState, float | None]:
         """The dataset at ``version``/``as_of``, for a restore to make current again, and
-        when that version leaves the retention (``None``: it is the current one). A version
+        when that version leaves the retention (``None``: it is the current one); as
+        :meth:`restore_point`."""
+        state, until, _ = self.restore_point(name, version=version, as_of=as_of)
+        return state, until
+
+    def restore_point(
+        self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
+    ) -> tuple[DatasetState, float | None, float | None]:
+        """The dataset at ``version``/``as_of``, for a restore to make current again, when
+        that version leaves the retention and when it was replaced (its successor's commit
+        time, from which whoever applies the restore measures the retention of the root it
+        applies on; both ``None``: it is the current one). A version
         that leaves it too soon for a restore to land first is
         :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
         registry = self._registry
@@ -885,10 +896,10 @@ class RegistryInternals:
         snapshot = registry._travel(doc, version=version, as_of=as_of)
         state = registry.dataset(name, version=version, as_of=as_of, snapshot=snapshot)
         if doc.format_version == 1 or name not in doc.entries:
-            return state, None
+            return state, None, None
         replaced = registry._objects.replaced_at(doc.entries[name], state.updated_version)
         if replaced is None:
-            return state, None
+            return state, None, None
         retention = registry._settings_of(doc).retention
         until, now = replaced + retention, registry._clock()
         if restore_refused(until, now=now, retention=retention):
@@ -901,7 +912,7 @@ class RegistryInternals:
                 f"soon to restore it safely (a restore needs {lead:g} s before then: vacuum "
                 "may delete its files as the restore commits); restore a newer version",
             )
-        return state, until
+        return state, until, replaced
 
     def load_manifests(self, keys: Iterable[str]) -> dict[str, Manifest]:
         """The manifests at ``keys`` (cached: they are content-addressed, never change)."""

@@ -12,7 +12,8 @@ Violations reported (each one string; none: the run kept every guarantee):
   its datasets;
 - a commit in the registry that nobody made; an exception other than a ``CommitError`` out of
   a commit;
-- root versions that do not rise by exactly 1 per swap; a dataset's versions not rising;
+- root versions that do not rise by exactly 1 per swap; a dataset's versions not rising, or
+  one recorded (``Snapshot.at``) before its parent (FORMAT.md invariant 3);
 - (read with the view, :meth:`~._protocols._Reader.index_problems`) a commit id the dataset's
   commit-id index does not find at the version that made it;
 - a dataset version whose files are not exactly those of the commits applied up to it
@@ -129,11 +130,16 @@ def check(
     problems = list(view.problems)
     problems += _root_problems(view.root_versions)
     for name, versions in view.datasets.items():
-        previous = 0
+        previous, previous_at = 0, None
         for v in versions:
             if v.version <= previous:
                 problems.append(f"{name}: version {v.version} follows version {previous}")
-            previous = v.version
+            if v.at is not None and previous_at is not None and v.at < previous_at:
+                problems.append(
+                    f"{name}: version {v.version} is recorded at {v.at:.3f}, before its "
+                    f"parent version {previous} ({previous_at:.3f})"
+                )
+            previous, previous_at = v.version, v.at
     problems += model_problems(invocations, view, commit_window=commit_window)
     problems += _real_time_problems(invocations, observations)
     if intent_ttl is not None:

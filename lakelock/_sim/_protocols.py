@@ -57,6 +57,8 @@ class CommitterSettings(Protocol):
     @property
     def writers_retention(self) -> float: ...
     @property
+    def given_retention(self) -> float | None: ...
+    @property
     def intent_ttl(self) -> float: ...
     @property
     def max_attempts(self) -> int: ...
@@ -99,9 +101,10 @@ class SimProtocol:
 
     def older_state(
         self, store: SimS3, dataset: str, rng: Random, *, now: float, retention: float
-    ) -> tuple[Any, int, float] | None:
+    ) -> tuple[Any, int, float, float] | None:
         """An older version of ``dataset`` a restore at ``now`` may make current again, its
-        registry version, and when it leaves the retention."""
+        registry version, when it leaves the retention (the root's; ``retention`` where the
+        root stores none) and when it was replaced."""
         return None
 
 
@@ -346,7 +349,7 @@ class CoreProtocol(SimProtocol):
             policy=self.policy,
             rng=rng,
             commit_window=config.commit_window,
-            retention=config.writers_retention,
+            retention=config.given_retention,
             intent_ttl=config.intent_ttl,
             # The lake's vacuum floor, as a writer opening the lake without one uses it: the
             # one its root stores, which the first commit stored from the retention given
@@ -444,7 +447,7 @@ class CoreProtocol(SimProtocol):
 
     def older_state(
         self, store: SimS3, dataset: str, rng: Random, *, now: float, retention: float
-    ) -> tuple[Any, int, float] | None:
+    ) -> tuple[Any, int, float, float] | None:
         current = store.objects.get(REGISTRY_KEY)
         if current is None:
             return None
@@ -454,18 +457,21 @@ class CoreProtocol(SimProtocol):
             return None
         reader = _Reader(store, self._parsed, self._made)
         chain = reader.chain(entry.snapshot)[-20:]
-        # As registry.internals.restorable: a version replaced long enough ago that it leaves the
-        # retention within the restore's lead is refused (FORMAT.md rule 9).
+        # As registry.internals.restorable: by the retention the root stores, a version
+        # replaced long enough ago that it leaves the retention within the restore's lead is
+        # refused (FORMAT.md rule 9).
+        if doc.settings is not None:
+            retention = doc.settings.retention
         choices = [
-            (key, snap, after.at + retention)
+            (key, snap, after.at + retention, after.at)
             for (key, snap), (_, after) in pairwise(chain)
             if not restore_refused(after.at + retention, now=now, retention=retention)
             and key in store.objects
         ]
         if not choices:
             return None
-        key, snap, until = rng.choice(choices)
-        return reader.state(key), snap.version, until
+        key, snap, until, since = rng.choice(choices)
+        return reader.state(key), snap.version, until, since
 
 
 def _columns(schema: Any) -> Mapping[str, str]:

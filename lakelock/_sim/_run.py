@@ -38,6 +38,7 @@ from lakelock.errors import (
     CommitConflictError,
     CommitError,
     CommitStateUnknownError,
+    LakelockError,
     NotFoundError,
     RetryBudgetExhaustedError,
     SchemaMismatchError,
@@ -129,6 +130,13 @@ class SimConfig:
     #: window when vacuum runs (vacuum's default ``older_than`` is the retention: restores
     #: then keep to it, FORMAT.md rule 9), else seven days.
     retention: float | None = None
+    #: The lake's retention shrinks mid-run (``None``: it stays): an administrator process
+    #: stores this retention (seconds) by ``configure`` as the run starts and, a third of the
+    #: way through, shrinks it to ``vacuum_older_than`` by another. Writers are given no
+    #: retention (they use the lake's, as restores judge theirs), and each vacuum takes the
+    #: root's retention as its window (vacuum's default): restores planned under the longer
+    #: retention meet vacuum at the shorter (FORMAT.md rule 9).
+    shrink_retention_from: float | None = None
     #: Count the start-up in the figures too (by default they are the steady state past it:
     #: :meth:`_Run.warmup`). A run of ``commits`` per writer is measured whole anyway.
     include_warmup: bool = False
@@ -137,7 +145,14 @@ class SimConfig:
     def writers_retention(self) -> float:
         if self.retention is not None:
             return self.retention
+        if self.shrink_retention_from is not None:
+            return self.shrink_retention_from
         return self.vacuum_older_than if self.vacuums else 7 * 24 * 3600.0
+
+    @property
+    def given_retention(self) -> float | None:
+        """The retention the writers' core is given (``None``: the lake's)."""
+        return None if self.shrink_retention_from is not None else self.writers_retention
 
     def __post_init__(self) -> None:
         if self.writers < 1:
@@ -150,6 +165,15 @@ class SimConfig:
             raise ValueError("vacuums and vacuum_older_than must be >= 0, vacuum_every > 0")
         if self.vacuums and self.protocol != "core":
             raise ValueError("vacuum runs with the core protocol only")
+        if self.shrink_retention_from is not None and not (
+            self.vacuums
+            and self.retention is None
+            and self.shrink_retention_from > self.vacuum_older_than
+        ):
+            raise ValueError(
+                "shrink_retention_from needs vacuum, no retention given, and a retention "
+                "longer than vacuum_older_than"
+            )
         profile(self.store)  # a clear error for an unknown store, up front
         protocol_named(self.protocol, dict(self.policy))  # and for an unknown policy field
 
@@ -402,10 +426,12 @@ class _Writer:
         )
         if found is None:
             return self.workload.build("append", now, run.loop.now)
-        state, version, until = found
+        state, version, until, since = found
         # A reader of the history reads the root and the dataset's snapshot.
         yield Get(REGISTRY_KEY)
-        return self.workload.restore(now, run.loop.now, dataset, state, version, until=until)
+        return self.workload.restore(
+            now, run.loop.now, dataset, state, version, until=until, since=since
+        )
 
     def _commit(
         self, committer: Any, invocation: Invocation, *, redo: bool = False
@@ -615,6 +641,19 @@ class _Run:
                 self.observations.append(Observation(index, start, self.loop.now, version))
             yield Sleep(rng.uniform(0.05, 0.15))
 
+    def _shrink_retention(self, admin: Any) -> Steps:
+        """The administrator of :attr:`SimConfig.shrink_retention_from`: the lake's retention
+        stored at the start, shrunk to vacuum's window a third of the way through (a
+        ``configure`` that fails, under faults, is left failed)."""
+        config = self.config
+        assert config.shrink_retention_from is not None
+        for at, retention in ((0.0, config.shrink_retention_from), (config.seconds / 3, None)):
+            yield Sleep(max(0.0, at - self.loop.now))
+            with contextlib.suppress(LakelockError):
+                yield from admin.configure(
+                    {"retention": retention if retention is not None else config.vacuum_older_than}
+                )
+
     def go(self) -> SimResult:
         config = self.config
         writers = self.writers = [_Writer(self, n) for n in range(config.writers)]
@@ -637,7 +676,7 @@ class _Run:
                 now=lambda: self.loop.now,
                 until=self.end + config.vacuum_older_than + 2 * config.vacuum_every + linger,
                 every=config.vacuum_every,
-                older_than=config.vacuum_older_than,
+                older_than=None if config.shrink_retention_from else config.vacuum_older_than,
                 intent_ttl=config.intent_ttl,
             )
             Process(
@@ -648,6 +687,11 @@ class _Run:
                 name=f"vacuum {n}",
                 done=self._vacuum_done,
             ).start(0.0)
+        if config.shrink_retention_from is not None:
+            admin = self.protocol.committer(Random(self.master.getrandbits(64)), config)
+            Process(self.loop, self.endpoint, self._shrink_retention(admin), kind="admin").start(
+                0.0
+            )
         chaos = Random(self.master.getrandbits(64))
         faults = config.faults
         stall = faults.stall if faults.stall is not None else config.intent_ttl + 5.0

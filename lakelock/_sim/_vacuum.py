@@ -59,10 +59,11 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from lakelock._registry._core._requests import Sleep, Steps
+from lakelock._registry._core._requests import Get, Sleep, Steps
 from lakelock._registry._document import REGISTRY_KEY, RegistryDoc, parse_registry
 from lakelock._registry._intents import is_intent
 from lakelock._registry._objects import partition_from_entry
+from lakelock._registry._settings import DEFAULTS
 from lakelock._registry._snapshot import Snapshot
 from lakelock._registry._tree import Node
 from lakelock._retry import RetryPolicy
@@ -108,29 +109,35 @@ def vacuum_program(
     now: Callable[[], float],
     until: float,
     every: float,
-    older_than: float,
+    older_than: float | None,
     intent_ttl: float,
 ) -> Steps:
-    """A vacuum process: vacuum about every ``every`` seconds until virtual time ``until``."""
+    """A vacuum process: vacuum about every ``every`` seconds until virtual time ``until``,
+    with the window ``older_than`` (``None``: the retention of the root as each vacuum
+    begins, which ``vacuum`` reads first, as its default)."""
     while now() < until:
         yield Sleep(rng.uniform(0.5, 1.5) * every)
         began = now()
-        run = VacuumRun(index, began, EPOCH + began, older_than, intent_ttl)
+        window = older_than
+        if window is None:
+            try:
+                window = yield from _root_retention()
+            except LakelockError:
+                continue  # no settings read (faults, or no root yet): the next one goes on
+        run = VacuumRun(index, began, EPOCH + began, window, intent_ttl)
         runs.append(run)
         try:
-            found: Plan = yield from plan(
-                older_than=older_than, intent_ttl=intent_ttl, bucket=BUCKET
-            )
+            found: Plan = yield from plan(older_than=window, intent_ttl=intent_ttl, bucket=BUCKET)
             run.now, run.read = found.now, found.doc.version
             run.intents = frozenset(o.key for o in found.listed if is_intent(o.key))
             report = classify(
-                found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
+                found.listed, found.protected, cutoff=found.now - window, dry_run=False
             )
             if report.orphans:
                 # Rule 10: the root moves, recording the cutoff, before anything goes.
                 found = yield from claim(
                     found,
-                    older_than=older_than,
+                    older_than=window,
                     intent_ttl=intent_ttl,
                     retry=RetryPolicy(),
                     bucket=BUCKET,
@@ -138,7 +145,7 @@ def vacuum_program(
                 )
                 run.read = found.doc.version
                 report = classify(
-                    found.listed, found.protected, cutoff=found.now - older_than, dry_run=False
+                    found.listed, found.protected, cutoff=found.now - window, dry_run=False
                 )
             run.orphans = frozenset(o.key for o in report.orphans)
             run.listed = {o.key: o.last_modified.timestamp() for o in report.orphans}
@@ -147,6 +154,14 @@ def vacuum_program(
         except LakelockError as error:  # a failed vacuum (faults): the next one goes on
             run.error = f"{type(error).__name__}: {error}"
         run.ended = now()
+
+
+def _root_retention() -> Steps:
+    """The lake's retention as the root stores it (:class:`NotFoundError` without a root;
+    the default without settings), read as ``vacuum`` reads its settings."""
+    data = yield Get(REGISTRY_KEY)
+    doc = parse_registry(data.body, bucket=BUCKET, key=REGISTRY_KEY)
+    return (doc.settings or DEFAULTS).retention
 
 
 class _Versions:

@@ -385,7 +385,15 @@ class Workload:
         return invocation
 
     def restore(
-        self, now: float, start: float, dataset: str, state: Any, version: int, *, until: float
+        self,
+        now: float,
+        start: float,
+        dataset: str,
+        state: Any,
+        version: int,
+        *,
+        until: float,
+        since: float,
     ) -> Invocation:
         commit_id, explicit = self.commit_id(now)
         change = Change(
@@ -395,6 +403,7 @@ class Workload:
             operation="restore",
             generated_id=not explicit,
             restore_until=until,
+            restore_since=since,
             digest=self.digest(),
         )
         return Invocation(

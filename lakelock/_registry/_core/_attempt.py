@@ -352,6 +352,7 @@ def apply(
             now=iso(start),
             seconds=start,
             nonces=core.nonce,
+            retention=core.retention,  # the settings of ``doc``: read_root set them
             restore_margin=core.restore_lead / 2,
             server_now=server_now,
             floor=core.settings.vacuum_floor,
@@ -467,7 +468,10 @@ def last_moment(
             seconds=now - batch.started,
         )
     if _decide.restore_too_late(
-        (change for change, _ in applied), now=now, margin=core.restore_lead / 4
+        (change for change, _ in applied),
+        now=now,
+        margin=core.restore_lead / 4,
+        retention=core.retention,
     ):
         raise Retry
 

@@ -29,10 +29,11 @@ The rules:
 7. **Cancel by compare-and-swap** (:func:`cancelled`): a commit that gives up records its
    intent cancelled in a swap before its caller hears "failed".
 8. (Vacuum keeps pending and undecided intents: :mod:`lakelock._vacuum_plan`.)
-9. **A restore lands within the retention** (:func:`restore_too_late`, :func:`restore_lead`,
-   :func:`restore_refused`): the version a
-   restore makes current again is kept by vacuum only until it leaves the retention; the
-   restore is applied only while that is more than a margin away.
+9. **A restore lands within the retention** (:func:`restore_too_late`, :func:`restore_end`,
+   :func:`restore_lead`, :func:`restore_refused`): the version a
+   restore makes current again is kept by vacuum only until it leaves the retention (the
+   one of the root the restore applies on, which may have shrunk since it was planned);
+   the restore is applied only while that is more than a margin away.
 10. **Nothing older than the vacuum floor is committed** (:func:`too_old_to_reference`):
    vacuum deletes no object younger than the lake's vacuum floor, so a commit references
    what it adds (its files, and the objects its attempt wrote) only while they are younger
@@ -106,6 +107,7 @@ __all__ = [
     "refused_fates",
     "refused_unrecorded",
     "registered_twice",
+    "restore_end",
     "restore_lead",
     "restore_refused",
     "restore_too_late",
@@ -332,14 +334,36 @@ def restore_refused(until: float, *, now: float, retention: float) -> bool:
     return until - now < restore_lead(retention)
 
 
-def restore_too_late(changes: Iterable[Change], *, now: float, margin: float) -> str | None:
+def restore_end(change: Change, *, retention: float) -> float | None:
+    """Rule 9: when the version ``change`` restores leaves the retention of the root it is
+    applied on (``retention``; ``None``: it is the current one, or not a restore). Vacuum
+    deletes under the retention of the root it claims, which a ``configure`` may have
+    shrunk since the restore reckoned ``restore_until``: the end is the sooner of that and
+    the version's replacement time plus ``retention``. An older writer's intent does not
+    record the replacement time; the restored version's own commit time stands in for it
+    (never later: a snapshot's time is never before its parent's, FORMAT.md invariant 3),
+    which ends it sooner, never later. Unknown (the version not read yet): ``restore_until``,
+    for the version is read before the restore is applied."""
+    until = change.restore_until
+    if until is None:
+        return None
+    since = change.restore_since
+    if since is None and change.restore is not None:
+        since = change.restore.at
+    return until if since is None else min(until, since + retention)
+
+
+def restore_too_late(
+    changes: Iterable[Change], *, now: float, margin: float, retention: float
+) -> str | None:
     """Rule 9: why a restore among ``changes`` must not be applied now (``None``: none
     must). Vacuum deletes what only a version that left the retention references, so a
     restore re-committing such a version would point at deleted files: each restore carries
-    when its version leaves (``restore_until``, the clock of the recorded commit times) and
-    is applied only while more than ``margin`` is left, by the applier's clock."""
+    when its version was replaced and leaves (the clock of the recorded commit times), and
+    is applied only while more than ``margin`` is left of the ``retention`` of the root it
+    applies on (:func:`restore_end`), by the applier's clock."""
     for change in changes:
-        until = change.restore_until
+        until = restore_end(change, retention=retention)
         if until is not None and now + margin >= until:
             return (
                 f"the version it restores leaves the retention in {until - now:.1f} s, too "
@@ -439,13 +463,14 @@ def applied_batch(
     now: str,
     seconds: float,
     nonces: Callable[[], str],
+    retention: float,
     restore_margin: float = 0.0,
     server_now: float | None = None,
     floor: float = 0.0,
 ) -> tuple[RegistryDoc, list[tuple[Change, Applied]], dict[int, CommitError]]:
     """Every pending commit applied in turn, each validated alone against the document as
     the batch has changed it so far (all or nothing per commit); a restore too close to its
-    version leaving the retention (rule 9, ``restore_margin``) is refused, and so is a
+    version leaving ``doc``'s ``retention`` (rule 9, ``restore_margin``) is refused, and so is a
     commit adding a file too old for the vacuum ``floor`` at ``server_now`` (rule 10). Returns the
     document, what was applied, and why each refused commit (by position) was refused. A
     commit whose manifests are not cached raises :class:`Missing` for all of them at once
@@ -473,6 +498,7 @@ def applied_batch(
             p,
             seconds=seconds,
             restore_margin=restore_margin,
+            retention=retention,
             server_now=server_now,
             floor=floor,
             cutoff=doc.vacuum_cutoff,
@@ -529,6 +555,7 @@ def _refused_at(
     *,
     seconds: float,
     restore_margin: float,
+    retention: float,
     server_now: float | None,
     floor: float,
     cutoff: float | None = None,
@@ -537,7 +564,7 @@ def _refused_at(
     leaving the retention (rule 9) or whose version could not be read, a file too old for
     the vacuum floor, or written before the ``cutoff`` a vacuum recorded in the root
     (rule 10)."""
-    late = restore_too_late(p.changes, now=seconds, margin=restore_margin)
+    late = restore_too_late(p.changes, now=seconds, margin=restore_margin, retention=retention)
     if late is not None:
         return CommitConflictError(
             f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id

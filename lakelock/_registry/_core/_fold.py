@@ -176,7 +176,8 @@ def _load_restored(
             for _, changes in units
             for c in changes
             if c.restore_from is not None
-            and _decide.restore_too_late((c,), now=seconds, margin=margin) is None
+            and _decide.restore_too_late((c,), now=seconds, margin=margin, retention=core.retention)
+            is None
         }
     )
     fetch = [key for key in wanted if not core.objects.has_all((key,))]

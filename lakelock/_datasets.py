@@ -347,6 +347,7 @@ def _upload(
             mode="create",
             metadata={RECORDS_METADATA: str(plan.records), CHECKSUM_METADATA: plan.checksum},
             write_id=new_write_id(),  # the same for both copies: either landing is ours
+            resent=hedged is not None,  # so a copy refused because the other landed is ours
             content_type=PARQUET_CONTENT_TYPE,
             progress=meter.start(plan.size),
         )

@@ -8,6 +8,7 @@ certain for some requests)."""
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from collections.abc import Sequence
 from random import Random
@@ -19,9 +20,11 @@ import pytest
 from lakelock import Lake
 from lakelock._registry._core import Driver, FoldPolicy, Hedging
 from lakelock._registry._core._driver import HEDGED_BODY
-from lakelock._registry._core._requests import Get, Now, Parallel, Put, Request, Steps
+from lakelock._registry._core._hedging import PATIENT
+from lakelock._registry._core._requests import Get, List, Now, Parallel, Put, Request, Steps
 from lakelock._registry._core._schedule import fixed_values
 from lakelock._registry._document import REGISTRY_KEY
+from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._s3 import ObjectStore
 from lakelock._sim._faults import Faults
 from lakelock._sim._latency import Latency, Profile
@@ -94,26 +97,27 @@ def test_a_slow_create_of_a_batch_lands_once_and_the_late_copy_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("request_", "sent"),
+    ("request_", "sent", "delay"),
     [
-        (Get("alone"), 2),
-        (Put("lone", b"v", create=True), 2),
-        (Get(REGISTRY_KEY, retried=False), 1),
-        (Put("big", b"x" * (HEDGED_BODY + 1), create=True), 1),
+        (Get("alone"), 2, 1.0),
+        (Put("lone", b"v", create=True), 2, 1.0),
+        (Get(REGISTRY_KEY, retried=False), 1, 0.5),
+        (Put("big", b"x" * (HEDGED_BODY + 1), create=True), 1, 1.0),
     ],
     ids=["lone read", "lone create", "root read", "big create"],
 )
 def test_a_lone_slow_request_is_hedged_but_not_the_roots_nor_a_big_write(
-    request_: Get | Put, sent: int, s3: S3Endpoint, store: ObjectStore
+    request_: Get | Put, sent: int, delay: float, s3: S3Endpoint, store: ObjectStore
 ) -> None:
     """A commit waits for each of its own requests in turn (its intent, a lone read), so a
-    slow one is hedged as in a batch; the root's never are, nor a write of more than
+    slow one is hedged as in a batch; the root's read is not at twice the median (a slow
+    answer in the store's tail: below ``PATIENT`` times it), nor a write of more than
     ``HEDGED_BODY`` bytes."""
     store.put("alone", b"x")
     store.put(REGISTRY_KEY, b"root")
     s3.reset_stats()
     operation = "GetObject" if isinstance(request_, Get) else "PutObject"
-    s3.inject("latency", operation=operation, prefix=request_.key, delay=1.0, count=1)
+    s3.inject("latency", operation=operation, prefix=request_.key, delay=delay, count=1)
     driver = Driver(store, store, hedging=warmed(2.0, reads=0.1, writes=0.1))
     answer = driver.perform(request_)
     if isinstance(request_, Put):
@@ -122,6 +126,34 @@ def test_a_lone_slow_request_is_hedged_but_not_the_roots_nor_a_big_write(
     else:
         assert answer.body == store.get(request_.key).body
     assert s3.stats()[operation] == sent + (1 if operation == "GetObject" else 0)
+
+
+@pytest.mark.parametrize(
+    ("request_", "operation"),
+    [(Get(REGISTRY_KEY, retried=False), "GetObject"), (List(INTENT_PREFIX), "ListObjectsV2")],
+    ids=["root read", "listing"],
+)
+def test_a_root_read_or_listing_never_answered_is_sent_again_past_patient_times_the_median(
+    request_: Get | List, operation: str, s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A fold waits for its read of the root and its listing of the intents: one S3 does
+    not answer (held back 3 s here, a read timeout in production) is sent again after
+    ``PATIENT`` times the median of reads (0.4 s), and the first answer is the fold's —
+    instead of the fold, and every waiter behind it, standing still until the timeout."""
+    store.put(REGISTRY_KEY, b"root")
+    store.put(f"{INTENT_PREFIX}0001", b"intent")
+    s3.reset_stats()
+    s3.inject("latency", operation=operation, delay=3.0, count=1)
+    driver = Driver(store, store, hedging=warmed(2.0, reads=0.05))
+    started = time.monotonic()
+    answer = driver.perform(request_)
+    took = time.monotonic() - started
+    if isinstance(request_, Get):
+        assert answer.body == b"root"
+    else:
+        assert [o.key for o in answer.objects] == [f"{INTENT_PREFIX}0001"]
+    assert 0.05 * PATIENT <= took < 2.0
+    assert s3.stats()[operation] == 2  # the one held back, and its second copy
 
 
 def test_with_hedge_alone_off_only_a_batchs_requests_are_hedged(
@@ -330,3 +362,48 @@ def test_the_simulator_hedges_lone_requests_as_the_driver_does() -> None:
     assert endpoint.counts.requests["writer:GetObject"] > 21  # the slow ones went twice
     assert endpoint.counts.requests["writer:PutObject"] > 22
     assert took < plain_took
+
+
+def test_a_copy_refused_because_the_other_copy_landed_is_resolved_as_ours(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Both copies of a hedged create carry one write id and are sent ``resent``: the copy
+    refused (412) because the other landed first is read back and is the write's success,
+    at once; another writer's object under the key is still ``AlreadyExistsError``."""
+    first = store.put("metastore/snapshots/s", b"snapshot", write_id="w-1")
+    again = store.put("metastore/snapshots/s", b"snapshot", write_id="w-1", resent=True)
+    assert again.resolved
+    assert (again.etag, again.write_id) == (first.etag, "w-1")
+    with pytest.raises(AlreadyExistsError):
+        store.put("metastore/snapshots/s", b"snapshot", write_id="w-2", resent=True)
+
+
+def test_the_simulator_resolves_a_hedged_create_whose_first_copy_landed_unanswered() -> None:
+    """A create whose first copy lands but is not answered (a timeout of 2 s after it
+    applied): its hedge is refused (412) and read back, finds the first copy's object (one
+    write id) and is the answer — a tenth of a second, not the 2 s the first copy's answer
+    takes."""
+    loop = Loop()
+    sim = SimS3(tailed(), Random(1), tracked=frozenset({REGISTRY_KEY}))
+    # The first request times out; this endpoint's generator applies it first.
+    faults = Faults(schedule=("timeout",), timeout=2.0)
+    endpoint = Endpoint(loop, sim, Random(4), faults, StoreRetry(), root_key=REGISTRY_KEY)
+    outcome: list[Any] = []
+
+    def program() -> Steps:
+        answers = yield Parallel((Put("new", b"v", create=True), Put("other", b"w", create=True)))
+        now = yield Now()
+        return now - EPOCH - 1.0, answers
+
+    def done(result: Any, error: BaseException | None) -> None:
+        outcome.append(error if error is not None else result)
+
+    hedging = warmed(2.0, writes=0.01)
+    Process(loop, endpoint, program(), kind="writer", done=done, hedging=hedging).start(1.0)
+    loop.run(100.0)
+    ((took, answers),) = outcome
+    assert not any(isinstance(a, BaseException) for a in answers)
+    assert answers[0].resolved
+    assert answers[0].write_id == sim.objects["new"].write_id
+    assert endpoint.counts.faults["timeout"] == 1
+    assert took < 0.5

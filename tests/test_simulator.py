@@ -1163,7 +1163,9 @@ PINNED_TOY = (
 #: once, and starts its batch the moment the lingering fold gives the turn back (the copy
 #: sent the intent only then, and looked for the fold's end every 2 ms): 71 commits where
 #: the copy made 67, 5.97 requests a commit where it needed 6.25 — the 2 ms polls' cost;
-#: the early intents alone move only when bytes are sent in this run.
+#: the early intents alone move only when bytes are sent in this run. (Its trace digest
+#: re-pinned when the root's reads and the listings became hedged past ``PATIENT`` times the
+#: median: a second copy is due for them, never sent at a fixed 20 ms; every figure the same.)
 PINNED_LINGER = (
     "--writers 4 --seconds 5 --seed 7 --store fixed:20 --mix append=1 --think 0.05",
     {
@@ -1206,7 +1208,7 @@ PINNED_LINGER = (
         "slowdowns": 0,
         "store": "fixed:20",
         "throttled": 0,
-        "trace": "7b75526853fbccfd",
+        "trace": "82809a83ce3d4d78",
         "unacknowledged": {},
         "unknown": 0,
         "vacuum_deleted": 0,
@@ -1573,12 +1575,14 @@ def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
 #: Folds that pass over intents still landing (``watermark_lag`` 0: the watermark is the
 #: newest key listed), writers stalled past the intent TTL (2 s) beside vacuum (a 1-s
 #: window): a writer's own intent passed over is kept by vacuum only while younger than the
-#: TTL. Seed 0 (the first of 0-51 whose run, with rule 10 off, is clean).
+#: TTL. Seed 2: the first of 0-51 whose run, with rule 10 off, is clean, and with rule 4b
+#: off too applies an intent vacuum deleted (seeds 0 and 1 lost only its files, once the
+#: root's reads and the listings were hedged past ``PATIENT`` times the median).
 PASSED_OVER_BESIDE_VACUUM = SimConfig(
     writers=6,
     seconds=3.0,
     store="fixed:10",
-    seed=0,
+    seed=2,
     faults=Faults(rate=0.04, stalls=3),
     intent_ttl=2.0,
     vacuums=1,

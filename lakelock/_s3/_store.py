@@ -149,6 +149,7 @@ class ObjectStore:
         write_id: str | None = None,
         content_type: str = "application/octet-stream",
         progress: Callable[[int], None] | None = None,
+        resent: bool = False,
     ) -> PutResult:
         """Write ``body`` at ``key`` under the precondition ``mode``.
 
@@ -156,6 +157,8 @@ class ObjectStore:
         :class:`PreconditionFailedError` / :class:`NotFoundError` (If-Match),
         :class:`OutcomeUnknownError` (not resolvable by reading back), and the rest of the
         :class:`StorageError` family. ``progress`` is called with byte counts as parts go.
+        ``resent``: another copy of this very write (the same ``write_id``) was sent and may
+        have landed — a hedge's — so a 412 is read back from the first attempt on.
         """
         write_id = write_id or new_write_id()
         write = _Write(
@@ -174,11 +177,12 @@ class ObjectStore:
             nonlocal attempts
             attempts += 1
             # From the second attempt on, an earlier one may have landed (its answer lost, then
-            # a 409/503 on the SDK's retry): a 412 may then be our own write.
-            resent = attempts > 1
+            # a 409/503 on the SDK's retry): a 412 may then be our own write. So may it be
+            # from the first on when another copy of the write was sent.
+            again = resent or attempts > 1
             if write.size >= self.multipart_threshold and write.size > 0:
-                return self._put_multipart(write, resent=resent)
-            return self._put_single(write, resent=resent)
+                return self._put_multipart(write, resent=again)
+            return self._put_single(write, resent=again)
 
         result = self._retry_transient(once)
         return _with_attempts(result, attempts)

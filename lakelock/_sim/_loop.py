@@ -129,6 +129,14 @@ class _Call:
     applied: float | None = None
     #: The write id of the object an attempt of this write created (the store's metadata).
     wrote: str | None = None
+    #: Every copy of a hedged write, this one among them (None: not hedged): they carry one
+    #: write id, so the object any of them created is this one's too.
+    copies: list[_Call] | None = None
+
+    def ours(self) -> tuple[str, ...]:
+        """The write ids of the objects this write (any copy of it) created."""
+        calls = self.copies if self.copies is not None else (self,)
+        return tuple(c.wrote for c in calls if c.wrote is not None)
 
 
 @dataclass
@@ -180,10 +188,20 @@ class Endpoint:
         self._names: dict[tuple[str, type], str] = {}
         self._areas: dict[tuple[type, str], str] = {}
 
-    def send(self, request: Get | Put | List | Delete, process: Process, answer: Answer) -> None:
-        """Send ``request`` for ``process``; ``answer(result, error)`` gets the outcome."""
+    def send(
+        self,
+        request: Get | Put | List | Delete,
+        process: Process,
+        answer: Answer,
+        *,
+        copies: list[_Call] | None = None,
+    ) -> None:
+        """Send ``request`` for ``process``; ``answer(result, error)`` gets the outcome.
+        ``copies``: the copies of one hedged write sent so far (this one joins them)."""
         retried = getattr(request, "retried", isinstance(request, List))
-        call = _Call(request, process, answer, retried, self.loop.now)
+        call = _Call(request, process, answer, retried, self.loop.now, copies=copies)
+        if copies is not None:
+            copies.append(call)
         if process.load is not None:
             process.load.sent()
         self._attempt(call)
@@ -358,10 +376,11 @@ class Endpoint:
         load = call.process.load
         if load is not None and isinstance(error, ThrottledError):
             load.slowed(call.sent)
-        if error is not None and call.retried and call.attempts > 1 and isinstance(request, Put):
-            result, error = self._resolve(request, error, result, ours=call.wrote)
+        again = call.attempts > 1 or call.copies is not None  # another attempt may have landed
+        if error is not None and call.retried and again and isinstance(request, Put):
+            result, error = self._resolve(request, error, result, ours=call.ours())
         elif error is not None and call.attempts > 1 and isinstance(request, Put):
-            result, error = self._resolve_resent(request, error, result, ours=call.wrote)
+            result, error = self._resolve_resent(request, error, result, ours=call.ours())
         if (
             error is not None
             and call.retried
@@ -385,7 +404,7 @@ class Endpoint:
         self.loop.at(self.loop.now + self.retry.backoff(0, self.rng), self._retry, call)
 
     def _resolve_resent(
-        self, request: Put, error: BaseException, result: Any, *, ours: str | None
+        self, request: Put, error: BaseException, result: Any, *, ours: tuple[str, ...]
     ) -> tuple[Any, BaseException | None]:
         """What the store makes of a compare-and-swap the SDK sent again (``resolve_write``
         in :mod:`lakelock._s3._resolve`): a 409 or 503 that may meet the first attempt
@@ -413,12 +432,12 @@ class Endpoint:
             status=getattr(error, "status", None),
         )
 
-    def _landed(self, request: Put, ours: str | None) -> PutResult | None:
-        """The object at the key, if it is the one an earlier attempt of this call wrote
-        (``ours``: its write id): that attempt landed. Resolved by reading it back, so that
-        answer's Date settles its time (as the store does)."""
+    def _landed(self, request: Put, ours: tuple[str, ...]) -> PutResult | None:
+        """The object at the key, if it is the one an earlier attempt of this call (or a
+        copy of it) wrote (``ours``: their write ids): that attempt landed. Resolved by
+        reading it back, so that answer's Date settles its time (as the store does)."""
         current = self.store.objects.get(request.key)
-        if current is None or ours is None or current.write_id != ours:
+        if current is None or current.write_id not in ours:
             return None
         return PutResult(
             request.key,
@@ -430,12 +449,13 @@ class Endpoint:
         )
 
     def _resolve(
-        self, request: Put, error: BaseException, result: Any, *, ours: str | None
+        self, request: Put, error: BaseException, result: Any, *, ours: tuple[str, ...]
     ) -> tuple[Any, BaseException | None]:
-        """A resent write refused because the key is taken or changed: if the object is the
-        one an earlier attempt of this call wrote (``ours``: its write id, as the real store
-        tells by the write id in the object's metadata), that attempt landed (its answer
-        lost): success. The same bytes another process wrote (a killed run's file that its
+        """A resent write (or a copy of a hedged one) refused because the key is taken or
+        changed: if the object is the one an earlier attempt of this call or another copy
+        of it wrote (``ours``: their write ids, as the real store tells by the one write
+        id in the object's metadata), that attempt landed (its answer late or lost):
+        success. The same bytes another process wrote (a killed run's file that its
         restart writes again) are not ours. A compare-and-swap whose object is not ours may
         have landed and been replaced since: outcome unknown."""
         if not isinstance(error, AlreadyExistsError | PreconditionFailedError):
@@ -781,6 +801,7 @@ class Process:
         parts, loop = request.requests, self.loop
         results: list[Any] = [None] * len(parts)
         left, races = [len(parts)], dict[int, Race]()
+        copies: dict[int, list[_Call]] = {}  # a hedged write's copies: one write id
         # Sent in a canonical order (by operation and key), not the order the core built the
         # batch in: that may come from iterating a set of keys, whose order changes with
         # Python's hash seed, and each send draws its latency from the run's generator. At
@@ -817,7 +838,7 @@ class Process:
 
         def hedge(index: int) -> None:
             if races[index].hedge():
-                self.endpoint.send(parts[index], self, hedged(index))
+                self.endpoint.send(parts[index], self, hedged(index), copies=copies.get(index))
 
         def send(index: int) -> None:
             part = parts[index]
@@ -826,13 +847,14 @@ class Process:
             if hedging is None or not hedging.hedges(part, alone=len(parts) == 1):
                 reply, due = one(index), None
             else:
-                write = type(part) is Put
-                race = races[index] = hedging.race(write, sent=sent, after=after[write])
+                race = races[index] = hedging.race_for(part, sent=sent, after=after)
                 reply, due = hedged(index), race.due
             if early is not None:
                 self._await(early, reply)
             else:
-                self.endpoint.send(part, self, reply)
+                if due is not None and type(part) is Put:
+                    copies[index] = []
+                self.endpoint.send(part, self, reply, copies=copies.get(index))
             if due is not None:
                 loop.at(max(loop.now, due), hedge, index)
 

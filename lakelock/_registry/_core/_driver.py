@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 from lakelock._registry._core._early import ReadsAhead
-from lakelock._registry._core._hedging import HEDGED_BODY, Hedging
+from lakelock._registry._core._hedging import HEDGED_BODY, Hedging, Race
 from lakelock._registry._core._requests import (
     Ahead,
     Delete,
@@ -36,7 +36,7 @@ from lakelock._registry._core._requests import (
     Sleep,
     Steps,
 )
-from lakelock._s3 import IfMatch, ObjectStore, PutMode
+from lakelock._s3 import IfMatch, ObjectStore, PutMode, new_write_id
 
 __all__ = ["HEDGED_BODY", "THREADS", "Driver", "Hedging"]
 
@@ -96,7 +96,7 @@ class Driver:
 
     def perform(self, request: Request) -> Any:
         if self.hedging is not None and self.hedging.hedges(request, alone=True):
-            assert isinstance(request, Get | Put)
+            assert isinstance(request, Get | Put | List)
             return self._hedged_request(request)
         match request:
             case Get() | List():
@@ -118,8 +118,10 @@ class Driver:
                 return self.timer() if monotonic else self.clock()
         raise TypeError(f"not a request: {request!r}")
 
-    def _send(self, request: Get | Put | List | Delete) -> Any:
-        """``request`` sent to S3 now (never answered by a read made ahead)."""
+    def _send(self, request: Get | Put | List | Delete, *, write_id: str | None = None) -> Any:
+        """``request`` sent to S3 now (never answered by a read made ahead). ``write_id``:
+        a write's, shared by its copies (a hedged create's): a 412 on either is read back,
+        and the object either copy wrote is ours."""
         match request:
             case Get(key, retried):
                 return (self.store if retried else self.root).get(key)
@@ -128,7 +130,14 @@ class Driver:
                     "create" if create else IfMatch(if_match) if if_match else "overwrite"
                 )
                 store = self.store if retried else self.root
-                return store.put(key, body, mode=mode, content_type="application/json")
+                return store.put(
+                    key,
+                    body,
+                    mode=mode,
+                    content_type="application/json",
+                    write_id=write_id,
+                    resent=write_id is not None,
+                )
             case List(prefix, start_after, max_keys):
                 objects, truncated = self.store.list_page(
                     prefix, start_after=start_after, max_keys=max_keys
@@ -186,10 +195,9 @@ class Driver:
         def each(request: Request) -> Any:
             if hedging is None or not hedging.hedges(request, alone=False):
                 return one(request)
-            assert isinstance(request, Get | Put)
+            assert isinstance(request, Get | Put | List)
             try:
-                when = after[isinstance(request, Put)]
-                return self._hedged_request(request, after=when, known=True)
+                return self._hedged_request(request, after=after)
             except Exception as failure:
                 return failure
 
@@ -197,17 +205,21 @@ class Driver:
             return tuple(pool.map(each, requests))
 
     def _hedged_request(
-        self, request: Get | Put, *, after: float | None = None, known: bool = False
+        self, request: Get | Put | List, *, after: dict[bool, float | None] | None = None
     ) -> Any:
         """``request`` (a hedgeable one), hedged; answered by the same read made ahead if
-        there is one. When to hedge: ``after`` if ``known`` (as its batch's start knew it;
-        None: not yet), else as :class:`Hedging` says now."""
+        there is one. When to hedge: as ``after`` says (:meth:`Hedging.batch`, as its
+        batch's start knew it), else as :class:`Hedging` says now."""
         hedging = self.hedging
         assert hedging is not None
-        write = isinstance(request, Put)
-        early = self._claim(request) if isinstance(request, Get) else None
-        when = after if known else hedging.after(write)
-        return self._race(lambda: self._send(request), hedging, write, when, early)
+        early = self._claim(request) if isinstance(request, Get | List) else None
+        sent = early[1] if early is not None else self.timer()
+        race = hedging.race_for(request, sent=sent, after=after or hedging.batch())
+        # Both copies of a create carry one write id: a copy refused because the other
+        # landed (its answer late or lost) is resolved as ours at once, not after the
+        # other's timeout.
+        write_id = new_write_id() if isinstance(request, Put) and race.due is not None else None
+        return self._race(lambda: self._send(request, write_id=write_id), race, early)
 
     def hedged(self, send: Callable[[], _T]) -> _T:
         """``send()``, one create-only write of a new object of at most :data:`HEDGED_BODY`
@@ -218,23 +230,18 @@ class Driver:
         hedging = self.hedging
         if hedging is None or not hedging.alone:
             return send()
-        return self._race(send, hedging, True, hedging.after(True))
+        return self._race(send, hedging.race(True, sent=self.timer(), after=hedging.after(True)))
 
     def _race(
         self,
         send: Callable[[], _T],
-        hedging: Hedging,
-        write: bool,
-        after: float | None,
+        race: Race,
         early: tuple[Future[Any], float] | None = None,
     ) -> _T:
-        """``send()`` as a :class:`~._hedging.Race` decides: called a second time if it is
-        unanswered ``after`` seconds (None: never), the first success the answer (or the
-        last failure). ``early``: the same read made ahead (the first copy, and when it was
+        """``send()`` as ``race`` decides: called a second time if it is unanswered when
+        the race says (never, if it does not), the first success the answer (or the last
+        failure). ``early``: the same read made ahead (the first copy, and when it was
         sent). This thread only waits: the race decides."""
-        race = hedging.race(
-            write, sent=early[1] if early is not None else self.timer(), after=after
-        )
         if early is None and race.due is None:
             only = send()  # never hedged: no thread to wait on
             race.answers(False, self.timer())

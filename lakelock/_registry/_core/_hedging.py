@@ -14,13 +14,21 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from lakelock._registry._core._requests import Get, Put, Request
+from lakelock._registry._core._requests import Get, List, Put, Request
 
-__all__ = ["HEDGED_BODY", "Hedging", "Race"]
+__all__ = ["HEDGED_BODY", "PATIENT", "Hedging", "Race"]
 
 #: The largest body of a write that is hedged: past S3's first-byte latency a write's time is
 #: its bytes', which a second copy would send again.
 HEDGED_BODY = 256 * 1024
+
+#: The root's reads and the listings of intents are sent again only after this many times the
+#: median of the process's reads (not ``factor``): a request S3 never answers (a read timeout
+#: of seconds) then costs a fold a tenth of a second, while a slow answer in the store's
+#: ordinary tail (3-12 times the median for 1 % of them) seldom sends a second copy —
+#: hedging the waiters' looks of the root at twice the median cost 10 % of the commits
+#: (docs/decisions/0014-hedged-requests.md, 0042-a-request-never-answered.md).
+PATIENT = 8.0
 
 
 class Hedging:
@@ -35,10 +43,12 @@ class Hedging:
     so one slow answer among them is a slow commit. A read changes nothing, and a
     create-only write of a write-once object (its key made by this process) lands once
     whichever copy lands first — the other is refused, or resolved as ours by the store
-    layer — so the first success of the two is the answer, and only the few slow requests
-    are sent twice. Nothing of the root's is hedged, nor a write of more than
-    :data:`HEDGED_BODY` bytes; ``alone=False``: only the requests of a batch of several are.
-    Thread-safe."""
+    layer (both copies carry one write id) — so the first success of the two is the
+    answer, and only the few slow requests are sent twice. The root's reads and listings
+    are sent again only past :data:`PATIENT` times the median of reads: what a timeout
+    would do, without giving the first copy up. Nothing else of the root's is hedged (its
+    compare-and-swap), nor a write of more than :data:`HEDGED_BODY` bytes;
+    ``alone=False``: only the requests of a batch of several are. Thread-safe."""
 
     def __init__(
         self, factor: float, *, alone: bool = True, samples: int = 64, least: int = 16
@@ -56,14 +66,21 @@ class Hedging:
 
     @staticmethod
     def hedgeable(request: Request) -> bool:
-        """A read or a small create-only write the store layer may retry: a write-once
-        object's."""
-        return (isinstance(request, Get) and request.retried) or (
+        """A read (the root's and a listing too: :meth:`patient`) or a small create-only
+        write the store layer may retry: a write-once object's."""
+        return isinstance(request, Get | List) or (
             isinstance(request, Put)
             and request.create
             and request.retried
             and len(request.body) <= HEDGED_BODY
         )
+
+    @staticmethod
+    def patient(request: Request) -> bool:
+        """Whether ``request`` is sent again only after :data:`PATIENT` times the median of
+        reads: the root's reads (a waiter's looks) and listings (twice a GET's time), whose
+        time no other request's measure is learnt from."""
+        return isinstance(request, List) or (isinstance(request, Get) and not request.retried)
 
     def hedges(self, request: Request, *, alone: bool) -> bool:
         """Whether ``request`` is hedged: a hedgeable one, of a batch of several, or ``alone``
@@ -96,6 +113,17 @@ class Hedging:
         hedged ``after`` seconds later (None: never)."""
         return Race(self, write, sent, after)
 
+    def race_for(self, request: Request, *, sent: float, after: dict[bool, float | None]) -> Race:
+        """One hedged ``request`` whose first copy went at ``sent``, hedged as ``after``
+        (:meth:`batch`, or :meth:`after` now for both kinds) says for its kind — a
+        :meth:`patient` one later, and not learnt from."""
+        write = isinstance(request, Put)
+        when = after[write]
+        if not self.patient(request):
+            return Race(self, write, sent, when)
+        later = None if when is None else when * PATIENT / self.factor
+        return Race(self, write, sent, later, learns=False)
+
 
 @dataclass(slots=True)
 class Race:
@@ -109,6 +137,8 @@ class Race:
     write: bool
     sent: float
     after: float | None
+    #: Whether the time to its first success is one :class:`Hedging` learns from.
+    learns: bool = True
     outstanding: int = 1
     hedged: bool = False
     answered: bool = False
@@ -134,6 +164,6 @@ class Race:
         if self.answered or (failed and self.outstanding > 0):
             return False
         self.answered = True
-        if not failed:
+        if not failed and self.learns:
             self.hedging.observe(self.write, now - self.sent)
         return True

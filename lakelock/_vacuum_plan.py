@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 import tenacity
 
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX
+from lakelock._registry._batch import iso
 from lakelock._registry._core import _requests
 from lakelock._registry._core._requests import (
     Delete,
@@ -633,7 +634,7 @@ def _claim_once(
     doc = found.doc
     cutoffs = (recorded_cutoff(found, older_than=older_than), doc.vacuum_cutoff)
     cutoff = max((c for c in cutoffs if c is not None), default=None)
-    ours = replace(doc, version=doc.version + 1, vacuum_cutoff=cutoff)
+    ours = replace(doc, version=doc.version + 1, vacuum_cutoff=cutoff, updated_at=iso(found.now))
     body = serialize_registry(ours)
     put = Put(REGISTRY_KEY, body, create=found.etag is None, if_match=found.etag, retried=False)
     try:

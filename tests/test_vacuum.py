@@ -13,6 +13,7 @@ import pytest
 import lakelock._vacuum
 from lakelock import Lake, _vacuum_plan
 from lakelock._registry import Registry
+from lakelock._registry._batch import seconds_of
 from lakelock._registry._core import _decide
 from lakelock._vacuum import vacuum
 from lakelock.errors import (
@@ -50,6 +51,22 @@ def test_uncommitted_old_files_are_orphans(lake: Lake) -> None:
     assert [o.key for o in report.orphans] == [stray.key]
     assert report.referenced == 3
     assert report.deleted == []  # dry run
+
+
+def test_the_root_vacuum_moves_says_when_it_moved(lake: Lake) -> None:
+    """Vacuum moves the root to record its cutoff before it deletes (FORMAT.md rule 10): the
+    root it writes says when, by vacuum's clock, like the root of any commit (``registry
+    show``'s "updated" line), not the time of the commit before it."""
+    lake.append("sales", rows([1]), partition_by=["year"])
+    lake.write("sales", rows([2]), partition_by=["year"])  # written, never committed
+    before = lake.registry.read()
+    report = vacuum(
+        lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
+    )
+    assert len(report.deleted) == 1
+    moved = lake.registry.read()
+    assert moved.version == before.version + 1
+    assert seconds_of(moved.updated_at) == pytest.approx(time.time() + 2 * HOUR, abs=600)
 
 
 def test_removed_files_survive_the_window(lake: Lake) -> None:

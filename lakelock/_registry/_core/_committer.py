@@ -326,10 +326,12 @@ class Committer:
         try:
             yield from retrying(self, cancel, self._cancel_attempt, steady=False)
         except (Redrive, Retry, StorageError, RegistryCorruptError) as error:
+            # Redrive and Retry carry no message: what they mean to the caller is said here.
+            why = str(error) or "the swap that cancels it kept failing until its budget ran out"
             for p in cancel.pending:
                 unknown = CommitStateUnknownError(
                     "giving up, but its intent could not be cancelled: another committer may "
-                    f"still apply it (look up its commit id): {error}",
+                    f"still apply it (look up its commit id): {why}",
                     dataset=p.change.dataset,
                     commit_id=p.change.commit_id,
                 )

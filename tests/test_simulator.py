@@ -1782,8 +1782,8 @@ def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed
 #: killed run's intents while the re-run's own lie below the watermark with no fate: its
 #: clock is behind the folder's, so the watermark that fold set passed them over (10088,
 #: 11077), or a swap of the re-run's whose answer was lost (a 500, then 412 on the SDK's
-#: retry) could have made that version (10001).
-RERUN_PASSED_OVER = [10001, 10088, 11077]
+#: retry) could have made that version (10001; 11653, its intent above the watermark).
+RERUN_PASSED_OVER = [10001, 10088, 11077, 11653]
 
 
 @pytest.mark.parametrize("seed", RERUN_PASSED_OVER)

@@ -4,7 +4,6 @@ failing. Each ``Registry`` stands for one process."""
 
 from __future__ import annotations
 
-import concurrent.futures
 from typing import Any
 
 import pytest
@@ -13,8 +12,9 @@ from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
 from lakelock.errors import CommitIdReusedError, CommitStateUnknownError, LakelockError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY
 from tests._support.files import datafile
+from tests._support.outcomes import id_taken_while_its_swap_is_held
 
 ROOT = "metastore/dataset_registry.json"
 
@@ -73,16 +73,12 @@ def test_a_refusal_whose_recording_swap_lost_its_answer_is_definite_and_never_la
     mover = registry(store, commit_window=3, max_fold=0)
     mover.commit("alpha", add=[datafile("alpha", "", "first")])
     writer = registry(store, commit_window=3)
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        refused = pool.submit(
-            writer.commit, "beta", add=[datafile("beta", "", "b")], commit_id="job-42"
-        )
-        wait_until(lambda: s3.stalled() == 1)
-        mover.commit("alpha", add=[datafile("alpha", "", "taken")], commit_id="job-42")
-        s3.inject(fault, operation="PutObject", prefix=ROOT, count=1)  # the recording swap
-        s3.release_stalls()
-        error = refused.exception(timeout=60)
+    error, _ = id_taken_while_its_swap_is_held(
+        s3,
+        writer,
+        mover,  # and the swap recording the refusal loses its answer
+        meanwhile=lambda: s3.inject(fault, operation="PutObject", prefix=ROOT, count=1),
+    )
     assert s3.faults()["injected"].get(fault) == 1
     assert isinstance(error, CommitIdReusedError), repr(error)
     for n in range(4):

@@ -20,6 +20,7 @@ from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
 from tests._support.format1 import plant_format1
 from tests._support.simtime import SimTime
+from tests._support.vacuuming import append_paused_beside_vacuum
 
 HOUR = 3600.0
 
@@ -46,20 +47,7 @@ def test_an_append_upgrading_a_format_1_lake_paused_past_vacuum_is_refused(
     append was acknowledged, its rows were gone and every read of the dataset failed on the
     missing snapshot until the lake was repaired by hand."""
     plant_format1(lake, [("sales", "old-1", [1], 1)], versions=False)
-    sim = SimTime(start=time.time())
-    sim.attach(lake.client)  # the writer's server clock: every answer's Date
-    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        late = pool.submit(lake.append, "sales", day_rows([2]), partition_by=["day"])
-        wait_until(lambda: s3.stalled() == 1)
-        sim.advance(2 * HOUR)
-        report = vacuum(
-            lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
-        )
-        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
-        assert any(k.startswith("metastore/snapshots/") for k in report.deleted)
-        s3.release_stalls()
-        error = late.exception(timeout=60)
+    error, taken = append_paused_beside_vacuum(s3, lake, day_rows([2]), partition_by=["day"])
     assert isinstance(error, ObjectTooOldError), repr(error)
     assert error.key == taken
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached

@@ -42,7 +42,11 @@ from lakelock.errors import (
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, no_sleep, wait_until
 from tests._support.files import datafile
-from tests._support.outcomes import impatient_lake, while_its_first_swap_is_in_flight
+from tests._support.outcomes import (
+    id_taken_while_its_swap_is_held,
+    impatient_lake,
+    while_its_first_swap_is_in_flight,
+)
 from tests._support.simtime import SimTime
 
 ROOT = "metastore/dataset_registry.json"
@@ -385,15 +389,7 @@ def refused_after_its_intent(s3: S3Endpoint, store: ObjectStore) -> BaseExceptio
     mover = registry(store, commit_window=3, max_fold=0)
     mover.commit("alpha", add=[datafile("alpha", "", "first")])
     writer = registry(store, commit_window=3)
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        refused = pool.submit(
-            writer.commit, "beta", add=[datafile("beta", "", "b")], commit_id="job-42"
-        )
-        wait_until(lambda: s3.stalled() == 1)
-        mover.commit("alpha", add=[datafile("alpha", "", "taken")], commit_id="job-42")
-        s3.release_stalls()
-        error = refused.exception(timeout=60)
+    error, _ = id_taken_while_its_swap_is_held(s3, writer, mover)
     for n in range(4):
         mover.commit("alpha", add=[datafile("alpha", "", f"after-{n}")])
     registry(store, commit_window=3).commit("gamma", add=[datafile("gamma", "", "g")])
@@ -444,16 +440,10 @@ def test_a_writers_own_refusal_is_recorded_by_a_swap_that_folds_the_others(
     mover = registry(store, commit_window=3, max_fold=0)
     mover.commit("alpha", add=[datafile("alpha", "", "first")])
     writer = registry(store, commit_window=3)
-    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        refused = pool.submit(
-            writer.commit, "beta", add=[datafile("beta", "", "b")], commit_id="job-42"
-        )
-        wait_until(lambda: s3.stalled() == 1)
-        taken = mover.commit("alpha", add=[datafile("alpha", "", "taken")], commit_id="job-42")
-        plant_intent(store, Change("gamma", "dead-writer", add=(datafile("gamma", "", "g"),)))
-        s3.release_stalls()
-        error = refused.exception(timeout=60)
+    dead = Change("gamma", "dead-writer", add=(datafile("gamma", "", "g"),))
+    error, taken = id_taken_while_its_swap_is_held(
+        s3, writer, mover, meanwhile=lambda: plant_intent(store, dead)
+    )
     assert isinstance(error, CommitIdReusedError), repr(error)
     root = registry(store).read()
     assert root.version == taken.version + 1  # one swap: the refusal and the fold

@@ -26,6 +26,7 @@ from lakelock.errors import (
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
 from tests._support.simtime import SimTime
+from tests._support.vacuuming import append_paused_beside_vacuum
 
 HOUR = 3600.0
 
@@ -335,26 +336,11 @@ def test_with_rule_10_switched_off_the_stalled_append_wedges_the_dataset(
 
 
 def _paused_beside_vacuum(s3: S3Endpoint, lake: Lake) -> tuple[BaseException | None, str]:
-    """An append passes its last-moment checks and sends its root swap, which the endpoint
-    holds (a process paused just before its PUT went out) while two hours pass by the
-    server's clock; vacuum (window an hour) runs meanwhile and no other writer commits. The
-    swap is let go: what the append raised (``None``: acknowledged), and the data file of
-    the append vacuum deleted."""
-    sim = SimTime(start=time.time())
-    sim.attach(lake.client)  # the writer's server clock: every answer's Date
+    """A committed append, then a second one paused beside vacuum
+    (:func:`~tests._support.vacuuming.append_paused_beside_vacuum`): what it raised
+    (``None``: acknowledged) and its data file vacuum deleted."""
     lake.append("sales", rows([1]), partition_by=["year"])
-    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        late = pool.submit(lake.append, "sales", rows([2]), partition_by=["year"])
-        wait_until(lambda: s3.stalled() == 1)
-        sim.advance(2 * HOUR)
-        report = vacuum(
-            lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
-        )
-        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
-        assert any(k.startswith("metastore/snapshots/") for k in report.deleted)
-        s3.release_stalls()
-        return late.exception(timeout=60), taken
+    return append_paused_beside_vacuum(s3, lake, rows([2]), partition_by=["year"])
 
 
 def _still_whole(lake: Lake) -> None:

@@ -33,7 +33,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from unicodedata import normalize
@@ -66,6 +67,7 @@ from lakelock.errors import (
     DatasetNotFoundError,
     FileAlreadyRegisteredError,
     InvalidNameError,
+    LakelockError,
     SchemaMismatchError,
     StaleFenceError,
 )
@@ -422,7 +424,8 @@ class LakeCatalog:
             return [change] if isinstance(change, Change) else []
 
         snapshot = self._commit_planned(plan)
-        return self.load_table(namespace, table, snapshot=snapshot)
+        with _landed(snapshot):
+            return self.load_table(namespace, table, snapshot=snapshot)
 
     def commit_transaction(self, body: bytes) -> None:
         """A ``CommitTransactionRequest``: every table's changes in one lakelock commit (all
@@ -457,9 +460,10 @@ class LakeCatalog:
             return [c for c in planned if isinstance(c, Change)]
 
         snapshot = self._commit_planned(plan)
-        for namespace, name in tables:
-            # Mirrored before the answer, as one table's commit is.
-            self.load_table(namespace, name, snapshot=snapshot)
+        with _landed(snapshot):
+            for namespace, name in tables:
+                # Mirrored before the answer, as one table's commit is.
+                self.load_table(namespace, name, snapshot=snapshot)
 
     def _commit_planned(self, plan: Callable[[], list[Change]]) -> RegistrySnapshot | None:
         """Commit what ``plan`` plans (None: nothing to commit). A change planned on a
@@ -758,6 +762,30 @@ class _Recorded:
 
 
 _RECORDED = _Recorded()
+
+
+@contextmanager
+def _landed(snapshot: RegistrySnapshot | None) -> Iterator[None]:
+    """Answering a commit that landed (``snapshot``: the registry holding it; None: nothing
+    was committed by this request). The answer needs the new version's view; a store that
+    fails while it is mirrored must not be a 503, which tells the engine the service was not
+    ready and to send its change again (pyiceberg: ``ServiceUnavailableError``; a job that
+    then re-runs its append adds the rows a second time). It is the spec's answer to a commit
+    whose outcome the engine cannot be told: 500, ``CommitStateUnknownException``, naming the
+    registry's version that holds it (the next load of the table mirrors it)."""
+    if snapshot is None:
+        yield
+        return
+    try:
+        yield
+    except LakelockError as error:
+        raise CatalogError(
+            500,
+            "CommitStateUnknownException",
+            f"the commit landed (the registry's version {snapshot.version} holds it) but its "
+            f"Iceberg view could not be written ({type(error).__name__}: {error}): load the "
+            "table to see it; do not commit it again",
+        ) from error
 
 
 def _steering(metadata: bytes, steered: dict[str, str]) -> bytes:

@@ -1,17 +1,26 @@
 """A commit whose outcome its caller cannot know: its swap held at the endpoint past the
-client's patience, then let go to land."""
+client's patience, then let go to land; a commit whose id is taken while its swap is held."""
 
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable
 from typing import Any
 
 from lakelock import Lake
+from lakelock._registry import Registry
+from lakelock._registry._batch import CommitResult
 from lakelock._retry import RetryPolicy
 from lakelock.testing import S3Endpoint
 from tests._support import no_sleep, wait_until
+from tests._support.files import datafile
 
-__all__ = ["IMPATIENT", "impatient_lake", "while_its_first_swap_is_in_flight"]
+__all__ = [
+    "IMPATIENT",
+    "id_taken_while_its_swap_is_held",
+    "impatient_lake",
+    "while_its_first_swap_is_in_flight",
+]
 
 ROOT = "metastore/dataset_registry.json"
 
@@ -46,3 +55,27 @@ def while_its_first_swap_is_in_flight(s3: S3Endpoint, commit: Any) -> Any:
     wait_until(lambda: s3.stalled() == 0)
     s3.configure()
     return outcome
+
+
+def id_taken_while_its_swap_is_held(
+    s3: S3Endpoint,
+    writer: Registry,
+    mover: Registry,
+    *,
+    meanwhile: Callable[[], object] = lambda: None,
+) -> tuple[BaseException | None, CommitResult]:
+    """``writer`` commits ``beta`` under ``job-42``: its intent is written and its first
+    swap held at the endpoint while ``mover`` commits ``alpha`` under the same id (and
+    ``meanwhile()`` runs); let go, the swap is refused (the root moved) and the writer reads
+    the root that records ``job-42`` for ``alpha``. Returns what the ``beta`` commit raised
+    (``None``: it committed) and the ``alpha`` commit."""
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        refused = pool.submit(
+            writer.commit, "beta", add=[datafile("beta", "", "b")], commit_id="job-42"
+        )
+        wait_until(lambda: s3.stalled() == 1)
+        taken = mover.commit("alpha", add=[datafile("alpha", "", "taken")], commit_id="job-42")
+        meanwhile()
+        s3.release_stalls()
+        return refused.exception(timeout=60), taken

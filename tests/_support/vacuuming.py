@@ -1,16 +1,24 @@
 """Vacuum on a store that refuses every conditional delete, as the tests of such stores (the
-embedded endpoint told to, LocalStack) check it."""
+embedded endpoint told to, LocalStack) check it; an append paused beside vacuum (FORMAT.md
+rule 10)."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
+
+import pyarrow as pa
 import pytest
 
 from lakelock import Lake
 from lakelock._layout import DATASETS_PREFIX
 from lakelock._vacuum import VacuumReport, vacuum
 from lakelock.errors import UnsupportedError
+from lakelock.testing import S3Endpoint
+from tests._support import wait_until
+from tests._support.simtime import SimTime
 
-__all__ = ["HOUR", "vacuum_refused"]
+__all__ = ["HOUR", "append_paused_beside_vacuum", "vacuum_refused"]
 
 HOUR = 3600.0
 
@@ -27,3 +35,32 @@ def vacuum_refused(lake: Lake, *, at: float, match: str | None = None) -> Vacuum
         )
     assert {o.key for o in lake.store.list(DATASETS_PREFIX)} == listed
     return report
+
+
+def append_paused_beside_vacuum(
+    s3: S3Endpoint, lake: Lake, rows: pa.Table, *, partition_by: list[str]
+) -> tuple[BaseException | None, str]:
+    """An append of ``rows`` to ``sales`` passes its last-moment checks and sends its root
+    swap, which the endpoint holds (a process paused just before its PUT went out) while two
+    hours pass by the server's clock; vacuum (window an hour, no retention check) runs
+    meanwhile and no other writer commits: it deletes the append's data file and the
+    snapshot it wrote. The swap is let go: what the append raised (``None``: acknowledged),
+    and the data file vacuum deleted."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)  # the writer's server clock: every answer's Date
+    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(lake.append, "sales", rows, partition_by=partition_by)
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(2 * HOUR)
+        report = vacuum(
+            lake.registry,
+            enforce_retention=False,
+            older_than=HOUR,
+            clock=lambda: time.time() + 2 * HOUR,
+            dry_run=False,
+        )
+        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
+        assert any(k.startswith("metastore/snapshots/") for k in report.deleted)
+        s3.release_stalls()
+        return late.exception(timeout=60), taken

@@ -1,0 +1,64 @@
+"""Adversarial tests of the Iceberg REST catalog taking commits (README, "Iceberg and Delta
+views; the Iceberg REST catalog"; docs/ARCHITECTURE.md, "The Iceberg REST catalog"): what an
+engine hears when S3 fails around a commit that landed. pyiceberg's ``RestCatalog`` talks HTTP
+to a catalog started in-process over the embedded endpoint; its files are written with S3
+keys of its own, which the test bucket's policy does not bind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import CommitStateUnknownException
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from lakelock import Lake
+from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY
+
+ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
+EVENTS = Schema(
+    NestedField(1, "kind", StringType(), required=False),
+    NestedField(2, "n", LongType(), required=False),
+)
+
+
+@pytest.fixture
+def server(lake: Lake, s3: S3Endpoint) -> Iterator[CatalogServer]:
+    """A catalog over the test lake whose S3 client does not retry (lakelock's own retries
+    without waiting): a store that keeps failing fails the request at once."""
+    impatient = s3.client(retries={"mode": "standard", "total_max_attempts": 1})
+    served = Lake(lake.bucket, prefix=lake.prefix, s3=impatient, retry=FAST_RETRY)
+    running = CatalogServer(LakeCatalog(served), port=0).start()
+    yield running
+    running.close()
+
+
+def engine(server: CatalogServer, s3: S3Endpoint) -> Any:
+    return RestCatalog("lakelock", uri=server.url, **ENGINE, **{"s3.endpoint": s3.url})
+
+
+def test_a_commit_that_landed_while_its_view_could_not_be_written_is_not_a_retry_me(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """pyiceberg appends a row through the catalog; the lakelock commit lands, then S3
+    throttles every write of the Iceberg view the answer is made from. The engine must hear
+    that the commit's state is unknown (500, ``CommitStateUnknownException``: check, do not
+    resend), not 503 ``ServiceUnavailableException``, which the REST spec defines as "not
+    ready, wait and retry". What a user loses otherwise: the job, told the service was
+    unavailable, runs its append again, and every row is committed twice. (Before, the
+    answer was 503.)"""
+    table = engine(server, s3).create_table("lake.events", EVENTS)
+    rows = pa.table({"kind": pa.array(["a"]), "n": pa.array([1], pa.int64())})
+    s3.inject("slowdown", operation="PutObject", prefix="views/")
+    with pytest.raises(CommitStateUnknownException, match="do not commit it again"):
+        table.append(rows)
+    s3.clear_faults()
+    assert [h.operation for h in lake.history("events")] == ["append", "create"]
+    reloaded = engine(server, s3).load_table("lake.events")  # the next load mirrors it
+    assert reloaded.scan().to_arrow().to_pylist() == [{"kind": "a", "n": 1}]

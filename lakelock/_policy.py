@@ -69,6 +69,10 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     policies).
 ``DenyUnconditionalDeleteInViews``, ``DenyVersionDeleteInViews`` (``deny_unconditional_delete``)
     The same two rules for ``<p>views/*``: vacuum deletes view objects with ``If-Match``.
+``DenyDeleteOfTheRegistryRoot``, ``DenyVersionDeleteOfTheRegistryRoot``
+    (``deny_unconditional_delete``) ``s3:DeleteObject`` and ``s3:DeleteObjectVersion`` on
+    ``<p><metastore>dataset_registry.json``, conditional or not. lakelock never deletes the root; deleted, the lake reads as empty (every
+    dataset gone) until the next commit, which starts a new registry over the old one's objects.
 
 Scope and limits:
 
@@ -92,7 +96,13 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from lakelock._layout import DATASETS_PREFIX, MANIFEST_PREFIX, METASTORE_PREFIX, VIEWS_PREFIX
+from lakelock._layout import (
+    DATASETS_PREFIX,
+    MANIFEST_PREFIX,
+    METASTORE_PREFIX,
+    REGISTRY_KEY,
+    VIEWS_PREFIX,
+)
 from lakelock.errors import InvalidNameError
 
 __all__ = ["generate_bucket_policy"]
@@ -109,6 +119,10 @@ SID_DELETE_VERSION_DATASETS = "DenyVersionDeleteInDatasets"
 SID_CREATE_VIEWS = "DenyUnconditionalCreateInViews"
 SID_DELETE_VIEWS = "DenyUnconditionalDeleteInViews"
 SID_DELETE_VERSION_VIEWS = "DenyVersionDeleteInViews"
+SID_DELETE_ROOT = "DenyDeleteOfTheRegistryRoot"
+SID_DELETE_VERSION_ROOT = "DenyVersionDeleteOfTheRegistryRoot"
+# The root's name within the metastore area (wherever ``metastore_prefix`` puts that area).
+REGISTRY_NAME = REGISTRY_KEY.removeprefix(METASTORE_PREFIX)
 
 _PARTITIONS = frozenset({"aws", "aws-cn", "aws-us-gov"})
 _ACCOUNT_ID = re.compile(r"\d{12}", re.ASCII)
@@ -243,6 +257,11 @@ def generate_bucket_policy(
             _deny(
                 SID_DELETE_VERSION_VIEWS, principal_element, "s3:DeleteObjectVersion", views, None
             )
+        )
+        root = f"{objects}{metastore_prefix}{REGISTRY_NAME}"
+        statements.append(_deny(SID_DELETE_ROOT, principal_element, "s3:DeleteObject", root, None))
+        statements.append(
+            _deny(SID_DELETE_VERSION_ROOT, principal_element, "s3:DeleteObjectVersion", root, None)
         )
     return {"Version": POLICY_VERSION, "Statement": statements}
 

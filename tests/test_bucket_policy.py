@@ -231,6 +231,10 @@ _ROWS = [
         ALLOW,
         DENY,
     ),
+    ("unconditional root delete", "DeleteObject", REGISTRY, {}, None, ALLOW, DENY),
+    ("root delete with If-Match", "DeleteObject", REGISTRY, IM, None, ALLOW, DENY),
+    ("root version delete", "DeleteObject", REGISTRY, {}, {"versionId": "3HL4kq"}, ALLOW, DENY),
+    ("unconditional lease delete", "DeleteObject", LEASE, {}, None, ALLOW, ALLOW),
     # --- outside the lake's prefixes nothing is restricted -----------------------------------
     ("unconditional PUT outside the lake", "PutObject", OUTSIDE, {}, None, ALLOW, ALLOW),
     ("unconditional delete outside the lake", "DeleteObject", OUTSIDE, {}, None, ALLOW, ALLOW),
@@ -392,6 +396,8 @@ def test_optional_statements_follow_their_options() -> None:
         "DenyVersionDeleteInDatasets",
         "DenyUnconditionalDeleteInViews",
         "DenyVersionDeleteInViews",
+        "DenyDeleteOfTheRegistryRoot",
+        "DenyVersionDeleteOfTheRegistryRoot",
     ]
 
 
@@ -444,6 +450,16 @@ def test_statement_contents() -> None:
         "s3:DeleteObjectVersion",
         f"{objects}views/*",
     )
+    for sid, action in [
+        ("DenyDeleteOfTheRegistryRoot", "s3:DeleteObject"),
+        ("DenyVersionDeleteOfTheRegistryRoot", "s3:DeleteObjectVersion"),
+    ]:
+        root = by_sid[sid]
+        assert (root["Action"], root["Resource"]) == (
+            action,
+            f"{objects}metastore/dataset_registry.json",
+        )
+        assert "Condition" not in root
 
 
 def test_custom_area_prefixes() -> None:

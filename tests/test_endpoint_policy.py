@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
 
+from lakelock import Lake
 from lakelock._policy import generate_bucket_policy
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import AccessDeniedError
@@ -86,6 +88,21 @@ def test_lakelock_requests_pass_the_policy(client: Any, guarded: str) -> None:
         store.put("datasets/d/c.parquet", b"c", mode="overwrite")
     with pytest.raises(AccessDeniedError):
         store.delete("datasets/d/a.parquet")
+
+
+def test_the_registry_root_cannot_be_deleted(client: Any, guarded: str) -> None:
+    """A writer bound by the guarded policy cannot delete the registry's root, not even with
+    its current ETag: deleted, the lake would read as empty (every dataset gone) until the
+    next commit started a new registry over the old one's objects. The lake goes on."""
+    lake = Lake(guarded, s3=client, retry=FAST_RETRY)
+    lake.append("sales", pa.table({"id": [1], "day": [1]}), partition_by=["day"])
+    store = ObjectStore(client, guarded, retry=FAST_RETRY)
+    etag = store.head("metastore/dataset_registry.json").etag
+    with pytest.raises(AccessDeniedError):
+        store.delete("metastore/dataset_registry.json")
+    with pytest.raises(AccessDeniedError):
+        store.delete("metastore/dataset_registry.json", if_match=etag)
+    assert Lake(guarded, s3=client, retry=FAST_RETRY).read("sales")["id"].to_pylist() == [1]
 
 
 def test_delete_objects_is_decided_per_key(client: Any, guarded: str) -> None:

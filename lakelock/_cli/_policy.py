@@ -59,7 +59,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--deny-unconditional-delete",
         action="store_true",
-        help="also deny deletes in datasets/ without If-Match, and deleting object versions",
+        help="also deny deletes in datasets/ and views/ without If-Match, deleting object "
+        "versions there, and any delete of the registry's root",
     )
     parser.add_argument(
         "--allow-manifest-overwrite",

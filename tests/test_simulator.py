@@ -1777,6 +1777,44 @@ def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed
     assert any("already_committed expected" in v for v in violations), violations[:3]
 
 
+#: Sweep seeds (the large sweep's configurations) where a writer killed mid-commit with its
+#: intents sent is restarted and re-runs the commit under its id, and a fold applies the
+#: killed run's intents while the re-run's own lie below the watermark with no fate: its
+#: clock is behind the folder's, so the watermark that fold set passed them over (10088,
+#: 11077), or a swap of the re-run's whose answer was lost (a 500, then 412 on the SDK's
+#: retry) could have made that version (10001; 11653, its intent above the watermark).
+RERUN_PASSED_OVER = [10001, 10088, 11077, 11653]
+
+
+@pytest.mark.parametrize("seed", RERUN_PASSED_OVER)
+def test_a_restarted_rerun_whose_own_intent_no_fold_applied_hears_already_committed(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """README's promise of a re-run under a commit id (``already_committed`` when the change
+    was committed already) for a pipeline restarted after its process died with its
+    intents sent: the root records the id at the version that applied the killed run's
+    intent, and keeps the fates of that version, where the re-run's own intent has none.
+    Its intent was not what that version applied (a swap recording it would have kept its
+    fate beside those), so the re-run hears ``already_committed``. Taking the record as its
+    own whenever its intent sorts at or below the watermark, or a swap of its whose answer
+    was lost may have made that version (as before), told it it had made the commit
+    itself: the checker reports it."""
+    config = sweep_config(seed)
+    result = simulate(config)
+    assert result.violations == []
+    reruns = [i for i in result.invocations if i.killed_intents and i.outcome == "ok"]
+    assert reruns
+    assert all(i.already for i in reruns)
+
+    def claimed(doc: Any, p: Any, version: int, made: Any) -> bool:
+        below = p.intent_sent and p.intent is not None and p.intent <= doc.watermark
+        return version in made or bool(below)
+
+    monkeypatch.setattr(_decide, "made_here", claimed)
+    violations = simulate(config).violations
+    assert any("already_committed expected" in v for v in violations), violations[:3]
+
+
 def test_a_commit_refused_for_its_schema_is_counted_failed_and_held_to_it() -> None:
     """A ``SchemaMismatchError`` (the schema does not fit) is a refusal, nothing committed:
     the simulator counts it under "failed", and the checker holds it never to be applied.

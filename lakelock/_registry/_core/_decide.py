@@ -181,23 +181,43 @@ def settle(
 
 def made_here(doc: RegistryDoc, p: Pending, version: int, made: Set[int]) -> bool:
     """Rule 2: whether the commit ``p``'s id records at ``version`` may be ``p``'s own (its
-    caller hears it committed, not ``already_committed``): a swap of ours whose answer was
-    lost may have made that version (``made``), or ``p``'s intent, sent, at or below the
-    watermark and without a fate, may be what a fold applied then, its fate pruned since.
-    An intent above the watermark without a fate is undecided; and a fate recorded at that
-    version would still be in ``doc`` if one recorded before it is (rule 6 prunes the
-    oldest first: an ``applied`` fate at or below the watermark is kept only for being
-    among the most recent). Either way the record is another commit's under the id (a
-    killed run's, a re-run's in another process): the same change committed already."""
-    if version in made:
-        return True
-    if not p.intent_sent or p.intent is None or p.intent > doc.watermark:
+    caller hears it committed, not ``already_committed``), given that ``doc`` keeps no fate
+    of ``p``'s intents. Whichever swap applied ``p`` recorded their fate at that version
+    (rule 1): a swap of ours whose answer was lost (``made``: the versions it may have
+    made), or a fold that listed ``p``'s intent once it was sent. So the record may be
+    ``p``'s only if that fate may have been pruned since (rule 6 prunes the oldest first,
+    keeping every fate above the watermark and the lake's ``commit_window`` most recent):
+    not if its intent is above the watermark, nor if ``doc`` still keeps an applied fate
+    at or below the watermark that a swap recorded before it (an older version's, or one
+    of the same version sorting before it: a swap records its applied intents in key
+    order), nor if fewer than ``commit_window`` fates were recorded after it. Then the
+    record is another commit's under the id (a killed run's, a re-run's in another
+    process: the same change committed already) and ``p``'s intent is undecided: passed
+    over (its PUT landed after that fold's LIST, or its writer's clock is behind the
+    folder's, so its key sorts below the watermark that fold set), or not what the swap
+    whose answer was lost applied (it did not land, or it applied another intent of the
+    id). A commit with no intent, and a format-1 root, which keeps no fates, leave no such
+    trace: any swap of ours whose answer was lost may be it."""
+    mine = p.intent
+    if mine is None or doc.format_version < 2:
+        return version in made
+    if version not in made and not p.intent_sent:
         return False
-    return not any(
-        f.version < version and f.state == "applied" and not f.already
-        for f in doc.fates
-        if f.key <= doc.watermark
-    )
+    if mine > doc.watermark:
+        return False
+
+    def recorded_before(f: IntentFate) -> bool:
+        # An ``already`` fate carries the version it points at, not the one recording it.
+        if f.already or f.version > version:
+            return False
+        return f.version < version or (f.state == "applied" and f.key < mine)
+
+    if any(
+        recorded_before(f) and f.state == "applied" and f.key <= doc.watermark for f in doc.fates
+    ):
+        return False
+    after = sum(not recorded_before(f) for f in doc.fates)
+    return doc.settings is None or after >= doc.settings.commit_window
 
 
 def guards(doc: RegistryDoc | None) -> bool:

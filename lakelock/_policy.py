@@ -71,8 +71,9 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     The same two rules for ``<p>views/*``: vacuum deletes view objects with ``If-Match``.
 ``DenyDeleteOfTheRegistryRoot``, ``DenyVersionDeleteOfTheRegistryRoot``
     (``deny_unconditional_delete``) ``s3:DeleteObject`` and ``s3:DeleteObjectVersion`` on
-    ``<p><metastore>dataset_registry.json``, conditional or not. lakelock never deletes the root; deleted, the lake reads as empty (every
-    dataset gone) until the next commit, which starts a new registry over the old one's objects.
+    ``<p><metastore>dataset_registry.json``, conditional or not. lakelock never deletes the
+    root; deleted, the lake reads as empty (every dataset gone) until the next commit, which
+    starts a new registry over the old one's objects.
 
 Scope and limits:
 

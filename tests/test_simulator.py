@@ -1816,14 +1816,18 @@ def test_a_restarted_rerun_whose_own_intent_no_fold_applied_hears_already_commit
 
 
 #: Sweep seeds where a restarted re-run is still told it made the commit its killed run's
-#: intent made (found by the large sweep after the rule above; not yet understood).
+#: intent made: its clock is behind (skew), so its intent sorts below the watermark, while
+#: every fate the root keeps of that version sorts above it (kept whatever their age, rule
+#: 6); with eight fates recorded after it (commit window 8) its own fate may have been
+#: pruned, so nothing in the root tells it the record is not its own.
 RERUN_STILL_CLAIMED = [13328]
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a restarted re-run of a commit spanning datasets, under a commit window of 8, is "
-    "acknowledged as making the version its killed run's intent made (already_committed=False)",
+    reason="a re-run whose intent sorts below the watermark cannot tell from the fates the "
+    "root keeps that the id's record is its killed run's (the root does not say which intent "
+    "made a commit record)",
 )
 @pytest.mark.parametrize("seed", RERUN_STILL_CLAIMED)
 def test_a_restarted_rerun_is_never_told_it_made_its_killed_runs_commit(seed: int) -> None:

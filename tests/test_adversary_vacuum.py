@@ -19,7 +19,6 @@ from lakelock.errors import LakelockError, ObjectTooOldError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
 from tests._support.format1 import plant_format1
-from tests._support.simtime import SimTime
 from tests._support.vacuuming import append_paused_beside_vacuum
 
 HOUR = 3600.0
@@ -66,19 +65,7 @@ def test_the_lakes_first_commit_paused_past_vacuum_is_refused_and_the_lake_goes_
     held create then fails and the commit is refused (``ObjectTooOldError``, nothing
     committed) instead of being acknowledged over deleted objects; the lake takes its next
     commit as a fresh one."""
-    sim = SimTime(start=time.time())
-    sim.attach(lake.client)
-    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        late = pool.submit(lake.append, "sales", day_rows([1]), partition_by=["day"])
-        wait_until(lambda: s3.stalled() == 1)
-        sim.advance(2 * HOUR)
-        report = vacuum(
-            lake.registry, enforce_retention=False, older_than=HOUR, clock=later(2), dry_run=False
-        )
-        (taken,) = [k for k in report.deleted if k.startswith("datasets/")]
-        s3.release_stalls()
-        error = late.exception(timeout=60)
+    error, taken = append_paused_beside_vacuum(s3, lake, day_rows([1]), partition_by=["day"])
     assert isinstance(error, ObjectTooOldError), repr(error)
     assert error.key == taken
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached

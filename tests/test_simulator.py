@@ -1816,11 +1816,11 @@ def test_a_restarted_rerun_whose_own_intent_no_fold_applied_hears_already_commit
 
 
 #: Sweep seeds where a restarted re-run is still told it made the commit its killed run's
-#: intent made: its clock is behind (skew), so its intent sorts below the watermark, while
-#: every fate the root keeps of that version sorts above it (kept whatever their age, rule
-#: 6); with eight fates recorded after it (commit window 8) its own fate may have been
-#: pruned, so nothing in the root tells it the record is not its own.
-RERUN_STILL_CLAIMED = [13328]
+#: intent made: its clock is behind (skew), so its intent sorts below the watermark and
+#: before the intents that version applied; had that version applied it, its fate would be
+#: the oldest there, and with eight fates recorded after it (commit window 8) rule 6 may
+#: have pruned it, so nothing in the root tells the re-run the record is not its own.
+RERUN_STILL_CLAIMED = [13328, 24250, 27682]
 
 
 @pytest.mark.xfail(

@@ -6,20 +6,13 @@ trusted). Each ``Registry`` stands for one process; a clock is injected, nothing
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from lakelock import Lake
-from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
-from tests._support import FAST_RETRY
+from tests._support import registry
 from tests._support.files import datafile
 
 HOUR = 3600.0
-
-
-def registry(store: ObjectStore, **kw: Any) -> Registry:
-    kw.setdefault("retry", FAST_RETRY)
-    return Registry(store, **kw)
 
 
 def test_a_version_replaced_by_a_writer_whose_clock_is_behind_stays_readable(

@@ -5,20 +5,13 @@ it. Each ``Registry`` stands for one process, each on its own thread."""
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any
 
-from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import registry, wait_until
 from tests._support.files import datafile
 
 ROOT = "metastore/dataset_registry.json"
-
-
-def registry(store: ObjectStore, **kw: Any) -> Registry:
-    kw.setdefault("retry", FAST_RETRY)
-    return Registry(store, **kw)
 
 
 def test_writers_behind_a_folder_stopped_mid_swap_commit_and_its_commit_lands_once(

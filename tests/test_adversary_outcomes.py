@@ -4,24 +4,16 @@ failing. Each ``Registry`` stands for one process."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
 from lakelock.errors import CommitIdReusedError, CommitStateUnknownError, LakelockError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY
+from tests._support import registry
 from tests._support.files import datafile
 from tests._support.outcomes import id_taken_while_its_swap_is_held
 
 ROOT = "metastore/dataset_registry.json"
-
-
-def registry(store: ObjectStore, **kw: Any) -> Registry:
-    kw.setdefault("retry", FAST_RETRY)
-    return Registry(store, **kw)
 
 
 def test_a_refusal_whose_recording_swap_keeps_failing_is_unknown_or_never_lands(

@@ -40,7 +40,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support import FAST_RETRY, no_sleep, registry, wait_until
 from tests._support.files import datafile
 from tests._support.outcomes import (
     id_taken_while_its_swap_is_held,
@@ -51,11 +51,6 @@ from tests._support.simtime import SimTime
 
 ROOT = "metastore/dataset_registry.json"
 INT_IDS = pa.schema([("id", pa.int64())])
-
-
-def registry(store: ObjectStore, **kw: Any) -> Registry:
-    kw.setdefault("retry", FAST_RETRY)
-    return Registry(store, **kw)
 
 
 def plant_intent(store: ObjectStore, change: Change) -> str:
@@ -328,7 +323,7 @@ def a_restore_without_intent(lake: Lake) -> Any:
     that writes no intent to cancel, applied by its own process's swap alone."""
     first = lake.append("alpha", table([1])).version
     lake.append("alpha", table([2]))
-    old, until = lake.registry.internals.restorable("alpha", version=first)
+    old, until, _ = lake.registry.internals.restore_point("alpha", version=first)
     change = Change(
         "alpha",
         "undo",
@@ -771,7 +766,7 @@ def test_a_restore_is_applied_by_another_processs_fold(store: ObjectStore) -> No
     registry(store).commit("sales", add=[datafile("sales", "", "b")])
 
     def restore(reg: Registry) -> Any:
-        old, until = reg.internals.restorable("sales", version=first)
+        old, until, _ = reg.internals.restore_point("sales", version=first)
         change = Change("sales", "undo", operation="restore", restore=old, restore_until=until)
         return reg.commit_changes([change])
 
@@ -809,7 +804,7 @@ def test_a_restore_too_late_for_the_retention_is_refused_by_another_processs_fol
     that version references."""
     first = registry(store).commit("sales", add=[datafile("sales", "", "a")]).version
     registry(store).commit("sales", add=[datafile("sales", "", "b")])
-    old, _ = registry(store).internals.restorable("sales", version=first)
+    old, _, _ = registry(store).internals.restore_point("sales", version=first)
     soon = time.time() + 60  # the lead is an hour at the default retention
     key = plant_intent(
         store, Change("sales", "late", operation="restore", restore=old, restore_until=soon)

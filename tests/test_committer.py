@@ -44,16 +44,11 @@ from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
 from lakelock.errors import RetryBudgetExhaustedError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, StallAndRace, no_sleep, wait_until
+from tests._support import FAST_RETRY, StallAndRace, no_sleep, registry, wait_until
 from tests._support.files import append, datafile
 from tests._support.simtime import SimTime
 
 ROOT = "metastore/dataset_registry.json"
-
-
-def registry(store: ObjectStore, **kw: Any) -> Registry:
-    kw.setdefault("retry", FAST_RETRY)
-    return Registry(store, **kw)
 
 
 #: A folder that does not read its next fold ahead (``FoldPolicy.read_ahead``): the LIST it

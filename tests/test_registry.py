@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lakelock._registry import REGISTRY_KEY, Registry
+from lakelock._registry import REGISTRY_KEY
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
@@ -19,16 +19,10 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, StallAndRace, no_sleep, wait_until
+from tests._support import StallAndRace, no_sleep, registry, wait_until
 from tests._support.files import append, datafile
 
 ROOT = REGISTRY_KEY
-
-
-def registry(store: ObjectStore, **kw: Any) -> Registry:
-    """A registry whose retries do not wait."""
-    kw.setdefault("retry", FAST_RETRY)
-    return Registry(store, **kw)
 
 
 def committed_ids(store: ObjectStore) -> list[str]:

@@ -172,11 +172,11 @@ def test_a_restore_of_a_version_about_to_leave_the_retention_is_refused(
         lake.restore("sales", version=first)
     assert s3.areas().get("PutObject root", 0) == 0
     clock.now = 1_049.0  # 51 s left
-    state, until = lake.registry.internals.restorable("sales", version=first)
+    state, until, _ = lake.registry.internals.restore_point("sales", version=first)
     assert (state.updated_version, until) == (first, 1_100.0)
     restored = lake.restore("sales", version=first)
     assert ids(lake.read("sales")) == [1]
-    current = lake.registry.internals.restorable("sales", version=restored.version)
+    current = lake.registry.internals.restore_point("sales", version=restored.version)
     assert current[1] is None
 
 
@@ -190,7 +190,7 @@ def test_a_restore_whose_version_leaves_the_retention_while_it_waits_is_refused(
     lake, clock, first = _restore_edge(s3, client, bucket)
     before = lake.registry.read().datasets["sales"]
     clock.now = 1_040.0
-    old, until = lake.registry.internals.restorable("sales", version=first)
+    old, until, _ = lake.registry.internals.restore_point("sales", version=first)
     clock.now = 1_080.0
     change = Change(
         dataset="sales", commit_id="undo", restore=old, operation="restore", restore_until=until

@@ -208,10 +208,10 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """FORMAT.md rule 9 switched off — a restore may pick any version still in the bucket
-    (``Registry.restorable``'s lead, modelled by the simulator's choice of version) and is
-    applied however little of the retention its version has left (``restore_too_late``):
-    a restore then re-commits the manifests of a version vacuum is deleting, and the
-    checker says so. With the rule, the same seeds show no such restore."""
+    (``registry.internals.restore_point``'s lead, modelled by the simulator's choice of
+    version) and is applied however little of the retention its version has left
+    (``restore_too_late``): a restore then re-commits the manifests of a version vacuum is
+    deleting, and the checker says so. With the rule, the same seeds show no such restore."""
     for seed in RESTORE_SEEDS:
         assert seed % 8 in VACUUM_SEEDS
         clean = simulate(restoring(seed)).violations

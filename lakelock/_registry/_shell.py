@@ -871,15 +871,6 @@ class RegistryInternals:
             return None
         return self._registry._objects.commit_entry(state, commit_id)
 
-    def restorable(
-        self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
-    ) -> tuple[DatasetState, float | None]:
-        """The dataset at ``version``/``as_of``, for a restore to make current again, and
-        when that version leaves the retention (``None``: it is the current one); as
-        :meth:`restore_point`."""
-        state, until, _ = self.restore_point(name, version=version, as_of=as_of)
-        return state, until
-
     def restore_point(
         self, name: str, *, version: int | None = None, as_of: float | datetime | None = None
     ) -> tuple[DatasetState, float | None, float | None]:

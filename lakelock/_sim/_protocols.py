@@ -457,7 +457,7 @@ class CoreProtocol(SimProtocol):
             return None
         reader = _Reader(store, self._parsed, self._made)
         chain = reader.chain(entry.snapshot)[-20:]
-        # As registry.internals.restorable: by the retention the root stores, a version
+        # As registry.internals.restore_point: by the retention the root stores, a version
         # replaced long enough ago that it leaves the retention within the restore's lead is
         # refused (FORMAT.md rule 9).
         if doc.settings is not None:

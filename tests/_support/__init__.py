@@ -10,7 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lakelock._registry import Registry
 from lakelock._retry import RetryPolicy
+from lakelock._s3 import ObjectStore
 from lakelock._s3._classify import CONNECT_BACKOFF
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "connect_pauses",
     "free_port",
     "no_sleep",
+    "registry",
     "wait_until",
 ]
 
@@ -66,6 +69,13 @@ def no_sleep(seconds: float) -> None:
 
 
 FAST_RETRY = RetryPolicy(max_attempts=10, sleep=no_sleep)
+
+
+def registry(store: ObjectStore, **kw: Any) -> Registry:
+    """A registry of ``store`` whose retries do not wait (``kw``: the registry's options)."""
+    kw.setdefault("retry", FAST_RETRY)
+    return Registry(store, **kw)
+
 
 #: The ``stall_and_race`` fixture (tests/conftest.py): ``race(ours, theirs)`` runs ``theirs``
 #: while ``ours``'s swap of the registry's root is held, and returns both results.

@@ -222,8 +222,9 @@ def validate_prefix_room(prefix: str) -> str:
     if inside is not None:
         raise InvalidNameError(
             prefix,
-            f"a lake prefix may not have a {inside!r} folder: a lake at the prefix before it "
-            f"keeps its {inside}/ there, and its vacuum would delete this lake's objects",
+            f"a lake prefix may not have a {inside!r} folder: this lake's objects would lie "
+            f"among the {inside}/ of a lake at the prefix before it, whose vacuum deletes "
+            "what none of its versions reads",
         )
     room = MAX_KEY_BYTES - _LONGEST_BOUNDED
     if len(prefix.encode("utf-8")) > room:

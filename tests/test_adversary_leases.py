@@ -5,13 +5,16 @@ and the machines' monotonic clocks, tests/_support/simtime.py): nothing sleeps."
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
 from lakelock._lease import Lease
 from lakelock._s3 import ObjectStore
-from lakelock.errors import StaleFenceError
+from lakelock.errors import InvalidArgumentError, StaleFenceError
 from tests._support import FAST_RETRY
 from tests._support.simtime import SimTime
 
@@ -47,3 +50,34 @@ def test_a_holder_paused_past_a_takeover_is_refused_before_the_new_holder_commit
     assert taker.fence.token > stale.token
     with pytest.raises(StaleFenceError):
         lake.overwrite("sales", pa.table({"id": [9]}), fence=stale)
+
+
+def test_a_lease_or_lock_asked_to_hold_forever_is_refused_before_it_is_written(
+    client: Any, bucket: str
+) -> None:
+    """A job takes lease ``nightly`` with ``ttl=float("inf")`` ("until I release it"). JSON
+    has no infinity: the lease object was written with ``"ttl": null``, and every later
+    acquire of ``nightly``, by any process, failed for good on a document it cannot parse
+    (the object is never deleted: its token lives there); a lock table held so was unreadable
+    to every other process while held (for good, had its holder crashed), and the
+    heartbeat's thread died on the infinite wait. An infinite (or NaN) ``ttl``,
+    ``margin`` or ``poll_interval`` must be InvalidArgumentError before any request, and the
+    lease stays usable."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    refused = 0
+    for ttl in (float("inf"), float("nan")):
+        with contextlib.suppress(InvalidArgumentError):
+            forever = lake.lease("nightly", ttl=ttl, heartbeat=False).acquire()
+            forever.release()
+            refused -= 1
+        refused += 1
+    other = lake.lease("nightly", ttl=30, heartbeat=False)
+    assert other.try_acquire()
+    other.release()
+    assert refused == 2
+    with pytest.raises(InvalidArgumentError):
+        lake.lock(write=["/sales"], ttl=float("inf"))
+    with pytest.raises(InvalidArgumentError):
+        lake.lease("nightly", poll_interval=float("inf"))
+    with pytest.raises(InvalidArgumentError):
+        lake.lease("nightly", margin=float("nan"))

@@ -42,3 +42,21 @@ def test_a_write_lock_on_a_partition_spelled_as_written_keeps_out_its_commits(
             )
         holder.overwrite("ev", events(2), partition_by=["ts"], fence=held.fence)
     assert holder.read("ev", partitions=["ts=2024-01-01T06:30:00"])["id"].to_pylist() == [2]
+
+
+def test_a_write_lock_on_a_dataset_named_in_another_unicode_form_keeps_out_its_commits(
+    client: Any, bucket: str
+) -> None:
+    """Dataset names are NFC-normalised (``café`` typed on a keyboard that composes ``é``
+    from ``e`` and an accent is the same dataset). A process write-locks ``/café`` spelt
+    so; another process's append to ``café`` must be refused while the lock is held, as
+    for any other spelling of the name the registry takes."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    holder = Lake(bucket, s3=client, retry=FAST_RETRY)
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    holder.append(composed, events(1), partition_by=["ts"])
+    with holder.lock(write=[f"/{decomposed}"]) as held:
+        with pytest.raises(LockedError):
+            other.append(decomposed, events(7), partition_by=["ts"])
+        holder.append(composed, events(2), partition_by=["ts"], fence=held.fence)
+    assert sorted(other.read(composed)["id"].to_pylist()) == [1, 2]

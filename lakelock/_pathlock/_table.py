@@ -67,6 +67,7 @@ request conflicts with *h*'s (the registry's hierarchical ``Fence`` does exactly
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Final, Literal
@@ -113,9 +114,10 @@ def dataset_of(path: str) -> str:
 
 
 def canonical_request(request: LockRequest) -> LockRequest:
-    """``request`` with each ``col=value`` segment below a dataset spelt as the registry files
-    partitions (Hive-escaped, :func:`~lakelock._names.validate_partition_path`), so a lock
-    names a partition as its commits and other locks do however its caller spelt it:
+    """``request`` with its datasets' names NFC-normalised and each ``col=value`` segment
+    below a dataset spelt as the registry files partitions (Hive-escaped,
+    :func:`~lakelock._names.validate_partition_path`), so a lock names a dataset and a
+    partition as its commits and other locks do however its caller spelt them:
     ``/ev/ts=2024-01-01T06:30:00`` is ``/ev/ts=2024-01-01T06%3A30%3A00``, and the registry's
     check of write locks in force compares paths by their text. Other segments stay as they
     are; a ``col=value`` segment that names no partition value (a bad ``%`` escape) is
@@ -124,7 +126,7 @@ def canonical_request(request: LockRequest) -> LockRequest:
     def canonical(path: str) -> str:
         dataset, *rest = path[1:].split("/")
         segments = [validate_partition_path(s) if "=" in s else s for s in rest]
-        return "/".join(["", dataset, *segments])
+        return "/".join(["", unicodedata.normalize("NFC", dataset), *segments])
 
     return LockRequest(map(canonical, request.read), map(canonical, request.write))
 

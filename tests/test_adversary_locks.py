@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock.errors import LockedError, LockTimeout
+from lakelock.errors import LockedError, LockTimeout, StaleFenceError
 from tests._support import FAST_RETRY
 
 
@@ -60,3 +60,29 @@ def test_a_write_lock_on_a_dataset_named_in_another_unicode_form_keeps_out_its_c
             other.append(decomposed, events(7), partition_by=["ts"])
         holder.append(composed, events(2), partition_by=["ts"], fence=held.fence)
     assert sorted(other.read(composed)["id"].to_pylist()) == [1, 2]
+
+
+def test_write_locks_taken_again_and_again_leave_a_record_per_path_not_per_grant(
+    client: Any, bucket: str
+) -> None:
+    """A pipeline write-locks the partition it rebuilds, run after run (every rename and
+    copy takes such a lock too). The registry keeps one lock record per path and mode
+    (FORMAT.md, "The root": it is O(datasets) plus a bounded window and those records), but
+    each grant that ended stayed in the root as one more record for good: the root every
+    commit of every writer reads and swaps grew by one record per lock taken, for ever. A
+    grant ended and superseded by a later conflicting one is refused through that one's
+    record: the root must keep one record per path (and the last grant's), and every
+    earlier grant's fence stays refused."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.append("ev", events(1), partition_by=["ts"])
+    fences = []
+    for run in range(8):
+        with lake.lock(write=["/ev/ts=2024-01-01T06:30:00"], heartbeat=False) as held:
+            lake.overwrite("ev", events(10 + run), partition_by=["ts"], fence=held.fence)
+            fences.append(held.fence)
+    records = lake.registry.read().lock_fences["lock:ev"]
+    assert len(records) <= 2, records
+    for stale in fences:
+        with pytest.raises(StaleFenceError):
+            lake.append("ev", events(99), partition_by=["ts"], fence=stale)
+    assert lake.read("ev")["id"].to_pylist() == [17]

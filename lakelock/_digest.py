@@ -91,7 +91,13 @@ def comparable(recorded: str, new: str) -> bool:
 def _partition_summary(files: list[DataFile]) -> dict[str, Any]:
     """What one partition's added files hold, however the rows were split into files: the
     row count and, per column, the null (and NaN) count and the bounds, combined over the
-    files. A file without statistics makes it the files' sorted checksums instead."""
+    files. A file without statistics makes it the files' sorted checksums instead.
+
+    A bound is combined only from every file that has values in the column (rows neither
+    null nor NaN): if one of them has none (a float column holding an infinity, a string
+    whose bound cannot be cut to 16 characters), the partition's is unknown too, as it
+    would be had the rows been one file, since the file holding that value lacks it
+    however the rows are split."""
     rows = sum(f.record_count for f in files)
     if any(f.stats is None for f in files):
         return {"rows": rows, "checksums": sorted(f.checksum for f in files)}
@@ -101,21 +107,28 @@ def _partition_summary(files: list[DataFile]) -> dict[str, Any]:
             seen = columns.setdefault(c.name, {"nulls": 0, "nans": 0, "min": [], "max": []})
             seen["nulls"] = _sum(seen["nulls"], c.nulls)
             seen["nans"] = _sum(seen["nans"], c.nans)
-            seen["min"] += [] if c.min is None else [c.min]
-            seen["max"] += [] if c.max is None else [c.max]
+            empty = c.nulls is not None and c.nulls + (c.nans or 0) >= f.record_count
+            for bound, value in (("min", c.min), ("max", c.max)):
+                if not empty:
+                    seen[bound].append(value)
     try:
         combined = {
             name: {
                 "nulls": seen["nulls"],
                 "nans": seen["nans"],
-                "min": min(seen["min"], default=None),
-                "max": max(seen["max"], default=None),
+                "min": _extreme(min, seen["min"]),
+                "max": _extreme(max, seen["max"]),
             }
             for name, seen in columns.items()
         }
     except TypeError:  # bounds of one column that do not compare (not lakelock's stats)
         return {"rows": rows, "checksums": sorted(f.checksum for f in files)}
     return {"rows": rows, "columns": combined}
+
+
+def _extreme(pick: Any, bounds: list[Any]) -> Any:
+    """The least or greatest of the files' bounds: unknown if any file's is."""
+    return None if not bounds or None in bounds else pick(bounds)
 
 
 def _sum(total: int | None, count: int | None) -> int | None:

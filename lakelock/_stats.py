@@ -187,8 +187,8 @@ def _column(field: Any, index: int, metadata: Any, data: Any) -> ColumnStats:
         # The parquet writer keeps no bounds for a row group whose least or greatest value
         # is longer than 4 KiB; the rows are at hand, and bounds that depend on how rows were
         # split into files would make a commit's digest depend on it too (lakelock._digest).
-        low, high = pc.min_max(data.cast(value_type).cast(pa.large_string())).values()
-        low, high, bounded = low.as_py(), high.as_py(), True
+        least, greatest = pc.min_max(data.cast(value_type).cast(pa.large_string())).values()
+        low, high, bounded = least.as_py(), greatest.as_py(), True
     if not bounded or low is None or high is None:
         return ColumnStats(field.name, nulls, nans)
     if isinstance(low, str):

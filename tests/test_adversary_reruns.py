@@ -92,9 +92,7 @@ def test_a_rerun_split_otherwise_while_the_first_run_commit_is_in_flight_lands_r
     must not add them a second time. What a user loses: the re-run is told
     ``CommitIdReusedError`` ("use a new commit id for a new change"); following that advice
     (a new id) commits every row a second time."""
-    landed, rerun = rerun_beside_first_in_flight(
-        s3, client, bucket, dask_append(3), dask_append(2)
-    )
+    landed, rerun = rerun_beside_first_in_flight(s3, client, bucket, dask_append(3), dask_append(2))
     assert not isinstance(rerun, CommitIdReusedError), rerun
     assert ids(client, bucket) == sorted([100, *range(12)])
     assert rerun.version >= landed.version or rerun.already_committed

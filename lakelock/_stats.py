@@ -21,7 +21,11 @@ timestamp (any unit, any zone)         microseconds since the epoch (the lower b
 =====================================  =============================================
 
 Other types (decimal, binary, time, nested) get a null count only. Row groups are combined:
-a bound exists only if every row group has one.
+a bound exists only if every row group has one. What the footer lacks but the rows show is
+taken from the rows: a string column's bounds when a row group's bound is over 4 KiB (the
+parquet writer then keeps none), a column without a type's null count (all of its rows). So
+a file's statistics do not depend on which other rows share it, nor, then, does the digest
+of a commit of files lakelock wrote (:mod:`lakelock._digest`).
 
 **Pruning is sound, not maximal.** A file's *guarantee* is a conjunction the file's rows all
 satisfy: ``min <= c <= max`` for a column with bounds, no nulls and (floats) no NaN;

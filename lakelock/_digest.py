@@ -110,10 +110,9 @@ def _partition_summary(files: list[DataFile]) -> dict[str, Any]:
             seen = columns.setdefault(c.name, {"nulls": 0, "nans": 0, "min": [], "max": []})
             seen["nulls"] = _sum(seen["nulls"], c.nulls)
             seen["nans"] = _sum(seen["nans"], c.nans)
-            empty = c.nulls is not None and c.nulls + (c.nans or 0) >= f.record_count
-            for bound, value in (("min", c.min), ("max", c.max)):
-                if not empty:
-                    seen[bound].append(value)
+            if c.nulls is None or c.nulls + (c.nans or 0) < f.record_count:  # has values
+                seen["min"].append(c.min)
+                seen["max"].append(c.max)
     try:
         combined = {
             name: {

@@ -335,7 +335,9 @@ class Lake(TableOperations):
         :class:`~lakelock.errors.SnapshotExpiredError`: vacuum may delete its files as the
         restore commits (docs/FORMAT.md, rule 9)."""
         if (version is None) == (as_of is None):
-            raise ValueError("restore takes version or as_of")
+            raise InvalidArgumentError(
+                (version, as_of), "restore takes version or as_of", what="restore point"
+            )
         old, until, since = self.registry.internals.restore_point(
             dataset, version=version, as_of=as_of
         )

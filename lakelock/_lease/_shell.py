@@ -350,6 +350,8 @@ class Lease(Holding):
             return
         try:
             self._document.write(target, etag, new_write_id())
+        except RACED:
+            return  # someone else's document now: nothing of ours to release
         except LakelockError:
             logger.warning(
                 "lease %r: could not release token %d after its takeover failed to be "

@@ -11,10 +11,11 @@ import pytest
 
 from lakelock import Lake
 from lakelock._fence import Fence
-from lakelock._layout import REGISTRY_KEY
+from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
 from lakelock._lease import Lease, read_leases
 from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
+from lakelock.advanced import FoldPolicy
 from lakelock.errors import CommitError, InvalidNameError, LeaseLostError, StaleFenceError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, StallAndRace
@@ -190,3 +191,51 @@ def test_a_takeover_folded_by_another_process_is_held(
         assert [c.operation for c in other.registry.read().commits] == ["takeover", "append"]
     finally:
         lease.release()
+
+
+@pytest.mark.parametrize("paused_at", ["intent", "swap"])
+def test_a_holder_paused_before_its_takeover_is_recorded_never_lowers_the_fence(
+    client: Any, bucket: str, sim: SimTime, stall_and_race: StallAndRace, paused_at: str
+) -> None:
+    """Two acquirers race: the first takes the lease (token 1) and is paused before its
+    takeover is recorded; past its TTL the second takes it over (token 2) and records that.
+    When the first wakes, its record cannot lower the registry's fence. Paused before its
+    intent was written, its record is refused: its acquire fails with StaleFenceError and it
+    does not hold the lease. Paused at its swap, its intent was folded before the second's
+    in one swap, and the lease it gets has lapsed by then. Either way token 2 stays recorded
+    and token 1 is refused."""
+    # Not hedged: the intent's one PUT is the one paused.
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, fold_policy=FoldPolicy(hedge=0))
+    first = lake.lease("leader", ttl=5, clock=sim.machine(), sleep=sim.sleep, heartbeat=False)
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    second = other.lease(
+        "leader", ttl=5, clock=sim.machine(base=7.0), sleep=sim.sleep, heartbeat=False
+    )
+
+    def acquire_first() -> Lease | StaleFenceError:
+        try:
+            return first.acquire(timeout=0)
+        except StaleFenceError as refused:
+            return refused
+
+    def take_over() -> bool:
+        sim.advance(60)
+        return second.try_acquire()
+
+    prefix = INTENT_PREFIX if paused_at == "intent" else REGISTRY_KEY
+    outcome, took = stall_and_race(acquire_first, take_over, prefix=prefix)
+    assert took
+    assert second.fence.token == 2
+    if paused_at == "intent":
+        assert isinstance(outcome, StaleFenceError)
+        assert (outcome.token, outcome.current) == (1, 2)
+        assert not first.held
+        (stored,) = read_leases(lake.store)
+        assert (stored.doc.token, stored.doc.owner) == (2, second.owner)
+    else:
+        assert outcome is first
+        with pytest.raises(LeaseLostError):
+            first.fence  # noqa: B018 - reading it is the check
+    assert _fences(lake) == {"lease:leader": 2}
+    with pytest.raises(StaleFenceError):
+        lake.append("sales", pa.table({"id": [1]}), fence=("lease:leader", 1))

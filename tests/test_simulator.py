@@ -1806,7 +1806,7 @@ def test_a_restarted_rerun_whose_own_intent_no_fold_applied_hears_already_commit
     assert reruns
     assert all(i.already for i in reruns)
 
-    def claimed(doc: Any, p: Any, version: int, made: Any) -> bool:
+    def claimed(doc: Any, p: Any, version: int, made: Any, *, intent: Any) -> bool:
         below = p.intent_sent and p.intent is not None and p.intent <= doc.watermark
         return version in made or bool(below)
 
@@ -1815,28 +1815,39 @@ def test_a_restarted_rerun_whose_own_intent_no_fold_applied_hears_already_commit
     assert any("already_committed expected" in v for v in violations), violations[:3]
 
 
-#: Sweep seeds where a restarted re-run is still told it made the commit its killed run's
-#: intent made: its clock is behind (skew), so its intent sorts below the watermark and
-#: before the intents that version applied; had that version applied it, its fate would be
-#: the oldest there, and with eight fates recorded after it (commit window 8) rule 6 may
-#: have pruned it, so nothing in the root tells the re-run the record is not its own.
-RERUN_STILL_CLAIMED = [13328, 24250, 27682]
+#: Sweep seeds where a restarted re-run's clock is behind (skew), so its intent sorts below
+#: the watermark and before the intents of the version that applied its killed run's: had
+#: that version applied the re-run's own, its fate would be the oldest there, and with eight
+#: fates recorded after it (commit window 8) rule 6 may have pruned it, so the fates the root
+#: keeps cannot tell the re-run the id's record is not its own; the record's intent does.
+RERUN_BELOW_THE_WATERMARK = [13328, 24250, 27682]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a re-run whose intent sorts below the watermark cannot tell from the fates the "
-    "root keeps that the id's record is its killed run's (the root does not say which intent "
-    "made a commit record)",
-)
-@pytest.mark.parametrize("seed", RERUN_STILL_CLAIMED)
-def test_a_restarted_rerun_is_never_told_it_made_its_killed_runs_commit(seed: int) -> None:
-    """README's promise of a re-run under a commit id, on a sweep configuration the rule of
-    :func:`test_a_restarted_rerun_whose_own_intent_no_fold_applied_hears_already_committed`
-    does not cover: the re-run hears ``ok`` but not ``already_committed``, though the
-    version it is told it made applied its killed run's intent. Its rows are in once; only
-    what it is told is wrong (a pipeline that counts its own commits counts one too many)."""
-    assert simulate(sweep_config(seed)).violations == []
+@pytest.mark.parametrize("seed", RERUN_BELOW_THE_WATERMARK)
+def test_a_restarted_rerun_is_never_told_it_made_its_killed_runs_commit(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """README's promise of a re-run under a commit id (``already_committed`` when the change
+    was committed already) where the fates the root keeps cannot tell: the id's record
+    names the intent that made it, the killed run's, so the re-run hears
+    ``already_committed``. With the record's intent ignored (read as a record from before
+    the field, guessed from the fates), the re-run heard ``ok`` without it, though the
+    version it was told it made applied its killed run's intent (a pipeline counting its
+    own commits counts one too many): the checker reports it."""
+    config = sweep_config(seed)
+    result = simulate(config)
+    assert result.violations == []
+    reruns = [i for i in result.invocations if i.killed_intents and i.outcome == "ok"]
+    assert reruns
+    assert all(i.already for i in reruns)
+    made_here = _decide.made_here
+
+    def unnamed(doc: Any, p: Any, version: int, made: Any, *, intent: Any) -> bool:
+        return made_here(doc, p, version, made, intent=None)
+
+    monkeypatch.setattr(_decide, "made_here", unnamed)
+    violations = simulate(config).violations
+    assert any("already_committed expected" in v for v in violations), violations[:3]
 
 
 def test_a_commit_refused_for_its_schema_is_counted_failed_and_held_to_it() -> None:

@@ -16,7 +16,8 @@ The rules:
    rejected and cancelled intents are recorded too, so nobody applies them later.
 2. **Settle before apply** (:func:`settle`, :func:`past_the_window`, :func:`indexed_version`):
    a batch first ends every commit whose fate the root already records, or whose commit id
-   is recorded (the window, the commit-id index): never applied twice.
+   is recorded (the window, the commit-id index): never applied twice; made here, or
+   ``already_committed``, as the record's intent says (:func:`made_here`).
 3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
    commit id is recorded is ``applied`` at that version, not applied again.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only

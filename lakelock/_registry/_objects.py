@@ -496,7 +496,8 @@ class Objects:
     ) -> DatasetState | None:
         """The dataset as it was at registry ``version`` (or at server time ``as_of``):
         ``None`` if it did not exist yet; :class:`SnapshotExpiredError` if that version was
-        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads);
+        replaced before ``expire_before`` (the retention, or the last vacuum's horizon:
+        vacuum may have deleted what it reads);
         :class:`VersionNotFoundError` saying so if it is older than ``upgrade``, the version
         that upgraded the registry from format 1 (which kept no snapshots)."""
         if version is not None and entry.created_version > version:
@@ -515,8 +516,9 @@ class Objects:
                             name,
                             version=version,
                             as_of=as_of,
-                            reason=": it is older than the registry's retention (vacuum may "
-                            f"have removed it); {_readable_from(readable)}",
+                            reason=": it is older than the registry's retention or the "
+                            "window of the lake's last vacuum (vacuum may have removed it); "
+                            f"{_readable_from(readable)}",
                         )
                     return self.state(key)
                 if successor_at is None or successor_at >= expire_before:

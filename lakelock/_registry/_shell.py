@@ -35,7 +35,7 @@ from lakelock._registry._core import (
     Redrive,
     Retry,
 )
-from lakelock._registry._core._decide import restore_lead, restore_refused
+from lakelock._registry._core._decide import restore_lead, restore_refused, vacuum_horizon
 from lakelock._registry._core._schedule import HEDGE_ALONE
 from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import (
@@ -579,7 +579,12 @@ class Registry:
                 "*", version=version, reason=_before_upgrade(upgrade, doc.backup)
             )
         entries = doc.entries
+        # A version replaced before the last vacuum's window began may have lost its objects
+        # even where the retention, grown since, would keep it (FORMAT.md rule 9).
+        horizon = vacuum_horizon(doc)
         expire_before = self._clock() - self._settings_of(doc).retention
+        if horizon is not None:
+            expire_before = max(expire_before, horizon)
 
         def load(name: str) -> DatasetState | None:
             return self._objects.at_version(

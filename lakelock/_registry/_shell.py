@@ -130,6 +130,10 @@ class RegistrySnapshot:
     #: epoch, server time; FORMAT.md rule 10): a commit adding a file written at or before
     #: it is refused. ``None``: no vacuum recorded one (or a version other than the current).
     vacuum_cutoff: float | None = None
+    #: Where the last vacuum's window began, recorded in this root (seconds since the epoch,
+    #: by the recorded commit times; FORMAT.md rule 9): a version replaced before it is
+    #: neither read nor restored, whatever the retention. ``None``: none recorded.
+    vacuum_horizon: float | None = None
 
     @classmethod
     def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
@@ -145,6 +149,7 @@ class RegistrySnapshot:
             doc.format_version,
             settings=doc.settings,
             vacuum_cutoff=doc.vacuum_cutoff,
+            vacuum_horizon=doc.vacuum_horizon,
         )
 
 

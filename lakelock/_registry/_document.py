@@ -669,9 +669,6 @@ def _part(raw: Any) -> tuple[int, int, str]:
     return first, last, text(digest, "part digest")
 
 
-# -- serialising ----------------------------------------------------------------------------
-
-
 def _vacuum_of(vacuum: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
     """The root's record of the last vacuum (``None``: none): its cutoff and its horizon (a
     root a vacuum of an earlier lakelock claimed records the cutoff alone)."""
@@ -682,7 +679,11 @@ def _vacuum_of(vacuum: Mapping[str, Any] | None) -> tuple[float | None, float | 
     return cutoff, number(horizon, "vacuum horizon") if horizon is not None else None
 
 
+# -- serialising ----------------------------------------------------------------------------
+
+
 def _vacuum_json(doc: RegistryDoc) -> dict[str, float | None]:
+    """The root's ``vacuum`` record: the cutoff (rule 10) and, when recorded, the horizon."""
     recorded = {"cutoff": doc.vacuum_cutoff}
     return recorded if doc.vacuum_horizon is None else {**recorded, "horizon": doc.vacuum_horizon}
 

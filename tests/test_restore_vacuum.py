@@ -96,6 +96,29 @@ def test_reading_a_version_vacuumed_before_the_retention_grew_is_snapshot_expire
     assert service.read("sales", version=2)["id"].to_pylist() == [2]
 
 
+def test_listing_a_version_vacuumed_before_the_retention_grew_is_snapshot_expired(
+    store: ObjectStore, lake: Lake
+) -> None:
+    """After the retention was shrunk, vacuumed under and grown back, the registry as of
+    version 1 is asked which datasets it held, and whether it held ``sales``: each must be
+    ``SnapshotExpiredError`` naming what remains readable, never an empty answer. Before,
+    the listing was empty and ``sales`` not in it, as if version 1 had held no dataset."""
+    lake.append("sales", day_rows([1]), partition_by=["day"])
+    lake.overwrite("sales", day_rows([2]), partition_by=["day"])
+    lake.configure(retention="1h")
+    vacuum(lake.registry, clock=later(3), dry_run=False)
+    lake.configure(retention="7d")
+    registry = a_process_three_hours_on(lake, store).registry
+    first = registry.read(version=1)
+    with pytest.raises(SnapshotExpiredError, match="remain readable"):
+        dict(first.datasets)
+    with pytest.raises(SnapshotExpiredError, match="remain readable"):
+        "sales" in first.datasets  # noqa: B015 - the question is what raises
+    with pytest.raises(SnapshotExpiredError, match="remain readable"):
+        first.datasets.get("sales")
+    assert sorted(registry.read(version=2).datasets) == ["sales"]
+
+
 def test_a_restore_held_while_vacuum_ran_is_refused_after_the_retention_grew(
     s3: S3Endpoint, store: ObjectStore, lake: Lake
 ) -> None:

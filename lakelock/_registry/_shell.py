@@ -162,6 +162,15 @@ def _moved(name: str, home: str) -> None:
     )
 
 
+def _kept(datasets: Mapping[str, DatasetState], name: str) -> DatasetState | None:
+    """Dataset ``name`` of a time-travel snapshot, ``None`` if it did not exist then or its
+    version of then is no longer kept."""
+    try:
+        return datasets[name]
+    except KeyError:  # VersionNotFoundError (expired) included
+        return None
+
+
 def _check_when(version: object, as_of: object) -> None:
     """Refuse, before any request, a ``version`` that is not an int (``True`` is not version
     1) and an ``as_of`` that is not a number of seconds or a datetime."""
@@ -605,7 +614,9 @@ class Registry:
         # (``load`` reads ``version``: the version found for as_of is another name.)
         at = version
         if at is None:
-            at = max((datasets[n].updated_version for n in datasets), default=0)
+            # The newest version among the datasets as of then that can still be read (one
+            # expired raises only when it is asked for).
+            at = max((s.updated_version for n in entries if (s := _kept(datasets, n))), default=0)
         return RegistrySnapshot(
             version=at,
             etag=None,

@@ -899,7 +899,8 @@ class RegistryInternals:
         that version leaves the retention and when it was replaced (its successor's commit
         time, from which whoever applies the restore measures the retention of the root it
         applies on; both ``None``: it is the current one). A version
-        that leaves it too soon for a restore to land first is
+        that leaves it too soon for a restore to land first, or was replaced before the
+        window of the lake's last vacuum (its horizon, recorded in the root), is
         :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
         registry = self._registry
         name = validate_dataset_name(name)

@@ -336,7 +336,9 @@ class Lake(TableOperations):
         restore commits; so is one the lake's last vacuum left out, however long the
         retention is now (docs/FORMAT.md, rule 9)."""
         if (version is None) == (as_of is None):
-            raise ValueError("restore takes version or as_of")
+            raise InvalidArgumentError(
+                (version, as_of), "restore takes version or as_of", what="restore point"
+            )
         old, until, since = self.registry.internals.restore_point(
             dataset, version=version, as_of=as_of
         )

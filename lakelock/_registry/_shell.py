@@ -5,6 +5,7 @@ travel), history, migration from format 1; committing is
 
 from __future__ import annotations
 
+import math
 import random
 import time
 import warnings
@@ -182,6 +183,14 @@ def _check_when(version: object, as_of: object) -> None:
         raise InvalidArgumentError(
             as_of, "as_of is server time: seconds since the epoch or an aware datetime"
         )
+    if isinstance(as_of, datetime) and as_of.utcoffset() is None:
+        # Python reads a naive datetime as this machine's local time; a pipeline usually
+        # means UTC: either guess answers another instant's version without a word.
+        raise InvalidArgumentError(
+            as_of, "as_of is server time: a datetime needs a time zone (tzinfo=datetime.UTC)"
+        )
+    if isinstance(as_of, float) and math.isnan(as_of):
+        raise InvalidArgumentError(as_of, "as_of is server time: a number of seconds, not NaN")
 
 
 def upgrade_version(doc: RegistryDoc) -> int | None:

@@ -31,10 +31,12 @@ The rules:
    intent cancelled in a swap before its caller hears "failed".
 8. (Vacuum keeps pending and undecided intents: :mod:`lakelock._vacuum_plan`.)
 9. **A restore lands within the retention** (:func:`restore_too_late`, :func:`restore_end`,
-   :func:`restore_lead`, :func:`restore_refused`): the version a
+   :func:`restore_lead`, :func:`restore_refused`, :func:`restore_vacuumed`,
+   :func:`vacuum_horizon`): the version a
    restore makes current again is kept by vacuum only until it leaves the retention (the
    one of the root the restore applies on, which may have shrunk since it was planned);
-   the restore is applied only while that is more than a margin away.
+   the restore is applied only while that is more than a margin away, and only if the
+   root's last vacuum did not leave it out (a retention grown after it brings nothing back).
 10. **Nothing older than the vacuum floor is committed** (:func:`too_old_to_reference`):
    vacuum deletes no object younger than the lake's vacuum floor, so a commit references
    what it adds (its files, and the objects its attempt wrote) only while they are younger
@@ -72,7 +74,13 @@ from lakelock._registry._changes import (
     oldest_write,
     reused_commit_id,
 )
-from lakelock._registry._document import GUARDED_FORMAT, CommitRecord, IntentFate, RegistryDoc
+from lakelock._registry._document import (
+    GUARDED_FORMAT,
+    LAST_MODIFIED_RESOLUTION,
+    CommitRecord,
+    IntentFate,
+    RegistryDoc,
+)
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Missing, Objects
@@ -112,10 +120,12 @@ __all__ = [
     "restore_lead",
     "restore_refused",
     "restore_too_late",
+    "restore_vacuumed",
     "reused_in_batch",
     "settle",
     "swap_may_land",
     "too_old_to_reference",
+    "vacuum_horizon",
     "vacuumed",
     "whole_groups",
     "written_by",
@@ -368,6 +378,36 @@ def restore_refused(until: float, *, now: float, retention: float) -> bool:
     return until - now < restore_lead(retention)
 
 
+def vacuum_horizon(doc: RegistryDoc) -> float | None:
+    """Rule 9 against vacuum: the root's last vacuum kept no version replaced before this
+    (its successor's recorded commit time earlier: vacuum's own comparison), so such a
+    version may have lost its objects whatever the retention says since: no retention grown
+    again brings them back. The horizon the vacuum recorded (``vacuum_horizon``); a root
+    whose vacuum recorded only its cutoff (an earlier lakelock's, or a writer of one
+    dropped the horizon) stands the cutoff less :data:`LAST_MODIFIED_RESOLUTION` in: the
+    newest ``LastModified`` it deleted, which its window had begun after, so never later
+    than the horizon (it judges fewer versions vacuumed, never one it kept). ``None``:
+    no vacuum recorded either."""
+    if doc.vacuum_horizon is not None:
+        return doc.vacuum_horizon
+    if doc.vacuum_cutoff is None:
+        return None
+    return doc.vacuum_cutoff - LAST_MODIFIED_RESOLUTION
+
+
+def restore_vacuumed(change: Change, *, horizon: float | None) -> float | None:
+    """Rule 9 against vacuum: when the version ``change`` restores was replaced, if that was
+    before the ``horizon`` of the root it is applied on (:func:`vacuum_horizon`: vacuum may
+    have deleted its objects), else ``None``. An older writer's intent does not record the
+    replacement time; the version's own commit time stands in, as in :func:`restore_end`."""
+    since = change.restore_since
+    if since is None and change.restore is not None:
+        since = change.restore.at
+    if since is None or horizon is None or since >= horizon:
+        return None
+    return since
+
+
 def restore_end(change: Change, *, retention: float) -> float | None:
     """Rule 9: when the version ``change`` restores leaves the retention of the root it is
     applied on (``retention``; ``None``: it is the current one, or not a restore). Vacuum
@@ -388,15 +428,29 @@ def restore_end(change: Change, *, retention: float) -> float | None:
 
 
 def restore_too_late(
-    changes: Iterable[Change], *, now: float, margin: float, retention: float
+    changes: Iterable[Change],
+    *,
+    now: float,
+    margin: float,
+    retention: float,
+    horizon: float | None = None,
 ) -> str | None:
     """Rule 9: why a restore among ``changes`` must not be applied now (``None``: none
     must). Vacuum deletes what only a version that left the retention references, so a
     restore re-committing such a version would point at deleted files: each restore carries
     when its version was replaced and leaves (the clock of the recorded commit times), and
     is applied only while more than ``margin`` is left of the ``retention`` of the root it
-    applies on (:func:`restore_end`), by the applier's clock."""
+    applies on (:func:`restore_end`), by the applier's clock, and only if it was replaced
+    after that root's vacuum ``horizon`` (:func:`restore_vacuumed`: the retention may have
+    been shorter when vacuum ran)."""
     for change in changes:
+        replaced = restore_vacuumed(change, horizon=horizon)
+        if replaced is not None and horizon is not None:
+            return (
+                f"the version it restores was replaced {horizon - replaced:.1f} s before the "
+                "window of the lake's last vacuum began (recorded in the root): vacuum may "
+                "have deleted its files, whatever the retention is now; restore a newer version"
+            )
         until = restore_end(change, retention=retention)
         if until is not None and now + margin >= until:
             return (
@@ -536,6 +590,7 @@ def applied_batch(
             server_now=server_now,
             floor=floor,
             cutoff=doc.vacuum_cutoff,
+            horizon=vacuum_horizon(doc),
         )
         if refused is not None:
             rejected[n] = refused
@@ -593,12 +648,15 @@ def _refused_at(
     server_now: float | None,
     floor: float,
     cutoff: float | None = None,
+    horizon: float | None = None,
 ) -> CommitError | None:
     """Why ``p`` is refused whatever the document: a restore too close to its version
-    leaving the retention (rule 9) or whose version could not be read, a file too old for
-    the vacuum floor, or written before the ``cutoff`` a vacuum recorded in the root
-    (rule 10)."""
-    late = restore_too_late(p.changes, now=seconds, margin=restore_margin, retention=retention)
+    leaving the retention, or of a version replaced before the root's vacuum ``horizon``
+    (rule 9), or whose version could not be read, a file too old for the vacuum floor, or
+    written before the ``cutoff`` a vacuum recorded in the root (rule 10)."""
+    late = restore_too_late(
+        p.changes, now=seconds, margin=restore_margin, retention=retention, horizon=horizon
+    )
     if late is not None:
         return CommitConflictError(
             f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id

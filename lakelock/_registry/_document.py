@@ -222,6 +222,11 @@ class CommitRecord:
     #: What was committed (:func:`lakelock._digest.change_digest`), ``None`` if unknown
     #: (recorded before digests were, or by a commit of files whose rows nobody hashed).
     digest: str | None = None
+    #: The key of the intent that made it (a commit spanning datasets: its first), so a
+    #: writer that finds its commit id recorded knows whether its own intent made the record
+    #: (FORMAT.md rule 2). ``None``: made by no intent, or recorded by a lakelock from before
+    #: the field.
+    intent: str | None = None
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -240,6 +245,7 @@ class CommitRecord:
             "removed": self.removed,
             "operation": self.operation,
             **({"digest": self.digest} if self.digest is not None else {}),
+            **({"intent": self.intent} if self.intent is not None else {}),
         }
 
 
@@ -625,6 +631,7 @@ def _commit(c: Mapping[str, Any], *, legacy: bool) -> CommitRecord:
             c["operation"] if not legacy else c.get("operation", "commit"), "commit operation"
         ),
         digest=text(c["digest"], "commit digest") if "digest" in c else None,
+        intent=text(c["intent"], "commit intent") if "intent" in c else None,
     )
 
 

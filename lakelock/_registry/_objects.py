@@ -607,7 +607,7 @@ class Objects:
 
     def commit_entry(self, state: DatasetState, commit_id: str) -> Mapping[str, Any] | None:
         """What this dataset's commit-id index records of ``commit_id`` (its ``version``,
-        ``at``, ``operation`` and, when known, ``digest``), or ``None``."""
+        ``at``, ``operation`` and, when known, ``digest`` and ``intent``), or ``None``."""
         raw = state.recent_ids.get(commit_id)
         if raw is None:
             raw = index_get(state.commit_ids, commit_id, self.node)
@@ -717,6 +717,7 @@ class Objects:
                     "at": at,
                     "operation": c.operation,
                     **({"digest": c.digest} if c.digest is not None else {}),
+                    **({"intent": c.intent} if c.intent is not None else {}),
                 }
                 for c in state.commits
             }

@@ -16,7 +16,8 @@ The rules:
    rejected and cancelled intents are recorded too, so nobody applies them later.
 2. **Settle before apply** (:func:`settle`, :func:`past_the_window`, :func:`indexed_version`):
    a batch first ends every commit whose fate the root already records, or whose commit id
-   is recorded (the window, the commit-id index): never applied twice.
+   is recorded (the window, the commit-id index): never applied twice; made here, or
+   ``already_committed``, as the record's intent says (:func:`made_here`).
 3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
    commit id is recorded is ``applied`` at that version, not applied again.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
@@ -149,13 +150,16 @@ def settle(
 
     An intent's recorded fate decides it (applied: success, ``already`` if through another
     commit of its id; rejected or cancelled: its reason). A commit id in the root's window
-    is a success (``already`` unless this batch may have made it: :func:`made_here`, given
+    is a success (``already`` unless it is this commit's own: :func:`made_here`, given
     ``made``, the versions a swap of ours whose answer was lost may have made). A
     caller-chosen id (``check_index``) is looked up in the commit-id index (a re-run of an
     old commit; the committer asks again once the window no longer covers every version
     since: :func:`past_the_window`), and so is an intent at or below the watermark with no
     fate left (applied long ago by another process, its fate pruned; not there: a fold
-    passed it over, still ours)."""
+    passed it over, still ours). An entry found there is this commit's own if it names
+    this commit's intent; one that names no intent (recorded by a lakelock from before the
+    field) is taken as ours only for an intent passed over whose id was generated (nobody
+    else carries it)."""
     found: list[Settled] = []
     for p in pending:
         # The intents of one commit are decided together, in one swap: any one's fate is
@@ -173,41 +177,45 @@ def settle(
             found.append(Settled(p, error=reused))
             continue
         if record is not None:
-            ours = made_here(doc, p, record.version, made)
+            ours = made_here(doc, p, record.version, made, intent=record.intent)
             found.append(Settled(p, version=record.version, already=not ours))
             continue
         if doc.format_version < 2:
             continue
         passed_over = p.intent is not None and p.intent_sent and p.intent <= doc.watermark
         if p.check_index or passed_over:
-            version = indexed_version(doc, p.changes, objects)
-            if isinstance(version, CommitIdReusedError):
-                found.append(Settled(p, error=version))
-            elif version is not None:
-                ours = passed_over and not p.check_index
+            indexed = indexed_version(doc, p.changes, objects)
+            if isinstance(indexed, CommitIdReusedError):
+                found.append(Settled(p, error=indexed))
+            elif indexed is not None:
+                version, by = indexed
+                ours = by == p.intent if by is not None else passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
 
 
-def made_here(doc: RegistryDoc, p: Pending, version: int, made: Set[int]) -> bool:
-    """Rule 2: whether the commit ``p``'s id records at ``version`` may be ``p``'s own (its
+def made_here(
+    doc: RegistryDoc, p: Pending, version: int, made: Set[int], *, intent: str | None
+) -> bool:
+    """Rule 2: whether the record of ``p``'s commit id at ``version`` is ``p``'s own (its
     caller hears it committed, not ``already_committed``), given that ``doc`` keeps no fate
-    of ``p``'s intents. Whichever swap applied ``p`` recorded their fate at that version
-    (rule 1): a swap of ours whose answer was lost (``made``: the versions it may have
-    made), or a fold that listed ``p``'s intent once it was sent. So the record may be
-    ``p``'s only if that fate may have been pruned since (rule 6 prunes the oldest first,
-    keeping every fate above the watermark and the lake's ``commit_window`` most recent):
-    not if its intent is above the watermark, nor if ``doc`` still keeps an applied fate
-    at or below the watermark that a swap recorded before it (an older version's, or one
-    of the same version sorting before it: a swap records its applied intents in key
-    order), nor if fewer than ``commit_window`` fates were recorded after it. Then the
-    record is another commit's under the id (a killed run's, a re-run's in another
-    process: the same change committed already) and ``p``'s intent is undecided: passed
-    over (its PUT landed after that fold's LIST, or its writer's clock is behind the
-    folder's, so its key sorts below the watermark that fold set), or not what the swap
-    whose answer was lost applied (it did not land, or it applied another intent of the
-    id). A commit with no intent, and a format-1 root, which keeps no fates, leave no such
-    trace: any swap of ours whose answer was lost may be it."""
+    of ``p``'s intents. A record names the intent that made it (``intent``): it is ``p``'s
+    exactly when that is ``p``'s intent, whichever swap applied it (ours, its answer lost,
+    or another process's fold); any other is another commit's under the id (a killed
+    run's, a re-run's in another process: the same change committed already).
+
+    A record that names none (a commit with no intent, or recorded by a lakelock from
+    before the field) is guessed: with no intent, or on a format-1 root (no fates), it may
+    be ours if a swap of ours whose answer was lost may have made it (``made``). Else it
+    may be ours only if the fate the applying swap recorded for ``p``'s intent may have
+    been pruned since (rule 6 prunes the oldest first, keeping every fate above the
+    watermark and the ``commit_window`` most recent): not if ``p``'s intent is above the
+    watermark, nor if ``doc`` keeps an applied fate at or below the watermark recorded
+    before it (an older version's, or one of the same version sorting before it: a swap
+    records its applied intents in key order), nor if fewer than ``commit_window`` fates
+    were recorded after it."""
+    if intent is not None:
+        return intent == p.intent
     mine = p.intent
     if mine is None or doc.format_version < 2:
         return version in made
@@ -275,16 +283,21 @@ def past_the_window(doc: RegistryDoc, version: int) -> bool:
 
 def indexed_version(
     doc: RegistryDoc, changes: Iterable[Change], objects: Objects
-) -> int | CommitIdReusedError | None:
+) -> tuple[int, str | None] | CommitIdReusedError | None:
     """The version the commit-id index of one of ``changes``' datasets records for its
-    commit id (every applied id is kept there, however old), or the error if it records
-    the id for another change (:func:`~lakelock._registry._changes.reused_commit_id`)."""
+    commit id (every applied id is kept there, however old) and the intent its entry names
+    (``None``: none), or the error if it records the id for another change
+    (:func:`~lakelock._registry._changes.reused_commit_id`)."""
     for change in changes:
         state = doc.datasets.get(change.dataset)
         if state is not None:
             entry = objects.commit_entry(state, change.commit_id)
             if entry is not None:
-                return reused_commit_id(entry, change) or int(entry["version"])
+                intent = entry.get("intent")
+                return reused_commit_id(entry, change) or (
+                    int(entry["version"]),
+                    intent if isinstance(intent, str) else None,
+                )
     return None
 
 
@@ -300,7 +313,8 @@ def recorded_version(
         return reused_commit_id(record, change) or record.version
     if change.generated_id or doc.format_version < 2:
         return None
-    return indexed_version(doc, (change,), objects)
+    indexed = indexed_version(doc, (change,), objects)
+    return indexed[0] if isinstance(indexed, tuple) else indexed
 
 
 def judge_listed(

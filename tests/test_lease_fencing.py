@@ -239,3 +239,17 @@ def test_a_holder_paused_before_its_takeover_is_recorded_never_lowers_the_fence(
     assert _fences(lake) == {"lease:leader": 2}
     with pytest.raises(StaleFenceError):
         lake.append("sales", pa.table({"id": [1]}), fence=("lease:leader", 1))
+
+
+def test_a_takeover_on_a_mirroring_lake_mirrors_nothing(
+    client: Any, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lake that keeps Iceberg views records a lease's takeover like any other: the
+    takeover changes no dataset, so nothing is mirrored for it (no view of a dataset named
+    ``""`` attempted, no error logged)."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, mirror=["iceberg"])
+    with caplog.at_level("ERROR", logger="lakelock"), lake.lease("leader", heartbeat=False):
+        assert lake.auto_mirror is not None
+        assert lake.auto_mirror.wait(timeout=30)
+    assert _fences(lake) == {"lease:leader": 1}
+    assert [r.getMessage() for r in caplog.records] == []

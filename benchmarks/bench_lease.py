@@ -2,6 +2,12 @@
 
     python benchmarks/bench_lease.py                # TTLs 3 and 10 s, polls 0.1 and 1 s (~4 min)
     python benchmarks/bench_lease.py --quick        # TTL 3 s, two runs each
+    python benchmarks/bench_lease.py --acquire 50   # what one uncontended acquire costs
+
+``--acquire N``: N acquire/release rounds of one lease of a lake that has a dataset, in this
+process, no other writer: the requests each acquire and each release sends, by S3 operation
+and part of the layout, and their median time (an acquire records its takeover in the
+registry: one commit; a release commits nothing).
 
 One trial: a holder process acquires the lease (``ttl`` T, heartbeat on, as a leader would)
 and is SIGKILLed at once, with nearly its whole TTL left (the worst case: a holder that dies
@@ -127,6 +133,40 @@ def trial(endpoint: Any, url: str, name: str, ttl: float, poll: float) -> Trial:
     )
 
 
+def acquire_cost(rounds: int) -> None:
+    """The requests and the time of one uncontended acquire, and of one release."""
+    import pyarrow as pa
+
+    from lakelock import Lake
+    from lakelock.testing import S3Endpoint
+
+    with S3Endpoint(mode="process") as endpoint:
+        endpoint.create_bucket(BUCKET)
+        lake = Lake(BUCKET, s3=endpoint.client())
+        lake.append("sales", pa.table({"id": [1]}))
+        lease = lake.lease("bench", ttl=30, heartbeat=False)
+        spans: dict[str, list[float]] = {"acquire": [], "release": []}
+        areas: dict[str, dict[str, int]] = {"acquire": {}, "release": {}}
+        for _ in range(rounds):
+            for step, run in (("acquire", lease.acquire), ("release", lease.release)):
+                endpoint.reset_stats()
+                started = time.perf_counter()
+                run()
+                spans[step].append(time.perf_counter() - started)
+                for area, count in endpoint.areas().items():
+                    areas[step][area] = areas[step].get(area, 0) + count
+        version = lake.registry.read().version
+    print(f"# {rounds} rounds, one lease, no other writer (registry at version {version})\n")
+    print("| step | median ms | requests each | by operation and area |")
+    print("|---|---:|---:|:---|")
+    for step, times in spans.items():
+        each = {area: count / rounds for area, count in sorted(areas[step].items())}
+        shown = ", ".join(f"{area} {count:g}" for area, count in each.items())
+        print(
+            f"| {step} | {statistics.median(times) * 1000:.1f} | {sum(each.values()):g} | {shown} |"
+        )
+
+
 def parse_floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x]
 
@@ -143,7 +183,11 @@ def main() -> None:
     parser.add_argument("--ttls", type=parse_floats, default=None, help="seconds, e.g. 3,10")
     parser.add_argument("--polls", type=parse_floats, default=[0.1, 1.0], help="seconds")
     parser.add_argument("--runs", type=int, default=None, help="trials per configuration")
+    parser.add_argument("--acquire", type=int, metavar="N", help="N uncontended acquires")
     args = parser.parse_args()
+    if args.acquire:
+        acquire_cost(args.acquire)
+        return
     ttls = args.ttls or ([3.0] if args.quick else [3.0, 10.0])
     runs = args.runs or (2 if args.quick else 5)
 

@@ -244,11 +244,13 @@ def _why_versions(lake: Lake, snapshot: Any, commits: int) -> list[str]:
     refusing = {f.version for f in refused} - applied
     others = snapshot.version - len(applied) - len(refusing)
     locking = sum(r.operation in ("lock", "unlock") for r in records)  # the rename's lock
-    staged = len(records) - commits - locking
+    leasing = sum(r.operation == "takeover" for r in records)  # the leader's lease taken
+    staged = len(records) - commits - locking - leasing
     notes = [
         f" group commit applied these {commits} commits"
         + (f" and {staged} to {STAGING}" if staged else "")
         + (f", {locking} taking and releasing write locks" if locking else "")
+        + (f", {leasing} recording the leader's lease" if leasing else "")
         + f" in {_count(len(applied), 'version')}, {len(records) / max(1, len(applied)):.1f} each"
     ]
     if refused:

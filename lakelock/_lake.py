@@ -449,9 +449,12 @@ class Lake(TableOperations):
 
     def lease(self, name: str, **options: Unpack[LeaseOptions]) -> Lease:
         """A named lease with a fencing token, for leader election: ``with lake.lease("x"):``
-        or ``try_acquire()``; commit with ``fence=lease.fence``. ``options``: those of
-        :class:`~lakelock._lease.Lease` (:class:`~lakelock._lease.LeaseOptions`)."""
-        return Lease(self.store, name, **options)
+        or ``try_acquire()``; commit with ``fence=lease.fence``. Each acquisition is recorded
+        in this lake's registry before it returns (one commit, naming no dataset: on a new
+        lake, it creates the registry), so that the token of the holder it took over from is
+        refused at once. ``options``: those of :class:`~lakelock._lease.Lease`
+        (:class:`~lakelock._lease.LeaseOptions`)."""
+        return Lease(self.store, name, takeovers=self.registry.internals, **options)
 
     # -- views ---------------------------------------------------------------------------------
 

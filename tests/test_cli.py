@@ -727,14 +727,14 @@ def test_demo_runs_and_passes() -> None:
     version = int(re.search(r"registry version +(\d+)", result.stdout)[1])  # type: ignore[index]
     why = re.search(
         r"one version = one compare-and-swap of the registry's root;\n +group commit applied "
-        r"these (\d+) commits and 1 to staging_profiles, 2 taking and releasing write locks "
-        r"in (\d+) versions?, ([\d.]+) each",
+        r"these (\d+) commits and 1 to staging_profiles, 2 taking and releasing write locks, "
+        r"1 recording the leader's lease in (\d+) versions?, ([\d.]+) each",
         result.stdout,
     )
     assert why is not None, result.stdout
     assert int(why[1]) == commits
     assert 1 <= int(why[2]) <= version
-    assert why[3] == f"{(commits + 3) / int(why[2]):.1f}"  # as the summary rounds it
+    assert why[3] == f"{(commits + 4) / int(why[2]):.1f}"  # as the summary rounds it
     status = re.compile(r"appends \d+/\d+  renames \d+")
     assert status.search(result.stderr)
     assert not status.search(result.stdout)

@@ -55,6 +55,23 @@ def test_log_counts_a_restore_as_history_does(
     assert (entry["operation"], entry["added"], entry["removed"]) == ("restore", 2, 3)
 
 
+def test_log_shows_a_lease_takeover_naming_no_dataset(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """A lease taken records its takeover by a commit of its own: ``log`` lists it as
+    ``takeover``, with no dataset (``-``; ``[]`` in JSON), not as a commit to a dataset
+    named ``""``."""
+    lake.append("sales", pa.table({"id": [1]}))
+    with lake.lease("leader", ttl=30, heartbeat=False):
+        pass
+    result = in_process("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
+    entry = orjson.loads(result.stdout)[0]
+    assert (entry["operation"], entry["datasets"], entry["added"]) == ("takeover", [], 0)
+    text = in_process("registry", "log", lake.url, "--endpoint-url", s3.url).stdout
+    row = next(line.split() for line in text.splitlines() if "takeover" in line)
+    assert row[2:5] == ["takeover", "-", "0"]
+
+
 def test_a_reader_that_goes_away_ends_the_output_quietly(s3: S3Endpoint, lake: Lake) -> None:
     """stdout is a pipe whose reading end is closed before anything is written: every write
     fails (EPIPE), as it does once ``head`` has its line."""

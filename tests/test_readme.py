@@ -99,7 +99,7 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
     assert sorted(sales) == ["year=2024/month=1", "year=2024/month=2"]  # 2023 deleted
     archive = snapshot.datasets["archive"].partitions
     assert sorted(archive) == ["year=2023/month=12", "year=2024/month=2"]  # renamed, copied
-    assert snapshot.fences  # the lease's token was recorded by its fenced commit
+    assert snapshot.fences  # the lease's token was recorded by its takeover
     # Each write lock (the moves' and the README's own) is taken and released by a commit.
     assert [c.operation for c in snapshot.commits].count("lock") == 3
     assert [c.operation for c in snapshot.commits if c.operation not in ("lock", "unlock")] == [
@@ -109,6 +109,7 @@ def test_readme_python_examples_run(aws_env: None, s3: S3Endpoint, bucket: str) 
         "append",
         "delete",
         "properties",
+        "takeover",  # the lease taken: recorded before its holder compacts
         "compact",
         "commit",
         "rename",

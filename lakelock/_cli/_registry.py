@@ -316,8 +316,9 @@ def _iso(seconds: float) -> str:
 
 
 def _datasets(record: CommitRecord) -> list[str]:
-    """The datasets one commit changed (a rename or copy across datasets names two)."""
-    return record.dataset.split(",")
+    """The datasets one commit changed (a rename or copy across datasets names two; a
+    lease's takeover none)."""
+    return list(record.datasets)
 
 
 def _operation(record: CommitRecord) -> str:

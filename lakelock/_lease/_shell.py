@@ -1,7 +1,7 @@
 """``Lease``: a named, fenced lease over one S3 object, for leader election across machines.
 
 ```python
-lease = Lease(store, "nightly-compaction", ttl=30)           # renewed by a heartbeat
+lease = lake.lease("nightly-compaction", ttl=30)      # renewed by a heartbeat
 with lease:                                  # acquire (waits), then release on exit
     lake.append("sales", table, partition_by=["year", "month"], fence=lease.fence)
 ```
@@ -20,7 +20,20 @@ Protocol
 - **acquire**: GET (learning server time from ``Date``) → :func:`decide_acquire` → CAS with
   ``token + 1``. A 412 means another process won that race: read again. While someone else
   holds it, poll every ``poll_interval`` seconds (sooner if the holder's expiry comes first)
-  until ``timeout``, then :class:`~lakelock.errors.LockTimeout`.
+  until ``timeout``, then :class:`~lakelock.errors.LockTimeout`. Once the CAS landed, the
+  takeover is recorded in the lake's registry (``takeovers``, below) before ``acquire``
+  returns.
+- **the takeover's record**: a lease made by ``Lake.lease`` has ``takeovers``, the lake's
+  registry: every acquisition (each raises the token) commits the new fence there, a commit
+  that names no dataset (FORMAT.md, "Lease takeovers"), so that the registry refuses the
+  previous holder's token from then on, not only from the new holder's first commit. One
+  commit per acquisition; renewals and releases commit nothing. A record that fails (its
+  budget ran out, its outcome is unknown, a higher token is recorded already:
+  :class:`~lakelock.errors.StaleFenceError`) fails the acquisition with that error: the
+  lease document is released again (token kept), so the next acquirer goes on with a higher
+  token at once. A lease made without ``takeovers`` (``Lease(store, name)``) records
+  nothing: its token reaches the registry with the first commit that carries it, so until
+  then a holder paused past the takeover can still commit under the old one.
 - **renew**: CAS with the ETag of our last write (no GET in the common case). A 412 or an
   unknown outcome is resolved by reading back: our write id → renewed; still our document
   (our write did not land) → try again; anything else → :class:`LeaseLostError`.
@@ -65,7 +78,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Final, Literal, Self, TypedDict
+from typing import Final, Literal, Protocol, Self, TypedDict
 
 from lakelock._clock import DEFAULT_MARGIN
 from lakelock._fence import Fence
@@ -97,13 +110,14 @@ from lakelock._lease._core import (
 )
 from lakelock._s3 import ObjectStore, new_write_id
 from lakelock.errors import (
+    LakelockError,
     LeaseError,
     LeaseLostError,
     LockTimeout,
     OutcomeUnknownError,
 )
 
-__all__ = ["Lease", "LeaseOptions", "read_leases"]
+__all__ = ["Lease", "LeaseOptions", "Takeovers", "read_leases"]
 
 logger = logging.getLogger("lakelock.lease")
 
@@ -129,6 +143,13 @@ class LeaseOptions(TypedDict, total=False):
     on_lost: Callable[[LeaseLostError], None] | None
 
 
+class Takeovers(Protocol):
+    """Where a lease records each takeover before its holder gets the token (a lake's
+    ``registry.internals``; ``Lake.lease`` passes its own): module docstring."""
+
+    def record_takeover(self, fence: Fence) -> None: ...
+
+
 def _lease_error(name: str, key: str, reason: str) -> LeaseError:
     return LeaseError(f"lease {name!r} at {key!r}: {reason}", name=name)
 
@@ -139,8 +160,10 @@ class Lease(Holding):
     ``ttl`` is how long each acquire or renewal holds it (seconds); ``timeout`` (``None``:
     wait forever) and ``poll_interval`` are defaults for :meth:`acquire`; ``clock`` (a
     monotonic clock) and ``sleep`` are injectable for tests; ``margin`` is the safety margin
-    of :mod:`lakelock._clock`. Thread-safe; one holder per object at a time, and the
-    object can be acquired again after release.
+    of :mod:`lakelock._clock`. ``takeovers`` is where each acquisition is recorded before
+    it returns (``Lake.lease`` passes its registry; ``None``: nowhere, module docstring).
+    Thread-safe; one holder per object at a time, and the object can be acquired again
+    after release.
     """
 
     def __init__(
@@ -157,8 +180,10 @@ class Lease(Holding):
         poll_interval: float = 1.0,
         heartbeat: bool = True,
         on_lost: Callable[[LeaseLostError], None] | None = None,
+        takeovers: Takeovers | None = None,
     ) -> None:
         super().__init__(f"lease {name!r}")
+        self.takeovers = takeovers
         self.key = lease_key(name, prefix=store.prefix)
         self.name = name
         terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
@@ -297,11 +322,44 @@ class Lease(Holding):
                 if back is None or back.write_id != write_id:
                     return self._clock()
                 etag = back.etag
+            self._record_takeover(decision.doc, etag)
             self._state = "held"
             self._doc, self._etag = decision.doc, etag
             self._lost_reason, self._notified = "", False
             logger.debug("acquired lease %r with token %d", self.name, decision.doc.token)
             return None
+
+    def _record_takeover(self, doc: LeaseDoc, etag: str) -> None:
+        """Record the takeover that wrote ``doc`` (at ``etag``) in the registry before we act
+        on its token (module docstring); if that fails, release the document again (a
+        second takeover, with a higher token, need not wait for our TTL) and raise the
+        registry's error: the lease is not ours."""
+        if self.takeovers is None:
+            return
+        try:
+            self.takeovers.record_takeover(Fence(f"lease:{self.name}", doc.token))
+        except BaseException:
+            self._give_back(doc, etag)
+            raise
+
+    def _give_back(self, doc: LeaseDoc, etag: str) -> None:
+        """Release ``doc`` (just written, at ``etag``) once, if it is still as we wrote it;
+        a failure is logged: it then expires after its TTL as a crashed holder's would."""
+        target = decide_release(doc, self.owner)
+        if target is None:
+            return
+        try:
+            self._document.write(target, etag, new_write_id())
+        except RACED:
+            return  # someone else's document now: nothing of ours to release
+        except LakelockError:
+            logger.warning(
+                "lease %r: could not release token %d after its takeover failed to be "
+                "recorded; it expires after its ttl",
+                self.name,
+                doc.token,
+                exc_info=True,
+            )
 
     def _tell_waiting(self, wait: Wait) -> None:
         """Say (logging: WARNING, so on stderr by default) whom an acquire waits for, and

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from lakelock._names import validate_dataset_name
-from lakelock._registry._changes import Change
+from lakelock._registry._changes import Change, is_takeover
 from lakelock.errors import (
     CommitConflictError,
     CommitError,
@@ -126,7 +126,10 @@ _DONE = threading.Lock()
 
 
 def validate_change(change: Change) -> Change:
-    """The change with its dataset name in canonical (NFC) form, or a typed error."""
+    """The change with its dataset name in canonical (NFC) form, or a typed error (a lease
+    takeover's record names none)."""
+    if is_takeover(change):
+        return change
     name = validate_dataset_name(change.dataset)
     if name != change.dataset:
         change = replace(change, dataset=name)

@@ -60,7 +60,13 @@ from lakelock._registry._document import (
     PartitionState,
     RegistryDoc,
 )
-from lakelock._registry._fencing import LOCK, UNLOCK, check_write_locks, record_fence
+from lakelock._registry._fencing import (
+    LOCK,
+    TAKEOVER,
+    UNLOCK,
+    check_write_locks,
+    record_fence,
+)
 from lakelock._registry._manifest import (
     Manifest,
     manifest_digest,
@@ -89,6 +95,7 @@ __all__ = [
     "check_partition_by",
     "delta_manifests",
     "evolve_schema",
+    "is_takeover",
     "manifests_needed",
     "new_commit_id",
     "oldest_write",
@@ -96,6 +103,7 @@ __all__ = [
     "removed_partitions",
     "reused_commit_id",
     "seal",
+    "takeover",
     "totals_of",
     "window_kept",
     "with_dataset",
@@ -890,6 +898,26 @@ def _fenced(doc: RegistryDoc, change: Change, *, at: float) -> RegistryDoc:
         dataset=change.dataset,
         commit_id=change.commit_id,
         operation=change.operation,
+    )
+
+
+def takeover(fence: Fence, commit_id: str) -> Change:
+    """The change that records a lease's takeover: ``fence`` (the new holder's) and
+    nothing else, naming no dataset (FORMAT.md, "Lease takeovers")."""
+    return Change(
+        dataset="", commit_id=commit_id, fence=fence, operation=TAKEOVER, generated_id=True
+    )
+
+
+def is_takeover(change: Change) -> bool:
+    """Whether ``change`` is a lease takeover's record (:func:`takeover`): the one change
+    that names no dataset."""
+    return (
+        change.dataset == ""
+        and change.operation == TAKEOVER
+        and change.fence is not None
+        and not change.fence.hierarchical
+        and _fence_only(change)
     )
 
 

@@ -230,7 +230,8 @@ class CommitRecord:
 
     @property
     def datasets(self) -> tuple[str, ...]:
-        return tuple(self.dataset.split(","))
+        """The datasets it names (none: a lease's takeover, FORMAT.md "Lease takeovers")."""
+        return tuple(self.dataset.split(",")) if self.dataset else ()
 
     @cached_property
     def json(self) -> dict[str, Any]:

@@ -4,7 +4,10 @@ A pure transform of the root document, run by :func:`~lakelock._registry._change
 first, before anything else of a change is checked:
 
 - exclusive (a lease): ``fence.token`` below the highest token recorded for ``fence.name`` →
-  :class:`~lakelock.errors.StaleFenceError`; otherwise the highest token is raised to it;
+  :class:`~lakelock.errors.StaleFenceError`; otherwise the highest token is raised to it.
+  Every takeover of a lease raises it before its holder gets the token, by a commit of
+  operation ``takeover`` (:data:`TAKEOVER`) that names no dataset and carries the new fence:
+  a holder paused past the takeover is refused even before the new holder commits;
 - hierarchical (a path-lock grant, whose fence carries the ``read``/``write`` paths it holds):
   compatible holders of one lock table hold different tokens at the same time, so "lower than
   the highest" would refuse legitimate commits. Instead a commit is stale if an earlier commit
@@ -41,6 +44,7 @@ from lakelock.errors import LockedError, StaleFenceError
 
 __all__ = [
     "LOCK",
+    "TAKEOVER",
     "UNLOCK",
     "check_write_locks",
     "compact_lock_fences",
@@ -52,6 +56,9 @@ __all__ = [
 #: The operations of the commits that register a write lock in force and clear it.
 LOCK = "lock"
 UNLOCK = "unlock"
+#: The operation of the commit that records a lease's takeover (FORMAT.md, "Lease
+#: takeovers"): it names no dataset and carries only the new holder's fence.
+TAKEOVER = "takeover"
 
 
 def record_fence(

@@ -25,7 +25,7 @@ from lakelock._names import validate_dataset_name, validate_partition_path
 from lakelock._pathlock._distributed import LiveGrants
 from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._builder import CommitBuilder
-from lakelock._registry._changes import Change, Fence, written_paths
+from lakelock._registry._changes import Change, Fence, takeover, written_paths
 from lakelock._registry._commit import CommitQueue
 from lakelock._registry._core import (
     Committer,
@@ -52,7 +52,7 @@ from lakelock._registry._document import (
     parse_registry,
     with_datasets,
 )
-from lakelock._registry._fencing import LOCK, UNLOCK, held_write_locks
+from lakelock._registry._fencing import LOCK, TAKEOVER, UNLOCK, held_write_locks
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
@@ -368,7 +368,7 @@ class Registry:
             raise ValueError("commit_changes takes one change per dataset")
         if len({c.generated_id for c in changes}) != 1:
             raise ValueError("commit_changes needs one commit id, generated or chosen")
-        if any(c.operation in (LOCK, UNLOCK) for c in changes):
+        if any(c.operation in (LOCK, UNLOCK, TAKEOVER) for c in changes):
             return self._commits.commit(changes, now=self._clock())
         # Files written before this commit are held to the vacuum floor by when the server
         # wrote them (FORMAT.md rule 10); one that is gone refuses it here.
@@ -949,3 +949,14 @@ class RegistryInternals:
     def release_write_locks(self, fences: tuple[Fence, ...]) -> None:
         """Clear the write locks in force of these grants, in one commit."""
         self._registry._lock_commit(fences, UNLOCK)
+
+    def record_takeover(self, fence: Fence) -> None:
+        """Record a lease's takeover: raise the registry's highest token for ``fence.name``
+        to ``fence.token`` by one commit that names no dataset and changes nothing else
+        (FORMAT.md, "Lease takeovers"), so that from then on every commit under a lower
+        token is refused, before the new holder has committed anything. A lower token than
+        the one recorded is :class:`~lakelock.errors.StaleFenceError` (the fences never go
+        back); the commit's other errors are the registry's (a lease that gets one is not
+        acquired: :class:`~lakelock._lease.Lease`)."""
+        registry = self._registry
+        registry.commit_changes([takeover(fence, registry._new_commit_id())])

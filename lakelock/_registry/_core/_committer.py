@@ -371,7 +371,7 @@ class Committer:
         spent = self.now - batch.started
         what = (
             f"its {self.max_attempts} attempts"
-            if batch.attempts >= self.max_attempts
+            if batch.spent >= self.max_attempts
             else f"its {self.max_seconds:g} s"
         )
         message = (

@@ -479,9 +479,11 @@ class Scheduler:
 
     def patient(self, attempts: int, max_attempts: int) -> bool:
         """Whether a waiter goes on waiting for an older intent's writer to fold ours: while
-        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter used half
-        its attempts (every look is one: so it always folds itself before it would give up,
-        the root moving or not). Each pending intent older than ours but the oldest adds
+        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter spent half
+        its attempts (``attempts``: every look that found the root moved is one, so it
+        always folds itself before it would give up; a look at a root that stood still is
+        not, or a stall of the root spends every waiter's budget alike and they all fold
+        at once when it ends: docs/decisions/0044-a-stall-spends-no-attempts.md). Each pending intent older than ours but the oldest adds
         :data:`TAKE_OVER` looks to the first: the waiters behind a folder that stopped take
         over one at a time, in the order of their intents, and the next one sees the root
         move (its commit applied) instead of listing and reading every intent too. The

@@ -13,15 +13,16 @@ operation (compared as they are) and the same :func:`change_digest`:
   decimals; dictionary columns by their values), schema metadata dropped, written as one
   Arrow IPC stream. So a re-run that builds the same rows in another order, other chunks or
   another column order is a retry; one row more, less or different is another change.
-- for files written elsewhere (``lakelock.dask``), the sorted content checksums of the
-  files instead of the rows.
-- for a low-level ``registry.commit`` (``summary``: ``"commit:sha256:<hex>"``, compared only
-  with digests of its kind: :func:`comparable`): its request is what it removes (the keys,
-  the partitions), its ``partition_by`` and properties, and what it adds is summarised as a
-  re-run rewriting the same rows reproduces it, per partition: the row count and the column
-  statistics lakelock records (min, max, null count per column) combined over the files,
-  not the files' names, bytes or split; the content checksums only where a file carries no
-  statistics.
+- for files an engine wrote that the catalog commits (``lakelock catalog``), the sorted
+  content checksums of the files instead of the rows (its commit id already names them).
+- for files written elsewhere and committed as a whole, a low-level ``registry.commit`` and
+  the workers' files of ``lakelock.dask`` and ``lakelock.spark`` (``summary``:
+  ``"commit:sha256:<hex>"``, compared only with digests of its kind: :func:`comparable`):
+  the request is what it removes (the keys, the partitions), its ``partition_by`` and
+  properties, and what it adds is summarised as a re-run rewriting the same rows reproduces
+  it, per partition: the row count and the column statistics lakelock records (min, max,
+  null count per column) combined over the files, not the files' names, bytes or split; the
+  content checksums only where a file carries no statistics.
 
 One function makes all of them, :func:`change_digest`; which request and content a commit's
 digest covers is chosen where the commit is built
@@ -54,9 +55,9 @@ def change_digest(
     summary: Iterable[DataFile] | None = None,
 ) -> str:
     """The digest of a change: ``"sha256:<hex>"`` of the operation's ``request`` and of what
-    it commits, ``table``'s rows or ``files``' contents (their checksums); or, for a
-    ``registry.commit`` that adds ``summary`` (files written earlier, summarised by rows and
-    statistics, not bytes), ``"commit:sha256:<hex>"`` (the module docstring)."""
+    it commits, ``table``'s rows or ``files``' contents (their checksums); or, for a commit
+    that adds ``summary`` (files written elsewhere, summarised by rows and statistics, not
+    bytes), ``"commit:sha256:<hex>"`` (the module docstring)."""
     if summary is not None:
         by_partition: dict[str, list[DataFile]] = {}
         for f in summary:
@@ -74,24 +75,32 @@ def change_digest(
     return f"sha256:{h.hexdigest()}"
 
 
-#: What a ``registry.commit``'s digest starts with: a ``registry.commit`` summarises files where a
-#: table operation hashes rows, so the two kinds are never compared (:func:`comparable`).
+#: What a summary digest starts with (``registry.commit``, ``lakelock.dask``, ``lakelock.spark``):
+#: it summarises files where a table operation hashes rows, so the two kinds are never compared
+#: (:func:`comparable`).
 COMMIT_KIND = "commit:"
 
 
 def comparable(recorded: str, new: str) -> bool:
     """Whether two digests were made the same way, so that differing means another change. A
-    ``registry.commit``'s (files summarised) and a table operation's (rows hashed) are not: a
-    re-run that commits with ``registry.commit`` the rows an ``append`` committed under the
-    same id is a retry, told from another change by dataset and operation only, as before
-    ``registry.commit`` had a digest."""
+    summary (files summarised) and a ``"sha256:"`` digest (rows hashed, or files' checksums)
+    are not: a re-run that commits with ``registry.commit`` the rows an ``append`` committed
+    under the same id is a retry, told from another change by dataset and operation only, as
+    before ``registry.commit`` had a digest; so is a ``lakelock.dask`` re-run of a commit an
+    earlier lakelock bound to its files' checksums."""
     return recorded.startswith(COMMIT_KIND) == new.startswith(COMMIT_KIND)
 
 
 def _partition_summary(files: list[DataFile]) -> dict[str, Any]:
     """What one partition's added files hold, however the rows were split into files: the
     row count and, per column, the null (and NaN) count and the bounds, combined over the
-    files. A file without statistics makes it the files' sorted checksums instead."""
+    files. A file without statistics makes it the files' sorted checksums instead.
+
+    A bound is combined only from every file that has values in the column (rows neither
+    null nor NaN): if one of them has none (a float column holding an infinity, a string
+    whose bound cannot be cut to 16 characters), the partition's is unknown too, as it
+    would be had the rows been one file, since the file holding that value lacks it
+    however the rows are split."""
     rows = sum(f.record_count for f in files)
     if any(f.stats is None for f in files):
         return {"rows": rows, "checksums": sorted(f.checksum for f in files)}
@@ -101,21 +110,27 @@ def _partition_summary(files: list[DataFile]) -> dict[str, Any]:
             seen = columns.setdefault(c.name, {"nulls": 0, "nans": 0, "min": [], "max": []})
             seen["nulls"] = _sum(seen["nulls"], c.nulls)
             seen["nans"] = _sum(seen["nans"], c.nans)
-            seen["min"] += [] if c.min is None else [c.min]
-            seen["max"] += [] if c.max is None else [c.max]
+            if c.nulls is None or c.nulls + (c.nans or 0) < f.record_count:  # has values
+                seen["min"].append(c.min)
+                seen["max"].append(c.max)
     try:
         combined = {
             name: {
                 "nulls": seen["nulls"],
                 "nans": seen["nans"],
-                "min": min(seen["min"], default=None),
-                "max": max(seen["max"], default=None),
+                "min": _extreme(min, seen["min"]),
+                "max": _extreme(max, seen["max"]),
             }
             for name, seen in columns.items()
         }
     except TypeError:  # bounds of one column that do not compare (not lakelock's stats)
         return {"rows": rows, "checksums": sorted(f.checksum for f in files)}
     return {"rows": rows, "columns": combined}
+
+
+def _extreme(pick: Any, bounds: list[Any]) -> Any:
+    """The least or greatest of the files' bounds: unknown if any file's is."""
+    return None if not bounds or None in bounds else pick(bounds)
 
 
 def _sum(total: int | None, count: int | None) -> int | None:

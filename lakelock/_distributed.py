@@ -31,9 +31,11 @@ def append_written(
     commit. ``write`` is not called when the ``commit_id`` is already recorded (the earlier
     commit is reported) or the change is refused before any task runs (another
     ``partition_by`` than the dataset's, a reused ``commit_id``). The rows are not known
-    before the tasks write them: the commit is bound to the digest of the files' contents
-    (before they are written, a recorded id is told from another change by dataset and
-    operation only)."""
+    before the tasks write them: a recorded id is told from another change by dataset and
+    operation only, and the commit is bound to its files summarised as a ``registry.commit``
+    binds them (rows and statistics per partition, not the split into files:
+    :func:`~lakelock._registry._builder.summary_digest`), so the same rows split otherwise
+    are a retry of a commit still in flight, and other rows another change."""
     commit = CommitBuilder(
         lake.registry,
         dataset,
@@ -49,5 +51,5 @@ def append_written(
     files, schema = write()
     commit.declare(schema=schema)
     commit.add(files)
-    commit.bind({"partition_by": partition_by}, files=files)
+    commit.bind_to_files()
     return commit.commit()

@@ -41,6 +41,7 @@ from lakelock._clock import ServerClock, TimeBounds, shared_server_clock
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
+    InvalidArgumentError,
     LakelockError,
     LeaseError,
     LeaseLostError,
@@ -105,21 +106,39 @@ DEFAULT: Final = Default.VALUE
 def check_timeout(timeout: float | None) -> float | None:
     """``timeout`` if it is ``None`` (wait forever) or a number of seconds >= 0."""
     if timeout is not None and not timeout >= 0:
-        raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
+        raise InvalidArgumentError(
+            timeout, f"timeout must be None or >= 0 seconds, got {timeout!r}", what="timeout"
+        )
     return timeout
 
 
 def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
+    """Refuse what no document can hold or no wait can last: each a finite number of
+    seconds (JSON has no infinity, so a lease or lock table written with one could never be
+    read again, by anyone)."""
+    for what, value in (("ttl", ttl), ("margin", margin), ("poll_interval", poll_interval)):
+        if not math.isfinite(value):
+            raise InvalidArgumentError(
+                value, f"{what} is a finite number of seconds, got {value!r}", what=what
+            )
     if not margin >= 0:
-        raise ValueError(f"margin must be >= 0 seconds, got {margin!r}")
+        raise InvalidArgumentError(
+            margin, f"margin must be >= 0 seconds, got {margin!r}", what="margin"
+        )
     if not ttl > 2 * margin:
-        raise ValueError(
+        raise InvalidArgumentError(
+            ttl,
             f"ttl ({ttl!r}) must exceed twice the margin ({margin!r}): margin is the clock "
             "safety margin, seconds by which a holder stops acting before its ttl runs out and "
-            "others wait after it (for clock uncertainty); raise ttl or pass a smaller margin="
+            "others wait after it (for clock uncertainty); raise ttl or pass a smaller margin=",
+            what="ttl",
         )
     if not poll_interval > 0:
-        raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+        raise InvalidArgumentError(
+            poll_interval,
+            f"poll_interval must be > 0 seconds, got {poll_interval!r}",
+            what="poll_interval",
+        )
 
 
 @dataclass(frozen=True, slots=True)

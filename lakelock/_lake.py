@@ -333,9 +333,12 @@ class Lake(TableOperations):
         in between stay in the history). A version that leaves the retention within the
         restore's lead (half the retention, at most an hour) is refused with
         :class:`~lakelock.errors.SnapshotExpiredError`: vacuum may delete its files as the
-        restore commits (docs/FORMAT.md, rule 9)."""
+        restore commits; so is one the lake's last vacuum left out, however long the
+        retention is now (docs/FORMAT.md, rule 9)."""
         if (version is None) == (as_of is None):
-            raise ValueError("restore takes version or as_of")
+            raise InvalidArgumentError(
+                (version, as_of), "restore takes version or as_of", what="restore point"
+            )
         old, until, since = self.registry.internals.restore_point(
             dataset, version=version, as_of=as_of
         )

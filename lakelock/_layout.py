@@ -116,6 +116,8 @@ LOCKS_PREFIX: Final = f"{METASTORE_PREFIX}locks/"
 PROBE_PREFIX: Final = f"{METASTORE_PREFIX}probes/"
 #: ``lakelock doctor``'s scratch prefix, one folder per run, removed afterwards.
 DOCTOR_PREFIX: Final = ".lakelock-doctor/"
+#: The folders of a lake below its prefix.
+_AREAS: Final = (DATASETS_PREFIX, VIEWS_PREFIX, METASTORE_PREFIX)
 #: The Delta view's log, in the dataset's folder (the Delta table's root).
 _DELTA_LOG: Final = "_delta_log/"
 #: The Iceberg view's table location, below ``views/<dataset>/``, and its folders.
@@ -210,8 +212,20 @@ def validate_key_length(key: str, *, prefix: str = "") -> str:
 
 
 def validate_prefix_room(prefix: str) -> str:
-    """``prefix`` if every key the layout bounds fits behind it, else InvalidNameError: a lake
-    whose registry could not be written is refused before anything is written to it."""
+    """``prefix`` if every key the layout bounds fits behind it and it lies in no lake's
+    area, else InvalidNameError: a lake whose registry could not be written is refused
+    before anything is written to it, and so is a lake inside another's ``datasets/``,
+    ``views/`` or ``metastore/`` (its objects there, read by none of that lake's versions,
+    would be the other lake's vacuum's orphans)."""
+    areas = {area.removesuffix("/") for area in _AREAS}
+    inside = next((s for s in prefix.split("/") if s in areas), None)
+    if inside is not None:
+        raise InvalidNameError(
+            prefix,
+            f"a lake prefix may not have a {inside!r} folder: this lake's objects would lie "
+            f"among the {inside}/ of a lake at the prefix before it, whose vacuum deletes "
+            "what none of its versions reads",
+        )
     room = MAX_KEY_BYTES - _LONGEST_BOUNDED
     if len(prefix.encode("utf-8")) > room:
         raise InvalidNameError(

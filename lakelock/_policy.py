@@ -69,11 +69,28 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     policies).
 ``DenyUnconditionalDeleteInViews``, ``DenyVersionDeleteInViews`` (``deny_unconditional_delete``)
     The same two rules for ``<p>views/*``: vacuum deletes view objects with ``If-Match``.
-``DenyDeleteOfTheRegistryRoot``, ``DenyVersionDeleteOfTheRegistryRoot``
-    (``deny_unconditional_delete``) ``s3:DeleteObject`` and ``s3:DeleteObjectVersion`` on
+``DenyDeleteOfTheRegistryRoot`` (``deny_unconditional_delete``) ``s3:DeleteObject`` on
     ``<p><metastore>dataset_registry.json``, conditional or not. lakelock never deletes the
     root; deleted, the lake reads as empty (every dataset gone) until the next commit, which
     starts a new registry over the old one's objects.
+``DenyDeleteOfLeasesLockTablesAndBackups`` (``deny_unconditional_delete``)
+    ``s3:DeleteObject`` on ``<p><metastore>leases/*``, ``locks/*`` and ``backups/*``,
+    conditional or not. lakelock never deletes them: a deleted lease starts again at token 1
+    and a deleted lock table gives out its tokens again, so the registry, which has seen the
+    higher ones, refuses every commit of the next holder for good (``StaleFenceError``) while
+    a holder paused with an old, higher token still commits; a backup is the only copy of a
+    format-1 root.
+``DenyUnconditionalDeleteInMetastore`` (``deny_unconditional_delete``)
+    ``s3:DeleteObject`` without ``If-Match`` on ``<p><metastore>snapshots/*``, ``nodes/*``,
+    ``manifests/*`` and ``intents/*``, as under ``datasets/``: the registry's write-once
+    objects are deleted by ``vacuum`` only, with ``If-Match``, once no version the retention
+    keeps reads them (and an intent once no fold can apply it); a tool deleting them by key
+    or age would leave versions, the current one too, unreadable. (``probes/``, the
+    throwaway objects of the conditional-delete probe, stays open: a store that honours no
+    conditional delete is found by deleting one.)
+``DenyVersionDeleteInMetastore`` (``deny_unconditional_delete``)
+    ``s3:DeleteObjectVersion`` on ``<p><metastore>*``, the root included: lakelock never
+    deletes a version, and ``If-Match`` cannot guard one.
 
 Scope and limits:
 
@@ -98,10 +115,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from lakelock._layout import (
+    BACKUP_PREFIX,
     DATASETS_PREFIX,
+    INTENT_PREFIX,
+    LEASES_PREFIX,
+    LOCKS_PREFIX,
     MANIFEST_PREFIX,
     METASTORE_PREFIX,
+    NODE_PREFIX,
     REGISTRY_KEY,
+    SNAPSHOT_PREFIX,
     VIEWS_PREFIX,
 )
 from lakelock.errors import InvalidNameError
@@ -111,6 +134,16 @@ __all__ = ["generate_bucket_policy"]
 POLICY_VERSION = "2012-10-17"
 #: Where manifests are below the metastore prefix (which a policy may move).
 MANIFESTS_SUBPREFIX = MANIFEST_PREFIX.removeprefix(METASTORE_PREFIX)
+#: Where leases, lock tables and format-1 backups are below the metastore prefix: never
+#: deleted.
+KEPT_SUBPREFIXES = tuple(
+    p.removeprefix(METASTORE_PREFIX) for p in (LEASES_PREFIX, LOCKS_PREFIX, BACKUP_PREFIX)
+)
+#: Where the registry's write-once objects are below it: deleted by vacuum, with If-Match.
+WRITTEN_ONCE_SUBPREFIXES = tuple(
+    p.removeprefix(METASTORE_PREFIX)
+    for p in (SNAPSHOT_PREFIX, NODE_PREFIX, MANIFEST_PREFIX, INTENT_PREFIX)
+)
 
 SID_CREATE_DATASETS = "DenyUnconditionalCreateInDatasets"
 SID_WRITE_METASTORE = "DenyUnconditionalWriteInMetastore"
@@ -121,7 +154,9 @@ SID_CREATE_VIEWS = "DenyUnconditionalCreateInViews"
 SID_DELETE_VIEWS = "DenyUnconditionalDeleteInViews"
 SID_DELETE_VERSION_VIEWS = "DenyVersionDeleteInViews"
 SID_DELETE_ROOT = "DenyDeleteOfTheRegistryRoot"
-SID_DELETE_VERSION_ROOT = "DenyVersionDeleteOfTheRegistryRoot"
+SID_DELETE_KEPT = "DenyDeleteOfLeasesLockTablesAndBackups"
+SID_DELETE_METASTORE = "DenyUnconditionalDeleteInMetastore"
+SID_DELETE_VERSION_METASTORE = "DenyVersionDeleteInMetastore"
 # The root's name within the metastore area (wherever ``metastore_prefix`` puts that area).
 REGISTRY_NAME = REGISTRY_KEY.removeprefix(METASTORE_PREFIX)
 
@@ -261,8 +296,26 @@ def generate_bucket_policy(
         )
         root = f"{objects}{metastore_prefix}{REGISTRY_NAME}"
         statements.append(_deny(SID_DELETE_ROOT, principal_element, "s3:DeleteObject", root, None))
+        kept = [f"{objects}{metastore_prefix}{sub}*" for sub in KEPT_SUBPREFIXES]
+        statements.append(_deny(SID_DELETE_KEPT, principal_element, "s3:DeleteObject", kept, None))
+        written_once = [f"{objects}{metastore_prefix}{sub}*" for sub in WRITTEN_ONCE_SUBPREFIXES]
         statements.append(
-            _deny(SID_DELETE_VERSION_ROOT, principal_element, "s3:DeleteObjectVersion", root, None)
+            _deny(
+                SID_DELETE_METASTORE,
+                principal_element,
+                "s3:DeleteObject",
+                written_once,
+                {"Null": {"s3:if-match": "true"}},
+            )
+        )
+        statements.append(
+            _deny(
+                SID_DELETE_VERSION_METASTORE,
+                principal_element,
+                "s3:DeleteObjectVersion",
+                metastore,
+                None,
+            )
         )
     return {"Version": POLICY_VERSION, "Statement": statements}
 
@@ -271,7 +324,7 @@ def _deny(
     sid: str,
     principal: str | dict[str, list[str]],
     action: str,
-    resource: str,
+    resource: str | list[str],
     condition: dict[str, dict[str, str]] | None,
 ) -> dict[str, Any]:
     # Copies, so that no two statements (or two calls) share a mutable principal list.
@@ -280,7 +333,7 @@ def _deny(
         "Effect": "Deny",
         "Principal": principal if isinstance(principal, str) else {"AWS": list(principal["AWS"])},
         "Action": action,
-        "Resource": resource,
+        "Resource": resource if isinstance(resource, str) else list(resource),
     }
     if condition is not None:
         statement["Condition"] = {op: dict(keys) for op, keys in condition.items()}

@@ -21,7 +21,11 @@ timestamp (any unit, any zone)         microseconds since the epoch (the lower b
 =====================================  =============================================
 
 Other types (decimal, binary, time, nested) get a null count only. Row groups are combined:
-a bound exists only if every row group has one.
+a bound exists only if every row group has one. What the footer lacks but the rows show is
+taken from the rows: a string column's bounds when a row group's bound is over 4 KiB (the
+parquet writer then keeps none), a column without a type's null count (all of its rows). So
+a file's statistics do not depend on which other rows share it, nor, then, does the digest
+of a commit of files lakelock wrote (:mod:`lakelock._digest`).
 
 **Pruning is sound, not maximal.** A file's *guarantee* is a conjunction the file's rows all
 satisfy: ``min <= c <= max`` for a column with bounds, no nulls and (floats) no NaN;
@@ -155,6 +159,8 @@ def _nested(type_: Any) -> bool:
 
 
 def _column(field: Any, index: int, metadata: Any, data: Any) -> ColumnStats:
+    if pa.types.is_null(field.type):  # parquet keeps no statistics for it: every row is null
+        return ColumnStats(field.name, len(data))
     nulls: int | None = 0
     low: Bound | None = None
     high: Bound | None = None
@@ -181,6 +187,12 @@ def _column(field: Any, index: int, metadata: Any, data: Any) -> ColumnStats:
     value_type = _value_type(field.type)
     if pa.types.is_floating(value_type):
         nans = int(pc.sum(pc.is_nan(data)).as_py() or 0)
+    if not bounded and _is_text(value_type) and data.null_count < len(data):
+        # The parquet writer keeps no bounds for a row group whose least or greatest value
+        # is longer than 4 KiB; the rows are at hand, and bounds that depend on how rows were
+        # split into files would make a commit's digest depend on it too (lakelock._digest).
+        least, greatest = pc.min_max(data.cast(value_type).cast(pa.large_string())).values()
+        low, high, bounded = least.as_py(), greatest.as_py(), True
     if not bounded or low is None or high is None:
         return ColumnStats(field.name, nulls, nans)
     if isinstance(low, str):
@@ -203,7 +215,7 @@ def _canonical(type_: Any, s: Any) -> tuple[Bound, Bound] | None:
         if not (math.isfinite(low) and math.isfinite(high)):
             return None
         return low, high
-    if pa.types.is_string(type_) or pa.types.is_large_string(type_) or _is_string_view(type_):
+    if _is_text(type_):
         return str(s.min), str(s.max)
     if pa.types.is_date(type_):
         return int(s.min_raw), int(s.max_raw)  # parquet DATE: days, whatever the arrow unit
@@ -216,6 +228,12 @@ def _canonical(type_: Any, s: Any) -> tuple[Bound, Bound] | None:
             return low // per_micro, -(-high // per_micro)
         return low * round(1 / per_micro), high * round(1 / per_micro)
     return None
+
+
+def _is_text(type_: Any) -> bool:
+    return bool(
+        pa.types.is_string(type_) or pa.types.is_large_string(type_) or _is_string_view(type_)
+    )
 
 
 def _is_string_view(type_: Any) -> bool:

@@ -56,6 +56,7 @@ from lakelock._registry._core._requests import (
     Steps,
 )
 from lakelock._registry._document import (
+    LAST_MODIFIED_RESOLUTION,
     REGISTRY_KEY,
     RegistryDoc,
     decode_schema,
@@ -547,7 +548,9 @@ def claim(
     """Rule (FORMAT.md rule 10, ``claim``): before it deletes anything, vacuum moves the
     root by a compare-and-swap based on the very root its plan read, recording the cutoff
     it deletes under (``vacuum_cutoff``: the newest ``LastModified`` of an orphan, by the
-    server's clock, plus a second: :func:`recorded_cutoff`; never lowered). Every swap
+    server's clock, plus a second: :func:`recorded_cutoff`; never lowered) and where its
+    window began (``vacuum_horizon``: it keeps no version replaced before then; never
+    lowered, and FORMAT.md rule 9 refuses restoring or reading such a version). Every swap
     based on an older root then fails its ``If-Match`` and its
     writer reads the root again, where rule 10 refuses what it wrote before the cutoff: a
     writer paused between its last check and its swap can no longer land a version
@@ -604,12 +607,6 @@ def claim(
     return found
 
 
-#: The resolution of a listed ``LastModified`` (S3 lists whole seconds), and so the slack a
-#: recorded cutoff keeps above the newest orphan: a writer's write time (the ``Date`` of its
-#: PUT's answer less the PUT's duration) may be up to this much later than that listing says.
-LAST_MODIFIED_RESOLUTION = 1.0
-
-
 def recorded_cutoff(found: Plan, *, older_than: float) -> float | None:
     """The cutoff :func:`claim` records: the newest ``LastModified`` among what ``found``
     may delete (by the server's clock, not vacuum's, which may run ahead of it), plus
@@ -634,7 +631,16 @@ def _claim_once(
     doc = found.doc
     cutoffs = (recorded_cutoff(found, older_than=older_than), doc.vacuum_cutoff)
     cutoff = max((c for c in cutoffs if c is not None), default=None)
-    ours = replace(doc, version=doc.version + 1, vacuum_cutoff=cutoff, updated_at=iso(found.now))
+    # Where its window began, which no later retention brings back (rule 9, ``restore_end``).
+    horizons = (found.now - older_than, doc.vacuum_horizon)
+    horizon = max(h for h in horizons if h is not None)
+    ours = replace(
+        doc,
+        version=doc.version + 1,
+        vacuum_cutoff=cutoff,
+        vacuum_horizon=horizon,
+        updated_at=iso(found.now),
+    )
     body = serialize_registry(ours)
     put = Put(REGISTRY_KEY, body, create=found.etag is None, if_match=found.etag, retried=False)
     try:

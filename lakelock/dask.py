@@ -21,11 +21,16 @@ result = lakelock.dask.append(lake, "events", frame, partition_by=["day"], commi
    ``lake.registry.commit(dataset, add=files, schema=..., partition_by=..., commit_id=...)``.
 
 Retries cannot duplicate rows. A task re-executed because its worker died, or run twice
-speculatively, writes new files under new names; only the files named by the results the
-engine finally returns are committed, so each row is committed once. Files of abandoned
-attempts — even ones a dead worker's request completes after the commit — are referenced by
-no snapshot: ``lake.vacuum`` deletes them as orphans. Re-running a driver that failed after
-its commit with the same ``commit_id`` commits nothing twice.
+speculatively, writes new files under new names; only the files named by the results the engine
+finally returns are committed, so each row is committed once. Files of abandoned attempts —
+even ones a dead worker's request completes after the commit — are referenced by no snapshot:
+``lake.vacuum`` deletes them as orphans. Re-running a driver that failed after its commit with
+the same ``commit_id`` commits nothing twice: recorded by then, the commit is reported before
+any task runs (``already_committed``, compared by dataset and operation only: the rows are not
+known before the tasks write them); still in flight, the re-run is compared by what its files
+hold per lake partition (rows, null counts, bounds), not by how the rows were split, so the
+same rows split otherwise are a retry and other rows
+:class:`~lakelock.errors.CommitIdReusedError` (docs/FORMAT.md, "Commit ids").
 
 With Spark, :mod:`lakelock.spark` does the same (``DataFrame.mapInArrow``); with Ray,
 ``ds.map_batches`` returning the files, then one commit on the driver.
@@ -98,11 +103,14 @@ def append(
     """:func:`write` the frame on the workers, then commit all of its files in one registry
     update on this (the driver's) process. With a ``commit_id`` already recorded for this
     dataset and operation nothing is written and the earlier commit is reported
-    (``already_committed``); recorded for another dataset or operation, it is
-    :class:`~lakelock.errors.CommitIdReusedError`. (The frame's rows are not known before
-    the workers write them: the commit records the digest of the files' contents.) A
-    ``partition_by`` other than the dataset's is refused before any task runs; the schema
-    follows :meth:`lakelock.Lake.append`'s rules (``schema_mode``), checked at the commit."""
+    (``already_committed``), whatever rows the frame holds: they are not known before the
+    workers write them; recorded for another dataset or operation, it is
+    :class:`~lakelock.errors.CommitIdReusedError`. The commit is bound to its files' rows,
+    null counts and bounds per lake partition, however the frame is split: recorded while
+    the workers write (a first run still in flight), the same rows are a retry and other
+    rows ``CommitIdReusedError``. A ``partition_by`` other than the dataset's is refused
+    before any task runs; the schema follows :meth:`lakelock.Lake.append`'s rules
+    (``schema_mode``), checked at the commit."""
     dataset = validate_dataset_name(dataset)
     columns = partition_columns(partition_by)
     return append_written(

@@ -19,10 +19,15 @@ the tasks *finally* returned and makes **one** registry commit.
 
 Retries cannot duplicate rows. A task Spark runs again (its Python worker or executor died,
 ``spark.task.maxFailures``) or twice (speculation) writes new files under new names; Spark
-returns the result of one successful attempt per partition, and only those files are
-committed. Files of the failed or losing attempts are referenced by no snapshot:
-``lake.vacuum`` deletes them as orphans. Re-running a driver that failed after its commit
-with the same ``commit_id`` commits nothing twice.
+returns the result of one successful attempt per partition, and only those files are committed.
+Files of the failed or losing attempts are referenced by no snapshot: ``lake.vacuum`` deletes
+them as orphans. Re-running a driver that failed after its commit with the same ``commit_id``
+commits nothing twice: recorded by then, the commit is reported before any task runs
+(``already_committed``, compared by dataset and operation only: the rows are not known before
+the tasks write them); still in flight, the re-run is compared by what its files hold per lake
+partition (rows, null counts, bounds), not by how the rows were split, so the same rows split
+otherwise are a retry and other rows :class:`~lakelock.errors.CommitIdReusedError`
+(docs/FORMAT.md, "Commit ids").
 
 Each Spark partition becomes one file per lake partition it has rows for (the partition is
 held in the task's memory as Arrow while it is written, as a Dask partition is). A lakelock
@@ -108,9 +113,13 @@ def append(
     """:func:`write` the frame on the executors, then commit all of its files in one
     registry update on this (the driver's) process. With a ``commit_id`` already recorded
     for this dataset and operation nothing is written and the earlier commit is reported
-    (``already_committed``); recorded for another dataset or operation, it is
-    :class:`~lakelock.errors.CommitIdReusedError`. A ``partition_by`` other than the
-    dataset's is refused before any task runs; the schema follows
+    (``already_committed``), whatever rows the frame holds: they are not known before the
+    tasks write them; recorded for another dataset or operation, it is
+    :class:`~lakelock.errors.CommitIdReusedError`. The commit is bound to its files' rows,
+    null counts and bounds per lake partition, however the frame is split: recorded while
+    the tasks write (a first run still in flight), the same rows are a retry and other rows
+    ``CommitIdReusedError``. A ``partition_by`` other than the dataset's is refused before
+    any task runs; the schema follows
     :meth:`lakelock.Lake.append`'s rules (``schema_mode``), checked at the commit."""
     dataset = validate_dataset_name(dataset)
     columns = partition_columns(partition_by)

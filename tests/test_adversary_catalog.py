@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import CommitStateUnknownException
+from pyiceberg.exceptions import CommitStateUnknownException, ServerError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
@@ -62,3 +62,25 @@ def test_a_commit_that_landed_while_its_view_could_not_be_written_is_not_a_retry
     assert [h.operation for h in lake.history("events")] == ["append", "create"]
     reloaded = engine(server, s3).load_table("lake.events")  # the next load mirrors it
     assert reloaded.scan().to_arrow().to_pylist() == [{"kind": "a", "n": 1}]
+
+
+def test_a_create_that_landed_while_its_view_could_not_be_written_is_not_a_retry_me(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """pyiceberg creates a table through the catalog; the lakelock commit creating the
+    dataset lands, then S3 throttles every write of the Iceberg view the answer is made
+    from. The engine must not hear 503 ``ServiceUnavailableException`` (the REST spec's
+    "not ready, wait and retry", which Iceberg's Java client retries by itself): the create
+    is not idempotent (two engines creating one table must not both succeed), so a create
+    sent again hears 409 "table already exists" and the job fails on the table it made. It
+    hears a server error saying the table was created (``ServerError``, 500): load it, do
+    not create it again; the next load mirrors it. (Before, the answer was 503.)"""
+    s3.inject("slowdown", operation="PutObject", prefix="views/")
+    with pytest.raises(ServerError, match="do not create it again"):
+        engine(server, s3).create_table("lake.events", EVENTS)
+    s3.clear_faults()
+    assert [h.operation for h in lake.history("events")] == ["create"]
+    table = engine(server, s3).load_table("lake.events")  # the next load mirrors it
+    assert table.scan().to_arrow().num_rows == 0
+    table.append(pa.table({"kind": pa.array(["a"]), "n": pa.array([1], pa.int64())}))
+    assert lake.read("events").to_pylist() == [{"kind": "a", "n": 1}]

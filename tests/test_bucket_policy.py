@@ -44,6 +44,8 @@ REGISTRY = "metastore/dataset_registry.json"
 LEASE = "metastore/leases/compaction.json"
 LOCK = "metastore/locks/sales.json"
 MANIFEST = "metastore/manifests/sales/3f2a9c.json"
+INTENT = "metastore/intents/01767225600000a1b2-3f2a9c.json"
+PROBE = "metastore/probes/conditional-delete-5350ed63"
 VIEW = "views/sales/iceberg/metadata/00000000000000000007.metadata.json"
 DELTA_LOG = "datasets/sales/_delta_log/00000000000000000003.json"
 OUTSIDE = "scratch/tmp.bin"
@@ -234,7 +236,22 @@ _ROWS = [
     ("unconditional root delete", "DeleteObject", REGISTRY, {}, None, ALLOW, DENY),
     ("root delete with If-Match", "DeleteObject", REGISTRY, IM, None, ALLOW, DENY),
     ("root version delete", "DeleteObject", REGISTRY, {}, {"versionId": "3HL4kq"}, ALLOW, DENY),
-    ("unconditional lease delete", "DeleteObject", LEASE, {}, None, ALLOW, ALLOW),
+    ("unconditional lease delete", "DeleteObject", LEASE, {}, None, ALLOW, DENY),
+    ("lease delete with If-Match", "DeleteObject", LEASE, IM, None, ALLOW, DENY),
+    ("lock table delete with If-Match", "DeleteObject", LOCK, IM, None, ALLOW, DENY),
+    ("unconditional manifest delete", "DeleteObject", MANIFEST, {}, None, ALLOW, DENY),
+    ("unconditional intent delete", "DeleteObject", INTENT, {}, None, ALLOW, DENY),
+    ("vacuum deletes an intent (If-Match)", "DeleteObject", INTENT, IM, None, ALLOW, ALLOW),
+    ("the delete probe's clean-up", "DeleteObject", PROBE, {}, None, ALLOW, ALLOW),
+    (
+        "lease version delete",
+        "DeleteObject",
+        LEASE,
+        IM,
+        {"versionId": "3HL4kq"},
+        ALLOW,
+        DENY,
+    ),
     # --- outside the lake's prefixes nothing is restricted -----------------------------------
     ("unconditional PUT outside the lake", "PutObject", OUTSIDE, {}, None, ALLOW, ALLOW),
     ("unconditional delete outside the lake", "DeleteObject", OUTSIDE, {}, None, ALLOW, ALLOW),
@@ -397,7 +414,9 @@ def test_optional_statements_follow_their_options() -> None:
         "DenyUnconditionalDeleteInViews",
         "DenyVersionDeleteInViews",
         "DenyDeleteOfTheRegistryRoot",
-        "DenyVersionDeleteOfTheRegistryRoot",
+        "DenyDeleteOfLeasesLockTablesAndBackups",
+        "DenyUnconditionalDeleteInMetastore",
+        "DenyVersionDeleteInMetastore",
     ]
 
 
@@ -450,16 +469,30 @@ def test_statement_contents() -> None:
         "s3:DeleteObjectVersion",
         f"{objects}views/*",
     )
-    for sid, action in [
-        ("DenyDeleteOfTheRegistryRoot", "s3:DeleteObject"),
-        ("DenyVersionDeleteOfTheRegistryRoot", "s3:DeleteObjectVersion"),
-    ]:
-        root = by_sid[sid]
-        assert (root["Action"], root["Resource"]) == (
-            action,
-            f"{objects}metastore/dataset_registry.json",
-        )
-        assert "Condition" not in root
+    root = by_sid["DenyDeleteOfTheRegistryRoot"]
+    assert (root["Action"], root["Resource"]) == (
+        "s3:DeleteObject",
+        f"{objects}metastore/dataset_registry.json",
+    )
+    assert "Condition" not in root
+    kept = by_sid["DenyDeleteOfLeasesLockTablesAndBackups"]
+    assert (kept["Action"], kept["Resource"]) == (
+        "s3:DeleteObject",
+        [f"{objects}metastore/{area}/*" for area in ("leases", "locks", "backups")],
+    )
+    assert "Condition" not in kept
+    metastore_delete = by_sid["DenyUnconditionalDeleteInMetastore"]
+    assert (metastore_delete["Action"], metastore_delete["Resource"]) == (
+        "s3:DeleteObject",
+        [f"{objects}metastore/{area}/*" for area in ("snapshots", "nodes", "manifests", "intents")],
+    )
+    assert metastore_delete["Condition"] == {"Null": {"s3:if-match": "true"}}
+    metastore_versions = by_sid["DenyVersionDeleteInMetastore"]
+    assert (metastore_versions["Action"], metastore_versions["Resource"]) == (
+        "s3:DeleteObjectVersion",
+        f"{objects}metastore/*",
+    )
+    assert "Condition" not in metastore_versions
 
 
 def test_custom_area_prefixes() -> None:

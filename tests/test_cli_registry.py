@@ -192,3 +192,32 @@ def test_show_shows_the_cutoff_vacuum_recorded(
     text = in_process("registry", "show", lake.url, "--endpoint-url", s3.url).stdout
     shown = datetime.fromtimestamp(cutoff, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     assert f"vacuum cutoff {shown}" in text
+
+
+def test_show_shows_the_horizon_vacuum_recorded(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """Vacuum records where its window began beside its cutoff (FORMAT.md rule 9: a version
+    replaced before it is neither read nor restored, whatever the retention is set to
+    afterwards); ``registry show`` shows it, as text and in ``--json``, so a user whose
+    restore of a version inside the retention was refused can see why."""
+    history_lake(lake)
+    lake.configure(vacuum_floor=0)
+    done = in_process(
+        "vacuum",
+        lake.url,
+        "--older-than",
+        "0s",
+        "--no-enforce-retention",
+        "--delete",
+        "--endpoint-url",
+        s3.url,
+    )
+    assert done.returncode == 0, done.stderr
+    horizon = lake.registry.read().vacuum_horizon
+    assert horizon is not None
+    as_json = in_process("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
+    assert orjson.loads(as_json.stdout)["vacuum_horizon"] == horizon
+    text = in_process("registry", "show", lake.url, "--endpoint-url", s3.url).stdout
+    shown = datetime.fromtimestamp(horizon, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    assert f"vacuum horizon {shown}" in text

@@ -29,6 +29,7 @@ from lakelock.advanced import Change
 from lakelock.errors import CommitIdReusedError, PartitionByMismatchError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
+from tests._support.files import datafile
 
 ROOT = "metastore/dataset_registry.json"
 
@@ -193,6 +194,30 @@ def test_the_digest_travels_in_root_records_and_intents() -> None:
     key, intent, _ = intent_document(change("c", None), now_ms=1)
     assert b"digest" not in intent
     assert parse_intent(key, intent)[0].digest is None
+
+
+def test_every_record_of_a_commit_names_the_intent_that_made_it(lake: Lake) -> None:
+    """A commit's records (the root's window entry; each dataset's snapshot and commit-id
+    index entry) name the intent that made it, for a commit spanning datasets its first, so
+    a writer finding its id recorded knows whether its own intent made it (FORMAT.md rule
+    2); a record without the field (an older lakelock's) reads as naming none."""
+    both = [
+        Change("a", "g1", add=(datafile("a", "", "one"),)),
+        Change("b", "g1", add=(datafile("b", "", "two"),)),
+    ]
+    version = lake.registry.commit_changes(both).version
+    doc = parse_registry(lake.store.get(ROOT).body)
+    keys = sorted(f.key for f in doc.fates if f.version == version)
+    assert len(keys) == 2
+    assert [c.intent for c in doc.commits if c.id == "g1"] == [keys[0]]
+    for name in ("a", "b"):
+        state = lake.registry.dataset(name)
+        assert [c.intent for c in state.commits] == [keys[0]]
+        assert state.recent_ids["g1"]["intent"] == keys[0]
+    old = CommitRecord("c1", 1, "c", "2026-01-01T00:00:00Z", 1, 0, "append")
+    body = serialize_registry(parse_registry(_root_with(old)))
+    assert b'"intent"' not in body
+    assert parse_registry(body).commits[0].intent is None
 
 
 def _root_with(record: CommitRecord) -> bytes:

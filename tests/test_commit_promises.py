@@ -150,6 +150,42 @@ def test_a_rerun_whose_crashed_runs_intent_is_applied_while_it_waits_commits_onc
     assert "again" not in names
 
 
+def test_a_commit_whose_own_intent_a_fold_applied_is_not_told_already_committed(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A pipeline commits under its commit id; its intent is written and its swap held at
+    the endpoint while another process folds that intent in and more commits than the
+    idempotency window follow (the intent's fate pruned, the watermark past it, the id's
+    record gone from the root's window). Let go, the swap is refused, and the commit finds
+    its id in the dataset's commit-id index at the fold's version: that entry names the
+    commit's own intent, so its caller hears it committed, not ``already_committed``.
+    Before, an index entry named no intent, and a caller-chosen id found there was always
+    taken as an earlier commit's: a pipeline counting its own commits counted one too few."""
+    registry(store, commit_window=3).commit("c", add=[datafile("c", "", "before")])
+    writer = registry(store, commit_window=3)
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(
+            writer.commit, "c", add=[datafile("c", "", "mine")], commit_id="job-7"
+        )
+        wait_until(lambda: s3.stalled() == 1)
+        other = registry(store, commit_window=3)
+        # Its folds move the watermark up to the newest intent listed (no lag).
+        other.internals.policy = replace(other.internals.policy, watermark_lag=0.0)
+        for n in range(5):
+            other.commit("c", add=[datafile("c", "", f"other-{n}")])
+        folded = other.find_commit("job-7")
+        assert folded is not None
+        root = parse_registry(store.get(ROOT).body)
+        # Only the index records it: the window moved on, the fate is pruned.
+        assert root.commit("job-7") is None
+        assert all(f.version > folded for f in root.fates)
+        s3.release_stalls()
+        result = waiting.result(timeout=60)
+    assert (result.version, result.already_committed) == (folded, False)
+    assert [f.name for f in registry(store).files("c")].count("mine") == 1
+
+
 def two_commits_in_one_batch(s3: S3Endpoint, lake: Lake, *commits: Any) -> list[Any]:
     """Each of ``commits`` run in a thread of its own while an earlier commit of the same
     ``Lake`` holds the batch in flight (its swap held at the endpoint): they queue, and the

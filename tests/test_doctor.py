@@ -22,13 +22,20 @@ from moto.server import ThreadedMotoServer
 from lakelock import generate_bucket_policy
 from lakelock._cli._common import LakeTarget
 from lakelock._cli._doctor import ProbeResult, run_doctor, verdict
-from lakelock._cli._probes import PROBES, Probe, Scratch, probe_list_start_after, run_probe
+from lakelock._cli._probes import (
+    PROBES,
+    Probe,
+    Scratch,
+    probe_lifecycle,
+    probe_list_start_after,
+    run_probe,
+)
 from lakelock.cli import main
 from lakelock.testing import S3Endpoint
 
-#: The required probes of a conditional request (all but the listing's).
+#: The required probes of a conditional request (all but the listing's and the lifecycle's).
 REQUIRED_CONDITIONAL = {
-    p.name for p in PROBES if p.required and p.run is not probe_list_start_after
+    p.name for p in PROBES if p.required and p.run not in (probe_list_start_after, probe_lifecycle)
 }
 CONDITIONS = ("IfMatch", "IfNoneMatch", "CopySourceIfMatch")
 OWN_ARN = "arn:aws:iam::123456789012:user/lakelock"  # how the endpoint sees access key "lakelock"

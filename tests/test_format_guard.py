@@ -62,21 +62,36 @@ for append in appends:
 """
 
 
-@pytest.fixture(scope="module")
-def older(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The older lakelock's package, unpacked from the repository's history."""
+#: The last lakelock whose commit records name no intent: it reads and writes format 3.
+UNNAMED = "d8f06b98824c31078f1cd9bee27874e2aa28e673"
+
+
+def unpacked(factory: pytest.TempPathFactory, commit: str) -> Path:
+    """The package of the lakelock at ``commit``, unpacked from the repository's history."""
     try:
         archive = subprocess.run(
-            ["git", "-C", str(ROOT_DIR), "archive", "--format=tar", OLDER, "lakelock"],
+            ["git", "-C", str(ROOT_DIR), "archive", "--format=tar", commit, "lakelock"],
             capture_output=True,
             check=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError):
-        pytest.skip(f"needs the repository's history (commit {OLDER[:7]})")
-    home = tmp_path_factory.mktemp("older-lakelock")
+        pytest.skip(f"needs the repository's history (commit {commit[:7]})")
+    home = factory.mktemp(f"lakelock-{commit[:7]}")
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(home, filter="data")
     return home
+
+
+@pytest.fixture(scope="module")
+def older(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The older lakelock's package (``OLDER``)."""
+    return unpacked(tmp_path_factory, OLDER)
+
+
+@pytest.fixture(scope="module")
+def unnamed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package of the last lakelock whose commit records name no intent (``UNNAMED``)."""
+    return unpacked(tmp_path_factory, UNNAMED)
 
 
 def older_appends(older: Path, s3: S3Endpoint, bucket: str, *appends: str) -> list[Any]:
@@ -236,3 +251,22 @@ def test_a_new_lakes_first_commit_spanning_datasets_creates_the_root_first(
     result = Registry(store, retry=FAST_RETRY).commit_changes(spanning("first"))
     assert result.version == 2
     assert (root(store).format_version, Registry(store).read(version=1).datasets) == (3, {})
+
+
+def test_a_lakelock_whose_records_name_no_intent_commits_beside_this_one(
+    unnamed: Path, s3: S3Endpoint, bucket: str, lake: Lake, store: ObjectStore
+) -> None:
+    """Commit records name the intent that made them (FORMAT.md, "Commit ids"), a field the
+    last lakelock before it does not know: it reads such a root and swaps it, keeping the
+    window's records without the field; this lakelock reads those as records from before it
+    (rule 2's guess), and a re-run of an id committed before still hears
+    ``already_committed``, at the version that committed it."""
+    first = lake.append("alpha", pa.table({"id": [1]}), commit_id="job-1")
+    (named,) = [c for c in root(store).commits if c.id == "job-1"]
+    assert (named.intent or "").startswith("metastore/intents/")
+    assert "version" in older_append(unnamed, s3, bucket, "alpha", 2)
+    (kept,) = [c for c in root(store).commits if c.id == "job-1"]
+    assert (kept.version, kept.intent) == (first.version, None)
+    rerun = lake.append("alpha", pa.table({"id": [1]}), commit_id="job-1")
+    assert (rerun.version, rerun.already_committed) == (first.version, True)
+    assert ids(lake, "alpha") == [1, 2]

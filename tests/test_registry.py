@@ -199,13 +199,13 @@ def test_a_commit_whose_root_grew_old_while_it_paused_reads_the_root_again(
     paused past vacuum's window gets its commit, not a report of a damaged lake."""
     a = datafile("sales", "", "a")
     registry(store).commit("sales", add=[a])
-    old = {o.key for o in store.list("metastore/snapshots/")}
+    old = {o.key: o.etag for o in store.list("metastore/snapshots/")}
     paused, other = registry(store), registry(store)
 
     def theirs() -> Any:
         result = other.commit("sales", add=[datafile("sales", "", "b")], remove=[a])
-        for key in old:  # as vacuum deletes them once older than its window
-            store.delete(key)
+        for key, etag in old.items():  # as vacuum deletes them once older than its window
+            store.delete(key, if_match=etag)
         return result
 
     mine, _ = stall_and_race(

@@ -421,9 +421,11 @@ def test_lock_fences_refuse_only_superseded_grants() -> None:
 
 def test_a_write_lock_that_ended_refuses_its_own_fence() -> None:
     """Once its write lock is cleared (``unlock``) or a conflicting grant of a higher token
-    registers, a grant's fence is refused whatever its token (``current`` its own), a ``lock``
-    of it too; an ``unlock`` of a grant never recorded records it ended; ``ended`` survives a
-    round trip through the root's JSON, and a grant that never registered is unaffected."""
+    registers, a grant's fence is refused whatever its token (``current`` its own, or that of
+    the conflicting grant of a higher token that since superseded its record, which is then
+    compacted like any other), a ``lock`` of it too; an ``unlock`` of a grant never recorded
+    records it ended; ``ended`` survives a round trip through the root's JSON, and a grant
+    that never registered is unaffected."""
     doc = commit(RegistryDoc(format_version=1), change(add=(datafile("sales", "", "a"),)))
     cleared = Fence("lock:sales", 4, write=("/sales/year=2024",))
     doc = commit(doc, change(commit_id="c2", fence=cleared, operation="lock"))
@@ -434,15 +436,15 @@ def test_a_write_lock_that_ended_refuses_its_own_fence() -> None:
     late = Fence("lock:sales", 7, write=("/sales/year=2026",))
     doc = commit(doc, change(commit_id="c6", fence=late, operation="unlock"))
     doc = parse_registry(serialize_registry(doc))
-    for n, fence in enumerate((cleared, late)):
+    for n, (fence, current) in enumerate(((cleared, 6), (late, late.token))):
         for operation in ("append", "lock"):
             with pytest.raises(StaleFenceError) as info:
                 commit(doc, change(commit_id=f"x{n}{operation}", fence=fence, operation=operation))
-            assert (info.value.token, info.value.current) == (fence.token, fence.token)
+            assert (info.value.token, info.value.current) == (fence.token, current)
     with pytest.raises(StaleFenceError):  # superseded by grant 6, which wrote under it
         commit(doc, change(commit_id="x5", fence=superseded))
     records = {r.token: (r.held, r.ended) for r in doc.lock_fences["lock:sales"]}
-    assert records == {4: (False, True), 5: (True, False), 6: (False, False), 7: (False, True)}
+    assert records == {4: (False, False), 5: (True, False), 6: (False, False), 7: (False, True)}
     never = Fence("lock:sales", 8, write=("/sales/year=2023",))
     assert commit(doc, change(commit_id="c7", fence=never)).version == doc.version + 1
 

@@ -248,8 +248,10 @@ def test_a_restore_planned_before_the_retention_shrank_is_judged_by_the_shorter(
     versions a minute, paused before their swap while ``configure`` shrinks the retention
     to a second and vacuum deletes at that window, are refused when they apply (their
     version left the root's retention). With the rule judged by the retention the restore
-    was planned under (``restore_end`` switched off), the same seeds acknowledge a restore
-    re-committing files vacuum had deleted: the dataset's current version unreadable."""
+    was planned under (``restore_end`` switched off, and the vacuum horizon the root records,
+    which refuses these restores too: ``restore_vacuumed``), the same seeds acknowledge a
+    restore re-committing files vacuum had deleted: the dataset's current version
+    unreadable."""
     for seed in SHRINK_SEEDS:
         assert seed % 8 in VACUUM_SEEDS
         clean = simulate(shrinking_retention(seed))
@@ -257,8 +259,47 @@ def test_a_restore_planned_before_the_retention_shrank_is_judged_by_the_shorter(
         assert not clean.violations, clean.violations[:3]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_decide, "restore_end", lambda change, *, retention: change.restore_until)
+        patch.setattr(_decide, "restore_vacuumed", lambda *_, **__: None)
         for seed in SHRINK_SEEDS:
             result = simulate(shrinking_retention(seed))
+            assert any("commits it again" in v for v in result.violations), (
+                seed,
+                result.violations[:3],
+            )
+
+
+#: A vacuum-running seed of the sweep that, run as :data:`SHRINK_SEEDS` are and with the
+#: retention grown back to the minute 2.5 s after it shrank (after vacuum deleted at the
+#: second), lands a restore paused through both over what vacuum deleted when restores are
+#: judged by the grown retention alone (2026-11-29: 6 of the 100 of 0-399; none with rule 9's
+#: vacuum horizon).
+GROW_SEEDS = (6,)
+
+
+def growing_retention_again(seed: int) -> SimConfig:
+    """:func:`shrinking_retention` with the retention grown back after vacuum ran at the
+    shorter one."""
+    return dataclasses.replace(shrinking_retention(seed), grow_retention_after=2.5)
+
+
+def test_a_restore_applied_after_the_retention_grew_back_is_refused_by_the_last_vacuum() -> None:
+    """FORMAT.md rule 9 against a retention shrunk, vacuumed under and grown back: restores
+    planned under the minute and paused before their swap through the shrink to a second,
+    vacuum at that window and the growth back to the minute are refused when they apply, by
+    the vacuum horizon the root records (vacuum deleted their versions; the grown retention
+    brings nothing back). With the horizon ignored (``restore_vacuumed`` and the restore
+    point's check switched off), the same seed acknowledges a restore re-committing files
+    vacuum had deleted."""
+    for seed in GROW_SEEDS:
+        assert seed % 8 in VACUUM_SEEDS
+        clean = simulate(growing_retention_again(seed))
+        assert {1.0, 60.0} <= {r.older_than for r in clean.vacuum_runs}
+        assert not clean.violations, clean.violations[:3]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_decide, "restore_vacuumed", lambda *_, **__: None)
+        patch.setattr(_protocols, "vacuum_horizon", lambda doc: None)
+        for seed in GROW_SEEDS:
+            result = simulate(growing_retention_again(seed))
             assert any("commits it again" in v for v in result.violations), (
                 seed,
                 result.violations[:3],

@@ -237,6 +237,46 @@ def test_append_writes_on_executors_and_commits_once(spark: Spark, lake: Lake) -
     assert len(lake.registry.files("events")) == 12
 
 
+@spark_test
+def test_a_rerun_split_otherwise_beside_its_first_run_in_flight_is_a_retry(
+    spark: Spark, s3: S3Endpoint, lake: Lake
+) -> None:
+    """A job's ``lakelock.spark.append`` under ``load-7`` has its files written and its
+    intent out, its swap of the root held at the endpoint; the job is re-run under
+    ``load-7`` with the same rows in another number of Spark partitions. The re-run is a
+    retry (its files' rows and statistics, sent back from the executors as JSON, summarise
+    as the first run's do) and every row lands once. What a user loses: the re-run refused
+    as other rows, and with a new id every row committed twice."""
+    seed = {"id": [100], "day": pa.array([1], pa.int32()), "name": ["event-100"]}
+    lake.append("events", pa.table(seed), partition_by=["day"])
+    s3.inject(
+        "stall", operation="PutObject", prefix="lake/metastore/dataset_registry.json", count=1
+    )
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(
+            lakelock.spark.append,
+            lake,
+            "events",
+            events(spark),
+            partition_by=["day"],
+            commit_id="load-7",
+        )
+        wait_until(lambda: s3.stalled() == 1)
+        try:
+            rerun = lakelock.spark.append(
+                Lake(lake.bucket, prefix="lake", s3=lake.client, retry=FAST_RETRY),
+                "events",
+                events(spark, partitions=3),
+                partition_by=["day"],
+                commit_id="load-7",
+            )
+        finally:
+            s3.release_stalls()
+        landed = first.result(timeout=100)
+    assert committed_ids(lake) == [*range(60), 100]
+    assert rerun.version >= landed.version or rerun.already_committed
+
+
 def python_workers() -> list[psutil.Process]:
     """The Python workers Spark's daemon has forked for the tasks running now (not reused:
     see tests/_spark.py)."""

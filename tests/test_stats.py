@@ -81,6 +81,21 @@ def test_string_bounds_truncate_as_iceberg_does() -> None:
     assert truncate_upper("\ud7ff" * (TRUNCATE + 1)) == "\ud7ff" * (TRUNCATE - 1) + "\ue000"
 
 
+def test_statistics_the_footer_lacks_are_taken_from_the_rows() -> None:
+    """A string over 4 KiB as a row group's bound (the parquet writer then keeps no bounds
+    for the row group) still bounds the file, taken from the rows written; a column with no
+    type (all null: parquet keeps no statistics for it) counts every row null. Without them
+    a file's statistics would depend on which rows share it, and so would the digest of a
+    commit of worker-written files (docs/FORMAT.md, "Commit ids")."""
+    huge = "q" * 5000
+    stats = stats_of(pa.table({"s": pa.array([huge, "b", None]), "n": pa.nulls(3)}))
+    bound = "q" * (TRUNCATE - 1) + "r"
+    assert stats.column("s") == ColumnStats("s", 1, None, "b", bound)
+    assert stats.column("n") == ColumnStats("n", 3)
+    words = pa.array([huge, "b"]).dictionary_encode()
+    assert stats_of(pa.table({"s": words})).column("s") == ColumnStats("s", 0, None, "b", bound)
+
+
 def test_guarantee_is_sound_for_nulls_and_nans() -> None:
     """Columns with nulls or NaNs guarantee nothing (a filter can be true on them); an
     all-null column guarantees is_null."""

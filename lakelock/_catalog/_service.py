@@ -376,12 +376,15 @@ class LakeCatalog:
         )
         commit.planned_on(0)
         try:
-            self._commit([commit.change])
+            created = self._commit([commit.change])
         except CatalogError as error:
             if error.status == 409 and name in registry.read().datasets:
                 raise exists from error
             raise
-        return self.load_table(namespace, name).body()
+        # Sent again, a create hears 409 (it is not idempotent): a failure from here on must
+        # tell the engine the table exists, never "retry".
+        with _landed(created.version, landed="the table was created", again="create it again"):
+            return self.load_table(namespace, name).body()
 
     @property
     def _root(self) -> str:
@@ -424,7 +427,7 @@ class LakeCatalog:
             return [change] if isinstance(change, Change) else []
 
         snapshot = self._commit_planned(plan)
-        with _landed(snapshot):
+        with _landed(snapshot.version if snapshot is not None else None):
             return self.load_table(namespace, table, snapshot=snapshot)
 
     def commit_transaction(self, body: bytes) -> None:
@@ -460,7 +463,7 @@ class LakeCatalog:
             return [c for c in planned if isinstance(c, Change)]
 
         snapshot = self._commit_planned(plan)
-        with _landed(snapshot):
+        with _landed(snapshot.version if snapshot is not None else None):
             for namespace, name in tables:
                 # Mirrored before the answer, as one table's commit is.
                 self.load_table(namespace, name, snapshot=snapshot)
@@ -765,15 +768,23 @@ _RECORDED = _Recorded()
 
 
 @contextmanager
-def _landed(snapshot: RegistrySnapshot | None) -> Iterator[None]:
-    """Answering a commit that landed (``snapshot``: the registry holding it; None: nothing
-    was committed by this request). The answer needs the new version's view; a store that
-    fails while it is mirrored must not be a 503, which tells the engine the service was not
-    ready and to send its change again (pyiceberg: ``ServiceUnavailableError``; a job that
-    then re-runs its append adds the rows a second time). It is the spec's answer to a commit
-    whose outcome the engine cannot be told: 500, ``CommitStateUnknownException``, naming the
-    registry's version that holds it (the next load of the table mirrors it)."""
-    if snapshot is None:
+def _landed(
+    version: int | None,
+    *,
+    landed: str = "the commit landed",
+    again: str = "commit it again",
+) -> Iterator[None]:
+    """Answering a commit that landed (``version``: the registry's version holding it; None:
+    nothing was committed by this request). The answer needs the new version's view; a
+    store that fails while it is mirrored must not be a 503, which tells the engine the
+    service was not ready and to send its request again (pyiceberg:
+    ``ServiceUnavailableError``; Iceberg's Java client resends by itself): a job that then
+    re-runs its append adds the rows a second time, and a create sent again hears that the
+    table exists. It is the spec's answer to a commit whose outcome the engine cannot be
+    told: 500, ``CommitStateUnknownException``, naming the registry's version that holds it
+    (the next load of the table mirrors it); a create, whose answers the spec lists without
+    one of its own, hears the same 500 (a server error: pyiceberg's ``ServerError``)."""
+    if version is None:
         yield
         return
     try:
@@ -782,9 +793,9 @@ def _landed(snapshot: RegistrySnapshot | None) -> Iterator[None]:
         raise CatalogError(
             500,
             "CommitStateUnknownException",
-            f"the commit landed (the registry's version {snapshot.version} holds it) but its "
-            f"Iceberg view could not be written ({type(error).__name__}: {error}): load the "
-            "table to see it; do not commit it again",
+            f"{landed} (the registry's version {version} holds it) but its Iceberg view "
+            f"could not be written ({type(error).__name__}: {error}): load the table to see "
+            f"it; do not {again}",
         ) from error
 
 

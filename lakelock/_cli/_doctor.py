@@ -74,7 +74,7 @@ def run_doctor(
     """Run ``probes`` against ``target`` and clean up; returns the results, the cleanup and
     the scratch prefix used."""
     run = doctor_scratch(uuid.uuid4().hex[:12], prefix=target.prefix)
-    scratch = Scratch(client, target.bucket, f"{target.prefix}{run}")
+    scratch = Scratch(client, target.bucket, f"{target.prefix}{run}", target.prefix)
     results = []
     try:
         for probe in probes:

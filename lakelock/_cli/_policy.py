@@ -59,8 +59,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--deny-unconditional-delete",
         action="store_true",
-        help="also deny deletes in datasets/ and views/ without If-Match, deleting object "
-        "versions there, and any delete of the registry's root",
+        help="also deny deletes without If-Match in datasets/, views/ and the registry's "
+        "write-once objects, deleting object versions there, and any delete of the registry's "
+        "root, leases and lock tables",
     )
     parser.add_argument(
         "--allow-manifest-overwrite",

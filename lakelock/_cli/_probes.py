@@ -12,7 +12,8 @@ answers to errors); the doctor needs to see exactly what came back.
 What each probe is *needed* for says what lakelock does with the feature:
 
 ``required``
-    lakelock's writes depend on it ("S3 facts lakelock relies on" in docs/ARCHITECTURE.md):
+    lakelock's writes depend on it ("S3 facts lakelock relies on" in docs/ARCHITECTURE.md),
+    or the lake's objects on it (no lifecycle rule of the bucket expires or archives them):
     a store failing one -- or where one could not be checked -- is not safe for lakelock.
 ``vacuum``
     ``vacuum --delete`` deletes with ``DeleteObjects`` and per-key ETags where the store
@@ -38,6 +39,7 @@ from typing import Any, Literal
 import orjson
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from lakelock._layout import DATASETS_PREFIX, METASTORE_PREFIX, VIEWS_PREFIX
 from lakelock._s3 import ObjectStore
 from lakelock.errors import UnsupportedError
 
@@ -83,6 +85,8 @@ class Scratch:
     client: Any
     bucket: str
     prefix: str
+    #: The prefix of the lake the doctor was asked about ("" for the bucket's root).
+    lake: str = ""
     touched: set[str] = field(default_factory=set)
     uploads: list[tuple[str, str]] = field(default_factory=list)
     _counter: int = 0
@@ -558,6 +562,54 @@ def probe_policy_enforcement(s: Scratch) -> Outcome:
 # -- the list -----------------------------------------------------------------------------------
 
 
+#: The storage classes whose objects cannot be read until restored.
+_ARCHIVED = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+
+
+def probe_lifecycle(s: Scratch) -> Outcome:
+    """No lifecycle rule of the bucket expires or archives the lake's objects. S3 applies
+    lifecycle rules by itself, whatever the bucket policy says; the registry's root, the
+    snapshot of a dataset's current version, its files, leases and lock tables all grow
+    old while still read, so a rule expiring (or archiving to a class that must be restored
+    before a read) any of them empties the lake on its date. Rules on other prefixes, on
+    tags (lakelock sets none), on noncurrent versions or unfinished uploads are harmless."""
+    answer = s.ask("get_bucket_lifecycle_configuration")
+    if answer.code == "NoSuchLifecycleConfiguration":
+        return "pass", "the bucket has no lifecycle rules"
+    if not answer.ok:
+        return "skip", f"cannot read the bucket's lifecycle rules ({answer})"
+    rules = answer.response.get("Rules", [])
+    harmful = [_rule_name(rule) for rule in rules if _takes_lake_objects(rule, s.lake)]
+    if harmful:
+        return "fail", (
+            f"lifecycle rule(s) {', '.join(harmful)} expire or archive the lake's objects "
+            "(its registry, versions and files): S3 will empty the lake; exclude its prefix"
+        )
+    return "pass", f"{len(rules)} lifecycle rule(s), none expires or archives the lake's objects"
+
+
+def _rule_name(rule: dict[str, Any]) -> str:
+    return repr(str(rule.get("ID") or "(unnamed)"))
+
+
+def _takes_lake_objects(rule: dict[str, Any], lake: str) -> bool:
+    """Whether an enabled ``rule`` expires or archives current objects of the lake at
+    ``lake`` (its ``datasets/``, ``metastore/`` and ``views/``)."""
+    if rule.get("Status") != "Enabled":
+        return False
+    expires = {"Days", "Date"} & set(rule.get("Expiration", {}))
+    archives = any(t.get("StorageClass") in _ARCHIVED for t in rule.get("Transitions", []))
+    if not (expires or archives):
+        return False
+    scope = rule.get("Filter", {})
+    both = scope.get("And", {})
+    if scope.get("Tag") or both.get("Tags"):
+        return False  # lakelock tags no object
+    prefix = str(scope.get("Prefix", both.get("Prefix", rule.get("Prefix", ""))))
+    areas = (f"{lake}{area}" for area in (DATASETS_PREFIX, METASTORE_PREFIX, VIEWS_PREFIX))
+    return any(prefix.startswith(area) or area.startswith(prefix) for area in areas)
+
+
 @dataclass(frozen=True)
 class Probe:
     name: str
@@ -582,6 +634,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("If-Match on CompleteMultipartUpload", "required", probe_compare_and_swap_multipart),
     Probe("create-only copy (UploadPartCopy)", "required", probe_create_only_copy),
     Probe("copy-source-if-match (UploadPartCopy)", "required", probe_copy_source_if_match),
+    Probe("no lifecycle rule expires the lake", "required", probe_lifecycle),
     Probe("DeleteObjects with per-key ETag", "vacuum", probe_conditional_delete_objects),
     Probe("conditional DeleteObject (If-Match)", "vacuum", probe_conditional_delete),
     Probe(VACUUM_PROBE, "vacuum", probe_vacuum_deletes),

@@ -224,6 +224,7 @@ def run_show(args: argparse.Namespace) -> int:
                 "settings": (snap.settings or DEFAULTS).to_json(),
                 "settings_stored": snap.settings is not None,
                 "vacuum_cutoff": snap.vacuum_cutoff,
+                "vacuum_horizon": snap.vacuum_horizon,
             },
             sort_keys=False,
         )
@@ -369,6 +370,12 @@ def _registry_lines(
                 f"vacuum cutoff {_iso(snap.vacuum_cutoff)} (server time): the last vacuum "
                 "deleted unreferenced files written up to it; a commit adding a file written "
                 "at or before it is refused"
+            )
+        if snap.vacuum_horizon is not None:
+            lines.append(
+                f"vacuum horizon {_iso(snap.vacuum_horizon)}: the last vacuum kept no version "
+                "replaced before it; such a version is neither read nor restored, whatever "
+                "the retention"
             )
     if pending:
         lines.append(

@@ -111,6 +111,7 @@ from lakelock._pathlock._table import (
     Granted,
     Holder,
     LockTable,
+    canonical_request,
     describe,
     dump_table,
     empty_table,
@@ -272,8 +273,9 @@ class DistributedPathLock:
         """A handle for ``read`` and ``write`` paths, acquired by ``with`` (or
         :meth:`PathLockHandle.acquire`); ``options`` not given are the constructor's. Paths
         are checked here: a bad path, an empty request, the root or a table key over S3's
-        limit raise before any request is sent."""
-        request = LockRequest(read, write)
+        limit raise before any request is sent. A partition is named as the registry names
+        it, whatever its spelling (:func:`~lakelock._pathlock._table.canonical_request`)."""
+        request = canonical_request(LockRequest(read, write))
         if not request.paths:
             raise ValueError("a lock request needs at least one path")
         parts = split_by_dataset(request)

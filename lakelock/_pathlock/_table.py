@@ -67,12 +67,14 @@ request conflicts with *h*'s (the registry's hierarchical ``Fence`` does exactly
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from lakelock._clock import TimeBounds
 from lakelock._holding import DocumentReader, Lapsed, Owner, holder_valid, provably_expired
+from lakelock._names import validate_partition_path
 from lakelock._pathlock._core import LockRequest, normalize_path, requests_conflict
 from lakelock.errors import InvalidNameError
 
@@ -81,6 +83,7 @@ __all__ = [
     "Granted",
     "Holder",
     "LockTable",
+    "canonical_request",
     "dataset_of",
     "describe",
     "dump_table",
@@ -108,6 +111,24 @@ def dataset_of(path: str) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in dataset):
         raise InvalidNameError(path, "a dataset name may not contain control characters")
     return dataset
+
+
+def canonical_request(request: LockRequest) -> LockRequest:
+    """``request`` with its datasets' names NFC-normalised and each ``col=value`` segment
+    below a dataset spelt as the registry files partitions (Hive-escaped,
+    :func:`~lakelock._names.validate_partition_path`), so a lock names a dataset and a
+    partition as its commits and other locks do however its caller spelt them:
+    ``/ev/ts=2024-01-01T06:30:00`` is ``/ev/ts=2024-01-01T06%3A30%3A00``, and the registry's
+    check of write locks in force compares paths by their text. Other segments stay as they
+    are; a ``col=value`` segment that names no partition value (a bad ``%`` escape) is
+    :class:`~lakelock.errors.InvalidNameError`."""
+
+    def canonical(path: str) -> str:
+        dataset, *rest = path[1:].split("/")
+        segments = [validate_partition_path(s) if "=" in s else s for s in rest]
+        return "/".join(["", unicodedata.normalize("NFC", dataset), *segments])
+
+    return LockRequest(map(canonical, request.read), map(canonical, request.write))
 
 
 def split_by_dataset(request: LockRequest) -> dict[str, LockRequest]:

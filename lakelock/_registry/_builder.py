@@ -11,7 +11,8 @@ commit with a :class:`CommitBuilder` (as delta-rs's operations go through its
    commit core's randomness: docs/FORMAT.md, "Commit ids"); ``Change.generated_id`` is the
    one record of which (it travels in the intent);
 2. :meth:`~CommitBuilder.bind`: the digest the id is bound to (:mod:`lakelock._digest`), of
-   the operation's request and its rows, or its files' contents; a ``registry.commit``'s,
+   the operation's request and its rows, or its files' contents (the catalog's); a
+   ``registry.commit``'s and the workers' files of ``lakelock.dask`` and ``lakelock.spark``,
    of what it adds, summarised, and removes (:meth:`~CommitBuilder.bind_to_files`);
 3. :meth:`~CommitBuilder.check`, before the first data PUT: a re-run of a recorded commit is
    reported, an id recorded for another change refused, partition columns and schema
@@ -94,13 +95,15 @@ class CommitBuilder:
         files: Iterable[DataFile] | None = None,
     ) -> None:
         """Bind the commit id to the operation's ``request`` and the rows it writes
-        (``table``) or the contents of files written elsewhere (``files``)."""
+        (``table``) or the contents of the files it commits (``files``: an engine's, which
+        the catalog commits under an id that names them)."""
         self._set(digest=change_digest(request, table=table, files=files))
 
     def bind_to_files(self) -> None:
-        """A ``registry.commit``'s binding, once what it adds and removes is given: to what
-        it adds (summarised: rows and statistics, not the files' names or bytes), removes
-        and declares (:func:`summary_digest`)."""
+        """The binding of a commit of files written elsewhere (``registry.commit``, the
+        workers' files of ``lakelock.dask`` and ``lakelock.spark``), once what it adds and
+        removes is given: to what it adds (summarised: rows and statistics, not the files'
+        names, bytes or split), removes and declares (:func:`summary_digest`)."""
         self._set(digest=summary_digest(self.change))
 
     # -- before the first data PUT ---------------------------------------------------------
@@ -235,7 +238,8 @@ class CommitBuilder:
 
 
 def summary_digest(change: Change) -> str:
-    """The digest of a ``registry.commit`` (:mod:`lakelock._digest`, the ``summary`` kind):
+    """The digest of a commit of files written elsewhere (:mod:`lakelock._digest`, the
+    ``summary`` kind):
     of what ``change`` adds, removes (keys and partitions) and declares (``partition_by``,
     properties)."""
     request: dict[str, Any] = {"remove": sorted(change.remove)}

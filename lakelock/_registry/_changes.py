@@ -192,6 +192,11 @@ class Change:
     restore_from: str | None = None
     # One part of an intent group (a commit spanning datasets, read from its intents).
     group: Group | None = None
+    # The key of the intent that makes this commit (a commit spanning datasets: its first,
+    # the same in every change of it), recorded with its commit id so that whoever finds
+    # the id recorded tells its own commit from another under the id (FORMAT.md rule 2).
+    # None: a commit written as no intent (a restore of a format-1 lake).
+    intent: str | None = None
 
     @property
     def restoring(self) -> bool:
@@ -413,7 +418,7 @@ def apply_change(
             properties[name] = str(value)
 
     record = SnapshotCommit(
-        change.commit_id, change.operation, len(change.add), removed, change.digest
+        change.commit_id, change.operation, len(change.add), removed, change.digest, change.intent
     )
     updated = _replaced(
         dataset,
@@ -495,7 +500,12 @@ def _restore(
             existing,
             next_version,
             SnapshotCommit(
-                change.commit_id, "restore", old.file_count, existing.file_count, change.digest
+                change.commit_id,
+                "restore",
+                old.file_count,
+                existing.file_count,
+                change.digest,
+                change.intent,
             ),
         ),
         **_unstored(existing),
@@ -773,6 +783,7 @@ def seal(
                 applied.removed,
                 change.operation,
                 change.digest,
+                change.intent,
             )
         else:
             merged[change.commit_id] = replace(

@@ -86,6 +86,7 @@ from lakelock.errors import RegistryCorruptError
 __all__ = [
     "FORMAT_VERSION",
     "GUARDED_FORMAT",
+    "LAST_MODIFIED_RESOLUTION",
     "READABLE_FORMATS",
     "REGISTRY_KEY",
     "CommitRecord",
@@ -114,6 +115,12 @@ READABLE_FORMATS = (1, 2, 3)
 #: The first format whose writers all apply group and restore intents as rule 16 and 9 say:
 #: such an intent is written only into a lake whose root this writer read at it (rule 17).
 GUARDED_FORMAT = 3
+
+#: The resolution of a listed ``LastModified`` (S3 lists whole seconds), and so the slack a
+#: recorded vacuum cutoff keeps above the newest orphan: a writer's write time (the ``Date``
+#: of its PUT's answer less the PUT's duration) may be up to this much later than that
+#: listing says (``lakelock._vacuum_plan.recorded_cutoff``).
+LAST_MODIFIED_RESOLUTION = 1.0
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -215,6 +222,11 @@ class CommitRecord:
     #: What was committed (:func:`lakelock._digest.change_digest`), ``None`` if unknown
     #: (recorded before digests were, or by a commit of files whose rows nobody hashed).
     digest: str | None = None
+    #: The key of the intent that made it (a commit spanning datasets: its first), so a
+    #: writer that finds its commit id recorded knows whether its own intent made the record
+    #: (FORMAT.md rule 2). ``None``: made by no intent, or recorded by a lakelock from before
+    #: the field.
+    intent: str | None = None
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -233,6 +245,7 @@ class CommitRecord:
             "removed": self.removed,
             "operation": self.operation,
             **({"digest": self.digest} if self.digest is not None else {}),
+            **({"intent": self.intent} if self.intent is not None else {}),
         }
 
 
@@ -327,6 +340,11 @@ class RegistryDoc:
     # compare-and-swap before it deleted anything; None: no vacuum recorded one (FORMAT.md
     # rule 10).
     vacuum_cutoff: float | None = None
+    # Format 2: where the last vacuum's window began (seconds since the epoch, its clock,
+    # compared with the recorded commit times as its walk compared them): it kept no version
+    # replaced before it, so such a version may have lost its objects; recorded with the
+    # cutoff, never lowered; None: not recorded (FORMAT.md rule 9).
+    vacuum_horizon: float | None = None
 
     def fate(self, key: str) -> IntentFate | None:
         return _newest(self, "_fates_by_key", self.fates, attrgetter("key"), key)
@@ -509,6 +527,9 @@ def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> Regi
         else:
             intents = obj(data["intents"], "intents")
             backup = data["backup"]
+            cutoff, horizon = _vacuum_of(
+                obj(data["vacuum"], "vacuum") if "vacuum" in data else None
+            )
             doc = RegistryDoc(
                 format_version=version,  # 2 or 3: one shape
                 entries=MappingProxyType(
@@ -523,9 +544,8 @@ def _parse_registry(body: bytes, *, bucket: str | None, key: str | None) -> Regi
                 fates=tuple(_fate(obj(f, "fate")) for f in seq(intents["fates"], "fates")),
                 backup=text(backup, "backup") if backup is not None else None,
                 settings=parse_settings(data["settings"]) if "settings" in data else None,
-                vacuum_cutoff=number(obj(data["vacuum"], "vacuum")["cutoff"], "vacuum cutoff")
-                if "vacuum" in data
-                else None,
+                vacuum_cutoff=cutoff,
+                vacuum_horizon=horizon,
                 **common,
             )
     except RegistryCorruptError:
@@ -611,6 +631,7 @@ def _commit(c: Mapping[str, Any], *, legacy: bool) -> CommitRecord:
             c["operation"] if not legacy else c.get("operation", "commit"), "commit operation"
         ),
         digest=text(c["digest"], "commit digest") if "digest" in c else None,
+        intent=text(c["intent"], "commit intent") if "intent" in c else None,
     )
 
 
@@ -655,7 +676,23 @@ def _part(raw: Any) -> tuple[int, int, str]:
     return first, last, text(digest, "part digest")
 
 
+def _vacuum_of(vacuum: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
+    """The root's record of the last vacuum (``None``: none): its cutoff and its horizon (a
+    root a vacuum of an earlier lakelock claimed records the cutoff alone)."""
+    if vacuum is None:
+        return None, None
+    cutoff = number(vacuum["cutoff"], "vacuum cutoff")
+    horizon = vacuum.get("horizon")
+    return cutoff, number(horizon, "vacuum horizon") if horizon is not None else None
+
+
 # -- serialising ----------------------------------------------------------------------------
+
+
+def _vacuum_json(doc: RegistryDoc) -> dict[str, float | None]:
+    """The root's ``vacuum`` record: the cutoff (rule 10) and, when recorded, the horizon."""
+    recorded = {"cutoff": doc.vacuum_cutoff}
+    return recorded if doc.vacuum_horizon is None else {**recorded, "horizon": doc.vacuum_horizon}
 
 
 def serialize_registry(doc: RegistryDoc) -> bytes:
@@ -676,7 +713,7 @@ def serialize_registry(doc: RegistryDoc) -> bytes:
             },
             "backup": doc.backup,
             **({"settings": doc.settings.to_json()} if doc.settings is not None else {}),
-            **({"vacuum": {"cutoff": doc.vacuum_cutoff}} if doc.vacuum_cutoff is not None else {}),
+            **({"vacuum": _vacuum_json(doc)} if doc.vacuum_cutoff is not None else {}),
         }
     return orjson.dumps(
         {

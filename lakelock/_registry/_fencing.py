@@ -142,13 +142,16 @@ def compact_lock_fences(records: Iterable[LockFenceRecord]) -> tuple[LockFenceRe
     of paths in one lineage, one of them written), so the highest token that wrote (or
     read) a path refuses every grant any lower record on that path would, and nothing else.
     A read of a path is dropped where a write of it has as high a token (a write conflicts
-    with whatever a read does). Held and ended records (write locks in force, and those
-    cleared, which refuse their own token) stay as they are. The records thus grow with the
-    paths ever locked, not with the commits."""
+    with whatever a read does). Held records (write locks in force) stay as they are; so do
+    ended ones (cleared, which refuse their own token) until a record of a higher token
+    conflicts with them: that one refuses their token too, and every grant they refuse is
+    refused by their paths' records, so they are compacted like the others. The records
+    thus grow with the paths ever locked, not with the grants nor the commits."""
+    records = tuple(records)
     kept: list[LockFenceRecord] = []
     best: dict[tuple[str, bool], LockFenceRecord] = {}
     for record in records:
-        if record.held or record.ended:
+        if record.held or (record.ended and not _superseded(record, records)):
             kept.append(record)
             continue
         modes = [*((p, False) for p in record.read), *((p, True) for p in record.write)]
@@ -169,6 +172,17 @@ def compact_lock_fences(records: Iterable[LockFenceRecord]) -> tuple[LockFenceRe
             for (path, writes), record in best.items()
             if writes or (path, True) not in best or best[path, True].token < record.token
         ),
+    )
+
+
+def _superseded(record: LockFenceRecord, records: tuple[LockFenceRecord, ...]) -> bool:
+    """Whether a record of a higher token conflicts with ``record``: a commit under its
+    grant's fence is then refused by that record (:func:`_check_lock_fence`), ended or not."""
+    ours = LockRequest(read=record.read, write=record.write)
+    return any(
+        other.token > record.token
+        and requests_conflict(LockRequest(read=other.read, write=other.write), ours)
+        for other in records
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from lakelock._datafile import DataFile
 from lakelock._jsonfields import boolean_free_int, obj
@@ -147,6 +147,9 @@ def _readable_from(oldest: Snapshot) -> str:
     return f"versions {oldest.version} and later of {oldest.dataset!r} remain readable"
 
 
+_T = TypeVar("_T")
+
+
 class LazyDatasets(Mapping[str, DatasetState]):
     """The datasets of a format-2 root: each loaded from its snapshot when first looked up.
     With ``sparse`` (time travel), a name may resolve to no dataset (``load`` returns None):
@@ -209,7 +212,31 @@ class LazyDatasets(Mapping[str, DatasetState]):
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str) or name not in self._known:
             return False
-        return not self._sparse or self.get(name) is not None
+        if not self._sparse:
+            return True
+        # Time travel: a dataset that did not exist then is not there; one whose version of
+        # then is no longer kept raises (SnapshotExpiredError), never "not there".
+        with self._lock:
+            if name not in self._loaded:
+                self._loaded[name] = self._load(name)
+            return self._loaded[name] is not None
+
+    @overload
+    def get(self, name: str, /) -> DatasetState | None: ...
+
+    @overload
+    def get(self, name: str, default: DatasetState | _T, /) -> DatasetState | _T: ...
+
+    def get(self, name: str, default: Any = None, /) -> Any:
+        """The dataset, or ``default`` if there is none of that name (then); a version that
+        cannot be read (:class:`VersionNotFoundError`: expired, vacuumed) raises, which
+        ``Mapping.get`` would hide (it is a ``KeyError``)."""
+        try:
+            return self[name]
+        except VersionNotFoundError:
+            raise
+        except KeyError:
+            return default
 
 
 def dataset_for_checks(datasets: Mapping[str, DatasetState], name: str) -> DatasetState | None:
@@ -496,7 +523,8 @@ class Objects:
     ) -> DatasetState | None:
         """The dataset as it was at registry ``version`` (or at server time ``as_of``):
         ``None`` if it did not exist yet; :class:`SnapshotExpiredError` if that version was
-        replaced before ``expire_before`` (retention: vacuum may have deleted what it reads);
+        replaced before ``expire_before`` (the retention, or the last vacuum's horizon:
+        vacuum may have deleted what it reads);
         :class:`VersionNotFoundError` saying so if it is older than ``upgrade``, the version
         that upgraded the registry from format 1 (which kept no snapshots)."""
         if version is not None and entry.created_version > version:
@@ -515,8 +543,9 @@ class Objects:
                             name,
                             version=version,
                             as_of=as_of,
-                            reason=": it is older than the registry's retention (vacuum may "
-                            f"have removed it); {_readable_from(readable)}",
+                            reason=": it is older than the registry's retention or the "
+                            "window of the lake's last vacuum (vacuum may have removed it); "
+                            f"{_readable_from(readable)}",
                         )
                     return self.state(key)
                 if successor_at is None or successor_at >= expire_before:
@@ -578,7 +607,7 @@ class Objects:
 
     def commit_entry(self, state: DatasetState, commit_id: str) -> Mapping[str, Any] | None:
         """What this dataset's commit-id index records of ``commit_id`` (its ``version``,
-        ``at``, ``operation`` and, when known, ``digest``), or ``None``."""
+        ``at``, ``operation`` and, when known, ``digest`` and ``intent``), or ``None``."""
         raw = state.recent_ids.get(commit_id)
         if raw is None:
             raw = index_get(state.commit_ids, commit_id, self.node)
@@ -688,6 +717,7 @@ class Objects:
                     "at": at,
                     "operation": c.operation,
                     **({"digest": c.digest} if c.digest is not None else {}),
+                    **({"intent": c.intent} if c.intent is not None else {}),
                 }
                 for c in state.commits
             }

@@ -5,6 +5,7 @@ travel), history, migration from format 1; committing is
 
 from __future__ import annotations
 
+import math
 import random
 import time
 import warnings
@@ -35,7 +36,7 @@ from lakelock._registry._core import (
     Redrive,
     Retry,
 )
-from lakelock._registry._core._decide import restore_lead, restore_refused
+from lakelock._registry._core._decide import restore_lead, restore_refused, vacuum_horizon
 from lakelock._registry._core._schedule import HEDGE_ALONE
 from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import (
@@ -130,6 +131,10 @@ class RegistrySnapshot:
     #: epoch, server time; FORMAT.md rule 10): a commit adding a file written at or before
     #: it is refused. ``None``: no vacuum recorded one (or a version other than the current).
     vacuum_cutoff: float | None = None
+    #: Where the last vacuum's window began, recorded in this root (seconds since the epoch,
+    #: by the recorded commit times; FORMAT.md rule 9): a version replaced before it is
+    #: neither read nor restored, whatever the retention. ``None``: none recorded.
+    vacuum_horizon: float | None = None
 
     @classmethod
     def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
@@ -145,6 +150,7 @@ class RegistrySnapshot:
             doc.format_version,
             settings=doc.settings,
             vacuum_cutoff=doc.vacuum_cutoff,
+            vacuum_horizon=doc.vacuum_horizon,
         )
 
 
@@ -155,6 +161,15 @@ def _moved(name: str, home: str) -> None:
         DeprecationWarning,
         stacklevel=3,
     )
+
+
+def _kept(datasets: Mapping[str, DatasetState], name: str) -> DatasetState | None:
+    """Dataset ``name`` of a time-travel snapshot, ``None`` if it did not exist then or its
+    version of then is no longer kept."""
+    try:
+        return datasets[name]
+    except KeyError:  # VersionNotFoundError (expired) included
+        return None
 
 
 def _check_when(version: object, as_of: object) -> None:
@@ -168,6 +183,14 @@ def _check_when(version: object, as_of: object) -> None:
         raise InvalidArgumentError(
             as_of, "as_of is server time: seconds since the epoch or an aware datetime"
         )
+    if isinstance(as_of, datetime) and as_of.utcoffset() is None:
+        # Python reads a naive datetime as this machine's local time; a pipeline usually
+        # means UTC: either guess answers another instant's version without a word.
+        raise InvalidArgumentError(
+            as_of, "as_of is server time: a datetime needs a time zone (tzinfo=datetime.UTC)"
+        )
+    if isinstance(as_of, float) and math.isnan(as_of):
+        raise InvalidArgumentError(as_of, "as_of is server time: a number of seconds, not NaN")
 
 
 def upgrade_version(doc: RegistryDoc) -> int | None:
@@ -579,7 +602,12 @@ class Registry:
                 "*", version=version, reason=_before_upgrade(upgrade, doc.backup)
             )
         entries = doc.entries
+        # A version replaced before the last vacuum's window began may have lost its objects
+        # even where the retention, grown since, would keep it (FORMAT.md rule 9).
+        horizon = vacuum_horizon(doc)
         expire_before = self._clock() - self._settings_of(doc).retention
+        if horizon is not None:
+            expire_before = max(expire_before, horizon)
 
         def load(name: str) -> DatasetState | None:
             return self._objects.at_version(
@@ -595,7 +623,9 @@ class Registry:
         # (``load`` reads ``version``: the version found for as_of is another name.)
         at = version
         if at is None:
-            at = max((datasets[n].updated_version for n in datasets), default=0)
+            # The newest version among the datasets as of then that can still be read (one
+            # expired raises only when it is asked for).
+            at = max((s.updated_version for n in entries if (s := _kept(datasets, n))), default=0)
         return RegistrySnapshot(
             version=at,
             etag=None,
@@ -878,7 +908,8 @@ class RegistryInternals:
         that version leaves the retention and when it was replaced (its successor's commit
         time, from which whoever applies the restore measures the retention of the root it
         applies on; both ``None``: it is the current one). A version
-        that leaves it too soon for a restore to land first is
+        that leaves it too soon for a restore to land first, or was replaced before the
+        window of the lake's last vacuum (its horizon, recorded in the root), is
         :class:`~lakelock.errors.SnapshotExpiredError` (FORMAT.md rule 9)."""
         registry = self._registry
         name = validate_dataset_name(name)

@@ -89,6 +89,8 @@ class SnapshotCommit:
     removed: int
     #: What was committed (see :class:`~lakelock._registry._document.CommitRecord`).
     digest: str | None = None
+    #: The key of the intent that made it (see :class:`~lakelock._registry._document.CommitRecord`).
+    intent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,7 @@ def serialize_snapshot(snapshot: Snapshot, encode_schema: Callable[[pa.Schema], 
                     "added": c.added,
                     "removed": c.removed,
                     **({"digest": c.digest} if c.digest is not None else {}),
+                    **({"intent": c.intent} if c.intent is not None else {}),
                 }
                 for c in snapshot.commits
             ],
@@ -217,6 +220,7 @@ def parse_snapshot(
                     added=boolean_free_int(c["added"], "added", minimum=0),
                     removed=boolean_free_int(c["removed"], "removed", minimum=0),
                     digest=text(c["digest"], "digest") if "digest" in c else None,
+                    intent=text(c["intent"], "intent") if "intent" in c else None,
                 )
                 for c in (obj(item, "commit") for item in seq(data["commits"], "commits"))
             ),

@@ -20,7 +20,7 @@ import orjson
 from lakelock._datafile import DataFile
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, FoldPolicy
-from lakelock._registry._core._decide import restore_refused
+from lakelock._registry._core._decide import restore_refused, vacuum_horizon
 from lakelock._registry._core._schedule import FIXED, fixed_values
 from lakelock._registry._document import (
     REGISTRY_KEY,
@@ -459,13 +459,15 @@ class CoreProtocol(SimProtocol):
         chain = reader.chain(entry.snapshot)[-20:]
         # As registry.internals.restore_point: by the retention the root stores, a version
         # replaced long enough ago that it leaves the retention within the restore's lead is
-        # refused (FORMAT.md rule 9).
+        # refused, and so is one replaced before the last vacuum's window (FORMAT.md rule 9).
         if doc.settings is not None:
             retention = doc.settings.retention
+        horizon = vacuum_horizon(doc)
         choices = [
             (key, snap, after.at + retention, after.at)
             for (key, snap), (_, after) in pairwise(chain)
             if not restore_refused(after.at + retention, now=now, retention=retention)
+            and (horizon is None or after.at >= horizon)
             and key in store.objects
         ]
         if not choices:

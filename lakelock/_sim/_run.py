@@ -137,6 +137,12 @@ class SimConfig:
     #: root's retention as its window (vacuum's default): restores planned under the longer
     #: retention meet vacuum at the shorter (FORMAT.md rule 9).
     shrink_retention_from: float | None = None
+    #: With ``shrink_retention_from``: this many seconds after the shrink, the administrator
+    #: stores the longer retention again (``None``: it stays short). Vacuum then keeps
+    #: versions that long again, but what it deleted under the short one stays deleted: a
+    #: restore applied under the grown retention must be judged by the vacuum the root
+    #: records (FORMAT.md rule 9, ``_decide.vacuum_horizon``).
+    grow_retention_after: float | None = None
     #: Count the start-up in the figures too (by default they are the steady state past it:
     #: :meth:`_Run.warmup`). A run of ``commits`` per writer is measured whole anyway.
     include_warmup: bool = False
@@ -174,6 +180,10 @@ class SimConfig:
                 "shrink_retention_from needs vacuum, no retention given, and a retention "
                 "longer than vacuum_older_than"
             )
+        if self.grow_retention_after is not None and not (
+            self.shrink_retention_from is not None and self.grow_retention_after >= 0
+        ):
+            raise ValueError("grow_retention_after needs shrink_retention_from, and >= 0")
         profile(self.store)  # a clear error for an unknown store, up front
         protocol_named(self.protocol, dict(self.policy))  # and for an unknown policy field
 
@@ -643,16 +653,20 @@ class _Run:
 
     def _shrink_retention(self, admin: Any) -> Steps:
         """The administrator of :attr:`SimConfig.shrink_retention_from`: the lake's retention
-        stored at the start, shrunk to vacuum's window a third of the way through (a
-        ``configure`` that fails, under faults, is left failed)."""
+        stored at the start, shrunk to vacuum's window a third of the way through, and grown
+        back :attr:`SimConfig.grow_retention_after` later if given (a ``configure`` that
+        fails, under faults, is left failed)."""
         config = self.config
-        assert config.shrink_retention_from is not None
-        for at, retention in ((0.0, config.shrink_retention_from), (config.seconds / 3, None)):
+        longer = config.shrink_retention_from
+        assert longer is not None
+        shrink = config.seconds / 3
+        steps = [(0.0, longer), (shrink, config.vacuum_older_than)]
+        if config.grow_retention_after is not None:
+            steps.append((shrink + config.grow_retention_after, longer))
+        for at, retention in steps:
             yield Sleep(max(0.0, at - self.loop.now))
             with contextlib.suppress(LakelockError):
-                yield from admin.configure(
-                    {"retention": retention if retention is not None else config.vacuum_older_than}
-                )
+                yield from admin.configure({"retention": retention})
 
     def go(self) -> SimResult:
         config = self.config

@@ -239,13 +239,14 @@ def _unknown_outcome(
         for p in batch.pending:
             if id(p) in refused:
                 continue  # refused already, to be recorded
-            version = yield from _io.need(
+            indexed = yield from _io.need(
                 core, functools.partial(_decide.indexed_version, doc, p.changes, core.objects)
             )
-            if isinstance(version, CommitIdReusedError):
-                refusals.append(_decide.Settled(p, error=version))
-            elif version is not None:
-                ours = _decide.made_here(doc, p, version, batch.maybe_made)
+            if isinstance(indexed, CommitIdReusedError):
+                refusals.append(_decide.Settled(p, error=indexed))
+            elif indexed is not None:
+                version, intent = indexed
+                ours = _decide.made_here(doc, p, version, batch.maybe_made, intent=intent)
                 end(_decide.Settled(p, version=version, already=not ours), batch)
         batch.pending = [p for p in batch.pending if not p.finished]
     if beyond and doc.format_version == 1:

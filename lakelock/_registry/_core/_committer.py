@@ -212,16 +212,20 @@ class Committer:
             token = f"{self.rng.getrandbits(32):08x}"
             group = f"{self.rng.getrandbits(128):032x}" if len(checked) > 1 else ""
             made = intent_group(checked, now_ms=int(now * 1000), token=token, group=group)
+            keys = tuple(sorted(key for key, _, _ in made))
             prepared, writes = [], []
             for change, (key, body, refs) in zip(checked, made, strict=True):
                 self.objects.remember(key, parse_manifest(body, key=key))
-                prepared.append(replace(change, added_manifests=MappingProxyType(refs)))
+                # Its records name the commit's first intent, as a fold's would (rule 2).
+                prepared.append(
+                    replace(change, added_manifests=MappingProxyType(refs), intent=keys[0])
+                )
                 writes.append((key, body))
             return Pending(
                 tuple(prepared),
                 check_index=chosen,
                 unwritten=writes,
-                intents=tuple(sorted(key for key, _ in writes)),
+                intents=keys,
                 made_at=monotonic,
             )
         unwritten: list[tuple[str, bytes]] = []

@@ -16,7 +16,8 @@ The rules:
    rejected and cancelled intents are recorded too, so nobody applies them later.
 2. **Settle before apply** (:func:`settle`, :func:`past_the_window`, :func:`indexed_version`):
    a batch first ends every commit whose fate the root already records, or whose commit id
-   is recorded (the window, the commit-id index): never applied twice.
+   is recorded (the window, the commit-id index): never applied twice; made here, or
+   ``already_committed``, as the record's intent says (:func:`made_here`).
 3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
    commit id is recorded is ``applied`` at that version, not applied again.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
@@ -30,10 +31,12 @@ The rules:
    intent cancelled in a swap before its caller hears "failed".
 8. (Vacuum keeps pending and undecided intents: :mod:`lakelock._vacuum_plan`.)
 9. **A restore lands within the retention** (:func:`restore_too_late`, :func:`restore_end`,
-   :func:`restore_lead`, :func:`restore_refused`): the version a
+   :func:`restore_lead`, :func:`restore_refused`, :func:`restore_vacuumed`,
+   :func:`vacuum_horizon`): the version a
    restore makes current again is kept by vacuum only until it leaves the retention (the
    one of the root the restore applies on, which may have shrunk since it was planned);
-   the restore is applied only while that is more than a margin away.
+   the restore is applied only while that is more than a margin away, and only if the
+   root's last vacuum did not leave it out (a retention grown after it brings nothing back).
 10. **Nothing older than the vacuum floor is committed** (:func:`too_old_to_reference`):
    vacuum deletes no object younger than the lake's vacuum floor, so a commit references
    what it adds (its files, and the objects its attempt wrote) only while they are younger
@@ -71,7 +74,13 @@ from lakelock._registry._changes import (
     oldest_write,
     reused_commit_id,
 )
-from lakelock._registry._document import GUARDED_FORMAT, CommitRecord, IntentFate, RegistryDoc
+from lakelock._registry._document import (
+    GUARDED_FORMAT,
+    LAST_MODIFIED_RESOLUTION,
+    CommitRecord,
+    IntentFate,
+    RegistryDoc,
+)
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Missing, Objects
@@ -111,10 +120,12 @@ __all__ = [
     "restore_lead",
     "restore_refused",
     "restore_too_late",
+    "restore_vacuumed",
     "reused_in_batch",
     "settle",
     "swap_may_land",
     "too_old_to_reference",
+    "vacuum_horizon",
     "vacuumed",
     "whole_groups",
     "written_by",
@@ -139,13 +150,16 @@ def settle(
 
     An intent's recorded fate decides it (applied: success, ``already`` if through another
     commit of its id; rejected or cancelled: its reason). A commit id in the root's window
-    is a success (``already`` unless this batch may have made it: :func:`made_here`, given
+    is a success (``already`` unless it is this commit's own: :func:`made_here`, given
     ``made``, the versions a swap of ours whose answer was lost may have made). A
     caller-chosen id (``check_index``) is looked up in the commit-id index (a re-run of an
     old commit; the committer asks again once the window no longer covers every version
     since: :func:`past_the_window`), and so is an intent at or below the watermark with no
     fate left (applied long ago by another process, its fate pruned; not there: a fold
-    passed it over, still ours)."""
+    passed it over, still ours). An entry found there is this commit's own if it names
+    this commit's intent; one that names no intent (recorded by a lakelock from before the
+    field) is taken as ours only for an intent passed over whose id was generated (nobody
+    else carries it)."""
     found: list[Settled] = []
     for p in pending:
         # The intents of one commit are decided together, in one swap: any one's fate is
@@ -163,41 +177,45 @@ def settle(
             found.append(Settled(p, error=reused))
             continue
         if record is not None:
-            ours = made_here(doc, p, record.version, made)
+            ours = made_here(doc, p, record.version, made, intent=record.intent)
             found.append(Settled(p, version=record.version, already=not ours))
             continue
         if doc.format_version < 2:
             continue
         passed_over = p.intent is not None and p.intent_sent and p.intent <= doc.watermark
         if p.check_index or passed_over:
-            version = indexed_version(doc, p.changes, objects)
-            if isinstance(version, CommitIdReusedError):
-                found.append(Settled(p, error=version))
-            elif version is not None:
-                ours = passed_over and not p.check_index
+            indexed = indexed_version(doc, p.changes, objects)
+            if isinstance(indexed, CommitIdReusedError):
+                found.append(Settled(p, error=indexed))
+            elif indexed is not None:
+                version, by = indexed
+                ours = by == p.intent if by is not None else passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
 
 
-def made_here(doc: RegistryDoc, p: Pending, version: int, made: Set[int]) -> bool:
-    """Rule 2: whether the commit ``p``'s id records at ``version`` may be ``p``'s own (its
+def made_here(
+    doc: RegistryDoc, p: Pending, version: int, made: Set[int], *, intent: str | None
+) -> bool:
+    """Rule 2: whether the record of ``p``'s commit id at ``version`` is ``p``'s own (its
     caller hears it committed, not ``already_committed``), given that ``doc`` keeps no fate
-    of ``p``'s intents. Whichever swap applied ``p`` recorded their fate at that version
-    (rule 1): a swap of ours whose answer was lost (``made``: the versions it may have
-    made), or a fold that listed ``p``'s intent once it was sent. So the record may be
-    ``p``'s only if that fate may have been pruned since (rule 6 prunes the oldest first,
-    keeping every fate above the watermark and the lake's ``commit_window`` most recent):
-    not if its intent is above the watermark, nor if ``doc`` still keeps an applied fate
-    at or below the watermark that a swap recorded before it (an older version's, or one
-    of the same version sorting before it: a swap records its applied intents in key
-    order), nor if fewer than ``commit_window`` fates were recorded after it. Then the
-    record is another commit's under the id (a killed run's, a re-run's in another
-    process: the same change committed already) and ``p``'s intent is undecided: passed
-    over (its PUT landed after that fold's LIST, or its writer's clock is behind the
-    folder's, so its key sorts below the watermark that fold set), or not what the swap
-    whose answer was lost applied (it did not land, or it applied another intent of the
-    id). A commit with no intent, and a format-1 root, which keeps no fates, leave no such
-    trace: any swap of ours whose answer was lost may be it."""
+    of ``p``'s intents. A record names the intent that made it (``intent``): it is ``p``'s
+    exactly when that is ``p``'s intent, whichever swap applied it (ours, its answer lost,
+    or another process's fold); any other is another commit's under the id (a killed
+    run's, a re-run's in another process: the same change committed already).
+
+    A record that names none (a commit with no intent, or recorded by a lakelock from
+    before the field) is guessed: with no intent, or on a format-1 root (no fates), it may
+    be ours if a swap of ours whose answer was lost may have made it (``made``). Else it
+    may be ours only if the fate the applying swap recorded for ``p``'s intent may have
+    been pruned since (rule 6 prunes the oldest first, keeping every fate above the
+    watermark and the ``commit_window`` most recent): not if ``p``'s intent is above the
+    watermark, nor if ``doc`` keeps an applied fate at or below the watermark recorded
+    before it (an older version's, or one of the same version sorting before it: a swap
+    records its applied intents in key order), nor if fewer than ``commit_window`` fates
+    were recorded after it."""
+    if intent is not None:
+        return intent == p.intent
     mine = p.intent
     if mine is None or doc.format_version < 2:
         return version in made
@@ -265,16 +283,21 @@ def past_the_window(doc: RegistryDoc, version: int) -> bool:
 
 def indexed_version(
     doc: RegistryDoc, changes: Iterable[Change], objects: Objects
-) -> int | CommitIdReusedError | None:
+) -> tuple[int, str | None] | CommitIdReusedError | None:
     """The version the commit-id index of one of ``changes``' datasets records for its
-    commit id (every applied id is kept there, however old), or the error if it records
-    the id for another change (:func:`~lakelock._registry._changes.reused_commit_id`)."""
+    commit id (every applied id is kept there, however old) and the intent its entry names
+    (``None``: none), or the error if it records the id for another change
+    (:func:`~lakelock._registry._changes.reused_commit_id`)."""
     for change in changes:
         state = doc.datasets.get(change.dataset)
         if state is not None:
             entry = objects.commit_entry(state, change.commit_id)
             if entry is not None:
-                return reused_commit_id(entry, change) or int(entry["version"])
+                intent = entry.get("intent")
+                return reused_commit_id(entry, change) or (
+                    int(entry["version"]),
+                    intent if isinstance(intent, str) else None,
+                )
     return None
 
 
@@ -290,7 +313,8 @@ def recorded_version(
         return reused_commit_id(record, change) or record.version
     if change.generated_id or doc.format_version < 2:
         return None
-    return indexed_version(doc, (change,), objects)
+    indexed = indexed_version(doc, (change,), objects)
+    return indexed[0] if isinstance(indexed, tuple) else indexed
 
 
 def judge_listed(
@@ -354,6 +378,36 @@ def restore_refused(until: float, *, now: float, retention: float) -> bool:
     return until - now < restore_lead(retention)
 
 
+def vacuum_horizon(doc: RegistryDoc) -> float | None:
+    """Rule 9 against vacuum: the root's last vacuum kept no version replaced before this
+    (its successor's recorded commit time earlier: vacuum's own comparison), so such a
+    version may have lost its objects whatever the retention says since: no retention grown
+    again brings them back. The horizon the vacuum recorded (``vacuum_horizon``); a root
+    whose vacuum recorded only its cutoff (an earlier lakelock's, or a writer of one
+    dropped the horizon) stands the cutoff less :data:`LAST_MODIFIED_RESOLUTION` in: the
+    newest ``LastModified`` it deleted, which its window had begun after, so never later
+    than the horizon (it judges fewer versions vacuumed, never one it kept). ``None``:
+    no vacuum recorded either."""
+    if doc.vacuum_horizon is not None:
+        return doc.vacuum_horizon
+    if doc.vacuum_cutoff is None:
+        return None
+    return doc.vacuum_cutoff - LAST_MODIFIED_RESOLUTION
+
+
+def restore_vacuumed(change: Change, *, horizon: float | None) -> float | None:
+    """Rule 9 against vacuum: when the version ``change`` restores was replaced, if that was
+    before the ``horizon`` of the root it is applied on (:func:`vacuum_horizon`: vacuum may
+    have deleted its objects), else ``None``. An older writer's intent does not record the
+    replacement time; the version's own commit time stands in, as in :func:`restore_end`."""
+    since = change.restore_since
+    if since is None and change.restore is not None:
+        since = change.restore.at
+    if since is None or horizon is None or since >= horizon:
+        return None
+    return since
+
+
 def restore_end(change: Change, *, retention: float) -> float | None:
     """Rule 9: when the version ``change`` restores leaves the retention of the root it is
     applied on (``retention``; ``None``: it is the current one, or not a restore). Vacuum
@@ -374,15 +428,29 @@ def restore_end(change: Change, *, retention: float) -> float | None:
 
 
 def restore_too_late(
-    changes: Iterable[Change], *, now: float, margin: float, retention: float
+    changes: Iterable[Change],
+    *,
+    now: float,
+    margin: float,
+    retention: float,
+    horizon: float | None = None,
 ) -> str | None:
     """Rule 9: why a restore among ``changes`` must not be applied now (``None``: none
     must). Vacuum deletes what only a version that left the retention references, so a
     restore re-committing such a version would point at deleted files: each restore carries
     when its version was replaced and leaves (the clock of the recorded commit times), and
     is applied only while more than ``margin`` is left of the ``retention`` of the root it
-    applies on (:func:`restore_end`), by the applier's clock."""
+    applies on (:func:`restore_end`), by the applier's clock, and only if it was replaced
+    after that root's vacuum ``horizon`` (:func:`restore_vacuumed`: the retention may have
+    been shorter when vacuum ran)."""
     for change in changes:
+        replaced = restore_vacuumed(change, horizon=horizon)
+        if replaced is not None and horizon is not None:
+            return (
+                f"the version it restores was replaced {horizon - replaced:.1f} s before the "
+                "window of the lake's last vacuum began (recorded in the root): vacuum may "
+                "have deleted its files, whatever the retention is now; restore a newer version"
+            )
         until = restore_end(change, retention=retention)
         if until is not None and now + margin >= until:
             return (
@@ -522,6 +590,7 @@ def applied_batch(
             server_now=server_now,
             floor=floor,
             cutoff=doc.vacuum_cutoff,
+            horizon=vacuum_horizon(doc),
         )
         if refused is not None:
             rejected[n] = refused
@@ -579,12 +648,15 @@ def _refused_at(
     server_now: float | None,
     floor: float,
     cutoff: float | None = None,
+    horizon: float | None = None,
 ) -> CommitError | None:
     """Why ``p`` is refused whatever the document: a restore too close to its version
-    leaving the retention (rule 9) or whose version could not be read, a file too old for
-    the vacuum floor, or written before the ``cutoff`` a vacuum recorded in the root
-    (rule 10)."""
-    late = restore_too_late(p.changes, now=seconds, margin=restore_margin, retention=retention)
+    leaving the retention, or of a version replaced before the root's vacuum ``horizon``
+    (rule 9), or whose version could not be read, a file too old for the vacuum floor, or
+    written before the ``cutoff`` a vacuum recorded in the root (rule 10)."""
+    late = restore_too_late(
+        p.changes, now=seconds, margin=restore_margin, retention=retention, horizon=horizon
+    )
     if late is not None:
         return CommitConflictError(
             f"restore refused: {late}", dataset=p.change.dataset, commit_id=p.change.commit_id

@@ -141,10 +141,11 @@ def _judge(
                 IntentFate(key, "applied", recorded, seconds, already=True) for key in keys
             )
             continue
+        # Each change names the commit's first intent, which its records keep (rule 2).
         restored = tuple(
-            replace(c, restore=core.objects.state(c.restore_from))
+            replace(c, restore=core.objects.state(c.restore_from), intent=keys[0])
             if c.restore_from is not None and core.objects.has_all((c.restore_from,))
-            else c
+            else replace(c, intent=keys[0])
             for c in unit
         )
         found.pending.append(Pending(restored, intents=keys, foreign=True))

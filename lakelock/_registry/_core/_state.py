@@ -42,7 +42,8 @@ class Batch:
     redrives: int = 0
     retries: int = 0
     #: The versions a swap of ours whose answer was lost may have made: a commit its id
-    #: records at one of them may be ours (:func:`._decide.made_here`).
+    #: records at one of them, in a record naming no intent, may be ours
+    #: (:func:`._decide.made_here`).
     maybe_made: set[int] = field(default_factory=set)
     #: The version the last swap with an unknown outcome was based on, while unresolved.
     unknown_base: int | None = None

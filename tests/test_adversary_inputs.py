@@ -1,0 +1,43 @@
+"""Adversarial tests of what a pipeline's bad input gets (the project's rule: a clear, typed
+error from lakelock.errors before anything is sent or written, never another answer than
+the one asked for). Here: time travel's ``as_of`` (README, "Time travel": ``as_of=<time>``,
+server time: "seconds since the epoch or an aware datetime")."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock.errors import InvalidArgumentError
+from tests._support import FAST_RETRY
+
+
+def test_an_as_of_that_names_no_instant_is_refused_not_read_at_another(
+    client: Any, bucket: str
+) -> None:
+    """A pipeline asks for ``sales`` as of ``datetime(2026, 1, 5)``, meaning midnight UTC as
+    its logs and engines write times; the datetime carries no time zone, and was read as the
+    machine's local time: on a machine at UTC-5 the answer was the version of five hours
+    later, rows no reader at that instant saw, with nothing to say so. A NaN as_of was
+    "version not found". Both must be InvalidArgumentError, whichever way time travel is
+    asked (read, scan, the registry, restore); an aware datetime and seconds still read."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.append("sales", pa.table({"id": [1]}))
+    at = lake.history("sales")[0].at + 1  # a second after the commit (a datetime rounds to µs)
+    naive = dt.datetime.fromtimestamp(at, dt.UTC).replace(tzinfo=None)
+    for as_of in (naive, float("nan")):
+        with pytest.raises(InvalidArgumentError):
+            lake.read("sales", as_of=as_of)
+        with pytest.raises(InvalidArgumentError):
+            lake.scan("sales", as_of=as_of)
+        with pytest.raises(InvalidArgumentError):
+            lake.registry.read(as_of=as_of)
+        with pytest.raises(InvalidArgumentError):
+            lake.restore("sales", as_of=as_of)
+    aware = dt.datetime.fromtimestamp(at, dt.UTC)
+    assert lake.read("sales", as_of=aware)["id"].to_pylist() == [1]
+    assert lake.read("sales", as_of=at)["id"].to_pylist() == [1]

@@ -1,0 +1,88 @@
+"""Adversarial tests of the path lock (README, "Locks, leases and the bucket policy": "A
+``write`` path keeps out every other commit"; docs/ARCHITECTURE.md, "The path lock"). Each
+``Lake`` stands for one process."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock.errors import LockedError, LockTimeout, StaleFenceError
+from tests._support import FAST_RETRY
+
+
+def events(*ids: int) -> pa.Table:
+    ts = datetime.datetime(2024, 1, 1, 6, 30)
+    return pa.table({"id": list(ids), "ts": pa.array([ts] * len(ids), pa.timestamp("s"))})
+
+
+def test_a_write_lock_on_a_partition_spelled_as_written_keeps_out_its_commits(
+    client: Any, bucket: str
+) -> None:
+    """A pipeline partitions ``ev`` by a timestamp and write-locks the partition it is about
+    to rebuild as people spell it, ``/ev/ts=2024-01-01T06:30:00`` (the spelling ``lake.read``
+    and ``rename_partition`` take; the key escapes ``:`` as ``%3A``). Another process's plain
+    append into that very partition must be refused with LockedError while the lock is
+    held, else the holder's overwrite then drops rows acknowledged meanwhile; and another
+    process's rename of it must not be granted the lock (it would move the rows away under
+    the holder)."""
+    holder = Lake(bucket, s3=client, retry=FAST_RETRY)
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    holder.append("ev", events(1), partition_by=["ts"])
+    with holder.lock(write=["/ev/ts=2024-01-01T06:30:00"]) as held:
+        with pytest.raises(LockedError):
+            other.append("ev", events(7), partition_by=["ts"])
+        with pytest.raises(LockTimeout):
+            other.rename_partition(
+                "ev", "ts=2024-01-01T06:30:00", to_partition="ts=2024-01-02T00:00:00", timeout=0
+            )
+        holder.overwrite("ev", events(2), partition_by=["ts"], fence=held.fence)
+    assert holder.read("ev", partitions=["ts=2024-01-01T06:30:00"])["id"].to_pylist() == [2]
+
+
+def test_a_write_lock_on_a_dataset_named_in_another_unicode_form_keeps_out_its_commits(
+    client: Any, bucket: str
+) -> None:
+    """Dataset names are NFC-normalised (``café`` typed on a keyboard that composes ``é``
+    from ``e`` and an accent is the same dataset). A process write-locks ``/café`` spelt
+    so; another process's append to ``café`` must be refused while the lock is held, as
+    for any other spelling of the name the registry takes."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    holder = Lake(bucket, s3=client, retry=FAST_RETRY)
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    holder.append(composed, events(1), partition_by=["ts"])
+    with holder.lock(write=[f"/{decomposed}"]) as held:
+        with pytest.raises(LockedError):
+            other.append(decomposed, events(7), partition_by=["ts"])
+        holder.append(composed, events(2), partition_by=["ts"], fence=held.fence)
+    assert sorted(other.read(composed)["id"].to_pylist()) == [1, 2]
+
+
+def test_write_locks_taken_again_and_again_leave_a_record_per_path_not_per_grant(
+    client: Any, bucket: str
+) -> None:
+    """A pipeline write-locks the partition it rebuilds, run after run (every rename and
+    copy takes such a lock too). The registry keeps one lock record per path and mode
+    (FORMAT.md, "The root": it is O(datasets) plus a bounded window and those records), but
+    each grant that ended stayed in the root as one more record for good: the root every
+    commit of every writer reads and swaps grew by one record per lock taken, for ever. A
+    grant ended and superseded by a later conflicting one is refused through that one's
+    record: the root must keep one record per path (and the last grant's), and every
+    earlier grant's fence stays refused."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.append("ev", events(1), partition_by=["ts"])
+    fences = []
+    for run in range(8):
+        with lake.lock(write=["/ev/ts=2024-01-01T06:30:00"], heartbeat=False) as held:
+            lake.overwrite("ev", events(10 + run), partition_by=["ts"], fence=held.fence)
+            fences.append(held.fence)
+    records = lake.registry.read().lock_fences["lock:ev"]
+    assert len(records) <= 2, records
+    for stale in fences:
+        with pytest.raises(StaleFenceError):
+            lake.append("ev", events(99), partition_by=["ts"], fence=stale)
+    assert lake.read("ev")["id"].to_pylist() == [17]

@@ -227,9 +227,10 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
 #: minute to vacuum's one-second window, a mix of appends, overwrites and restores (a third
 #: each) and three writers paused before a swap, land a restore planned under the minute over
 #: what vacuum deleted at the second when restores keep to the retention they were planned
-#: under (2026-11-29: 6 and 182 of the 100 of 0-399; none with rule 9 judged by the root's
-#: retention).
-SHRINK_SEEDS = (6, 182)
+#: under and the vacuum horizon ignored (2026-11-29, once commit records named their intents
+#: and a waiter's looks at a still root spent no attempts: 182 of the 100 of 0-399; 6 too
+#: before; none with rule 9 judged by the root's retention).
+SHRINK_SEEDS = (182,)
 
 
 def shrinking_retention(seed: int) -> SimConfig:

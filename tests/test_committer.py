@@ -118,6 +118,40 @@ def test_a_crashed_writers_intent_is_applied_once_by_the_next_committer(store: O
     assert [c.id for c in third.read().commits].count("dead-1") == 1
 
 
+def test_a_fold_that_fails_to_read_one_intent_reads_only_that_one_again(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A fold reads every pending intent of others in parallel; one of those reads answered
+    503 past the store's retries fails the attempt, and the next attempt reads that intent
+    again, and no other: the answers that came with it are kept (intents are write-once).
+    Under a few percent of faults a fold of hundreds of intents meets such a read nearly
+    every time, and would otherwise read most of them again at each attempt."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    now = int(time.time() * 1000)
+    dead = [
+        plant_intent(
+            store,
+            Change("sales", f"dead-{n}", add=(datafile("sales", "", f"d{n}"),)),
+            ms=now - 10_000 + n,
+        )
+        for n in range(6)
+    ]
+    # No second copies of slow reads (hedging: timing's, not the fold's): the reads are counted.
+    other = registry(store, policy=FoldPolicy(read_ahead=False, hedge=0))
+    s3.reset_stats()
+    # The oldest intent is read first: every other answer comes after the one that fails.
+    # Thirty 503s: more than one read's tries (the store's and the SDK's under FAST_RETRY).
+    s3.inject("slowdown", operation="GetObject", prefix=dead[0], count=30)
+    result = other.commit("sales", add=[datafile("sales", "", "b")])
+    failed = s3.faults()["injected"]["slowdown"]
+    assert failed == 30
+    # The failed tries of the oldest, its one read that landed, and one read of each other
+    # listed: the other dead writers' and the first commit's (found applied by its id).
+    assert s3.areas()["GetObject metastore/intents"] == failed + 1 + len(dead) - 1 + 1
+    assert result.attempts >= 2
+    assert names(other) == ["a", "b", *(f"d{n}" for n in range(6))]
+
+
 def test_a_loser_finds_its_commit_applied_without_redriving_it(
     store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:

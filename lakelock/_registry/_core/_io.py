@@ -201,7 +201,11 @@ def list_intents(after: str, limit: int, decided: set[str]) -> Steps:
 
 def read_intents(core: Committer, todo: Sequence[ListedObject]) -> Steps:
     """Each listed intent as the change it asks for (parsed once per process), or why
-    it cannot be applied: gone, unreadable. Reads what is not cached in parallel."""
+    it cannot be applied: gone, unreadable. Reads what is not cached in parallel. One read
+    that fails for now fails the attempt (:class:`~._state.Retry`), but only once every
+    other answer is cached: intents are write-once, and a fold of hundreds of them would
+    otherwise read again, at its next attempt, every one answered after the one that
+    failed."""
     result: dict[str, Change | str] = {}
     fetch = []
     for o in todo:
@@ -211,12 +215,14 @@ def read_intents(core: Committer, todo: Sequence[ListedObject]) -> Steps:
         else:
             fetch.append(o.key)
     answers = (yield Parallel(tuple(Get(k) for k in fetch))) if fetch else ()
+    failed: BaseException | None = None
     for key, answer in zip(fetch, answers, strict=True):
         if isinstance(answer, NotFoundError):
             result[key] = "gone: the intent object was deleted before it was applied"
             continue
         if isinstance(answer, TRANSIENT):
-            raise Retry from answer
+            failed = failed or answer
+            continue
         if isinstance(answer, BaseException):
             raise answer
         try:
@@ -229,6 +235,8 @@ def read_intents(core: Committer, todo: Sequence[ListedObject]) -> Steps:
         while len(core.intents) > core.schedule.intent_cache:
             core.intents.popitem(last=False)
         result[key] = change
+    if failed is not None:
+        raise Retry from failed
     return result
 
 

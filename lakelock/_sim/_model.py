@@ -24,6 +24,9 @@ version holds), then replayed in version order. Judged, for each call (one line 
 - a definite failure (``CommitConflictError``, ``RetryBudgetExhaustedError``): never
   applied (a call whose process was killed and restarted: at most once);
 - unknown, killed, running: applied at most once, and in all of its datasets or none;
+- a lease takeover (a commit naming no dataset, read from the root's records,
+  ``View.takeovers``) acknowledged: its token recorded by the version returned (FORMAT.md
+  promises no more of its own commit: :func:`_takeover_outcome`);
 - a change applied more than once in a dataset; two changes under one commit id applied in
   one dataset, or in two datasets within the idempotency window (half of it: near its edge
   a commit may see the older record or not);
@@ -32,8 +35,7 @@ version holds), then replayed in version order. Judged, for each call (one line 
 - a commit applied with a lease token below one whose takeover the root recorded before it
   (in the order the root applied commits), or a takeover recorded below a token applied
   before it (FORMAT.md, "Lease takeovers": a holder paused past a takeover is refused, even
-  before the new holder commits); a takeover is a commit naming no dataset, held to its
-  caller's outcome as every commit is (read from the root's records, ``View.takeovers``);
+  before the new holder commits);
 - a commit applied whose column has another type than the dataset's, or that adds a column
   without ``schema_mode="merge"``;
 - a version whose files, properties or columns are not the model's after its commits (a
@@ -256,7 +258,7 @@ def _call_problems(
             change_at.setdefault(classes[n], {}).setdefault(name, []).extend(versions)
     for c, where in change_at.items():
         for name, versions in where.items():
-            if len(versions) > 1:
+            if len(versions) > 1 and invocations[c].op != "takeover":
                 inv = invocations[c]
                 problems.append(
                     f"the change {inv.op} {inv.id} (writer {inv.writer}) is applied "
@@ -266,6 +268,9 @@ def _call_problems(
         what = f"{inv.outcome} {inv.op} {inv.id} (writer {inv.writer})"
         if inv.outcome == "crash":
             problems.append(f"{what}: an exception other than a CommitError: {inv.error}")
+        if inv.op == "takeover":
+            problems += _takeover_outcome(inv, applied.own.get(n, {}).get("", []))
+            continue
         datasets = recorded_datasets(inv)
         own = {name: applied.own.get(n, {}).get(name, []) for name in datasets}
         change = {name: change_at.get(classes[n], {}).get(name, []) for name in datasets}
@@ -297,14 +302,32 @@ def _call_problems(
     return problems
 
 
+def _takeover_outcome(inv: Invocation, versions: list[int]) -> list[str]:
+    """What FORMAT.md ("Lease takeovers") promises of a takeover's own commit: acknowledged,
+    its token recorded by the version returned. Not that it is recorded once, nor never
+    after a failure: a takeover that failed leaves the lease not acquired, the next
+    acquirer's token is higher, and a record that lands late or again only raises
+    ``fences`` to a token already reached or below it (what it fences is
+    :func:`_takeover_problems`')."""
+    if inv.outcome != "ok":
+        return []
+    if not versions or min(versions) > (inv.version or 0):
+        at = ", ".join(f"v{v}" for v in sorted(versions)) or "nowhere"
+        return [
+            f"ok takeover {inv.id} (writer {inv.writer}) acknowledged as v{inv.version}, "
+            f"recorded at {at}"
+        ]
+    return []
+
+
 def _rerun_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
     """A restarted call acknowledged as the one that committed its change (not
     ``already_committed``) at a version whose swap applied an intent its killed run sent:
     the change was committed already, by the killed run, and the re-run must hear so."""
     problems = []
     for inv in invocations:
-        if inv.outcome != "ok" or inv.already or not inv.killed_intents:
-            continue
+        if inv.outcome != "ok" or inv.already or not inv.killed_intents or inv.op == "takeover":
+            continue  # (a takeover: promised no more than its token recorded, above)
         killed = set(inv.killed_intents) & view.applied_intents.get(inv.version or 0, set())
         if killed:
             problems.append(

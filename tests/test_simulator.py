@@ -33,7 +33,7 @@ import orjson
 import pytest
 import tenacity
 
-from lakelock._registry import _objects
+from lakelock._registry import _changes, _objects
 from lakelock._registry._batch import iso
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, _decide, _fold
@@ -1648,6 +1648,61 @@ def test_a_version_dated_before_its_parent_is_caught_under_clock_skew(
     for seed in BEHIND_SEEDS:
         violations = simulate(sweep_config(seed)).violations
         assert any("before its parent version" in v for v in violations), violations[:3]
+
+
+#: Four writers, half their commits fenced by a lease (each takeover first a ``takeover``
+#: commit, as ``Lake.lease`` makes it), three of them stalled for 1 s at a random moment.
+#: Seed 31 (2026-11-29: one of 11 of seeds 0-99 whose run, with takeovers not raising the
+#: registry's token, lands a stalled holder's commit; the first 5 and 8 stalled a holder
+#: reusing an older token): writer 1 takes the lease of ``ds1`` over (token 4) and is
+#: paused as it appends; writer 0 takes it over (token 5) meanwhile, and writer 1's append
+#: arrives before any commit under token 5 has landed.
+LEASE_HOLDER_STALLED = SimConfig(
+    writers=4,
+    seconds=3.0,
+    store="fixed:10",
+    seed=31,
+    faults=Faults(stalls=3, stall=1.0),
+    mix=Mix.of([("append", 1), ("lease", 1)]),
+)
+#: That paused holder's append.
+STALLED_APPEND = "019b76daac89bd1a6bf683e81a2d45b6"
+
+
+def _takeovers_raise_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry's fencing with a takeover's record checked but not raising the token
+    (as if takeovers were not recorded: FORMAT.md, "Lease takeovers")."""
+    record_fence = _changes.record_fence
+
+    def ignoring_takeovers(doc: Any, fence: Any, **where: Any) -> Any:
+        raised = record_fence(doc, fence, **where)
+        return doc if where.get("operation") == "takeover" else raised
+
+    monkeypatch.setattr(_changes, "record_fence", ignoring_takeovers)
+
+
+def test_a_lease_holder_paused_past_a_takeover_is_refused_before_the_new_holder_commits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FORMAT.md, "Lease takeovers": a lease's takeover is recorded before its new holder
+    acts, so a holder paused past it is refused (``StaleFenceError``) even before the new
+    holder has committed anything. The workload records each takeover as ``Lake.lease``
+    does, and the checker holds every lease-fenced commit to the takeovers the root recorded
+    before it. A writer paused for 1 s as it appends under the token it just took: with the
+    takeover's token recorded its append is refused; with takeovers not raising the token
+    its append lands after the next holder's takeover, and the checker reports it (the
+    paused leader's rows written over the new leader's watch)."""
+    result = simulate(LEASE_HOLDER_STALLED)
+    assert result.violations == []
+    (paused,) = [i for i in result.invocations if i.id == STALLED_APPEND]
+    assert (paused.op, paused.outcome, paused.error_type) == ("lease", "fail", "StaleFenceError")
+    assert paused.end is not None
+    assert paused.end - paused.start > 1.0  # it was paused
+    _takeovers_raise_nothing(monkeypatch)
+    violations = simulate(LEASE_HOLDER_STALLED).violations
+    landed = [v for v in violations if STALLED_APPEND in v]
+    assert landed, violations[:3]
+    assert "under lease token 4 of 'lease:leader-ds1' after the takeover to token 5" in landed[0]
 
 
 def _untyped(fate: Any, change: Change) -> CommitConflictError:

@@ -28,7 +28,8 @@ class RetryPolicy:
     """How long to keep trying.
 
     ``max_attempts`` counts the first try (generous by default: under contention a 412
-    means another writer got through, so retrying is progress); ``max_elapsed`` caps the
+    means another writer got through, so retrying is progress; a commit waiting for another
+    process's fold does not count its looks at a root that stood still); ``max_elapsed`` caps the
     total seconds (measured with ``clock``); the wait before attempt *n* is random in
     ``[0, min(max_backoff, initial_backoff * 2**n)]`` ("full jitter"), so contending writers
     spread out.

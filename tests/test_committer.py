@@ -325,6 +325,39 @@ def test_waiters_behind_a_stopped_folder_take_over_in_the_order_of_their_intents
     assert second - first == TAKE_OVER
 
 
+def test_a_stall_of_the_root_spends_no_attempts_of_a_waiters_budget(store: ObjectStore) -> None:
+    """A waiter's looks at a root that stands still (a folder stopped, or a swap held by a
+    write in flight at S3 for seconds) are not attempts of its retry budget: with 20 attempts,
+    a waiter behind ten intents of stopped writers still waits its place in the line (its
+    ``MAX_WAITS`` looks and ``TAKE_OVER`` more for each intent ahead but the first, 26 in
+    all) and then folds them, instead of folding once its looks reached half its budget.
+    Counting looks, every waiter behind one stall spent its budget alike, and all of them
+    listed and read every pending intent at once when the root moved: at 256 writers under
+    faults, 32,000 requests in one second."""
+    now = time.time()  # so our intent is made when the last swap's was: a stagger of a round
+    reg = registry(store, retry=RetryPolicy(max_attempts=20, sleep=no_sleep), clock=lambda: now)
+    reg.commit("sales", add=[datafile("sales", "", "a")])
+    dead = 10
+    keys = [
+        plant_intent(
+            store,
+            Change("sales", f"dead-{n}", add=(datafile("sales", "", f"d{n}"),)),
+            ms=int(time.time() * 1000) - 1000 - n,
+        )
+        for n in range(dead)
+    ]
+    reg.internals.hints.swapped_last = False  # as if another process had swapped since
+    busy(reg)  # as after a lost race: other processes are busy here
+    result = reg.commit("sales", add=[datafile("sales", "", "b")])
+    looks = MAX_WAITS + TAKE_OVER * (dead - 1)
+    assert looks > 20 // 2
+    assert result.attempts == 1 + round(1 / FoldPolicy().look) + looks + 1
+    for key in keys:
+        fate = reg._current()[0].fate(key)
+        assert fate is not None
+        assert (fate.state, fate.version) == ("applied", result.version)
+
+
 def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
     store: ObjectStore,
 ) -> None:

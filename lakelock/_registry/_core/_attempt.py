@@ -62,7 +62,7 @@ def retrying(
     if core.load is not None:
         backoff = LoadWait(backoff, core.load)
     retries = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(core.max_attempts)
+        stop=_Spent(batch, core.max_attempts)
         | OutOfTime(lambda: core.now - started, core.max_seconds),
         wait=SteadyOr(backoff, (Wait,), lambda: core.schedule.poll(batch.attempts))
         if steady
@@ -83,6 +83,18 @@ def retrying(
         # state: a cycle per batch (every writer's every commit) that only the garbage
         # collector would free, with the batch it holds.
         retries.iter_state.reset()
+
+
+class _Spent(tenacity.stop.stop_base):
+    """Stop once ``batch`` spent ``most`` attempts (:attr:`~._state.Batch.spent`: its looks
+    at a still root while it waited on are not counted)."""
+
+    def __init__(self, batch: Batch, most: int) -> None:
+        self._batch = batch
+        self._most = most
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self._batch.spent >= self._most
 
 
 def attempt(core: Committer, batch: Batch) -> Steps:
@@ -279,12 +291,13 @@ def wait_on(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -> No
     root still stands where its wait for an older writer began, or while its stagger says
     an older waiter should list first."""
     schedule = core.schedule
-    if schedule.wait_on(doc.version, batch.attempts, core.max_attempts):
+    if schedule.wait_on(doc.version, batch.spent, core.max_attempts):
+        batch.looks += 1  # the root stood still: a look, not an attempt of the budget
         raise Wait
     if doc.fates and all(p.intent is not None and p.intent_sent for p in batch.pending):
         oldest = min(p.intent for p in batch.pending if p.intent is not None)
         if schedule.stagger(
-            batch.attempts,
+            batch.spent,
             core.max_attempts,
             version=doc.version,
             oldest=oldest,

@@ -375,11 +375,12 @@ class Committer:
         spent = self.now - batch.started
         what = (
             f"its {self.max_attempts} attempts"
-            if batch.attempts >= self.max_attempts
+            if batch.spent >= self.max_attempts
             else f"its {self.max_seconds:g} s"
         )
+        looks = f", {batch.looks} of them looks at a still root" if batch.looks else ""
         message = (
-            f"gave up: {what} ran out ({batch.attempts} attempts in {spent:.1f} s, "
+            f"gave up: {what} ran out ({batch.attempts} attempts{looks} in {spent:.1f} s, "
             f"{batch.redrives} redrives, {batch.retries} retries){found}{then}"
         )
         if isinstance(p.rejected, CommitError) and type(p.rejected) is not CommitConflictError:

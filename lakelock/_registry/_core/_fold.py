@@ -63,7 +63,7 @@ def fold(core: Committer, doc: RegistryDoc, batch: Batch, seconds: float) -> Ste
         and todo[0].key < mine[0]
         and schedule.wait_for(
             seconds,
-            batch.attempts,
+            batch.spent,
             core.max_attempts,
             version=doc.version,
             older=todo[0].key,

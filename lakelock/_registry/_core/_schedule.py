@@ -479,14 +479,18 @@ class Scheduler:
 
     def patient(self, attempts: int, max_attempts: int) -> bool:
         """Whether a waiter goes on waiting for an older intent's writer to fold ours: while
-        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter used half
-        its attempts (every look is one: so it always folds itself before it would give up,
-        the root moving or not). Each pending intent older than ours but the oldest adds
-        :data:`TAKE_OVER` looks to the first: the waiters behind a folder that stopped take
-        over one at a time, in the order of their intents, and the next one sees the root
-        move (its commit applied) instead of listing and reading every intent too. The
-        attempts are not lengthened: a long line does not wait longer in all. (A bound on
-        the rounds waited in all, twice ``MAX_WAITS``, never bound before the attempts did:
+        the root has not stood still for :data:`MAX_WAITS` rounds, nor the waiter spent half
+        its attempts (``attempts``, :attr:`~._state.Batch.spent`: a look that found the root
+        moved is one, so it folds itself before it would give up; a look at a root that
+        stood still is not, or one stall of the root would spend every waiter's budget
+        alike and all of them would fold at once when it ends:
+        docs/decisions/0044-a-stall-spends-no-attempts.md). Each pending intent older than
+        ours but the oldest adds :data:`TAKE_OVER` looks to the first: the waiters behind a
+        folder that stopped take over one at a time, in the order of their intents, and the
+        next one sees the root move (its commit applied) instead of listing and reading
+        every intent too. A waiter far down a long line at a root that stands still is
+        bounded by its seconds (``max_seconds``), not by its attempts. (A bound on the
+        rounds waited in all, twice ``MAX_WAITS``, never bound before the attempts did:
         docs/decisions/0035-fewer-knobs.md.)"""
         waits = self.waits
         later = TAKE_OVER * max(waits.ahead - 1, 0)

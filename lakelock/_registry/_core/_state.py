@@ -36,6 +36,9 @@ class Batch:
     pending: list[Pending]
     size: int
     attempts: int = 0
+    #: Of those, the looks at a root that stood still while the batch waited on within its
+    #: patience: no attempt of the budget (:attr:`spent`).
+    looks: int = 0
     redrives: int = 0
     retries: int = 0
     #: The versions a swap of ours whose answer was lost may have made: a commit its id
@@ -50,3 +53,12 @@ class Batch:
     elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
+
+    @property
+    def spent(self) -> int:
+        """The attempts the batch's budget counts: every attempt but a look at a root that
+        stood still while it waited on. A stall of the root (a swap held 2-4 s by a write in
+        flight at S3) would otherwise spend every waiter's budget alike, at one look a
+        round, and all of them would then fold every pending intent at once the moment the
+        root moved (docs/decisions/0044-a-stall-spends-no-attempts.md)."""
+        return self.attempts - self.looks

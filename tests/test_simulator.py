@@ -1546,10 +1546,11 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         # without (the whole workload, 2026-11-29): settle nearly all (3 since a few
         # writers swap without waiting when no fold is coming); index 34, 53, 93,
         # 112, 155, 189, 214, 219 (112 since a new lake's first commit spanning datasets
-        # creates its root first, rule 17); prune 53, 60, 68, 136, ...; fates 110, 142, 174
-        # (58, 60, 71, 95 before a waiter's looks at a still root stopped spending its
-        # attempts: fewer commits of a small budget give up); cancel 23, 60, 68, 114, ...;
-        # bound_watermark 34, 40, 66, 87, 112, ....
+        # creates its root first, rule 17); prune 40, 60, 68, 114, 117, 136, 230; fates 11,
+        # 12, 13, 14, 19, ..., 110, ... (44; 58, 60, 71, 95 before a waiter's looks at a still
+        # root stopped spending its attempts: fewer commits of a small budget give up; 110,
+        # 142, 174 then, until each lease taken over became a takeover commit of its own);
+        # cancel 60, 68, 89, 114, 117, 166, 205; bound_watermark 34, 40, 66, 87, 112, ....
         ("settle", 3, "refused commit is in the registry"),
         # A restarted writer's re-run of a commit its first run's intent had applied gives
         # up, blind to the record.
@@ -1844,9 +1845,9 @@ def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed
 #: killed run's intents while the re-run's own lie below the watermark with no fate: its
 #: clock is behind the folder's, so the watermark that fold set passed them over (10088,
 #: 11077), or a swap of the re-run's whose answer was lost (a 500, then 412 on the SDK's
-#: retry) could have made that version (10001). 12372 (11000-14999 have 11077, 12372, 12561
-#: and 12615) replaced 11653 when each lease taken over became a takeover commit of its own.
-RERUN_PASSED_OVER = [10001, 10088, 11077, 12372]
+#: retry) could have made that version (10001). 12561 (11000-14999 have 11077, 12561, 12615
+#: and 13196) replaced 11653 when each lease taken over became a takeover commit of its own.
+RERUN_PASSED_OVER = [10001, 10088, 11077, 12561]
 
 
 @pytest.mark.parametrize("seed", RERUN_PASSED_OVER)

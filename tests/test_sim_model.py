@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
-from lakelock._registry._changes import Change
+from lakelock._registry._changes import Change, takeover
 from lakelock._sim._model import same_change
 from lakelock.testing.simulate import DatasetVersion, Invocation, View, check
 
@@ -246,3 +246,53 @@ def test_a_change_without_files_run_again_is_the_call_that_heard_it_committed() 
     twice = version(3, delete, files={})
     problems = judged([call("c1", first, version=1), gave_up, again], *versions, twice)
     assert any("refused commit is in the registry" in p for p in problems)
+
+
+LEADER = "lease:leader"
+
+
+def leased(commit_id: str, token: int, *, at: int) -> tuple[Invocation, Change, View]:
+    """A lease's takeover to token 2 recorded at root v2, and a commit under ``token``
+    recorded at root ``at`` (the dataset's version 1)."""
+    took = takeover(Fence(LEADER, 2), "t2")
+    fenced = change(commit_id, add=(A,), fence=Fence(LEADER, token))
+    order: dict[int, tuple[str, ...]] = {2: ("t2",), at: (commit_id,)}
+    registry = View(
+        [1, 2, 3],
+        {"ds": [version(at, fenced, files=FILES_A)]},
+        applied_order=order,
+        takeovers={2: ("t2",)},
+    )
+    return call("t2", took, version=2, op="takeover"), fenced, registry
+
+
+def test_a_commit_under_a_token_below_a_recorded_takeover_is_reported() -> None:
+    """FORMAT.md, "Lease takeovers": once a takeover to token 2 is recorded (a commit naming
+    no dataset, read from the root's records), a holder of token 1 paused past it is refused
+    even before the new holder commits. A registry that applied token 1's commit after the
+    takeover's record is reported; one that applied it before, or token 2's after, is not."""
+    took, late, registry = leased("c1", 1, at=3)
+    problems = check([took, call("c1", late, version=3, op="lease", start=0.5)], registry)
+    assert any(
+        "under lease token 1 of 'lease:leader' after the takeover to token 2 (root v2)" in p
+        for p in problems
+    ), problems
+    took, early, registry = leased("c1", 1, at=1)
+    assert check([took, call("c1", early, version=1, op="lease")], registry) == []
+    took, holder, registry = leased("c2", 2, at=3)
+    assert check([took, call("c2", holder, version=3, op="lease", start=1.5)], registry) == []
+
+
+def test_a_takeover_acknowledged_is_held_to_its_record_in_the_root() -> None:
+    """A takeover acknowledged must be in the root's records by the version returned (else
+    a holder paused past it is not refused); one recorded again later (its id past the
+    root's window, which a takeover has no dataset index beyond) is no violation: it only
+    raises the token to the one it raised already."""
+    took, early, registry = leased("c1", 1, at=1)
+    registry.takeovers = {}
+    problems = check([took, call("c1", early, version=1, op="lease")], registry)
+    assert any(
+        "ok takeover t2 (writer 0) acknowledged as v2, recorded at nowhere" in p for p in problems
+    )
+    registry.takeovers = {2: ("t2",), 3: ("t2",)}
+    assert check([took, call("c1", early, version=1, op="lease")], registry) == []

@@ -12,6 +12,9 @@ Violations reported (each one string; none: the run kept every guarantee):
   its datasets;
 - a commit in the registry that nobody made; an exception other than a ``CommitError`` out of
   a commit;
+- a commit applied with a lease token below one a lease takeover recorded before it (in the
+  root's order), or a takeover recorded below a token applied before it (FORMAT.md, "Lease
+  takeovers"): a holder paused past a takeover is refused even before the new holder commits;
 - root versions that do not rise by exactly 1 per swap; a dataset's versions not rising, or
   one recorded (``Snapshot.at``) before its parent (FORMAT.md invariant 3);
 - (read with the view, :meth:`~._protocols._Reader.index_problems`) a commit id the dataset's
@@ -104,6 +107,9 @@ class View:
     #: Per root version, the intents its swap applied (not those it recorded ``applied``
     #: ``already``: settled through another commit of their id).
     applied_intents: dict[int, frozenset[str]] = field(default_factory=dict)
+    #: Per root version, the lease takeovers its swap applied (their commit records name no
+    #: dataset: FORMAT.md, "Lease takeovers"), by commit id, in the order it applied them.
+    takeovers: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

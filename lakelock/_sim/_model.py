@@ -24,11 +24,18 @@ version holds), then replayed in version order. Judged, for each call (one line 
 - a definite failure (``CommitConflictError``, ``RetryBudgetExhaustedError``): never
   applied (a call whose process was killed and restarted: at most once);
 - unknown, killed, running: applied at most once, and in all of its datasets or none;
+- a lease takeover (a commit naming no dataset, read from the root's records,
+  ``View.takeovers``) acknowledged: its token recorded by the version returned (FORMAT.md
+  promises no more of its own commit: :func:`_takeover_outcome`);
 - a change applied more than once in a dataset; two changes under one commit id applied in
   one dataset, or in two datasets within the idempotency window (half of it: near its edge
   a commit may see the older record or not);
 - a commit applied with a lease token below one applied before it, or with a path-lock
   grant below a conflicting one applied before it (FORMAT.md's fencing);
+- a commit applied with a lease token below one whose takeover the root recorded before it
+  (in the order the root applied commits), or a takeover recorded below a token applied
+  before it (FORMAT.md, "Lease takeovers": a holder paused past a takeover is refused, even
+  before the new holder commits);
 - a commit applied whose column has another type than the dataset's, or that adds a column
   without ``schema_mode="merge"``;
 - a version whose files, properties or columns are not the model's after its commits (a
@@ -43,7 +50,8 @@ version holds), then replayed in version order. Judged, for each call (one line 
 Not judged here: what a refusal of another reason says (its type is a
 ``CommitConflictError``); whether a commit refused would have fitted (a refusal is allowed
 for any reason the core gives, except as above); the lease's and the path lock's own
-protocols (their tokens are handed out by the workload, :mod:`._workload`).
+protocols (their tokens are handed out by the workload, :mod:`._workload`; each takeover
+is its own commit there, as ``Lake.lease`` makes it).
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from typing import TYPE_CHECKING
 
 from lakelock._digest import comparable
 from lakelock._pathlock._core import LockRequest, requests_conflict
-from lakelock._registry._changes import Change
+from lakelock._registry._changes import Change, is_takeover
 from lakelock._sim._workload import Invocation
 
 if TYPE_CHECKING:
@@ -109,6 +117,7 @@ def model_problems(
     )
     fences = _Fences()
     problems += _replay(invocations, view, applied, fences)
+    problems += _takeover_problems(invocations, view, applied, fences)
     problems += _error_problems(invocations, fences)
     return problems
 
@@ -127,8 +136,8 @@ def fence_only(change: Change) -> bool:
 
 
 def recorded_datasets(inv: Invocation) -> tuple[str, ...]:
-    """The datasets a commit makes a version of."""
-    return tuple(c.dataset for c in inv.changes if not fence_only(c))
+    """The datasets a commit makes a version of (a lease takeover: ``""``, the root's)."""
+    return tuple(c.dataset for c in inv.changes if is_takeover(c) or not fence_only(c))
 
 
 def _change(inv: Invocation, dataset: str) -> Change | None:
@@ -177,6 +186,15 @@ def _match(
                 used.add(chosen)
                 applied.own.setdefault(chosen, {}).setdefault(name, []).append(v.version)
                 applied.at[(name, v.version, position)] = chosen
+    # A takeover names no dataset: its record is the root's (under the dataset "").
+    for version, ids in view.takeovers.items():
+        for position, commit_id in enumerate(ids):
+            calls = [n for n in by_id.get(commit_id, ()) if invocations[n].op == "takeover"]
+            if not calls:
+                problems.append(f"takeover {commit_id!r} is in root v{version} but nobody made it")
+                continue
+            applied.own.setdefault(calls[0], {}).setdefault("", []).append(version)
+            applied.at[("", version, position)] = calls[0]
     return applied
 
 
@@ -240,7 +258,7 @@ def _call_problems(
             change_at.setdefault(classes[n], {}).setdefault(name, []).extend(versions)
     for c, where in change_at.items():
         for name, versions in where.items():
-            if len(versions) > 1:
+            if len(versions) > 1 and invocations[c].op != "takeover":
                 inv = invocations[c]
                 problems.append(
                     f"the change {inv.op} {inv.id} (writer {inv.writer}) is applied "
@@ -250,6 +268,9 @@ def _call_problems(
         what = f"{inv.outcome} {inv.op} {inv.id} (writer {inv.writer})"
         if inv.outcome == "crash":
             problems.append(f"{what}: an exception other than a CommitError: {inv.error}")
+        if inv.op == "takeover":
+            problems += _takeover_outcome(inv, applied.own.get(n, {}).get("", []))
+            continue
         datasets = recorded_datasets(inv)
         own = {name: applied.own.get(n, {}).get(name, []) for name in datasets}
         change = {name: change_at.get(classes[n], {}).get(name, []) for name in datasets}
@@ -281,14 +302,32 @@ def _call_problems(
     return problems
 
 
+def _takeover_outcome(inv: Invocation, versions: list[int]) -> list[str]:
+    """What FORMAT.md ("Lease takeovers") promises of a takeover's own commit: acknowledged,
+    its token recorded by the version returned. Not that it is recorded once, nor never
+    after a failure: a takeover that failed leaves the lease not acquired, the next
+    acquirer's token is higher, and a record that lands late or again only raises
+    ``fences`` to a token already reached or below it (what it fences is
+    :func:`_takeover_problems`')."""
+    if inv.outcome != "ok":
+        return []
+    if not versions or min(versions) > (inv.version or 0):
+        at = ", ".join(f"v{v}" for v in sorted(versions)) or "nowhere"
+        return [
+            f"ok takeover {inv.id} (writer {inv.writer}) acknowledged as v{inv.version}, "
+            f"recorded at {at}"
+        ]
+    return []
+
+
 def _rerun_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
     """A restarted call acknowledged as the one that committed its change (not
     ``already_committed``) at a version whose swap applied an intent its killed run sent:
     the change was committed already, by the killed run, and the re-run must hear so."""
     problems = []
     for inv in invocations:
-        if inv.outcome != "ok" or inv.already or not inv.killed_intents:
-            continue
+        if inv.outcome != "ok" or inv.already or not inv.killed_intents or inv.op == "takeover":
+            continue  # (a takeover: promised no more than its token recorded, above)
         killed = set(inv.killed_intents) & view.applied_intents.get(inv.version or 0, set())
         if killed:
             problems.append(
@@ -476,6 +515,51 @@ def _replay(
     return problems
 
 
+def _takeover_problems(
+    invocations: Sequence[Invocation], view: View, applied: _Applied, fences: _Fences
+) -> list[str]:
+    """Every lease-fenced commit the root applied, takeovers and the datasets' commits, in
+    the root's order (version, then where its swap applied it): a commit under a token
+    below one a takeover recorded before it, and a takeover below any token applied before
+    it, should have been refused. (A commit below a token another dataset commit carried
+    is :func:`_replay`'s.) The takeovers' fences are then ``fences``' too: a refusal as stale
+    by a takeover alone is justified."""
+    events: list[tuple[int, int, int, Invocation, Change]] = []
+    for (name, version, position), n in applied.at.items():
+        inv = invocations[n]
+        change = _change(inv, name)
+        if change is None or change.fence is None or change.fence.hierarchical:
+            continue
+        events.append((version, _applied_place(view, version, inv.id), position, inv, change))
+    events.sort(key=lambda e: e[:3])
+    problems = []
+    taken: dict[str, tuple[int, int]] = {}  # lease name -> highest token taken over, root v
+    highest: dict[str, int] = {}
+    for version, _, _, inv, change in events:
+        fence = change.fence
+        assert fence is not None
+        before = highest.get(fence.name, fence.token)
+        if is_takeover(change):
+            if fence.token < before:
+                problems.append(
+                    f"root v{version}: takeover {inv.id} (writer {inv.writer}) of {fence.name!r} "
+                    f"recorded token {fence.token} after token {before} was applied"
+                )
+            if fence.token > taken.get(fence.name, (fence.token - 1, 0))[0]:
+                taken[fence.name] = (fence.token, version)
+            fences.stale(change)
+        else:
+            token, at = taken.get(fence.name, (fence.token, 0))
+            if fence.token < token:
+                problems.append(
+                    f"{change.dataset} v{version}: {inv.op} {inv.id} (writer {inv.writer}) "
+                    f"applied under lease token {fence.token} of {fence.name!r} after the "
+                    f"takeover to token {token} (root v{at}): a holder paused past a takeover"
+                )
+        highest[fence.name] = max(before, fence.token)
+    return problems
+
+
 def _fence_only_parts(
     invocations: Sequence[Invocation], view: View, applied: _Applied
 ) -> dict[str, list[tuple[int, int, Change]]]:
@@ -487,7 +571,7 @@ def _fence_only_parts(
     for call, where in applied.own.items():
         versions_of = [v for vs in where.values() for v in vs]
         for part in invocations[call].changes:
-            if part.fence is not None and fence_only(part) and versions_of:
+            if part.fence is not None and fence_only(part) and versions_of and part.dataset:
                 version = min(versions_of)
                 place = _applied_place(view, version, invocations[call].id)
                 extra.setdefault(part.dataset, []).append((version, place, part))

@@ -29,6 +29,7 @@ from lakelock._registry._document import (
     decode_schema,
     parse_registry,
 )
+from lakelock._registry._fencing import TAKEOVER
 from lakelock._registry._intents import is_intent, parse_intent
 from lakelock._registry._manifest import (
     MANIFEST_PREFIX,
@@ -371,6 +372,11 @@ class CoreProtocol(SimProtocol):
             view.root_versions.append(version)
             view.applied_order[version] = tuple(
                 c["id"] for c in root.get("commits") or () if c.get("version") == version
+            )
+            view.takeovers[version] = tuple(
+                c["id"]
+                for c in root.get("commits") or ()
+                if c.get("version") == version and c.get("operation") == TAKEOVER
             )
             view.expired += _expired(root, at, store.created)
             view.applied_intents[version] = frozenset(

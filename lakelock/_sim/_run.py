@@ -420,9 +420,10 @@ class _Writer:
                 invocation = yield from self._restore(now)
             else:
                 invocation = self.workload.build(kind, now, run.loop.now)
-            if invocation is not None:
+            while invocation is not None:  # a takeover, then the commit it was made for
                 run.invocations.append(invocation)
                 yield from self._commit(committer, invocation)
+                invocation = self.workload.then(invocation)
             if run.config.think:
                 yield Sleep(self.rng.expovariate(1.0 / run.config.think))
 

@@ -22,8 +22,10 @@ The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
                of them give the column another type than other writers do (one of the two
                is refused: ``SchemaMismatchError``)
 ``lease``      an append fenced by a lease (``Lease.fence``): a writer takes the lease over
-               (token one higher) or keeps committing with the token it holds, as a leader
-               paused past its TTL does when it comes back
+               (token one higher), which is first a ``takeover`` commit of its own (as
+               ``Lake.lease`` records it before handing the token out), or keeps
+               committing with the token it holds, as a leader paused past its TTL does
+               when it comes back
 ``lock``       an overwrite fenced by a path-lock grant on its partition: a new grant, or the
                one the writer held before (a holder paused and coming back)
 ``rerun``      one of the writer's earlier commits run again with its commit id: the same
@@ -47,7 +49,11 @@ version to restore) is read from the bucket at no cost, as the checker reads it:
 simulator sizes and checks the commit, not the read. The lease's and the path lock's own
 protocols (their objects in the bucket) are not simulated: the tokens they hand out are
 (each takeover or conflicting grant one higher), and the registry's fencing is what the
-model checks.
+model checks. A lease taken over is recorded in the registry before its token is used, as
+``Lake.lease`` does (FORMAT.md, "Lease takeovers"): a ``takeover`` invocation (the change
+:func:`~lakelock._registry._changes.takeover` builds, naming no dataset) made first, and the
+fenced append only once it is acknowledged (:meth:`Workload.then`); a takeover refused,
+given up or unknown leaves the lease not acquired (the token dropped, no append).
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._layout import files_prefix
 from lakelock._registry._builder import summary_digest
-from lakelock._registry._changes import Change, new_commit_id
+from lakelock._registry._changes import Change, new_commit_id, takeover
 
 __all__ = ["KINDS", "Invocation", "Mix", "Shared", "Workload"]
 
@@ -247,6 +253,10 @@ class Workload:
         self.lease: dict[str, int] = {}
         self.grants: dict[tuple[str, str], int] = {}
         self.count = 0
+        #: The fenced append a ``takeover`` invocation is made for (:meth:`then`).
+        self.taking: tuple[Invocation, Invocation] | None = None
+        #: Whether the last lease fence was taken over (a new token) rather than held.
+        self.taken = False
 
     def choose(self) -> str:
         total = sum(w for _, w in self.kinds)
@@ -382,7 +392,45 @@ class Workload:
         )
         if explicit and kind != "collide":
             self.mine.append(invocation)
-        return invocation
+        return self._leased(invocation, now, start) if kind == "lease" else invocation
+
+    def then(self, invocation: Invocation) -> Invocation | None:
+        """What the writer commits next after ``invocation`` before choosing again: after a
+        ``takeover`` acknowledged, the fenced append it was made for (its start the
+        takeover's end); after one refused, given up or unknown, nothing (the lease is not
+        acquired: FORMAT.md, "Lease takeovers"), and the token is dropped."""
+        taking, self.taking = self.taking, None
+        if taking is None or taking[0] is not invocation:
+            return None
+        made, fenced = taking
+        if made.outcome != "ok":
+            for change in made.changes:
+                if change.fence is not None:
+                    self.lease.pop(change.fence.name, None)
+            return None
+        fenced.start = made.end if made.end is not None else fenced.start
+        return fenced
+
+    def _leased(self, fenced: Invocation, now: float, start: float) -> Invocation:
+        """``fenced``, or first the commit that records the lease it carries the token of
+        when that token was taken over just now (before the token is used: the registry
+        makes its id, generated)."""
+        fence = fenced.changes[0].fence
+        assert fence is not None
+        if not self.taken:
+            return fenced
+        commit_id = self.generated_id(now)
+        made = Invocation(
+            commit_id,
+            self.writer,
+            "takeover",
+            (takeover(fence, commit_id),),
+            False,
+            start,
+            expected="StaleFenceError",
+        )
+        self.taking = (made, fenced)
+        return made
 
     def restore(
         self,
@@ -614,12 +662,14 @@ class Workload:
     # -- fences ---------------------------------------------------------------------------
 
     def _lease(self, dataset: str) -> Fence:
-        """The fence of the lease over ``dataset``'s pipeline: the token this writer holds
-        (half the time, if it holds one: a leader that may have been paused past its TTL
-        and superseded), else the lease taken over (one higher than any handed out)."""
-        name = f"leader-{dataset}"
+        """The fence of the lease over ``dataset``'s pipeline (named as ``Lake.lease``
+        names it): the token this writer holds (half the time, if it holds one: a leader
+        that may have been paused past its TTL and superseded), else the lease taken over
+        (one higher than any handed out; :attr:`taken`)."""
+        name = f"lease:leader-{dataset}"
         held = self.lease.get(name)
-        if held is None or self.rng.random() < 0.5:
+        self.taken = held is None or self.rng.random() < 0.5
+        if held is None or self.taken:
             held = self.shared.leases[name] = self.shared.leases.get(name, 0) + 1
             self.lease[name] = held
         return Fence(name, held)

@@ -47,7 +47,7 @@ from lakelock._registry._core._requests import (
     Put,
     Sleep,
 )
-from lakelock._registry._document import REGISTRY_KEY, IntentFate
+from lakelock._registry._document import REGISTRY_KEY, CommitRecord, IntentFate
 from lakelock._registry._objects import Missing
 from lakelock._registry._snapshot import SnapshotCommit
 from lakelock._s3 import _resolve as sim_resolve
@@ -63,6 +63,7 @@ from lakelock.cli import main
 from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
+    CommitIdReusedError,
     ConflictError,
     InvalidArgumentError,
     MissingExtraError,
@@ -1706,6 +1707,36 @@ def test_a_lease_holder_paused_past_a_takeover_is_refused_before_the_new_holder_
     landed = [v for v in violations if STALLED_APPEND in v]
     assert landed, violations[:3]
     assert "under lease token 4 of 'lease:leader-ds1' after the takeover to token 5" in landed[0]
+
+
+def test_a_takeover_rerun_under_its_id_is_a_retry_not_another_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lease takeover's record names no dataset, as its change does: a takeover killed
+    after its intent went out and re-run under its id (sweep seed 23) is the same change,
+    committed already, not "another change under a reused id". Before, the comparison
+    asked for the dataset ``""`` among the record's datasets (none) and refused the re-run
+    with ``CommitIdReusedError`` although its token was recorded: the new holder was told
+    its lease could not be taken."""
+    config = sweep_config(23)
+    rerun = [i for i in simulate(config).invocations if i.op == "takeover" and i.restarts]
+    assert rerun
+    assert all((i.outcome, i.already) == ("ok", True) for i in rerun), rerun
+    reused = _changes.reused_commit_id
+
+    def by_datasets_named(recorded: Any, change: Change) -> Any:
+        if isinstance(recorded, CommitRecord) and not recorded.datasets:
+            return CommitIdReusedError(
+                "dataset '', not ''",
+                version=recorded.version,
+                recorded_dataset="",
+                recorded_operation=recorded.operation,
+            )
+        return reused(recorded, change)
+
+    monkeypatch.setattr(_decide, "reused_commit_id", by_datasets_named)
+    rerun = [i for i in simulate(config).invocations if i.op == "takeover" and i.restarts]
+    assert any(i.error_type == "CommitIdReusedError" for i in rerun), rerun
 
 
 def _untyped(fate: Any, change: Change) -> CommitConflictError:

@@ -858,7 +858,9 @@ def reused_commit_id(
         operation = str(recorded.get("operation", "commit"))
         raw = recorded.get("digest")
         digest = raw if isinstance(raw, str) else None
-    if change.dataset not in datasets:
+    # A lease takeover's record names no dataset, as its change does (FORMAT.md, "Lease
+    # takeovers"): a retry of it is the same change.
+    if change.dataset not in (datasets or ("",)):
         why = f"dataset {','.join(datasets)!r}, not {change.dataset!r}"
     elif operation != change.operation and "commit" not in (operation, change.operation):
         why = f"operation {operation!r}, not {change.operation!r}"

@@ -4,22 +4,18 @@ lake vacuum accepts. Time is injected: nothing sleeps."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 from typing import Any
 
 import pyarrow as pa
 
 from lakelock import Lake
-from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
-from lakelock._vacuum import vacuum
-from lakelock.advanced import FoldPolicy
 from lakelock.errors import LakelockError, ObjectTooOldError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY
 from tests._support.format1 import plant_format1
-from tests._support.vacuuming import append_paused_beside_vacuum
+from tests._support.vacuuming import append_paused_beside_vacuum, restore_held_through_vacuum
 
 HOUR = 3600.0
 
@@ -89,24 +85,7 @@ def test_a_restore_paused_while_the_retention_shrinks_is_not_acknowledged_over_v
     through them); every clock agrees, so only the retention tells the restore it is late.
     Before, the restore judged its version by the retention it was planned under and
     landed."""
-    lake.append("sales", day_rows([1]), partition_by=["day"])
-    lake.overwrite("sales", day_rows([2]), partition_by=["day"])
-    admin = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY, fold_policy=FoldPolicy(max_fold=0))
-    paused = [0.0]  # hours the restoring process's clock has jumped
-    restorer = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
-    restorer.registry = Registry(
-        store, retry=FAST_RETRY, clock=lambda: time.time() + paused[0] * HOUR
-    )
-    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        late = pool.submit(restorer.restore, "sales", version=1)
-        wait_until(lambda: s3.stalled() == 1)
-        admin.configure(retention="1h")
-        report = vacuum(admin.registry, clock=later(3), dry_run=False)
-        assert [k for k in report.deleted if k.startswith("datasets/")], report
-        paused[0] = 3
-        s3.release_stalls()
-        error = late.exception(timeout=60)
+    error = restore_held_through_vacuum(s3, store, lake, grown_back=False)
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached
     if error is None:  # acknowledged: the version it made current must read whole
         assert fresh.read("sales")["id"].to_pylist() == [1]

@@ -6,7 +6,6 @@ Time is injected: vacuum and the readers run on clocks hours ahead; nothing slee
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 from collections.abc import Callable
 
@@ -19,10 +18,10 @@ from lakelock._layout import REGISTRY_KEY
 from lakelock._registry import Registry
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock._vacuum import vacuum
-from lakelock.advanced import FoldPolicy
 from lakelock.errors import CommitConflictError, SnapshotExpiredError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import FAST_RETRY
+from tests._support.vacuuming import restore_held_through_vacuum
 
 HOUR = 3600.0
 
@@ -129,25 +128,7 @@ def test_a_restore_held_while_vacuum_ran_is_refused_after_the_retention_grew(
     ``CommitConflictError``, nothing committed). Before, the applier judged it by the
     grown retention alone and applied it from its cached snapshot: acknowledged, and every
     read of ``sales`` failed on the deleted objects."""
-    lake.append("sales", day_rows([1]), partition_by=["day"])
-    lake.overwrite("sales", day_rows([2]), partition_by=["day"])
-    admin = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY, fold_policy=FoldPolicy(max_fold=0))
-    paused = [0.0]  # hours the restoring process's clock has jumped
-    restorer = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
-    restorer.registry = Registry(
-        store, retry=FAST_RETRY, clock=lambda: time.time() + paused[0] * HOUR
-    )
-    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        late = pool.submit(restorer.restore, "sales", version=1)
-        wait_until(lambda: s3.stalled() == 1)
-        admin.configure(retention="1h")
-        report = vacuum(admin.registry, clock=later(3), dry_run=False)
-        assert [k for k in report.deleted if k.startswith("datasets/")], report
-        admin.configure(retention="7d")
-        paused[0] = 3
-        s3.release_stalls()
-        error = late.exception(timeout=60)
+    error = restore_held_through_vacuum(s3, store, lake, grown_back=True)
     assert isinstance(error, CommitConflictError), repr(error)
     assert "last vacuum" in str(error)
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)  # nothing cached

@@ -1,6 +1,6 @@
 """Vacuum on a store that refuses every conditional delete, as the tests of such stores (the
 embedded endpoint told to, LocalStack) check it; an append paused beside vacuum (FORMAT.md
-rule 10)."""
+rule 10); a restore paused while the retention shrinks and vacuum runs (rule 9)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ import pytest
 
 from lakelock import Lake
 from lakelock._layout import DATASETS_PREFIX
+from lakelock._registry import Registry
+from lakelock._s3 import ObjectStore
 from lakelock._vacuum import VacuumReport, vacuum
+from lakelock.advanced import FoldPolicy
 from lakelock.errors import UnsupportedError
 from lakelock.testing import S3Endpoint
-from tests._support import wait_until
+from tests._support import FAST_RETRY, wait_until
 from tests._support.simtime import SimTime
 
-__all__ = ["HOUR", "append_paused_beside_vacuum", "vacuum_refused"]
+__all__ = ["HOUR", "append_paused_beside_vacuum", "restore_held_through_vacuum", "vacuum_refused"]
 
 HOUR = 3600.0
 
@@ -64,3 +67,35 @@ def append_paused_beside_vacuum(
         assert any(k.startswith("metastore/snapshots/") for k in report.deleted)
         s3.release_stalls()
         return late.exception(timeout=60), taken
+
+
+def restore_held_through_vacuum(
+    s3: S3Endpoint, store: ObjectStore, lake: Lake, *, grown_back: bool
+) -> BaseException | None:
+    """``sales`` holds version 1 and version 2, an overwrite of its one ``day`` partition.
+    A restore of version 1 is planned under the default week and its swap held at the
+    endpoint (its process paused) while another process shrinks the retention to an hour
+    and vacuum, three hours on, deletes version 1's objects (and, ``grown_back``, the
+    retention is set back to a week). The restoring process's clock jumps the three hours
+    when it is let go (it was paused through them). What the restore raised (``None``:
+    acknowledged)."""
+    lake.append("sales", pa.table({"id": [1], "day": [1]}), partition_by=["day"])
+    lake.overwrite("sales", pa.table({"id": [2], "day": [1]}), partition_by=["day"])
+    admin = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY, fold_policy=FoldPolicy(max_fold=0))
+    paused = [0.0]  # hours the restoring process's clock has jumped
+    restorer = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
+    restorer.registry = Registry(
+        store, retry=FAST_RETRY, clock=lambda: time.time() + paused[0] * HOUR
+    )
+    s3.inject("stall", operation="PutObject", prefix="metastore/dataset_registry", count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(restorer.restore, "sales", version=1)
+        wait_until(lambda: s3.stalled() == 1)
+        admin.configure(retention="1h")
+        report = vacuum(admin.registry, clock=lambda: time.time() + 3 * HOUR, dry_run=False)
+        assert [k for k in report.deleted if k.startswith("datasets/")], report
+        if grown_back:
+            admin.configure(retention="7d")
+        paused[0] = 3
+        s3.release_stalls()
+        return late.exception(timeout=60)

@@ -369,6 +369,15 @@ def test_group_commit_merges_concurrent_commits(s3: S3Endpoint, store: ObjectSto
     assert len(reg.files("sales")) == 16
 
 
+def swap_held(s3: S3Endpoint, number: int) -> bool:
+    """Whether the ``number``-th stalled request is the one held now. A released request
+    counts as stalled until its thread wakes, so ``stalled() == 1`` just after a release may
+    still be the request let go. Here each stalled swap is sent only after the one before it
+    was answered, after it stopped counting: once ``number`` stalls have struck, the one
+    still counted is the last (the stall count is read second for that reason)."""
+    return s3.faults()["injected"].get("stall", 0) == number and s3.stalled() == 1
+
+
 def test_a_batchs_callers_return_while_the_next_batch_is_in_flight(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:
@@ -384,15 +393,16 @@ def test_a_batchs_callers_return_while_the_next_batch_is_in_flight(
             return pool.submit(reg.commit, "sales", add=[datafile("sales", "", name)])
 
         first = commit("b")
-        wait_until(lambda: s3.stalled() == 1)  # batch [b] at its swap
+        wait_until(lambda: swap_held(s3, 1))  # batch [b] at its swap
         pair = [commit("c"), commit("d")]
         wait_until(lambda: len(reg._commits.queue) == 2)
         s3.release_stalls()
-        wait_until(lambda: s3.stalled() == 1)  # batch [c, d] at its swap
+        wait_until(lambda: swap_held(s3, 2))  # batch [c, d] at its swap
+        wait_until(first.done)
         last = commit("e")
         wait_until(lambda: len(reg._commits.queue) == 1)
         s3.release_stalls()
-        wait_until(lambda: s3.stalled() == 1)  # batch [e] at its swap
+        wait_until(lambda: swap_held(s3, 3))  # batch [e] at its swap
         wait_until(lambda: all(f.done() for f in pair))
         assert not last.done()
         s3.release_stalls()

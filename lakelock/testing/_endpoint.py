@@ -339,7 +339,10 @@ class S3Endpoint:
         )
 
     def stalled(self) -> int:
-        """How many requests ``stall`` faults are holding right now."""
+        """How many requests ``stall`` faults are holding right now. A request let go by
+        :meth:`release_stalls` still counts until its thread has woken, so just after a
+        release this may be the request let go: tell stalls apart by how many have struck
+        (``faults()["injected"]["stall"]``)."""
         return int(self._control("GET", "stalls")["stalled"])
 
     def release_stalls(self) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lakelock._registry import Change, CommitResult, Registry
-from lakelock._registry._fencing import LOCK, TAKEOVER, UNLOCK
+from lakelock._registry._fencing import FENCE_ONLY
 
 __all__ = ["AutoMirror", "MirroringRegistry"]
 
@@ -96,7 +96,7 @@ class MirroringRegistry(Registry):
         result = super().commit_changes(changes)
         # Taking or releasing a write lock, or recording a lease's takeover, changes no
         # dataset: nothing to mirror.
-        changed = [c.dataset for c in changes if c.operation not in (LOCK, UNLOCK, TAKEOVER)]
+        changed = [c.dataset for c in changes if c.operation not in FENCE_ONLY]
         if changed and not result.empty and not result.already_committed:
             self.auto_mirror.schedule(changed)
         return result

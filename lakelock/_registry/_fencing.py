@@ -43,6 +43,7 @@ from lakelock._registry._document import LockFenceRecord, RegistryDoc
 from lakelock.errors import LockedError, StaleFenceError
 
 __all__ = [
+    "FENCE_ONLY",
     "LOCK",
     "TAKEOVER",
     "UNLOCK",
@@ -59,6 +60,9 @@ UNLOCK = "unlock"
 #: The operation of the commit that records a lease's takeover (FORMAT.md, "Lease
 #: takeovers"): it names no dataset and carries only the new holder's fence.
 TAKEOVER = "takeover"
+#: The operations whose commits carry a fence and change no dataset: no files to hold to
+#: the vacuum floor, no view to mirror.
+FENCE_ONLY = (LOCK, UNLOCK, TAKEOVER)
 
 
 def record_fence(

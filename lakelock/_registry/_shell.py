@@ -52,7 +52,7 @@ from lakelock._registry._document import (
     parse_registry,
     with_datasets,
 )
-from lakelock._registry._fencing import LOCK, TAKEOVER, UNLOCK, held_write_locks
+from lakelock._registry._fencing import FENCE_ONLY, LOCK, UNLOCK, held_write_locks
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
@@ -368,7 +368,7 @@ class Registry:
             raise ValueError("commit_changes takes one change per dataset")
         if len({c.generated_id for c in changes}) != 1:
             raise ValueError("commit_changes needs one commit id, generated or chosen")
-        if any(c.operation in (LOCK, UNLOCK, TAKEOVER) for c in changes):
+        if any(c.operation in FENCE_ONLY for c in changes):
             return self._commits.commit(changes, now=self._clock())
         # Files written before this commit are held to the vacuum floor by when the server
         # wrote them (FORMAT.md rule 10); one that is gone refuses it here.

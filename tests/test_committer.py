@@ -31,7 +31,6 @@ from lakelock._registry._core._requests import Steps
 from lakelock._registry._core._schedule import (
     CROWD,
     GATHER,
-    HELD,
     MAX_WAITS,
     TAKE_OVER,
     Hints,
@@ -391,43 +390,6 @@ def test_a_stall_of_the_root_spends_no_attempts_of_a_waiters_budget(store: Objec
         fate = reg._current()[0].fate(key)
         assert fate is not None
         assert (fate.state, fate.version) == ("applied", result.version)
-
-
-def test_a_folder_whose_swap_meets_a_write_in_flight_waits_for_the_root(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """While a write to the root is in flight at S3 (every conditional PUT of the key is
-    answered 409 until it lands: here for 3 s of the test's clock), a folder whose swap met
-    409 looks at the root instead of folding and swapping again: one swap every ``HELD``
-    seconds at most, each look a root GET only. Before, it folded and swapped again at its
-    backoff's pace (at least 8 swaps in 3 s, each with a LIST and its version's objects
-    written again), and each swap sent into the held key was one more request that S3 could
-    hold in flight in turn, stalling the lake longer."""
-    sim = SimTime(start=time.time())
-    hold = 3.0
-
-    def sleep(seconds: float) -> None:
-        sim.sleep(seconds)
-        if sim.server - held_from > hold:
-            s3.clear_faults()  # the write in flight lands
-
-    reg = registry(
-        store,
-        clock=lambda: sim.server,
-        retry=RetryPolicy(max_attempts=50, max_elapsed=600.0, sleep=sleep, clock=sim.machine()),
-    )
-    reg.commit("sales", add=[datafile("sales", "", "a")])
-    held_from = sim.server
-    s3.inject("conflict", operation="PutObject", prefix=ROOT)
-    s3.reset_stats()
-    result = reg.commit("sales", add=[datafile("sales", "", "b")])
-    areas = s3.areas()
-    swaps = areas["PutObject root"]
-    assert 2 <= swaps <= 2 + hold / HELD  # one 409 a HELD second, then the one that lands
-    assert areas.get("ListObjectsV2 metastore/intents", 0) <= swaps
-    assert sim.server - held_from > hold
-    assert result.version == 2
-    assert names(registry(store)) == ["a", "b"]
 
 
 def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(

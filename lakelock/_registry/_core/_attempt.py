@@ -37,12 +37,7 @@ from lakelock._registry._core._requests import Now, Sleep, Steps
 from lakelock._registry._core._state import TRANSIENT, Batch, Redrive, Retry, Wait
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._retry import LoadWait, OutOfTime, SteadyOr
-from lakelock.errors import (
-    CommitIdReusedError,
-    CommitStateUnknownError,
-    ConflictError,
-    RetryBudgetExhaustedError,
-)
+from lakelock.errors import CommitIdReusedError, CommitStateUnknownError, RetryBudgetExhaustedError
 
 if TYPE_CHECKING:
     from lakelock._registry._core._committer import Committer
@@ -145,12 +140,7 @@ def apply_and_swap(
     last_moment(
         core, batch, own, doc=doc, applied=changes, writes=writes, sent=sent, elapsed=elapsed
     )
-    try:
-        yield from _io.swap(core, batch, doc, etag, new_doc)
-    except Retry as error:
-        if etag is not None and isinstance(error.__cause__, ConflictError):
-            core.schedule.swap_held(doc.version, core.now)  # a write to the root in flight
-        raise
+    yield from _io.swap(core, batch, doc, etag, new_doc)
     core.now = yield Now()
     core.schedule.swapped(core.now, carried=bool(found.pending))
     window = core.schedule.read_ahead(core.now)
@@ -299,13 +289,8 @@ def _keep_refused(doc: RegistryDoc, settled: list[_decide.Settled], batch: Batch
 def wait_on(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -> None:
     """A waiter whose intents are out looks again: it waits on (:class:`Wait`) while the
     root still stands where its wait for an older writer began, or while its stagger says
-    an older waiter should list first. A folder whose last swap met a write to the root in
-    flight (409) waits too, while the root stands where that swap found it
-    (:meth:`~._schedule.Scheduler.held`)."""
+    an older waiter should list first."""
     schedule = core.schedule
-    if schedule.held(doc.version, start):
-        batch.looks += 1  # the root is held by a write in flight: a look, not an attempt
-        raise Wait
     if schedule.wait_on(doc.version, batch.spent, core.max_attempts):
         batch.looks += 1  # the root stood still: a look, not an attempt of the budget
         raise Wait

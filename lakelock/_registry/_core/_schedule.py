@@ -10,7 +10,6 @@ question                        answer
 ==============================  ===========================================================
 :meth:`~Scheduler.wait_first`   send our intents and look a round later, before any read?
 :meth:`~Scheduler.known_root`   start from the root last seen (no GET)?
-:meth:`~Scheduler.held`         our swap met a write to the root in flight: wait for it?
 :meth:`~Scheduler.wait_on`      the root stood still since we waited: wait on?
 :meth:`~Scheduler.stagger`      wait longer before listing (the oldest waiter lists first)?
 :meth:`~Scheduler.list_now`     list other processes' intents now?
@@ -55,7 +54,6 @@ __all__ = [
     "GATHER",
     "HANDOVER",
     "HEDGE_ALONE",
-    "HELD",
     "INTENT_CACHE",
     "LAGGING",
     "LINGER_AFTER",
@@ -110,14 +108,6 @@ HANDOVER = True
 #: those of a batch: most of a commit's tail on S3 Standard is its own PUTs' tail
 #: (docs/decisions/0014-hedged-requests.md, 0035). The driver's :class:`~._driver.Hedging`.
 HEDGE_ALONE = True
-#: Seconds a folder whose swap was answered 409 (a write to the root in flight at S3: one a
-#: client gave up on, which lands seconds later, and until then every conditional write to
-#: the key meets 409) looks at the root instead of folding and swapping again, unless the
-#: root moves first: each swap sent meanwhile only meets 409 again, and each folder that
-#: retried its fold and swap at backoff's pace (tens of them at 256 writers) re-listed,
-#: re-wrote its version's objects and put another request in flight on the held key
-#: (docs/decisions/0046-a-held-root-is-waited-for.md).
-HELD = 1.0
 #: Other processes' intents a process keeps parsed: a redrive does not read them again
 #: (docs/decisions/0004-the-waiting-fold.md, 0035).
 INTENT_CACHE = 4096
@@ -137,7 +127,6 @@ FIXED: dict[str, float] = {
     "linger_after": LINGER_AFTER,
     "handover": HANDOVER,
     "hedge_alone": HEDGE_ALONE,
-    "held": HELD,
 }
 
 #: A slow spell of the store (a brownout) is this many times its usual time for this
@@ -303,11 +292,6 @@ class Waits:
     still_needed: float = 0.0
     #: The length of the next wait, when the stagger set one.
     next_wait: float | None = None
-    #: The root version our last swap was answered 409 at (a write to the root in flight),
-    #: and when (this process's clock): until the root moves, or :data:`HELD` seconds pass,
-    #: we look instead of folding (:meth:`Scheduler.held`).
-    held_version: int | None = None
-    held_at: float = float("-inf")
 
 
 def fixed_values(fixed: Mapping[str, float]) -> dict[str, float]:
@@ -327,7 +311,7 @@ def fixed_values(fixed: Mapping[str, float]) -> dict[str, float]:
         raise ValueError("crowd must be >= 1")
     if values.get("first_round", 1) <= 0:
         raise ValueError("first_round must be > 0")
-    durations = ("contention_memory", "gather", "linger_after", "max_round", "held")
+    durations = ("contention_memory", "gather", "linger_after", "max_round")
     if min((values.get(name, 0) for name in durations), default=0) < 0:
         raise ValueError("durations and fractions must be >= 0")
     return values
@@ -355,7 +339,6 @@ class Scheduler:
         self.linger_after = values["linger_after"]
         self.handover = bool(values["handover"])
         self.hedge_alone = bool(values["hedge_alone"])
-        self.held_for = values["held"]
         self.hints = Hints(values["first_round"])
         #: The batch in flight's waits (:meth:`begin` starts them anew).
         self.waits = Waits()
@@ -443,11 +426,6 @@ class Scheduler:
             started=self._round_started,
         )
 
-    def swap_held(self, version: int, now: float) -> None:
-        """Our swap from the root at ``version`` was answered 409 at ``now``: a write to
-        the root is in flight at S3 (:meth:`held`)."""
-        self.waits.held_version, self.waits.held_at = version, now
-
     def stopped_folding(self) -> None:
         """A lingering fold stopped on a failure: whoever swaps next is not us."""
         self.hints.swapped_last = False
@@ -517,25 +495,6 @@ class Scheduler:
         waits = self.waits
         later = TAKE_OVER * max(waits.ahead - 1, 0)
         return waits.waits < self.max_waits + later and attempts < max_attempts // 2
-
-    def held(self, version: int, now: float) -> bool:
-        """Whether to look at the root again instead of folding: our last swap met 409 at
-        this very ``version`` less than :data:`HELD` seconds ago. A write to the root is in
-        flight at S3 (the folder that sent it gave up on its answer, and S3 lands it
-        seconds later); every swap meanwhile meets 409, and each one sent may itself be
-        held in flight and stall the root longer. A root that moved ends the wait (the held
-        write landed, or another swap did); one still standing after :data:`HELD` seconds
-        is folded and swapped again (a held write may land and change nothing: it was
-        based on an older root), and another 409 starts the wait again. A folder that only
-        looks is alive to nobody else: its waiters may still take over (:meth:`patient`),
-        and then meet 409 and wait in turn."""
-        waits = self.waits
-        if waits.held_version is None:
-            return False
-        if version != waits.held_version:
-            waits.held_version = None  # the root moved: fold on it
-            return False
-        return advise(lambda: now - waits.held_at < self.held_for, False)
 
     def wait_on(self, version: int, attempts: int, max_attempts: int) -> bool:
         """We waited for an older intent's writer at some root version, and looked again: if

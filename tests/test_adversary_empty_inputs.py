@@ -1,0 +1,49 @@
+"""Adversarial tests of empty inputs (README, "Write": a ``commit_id`` reused for other rows is
+``CommitIdReusedError``; ``Lake.append``: an empty table is checked like any other, then
+appends nothing). A pipeline's input is empty on the day its source has nothing, or on the
+re-run of a job whose first run already moved its source away."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock.errors import CommitIdReusedError, PartitionByMismatchError
+
+ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "day": pa.array([1, 2], pa.int64())})
+
+
+def test_a_rerun_whose_input_is_empty_hears_its_commit_id_names_other_rows(lake: Lake) -> None:
+    """A job appends its rows under ``commit_id="load-7"``; its re-run finds its input empty
+    (the first run archived the landing files) and appends an empty table under the same
+    id. The id is recorded for other rows, so the re-run must hear
+    ``CommitIdReusedError``, as for any other rows. What a user loses otherwise: the
+    re-run is answered ``empty=True, already_committed=False`` with its commit id, i.e.
+    "nothing recorded under load-7, no rows came": a job that books its loads by that
+    answer records load 7 as empty while its rows are in the lake. (Before, the empty
+    append returned before the commit id was looked up.)"""
+    first = lake.append("sales", ROWS, partition_by=["day"], commit_id="load-7")
+    with pytest.raises(CommitIdReusedError, match="load-7"):
+        lake.append("sales", ROWS.slice(0, 0), partition_by=["day"], commit_id="load-7")
+    assert [h.commit_id for h in lake.history("sales")] == ["load-7"]
+    assert lake.registry.read().version == first.version
+
+
+def test_an_empty_append_partitioned_otherwise_than_the_dataset_is_refused(lake: Lake) -> None:
+    """An empty table partitioned by other columns than the dataset's is refused as the
+    same table with rows is (``PartitionByMismatchError``), before anything is written;
+    its column types are not held against the dataset's (a table built from no rows has
+    null-typed columns). What a user loses otherwise: a pipeline partitioning by the wrong
+    column is told it succeeded on every day its input is empty and fails only on the
+    first day with rows, far from the change that broke it. (Before, an empty append was
+    answered ``empty`` unchecked.)"""
+    lake.append("sales", ROWS, partition_by=["day"])
+    with pytest.raises(PartitionByMismatchError):
+        lake.append("sales", ROWS.slice(0, 0), partition_by=["id"])
+    assert [h.operation for h in lake.history("sales")] == ["append"]
+    untyped = pa.table({"id": pa.array([], pa.null()), "day": pa.array([], pa.null())})
+    empty = lake.append("sales", untyped, partition_by=["day"], commit_id="load-8")
+    assert empty.empty
+    assert not empty.already_committed
+    assert empty.commit_id == "load-8"

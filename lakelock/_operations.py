@@ -98,7 +98,8 @@ class WriteOptions(TypedDict, total=False):
     #: A lease's or path lock's fencing token, checked by the registry.
     fence: Fence | tuple[str, int] | None
     #: The data files' name in each partition (default: a generated, unique one): a
-    #: caller-given name makes the upload idempotent (:mod:`lakelock._datasets`).
+    #: caller-given name makes the upload idempotent (:mod:`lakelock._datasets`): the re-run
+    #: of a run refused after its upload commits the files it left.
     file_name: str | None
     #: ``progress(done, total)``, called as the files are uploaded (bytes).
     progress: Progress | None
@@ -246,7 +247,9 @@ class TableOperations:
             file_name=file_name,
             progress=progress,
         )
-        commit.add(files)
+        # A caller-given name may be a file an earlier run of this job wrote (and perhaps
+        # committed): the commit checks it is not live already (FORMAT.md rule 14).
+        commit.add(files, existing=file_name is not None)
         if operation == "overwrite":
             if replaced is None:
                 replaced = tuple(dict.fromkeys(f.partition_path for f in files))

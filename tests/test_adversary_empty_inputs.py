@@ -5,9 +5,13 @@ re-run of a job whose first run already moved its source away."""
 
 from __future__ import annotations
 
+import dask
+import dask.dataframe as dd
+import pandas as pd
 import pyarrow as pa
 import pytest
 
+import lakelock.dask
 from lakelock import Lake
 from lakelock.errors import CommitIdReusedError, PartitionByMismatchError
 
@@ -47,3 +51,37 @@ def test_an_empty_append_partitioned_otherwise_than_the_dataset_is_refused(lake:
     assert empty.empty
     assert not empty.already_committed
     assert empty.commit_id == "load-8"
+
+
+def test_a_dask_job_that_found_no_rows_leaves_its_commit_id_to_the_run_that_finds_them(
+    lake: Lake,
+) -> None:
+    """``lakelock.dask.append`` under ``commit_id="load-10"`` of a frame with no rows (the
+    job ran before its input arrived), then the re-run under the same id once the rows are
+    there: the rows must land, as they do through ``Lake.append``, whose empty table
+    commits nothing and records no id. What a user loses otherwise: the empty run commits
+    an empty version recording load-10, and the re-run, hearing ``already_committed``
+    ("whatever its rows"), drops the day's rows without an error. (Before, they were
+    never loaded.)"""
+    lake.append("events", ROWS, partition_by=["day"])
+    none = pd.DataFrame({"id": pd.Series([], dtype="int64"), "day": pd.Series([], dtype="int64")})
+    some = pd.DataFrame({"id": [7, 8], "day": [3, 3]})
+    with dask.config.set(scheduler="synchronous"):
+        empty = lakelock.dask.append(
+            lake,
+            "events",
+            dd.from_pandas(none, npartitions=1),
+            partition_by=["day"],
+            commit_id="load-10",
+        )
+        assert empty.empty
+        result = lakelock.dask.append(
+            lake,
+            "events",
+            dd.from_pandas(some, npartitions=1),
+            partition_by=["day"],
+            commit_id="load-10",
+        )
+    assert not result.already_committed
+    assert sorted(r["id"] for r in lake.read("events").to_pylist()) == [1, 2, 7, 8]
+    assert lake.history("events")[0].commit_id == "load-10"

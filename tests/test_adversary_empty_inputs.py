@@ -85,3 +85,34 @@ def test_a_dask_job_that_found_no_rows_leaves_its_commit_id_to_the_run_that_find
     assert not result.already_committed
     assert sorted(r["id"] for r in lake.read("events").to_pylist()) == [1, 2, 7, 8]
     assert lake.history("events")[0].commit_id == "load-10"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="registry.commit with no files, schema or partition_by makes a new dataset "
+    "unpartitioned for good; committing nothing instead breaks the idiom reg.commit('sales') "
+    "(create an empty dataset) that tests rely on, and letting a schema-less dataset without "
+    "files adopt its first files' partition columns changes the apply rules",
+)
+def test_a_cluster_job_that_wrote_nothing_does_not_fix_a_new_datasets_partitions(
+    lake: Lake,
+) -> None:
+    """The README's cluster pattern on a dataset not made yet: the workers write nothing
+    (no rows today), and the driver commits the files they wrote, none, under its commit
+    id. Nothing is committed and the id stays unrecorded: the next run, whose workers write
+    files partitioned by ``day``, commits them. What a user loses otherwise: the empty
+    commit creates the dataset unpartitioned (a new dataset takes the partition columns its
+    files name: none), and since a dataset's partition columns never change, every
+    partitioned write to it is refused from then on (``CommitConflictError``,
+    ``PartitionByMismatchError``): the dataset name is lost for good."""
+    config = lake.config
+    shares = [ROWS.slice(0, 0)]
+    files = [f for t in shares for f in config.open().write("events", t, partition_by=["day"])]
+    empty = lake.registry.commit("events", add=files, commit_id="load-8")
+    assert empty.empty
+    assert "events" not in lake.registry.read().datasets
+    files = config.open().write("events", ROWS, partition_by=["day"])
+    lake.registry.commit("events", add=files, commit_id="load-8")
+    lake.append("events", ROWS.slice(0, 1), partition_by=["day"])
+    assert lake.registry.read().datasets["events"].partition_by == ("day",)
+    assert sorted(r["id"] for r in lake.read("events").to_pylist()) == [1, 1, 2]

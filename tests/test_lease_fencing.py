@@ -14,6 +14,7 @@ from lakelock._fence import Fence
 from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
 from lakelock._lease import Lease, read_leases
 from lakelock._registry import Registry
+from lakelock._registry._document import RegistryDoc, parse_registry
 from lakelock._s3 import ObjectStore
 from lakelock.advanced import FoldPolicy
 from lakelock.errors import CommitError, InvalidNameError, LeaseLostError, StaleFenceError
@@ -253,3 +254,44 @@ def test_a_takeover_on_a_mirroring_lake_mirrors_nothing(
         assert lake.auto_mirror.wait(timeout=30)
     assert _fences(lake) == {"lease:leader": 1}
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_a_takeover_whose_record_left_the_window_is_settled_by_its_token(
+    client: Any, bucket: str, stall_and_race: StallAndRace
+) -> None:
+    """The swap that would record a takeover is held up while another process folds the
+    takeover's intent and commits more than the root's window of commit ids after it (its
+    fate pruned, its record gone from the window; a takeover names no dataset, so no
+    commit-id index keeps it). Let go, the swap is refused, and the takeover finds the token
+    the root records is its own: the lease is held on that record, with no second swap
+    recording it again (before, the takeover was taken as absent and applied a second time:
+    a swap for nothing, and a retry out of budget gave up a lease the registry held)."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=3)
+    lake.append("sales", pa.table({"id": [0]}))
+    # Its folds move the watermark up to the newest intent listed (no lag).
+    other = Lake(
+        bucket,
+        s3=client,
+        retry=FAST_RETRY,
+        commit_window=3,
+        fold_policy=FoldPolicy(watermark_lag=0),
+    )
+    lease = lake.lease("leader", ttl=30, heartbeat=False)
+
+    def commit_past_the_window() -> RegistryDoc:
+        for n in range(5):
+            other.append("sales", pa.table({"id": [n + 1]}))
+        return parse_registry(lake.store.get(REGISTRY_KEY).body)
+
+    held, moved = stall_and_race(lambda: lease.acquire(timeout=0), commit_past_the_window)
+    try:
+        assert held is lease
+        assert moved.fences == {"lease:leader": 1}  # the fold recorded it
+        # Only the token records it: the window moved on, the fate is pruned.
+        assert "takeover" not in [c.operation for c in moved.commits]
+        assert all(f.version > 2 for f in moved.fates)
+        root = other.registry.read()
+        assert root.version == moved.version  # no second swap recorded it again
+        assert root.fences == {"lease:leader": 1}
+    finally:
+        lease.release()

@@ -285,9 +285,10 @@ def test_a_commit_under_a_token_below_a_recorded_takeover_is_reported() -> None:
 
 def test_a_takeover_acknowledged_is_held_to_its_record_in_the_root() -> None:
     """A takeover acknowledged must be in the root's records by the version returned (else
-    a holder paused past it is not refused); one recorded again later (its id past the
-    root's window, which a takeover has no dataset index beyond) is no violation: it only
-    raises the token to the one it raised already."""
+    a holder paused past it is not refused), and, as any change, recorded once: one
+    recorded again later (a retry of it past the root's window, which a takeover has no
+    dataset index beyond, taken as absent) is reported; acknowledged at a later version
+    than its record (settled by its token) is not."""
     took, early, registry = leased("c1", 1, at=1)
     registry.takeovers = {}
     problems = check([took, call("c1", early, version=1, op="lease")], registry)
@@ -295,4 +296,8 @@ def test_a_takeover_acknowledged_is_held_to_its_record_in_the_root() -> None:
         "ok takeover t2 (writer 0) acknowledged as v2, recorded at nowhere" in p for p in problems
     )
     registry.takeovers = {2: ("t2",), 3: ("t2",)}
-    assert check([took, call("c1", early, version=1, op="lease")], registry) == []
+    problems = check([took, call("c1", early, version=1, op="lease")], registry)
+    assert any("the change takeover t2 (writer 0) is applied 2 times" in p for p in problems)
+    registry.takeovers = {2: ("t2",)}
+    later = call("t2", took.changes[0], version=3, op="takeover")
+    assert check([later, call("c1", early, version=1, op="lease")], registry) == []

@@ -108,6 +108,7 @@ from lakelock._lease._core import (
     initial_lease,
     parse_lease,
 )
+from lakelock._names import validate_lease_name
 from lakelock._s3 import ObjectStore, new_write_id
 from lakelock.errors import (
     LakelockError,
@@ -184,8 +185,8 @@ class Lease(Holding):
     ) -> None:
         super().__init__(f"lease {name!r}")
         self.takeovers = takeovers
+        self.name = name = validate_lease_name(name)
         self.key = lease_key(name, prefix=store.prefix)
-        self.name = name
         terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
         setup = Setup.make(store, terms, owner_label, clock, sleep)
         self.terms, self.owner, self.server_clock = terms, setup.owner, setup.server_clock

@@ -11,7 +11,7 @@ import pytest
 
 from lakelock import Lake
 from lakelock._fence import Fence
-from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
+from lakelock._layout import INTENT_PREFIX, LEASES_PREFIX, REGISTRY_KEY
 from lakelock._lease import Lease, read_leases
 from lakelock._registry import Registry
 from lakelock._registry._document import RegistryDoc, parse_registry
@@ -126,6 +126,37 @@ def test_a_takeover_that_cannot_be_recorded_is_not_acquired(
         assert _fences(lake) == {"lease:leader": 2}
     finally:
         taker.release()
+
+
+def test_a_lease_given_back_by_a_write_whose_outcome_is_unknown_is_released(
+    s3: S3Endpoint, client: Any, bucket: str, sim: SimTime, stall_and_race: StallAndRace
+) -> None:
+    """The registry cannot record a takeover, and every attempt of the write that gives the
+    lease document back loses its connection before it lands (its outcome unknown to the
+    writer): the give-back reads the document back, finds it still ours, and writes it
+    released again, as a release does, so the next acquirer takes the lease at once. Before,
+    it wrote once and left the document held: the next acquirer waited out the TTL."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, fold_policy=FoldPolicy(hedge=0))
+    lake.append("sales", pa.table({"id": [1]}))
+    lease = lake.lease("leader", ttl=5, clock=sim.machine(), sleep=sim.sleep, heartbeat=False)
+
+    def acquire() -> CommitError | Lease:
+        try:
+            return lease.acquire(timeout=0)
+        except CommitError as error:
+            return error
+
+    def break_the_next_writes() -> None:
+        # The lease document is taken (token 1) and the takeover's intent held: from here
+        # the root cannot be written, and the SDK's three attempts of one lease write fail.
+        s3.inject("error", operation="PutObject", prefix=REGISTRY_KEY)
+        s3.inject("reset", operation="PutObject", prefix=LEASES_PREFIX, count=3)
+
+    outcome, _ = stall_and_race(acquire, break_the_next_writes, prefix=INTENT_PREFIX)
+    assert isinstance(outcome, CommitError)
+    assert s3.faults()["injected"]["reset"] == 3
+    (stored,) = read_leases(lake.store)
+    assert (stored.doc.token, stored.doc.released) == (1, True)
 
 
 def test_a_takeover_whose_record_lost_its_answer_is_held(

@@ -185,7 +185,7 @@ def settle(
             ours = made_here(doc, p, record.version, made, intent=record.intent)
             found.append(Settled(p, version=record.version, already=not ours))
             continue
-        if all(takeover_recorded(doc, c) for c in p.changes):
+        if p.changes and all(takeover_recorded(doc, c) for c in p.changes):
             # Its id left the window (or it would be found above); the token is ours alone,
             # so a commit of this id recorded it: this one's, unless no swap or intent of
             # ours may have made it (a killed run's, re-run here).

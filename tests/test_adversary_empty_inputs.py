@@ -87,13 +87,6 @@ def test_a_dask_job_that_found_no_rows_leaves_its_commit_id_to_the_run_that_find
     assert lake.history("events")[0].commit_id == "load-10"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="registry.commit with no files, schema or partition_by makes a new dataset "
-    "unpartitioned for good; committing nothing instead breaks the idiom reg.commit('sales') "
-    "(create an empty dataset) that tests rely on, and letting a schema-less dataset without "
-    "files adopt its first files' partition columns changes the apply rules",
-)
 def test_a_cluster_job_that_wrote_nothing_does_not_fix_a_new_datasets_partitions(
     lake: Lake,
 ) -> None:
@@ -116,3 +109,25 @@ def test_a_cluster_job_that_wrote_nothing_does_not_fix_a_new_datasets_partitions
     lake.append("events", ROWS.slice(0, 1), partition_by=["day"])
     assert lake.registry.read().datasets["events"].partition_by == ("day",)
     assert sorted(r["id"] for r in lake.read("events").to_pylist()) == [1, 1, 2]
+
+
+def test_a_cluster_job_that_found_no_rows_leaves_its_commit_id_to_the_run_that_does(
+    lake: Lake,
+) -> None:
+    """The README's cluster pattern on a dataset that exists: load 9's workers find no rows,
+    and the driver commits the files they wrote, none, under ``commit_id="load-9"``. Nothing
+    is recorded, so the re-run whose workers find the rows commits them under that id. What
+    a user loses otherwise: the empty run records load-9 as an empty version, and the
+    re-run with the rows is refused (``CommitIdReusedError``): the rows never land under
+    the load's id. A reused id for other rows is still refused, empty or not."""
+    first = lake.config.open().write("events", ROWS, partition_by=["day"])
+    lake.registry.commit("events", add=first, commit_id="load-8")
+    before = lake.registry.read().version
+    empty = lake.registry.commit("events", add=[], commit_id="load-9")
+    assert empty.empty
+    assert lake.registry.read().version == before
+    files = lake.config.open().write("events", ROWS, partition_by=["day"])
+    lake.registry.commit("events", add=files, commit_id="load-9")
+    assert [h.commit_id for h in lake.history("events")][:2] == ["load-9", "load-8"]
+    with pytest.raises(CommitIdReusedError, match="load-8"):
+        lake.registry.commit("events", add=[], commit_id="load-8")

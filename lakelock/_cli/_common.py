@@ -41,10 +41,13 @@ from lakelock._names import parse_lake_url as parse_lake_url_parts
 from lakelock._names import validate_dataset_name
 from lakelock.errors import (
     AccessDeniedError,
+    DatasetNotFoundError,
     InvalidArgumentError,
     InvalidNameError,
     LakelockError,
     NotFoundError,
+    StorageError,
+    VersionNotFoundError,
 )
 
 __all__ = [
@@ -436,6 +439,18 @@ def describe_error(error: BaseException, args: argparse.Namespace | None = None)
             return f"AWS profile not found: {cause.kwargs.get('profile')!r}"
         if isinstance(cause, NoRegionError):
             return "no AWS region configured: pass --region or set AWS_DEFAULT_REGION"
+    code, bucket = _s3_code(error)
+    if code == "NoSuchBucket":
+        return f"bucket {bucket!r} does not exist" if bucket else "the bucket does not exist"
+    if code in _REFUSED_CREDENTIALS:
+        return (
+            f"the S3 endpoint refused these credentials ({code}): check AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or --profile, for this endpoint"
+        )
+    if isinstance(error, DatasetNotFoundError) and not isinstance(error, VersionNotFoundError):
+        url = getattr(getattr(args, "url", None), "url", None)
+        if url is not None:
+            return f"{error}: `lakelock registry show {url}` lists its datasets"
     if isinstance(error, ClientError):
         info = error.response.get("Error", {})
         return f"{info.get('Code', 'error')}: {info.get('Message', str(error))}"
@@ -443,6 +458,21 @@ def describe_error(error: BaseException, args: argparse.Namespace | None = None)
         return str(error)
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
+
+
+#: The S3 error codes of a request signed with credentials the endpoint does not accept.
+_REFUSED_CREDENTIALS = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch"})
+
+
+def _s3_code(error: BaseException) -> tuple[str | None, str | None]:
+    """The S3 error code of ``error`` (a lakelock storage error, or boto3's own) and the
+    bucket it was about, when known."""
+    if isinstance(error, StorageError):
+        return error.code, error.bucket
+    if isinstance(error, ClientError):
+        bucket = error.response.get("Error", {}).get("BucketName")
+        return error.response.get("Error", {}).get("Code"), bucket
+    return None, None
 
 
 def is_expected(error: BaseException) -> bool:

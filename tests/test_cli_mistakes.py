@@ -1,0 +1,83 @@
+"""The command line's answer to a newcomer's usual mistakes, through the embedded endpoint: a
+bucket that does not exist, credentials the endpoint does not know, a dataset name mistyped,
+a view format lakelock does not write. Each is one line saying what went wrong and what to do,
+exit 1 (2 for bad usage), no traceback."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock.testing import S3Endpoint
+from tests._support import CLI_ENV
+from tests._support.processes import InProcess
+
+
+def one_error_line(stderr: str) -> str:
+    """The single ``lakelock: error:`` line of ``stderr`` (no traceback), without its prefix."""
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("lakelock: error: "), stderr
+    return lines[0].removeprefix("lakelock: error: ")
+
+
+def test_locks_of_a_missing_bucket_names_the_bucket(s3: S3Endpoint, in_process: InProcess) -> None:
+    """``lakelock locks`` on a bucket that does not exist says so, as every other command
+    does, instead of the raw answer of the S3 request it happened to send first."""
+    result = in_process("locks", "s3://no-such-bucket-here", "--endpoint-url", s3.url)
+    assert result.returncode == 1
+    assert one_error_line(result.stderr) == "bucket 'no-such-bucket-here' does not exist"
+
+
+@pytest.mark.parametrize(
+    ("key", "secret", "code"),
+    [
+        ("someone", "lakelock-secret", "InvalidAccessKeyId"),
+        ("lakelock", "wrong", "SignatureDoesNotMatch"),
+    ],
+)
+def test_credentials_the_endpoint_refuses_say_which_to_check(
+    in_process: InProcess, key: str, secret: str, code: str
+) -> None:
+    """Credentials the endpoint does not accept (an unknown access key, another secret) are
+    reported as that, naming what to check, rather than as a 403 on some metastore key."""
+    with S3Endpoint(credentials={"lakelock": "lakelock-secret"}) as s3:
+        s3.create_bucket("lake")
+        env = {**CLI_ENV, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+        result = in_process("registry", "show", "s3://lake", "--endpoint-url", s3.url, env=env)
+    assert result.returncode == 1
+    line = one_error_line(result.stderr)
+    assert line.startswith(f"the S3 endpoint refused these credentials ({code})")
+    assert "AWS_ACCESS_KEY_ID" in line
+    assert "--profile" in line
+
+
+@pytest.mark.parametrize("command", [("registry", "show"), ("registry", "log"), ("mirror",)])
+def test_a_mistyped_dataset_points_at_the_list_of_datasets(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess, command: tuple[str, ...]
+) -> None:
+    """A dataset the registry lacks (here a typo of one it has) is refused with the command
+    that lists the lake's datasets, for every command that takes ``--dataset``."""
+    lake.append("sales", pa.table({"id": [1]}))
+    argv = (*command, f"s3://{lake.bucket}", "--dataset", "sale", "--endpoint-url", s3.url)
+    result = in_process(*argv)
+    assert result.returncode == 1
+    assert one_error_line(result.stderr) == (
+        f"dataset 'sale' is not in the registry: "
+        f"`lakelock registry show s3://{lake.bucket}/` lists its datasets"
+    )
+
+
+def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
+    in_process: InProcess,
+) -> None:
+    """``mirror --format parquet`` is a usage error that names the formats there are, not
+    argparse's word for a failed conversion with an internal function's name."""
+    result = in_process("mirror", "s3://lake", "--dataset", "sales", "--format", "parquet")
+    assert result.returncode == 2
+    last = result.stderr.splitlines()[-1]
+    assert last == (
+        "lakelock mirror: error: argument --format: unknown view format; "
+        "expected one of ['iceberg', 'delta'], got 'parquet'"
+    )

@@ -5,6 +5,10 @@ exit 1 (2 for bad usage), no traceback."""
 
 from __future__ import annotations
 
+import errno
+import socket
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -81,3 +85,65 @@ def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
         "lakelock mirror: error: argument --format: unknown view format; "
         "expected one of ['iceberg', 'delta'], got 'parquet'"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["locks", "s3://lake", "--endpoint-url", "127.0.0.1:9000"],
+            "argument --endpoint-url: expected http://host[:port] or https://host[:port], "
+            "got '127.0.0.1:9000'",
+        ),
+        (
+            ["serve", "--port", "0", "--bucket", "my_bucket"],
+            "argument --bucket: a bucket name is 3-63 characters of a-z, 0-9, '.' and '-', "
+            "starting and ending with a letter or digit, got 'my_bucket'",
+        ),
+        (
+            ["registry", "log", "s3://lake", "-n", "0"],
+            "argument -n/--limit: expected a positive integer, got '0'",
+        ),
+    ],
+)
+def test_malformed_options_are_usage_errors(
+    in_process: InProcess, argv: list[str], message: str
+) -> None:
+    """An endpoint without its scheme, a bucket name S3 would refuse (``serve`` would
+    otherwise create it, and every lakelock command refuse it later) and a limit of no
+    commits are usage errors naming the option, exit 2, before anything is sent."""
+    result = in_process(*argv)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(f"error: {message}")
+
+
+def test_serve_on_a_port_in_use_names_the_option(in_process: InProcess) -> None:
+    """``serve`` on a port something else listens on is one ``lakelock: error:`` line naming
+    ``--port`` (exit 1), not the web server's own two lines and an exit from inside it."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = in_process("serve", "--port", str(port), "--bucket", "lake")
+    assert result.returncode == 1
+    assert one_error_line(result.stderr) == (
+        f"port {port} of 127.0.0.1 is in use: stop what listens there, or pass another "
+        "--port (0: any free port)"
+    )
+
+
+def test_an_endpoint_on_a_port_in_use_raises_oserror() -> None:
+    """``S3Endpoint(port=...)`` on a port in use raises ``OSError`` that a test can catch,
+    instead of the web server ending the process."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}") as refused:
+            S3Endpoint(port=port).start()
+    assert refused.value.errno == errno.EADDRINUSE
+
+
+def test_a_missing_policy_file_is_named_plainly(tmp_path: Path, in_process: InProcess) -> None:
+    """``serve --policy`` with a file that does not exist names the file and the reason,
+    without Python's ``[Errno 2]``."""
+    missing = tmp_path / "policy.json"
+    result = in_process("serve", "--port", "0", "--bucket", "lake", "--policy", str(missing))
+    assert result.returncode == 1
+    assert one_error_line(result.stderr) == f"No such file or directory: {missing}"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import errno
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,7 +16,7 @@ import pytest
 
 from lakelock import Lake
 from lakelock.testing import S3Endpoint
-from tests._support import CLI_ENV
+from tests._support import CLI_ENV, REPO
 from tests._support.processes import InProcess
 
 
@@ -147,3 +149,21 @@ def test_a_missing_policy_file_is_named_plainly(tmp_path: Path, in_process: InPr
     result = in_process("serve", "--port", "0", "--bucket", "lake", "--policy", str(missing))
     assert result.returncode == 1
     assert one_error_line(result.stderr) == f"No such file or directory: {missing}"
+
+
+def test_demo_without_the_local_extra_says_what_to_install() -> None:
+    """``lakelock demo`` where moto (the ``local`` extra) is not installed says, once, what
+    to install: one line, exit 1."""
+    code = (
+        "import sys; sys.modules['moto'] = None\n"
+        "from lakelock.cli import main\n"
+        "sys.exit(main(['demo']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1
+    assert one_error_line(result.stderr) == (
+        "lakelock demo runs on the embedded S3 endpoint, which needs the `local` extra: "
+        "pip install 'lakelock[local]'"
+    )

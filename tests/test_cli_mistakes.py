@@ -167,3 +167,13 @@ def test_demo_without_the_local_extra_says_what_to_install() -> None:
         "lakelock demo runs on the embedded S3 endpoint, which needs the `local` extra: "
         "pip install 'lakelock[local]'"
     )
+
+
+def test_simulate_with_an_unknown_knob_lists_the_knobs(in_process: InProcess) -> None:
+    """``simulate --policy`` with a knob that does not exist is a usage error listing the
+    knobs there are, not the constructor's complaint about a keyword argument."""
+    result = in_process("simulate", "--policy", "max_folds=4")
+    assert result.returncode == 2
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("lakelock simulate: error: argument --policy: unknown field 'max_folds'")
+    assert "max_fold," in last

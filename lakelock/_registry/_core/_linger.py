@@ -33,7 +33,7 @@ __all__ = ["AWAY", "away_after", "linger", "lingering"]
 #: caller pauses does: else the writers it folded for send their next intents and wait out
 #: their patience (``MAX_WAITS`` rounds of a root standing still, a second or more) before
 #: one of them folds, once for every folder that finishes its burst.
-AWAY = 2.0
+AWAY = 4.0
 
 
 def lingering(core: Committer, *, away: bool = False) -> bool:

@@ -10,6 +10,7 @@ one without importing the registry.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 __all__ = ["Fence"]
@@ -25,6 +26,11 @@ class Fence:
     token: int
     read: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # NFC, as lease and dataset names are: a name spelt by hand, ``fence=("lease:x",
+        # token)``, is the lease's own however its accents were typed.
+        object.__setattr__(self, "name", unicodedata.normalize("NFC", self.name))
 
     @property
     def hierarchical(self) -> bool:

@@ -31,7 +31,8 @@ column names      unique within a dataset ignoring case (``casefold``), partitio
 of a dataset       included: DuckDB, Spark, Delta and Iceberg readers resolve column names
                    ignoring case, so ``Day`` beside ``day`` would read wrong. A clash is a
                    :class:`~lakelock.errors.SchemaMismatchError` (:func:`clashing_names`).
-lease name         non-empty, no ``/``, no control characters, valid UTF-8.
+lease name         non-empty, no ``/``, no control characters, valid UTF-8. Normalised to
+                   NFC as dataset names are: one lease however it is spelt.
 commit id          non-empty printable text (``str.isprintable``), at most 256 UTF-8 bytes:
                    the root keeps its last 100 ids, so one id's size is each root's cost.
                    Not a name: :class:`~lakelock.errors.InvalidArgumentError`.
@@ -170,7 +171,8 @@ def validate_file_name(name: object) -> str:
 
 
 def validate_lease_name(name: str) -> str:
-    """``name`` if it can name a lease: non-empty, no ``/``, no control characters, UTF-8."""
+    """``name``, NFC-normalised, if it can name a lease: non-empty, no ``/``, no control
+    characters, UTF-8 (module docstring)."""
     if not isinstance(name, str):
         raise TypeError(f"a lease name is a str, not {type(name).__name__}")
     if not name:
@@ -183,7 +185,8 @@ def validate_lease_name(name: str) -> str:
         name.encode("utf-8")
     except UnicodeEncodeError as error:
         raise InvalidNameError(name, "a lease name must be valid UTF-8") from error
-    return name
+    # As a dataset name: two spellings of one name are one lease, one key and one fence.
+    return unicodedata.normalize("NFC", name)
 
 
 def validate_column_name(name: object) -> str:

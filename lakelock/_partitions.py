@@ -16,6 +16,12 @@ Under the path lock (copy: read the source, write the destination; rename: write
    the same commit (one CAS, across two datasets if need be), so a reader of the registry
    sees the partition at its old place or at its new place, never half of it.
 
+A copy's read lock keeps out other locks' writers of its source, not commits made without a
+lock: an overwrite of the source may land while it copies. The copy is then of the version it
+read, whole, in objects of its own (vacuum deleting what the overwrite replaced leaves them);
+a file of that version vacuum deleted before it was copied refuses the copy
+(:class:`~lakelock.errors.CommitConflictError`), and nothing is committed.
+
 The commit carries the lock grant's fence, so a holder whose grant expired and was superseded
 by a conflicting one, or whose write lock was cleared, cannot commit
 (:class:`~lakelock.errors.StaleFenceError`). The source's
@@ -44,6 +50,7 @@ from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     InvalidNameError,
+    NotFoundError,
 )
 
 if TYPE_CHECKING:
@@ -187,6 +194,16 @@ def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:
         sent = time.monotonic()
         try:
             result = store.copy(f.key, key, metadata=metadata)
+        except NotFoundError as error:
+            # The version read was replaced (its read lock keeps out no unlocked commit) and
+            # vacuum deleted its file since: copying the rest would be a partition of no
+            # version, so nothing is committed.
+            raise CommitConflictError(
+                f"{f.key!r}, a file of the partition {move.source_path!r} as read, is gone: "
+                "the partition was replaced and vacuum deleted it while it was being copied; "
+                "nothing was committed (copy it again)",
+                dataset=move.dataset,
+            ) from error
         except AlreadyExistsError:
             stem, dot, extension = f.name.partition(".")
             name = f"{stem}-{uuid.uuid4().hex[:12]}{dot}{extension}"

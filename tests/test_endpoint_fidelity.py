@@ -101,6 +101,21 @@ def test_copy_source_if_none_match(client: Any, bucket: str, operation: str) -> 
         part_copy(client, bucket, "dst", "src", CopySourceIfNoneMatch=other)
 
 
+@pytest.mark.parametrize("operation", ["CopyObject", "UploadPartCopy"])
+def test_a_copy_of_a_missing_source_is_no_such_key(
+    client: Any, bucket: str, operation: str
+) -> None:
+    """A copy whose source does not exist is 404 NoSuchKey, as S3 answers it (moto answers
+    UploadPartCopy's with no error document, which a client cannot tell from a server that
+    is not S3)."""
+    if operation == "CopyObject":
+        refused = fails(client.copy_object, Bucket=bucket, Key="dst",
+                        CopySource={"Bucket": bucket, "Key": "gone"})  # fmt: skip
+    else:
+        refused = fails(part_copy, client=client, bucket=bucket, key="dst", source="gone")
+    assert refused == (404, "NoSuchKey")
+
+
 def test_copy_source_dates(client: Any, bucket: str) -> None:
     """if-unmodified-since before the last change and if-modified-since at it answer 412;
     an if-match that holds overrides a failing if-unmodified-since; a failing if-none-match

@@ -121,3 +121,28 @@ def test_other_principals_are_not_bound(s3: S3Endpoint, guarded: str) -> None:
     name is governed by its own IAM policies, which the endpoint does not model)."""
     other = s3.client(access_key="someone-else")
     other.put_object(Bucket=guarded, Key="datasets/d/x.parquet", Body=b"x")
+
+
+def test_the_views_lakelock_writes_cannot_be_overwritten_or_deleted_by_another_tool(
+    client: Any, guarded: str
+) -> None:
+    """README: with the bucket policy, S3 refuses any unconditional write. That holds for the
+    Iceberg and Delta views as for the data: every object ``mirror`` writes (the Iceberg
+    view's metadata, manifest lists and manifests under ``views/``; the Delta log under the
+    dataset's folder) is refused to a plain PUT, an ``If-Match`` overwrite and a delete
+    without ``If-Match`` from a principal the policy binds."""
+    lake = Lake(guarded, s3=client, retry=FAST_RETRY)
+    lake.append("sales", pa.table({"id": [1, 2]}))
+    lake.mirror("sales")
+    written = [
+        o.key
+        for prefix in ("views/sales/", "datasets/sales/_delta_log/")
+        for o in lake.store.list(prefix)
+    ]
+    assert any(key.startswith("views/") for key in written)
+    assert any("/_delta_log/" in key for key in written)
+    for key in written:
+        etag = client.head_object(Bucket=guarded, Key=key)["ETag"]
+        assert denied(client.put_object, Bucket=guarded, Key=key, Body=b"x"), key
+        assert denied(client.put_object, Bucket=guarded, Key=key, Body=b"x", IfMatch=etag), key
+        assert denied(client.delete_object, Bucket=guarded, Key=key), key

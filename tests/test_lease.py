@@ -775,3 +775,23 @@ def test_processes_contending_for_one_lease_never_overlap(
         taker = intervals[abandoned + 1]
         assert taker["acquired_wall"] > intervals[abandoned]["expires_at"] + margin, taker
         assert taker["start"] - intervals[abandoned]["end"] > 2 * margin
+
+
+def test_one_lease_name_in_two_unicode_spellings_is_one_lease(
+    store: ObjectStore, sim: SimTime
+) -> None:
+    """A lease name is normalised to NFC as dataset names are: "café" typed with a
+    precomposed "é" and with "e" plus a combining accent is one lease (one document, one
+    fence). Before, each spelling had a document of its own, and two processes spelling the
+    name differently both held the "one" leader lease at once."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    first = make_lease(store, sim, name=composed)
+    second = make_lease(store, sim, name=decomposed)
+    assert first.try_acquire()
+    try:
+        assert not second.try_acquire()
+        assert second.name == first.name == composed
+        assert first.fence == Fence(f"lease:{decomposed}", 1)  # a fence spelt by hand too
+        assert [listed.key for listed in read_leases(store)] == [lease_key(composed)]
+    finally:
+        first.release()

@@ -11,9 +11,10 @@ import pytest
 
 from lakelock import Lake
 from lakelock._fence import Fence
-from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
+from lakelock._layout import INTENT_PREFIX, LEASES_PREFIX, REGISTRY_KEY
 from lakelock._lease import Lease, read_leases
 from lakelock._registry import Registry
+from lakelock._registry._document import RegistryDoc, parse_registry
 from lakelock._s3 import ObjectStore
 from lakelock.advanced import FoldPolicy
 from lakelock.errors import CommitError, InvalidNameError, LeaseLostError, StaleFenceError
@@ -125,6 +126,37 @@ def test_a_takeover_that_cannot_be_recorded_is_not_acquired(
         assert _fences(lake) == {"lease:leader": 2}
     finally:
         taker.release()
+
+
+def test_a_lease_given_back_by_a_write_whose_outcome_is_unknown_is_released(
+    s3: S3Endpoint, client: Any, bucket: str, sim: SimTime, stall_and_race: StallAndRace
+) -> None:
+    """The registry cannot record a takeover, and every attempt of the write that gives the
+    lease document back loses its connection before it lands (its outcome unknown to the
+    writer): the give-back reads the document back, finds it still ours, and writes it
+    released again, as a release does, so the next acquirer takes the lease at once. Before,
+    it wrote once and left the document held: the next acquirer waited out the TTL."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, fold_policy=FoldPolicy(hedge=0))
+    lake.append("sales", pa.table({"id": [1]}))
+    lease = lake.lease("leader", ttl=5, clock=sim.machine(), sleep=sim.sleep, heartbeat=False)
+
+    def acquire() -> CommitError | Lease:
+        try:
+            return lease.acquire(timeout=0)
+        except CommitError as error:
+            return error
+
+    def break_the_next_writes() -> None:
+        # The lease document is taken (token 1) and the takeover's intent held: from here
+        # the root cannot be written, and the SDK's three attempts of one lease write fail.
+        s3.inject("error", operation="PutObject", prefix=REGISTRY_KEY)
+        s3.inject("reset", operation="PutObject", prefix=LEASES_PREFIX, count=3)
+
+    outcome, _ = stall_and_race(acquire, break_the_next_writes, prefix=INTENT_PREFIX)
+    assert isinstance(outcome, CommitError)
+    assert s3.faults()["injected"]["reset"] == 3
+    (stored,) = read_leases(lake.store)
+    assert (stored.doc.token, stored.doc.released) == (1, True)
 
 
 def test_a_takeover_whose_record_lost_its_answer_is_held(
@@ -253,3 +285,44 @@ def test_a_takeover_on_a_mirroring_lake_mirrors_nothing(
         assert lake.auto_mirror.wait(timeout=30)
     assert _fences(lake) == {"lease:leader": 1}
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_a_takeover_whose_record_left_the_window_is_settled_by_its_token(
+    client: Any, bucket: str, stall_and_race: StallAndRace
+) -> None:
+    """The swap that would record a takeover is held up while another process folds the
+    takeover's intent and commits more than the root's window of commit ids after it (its
+    fate pruned, its record gone from the window; a takeover names no dataset, so no
+    commit-id index keeps it). Let go, the swap is refused, and the takeover finds the token
+    the root records is its own: the lease is held on that record, with no second swap
+    recording it again (before, the takeover was taken as absent and applied a second time:
+    a swap for nothing, and a retry out of budget gave up a lease the registry held)."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=3)
+    lake.append("sales", pa.table({"id": [0]}))
+    # Its folds move the watermark up to the newest intent listed (no lag).
+    other = Lake(
+        bucket,
+        s3=client,
+        retry=FAST_RETRY,
+        commit_window=3,
+        fold_policy=FoldPolicy(watermark_lag=0),
+    )
+    lease = lake.lease("leader", ttl=30, heartbeat=False)
+
+    def commit_past_the_window() -> RegistryDoc:
+        for n in range(5):
+            other.append("sales", pa.table({"id": [n + 1]}))
+        return parse_registry(lake.store.get(REGISTRY_KEY).body)
+
+    held, moved = stall_and_race(lambda: lease.acquire(timeout=0), commit_past_the_window)
+    try:
+        assert held is lease
+        assert moved.fences == {"lease:leader": 1}  # the fold recorded it
+        # Only the token records it: the window moved on, the fate is pruned.
+        assert "takeover" not in [c.operation for c in moved.commits]
+        assert all(f.version > 2 for f in moved.fates)
+        root = other.registry.read()
+        assert root.version == moved.version  # no second swap recorded it again
+        assert root.fences == {"lease:leader": 1}
+    finally:
+        lease.release()

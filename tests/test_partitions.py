@@ -16,7 +16,7 @@ import pytest
 
 from lakelock import Lake
 from lakelock._pathlock import DistributedPathLock
-from lakelock._registry import _fencing
+from lakelock._registry import CommitResult, _fencing
 from lakelock._registry._document import LockFenceRecord
 from lakelock.errors import (
     CommitConflictError,
@@ -28,6 +28,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
+from tests._support import StallAndRace
 from tests._support.simtime import SimTime
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -300,7 +301,7 @@ def test_schema_mode_merge_moves_a_partition_into_a_dataset_lacking_a_column(
     before = data_keys(lake)
     move = lake.rename_partition if rename else lake.copy_partition
     with pytest.raises(InvalidArgumentError):
-        move("sales", "year=2025", to_dataset="archive", schema_mode="add")  # type: ignore[typeddict-item]
+        move("sales", "year=2025", to_dataset="archive", schema_mode="add")  # type: ignore[arg-type]
     assert data_keys(lake) == before
     move("sales", "year=2025", to_dataset="archive", schema_mode="merge")
     schema = lake.registry.read().datasets["archive"].schema
@@ -308,3 +309,62 @@ def test_schema_mode_merge_moves_a_partition_into_a_dataset_lacking_a_column(
     assert "id" in schema.names
     moved = lake.read("archive", partitions=["year=2025"])
     assert (moved["id"].to_pylist(), moved["other"].to_pylist()) == ([99], [None])
+
+
+def _copy_racing(
+    lake: Lake, stall_and_race: StallAndRace, *, vacuum: bool
+) -> CommitResult | CommitConflictError:
+    """``copy_partition`` of sales' year=2024 into archive, its first server-side copy held
+    at the endpoint (after the copy read its version) while the partition is overwritten
+    without a lock (and the files replaced vacuumed, with ``vacuum``)."""
+    lake.configure(vacuum_floor=0)  # nobody else writes this lake: vacuum may go to now
+
+    def copy() -> CommitResult | CommitConflictError:
+        try:
+            return lake.copy_partition("sales", "year=2024", to_dataset="archive")
+        except CommitConflictError as refused:
+            return refused
+
+    def overwrite() -> None:
+        lake.overwrite("sales", pa.table({"id": [7], "year": [2024]}), partition_by=["year"])
+        if vacuum:
+            report = lake.vacuum(enforce_retention=False, older_than=0, dry_run=False)
+            assert report.deleted  # the copy's sources among them
+
+    outcome, _ = stall_and_race(copy, overwrite, operation="UploadPartCopy", prefix="")
+    assert ids(lake) == [7, 99]
+    assert isinstance(outcome, CommitResult | CommitConflictError)
+    return outcome
+
+
+def test_a_copy_racing_an_overwrite_of_its_source_copies_the_version_it_read(
+    lake: Lake, stall_and_race: StallAndRace
+) -> None:
+    """A copy reads its source partition under a read lock, which keeps out other locks'
+    writers but not commits made without a lock (docs/ARCHITECTURE.md, "The path lock"): an
+    overwrite of the source lands between the copy's read and its commit. The copy is then
+    of the version it read, whole (every row of it, none of the overwrite's), in objects of
+    its own, none the source's: vacuum deleting what the overwrite replaced leaves the
+    destination whole."""
+    copied = _copy_racing(lake, stall_and_race, vacuum=False)
+    assert isinstance(copied, CommitResult)
+    assert ids(lake, "archive") == sorted([*range(5), *range(10, 15)])
+    archived = {f.key for f in lake.registry.files("archive")}
+    assert all(key.startswith("datasets/archive/") for key in archived)
+    lake.vacuum(enforce_retention=False, older_than=0, dry_run=False)
+    assert ids(lake, "archive") == sorted([*range(5), *range(10, 15)])
+
+
+def test_a_copy_whose_source_was_replaced_and_vacuumed_is_refused_whole(
+    lake: Lake, stall_and_race: StallAndRace
+) -> None:
+    """The same race, and vacuum (its window shortened to nothing) deletes the files the
+    overwrite replaced before the copy reads them: the copy is refused with a
+    ``CommitConflictError`` naming the file gone, and nothing is committed (no archive
+    dataset, no part of the partition). Before, the endpoint's answer to the copy of a
+    missing object carried no S3 error and the copy failed as ``NotS3Error``, "the endpoint
+    does not speak S3"."""
+    refused = _copy_racing(lake, stall_and_race, vacuum=True)
+    assert isinstance(refused, CommitConflictError)
+    assert "is gone" in str(refused)
+    assert "archive" not in lake.registry.read().datasets

@@ -20,7 +20,7 @@ def data(key: str, part: str = "part=0") -> DataFile:
     return DataFile("ds", f"datasets/ds/{part}/{key}", part, 1, 1, "sha256:0", '"e"', "w")
 
 
-def change(commit_id: str, digest: str = "sha256:a", **fields: Any) -> Change:
+def change(commit_id: str, digest: str | None = "sha256:a", **fields: Any) -> Change:
     return Change(dataset="ds", commit_id=commit_id, digest=digest, **fields)
 
 
@@ -285,9 +285,10 @@ def test_a_commit_under_a_token_below_a_recorded_takeover_is_reported() -> None:
 
 def test_a_takeover_acknowledged_is_held_to_its_record_in_the_root() -> None:
     """A takeover acknowledged must be in the root's records by the version returned (else
-    a holder paused past it is not refused); one recorded again later (its id past the
-    root's window, which a takeover has no dataset index beyond) is no violation: it only
-    raises the token to the one it raised already."""
+    a holder paused past it is not refused), and, as any change, recorded once: one
+    recorded again later (a retry of it past the root's window, which a takeover has no
+    dataset index beyond, taken as absent) is reported; acknowledged at a later version
+    than its record (settled by its token) is not."""
     took, early, registry = leased("c1", 1, at=1)
     registry.takeovers = {}
     problems = check([took, call("c1", early, version=1, op="lease")], registry)
@@ -295,4 +296,33 @@ def test_a_takeover_acknowledged_is_held_to_its_record_in_the_root() -> None:
         "ok takeover t2 (writer 0) acknowledged as v2, recorded at nowhere" in p for p in problems
     )
     registry.takeovers = {2: ("t2",), 3: ("t2",)}
-    assert check([took, call("c1", early, version=1, op="lease")], registry) == []
+    problems = check([took, call("c1", early, version=1, op="lease")], registry)
+    assert any("the change takeover t2 (writer 0) is applied 2 times" in p for p in problems)
+    registry.takeovers = {2: ("t2",)}
+    later = call("t2", took.changes[0], version=3, op="takeover")
+    assert check([later, call("c1", early, version=1, op="lease")], registry) == []
+
+
+def test_a_takeover_refused_though_recorded_is_reported_unless_superseded() -> None:
+    """A takeover that gave up (or was refused for any reason but a stale token) though the
+    root recorded it is reported, as any definite failure that landed is: its caller was
+    told the lease is not acquired while the registry fences for it. Refused as stale, it
+    may have been recorded before a later acquisition superseded it: the lease is not its
+    holder's either way, and the stale-fence check holds that a newer token was applied."""
+    took, early, registry = leased("c1", 1, at=1)
+    newer = takeover(Fence(LEADER, 3), "t3")
+    registry.takeovers = {2: ("t2",), 3: ("t3",)}
+    registry.applied_order[3] = ("t3",)
+    superseding = call("t3", newer, version=3, op="takeover", start=2.0)
+    gave_up = call("t2", *took.changes, outcome="gaveup", error="gave up", op="takeover")
+    problems = check([gave_up, superseding, call("c1", early, version=1, op="lease")], registry)
+    assert any("refused commit is in the registry" in p and "t2" in p for p in problems)
+    stale = call(
+        "t2",
+        *took.changes,
+        outcome="fail",
+        error_type="StaleFenceError",
+        error="stale",
+        op="takeover",
+    )
+    assert check([stale, superseding, call("c1", early, version=1, op="lease")], registry) == []

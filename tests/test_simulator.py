@@ -1837,6 +1837,38 @@ def test_past_the_window_switched_off_is_caught(monkeypatch: pytest.MonkeyPatch)
     assert any("is applied 2 times" in v for v in violations), violations[:3]
 
 
+#: ``RERUN_STALLED`` with two of three commits fenced by a lease of one of 32 datasets:
+#: the restarted commit is a takeover (seeds 8 and 10), re-run under its id after the
+#: others folded the killed run's intent, moved the root's window of 4 commits past its
+#: record and pruned its fate. A takeover names no dataset, so no commit-id index keeps it.
+TAKEOVER_RERUN_STALLED = dataclasses.replace(
+    RERUN_STALLED, datasets=32, mix=Mix.of([("append", 1), ("lease", 2)])
+)
+
+
+@pytest.mark.parametrize("seed", [8, 10])
+def test_a_takeover_rerun_after_its_id_left_the_window_is_recorded_once(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """FORMAT.md, "Lease takeovers": a takeover whose token the root records already is
+    applied, whether or not its record is still in the root's window (rules 2 and 3,
+    ``_decide.takeover_recorded``). A takeover killed as its intent went out and re-run
+    under its id once that intent was applied and its record had left the window: with the
+    token looked at, the re-run is acknowledged on the record that is there; looked at by
+    the window alone (as before), the takeover is applied a second time (large-sweep seeds
+    189 and 320 too; 299 gave up on a takeover the root had recorded)."""
+    config = dataclasses.replace(TAKEOVER_RERUN_STALLED, seed=seed)
+    result = simulate(config)
+    assert result.violations == []
+    (rerun,) = [i for i in result.invocations if i.restarts]
+    assert (rerun.op, rerun.outcome) == ("takeover", "ok")
+    monkeypatch.setattr(_decide, "takeover_recorded", lambda *_: False)
+    violations = simulate(config).violations
+    assert any(f"takeover {rerun.id}" in v and "applied 2 times" in v for v in violations), (
+        violations[:3]
+    )
+
+
 @pytest.mark.parametrize("seed", [1, 3])
 def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed(
     monkeypatch: pytest.MonkeyPatch, seed: int

@@ -108,6 +108,7 @@ from lakelock._lease._core import (
     initial_lease,
     parse_lease,
 )
+from lakelock._names import validate_lease_name
 from lakelock._s3 import ObjectStore, new_write_id
 from lakelock.errors import (
     LakelockError,
@@ -184,8 +185,8 @@ class Lease(Holding):
     ) -> None:
         super().__init__(f"lease {name!r}")
         self.takeovers = takeovers
+        self.name = name = validate_lease_name(name)
         self.key = lease_key(name, prefix=store.prefix)
-        self.name = name
         terms = Terms(ttl, timeout, poll_interval, margin, heartbeat, on_lost)
         setup = Setup.make(store, terms, owner_label, clock, sleep)
         self.terms, self.owner, self.server_clock = terms, setup.owner, setup.server_clock
@@ -343,15 +344,10 @@ class Lease(Holding):
             raise
 
     def _give_back(self, doc: LeaseDoc, etag: str) -> None:
-        """Release ``doc`` (just written, at ``etag``) once, if it is still as we wrote it;
-        a failure is logged: it then expires after its TTL as a crashed holder's would."""
-        target = decide_release(doc, self.owner)
-        if target is None:
-            return
+        """Release ``doc`` (just written, at ``etag``) as :meth:`release` does; a failure is
+        logged: it then expires after its TTL as a crashed holder's would."""
         try:
-            self._document.write(target, etag, new_write_id())
-        except RACED:
-            return  # someone else's document now: nothing of ours to release
+            self._write_released(doc, etag)
         except LakelockError:
             logger.warning(
                 "lease %r: could not release token %d after its takeover failed to be "
@@ -444,25 +440,30 @@ class Lease(Holding):
                 self._state = "idle"
 
     def _release_locked(self) -> None:
-        doc, etag = self._doc, self._etag
-        assert doc is not None
-        assert etag is not None
+        assert self._doc is not None
+        assert self._etag is not None
+        released = self._write_released(self._doc, self._etag)
+        if released is not None:
+            self._doc, self._etag = released
+
+    def _write_released(self, doc: LeaseDoc, etag: str) -> tuple[LeaseDoc, str] | None:
+        """Write ``doc`` (stored at ``etag``) released if it is still ours: the document and
+        ETag written, or ``None`` if there was nothing of ours to release. A swap that raced
+        or whose answer was lost is settled by reading the document back (our write id: it
+        landed; else decide again on what is there)."""
         for _ in range(MAX_RESOLVES):
             target = decide_release(doc, self.owner)
             if target is None:
-                return
+                return None
             write_id = new_write_id()
             try:
-                self._etag = self._document.write(target, etag, write_id)
-                self._doc = target
-                return
+                return target, self._document.write(target, etag, write_id)
             except UNSETTLED:
                 snap = self._document.read()
                 if snap is None:
-                    return
+                    return None
                 if snap.write_id == write_id:
-                    self._doc, self._etag = snap.doc, snap.etag
-                    return
+                    return snap.doc, snap.etag
                 doc, etag = snap.doc, snap.etag  # not ours any more, or ours unchanged: decide
         raise LeaseError(
             f"lease {self.name!r}: release did not land after {MAX_RESOLVES} attempts",

@@ -25,8 +25,11 @@ version holds), then replayed in version order. Judged, for each call (one line 
   applied (a call whose process was killed and restarted: at most once);
 - unknown, killed, running: applied at most once, and in all of its datasets or none;
 - a lease takeover (a commit naming no dataset, read from the root's records,
-  ``View.takeovers``) acknowledged: its token recorded by the version returned (FORMAT.md
-  promises no more of its own commit: :func:`_takeover_outcome`);
+  ``View.takeovers``) acknowledged: its token recorded by the version returned
+  (:func:`_takeover_outcome`); failed, unknown or killed: as any commit above, except that
+  one refused as stale may have been recorded before a later acquisition superseded it;
+  and, as any change, never recorded twice (a retry of one whose id left the root's window
+  is settled by its token, FORMAT.md "Lease takeovers");
 - a change applied more than once in a dataset; two changes under one commit id applied in
   one dataset, or in two datasets within the idempotency window (half of it: near its edge
   a commit may see the older record or not);
@@ -258,7 +261,7 @@ def _call_problems(
             change_at.setdefault(classes[n], {}).setdefault(name, []).extend(versions)
     for c, where in change_at.items():
         for name, versions in where.items():
-            if len(versions) > 1 and invocations[c].op != "takeover":
+            if len(versions) > 1:
                 inv = invocations[c]
                 problems.append(
                     f"the change {inv.op} {inv.id} (writer {inv.writer}) is applied "
@@ -268,7 +271,7 @@ def _call_problems(
         what = f"{inv.outcome} {inv.op} {inv.id} (writer {inv.writer})"
         if inv.outcome == "crash":
             problems.append(f"{what}: an exception other than a CommitError: {inv.error}")
-        if inv.op == "takeover":
+        if inv.op == "takeover" and inv.outcome == "ok":
             problems += _takeover_outcome(inv, applied.own.get(n, {}).get("", []))
             continue
         datasets = recorded_datasets(inv)
@@ -288,7 +291,11 @@ def _call_problems(
                 )
         elif inv.outcome in ("fail", "gaveup"):
             counts_own = {len(v) for v in own.values()}
-            if not inv.restarts and any(own.values()):
+            # A takeover refused as stale may have been recorded before a later acquisition
+            # superseded it: its record fences nothing any more, and the lease is not its
+            # holder's either way (whether a newer token was applied: _error_problems).
+            superseded = inv.op == "takeover" and inv.error_type == "StaleFenceError"
+            if not inv.restarts and not superseded and any(own.values()):
                 problems.append(f"refused commit is in the registry {own}: {what}: {inv.error}")
             elif counts_own - {0, 1}:
                 problems.append(f"commit recorded more than once {own}: {what}")
@@ -303,14 +310,10 @@ def _call_problems(
 
 
 def _takeover_outcome(inv: Invocation, versions: list[int]) -> list[str]:
-    """What FORMAT.md ("Lease takeovers") promises of a takeover's own commit: acknowledged,
-    its token recorded by the version returned. Not that it is recorded once, nor never
-    after a failure: a takeover that failed leaves the lease not acquired, the next
-    acquirer's token is higher, and a record that lands late or again only raises
-    ``fences`` to a token already reached or below it (what it fences is
-    :func:`_takeover_problems`')."""
-    if inv.outcome != "ok":
-        return []
+    """What FORMAT.md ("Lease takeovers") promises of a takeover acknowledged: its token
+    recorded by the version returned, not necessarily made by it (a retry whose id left the
+    root's window is settled by the token the root records, at the version it read; what
+    the takeover fences is :func:`_takeover_problems`')."""
     if not versions or min(versions) > (inv.version or 0):
         at = ", ".join(f"v{v}" for v in sorted(versions)) or "nowhere"
         return [

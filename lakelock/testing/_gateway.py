@@ -313,6 +313,14 @@ class Gateway:
         if source is None:
             return forward(self._backend, environ)
         with self._locks.hold([(source.bucket, source.key)], wait=True):
+            if source.version_id is None and self._head(source.bucket, source.key) is None:
+                # S3 names the missing source; moto answers 404 with no error document.
+                return s3_error(
+                    "404 Not Found",
+                    "NoSuchKey",
+                    "The specified key does not exist.",
+                    key=source.key,
+                )
             try:
                 failed = self._check_copy_source(source, headers)
             except BadCondition as error:

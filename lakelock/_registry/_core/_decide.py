@@ -17,9 +17,12 @@ The rules:
 2. **Settle before apply** (:func:`settle`, :func:`past_the_window`, :func:`indexed_version`):
    a batch first ends every commit whose fate the root already records, or whose commit id
    is recorded (the window, the commit-id index): never applied twice; made here, or
-   ``already_committed``, as the record's intent says (:func:`made_here`).
+   ``already_committed``, as the record's intent says (:func:`made_here`). A lease
+   takeover names no dataset, so no index keeps its id past the window: one whose token
+   the root records already is applied (:func:`takeover_recorded`).
 3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
-   commit id is recorded is ``applied`` at that version, not applied again.
+   commit id is recorded (or a takeover whose token is) is ``applied`` at that version,
+   not applied again.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
    when the server's clock says it is older than the TTL; and (:func:`too_old_to_apply`) a
    writer applies its own passed-over intent only while it is younger than half the TTL.
@@ -70,6 +73,7 @@ from lakelock._registry._changes import (
     Applied,
     Change,
     apply_change,
+    is_takeover,
     manifests_needed,
     oldest_write,
     reused_commit_id,
@@ -124,6 +128,7 @@ __all__ = [
     "reused_in_batch",
     "settle",
     "swap_may_land",
+    "takeover_recorded",
     "too_old_to_reference",
     "vacuum_horizon",
     "vacuumed",
@@ -180,6 +185,12 @@ def settle(
             ours = made_here(doc, p, record.version, made, intent=record.intent)
             found.append(Settled(p, version=record.version, already=not ours))
             continue
+        if p.changes and all(takeover_recorded(doc, c) for c in p.changes):
+            # Its id left the window (or it would be found above); the token is ours alone,
+            # so a commit of this id recorded it: this one's, unless no swap or intent of
+            # ours may have made it (a killed run's, re-run here).
+            found.append(Settled(p, version=doc.version, already=not (made or p.intent_sent)))
+            continue
         if doc.format_version < 2:
             continue
         passed_over = p.intent is not None and p.intent_sent and p.intent <= doc.watermark
@@ -192,6 +203,18 @@ def settle(
                 ours = by == p.intent if by is not None else passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
     return found
+
+
+def takeover_recorded(doc: RegistryDoc, change: Change) -> bool:
+    """Rules 2 and 3 for a lease takeover (FORMAT.md, "Lease takeovers"): whether ``doc``
+    records ``change``'s token as the highest of its lease already. Every acquisition takes
+    a token of its own and acts on it only once its takeover is recorded, so that token in
+    ``fences`` was put there by a commit of this takeover's id: it is applied, whether or
+    not its record is still in the window (a takeover names no dataset, so no commit-id
+    index keeps it beyond). A higher token recorded is another acquisition's: the takeover
+    is refused as stale when applied, as its first attempt would have been."""
+    fence = change.fence
+    return is_takeover(change) and fence is not None and doc.fences.get(fence.name) == fence.token
 
 
 def made_here(
@@ -311,6 +334,8 @@ def recorded_version(
     record = doc.commit(change.commit_id)
     if record is not None:
         return reused_commit_id(record, change) or record.version
+    if takeover_recorded(doc, change):
+        return doc.version
     if change.generated_id or doc.format_version < 2:
         return None
     indexed = indexed_version(doc, (change,), objects)

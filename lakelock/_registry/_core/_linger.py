@@ -32,7 +32,8 @@ __all__ = ["AWAY", "away_after", "linger", "lingering"]
 #: A folder whose last swap carried others' intents then lingers after all, as one whose
 #: caller pauses does: else the writers it folded for send their next intents and wait out
 #: their patience (``MAX_WAITS`` rounds of a root standing still, a second or more) before
-#: one of them folds, once for every folder that finishes its burst.
+#: one of them folds, once for every folder that finishes its burst. Four times: callers
+#: that pause at random rarely pause that long (docs/decisions/0046-linger-when-the-caller-is-away.md).
 AWAY = 4.0
 
 

@@ -33,7 +33,8 @@ __all__ = ["AWAY", "away_after", "linger", "lingering"]
 #: caller pauses does: else the writers it folded for send their next intents and wait out
 #: their patience (``MAX_WAITS`` rounds of a root standing still, a second or more) before
 #: one of them folds, once for every folder that finishes its burst. Four times: callers
-#: that pause at random rarely pause that long (docs/decisions/0046-linger-when-the-caller-is-away.md).
+#: that pause at random rarely pause that long
+#: (docs/decisions/0046-linger-when-the-caller-is-away.md).
 AWAY = 4.0
 
 

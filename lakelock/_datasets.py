@@ -28,9 +28,15 @@ success is the answer: the other copy is refused, or resolved as ours (docs/FORM
 
 Generated names are unique, so such writes never collide. A caller-given ``file_name`` makes
 a write idempotent across pipeline retries, the AWS blog's duplicate-upload case: the same
-name in the same partition is the same key, so a second writer (or a retry of a pipeline
-whose first run got through) gets ``AlreadyExistsError`` and must stop retrying; nothing is
-ever overwritten. Partitions are uploaded in partition-path order, so writers racing with
+name in the same partition is the same key, and nothing is ever overwritten. A second
+writer of other bytes there gets ``AlreadyExistsError`` and must stop retrying. The same
+bytes there (its size and recorded checksum: an earlier run of the same job, refused or
+killed before its commit, or committed) are taken as this write's, without a write time,
+so that its commit decides: registered already is ``FileAlreadyRegisteredError`` (the
+first run got through; ``Lake.append`` checks such files as ``registry.commit`` does,
+FORMAT.md rule 14), older than half the vacuum floor ``ObjectTooOldError`` (rule 10);
+otherwise the re-run commits what the refused run left, where it would have been refused
+for ever before. Partitions are uploaded in partition-path order, so writers racing with
 the same ``file_name`` over the same partitions contend first on the same key and the losers
 stop before writing anything.
 
@@ -86,7 +92,13 @@ from lakelock._registry._core._driver import HEDGED_BODY
 from lakelock._s3 import ObjectStore, PutResult, new_write_id
 from lakelock._s3._types import read_all
 from lakelock._stats import FileStats, footer_stats
-from lakelock.errors import InvalidNameError, SchemaMismatchError, StorageError
+from lakelock.errors import (
+    AlreadyExistsError,
+    InvalidNameError,
+    NotFoundError,
+    SchemaMismatchError,
+    StorageError,
+)
 
 __all__ = [
     "CHECKSUM_METADATA",
@@ -164,7 +176,8 @@ def write_table(
     Raises :class:`~lakelock.errors.InvalidNameError` (nothing written) for a bad dataset,
     column, type, value, file name or too long a key; the store's errors otherwise, notably
     :class:`~lakelock.errors.AlreadyExistsError` when a file's key is taken by another
-    writer (see the module docstring for what a failure leaves behind).
+    writer's bytes (the same bytes, an earlier run's, are returned as written: see the
+    module docstring, which also says what a failure leaves behind).
     """
     if not isinstance(table, pa.Table):
         raise TypeError(f"table must be a pyarrow.Table, not {type(table).__name__}")
@@ -353,7 +366,15 @@ def _upload(
         )
         sent = time.monotonic()
         try:
-            result = hedged(put) if hedged is not None else put()
+            try:
+                result = hedged(put) if hedged is not None else put()
+            except AlreadyExistsError:
+                earlier = _earlier_upload(store, dataset, plan)
+                if earlier is None:
+                    raise
+                meter.finish()
+                written.append(earlier)
+                continue
         except Exception as error:
             setattr(error, _WRITTEN_ATTRIBUTE, tuple(written))
             if written:
@@ -376,6 +397,31 @@ def _upload(
             )
         )
     return written
+
+
+def _earlier_upload(store: ObjectStore, dataset: str, plan: _Planned) -> DataFile | None:
+    """The file at ``plan.key`` if it is this very upload made before (its size and
+    recorded checksum ours: a caller-given name written by a run refused or killed before
+    its commit), else None (another writer's file). It has no write time here: its commit
+    looks up its ``LastModified`` against the vacuum floor (FORMAT.md rule 10), and checks
+    that it is not live already (rule 14: the first run's commit may have landed)."""
+    try:
+        there = store.head(plan.key)
+    except NotFoundError:  # deleted since (vacuum took an orphan): not ours to name
+        return None
+    if there.size != plan.size or there.metadata.get(CHECKSUM_METADATA) != plan.checksum:
+        return None
+    return DataFile(
+        dataset=dataset,
+        key=plan.key,
+        partition_path=plan.partition_path,
+        size=there.size,
+        record_count=plan.records,
+        checksum=plan.checksum,
+        etag=there.etag,
+        write_id=there.write_id or "",
+        stats=plan.stats,
+    )
 
 
 def written_at(result: PutResult, took: float) -> float | None:

@@ -35,7 +35,8 @@ def append_written(
     operation only, and the commit is bound to its files summarised as a ``registry.commit``
     binds them (rows and statistics per partition, not the split into files:
     :func:`~lakelock._registry._builder.summary_digest`), so the same rows split otherwise
-    are a retry of a commit still in flight, and other rows another change."""
+    are a retry of a commit still in flight, and other rows another change. No files (no
+    rows) commit nothing (``result.empty``), and the commit id is not recorded."""
     commit = CommitBuilder(
         lake.registry,
         dataset,
@@ -49,6 +50,10 @@ def append_written(
     if isinstance(planned, CommitResult):
         return planned
     files, schema = write()
+    if not files:
+        # No rows: nothing is committed and the id stays unrecorded, as Lake.append's empty
+        # table (a re-run that finds the rows commits them, not "already committed").
+        return commit.empty(planned.version)
     commit.declare(schema=schema)
     commit.add(files)
     commit.bind_to_files()

@@ -98,7 +98,8 @@ class WriteOptions(TypedDict, total=False):
     #: A lease's or path lock's fencing token, checked by the registry.
     fence: Fence | tuple[str, int] | None
     #: The data files' name in each partition (default: a generated, unique one): a
-    #: caller-given name makes the upload idempotent (:mod:`lakelock._datasets`).
+    #: caller-given name makes the upload idempotent (:mod:`lakelock._datasets`): the re-run
+    #: of a run refused after its upload commits the files it left.
     file_name: str | None
     #: ``progress(done, total)``, called as the files are uploaded (bytes).
     progress: Progress | None
@@ -150,8 +151,10 @@ class TableOperations:
         operation and rows: see :mod:`lakelock._digest`), nothing is written and the earlier
         commit is reported (``already_committed``): a re-run pipeline appends once; recorded
         for another change, it is :class:`~lakelock.errors.CommitIdReusedError`. An empty
-        table (no rows) is checked like any other, then appends nothing: no file, no
-        registry version; the result says so (``empty``, ``version`` the current one).
+        table (no rows) is checked like any other (its commit id, partition columns and
+        column names; not its column types, null in a table built from no rows), then
+        appends nothing: no file, no registry version; the result says so (``empty``,
+        ``version`` the current one).
         """
         return self._put("append", dataset, table, None, **options)
 
@@ -198,22 +201,22 @@ class TableOperations:
         dataset = validate_dataset_name(dataset)
         columns = partition_columns(partition_by)
         schema = table_schema(table, columns, dataset)
-        if operation == "append" and table.num_rows == 0:
-            return CommitResult(
-                self.registry.read().version, commit_id or "", attempts=0, empty=True
-            )
         replaced: tuple[str, ...] | None = None
         if partitions == "all":
             replaced = ("",)
         elif partitions is not None:
             replaced = tuple(partition_prefix(columns, p) for p in _specs(partitions))
+        # An empty append commits nothing, so its columns' types are not held against the
+        # dataset's (a table built from no rows has null-typed columns); its commit id and
+        # partition columns are.
+        nothing = operation == "append" and table.num_rows == 0
         commit = CommitBuilder(
             self.registry,
             dataset,
             operation,
             commit_id=commit_id,
             fence=fence,
-            schema=schema,
+            schema=None if nothing else schema,
             partition_by=columns,
             schema_mode=checked_schema_mode(schema_mode),
             properties=_properties(properties),
@@ -224,7 +227,10 @@ class TableOperations:
         planned = commit.check()
         if isinstance(planned, CommitResult):
             return planned
-        if replaced is None and table.num_rows == 0:  # an overwrite of nothing
+        if replaced is None and table.num_rows == 0:
+            # An empty append or an overwrite of nothing, checked like any other (its commit
+            # id, partition columns and schema, above): an id recorded for other rows is
+            # CommitIdReusedError, not "nothing was committed under it".
             return commit.empty(planned.version)
         if replaced is not None:
             outside = [p for p in _table_partitions(table, columns) if not _covered(p, replaced)]
@@ -241,7 +247,9 @@ class TableOperations:
             file_name=file_name,
             progress=progress,
         )
-        commit.add(files)
+        # A caller-given name may be a file an earlier run of this job wrote (and perhaps
+        # committed): the commit checks it is not live already (FORMAT.md rule 14).
+        commit.add(files, existing=file_name is not None)
         if operation == "overwrite":
             if replaced is None:
                 replaced = tuple(dict.fromkeys(f.partition_path for f in files))

@@ -118,9 +118,11 @@ def append(
     :class:`~lakelock.errors.CommitIdReusedError`. The commit is bound to its files' rows,
     null counts and bounds per lake partition, however the frame is split: recorded while
     the tasks write (a first run still in flight), the same rows are a retry and other rows
-    ``CommitIdReusedError``. A ``partition_by`` other than the dataset's is refused before
-    any task runs; the schema follows
-    :meth:`lakelock.Lake.append`'s rules (``schema_mode``), checked at the commit."""
+    ``CommitIdReusedError``. A frame without rows commits nothing and records no commit
+    id (``result.empty``), as :meth:`lakelock.Lake.append`'s empty table. A
+    ``partition_by`` other than the dataset's is refused before any task runs; the schema
+    follows :meth:`lakelock.Lake.append`'s rules (``schema_mode``), checked at the
+    commit."""
     dataset = validate_dataset_name(dataset)
     columns = partition_columns(partition_by)
     return append_written(

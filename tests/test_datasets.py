@@ -434,9 +434,11 @@ def test_threads_racing_on_one_file_name(
 
 
 def test_partial_write_reports_what_it_wrote(store: ObjectStore) -> None:
-    """Partition 2 of 3 taken: error raised, partition 1 reported and kept, 3 not attempted."""
+    """Partition 2 of 3 taken (another writer's rows): error raised, partition 1 reported
+    and kept, 3 not attempted."""
     table = pa.table({"id": [1, 2, 3], "p": ["a", "b", "c"]})
-    [theirs] = write_table(store, "d", table.slice(1, 1), partition_by=["p"], file_name="f.parquet")
+    other = pa.table({"id": [20], "p": ["b"]})
+    [theirs] = write_table(store, "d", other, partition_by=["p"], file_name="f.parquet")
     with pytest.raises(AlreadyExistsError) as info:
         write_table(store, "d", table, partition_by=["p"], file_name="f.parquet")
     [ours] = written_before(info.value)

@@ -439,7 +439,7 @@ def test_commit_window_bounds_the_root(store: ObjectStore) -> None:
     """Only the newest `commit_window` commit ids are kept."""
     reg = registry(store, commit_window=3)
     for n in range(5):
-        reg.commit("sales", commit_id=f"c{n}")
+        reg.commit("sales", commit_id=f"c{n}", properties={"n": str(n)})
     assert committed_ids(store) == ["c2", "c3", "c4"]
 
 

@@ -46,7 +46,7 @@ from lakelock._mirror._iceberg import column_ids
 from lakelock._names import partition_path
 from lakelock._s3 import ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
-from lakelock.errors import AlreadyExistsError, InvalidNameError, NotFoundError
+from lakelock.errors import AlreadyExistsError, InvalidNameError, NotFoundError, StorageError
 
 __all__ = [
     "STEERED",
@@ -463,7 +463,9 @@ def _entries(io_: _LakeIO, snapshot: Any) -> tuple[dict[str, Any], list[str]]:
         raise CatalogError.bad_request(f"snapshot {sid} has no manifest list")
     try:
         manifests = list(read_manifest_list(cast(Any, io_.new_input(location))))
-    except CatalogError:
+    except (CatalogError, StorageError):
+        # The store failing to hand it over says nothing of the request: not a 400, which
+        # tells the engine its commit will never be taken (the server's answer: a 503).
         raise
     except Exception as error:  # the Avro reader's own errors: the file is not a list
         raise CatalogError.bad_request(
@@ -481,7 +483,7 @@ def _entries(io_: _LakeIO, snapshot: Any) -> tuple[dict[str, Any], list[str]]:
             continue
         try:
             entries = manifest.fetch_manifest_entry(cast(Any, io_), discard_deleted=False)
-        except CatalogError:
+        except (CatalogError, StorageError):
             raise
         except Exception as error:
             raise CatalogError.bad_request(

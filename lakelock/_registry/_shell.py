@@ -334,7 +334,9 @@ class Registry:
         ``remove_partitions`` removes every file of the partitions at or under those paths
         (``""``: all) as they are when the commit applies (files added by this commit stay);
         ``operation`` names the commit in the log (default ``"commit"``). A new dataset
-        without ``partition_by`` takes the partition columns its files' paths name."""
+        without ``partition_by`` takes the partition columns its files' paths name. Nothing
+        to add, remove or declare under a ``commit_id`` commits nothing (``result.empty``)
+        and leaves the id unrecorded, as an empty ``Lake.append`` does."""
         partitions = tuple(dict.fromkeys(validate_partition_path(p) for p in remove_partitions))
         commit = CommitBuilder(
             self,
@@ -352,6 +354,17 @@ class Registry:
             (r.key if isinstance(r, DataFile) else r for r in remove), partitions=partitions
         )
         commit.bind_to_files()
+        declared = schema is not None or partition_by is not None or properties is not None
+        if commit_id is not None and not (add or remove or partitions or declared):
+            # Nothing under an id the caller chose (a cluster job whose workers found no
+            # rows): checked like any other commit of it, then nothing is recorded, as
+            # Lake.append's empty table: the run that has the files commits them under
+            # that id, and a dataset not made yet is not made without its partition
+            # columns.
+            planned = commit.check()
+            if isinstance(planned, CommitResult):
+                return planned
+            return commit.empty(planned.version)
         return commit.commit()
 
     def commit_changes(self, changes: Sequence[Change]) -> CommitResult:

@@ -379,6 +379,14 @@ class S3Endpoint:
         result: dict[str, int] = self._control("GET", "areas")
         return result
 
+    def refused(self) -> dict[str, int]:
+        """Answers other than 2xx per S3 operation, part of the lake's layout and status, as
+        ``{"PutObject root 412": 15, "PutObject root 503": 2, ...}``, since start or the last
+        :meth:`reset_stats`: the compare-and-swaps a protocol lost, its conflicts and
+        throttles."""
+        result: dict[str, int] = self._control("GET", "refused")
+        return result
+
     def traffic(self) -> dict[str, int]:
         """Body bytes the endpoint received (``in``) and sent (``out``) since start or the
         last :meth:`reset_stats`: what requests moved, as the server counts it."""

@@ -177,3 +177,22 @@ def test_simulate_with_an_unknown_knob_lists_the_knobs(in_process: InProcess) ->
     last = result.stderr.splitlines()[-1]
     assert last.startswith("lakelock simulate: error: argument --policy: unknown field 'max_folds'")
     assert "max_fold," in last
+
+
+@pytest.mark.parametrize(
+    ("argv", "listed"),
+    [((), ("registry", "doctor", "serve", "simulate")), (("registry",), ("show", "configure"))],
+)
+def test_a_command_left_out_lists_the_commands(
+    in_process: InProcess, argv: tuple[str, ...], listed: tuple[str, ...]
+) -> None:
+    """``lakelock`` alone, or ``lakelock registry`` without an action, shows the commands
+    there are (exit 2, the error last), where a usage line named none of them."""
+    result = in_process(*argv)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[-1].endswith(
+        "error: the following arguments are required: " + ("ACTION" if argv else "COMMAND")
+    )
+    commands = {line.split()[0] for line in lines if line.startswith("    ")}
+    assert set(listed) <= commands

@@ -999,7 +999,7 @@ def test_simulate_runs_the_commit_core_with_a_policy() -> None:
     assert data["commits"] > 0
     assert data["areas"]["PutObject root"] > 0
     assert data["bound_cas"] == pytest.approx(70.0 * 3)  # min(writers, max_fold + its own)
-    assert main(["simulate", "--policy", "no_such_knob=1", "--writers", "1"]) == 1
+    assert main(["simulate", "--policy", "no_such_knob=1", "--writers", "1"]) == 2
 
 
 def test_simulate_traces_every_request_the_same_way_each_time(tmp_path: Any) -> None:

@@ -343,8 +343,10 @@ class Outcome:
     ends: list[float] = field(default_factory=list)
     failures: int = 0
     first_error: str | None = None
-    # CPU seconds the writer's process used during the loop (processes mode: all its threads).
+    # CPU seconds the writer's process used during the loop (processes mode: all its threads),
+    # and until its first append returned (a burst's first commit pays for the cold start).
     cpu_seconds: float = 0.0
+    first_cpu_seconds: float = 0.0
 
 
 def append_loop(handle: Handle, rows: int, deadline: float | None, appends: int) -> Outcome:
@@ -365,6 +367,8 @@ def append_loop(handle: Handle, rows: int, deadline: float | None, appends: int)
             continue
         out.latencies.append(time.perf_counter() - started)
         out.ends.append(time.monotonic())
+        if len(out.latencies) == 1:
+            out.first_cpu_seconds = time.process_time() - cpu
     out.cpu_seconds = time.process_time() - cpu
     return out
 
@@ -577,11 +581,17 @@ class Sample:
     whole_rate: float = 0.0
     elapsed: float = 0.0
     ops: dict[str, int] = field(default_factory=dict)
+    # Answers other than 2xx per operation, area and status (lost swaps' 412s, 409s, 503s).
+    refused: dict[str, int] = field(default_factory=dict)
     traffic: dict[str, int] = field(default_factory=dict)
     # CPU seconds used during the run by the writers (their processes, or this one in threads
     # mode) and by the endpoint's process.
     writers_cpu: float = 0.0
     endpoint_cpu: float = 0.0
+    # Of the writers' CPU (processes mode only), what their first appends used.
+    first_cpu: float = float("nan")
+    # Writers that committed at least once: the first commits.
+    first_commits: int = 0
 
     @property
     def rate(self) -> float:
@@ -665,6 +675,7 @@ def timed_run(
         elapsed = time.monotonic() - started
         outcomes = results
         writers_cpu = time.process_time() - own_cpu
+        first_cpu = float("nan")  # the threads share one process's CPU
     else:
         assert pool is not None
         for w in range(writers):
@@ -680,10 +691,12 @@ def timed_run(
         outcomes = [Outcome(**pool.receive(w, "done")) for w in range(writers)]
         elapsed = time.monotonic() - started
         writers_cpu = sum(o.cpu_seconds for o in outcomes)
+        first_cpu = sum(o.first_cpu_seconds for o in outcomes)
 
     endpoint_cpu = endpoint.cpu_seconds() - endpoint_cpu
     ops = endpoint.areas()  # per operation and part of the layout (root, intents, data...)
     traffic = endpoint.traffic()
+    refused = endpoint.refused()
     requests = sum(ops.values())
     endpoint.clear_faults()
     latencies = sorted(x for o in outcomes for x in o.latencies)
@@ -716,9 +729,12 @@ def timed_run(
         whole_rate=len(latencies) / elapsed if elapsed > 0 else float("nan"),
         elapsed=elapsed,
         ops=ops,
+        refused=refused,
         traffic=traffic,
         writers_cpu=writers_cpu,
         endpoint_cpu=endpoint_cpu,
+        first_cpu=first_cpu,
+        first_commits=len(firsts),
     )
 
 
@@ -804,19 +820,36 @@ def breakdown(cell: Cell, runs: list[dict[str, Sample]], systems: Sequence[str])
             f"{op} {count / commits:.2f}"
             for op, count in sorted(sample.ops.items(), key=lambda kv: -kv[1])
         )
+        answers = ", ".join(
+            f"{answer} {count / commits:.2f}"
+            for answer, count in sorted(sample.refused.items(), key=lambda kv: -kv[1])
+        )
         moved = sum(sample.traffic.values()) / commits / 1024
         busy = (sample.writers_cpu + sample.endpoint_cpu) / sample.elapsed
         lines.append(
             f"- {system}, {cell.writers} {cell.mode}, {cell.load}, {cell.latency_ms} ms: "
-            f"per commit {ops}; {moved:.1f} KiB moved; CPU "
+            f"per commit {ops}; answered other than 2xx {answers or 'none'}; "
+            f"{moved:.1f} KiB moved; CPU "
             f"{1000 * sample.writers_cpu / commits:.1f} ms in the writers + "
             f"{1000 * sample.endpoint_cpu / commits:.1f} ms in the endpoint "
+            f"{first_and_later(sample)}"
             f"({busy:.2f} of {os.cpu_count()} cores busy); each writer's first append "
             f"{sample.first_mean_ms:.0f} ms on average, p99 of the others "
             f"{sample.p99_later_ms:.0f} ms; {sample.whole_rate:.1f} commits/s over the whole "
             f"run"
         )
     return lines
+
+
+def first_and_later(sample: Sample) -> str:
+    """The writers' CPU a first commit and a later one (processes mode: each writer's first
+    append pays for its cold start), or nothing."""
+    later = sample.all_commits - sample.first_commits
+    if math.isnan(sample.first_cpu) or not sample.first_commits or not later:
+        return ""
+    first = 1000 * sample.first_cpu / sample.first_commits
+    rest = 1000 * (sample.writers_cpu - sample.first_cpu) / later
+    return f"(the writers' {first:.1f} ms a first commit, {rest:.1f} ms a later one) "
 
 
 def grid(args: argparse.Namespace) -> list[Cell]:

@@ -24,6 +24,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lakelock import __version__
 from lakelock._cli import (
@@ -61,8 +62,21 @@ _COMMANDS = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a command (or a ``registry`` action) left out shows the help
+    listing them, not only a usage line that names none."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("the following arguments are required: ") and (
+            "COMMAND" in message or "ACTION" in message
+        ):
+            self.print_help(sys.stderr)
+            self.exit(2, f"{self.prog}: error: {message}\n")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lakelock",
         description="Many writers, one S3 data lake, no coordinator but S3's conditional requests.",
     )

@@ -703,7 +703,7 @@ def test_serve_refuses_a_bad_policy_file(tmp_path: Path, in_process: InProcess) 
     start half-configured)."""
     bad = tmp_path / "policy.json"
     bad.write_text("{not json")
-    result = in_process("serve", "--port", "0", "--bucket", "b1", "--policy", str(bad))
+    result = in_process("serve", "--port", "0", "--bucket", "lake1", "--policy", str(bad))
     assert_one_line_error(result, "not valid JSON")
 
 

@@ -517,3 +517,22 @@ def test_a_body_that_cannot_tell_its_length_keeps_100_continue() -> None:
         params: dict[str, Any] = {"headers": {"Expect": "100-continue"}, "body": body}
         _drop_expect_for_small_bodies(params)
     assert params["headers"] == {"Expect": "100-continue"}
+
+
+def test_the_endpoint_counts_every_answer_other_than_2xx(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """What a benchmark reads to tell a protocol's lost compare-and-swaps (412) from its
+    conflicts (409) and throttles (503): each answer other than 2xx, by operation, part of
+    the layout and status; answers that succeeded are not there, and a reset clears them."""
+    stale = store.put("doc", b"v1").etag
+    store.put("doc", b"v2", mode=IfMatch(stale))
+    s3.reset_stats()
+    with pytest.raises(PreconditionFailedError):
+        store.put("doc", b"v3", mode=IfMatch(stale))
+    with pytest.raises(NotFoundError):
+        store.get("missing")
+    assert store.get("doc").body == b"v2"
+    assert s3.refused() == {"PutObject other 412": 1, "GetObject other 404": 1}
+    s3.reset_stats()
+    assert s3.refused() == {}

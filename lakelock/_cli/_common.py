@@ -38,13 +38,16 @@ from lakelock._client import s3_client
 from lakelock._durations import duration_seconds, format_duration
 from lakelock._lake import Lake
 from lakelock._names import parse_lake_url as parse_lake_url_parts
-from lakelock._names import validate_dataset_name
+from lakelock._names import validate_bucket_name, validate_dataset_name
 from lakelock.errors import (
     AccessDeniedError,
+    DatasetNotFoundError,
     InvalidArgumentError,
     InvalidNameError,
     LakelockError,
     NotFoundError,
+    StorageError,
+    VersionNotFoundError,
 )
 
 __all__ = [
@@ -57,8 +60,10 @@ __all__ = [
     "add_listen_options",
     "add_progress_option",
     "add_s3_options",
+    "bucket_name",
     "client_for",
     "dataset_name",
+    "endpoint_url",
     "format_duration",
     "format_size",
     "format_time",
@@ -100,6 +105,7 @@ def add_s3_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("S3 connection")
     group.add_argument(
         "--endpoint-url",
+        type=endpoint_url,
         metavar="URL",
         help="S3 endpoint (MinIO, R2, Ceph, `lakelock serve`); default: AWS or $AWS_ENDPOINT_URL",
     )
@@ -192,6 +198,26 @@ def number_type(
         return value
 
     return number
+
+
+def bucket_name(text: str) -> str:
+    """An S3 bucket name (argparse type): one S3 would refuse is a usage error here, not a
+    lake that lakelock refuses later."""
+    try:
+        return validate_bucket_name(text)
+    except InvalidNameError as error:
+        raise argparse.ArgumentTypeError(f"{error.reason}, got {text!r}") from None
+
+
+def endpoint_url(text: str) -> str:
+    """An endpoint URL (argparse type): ``http://`` or ``https://`` and a host, as boto3
+    needs it; a bare ``host:port`` is a usage error saying so."""
+    scheme, _, rest = text.partition("://")
+    if scheme not in ("http", "https") or not rest.strip("/"):
+        raise argparse.ArgumentTypeError(
+            f"expected http://host[:port] or https://host[:port], got {text!r}"
+        )
+    return text
 
 
 def dataset_name(text: str) -> str:
@@ -436,13 +462,47 @@ def describe_error(error: BaseException, args: argparse.Namespace | None = None)
             return f"AWS profile not found: {cause.kwargs.get('profile')!r}"
         if isinstance(cause, NoRegionError):
             return "no AWS region configured: pass --region or set AWS_DEFAULT_REGION"
+    code, bucket = _s3_code(error)
+    if code == "NoSuchBucket":
+        return f"bucket {bucket!r} does not exist" if bucket else "the bucket does not exist"
+    if code in _REFUSED_CREDENTIALS:
+        return (
+            f"the S3 endpoint refused these credentials ({code}): check AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or --profile, for this endpoint"
+        )
+    if isinstance(error, DatasetNotFoundError) and not isinstance(error, VersionNotFoundError):
+        url = getattr(getattr(args, "url", None), "url", None)
+        if url is not None:
+            return f"{error}: `lakelock registry show {url}` lists its datasets"
     if isinstance(error, ClientError):
         info = error.response.get("Error", {})
         return f"{info.get('Code', 'error')}: {info.get('Message', str(error))}"
     if isinstance(error, InvalidArgumentError):
         return str(error)
+    if isinstance(error, OSError) and type(error) in _OS_ERRORS and error.strerror:
+        where = f": {error.filename}" if error.filename is not None else ""
+        return f"{error.strerror}{where}"
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
+
+
+#: The operating system's errors, as Python raises them for a file or a socket (subclasses of
+#: OSError that lakelock raises, such as its storage errors, say more in their own words).
+_OS_ERRORS = (OSError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+#: The S3 error codes of a request signed with credentials the endpoint does not accept.
+_REFUSED_CREDENTIALS = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch"})
+
+
+def _s3_code(error: BaseException) -> tuple[str | None, str | None]:
+    """The S3 error code of ``error`` (a lakelock storage error, or boto3's own) and the
+    bucket it was about, when known."""
+    if isinstance(error, StorageError):
+        return error.code, error.bucket
+    if isinstance(error, ClientError):
+        bucket = error.response.get("Error", {}).get("BucketName")
+        return error.response.get("Error", {}).get("Code"), bucket
+    return None, None
 
 
 def is_expected(error: BaseException) -> bool:

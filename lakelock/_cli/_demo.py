@@ -51,8 +51,11 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as error:
         if error.name == "lakelock._demo":
             raise NotImplementedError("this lakelock version has no demo") from error
-        # The `local` extra (moto) is missing.
-        raise OSError(f"lakelock demo needs the embedded S3 endpoint: {error}") from error
+        # The `local` extra (moto) is missing: say what to install, once.
+        raise OSError(
+            "lakelock demo runs on the embedded S3 endpoint, which needs the `local` extra: "
+            "pip install 'lakelock[local]'"
+        ) from error
     status: int = run_demo(
         writers=args.writers,
         seconds=args.seconds,

@@ -23,6 +23,7 @@ from lakelock._cli._common import (
 from lakelock._cli._progress import ProgressBar, progress_wanted
 from lakelock._lake import Lake
 from lakelock._mirror import FORMATS, MirrorResult, check_formats
+from lakelock.errors import InvalidNameError
 
 __all__ = ["add_parser", "run"]
 
@@ -44,7 +45,11 @@ def add_parser(commands: Any) -> None:
 
 
 def _formats(text: str) -> tuple[str, ...]:
-    return check_formats([part.strip() for part in text.split(",") if part.strip()])
+    """``iceberg,delta`` (argparse type): an unknown format is a usage error naming it."""
+    try:
+        return check_formats([part.strip() for part in text.split(",") if part.strip()])
+    except InvalidNameError as error:
+        raise argparse.ArgumentTypeError(f"{error.reason}, got {text!r}") from None
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

@@ -164,7 +164,12 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
     add_dataset_option(parser, "only commits to this dataset")
     parser.add_argument(
-        "-n", "--limit", type=int, default=20, metavar="N", help="at most N commits (default 20)"
+        "-n",
+        "--limit",
+        type=number_type(int, lambda value: value >= 1, "a positive integer"),
+        default=20,
+        metavar="N",
+        help="at most N commits (default 20)",
     )
 
 
@@ -234,8 +239,6 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    if args.limit < 1:
-        raise ValueError("--limit must be at least 1")
     lake, snap = _read(args)
     if args.dataset is not None:
         entries = [

@@ -11,6 +11,7 @@ the S3 endpoint.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +23,7 @@ from lakelock._cli._catalog import add_catalog_options, catalog_banner, catalog_
 from lakelock._cli._common import (
     add_command,
     add_listen_options,
+    bucket_name,
     parse_lake_url,
     port_number,
     wait_for_interrupt,
@@ -85,6 +87,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bucket",
         action="append",
+        type=bucket_name,
         default=[],
         metavar="NAME",
         help="create this bucket at start (repeat for several)",
@@ -157,6 +160,21 @@ def _catalog_url(text: str) -> str:
     return text
 
 
+def _listen(make_server: Any, args: argparse.Namespace, **options: Any) -> Any:
+    """``make_server`` on ``--host`` and ``--port``; a port in use says which option to
+    change."""
+    try:
+        return make_server(args.host, args.port, **options)
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+        message = (
+            f"port {args.port} of {args.host} is in use: stop what listens there, or pass "
+            "another --port (0: any free port)"
+        )
+        raise OSError(error.errno, message) from error
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         from lakelock.testing import (  # noqa: PLC0415 - moto: the optional `local` extra
@@ -181,9 +199,7 @@ def run(args: argparse.Namespace) -> int:
     credentials = None
     if args.auth:
         credentials = dict.fromkeys([DEFAULT_ACCESS_KEY, *principals], DEFAULT_SECRET_KEY)
-    server, gateway = make_server(
-        args.host, args.port, principals=principals, credentials=credentials
-    )
+    server, gateway = _listen(make_server, args, principals=principals, credentials=credentials)
     thread = threading.Thread(target=server.serve_forever, name="lakelock-serve", daemon=True)
     thread.start()
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -15,6 +16,8 @@ import orjson
 
 from lakelock._cli._common import add_command, add_progress_option, number_type
 from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock._registry._core import FoldPolicy
+from lakelock._registry._core._schedule import FIXED
 from lakelock._sim._faults import Brownout, Faults
 from lakelock._sim._latency import profile
 from lakelock._sim._plot import plot, require_matplotlib
@@ -41,11 +44,18 @@ def _store(text: str) -> str:
 
 
 def _policy_field(text: str) -> tuple[str, float]:
+    """``FIELD=NUMBER``, FIELD one of FoldPolicy's knobs or the scheduler's fixed values: an
+    unknown one is a usage error listing those there are."""
     name, _, value = text.partition("=")
     try:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected FIELD=NUMBER, got {text!r}") from None
+    known = sorted({field.name for field in dataclasses.fields(FoldPolicy)} | set(FIXED))
+    if name.strip() not in known:
+        raise argparse.ArgumentTypeError(
+            f"unknown field {name.strip()!r}: one of {', '.join(known)}"
+        )
     return name.strip(), int(number) if number.is_integer() else number
 
 

@@ -84,7 +84,10 @@ class CommitQueue:
             # little while, so the caller returns now and the next fold does not wait for
             # the other processes' stagger.
             self.lingerer = threading.Thread(
-                target=self._linger, name="lakelock-linger", daemon=True
+                target=self._linger,
+                args=(self.group.linger(),),
+                name="lakelock-linger",
+                daemon=True,
             )
             self.lingerer.start()
         if pending.error is not None:
@@ -92,9 +95,9 @@ class CommitQueue:
         assert pending.result is not None
         return pending.result
 
-    def _linger(self) -> None:
+    def _linger(self, steps: TurnSteps[None]) -> None:
         try:
-            self._drive(self.group.linger())
+            self._drive(steps)
         except Exception:
             # A courtesy fold for others: never the caller's failure, nor something to act
             # on (the others' own rules fold their commits; a process exiting meanwhile

@@ -7,7 +7,9 @@ fold them meanwhile, and its batch has only its snapshot and root left to write)
 waits; whoever takes the turn next takes everything queued, up to ``max_batch``, as one batch
 for the commit core. A batch whose swap carried other processes' intents keeps the turn for a
 lingering fold (:meth:`Committer.linger`), which stops at its next round once a commit of this
-process is queued.
+process is queued. One whose caller commits back to back lingers only once that caller has
+not come back in time (:meth:`Committer.away_after`: a burst's last commit): it waits first,
+without the turn, so that a caller who is back loses nothing.
 
 :class:`GroupCommit`'s steps yield the core's requests and a :class:`Turn` where they wait
 for the turn. Two drivers run the very same steps: :class:`~._commit.CommitQueue` on its
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakelock._registry._batch import Pending
-from lakelock._registry._core._requests import Request
+from lakelock._registry._core._requests import Now, Request, Sleep
 
 if TYPE_CHECKING:
     from lakelock._registry._core import Committer
@@ -62,6 +64,13 @@ class GroupCommit:
         #: Whether a batch, a lingering fold or an upgrade holds the turn.
         self.committing = False
         self.released: Callable[[], None] = _nothing
+        #: Commits that have arrived so far: a caller who came back since a lingering fold
+        #: was planned for when it is away.
+        self.arrivals = 0
+        #: The lingering fold :meth:`linger` starts next, planned by :meth:`_lingers` for
+        #: when the caller is away: the arrivals then, and the seconds to wait (None: it
+        #: lingers at once, the turn already taken).
+        self._away: tuple[int, float] | None = None
         committer.own = self.own_intents
         committer.queued = self.has_queued
 
@@ -81,6 +90,7 @@ class GroupCommit:
         another caller runs meanwhile. Returns whether this process lingers now: the turn
         is kept for it, and :meth:`linger` must run."""
         with self.lock:
+            self.arrivals += 1
             early = self.committing and pending.intent is not None
             if early:
                 self.sending.update(pending.intents)
@@ -115,19 +125,43 @@ class GroupCommit:
         return self._lingers()
 
     def _lingers(self) -> bool:
-        """Whether to fold for others now (:meth:`Committer.lingering`): then the turn is
-        taken for it, unless a batch holds it or a commit of ours is queued."""
+        """Whether to fold for others (:meth:`Committer.lingering`): now, and then the turn
+        is taken for it, unless a batch holds it or a commit of ours is queued; or once the
+        caller is away (:meth:`Committer.away_after`), planned here."""
         if not self.committer.lingering():  # outside the lock: it asks has_queued
-            return False
+            away = self.committer.away_after()
+            if away is None:
+                return False
+            with self.lock:
+                self._away = (self.arrivals, away)
+            return True
         with self.lock:
             if self.committing or self.queue:
                 return False
             self.committing = True
+            self._away = None
             return True
 
     def linger(self) -> TurnSteps[None]:
-        """The lingering fold :meth:`commit` kept the turn for; the turn is given back when
-        it ends, fails or is closed."""
+        """The lingering fold :meth:`commit` said to run (call it then: it takes that
+        plan); the turn is given back when it ends, fails or is closed."""
+        with self.lock:
+            away, self._away = self._away, None
+        return self._linger(away)
+
+    def _linger(self, away: tuple[int, float] | None) -> TurnSteps[None]:
+        if away is not None:
+            arrivals, seconds = away
+            since = yield Now(monotonic=True)
+            yield Sleep(seconds)
+            if (yield Now(monotonic=True)) - since < seconds / 2:
+                return  # a sleep that does not wait (a test's) says nothing of the caller
+            if not self.committer.lingering(away=True):  # outside the lock: has_queued
+                return
+            with self.lock:
+                if self.arrivals != arrivals or self.committing or self.queue:
+                    return  # the caller is back: its batch folds
+                self.committing = True
         try:
             yield from self.committer.linger()
         finally:

@@ -350,8 +350,9 @@ class _Writer:
         )
         self.current: Invocation | None = None
         self.process: Process | None = None
-        #: The process's thread folding for others after its commit (``Committer.linger``).
-        self.lingerer: Process | None = None
+        #: The process's threads folding for others after its commits (``Committer.linger``;
+        #: one that waits for its caller to be away may outlive the next commit).
+        self.lingerers: list[Process] = []
         #: How long its next restart stalls after looking its commit id up (``rerun_stalls``).
         self.rerun_stall: float | None = None
 
@@ -374,7 +375,7 @@ class _Writer:
         self.run.loads.append(self.load)
         if hasattr(committer, "load"):
             committer.load = self.load
-        self.lingerer = None
+        self.lingerers = []
         policy = getattr(committer, "policy", None)
         schedule = getattr(committer, "schedule", None)
         factor, alone = getattr(policy, "hedge", 0.0), getattr(schedule, "hedge_alone", True)
@@ -515,7 +516,7 @@ class _Writer:
         ``CommitQueue``'s daemon thread does (same process: same clock, killed with it)."""
         run = self.run
         assert self.group is not None
-        self.lingerer = Process(
+        lingerer = Process(
             run.loop,
             run.endpoint,
             self.group.linger(),
@@ -527,7 +528,8 @@ class _Writer:
             load=self.load,
             turns=self.turns,
         )
-        self.lingerer.start(run.loop.now)
+        self.lingerers = [p for p in self.lingerers if not p.finished] + [lingerer]
+        lingerer.start(run.loop.now)
 
     def _lingered(self, result: Any, error: BaseException | None) -> None:
         if error is not None:
@@ -568,8 +570,8 @@ class _Writer:
 
     def _killed(self) -> None:
         run = self.run
-        if self.lingerer is not None:
-            self.lingerer.kill()
+        for lingerer in self.lingerers:
+            lingerer.kill()
         redo = self.current
         self.current = None
         dead = self.process
@@ -797,8 +799,8 @@ class _Run:
         for writer in self.writers:
             if writer.process is process:
                 writer.skew = process.skew = offset
-                if writer.lingerer is not None:
-                    writer.lingerer.skew = offset
+                for lingerer in writer.lingerers:
+                    lingerer.skew = offset
 
     def _vacuum_done(self, result: Any, error: BaseException | None) -> None:
         if error is not None:

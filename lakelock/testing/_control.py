@@ -28,6 +28,7 @@ class Controlled(Protocol):
 
     def stats(self) -> dict[str, int]: ...
     def areas(self) -> dict[str, int]: ...
+    def refused(self) -> dict[str, int]: ...
     def traffic(self) -> dict[str, int]: ...
     def reset_stats(self) -> None: ...
     def stalled(self) -> int: ...
@@ -35,9 +36,10 @@ class Controlled(Protocol):
 
 
 def control(gateway: Controlled, environ: dict[str, Any], command: str) -> Response:
-    """``GET stats``, ``GET areas``, ``GET traffic``, ``GET cpu`` (the serving process's CPU
-    seconds), ``DELETE stats``, ``GET|PUT|DELETE faults``, ``POST faults`` (one rule), ``PUT
-    settings``, ``GET stalls``, ``DELETE stalls`` (release them)."""
+    """``GET stats``, ``GET areas``, ``GET refused`` (answers other than 2xx), ``GET
+    traffic``, ``GET cpu`` (the serving process's CPU seconds), ``DELETE stats``, ``GET|PUT|
+    DELETE faults``, ``POST faults`` (one rule), ``PUT settings``, ``GET stalls``, ``DELETE
+    stalls`` (release them)."""
     method = environ["REQUEST_METHOD"]
     command = urlsplit(command).path.strip("/")
     try:
@@ -47,6 +49,8 @@ def control(gateway: Controlled, environ: dict[str, Any], command: str) -> Respo
             return json_response(gateway.traffic())
         if command == "areas" and method == "GET":
             return json_response(gateway.areas())
+        if command == "refused" and method == "GET":
+            return json_response(gateway.refused())
         if command == "cpu" and method == "GET":
             return json_response({"seconds": time.process_time()})
         if command == "stats" and method == "DELETE":

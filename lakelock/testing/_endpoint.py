@@ -68,9 +68,25 @@ def make_server(
     gateway (to set faults directly). ``principals`` maps access key ids to the principal ARN
     bucket policies see. ``credentials`` maps access key ids to their secrets: a request
     they do not sign is refused as S3 refuses it (``None``: signatures are not checked)."""
+    _check_free(host, port)
     gateway = Gateway(_moto_s3(), policies=BucketPolicies(principals), credentials=credentials)
     server = werkzeug_server(host, port, gateway, threaded=True, request_handler=_QuietHandler)
     return server, gateway
+
+
+def _check_free(host: str, port: int) -> None:
+    """Raise :class:`OSError` if ``host:port`` cannot be listened on: werkzeug would print
+    its own message and exit the process, which a test (or the ``serve`` command) cannot
+    catch as an error."""
+    if port == 0:
+        return
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    try:
+        with socket.create_server((host, port), family=family):
+            pass
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise OSError(error.errno, f"cannot listen on {host}:{port}: {reason}") from error
 
 
 def _moto_s3() -> Any:
@@ -190,7 +206,8 @@ class S3Endpoint:
     stop a server thread of the same process, and the request with it, until the client's
     timeout. ``principals`` maps access key ids to the principal ARN bucket policies see;
     ``credentials`` maps access key ids to secrets, and then a request they do not sign is
-    refused as S3 refuses it (by default signatures are not checked)."""
+    refused as S3 refuses it (by default signatures are not checked). A ``port`` something
+    else listens on raises :class:`OSError` at :meth:`start`."""
 
     def __init__(
         self,
@@ -360,6 +377,14 @@ class S3Endpoint:
         "ListObjectsV2 metastore/intents": 1, ...}``, since start or the last
         :meth:`reset_stats`: where a protocol's requests go."""
         result: dict[str, int] = self._control("GET", "areas")
+        return result
+
+    def refused(self) -> dict[str, int]:
+        """Answers other than 2xx per S3 operation, part of the lake's layout and status, as
+        ``{"PutObject root 412": 15, "PutObject root 503": 2, ...}``, since start or the last
+        :meth:`reset_stats`: the compare-and-swaps a protocol lost, its conflicts and
+        throttles."""
+        result: dict[str, int] = self._control("GET", "refused")
         return result
 
     def traffic(self) -> dict[str, int]:

@@ -144,6 +144,9 @@ class Gateway:
         self._counts: Counter[str] = Counter()
         # Requests per operation and part of the lake's layout (see area_of), for benchmarks.
         self._areas: Counter[str] = Counter()
+        # Answers other than 2xx per operation, part of the layout and status (a lost
+        # compare-and-swap's 412, a 409, a 503), for benchmarks.
+        self._refused: Counter[str] = Counter()
         # Bytes received (request bodies) and sent (response bodies), for benchmarks.
         self._bytes: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
@@ -180,6 +183,8 @@ class Gateway:
             return []
         with self._counts_lock:
             self._bytes["out"] += len(response.body)
+            if not 200 <= response.code < 300:
+                self._refused[f"{request.operation} {area_of(request)} {response.code}"] += 1
         start_response(response.status, response.headers)
         if response.then_close:
             return sent_then_closed(response.body, environ)
@@ -632,6 +637,12 @@ class Gateway:
         with self._counts_lock:
             return dict(self._areas)
 
+    def refused(self) -> dict[str, int]:
+        """Answers other than 2xx per ``"<operation> <area> <status>"`` since start or the
+        last reset."""
+        with self._counts_lock:
+            return dict(self._refused)
+
     def traffic(self) -> dict[str, int]:
         """Request and response body bytes since start or the last reset."""
         with self._counts_lock:
@@ -641,6 +652,7 @@ class Gateway:
         with self._counts_lock:
             self._counts.clear()
             self._areas.clear()
+            self._refused.clear()
             self._bytes.clear()
 
 

@@ -296,10 +296,14 @@ class Committer:
                 self, [p for p in pending if not self.unguarded(known, [p])]
             )
 
-    def lingering(self) -> bool:
+    def lingering(self, *, away: bool = False) -> bool:
         """Whether to go on folding for others now that the batch is done
         (:func:`._linger.lingering`)."""
-        return _linger.lingering(self)
+        return _linger.lingering(self, away=away)
+
+    def away_after(self) -> float | None:
+        """Seconds after which a caller not back counts as away (:func:`._linger.away_after`)."""
+        return _linger.away_after(self)
 
     def linger(self) -> Steps:
         """Fold for others a few more rounds (:func:`._linger.linger`)."""

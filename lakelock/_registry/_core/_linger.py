@@ -25,13 +25,36 @@ from lakelock.errors import RegistryCorruptError, StorageError
 if TYPE_CHECKING:
     from lakelock._registry._core._committer import Committer
 
-__all__ = ["linger", "lingering"]
+__all__ = ["AWAY", "away_after", "linger", "lingering"]
+
+#: A caller that has not come back for its next commit within this many times the pause it
+#: usually makes between commits (and at least a round) is away: its burst is over, for now.
+#: A folder whose last swap carried others' intents then lingers after all, as one whose
+#: caller pauses does: else the writers it folded for send their next intents and wait out
+#: their patience (``MAX_WAITS`` rounds of a root standing still, a second or more) before
+#: one of them folds, once for every folder that finishes its burst. Four times: callers
+#: that pause at random rarely pause that long
+#: (docs/decisions/0046-linger-when-the-caller-is-away.md).
+AWAY = 4.0
 
 
-def lingering(core: Committer) -> bool:
+def lingering(core: Committer, *, away: bool = False) -> bool:
     """Whether this process should go on folding for others now that its batch is done:
-    its swap carried other processes' intents, and no commit of its own is queued."""
-    return core.schedule.linger()
+    its swap carried other processes' intents, and no commit of its own is queued (and its
+    caller pauses between commits, or, ``away``, has not come back when it usually would)."""
+    return core.schedule.linger(away=away)
+
+
+def away_after(core: Committer) -> float | None:
+    """How long after its batch ended this process's caller, if it has not made its next
+    commit by then, is away (:data:`AWAY`): then :func:`lingering` is asked again with
+    ``away``. None: the process lingers now, or would not even if its caller were away. A
+    caller committing back to back is back within that, and folds again itself."""
+    schedule = core.schedule
+    if schedule.linger() or not schedule.linger(away=True):
+        return None
+    hints = schedule.hints
+    return max(AWAY * (hints.pause or 0.0), hints.round_seconds)
 
 
 def linger(core: Committer) -> Steps:

@@ -718,17 +718,20 @@ class Scheduler:
 
         return advise(rule, None)
 
-    def linger(self) -> bool:
+    def linger(self, *, away: bool = False) -> bool:
         """Go on folding after our batch is done: we swapped last and our swap carried
         others' intents (more are likely on their way), no commit of ours is queued (its
         batch folds next anyway), and our caller pauses between commits (else its next
-        commit folds within a round)."""
+        commit folds within a round) or, ``away``, has not come back when it usually
+        would have (its burst is over: nobody else folds what our swap left)."""
 
         def rule() -> bool:
             after = self.linger_after
             hints = self.hints
-            paused = after <= 0 or (
-                hints.pause is not None and hints.pause >= after * hints.round_seconds
+            paused = (
+                away
+                or after <= 0
+                or (hints.pause is not None and hints.pause >= after * hints.round_seconds)
             )
             return (
                 self.policy.linger > 0

@@ -833,7 +833,8 @@ class Process:
             race = races[index]
 
             def answer(result: Any, error: BaseException | None) -> None:
-                if race.answers(error is not None, loop.now):
+                held = Hedging.held(parts[index], error)
+                if race.answers(error is not None, loop.now, held=held):
                     settle(index, result, error)
 
             return answer

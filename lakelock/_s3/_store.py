@@ -203,22 +203,7 @@ class ObjectStore:
         try:
             result = self._retry_transient(once)
         except _Held as held:
-            # The copy that holds the key may have landed already (a 409 for meeting a
-            # write that took effect meanwhile): ours, if it carries our write id.
-            try:
-                current = self.head(key)
-            except StorageError:
-                raise held.error from held.error.__cause__
-            if current.write_id != write_id:
-                raise held.error from held.error.__cause__
-            result = PutResult(
-                key,
-                current.etag,
-                write_id,
-                write.size,
-                resolved=True,
-                server_time=current.server_time,
-            )
+            raise held.error from held.error.__cause__
         return _with_attempts(result, attempts)
 
     def _put_single(self, write: _Write, *, resent: bool) -> PutResult:

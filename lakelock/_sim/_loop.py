@@ -382,13 +382,6 @@ class Endpoint:
         elif error is not None and call.attempts > 1 and isinstance(request, Put):
             result, error = self._resolve_resent(request, error, result, ours=call.ours())
         held = again and isinstance(error, ConflictError) and getattr(request, "renamed", False)
-        if held:
-            # The copy that holds the key may have landed already (a conflict with a write
-            # that took effect): read back, as the store does.
-            assert isinstance(request, Put)
-            landed = self._landed(request, call.ours())
-            if landed is not None:
-                result, error, held = landed, None, False
         if (
             error is not None
             and call.retried

@@ -833,8 +833,7 @@ class Process:
             race = races[index]
 
             def answer(result: Any, error: BaseException | None) -> None:
-                held = Hedging.held(parts[index], error)
-                if race.answers(error is not None, loop.now, held=held):
+                if race.answers(error is not None, loop.now):
                     settle(index, result, error)
 
             return answer

@@ -381,12 +381,10 @@ class Endpoint:
             result, error = self._resolve(request, error, result, ours=call.ours())
         elif error is not None and call.attempts > 1 and isinstance(request, Put):
             result, error = self._resolve_resent(request, error, result, ours=call.ours())
-        held = again and isinstance(error, ConflictError) and getattr(request, "renamed", False)
         if (
             error is not None
             and call.retried
             and isinstance(error, _TRANSIENT)
-            and not held  # a copy of ours in flight: the core writes it under a new name
             and call.attempts < self.retry.max_attempts
             and self.loop.now - call.started < self.retry.max_elapsed
         ):

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -73,6 +74,32 @@ def test_a_mistyped_dataset_points_at_the_list_of_datasets(
         f"dataset 'sale' is not in the registry: "
         f"`lakelock registry show s3://{lake.bucket}/` lists its datasets"
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("vacuum", "--delete"), ("locks",), ("mirror", "--dataset", "sales")],
+)
+def test_a_prefix_with_no_lake_is_named_as_such(
+    s3: S3Endpoint, lake: Lake, client: Any, in_process: InProcess, command: tuple[str, ...]
+) -> None:
+    """A command pointed at a prefix with no lake (here a mistyped one beside a real lake)
+    says there is no lake there, exit 1, instead of reporting an empty lake (vacuum: "0
+    objects scanned", locks: no holders) or a dataset missing from a registry that does not
+    exist. Vacuum deletes nothing there: with no registry, every object would look
+    unreferenced."""
+    lake.append("sales", pa.table({"id": [1]}))
+    stray = "lake2/datasets/sales/part-0.parquet"
+    client.put_object(Bucket=lake.bucket, Key=stray, Body=b"rows")
+    url = f"s3://{lake.bucket}/lake2"
+    result = in_process(command[0], url, *command[1:], "--endpoint-url", s3.url)
+    assert result.returncode == 1
+    assert one_error_line(result.stderr) == (
+        f"no lake at {url}/: nothing was ever committed under this prefix (no registry); "
+        "check the bucket and prefix"
+    )
+    listed = client.list_objects_v2(Bucket=lake.bucket, Prefix="lake2/")["Contents"]
+    assert [o["Key"] for o in listed] == [stray]
 
 
 def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(

@@ -37,6 +37,7 @@ from botocore.exceptions import (
 from lakelock._client import s3_client
 from lakelock._durations import duration_seconds, format_duration
 from lakelock._lake import Lake
+from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
 from lakelock._names import validate_bucket_name, validate_dataset_name
 from lakelock.errors import (
@@ -340,6 +341,23 @@ def check_bucket(client: Any, bucket: str) -> None:
                 operation="HeadBucket",
             ) from error
         raise
+
+
+def check_lake(lake: Lake, target: LakeTarget) -> None:
+    """Raise a clear error if no lake lives at ``target``: no bucket (:func:`check_bucket`), or
+    no registry root under its prefix. Commands that work around the registry (vacuum, locks,
+    mirror) would otherwise report an empty lake where the bucket or prefix was mistyped, and
+    vacuum would judge every object there unreferenced."""
+    if lake.registry.read().version != 0:
+        return
+    check_bucket(lake.client, target.bucket)
+    raise NotFoundError(
+        f"no lake at {target.url}: nothing was ever committed under this prefix (no registry); "
+        f"check the bucket and prefix",
+        bucket=target.bucket,
+        key=f"{target.prefix}{REGISTRY_KEY}",
+        operation="GetObject",
+    )
 
 
 # -- output -------------------------------------------------------------------------------------

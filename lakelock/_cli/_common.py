@@ -39,7 +39,7 @@ from lakelock._durations import duration_seconds, format_duration
 from lakelock._lake import Lake
 from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
-from lakelock._names import validate_bucket_name, validate_dataset_name
+from lakelock._names import validate_bucket_name, validate_dataset_name, validate_namespace
 from lakelock.errors import (
     AccessDeniedError,
     DatasetNotFoundError,
@@ -70,6 +70,7 @@ __all__ = [
     "format_time",
     "join_dash_values",
     "lake_for",
+    "namespace_name",
     "natural_key",
     "number_type",
     "parse_duration",
@@ -227,6 +228,15 @@ def dataset_name(text: str) -> str:
         return validate_dataset_name(text)
     except InvalidNameError as error:
         raise argparse.ArgumentTypeError(f"invalid dataset name {text!r}: {error.reason}") from None
+
+
+def namespace_name(text: str) -> str:
+    """The catalog's namespace (argparse type): one a REST client would read as another (a
+    ``.`` makes two levels) is a usage error before the catalog starts."""
+    try:
+        return validate_namespace(text)
+    except InvalidNameError as error:
+        raise argparse.ArgumentTypeError(f"invalid namespace {text!r}: {error.reason}") from None
 
 
 #: Options whose value may begin with ``-`` (a negative duration is refused by its type with

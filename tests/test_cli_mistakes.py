@@ -133,14 +133,25 @@ def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
             ["registry", "log", "s3://lake", "-n", "0"],
             "argument -n/--limit: expected a positive integer, got '0'",
         ),
+        (
+            ["registry", "configure", "s3://lake", "--commit-window", "100000000"],
+            "argument --commit-window: expected an integer from 1 to 10000 (the root keeps "
+            "them all), got '100000000'",
+        ),
+        (
+            ["registry", "configure", "s3://lake", "--intent-ttl", "99999d"],
+            "argument --intent-ttl: at most 1h (until an undecided intent expires, the root "
+            "keeps the fate of every intent after it), got '99999d'",
+        ),
     ],
 )
 def test_malformed_options_are_usage_errors(
     in_process: InProcess, argv: list[str], message: str
 ) -> None:
     """An endpoint without its scheme, a bucket name S3 would refuse (``serve`` would
-    otherwise create it, and every lakelock command refuse it later) and a limit of no
-    commits are usage errors naming the option, exit 2, before anything is sent."""
+    otherwise create it, and every lakelock command refuse it later), a limit of no
+    commits and a lake setting above its bound (the root would grow with it) are usage
+    errors naming the option, exit 2, before anything is sent."""
     result = in_process(*argv)
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1].endswith(f"error: {message}")

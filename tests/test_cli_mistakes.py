@@ -140,8 +140,8 @@ def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
         ),
         (
             ["registry", "configure", "s3://lake", "--intent-ttl", "99999d"],
-            "argument --intent-ttl: at most 1h (until an undecided intent expires, the root "
-            "keeps the fate of every intent after it), got '99999d'",
+            "argument --intent-ttl: at most 1h (vacuum keeps every intent younger than it), "
+            "got '99999d'",
         ),
     ],
 )

@@ -328,15 +328,16 @@ def test_configure_changes_the_settings_of_every_writer(client: Any, bucket: str
     ("setting", "value"),
     [("commit_window", 100_000_000), ("commit_window", 10_001), ("intent_ttl", "99999d")],
 )
-def test_a_setting_that_would_grow_the_root_without_bound_is_refused(
+def test_a_setting_that_would_grow_the_lake_without_bound_is_refused(
     client: Any, bucket: str, admin: Any, setting: str, value: object
 ) -> None:
     """A commit window of 100,000,000 ids or an intent TTL of 99,999 days was stored: every
-    commit rewrites the root, which keeps that many commit ids (and twice as many fates) or
-    every fate after an undecided intent, so each commit's PUT grew without limit. Above
-    its bound (10,000 ids, an hour) it is InvalidArgumentError naming the setting, from
-    ``configure`` (nothing written) and from a ``Lake`` given it; the bound itself is
-    accepted, and a root an older lakelock stored above it stays readable and writable."""
+    commit rewrites the root, which keeps that many commit records and fates, so each
+    commit's PUT grew without limit; vacuum keeps every intent younger than the TTL, so
+    ``metastore/intents/`` was never cleaned up. Above its bound (10,000 ids, an hour) it is
+    InvalidArgumentError naming the setting, from ``configure`` (nothing written) and from a
+    ``Lake`` given it; the bound itself is accepted, and a root an older lakelock stored
+    above it stays readable and writable."""
     lake = Lake(bucket, s3=client, retry=FAST_RETRY)
     lake.append("sales", table([1]), partition_by=["year"])
     version = lake.registry.read().version

@@ -138,8 +138,8 @@ def _intent_ttl(text: str) -> float:
     seconds = parse_duration(text)
     if seconds > MAX_INTENT_TTL:
         raise argparse.ArgumentTypeError(
-            f"at most {format_duration(MAX_INTENT_TTL)} (until an undecided intent expires, the "
-            f"root keeps the fate of every intent after it), got {text!r}"
+            f"at most {format_duration(MAX_INTENT_TTL)} (vacuum keeps every intent younger "
+            f"than it), got {text!r}"
         )
     return seconds
 

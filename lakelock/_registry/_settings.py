@@ -52,15 +52,18 @@ __all__ = [
 DEFAULT_FLOOR = 3600.0
 
 #: The most commit ids the root's window may keep. Every commit rewrites the root whole, and
-#: it carries the window (an entry is about 350 bytes) and twice as many intents' fates:
-#: 10,000 keeps that near 6.5 MB, under the 8 MiB from which the root is written by multipart,
+#: it keeps the window's entries (about 350 bytes each) and as many intents' fates (about 175
+#: bytes each; as many again of those not applied, which are rare): 10,000 makes a root of
+#: about 5 MB (7 MB at worst), under the 8 MiB from which the root is written by multipart,
 #: where a larger window would make every commit's PUT grow with it (FORMAT.md, "The lake's
 #: settings").
 MAX_COMMIT_WINDOW = 10_000
 
-#: The longest ``intent_ttl`` (seconds). Until an undecided intent (its writer crashed, say)
-#: expires, every fold lists it again and the root keeps the fate of every intent after it:
-#: an hour of fates at 10 commits/s is about 5 MB of root, each commit rewriting it.
+#: The longest ``intent_ttl`` (seconds). Vacuum keeps every intent younger than it whose fate
+#: the root no longer records (rule 8: its writer may still apply it): one object a commit,
+#: listed by every vacuum, so at 99,999 days ``metastore/intents/`` only ever grows. An hour
+#: is six times the default, and far longer than any writer waits to apply its own intent
+#: (at most half the TTL).
 MAX_INTENT_TTL = 3600.0
 
 
@@ -133,7 +136,7 @@ def _check_bounds(**given: float | int) -> None:
         raise InvalidArgumentError(
             window,
             f"at most {MAX_COMMIT_WINDOW}: every commit rewrites the root, which keeps this "
-            'many commit ids and twice as many fates (docs/FORMAT.md, "The lake\'s settings")',
+            'many commit ids and as many fates (docs/FORMAT.md, "The lake\'s settings")',
             what="commit_window",
         )
     ttl = given.get("intent_ttl")

@@ -645,7 +645,7 @@ class Scheduler:
             lambda: (
                 self.patient(attempts, max_attempts)
                 and not self.hints.swapped_last
-                and not (first_fold and self.long_before(older, ours))
+                and not (first_fold and ahead < self.crowd_at and self.long_before(older, ours))
             ),
             False,
         ):

@@ -1873,6 +1873,20 @@ def test_a_takeover_rerun_after_its_id_left_the_window_is_recorded_once(
     )
 
 
+def test_a_takeover_given_up_after_a_later_acquisition_was_recorded_is_no_refused_commit() -> None:
+    """Large-sweep seed 15789: a takeover ran out of its 0.5 s and gave up after a later
+    acquisition of its lease had recorded a higher token, while its own record had landed
+    at version 8 and left the root's 8-commit window. Its writer cannot tell whether its
+    record landed (the token the root holds is the later one), and it need not: the lease is
+    the later holder's either way, and a record below that token fences nothing. The
+    checker holds it as a takeover refused as stale, not as "a refused commit in the
+    registry" (it reported that before)."""
+    result = simulate(sweep_config(15789))
+    assert result.violations == []
+    gave_up = [i for i in result.invocations if i.op == "takeover" and i.outcome == "gaveup"]
+    assert gave_up, "the seed no longer gives up on a takeover: find another"
+
+
 @pytest.mark.parametrize("seed", [1, 3])
 def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed(
     monkeypatch: pytest.MonkeyPatch, seed: int

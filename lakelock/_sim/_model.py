@@ -27,7 +27,8 @@ version holds), then replayed in version order. Judged, for each call (one line 
 - a lease takeover (a commit naming no dataset, read from the root's records,
   ``View.takeovers``) acknowledged: its token recorded by the version returned
   (:func:`_takeover_outcome`); failed, unknown or killed: as any commit above, except that
-  one refused as stale may have been recorded before a later acquisition superseded it;
+  one refused as stale, or given up once a later acquisition's token was recorded, may
+  have been recorded before that acquisition superseded it;
   and, as any change, never recorded twice (a retry of one whose id left the root's window
   is settled by its token, FORMAT.md "Lease takeovers");
 - a change applied more than once in a dataset; two changes under one commit id applied in
@@ -267,6 +268,14 @@ def _call_problems(
                     f"the change {inv.op} {inv.id} (writer {inv.writer}) is applied "
                     f"{len(versions)} times in {name}: versions {sorted(versions)}"
                 )
+    # Each lease's highest token a recorded takeover carries.
+    recorded_tokens: dict[str, int] = {}
+    for n, inv in enumerate(invocations):
+        if inv.op == "takeover" and applied.own.get(n, {}).get(""):
+            for taken in inv.changes:
+                if taken.fence is not None:
+                    name, token = taken.fence.name, taken.fence.token
+                    recorded_tokens[name] = max(recorded_tokens.get(name, token), token)
     for n, inv in enumerate(invocations):
         what = f"{inv.outcome} {inv.op} {inv.id} (writer {inv.writer})"
         if inv.outcome == "crash":
@@ -291,10 +300,19 @@ def _call_problems(
                 )
         elif inv.outcome in ("fail", "gaveup"):
             counts_own = {len(v) for v in own.values()}
-            # A takeover refused as stale may have been recorded before a later acquisition
-            # superseded it: its record fences nothing any more, and the lease is not its
-            # holder's either way (whether a newer token was applied: _error_problems).
-            superseded = inv.op == "takeover" and inv.error_type == "StaleFenceError"
+            # A takeover refused as stale, or given up on once a later acquisition's token
+            # was recorded, may have been recorded before that acquisition superseded it: its
+            # record fences nothing any more, and the lease is not its holder's either way
+            # (whether a newer token was applied: _error_problems). Once its id has left the
+            # root's window nothing tells its writer whether its own record landed.
+            superseded = inv.op == "takeover" and (
+                inv.error_type == "StaleFenceError"
+                or any(
+                    c.fence is not None
+                    and recorded_tokens.get(c.fence.name, c.fence.token) > c.fence.token
+                    for c in inv.changes
+                )
+            )
             if not inv.restarts and not superseded and any(own.values()):
                 problems.append(f"refused commit is in the registry {own}: {what}: {inv.error}")
             elif counts_own - {0, 1}:

@@ -641,7 +641,7 @@ class Scheduler:
         not folding, or it would have been applied) with fewer than :data:`CROWD` older
         ones pending: a crowd of old intents is a burst's earlier processes behind a
         folder a loaded machine slows, and each newcomer reading them all to race it slowed
-        that folder further (docs/decisions/0049-a-first-fold-behind-a-crowd-waits.md); a
+        that folder further (docs/decisions/0048-a-first-fold-behind-a-crowd-waits.md); a
         folder that stopped is taken over one waiter at a time (:meth:`patient`).
         ``ahead``: the pending intents older than ours (our place in the line). Waiting
         starts here."""

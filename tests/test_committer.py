@@ -1138,6 +1138,40 @@ def test_a_first_fold_does_not_wait_for_an_intent_made_long_before(store: Object
     assert (fate.state, fate.version) == ("applied", result.version)
 
 
+def test_a_first_fold_behind_a_crowd_of_old_intents_waits_for_their_folder(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A process starting while a crowd of intents made long before its own is pending (a
+    burst's earlier processes, behind a folder a loaded machine slows down) sends its intent
+    and waits for that folder's swap, as a waiter does, instead of reading every pending
+    intent and racing it: 64 processes started one after another on two cores each read
+    every intent on their first fold and lost the swap (412), and the reads' CPU slowed the
+    folder further. One dead writer's intent is still folded at once
+    (``test_a_first_fold_does_not_wait_for_an_intent_made_long_before``)."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])  # the root moved lately
+    made = int(time.time() * 1000) - 5000
+    for n in range(CROWD):
+        plant_intent(
+            store,
+            Change("sales", f"earlier-{n}", add=(datafile("sales", "", f"e{n}"),)),
+            ms=made + n,
+        )
+    swaps: list[int] = []
+
+    def meanwhile(_: float) -> None:  # our wait: the folder at work swaps, ours folded too
+        if not swaps:
+            folder = seasoned(registry(store))
+            swaps.append(append(folder, "sales", datafile("sales", "", "other")).version)
+
+    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+    s3.reset_stats()
+    result = append(ours, "sales", datafile("sales", "", "mine"))
+    assert (result.version, result.attempts) == (swaps[0], 2)
+    # The folder read the crowd's intents and ours; we read none.
+    assert s3.areas()["GetObject metastore/intents"] == CROWD + 1
+    assert len(names(ours)) == CROWD + 3
+
+
 def test_a_first_commit_on_a_quiet_lake_lists_before_it_sends(store: ObjectStore) -> None:
     """On a lake whose root has not moved for a while, a process's first commit does not
     send its intent ahead of its LIST (nobody is starting with it): it folds an older

@@ -216,6 +216,20 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "each writer pauses this long on average between commits (exponential; default 0: "
         "back to back)",
     )
+    option(
+        "--start-over",
+        _pause,
+        0.1,
+        "writers start their first commit at random over this many seconds (a burst a loaded "
+        "machine starts one process after another)",
+    )
+    option(
+        "--opened",
+        _pause,
+        0.0,
+        "each writer reads the root this long before its first commit, as a process that "
+        "opened its lake and waits for the go (default 0: it starts cold)",
+    )
     option("--readers", _non_negative, 0, "reader processes")
     option("--intent-ttl", _seconds, 600.0, "intents expire after this (s)")
     option(
@@ -329,6 +343,8 @@ def run(args: argparse.Namespace) -> int:
         readers=args.readers,
         think=args.think,
         commits=args.commits,
+        start_over=args.start_over,
+        opened=args.opened,
         cpu=args.cpu_ms / 1000,
         cores=args.cores if args.cpu_ms > 0 else 0,
         intent_ttl=args.intent_ttl,

@@ -18,6 +18,7 @@ from lakelock._datafile import DataFile
 from lakelock._registry._changes import _replaced
 from lakelock._registry._core import Committer
 from lakelock._registry._core._driver import Hedging
+from lakelock._registry._core._io import read_root
 from lakelock._registry._core._requests import Get, Now, Parallel, Put, Sleep, Steps
 from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import REGISTRY_KEY
@@ -108,6 +109,12 @@ class SimConfig:
     #: Each writer makes this many commits and stops (0: as many as ``seconds`` allows);
     #: figures are then per the time until the last one was acknowledged.
     commits: int = 0
+    #: Writers start their first commit at random over this many seconds (a burst of
+    #: processes that a loaded machine starts one after another: a longer span).
+    start_over: float = 0.1
+    #: Each writer reads the root this many seconds before its first commit, as a process
+    #: that opened its lake and waits for the go (0: it starts cold, no root read).
+    opened: float = 0.0
     #: CPU seconds per request on a machine of ``cores`` cores all processes share (the
     #: endpoint included): to compare with a run on one machine. 0: CPU is free (S3).
     cpu: float = 0.0
@@ -165,6 +172,8 @@ class SimConfig:
             raise ValueError(f"need at least one writer, got {self.writers}")
         if not (self.seconds > 0 and math.isfinite(self.seconds)):
             raise ValueError(f"seconds must be > 0, got {self.seconds}")
+        if self.start_over < 0 or self.opened < 0:
+            raise ValueError("start_over must be >= 0")
         if self.readers < 0 or self.think < 0 or self.intent_ttl <= 0:
             raise ValueError("readers and think must be >= 0, intent_ttl > 0")
         if self.vacuums < 0 or self.vacuum_every <= 0 or self.vacuum_older_than < 0:
@@ -219,6 +228,10 @@ class SimConfig:
             parts.append(f"--commits {self.commits}")
         if self.think:
             parts.append(f"--think {self.think:g}")
+        if self.start_over != 0.1:
+            parts.append(f"--start-over {self.start_over:g}")
+        if self.opened:
+            parts.append(f"--opened {self.opened:g}")
         if self.cpu and self.cores:
             parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
         if self.max_attempts != 50 or self.max_seconds != 300.0:
@@ -411,6 +424,10 @@ class _Writer:
         run = self.run
         if redo is not None:
             yield from self._commit(committer, redo, redo=True)
+        elif run.config.opened and isinstance(committer, Committer):
+            with contextlib.suppress(LakelockError):
+                yield from read_root(committer)
+            yield Sleep(run.config.opened)
         made = 0
         limit = run.config.commits
         while (made < limit) if limit else (run.loop.now < run.end):
@@ -675,7 +692,7 @@ class _Run:
         config = self.config
         writers = self.writers = [_Writer(self, n) for n in range(config.writers)]
         for writer in writers:
-            writer.start(writer.rng.uniform(0.0, 0.1))
+            writer.start(writer.rng.uniform(0.0, config.start_over))
         for n in range(config.readers):
             rng = Random(self.master.getrandbits(64))
             Process(

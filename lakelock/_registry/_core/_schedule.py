@@ -638,14 +638,19 @@ class Scheduler:
         now: we know the root and are committing; that writer sleeps between two looks; a
         race nobody won leaves us the last swapper, the hand-over), or our patience ran out,
         or this is our first fold and that intent was made long before ours (its writer is
-        not folding, or it would have been applied). ``ahead``: the pending intents older
-        than ours (our place in the line, :meth:`patient`). Waiting starts here."""
+        not folding, or it would have been applied) with fewer than :data:`CROWD` older
+        ones pending: a crowd of old intents is a burst's earlier processes behind a
+        folder a loaded machine slows, and each newcomer reading them all to race it slowed
+        that folder further (docs/decisions/0048-a-first-fold-behind-a-crowd-waits.md); a
+        folder that stopped is taken over one waiter at a time (:meth:`patient`).
+        ``ahead``: the pending intents older than ours (our place in the line). Waiting
+        starts here."""
         self.waits.ahead = ahead
         if not advise(
             lambda: (
                 self.patient(attempts, max_attempts)
                 and not self.hints.swapped_last
-                and not (first_fold and self.long_before(older, ours))
+                and not (first_fold and ahead < self.crowd_at and self.long_before(older, ours))
             ),
             False,
         ):

@@ -123,6 +123,7 @@ __all__ = [
     "validate_file_name",
     "validate_lake_prefix",
     "validate_lease_name",
+    "validate_namespace",
     "validate_partition_path",
     "validate_partition_type",
 ]
@@ -254,6 +255,22 @@ def validate_bucket_name(name: object) -> str:
         )
     if ".." in text or _IPV4.fullmatch(text):
         raise InvalidNameError(name, "a bucket name has no '..' and is not an IP address")
+    return text
+
+
+def validate_namespace(name: object) -> str:
+    """The catalog's Iceberg namespace, unchanged, or :class:`InvalidNameError`. The catalog
+    serves one namespace of one level, and REST clients (Spark, Trino, PyIceberg) read a
+    ``.`` in a table identifier as a level separator: ``a.b.sales`` is table ``sales`` of
+    namespace ``("a", "b")``, which this catalog would never serve."""
+    text = _text(name, "namespace")
+    if "." in text:
+        raise InvalidNameError(
+            name,
+            "a namespace is one level, with no '.': clients read 'a.b' as the two levels "
+            "'a' and 'b'",
+            what="namespace",
+        )
     return text
 
 

@@ -176,8 +176,8 @@ class TableOperations:
 
         With partitions given, each row of ``table`` must fall in one of them
         (:class:`InvalidNameError` otherwise, before anything is written). An empty table
-        with ``partitions=None`` commits nothing (``result.empty``); with partitions given,
-        it empties them.
+        with ``partitions=None`` or ``[]`` commits nothing (``result.empty``); with
+        partitions given, it empties them.
         """
         return self._put("overwrite", dataset, table, partitions, **options)
 
@@ -227,9 +227,10 @@ class TableOperations:
         planned = commit.check()
         if isinstance(planned, CommitResult):
             return planned
-        if replaced is None and table.num_rows == 0:
-            # An empty append or an overwrite of nothing, checked like any other (its commit
-            # id, partition columns and schema, above): an id recorded for other rows is
+        if not replaced and table.num_rows == 0:
+            # An empty append or an overwrite of nothing (no rows, and no partition named to
+            # replace: it would change nothing), checked like any other (its commit id,
+            # partition columns and schema, above): an id recorded for other rows is
             # CommitIdReusedError, not "nothing was committed under it".
             return commit.empty(planned.version)
         if replaced is not None:

@@ -53,6 +53,34 @@ def test_an_empty_append_partitioned_otherwise_than_the_dataset_is_refused(lake:
     assert empty.commit_id == "load-8"
 
 
+def test_an_overwrite_of_no_partitions_with_no_rows_commits_nothing(lake: Lake) -> None:
+    """``overwrite(empty table, partitions=[])`` replaces no partition with no rows: it
+    changes nothing, so it commits nothing (``result.empty``, no registry version), as an
+    empty append does; its commit id and partition columns are still checked. What a user
+    loses otherwise: a job whose list of partitions to rebuild came out empty adds a
+    version that changes nothing to the history every day, and its commit id is recorded
+    for that, so the re-run that finds the rows hears ``CommitIdReusedError``."""
+    first = lake.append("sales", ROWS, partition_by=["day"], commit_id="load-7")
+    empty = lake.overwrite("sales", ROWS.slice(0, 0), partitions=[], partition_by=["day"])
+    assert empty.empty
+    assert empty.version == first.version
+    again = lake.overwrite(
+        "sales", ROWS.slice(0, 0), partitions=[], partition_by=["day"], commit_id="load-8"
+    )
+    assert again.empty
+    assert again.commit_id == "load-8"
+    assert lake.registry.read().version == first.version
+    assert [h.commit_id for h in lake.history("sales")] == ["load-7"]
+    with pytest.raises(CommitIdReusedError, match="load-7"):
+        lake.overwrite(
+            "sales", ROWS.slice(0, 0), partitions=[], partition_by=["day"], commit_id="load-7"
+        )
+    with pytest.raises(PartitionByMismatchError):
+        lake.overwrite("sales", ROWS.slice(0, 0), partitions=[], partition_by=["id"])
+    lake.overwrite("sales", ROWS.slice(1, 1), partition_by=["day"], commit_id="load-8")
+    assert sorted(lake.read("sales")["id"].to_pylist()) == [1, 2]
+
+
 def test_a_dask_job_that_found_no_rows_leaves_its_commit_id_to_the_run_that_finds_them(
     lake: Lake,
 ) -> None:

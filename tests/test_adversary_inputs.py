@@ -41,3 +41,18 @@ def test_an_as_of_that_names_no_instant_is_refused_not_read_at_another(
     aware = dt.datetime.fromtimestamp(at, dt.UTC)
     assert lake.read("sales", as_of=aware)["id"].to_pylist() == [1]
     assert lake.read("sales", as_of=at)["id"].to_pylist() == [1]
+
+
+@pytest.mark.parametrize("limit", [-1, -5, 1.5, True])
+def test_a_history_limit_that_is_no_count_is_refused(lake: Lake, limit: Any) -> None:
+    """``history(limit=-1)`` answered ``[]`` (or, for a format-1 lake, every entry but the
+    oldest): a pipeline that computed its limit wrongly was told the dataset had no commits.
+    A limit that is not a count of entries is InvalidArgumentError naming the limit; 0 and a
+    positive limit still answer."""
+    lake.append("sales", pa.table({"id": [1]}))
+    lake.append("sales", pa.table({"id": [2]}))
+    with pytest.raises(InvalidArgumentError, match="invalid limit") as refused:
+        lake.history("sales", limit=limit)
+    assert refused.value.value is limit
+    assert lake.history("sales", limit=0) == []
+    assert [h.version for h in lake.history("sales", limit=1)] == [2]

@@ -9,10 +9,12 @@ import re
 from urllib.parse import urlsplit
 
 import orjson
+import pytest
 
 from lakelock import Lake
-from lakelock._catalog import DEFAULT_NAMESPACE
+from lakelock._catalog import DEFAULT_NAMESPACE, LakeCatalog
 from lakelock._cli import _catalog as cli_catalog
+from lakelock.errors import InvalidNameError
 from lakelock.testing import S3Endpoint
 from tests._support.catalog import TOKEN, bearer, two_datasets
 from tests._support.processes import InProcess, interrupt, read_until, start_cli
@@ -146,3 +148,28 @@ def test_the_command_line_default_namespace_is_the_catalogs() -> None:
     """The CLI keeps its own copy of the default (so every command does not import the
     server): it must be the catalog's."""
     assert cli_catalog.DEFAULT_NAMESPACE == DEFAULT_NAMESPACE
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("catalog", "--namespace", "a.b"),
+        ("serve", "--port", "0", "--catalog", "--catalog-namespace", "a.b"),
+    ],
+)
+def test_a_namespace_clients_read_as_two_levels_is_a_usage_error(
+    s3: S3Endpoint, bucket: str, in_process: InProcess, argv: tuple[str, ...]
+) -> None:
+    """``--namespace a.b`` was served, but every REST client reads ``a.b.sales`` as table
+    ``sales`` of the two-level namespace ``("a", "b")``, which the catalog never serves: no
+    engine could name a table. It is a usage error (exit 2) naming the option, before
+    anything is served; ``LakeCatalog`` refuses it too (InvalidNameError)."""
+    url = () if argv[0] == "serve" else (f"s3://{bucket}", "--endpoint-url", s3.url)
+    result = in_process(argv[0], *url, *argv[1:])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(
+        "namespace: invalid namespace 'a.b': a namespace is one level, with no '.': clients "
+        "read 'a.b' as the two levels 'a' and 'b'"
+    )
+    with pytest.raises(InvalidNameError, match="one level"):
+        LakeCatalog(Lake(bucket, s3=s3.client()), namespace="a.b")

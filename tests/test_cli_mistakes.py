@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -75,6 +76,32 @@ def test_a_mistyped_dataset_points_at_the_list_of_datasets(
     )
 
 
+@pytest.mark.parametrize(
+    "command",
+    [("vacuum", "--delete"), ("locks",), ("mirror", "--dataset", "sales")],
+)
+def test_a_prefix_with_no_lake_is_named_as_such(
+    s3: S3Endpoint, lake: Lake, client: Any, in_process: InProcess, command: tuple[str, ...]
+) -> None:
+    """A command pointed at a prefix with no lake (here a mistyped one beside a real lake)
+    says there is no lake there, exit 1, instead of reporting an empty lake (vacuum: "0
+    objects scanned", locks: no holders) or a dataset missing from a registry that does not
+    exist. Vacuum deletes nothing there: with no registry, every object would look
+    unreferenced."""
+    lake.append("sales", pa.table({"id": [1]}))
+    stray = "lake2/datasets/sales/part-0.parquet"
+    client.put_object(Bucket=lake.bucket, Key=stray, Body=b"rows")
+    url = f"s3://{lake.bucket}/lake2"
+    result = in_process(command[0], url, *command[1:], "--endpoint-url", s3.url)
+    assert result.returncode == 1
+    assert one_error_line(result.stderr) == (
+        f"no lake at {url}/: nothing was ever committed under this prefix (no registry); "
+        "check the bucket and prefix"
+    )
+    listed = client.list_objects_v2(Bucket=lake.bucket, Prefix="lake2/")["Contents"]
+    assert [o["Key"] for o in listed] == [stray]
+
+
 def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
     in_process: InProcess,
 ) -> None:
@@ -106,14 +133,25 @@ def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
             ["registry", "log", "s3://lake", "-n", "0"],
             "argument -n/--limit: expected a positive integer, got '0'",
         ),
+        (
+            ["registry", "configure", "s3://lake", "--commit-window", "100000000"],
+            "argument --commit-window: expected an integer from 1 to 10000 (the root keeps "
+            "them all), got '100000000'",
+        ),
+        (
+            ["registry", "configure", "s3://lake", "--intent-ttl", "99999d"],
+            "argument --intent-ttl: at most 1h (vacuum keeps every intent younger than it), "
+            "got '99999d'",
+        ),
     ],
 )
 def test_malformed_options_are_usage_errors(
     in_process: InProcess, argv: list[str], message: str
 ) -> None:
     """An endpoint without its scheme, a bucket name S3 would refuse (``serve`` would
-    otherwise create it, and every lakelock command refuse it later) and a limit of no
-    commits are usage errors naming the option, exit 2, before anything is sent."""
+    otherwise create it, and every lakelock command refuse it later), a limit of no
+    commits and a lake setting above its bound (the root would grow with it) are usage
+    errors naming the option, exit 2, before anything is sent."""
     result = in_process(*argv)
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1].endswith(f"error: {message}")

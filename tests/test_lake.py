@@ -324,6 +324,42 @@ def test_configure_changes_the_settings_of_every_writer(client: Any, bucket: str
     assert other.registry.settings().vacuum_floor == DEFAULTS.vacuum_floor
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("commit_window", 100_000_000), ("commit_window", 10_001), ("intent_ttl", "99999d")],
+)
+def test_a_setting_that_would_grow_the_lake_without_bound_is_refused(
+    client: Any, bucket: str, admin: Any, setting: str, value: object
+) -> None:
+    """A commit window of 100,000,000 ids or an intent TTL of 99,999 days was stored: every
+    commit rewrites the root, which keeps that many commit records and fates, so each
+    commit's PUT grew without limit; vacuum keeps every intent younger than the TTL, so
+    ``metastore/intents/`` was never cleaned up. Above its bound (10,000 ids, an hour) it is
+    InvalidArgumentError naming the setting, from ``configure`` (nothing written) and from a
+    ``Lake`` given it; the bound itself is accepted, and a root an older lakelock stored
+    above it stays readable and writable."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.append("sales", table([1]), partition_by=["year"])
+    version = lake.registry.read().version
+    with pytest.raises(InvalidArgumentError, match=f"invalid {setting} .*: at most"):
+        lake.configure(**{setting: value})
+    with pytest.raises(InvalidArgumentError, match=f"invalid {setting} .*: at most"):
+        Lake(bucket, s3=client, **{setting: value})
+    assert lake.registry.read().version == version
+    assert lake.configure(commit_window=10_000, intent_ttl="1h") == LakeSettings(
+        commit_window=10_000, intent_ttl=3600.0
+    )
+    key = lake.store.full_key(REGISTRY_KEY)
+    body = orjson.loads(admin.get_object(Bucket=bucket, Key=key)["Body"].read())
+    body["settings"]["commit_window"] = 100_000
+    admin.put_object(Bucket=bucket, Key=key, Body=orjson.dumps(body))
+    fresh = Lake(bucket, s3=client, retry=FAST_RETRY)
+    assert fresh.registry.settings().commit_window == 100_000
+    fresh.configure(retention="30d")
+    fresh.append("sales", table([2]), partition_by=["year"])
+    assert sorted(fresh.read("sales")["id"].to_pylist()) == [1, 2]
+
+
 def test_a_lake_without_stored_settings_keeps_the_defaults_until_its_first_commit(
     lake: Lake, admin: Any
 ) -> None:

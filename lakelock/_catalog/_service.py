@@ -58,7 +58,7 @@ from lakelock._lake import Lake
 from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
 from lakelock._mirror._iceberg import engine_properties, staged_metadata
 from lakelock._mirror._run import mirror as mirror_views
-from lakelock._names import validate_dataset_name, validate_partition_type
+from lakelock._names import validate_dataset_name, validate_namespace, validate_partition_type
 from lakelock._registry import CommitResult, RegistrySnapshot
 from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._changes import Change
@@ -146,10 +146,8 @@ class LakeCatalog:
         log: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not namespace or "\x1f" in namespace:
-            raise ValueError(f"invalid namespace {namespace!r}: non-empty, one part")
         self.lake = lake
-        self.namespace = namespace
+        self.namespace = validate_namespace(namespace)
         self.vend_credentials = vend_credentials
         self.read_only = read_only
         self._mirror = mirror or self._lake_mirror

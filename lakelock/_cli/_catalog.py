@@ -20,6 +20,7 @@ from lakelock._cli._common import (
     add_listen_options,
     check_bucket,
     client_for,
+    namespace_name,
     wait_for_interrupt,
 )
 from lakelock._lake import Lake
@@ -77,9 +78,11 @@ def add_catalog_options(parser: argparse._ActionsContainer, *, prefix: str) -> N
     ``lakelock serve``)."""
     parser.add_argument(
         f"--{prefix}namespace",
+        type=namespace_name,
         default=DEFAULT_NAMESPACE,
         metavar="NAME",
-        help=f"the namespace the datasets appear in (default {DEFAULT_NAMESPACE!r})",
+        help=f"the namespace the datasets appear in: one level, no '.' (default "
+        f"{DEFAULT_NAMESPACE!r})",
     )
     parser.add_argument(
         f"--{prefix}token",

@@ -37,8 +37,9 @@ from botocore.exceptions import (
 from lakelock._client import s3_client
 from lakelock._durations import duration_seconds, format_duration
 from lakelock._lake import Lake
+from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
-from lakelock._names import validate_bucket_name, validate_dataset_name
+from lakelock._names import validate_bucket_name, validate_dataset_name, validate_namespace
 from lakelock.errors import (
     AccessDeniedError,
     DatasetNotFoundError,
@@ -69,6 +70,7 @@ __all__ = [
     "format_time",
     "join_dash_values",
     "lake_for",
+    "namespace_name",
     "natural_key",
     "number_type",
     "parse_duration",
@@ -228,6 +230,15 @@ def dataset_name(text: str) -> str:
         raise argparse.ArgumentTypeError(f"invalid dataset name {text!r}: {error.reason}") from None
 
 
+def namespace_name(text: str) -> str:
+    """The catalog's namespace (argparse type): one a REST client would read as another (a
+    ``.`` makes two levels) is a usage error before the catalog starts."""
+    try:
+        return validate_namespace(text)
+    except InvalidNameError as error:
+        raise argparse.ArgumentTypeError(f"invalid namespace {text!r}: {error.reason}") from None
+
+
 #: Options whose value may begin with ``-`` (a negative duration is refused by its type with
 #: a clear message, instead of argparse taking ``-1h`` for an option).
 DASH_VALUE_OPTIONS = frozenset({"--older-than", "--retention"})
@@ -340,6 +351,23 @@ def check_bucket(client: Any, bucket: str) -> None:
                 operation="HeadBucket",
             ) from error
         raise
+
+
+def check_lake(lake: Lake, target: LakeTarget) -> None:
+    """Raise a clear error if no lake lives at ``target``: no bucket (:func:`check_bucket`), or
+    no registry root under its prefix. Commands that work around the registry (vacuum, locks,
+    mirror) would otherwise report an empty lake where the bucket or prefix was mistyped, and
+    vacuum would judge every object there unreferenced."""
+    if lake.registry.read().version != 0:
+        return
+    check_bucket(lake.client, target.bucket)
+    raise NotFoundError(
+        f"no lake at {target.url}: nothing was ever committed under this prefix (no registry); "
+        f"check the bucket and prefix",
+        bucket=target.bucket,
+        key=f"{target.prefix}{REGISTRY_KEY}",
+        operation="GetObject",
+    )
 
 
 # -- output -------------------------------------------------------------------------------------

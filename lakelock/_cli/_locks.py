@@ -14,7 +14,7 @@ from typing import Any
 from lakelock._cli._common import (
     LakeTarget,
     add_command,
-    check_bucket,
+    check_lake,
     format_duration,
     format_time,
     lake_for,
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     tables = read_lock_tables(lake.store)
     leases = read_leases(lake.store)
     if not tables and not leases:
-        check_bucket(lake.client, target.bucket)
+        check_lake(lake, target)  # locks of a lake are kept beside its registry
     times = [s.server_time for s in tables if s.server_time is not None]
     times += [s.server_time for s in leases if s.server_time is not None]
     now = max(times) if times else time.time()

@@ -15,7 +15,7 @@ from lakelock._cli._common import (
     add_command,
     add_dataset_option,
     add_progress_option,
-    check_bucket,
+    check_lake,
     client_for,
     print_json,
     print_lines,
@@ -67,7 +67,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
     lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args))
-    check_bucket(lake.client, target.bucket)
+    check_lake(lake, target)
     wanted = progress_wanted(args.progress)
     results: list[MirrorResult] = []
     for name in args.format:

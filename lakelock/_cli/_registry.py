@@ -25,7 +25,12 @@ from lakelock._cli._common import (
 )
 from lakelock._layout import files_prefix
 from lakelock._registry import FORMAT_VERSION, CommitRecord, DatasetState, RegistrySnapshot
-from lakelock._registry._settings import DEFAULTS, LakeSettings
+from lakelock._registry._settings import (
+    DEFAULTS,
+    MAX_COMMIT_WINDOW,
+    MAX_INTENT_TTL,
+    LakeSettings,
+)
 from lakelock.errors import DatasetNotFoundError
 
 __all__ = ["add_parser"]
@@ -103,15 +108,21 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--commit-window",
-        type=number_type(int, lambda value: value >= 1, "a positive integer"),
+        type=number_type(
+            int,
+            lambda value: 1 <= value <= MAX_COMMIT_WINDOW,
+            f"an integer from 1 to {MAX_COMMIT_WINDOW} (the root keeps them all)",
+        ),
         metavar="N",
-        help=f"recent commit ids kept (default of a new lake: {DEFAULTS.commit_window})",
+        help=f"recent commit ids kept, at most {MAX_COMMIT_WINDOW} (default of a new lake: "
+        f"{DEFAULTS.commit_window})",
     )
     parser.add_argument(
         "--intent-ttl",
-        type=parse_duration,
+        type=_intent_ttl,
         metavar="AGE",
-        help=f"e.g. 10m (default of a new lake: {format_duration(DEFAULTS.intent_ttl)})",
+        help=f"e.g. 10m, at most {format_duration(MAX_INTENT_TTL)} (default of a new lake: "
+        f"{format_duration(DEFAULTS.intent_ttl)})",
     )
     parser.add_argument(
         "--vacuum-floor",
@@ -120,6 +131,17 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
         help="e.g. 1h (default of a new lake: "
         f"{format_duration(DEFAULTS.vacuum_floor)}, at most the retention)",
     )
+
+
+def _intent_ttl(text: str) -> float:
+    """``--intent-ttl`` (argparse type): a duration, refused above its bound as a usage error."""
+    seconds = parse_duration(text)
+    if seconds > MAX_INTENT_TTL:
+        raise argparse.ArgumentTypeError(
+            f"at most {format_duration(MAX_INTENT_TTL)} (vacuum keeps every intent younger "
+            f"than it), got {text!r}"
+        )
+    return seconds
 
 
 def run_configure(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from lakelock._cli._common import (
     LakeTarget,
     add_command,
     add_progress_option,
-    check_bucket,
+    check_lake,
     client_for,
     format_duration,
     format_size,
@@ -81,7 +81,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
     lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args), retention=args.retention)
-    check_bucket(lake.client, target.bucket)
+    check_lake(lake, target)  # vacuum judges a prefix with no lake all unreferenced
     settings = lake.registry.settings()
     if args.older_than is None:
         args.older_than = settings.retention

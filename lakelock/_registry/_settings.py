@@ -38,6 +38,8 @@ from lakelock.errors import InvalidArgumentError, SettingsMismatchError
 __all__ = [
     "DEFAULTS",
     "DEFAULT_FLOOR",
+    "MAX_COMMIT_WINDOW",
+    "MAX_INTENT_TTL",
     "LakeSettings",
     "configured",
     "explicit_settings",
@@ -48,6 +50,21 @@ __all__ = [
 #: The default vacuum floor (seconds), at most the retention: an hour is far longer than any
 #: commit takes, and short enough for a lake to be cleaned up the same day.
 DEFAULT_FLOOR = 3600.0
+
+#: The most commit ids the root's window may keep. Every commit rewrites the root whole, and
+#: it keeps the window's entries (about 350 bytes each) and as many intents' fates (about 175
+#: bytes each; as many again of those not applied, which are rare): 10,000 makes a root of
+#: about 5 MB (7 MB at worst), under the 8 MiB from which the root is written by multipart,
+#: where a larger window would make every commit's PUT grow with it (FORMAT.md, "The lake's
+#: settings").
+MAX_COMMIT_WINDOW = 10_000
+
+#: The longest ``intent_ttl`` (seconds). Vacuum keeps every intent younger than it whose fate
+#: the root no longer records (rule 8: its writer may still apply it): one object a commit,
+#: listed by every vacuum, so at 99,999 days ``metastore/intents/`` only ever grows. An hour
+#: is six times the default, and far longer than any writer waits to apply its own intent
+#: (at most half the TTL).
+MAX_INTENT_TTL = 3600.0
 
 
 @dataclass(frozen=True)
@@ -75,7 +92,8 @@ _NAMES = tuple(f.name for f in fields(LakeSettings))
 
 
 def parse_settings(raw: Any) -> LakeSettings:
-    """The root's ``settings``, checked as :func:`checked` checks a caller's."""
+    """The root's ``settings``, checked as :func:`checked` checks a caller's (not against the
+    bounds a caller's are: a root stored above them by an older lakelock stays readable)."""
     data = obj(raw, "settings")
     return checked(
         retention=number(data["retention"], "settings retention"),
@@ -111,12 +129,34 @@ def checked(
     return LakeSettings(float(retention), commit_window, float(intent_ttl), float(vacuum_floor))
 
 
+def _check_bounds(**given: float | int) -> None:
+    """Refuse a ``commit_window`` or ``intent_ttl`` above its bound (the constants say why)."""
+    window = given.get("commit_window")
+    if window is not None and window > MAX_COMMIT_WINDOW:
+        raise InvalidArgumentError(
+            window,
+            f"at most {MAX_COMMIT_WINDOW}: every commit rewrites the root, which keeps this "
+            'many commit ids and as many fates (docs/FORMAT.md, "The lake\'s settings")',
+            what="commit_window",
+        )
+    ttl = given.get("intent_ttl")
+    if ttl is not None and ttl > MAX_INTENT_TTL:
+        raise InvalidArgumentError(
+            ttl,
+            f"at most {MAX_INTENT_TTL:g} seconds (1h): until an undecided intent expires, the "
+            "root keeps the fate of every intent after it (docs/FORMAT.md, \"The lake's "
+            'settings")',
+            what="intent_ttl",
+        )
+
+
 def explicit_settings(**given: float | int | None) -> dict[str, float | int]:
     """The settings a caller named (``None``: the lake's), each checked on its own."""
     explicit = {name: value for name, value in given.items() if value is not None}
     unknown = set(explicit) - set(_NAMES)
     if unknown:
         raise TypeError(f"unknown lake settings: {sorted(unknown)}")
+    _check_bounds(**explicit)
     return explicit
 
 
@@ -126,6 +166,7 @@ def configured(base: LakeSettings, changes: Mapping[str, float | int]) -> LakeSe
     merged = replace(base, **changes)  # type: ignore[arg-type]
     if "vacuum_floor" not in changes and merged.vacuum_floor > merged.retention:
         merged = replace(merged, vacuum_floor=merged.retention)
+    _check_bounds(**changes)  # only what changes: a lake stored above a bound stays usable
     return checked(**{name: getattr(merged, name) for name in _NAMES})
 
 

@@ -675,8 +675,16 @@ class Registry:
 
     def history(self, dataset: str, *, limit: int | None = None) -> list[HistoryEntry]:
         """The commits of ``dataset``, newest first: version, server time, commit id,
-        operation and counts, as far back as its snapshots are kept (see vacuum)."""
+        operation and counts, as far back as its snapshots are kept (see vacuum). ``limit``
+        (at most that many) is a count: a negative one is refused before any request."""
         dataset = validate_dataset_name(dataset)
+        if limit is not None and (
+            not isinstance(limit, int) or isinstance(limit, bool) or limit < 0
+        ):
+            # A negative slice bound would silently drop entries from the end instead.
+            raise InvalidArgumentError(
+                limit, "a limit is a count of entries: an int, 0 or more", what="limit"
+            )
         doc, _ = self._current()
         if doc.format_version == 1:
             if dataset not in doc.datasets:

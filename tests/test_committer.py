@@ -984,6 +984,23 @@ def test_an_intent_landing_after_a_fold_listed_it_is_folded_by_the_next(
     assert names(folder) == ["a", "b", "c", "l", "late"]
 
 
+def folded_by_another(s3: S3Endpoint, store: ObjectStore) -> tuple[Registry, CommitResult, int]:
+    """A process (no group commit) appends ``mine``; during its first wait another process
+    folds what is pending and swaps (appending ``other``). Requests are counted from our
+    commit on. Our registry, our result and the other's version."""
+    swaps: list[int] = []
+
+    def meanwhile(_: float) -> None:
+        if not swaps:
+            folder = seasoned(registry(store))
+            swaps.append(append(folder, "sales", datafile("sales", "", "other")).version)
+
+    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
+    s3.reset_stats()
+    result = append(ours, "sales", datafile("sales", "", "mine"))
+    return ours, result, swaps[0]
+
+
 def test_a_first_fold_sends_its_intent_first_and_waits_for_an_older_one(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:
@@ -998,17 +1015,9 @@ def test_a_first_fold_sends_its_intent_first_and_waits_for_an_older_one(
         Change("sales", "starting", add=(datafile("sales", "", "s"),)),
         ms=int(time.time() * 1000) - 100,
     )
-    swaps: list[int] = []
-
-    def meanwhile(_: float) -> None:  # our wait: the older intent's writer folds both
-        if not swaps:
-            folder = seasoned(registry(store))
-            swaps.append(append(folder, "sales", datafile("sales", "", "other")).version)
-
-    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
-    s3.reset_stats()
-    result = append(ours, "sales", datafile("sales", "", "mine"))
-    assert (result.version, result.attempts) == (swaps[0], 2)
+    # Our wait: the older intent's writer folds both.
+    ours, result, swapped = folded_by_another(s3, store)
+    assert (result.version, result.attempts) == (swapped, 2)
     assert s3.areas()["GetObject metastore/intents"] == 2  # the folder read both; we, none
     assert names(ours) == ["a", "mine", "other", "s"]
 
@@ -1156,17 +1165,9 @@ def test_a_first_fold_behind_a_crowd_of_old_intents_waits_for_their_folder(
             Change("sales", f"earlier-{n}", add=(datafile("sales", "", f"e{n}"),)),
             ms=made + n,
         )
-    swaps: list[int] = []
-
-    def meanwhile(_: float) -> None:  # our wait: the folder at work swaps, ours folded too
-        if not swaps:
-            folder = seasoned(registry(store))
-            swaps.append(append(folder, "sales", datafile("sales", "", "other")).version)
-
-    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=meanwhile))
-    s3.reset_stats()
-    result = append(ours, "sales", datafile("sales", "", "mine"))
-    assert (result.version, result.attempts) == (swaps[0], 2)
+    # Our wait: the folder at work swaps, ours folded too.
+    ours, result, swapped = folded_by_another(s3, store)
+    assert (result.version, result.attempts) == (swapped, 2)
     # The folder read the crowd's intents and ours; we read none.
     assert s3.areas()["GetObject metastore/intents"] == CROWD + 1
     assert len(names(ours)) == CROWD + 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import io
 import os
 from typing import Any
@@ -166,6 +167,24 @@ def test_a_body_lost_on_every_try_is_unknown_once_the_budget_is_spent(
     assert (info.value.key, info.value.operation) == ("k", "GetObject")
     assert isinstance(info.value.__cause__, BotoCoreError)
     assert s3.stats()["GetObject"] == 3
+
+
+@pytest.mark.parametrize("kind", ["truncate", "corrupt"])
+def test_a_streamed_hash_whose_body_is_lost_is_read_and_hashed_again_from_the_start(
+    s3: S3Endpoint, store: ObjectStore, kind: Any
+) -> None:
+    """A body hashed a few bytes at a time that breaks off midway (``truncate``) or fails its
+    checksum at its end (``corrupt``) is asked for again and hashed from its start: the digest
+    is the object's, never one over the bytes of a broken try and then the whole."""
+    body = bytes(range(256)) * 64
+    put = store.put("k", body)
+    s3.reset_stats()
+    s3.inject(kind, operation="GetObject", prefix="k", count=1)
+    head, digest = store.sha256("k", chunk_size=100)
+    assert digest == hashlib.sha256(body).hexdigest()
+    assert (head.etag, head.size) == (put.etag, len(body))
+    assert s3.faults()["injected"] == {kind: 1}
+    assert s3.stats()["GetObject"] == 2
 
 
 def test_lost_ack_on_create_is_success(s3: S3Endpoint, store: ObjectStore) -> None:

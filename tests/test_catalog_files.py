@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import BadRequestError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
@@ -26,7 +27,8 @@ from pyiceberg.types import BinaryType, LongType, NestedField, StringType
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
 from lakelock._catalog._commits import FOOTER_READ
-from lakelock._layout import files_prefix
+from lakelock._layout import data_file_key, files_prefix
+from lakelock._names import partition_path
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 
@@ -140,6 +142,40 @@ def test_a_data_file_whose_body_breaks_off_midway_is_read_again_from_its_start(
     (placed,) = lake.registry.files("blobs")
     assert placed.checksum == f"sha256:{hashlib.sha256(body(client, lake, written)).hexdigest()}"
     assert lake.read("blobs").num_rows == 4
+
+
+def placed_key(written: str) -> str:
+    """Where lakelock keeps the engine's file ``written`` of partition "a b" of "blobs"."""
+    return data_file_key("blobs", partition_path([("kind", "a b")]), written.rsplit("/", 1)[-1])
+
+
+def test_a_file_found_where_the_engines_file_belongs_is_taken_only_if_it_is_the_same(
+    server: CatalogServer, lake: Lake, client: Any, admin: Any
+) -> None:
+    """Where lakelock keeps the engine's file, another file is already: the commit is a 400
+    naming the place, and nothing is committed. The engine's own bytes there (a request sent
+    again after its copy landed) commit, recorded with that object's ETag. What a user would
+    lose: a commit naming a file whose bytes are not the ones its checksum is of."""
+    table = engine(server).create_table("lake.blobs", BLOBS, partition_spec=BY_KIND)
+    transaction = table.transaction()
+    transaction.append(blobs(2, 1000))
+    (written,) = engine_files(client, lake, "blobs", set())
+    key = lake.prefix + placed_key(written)
+    admin.put_object(Bucket=lake.bucket, Key=key, Body=body(client, lake, written)[:-1] + b"!")
+    version = lake.registry.read().version
+    with pytest.raises(BadRequestError, match="another file is"):
+        transaction.commit_transaction()
+    assert lake.registry.read().version == version
+    again = table.transaction()
+    again.append(blobs(2, 1000))
+    (written,) = engine_files(client, lake, "blobs", {written, placed_key(written)})
+    key = lake.prefix + placed_key(written)
+    admin.put_object(Bucket=lake.bucket, Key=key, Body=body(client, lake, written))
+    planted = client.head_object(Bucket=lake.bucket, Key=key)["ETag"]
+    again.commit_transaction()
+    (placed,) = lake.registry.files("blobs")
+    assert (placed.key, placed.etag) == (placed_key(written), planted)
+    assert lake.read("blobs").num_rows == 2
 
 
 def test_a_footer_longer_than_the_first_read_of_the_tail_gives_the_row_count(

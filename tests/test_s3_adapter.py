@@ -339,6 +339,21 @@ def test_copy_of_empty_object(store: ObjectStore) -> None:
     assert store.get("copy").body == b""
 
 
+def test_copy_of_a_version_that_was_replaced_copies_nothing(store: ObjectStore) -> None:
+    """A copy asked for the version of the source with a given ETag, after the source was
+    replaced, is PreconditionFailedError and nothing is at the destination: a copy is never
+    of bytes other than the ones its caller read (and hashed)."""
+    read = store.put("src", b"first").etag
+    replaced = store.put("src", b"second", mode="overwrite").etag
+    with pytest.raises(PreconditionFailedError) as info:
+        store.copy("src", "dst", source_etag=read)
+    assert (info.value.key, info.value.expected_etag) == ("src", read)
+    with pytest.raises(NotFoundError):
+        store.head("dst")
+    store.copy("src", "dst", source_etag=replaced)
+    assert store.get("dst").body == b"second"
+
+
 def test_conditional_delete(store: ObjectStore) -> None:
     """Delete with If-Match: stale ETag PreconditionFailedError, missing NotFoundError."""
     etag = store.put("k", b"1").etag

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import io
 import os
 from typing import Any
@@ -168,6 +169,24 @@ def test_a_body_lost_on_every_try_is_unknown_once_the_budget_is_spent(
     assert s3.stats()["GetObject"] == 3
 
 
+@pytest.mark.parametrize("kind", ["truncate", "corrupt"])
+def test_a_streamed_hash_whose_body_is_lost_is_read_and_hashed_again_from_the_start(
+    s3: S3Endpoint, store: ObjectStore, kind: Any
+) -> None:
+    """A body hashed a few bytes at a time that breaks off midway (``truncate``) or fails its
+    checksum at its end (``corrupt``) is asked for again and hashed from its start: the digest
+    is the object's, never one over the bytes of a broken try and then the whole."""
+    body = bytes(range(256)) * 64
+    put = store.put("k", body)
+    s3.reset_stats()
+    s3.inject(kind, operation="GetObject", prefix="k", count=1)
+    head, digest = store.sha256("k", chunk_size=100)
+    assert digest == hashlib.sha256(body).hexdigest()
+    assert (head.etag, head.size) == (put.etag, len(body))
+    assert s3.faults()["injected"] == {kind: 1}
+    assert s3.stats()["GetObject"] == 2
+
+
 def test_lost_ack_on_create_is_success(s3: S3Endpoint, store: ObjectStore) -> None:
     """Applied, response lost, retried into 412: the adapter reads back its own write id."""
     s3.inject("lost_ack", operation="PutObject", count=1)
@@ -318,6 +337,21 @@ def test_copy_of_empty_object(store: ObjectStore) -> None:
     store.put("empty", b"")
     store.copy("empty", "copy")
     assert store.get("copy").body == b""
+
+
+def test_copy_of_a_version_that_was_replaced_copies_nothing(store: ObjectStore) -> None:
+    """A copy asked for the version of the source with a given ETag, after the source was
+    replaced, is PreconditionFailedError and nothing is at the destination: a copy is never
+    of bytes other than the ones its caller read (and hashed)."""
+    read = store.put("src", b"first").etag
+    replaced = store.put("src", b"second", mode="overwrite").etag
+    with pytest.raises(PreconditionFailedError) as info:
+        store.copy("src", "dst", source_etag=read)
+    assert (info.value.key, info.value.expected_etag) == ("src", read)
+    with pytest.raises(NotFoundError):
+        store.head("dst")
+    store.copy("src", "dst", source_etag=replaced)
+    assert store.get("dst").body == b"second"
 
 
 def test_conditional_delete(store: ObjectStore) -> None:

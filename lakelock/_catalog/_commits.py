@@ -17,13 +17,15 @@ snapshot expiry (lakelock keeps versions by its retention). A manifest list that
 exist or lies outside the lake is a 400 as well: nothing is half-applied, because nothing but
 the placed files (below) is written until the one commit.
 
-Each added file is read once (its SHA-256 is the checksum lakelock verifies on every read, its
-size and parquet footer checked against the manifest); its partition values and column
-statistics are the manifest's. An engine spells partition folders its own way (pyiceberg and
-Java's URLEncoder write ``kind=a+b`` for ``"a b"``, pyiceberg ``kind=null`` for a null), so
-the folder is never read: a file anywhere under the dataset's folder whose key is not where
-lakelock keeps a file of its partition is created there (create-only), the one write before
-the commit.
+Each added file is read once, streamed a chunk at a time through its SHA-256 (the checksum
+lakelock verifies on every read), so the memory a file holds is one chunk whatever its size
+(Iceberg's default target is 512 MB); its size is checked against the manifest, and its row
+count, read from its parquet footer alone (a ranged GET of its tail), too. Its partition values
+and column statistics are the manifest's. An engine spells partition folders its own way
+(pyiceberg and Java's URLEncoder write ``kind=a+b`` for ``"a b"``, pyiceberg ``kind=null`` for
+a null), so the folder is never read: a file anywhere under the dataset's folder whose key is
+not where lakelock keeps a file of its partition is copied there server-side (create-only, and
+only the version that was hashed), the one write before the commit.
 """
 
 from __future__ import annotations
@@ -44,9 +46,15 @@ from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key, files_prefix
 from lakelock._mirror._iceberg import column_ids
 from lakelock._names import partition_path
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectHead, ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
-from lakelock.errors import AlreadyExistsError, InvalidNameError, NotFoundError, StorageError
+from lakelock.errors import (
+    AlreadyExistsError,
+    InvalidNameError,
+    NotFoundError,
+    PreconditionFailedError,
+    StorageError,
+)
 
 __all__ = [
     "STEERED",
@@ -70,8 +78,13 @@ STEERED = (
     "write.merge.mode",
 )
 
-#: Added data files read at once (each whole: its checksum).
+#: Added data files read at once (each streamed through its checksum, a chunk at a time).
 READERS = 8
+
+#: The bytes of a data file's tail read first for its parquet footer (pyarrow's own first read
+#: of a footer is 64 KiB): most footers are in it, a longer one is read with a second GET.
+FOOTER_READ = 64 * 1024
+_MAGIC = b"PAR1"
 
 #: The updates a commit may carry (the rest are refused by name).
 _HANDLED = {
@@ -519,10 +532,11 @@ def _data_files(
     partition_by: Sequence[str],
     field_ids: Mapping[str, int],
 ) -> list[DataFile]:
-    """The lakelock records of the engine's added files, each read whole once (checksum,
-    size, parquet footer). A file's partition is the manifest's partition values; one the
-    engine wrote elsewhere under the dataset's folder (its own spelling of the values) is
-    placed where lakelock keeps a file of that partition, which the commit names."""
+    """The lakelock records of the engine's added files, each streamed once through its
+    checksum (size, then the parquet footer's row count). A file's partition is the
+    manifest's partition values; one the engine wrote elsewhere under the dataset's folder
+    (its own spelling of the values) is copied where lakelock keeps a file of that
+    partition, which the commit names."""
     from pyiceberg.manifest import DataFileContent, FileFormat  # noqa: PLC0415 - extra
 
     planned = []
@@ -589,35 +603,28 @@ def _record(
     arrow: pa.Schema,
     ids: Mapping[str, int],
 ) -> DataFile:
-    import pyarrow.parquet as pq  # noqa: PLC0415 - only here
-
     f = planned.entry
     try:
-        obj = store.get(planned.source)
+        head, digest = store.sha256(planned.source)
     except NotFoundError:
         raise CatalogError.bad_request(f"data file {f.file_path} does not exist") from None
-    if len(obj.body) != f.file_size_in_bytes:
+    if head.size != f.file_size_in_bytes:
         raise CatalogError.bad_request(
-            f"data file {f.file_path} is {len(obj.body)} bytes; the manifest says "
+            f"data file {f.file_path} is {head.size} bytes; the manifest says "
             f"{f.file_size_in_bytes}"
         )
-    try:
-        rows = pq.ParquetFile(io.BytesIO(obj.body)).metadata.num_rows
-    except (pa.ArrowInvalid, OSError) as error:
-        raise CatalogError.bad_request(
-            f"data file {f.file_path} is not parquet: {error}"
-        ) from error
+    rows = _row_count(store, planned.source, head.size, f.file_path)
     if rows != f.record_count:
         raise CatalogError.bad_request(
             f"data file {f.file_path} holds {rows} rows; the manifest says {f.record_count}"
         )
-    checksum = f"sha256:{hashlib.sha256(obj.body).hexdigest()}"
-    etag = obj.etag if planned.key == planned.source else _placed(store, planned, obj.body)
+    checksum = f"sha256:{digest}"
+    etag = head.etag if planned.key == planned.source else _placed(store, planned, head, digest)
     return DataFile(
         dataset=dataset,
         key=planned.key,
         partition_path=planned.path,
-        size=len(obj.body),
+        size=head.size,
         record_count=rows,
         checksum=checksum,
         etag=etag,
@@ -626,19 +633,45 @@ def _record(
     )
 
 
-def _placed(store: ObjectStore, planned: _Planned, body: bytes) -> str:
-    """The ETag of ``body`` created at ``planned.key`` (create-only: a request sent again
-    finds its own copy there; another file there is a 400, the engine's file untouched)."""
+def _row_count(store: ObjectStore, key: str, size: int, path: str) -> int:
+    """The row count in the parquet footer of the ``size``-byte file at ``key``, read by
+    ranged GETs of the file's tail only (a file ends ``<footer><its length: 4 bytes LE>PAR1``).
+    The footer is parsed as a file of its own: pyarrow reads a file's metadata from its end."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 - only here
+
+    tail = store.get(key, byte_range=(max(0, size - FOOTER_READ), size)).body if size else b""
+    length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else -1
+    if tail[-4:] != _MAGIC or not 0 < length <= size - 12:
+        raise CatalogError.bad_request(
+            f"data file {path} is not parquet: it does not end with a parquet footer"
+        )
+    if length + 8 > len(tail):
+        tail = store.get(key, byte_range=(size - 8 - length, size)).body
     try:
-        return store.put(planned.key, body, mode="create").etag
+        return int(pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :])).num_rows)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise CatalogError.bad_request(f"data file {path} is not parquet: {error}") from error
+
+
+def _placed(store: ObjectStore, planned: _Planned, source: ObjectHead, digest: str) -> str:
+    """The ETag of the engine's file copied, server-side, to ``planned.key`` (create-only: a
+    request sent again finds its own copy there, the same bytes; another file there is a
+    400, the engine's file untouched). The copy is of the file as it was hashed
+    (``source.etag``)."""
+    try:
+        return store.copy(planned.source, planned.key, source_etag=source.etag).etag
     except AlreadyExistsError:
-        there = store.get(planned.key)
-        if there.body != body:
+        there, there_digest = store.sha256(planned.key)
+        if (there.size, there_digest) != (source.size, digest):
             raise CatalogError.bad_request(
                 f"data file {planned.entry.file_path} belongs at {planned.key}, where another "
                 "file is: write it under another name"
             ) from None
         return there.etag
+    except PreconditionFailedError:
+        raise CatalogError.bad_request(
+            f"data file {planned.entry.file_path} changed while the catalog read it"
+        ) from None
 
 
 def _stats(f: Any, schema: Any, arrow: pa.Schema, field_ids: Mapping[str, int]) -> FileStats:

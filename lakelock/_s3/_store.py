@@ -23,6 +23,7 @@ import builtins
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -243,13 +244,24 @@ class ObjectStore:
         metadata: Mapping[str, str] | None = None,
         write_id: str | None = None,
         progress: Callable[[int], None] | None = None,
+        source_etag: str | None = None,
     ) -> PutResult:
         """Server-side copy of ``source_key`` to ``key``, create-only by default:
         ``UploadPartCopy`` in ranges plus a conditional completion, which every S3 honours.
         The copy gets ``metadata`` and its own write id, not the source's metadata; it copies
-        the source as it was when first read (``x-amz-copy-source-if-match``)."""
+        the source as it was when first read (``x-amz-copy-source-if-match``), or with
+        ``source_etag`` as it was then (:class:`PreconditionFailedError` if it is no longer:
+        nothing is copied)."""
         write_id = write_id or new_write_id()
         source = self.head(source_key)
+        if source_etag is not None and source.etag != source_etag:
+            raise PreconditionFailedError(
+                f"CopyObject {source_key!r}: its ETag is {source.etag}, not {source_etag}",
+                bucket=self.bucket,
+                key=source_key,
+                operation="HeadObject",
+                expected_etag=source_etag,
+            )
         write = _Write(
             key,
             b"",
@@ -473,22 +485,46 @@ class ObjectStore:
                 **self._address(key),
                 **extra,
             )
-            try:
+            with self._body_of(key):
                 body = response["Body"].read()
-            except BotoCoreError as error:
-                lost = classify(
-                    error,
-                    bucket=self.bucket,
-                    call=Call("GetObject", key),
-                    prefix=self.prefix,
-                    read_timeout=self.read_timeout,
-                )
-                if isinstance(lost, ReadTimeoutError):
-                    raise lost from error  # stalled a whole try: another could take as long
-                raise _BodyLost(lost) from error
             return ObjectData(**_head_fields(key, response), body=body)
 
         return self._retry_transient(once)
+
+    def sha256(self, key: str, *, chunk_size: int = MIB) -> tuple[ObjectHead, str]:
+        """The object's head and the hex SHA-256 of its body, read in chunks of
+        ``chunk_size`` bytes: the memory it holds is one chunk, whatever the object's size.
+
+        A body that breaks off or fails its checksum midway is asked for again from its start
+        and hashed anew, as :meth:`get` asks again (within the store's retry budget)."""
+
+        def once() -> tuple[ObjectHead, str]:
+            response = self._call("GetObject", key, self.client.get_object, **self._address(key))
+            digest = hashlib.sha256()
+            with self._body_of(key):
+                for chunk in response["Body"].iter_chunks(chunk_size):
+                    digest.update(chunk)
+            return ObjectHead(**_head_fields(key, response)), digest.hexdigest()
+
+        return self._retry_transient(once)
+
+    @contextlib.contextmanager
+    def _body_of(self, key: str) -> Iterator[None]:
+        """Around the read of a GET's body: botocore's failure classified, and one that lost
+        the body (not a stalled try: another could take as long) raised to be asked again."""
+        try:
+            yield
+        except BotoCoreError as error:
+            lost = classify(
+                error,
+                bucket=self.bucket,
+                call=Call("GetObject", key),
+                prefix=self.prefix,
+                read_timeout=self.read_timeout,
+            )
+            if isinstance(lost, ReadTimeoutError):
+                raise lost from error
+            raise _BodyLost(lost) from error
 
     def head(self, key: str) -> ObjectHead:
         response = self._request("HeadObject", key, self.client.head_object, **self._address(key))

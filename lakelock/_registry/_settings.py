@@ -143,8 +143,8 @@ def _check_bounds(**given: float | int) -> None:
     if ttl is not None and ttl > MAX_INTENT_TTL:
         raise InvalidArgumentError(
             ttl,
-            f"at most {MAX_INTENT_TTL:g} seconds (1h): until an undecided intent expires, the "
-            "root keeps the fate of every intent after it (docs/FORMAT.md, \"The lake's "
+            f"at most {MAX_INTENT_TTL:g} seconds (1h): vacuum keeps every intent younger "
+            "than it whose fate the root no longer records (docs/FORMAT.md, \"The lake's "
             'settings")',
             what="intent_ttl",
         )

@@ -302,7 +302,8 @@ class Committer:
         return _linger.lingering(self, away=away)
 
     def away_after(self) -> float | None:
-        """Seconds after which a caller not back counts as away (:func:`._linger.away_after`)."""
+        """For a process that does not linger now: seconds after which a caller not back
+        counts as away (:func:`._linger.away_after`)."""
         return _linger.away_after(self)
 
     def linger(self) -> Steps:

@@ -46,12 +46,13 @@ def lingering(core: Committer, *, away: bool = False) -> bool:
 
 
 def away_after(core: Committer) -> float | None:
-    """How long after its batch ended this process's caller, if it has not made its next
-    commit by then, is away (:data:`AWAY`): then :func:`lingering` is asked again with
-    ``away``. None: the process lingers now, or would not even if its caller were away. A
-    caller committing back to back is back within that, and folds again itself."""
+    """For a process that does not linger now (:func:`lingering` said so): how long after
+    its batch ended its caller, if it has not made its next commit by then, is away
+    (:data:`AWAY`); then :func:`lingering` is asked again with ``away``. None: it would not
+    linger even if its caller were away. A caller committing back to back is back within
+    that, and folds again itself."""
     schedule = core.schedule
-    if schedule.linger() or not schedule.linger(away=True):
+    if not schedule.linger(away=True):
         return None
     hints = schedule.hints
     return max(AWAY * (hints.pause or 0.0), hints.round_seconds)

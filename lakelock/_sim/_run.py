@@ -173,7 +173,7 @@ class SimConfig:
         if not (self.seconds > 0 and math.isfinite(self.seconds)):
             raise ValueError(f"seconds must be > 0, got {self.seconds}")
         if self.start_over < 0 or self.opened < 0:
-            raise ValueError("start_over must be >= 0")
+            raise ValueError("start_over and opened must be >= 0")
         if self.readers < 0 or self.think < 0 or self.intent_ttl <= 0:
             raise ValueError("readers and think must be >= 0, intent_ttl > 0")
         if self.vacuums < 0 or self.vacuum_every <= 0 or self.vacuum_older_than < 0:

@@ -20,7 +20,8 @@ the placed files (below) is written until the one commit.
 Each added file is read once, streamed a chunk at a time through its SHA-256 (the checksum
 lakelock verifies on every read), so the memory a file holds is one chunk whatever its size
 (Iceberg's default target is 512 MB); its size is checked against the manifest, and its row
-count, read from its parquet footer alone (a ranged GET of its tail), too. Its partition values
+count, read from its parquet footer alone (a ranged GET of its tail; a footer over
+``MAX_FOOTER`` is refused, not read), too. Its partition values
 and column statistics are the manifest's. An engine spells partition folders its own way
 (pyiceberg and Java's URLEncoder write ``kind=a+b`` for ``"a b"``, pyiceberg ``kind=null`` for
 a null), so the folder is never read: a file anywhere under the dataset's folder whose key is
@@ -84,6 +85,11 @@ READERS = 8
 #: The bytes of a data file's tail read first for its parquet footer (pyarrow's own first read
 #: of a footer is 64 KiB): most footers are in it, a longer one is read with a second GET.
 FOOTER_READ = 64 * 1024
+#: The longest parquet footer the catalog reads (Dremio refuses footers over 16 MB too; a
+#: 1 GB file's is tens of KiB). A file's last 8 bytes declare its footer's length, and the
+#: footer is read into memory whole: a hostile or damaged file declaring gigabytes would
+#: otherwise make the catalog hold them, whatever streaming the file bounds.
+MAX_FOOTER = 16 * 1024 * 1024
 _MAGIC = b"PAR1"
 
 #: The updates a commit may carry (the rest are refused by name).
@@ -644,6 +650,11 @@ def _row_count(store: ObjectStore, key: str, size: int, path: str) -> int:
     if tail[-4:] != _MAGIC or not 0 < length <= size - 12:
         raise CatalogError.bad_request(
             f"data file {path} is not parquet: it does not end with a parquet footer"
+        )
+    if length > MAX_FOOTER:
+        raise CatalogError.bad_request(
+            f"data file {path} declares a parquet footer of {length} bytes: the catalog "
+            f"reads none over {MAX_FOOTER} (write fewer columns or row groups a file)"
         )
     if length + 8 > len(tail):
         tail = store.get(key, byte_range=(size - 8 - length, size)).body

@@ -1,0 +1,75 @@
+"""Adversarial tests of what the Iceberg REST catalog reads of an engine's data files (README,
+"the Iceberg REST catalog": its memory does not grow with the files' size): a file whose
+parquet footer declares more bytes than any footer holds. pyiceberg's ``RestCatalog`` talks
+HTTP to a catalog started in-process over the embedded endpoint, and appends a file the test
+wrote as a hostile or damaged engine would."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import BadRequestError
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.schema import Schema
+from pyiceberg.typedef import Record
+from pyiceberg.types import LongType, NestedField
+
+from lakelock import Lake
+from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock._catalog._commits import MAX_FOOTER
+from lakelock.testing import S3Endpoint
+
+ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
+EVENTS = Schema(NestedField(1, "n", LongType(), required=False))
+
+
+@pytest.fixture
+def server(lake: Lake) -> Iterator[CatalogServer]:
+    running = CatalogServer(LakeCatalog(lake), port=0).start()
+    yield running
+    running.close()
+
+
+def engine(server: CatalogServer, s3: S3Endpoint) -> Any:
+    return RestCatalog("lakelock", uri=server.url, **ENGINE, **{"s3.endpoint": s3.url})
+
+
+def test_a_file_declaring_a_footer_longer_than_any_is_refused_unread(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """An engine appends a file whose last 8 bytes declare a parquet footer just past the
+    catalog's bound (a hostile file, or one damaged in its tail: the same bytes on a 4 GB
+    file declare a 4 GB footer). The catalog must refuse it (400, naming the footer's size)
+    without reading the footer: it reads a footer into memory whole, so what a user would
+    have lost is the catalog itself, every engine's commits with it, to one file whose tail
+    makes it allocate gigabytes (README: its memory does not grow with the files' size).
+    So the endpoint sends the file's bytes once (the checksum's stream) and its tail, not
+    the declared footer again; nothing is committed. (Before, the catalog fetched and held
+    the whole declared footer, then answered that the file is not parquet.)"""
+    table = engine(server, s3).create_table("lake.events", EVENTS)
+    size = MAX_FOOTER + 64
+    footer = MAX_FOOTER + 1  # fits the file (size - 12): only the bound refuses it
+    body = b"PAR1" + bytes(size - 12) + footer.to_bytes(4, "little") + b"PAR1"
+    folder = table.metadata.properties["write.data.path"]
+    path = f"{folder}/hostile.parquet"
+    key = path.split("/", 3)[3]
+    s3.client(access_key="engine").put_object(Bucket=lake.bucket, Key=key, Body=body)
+    hostile = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=1,
+        file_size_in_bytes=size,
+    )
+    transaction = table.transaction()
+    with transaction.update_snapshot().fast_append() as append:
+        append.append_data_file(hostile)
+    s3.reset_stats()
+    with pytest.raises(BadRequestError, match=f"footer of {footer} bytes"):
+        transaction.commit_transaction()
+    assert s3.traffic()["out"] < size * 1.5
+    assert [h.operation for h in lake.history("events")] == ["create"]

@@ -1,8 +1,8 @@
-"""Adversarial tests of what the Iceberg REST catalog reads of an engine's data files (README,
-"the Iceberg REST catalog": its memory does not grow with the files' size): a file whose
-parquet footer declares more bytes than any footer holds. pyiceberg's ``RestCatalog`` talks
-HTTP to a catalog started in-process over the embedded endpoint, and appends a file the test
-wrote as a hostile or damaged engine would."""
+"""Adversarial tests of what the Iceberg REST catalog reads of an engine's files (README, "the
+Iceberg REST catalog": its memory does not grow with the files' size): a data file whose
+parquet footer declares more bytes than any footer holds, and a manifest list that names a
+huge object. pyiceberg's ``RestCatalog`` talks HTTP to a catalog started in-process over the
+embedded endpoint, and commits files the test wrote as a hostile or damaged engine would."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pyiceberg.types import LongType, NestedField
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
-from lakelock._catalog._commits import MAX_FOOTER
+from lakelock._catalog._commits import MAX_FOOTER, MAX_MANIFEST
 from lakelock.testing import S3Endpoint
 
 ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
@@ -72,4 +72,40 @@ def test_a_file_declaring_a_footer_longer_than_any_is_refused_unread(
     with pytest.raises(BadRequestError, match=f"footer of {footer} bytes"):
         transaction.commit_transaction()
     assert s3.traffic()["out"] < size * 1.5
+    assert [h.operation for h in lake.history("events")] == ["create"]
+
+
+def test_a_manifest_list_larger_than_any_is_refused_unread(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """An engine's append names a manifest list that is just over the catalog's bound (an
+    engine's bug, or a hostile one naming any object of the lake: a data file of
+    gigabytes). pyiceberg's Avro reader takes a manifest whole, so the catalog must refuse
+    it (400, naming its size) without reading it. What a user would have lost: the catalog,
+    and every engine's commits with it, to one request that makes it hold gigabytes. So the
+    endpoint sends none of its bytes; nothing is committed. (Before, the catalog read it
+    whole, then answered that it cannot be read.)"""
+    table = engine(server, s3).create_table("lake.events", EVENTS)
+    transaction = table.transaction()
+    with transaction.update_snapshot().fast_append() as append:
+        append.append_data_file(
+            DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=f"{table.metadata.properties['write.data.path']}/none.parquet",
+                file_format=FileFormat.PARQUET,
+                partition=Record(),
+                record_count=1,
+                file_size_in_bytes=1,
+            )
+        )
+    (listing,) = [
+        u.snapshot.manifest_list for u in transaction._updates if u.action == "add-snapshot"
+    ]
+    size = MAX_MANIFEST + 1
+    key = listing.split("/", 3)[3]
+    s3.client(access_key="engine").put_object(Bucket=lake.bucket, Key=key, Body=bytes(size))
+    s3.reset_stats()
+    with pytest.raises(BadRequestError, match=f"is {size} bytes"):
+        transaction.commit_transaction()
+    assert s3.traffic()["out"] < 1024 * 1024  # the table's metadata, not the list
     assert [h.operation for h in lake.history("events")] == ["create"]

@@ -14,8 +14,9 @@ it) before anything is written: delete files (merge-on-read), data files of anot
 outside the dataset's folder, non-identity partition transforms or other partition columns,
 renamed, retyped, dropped or reordered columns, sort orders, branches, tags, rollbacks and
 snapshot expiry (lakelock keeps versions by its retention). A manifest list that does not
-exist or lies outside the lake is a 400 as well: nothing is half-applied, because nothing but
-the placed files (below) is written until the one commit.
+exist, lies outside the lake or is over ``MAX_MANIFEST`` (it is read whole) is a 400 as
+well: nothing is half-applied, because nothing but the placed files (below) is written
+until the one commit.
 
 Each added file is read once, streamed a chunk at a time through its SHA-256 (the checksum
 lakelock verifies on every read), so the memory a file holds is one chunk whatever its size
@@ -90,6 +91,12 @@ FOOTER_READ = 64 * 1024
 #: footer is read into memory whole: a hostile or damaged file declaring gigabytes would
 #: otherwise make the catalog hold them, whatever streaming the file bounds.
 MAX_FOOTER = 16 * 1024 * 1024
+
+#: The largest manifest or manifest list the catalog reads. pyiceberg's Avro reader takes a
+#: file whole, so each is held in memory; Iceberg's writers roll manifests at 8 MB
+#: (``commit.manifest.target-size-bytes``), and a location may name any object of the lake (a
+#: data file of gigabytes) or a file an engine's bug made huge.
+MAX_MANIFEST = 64 * 1024 * 1024
 _MAGIC = b"PAR1"
 
 #: The updates a commit may carry (the rest are refused by name).
@@ -200,9 +207,18 @@ class _LakeIO:
         return location[len(self.root) :]
 
     def new_input(self, location: str) -> Any:
+        """The manifest (or manifest list) at ``location``, read whole, which is what
+        pyiceberg's Avro reader takes: so its size is bounded first (``MAX_MANIFEST``), and
+        no more than the size seen is read (an object replaced meanwhile does not parse)."""
         key = self.key(location, "manifest")
         try:
-            body = self.store.get(key).body
+            size = self.store.head(key).size
+            if size > MAX_MANIFEST:
+                raise CatalogError.bad_request(
+                    f"manifest {location} is {size} bytes: the catalog reads none over "
+                    f"{MAX_MANIFEST} (an engine splits a commit's files over several manifests)"
+                )
+            body = self.store.get(key, byte_range=(0, size)).body if size else b""
         except NotFoundError:
             raise CatalogError.bad_request(f"manifest {location} does not exist") from None
         return _Input(location, body)

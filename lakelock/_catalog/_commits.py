@@ -22,12 +22,13 @@ Each added file is read once, streamed a chunk at a time through its SHA-256 (th
 lakelock verifies on every read), so the memory a file holds is one chunk whatever its size
 (Iceberg's default target is 512 MB); its size is checked against the manifest, and its row
 count, read from its parquet footer alone (a ranged GET of its tail; a footer over
-``MAX_FOOTER`` is refused, not read), too. Its partition values
-and column statistics are the manifest's. An engine spells partition folders its own way
-(pyiceberg and Java's URLEncoder write ``kind=a+b`` for ``"a b"``, pyiceberg ``kind=null`` for
-a null), so the folder is never read: a file anywhere under the dataset's folder whose key is
-not where lakelock keeps a file of its partition is copied there server-side (create-only, and
-only the version that was hashed), the one write before the commit.
+``MAX_FOOTER`` is refused, not read), too, and its columns' types against the table's.
+Its partition values and column statistics are the manifest's. An engine spells partition
+folders its own way (pyiceberg and Java's URLEncoder write ``kind=a+b`` for ``"a b"``,
+pyiceberg ``kind=null`` for a null), so the folder is never read: a file anywhere under the
+dataset's folder whose key is not where lakelock keeps a file of its partition is copied
+there server-side (create-only, and only the version that was hashed), the one write before
+the commit.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any, cast
 
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakelock._catalog._protocol import CatalogError
 from lakelock._datafile import DataFile
@@ -635,7 +637,9 @@ def _record(
             f"data file {f.file_path} is {head.size} bytes; the manifest says "
             f"{f.file_size_in_bytes}"
         )
-    rows = _row_count(store, planned.source, head.size, f.file_path)
+    footer = _footer(store, planned.source, head.size, f.file_path)
+    rows = footer.num_rows
+    _check_types(footer.schema.to_arrow_schema(), arrow, f.file_path)
     if rows != f.record_count:
         raise CatalogError.bad_request(
             f"data file {f.file_path} holds {rows} rows; the manifest says {f.record_count}"
@@ -655,12 +659,11 @@ def _record(
     )
 
 
-def _row_count(store: ObjectStore, key: str, size: int, path: str) -> int:
-    """The row count in the parquet footer of the ``size``-byte file at ``key``, read by
-    ranged GETs of the file's tail only (a file ends ``<footer><its length: 4 bytes LE>PAR1``).
-    The footer is parsed as a file of its own: pyarrow reads a file's metadata from its end."""
-    import pyarrow.parquet as pq  # noqa: PLC0415 - only here
-
+def _footer(store: ObjectStore, key: str, size: int, path: str) -> pq.FileMetaData:
+    """The parquet footer of the ``size``-byte file at ``key`` (its row count, its schema),
+    read by ranged GETs of the file's tail only (a file ends ``<footer><its length: 4 bytes
+    LE>PAR1``). The footer is parsed as a file of its own: pyarrow reads a file's metadata
+    from its end."""
     tail = store.get(key, byte_range=(max(0, size - FOOTER_READ), size)).body if size else b""
     length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else -1
     if tail[-4:] != _MAGIC or not 0 < length <= size - 12:
@@ -675,9 +678,66 @@ def _row_count(store: ObjectStore, key: str, size: int, path: str) -> int:
     if length + 8 > len(tail):
         tail = store.get(key, byte_range=(size - 8 - length, size)).body
     try:
-        return int(pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :])).num_rows)
+        return pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :]))
     except (pa.ArrowInvalid, OSError) as error:
         raise CatalogError.bad_request(f"data file {path} is not parquet: {error}") from error
+
+
+def _check_types(stored: pa.Schema, dataset: pa.Schema, path: str) -> None:
+    """Refuse a file a column of which is stored in a type the dataset's cannot hold whatever
+    its values (``"n": string`` for a ``long``): lakelock reads a file cast to the dataset's
+    schema, so every read of the dataset would fail on it once committed. Types of one kind
+    are taken (a ``string`` or ``large_string``, an ``int`` for a ``long``, a timestamp of
+    another unit); nested and other types are left to the reader, as are columns the
+    dataset lacks (not read) and those the file lacks (read as nulls)."""
+    for column in stored:
+        if column.name not in dataset.names:
+            continue
+        wanted = dataset.field(column.name).type
+        found, expected = _kind(column.type), _kind(wanted)
+        if found is None or expected is None or _holds(expected, found):
+            continue
+        raise CatalogError.bad_request(
+            f"data file {path} stores column {column.name!r} as {column.type}: the table's "
+            f"is {wanted}, which cannot hold it"
+        )
+
+
+def _kind(type_: pa.DataType) -> tuple[str, int] | None:
+    """A primitive type's kind and width (bits; a decimal's precision, a fixed binary's
+    bytes), or None for a type not checked."""
+    t = pa.types
+    if t.is_string(type_) or t.is_large_string(type_) or t.is_string_view(type_):
+        return ("string", 0)
+    if t.is_fixed_size_binary(type_):
+        return ("fixed", type_.byte_width)
+    if t.is_binary(type_) or t.is_large_binary(type_) or t.is_binary_view(type_):
+        return ("binary", 0)
+    if t.is_boolean(type_):
+        return ("boolean", 0)
+    if t.is_signed_integer(type_):
+        return ("int", type_.bit_width)
+    if t.is_floating(type_):
+        return ("float", type_.bit_width)
+    if t.is_date(type_):
+        return ("date", 0)
+    if t.is_time(type_):
+        return ("time", 0)
+    if t.is_timestamp(type_):
+        return ("timestamptz" if type_.tz is not None else "timestamp", 0)
+    if t.is_decimal(type_):
+        return (f"decimal scale {type_.scale}", type_.precision)
+    return None
+
+
+def _holds(expected: tuple[str, int], found: tuple[str, int]) -> bool:
+    """Whether a column of kind ``expected`` holds every value of kind ``found``: the same
+    kind, no wider (Iceberg's promotions: int to long, float to double, a decimal's
+    precision); a fixed binary of the same width."""
+    (kind, width), (found_kind, found_width) = expected, found
+    if kind != found_kind:
+        return False
+    return found_width == width if kind == "fixed" else found_width <= width
 
 
 def _placed(store: ObjectStore, planned: _Planned, source: ObjectHead, digest: str) -> str:

@@ -1,14 +1,19 @@
 """Adversarial tests of what the Iceberg REST catalog reads of an engine's files (README, "the
-Iceberg REST catalog": its memory does not grow with the files' size): a data file whose
-parquet footer declares more bytes than any footer holds, and a manifest list that names a
-huge object. pyiceberg's ``RestCatalog`` talks HTTP to a catalog started in-process over the
-embedded endpoint, and commits files the test wrote as a hostile or damaged engine would."""
+Iceberg REST catalog": its memory does not grow with the files' size; an engine's append is
+one lakelock commit): a data file whose parquet footer declares more bytes than any footer
+holds, a manifest list that names a huge object, and a data file whose column is stored in a
+type the table's cannot hold. pyiceberg's ``RestCatalog`` talks HTTP to a catalog started
+in-process over the embedded endpoint, and commits files the test wrote as a hostile or
+damaged engine would."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
@@ -109,3 +114,57 @@ def test_a_manifest_list_larger_than_any_is_refused_unread(
         transaction.commit_transaction()
     assert s3.traffic()["out"] < 1024 * 1024  # the table's metadata, not the list
     assert [h.operation for h in lake.history("events")] == ["create"]
+
+
+def append_file(table: Any, path: str, *, rows: int, size: int) -> Any:
+    """A transaction of ``table`` appending the file at ``path`` (not sent yet)."""
+    transaction = table.transaction()
+    with transaction.update_snapshot().fast_append() as append:
+        append.append_data_file(
+            DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=path,
+                file_format=FileFormat.PARQUET,
+                partition=Record(),
+                record_count=rows,
+                file_size_in_bytes=size,
+            )
+        )
+    return transaction
+
+
+@pytest.mark.parametrize(
+    ("stored", "refused"),
+    [
+        (pa.array(["seven"]), True),
+        (pa.array([7.5]), True),
+        (pa.array([7], pa.int32()), False),  # Iceberg's int to long: every value fits
+    ],
+    ids=["string", "double", "int"],
+)
+def test_a_file_storing_a_column_in_a_type_the_table_cannot_hold_is_refused(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint, stored: pa.Array, refused: bool
+) -> None:
+    """An engine (a bug in it, or a file written by hand and added) appends a parquet file
+    whose column ``n`` is stored as a string, or a double, where the table's ``n`` is a
+    long. The catalog must refuse the commit (400, naming the column and both types):
+    lakelock reads every file cast to the dataset's schema, so what a user would have lost
+    is the dataset itself, every later read of it failing (pyarrow's untyped
+    ``ArrowInvalid``) until someone restores an earlier version by hand. A type the table's
+    holds every value of (an int for a long) is taken. (Before, the catalog checked the
+    file's size and row count only, and committed it.)"""
+    table = engine(server, s3).create_table("lake.events", EVENTS)
+    out = io.BytesIO()
+    pq.write_table(pa.table({"n": stored}), out)
+    body = out.getvalue()
+    path = f"{table.metadata.properties['write.data.path']}/written-elsewhere.parquet"
+    key = path.split("/", 3)[3]
+    s3.client(access_key="engine").put_object(Bucket=lake.bucket, Key=key, Body=body)
+    transaction = append_file(table, path, rows=1, size=len(body))
+    if refused:
+        with pytest.raises(BadRequestError, match=f"column 'n' as {stored.type}"):
+            transaction.commit_transaction()
+        assert [h.operation for h in lake.history("events")] == ["create"]
+    else:
+        transaction.commit_transaction()
+        assert lake.read("events").to_pylist() == [{"n": 7}]

@@ -50,6 +50,7 @@ from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key, files_prefix
 from lakelock._mirror._iceberg import column_ids
 from lakelock._names import partition_path
+from lakelock._readable import unholdable
 from lakelock._s3 import ObjectHead, ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
 from lakelock.errors import (
@@ -684,60 +685,15 @@ def _footer(store: ObjectStore, key: str, size: int, path: str) -> pq.FileMetaDa
 
 
 def _check_types(stored: pa.Schema, dataset: pa.Schema, path: str) -> None:
-    """Refuse a file a column of which is stored in a type the dataset's cannot hold whatever
-    its values (``"n": string`` for a ``long``): lakelock reads a file cast to the dataset's
-    schema, so every read of the dataset would fail on it once committed. Types of one kind
-    are taken (a ``string`` or ``large_string``, an ``int`` for a ``long``, a timestamp of
-    another unit); nested and other types are left to the reader, as are columns the
-    dataset lacks (not read) and those the file lacks (read as nulls)."""
-    for column in stored:
-        if column.name not in dataset.names:
-            continue
-        wanted = dataset.field(column.name).type
-        found, expected = _kind(column.type), _kind(wanted)
-        if found is None or expected is None or _holds(expected, found):
-            continue
+    """Refuse a file a column of which is stored in a type the dataset's cannot hold
+    (:mod:`lakelock._readable`): every read of the dataset would fail on it once committed."""
+    found = unholdable(stored, dataset)
+    if found is not None:
+        name, wanted = found
         raise CatalogError.bad_request(
-            f"data file {path} stores column {column.name!r} as {column.type}: the table's "
-            f"is {wanted}, which cannot hold it"
+            f"data file {path} stores column {name!r} as {stored.field(name).type}: the "
+            f"table's is {wanted}, which cannot hold it"
         )
-
-
-def _kind(type_: pa.DataType) -> tuple[str, int] | None:
-    """A primitive type's kind and width (bits; a decimal's precision, a fixed binary's
-    bytes), or None for a type not checked."""
-    t = pa.types
-    if t.is_string(type_) or t.is_large_string(type_) or t.is_string_view(type_):
-        return ("string", 0)
-    if t.is_fixed_size_binary(type_):
-        return ("fixed", type_.byte_width)
-    if t.is_binary(type_) or t.is_large_binary(type_) or t.is_binary_view(type_):
-        return ("binary", 0)
-    if t.is_boolean(type_):
-        return ("boolean", 0)
-    if t.is_signed_integer(type_):
-        return ("int", type_.bit_width)
-    if t.is_floating(type_):
-        return ("float", type_.bit_width)
-    if t.is_date(type_):
-        return ("date", 0)
-    if t.is_time(type_):
-        return ("time", 0)
-    if t.is_timestamp(type_):
-        return ("timestamptz" if type_.tz is not None else "timestamp", 0)
-    if t.is_decimal(type_):
-        return (f"decimal scale {type_.scale}", type_.precision)
-    return None
-
-
-def _holds(expected: tuple[str, int], found: tuple[str, int]) -> bool:
-    """Whether a column of kind ``expected`` holds every value of kind ``found``: the same
-    kind, no wider (Iceberg's promotions: int to long, float to double, a decimal's
-    precision); a fixed binary of the same width."""
-    (kind, width), (found_kind, found_width) = expected, found
-    if kind != found_kind:
-        return False
-    return found_width == width if kind == "fixed" else found_width <= width
 
 
 def _placed(store: ObjectStore, planned: _Planned, source: ObjectHead, digest: str) -> str:

@@ -5,15 +5,27 @@ off: tests/test_simulator.py and tests/test_sim_vacuum.py.)"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._registry._changes import Change, takeover
+from lakelock._sim import _ops
 from lakelock._sim._model import same_change
-from lakelock.testing.simulate import DatasetVersion, Invocation, View, check
+from lakelock.testing.simulate import (
+    DatasetVersion,
+    Faults,
+    Invocation,
+    Mix,
+    SimConfig,
+    View,
+    check,
+    simulate,
+)
 
 
 def data(key: str, part: str = "part=0") -> DataFile:
@@ -329,3 +341,96 @@ def test_a_takeover_refused_though_recorded_is_reported_unless_superseded() -> N
         op="takeover",
     )
     assert check([stale, superseding, call("c1", early, version=1, op="lease")], registry) == []
+
+
+# -- the whole API: what the simulator's workload would have missed ----------------------------
+#
+# Each promise below was broken by a bug found outside the simulator. The workload now makes
+# the input that breaks it (kinds off in the default mix, on in the sweep's seeds from
+# MODEL_SEEDS: tests/test_simulator.py), and the checker holds the promise: with the fix
+# switched back off in the simulated code path, a seed of a run made for it is reported.
+
+#: Commits of nothing under a caller's id, and their re-runs that have the rows.
+EMPTY = SimConfig(
+    writers=4, seconds=2.0, seed=0, mix=Mix.of([("append", 1), ("empty", 1), ("rerun", 1)])
+)
+
+
+def test_a_commit_of_nothing_under_a_callers_id_records_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FORMAT.md, "Commit ids": an empty append, or ``registry.commit`` of no files, under a
+    caller's commit id records nothing, so the re-run that has the rows commits them under
+    that id. What a user lost when the commit of nothing went through the registry (before
+    5dda8a6, and Dask's and Spark's empty appends before 33279a1): the id recorded for no
+    rows, the re-run with the rows refused (``CommitIdReusedError``) or told
+    ``already_committed``, its rows never loaded — and a new dataset made without its
+    partition columns. The simulator's writers make such commits (kind ``empty``), and the
+    checker reports one recorded."""
+    kept = simulate(EMPTY)
+    assert kept.violations == []
+    empty = [i for i in kept.invocations if i.op == "empty" and i.outcome == "ok"]
+    assert empty
+    assert all(i.empty for i in empty)
+    landed = {i.id for i in kept.invocations if i.op == "rerun" and i.outcome == "ok"}
+    assert landed & {i.id for i in empty}  # a re-run with the rows committed them
+    monkeypatch.setattr(_ops, "commits_nothing", lambda _changes: False)
+    broken = simulate(EMPTY)
+    assert any("a commit of nothing is recorded" in v for v in broken.violations), broken.violations
+
+
+#: Appends with caller-given file names, under a small budget (some give up after their
+#: upload) and faults, and their re-runs.
+NAMED = SimConfig(
+    writers=8,
+    seconds=2.0,
+    seed=1,
+    max_attempts=2,
+    max_seconds=0.5,
+    faults=Faults(rate=0.06),
+    mix=Mix.of([("append", 1), ("named", 1), ("rerun", 1)]),
+)
+
+
+def test_a_rerun_with_a_caller_given_file_name_takes_its_earlier_upload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README (``file_name``): a re-run of a job with the same rows and the same file name
+    finds its earlier run's upload at the key (the same bytes) and takes it as its own; its
+    commit decides (already committed, or committed now). What a user lost before ed0632e:
+    the re-run of a run refused after its upload heard ``AlreadyExistsError`` — and so did
+    every re-run after it, for ever. The simulator's writers make such appends (kind
+    ``named``) and re-run them with the same bytes; the checker reports a re-run refused
+    for a key that holds nothing but its own upload."""
+    assert simulate(NAMED).violations == []
+
+    def never(_key: str, _body: bytes) -> Iterator[Any]:
+        return False
+        yield  # a generator, as the simulated lookup is
+
+    monkeypatch.setattr(_ops, "earlier_upload", never)
+    broken = simulate(NAMED)
+    assert any(
+        "refused for its caller-given file name, whose key holds its own upload" in v
+        for v in broken.violations
+    ), broken.violations
+
+
+#: Leases whose name has an accent, spelt composed or decomposed by each commit.
+SPELT = SimConfig(writers=4, seconds=2.0, seed=0, mix=Mix.of([("append", 1), ("spelt", 2)]))
+
+
+def test_a_lease_spelt_two_ways_is_one_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FORMAT.md, "Names": a lease's name is NFC, so a fence spelt decomposed is the same
+    lease's. What a user lost before 03de53d: two spellings of one name were two leases,
+    both held at once, and the registry fenced each apart — a leader superseded under one
+    spelling still committed under the other. The simulator's writers spell the ``spelt``
+    lease both ways (its tokens handed out under its NFC name, as the lease's own protocol
+    does), and the checker judges fences by their NFC names: with fences keeping the
+    spelling they were given, a superseded token is applied."""
+    assert simulate(SPELT).violations == []
+    monkeypatch.setattr(Fence, "__post_init__", lambda _self: None)
+    broken = simulate(SPELT)
+    assert any("applied with a stale fence: lease 'lease:" in v for v in broken.violations), (
+        broken.violations
+    )

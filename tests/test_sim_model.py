@@ -5,7 +5,7 @@ off: tests/test_simulator.py and tests/test_sim_vacuum.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import pyarrow as pa
@@ -404,7 +404,7 @@ def test_a_rerun_with_a_caller_given_file_name_takes_its_earlier_upload(
     for a key that holds nothing but its own upload."""
     assert simulate(NAMED).violations == []
 
-    def never(_key: str, _body: bytes) -> Iterator[Any]:
+    def never(_key: str, _body: bytes) -> Generator[Any, Any, bool]:
         return False
         yield  # a generator, as the simulated lookup is
 

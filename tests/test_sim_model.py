@@ -16,6 +16,7 @@ from lakelock._fence import Fence
 from lakelock._registry._changes import Change, takeover
 from lakelock._sim import _ops
 from lakelock._sim._model import same_change
+from lakelock.errors import NotFoundError
 from lakelock.testing.simulate import (
     DatasetVersion,
     Faults,
@@ -434,3 +435,62 @@ def test_a_lease_spelt_two_ways_is_one_lease(monkeypatch: pytest.MonkeyPatch) ->
     assert any("applied with a stale fence: lease 'lease:" in v for v in broken.violations), (
         broken.violations
     )
+
+
+#: Copies and renames of partitions that overwrites replace, beside vacuum (a one-second
+#: window), with writers paused for longer than it: a copy paused between reading its
+#: partition and copying it finds a file vacuum took once an overwrite replaced it.
+COPIED = SimConfig(
+    writers=6,
+    seconds=4.0,
+    seed=16,
+    think=0.3,
+    partitions=2,
+    vacuums=1,
+    faults=Faults(stalls=4, stall=2.5),
+    mix=Mix.of([("append", 1), ("overwrite", 3), ("copy", 3), ("rename", 1)]),
+)
+
+
+def test_a_copy_whose_source_vacuum_took_is_refused_with_nothing_committed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Lake.copy_partition``: a file of the version read that vacuum deleted before it
+    was copied (an overwrite replaced the partition meanwhile: a copy's read lock keeps out
+    no unlocked commit) refuses the copy, ``CommitConflictError``, nothing committed. What
+    a user lost before 1857fda: the copy died with the store's own error, not a
+    ``CommitError`` (a pipeline that retries refused commits crashed instead). The
+    simulator's copies now copy the files they read (one gone refuses the copy), and the
+    checker reports any other exception out of a commit."""
+    kept = simulate(COPIED)
+    assert kept.violations == []
+    assert any(
+        i.op == "copy" and i.error_type == "CommitConflictError" and "is gone" in (i.error or "")
+        for i in kept.invocations
+    )
+
+    def store_error(source: str, _dataset: str) -> Exception:
+        return NotFoundError(f"CopyObject {source!r}: NoSuchKey", bucket="lake", key=source)
+
+    monkeypatch.setattr(_ops, "copy_refused", store_error)
+    broken = simulate(COPIED)
+    assert any(
+        "an exception other than a CommitError: NotFoundError" in v for v in broken.violations
+    ), broken.violations
+
+
+def test_a_rerun_that_takes_its_earlier_upload_is_the_call_that_committed_it() -> None:
+    """Found by the sweep of the whole model (seed 30373): an append with a caller-given
+    file name gave up, and its re-run with the same rows took the same file and was
+    acknowledged at version 1. Both calls add the same key: the record is the acknowledged
+    call's, not the one told it gave up (which the checker chose before, reporting a
+    refused commit in the registry)."""
+    named = change("job-1", add=(A,), operation="append")
+    gave_up = call("job-1", named, outcome="gaveup", error="gave up", op="named")
+    again = call("job-1", named, version=1, op="rerun", start=2.0)
+    assert judged([gave_up, again], version(1, named, files=FILES_A)) == []
+    problems = judged(
+        [gave_up, call("job-1", named, outcome="fail", error="x", start=2.0)],
+        version(1, named, files=FILES_A),
+    )
+    assert any("refused commit is in the registry" in p for p in problems), problems

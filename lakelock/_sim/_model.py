@@ -265,14 +265,19 @@ def _chosen(
 ) -> int:
     if len(candidates) == 1:
         return candidates[0]
-    for n in candidates:
-        change = _change(invocations[n], name)
-        if change is not None and change.add and all(f.key in v.files for f in change.add):
-            return n
-    fresh = [n for n in candidates if n not in used] or candidates
-    # Calls of one change that add no files (a delete run again under its id) are told apart
-    # by what each heard: the call acknowledged at this version made it, not a call told
-    # it failed (which, chosen, would be reported applied).
+    holding = [
+        n
+        for n in candidates
+        if (change := _change(invocations[n], name)) is not None
+        and change.add
+        and all(f.key in v.files for f in change.add)
+    ]
+    pool = holding or candidates
+    fresh = [n for n in pool if n not in used] or pool
+    # Calls of one change that add no files (a delete run again under its id), or the same
+    # files (a re-run with a caller-given file name takes its earlier run's upload), are
+    # told apart by what each heard: the call acknowledged at this version made it, not a
+    # call told it failed (which, chosen, would be reported applied).
     return min(fresh, key=lambda n: _claim(invocations[n], v.version))
 
 

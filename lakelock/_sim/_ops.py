@@ -14,6 +14,10 @@ it is (:mod:`lakelock._operations`, :mod:`lakelock._datasets`,
   write time, and its commit checks it as ``registry.commit`` checks files written before
   it (FORMAT.md rules 10 and 14).
 
+- **A copy or rename of a partition whose source file is gone** (:func:`copy_refused`): the
+  version it read was replaced while it copied, and vacuum took the file; the copy is
+  refused (``CommitConflictError``), nothing committed (``lakelock._partitions``).
+
 Each is one function the simulator's writers call by its module attribute, so a test can
 switch the decision back to what it was before (``tests/test_sim_model.py``) and see the
 checker report what a user lost.
@@ -32,12 +36,17 @@ from lakelock._registry._core._io import need
 from lakelock._registry._core._requests import Get, Steps
 from lakelock._registry._core._state import Retry
 from lakelock._registry._document import RegistryDoc, parse_registry, with_datasets
-from lakelock.errors import CommitIdReusedError, NotFoundError, RetryBudgetExhaustedError
+from lakelock.errors import (
+    CommitConflictError,
+    CommitIdReusedError,
+    NotFoundError,
+    RetryBudgetExhaustedError,
+)
 
 if TYPE_CHECKING:
     from lakelock._registry._core import Committer
 
-__all__ = ["LOOKS", "commits_nothing", "earlier_upload", "nothing_committed"]
+__all__ = ["LOOKS", "commits_nothing", "copy_refused", "earlier_upload", "nothing_committed"]
 
 #: How many times a commit of nothing reads the root again to look its id up when an object
 #: that root names could not be read (the registry's read retries as often).
@@ -123,3 +132,16 @@ def earlier_upload(key: str, body: bytes) -> Steps:
     except NotFoundError:
         return False
     return bool(there.body == body)
+
+
+def copy_refused(source: str, dataset: str) -> Exception:
+    """What a copy (or rename) of a partition raises when a file of the version it read is
+    gone as it copies it (``lakelock._partitions``' ``_copy``: the store answers the copy
+    ``NoSuchKey``): the partition was replaced and vacuum deleted the file, so the copy is
+    refused whole, nothing committed."""
+    return CommitConflictError(
+        f"{source!r}, a file of the partition as read, is gone: the partition was replaced "
+        "and vacuum deleted it while it was being copied; nothing was committed (copy it "
+        "again)",
+        dataset=dataset,
+    )

@@ -490,6 +490,13 @@ class _Writer:
                 invocation.error = f"data PUT: {type(failed[0]).__name__}: {failed[0]}"
                 self.current = None
                 return
+            gone = [key for key in invocation.sources if key not in run.store.objects]
+            if gone:
+                # A copy of a file vacuum took once the version read was replaced: the
+                # store answers the copy NoSuchKey, and the copy is refused whole.
+                source = invocation.changes[-1].dataset
+                self._settle(invocation, None, _ops.copy_refused(gone[0], source))
+                return
             # A restarted run whose killed run's PUT landed finds its file there: it
             # registers that file, written before, as registry.commit does.
             found = {

@@ -208,6 +208,9 @@ class Invocation:
     #: The invocation this one runs again after its process was killed (other rows).
     rerun_of: Invocation | None = field(default=None, repr=False)
     data: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
+    #: What a copy or rename copies: the keys of the files it read (a copy of each is made
+    #: as its data PUT lands; one gone by then refuses it, :func:`._ops.copy_refused`).
+    sources: tuple[str, ...] = ()
     #: Acknowledged with nothing committed (``CommitResult.empty``: no version made).
     empty: bool = False
     #: Its files named by the caller (``file_name``): each key and the bytes this call
@@ -627,7 +630,10 @@ class Workload:
                         digest=digest,
                     ),
                 )
-        return Invocation(commit_id, self.writer, kind, changes, explicit, start, data=tuple(data))
+        copied = () if kind == "compact" else keys
+        return Invocation(
+            commit_id, self.writer, kind, changes, explicit, start, data=tuple(data), sources=copied
+        )
 
     def _register(self, now: float, start: float) -> Invocation:
         """``registry.commit(add=files)`` of files written earlier: new ones (their PUT

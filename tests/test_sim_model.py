@@ -344,6 +344,60 @@ def test_a_takeover_refused_though_recorded_is_reported_unless_superseded() -> N
     assert check([stale, superseding, call("c1", early, version=1, op="lease")], registry) == []
 
 
+def test_a_commit_of_nothing_recorded_is_reported() -> None:
+    """FORMAT.md, "Commit ids": a commit of nothing under a caller's id (an empty append,
+    ``registry.commit`` of no files) records nothing, so the re-run with the rows commits
+    them under that id. A registry recording it is reported; the re-run that then landed
+    its rows under the id is not what is wrong."""
+    nothing = change("job-1", operation="commit", digest="commit:sha256:0")
+    rows = change("job-1", digest="commit:sha256:1", add=(A,), operation="commit")
+    empty = call("job-1", nothing, version=0, op="empty")
+    empty.empty = True
+    rerun = call("job-1", rows, version=1, op="rerun", start=2.0)
+    assert judged([empty, rerun], version(1, rows, files=FILES_A)) == []
+    recorded = call("job-1", nothing, version=1, op="empty")
+    problems = judged([recorded], version(1, nothing, files={}))
+    assert any("a commit of nothing is recorded {'ds': [1]}" in p for p in problems), problems
+
+
+def test_a_rerun_refused_by_its_own_upload_is_reported() -> None:
+    """README (``file_name``): a re-run whose caller-given file name holds the very bytes it
+    uploads (its earlier run's) takes that upload, and is not refused ``AlreadyExistsError``
+    for it. Reported when every call uploading to the key uploads the same bytes; not when
+    another call uploaded other bytes there (other rows under the same file name: refused
+    rightly), nor when vacuum deleted the key meanwhile."""
+    key, mine = A.key, b"rows"
+    first = call("job-1", change("job-1", add=(A,)), outcome="gaveup", error="gave up", op="named")
+    refused = call(
+        "job-1",
+        change("job-1", add=(A,)),
+        outcome="fail",
+        error="data PUT: AlreadyExistsError: PutObject exists",
+        op="rerun",
+        start=2.0,
+    )
+    first.uploads = refused.uploads = ((key, mine),)
+    problems = check([first, refused], View())
+    assert any("whose key holds its own upload" in p for p in problems), problems
+    first.uploads = ((key, b"other rows"),)
+    assert check([first, refused], View()) == []
+    first.uploads = ((key, mine),)
+    assert check([first, refused], View(deleted=frozenset({key}))) == []
+
+
+def test_a_fence_is_judged_by_its_name_in_nfc() -> None:
+    """FORMAT.md, "Names": one lease however its name is spelt. A token below one applied
+    under the other spelling of the same name is stale (the model keys fences by their NFC
+    names, whatever a fence object holds)."""
+    composed, decomposed = "lease:\u00e9lu", "lease:e\u0301lu"
+    newer = change("c1", add=(A,), fence=Fence(composed, 2))
+    older = change("c2", digest="sha256:b", add=(B,), fence=Fence(composed, 1))
+    object.__setattr__(older.fence, "name", decomposed)  # a fence that kept its spelling
+    calls = [call("c1", newer, version=1), call("c2", older, version=2, start=1.5)]
+    problems = judged(calls, version(1, newer, files=FILES_A), version(2, older, files=FILES_AB))
+    assert any("applied with a stale fence: lease 'lease:\u00e9lu' token 1" in p for p in problems)
+
+
 # -- the whole API: what the simulator's workload would have missed ----------------------------
 #
 # Each promise below was broken by a bug found outside the simulator. The workload now makes

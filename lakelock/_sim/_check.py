@@ -11,7 +11,8 @@ Violations reported (each one string; none: the run kept every guarantee):
   whose state is unknown (or whose process died) recorded more than once, or in only some of
   its datasets;
 - a commit in the registry that nobody made; an exception other than a ``CommitError`` out of
-  a commit;
+  a commit; a commit of nothing recorded; a call refused for a caller-given file name that
+  holds its own upload (:mod:`._model`);
 - a commit applied with a lease token below one a lease takeover recorded before it (in the
   root's order), or a takeover recorded below a token applied before it (FORMAT.md, "Lease
   takeovers"): a holder paused past a takeover is refused even before the new holder commits;

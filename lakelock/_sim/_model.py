@@ -49,7 +49,14 @@ version holds), then replayed in version order. Judged, for each call (one line 
   names another change but whose error is not the documented type (``StaleFenceError``,
   ``SchemaMismatchError``, ``CommitIdReusedError``), whichever process decided it; a
   ``StaleFenceError`` when no newer fence was ever applied;
-- a commit in the registry that no call made.
+- a commit in the registry that no call made;
+- a commit of nothing (the workload's ``empty``: an empty append, ``registry.commit`` of no
+  files) recorded: FORMAT.md, "Commit ids" (the id is left for the run with the rows);
+- a call refused ``AlreadyExistsError`` for its caller-given file name whose key holds only
+  its own upload (:func:`_upload_problems`: its earlier run's, which it must take).
+
+Fences are judged by their names in NFC (:func:`fence_name`), as the lease's and the path
+lock's own protocols key them: two spellings of one name are one lease.
 
 Not judged here: what a refusal of another reason says (its type is a
 ``CommitConflictError``); whether a commit refused would have fitted (a refusal is allowed

@@ -20,9 +20,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from moto.server import ThreadedMotoServer
 
 from lakelock import generate_bucket_policy
-from lakelock._cli._common import LakeTarget
-from lakelock._cli._doctor import ProbeResult, run_doctor, verdict
-from lakelock._cli._probes import (
+from lakelock._s3._doctor import ProbeResult, run_doctor, verdict
+from lakelock._s3._features import (
     PROBES,
     Probe,
     Scratch,
@@ -68,7 +67,7 @@ def plain_moto(endpoint: S3Endpoint) -> Iterator[str]:
 
 
 def results(client: Any, bucket: str, prefix: str = "") -> dict[str, ProbeResult]:
-    found, cleanup, _ = run_doctor(client, LakeTarget(bucket, prefix))
+    found, cleanup, _ = run_doctor(client, bucket, prefix)
     assert cleanup.left == ()
     return {r.name: r for r in found}
 
@@ -206,7 +205,7 @@ def put_policy(client: Any, bucket: str, policy: dict[str, Any]) -> None:
 
 def policy_probe(client: Any, bucket: str) -> ProbeResult:
     found, cleanup, _ = run_doctor(
-        client, LakeTarget(bucket, ""), probes=tuple(p for p in PROBES if "policy" in p.name)
+        client, bucket, probes=tuple(p for p in PROBES if "policy" in p.name)
     )
     assert cleanup.left == ()
     return found[0]

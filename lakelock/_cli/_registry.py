@@ -24,7 +24,13 @@ from lakelock._cli._common import (
     to_jsonable,
 )
 from lakelock._layout import files_prefix
-from lakelock._registry import FORMAT_VERSION, CommitRecord, DatasetState, RegistrySnapshot
+from lakelock._registry import (
+    FORMAT_VERSION,
+    DatasetState,
+    HistoryEntry,
+    LogEntry,
+    RegistrySnapshot,
+)
 from lakelock._registry._settings import (
     DEFAULTS,
     MAX_COMMIT_WINDOW,
@@ -263,24 +269,10 @@ def run_show(args: argparse.Namespace) -> int:
 def run_log(args: argparse.Namespace) -> int:
     lake, snap = _read(args)
     if args.dataset is not None:
-        entries = [
-            {
-                "id": h.commit_id,
-                "version": h.version,
-                "dataset": h.dataset,
-                "datasets": [h.dataset],
-                "operation": h.operation,
-                "at": _iso(h.at),
-                "added": h.added,
-                "removed": h.removed,
-            }
-            for h in lake.registry.history(args.dataset, limit=args.limit)
-        ]
+        history = lake.registry.history(args.dataset, limit=args.limit)
+        entries = [_history_json(h) for h in history]
     else:
-        entries = [_commit_json(c) for c in reversed(snap.commits)]
-        entries += _refused(lake, snap, entries)
-        entries.sort(key=lambda e: e["version"], reverse=True)
-        entries = entries[: args.limit]
+        entries = [_log_json(e) for e in lake.registry.log(limit=args.limit)]
     if args.json:
         print_json(entries)
         return 0
@@ -311,61 +303,48 @@ def run_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refused(lake: Any, snap: RegistrySnapshot, commits: list[dict[str, Any]]) -> list[Any]:
-    """Commits refused or cancelled in a swap (a stale fence, a conflict, retries run out):
-    each used up a registry version to record its fate, as far back as the root's window of
-    commits reaches."""
-    if snap.version == 0 or snap.format_version == 1:
-        return []
-    oldest = min((e["version"] for e in commits), default=0)
-    return [
-        {
-            "id": None,
-            "version": fate.version,
-            "dataset": None,
-            "datasets": [],
-            "operation": fate.state,
-            "at": _iso(fate.at),
-            "added": 0,
-            "removed": 0,
-            "intent": fate.key,
-            "reason": fate.reason,
-        }
-        for fate in lake.registry.internals.intent_fates()
-        if fate.state != "applied" and fate.version >= oldest
-    ]
+def _history_json(entry: HistoryEntry) -> dict[str, Any]:
+    return {
+        "id": entry.commit_id,
+        "version": entry.version,
+        "dataset": entry.dataset,
+        "datasets": [entry.dataset],
+        "operation": entry.operation,
+        "at": _iso(entry.at),
+        "added": entry.added,
+        "removed": entry.removed,
+    }
+
+
+def _log_json(entry: LogEntry) -> dict[str, Any]:
+    """One entry of ``log --json``: a refused or cancelled commit's operation is its fate
+    (the root records no more of it), its ``dataset`` ``null``."""
+    return {
+        "id": entry.commit_id,
+        "version": entry.version,
+        "dataset": ",".join(entry.datasets) if entry.fate == "applied" else None,
+        "datasets": list(entry.datasets),
+        "operation": entry.operation or entry.fate,
+        "at": _iso(entry.at),
+        "added": entry.added,
+        "removed": entry.removed,
+        "intent": entry.intent,
+        "reason": entry.reason,
+    }
 
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _datasets(record: CommitRecord) -> list[str]:
-    """The datasets one commit changed (a rename or copy across datasets names two; a
-    lease's takeover none)."""
-    return list(record.datasets)
-
-
-def _operation(record: CommitRecord) -> str:
-    return getattr(record, "operation", None) or "commit"
-
-
-def _commit_json(record: CommitRecord) -> dict[str, Any]:
-    return {
-        **to_jsonable(record),
-        "datasets": _datasets(record),
-        "operation": _operation(record),
-    }
-
-
 # -- rendering ----------------------------------------------------------------------------------
 
 
 def _pending(lake: Any, snap: RegistrySnapshot) -> list[str]:
-    """Intents not decided yet: commits written that no swap has applied or refused."""
+    """Intents not decided yet (none in a version other than the current one)."""
     if snap.historical or snap.version == 0:
         return []
-    pending: list[str] = lake.registry.internals.pending_intents()
+    pending: list[str] = lake.registry.pending_intents()
     return pending
 
 

@@ -54,6 +54,7 @@ from lakelock._registry._document import (
 )
 from lakelock._registry._fencing import FENCE_ONLY, LOCK, UNLOCK, held_write_locks
 from lakelock._registry._intents import INTENT_PREFIX
+from lakelock._registry._log import LogEntry, check_limit, log, undecided
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
 from lakelock._registry._settings import (
@@ -678,13 +679,7 @@ class Registry:
         operation and counts, as far back as its snapshots are kept (see vacuum). ``limit``
         (at most that many) is a count: a negative one is refused before any request."""
         dataset = validate_dataset_name(dataset)
-        if limit is not None and (
-            not isinstance(limit, int) or isinstance(limit, bool) or limit < 0
-        ):
-            # A negative slice bound would silently drop entries from the end instead.
-            raise InvalidArgumentError(
-                limit, "a limit is a count of entries: an int, 0 or more", what="limit"
-            )
+        check_limit(limit)
         doc, _ = self._current()
         if doc.format_version == 1:
             if dataset not in doc.datasets:
@@ -713,6 +708,25 @@ class Registry:
             if dataset in c.datasets
         ]
         return found[:limit]
+
+    def log(self, *, limit: int | None = None) -> list[LogEntry]:
+        """The commits of every dataset that the root records, newest first, from one read
+        of it: those of its window of recent commits (``commit_window``) and the commits it
+        refused or cancelled meanwhile, each of which used up a version to record why
+        (:mod:`._log`); at most ``limit``. A dataset's whole history is :meth:`history`."""
+        check_limit(limit)
+        doc, _ = self._current()
+        return log(doc, limit=limit)
+
+    def pending_intents(self) -> list[str]:
+        """The keys of the intents no swap has decided yet (above the watermark, no fate),
+        oldest first: commits written, of this process, of others or of crashed ones, that
+        the next fold may apply or refuse."""
+        doc, _ = self._current()
+        if doc.format_version == 1:
+            return []
+        listed = self.store.list(INTENT_PREFIX, start_after=doc.watermark)
+        return undecided(doc, (o.key for o in listed))
 
     def migrate(self) -> MigrationResult | None:
         """Upgrade a format-1 or format-2 registry to this lakelock's format (3) by
@@ -895,17 +909,9 @@ class RegistryInternals:
         return doc.fates
 
     def pending_intents(self) -> list[str]:
-        """Intents no swap has decided yet (above the watermark, no fate): commits of other
-        processes, or of crashed ones, that the next fold may apply."""
-        doc, _ = self._registry._current()
-        if doc.format_version == 1:
-            return []
-        decided = {f.key for f in doc.fates}
-        return [
-            o.key
-            for o in self._registry.store.list(INTENT_PREFIX, start_after=doc.watermark)
-            if o.key not in decided
-        ]
+        """Deprecated: :meth:`Registry.pending_intents`."""
+        _moved("registry.internals.pending_intents()", "registry.pending_intents()")
+        return self._registry.pending_intents()
 
     def recorded_commit(
         self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None

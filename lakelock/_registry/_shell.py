@@ -12,7 +12,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -40,7 +40,6 @@ from lakelock._registry._core._decide import restore_lead, restore_refused, vacu
 from lakelock._registry._core._schedule import HEDGE_ALONE
 from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import (
-    FORMAT_VERSION,
     REGISTRY_KEY,
     CommitRecord,
     DatasetState,
@@ -48,7 +47,7 @@ from lakelock._registry._document import (
     LockFenceRecord,
     ManifestRef,
     RegistryDoc,
-    RetiredManifest,
+    RegistrySnapshot,
     parse_registry,
     with_datasets,
 )
@@ -104,55 +103,6 @@ class MigrationResult:
     version: int
     backup: str | None
     upgraded_from: int = 1
-
-
-@dataclass(frozen=True)
-class RegistrySnapshot:
-    """One consistent version of the registry."""
-
-    version: int
-    etag: str | None
-    updated_at: str
-    datasets: Mapping[str, DatasetState]
-    fences: Mapping[str, int]
-    commits: tuple[CommitRecord, ...]
-    retired: tuple[RetiredManifest, ...] = ()
-    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(
-        default_factory=lambda: MappingProxyType({})
-    )
-    format_version: int = FORMAT_VERSION
-    #: ``True`` for a version other than the current one (time travel): every field is as
-    #: it was then (``commits``: those of the current window made at or before it);
-    #: ``fences`` and ``lock_fences`` are empty (fencing state keeps no history).
-    historical: bool = False
-    #: The lake's settings as this root stores them (``None``: none stored yet, so the
-    #: defaults hold until the next commit stores them).
-    settings: LakeSettings | None = None
-    #: The cutoff the last vacuum deleted under, recorded in this root (seconds since the
-    #: epoch, server time; FORMAT.md rule 10): a commit adding a file written at or before
-    #: it is refused. ``None``: no vacuum recorded one (or a version other than the current).
-    vacuum_cutoff: float | None = None
-    #: Where the last vacuum's window began, recorded in this root (seconds since the epoch,
-    #: by the recorded commit times; FORMAT.md rule 9): a version replaced before it is
-    #: neither read nor restored, whatever the retention. ``None``: none recorded.
-    vacuum_horizon: float | None = None
-
-    @classmethod
-    def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
-        return cls(
-            doc.version,
-            etag,
-            doc.updated_at,
-            doc.datasets,
-            doc.fences,
-            doc.commits,
-            doc.retired,
-            doc.lock_fences,
-            doc.format_version,
-            settings=doc.settings,
-            vacuum_cutoff=doc.vacuum_cutoff,
-            vacuum_horizon=doc.vacuum_horizon,
-        )
 
 
 def _moved(name: str, home: str) -> None:

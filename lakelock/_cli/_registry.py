@@ -44,7 +44,11 @@ __all__ = ["add_parser"]
 
 def add_parser(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
-        "registry", help="show the registry: datasets, partitions, recent commits"
+        "registry",
+        help="the registry: its datasets, commits (log), settings (configure), format (migrate)",
+        description="What the lake's registry records, read in one consistent snapshot: its "
+        "datasets (show), their commits (log); change the lake's settings (configure) or "
+        "upgrade its format (migrate). `lakelock registry ACTION --help` says more.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     add_command(
@@ -177,7 +181,7 @@ def _settings_lines(settings: LakeSettings) -> list[str]:
 
 
 def _show_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataset_option(parser, "show this dataset in detail")
+    add_dataset_option(parser, "show this dataset in detail (default: every dataset, a row each)")
     parser.add_argument(
         "--files", action="store_true", help="with --dataset: list its committed files too"
     )
@@ -185,12 +189,16 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
         "--version",
         type=int,
         metavar="N",
-        help="show the registry as it was at version N (time travel)",
+        help="show the registry as it was at version N (time travel; default: the current one)",
     )
 
 
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataset_option(parser, "only commits to this dataset")
+    add_dataset_option(
+        parser,
+        "this dataset's whole history (default: every dataset's recent commits, and those "
+        "refused or cancelled)",
+    )
     parser.add_argument(
         "-n",
         "--limit",

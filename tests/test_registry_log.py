@@ -78,3 +78,11 @@ def test_a_commit_written_and_not_applied_is_pending_until_a_swap_decides_it(
         assert (first.result().version, second.result().version) == (2, 3)
     assert other.pending_intents() == []
     assert {e.intent for e in other.log()[:2]} == set(pending)
+
+
+def test_the_old_pending_intents_still_works_and_says_where_it_went(lake: Lake) -> None:
+    """``registry.internals.pending_intents()`` still answers for one release, warning that
+    ``registry.pending_intents()`` replaces it."""
+    lake.append("sales", pa.table({"id": [1]}))
+    with pytest.warns(DeprecationWarning, match=r"registry\.pending_intents\(\)"):
+        assert lake.registry.internals.pending_intents() == lake.registry.pending_intents()

@@ -32,7 +32,7 @@ def add_parser(commands: Any) -> None:
         commands,
         "doctor",
         run,
-        help="probe a store for the conditional requests lakelock needs",
+        help="probe a store for the S3 features lakelock needs",
         description="Probe the store behind URL for every S3 feature lakelock relies on "
         "(create-only and compare-and-swap writes, conditional multipart completion, copies "
         "and deletes, listings in key order, no lifecycle rule expiring the lake, bucket "

@@ -31,6 +31,7 @@ from lakelock._s3._features import (
 )
 from lakelock.cli import main
 from lakelock.testing import S3Endpoint
+from tests._support import REPO
 
 #: The required probes of a conditional request (all but the listing's and the lifecycle's).
 REQUIRED_CONDITIONAL = {
@@ -412,3 +413,13 @@ def test_a_required_probe_that_did_not_pass_is_not_safe() -> None:
     warned = verdict([*passing, result("policy", "recommended", "fail")])
     assert warned.ok
     assert [r.name for r in warned.warnings] == ["policy"]
+
+
+def test_the_docs_list_every_probe_and_what_it_is_needed_for() -> None:
+    """docs/ARCHITECTURE.md's table of what the doctor probes is :data:`PROBES`, row by row
+    (name, what it is needed for), so the S3 features the docs say lakelock needs are the
+    ones the doctor checks."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = text.split("| probe | needed |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in row.strip("|").split("|")] for row in table.splitlines()]
+    assert rows == [[p.name, p.needed] for p in PROBES]

@@ -275,17 +275,18 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    lake, snap = _read(args)
+    target: LakeTarget = args.url
+    lake = lake_for(args, target)
     if args.dataset is not None:
         history = lake.registry.history(args.dataset, limit=args.limit)
         entries = [_history_json(h) for h in history]
-    else:
+    else:  # one read of the root: its commits and refusals are of one version
         entries = [_log_json(e) for e in lake.registry.log(limit=args.limit)]
     if args.json:
         print_json(entries)
         return 0
-    target: LakeTarget = args.url
     if not entries:
+        _, snap = _read(args)
         what = f" to dataset {args.dataset!r}" if args.dataset else ""
         print_lines([f"{target.url}: no commits{what} recorded (registry version {snap.version})"])
         return 0

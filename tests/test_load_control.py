@@ -7,22 +7,19 @@ the endpoint answers the 503s and 409s it is told to (seeded, counted)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from lakelock import Registry
-from lakelock._registry._changes import Change
 from lakelock._registry._core._policy import FoldPolicy
-from lakelock._registry._core._schedule import FIRST_ROUND, SPELL_LOOKS, Hints
-from lakelock._registry._intents import intent_document
+from lakelock._registry._core._schedule import FIRST_ROUND, Hints
 from lakelock._retry import Load, LoadPolicy, RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.errors import ConflictError
 from lakelock.testing import S3Endpoint
 from lakelock.testing.simulate import Brownout, Faults, Mix, SimConfig, simulate
-from tests._support.files import append, datafile
+from tests._support.files import datafile
 
 ROOT = "metastore/dataset_registry.json"
 
@@ -270,54 +267,3 @@ def test_the_simulators_writers_retry_within_their_budgets() -> None:
     assert metrics.slowdowns > 0
     assert metrics.gave_up == 0
     assert metrics.violations == 0
-
-
-class SlowStore:
-    """A process's monotonic clock on a store ten times slower than usual: every reading
-    is 150 ms after the last (a root read so timed takes 150 ms, a spell's), and a sleep
-    moves it too. The looks' sleeps are recorded; ``meanwhile`` runs at the first."""
-
-    def __init__(self, meanwhile: Any) -> None:
-        self.now = 1_000.0
-        self.slept: list[float] = []
-        self.meanwhile = meanwhile
-
-    def __call__(self) -> float:
-        self.now += 0.150
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-        if len(self.slept) == 1:
-            self.meanwhile()
-
-
-def test_a_waiter_in_a_slow_spell_looks_within_two_usual_rounds(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """In a slow spell of the store (its root reads lately ten times what they usually take)
-    a waiter looks at the root again within three of its usual rounds, not the spell's
-    round (seconds): only a look shows it the spell is over (its first fast read cuts its
-    round), and at 256 writers waiters a spell's round apart saw the store fast again up to
-    1.5 s after it was, and the lake came back a second or more later
-    (docs/decisions/0049-a-waiter-looks-often-in-a-slow-spell.md)."""
-    Registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    older = Change("sales", "starting", add=(datafile("sales", "", "s"),))
-    key, body, _ = intent_document(older, now_ms=int(time.time() * 1000) - 100)
-    store.put(key, body, mode="create")  # another process starting: we wait for its fold
-
-    def meanwhile() -> None:  # that process folds ours with its own
-        folder = Registry(store)
-        folder.internals.hints.listed_at = 0.0
-        append(folder, "sales", datafile("sales", "", "other"))
-
-    clock = SlowStore(meanwhile)
-    ours = Registry(store, group_commit=False, retry=RetryPolicy(sleep=clock.sleep, clock=clock))
-    hints = ours.internals.hints
-    slow_spell(hints, 100.0)
-    assert hints.in_spell()
-    usual, spell = hints.usual(), hints.round_seconds
-    result = append(ours, "sales", datafile("sales", "", "mine"))
-    assert result.attempts == 2  # sent its intent, waited, found it applied
-    assert 0 < clock.slept[0] <= 1.1 * SPELL_LOOKS * usual < 0.9 * spell

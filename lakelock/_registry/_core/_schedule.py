@@ -60,7 +60,6 @@ __all__ = [
     "MAX_ROUND",
     "MAX_WAITS",
     "RECENT",
-    "SPELL_LOOKS",
     "TAKE_OVER",
     "Hints",
     "Scheduler",
@@ -143,12 +142,6 @@ FASTER = 4.0
 #: of each round learnt in the round it usually learns.
 LATELY = 0.3
 USUALLY = 0.02
-#: In a slow spell a waiter looks at the root at least every this many of the rounds it
-#: usually learns, however long the spell's rounds (:meth:`Hints.looks_every`): it sees the
-#: spell's end within three usual rounds of it. Three: at two, 64 waiters saw the end
-#: together and came back as one cohort, whose commits came in waves for seconds
-#: (docs/decisions/0049-a-waiter-looks-often-in-a-slow-spell.md).
-SPELL_LOOKS = 3.0
 
 #: Rounds within which what this process saw of the root still describes it: a folder at
 #: work swaps about once a round and a waiter looks at least every round, so four cover a
@@ -240,7 +233,8 @@ class Hints:
         self.usual_reads = usually + USUALLY * (logged - usually)
         spell = lately - usually > math.log(FASTER)
         if spell and logged < lately - math.log(FASTER):
-            self.round_seconds = min(self.round_seconds, self.usual())
+            usual = FIRST_ROUND if self.usual_round is None else self.usual_round
+            self.round_seconds = min(self.round_seconds, max(usual, FIRST_ROUND))
             self.reads = logged  # the store as it is now
             self.cut_at = now
             return
@@ -248,28 +242,6 @@ class Hints:
         # (a paused process, a GET the SDK retried) is not a spell, which takes two such
         # reads in a row, or three of a store ten times slower.
         self.reads = lately + LATELY * min(logged - lately, 2 * math.log(FASTER))
-
-    def usual(self) -> float:
-        """The round this process usually learns (:data:`FIRST_ROUND` at least)."""
-        return max(FIRST_ROUND if self.usual_round is None else self.usual_round, FIRST_ROUND)
-
-    def in_spell(self) -> bool:
-        """Whether this process's root reads lately take more than :data:`FASTER` times
-        what they usually take: the store is in a slow spell (a brownout)."""
-        lately, usually = self.reads, self.usual_reads
-        return lately is not None and usually is not None and lately - usually > math.log(FASTER)
-
-    def looks_every(self) -> float:
-        """The round a waiter's looks are spaced by: the round learnt, but in a slow spell
-        at most :data:`SPELL_LOOKS` times the usual one. Only a look tells a waiter that the
-        spell is over (its first fast read, :meth:`learn_read`), and a waiter looking once a
-        spell's round (1-2 s) saw it up to that long after the store came back: at 256
-        writers half the rounds were still the spell's a second after its end, and the
-        lake's commits came back a second or two later than at 64
-        (docs/decisions/0049-a-waiter-looks-often-in-a-slow-spell.md)."""
-        if not self.in_spell():
-            return self.round_seconds
-        return min(self.round_seconds, SPELL_LOOKS * self.usual())
 
     def learn_swaps(self, version: int, now: float, policy: FoldPolicy) -> None:
         """The root was at ``version`` at ``now``. Swaps that came more than twice as fast
@@ -590,7 +562,7 @@ class Scheduler:
         pending); waiting for an older intent's writer, up to a round. Jittered."""
 
         def rule() -> float:
-            one, waits = self.hints.looks_every(), self.waits
+            one, waits = self.hints.round_seconds, self.waits
             if waits.next_wait is not None:
                 seconds, waits.next_wait = waits.next_wait, None
                 waits.still += seconds

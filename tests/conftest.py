@@ -165,9 +165,12 @@ def lake_prefix() -> str:
 
 
 @pytest.fixture
-def lake(client: Any, bucket: str, lake_prefix: str) -> Lake:
-    """A lake on the test bucket; retries without waiting."""
-    return Lake(bucket, prefix=lake_prefix, s3=client, retry=FAST_RETRY)
+def lake(client: Any, bucket: str, lake_prefix: str) -> Iterator[Lake]:
+    """A lake on the test bucket; retries without waiting. Closed after the test, so that
+    nothing it left running (a hedged request's slower copy, a fold for other processes)
+    sends a request during the next test's counts."""
+    with Lake(bucket, prefix=lake_prefix, s3=client, retry=FAST_RETRY) as lake:
+        yield lake
 
 
 @pytest.fixture

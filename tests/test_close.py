@@ -86,7 +86,8 @@ def test_close_stops_folding_for_other_processes(s3: S3Endpoint, store: ObjectSt
     )
     folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1
     lingerer = folder._commits.lingerer
-    assert lingerer is not None and lingerer.is_alive()
+    assert lingerer is not None
+    assert lingerer.is_alive()
     folder.close()
     assert not lingerer.is_alive()
     assert started_during(before) == []
@@ -106,5 +107,6 @@ def test_the_end_of_a_with_block_brings_the_views_up_to_date(s3: S3Endpoint, buc
         for amount in range(3):
             lake.append("sales", pa.table({"amount": [amount]}))
     assert started_during(before) == []
-    assert lake.auto_mirror is not None and lake.auto_mirror.errors == 0
+    assert lake.auto_mirror is not None
+    assert lake.auto_mirror.errors == 0
     assert lake.mirror("sales", "delta").already_current

@@ -81,6 +81,7 @@ MOVED = [
 #: ``Registry``'s public attributes: reading, committing, the lake's settings, migration, and
 #: ``internals`` (what the commit protocol knows and decided: :class:`RegistryInternals`).
 REGISTRY_PUBLIC = {
+    "close",
     "commit",
     "commit_changes",
     "configure",
@@ -105,6 +106,7 @@ LAKE_PUBLIC = {
     "auto_mirror",
     "bucket",
     "client",
+    "close",
     "compact",
     "config",
     "configure",

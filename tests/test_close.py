@@ -70,10 +70,10 @@ def test_close_waits_for_a_hedged_writes_slower_copy(s3: S3Endpoint, bucket: str
 
 def test_close_stops_folding_for_other_processes(s3: S3Endpoint, store: ObjectStore) -> None:
     """A process that folded others' intents goes on folding for them on a thread after its
-    caller returned (lingering, for as long as it finds intents), sleeping real time between
-    rounds. Closing its registry ends that thread at once, in its sleep or after the request
-    it is making: a closed registry sends nothing more, and an intent planted afterwards is
-    left to the others' own rules."""
+    caller returned (lingering: here up to 100,000 rounds that find nothing), sleeping real
+    time between rounds. Closing its registry ends that thread at once, in its sleep or
+    after the request it is making: a closed registry sends nothing more, and an intent
+    planted afterwards is left to the others' own rules."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)

@@ -61,9 +61,10 @@ def test_close_waits_for_a_hedged_writes_slower_copy(s3: S3Endpoint, bucket: str
     s3.release_stalls()
     closer.join(timeout=60)
     assert not closer.is_alive()
-    # The held copy was refused (its hedge made the object) and read back as ours.
-    assert s3.refused() == {"PutObject datasets 412": 1}
-    assert s3.stats() == {"HeadObject": 1}
+    # The held copy was refused (its hedge made the object) and read back as ours. (Reads the
+    # commit made ahead may land after the reset too: they are not what is counted here.)
+    assert s3.refused().get("PutObject datasets 412") == 1
+    assert s3.stats().get("HeadObject") == 1
     assert started_during(before) == []
     assert lake.read("sales")["amount"].to_pylist() == [1, 2, 1, 2]  # still usable
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -35,17 +35,40 @@ from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
+from lakelock._readable import unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
-from lakelock._registry._document import CommitRecord, DatasetState
+from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
 from lakelock._registry._objects import dataset_for_checks
 from lakelock.errors import SchemaMismatchError
 
 if TYPE_CHECKING:
-    from lakelock._registry._shell import Registry, RegistrySnapshot
     from lakelock._s3 import PutResult
 
-__all__ = ["CommitBuilder", "hedged_writes", "summary_digest"]
+__all__ = ["CommitBuilder", "Committing", "hedged_writes", "summary_digest"]
+
+
+class _Known(Protocol):
+    """What a builder asks of ``registry.internals``
+    (:class:`~lakelock._registry.RegistryInternals`)."""
+
+    def known(self) -> RegistrySnapshot: ...
+    def recorded_commit(
+        self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
+    ) -> CommitRecord | Mapping[str, Any] | None: ...
+
+
+class Committing(Protocol):
+    """What a builder needs of the registry it commits to: the
+    :class:`~lakelock._registry.Registry` (a protocol, so that this module, which
+    the registry builds its own commits with, does not import it back)."""
+
+    @property
+    def internals(self) -> _Known: ...
+    def read(self) -> RegistrySnapshot: ...
+    def commit_changes(self, changes: Sequence[Change]) -> CommitResult: ...
+    def _new_commit_id(self) -> str: ...
+    def _hedged_write(self, put: Callable[[], PutResult]) -> PutResult: ...
 
 
 class CommitBuilder:
@@ -55,7 +78,7 @@ class CommitBuilder:
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Committing,
         dataset: str,
         operation: str,
         *,
@@ -230,7 +253,36 @@ class CommitBuilder:
 
     def commit(self) -> CommitResult:
         """Commit what was built, in one registry update."""
+        self._files_fit()
         return self.registry.commit_changes([self.change, *self.others])
+
+    def _files_fit(self) -> None:
+        """Refuse files whose rows a column of the dataset cannot hold (a string for a
+        long: :mod:`lakelock._readable`), written for another schema and committed without
+        one declared (``registry.commit`` of a worker's files): once committed, every read
+        of the dataset would fail on them. A declared schema is the commit loop's to check.
+        A column's type never changes, so the dataset as this process knows it decides, or
+        as read now if it knows none."""
+        change, registry = self.change, self.registry
+        typed = [(f, f.schema) for f in change.add if f.schema is not None]
+        if change.schema is not None or not typed:
+            return
+        dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
+        if dataset is None or dataset.schema is None:
+            dataset = registry.read().datasets.get(change.dataset)
+        if dataset is None or dataset.schema is None:
+            return
+        for f, schema in typed:
+            found = unholdable(schema, dataset.schema)
+            if found is not None:
+                name, wanted = found
+                raise SchemaMismatchError(
+                    f"{f.key} holds column {name!r} as {schema.field(name).type}: dataset "
+                    f"{change.dataset!r} has it as {wanted}, which cannot hold it, so every "
+                    "read of the dataset would fail on it; nothing was committed",
+                    dataset=change.dataset,
+                    commit_id=change.commit_id,
+                )
 
     def _set(self, **fields: Any) -> None:
         self.change = replace(self.change, **fields)
@@ -252,7 +304,7 @@ def summary_digest(change: Change) -> str:
     return change_digest(request, summary=change.add)
 
 
-def hedged_writes(registry: Registry) -> Callable[[Callable[[], PutResult]], PutResult]:
+def hedged_writes(registry: Committing) -> Callable[[Callable[[], PutResult]], PutResult]:
     """How a lake sends the data files it writes: through the registry's hedging, as its own
     writes are (docs/FORMAT.md, "Scheduling" 7), which learns how long this process's writes
     usually take."""

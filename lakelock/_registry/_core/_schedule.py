@@ -159,8 +159,9 @@ class Hints:
     contended_until: float = float("-inf")
     #: When this process last listed intents (its clock; -inf: never).
     listed_at: float = float("-inf")
-    #: When its first swap landed (its clock; None: not yet).
-    first_swap_at: float | None = None
+    #: Whether this process has swapped a root in yet, and listed since its first swap.
+    swapped_once: bool = False
+    listed_since_swap: bool = False
     #: Whether the root this process knows is one it swapped in itself (and, with the
     #: hand-over, every root read since returned that root: nobody else has swapped).
     swapped_last: bool = False
@@ -410,6 +411,7 @@ class Scheduler:
         """This process lists intents at ``now``; whether it is its first listing."""
         first = self.hints.listed_at == float("-inf")
         self.hints.listed_at = now
+        self.hints.listed_since_swap = self.hints.swapped_once
         return first
 
     def lost_race(self, now: float) -> None:
@@ -420,8 +422,7 @@ class Scheduler:
     def swapped(self, now: float, *, carried: bool) -> None:
         """Our swap landed at ``now``; ``carried``: it applied other processes' intents."""
         self.hints.swapped_last = True
-        if self.hints.first_swap_at is None:
-            self.hints.first_swap_at = now
+        self.hints.swapped_once = True
         self.carried = carried
         self.hints.saw_root(now, moved=False)
         self.hints.learn_round(
@@ -593,20 +594,19 @@ class Scheduler:
                     or root_moved
                     or not self.hints.swapped_last
                     or now - self.hints.listed_at >= self.policy.fold_interval
-                    or self.relist(now)
+                    or self.relist()
                 )
             ),
             True,
         )
 
-    def relist(self, now: float) -> bool:
+    def relist(self) -> bool:
         """Whether this process lists again because it has not listed since its first swap:
         the listing before that swap was made before the processes started with it sent
         their intents (a burst), and one that swapped first and commits alone would
         otherwise pass them over for ``fold_interval``, its swaps beating their folder's
         every time (docs/decisions/0049-list-again-after-the-first-swap.md)."""
-        first = self.hints.first_swap_at
-        return first is not None and self.hints.listed_at < first
+        return self.hints.swapped_once and not self.hints.listed_since_swap
 
     def send_first(self, now: float, *, root_updated: float | None) -> bool:
         """Send our intents before we LIST (others then see them, and all but the oldest

@@ -1251,7 +1251,7 @@ def test_a_waiter_staggers_after_a_version_that_decided_no_intent(store: ObjectS
     """The last version decided no intent (it changed the lake's settings) and no fold has
     set a watermark yet: a waiter measures how late its intent came from the newest intent
     the root records, and commits."""
-    first = registry(store)
+    first = registry(store, policy=FoldPolicy(max_fold=0))  # no fold: no watermark
     first.commit("sales", add=[datafile("sales", "", "a")])
     first.commit("sales", add=[datafile("sales", "", "s")])
     first.configure(commit_window=200)

@@ -436,21 +436,21 @@ def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
 def test_a_process_lists_again_at_its_first_commit_after_its_first_swap(
     store: ObjectStore,
 ) -> None:
-    """A process whose first swap came before the processes started with it sent their
-    intents (its LIST found none) folds them at its next commit, within ``fold_interval``:
-    a burst's first swapper, committing alone and fast, otherwise passed the others' first
-    commits over for a second, each of its swaps beating their folder's (412), and sixteen
-    processes' first commits waited for it to finish its burst."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])  # a lake made earlier
-    now = time.time()  # no fold_interval passes between our two commits
-    reg = registry(store, clock=lambda: now)
+    """A process that started on a quiet lake and swapped before the processes started with
+    it sent their intents (its LIST found none) folds them at its next commit, within
+    ``fold_interval``: a burst's first swapper, committing alone and fast, otherwise passed
+    the others' first commits over for a second, each of its swaps beating their folder's
+    (412), and sixteen processes' first commits waited for it to finish its burst."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    later = time.time() + 60  # a minute after the lake's last commit; no fold_interval passes
+    reg = registry(store, clock=lambda: later)
     first = reg.commit("sales", add=[datafile("sales", "", "b")])
     assert first.attempts == 1
     # Another process started with ours: its intent lands after our LIST and swap.
     key = plant_intent(
         store,
         Change("sales", "started-with-us", add=(datafile("sales", "", "c"),)),
-        ms=int(now * 1000) - 1,
+        ms=int(later * 1000) - 1,
     )
     result = reg.commit("sales", add=[datafile("sales", "", "d")])
     fate = registry(store)._current()[0].fate(key)
@@ -1251,7 +1251,7 @@ def test_a_waiter_staggers_after_a_version_that_decided_no_intent(store: ObjectS
     """The last version decided no intent (it changed the lake's settings) and no fold has
     set a watermark yet: a waiter measures how late its intent came from the newest intent
     the root records, and commits."""
-    first = registry(store, policy=FoldPolicy(max_fold=0))  # no fold: no watermark
+    first = registry(store)
     first.commit("sales", add=[datafile("sales", "", "a")])
     first.commit("sales", add=[datafile("sales", "", "s")])
     first.configure(commit_window=200)

@@ -159,7 +159,10 @@ class Hints:
     contended_until: float = float("-inf")
     #: When this process last listed intents (its clock; -inf: never).
     listed_at: float = float("-inf")
-    #: Whether this process has swapped a root in yet, and listed since its first swap.
+    #: Whether this process's first fold found the lake quiet (a root not moved within
+    #: ``CONTENTION_MEMORY``), whether it has swapped a root in yet, and whether it has
+    #: listed since its first swap (:meth:`Scheduler.relist`).
+    started_quiet: bool = False
     swapped_once: bool = False
     listed_since_swap: bool = False
     #: Whether the root this process knows is one it swapped in itself (and, with the
@@ -601,18 +604,26 @@ class Scheduler:
         )
 
     def relist(self) -> bool:
-        """Whether this process lists again because it has not listed since its first swap:
-        the listing before that swap was made before the processes started with it sent
-        their intents (a burst), and one that swapped first and commits alone would
-        otherwise pass them over for ``fold_interval``, its swaps beating their folder's
-        every time (docs/decisions/0049-list-again-after-the-first-swap.md)."""
-        return self.hints.swapped_once and not self.hints.listed_since_swap
+        """Whether this process lists again because it started on a quiet lake and has not
+        listed since its first swap. Processes that start together on a quiet lake each
+        list before they send their intents (:meth:`send_first`), so the first of them to
+        swap listed before the others' intents landed; committing alone and fast, it would
+        pass them over for ``fold_interval``, each of its swaps beating their folder's
+        (docs/decisions/0049-list-again-after-the-first-swap.md)."""
+        hints = self.hints
+        return hints.started_quiet and hints.swapped_once and not hints.listed_since_swap
 
     def send_first(self, now: float, *, root_updated: float | None) -> bool:
         """Send our intents before we LIST (others then see them, and all but the oldest
         wait): when contended, or on a process's first fold if the root moved lately
         (processes that start together). Never when we swapped last: ours go with our
-        snapshot, and our next fold takes whatever came meanwhile."""
+        snapshot, and our next fold takes whatever came meanwhile. A first fold on a quiet
+        lake is remembered (:meth:`relist`)."""
+        if self.hints.listed_at == float("-inf"):
+            # A lake with no root yet is being made: whoever loses its creation is told.
+            self.hints.started_quiet = root_updated is not None and not self.recent(
+                now, root_updated
+            )
 
         def rule() -> bool:
             if self.hints.swapped_last:

@@ -240,7 +240,7 @@ def _why_versions(lake: Lake, snapshot: Any, commits: int) -> list[str]:
     if len(records) >= lake.registry.settings().commit_window:  # older commits have left the window
         return [first, " group commit applies several commits in one)"]
     applied = {r.version for r in records}
-    refused = [f for f in lake.registry.internals.intent_fates() if f.state != "applied"]
+    refused = [e for e in lake.registry.log() if e.fate != "applied"]
     refusing = {f.version for f in refused} - applied
     others = snapshot.version - len(applied) - len(refusing)
     locking = sum(r.operation in ("lock", "unlock") for r in records)  # the rename's lock

@@ -8,8 +8,9 @@ bucket policy need. The names here are for diagnostics, tooling and tuning:
   :class:`Change` (one dataset's part of a commit, as ``Registry.commit_changes`` takes it),
   :class:`CommitRecord` (a commit the root remembers: ``RegistrySnapshot.commits``),
   :class:`IntentFate` (what a fold decided about an intent),
+  :class:`LogEntry` (a commit in ``Registry.log``: applied, or refused or cancelled, why),
   :class:`RegistryInternals` (``registry.internals``: the root this process last saw, the
-  intents' fates and those still pending, the process's learnt :class:`Hints`), and
+  intents' fates, the process's learnt :class:`Hints`), and
   :class:`MigrationResult` (``Registry.migrate``).
 - **Tuning**: :class:`FoldPolicy`, the scheduling knobs of commits across processes, given
   as ``Lake(fold_policy=FoldPolicy(linger=0))`` (no requests after a commit returned). The
@@ -37,7 +38,14 @@ from lakelock._pathlock import (
     LockRequest,
     PathLockGuard,
 )
-from lakelock._registry import Change, CommitRecord, IntentFate, MigrationResult, PartitionState
+from lakelock._registry import (
+    Change,
+    CommitRecord,
+    IntentFate,
+    LogEntry,
+    MigrationResult,
+    PartitionState,
+)
 from lakelock._registry._core import FoldPolicy, Hints
 from lakelock._registry._shell import RegistryInternals
 from lakelock._stats import ColumnStats, FileStats
@@ -56,6 +64,7 @@ __all__ = [
     "LeaseOptions",
     "LockOptions",
     "LockRequest",
+    "LogEntry",
     "MigrationResult",
     "MoveOptions",
     "PartitionState",

@@ -217,3 +217,15 @@ def test_show_shows_the_cutoff_and_horizon_vacuum_recorded(
     assert orjson.loads(as_json.stdout)["vacuum_horizon"] == horizon
     shown = datetime.fromtimestamp(horizon, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     assert f"vacuum horizon {shown}" in text
+
+
+def test_log_reads_the_root_once(s3: S3Endpoint, lake: Lake, in_process: InProcess) -> None:
+    """``registry log`` shows commits and refusals from one read of the root (one version
+    of it, and one request): what ``Registry.log`` returns, printed."""
+    lake.append("sales", pa.table({"id": [1], "day": [1]}), fence=("lease:x", 2))
+    with pytest.raises(StaleFenceError):
+        lake.append("sales", pa.table({"id": [2], "day": [1]}), fence=("lease:x", 1))
+    s3.reset_stats()
+    result = in_process("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
+    assert [e["operation"] for e in orjson.loads(result.stdout)] == ["rejected", "append"]
+    assert s3.stats().get("GetObject") == 1

@@ -20,9 +20,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from moto.server import ThreadedMotoServer
 
 from lakelock import generate_bucket_policy
-from lakelock._cli._common import LakeTarget
-from lakelock._cli._doctor import ProbeResult, run_doctor, verdict
-from lakelock._cli._probes import (
+from lakelock._s3._doctor import ProbeResult, run_doctor, verdict
+from lakelock._s3._features import (
     PROBES,
     Probe,
     Scratch,
@@ -32,6 +31,7 @@ from lakelock._cli._probes import (
 )
 from lakelock.cli import main
 from lakelock.testing import S3Endpoint
+from tests._support import REPO
 
 #: The required probes of a conditional request (all but the listing's and the lifecycle's).
 REQUIRED_CONDITIONAL = {
@@ -68,7 +68,7 @@ def plain_moto(endpoint: S3Endpoint) -> Iterator[str]:
 
 
 def results(client: Any, bucket: str, prefix: str = "") -> dict[str, ProbeResult]:
-    found, cleanup, _ = run_doctor(client, LakeTarget(bucket, prefix))
+    found, cleanup, _ = run_doctor(client, bucket, prefix)
     assert cleanup.left == ()
     return {r.name: r for r in found}
 
@@ -206,7 +206,7 @@ def put_policy(client: Any, bucket: str, policy: dict[str, Any]) -> None:
 
 def policy_probe(client: Any, bucket: str) -> ProbeResult:
     found, cleanup, _ = run_doctor(
-        client, LakeTarget(bucket, ""), probes=tuple(p for p in PROBES if "policy" in p.name)
+        client, bucket, probes=tuple(p for p in PROBES if "policy" in p.name)
     )
     assert cleanup.left == ()
     return found[0]
@@ -413,3 +413,13 @@ def test_a_required_probe_that_did_not_pass_is_not_safe() -> None:
     warned = verdict([*passing, result("policy", "recommended", "fail")])
     assert warned.ok
     assert [r.name for r in warned.warnings] == ["policy"]
+
+
+def test_the_docs_list_every_probe_and_what_it_is_needed_for() -> None:
+    """docs/ARCHITECTURE.md's table of what the doctor probes is :data:`PROBES`, row by row
+    (name, what it is needed for), so the S3 features the docs say lakelock needs are the
+    ones the doctor checks."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = text.split("| probe | needed |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in row.strip("|").split("|")] for row in table.splitlines()]
+    assert rows == [[p.name, p.needed] for p in PROBES]

@@ -78,8 +78,9 @@ MOVED = [
     "WriteOptions",
 ]
 
-#: ``Registry``'s public attributes: reading, committing, the lake's settings, migration, and
-#: ``internals`` (what the commit protocol knows and decided: :class:`RegistryInternals`).
+#: ``Registry``'s public attributes: reading, committing, the lake's settings, migration, the
+#: log and pending commits, and ``internals`` (what the commit protocol knows and decided:
+#: :class:`RegistryInternals`).
 REGISTRY_PUBLIC = {
     "commit",
     "commit_changes",
@@ -90,7 +91,9 @@ REGISTRY_PUBLIC = {
     "history",
     "internals",
     "lock_timeout",
+    "log",
     "migrate",
+    "pending_intents",
     "read",
     "retry",
     "settings",
@@ -170,10 +173,11 @@ def test_all_lists_every_public_attribute() -> None:
 
 def test_the_public_names_are_what_the_readme_needs() -> None:
     """``lakelock`` exports the names listed above (at most 25), no protocol object among
-    them; ``lakelock.advanced`` holds what moved, plus ``registry.internals``'s type."""
+    them; ``lakelock.advanced`` holds what moved, plus ``registry.internals``'s type and
+    ``registry.log``'s entries."""
     assert sorted(lakelock.__all__) == sorted(PUBLIC)
     assert len(lakelock.__all__) <= 25
-    assert sorted(lakelock.advanced.__all__) == sorted([*MOVED, "RegistryInternals"])
+    assert sorted(lakelock.advanced.__all__) == sorted([*MOVED, "LogEntry", "RegistryInternals"])
 
 
 @pytest.mark.parametrize("name", MOVED)
@@ -218,7 +222,7 @@ def test_registry_shows_no_internals(lake: Lake) -> None:
     assert _public(lake) == LAKE_PUBLIC
     internals = lake.registry.internals
     assert isinstance(internals, lakelock.advanced.RegistryInternals)
-    for name in ("known", "intent_fates", "pending_intents", "hints", "policy"):
+    for name in ("known", "intent_fates", "hints", "policy"):
         assert hasattr(internals, name), name
 
 

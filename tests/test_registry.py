@@ -171,7 +171,7 @@ def test_a_rejected_commit_that_gives_up_says_why(s3: S3Endpoint, store: ObjectS
     assert "not registered" in message
     fresh = registry(store)
     assert fresh.read().version == 1
-    assert fresh.internals.pending_intents() == []
+    assert fresh.pending_intents() == []
 
 
 def test_a_typed_refusal_that_gives_up_keeps_its_type(s3: S3Endpoint, store: ObjectStore) -> None:
@@ -426,7 +426,7 @@ def test_a_commit_that_waits_for_the_next_batch_sends_its_intent_at_once(
         second = pool.submit(reg.commit, "sales", add=[datafile("sales", "", "c")])
         wait_until(lambda: len(reg._commits.queue) == 1)
         # Its intent exists while the batch before it is still held at its swap.
-        assert len(reg.internals.pending_intents()) == 2  # b's and c's, both undecided
+        assert len(reg.pending_intents()) == 2  # b's and c's, both undecided
         puts = s3.stats()["PutObject"]
         s3.release_stalls()
         assert (first.result().version, second.result().version) == (2, 3)

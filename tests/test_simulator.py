@@ -1373,6 +1373,7 @@ def sweep_config(seed: int) -> SimConfig:
         policy=policy,
         vacuums=vacuums,
         ignores_start_after=seed % 8 in START_AFTER_IGNORED,
+        mix=MODEL_MIX if seed >= MODEL_SEEDS else Mix(),
     )
     if seed % 8 in QUIET_SEEDS:
         # A quiet lake: two writers pausing between commits, a small budget and many faults.
@@ -1416,6 +1417,15 @@ VACUUMS = 1
 #: The sweep's seeds (by seed % 8) whose store ignores ListObjectsV2's StartAfter.
 START_AFTER_IGNORED = (5,)
 
+
+#: The seeds from which the sweep's runs commit the whole model's mix (below seeds of the
+#: quiet lake): the default mix and the inputs it leaves out, whose draws would move every
+#: seed the tests pin below this one.
+MODEL_SEEDS = 30_000
+#: The whole model's mix: the default one, and commits of nothing under a caller's id,
+#: appends with caller-given file names and leases spelt two ways (the kinds ``empty``,
+#: ``named``, ``spelt``: off in the default mix), with their re-runs (``rerun``).
+MODEL_MIX = dataclasses.replace(Mix(), empty=0.03, named=0.03, spelt=0.03, rerun=0.05)
 
 #: The protocol the sweep runs: lakelock's commit core.
 SWEEP_PROTOCOL = "core"
@@ -1477,6 +1487,22 @@ def test_seed_sweep(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
 def test_seed_sweep_large(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
     """20,000 more seeded runs."""
     run_sweep(sweep_seeds(10_000 + chunk * CHUNK, CHUNK), "test_seed_sweep_large", sweep_pool)
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_seed_sweep_model(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
+    """100 seeded runs of the whole model's mix (MODEL_MIX: commits of nothing, caller-given
+    file names, leases spelt two ways): every guarantee holds in each."""
+    first = MODEL_SEEDS + chunk * CHUNK
+    run_sweep(sweep_seeds(first, CHUNK), "test_seed_sweep_model", sweep_pool)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(40))
+def test_seed_sweep_model_large(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
+    """2,000 more seeded runs of the whole model's mix."""
+    first = MODEL_SEEDS + 100 + chunk * CHUNK
+    run_sweep(sweep_seeds(first, CHUNK), "test_seed_sweep_model_large", sweep_pool)
 
 
 def test_a_batch_that_consolidates_a_partition_finds_that_manifest_for_its_next_commit() -> None:

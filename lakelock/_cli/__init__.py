@@ -1,3 +1,4 @@
 """The ``lakelock`` command line, one module per command (the entry point is
-:mod:`lakelock.cli`). Shared pieces: :mod:`._common` (S3 options, errors, tables),
-:mod:`._progress` (the progress bar); ``doctor``'s probes are in :mod:`._probes`."""
+:mod:`lakelock.cli`): each parses its options, calls the library and prints what it returns.
+Shared pieces: :mod:`._common` (S3 options, errors, tables), :mod:`._progress` (the progress
+bar)."""

@@ -111,8 +111,16 @@ def add_s3_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="S3 endpoint (MinIO, R2, Ceph, `lakelock serve`); default: AWS or $AWS_ENDPOINT_URL",
     )
-    group.add_argument("--profile", metavar="NAME", help="AWS profile from ~/.aws/config")
-    group.add_argument("--region", metavar="NAME", help="AWS region of the bucket")
+    group.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="AWS profile from ~/.aws/config (default: $AWS_PROFILE, else the default one)",
+    )
+    group.add_argument(
+        "--region",
+        metavar="NAME",
+        help="AWS region of the bucket (default: $AWS_DEFAULT_REGION, else the profile's)",
+    )
     group.add_argument(
         "--addressing-style",
         choices=("auto", "path", "virtual"),
@@ -135,7 +143,11 @@ def add_progress_option(parser: argparse.ArgumentParser, *, shows: str = "live p
 
 def add_listen_options(parser: argparse.ArgumentParser, *, port: int) -> None:
     """``--host`` and ``--port`` of a command that serves (``port``: the default)."""
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only)",
+    )
     parser.add_argument(
         "--port",
         type=port_number,

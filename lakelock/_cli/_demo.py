@@ -29,7 +29,9 @@ def add_parser(commands: Any) -> None:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--writers", type=_positive_int, default=4, help="concurrent writers")
+    parser.add_argument(
+        "--writers", type=_positive_int, default=4, help="concurrent writers (default 4)"
+    )
     parser.add_argument(
         "--seconds",
         type=_non_negative,

@@ -24,7 +24,13 @@ from lakelock._cli._common import (
     to_jsonable,
 )
 from lakelock._layout import files_prefix
-from lakelock._registry import FORMAT_VERSION, CommitRecord, DatasetState, RegistrySnapshot
+from lakelock._registry import (
+    FORMAT_VERSION,
+    DatasetState,
+    HistoryEntry,
+    LogEntry,
+    RegistrySnapshot,
+)
 from lakelock._registry._settings import (
     DEFAULTS,
     MAX_COMMIT_WINDOW,
@@ -38,7 +44,11 @@ __all__ = ["add_parser"]
 
 def add_parser(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
-        "registry", help="show the registry: datasets, partitions, recent commits"
+        "registry",
+        help="the registry: its datasets, commits (log), settings (configure), format (migrate)",
+        description="What the lake's registry records, read in one consistent snapshot: its "
+        "datasets (show), their commits (log); change the lake's settings (configure) or "
+        "upgrade its format (migrate). `lakelock registry ACTION --help` says more.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     add_command(
@@ -171,7 +181,7 @@ def _settings_lines(settings: LakeSettings) -> list[str]:
 
 
 def _show_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataset_option(parser, "show this dataset in detail")
+    add_dataset_option(parser, "show this dataset in detail (default: every dataset, a row each)")
     parser.add_argument(
         "--files", action="store_true", help="with --dataset: list its committed files too"
     )
@@ -179,12 +189,16 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
         "--version",
         type=int,
         metavar="N",
-        help="show the registry as it was at version N (time travel)",
+        help="show the registry as it was at version N (time travel; default: the current one)",
     )
 
 
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataset_option(parser, "only commits to this dataset")
+    add_dataset_option(
+        parser,
+        "this dataset's whole history (default: every dataset's recent commits, and those "
+        "refused or cancelled)",
+    )
     parser.add_argument(
         "-n",
         "--limit",
@@ -261,31 +275,18 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    lake, snap = _read(args)
+    target: LakeTarget = args.url
+    lake = lake_for(args, target)
     if args.dataset is not None:
-        entries = [
-            {
-                "id": h.commit_id,
-                "version": h.version,
-                "dataset": h.dataset,
-                "datasets": [h.dataset],
-                "operation": h.operation,
-                "at": _iso(h.at),
-                "added": h.added,
-                "removed": h.removed,
-            }
-            for h in lake.registry.history(args.dataset, limit=args.limit)
-        ]
-    else:
-        entries = [_commit_json(c) for c in reversed(snap.commits)]
-        entries += _refused(lake, snap, entries)
-        entries.sort(key=lambda e: e["version"], reverse=True)
-        entries = entries[: args.limit]
+        history = lake.registry.history(args.dataset, limit=args.limit)
+        entries = [_history_json(h) for h in history]
+    else:  # one read of the root: its commits and refusals are of one version
+        entries = [_log_json(e) for e in lake.registry.log(limit=args.limit)]
     if args.json:
         print_json(entries)
         return 0
-    target: LakeTarget = args.url
     if not entries:
+        _, snap = _read(args)
         what = f" to dataset {args.dataset!r}" if args.dataset else ""
         print_lines([f"{target.url}: no commits{what} recorded (registry version {snap.version})"])
         return 0
@@ -311,61 +312,48 @@ def run_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refused(lake: Any, snap: RegistrySnapshot, commits: list[dict[str, Any]]) -> list[Any]:
-    """Commits refused or cancelled in a swap (a stale fence, a conflict, retries run out):
-    each used up a registry version to record its fate, as far back as the root's window of
-    commits reaches."""
-    if snap.version == 0 or snap.format_version == 1:
-        return []
-    oldest = min((e["version"] for e in commits), default=0)
-    return [
-        {
-            "id": None,
-            "version": fate.version,
-            "dataset": None,
-            "datasets": [],
-            "operation": fate.state,
-            "at": _iso(fate.at),
-            "added": 0,
-            "removed": 0,
-            "intent": fate.key,
-            "reason": fate.reason,
-        }
-        for fate in lake.registry.internals.intent_fates()
-        if fate.state != "applied" and fate.version >= oldest
-    ]
+def _history_json(entry: HistoryEntry) -> dict[str, Any]:
+    return {
+        "id": entry.commit_id,
+        "version": entry.version,
+        "dataset": entry.dataset,
+        "datasets": [entry.dataset],
+        "operation": entry.operation,
+        "at": _iso(entry.at),
+        "added": entry.added,
+        "removed": entry.removed,
+    }
+
+
+def _log_json(entry: LogEntry) -> dict[str, Any]:
+    """One entry of ``log --json``: a refused or cancelled commit's operation is its fate
+    (the root records no more of it), its ``dataset`` ``null``."""
+    return {
+        "id": entry.commit_id,
+        "version": entry.version,
+        "dataset": ",".join(entry.datasets) if entry.fate == "applied" else None,
+        "datasets": list(entry.datasets),
+        "operation": entry.operation or entry.fate,
+        "at": _iso(entry.at),
+        "added": entry.added,
+        "removed": entry.removed,
+        "intent": entry.intent,
+        "reason": entry.reason,
+    }
 
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _datasets(record: CommitRecord) -> list[str]:
-    """The datasets one commit changed (a rename or copy across datasets names two; a
-    lease's takeover none)."""
-    return list(record.datasets)
-
-
-def _operation(record: CommitRecord) -> str:
-    return getattr(record, "operation", None) or "commit"
-
-
-def _commit_json(record: CommitRecord) -> dict[str, Any]:
-    return {
-        **to_jsonable(record),
-        "datasets": _datasets(record),
-        "operation": _operation(record),
-    }
-
-
 # -- rendering ----------------------------------------------------------------------------------
 
 
 def _pending(lake: Any, snap: RegistrySnapshot) -> list[str]:
-    """Intents not decided yet: commits written that no swap has applied or refused."""
+    """Intents not decided yet (none in a version other than the current one)."""
     if snap.historical or snap.version == 0:
         return []
-    pending: list[str] = lake.registry.internals.pending_intents()
+    pending: list[str] = lake.registry.pending_intents()
     return pending
 
 

@@ -90,13 +90,15 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         type=bucket_name,
         default=[],
         metavar="NAME",
-        help="create this bucket at start (repeat for several)",
+        help="create this bucket at start (repeat for several; default: none, any S3 client "
+        "can create one)",
     )
     parser.add_argument(
         "--policy",
         type=Path,
         metavar="FILE",
-        help="bucket policy JSON (e.g. from `lakelock policy`) applied to every --bucket",
+        help="bucket policy JSON (e.g. from `lakelock policy`) applied to every --bucket "
+        "(default: none)",
     )
     parser.add_argument(
         "--principal",
@@ -104,13 +106,14 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         type=_principal,
         default=[],
         metavar="KEY=ARN",
-        help="the principal ARN bucket policies see for an access key id",
+        help="the principal ARN bucket policies see for an access key id (repeat for "
+        "several; default: arn:aws:iam::123456789012:user/KEY)",
     )
     parser.add_argument(
         "--latency",
         type=_latency,
         metavar="S[+J]",
-        help="add S seconds (plus up to J random) to every request",
+        help="add S seconds (plus up to J random) to every request (default: none)",
     )
     parser.add_argument(
         "--fault",
@@ -121,9 +124,11 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="SPEC",
         help="inject faults: kind[=delay[+jitter]][:operation[:prefix]][@probability][#count], "
-        "e.g. lost_ack:PutObject:metastore/@0.1 (repeat or comma-separate)",
+        "e.g. lost_ack:PutObject:metastore/@0.1 (repeat or comma-separate; default: none)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fault generator")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the fault generator (default 0)"
+    )
     parser.add_argument(
         "--no-auth",
         dest="auth",

@@ -1,17 +1,17 @@
 """The registry: ``metastore/dataset_registry.json`` and the write-once objects below it, the
-lake's source of truth (format 2: docs/FORMAT.md).
+lake's source of truth (its format: docs/FORMAT.md).
 
 ``_document`` holds the root's frozen types, parser and serialiser; ``_manifest`` the
 manifests'; ``_snapshot`` the dataset snapshots; ``_tree`` the index trees (a hash trie for
 partitions, an ordered tree for commit ids); ``_intents`` commits as write-once intents;
 ``_changes`` the pure commit transforms and checks, but for the fencing checks, which are
 ``_fencing``'s; ``_objects`` loading, caching and writing the write-once objects, history and
-time travel; ``_shell`` the :class:`Registry` (reading, time travel, migration); ``_group``
-group commit within a process (sans-I/O) and ``_commit`` its threads, around ``_core``: the
-commit protocol as a sans-I/O core (``_decide`` its safety, ``_schedule`` its scheduling,
-``_attempt`` one attempt, ``_committer`` where a batch starts and ends, ``_hedging`` and
-``_early`` hedged requests and reads made ahead, ``_driver`` running it on S3); ``_batch``
-what a commit carries.
+time travel; ``_log`` the log of recent, refused and pending commits; ``_shell`` the
+:class:`Registry` (reading, time travel, migration); ``_group`` group commit within a process
+(sans-I/O) and ``_commit`` its threads, around ``_core``: the commit protocol as a sans-I/O
+core (``_decide`` its safety, ``_schedule`` its scheduling, ``_attempt`` one attempt,
+``_committer`` where a batch starts and ends, ``_hedging`` and ``_early`` hedged requests and
+reads made ahead, ``_driver`` running it on S3); ``_batch`` what a commit carries.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from lakelock._registry._document import (
     parse_registry,
     serialize_registry,
 )
+from lakelock._registry._log import LogEntry
 from lakelock._registry._manifest import Manifest, parse_manifest
 from lakelock._registry._objects import HistoryEntry
 from lakelock._registry._shell import (
@@ -55,6 +56,7 @@ __all__ = [
     "Fence",
     "HistoryEntry",
     "IntentFate",
+    "LogEntry",
     "Manifest",
     "ManifestRef",
     "MigrationResult",

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -37,15 +37,37 @@ from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
-from lakelock._registry._document import CommitRecord, DatasetState
+from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
 from lakelock._registry._objects import dataset_for_checks
 from lakelock.errors import SchemaMismatchError
 
 if TYPE_CHECKING:
-    from lakelock._registry._shell import Registry, RegistrySnapshot
     from lakelock._s3 import PutResult
 
-__all__ = ["CommitBuilder", "hedged_writes", "summary_digest"]
+__all__ = ["CommitBuilder", "Committing", "hedged_writes", "summary_digest"]
+
+
+class _Known(Protocol):
+    """What a builder asks of ``registry.internals``
+    (:class:`~lakelock._registry.RegistryInternals`)."""
+
+    def known(self) -> RegistrySnapshot: ...
+    def recorded_commit(
+        self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
+    ) -> CommitRecord | Mapping[str, Any] | None: ...
+
+
+class Committing(Protocol):
+    """What a builder needs of the registry it commits to: the
+    :class:`~lakelock._registry.Registry` (a protocol, so that this module, which
+    the registry builds its own commits with, does not import it back)."""
+
+    @property
+    def internals(self) -> _Known: ...
+    def read(self) -> RegistrySnapshot: ...
+    def commit_changes(self, changes: Sequence[Change]) -> CommitResult: ...
+    def _new_commit_id(self) -> str: ...
+    def _hedged_write(self, put: Callable[[], PutResult]) -> PutResult: ...
 
 
 class CommitBuilder:
@@ -55,7 +77,7 @@ class CommitBuilder:
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Committing,
         dataset: str,
         operation: str,
         *,
@@ -252,7 +274,7 @@ def summary_digest(change: Change) -> str:
     return change_digest(request, summary=change.add)
 
 
-def hedged_writes(registry: Registry) -> Callable[[Callable[[], PutResult]], PutResult]:
+def hedged_writes(registry: Committing) -> Callable[[Callable[[], PutResult]], PutResult]:
     """How a lake sends the data files it writes: through the registry's hedging, as its own
     writes are (docs/FORMAT.md, "Scheduling" 7), which learns how long this process's writes
     usually take."""

@@ -96,6 +96,7 @@ __all__ = [
     "ManifestRef",
     "PartitionState",
     "RegistryDoc",
+    "RegistrySnapshot",
     "RetiredManifest",
     "decode_schema",
     "encode_schema",
@@ -427,6 +428,55 @@ def with_datasets(doc: RegistryDoc, datasets: Mapping[str, DatasetState]) -> Reg
 
 
 # -- schema ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegistrySnapshot:
+    """One consistent version of the registry."""
+
+    version: int
+    etag: str | None
+    updated_at: str
+    datasets: Mapping[str, DatasetState]
+    fences: Mapping[str, int]
+    commits: tuple[CommitRecord, ...]
+    retired: tuple[RetiredManifest, ...] = ()
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    format_version: int = FORMAT_VERSION
+    #: ``True`` for a version other than the current one (time travel): every field is as
+    #: it was then (``commits``: those of the current window made at or before it);
+    #: ``fences`` and ``lock_fences`` are empty (fencing state keeps no history).
+    historical: bool = False
+    #: The lake's settings as this root stores them (``None``: none stored yet, so the
+    #: defaults hold until the next commit stores them).
+    settings: LakeSettings | None = None
+    #: The cutoff the last vacuum deleted under, recorded in this root (seconds since the
+    #: epoch, server time; FORMAT.md rule 10): a commit adding a file written at or before
+    #: it is refused. ``None``: no vacuum recorded one (or a version other than the current).
+    vacuum_cutoff: float | None = None
+    #: Where the last vacuum's window began, recorded in this root (seconds since the epoch,
+    #: by the recorded commit times; FORMAT.md rule 9): a version replaced before it is
+    #: neither read nor restored, whatever the retention. ``None``: none recorded.
+    vacuum_horizon: float | None = None
+
+    @classmethod
+    def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
+        return cls(
+            doc.version,
+            etag,
+            doc.updated_at,
+            doc.datasets,
+            doc.fences,
+            doc.commits,
+            doc.retired,
+            doc.lock_fences,
+            doc.format_version,
+            settings=doc.settings,
+            vacuum_cutoff=doc.vacuum_cutoff,
+            vacuum_horizon=doc.vacuum_horizon,
+        )
 
 
 def encode_schema(schema: pa.Schema) -> str:

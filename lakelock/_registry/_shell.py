@@ -12,7 +12,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -40,7 +40,6 @@ from lakelock._registry._core._decide import restore_lead, restore_refused, vacu
 from lakelock._registry._core._schedule import HEDGE_ALONE
 from lakelock._registry._core._written import with_write_times
 from lakelock._registry._document import (
-    FORMAT_VERSION,
     REGISTRY_KEY,
     CommitRecord,
     DatasetState,
@@ -48,12 +47,13 @@ from lakelock._registry._document import (
     LockFenceRecord,
     ManifestRef,
     RegistryDoc,
-    RetiredManifest,
+    RegistrySnapshot,
     parse_registry,
     with_datasets,
 )
 from lakelock._registry._fencing import FENCE_ONLY, LOCK, UNLOCK, held_write_locks
 from lakelock._registry._intents import INTENT_PREFIX
+from lakelock._registry._log import LogEntry, check_limit, log, undecided
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import HistoryEntry, LazyDatasets, Objects
 from lakelock._registry._settings import (
@@ -103,55 +103,6 @@ class MigrationResult:
     version: int
     backup: str | None
     upgraded_from: int = 1
-
-
-@dataclass(frozen=True)
-class RegistrySnapshot:
-    """One consistent version of the registry."""
-
-    version: int
-    etag: str | None
-    updated_at: str
-    datasets: Mapping[str, DatasetState]
-    fences: Mapping[str, int]
-    commits: tuple[CommitRecord, ...]
-    retired: tuple[RetiredManifest, ...] = ()
-    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]] = field(
-        default_factory=lambda: MappingProxyType({})
-    )
-    format_version: int = FORMAT_VERSION
-    #: ``True`` for a version other than the current one (time travel): every field is as
-    #: it was then (``commits``: those of the current window made at or before it);
-    #: ``fences`` and ``lock_fences`` are empty (fencing state keeps no history).
-    historical: bool = False
-    #: The lake's settings as this root stores them (``None``: none stored yet, so the
-    #: defaults hold until the next commit stores them).
-    settings: LakeSettings | None = None
-    #: The cutoff the last vacuum deleted under, recorded in this root (seconds since the
-    #: epoch, server time; FORMAT.md rule 10): a commit adding a file written at or before
-    #: it is refused. ``None``: no vacuum recorded one (or a version other than the current).
-    vacuum_cutoff: float | None = None
-    #: Where the last vacuum's window began, recorded in this root (seconds since the epoch,
-    #: by the recorded commit times; FORMAT.md rule 9): a version replaced before it is
-    #: neither read nor restored, whatever the retention. ``None``: none recorded.
-    vacuum_horizon: float | None = None
-
-    @classmethod
-    def of(cls, doc: RegistryDoc, etag: str | None) -> RegistrySnapshot:
-        return cls(
-            doc.version,
-            etag,
-            doc.updated_at,
-            doc.datasets,
-            doc.fences,
-            doc.commits,
-            doc.retired,
-            doc.lock_fences,
-            doc.format_version,
-            settings=doc.settings,
-            vacuum_cutoff=doc.vacuum_cutoff,
-            vacuum_horizon=doc.vacuum_horizon,
-        )
 
 
 def _moved(name: str, home: str) -> None:
@@ -678,13 +629,7 @@ class Registry:
         operation and counts, as far back as its snapshots are kept (see vacuum). ``limit``
         (at most that many) is a count: a negative one is refused before any request."""
         dataset = validate_dataset_name(dataset)
-        if limit is not None and (
-            not isinstance(limit, int) or isinstance(limit, bool) or limit < 0
-        ):
-            # A negative slice bound would silently drop entries from the end instead.
-            raise InvalidArgumentError(
-                limit, "a limit is a count of entries: an int, 0 or more", what="limit"
-            )
+        check_limit(limit)
         doc, _ = self._current()
         if doc.format_version == 1:
             if dataset not in doc.datasets:
@@ -713,6 +658,25 @@ class Registry:
             if dataset in c.datasets
         ]
         return found[:limit]
+
+    def log(self, *, limit: int | None = None) -> list[LogEntry]:
+        """The commits of every dataset that the root records, newest first, from one read
+        of it: those of its window of recent commits (``commit_window``) and the commits it
+        refused or cancelled meanwhile, each of which used up a version to record why
+        (:mod:`._log`); at most ``limit``. A dataset's whole history is :meth:`history`."""
+        check_limit(limit)
+        doc, _ = self._current()
+        return log(doc, limit=limit)
+
+    def pending_intents(self) -> list[str]:
+        """The keys of the intents no swap has decided yet (above the watermark, no fate),
+        oldest first: commits written, of this process, of others or of crashed ones, that
+        the next fold may apply or refuse."""
+        doc, _ = self._current()
+        if doc.format_version == 1:
+            return []
+        listed = self.store.list(INTENT_PREFIX, start_after=doc.watermark)
+        return undecided(doc, (o.key for o in listed))
 
     def migrate(self) -> MigrationResult | None:
         """Upgrade a format-1 or format-2 registry to this lakelock's format (3) by
@@ -895,17 +859,9 @@ class RegistryInternals:
         return doc.fates
 
     def pending_intents(self) -> list[str]:
-        """Intents no swap has decided yet (above the watermark, no fate): commits of other
-        processes, or of crashed ones, that the next fold may apply."""
-        doc, _ = self._registry._current()
-        if doc.format_version == 1:
-            return []
-        decided = {f.key for f in doc.fates}
-        return [
-            o.key
-            for o in self._registry.store.list(INTENT_PREFIX, start_after=doc.watermark)
-            if o.key not in decided
-        ]
+        """Deprecated: :meth:`Registry.pending_intents`."""
+        _moved("registry.internals.pending_intents()", "registry.pending_intents()")
+        return self._registry.pending_intents()
 
     def recorded_commit(
         self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None

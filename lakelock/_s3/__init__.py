@@ -1,4 +1,5 @@
-"""The S3 adapter: every request lakelock makes goes through :class:`ObjectStore`.
+"""The S3 adapter: every request lakelock makes goes through :class:`ObjectStore` (but the
+doctor's probes, which must see the store's raw answers).
 
 Writes state their precondition explicitly (obstore's ``PutMode``) and return the new ETag:
 
@@ -21,6 +22,8 @@ The rooms of the adapter:
 - :mod:`._resolve`: lost acknowledgements: a write retried into a 412 against itself, or
   whose outcome is unknown, is read back to learn whether it landed;
 - :mod:`._probe`: which conditional delete a store honours, found once per store;
+- :mod:`._features`: the S3 features lakelock needs of a store, one probe each, and
+  :mod:`._doctor` one run of them (``lakelock doctor``): scratch, cleanup, verdict;
 - :mod:`._continue`: ``Expect: 100-continue`` only for bodies of 2 MiB and more (a small
   write does not wait a round trip for permission to send its body);
 - :mod:`._types`: what the adapter takes and returns (preconditions, write results, object

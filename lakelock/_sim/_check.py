@@ -11,7 +11,8 @@ Violations reported (each one string; none: the run kept every guarantee):
   whose state is unknown (or whose process died) recorded more than once, or in only some of
   its datasets;
 - a commit in the registry that nobody made; an exception other than a ``CommitError`` out of
-  a commit;
+  a commit; a commit of nothing recorded; a call refused for a caller-given file name that
+  holds its own upload (:mod:`._model`);
 - a commit applied with a lease token below one a lease takeover recorded before it (in the
   root's order), or a takeover recorded below a token applied before it (FORMAT.md, "Lease
   takeovers"): a holder paused past a takeover is refused even before the new holder commits;
@@ -110,6 +111,9 @@ class View:
     #: Per root version, the lease takeovers its swap applied (their commit records name no
     #: dataset: FORMAT.md, "Lease takeovers"), by commit id, in the order it applied them.
     takeovers: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: Every key vacuum deleted during the run (a caller-given file name's earlier upload
+    #: may be gone, and its key free, when a re-run writes it).
+    deleted: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -212,8 +216,8 @@ def _real_time_problems(
     # version its same change was applied by another call: not this call's own version.
     shared = Counter(i.id for i in invocations)
     for inv in invocations:
-        if inv.outcome != "ok" or inv.restarts or inv.already or inv.version is None:
-            continue
+        if inv.outcome != "ok" or inv.restarts or inv.already or inv.empty or inv.version is None:
+            continue  # (a commit of nothing makes no version: it holds the one it read)
         if shared[inv.id] > 1:
             continue
         before = bisect.bisect_left(ends, inv.start)

@@ -49,7 +49,14 @@ version holds), then replayed in version order. Judged, for each call (one line 
   names another change but whose error is not the documented type (``StaleFenceError``,
   ``SchemaMismatchError``, ``CommitIdReusedError``), whichever process decided it; a
   ``StaleFenceError`` when no newer fence was ever applied;
-- a commit in the registry that no call made.
+- a commit in the registry that no call made;
+- a commit of nothing (the workload's ``empty``: an empty append, ``registry.commit`` of no
+  files) recorded: FORMAT.md, "Commit ids" (the id is left for the run with the rows);
+- a call refused ``AlreadyExistsError`` for its caller-given file name whose key holds only
+  its own upload (:func:`_upload_problems`: its earlier run's, which it must take).
+
+Fences are judged by their names in NFC (:func:`fence_name`), as the lease's and the path
+lock's own protocols key them: two spellings of one name are one lease.
 
 Not judged here: what a refusal of another reason says (its type is a
 ``CommitConflictError``); whether a commit refused would have fitted (a refusal is allowed
@@ -60,6 +67,7 @@ is its own commit there, as ``Lake.lease`` makes it).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -123,7 +131,47 @@ def model_problems(
     problems += _replay(invocations, view, applied, fences)
     problems += _takeover_problems(invocations, view, applied, fences)
     problems += _error_problems(invocations, fences)
+    problems += _upload_problems(invocations, view)
     return problems
+
+
+def _upload_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
+    """A call refused ``AlreadyExistsError`` for its caller-given file name whose key holds
+    no bytes but its own (every call that uploads there uploads the same: an earlier run of
+    the same job, refused or killed before its commit, left them; vacuum never deleted
+    the key): the upload is its own, and its commit decides (FORMAT.md rule 14). Refused,
+    every re-run is refused the same way, for ever."""
+    bodies: dict[str, set[bytes]] = {}
+    for inv in invocations:
+        for key, body in inv.uploads:
+            bodies.setdefault(key, set()).add(body)
+    problems = []
+    for inv in invocations:
+        error = inv.error or ""
+        if inv.outcome != "fail" or not inv.uploads:
+            continue
+        if not error.startswith("data PUT: AlreadyExistsError"):
+            continue
+        if all(bodies[key] == {body} and key not in view.deleted for key, body in inv.uploads):
+            problems.append(
+                f"{inv.op} {inv.id} (writer {inv.writer}) refused for its caller-given file "
+                f"name, whose key holds its own upload (an earlier run's): {error}"
+            )
+    return problems
+
+
+def fence_name(change: Change) -> str:
+    """The lease or lock table ``change``'s fence names, as its own protocol names it: NFC,
+    however the fence spelt it (FORMAT.md, "Names": one lease however it is spelt)."""
+    assert change.fence is not None
+    return unicodedata.normalize("NFC", change.fence.name)
+
+
+def commits_nothing(inv: Invocation) -> bool:
+    """A call that changes nothing (FORMAT.md, "Commit ids": it records nothing): the
+    workload's ``empty``, an empty append or a ``registry.commit`` of no files without
+    partition columns, under a caller's commit id."""
+    return inv.op == "empty"
 
 
 def fence_only(change: Change) -> bool:
@@ -211,14 +259,19 @@ def _chosen(
 ) -> int:
     if len(candidates) == 1:
         return candidates[0]
-    for n in candidates:
-        change = _change(invocations[n], name)
-        if change is not None and change.add and all(f.key in v.files for f in change.add):
-            return n
-    fresh = [n for n in candidates if n not in used] or candidates
-    # Calls of one change that add no files (a delete run again under its id) are told apart
-    # by what each heard: the call acknowledged at this version made it, not a call told
-    # it failed (which, chosen, would be reported applied).
+    holding = [
+        n
+        for n in candidates
+        if (change := _change(invocations[n], name)) is not None
+        and change.add
+        and all(f.key in v.files for f in change.add)
+    ]
+    pool = holding or candidates
+    fresh = [n for n in pool if n not in used] or pool
+    # Calls of one change that add no files (a delete run again under its id), or the same
+    # files (a re-run with a caller-given file name takes its earlier run's upload), are
+    # told apart by what each heard: the call acknowledged at this version made it, not a
+    # call told it failed (which, chosen, would be reported applied).
     return min(fresh, key=lambda n: _claim(invocations[n], v.version))
 
 
@@ -274,7 +327,7 @@ def _call_problems(
         if inv.op == "takeover" and applied.own.get(n, {}).get(""):
             for taken in inv.changes:
                 if taken.fence is not None:
-                    name, token = taken.fence.name, taken.fence.token
+                    name, token = fence_name(taken), taken.fence.token
                     recorded_tokens[name] = max(recorded_tokens.get(name, token), token)
     for n, inv in enumerate(invocations):
         what = f"{inv.outcome} {inv.op} {inv.id} (writer {inv.writer})"
@@ -285,6 +338,14 @@ def _call_problems(
             continue
         datasets = recorded_datasets(inv)
         own = {name: applied.own.get(n, {}).get(name, []) for name in datasets}
+        if commits_nothing(inv):
+            recorded = {name: versions for name, versions in own.items() if versions}
+            if recorded:
+                problems.append(
+                    f"a commit of nothing is recorded {recorded}: {what}: its id is taken "
+                    "from the run that has the rows (FORMAT.md, 'Commit ids')"
+                )
+            continue
         change = {name: change_at.get(classes[n], {}).get(name, []) for name in datasets}
         if inv.outcome == "ok":
             counts = sorted(len(v) for v in change.values())
@@ -309,7 +370,7 @@ def _call_problems(
                 inv.error_type == "StaleFenceError"
                 or any(
                     c.fence is not None
-                    and recorded_tokens.get(c.fence.name, c.fence.token) > c.fence.token
+                    and recorded_tokens.get(fence_name(c), c.fence.token) > c.fence.token
                     for c in inv.changes
                 )
             )
@@ -426,14 +487,15 @@ class _Fences:
         fence = change.fence
         if fence is None:
             return None
+        name = fence_name(change)
         if not fence.hierarchical:
-            highest = self.leases.get(fence.name, fence.token)
-            self.leases[fence.name] = max(highest, fence.token)
+            highest = self.leases.get(name, fence.token)
+            self.leases[name] = max(highest, fence.token)
             if fence.token < highest:
-                return f"lease {fence.name!r} token {fence.token} after token {highest}"
+                return f"lease {name!r} token {fence.token} after token {highest}"
             return None
         ours = LockRequest(read=fence.read, write=fence.write)
-        grants = self.grants.setdefault(fence.name, {})
+        grants = self.grants.setdefault(name, {})
         newer = [
             token
             for token, theirs in grants.items()
@@ -449,12 +511,13 @@ class _Fences:
         fence = change.fence
         if fence is None:
             return False
+        name = fence_name(change)
         if not fence.hierarchical:
-            return self.leases.get(fence.name, fence.token) > fence.token
+            return self.leases.get(name, fence.token) > fence.token
         ours = LockRequest(read=fence.read, write=fence.write)
         return any(
             token > fence.token and requests_conflict(theirs, ours)
-            for token, theirs in self.grants.get(fence.name, {}).items()
+            for token, theirs in self.grants.get(name, {}).items()
         )
 
 
@@ -559,25 +622,26 @@ def _takeover_problems(
     for version, _, _, inv, change in events:
         fence = change.fence
         assert fence is not None
-        before = highest.get(fence.name, fence.token)
+        name = fence_name(change)
+        before = highest.get(name, fence.token)
         if is_takeover(change):
             if fence.token < before:
                 problems.append(
-                    f"root v{version}: takeover {inv.id} (writer {inv.writer}) of {fence.name!r} "
+                    f"root v{version}: takeover {inv.id} (writer {inv.writer}) of {name!r} "
                     f"recorded token {fence.token} after token {before} was applied"
                 )
-            if fence.token > taken.get(fence.name, (fence.token - 1, 0))[0]:
-                taken[fence.name] = (fence.token, version)
+            if fence.token > taken.get(name, (fence.token - 1, 0))[0]:
+                taken[name] = (fence.token, version)
             fences.stale(change)
         else:
-            token, at = taken.get(fence.name, (fence.token, 0))
+            token, at = taken.get(name, (fence.token, 0))
             if fence.token < token:
                 problems.append(
                     f"{change.dataset} v{version}: {inv.op} {inv.id} (writer {inv.writer}) "
-                    f"applied under lease token {fence.token} of {fence.name!r} after the "
+                    f"applied under lease token {fence.token} of {name!r} after the "
                     f"takeover to token {token} (root v{at}): a holder paused past a takeover"
                 )
-        highest[fence.name] = max(before, fence.token)
+        highest[name] = max(before, fence.token)
     return problems
 
 

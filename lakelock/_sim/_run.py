@@ -26,6 +26,7 @@ from lakelock._registry._group import GroupCommit, TurnSteps
 from lakelock._registry._settings import DEFAULT_FLOOR
 from lakelock._retry import Load
 from lakelock._s3._types import PutResult
+from lakelock._sim import _ops
 from lakelock._sim._check import Observation, check
 from lakelock._sim._faults import Brownout, Faults
 from lakelock._sim._latency import Profile, profile
@@ -476,16 +477,25 @@ class _Writer:
                 tuple(Put(key, body, create=True) for key, body in invocation.data)
             )
             took = (yield Now(monotonic=True)) - sent
+            taken = yield from _taken(invocation, answers, redo=redo)
             failed = [
                 a
-                for a in answers
-                if isinstance(a, BaseException) and not (redo and isinstance(a, AlreadyExistsError))
+                for (k, _), a in zip(invocation.data, answers, strict=True)
+                if isinstance(a, BaseException)
+                and not (k in taken and isinstance(a, AlreadyExistsError))
             ]
             if failed:
                 invocation.end = run.loop.now
                 invocation.outcome = "fail"
                 invocation.error = f"data PUT: {type(failed[0]).__name__}: {failed[0]}"
                 self.current = None
+                return
+            gone = [key for key in invocation.sources if key not in run.store.objects]
+            if gone:
+                # A copy of a file vacuum took once the version read was replaced: the
+                # store answers the copy NoSuchKey, and the copy is refused whole.
+                source = invocation.changes[-1].dataset
+                self._settle(invocation, None, _ops.copy_refused(gone[0], source))
                 return
             # A restarted run whose killed run's PUT landed finds its file there: it
             # registers that file, written before, as registry.commit does.
@@ -509,6 +519,9 @@ class _Writer:
             return
         now: float = yield Now()
         monotonic: float = yield Now(monotonic=True)
+        if isinstance(committer, Committer) and _ops.commits_nothing(invocation.changes):
+            yield from self._nothing(committer, invocation)
+            return
         try:
             changes = looked
             if redo:
@@ -527,6 +540,16 @@ class _Writer:
         self._settle(invocation, getattr(pending, "result", None), getattr(pending, "error", None))
         if lingers:
             self._linger()
+
+    def _nothing(self, committer: Committer, invocation: Invocation) -> Steps:
+        """A commit of nothing (an empty append, ``registry.commit`` of no files): checked
+        like any other commit of its id, then nothing recorded (:mod:`._ops`)."""
+        try:
+            result = yield from _ops.nothing_committed(committer, invocation.changes)
+        except Exception as error:
+            self._settle(invocation, None, error)
+        else:
+            self._settle(invocation, result, None)
 
     def _linger(self) -> None:
         """Fold for other processes alongside this writer's next data PUT, as
@@ -564,6 +587,7 @@ class _Writer:
             invocation.version = result.version
             invocation.already = bool(getattr(result, "already_committed", False))
             invocation.batch = int(getattr(result, "batch_size", 1))
+            invocation.empty = bool(getattr(result, "empty", False))
             self.workload.acknowledged(invocation)
         elif isinstance(error, RetryBudgetExhaustedError):
             invocation.outcome, invocation.error = "gaveup", _describe(error)
@@ -774,6 +798,7 @@ class _Run:
         if config.vacuums:
             vacuumed = self._vacuumed()
         view = self.protocol.view(self.store)
+        view.deleted = frozenset(key for _, key, _ in self.store.deleted)
         violations = check(
             self.invocations,
             view,
@@ -998,6 +1023,22 @@ def _collecting_rarely() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
+
+
+def _taken(invocation: Invocation, answers: tuple[Any, ...], *, redo: bool) -> Steps:
+    """The keys of ``invocation``'s data whose create-only PUT answered
+    ``AlreadyExistsError`` holds its own file: a restart finds its killed run's files there;
+    a caller-given file name whose key holds this very upload (an earlier run's, refused or
+    killed before its commit) is taken as written, as a ``Lake`` takes it
+    (:func:`._ops.earlier_upload`)."""
+    taken = {k for k, _ in invocation.data} if redo else set()
+    uploads = dict(invocation.uploads)
+    for (key, _), answer in zip(invocation.data, answers, strict=True):
+        if not isinstance(answer, AlreadyExistsError) or key not in uploads or key in taken:
+            continue
+        if (yield from _ops.earlier_upload(key, uploads[key])):
+            taken.add(key)
+    return taken
 
 
 def _written(changes: tuple[Any, ...], answers: tuple[Any, ...], took: float) -> tuple[Any, ...]:

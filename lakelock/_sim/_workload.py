@@ -33,7 +33,18 @@ The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
                than the idempotency window)
 ``collide``    a commit whose caller-chosen id another pipeline chooses too (two pipelines
                colliding on one id, each with its own dataset and rows)
+``empty``      a commit of nothing under a caller-chosen id: an empty ``Lake.append`` (no
+               rows), or ``registry.commit`` of no files (a cluster job whose workers found
+               no rows); a ``rerun`` of it has the rows
+``named``      an append under a caller-chosen id whose files have a caller-given
+               ``file_name``: a ``rerun`` of it with the same rows writes the same keys with
+               the same bytes (the upload its earlier run, perhaps refused, left there)
+``spelt``      a ``lease`` whose name has an accent, spelt composed (NFC) or decomposed (NFD)
+               at random: one lease however it is spelt
 =============  =================================================================================
+
+The last three are off in the default mix (``Mix``'s weight 0: the default run's draws,
+and so its figures, stay as they were); the seed sweep turns them on.
 
 Data files are synthetic :class:`~lakelock._datafile.DataFile` records (the registry only
 records them): their PUT is simulated (it costs a request and its bytes) but holds no parquet.
@@ -58,7 +69,9 @@ given up or unknown leaves the lease not acquired (the token dropped, no append)
 
 from __future__ import annotations
 
+import hashlib
 import math
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from random import Random
@@ -93,6 +106,9 @@ KINDS = (
     "lock",
     "rerun",
     "collide",
+    "empty",
+    "named",
+    "spelt",
 )
 #: The kinds a protocol without the registry's full API (the toy) can make.
 BASIC_KINDS = ("append", "overwrite", "delete", "remove", "multi")
@@ -103,6 +119,9 @@ COLLIDE_SLOT = 0.25
 #: wherever the first is in the dataset's schema, and the other way round).
 MERGED_COLUMN = "extra"
 MERGED_TYPES = (pa.int64(), pa.string())
+#: The name of the ``spelt`` kind's lease (after ``lease:``), in NFC: it has a letter with an
+#: accent, which its writers spell composed or decomposed.
+SPELT_LEASE = unicodedata.normalize("NFC", "élu")
 
 
 @dataclass(frozen=True)
@@ -125,6 +144,9 @@ class Mix:
     lock: float = 0.03
     rerun: float = 0.03
     collide: float = 0.02
+    empty: float = 0.0
+    named: float = 0.0
+    spelt: float = 0.0
 
     def __post_init__(self) -> None:
         for name, weight in self.kinds():
@@ -186,6 +208,14 @@ class Invocation:
     #: The invocation this one runs again after its process was killed (other rows).
     rerun_of: Invocation | None = field(default=None, repr=False)
     data: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
+    #: What a copy or rename copies: the keys of the files it read (a copy of each is made
+    #: as its data PUT lands; one gone by then refuses it, :func:`._ops.copy_refused`).
+    sources: tuple[str, ...] = ()
+    #: Acknowledged with nothing committed (``CommitResult.empty``: no version made).
+    empty: bool = False
+    #: Its files named by the caller (``file_name``): each key and the bytes this call
+    #: uploads there (kept after the PUT: the checker compares re-runs' uploads).
+    uploads: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -288,10 +318,14 @@ class Workload:
         move holds no files)."""
         if kind in ("compact", "rename", "copy"):
             return self._from_files(kind, now, start)
-        if kind == "register":
-            return self._register(now, start)
-        if kind == "rerun":
-            return self._rerun(now, start)
+        made = {
+            "register": self._register,
+            "rerun": self._rerun,
+            "empty": self._empty,
+            "named": self._named,
+        }.get(kind)
+        if made is not None:
+            return made(now, start)
         commit_id, explicit = self.commit_id(now)
         if kind == "collide":
             commit_id, explicit = f"job-shared-{int(start / COLLIDE_SLOT)}", True
@@ -302,7 +336,7 @@ class Workload:
         changes: list[Change]
         data: list[tuple[str, bytes]] = []
         expected = None
-        if kind in {"append", "multi", "overwrite", "schema", "lease", "lock", "collide"}:
+        if kind in {"append", "multi", "overwrite", "schema", "lease", "spelt", "lock", "collide"}:
             targets = self.rng.sample(self.names, 2) if kind == "multi" else [dataset]
             changes = []
             # One digest for the whole commit, as an operation spanning datasets makes one
@@ -327,8 +361,8 @@ class Workload:
                 schema = pa.schema([pa.field(MERGED_COLUMN, kind_of, nullable=True)])
                 changes = [replace(changes[0], schema=schema, schema_mode="merge")]
                 expected = "SchemaMismatchError"
-            elif kind == "lease":
-                changes = [replace(changes[0], fence=self._lease(dataset))]
+            elif kind in ("lease", "spelt"):
+                changes = [replace(changes[0], fence=self._lease(dataset, spelt=kind == "spelt"))]
                 expected = "StaleFenceError"
             elif kind == "lock":
                 changes = [replace(changes[0], fence=self._grant(dataset, path))]
@@ -392,7 +426,7 @@ class Workload:
         )
         if explicit and kind != "collide":
             self.mine.append(invocation)
-        return self._leased(invocation, now, start) if kind == "lease" else invocation
+        return self._leased(invocation, now, start) if kind in ("lease", "spelt") else invocation
 
     def then(self, invocation: Invocation) -> Invocation | None:
         """What the writer commits next after ``invocation`` before choosing again: after a
@@ -406,7 +440,7 @@ class Workload:
         if made.outcome != "ok":
             for change in made.changes:
                 if change.fence is not None:
-                    self.lease.pop(change.fence.name, None)
+                    self.lease.pop(_nfc(change.fence.name), None)
             return None
         fenced.start = made.end if made.end is not None else fenced.start
         return fenced
@@ -483,7 +517,7 @@ class Workload:
                 for path in change.remove_partitions:
                     self.grants.pop((change.dataset, path), None)
             else:
-                self.lease.pop(change.fence.name, None)
+                self.lease.pop(_nfc(change.fence.name), None)
 
     def again(self, invocation: Invocation, now: float) -> Invocation:
         """``invocation`` run again after its process was killed with other rows: the same
@@ -596,7 +630,10 @@ class Workload:
                         digest=digest,
                     ),
                 )
-        return Invocation(commit_id, self.writer, kind, changes, explicit, start, data=tuple(data))
+        copied = () if kind == "compact" else keys
+        return Invocation(
+            commit_id, self.writer, kind, changes, explicit, start, data=tuple(data), sources=copied
+        )
 
     def _register(self, now: float, start: float) -> Invocation:
         """``registry.commit(add=files)`` of files written earlier: new ones (their PUT
@@ -639,6 +676,10 @@ class Workload:
         data: list[tuple[str, bytes]] = []
         changes = []
         other = self.digest()
+        if earlier.op == "empty":
+            return self._with_rows(earlier, other, start)
+        if earlier.op == "named":
+            return self._named_again(earlier, same, other, start)
         for change in earlier.changes:
             digest = change.digest if same else other
             if change.add and earlier.op != "register":
@@ -659,19 +700,121 @@ class Workload:
             restore_version=earlier.restore_version,
         )
 
+    def _empty(self, now: float, start: float) -> Invocation:
+        """A commit of nothing under a caller-chosen id: half the time an empty
+        ``Lake.append`` (its partition columns given), else ``registry.commit`` of no files
+        (nothing declared: a cluster job whose workers found no rows). A ``rerun`` of it has
+        the rows (:meth:`_with_rows`)."""
+        self.count += 1
+        commit_id = f"job-{self.writer}-{self.count}"
+        dataset = self.rng.choice(self.names)
+        change = Change(dataset=dataset, commit_id=commit_id, generated_id=False)
+        if self.rng.random() < 0.5:
+            change = replace(
+                change, partition_by=PARTITION_BY, operation="append", digest=self.digest()
+            )
+        else:
+            change = replace(change, operation="commit")
+            change = replace(change, digest=summary_digest(change))
+        invocation = Invocation(commit_id, self.writer, "empty", (change,), True, start)
+        self.mine.append(invocation)
+        return invocation
+
+    def _with_rows(self, earlier: Invocation, digest: str, start: float) -> Invocation:
+        """``earlier``, a commit of nothing, run again under its id once the rows are there:
+        an append of them, or ``registry.commit`` of the files the workers wrote."""
+        data: list[tuple[str, bytes]] = []
+        change = earlier.changes[0]
+        path = f"part={self.rng.randrange(self.partitions)}"
+        added = self._files(change.dataset, path, f"{earlier.id}-{self.count}", data)
+        rows = replace(change, add=added, partition_by=PARTITION_BY, digest=digest)
+        if change.operation == "commit":
+            rows = replace(rows, existing_files=True)
+            rows = replace(rows, digest=summary_digest(rows))
+        return Invocation(earlier.id, self.writer, "rerun", (rows,), True, start, data=tuple(data))
+
+    def _named(self, now: float, start: float) -> Invocation:
+        """An append under a caller-chosen id whose file has a caller-given name
+        (``file_name``): its key is the job's, whatever run writes it."""
+        self.count += 1
+        commit_id = f"job-{self.writer}-{self.count}"
+        dataset = self.rng.choice(self.names)
+        path = f"part={self.rng.randrange(self.partitions)}"
+        digest = self.digest()
+        key = f"{files_prefix(dataset, path)}load-{self.writer}-{self.count}.parquet"
+        added, data = self._named_file(dataset, path, key, digest)
+        change = Change(
+            dataset=dataset,
+            commit_id=commit_id,
+            add=added,
+            partition_by=PARTITION_BY,
+            operation="append",
+            generated_id=False,
+            digest=digest,
+        )
+        invocation = Invocation(
+            commit_id, self.writer, "named", (change,), True, start, data=data, uploads=data
+        )
+        self.mine.append(invocation)
+        return invocation
+
+    def _named_again(
+        self, earlier: Invocation, same: bool, digest: str, start: float
+    ) -> Invocation:
+        """``earlier``, an append with a caller-given file name, run again under its id:
+        the same rows are the same bytes at the same key (its upload, which a refused or
+        killed earlier run may have left there); other rows, other bytes at that key."""
+        change = earlier.changes[0]
+        if same:
+            added = tuple(replace(f, written_at=None) for f in change.add)
+            data = earlier.uploads
+            digest = change.digest or digest
+        else:
+            key = change.add[0].key
+            added, data = self._named_file(
+                change.dataset, change.add[0].partition_path, key, digest
+            )
+        again = replace(change, add=added, digest=digest, existing_files=False)
+        return Invocation(
+            earlier.id, self.writer, "rerun", (again,), True, start, data=data, uploads=data
+        )
+
+    def _named_file(
+        self, dataset: str, path: str, key: str, digest: str
+    ) -> tuple[tuple[DataFile, ...], tuple[tuple[str, bytes], ...]]:
+        """The file at ``key`` holding the rows ``digest`` stands for: its bytes are those
+        rows' (the same rows, the same bytes), and its checksum theirs."""
+        stem = f"{digest}|{key}".encode()
+        body = (stem * (1 + self.file_bytes // len(stem)))[: max(self.file_bytes, len(stem))]
+        written = DataFile(
+            dataset=dataset,
+            key=key,
+            partition_path=path,
+            size=len(body),
+            record_count=1 + self.rng.randrange(1000),
+            checksum=f"sha256:{hashlib.sha256(body).hexdigest()}",
+            etag=f'"{hashlib.md5(body).hexdigest()}"',  # S3's ETag of a PUT
+            write_id=f"{self.rng.getrandbits(64):016x}",
+        )
+        return (written,), ((key, body),)
+
     # -- fences ---------------------------------------------------------------------------
 
-    def _lease(self, dataset: str) -> Fence:
+    def _lease(self, dataset: str, *, spelt: bool = False) -> Fence:
         """The fence of the lease over ``dataset``'s pipeline (named as ``Lake.lease``
         names it): the token this writer holds (half the time, if it holds one: a leader
         that may have been paused past its TTL and superseded), else the lease taken over
-        (one higher than any handed out; :attr:`taken`)."""
-        name = f"lease:leader-{dataset}"
+        (one higher than any handed out; :attr:`taken`). ``spelt``: the lease whose name
+        has an accent, spelt composed or decomposed at random — one lease, whose tokens
+        the lease's own protocol hands out under its NFC name (FORMAT.md, "Names")."""
+        name = f"lease:{SPELT_LEASE if spelt else 'leader'}-{dataset}"
         held = self.lease.get(name)
         self.taken = held is None or self.rng.random() < 0.5
         if held is None or self.taken:
             held = self.shared.leases[name] = self.shared.leases.get(name, 0) + 1
             self.lease[name] = held
+        if spelt and self.rng.random() < 0.5:
+            name = unicodedata.normalize("NFD", name)
         return Fence(name, held)
 
     def _token(self, dataset: str) -> int:
@@ -723,3 +866,8 @@ class Workload:
                 )
             )
         return tuple(files)
+
+
+def _nfc(name: str) -> str:
+    """A lease's name as its own protocol keys it (NFC), however a fence spelt it."""
+    return unicodedata.normalize("NFC", name)

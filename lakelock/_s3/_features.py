@@ -1,5 +1,7 @@
-"""The probes of ``lakelock doctor``: does this store honour the requests lakelock relies on?
+"""The S3 features lakelock needs of a store, each with a probe that makes the store show it.
 
+This is the one list of them: ``lakelock doctor`` runs it (:mod:`._doctor`) and prints what
+came back, and docs/ARCHITECTURE.md ("S3 facts lakelock relies on") says why each holds.
 Each probe is a small function over a :class:`Scratch` (a boto3 client, a bucket and a scratch
 prefix that the doctor removes afterwards). It makes the store show its behaviour with real
 requests -- a precondition that must fail is made to fail -- and returns ``(status, detail)``:
@@ -7,7 +9,8 @@ requests -- a precondition that must fail is made to fail -- and returns ``(stat
 
 Probes send raw boto3 requests rather than going through :class:`~lakelock._s3.ObjectStore`,
 whose job is to *hide* these outcomes (it resolves lost acknowledgements, retries 409s and maps
-answers to errors); the doctor needs to see exactly what came back.
+answers to errors); the doctor needs to see exactly what came back. They are the only
+requests of the package that do not go through it.
 
 What each probe is *needed* for says what lakelock does with the feature:
 
@@ -40,10 +43,10 @@ import orjson
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from lakelock._layout import DATASETS_PREFIX, METASTORE_PREFIX, VIEWS_PREFIX
-from lakelock._s3 import ObjectStore
+from lakelock._s3._store import ObjectStore
 from lakelock.errors import UnsupportedError
 
-__all__ = ["PROBES", "Answer", "Need", "Probe", "Scratch", "Status", "run_probe"]
+__all__ = ["PROBES", "VACUUM_PROBE", "Answer", "Need", "Probe", "Scratch", "Status", "run_probe"]
 
 Status = Literal["pass", "fail", "skip"]
 Need = Literal["required", "vacuum", "recommended", "optional"]

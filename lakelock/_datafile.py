@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakelock._stats import FileStats, stats_from_json
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["DataFile", "Partition"]
 
@@ -29,7 +32,9 @@ class DataFile:
     was written by the server's clock, or a little before (seconds since the epoch: the
     ``Date`` of its PUT's answer less the PUT's duration), for the commit's check against the lake's
     vacuum floor (FORMAT.md, "Retention and vacuum"); not recorded in manifests, and
-    ``None`` for a file whose writer did not say (it is then not checked).
+    ``None`` for a file whose writer did not say (it is then not checked). ``schema``: the
+    schema of the rows written, for a commit's check that the dataset's types hold them
+    (:mod:`lakelock._readable`); in memory only, like ``written_at``.
     """
 
     dataset: str
@@ -42,6 +47,7 @@ class DataFile:
     write_id: str
     stats: FileStats | None = None
     written_at: float | None = field(default=None, compare=False)
+    schema: pa.Schema | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:

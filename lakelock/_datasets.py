@@ -197,7 +197,7 @@ def write_table(
         for (path, part), key in zip(splits, keys, strict=True):
             body = stack.enter_context(tempfile.SpooledTemporaryFile(max_size=spool_threshold))
             planned.append(_serialise(path, key, part, metadata, body))
-        return _upload(store, dataset, planned, progress, hedge)
+        return _upload(store, dataset, planned, progress, hedge, schema=table.schema)
 
 
 def written_before(error: BaseException) -> tuple[DataFile, ...]:
@@ -346,6 +346,8 @@ def _upload(
     planned: list[_Planned],
     progress: Progress | None,
     hedge: Hedge | None,
+    *,
+    schema: pa.Schema,
 ) -> list[DataFile]:
     meter = _Meter(progress, sum(p.size for p in planned))
     written: list[DataFile] = []
@@ -394,6 +396,7 @@ def _upload(
                 write_id=result.write_id,
                 stats=plan.stats,
                 written_at=written_at(result, time.monotonic() - sent),
+                schema=schema,
             )
         )
     return written

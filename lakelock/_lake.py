@@ -486,9 +486,11 @@ class Lake(TableOperations):
     ) -> LakeSettings:
         """Change the lake's settings for every writer, by one commit
         (``lake.configure(retention="30d")``; durations as for the constructor); returns
-        them (see :class:`~lakelock.LakeSettings`). Those not given stay as they are. Every
-        writer reads them from the root it commits on; ``lakelock registry show`` shows
-        them."""
+        them (see :class:`~lakelock.LakeSettings`). Those not given stay as they are, but
+        for a vacuum floor not given: it never exceeds the retention, and while it is the
+        default's (an hour, or the retention if shorter) it follows the retention both ways.
+        Every writer reads them from the root it commits on; ``lakelock registry show``
+        shows them."""
         return self.registry.configure(
             retention=_seconds(retention, "retention"),
             commit_window=commit_window,

@@ -492,11 +492,61 @@ def plan(
         listing(len(listed))
     root = yield from read_root(bucket, root_name)
     known = Known(bucket, cache)
+    if root[1] is None:
+        yield from _no_root_lost(listed, known, bucket=bucket, root_name=root_name)
     return (
         yield from decide(
             now, tuple(listed), root, known, older_than=older_than, intent_ttl=intent_ttl
         )
     )
+
+
+#: Snapshots read at once while looking for a sign that a lake with no root had one.
+_LOST_ROOT_READS = 64
+
+
+def _no_root_lost(
+    listed: Sequence[ListedObject], known: Known, *, bucket: str | None, root_name: str
+) -> Steps:
+    """Refuse to vacuum a lake whose root is gone but existed (``RegistryCorruptError``).
+    With no root every listed object is unreferenced, which is true of a lake whose first
+    commit never landed (its snapshots are of version 1: no root was read to write them),
+    and false of one whose root was deleted: a snapshot of a later version was written by a
+    commit on a root, and the snapshots left describe every version vacuum would take.
+    Read a few at a time, stopping at the first such one (a lake with no root has few)."""
+    keys = [o.key for o in listed if o.key.startswith(SNAPSHOT_PREFIX)]
+    for start in range(0, len(keys), _LOST_ROOT_READS):
+        chunk = keys[start : start + _LOST_ROOT_READS]
+
+        def later(chunk: Sequence[str] = chunk) -> list[Snapshot]:
+            found: list[Snapshot] = []
+            missing: list[str] = []
+            for key in chunk:
+                try:
+                    snap = known.snapshot(key)
+                except Missing as error:
+                    missing.extend(error.keys)
+                    continue
+                except RegistryCorruptError:  # gone or damaged since the listing: no sign
+                    continue
+                if snap.version > 1:
+                    found.append(snap)
+            if missing:
+                raise Missing(tuple(missing))
+            return found
+
+        found: list[Snapshot] = yield from need(later, known)
+        if found:
+            snap = found[0]
+            raise RegistryCorruptError(
+                f"the registry's root {root_name} is missing, but version {snap.version} of "
+                f"dataset {snap.dataset!r} exists ({len(keys)} snapshots in all), written by "
+                "a commit on a root: with no root vacuum would take every version the lake "
+                "had as unreferenced, so it deletes nothing. Put the root back (a version "
+                "the bucket keeps of it, or a backup) before vacuuming",
+                bucket=bucket,
+                key=root_name,
+            )
 
 
 def decide(

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import boto3
 import pyarrow as pa
 import pytest
 
@@ -332,6 +333,9 @@ def test_the_local_path_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None
         assert banner.startswith("lakelock S3 endpoint: "), process.stderr
         for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
             monkeypatch.delenv(name, raising=False)
+        # A user's fresh process reads the exported credentials; this one's default boto3
+        # session may have resolved other credentials for an earlier test and kept them.
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
         exported = shlex.split(env.replace("9000", str(port)).replace("export", ""))
         for assignment in exported:
             name, value = assignment.split("=", 1)

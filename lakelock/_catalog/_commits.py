@@ -14,18 +14,21 @@ it) before anything is written: delete files (merge-on-read), data files of anot
 outside the dataset's folder, non-identity partition transforms or other partition columns,
 renamed, retyped, dropped or reordered columns, sort orders, branches, tags, rollbacks and
 snapshot expiry (lakelock keeps versions by its retention). A manifest list that does not
-exist or lies outside the lake is a 400 as well: nothing is half-applied, because nothing but
-the placed files (below) is written until the one commit.
+exist, lies outside the lake or is over ``MAX_MANIFEST`` (it is read whole) is a 400 as
+well: nothing is half-applied, because nothing but the placed files (below) is written
+until the one commit.
 
 Each added file is read once, streamed a chunk at a time through its SHA-256 (the checksum
 lakelock verifies on every read), so the memory a file holds is one chunk whatever its size
 (Iceberg's default target is 512 MB); its size is checked against the manifest, and its row
-count, read from its parquet footer alone (a ranged GET of its tail), too. Its partition values
-and column statistics are the manifest's. An engine spells partition folders its own way
-(pyiceberg and Java's URLEncoder write ``kind=a+b`` for ``"a b"``, pyiceberg ``kind=null`` for
-a null), so the folder is never read: a file anywhere under the dataset's folder whose key is
-not where lakelock keeps a file of its partition is copied there server-side (create-only, and
-only the version that was hashed), the one write before the commit.
+count, read from its parquet footer alone (a ranged GET of its tail; a footer over
+``MAX_FOOTER`` is refused, not read), too, and its columns' types against the table's.
+Its partition values and column statistics are the manifest's. An engine spells partition
+folders its own way (pyiceberg and Java's URLEncoder write ``kind=a+b`` for ``"a b"``,
+pyiceberg ``kind=null`` for a null), so the folder is never read: a file anywhere under the
+dataset's folder whose key is not where lakelock keeps a file of its partition is copied
+there server-side (create-only, and only the version that was hashed), the one write before
+the commit.
 """
 
 from __future__ import annotations
@@ -40,12 +43,14 @@ from typing import Any, cast
 
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakelock._catalog._protocol import CatalogError
 from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key, files_prefix
 from lakelock._mirror._iceberg import column_ids
 from lakelock._names import partition_path
+from lakelock._readable import unholdable
 from lakelock._s3 import ObjectHead, ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
 from lakelock.errors import (
@@ -84,6 +89,17 @@ READERS = 8
 #: The bytes of a data file's tail read first for its parquet footer (pyarrow's own first read
 #: of a footer is 64 KiB): most footers are in it, a longer one is read with a second GET.
 FOOTER_READ = 64 * 1024
+#: The longest parquet footer the catalog reads (Dremio refuses footers over 16 MB too; a
+#: 1 GB file's is tens of KiB). A file's last 8 bytes declare its footer's length, and the
+#: footer is read into memory whole: a hostile or damaged file declaring gigabytes would
+#: otherwise make the catalog hold them, whatever streaming the file bounds.
+MAX_FOOTER = 16 * 1024 * 1024
+
+#: The largest manifest or manifest list the catalog reads. pyiceberg's Avro reader takes a
+#: file whole, so each is held in memory; Iceberg's writers roll manifests at 8 MB
+#: (``commit.manifest.target-size-bytes``), and a location may name any object of the lake (a
+#: data file of gigabytes) or a file an engine's bug made huge.
+MAX_MANIFEST = 64 * 1024 * 1024
 _MAGIC = b"PAR1"
 
 #: The updates a commit may carry (the rest are refused by name).
@@ -194,9 +210,18 @@ class _LakeIO:
         return location[len(self.root) :]
 
     def new_input(self, location: str) -> Any:
+        """The manifest (or manifest list) at ``location``, read whole, which is what
+        pyiceberg's Avro reader takes: so its size is bounded first (``MAX_MANIFEST``), and
+        no more than the size seen is read (an object replaced meanwhile does not parse)."""
         key = self.key(location, "manifest")
         try:
-            body = self.store.get(key).body
+            size = self.store.head(key).size
+            if size > MAX_MANIFEST:
+                raise CatalogError.bad_request(
+                    f"manifest {location} is {size} bytes: the catalog reads none over "
+                    f"{MAX_MANIFEST} (an engine splits a commit's files over several manifests)"
+                )
+            body = self.store.get(key, byte_range=(0, size)).body if size else b""
         except NotFoundError:
             raise CatalogError.bad_request(f"manifest {location} does not exist") from None
         return _Input(location, body)
@@ -613,7 +638,9 @@ def _record(
             f"data file {f.file_path} is {head.size} bytes; the manifest says "
             f"{f.file_size_in_bytes}"
         )
-    rows = _row_count(store, planned.source, head.size, f.file_path)
+    footer = _footer(store, planned.source, head.size, f.file_path)
+    rows = footer.num_rows
+    _check_types(footer.schema.to_arrow_schema(), arrow, f.file_path)
     if rows != f.record_count:
         raise CatalogError.bad_request(
             f"data file {f.file_path} holds {rows} rows; the manifest says {f.record_count}"
@@ -633,24 +660,40 @@ def _record(
     )
 
 
-def _row_count(store: ObjectStore, key: str, size: int, path: str) -> int:
-    """The row count in the parquet footer of the ``size``-byte file at ``key``, read by
-    ranged GETs of the file's tail only (a file ends ``<footer><its length: 4 bytes LE>PAR1``).
-    The footer is parsed as a file of its own: pyarrow reads a file's metadata from its end."""
-    import pyarrow.parquet as pq  # noqa: PLC0415 - only here
-
+def _footer(store: ObjectStore, key: str, size: int, path: str) -> pq.FileMetaData:
+    """The parquet footer of the ``size``-byte file at ``key`` (its row count, its schema),
+    read by ranged GETs of the file's tail only (a file ends ``<footer><its length: 4 bytes
+    LE>PAR1``). The footer is parsed as a file of its own: pyarrow reads a file's metadata
+    from its end."""
     tail = store.get(key, byte_range=(max(0, size - FOOTER_READ), size)).body if size else b""
     length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else -1
     if tail[-4:] != _MAGIC or not 0 < length <= size - 12:
         raise CatalogError.bad_request(
             f"data file {path} is not parquet: it does not end with a parquet footer"
         )
+    if length > MAX_FOOTER:
+        raise CatalogError.bad_request(
+            f"data file {path} declares a parquet footer of {length} bytes: the catalog "
+            f"reads none over {MAX_FOOTER} (write fewer columns or row groups a file)"
+        )
     if length + 8 > len(tail):
         tail = store.get(key, byte_range=(size - 8 - length, size)).body
     try:
-        return int(pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :])).num_rows)
+        return pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :]))
     except (pa.ArrowInvalid, OSError) as error:
         raise CatalogError.bad_request(f"data file {path} is not parquet: {error}") from error
+
+
+def _check_types(stored: pa.Schema, dataset: pa.Schema, path: str) -> None:
+    """Refuse a file a column of which is stored in a type the dataset's cannot hold
+    (:mod:`lakelock._readable`): every read of the dataset would fail on it once committed."""
+    found = unholdable(stored, dataset)
+    if found is not None:
+        name, wanted = found
+        raise CatalogError.bad_request(
+            f"data file {path} stores column {name!r} as {stored.field(name).type}: the "
+            f"table's is {wanted}, which cannot hold it"
+        )
 
 
 def _placed(store: ObjectStore, planned: _Planned, source: ObjectHead, digest: str) -> str:

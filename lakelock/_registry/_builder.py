@@ -35,6 +35,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
+from lakelock._readable import unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
 from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
@@ -252,7 +253,36 @@ class CommitBuilder:
 
     def commit(self) -> CommitResult:
         """Commit what was built, in one registry update."""
+        self._files_fit()
         return self.registry.commit_changes([self.change, *self.others])
+
+    def _files_fit(self) -> None:
+        """Refuse files whose rows a column of the dataset cannot hold (a string for a
+        long: :mod:`lakelock._readable`), written for another schema and committed without
+        one declared (``registry.commit`` of a worker's files): once committed, every read
+        of the dataset would fail on them. A declared schema is the commit loop's to check.
+        A column's type never changes, so the dataset as this process knows it decides, or
+        as read now if it knows none."""
+        change, registry = self.change, self.registry
+        typed = [(f, f.schema) for f in change.add if f.schema is not None]
+        if change.schema is not None or not typed:
+            return
+        dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
+        if dataset is None or dataset.schema is None:
+            dataset = registry.read().datasets.get(change.dataset)
+        if dataset is None or dataset.schema is None:
+            return
+        for f, schema in typed:
+            found = unholdable(schema, dataset.schema)
+            if found is not None:
+                name, wanted = found
+                raise SchemaMismatchError(
+                    f"{f.key} holds column {name!r} as {schema.field(name).type}: dataset "
+                    f"{change.dataset!r} has it as {wanted}, which cannot hold it, so every "
+                    "read of the dataset would fail on it; nothing was committed",
+                    dataset=change.dataset,
+                    commit_id=change.commit_id,
+                )
 
     def _set(self, **fields: Any) -> None:
         self.change = replace(self.change, **fields)

@@ -162,10 +162,16 @@ def explicit_settings(**given: float | int | None) -> dict[str, float | int]:
 
 def configured(base: LakeSettings, changes: Mapping[str, float | int]) -> LakeSettings:
     """``base`` with ``changes``; a vacuum floor not given follows a retention lowered below
-    it (the floor is at most the retention)."""
+    it (the floor is at most the retention), and one that is the default's for the old
+    retention (an hour, or the retention if shorter) is the default's for the new one: a
+    retention shrunk for a while and set back brings the floor back, instead of leaving
+    every later writer only half the shrunk floor to commit what it wrote."""
     merged = replace(base, **changes)  # type: ignore[arg-type]
-    if "vacuum_floor" not in changes and merged.vacuum_floor > merged.retention:
-        merged = replace(merged, vacuum_floor=merged.retention)
+    if "vacuum_floor" not in changes:
+        if base.vacuum_floor == min(DEFAULT_FLOOR, base.retention):
+            merged = replace(merged, vacuum_floor=min(DEFAULT_FLOOR, merged.retention))
+        elif merged.vacuum_floor > merged.retention:
+            merged = replace(merged, vacuum_floor=merged.retention)
     _check_bounds(**changes)  # only what changes: a lake stored above a bound stays usable
     return checked(**{name: getattr(merged, name) for name in _NAMES})
 

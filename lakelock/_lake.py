@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypedDict, Unpack
+from typing import Any, Self, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -238,6 +238,24 @@ class Lake(TableOperations):
             vacuum_floor=vacuum_floor,
             fold_policy=fold_policy,
         )
+
+    def close(self) -> None:
+        """End what this lake does in the background, for a pipeline that is done with it:
+        the views its commits scheduled (``mirror``) are brought up to date, it stops
+        folding other processes' commits (``FoldPolicy.linger``), and the requests it sent
+        and no longer waits for (a hedged request's slower copy, reads made ahead) are
+        answered. Afterwards it sends no request unless called again; it stays usable
+        (the next call starts what it needs). ``with Lake(...) as lake:`` closes it at the
+        end of the block."""
+        if self.auto_mirror is not None:
+            self.auto_mirror.finish()
+        self.registry.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"Lake('s3://{self.bucket}/{self.prefix}')"

@@ -165,9 +165,16 @@ def lake_prefix() -> str:
 
 
 @pytest.fixture
-def lake(client: Any, bucket: str, lake_prefix: str) -> Lake:
-    """A lake on the test bucket; retries without waiting."""
-    return Lake(bucket, prefix=lake_prefix, s3=client, retry=FAST_RETRY)
+def lake(s3: S3Endpoint, client: Any, bucket: str, lake_prefix: str) -> Iterator[Lake]:
+    """A lake on the test bucket; retries without waiting. Closed after the test, so that
+    nothing it left running (a hedged request's slower copy, a fold for other processes)
+    sends a request during the next test's counts; faults and stalls the test left are
+    cleared first, so that closing waits for nothing they hold."""
+    lake = Lake(bucket, prefix=lake_prefix, s3=client, retry=FAST_RETRY)
+    yield lake
+    s3.clear_faults()
+    s3.release_stalls()
+    lake.close()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import concurrent.futures
 import time
 
 import pyarrow as pa
-import pytest
 
 from lakelock import Lake
 from lakelock._fence import Fence
@@ -22,12 +21,6 @@ from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, no_sleep, wait_until
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the commit core's cancelling swap (_committer._cancel_attempt) tells a takeover "
-    "it gives up on RetryBudgetExhaustedError, 'recorded cancelled, so nobody will apply "
-    "it', although a fold applied it earlier and a higher token now refuses it as stale",
-)
 def test_a_takeover_giving_up_after_a_later_acquisition_is_told_it_is_stale(
     s3: S3Endpoint, lake: Lake
 ) -> None:

@@ -82,6 +82,7 @@ MOVED = [
 #: log and pending commits, and ``internals`` (what the commit protocol knows and decided:
 #: :class:`RegistryInternals`).
 REGISTRY_PUBLIC = {
+    "close",
     "commit",
     "commit_changes",
     "configure",
@@ -108,6 +109,7 @@ LAKE_PUBLIC = {
     "auto_mirror",
     "bucket",
     "client",
+    "close",
     "compact",
     "config",
     "configure",

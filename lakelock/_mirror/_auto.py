@@ -53,6 +53,20 @@ class AutoMirror:
         with self._changed:
             return self._changed.wait_for(lambda: not self._pending and not self._busy, timeout)
 
+    def finish(self) -> None:
+        """Mirror what is scheduled, then end the thread before returning (the next commit
+        starts another)."""
+        while True:
+            self.wait()
+            with self._changed:
+                thread, self._thread = self._thread, None
+                self._changed.notify_all()
+            if thread is not None:
+                thread.join()
+            with self._changed:
+                if not self._pending or self._closed:
+                    return
+
     def close(self) -> None:
         """Stop after the mirror in progress (pending ones are dropped: the views catch up
         at the next mirror)."""
@@ -64,10 +78,14 @@ class AutoMirror:
     def _run(self) -> None:
         from lakelock._mirror._run import mirror  # noqa: PLC0415 - _run imports this module's users
 
+        me = threading.current_thread()
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: self._pending or self._closed)
-                if self._closed:
+                # Ended (finish) once another thread or none is the mirroring one.
+                self._changed.wait_for(
+                    lambda: self._pending or self._closed or self._thread is not me
+                )
+                if self._closed or self._thread is not me:
                     return
                 datasets = sorted(self._pending)
                 self._pending.clear()

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
 
 from lakelock._registry._batch import CommitResult, Pending
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Committer, Driver
+from lakelock._registry._core._requests import Sleep
 from lakelock._registry._group import GroupCommit, Turn, TurnSteps
 
 __all__ = ["CommitQueue"]
@@ -65,6 +67,8 @@ class CommitQueue:
         self.group.released = self.turn.notify_all
         #: The thread folding for other processes after our last batch (:meth:`_linger`).
         self.lingerer: threading.Thread | None = None
+        # Set while :meth:`close` stops the lingering fold; it cuts its real sleeps short.
+        self._closing = threading.Event()
 
     @property
     def max_batch(self) -> int:
@@ -95,14 +99,49 @@ class CommitQueue:
         assert pending.result is not None
         return pending.result
 
+    def close(self) -> None:
+        """Stop folding for other processes: the lingering fold sends nothing more (a
+        request of it in flight is answered first) and its thread ends before this returns.
+        A later commit may linger again."""
+        lingerer = self.lingerer
+        self._closing.set()
+        try:
+            if lingerer is not None:
+                lingerer.join()
+        finally:
+            self._closing.clear()
+
     def _linger(self, steps: TurnSteps[None]) -> None:
         try:
-            self._drive(steps)
+            self._drive(self._until_closed(steps))
         except Exception:
             # A courtesy fold for others: never the caller's failure, nor something to act
             # on (the others' own rules fold their commits; a process exiting meanwhile
             # ends here too), so it is not shown unless asked for.
             log.debug("folding for other processes failed", exc_info=True)
+
+    def _until_closed(self, steps: TurnSteps[None]) -> TurnSteps[None]:
+        """``steps`` until :meth:`close`: no request of theirs is passed on once it is
+        called, and a real sleep of theirs (the caller may be away for seconds) ends when
+        it is; closed, ``steps`` are closed, which gives their turn back."""
+        answer: Any = None
+        error: BaseException | None = None
+        try:
+            while not self._closing.is_set():
+                try:
+                    request = steps.throw(error) if error is not None else steps.send(answer)
+                except StopIteration:
+                    return
+                answer, error = None, None
+                if isinstance(request, Sleep) and self.driver.sleep is time.sleep:
+                    self._closing.wait(request.seconds)
+                    continue
+                try:
+                    answer = yield request
+                except Exception as failure:
+                    error = failure
+        finally:
+            steps.close()
 
     def run(self, steps: object) -> object:
         """Run other steps of the core (an upgrade) while no batch is in flight."""

@@ -262,6 +262,14 @@ class Registry:
         #: What the commit protocol knows and the root decided (:class:`RegistryInternals`).
         self.internals = RegistryInternals(self)
 
+    def close(self) -> None:
+        """End what this registry does in the background: it stops folding for other
+        processes (lingering) and waits for the requests it sent and no longer waits for (a
+        hedged request's slower copy, reads made ahead). Afterwards it sends no request
+        unless called again: it stays usable."""
+        self._commits.close()
+        self._driver.close()
+
     # -- committing -----------------------------------------------------------------------
 
     def commit(

@@ -361,12 +361,16 @@ class Committer:
         sealed = _decide.cancelled(doc, cancel.pending, seconds=self.now, keep=self.commit_window)
         yield from self.write_version(cancel, doc, sealed, etag)
         for p in cancel.pending:
+            then = "; its intent is recorded cancelled, so nobody will apply it"
+            if p.rejected is None and (stale := _decide.stale_fence(doc, p.change)) is not None:
+                # Its token may have been recorded by an earlier fold: what is sure is that
+                # a later acquirer holds the lease, as any attempt would have found.
+                p.rejected = stale
+                then = "; a later token holds the lease, so nothing will apply it"
             p.fail(
                 p.refused  # recorded rejected: the caller hears its writer's own refusal
                 or cancel.failure
-                or self._gave_up(
-                    p, cancel, None, "; its intent is recorded cancelled, so nobody will apply it"
-                )
+                or self._gave_up(p, cancel, None, then)
             )
         cancel.pending = []
 

@@ -127,6 +127,7 @@ __all__ = [
     "restore_vacuumed",
     "reused_in_batch",
     "settle",
+    "stale_fence",
     "swap_may_land",
     "takeover_recorded",
     "too_old_to_reference",
@@ -215,6 +216,27 @@ def takeover_recorded(doc: RegistryDoc, change: Change) -> bool:
     is refused as stale when applied, as its first attempt would have been."""
     fence = change.fence
     return is_takeover(change) and fence is not None and doc.fences.get(fence.name) == fence.token
+
+
+def stale_fence(doc: RegistryDoc, change: Change) -> StaleFenceError | None:
+    """A lease's commit (a takeover included) whose token is below the highest ``doc``
+    records of its lease: any attempt would refuse it as stale (FORMAT.md, "Lease
+    takeovers"), whether or not it was recorded before — the lease is another acquirer's
+    either way. ``None``: no lease fence, or one still current."""
+    fence = change.fence
+    if fence is None or fence.hierarchical:
+        return None
+    current = doc.fences.get(fence.name)
+    if current is None or fence.token >= current:
+        return None
+    return StaleFenceError(
+        f"fencing token {fence.token} for {fence.name!r} is stale: {current} has been seen",
+        name=fence.name,
+        token=fence.token,
+        current=current,
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
 
 
 def made_here(

@@ -79,6 +79,20 @@ class Driver:
         self._early: ReadsAhead[Future[Any]] = ReadsAhead()
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        """Wait for the requests this driver sent and no longer waits for (a hedged
+        request's slower copy, which goes on after the first answer won, and its read-back
+        if refused; reads made ahead), then end their threads: afterwards it sends nothing
+        of its own. Reads made ahead are dropped. It stays usable: the next hedge or read
+        ahead starts threads again."""
+        with self._lock:
+            pools = [pool for pool in (self._hedges, self._aheads) if pool is not None]
+            self._hedges = self._aheads = None
+        for pool in pools:
+            pool.shutdown(wait=True)
+        with self._lock:
+            self._early = ReadsAhead()
+
     def run(self, steps: Steps) -> Any:
         """Drive ``steps`` to its end; its return value."""
         answer: Any = None

@@ -609,7 +609,7 @@ class Scheduler:
         list before they send their intents (:meth:`send_first`), so the first of them to
         swap listed before the others' intents landed; committing alone and fast, it would
         pass them over for ``fold_interval``, each of its swaps beating their folder's
-        (docs/decisions/0049-list-again-after-the-first-swap.md)."""
+        (docs/decisions/0050-list-again-after-the-first-swap.md)."""
         hints = self.hints
         return hints.started_quiet and hints.swapped_once and not hints.listed_since_swap
 

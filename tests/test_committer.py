@@ -433,6 +433,32 @@ def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(
     assert names(registry(store)) == ["a", "b", "d"]
 
 
+def test_a_process_lists_again_at_its_first_commit_after_its_first_swap(
+    store: ObjectStore,
+) -> None:
+    """A process that started on a quiet lake and swapped before the processes started with
+    it sent their intents (its LIST found none) folds them at its next commit, within
+    ``fold_interval``: a burst's first swapper, committing alone and fast, otherwise passed
+    the others' first commits over for a second, each of its swaps beating their folder's
+    (412), and sixteen processes' first commits waited for it to finish its burst."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    later = time.time() + 60  # a minute after the lake's last commit; no fold_interval passes
+    reg = registry(store, clock=lambda: later)
+    first = reg.commit("sales", add=[datafile("sales", "", "b")])
+    assert first.attempts == 1
+    # Another process started with ours: its intent lands after our LIST and swap.
+    key = plant_intent(
+        store,
+        Change("sales", "started-with-us", add=(datafile("sales", "", "c"),)),
+        ms=int(later * 1000) - 1,
+    )
+    result = reg.commit("sales", add=[datafile("sales", "", "d")])
+    fate = registry(store)._current()[0].fate(key)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
+    assert names(registry(store)) == ["a", "b", "c", "d"]
+
+
 def test_a_contended_commit_waits_first_and_is_folded_by_another_process(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:

@@ -159,6 +159,12 @@ class Hints:
     contended_until: float = float("-inf")
     #: When this process last listed intents (its clock; -inf: never).
     listed_at: float = float("-inf")
+    #: Whether this process's first fold found the lake quiet (a root not moved within
+    #: ``CONTENTION_MEMORY``), whether it has swapped a root in yet, and whether it has
+    #: listed since its first swap (:meth:`Scheduler.relist`).
+    started_quiet: bool = False
+    swapped_once: bool = False
+    listed_since_swap: bool = False
     #: Whether the root this process knows is one it swapped in itself (and, with the
     #: hand-over, every root read since returned that root: nobody else has swapped).
     swapped_last: bool = False
@@ -408,6 +414,7 @@ class Scheduler:
         """This process lists intents at ``now``; whether it is its first listing."""
         first = self.hints.listed_at == float("-inf")
         self.hints.listed_at = now
+        self.hints.listed_since_swap = self.hints.swapped_once
         return first
 
     def lost_race(self, now: float) -> None:
@@ -418,6 +425,7 @@ class Scheduler:
     def swapped(self, now: float, *, carried: bool) -> None:
         """Our swap landed at ``now``; ``carried``: it applied other processes' intents."""
         self.hints.swapped_last = True
+        self.hints.swapped_once = True
         self.carried = carried
         self.hints.saw_root(now, moved=False)
         self.hints.learn_round(
@@ -589,16 +597,33 @@ class Scheduler:
                     or root_moved
                     or not self.hints.swapped_last
                     or now - self.hints.listed_at >= self.policy.fold_interval
+                    or self.relist()
                 )
             ),
             True,
         )
 
+    def relist(self) -> bool:
+        """Whether this process lists again because it started on a quiet lake and has not
+        listed since its first swap. Processes that start together on a quiet lake each
+        list before they send their intents (:meth:`send_first`), so the first of them to
+        swap listed before the others' intents landed; committing alone and fast, it would
+        pass them over for ``fold_interval``, each of its swaps beating their folder's
+        (docs/decisions/0050-list-again-after-the-first-swap.md)."""
+        hints = self.hints
+        return hints.started_quiet and hints.swapped_once and not hints.listed_since_swap
+
     def send_first(self, now: float, *, root_updated: float | None) -> bool:
         """Send our intents before we LIST (others then see them, and all but the oldest
         wait): when contended, or on a process's first fold if the root moved lately
         (processes that start together). Never when we swapped last: ours go with our
-        snapshot, and our next fold takes whatever came meanwhile."""
+        snapshot, and our next fold takes whatever came meanwhile. A first fold on a quiet
+        lake is remembered (:meth:`relist`)."""
+        if self.hints.listed_at == float("-inf"):
+            # A lake with no root yet is being made: whoever loses its creation is told.
+            self.hints.started_quiet = root_updated is not None and not self.recent(
+                now, root_updated
+            )
 
         def rule() -> bool:
             if self.hints.swapped_last:

@@ -2407,8 +2407,8 @@ def test_a_seeds_replay_command_runs_the_same_run_in_any_process() -> None:
 
 def test_a_fault_mix_given_to_the_command_is_the_runs() -> None:
     """``lakelock simulate --fault-mix``: the faults drawn are of the kinds named, by
-    weight, in the order given (the order a draw walks them); a kind not named gets none,
-    and an unknown kind is a usage error."""
+    weight, in the order given (the order a draw walks them); a kind not named gets none;
+    an unknown kind is a usage error, and a mix without ``--faults`` is refused."""
     config = SimConfig(
         writers=2,
         seconds=1.0,
@@ -2421,6 +2421,7 @@ def test_a_fault_mix_given_to_the_command_is_the_runs() -> None:
     simulate(config, trace=lambda event: drawn.append(event["fault"]) if event["fault"] else None)
     assert set(drawn) == {"late", "throttle"}
     assert main(["simulate", "--faults", "0.2", "--fault-mix", "slow=1"]) == 2
+    assert main(["simulate", "--fault-mix", "late=1"]) != 0  # no --faults: nothing to mix
 
 
 def test_a_commit_giving_up_before_the_lake_has_a_root_is_not_applied_later() -> None:

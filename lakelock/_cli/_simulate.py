@@ -343,6 +343,12 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             args.brownout_503, "needs --brownout (the window it applies in)", what="--brownout-503"
         )
+    if args.fault_mix and not args.faults:
+        raise InvalidArgumentError(
+            args.fault_mix[0][0],
+            "needs --faults (the share of requests it mixes)",
+            what="--fault-mix",
+        )
     if brownout is not None:
         if brownout.start >= args.seconds:
             raise InvalidArgumentError(

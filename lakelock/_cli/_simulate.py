@@ -18,7 +18,7 @@ from lakelock._cli._common import add_command, add_progress_option, number_type
 from lakelock._cli._progress import ProgressBar, progress_wanted
 from lakelock._registry._core import FoldPolicy
 from lakelock._registry._core._schedule import FIXED
-from lakelock._sim._faults import Brownout, Faults
+from lakelock._sim._faults import FAULT_KINDS, Brownout, Faults
 from lakelock._sim._latency import profile
 from lakelock._sim._plot import plot, require_matplotlib
 from lakelock._sim._run import RECOVERED, Metrics, SimConfig, SimResult, simulate
@@ -107,6 +107,22 @@ def _mix_weight(text: str) -> tuple[str, float]:
     return kind, weight
 
 
+def _fault_weight(text: str) -> tuple[str, float]:
+    kind, equals, value = text.partition("=")
+    kind = kind.strip()
+    if kind not in FAULT_KINDS:
+        raise argparse.ArgumentTypeError(
+            f"expected KIND=WEIGHT with KIND one of {', '.join(FAULT_KINDS)}, got {text!r}"
+        )
+    try:
+        weight = float(value) if equals else -1.0
+    except ValueError:
+        weight = -1.0
+    if not 0 <= weight < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a weight >= 0 in {text!r}")
+    return kind, weight
+
+
 def add_parser(commands: Any) -> None:
     add_command(
         commands,
@@ -157,6 +173,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         0.0,
         "fraction of requests answered with a fault (lost ack, 503, 409, timeout, a write "
         "that lands after its timeout)",
+    )
+    parser.add_argument(
+        "--fault-mix",
+        type=_fault_weight,
+        action="append",
+        default=[],
+        metavar="KIND=WEIGHT",
+        help="with --faults: which faults, by relative weight (repeatable, drawn in the order "
+        f"given; kinds: {', '.join(FAULT_KINDS)}). Given at all, kinds not named get 0. "
+        "Default: every kind, weight 1",
     )
     parser.add_argument(
         "--brownout",
@@ -317,6 +343,12 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             args.brownout_503, "needs --brownout (the window it applies in)", what="--brownout-503"
         )
+    if args.fault_mix and not args.faults:
+        raise InvalidArgumentError(
+            args.fault_mix[0][0],
+            "needs --faults (the share of requests it mixes)",
+            what="--fault-mix",
+        )
     if brownout is not None:
         if brownout.start >= args.seconds:
             raise InvalidArgumentError(
@@ -332,6 +364,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         faults=Faults(
             rate=args.faults,
+            # A kind named twice keeps its first place and its last weight.
+            mix=tuple(dict(args.fault_mix).items()) if args.fault_mix else Faults().mix,
             kills=args.kills,
             stalls=args.stalls,
             swap_stalls=args.swap_stalls,

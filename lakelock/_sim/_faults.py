@@ -113,6 +113,13 @@ class Faults:
     #: A window in which the store is slow and throttles (``None``: none).
     brownout: Brownout | None = None
 
+    def mix_options(self) -> str:
+        """This fault mix as ``lakelock simulate`` options, in its order (the order a draw
+        walks its weights); empty: the default mix."""
+        if self.mix == Faults().mix:
+            return ""
+        return " ".join(f"--fault-mix {kind}={weight:g}" for kind, weight in self.mix)
+
     def slowdown(self, now: float) -> float:
         """What the latency of a request sent at ``now`` is multiplied by (the brownout's)."""
         brownout = self.brownout

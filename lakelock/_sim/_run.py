@@ -209,6 +209,8 @@ class SimConfig:
         ]
         if self.faults.rate:
             parts.append(f"--faults {self.faults.rate:g}")
+            if mix := self.faults.mix_options():
+                parts.append(mix)
         if self.faults.kills:
             parts.append(f"--kills {self.faults.kills}")
         if self.faults.stalls:

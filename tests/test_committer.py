@@ -40,8 +40,6 @@ from lakelock._registry._core._schedule import (
 )
 from lakelock._registry._document import REGISTRY_KEY, IntentFate, RegistryDoc
 from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
-from lakelock._registry._objects import RECENT_IDS
-from lakelock._registry._tree import LEAF_MAX
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
@@ -1480,34 +1478,3 @@ def test_a_step_back_of_the_writers_clock_does_not_let_it_apply_an_old_passed_ov
     (cancelled,) = [f for f in doc.fates if f.state == "cancelled"]
     assert cancelled.key <= doc.watermark  # the writer's own, passed over
     assert names(registry(store)) == ["a", "b"]
-
-
-def test_a_fold_reads_the_commit_id_index_nodes_of_several_commits_together(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """A fold looks up the ids of other processes' commits in the commit-id index (rule 3);
-    lookups that need different nodes send their reads together, not one after another.
-    After a slow spell a fold of hundreds of intents would otherwise wait a round trip per
-    node while every writer waits on the root. The same nodes are read, once each."""
-    builder = registry(store, commit_window=1)
-    for n in range(2 * RECENT_IDS):  # two flushes: the index's top splits over two leaves
-        builder.commit("sales", add=[datafile("sales", "", f"f{n}")], commit_id=f"run-{n}")
-    assert 2 * RECENT_IDS > LEAF_MAX
-    # Ids below and above every "run-" id: their lookups end in the first and last leaves.
-    for commit_id in ("aaa", "zzz"):
-        plant_intent(store, Change("sales", commit_id, add=(datafile("sales", "", commit_id),)))
-    folder = seasoned(
-        registry(store, commit_window=1, policy=FoldPolicy(read_ahead=False, hedge=0))
-    )
-    folder.read()  # the root and the snapshot: the index's nodes are not cached
-    s3.reset_stats()
-    s3.inject("stall", operation="GetObject", prefix="metastore/nodes/", count=2)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        result = pool.submit(folder.commit, "sales", add=[datafile("sales", "", "mine")])
-        try:
-            wait_until(lambda: s3.stalled() == 2, attempts=1000)  # both leaves asked at once
-        finally:
-            s3.release_stalls()
-        version = result.result(timeout=60).version
-    assert s3.areas()["GetObject metastore/nodes"] == 2
-    assert folder.find_commit("aaa") == folder.find_commit("zzz") == version

@@ -1916,7 +1916,7 @@ def test_a_takeover_given_up_after_a_later_acquisition_was_recorded_is_no_refuse
     assert "a later token holds the lease" in (stale.error or "")
 
 
-@pytest.mark.parametrize("seed", [1, 16])
+@pytest.mark.parametrize("seed", [1, 3])
 def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed(
     monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:

@@ -49,7 +49,6 @@ from lakelock._registry._tree import (
     EMPTY,
     NODE_PREFIX,
     Node,
-    Store,
     index_get,
     index_update,
     node_body,
@@ -641,17 +640,11 @@ class Objects:
             changed = [(n, s) for n, s in doc.datasets.changes.items() if s is not None]
         else:
             changed = []
-        changed = list(changed)
         stored: dict[str, DatasetState] = {}
-        for n, (name, state) in enumerate(changed):
-            try:
-                new = self._store_dataset(
-                    name, state, version=doc.version, at=at, writes=writes, nonces=nonces
-                )
-            except Missing as miss:
-                # The other datasets' missing nodes too, so that they are read together.
-                later = self._missing(changed[n + 1 :], doc.version, at)
-                raise Missing(miss.keys + later) from None
+        for name, state in changed:
+            new = self._store_dataset(
+                name, state, version=doc.version, at=at, writes=writes, nonces=nonces
+            )
             assert new.snapshot is not None
             assert new.totals is not None
             stored[name] = new
@@ -680,19 +673,6 @@ class Objects:
         )
         return new_doc, writes
 
-    def _missing(
-        self, changed: Iterable[tuple[str, DatasetState]], version: int, at: float
-    ) -> tuple[str, ...]:
-        """The nodes storing ``changed`` would miss first (a dry run: nothing is written or
-        cached, no nonce drawn)."""
-        missing: list[str] = []
-        for _, state in changed:
-            try:
-                self._trees(state, version=version, at=at, store=lambda node: "")
-            except Missing as miss:
-                missing.extend(miss.keys)
-        return tuple(missing)
-
     def _store_dataset(
         self,
         name: str,
@@ -703,6 +683,8 @@ class Objects:
         writes: list[tuple[str, bytes]],
         nonces: Callable[[], str],
     ) -> DatasetState:
+        at = version_time(at, parent_at=state.at)
+
         def store(node: Node) -> str:
             body = node_body(node)
             key = node_key(name, body, nonces())
@@ -710,8 +692,40 @@ class Objects:
             self.remember(key, node)
             return key
 
-        top, commit_ids, recent = self._trees(state, version=version, at=at, store=store)
-        at = version_time(at, parent_at=state.at)
+        partitions = state.partitions
+        if isinstance(partitions, Overlay) and isinstance(partitions.base, LazyPartitions):
+            top = tree_update(
+                partitions.base.top,
+                {k: partition_entry(v) if v else None for k, v in partitions.changes.items()},
+                load=self.node,
+                store=store,
+            )
+        elif isinstance(partitions, LazyPartitions):
+            top = partitions.top  # a restore: the older version's index, shared
+        else:  # format 1 (the upgrade), or a dataset new in this batch
+            top = tree_update(
+                EMPTY,
+                {k: partition_entry(v) for k, v in partitions.items()},
+                load=self.node,
+                store=store,
+            )
+        recent = dict(state.recent_ids)
+        recent.update(
+            {
+                c.id: {
+                    "version": version,
+                    "at": at,
+                    "operation": c.operation,
+                    **({"digest": c.digest} if c.digest is not None else {}),
+                    **({"intent": c.intent} if c.intent is not None else {}),
+                }
+                for c in state.commits
+            }
+        )
+        commit_ids = state.commit_ids
+        if len(recent) >= RECENT_IDS:
+            commit_ids = index_update(commit_ids, recent, load=self.node, store=store)
+            recent = {}
         totals = state.totals if state.totals is not None else totals_of(state.partitions)
         snap = Snapshot(
             dataset=name,
@@ -736,54 +750,6 @@ class Objects:
         writes.append((key, body))
         self.remember(key, snap)
         return self.state(key)
-
-    def _trees(
-        self, state: DatasetState, *, version: int, at: float, store: Store
-    ) -> tuple[Node, Node, dict[str, Any]]:
-        """A dataset's new version's partition index, commit-id index and recent ids, their
-        new nodes handed to ``store``. The sans-I/O core asks for the children an update
-        descends into a level at a time (:meth:`nodes`), not one after another."""
-        at = version_time(at, parent_at=state.at)
-        prefetch = self.nodes if self._offline else None
-        partitions = state.partitions
-        if isinstance(partitions, Overlay) and isinstance(partitions.base, LazyPartitions):
-            top = tree_update(
-                partitions.base.top,
-                {k: partition_entry(v) if v else None for k, v in partitions.changes.items()},
-                load=self.node,
-                store=store,
-                prefetch=prefetch,
-            )
-        elif isinstance(partitions, LazyPartitions):
-            top = partitions.top  # a restore: the older version's index, shared
-        else:  # format 1 (the upgrade), or a dataset new in this batch
-            top = tree_update(
-                EMPTY,
-                {k: partition_entry(v) for k, v in partitions.items()},
-                load=self.node,
-                store=store,
-                prefetch=prefetch,
-            )
-        recent = dict(state.recent_ids)
-        recent.update(
-            {
-                c.id: {
-                    "version": version,
-                    "at": at,
-                    "operation": c.operation,
-                    **({"digest": c.digest} if c.digest is not None else {}),
-                    **({"intent": c.intent} if c.intent is not None else {}),
-                }
-                for c in state.commits
-            }
-        )
-        commit_ids = state.commit_ids
-        if len(recent) >= RECENT_IDS:
-            commit_ids = index_update(
-                commit_ids, recent, load=self.node, store=store, prefetch=prefetch
-            )
-            recent = {}
-        return top, commit_ids, recent
 
     def create_all(self, writes: list[tuple[str, bytes]]) -> None:
         """Create the objects of a version, in parallel. Each key is new (a digest and a

@@ -61,8 +61,6 @@ __all__ = [
     "NODE_PREFIX",
     "Node",
     "NodeRef",
-    "Prefetch",
-    "Store",
     "index_get",
     "index_update",
     "node_body",
@@ -118,9 +116,6 @@ class Node:
 
 EMPTY = Node()
 Load = Callable[[str], Node]
-#: Loads several nodes at once (into the caller's cache) before they are each :data:`Load`\ ed:
-#: an update reads the children it descends into a level at a time, not one after another.
-Prefetch = Callable[[list[str]], object]
 #: Stores a new node (writes it, or queues the write) and returns its key.
 Store = Callable[[Node], str]
 
@@ -154,28 +149,14 @@ def tree_items(top: Node, load: Load) -> Iterator[tuple[str, Any]]:
             yield from node.entries.items()
 
 
-def tree_update(
-    top: Node,
-    changes: Mapping[str, Any | None],
-    *,
-    load: Load,
-    store: Store,
-    prefetch: Prefetch | None = None,
-) -> Node:
+def tree_update(top: Node, changes: Mapping[str, Any | None], *, load: Load, store: Store) -> Node:
     """The tree with ``changes`` applied (a value of ``None`` deletes the key). New nodes below
-    the top are handed to ``store``; the new top is returned for the caller to inline. With
-    ``prefetch``, the children a branch's changes descend into are asked for together first."""
-    return _update(top, 0, dict(changes), load, store, prefetch=prefetch)
+    the top are handed to ``store``; the new top is returned for the caller to inline."""
+    return _update(top, 0, dict(changes), load, store)
 
 
 def _update(
-    node: Node,
-    depth: int,
-    changes: dict[str, Any | None],
-    load: Load,
-    store: Store,
-    *,
-    prefetch: Prefetch | None,
+    node: Node, depth: int, changes: dict[str, Any | None], load: Load, store: Store
 ) -> Node:
     if not node.is_branch:
         entries = dict(node.entries)
@@ -187,16 +168,15 @@ def _update(
         if len(entries) <= LEAF_MAX or depth >= _MAX_DEPTH - 1:
             return Node(entries=MappingProxyType(entries))
         # Split: the same entries, one level down, spread by the next bits.
-        return _update(Node(is_branch=True), depth, entries, load, store, prefetch=prefetch)
+        return _update(Node(is_branch=True), depth, entries, load, store)
     groups: dict[int, dict[str, Any | None]] = {}
     for key, value in changes.items():
         groups.setdefault(_slot(key, depth), {})[key] = value
     children = dict(node.children)
-    _prefetch(prefetch, [children[slot].key for slot in groups if slot in children])
     for slot, group in groups.items():
         ref = children.get(slot)
         child = load(ref.key) if ref is not None else EMPTY
-        new_child = _update(child, depth + 1, group, load, store, prefetch=prefetch)
+        new_child = _update(child, depth + 1, group, load, store)
         if new_child.count == 0:
             children.pop(slot, None)
         else:
@@ -218,28 +198,18 @@ def ordered_get(top: Node, key: str, load: Load) -> Any | None:
 
 
 def ordered_update(
-    top: Node,
-    changes: Mapping[str, Any | None],
-    *,
-    load: Load,
-    store: Store,
-    prefetch: Prefetch | None = None,
+    top: Node, changes: Mapping[str, Any | None], *, load: Load, store: Store
 ) -> Node:
     """The ordered tree with ``changes`` applied (``None`` deletes). New nodes below the top
-    are handed to ``store``; the new top is returned for the caller to inline. With
-    ``prefetch``, the children a branch's changes descend into are asked for together first."""
-    parts = _ordered(top, sorted(changes.items()), load, store, prefetch)
+    are handed to ``store``; the new top is returned for the caller to inline."""
+    parts = _ordered(top, sorted(changes.items()), load, store)
     while len(parts) > 1:  # the top split: one more level
         parts = _branches([(low, _ref(node, store)) for low, node in parts])
     return parts[0][1] if parts else EMPTY
 
 
 def _ordered(
-    node: Node,
-    items: list[tuple[str, Any | None]],
-    load: Load,
-    store: Store,
-    prefetch: Prefetch | None,
+    node: Node, items: list[tuple[str, Any | None]], load: Load, store: Store
 ) -> list[tuple[str, Node]]:
     """``node`` with the (sorted) ``items`` applied: the nodes that replace it, each with its
     low bound (the first's is ``""``, the bound ``node`` had); none if it is left empty."""
@@ -256,20 +226,15 @@ def _ordered(
         ]
     refs = [node.children[slot] for slot in range(len(node.children))]
     lows = node.lows
-    groups = []
-    start = 0
-    for n in range(len(lows)):
-        end = bisect.bisect_left(items, (lows[n + 1],)) if n + 1 < len(lows) else len(items)
-        groups.append(items[start:end])
-        start = end
-    _prefetch(prefetch, [ref.key for ref, group in zip(refs, groups, strict=True) if group])
     children: list[tuple[str, NodeRef]] = []
-    for low, ref, group in zip(lows, refs, groups, strict=True):
+    start = 0
+    for n, (low, ref) in enumerate(zip(lows, refs, strict=True)):
+        end = bisect.bisect_left(items, (lows[n + 1],)) if n + 1 < len(lows) else len(items)
+        group, start = items[start:end], end
         if not group:
             children.append((low, ref))
             continue
-        parts = _ordered(load(ref.key), group, load, store, prefetch)
-        for m, (part_low, part) in enumerate(parts):
+        for m, (part_low, part) in enumerate(_ordered(load(ref.key), group, load, store)):
             children.append((low if m == 0 else part_low, _ref(part, store)))
     if not children:
         return []
@@ -308,12 +273,6 @@ def _even(items: list[_T], most: int) -> list[list[_T]]:
     return runs
 
 
-def _prefetch(prefetch: Prefetch | None, keys: list[str]) -> None:
-    """Ask for ``keys`` together (one alone is loaded where it is used, as without this)."""
-    if prefetch is not None and len(keys) > 1:
-        prefetch(keys)
-
-
 def _ref(node: Node, store: Store) -> NodeRef:
     return NodeRef(store(node), node.count)
 
@@ -325,18 +284,11 @@ def index_get(top: Node, key: str, load: Load) -> Any | None:
     return ordered_get(top, key, load)
 
 
-def index_update(
-    top: Node,
-    changes: Mapping[str, Any | None],
-    *,
-    load: Load,
-    store: Store,
-    prefetch: Prefetch | None = None,
-) -> Node:
+def index_update(top: Node, changes: Mapping[str, Any | None], *, load: Load, store: Store) -> Node:
     """An update of a commit-id tree: ordered, or a hash trie (see :func:`_hash_trie`)."""
     if _hash_trie(top):
-        return tree_update(top, changes, load=load, store=store, prefetch=prefetch)
-    return ordered_update(top, changes, load=load, store=store, prefetch=prefetch)
+        return tree_update(top, changes, load=load, store=store)
+    return ordered_update(top, changes, load=load, store=store)
 
 
 def _hash_trie(top: Node) -> bool:

@@ -236,15 +236,12 @@ def _unknown_outcome(
     if beyond and doc.format_version > 1:
         # Past the root's window: each dataset's commit-id index is durable.
         refused = {id(s.pending) for s in settled}
-        asked = [p for p in batch.pending if id(p) not in refused]  # the rest: to be recorded
-        found = yield from _io.need(
-            core,
-            lambda: _decide.each_of(
-                functools.partial(_decide.indexed_version, doc, p.changes, core.objects)
-                for p in asked
-            ),
-        )
-        for p, indexed in zip(asked, found, strict=True):
+        for p in batch.pending:
+            if id(p) in refused:
+                continue  # refused already, to be recorded
+            indexed = yield from _io.need(
+                core, functools.partial(_decide.indexed_version, doc, p.changes, core.objects)
+            )
             if isinstance(indexed, CommitIdReusedError):
                 refusals.append(_decide.Settled(p, error=indexed))
             elif indexed is not None:

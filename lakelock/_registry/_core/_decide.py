@@ -64,7 +64,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from lakelock._registry._batch import CommitResult, Pending, iso
 from lakelock._registry._changes import (
@@ -107,7 +107,6 @@ __all__ = [
     "applied_batch",
     "bound_watermark",
     "cancelled",
-    "each_of",
     "error_kind",
     "fate_error",
     "fates_of",
@@ -137,8 +136,6 @@ __all__ = [
     "whole_groups",
     "written_by",
 ]
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -170,7 +167,6 @@ def settle(
     field) is taken as ours only for an intent passed over whose id was generated (nobody
     else carries it)."""
     found: list[Settled] = []
-    missing: list[str] = []
     for p in pending:
         # The intents of one commit are decided together, in one swap: any one's fate is
         # the commit's (the root may keep some of them and have pruned the rest).
@@ -200,19 +196,13 @@ def settle(
             continue
         passed_over = p.intent is not None and p.intent_sent and p.intent <= doc.watermark
         if p.check_index or passed_over:
-            try:
-                indexed = indexed_version(doc, p.changes, objects)
-            except Missing as miss:  # the others' lookups too: their nodes read together
-                missing.extend(miss.keys)
-                continue
+            indexed = indexed_version(doc, p.changes, objects)
             if isinstance(indexed, CommitIdReusedError):
                 found.append(Settled(p, error=indexed))
             elif indexed is not None:
                 version, by = indexed
                 ours = by == p.intent if by is not None else passed_over and not p.check_index
                 found.append(Settled(p, version=version, already=not ours))
-    if missing:
-        raise Missing(tuple(missing))
     return found
 
 
@@ -354,22 +344,6 @@ def indexed_version(
                     intent if isinstance(intent, str) else None,
                 )
     return None
-
-
-def each_of(calls: Iterable[Callable[[], _T]]) -> list[_T]:
-    """Each of ``calls``' results; the objects any of them misses are asked for in one
-    :class:`Missing`, so that independent lookups (of several commits' ids in the commit-id
-    indexes) read their nodes together, a level at a time, not one lookup after another."""
-    results: list[_T] = []
-    missing: list[str] = []
-    for call in calls:
-        try:
-            results.append(call())
-        except Missing as miss:
-            missing.extend(miss.keys)
-    if missing:
-        raise Missing(tuple(missing))
-    return results
 
 
 def recorded_version(

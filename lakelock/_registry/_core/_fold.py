@@ -24,7 +24,6 @@ from lakelock.errors import CommitIdReusedError
 
 if TYPE_CHECKING:
     from lakelock._registry._core._committer import Committer
-    from lakelock._registry._objects import Objects
 
 __all__ = ["Fold", "fold"]
 
@@ -129,13 +128,8 @@ def _judge(
     # 16); a restore, once the version it makes current is loaded.
     units = _decide.whole_groups(changes)
     yield from _load_restored(core, units, seconds)
-    recorded_all = yield from _io.need(
-        core,
-        lambda: _decide.each_of(
-            functools.partial(_recorded, doc, unit, core.objects) for _, unit in units
-        ),
-    )
-    for (keys, unit), recorded in zip(units, recorded_all, strict=True):
+    for keys, unit in units:
+        recorded = yield from _recorded(core, doc, unit)
         if isinstance(recorded, CommitIdReusedError):  # its id names another change
             kind = _decide.error_kind(recorded)
             found.fates.extend(
@@ -157,14 +151,13 @@ def _judge(
         found.pending.append(Pending(restored, intents=keys, foreign=True))
 
 
-def _recorded(
-    doc: RegistryDoc, changes: Sequence[Change], objects: Objects
-) -> int | CommitIdReusedError | None:
+def _recorded(core: Committer, doc: RegistryDoc, changes: Sequence[Change]) -> Steps:
     """Rule 3 for one commit of another process: the version its commit id was applied
-    at, or the error if the id is recorded for another change (``None``: neither). Its
-    changes are looked up one after another: a later one's nodes are read only if needed."""
+    at, or the error if the id is recorded for another change (``None``: neither)."""
     for change in changes:
-        version = _decide.recorded_version(doc, change, objects)
+        version = yield from _io.need(
+            core, functools.partial(_decide.recorded_version, doc, change, core.objects)
+        )
         if version is not None:
             return version
     return None

@@ -156,20 +156,12 @@ Steps: TypeAlias = Generator[Request, Any, Any]
 def fetching(compute: Callable[[], Any], take: Callable[[str, Any], None]) -> Steps:
     """``compute()``, fetching in parallel whatever objects it misses (it is pure: asked
     again once they are known). ``take(key, answer)`` is handed each object fetched, or the
-    exception its GET raised, before ``compute`` is asked again; the first it raises ends
-    this, once every answer was handed over: the objects are write-once, and those that came
-    with a failed read are kept rather than read again."""
+    exception its GET raised, before ``compute`` is asked again; what it raises ends this."""
     while True:
         try:
             return compute()
         except Missing as miss:
             keys = tuple(dict.fromkeys(miss.keys))
         answers = yield Parallel(tuple(Get(k) for k in keys))
-        failed: Exception | None = None
         for key, answer in zip(keys, answers, strict=True):
-            try:
-                take(key, answer)
-            except Exception as error:
-                failed = failed or error
-        if failed is not None:
-            raise failed
+            take(key, answer)

@@ -9,7 +9,7 @@ import contextlib
 import dataclasses
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -91,36 +91,29 @@ OUTCOMES = (
 )
 
 
-def _mix_weight(text: str) -> tuple[str, float]:
-    kind, equals, value = text.partition("=")
-    kind = kind.strip()
-    if kind not in KINDS:
-        raise argparse.ArgumentTypeError(
-            f"expected KIND=WEIGHT with KIND one of {', '.join(KINDS)}, got {text!r}"
-        )
-    try:
-        weight = float(value) if equals else -1.0
-    except ValueError:
-        weight = -1.0
-    if not 0 <= weight < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a weight >= 0 in {text!r}")
-    return kind, weight
+def _weight_of(kinds: Sequence[str]) -> Callable[[str], tuple[str, float]]:
+    """The parser of a ``KIND=WEIGHT`` option whose KIND is one of ``kinds``."""
+
+    def weight_of(text: str) -> tuple[str, float]:
+        kind, equals, value = text.partition("=")
+        kind = kind.strip()
+        if kind not in kinds:
+            raise argparse.ArgumentTypeError(
+                f"expected KIND=WEIGHT with KIND one of {', '.join(kinds)}, got {text!r}"
+            )
+        try:
+            weight = float(value) if equals else -1.0
+        except ValueError:
+            weight = -1.0
+        if not 0 <= weight < float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a weight >= 0 in {text!r}")
+        return kind, weight
+
+    return weight_of
 
 
-def _fault_weight(text: str) -> tuple[str, float]:
-    kind, equals, value = text.partition("=")
-    kind = kind.strip()
-    if kind not in FAULT_KINDS:
-        raise argparse.ArgumentTypeError(
-            f"expected KIND=WEIGHT with KIND one of {', '.join(FAULT_KINDS)}, got {text!r}"
-        )
-    try:
-        weight = float(value) if equals else -1.0
-    except ValueError:
-        weight = -1.0
-    if not 0 <= weight < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a weight >= 0 in {text!r}")
-    return kind, weight
+_mix_weight = _weight_of(KINDS)
+_fault_weight = _weight_of(FAULT_KINDS)
 
 
 def add_parser(commands: Any) -> None:

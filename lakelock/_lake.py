@@ -246,10 +246,9 @@ class Lake(TableOperations):
         and no longer waits for (a hedged request's slower copy, reads made ahead) are
         answered. Afterwards it sends no request unless called again; it stays usable
         (the next call starts what it needs). ``with Lake(...) as lake:`` closes it at the
-        end of the block."""
-        if self.auto_mirror is not None:
-            self.auto_mirror.finish()
-        self.registry.close()
+        end of the block. A lease or lock still held through it goes on being renewed
+        until released."""
+        self.registry.close()  # a mirroring lake's registry brings its views up to date first
 
     def __enter__(self) -> Self:
         return self

@@ -8,24 +8,30 @@ catalog``) is checked with :func:`unholdable` before it is committed.
 
 Types of one kind hold each other (``string`` and ``large_string``; an ``int`` in a ``long``
 and a ``float`` in a ``double``, as Iceberg promotes them; a decimal of a smaller precision
-and the same scale; a timestamp of another unit, with a time zone or without as the
-dataset's); nested types and those not named here are left to the reader.
+and the same scale; a timestamp, time or date of the same or a coarser unit, with a time
+zone or without as the dataset's: a finer one fails the safe cast of any value the
+dataset's unit cannot hold); nested types and those not named here are left to the reader.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import pyarrow as pa
 
 __all__ = ["unholdable"]
 
 
-def unholdable(stored: pa.Schema, dataset: pa.Schema) -> tuple[str, pa.DataType] | None:
+def unholdable(
+    stored: pa.Schema, dataset: pa.Schema, partition_by: Collection[str] = ()
+) -> tuple[str, pa.DataType] | None:
     """The first column of ``stored`` (a file's schema) whose type ``dataset``'s column of
     that name cannot hold, with that type; None if there is none. Columns the dataset lacks
-    are not read, and those the file lacks read as nulls: neither is a problem."""
+    are not read, those the file lacks read as nulls, and a partition column's values are
+    read from the file's path (``partition_by``), never from the file: none is a problem."""
     for column in stored:
         index = dataset.get_field_index(column.name)
-        if index < 0:
+        if index < 0 or column.name in partition_by:
             continue
         wanted = dataset.field(index).type
         found, expected = _kind(column.type), _kind(wanted)
@@ -35,9 +41,13 @@ def unholdable(stored: pa.Schema, dataset: pa.Schema) -> tuple[str, pa.DataType]
     return None
 
 
+#: A time unit's width: a finer unit is wider (it holds values a coarser one cannot).
+_UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+
+
 def _kind(type_: pa.DataType) -> tuple[str, int] | None:
     """A primitive type's kind and width (bits; a decimal's precision, a fixed binary's
-    bytes), or None for a type not checked."""
+    bytes, a time's unit), or None for a type not checked."""
     t = pa.types
     if t.is_string(type_) or t.is_large_string(type_) or t.is_string_view(type_):
         return ("string", 0)
@@ -52,11 +62,11 @@ def _kind(type_: pa.DataType) -> tuple[str, int] | None:
     if t.is_floating(type_):
         return ("float", type_.bit_width)
     if t.is_date(type_):
-        return ("date", 0)
+        return ("date", 0 if t.is_date32(type_) else _UNITS["ms"])  # days, or milliseconds
     if t.is_time(type_):
-        return ("time", 0)
+        return ("time", _UNITS[type_.unit])
     if t.is_timestamp(type_):
-        return ("timestamptz" if type_.tz is not None else "timestamp", 0)
+        return ("timestamptz" if type_.tz is not None else "timestamp", _UNITS[type_.unit])
     if t.is_decimal(type_):
         return (f"decimal scale {type_.scale}", type_.precision)
     return None

@@ -43,3 +43,48 @@ def test_a_workers_file_in_a_type_the_dataset_holds_is_committed(lake: Lake) -> 
     files = lake.config.open().write("events", narrow, partition_by=["day"])
     lake.registry.commit("events", add=files, commit_id="load-2")
     assert sorted(lake.read("events")["id"].to_pylist()) == [1, 2]
+
+
+def test_a_workers_timestamps_finer_than_the_datasets_are_refused(lake: Lake) -> None:
+    """``events`` holds ``at`` in microseconds; a worker's pandas frame carries it in
+    nanoseconds (one nanosecond past the epoch). The commit must be refused: the reader's
+    safe cast to microseconds fails on that value, so every later read of the dataset would
+    have failed (``ArrowInvalid: ... would lose data``). A coarser unit (milliseconds) is
+    held and committed."""
+    lake.append("events", pa.table({"at": pa.array([0], pa.timestamp("us"))}))
+    fine = pa.table({"at": pa.array([1], pa.timestamp("ns"))})
+    with pytest.raises(SchemaMismatchError, match="timestamp"):
+        lake.registry.commit("events", add=lake.config.open().write("events", fine))
+    coarse = pa.table({"at": pa.array([2], pa.timestamp("ms"))})
+    lake.registry.commit("events", add=lake.config.open().write("events", coarse))
+    assert lake.read("events").num_rows == 2
+
+
+def test_a_workers_partition_column_in_another_type_is_committed(lake: Lake) -> None:
+    """A partition column's values are read from the file's path, never from the file: a
+    worker whose ``day`` is int64 where the dataset's partition column ``day`` is int32
+    commits, and reads back as the dataset's type (refusing it would refuse a commit every
+    read of which works)."""
+    lake.append(
+        "events", pa.table({"id": [1], "day": pa.array([1], pa.int32())}), partition_by=["day"]
+    )
+    files = lake.config.open().write(
+        "events", pa.table({"id": [2], "day": pa.array([2], pa.int64())}), partition_by=["day"]
+    )
+    lake.registry.commit("events", add=files, commit_id="load-2")
+    assert sorted(lake.read("events")["day"].to_pylist()) == [1, 2]
+
+
+def test_a_workers_file_committed_with_the_datasets_schema_declared_is_checked(
+    lake: Lake,
+) -> None:
+    """A driver that declares the dataset's own schema with the workers' files (as a job
+    that keeps the schema beside its code does) gets the same check: a file storing ``id``
+    as a string is refused, nothing committed. (Before, a declared schema skipped the check
+    and the commit landed, every later read failing.)"""
+    lake.append("events", pa.table({"id": [1]}))
+    schema = lake.read("events").schema
+    bad = lake.config.open().write("events", pa.table({"id": ["2"]}))
+    with pytest.raises(SchemaMismatchError, match="column 'id'"):
+        lake.registry.commit("events", add=bad, schema=schema)
+    assert lake.read("events")["id"].to_pylist() == [1]

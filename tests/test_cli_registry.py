@@ -55,6 +55,20 @@ def test_log_counts_a_restore_as_history_does(
     assert (entry["operation"], entry["added"], entry["removed"]) == ("restore", 2, 3)
 
 
+def test_log_json_gives_each_applied_commits_digest(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """``log --json`` gives an applied commit's ``digest`` (what it committed: a re-run under
+    its id is the same change when its digest is this one), as the root records it; a
+    script comparing a re-run's change with the one recorded reads it there."""
+    lake.append("sales", pa.table({"id": [1]}), commit_id="load-1")
+    result = in_process("registry", "log", lake.url, "--json", "--endpoint-url", s3.url)
+    entry = orjson.loads(result.stdout)[0]
+    (record,) = [c for c in lake.registry.read().commits if c.id == "load-1"]
+    assert record.digest is not None
+    assert (entry["id"], entry["digest"]) == ("load-1", record.digest)
+
+
 def test_log_shows_a_lease_takeover_naming_no_dataset(
     s3: S3Endpoint, lake: Lake, in_process: InProcess
 ) -> None:

@@ -111,3 +111,31 @@ def test_the_end_of_a_with_block_brings_the_views_up_to_date(s3: S3Endpoint, buc
     assert lake.auto_mirror is not None
     assert lake.auto_mirror.errors == 0
     assert lake.mirror("sales", "delta").already_current
+
+
+def test_close_mirrors_a_commit_scheduled_while_the_mirror_thread_was_ending(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """The end of a ``with`` block takes the mirroring thread to end it just as a commit
+    on another thread schedules its dataset: that commit finds the thread, starts none, and
+    the thread ends without mirroring it. ``close()`` must still mirror it and return (it
+    waited for ever: nothing was left to mirror what was pending). The interleaving is made
+    here by hand, under the mirror's own lock, as the two threads would make it."""
+    lake = Lake(bucket, s3=s3.client(), retry=FAST_RETRY, mirror=("delta",))
+    lake.append("sales", pa.table({"amount": [1]}))
+    auto = lake.auto_mirror
+    assert auto is not None
+    assert auto.wait(timeout=60)
+    lake.registry.commit("refunds", add=lake.config.open().write("refunds", pa.table({"n": [1]})))
+    auto.wait(timeout=60)
+    with auto._changed:  # the commit's schedule() finds a thread; close() takes it
+        auto._pending.add("refunds")
+        ending, auto._thread = auto._thread, None
+        auto._changed.notify_all()
+    assert ending is not None
+    ending.join(timeout=60)
+    closing = threading.Thread(target=lake.close, name="test-close")
+    closing.start()
+    closing.join(timeout=120)
+    assert not closing.is_alive(), "close() waits for a mirror nothing will run"
+    assert lake.mirror("refunds", "delta").already_current

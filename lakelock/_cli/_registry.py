@@ -337,6 +337,7 @@ def _log_json(entry: LogEntry) -> dict[str, Any]:
         "at": _iso(entry.at),
         "added": entry.added,
         "removed": entry.removed,
+        "digest": entry.digest,
         "intent": entry.intent,
         "reason": entry.reason,
     }

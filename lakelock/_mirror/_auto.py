@@ -41,7 +41,7 @@ class AutoMirror:
             if self._closed:
                 return
             self._pending.update(datasets)
-            if self._thread is None:
+            if self._thread is None and self._pending:
                 self._thread = threading.Thread(
                     target=self._run, name="lakelock-mirror", daemon=True
                 )
@@ -57,6 +57,9 @@ class AutoMirror:
         """Mirror what is scheduled, then end the thread before returning (the next commit
         starts another)."""
         while True:
+            # A commit that scheduled a mirror while an earlier finish ended the thread found
+            # that thread and started none, and the thread left without it: start one.
+            self.schedule(())
             self.wait()
             with self._changed:
                 thread, self._thread = self._thread, None
@@ -118,3 +121,9 @@ class MirroringRegistry(Registry):
         if changed and not result.empty and not result.already_committed:
             self.auto_mirror.schedule(changed)
         return result
+
+    def close(self) -> None:
+        """The views its commits scheduled brought up to date, then what a registry ends
+        (:meth:`Registry.close`)."""
+        self.auto_mirror.finish()
+        super().close()

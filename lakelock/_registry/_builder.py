@@ -34,7 +34,7 @@ import pyarrow as pa
 from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
-from lakelock._names import validate_commit_id
+from lakelock._names import parse_partition_path, validate_commit_id
 from lakelock._readable import unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
@@ -258,22 +258,27 @@ class CommitBuilder:
 
     def _files_fit(self) -> None:
         """Refuse files whose rows a column of the dataset cannot hold (a string for a
-        long: :mod:`lakelock._readable`), written for another schema and committed without
-        one declared (``registry.commit`` of a worker's files): once committed, every read
-        of the dataset would fail on them. A declared schema is the commit loop's to check.
-        A column's type never changes, so the dataset as this process knows it decides, or
-        as read now if it knows none."""
+        long: :mod:`lakelock._readable`), written for another schema (``registry.commit``
+        of a worker's files): once committed, every read of the dataset would fail on
+        them. The schema the commit declares decides, else the dataset's as this process
+        knows it (as read now if it knows none); the commit loop checks a declared schema
+        against the dataset's. A file's partition columns are read from its path, never
+        from the file."""
         change, registry = self.change, self.registry
         typed = [(f, f.schema) for f in change.add if f.schema is not None]
-        if change.schema is not None or not typed:
+        if not typed:
             return
-        dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
-        if dataset is None or dataset.schema is None:
-            dataset = registry.read().datasets.get(change.dataset)
-        if dataset is None or dataset.schema is None:
+        target = change.schema
+        if target is None:
+            dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
+            if dataset is None or dataset.schema is None:
+                dataset = registry.read().datasets.get(change.dataset)
+            target = None if dataset is None else dataset.schema
+        if target is None:
             return
         for f, schema in typed:
-            found = unholdable(schema, dataset.schema)
+            from_path = [column for column, _ in parse_partition_path(f.partition_path)]
+            found = unholdable(schema, target, from_path)
             if found is not None:
                 name, wanted = found
                 raise SchemaMismatchError(

@@ -43,6 +43,9 @@ class LogEntry:
     #: before roots named it).
     intent: str | None = None
     reason: str = ""
+    #: What an applied commit committed (``CommitRecord.digest``: a re-run under its id is
+    #: the same change when its digest is this one); ``None`` if unknown or not applied.
+    digest: str | None = None
 
 
 def check_limit(limit: int | None) -> None:
@@ -71,6 +74,7 @@ def log(doc: RegistryDoc, *, limit: int | None = None) -> list[LogEntry]:
             c.added,
             c.removed,
             intent=c.intent,
+            digest=c.digest,
         )
         for c in reversed(doc.commits)
     ]

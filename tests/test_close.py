@@ -18,6 +18,7 @@ from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, registry
 from tests._support.files import datafile
 from tests.test_committer import plant_intent
+from tests.test_driver_hedging import warm
 
 
 def started_during(before: set[threading.Thread]) -> list[str]:
@@ -28,15 +29,6 @@ def started_during(before: set[threading.Thread]) -> list[str]:
         for t in threading.enumerate()
         if t not in before and t.is_alive() and t.name.startswith("lakelock-")
     )
-
-
-def warm(lake: Lake, writes: float = 0.1) -> None:
-    """The lake's process has timed enough writes: a data PUT unanswered after twice
-    ``writes`` is hedged."""
-    hedging = lake.registry._driver.hedging
-    assert hedging is not None
-    for _ in range(hedging.least):
-        hedging.observe(True, writes)
 
 
 def test_close_waits_for_a_hedged_writes_slower_copy(s3: S3Endpoint, bucket: str) -> None:

@@ -52,6 +52,7 @@ __all__ = [
     "held_write_locks",
     "lock_fences_kept",
     "record_fence",
+    "superseded",
 ]
 
 #: The operations of the commits that register a write lock in force and clear it.
@@ -90,18 +91,30 @@ def record_fence(
                 records = _hold(records, fence)
             lock_fences[fence.name] = records
         return replace(doc, lock_fences=MappingProxyType(lock_fences))
+    stale = superseded(doc, fence, dataset=dataset, commit_id=commit_id)
+    if stale is not None:
+        raise stale
     current = doc.fences.get(fence.name)
-    if current is not None and fence.token < current:
-        raise StaleFenceError(
-            f"fencing token {fence.token} for {fence.name!r} is stale: {current} has been seen",
-            name=fence.name,
-            token=fence.token,
-            current=current,
-            dataset=dataset,
-            commit_id=commit_id,
-        )
     fences = {**doc.fences, fence.name: max(fence.token, current or fence.token)}
     return replace(doc, fences=MappingProxyType(fences))
+
+
+def superseded(
+    doc: RegistryDoc, fence: Fence, *, dataset: str, commit_id: str
+) -> StaleFenceError | None:
+    """The refusal of a lease's ``fence`` whose token is below the highest ``doc`` records
+    of its lease (another acquirer holds it); ``None`` if it is still current."""
+    current = doc.fences.get(fence.name)
+    if current is None or fence.token >= current:
+        return None
+    return StaleFenceError(
+        f"fencing token {fence.token} for {fence.name!r} is stale: {current} has been seen",
+        name=fence.name,
+        token=fence.token,
+        current=current,
+        dataset=dataset,
+        commit_id=commit_id,
+    )
 
 
 def _check_lock_fence(

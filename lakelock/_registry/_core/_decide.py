@@ -85,6 +85,7 @@ from lakelock._registry._document import (
     IntentFate,
     RegistryDoc,
 )
+from lakelock._registry._fencing import superseded
 from lakelock._registry._intents import prune_fates
 from lakelock._registry._manifest import Manifest
 from lakelock._registry._objects import Missing, Objects
@@ -226,17 +227,7 @@ def stale_fence(doc: RegistryDoc, change: Change) -> StaleFenceError | None:
     fence = change.fence
     if fence is None or fence.hierarchical:
         return None
-    current = doc.fences.get(fence.name)
-    if current is None or fence.token >= current:
-        return None
-    return StaleFenceError(
-        f"fencing token {fence.token} for {fence.name!r} is stale: {current} has been seen",
-        name=fence.name,
-        token=fence.token,
-        current=current,
-        dataset=change.dataset,
-        commit_id=change.commit_id,
-    )
+    return superseded(doc, fence, dataset=change.dataset, commit_id=change.commit_id)
 
 
 def made_here(

@@ -15,23 +15,25 @@ dataset's unit cannot hold); nested types and those not named here are left to t
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import pyarrow as pa
+
+from lakelock._names import parse_partition_path
 
 __all__ = ["unholdable"]
 
 
 def unholdable(
-    stored: pa.Schema, dataset: pa.Schema, partition_by: Collection[str] = ()
+    stored: pa.Schema, dataset: pa.Schema, partition_path: str = ""
 ) -> tuple[str, pa.DataType] | None:
-    """The first column of ``stored`` (a file's schema) whose type ``dataset``'s column of
-    that name cannot hold, with that type; None if there is none. Columns the dataset lacks
-    are not read, those the file lacks read as nulls, and a partition column's values are
-    read from the file's path (``partition_by``), never from the file: none is a problem."""
+    """The first column of ``stored`` (the schema of a file in the partition at
+    ``partition_path``) whose type ``dataset``'s column of that name cannot hold, with that
+    type; None if there is none. Columns the dataset lacks are not read, those the file
+    lacks read as nulls, and a partition column's values are read from the file's path,
+    never from the file: none is a problem."""
+    from_path = {column for column, _ in parse_partition_path(partition_path)}
     for column in stored:
         index = dataset.get_field_index(column.name)
-        if index < 0 or column.name in partition_by:
+        if index < 0 or column.name in from_path:
             continue
         wanted = dataset.field(index).type
         found, expected = _kind(column.type), _kind(wanted)

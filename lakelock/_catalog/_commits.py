@@ -583,15 +583,7 @@ def _data_files(
         planned.append(_Planned(f, source, key, path))
 
     def record(item: _Planned) -> DataFile:
-        return _record(
-            io_.store,
-            dataset,
-            item,
-            schema=schema,
-            arrow=arrow,
-            partition_by=partition_by,
-            ids=field_ids,
-        )
+        return _record(io_.store, dataset, item, schema=schema, arrow=arrow, ids=field_ids)
 
     if len(planned) <= 1:
         return [record(item) for item in planned]
@@ -634,7 +626,6 @@ def _record(
     *,
     schema: Any,
     arrow: pa.Schema,
-    partition_by: Sequence[str],
     ids: Mapping[str, int],
 ) -> DataFile:
     f = planned.entry
@@ -649,7 +640,7 @@ def _record(
         )
     footer = _footer(store, planned.source, head.size, f.file_path)
     rows = footer.num_rows
-    _check_types(footer.schema.to_arrow_schema(), arrow, partition_by, f.file_path)
+    _check_types(footer.schema.to_arrow_schema(), arrow, planned.path, f.file_path)
     if rows != f.record_count:
         raise CatalogError.bad_request(
             f"data file {f.file_path} holds {rows} rows; the manifest says {f.record_count}"
@@ -693,12 +684,11 @@ def _footer(store: ObjectStore, key: str, size: int, path: str) -> pq.FileMetaDa
         raise CatalogError.bad_request(f"data file {path} is not parquet: {error}") from error
 
 
-def _check_types(
-    stored: pa.Schema, dataset: pa.Schema, partition_by: Sequence[str], path: str
-) -> None:
-    """Refuse a file a column of which is stored in a type the dataset's cannot hold
-    (:mod:`lakelock._readable`): every read of the dataset would fail on it once committed."""
-    found = unholdable(stored, dataset, partition_by)
+def _check_types(stored: pa.Schema, dataset: pa.Schema, partition: str, path: str) -> None:
+    """Refuse a file (in the partition at ``partition``) a column of which is stored in a
+    type the dataset's cannot hold (:mod:`lakelock._readable`): every read of the dataset
+    would fail on it once committed."""
+    found = unholdable(stored, dataset, partition)
     if found is not None:
         name, wanted = found
         raise CatalogError.bad_request(

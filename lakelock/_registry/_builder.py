@@ -34,7 +34,7 @@ import pyarrow as pa
 from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
-from lakelock._names import parse_partition_path, validate_commit_id
+from lakelock._names import validate_commit_id
 from lakelock._readable import unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
@@ -277,8 +277,7 @@ class CommitBuilder:
         if target is None:
             return
         for f, schema in typed:
-            from_path = [column for column, _ in parse_partition_path(f.partition_path)]
-            found = unholdable(schema, target, from_path)
+            found = unholdable(schema, target, f.partition_path)
             if found is not None:
                 name, wanted = found
                 raise SchemaMismatchError(

@@ -837,12 +837,8 @@ class Process:
             return answer
 
         def hedge(index: int) -> None:
-            race = races[index]
-            if race.hedge():
+            if races[index].hedge():
                 self.endpoint.send(parts[index], self, hedged(index), copies=copies.get(index))
-                due = race.due
-                if due is not None:  # a copy past this one, if this one is slow too
-                    loop.at(max(loop.now, due), hedge, index)
 
         def send(index: int) -> None:
             part = parts[index]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from lakelock._registry._core._requests import Get, List, Put, Request
 
-__all__ = ["COPIES", "HEDGED_BODY", "PATIENT", "Hedging", "Race"]
+__all__ = ["HEDGED_BODY", "PATIENT", "Hedging", "Race"]
 
 #: The largest body of a write that is hedged: past S3's first-byte latency a write's time is
 #: its bytes', which a second copy would send again.
@@ -31,14 +31,6 @@ HEDGED_BODY = 256 * 1024
 #: (docs/decisions/0014-hedged-requests.md, 0042-a-request-never-answered.md).
 PATIENT = 8.0
 
-#: The most copies of one hedged request: the first, its hedge at ``after``, and a third at
-#: twice ``after`` (each next one at twice the wait of the one before). A fold reads a
-#: hundred or more intents at once and waits for the slowest; at 5 % faults some read's
-#: first copy and its hedge both meet a fault that holds them seconds (a timeout) about once
-#: a fold in ten, and the whole fold, and the crowd waiting for it, waits with them. A third
-#: copy makes that one fold in hundreds, and goes only for a request still unanswered at
-#: twice the hedge's wait (docs/decisions/0053-a-third-copy.md).
-COPIES = int(os.environ.get("LAKELOCK_COPIES", "3"))
 UNMEASURED = os.environ.get("LAKELOCK_UNMEASURED", "0") == "1"
 
 
@@ -145,12 +137,11 @@ class Hedging:
 
 @dataclass(slots=True)
 class Race:
-    """One hedged request: its first copy went at ``sent``; another, identical one goes at
-    :attr:`due` if no copy has answered by then (:meth:`hedge`): the second ``after``
-    seconds after the first, each next one (up to ``copies`` in all) twice as long after
-    the one before; the first success is the answer, or, when every copy failed, the last
-    failure (:meth:`answers`). The time to the first success is what :class:`Hedging`
-    learns from. Not thread-safe: the driver's thread that waits for the copies drives it."""
+    """One hedged request: its first copy went at ``sent``; a second, identical one goes at
+    :attr:`due` if no copy has answered by then (:meth:`hedge`); the first success is the
+    answer, or, when every copy failed, the last failure (:meth:`answers`). The time to the
+    first success is what :class:`Hedging` learns from. Not thread-safe: the driver's thread
+    that waits for the copies drives it."""
 
     hedging: Hedging
     write: bool
@@ -158,36 +149,26 @@ class Race:
     after: float | None
     #: Whether the time to its first success is one :class:`Hedging` learns from.
     learns: bool = True
-    #: The most copies sent (the first among them).
-    copies: int = COPIES
     outstanding: int = 1
-    #: Copies sent so far (the first among them).
-    out: int = 1
+    hedged: bool = False
     answered: bool = False
 
     @property
-    def hedged(self) -> bool:
-        """Whether a copy past the first was sent."""
-        return self.out > 1
-
-    @property
     def due(self) -> float | None:
-        """When the next copy goes, if none has answered by then (None: never)."""
-        if self.after is None or self.out >= self.copies:
-            return None
-        return self.sent + self.after * (2 ** (self.out - 1))
+        """When the second copy goes, if none has answered by then (None: never)."""
+        return None if self.after is None or self.hedged else self.sent + self.after
 
     def hedge(self) -> bool:
-        """The time is :attr:`due`: whether to send the next copy now (counted as out)."""
-        if self.answered or self.due is None:
+        """The time is :attr:`due`: whether to send the second copy now (counted as out)."""
+        if self.answered or self.hedged or self.after is None:
             return False
-        self.out += 1
+        self.hedged = True
         self.outstanding += 1
         return True
 
     def answers(self, failed: bool, now: float) -> bool:
         """A copy answered at ``now`` (``failed``: with an error): whether its answer is the
-        request's. A failure while another copy is still out is not: that one may yet
+        request's. A failure while the other copy is still out is not: that one may yet
         succeed."""
         self.outstanding -= 1
         if self.answered or (failed and self.outstanding > 0):

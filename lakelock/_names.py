@@ -27,8 +27,10 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
                    always behind ``col=`` and ``/`` is escaped.
-column names      unique within a dataset ignoring case (``casefold``), partition columns
-of a dataset       included: DuckDB, Spark, Delta and Iceberg readers resolve column names
+column names      non-empty in the tables lakelock writes (DuckDB and Polars cannot read
+of a dataset       a column named ``""``: :class:`~lakelock.errors.InvalidNameError`);
+                   unique within a dataset ignoring case (``casefold``), partition columns
+                   included: DuckDB, Spark, Delta and Iceberg readers resolve column names
                    ignoring case, so ``Day`` beside ``day`` would read wrong. A clash is a
                    :class:`~lakelock.errors.SchemaMismatchError` (:func:`clashing_names`).
 lease name         non-empty, no ``/``, no control characters, valid UTF-8. Normalised to

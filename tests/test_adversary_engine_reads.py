@@ -6,10 +6,13 @@ accepts, since every reader casts them: a worker's pandas frame with ``int32`` o
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock.errors import InvalidNameError
 
 
 @pytest.mark.parametrize(
@@ -37,3 +40,18 @@ def test_polars_reads_a_file_stored_narrower_than_the_dataset(
     assert frame["id"].to_list() == [1, 2]
     assert frame["v"].to_list() == [value, value]
     assert frame.schema["v"] == pl.from_arrow(pa.table({"v": pa.array([], wide)})).schema["v"]
+
+
+def test_a_table_with_an_unnamed_column_is_refused_before_it_is_written(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """A pandas frame read from a CSV whose header has a blank cell carries a column named
+    ``""``. Appending it must be refused (``InvalidNameError``), nothing written: DuckDB
+    (``zero-length delimited identifier``) and Polars (``unable to find column ""``) cannot
+    read such a column, so what a user would have lost is every engine read of the dataset
+    but pyarrow's, for good (a column is never dropped)."""
+    table = pa.table({"": [1], "id": [2]})
+    with pytest.raises(InvalidNameError, match="name"):
+        lake.append("events", table)
+    assert "events" not in lake.registry.read().datasets
+    assert client.list_objects_v2(Bucket=bucket, Prefix="datasets/")["KeyCount"] == 0

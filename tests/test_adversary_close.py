@@ -21,7 +21,8 @@ def test_close_gives_up_on_views_the_store_never_answers(s3: S3Endpoint, bucket:
     client = s3.client(read_timeout=0.5)
     lake = Lake(bucket, s3=client, retry=FAST_RETRY, mirror=("iceberg",))
     lake.append("sales", pa.table({"id": [1]}))
-    assert lake.auto_mirror is not None and lake.auto_mirror.wait(60)
+    assert lake.auto_mirror is not None
+    assert lake.auto_mirror.wait(60)
     s3.inject("stall", operation="PutObject", prefix="views/")
     lake.append("sales", pa.table({"id": [2]}))
     closed = threading.Event()

@@ -26,7 +26,12 @@ def test_close_gives_up_on_views_the_store_never_answers(s3: S3Endpoint, bucket:
     s3.inject("stall", operation="PutObject", prefix="views/")
     lake.append("sales", pa.table({"id": [2]}))
     closed = threading.Event()
-    threading.Thread(target=lambda: (lake.close(), closed.set()), daemon=True).start()
+
+    def close() -> None:
+        lake.close()
+        closed.set()
+
+    threading.Thread(target=close, daemon=True).start()
     try:
         assert closed.wait(60), "close() still waiting for a view the store never answers"
     finally:

@@ -748,6 +748,8 @@ class _Run:
         config = self.config
         endpoint = self.endpoint
         self.loop.now = -config.quiet_before
+        # The machine's cores (``cpu``) are free from then on, not from virtual time 0.
+        endpoint.cores = [self.loop.now] * len(endpoint.cores)
         faults, endpoint.faults, endpoint.counting = endpoint.faults, Faults(), False
         maker = _Writer(self, MAKER)
         maker.start(self.loop.now)

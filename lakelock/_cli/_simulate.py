@@ -444,6 +444,16 @@ def _table(result: SimResult) -> None:
         ("writers", str(metrics.writers)),
         ("virtual seconds", f"{metrics.makespan:g}"),
         ("measured", _measured(metrics, config)),
+    ]
+    if config.quiet_before:
+        rows.append(
+            (
+                "lake",
+                f"made, and last committed to, {config.quiet_before:g} s before the writers "
+                "started (--quiet-before; its making left out of the figures)",
+            )
+        )
+    rows += [
         ("commits acknowledged", str(metrics.commits)),
         ("commits/s", f"{metrics.commits_per_second:.1f}"),
         ("commit latency p50", f"{metrics.p50_ms:.0f} ms"),

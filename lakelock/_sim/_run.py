@@ -239,14 +239,13 @@ class SimConfig:
             parts.append(f"--readers {self.readers}")
         if self.commits:
             parts.append(f"--commits {self.commits}")
-        if self.think:
-            parts.append(f"--think {self.think:g}")
-        if self.start_over != 0.1:
-            parts.append(f"--start-over {self.start_over:g}")
-        if self.opened:
-            parts.append(f"--opened {self.opened:g}")
-        if self.quiet_before:
-            parts.append(f"--quiet-before {self.quiet_before:g}")
+        starts = (
+            ("think", self.think, 0.0),
+            ("start-over", self.start_over, 0.1),
+            ("opened", self.opened, 0.0),
+            ("quiet-before", self.quiet_before, 0.0),
+        )
+        parts += [f"--{name} {value:g}" for name, value, default in starts if value != default]
         if self.cpu and self.cores:
             parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
         if self.max_attempts != 50 or self.max_seconds != 300.0:
@@ -422,7 +421,7 @@ class _Writer:
         self.process = Process(
             self.run.loop,
             self.run.endpoint,
-            self._program(committer, redo),
+            self._make(committer) if self.index == MAKER else self._program(committer, redo),
             kind="writer",
             name="lake maker"
             if self.index == MAKER
@@ -440,12 +439,6 @@ class _Writer:
 
     def _program(self, committer: Any, redo: Invocation | None) -> TurnSteps[None]:
         run = self.run
-        if self.index == MAKER:
-            now: float = yield Now()
-            made = self.workload.made(now, run.loop.now)
-            run.made.append(made)
-            yield from self._commit(committer, made)
-            return
         if redo is not None:
             yield from self._commit(committer, redo, redo=True)
         elif run.config.opened and isinstance(committer, Committer):
@@ -457,7 +450,7 @@ class _Writer:
         while (made < limit) if limit else (run.loop.now < run.end):
             made += 1
             kind = self.workload.choose()
-            now = yield Now()
+            now: float = yield Now()
             if kind == "restore":
                 invocation = yield from self._restore(now)
             else:
@@ -468,6 +461,13 @@ class _Writer:
                 invocation = self.workload.then(invocation)
             if run.config.think:
                 yield Sleep(self.rng.expovariate(1.0 / run.config.think))
+
+    def _make(self, committer: Any) -> TurnSteps[None]:
+        """The program of the process that makes the lake (:meth:`_Run.make_lake`)."""
+        now: float = yield Now()
+        made = self.workload.made(now, self.run.loop.now)
+        self.run.made.append(made)
+        yield from self._commit(committer, made)
 
     def _restore(self, now: float) -> Steps:
         """A restore of one dataset to a version it had (read without cost: the caller found
@@ -764,13 +764,21 @@ class _Run:
                 what="quiet_before",
             )
 
-    def go(self) -> SimResult:
+    def start_writers(self) -> list[_Writer]:
+        """The run's writers, each started at random over :attr:`SimConfig.start_over`
+        seconds from virtual time 0, on a lake made :attr:`SimConfig.quiet_before` seconds
+        earlier if given (:meth:`make_lake`)."""
         config = self.config
         if config.quiet_before:
             self.make_lake()
         writers = self.writers = [_Writer(self, n) for n in range(config.writers)]
         for writer in writers:
             writer.start(writer.rng.uniform(0.0, config.start_over))
+        return writers
+
+    def go(self) -> SimResult:
+        config = self.config
+        writers = self.start_writers()
         for n in range(config.readers):
             rng = Random(self.master.getrandbits(64))
             Process(

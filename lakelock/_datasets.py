@@ -220,6 +220,10 @@ def _partition_columns(
 ) -> tuple[str, ...]:
     columns = partition_columns(partition_by)
     names = list(table.schema.names)
+    if "" in names:
+        # Engines name columns in SQL or by expression: DuckDB and Polars cannot read one
+        # without a name, and a column stays in the dataset's schema for good.
+        raise InvalidNameError("", "every column of the table needs a name")
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         raise InvalidNameError(duplicated[0], "the table has two columns of this name")

@@ -241,7 +241,9 @@ class Lake(TableOperations):
 
     def close(self) -> None:
         """End what this lake does in the background, for a pipeline that is done with it:
-        the views its commits scheduled (``mirror``) are brought up to date, it stops
+        the views its commits scheduled (``mirror``) are brought up to date (a view write
+        the store does not answer is given up after the client's timeouts, and logged as
+        any failed mirror: the next mirror catches up), it stops
         folding other processes' commits (``FoldPolicy.linger``), and the requests it sent
         and no longer waits for (a hedged request's slower copy, reads made ahead) are
         answered. Afterwards it sends no request unless called again; it stays usable

@@ -27,14 +27,18 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
                    always behind ``col=`` and ``/`` is escaped.
-column names      unique within a dataset ignoring case (``casefold``), partition columns
-of a dataset       included: DuckDB, Spark, Delta and Iceberg readers resolve column names
+column names      non-empty in the tables lakelock writes (DuckDB and Polars cannot read
+of a dataset       a column named ``""``: :class:`~lakelock.errors.InvalidNameError`);
+                   unique within a dataset ignoring case (``casefold``), partition columns
+                   included: DuckDB, Spark, Delta and Iceberg readers resolve column names
                    ignoring case, so ``Day`` beside ``day`` would read wrong. A clash is a
                    :class:`~lakelock.errors.SchemaMismatchError` (:func:`clashing_names`).
 lease name         non-empty, no ``/``, no control characters, valid UTF-8. Normalised to
                    NFC as dataset names are: one lease however it is spelt.
 commit id          non-empty printable text (``str.isprintable``), at most 256 UTF-8 bytes:
                    the root keeps its last 100 ids, so one id's size is each root's cost.
+                   Unicode NFC, never normalised: ids are stored as given, so another
+                   spelling would be another commit of the same rows; it is refused.
                    Not a name: :class:`~lakelock.errors.InvalidArgumentError`.
 whole key          at most 1024 UTF-8 bytes including the lake prefix (S3's limit;
                    checked where the key is built, :mod:`lakelock._layout`).
@@ -228,6 +232,15 @@ def validate_commit_id(commit_id: object) -> str:
     if size > MAX_COMMIT_ID_BYTES:
         raise InvalidArgumentError(
             commit_id, f"a commit id is at most {MAX_COMMIT_ID_BYTES} bytes, not {size:,}"
+        )
+    if not unicodedata.is_normalized("NFC", commit_id):
+        # Ids are stored as given, so a second spelling of one id (a file name read on macOS,
+        # decomposed, and on Linux, composed) would be a second commit of the same rows.
+        raise InvalidArgumentError(
+            commit_id,
+            "a commit id is Unicode NFC text; its NFC spelling is "
+            f"{unicodedata.normalize('NFC', commit_id)!r} "
+            "(unicodedata.normalize('NFC', commit_id))",
         )
     return commit_id
 

@@ -348,7 +348,12 @@ class Scan:
     def to_polars(self) -> Any:
         """A ``polars.LazyFrame`` over the scan (extra ``polars``): Polars reads the exact
         file list itself (partition columns typed through ``hive_schema``, columns a file
-        lacks as nulls) with storage options derived from the Lake's client."""
+        lacks as nulls, an integer or float column a file stores narrower widened to the
+        dataset's type) with storage options derived from the Lake's client. Polars casts
+        no other type at a scan: a file storing a timestamp or time in a coarser unit, a
+        date in a ``date64`` column or a decimal of a smaller precision (held by pyarrow's
+        and DuckDB's reads) fails the collect; read such a dataset with
+        ``pl.scan_pyarrow_dataset(scan.to_pyarrow_dataset())``."""
         pl = require("polars", extra="polars")
         if not self._exact:
             return pl.scan_pyarrow_dataset(self.to_pyarrow_dataset()).select(self.schema.names)
@@ -363,6 +368,9 @@ class Scan:
             hive_schema={c: types[c] for c in self.partition_by} or None,
             schema=data,
             missing_columns="insert",
+            # A worker's file may store a column narrower than the dataset (pandas' int32,
+            # float32), which a commit accepts: every reader widens it.
+            cast_options=pl.ScanCastOptions(integer_cast="upcast", float_cast="upcast"),
             storage_options=polars_storage_options(self._connection),
         )
         return frame.select(self.schema.names)

@@ -5,11 +5,14 @@ dataset's, as a job reading a CSV without its schema would."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
 from lakelock.errors import SchemaMismatchError
+from tests._support import FAST_RETRY
 
 
 @pytest.mark.parametrize("id_type", [pa.string(), pa.float64()], ids=["string", "double"])
@@ -88,3 +91,22 @@ def test_a_workers_file_committed_with_the_datasets_schema_declared_is_checked(
     with pytest.raises(SchemaMismatchError, match="column 'id'"):
         lake.registry.commit("events", add=bad, schema=schema)
     assert lake.read("events")["id"].to_pylist() == [1]
+
+
+def test_a_workers_column_another_process_added_meanwhile_is_judged_by_its_type(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """The driver read ``events`` (``id`` only); since then another pipeline merged a column
+    ``score`` (int64). A worker of this job writes ``score`` as a string and the driver
+    commits its files. The commit must be refused (``SchemaMismatchError``), nothing
+    committed: the driver judged the file against the dataset as it last read it, which
+    lacks ``score``, so the file landed and every later read of ``events`` failed on it
+    (``ArrowInvalid``) — the dataset lost to every reader, the other pipeline's included."""
+    lake.append("events", pa.table({"id": [1]}))
+    with Lake(bucket, s3=client, retry=FAST_RETRY) as other:
+        other.append("events", pa.table({"id": [2], "score": [7]}), schema_mode="merge")
+    worker = pa.table({"id": [3], "score": ["high"]})
+    files = lake.config.open().write("events", worker)
+    with pytest.raises(SchemaMismatchError, match="column 'score' as string"):
+        lake.registry.commit("events", add=files, commit_id="load-3")
+    assert sorted(lake.read("events")["id"].to_pylist()) == [1, 2]

@@ -68,10 +68,15 @@ def add_parser(commands: Any) -> None:
         run_log,
         help="recent commits, newest first",
         description="Recent commits recorded in the registry's root, newest first, with the "
-        "operation each one was (append, overwrite, delete, compact, rename, copy, restore; "
-        "'commit' for a plain registry commit), and the commits refused or cancelled meanwhile "
+        "operation each one was (append, overwrite, delete, compact, rename, copy, restore, "
+        "properties; 'commit' for a plain registry commit; 'takeover', 'lock', 'unlock' for "
+        "leases and the path lock), and the commits refused or cancelled meanwhile "
         "(each used up a version to record why: 'rejected', 'cancelled', with the reason); "
-        "with --dataset, that dataset's whole history (as far back as vacuum kept it).",
+        "with --dataset, that dataset's whole history (as far back as vacuum kept it). "
+        "A version that records no commit is not listed: a change of the lake's settings "
+        "(registry configure), an upgrade (registry migrate) and vacuum's move of the root "
+        "before it deletes; registry show shows the settings and the vacuum cutoff they "
+        "left.",
         on_lake=True,
         json=True,
         arguments=_log_arguments,

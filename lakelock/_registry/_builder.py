@@ -261,7 +261,8 @@ class CommitBuilder:
         long: :mod:`lakelock._readable`), written for another schema (``registry.commit``
         of a worker's files): once committed, every read of the dataset would fail on
         them. The schema the commit declares decides, else the dataset's as this process
-        knows it (as read now if it knows none); the commit loop checks a declared schema
+        knows it (as read now if it knows none, or lacks a column a file holds: another
+        process may have merged it since); the commit loop checks a declared schema
         against the dataset's. A file's partition columns are read from its path, never
         from the file."""
         change, registry = self.change, self.registry
@@ -271,7 +272,11 @@ class CommitBuilder:
         target = change.schema
         if target is None:
             dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
-            if dataset is None or dataset.schema is None:
+            if (
+                dataset is None
+                or dataset.schema is None
+                or any(n not in dataset.schema.names for _, s in typed for n in s.names)
+            ):
                 dataset = registry.read().datasets.get(change.dataset)
             target = None if dataset is None else dataset.schema
         if target is None:

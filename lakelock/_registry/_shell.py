@@ -671,7 +671,10 @@ class Registry:
         """The commits of every dataset that the root records, newest first, from one read
         of it: those of its window of recent commits (``commit_window``) and the commits it
         refused or cancelled meanwhile, each of which used up a version to record why
-        (:mod:`._log`); at most ``limit``. A dataset's whole history is :meth:`history`."""
+        (:mod:`._log`); at most ``limit``. A version that records no commit is not listed:
+        a settings change (:meth:`configure`), an upgrade (:meth:`migrate`), vacuum's move
+        of the root before it deletes (:meth:`read` shows the settings and cutoff they
+        left). A dataset's whole history is :meth:`history`."""
         check_limit(limit)
         doc, _ = self._current()
         return log(doc, limit=limit)

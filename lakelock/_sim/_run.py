@@ -40,6 +40,7 @@ from lakelock.errors import (
     CommitConflictError,
     CommitError,
     CommitStateUnknownError,
+    InvalidArgumentError,
     LakelockError,
     NotFoundError,
     RetryBudgetExhaustedError,
@@ -80,6 +81,9 @@ WARMUP_SHARE = 0.25
 #: tenth around their mean already (a rule of several seconds in a row would wait out
 #: noise, not the brownout).
 RECOVERED = 0.9
+#: The writer index of the process that made the lake before a quiet start
+#: (:attr:`SimConfig.quiet_before`): none of the run's writers.
+MAKER = -1
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,10 @@ class SimConfig:
     #: Each writer reads the root this many seconds before its first commit, as a process
     #: that opened its lake and waits for the go (0: it starts cold, no root read).
     opened: float = 0.0
+    #: The lake was made, and last committed to, this many seconds before the writers start
+    #: (:meth:`_Run.make_lake`): they start on a lake quiet that long, as pipelines started
+    #: on a lake made earlier do. 0: no lake yet, the writers' first commits make it.
+    quiet_before: float = 0.0
     #: CPU seconds per request on a machine of ``cores`` cores all processes share (the
     #: endpoint included): to compare with a run on one machine. 0: CPU is free (S3).
     cpu: float = 0.0
@@ -175,6 +183,8 @@ class SimConfig:
             raise ValueError(f"seconds must be > 0, got {self.seconds}")
         if self.start_over < 0 or self.opened < 0:
             raise ValueError("start_over and opened must be >= 0")
+        if not 0 <= self.quiet_before < math.inf:
+            raise ValueError(f"quiet_before must be >= 0 seconds, got {self.quiet_before}")
         if self.readers < 0 or self.think < 0 or self.intent_ttl <= 0:
             raise ValueError("readers and think must be >= 0, intent_ttl > 0")
         if self.vacuums < 0 or self.vacuum_every <= 0 or self.vacuum_older_than < 0:
@@ -229,12 +239,13 @@ class SimConfig:
             parts.append(f"--readers {self.readers}")
         if self.commits:
             parts.append(f"--commits {self.commits}")
-        if self.think:
-            parts.append(f"--think {self.think:g}")
-        if self.start_over != 0.1:
-            parts.append(f"--start-over {self.start_over:g}")
-        if self.opened:
-            parts.append(f"--opened {self.opened:g}")
+        starts = (
+            ("think", self.think, 0.0),
+            ("start-over", self.start_over, 0.1),
+            ("opened", self.opened, 0.0),
+            ("quiet-before", self.quiet_before, 0.0),
+        )
+        parts += [f"--{name} {value:g}" for name, value, default in starts if value != default]
         if self.cpu and self.cores:
             parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
         if self.max_attempts != 50 or self.max_seconds != 300.0:
@@ -388,7 +399,8 @@ class _Writer:
         #: The process's retry budget and pace (its store layer's and its core's, as a
         #: Registry shares its store's), on the virtual clock, anew on a restart.
         self.load = Load(clock=lambda: loop.now)
-        self.run.loads.append(self.load)
+        if self.index != MAKER:  # the making is not the run's
+            self.run.loads.append(self.load)
         if hasattr(committer, "load"):
             committer.load = self.load
         self.lingerers = []
@@ -409,9 +421,11 @@ class _Writer:
         self.process = Process(
             self.run.loop,
             self.run.endpoint,
-            self._program(committer, redo),
+            self._make(committer) if self.index == MAKER else self._program(committer, redo),
             kind="writer",
-            name=f"writer {self.index}" + (f" (restart {redo.restarts})" if redo else ""),
+            name="lake maker"
+            if self.index == MAKER
+            else f"writer {self.index}" + (f" (restart {redo.restarts})" if redo else ""),
             skew=self.skew,
             done=self._done,
             killed=self._killed,
@@ -447,6 +461,13 @@ class _Writer:
                 invocation = self.workload.then(invocation)
             if run.config.think:
                 yield Sleep(self.rng.expovariate(1.0 / run.config.think))
+
+    def _make(self, committer: Any) -> TurnSteps[None]:
+        """The program of the process that makes the lake (:meth:`_Run.make_lake`)."""
+        now: float = yield Now()
+        made = self.workload.made(now, self.run.loop.now)
+        self.run.made.append(made)
+        yield from self._commit(committer, made)
 
     def _restore(self, now: float) -> Steps:
         """A restore of one dataset to a version it had (read without cost: the caller found
@@ -666,6 +687,9 @@ class _Run:
         self.endpoint.trace = trace
         self.end = config.seconds
         self.invocations: list[Invocation] = []
+        #: The commit that made the lake before a quiet start (:meth:`make_lake`): judged
+        #: with the run's, left out of its figures.
+        self.made: list[Invocation] = []
         self.observations: list[Observation] = []
         self.crashes: list[str] = []
         self.vacuum_runs: list[VacuumRun] = []
@@ -714,11 +738,47 @@ class _Run:
             with contextlib.suppress(LakelockError):
                 yield from admin.configure({"retention": retention})
 
-    def go(self) -> SimResult:
+    def make_lake(self) -> None:
+        """Make the lake :attr:`SimConfig.quiet_before` seconds before the writers start
+        (virtual time 0): a process of its own commits a file into every dataset, in one
+        commit sent then; nothing commits after it until the writers do. The making draws no
+        faults and is left out of the figures (its requests, its swap); the checker judges
+        its commit with the others. The writers' first folds thus read a root their
+        clocks say has not moved for that long (less the making's own round trips)."""
         config = self.config
+        endpoint = self.endpoint
+        self.loop.now = -config.quiet_before
+        # The machine's cores (``cpu``) are free from then on, not from virtual time 0.
+        endpoint.cores = [self.loop.now] * len(endpoint.cores)
+        faults, endpoint.faults, endpoint.counting = endpoint.faults, Faults(), False
+        maker = _Writer(self, MAKER)
+        maker.start(self.loop.now)
+        self.loop.run(0.0)
+        endpoint.faults, endpoint.counting = faults, True
+        made = maker.process is not None and maker.process.finished
+        if not made or [i.outcome for i in self.made] != ["ok"]:
+            raise InvalidArgumentError(
+                f"{config.quiet_before:g}",
+                "the commit making the lake had not been acknowledged when the writers "
+                "start: give it more seconds",
+                what="quiet_before",
+            )
+
+    def start_writers(self) -> list[_Writer]:
+        """The run's writers, each started at random over :attr:`SimConfig.start_over`
+        seconds from virtual time 0, on a lake made :attr:`SimConfig.quiet_before` seconds
+        earlier if given (:meth:`make_lake`)."""
+        config = self.config
+        if config.quiet_before:
+            self.make_lake()
         writers = self.writers = [_Writer(self, n) for n in range(config.writers)]
         for writer in writers:
             writer.start(writer.rng.uniform(0.0, config.start_over))
+        return writers
+
+    def go(self) -> SimResult:
+        config = self.config
+        writers = self.start_writers()
         for n in range(config.readers):
             rng = Random(self.master.getrandbits(64))
             Process(
@@ -802,7 +862,7 @@ class _Run:
         view = self.protocol.view(self.store)
         view.deleted = frozenset(key for _, key, _ in self.store.deleted)
         violations = check(
-            self.invocations,
+            self.made + self.invocations,
             view,
             self.observations,
             intent_ttl=config.intent_ttl,

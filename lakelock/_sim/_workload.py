@@ -428,6 +428,27 @@ class Workload:
             self.mine.append(invocation)
         return self._leased(invocation, now, start) if kind in ("lease", "spelt") else invocation
 
+    def made(self, now: float, start: float) -> Invocation:
+        """The commit that makes the lake before a quiet start: a file into one partition of
+        every dataset, in one commit (the tables a pipeline's owner made and filled once)."""
+        commit_id = self.generated_id(now)
+        digest = self.digest()
+        data: list[tuple[str, bytes]] = []
+        changes = tuple(
+            Change(
+                dataset=name,
+                commit_id=commit_id,
+                add=self._files(name, "part=0", commit_id, data),
+                partition_by=PARTITION_BY,
+                operation="append",
+                generated_id=True,
+                digest=digest,
+            )
+            for name in self.names
+        )
+        kind = "multi" if len(changes) > 1 else "append"
+        return Invocation(commit_id, self.writer, kind, changes, False, start, data=tuple(data))
+
     def then(self, invocation: Invocation) -> Invocation | None:
         """What the writer commits next after ``invocation`` before choosing again: after a
         ``takeover`` acknowledged, the fenced append it was made for (its start the

@@ -1,0 +1,60 @@
+"""Adversarial tests of a commit id's promise (README, "Write": a ``commit_id`` makes a job
+safe to re-run) when the id is built from text another system spells otherwise: file names
+read on macOS come decomposed (NFD), the same names on Linux composed (NFC)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pyarrow as pa
+import pytest
+
+import lakelock.dask
+from lakelock import Lake
+from lakelock.errors import InvalidArgumentError
+
+
+def _keys(lake: Lake, dataset: str) -> set[str]:
+    return {f.key for f in lake.scan(dataset).files()}
+
+
+def test_a_commit_id_in_another_unicode_spelling_is_refused_not_committed_twice(
+    lake: Lake,
+) -> None:
+    """A job keys its commit on the file it loads, ``café-2026-11.csv``: run on Linux the
+    name is composed (NFC), re-run from a Mac it is decomposed (NFD), two strings that look
+    the same. The re-run must not land the rows a second time: an id that is not NFC is
+    refused (``InvalidArgumentError``, naming its NFC spelling) before any file is written.
+    What a user would have lost: the month's rows counted twice, silently, by a re-run the
+    commit id was there to make safe."""
+    name = "café-2026-11.csv"
+    table = pa.table({"id": [1, 2]})
+    lake.append("sales", table, commit_id=unicodedata.normalize("NFC", name))
+    files = _keys(lake, "sales")
+    decomposed = unicodedata.normalize("NFD", name)
+    with pytest.raises(InvalidArgumentError, match="NFC") as refused:
+        lake.append("sales", table, commit_id=decomposed)
+    assert unicodedata.normalize("NFC", name) in str(refused.value)
+    assert lake.read("sales").num_rows == 2
+    assert _keys(lake, "sales") == files
+
+
+def test_every_way_to_commit_refuses_a_commit_id_that_is_not_nfc(lake: Lake) -> None:
+    """The same refusal whichever way the job commits: ``registry.commit`` of workers'
+    files, ``lakelock.dask.append`` (checked before any task runs) and a partition copy.
+    Each would otherwise have recorded the decomposed id beside the composed one."""
+    dd = pytest.importorskip("dask.dataframe")
+    lake.append("sales", pa.table({"id": [1], "day": [1]}), partition_by=["day"])
+    decomposed = unicodedata.normalize("NFD", "é-load")
+    files = lake.config.open().write(
+        "sales", pa.table({"id": [2], "day": [2]}), partition_by=["day"]
+    )
+    with pytest.raises(InvalidArgumentError, match="NFC"):
+        lake.registry.commit("sales", add=files, commit_id=decomposed)
+    frame = dd.from_dict({"id": [3], "day": [3]}, npartitions=1)
+    with pytest.raises(InvalidArgumentError, match="NFC"):
+        lakelock.dask.append(lake, "sales", frame, partition_by=["day"], commit_id=decomposed)
+    with pytest.raises(InvalidArgumentError, match="NFC"):
+        lake.copy_partition("sales", {"day": 1}, to_dataset="archive", commit_id=decomposed)
+    assert lake.read("sales").num_rows == 1
+    assert [h.operation for h in lake.history("sales")] == ["append"]

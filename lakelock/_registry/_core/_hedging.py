@@ -103,12 +103,13 @@ class Hedging:
             recent = self._recent[write]
             if len(recent) >= self.least:
                 return self.factor * statistics.median(recent)
-            if not UNMEASURED:
+            if write or not UNMEASURED:
                 return None
-            # Too few of its kind timed yet (a waiter that has written its data and intent
-            # and only looks at the root since, a restarted process, a first fold): the
-            # times of both kinds so far, however few. Without them a 2 s fault held such a
-            # process's reads for their whole length (0053).
+            # Too few reads timed yet (a waiter that has written its data and intent and
+            # only looks at the root since, a first fold): the times of every request so
+            # far, however few. Without them a 2 s fault held such a process's reads for
+            # their whole length (0053). Not so for writes: S3's PUTs are slower than its
+            # GETs, so a write measured by reads would be hedged at about its median.
             both = [*self._recent[False], *self._recent[True]]
             return self.factor * statistics.median(both) if both else None
 

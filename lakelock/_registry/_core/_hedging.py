@@ -31,7 +31,7 @@ HEDGED_BODY = 256 * 1024
 #: (docs/decisions/0014-hedged-requests.md, 0042-a-request-never-answered.md).
 PATIENT = 8.0
 
-UNMEASURED = os.environ.get("LAKELOCK_UNMEASURED", "0") == "1"
+UNMEASURED = os.environ.get("LAKELOCK_UNMEASURED", "0")
 
 
 class Hedging:
@@ -103,7 +103,7 @@ class Hedging:
             recent = self._recent[write]
             if len(recent) >= self.least:
                 return self.factor * statistics.median(recent)
-            if write or not UNMEASURED:
+            if write or UNMEASURED != "1":
                 return None
             # Too few reads timed yet (a waiter that has written its data and intent and
             # only looks at the root since, a first fold): the times of every request so
@@ -132,6 +132,10 @@ class Hedging:
         when = after[write]
         if not self.patient(request):
             return Race(self, write, sent, when)
+        if when is None and UNMEASURED == "2":
+            with self._lock:
+                both = [*self._recent[False], *self._recent[True]]
+            when = self.factor * statistics.median(both) if both else None
         later = None if when is None else when * PATIENT / self.factor
         return Race(self, write, sent, later, learns=False)
 

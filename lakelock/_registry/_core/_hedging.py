@@ -9,7 +9,6 @@ simulated answers and virtual time — the same decisions in both."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import threading
 from collections import deque
@@ -30,8 +29,6 @@ HEDGED_BODY = 256 * 1024
 #: hedging the waiters' looks of the root at twice the median cost 10 % of the commits
 #: (docs/decisions/0014-hedged-requests.md, 0042-a-request-never-answered.md).
 PATIENT = 8.0
-
-UNMEASURED = os.environ.get("LAKELOCK_UNMEASURED", "0")
 
 
 class Hedging:
@@ -101,17 +98,9 @@ class Hedging:
         is hedged; None until ``least`` of its kind were timed."""
         with self._lock:
             recent = self._recent[write]
-            if len(recent) >= self.least:
-                return self.factor * statistics.median(recent)
-            if write or UNMEASURED != "1":
+            if len(recent) < self.least:
                 return None
-            # Too few reads timed yet (a waiter that has written its data and intent and
-            # only looks at the root since, a first fold): the times of every request so
-            # far, however few. Without them a 2 s fault held such a process's reads for
-            # their whole length (0053). Not so for writes: S3's PUTs are slower than its
-            # GETs, so a write measured by reads would be hedged at about its median.
-            both = [*self._recent[False], *self._recent[True]]
-            return self.factor * statistics.median(both) if both else None
+            return self.factor * statistics.median(recent)
 
     def batch(self) -> dict[bool, float | None]:
         """:meth:`after` for writes (True) and reads (False), as a batch starting now knows
@@ -132,10 +121,6 @@ class Hedging:
         when = after[write]
         if not self.patient(request):
             return Race(self, write, sent, when)
-        if when is None and UNMEASURED == "2":
-            with self._lock:
-                both = [*self._recent[False], *self._recent[True]]
-            when = self.factor * statistics.median(both) if both else None
         later = None if when is None else when * PATIENT / self.factor
         return Race(self, write, sent, later, learns=False)
 

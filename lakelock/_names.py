@@ -27,8 +27,9 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
                    always behind ``col=`` and ``/`` is escaped.
-column names      non-empty in the tables lakelock writes (DuckDB and Polars cannot read
-of a dataset       a column named ``""``: :class:`~lakelock.errors.InvalidNameError`);
+column names      non-empty in the tables lakelock writes and the schemas a commit declares
+of a dataset       (DuckDB and Polars cannot read a column named ``""``:
+                   :class:`~lakelock.errors.InvalidNameError`);
                    unique within a dataset ignoring case (``casefold``), partition columns
                    included: DuckDB, Spark, Delta and Iceberg readers resolve column names
                    ignoring case, so ``Day`` beside ``day`` would read wrong. A clash is a

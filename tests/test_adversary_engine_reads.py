@@ -55,3 +55,14 @@ def test_a_table_with_an_unnamed_column_is_refused_before_it_is_written(
         lake.append("events", table)
     assert "events" not in lake.registry.read().datasets
     assert client.list_objects_v2(Bucket=bucket, Prefix="datasets/")["KeyCount"] == 0
+
+
+def test_a_declared_schema_with_an_unnamed_column_is_refused(lake: Lake) -> None:
+    """A driver declares the schema of its workers' files from a CSV header with a blank cell
+    (``registry.commit(..., schema=...)``). It must be refused as a table with that column
+    is (``InvalidNameError``), no dataset made: what a user would have lost is a dataset made
+    with an unnamed column, which DuckDB and Polars can never read, for good."""
+    schema = pa.schema([("", pa.int64()), ("id", pa.int64())])
+    with pytest.raises(InvalidNameError, match="name"):
+        lake.registry.commit("events", schema=schema, commit_id="load-1")
+    assert "events" not in lake.registry.read().datasets

@@ -237,11 +237,12 @@ def validate_commit_id(commit_id: object) -> str:
     if not unicodedata.is_normalized("NFC", commit_id):
         # Ids are stored as given, so a second spelling of one id (a file name read on macOS,
         # decomposed, and on Linux, composed) would be a second commit of the same rows.
+        # The two spellings print the same: their escapes show where they differ.
+        nfc = unicodedata.normalize("NFC", commit_id)
         raise InvalidArgumentError(
             commit_id,
-            "a commit id is Unicode NFC text; its NFC spelling is "
-            f"{unicodedata.normalize('NFC', commit_id)!r} "
-            "(unicodedata.normalize('NFC', commit_id))",
+            f"a commit id is Unicode NFC text: this one is {commit_id!a}, its NFC "
+            f"spelling {nfc!r}, that is {nfc!a} (unicodedata.normalize('NFC', commit_id))",
         )
     return commit_id
 

@@ -68,6 +68,7 @@ from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    InvalidNameError,
     LockedError,
     NotFoundError,
     OutcomeUnknownError,
@@ -295,7 +296,12 @@ class Registry:
         ``operation`` names the commit in the log (default ``"commit"``). A new dataset
         without ``partition_by`` takes the partition columns its files' paths name. Nothing
         to add, remove or declare under a ``commit_id`` commits nothing (``result.empty``)
-        and leaves the id unrecorded, as an empty ``Lake.append`` does."""
+        and leaves the id unrecorded, as an empty ``Lake.append`` does. A ``schema`` with a
+        column named ``""`` is :class:`~lakelock.errors.InvalidNameError`, as a table's."""
+        if schema is not None and "" in schema.names:
+            # As a table's (lakelock._datasets): DuckDB and Polars cannot read a column
+            # without a name, and a declared column stays in the dataset's schema for good.
+            raise InvalidNameError("", "every column of the schema needs a name")
         partitions = tuple(dict.fromkeys(validate_partition_path(p) for p in remove_partitions))
         commit = CommitBuilder(
             self,

@@ -10,9 +10,9 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._lake import Lake
-from lakelock._operations import SchemaMode, checked_schema_mode
 from lakelock._registry import CommitResult, Fence
 from lakelock._registry._builder import CommitBuilder
+from lakelock._registry._changes import SchemaMode, checked_schema_mode
 
 __all__ = ["append_written"]
 

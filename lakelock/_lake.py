@@ -31,12 +31,13 @@ from lakelock._names import (
     validate_dataset_name,
     validate_lake_prefix,
 )
-from lakelock._operations import SchemaMode, TableOperations
+from lakelock._operations import TableOperations
 from lakelock._partitions import PartitionMove, lock_paths, move_partition
 from lakelock._pathlock import DistributedPathLock, LockOptions, PathLockHandle
 from lakelock._pathlock._core import PathLike
 from lakelock._registry import CommitResult, Registry, RegistrySnapshot
 from lakelock._registry._builder import CommitBuilder
+from lakelock._registry._changes import SchemaMode
 from lakelock._registry._core import FoldPolicy
 from lakelock._registry._objects import HistoryEntry
 from lakelock._registry._settings import DEFAULTS, LakeSettings

@@ -27,8 +27,9 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
                    always behind ``col=`` and ``/`` is escaped.
-column names      non-empty in the tables lakelock writes (DuckDB and Polars cannot read
-of a dataset       a column named ``""``: :class:`~lakelock.errors.InvalidNameError`);
+column names      non-empty in the tables lakelock writes and the schemas a commit declares
+of a dataset       (DuckDB and Polars cannot read a column named ``""``:
+                   :class:`~lakelock.errors.InvalidNameError`);
                    unique within a dataset ignoring case (``casefold``), partition columns
                    included: DuckDB, Spark, Delta and Iceberg readers resolve column names
                    ignoring case, so ``Day`` beside ``day`` would read wrong. A clash is a
@@ -236,11 +237,12 @@ def validate_commit_id(commit_id: object) -> str:
     if not unicodedata.is_normalized("NFC", commit_id):
         # Ids are stored as given, so a second spelling of one id (a file name read on macOS,
         # decomposed, and on Linux, composed) would be a second commit of the same rows.
+        # The two spellings print the same: their escapes show where they differ.
+        nfc = unicodedata.normalize("NFC", commit_id)
         raise InvalidArgumentError(
             commit_id,
-            "a commit id is Unicode NFC text; its NFC spelling is "
-            f"{unicodedata.normalize('NFC', commit_id)!r} "
-            "(unicodedata.normalize('NFC', commit_id))",
+            f"a commit id is Unicode NFC text: this one is {commit_id!a}, its NFC "
+            f"spelling {nfc!r}, that is {nfc!a} (unicodedata.normalize('NFC', commit_id))",
         )
     return commit_id
 

@@ -62,6 +62,7 @@ from lakelock._names import (
 )
 from lakelock._registry import CommitResult, DatasetState, Fence, RegistrySnapshot
 from lakelock._registry._builder import CommitBuilder, hedged_writes
+from lakelock._registry._changes import SchemaMode, checked_schema_mode
 from lakelock.errors import DatasetNotFoundError, InvalidArgumentError, InvalidNameError
 
 if TYPE_CHECKING:
@@ -79,9 +80,6 @@ __all__ = [
 #: Compaction's default output size: big enough for efficient scans, small enough to
 #: parallelise (engines commonly aim at 128 MiB to 1 GiB).
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
-#: How an append treats columns the dataset lacks: ``None`` refuses them
-#: (:class:`~lakelock.errors.SchemaMismatchError`), ``"merge"`` adds them to its schema.
-SchemaMode = Literal["merge"] | None
 
 
 class WriteOptions(TypedDict, total=False):
@@ -402,16 +400,6 @@ def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | 
                 name, "a property is a non-empty name with a string value (None removes it)"
             )
     return dict(properties)
-
-
-def checked_schema_mode(mode: object) -> SchemaMode:
-    """``mode`` as a :data:`SchemaMode`; anything else is
-    :class:`~lakelock.errors.InvalidArgumentError`."""
-    if mode is None:
-        return None
-    if mode != "merge":
-        raise InvalidArgumentError(mode, "None (refuse new columns) or 'merge'", what="schema_mode")
-    return "merge"
 
 
 def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:

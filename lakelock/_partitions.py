@@ -41,9 +41,9 @@ from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress, wr
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
-from lakelock._operations import SchemaMode, checked_schema_mode
 from lakelock._registry import CommitResult
 from lakelock._registry._builder import CommitBuilder
+from lakelock._registry._changes import SchemaMode, checked_schema_mode
 from lakelock._s3 import ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,

@@ -50,7 +50,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -349,10 +349,10 @@ class Scan:
         """A ``polars.LazyFrame`` over the scan (extra ``polars``): Polars reads the exact
         file list itself (partition columns typed through ``hive_schema``, columns a file
         lacks as nulls, an integer or float column a file stores narrower widened to the
-        dataset's type) with storage options derived from the Lake's client. Polars casts
-        no other type at a scan: a file storing a timestamp or time in a coarser unit, a
-        date in a ``date64`` column or a decimal of a smaller precision (held by pyarrow's
-        and DuckDB's reads) fails the collect; read such a dataset with
+        dataset's type, a timestamp of a coarser unit too where Polars can: see
+        :func:`_polars_cast_options`) with storage options derived from the Lake's client.
+        A file Polars cannot widen at a scan (a ``date32`` in a ``date64`` column; held by
+        pyarrow's and DuckDB's reads) fails the collect; read such a dataset with
         ``pl.scan_pyarrow_dataset(scan.to_pyarrow_dataset())``."""
         pl = require("polars", extra="polars")
         if not self._exact:
@@ -368,12 +368,28 @@ class Scan:
             hive_schema={c: types[c] for c in self.partition_by} or None,
             schema=data,
             missing_columns="insert",
-            # A worker's file may store a column narrower than the dataset (pandas' int32,
-            # float32), which a commit accepts: every reader widens it.
-            cast_options=pl.ScanCastOptions(integer_cast="upcast", float_cast="upcast"),
+            cast_options=_polars_cast_options(pl),
             storage_options=polars_storage_options(self._connection),
         )
         return frame.select(self.schema.names)
+
+
+def _polars_cast_options(pl: Any) -> Any:
+    """How ``scan.to_polars()`` widens a file's column stored narrower than the dataset's,
+    which a commit accepts (a worker's pandas ``int32``, ``float32``, a timestamp in
+    milliseconds) and every other reader widens: an integer (a decimal of a smaller
+    precision, its scale the same, included) or a float; a timestamp of a coarser unit where
+    this Polars knows how (``datetime_cast="upcast"``, in the releases from 2026 on; before,
+    such a file fails the collect)."""
+    try:
+        from polars.io.scan_options.cast_options import (  # noqa: PLC0415 - extra
+            DatetimeCastOption,
+        )
+    except ImportError:
+        datetimes = "forbid"
+    else:
+        datetimes = "upcast" if "upcast" in get_args(DatetimeCastOption) else "forbid"
+    return pl.ScanCastOptions(integer_cast="upcast", float_cast="upcast", datetime_cast=datetimes)
 
 
 def _checked_columns(dataset: str, schema: pa.Schema, columns: Sequence[str]) -> tuple[str, ...]:

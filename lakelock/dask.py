@@ -53,8 +53,8 @@ from lakelock._distributed import append_written
 from lakelock._engines import require
 from lakelock._lake import Lake, LakeConfig
 from lakelock._names import partition_columns, validate_dataset_name
-from lakelock._operations import SchemaMode
 from lakelock._registry import CommitResult, Fence
+from lakelock._registry._changes import SchemaMode
 from lakelock.errors import SchemaMismatchError
 
 __all__ = ["append", "write"]

@@ -6,7 +6,9 @@ accepts, since every reader casts them: a worker's pandas frame with ``int32`` o
 
 from __future__ import annotations
 
-from typing import Any
+import datetime
+import decimal
+from typing import Any, get_args
 
 import pyarrow as pa
 import pytest
@@ -21,8 +23,10 @@ from lakelock.errors import InvalidNameError
         (pa.int64(), pa.int32(), 7),
         (pa.int64(), pa.int8(), 7),
         (pa.float64(), pa.float32(), 1.5),
+        (pa.decimal128(10, 2), pa.decimal128(5, 2), decimal.Decimal("1.50")),
+        (pa.time64("us"), pa.time32("s"), datetime.time(1)),
     ],
-    ids=["int32", "int8", "float32"],
+    ids=["int32", "int8", "float32", "decimal", "time32"],
 )
 def test_polars_reads_a_file_stored_narrower_than_the_dataset(
     lake: Lake, wide: pa.DataType, narrow: pa.DataType, value: object
@@ -55,3 +59,34 @@ def test_a_table_with_an_unnamed_column_is_refused_before_it_is_written(
         lake.append("events", table)
     assert "events" not in lake.registry.read().datasets
     assert client.list_objects_v2(Bucket=bucket, Prefix="datasets/")["KeyCount"] == 0
+
+
+def test_a_declared_schema_with_an_unnamed_column_is_refused(lake: Lake) -> None:
+    """A driver declares the schema of its workers' files from a CSV header with a blank cell
+    (``registry.commit(..., schema=...)``). It must be refused as a table with that column
+    is (``InvalidNameError``), no dataset made: what a user would have lost is a dataset made
+    with an unnamed column, which DuckDB and Polars can never read, for good."""
+    schema = pa.schema([("", pa.int64()), ("id", pa.int64())])
+    with pytest.raises(InvalidNameError, match="name"):
+        lake.registry.commit("events", schema=schema, commit_id="load-1")
+    assert "events" not in lake.registry.read().datasets
+
+
+@pytest.mark.parametrize("unit", ["s", "ms"])
+def test_polars_reads_a_timestamp_stored_in_a_coarser_unit(lake: Lake, unit: str) -> None:
+    """``events`` holds ``at`` in microseconds; a worker's file stores it in seconds or
+    milliseconds (pandas' ``datetime64[ms]``), which the commit accepts and pyarrow and
+    DuckDB widen. ``scan.to_polars()`` must read both files, ``at`` in microseconds, where
+    the installed Polars can widen at a scan. What a Polars user would have lost: every
+    read of the dataset, ``SchemaError: data type mismatch for column at``."""
+    pl = pytest.importorskip("polars")
+    cast_options = pytest.importorskip("polars.io.scan_options.cast_options")
+    if "upcast" not in get_args(cast_options.DatetimeCastOption):
+        pytest.skip("this Polars does not widen a timestamp at a scan")
+    noon = datetime.datetime(2026, 11, 30, 12, 0, 0)
+    lake.append("events", pa.table({"id": [1], "at": pa.array([noon], pa.timestamp("us"))}))
+    worker = pa.table({"id": [2], "at": pa.array([noon], pa.timestamp(unit))})
+    lake.registry.commit("events", add=lake.config.open().write("events", worker))
+    frame = lake.scan("events").to_polars().sort("id").collect()
+    assert frame["at"].to_list() == [noon, noon]
+    assert frame.schema["at"] == pl.Datetime("us")

@@ -39,6 +39,21 @@ def test_a_commit_id_in_another_unicode_spelling_is_refused_not_committed_twice(
     assert _keys(lake, "sales") == files
 
 
+def test_the_refusal_of_a_decomposed_commit_id_shows_where_the_spellings_differ(
+    lake: Lake,
+) -> None:
+    """The refusal of a decomposed id names both spellings escaped (``'cafe\\u0301…'``
+    and ``'caf\\xe9…'``). What a user would have lost: an error quoting its id and the NFC
+    spelling, two strings a terminal prints the same, nothing to tell what to change."""
+    decomposed = unicodedata.normalize("NFD", "café-2026-11.csv")
+    with pytest.raises(InvalidArgumentError, match="NFC") as refused:
+        lake.append("sales", pa.table({"id": [1]}), commit_id=decomposed)
+    message = str(refused.value)
+    assert ascii(decomposed) in message
+    assert ascii(unicodedata.normalize("NFC", decomposed)) in message
+    assert "sales" not in lake.registry.read().datasets
+
+
 def test_every_way_to_commit_refuses_a_commit_id_that_is_not_nfc(lake: Lake) -> None:
     """The same refusal whichever way the job commits: ``registry.commit`` of workers'
     files, ``lakelock.dask.append`` (checked before any task runs) and a partition copy.

@@ -51,6 +51,25 @@ def test_schema_mode_merge_adds_the_column(lake: Lake) -> None:
         lake.append("sales", rows([3]), partition_by=["day"], schema_mode="add")  # type: ignore[arg-type]
 
 
+def test_registry_commit_declaring_a_new_column_takes_the_schema_mode_its_refusal_names(
+    lake: Lake,
+) -> None:
+    """``registry.commit(schema=...)`` with a column the dataset lacks is refused with
+    "pass schema_mode='merge'", and ``registry.commit`` takes that parameter: a driver
+    committing its workers' files with a wider declared schema had no way to add the
+    column it was told to add (the parameter existed only on ``Lake.append``)."""
+    lake.append("sales", rows([1]), partition_by=["day"])
+    wider = pa.schema([("id", pa.int64()), ("day", pa.int64()), ("note", pa.string())])
+    with pytest.raises(SchemaMismatchError, match="schema_mode='merge'"):
+        lake.registry.commit("sales", schema=wider, commit_id="declare-note")
+    lake.registry.commit("sales", schema=wider, commit_id="declare-note", schema_mode="merge")
+    state = lake.registry.read().datasets["sales"]
+    assert (state.schema_version, state.schema.names) == (2, ["id", "day", "note"])
+    assert lake.read("sales")["note"].to_pylist() == [None]
+    with pytest.raises(InvalidArgumentError, match="schema_mode"):
+        lake.registry.commit("sales", schema=wider, schema_mode="add")  # type: ignore[arg-type]
+
+
 def test_a_missing_nullable_column_reads_as_null_and_the_schema_stays(lake: Lake) -> None:
     lake.append("sales", rows([1], note=["x"]), partition_by=["day"])
     lake.append("sales", rows([2]), partition_by=["day"])

@@ -43,7 +43,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 
@@ -79,6 +79,7 @@ from lakelock._registry._snapshot import Overlay, SnapshotCommit, Totals
 from lakelock.errors import (
     CommitConflictError,
     CommitIdReusedError,
+    InvalidArgumentError,
     PartitionByMismatchError,
     SchemaMismatchError,
 )
@@ -90,9 +91,11 @@ __all__ = [
     "Change",
     "Fence",
     "Group",
+    "SchemaMode",
     "apply_change",
     "check_fits",
     "check_partition_by",
+    "checked_schema_mode",
     "delta_manifests",
     "evolve_schema",
     "is_takeover",
@@ -109,6 +112,22 @@ __all__ = [
     "with_dataset",
     "written_paths",
 ]
+
+
+#: How a commit treats columns its schema brings that the dataset lacks: ``None`` refuses
+#: them (:class:`~lakelock.errors.SchemaMismatchError`), ``"merge"`` adds them to its schema.
+SchemaMode = Literal["merge"] | None
+
+
+def checked_schema_mode(mode: object) -> SchemaMode:
+    """``mode`` as a :data:`SchemaMode`; anything else is
+    :class:`~lakelock.errors.InvalidArgumentError`."""
+    if mode is None:
+        return None
+    if mode != "merge":
+        raise InvalidArgumentError(mode, "None (refuse new columns) or 'merge'", what="schema_mode")
+    return "merge"
+
 
 #: A partition with more manifests than this is consolidated into one by the next commit
 #: touching it whose committer has them all at hand (cached: no GET), so reading a partition

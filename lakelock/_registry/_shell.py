@@ -25,7 +25,14 @@ from lakelock._names import validate_dataset_name, validate_partition_path
 from lakelock._pathlock._distributed import LiveGrants
 from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._builder import CommitBuilder
-from lakelock._registry._changes import Change, Fence, takeover, written_paths
+from lakelock._registry._changes import (
+    Change,
+    Fence,
+    SchemaMode,
+    checked_schema_mode,
+    takeover,
+    written_paths,
+)
 from lakelock._registry._commit import CommitQueue
 from lakelock._registry._core import (
     Committer,
@@ -68,6 +75,7 @@ from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    InvalidNameError,
     LockedError,
     NotFoundError,
     OutcomeUnknownError,
@@ -285,6 +293,7 @@ class Registry:
         partition_by: Sequence[str] | None = None,
         remove_partitions: Sequence[str] = (),
         operation: str | None = None,
+        schema_mode: SchemaMode = None,
     ) -> CommitResult:
         """Add and remove files of ``dataset`` (and declare its schema, partition columns and
         properties) in one atomic registry update. A ``commit_id`` already recorded makes this
@@ -295,7 +304,14 @@ class Registry:
         ``operation`` names the commit in the log (default ``"commit"``). A new dataset
         without ``partition_by`` takes the partition columns its files' paths name. Nothing
         to add, remove or declare under a ``commit_id`` commits nothing (``result.empty``)
-        and leaves the id unrecorded, as an empty ``Lake.append`` does."""
+        and leaves the id unrecorded, as an empty ``Lake.append`` does. A ``schema`` with a
+        column named ``""`` is :class:`~lakelock.errors.InvalidNameError`, as a table's; one
+        with columns the dataset lacks is :class:`~lakelock.errors.SchemaMismatchError`
+        unless ``schema_mode="merge"`` adds them to the dataset's schema."""
+        if schema is not None and "" in schema.names:
+            # As a table's (lakelock._datasets): DuckDB and Polars cannot read a column
+            # without a name, and a declared column stays in the dataset's schema for good.
+            raise InvalidNameError("", "every column of the schema needs a name")
         partitions = tuple(dict.fromkeys(validate_partition_path(p) for p in remove_partitions))
         commit = CommitBuilder(
             self,
@@ -305,6 +321,7 @@ class Registry:
             fence=fence,
             schema=schema,
             partition_by=partition_by,
+            schema_mode=checked_schema_mode(schema_mode),
             properties=dict(properties) if properties is not None else None,
         )
         # Files written earlier, perhaps committed already (a retry): FORMAT.md rule 14.

@@ -63,7 +63,7 @@ _COPY_NAME_ATTEMPTS = 5
 
 class PartitionMove:
     """A validated copy or rename request. ``schema_mode``: what to do with source columns
-    the destination dataset lacks (:data:`~lakelock._operations.SchemaMode`)."""
+    the destination dataset lacks (:data:`~lakelock._registry._changes.SchemaMode`)."""
 
     def __init__(
         self,

@@ -50,7 +50,7 @@ __all__ = ["CommitBuilder", "Committing", "hedged_writes", "summary_digest"]
 
 class _Known(Protocol):
     """What a builder asks of ``registry.internals``
-    (:class:`~lakelock._registry.RegistryInternals`)."""
+    (:class:`~lakelock._registry._shell.RegistryInternals`)."""
 
     def known(self) -> RegistrySnapshot: ...
     def recorded_commit(

@@ -248,7 +248,7 @@ def delta_manifests(
     dataset: str, files: Iterable[DataFile], *, nonce: str
 ) -> dict[str, tuple[ManifestRef, bytes]]:
     """Per partition, the reference to the manifest of the added files, and its bytes (see
-    :func:`~lakelock._registry._document.manifest_key` for ``nonce``). Files of one
+    :func:`~lakelock._registry._manifest.manifest_key` for ``nonce``). Files of one
     partition get a manifest of that partition; files of several share one manifest (one
     PUT however many partitions a commit touches), each partition's reference counting its
     own files."""

@@ -15,7 +15,7 @@ simulator (:mod:`lakelock.testing.simulate`) against a simulated S3 in virtual t
 =================  ===========================================  ==================================
 request            asks                                         answer (``send``)
 =================  ===========================================  ==================================
-:class:`Get`       the object's body and ETag                   :class:`~lakelock._s3.ObjectData`
+:class:`Get`       the object's body and ETag                   ``ObjectData`` (``_s3/_types.py``)
 :class:`Put`       a write: create-only, If-Match, or plain     :class:`~lakelock._s3.PutResult`
 :class:`List`      one page of keys after ``start_after``       :class:`Listing`
 :class:`Delete`    a (conditional) delete                       ``None``

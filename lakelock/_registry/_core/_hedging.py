@@ -37,7 +37,7 @@ PATIENT = 8.0
 #: (docs/decisions/0053-hedge-before-the-reads-are-timed.md); S3's ordinary tail (3-12 times
 #: a 15 ms median for 1 % of reads) stays well under it, so a fault-free run never meets it
 #: (docs/decisions/0054-a-fold-goes-on-without-a-held-read.md).
-HELD_AFTER = 0.5
+HELD_AFTER = float(__import__("os").environ.get("LAKELOCK_HELD_AFTER", "0.5"))
 
 
 def held_after(hedging: Hedging | None) -> float:

@@ -1010,39 +1010,6 @@ def test_an_intent_landing_after_a_fold_listed_it_is_folded_by_the_next(
     assert names(folder) == ["a", "b", "c", "l", "late"]
 
 
-def test_a_fold_goes_on_without_an_intent_whose_read_is_held_and_the_next_applies_it(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """A fold's read of one listed intent is held at the endpoint (2 s, as a request S3
-    never answers until the client's timeout): the fold waits for it no longer than its
-    bound, applies the intents it did read, and sets a watermark below the held one, which
-    keeps no fate: the next fold, of any process, applies it. Before, the fold waited for
-    its slowest read, and every process waiting for that fold waited as long."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    now = time.time()
-    made = int(now * 1000) - 5000  # long before the lag: a watermark may pass both
-    held = plant_intent(store, Change("sales", "held", add=(datafile("sales", "", "h"),)), ms=made)
-    read = plant_intent(
-        store, Change("sales", "read", add=(datafile("sales", "", "r"),)), ms=made + 1000
-    )
-    s3.inject("latency", operation="GetObject", prefix=held, delay=2.0, count=1)
-    folder = registry(store, clock=lambda: now, policy=NO_READ_AHEAD)
-    first = folder.commit("sales", add=[datafile("sales", "", "b")])
-    doc = folder._current()[0]
-    assert doc.fate(held) is None
-    assert doc.watermark < held < read
-    fate = doc.fate(read)
-    assert fate is not None
-    assert (fate.state, fate.version) == ("applied", first.version)
-    second = registry(store, clock=lambda: now + 0.1).commit(
-        "sales", add=[datafile("sales", "", "c")]
-    )
-    fate = registry(store)._current()[0].fate(held)
-    assert fate is not None
-    assert (fate.state, fate.version) == ("applied", second.version)
-    assert names(folder) == ["a", "b", "c", "h", "r"]
-
-
 def folded_by_another(s3: S3Endpoint, store: ObjectStore) -> tuple[Registry, CommitResult, int]:
     """A process (no group commit) appends ``mine``; during its first wait another process
     folds what is pending and swaps (appending ``other``). Requests are counted from our

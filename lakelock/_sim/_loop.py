@@ -34,9 +34,8 @@ from typing import Any
 from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
 from lakelock._registry._core._driver import THREADS
 from lakelock._registry._core._early import ReadsAhead
-from lakelock._registry._core._hedging import Hedging, Race, held_after
+from lakelock._registry._core._hedging import Hedging, Race
 from lakelock._registry._core._requests import (
-    HELD,
     Ahead,
     Delete,
     Get,
@@ -66,8 +65,6 @@ from lakelock.errors import (
 __all__ = ["Endpoint", "Loop", "Process", "StoreRetry", "Turns"]
 
 Answer = Callable[[Any, BaseException | None], None]
-#: A request of a batch not answered yet.
-_OUT = object()
 _OPERATION = {Get: "GetObject", Put: "PutObject", List: "ListObjectsV2", Delete: "DeleteObject"}
 _TRANSIENT = (ConflictError, ThrottledError, OutcomeUnknownError)
 #: Bytes a LIST answer takes per key (the XML of one ``Contents`` element, roughly).
@@ -802,7 +799,7 @@ class Process:
         """``request``'s requests sent together, the tuple of their answers delivered once
         the last is answered (``alone``: the one request's answer, or its error)."""
         parts, loop = request.requests, self.loop
-        results: list[Any] = [_OUT] * len(parts)
+        results: list[Any] = [None] * len(parts)
         left, races = [len(parts)], dict[int, Race]()
         copies: dict[int, list[_Call]] = {}  # a hedged write's copies: one write id
         # Sent in a canonical order (by operation and key), not the order the core built the
@@ -813,13 +810,9 @@ class Process:
         queued = iter(order[THREADS:])
         hedging = self.hedging  # each request hedged as the driver does (Hedging.hedges)
         after = hedging.batch() if hedging is not None else {}
-        # A bounded batch's reads, each answered HELD once out this long (as the driver's).
-        bound = held_after(hedging) if request.bounded else None
 
         def settle(index: int, result: Any, error: BaseException | None) -> None:
             nonlocal send  # type: ignore[misc]  # (mypy: bound below, as Python allows)
-            if results[index] is not _OUT:  # answered HELD already: this answer is dropped
-                return
             results[index] = error if error is not None else result
             left[0] -= 1
             following = next(queued, None)
@@ -844,7 +837,7 @@ class Process:
             return answer
 
         def hedge(index: int) -> None:
-            if results[index] is _OUT and races[index].hedge():
+            if races[index].hedge():
                 self.endpoint.send(parts[index], self, hedged(index), copies=copies.get(index))
 
         def send(index: int) -> None:
@@ -864,8 +857,6 @@ class Process:
                 self.endpoint.send(part, self, reply, copies=copies.get(index))
             if due is not None:
                 loop.at(max(loop.now, due), hedge, index)
-            if bound is not None and type(part) is Get:
-                loop.at(max(loop.now, sent + bound), lambda i: settle(i, HELD, None), index)
 
         for index in order[:THREADS]:
             send(index)

@@ -22,9 +22,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 from lakelock._registry._core._early import ReadsAhead
-from lakelock._registry._core._hedging import HEDGED_BODY, Hedging, Race, held_after
+from lakelock._registry._core._hedging import HEDGED_BODY, Hedging, Race
 from lakelock._registry._core._requests import (
-    HELD,
     Ahead,
     Delete,
     Get,
@@ -121,8 +120,8 @@ class Driver:
                 return self._send(request)
             case Put() | Delete():
                 return self._send(request)
-            case Parallel(requests, bounded):
-                return self._parallel(requests, bounded=bounded)
+            case Parallel(requests):
+                return self._parallel(requests)
             case Ahead():
                 self._ahead(request)
                 return None
@@ -195,29 +194,24 @@ class Driver:
         with self._lock:
             return self._early.claim(request, self.timer())
 
-    def _parallel(self, requests: tuple[Request, ...], *, bounded: bool = False) -> tuple[Any, ...]:
+    def _parallel(self, requests: tuple[Request, ...]) -> tuple[Any, ...]:
         def one(request: Request) -> Any:
             try:
                 return self.perform(request)
             except Exception as failure:
                 return failure
 
-        if len(requests) <= 1 and not bounded:
+        if len(requests) <= 1:
             return tuple(one(r) for r in requests)
         hedging = self.hedging
         after = hedging.batch() if hedging else {}
-        # A bounded batch's reads, each answered HELD once out this long (as the simulator's).
-        bound = held_after(hedging) if bounded else None
 
         def each(request: Request) -> Any:
-            waits = bound if isinstance(request, Get) else None
-            if hedging is None or not hedging.hedges(request, alone=len(requests) == 1):
-                if waits is None or not isinstance(request, Get):
-                    return one(request)
-                return self._bounded(request, waits)
+            if hedging is None or not hedging.hedges(request, alone=False):
+                return one(request)
             assert isinstance(request, Get | Put | List)
             try:
-                return self._hedged_request(request, after=after, bound=waits)
+                return self._hedged_request(request, after=after)
             except Exception as failure:
                 return failure
 
@@ -225,16 +219,11 @@ class Driver:
             return tuple(pool.map(each, requests))
 
     def _hedged_request(
-        self,
-        request: Get | Put | List,
-        *,
-        after: dict[bool, float | None] | None = None,
-        bound: float | None = None,
+        self, request: Get | Put | List, *, after: dict[bool, float | None] | None = None
     ) -> Any:
         """``request`` (a hedgeable one), hedged; answered by the same read made ahead if
         there is one. When to hedge: as ``after`` says (:meth:`Hedging.batch`, as its
-        batch's start knew it), else as :class:`Hedging` says now. ``bound``: answered
-        :data:`~._requests.HELD` if no copy answered that long after the first was sent."""
+        batch's start knew it), else as :class:`Hedging` says now."""
         hedging = self.hedging
         assert hedging is not None
         early = self._claim(request) if isinstance(request, Get | List) else None
@@ -244,32 +233,7 @@ class Driver:
         # landed (its answer late or lost) is resolved as ours at once, not after the
         # other's timeout.
         write_id = new_write_id() if isinstance(request, Put) and race.due is not None else None
-        deadline = None if bound is None else sent + bound
-        return self._race(
-            lambda: self._send(request, write_id=write_id), race, early, deadline=deadline
-        )
-
-    def _bounded(self, request: Get, bound: float) -> Any:
-        """``request`` (not hedged), or :data:`~._requests.HELD` if it is unanswered
-        ``bound`` seconds after it was sent (it goes on, its answer dropped); its
-        exception as the answer. Answered by the same read made ahead if there is one."""
-        early = self._claim(request)
-        if early is not None:
-            future, sent = early
-        else:
-            future, sent = self._pool().submit(self._send, request), self.timer()
-        done, _ = wait({future}, timeout=max(0.0, sent + bound - self.timer()))
-        if not done:
-            return HELD
-        failure = future.exception()
-        return failure if failure is not None else future.result()
-
-    def _pool(self) -> ThreadPoolExecutor:
-        """The threads of requests this driver may stop waiting for (hedged, bounded)."""
-        with self._lock:
-            if self._hedges is None:
-                self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")
-            return self._hedges
+        return self._race(lambda: self._send(request, write_id=write_id), race, early)
 
     def hedged(self, send: Callable[[], _T]) -> _T:
         """``send()``, one create-only write of a new object of at most :data:`HEDGED_BODY`
@@ -280,40 +244,34 @@ class Driver:
         hedging = self.hedging
         if hedging is None or not hedging.alone:
             return send()
-        answer: _T = self._race(
-            send, hedging.race(True, sent=self.timer(), after=hedging.after(True))
-        )
-        return answer
+        return self._race(send, hedging.race(True, sent=self.timer(), after=hedging.after(True)))
 
     def _race(
         self,
         send: Callable[[], _T],
         race: Race,
         early: tuple[Future[Any], float] | None = None,
-        *,
-        deadline: float | None = None,
-    ) -> Any:
+    ) -> _T:
         """``send()`` as ``race`` decides: called a second time if it is unanswered when
         the race says (never, if it does not), the first success the answer (or the last
         failure). ``early``: the same read made ahead (the first copy, and when it was
-        sent). ``deadline``: :data:`~._requests.HELD` if no copy answered by then (the
-        copies go on, their answers dropped). This thread only waits: the race decides."""
-        if early is None and race.due is None and deadline is None:
+        sent). This thread only waits: the race decides."""
+        if early is None and race.due is None:
             only = send()  # never hedged: no thread to wait on
             race.answers(False, self.timer())
             return only
-        pool = self._pool()
+        with self._lock:
+            if self._hedges is None:
+                self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")
+            pool = self._hedges
         pending: set[Future[Any]] = {early[0] if early is not None else pool.submit(send)}
         while True:
-            ends = [t for t in (race.due, deadline) if t is not None]
-            timeout = max(0.0, min(ends) - self.timer()) if ends else None
+            due = race.due
+            timeout = None if due is None else max(0.0, due - self.timer())
             done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
             if not done:
-                due = race.due
-                if due is not None and self.timer() >= due and race.hedge():
+                if race.hedge():
                     pending.add(pool.submit(send))
-                elif deadline is not None and self.timer() >= deadline:
-                    return HELD
                 continue
             for future in done:
                 failure = future.exception()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from lakelock._registry._batch import Pending
 from lakelock._registry._changes import Change
 from lakelock._registry._core import _decide, _io
-from lakelock._registry._core._requests import Held, Sleep, Steps
+from lakelock._registry._core._requests import Sleep, Steps
 from lakelock._registry._core._state import Batch, Wait
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._s3._types import ListedObject
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from lakelock._registry._core._committer import Committer
 
 __all__ = ["Fold", "fold"]
-
-_STOP = bool(__import__("os").environ.get("LAKELOCK_HELD_STOP"))
 
 
 @dataclass
@@ -119,18 +117,9 @@ def _judge(
         else:
             readable.append(o)
     loaded = yield from _io.read_intents(core, readable)
-    held = [o.key for o in readable if isinstance(loaded[o.key], Held)]
-    if held:
-        # Rule 5: an intent at or below the watermark with no fate is lost to every folder
-        # but its writer. One whose read a fault holds is the next fold's: the watermark
-        # this fold sets stays below it (the intents above it, read, are applied: their
-        # fates keep them decided above the watermark).
-        found.listed = tuple(key for key in found.listed if key < held[0])
     changes: list[tuple[str, Change]] = []
     for o in readable:
         got = loaded[o.key]
-        if isinstance(got, Held) or (_STOP and held and o.key > held[0]):
-            continue
         if isinstance(got, str):
             found.fates.append(IntentFate(o.key, "rejected", version, seconds, got))
         else:

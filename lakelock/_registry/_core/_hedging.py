@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from lakelock._registry._core._requests import Get, List, Put, Request
 
-__all__ = ["HEDGED_BODY", "HELD_AFTER", "PATIENT", "Hedging", "Race", "held_after"]
+__all__ = ["HEDGED_BODY", "PATIENT", "Hedging", "Race"]
 
 #: The largest body of a write that is hedged: past S3's first-byte latency a write's time is
 #: its bytes', which a second copy would send again.
@@ -29,24 +29,6 @@ HEDGED_BODY = 256 * 1024
 #: hedging the waiters' looks of the root at twice the median cost 10 % of the commits
 #: (docs/decisions/0014-hedged-requests.md, 0042-a-request-never-answered.md).
 PATIENT = 8.0
-
-
-#: The least time a read of a bounded batch (a fold's reads of the intents it listed) is waited
-#: for before the fold goes on without it. A fault holds a read for the client's timeout
-#: (2 s), and a process that has timed few reads sends it only once
-#: (docs/decisions/0053-hedge-before-the-reads-are-timed.md); S3's ordinary tail (3-12 times
-#: a 15 ms median for 1 % of reads) stays well under it, so a fault-free run never meets it
-#: (docs/decisions/0054-a-fold-goes-on-without-a-held-read.md).
-HELD_AFTER = float(__import__("os").environ.get("LAKELOCK_HELD_AFTER", "0.5"))
-
-
-def held_after(hedging: Hedging | None) -> float:
-    """Seconds after its sending that a read of a bounded batch is answered
-    :data:`~._requests.HELD` if it is still out: :data:`PATIENT` times the median of the
-    process's reads once it has timed enough of them, never less than :data:`HELD_AFTER`
-    (a slow store's reads are waited for longer)."""
-    median = None if hedging is None else hedging.median(False)
-    return HELD_AFTER if median is None else max(HELD_AFTER, PATIENT * median)
 
 
 class Hedging:
@@ -110,13 +92,6 @@ class Hedging:
         success."""
         with self._lock:
             self._recent[write].append(seconds)
-
-    def median(self, write: bool) -> float | None:
-        """The median time of this process's recent requests of a kind (a write, or a
-        read); None until ``least`` of them were timed."""
-        with self._lock:
-            recent = self._recent[write]
-            return statistics.median(recent) if len(recent) >= self.least else None
 
     def after(self, write: bool) -> float | None:
         """Seconds after which an unanswered request (a write, or a read) of a batch sent now

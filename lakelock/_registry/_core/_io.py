@@ -18,7 +18,6 @@ from lakelock._registry._changes import Change
 from lakelock._registry._core import _decide
 from lakelock._registry._core._requests import (
     Get,
-    Held,
     List,
     Listing,
     Now,
@@ -202,13 +201,12 @@ def list_intents(after: str, limit: int, decided: set[str]) -> Steps:
 
 def read_intents(core: Committer, todo: Sequence[ListedObject]) -> Steps:
     """Each listed intent as the change it asks for (parsed once per process), or why
-    it cannot be applied: gone, unreadable; or :data:`~._requests.HELD`, a read still
-    unanswered at the bound of its batch (the fold goes on without it). Reads what is not
-    cached in parallel. One read that fails for now fails the attempt
-    (:class:`~._state.Retry`), but only once every other answer is cached: intents are
-    write-once, and a fold of hundreds of them would otherwise read again, at its next
-    attempt, every one answered after the one that failed."""
-    result: dict[str, Change | str | Held] = {}
+    it cannot be applied: gone, unreadable. Reads what is not cached in parallel. One read
+    that fails for now fails the attempt (:class:`~._state.Retry`), but only once every
+    other answer is cached: intents are write-once, and a fold of hundreds of them would
+    otherwise read again, at its next attempt, every one answered after the one that
+    failed."""
+    result: dict[str, Change | str] = {}
     fetch = []
     for o in todo:
         cached = core.intents.get(o.key)
@@ -216,12 +214,9 @@ def read_intents(core: Committer, todo: Sequence[ListedObject]) -> Steps:
             result[o.key] = cached
         else:
             fetch.append(o.key)
-    answers = (yield Parallel(tuple(Get(k) for k in fetch), bounded=True)) if fetch else ()
+    answers = (yield Parallel(tuple(Get(k) for k in fetch))) if fetch else ()
     failed: BaseException | None = None
     for key, answer in zip(fetch, answers, strict=True):
-        if isinstance(answer, Held):
-            result[key] = answer
-            continue
         if isinstance(answer, NotFoundError):
             result[key] = "gone: the intent object was deleted before it was applied"
             continue

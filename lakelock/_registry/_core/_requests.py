@@ -21,7 +21,6 @@ request            asks                                         answer (``send``
 :class:`Delete`    a (conditional) delete                       ``None``
 :class:`Parallel`  several of the above at once                 a tuple: each answer, or the
                                                                 exception that request raised
-                                                                (``bounded``: or :data:`HELD`)
 :class:`Ahead`     reads to start now, answered later           ``None`` (at once)
 :class:`Sleep`     time to pass (a backoff, a wait)             ``None``
 :class:`Now`       this process's clock (seconds since epoch;   ``float``
@@ -50,11 +49,9 @@ from lakelock._registry._objects import Missing
 from lakelock._s3._types import ListedObject
 
 __all__ = [
-    "HELD",
     "Ahead",
     "Delete",
     "Get",
-    "Held",
     "List",
     "Listing",
     "Now",
@@ -110,26 +107,9 @@ class Delete:
 @dataclass(frozen=True)
 class Parallel:
     """Requests sent together; the answer is a tuple in the same order, each element the
-    request's answer or the exception it raised (a batch never throws as a whole).
-
-    ``bounded``: each :class:`Get` among them is waited for at most
-    :func:`~._hedging.held_after` from its sending; one unanswered by then is answered
-    :data:`HELD`, and its answer, when it comes, is dropped."""
+    request's answer or the exception it raised (a batch never throws as a whole)."""
 
     requests: tuple[Get | Put | List | Delete, ...]
-    bounded: bool = False
-
-
-class Held:
-    """The answer of a read of a bounded :class:`Parallel` batch still unanswered at its
-    bound: neither a success nor a failure, not known yet."""
-
-    def __repr__(self) -> str:
-        return "HELD"
-
-
-#: The one :class:`Held`.
-HELD = Held()
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,6 @@ __all__ = [
     "Waits",
 ]
 
-_HELD_WAIT = bool(__import__("os").environ.get("LAKELOCK_HELD_WAIT"))
-
 #: How long (seconds) a lost race or another process's intent makes this process assume
 #: others commit here too: then it sends its intent first and waits a round before folding
 #: (docs/decisions/0004-the-waiting-fold.md, 0035-fewer-knobs.md).
@@ -558,8 +556,6 @@ class Scheduler:
                     else 0.0
                 )
                 waits.still_needed = min(max(p.stagger * behind, one), 2 * one)
-                if _HELD_WAIT and newest_decided and oldest < newest_decided:
-                    waits.still_needed = 2 * one
             left = waits.still_needed - waits.still
             if left < 1e-6:
                 return False

@@ -83,6 +83,7 @@ from lakelock._names import (
     parse_partition_value,
     partition_columns,
     partition_path,
+    require_named_columns,
     validate_column_name,
     validate_dataset_name,
     validate_file_name,
@@ -220,10 +221,7 @@ def _partition_columns(
 ) -> tuple[str, ...]:
     columns = partition_columns(partition_by)
     names = list(table.schema.names)
-    if "" in names:
-        # Engines name columns in SQL or by expression: DuckDB and Polars cannot read one
-        # without a name, and a column stays in the dataset's schema for good.
-        raise InvalidNameError("", "every column of the table needs a name")
+    require_named_columns(names, of="table")
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         raise InvalidNameError(duplicated[0], "the table has two columns of this name")

@@ -121,6 +121,7 @@ __all__ = [
     "partition_columns",
     "partition_path",
     "partition_prefix",
+    "require_named_columns",
     "validate_bucket_name",
     "validate_column_name",
     "validate_commit_id",
@@ -245,6 +246,15 @@ def validate_commit_id(commit_id: object) -> str:
             f"spelling {nfc!r}, that is {nfc!a} (unicodedata.normalize('NFC', commit_id))",
         )
     return commit_id
+
+
+def require_named_columns(names: Iterable[str], *, of: str) -> None:
+    """Refuse a column named ``""`` among ``names`` (the columns of a table, or of a
+    schema a commit declares: ``of``) with :class:`InvalidNameError`: engines name
+    columns in SQL or by expression, DuckDB and Polars cannot read one without a name, and
+    a column stays in the dataset's schema for good."""
+    if "" in names:
+        raise InvalidNameError("", f"every column of the {of} needs a name")
 
 
 def clashing_names(names: Iterable[str]) -> tuple[str, str] | None:

@@ -21,7 +21,11 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._layout import files_prefix
-from lakelock._names import validate_dataset_name, validate_partition_path
+from lakelock._names import (
+    require_named_columns,
+    validate_dataset_name,
+    validate_partition_path,
+)
 from lakelock._pathlock._distributed import LiveGrants
 from lakelock._registry._batch import CommitResult, seconds_of
 from lakelock._registry._builder import CommitBuilder
@@ -75,7 +79,6 @@ from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
     InvalidArgumentError,
-    InvalidNameError,
     LockedError,
     NotFoundError,
     OutcomeUnknownError,
@@ -308,10 +311,8 @@ class Registry:
         column named ``""`` is :class:`~lakelock.errors.InvalidNameError`, as a table's; one
         with columns the dataset lacks is :class:`~lakelock.errors.SchemaMismatchError`
         unless ``schema_mode="merge"`` adds them to the dataset's schema."""
-        if schema is not None and "" in schema.names:
-            # As a table's (lakelock._datasets): DuckDB and Polars cannot read a column
-            # without a name, and a declared column stays in the dataset's schema for good.
-            raise InvalidNameError("", "every column of the schema needs a name")
+        if schema is not None:
+            require_named_columns(schema.names, of="schema")
         partitions = tuple(dict.fromkeys(validate_partition_path(p) for p in remove_partitions))
         commit = CommitBuilder(
             self,

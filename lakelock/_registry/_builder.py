@@ -272,11 +272,8 @@ class CommitBuilder:
         target = change.schema
         if target is None:
             dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
-            if (
-                dataset is None
-                or dataset.schema is None
-                or any(n not in dataset.schema.names for _, s in typed for n in s.names)
-            ):
+            held = {n for _, schema in typed for n in schema.names}
+            if dataset is None or dataset.schema is None or not held <= set(dataset.schema.names):
                 dataset = registry.read().datasets.get(change.dataset)
             target = None if dataset is None else dataset.schema
         if target is None:

@@ -32,7 +32,6 @@ from lakelock._registry._core._requests import Steps
 from lakelock._registry._core._schedule import (
     CROWD,
     GATHER,
-    HELD,
     MAX_WAITS,
     TAKE_OVER,
     Hints,
@@ -403,43 +402,6 @@ def test_a_stall_of_the_root_spends_no_attempts_of_a_waiters_budget(store: Objec
         fate = reg._current()[0].fate(key)
         assert fate is not None
         assert (fate.state, fate.version) == ("applied", result.version)
-
-
-def test_a_swap_that_meets_another_processs_write_in_flight_leaves_the_root_to_it(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """While another process's write to the root is in flight at S3 (every conditional PUT
-    of the key is answered 409 until it lands: here for 3 s of the test's clock, then it
-    lands, carrying ours: its process folded our intent), a process whose swap met that 409
-    only looks at the root (a GET a round) until the root moves, and finds its commit
-    applied: one swap of ours, the 409. Without the rule it folded and swapped again at its
-    backoff's pace (nine swaps in those 3 s, each with its version's objects written
-    again), and at 256 writers every swap sent into the held key could itself be held in
-    flight and stall the lake longer."""
-    sim = SimTime(start=time.time())
-    hold = 3.0
-    landed: list[int] = []
-
-    def sleep(seconds: float) -> None:
-        sim.sleep(seconds)
-        if not landed and sim.server - held_from > hold:
-            s3.clear_faults()  # the write in flight lands: another process's commit
-            landed.append(registry(store).commit("sales", add=[datafile("sales", "", "c")]).version)
-
-    reg = registry(
-        store,
-        clock=lambda: sim.server,
-        retry=RetryPolicy(max_attempts=50, max_elapsed=600.0, sleep=sleep, clock=sim.machine()),
-    )
-    reg.commit("sales", add=[datafile("sales", "", "a")])
-    held_from = sim.server
-    s3.inject("conflict", operation="PutObject", prefix=ROOT)
-    s3.reset_stats()
-    result = reg.commit("sales", add=[datafile("sales", "", "b")])
-    assert s3.areas()["PutObject root"] == 1 + 1  # our 409, and theirs that landed
-    assert landed == [result.version] == [2]
-    assert names(registry(store)) == ["a", "b", "c"]
-    assert hold < HELD  # the root moved before the wait's bound
 
 
 def test_the_committer_that_swapped_last_folds_an_older_intent_without_waiting(

@@ -289,13 +289,8 @@ def _keep_refused(doc: RegistryDoc, settled: list[_decide.Settled], batch: Batch
 def wait_on(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -> None:
     """A waiter whose intents are out looks again: it waits on (:class:`Wait`) while the
     root still stands where its wait for an older writer began, or while its stagger says
-    an older waiter should list first. A process whose swap met another's write to the root
-    in flight (409) looks too, while the root stands where that swap found it
-    (:meth:`~._schedule.Scheduler.held`): the write's own process resolves it."""
+    an older waiter should list first."""
     schedule = core.schedule
-    if schedule.held(doc.version, start):
-        batch.looks += 1  # the root is held by another's write: a look, not an attempt
-        raise Wait
     if schedule.wait_on(doc.version, batch.spent, core.max_attempts):
         batch.looks += 1  # the root stood still: a look, not an attempt of the budget
         raise Wait

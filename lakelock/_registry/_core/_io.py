@@ -256,10 +256,6 @@ def swap(
         raise Redrive from error
     except (ConflictError, ThrottledError) as error:
         batch.retries += 1
-        if etag is not None and isinstance(error, ConflictError):
-            # Another write to the root is in flight at S3: ours whose answer was lost, or
-            # another process's, which that process resolves.
-            core.schedule.swap_held(doc.version, core.now, ours=batch.unknown_base is not None)
         if etag is None:
             # Creating the root: the store resolves a retried compare-and-swap that met
             # a write in flight (it may be ours: OutcomeUnknownError), but leaves a

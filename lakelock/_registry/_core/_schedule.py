@@ -10,7 +10,6 @@ question                        answer
 ==============================  ===========================================================
 :meth:`~Scheduler.wait_first`   send our intents and look a round later, before any read?
 :meth:`~Scheduler.known_root`   start from the root last seen (no GET)?
-:meth:`~Scheduler.held`         another's write holds the root: look, don't fold?
 :meth:`~Scheduler.wait_on`      the root stood still since we waited: wait on?
 :meth:`~Scheduler.stagger`      wait longer before listing (the oldest waiter lists first)?
 :meth:`~Scheduler.list_now`     list other processes' intents now?
@@ -55,7 +54,6 @@ __all__ = [
     "GATHER",
     "HANDOVER",
     "HEDGE_ALONE",
-    "HELD",
     "INTENT_CACHE",
     "LAGGING",
     "LINGER_AFTER",
@@ -110,14 +108,6 @@ HANDOVER = True
 #: those of a batch: most of a commit's tail on S3 Standard is its own PUTs' tail
 #: (docs/decisions/0014-hedged-requests.md, 0035). The driver's :class:`~._driver.Hedging`.
 HEDGE_ALONE = True
-#: Seconds a write to the root that its client gave up on may stay in flight at S3 (twice
-#: the request's timeout: a swap answered as unknown after it lands within that), during
-#: which every conditional write to the root is answered 409. A process whose swap met 409
-#: while no swap of its own is unknown leaves the root to the one whose swap is (it
-#: resolves it: the copy in flight lands, or its next swap does): it only looks at the
-#: root until the root moves or this long after that first 409, instead of folding and
-#: swapping again (docs/decisions/0055-a-held-root-is-left-to-its-swapper.md).
-HELD = 4.0
 #: Other processes' intents a process keeps parsed: a redrive does not read them again
 #: (docs/decisions/0004-the-waiting-fold.md, 0035).
 INTENT_CACHE = 4096
@@ -137,7 +127,6 @@ FIXED: dict[str, float] = {
     "linger_after": LINGER_AFTER,
     "handover": HANDOVER,
     "hedge_alone": HEDGE_ALONE,
-    "held": HELD,
 }
 
 #: A slow spell of the store (a brownout) is this many times its usual time for this
@@ -200,10 +189,6 @@ class Hints:
     #: When (this process's clock) it last found its rounds too long and cut them: a round
     #: measured from before then measured the store as it was, and is not learnt.
     cut_at: float = float("-inf")
-    #: The root version a swap of this process met 409 at while no swap of its own was
-    #: unknown (another's write to the root in flight), and when (its clock) it first did
-    #: (None: none; :meth:`Scheduler.held`).
-    held: tuple[int, float] | None = None
 
     def saw_root(self, now: float, *, moved: bool) -> None:
         """This process read (or swapped) the root at ``now``; ``moved``: another process
@@ -332,7 +317,7 @@ def fixed_values(fixed: Mapping[str, float]) -> dict[str, float]:
         raise ValueError("crowd must be >= 1")
     if values.get("first_round", 1) <= 0:
         raise ValueError("first_round must be > 0")
-    durations = ("contention_memory", "gather", "linger_after", "max_round", "held")
+    durations = ("contention_memory", "gather", "linger_after", "max_round")
     if min((values.get(name, 0) for name in durations), default=0) < 0:
         raise ValueError("durations and fractions must be >= 0")
     return values
@@ -360,7 +345,6 @@ class Scheduler:
         self.linger_after = values["linger_after"]
         self.handover = bool(values["handover"])
         self.hedge_alone = bool(values["hedge_alone"])
-        self.held_for = values["held"]
         self.hints = Hints(values["first_round"])
         #: The batch in flight's waits (:meth:`begin` starts them anew).
         self.waits = Waits()
@@ -450,17 +434,6 @@ class Scheduler:
             started=self._round_started,
         )
 
-    def swap_held(self, version: int, now: float, *, ours: bool) -> None:
-        """Our swap from the root at ``version`` was answered 409 at ``now``: a write to the
-        root is in flight at S3. ``ours``: a swap of ours whose answer was lost may be that
-        write, and we go on (our next swap, or its landing, resolves it); otherwise the
-        root is another's to resolve (:meth:`held`), from this first 409 at ``version``."""
-        hints = self.hints
-        if ours:
-            hints.held = None
-        elif hints.held is None or hints.held[0] != version:
-            hints.held = (version, now)
-
     def stopped_folding(self) -> None:
         """A lingering fold stopped on a failure: whoever swaps next is not us."""
         self.hints.swapped_last = False
@@ -530,23 +503,6 @@ class Scheduler:
         waits = self.waits
         later = TAKE_OVER * max(waits.ahead - 1, 0)
         return waits.waits < self.max_waits + later and attempts < max_attempts // 2
-
-    def held(self, version: int, now: float) -> bool:
-        """Whether to only look at the root (a GET a round) instead of folding: our swap met
-        409 at this very ``version``, another process's write to the root in flight, less
-        than :data:`HELD` seconds ago. Every swap sent meanwhile meets 409 (and may itself
-        be held in flight, stalling the root longer); the process whose swap is unknown
-        goes on and resolves it, and a root that moved ends the wait (that write landed, or
-        another swap did). One still standing after :data:`HELD` seconds is folded and
-        swapped again: the write in flight landed and changed nothing (it was based on an
-        older root), or its process died."""
-        held = self.hints.held
-        if held is None:
-            return False
-        if version != held[0]:
-            self.hints.held = None  # the root moved: fold on it
-            return False
-        return advise(lambda: now - held[1] < self.held_for, False)
 
     def wait_on(self, version: int, attempts: int, max_attempts: int) -> bool:
         """We waited for an older intent's writer at some root version, and looked again: if

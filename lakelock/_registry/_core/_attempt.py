@@ -103,10 +103,6 @@ def attempt(core: Committer, batch: Batch) -> Steps:
     start = core.now = yield Now()
     batch.elapsed = yield Now(monotonic=True)
     doc, etag = yield from read(core, batch, start)  # 1. read
-    if _landed(batch.unknown_sent, doc):
-        # Our swap whose answer was lost is the root: we swapped last (the hand-over).
-        core.known = (doc, etag)
-        core.schedule.landed(start)
     waiting = len(batch.pending)
     yield from settle(core, doc, batch)  # 2. settle
     core.schedule.looked(start, settled=len(batch.pending) < waiting)
@@ -528,18 +524,6 @@ def end(settled: _decide.Settled, batch: Batch) -> None:
                 already=settled.already,
             )
         )
-
-
-def _landed(sent: RegistryDoc | None, doc: RegistryDoc) -> bool:
-    """Whether ``doc`` is the root ``sent`` by a swap of ours whose answer was lost: the
-    same version, made by the same fold (its time and watermark, its fates)."""
-    return (
-        sent is not None
-        and doc.version == sent.version
-        and doc.updated_at == sent.updated_at
-        and doc.watermark == sent.watermark
-        and doc.fates == sent.fates
-    )
 
 
 def _moved(known: tuple[RegistryDoc, str] | None, doc: RegistryDoc) -> bool:

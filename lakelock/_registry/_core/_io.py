@@ -266,7 +266,6 @@ def swap(
     except OutcomeUnknownError as error:
         batch.retries += 1
         batch.unknown_base = doc.version
-        batch.unknown_sent = new
         batch.maybe_made.add(new.version)
         raise Retry from error
     except NotFoundError as error:

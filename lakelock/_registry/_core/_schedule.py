@@ -434,18 +434,6 @@ class Scheduler:
             started=self._round_started,
         )
 
-    def landed(self, now: float) -> None:
-        """A swap of ours whose answer was lost (a 500 after it applied, a timeout) is the
-        root read at ``now``: we swapped last, as if its answer had come. Otherwise the
-        hand-over breaks at every such swap: its process waits like any other, the others
-        wait for it (a folder was at work a round ago), and the root stands still until a
-        writer a fold passed over, or the line's patience, folds
-        (docs/decisions/0055-a-lost-answer-keeps-the-hand-over.md)."""
-        self.hints.swapped_last = self.handover
-        self.hints.swapped_once = True
-        self.carried = True
-        self.hints.saw_root(now, moved=False)
-
     def stopped_folding(self) -> None:
         """A lingering fold stopped on a failure: whoever swaps next is not us."""
         self.hints.swapped_last = False

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lakelock._registry._batch import Pending
-from lakelock._registry._document import RegistryDoc
 from lakelock.errors import ConflictError, OutcomeUnknownError, ReadTimeoutError, ThrottledError
 
 __all__ = ["TRANSIENT", "Batch", "Redrive", "Retry", "Wait"]
@@ -48,9 +47,6 @@ class Batch:
     maybe_made: set[int] = field(default_factory=set)
     #: The version the last swap with an unknown outcome was based on, while unresolved.
     unknown_base: int | None = None
-    #: The root that swap sent: one read later equal to it is that swap landed
-    #: (:meth:`._schedule.Scheduler.landed`).
-    unknown_sent: RegistryDoc | None = None
     started: float = 0.0
     #: Our monotonic clock when the attempt read its clock: the moment its estimates of
     #: the server's clock are for (:attr:`~._committer.Committer.server_offset`).

@@ -315,8 +315,6 @@ def reissue(core: Committer, batch: Batch, doc: RegistryDoc, start: float) -> St
     instead of folding every pending intent ourselves to swap ours in."""
     if not REISSUE or batch.swap_sent or not doc.fates:
         return
-    if WORK and not core.schedule.folder_at_work(start):
-        return
     passed = [
         p
         for p in batch.pending
@@ -334,7 +332,6 @@ def reissue(core: Committer, batch: Batch, doc: RegistryDoc, start: float) -> St
 
 
 REISSUE = __import__("os").environ.get("LAKELOCK_REISSUE", "1") == "1"  # measured
-WORK = __import__("os").environ.get("LAKELOCK_REISSUE_WORK", "0") == "1"  # measured
 
 
 def _paced(core: Committer) -> Steps:

@@ -108,7 +108,6 @@ def attempt(core: Committer, batch: Batch) -> Steps:
     core.schedule.looked(start, settled=len(batch.pending) < waiting)
     if not batch.pending:
         return  # the root decided every commit of the batch
-    yield from reissue(core, batch, doc, start)
     wait_on(core, doc, batch, start)
     if (yield from _paced(core)):
         start = core.now = yield Now()
@@ -306,32 +305,6 @@ def wait_on(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -> No
             passed_over=oldest <= doc.watermark,
         ):
             raise Wait
-
-
-def reissue(core: Committer, batch: Batch, doc: RegistryDoc, start: float) -> Steps:
-    """A fold passed over our intents (rule 5: only we may apply them): unless a swap of
-    ours sent them (it may land yet), send them again under new keys, above the
-    watermark, and wait like any writer for a fold to apply them (:class:`Wait`),
-    instead of folding every pending intent ourselves to swap ours in."""
-    if not REISSUE or batch.swap_sent or not doc.fates:
-        return
-    passed = [
-        p
-        for p in batch.pending
-        if p.intent is not None and p.intent <= doc.watermark and p.refused is None
-    ]
-    if not passed or len(passed) != len(batch.pending):
-        return
-    if not all(p.intent_sent and not p.unwritten for p in passed):
-        return
-    for p in passed:
-        core.reissue(p, now=start, monotonic=batch.elapsed)
-    yield from _io.send_intents(core, passed)
-    core.schedule.waiting(start)
-    raise Wait
-
-
-REISSUE = __import__("os").environ.get("LAKELOCK_REISSUE", "1") == "1"  # measured
 
 
 def _paced(core: Committer) -> Steps:

@@ -209,7 +209,18 @@ class Committer:
         chosen = not checked[0].generated_id  # the caller chose the id: see Pending.check_index
         self.schedule.caller_back(now)
         if all(map(writable, checked)):
-            prepared, writes, keys = self._intents(checked, now)
+            token = f"{self.rng.getrandbits(32):08x}"
+            group = f"{self.rng.getrandbits(128):032x}" if len(checked) > 1 else ""
+            made = intent_group(checked, now_ms=int(now * 1000), token=token, group=group)
+            keys = tuple(sorted(key for key, _, _ in made))
+            prepared, writes = [], []
+            for change, (key, body, refs) in zip(checked, made, strict=True):
+                self.objects.remember(key, parse_manifest(body, key=key))
+                # Its records name the commit's first intent, as a fold's would (rule 2).
+                prepared.append(
+                    replace(change, added_manifests=MappingProxyType(refs), intent=keys[0])
+                )
+                writes.append((key, body))
             return Pending(
                 tuple(prepared),
                 check_index=chosen,
@@ -229,31 +240,6 @@ class Committer:
                 refs[path] = ref
             prepared.append(replace(change, added_manifests=MappingProxyType(refs)))
         return Pending(tuple(prepared), check_index=chosen, unwritten=unwritten)
-
-    def _intents(
-        self, checked: Sequence[Change], now: float
-    ) -> tuple[list[Change], list[tuple[str, bytes]], tuple[str, ...]]:
-        """``checked``'s intents made at ``now`` (our wall clock: their keys): the changes
-        naming them, the writes, and the keys, oldest first."""
-        token = f"{self.rng.getrandbits(32):08x}"
-        group = f"{self.rng.getrandbits(128):032x}" if len(checked) > 1 else ""
-        made = intent_group(checked, now_ms=int(now * 1000), token=token, group=group)
-        keys = tuple(sorted(key for key, _, _ in made))
-        prepared, writes = [], []
-        for change, (key, body, refs) in zip(checked, made, strict=True):
-            self.objects.remember(key, parse_manifest(body, key=key))
-            # Its records name the commit's first intent, as a fold's would (rule 2).
-            prepared.append(replace(change, added_manifests=MappingProxyType(refs), intent=keys[0]))
-            writes.append((key, body))
-        return prepared, writes, keys
-
-    def reissue(self, p: Pending, *, now: float, monotonic: float) -> None:
-        """``p``'s intents again, under new keys made at ``now``: a fold passed over the
-        ones it sent (FORMAT.md rule 5), which nobody else will apply and this process
-        never will now; the new ones, above the watermark, any fold applies."""
-        prepared, writes, keys = self._intents(p.changes, now)
-        p.changes, p.unwritten, p.intents = tuple(prepared), writes, keys
-        p.intent_sent, p.made_at = False, monotonic
 
     def new_commit_id(self, now: float) -> str:
         return new_commit_id(now, token=f"{self.rng.getrandbits(80):020x}")

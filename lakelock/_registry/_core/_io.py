@@ -248,7 +248,6 @@ def swap(
     put = Put(
         core.root_key, serialize_registry(new), create=etag is None, if_match=etag, retried=False
     )
-    batch.swap_sent = True
     try:
         written: PutResult = yield put
     except (PreconditionFailedError, AlreadyExistsError) as error:

@@ -47,8 +47,6 @@ class Batch:
     maybe_made: set[int] = field(default_factory=set)
     #: The version the last swap with an unknown outcome was based on, while unresolved.
     unknown_base: int | None = None
-    #: Whether an attempt sent a swap of the root (one may land yet, carrying our intents).
-    swap_sent: bool = False
     started: float = 0.0
     #: Our monotonic clock when the attempt read its clock: the moment its estimates of
     #: the server's clock are for (:attr:`~._committer.Committer.server_offset`).

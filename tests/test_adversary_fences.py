@@ -18,7 +18,7 @@ from tests._support import FAST_RETRY
 
 @pytest.mark.parametrize("token", ["7", 7.0, True, None, float("nan"), -1, 2**64])
 def test_a_fence_whose_token_is_no_whole_number_is_refused_and_the_lake_stays_readable(
-    lake: Lake, client: Any, bucket: str, token: object
+    lake: Lake, client: Any, bucket: str, token: Any
 ) -> None:
     """A commit given ``fence=("lease:etl", token)`` whose token is text, a float, a bool,
     nothing, negative or beyond JSON's integers is refused (``InvalidArgumentError``) before

@@ -116,6 +116,9 @@ def plan_scan(
             what="partitions",
         )
     if partitions is not None:
+        if isinstance(partitions, str | Mapping):
+            # One partition alone would be read as its characters (or its column names).
+            raise InvalidArgumentError(partitions, "a list of paths or mappings", what="partitions")
         wanted = [named_partition(state.partition_by, p) for p in partitions]
         for path in wanted:
             if path not in state.partitions:

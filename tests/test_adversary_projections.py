@@ -25,3 +25,15 @@ def test_reading_no_columns_is_refused_rather_than_counted_as_no_rows(
     with pytest.raises(InvalidArgumentError):
         lake.scan("sales", columns=[])
     assert lake.read("sales", columns=["id"]).num_rows == 3
+
+
+@pytest.mark.parametrize("partition", ["day=1", {"day": 1}], ids=["path", "mapping"])
+def test_one_partition_given_alone_is_refused_as_such(lake: Lake, partition: object) -> None:
+    """``lake.read("sales", partitions="day=1")`` (one partition, not a list of them) is
+    refused saying a list is wanted, as ``delete`` and ``compact`` refuse it. What a user
+    would lose: the path was read as its characters and the error blamed a segment ``'d'``;
+    a mapping was read as its column names."""
+    lake.append("sales", pa.table({"id": [1, 2], "day": [1, 2]}), partition_by=["day"])
+    with pytest.raises(InvalidArgumentError) as refused:
+        lake.read("sales", partitions=partition)  # type: ignore[arg-type]
+    assert refused.value.value == partition  # the argument as given, not a part of it

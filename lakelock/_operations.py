@@ -315,7 +315,11 @@ class TableOperations:
         Nothing to merge commits nothing (``result.empty``). ``progress(done, total)``
         counts the groups of files merged."""
         dataset = validate_dataset_name(dataset)
-        if target_file_size < 1:
+        if (
+            isinstance(target_file_size, bool)
+            or not isinstance(target_file_size, int)
+            or target_file_size < 1
+        ):
             raise InvalidArgumentError(
                 target_file_size, "a positive byte count", what="target_file_size"
             )

@@ -35,7 +35,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
-from lakelock._readable import unholdable
+from lakelock._readable import held_columns, unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
 from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
@@ -257,27 +257,52 @@ class CommitBuilder:
         return self.registry.commit_changes([self.change, *self.others])
 
     def _files_fit(self) -> None:
-        """Refuse files whose rows a column of the dataset cannot hold (a string for a
-        long: :mod:`lakelock._readable`), written for another schema (``registry.commit``
-        of a worker's files): once committed, every read of the dataset would fail on
-        them. The schema the commit declares decides, else the dataset's as this process
-        knows it (as read now if it knows none, or lacks a column a file holds: another
-        process may have merged it since); the commit loop checks a declared schema
-        against the dataset's. A file's partition columns are read from its path, never
-        from the file."""
+        """Refuse files a later read of the dataset would fail on, written for another
+        schema (``registry.commit`` of a worker's files): a file holding a column in a type
+        the dataset's cannot hold (a string for a long: :mod:`lakelock._readable`), or a
+        column the dataset lacks, unless the commit merges it (``schema_mode="merge"``:
+        then the commit declares it, in the first such file's type), since another process
+        may merge it later in a type that cannot hold the file's. A column is judged by the
+        schema the commit declares, else by the dataset's as this process knows it (read
+        anew if it knows none, or lacks a column a file holds: another process may have
+        merged it since); the commit loop checks a declared schema against the dataset's.
+        A file's partition columns are read from its path, never from the file, and a
+        pandas index stored as a column is not data: neither is judged. A dataset with no
+        schema, where nothing is declared (made by a ``registry.commit`` of files), judges
+        nothing."""
         change, registry = self.change, self.registry
         typed = [(f, f.schema) for f in change.add if f.schema is not None]
         if not typed:
             return
-        target = change.schema
-        if target is None:
-            dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
-            held = {n for _, schema in typed for n in schema.names}
-            if dataset is None or dataset.schema is None or not held <= set(dataset.schema.names):
-                dataset = registry.read().datasets.get(change.dataset)
-            target = None if dataset is None else dataset.schema
+        held = held_columns((schema, f.partition_path) for f, schema in typed)
+        declared = change.schema
+        dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
+        target = _joined(declared, dataset)
+        if target is None or not held.keys() <= set(target.names):
+            dataset = registry.read().datasets.get(change.dataset)
+            target = _joined(declared, dataset)
         if target is None:
             return
+        new = [
+            (name, place, column)
+            for name, (place, column) in held.items()
+            if name not in target.names
+        ]
+        if new:
+            name, place, _ = new[0]
+            if change.schema_mode != "merge":
+                raise SchemaMismatchError(
+                    f"{typed[place][0].key} holds column {name!r}, which dataset "
+                    f"{change.dataset!r} lacks: pass schema_mode='merge' to add it to the "
+                    "dataset's schema (a column merged later in a type that cannot hold the "
+                    "file's would make every read of the dataset fail); nothing was committed",
+                    dataset=change.dataset,
+                    commit_id=change.commit_id,
+                )
+            merged = [column.with_nullable(True) for _, _, column in new]
+            base = declared if declared is not None else target
+            self._set(schema=pa.schema([*base, *merged], metadata=base.metadata))
+            target = pa.schema([*target, *merged])
         for f, schema in typed:
             found = unholdable(schema, target, f.partition_path)
             if found is not None:
@@ -293,6 +318,16 @@ class CommitBuilder:
     def _set(self, **fields: Any) -> None:
         self.change = replace(self.change, **fields)
         self.others = [replace(o, digest=self.change.digest) for o in self.others]
+
+
+def _joined(declared: pa.Schema | None, dataset: DatasetState | None) -> pa.Schema | None:
+    """What a commit's files are judged by: the schema it declares, then the dataset's
+    columns it leaves out (which stay in the dataset, and are read from every file that
+    holds them); None if neither is known."""
+    current = None if dataset is None else dataset.schema
+    if declared is None or current is None:
+        return declared if current is None else current
+    return pa.schema([*declared, *(c for c in current if declared.get_field_index(c.name) < 0)])
 
 
 def summary_digest(change: Change) -> str:

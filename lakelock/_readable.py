@@ -31,20 +31,32 @@ from lakelock._names import parse_partition_path
 __all__ = ["held_columns", "unholdable"]
 
 
-def held_columns(files: Iterable[tuple[pa.Schema, str]]) -> dict[str, tuple[int, pa.Field]]:
+def held_columns(
+    files: Iterable[tuple[pa.Schema, str]], *, partition_columns: bool = False
+) -> dict[str, tuple[int, pa.Field]]:
     """The data columns ``files`` (each a file's schema and its partition path) hold, in the
-    order first held, each with the first file holding it (its place in ``files``) and its
-    field there: not a file's partition columns, nor the columns its pandas metadata names
-    as the frame's index."""
+    order first held, each with the first file holding it in a type (not null: all nulls; its
+    place in ``files``) and its field there: not a file's partition columns, nor the
+    columns its pandas metadata names as the frame's index (``partition_columns``: its
+    partition columns too, as written, for the schema of a dataset the files make)."""
     held: dict[str, tuple[int, pa.Field]] = {}
     indexes: dict[int, set[str]] = {}  # one parse per schema: a write's files share theirs
     for place, (schema, partition_path) in enumerate(files):
         index = indexes.get(id(schema))
         if index is None:
             index = indexes[id(schema)] = _pandas_index(schema)
-        skipped = index | {column for column, _ in parse_partition_path(partition_path)}
+        skipped = index
+        if not partition_columns:
+            skipped = index | {column for column, _ in parse_partition_path(partition_path)}
         for column in schema:
-            if column.name not in held and column.name not in skipped:
+            if column.name in skipped:
+                continue
+            first = held.get(column.name)
+            # A worker whose rows are all null in a column stores it without a type (null):
+            # another file's type is the column's.
+            if first is None or (
+                pa.types.is_null(first[1].type) and not pa.types.is_null(column.type)
+            ):
                 held[column.name] = (place, column)
     return held
 

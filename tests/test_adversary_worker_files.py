@@ -184,3 +184,20 @@ def test_a_declared_schema_leaving_out_a_column_a_file_holds_still_checks_it(
     with pytest.raises(SchemaMismatchError, match="column 'score' as string"):
         lake.registry.commit("events", add=bad, schema=declared)
     assert lake.read("events")["id"].to_pylist() == [1]
+
+
+def test_a_dataset_made_of_workers_files_takes_their_schema(lake: Lake) -> None:
+    """A job's driver makes ``events`` by committing its workers' files (``id`` int64,
+    partitioned by ``day``): the dataset takes their schema, as an append's table gives
+    it, so a later append bringing ``id`` as a string is refused (``SchemaMismatchError``)
+    and the dataset stays readable. Before, it got no schema, the append declared ``id`` a
+    string, and every read failed on the workers' files."""
+    files = lake.config.open().write(
+        "events", pa.table({"id": [1], "day": [1]}), partition_by=["day"]
+    )
+    lake.registry.commit("events", add=files, commit_id="load-1")
+    schema = lake.registry.read().datasets["events"].schema
+    assert schema is not None and schema.names == ["id", "day"]
+    with pytest.raises(SchemaMismatchError, match="'id'"):
+        lake.append("events", pa.table({"id": ["x"], "day": [2]}), partition_by=["day"])
+    assert lake.read("events")["id"].to_pylist() == [1]

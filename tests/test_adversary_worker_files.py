@@ -197,7 +197,25 @@ def test_a_dataset_made_of_workers_files_takes_their_schema(lake: Lake) -> None:
     )
     lake.registry.commit("events", add=files, commit_id="load-1")
     schema = lake.registry.read().datasets["events"].schema
-    assert schema is not None and schema.names == ["id", "day"]
+    assert schema is not None
+    assert schema.names == ["id", "day"]
     with pytest.raises(SchemaMismatchError, match="'id'"):
         lake.append("events", pa.table({"id": ["x"], "day": [2]}), partition_by=["day"])
     assert lake.read("events")["id"].to_pylist() == [1]
+
+
+def test_a_declared_schema_leaving_out_a_required_column_is_still_refused(lake: Lake) -> None:
+    """``events`` has a required (not nullable) ``id``; a driver declares ``score`` only
+    and commits a worker's file holding ``score`` alone. The commit must be refused
+    (``SchemaMismatchError``: the required column is missing), nothing committed, as it
+    is without typed files: judging the files must not declare the dataset's columns
+    they do not hold for them."""
+    required = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), pa.field("score", pa.int64())]
+    )
+    lake.append("events", pa.table({"id": [1], "score": [5]}, schema=required))
+    files = lake.config.open().write("events", pa.table({"score": [6]}))
+    declared = pa.schema([pa.field("score", pa.int64())])
+    with pytest.raises(SchemaMismatchError, match="required column 'id'"):
+        lake.registry.commit("events", add=files, schema=declared)
+    assert lake.read("events")["score"].to_pylist() == [5]

@@ -310,11 +310,12 @@ def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | N
     type that cannot hold the file's. A column in a type the schema's cannot hold (a string
     for a long: :func:`~lakelock._readable.unholdable`) is refused. A file's partition
     columns (read from its path) and the columns its pandas metadata names as the frame's
-    index (not data) are never judged. The schema returned is the one judged by, so the
-    commit loop judges it again on the current dataset (types never change, a column the
-    dataset lacks is merged or refused): a column merged, or a restore, after ``dataset``
-    was read cannot slip a file past the check. ``change.schema`` if it adds no typed
-    file."""
+    index (not data) are never judged. The schema returned is the one judged by (of a
+    declaration: what it declares, the columns merged, and those of the dataset's it
+    leaves out that a file holds), so the commit loop judges it again on the current
+    dataset (types never change, a column the dataset lacks is merged or refused): a
+    column merged, or a restore, after ``dataset`` was read cannot slip a file past the
+    check. ``change.schema`` if it adds no typed file."""
     typed = [(f, f.schema) for f in change.add if f.schema is not None]
     if not typed:
         return change.schema
@@ -336,9 +337,8 @@ def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | N
             dataset=change.dataset,
             commit_id=change.commit_id,
         )
-    if new:
-        merged = [column.with_nullable(True) for _, _, column in new]
-        target = pa.schema([*target, *merged], metadata=target.metadata)
+    merged = [column.with_nullable(True) for _, _, column in new]
+    target = pa.schema([*target, *merged], metadata=target.metadata)
     for f, schema in typed:
         found = unholdable(schema, target, f.partition_path)
         if found is not None:
@@ -350,7 +350,14 @@ def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | N
                 dataset=change.dataset,
                 commit_id=change.commit_id,
             )
-    return target
+    declared = change.schema
+    if declared is None:
+        return target
+    # What the caller declared, with the dataset's columns it leaves out that the files hold
+    # (judged again by the commit loop): those it leaves out that no file holds stay left
+    # out, so a required one is refused there as for any declaration.
+    held_too = [c for c in target if declared.get_field_index(c.name) < 0 and c.name in held]
+    return pa.schema([*declared, *held_too], metadata=declared.metadata)
 
 
 def _joined(declared: pa.Schema | None, dataset: DatasetState | None) -> pa.Schema | None:

@@ -381,10 +381,19 @@ class Endpoint:
             result, error = self._resolve(request, error, result, ours=call.ours())
         elif error is not None and call.attempts > 1 and isinstance(request, Put):
             result, error = self._resolve_resent(request, error, result, ours=call.ours())
+        held = again and isinstance(error, ConflictError) and getattr(request, "renamed", False)
+        if held:
+            # The copy that holds the key may have landed already (a conflict with a write
+            # that took effect): read back, as the store does.
+            assert isinstance(request, Put)
+            landed = self._landed(request, call.ours())
+            if landed is not None:
+                result, error, held = landed, None, False
         if (
             error is not None
             and call.retried
             and isinstance(error, _TRANSIENT)
+            and not held  # a copy of ours in flight: the core writes it under a new name
             and call.attempts < self.retry.max_attempts
             and self.loop.now - call.started < self.retry.max_elapsed
         ):
@@ -831,7 +840,8 @@ class Process:
             race = races[index]
 
             def answer(result: Any, error: BaseException | None) -> None:
-                if race.answers(error is not None, loop.now):
+                held = Hedging.held(parts[index], error)
+                if race.answers(error is not None, loop.now, held=held):
                     settle(index, result, error)
 
             return answer

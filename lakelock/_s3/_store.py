@@ -168,9 +168,9 @@ class ObjectStore:
         ``resent``: another copy of this very write (the same ``write_id``) was sent and may
         have landed — a hedge's — so a 412 is read back from the first attempt on.
         ``renamed``: a create the caller makes again under a new name rather than wait
-        for: a 409 once another copy of it may be in flight (the SDK's resend, a retry
-        here, a hedge) is raised (:class:`ConflictError`), not retried until that copy
-        lands.
+        for: a 409 answering the SDK's resend of an attempt that timed out (that attempt
+        may be held in flight at S3) is raised (:class:`ConflictError`), not retried until
+        that copy lands.
         """
         write_id = write_id or new_write_id()
         write = _Write(
@@ -197,7 +197,10 @@ class ObjectStore:
                     return self._put_multipart(write, resent=again)
                 return self._put_single(write, resent=again)
             except ConflictError as conflict:
-                if renamed and mode == "create" and (again or _sdk_resent(conflict)):
+                # Only the SDK's resend of an attempt whose answer never came (a timeout: it
+                # may be held at S3 for seconds) makes a 409 the answer; a hedge's 409 meets
+                # a copy merely slow, whose answer is near, and is retried as any other.
+                if renamed and mode == "create" and _sdk_resent(conflict):
                     raise _Held(conflict) from conflict
                 raise
 

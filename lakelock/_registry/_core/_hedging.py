@@ -87,9 +87,9 @@ class Hedging:
     def held(request: Request, failure: BaseException | None) -> bool:
         """Whether ``failure`` of a copy of ``request`` ends its race though the other copy
         is still out: a 409 of a create the core names afresh at every attempt
-        (``Put.renamed``) says that other copy is in flight at S3, where it holds the key
-        until it lands — seconds, if its answer was lost — and the next attempt writes the
-        object under a new name sooner."""
+        (``Put.renamed``), raised once an attempt of it timed out (the store layer retries
+        any other), says a copy is held in flight at S3, where it holds the key until it
+        lands — seconds — and the next attempt writes the object under a new name sooner."""
         return isinstance(request, Put) and request.renamed and isinstance(failure, ConflictError)
 
     def hedges(self, request: Request, *, alone: bool) -> bool:

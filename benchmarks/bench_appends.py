@@ -208,7 +208,9 @@ class Handle:
 def open_handle(system: str, target: Target, writer: int) -> Handle:
     if system == "lakelock":
         lake = open_lake(target.url, target.bucket)
-        lake.registry.read()  # warm the connection as opening the others' tables does
+        # Open the table as the others' handles do (delta-rs reads its log, Lance its
+        # manifest, pyiceberg its metadata): the root and the dataset's current version.
+        lake.registry.dataset(DATASET)
         return Handle(system, writer, lake)
     if system == "delta-rs":
         from deltalake import DeltaTable

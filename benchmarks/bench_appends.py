@@ -34,6 +34,9 @@ W writers each append a small table (100 rows, one partition: its own ``writer=<
 table. Writers are threads of one process (lakelock: one ``Lake`` shared; delta-rs: one
 ``DeltaTable`` per thread; peers: not run) or processes (every system: each with its own
 client and table handle, kept for the whole benchmark so interpreter start-up is paid once).
+Each run's clock starts once every writer has imported what its system's appends use and
+opened its table, which reads the table's current state for every system (delta-rs its log,
+Lance its manifest, pyiceberg its metadata, lakelock the root and the dataset's version).
 Two loads: ``steady`` appends again and again for ``--seconds`` and counts commits/s once
 every writer has committed once (warm-up excluded: each writer's first append pays for its
 start); ``burst`` makes each writer append ``--appends`` times, first commits included, and

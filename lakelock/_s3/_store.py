@@ -36,13 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lakelock._client import DEFAULT_READ_TIMEOUT
 from lakelock._layout import validate_key_length, validate_prefix_room
 from lakelock._retry import Load, RetryPolicy
-from lakelock._s3._classify import (
-    Call,
-    bound_reads,
-    classify,
-    fail_fast_on_dead_endpoints,
-    retry_attempts,
-)
+from lakelock._s3._classify import Call, bound_reads, classify, fail_fast_on_dead_endpoints
 from lakelock._s3._continue import continue_only_for_large_bodies
 from lakelock._s3._probe import ConditionalDelete, probe_conditional_delete
 from lakelock._s3._resolve import resolve_write
@@ -157,7 +151,6 @@ class ObjectStore:
         content_type: str = "application/octet-stream",
         progress: Callable[[int], None] | None = None,
         resent: bool = False,
-        renamed: bool = False,
     ) -> PutResult:
         """Write ``body`` at ``key`` under the precondition ``mode``.
 
@@ -167,10 +160,6 @@ class ObjectStore:
         :class:`StorageError` family. ``progress`` is called with byte counts as parts go.
         ``resent``: another copy of this very write (the same ``write_id``) was sent and may
         have landed — a hedge's — so a 412 is read back from the first attempt on.
-        ``renamed``: a create the caller makes again under a new name rather than wait
-        for: a 409 answering the SDK's resend of an attempt that timed out (that attempt
-        may be held in flight at S3) is raised (:class:`ConflictError`), not retried until
-        that copy lands.
         """
         write_id = write_id or new_write_id()
         write = _Write(
@@ -192,37 +181,11 @@ class ObjectStore:
             # a 409/503 on the SDK's retry): a 412 may then be our own write. So may it be
             # from the first on when another copy of the write was sent.
             again = resent or attempts > 1
-            try:
-                if write.size >= self.multipart_threshold and write.size > 0:
-                    return self._put_multipart(write, resent=again)
-                return self._put_single(write, resent=again)
-            except ConflictError as conflict:
-                # Only the SDK's resend of an attempt whose answer never came (a timeout: it
-                # may be held at S3 for seconds) makes a 409 the answer; a hedge's 409 meets
-                # a copy merely slow, whose answer is near, and is retried as any other.
-                if renamed and mode == "create" and _sdk_resent(conflict):
-                    raise _Held(conflict) from conflict
-                raise
+            if write.size >= self.multipart_threshold and write.size > 0:
+                return self._put_multipart(write, resent=again)
+            return self._put_single(write, resent=again)
 
-        try:
-            result = self._retry_transient(once)
-        except _Held as held:
-            # The copy that holds the key may have landed already (a 409 for meeting a
-            # write that took effect meanwhile): ours, if it carries our write id.
-            try:
-                current = self.head(key)
-            except StorageError:
-                raise held.error from held.error.__cause__
-            if current.write_id != write_id:
-                raise held.error from held.error.__cause__
-            result = PutResult(
-                key,
-                current.etag,
-                write_id,
-                write.size,
-                resolved=True,
-                server_time=current.server_time,
-            )
+        result = self._retry_transient(once)
         return _with_attempts(result, attempts)
 
     def _put_single(self, write: _Write, *, resent: bool) -> PutResult:
@@ -664,22 +627,6 @@ class ObjectStore:
         except _BodyLost as lost:
             raise lost.error from lost.__cause__
         raise AssertionError("unreachable: tenacity re-raises the last error")
-
-
-class _Held(Exception):
-    """A ``renamed`` create's 409 after a copy of it may be in flight: ``error``, raised
-    as it is (not retried by :meth:`ObjectStore._retry_transient`)."""
-
-    def __init__(self, error: ConflictError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _sdk_resent(failure: StorageError) -> bool:
-    """Whether the SDK sent the request that failed with ``failure`` more than once (a
-    timed-out first attempt may still be in flight at S3)."""
-    cause = failure.__cause__
-    return isinstance(cause, ClientError) and retry_attempts(cause) > 0
 
 
 class _BodyLost(Exception):

@@ -132,9 +132,6 @@ class _Call:
     #: Every copy of a hedged write, this one among them (None: not hedged): they carry one
     #: write id, so the object any of them created is this one's too.
     copies: list[_Call] | None = None
-    #: Whether an attempt of it timed out (a ``late`` or ``timeout`` fault): it may be held
-    #: in flight at S3, and a 409 of a renamed create is then the answer, not retried.
-    timed_out: bool = False
 
     def ours(self) -> tuple[str, ...]:
         """The write ids of the objects this write (any copy of it) created."""
@@ -290,7 +287,6 @@ class Endpoint:
         answer (until then a conditional write to its key is answered 409). The client
         hears ``OutcomeUnknownError``, or the SDK sends it again (:func:`_sdk_resends`)."""
         request = call.request
-        call.timed_out = True
         answered = now + self.faults.timeout
         if fault == "late" and isinstance(request, Put | Delete):
             lands = now + self.faults.timeout * (1.0 + self.rng.random())
@@ -394,23 +390,10 @@ class Endpoint:
             result, error = self._resolve(request, error, result, ours=call.ours())
         elif error is not None and call.attempts > 1 and isinstance(request, Put):
             result, error = self._resolve_resent(request, error, result, ours=call.ours())
-        held = (
-            isinstance(error, ConflictError)
-            and getattr(request, "renamed", False)
-            and any(c.timed_out for c in (call.copies or (call,)))
-        )
-        if held:
-            # The copy that holds the key may have landed already (a conflict with a write
-            # that took effect): read back, as the store does.
-            assert isinstance(request, Put)
-            landed = self._landed(request, call.ours())
-            if landed is not None:
-                result, error, held = landed, None, False
         if (
             error is not None
             and call.retried
             and isinstance(error, _TRANSIENT)
-            and not held  # a copy of ours in flight: the core writes it under a new name
             and call.attempts < self.retry.max_attempts
             and self.loop.now - call.started < self.retry.max_elapsed
         ):
@@ -857,8 +840,7 @@ class Process:
             race = races[index]
 
             def answer(result: Any, error: BaseException | None) -> None:
-                held = Hedging.held(parts[index], error)
-                if race.answers(error is not None, loop.now, held=held):
+                if race.answers(error is not None, loop.now):
                     settle(index, result, error)
 
             return answer

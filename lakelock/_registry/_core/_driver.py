@@ -139,7 +139,7 @@ class Driver:
         match request:
             case Get(key, retried):
                 return (self.store if retried else self.root).get(key)
-            case Put(key, body, create, if_match, retried, renamed):
+            case Put(key, body, create, if_match, retried):
                 mode: PutMode = (
                     "create" if create else IfMatch(if_match) if if_match else "overwrite"
                 )
@@ -151,7 +151,6 @@ class Driver:
                     content_type="application/json",
                     write_id=write_id,
                     resent=write_id is not None,
-                    renamed=renamed,
                 )
             case List(prefix, start_after, max_keys):
                 objects, truncated = self.store.list_page(
@@ -234,12 +233,7 @@ class Driver:
         # landed (its answer late or lost) is resolved as ours at once, not after the
         # other's timeout.
         write_id = new_write_id() if isinstance(request, Put) and race.due is not None else None
-        return self._race(
-            lambda: self._send(request, write_id=write_id),
-            race,
-            early,
-            held=lambda failure: Hedging.held(request, failure),
-        )
+        return self._race(lambda: self._send(request, write_id=write_id), race, early)
 
     def hedged(self, send: Callable[[], _T]) -> _T:
         """``send()``, one create-only write of a new object of at most :data:`HEDGED_BODY`
@@ -257,14 +251,11 @@ class Driver:
         send: Callable[[], _T],
         race: Race,
         early: tuple[Future[Any], float] | None = None,
-        *,
-        held: Callable[[BaseException | None], bool] = lambda failure: False,
     ) -> _T:
         """``send()`` as ``race`` decides: called a second time if it is unanswered when
         the race says (never, if it does not), the first success the answer (or the last
-        failure, or one ``held`` says ends the race: :meth:`Hedging.held`). ``early``: the
-        same read made ahead (the first copy, and when it was sent). This thread only
-        waits: the race decides."""
+        failure). ``early``: the same read made ahead (the first copy, and when it was
+        sent). This thread only waits: the race decides."""
         if early is None and race.due is None:
             only = send()  # never hedged: no thread to wait on
             race.answers(False, self.timer())
@@ -284,7 +275,7 @@ class Driver:
                 continue
             for future in done:
                 failure = future.exception()
-                if race.answers(failure is not None, self.timer(), held=held(failure)):
+                if race.answers(failure is not None, self.timer()):
                     if failure is not None:
                         raise failure
                     answer: _T = future.result()

@@ -15,7 +15,6 @@ from collections import deque
 from dataclasses import dataclass
 
 from lakelock._registry._core._requests import Get, List, Put, Request
-from lakelock.errors import ConflictError
 
 __all__ = ["HEDGED_BODY", "PATIENT", "Hedging", "Race"]
 
@@ -82,15 +81,6 @@ class Hedging:
         reads: the root's reads (a waiter's looks) and listings (twice a GET's time), whose
         time no other request's measure is learnt from."""
         return isinstance(request, List) or (isinstance(request, Get) and not request.retried)
-
-    @staticmethod
-    def held(request: Request, failure: BaseException | None) -> bool:
-        """Whether ``failure`` of a copy of ``request`` ends its race though the other copy
-        is still out: a 409 of a create the core names afresh at every attempt
-        (``Put.renamed``), raised once an attempt of it timed out (the store layer retries
-        any other), says a copy is held in flight at S3, where it holds the key until it
-        lands — seconds — and the next attempt writes the object under a new name sooner."""
-        return isinstance(request, Put) and request.renamed and isinstance(failure, ConflictError)
 
     def hedges(self, request: Request, *, alone: bool) -> bool:
         """Whether ``request`` is hedged: a hedgeable one, of a batch of several, or ``alone``
@@ -166,13 +156,12 @@ class Race:
         self.outstanding += 1
         return True
 
-    def answers(self, failed: bool, now: float, *, held: bool = False) -> bool:
+    def answers(self, failed: bool, now: float) -> bool:
         """A copy answered at ``now`` (``failed``: with an error): whether its answer is the
         request's. A failure while the other copy is still out is not: that one may yet
-        succeed — unless it is ``held`` (:meth:`Hedging.held`: that copy holds the key in
-        flight, and the request is made again under a new name)."""
+        succeed."""
         self.outstanding -= 1
-        if self.answered or (failed and self.outstanding > 0 and not held):
+        if self.answered or (failed and self.outstanding > 0):
             return False
         self.answered = True
         if not failed and self.learns:

@@ -146,29 +146,17 @@ def send_intents(
     writes = [w for p in pending for w in p.unwritten]
     for p in pending:
         p.intent_sent = p.intent_sent or bool(p.unwritten)
-    yield from create_all(core, writes, renamed=also)
+    yield from create_all(core, [*writes, *also])
     for p in pending:
         p.unwritten = []
 
 
-def create_all(
-    core: Committer,
-    writes: Sequence[tuple[str, bytes]],
-    *,
-    renamed: Sequence[tuple[str, bytes]] = (),
-) -> Steps:
+def create_all(core: Committer, writes: Sequence[tuple[str, bytes]]) -> Steps:
     """Create write-once objects: each key is new (a digest and a nonce), so one that
-    exists already can only be our own write whose answer was lost. ``renamed``: objects
-    the next attempt names afresh (:class:`~._requests.Put`), whose own copy in flight
-    at S3 is not waited for: its 409 retries the attempt."""
-    if not writes and not renamed:
+    exists already can only be our own write whose answer was lost."""
+    if not writes:
         return
-    answers = yield Parallel(
-        (
-            *(Put(k, b, create=True) for k, b in writes),
-            *(Put(k, b, create=True, renamed=True) for k, b in renamed),
-        )
-    )
+    answers = yield Parallel(tuple(Put(k, b, create=True) for k, b in writes))
     for answer in answers:
         if isinstance(answer, PutResult) and answer.server_time is not None:
             date = answer.server_time.timestamp()

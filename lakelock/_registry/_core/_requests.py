@@ -73,20 +73,13 @@ class Get:
 @dataclass(frozen=True)
 class Put:
     """``create``: ``If-None-Match: *``; ``if_match``: replace only that ETag; neither: a
-    plain overwrite (never used by the commit core).
-
-    ``renamed``: a create of an object the core names afresh at every attempt and that
-    nothing references yet (a version's snapshot and manifests): a 409 once an earlier copy
-    of it may be in flight at S3 (the SDK's resend, the store's retry, a hedge) is the
-    answer, not retried until that copy lands — the next attempt writes the object under a
-    new name, and the copy in flight, when it lands, is an orphan vacuum deletes."""
+    plain overwrite (never used by the commit core)."""
 
     key: str
     body: bytes
     create: bool = False
     if_match: str | None = None
     retried: bool = True
-    renamed: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,20 @@ Types of one kind hold each other (``string`` and ``large_string``; an ``int`` i
 and a ``float`` in a ``double``, as Iceberg promotes them; a decimal of a smaller precision
 and the same scale; a timestamp, time or date of the same or a coarser unit, with a time
 zone or without as the dataset's: a finer one fails the safe cast of any value the
-dataset's unit cannot hold); nested types and those not named here are left to the reader.
+dataset's unit cannot hold); a column of type null (all nulls when the dataset got it) holds
+only nulls; nested types and those not named here are left to the reader.
 
 A column the dataset lacks is not read, but would be the day another process merged it in a
 type that cannot hold the file's: a commit refuses such a column unless it merges it
 (:func:`held_columns` names the columns files hold). A partition column (read from the
-file's path) and a pandas index stored as a column (``__index_level_0__``, which the file's
-``pandas`` metadata names as an index: not data) are never lacking.
+file's path) and pandas' unnamed index stored as a column (``__index_level_0__``, which the
+file's ``pandas`` metadata names as an index: not data) are never lacking. A named index
+(``set_index("user")``) is stored as its column, which every engine reads: data.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import orjson
@@ -29,6 +32,9 @@ import pyarrow as pa
 from lakelock._names import parse_partition_path
 
 __all__ = ["held_columns", "unholdable"]
+
+#: How pandas names an index it stores as a column because the index has no name of its own.
+_UNNAMED_INDEX = re.compile(r"__index_level_\d+__")
 
 
 def held_columns(
@@ -63,7 +69,8 @@ def held_columns(
 
 def _pandas_index(schema: pa.Schema) -> set[str]:
     """The columns ``schema``'s pandas metadata (what ``pa.Table.from_pandas`` records)
-    names as the frame's index: a range index is stored as no column, any other as one."""
+    names as the frame's unnamed index: a range index is stored as no column, any other as
+    one; a named index keeps its name, and is read as data by every engine."""
     raw = (schema.metadata or {}).get(b"pandas")
     if raw is None:
         return set()
@@ -71,7 +78,9 @@ def _pandas_index(schema: pa.Schema) -> set[str]:
         index = orjson.loads(raw).get("index_columns", [])
     except (orjson.JSONDecodeError, AttributeError):
         return set()  # not what pandas writes: every column is data
-    return {name for name in index if isinstance(name, str)} if isinstance(index, list) else set()
+    if not isinstance(index, list):
+        return set()
+    return {name for name in index if isinstance(name, str) and _UNNAMED_INDEX.fullmatch(name)}
 
 
 def unholdable(
@@ -88,6 +97,8 @@ def unholdable(
         if index < 0 or column.name in from_path:
             continue
         wanted = dataset.field(index).type
+        if pa.types.is_null(wanted) and not pa.types.is_null(column.type):
+            return column.name, wanted  # no value can be cast to null: every read fails
         found, expected = _kind(column.type), _kind(wanted)
         if found is None or expected is None or _holds(expected, found):
             continue

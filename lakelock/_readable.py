@@ -24,14 +24,14 @@ file's ``pandas`` metadata names as an index: not data) are never lacking. A nam
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 import orjson
 import pyarrow as pa
 
 from lakelock._names import parse_partition_path
 
-__all__ = ["held_columns", "unholdable"]
+__all__ = ["file_shape", "held_columns", "unholdable"]
 
 #: How pandas names an index it stores as a column because the index has no name of its own.
 _UNNAMED_INDEX = re.compile(r"__index_level_\d+__")
@@ -46,12 +46,13 @@ def held_columns(
     columns its pandas metadata names as the frame's index (``partition_columns``: its
     partition columns too, as written, for the schema of a dataset the files make)."""
     held: dict[str, tuple[int, pa.Field]] = {}
-    indexes: dict[int, set[str]] = {}  # one parse per schema: a write's files share theirs
+    seen: set[Hashable] = set()
     for place, (schema, partition_path) in enumerate(files):
-        index = indexes.get(id(schema))
-        if index is None:
-            index = indexes[id(schema)] = _pandas_index(schema)
-        skipped = index
+        shape = file_shape(schema, partition_path)
+        if shape in seen:
+            continue  # a file like one before it holds nothing new
+        seen.add(shape)
+        skipped = index = _pandas_index(schema)
         if not partition_columns:
             skipped = index | {column for column, _ in parse_partition_path(partition_path)}
         for column in schema:
@@ -65,6 +66,13 @@ def held_columns(
             ):
                 held[column.name] = (place, column)
     return held
+
+
+def file_shape(schema: pa.Schema, partition_path: str) -> Hashable:
+    """What judging a file by its schema depends on: files of one shape are judged once. A
+    job's thousands of workers write few shapes (one schema, a few partitions), but each
+    its own schema object, so the shape compares them by value, metadata included."""
+    return schema, tuple(sorted((schema.metadata or {}).items())), partition_path
 
 
 def _pandas_index(schema: pa.Schema) -> set[str]:

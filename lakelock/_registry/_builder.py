@@ -25,7 +25,7 @@ commit with a :class:`CommitBuilder` (as delta-rs's operations go through its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,7 +35,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
-from lakelock._readable import held_columns, unholdable
+from lakelock._readable import file_shape, held_columns, unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
 from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
@@ -339,7 +339,12 @@ def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | N
         )
     merged = [column.with_nullable(True) for _, _, column in new]
     target = pa.schema([*target, *merged], metadata=target.metadata)
+    judged: set[Hashable] = set()
     for f, schema in typed:
+        shape = file_shape(schema, f.partition_path)
+        if shape in judged:
+            continue  # judged already: a file of one shape passes or fails as the first
+        judged.add(shape)
         found = unholdable(schema, target, f.partition_path)
         if found is not None:
             name, wanted = found

@@ -250,3 +250,24 @@ def test_a_workers_values_in_a_column_the_dataset_has_as_all_null_are_refused(
     with pytest.raises(SchemaMismatchError, match="column 'note' as string"):
         lake.registry.commit("events", add=later)
     assert lake.read("events")["id"].to_pylist() == [1]
+
+
+def test_a_rerun_of_a_recorded_commit_is_reported_though_its_files_no_longer_fit(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """A driver commits its workers' files (``id`` and ``score``, which another pipeline
+    had merged) under ``load-3``; the dataset is then restored to a version before
+    ``score``. Re-run under ``load-3`` with the same files, the commit must be reported
+    (``already_committed``, its version), as it is for files without a schema, and commit
+    nothing. Before, the files were judged first and the re-run was refused
+    (``SchemaMismatchError``), so a retried job failed on a commit that had landed."""
+    lake.append("events", pa.table({"id": [1]}))
+    with Lake(bucket, s3=client, retry=FAST_RETRY) as other:
+        other.append("events", pa.table({"id": [2], "score": [5]}), schema_mode="merge")
+    files = lake.config.open().write("events", pa.table({"id": [3], "score": [6]}))
+    landed = lake.registry.commit("events", add=files, commit_id="load-3")
+    lake.restore("events", version=1)
+    again = lake.registry.commit("events", add=files, commit_id="load-3")
+    assert again.already_committed
+    assert again.version == landed.version
+    assert lake.read("events")["id"].to_pylist() == [1]

@@ -110,19 +110,36 @@ def stall_and_race(s3: S3Endpoint) -> StallAndRace:
 WRITER = f"arn:aws:iam::{DEFAULT_PRINCIPAL_ACCOUNT}:user/{DEFAULT_ACCESS_KEY}"
 
 
+@pytest.fixture(scope="session")
+def new_bucket(endpoint: S3Endpoint) -> Callable[..., str]:
+    """``new_bucket(label, *, guarded=True)``: a new, empty bucket named after ``label``,
+    guarded by the policy lakelock generates (every unconditional write to datasets/ and
+    metastore/ refused, deletes only with If-Match) unless ``guarded`` is false. One client
+    makes every bucket of the session: a boto3 client costs more CPU than the bucket, and
+    no test is handed this one, so none changes it."""
+    maker = endpoint.client()
+
+    def make(label: str, *, guarded: bool = True) -> str:
+        name = f"test-{next(_bucket_numbers)}-{label[:30]}".lower()
+        name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).strip("-")[:63]
+        maker.create_bucket(Bucket=name)
+        if guarded:
+            policy = generate_bucket_policy(
+                name, principals=[WRITER], deny_unconditional_delete=True
+            )
+            maker.put_bucket_policy(Bucket=name, Policy=orjson.dumps(policy).decode())
+        return name
+
+    return make
+
+
 @pytest.fixture
-def bucket(s3: S3Endpoint, request: pytest.FixtureRequest) -> str:
-    """A new, empty bucket for this test, guarded by the policy lakelock generates (every
-    unconditional write to datasets/ and metastore/ refused, deletes only with If-Match), so
-    every protocol test also proves the policy lets lakelock's own requests through. Tests
-    marked ``unguarded`` (raw S3 behaviour, other policies) get a bare bucket."""
-    name = f"test-{next(_bucket_numbers)}-{request.node.name[:30]}".lower()
-    name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).strip("-")[:63]
-    s3.create_bucket(name)
-    if request.node.get_closest_marker("unguarded") is None:
-        policy = generate_bucket_policy(name, principals=[WRITER], deny_unconditional_delete=True)
-        s3.client().put_bucket_policy(Bucket=name, Policy=orjson.dumps(policy).decode())
-    return name
+def bucket(s3: S3Endpoint, new_bucket: Callable[..., str], request: pytest.FixtureRequest) -> str:
+    """A new, empty bucket for this test, guarded by the policy lakelock generates, so every
+    protocol test also proves the policy lets lakelock's own requests through. Tests marked
+    ``unguarded`` (raw S3 behaviour, other policies) get a bare bucket."""
+    guarded = request.node.get_closest_marker("unguarded") is None
+    return new_bucket(request.node.name, guarded=guarded)
 
 
 @pytest.fixture

@@ -11,15 +11,67 @@ and a ``float`` in a ``double``, as Iceberg promotes them; a decimal of a smalle
 and the same scale; a timestamp, time or date of the same or a coarser unit, with a time
 zone or without as the dataset's: a finer one fails the safe cast of any value the
 dataset's unit cannot hold); nested types and those not named here are left to the reader.
+
+A column the dataset lacks is not read, but would be the day another process merged it in a
+type that cannot hold the file's: a commit refuses such a column unless it merges it
+(:func:`held_columns` names the columns files hold). A partition column (read from the
+file's path) and a pandas index stored as a column (``__index_level_0__``, which the file's
+``pandas`` metadata names as an index: not data) are never lacking.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import orjson
 import pyarrow as pa
 
 from lakelock._names import parse_partition_path
 
-__all__ = ["unholdable"]
+__all__ = ["held_columns", "unholdable"]
+
+
+def held_columns(
+    files: Iterable[tuple[pa.Schema, str]], *, partition_columns: bool = False
+) -> dict[str, tuple[int, pa.Field]]:
+    """The data columns ``files`` (each a file's schema and its partition path) hold, in the
+    order first held, each with the first file holding it in a type (not null: all nulls; its
+    place in ``files``) and its field there: not a file's partition columns, nor the
+    columns its pandas metadata names as the frame's index (``partition_columns``: its
+    partition columns too, as written, for the schema of a dataset the files make)."""
+    held: dict[str, tuple[int, pa.Field]] = {}
+    indexes: dict[int, set[str]] = {}  # one parse per schema: a write's files share theirs
+    for place, (schema, partition_path) in enumerate(files):
+        index = indexes.get(id(schema))
+        if index is None:
+            index = indexes[id(schema)] = _pandas_index(schema)
+        skipped = index
+        if not partition_columns:
+            skipped = index | {column for column, _ in parse_partition_path(partition_path)}
+        for column in schema:
+            if column.name in skipped:
+                continue
+            first = held.get(column.name)
+            # A worker whose rows are all null in a column stores it without a type (null):
+            # another file's type is the column's.
+            if first is None or (
+                pa.types.is_null(first[1].type) and not pa.types.is_null(column.type)
+            ):
+                held[column.name] = (place, column)
+    return held
+
+
+def _pandas_index(schema: pa.Schema) -> set[str]:
+    """The columns ``schema``'s pandas metadata (what ``pa.Table.from_pandas`` records)
+    names as the frame's index: a range index is stored as no column, any other as one."""
+    raw = (schema.metadata or {}).get(b"pandas")
+    if raw is None:
+        return set()
+    try:
+        index = orjson.loads(raw).get("index_columns", [])
+    except (orjson.JSONDecodeError, AttributeError):
+        return set()  # not what pandas writes: every column is data
+    return {name for name in index if isinstance(name, str)} if isinstance(index, list) else set()
 
 
 def unholdable(

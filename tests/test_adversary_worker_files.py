@@ -110,3 +110,112 @@ def test_a_workers_column_another_process_added_meanwhile_is_judged_by_its_type(
     with pytest.raises(SchemaMismatchError, match="column 'score' as string"):
         lake.registry.commit("events", add=files, commit_id="load-3")
     assert sorted(lake.read("events")["id"].to_pylist()) == [1, 2]
+
+
+def test_a_workers_column_the_dataset_lacks_is_refused_before_it_can_break_reads(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """``events`` holds ``id``; a worker's file also holds ``score`` as a string, which
+    the dataset lacks. The driver's commit without ``schema_mode="merge"`` must be refused
+    (``SchemaMismatchError`` naming the column), nothing committed, as ``lake.append`` of
+    such rows is. Before, it landed with the column ignored: when another pipeline later
+    merged ``score`` as int64, every read of ``events`` failed on that file
+    (``ArrowInvalid``), the other pipeline's included."""
+    lake.append("events", pa.table({"id": [1]}))
+    files = lake.config.open().write("events", pa.table({"id": [2], "score": ["high"]}))
+    with pytest.raises(SchemaMismatchError, match="'score'") as refused:
+        lake.registry.commit("events", add=files, commit_id="load-2")
+    assert refused.value.dataset == "events"
+    assert [h.operation for h in lake.history("events")] == ["append"]
+    with Lake(bucket, s3=client, retry=FAST_RETRY) as other:
+        other.append("events", pa.table({"id": [3], "score": [7]}), schema_mode="merge")
+    assert sorted(lake.read("events")["id"].to_pylist()) == [1, 3]
+
+
+def test_a_workers_column_the_dataset_lacks_is_merged_with_schema_mode_merge(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """With ``schema_mode="merge"`` the same commit merges ``score`` in the file's type, as
+    ``lake.append`` would, and its rows read back; another pipeline's later merge of
+    ``score`` as int64 is then refused (types never change) instead of breaking reads."""
+    lake.append("events", pa.table({"id": [1]}))
+    files = lake.config.open().write("events", pa.table({"id": [2], "score": ["high"]}))
+    lake.registry.commit("events", add=files, commit_id="load-2", schema_mode="merge")
+    rows = lake.read("events").sort_by("id")
+    assert rows.schema.field("score").type == pa.string()
+    assert rows["score"].to_pylist() == [None, "high"]
+    with Lake(bucket, s3=client, retry=FAST_RETRY) as other, pytest.raises(SchemaMismatchError):
+        other.append("events", pa.table({"id": [3], "score": [7]}), schema_mode="merge")
+    assert lake.read("events").num_rows == 2
+
+
+def test_a_workers_pandas_index_is_not_a_column_the_dataset_lacks(lake: Lake) -> None:
+    """A worker's share built from a filtered pandas frame carries its index as
+    ``__index_level_0__`` (named so in the file's pandas metadata): that is not data, and
+    its commit is accepted without ``schema_mode="merge"``, the index not merged, as
+    before. Refusing it would refuse every such job."""
+    pd = pytest.importorskip("pandas")
+    lake.append("events", pa.table({"id": [1]}))
+    frame = pd.DataFrame({"id": [2, 3, 4, 5]})
+    share = pa.Table.from_pandas(frame[frame["id"] != 3])
+    assert "__index_level_0__" in share.schema.names
+    lake.registry.commit("events", add=lake.config.open().write("events", share))
+    lake.registry.commit(
+        "events",
+        add=lake.config.open().write("events", pa.Table.from_pandas(frame[frame["id"] != 4])),
+        schema_mode="merge",
+    )
+    rows = lake.read("events")
+    assert rows.schema.names == ["id"]
+    assert sorted(rows["id"].to_pylist()) == [1, 2, 2, 3, 4, 5, 5]
+
+
+def test_a_declared_schema_leaving_out_a_column_a_file_holds_still_checks_it(
+    lake: Lake,
+) -> None:
+    """``events`` holds ``id`` and ``score`` (int64). A driver declares ``id`` only (a
+    column the declaration leaves out stays in the dataset) and commits a worker's file
+    holding ``score`` as a string. The commit must be refused (``SchemaMismatchError``
+    naming ``score``), nothing committed: the reader casts the file's ``score`` to the
+    dataset's int64, so before, the commit landed and every later read failed."""
+    lake.append("events", pa.table({"id": [1], "score": [5]}))
+    bad = lake.config.open().write("events", pa.table({"id": [2], "score": ["high"]}))
+    declared = pa.schema([pa.field("id", pa.int64())])
+    with pytest.raises(SchemaMismatchError, match="column 'score' as string"):
+        lake.registry.commit("events", add=bad, schema=declared)
+    assert lake.read("events")["id"].to_pylist() == [1]
+
+
+def test_a_dataset_made_of_workers_files_takes_their_schema(lake: Lake) -> None:
+    """A job's driver makes ``events`` by committing its workers' files (``id`` int64,
+    partitioned by ``day``): the dataset takes their schema, as an append's table gives
+    it, so a later append bringing ``id`` as a string is refused (``SchemaMismatchError``)
+    and the dataset stays readable. Before, it got no schema, the append declared ``id`` a
+    string, and every read failed on the workers' files."""
+    files = lake.config.open().write(
+        "events", pa.table({"id": [1], "day": [1]}), partition_by=["day"]
+    )
+    lake.registry.commit("events", add=files, commit_id="load-1")
+    schema = lake.registry.read().datasets["events"].schema
+    assert schema is not None
+    assert schema.names == ["id", "day"]
+    with pytest.raises(SchemaMismatchError, match="'id'"):
+        lake.append("events", pa.table({"id": ["x"], "day": [2]}), partition_by=["day"])
+    assert lake.read("events")["id"].to_pylist() == [1]
+
+
+def test_a_declared_schema_leaving_out_a_required_column_is_still_refused(lake: Lake) -> None:
+    """``events`` has a required (not nullable) ``id``; a driver declares ``score`` only
+    and commits a worker's file holding ``score`` alone. The commit must be refused
+    (``SchemaMismatchError``: the required column is missing), nothing committed, as it
+    is without typed files: judging the files must not declare the dataset's columns
+    they do not hold for them."""
+    required = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), pa.field("score", pa.int64())]
+    )
+    lake.append("events", pa.table({"id": [1], "score": [5]}, schema=required))
+    files = lake.config.open().write("events", pa.table({"score": [6]}))
+    declared = pa.schema([pa.field("score", pa.int64())])
+    with pytest.raises(SchemaMismatchError, match="required column 'id'"):
+        lake.registry.commit("events", add=files, schema=declared)
+    assert lake.read("events")["score"].to_pylist() == [5]

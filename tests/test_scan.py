@@ -3,6 +3,7 @@ the embedded endpoint, partition columns typed, partitions pruned before any req
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import pickle
 import sys
@@ -378,9 +379,10 @@ def test_to_duckdb_uses_a_given_connection(lake: Lake) -> None:
 
 
 def test_dataset_committed_without_a_schema(lake: Lake) -> None:
-    """Files committed with no declared schema read back with the schema they record, in
-    every engine."""
-    written = lake.write("raw", sales([1, 2]))
+    """Files committed with no declared schema, and none known (registered from elsewhere:
+    a ``DataFile`` without ``schema``), read back with the schema they record, in every
+    engine."""
+    written = [dataclasses.replace(f, schema=None) for f in lake.write("raw", sales([1, 2]))]
     lake.registry.commit("raw", add=written)
     assert lake.registry.read().datasets["raw"].schema is None
     scan = lake.scan("raw")

@@ -5,6 +5,8 @@ off: tests/test_simulator.py and tests/test_sim_vacuum.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
+import unicodedata
 from collections.abc import Generator
 from typing import Any
 
@@ -13,10 +15,11 @@ import pytest
 
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
+from lakelock._readable import unholdable
 from lakelock._registry._changes import Change, takeover
 from lakelock._sim import _ops
 from lakelock._sim._model import same_change
-from lakelock.errors import NotFoundError
+from lakelock.errors import NotFoundError, SchemaMismatchError
 from lakelock.testing.simulate import (
     DatasetVersion,
     Faults,
@@ -548,3 +551,104 @@ def test_a_rerun_that_takes_its_earlier_upload_is_the_call_that_committed_it() -
         version(1, named, files=FILES_A),
     )
     assert any("refused commit is in the registry" in p for p in problems), problems
+
+
+def test_a_workers_file_live_with_a_column_the_dataset_lacks_is_reported() -> None:
+    """FORMAT.md, "File statistics" and after: a worker's file (``DataFile.schema``) is
+    live only where the dataset's columns hold every column it stores. A file holding
+    ``score`` in a dataset without it, or ``id`` as a string where the dataset's is int64,
+    is reported; the same file once ``score`` was merged in its type is not."""
+    schema = pa.schema([("id", pa.int64()), ("score", pa.string())])
+    typed = dataclasses.replace(data("w"), schema=schema)
+    declared = pa.schema([("id", pa.int64())])
+    lacking = change("c1", add=(typed,), schema=declared, operation="commit")
+    problems = judged(
+        [call("c1", lacking, version=1, op="typed")],
+        version(1, lacking, files={typed.key: "part=0"}, columns={"id": "int64"}),
+    )
+    assert any("holds column 'score', which the dataset lacks" in p for p in problems), problems
+    merged = change("c1", add=(typed,), schema=schema, schema_mode="merge", operation="commit")
+    columns = {"id": "int64", "score": "string"}
+    fits = [version(1, merged, files={typed.key: "part=0"}, columns=columns)]
+    assert judged([call("c1", merged, version=1, op="typed")], *fits) == []
+    strings = dataclasses.replace(data("s"), schema=pa.schema([("id", pa.string())]))
+    wrong = change("c2", add=(strings,), schema=declared, operation="commit")
+    problems = judged(
+        [call("c2", wrong, version=1, op="typed")],
+        version(1, wrong, files={strings.key: "part=0"}, columns={"id": "int64"}),
+    )
+    assert any("'id' as string, which the dataset's int64 cannot hold" in p for p in problems)
+
+
+def test_a_commit_id_recorded_in_another_spelling_than_nfc_is_reported() -> None:
+    """FORMAT.md, "Commit ids": ids are NFC, compared as given. A re-run spelling its id
+    decomposed that lands beside the NFC one landed its rows twice, and is reported so."""
+    nfc = unicodedata.normalize("NFC", "tâche-1")
+    nfd = unicodedata.normalize("NFD", nfc)
+    first, again = change(nfc, add=(A,)), change(nfd, add=(B,))
+    calls = [call(nfc, first, version=1), call(nfd, again, version=2, op="rerun", start=2.0)]
+    problems = judged(calls, version(1, first, files=FILES_A), version(2, again, files=FILES_AB))
+    assert any("not in NFC" in p and "landed twice" in p for p in problems), problems
+
+
+#: Workers' typed files committed beside merges of the column some of them hold.
+TYPED = SimConfig(
+    writers=4, seconds=2.0, seed=0, mix=Mix.of([("append", 1), ("typed", 2), ("schema", 1)])
+)
+
+
+def test_a_workers_files_are_judged_as_the_shell_judges_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FORMAT.md, "File statistics" and after: ``registry.commit`` of a worker's files
+    holding a column the dataset lacks is refused unless it merges the column, and one in
+    a type the dataset's cannot hold is refused. What a user lost before: the first was
+    committed, the column ignored, and once another pipeline merged it in another type
+    every read of the dataset failed. The simulator's writers commit such files (kind
+    ``typed``) beside merges (``schema``) and the checker holds every live file to the
+    dataset's columns: with the check as it was, the run is reported."""
+    kept = simulate(TYPED)
+    assert kept.violations == []
+    outcomes = {(i.outcome, i.error_type) for i in kept.invocations if i.op == "typed"}
+    assert {("ok", None), ("fail", "SchemaMismatchError")} <= outcomes
+
+    def as_before(change: Change, dataset: Any) -> pa.Schema | None:
+        target = change.schema if change.schema is not None else getattr(dataset, "schema", None)
+        # The check as it was: a file's types judged, a column the dataset lacks ignored,
+        # a dataset without a schema not judged, nothing declared.
+        for f in change.add:
+            held = target is None or f.schema is None
+            if not held and unholdable(f.schema, target, f.partition_path) is not None:
+                raise SchemaMismatchError("cannot hold", dataset=change.dataset)
+        return change.schema
+
+    monkeypatch.setattr(_ops, "fitted_schema", as_before)
+    broken = simulate(TYPED)
+    assert any("which the dataset lacks" in v for v in broken.violations), broken.violations
+
+
+#: Appends under ids with an accent, and their re-runs, half of them spelling the id
+#: decomposed.
+ACCENTED = SimConfig(
+    writers=4, seconds=2.0, seed=0, mix=Mix.of([("append", 1), ("accented", 1), ("rerun", 1)])
+)
+
+
+def test_a_rerun_spelling_its_commit_id_decomposed_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FORMAT.md, "Commit ids": a caller's id not in NFC is refused before anything is
+    written (``InvalidArgumentError``). What a user lost without it: a job re-run with its
+    id read back decomposed (a file name on macOS) committed the same rows a second time,
+    under an id that prints the same. The simulator's writers re-run ``accented`` commits
+    under either spelling; with the shell's check of the id switched off, the checker
+    reports the decomposed id recorded beside the composed one."""
+    kept = simulate(ACCENTED)
+    assert kept.violations == []
+    assert any(
+        i.op == "rerun" and i.outcome == "fail" and i.error_type == "InvalidArgumentError"
+        for i in kept.invocations
+    )
+    monkeypatch.setattr(_ops, "checked_id", lambda commit_id: commit_id)
+    broken = simulate(ACCENTED)
+    assert any("landed twice" in v for v in broken.violations), broken.violations

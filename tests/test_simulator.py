@@ -1423,9 +1423,12 @@ START_AFTER_IGNORED = (5,)
 #: seed the tests pin below this one.
 MODEL_SEEDS = 30_000
 #: The whole model's mix: the default one, and commits of nothing under a caller's id,
-#: appends with caller-given file names and leases spelt two ways (the kinds ``empty``,
-#: ``named``, ``spelt``: off in the default mix), with their re-runs (``rerun``).
-MODEL_MIX = dataclasses.replace(Mix(), empty=0.03, named=0.03, spelt=0.03, rerun=0.05)
+#: appends with caller-given file names, leases spelt two ways, workers' typed files and
+#: ids with an accent (the kinds ``empty``, ``named``, ``spelt``, ``typed``, ``accented``:
+#: off in the default mix), with their re-runs (``rerun``).
+MODEL_MIX = dataclasses.replace(
+    Mix(), empty=0.03, named=0.03, spelt=0.03, rerun=0.05, typed=0.03, accented=0.03
+)
 
 #: The protocol the sweep runs: lakelock's commit core.
 SWEEP_PROTOCOL = "core"
@@ -1492,7 +1495,8 @@ def test_seed_sweep_large(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
 @pytest.mark.parametrize("chunk", range(2))
 def test_seed_sweep_model(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
     """100 seeded runs of the whole model's mix (MODEL_MIX: commits of nothing, caller-given
-    file names, leases spelt two ways): every guarantee holds in each."""
+    file names, leases spelt two ways, workers' typed files, ids with an accent): every
+    guarantee holds in each."""
     first = MODEL_SEEDS + chunk * CHUNK
     run_sweep(sweep_seeds(first, CHUNK), "test_seed_sweep_model", sweep_pool)
 

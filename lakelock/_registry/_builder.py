@@ -35,7 +35,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
-from lakelock._readable import unholdable
+from lakelock._readable import held_columns, unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
 from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
@@ -45,7 +45,14 @@ from lakelock.errors import SchemaMismatchError
 if TYPE_CHECKING:
     from lakelock._s3 import PutResult
 
-__all__ = ["CommitBuilder", "Committing", "hedged_writes", "summary_digest"]
+__all__ = [
+    "CommitBuilder",
+    "Committing",
+    "fitted_schema",
+    "hedged_writes",
+    "judged_by",
+    "summary_digest",
+]
 
 
 class _Known(Protocol):
@@ -257,42 +264,110 @@ class CommitBuilder:
         return self.registry.commit_changes([self.change, *self.others])
 
     def _files_fit(self) -> None:
-        """Refuse files whose rows a column of the dataset cannot hold (a string for a
-        long: :mod:`lakelock._readable`), written for another schema (``registry.commit``
-        of a worker's files): once committed, every read of the dataset would fail on
-        them. The schema the commit declares decides, else the dataset's as this process
-        knows it (as read now if it knows none, or lacks a column a file holds: another
-        process may have merged it since); the commit loop checks a declared schema
-        against the dataset's. A file's partition columns are read from its path, never
-        from the file."""
+        """Refuse files a read of the dataset would fail on, written for another schema
+        (``registry.commit`` of a worker's files: :func:`fitted_schema`), and declare the
+        schema they were judged by, which the commit loop judges again on the dataset as it
+        is when the commit applies. They are judged by the dataset as this process knows it,
+        read anew if that does not settle it (:func:`judged_by`: it knows no schema, or one
+        lacking a column a file holds, which another process may have merged since)."""
         change, registry = self.change, self.registry
-        typed = [(f, f.schema) for f in change.add if f.schema is not None]
-        if not typed:
+        if all(f.schema is None for f in change.add):
             return
-        target = change.schema
-        if target is None:
-            dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
-            held = {n for _, schema in typed for n in schema.names}
-            if dataset is None or dataset.schema is None or not held <= set(dataset.schema.names):
-                dataset = registry.read().datasets.get(change.dataset)
-            target = None if dataset is None else dataset.schema
-        if target is None:
-            return
-        for f, schema in typed:
-            found = unholdable(schema, target, f.partition_path)
-            if found is not None:
-                name, wanted = found
-                raise SchemaMismatchError(
-                    f"{f.key} holds column {name!r} as {schema.field(name).type}: dataset "
-                    f"{change.dataset!r} has it as {wanted}, which cannot hold it, so every "
-                    "read of the dataset would fail on it; nothing was committed",
-                    dataset=change.dataset,
-                    commit_id=change.commit_id,
-                )
+        dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
+        if not judged_by(change, dataset):
+            dataset = registry.read().datasets.get(change.dataset)
+        self._set(schema=fitted_schema(change, dataset))
 
     def _set(self, **fields: Any) -> None:
         self.change = replace(self.change, **fields)
         self.others = [replace(o, digest=self.change.digest) for o in self.others]
+
+
+def judged_by(change: Change, dataset: DatasetState | None) -> bool:
+    """Whether ``dataset`` (as a process knows it, perhaps stale) settles how
+    :func:`fitted_schema` judges ``change``'s files: it, or the schema the change declares,
+    has a schema holding every column the files hold. Else the dataset is read anew."""
+    target = _joined(change.schema, dataset)
+    if target is None:
+        return False
+    held = held_columns((f.schema, f.partition_path) for f in change.add if f.schema is not None)
+    return held.keys() <= set(target.names)
+
+
+def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | None:
+    """The schema ``change`` declares once its typed files (``DataFile.schema``: written
+    by ``write``, in a worker perhaps) are judged against ``dataset``, the dataset as last
+    read; :class:`~lakelock.errors.SchemaMismatchError` for a file a read of the dataset
+    would fail on, nothing committed (docs/FORMAT.md, "File statistics" and after).
+
+    The files are judged by the schema the change declares, with the dataset's columns it
+    leaves out (they stay, and are read from every file holding them); a dataset without
+    a schema, where none is declared, takes the files' (each column in the first file's
+    type, partition columns included, as a table makes a dataset's). A column a file holds
+    that this schema lacks is refused unless the change merges it
+    (``schema_mode="merge"``: it joins the schema, in the first file's type): a column the
+    dataset lacks is not read today, but would be once another process merged it in a
+    type that cannot hold the file's. A column in a type the schema's cannot hold (a string
+    for a long: :func:`~lakelock._readable.unholdable`) is refused. A file's partition
+    columns (read from its path) and the columns its pandas metadata names as the frame's
+    index (not data) are never judged. The schema returned is the one judged by (of a
+    declaration: what it declares, the columns merged, and those of the dataset's it
+    leaves out that a file holds), so the commit loop judges it again on the current
+    dataset (types never change, a column the dataset lacks is merged or refused): a
+    column merged, or a restore, after ``dataset`` was read cannot slip a file past the
+    check. ``change.schema`` if it adds no typed file."""
+    typed = [(f, f.schema) for f in change.add if f.schema is not None]
+    if not typed:
+        return change.schema
+    target = _joined(change.schema, dataset)
+    if target is None:
+        made = held_columns(((s, f.partition_path) for f, s in typed), partition_columns=True)
+        target = pa.schema([column.with_nullable(True) for _, column in made.values()])
+    held = held_columns((schema, f.partition_path) for f, schema in typed)
+    new = [
+        (name, place, column) for name, (place, column) in held.items() if name not in target.names
+    ]
+    if new and change.schema_mode != "merge":
+        name, place, _ = new[0]
+        raise SchemaMismatchError(
+            f"{typed[place][0].key} holds column {name!r}, which dataset {change.dataset!r} "
+            "lacks: pass schema_mode='merge' to add it to the dataset's schema (a column "
+            "merged later in a type that cannot hold the file's would make every read of "
+            "the dataset fail); nothing was committed",
+            dataset=change.dataset,
+            commit_id=change.commit_id,
+        )
+    merged = [column.with_nullable(True) for _, _, column in new]
+    target = pa.schema([*target, *merged], metadata=target.metadata)
+    for f, schema in typed:
+        found = unholdable(schema, target, f.partition_path)
+        if found is not None:
+            name, wanted = found
+            raise SchemaMismatchError(
+                f"{f.key} holds column {name!r} as {schema.field(name).type}: dataset "
+                f"{change.dataset!r} has it as {wanted}, which cannot hold it, so every "
+                "read of the dataset would fail on it; nothing was committed",
+                dataset=change.dataset,
+                commit_id=change.commit_id,
+            )
+    declared = change.schema
+    if declared is None:
+        return target
+    # What the caller declared, with the dataset's columns it leaves out that the files hold
+    # (judged again by the commit loop): those it leaves out that no file holds stay left
+    # out, so a required one is refused there as for any declaration.
+    held_too = [c for c in target if declared.get_field_index(c.name) < 0 and c.name in held]
+    return pa.schema([*declared, *held_too], metadata=declared.metadata)
+
+
+def _joined(declared: pa.Schema | None, dataset: DatasetState | None) -> pa.Schema | None:
+    """The schema ``declared``, then the columns of ``dataset``'s it leaves out; None if
+    neither is known."""
+    current = None if dataset is None else dataset.schema
+    if declared is None or current is None:
+        return declared if current is None else current
+    kept = (c for c in current if declared.get_field_index(c.name) < 0)
+    return pa.schema([*declared, *kept], metadata=declared.metadata)
 
 
 def summary_digest(change: Change) -> str:

@@ -42,6 +42,13 @@ version holds), then replayed in version order. Judged, for each call (one line 
   before the new holder commits);
 - a commit applied whose column has another type than the dataset's, or that adds a column
   without ``schema_mode="merge"``;
+- a worker's file (a ``typed`` commit's: ``DataFile.schema``) live in a version whose
+  columns lack one it holds (a later merge in a type that cannot hold it would make every
+  read fail) or cannot hold its type (every read fails): :func:`_typed_problems`, at the
+  version it joins and at every version that changes the columns;
+- a commit id recorded that is not in NFC (a re-run spelling its id decomposed must be
+  refused before anything is written: FORMAT.md, "Commit ids"), said "landed twice" when
+  its NFC spelling is recorded in the dataset too;
 - a version whose files, properties or columns are not the model's after its commits (a
   restore goes back to the files, properties and columns of the version it restores), or
   whose manifests list a file twice (its rows read twice);
@@ -68,12 +75,15 @@ is its own commit there, as ``Lake.lease`` makes it).
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from lakelock._digest import comparable
 from lakelock._pathlock._core import LockRequest, requests_conflict
+from lakelock._readable import held_columns, unholdable
 from lakelock._registry._changes import Change, is_takeover
 from lakelock._sim._workload import Invocation
 
@@ -132,6 +142,32 @@ def model_problems(
     problems += _takeover_problems(invocations, view, applied, fences)
     problems += _error_problems(invocations, fences)
     problems += _upload_problems(invocations, view)
+    problems += _spelling_problems(view)
+    return problems
+
+
+def _spelling_problems(view: View) -> list[str]:
+    """A commit id recorded that is not in NFC: ids are compared as given, so a re-run
+    spelling its id otherwise (decomposed) that is not refused lands its rows again."""
+    recorded = {
+        (name, commit_id)
+        for name, versions in view.datasets.items()
+        for v in versions
+        for commit_id in v.commit_ids
+    }
+    problems = []
+    for name, commit_id in sorted(recorded):
+        nfc = unicodedata.normalize("NFC", commit_id)
+        if commit_id != nfc:
+            twice = (name, nfc) in recorded
+            problems.append(
+                f"{name}: commit id {commit_id!a} recorded, not in NFC"
+                + (
+                    "; its NFC spelling is recorded too: the same rows landed twice"
+                    if twice
+                    else ""
+                )
+            )
     return problems
 
 
@@ -535,12 +571,15 @@ def _replay(
     compared with it."""
     problems = []
     extra = _fence_only_parts(invocations, view, applied)
+    typed, types = _typed_files(invocations)
     for name, versions in view.datasets.items():
         state = _State()
         history: list[tuple[int, _State]] = []
         pending = list(extra.get(name, ()))
         listed_twice: set[str] = set()
+        judged_columns: dict[str, str] | None = None
         for v in versions:
+            joined: list[str] = []
             while pending and pending[0][0] < v.version:
                 fences.stale(pending.pop(0)[2])
             records = v.commits or tuple((cid, None, None) for cid in v.commit_ids)
@@ -564,28 +603,21 @@ def _replay(
                 state, problem = _replayed(state, change, inv, history)
                 if problem:
                     problems.append(f"{name} v{v.version}: {commit_id}: {problem}")
-            files = v.files if type(v.files) is dict else dict(v.files)
-            if files != state.files:
-                problems.append(f"{name} v{v.version}: {_difference(v.files, state.files)}")
-                state.files = dict(files)  # judge the next versions on their own commits
-            if v.properties is not None and dict(v.properties) != state.properties:
-                problems.append(
-                    f"{name} v{v.version}: properties {dict(v.properties)}, its commits make "
-                    f"{state.properties}"
-                )
-                state.properties = dict(v.properties)
-            if v.columns is not None and dict(v.columns) != state.columns:
-                problems.append(
-                    f"{name} v{v.version}: columns {dict(v.columns)}, its commits make "
-                    f"{state.columns}"
-                )
-                state.columns = dict(v.columns)
+                joined += [f.key for f in change.add if f.key in typed]
+            problems += _compared(name, v, state)
             if v.twice and set(v.twice) != listed_twice:
                 problems.append(
                     f"{name} v{v.version}: lists {len(v.twice)} files twice (their rows read "
                     f"twice), e.g. {v.twice[0]!r}"
                 )
             listed_twice = set(v.twice)  # reported once, where it begins
+            if typed:
+                judged = state.files if state.columns != judged_columns else joined
+                problems += [
+                    f"{name} v{v.version}: {found}"
+                    for found in _typed_problems(judged, state, typed, types)
+                ]
+                judged_columns = dict(state.columns)
             while pending and pending[0][0] == v.version:
                 fences.stale(pending.pop(0)[2])
             history.append((v.version, state))
@@ -596,6 +628,81 @@ def _replay(
         if name not in view.datasets:
             for _, _, change in changes:
                 fences.stale(change)
+    return problems
+
+
+def _compared(name: str, v: DatasetVersion, state: _State) -> list[str]:
+    """What version ``v`` of dataset ``name`` holds that its commits do not make
+    (``state``, the model's); the model then takes what ``v`` holds, so the next versions
+    are judged on their own commits."""
+    problems = []
+    files = v.files if type(v.files) is dict else dict(v.files)
+    if files != state.files:
+        problems.append(f"{name} v{v.version}: {_difference(v.files, state.files)}")
+        state.files = dict(files)
+    if v.properties is not None and dict(v.properties) != state.properties:
+        problems.append(
+            f"{name} v{v.version}: properties {dict(v.properties)}, its commits make "
+            f"{state.properties}"
+        )
+        state.properties = dict(v.properties)
+    if v.columns is not None and dict(v.columns) != state.columns:
+        problems.append(
+            f"{name} v{v.version}: columns {dict(v.columns)}, its commits make {state.columns}"
+        )
+        state.columns = dict(v.columns)
+    return problems
+
+
+def _typed_files(
+    invocations: Sequence[Invocation],
+) -> tuple[dict[str, pa.Schema], dict[str, pa.DataType]]:
+    """The schema of each file a call adds that carries one (a worker's, ``typed``), by
+    key; and every type named in the calls' schemas, by its name (the model's columns)."""
+    typed: dict[str, pa.Schema] = {}
+    types: dict[str, pa.DataType] = {}
+    for inv in invocations:
+        for change in inv.changes:
+            schemas = [] if change.schema is None else [change.schema]
+            for f in change.add:
+                if f.schema is not None:
+                    typed[f.key] = f.schema
+                    schemas.append(f.schema)
+            for schema in schemas:
+                types.update((str(column.type), column.type) for column in schema)
+    return typed, types
+
+
+def _typed_problems(
+    keys: Iterable[str],
+    state: _State,
+    typed: Mapping[str, pa.Schema],
+    types: Mapping[str, pa.DataType],
+) -> list[str]:
+    """What is wrong with the typed files of ``keys`` live in ``state`` (FORMAT.md,
+    "File statistics" and after): a column one holds that the dataset lacks, or holds in
+    a type the dataset's cannot hold."""
+    columns = pa.schema(
+        [(column, types[kind]) for column, kind in state.columns.items() if kind in types]
+    )
+    problems = []
+    for key in keys:
+        schema, path = typed.get(key), state.files.get(key)
+        if schema is None or path is None:
+            continue
+        lacking = [c for c in held_columns([(schema, path)]) if c not in state.columns]
+        if lacking:
+            problems.append(
+                f"{key} holds column {lacking[0]!r}, which the dataset lacks (merged later "
+                "in a type that cannot hold the file's, every read fails)"
+            )
+        found = unholdable(schema, columns, path)
+        if found is not None:
+            column, wanted = found
+            problems.append(
+                f"{key} holds column {column!r} as {schema.field(column).type}, which the "
+                f"dataset's {wanted} cannot hold: every read fails"
+            )
     return problems
 
 
@@ -706,12 +813,14 @@ def _replayed(
         else:
             state.properties[key] = value
     if change.schema is not None:
+        # A dataset without columns takes every column declared (its first schema).
+        typed = bool(state.columns)
         for column in change.schema:
             kind = str(column.type)
             had = state.columns.get(column.name)
             if had is not None and had != kind:
                 problem = f"column {column.name!r} applied as {kind}, the dataset's is {had}"
-            elif had is None and change.schema_mode != "merge" and state.columns:
+            elif had is None and change.schema_mode != "merge" and typed:
                 problem = f"column {column.name!r} added without schema_mode='merge'"
             state.columns.setdefault(column.name, kind)
     return state, problem

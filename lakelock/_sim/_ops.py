@@ -14,6 +14,16 @@ it is (:mod:`lakelock._operations`, :mod:`lakelock._datasets`,
   write time, and its commit checks it as ``registry.commit`` checks files written before
   it (FORMAT.md rules 10 and 14).
 
+- **A caller's commit id in another spelling** (:func:`checked_id`): an id not in Unicode
+  NFC (decomposed, as file names read on macOS come) is refused before anything is written
+  (``InvalidArgumentError``: ``CommitBuilder`` validates it), so a re-run spelling its id
+  otherwise cannot land its rows a second time (FORMAT.md, "Commit ids").
+- **Workers' typed files** (:func:`files_fit`): a ``registry.commit`` of files that carry
+  the schema they were written with is judged as ``CommitBuilder`` judges it
+  (``fitted_schema``: a column the dataset lacks refused unless merged, a type the
+  dataset's cannot hold refused) against the dataset as the process knows it, read anew
+  when that does not settle it, and commits declaring the schema it was judged by.
+
 - **A copy or rename of a partition whose source file is gone** (:func:`copy_refused`): the
   version it read was replaced while it copied, and vacuum took the file; the copy is
   refused (``CommitConflictError``), nothing committed (``lakelock._partitions``).
@@ -27,15 +37,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from lakelock._names import validate_commit_id
 from lakelock._registry._batch import CommitResult
+from lakelock._registry._builder import fitted_schema, judged_by
 from lakelock._registry._changes import Change
 from lakelock._registry._core._decide import recorded_version
 from lakelock._registry._core._io import need
 from lakelock._registry._core._requests import Get, Steps
 from lakelock._registry._core._state import Retry
-from lakelock._registry._document import RegistryDoc, parse_registry, with_datasets
+from lakelock._registry._document import DatasetState, RegistryDoc, parse_registry, with_datasets
+from lakelock._registry._objects import dataset_for_checks
 from lakelock.errors import (
     CommitConflictError,
     CommitIdReusedError,
@@ -46,7 +60,15 @@ from lakelock.errors import (
 if TYPE_CHECKING:
     from lakelock._registry._core import Committer
 
-__all__ = ["LOOKS", "commits_nothing", "copy_refused", "earlier_upload", "nothing_committed"]
+__all__ = [
+    "LOOKS",
+    "checked_id",
+    "commits_nothing",
+    "copy_refused",
+    "earlier_upload",
+    "files_fit",
+    "nothing_committed",
+]
 
 #: How many times a commit of nothing reads the root again to look its id up when an object
 #: that root names could not be read (the registry's read retries as often).
@@ -144,4 +166,50 @@ def copy_refused(source: str, dataset: str) -> Exception:
         "and vacuum deleted it while it was being copied; nothing was committed (copy it "
         "again)",
         dataset=dataset,
+    )
+
+
+def checked_id(commit_id: str) -> str:
+    """A caller's commit id as ``CommitBuilder`` takes it (``_names.validate_commit_id``):
+    unchanged, or ``InvalidArgumentError`` (an id not in NFC among others) before anything
+    is written."""
+    return validate_commit_id(commit_id)
+
+
+def files_fit(core: Committer, changes: Sequence[Change]) -> Steps:
+    """``changes`` as ``CommitBuilder.commit`` commits them once their typed files are
+    judged (``_files_fit``): each declaring the schema :func:`fitted_schema` returns, or
+    its ``SchemaMismatchError``, nothing committed. A change adding no typed file is
+    returned as it is, at no request. The dataset is the one the process knows (the
+    core's last root, at no request), read anew when that does not settle the judgement
+    (:func:`judged_by`), as the shell reads it."""
+    fitted = []
+    for change in changes:
+        if all(f.schema is None for f in change.add):
+            fitted.append(change)
+            continue
+        dataset = None
+        if core.known is not None:
+            datasets = core.objects.datasets(core.known[0])
+            dataset = yield from need(core, functools.partial(_for_checks, datasets, change))
+        if not judged_by(change, dataset):
+            dataset = yield from _dataset_now(core, change.dataset)
+        fitted.append(replace(change, schema=fitted_schema(change, dataset)))
+    return fitted
+
+
+def _for_checks(datasets: Any, change: Change) -> DatasetState | None:
+    return dataset_for_checks(datasets, change.dataset)
+
+
+def _dataset_now(core: Committer, name: str) -> Steps:
+    """Dataset ``name`` as ``registry.read()`` reads it now (None: there is none)."""
+    for _ in range(LOOKS):
+        doc = yield from _root(core)
+        try:
+            return (yield from need(core, functools.partial(doc.datasets.get, name)))
+        except Retry:
+            continue
+    raise RetryBudgetExhaustedError(
+        f"dataset {name!r} could not be read to judge the files committed; nothing was committed"
     )

@@ -457,7 +457,8 @@ class _Writer:
                 invocation = self.workload.build(kind, now, run.loop.now)
             while invocation is not None:  # a takeover, then the commit it was made for
                 run.invocations.append(invocation)
-                yield from self._commit(committer, invocation)
+                if self._id_taken(committer, invocation):
+                    yield from self._commit(committer, invocation)
                 invocation = self.workload.then(invocation)
             if run.config.think:
                 yield Sleep(self.rng.expovariate(1.0 / run.config.think))
@@ -529,6 +530,8 @@ class _Writer:
             }
             invocation.data = ()
             invocation.changes = _existing(_written(invocation.changes, answers, took), found)
+        if not (yield from self._files_fit(committer, invocation)):
+            return
         try:
             # What registry.commit does before it prepares a commit of files written
             # earlier: their write times looked up (FORMAT.md rule 10).
@@ -563,6 +566,33 @@ class _Writer:
         self._settle(invocation, getattr(pending, "result", None), getattr(pending, "error", None))
         if lingers:
             self._linger()
+
+    def _id_taken(self, committer: Any, invocation: Invocation) -> bool:
+        """Whether the commit id the caller chose is taken, as a ``CommitBuilder`` validates
+        it before anything is written (one in another spelling than NFC refused: the call
+        is settled)."""
+        if invocation.explicit and isinstance(committer, Committer):
+            try:
+                _ops.checked_id(invocation.id)
+            except InvalidArgumentError as error:
+                self._settle(invocation, None, error)
+                return False
+        return True
+
+    def _files_fit(self, committer: Any, invocation: Invocation) -> Steps:
+        """Whether the commit goes on once its typed files (a worker's, written with their
+        schema) are judged against the dataset, as ``CommitBuilder.commit`` judges them:
+        its changes then declare the schema they were judged by; refused, nothing is
+        committed (the call is settled)."""
+        if not isinstance(committer, Committer):
+            return True
+        try:
+            fitted = yield from _ops.files_fit(committer, invocation.changes)
+        except Exception as error:
+            self._settle(invocation, None, error)
+            return False
+        invocation.changes = tuple(fitted)
+        return True
 
     def _nothing(self, committer: Committer, invocation: Invocation) -> Steps:
         """A commit of nothing (an empty append, ``registry.commit`` of no files): checked
@@ -616,9 +646,10 @@ class _Writer:
             invocation.outcome, invocation.error = "gaveup", _describe(error)
         elif isinstance(error, CommitStateUnknownError):
             invocation.outcome, invocation.error = "unknown", _describe(error)
-        elif isinstance(error, CommitConflictError | SchemaMismatchError):
-            # Refused, nothing committed: a schema that does not fit is no conflict (retrying
-            # it cannot help), but just as definite.
+        elif isinstance(error, CommitConflictError | SchemaMismatchError | InvalidArgumentError):
+            # Refused, nothing committed: a schema that does not fit, or a commit id that is
+            # no id (refused before anything is written), is no conflict (retrying it cannot
+            # help), but just as definite.
             invocation.outcome, invocation.error = "fail", _describe(error)
         elif isinstance(error, CommitError):
             invocation.outcome, invocation.error = "unknown", _describe(error)

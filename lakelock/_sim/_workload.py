@@ -41,9 +41,16 @@ The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
                the same bytes (the upload its earlier run, perhaps refused, left there)
 ``spelt``      a ``lease`` whose name has an accent, spelt composed (NFC) or decomposed (NFD)
                at random: one lease however it is spelt
+``typed``      ``registry.commit(add=files)`` of a worker's files that carry the schema they
+               were written with (:data:`WORKER_SCHEMAS`): the dataset's columns, a narrower
+               type, a type the dataset's cannot hold, or a column the dataset may lack;
+               half of them with ``schema_mode="merge"``
+``accented``   an append under a caller-chosen id with an accent (NFC); a ``rerun`` of it
+               spells the id decomposed (NFD) half the time: refused before anything is
+               written (``InvalidArgumentError``), never its rows a second time
 =============  =================================================================================
 
-The last three are off in the default mix (``Mix``'s weight 0: the default run's draws,
+The last five are off in the default mix (``Mix``'s weight 0: the default run's draws,
 and so its figures, stay as they were); the seed sweep turns them on.
 
 Data files are synthetic :class:`~lakelock._datafile.DataFile` records (the registry only
@@ -109,6 +116,8 @@ KINDS = (
     "empty",
     "named",
     "spelt",
+    "typed",
+    "accented",
 )
 #: The kinds a protocol without the registry's full API (the toy) can make.
 BASIC_KINDS = ("append", "overwrite", "delete", "remove", "multi")
@@ -122,6 +131,21 @@ MERGED_TYPES = (pa.int64(), pa.string())
 #: The name of the ``spelt`` kind's lease (after ``lease:``), in NFC: it has a letter with an
 #: accent, which its writers spell composed or decomposed.
 SPELT_LEASE = unicodedata.normalize("NFC", "élu")
+#: What the ``accented`` kind's caller-chosen ids begin with, in NFC: a letter with an accent.
+ACCENTED_ID = unicodedata.normalize("NFC", "tâche")
+#: The schemas the workers of ``typed`` commits write their files with (partitioned by
+#: ``part``, read from the path): the columns a typed dataset first gets, ``id`` narrower
+#: (held), ``id`` as a string (held by no dataset whose ``id`` is a number), and the column
+#: ``schema`` commits merge (:data:`MERGED_COLUMN`) in each of its two types.
+WORKER_SCHEMAS = (
+    pa.schema([("part", pa.int64()), ("id", pa.int64())]),
+    pa.schema([("part", pa.int64()), ("id", pa.int32())]),
+    pa.schema([("part", pa.int64()), ("id", pa.string())]),
+    *(
+        pa.schema([("part", pa.int64()), ("id", pa.int64()), (MERGED_COLUMN, t)])
+        for t in MERGED_TYPES
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -147,6 +171,8 @@ class Mix:
     empty: float = 0.0
     named: float = 0.0
     spelt: float = 0.0
+    typed: float = 0.0
+    accented: float = 0.0
 
     def __post_init__(self) -> None:
         for name, weight in self.kinds():
@@ -323,6 +349,8 @@ class Workload:
             "rerun": self._rerun,
             "empty": self._empty,
             "named": self._named,
+            "typed": self._typed,
+            "accented": self._accented,
         }.get(kind)
         if made is not None:
             return made(now, start)
@@ -701,17 +729,24 @@ class Workload:
             return self._with_rows(earlier, other, start)
         if earlier.op == "named":
             return self._named_again(earlier, same, other, start)
+        commit_id, expected = earlier.id, None
+        if earlier.op == "accented" and self.rng.random() < 0.5:
+            # The job's id read back decomposed (a file name on macOS): refused.
+            commit_id, expected = unicodedata.normalize("NFD", earlier.id), "InvalidArgumentError"
         for change in earlier.changes:
             digest = change.digest if same else other
-            if change.add and earlier.op != "register":
+            if earlier.op == "typed":
+                # The workers' files committed again, the caller declaring no schema.
+                changes.append(replace(change, digest=digest, schema=None))
+            elif change.add and earlier.op != "register":
                 path = change.add[0].partition_path
                 added = self._files(change.dataset, path, f"{earlier.id}-{self.count}", data)
-                changes.append(replace(change, add=added, digest=digest))
+                changes.append(replace(change, add=added, digest=digest, commit_id=commit_id))
             else:
-                changes.append(replace(change, digest=digest))
+                changes.append(replace(change, digest=digest, commit_id=commit_id))
             self.count += 1
         return Invocation(
-            earlier.id,
+            commit_id,
             self.writer,
             "rerun",
             tuple(changes),
@@ -719,7 +754,69 @@ class Workload:
             start,
             data=tuple(data),
             restore_version=earlier.restore_version,
+            expected=expected,
         )
+
+    def _typed(self, now: float, start: float) -> Invocation:
+        """``registry.commit(add=files)`` of a worker's files written with one of
+        :data:`WORKER_SCHEMAS` (``DataFile.schema``, as ``write`` returns them), half of them
+        with ``schema_mode="merge"``: judged as ``CommitBuilder`` judges them
+        (:func:`._ops.files_fit`), accepted or refused with nothing committed."""
+        commit_id, explicit = self.commit_id(now)
+        dataset = self.rng.choice(self.names)
+        path = f"part={self.rng.randrange(self.partitions)}"
+        schema = self.rng.choice(WORKER_SCHEMAS)
+        data: list[tuple[str, bytes]] = []
+        added = tuple(
+            replace(f, schema=schema) for f in self._files(dataset, path, commit_id, data)
+        )
+        change = Change(
+            dataset=dataset,
+            commit_id=commit_id,
+            add=added,
+            partition_by=PARTITION_BY,
+            operation="commit",
+            generated_id=not explicit,
+            existing_files=True,  # as registry.commit marks files written before it
+            schema_mode="merge" if self.rng.random() < 0.5 else None,
+        )
+        change = replace(change, digest=summary_digest(change))  # as registry.commit binds it
+        invocation = Invocation(
+            commit_id,
+            self.writer,
+            "typed",
+            (change,),
+            explicit,
+            start,
+            data=tuple(data),
+            expected="SchemaMismatchError",
+        )
+        if explicit:
+            self.mine.append(invocation)
+        return invocation
+
+    def _accented(self, now: float, start: float) -> Invocation:
+        """An append under a caller-chosen id with an accent, in NFC (:data:`ACCENTED_ID`):
+        a ``rerun`` of it may spell the id decomposed."""
+        self.count += 1
+        commit_id = f"{ACCENTED_ID}-{self.writer}-{self.count}"
+        dataset = self.rng.choice(self.names)
+        path = f"part={self.rng.randrange(self.partitions)}"
+        data: list[tuple[str, bytes]] = []
+        change = Change(
+            dataset=dataset,
+            commit_id=commit_id,
+            add=self._files(dataset, path, f"accented-{self.writer}-{self.count}", data),
+            partition_by=PARTITION_BY,
+            operation="append",
+            generated_id=False,
+            digest=self.digest(),
+        )
+        invocation = Invocation(
+            commit_id, self.writer, "accented", (change,), True, start, data=tuple(data)
+        )
+        self.mine.append(invocation)
+        return invocation
 
     def _empty(self, now: float, start: float) -> Invocation:
         """A commit of nothing under a caller-chosen id: half the time an empty

@@ -13,7 +13,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import boto3
+import boto3.session
 import botocore.endpoint
+import botocore.session
 import orjson
 import pytest
 from botocore.retries.standard import ExponentialBackoff
@@ -222,8 +224,20 @@ def sim(store: ObjectStore) -> SimTime:
     return sim
 
 
+@pytest.fixture(scope="session")
+def _sdk_models() -> Any:
+    """botocore's loader of its service models (the JSON that describes S3's API), with what
+    it has parsed: static data a new process parses again, a tenth of a second of CPU each
+    time, which the sessions ``in_process`` makes share."""
+    core = botocore.session.get_session()
+    boto3.session.Session(botocore_session=core)  # adds boto3's own data to the search path
+    return core.get_component("data_loader")
+
+
 @pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcess:
+def in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], _sdk_models: Any
+) -> InProcess:
     """``in_process(*args, env=None)``: ``lakelock *args`` in this process (the parser and the
     commands a ``lakelock`` process runs, ``lakelock.cli.main``), with the AWS and lakelock
     environment a command started with :data:`~tests._support.CLI_ENV` (or ``env``) sees, and
@@ -238,7 +252,13 @@ def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[st
         for name, value in (env or CLI_ENV).items():
             if name.startswith(("AWS_", "LAKELOCK_")):
                 monkeypatch.setenv(name, value)
-        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+        # A new session, made from the environment just set, as a new process makes it;
+        # only the parsed models are shared (boto3 adds its data path to them once more).
+        core = botocore.session.get_session()
+        core.register_component("data_loader", _sdk_models)
+        search = list(_sdk_models.search_paths)
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", boto3.session.Session(botocore_session=core))
+        _sdk_models.search_paths[:] = search
         capsys.readouterr()
         status = main(list(args))
         out, err = capsys.readouterr()

@@ -252,12 +252,14 @@ def in_process(
         for name, value in (env or CLI_ENV).items():
             if name.startswith(("AWS_", "LAKELOCK_")):
                 monkeypatch.setenv(name, value)
-        # A new session, made from the environment just set, as a new process makes it;
-        # only the parsed models are shared (boto3 adds its data path to them once more).
+        # A new default session, made from the environment just set, as a new process makes
+        # it (through boto3.setup_default_session, which a test may count requests on); only
+        # the parsed models are shared (boto3 adds its data path to them once more).
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
         core = botocore.session.get_session()
         core.register_component("data_loader", _sdk_models)
         search = list(_sdk_models.search_paths)
-        monkeypatch.setattr(boto3, "DEFAULT_SESSION", boto3.session.Session(botocore_session=core))
+        boto3.setup_default_session(botocore_session=core)
         _sdk_models.search_paths[:] = search
         capsys.readouterr()
         status = main(list(args))

@@ -13,6 +13,9 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from lakelock._jsonfields import MAX_INT
+from lakelock.errors import InvalidArgumentError
+
 __all__ = ["Fence"]
 
 
@@ -28,6 +31,24 @@ class Fence:
     write: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        # A fence spelt by hand (``fence=("lease:x", token)``) is checked before any commit
+        # carries it: the registry records its token in the root, which every process parses,
+        # so a token of the wrong type or out of JSON's integer range written there would
+        # make the whole lake unreadable (RegistryCorruptError) for every reader and writer.
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidArgumentError(
+                self.name, "a fence's name is a non-empty str ('lease:<name>')", what="fence"
+            )
+        token = self.token
+        if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < MAX_INT:
+            raise InvalidArgumentError(
+                token, f"a fencing token is a whole number from 0 to {MAX_INT - 1}", what="fence"
+            )
+        for paths in (self.read, self.write):
+            if not isinstance(paths, tuple) or not all(isinstance(p, str) for p in paths):
+                raise InvalidArgumentError(
+                    paths, "a fence's paths are a tuple of str", what="fence"
+                )
         # NFC, as lease and dataset names are: a name spelt by hand, ``fence=("lease:x",
         # token)``, is the lease's own however its accents were typed.
         object.__setattr__(self, "name", unicodedata.normalize("NFC", self.name))

@@ -198,6 +198,14 @@ class Lapsed:
 # --- documents ---------------------------------------------------------------------------------
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class Owner:
     """Who holds a lease or lock: ``id`` is unique per :class:`~lakelock._lease.Lease` or
@@ -397,6 +405,12 @@ class Setup:
         clock: Callable[[], float],
         sleep: Callable[[float], None],
     ) -> Setup:
+        if owner_label is not None and (not isinstance(owner_label, str) or not _utf8(owner_label)):
+            # Written into every document this owner writes, which every process parses:
+            # another type there would make the lease or lock table unreadable for good.
+            raise InvalidArgumentError(
+                owner_label, "an owner label is UTF-8 encodable text, or None", what="owner_label"
+            )
         owner = Owner.current(owner_label)
         return cls(store, terms, owner, shared_server_clock(store, clock), clock, sleep)
 

@@ -217,6 +217,15 @@ def validate_prefix_room(prefix: str) -> str:
     before anything is written to it, and so is a lake inside another's ``datasets/``,
     ``views/`` or ``metastore/`` (its objects there, read by none of that lake's versions,
     would be the other lake's vacuum's orphans)."""
+    if any(s in (".", "..") for s in prefix.split("/")):
+        # S3 keeps such keys as written, but the engines a scan hands the files to (DuckDB,
+        # Polars, pyarrow) resolve the segment away and ask for other keys, and the bucket
+        # policy cannot name the prefix: the lake could be written and never read.
+        raise InvalidNameError(
+            prefix,
+            "a lake prefix may not have a '.' or '..' segment: engines resolve it away and "
+            "read other keys",
+        )
     areas = {area.removesuffix("/") for area in _AREAS}
     inside = next((s for s in prefix.split("/") if s in areas), None)
     if inside is not None:

@@ -315,7 +315,11 @@ class TableOperations:
         Nothing to merge commits nothing (``result.empty``). ``progress(done, total)``
         counts the groups of files merged."""
         dataset = validate_dataset_name(dataset)
-        if target_file_size < 1:
+        if (
+            isinstance(target_file_size, bool)
+            or not isinstance(target_file_size, int)
+            or target_file_size < 1
+        ):
             raise InvalidArgumentError(
                 target_file_size, "a positive byte count", what="target_file_size"
             )
@@ -399,7 +403,18 @@ def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | 
             raise InvalidNameError(
                 name, "a property is a non-empty name with a string value (None removes it)"
             )
+        if not _utf8(name) or not (value is None or _utf8(value)):
+            # The commit records them as JSON, which holds UTF-8 text only.
+            raise InvalidNameError(name, "a property's name and value are UTF-8 encodable")
     return dict(properties)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:

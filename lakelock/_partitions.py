@@ -5,8 +5,10 @@ Under the path lock (copy: read the source, write the destination; rename: write
 1. read one registry snapshot; the source partition must be there, the destination must not,
    and the source's partition columns and schema must fit the destination dataset
    (:func:`~lakelock._registry._changes.check_fits`, as for an append: a column the
-   destination lacks only with ``schema_mode="merge"``), so a move refused for what it is
-   copies nothing; the commit checks again, against whatever committed meanwhile;
+   destination lacks only with ``schema_mode="merge"``), and the destination partition must
+   name the source's partition columns, in order, with values their types hold
+   (:class:`~lakelock.errors.InvalidNameError`), so a move refused for what it is copies
+   nothing; the commit checks again, against whatever committed meanwhile;
 2. copy every file server-side into the destination partition, create-only
    (``UploadPartCopy`` + ``If-None-Match: *`` on completion). A destination name that is
    taken (a leftover of an interrupted attempt, another writer's file) gets the copy under a
@@ -40,7 +42,12 @@ from lakelock._datafile import DataFile
 from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress, written_at
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
-from lakelock._names import parse_partition_path, validate_dataset_name, validate_partition_path
+from lakelock._names import (
+    parse_partition_path,
+    parse_partition_value,
+    validate_dataset_name,
+    validate_partition_path,
+)
 from lakelock._registry import CommitResult
 from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._changes import SchemaMode, checked_schema_mode
@@ -54,7 +61,7 @@ from lakelock.errors import (
 )
 
 if TYPE_CHECKING:
-    from lakelock._registry import Registry
+    from lakelock._registry import DatasetState, Registry
 
 __all__ = ["PartitionMove", "lock_paths", "move_partition"]
 
@@ -165,6 +172,7 @@ def move_partition(
     # What does not fit is refused whatever commits first: refused before the first copy, so
     # it leaves no files behind (checked on the snapshot just read: no request more).
     commit.fits(target)
+    _check_destination(move, source)
     files = registry.files(move.dataset, snapshot=snapshot, partitions=[move.partition])
     copies = []
     for done, f in enumerate(files, start=1):
@@ -180,6 +188,32 @@ def move_partition(
         # its fence: a copy whose read grant was superseded must not commit what it read.
         commit.also(move.dataset, remove=removed, fence=fences.get(move.dataset))
     return commit.commit()
+
+
+def _check_destination(move: PartitionMove, source: DatasetState) -> None:
+    """The destination must name the source's partition columns, in order, each with a
+    value its type can hold: the registry files a partition under its path and readers
+    parse the values back from it, so a path naming other columns would be refused only
+    after every file was copied, and a value the column cannot hold would commit a
+    partition that fails every read of the dataset."""
+    named = parse_partition_path(move.to_partition)
+    if [column for column, _ in named] != list(source.partition_by):
+        raise InvalidNameError(
+            move.to_partition,
+            f"a partition of {move.dataset!r} names the columns {list(source.partition_by)}, "
+            "in that order",
+        )
+    if source.schema is None:
+        return
+    for column, value in named:
+        type_ = source.schema.field(column).type
+        try:
+            parse_partition_value(value, type_)
+        except InvalidNameError as error:
+            raise InvalidNameError(
+                move.to_partition,
+                f"{column}={value}: {error.reason} (column {column!r} is {type_})",
+            ) from error
 
 
 def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:

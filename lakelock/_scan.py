@@ -23,6 +23,10 @@ invisible to every engine. The snapshot is resolved once, when the scan is made 
 files; every engine gets them typed by the dataset's schema (pyarrow from each fragment's
 partition expression, DuckDB through ``hive_types``, Polars through ``hive_schema``).
 
+**Columns.** ``columns=`` names the columns returned, in that order; naming none is refused
+(:class:`~lakelock.errors.InvalidArgumentError`): a table of no columns loses its row count in
+every engine, so a count taken that way would read 0.
+
 **Pruning before any GET.** ``partitions=`` picks partitions by name; ``filter`` (a
 ``pyarrow.compute.Expression``) is simplified against each partition's values and partitions
 it cannot match are dropped, both before any request for data. A filter that pins every
@@ -112,6 +116,9 @@ def plan_scan(
             what="partitions",
         )
     if partitions is not None:
+        if isinstance(partitions, str | Mapping):
+            # One partition alone would be read as its characters (or its column names).
+            raise InvalidArgumentError(partitions, "a list of paths or mappings", what="partitions")
         wanted = [named_partition(state.partition_by, p) for p in partitions]
         for path in wanted:
             if path not in state.partitions:
@@ -396,6 +403,16 @@ def _checked_columns(dataset: str, schema: pa.Schema, columns: Sequence[str]) ->
     if isinstance(columns, str):
         columns = [columns]
     chosen = tuple(columns)
+    if not chosen:
+        # An empty projection would be a table of no columns, and no rows either: the
+        # engines lose the row count with the columns (pyarrow's readers here, Polars, and
+        # DuckDB cannot select nothing), so a count taken that way would read 0.
+        raise InvalidArgumentError(
+            columns,
+            "name at least one column (to count rows, read one column, or sum "
+            "record_count over scan.files() when no filter reads data columns)",
+            what="columns",
+        )
     for column in chosen:
         if column not in schema.names:
             raise InvalidNameError(column, f"not a column of dataset {dataset!r}")

@@ -76,7 +76,7 @@ def write(
         raise TypeError(f"frame must be a dask.dataframe.DataFrame, not {type(frame).__name__}")
     dataset = validate_dataset_name(dataset)
     columns = partition_columns(partition_by)
-    table_schema(_to_arrow(frame._meta), columns)  # bad names and types: fail before any task
+    table_schema(_to_arrow(frame._meta), columns, dataset)  # bad names, types: before any task
     config = lake.config
     task = dask.delayed(_write_partition, pure=False)
     results = dask.compute(*[task(config, dataset, columns, part) for part in frame.to_delayed()])

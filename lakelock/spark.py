@@ -81,7 +81,7 @@ def write(
     columns = partition_columns(partition_by)
     types = require("pyspark.sql.pandas.types", extra="spark", package="pyspark")
     declared: pa.Schema = types.to_arrow_schema(frame.schema)
-    table_schema(declared.empty_table(), columns)  # bad names and types: fail before any task
+    table_schema(declared.empty_table(), columns, dataset)  # bad names, types: before any task
     task = functools.partial(_write_partition, lake.config, dataset, columns)
     files: list[DataFile] = []
     schemas: list[pa.Schema] = []

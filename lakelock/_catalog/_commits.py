@@ -49,7 +49,7 @@ from lakelock._catalog._protocol import CatalogError
 from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key, files_prefix
 from lakelock._mirror._iceberg import column_ids
-from lakelock._names import partition_path
+from lakelock._names import clashing_names, partition_path, require_named_columns
 from lakelock._readable import unholdable
 from lakelock._s3 import ObjectHead, ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
@@ -65,6 +65,7 @@ __all__ = [
     "STEERED",
     "PlannedCommit",
     "arrow_schema",
+    "check_column_names",
     "check_properties",
     "commit_id_of",
     "partition_columns_of",
@@ -161,6 +162,22 @@ def arrow_schema(schema: Any) -> pa.Schema:
 
     converted = schema_to_pyarrow(schema, include_field_ids=False)
     return pa.schema([_plain(f).with_nullable(True) for f in converted])
+
+
+def check_column_names(names: Sequence[str]) -> None:
+    """The table's columns as a dataset takes them (400 otherwise, as the request's own
+    fault: a 409 would tell the engine to refresh and retry, and a create's 409 reads as
+    "Table already exists"): every column named, no two names one ignoring case."""
+    try:
+        require_named_columns(names, of="table's schema")
+    except InvalidNameError as error:
+        raise CatalogError.bad_request(str(error)) from error
+    clash = clashing_names(names)
+    if clash is not None:
+        raise CatalogError.bad_request(
+            f"columns {clash[0]!r} and {clash[1]!r} are one name ignoring case (engines read "
+            "names so): a dataset's column names are unique ignoring case"
+        )
 
 
 def _plain(f: pa.Field) -> pa.Field:
@@ -388,6 +405,7 @@ def _evolved(old: Any, new: Any, arrow: pa.Schema) -> pa.Schema | None:
         if f.required:
             raise CatalogError.bad_request(f"a new column must be optional: {f.name!r}")
     extra = arrow_schema(Schema(*fresh))
+    check_column_names([*arrow.names, *extra.names])
     return pa.schema([*arrow, *extra])
 
 

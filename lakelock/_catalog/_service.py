@@ -45,6 +45,7 @@ import pyarrow as pa
 from lakelock._catalog._commits import (
     PlannedCommit,
     arrow_schema,
+    check_column_names,
     check_properties,
     commit_id_of,
     partition_columns_of,
@@ -399,6 +400,7 @@ class LakeCatalog:
                 validate_partition_type(column, arrow.field(column).type)
         except (TypeError, ValueError) as error:
             raise CatalogError.bad_request(f"the schema cannot be a dataset's: {error}") from error
+        check_column_names(arrow.names)
         return arrow, partition_by
 
     def _kept(self, table: str, properties: dict[str, str]) -> dict[str, str]:

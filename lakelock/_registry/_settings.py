@@ -156,6 +156,13 @@ def explicit_settings(**given: float | int | None) -> dict[str, float | int]:
     unknown = set(explicit) - set(_NAMES)
     if unknown:
         raise TypeError(f"unknown lake settings: {sorted(unknown)}")
+    for name, value in explicit.items():
+        # Checked before the root stores it: a value of another type written there (JSON
+        # true for a window) would make the root unparseable for every process.
+        whole = name == "commit_window"
+        if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
+            wanted = "a whole number of commits (an int)" if whole else "a number of seconds"
+            raise InvalidArgumentError(value, wanted, what=name)
     _check_bounds(**explicit)
     return explicit
 

@@ -570,7 +570,9 @@ class Registry:
         self, doc: RegistryDoc, *, version: int | None, as_of: float | datetime | None
     ) -> RegistrySnapshot:
         if version is not None and as_of is not None:
-            raise ValueError("give version or as_of, not both")
+            raise InvalidArgumentError(
+                (version, as_of), "give version or as_of, not both", what="read point"
+            )
         seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of
         if version is not None and (version < 1 or version > doc.version):
             raise VersionNotFoundError(

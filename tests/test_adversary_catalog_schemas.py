@@ -1,0 +1,63 @@
+"""Adversarial tests of the schemas an engine gives the Iceberg REST catalog (README,
+"Iceberg and Delta views; the Iceberg REST catalog": a stale commit is a 409 the engine
+retries; "Write": column names are non-empty and unique ignoring case). pyiceberg's
+``RestCatalog`` talks HTTP to a catalog started in-process over the embedded endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import BadRequestError
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from lakelock import Lake
+from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock.testing import S3Endpoint
+
+ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
+
+
+@pytest.fixture
+def engine(lake: Lake, s3: S3Endpoint) -> Iterator[Any]:
+    """pyiceberg's REST catalog client on a catalog served over the test lake."""
+    running = CatalogServer(LakeCatalog(lake), port=0).start()
+    yield RestCatalog("lakelock", uri=running.url, **ENGINE, **{"s3.endpoint": s3.url})
+    running.close()
+
+
+@pytest.mark.parametrize(
+    "names", [("id", ""), ("id", "ID")], ids=["unnamed", "one-name-ignoring-case"]
+)
+def test_a_table_created_with_columns_no_dataset_can_hold_is_a_bad_request(
+    engine: Any, lake: Lake, names: tuple[str, str]
+) -> None:
+    """An engine creating a table with a column named ``""``, or with two columns whose
+    names differ only in case, hears 400 (``BadRequestError``) and no dataset is made. What
+    a user would lose: the unnamed column was created and stays in the dataset's schema for
+    good, so DuckDB could never scan the table; the clashing names were a 409, which
+    pyiceberg reports for a create as "table already exists" while no table does."""
+    schema = Schema(*(NestedField(i, n, LongType(), required=False) for i, n in enumerate(names)))
+    with pytest.raises(BadRequestError):
+        engine.create_table("lake.events", schema=schema)
+    assert "events" not in lake.registry.read().datasets
+
+
+def test_a_column_added_under_an_existing_name_in_another_case_is_a_bad_request(
+    engine: Any, lake: Lake
+) -> None:
+    """An engine adding column ``KIND`` to a table that has ``kind`` hears 400, not the 409
+    that tells it to refresh and retry a commit that can never succeed; the table keeps its
+    columns. What a user would lose: Spark and pyiceberg retried the schema change as if
+    another writer had raced it, then failed with a "commit failed, retry" error that hides
+    the cause."""
+    schema = Schema(NestedField(1, "kind", StringType(), required=False))
+    table = engine.create_table("lake.events", schema=schema)
+    with pytest.raises(BadRequestError):
+        table.update_schema().add_column("KIND", LongType()).commit()
+    dataset = lake.registry.read().datasets["events"]
+    assert dataset.schema is not None
+    assert dataset.schema.names == ["kind"]

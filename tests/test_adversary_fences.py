@@ -1,0 +1,36 @@
+"""Adversarial tests of fences spelt by hand (README, "Locks, leases and the bucket policy":
+a commit carries a lease's fencing token, ``fence=``; every operation takes
+``fence=("lease:<name>", token)`` as well as a ``Fence``). A token read from a config file
+or an environment variable arrives as text; the registry records what a commit carries in the
+root that every process parses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock.errors import InvalidArgumentError
+from tests._support import FAST_RETRY
+
+
+@pytest.mark.parametrize("token", ["7", 7.0, True, None, float("nan"), -1, 2**64])
+def test_a_fence_whose_token_is_no_whole_number_is_refused_and_the_lake_stays_readable(
+    lake: Lake, client: Any, bucket: str, token: Any
+) -> None:
+    """A commit given ``fence=("lease:etl", token)`` whose token is text, a float, a bool,
+    nothing, negative or beyond JSON's integers is refused (``InvalidArgumentError``) before
+    it commits, and a new process still reads and writes the lake. What a user would lose:
+    the commit recorded the token in the registry's root as it was, and from then on every
+    other process, reader or writer, failed on the whole lake with ``RegistryCorruptError``
+    (the commit of a text token even succeeded, so the job that did it saw nothing wrong)."""
+    lake.append("sales", pa.table({"id": [1]}))
+    with pytest.raises(InvalidArgumentError):
+        lake.append("sales", pa.table({"id": [2]}), fence=("lease:etl", token))
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    assert other.read("sales").to_pydict() == {"id": [1]}
+    with other.lease("etl", ttl=30) as lease:
+        other.append("sales", pa.table({"id": [3]}), fence=lease.fence)
+    assert Lake(bucket, s3=client).read("sales").sort_by("id").to_pydict() == {"id": [1, 3]}

@@ -34,6 +34,9 @@ W writers each append a small table (100 rows, one partition: its own ``writer=<
 table. Writers are threads of one process (lakelock: one ``Lake`` shared; delta-rs: one
 ``DeltaTable`` per thread; peers: not run) or processes (every system: each with its own
 client and table handle, kept for the whole benchmark so interpreter start-up is paid once).
+Each run's clock starts once every writer has imported what its system's appends use and
+opened its table, which reads the table's current state for every system (delta-rs its log,
+Lance its manifest, pyiceberg its metadata, lakelock the root and the dataset's version).
 Two loads: ``steady`` appends again and again for ``--seconds`` and counts commits/s once
 every writer has committed once (warm-up excluded: each writer's first append pays for its
 start); ``burst`` makes each writer append ``--appends`` times, first commits included, and
@@ -208,7 +211,9 @@ class Handle:
 def open_handle(system: str, target: Target, writer: int) -> Handle:
     if system == "lakelock":
         lake = open_lake(target.url, target.bucket)
-        lake.registry.read()  # warm the connection as opening the others' tables does
+        # Open the table as the others' handles do (delta-rs reads its log, Lance its
+        # manifest, pyiceberg its metadata): the root and the dataset's current version.
+        lake.registry.dataset(DATASET)
         return Handle(system, writer, lake)
     if system == "delta-rs":
         from deltalake import DeltaTable

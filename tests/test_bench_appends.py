@@ -124,3 +124,23 @@ def test_a_peer_as_the_benchmark_opens_it_commits_with_a_conditional_request(
 
     stall_and_race(append(1), append(2), prefix=commit_key)
     assert bench.committed_appends(system, target) == 3
+
+
+def test_lakelock_opened_as_its_peers_are_reads_no_table_state_in_its_first_append(
+    s3: S3Endpoint, tmp_path: Path
+) -> None:
+    """A lakelock writer is opened before the clock starts as the peers' are (delta-rs reads
+    its log, Lance its manifest, pyiceberg its metadata): with the root, it has read the
+    dataset's current version, so its first timed append, which commits, reads nothing (its
+    first listing of intents is the protocol's, not an open's). Had the open read the root
+    alone, every first commit of a burst would pay, inside the timed window, a read its
+    peers paid before it."""
+    target = bench.Target(s3.url, f"bench-{next(_buckets)}", str(tmp_path), 10, 1)
+    s3.create_bucket(target.bucket)
+    bench.create_table("lakelock", target)
+    handle = bench.open_handle("lakelock", target, 1)
+    s3.reset_stats()
+    bench.append_once(handle, bench.batch(1, 0, 10))
+    first = s3.areas()
+    assert not [area for area in first if area.startswith("GetObject")], first
+    assert first.get("PutObject root") == 1, first

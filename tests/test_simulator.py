@@ -346,6 +346,23 @@ def test_a_machine_of_one_core_serializes_the_requests_cpu() -> None:
     assert second == pytest.approx(0.018, abs=1e-6)  # waited for the core
 
 
+def test_a_burst_of_cold_processes_waits_for_each_ones_first_commit_cpu() -> None:
+    """``--first-cpu-ms``: each writer's first commit takes that much of one of the
+    machine's cores before its first request, so four cold writers on one core finish their
+    one commit each no sooner than four of those apart (a burst that starts on one machine
+    is as slow as its processes' starts, as the real 64-process runs are); without it the
+    same run ends within a few round trips. The run's command line says so."""
+    cold = SimConfig(
+        writers=4, seconds=10.0, seed=1, store="fixed:10", commits=1, cores=1, first_cpu=0.5
+    )
+    warm = dataclasses.replace(cold, first_cpu=0.0)
+    assert simulate(cold).metrics.makespan >= 4 * 0.5
+    assert simulate(warm).metrics.makespan < 0.5
+    assert "--first-cpu-ms 500 --cores 1" in cold.replay_command()
+    with pytest.raises(ValueError, match="first_cpu"):
+        dataclasses.replace(cold, first_cpu=-1.0)
+
+
 def test_a_parallel_batch_runs_at_most_the_drivers_threads_at_once() -> None:
     """The driver runs a batch on at most THREADS threads (the S3 client's pool), so the
     simulator does too: 2 x THREADS + 1 GETs of 10 ms each take three rounds of 10 ms, the

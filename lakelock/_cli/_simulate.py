@@ -227,7 +227,15 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "CPU milliseconds per request on a machine of --cores cores (to compare with a run on "
         "one machine; default 0: CPU is free)",
     )
-    option("--cores", _non_negative, 2, "cores for --cpu-ms")
+    option(
+        "--first-cpu-ms",
+        float,
+        0.0,
+        "CPU milliseconds each writer process spends on its first commit beyond its "
+        "requests', on one of --cores cores (a burst of cold processes on one machine; "
+        "default 0)",
+    )
+    option("--cores", _non_negative, 2, "cores for --cpu-ms and --first-cpu-ms")
     option(
         "--think",
         _pause,
@@ -337,8 +345,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.skew < 0 or args.cpu_ms < 0:
-        raise ValueError("--skew and --cpu-ms must be >= 0")
+    if args.skew < 0 or args.cpu_ms < 0 or args.first_cpu_ms < 0:
+        raise ValueError("--skew, --cpu-ms and --first-cpu-ms must be >= 0")
     brownout: Brownout | None = args.brownout
     if args.brownout_503 and brownout is None:
         raise InvalidArgumentError(
@@ -382,7 +390,8 @@ def run(args: argparse.Namespace) -> int:
         opened=args.opened,
         quiet_before=args.quiet_before,
         cpu=args.cpu_ms / 1000,
-        cores=args.cores if args.cpu_ms > 0 else 0,
+        cores=args.cores if args.cpu_ms > 0 or args.first_cpu_ms > 0 else 0,
+        first_cpu=args.first_cpu_ms / 1000,
         intent_ttl=args.intent_ttl,
         commit_window=args.commit_window,
         protocol=args.protocol,

@@ -174,7 +174,7 @@ class Endpoint:
         #: CPU seconds each request costs on a machine of ``cores`` cores shared by every
         #: process (0 cores: CPU is free): what a run on one machine adds to S3's latency.
         self.cpu = cpu
-        self.cores: list[float] = [0.0] * cores if cpu > 0 else []
+        self.cores: list[float] = [0.0] * cores
         self.store = store
         self.rng = rng
         self.faults = faults
@@ -205,6 +205,15 @@ class Endpoint:
         if process.load is not None:
             process.load.sent()
         self._attempt(call)
+
+    def work(self, seconds: float) -> float:
+        """``seconds`` of a process's own CPU, not a request's, on the machine's earliest free
+        core from now: when it ends (now if the machine has no cores: CPU is free)."""
+        if not self.cores:
+            return self.loop.now
+        end = max(self.loop.now, heapq.heappop(self.cores)) + seconds
+        heapq.heappush(self.cores, end)
+        return end
 
     def _named(self, process: str, kind: type) -> str:
         """``<process kind>:<operation>``, made once per pair (every request counts one)."""

@@ -128,6 +128,10 @@ class SimConfig:
     #: endpoint included): to compare with a run on one machine. 0: CPU is free (S3).
     cpu: float = 0.0
     cores: int = 0
+    #: CPU seconds each writer process spends on its first commit beyond its requests' (a
+    #: cold process: its first parquet write, its caches filled), on one of those ``cores``
+    #: before its first request: what a burst of processes starting on one machine pays.
+    first_cpu: float = 0.0
     protocol: str = "core"
     #: Fields of the core's ``FoldPolicy`` to change (liveness only: no value of them may
     #: break a guarantee, which the sweep checks with random ones).
@@ -183,6 +187,8 @@ class SimConfig:
             raise ValueError(f"seconds must be > 0, got {self.seconds}")
         if self.start_over < 0 or self.opened < 0:
             raise ValueError("start_over and opened must be >= 0")
+        if not 0 <= self.first_cpu < math.inf:
+            raise ValueError(f"first_cpu must be >= 0 seconds, got {self.first_cpu}")
         if not 0 <= self.quiet_before < math.inf:
             raise ValueError(f"quiet_before must be >= 0 seconds, got {self.quiet_before}")
         if self.readers < 0 or self.think < 0 or self.intent_ttl <= 0:
@@ -248,6 +254,10 @@ class SimConfig:
         parts += [f"--{name} {value:g}" for name, value, default in starts if value != default]
         if self.cpu and self.cores:
             parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
+        if self.first_cpu and self.cores:
+            parts.append(f"--first-cpu-ms {self.first_cpu * 1000:g}")
+            if not self.cpu:
+                parts.append(f"--cores {self.cores}")
         if self.max_attempts != 50 or self.max_seconds != 300.0:
             parts.append(f"--max-attempts {self.max_attempts} --max-seconds {self.max_seconds:g}")
         if self.intent_ttl != 600.0:
@@ -439,6 +449,8 @@ class _Writer:
 
     def _program(self, committer: Any, redo: Invocation | None) -> TurnSteps[None]:
         run = self.run
+        if run.config.first_cpu:
+            yield Sleep(run.endpoint.work(run.config.first_cpu) - run.loop.now)
         if redo is not None:
             yield from self._commit(committer, redo, redo=True)
         elif run.config.opened and isinstance(committer, Committer):

@@ -4,6 +4,7 @@ the store, lake and simulated time built on it. Shared helpers are in ``tests/_s
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import itertools
 import os
 import subprocess
@@ -12,7 +13,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import boto3
+import boto3.session
 import botocore.endpoint
+import botocore.session
 import orjson
 import pytest
 from botocore.retries.standard import ExponentialBackoff
@@ -49,6 +52,25 @@ def _sdk_retries_without_waiting() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
         yield
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The modules the tests imported live to the session's end: out of the cyclic garbage
+    collector's sight (``gc.freeze``), as what each module leaves alive is after it."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _survivors_left_out_of_collections() -> Iterator[None]:
+    """After each module, what is still alive (the endpoint's buckets, the caches) is moved
+    out of the cyclic garbage collector's sight (``gc.freeze``): it lives to the session's
+    end, and every full collection walked all of it again (a tenth of the CPU of the files
+    measured). Garbage the module left is collected first; what tests make is collected as
+    before."""
+    yield
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture
@@ -110,19 +132,36 @@ def stall_and_race(s3: S3Endpoint) -> StallAndRace:
 WRITER = f"arn:aws:iam::{DEFAULT_PRINCIPAL_ACCOUNT}:user/{DEFAULT_ACCESS_KEY}"
 
 
+@pytest.fixture(scope="session")
+def new_bucket(endpoint: S3Endpoint) -> Callable[..., str]:
+    """``new_bucket(label, *, guarded=True)``: a new, empty bucket named after ``label``,
+    guarded by the policy lakelock generates (every unconditional write to datasets/ and
+    metastore/ refused, deletes only with If-Match) unless ``guarded`` is false. One client
+    makes every bucket of the session: a boto3 client costs more CPU than the bucket, and
+    no test is handed this one, so none changes it."""
+    maker = endpoint.client()
+
+    def make(label: str, *, guarded: bool = True) -> str:
+        name = f"test-{next(_bucket_numbers)}-{label[:30]}".lower()
+        name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).strip("-")[:63]
+        maker.create_bucket(Bucket=name)
+        if guarded:
+            policy = generate_bucket_policy(
+                name, principals=[WRITER], deny_unconditional_delete=True
+            )
+            maker.put_bucket_policy(Bucket=name, Policy=orjson.dumps(policy).decode())
+        return name
+
+    return make
+
+
 @pytest.fixture
-def bucket(s3: S3Endpoint, request: pytest.FixtureRequest) -> str:
-    """A new, empty bucket for this test, guarded by the policy lakelock generates (every
-    unconditional write to datasets/ and metastore/ refused, deletes only with If-Match), so
-    every protocol test also proves the policy lets lakelock's own requests through. Tests
-    marked ``unguarded`` (raw S3 behaviour, other policies) get a bare bucket."""
-    name = f"test-{next(_bucket_numbers)}-{request.node.name[:30]}".lower()
-    name = "".join(c if c.isalnum() or c == "-" else "-" for c in name).strip("-")[:63]
-    s3.create_bucket(name)
-    if request.node.get_closest_marker("unguarded") is None:
-        policy = generate_bucket_policy(name, principals=[WRITER], deny_unconditional_delete=True)
-        s3.client().put_bucket_policy(Bucket=name, Policy=orjson.dumps(policy).decode())
-    return name
+def bucket(s3: S3Endpoint, new_bucket: Callable[..., str], request: pytest.FixtureRequest) -> str:
+    """A new, empty bucket for this test, guarded by the policy lakelock generates, so every
+    protocol test also proves the policy lets lakelock's own requests through. Tests marked
+    ``unguarded`` (raw S3 behaviour, other policies) get a bare bucket."""
+    guarded = request.node.get_closest_marker("unguarded") is None
+    return new_bucket(request.node.name, guarded=guarded)
 
 
 @pytest.fixture
@@ -185,8 +224,20 @@ def sim(store: ObjectStore) -> SimTime:
     return sim
 
 
+@pytest.fixture(scope="session")
+def _sdk_models() -> Any:
+    """botocore's loader of its service models (the JSON that describes S3's API), with what
+    it has parsed: static data a new process parses again, a tenth of a second of CPU each
+    time, which the sessions ``in_process`` makes share."""
+    core = botocore.session.get_session()
+    boto3.session.Session(botocore_session=core)  # adds boto3's own data to the search path
+    return core.get_component("data_loader")
+
+
 @pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcess:
+def in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], _sdk_models: Any
+) -> InProcess:
     """``in_process(*args, env=None)``: ``lakelock *args`` in this process (the parser and the
     commands a ``lakelock`` process runs, ``lakelock.cli.main``), with the AWS and lakelock
     environment a command started with :data:`~tests._support.CLI_ENV` (or ``env``) sees, and
@@ -201,7 +252,15 @@ def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[st
         for name, value in (env or CLI_ENV).items():
             if name.startswith(("AWS_", "LAKELOCK_")):
                 monkeypatch.setenv(name, value)
+        # A new default session, made from the environment just set, as a new process makes
+        # it (through boto3.setup_default_session, which a test may count requests on); only
+        # the parsed models are shared (boto3 adds its data path to them once more).
         monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+        core = botocore.session.get_session()
+        core.register_component("data_loader", _sdk_models)
+        search = list(_sdk_models.search_paths)
+        boto3.setup_default_session(botocore_session=core)
+        _sdk_models.search_paths[:] = search
         capsys.readouterr()
         status = main(list(args))
         out, err = capsys.readouterr()

@@ -6,6 +6,7 @@ walked (depth + 4 GETs for a fresh Lake)."""
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable, Iterator
 from datetime import date, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from lakelock._pinning import pinned_partitions
 from lakelock._registry._tree import Node, tree_get, tree_items
 from lakelock.errors import RegistryCorruptError
 from lakelock.testing import S3Endpoint
-from tests._support import wait_until
+from tests._support import FAST_RETRY, wait_until
 
 PARTITIONS = 200
 
@@ -69,10 +70,13 @@ REGIONS = ["eu", "us", "ap", None]
 IDS = list(range(1000))
 
 
-@pytest.fixture
-def grid(lake: Lake) -> Lake:
+@pytest.fixture(scope="module")
+def grid(endpoint: S3Endpoint, new_bucket: Callable[..., str]) -> Iterator[Lake]:
     """Dataset ``g``: 120 partitions (30 days x 4 regions, one of them null), two rows each,
-    in one commit; and dataset ``small``: 40 partitions, an index small enough to be inline."""
+    in one commit; and dataset ``small``: 40 partitions, an index small enough to be inline.
+    Made once for the module: its tests only read it (each through a Lake of its own, where
+    it counts requests), and writing 240 files is most of what each of them cost."""
+    lake = Lake(new_bucket("grid"), s3=endpoint.client(), retry=FAST_RETRY)
     cells = [(d, r) for d in DAYS for r in REGIONS]
     lake.append(
         "g",
@@ -88,7 +92,8 @@ def grid(lake: Lake) -> Lake:
     )
     lake.append("small", pa.table({"id": range(40), "p": range(40)}), partition_by=["p"])
     lake.close()  # a hedged write's slower copy is answered before the test counts
-    return lake
+    yield lake
+    lake.close()  # what its tests' reads left running
 
 
 def index_nodes(lake: Lake, dataset: str, path: str) -> list[str]:

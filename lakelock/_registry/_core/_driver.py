@@ -264,7 +264,22 @@ class Driver:
             if self._hedges is None:
                 self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")
             pool = self._hedges
-        pending: set[Future[Any]] = {early[0] if early is not None else pool.submit(send)}
+        if early is not None:
+            pending: set[Future[Any]] = {early[0]}
+        else:
+            # The race's clock starts when its first copy is sent, not when it is queued
+            # behind these threads (busy with earlier races' slower copies): time queued is
+            # not the store's, and counting it hedged most of a big batch's requests,
+            # whose copies queued in turn (docs/decisions/0059-hedge-when-sent.md).
+            sending = threading.Event()
+
+            def first() -> _T:
+                race.sent = self.timer()
+                sending.set()
+                return send()
+
+            pending = {pool.submit(first)}
+            sending.wait()
         while True:
             due = race.due
             timeout = None if due is None else max(0.0, due - self.timer())

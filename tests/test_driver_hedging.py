@@ -20,7 +20,7 @@ import pytest
 from lakelock import Lake
 from lakelock._registry._core import Driver, FoldPolicy, Hedging
 from lakelock._registry._core._driver import HEDGED_BODY
-from lakelock._registry._core._hedging import PATIENT
+from lakelock._registry._core._hedging import BURST, PATIENT
 from lakelock._registry._core._requests import Get, List, Now, Parallel, Put, Request, Steps
 from lakelock._registry._core._schedule import fixed_values
 from lakelock._registry._document import REGISTRY_KEY
@@ -204,6 +204,21 @@ def test_a_big_batch_sends_few_of_its_requests_twice(s3: S3Endpoint, store: Obje
     driver.close()
     assert not any(isinstance(answer, BaseException) for answer in answers)
     assert s3.stats()["PutObject"] < 450, s3.stats()
+
+
+
+def test_a_store_slow_for_every_request_gets_few_hedges(s3: S3Endpoint, store: ObjectStore) -> None:
+    """Every PUT answered 0.3 s late, a process that timed its writes at 10 ms: of a batch
+    of 64 creates only 16 are sent again (the share's burst: ``BURST``), not all 64 —
+    a store slow for every request is not sent each request twice."""
+    s3.inject("latency", operation="PutObject", prefix="nodes/", delay=0.3)
+    driver = Driver(store, store, hedging=warmed(2.0, writes=0.01))
+    answers = driver.perform(
+        Parallel(tuple(Put(f"nodes/{n}", b"x" * 300, create=True) for n in range(64)))
+    )
+    driver.close()
+    assert not any(isinstance(answer, BaseException) for answer in answers)
+    assert s3.stats()["PutObject"] == 64 + BURST
 
 
 # -- an append's data files ------------------------------------------------------------------

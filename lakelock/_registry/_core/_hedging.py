@@ -34,7 +34,7 @@ PATIENT = 8.0
 #: burst of :data:`BURST` (gRPC's hedging throttle): a store slow for every request — its
 #: own process's load — is not sent each request twice.
 SHARE = 0.1
-BURST = 16.0
+BURST = 16
 
 
 class Hedging:
@@ -69,7 +69,7 @@ class Hedging:
             True: deque(maxlen=samples),
         }
         self._lock = threading.Lock()
-        self._tokens = BURST
+        self._tokens = float(BURST)
 
     @staticmethod
     def hedgeable(request: Request) -> bool:

@@ -267,10 +267,11 @@ class Driver:
         if early is not None:
             pending: set[Future[Any]] = {early[0]}
         else:
-            # The race's clock starts when its first copy is sent, not when it is queued
-            # behind these threads (busy with earlier races' slower copies): time queued is
-            # not the store's, and counting it hedged most of a big batch's requests,
-            # whose copies queued in turn (docs/decisions/0059-hedge-when-sent.md).
+            # The race's clock starts when its first copy is sent, not when it waits for
+            # one of these threads (busy with earlier races' slower copies): time waited is
+            # not the store's, and each copy it hedged made the next requests wait longer.
+            # The simulator's clock starts at the send too
+            # (docs/decisions/0059-hedges-a-share-of-requests.md).
             sending = threading.Event()
 
             def first() -> _T:

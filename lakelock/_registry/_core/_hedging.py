@@ -32,7 +32,8 @@ PATIENT = 8.0
 
 #: Hedges a process sends stay about this share of its hedged requests answered, past a
 #: burst of :data:`BURST` (gRPC's hedging throttle): a store slow for every request — its
-#: own process's load — is not sent each request twice.
+#: own process's load — is not sent each request twice
+#: (docs/decisions/0059-hedges-a-share-of-requests.md).
 SHARE = 0.1
 BURST = 16
 
@@ -54,7 +55,10 @@ class Hedging:
     are sent again only past :data:`PATIENT` times the median of reads: what a timeout
     would do, without giving the first copy up. Nothing else of the root's is hedged (its
     compare-and-swap), nor a write of more than :data:`HEDGED_BODY` bytes;
-    ``alone=False``: only the requests of a batch of several are. Thread-safe."""
+    ``alone=False``: only the requests of a batch of several are. Hedges stay a share of
+    the requests: each costs a token, each hedged request answered earns :data:`SHARE` of
+    one, at most :data:`BURST` kept; a hedge due with none left is never sent (the request
+    is waited for). Thread-safe."""
 
     def __init__(
         self, factor: float, *, alone: bool = True, samples: int = 64, least: int = 16

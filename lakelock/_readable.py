@@ -10,25 +10,31 @@ Types of one kind hold each other (``string`` and ``large_string``; an ``int`` i
 and a ``float`` in a ``double``, as Iceberg promotes them; a decimal of a smaller precision
 and the same scale; a timestamp, time or date of the same or a coarser unit, with a time
 zone or without as the dataset's: a finer one fails the safe cast of any value the
-dataset's unit cannot hold); nested types and those not named here are left to the reader.
+dataset's unit cannot hold); a column of type null (all nulls when the dataset got it) holds
+only nulls; nested types and those not named here are left to the reader.
 
 A column the dataset lacks is not read, but would be the day another process merged it in a
 type that cannot hold the file's: a commit refuses such a column unless it merges it
 (:func:`held_columns` names the columns files hold). A partition column (read from the
-file's path) and a pandas index stored as a column (``__index_level_0__``, which the file's
-``pandas`` metadata names as an index: not data) are never lacking.
+file's path) and pandas' unnamed index stored as a column (``__index_level_0__``, which the
+file's ``pandas`` metadata names as an index: not data) are never lacking. A named index
+(``set_index("user")``) is stored as its column, which every engine reads: data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Hashable, Iterable
 
 import orjson
 import pyarrow as pa
 
 from lakelock._names import parse_partition_path
 
-__all__ = ["held_columns", "unholdable"]
+__all__ = ["file_shape", "held_columns", "unholdable"]
+
+#: How pandas names an index it stores as a column because the index has no name of its own.
+_UNNAMED_INDEX = re.compile(r"__index_level_\d+__")
 
 
 def held_columns(
@@ -40,12 +46,13 @@ def held_columns(
     columns its pandas metadata names as the frame's index (``partition_columns``: its
     partition columns too, as written, for the schema of a dataset the files make)."""
     held: dict[str, tuple[int, pa.Field]] = {}
-    indexes: dict[int, set[str]] = {}  # one parse per schema: a write's files share theirs
+    seen: set[Hashable] = set()
     for place, (schema, partition_path) in enumerate(files):
-        index = indexes.get(id(schema))
-        if index is None:
-            index = indexes[id(schema)] = _pandas_index(schema)
-        skipped = index
+        shape = file_shape(schema, partition_path)
+        if shape in seen:
+            continue  # a file like one before it holds nothing new
+        seen.add(shape)
+        skipped = index = _pandas_index(schema)
         if not partition_columns:
             skipped = index | {column for column, _ in parse_partition_path(partition_path)}
         for column in schema:
@@ -61,9 +68,17 @@ def held_columns(
     return held
 
 
+def file_shape(schema: pa.Schema, partition_path: str) -> Hashable:
+    """What judging a file by its schema depends on: files of one shape are judged once. A
+    job's thousands of workers write few shapes (one schema, a few partitions), but each
+    its own schema object, so the shape compares them by value, metadata included."""
+    return schema, tuple(sorted((schema.metadata or {}).items())), partition_path
+
+
 def _pandas_index(schema: pa.Schema) -> set[str]:
     """The columns ``schema``'s pandas metadata (what ``pa.Table.from_pandas`` records)
-    names as the frame's index: a range index is stored as no column, any other as one."""
+    names as the frame's unnamed index: a range index is stored as no column, any other as
+    one; a named index keeps its name, and is read as data by every engine."""
     raw = (schema.metadata or {}).get(b"pandas")
     if raw is None:
         return set()
@@ -71,7 +86,9 @@ def _pandas_index(schema: pa.Schema) -> set[str]:
         index = orjson.loads(raw).get("index_columns", [])
     except (orjson.JSONDecodeError, AttributeError):
         return set()  # not what pandas writes: every column is data
-    return {name for name in index if isinstance(name, str)} if isinstance(index, list) else set()
+    if not isinstance(index, list):
+        return set()
+    return {name for name in index if isinstance(name, str) and _UNNAMED_INDEX.fullmatch(name)}
 
 
 def unholdable(
@@ -88,6 +105,8 @@ def unholdable(
         if index < 0 or column.name in from_path:
             continue
         wanted = dataset.field(index).type
+        if pa.types.is_null(wanted) and not pa.types.is_null(column.type):
+            return column.name, wanted  # no value can be cast to null: every read fails
         found, expected = _kind(column.type), _kind(wanted)
         if found is None or expected is None or _holds(expected, found):
             continue

@@ -219,3 +219,55 @@ def test_a_declared_schema_leaving_out_a_required_column_is_still_refused(lake: 
     with pytest.raises(SchemaMismatchError, match="required column 'id'"):
         lake.registry.commit("events", add=files, schema=declared)
     assert lake.read("events")["score"].to_pylist() == [5]
+
+
+def test_a_workers_named_pandas_index_is_a_column_of_the_dataset_it_makes(lake: Lake) -> None:
+    """A worker's share built with pandas and indexed by ``user`` (``set_index``) stores
+    ``user`` as a column every engine reads; the dataset the driver's commit makes must
+    have it. Only pandas' own unnamed index (``__index_level_0__``) is not data. Before,
+    ``user`` was taken for an index and left out of the dataset's schema, so every read of
+    ``events`` lost the column its files hold."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"user": ["a", "b"], "n": [1, 2]}).set_index("user")
+    files = lake.config.open().write("events", pa.Table.from_pandas(frame))
+    lake.registry.commit("events", add=files)
+    rows = lake.read("events").sort_by("n")
+    assert rows["user"].to_pylist() == ["a", "b"]
+
+
+def test_a_workers_values_in_a_column_the_dataset_has_as_all_null_are_refused(
+    lake: Lake,
+) -> None:
+    """A job's first commit makes ``events`` of workers' files whose ``note`` was null in
+    every row (stored as type null, which the dataset takes). A later worker's file holding
+    ``note`` as strings must be refused (``SchemaMismatchError`` naming the column),
+    nothing committed, as ``lake.append`` of such rows is: a null column holds no value.
+    Before, it committed and every read of ``events`` failed (no cast from string to
+    null)."""
+    write = lake.config.open().write
+    lake.registry.commit("events", add=write("events", pa.table({"id": [1], "note": [None]})))
+    later = write("events", pa.table({"id": [2], "note": ["late"]}))
+    with pytest.raises(SchemaMismatchError, match="column 'note' as string"):
+        lake.registry.commit("events", add=later)
+    assert lake.read("events")["id"].to_pylist() == [1]
+
+
+def test_a_rerun_of_a_recorded_commit_is_reported_though_its_files_no_longer_fit(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """A driver commits its workers' files (``id`` and ``score``, which another pipeline
+    had merged) under ``load-3``; the dataset is then restored to a version before
+    ``score``. Re-run under ``load-3`` with the same files, the commit must be reported
+    (``already_committed``, its version), as it is for files without a schema, and commit
+    nothing. Before, the files were judged first and the re-run was refused
+    (``SchemaMismatchError``), so a retried job failed on a commit that had landed."""
+    lake.append("events", pa.table({"id": [1]}))
+    with Lake(bucket, s3=client, retry=FAST_RETRY) as other:
+        other.append("events", pa.table({"id": [2], "score": [5]}), schema_mode="merge")
+    files = lake.config.open().write("events", pa.table({"id": [3], "score": [6]}))
+    landed = lake.registry.commit("events", add=files, commit_id="load-3")
+    lake.restore("events", version=1)
+    again = lake.registry.commit("events", add=files, commit_id="load-3")
+    assert again.already_committed
+    assert again.version == landed.version
+    assert lake.read("events")["id"].to_pylist() == [1]

@@ -25,7 +25,7 @@ commit with a :class:`CommitBuilder` (as delta-rs's operations go through its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,7 +35,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
-from lakelock._readable import held_columns, unholdable
+from lakelock._readable import file_shape, held_columns, unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import Change, check_fits, reused_commit_id
 from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
@@ -260,23 +260,41 @@ class CommitBuilder:
 
     def commit(self) -> CommitResult:
         """Commit what was built, in one registry update."""
-        self._files_fit()
+        earlier = self._files_fit()
+        if earlier is not None:
+            return earlier
         return self.registry.commit_changes([self.change, *self.others])
 
-    def _files_fit(self) -> None:
+    def _files_fit(self) -> CommitResult | None:
         """Refuse files a read of the dataset would fail on, written for another schema
         (``registry.commit`` of a worker's files: :func:`fitted_schema`), and declare the
         schema they were judged by, which the commit loop judges again on the dataset as it
         is when the commit applies. They are judged by the dataset as this process knows it,
         read anew if that does not settle it (:func:`judged_by`: it knows no schema, or one
-        lacking a column a file holds, which another process may have merged since)."""
+        lacking a column a file holds, which another process may have merged since). Files
+        refused under a commit id recorded for this change are a re-run: the earlier commit
+        is returned, as the commit loop would report it for files without a schema."""
         change, registry = self.change, self.registry
         if all(f.schema is None for f in change.add):
-            return
+            return None
         dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
         if not judged_by(change, dataset):
             dataset = registry.read().datasets.get(change.dataset)
-        self._set(schema=fitted_schema(change, dataset))
+        try:
+            self._set(schema=fitted_schema(change, dataset))
+        except SchemaMismatchError:
+            # The dataset may have changed since the files landed (a restore, a column
+            # merged): a retried job hears its commit reported, not refused.
+            if change.generated_id:
+                raise
+            found = registry.internals.recorded_commit(
+                change.commit_id, change.dataset, snapshot=registry.read()
+            )
+            if found is None or reused_commit_id(found, change) is not None:
+                raise
+            version = found.version if isinstance(found, CommitRecord) else int(found["version"])
+            return CommitResult(version, change.commit_id, already_committed=True)
+        return None
 
     def _set(self, **fields: Any) -> None:
         self.change = replace(self.change, **fields)
@@ -339,7 +357,12 @@ def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | N
         )
     merged = [column.with_nullable(True) for _, _, column in new]
     target = pa.schema([*target, *merged], metadata=target.metadata)
+    judged: set[Hashable] = set()
     for f, schema in typed:
+        shape = file_shape(schema, f.partition_path)
+        if shape in judged:
+            continue  # judged already: a file of one shape passes or fails as the first
+        judged.add(shape)
         found = unholdable(schema, target, f.partition_path)
         if found is not None:
             name, wanted = found

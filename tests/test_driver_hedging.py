@@ -207,8 +207,9 @@ def test_a_big_batch_sends_few_of_its_requests_twice(s3: S3Endpoint, store: Obje
 
 def test_a_store_slow_for_every_request_gets_few_hedges(s3: S3Endpoint, store: ObjectStore) -> None:
     """Every PUT answered 0.3 s late, a process that timed its writes at 10 ms: of a batch
-    of 64 creates only 16 are sent again (the share's burst: ``BURST``), not all 64 —
-    a store slow for every request is not sent each request twice."""
+    of 64 creates only 16 are sent again (the share's burst: ``BURST``; a few more if some
+    were answered before the last were due), not all 64 — a store slow for every request
+    is not sent each request twice."""
     s3.inject("latency", operation="PutObject", prefix="nodes/", delay=0.3)
     driver = Driver(store, store, hedging=warmed(2.0, writes=0.01))
     answers = driver.perform(
@@ -216,7 +217,7 @@ def test_a_store_slow_for_every_request_gets_few_hedges(s3: S3Endpoint, store: O
     )
     driver.close()
     assert not any(isinstance(answer, BaseException) for answer in answers)
-    assert s3.stats()["PutObject"] == 64 + BURST
+    assert 64 + BURST <= s3.stats()["PutObject"] <= 64 + BURST + 64 * SHARE
 
 
 # -- an append's data files ------------------------------------------------------------------

@@ -264,7 +264,23 @@ class Driver:
             if self._hedges is None:
                 self._hedges = ThreadPoolExecutor(2 * THREADS, thread_name_prefix="lakelock-hedge")
             pool = self._hedges
-        pending: set[Future[Any]] = {early[0] if early is not None else pool.submit(send)}
+        if early is not None:
+            pending: set[Future[Any]] = {early[0]}
+        else:
+            # The race's clock starts when its first copy is sent, not when it waits for
+            # one of these threads (busy with earlier races' slower copies): time waited is
+            # not the store's, and each copy it hedged made the next requests wait longer.
+            # The simulator's clock starts at the send too
+            # (docs/decisions/0059-hedges-a-share-of-requests.md).
+            sending = threading.Event()
+
+            def first() -> _T:
+                race.sent = self.timer()
+                sending.set()
+                return send()
+
+            pending = {pool.submit(first)}
+            sending.wait()
         while True:
             due = race.due
             timeout = None if due is None else max(0.0, due - self.timer())

@@ -1,0 +1,68 @@
+"""Adversarial tests of commits sent again through the Iceberg REST catalog (README, "Iceberg
+and Delta views; the Iceberg REST catalog"; docs/ARCHITECTURE.md, "The Iceberg REST
+catalog"): an engine whose answer was lost sends its request again, and must hear that it
+was committed, whatever requirements the request carries. pyiceberg's ``RestCatalog`` talks
+HTTP to a catalog started in-process over the embedded endpoint; its files are written with
+S3 keys of its own, which the test bucket's policy does not bind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from lakelock import Lake
+from lakelock._catalog import CatalogServer, LakeCatalog
+
+ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
+EVENTS = Schema(
+    NestedField(1, "kind", StringType(), required=False),
+    NestedField(2, "n", LongType(), required=False),
+)
+
+
+@pytest.fixture
+def server(lake: Lake) -> Iterator[CatalogServer]:
+    running = CatalogServer(LakeCatalog(lake), port=0).start()
+    yield running
+    running.close()
+
+
+class ResendingWithoutRequirements(RestCatalog):
+    """A client that sends its commits without requirements (the REST spec makes them
+    optional) and sends each one twice, as a client does whose first answer was lost."""
+
+    def commit_table(self, table: Any, requirements: Any, updates: Any) -> Any:
+        super().commit_table(table, (), updates)
+        return super().commit_table(table, (), updates)
+
+
+def events(kinds: list[str], ns: list[int]) -> pa.Table:
+    return pa.table({"kind": pa.array(kinds, pa.string()), "n": pa.array(ns, pa.int64())})
+
+
+def test_an_append_without_requirements_sent_again_is_answered_as_committed(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """An append sent without requirements lands, its answer is lost, and the client sends the
+    same request again: it must be answered as committed (its commit id is recorded), as a
+    request with requirements is. What a user loses otherwise: the resent request heard 409
+    (its snapshot's parent is no longer main: "refresh and retry"), the engine's retry on the
+    refreshed table then a 400 saying "nothing was committed" for rows that are committed, so
+    the job fails and a pipeline trusting the message runs its append again, every row
+    twice."""
+    RestCatalog("lakelock", uri=server.url, **ENGINE).create_table("lake.events", EVENTS)
+    table = ResendingWithoutRequirements("r", uri=server.url, **ENGINE).load_table("lake.events")
+    table.append(events(["a", "b"], [1, 2]))
+    table.overwrite(events(["c"], [3]))
+    assert [h.operation for h in reversed(lake.history("events"))] == [
+        "create",
+        "append",
+        "overwrite",
+    ]
+    assert lake.read("events").to_pylist() == [{"kind": "c", "n": 3}]

@@ -7,17 +7,20 @@ S3 keys of its own, which the test bucket's policy does not bind."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import BadRequestError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
+from tests._support.simtime import SimTime
 
 ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
 EVENTS = Schema(
@@ -66,3 +69,29 @@ def test_an_append_without_requirements_sent_again_is_answered_as_committed(
         "overwrite",
     ]
     assert lake.read("events").to_pylist() == [{"kind": "c", "n": 3}]
+
+
+def test_an_engine_file_older_than_half_the_vacuum_floor_is_a_bad_request_not_a_retry(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """An engine writes its file, then commits it through the catalog 45 minutes later by the
+    server's clock: older than half the vacuum floor (an hour), the file may be vacuumed
+    before the commit lands, and lakelock refuses it (``ObjectTooOldError``, nothing
+    committed). The engine must hear a 400 naming it: sending the same files again can never
+    commit them. What a user loses otherwise: a 409 ``CommitFailedException`` ("refresh and
+    retry"), which pyiceberg (and Spark) retry with the same files, the catalog reading every
+    file through its checksum again each time, to end in a concurrent-update error that
+    says nothing of what to do (write the data again)."""
+    sim = SimTime(start=time.time())
+    sim.attach(lake.client)
+    RestCatalog("lakelock", uri=server.url, **ENGINE).create_table("lake.events", EVENTS)
+
+    class Late(RestCatalog):
+        def commit_table(self, table: Any, requirements: Any, updates: Any) -> Any:
+            sim.advance(45 * 60)  # the job's files were written 45 minutes ago
+            return super().commit_table(table, requirements, updates)
+
+    table = Late("r", uri=server.url, **ENGINE).load_table("lake.events")
+    with pytest.raises(BadRequestError, match="vacuum floor"):
+        table.append(events(["a"], [1]))
+    assert [h.operation for h in lake.history("events")] == ["create"]

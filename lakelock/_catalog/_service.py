@@ -69,6 +69,7 @@ from lakelock.errors import (
     FileAlreadyRegisteredError,
     InvalidNameError,
     LakelockError,
+    ObjectTooOldError,
     SchemaMismatchError,
     StaleFenceError,
 )
@@ -749,7 +750,9 @@ class LakeCatalog:
         another commit changed) is the spec's 409, so the engine refreshes and retries."""
         try:
             result: CommitResult = self.lake.registry.commit_changes(changes)
-        except FileAlreadyRegisteredError as error:  # not stale: a retry cannot commit it
+        except (FileAlreadyRegisteredError, ObjectTooOldError) as error:
+            # Not stale: the same files sent again can never commit (a file registered
+            # already; one older than half the vacuum floor, which must be written again).
             raise CatalogError.bad_request(str(error)) from error
         except (CommitConflictError, SchemaMismatchError, StaleFenceError) as error:
             raise CatalogError.commit_failed(str(error)) from error

@@ -95,3 +95,27 @@ def test_an_engine_file_older_than_half_the_vacuum_floor_is_a_bad_request_not_a_
     with pytest.raises(BadRequestError, match="vacuum floor"):
         table.append(events(["a"], [1]))
     assert [h.operation for h in lake.history("events")] == ["create"]
+
+
+def test_an_engine_file_holding_a_column_a_restore_dropped_is_refused_not_committed_unread(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """An engine loads the table after adding column ``score``; lakelock restores the version
+    before the column (dropping it); the engine then appends rows with scores. Its commit is
+    stale (409), pyiceberg retries it on the refreshed table with the same file, which holds
+    ``score``: the catalog must refuse it (400 naming the column), nothing committed. What a
+    user loses otherwise: the append is answered as committed, and every score it wrote is
+    gone from every read (lakelock's, the Iceberg and Delta views'), with no error."""
+    catalog = RestCatalog("lakelock", uri=server.url, **ENGINE)
+    table = catalog.create_table("lake.events", EVENTS)
+    table.append(events(["a"], [1]))
+    before = lake.registry.read().datasets["events"].updated_version
+    with table.update_schema() as update:
+        update.add_column("score", LongType())
+    table = catalog.load_table("lake.events")
+    lake.restore("events", version=before)
+    scored = events(["c"], [3]).append_column("score", pa.array([9], pa.int64()))
+    with pytest.raises(BadRequestError, match="holds column 'score', which the table lacks"):
+        table.append(scored)
+    assert lake.history("events")[0].operation == "restore"
+    assert lake.read("events").to_pylist() == [{"kind": "a", "n": 1}]

@@ -220,6 +220,21 @@ def test_a_store_slow_for_every_request_gets_few_hedges(s3: S3Endpoint, store: O
     assert 64 + BURST <= s3.stats()["PutObject"] <= 64 + BURST + 64 * SHARE
 
 
+def test_past_the_burst_ten_requests_answered_earn_the_next_slow_one_its_hedge() -> None:
+    """A process that spent its burst sends one hedge for every ten hedged requests answered
+    (``SHARE``), not one for eleven: ten tenths counted as floats sum to just under one, so
+    the slow request after ten answered was waited for, not hedged — the share a process
+    was promised, a tenth, was an eleventh (the driver and the simulator alike)."""
+    hedging = warmed(2.0)
+    burst = [hedging.race(False, sent=0.0, after=0.02) for _ in range(BURST)]
+    assert all(race.hedge() for race in burst)  # slow, all of them: the burst spent
+    assert not hedging.race(False, sent=0.0, after=0.02).hedge()
+    for _ in range(round(1 / SHARE)):
+        assert hedging.race(False, sent=0.0, after=0.02).answers(False, 0.01)
+    assert hedging.race(False, sent=0.0, after=0.02).hedge()
+    assert not hedging.race(False, sent=0.0, after=0.02).hedge()  # one, not more
+
+
 # -- an append's data files ------------------------------------------------------------------
 
 

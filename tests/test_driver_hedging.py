@@ -220,6 +220,29 @@ def test_a_store_slow_for_every_request_gets_few_hedges(s3: S3Endpoint, store: O
     assert 64 + BURST <= s3.stats()["PutObject"] <= 64 + BURST + 64 * SHARE
 
 
+def test_a_requests_clock_starts_when_its_first_copy_is_sent(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Time that passes after a request is made and before its first copy goes — waiting for
+    one of the driver's threads, busy with earlier requests' slower copies — is not the
+    store's: a create whose clock jumps 100 s there (its first reading, when it is made, is
+    the only one before the jump) and whose copy is answered within ms is sent once, not
+    hedged for the wait (a big batch on a loaded machine had most of its creates sent twice,
+    each refused copy read back, and each copy made the next requests wait longer)."""
+    readings = 0
+
+    def timer() -> float:
+        nonlocal readings
+        readings += 1
+        return time.monotonic() + (0.0 if readings == 1 else 100.0)
+
+    driver = Driver(store, store, hedging=warmed(2.0, writes=1.0), timer=timer)
+    s3.reset_stats()
+    driver.perform(Put("waited/a", b"x" * 300, create=True))  # hedged past 2 s in flight
+    driver.close()
+    assert s3.stats()["PutObject"] == 1, s3.stats()
+
+
 def test_past_the_burst_ten_requests_answered_earn_the_next_slow_one_its_hedge() -> None:
     """A process that spent its burst sends one hedge for every ten hedged requests answered
     (``SHARE``), not one for eleven: ten tenths counted as floats sum to just under one, so

@@ -8,6 +8,7 @@ certain for some requests)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -241,6 +242,45 @@ def test_a_requests_clock_starts_when_its_first_copy_is_sent(
     driver.perform(Put("waited/a", b"x" * 300, create=True))  # hedged past 2 s in flight
     driver.close()
     assert s3.stats()["PutObject"] == 1, s3.stats()
+
+
+def test_a_clock_that_fails_as_a_hedged_request_is_sent_fails_it_and_does_not_hang(
+    store: ObjectStore,
+) -> None:
+    """The driver's clock (the retry policy's, which a caller may inject) raising when a
+    hedged request's first copy is sent: the request fails with the clock's error. The
+    thread that waits for the copy was left waiting forever for a send that never came."""
+
+    class Stopped(Exception):
+        pass
+
+    readings = 0
+
+    def timer() -> float:
+        nonlocal readings
+        readings += 1
+        if readings > 1:  # it works when the request is made, then stops
+            raise Stopped("the clock stopped")
+        return time.monotonic()
+
+    driver = Driver(store, store, hedging=warmed(2.0, writes=1.0), timer=timer)
+    outcome: list[BaseException | None] = []
+
+    def request() -> None:
+        try:
+            driver.perform(Put("stopped/a", b"x" * 300, create=True))
+        except Exception as failure:
+            outcome.append(failure)
+        else:
+            outcome.append(None)
+
+    waiting = threading.Thread(target=request, daemon=True)  # left behind if it hangs
+    waiting.start()
+    waiting.join(timeout=30.0)
+    assert not waiting.is_alive(), "the request waits forever"
+    (failure,) = outcome
+    assert isinstance(failure, Stopped), failure
+    driver.close()
 
 
 def test_past_the_burst_ten_requests_answered_earn_the_next_slow_one_its_hedge() -> None:

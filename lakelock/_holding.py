@@ -38,6 +38,7 @@ import orjson
 
 from lakelock import _jsonfields as jsonfields
 from lakelock._clock import ServerClock, TimeBounds, shared_server_clock
+from lakelock._names import is_utf8
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import (
     AlreadyExistsError,
@@ -196,14 +197,6 @@ class Lapsed:
 
 
 # --- documents ---------------------------------------------------------------------------------
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +398,9 @@ class Setup:
         clock: Callable[[], float],
         sleep: Callable[[float], None],
     ) -> Setup:
-        if owner_label is not None and (not isinstance(owner_label, str) or not _utf8(owner_label)):
+        if owner_label is not None and (
+            not isinstance(owner_label, str) or not is_utf8(owner_label)
+        ):
             # Written into every document this owner writes, which every process parses:
             # another type there would make the lease or lock table unreadable for good.
             raise InvalidArgumentError(

@@ -248,6 +248,15 @@ def validate_commit_id(commit_id: object) -> str:
     return commit_id
 
 
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no lone surrogate): what JSON documents hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def require_named_columns(names: Iterable[str], *, of: str) -> None:
     """Refuse a column named ``""`` among ``names`` (the columns of a table, or of a
     schema a commit declares: ``of``) with :class:`InvalidNameError`: engines name

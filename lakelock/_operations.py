@@ -53,6 +53,7 @@ from lakelock._datafile import DataFile
 from lakelock._datasets import Progress, read_files, table_schema, write_table
 from lakelock._names import (
     PartitionSpec,
+    is_utf8,
     parse_partition_path,
     parse_partition_value,
     partition_columns,
@@ -403,18 +404,10 @@ def _properties(properties: Mapping[str, str | None] | None) -> dict[str, str | 
             raise InvalidNameError(
                 name, "a property is a non-empty name with a string value (None removes it)"
             )
-        if not _utf8(name) or not (value is None or _utf8(value)):
+        if not is_utf8(name) or not (value is None or is_utf8(value)):
             # The commit records them as JSON, which holds UTF-8 text only.
             raise InvalidNameError(name, "a property's name and value are UTF-8 encodable")
     return dict(properties)
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _dataset(snapshot: RegistrySnapshot, dataset: str) -> DatasetState:

@@ -90,7 +90,7 @@ from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._layout import files_prefix
 from lakelock._registry._builder import summary_digest
-from lakelock._registry._changes import Change, new_commit_id, takeover
+from lakelock._registry._changes import Change, SchemaMode, new_commit_id, takeover
 
 __all__ = ["KINDS", "Invocation", "Mix", "Shared", "Workload"]
 
@@ -699,16 +699,7 @@ class Workload:
         else:
             path = f"part={self.rng.randrange(self.partitions)}"
             added = self._files(dataset, path, commit_id, data)
-        change = Change(
-            dataset=dataset,
-            commit_id=commit_id,
-            add=added,
-            partition_by=PARTITION_BY,
-            operation="commit",
-            generated_id=not explicit,
-            existing_files=True,  # as registry.commit marks files written before it
-        )
-        change = replace(change, digest=summary_digest(change))  # as registry.commit binds it
+        change = _registered(dataset, commit_id, added, explicit=explicit)
         return Invocation(
             commit_id, self.writer, "register", (change,), explicit, start, data=tuple(data)
         )
@@ -770,17 +761,10 @@ class Workload:
         added = tuple(
             replace(f, schema=schema) for f in self._files(dataset, path, commit_id, data)
         )
-        change = Change(
-            dataset=dataset,
-            commit_id=commit_id,
-            add=added,
-            partition_by=PARTITION_BY,
-            operation="commit",
-            generated_id=not explicit,
-            existing_files=True,  # as registry.commit marks files written before it
-            schema_mode="merge" if self.rng.random() < 0.5 else None,
+        merge = self.rng.random() < 0.5
+        change = _registered(
+            dataset, commit_id, added, explicit=explicit, schema_mode="merge" if merge else None
         )
-        change = replace(change, digest=summary_digest(change))  # as registry.commit binds it
         invocation = Invocation(
             commit_id,
             self.writer,
@@ -989,3 +973,26 @@ class Workload:
 def _nfc(name: str) -> str:
     """A lease's name as its own protocol keys it (NFC), however a fence spelt it."""
     return unicodedata.normalize("NFC", name)
+
+
+def _registered(
+    dataset: str,
+    commit_id: str,
+    added: tuple[DataFile, ...],
+    *,
+    explicit: bool,
+    schema_mode: SchemaMode = None,
+) -> Change:
+    """The change ``registry.commit(add=added)`` makes of files written earlier, its digest
+    bound as ``registry.commit`` binds it."""
+    change = Change(
+        dataset=dataset,
+        commit_id=commit_id,
+        add=added,
+        partition_by=PARTITION_BY,
+        operation="commit",
+        generated_id=not explicit,
+        existing_files=True,  # as registry.commit marks files written before it
+        schema_mode=schema_mode,
+    )
+    return replace(change, digest=summary_digest(change))

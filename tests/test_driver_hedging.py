@@ -8,6 +8,7 @@ certain for some requests)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -218,6 +219,83 @@ def test_a_store_slow_for_every_request_gets_few_hedges(s3: S3Endpoint, store: O
     driver.close()
     assert not any(isinstance(answer, BaseException) for answer in answers)
     assert 64 + BURST <= s3.stats()["PutObject"] <= 64 + BURST + 64 * SHARE
+
+
+def test_a_requests_clock_starts_when_its_first_copy_is_sent(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Time that passes after a request is made and before its first copy goes — waiting for
+    one of the driver's threads, busy with earlier requests' slower copies — is not the
+    store's: a create whose clock jumps 100 s there (its first reading, when it is made, is
+    the only one before the jump) and whose copy is answered within ms is sent once, not
+    hedged for the wait (a big batch on a loaded machine had most of its creates sent twice,
+    each refused copy read back, and each copy made the next requests wait longer)."""
+    readings = 0
+
+    def timer() -> float:
+        nonlocal readings
+        readings += 1
+        return time.monotonic() + (0.0 if readings == 1 else 100.0)
+
+    driver = Driver(store, store, hedging=warmed(2.0, writes=1.0), timer=timer)
+    s3.reset_stats()
+    driver.perform(Put("waited/a", b"x" * 300, create=True))  # hedged past 2 s in flight
+    driver.close()
+    assert s3.stats()["PutObject"] == 1, s3.stats()
+
+
+def test_a_clock_that_fails_as_a_hedged_request_is_sent_fails_it_and_does_not_hang(
+    store: ObjectStore,
+) -> None:
+    """The driver's clock (the retry policy's, which a caller may inject) raising when a
+    hedged request's first copy is sent: the request fails with the clock's error. The
+    thread that waits for the copy was left waiting forever for a send that never came."""
+
+    class Stopped(Exception):
+        pass
+
+    readings = 0
+
+    def timer() -> float:
+        nonlocal readings
+        readings += 1
+        if readings > 1:  # it works when the request is made, then stops
+            raise Stopped("the clock stopped")
+        return time.monotonic()
+
+    driver = Driver(store, store, hedging=warmed(2.0, writes=1.0), timer=timer)
+    outcome: list[BaseException | None] = []
+
+    def request() -> None:
+        try:
+            driver.perform(Put("stopped/a", b"x" * 300, create=True))
+        except Exception as failure:
+            outcome.append(failure)
+        else:
+            outcome.append(None)
+
+    waiting = threading.Thread(target=request, daemon=True)  # left behind if it hangs
+    waiting.start()
+    waiting.join(timeout=30.0)
+    assert not waiting.is_alive(), "the request waits forever"
+    (failure,) = outcome
+    assert isinstance(failure, Stopped), failure
+    driver.close()
+
+
+def test_past_the_burst_ten_requests_answered_earn_the_next_slow_one_its_hedge() -> None:
+    """A process that spent its burst sends one hedge for every ten hedged requests answered
+    (``SHARE``), not one for eleven: ten tenths counted as floats sum to just under one, so
+    the slow request after ten answered was waited for, not hedged — the share a process
+    was promised, a tenth, was an eleventh (the driver and the simulator alike)."""
+    hedging = warmed(2.0)
+    burst = [hedging.race(False, sent=0.0, after=0.02) for _ in range(BURST)]
+    assert all(race.hedge() for race in burst)  # slow, all of them: the burst spent
+    assert not hedging.race(False, sent=0.0, after=0.02).hedge()
+    for _ in range(round(1 / SHARE)):
+        assert hedging.race(False, sent=0.0, after=0.02).answers(False, 0.01)
+    assert hedging.race(False, sent=0.0, after=0.02).hedge()
+    assert not hedging.race(False, sent=0.0, after=0.02).hedge()  # one, not more
 
 
 # -- an append's data files ------------------------------------------------------------------

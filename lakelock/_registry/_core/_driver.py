@@ -275,8 +275,10 @@ class Driver:
             sending = threading.Event()
 
             def first() -> _T:
-                race.sent = self.timer()
-                sending.set()
+                try:
+                    race.sent = self.timer()
+                finally:
+                    sending.set()  # a clock that raised: its error is the copy's answer
                 return send()
 
             pending = {pool.submit(first)}

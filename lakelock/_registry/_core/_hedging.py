@@ -37,6 +37,11 @@ PATIENT = 8.0
 SHARE = 0.1
 BURST = 16
 
+#: The share's tokens are counted in thousandths of a hedge, whole numbers (as gRPC's
+#: throttle counts its): ten tenths summed as floats fall short of one, and a process past
+#: its burst would send one hedge for eleven requests answered, not ten.
+_MILLI = 1000
+
 
 class Hedging:
     """When a request gets a second, identical one (a *hedge*): once it has been outstanding
@@ -73,7 +78,8 @@ class Hedging:
             True: deque(maxlen=samples),
         }
         self._lock = threading.Lock()
-        self._tokens = float(BURST)
+        self._tokens = BURST * _MILLI
+        self._earned = round(SHARE * _MILLI)
 
     @staticmethod
     def hedgeable(request: Request) -> bool:
@@ -107,15 +113,15 @@ class Hedging:
     def spend(self) -> bool:
         """Whether a hedge may be sent now (it is counted): within the share."""
         with self._lock:
-            if self._tokens < 1:
+            if self._tokens < _MILLI:
                 return False
-            self._tokens -= 1
+            self._tokens -= _MILLI
             return True
 
     def earn(self) -> None:
         """A hedged request was answered: :data:`SHARE` of a hedge more may be sent."""
         with self._lock:
-            self._tokens = min(BURST, self._tokens + SHARE)
+            self._tokens = min(BURST * _MILLI, self._tokens + self._earned)
 
     def after(self, write: bool) -> float | None:
         """Seconds after which an unanswered request (a write, or a read) of a batch sent now

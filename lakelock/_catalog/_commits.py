@@ -703,9 +703,17 @@ def _footer(store: ObjectStore, key: str, size: int, path: str) -> pq.FileMetaDa
 
 
 def _check_types(stored: pa.Schema, dataset: pa.Schema, partition: str, path: str) -> None:
-    """Refuse a file (in the partition at ``partition``) a column of which is stored in a
-    type the dataset's cannot hold (:mod:`lakelock._readable`): every read of the dataset
+    """Refuse a file (in the partition at ``partition``) holding a column the dataset lacks
+    (no read would return its values: an engine that wrote it before a restore dropped the
+    column, or without adding it, would lose them unseen), or a column of which is stored in
+    a type the dataset's cannot hold (:mod:`lakelock._readable`): every read of the dataset
     would fail on it once committed."""
+    lacking = [name for name in stored.names if dataset.get_field_index(name) < 0]
+    if lacking:
+        raise CatalogError.bad_request(
+            f"data file {path} holds column {lacking[0]!r}, which the table lacks: add the "
+            "column first (a schema change of its own), reload the table, then write"
+        )
     found = unholdable(stored, dataset, partition)
     if found is not None:
         name, wanted = found

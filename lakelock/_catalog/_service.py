@@ -69,6 +69,7 @@ from lakelock.errors import (
     FileAlreadyRegisteredError,
     InvalidNameError,
     LakelockError,
+    ObjectTooOldError,
     SchemaMismatchError,
     StaleFenceError,
 )
@@ -545,11 +546,23 @@ class LakeCatalog:
                     requirement.validate(base)
                 except commit_failed.CommitFailedException as error:
                     raise CatalogError.commit_failed(str(error)) from error
+            # A snapshot whose parent is no longer main is stale too, with or without
+            # requirements: a request sent without any is recognised as a retry here.
+            plan = self._planned(
+                table,
+                request=request,
+                snapshot=snapshot,
+                loaded=loaded,
+                base=base,
+                arrow=arrow,
+                partition_by=partition_by,
+            )
         except CatalogError as error:
-            # A request whose requirements no longer hold may be one that was committed and
-            # is sent again (its answer lost): then it is answered as committed — found by
-            # its commit id, or (a schema or property change, whose id names the version it
-            # was first planned on) by the table already being what it asks for.
+            # A request that no longer applies (its requirements, or its snapshot's parent)
+            # may be one that was committed and is sent again (its answer lost): then it is
+            # answered as committed — found by its commit id, or (a schema or property
+            # change, whose id names the version it was first planned on) by the table
+            # already being what it asks for.
             if error.status == 409:
                 if registry.internals.recorded_commit(commit_id, table) is not None:
                     return _RECORDED
@@ -561,15 +574,6 @@ class LakeCatalog:
                 ):
                     return None
             raise
-        plan = self._planned(
-            table,
-            request=request,
-            snapshot=snapshot,
-            loaded=loaded,
-            base=base,
-            arrow=arrow,
-            partition_by=partition_by,
-        )
         conditional = [r for r in requirements if not isinstance(r, AssertTableUUID)]
         if plan.add and loaded is not None:
             self._check_not_live(table, plan.add, snapshot)
@@ -746,7 +750,9 @@ class LakeCatalog:
         another commit changed) is the spec's 409, so the engine refreshes and retries."""
         try:
             result: CommitResult = self.lake.registry.commit_changes(changes)
-        except FileAlreadyRegisteredError as error:  # not stale: a retry cannot commit it
+        except (FileAlreadyRegisteredError, ObjectTooOldError) as error:
+            # Not stale: the same files sent again can never commit (a file registered
+            # already; one older than half the vacuum floor, which must be written again).
             raise CatalogError.bad_request(str(error)) from error
         except (CommitConflictError, SchemaMismatchError, StaleFenceError) as error:
             raise CatalogError.commit_failed(str(error)) from error

@@ -21,7 +21,7 @@ import pytest
 from lakelock import Lake
 from lakelock._registry._core import Driver, FoldPolicy, Hedging
 from lakelock._registry._core._driver import HEDGED_BODY
-from lakelock._registry._core._hedging import BURST, PATIENT, SHARE
+from lakelock._registry._core._hedging import PATIENT
 from lakelock._registry._core._requests import Get, List, Now, Parallel, Put, Request, Steps
 from lakelock._registry._core._schedule import fixed_values
 from lakelock._registry._document import REGISTRY_KEY
@@ -189,38 +189,6 @@ def test_the_roots_compare_and_swap_is_never_hedged(s3: S3Endpoint, store: Objec
     assert s3.stats()["PutObject"] == 1
 
 
-def test_a_big_batch_sends_few_of_its_requests_twice(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A batch of 300 small creates (a fold writing a big index's nodes) on an endpoint in
-    this process: its 64 threads and the endpoint's share two cores, so every request is
-    slower than the process's earlier ones, and counted from when it waited for a thread
-    slower still. At most ``BURST`` and a tenth of them are sent again (``SHARE``), not
-    most of them (about 85 % were, each refused copy then looked up)."""
-    driver = Driver(store, store, hedging=Hedging(2.0))
-    driver.perform(Parallel(tuple(Put(f"warm/{n}", b"x" * 300, create=True) for n in range(64))))
-    s3.reset_stats()
-    answers = driver.perform(
-        Parallel(tuple(Put(f"nodes/{n}", b"x" * 300, create=True) for n in range(300)))
-    )
-    driver.close()
-    assert not any(isinstance(answer, BaseException) for answer in answers)
-    assert s3.stats()["PutObject"] <= 300 + BURST + 300 * SHARE, s3.stats()
-
-
-def test_a_store_slow_for_every_request_gets_few_hedges(s3: S3Endpoint, store: ObjectStore) -> None:
-    """Every PUT answered 0.3 s late, a process that timed its writes at 10 ms: of a batch
-    of 64 creates only 16 are sent again (the share's burst: ``BURST``; a few more if some
-    were answered before the last were due), not all 64 — a store slow for every request
-    is not sent each request twice."""
-    s3.inject("latency", operation="PutObject", prefix="nodes/", delay=0.3)
-    driver = Driver(store, store, hedging=warmed(2.0, writes=0.01))
-    answers = driver.perform(
-        Parallel(tuple(Put(f"nodes/{n}", b"x" * 300, create=True) for n in range(64)))
-    )
-    driver.close()
-    assert not any(isinstance(answer, BaseException) for answer in answers)
-    assert 64 + BURST <= s3.stats()["PutObject"] <= 64 + BURST + 64 * SHARE
-
-
 def test_a_requests_clock_starts_when_its_first_copy_is_sent(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:
@@ -281,21 +249,6 @@ def test_a_clock_that_fails_as_a_hedged_request_is_sent_fails_it_and_does_not_ha
     (failure,) = outcome
     assert isinstance(failure, Stopped), failure
     driver.close()
-
-
-def test_past_the_burst_ten_requests_answered_earn_the_next_slow_one_its_hedge() -> None:
-    """A process that spent its burst sends one hedge for every ten hedged requests answered
-    (``SHARE``), not one for eleven: ten tenths counted as floats sum to just under one, so
-    the slow request after ten answered was waited for, not hedged — the share a process
-    was promised, a tenth, was an eleventh (the driver and the simulator alike)."""
-    hedging = warmed(2.0)
-    burst = [hedging.race(False, sent=0.0, after=0.02) for _ in range(BURST)]
-    assert all(race.hedge() for race in burst)  # slow, all of them: the burst spent
-    assert not hedging.race(False, sent=0.0, after=0.02).hedge()
-    for _ in range(round(1 / SHARE)):
-        assert hedging.race(False, sent=0.0, after=0.02).answers(False, 0.01)
-    assert hedging.race(False, sent=0.0, after=0.02).hedge()
-    assert not hedging.race(False, sent=0.0, after=0.02).hedge()  # one, not more
 
 
 # -- an append's data files ------------------------------------------------------------------

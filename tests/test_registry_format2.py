@@ -396,8 +396,8 @@ def test_append_bytes_do_not_grow_with_the_partition_count(s3: S3Endpoint, lake:
     """A one-file commit into one partition moves about as many bytes at 5,000 partitions as
     at 500: the root holds no partitions, and only the touched index path is rewritten."""
     # Hedging off: what the format moves, not copies of requests sent again because the
-    # endpoint in this process answers late (hedges are a share of the requests since
-    # docs/decisions/0059, ~10 % more PUTs here, CPU this test need not spend).
+    # endpoint in this process answered late (the 4,500-partition commit had half its
+    # thousand index nodes sent twice and each looked up: most of this test's CPU).
     policy = FoldPolicy(hedge=0)
     with Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY, fold_policy=policy) as unhedged:
         bulk(unhedged, range(500))

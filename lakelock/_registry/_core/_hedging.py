@@ -30,18 +30,6 @@ HEDGED_BODY = 256 * 1024
 #: (docs/decisions/0014-hedged-requests.md, 0042-a-request-never-answered.md).
 PATIENT = 8.0
 
-#: Hedges a process sends stay about this share of its hedged requests answered, past a
-#: burst of :data:`BURST` (gRPC's hedging throttle): a store slow for every request — its
-#: own process's load — is not sent each request twice
-#: (docs/decisions/0059-hedges-a-share-of-requests.md).
-SHARE = 0.1
-BURST = 16
-
-#: The share's tokens are counted in thousandths of a hedge, whole numbers (as gRPC's
-#: throttle counts its): ten tenths summed as floats fall short of one, and a process past
-#: its burst would send one hedge for eleven requests answered, not ten.
-_MILLI = 1000
-
 
 class Hedging:
     """When a request gets a second, identical one (a *hedge*): once it has been outstanding
@@ -60,10 +48,7 @@ class Hedging:
     are sent again only past :data:`PATIENT` times the median of reads: what a timeout
     would do, without giving the first copy up. Nothing else of the root's is hedged (its
     compare-and-swap), nor a write of more than :data:`HEDGED_BODY` bytes;
-    ``alone=False``: only the requests of a batch of several are. Hedges stay a share of
-    the requests: each costs a token, each hedged request answered earns :data:`SHARE` of
-    one, at most :data:`BURST` kept; a hedge due with none left is never sent (the request
-    is waited for). Thread-safe."""
+    ``alone=False``: only the requests of a batch of several are. Thread-safe."""
 
     def __init__(
         self, factor: float, *, alone: bool = True, samples: int = 64, least: int = 16
@@ -78,8 +63,6 @@ class Hedging:
             True: deque(maxlen=samples),
         }
         self._lock = threading.Lock()
-        self._tokens = BURST * _MILLI
-        self._earned = round(SHARE * _MILLI)
 
     @staticmethod
     def hedgeable(request: Request) -> bool:
@@ -109,19 +92,6 @@ class Hedging:
         success."""
         with self._lock:
             self._recent[write].append(seconds)
-
-    def spend(self) -> bool:
-        """Whether a hedge may be sent now (it is counted): within the share."""
-        with self._lock:
-            if self._tokens < _MILLI:
-                return False
-            self._tokens -= _MILLI
-            return True
-
-    def earn(self) -> None:
-        """A hedged request was answered: :data:`SHARE` of a hedge more may be sent."""
-        with self._lock:
-            self._tokens = min(BURST * _MILLI, self._tokens + self._earned)
 
     def after(self, write: bool) -> float | None:
         """Seconds after which an unanswered request (a write, or a read) of a batch sent now
@@ -182,9 +152,6 @@ class Race:
         """The time is :attr:`due`: whether to send the second copy now (counted as out)."""
         if self.answered or self.hedged or self.after is None:
             return False
-        if not self.hedging.spend():
-            self.after = None  # past the share: waited for, never sent again
-            return False
         self.hedged = True
         self.outstanding += 1
         return True
@@ -197,7 +164,6 @@ class Race:
         if self.answered or (failed and self.outstanding > 0):
             return False
         self.answered = True
-        self.hedging.earn()
         if not failed and self.learns:
             self.hedging.observe(self.write, now - self.sent)
         return True

@@ -16,10 +16,13 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
 from pyiceberg.schema import Schema
+from pyiceberg.table.update import AssertTableUUID
 from pyiceberg.types import LongType, NestedField, StringType
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock._layout import INTENT_PREFIX
+from tests._support import FAST_RETRY, StallAndRace
 from tests._support.simtime import SimTime
 
 ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
@@ -117,5 +120,50 @@ def test_an_engine_file_holding_a_column_a_restore_dropped_is_refused_not_commit
     scored = events(["c"], [3]).append_column("score", pa.array([9], pa.int64()))
     with pytest.raises(BadRequestError, match="holds column 'score', which the table lacks"):
         table.append(scored)
+    assert lake.history("events")[0].operation == "restore"
+    assert lake.read("events").to_pylist() == [{"kind": "a", "n": 1}]
+
+
+class WithoutRequirements(RestCatalog):
+    """A client that sends its commits with no requirements but the table's uuid (the REST
+    spec makes them optional; pyiceberg sends only ``assert-table-uuid`` for some)."""
+
+    def commit_table(self, table: Any, requirements: Any, updates: Any) -> Any:
+        kept = tuple(r for r in requirements if isinstance(r, AssertTableUUID))
+        return super().commit_table(table, kept, updates)
+
+
+def test_a_restore_landing_between_the_plan_and_the_commit_cannot_slip_a_dropped_column_past(
+    server: CatalogServer,
+    lake: Lake,
+    client: Any,
+    bucket: str,
+    stall_and_race: StallAndRace,
+) -> None:
+    """An engine appends rows with scores, without requirements, to a table that has column
+    ``score``: the catalog plans the commit on the table as read (the file's columns are the
+    table's), and while the commit's first write (its intent) is held, another lakelock
+    client restores the version before the column (dropping it). The commit then applies on
+    the restored dataset: it must be refused (a 409; pyiceberg retries on the refreshed
+    table and hears the 400 naming the column), nothing committed. What a user loses
+    otherwise: the append is answered as committed, and every score it wrote is gone from
+    every read, with no error."""
+    catalog = RestCatalog("lakelock", uri=server.url, **ENGINE)
+    catalog.create_table("lake.events", EVENTS).append(events(["a"], [1]))
+    before = lake.registry.read().datasets["events"].updated_version
+    table = WithoutRequirements("r", uri=server.url, **ENGINE).load_table("lake.events")
+    with table.update_schema() as update:
+        update.add_column("score", LongType())
+    scored = events(["c"], [3]).append_column("score", pa.array([9], pa.int64()))
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    try:
+        with pytest.raises(BadRequestError, match="holds column 'score', which the table lacks"):
+            stall_and_race(
+                lambda: table.append(scored),
+                lambda: other.restore("events", version=before),
+                prefix=INTENT_PREFIX,
+            )
+    finally:
+        other.close()
     assert lake.history("events")[0].operation == "restore"
     assert lake.read("events").to_pylist() == [{"kind": "a", "n": 1}]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
@@ -61,3 +62,34 @@ def test_a_column_added_under_an_existing_name_in_another_case_is_a_bad_request(
     dataset = lake.registry.read().datasets["events"]
     assert dataset.schema is not None
     assert dataset.schema.names == ["kind"]
+
+
+def test_a_table_created_with_no_columns_takes_columns_and_rows_after(
+    engine: Any, lake: Lake
+) -> None:
+    """An empty schema is an Iceberg schema (the spec's ``fields`` may be empty; pyiceberg
+    and Java create such tables), and a lakelock dataset holds one (its schema has no
+    columns until a commit adds some): the create is taken, the table reads as no rows,
+    and what follows works as for any table: the engine adds columns, appends, and every
+    reader (lakelock, the engine) reads its rows; lakelock merges a column into it too."""
+    table = engine.create_table("lake.events", schema=Schema())
+    assert lake.registry.read().datasets["events"].schema == pa.schema([])
+    assert lake.read("events").num_rows == 0
+    assert table.scan().to_arrow().num_rows == 0
+    with table.update_schema() as update:
+        update.add_column("kind", StringType())
+        update.add_column("n", LongType())
+    table = engine.load_table("lake.events")
+    table.append(pa.table({"kind": ["a"], "n": pa.array([1], pa.int64())}))
+    lake.append(
+        "events",
+        pa.table({"kind": ["b"], "n": pa.array([2], pa.int64()), "score": [0.5]}),
+        schema_mode="merge",
+    )
+    expected = [
+        {"kind": "a", "n": 1, "score": None},
+        {"kind": "b", "n": 2, "score": 0.5},
+    ]
+    assert sorted(lake.read("events").to_pylist(), key=str) == expected
+    read = engine.load_table("lake.events").scan().to_arrow().to_pylist()
+    assert sorted(read, key=str) == expected

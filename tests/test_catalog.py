@@ -23,7 +23,7 @@ from pyiceberg.exceptions import OAuthError, UnauthorizedError
 
 from lakelock import Lake
 from lakelock._catalog import ENDPOINTS, CatalogServer, LakeCatalog, MirroredView
-from lakelock._catalog._protocol import CatalogError, page, route
+from lakelock._catalog._protocol import CatalogError, page, page_token, route
 from lakelock._catalog._server import MAX_BODY
 from lakelock._connection import Connection
 from lakelock._engines import s3_secret_sql, sql_string
@@ -169,17 +169,39 @@ def test_route_refuses_what_it_does_not_serve(method: str, path: str, status: in
 
 
 def test_page_follows_the_spec_pagination_rules() -> None:
-    """No pageToken: everything, no token. With one: pageSize names after it, null at the
-    end; a bad pageSize is a 400."""
+    """No pageToken: everything, no token (a pageSize alone too, as the spec says). An empty
+    token: the first page; the token given: pageSize names after it, null at the end; a bad
+    pageSize is a 400."""
     names = ["a", "b", "c"]
     assert page(names, {}) == (names, None, False)
-    assert page(names, {"pageToken": [""], "pageSize": ["2"]}) == (["a", "b"], "b", True)
-    assert page(names, {"pageToken": ["b"], "pageSize": ["2"]}) == (["c"], None, True)
+    assert page(names, {"pageToken": [""], "pageSize": ["2"]}) == (
+        ["a", "b"],
+        page_token("b"),
+        True,
+    )
+    assert page(names, {"pageSize": ["2"]}) == (names, None, False)
+    assert page(names, {"pageToken": [page_token("b")], "pageSize": ["2"]}) == (["c"], None, True)
     assert page(names, {"pageToken": [""]}) == (names, None, True)
     for bad in ("0", "x"):
         with pytest.raises(CatalogError) as caught:
             page(names, {"pageToken": [""], "pageSize": [bad]})
         assert caught.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["zzz", "b", "not base64!", page_token("b")[:-2], "x" * 200],
+    ids=["junk", "a-bare-name", "not-base64", "cut-short", "long"],
+)
+def test_a_page_token_the_catalog_never_gave_is_a_bad_request_naming_it(token: str) -> None:
+    """A token the catalog did not give (mistyped, cut short, a name sent bare, another
+    server's) is a 400 naming it. What a user loses otherwise: an empty page with no next
+    token, which a client reads as the end of the list, so tables go missing unseen."""
+    with pytest.raises(CatalogError) as caught:
+        page(["a", "b", "c"], {"pageToken": [token], "pageSize": ["2"]})
+    assert caught.value.status == 400
+    shown = token if len(token) <= 80 else token[:80] + "..."
+    assert f"pageToken {shown!r} is not a token this catalog gave" in caught.value.message
 
 
 # -- configuration and namespaces --------------------------------------------------------------
@@ -248,6 +270,12 @@ def test_namespaces_get_and_head(serve: ServeFn) -> None:
     status, _, body = call(server, "GET", "/v1/namespaces?parent=analytics")
     assert (status, orjson.loads(body)) == (200, {"namespaces": []})
     assert call(server, "GET", "/v1/namespaces?parent=other")[0] == 404
+    # Paged as tables are; a token this catalog never gave is a 400 naming it.
+    status, _, body = call(server, "GET", "/v1/namespaces?pageToken=&pageSize=1")
+    assert orjson.loads(body) == {"namespaces": [["analytics"]], "next-page-token": None}
+    junk = failure(server, "GET", "/v1/namespaces?pageToken=zzz")
+    assert junk[:2] == (400, "BadRequestException")
+    assert "'zzz'" in junk[2]
 
 
 def test_list_tables_is_every_dataset_and_pages(serve: ServeFn, lake: Lake) -> None:
@@ -268,6 +296,9 @@ def test_list_tables_is_every_dataset_and_pages(serve: ServeFn, lake: Lake) -> N
     second = orjson.loads(call(server, "GET", f"/v1/namespaces/lake/tables?{query}")[2])
     assert [i["name"] for i in second["identifiers"]] == ["sales"]
     assert second["next-page-token"] is None
+    junk = failure(server, "GET", "/v1/namespaces/lake/tables?pageToken=zzz&pageSize=1")
+    assert junk[:2] == (400, "BadRequestException")
+    assert "'zzz'" in junk[2]
     assert call(server, "GET", "/v1/namespaces/other/tables")[0] == 404
     assert call(server, "HEAD", "/v1/namespaces/lake/tables/sales")[::2] == (204, b"")
     assert call(server, "HEAD", "/v1/namespaces/lake/tables/nope")[::2] == (404, b"")

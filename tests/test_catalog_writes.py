@@ -230,6 +230,33 @@ def test_set_properties_sent_twice_commits_once(serve: ServeFn, lake: Lake) -> N
     assert lake.registry.read().datasets["events"].properties["owner"] == "etl"
 
 
+def test_the_properties_a_table_records_are_the_ones_an_engine_loads(
+    serve: ServeFn, lake: Lake
+) -> None:
+    """Properties given at the create, set by an engine's commit or by lakelock's
+    ``set_properties`` are the table's properties every engine loads, and an engine removes
+    one it sees. What a user loses otherwise: the catalog records them but the table answers
+    without them, so a pipeline reading its own ``owner`` back finds nothing, and pyiceberg's
+    ``remove_properties`` of one fails in the client (``KeyError``) before it is sent."""
+    catalog = engine(serve())
+    table = catalog.create_table("lake.events", EVENTS, properties={"owner": "etl"})
+    assert table.properties["owner"] == "etl"
+    with table.transaction() as transaction:
+        transaction.set_properties({"team": "data"})
+    lake.set_properties("events", {"tier": "gold"})
+    loaded = catalog.load_table("lake.events")
+    assert {k: loaded.properties.get(k) for k in ("owner", "team", "tier")} == {
+        "owner": "etl",
+        "team": "data",
+        "tier": "gold",
+    }
+    assert loaded.properties["write.format.default"] == "parquet"  # the steering stays
+    with loaded.transaction() as transaction:
+        transaction.remove_properties("owner")
+    assert "owner" not in catalog.load_table("lake.events").properties
+    assert "owner" not in lake.registry.read().datasets["events"].properties
+
+
 def test_an_engine_cannot_register_a_live_file_a_second_time(serve: ServeFn, lake: Lake) -> None:
     """add_files of a file live in the dataset already is a 400 naming it, nothing committed."""
     table = engine(serve()).create_table("lake.events", EVENTS, partition_spec=BY_KIND)

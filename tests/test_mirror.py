@@ -155,6 +155,36 @@ def test_delta_history_through_an_endpoint_in_a_child_process() -> None:
         assert rows(delta.to_pyarrow_table(), current.schema) == rows(current, current.schema)
 
 
+@pytest.mark.timeout(180)  # a child process's endpoint, on a loaded machine
+def test_delta_history_lists_every_version_past_a_checkpoint_and_a_restore() -> None:
+    """``DeltaTable.history()`` of a view mirrored a few versions at a time (as the catalog
+    mirrors), past a checkpoint (every ``CHECKPOINT_INTERVAL`` versions) and a restore,
+    returns, listing each version once, newest first: its hang against the embedded endpoint
+    is delta-rs holding the GIL (its ``history`` does its I/O without releasing it) while the
+    endpoint's thread waits to answer, not the view; served from a child process, it lists
+    at once."""
+    credentials = {DEFAULT_ACCESS_KEY: SECRET}
+    with S3Endpoint(mode="process", credentials=credentials) as s3:
+        s3.create_bucket("checkpointed-views")
+        lake = Lake("checkpointed-views", s3=s3.client(), retry=FAST_RETRY)
+        try:
+            for day in range(1, 13):
+                lake.append("events", events(range(day, day + 1), day), partition_by=["day"])
+                if day % 4 == 0:
+                    lake.mirror("events")
+            lake.restore("events", version=3)
+            result = lake.mirror("events")
+            delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
+            entries = delta.history()
+            versions = [h.version for h in lake.history("events")]
+            assert [int(e["lakelock.version"]) for e in entries] == versions
+            assert len(versions) == 13
+            current = lake.read("events")
+            assert rows(delta.to_pyarrow_table(), current.schema) == rows(current, current.schema)
+        finally:
+            lake.close()
+
+
 def test_mirror_twice_writes_nothing_and_continues_from_the_newest(
     lake: Lake, s3: S3Endpoint
 ) -> None:

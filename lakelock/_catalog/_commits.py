@@ -658,7 +658,8 @@ def _record(
         )
     footer = _footer(store, planned.source, head.size, f.file_path)
     rows = footer.num_rows
-    _check_types(footer.schema.to_arrow_schema(), arrow, planned.path, f.file_path)
+    stored = footer.schema.to_arrow_schema()
+    _check_types(stored, arrow, planned.path, f.file_path)
     if rows != f.record_count:
         raise CatalogError.bad_request(
             f"data file {f.file_path} holds {rows} rows; the manifest says {f.record_count}"
@@ -675,6 +676,7 @@ def _record(
         etag=etag,
         write_id=f"iceberg:{f.file_path.rsplit('/', 1)[-1]}",
         stats=_stats(f, schema, arrow, ids),
+        schema=stored,
     )
 
 

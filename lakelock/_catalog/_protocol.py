@@ -54,6 +54,7 @@ __all__ = [
     "config_body",
     "error_body",
     "page",
+    "page_token",
     "route",
     "token_grant",
 ]
@@ -228,11 +229,15 @@ def page(
 ) -> tuple[list[str], str | None, bool]:
     """One page of ``names`` (sorted) for a list request's ``pageToken``/``pageSize``: the
     names, the next page's token, and whether the request asked for pages at all. As the spec
-    says: without ``pageToken`` every name in one answer; with it, at most ``pageSize`` names
-    after the token (the last name of the previous page), and a null token on the last page."""
+    says: without ``pageToken`` every name in one answer (whatever ``pageSize``); with an
+    empty one, the first page; with a token this catalog gave (:func:`page_token`), the page
+    after it; at most ``pageSize`` names a page, and a null token on the last. A token it
+    never gave (mistyped, from another server, cut short) is a 400 naming it, not a page of
+    nothing that reads as the end of the list."""
     if "pageToken" not in query:
         return list(names), None, False
-    after = query["pageToken"][-1]
+    token = query["pageToken"][-1]
+    after = _after(token) if token else None
     size_text = query.get("pageSize", [""])[-1]
     size = len(names) or 1
     if size_text:
@@ -243,10 +248,34 @@ def page(
             raise CatalogError.bad_request(message) from None
         if size < 1:
             raise CatalogError.bad_request(f"pageSize must be at least 1, got {size}")
-    rest = [name for name in names if name > after] if after else list(names)
+    rest = [name for name in names if name > after] if after is not None else list(names)
     chosen = rest[:size]
-    token = chosen[-1] if len(rest) > size else None
-    return chosen, token, True
+    return chosen, page_token(chosen[-1]) if len(rest) > size else None, True
+
+
+#: What every page token this catalog gives starts with (before its base64 encoding).
+_PAGE_MARK = b"lakelock-page:"
+
+
+def page_token(last: str) -> str:
+    """The opaque token of the page after the name ``last`` (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(_PAGE_MARK + last.encode()).decode().rstrip("=")
+
+
+def _after(token: str) -> str:
+    """The name a token of :func:`page_token` pages after; 400 naming any other token."""
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        name = raw[len(_PAGE_MARK) :].decode()
+    except (binascii.Error, UnicodeDecodeError):
+        name = None
+    if name is not None and raw.startswith(_PAGE_MARK) and page_token(name) == token:
+        return name
+    shown = token if len(token) <= 80 else token[:80] + "..."
+    raise CatalogError.bad_request(
+        f"pageToken {shown!r} is not a token this catalog gave: send the previous page's "
+        "next-page-token, or an empty pageToken for the first page"
+    )
 
 
 def bearer_token(header: str | None) -> str | None:

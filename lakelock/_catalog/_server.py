@@ -214,8 +214,11 @@ class CatalogServer:
                 if parent:
                     # The one namespace has no children; any other parent does not exist.
                     catalog.check_namespace(tuple(parent.split("\x1f")))
-                    return _json({"namespaces": []})
-                return _json({"namespaces": [[catalog.namespace]]})
+                names, token, paged = page([catalog.namespace] if not parent else [], query)
+                listed: dict[str, Any] = {"namespaces": [[name] for name in names]}
+                if paged:
+                    listed["next-page-token"] = token
+                return _json(listed)
             case "load_namespace":
                 catalog.check_namespace(found.namespace)
                 return _json({"namespace": list(found.namespace), "properties": {}})

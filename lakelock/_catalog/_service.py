@@ -20,8 +20,11 @@ requirements commits on that version only (``on_version``, FORMAT.md rule 15): w
 writer's commit lands first, it is planned again on the new version, its requirements
 checked again. A request without requirements commits on whatever version is current, and a
 commit removing a file another commit removed first is refused by the registry (409). Files
-an engine adds are checked not to be live already (rule 14). A create commits only while the
-dataset does not exist. A multi-table transaction is one lakelock commit over its datasets.
+an engine adds are checked not to be live already (rule 14), and the schema they were
+planned with is declared, so the commit loop judges it again on the dataset as it is when
+the commit applies (a column a restore dropped meanwhile refuses it: 409). A create commits
+only while the dataset does not exist. A multi-table transaction is one lakelock commit over
+its datasets.
 
 Credentials: the client ``defaults`` name the S3 endpoint, region and addressing, never keys.
 Only a catalog made with ``vend_credentials=True`` puts the lake's own S3 credentials (those
@@ -60,8 +63,8 @@ from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
 from lakelock._mirror._iceberg import engine_properties, staged_metadata
 from lakelock._mirror._run import mirror as mirror_views
 from lakelock._names import validate_dataset_name, validate_namespace, validate_partition_type
-from lakelock._registry import CommitResult, RegistrySnapshot
-from lakelock._registry._builder import CommitBuilder
+from lakelock._registry import CommitResult, DatasetState, RegistrySnapshot
+from lakelock._registry._builder import CommitBuilder, fitted_schema
 from lakelock._registry._changes import Change
 from lakelock.errors import (
     CommitConflictError,
@@ -609,6 +612,8 @@ class LakeCatalog:
         commit.add(plan.add, existing=True)
         commit.remove(plan.remove)
         commit.planned_on(on_version)
+        if plan.add:
+            _judged(commit, arrow, snapshot.datasets.get(table))
         return commit.change
 
     def _check_not_live(
@@ -757,6 +762,23 @@ class LakeCatalog:
         except (CommitConflictError, SchemaMismatchError, StaleFenceError) as error:
             raise CatalogError.commit_failed(str(error)) from error
         return result
+
+
+def _judged(commit: CommitBuilder, planned: pa.Schema, dataset: DatasetState | None) -> None:
+    """Declare the schema ``commit``'s files were planned with (the table's columns as read,
+    with those the request adds), as lakelock's commit of files written elsewhere does
+    (:func:`~lakelock._registry._builder.fitted_schema`): the commit loop judges it again on
+    the dataset as it is when the commit applies, so a restore (or another commit) dropping
+    or changing a column the files hold after they were planned refuses the commit instead
+    of landing values no read returns. What would be refused on ``dataset`` (as read) is a
+    400 now."""
+    if commit.change.schema is None:
+        commit.declare(schema=planned)
+    try:
+        commit.declare(schema=fitted_schema(commit.change, dataset))
+        commit.fits(dataset)
+    except SchemaMismatchError as error:
+        raise CatalogError.bad_request(str(error)) from error
 
 
 _NAME_MAPPING = "schema.name-mapping.default"

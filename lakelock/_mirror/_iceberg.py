@@ -88,6 +88,30 @@ _FIELD_ID = b"PARQUET:field_id"
 METADATA_LOG = 100
 
 
+#: Iceberg's reserved table properties: they steer a create or an update, and a table's
+#: metadata never holds them (the table spec, "Reserved table properties").
+_RESERVED = frozenset(
+    {
+        "format-version",
+        "uuid",
+        "snapshot-count",
+        "current-snapshot-id",
+        "current-snapshot-summary",
+        "current-snapshot-timestamp-ms",
+        "current-schema",
+        "default-partition-spec",
+        "default-sort-order",
+    }
+)
+
+
+def _dataset_properties(recorded: Mapping[str, str]) -> dict[str, str]:
+    """The properties a dataset records (``lake.set_properties``, a catalog's create or
+    set-properties) as its view's table properties: all but Iceberg's reserved ones (those
+    the view derives are written over them)."""
+    return {name: value for name, value in recorded.items() if name not in _RESERVED}
+
+
 def engine_properties(root: str, dataset: str) -> dict[str, str]:
     """The table properties that steer an engine writing through ``lakelock catalog`` to what
     a lakelock commit can hold (``root``: ``s3://<bucket>/<lake prefix>``): data files under
@@ -505,6 +529,9 @@ class _Writer:
                 "default-spec-id": 0,
                 "last-partition-id": _PARTITION_FIELD_BASE + len(change.partition_by) - 1,
                 "properties": {
+                    # The dataset's own (lake.set_properties, a catalog's set-properties),
+                    # under those the view derives.
+                    **_dataset_properties(change.properties),
                     # Every column ever known: a restore may go back to fewer columns
                     # while files of other snapshots have more.
                     "schema.name-mapping.default": create_mapping_from_schema(

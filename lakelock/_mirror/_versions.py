@@ -13,8 +13,8 @@ a dataset committed without a schema has it read from one of its files (:class:`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -58,7 +58,8 @@ def check_view_names(schema: pa.Schema, view: str) -> None:
 @dataclass(frozen=True)
 class VersionChange:
     """One dataset version as a view needs it: what it added and removed relative to the
-    version before it (``full``: the first version mirrored, everything as added)."""
+    version before it (``full``: the first version mirrored, everything as added), and the
+    properties the dataset records at that version."""
 
     version: int
     at: float
@@ -69,6 +70,7 @@ class VersionChange:
     removed: tuple[DataFile, ...]
     full: bool
     parent_schema: pa.Schema | None
+    properties: Mapping[str, str] = field(default_factory=dict)
 
 
 def pending(
@@ -158,6 +160,7 @@ def changes(
         removed=tuple(removed),
         full=parent is None,
         parent_schema=(parent.schema if parent is not None else None) or schema,
+        properties=dict(snap.properties),
     )
 
 

@@ -37,7 +37,12 @@ from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
 from lakelock._readable import file_shape, held_columns, unholdable
 from lakelock._registry._batch import CommitResult
-from lakelock._registry._changes import Change, check_fits, reused_commit_id
+from lakelock._registry._changes import (
+    Change,
+    check_fence_writes,
+    check_fits,
+    reused_commit_id,
+)
 from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
 from lakelock._registry._objects import dataset_for_checks
 from lakelock.errors import SchemaMismatchError
@@ -142,12 +147,16 @@ class CommitBuilder:
         """The earlier commit if the commit id is recorded for this very change (a re-run:
         report it, write nothing); :class:`~lakelock.errors.CommitIdReusedError` if it is
         recorded for another; the error :func:`~lakelock._registry._changes.check_fits`
-        raises if the partition columns or schema do not fit the dataset; else the registry
-        it was checked against. A caller-chosen id is looked up in a fresh read; a generated
-        one is nobody else's, and the registry this process knows will do (no request: the
-        commit loop checks everything again on the current version), unless the operation
-        plans on it (``plan``: what to delete, compact or move): then a fresh read."""
+        raises if the partition columns or schema do not fit the dataset, and
+        :class:`~lakelock.errors.InvalidArgumentError` if its fence is a path-lock grant's
+        that writes nothing (:func:`~lakelock._registry._changes.check_fence_writes`); else
+        the registry it was checked against. A caller-chosen id is looked up in a fresh
+        read; a generated one is nobody else's, and the registry this process knows will do
+        (no request: the commit loop checks everything again on the current version), unless
+        the operation plans on it (``plan``: what to delete, compact or move): then a fresh
+        read."""
         change, registry = self.change, self.registry
+        check_fence_writes(change, before_files=True)  # a read grant's fence: no PUT
         chosen = not change.generated_id
         fresh = chosen or plan
         snapshot = registry.read() if fresh else registry.internals.known()

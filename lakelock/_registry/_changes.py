@@ -325,6 +325,7 @@ def check_fence_writes(change: Change, *, before_files: bool = False) -> None:
     fence = change.fence
     if fence is None or not fence.hierarchical:
         return
+    unfenced: tuple[str, ...]
     if before_files:
         unfenced = () if fence.write else (f"/{change.dataset}",)
     else:

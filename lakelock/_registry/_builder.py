@@ -56,6 +56,7 @@ __all__ = [
     "fitted_schema",
     "hedged_writes",
     "judged_by",
+    "refused_rerun",
     "summary_digest",
 ]
 
@@ -299,15 +300,31 @@ class CommitBuilder:
             found = registry.internals.recorded_commit(
                 change.commit_id, change.dataset, snapshot=registry.read()
             )
-            if found is None or reused_commit_id(found, change) is not None:
+            earlier = refused_rerun(change, found)
+            if earlier is None:
                 raise
-            version = found.version if isinstance(found, CommitRecord) else int(found["version"])
-            return CommitResult(version, change.commit_id, already_committed=True)
+            return earlier
         return None
 
     def _set(self, **fields: Any) -> None:
         self.change = replace(self.change, **fields)
         self.others = [replace(o, digest=self.change.digest) for o in self.others]
+
+
+def refused_rerun(
+    change: Change, found: CommitRecord | Mapping[str, Any] | None
+) -> CommitResult | None:
+    """The answer to a commit whose files no longer fit the dataset (:func:`fitted_schema`
+    refused them) under a caller's id: the earlier commit (``already_committed``) if
+    ``found``, what the registry recorded of the id (``recorded_commit``), is this very
+    change, a re-run whose first run landed before the dataset changed (a restore, a
+    column merged); ``None``: the refusal stands (a generated id, an id not recorded, or
+    recorded for another change). The simulator's writers answer it so too
+    (:func:`lakelock._sim._ops.files_fit`)."""
+    if change.generated_id or found is None or reused_commit_id(found, change) is not None:
+        return None
+    version = found.version if isinstance(found, CommitRecord) else int(found["version"])
+    return CommitResult(version, change.commit_id, already_committed=True)
 
 
 def judged_by(change: Change, dataset: DatasetState | None) -> bool:

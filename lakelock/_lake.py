@@ -20,6 +20,7 @@ from lakelock._connection import Connection
 from lakelock._datasets import Progress
 from lakelock._durations import duration_seconds
 from lakelock._fence import Fence
+from lakelock._holding import DEFAULT, Default
 from lakelock._lease import Lease, LeaseOptions
 from lakelock._mirror import MirrorResult, check_formats, mirror
 from lakelock._mirror._auto import AutoMirror, MirroringRegistry
@@ -66,7 +67,8 @@ class MoveOptions(TypedDict, total=False):
     schema_mode: SchemaMode
     #: The path lock's TTL (default 30 s; renewed by heartbeat while the copy runs, so a
     #: crashed mover blocks others for about that long) and how long to wait for it
-    #: (default 60 s).
+    #: (default: the Lake's ``lock_timeout``, as a commit waits for a write lock; ``None``:
+    #: as long as it takes), else :class:`~lakelock.errors.LockTimeout`, nothing copied.
     ttl: float
     timeout: float | None
     progress: Progress | None
@@ -137,7 +139,8 @@ class Lake(TableOperations):
     its own per-try ``read_timeout``: :mod:`lakelock._s3._classify`). ``lock_timeout`` (a
     duration, default 0) is how long a commit waits for a write lock that another process
     holds over what it writes (:meth:`lock`) before
-    :class:`~lakelock.errors.LockedError`. ``fold_policy`` (a
+    :class:`~lakelock.errors.LockedError`, and a partition copy or rename for its path lock
+    before :class:`~lakelock.errors.LockTimeout`. ``fold_policy`` (a
     :class:`~lakelock.advanced.FoldPolicy`) is the one way to tune how this Lake's commits
     share the registry with other processes' (``FoldPolicy(linger=0)``: no requests after a
     commit returned); the defaults need no tuning (docs/decisions/).
@@ -397,7 +400,7 @@ class Lake(TableOperations):
         commit_id: str | None = None,
         schema_mode: SchemaMode = None,
         ttl: float = 30.0,
-        timeout: float | None = 60.0,
+        timeout: float | Default | None = DEFAULT,
         progress: Progress | None = None,
     ) -> CommitResult:
         if not isinstance(partition, str) or not (
@@ -424,6 +427,8 @@ class Lake(TableOperations):
         if commit_id is not None:
             validate_commit_id(commit_id)  # before the first copy
         read, write = lock_paths(move)
+        if timeout is DEFAULT:
+            timeout = self.registry.lock_timeout  # the wait a commit gives a write lock
         held = self.lock(read=read, write=write, ttl=ttl, timeout=timeout).acquire()
         try:
             fences = {name: held.fence_for(name) for name in held.datasets}

@@ -60,6 +60,7 @@ from lakelock._names import (
     partition_path,
     partition_prefix,
     validate_dataset_name,
+    validate_partition_path,
 )
 from lakelock._registry import CommitResult, DatasetState, Fence, RegistrySnapshot
 from lakelock._registry._builder import CommitBuilder, hedged_writes
@@ -278,7 +279,7 @@ class TableOperations:
         commit = CommitBuilder(self.registry, dataset, "delete", commit_id=commit_id, fence=fence)
         commit.bind(
             {
-                "partitions": "all" if partitions == "all" else specs,
+                "partitions": "all" if partitions == "all" else _bound(specs),
                 "where": None if where is None else str(where),
             }
         )
@@ -326,7 +327,7 @@ class TableOperations:
             )
         specs = None if partitions is None else _specs(partitions)
         commit = CommitBuilder(self.registry, dataset, "compact", commit_id=commit_id, fence=fence)
-        commit.bind({"partitions": specs, "target_file_size": target_file_size})
+        commit.bind({"partitions": _bound(specs), "target_file_size": target_file_size})
         snapshot = commit.check(plan=True)
         if isinstance(snapshot, CommitResult):
             return snapshot
@@ -421,6 +422,26 @@ def _specs(partitions: Iterable[PartitionSpec]) -> list[PartitionSpec]:
     if isinstance(partitions, str | Mapping):
         raise InvalidArgumentError(partitions, "a list of paths or mappings", what="partitions")
     return list(partitions)
+
+
+def _bound(specs: list[PartitionSpec] | None) -> list[str] | None:
+    """The partitions a commit id is bound to (:mod:`lakelock._digest`): the paths they name,
+    as the registry names partitions (a mapping's values spelt as a partition path spells
+    them), each once, in order. ``{"year": 2024}``, ``{"year": "2024"}`` and ``"year=2024"``
+    are one request, so a retry spelling them another way is a retry; values that name
+    other partitions (an aware datetime, and its ISO text in its own offset) are another
+    request."""
+    if specs is None:
+        return None
+    return sorted({_path_of(spec) for spec in specs})
+
+
+def _path_of(spec: PartitionSpec) -> str:
+    if isinstance(spec, str):
+        return validate_partition_path(spec)
+    if not isinstance(spec, Mapping):
+        raise InvalidNameError(spec, "a partition is a path or a mapping of columns to values")
+    return partition_path(spec.items())
 
 
 def _table_partitions(table: pa.Table, columns: Sequence[str]) -> list[str]:

@@ -118,7 +118,7 @@ def make_lake(args: dict[str, Any], log: Log) -> tuple[Lake, Crasher]:
     lake.locks = DistributedPathLock(lake.store, poll_interval=0.05, margin=args["margin"])
     lake.lock = functools.partial(lake.lock, ttl=args["ttl"])  # type: ignore[method-assign]
     lake.rename_partition = functools.partial(  # type: ignore[method-assign]
-        lake.rename_partition, ttl=args["ttl"]
+        lake.rename_partition, ttl=args["ttl"], timeout=60.0
     )
     return lake, crasher
 

@@ -15,7 +15,8 @@ from lakelock.testing import client_kwargs
 
 
 def main(url: str, bucket: str, to_partition: str) -> None:
-    lake = Lake.from_url(f"s3://{bucket}", **client_kwargs(url))
+    # The loser waits for the winner's path lock, then finds the partition gone.
+    lake = Lake.from_url(f"s3://{bucket}", lock_timeout=60, **client_kwargs(url))
     try:
         result = lake.rename_partition("sales", "year=2024", to_partition=to_partition)
         outcome = {"ok": True, "version": result.version}

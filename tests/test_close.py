@@ -3,22 +3,26 @@ what it does in the background, so it sends no request afterwards and leaves no 
 
 from __future__ import annotations
 
+import concurrent.futures.thread
 import threading
 import time
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from lakelock import Lake
 from lakelock._registry._changes import Change
-from lakelock._registry._core import FoldPolicy
+from lakelock._registry._core import Driver, FoldPolicy
+from lakelock._registry._core._hedging import Race
+from lakelock._registry._core._requests import Ahead, Get, List, Parallel, Put, Request
 from lakelock._retry import RetryPolicy
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, PutResult
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, registry
+from tests._support import FAST_RETRY, registry, wait_until
 from tests._support.files import datafile
 from tests.test_committer import plant_intent
-from tests.test_driver_hedging import warm
+from tests.test_driver_hedging import warm, warmed
 
 
 def started_during(before: set[threading.Thread]) -> list[str]:
@@ -59,6 +63,112 @@ def test_close_waits_for_a_hedged_writes_slower_copy(s3: S3Endpoint, bucket: str
     assert s3.stats().get("HeadObject") == 1
     assert started_during(before) == []
     assert lake.read("sales")["amount"].to_pylist() == [1, 2, 1, 2]  # still usable
+
+
+class _Seen(Race):
+    """A race that says when it comes to its second copy (``due``)."""
+
+    def __init__(self, *fields: Any, due: threading.Event) -> None:
+        super().__init__(*fields)
+        self.due_seen = due
+
+    def hedge(self) -> bool:
+        try:
+            return super().hedge()
+        finally:
+            self.due_seen.set()
+
+
+def test_close_while_a_hedged_request_waits_to_hedge_it_finishes_on_its_first_copy(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A commit's create held at the endpoint while another thread closes the lake (its
+    driver's pool shut down, waiting for the held copy): when the race comes to send the
+    second copy, the pool takes no more. The request is answered by its first copy, the
+    object written once; before, it failed with a bare RuntimeError ("cannot schedule new
+    futures after shutdown") for a write that then landed. (Its clock is the test's: it
+    reaches the hedge only once the pool is shut down.)"""
+    offset = 0.0
+    hedging = warmed(2.0, writes=0.05)
+    due = threading.Event()
+    race_for = hedging.race_for
+
+    def seen(request: Request, *, sent: float, after: dict[bool, float | None]) -> Race:
+        race = race_for(request, sent=sent, after=after)
+        return _Seen(race.hedging, race.write, race.sent, race.after, race.learns, due=due)
+
+    hedging.race_for = seen  # type: ignore[method-assign]
+    driver = Driver(store, store, hedging=hedging, timer=lambda: time.monotonic() + offset)
+    s3.reset_stats()
+    s3.inject("stall", operation="PutObject", prefix="held/", count=1)
+    outcome: list[object] = []
+
+    def request() -> None:
+        try:
+            outcome.append(driver.perform(Put("held/a", b"x" * 300, create=True)))
+        except BaseException as failure:
+            outcome.append(failure)
+
+    asking = threading.Thread(target=request)
+    asking.start()
+    wait_until(lambda: s3.stalled() == 1)
+    pool = driver._hedges
+    assert pool is not None
+    closer = threading.Thread(target=driver.close)
+    closer.start()
+    wait_until(lambda: pool._shutdown)  # close() waits for the held copy
+    offset = 10.0  # the hedge is due
+    assert due.wait(30)  # the race came to its second copy
+    s3.release_stalls()
+    asking.join(timeout=60)
+    closer.join(timeout=60)
+    assert not asking.is_alive()
+    assert not closer.is_alive()
+    (answer,) = outcome
+    assert isinstance(answer, PutResult), answer
+    assert s3.stats()["PutObject"] == 1
+    assert store.get("held/a").body == b"x" * 300
+
+
+def test_requests_of_a_driver_at_interpreter_exit_are_sent_on_its_own_thread(
+    s3: S3Endpoint, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At interpreter exit no thread pool takes work ("cannot schedule new futures after
+    interpreter shutdown"), while a fold for other processes may still be running: a
+    batch's requests and a hedged one are sent on the calling thread, answered as
+    always, not failed with a bare RuntimeError."""
+    store.put("a", b"a body")
+    store.put("b", b"b body")
+    driver = Driver(store, store, hedging=warmed(2.0))
+    monkeypatch.setattr(concurrent.futures.thread, "_shutdown", True)
+    a, b = driver.perform(Parallel((Get("a"), Get("b"))))
+    assert (a.body, b.body) == (b"a body", b"b body")
+    assert isinstance(driver.perform(Put("exit/a", b"x" * 300, create=True)), PutResult)
+    assert driver.perform(Ahead((Get("a"),), seconds=60.0)) is None  # none made ahead
+    assert driver.perform(Get("a")).body == b"a body"
+    monkeypatch.undo()
+    driver.close()
+
+
+def test_a_listing_read_ahead_that_lands_at_interpreter_exit_still_answers(
+    s3: S3Endpoint, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing made ahead lands once the interpreter is exiting, when the reads of the
+    keys it found can no longer be sent ahead: it still answers the listing the fold then
+    asks for (they are read when asked), where it held a bare RuntimeError instead."""
+    store.put("listed/a", b"a body")
+    driver = Driver(store, store)
+    s3.inject("stall", operation="ListObjectsV2", count=1)
+    listing = List("listed/")
+    driver.perform(Ahead((listing,), seconds=60.0, read_listed=frozenset()))
+    wait_until(lambda: s3.stalled() == 1)
+    monkeypatch.setattr(concurrent.futures.thread, "_shutdown", True)
+    s3.release_stalls()
+    answer = driver.perform(listing)
+    assert [o.key for o in answer.objects] == ["listed/a"]
+    assert driver.perform(Get("listed/a")).body == b"a body"
+    monkeypatch.undo()
+    driver.close()
 
 
 def test_close_stops_folding_for_other_processes(s3: S3Endpoint, store: ObjectStore) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import dask.dataframe as dd
@@ -98,6 +99,42 @@ def test_overwrite_and_delete_retries_are_recognised(lake: Lake) -> None:
     with pytest.raises(CommitIdReusedError):
         lake.delete("c", partitions=["day=0"], commit_id="d1")
     assert first.version < deleted.version
+
+
+def test_a_delete_or_compact_retry_is_judged_by_the_partitions_its_spec_names(
+    lake: Lake,
+) -> None:
+    """A delete's or a compaction's id is bound to the partitions it names, not to the
+    Python types spelling them: a retry after an unknown outcome naming ``day=1`` as
+    ``{"day": 1}``, ``{"day": "1"}`` or ``"day=1"`` (in any order) is that retry, where it
+    was CommitIdReusedError; and a spec whose text names another partition than the value
+    it was made from (an aware datetime, and its ISO text in its own offset) is another
+    change, where it was judged a retry and reported committed."""
+    for _ in range(2):
+        lake.append("c", table([1, 3]), partition_by=["day"])
+    deleted = lake.delete("c", partitions=[{"day": 1}], commit_id="d1")
+    for spelt in ([{"day": "1"}], ["day=1"], [{"day": 1}, "day=1"]):
+        again = lake.delete("c", partitions=spelt, commit_id="d1")
+        assert (again.version, again.already_committed) == (deleted.version, True)
+    for _ in range(2):
+        lake.append("c", table([2, 4]), partition_by=["day"])
+    compacted = lake.compact("c", partitions=[{"day": 0}], commit_id="k1")
+    assert not compacted.empty
+    again = lake.compact("c", partitions=["day=0"], commit_id="k1")
+    assert (again.version, again.already_committed) == (compacted.version, True)
+
+    plus_one = timezone(timedelta(hours=1))
+    when = datetime(2024, 1, 1, 1, 0, tzinfo=plus_one)  # day=2024-01-01T00:00:00Z
+    events = pa.table({"id": [1], "ts": pa.array([when], pa.timestamp("us", tz="UTC"))})
+    lake.append("ev", events, partition_by=["ts"])
+    gone = lake.delete("ev", partitions=[{"ts": when}], commit_id="d2")
+    assert lake.read("ev").num_rows == 0
+    with pytest.raises(CommitIdReusedError, match="other content"):
+        # The text of the same instant in its own offset: the digest spelt both alike.
+        lake.delete("ev", partitions=[{"ts": when.isoformat()}], commit_id="d2")
+    assert lake.delete("ev", partitions=["ts=2024-01-01T00:00:00Z"], commit_id="d2").version == (
+        gone.version
+    )
 
 
 def test_a_registry_commit_id_is_bound_to_what_it_adds_and_removes(lake: Lake) -> None:

@@ -23,12 +23,13 @@ from lakelock.errors import (
     DatasetNotFoundError,
     InvalidArgumentError,
     InvalidNameError,
+    LockTimeout,
     PartitionByMismatchError,
     SchemaMismatchError,
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import StallAndRace
+from tests._support import FAST_RETRY, StallAndRace
 from tests._support.simtime import SimTime
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -200,6 +201,44 @@ def test_a_superseded_lock_holder_is_refused_however_long_it_was_paused(
             fence=zombie._fence("sales"),
         )
     assert ids(lake) == [7, 8, 99]
+
+
+@pytest.mark.parametrize("lock_timeout", [0, 3])
+def test_a_move_waits_for_its_path_lock_no_longer_than_the_lakes_lock_timeout(
+    lake: Lake, sim: SimTime, lock_timeout: float
+) -> None:
+    """A copy or rename meeting its path lock held waits the Lake's ``lock_timeout`` for it,
+    as a commit meeting a write lock does: 0 fails at once, with LockTimeout and nothing
+    copied or committed. (Simulated time: before, each waited 60 s whatever the Lake's.)"""
+    holder = DistributedPathLock(
+        lake.store, ttl=600, heartbeat=False, clock=sim.machine(), sleep=sim.sleep
+    )
+    held = holder.lock(write=["/sales/year=2024"]).acquire()
+    mover = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY, lock_timeout=lock_timeout)
+    mover.locks = DistributedPathLock(
+        mover.store, write_locks=mover.registry.internals, clock=sim.machine(), sleep=sim.sleep
+    )
+    before = lake.registry.read()
+    objects = {o.key for o in lake.store.list("datasets/")}
+    try:
+        for move in (
+            lambda: mover.rename_partition("sales", "year=2024", to_partition="year=2023"),
+            lambda: mover.copy_partition("sales", "year=2024", to_dataset="archive"),
+        ):
+            sim.slept.clear()
+            with pytest.raises(LockTimeout) as caught:
+                move()
+            assert caught.value.timeout == lock_timeout
+            assert sum(sim.slept) <= lock_timeout
+        sim.slept.clear()
+        with pytest.raises(LockTimeout):  # a timeout of the call's own still wins
+            mover.copy_partition("sales", "year=2024", to_dataset="archive", timeout=5)
+        assert 5 - 1 <= sum(sim.slept) <= 5
+    finally:
+        held.release()
+        mover.close()
+    assert lake.registry.read().version == before.version
+    assert {o.key for o in lake.store.list("datasets/")} == objects
 
 
 def test_two_processes_rename_the_same_partition(s3: S3Endpoint, lake: Lake) -> None:

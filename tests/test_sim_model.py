@@ -16,6 +16,7 @@ import pytest
 from lakelock._datafile import DataFile
 from lakelock._fence import Fence
 from lakelock._readable import unholdable
+from lakelock._registry._builder import refused_rerun
 from lakelock._registry._changes import Change, takeover
 from lakelock._sim import _ops
 from lakelock._sim._model import same_change
@@ -625,6 +626,44 @@ def test_a_workers_files_are_judged_as_the_shell_judges_them(
     monkeypatch.setattr(_ops, "fitted_schema", as_before)
     broken = simulate(TYPED)
     assert any("which the dataset lacks" in v for v in broken.violations), broken.violations
+
+
+#: Workers' typed files and their re-runs, beside merges of the column some of them hold
+#: and restores to versions before it (one dataset: the re-runs meet the restores).
+RESTORED = SimConfig(
+    writers=4,
+    seconds=4.0,
+    seed=3,
+    datasets=1,
+    mix=Mix.of([("typed", 3), ("rerun", 3), ("restore", 2), ("schema", 1)]),
+)
+
+
+def test_a_rerun_whose_files_no_longer_fit_is_answered_as_the_shell_answers_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README, "Engines": a job re-run under its commit id hears ``already_committed`` once
+    recorded, whatever its rows. A re-run of a worker's files that landed before a restore
+    took away the column they hold is judged by the shell's own ``refused_rerun``: its
+    earlier commit, reported. With the simulator's writers refusing it as before
+    (``SchemaMismatchError``), the checker reports each retried job failed on a commit
+    that had landed."""
+    answers: list[Any] = []
+
+    def seen(change: Change, found: Any) -> Any:
+        answers.append(refused_rerun(change, found))
+        return answers[-1]
+
+    monkeypatch.setattr(_ops, "refused_rerun", seen)
+    kept = simulate(RESTORED)
+    assert kept.violations == []
+    assert any(answer is not None and answer.already_committed for answer in answers)
+    monkeypatch.setattr(_ops, "refused_rerun", lambda change, found: None)
+    broken = simulate(RESTORED)
+    assert any(
+        "refused with SchemaMismatchError, but its change was acknowledged" in v
+        for v in broken.violations
+    ), broken.violations
 
 
 #: Appends under ids with an accent, and their re-runs, half of them spelling the id

@@ -2756,6 +2756,19 @@ def test_brownout_flags_refuse_bad_values(capsys: Any) -> None:
     assert "--brownout 1:2:3 --brownout-503 0.5" in config.replay_command()
 
 
+def test_cpu_flags_refuse_a_machine_of_no_cores(capsys: Any) -> None:
+    """``--cores 0`` with ``--cpu-ms`` or ``--first-cpu-ms``: CPU spent on no machine is
+    refused before the run (a typed error, 1), where the run priced it at nothing and said
+    so nowhere; ``--cores 0`` alone is a run where CPU is free, as without the flags."""
+    common = ("--writers", "1", "--seconds", "1", "--store", "fixed:20", "--no-progress")
+    for flag in ("--cpu-ms", "--first-cpu-ms"):
+        assert main(["simulate", *common, "--cores", "0", flag, "5"]) == 1
+        error = capsys.readouterr().err
+        assert "--cores" in error
+        assert "at least one core" in error
+    assert main(["simulate", *common, "--cores", "0", "--json"]) == 0
+
+
 def test_simulate_text_says_what_each_commit_not_acknowledged_means() -> None:
     """The table lists the commits that failed, gave up or ended unknown, each outcome with
     what it means to its caller and the errors behind it, as ``--json``'s ``unacknowledged``

@@ -14,7 +14,12 @@ import pytest
 
 from lakelock import Fence, Lake, RetryPolicy
 from lakelock._pathlock import DistributedPathLock
-from lakelock.errors import CommitConflictError, LockedError, StaleFenceError
+from lakelock.errors import (
+    CommitConflictError,
+    InvalidArgumentError,
+    LockedError,
+    StaleFenceError,
+)
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.simtime import SimTime
@@ -209,3 +214,32 @@ def test_a_cleared_grant_cannot_register_again(client: Any, bucket: str) -> None
         lake.registry.internals.hold_write_locks((fence,))
     Lake(bucket, s3=client, retry=FAST_RETRY).append("lk", day(1, (4,)), partition_by=["day"])
     assert rows_of(lake, 1) == [1, 2, 4]
+
+
+def test_a_read_grants_fence_fences_no_write(client: Any, bucket: str) -> None:
+    """A fence fences only what its grant writes: two readers hold one path at once, so a
+    commit under a read grant's fence would land as if the path were held exclusively while
+    another reader commits under its own. It is refused (InvalidArgumentError naming why)
+    before any file is written (an operation) or anything committed (``registry.commit``),
+    as is the read half of a grant that writes elsewhere; the grant's written paths, and a
+    copy's source (read, nothing written there), commit as before."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.append("lk", day(1), partition_by=["day"])
+    files = lake.write("lk", day(1, (6,)), partition_by=["day"])
+    before = lake.registry.read().version
+    objects = {o.key for o in lake.store.list("datasets/")}
+    with lake.lock(read=["/lk/day=1"]) as held, lake.lock(read=["/lk/day=1"]) as other:
+        for fence in (held.fence, other.fence):
+            with pytest.raises(InvalidArgumentError, match="only reads"):
+                lake.append("lk", day(1, (5,)), partition_by=["day"], fence=fence)
+            with pytest.raises(InvalidArgumentError, match="only reads"):
+                lake.registry.commit("lk", add=files, fence=fence)
+    assert {o.key for o in lake.store.list("datasets/")} == objects  # no file written
+    assert lake.registry.read().version == before
+    with lake.lock(read=["/lk/day=1"], write=["/lk/day=2"]) as mixed:
+        with pytest.raises(InvalidArgumentError, match=r"writes \['/lk/day=1'\]"):
+            lake.registry.commit("lk", add=files, fence=mixed.fence)
+        lake.append("lk", day(2, (7,)), partition_by=["day"], fence=mixed.fence)
+    lake.copy_partition("lk", "day=1", to_dataset="copied")
+    assert rows_of(lake, 1) == [1, 2]
+    assert rows_of(lake, 2) == [7]

@@ -235,7 +235,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "requests', on one of --cores cores (a burst of cold processes on one machine; "
         "default 0)",
     )
-    option("--cores", _non_negative, 2, "cores for --cpu-ms and --first-cpu-ms")
+    option(
+        "--cores",
+        _non_negative,
+        2,
+        "cores for --cpu-ms and --first-cpu-ms (at least one when either is given)",
+    )
     option(
         "--think",
         _pause,
@@ -347,6 +352,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.skew < 0 or args.cpu_ms < 0 or args.first_cpu_ms < 0:
         raise ValueError("--skew, --cpu-ms and --first-cpu-ms must be >= 0")
+    if args.cores == 0 and (args.cpu_ms > 0 or args.first_cpu_ms > 0):
+        # No machine to spend it on: the run would price CPU at nothing, silently.
+        raise InvalidArgumentError(
+            "0",
+            "--cpu-ms and --first-cpu-ms are spent on a machine of at least one core",
+            what="--cores",
+        )
     brownout: Brownout | None = args.brownout
     if args.brownout_503 and brownout is None:
         raise InvalidArgumentError(

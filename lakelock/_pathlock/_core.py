@@ -183,6 +183,11 @@ def in_lineage(p: PathLike, q: PathLike) -> bool:
     return _is_ancestor_or_self(a, b) or _is_ancestor_or_self(b, a)
 
 
+def covers(p: PathLike, q: PathLike) -> bool:
+    """Whether ``p`` is ``q`` or an ancestor of it: a lock on ``p`` holds ``q`` too."""
+    return _is_ancestor_or_self(_split(p), _split(q))
+
+
 def _paths(values: Iterable[PathLike], name: str) -> frozenset[PathKey]:
     # A bare path here would be iterated character by character: refuse it loudly.
     if isinstance(values, str | PurePosixPath):

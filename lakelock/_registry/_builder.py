@@ -37,7 +37,12 @@ from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
 from lakelock._readable import file_shape, held_columns, unholdable
 from lakelock._registry._batch import CommitResult
-from lakelock._registry._changes import Change, check_fits, reused_commit_id
+from lakelock._registry._changes import (
+    Change,
+    check_fence_writes,
+    check_fits,
+    reused_commit_id,
+)
 from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
 from lakelock._registry._objects import dataset_for_checks
 from lakelock.errors import SchemaMismatchError
@@ -51,6 +56,7 @@ __all__ = [
     "fitted_schema",
     "hedged_writes",
     "judged_by",
+    "refused_rerun",
     "summary_digest",
 ]
 
@@ -142,12 +148,16 @@ class CommitBuilder:
         """The earlier commit if the commit id is recorded for this very change (a re-run:
         report it, write nothing); :class:`~lakelock.errors.CommitIdReusedError` if it is
         recorded for another; the error :func:`~lakelock._registry._changes.check_fits`
-        raises if the partition columns or schema do not fit the dataset; else the registry
-        it was checked against. A caller-chosen id is looked up in a fresh read; a generated
-        one is nobody else's, and the registry this process knows will do (no request: the
-        commit loop checks everything again on the current version), unless the operation
-        plans on it (``plan``: what to delete, compact or move): then a fresh read."""
+        raises if the partition columns or schema do not fit the dataset, and
+        :class:`~lakelock.errors.InvalidArgumentError` if its fence is a path-lock grant's
+        that writes nothing (:func:`~lakelock._registry._changes.check_fence_writes`); else
+        the registry it was checked against. A caller-chosen id is looked up in a fresh
+        read; a generated one is nobody else's, and the registry this process knows will do
+        (no request: the commit loop checks everything again on the current version), unless
+        the operation plans on it (``plan``: what to delete, compact or move): then a fresh
+        read."""
         change, registry = self.change, self.registry
+        check_fence_writes(change, before_files=True)  # a read grant's fence: no PUT
         chosen = not change.generated_id
         fresh = chosen or plan
         snapshot = registry.read() if fresh else registry.internals.known()
@@ -290,15 +300,31 @@ class CommitBuilder:
             found = registry.internals.recorded_commit(
                 change.commit_id, change.dataset, snapshot=registry.read()
             )
-            if found is None or reused_commit_id(found, change) is not None:
+            earlier = refused_rerun(change, found)
+            if earlier is None:
                 raise
-            version = found.version if isinstance(found, CommitRecord) else int(found["version"])
-            return CommitResult(version, change.commit_id, already_committed=True)
+            return earlier
         return None
 
     def _set(self, **fields: Any) -> None:
         self.change = replace(self.change, **fields)
         self.others = [replace(o, digest=self.change.digest) for o in self.others]
+
+
+def refused_rerun(
+    change: Change, found: CommitRecord | Mapping[str, Any] | None
+) -> CommitResult | None:
+    """The answer to a commit whose files no longer fit the dataset (:func:`fitted_schema`
+    refused them) under a caller's id: the earlier commit (``already_committed``) if
+    ``found``, what the registry recorded of the id (``recorded_commit``), is this very
+    change, a re-run whose first run landed before the dataset changed (a restore, a
+    column merged); ``None``: the refusal stands (a generated id, an id not recorded, or
+    recorded for another change). The simulator's writers answer it so too
+    (:func:`lakelock._sim._ops.files_fit`)."""
+    if change.generated_id or found is None or reused_commit_id(found, change) is not None:
+        return None
+    version = found.version if isinstance(found, CommitRecord) else int(found["version"])
+    return CommitResult(version, change.commit_id, already_committed=True)
 
 
 def judged_by(change: Change, dataset: DatasetState | None) -> bool:

@@ -66,6 +66,7 @@ from lakelock._registry._fencing import (
     UNLOCK,
     check_write_locks,
     record_fence,
+    unfenced_writes,
 )
 from lakelock._registry._manifest import (
     Manifest,
@@ -312,6 +313,33 @@ def written_paths(change: Change) -> tuple[str, ...]:
     if not partitions:
         return () if _fence_only(change) else (root,)
     return tuple(sorted(f"{root}/{p}" if p else root for p in partitions))
+
+
+def check_fence_writes(change: Change, *, before_files: bool = False) -> None:
+    """Refuse (:class:`~lakelock.errors.InvalidArgumentError`, nothing committed) a change
+    whose path-lock fence holds what it writes only for reading (FORMAT.md, "Write locks in
+    force"): a read grant's fence would carry it as if the path were held exclusively
+    (:func:`~lakelock._registry._fencing.unfenced_writes`). ``before_files``: an
+    operation's check before its first data PUT, whose partitions are not known yet: a
+    fence that writes no path at all is refused then."""
+    fence = change.fence
+    if fence is None or not fence.hierarchical:
+        return
+    unfenced: tuple[str, ...]
+    if before_files:
+        unfenced = () if fence.write else (f"/{change.dataset}",)
+    else:
+        unfenced = unfenced_writes(written_paths(change), fence)
+    if not unfenced:
+        return
+    held = f"writes {list(fence.write)}" if fence.write else f"only reads {list(fence.read)}"
+    raise InvalidArgumentError(
+        fence,
+        f"the fence of lock grant {fence.token} on {fence.name!r} {held}, and this commit "
+        f"writes {list(unfenced)}: a read lock's fence does not fence a write (take the lock "
+        "with write=[...] over those paths)",
+        what="fence",
+    )
 
 
 def manifests_needed(

@@ -17,6 +17,11 @@ first, before anything else of a change is checked:
   for good (:func:`lock_fences_kept`): a holder paused for any length of time is still
   refused.
 
+A grant's read paths fence no write (:func:`unfenced_writes`): a change carrying a read grant's
+fence that writes (an append), or a grant's fence that writes a path it only reads, is refused
+before anything is committed, since compatible readers hold one path at once and a write under
+any of their fences would land as if it were exclusive.
+
 Write locks in force (FORMAT.md): a grant with write paths registers itself before its holder
 acts, by a commit of operation ``lock`` (:data:`LOCK`) carrying its fence: its
 record is then ``held``, and every conflicting record of a lower token is no longer held (the
@@ -38,7 +43,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from lakelock._fence import Fence
-from lakelock._pathlock._core import LockRequest, requests_conflict
+from lakelock._pathlock._core import LockRequest, covers, in_lineage, requests_conflict
 from lakelock._registry._document import LockFenceRecord, RegistryDoc
 from lakelock.errors import LockedError, StaleFenceError
 
@@ -53,6 +58,7 @@ __all__ = [
     "lock_fences_kept",
     "record_fence",
     "superseded",
+    "unfenced_writes",
 ]
 
 #: The operations of the commits that register a write lock in force and clear it.
@@ -302,3 +308,19 @@ def check_write_locks(
             dataset=dataset,
             commit_id=commit_id,
         )
+
+
+def unfenced_writes(paths: tuple[str, ...], fence: Fence | None) -> tuple[str, ...]:
+    """The ``paths`` a commit writes (:func:`~lakelock._registry._changes.written_paths`)
+    that its path-lock ``fence`` holds only for reading: every one, if the grant writes
+    nothing (a read grant), else those in the lineage of a path it reads that none of its
+    write paths is, or is an ancestor of. Compatible readers hold a path at the same time,
+    so a read fences no write. Empty for a lease's fence and for no fence."""
+    if fence is None or not fence.hierarchical:
+        return ()
+    return tuple(
+        p
+        for p in paths
+        if not any(covers(w, p) for w in fence.write)
+        and (not fence.write or any(in_lineage(r, p) for r in fence.read))
+    )

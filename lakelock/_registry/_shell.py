@@ -33,6 +33,7 @@ from lakelock._registry._changes import (
     Change,
     Fence,
     SchemaMode,
+    check_fence_writes,
     checked_schema_mode,
     takeover,
     written_paths,
@@ -351,13 +352,16 @@ class Registry:
         :class:`~lakelock._registry._builder.CommitBuilder`. A write lock another process
         holds over what they write refuses them (:class:`~lakelock.errors.LockedError`),
         after up to ``lock_timeout`` seconds of waiting for it (FORMAT.md, "Write locks in
-        force")."""
+        force"); a change whose path-lock fence does not write what it writes is refused
+        first (:func:`~lakelock._registry._changes.check_fence_writes`)."""
         if not changes or len({c.commit_id for c in changes}) != 1:
             raise ValueError("commit_changes needs at least one change and one commit id")
         if len({c.dataset for c in changes}) != len(changes):
             raise ValueError("commit_changes takes one change per dataset")
         if len({c.generated_id for c in changes}) != 1:
             raise ValueError("commit_changes needs one commit id, generated or chosen")
+        for change in changes:
+            check_fence_writes(change)
         if any(c.operation in FENCE_ONLY for c in changes):
             return self._commits.commit(changes, now=self._clock())
         # Files written before this commit are held to the vacuum floor by when the server

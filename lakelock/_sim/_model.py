@@ -23,6 +23,9 @@ version holds), then replayed in version order. Judged, for each call (one line 
   re-run whose change was applied already is told so);
 - a definite failure (``CommitConflictError``, ``RetryBudgetExhaustedError``): never
   applied (a call whose process was killed and restarted: at most once);
+- refused because its files no longer fit the dataset (``SchemaMismatchError``) under a
+  caller's id whose very change was acknowledged before the call began: it must be told
+  ``already_committed`` (:func:`_refused_rerun_problems`);
 - unknown, killed, running: applied at most once, and in all of its datasets or none;
 - a lease takeover (a commit naming no dataset, read from the root's records,
   ``View.takeovers``) acknowledged: its token recorded by the version returned
@@ -134,6 +137,7 @@ def model_problems(
     classes = _classes(invocations, by_id)
     problems += _call_problems(invocations, applied, classes)
     problems += _rerun_problems(invocations, view)
+    problems += _refused_rerun_problems(invocations)
     problems += _id_problems(
         invocations, view, applied, classes, by_id, commit_window=commit_window
     )
@@ -452,6 +456,35 @@ def _rerun_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
                 f"ok {inv.op} {inv.id} (writer {inv.writer}) acknowledged as committing v"
                 f"{inv.version}, which applied its killed run's intent {min(killed)}: "
                 "already_committed expected"
+            )
+    return problems
+
+
+def _refused_rerun_problems(invocations: Sequence[Invocation]) -> list[str]:
+    """A call under a caller's id refused because its files no longer fit the dataset
+    (``SchemaMismatchError``) though the very same change was acknowledged before the call
+    began: its first run landed (before a restore or a merge changed the dataset), and the
+    re-run must hear ``already_committed``, not fail a retried job on a commit that landed
+    (README, "Engines": once recorded, a job hears ``already_committed``, whatever its
+    rows)."""
+    acknowledged: dict[str, list[Invocation]] = {}
+    for inv in invocations:
+        if inv.outcome == "ok" and inv.end is not None and inv.version is not None:
+            acknowledged.setdefault(inv.id, []).append(inv)
+    problems = []
+    for inv in invocations:
+        if not inv.explicit or inv.outcome != "fail" or inv.error_type != "SchemaMismatchError":
+            continue
+        landed = [
+            a.version
+            for a in acknowledged.get(inv.id, ())
+            if a.version is not None and a.end is not None and a.end < inv.start and _same(inv, a)
+        ]
+        if landed:
+            problems.append(
+                f"fail {inv.op} {inv.id} (writer {inv.writer}) refused with "
+                f"SchemaMismatchError, but its change was acknowledged at v{min(landed)} "
+                "before it began: already_committed expected"
             )
     return problems
 

@@ -22,7 +22,9 @@ it is (:mod:`lakelock._operations`, :mod:`lakelock._datasets`,
   the schema they were written with is judged as ``CommitBuilder`` judges it
   (``fitted_schema``: a column the dataset lacks refused unless merged, a type the
   dataset's cannot hold refused) against the dataset as the process knows it, read anew
-  when that does not settle it, and commits declaring the schema it was judged by.
+  when that does not settle it, and commits declaring the schema it was judged by; refused
+  under a caller's id recorded for this very change, it is answered ``already_committed``
+  (``refused_rerun``: a re-run whose first run landed before the dataset changed).
 
 - **A copy or rename of a partition whose source file is gone** (:func:`copy_refused`): the
   version it read was replaced while it copied, and vacuum took the file; the copy is
@@ -36,25 +38,32 @@ checker report what a user lost.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lakelock._names import validate_commit_id
 from lakelock._registry._batch import CommitResult
-from lakelock._registry._builder import fitted_schema, judged_by
+from lakelock._registry._builder import fitted_schema, judged_by, refused_rerun
 from lakelock._registry._changes import Change
 from lakelock._registry._core._decide import recorded_version
 from lakelock._registry._core._io import need
 from lakelock._registry._core._requests import Get, Steps
 from lakelock._registry._core._state import Retry
-from lakelock._registry._document import DatasetState, RegistryDoc, parse_registry, with_datasets
+from lakelock._registry._document import (
+    CommitRecord,
+    DatasetState,
+    RegistryDoc,
+    parse_registry,
+    with_datasets,
+)
 from lakelock._registry._objects import dataset_for_checks
 from lakelock.errors import (
     CommitConflictError,
     CommitIdReusedError,
     NotFoundError,
     RetryBudgetExhaustedError,
+    SchemaMismatchError,
 )
 
 if TYPE_CHECKING:
@@ -179,10 +188,13 @@ def checked_id(commit_id: str) -> str:
 def files_fit(core: Committer, changes: Sequence[Change]) -> Steps:
     """``changes`` as ``CommitBuilder.commit`` commits them once their typed files are
     judged (``_files_fit``): each declaring the schema :func:`fitted_schema` returns, or
-    its ``SchemaMismatchError``, nothing committed. A change adding no typed file is
-    returned as it is, at no request. The dataset is the one the process knows (the
-    core's last root, at no request), read anew when that does not settle the judgement
-    (:func:`judged_by`), as the shell reads it."""
+    its ``SchemaMismatchError``, nothing committed, unless the id is the caller's and
+    recorded for this very change (a re-run whose first run landed before the dataset
+    changed): then the earlier commit, a :class:`CommitResult` ``already_committed``
+    (:func:`refused_rerun`, the shell's own decision, on the root read anew). A change
+    adding no typed file is returned as it is, at no request. The dataset is the one the
+    process knows (the core's last root, at no request), read anew when that does not
+    settle the judgement (:func:`judged_by`), as the shell reads it."""
     fitted = []
     for change in changes:
         if all(f.schema is None for f in change.add):
@@ -194,8 +206,44 @@ def files_fit(core: Committer, changes: Sequence[Change]) -> Steps:
             dataset = yield from need(core, functools.partial(_for_checks, datasets, change))
         if not judged_by(change, dataset):
             dataset = yield from _dataset_now(core, change.dataset)
-        fitted.append(replace(change, schema=fitted_schema(change, dataset)))
+        try:
+            fitted.append(replace(change, schema=fitted_schema(change, dataset)))
+        except SchemaMismatchError:
+            if change.generated_id:
+                raise
+            found = yield from _recorded_commit(core, change)
+            earlier = refused_rerun(change, found)
+            if earlier is None:
+                raise
+            return earlier
     return fitted
+
+
+def _recorded_commit(core: Committer, change: Change) -> Steps:
+    """What the registry records of ``change``'s commit id in a fresh read of the root, as
+    ``registry.internals.recorded_commit`` finds it: the root's record of a recent commit,
+    else the entry of the dataset's commit-id index, else ``None``."""
+    for _ in range(LOOKS):
+        doc = yield from _root(core)
+        try:
+            return (yield from need(core, functools.partial(_recorded_in, doc, change, core)))
+        except Retry:
+            continue
+    raise RetryBudgetExhaustedError(
+        f"commit {change.commit_id!r}: its commit id could not be looked up; nothing was committed"
+    )
+
+
+def _recorded_in(
+    doc: RegistryDoc, change: Change, core: Committer
+) -> CommitRecord | Mapping[str, Any] | None:
+    record = doc.commit(change.commit_id)
+    if record is not None:
+        return record
+    state = doc.datasets.get(change.dataset)
+    if state is None or doc.format_version == 1:
+        return None
+    return core.objects.commit_entry(state, change.commit_id)
 
 
 def _for_checks(datasets: Any, change: Change) -> DatasetState | None:

@@ -15,6 +15,7 @@ from random import Random
 from typing import Any
 
 from lakelock._datafile import DataFile
+from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import _replaced
 from lakelock._registry._core import Committer
 from lakelock._registry._core._driver import Hedging
@@ -595,13 +596,17 @@ class _Writer:
         """Whether the commit goes on once its typed files (a worker's, written with their
         schema) are judged against the dataset, as ``CommitBuilder.commit`` judges them:
         its changes then declare the schema they were judged by; refused, nothing is
-        committed (the call is settled)."""
+        committed (the call is settled), or, a re-run whose first run landed, the earlier
+        commit is reported (settled ``already_committed``)."""
         if not isinstance(committer, Committer):
             return True
         try:
             fitted = yield from _ops.files_fit(committer, invocation.changes)
         except Exception as error:
             self._settle(invocation, None, error)
+            return False
+        if isinstance(fitted, CommitResult):  # a re-run whose first run landed: reported
+            self._settle(invocation, fitted, None)
             return False
         invocation.changes = tuple(fitted)
         return True

@@ -83,8 +83,9 @@ class Driver:
         """Wait for the requests this driver sent and no longer waits for (a hedged
         request's slower copy, which goes on after the first answer won, and its read-back
         if refused; reads made ahead), then end their threads: afterwards it sends nothing
-        of its own. Reads made ahead are dropped. It stays usable: the next hedge or read
-        ahead starts threads again."""
+        of its own. Reads made ahead are dropped. A request another thread is waiting for
+        meanwhile is answered by its copy already sent (never a second one, nor an error for
+        it). It stays usable: the next hedge or read ahead starts threads again."""
         with self._lock:
             pools = [pool for pool in (self._hedges, self._aheads) if pool is not None]
             self._hedges = self._aheads = None
@@ -171,7 +172,9 @@ class Driver:
             reads = self._early.begin(ahead, sent)
             generation = self._early.generation
         for request in reads:
-            future = pool.submit(self._read_ahead, request, ahead, generation, pool)
+            future = _submitted(pool, self._read_ahead, request, ahead, generation, pool)
+            if future is None:  # closed meanwhile: reads ahead are only ever a head start
+                return
             with self._lock:
                 if not self._early.keep(request, future, sent, generation):
                     return
@@ -186,7 +189,9 @@ class Driver:
         if isinstance(answer, Listing):
             with self._lock:
                 for read in self._early.listed(ahead, request, answer, generation):
-                    self._early.keep(read, pool.submit(self._send, read), self.timer(), generation)
+                    future = _submitted(pool, self._send, read)
+                    if future is not None:
+                        self._early.keep(read, future, self.timer(), generation)
         return answer
 
     def _claim(self, request: Get | List) -> tuple[Future[Any], float] | None:
@@ -216,7 +221,12 @@ class Driver:
                 return failure
 
         with ThreadPoolExecutor(min(THREADS, len(requests))) as pool:
-            return tuple(pool.map(each, requests))
+            futures = [_submitted(pool, each, request) for request in requests]
+            # One the pool refused (the interpreter is exiting) is sent on this thread.
+            return tuple(
+                each(request) if future is None else future.result()
+                for future, request in zip(futures, requests, strict=True)
+            )
 
     def _hedged_request(
         self, request: Get | Put | List, *, after: dict[bool, float | None] | None = None
@@ -281,7 +291,12 @@ class Driver:
                     sending.set()  # a clock that raised: its error is the copy's answer
                 return send()
 
-            pending = {pool.submit(first)}
+            sent = _submitted(pool, first)
+            if sent is None:  # closed meanwhile: sent once, on this thread
+                only = send()
+                race.answers(False, self.timer())
+                return only
+            pending = {sent}
             sending.wait()
         while True:
             due = race.due
@@ -289,7 +304,11 @@ class Driver:
             done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
             if not done:
                 if race.hedge():
-                    pending.add(pool.submit(send))
+                    hedge = _submitted(pool, send)
+                    if hedge is None:  # closed meanwhile: the first copy is the answer
+                        race.answers(True, self.timer())
+                    else:
+                        pending.add(hedge)
                 continue
             for future in done:
                 failure = future.exception()
@@ -298,3 +317,13 @@ class Driver:
                         raise failure
                     answer: _T = future.result()
                     return answer
+
+
+def _submitted(pool: ThreadPoolExecutor, call: Callable[..., _T], *args: Any) -> Future[_T] | None:
+    """``call(*args)`` on ``pool``; ``None`` if the pool takes no more (:meth:`Driver.close`
+    shut it down from another thread, or the interpreter is exiting): the caller then does
+    without the copy, the read ahead, or the thread, never failing its request for it."""
+    try:
+        return pool.submit(call, *args)
+    except RuntimeError:  # "cannot schedule new futures after [interpreter] shutdown"
+        return None

@@ -365,17 +365,18 @@ def check_bucket(client: Any, bucket: str) -> None:
         raise
 
 
-def check_lake(lake: Lake, target: LakeTarget) -> None:
+def check_lake(lake: Lake, target: LakeTarget, *, otherwise: str = "") -> None:
     """Raise a clear error if no lake lives at ``target``: no bucket (:func:`check_bucket`), or
     no registry root under its prefix. Commands that work around the registry (vacuum, locks,
     mirror) would otherwise report an empty lake where the bucket or prefix was mistyped, and
-    vacuum would judge every object there unreferenced."""
+    vacuum would judge every object there unreferenced; ``configure`` would start a new lake
+    there. ``otherwise``: what the error adds (how to go on if the prefix was meant)."""
     if lake.registry.read().version != 0:
         return
     check_bucket(lake.client, target.bucket)
     raise NotFoundError(
         f"no lake at {target.url}: nothing was ever committed under this prefix (no registry); "
-        f"check the bucket and prefix",
+        f"check the bucket and prefix{otherwise}",
         bucket=target.bucket,
         key=f"{target.prefix}{REGISTRY_KEY}",
         operation="GetObject",

@@ -88,6 +88,10 @@ RACED: Final = (PreconditionFailedError, NotFoundError)
 UNSETTLED: Final = (*RACED, OutcomeUnknownError)
 #: Floor for a wait between attempts, so a wake-up computed as "now" cannot spin.
 MIN_PAUSE: Final = 0.001
+#: The longest ``ttl``, ``margin`` or ``poll_interval`` (a century, in seconds): an expiry
+#: further off is no date Python shows (``datetime`` ends in 9999), and a heartbeat's wait no
+#: platform sleeps (``threading.TIMEOUT_MAX``).
+MAX_DURATION: Final = 100 * 365 * 86400.0
 
 _DocT = TypeVar("_DocT")
 _T = TypeVar("_T")
@@ -116,11 +120,19 @@ def check_timeout(timeout: float | None) -> float | None:
 def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
     """Refuse what no document can hold or no wait can last: each a finite number of
     seconds (JSON has no infinity, so a lease or lock table written with one could never be
-    read again, by anyone)."""
+    read again, by anyone), at most :data:`MAX_DURATION`."""
     for what, value in (("ttl", ttl), ("margin", margin), ("poll_interval", poll_interval)):
         if not math.isfinite(value):
             raise InvalidArgumentError(
                 value, f"{what} is a finite number of seconds, got {value!r}", what=what
+            )
+        if value > MAX_DURATION:
+            # "Until I release it" is a ttl the heartbeat renews, not one that never ends:
+            # an expiry in the year 33,000 broke every other process's acquire.
+            raise InvalidArgumentError(
+                value,
+                f"{what} is at most {MAX_DURATION:.0f} seconds (a century), got {value!r}",
+                what=what,
             )
     if not margin >= 0:
         raise InvalidArgumentError(

@@ -76,3 +76,27 @@ def test_a_lease_or_lock_asked_to_hold_forever_is_refused_before_it_is_written(
         lake.lease("nightly", poll_interval=float("inf"))
     with pytest.raises(InvalidArgumentError):
         lake.lease("nightly", margin=float("nan"))
+
+
+@pytest.mark.parametrize("seconds", [1e12, 10**15])
+def test_a_lease_or_lock_asked_to_hold_for_ages_is_refused_before_it_is_written(
+    client: Any, bucket: str, seconds: float
+) -> None:
+    """Refused ``ttl=float("inf")``, a job asks for ``ttl=1e12`` ("until I release it"). The
+    lease was written expiring in the year 33,000: every other process's ``try_acquire`` or
+    ``acquire`` then died on a ``ValueError`` (its expiry is no date Python can show) instead
+    of waiting or hearing ``LockTimeout``, ``lakelock locks`` could list no lease or lock of
+    the lake, and the holder's heartbeat thread died on a wait the platform cannot make
+    (``OverflowError``). A ``ttl``, ``margin`` or ``poll_interval`` beyond a century must be
+    InvalidArgumentError before any request, and the lease stays usable."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    with pytest.raises(InvalidArgumentError, match="at most"):
+        lake.lease("nightly", ttl=seconds)
+    with pytest.raises(InvalidArgumentError, match="at most"):
+        lake.lease("nightly", poll_interval=seconds)
+    with pytest.raises(InvalidArgumentError, match="at most"):
+        lake.lock(write=["/sales"], ttl=seconds)
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="metastore/")
+    other = Lake(bucket, s3=client, retry=FAST_RETRY).lease("nightly", ttl=30, heartbeat=False)
+    assert other.try_acquire()
+    other.release()

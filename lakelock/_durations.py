@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from lakelock.errors import InvalidArgumentError
 
-__all__ = ["DURATION_FORMS", "duration_seconds", "format_duration"]
+__all__ = ["DURATION_FORMS", "duration_seconds", "format_duration", "format_instant"]
 
 #: What :func:`duration_seconds` accepts, for error messages.
 DURATION_FORMS = (
@@ -75,3 +75,13 @@ def format_duration(seconds: float) -> str:
     if whole or not parts:
         parts.append(f"{whole}s")
     return "".join(parts[:2])
+
+
+def format_instant(epoch: float, pattern: str) -> str:
+    """``epoch`` (seconds since the epoch) in UTC by the ``strftime`` ``pattern``, or as
+    seconds where no date holds it (past the year 9999: a lease document written to expire
+    then, which a reader shows rather than dies on)."""
+    try:
+        return datetime.fromtimestamp(epoch, UTC).strftime(pattern)
+    except (OverflowError, OSError, ValueError):
+        return f"{epoch:.0f} s after the epoch"

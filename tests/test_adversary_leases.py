@@ -8,13 +8,17 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock._layout import lease_key
 from lakelock._s3 import ObjectStore
-from lakelock.errors import InvalidArgumentError, StaleFenceError
+from lakelock.errors import InvalidArgumentError, LockTimeout, StaleFenceError
+from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
+from tests._support.processes import InProcess
 from tests._support.simtime import SimTime
 
 
@@ -100,3 +104,26 @@ def test_a_lease_or_lock_asked_to_hold_for_ages_is_refused_before_it_is_written(
     other = Lake(bucket, s3=client, retry=FAST_RETRY).lease("nightly", ttl=30, heartbeat=False)
     assert other.try_acquire()
     other.release()
+
+
+def test_a_lease_written_to_expire_in_ages_leaves_the_others_waiting_not_crashing(
+    s3: S3Endpoint, client: Any, admin: Any, bucket: str, in_process: InProcess
+) -> None:
+    """A lease written before lakelock bounded ``ttl`` (or by hand) expires in the year
+    33,000. The others must wait for it as for any held lease (``try_acquire`` is false,
+    ``acquire`` is ``LockTimeout``) and ``lakelock locks`` must list it: they died on a
+    ``ValueError`` while saying until when they would wait, and the listing with them."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    holder = lake.lease("nightly", ttl=30, heartbeat=False)
+    assert holder.try_acquire()
+    key = lease_key("nightly")
+    document = orjson.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    document.update(ttl=1e12, expires_at=document["expires_at"] + 1e12)
+    admin.put_object(Bucket=bucket, Key=key, Body=orjson.dumps(document))
+    other = Lake(bucket, s3=client, retry=FAST_RETRY).lease("nightly", ttl=30, heartbeat=False)
+    assert not other.try_acquire()
+    with pytest.raises(LockTimeout):
+        other.acquire(timeout=0)
+    listed = in_process("locks", f"s3://{bucket}", "--endpoint-url", s3.url)
+    assert listed.returncode == 0, listed.stderr
+    assert "nightly" in listed.stdout

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from types import FrameType
 from typing import Any, TextIO, TypeVar
 
@@ -35,7 +35,7 @@ from botocore.exceptions import (
 )
 
 from lakelock._client import s3_client
-from lakelock._durations import duration_seconds, format_duration
+from lakelock._durations import duration_seconds, format_duration, format_instant
 from lakelock._lake import Lake
 from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
@@ -457,8 +457,9 @@ def format_size(size: int) -> str:
 
 
 def format_time(epoch: float) -> str:
-    """Seconds since the epoch as UTC ISO 8601, to the second."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Seconds since the epoch as UTC ISO 8601, to the second (as seconds past the year
+    9999, where no date holds it)."""
+    return format_instant(epoch, "%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_duration(text: str) -> float:

@@ -38,6 +38,7 @@ import orjson
 
 from lakelock import _jsonfields as jsonfields
 from lakelock._clock import ServerClock, TimeBounds, shared_server_clock
+from lakelock._durations import MAX_DURATION
 from lakelock._names import is_utf8
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import (
@@ -88,10 +89,6 @@ RACED: Final = (PreconditionFailedError, NotFoundError)
 UNSETTLED: Final = (*RACED, OutcomeUnknownError)
 #: Floor for a wait between attempts, so a wake-up computed as "now" cannot spin.
 MIN_PAUSE: Final = 0.001
-#: The longest ``ttl``, ``margin`` or ``poll_interval`` (a century, in seconds): an expiry
-#: further off is no date Python shows (``datetime`` ends in 9999), and a heartbeat's wait no
-#: platform sleeps (``threading.TIMEOUT_MAX``).
-MAX_DURATION: Final = 100 * 365 * 86400.0
 
 _DocT = TypeVar("_DocT")
 _T = TypeVar("_T")

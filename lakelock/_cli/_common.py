@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import time
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import FrameType
@@ -78,6 +79,7 @@ __all__ = [
     "port_number",
     "print_json",
     "render_table",
+    "shown",
     "to_jsonable",
     "wait_for_interrupt",
 ]
@@ -391,7 +393,9 @@ def render_table(
 ) -> list[str]:
     """Aligned plain-text lines: a header row, then ``rows``. Columns named in ``right`` are
     right-aligned (numbers); the last column is not padded."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[shown(str(h)) for h in headers]] + [
+        ["" if c is None else shown(str(c)) for c in r] for r in rows
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = []
     for row in cells:
@@ -407,9 +411,24 @@ def render_table(
 
 
 def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
+    """Write ``lines``, each :func:`shown`."""
     stream = out or sys.stdout
     for line in lines:
-        stream.write(line + "\n")
+        stream.write(shown(line) + "\n")
+
+
+def shown(text: str) -> str:
+    """``text`` with each control character (category Cc: C0, DEL, C1) written as its Python
+    escape (``\\x1b``, ``\\n``): what a lake holds (a property, a column name) reaches a
+    terminal as text, never as a sequence the terminal executes or a line it breaks."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) == "Cc"
+        else char
+        for char in text
+    )
 
 
 def to_jsonable(value: Any) -> Any:

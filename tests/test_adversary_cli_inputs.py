@@ -1,11 +1,13 @@
-"""Adversarial tests of the command line given a prefix where no lake lives (README, "The
-command line": ``lakelock registry configure s3://bucket --retention 30d``, the lake's
-settings, every writer's; "Time travel": every version is readable while the retention keeps
-it). The other commands that act on a lake (vacuum, locks, mirror) already answer a mistyped
-prefix with "no lake at ..."; this is the one that writes."""
+"""Adversarial tests of the command line (README, "The command line") given what a user's
+pipeline leaves for it: a prefix where no lake lives (``lakelock registry configure
+s3://bucket --retention 30d``, the lake's settings, every writer's; "Time travel": every
+version is readable while the retention keeps it; the other commands that act on a lake,
+vacuum, locks and mirror, already answer a mistyped prefix with "no lake at ..."), and names
+and values holding control characters, which the command prints."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import pyarrow as pa
@@ -48,3 +50,25 @@ def test_configure_of_a_mistyped_prefix_is_refused_not_a_new_lake(
     )
     assert shown.returncode == 0, shown.stderr  # showing the settings writes nothing
     assert "Contents" not in client.list_objects_v2(Bucket=lake.bucket, Prefix="nowhere/")
+
+
+def test_what_the_lake_holds_is_shown_with_its_control_characters_escaped(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """A pipeline copies an upstream file's header into the dataset's properties and merges
+    a column named after another header; both carry terminal control sequences (ESC ``[2J``
+    clears the screen, U+009B is the one-character CSI). ``lakelock registry show`` printed
+    them raw: the operator's terminal executed them, and what it showed (an erased table, a
+    forged line) was not what the lake holds. Every control character the lake's names and
+    values hold must be shown escaped (``\\x1b``), the table aligned around it."""
+    lake.append("sales", pa.table({"id": [1], "k": ["x"]}), partition_by=["k"])
+    lake.set_properties("sales", {"source": "feed\x1b[2J\x9b2Kok"})
+    merged = pa.table({"id": [2], "k": ["y"], "c\x1b[8m": [1]})
+    lake.append("sales", merged, partition_by=["k"], schema_mode="merge")
+    shown = in_process("registry", "show", lake.url, "--dataset", "sales", "--endpoint-url", s3.url)
+    assert shown.returncode == 0, shown.stderr
+    controls = {c for c in shown.stdout if unicodedata.category(c) == "Cc"}
+    assert controls <= {"\n"}, controls
+    assert "source = feed\\x1b[2J\\x9b2Kok" in shown.stdout
+    column = next(line for line in shown.stdout.splitlines() if "c\\x1b[8m" in line)
+    assert column.split() == ["c\\x1b[8m", "int64"]

@@ -52,10 +52,11 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     write-once and content-addressed, so an ``If-Match`` overwrite there would silently change
     what an already committed registry version points to.
 ``DenyOverwriteOfRegistryVersions``
-    ``s3:PutObject`` on ``<p>metastore/snapshots/*``, ``nodes/*`` and ``intents/*`` without
-    ``If-None-Match``: a dataset version's snapshot, its index nodes and the intents (commits
-    before they apply, then the manifests of their files) are written once, create-only, and
-    named by the digest of their bytes, as manifests are; no lakelock writer overwrites one.
+    ``s3:PutObject`` on ``<p>metastore/snapshots/*``, ``nodes/*``, ``intents/*`` and
+    ``backups/*`` without ``If-None-Match``: a dataset version's snapshot, its index nodes,
+    the intents (commits before they apply, then the manifests of their files) and a format-1
+    root kept on upgrade are written once, create-only, and named by the digest of their
+    bytes, as manifests are; no lakelock writer overwrites one.
     Overwritten with ``If-Match`` (which the metastore's CAS rule lets through), the version
     no longer matches its key and every reader and writer of the lake meets
     ``RegistryCorruptError``. Unlike the manifests statement this one has no option:
@@ -153,8 +154,12 @@ WRITTEN_ONCE_SUBPREFIXES = tuple(
     p.removeprefix(METASTORE_PREFIX)
     for p in (SNAPSHOT_PREFIX, NODE_PREFIX, MANIFEST_PREFIX, INTENT_PREFIX)
 )
-#: Those of them never overwritten whatever the options (manifests have their own statement).
-VERSION_SUBPREFIXES = tuple(s for s in WRITTEN_ONCE_SUBPREFIXES if s != MANIFESTS_SUBPREFIX)
+#: Where the objects of a registry version are that no option lets be overwritten: the
+#: write-once ones but manifests (which have their own statement), and format-1 backups.
+VERSION_SUBPREFIXES = (
+    *(s for s in WRITTEN_ONCE_SUBPREFIXES if s != MANIFESTS_SUBPREFIX),
+    BACKUP_PREFIX.removeprefix(METASTORE_PREFIX),
+)
 
 SID_CREATE_DATASETS = "DenyUnconditionalCreateInDatasets"
 SID_WRITE_METASTORE = "DenyUnconditionalWriteInMetastore"

@@ -47,6 +47,7 @@ MANIFEST = "metastore/manifests/sales/3f2a9c.json"
 INTENT = "metastore/intents/01767225600000a1b2-3f2a9c.json"
 SNAPSHOT = "metastore/snapshots/sales/3f2a9c-8e1d.json"
 NODE = "metastore/nodes/sales/7b4e01-8e1d.json"
+BACKUP = "metastore/backups/dataset_registry-41-9c0e2b.json"
 PROBE = "metastore/probes/conditional-delete-5350ed63"
 VIEW = "views/sales/iceberg/metadata/00000000000000000007.metadata.json"
 DELTA_LOG = "datasets/sales/_delta_log/00000000000000000003.json"
@@ -149,6 +150,7 @@ _ROWS = [
     ("snapshot create-only PUT", "PutObject", SNAPSHOT, INM, None, ALLOW, ALLOW),
     ("index node create-only PUT", "PutObject", NODE, INM, None, ALLOW, ALLOW),
     ("intent create-only PUT", "PutObject", INTENT, INM, None, ALLOW, ALLOW),
+    ("format-1 root backup create-only PUT", "PutObject", BACKUP, INM, None, ALLOW, ALLOW),
     ("large snapshot create-only completion", COMPLETE, SNAPSHOT, INM, None, ALLOW, ALLOW),
     ("vacuum deletes a data file (If-Match)", "DeleteObject", DATA, IM, None, ALLOW, ALLOW),
     ("vacuum deletes a manifest (If-Match)", "DeleteObject", MANIFEST, IM, None, ALLOW, ALLOW),
@@ -210,6 +212,7 @@ _ROWS = [
     ("snapshot overwrite by CAS completion", COMPLETE, SNAPSHOT, IM, None, DENY, DENY),
     ("index node overwrite with If-Match", "PutObject", NODE, IM, None, DENY, DENY),
     ("intent overwrite with If-Match", "PutObject", INTENT, IM, None, DENY, DENY),
+    ("format-1 root backup overwrite with If-Match", "PutObject", BACKUP, IM, None, DENY, DENY),
     (
         "CopyObject onto an intent with If-Match",
         "CopyObject",
@@ -493,7 +496,7 @@ def test_statement_contents() -> None:
     versions_once = by_sid["DenyOverwriteOfRegistryVersions"]
     assert (versions_once["Action"], versions_once["Resource"]) == (
         "s3:PutObject",
-        [f"{objects}metastore/{area}/*" for area in ("snapshots", "nodes", "intents")],
+        [f"{objects}metastore/{area}/*" for area in ("snapshots", "nodes", "intents", "backups")],
     )
     assert versions_once["Condition"] == {"Null": {"s3:if-none-match": "true"}, **creates}
     delete = by_sid["DenyUnconditionalDeleteInDatasets"]
@@ -559,7 +562,10 @@ def test_custom_area_prefixes() -> None:
         f"arn:aws:s3:::{BUCKET}/p/tables/*",
         f"arn:aws:s3:::{BUCKET}/p/_meta/*",
         f"arn:aws:s3:::{BUCKET}/p/_meta/manifests/*",
-        [f"arn:aws:s3:::{BUCKET}/p/_meta/{area}/*" for area in ("snapshots", "nodes", "intents")],
+        [
+            f"arn:aws:s3:::{BUCKET}/p/_meta/{area}/*"
+            for area in ("snapshots", "nodes", "intents", "backups")
+        ],
         f"arn:aws:s3:::{BUCKET}/p/_views/*",
     ]
 

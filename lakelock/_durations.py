@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from lakelock.errors import InvalidArgumentError
 
-__all__ = ["DURATION_FORMS", "duration_seconds", "format_duration"]
+__all__ = [
+    "DURATION_FORMS",
+    "MAX_DURATION",
+    "duration_seconds",
+    "format_duration",
+    "format_instant",
+]
 
 #: What :func:`duration_seconds` accepts, for error messages.
 DURATION_FORMS = (
     "seconds as a number, a timedelta, or text such as '90s', '15m', '24h', '7d', '1d12h'"
 )
+
+#: The longest wait or hold lakelock takes (a century, in seconds): a lease's or lock's
+#: ``ttl``, a read's budget. Further off, an instant is no date Python shows (``datetime``
+#: ends in 9999), and a wait none the platform makes (``threading.TIMEOUT_MAX``, a socket's
+#: timeout).
+MAX_DURATION = 100 * 365 * 86400.0
 
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
 _UNITS = {
@@ -75,3 +87,13 @@ def format_duration(seconds: float) -> str:
     if whole or not parts:
         parts.append(f"{whole}s")
     return "".join(parts[:2])
+
+
+def format_instant(epoch: float, pattern: str) -> str:
+    """``epoch`` (seconds since the epoch) in UTC by the ``strftime`` ``pattern``, or as
+    seconds where no date holds it (past the year 9999: a lease document written to expire
+    then, which a reader shows rather than dies on)."""
+    try:
+        return datetime.fromtimestamp(epoch, UTC).strftime(pattern)
+    except (OverflowError, OSError, ValueError):
+        return f"{epoch:.0f} s after the epoch"

@@ -38,6 +38,7 @@ import orjson
 
 from lakelock import _jsonfields as jsonfields
 from lakelock._clock import ServerClock, TimeBounds, shared_server_clock
+from lakelock._durations import MAX_DURATION
 from lakelock._names import is_utf8
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import (
@@ -116,11 +117,19 @@ def check_timeout(timeout: float | None) -> float | None:
 def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
     """Refuse what no document can hold or no wait can last: each a finite number of
     seconds (JSON has no infinity, so a lease or lock table written with one could never be
-    read again, by anyone)."""
+    read again, by anyone), at most :data:`MAX_DURATION`."""
     for what, value in (("ttl", ttl), ("margin", margin), ("poll_interval", poll_interval)):
         if not math.isfinite(value):
             raise InvalidArgumentError(
                 value, f"{what} is a finite number of seconds, got {value!r}", what=what
+            )
+        if value > MAX_DURATION:
+            # "Until I release it" is a ttl the heartbeat renews, not one that never ends:
+            # an expiry in the year 33,000 broke every other process's acquire.
+            raise InvalidArgumentError(
+                value,
+                f"{what} is at most {MAX_DURATION:.0f} seconds (a century), got {value!r}",
+                what=what,
             )
     if not margin >= 0:
         raise InvalidArgumentError(

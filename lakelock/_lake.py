@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from lakelock._client import DEFAULT_READ_TIMEOUT, s3_client
 from lakelock._connection import Connection
 from lakelock._datasets import Progress
-from lakelock._durations import duration_seconds
+from lakelock._durations import MAX_DURATION, duration_seconds
 from lakelock._fence import Fence
 from lakelock._holding import DEFAULT, Default
 from lakelock._lease import Lease, LeaseOptions
@@ -567,10 +567,13 @@ def _fold_policy(policy: FoldPolicy | None) -> FoldPolicy | None:
 
 
 def _read_seconds(read_timeout: float | timedelta | str) -> float:
-    """The read budget in seconds: a positive duration."""
+    """The read budget in seconds: a positive duration, at most a century (a socket waits no
+    longer: every request would fail, its outcome "unknown")."""
     seconds = duration_seconds(read_timeout, what="read_timeout")
-    if not seconds > 0:
-        raise InvalidArgumentError(read_timeout, "a positive duration", what="read_timeout")
+    if not 0 < seconds <= MAX_DURATION:
+        raise InvalidArgumentError(
+            read_timeout, "a positive duration, at most a century", what="read_timeout"
+        )
     return seconds
 
 

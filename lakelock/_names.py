@@ -34,8 +34,9 @@ of a dataset       (DuckDB and Polars cannot read a column named ``""``:
                    included: DuckDB, Spark, Delta and Iceberg readers resolve column names
                    ignoring case, so ``Day`` beside ``day`` would read wrong. A clash is a
                    :class:`~lakelock.errors.SchemaMismatchError` (:func:`clashing_names`).
-lease name         non-empty, no ``/``, no control characters, valid UTF-8. Normalised to
-                   NFC as dataset names are: one lease however it is spelt.
+lease name         non-empty, no ``/``, no control characters (category Cc: C0, DEL, C1),
+                   valid UTF-8. Normalised to NFC as dataset names are: one lease however
+                   it is spelt.
 commit id          non-empty printable text (``str.isprintable``), at most 256 UTF-8 bytes:
                    the root keeps its last 100 ids, so one id's size is each root's cost.
                    Unicode NFC, never normalised: ids are stored as given, so another
@@ -186,7 +187,9 @@ def validate_lease_name(name: str) -> str:
         raise InvalidNameError(name, "a lease name may not be empty")
     if "/" in name:
         raise InvalidNameError(name, "a lease name may not contain '/'")
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    # Category Cc: C0, DEL and C1 alike (U+009B starts a terminal's control sequence, U+0085
+    # breaks a line), as for partition values: the name is printed by ``lakelock locks``.
+    if any(unicodedata.category(c) == "Cc" for c in name):
         raise InvalidNameError(name, "a lease name may not contain control characters")
     try:
         name.encode("utf-8")

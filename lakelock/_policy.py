@@ -51,6 +51,16 @@ The statements, in the order emitted (``<p>`` = ``prefix``):
     ``s3:PutObject`` on ``<p>metastore/manifests/*`` without ``If-None-Match``: manifests are
     write-once and content-addressed, so an ``If-Match`` overwrite there would silently change
     what an already committed registry version points to.
+``DenyOverwriteOfRegistryVersions``
+    ``s3:PutObject`` on ``<p>metastore/snapshots/*``, ``nodes/*``, ``intents/*`` and
+    ``backups/*`` without ``If-None-Match``: a dataset version's snapshot, its index nodes,
+    the intents (commits before they apply, then the manifests of their files) and a format-1
+    root kept on upgrade are written once, create-only, and named by the digest of their
+    bytes, as manifests are; no lakelock writer overwrites one.
+    Overwritten with ``If-Match`` (which the metastore's CAS rule lets through), the version
+    no longer matches its key and every reader and writer of the lake meets
+    ``RegistryCorruptError``. Unlike the manifests statement this one has no option:
+    nothing of lakelock's, of any format, writes there otherwise.
 ``DenyUnconditionalCreateInViews``
     ``s3:PutObject`` on ``<p>views/*`` without ``If-None-Match``, as for data files: the
     Iceberg views (metadata, manifest lists, manifests: :mod:`lakelock._mirror`) are
@@ -144,10 +154,17 @@ WRITTEN_ONCE_SUBPREFIXES = tuple(
     p.removeprefix(METASTORE_PREFIX)
     for p in (SNAPSHOT_PREFIX, NODE_PREFIX, MANIFEST_PREFIX, INTENT_PREFIX)
 )
+#: Where the objects of a registry version are that no option lets be overwritten: the
+#: write-once ones but manifests (which have their own statement), and format-1 backups.
+VERSION_SUBPREFIXES = (
+    *(s for s in WRITTEN_ONCE_SUBPREFIXES if s != MANIFESTS_SUBPREFIX),
+    BACKUP_PREFIX.removeprefix(METASTORE_PREFIX),
+)
 
 SID_CREATE_DATASETS = "DenyUnconditionalCreateInDatasets"
 SID_WRITE_METASTORE = "DenyUnconditionalWriteInMetastore"
 SID_OVERWRITE_MANIFESTS = "DenyOverwriteInManifests"
+SID_OVERWRITE_VERSIONS = "DenyOverwriteOfRegistryVersions"
 SID_DELETE_DATASETS = "DenyUnconditionalDeleteInDatasets"
 SID_DELETE_VERSION_DATASETS = "DenyVersionDeleteInDatasets"
 SID_CREATE_VIEWS = "DenyUnconditionalCreateInViews"
@@ -252,6 +269,15 @@ def generate_bucket_policy(
                 {"Null": {"s3:if-none-match": "true"}, **creates},
             )
         )
+    statements.append(
+        _deny(
+            SID_OVERWRITE_VERSIONS,
+            principal_element,
+            "s3:PutObject",
+            [f"{objects}{metastore_prefix}{sub}*" for sub in VERSION_SUBPREFIXES],
+            {"Null": {"s3:if-none-match": "true"}, **creates},
+        )
+    )
     statements.append(
         _deny(
             SID_CREATE_VIEWS,

@@ -13,7 +13,15 @@ import pytest
 
 from lakelock import Lake
 from lakelock.errors import InvalidArgumentError
+from lakelock.testing import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY, S3Endpoint
 from tests._support import FAST_RETRY
+
+#: The endpoint's keys, for ``Lake.from_url``'s own client.
+CLIENT_KEYS = {
+    "aws_access_key_id": DEFAULT_ACCESS_KEY,
+    "aws_secret_access_key": DEFAULT_SECRET_KEY,
+    "region_name": "us-east-1",
+}
 
 
 def test_an_as_of_that_names_no_instant_is_refused_not_read_at_another(
@@ -56,3 +64,27 @@ def test_a_history_limit_that_is_no_count_is_refused(lake: Lake, limit: Any) -> 
     assert refused.value.value is limit
     assert lake.history("sales", limit=0) == []
     assert [h.version for h in lake.history("sales", limit=1)] == [2]
+
+
+@pytest.mark.parametrize("read_timeout", [1e12, "100000000d"])
+def test_a_read_timeout_no_platform_can_wait_is_refused_when_the_lake_is_made(
+    s3: S3Endpoint, client: Any, bucket: str, read_timeout: Any
+) -> None:
+    """A job sets ``read_timeout`` to "as long as it takes" with a huge number (``1e12``, or
+    a config file's ``"100000000d"``). The Lake was made, and then every request failed
+    with ``OutcomeUnknownError`` ("timestamp out of range for platform time_t"): a read
+    said its outcome was unknown, and an append would have said its commit's state was
+    unknown, look its id up, for what was bad input all along. It must be
+    InvalidArgumentError when the Lake is made, whichever way it is made."""
+    Lake(bucket, s3=client, retry=FAST_RETRY).append("sales", pa.table({"id": [1]}))
+    with pytest.raises(InvalidArgumentError, match="read_timeout"):
+        Lake(bucket, s3=client, retry=FAST_RETRY, read_timeout=read_timeout)
+    with pytest.raises(InvalidArgumentError, match="read_timeout"):
+        Lake.from_url(
+            f"s3://{bucket}",
+            read_timeout=read_timeout,
+            endpoint_url=s3.url,
+            **CLIENT_KEYS,
+        )
+    patient = Lake.from_url(f"s3://{bucket}", read_timeout="1d", endpoint_url=s3.url, **CLIENT_KEYS)
+    assert patient.read("sales").num_rows == 1

@@ -8,13 +8,17 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock._layout import lease_key
 from lakelock._s3 import ObjectStore
-from lakelock.errors import InvalidArgumentError, StaleFenceError
+from lakelock.errors import InvalidArgumentError, LockTimeout, StaleFenceError
+from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
+from tests._support.processes import InProcess
 from tests._support.simtime import SimTime
 
 
@@ -76,3 +80,50 @@ def test_a_lease_or_lock_asked_to_hold_forever_is_refused_before_it_is_written(
         lake.lease("nightly", poll_interval=float("inf"))
     with pytest.raises(InvalidArgumentError):
         lake.lease("nightly", margin=float("nan"))
+
+
+@pytest.mark.parametrize("seconds", [1e12, 10**15])
+def test_a_lease_or_lock_asked_to_hold_for_ages_is_refused_before_it_is_written(
+    client: Any, bucket: str, seconds: float
+) -> None:
+    """Refused ``ttl=float("inf")``, a job asks for ``ttl=1e12`` ("until I release it"). The
+    lease was written expiring in the year 33,000: every other process's ``try_acquire`` or
+    ``acquire`` then died on a ``ValueError`` (its expiry is no date Python can show) instead
+    of waiting or hearing ``LockTimeout``, ``lakelock locks`` could list no lease or lock of
+    the lake, and the holder's heartbeat thread died on a wait the platform cannot make
+    (``OverflowError``). A ``ttl``, ``margin`` or ``poll_interval`` beyond a century must be
+    InvalidArgumentError before any request, and the lease stays usable."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    with pytest.raises(InvalidArgumentError, match="at most"):
+        lake.lease("nightly", ttl=seconds)
+    with pytest.raises(InvalidArgumentError, match="at most"):
+        lake.lease("nightly", poll_interval=seconds)
+    with pytest.raises(InvalidArgumentError, match="at most"):
+        lake.lock(write=["/sales"], ttl=seconds)
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="metastore/")
+    other = Lake(bucket, s3=client, retry=FAST_RETRY).lease("nightly", ttl=30, heartbeat=False)
+    assert other.try_acquire()
+    other.release()
+
+
+def test_a_lease_written_to_expire_in_ages_leaves_the_others_waiting_not_crashing(
+    s3: S3Endpoint, client: Any, admin: Any, bucket: str, in_process: InProcess
+) -> None:
+    """A lease written before lakelock bounded ``ttl`` (or by hand) expires in the year
+    33,000. The others must wait for it as for any held lease (``try_acquire`` is false,
+    ``acquire`` is ``LockTimeout``) and ``lakelock locks`` must list it: they died on a
+    ``ValueError`` while saying until when they would wait, and the listing with them."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    holder = lake.lease("nightly", ttl=30, heartbeat=False)
+    assert holder.try_acquire()
+    key = lease_key("nightly")
+    document = orjson.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    document.update(ttl=1e12, expires_at=document["expires_at"] + 1e12)
+    admin.put_object(Bucket=bucket, Key=key, Body=orjson.dumps(document))
+    other = Lake(bucket, s3=client, retry=FAST_RETRY).lease("nightly", ttl=30, heartbeat=False)
+    assert not other.try_acquire()
+    with pytest.raises(LockTimeout):
+        other.acquire(timeout=0)
+    listed = in_process("locks", f"s3://{bucket}", "--endpoint-url", s3.url)
+    assert listed.returncode == 0, listed.stderr
+    assert "nightly" in listed.stdout

@@ -85,3 +85,30 @@ def test_a_version_of_the_registry_cannot_be_deleted_without_its_etag(
     for key in written_once:
         plain_delete_is_refused(client, bucket, key)
     assert Lake(bucket, s3=client, retry=FAST_RETRY).read("sales")["id"].to_pylist() == [1]
+
+
+@pytest.mark.parametrize("area", ["snapshots", "nodes", "intents"])
+def test_a_version_of_the_registry_cannot_be_overwritten_with_its_etag(
+    client: Any, bucket: str, area: str
+) -> None:
+    """A dataset version's snapshot, its index nodes and the intents (the commits not applied
+    yet, and the manifests of applied ones) are written once, create-only, and named by the
+    digest of their bytes: no lakelock writer ever overwrites one. A tool that does, with
+    ``If-Match`` on the ETag it just read (a sync that "refreshes" objects, a script fixing a
+    document by hand), passed the policy's CAS rule for the metastore, and every reader and
+    writer of the lake then met a snapshot whose bytes no longer match its key
+    (``RegistryCorruptError``): the current version, and every commit after it, unreadable
+    for everybody. As for manifests, the policy must refuse the overwrite, and the lake
+    reads on."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    # More partitions than an index leaf holds (96): the version has index nodes too.
+    lake.append("sales", pa.table({"id": range(100), "day": range(100)}), partition_by=["day"])
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=f"metastore/{area}/")["Contents"]
+    assert listed
+    for key in (o["Key"] for o in listed):
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        etag = client.head_object(Bucket=bucket, Key=key)["ETag"]
+        with pytest.raises(ClientError) as info:
+            client.put_object(Bucket=bucket, Key=key, Body=body + b" ", IfMatch=etag)
+        assert info.value.response["Error"]["Code"] == "AccessDenied", key
+    assert Lake(bucket, s3=client, retry=FAST_RETRY).read("sales").num_rows == 100

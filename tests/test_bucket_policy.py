@@ -45,6 +45,9 @@ LEASE = "metastore/leases/compaction.json"
 LOCK = "metastore/locks/sales.json"
 MANIFEST = "metastore/manifests/sales/3f2a9c.json"
 INTENT = "metastore/intents/01767225600000a1b2-3f2a9c.json"
+SNAPSHOT = "metastore/snapshots/sales/3f2a9c-8e1d.json"
+NODE = "metastore/nodes/sales/7b4e01-8e1d.json"
+BACKUP = "metastore/backups/dataset_registry-41-9c0e2b.json"
 PROBE = "metastore/probes/conditional-delete-5350ed63"
 VIEW = "views/sales/iceberg/metadata/00000000000000000007.metadata.json"
 DELTA_LOG = "datasets/sales/_delta_log/00000000000000000003.json"
@@ -144,6 +147,11 @@ _ROWS = [
     ("lock table create", "PutObject", LOCK, INM, None, ALLOW, ALLOW),
     ("lock table acquire/release (CAS)", "PutObject", LOCK, IM, None, ALLOW, ALLOW),
     ("manifest create-only PUT", "PutObject", MANIFEST, INM, None, ALLOW, ALLOW),
+    ("snapshot create-only PUT", "PutObject", SNAPSHOT, INM, None, ALLOW, ALLOW),
+    ("index node create-only PUT", "PutObject", NODE, INM, None, ALLOW, ALLOW),
+    ("intent create-only PUT", "PutObject", INTENT, INM, None, ALLOW, ALLOW),
+    ("format-1 root backup create-only PUT", "PutObject", BACKUP, INM, None, ALLOW, ALLOW),
+    ("large snapshot create-only completion", COMPLETE, SNAPSHOT, INM, None, ALLOW, ALLOW),
     ("vacuum deletes a data file (If-Match)", "DeleteObject", DATA, IM, None, ALLOW, ALLOW),
     ("vacuum deletes a manifest (If-Match)", "DeleteObject", MANIFEST, IM, None, ALLOW, ALLOW),
     ("mirror creates a view object", "PutObject", VIEW, INM, None, ALLOW, ALLOW),
@@ -200,6 +208,20 @@ _ROWS = [
     ("unconditional manifest PUT", "PutObject", MANIFEST, {}, None, DENY, DENY),
     ("manifest overwrite with If-Match", "PutObject", MANIFEST, IM, None, DENY, DENY),
     ("manifest overwrite by CAS completion", COMPLETE, MANIFEST, IM, None, DENY, DENY),
+    ("snapshot overwrite with If-Match", "PutObject", SNAPSHOT, IM, None, DENY, DENY),
+    ("snapshot overwrite by CAS completion", COMPLETE, SNAPSHOT, IM, None, DENY, DENY),
+    ("index node overwrite with If-Match", "PutObject", NODE, IM, None, DENY, DENY),
+    ("intent overwrite with If-Match", "PutObject", INTENT, IM, None, DENY, DENY),
+    ("format-1 root backup overwrite with If-Match", "PutObject", BACKUP, IM, None, DENY, DENY),
+    (
+        "CopyObject onto an intent with If-Match",
+        "CopyObject",
+        INTENT,
+        {**COPY, **IM},
+        None,
+        DENY,
+        DENY,
+    ),
     ("unconditional view PUT", "PutObject", VIEW, {}, None, DENY, DENY),
     ("view overwrite with If-Match", "PutObject", VIEW, IM, None, DENY, DENY),
     ("Delta log overwrite with If-Match", "PutObject", DELTA_LOG, IM, None, DENY, DENY),
@@ -418,6 +440,7 @@ def test_default_statements_and_order() -> None:
         "DenyUnconditionalCreateInDatasets",
         "DenyUnconditionalWriteInMetastore",
         "DenyOverwriteInManifests",
+        "DenyOverwriteOfRegistryVersions",
         "DenyUnconditionalCreateInViews",
     ]
     assert {s["Effect"] for s in document["Statement"]} == {"Deny"}
@@ -431,6 +454,7 @@ def test_optional_statements_follow_their_options() -> None:
     ] == [
         "DenyUnconditionalCreateInDatasets",
         "DenyUnconditionalWriteInMetastore",
+        "DenyOverwriteOfRegistryVersions",
         "DenyUnconditionalCreateInViews",
         "DenyUnconditionalDeleteInDatasets",
         "DenyVersionDeleteInDatasets",
@@ -469,6 +493,12 @@ def test_statement_contents() -> None:
     manifests = by_sid["DenyOverwriteInManifests"]
     assert manifests["Resource"] == f"{objects}metastore/manifests/*"
     assert manifests["Condition"] == {"Null": {"s3:if-none-match": "true"}, **creates}
+    versions_once = by_sid["DenyOverwriteOfRegistryVersions"]
+    assert (versions_once["Action"], versions_once["Resource"]) == (
+        "s3:PutObject",
+        [f"{objects}metastore/{area}/*" for area in ("snapshots", "nodes", "intents", "backups")],
+    )
+    assert versions_once["Condition"] == {"Null": {"s3:if-none-match": "true"}, **creates}
     delete = by_sid["DenyUnconditionalDeleteInDatasets"]
     assert (delete["Action"], delete["Resource"]) == ("s3:DeleteObject", f"{objects}datasets/*")
     assert delete["Condition"] == {"Null": {"s3:if-match": "true"}}
@@ -532,6 +562,10 @@ def test_custom_area_prefixes() -> None:
         f"arn:aws:s3:::{BUCKET}/p/tables/*",
         f"arn:aws:s3:::{BUCKET}/p/_meta/*",
         f"arn:aws:s3:::{BUCKET}/p/_meta/manifests/*",
+        [
+            f"arn:aws:s3:::{BUCKET}/p/_meta/{area}/*"
+            for area in ("snapshots", "nodes", "intents", "backups")
+        ],
         f"arn:aws:s3:::{BUCKET}/p/_views/*",
     ]
 

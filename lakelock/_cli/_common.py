@@ -14,8 +14,9 @@ import re
 import signal
 import sys
 import time
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from types import FrameType
 from typing import Any, TextIO, TypeVar
 
@@ -35,7 +36,7 @@ from botocore.exceptions import (
 )
 
 from lakelock._client import s3_client
-from lakelock._durations import duration_seconds, format_duration
+from lakelock._durations import duration_seconds, format_duration, format_instant
 from lakelock._lake import Lake
 from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
@@ -78,6 +79,7 @@ __all__ = [
     "port_number",
     "print_json",
     "render_table",
+    "shown",
     "to_jsonable",
     "wait_for_interrupt",
 ]
@@ -365,17 +367,18 @@ def check_bucket(client: Any, bucket: str) -> None:
         raise
 
 
-def check_lake(lake: Lake, target: LakeTarget) -> None:
+def check_lake(lake: Lake, target: LakeTarget, *, otherwise: str = "") -> None:
     """Raise a clear error if no lake lives at ``target``: no bucket (:func:`check_bucket`), or
     no registry root under its prefix. Commands that work around the registry (vacuum, locks,
     mirror) would otherwise report an empty lake where the bucket or prefix was mistyped, and
-    vacuum would judge every object there unreferenced."""
+    vacuum would judge every object there unreferenced; ``configure`` would start a new lake
+    there. ``otherwise``: what the error adds (how to go on if the prefix was meant)."""
     if lake.registry.read().version != 0:
         return
     check_bucket(lake.client, target.bucket)
     raise NotFoundError(
         f"no lake at {target.url}: nothing was ever committed under this prefix (no registry); "
-        f"check the bucket and prefix",
+        f"check the bucket and prefix{otherwise}",
         bucket=target.bucket,
         key=f"{target.prefix}{REGISTRY_KEY}",
         operation="GetObject",
@@ -390,7 +393,9 @@ def render_table(
 ) -> list[str]:
     """Aligned plain-text lines: a header row, then ``rows``. Columns named in ``right`` are
     right-aligned (numbers); the last column is not padded."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[shown(str(h)) for h in headers]] + [
+        ["" if c is None else shown(str(c)) for c in r] for r in rows
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = []
     for row in cells:
@@ -406,9 +411,24 @@ def render_table(
 
 
 def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
+    """Write ``lines``, each :func:`shown`."""
     stream = out or sys.stdout
     for line in lines:
-        stream.write(line + "\n")
+        stream.write(shown(line) + "\n")
+
+
+def shown(text: str) -> str:
+    """``text`` with each control character (category Cc: C0, DEL, C1) written as its Python
+    escape (``\\x1b``, ``\\n``): what a lake holds (a property, a column name) reaches a
+    terminal as text, never as a sequence the terminal executes or a line it breaks."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) == "Cc"
+        else char
+        for char in text
+    )
 
 
 def to_jsonable(value: Any) -> Any:
@@ -456,8 +476,9 @@ def format_size(size: int) -> str:
 
 
 def format_time(epoch: float) -> str:
-    """Seconds since the epoch as UTC ISO 8601, to the second."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Seconds since the epoch as UTC ISO 8601, to the second (as seconds past the year
+    9999, where no date holds it)."""
+    return format_instant(epoch, "%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_duration(text: str) -> float:

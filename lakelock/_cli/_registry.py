@@ -12,6 +12,7 @@ from lakelock._cli._common import (
     add_command,
     add_dataset_option,
     check_bucket,
+    check_lake,
     format_duration,
     format_size,
     lake_for,
@@ -99,9 +100,11 @@ def add_parser(commands: Any) -> None:
         run_configure,
         help="change the lake's settings (retention, commit window, intent TTL, vacuum floor)",
         description="Change the lake's settings, for every writer, by one compare-and-swap "
-        "of the registry (it creates the registry of a new lake). Settings not given stay "
-        "as they are; without any, show them. Every writer reads them from the registry; a "
-        "writer given another value explicitly (Lake(retention=...)) is refused. "
+        "of the registry. A prefix with no lake is refused (a mistyped one would get a new "
+        "lake while the real one kept its settings); --create starts a lake there with these "
+        "settings. Settings not given stay as they are; without any, show them. Every writer "
+        "reads them from the registry; a writer given another value explicitly "
+        "(Lake(retention=...)) is refused. "
         "--retention: how long a replaced version stays readable (time travel; vacuum keeps "
         "it). --commit-window: how many recent commit ids the registry keeps (a re-run "
         "within them is recognised across datasets). --intent-ttl: how long an undecided "
@@ -115,6 +118,12 @@ def add_parser(commands: Any) -> None:
 
 
 def _configure_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        help="start a new lake at a prefix that has none, with these settings (without it, "
+        "a prefix with no lake is refused: a typo must not make one)",
+    )
     parser.add_argument(
         "--retention",
         type=parse_duration,
@@ -168,6 +177,8 @@ def run_configure(args: argparse.Namespace) -> int:
         for name in ("retention", "commit_window", "intent_ttl", "vacuum_floor")
         if getattr(args, name) is not None
     }
+    if changes and not args.create:
+        check_lake(lake, target, otherwise=", or pass --create to start a lake there")
     settings = lake.registry.configure(**changes) if changes else lake.registry.settings()
     if args.json:
         print_json({"url": target.url, "settings": settings.to_json()}, sort_keys=False)

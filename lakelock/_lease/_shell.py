@@ -77,10 +77,10 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Final, Literal, Protocol, Self, TypedDict
 
 from lakelock._clock import DEFAULT_MARGIN
+from lakelock._durations import format_instant
 from lakelock._fence import Fence
 from lakelock._holding import (
     DEFAULT,
@@ -361,7 +361,7 @@ class Lease(Holding):
         """Say (logging: WARNING, so on stderr by default) whom an acquire waits for, and
         until when at most: a wait for a lease can be long, and should not be silent."""
         holder = wait.holder
-        expires = datetime.fromtimestamp(holder.expires_at, UTC).strftime("%H:%M:%S UTC")
+        expires = format_instant(holder.expires_at, "%H:%M:%S UTC")
         left = max(0.0, wait.until - self.server_clock.now().earliest)
         logger.warning(
             "lease %r is held by %s (token %d) until %s: waiting up to %.0f s for it to be "

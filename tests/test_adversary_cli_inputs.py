@@ -1,0 +1,74 @@
+"""Adversarial tests of the command line (README, "The command line") given what a user's
+pipeline leaves for it: a prefix where no lake lives (``lakelock registry configure
+s3://bucket --retention 30d``, the lake's settings, every writer's; "Time travel": every
+version is readable while the retention keeps it; the other commands that act on a lake,
+vacuum, locks and mirror, already answer a mistyped prefix with "no lake at ..."), and names
+and values holding control characters, which the command prints."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+import pyarrow as pa
+
+from lakelock import Lake
+from lakelock.testing import S3Endpoint
+from tests._support.processes import InProcess
+from tests.test_cli_mistakes import one_error_line
+
+
+def test_configure_of_a_mistyped_prefix_is_refused_not_a_new_lake(
+    s3: S3Endpoint, lake: Lake, client: Any, in_process: InProcess
+) -> None:
+    """A lake lives at ``warehouse/``; its operator lengthens the retention to 30 days before
+    a month-end time travel, but types ``warehous``. The command answered "configured,
+    retention 30d" (exit 0) for a new lake it had just created at the typo, while the real
+    lake kept its 7 days and the next vacuum deleted the versions the operator believed were
+    kept. A prefix with no lake must be refused, one line naming it (exit 1), with nothing
+    written there; ``--create`` starts a lake there on purpose, with those settings."""
+    real = Lake(lake.bucket, prefix="warehouse", s3=client)
+    real.append("sales", pa.table({"id": [1]}))
+    typo = f"s3://{lake.bucket}/warehous"
+    result = in_process(
+        "registry", "configure", typo, "--retention", "30d", "--endpoint-url", s3.url
+    )
+    assert result.returncode == 1
+    assert one_error_line(result.stderr).startswith(f"no lake at {typo}/: ")
+    assert "--create" in result.stderr
+    assert "Contents" not in client.list_objects_v2(Bucket=lake.bucket, Prefix="warehous/")
+    assert real.registry.settings().retention == 7 * 86400.0
+    created = in_process(
+        "registry", "configure", typo, "--retention", "30d", "--create", "--endpoint-url", s3.url
+    )
+    assert created.returncode == 0, created.stderr
+    assert Lake(lake.bucket, prefix="warehous", s3=client).registry.settings().retention == (
+        30 * 86400.0
+    )
+    shown = in_process(
+        "registry", "configure", typo.replace("warehous", "nowhere"), "--endpoint-url", s3.url
+    )
+    assert shown.returncode == 0, shown.stderr  # showing the settings writes nothing
+    assert "Contents" not in client.list_objects_v2(Bucket=lake.bucket, Prefix="nowhere/")
+
+
+def test_what_the_lake_holds_is_shown_with_its_control_characters_escaped(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """A pipeline copies an upstream file's header into the dataset's properties and merges
+    a column named after another header; both carry terminal control sequences (ESC ``[2J``
+    clears the screen, U+009B is the one-character CSI). ``lakelock registry show`` printed
+    them raw: the operator's terminal executed them, and what it showed (an erased table, a
+    forged line) was not what the lake holds. Every control character the lake's names and
+    values hold must be shown escaped (``\\x1b``), the table aligned around it."""
+    lake.append("sales", pa.table({"id": [1], "k": ["x"]}), partition_by=["k"])
+    lake.set_properties("sales", {"source": "feed\x1b[2J\x9b2Kok"})
+    merged = pa.table({"id": [2], "k": ["y"], "c\x1b[8m": [1]})
+    lake.append("sales", merged, partition_by=["k"], schema_mode="merge")
+    shown = in_process("registry", "show", lake.url, "--dataset", "sales", "--endpoint-url", s3.url)
+    assert shown.returncode == 0, shown.stderr
+    controls = {c for c in shown.stdout if unicodedata.category(c) == "Cc"}
+    assert controls <= {"\n"}, controls
+    assert "source = feed\\x1b[2J\\x9b2Kok" in shown.stdout
+    column = next(line for line in shown.stdout.splitlines() if "c\\x1b[8m" in line)
+    assert column.split() == ["c\\x1b[8m", "int64"]

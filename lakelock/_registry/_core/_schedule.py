@@ -108,11 +108,6 @@ HANDOVER = True
 #: those of a batch: most of a commit's tail on S3 Standard is its own PUTs' tail
 #: (docs/decisions/0014-hedged-requests.md, 0035). The driver's :class:`~._driver.Hedging`.
 HEDGE_ALONE = True
-#: A waiter's looks at the root come at least this many times what its root reads take
-#: lately apart: a look slowed by busy cores (a crowd of processes started on one machine)
-#: costs the folder it waits for that CPU, and looking as often as the round says lengthens
-#: the round (docs/decisions/0060-a-look-costs-what-it-takes.md). 0: off.
-LOOK_READS = 0.0
 #: Other processes' intents a process keeps parsed: a redrive does not read them again
 #: (docs/decisions/0004-the-waiting-fold.md, 0035).
 INTENT_CACHE = 4096
@@ -132,7 +127,6 @@ FIXED: dict[str, float] = {
     "linger_after": LINGER_AFTER,
     "handover": HANDOVER,
     "hedge_alone": HEDGE_ALONE,
-    "look_reads": LOOK_READS,
 }
 
 #: A slow spell of the store (a brownout) is this many times its usual time for this
@@ -351,10 +345,6 @@ class Scheduler:
         self.linger_after = values["linger_after"]
         self.handover = bool(values["handover"])
         self.hedge_alone = bool(values["hedge_alone"])
-        self.look_reads = abs(values["look_reads"])
-        self.first_only = values["look_reads"] < 0
-        #: Whether a batch of this process ended (its first commit is behind it).
-        self.ended_once = False
         self.hints = Hints(values["first_round"])
         #: The batch in flight's waits (:meth:`begin` starts them anew).
         self.waits = Waits()
@@ -381,7 +371,6 @@ class Scheduler:
     def finished(self, now: float) -> None:
         """The batch ended at ``now``: the caller has its results."""
         self.hints.finished_at = now
-        self.ended_once = True
 
     def round_starts(self, now: float) -> None:
         """A fold-and-swap starts at ``now`` (an attempt, or a lingering fold)."""
@@ -582,24 +571,15 @@ class Scheduler:
 
         def rule() -> float:
             one, waits = self.hints.round_seconds, self.waits
-            least = self.look_apart()
             if waits.next_wait is not None:
-                seconds, waits.next_wait = max(waits.next_wait, least), None
+                seconds, waits.next_wait = waits.next_wait, None
                 waits.still += seconds
                 return seconds
             if attempts <= 1:
-                return max(one * self.rng.uniform(0.9, 1.1), least)
-            return max(one * self.rng.uniform(0.5, 1.0), least)
+                return one * self.rng.uniform(0.9, 1.1)
+            return one * self.rng.uniform(0.5, 1.0)
 
         return advise(rule, 0.05)
-
-    def look_apart(self) -> float:
-        """The least time between two looks: :data:`LOOK_READS` times what this process's
-        root reads take lately (0 before it timed one)."""
-        reads = self.hints.reads
-        if self.look_reads <= 0 or reads is None or (self.first_only and self.ended_once):
-            return 0.0
-        return self.look_reads * math.exp(reads)
 
     # -- questions: listing and folding ---------------------------------------------------
 

@@ -6,9 +6,9 @@ registry reports the commit it recorded; the same id for a different change is r
 operation (compared as they are) and the same :func:`change_digest`:
 
 - the request: the operation's own parameters (``partition_by``, the partitions an overwrite
-  replaces, a delete removes or a compaction merges, as the paths they name however they
-  were spelt, a delete's ``where``, compaction's target size, the version a restore goes
-  back to), as sorted JSON;
+  replaces, a delete removes or a compaction merges, as the set of paths they name however
+  they were spelt and in whatever order, a delete's ``where``, compaction's target size,
+  the version a restore goes back to), as sorted JSON;
 - the rows, when the commit writes a table: its columns sorted by name, its rows sorted by
   every column of a sortable type (numbers, strings, binaries, booleans, dates and times,
   decimals; dictionary columns by their values), schema metadata dropped, written as one

@@ -222,7 +222,8 @@ class TableOperations:
             properties=_properties(properties),
         )
         commit.bind(
-            _request(partition_by=columns, replaced=replaced, properties=properties), table=table
+            _request(partition_by=columns, replaced=_replaced_set(replaced), properties=properties),
+            table=table,
         )
         planned = commit.check()
         if isinstance(planned, CommitResult):
@@ -434,6 +435,14 @@ def _bound(specs: list[PartitionSpec] | None) -> list[str] | None:
     if specs is None:
         return None
     return sorted({_path_of(spec) for spec in specs})
+
+
+def _replaced_set(replaced: tuple[str, ...] | None) -> list[str] | None:
+    """The partitions an overwrite replaces as its commit id is bound to them
+    (:mod:`lakelock._digest`): each canonical path once, sorted, as :func:`_bound` binds a
+    delete's. The order they were named in and a path named twice change nothing the
+    overwrite does, so a retry naming them so is that retry."""
+    return None if replaced is None else sorted(set(replaced))
 
 
 def _path_of(spec: PartitionSpec) -> str:

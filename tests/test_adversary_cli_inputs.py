@@ -72,3 +72,30 @@ def test_what_the_lake_holds_is_shown_with_its_control_characters_escaped(
     assert "source = feed\\x1b[2J\\x9b2Kok" in shown.stdout
     column = next(line for line in shown.stdout.splitlines() if "c\\x1b[8m" in line)
     assert column.split() == ["c\\x1b[8m", "int64"]
+
+
+def test_what_the_lake_holds_is_shown_with_its_direction_overrides_escaped(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """A property copied from an upstream file's header holds U+202E (RIGHT-TO-LEFT
+    OVERRIDE), as a file name crafted to hide its extension does. ``lakelock registry
+    show`` printed it raw: the terminal drew the rest of the line right to left, so the
+    value shown (``source = feedexe.csv``) was not the one the lake holds. Like a control
+    character, a bidirectional override, embedding or isolate is shown escaped, and the
+    characters a name may legitimately join with (U+200D in an emoji) are left as they
+    are."""
+    lake.append("sales", pa.table({"id": [1], "k": ["x"]}), partition_by=["k"])
+    lake.set_properties(
+        "sales", {"source": "feed\u202evsc.exe", "team": "\U0001f468\u200d\U0001f4bb"}
+    )
+    shown = in_process("registry", "show", lake.url, "--dataset", "sales", "--endpoint-url", s3.url)
+    assert shown.returncode == 0, shown.stderr
+    assert "source = feed\\u202evsc.exe" in shown.stdout
+    assert "team = \U0001f468\u200d\U0001f4bb" in shown.stdout
+    bidi = {
+        c
+        for c in shown.stdout
+        if unicodedata.bidirectional(c)
+        in {"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
+    }
+    assert not bidi, bidi

@@ -137,6 +137,26 @@ def test_a_delete_or_compact_retry_is_judged_by_the_partitions_its_spec_names(
     )
 
 
+def test_an_overwrite_retry_is_judged_by_the_set_of_partitions_it_replaces(lake: Lake) -> None:
+    """An overwrite's id is bound to the partitions it replaces, as a delete's is: a retry
+    after an unknown outcome that names them in another order, or one of them twice (a list
+    rebuilt from a set, a mapping beside its path), replaces the same partitions with the
+    same rows and is that retry, where it was CommitIdReusedError; replacing another set of
+    partitions under the id is still refused."""
+    lake.append("c", table([1, 2]), partition_by=["day"])
+    first = lake.overwrite(
+        "c", table([4, 5]), partition_by=["day"], partitions=["day=0", "day=1"], commit_id="o2"
+    )
+    for spelt in (["day=1", "day=0"], [{"day": 1}, "day=0", "day=1"]):
+        again = lake.overwrite(
+            "c", table([4, 5]), partition_by=["day"], partitions=spelt, commit_id="o2"
+        )
+        assert (again.version, again.already_committed) == (first.version, True)
+    with pytest.raises(CommitIdReusedError, match="other content"):
+        lake.overwrite("c", table([4]), partition_by=["day"], partitions=["day=0"], commit_id="o2")
+    assert sorted(lake.read("c")["id"].to_pylist()) == [4, 5]
+
+
 def test_a_registry_commit_id_is_bound_to_what_it_adds_and_removes(lake: Lake) -> None:
     """``registry.commit(add=files, commit_id=k)``: a re-run that writes the same rows again
     (new files, other names, the rows in another order and split otherwise) and commits them

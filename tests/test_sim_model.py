@@ -691,3 +691,27 @@ def test_a_rerun_spelling_its_commit_id_decomposed_is_refused(
     monkeypatch.setattr(_ops, "checked_id", lambda commit_id: commit_id)
     broken = simulate(ACCENTED)
     assert any("landed twice" in v for v in broken.violations), broken.violations
+
+
+#: Appends under a write grant's fence and under a read grant's, over the same partitions.
+READ_GRANTS = SimConfig(
+    writers=4, seconds=2.0, seed=0, mix=Mix.of([("append", 1), ("lock", 1), ("readlock", 1)])
+)
+
+
+def test_a_write_under_a_read_grants_fence_is_refused_as_the_shell_refuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FORMAT.md, "A read grant's fence fences no write": readers of one path hold it at
+    once, so a commit carrying a read grant's fence would land as if the path were held
+    alone. The simulator's writers refuse it before anything is written, as the shell does
+    (``_ops.fenced_writes``: ``check_fence_writes``); with that check switched off, the
+    checker reports each such write applied."""
+    kept = simulate(READ_GRANTS)
+    assert kept.violations == []
+    refused = [i for i in kept.invocations if i.op == "readlock"]
+    assert refused
+    assert all(i.outcome == "fail" and i.error_type == "InvalidArgumentError" for i in refused)
+    monkeypatch.setattr(_ops, "fenced_writes", lambda changes: None)
+    broken = simulate(READ_GRANTS)
+    assert any("which only reads" in v for v in broken.violations), broken.violations

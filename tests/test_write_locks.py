@@ -243,3 +243,33 @@ def test_a_read_grants_fence_fences_no_write(client: Any, bucket: str) -> None:
     lake.copy_partition("lk", "day=1", to_dataset="copied")
     assert rows_of(lake, 1) == [1, 2]
     assert rows_of(lake, 2) == [7]
+
+
+def test_a_write_grant_fences_every_write_under_the_paths_it_writes(
+    client: Any, bucket: str
+) -> None:
+    """The read-grant refusal leaves a write grant's own writes alone wherever they fall
+    under what it writes: a partition below the locked path (a grant on ``day=1`` of a
+    dataset partitioned by day and hour), the whole dataset (a grant on ``/n``: appends,
+    properties, a delete of everything, a restore), a grant that reads the dataset and
+    writes one partition of it, and a lock path spelt without its leading slash and with a
+    trailing one."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    hours = pa.table({"id": [1], "day": [1], "hour": [2]})
+    lake.append("n", hours, partition_by=["day", "hour"])
+    with lake.lock(write=["/n/day=1"]) as held:
+        lake.append("n", hours, partition_by=["day", "hour"], fence=held.fence)
+        lake.delete("n", partitions=["day=1/hour=2"], fence=held.fence)
+        lake.append("n", hours, partition_by=["day", "hour"], fence=held.fence)
+        lake.append("n", hours, partition_by=["day", "hour"], fence=held.fence)
+        assert not lake.compact("n", fence=held.fence).empty
+    with lake.lock(write=["/n"]) as held:
+        kept = lake.append("n", hours, partition_by=["day", "hour"], fence=held.fence)
+        lake.set_properties("n", {"owner": "etl"}, fence=held.fence)
+        lake.delete("n", partitions="all", fence=held.fence)
+        lake.restore("n", version=kept.version, fence=held.fence)
+    with lake.lock(read=["/n"], write=["/n/day=1"]) as held:
+        lake.append("n", hours, partition_by=["day", "hour"], fence=held.fence)
+    with lake.lock(write=["n/day=1/"]) as held:
+        lake.append("n", hours, partition_by=["day", "hour"], fence=held.fence)
+    assert lake.read("n").num_rows == 5  # 3 restored, 2 appended after

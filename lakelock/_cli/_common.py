@@ -417,18 +417,27 @@ def print_lines(lines: Sequence[str], out: TextIO | None = None) -> None:
         stream.write(shown(line) + "\n")
 
 
+#: The bidirectional classes of the characters that reorder what follows them on a line
+#: (embeddings, overrides, isolates and their ends): a terminal drawing them shows text
+#: other than the text printed (U+202E hides a file name's extension).
+_BIDI_CONTROLS = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
+
+
 def shown(text: str) -> str:
-    """``text`` with each control character (category Cc: C0, DEL, C1) written as its Python
-    escape (``\\x1b``, ``\\n``): what a lake holds (a property, a column name) reaches a
-    terminal as text, never as a sequence the terminal executes or a line it breaks."""
+    """``text`` with each control character (category Cc: C0, DEL, C1) and each
+    bidirectional override, embedding or isolate written as its Python escape (``\\x1b``,
+    ``\\n``, ``\\u202e``): what a lake holds (a property, a column name) reaches a terminal
+    as text, never as a sequence the terminal executes, a line it breaks, or a line it
+    draws in another order."""
     if text.isprintable():
         return text
     return "".join(
-        char.encode("unicode_escape").decode("ascii")
-        if unicodedata.category(char) == "Cc"
-        else char
-        for char in text
+        char.encode("unicode_escape").decode("ascii") if _hidden(char) else char for char in text
     )
+
+
+def _hidden(char: str) -> bool:
+    return unicodedata.category(char) == "Cc" or unicodedata.bidirectional(char) in _BIDI_CONTROLS
 
 
 def to_jsonable(value: Any) -> Any:

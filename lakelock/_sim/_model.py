@@ -38,7 +38,9 @@ version holds), then replayed in version order. Judged, for each call (one line 
   one dataset, or in two datasets within the idempotency window (half of it: near its edge
   a commit may see the older record or not);
 - a commit applied with a lease token below one applied before it, or with a path-lock
-  grant below a conflicting one applied before it (FORMAT.md's fencing);
+  grant below a conflicting one applied before it (FORMAT.md's fencing), or under the
+  fence of a grant that holds a path it writes only for reading (FORMAT.md, "A read
+  grant's fence fences no write");
 - a commit applied with a lease token below one whose takeover the root recorded before it
   (in the order the root applied commits), or a takeover recorded below a token applied
   before it (FORMAT.md, "Lease takeovers": a holder paused past a takeover is refused, even
@@ -87,7 +89,8 @@ import pyarrow as pa
 from lakelock._digest import comparable
 from lakelock._pathlock._core import LockRequest, requests_conflict
 from lakelock._readable import held_columns, unholdable
-from lakelock._registry._changes import Change, is_takeover
+from lakelock._registry._changes import Change, is_takeover, written_paths
+from lakelock._registry._fencing import unfenced_writes
 from lakelock._sim._workload import Invocation
 
 if TYPE_CHECKING:
@@ -633,6 +636,9 @@ def _replay(
                         f"{name} v{v.version}: {inv.op} {commit_id} applied with a stale fence: "
                         f"{stale}"
                     )
+                read_only = _read_fenced(change)
+                if read_only is not None:
+                    problems.append(f"{name} v{v.version}: {inv.op} {commit_id} {read_only}")
                 state, problem = _replayed(state, change, inv, history)
                 if problem:
                     problems.append(f"{name} v{v.version}: {commit_id}: {problem}")
@@ -810,6 +816,19 @@ def _applied_place(view: View, version: int, commit_id: str) -> int:
     known, as first)."""
     order = view.applied_order.get(version, ())
     return order.index(commit_id) if commit_id in order else 0
+
+
+def _read_fenced(change: Change) -> str | None:
+    """What is wrong with ``change``, applied, if its path-lock fence holds a path it writes
+    only for reading: compatible readers hold that path at once, so the write landed as if
+    it were held alone."""
+    unfenced = unfenced_writes(written_paths(change), change.fence)
+    if not unfenced or change.fence is None:
+        return None
+    return (
+        f"applied under the fence of grant {change.fence.token} of {change.fence.name!r}, "
+        f"which only reads {list(unfenced)} it writes"
+    )
 
 
 def _replayed(

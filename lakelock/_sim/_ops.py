@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from lakelock._names import validate_commit_id
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._builder import fitted_schema, judged_by, refused_rerun
-from lakelock._registry._changes import Change
+from lakelock._registry._changes import Change, check_fence_writes
 from lakelock._registry._core._decide import recorded_version
 from lakelock._registry._core._io import need
 from lakelock._registry._core._requests import Get, Steps
@@ -183,6 +183,15 @@ def checked_id(commit_id: str) -> str:
     unchanged, or ``InvalidArgumentError`` (an id not in NFC among others) before anything
     is written."""
     return validate_commit_id(commit_id)
+
+
+def fenced_writes(changes: Sequence[Change]) -> None:
+    """Refuse ``changes`` as ``Registry.commit_changes`` refuses them, and an operation
+    before its first data PUT: one whose path-lock fence holds what it writes only for
+    reading (:func:`~lakelock._registry._changes.check_fence_writes`,
+    ``InvalidArgumentError``, nothing written)."""
+    for change in changes:
+        check_fence_writes(change)
 
 
 def files_fit(core: Committer, changes: Sequence[Change]) -> Steps:

@@ -583,13 +583,17 @@ class _Writer:
     def _id_taken(self, committer: Any, invocation: Invocation) -> bool:
         """Whether the commit id the caller chose is taken, as a ``CommitBuilder`` validates
         it before anything is written (one in another spelling than NFC refused: the call
-        is settled)."""
-        if invocation.explicit and isinstance(committer, Committer):
-            try:
+        is settled), and its fences with it (a read grant's on a write refused:
+        :func:`._ops.fenced_writes`)."""
+        if not isinstance(committer, Committer):
+            return True
+        try:
+            if invocation.explicit:
                 _ops.checked_id(invocation.id)
-            except InvalidArgumentError as error:
-                self._settle(invocation, None, error)
-                return False
+            _ops.fenced_writes(invocation.changes)
+        except InvalidArgumentError as error:
+            self._settle(invocation, None, error)
+            return False
         return True
 
     def _files_fit(self, committer: Any, invocation: Invocation) -> Steps:

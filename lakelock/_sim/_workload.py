@@ -48,9 +48,12 @@ The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
 ``accented``   an append under a caller-chosen id with an accent (NFC); a ``rerun`` of it
                spells the id decomposed (NFD) half the time: refused before anything is
                written (``InvalidArgumentError``), never its rows a second time
+``readlock``   an append under the fence of a path-lock grant that only reads its path:
+               refused before anything is written (``InvalidArgumentError``), a read's fence
+               fencing no write
 =============  =================================================================================
 
-The last five are off in the default mix (``Mix``'s weight 0: the default run's draws,
+The last six are off in the default mix (``Mix``'s weight 0: the default run's draws,
 and so its figures, stay as they were); the seed sweep turns them on.
 
 Data files are synthetic :class:`~lakelock._datafile.DataFile` records (the registry only
@@ -118,6 +121,12 @@ KINDS = (
     "spelt",
     "typed",
     "accented",
+    "readlock",
+)
+#: The kinds whose commit appends files to one dataset's partition (two datasets': ``multi``),
+#: replacing it for an ``overwrite`` and a ``lock``, carrying a fence for some.
+_APPENDS = frozenset(
+    {"append", "multi", "overwrite", "schema", "lease", "spelt", "lock", "collide", "readlock"}
 )
 #: The kinds a protocol without the registry's full API (the toy) can make.
 BASIC_KINDS = ("append", "overwrite", "delete", "remove", "multi")
@@ -173,6 +182,7 @@ class Mix:
     spelt: float = 0.0
     typed: float = 0.0
     accented: float = 0.0
+    readlock: float = 0.0
 
     def __post_init__(self) -> None:
         for name, weight in self.kinds():
@@ -364,7 +374,7 @@ class Workload:
         changes: list[Change]
         data: list[tuple[str, bytes]] = []
         expected = None
-        if kind in {"append", "multi", "overwrite", "schema", "lease", "spelt", "lock", "collide"}:
+        if kind in _APPENDS:
             targets = self.rng.sample(self.names, 2) if kind == "multi" else [dataset]
             changes = []
             # One digest for the whole commit, as an operation spanning datasets makes one
@@ -389,12 +399,8 @@ class Workload:
                 schema = pa.schema([pa.field(MERGED_COLUMN, kind_of, nullable=True)])
                 changes = [replace(changes[0], schema=schema, schema_mode="merge")]
                 expected = "SchemaMismatchError"
-            elif kind in ("lease", "spelt"):
-                changes = [replace(changes[0], fence=self._lease(dataset, spelt=kind == "spelt"))]
-                expected = "StaleFenceError"
-            elif kind == "lock":
-                changes = [replace(changes[0], fence=self._grant(dataset, path))]
-                expected = "StaleFenceError"
+            else:
+                changes, expected = self._fenced(kind, dataset, path, changes)
         elif kind == "delete":
             changes = [
                 Change(
@@ -901,6 +907,22 @@ class Workload:
         return (written,), ((key, body),)
 
     # -- fences ---------------------------------------------------------------------------
+
+    def _fenced(
+        self, kind: str, dataset: str, path: str, changes: list[Change]
+    ) -> tuple[list[Change], str | None]:
+        """``changes`` as a ``lease``, ``spelt``, ``lock`` or ``readlock`` commit makes them,
+        carrying its fence, and the refusal it may meet: a stale fence, or (``readlock``: a
+        grant that only reads the path it writes) a fence that fences no write. Other kinds'
+        as they are."""
+        if kind in ("lease", "spelt"):
+            fence = self._lease(dataset, spelt=kind == "spelt")
+        elif kind in ("lock", "readlock"):
+            fence = self._grant(dataset, path, read=kind == "readlock")
+        else:
+            return changes, None
+        expected = "InvalidArgumentError" if kind == "readlock" else "StaleFenceError"
+        return [replace(changes[0], fence=fence)], expected
 
     def _lease(self, dataset: str, *, spelt: bool = False) -> Fence:
         """The fence of the lease over ``dataset``'s pipeline (named as ``Lake.lease``

@@ -143,6 +143,14 @@ def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
             "argument --intent-ttl: at most 1h (vacuum keeps every intent younger than it), "
             "got '99999d'",
         ),
+        (
+            ["registry", "configure", "s3://lake", "--retention", "99999999d"],
+            "argument --retention: at most a century (36500d), got '99999999d'",
+        ),
+        (
+            ["registry", "configure", "s3://lake", "--vacuum-floor", "36501d"],
+            "argument --vacuum-floor: at most a century (36500d), got '36501d'",
+        ),
     ],
 )
 def test_malformed_options_are_usage_errors(

@@ -48,7 +48,10 @@ def test_configure_of_a_mistyped_prefix_is_refused_not_a_new_lake(
     shown = in_process(
         "registry", "configure", typo.replace("warehous", "nowhere"), "--endpoint-url", s3.url
     )
-    assert shown.returncode == 0, shown.stderr  # showing the settings writes nothing
+    # No lake there to show settings of: said so (not the defaults shown as a lake's),
+    # and nothing written.
+    assert shown.returncode == 1
+    assert one_error_line(shown.stderr).startswith(f"no lake at {typo[:-8]}nowhere/: ")
     assert "Contents" not in client.list_objects_v2(Bucket=lake.bucket, Prefix="nowhere/")
 
 

@@ -27,7 +27,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from lakelock import __version__
 from lakelock._cli import (
@@ -48,6 +48,9 @@ from lakelock._cli._common import (
     is_expected,
     join_dash_values,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["build_parser", "main"]
 
@@ -77,13 +80,15 @@ class _Parser(argparse.ArgumentParser):
             self.exit(2, f"{self.prog}: error: {message}\n")
         super().error(message)
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         """argparse's, but a reader gone away (``--help | head``) is not ignored: the help
         is flushed here and :func:`main` answers a broken pipe as every command does (141)."""
         if message:
             stream = file or sys.stderr
             stream.write(message)
-            stream.flush()
+            flush = getattr(stream, "flush", None)
+            if flush is not None:
+                flush()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -458,7 +458,8 @@ def read_stored(
 ) -> tuple[Stored[_DocT], ...]:
     """Every ``<prefix><name>.json`` document, parsed by ``parse(name, key, body)``, as
     stored (for ``lakelock locks`` and monitoring). Objects gone since listing are skipped.
-    A document ``parse`` refuses (:class:`~lakelock.errors.LeaseError`) raises, or, given
+    A document ``parse`` refuses (:class:`~lakelock.errors.LeaseError`, or another
+    :class:`~lakelock.errors.LakelockError` for a name or path in it) raises, or, given
     ``unreadable``, is added to it and the others are still read."""
     found: list[Stored[_DocT]] = []
     for listed in store.list(prefix):
@@ -472,7 +473,7 @@ def read_stored(
             continue
         try:
             doc = parse(name, listed.key, data.body)
-        except LeaseError as error:
+        except LakelockError as error:  # LeaseError; InvalidNameError for a path in it
             if unreadable is None:
                 raise
             unreadable.append(Unreadable(listed.key, str(error)))

@@ -69,6 +69,7 @@ __all__ = [
     "Snapshot",
     "Stored",
     "Terms",
+    "Unreadable",
     "check_durations",
     "check_timeout",
     "holder_valid",
@@ -440,11 +441,26 @@ class Setup:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A document :func:`read_stored` could not parse: its key and why."""
+
+    key: str
+    reason: str
+
+
 def read_stored(
-    store: ObjectStore, prefix: str, parse: Callable[[str, str, bytes], _DocT]
+    store: ObjectStore,
+    prefix: str,
+    parse: Callable[[str, str, bytes], _DocT],
+    *,
+    unreadable: list[Unreadable] | None = None,
 ) -> tuple[Stored[_DocT], ...]:
     """Every ``<prefix><name>.json`` document, parsed by ``parse(name, key, body)``, as
-    stored (for ``lakelock locks`` and monitoring). Objects gone since listing are skipped."""
+    stored (for ``lakelock locks`` and monitoring). Objects gone since listing are skipped.
+    A document ``parse`` refuses (:class:`~lakelock.errors.LeaseError`, or another
+    :class:`~lakelock.errors.LakelockError` for a name or path in it) raises, or, given
+    ``unreadable``, is added to it and the others are still read."""
     found: list[Stored[_DocT]] = []
     for listed in store.list(prefix):
         name = listed.key[len(prefix) :]
@@ -455,7 +471,13 @@ def read_stored(
             data = store.get(listed.key)
         except NotFoundError:
             continue
-        doc = parse(name, listed.key, data.body)
+        try:
+            doc = parse(name, listed.key, data.body)
+        except LakelockError as error:  # LeaseError; InvalidNameError for a path in it
+            if unreadable is None:
+                raise
+            unreadable.append(Unreadable(listed.key, str(error)))
+            continue
         server_time = data.server_time.timestamp() if data.server_time else None
         found.append(Stored(listed.key, data.etag, doc, server_time))
     return tuple(found)

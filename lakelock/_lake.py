@@ -508,19 +508,24 @@ class Lake(TableOperations):
         commit_window: int | None = None,
         intent_ttl: float | timedelta | str | None = None,
         vacuum_floor: float | timedelta | str | None = None,
+        create: bool = False,
     ) -> LakeSettings:
         """Change the lake's settings for every writer, by one commit
         (``lake.configure(retention="30d")``; durations as for the constructor); returns
         them (see :class:`~lakelock.LakeSettings`). Those not given stay as they are, but
         for a vacuum floor not given: it never exceeds the retention, and while it is the
         default's (an hour, or the retention if shorter) it follows the retention both ways.
-        Every writer reads them from the root it commits on; ``lakelock registry show``
-        shows them."""
+        A prefix where nothing was ever committed is :class:`~lakelock.errors.NotFoundError`
+        naming it, nothing written, unless ``create=True`` starts a lake there with these
+        settings (as ``lakelock registry configure --create``): a mistyped prefix gets no
+        lake. Every writer reads them from the root it commits on; ``lakelock registry
+        show`` shows them."""
         return self.registry.configure(
             retention=_seconds(retention, "retention"),
             commit_window=commit_window,
             intent_ttl=_seconds(intent_ttl, "intent_ttl"),
             vacuum_floor=_seconds(vacuum_floor, "vacuum_floor"),
+            create=create,
         )
 
     def vacuum(

@@ -114,6 +114,7 @@ __all__ = [
     "NULL_PARTITION",
     "PartitionSpec",
     "clashing_names",
+    "escape_partition_value",
     "format_partition_value",
     "named_partition",
     "parse_lake_url",
@@ -656,8 +657,12 @@ def partition_prefix(columns: Sequence[str], spec: PartitionSpec) -> str:
     return path
 
 
-def _escape(text: str) -> str:
+def escape_partition_value(text: str) -> str:
+    """``text`` escaped as Hive escapes a partition value in a path (module docstring)."""
     return "".join(f"%{ord(c):02X}" if c in _HIVE_ESCAPED else c for c in text)
+
+
+_escape = escape_partition_value
 
 
 def _unescape(text: str) -> str:

@@ -14,8 +14,11 @@ lakelock simulate [--writers N] [--store s3-standard]    many writers, simulated
 ```
 
 Exit status: 0 success; 1 an operation failed or ``doctor`` found a required feature missing;
-2 bad usage; 141 the reader of stdout went away (``| head``), quietly. Errors are one line on
-stderr unless ``--debug``. Each command lives in its own module of :mod:`lakelock._cli`.
+2 bad usage; 141 the reader of stdout went away (``| head``, ``--help`` included), quietly.
+Errors are one line on stderr unless ``--debug``. What a lake holds is printed with control
+characters and bidirectional controls escaped: as ``\x1b`` in text, as ``\u009b`` in
+``--json`` (the same JSON, parsed). Each command lives in its own module of
+:mod:`lakelock._cli`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from lakelock import __version__
 from lakelock._cli import (
@@ -45,6 +48,9 @@ from lakelock._cli._common import (
     is_expected,
     join_dash_values,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["build_parser", "main"]
 
@@ -74,6 +80,16 @@ class _Parser(argparse.ArgumentParser):
             self.exit(2, f"{self.prog}: error: {message}\n")
         super().error(message)
 
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """argparse's, but a reader gone away (``--help | head``) is not ignored: the help
+        is flushed here and :func:`main` answers a broken pipe as every command does (141)."""
+        if message:
+            stream = file or sys.stderr
+            stream.write(message)
+            flush = getattr(stream, "flush", None)
+            if flush is not None:
+                flush()
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
@@ -95,6 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(join_dash_values(sys.argv[1:] if argv is None else argv))
     except SystemExit as exit_:  # --help, --version, usage errors (status 2)
         return exit_.code if isinstance(exit_.code, int) else 1
+    except BrokenPipeError:  # --help or --version into a reader gone away
+        _silence_stdout()
+        return 141
     try:
         status: int = args.run(args)
         sys.stdout.flush()  # a reader gone away is found here, not at the interpreter's exit

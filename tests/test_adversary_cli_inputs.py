@@ -10,6 +10,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from lakelock import Lake
@@ -48,7 +49,10 @@ def test_configure_of_a_mistyped_prefix_is_refused_not_a_new_lake(
     shown = in_process(
         "registry", "configure", typo.replace("warehous", "nowhere"), "--endpoint-url", s3.url
     )
-    assert shown.returncode == 0, shown.stderr  # showing the settings writes nothing
+    # No lake there to show settings of: said so (not the defaults shown as a lake's),
+    # and nothing written.
+    assert shown.returncode == 1
+    assert one_error_line(shown.stderr).startswith(f"no lake at {typo[:-8]}nowhere/: ")
     assert "Contents" not in client.list_objects_v2(Bucket=lake.bucket, Prefix="nowhere/")
 
 
@@ -99,3 +103,23 @@ def test_what_the_lake_holds_is_shown_with_its_direction_overrides_escaped(
         in {"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
     }
     assert not bidi, bidi
+
+
+def test_json_output_escapes_what_a_terminal_would_act_on(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """``--json`` piped to a terminal (or ``less -R``) is read by people too. A property
+    holding U+009B (CSI, a C1 control: the terminal reads what follows as a command, as
+    after ESC ``[``), DEL or U+202E was written raw: valid JSON, which JSON escapes only
+    for C0. They are written as ``\\u009b`` escapes: the same JSON, parsed, and nothing a
+    terminal acts on."""
+    value = "feed\u009b2J\u007f\u0085\u202evsc.exe"
+    lake.append("sales", pa.table({"id": [1], "k": ["x"]}), partition_by=["k"])
+    lake.set_properties("sales", {"source": value})
+    shown = in_process(
+        "registry", "show", lake.url, "--dataset", "sales", "--json", "--endpoint-url", s3.url
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "feed\\u009b2J\\u007f\\u0085\\u202evsc.exe" in shown.stdout
+    assert not [c for c in shown.stdout if unicodedata.category(c) == "Cc" and c != "\n"]
+    assert value in orjson.dumps(orjson.loads(shown.stdout)).decode()  # the same JSON

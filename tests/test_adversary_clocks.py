@@ -25,7 +25,7 @@ def test_a_version_replaced_by_a_writer_whose_clock_is_behind_stays_readable(
     3). What a user loses otherwise: reading A is SnapshotExpiredError at once, and vacuum
     (which keeps versions by the same times) takes its files, though it was replaced
     seconds ago."""
-    lake.configure(retention="1h")
+    lake.configure(retention="1h", create=True)
     first = registry(store).commit("sales", add=[datafile("sales", "", "a")])
     behind = registry(store, clock=lambda: time.time() - 2 * HOUR)
     behind.commit("sales", add=[datafile("sales", "", "b")])

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock.errors import LockedError, LockTimeout, StaleFenceError
+from lakelock.errors import InvalidArgumentError, LockedError, LockTimeout, StaleFenceError
 from tests._support import FAST_RETRY
 
 
@@ -86,3 +86,43 @@ def test_write_locks_taken_again_and_again_leave_a_record_per_path_not_per_grant
         with pytest.raises(StaleFenceError):
             lake.append("ev", events(99), partition_by=["ts"], fence=stale)
     assert lake.read("ev")["id"].to_pylist() == [17]
+
+
+def places(place: str, *ids: int) -> pa.Table:
+    return pa.table({"id": list(ids), "place": [place] * len(ids)})
+
+
+def test_a_partition_value_spelt_two_ways_is_one_path_to_the_lock(client: Any, bucket: str) -> None:
+    """``place=café`` typed composed on one machine and decomposed on another (a macOS file
+    name), or ``place=a%2fb`` beside the registry's ``place=a%2Fb``, print as one partition
+    and decode to one value: two writers must not both hold the write lock on it, and a
+    plain append into the other spelling must not land while one is held."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    holder = Lake(bucket, s3=client, retry=FAST_RETRY)
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    holder.append("visits", places(composed, 1), partition_by=["place"])
+    with holder.lock(write=[f"/visits/place={composed}"], heartbeat=False):
+        with pytest.raises(LockTimeout):
+            other.lock(write=[f"/visits/place={decomposed}"], timeout=0).acquire()
+        with pytest.raises(LockedError):
+            other.append("visits", places(decomposed, 7), partition_by=["place"])
+    with holder.lock(write=["/visits/place=a%2fb"], heartbeat=False), pytest.raises(LockTimeout):
+        other.lock(read=["/visits/place=a%2Fb"], timeout=0).acquire()
+
+
+def test_a_read_grants_fence_fences_no_write_to_another_spelling_of_its_path(
+    client: Any, bucket: str
+) -> None:
+    """A grant that reads ``/visits/place=café`` (composed) and writes elsewhere must not
+    carry a write into the decomposed spelling of that partition: readers of it hold it at
+    the same time, so the write would land as if it were exclusive."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    lake.append("visits", places(composed, 1), partition_by=["place"])
+    read, written = f"/visits/place={composed}", "/visits/place=elsewhere"
+    with (
+        lake.lock(read=[read], write=[written], heartbeat=False) as held,
+        pytest.raises(InvalidArgumentError),
+    ):
+        lake.append("visits", places(decomposed, 2), partition_by=["place"], fence=held.fence)
+    assert lake.read("visits")["id"].to_pylist() == [1]

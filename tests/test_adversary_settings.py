@@ -50,3 +50,24 @@ def test_a_new_lakes_first_writer_given_a_window_that_is_no_whole_number_writes_
     other = Lake(bucket, s3=client, retry=FAST_RETRY)
     other.append("sales", pa.table({"id": [2]}))
     assert other.read("sales").to_pydict() == {"id": [2]}
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"), [("retention", 1e300), ("retention", "36501d"), ("vacuum_floor", 4e9)]
+)
+def test_a_setting_beyond_a_century_is_refused_and_nothing_is_written(
+    lake: Lake, client: Any, bucket: str, setting: str, value: object
+) -> None:
+    """``lake.configure(retention=1e300)`` (a unit mistaken, "forever" spelt as a huge
+    number) is refused as every other duration beyond a century is (``InvalidArgumentError``
+    naming the setting), and so is a writer opened with it; the lake keeps its settings.
+    Before, the root stored it: no version of the lake would ever be old enough for vacuum,
+    and an instant that far off is no date anything shows."""
+    lake.append("sales", pa.table({"id": [1]}))
+    version = lake.registry.read().version
+    with pytest.raises(InvalidArgumentError, match=f"{setting} is at most"):
+        lake.configure(**{setting: value})  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match=f"{setting} is at most"):
+        Lake(bucket, s3=client, retry=FAST_RETRY, **{setting: value})  # type: ignore[arg-type]
+    assert lake.registry.read().version == version
+    assert Lake(bucket, s3=client).registry.settings().retention == 7 * 86400.0

@@ -27,7 +27,7 @@ def test_the_files_of_an_expired_version_are_snapshot_expired_not_no_such_datase
     SnapshotExpiredError saying which versions remain, as ``lake.read`` does. Before, it
     heard DatasetNotFoundError ("not in the registry"): a dataset that existed then, told
     as never having existed."""
-    lake.configure(retention="1h")
+    lake.configure(retention="1h", create=True)
     lake.append("sales", pa.table({"id": [1]}))
     first = lake.history("sales")[0].version
     lake.append("sales", pa.table({"id": [2]}))

@@ -480,6 +480,49 @@ def test_locks_shows_holders_and_leases(s3: S3Endpoint, lake: Lake, in_process: 
     assert states == {"nightly-compaction": ("live", lease.token), "retired": ("released", 1)}
 
 
+@pytest.mark.usefixtures("loaded")
+def test_locks_lists_the_rest_beside_an_unreadable_lease(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess, admin: Any
+) -> None:
+    """One lease document that does not parse (written by hand, truncated, another tool's),
+    or a lock table naming a path no lock takes, must not cost the whole listing: every other
+    lease and lock is still shown, those as unreadable with their keys, and the exit status
+    says the picture is incomplete."""
+    lease = lake.lease("nightly-compaction", ttl=60)
+    lease.acquire(timeout=10)
+    bucket, prefix = lake.store.bucket, lake.store.prefix
+    admin.put_object(Bucket=bucket, Key=f"{prefix}metastore/leases/broken.json", Body=b"{not")
+    table = {  # parses as JSON, but its holder's path has an empty segment
+        "format_version": 1,
+        "kind": "lakelock.lock-table",
+        "dataset": "events",
+        "next_token": 2,
+        "holders": [{"id": "h", "token": 1, "read": [], "write": ["/events//day=1"]}],
+    }
+    admin.put_object(
+        Bucket=bucket, Key=f"{prefix}metastore/locks/events.json", Body=orjson.dumps(table)
+    )
+    held = lake.lock(write=["/customer_profiles/year=2024"], ttl=60).acquire()
+    try:
+        text = in_process("locks", lake.url, "--endpoint-url", s3.url)
+        data = in_process("locks", lake.url, "--json", "--endpoint-url", s3.url)
+    finally:
+        held.release()
+        lease.release()
+    assert text.returncode == 1, text.stderr
+    assert any(line.startswith("nightly-compaction ") for line in text.stdout.splitlines())
+    assert any(line.startswith("customer_profiles ") for line in text.stdout.splitlines())
+    assert "metastore/leases/broken.json" in text.stdout
+    assert data.returncode == 1, data.stderr
+    found = orjson.loads(data.stdout)
+    assert [x["name"] for x in found["leases"]] == ["nightly-compaction"]
+    assert [x["dataset"] for x in found["locks"]] == ["customer_profiles"]
+    assert [u["key"] for u in found["unreadable"]] == [
+        "metastore/locks/events.json",
+        "metastore/leases/broken.json",
+    ]
+
+
 # -- doctor -------------------------------------------------------------------------------------
 
 

@@ -5,7 +5,12 @@ action has a description of its own."""
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+
+import pytest
 
 from lakelock.cli import build_parser
 
@@ -52,3 +57,24 @@ def test_every_command_describes_itself() -> None:
     """Each command and action has a description: what it does, shown by its ``--help``."""
     undescribed = [name for name, parser in _parsers(build_parser()) if not parser.description]
     assert undescribed == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["registry", "show", "--help"]])
+def test_help_into_a_reader_gone_away_exits_as_every_command_does(argv: list[str]) -> None:
+    """``lakelock --help | head -1``: the reader goes away before the help is written. As
+    for every command's output, that is exit status 141, quietly; before, the write's
+    error was swallowed and the exit status was 0, as if the help had been read."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "lakelock.cli", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")

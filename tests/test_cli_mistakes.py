@@ -143,6 +143,14 @@ def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
             "argument --intent-ttl: at most 1h (vacuum keeps every intent younger than it), "
             "got '99999d'",
         ),
+        (
+            ["registry", "configure", "s3://lake", "--retention", "99999999d"],
+            "argument --retention: at most a century (36500d), got '99999999d'",
+        ),
+        (
+            ["registry", "configure", "s3://lake", "--vacuum-floor", "36501d"],
+            "argument --vacuum-floor: at most a century (36500d), got '36501d'",
+        ),
     ],
 )
 def test_malformed_options_are_usage_errors(
@@ -205,6 +213,33 @@ def test_demo_without_the_local_extra_says_what_to_install() -> None:
         "lakelock demo runs on the embedded S3 endpoint, which needs the `local` extra: "
         "pip install 'lakelock[local]'"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--writers", "10000000"],
+            "argument --writers: expected an integer from 1 to 10,000, got '10000000'",
+        ),
+        (
+            ["--seconds", "86400"],
+            "argument --seconds: expected seconds > 0, at most 3,600, got '86400'",
+        ),
+    ],
+)
+def test_simulate_beyond_its_bounds_is_a_usage_error(
+    in_process: InProcess, argv: list[str], message: str
+) -> None:
+    """``simulate --writers 10000000`` (a typo of 10,000) would allocate ten million writers
+    and take the machine; it is a usage error naming the bound, exit 2, before any run, and
+    ``--help`` says the bounds."""
+    result = in_process("simulate", *argv)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(f"error: {message}")
+    shown = " ".join(in_process("simulate", "--help").stdout.split())
+    assert "writer processes, at most 10,000" in shown
+    assert "at most 3,600" in shown
 
 
 def test_simulate_with_an_unknown_knob_lists_the_knobs(in_process: InProcess) -> None:

@@ -190,6 +190,34 @@ def test_configure_changes_the_lakes_settings_and_show_shows_them(
     assert "vacuum floor 2h" in plain.stdout
 
 
+def test_configure_where_no_lake_is_says_so(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess
+) -> None:
+    """At a prefix with no lake (a typo), ``registry configure`` without settings is an
+    error naming the prefix, exit 1, not the defaults shown as if they were a lake's; with
+    ``--create`` and no settings it says it created nothing (and creates nothing), and with
+    settings it says it created the lake. Before, the first printed the defaults, exit 0,
+    and the second printed them too: neither said that no lake was there."""
+
+    def configure(*given: str) -> subprocess.CompletedProcess[str]:
+        return in_process("registry", "configure", lake.url, *given, "--endpoint-url", s3.url)
+
+    shown = configure()
+    assert shown.returncode == 1
+    assert f"no lake at {lake.url}" in shown.stderr
+    assert "--create with settings" in shown.stderr
+    nothing = configure("--create")
+    assert nothing.returncode == 0, nothing.stderr
+    assert "nothing created" in nothing.stdout
+    assert orjson.loads(configure("--create", "--json").stdout)["lake"] is False
+    assert lake.registry.read().version == 0
+    created = configure("--create", "--retention", "30d")
+    assert created.returncode == 0, created.stderr
+    assert "created" in created.stdout.splitlines()[0]
+    assert lake.registry.settings().retention == 30 * 86400.0
+    assert configure().stdout.splitlines()[0].endswith(": settings")
+
+
 def test_show_shows_the_cutoff_and_horizon_vacuum_recorded(
     s3: S3Endpoint, lake: Lake, in_process: InProcess
 ) -> None:

@@ -225,6 +225,35 @@ def test_policy_probe_passes_when_the_policy_binds_the_caller(s3: S3Endpoint, bu
     assert_bucket_empty(client, bucket)
 
 
+@pytest.mark.parametrize("deletes", [False, True])
+def test_policy_probe_names_a_statement_an_older_policy_lacks(
+    s3: S3Endpoint, bucket: str, deletes: bool
+) -> None:
+    """A bucket policy applied before ``DenyOverwriteOfRegistryVersions`` existed enforces
+    everything it has: stray writes refused, lakelock's own allowed. But a compare-and-swap
+    over a registry version's object is let through, and the lake is then unreadable. The
+    probe must say the policy lacks that statement and how to apply the new one; before, it
+    passed. The statements the options chose not to have (manifests overwritable, deletes
+    not denied) are not asked for."""
+    client = one_shot_client(s3.url)
+    policy = generate_bucket_policy(bucket, principals=[OWN_ARN], deny_unconditional_delete=deletes)
+    policy["Statement"] = [
+        x for x in policy["Statement"] if x["Sid"] != "DenyOverwriteOfRegistryVersions"
+    ]
+    put_policy(client, bucket, policy)
+    result = policy_probe(client, bucket)
+    assert result.status == "fail"
+    assert "lacks DenyOverwriteOfRegistryVersions" in result.detail
+    assert "lakelock policy" in result.detail
+    assert "put-bucket-policy" in result.detail
+    assert_bucket_empty(client, bucket)
+    current = generate_bucket_policy(
+        bucket, principals=[OWN_ARN], create_only_manifests=False, deny_unconditional_delete=deletes
+    )
+    put_policy(client, bucket, current)
+    assert policy_probe(client, bucket).status == "pass"
+
+
 def test_policy_probe_fails_when_stray_writes_get_through(s3: S3Endpoint, bucket: str) -> None:
     """A lakelock policy that does not bind this caller lets an unconditional PUT through:
     the probe fails and says so."""

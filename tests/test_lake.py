@@ -19,6 +19,7 @@ from lakelock.errors import (
     InvalidArgumentError,
     InvalidNameError,
     LeaseLostError,
+    NotFoundError,
     SchemaMismatchError,
     SettingsMismatchError,
 )
@@ -183,7 +184,7 @@ def test_files_of_an_unknown_dataset_is_typed(lake: Lake) -> None:
 )
 def test_vacuum_accepts_durations(lake: Lake, older_than: object) -> None:
     """older_than takes text durations, timedeltas and numbers of seconds."""
-    lake.configure(vacuum_floor=0)
+    lake.configure(vacuum_floor=0, create=True)
     report = lake.vacuum(older_than=older_than, enforce_retention=False)  # type: ignore[arg-type]
     assert report.dry_run
 
@@ -376,3 +377,18 @@ def test_a_lake_without_stored_settings_keeps_the_defaults_until_its_first_commi
     fresh.append("sales", table([2]), partition_by=["year"])
     assert fresh.registry.read().settings == DEFAULTS
     assert sorted(fresh.read("sales")["id"].to_pylist()) == [1, 2]
+
+
+def test_configure_where_no_lake_is_refuses_unless_asked_to_create(
+    client: Any, bucket: str
+) -> None:
+    """``lake.configure(...)`` at a prefix where nothing was ever committed (a mistyped
+    ``Lake.from_url``) is refused, naming the prefix, nothing written: the real lake would
+    keep its settings while writers of the typo got a new lake. ``create=True`` starts one
+    there, as ``lakelock registry configure --create`` does. Before, any prefix got a lake."""
+    typo = Lake(bucket, prefix="warehuose", s3=client, retry=FAST_RETRY)
+    with pytest.raises(NotFoundError, match=f"no lake at s3://{bucket}/warehuose"):
+        typo.configure(retention="30d")
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket)
+    assert typo.configure(retention="30d", create=True).retention == 30 * 86400.0
+    assert typo.registry.read().version == 1

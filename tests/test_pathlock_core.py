@@ -18,6 +18,7 @@ import pytest
 from lakelock._pathlock import (
     LockRequest,
     Mode,
+    PathLock,
     compatible,
     in_lineage,
     lock_plan,
@@ -26,7 +27,7 @@ from lakelock._pathlock import (
 )
 from lakelock._pathlock._core import Claim, ExactIndex, Node, _key_plan, _mode_of, _sets_clash
 from lakelock._pathlock._striped import _striped_plan
-from lakelock.errors import InvalidNameError
+from lakelock.errors import InvalidNameError, LockTimeout
 from tests._support.pathlocks import post_plan
 
 PathKey = tuple[str, ...]
@@ -369,6 +370,28 @@ def test_request_normalises_and_compares_by_normalised_paths() -> None:
     assert a.paths == frozenset({"/a/b", "/c"})
     with pytest.raises(AttributeError):
         a.read = frozenset()  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("/sales/p=a%2fb", "/sales/p=a%2Fb"),  # one '/' in a Hive-escaped value
+        ("/sales/ts=06%3A30", "/sales/ts=06:30"),  # escaped as the registry files it, or not
+        ("/sales/p=caf\u00e9", "/sales/p=cafe\u0301"),  # NFC and NFD of one value
+        ("/caf\u00e9/p=1", "/cafe\u0301/p=1"),  # of one dataset name
+    ],
+)
+def test_two_spellings_of_one_partition_are_one_path(one: str, other: str) -> None:
+    """What a path names decides, not its text: an engine decoding Hive paths reads these
+    as one partition, so two writers of them must not both hold the lock."""
+    assert requests_conflict(LockRequest(write=[one]), LockRequest(write=[other]))
+    assert requests_conflict(LockRequest(read=[one]), LockRequest(write=[other + "/q=2"]))
+    assert in_lineage(one, other)
+    assert lock_plan(LockRequest(write=[one])) == lock_plan(LockRequest(write=[other]))
+    held = PathLock(timeout=0)
+    with held(write=[one]), pytest.raises(LockTimeout), held(read=[other]):
+        pass
+    assert LockRequest(write=[one]).write == {normalize_path(one)}  # stored as given
 
 
 def test_in_lineage() -> None:

@@ -400,7 +400,7 @@ def test_without_a_vacuum_floor_the_cutoff_vacuum_recorded_refuses_the_paused_ap
     needs no clock: ObjectTooOldError naming the file, nothing committed. With that check
     switched off, the append's retry after its failed swap commits the deleted file: it is
     acknowledged, and reading the dataset fails on the missing file."""
-    lake.configure(vacuum_floor=0)
+    lake.configure(vacuum_floor=0, create=True)
     if cutoff == "switched off":
         monkeypatch.setattr(_decide, "vacuumed", lambda *_, **__: None)
     error, taken = _paused_beside_vacuum(s3, lake)

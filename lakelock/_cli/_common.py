@@ -466,11 +466,22 @@ def to_jsonable(value: Any) -> Any:
 
 
 def print_json(value: Any, out: TextIO | None = None, *, sort_keys: bool = True) -> None:
-    """``value`` as indented JSON; ``sort_keys=False`` keeps the order mappings were built in
-    (partitions in natural order)."""
+    """``value`` as indented JSON, every control character escaped (:data:`_JSON_ESCAPES`);
+    ``sort_keys=False`` keeps the order mappings were built in (partitions in natural
+    order)."""
     option = orjson.OPT_INDENT_2 | (orjson.OPT_SORT_KEYS if sort_keys else 0)
     text = orjson.dumps(to_jsonable(value), option=option)
-    (out or sys.stdout).write(text.decode() + "\n")
+    (out or sys.stdout).write(text.decode().translate(_JSON_ESCAPES) + "\n")
+
+
+#: What JSON lets a string hold raw but a terminal acts on, as ``\uXXXX`` escapes (the same
+#: JSON, parsed): DEL, the C1 controls (U+009B starts a control sequence, as ESC ``[`` does)
+#: and the bidirectional controls :func:`shown` escapes. JSON escapes C0 itself. Only strings
+#: can hold them, so the escape is always inside one.
+_JSON_ESCAPES = {
+    code: f"\\u{code:04x}"
+    for code in (0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
 
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")

@@ -38,8 +38,9 @@ def add_parser(commands: Any) -> None:
         "and deletes, listings in key order, no lifecycle rule expiring the lake, bucket "
         "policy enforcement), in a scratch prefix that is removed afterwards. NEEDED says "
         "what for: required (lakelock's writes), vacuum (how vacuum deletes), recommended "
-        "(the bucket policy), optional (not used by lakelock). Exit status 1 unless every "
-        "required probe passed.",
+        "(the bucket policy), optional (not used by lakelock). A bucket policy of lakelock's "
+        "that lacks a statement `lakelock policy` makes now (one applied before it was added) "
+        "is a warning naming it. Exit status 1 unless every required probe passed.",
         on_lake=True,
         json=True,
     )

@@ -2,7 +2,9 @@
 
 Read-only: lists ``metastore/locks/`` (one lock table per dataset) and ``metastore/leases/``.
 "Live" is judged against the server's clock (the ``Date`` of the read), without the protocol's
-safety margin: this is a picture for humans, not a decision.
+safety margin: this is a picture for humans, not a decision. A document that cannot be parsed
+is listed as unreadable, with why, beside every other one; the exit status is then 1, since
+the picture misses whoever that document names.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from lakelock._cli._common import (
     print_lines,
     render_table,
 )
+from lakelock._holding import Unreadable
 from lakelock._lease import read_leases
 from lakelock._pathlock import read_lock_tables
 
@@ -35,7 +38,8 @@ def add_parser(commands: Any) -> None:
         run,
         help="show current path-lock holders and leases",
         description="Show the distributed path-lock holders of every dataset and every lease: "
-        "owners, fencing tokens, expiry.",
+        "owners, fencing tokens, expiry. A lock table or lease document that cannot be read is "
+        "shown as unreadable, with why, beside the others, and the exit status is then 1.",
         on_lake=True,
         json=True,
         arguments=_arguments,
@@ -69,9 +73,10 @@ def _owner(owner: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
     lake = lake_for(args, target)
-    tables = read_lock_tables(lake.store)
-    leases = read_leases(lake.store)
-    if not tables and not leases:
+    unreadable: list[Unreadable] = []
+    tables = read_lock_tables(lake.store, unreadable=unreadable)
+    leases = read_leases(lake.store, unreadable=unreadable)
+    if not tables and not leases and not unreadable:
         check_lake(lake, target)  # locks of a lake are kept beside its registry
     times = [s.server_time for s in tables if s.server_time is not None]
     times += [s.server_time for s in leases if s.server_time is not None]
@@ -122,9 +127,10 @@ def run(args: argparse.Namespace) -> int:
                     }
                     for stored, state in lease_rows
                 ],
+                "unreadable": [{"key": u.key, "reason": u.reason} for u in unreadable],
             }
         )
-        return 0
+        return 1 if unreadable else 0
 
     which = "" if args.all else "live "
     lines = [f"{target.url} at server time {format_time(now)}", ""]
@@ -166,5 +172,8 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         lines.append(f"no {which}leases ({len(leases)} known)")
+    if unreadable:
+        lines += ["", "Unreadable (who holds these is not known):"]
+        lines += render_table(("KEY", "WHY"), [(u.key, u.reason) for u in unreadable])
     print_lines(lines)
-    return 0
+    return 1 if unreadable else 0

@@ -24,6 +24,7 @@ from lakelock._cli._common import (
     render_table,
     to_jsonable,
 )
+from lakelock._durations import MAX_DURATION
 from lakelock._layout import files_prefix
 from lakelock._registry import (
     FORMAT_VERSION,
@@ -102,7 +103,8 @@ def add_parser(commands: Any) -> None:
         description="Change the lake's settings, for every writer, by one compare-and-swap "
         "of the registry. A prefix with no lake is refused (a mistyped one would get a new "
         "lake while the real one kept its settings); --create starts a lake there with these "
-        "settings. Settings not given stay as they are; without any, show them. Every writer "
+        "settings (without any, it creates nothing and says so). Settings not given stay as "
+        "they are; without any, show them. Every writer "
         "reads them from the registry; a writer given another value explicitly "
         "(Lake(retention=...)) is refused. "
         "--retention: how long a replaced version stays readable (time travel; vacuum keeps "
@@ -126,7 +128,7 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--retention",
-        type=parse_duration,
+        type=_century,
         metavar="AGE",
         help=f"e.g. 30d (default of a new lake: {format_duration(DEFAULTS.retention)})",
     )
@@ -150,11 +152,20 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--vacuum-floor",
-        type=parse_duration,
+        type=_century,
         metavar="AGE",
         help="e.g. 1h (default of a new lake: "
         f"{format_duration(DEFAULTS.vacuum_floor)}, at most the retention)",
     )
+
+
+def _century(text: str) -> float:
+    """``--retention``, ``--vacuum-floor`` (argparse type): a duration of at most a century,
+    as the library bounds them, refused above it as a usage error."""
+    seconds = parse_duration(text)
+    if seconds > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"at most a century (36500d), got {text!r}")
+    return seconds
 
 
 def _intent_ttl(text: str) -> float:
@@ -177,15 +188,35 @@ def run_configure(args: argparse.Namespace) -> int:
         for name in ("retention", "commit_window", "intent_ttl", "vacuum_floor")
         if getattr(args, name) is not None
     }
-    if changes and not args.create:
-        check_lake(lake, target, otherwise=", or pass --create to start a lake there")
-    settings = lake.registry.configure(**changes) if changes else lake.registry.settings()
-    if args.json:
-        print_json({"url": target.url, "settings": settings.to_json()}, sort_keys=False)
+    existed = lake.registry.read().version != 0
+    if not existed and not args.create:
+        otherwise = ", or pass --create" + ("" if changes else " with settings")
+        check_lake(lake, target, otherwise=f"{otherwise} to start a lake there")
+    if changes:
+        settings = lake.registry.configure(**changes, create=True)
     else:
-        print_lines([f"{target.url}: {'configured' if changes else 'settings'}"])
+        settings = lake.registry.settings()
+    if args.json:
+        print_json(
+            {"url": target.url, "lake": existed or bool(changes), "settings": settings.to_json()},
+            sort_keys=False,
+        )
+    else:
+        print_lines([f"{target.url}: {_what_happened(existed, changed=bool(changes))}"])
         print_lines(_settings_lines(settings))
     return 0
+
+
+def _what_happened(existed: bool, *, changed: bool) -> str:
+    """The heading of ``registry configure``'s answer."""
+    if existed:
+        return "configured" if changed else "settings"
+    if changed:
+        return "a new lake, created with these settings"
+    return (
+        "no lake here, and no settings given: nothing created (--create starts a lake with the "
+        "settings given); a new lake's settings would be"
+    )
 
 
 def _settings_lines(settings: LakeSettings) -> list[str]:

@@ -28,7 +28,19 @@ from lakelock.errors import InvalidArgumentError
 __all__ = ["add_parser", "run"]
 
 
+#: The most writers and virtual seconds one run takes: a run costs memory and CPU in their
+#: product, and ten times the largest run the docs make (1,024 writers, 120 s) is still a
+#: question; 10^7 writers is a typo that would take the machine.
+MAX_WRITERS = 10_000
+MAX_SECONDS = 3_600.0
+
 _positive = number_type(int, lambda value: value >= 1, "an integer >= 1")
+_writers = number_type(
+    int, lambda value: 1 <= value <= MAX_WRITERS, f"an integer from 1 to {MAX_WRITERS:,}"
+)
+_run_seconds = number_type(
+    float, lambda value: 0 < value <= MAX_SECONDS, f"seconds > 0, at most {MAX_SECONDS:,.0f}"
+)
 _non_negative = number_type(int, lambda value: value >= 0, "an integer >= 0")
 _seconds = number_type(float, lambda value: 0 < value < math.inf, "seconds > 0")
 _pause = number_type(float, lambda value: 0 <= value < math.inf, "seconds >= 0")
@@ -144,8 +156,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
             help = f"{help} (default {shown})"
         parser.add_argument(flag, type=parse, default=default, help=help)
 
-    option("--writers", _positive, 16, "writer processes")
-    option("--seconds", _seconds, 10.0, "virtual seconds writers commit for")
+    option("--writers", _writers, 16, f"writer processes, at most {MAX_WRITERS:,}")
+    option(
+        "--seconds",
+        _run_seconds,
+        10.0,
+        f"virtual seconds writers commit for, at most {MAX_SECONDS:,.0f}",
+    )
     option(
         "--store",
         _store,

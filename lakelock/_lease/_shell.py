@@ -93,6 +93,7 @@ from lakelock._holding import (
     Setup,
     Stored,
     Terms,
+    Unreadable,
     holder_valid,
     pause_before,
     read_stored,
@@ -499,11 +500,14 @@ class Lease(Holding):
         return _lease_error(self.name, self.key, reason)
 
 
-def read_leases(store: ObjectStore) -> tuple[Stored[LeaseDoc], ...]:
+def read_leases(
+    store: ObjectStore, *, unreadable: list[Unreadable] | None = None
+) -> tuple[Stored[LeaseDoc], ...]:
     """Every lease under ``metastore/leases/``, as stored (for ``lakelock locks`` and
-    monitoring). Raises :class:`LeaseError` for a document it cannot parse."""
+    monitoring). Raises :class:`LeaseError` for a document it cannot parse, or, given
+    ``unreadable``, adds it there and reads the others."""
 
     def parse(name: str, key: str, body: bytes) -> LeaseDoc:
         return parse_lease(body, name=name, fail=functools.partial(_lease_error, name, key))
 
-    return read_stored(store, LEASES_PREFIX, parse)
+    return read_stored(store, LEASES_PREFIX, parse, unreadable=unreadable)

@@ -13,6 +13,12 @@ pair; it is the oracle everything else is checked against. Paths are normalised 
 a leading ``/`` (added if missing), no trailing ``/``, and ``.``, ``..`` or empty segments are
 rejected. ``/`` is the root and lies in every path's lineage.
 
+Paths are compared by what they name, not by their text (:func:`path_key`): each segment in
+Unicode NFC, and a ``col=value`` segment by its value decoded from Hive's escapes. So
+``p=a%2fb`` and ``p=a%2Fb``, or ``p=café`` spelt composed and decomposed, are one path to every
+decision here (conflicts, lineage, plans), as they are one partition to an engine that decodes
+Hive paths and to a reader who sees them printed. Requests keep their text as given.
+
 Intents and modes
 -----------------
 At each path x, a request has a set of *intents* (the post's names in brackets):
@@ -104,6 +110,9 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
+import unicodedata
+import urllib.parse
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -111,6 +120,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Final, Protocol, TypeAlias
 
+from lakelock._names import escape_partition_value
 from lakelock.errors import InvalidNameError
 
 __all__ = [
@@ -126,6 +136,7 @@ __all__ = [
     "in_lineage",
     "lock_plan",
     "normalize_path",
+    "path_key",
     "requests_conflict",
 ]
 
@@ -163,6 +174,36 @@ def _join(key: PathKey) -> str:
     return "/" + "/".join(key)
 
 
+#: Text a Hive escape decodes from: ``%`` only as ``%XX``.
+_ESCAPED_TEXT: Final = re.compile(r"(?:[^%]|%[0-9A-Fa-f]{2})*")
+
+
+@functools.lru_cache(maxsize=65536)
+def _segment_key(segment: str) -> str:
+    """What ``segment`` names, spelt once: in NFC, a ``col=value`` segment's value decoded
+    from Hive's escapes and escaped again as the registry files it (``%2f`` and ``%2F`` are
+    one ``%2F``). A value that does not decode (a bad ``%`` escape, invalid UTF-8) is kept
+    as it is, in NFC. Keys are only compared, never stored, so two spellings meeting in one
+    key only ever add a conflict."""
+    column, equals, value = segment.partition("=")
+    if not equals:
+        return unicodedata.normalize("NFC", segment)
+    if _ESCAPED_TEXT.fullmatch(value):
+        try:
+            decoded = urllib.parse.unquote_to_bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            value = escape_partition_value(unicodedata.normalize("NFC", decoded))
+    return unicodedata.normalize("NFC", f"{column}={value}")
+
+
+def path_key(path: PathLike) -> PathKey:
+    """What ``path`` names, as the segments the lock compares (module docstring): two
+    spellings of one partition have one key."""
+    return tuple(_segment_key(segment) for segment in _split(path))
+
+
 def normalize_path(path: PathLike) -> str:
     """The canonical form of ``path``: ``a/b/`` and ``/a/b`` are both ``/a/b``.
 
@@ -178,14 +219,15 @@ def _is_ancestor_or_self(p: PathKey, q: PathKey) -> bool:
 
 
 def in_lineage(p: PathLike, q: PathLike) -> bool:
-    """Whether ``q`` is an ancestor of ``p``, ``p`` itself, or a descendant of ``p``."""
-    a, b = _split(p), _split(q)
+    """Whether ``q`` is an ancestor of ``p``, ``p`` itself, or a descendant of ``p`` (by
+    what they name: :func:`path_key`)."""
+    a, b = path_key(p), path_key(q)
     return _is_ancestor_or_self(a, b) or _is_ancestor_or_self(b, a)
 
 
 def covers(p: PathLike, q: PathLike) -> bool:
     """Whether ``p`` is ``q`` or an ancestor of it: a lock on ``p`` holds ``q`` too."""
-    return _is_ancestor_or_self(_split(p), _split(q))
+    return _is_ancestor_or_self(path_key(p), path_key(q))
 
 
 def _paths(values: Iterable[PathLike], name: str) -> frozenset[PathKey]:
@@ -195,11 +237,16 @@ def _paths(values: Iterable[PathLike], name: str) -> frozenset[PathKey]:
     return frozenset(_split(v) for v in values)
 
 
+def _keys(paths: frozenset[PathKey]) -> frozenset[PathKey]:
+    return frozenset(tuple(_segment_key(segment) for segment in key) for key in paths)
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class LockRequest:
     """What one operation locks: the paths it reads and the paths it writes.
 
-    Paths are normalised on construction (see :func:`normalize_path`). Write/delete is
+    Paths are normalised on construction (see :func:`normalize_path`) and compared by what
+    they name (:func:`path_key`). Write/delete is
     ``LockRequest(write=[p])``, rename ``write=[src, dst]``, copy ``read=[src], write=[dst]``,
     an atomic read ``read=[p]``. A path both read and written is written.
     """
@@ -214,8 +261,8 @@ class LockRequest:
         write_keys = _paths(write, "write")
         object.__setattr__(self, "read", frozenset(_join(k) for k in read_keys))
         object.__setattr__(self, "write", frozenset(_join(k) for k in write_keys))
-        object.__setattr__(self, "_read_keys", read_keys)
-        object.__setattr__(self, "_write_keys", write_keys)
+        object.__setattr__(self, "_read_keys", _keys(read_keys))
+        object.__setattr__(self, "_write_keys", _keys(write_keys))
 
     def __str__(self) -> str:
         return f"read={sorted(self.read)} write={sorted(self.write)}"

@@ -99,6 +99,7 @@ from lakelock._holding import (
     Snapshot,
     Stored,
     Terms,
+    Unreadable,
     holder_valid,
     pause_before,
     read_stored,
@@ -679,14 +680,16 @@ class PathLockHandle(Holding):
         return self.terms.on_lost
 
 
-def read_lock_tables(store: ObjectStore) -> tuple[Stored[LockTable], ...]:
+def read_lock_tables(
+    store: ObjectStore, *, unreadable: list[Unreadable] | None = None
+) -> tuple[Stored[LockTable], ...]:
     """Every lock table under ``metastore/locks/``, as stored, expired holders included (for
     ``lakelock locks``; :func:`~lakelock._pathlock._table.live_holders` tells live from dead
     given a server time, e.g. the ``server_time`` of the read). Raises :class:`LeaseError`
-    for a table it cannot parse."""
+    for a table it cannot parse, or, given ``unreadable``, adds it there and reads the others."""
 
     def parse(dataset: str, key: str, body: bytes) -> LockTable:
         fail = functools.partial(_table_error, dataset, key)
         return parse_table(body, dataset=dataset, fail=fail)
 
-    return read_stored(store, LOCKS_PREFIX, parse)
+    return read_stored(store, LOCKS_PREFIX, parse, unreadable=unreadable)

@@ -118,8 +118,9 @@ def canonical_request(request: LockRequest) -> LockRequest:
     below a dataset spelt as the registry files partitions (Hive-escaped,
     :func:`~lakelock._names.validate_partition_path`), so a lock names a dataset and a
     partition as its commits and other locks do however its caller spelt them:
-    ``/ev/ts=2024-01-01T06:30:00`` is ``/ev/ts=2024-01-01T06%3A30%3A00``, and the registry's
-    check of write locks in force compares paths by their text. Other segments stay as they
+    ``/ev/ts=2024-01-01T06:30:00`` is ``/ev/ts=2024-01-01T06%3A30%3A00`` in the lock table and
+    the grant's fence (both compared by what they name: :func:`~lakelock._pathlock._core.path_key`,
+    whatever spelling an older lakelock stored). Other segments stay as they
     are; a ``col=value`` segment that names no partition value (a bad ``%`` escape) is
     :class:`~lakelock.errors.InvalidNameError`."""
 

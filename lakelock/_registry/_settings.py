@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from lakelock._durations import MAX_DURATION
 from lakelock._jsonfields import boolean_free_int, number, obj
 from lakelock.errors import InvalidArgumentError, SettingsMismatchError
 
@@ -130,7 +131,18 @@ def checked(
 
 
 def _check_bounds(**given: float | int) -> None:
-    """Refuse a ``commit_window`` or ``intent_ttl`` above its bound (the constants say why)."""
+    """Refuse a ``commit_window`` or ``intent_ttl`` above its bound (the constants say why),
+    and a ``retention`` or ``vacuum_floor`` above a century (:data:`MAX_DURATION`, the
+    bound of every other duration: an instant further off is no date Python shows, and a
+    lake would read none of its versions as old)."""
+    for name in ("retention", "vacuum_floor"):
+        value = given.get(name)
+        if value is not None and value > MAX_DURATION:
+            raise InvalidArgumentError(
+                value,
+                f"{name} is at most {MAX_DURATION:.0f} seconds (a century), got {value!r}",
+                what=name,
+            )
     window = given.get("commit_window")
     if window is not None and window > MAX_COMMIT_WINDOW:
         raise InvalidArgumentError(

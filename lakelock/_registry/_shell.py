@@ -495,12 +495,16 @@ class Registry:
         commit_window: int | None = None,
         intent_ttl: float | None = None,
         vacuum_floor: float | None = None,
+        create: bool = False,
     ) -> LakeSettings:
-        """Change the lake's settings for every writer, by one compare-and-swap (it creates
-        the registry of a new lake); returns them. Those not given stay as they are (a
-        vacuum floor above a retention lowered below it follows it down). An invalid
-        combination is :class:`~lakelock.errors.InvalidNameError`, before anything is
-        written. Writers read them from the root they commit on: a process that was given
+        """Change the lake's settings for every writer, by one compare-and-swap; returns
+        them. Those not given stay as they are (a vacuum floor above a retention lowered
+        below it follows it down). An invalid combination is
+        :class:`~lakelock.errors.InvalidNameError`, before anything is written. A prefix
+        with no lake yet (nothing ever committed) is :class:`~lakelock.errors.NotFoundError`
+        naming it, nothing written, unless ``create``: then this commit starts the lake
+        there (a mistyped prefix must not get a new lake while the real one keeps its
+        settings). Writers read them from the root they commit on: a process that was given
         another value explicitly is refused from then on."""
         changes = explicit_settings(
             retention=retention,
@@ -513,9 +517,22 @@ class Registry:
         # with them is what configure is for, not refused here).
         base = doc.settings or lake_settings(None, self._committer.explicit)
         configured(base, changes)  # invalid: refused before anything is written
+        if doc.version == 0 and not create:
+            raise self._no_lake()
         stored = self._commits.run(self._committer.configure(changes))
         assert isinstance(stored, LakeSettings)
         return stored
+
+    def _no_lake(self) -> NotFoundError:
+        """The refusal of a change that would start a lake where none is."""
+        url = f"s3://{self.store.bucket}/{self.store.prefix}".removesuffix("/")
+        return NotFoundError(
+            f"no lake at {url}: nothing was ever committed under this prefix (no registry); "
+            "check the bucket and prefix, or pass create=True to start a lake there",
+            bucket=self.store.bucket,
+            key=f"{self.store.prefix}{REGISTRY_KEY}",
+            operation="GetObject",
+        )
 
     def _hedged_write(self, put: Callable[[], PutResult]) -> PutResult:
         """``put()`` — a create-only PUT of a small new object, with one write id however

@@ -43,6 +43,7 @@ import orjson
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from lakelock._layout import DATASETS_PREFIX, METASTORE_PREFIX, VIEWS_PREFIX
+from lakelock._policy import SID_OVERWRITE_MANIFESTS, generate_bucket_policy
 from lakelock._s3._store import ObjectStore
 from lakelock.errors import UnsupportedError
 
@@ -514,7 +515,8 @@ def probe_vacuum_deletes(s: Scratch) -> Outcome:
 def probe_policy_enforcement(s: Scratch) -> Outcome:
     """The bucket policy from ``lakelock policy``, if the bucket has one: unconditional writes
     into ``datasets/`` and ``metastore/`` must answer 403, lakelock's own conditional writes
-    must still pass."""
+    must still pass, and every statement lakelock's generator makes now, with the options the
+    policy shows were chosen, must be there (:func:`_missing_statements`)."""
     answer = s.ask("get_bucket_policy")
     if answer.code in {"NoSuchBucketPolicy", "NoSuchPolicy"} or answer.status == 404:
         return "skip", "the bucket has no policy (`lakelock policy` makes S3 refuse stray writes)"
@@ -556,10 +558,39 @@ def probe_policy_enforcement(s: Scratch) -> Outcome:
             if not swapped.ok:
                 return "fail", f"the policy refuses a compare-and-swap in {prefix} ({swapped})"
         checked.append(prefix or "/")
+    missing = _missing_statements(statements)
+    if missing:
+        return "fail", (
+            f"the bucket policy is lakelock's but lacks {', '.join(missing)}, which `lakelock "
+            "policy` makes now: generate it again (the same principals and options) and put "
+            "it on the bucket (aws s3api put-bucket-policy)"
+        )
     return (
         "pass",
         f"unconditional writes refused (403), conditional ones allowed in {', '.join(checked)}",
     )
+
+
+def _sids(policy: dict[str, Any]) -> set[str]:
+    return {str(statement["Sid"]) for statement in policy["Statement"]}
+
+
+def _missing_statements(statements: list[Any]) -> list[str]:
+    """The Sids that lakelock's generator makes today, with the options ``statements`` show
+    were chosen (create-only manifests, the deletes denied), and that ``statements`` lack: a
+    policy applied before a statement was added (``DenyOverwriteOfRegistryVersions``)."""
+    found = {str(x.get("Sid")) for x in statements if isinstance(x, dict)}
+    plain = _sids(generate_bucket_policy("lakelock-doctor", principals=["*"]))
+    deletes = _sids(
+        generate_bucket_policy("lakelock-doctor", principals=["*"], deny_unconditional_delete=True)
+    )
+    wanted = generate_bucket_policy(
+        "lakelock-doctor",
+        principals=["*"],
+        create_only_manifests=SID_OVERWRITE_MANIFESTS in found,
+        deny_unconditional_delete=bool(found & (deletes - plain)),
+    )
+    return [sid for sid in (str(x["Sid"]) for x in wanted["Statement"]) if sid not in found]
 
 
 # -- the list -----------------------------------------------------------------------------------

@@ -971,7 +971,7 @@ def test_a_folder_whose_caller_commits_back_to_back_does_not_linger() -> None:
     writers stop (the run's end, a burst's), the folder whose caller is away folds what
     the others still had in flight."""
     config = SimConfig(
-        writers=8, seconds=3.0, store="s3-express", seed=5, mix=APPENDS, policy=(("linger", 2),)
+        writers=8, seconds=3.0, store="s3-express", seed=4, mix=APPENDS, policy=(("linger", 2),)
     )
     violations, swaps = lingering_swaps(config)
     assert violations == []

@@ -1632,14 +1632,14 @@ def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(
 #: Folds that pass over intents still landing (``watermark_lag`` 0: the watermark is the
 #: newest key listed), writers stalled past the intent TTL (2 s) beside vacuum (a 1-s
 #: window): a writer's own intent passed over is kept by vacuum only while younger than the
-#: TTL. Seed 2: the first of 0-51 whose run, with rule 10 off, is clean, and with rule 4b
-#: off too applies an intent vacuum deleted (seeds 0 and 1 lost only its files, once the
-#: root's reads and the listings were hedged past ``PATIENT`` times the median).
+#: TTL. Seed 4: the first of 0-29 whose run, with rule 10 off, is clean, and with rule 4b
+#: off too applies an intent vacuum deleted (4, 9, 11, 15, 22 and 24 of 0-29 since an
+#: intent's key takes the time its PUT goes out; seeds 1 and 3 lose only its files).
 PASSED_OVER_BESIDE_VACUUM = SimConfig(
     writers=6,
     seconds=3.0,
     store="fixed:10",
-    seed=2,
+    seed=4,
     faults=Faults(rate=0.04, stalls=3),
     intent_ttl=2.0,
     vacuums=1,

@@ -1930,11 +1930,13 @@ def test_a_takeover_given_up_after_a_later_acquisition_was_recorded_is_no_refuse
     checker holds it as a takeover refused as stale, not as "a refused commit in the
     registry" (it reported that before), and its writer hears what FORMAT's "Lease
     takeovers" promises a takeover that finds a higher token: ``StaleFenceError`` (it heard
-    that it gave up and that nobody would apply its intent)."""
+    that it gave up and that nobody would apply its intent). Another takeover of the run,
+    near its end, gives up with its outcome unknown (its cancelling swap kept failing): not
+    this one."""
     result = simulate(sweep_config(15789))
     assert result.violations == []
-    (stale,) = [i for i in result.invocations if i.op == "takeover" and i.outcome != "ok"]
-    assert (stale.outcome, stale.error_type) == ("fail", "StaleFenceError"), stale.error
+    (stale,) = [i for i in result.invocations if i.op == "takeover" and i.outcome == "fail"]
+    assert stale.error_type == "StaleFenceError", stale.error
     assert "a later token holds the lease" in (stale.error or "")
 
 

@@ -969,9 +969,11 @@ def test_a_folder_whose_caller_commits_back_to_back_does_not_linger() -> None:
     themselves within a round, so none lingers while they commit; with the rule off (0)
     they do. Writers pausing 0.3 s linger under the default (the test above). Once the
     writers stop (the run's end, a burst's), the folder whose caller is away folds what
-    the others still had in flight."""
+    the others still had in flight. Seed 6: since an intent's key takes the time its PUT goes
+    out, seed 5's writers leave nothing in flight when they stop (all of 0-14 but 2, 5 and
+    10 leave some)."""
     config = SimConfig(
-        writers=8, seconds=3.0, store="s3-express", seed=5, mix=APPENDS, policy=(("linger", 2),)
+        writers=8, seconds=3.0, store="s3-express", seed=6, mix=APPENDS, policy=(("linger", 2),)
     )
     violations, swaps = lingering_swaps(config)
     assert violations == []

@@ -93,15 +93,16 @@ Patch = tuple[Any, str, Any]
 VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
     # Rule 10, the writer's side: a writer commits what it wrote however long ago; vacuum
     # had taken it. Both checks go: by the floor (the server's clock) and by the cutoff the
-    # last vacuum recorded in the root (either alone refuses every such commit) (6, 123, 134
-    # of 0-199; 35 before the sweep's policies stopped drawing the scheduler's patience, 11
-    # before each lease taken over became a takeover commit of its own).
+    # last vacuum recorded in the root (either alone refuses every such commit) (6 and 254,
+    # the first two of 0-254 since an intent's key takes the time its PUT goes out; 6, 123,
+    # 134 of 0-199 before; 35 before the sweep's policies stopped drawing the scheduler's
+    # patience, 11 before each lease taken over became a takeover commit of its own).
     "too_old_to_reference": (
         (
             (_decide, "too_old_to_reference", lambda *_, **__: None),
             (_decide, "vacuumed", lambda *_, **__: None),
         ),
-        (6, 123),
+        (6, 254),
         "references it, committed after vacuum deleted it",
     ),
     # Path-lock grant records dropped by age: a superseded holder's overwrite is accepted

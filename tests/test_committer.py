@@ -1523,3 +1523,42 @@ def test_a_step_back_of_the_writers_clock_does_not_let_it_apply_an_old_passed_ov
     (cancelled,) = [f for f in doc.fates if f.state == "cancelled"]
     assert cancelled.key <= doc.watermark  # the writer's own, passed over
     assert names(registry(store)) == ["a", "b"]
+
+
+def test_an_intent_made_late_is_as_old_as_its_put_not_as_its_commit_call(
+    s3: S3Endpoint, client: Any, store: ObjectStore
+) -> None:
+    """A commit held past half the intent TTL between its call and its intent's PUT (its
+    root read stalls at the endpoint while the writer's monotonic clock runs on 400 s) makes
+    its intent then (FORMAT.md, "An intent's time is when its PUT is sent"). That PUT lands
+    after another process's fold listed, so the intent is passed over and only its writer
+    applies it, while it is younger than half the TTL (rule 4b): younger by the moment it
+    was made, a moment ago, so it applies. Before, its age was counted from the commit's
+    call, 400 s: the writer gave up on an intent it had just written."""
+    sim = SimTime(start=time.time())
+    sim.attach(client)  # the server's clock: every answer's Date
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    writer = registry(
+        store,
+        retry=RetryPolicy(
+            max_attempts=10, max_elapsed=3_600.0, sleep=no_sleep, clock=sim.machine()
+        ),
+        intent_ttl=600,
+    )
+    s3.inject("stall", operation="GetObject", prefix=ROOT, count=1)
+    s3.inject("stall", operation="PutObject", prefix=INTENT_PREFIX, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(writer.commit, "sales", add=[datafile("sales", "", "late")])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(400.0)  # held past half the TTL by its monotonic clock (and the server's)
+        s3.release_stalls()
+        wait_until(lambda: s3.faults()["injected"]["stall"] == 2 and s3.stalled() == 1)
+        folder = registry(store)
+        folder.internals.policy = replace(folder.internals.policy, watermark_lag=0.0)
+        folder.commit("sales", add=[datafile("sales", "", "b")])  # lists before it lands
+        s3.release_stalls()
+        result = late.result(timeout=60)
+    doc = registry(store)._current()[0]
+    (mine,) = [f for f in doc.fates if f.version == result.version and f.state == "applied"]
+    assert mine.key <= doc.watermark  # passed over, applied by its writer
+    assert names(registry(store)) == ["a", "b", "late"]

@@ -242,16 +242,22 @@ class Committer:
             prepared.append(replace(change, added_manifests=MappingProxyType(refs)))
         return Pending(tuple(prepared), check_index=chosen, unwritten=unwritten)
 
-    def made_now(self, pending: Sequence[Pending], now: float) -> None:
-        """Intents not sent yet are made at ``now`` (``now``: our wall clock): an intent's
-        key says when its PUT went out, not when its commit was prepared. A commit prepared
-        seconds before its PUT (a process short of CPU, a root read that timed out, a fold's
-        reads first) would land behind the watermark other folds set meanwhile, and only its
-        own writer could apply it (FORMAT.md rule 5). Its bytes, random part and digest stay."""
+    def made_now(
+        self, pending: Sequence[Pending], now: float, monotonic: float | None = None
+    ) -> None:
+        """Intents not sent yet are made at ``now`` (``now``: our wall clock; ``monotonic``:
+        our monotonic clock, the same moment): an intent's key says when its PUT went out,
+        not when its commit was prepared. A commit prepared seconds before its PUT (a process
+        short of CPU, a root read that timed out, a fold's reads first) would land behind the
+        watermark other folds set meanwhile, and only its own writer could apply it (FORMAT.md
+        rule 5). Its bytes, random part and digest stay. Its age (rule 4b) counts from here
+        too: the server writes it no earlier, so vacuum's clock finds it no older."""
         ms = int(now * 1000)
         for p in pending:
             if p.intent_sent or not p.intents:
                 continue
+            if monotonic is not None:
+                p.made_at = monotonic
             later = {key: intent_key_later(key, ms) for key in p.intents}
             if all(key == new for key, new in later.items()):
                 continue

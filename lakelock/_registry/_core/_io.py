@@ -150,8 +150,9 @@ def send_intents(
 
 def make_intents(core: Committer, pending: Sequence[Pending]) -> Steps:
     """``pending``'s intents not sent yet are made now: their keys take this moment's time
-    (:meth:`~._committer.Committer.made_now`)."""
-    core.made_now(pending, (yield Now()))
+    (:meth:`~._committer.Committer.made_now`), and their age (rule 4b) counts from now."""
+    now = yield Now()
+    core.made_now(pending, now, (yield Now(monotonic=True)))
 
 
 def put_intents(

@@ -70,6 +70,7 @@ __all__ = [
     "iceberg_metadata_key",
     "iceberg_metadata_prefix",
     "intent_key",
+    "intent_key_later",
     "intent_ms",
     "intents_from",
     "lease_key",
@@ -301,6 +302,15 @@ def intent_key(ms: int, random: str, digest: str, *, prefix: str = "") -> str:
         raise ValueError(f"an intent's random part is {_INTENT_RANDOM_DIGITS} hex digits")
     key = f"{INTENT_PREFIX}{ms:0{_INTENT_MS_DIGITS}x}{random}-{digest}.json"
     return validate_key_length(key, prefix=prefix)
+
+
+def intent_key_later(key: str, ms: int) -> str:
+    """Intent ``key`` made at ``ms`` instead, if that is later (its random part and digest
+    kept: it names the same bytes); ``key`` itself otherwise."""
+    if ms <= intent_ms(key):
+        return key
+    rest = key[len(INTENT_PREFIX) + _INTENT_MS_DIGITS :]  # <random>-<sha256>.json
+    return f"{INTENT_PREFIX}{ms:0{_INTENT_MS_DIGITS}x}{rest}"
 
 
 def intents_from(ms: int) -> str:

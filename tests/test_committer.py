@@ -39,7 +39,13 @@ from lakelock._registry._core._schedule import (
     fixed_values,
 )
 from lakelock._registry._document import REGISTRY_KEY, IntentFate, RegistryDoc
-from lakelock._registry._intents import INTENT_PREFIX, intent_document, intent_ms, prune_fates
+from lakelock._registry._intents import (
+    INTENT_PREFIX,
+    intent_document,
+    intent_ms,
+    parse_intent,
+    prune_fates,
+)
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
@@ -1010,6 +1016,42 @@ def test_an_intent_landing_after_a_fold_listed_it_is_folded_by_the_next(
     assert names(folder) == ["a", "b", "c", "l", "late"]
 
 
+def test_an_intent_is_made_when_its_put_goes_out_not_when_its_commit_was_called(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A commit held seconds between its call and its intent's PUT (here its root read
+    stalls at the endpoint; in life a process short of CPU, or a read that timed out) while
+    another process's fold moves the watermark past the moment it was called. Its intent's
+    key takes the time its PUT goes out, so it lands above that watermark, where every fold
+    lists it (FORMAT.md rule 5). Before, the key took the moment of the call: the intent
+    landed passed over, for its writer alone to apply, racing every folder (on 64 processes
+    of a 2-core machine, appends gave up after their 60 s)."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    now = [time.time() - 1.0]  # the writer's clock: a second behind the folder's
+    writer = registry(store, clock=lambda: now[0])
+    s3.inject("stall", operation="GetObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        held = pool.submit(writer.commit, "sales", add=[datafile("sales", "", "held")])
+        wait_until(lambda: s3.stalled() == 1)
+        called = now[0]
+        folder = registry(store)
+        folder.internals.policy = replace(folder.internals.policy, watermark_lag=0.0)
+        folder.commit("sales", add=[datafile("sales", "", "b")])
+        watermark = registry(store)._current()[0].watermark
+        assert intent_ms(watermark) > called * 1000  # past the moment the commit was called
+        now[0] += 5.0  # held five seconds
+        s3.release_stalls()
+        held.result(timeout=60)
+    (key,) = [
+        o.key
+        for o in store.list(INTENT_PREFIX)
+        if any(f.name == "held" for f in parse_intent(o.key, store.get(o.key).body)[0].add)
+    ]
+    assert key > watermark  # above it: any fold lists it
+    assert intent_ms(key) >= int((called + 5.0) * 1000)
+    assert names(registry(store)) == ["a", "b", "held"]
+
+
 def folded_by_another(s3: S3Endpoint, store: ObjectStore) -> tuple[Registry, CommitResult, int]:
     """A process (no group commit) appends ``mine``; during its first wait another process
     folds what is pending and swaps (appending ``other``). Requests are counted from our
@@ -1481,3 +1523,42 @@ def test_a_step_back_of_the_writers_clock_does_not_let_it_apply_an_old_passed_ov
     (cancelled,) = [f for f in doc.fates if f.state == "cancelled"]
     assert cancelled.key <= doc.watermark  # the writer's own, passed over
     assert names(registry(store)) == ["a", "b"]
+
+
+def test_an_intent_made_late_is_as_old_as_its_put_not_as_its_commit_call(
+    s3: S3Endpoint, client: Any, store: ObjectStore
+) -> None:
+    """A commit held past half the intent TTL between its call and its intent's PUT (its
+    root read stalls at the endpoint while the writer's monotonic clock runs on 400 s) makes
+    its intent then (FORMAT.md, "An intent's time is when its PUT is sent"). That PUT lands
+    after another process's fold listed, so the intent is passed over and only its writer
+    applies it, while it is younger than half the TTL (rule 4b): younger by the moment it
+    was made, a moment ago, so it applies. Before, its age was counted from the commit's
+    call, 400 s: the writer gave up on an intent it had just written."""
+    sim = SimTime(start=time.time())
+    sim.attach(client)  # the server's clock: every answer's Date
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    writer = registry(
+        store,
+        retry=RetryPolicy(
+            max_attempts=10, max_elapsed=3_600.0, sleep=no_sleep, clock=sim.machine()
+        ),
+        intent_ttl=600,
+    )
+    s3.inject("stall", operation="GetObject", prefix=ROOT, count=1)
+    s3.inject("stall", operation="PutObject", prefix=INTENT_PREFIX, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(writer.commit, "sales", add=[datafile("sales", "", "late")])
+        wait_until(lambda: s3.stalled() == 1)
+        sim.advance(400.0)  # held past half the TTL by its monotonic clock (and the server's)
+        s3.release_stalls()
+        wait_until(lambda: s3.faults()["injected"]["stall"] == 2 and s3.stalled() == 1)
+        folder = registry(store)
+        folder.internals.policy = replace(folder.internals.policy, watermark_lag=0.0)
+        folder.commit("sales", add=[datafile("sales", "", "b")])  # lists before it lands
+        s3.release_stalls()
+        result = late.result(timeout=60)
+    doc = registry(store)._current()[0]
+    (mine,) = [f for f in doc.fates if f.version == result.version and f.state == "applied"]
+    assert mine.key <= doc.watermark  # passed over, applied by its writer
+    assert names(registry(store)) == ["a", "b", "late"]

@@ -93,15 +93,16 @@ Patch = tuple[Any, str, Any]
 VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
     # Rule 10, the writer's side: a writer commits what it wrote however long ago; vacuum
     # had taken it. Both checks go: by the floor (the server's clock) and by the cutoff the
-    # last vacuum recorded in the root (either alone refuses every such commit) (6, 123, 134
-    # of 0-199; 35 before the sweep's policies stopped drawing the scheduler's patience, 11
-    # before each lease taken over became a takeover commit of its own).
+    # last vacuum recorded in the root (either alone refuses every such commit) (6 and 254,
+    # the first two of 0-254 since an intent's key takes the time its PUT goes out; 6, 123,
+    # 134 of 0-199 before; 35 before the sweep's policies stopped drawing the scheduler's
+    # patience, 11 before each lease taken over became a takeover commit of its own).
     "too_old_to_reference": (
         (
             (_decide, "too_old_to_reference", lambda *_, **__: None),
             (_decide, "vacuumed", lambda *_, **__: None),
         ),
-        (6, 123),
+        (6, 254),
         "references it, committed after vacuum deleted it",
     ),
     # Path-lock grant records dropped by age: a superseded holder's overwrite is accepted
@@ -197,8 +198,9 @@ def test_vacuum_meeting_a_damaged_version_keeps_every_retained_one(
 #: the root's reads and the listings are sent again past ``PATIENT`` times the median, none
 #: of 0-8999 — a process seldom commits from a root seconds old —, so the sweep's runs with
 #: restores a fifth of the commits instead of a fiftieth: 134 and 219, the first two of
-#: 0-999).
-RESTORE_SEEDS = (134, 219)
+#: 0-999; since an intent's key takes the time its PUT goes out, 134 and 446, the first two
+#: of 0-446).
+RESTORE_SEEDS = (134, 446)
 
 
 def restoring(seed: int) -> SimConfig:
@@ -231,8 +233,9 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
 #: what vacuum deleted at the second when restores keep to the retention they were planned
 #: under (2026-11-29: 6 and 182 of the 100 of 0-399; none with rule 9 judged by the root's
 #: retention; re-found once commit records named their intents and lease takeovers became
-#: commits of their own: 182 of 0-399 and 1038 of 400-1599).
-SHRINK_SEEDS = (182, 1038)
+#: commits of their own: 182 of 0-399 and 1038 of 400-1599; and once an intent's key took
+#: the time its PUT goes out: 75 and 1038, the first two of 0-1038).
+SHRINK_SEEDS = (75, 1038)
 
 
 def shrinking_retention(seed: int) -> SimConfig:

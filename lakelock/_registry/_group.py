@@ -92,12 +92,14 @@ class GroupCommit:
         with self.lock:
             self.arrivals += 1
             early = self.committing and pending.intent is not None
-            if early:
-                self.sending.update(pending.intents)
         if early:
             # The turn is held, so this commit waits for the next batch anyway: create its
-            # intents now, and that batch has only its snapshot and root to write (a failed
+            # intents now (made now: their keys are final before the batch in flight is told
+            # to skip them), and that batch has only its snapshot and root to write (a failed
             # PUT is left to the batch).
+            yield from self.committer.make([pending])
+            with self.lock:
+                self.sending.update(pending.intents)
             yield from self.committer.send([pending])
         with self.lock:
             self.queue.append(pending)

@@ -125,6 +125,7 @@ def apply_and_swap(
     """Steps 4 to 6: apply the batch's own commits and the folded ones to ``doc``, seal the
     version, write its objects and swap the root to it; then the batch's commits end."""
     own = list(batch.pending)
+    yield from _io.make_intents(core, own)  # made now: the version sealed below names them
     applied = yield from apply(core, doc, own, found, start, elapsed=batch.elapsed)  # 4. apply
     if applied is None:  # commits without intents, none of which applies
         conclude(batch, None)
@@ -134,7 +135,7 @@ def apply_and_swap(
         core, doc, current, applied=changes, fates=fates, found=found, start=start
     )
     sent = yield Now(monotonic=True)  # 6. swap: the version's objects, the last rules, the root
-    yield from _io.send_intents(core, [p for p in own if p.rejected is None], writes)
+    yield from _io.put_intents(core, [p for p in own if p.rejected is None], writes)
     core.now = yield Now()  # the last moment before the swap: our clocks now
     elapsed = yield Now(monotonic=True)
     last_moment(

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
+from lakelock._layout import intent_key_later
 from lakelock._registry._batch import Pending, for_commit, iso, validate_change
 from lakelock._registry._changes import Change, delta_manifests, new_commit_id
 from lakelock._registry._core import _decide, _io, _linger
@@ -241,6 +242,32 @@ class Committer:
             prepared.append(replace(change, added_manifests=MappingProxyType(refs)))
         return Pending(tuple(prepared), check_index=chosen, unwritten=unwritten)
 
+    def made_now(
+        self, pending: Sequence[Pending], now: float, monotonic: float | None = None
+    ) -> None:
+        """Intents not sent yet are made at ``now`` (``now``: our wall clock; ``monotonic``:
+        our monotonic clock, the same moment): an intent's key says when its PUT went out,
+        not when its commit was prepared. A commit prepared seconds before its PUT (a process
+        short of CPU, a root read that timed out, a fold's reads first) would land behind the
+        watermark other folds set meanwhile, and only its own writer could apply it (FORMAT.md
+        rule 5). Its bytes, random part and digest stay. Its age (rule 4b) counts from here
+        too: the server writes it no earlier, so vacuum's clock finds it no older."""
+        ms = int(now * 1000)
+        for p in pending:
+            if p.intent_sent or not p.intents:
+                continue
+            if monotonic is not None:
+                p.made_at = monotonic
+            later = {key: intent_key_later(key, ms) for key in p.intents}
+            if all(key == new for key, new in later.items()):
+                continue
+            p.intents = tuple(sorted(later.values()))
+            p.unwritten = [(later.get(key, key), body) for key, body in p.unwritten]
+            for key, body in p.unwritten:
+                if key in p.intents:
+                    self.objects.remember(key, parse_manifest(body, key=key))
+            p.changes = tuple(_renamed(change, later, p.intents[0]) for change in p.changes)
+
     def new_commit_id(self, now: float) -> str:
         return new_commit_id(now, token=f"{self.rng.getrandbits(80):020x}")
 
@@ -287,14 +314,18 @@ class Committer:
         self.schedule.finished(self.now)
 
     def send(self, pending: Sequence[Pending]) -> Steps:
-        """Create ``pending``'s intents now (a batch is in flight: they will go with the
-        next, and meanwhile others can fold them). A failure is left to the batch; so are
-        intents rule 17 keeps back until the root this process knows is upgraded."""
+        """Create ``pending``'s intents under the keys :meth:`make` gave them (a batch is in
+        flight: they will go with the next, and meanwhile others can fold them). A failure
+        is left to the batch; so are intents rule 17 keeps back until the root this process
+        knows is upgraded."""
         known = self.known[0] if self.known is not None else None
         with contextlib.suppress(StorageError, Retry):
-            yield from _io.send_intents(
-                self, [p for p in pending if not self.unguarded(known, [p])]
-            )
+            yield from _io.put_intents(self, [p for p in pending if not self.unguarded(known, [p])])
+
+    def make(self, pending: Sequence[Pending]) -> Steps:
+        """``pending``'s intents not sent yet made now (:meth:`made_now`), before
+        :meth:`send` creates them."""
+        yield from _io.make_intents(self, pending)
 
     def lingering(self, *, away: bool = False) -> bool:
         """Whether to go on folding for others now that the batch is done
@@ -497,3 +528,12 @@ class Committer:
             self.explicit.pop(name, None)
         self.settings = result[0]
         return result[0]
+
+
+def _renamed(change: Change, later: Mapping[str, str], first: str) -> Change:
+    """``change`` pointing at its intents' ``later`` keys (its first intent: ``first``)."""
+    refs = {
+        path: replace(ref, key=later.get(ref.key, ref.key))
+        for path, ref in change.added_manifests.items()
+    }
+    return replace(change, added_manifests=MappingProxyType(refs), intent=first)

@@ -54,7 +54,9 @@ __all__ = [
     "list_intents",
     "listing",
     "load_objects",
+    "make_intents",
     "need",
+    "put_intents",
     "read_intents",
     "read_root",
     "send_intents",
@@ -141,8 +143,24 @@ def send_intents(
     core: Committer, pending: Sequence[Pending], also: Sequence[tuple[str, bytes]] = ()
 ) -> Steps:
     """Create ``pending``'s intents (and delta manifests) not created yet, and ``also``,
-    in one parallel round. They count as sent before the PUTs go out: an intent whose
-    answer is lost may exist, and others may fold it."""
+    in one parallel round, made now (:func:`make_intents`)."""
+    yield from make_intents(core, pending)
+    yield from put_intents(core, pending, also)
+
+
+def make_intents(core: Committer, pending: Sequence[Pending]) -> Steps:
+    """``pending``'s intents not sent yet are made now: their keys take this moment's time
+    (:meth:`~._committer.Committer.made_now`), and their age (rule 4b) counts from now."""
+    now = yield Now()
+    core.made_now(pending, now, (yield Now(monotonic=True)))
+
+
+def put_intents(
+    core: Committer, pending: Sequence[Pending], also: Sequence[tuple[str, bytes]] = ()
+) -> Steps:
+    """Create ``pending``'s intents (and delta manifests) not created yet, and ``also``,
+    in one parallel round, under the keys they have. They count as sent before the PUTs go
+    out: an intent whose answer is lost may exist, and others may fold it."""
     writes = [w for p in pending for w in p.unwritten]
     for p in pending:
         p.intent_sent = p.intent_sent or bool(p.unwritten)

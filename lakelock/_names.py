@@ -124,6 +124,7 @@ __all__ = [
     "partition_path",
     "partition_prefix",
     "require_named_columns",
+    "unescape_partition_value",
     "validate_bucket_name",
     "validate_column_name",
     "validate_commit_id",
@@ -591,7 +592,8 @@ def partition_path(columns_and_values: Iterable[tuple[str, object]]) -> str:
             raise InvalidNameError(column, "partition column appears twice")
         seen.add(name)
         text = format_partition_value(value)
-        segments.append(f"{name}={NULL_PARTITION if text is None else _escape(text)}")
+        escaped = NULL_PARTITION if text is None else escape_partition_value(text)
+        segments.append(f"{name}={escaped}")
     return "/".join(segments)
 
 
@@ -609,7 +611,10 @@ def parse_partition_path(path: str) -> Partition:
         if not equals:
             raise InvalidNameError(path, f"segment {segment!r} is not col=value")
         try:
-            value = None if escaped == NULL_PARTITION else _check_value(_unescape(escaped))
+            if escaped == NULL_PARTITION:
+                value = None
+            else:
+                value = _check_value(unescape_partition_value(escaped))
         except InvalidNameError as error:
             raise InvalidNameError(path, f"segment {segment!r}: {error.reason}") from error
         result.append((column, value))
@@ -662,10 +667,9 @@ def escape_partition_value(text: str) -> str:
     return "".join(f"%{ord(c):02X}" if c in _HIVE_ESCAPED else c for c in text)
 
 
-_escape = escape_partition_value
-
-
-def _unescape(text: str) -> str:
+def unescape_partition_value(text: str) -> str:
+    """``text``, a partition value as a path spells it, decoded from Hive's escapes; a bad
+    ``%`` escape or escapes that are not UTF-8 are :class:`~lakelock.errors.InvalidNameError`."""
     if not _ESCAPED_TEXT.fullmatch(text):
         raise InvalidNameError(text, "'%' must be followed by two hex digits")
     try:

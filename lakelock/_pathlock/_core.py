@@ -108,11 +108,10 @@ waiter must stay, every later waiter of that mode must too, so the scan drops th
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
-import re
 import unicodedata
-import urllib.parse
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -120,7 +119,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Final, Protocol, TypeAlias
 
-from lakelock._names import escape_partition_value
+from lakelock._names import escape_partition_value, unescape_partition_value
 from lakelock.errors import InvalidNameError
 
 __all__ = [
@@ -174,10 +173,6 @@ def _join(key: PathKey) -> str:
     return "/" + "/".join(key)
 
 
-#: Text a Hive escape decodes from: ``%`` only as ``%XX``.
-_ESCAPED_TEXT: Final = re.compile(r"(?:[^%]|%[0-9A-Fa-f]{2})*")
-
-
 @functools.lru_cache(maxsize=65536)
 def _segment_key(segment: str) -> str:
     """What ``segment`` names, spelt once: in NFC, a ``col=value`` segment's value decoded
@@ -188,13 +183,9 @@ def _segment_key(segment: str) -> str:
     column, equals, value = segment.partition("=")
     if not equals:
         return unicodedata.normalize("NFC", segment)
-    if _ESCAPED_TEXT.fullmatch(value):
-        try:
-            decoded = urllib.parse.unquote_to_bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            pass
-        else:
-            value = escape_partition_value(unicodedata.normalize("NFC", decoded))
+    with contextlib.suppress(InvalidNameError):
+        decoded = unicodedata.normalize("NFC", unescape_partition_value(value))
+        value = escape_partition_value(decoded)
     return unicodedata.normalize("NFC", f"{column}={value}")
 
 

@@ -245,8 +245,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--pauses",
         _non_negative,
         0,
-        "writers paused (starved of CPU) for a while, at a random moment, as an answer reaches "
-        "them, before their code runs on it",
+        "writers paused (starved of CPU), from a random moment, as the answer to their next "
+        "read of the root arrives, before their code runs on it",
     )
     option(
         "--pause",

@@ -39,11 +39,12 @@ all the same) whose restart, on a clock ahead by twice ``stall``, re-runs the co
 the killed run's id and stops for ``stall`` seconds after looking the id up, before it folds
 or sends its intent; the killed run's request lands as that stop begins (others fold it
 meanwhile, and with a small ``commit_window`` the window moves past it); ``pauses`` writers
-that, at a random moment, stop for a length drawn from ``pause`` (2 to 5 s by default) as
-the next answer (or wake-up) reaches them, before their code runs on it: a process that gets
-a sliver of a CPU shared by many, paused between steps of its own code — between making a
-commit ready, or reading the root, or a fold's reads, and its next send (whatever it made
-before, an intent's key among them, is as old as the pause when that send goes out); each
+that, from a random moment, stop for a length drawn from ``pause`` (2 to 5 s by default) as
+the answer to their next read of the root reaches them, before their code runs on it: a
+process that gets a sliver of a CPU shared by many, paused between steps of its own code —
+between making a commit ready and reading the root, and its fold and its intent's PUT
+(whatever it made before the pause, an intent's key among them, is as old as the pause when
+its next send goes out); each
 writer's clock off by up to ``skew`` seconds either way, and ``steps`` times a writer's clock
 steps to another offset within that bound (an NTP step, either way).
 """
@@ -109,8 +110,8 @@ class Faults:
     swap_stalls: int = 0
     #: Writers killed sending an intent whose restart stalls after looking its id up.
     rerun_stalls: int = 0
-    #: Writers paused before they run on an answer (a process starved of CPU), each for a
-    #: length drawn from ``pause``.
+    #: Writers paused before they run on the answer to a read of the root (a process starved
+    #: of CPU), each for a length (s) drawn uniformly from ``pause``.
     pauses: int = 0
     pause: tuple[float, float] = (2.0, 5.0)
     skew: float = 0.0

@@ -86,6 +86,23 @@ def _brownout(text: str) -> Brownout:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+def _pause_range(text: str) -> tuple[float, float]:
+    """``SHORTEST:LONGEST`` (seconds, 0 <= SHORTEST <= LONGEST): the lengths ``--pauses``
+    draws from."""
+    shortest, _, longest = text.partition(":")
+    try:
+        low, high = float(shortest), float(longest)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected SHORTEST:LONGEST (seconds), got {text!r}"
+        ) from None
+    if not 0 <= low <= high < math.inf:
+        raise argparse.ArgumentTypeError(
+            f"expected 0 <= SHORTEST <= LONGEST (seconds), got {text!r}"
+        )
+    return low, high
+
+
 #: What each way a commit ends without an acknowledgement means to its caller (the text
 #: output says it beside the count).
 OUTCOMES = (
@@ -223,6 +240,20 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         _non_negative,
         0,
         "writers killed sending an intent whose restart stalls after looking its commit id up",
+    )
+    option(
+        "--pauses",
+        _non_negative,
+        0,
+        "writers paused (starved of CPU), from a random moment, as the answer to their next "
+        "read of the root arrives, before their code runs on it",
+    )
+    option(
+        "--pause",
+        _pause_range,
+        Faults().pause,
+        "with --pauses: the lengths each pause is drawn from, SHORTEST:LONGEST (default 2:5 s: "
+        "past the watermark's lag of 1 s, within the intent TTL)",
     )
     option("--skew", float, 0.0, "each writer's clock off by up to this (s)")
     option(
@@ -381,6 +412,10 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             args.brownout_503, "needs --brownout (the window it applies in)", what="--brownout-503"
         )
+    if args.pause != Faults().pause and not args.pauses:
+        raise InvalidArgumentError(
+            "{:g}:{:g}".format(*args.pause), "needs --pauses (the writers paused)", what="--pause"
+        )
     if args.fault_mix and not args.faults:
         raise InvalidArgumentError(
             args.fault_mix[0][0],
@@ -408,6 +443,8 @@ def run(args: argparse.Namespace) -> int:
             stalls=args.stalls,
             swap_stalls=args.swap_stalls,
             rerun_stalls=args.rerun_stalls,
+            pauses=args.pauses,
+            pause=args.pause,
             skew=args.skew,
             steps=args.clock_steps,
             brownout=brownout,
@@ -452,7 +489,10 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         plot(metrics, args.plot, brownout=brownout)
     if args.json:
-        sys.stdout.write(orjson.dumps(metrics.as_json(), option=orjson.OPT_SORT_KEYS).decode())
+        figures = metrics.as_json()
+        if config.faults.pauses:  # what a paused writer risks (without them: as before)
+            figures["passed_over"] = len(result.passed_over)
+        sys.stdout.write(orjson.dumps(figures, option=orjson.OPT_SORT_KEYS).decode())
         sys.stdout.write("\n")
     else:
         _table(result)

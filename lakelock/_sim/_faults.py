@@ -38,7 +38,13 @@ stalls, and then send it (a process paused between its last check and its swap);
 all the same) whose restart, on a clock ahead by twice ``stall``, re-runs the commit under
 the killed run's id and stops for ``stall`` seconds after looking the id up, before it folds
 or sends its intent; the killed run's request lands as that stop begins (others fold it
-meanwhile, and with a small ``commit_window`` the window moves past it); each
+meanwhile, and with a small ``commit_window`` the window moves past it); ``pauses`` writers
+that, from a random moment, stop for a length drawn from ``pause`` (2 to 5 s by default) as
+the answer to their next read of the root reaches them, before their code runs on it: a
+process that gets a sliver of a CPU shared by many, paused between steps of its own code —
+between making a commit ready and reading the root, and its fold and its intent's PUT
+(whatever it made before the pause, an intent's key among them, is as old as the pause when
+its next send goes out); each
 writer's clock off by up to ``skew`` seconds either way, and ``steps`` times a writer's clock
 steps to another offset within that bound (an NTP step, either way).
 """
@@ -104,6 +110,10 @@ class Faults:
     swap_stalls: int = 0
     #: Writers killed sending an intent whose restart stalls after looking its id up.
     rerun_stalls: int = 0
+    #: Writers paused before they run on the answer to a read of the root (a process starved
+    #: of CPU), each for a length (s) drawn uniformly from ``pause``.
+    pauses: int = 0
+    pause: tuple[float, float] = (2.0, 5.0)
     skew: float = 0.0
     #: Steps of a writer's clock to another offset within ``skew`` (at random moments).
     steps: int = 0
@@ -120,6 +130,13 @@ class Faults:
             return ""
         return " ".join(f"--fault-mix {kind}={weight:g}" for kind, weight in self.mix)
 
+    def pause_options(self) -> str:
+        """The pauses as ``lakelock simulate`` options; empty: none."""
+        if not self.pauses:
+            return ""
+        lengths = "" if self.pause == Faults().pause else " --pause {:g}:{:g}".format(*self.pause)
+        return f"--pauses {self.pauses}{lengths}"
+
     def slowdown(self, now: float) -> float:
         """What the latency of a request sent at ``now`` is multiplied by (the brownout's)."""
         brownout = self.brownout
@@ -134,9 +151,18 @@ class Faults:
             raise ValueError(f"unknown fault kinds {unknown}: known are {FAULT_KINDS}")
         if self.rate and not any(weight > 0 for _, weight in self.mix):
             raise ValueError("a fault rate needs a fault kind of positive weight")
-        counts = (self.kills, self.stalls, self.swap_stalls, self.rerun_stalls, self.steps)
+        counts = (
+            self.kills,
+            self.stalls,
+            self.swap_stalls,
+            self.rerun_stalls,
+            self.pauses,
+            self.steps,
+        )
         if min(counts) < 0 or self.skew < 0 or self.timeout <= 0:
-            raise ValueError("kills, stalls, steps and skew must be >= 0, timeout > 0")
+            raise ValueError("kills, stalls, pauses, steps and skew must be >= 0, timeout > 0")
+        if not 0 <= self.pause[0] <= self.pause[1] < math.inf:
+            raise ValueError(f"pause lengths need 0 <= shortest <= longest, got {self.pause}")
 
     def draw(self, rng: Random, index: int, now: float = 0.0) -> str | None:
         """The fault for the ``index``-th request, sent at ``now``, or ``None`` (most

@@ -614,6 +614,8 @@ class Process:
         self.kill_pending = False
         self.stall_pending: float | None = None
         self.swap_stall_pending: float | None = None
+        self.pause_pending: float | None = None
+        self.pause_on_answer = False
         self.kill_at_intents = False
         self.in_flight: Any = None
         #: The intents it sent (or kept in flight), oldest first: the checker tells a killed
@@ -644,6 +646,14 @@ class Process:
         notice: its clock was read before)."""
         self.stall_pending = seconds
 
+    def pause(self, seconds: float) -> None:
+        """Stop for ``seconds`` as the answer to its next read of the root arrives, before
+        running on it: a process starved of CPU, paused between steps of its own code
+        (after a commit was made ready and the root read, before its fold and its intent's
+        PUT). Unlike :meth:`stall`, what it does next (the clock it reads, the request it
+        makes) comes after the pause."""
+        self.pause_pending = seconds
+
     def stall_before_swap(self, seconds: float) -> None:
         """Stop for ``seconds`` before sending the next compare-and-swap of the root: after
         every check the committer makes before it (a pause between the last check and the
@@ -669,6 +679,10 @@ class Process:
             return
         if self.kill_pending:
             self._die()
+            return
+        if self.pause_on_answer and self.pause_pending is not None:
+            pause, self.pause_pending, self.pause_on_answer = self.pause_pending, None, False
+            self.loop.at(self.loop.now + pause, self._deliver, argument)
             return
         value, error = argument
         steps = self.steps
@@ -731,6 +745,8 @@ class Process:
     def _send(self, request: Any) -> None:
         if not self.finished:  # a dead process's request in flight was noted as it died
             self.intents_sent += _intent_keys(request)
+        if self.pause_pending is not None and _reads_root(request):
+            self.pause_on_answer = True
         if type(request) is Parallel:
             if request.requests:
                 self._parallel(request)
@@ -908,6 +924,14 @@ def _canonical(request: Any) -> tuple[str, str, int]:
 def _swaps_root(request: Any) -> bool:
     """Whether ``request`` is a compare-and-swap of the root (a conditional PUT of it)."""
     return type(request) is Put and request.key == REGISTRY_KEY and request.if_match is not None
+
+
+def _reads_root(request: Any) -> bool:
+    """Whether ``request`` reads the root (alone or in a parallel round)."""
+    kind = type(request)
+    if kind is Parallel:
+        return any(_reads_root(part) for part in request.requests)
+    return kind is Get and request.key == REGISTRY_KEY
 
 
 def _intent_keys(request: Any) -> list[str]:

@@ -8,6 +8,7 @@ runs; ``toy`` (:mod:`._toy`) is a plain compare-and-swap loop for testing the si
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +47,14 @@ from lakelock._sim._store import BUCKET, SimS3
 from lakelock._sim._toy import ToyCommitter
 from lakelock.errors import LakelockError
 
-__all__ = ["CommitterSettings", "CoreProtocol", "SimProtocol", "ToyProtocol", "protocol_named"]
+__all__ = [
+    "CommitterSettings",
+    "CoreProtocol",
+    "SimProtocol",
+    "ToyProtocol",
+    "passed_over",
+    "protocol_named",
+]
 
 
 class CommitterSettings(Protocol):
@@ -487,6 +495,30 @@ def _columns(schema: Any) -> Mapping[str, str]:
     if schema is None:
         return {}
     return {f.name: str(f.type) for f in schema}
+
+
+def passed_over(store: SimS3) -> list[str]:
+    """The intents that landed passed over (FORMAT.md rule 5): the root in place when an
+    intent's first PUT took effect had its watermark at or above the intent's key and no
+    fate for it, so no fold lists it and only its own writer may apply it, folding alone.
+    In key order. A writer whose intent's key was made well before its PUT went out (a
+    process paused in between) lands one."""
+    history = store.history.get(REGISTRY_KEY, [])
+    times = [at for at, _ in history]
+    marks: dict[int, tuple[str, frozenset[str]]] = {}
+    landed = []
+    for key, written in sorted(store.created.items()):
+        index = bisect.bisect_right(times, written) - 1
+        if not is_intent(key) or index < 0:
+            continue
+        if index not in marks:
+            intents = orjson.loads(history[index][1]).get("intents") or {}
+            fates = frozenset(f["key"] for f in intents.get("fates") or ())
+            marks[index] = (str(intents.get("watermark") or ""), fates)
+        watermark, fates = marks[index]
+        if key <= watermark and key not in fates:
+            landed.append(key)
+    return landed
 
 
 def _expired(root: Any, at: float, created: Mapping[str, float]) -> list[Expired]:

@@ -32,7 +32,7 @@ from lakelock._sim._check import Observation, check
 from lakelock._sim._faults import Brownout, Faults
 from lakelock._sim._latency import Profile, profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry, Turns
-from lakelock._sim._protocols import SimProtocol, _Reader, protocol_named
+from lakelock._sim._protocols import SimProtocol, _Reader, passed_over, protocol_named
 from lakelock._sim._store import BUCKET, SimS3
 from lakelock._sim._vacuum import VacuumRun, vacuum_problems, vacuum_program
 from lakelock._sim._workload import Invocation, Mix, Shared, Workload
@@ -228,14 +228,15 @@ class SimConfig:
             parts.append(f"--faults {self.faults.rate:g}")
             if mix := self.faults.mix_options():
                 parts.append(mix)
-        if self.faults.kills:
-            parts.append(f"--kills {self.faults.kills}")
-        if self.faults.stalls:
-            parts.append(f"--stalls {self.faults.stalls}")
-        if self.faults.swap_stalls:
-            parts.append(f"--swap-stalls {self.faults.swap_stalls}")
-        if self.faults.rerun_stalls:
-            parts.append(f"--rerun-stalls {self.faults.rerun_stalls}")
+        processes = (
+            ("kills", self.faults.kills),
+            ("stalls", self.faults.stalls),
+            ("swap-stalls", self.faults.swap_stalls),
+            ("rerun-stalls", self.faults.rerun_stalls),
+        )
+        parts += [f"--{name} {count}" for name, count in processes if count]
+        if pauses := self.faults.pause_options():
+            parts.append(pauses)
         if self.faults.skew:
             parts.append(f"--skew {self.faults.skew:g}")
         if self.faults.steps:
@@ -363,6 +364,13 @@ class SimResult:
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @property
+    def passed_over(self) -> list[str]:
+        """The intents that landed passed over, at or below the watermark of the root in
+        place when their first PUT took effect, with no fate in it
+        (:func:`._protocols.passed_over`)."""
+        return passed_over(self.store)
 
 
 class _Writer:
@@ -901,6 +909,7 @@ class _Run:
 
         for _ in range(faults.rerun_stalls):
             self._at_random_writer(chaos, writers, killed_sending_intents)
+        self._pauses(chaos, writers)
         step = max(1.0, math.ceil(self.end / 100))
         until = 0.0
         while until < self.end:
@@ -961,6 +970,19 @@ class _Run:
     def _vacuum_done(self, result: Any, error: BaseException | None) -> None:
         if error is not None:
             self.crashes.append(f"vacuum: {_describe(error)}")
+
+    def _pauses(self, chaos: Random, writers: list[_Writer]) -> None:
+        """``Faults.pauses`` writers, at random moments, each paused for a length drawn from
+        ``Faults.pause`` as the answer to its next read of the root arrives
+        (:meth:`Process.pause`). Drawn after every other fault, from a generator of their
+        own: a run without pauses draws exactly as before."""
+        if not self.config.faults.pauses:
+            return
+        rng = Random(chaos.getrandbits(64))
+        shortest, longest = self.config.faults.pause
+        for _ in range(self.config.faults.pauses):
+            seconds = rng.uniform(shortest, longest)
+            self._at_random_writer(rng, writers, functools.partial(Process.pause, seconds=seconds))
 
     def _at_random_writer(
         self, rng: Random, writers: list[_Writer], act: Callable[[Process], None]

@@ -45,12 +45,15 @@ def test_a_fence_with_a_token_its_lease_never_issued_is_refused_and_the_lease_st
     number, so every later acquisition of the lease (tokens 2, 3, ...) was refused as
     stale when recorded (``StaleFenceError``): no holder could be elected again, for twenty
     million acquisitions. A token above the one the lease's document has issued is
-    refused (``InvalidArgumentError``) before it commits, and the lease stays electable."""
+    refused (``InvalidArgumentError``) before any file is written, and the lease stays
+    electable."""
     lake.append("sales", pa.table({"id": [1]}))
     with lake.lease("etl", ttl=30, heartbeat=False, timeout=0) as lease:
         assert lease.token == 1
+    written = [o.key for o in lake.store.list("datasets/")]
     with pytest.raises(InvalidArgumentError):
         lake.append("sales", pa.table({"id": [2]}), fence=("lease:etl", 20261130))
+    assert [o.key for o in lake.store.list("datasets/")] == written  # no file written
     other = Lake(bucket, s3=client, retry=FAST_RETRY)
     with other.lease("etl", ttl=30, heartbeat=False, timeout=0) as lease:
         other.append("sales", pa.table({"id": [3]}), fence=lease.fence)

@@ -1010,6 +1010,11 @@ class RegistryInternals:
         """Clear the write locks in force of these grants, in one commit."""
         self._registry._lock_commit(fences, UNLOCK)
 
+    def check_lease_token(self, change: Change) -> None:
+        """Refuse ``change``'s lease fence if its token is above any its lease issued
+        (:meth:`Registry._check_lease_token`): before any file of the commit is written."""
+        self._registry._check_lease_token(change)
+
     def record_takeover(self, fence: Fence) -> None:
         """Record a lease's takeover: raise the registry's highest token for ``fence.name``
         to ``fence.token`` by one commit that names no dataset and changes nothing else

@@ -536,7 +536,13 @@ class Registry:
         naming it, nothing written, unless ``create``: then this commit starts the lake
         there (a mistyped prefix must not get a new lake while the real one keeps its
         settings). Writers read them from the root they commit on: a process that was given
-        another value explicitly is refused from then on."""
+        another value explicitly is refused from then on. A ``create`` that is no bool (a
+        flag read as text: ``"false"`` is truthy) is
+        :class:`~lakelock.errors.InvalidArgumentError`, nothing written."""
+        if not isinstance(create, bool):
+            raise InvalidArgumentError(
+                create, "create is True or False, not text or a number", what="create flag"
+            )
         changes = explicit_settings(
             retention=retention,
             commit_window=commit_window,

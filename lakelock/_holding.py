@@ -25,6 +25,7 @@ import enum
 import inspect
 import logging
 import math
+import numbers
 import os
 import socket
 import threading
@@ -106,8 +107,19 @@ class Default(enum.Enum):
 DEFAULT: Final = Default.VALUE
 
 
+def _check_seconds(value: object, what: str) -> None:
+    """Refuse a number of seconds given as anything but a number (text read from a config
+    file or an environment variable, a bool) with the typed error every bad value gets."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise InvalidArgumentError(
+            value, f"{what} is a number of seconds, not {type(value).__name__}", what=what
+        )
+
+
 def check_timeout(timeout: float | None) -> float | None:
     """``timeout`` if it is ``None`` (wait forever) or a number of seconds >= 0."""
+    if timeout is not None:
+        _check_seconds(timeout, "timeout")
     if timeout is not None and not timeout >= 0:
         raise InvalidArgumentError(
             timeout, f"timeout must be None or >= 0 seconds, got {timeout!r}", what="timeout"
@@ -120,6 +132,7 @@ def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
     seconds (JSON has no infinity, so a lease or lock table written with one could never be
     read again, by anyone), at most :data:`MAX_DURATION`."""
     for what, value in (("ttl", ttl), ("margin", margin), ("poll_interval", poll_interval)):
+        _check_seconds(value, what)
         if not math.isfinite(value):
             raise InvalidArgumentError(
                 value, f"{what} is a finite number of seconds, got {value!r}", what=what

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pytest
 
 from lakelock import Lake
 from lakelock.testing import S3Endpoint
@@ -54,6 +55,22 @@ def test_configure_of_a_mistyped_prefix_is_refused_not_a_new_lake(
     assert shown.returncode == 1
     assert one_error_line(shown.stderr).startswith(f"no lake at {typo[:-8]}nowhere/: ")
     assert "Contents" not in client.list_objects_v2(Bucket=lake.bucket, Prefix="nowhere/")
+
+
+@pytest.mark.parametrize("action", ["log", "show"])
+def test_a_dataset_asked_of_a_mistyped_prefix_is_no_lake_not_a_missing_dataset(
+    s3: S3Endpoint, lake: Lake, client: Any, in_process: InProcess, action: str
+) -> None:
+    """A lake lives at ``warehouse/``; an auditor asks for ``sales``'s history (or its
+    files) but types ``warehous``. The answer was "dataset 'sales' is not in the registry:
+    `lakelock registry show s3://.../warehous/` lists its datasets", as if the lake had lost
+    the dataset, and the command it pointed at said "no registry yet". A prefix with no lake
+    is named as such (exit 1), as vacuum, locks, mirror and configure name it."""
+    Lake(lake.bucket, prefix="warehouse", s3=client).append("sales", pa.table({"id": [1]}))
+    typo = f"s3://{lake.bucket}/warehous"
+    result = in_process("registry", action, typo, "--dataset", "sales", "--endpoint-url", s3.url)
+    assert result.returncode == 1
+    assert one_error_line(result.stderr).startswith(f"no lake at {typo}/: ")
 
 
 def test_what_the_lake_holds_is_shown_with_its_control_characters_escaped(

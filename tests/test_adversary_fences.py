@@ -34,3 +34,27 @@ def test_a_fence_whose_token_is_no_whole_number_is_refused_and_the_lake_stays_re
     with other.lease("etl", ttl=30) as lease:
         other.append("sales", pa.table({"id": [3]}), fence=lease.fence)
     assert Lake(bucket, s3=client).read("sales").sort_by("id").to_pydict() == {"id": [1, 3]}
+
+
+def test_a_fence_with_a_token_its_lease_never_issued_is_refused_and_the_lease_stays_electable(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """A job spells its lease's fence by hand, ``fence=("lease:etl", token)``, with the token
+    read from the wrong field of its config: the run's date, 20261130, where the lease has
+    issued 1. The registry raised the highest token it keeps for ``lease:etl`` to that
+    number, so every later acquisition of the lease (tokens 2, 3, ...) was refused as
+    stale when recorded (``StaleFenceError``): no holder could be elected again, for twenty
+    million acquisitions. A token above the one the lease's document has issued is
+    refused (``InvalidArgumentError``) before any file is written, and the lease stays
+    electable."""
+    lake.append("sales", pa.table({"id": [1]}))
+    with lake.lease("etl", ttl=30, heartbeat=False, timeout=0) as lease:
+        assert lease.token == 1
+    written = [o.key for o in lake.store.list("datasets/")]
+    with pytest.raises(InvalidArgumentError):
+        lake.append("sales", pa.table({"id": [2]}), fence=("lease:etl", 20261130))
+    assert [o.key for o in lake.store.list("datasets/")] == written  # no file written
+    other = Lake(bucket, s3=client, retry=FAST_RETRY)
+    with other.lease("etl", ttl=30, heartbeat=False, timeout=0) as lease:
+        other.append("sales", pa.table({"id": [3]}), fence=lease.fence)
+    assert Lake(bucket, s3=client).read("sales").sort_by("id").to_pydict() == {"id": [1, 3]}

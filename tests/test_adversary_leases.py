@@ -127,3 +127,28 @@ def test_a_lease_written_to_expire_in_ages_leaves_the_others_waiting_not_crashin
     listed = in_process("locks", f"s3://{bucket}", "--endpoint-url", s3.url)
     assert listed.returncode == 0, listed.stderr
     assert "nightly" in listed.stdout
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"ttl": "30"}, {"margin": "1"}, {"poll_interval": "1"}, {"timeout": "5"}, {"timeout": True}],
+)
+def test_a_lease_or_lock_given_seconds_as_text_is_refused_with_a_typed_error(
+    client: Any, bucket: str, option: dict[str, Any]
+) -> None:
+    """A job reads its lease's ``ttl`` or ``timeout`` from a config file or an environment
+    variable, as text (``"30"``), or a flag as a bool. The answer was Python's own
+    ``TypeError`` ("must be real number, not str", "'>=' not supported between instances
+    of 'str' and 'int'"), from deep in the lease, not the typed error of ``lakelock.errors``
+    naming the option that every other bad value gets; ``timeout=True`` waited one second.
+    Each is ``InvalidArgumentError`` when the lease or lock is made, before any request,
+    and on ``acquire`` too."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY)
+    with pytest.raises(InvalidArgumentError):
+        lake.lease("nightly", **option)
+    with pytest.raises(InvalidArgumentError):
+        lake.lock(write=["/sales"], **option)
+    if "timeout" in option:
+        with pytest.raises(InvalidArgumentError):
+            lake.lease("nightly", heartbeat=False).acquire(timeout=option["timeout"])
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="metastore/leases/")

@@ -71,3 +71,18 @@ def test_a_setting_beyond_a_century_is_refused_and_nothing_is_written(
         Lake(bucket, s3=client, retry=FAST_RETRY, **{setting: value})  # type: ignore[arg-type]
     assert lake.registry.read().version == version
     assert Lake(bucket, s3=client).registry.settings().retention == 7 * 86400.0
+
+
+@pytest.mark.parametrize("create", ["false", "no", "0", 1, None])
+def test_a_create_flag_that_is_no_bool_is_refused_and_no_lake_is_started(
+    client: Any, bucket: str, create: object
+) -> None:
+    """``lake.configure(retention="30d", create=...)`` with the flag read from a config file
+    or an environment variable (``"false"``, ``"no"``, ``"0"``) at a mistyped prefix: text
+    is truthy, so the call started a new lake at the typo with those settings (exit 0 for
+    the job) while the real lake kept its retention, the mistake ``create`` exists to catch.
+    A flag that is no bool is refused (``InvalidArgumentError``), nothing written there."""
+    typo = Lake(bucket, prefix="warehous", s3=client, retry=FAST_RETRY)
+    with pytest.raises(InvalidArgumentError):
+        typo.configure(retention="30d", create=create)  # type: ignore[arg-type]
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="warehous/")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from lakelock._cli._common import (
     LakeTarget,
@@ -25,6 +25,7 @@ from lakelock._cli._common import (
     to_jsonable,
 )
 from lakelock._durations import MAX_DURATION
+from lakelock._lake import Lake
 from lakelock._layout import files_prefix
 from lakelock._registry import (
     FORMAT_VERSION,
@@ -282,13 +283,20 @@ def _read(args: argparse.Namespace) -> tuple[Any, RegistrySnapshot]:
     return lake, snapshot
 
 
+def _no_such_dataset(lake: Lake, target: LakeTarget, dataset: str) -> NoReturn:
+    """Refuse a dataset the registry lacks: as "no lake at ..." where no lake lives (a
+    mistyped prefix, not a dataset the lake lost), else as the missing dataset it is."""
+    check_lake(lake, target)
+    raise DatasetNotFoundError(dataset)
+
+
 def run_show(args: argparse.Namespace) -> int:
     lake, snap = _read(args)
     target: LakeTarget = args.url
     if args.dataset is not None:
         state = snap.datasets.get(args.dataset)
         if state is None:
-            raise DatasetNotFoundError(args.dataset)
+            _no_such_dataset(lake, target, args.dataset)
         files = lake.registry.files(args.dataset, snapshot=snap) if args.files else None
         if args.json:
             data = {"url": target.url, "registry_version": snap.version, **_dataset_json(state)}
@@ -325,7 +333,10 @@ def run_log(args: argparse.Namespace) -> int:
     target: LakeTarget = args.url
     lake = lake_for(args, target)
     if args.dataset is not None:
-        history = lake.registry.history(args.dataset, limit=args.limit)
+        try:
+            history = lake.registry.history(args.dataset, limit=args.limit)
+        except DatasetNotFoundError:
+            _no_such_dataset(lake, target, args.dataset)
         entries = [_history_json(h) for h in history]
     else:  # one read of the root: its commits and refusals are of one version
         entries = [_log_json(e) for e in lake.registry.log(limit=args.limit)]

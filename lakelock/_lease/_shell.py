@@ -116,16 +116,20 @@ from lakelock.errors import (
     LeaseError,
     LeaseLostError,
     LockTimeout,
+    NotFoundError,
     OutcomeUnknownError,
 )
 
-__all__ = ["Lease", "LeaseOptions", "Takeovers", "read_leases"]
+__all__ = ["LEASE_FENCE", "Lease", "LeaseOptions", "Takeovers", "issued_token", "read_leases"]
 
 logger = logging.getLogger("lakelock.lease")
 
 #: A renew or release re-reads and retries at most this often before giving up: more would
 #: mean someone else keeps writing a document that names us as holder.
 MAX_RESOLVES: Final = 5
+
+#: How a lease's fence names it: ``Fence("lease:<name>", token)``.
+LEASE_FENCE: Final = "lease:"
 
 _State = Literal["idle", "held", "lost"]
 
@@ -244,7 +248,7 @@ class Lease(Holding):
     def fence(self) -> Fence:
         """What a registry commit made under this lease carries: ``Fence("lease:<name>",
         token)``. Checks validity first (:meth:`check`)."""
-        return Fence(f"lease:{self.name}", self.check())
+        return Fence(f"{LEASE_FENCE}{self.name}", self.check())
 
     # -- acquire ------------------------------------------------------------------------------
 
@@ -339,7 +343,7 @@ class Lease(Holding):
         if self.takeovers is None:
             return
         try:
-            self.takeovers.record_takeover(Fence(f"lease:{self.name}", doc.token))
+            self.takeovers.record_takeover(Fence(f"{LEASE_FENCE}{self.name}", doc.token))
         except BaseException:
             self._give_back(doc, etag)
             raise
@@ -511,3 +515,23 @@ def read_leases(
         return parse_lease(body, name=name, fail=functools.partial(_lease_error, name, key))
 
     return read_stored(store, LEASES_PREFIX, parse, unreadable=unreadable)
+
+
+def issued_token(store: ObjectStore, name: str) -> int | None:
+    """The highest fencing token lease ``name`` has issued, as its document holds it now;
+    ``None`` if no lakelock lease can be named so, or none was ever made under that name,
+    or its document cannot be parsed (then nothing is known of what it issued). Tokens only
+    grow, so a token a holder was given is never above this."""
+    try:
+        key = lease_key(name, prefix=store.prefix)
+    except LakelockError:  # InvalidNameError: a name no lease takes
+        return None
+    try:
+        body = store.get(key).body
+    except NotFoundError:
+        return None
+    try:
+        fail = functools.partial(_lease_error, name, key)
+        return parse_lease(body, name=validate_lease_name(name), fail=fail).token
+    except LakelockError:
+        return None

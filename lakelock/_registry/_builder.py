@@ -69,6 +69,7 @@ class _Known(Protocol):
     def recorded_commit(
         self, commit_id: str, dataset: str, *, snapshot: RegistrySnapshot | None = None
     ) -> CommitRecord | Mapping[str, Any] | None: ...
+    def check_lease_token(self, change: Change) -> None: ...
 
 
 class Committing(Protocol):
@@ -150,7 +151,8 @@ class CommitBuilder:
         recorded for another; the error :func:`~lakelock._registry._changes.check_fits`
         raises if the partition columns or schema do not fit the dataset, and
         :class:`~lakelock.errors.InvalidArgumentError` if its fence is a path-lock grant's
-        that writes nothing (:func:`~lakelock._registry._changes.check_fence_writes`); else
+        that writes nothing (:func:`~lakelock._registry._changes.check_fence_writes`) or a
+        lease's with a token the lease never issued; else
         the registry it was checked against. A caller-chosen id is looked up in a fresh
         read; a generated one is nobody else's, and the registry this process knows will do
         (no request: the commit loop checks everything again on the current version), unless
@@ -158,6 +160,7 @@ class CommitBuilder:
         read."""
         change, registry = self.change, self.registry
         check_fence_writes(change, before_files=True)  # a read grant's fence: no PUT
+        registry.internals.check_lease_token(change)  # a token its lease never issued: no PUT
         chosen = not change.generated_id
         fresh = chosen or plan
         snapshot = registry.read() if fresh else registry.internals.known()

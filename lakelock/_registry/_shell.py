@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from lakelock._datafile import DataFile
 from lakelock._layout import files_prefix
+from lakelock._lease._shell import LEASE_FENCE, issued_token
 from lakelock._names import (
     require_named_columns,
     validate_dataset_name,
@@ -362,6 +363,7 @@ class Registry:
             raise ValueError("commit_changes needs one commit id, generated or chosen")
         for change in changes:
             check_fence_writes(change)
+            self._check_lease_token(change)
         if any(c.operation in FENCE_ONLY for c in changes):
             return self._commits.commit(changes, now=self._clock())
         # Files written before this commit are held to the vacuum floor by when the server
@@ -404,6 +406,35 @@ class Registry:
         time by this registry's clock, then the commit core's randomness: FORMAT.md, "Commit
         ids"), for every operation and ``registry.commit``."""
         return self._committer.new_commit_id(self._clock())
+
+    def _check_lease_token(self, change: Change) -> None:
+        """Refuse (:class:`~lakelock.errors.InvalidArgumentError`) a lease's fence spelt by
+        hand, ``("lease:<name>", token)``, whose token is above any its lease has issued (a
+        run's date, a job id read for it): recorded, it would be the highest token the
+        registry keeps for the lease, and every later acquisition's would be refused as
+        stale, for good. The lease's document is read only for a token above the one this
+        process last saw recorded (a holder's first commit, if its acquisition was not
+        recorded); a name no lakelock lease has is left to the registry's check alone."""
+        fence = change.fence
+        if (
+            fence is None
+            or fence.hierarchical
+            or change.operation in FENCE_ONLY  # a takeover: the token its lease just issued
+            or not change.dataset  # refused for its name (only a takeover names none)
+            or not fence.name.startswith(LEASE_FENCE)
+        ):
+            return
+        known = self._known_doc()
+        if known is not None and known.fences.get(fence.name, -1) >= fence.token:
+            return
+        issued = issued_token(self.store, fence.name.removeprefix(LEASE_FENCE))
+        if issued is not None and fence.token > issued:
+            raise InvalidArgumentError(
+                fence.token,
+                f"lease {fence.name.removeprefix(LEASE_FENCE)!r} has issued tokens up to "
+                f"{issued} only (use lease.fence, or the token acquire gave)",
+                what="fencing token",
+            )
 
     def _known_doc(self) -> RegistryDoc | None:
         """The root this process last read or wrote (no request; ``None`` before the first:
@@ -505,7 +536,13 @@ class Registry:
         naming it, nothing written, unless ``create``: then this commit starts the lake
         there (a mistyped prefix must not get a new lake while the real one keeps its
         settings). Writers read them from the root they commit on: a process that was given
-        another value explicitly is refused from then on."""
+        another value explicitly is refused from then on. A ``create`` that is no bool (a
+        flag read as text: ``"false"`` is truthy) is
+        :class:`~lakelock.errors.InvalidArgumentError`, nothing written."""
+        if not isinstance(create, bool):
+            raise InvalidArgumentError(
+                create, "create is True or False, not text or a number", what="create flag"
+            )
         changes = explicit_settings(
             retention=retention,
             commit_window=commit_window,
@@ -978,6 +1015,11 @@ class RegistryInternals:
     def release_write_locks(self, fences: tuple[Fence, ...]) -> None:
         """Clear the write locks in force of these grants, in one commit."""
         self._registry._lock_commit(fences, UNLOCK)
+
+    def check_lease_token(self, change: Change) -> None:
+        """Refuse ``change``'s lease fence if its token is above any its lease issued
+        (:meth:`Registry._check_lease_token`): before any file of the commit is written."""
+        self._registry._check_lease_token(change)
 
     def record_takeover(self, fence: Fence) -> None:
         """Record a lease's takeover: raise the registry's highest token for ``fence.name``

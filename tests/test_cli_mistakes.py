@@ -242,6 +242,45 @@ def test_simulate_beyond_its_bounds_is_a_usage_error(
     assert "at most 3,600" in shown
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [
+        *(
+            (flag, "10001", "an integer from 0 to 10,000")
+            for flag in (
+                "--kills",
+                "--stalls",
+                "--swap-stalls",
+                "--rerun-stalls",
+                "--clock-steps",
+                "--readers",
+                "--vacuums",
+            )
+        ),
+        ("--commits", "100001", "an integer from 0 to 100,000"),
+        ("--cores", "1025", "an integer from 0 to 1,024"),
+        ("--commit-window", "10001", "an integer from 1 to 10000 (the root keeps them all)"),
+    ],
+)
+def test_simulate_counts_beyond_their_bounds_are_usage_errors(
+    in_process: InProcess, flag: str, value: str, expected: str
+) -> None:
+    """Every count ``simulate`` takes is bounded as ``--writers`` is: ``--kills 10000000``
+    scheduled ten million faults before the run began, ``--commits 10000000`` ran until
+    each writer made them whatever ``--seconds`` said, ``--cores 10000000000`` allocated a
+    clock for each core. Each is a usage error naming the bound, exit 2, before any run,
+    and ``--help`` says the bound."""
+    result = in_process("simulate", flag, value)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        f"error: argument {flag}: expected {expected}, got '{value}'"
+    )
+    shown = " ".join(in_process("simulate", "--help").stdout.split())
+    metavar = flag.removeprefix("--").upper().replace("-", "_")
+    its_help = shown.split(f" {flag} {metavar} ")[1].split("(default")[0]
+    assert f"at most {expected.split(' to ')[1].partition(' ')[0]}" in its_help
+
+
 def test_simulate_with_an_unknown_knob_lists_the_knobs(in_process: InProcess) -> None:
     """``simulate --policy`` with a knob that does not exist is a usage error listing the
     knobs there are, not the constructor's complaint about a keyword argument."""

@@ -41,6 +41,7 @@ from lakelock._lake import Lake
 from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
 from lakelock._names import validate_bucket_name, validate_dataset_name, validate_namespace
+from lakelock._registry._settings import MAX_COMMIT_WINDOW
 from lakelock.errors import (
     AccessDeniedError,
     DatasetNotFoundError,
@@ -64,6 +65,7 @@ __all__ = [
     "add_s3_options",
     "bucket_name",
     "client_for",
+    "commit_window",
     "dataset_name",
     "endpoint_url",
     "format_duration",
@@ -214,6 +216,14 @@ def number_type(
         return value
 
     return number
+
+
+#: ``--commit-window`` (argparse type): as many commit ids as a lake's root may keep.
+commit_window = number_type(
+    int,
+    lambda value: 1 <= value <= MAX_COMMIT_WINDOW,
+    f"an integer from 1 to {MAX_COMMIT_WINDOW} (the root keeps them all)",
+)
 
 
 def bucket_name(text: str) -> str:

@@ -13,6 +13,7 @@ from lakelock._cli._common import (
     add_dataset_option,
     check_bucket,
     check_lake,
+    commit_window,
     format_duration,
     format_size,
     lake_for,
@@ -134,11 +135,7 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--commit-window",
-        type=number_type(
-            int,
-            lambda value: 1 <= value <= MAX_COMMIT_WINDOW,
-            f"an integer from 1 to {MAX_COMMIT_WINDOW} (the root keeps them all)",
-        ),
+        type=commit_window,
         metavar="N",
         help=f"recent commit ids kept, at most {MAX_COMMIT_WINDOW} (default of a new lake: "
         f"{DEFAULTS.commit_window})",

@@ -165,6 +165,25 @@ def test_malformed_options_are_usage_errors(
     assert result.stderr.splitlines()[-1].endswith(f"error: {message}")
 
 
+@pytest.mark.parametrize("flag", ["--older-than", "--retention"])
+def test_vacuum_past_a_century_is_a_usage_error(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess, flag: str
+) -> None:
+    """``vacuum --older-than`` (and ``--retention``, the lake's as the caller expects it) is
+    bounded as every other duration is, a century: past it, a usage error naming the
+    bound, exit 2, before anything is sent, nothing deleted. It was taken whatever it was,
+    and refused only once the lake's retention was read."""
+    lake.append("sales", pa.table({"id": [1]}))
+    s3.reset_stats()
+    result = in_process("vacuum", lake.url, flag, "36501d", "--delete", "--endpoint-url", s3.url)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        f"error: argument {flag}: at most a century (36500d), got '36501d'"
+    )
+    assert s3.stats() == {}
+    assert lake.read("sales")["id"].to_pylist() == [1]
+
+
 def test_serve_on_a_port_in_use_names_the_option(in_process: InProcess) -> None:
     """``serve`` on a port something else listens on is one ``lakelock: error:`` line naming
     ``--port`` (exit 1), not the web server's own two lines and an exit from inside it."""

@@ -36,7 +36,12 @@ from botocore.exceptions import (
 )
 
 from lakelock._client import s3_client
-from lakelock._durations import duration_seconds, format_duration, format_instant
+from lakelock._durations import (
+    MAX_DURATION,
+    duration_seconds,
+    format_duration,
+    format_instant,
+)
 from lakelock._lake import Lake
 from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
@@ -64,6 +69,7 @@ __all__ = [
     "add_progress_option",
     "add_s3_options",
     "bucket_name",
+    "century_duration",
     "client_for",
     "commit_window",
     "dataset_name",
@@ -517,6 +523,15 @@ def parse_duration(text: str) -> float:
         return duration_seconds(text)
     except InvalidArgumentError as error:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {error.reason}") from None
+
+
+def century_duration(text: str) -> float:
+    """A duration of at most a century (argparse type), as the library bounds every
+    duration a lake keeps or waits (``MAX_DURATION``), refused above it as a usage error."""
+    seconds = parse_duration(text)
+    if seconds > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"at most a century (36500d), got {text!r}")
+    return seconds
 
 
 def iter_causes(error: BaseException) -> Iterator[BaseException]:

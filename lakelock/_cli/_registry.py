@@ -11,6 +11,7 @@ from lakelock._cli._common import (
     LakeTarget,
     add_command,
     add_dataset_option,
+    century_duration,
     check_bucket,
     check_lake,
     commit_window,
@@ -25,7 +26,6 @@ from lakelock._cli._common import (
     render_table,
     to_jsonable,
 )
-from lakelock._durations import MAX_DURATION
 from lakelock._layout import files_prefix
 from lakelock._registry import (
     FORMAT_VERSION,
@@ -129,7 +129,7 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--retention",
-        type=_century,
+        type=century_duration,
         metavar="AGE",
         help=f"e.g. 30d (default of a new lake: {format_duration(DEFAULTS.retention)})",
     )
@@ -149,20 +149,11 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--vacuum-floor",
-        type=_century,
+        type=century_duration,
         metavar="AGE",
         help="e.g. 1h (default of a new lake: "
         f"{format_duration(DEFAULTS.vacuum_floor)}, at most the retention)",
     )
-
-
-def _century(text: str) -> float:
-    """``--retention``, ``--vacuum-floor`` (argparse type): a duration of at most a century,
-    as the library bounds them, refused above it as a usage error."""
-    seconds = parse_duration(text)
-    if seconds > MAX_DURATION:
-        raise argparse.ArgumentTypeError(f"at most a century (36500d), got {text!r}")
-    return seconds
 
 
 def _intent_ttl(text: str) -> float:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock.errors import NotFoundError
 from lakelock.testing import S3Endpoint
 from tests._support import CLI_ENV, REPO
 from tests._support.processes import InProcess
@@ -100,6 +101,24 @@ def test_a_prefix_with_no_lake_is_named_as_such(
     )
     listed = client.list_objects_v2(Bucket=lake.bucket, Prefix="lake2/")["Contents"]
     assert [o["Key"] for o in listed] == [stray]
+
+
+def test_no_lake_is_said_in_one_wording_by_the_library_and_the_command_line(
+    s3: S3Endpoint, lake: Lake, client: Any, in_process: InProcess
+) -> None:
+    """The library's refusal of a prefix with no lake (``configure``) and the command
+    line's (vacuum, locks, mirror, ``registry configure``) are one message, made in one
+    place, but for how to go on: they named the prefix two ways (``s3://b/lake2`` and
+    ``s3://b/lake2/``)."""
+    lake.append("sales", pa.table({"id": [1]}))
+    typo = Lake(lake.bucket, prefix="lake2", s3=client)
+    with pytest.raises(NotFoundError) as refused:
+        typo.configure(retention="30d")
+    result = in_process("vacuum", typo.url, "--endpoint-url", s3.url)
+    assert result.returncode == 1
+    said = one_error_line(result.stderr)
+    assert said.startswith(f"no lake at {typo.url}: ")
+    assert str(refused.value) == f"{said}, or pass create=True to start a lake there"
 
 
 def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(

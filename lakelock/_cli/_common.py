@@ -43,9 +43,9 @@ from lakelock._durations import (
     format_instant,
 )
 from lakelock._lake import Lake
-from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
 from lakelock._names import validate_bucket_name, validate_dataset_name, validate_namespace
+from lakelock._registry import no_lake
 from lakelock._registry._settings import MAX_COMMIT_WINDOW
 from lakelock.errors import (
     AccessDeniedError,
@@ -392,13 +392,7 @@ def check_lake(lake: Lake, target: LakeTarget, *, otherwise: str = "") -> None:
     if lake.registry.read().version != 0:
         return
     check_bucket(lake.client, target.bucket)
-    raise NotFoundError(
-        f"no lake at {target.url}: nothing was ever committed under this prefix (no registry); "
-        f"check the bucket and prefix{otherwise}",
-        bucket=target.bucket,
-        key=f"{target.prefix}{REGISTRY_KEY}",
-        operation="GetObject",
-    )
+    raise no_lake(lake.registry.store, otherwise=otherwise)
 
 
 # -- output -------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ consistent snapshot; upgrading it; changing the lake's settings."""
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
 from typing import Any
 
 from lakelock._cli._common import (
@@ -34,6 +33,7 @@ from lakelock._registry import (
     LogEntry,
     RegistrySnapshot,
 )
+from lakelock._registry._batch import iso
 from lakelock._registry._settings import (
     DEFAULTS,
     MAX_COMMIT_WINDOW,
@@ -354,7 +354,7 @@ def _history_json(entry: HistoryEntry) -> dict[str, Any]:
         "dataset": entry.dataset,
         "datasets": [entry.dataset],
         "operation": entry.operation,
-        "at": _iso(entry.at),
+        "at": iso(entry.at),
         "added": entry.added,
         "removed": entry.removed,
     }
@@ -369,17 +369,13 @@ def _log_json(entry: LogEntry) -> dict[str, Any]:
         "dataset": ",".join(entry.datasets) if entry.fate == "applied" else None,
         "datasets": list(entry.datasets),
         "operation": entry.operation or entry.fate,
-        "at": _iso(entry.at),
+        "at": iso(entry.at),
         "added": entry.added,
         "removed": entry.removed,
         "digest": entry.digest,
         "intent": entry.intent,
         "reason": entry.reason,
     }
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -417,13 +413,13 @@ def _registry_lines(
         lines.append(f"settings: {settings}{stored}")
         if snap.vacuum_cutoff is not None:
             lines.append(
-                f"vacuum cutoff {_iso(snap.vacuum_cutoff)} (server time): the last vacuum "
+                f"vacuum cutoff {iso(snap.vacuum_cutoff)} (server time): the last vacuum "
                 "deleted unreferenced files written up to it; a commit adding a file written "
                 "at or before it is refused"
             )
         if snap.vacuum_horizon is not None:
             lines.append(
-                f"vacuum horizon {_iso(snap.vacuum_horizon)}: the last vacuum kept no version "
+                f"vacuum horizon {iso(snap.vacuum_horizon)}: the last vacuum kept no version "
                 "replaced before it; such a version is neither read nor restored, whatever "
                 "the retention"
             )

@@ -319,6 +319,30 @@ def test_simulate_counts_beyond_their_bounds_are_usage_errors(
     assert f"at most {expected.split(' to ')[1].partition(' ')[0]}" in its_help
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [
+        ("--skew", "1e300", "seconds >= 0, at most 86,400"),
+        ("--skew", "nan", "seconds >= 0, at most 86,400"),
+        ("--skew", "-1", "seconds >= 0, at most 86,400"),
+        ("--cpu-ms", "nan", "milliseconds >= 0"),
+        ("--first-cpu-ms", "inf", "milliseconds >= 0"),
+    ],
+)
+def test_simulate_times_beyond_their_bounds_are_usage_errors(
+    in_process: InProcess, flag: str, value: str, expected: str
+) -> None:
+    """``--skew 1e300`` (or ``nan``) ran, every writer crashed on a time no date holds, and
+    the run reported the crashes as violations of lakelock's guarantees, with a command to
+    replay them; ``--skew -1`` was an error line, not a usage error. Each is a usage error
+    naming the bound, exit 2, before any run."""
+    result = in_process("simulate", flag, value, "--writers", "1", "--seconds", "0.5")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        f"error: argument {flag}: expected {expected}, got '{value}'"
+    )
+
+
 def test_simulate_with_an_unknown_knob_lists_the_knobs(in_process: InProcess) -> None:
     """``simulate --policy`` with a knob that does not exist is a usage error listing the
     knobs there are, not the constructor's complaint about a keyword argument."""

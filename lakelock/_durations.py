@@ -12,6 +12,7 @@ from lakelock.errors import InvalidArgumentError
 __all__ = [
     "DURATION_FORMS",
     "MAX_DURATION",
+    "at_most_a_century",
     "duration_seconds",
     "format_duration",
     "format_instant",
@@ -47,13 +48,28 @@ def duration_seconds(value: object, *, what: str = "duration") -> float:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int past every float: no finite duration
+            seconds = math.inf
     elif isinstance(value, str):
         seconds = _parse(value, what)
     else:
         raise InvalidArgumentError(value, f"a {what} is {DURATION_FORMS}", what=what)
     if not math.isfinite(seconds) or seconds < 0:
         raise InvalidArgumentError(value, f"a {what} is finite and not negative", what=what)
+    return seconds
+
+
+def at_most_a_century(seconds: float, *, what: str) -> float:
+    """``seconds`` if at most :data:`MAX_DURATION`, else
+    :class:`~lakelock.errors.InvalidArgumentError` saying so, as every bounded duration does."""
+    if seconds > MAX_DURATION:
+        raise InvalidArgumentError(
+            seconds,
+            f"{what} is at most {MAX_DURATION:.0f} seconds (a century), got {seconds!r}",
+            what=what,
+        )
     return seconds
 
 

@@ -39,7 +39,7 @@ import orjson
 
 from lakelock import _jsonfields as jsonfields
 from lakelock._clock import ServerClock, TimeBounds, shared_server_clock
-from lakelock._durations import MAX_DURATION
+from lakelock._durations import at_most_a_century
 from lakelock._names import is_utf8
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import (
@@ -137,14 +137,9 @@ def check_durations(ttl: float, margin: float, poll_interval: float) -> None:
             raise InvalidArgumentError(
                 value, f"{what} is a finite number of seconds, got {value!r}", what=what
             )
-        if value > MAX_DURATION:
-            # "Until I release it" is a ttl the heartbeat renews, not one that never ends:
-            # an expiry in the year 33,000 broke every other process's acquire.
-            raise InvalidArgumentError(
-                value,
-                f"{what} is at most {MAX_DURATION:.0f} seconds (a century), got {value!r}",
-                what=what,
-            )
+        # "Until I release it" is a ttl the heartbeat renews, not one that never ends: an
+        # expiry in the year 33,000 broke every other process's acquire.
+        at_most_a_century(value, what=what)
     if not margin >= 0:
         raise InvalidArgumentError(
             margin, f"margin must be >= 0 seconds, got {margin!r}", what="margin"

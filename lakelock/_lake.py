@@ -539,8 +539,9 @@ class Lake(TableOperations):
     ) -> VacuumReport:
         """Find objects no snapshot younger than ``older_than`` can read, and delete them
         (conditionally) unless ``dry_run``. ``older_than`` is a duration: seconds, a
-        timedelta, or text such as ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``
-        (:class:`~lakelock.errors.InvalidNameError` otherwise), by default the lake's
+        timedelta, or text such as ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``, at most a
+        century (:class:`~lakelock.errors.InvalidArgumentError` otherwise, before anything
+        is read), by default the lake's
         ``retention``: never more, and less only with ``enforce_retention=False`` (the
         versions time travel promises to keep would go), and never below the lake's
         ``vacuum_floor`` (writers in flight may still commit what is younger).

@@ -174,6 +174,20 @@ SID_DELETE_ROOT = "DenyDeleteOfTheRegistryRoot"
 SID_DELETE_KEPT = "DenyDeleteOfLeasesLockTablesAndBackups"
 SID_DELETE_METASTORE = "DenyUnconditionalDeleteInMetastore"
 SID_DELETE_VERSION_METASTORE = "DenyVersionDeleteInMetastore"
+#: The statements ``deny_unconditional_delete=True`` adds: a policy holding any of them was
+#: made with it (``lakelock doctor`` tells so).
+DELETE_SIDS = frozenset(
+    {
+        SID_DELETE_DATASETS,
+        SID_DELETE_VERSION_DATASETS,
+        SID_DELETE_VIEWS,
+        SID_DELETE_VERSION_VIEWS,
+        SID_DELETE_ROOT,
+        SID_DELETE_KEPT,
+        SID_DELETE_METASTORE,
+        SID_DELETE_VERSION_METASTORE,
+    }
+)
 # The root's name within the metastore area (wherever ``metastore_prefix`` puts that area).
 REGISTRY_NAME = REGISTRY_KEY.removeprefix(METASTORE_PREFIX)
 

@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable
 
 from lakelock._datasets import Progress
-from lakelock._durations import format_duration
+from lakelock._durations import at_most_a_century, format_duration
 from lakelock._mirror._vacuum import view_keep
 from lakelock._registry import Registry
 from lakelock._registry._core import Driver
@@ -85,7 +85,11 @@ def vacuum(
     ``listing`` is told how many objects have been listed so far (every page, 1000 keys);
     ``progress(done, total)`` how many orphans have been deleted. ``older_than`` (default:
     the lake's retention) below the lake's retention is refused unless
-    ``enforce_retention=False``, below its vacuum floor always (:func:`check_window`)."""
+    ``enforce_retention=False``, below its vacuum floor always (:func:`check_window`), and
+    above a century before anything is read, as every duration is
+    (:data:`~lakelock._durations.MAX_DURATION`)."""
+    if older_than is not None:
+        at_most_a_century(older_than, what="older_than")
     settings = registry.settings()
     if older_than is None:
         older_than = settings.retention

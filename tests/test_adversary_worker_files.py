@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock._registry import _builder
 from lakelock.errors import SchemaMismatchError
 from tests._support import FAST_RETRY
 
@@ -271,3 +272,31 @@ def test_a_rerun_of_a_recorded_commit_is_reported_though_its_files_no_longer_fit
     assert again.already_committed
     assert again.version == landed.version
     assert lake.read("events")["id"].to_pylist() == [1]
+
+
+def test_a_drivers_commit_finds_the_columns_its_files_hold_once(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver's commit of its workers' files finds the columns they hold once, for both
+    the question whether the dataset it knows settles their judgement and the judgement:
+    it walked every file's schema twice, a cost of thousands of workers' files."""
+    lake.append("events", pa.table({"id": [1], "day": [1]}), partition_by=["day"])
+    config = lake.config
+    files = [
+        f
+        for day in (2, 3, 4)
+        for f in config.open().write(
+            "events", pa.table({"id": [day], "day": [day]}), partition_by=["day"]
+        )
+    ]
+    walks: list[dict[str, Any]] = []
+    held_columns = _builder.held_columns
+
+    def counted(files: Any, **options: Any) -> Any:
+        walks.append(options)
+        return held_columns(files, **options)
+
+    monkeypatch.setattr(_builder, "held_columns", counted)
+    lake.registry.commit("events", add=files, commit_id="load-2")
+    assert walks == [{}]
+    assert sorted(lake.read("events")["id"].to_pylist()) == [1, 2, 3, 4]

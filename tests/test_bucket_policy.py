@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from lakelock._policy import generate_bucket_policy
+from lakelock._policy import DELETE_SIDS, generate_bucket_policy
 from lakelock.errors import InvalidNameError
 from lakelock.testing._policy_context import (
     copy_source_request,
@@ -465,6 +465,19 @@ def test_optional_statements_follow_their_options() -> None:
         "DenyUnconditionalDeleteInMetastore",
         "DenyVersionDeleteInMetastore",
     ]
+
+
+def test_delete_sids_are_the_statements_the_delete_option_adds() -> None:
+    """``DELETE_SIDS``, by which ``lakelock doctor`` tells a policy made with
+    ``deny_unconditional_delete``, are exactly the statements that option adds, whatever
+    the other options."""
+    for manifests in (True, False):
+        sids = [
+            {s["Sid"] for s in policy(create_only_manifests=manifests, **deletes)["Statement"]}
+            for deletes in ({}, {"deny_unconditional_delete": True})
+        ]
+        assert sids[1] - sids[0] == DELETE_SIDS
+        assert not sids[0] & DELETE_SIDS
 
 
 def test_statement_contents() -> None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock.errors import NotFoundError
 from lakelock.testing import S3Endpoint
 from tests._support import CLI_ENV, REPO
 from tests._support.processes import InProcess
@@ -102,6 +103,24 @@ def test_a_prefix_with_no_lake_is_named_as_such(
     assert [o["Key"] for o in listed] == [stray]
 
 
+def test_no_lake_is_said_in_one_wording_by_the_library_and_the_command_line(
+    s3: S3Endpoint, lake: Lake, client: Any, in_process: InProcess
+) -> None:
+    """The library's refusal of a prefix with no lake (``configure``) and the command
+    line's (vacuum, locks, mirror, ``registry configure``) are one message, made in one
+    place, but for how to go on: they named the prefix two ways (``s3://b/lake2`` and
+    ``s3://b/lake2/``)."""
+    lake.append("sales", pa.table({"id": [1]}))
+    typo = Lake(lake.bucket, prefix="lake2", s3=client)
+    with pytest.raises(NotFoundError) as refused:
+        typo.configure(retention="30d")
+    result = in_process("vacuum", typo.url, "--endpoint-url", s3.url)
+    assert result.returncode == 1
+    said = one_error_line(result.stderr)
+    assert said.startswith(f"no lake at {typo.url}: ")
+    assert str(refused.value) == f"{said}, or pass create=True to start a lake there"
+
+
 def test_an_unknown_view_format_is_a_usage_error_naming_the_formats(
     in_process: InProcess,
 ) -> None:
@@ -163,6 +182,25 @@ def test_malformed_options_are_usage_errors(
     result = in_process(*argv)
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1].endswith(f"error: {message}")
+
+
+@pytest.mark.parametrize("flag", ["--older-than", "--retention"])
+def test_vacuum_past_a_century_is_a_usage_error(
+    s3: S3Endpoint, lake: Lake, in_process: InProcess, flag: str
+) -> None:
+    """``vacuum --older-than`` (and ``--retention``, the lake's as the caller expects it) is
+    bounded as every other duration is, a century: past it, a usage error naming the
+    bound, exit 2, before anything is sent, nothing deleted. It was taken whatever it was,
+    and refused only once the lake's retention was read."""
+    lake.append("sales", pa.table({"id": [1]}))
+    s3.reset_stats()
+    result = in_process("vacuum", lake.url, flag, "36501d", "--delete", "--endpoint-url", s3.url)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        f"error: argument {flag}: at most a century (36500d), got '36501d'"
+    )
+    assert s3.stats() == {}
+    assert lake.read("sales")["id"].to_pylist() == [1]
 
 
 def test_serve_on_a_port_in_use_names_the_option(in_process: InProcess) -> None:
@@ -240,6 +278,60 @@ def test_simulate_beyond_its_bounds_is_a_usage_error(
     shown = " ".join(in_process("simulate", "--help").stdout.split())
     assert "writer processes, at most 10,000" in shown
     assert "at most 3,600" in shown
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "expected", "bound"),
+    [
+        *(
+            (flag, "10001", "an integer from 0 to 10,000", "10,000")
+            for flag in (
+                "--kills",
+                "--stalls",
+                "--swap-stalls",
+                "--rerun-stalls",
+                "--pauses",
+                "--clock-steps",
+                "--readers",
+                "--vacuums",
+            )
+        ),
+        ("--commits", "100001", "an integer from 0 to 100,000", "100,000"),
+        ("--cores", "1025", "an integer from 0 to 1,024", "1,024"),
+        (
+            "--commit-window",
+            "10001",
+            "an integer from 1 to 10000 (the root keeps them all)",
+            "10000",
+        ),
+        *(
+            ("--skew", value, "seconds >= 0, at most 86,400", "86,400")
+            for value in ("1e300", "nan", "-1")
+        ),
+        ("--cpu-ms", "nan", "milliseconds >= 0", None),
+        ("--first-cpu-ms", "inf", "milliseconds >= 0", None),
+    ],
+)
+def test_simulate_values_beyond_their_bounds_are_usage_errors(
+    in_process: InProcess, flag: str, value: str, expected: str, bound: str | None
+) -> None:
+    """Every count ``simulate`` takes is bounded as ``--writers`` is: ``--kills 10000000``
+    scheduled ten million faults before the run began, ``--commits 10000000`` ran until
+    each writer made them whatever ``--seconds`` said, ``--cores 10000000000`` allocated a
+    clock for each core. ``--skew 1e300`` (or ``nan``) ran, every writer crashed on a time
+    no date holds, and the run reported the crashes as violations of lakelock's
+    guarantees, with a command to replay them; ``--skew -1`` was an error line, not a usage
+    error. Each is a usage error saying what the option takes, exit 2, before any run (of
+    one writer for half a second, were it run), and ``--help`` says the bound."""
+    result = in_process("simulate", flag, value, "--writers", "1", "--seconds", "0.5")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        f"error: argument {flag}: expected {expected}, got '{value}'"
+    )
+    if bound is not None:
+        shown = " ".join(in_process("simulate", "--help").stdout.split())
+        metavar = flag.removeprefix("--").upper().replace("-", "_")
+        assert f"at most {bound}" in shown.split(f" {flag} {metavar} ")[1].split("(default")[0]
 
 
 def test_simulate_with_an_unknown_knob_lists_the_knobs(in_process: InProcess) -> None:

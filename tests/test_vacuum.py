@@ -4,7 +4,9 @@ in-flight writes never are. Time is injected: nothing sleeps."""
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import time
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -12,6 +14,7 @@ import pytest
 
 import lakelock._vacuum
 from lakelock import Lake, _vacuum_plan
+from lakelock._durations import MAX_DURATION
 from lakelock._registry import Registry
 from lakelock._registry._batch import seconds_of
 from lakelock._registry._core import _decide
@@ -115,6 +118,32 @@ def test_window_beyond_retention_is_refused(lake: Lake) -> None:
         lake.vacuum(older_than=lake.registry.settings().retention + 1)
     with pytest.raises(InvalidArgumentError):
         lake.vacuum(older_than=-1)
+
+
+CENTURY = "older_than is at most 3153600000 seconds"
+
+
+@pytest.mark.parametrize(
+    ("older_than", "reason"),
+    [
+        pytest.param(MAX_DURATION + 1, f"{CENTURY} (a century)", id="seconds"),
+        pytest.param("99999999999d", f"{CENTURY} (a century)", id="text"),
+        pytest.param(timedelta(days=36501), f"{CENTURY} (a century)", id="timedelta"),
+        pytest.param(10**400, "finite", id="an int past every float"),
+    ],
+)
+def test_a_window_past_a_century_is_refused_before_anything_is_read(
+    s3: S3Endpoint, lake: Lake, older_than: object, reason: str
+) -> None:
+    """``older_than`` is bounded as every other duration is (a century, ``MAX_DURATION``),
+    with the same error, before a request is sent: it was read against the lake's retention
+    first, and an integer past every float escaped as ``OverflowError``."""
+    lake.append("sales", rows([1]), partition_by=["year"])
+    s3.reset_stats()
+    with pytest.raises(InvalidArgumentError, match=re.escape(reason)):
+        lake.vacuum(older_than=older_than, dry_run=False)
+    assert s3.stats() == {}
+    assert lake.read("sales")["id"].to_pylist() == [1]
 
 
 def test_vacuum_twice_then_every_kept_version_reads(lake: Lake) -> None:

@@ -36,11 +36,17 @@ from botocore.exceptions import (
 )
 
 from lakelock._client import s3_client
-from lakelock._durations import duration_seconds, format_duration, format_instant
+from lakelock._durations import (
+    MAX_DURATION,
+    duration_seconds,
+    format_duration,
+    format_instant,
+)
 from lakelock._lake import Lake
-from lakelock._layout import REGISTRY_KEY
 from lakelock._names import parse_lake_url as parse_lake_url_parts
 from lakelock._names import validate_bucket_name, validate_dataset_name, validate_namespace
+from lakelock._registry import no_lake
+from lakelock._registry._settings import MAX_COMMIT_WINDOW
 from lakelock.errors import (
     AccessDeniedError,
     DatasetNotFoundError,
@@ -63,7 +69,9 @@ __all__ = [
     "add_progress_option",
     "add_s3_options",
     "bucket_name",
+    "century_duration",
     "client_for",
+    "commit_window",
     "dataset_name",
     "endpoint_url",
     "format_duration",
@@ -214,6 +222,14 @@ def number_type(
         return value
 
     return number
+
+
+#: ``--commit-window`` (argparse type): as many commit ids as a lake's root may keep.
+commit_window = number_type(
+    int,
+    lambda value: 1 <= value <= MAX_COMMIT_WINDOW,
+    f"an integer from 1 to {MAX_COMMIT_WINDOW} (the root keeps them all)",
+)
 
 
 def bucket_name(text: str) -> str:
@@ -376,13 +392,7 @@ def check_lake(lake: Lake, target: LakeTarget, *, otherwise: str = "") -> None:
     if lake.registry.read().version != 0:
         return
     check_bucket(lake.client, target.bucket)
-    raise NotFoundError(
-        f"no lake at {target.url}: nothing was ever committed under this prefix (no registry); "
-        f"check the bucket and prefix{otherwise}",
-        bucket=target.bucket,
-        key=f"{target.prefix}{REGISTRY_KEY}",
-        operation="GetObject",
-    )
+    raise no_lake(lake.registry.store, otherwise=otherwise)
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -507,6 +517,15 @@ def parse_duration(text: str) -> float:
         return duration_seconds(text)
     except InvalidArgumentError as error:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {error.reason}") from None
+
+
+def century_duration(text: str) -> float:
+    """A duration of at most a century (argparse type), as the library bounds every
+    duration a lake keeps or waits (``MAX_DURATION``), refused above it as a usage error."""
+    seconds = parse_duration(text)
+    if seconds > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"at most a century (36500d), got {text!r}")
+    return seconds
 
 
 def iter_causes(error: BaseException) -> Iterator[BaseException]:

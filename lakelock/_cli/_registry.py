@@ -4,15 +4,16 @@ consistent snapshot; upgrading it; changing the lake's settings."""
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from lakelock._cli._common import (
     LakeTarget,
     add_command,
     add_dataset_option,
+    century_duration,
     check_bucket,
     check_lake,
+    commit_window,
     format_duration,
     format_size,
     lake_for,
@@ -24,7 +25,6 @@ from lakelock._cli._common import (
     render_table,
     to_jsonable,
 )
-from lakelock._durations import MAX_DURATION
 from lakelock._lake import Lake
 from lakelock._layout import files_prefix
 from lakelock._registry import (
@@ -34,6 +34,7 @@ from lakelock._registry import (
     LogEntry,
     RegistrySnapshot,
 )
+from lakelock._registry._batch import iso
 from lakelock._registry._settings import (
     DEFAULTS,
     MAX_COMMIT_WINDOW,
@@ -129,17 +130,13 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--retention",
-        type=_century,
+        type=century_duration,
         metavar="AGE",
         help=f"e.g. 30d (default of a new lake: {format_duration(DEFAULTS.retention)})",
     )
     parser.add_argument(
         "--commit-window",
-        type=number_type(
-            int,
-            lambda value: 1 <= value <= MAX_COMMIT_WINDOW,
-            f"an integer from 1 to {MAX_COMMIT_WINDOW} (the root keeps them all)",
-        ),
+        type=commit_window,
         metavar="N",
         help=f"recent commit ids kept, at most {MAX_COMMIT_WINDOW} (default of a new lake: "
         f"{DEFAULTS.commit_window})",
@@ -153,20 +150,11 @@ def _configure_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--vacuum-floor",
-        type=_century,
+        type=century_duration,
         metavar="AGE",
         help="e.g. 1h (default of a new lake: "
         f"{format_duration(DEFAULTS.vacuum_floor)}, at most the retention)",
     )
-
-
-def _century(text: str) -> float:
-    """``--retention``, ``--vacuum-floor`` (argparse type): a duration of at most a century,
-    as the library bounds them, refused above it as a usage error."""
-    seconds = parse_duration(text)
-    if seconds > MAX_DURATION:
-        raise argparse.ArgumentTypeError(f"at most a century (36500d), got {text!r}")
-    return seconds
 
 
 def _intent_ttl(text: str) -> float:
@@ -377,7 +365,7 @@ def _history_json(entry: HistoryEntry) -> dict[str, Any]:
         "dataset": entry.dataset,
         "datasets": [entry.dataset],
         "operation": entry.operation,
-        "at": _iso(entry.at),
+        "at": iso(entry.at),
         "added": entry.added,
         "removed": entry.removed,
     }
@@ -392,17 +380,13 @@ def _log_json(entry: LogEntry) -> dict[str, Any]:
         "dataset": ",".join(entry.datasets) if entry.fate == "applied" else None,
         "datasets": list(entry.datasets),
         "operation": entry.operation or entry.fate,
-        "at": _iso(entry.at),
+        "at": iso(entry.at),
         "added": entry.added,
         "removed": entry.removed,
         "digest": entry.digest,
         "intent": entry.intent,
         "reason": entry.reason,
     }
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -440,13 +424,13 @@ def _registry_lines(
         lines.append(f"settings: {settings}{stored}")
         if snap.vacuum_cutoff is not None:
             lines.append(
-                f"vacuum cutoff {_iso(snap.vacuum_cutoff)} (server time): the last vacuum "
+                f"vacuum cutoff {iso(snap.vacuum_cutoff)} (server time): the last vacuum "
                 "deleted unreferenced files written up to it; a commit adding a file written "
                 "at or before it is refused"
             )
         if snap.vacuum_horizon is not None:
             lines.append(
-                f"vacuum horizon {_iso(snap.vacuum_horizon)}: the last vacuum kept no version "
+                f"vacuum horizon {iso(snap.vacuum_horizon)}: the last vacuum kept no version "
                 "replaced before it; such a version is neither read nor restored, whatever "
                 "the retention"
             )

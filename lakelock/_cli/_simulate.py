@@ -14,10 +14,11 @@ from typing import Any
 
 import orjson
 
-from lakelock._cli._common import add_command, add_progress_option, number_type
+from lakelock._cli._common import add_command, add_progress_option, commit_window, number_type
 from lakelock._cli._progress import ProgressBar, progress_wanted
 from lakelock._registry._core import FoldPolicy
 from lakelock._registry._core._schedule import FIXED
+from lakelock._registry._settings import MAX_COMMIT_WINDOW
 from lakelock._sim._faults import FAULT_KINDS, Brownout, Faults
 from lakelock._sim._latency import profile
 from lakelock._sim._plot import plot, require_matplotlib
@@ -33,10 +34,36 @@ __all__ = ["add_parser", "run"]
 #: question; 10^7 writers is a typo that would take the machine.
 MAX_WRITERS = 10_000
 MAX_SECONDS = 3_600.0
+#: The most of any other count of one run: readers and vacuums (processes, as writers are),
+#: and each kind of fault (--kills, --stalls, --swap-stalls, --rerun-stalls, --pauses,
+#: --clock-steps: each an event that befalls a writer at random, one writer perhaps more than
+#: once).
+#: More than the most writers a run takes is a typo, not a scenario.
+MAX_COUNT = MAX_WRITERS
+#: The most commits each writer makes with --commits (a run of them ends when they are
+#: made, not at --seconds): about what a lone writer commits within MAX_SECONDS on the
+#: fastest store (34 commits/s on fixed:10).
+MAX_COMMITS = 100_000
+#: The most cores of the machine --cpu-ms and --first-cpu-ms are spent on: the largest
+#: machines have a few hundred (the simulator keeps a clock for each).
+MAX_CORES = 1_024
+#: The furthest a writer's clock is off (--skew, seconds): a day is far past any clock NTP
+#: keeps; further, a writer's times leave the dates Python holds (1e300 crashed every
+#: writer, and the run reported the crashes as violations of lakelock's guarantees).
+MAX_SKEW = 86_400.0
 
 _positive = number_type(int, lambda value: value >= 1, "an integer >= 1")
 _writers = number_type(
     int, lambda value: 1 <= value <= MAX_WRITERS, f"an integer from 1 to {MAX_WRITERS:,}"
+)
+_count = number_type(
+    int, lambda value: 0 <= value <= MAX_COUNT, f"an integer from 0 to {MAX_COUNT:,}"
+)
+_commits = number_type(
+    int, lambda value: 0 <= value <= MAX_COMMITS, f"an integer from 0 to {MAX_COMMITS:,}"
+)
+_cores = number_type(
+    int, lambda value: 0 <= value <= MAX_CORES, f"an integer from 0 to {MAX_CORES:,}"
 )
 _run_seconds = number_type(
     float, lambda value: 0 < value <= MAX_SECONDS, f"seconds > 0, at most {MAX_SECONDS:,.0f}"
@@ -45,6 +72,10 @@ _non_negative = number_type(int, lambda value: value >= 0, "an integer >= 0")
 _seconds = number_type(float, lambda value: 0 < value < math.inf, "seconds > 0")
 _pause = number_type(float, lambda value: 0 <= value < math.inf, "seconds >= 0")
 _fraction = number_type(float, lambda value: 0 <= value <= 1, "a fraction in [0, 1]")
+_skew = number_type(
+    float, lambda value: 0 <= value <= MAX_SKEW, f"seconds >= 0, at most {MAX_SKEW:,.0f}"
+)
+_milliseconds = number_type(float, lambda value: 0 <= value < math.inf, "milliseconds >= 0")
 
 
 def _store(text: str) -> str:
@@ -227,26 +258,36 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="with --brownout: the share of requests sent in its window answered 503 "
         "SlowDown, and none outside it (default 0)",
     )
-    option("--kills", _non_negative, 0, "writers killed and restarted")
-    option("--stalls", _non_negative, 0, "writers that stall past the intent TTL before a request")
+    option("--kills", _count, 0, f"writers killed and restarted, at most {MAX_COUNT:,}")
+    option(
+        "--stalls",
+        _count,
+        0,
+        f"writers that stall past the intent TTL before a request, at most {MAX_COUNT:,}",
+    )
     option(
         "--swap-stalls",
-        _non_negative,
+        _count,
         0,
-        "writers that stall past vacuum's window just before their next swap of the root",
+        "writers that stall past vacuum's window just before their next swap of the root, at "
+        f"most {MAX_COUNT:,}",
     )
     option(
         "--rerun-stalls",
-        _non_negative,
+        _count,
         0,
-        "writers killed sending an intent whose restart stalls after looking its commit id up",
+        "writers killed sending an intent whose restart stalls after looking its commit id "
+        f"up, at most {MAX_COUNT:,}",
+    )
+    option(
+        "--skew", _skew, 0.0, f"each writer's clock off by up to this (s), at most {MAX_SKEW:,.0f}"
     )
     option(
         "--pauses",
-        _non_negative,
+        _count,
         0,
         "writers paused (starved of CPU), from a random moment, as the answer to their next "
-        "read of the root arrives, before their code runs on it",
+        f"read of the root arrives, before their code runs on it, at most {MAX_COUNT:,}",
     )
     option(
         "--pause",
@@ -255,29 +296,29 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "with --pauses: the lengths each pause is drawn from, SHORTEST:LONGEST (default 2:5 s: "
         "past the watermark's lag of 1 s, within the intent TTL)",
     )
-    option("--skew", float, 0.0, "each writer's clock off by up to this (s)")
     option(
         "--clock-steps",
-        _non_negative,
+        _count,
         0,
-        "times a writer's clock steps to another offset within --skew",
+        f"times a writer's clock steps to another offset within --skew, at most {MAX_COUNT:,}",
     )
     option(
         "--commits",
-        _non_negative,
+        _commits,
         0,
-        "each writer makes this many commits, then stops (default: for --seconds)",
+        f"each writer makes this many commits, then stops, at most {MAX_COMMITS:,} (default: "
+        "for --seconds)",
     )
     option(
         "--cpu-ms",
-        float,
+        _milliseconds,
         0.0,
         "CPU milliseconds per request on a machine of --cores cores (to compare with a run on "
         "one machine; default 0: CPU is free)",
     )
     option(
         "--first-cpu-ms",
-        float,
+        _milliseconds,
         0.0,
         "CPU milliseconds each writer process spends on its first commit beyond its "
         "requests', on one of --cores cores (a burst of cold processes on one machine; "
@@ -285,9 +326,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     option(
         "--cores",
-        _non_negative,
+        _cores,
         2,
-        "cores for --cpu-ms and --first-cpu-ms (at least one when either is given)",
+        "cores for --cpu-ms and --first-cpu-ms (at least one when either is given), at most "
+        f"{MAX_CORES:,}",
     )
     option(
         "--think",
@@ -318,19 +360,21 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "pipelines started on a lake made earlier find it (default 0: no lake yet, the "
         "writers' first commits make it)",
     )
-    option("--readers", _non_negative, 0, "reader processes")
+    option("--readers", _count, 0, f"reader processes, at most {MAX_COUNT:,}")
     option("--intent-ttl", _seconds, 600.0, "intents expire after this (s)")
     option(
         "--commit-window",
-        _positive,
+        commit_window,
         100,
-        "the idempotency window: commits the root keeps the ids of (default 100)",
+        "the idempotency window: commits the root keeps the ids of, at most "
+        f"{MAX_COMMIT_WINDOW} (default 100)",
     )
     option(
         "--vacuums",
-        _non_negative,
+        _count,
         0,
-        "vacuum processes: lakelock's vacuum, deleting, next to the writers",
+        f"vacuum processes: lakelock's vacuum, deleting, next to the writers, at most "
+        f"{MAX_COUNT:,}",
     )
     option(
         "--vacuum-every",
@@ -398,8 +442,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.skew < 0 or args.cpu_ms < 0 or args.first_cpu_ms < 0:
-        raise ValueError("--skew, --cpu-ms and --first-cpu-ms must be >= 0")
     if args.cores == 0 and (args.cpu_ms > 0 or args.first_cpu_ms > 0):
         # No machine to spend it on: the run would price CPU at nothing, silently.
         raise InvalidArgumentError(

@@ -13,11 +13,11 @@ from lakelock._cli._common import (
     LakeTarget,
     add_command,
     add_progress_option,
+    century_duration,
     check_lake,
     client_for,
     format_duration,
     format_size,
-    parse_duration,
     print_json,
     print_lines,
     render_table,
@@ -50,12 +50,12 @@ def add_parser(commands: Any) -> None:
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--older-than",
-        type=parse_duration,
+        type=century_duration,
         default=None,
         metavar="AGE",
-        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m (default: the "
-        "lake's retention, and it must equal --retention, the lake's; less only with "
-        "--no-enforce-retention, and never below the lake's vacuum floor)",
+        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m, at most a "
+        "century (default: the lake's retention, and it must equal --retention, the lake's; "
+        "less only with --no-enforce-retention, and never below the lake's vacuum floor)",
     )
     parser.add_argument(
         "--enforce-retention",
@@ -67,7 +67,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--retention",
-        type=parse_duration,
+        type=century_duration,
         default=None,
         metavar="AGE",
         help="the retention this lake is expected to have (default: the lake's, as its "

@@ -44,6 +44,7 @@ from lakelock._registry._shell import (
     MigrationResult,
     Registry,
     RegistrySnapshot,
+    no_lake,
 )
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "apply_change",
     "evolve_schema",
     "new_commit_id",
+    "no_lake",
     "parse_manifest",
     "parse_registry",
     "seal",

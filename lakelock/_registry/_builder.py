@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CommitBuilder",
     "Committing",
+    "files_held",
     "fitted_schema",
     "hedged_writes",
     "judged_by",
@@ -291,10 +292,11 @@ class CommitBuilder:
         if all(f.schema is None for f in change.add):
             return None
         dataset = dataset_for_checks(registry.internals.known().datasets, change.dataset)
-        if not judged_by(change, dataset):
+        held = files_held(change)
+        if not judged_by(change, dataset, held=held):
             dataset = registry.read().datasets.get(change.dataset)
         try:
-            self._set(schema=fitted_schema(change, dataset))
+            self._set(schema=fitted_schema(change, dataset, held=held))
         except SchemaMismatchError:
             # The dataset may have changed since the files landed (a restore, a column
             # merged): a retried job hears its commit reported, not refused.
@@ -330,18 +332,31 @@ def refused_rerun(
     return CommitResult(version, change.commit_id, already_committed=True)
 
 
-def judged_by(change: Change, dataset: DatasetState | None) -> bool:
+#: The data columns files hold, each with the first file holding it (:func:`held_columns`).
+Held = dict[str, tuple[int, pa.Field]]
+
+
+def files_held(change: Change) -> Held:
+    """The data columns ``change``'s typed files hold (:func:`held_columns`, in the order of
+    its typed files): what :func:`judged_by` and :func:`fitted_schema` judge, computed once
+    by a caller of both."""
+    return held_columns((f.schema, f.partition_path) for f in change.add if f.schema is not None)
+
+
+def judged_by(change: Change, dataset: DatasetState | None, *, held: Held | None = None) -> bool:
     """Whether ``dataset`` (as a process knows it, perhaps stale) settles how
     :func:`fitted_schema` judges ``change``'s files: it, or the schema the change declares,
-    has a schema holding every column the files hold. Else the dataset is read anew."""
+    has a schema holding every column the files hold (``held``: :func:`files_held`, if the
+    caller has it). Else the dataset is read anew."""
     target = _joined(change.schema, dataset)
     if target is None:
         return False
-    held = held_columns((f.schema, f.partition_path) for f in change.add if f.schema is not None)
-    return held.keys() <= set(target.names)
+    return (files_held(change) if held is None else held).keys() <= set(target.names)
 
 
-def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | None:
+def fitted_schema(
+    change: Change, dataset: DatasetState | None, *, held: Held | None = None
+) -> pa.Schema | None:
     """The schema ``change`` declares once its typed files (``DataFile.schema``: written
     by ``write``, in a worker perhaps) are judged against ``dataset``, the dataset as last
     read; :class:`~lakelock.errors.SchemaMismatchError` for a file a read of the dataset
@@ -362,7 +377,8 @@ def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | N
     leaves out that a file holds), so the commit loop judges it again on the current
     dataset (types never change, a column the dataset lacks is merged or refused): a
     column merged, or a restore, after ``dataset`` was read cannot slip a file past the
-    check. ``change.schema`` if it adds no typed file."""
+    check. ``change.schema`` if it adds no typed file. ``held``: :func:`files_held`, if the
+    caller has it."""
     typed = [(f, f.schema) for f in change.add if f.schema is not None]
     if not typed:
         return change.schema
@@ -370,7 +386,8 @@ def fitted_schema(change: Change, dataset: DatasetState | None) -> pa.Schema | N
     if target is None:
         made = held_columns(((s, f.partition_path) for f, s in typed), partition_columns=True)
         target = pa.schema([column.with_nullable(True) for _, column in made.values()])
-    held = held_columns((schema, f.partition_path) for f, schema in typed)
+    if held is None:
+        held = files_held(change)
     new = [
         (name, place, column) for name, (place, column) in held.items() if name not in target.names
     ]

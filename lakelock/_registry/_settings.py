@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from lakelock._durations import MAX_DURATION
+from lakelock._durations import at_most_a_century
 from lakelock._jsonfields import boolean_free_int, number, obj
 from lakelock.errors import InvalidArgumentError, SettingsMismatchError
 
@@ -137,12 +137,8 @@ def _check_bounds(**given: float | int) -> None:
     lake would read none of its versions as old)."""
     for name in ("retention", "vacuum_floor"):
         value = given.get(name)
-        if value is not None and value > MAX_DURATION:
-            raise InvalidArgumentError(
-                value,
-                f"{name} is at most {MAX_DURATION:.0f} seconds (a century), got {value!r}",
-                what=name,
-            )
+        if value is not None:
+            at_most_a_century(value, what=name)
     window = given.get("commit_window")
     if window is not None and window > MAX_COMMIT_WINDOW:
         raise InvalidArgumentError(

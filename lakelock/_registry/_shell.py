@@ -96,6 +96,7 @@ __all__ = [
     "Registry",
     "RegistryInternals",
     "RegistrySnapshot",
+    "no_lake",
 ]
 
 MIB = 1024 * 1024
@@ -182,6 +183,22 @@ def _updated_at(doc: RegistryDoc, version: int, datasets: Mapping[str, DatasetSt
             return record.at
     times = [d.updated_at for d in datasets.values() if d.updated_version <= version]
     return max(times, default="")
+
+
+def no_lake(
+    store: ObjectStore, *, otherwise: str = ", or pass create=True to start a lake there"
+) -> NotFoundError:
+    """The refusal of what needs a lake at ``store``'s prefix where none is (nothing ever
+    committed): a change that would start one there (``configure``), or a command that
+    would read a mistyped prefix as an empty lake. ``otherwise``: how to go on if the
+    prefix was meant (the command line names its own flag)."""
+    return NotFoundError(
+        f"no lake at s3://{store.bucket}/{store.prefix}: nothing was ever committed under "
+        f"this prefix (no registry); check the bucket and prefix{otherwise}",
+        bucket=store.bucket,
+        key=f"{store.prefix}{REGISTRY_KEY}",
+        operation="GetObject",
+    )
 
 
 class Registry:
@@ -555,21 +572,10 @@ class Registry:
         base = doc.settings or lake_settings(None, self._committer.explicit)
         configured(base, changes)  # invalid: refused before anything is written
         if doc.version == 0 and not create:
-            raise self._no_lake()
+            raise no_lake(self.store)
         stored = self._commits.run(self._committer.configure(changes))
         assert isinstance(stored, LakeSettings)
         return stored
-
-    def _no_lake(self) -> NotFoundError:
-        """The refusal of a change that would start a lake where none is."""
-        url = f"s3://{self.store.bucket}/{self.store.prefix}".removesuffix("/")
-        return NotFoundError(
-            f"no lake at {url}: nothing was ever committed under this prefix (no registry); "
-            "check the bucket and prefix, or pass create=True to start a lake there",
-            bucket=self.store.bucket,
-            key=f"{self.store.prefix}{REGISTRY_KEY}",
-            operation="GetObject",
-        )
 
     def _hedged_write(self, put: Callable[[], PutResult]) -> PutResult:
         """``put()`` — a create-only PUT of a small new object, with one write id however

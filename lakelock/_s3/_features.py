@@ -43,7 +43,7 @@ import orjson
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from lakelock._layout import DATASETS_PREFIX, METASTORE_PREFIX, VIEWS_PREFIX
-from lakelock._policy import SID_OVERWRITE_MANIFESTS, generate_bucket_policy
+from lakelock._policy import DELETE_SIDS, SID_OVERWRITE_MANIFESTS, generate_bucket_policy
 from lakelock._s3._store import ObjectStore
 from lakelock.errors import UnsupportedError
 
@@ -571,24 +571,16 @@ def probe_policy_enforcement(s: Scratch) -> Outcome:
     )
 
 
-def _sids(policy: dict[str, Any]) -> set[str]:
-    return {str(statement["Sid"]) for statement in policy["Statement"]}
-
-
 def _missing_statements(statements: list[Any]) -> list[str]:
     """The Sids that lakelock's generator makes today, with the options ``statements`` show
     were chosen (create-only manifests, the deletes denied), and that ``statements`` lack: a
     policy applied before a statement was added (``DenyOverwriteOfRegistryVersions``)."""
     found = {str(x.get("Sid")) for x in statements if isinstance(x, dict)}
-    plain = _sids(generate_bucket_policy("lakelock-doctor", principals=["*"]))
-    deletes = _sids(
-        generate_bucket_policy("lakelock-doctor", principals=["*"], deny_unconditional_delete=True)
-    )
     wanted = generate_bucket_policy(
         "lakelock-doctor",
         principals=["*"],
         create_only_manifests=SID_OVERWRITE_MANIFESTS in found,
-        deny_unconditional_delete=bool(found & (deletes - plain)),
+        deny_unconditional_delete=not found.isdisjoint(DELETE_SIDS),
     )
     return [sid for sid in (str(x["Sid"]) for x in wanted["Statement"]) if sid not in found]
 

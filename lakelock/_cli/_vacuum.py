@@ -53,7 +53,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         type=century_duration,
         default=None,
         metavar="AGE",
-        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m, at most a "
+        help="only files unreferenced and older than this, e.g. 24h, 7d, 90m, up to a "
         "century (default: the lake's retention, and it must equal --retention, the lake's; "
         "less only with --no-enforce-retention, and never below the lake's vacuum floor)",
     )

@@ -1500,9 +1500,20 @@ def run_sweep(seeds: Iterator[int], test: str, pool: ProcessPoolExecutor) -> Non
 CHUNK = 50
 
 
-@pytest.mark.parametrize("chunk", range(10))
+#: How many of the sweep's ten chunks the default run takes; the rest run with ``-m slow``.
+DEFAULT_CHUNKS = 4
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        chunk if chunk < DEFAULT_CHUNKS else pytest.param(chunk, marks=pytest.mark.slow)
+        for chunk in range(10)
+    ],
+)
 def test_seed_sweep(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
-    """500 seeded runs with mixed faults: every guarantee holds in each."""
+    """500 seeded runs with mixed faults (the first 200 in the default run, the rest with
+    ``-m slow``): every guarantee holds in each."""
     run_sweep(sweep_seeds(chunk * CHUNK, CHUNK), "test_seed_sweep", sweep_pool)
 
 

@@ -6,9 +6,9 @@ Under the path lock (copy: read the source, write the destination; rename: write
    and the source's partition columns and schema must fit the destination dataset
    (:func:`~lakelock._registry._changes.check_fits`, as for an append: a column the
    destination lacks only with ``schema_mode="merge"``), and the destination partition must
-   name the source's partition columns, in order, with values their types hold
-   (:class:`~lakelock.errors.InvalidNameError`), so a move refused for what it is copies
-   nothing; the commit checks again, against whatever committed meanwhile;
+   name the source's partition columns, in order, with values their types hold, spelt as
+   they spell them (:class:`~lakelock.errors.InvalidNameError`), so a move refused for what
+   it is copies nothing; the commit checks again, against whatever committed meanwhile;
 2. copy every file server-side into the destination partition, create-only
    (``UploadPartCopy`` + ``If-None-Match: *`` on completion). A destination name that is
    taken (a leftover of an interrupted attempt, another writer's file) gets the copy under a
@@ -43,6 +43,7 @@ from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress, wr
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import (
+    format_partition_value,
     parse_partition_path,
     parse_partition_value,
     validate_dataset_name,
@@ -192,10 +193,12 @@ def move_partition(
 
 def _check_destination(move: PartitionMove, source: DatasetState) -> None:
     """The destination must name the source's partition columns, in order, each with a
-    value its type can hold: the registry files a partition under its path and readers
-    parse the values back from it, so a path naming other columns would be refused only
-    after every file was copied, and a value the column cannot hold would commit a
-    partition that fails every read of the dataset."""
+    value its type can hold, spelt as the column spells it: the registry files a partition
+    under its path and readers parse the values back from it, so a path naming other
+    columns would be refused only after every file was copied, a value the column cannot
+    hold would commit a partition that fails every read of the dataset, and a value spelt
+    otherwise (``price=1`` of a ``decimal(5, 2)``, which is ``price=1.00``) would commit a
+    second partition of a value that has one, which an overwrite of it leaves."""
     named = parse_partition_path(move.to_partition)
     if [column for column, _ in named] != list(source.partition_by):
         raise InvalidNameError(
@@ -208,12 +211,18 @@ def _check_destination(move: PartitionMove, source: DatasetState) -> None:
     for column, value in named:
         type_ = source.schema.field(column).type
         try:
-            parse_partition_value(value, type_)
+            spelt = format_partition_value(parse_partition_value(value, type_))
         except InvalidNameError as error:
             raise InvalidNameError(
                 move.to_partition,
                 f"{column}={value}: {error.reason} (column {column!r} is {type_})",
             ) from error
+        if spelt != value:
+            raise InvalidNameError(
+                move.to_partition,
+                f"{column}={value}: column {column!r} ({type_}) spells that value {spelt!r}; "
+                "spelt otherwise it would be a second partition of the same value",
+            )
 
 
 def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:

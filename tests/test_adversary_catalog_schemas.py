@@ -93,3 +93,31 @@ def test_a_table_created_with_no_columns_takes_columns_and_rows_after(
     assert sorted(lake.read("events").to_pylist(), key=str) == expected
     read = engine.load_table("lake.events").scan().to_arrow().to_pylist()
     assert sorted(read, key=str) == expected
+
+
+@pytest.mark.parametrize("change", ["required", "identifier"])
+def test_a_column_made_required_is_a_bad_request_not_a_change_answered_and_left_out(
+    engine: Any, lake: Lake, change: str
+) -> None:
+    """An engine making column ``n`` required (``ALTER COLUMN n SET NOT NULL``), or making
+    it the table's identifier field (which Iceberg requires to be required), hears 400
+    naming it; the registry does not move and the
+    table loads as it was. What a user would lose: the catalog answered 200 as if committed,
+    and dropped the change, so a job that set the constraint before relying on it (rows
+    without ``n`` refused, upserts by key) went on believing the table enforced it."""
+    schema = Schema(
+        NestedField(1, "kind", StringType(), required=False),
+        NestedField(2, "n", LongType(), required=False),
+    )
+    table = engine.create_table("lake.events", schema=schema)
+    table.append(pa.table({"kind": ["a"], "n": pa.array([1], pa.int64())}))
+    version = lake.registry.read().version
+    refused = pytest.raises(BadRequestError, match="making column 'n' required")
+    with refused, table.update_schema(allow_incompatible_changes=True) as update:
+        update.update_column("n", required=True)
+        if change == "identifier":
+            update.set_identifier_fields("n")
+    assert lake.registry.read().version == version
+    loaded = engine.load_table("lake.events").schema()
+    assert not loaded.find_field("n").required
+    assert loaded.identifier_field_ids == []

@@ -57,3 +57,39 @@ def test_a_rename_to_a_partition_naming_other_columns_is_bad_input_before_copyin
     top = to_partition.split("/", 1)[0]
     assert objects_under(client, bucket, f"datasets/sales/{top}/") == []
     assert lake.read("sales").sort_by("id").to_pydict() == sales().to_pydict()
+
+
+#: (the column's values, the partition copied, a destination naming a value taken already,
+#: spelt otherwise than the column spells it).
+TAKEN_SPELT_OTHERWISE = {
+    "decimal-path": (pa.array([1, 2], pa.decimal128(5, 2)), "price=2.00", "price=1"),
+    "decimal-mapping": (pa.array([1, 2], pa.decimal128(5, 2)), "price=2.00", {"price": 1}),
+    "timestamp-path": (
+        pa.array([0, 86_400_000_000], pa.timestamp("us")),
+        "price=1970-01-02T00%3A00%3A00",
+        "price=1970-01-01T00:00:00.000000",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TAKEN_SPELT_OTHERWISE.values(), ids=TAKEN_SPELT_OTHERWISE)
+def test_a_copy_to_a_taken_value_spelt_otherwise_is_refused_not_a_second_partition(
+    lake: Lake, client: Any, bucket: str, case: tuple[pa.Array, str, str | dict[str, object]]
+) -> None:
+    """``copy_partition`` to ``price=1`` of a dataset whose ``price`` is a ``decimal(5, 2)``,
+    which spells that value ``price=1.00``, where a partition of that value exists already,
+    is refused (``InvalidNameError``, naming the spelling) with nothing copied or committed,
+    as a copy to ``price=1.00`` is (it exists). What a user would lose: the copy committed a
+    second partition of the value 1.00 beside the first, so an overwrite of the rows of
+    price 1.00 replaced one and left the copied rows in place, and a read naming that
+    partition missed them, while a filter on the value returned both."""
+    values, source, to_partition = case
+    table = pa.table({"id": [1, 2], "price": values})
+    lake.append("prices", table, partition_by=["price"])
+    before = len(lake.history("prices"))
+    with pytest.raises(InvalidNameError, match="spells that value"):
+        lake.copy_partition("prices", source, to_partition=to_partition)
+    assert len(lake.history("prices")) == before
+    assert len(lake.registry.read().datasets["prices"].partitions) == 2
+    assert len(objects_under(client, bucket, "datasets/prices/")) == 2
+    assert lake.read("prices").sort_by("id").to_pydict() == table.to_pydict()

@@ -377,23 +377,14 @@ def _schema_named(schema_id: int, added: Sequence[Any], base: Any) -> Any:
 def _evolved(old: Any, new: Any, arrow: pa.Schema) -> pa.Schema | None:
     """The dataset's Arrow schema after ``old`` became ``new`` (None: the same columns), or
     :class:`CatalogError` for what lakelock does not do: only new optional top-level columns
-    after the existing ones."""
+    after the existing ones, no column made required (nor, so, an identifier field: Iceberg's
+    are required), a change the dataset cannot record refused, never answered as committed
+    and left out."""
     old_fields = list(old.fields)
     new_fields = list(new.fields)
     by_id = {f.field_id: f for f in new_fields}
     for f in old_fields:
-        now = by_id.get(f.field_id)
-        if now is None:
-            raise CatalogError.bad_request(f"dropping column {f.name!r} is not supported")
-        if now.name != f.name:
-            raise CatalogError.bad_request(
-                f"renaming column {f.name!r} to {now.name!r} is not supported"
-            )
-        if now.field_type != f.field_type:
-            raise CatalogError.bad_request(
-                f"changing the type of column {f.name!r} ({f.field_type} to "
-                f"{now.field_type}) is not supported (nested fields cannot change either)"
-            )
+        _check_kept(f, by_id.get(f.field_id))
     if [f.field_id for f in new_fields[: len(old_fields)]] != [f.field_id for f in old_fields]:
         raise CatalogError.bad_request("reordering columns is not supported")
     fresh = new_fields[len(old_fields) :]
@@ -407,6 +398,27 @@ def _evolved(old: Any, new: Any, arrow: pa.Schema) -> pa.Schema | None:
     extra = arrow_schema(Schema(*fresh))
     check_column_names([*arrow.names, *extra.names])
     return pa.schema([*arrow, *extra])
+
+
+def _check_kept(f: Any, now: Any) -> None:
+    """The column ``f`` as the new schema has it (``now``: None, dropped) is unchanged, or
+    :class:`CatalogError` naming the change."""
+    if now is None:
+        raise CatalogError.bad_request(f"dropping column {f.name!r} is not supported")
+    if now.name != f.name:
+        raise CatalogError.bad_request(
+            f"renaming column {f.name!r} to {now.name!r} is not supported"
+        )
+    if now.field_type != f.field_type:
+        raise CatalogError.bad_request(
+            f"changing the type of column {f.name!r} ({f.field_type} to "
+            f"{now.field_type}) is not supported (nested fields cannot change either)"
+        )
+    if now.required and not f.required:
+        raise CatalogError.bad_request(
+            f"making column {f.name!r} required is not supported (a dataset's columns are "
+            "nullable: a column added later is null in the files written before it)"
+        )
 
 
 def _check_layout(

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from lakelock._datafile import DataFile
 from lakelock._engines import require
 from lakelock._layout import files_prefix
-from lakelock._mirror._versions import VersionChange, check_view_names
+from lakelock._mirror._versions import VersionChange, check_view_names, signed_holding
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock.errors import SchemaMismatchError
 
@@ -70,7 +70,10 @@ def delta_schema(schema: pa.Schema) -> tuple[str, bool]:
 
 def _plain(type_: Any) -> Any:
     """Types as Delta has them: dictionaries as their values, views and large types as plain
-    strings/binaries, timestamps in microseconds (the same zone or none)."""
+    strings/binaries, timestamps in microseconds (the same zone or none), unsigned integers
+    in the signed type that holds them (:func:`~lakelock._mirror._versions.signed_holding`)."""
+    if pa.types.is_unsigned_integer(type_):
+        return signed_holding(type_)
     if pa.types.is_dictionary(type_):
         return _plain(type_.value_type)
     if pa.types.is_timestamp(type_):

@@ -32,7 +32,8 @@ metadata log names the last 100 metadata files.
 
 **Partitions** are identity transforms of the partition columns (spec 0, field ids from
 1000). **Statistics**: record count, size, null and NaN counts, and bounds (Iceberg's binary
-single-value form) from lakelock's (:mod:`lakelock._stats`).
+single-value form) from lakelock's (:mod:`lakelock._stats`). **Types**: an unsigned integer is
+declared as the signed type one size up (:func:`~lakelock._mirror._versions.signed_holding`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from lakelock._mirror._versions import (
     changes,
     check_view_names,
     pending,
+    signed_holding,
 )
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock._registry import Registry
@@ -264,6 +266,8 @@ def _with_id(field: Any, field_id: int, counter: Iterator[int]) -> Any:
         type_ = type_.value_type
     if pa.types.is_timestamp(type_):
         type_ = pa.timestamp("us", type_.tz)
+    elif pa.types.is_unsigned_integer(type_):
+        type_ = signed_holding(type_)
     elif pa.types.is_large_string(type_) or str(type_) == "string_view":
         type_ = pa.string()
     elif pa.types.is_large_binary(type_) or str(type_) == "binary_view":

@@ -40,6 +40,7 @@ __all__ = [
     "check_view_names",
     "live_files",
     "pending",
+    "signed_holding",
 ]
 
 
@@ -53,6 +54,19 @@ def check_view_names(schema: pa.Schema, view: str) -> None:
             f"columns {clash[0]!r} and {clash[1]!r} are one name ignoring case, as {view} "
             "readers resolve names: rewrite the dataset with one of them renamed"
         )
+
+
+#: Each unsigned integer type a view declares as the signed type that holds all its values:
+#: the signed type of its width would read 255 in a uint8, or 2**32 - 1 in a uint32, as out
+#: of range (delta-rs, DuckDB) and could not carry its bounds (Iceberg's ``int``).
+_WIDER: dict[Any, Any] = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}
+
+
+def signed_holding(type_: Any) -> Any:
+    """The type a view declares for a column of Arrow type ``type_``: an unsigned integer's
+    values in the next wider signed type (a ``uint64`` has none and stays), the files being
+    read as they are (every engine widens an integer it reads); any other type as it is."""
+    return _WIDER.get(type_, type_)
 
 
 @dataclass(frozen=True)

@@ -366,7 +366,7 @@ def test_waiters_behind_a_stopped_folder_take_over_in_the_order_of_their_intents
             plant_intent(
                 store,
                 Change("sales", f"dead-{dead}-{n}", add=(datafile("sales", "", f"d{dead}{n}"),)),
-                ms=int(now * 1000) - 1000 - n,
+                ms=int(now * 1000) - 500 - n,  # after the watermark (a lag behind now), before ours
             )
         reg.internals.hints.swapped_last = False  # as if another process had swapped since
         busy(reg)  # as after a lost race: other processes are busy here
@@ -394,7 +394,7 @@ def test_a_stall_of_the_root_spends_no_attempts_of_a_waiters_budget(store: Objec
         plant_intent(
             store,
             Change("sales", f"dead-{n}", add=(datafile("sales", "", f"d{n}"),)),
-            ms=int(now * 1000) - 1000 - n,
+            ms=int(now * 1000) - 500 - n,  # after the watermark (a lag behind now), before ours
         )
         for n in range(dead)
     ]

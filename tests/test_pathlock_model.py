@@ -246,6 +246,7 @@ def test_every_interleaving_of_pairs_and_mixed_triples_is_safe_live_and_exact() 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # CPU only: minutes on a loaded 2-core machine
 def test_every_interleaving_of_three_tasks_is_safe_live_and_exact() -> None:
     """Every interleaving of every pool triple: no clash, no needless wait, no deadlock, no leak."""
     total = 0

@@ -629,9 +629,21 @@ def validate_partition_path(path: str) -> str:
     return partition_path(parse_partition_path(path))
 
 
-def partition_columns(partition_by: str | Sequence[str]) -> tuple[str, ...]:
-    """The partition columns as a tuple; one name alone (a ``str``) is that one column."""
-    return (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+def partition_columns(partition_by: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The partition columns as a tuple; one name alone (a ``str``) is that one column, and
+    ``None`` (as ``()``) is none: not partitioned. Anything else that is no sequence of
+    names is :class:`~lakelock.errors.InvalidArgumentError`."""
+    if partition_by is None:
+        return ()
+    if isinstance(partition_by, str):
+        return (partition_by,)
+    if isinstance(partition_by, Mapping) or not isinstance(partition_by, Iterable):
+        raise InvalidArgumentError(
+            partition_by,
+            "partition_by is a column name, a sequence of them, or None (not partitioned)",
+            what="partition_by",
+        )
+    return tuple(partition_by)
 
 
 def named_partition(columns: Sequence[str], spec: PartitionSpec) -> str:

@@ -88,6 +88,7 @@ from lakelock._names import (
     validate_dataset_name,
     validate_file_name,
     validate_partition_type,
+    written_partition_value,
 )
 from lakelock._registry._core._driver import HEDGED_BODY
 from lakelock._s3 import ObjectStore, PutResult, new_write_id
@@ -268,7 +269,10 @@ def _split(table: Any, columns: tuple[str, ...]) -> list[tuple[str, Any]]:
     groups = keys.group_by(list(columns), use_threads=False).aggregate([(row, "list")])
     rows_by_path: dict[str, list[Any]] = {}
     for i in range(groups.num_rows):
-        values = [(c, format_partition_value(groups.column(c)[i])) for c in columns]
+        values = [
+            (c, written_partition_value(c, format_partition_value(groups.column(c)[i])))
+            for c in columns
+        ]
         rows_by_path.setdefault(partition_path(values), []).append(
             groups.column(f"{row}_list")[i].values
         )

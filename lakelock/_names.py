@@ -26,7 +26,9 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    partition, so it cannot round-trip), control characters (category Cc:
                    C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
-                   always behind ``col=`` and ``/`` is escaped.
+                   always behind ``col=`` and ``/`` is escaped. Rows written are in
+                   Unicode NFC, never normalised (their spelling is data): another
+                   spelling would be another partition; it is refused.
 column names      non-empty in the tables lakelock writes and the schemas a commit declares
 of a dataset       (DuckDB and Polars cannot read a column named ``""``:
                    :class:`~lakelock.errors.InvalidNameError`);
@@ -479,6 +481,24 @@ def _check_value(text: object) -> str:
     if value == NULL_PARTITION:
         raise InvalidNameError(text, f"{NULL_PARTITION} is reserved for null values")
     return value
+
+
+def written_partition_value(column: str, text: str | None) -> str | None:
+    """A partition value of rows being written (as :func:`format_partition_value` spells
+    it), if in Unicode NFC, else :class:`InvalidNameError` showing both spellings escaped.
+    Keys hold a value as spelt, so "é" composed and decomposed (a name read on macOS) would
+    be two partitions of one value: an overwrite of one would leave the other's rows. Paths
+    given to read, overwrite or delete are not checked: a partition written so before stays
+    reachable by its spelling."""
+    if text is None or unicodedata.is_normalized("NFC", text):
+        return text
+    nfc = unicodedata.normalize("NFC", text)
+    raise InvalidNameError(
+        text,
+        f"a partition value written is Unicode NFC text (another spelling would be another "
+        f"partition): column {column!r} holds {text!a}, its NFC spelling {nfc!r}, that is "
+        f"{nfc!a} (pyarrow.compute.utf8_normalize(column, 'NFC'))",
+    )
 
 
 def _format_days(days: int) -> str:

@@ -88,6 +88,7 @@ from lakelock._names import (
     validate_dataset_name,
     validate_file_name,
     validate_partition_type,
+    written_partition_value,
 )
 from lakelock._registry._core._driver import HEDGED_BODY
 from lakelock._s3 import ObjectStore, PutResult, new_write_id
@@ -159,7 +160,7 @@ def write_table(
     dataset: str,
     table: Any,
     *,
-    partition_by: Sequence[str] = (),
+    partition_by: Sequence[str] | None = (),
     file_name: str | None = None,
     progress: Progress | None = None,
     spool_threshold: int = DEFAULT_SPOOL_THRESHOLD,
@@ -169,8 +170,9 @@ def write_table(
     return what was written (uncommitted), in partition-path order.
 
     ``partition_by`` names the partition columns, outermost first (a single ``str`` is one
-    column). ``file_name`` is the name of the file in every partition directory; without it
-    each file gets a unique ``part-<uuid4 hex>.parquet``. ``progress(done, total)`` is called
+    column; ``None`` or ``()``: not partitioned). ``file_name`` is the name of the file in
+    every partition directory; without it each file gets a unique
+    ``part-<uuid4 hex>.parquet``. ``progress(done, total)`` is called
     with the bytes uploaded so far and the total of all files. ``hedge`` sends each file of
     at most ``HEDGED_BODY`` bytes through it (see the module docstring).
 
@@ -208,7 +210,9 @@ def written_before(error: BaseException) -> tuple[DataFile, ...]:
     return tuple(f for f in written if isinstance(f, DataFile))
 
 
-def table_schema(table: Any, partition_by: Sequence[str] = (), dataset: str | None = None) -> Any:
+def table_schema(
+    table: Any, partition_by: Sequence[str] | None = (), dataset: str | None = None
+) -> Any:
     """The schema a dataset written from ``table`` has (partition columns included, in
     their places), after checking that ``partition_by`` can partition it and that its
     column names are unique ignoring case (``dataset`` names it in the error)."""
@@ -217,7 +221,7 @@ def table_schema(table: Any, partition_by: Sequence[str] = (), dataset: str | No
 
 
 def _partition_columns(
-    table: Any, partition_by: Sequence[str], dataset: str | None
+    table: Any, partition_by: Sequence[str] | None, dataset: str | None
 ) -> tuple[str, ...]:
     columns = partition_columns(partition_by)
     names = list(table.schema.names)
@@ -265,7 +269,10 @@ def _split(table: Any, columns: tuple[str, ...]) -> list[tuple[str, Any]]:
     groups = keys.group_by(list(columns), use_threads=False).aggregate([(row, "list")])
     rows_by_path: dict[str, list[Any]] = {}
     for i in range(groups.num_rows):
-        values = [(c, format_partition_value(groups.column(c)[i])) for c in columns]
+        values = [
+            (c, written_partition_value(c, format_partition_value(groups.column(c)[i])))
+            for c in columns
+        ]
         rows_by_path.setdefault(partition_path(values), []).append(
             groups.column(f"{row}_list")[i].values
         )
@@ -492,7 +499,7 @@ def read_files(
     files: Sequence[DataFile],
     *,
     schema: Any = None,
-    partition_by: Sequence[str] = (),
+    partition_by: Sequence[str] | None = (),
     columns: Sequence[str] | None = None,
     filter: Any = None,
     max_workers: int = DEFAULT_READ_WORKERS,

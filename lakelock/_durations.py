@@ -107,9 +107,12 @@ def format_duration(seconds: float) -> str:
 
 def format_instant(epoch: float, pattern: str) -> str:
     """``epoch`` (seconds since the epoch) in UTC by the ``strftime`` ``pattern``, or as
-    seconds where no date holds it (past the year 9999: a lease document written to expire
-    then, which a reader shows rather than dies on)."""
+    seconds where no date holds it (past the year 9999 or before the year 1: a lease
+    document written to expire then, a vacuum record written by a clock that far off, which
+    a reader shows rather than dies on)."""
     try:
         return datetime.fromtimestamp(epoch, UTC).strftime(pattern)
     except (OverflowError, OSError, ValueError):
+        if epoch < 0:
+            return f"{-epoch:.0f} s before the epoch"
         return f"{epoch:.0f} s after the epoch"

@@ -26,7 +26,9 @@ partition value    any Unicode text except: empty (Hive folds ``""`` into the nu
                    partition, so it cannot round-trip), control characters (category Cc:
                    C0, DEL, C1), text that is not UTF-8 encodable (lone surrogates), and
                    the literal null marker. ``.``, ``..`` and ``/`` are fine: a value is
-                   always behind ``col=`` and ``/`` is escaped.
+                   always behind ``col=`` and ``/`` is escaped. Rows written are in
+                   Unicode NFC, never normalised (their spelling is data): another
+                   spelling would be another partition; it is refused.
 column names      non-empty in the tables lakelock writes and the schemas a commit declares
 of a dataset       (DuckDB and Polars cannot read a column named ``""``:
                    :class:`~lakelock.errors.InvalidNameError`);
@@ -481,6 +483,24 @@ def _check_value(text: object) -> str:
     return value
 
 
+def written_partition_value(column: str, text: str | None) -> str | None:
+    """A partition value of rows being written (as :func:`format_partition_value` spells
+    it), if in Unicode NFC, else :class:`InvalidNameError` showing both spellings escaped.
+    Keys hold a value as spelt, so "é" composed and decomposed (a name read on macOS) would
+    be two partitions of one value: an overwrite of one would leave the other's rows. Paths
+    given to read, overwrite or delete are not checked: a partition written so before stays
+    reachable by its spelling."""
+    if text is None or unicodedata.is_normalized("NFC", text):
+        return text
+    nfc = unicodedata.normalize("NFC", text)
+    raise InvalidNameError(
+        text,
+        f"a partition value written is Unicode NFC text (another spelling would be another "
+        f"partition): column {column!r} holds {text!a}, its NFC spelling {nfc!r}, that is "
+        f"{nfc!a} (pyarrow.compute.utf8_normalize(column, 'NFC'))",
+    )
+
+
 def _format_days(days: int) -> str:
     ordinal = _EPOCH_ORDINAL + days
     if not 1 <= ordinal <= _MAX_ORDINAL:
@@ -629,9 +649,21 @@ def validate_partition_path(path: str) -> str:
     return partition_path(parse_partition_path(path))
 
 
-def partition_columns(partition_by: str | Sequence[str]) -> tuple[str, ...]:
-    """The partition columns as a tuple; one name alone (a ``str``) is that one column."""
-    return (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+def partition_columns(partition_by: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The partition columns as a tuple; one name alone (a ``str``) is that one column, and
+    ``None`` (as ``()``) is none: not partitioned. Anything else that is no sequence of
+    names is :class:`~lakelock.errors.InvalidArgumentError`."""
+    if partition_by is None:
+        return ()
+    if isinstance(partition_by, str):
+        return (partition_by,)
+    if isinstance(partition_by, Mapping) or not isinstance(partition_by, Iterable):
+        raise InvalidArgumentError(
+            partition_by,
+            "partition_by is a column name, a sequence of them, or None (not partitioned)",
+            what="partition_by",
+        )
+    return tuple(partition_by)
 
 
 def named_partition(columns: Sequence[str], spec: PartitionSpec) -> str:

@@ -87,8 +87,9 @@ DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 class WriteOptions(TypedDict, total=False):
     """Options of :meth:`~lakelock.Lake.append` and :meth:`~lakelock.Lake.overwrite`."""
 
-    #: The partition columns, outermost first (a dataset's never change; default: none).
-    partition_by: Sequence[str]
+    #: The partition columns, outermost first (a dataset's never change; default, or
+    #: ``None``: none, not partitioned).
+    partition_by: Sequence[str] | None
     #: What to do with columns the dataset lacks (:data:`SchemaMode`).
     schema_mode: SchemaMode
     #: Properties to set (``None`` removes one) in the same commit: see ``set_properties``.
@@ -121,7 +122,7 @@ class TableOperations:
         dataset: str,
         table: pa.Table,
         *,
-        partition_by: Sequence[str] = (),
+        partition_by: Sequence[str] | None = (),
         file_name: str | None = None,
         progress: Progress | None = None,
     ) -> list[DataFile]:
@@ -188,7 +189,7 @@ class TableOperations:
         table: pa.Table,
         partitions: Iterable[PartitionSpec] | Literal["all"] | None,
         *,
-        partition_by: Sequence[str] = (),
+        partition_by: Sequence[str] | None = (),
         schema_mode: SchemaMode = None,
         properties: Mapping[str, str | None] | None = None,
         commit_id: str | None = None,

@@ -48,6 +48,7 @@ from lakelock._names import (
     parse_partition_value,
     validate_dataset_name,
     validate_partition_path,
+    written_partition_value,
 )
 from lakelock._registry import CommitResult
 from lakelock._registry._builder import CommitBuilder
@@ -99,6 +100,9 @@ class PartitionMove:
             raise InvalidNameError(
                 to_partition, "the destination must name as many partition columns as the source"
             )
+        if to_partition is not None:  # a new partition's values, as rows written have them
+            for column, value in parse_partition_path(self.to_partition):
+                written_partition_value(column, value)
 
     @property
     def source_path(self) -> str:

@@ -61,7 +61,7 @@ __all__ = ["append", "write"]
 
 
 def write(
-    lake: Lake, dataset: str, frame: Any, *, partition_by: Sequence[str] = ()
+    lake: Lake, dataset: str, frame: Any, *, partition_by: Sequence[str] | None = ()
 ) -> tuple[list[DataFile], pa.Schema]:
     """Write every partition of the Dask DataFrame ``frame`` as files of ``dataset`` on the
     workers, uncommitted, and return the files (in partition order) and the schema they
@@ -95,7 +95,7 @@ def append(
     dataset: str,
     frame: Any,
     *,
-    partition_by: Sequence[str] = (),
+    partition_by: Sequence[str] | None = (),
     schema_mode: SchemaMode = None,
     commit_id: str | None = None,
     fence: Fence | tuple[str, int] | None = None,

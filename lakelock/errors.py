@@ -181,8 +181,9 @@ class DatasetNotFoundError(LakelockError, KeyError):
 
 class VersionNotFoundError(DatasetNotFoundError):
     """The registry has no ``version`` (or no version at ``as_of``) of ``dataset``: it is
-    newer than the current version, older than the dataset, or (see
-    :class:`SnapshotExpiredError`) older than what retention keeps. Never a partial table."""
+    below 1 (versions start at 1, the first commit), newer than the current version, older
+    than the dataset, or (see :class:`SnapshotExpiredError`) older than what retention
+    keeps. Never a partial table."""
 
     def __init__(
         self,

@@ -65,7 +65,7 @@ _RESULT = "files binary, schema binary, error binary"
 
 
 def write(
-    lake: Lake, dataset: str, frame: Any, *, partition_by: Sequence[str] = ()
+    lake: Lake, dataset: str, frame: Any, *, partition_by: Sequence[str] | None = ()
 ) -> tuple[list[DataFile], pa.Schema]:
     """Write every partition of the Spark DataFrame ``frame`` as files of ``dataset`` on the
     executors, uncommitted, and return the files and the schema they share (the tasks' own
@@ -105,7 +105,7 @@ def append(
     dataset: str,
     frame: Any,
     *,
-    partition_by: Sequence[str] = (),
+    partition_by: Sequence[str] | None = (),
     schema_mode: SchemaMode = None,
     commit_id: str | None = None,
     fence: Fence | tuple[str, int] | None = None,

@@ -121,3 +121,31 @@ def test_a_column_made_required_is_a_bad_request_not_a_change_answered_and_left_
     loaded = engine.load_table("lake.events").schema()
     assert not loaded.find_field("n").required
     assert loaded.identifier_field_ids == []
+
+
+def test_column_docs_a_client_sends_are_kept_in_what_it_reads_back(engine: Any, lake: Lake) -> None:
+    """An engine creates a table with a column comment (Iceberg's ``doc``) and adds a column
+    with one: the dataset recorded them, but the table the engine loaded back had none (the
+    view's schema dropped every field's metadata but its id), and a change of an existing
+    column's doc was answered as committed and left out. Both docs read back, from the
+    create's answer, a fresh load and after a lakelock append; a doc change is 400 and the
+    table keeps its docs."""
+    schema = Schema(
+        NestedField(1, "kind", StringType(), required=False, doc="what happened"),
+        NestedField(2, "n", LongType(), required=False),
+    )
+
+    def docs(table: Any) -> dict[str, str | None]:
+        return {f.name: f.doc for f in table.schema().fields}
+
+    table = engine.create_table("lake.events", schema=schema)
+    assert docs(table) == {"kind": "what happened", "n": None}
+    with table.update_schema() as update:
+        update.add_column("score", LongType(), doc="points")
+    lake.append("events", pa.table({"kind": ["a"], "n": [1], "score": [2]}))
+    expected = {"kind": "what happened", "n": None, "score": "points"}
+    table = engine.load_table("lake.events")
+    assert docs(table) == expected
+    with pytest.raises(BadRequestError, match="doc of column 'n'"):
+        table.update_schema().update_column("n", doc="a count").commit()
+    assert docs(engine.load_table("lake.events")) == expected

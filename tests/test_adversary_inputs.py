@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock.errors import InvalidArgumentError
+from lakelock.errors import InvalidArgumentError, PartitionByMismatchError
 from lakelock.testing import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY, S3Endpoint
 from tests._support import FAST_RETRY
 
@@ -88,3 +88,26 @@ def test_a_read_timeout_no_platform_can_wait_is_refused_when_the_lake_is_made(
         )
     patient = Lake.from_url(f"s3://{bucket}", read_timeout="1d", endpoint_url=s3.url, **CLIENT_KEYS)
     assert patient.read("sales").num_rows == 1
+
+
+def test_partition_by_none_means_not_partitioned_and_a_non_sequence_is_refused(
+    lake: Lake,
+) -> None:
+    """``append(..., partition_by=None)``, as a pipeline passes an optional setting it did
+    not set, raised a bare ``TypeError`` ('NoneType' object is not iterable) though the
+    option's documented default is none. ``None`` is "not partitioned", as the default is,
+    for append, overwrite and write; a partitioned dataset still refuses it (another
+    partition_by than its own); a value that is no sequence of names is
+    InvalidArgumentError, and nothing is committed."""
+    lake.append("sales", pa.table({"id": [1]}), partition_by=None)
+    lake.overwrite("sales", pa.table({"id": [2]}), partition_by=None, partitions="all")
+    assert lake.read("sales")["id"].to_pylist() == [2]
+    assert lake.write("sales", pa.table({"id": [3]}), partition_by=None)[0].partition_path == ""
+    lake.append("by_day", pa.table({"day": ["a"], "id": [1]}), partition_by=["day"])
+    with pytest.raises(PartitionByMismatchError):
+        lake.append("by_day", pa.table({"day": ["b"], "id": [2]}), partition_by=None)
+    version = lake.registry.read().version
+    for wrong in (5, {"day": "a"}):
+        with pytest.raises(InvalidArgumentError, match="partition_by"):
+            lake.append("by_day", pa.table({"day": ["b"], "id": [2]}), partition_by=wrong)
+    assert lake.registry.read().version == version

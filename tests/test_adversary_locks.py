@@ -5,13 +5,22 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
+import io
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from lakelock import Lake
-from lakelock.errors import InvalidArgumentError, LockedError, LockTimeout, StaleFenceError
+from lakelock import DataFile, Lake
+from lakelock.errors import (
+    InvalidArgumentError,
+    InvalidNameError,
+    LockedError,
+    LockTimeout,
+    StaleFenceError,
+)
 from tests._support import FAST_RETRY
 
 
@@ -92,11 +101,27 @@ def places(place: str, *ids: int) -> pa.Table:
     return pa.table({"id": list(ids), "place": [place] * len(ids)})
 
 
+def decomposed_file(lake: Lake, place: str, *ids: int) -> DataFile:
+    """A file of ``ids`` in partition ``place`` spelt as given (not NFC: lakelock writes no
+    such rows), put as another tool would, for ``registry.commit(add=...)``."""
+    body = io.BytesIO()
+    pq.write_table(pa.table({"id": list(ids)}), body)
+    data = body.getvalue()
+    key = f"datasets/visits/place={place}/part-{ids[0]}.parquet"
+    put = lake.store.put(key, data, mode="create")
+    checksum = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    return DataFile(
+        "visits", key, f"place={place}", len(data), len(ids), checksum, put.etag, put.write_id
+    )
+
+
 def test_a_partition_value_spelt_two_ways_is_one_path_to_the_lock(client: Any, bucket: str) -> None:
     """``place=café`` typed composed on one machine and decomposed on another (a macOS file
     name), or ``place=a%2fb`` beside the registry's ``place=a%2Fb``, print as one partition
     and decode to one value: two writers must not both hold the write lock on it, and a
-    plain append into the other spelling must not land while one is held."""
+    file registered into the other spelling must not land while one is held (LockedError;
+    an append of such rows is refused whatever the locks, InvalidNameError: a partition
+    value written is NFC, tests/test_adversary_spellings.py)."""
     composed, decomposed = "caf\u00e9", "cafe\u0301"
     holder = Lake(bucket, s3=client, retry=FAST_RETRY)
     other = Lake(bucket, s3=client, retry=FAST_RETRY)
@@ -104,8 +129,10 @@ def test_a_partition_value_spelt_two_ways_is_one_path_to_the_lock(client: Any, b
     with holder.lock(write=[f"/visits/place={composed}"], heartbeat=False):
         with pytest.raises(LockTimeout):
             other.lock(write=[f"/visits/place={decomposed}"], timeout=0).acquire()
-        with pytest.raises(LockedError):
+        with pytest.raises(InvalidNameError):
             other.append("visits", places(decomposed, 7), partition_by=["place"])
+        with pytest.raises(LockedError):  # another tool's file, registered as it is spelt
+            other.registry.commit("visits", add=[decomposed_file(other, decomposed, 7)])
     with holder.lock(write=["/visits/place=a%2fb"], heartbeat=False), pytest.raises(LockTimeout):
         other.lock(read=["/visits/place=a%2Fb"], timeout=0).acquire()
 
@@ -122,7 +149,7 @@ def test_a_read_grants_fence_fences_no_write_to_another_spelling_of_its_path(
     read, written = f"/visits/place={composed}", "/visits/place=elsewhere"
     with (
         lake.lock(read=[read], write=[written], heartbeat=False) as held,
-        pytest.raises(InvalidArgumentError),
+        pytest.raises(InvalidArgumentError, match="does not fence a write"),
     ):
-        lake.append("visits", places(decomposed, 2), partition_by=["place"], fence=held.fence)
+        lake.registry.commit("visits", add=[decomposed_file(lake, decomposed, 2)], fence=held.fence)
     assert lake.read("visits")["id"].to_pylist() == [1]

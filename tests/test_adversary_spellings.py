@@ -11,7 +11,7 @@ import pytest
 
 import lakelock.dask
 from lakelock import Lake
-from lakelock.errors import InvalidArgumentError
+from lakelock.errors import InvalidArgumentError, InvalidNameError
 
 
 def _keys(lake: Lake, dataset: str) -> set[str]:
@@ -73,3 +73,41 @@ def test_every_way_to_commit_refuses_a_commit_id_that_is_not_nfc(lake: Lake) -> 
         lake.copy_partition("sales", {"day": 1}, to_dataset="archive", commit_id=decomposed)
     assert lake.read("sales").num_rows == 1
     assert [h.operation for h in lake.history("sales")] == ["append"]
+
+
+def test_a_partition_value_in_another_unicode_spelling_is_refused_not_a_second_partition(
+    lake: Lake,
+) -> None:
+    """A job partitions by city, read from files named on Linux (``Montréal`` composed,
+    NFC) and on a Mac (decomposed, NFD): two strings that look the same and were two
+    partitions, so ``overwrite`` of the city's rows replaced one spelling and left the
+    other's, and a ``filter`` on the city read half of them. Rows whose partition value is
+    not NFC are refused (InvalidNameError naming the column and both spellings, escaped),
+    nothing written, by append, overwrite, write, and a rename or copy to such a partition;
+    a value in NFC, and a non-partition column in any spelling, are written as given."""
+    composed = unicodedata.normalize("NFC", "Montréal")
+    decomposed = unicodedata.normalize("NFD", "Montréal")
+    lake.append("sales", pa.table({"city": [composed], "note": [decomposed]}), partition_by="city")
+    before = lake.registry.read().version
+    rows = pa.table({"city": [decomposed], "note": ["x"]})
+    attempts = (
+        lambda: lake.append("sales", rows, partition_by="city"),
+        lambda: lake.overwrite("sales", rows, partition_by="city"),
+        lambda: lake.write("sales", rows, partition_by="city"),
+        lambda: lake.rename_partition(
+            "sales", {"city": composed}, to_partition={"city": decomposed}
+        ),
+        lambda: lake.copy_partition("sales", {"city": composed}, to_partition={"city": decomposed}),
+    )
+    for attempt in attempts:
+        with pytest.raises(InvalidNameError, match="NFC") as refused:
+            attempt()
+        assert "column 'city'" in str(refused.value)
+        assert ascii(decomposed) in str(refused.value)
+    assert lake.registry.read().version == before
+    assert [p for p in lake.store.list("datasets/sales/")] == [
+        p for p in lake.store.list(f"datasets/sales/city={composed}/")
+    ]
+    read = lake.read("sales")
+    assert read["city"].to_pylist() == [composed]
+    assert read["note"].to_pylist() == [decomposed]

@@ -12,7 +12,7 @@ import pytest
 from lakelock import Lake
 from lakelock._registry import Registry
 from lakelock._s3 import ObjectStore
-from lakelock.errors import SnapshotExpiredError
+from lakelock.errors import SnapshotExpiredError, VersionNotFoundError
 from tests._support import FAST_RETRY
 
 HOUR = 3600.0
@@ -34,3 +34,23 @@ def test_the_files_of_an_expired_version_are_snapshot_expired_not_no_such_datase
     later = Registry(store, retry=FAST_RETRY, clock=lambda: time.time() + 2 * HOUR)
     with pytest.raises(SnapshotExpiredError, match="remain readable"):
         later.files("sales", snapshot=later.read(version=first))
+
+
+@pytest.mark.parametrize("version", [0, -1])
+def test_a_version_below_one_says_versions_start_at_one(lake: Lake, version: int) -> None:
+    """A pipeline counting versions from 0 asks for ``version=0``: it heard "version 0 ...
+    is not in the registry: the registry is at version 1", as if the lake had not reached
+    it yet. Read, scan, the registry and restore all say VersionNotFoundError that versions
+    start at 1 (the first commit), naming the version asked for; version 1 still reads."""
+    lake.append("sales", pa.table({"id": [1]}))
+    asks = (
+        lambda: lake.read("sales", version=version),
+        lambda: lake.scan("sales", version=version),
+        lambda: lake.registry.read(version=version),
+        lambda: lake.restore("sales", version=version),
+    )
+    for ask in asks:
+        with pytest.raises(VersionNotFoundError, match="versions start at 1") as caught:
+            ask()
+        assert caught.value.version == version
+    assert lake.read("sales", version=1)["id"].to_pylist() == [1]

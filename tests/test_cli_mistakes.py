@@ -21,6 +21,9 @@ from lakelock.testing import S3Endpoint
 from tests._support import CLI_ENV, REPO
 from tests._support.processes import InProcess
 
+#: The bound of every length of time ``simulate`` takes but ``--skew`` and ``--intent-ttl``.
+CENTURY = "at most 3,153,600,000 (a century)"
+
 
 def one_error_line(stderr: str) -> str:
     """The single ``lakelock: error:`` line of ``stderr`` (no traceback), without its prefix."""
@@ -308,8 +311,32 @@ def test_simulate_beyond_its_bounds_is_a_usage_error(
             ("--skew", value, "seconds >= 0, at most 86,400", "86,400")
             for value in ("1e300", "nan", "-1")
         ),
-        ("--cpu-ms", "nan", "milliseconds >= 0", None),
-        ("--first-cpu-ms", "inf", "milliseconds >= 0", None),
+        ("--cpu-ms", "nan", f"milliseconds >= 0, {CENTURY}", None),
+        ("--first-cpu-ms", "inf", f"milliseconds >= 0, {CENTURY}", None),
+        ("--cpu-ms", "1e300", f"milliseconds >= 0, {CENTURY}", None),
+        *(
+            (
+                "--intent-ttl",
+                value,
+                "seconds > 0, at most 3,600 (a lake's longest intent TTL)",
+                "3,600",
+            )
+            for value in ("1e300", "3601", "0")
+        ),
+        *(
+            (flag, "1e300", f"seconds > 0, {CENTURY}", None)
+            for flag in ("--max-seconds", "--vacuum-every", "--vacuum-older-than")
+        ),
+        *(
+            (flag, "1e300", f"seconds >= 0, {CENTURY}", None)
+            for flag in ("--think", "--start-over", "--opened", "--quiet-before")
+        ),
+        (
+            "--pause",
+            "1:1e300",
+            "0 <= SHORTEST <= LONGEST <= 3,153,600,000 (seconds: a century)",
+            None,
+        ),
     ],
 )
 def test_simulate_values_beyond_their_bounds_are_usage_errors(
@@ -322,7 +349,10 @@ def test_simulate_values_beyond_their_bounds_are_usage_errors(
     no date holds, and the run reported the crashes as violations of lakelock's
     guarantees, with a command to replay them; ``--skew -1`` was an error line, not a usage
     error. Each is a usage error saying what the option takes, exit 2, before any run (of
-    one writer for half a second, were it run), and ``--help`` says the bound."""
+    one writer for half a second, were it run), and ``--help`` says the bound. So is a
+    length of time past a century (``--quiet-before 1e300`` was an internal error,
+    OverflowError; ``--intent-ttl 1e300`` an error line, exit 1, after the parse; ``--max-
+    seconds 1e300`` ran), and an intent TTL past the longest a lake's setting takes."""
     result = in_process("simulate", flag, value, "--writers", "1", "--seconds", "0.5")
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1].endswith(

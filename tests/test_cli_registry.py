@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock._layout import REGISTRY_KEY
 from lakelock.errors import StaleFenceError
 from lakelock.testing import S3Endpoint
 from tests._support import CLI_ENV as ENV
@@ -216,6 +218,36 @@ def test_configure_where_no_lake_is_says_so(
     assert "created" in created.stdout.splitlines()[0]
     assert lake.registry.settings().retention == 30 * 86400.0
     assert configure().stdout.splitlines()[0].endswith(": settings")
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        (1e15, -1e15, "1000000000000000 s after the epoch", "1000000000000000 s before the epoch"),
+        (-1e12, 4e11, "1000000000000 s before the epoch", "400000000000 s after the epoch"),
+    ],
+)
+def test_show_of_a_vacuum_record_no_date_holds_shows_seconds_not_an_error(
+    s3: S3Endpoint, lake: Lake, admin: Any, in_process: InProcess, record: tuple[Any, ...]
+) -> None:
+    """A vacuum whose clock was far off (a machine set to the year 33,658, or to before the
+    year 1) records a cutoff and horizon no calendar date holds; ``registry show``, the
+    command a user runs to see why commits are refused, ended in "lakelock: error: year
+    31690708 is out of range" (exit 1) and showed nothing. It shows the lake, and those
+    instants as seconds from the epoch; ``--json`` gives them as recorded."""
+    cutoff, horizon, shown_cutoff, shown_horizon = record
+    history_lake(lake)
+    root = orjson.loads(admin.get_object(Bucket=lake.bucket, Key=REGISTRY_KEY)["Body"].read())
+    root["vacuum"] = {"cutoff": cutoff, "horizon": horizon}
+    admin.put_object(Bucket=lake.bucket, Key=REGISTRY_KEY, Body=orjson.dumps(root))
+    text = in_process("registry", "show", lake.url, "--endpoint-url", s3.url)
+    assert text.returncode == 0, text.stderr
+    assert f"vacuum cutoff {shown_cutoff} (server time)" in text.stdout
+    assert f"vacuum horizon {shown_horizon}:" in text.stdout
+    as_json = in_process("registry", "show", lake.url, "--json", "--endpoint-url", s3.url)
+    assert as_json.returncode == 0, as_json.stderr
+    recorded = orjson.loads(as_json.stdout)
+    assert (recorded["vacuum_cutoff"], recorded["vacuum_horizon"]) == (cutoff, horizon)
 
 
 def test_show_shows_the_cutoff_and_horizon_vacuum_recorded(

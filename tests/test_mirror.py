@@ -669,6 +669,40 @@ def test_a_dataset_whose_column_names_clash_is_refused_by_name(lake: Lake, s3: S
     assert len(done.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("column", "named"),
+    [
+        (pa.array([1_000_000_001, 5], pa.timestamp("ns")), "'at' is a timestamp in nanoseconds"),
+        (pa.array([2**64 - 1, 1], pa.uint64()), "'at' is a uint64"),
+        (
+            pa.array([{"when": 1}, {"when": 2}], pa.struct([("when", pa.timestamp("ns", "UTC"))])),
+            "'at.when' is a timestamp in nanoseconds",
+        ),
+        (pa.array([[2**63], []], pa.list_(pa.uint64())), "'at.element' is a uint64"),
+    ],
+)
+def test_a_column_no_view_type_carries_exactly_is_refused_by_name(
+    lake: Lake, column: pa.Array, named: str
+) -> None:
+    """A timestamp in nanoseconds and a ``uint64`` (at the top or nested): the views
+    declared them as Iceberg's and Delta's microsecond timestamp and signed ``long``, so
+    pyiceberg read 1,000,000,001 ns as one second (the nanosecond dropped without a word)
+    and delta-rs failed every read (a cast that would lose data; 2**64 - 1 "not in range").
+    Each view is refused, SchemaMismatchError naming the dataset and the column, with no
+    view object written; the same rows in microseconds and int64 mirror."""
+    lake.append("ticks", pa.table({"id": [1, 2], "at": column}))
+    for formats in (("delta",), ("iceberg",)):
+        with pytest.raises(SchemaMismatchError) as info:
+            lake.mirror("ticks", formats=formats)
+        assert info.value.dataset == "ticks"
+        assert "dataset 'ticks' cannot be mirrored" in str(info.value)
+        assert named in str(info.value)
+    assert [o.key for o in lake.store.list("views/")] == []
+    exact = pa.table({"id": [1], "at": pa.array([1_000_001], pa.timestamp("us"))})
+    lake.append("exact", exact)
+    assert lake.mirror("exact").written == 2  # one version, in each view
+
+
 def restored_then_merged(lake: Lake) -> list[int]:
     """``events``: ``score`` merged in, a restore dropping it, ``y`` merged in, then ``score``
     merged in again; its versions."""

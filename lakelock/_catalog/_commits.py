@@ -414,6 +414,11 @@ def _check_kept(f: Any, now: Any) -> None:
             f"changing the type of column {f.name!r} ({f.field_type} to "
             f"{now.field_type}) is not supported (nested fields cannot change either)"
         )
+    if (now.doc or None) != (f.doc or None):
+        raise CatalogError.bad_request(
+            f"changing the doc of column {f.name!r} is not supported (a column keeps the "
+            "doc it was created or added with)"
+        )
     if now.required and not f.required:
         raise CatalogError.bad_request(
             f"making column {f.name!r} required is not supported (a dataset's columns are "

@@ -25,6 +25,7 @@ from lakelock._cli._common import (
     render_table,
     to_jsonable,
 )
+from lakelock._durations import format_instant
 from lakelock._lake import Lake
 from lakelock._layout import files_prefix
 from lakelock._registry import (
@@ -44,6 +45,11 @@ from lakelock._registry._settings import (
 from lakelock.errors import DatasetNotFoundError
 
 __all__ = ["add_parser"]
+
+
+#: How ``registry show`` writes the vacuum record's instants (as the registry's own times);
+#: one no date holds (a record written by a clock far off) is shown as seconds instead.
+_INSTANT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def add_parser(commands: Any) -> None:
@@ -423,14 +429,16 @@ def _registry_lines(
         stored = "" if snap.settings is not None else " (the defaults: none stored yet)"
         lines.append(f"settings: {settings}{stored}")
         if snap.vacuum_cutoff is not None:
+            cutoff = format_instant(snap.vacuum_cutoff, _INSTANT)
             lines.append(
-                f"vacuum cutoff {iso(snap.vacuum_cutoff)} (server time): the last vacuum "
+                f"vacuum cutoff {cutoff} (server time): the last vacuum "
                 "deleted unreferenced files written up to it; a commit adding a file written "
                 "at or before it is refused"
             )
         if snap.vacuum_horizon is not None:
+            horizon = format_instant(snap.vacuum_horizon, _INSTANT)
             lines.append(
-                f"vacuum horizon {iso(snap.vacuum_horizon)}: the last vacuum kept no version "
+                f"vacuum horizon {horizon}: the last vacuum kept no version "
                 "replaced before it; such a version is neither read nor restored, whatever "
                 "the retention"
             )

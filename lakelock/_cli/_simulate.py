@@ -16,9 +16,10 @@ import orjson
 
 from lakelock._cli._common import add_command, add_progress_option, commit_window, number_type
 from lakelock._cli._progress import ProgressBar, progress_wanted
+from lakelock._durations import MAX_DURATION
 from lakelock._registry._core import FoldPolicy
 from lakelock._registry._core._schedule import FIXED
-from lakelock._registry._settings import MAX_COMMIT_WINDOW
+from lakelock._registry._settings import MAX_COMMIT_WINDOW, MAX_INTENT_TTL
 from lakelock._sim._faults import FAULT_KINDS, Brownout, Faults
 from lakelock._sim._latency import profile
 from lakelock._sim._plot import plot, require_matplotlib
@@ -69,13 +70,24 @@ _run_seconds = number_type(
     float, lambda value: 0 < value <= MAX_SECONDS, f"seconds > 0, at most {MAX_SECONDS:,.0f}"
 )
 _non_negative = number_type(int, lambda value: value >= 0, "an integer >= 0")
-_seconds = number_type(float, lambda value: 0 < value < math.inf, "seconds > 0")
-_pause = number_type(float, lambda value: 0 <= value < math.inf, "seconds >= 0")
+#: Every other length of time an option gives: at most a century (MAX_DURATION), as every
+#: bounded duration of lakelock; further, the simulated clock leaves the dates Python holds
+#: (--quiet-before 1e300 was an internal error, OverflowError) or a lake's settings refuse it.
+_CENTURY = f"at most {MAX_DURATION:,.0f} (a century)"
+_seconds = number_type(float, lambda value: 0 < value <= MAX_DURATION, f"seconds > 0, {_CENTURY}")
+_pause = number_type(float, lambda value: 0 <= value <= MAX_DURATION, f"seconds >= 0, {_CENTURY}")
+_intent_ttl = number_type(
+    float,
+    lambda value: 0 < value <= MAX_INTENT_TTL,
+    f"seconds > 0, at most {MAX_INTENT_TTL:,.0f} (a lake's longest intent TTL)",
+)
 _fraction = number_type(float, lambda value: 0 <= value <= 1, "a fraction in [0, 1]")
 _skew = number_type(
     float, lambda value: 0 <= value <= MAX_SKEW, f"seconds >= 0, at most {MAX_SKEW:,.0f}"
 )
-_milliseconds = number_type(float, lambda value: 0 <= value < math.inf, "milliseconds >= 0")
+_milliseconds = number_type(
+    float, lambda value: 0 <= value <= MAX_DURATION * 1000, f"milliseconds >= 0, {_CENTURY}"
+)
 
 
 def _store(text: str) -> str:
@@ -127,9 +139,10 @@ def _pause_range(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(
             f"expected SHORTEST:LONGEST (seconds), got {text!r}"
         ) from None
-    if not 0 <= low <= high < math.inf:
+    if not 0 <= low <= high <= MAX_DURATION:
         raise argparse.ArgumentTypeError(
-            f"expected 0 <= SHORTEST <= LONGEST (seconds), got {text!r}"
+            f"expected 0 <= SHORTEST <= LONGEST <= {MAX_DURATION:,.0f} (seconds: a century), "
+            f"got {text!r}"
         )
     return low, high
 
@@ -361,7 +374,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "writers' first commits make it)",
     )
     option("--readers", _count, 0, f"reader processes, at most {MAX_COUNT:,}")
-    option("--intent-ttl", _seconds, 600.0, "intents expire after this (s)")
+    option(
+        "--intent-ttl",
+        _intent_ttl,
+        600.0,
+        f"intents expire after this (s, at most {MAX_INTENT_TTL:,.0f}, as a lake's setting)",
+    )
     option(
         "--commit-window",
         commit_window,

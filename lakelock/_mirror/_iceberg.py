@@ -86,6 +86,9 @@ _NAMESPACE = uuid.UUID("0c5c1e3a-2f6e-4d8e-9c1d-3b9e2f4a7d11")
 _PARTITION_FIELD_BASE = 1000
 _NESTED_SHIFT = 16
 _FIELD_ID = b"PARQUET:field_id"
+#: The field metadata an Arrow field keeps its Iceberg ``doc`` in (pyiceberg's own key, both
+#: ways): the comment an engine gave a column through the catalog, which the views carry.
+_DOC = b"doc"
 #: Earlier metadata files a metadata.json names (Iceberg's write.metadata.previous-versions-max).
 METADATA_LOG = 100
 
@@ -280,7 +283,11 @@ def _with_id(field: Any, field_id: int, counter: Iterator[int]) -> Any:
         key = _with_id(type_.key_field, next(counter), counter)
         item = _with_id(type_.item_field, next(counter), counter)
         type_ = pa.map_(key, item)
-    return field.with_type(type_).with_metadata({_FIELD_ID: str(field_id).encode()})
+    metadata = {_FIELD_ID: str(field_id).encode()}
+    doc = (field.metadata or {}).get(_DOC)
+    if doc:
+        metadata[_DOC] = doc
+    return field.with_type(type_).with_metadata(metadata)
 
 
 def iceberg_schema(schema: pa.Schema, schema_id: int, ids: Mapping[str, int] | None = None) -> Any:

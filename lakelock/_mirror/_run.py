@@ -86,9 +86,10 @@ def mirror(
     ``progress(done, total)`` counts the versions written, format after format;
     ``iceberg_since``: a version the caller saw in the Iceberg view (fewer LISTs to find its
     newest metadata; ``lakelock catalog`` passes the one it last answered). A schema a view
-    cannot take (column names that clash ignoring case, a type the format lacks) is
-    :class:`~lakelock.errors.SchemaMismatchError` naming the dataset, before that view's
-    first object is written."""
+    cannot take (column names that clash ignoring case, a type the format lacks, a column
+    whose values it cannot carry exactly: timestamps in nanoseconds, ``uint64``) is
+    :class:`~lakelock.errors.SchemaMismatchError` naming the dataset (and the column),
+    before that view's first object is written."""
     dataset = validate_dataset_name(dataset)
     chosen = check_formats(formats)
     doc, _ = registry._current()

@@ -38,6 +38,7 @@ __all__ = [
     "VersionChange",
     "changes",
     "check_view_names",
+    "check_view_types",
     "live_files",
     "pending",
     "signed_holding",
@@ -47,13 +48,53 @@ __all__ = [
 def check_view_names(schema: pa.Schema, view: str) -> None:
     """Refuse (:class:`SchemaMismatchError`) a schema whose column names clash ignoring case:
     a view's readers resolve names so (a dataset written before lakelock refused such
-    tables may have them)."""
+    tables may have them); or that holds a column whose values no type of the view carries
+    exactly (:func:`check_view_types`)."""
     clash = clashing_names(schema.names)
     if clash is not None:
         raise SchemaMismatchError(
             f"columns {clash[0]!r} and {clash[1]!r} are one name ignoring case, as {view} "
             "readers resolve names: rewrite the dataset with one of them renamed"
         )
+    check_view_types(schema, view)
+
+
+def check_view_types(schema: pa.Schema, view: str) -> None:
+    """Refuse (:class:`SchemaMismatchError`, naming the column) a column, or a field nested
+    in one, whose values the view's types cannot all carry: a timestamp in nanoseconds
+    (Iceberg v2 and Delta hold microseconds: pyiceberg dropped the nanoseconds without a
+    word, delta-rs failed the read) and a ``uint64`` (their widest integer is a signed
+    64-bit one: a value past 2**63 - 1 failed delta-rs's read). A view is never wrong data."""
+    for path, type_ in _leaves(schema):
+        if pa.types.is_timestamp(type_) and type_.unit == "ns":
+            raise SchemaMismatchError(
+                f"column {path!r} is a timestamp in nanoseconds, and {view} holds "
+                "microseconds only (a reader would drop the nanoseconds): write it as "
+                "pa.timestamp('us') to mirror the dataset"
+            )
+        if pa.types.is_uint64(type_):
+            raise SchemaMismatchError(
+                f"column {path!r} is a uint64, and {view}'s widest integer is signed (a "
+                "value past 2**63 - 1 would not read): write it as int64, or as "
+                "decimal128(20, 0), to mirror the dataset"
+            )
+
+
+def _leaves(schema: pa.Schema) -> Iterator[tuple[str, Any]]:
+    """Every column and nested field of ``schema`` as its dotted path and its type (a
+    dictionary as its values' type)."""
+    pending = [(f.name, f.type) for f in schema]
+    while pending:
+        path, type_ = pending.pop(0)
+        if pa.types.is_dictionary(type_):
+            type_ = type_.value_type
+        yield path, type_
+        if pa.types.is_struct(type_):
+            pending += [(f"{path}.{f.name}", f.type) for f in type_]
+        elif pa.types.is_list(type_) or pa.types.is_large_list(type_):
+            pending.append((f"{path}.element", type_.value_type))
+        elif pa.types.is_map(type_):
+            pending += [(f"{path}.key", type_.key_type), (f"{path}.value", type_.item_type)]
 
 
 #: Each unsigned integer type a view declares as the signed type that holds all its values:

@@ -158,6 +158,13 @@ def _check_when(version: object, as_of: object) -> None:
         raise InvalidArgumentError(as_of, "as_of is server time: a number of seconds, not NaN")
 
 
+#: Why a version below 1 holds nothing: the first commit makes version 1.
+_BEFORE_THE_FIRST = (
+    ": registry versions start at 1, the lake's first commit (before it, at version 0, the "
+    "lake holds no dataset)"
+)
+
+
 def upgrade_version(doc: RegistryDoc) -> int | None:
     """The version that upgraded the registry from format 1 (``None``: it was never in
     format 1): the one after the format-1 root its backup keeps."""
@@ -638,7 +645,9 @@ class Registry:
                 (version, as_of), "give version or as_of, not both", what="read point"
             )
         seconds = as_of.timestamp() if isinstance(as_of, datetime) else as_of
-        if version is not None and (version < 1 or version > doc.version):
+        if version is not None and version < 1:
+            raise VersionNotFoundError("*", version=version, reason=_BEFORE_THE_FIRST)
+        if version is not None and version > doc.version:
             raise VersionNotFoundError(
                 "*", version=version, reason=f": the registry is at version {doc.version}"
             )

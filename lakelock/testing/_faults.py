@@ -197,6 +197,20 @@ class FaultPlan:
                 self.injected[rule.kind] = self.injected.get(rule.kind, 0) + 1
         return Decision(delay=delay, stall=stall, hold=hold, before=before, after=after)
 
+    def spare(self, rule: FaultRule) -> None:
+        """Give back the ``after`` fault :meth:`decide` drew for a request it did not strike:
+        one refused before it applied (a 412, a 404, a 403) or a read the kind leaves alone
+        (a lost acknowledgement loses the answer of a write only). It is neither reported as
+        injected nor counted against the rule's ``count``: the next request it matches gets
+        it, so ``count=1`` is one answer really lost."""
+        with self._lock:
+            rule.fired -= 1
+            left = self.injected[rule.kind] - 1
+            if left:
+                self.injected[rule.kind] = left
+            else:
+                del self.injected[rule.kind]
+
     def to_json(self) -> dict[str, Any]:
         with self._lock:
             return {

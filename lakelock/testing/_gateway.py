@@ -47,6 +47,7 @@ moto) is in :mod:`._wsgi`.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -210,6 +211,22 @@ class Gateway:
             if refused is not None:
                 return refused
         decision = self.faults.decide(request.operation, request.bucket or "", request.key)
+        response = self._decided(environ, request, headers, decision)
+        if decision.after is not None and not response.struck:
+            # Refused before it applied (412, 404, 403...), or a read the kind leaves alone:
+            # the fault did not happen, so it is neither reported nor spent.
+            self.faults.spare(decision.after)
+        return response
+
+    def _decided(
+        self,
+        environ: dict[str, Any],
+        request: S3Request,
+        headers: Mapping[str, str],
+        decision: Decision,
+    ) -> Response:
+        """The answer to a request whose faults are drawn: the ``before`` fault instead of
+        it, else the request applied (an ``after`` fault striking its answer)."""
         self._stall(decision.stall)
         if not request.mutating or decision.before is not None:
             self._wait(decision)
@@ -618,12 +635,14 @@ class Gateway:
 
     def _strike_after(self, rule: FaultRule, response: Response) -> Response:
         if rule.kind == "truncate":
-            return cut_short(response)
-        if rule.kind == "corrupt":
-            return corrupted(response)
-        if rule.kind == "lost_ack_5xx":
-            return s3_error("500 Internal Server Error", "InternalError", "Injected lost ack.")
-        raise Reset
+            spoilt = cut_short(response)
+        elif rule.kind == "corrupt":
+            spoilt = corrupted(response)
+        elif rule.kind == "lost_ack_5xx":
+            spoilt = s3_error("500 Internal Server Error", "InternalError", "Injected lost ack.")
+        else:
+            raise Reset
+        return dataclasses.replace(spoilt, struck=True)
 
     # -- plumbing -----------------------------------------------------------------------------
 

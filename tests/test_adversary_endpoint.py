@@ -6,12 +6,16 @@ pipeline's fault handling pass without the fault having happened."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError
 
-from lakelock.testing import S3Endpoint
+from lakelock import Lake
+from lakelock.testing import FaultRule, S3Endpoint, parse_fault_spec
+from lakelock.testing._classify import OPERATIONS
 
 pytestmark = pytest.mark.unguarded  # raw writes of a test, anywhere in the bucket
 
@@ -54,3 +58,38 @@ def test_a_lost_ack_for_every_operation_loses_a_writes_answer_not_a_reads(
     with pytest.raises(ConnectionClosedError):
         client.put_object(Bucket=bucket, Key="metastore/new", Body=b"2")
     assert s3.faults()["injected"] == {"lost_ack": 1}
+
+
+@pytest.mark.parametrize("operation", ["PutObjects", "putobject", "Put_Object", "GetObjectAcl"])
+def test_a_fault_for_an_operation_no_request_bears_is_refused_when_injected(
+    s3: S3Endpoint, operation: str
+) -> None:
+    """A misspelt operation (a plural, another case) would match no request: the rule is
+    refused when injected, by name or in the command-line form, not kept to never fire."""
+    with pytest.raises(ValueError, match="matches no S3 operation"):
+        s3.inject("lost_ack", operation=operation, count=1)
+    with pytest.raises(ValueError, match="matches no S3 operation"):
+        parse_fault_spec(f"error:{operation}")
+    assert s3.faults()["rules"] == []
+
+
+@pytest.mark.parametrize("operation", ["*", "PutObject", "*Multipart*", "Put*", "GetBucketPolicy"])
+def test_the_operations_and_globs_the_docs_name_are_accepted(operation: str) -> None:
+    assert FaultRule("error", operation=operation).operation == operation
+
+
+def test_every_request_a_lake_sends_bears_an_operation_a_fault_can_name(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """The names a rule may use are those the endpoint gives requests: every request of a
+    lake's append, lease, lock, read and vacuum (a multipart upload included) is one."""
+    lake = Lake(bucket, s3=s3.client(), multipart_threshold=5 * 1024 * 1024)
+    lake.append("t", pa.table({"id": [1], "blob": [os.urandom(6 * 1024 * 1024)]}))
+    with lake.lease("job", ttl=30) as lease:
+        lake.append("t", pa.table({"id": [2], "blob": [b""]}), fence=lease.fence)
+    with lake.lock(write=["/t"]) as held:
+        lake.append("t", pa.table({"id": [3], "blob": [b""]}), fence=held.fence)
+    assert lake.read("t").num_rows == 3
+    lake.vacuum(dry_run=True)
+    assert s3.stats()["CompleteMultipartUpload"] == 1
+    assert set(s3.stats()) <= OPERATIONS

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-__all__ = ["S3Request", "classify"]
+__all__ = ["OPERATIONS", "S3Request", "classify"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,39 @@ def _bucket_operation(method: str, query: Mapping[str, list[str]]) -> str:
     return {"PUT": "CreateBucket", "DELETE": "DeleteBucket", "HEAD": "HeadBucket"}.get(
         method, method
     )
+
+
+#: Every S3 operation name :func:`classify` gives a request: what a fault rule's operation
+#: glob must match one of (the names are S3's, case included).
+OPERATIONS: frozenset[str] = frozenset(
+    {
+        "ListBuckets",
+        "DeleteObjects",
+        "ListMultipartUploads",
+        "ListObjectVersions",
+        "ListObjects",
+        "ListObjectsV2",
+        "CreateBucket",
+        "DeleteBucket",
+        "HeadBucket",
+        "UploadPart",
+        "UploadPartCopy",
+        "PutObjectTagging",
+        "CopyObject",
+        "PutObject",
+        "CreateMultipartUpload",
+        "CompleteMultipartUpload",
+        "PostObject",
+        "AbortMultipartUpload",
+        "DeleteObject",
+        "HeadObject",
+        "ListParts",
+        "GetObject",
+    }
+    | {
+        f"{verb}Bucket{sub.capitalize()}"
+        for verb in ("Get", "Put", "Delete", "Head")
+        for sub in _BUCKET_SUBRESOURCES
+        if sub not in {"uploads", "versions"}
+    }
+)

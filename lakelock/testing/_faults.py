@@ -47,6 +47,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from lakelock.testing._classify import OPERATIONS
+
 FaultKind = Literal[
     "latency",
     "stall",
@@ -100,6 +102,17 @@ class FaultRule:
             raise ValueError(f"count must be >= 0, got {self.count}")
         if self.delay < 0 or self.jitter < 0:
             raise ValueError("delay and jitter must be >= 0")
+        self._check_operation()
+
+    def _check_operation(self) -> None:
+        """The ``operation`` glob names at least one operation the endpoint serves (S3's
+        names, case included): a rule no request can match would never fire, and a test
+        relying on it would pass without its fault."""
+        if not fnmatch.filter(OPERATIONS, self.operation):
+            raise ValueError(
+                f"operation {self.operation!r} matches no S3 operation (names are S3's, case "
+                f"included, or a glob): {', '.join(sorted(OPERATIONS))}"
+            )
 
     def matches(self, operation: str, bucket: str, key: str | None) -> bool:
         if self.count is not None and self.fired >= self.count:

@@ -93,3 +93,34 @@ def test_every_request_a_lake_sends_bears_an_operation_a_fault_can_name(
     lake.vacuum(dry_run=True)
     assert s3.stats()["CompleteMultipartUpload"] == 1
     assert set(s3.stats()) <= OPERATIONS
+
+
+@pytest.mark.parametrize(
+    ("kind", "arguments"),
+    [
+        ("error", {"count": 1.5}),  # would fire twice
+        ("error", {"count": True}),
+        ("error", {"count": "1"}),
+        ("latency", {"delay": float("nan")}),
+        ("latency", {"delay": float("inf")}),
+        ("latency", {"delay": 0.1, "jitter": -1.0}),
+        ("error", {"probability": float("nan")}),
+        ("error", {"probability": "0.5"}),
+        ("timeout", {}),  # no delay: a reset, never a timeout
+    ],
+)
+def test_a_fault_with_arguments_it_cannot_act_on_is_refused_when_injected(
+    s3: S3Endpoint, kind: Any, arguments: dict[str, Any]
+) -> None:
+    """Odd arguments are a ValueError naming the argument, before the endpoint holds the rule:
+    never a rule that fires another number of times than asked, sleeps forever, or is a
+    reset where a timeout was asked for."""
+    with pytest.raises(ValueError, match=r"count|delay|jitter|probability"):
+        s3.inject(kind, **arguments)
+    assert s3.faults()["rules"] == []
+
+
+def test_a_timeout_in_the_command_line_form_needs_its_delay() -> None:
+    with pytest.raises(ValueError, match="delay"):
+        parse_fault_spec("timeout:GetObject")
+    assert parse_fault_spec("timeout=5:GetObject").delay == 5.0

@@ -40,6 +40,7 @@ faults is reproducible for a given arrival order.
 from __future__ import annotations
 
 import fnmatch
+import math
 import random
 import re
 import threading
@@ -96,12 +97,18 @@ class FaultRule:
             raise ValueError(
                 f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}"
             )
-        if not 0.0 <= self.probability <= 1.0:
-            raise ValueError(f"probability must be within [0, 1], got {self.probability}")
-        if self.count is not None and self.count < 0:
-            raise ValueError(f"count must be >= 0, got {self.count}")
-        if self.delay < 0 or self.jitter < 0:
-            raise ValueError("delay and jitter must be >= 0")
+        if not _is_number(self.probability) or not 0.0 <= self.probability <= 1.0:
+            raise ValueError(f"probability must be within [0, 1], got {self.probability!r}")
+        if self.count is not None and (not _is_whole(self.count) or self.count < 0):
+            raise ValueError(f"count must be a whole number >= 0, got {self.count!r}")
+        for name, seconds in (("delay", self.delay), ("jitter", self.jitter)):
+            if not _is_number(seconds) or not 0 <= seconds < math.inf:
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {seconds!r}")
+        if self.kind == "timeout" and self.delay + self.jitter <= 0:
+            raise ValueError(
+                "a timeout hangs its delay, then resets the connection: give delay > 0 "
+                "(without one it is a reset: kind 'reset')"
+            )
         self._check_operation()
 
     def _check_operation(self) -> None:
@@ -125,6 +132,15 @@ class FaultRule:
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "fired"}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_whole(value: object) -> bool:
+    """An ``int`` (a bool is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)

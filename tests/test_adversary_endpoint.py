@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError
 
 from lakelock import Lake
-from lakelock.testing import FaultRule, S3Endpoint, parse_fault_spec
+from lakelock.testing import FaultPlan, FaultRule, S3Endpoint, parse_fault_spec
 from lakelock.testing._classify import OPERATIONS
 
 pytestmark = pytest.mark.unguarded  # raw writes of a test, anywhere in the bucket
@@ -124,3 +124,18 @@ def test_a_timeout_in_the_command_line_form_needs_its_delay() -> None:
     with pytest.raises(ValueError, match="delay"):
         parse_fault_spec("timeout:GetObject")
     assert parse_fault_spec("timeout=5:GetObject").delay == 5.0
+
+
+def test_a_timeouts_jitter_lengthens_its_hang_as_the_seed_draws() -> None:
+    """``delay``/``jitter`` are seconds "for latency and timeout": a timeout hangs its delay
+    plus up to its jitter, drawn from the plan's seed (the same seed, the same hangs)."""
+
+    def hangs(seed: int) -> list[float]:
+        plan = FaultPlan([FaultRule("timeout", delay=1.0, jitter=2.0)], seed=seed)
+        return [plan.decide("GetObject", "lake", "k").hang for _ in range(20)]
+
+    assert len(set(hangs(5))) > 1
+    assert all(1.0 <= hang <= 3.0 for hang in hangs(5))
+    assert hangs(5) == hangs(5)
+    plain = FaultPlan([FaultRule("timeout", delay=1.0)], seed=5)
+    assert plain.decide("GetObject", "lake", "k").hang == 1.0

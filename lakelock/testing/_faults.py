@@ -18,7 +18,8 @@ slowdown       before  503 SlowDown, nothing applied
 error          before  500 InternalError, nothing applied
 conflict       before  409 ConditionalRequestConflict, nothing applied
 reset          before  the connection is reset, nothing applied
-timeout        before  the request hangs ``delay`` seconds, then the connection is reset
+timeout        before  the request hangs ``delay`` seconds plus up to ``jitter`` seconds
+                       more, then the connection is reset
 lost_ack       after   the request IS applied, then the connection is reset (response lost)
 lost_ack_5xx   after   the request IS applied, then 500 InternalError is answered instead
 truncate       after   the answer's headers (its whole Content-Length) and half its body
@@ -146,13 +147,16 @@ def _is_whole(value: object) -> bool:
 @dataclass(frozen=True)
 class Decision:
     """What the endpoint must do to one request: wait ``delay`` seconds first, then strike with
-    ``before`` (instead of applying it) or ``after`` (once applied); ``None``: no such fault."""
+    ``before`` (instead of applying it) or ``after`` (once applied); ``None``: no such fault.
+    A ``timeout`` hangs ``hang`` seconds (its rule's delay plus up to its jitter) before the
+    connection is reset."""
 
     delay: float = 0.0
     stall: bool = False
     hold: bool = False
     before: FaultRule | None = None
     after: FaultRule | None = None
+    hang: float = 0.0
 
 
 class FaultPlan:
@@ -192,7 +196,7 @@ class FaultPlan:
     def decide(self, operation: str, bucket: str, key: str | None) -> Decision:
         """Draw the faults for one request. Latencies add up; the first matching ``before``
         fault and the first matching ``after`` fault that fire are used."""
-        delay = 0.0
+        delay = hang = 0.0
         stall = hold = False
         before: FaultRule | None = None
         after: FaultRule | None = None
@@ -215,6 +219,7 @@ class FaultPlan:
                     hold = True
                 elif rule.kind in BEFORE_KINDS:
                     before = rule
+                    hang = self._hang(rule)
                     after = None  # nothing is applied, so nothing can be lost after it
                 else:
                     after = rule
@@ -224,7 +229,14 @@ class FaultPlan:
                     continue  # displaced by a fault that struck before the request applied
                 rule.fired += 1
                 self.injected[rule.kind] = self.injected.get(rule.kind, 0) + 1
-        return Decision(delay=delay, stall=stall, hold=hold, before=before, after=after)
+        return Decision(delay=delay, stall=stall, hold=hold, before=before, after=after, hang=hang)
+
+    def _hang(self, rule: FaultRule) -> float:
+        """How long a ``timeout`` hangs: its delay plus up to its jitter (drawn only when it
+        has one, so plans without jitter draw as they always did)."""
+        if rule.kind != "timeout":
+            return 0.0
+        return rule.delay + (self._random.random() * rule.jitter if rule.jitter else 0.0)
 
     def spare(self, rule: FaultRule) -> None:
         """Give back the ``after`` fault :meth:`decide` drew for a request it did not strike:

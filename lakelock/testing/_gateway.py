@@ -231,7 +231,7 @@ class Gateway:
         if not request.mutating or decision.before is not None:
             self._wait(decision)
         if decision.before is not None:
-            return self._strike_before(decision.before, request)
+            return self._strike_before(decision, request)
         denied = self._check_policy(request, headers)
         if denied is not None:
             return denied
@@ -622,7 +622,9 @@ class Gateway:
             self._release.set()
             self._release = threading.Event()
 
-    def _strike_before(self, rule: FaultRule, request: S3Request) -> Response:
+    def _strike_before(self, decision: Decision, request: S3Request) -> Response:
+        rule = decision.before
+        assert rule is not None
         if rule.kind == "slowdown":
             return s3_error("503 Slow Down", "SlowDown", "Please reduce your request rate.")
         if rule.kind == "error":
@@ -630,7 +632,7 @@ class Gateway:
         if rule.kind == "conflict":
             return conflict(request.key)
         if rule.kind == "timeout":
-            self._sleep(rule.delay)
+            self._sleep(decision.hang)
         raise Reset
 
     def _strike_after(self, rule: FaultRule, response: Response) -> Response:

@@ -139,3 +139,12 @@ def test_a_timeouts_jitter_lengthens_its_hang_as_the_seed_draws() -> None:
     assert hangs(5) == hangs(5)
     plain = FaultPlan([FaultRule("timeout", delay=1.0)], seed=5)
     assert plain.decide("GetObject", "lake", "k").hang == 1.0
+
+
+@pytest.mark.parametrize("mode", ["threads", "Process", ""])
+def test_a_mode_the_endpoint_has_not_is_refused_before_anything_starts(mode: Any) -> None:
+    """``mode`` is ``"thread"`` or ``"process"``: a misspelt one was served from a child
+    process, which a test choosing the thread (to share the server's interpreter) did not
+    ask for."""
+    with pytest.raises(ValueError, match="mode"):
+        S3Endpoint(mode=mode)

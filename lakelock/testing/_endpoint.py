@@ -204,10 +204,11 @@ class S3Endpoint:
     ``mode="process"`` serves it from a child process: use it where a client blocks in Rust
     or C while holding the GIL (delta-rs's ``DeltaTable.history()``, for one), which would
     stop a server thread of the same process, and the request with it, until the client's
-    timeout. ``principals`` maps access key ids to the principal ARN bucket policies see;
-    ``credentials`` maps access key ids to secrets, and then a request they do not sign is
-    refused as S3 refuses it (by default signatures are not checked). A ``port`` something
-    else listens on raises :class:`OSError` at :meth:`start`."""
+    timeout (another ``mode`` is a ValueError). ``principals`` maps access key ids to the
+    principal ARN bucket policies see; ``credentials`` maps access key ids to secrets, and
+    then a request they do not sign is refused as S3 refuses it (by default signatures are
+    not checked). A ``port`` something else listens on raises :class:`OSError` at
+    :meth:`start`."""
 
     def __init__(
         self,
@@ -217,6 +218,8 @@ class S3Endpoint:
         principals: Mapping[str, str] | None = None,
         credentials: Mapping[str, str] | None = None,
     ) -> None:
+        if mode not in ("thread", "process"):
+            raise ValueError(f"mode must be 'thread' or 'process', got {mode!r}")
         self._mode = mode
         self._port = port
         self._principals = dict(principals or {})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError
@@ -16,6 +17,7 @@ from botocore.exceptions import ClientError, ConnectionClosedError
 from lakelock import Lake
 from lakelock.testing import FaultPlan, FaultRule, S3Endpoint, parse_fault_spec
 from lakelock.testing._classify import OPERATIONS
+from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
 
 pytestmark = pytest.mark.unguarded  # raw writes of a test, anywhere in the bucket
 
@@ -60,7 +62,7 @@ def test_a_lost_ack_for_every_operation_loses_a_writes_answer_not_a_reads(
     assert s3.faults()["injected"] == {"lost_ack": 1}
 
 
-@pytest.mark.parametrize("operation", ["PutObjects", "putobject", "Put_Object", "GetObjectAcl"])
+@pytest.mark.parametrize("operation", ["PutObjects", "putobject", "Put_Object", "ListObjectsV3"])
 def test_a_fault_for_an_operation_no_request_bears_is_refused_when_injected(
     s3: S3Endpoint, operation: str
 ) -> None:
@@ -148,3 +150,54 @@ def test_a_mode_the_endpoint_has_not_is_refused_before_anything_starts(mode: Any
     ask for."""
     with pytest.raises(ValueError, match="mode"):
         S3Endpoint(mode=mode)
+
+
+def test_a_bucket_policy_keeping_a_principal_from_lifecycle_rules_is_enforced(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """A policy denying ``s3:PutLifecycleConfiguration`` (a lifecycle rule can expire the
+    lake: ``lakelock doctor``) refuses that principal's rule, as S3 does, and lets the owner
+    read the rules; the requests are counted under S3's names (they were a CreateBucket
+    and a ListObjects, and the Deny never applied)."""
+    ops = f"arn:aws:iam::{DEFAULT_PRINCIPAL_ACCOUNT}:user/ops"
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "NoLifecycleRules",
+                "Effect": "Deny",
+                "Principal": {"AWS": ops},
+                "Action": "s3:PutLifecycleConfiguration",
+                "Resource": f"arn:aws:s3:::{bucket}",
+            }
+        ],
+    }
+    owner = s3.client()
+    owner.put_bucket_policy(Bucket=bucket, Policy=orjson.dumps(policy).decode())
+    rules = [{"ID": "expire", "Status": "Enabled", "Filter": {}, "Expiration": {"Days": 1}}]
+    s3.reset_stats()
+    with pytest.raises(ClientError) as denied:
+        s3.client(access_key="ops").put_bucket_lifecycle_configuration(
+            Bucket=bucket, LifecycleConfiguration={"Rules": rules}
+        )
+    assert denied.value.response["Error"]["Code"] == "AccessDenied"
+    with pytest.raises(ClientError) as none:
+        owner.get_bucket_lifecycle_configuration(Bucket=bucket)
+    assert none.value.response["Error"]["Code"] == "NoSuchLifecycleConfiguration"
+    assert s3.stats() == {
+        "PutBucketLifecycleConfiguration": 1,
+        "GetBucketLifecycleConfiguration": 1,
+    }
+
+
+def test_a_fault_for_deletes_leaves_a_tagging_delete_alone(s3: S3Endpoint, bucket: str) -> None:
+    """DeleteObjectTagging removes an object's tags, not the object: a fault injected for
+    ``DeleteObject`` does not strike it, and it is counted under its own name."""
+    client = one_try(s3)
+    client.put_object(Bucket=bucket, Key="k", Body=b"1", Tagging="team=etl")
+    s3.inject("error", operation="DeleteObject")
+    s3.reset_stats()
+    client.delete_object_tagging(Bucket=bucket, Key="k")
+    assert client.get_object_tagging(Bucket=bucket, Key="k")["TagSet"] == []
+    assert s3.stats() == {"DeleteObjectTagging": 1, "GetObjectTagging": 1}
+    assert s3.faults()["injected"] == {}

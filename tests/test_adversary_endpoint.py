@@ -201,3 +201,22 @@ def test_a_fault_for_deletes_leaves_a_tagging_delete_alone(s3: S3Endpoint, bucke
     assert client.get_object_tagging(Bucket=bucket, Key="k")["TagSet"] == []
     assert s3.stats() == {"DeleteObjectTagging": 1, "GetObjectTagging": 1}
     assert s3.faults()["injected"] == {}
+
+
+@pytest.mark.parametrize("operation", ["ListObjectsV2", "ListObjects"])
+def test_a_fault_for_a_prefix_strikes_the_listings_under_it(
+    s3: S3Endpoint, bucket: str, operation: str
+) -> None:
+    """A listing has no key: a rule for ``metastore/`` strikes a listing of
+    ``metastore/intents/`` by its prefix (it never struck one), and leaves a listing of
+    another prefix, or of the whole bucket, alone."""
+    client = one_try(s3)
+    client.put_object(Bucket=bucket, Key="metastore/intents/a", Body=b"1")
+    s3.inject("slowdown", operation=operation, prefix="metastore/")
+    lister = client.list_objects_v2 if operation == "ListObjectsV2" else client.list_objects
+    assert [o["Key"] for o in lister(Bucket=bucket)["Contents"]] == ["metastore/intents/a"]
+    assert "Contents" not in lister(Bucket=bucket, Prefix="datasets/")
+    with pytest.raises(ClientError) as slowed:
+        lister(Bucket=bucket, Prefix="metastore/intents/")
+    assert slowed.value.response["Error"]["Code"] == "SlowDown"
+    assert s3.faults()["injected"] == {"slowdown": 1}

@@ -77,7 +77,8 @@ __all__ = ["BODY_KINDS", "FAULT_KINDS", "FaultKind", "FaultPlan", "FaultRule", "
 @dataclass
 class FaultRule:
     """One kind of fault, for requests matching ``operation`` (a glob over S3 operation names,
-    e.g. ``"PutObject"``, ``"*Multipart*"``, ``"*"``), ``bucket`` (glob) and ``prefix``.
+    e.g. ``"PutObject"``, ``"*Multipart*"``, ``"*"``), ``bucket`` (glob) and ``prefix`` (of
+    the key; a listing's own prefix for a listing).
 
     ``probability`` is per matching request; ``count`` caps how many times the rule fires
     (``None``: unlimited); ``delay``/``jitter`` are seconds, for ``latency`` and ``timeout``.

@@ -210,7 +210,7 @@ class Gateway:
             refused = self._authenticate(environ, headers)
             if refused is not None:
                 return refused
-        decision = self.faults.decide(request.operation, request.bucket or "", request.key)
+        decision = self.faults.decide(request.operation, request.bucket or "", fault_key(request))
         response = self._decided(environ, request, headers, decision)
         if decision.after is not None and not response.struck:
             # Refused before it applied (412, 404, 403...), or a read the kind leaves alone:
@@ -675,6 +675,20 @@ class Gateway:
             self._areas.clear()
             self._refused.clear()
             self._bytes.clear()
+
+
+def fault_key(request: S3Request) -> str | None:
+    """What a fault rule's ``prefix`` is matched against: the request's key, or a listing's
+    prefix (a rule for ``metastore/`` strikes a listing of ``metastore/intents/``, not one of
+    the whole bucket)."""
+    if request.key is None and request.operation in _LISTINGS:
+        return request.query.get("prefix", [""])[0]
+    return request.key
+
+
+_LISTINGS = frozenset(
+    {"ListObjects", "ListObjectsV2", "ListObjectVersions", "ListMultipartUploads"}
+)
 
 
 def area_of(request: S3Request) -> str:

@@ -7,6 +7,8 @@ pipeline's fault handling pass without the fault having happened."""
 from __future__ import annotations
 
 import os
+import urllib.error
+import urllib.request
 from typing import Any
 
 import orjson
@@ -220,3 +222,35 @@ def test_a_fault_for_a_prefix_strikes_the_listings_under_it(
         lister(Bucket=bucket, Prefix="metastore/intents/")
     assert slowed.value.response["Error"]["Code"] == "SlowDown"
     assert s3.faults()["injected"] == {"slowdown": 1}
+
+
+def test_a_fault_for_a_prefix_strikes_a_batch_delete_of_keys_under_it(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """A batch delete (vacuum's) has no key of its own: a rule for ``datasets/`` strikes one
+    whose keys all lie there (it never struck one), and leaves one reaching elsewhere alone."""
+    client = one_try(s3)
+    for key in ("datasets/a", "datasets/b", "views/c"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"1")
+    s3.inject("error", operation="DeleteObjects", prefix="datasets/", count=1)
+    mixed = client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "views/c"}]})
+    assert [d["Key"] for d in mixed["Deleted"]] == ["views/c"]
+    batch = {"Objects": [{"Key": "datasets/a"}, {"Key": "datasets/b"}]}
+    with pytest.raises(ClientError) as failed:
+        client.delete_objects(Bucket=bucket, Delete=batch)
+    assert failed.value.response["Error"]["Code"] == "InternalError"
+    assert len(client.list_objects_v2(Bucket=bucket, Prefix="datasets/")["Contents"]) == 2
+    assert s3.faults()["injected"] == {"error": 1}
+
+
+def test_a_batch_delete_that_is_no_xml_is_malformed_whatever_faults_wait(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """A body that names no keys is S3's MalformedXML, also with a rule for a prefix
+    waiting: the rule has nothing to match and is not spent."""
+    s3.inject("error", operation="DeleteObjects", prefix="datasets/", count=1)
+    request = urllib.request.Request(f"{s3.url}/{bucket}?delete", data=b"<Delete", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as malformed:
+        urllib.request.urlopen(request, timeout=30)
+    assert b"MalformedXML" in malformed.value.read()
+    assert s3.faults()["injected"] == {}

@@ -210,7 +210,10 @@ class Gateway:
             refused = self._authenticate(environ, headers)
             if refused is not None:
                 return refused
-        decision = self.faults.decide(request.operation, request.bucket or "", fault_key(request))
+        key = fault_key(
+            request, read_body(environ) if request.operation == "DeleteObjects" else b""
+        )
+        decision = self.faults.decide(request.operation, request.bucket or "", key)
         response = self._decided(environ, request, headers, decision)
         if decision.after is not None and not response.struck:
             # Refused before it applied (412, 404, 403...), or a read the kind leaves alone:
@@ -677,13 +680,27 @@ class Gateway:
             self._bytes.clear()
 
 
-def fault_key(request: S3Request) -> str | None:
-    """What a fault rule's ``prefix`` is matched against: the request's key, or a listing's
+def fault_key(request: S3Request, body: bytes = b"") -> str | None:
+    """What a fault rule's ``prefix`` is matched against: the request's key, a listing's
     prefix (a rule for ``metastore/`` strikes a listing of ``metastore/intents/``, not one of
-    the whole bucket)."""
+    the whole bucket), or what the keys of a batch delete (its ``body``) share (a rule for
+    ``datasets/`` strikes a batch of data files only)."""
     if request.key is None and request.operation in _LISTINGS:
         return request.query.get("prefix", [""])[0]
+    if request.operation == "DeleteObjects":
+        try:
+            keys = [entry.key for entry in delete_entries(body)]
+        except ET.ParseError:
+            return None  # answered as malformed
+        return _shared_prefix(keys) if keys else None
     return request.key
+
+
+def _shared_prefix(keys: list[str]) -> str:
+    """The longest text every key starts with (S3 prefixes are text, not path segments)."""
+    first, last = min(keys), max(keys)
+    same = (i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b)
+    return first[: next(same, min(len(first), len(last)))]
 
 
 _LISTINGS = frozenset(

@@ -254,3 +254,13 @@ def test_a_batch_delete_that_is_no_xml_is_malformed_whatever_faults_wait(
         urllib.request.urlopen(request, timeout=30)
     assert b"MalformedXML" in malformed.value.read()
     assert s3.faults()["injected"] == {}
+
+
+def test_an_endpoint_not_started_says_so_to_whoever_asks_it_for_a_client() -> None:
+    """A test that forgot ``with S3Endpoint() as s3`` (or ``start()``) hears that the endpoint
+    is not running from ``client()`` and ``create_bucket()`` as from the counts, not
+    botocore's "Invalid endpoint: "."""
+    idle = S3Endpoint()
+    for ask in (idle.client, lambda: idle.create_bucket("lake"), idle.client_kwargs):
+        with pytest.raises(RuntimeError, match="not running"):
+            ask()

@@ -289,7 +289,9 @@ class S3Endpoint:
     # -- clients ------------------------------------------------------------------------------
 
     def client_kwargs(self, *, access_key: str = DEFAULT_ACCESS_KEY) -> dict[str, Any]:
-        """Keyword arguments for ``boto3.client("s3", ...)`` aimed at this endpoint."""
+        """Keyword arguments for ``boto3.client("s3", ...)`` aimed at this endpoint (one
+        not started is a RuntimeError saying so, not a client of no endpoint)."""
+        self._check_running()
         return client_kwargs(self.url, access_key=access_key)
 
     def client(self, *, access_key: str = DEFAULT_ACCESS_KEY, **config: Any) -> Any:
@@ -407,9 +409,12 @@ class S3Endpoint:
     def reset_stats(self) -> None:
         self._control("DELETE", "stats")
 
-    def _control(self, method: str, command: str, payload: object = None) -> Any:
+    def _check_running(self) -> None:
         if not self.url:
             raise RuntimeError("the endpoint is not running; call start() or use `with`")
+
+    def _control(self, method: str, command: str, payload: object = None) -> Any:
+        self._check_running()
         data = orjson.dumps(payload) if payload is not None else None
         request = urllib.request.Request(
             f"{self.url}/_lakelock/{command}", data=data, method=method

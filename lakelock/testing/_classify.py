@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-__all__ = ["S3Request", "classify"]
+__all__ = ["OPERATIONS", "S3Request", "classify"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,11 @@ def classify(
         operation = "ListBuckets"
     elif key is None:
         operation = _bucket_operation(method, query)
+    elif _OBJECT_SUBRESOURCES.intersection(query) and method in {"GET", "PUT", "DELETE"}:
+        operation = _object_subresource_operation(method, query)
     elif method == "PUT":
         if "partNumber" in query and "uploadId" in query:
             operation = "UploadPartCopy" if copy_source else "UploadPart"
-        elif "tagging" in query:
-            operation = "PutObjectTagging"
         else:
             operation = "CopyObject" if copy_source else "PutObject"
     elif method == "POST":
@@ -71,7 +71,32 @@ def classify(
     return S3Request(method, operation, bucket, key, query, access_key)
 
 
-_BUCKET_SUBRESOURCES = ("policy", "versioning", "uploads", "versions", "location", "acl", "cors")
+_BUCKET_SUBRESOURCES = (
+    "policy",
+    "versioning",
+    "uploads",
+    "versions",
+    "location",
+    "acl",
+    "cors",
+    "lifecycle",
+    "tagging",
+)
+#: Bucket subresources whose operations S3 names otherwise than ``<Verb>Bucket<Sub>``.
+_BUCKET_NAMES = {
+    ("GET", "lifecycle"): "GetBucketLifecycleConfiguration",
+    ("PUT", "lifecycle"): "PutBucketLifecycleConfiguration",
+}
+#: An object's subresources: their requests read or change the subresource, not the object.
+_OBJECT_SUBRESOURCES = frozenset({"tagging", "acl"})
+
+
+def _object_subresource_operation(method: str, query: Mapping[str, list[str]]) -> str:
+    """``GetObjectTagging``, ``PutObjectAcl``, ``DeleteObjectTagging``...: a request on an
+    object's subresource is not a read, write or delete of the object (a policy judges it by
+    its own action; a fault for ``DeleteObject`` does not strike it)."""
+    sub = "Tagging" if "tagging" in query else "Acl"
+    return f"{method.capitalize()}Object{sub}"
 
 
 def _bucket_operation(method: str, query: Mapping[str, list[str]]) -> str:
@@ -84,9 +109,48 @@ def _bucket_operation(method: str, query: Mapping[str, list[str]]) -> str:
         return "ListObjectVersions"
     verb = {"GET": "Get", "PUT": "Put", "DELETE": "Delete", "HEAD": "Head"}.get(method, method)
     if sub is not None:
-        return f"{verb}Bucket{sub.capitalize()}"
+        return _BUCKET_NAMES.get((method, sub), f"{verb}Bucket{sub.capitalize()}")
     if method == "GET":
         return "ListObjectsV2" if query.get("list-type") == ["2"] else "ListObjects"
     return {"PUT": "CreateBucket", "DELETE": "DeleteBucket", "HEAD": "HeadBucket"}.get(
         method, method
     )
+
+
+#: Every S3 operation name :func:`classify` gives a request: what a fault rule's operation
+#: glob must match one of (the names are S3's, case included).
+OPERATIONS: frozenset[str] = frozenset(
+    {
+        "ListBuckets",
+        "DeleteObjects",
+        "ListMultipartUploads",
+        "ListObjectVersions",
+        "ListObjects",
+        "ListObjectsV2",
+        "CreateBucket",
+        "DeleteBucket",
+        "HeadBucket",
+        "UploadPart",
+        "UploadPartCopy",
+        "GetObjectTagging",
+        "PutObjectTagging",
+        "DeleteObjectTagging",
+        "GetObjectAcl",
+        "PutObjectAcl",
+        "CopyObject",
+        "PutObject",
+        "CreateMultipartUpload",
+        "CompleteMultipartUpload",
+        "PostObject",
+        "AbortMultipartUpload",
+        "DeleteObject",
+        "HeadObject",
+        "ListParts",
+        "GetObject",
+    }
+    | {
+        _bucket_operation(method, {sub: [""]})
+        for method in ("GET", "PUT", "DELETE", "HEAD")
+        for sub in _BUCKET_SUBRESOURCES
+    }
+)

@@ -204,10 +204,11 @@ class S3Endpoint:
     ``mode="process"`` serves it from a child process: use it where a client blocks in Rust
     or C while holding the GIL (delta-rs's ``DeltaTable.history()``, for one), which would
     stop a server thread of the same process, and the request with it, until the client's
-    timeout. ``principals`` maps access key ids to the principal ARN bucket policies see;
-    ``credentials`` maps access key ids to secrets, and then a request they do not sign is
-    refused as S3 refuses it (by default signatures are not checked). A ``port`` something
-    else listens on raises :class:`OSError` at :meth:`start`."""
+    timeout (another ``mode`` is a ValueError). ``principals`` maps access key ids to the
+    principal ARN bucket policies see; ``credentials`` maps access key ids to secrets, and
+    then a request they do not sign is refused as S3 refuses it (by default signatures are
+    not checked). A ``port`` something else listens on raises :class:`OSError` at
+    :meth:`start`."""
 
     def __init__(
         self,
@@ -217,6 +218,8 @@ class S3Endpoint:
         principals: Mapping[str, str] | None = None,
         credentials: Mapping[str, str] | None = None,
     ) -> None:
+        if mode not in ("thread", "process"):
+            raise ValueError(f"mode must be 'thread' or 'process', got {mode!r}")
         self._mode = mode
         self._port = port
         self._principals = dict(principals or {})
@@ -286,7 +289,9 @@ class S3Endpoint:
     # -- clients ------------------------------------------------------------------------------
 
     def client_kwargs(self, *, access_key: str = DEFAULT_ACCESS_KEY) -> dict[str, Any]:
-        """Keyword arguments for ``boto3.client("s3", ...)`` aimed at this endpoint."""
+        """Keyword arguments for ``boto3.client("s3", ...)`` aimed at this endpoint (one
+        not started is a RuntimeError saying so, not a client of no endpoint)."""
+        self._check_running()
         return client_kwargs(self.url, access_key=access_key)
 
     def client(self, *, access_key: str = DEFAULT_ACCESS_KEY, **config: Any) -> Any:
@@ -404,9 +409,12 @@ class S3Endpoint:
     def reset_stats(self) -> None:
         self._control("DELETE", "stats")
 
-    def _control(self, method: str, command: str, payload: object = None) -> Any:
+    def _check_running(self) -> None:
         if not self.url:
             raise RuntimeError("the endpoint is not running; call start() or use `with`")
+
+    def _control(self, method: str, command: str, payload: object = None) -> Any:
+        self._check_running()
         data = orjson.dumps(payload) if payload is not None else None
         request = urllib.request.Request(
             f"{self.url}/_lakelock/{command}", data=data, method=method

@@ -18,7 +18,8 @@ slowdown       before  503 SlowDown, nothing applied
 error          before  500 InternalError, nothing applied
 conflict       before  409 ConditionalRequestConflict, nothing applied
 reset          before  the connection is reset, nothing applied
-timeout        before  the request hangs ``delay`` seconds, then the connection is reset
+timeout        before  the request hangs ``delay`` seconds plus up to ``jitter`` seconds
+                       more, then the connection is reset
 lost_ack       after   the request IS applied, then the connection is reset (response lost)
 lost_ack_5xx   after   the request IS applied, then 500 InternalError is answered instead
 truncate       after   the answer's headers (its whole Content-Length) and half its body
@@ -40,12 +41,15 @@ faults is reproducible for a given arrival order.
 from __future__ import annotations
 
 import fnmatch
+import math
 import random
 import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
+
+from lakelock.testing._classify import OPERATIONS
 
 FaultKind = Literal[
     "latency",
@@ -73,7 +77,8 @@ __all__ = ["BODY_KINDS", "FAULT_KINDS", "FaultKind", "FaultPlan", "FaultRule", "
 @dataclass
 class FaultRule:
     """One kind of fault, for requests matching ``operation`` (a glob over S3 operation names,
-    e.g. ``"PutObject"``, ``"*Multipart*"``, ``"*"``), ``bucket`` (glob) and ``prefix``.
+    e.g. ``"PutObject"``, ``"*Multipart*"``, ``"*"``), ``bucket`` (glob) and ``prefix`` (of
+    the key; a listing's own prefix for a listing).
 
     ``probability`` is per matching request; ``count`` caps how many times the rule fires
     (``None``: unlimited); ``delay``/``jitter`` are seconds, for ``latency`` and ``timeout``.
@@ -94,12 +99,29 @@ class FaultRule:
             raise ValueError(
                 f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}"
             )
-        if not 0.0 <= self.probability <= 1.0:
-            raise ValueError(f"probability must be within [0, 1], got {self.probability}")
-        if self.count is not None and self.count < 0:
-            raise ValueError(f"count must be >= 0, got {self.count}")
-        if self.delay < 0 or self.jitter < 0:
-            raise ValueError("delay and jitter must be >= 0")
+        if not _is_number(self.probability) or not 0.0 <= self.probability <= 1.0:
+            raise ValueError(f"probability must be within [0, 1], got {self.probability!r}")
+        if self.count is not None and (not _is_whole(self.count) or self.count < 0):
+            raise ValueError(f"count must be a whole number >= 0, got {self.count!r}")
+        for name, seconds in (("delay", self.delay), ("jitter", self.jitter)):
+            if not _is_number(seconds) or not 0 <= seconds < math.inf:
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {seconds!r}")
+        if self.kind == "timeout" and self.delay + self.jitter <= 0:
+            raise ValueError(
+                "a timeout hangs its delay, then resets the connection: give delay > 0 "
+                "(without one it is a reset: kind 'reset')"
+            )
+        self._check_operation()
+
+    def _check_operation(self) -> None:
+        """The ``operation`` glob names at least one operation the endpoint serves (S3's
+        names, case included): a rule no request can match would never fire, and a test
+        relying on it would pass without its fault."""
+        if not fnmatch.filter(OPERATIONS, self.operation):
+            raise ValueError(
+                f"operation {self.operation!r} matches no S3 operation (names are S3's, case "
+                f"included, or a glob): {', '.join(sorted(OPERATIONS))}"
+            )
 
     def matches(self, operation: str, bucket: str, key: str | None) -> bool:
         if self.count is not None and self.fired >= self.count:
@@ -114,16 +136,28 @@ class FaultRule:
         return {k: v for k, v in asdict(self).items() if k != "fired"}
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_whole(value: object) -> bool:
+    """An ``int`` (a bool is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class Decision:
     """What the endpoint must do to one request: wait ``delay`` seconds first, then strike with
-    ``before`` (instead of applying it) or ``after`` (once applied); ``None``: no such fault."""
+    ``before`` (instead of applying it) or ``after`` (once applied); ``None``: no such fault.
+    A ``timeout`` hangs ``hang`` seconds (its rule's delay plus up to its jitter) before the
+    connection is reset."""
 
     delay: float = 0.0
     stall: bool = False
     hold: bool = False
     before: FaultRule | None = None
     after: FaultRule | None = None
+    hang: float = 0.0
 
 
 class FaultPlan:
@@ -163,7 +197,7 @@ class FaultPlan:
     def decide(self, operation: str, bucket: str, key: str | None) -> Decision:
         """Draw the faults for one request. Latencies add up; the first matching ``before``
         fault and the first matching ``after`` fault that fire are used."""
-        delay = 0.0
+        delay = hang = 0.0
         stall = hold = False
         before: FaultRule | None = None
         after: FaultRule | None = None
@@ -186,6 +220,7 @@ class FaultPlan:
                     hold = True
                 elif rule.kind in BEFORE_KINDS:
                     before = rule
+                    hang = self._hang(rule)
                     after = None  # nothing is applied, so nothing can be lost after it
                 else:
                     after = rule
@@ -195,7 +230,28 @@ class FaultPlan:
                     continue  # displaced by a fault that struck before the request applied
                 rule.fired += 1
                 self.injected[rule.kind] = self.injected.get(rule.kind, 0) + 1
-        return Decision(delay=delay, stall=stall, hold=hold, before=before, after=after)
+        return Decision(delay=delay, stall=stall, hold=hold, before=before, after=after, hang=hang)
+
+    def _hang(self, rule: FaultRule) -> float:
+        """How long a ``timeout`` hangs: its delay plus up to its jitter (drawn only when it
+        has one, so plans without jitter draw as they always did)."""
+        if rule.kind != "timeout":
+            return 0.0
+        return rule.delay + (self._random.random() * rule.jitter if rule.jitter else 0.0)
+
+    def spare(self, rule: FaultRule) -> None:
+        """Give back the ``after`` fault :meth:`decide` drew for a request it did not strike:
+        one refused before it applied (a 412, a 404, a 403) or a read the kind leaves alone
+        (a lost acknowledgement loses the answer of a write only). It is neither reported as
+        injected nor counted against the rule's ``count``: the next request it matches gets
+        it, so ``count=1`` is one answer really lost."""
+        with self._lock:
+            rule.fired -= 1
+            left = self.injected[rule.kind] - 1
+            if left:
+                self.injected[rule.kind] = left
+            else:
+                del self.injected[rule.kind]
 
     def to_json(self) -> dict[str, Any]:
         with self._lock:

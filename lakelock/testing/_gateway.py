@@ -47,6 +47,7 @@ moto) is in :mod:`._wsgi`.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -209,12 +210,31 @@ class Gateway:
             refused = self._authenticate(environ, headers)
             if refused is not None:
                 return refused
-        decision = self.faults.decide(request.operation, request.bucket or "", request.key)
+        key = fault_key(
+            request, read_body(environ) if request.operation == "DeleteObjects" else b""
+        )
+        decision = self.faults.decide(request.operation, request.bucket or "", key)
+        response = self._decided(environ, request, headers, decision)
+        if decision.after is not None and not response.struck:
+            # Refused before it applied (412, 404, 403...), or a read the kind leaves alone:
+            # the fault did not happen, so it is neither reported nor spent.
+            self.faults.spare(decision.after)
+        return response
+
+    def _decided(
+        self,
+        environ: dict[str, Any],
+        request: S3Request,
+        headers: Mapping[str, str],
+        decision: Decision,
+    ) -> Response:
+        """The answer to a request whose faults are drawn: the ``before`` fault instead of
+        it, else the request applied (an ``after`` fault striking its answer)."""
         self._stall(decision.stall)
         if not request.mutating or decision.before is not None:
             self._wait(decision)
         if decision.before is not None:
-            return self._strike_before(decision.before, request)
+            return self._strike_before(decision, request)
         denied = self._check_policy(request, headers)
         if denied is not None:
             return denied
@@ -605,7 +625,9 @@ class Gateway:
             self._release.set()
             self._release = threading.Event()
 
-    def _strike_before(self, rule: FaultRule, request: S3Request) -> Response:
+    def _strike_before(self, decision: Decision, request: S3Request) -> Response:
+        rule = decision.before
+        assert rule is not None
         if rule.kind == "slowdown":
             return s3_error("503 Slow Down", "SlowDown", "Please reduce your request rate.")
         if rule.kind == "error":
@@ -613,17 +635,19 @@ class Gateway:
         if rule.kind == "conflict":
             return conflict(request.key)
         if rule.kind == "timeout":
-            self._sleep(rule.delay)
+            self._sleep(decision.hang)
         raise Reset
 
     def _strike_after(self, rule: FaultRule, response: Response) -> Response:
         if rule.kind == "truncate":
-            return cut_short(response)
-        if rule.kind == "corrupt":
-            return corrupted(response)
-        if rule.kind == "lost_ack_5xx":
-            return s3_error("500 Internal Server Error", "InternalError", "Injected lost ack.")
-        raise Reset
+            spoilt = cut_short(response)
+        elif rule.kind == "corrupt":
+            spoilt = corrupted(response)
+        elif rule.kind == "lost_ack_5xx":
+            spoilt = s3_error("500 Internal Server Error", "InternalError", "Injected lost ack.")
+        else:
+            raise Reset
+        return dataclasses.replace(spoilt, struck=True)
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -654,6 +678,34 @@ class Gateway:
             self._areas.clear()
             self._refused.clear()
             self._bytes.clear()
+
+
+def fault_key(request: S3Request, body: bytes = b"") -> str | None:
+    """What a fault rule's ``prefix`` is matched against: the request's key, a listing's
+    prefix (a rule for ``metastore/`` strikes a listing of ``metastore/intents/``, not one of
+    the whole bucket), or what the keys of a batch delete (its ``body``) share (a rule for
+    ``datasets/`` strikes a batch of data files only)."""
+    if request.key is None and request.operation in _LISTINGS:
+        return request.query.get("prefix", [""])[0]
+    if request.operation == "DeleteObjects":
+        try:
+            keys = [entry.key for entry in delete_entries(body)]
+        except ET.ParseError:
+            return None  # answered as malformed
+        return _shared_prefix(keys) if keys else None
+    return request.key
+
+
+def _shared_prefix(keys: list[str]) -> str:
+    """The longest text every key starts with (S3 prefixes are text, not path segments)."""
+    first, last = min(keys), max(keys)
+    same = (i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b)
+    return first[: next(same, min(len(first), len(last)))]
+
+
+_LISTINGS = frozenset(
+    {"ListObjects", "ListObjectsV2", "ListObjectVersions", "ListMultipartUploads"}
+)
 
 
 def area_of(request: S3Request) -> str:

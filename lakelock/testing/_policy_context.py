@@ -27,6 +27,9 @@ resource and S3 condition keys AWS would evaluate (S3 User Guide, "Enforce condi
   ``CreateMultipartUpload`` also get ``s3:x-amz-acl``, ``s3:x-amz-server-side-encryption``,
   ``s3:x-amz-server-side-encryption-aws-kms-key-id``, ``s3:x-amz-storage-class`` and
   (``CopyObject``) ``s3:x-amz-metadata-directive`` when sent.
+- A bucket's lifecycle rules and tags: ``s3:GetLifecycleConfiguration``/
+  ``s3:PutLifecycleConfiguration``, ``s3:GetBucketTagging``/``s3:PutBucketTagging`` (their
+  deletes are authorised by the ``Put`` action, as on S3).
 
 Global keys (``aws:SecureTransport``, ``aws:SourceIp``...) are not produced; add them to a
 :class:`PolicyRequest`'s context yourself if a policy under test needs them.
@@ -115,6 +118,12 @@ _OPERATIONS: Mapping[str, _Operation] = MappingProxyType(
         "GetBucketCors": _Operation("s3:GetBucketCORS", False),
         "PutBucketCors": _Operation("s3:PutBucketCORS", False),
         "DeleteBucketCors": _Operation("s3:PutBucketCORS", False),
+        "GetBucketLifecycleConfiguration": _Operation("s3:GetLifecycleConfiguration", False),
+        "PutBucketLifecycleConfiguration": _Operation("s3:PutLifecycleConfiguration", False),
+        "DeleteBucketLifecycle": _Operation("s3:PutLifecycleConfiguration", False),
+        "GetBucketTagging": _Operation("s3:GetBucketTagging", False),
+        "PutBucketTagging": _Operation("s3:PutBucketTagging", False),
+        "DeleteBucketTagging": _Operation("s3:PutBucketTagging", False),
     }
 )
 

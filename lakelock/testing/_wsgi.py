@@ -51,6 +51,8 @@ class Response:
     body: bytes
     #: Close the connection once ``body`` is sent (a body cut short of its Content-Length).
     then_close: bool = False
+    #: An injected ``after`` fault spoilt this answer (the gateway spares one that did not).
+    struck: bool = False
 
     @property
     def code(self) -> int:

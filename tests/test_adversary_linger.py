@@ -11,7 +11,6 @@ import concurrent.futures
 import time
 
 import pyarrow as pa
-import pytest
 
 from lakelock import Lake
 from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
@@ -23,12 +22,6 @@ from tests._support.files import datafile
 from tests.test_committer import plant_intent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the fold read ahead (_registry/_core/_schedule.py, Scheduler.read_ahead) does not "
-    "look at FoldPolicy.linger: a swap that carried others' intents lists the next fold and "
-    "reads what it finds on the driver's threads after the commit returned",
-)
 def test_a_lake_that_does_not_linger_leaves_nothing_in_flight_once_its_commit_returned(
     s3: S3Endpoint, bucket: str
 ) -> None:

@@ -60,7 +60,8 @@ class FoldPolicy:
     #: starts as soon as the writers its swap settled send their next intents, instead of
     #: after their stagger, and a folder that stops committing hands over without a stall.
     #: In production a daemon thread does it after ``commit()`` returns
-    #: (``CommitQueue``): the process makes S3 requests after the call returned (0: never).
+    #: (``CommitQueue``): the process makes S3 requests after the call returned (0: never,
+    #: and no fold is read ahead either: ``Scheduler.read_ahead``).
     #: Only a process whose caller pauses between commits lingers (``_schedule.LINGER_AFTER``)
     #: (docs/decisions/0019-linger.md).
     linger: int = 2

@@ -737,10 +737,13 @@ class Scheduler:
         swap that carried others' intents reads ahead, and so does one that carried none
         under contention: the writers the last fold served send their next intents while
         this one swapped alone (a few writers: every other swap), and its next fold finds
-        them read beside its data PUT."""
+        them read beside its data PUT. A process that does not linger (``linger=0``) reads
+        nothing ahead: it promises no request once a commit returned, and a read ahead goes
+        on after the return."""
 
         def rule() -> float | None:
-            if not self.policy.read_ahead or self.policy.max_fold == 0:
+            policy = self.policy
+            if not policy.read_ahead or policy.max_fold == 0 or policy.linger == 0:
                 return None
             if not self.carried and not self.hints.contended(now):
                 return None

@@ -59,6 +59,7 @@ def folder_that_pauses(store: ObjectStore, clock: Clock) -> Any:
 
 
 @pytest.mark.xfail(
+    raises=AssertionError,
     strict=True,
     reason="CommitQueue.commit starts the lingering thread after the commit landed and "
     "lets a failure to start it out as the commit's error, the turn still taken",

@@ -17,7 +17,6 @@ from lakelock.errors import CommitStateUnknownError
 from lakelock.testing import S3Endpoint
 from tests._support import registry, wait_until
 from tests._support.files import datafile
-from tests.test_committer import names
 
 
 class Interrupting:
@@ -70,7 +69,7 @@ def test_callers_of_an_interrupted_batch_hear_its_outcome_or_that_it_is_unknown(
         s3.release_stalls()
         concurrent.futures.wait([x, y], timeout=60)
     heard = [f.exception() for f in (x, y)]
-    assert sorted(names(registry(store))) == ["a", "first", "x", "y"]
+    assert sorted(f.name for f in registry(store).files("sales")) == ["a", "first", "x", "y"]
     assert sum(isinstance(e, KeyboardInterrupt) for e in heard) == 1  # the batch's thread
     other = next(e for e in heard if not isinstance(e, KeyboardInterrupt))
     assert other is None or isinstance(other, CommitStateUnknownError), (

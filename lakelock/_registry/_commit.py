@@ -87,13 +87,21 @@ class CommitQueue:
             # Our batch's swap carried other processes' intents: keep folding for them a
             # little while, so the caller returns now and the next fold does not wait for
             # the other processes' stagger.
-            self.lingerer = threading.Thread(
+            lingerer = threading.Thread(
                 target=self._linger,
                 args=(self.group.linger(),),
                 name="lakelock-linger",
                 daemon=True,
             )
-            self.lingerer.start()
+            try:
+                lingerer.start()
+            except RuntimeError:
+                # No thread to be had (a process at its thread limit, an interpreter
+                # exiting): nobody folds for others now, and the commit's outcome stands.
+                log.debug("no thread to fold for other processes on", exc_info=True)
+                self.group.not_lingering()
+            else:
+                self.lingerer = lingerer
         if pending.error is not None:
             raise pending.error
         assert pending.result is not None

@@ -71,6 +71,9 @@ class GroupCommit:
         #: when the caller is away: the arrivals then, and the seconds to wait (None: it
         #: lingers at once, the turn already taken).
         self._away: tuple[int, float] | None = None
+        #: Whether the plan :meth:`linger` last took held the turn already (to linger at
+        #: once), which :meth:`not_lingering` gives back if its fold never runs.
+        self._turn_taken = False
         committer.own = self.own_intents
         committer.queued = self.has_queued
 
@@ -149,7 +152,16 @@ class GroupCommit:
         plan); the turn is given back when it ends, fails or is closed."""
         with self.lock:
             away, self._away = self._away, None
+            self._turn_taken = away is None
         return self._linger(away)
+
+    def not_lingering(self) -> None:
+        """The lingering fold :meth:`linger` returned will never run (no thread could be
+        started for it): the turn its plan took, to linger at once, is given back."""
+        with self.lock:
+            taken, self._turn_taken = self._turn_taken, False
+        if taken:
+            self._release()
 
     def _linger(self, away: tuple[int, float] | None) -> TurnSteps[None]:
         if away is not None:

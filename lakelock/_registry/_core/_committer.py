@@ -296,19 +296,26 @@ class Committer:
                     )
                     continue
                 p.fail(self._gave_up(p, batch, error))
-        except (CommitError, RegistryCorruptError, StorageError, SettingsMismatchError) as error:
-            if not isinstance(error, RegistryCorruptError):
-                # A lake setting this process disagrees with, or why the commit gave up
-                # before its budget ran out (rule 4b), is what its callers hear, once their
-                # intents are recorded cancelled.
-                told = isinstance(error, SettingsMismatchError | RetryBudgetExhaustedError)
-                refused = error if told else None
-                yield from self._cancel(batch, refused)
+        except RegistryCorruptError as error:
+            # No cancel can be recorded in a root that is gone or unreadable: an intent
+            # already sent may still be applied (by a process that makes a root again, or
+            # reads this one once it is repaired), so its caller cannot be told it failed.
+            for p in batch.pending:
+                p.fail(_unsettled(error, p, batch))
+        except (CommitError, StorageError, SettingsMismatchError) as error:
+            # A lake setting this process disagrees with, or why the commit gave up
+            # before its budget ran out (rule 4b), is what its callers hear, once their
+            # intents are recorded cancelled.
+            told = isinstance(error, SettingsMismatchError | RetryBudgetExhaustedError)
+            yield from self._cancel(batch, error if told else None)
             for p in batch.pending:
                 p.fail(for_commit(error, p.change, batch.unknown_base))
         except BaseException as error:
+            # Interrupted (Ctrl-C, the steps closed): nothing was cancelled, so the other
+            # callers of the batch hear that their commits may have landed; the
+            # interruption goes on up this thread.
             for p in batch.pending:
-                p.fail(error)
+                p.fail(_unsettled(error, p, batch))
             raise
         self.now = yield Now()
         self.schedule.finished(self.now)
@@ -537,3 +544,20 @@ def _renamed(change: Change, later: Mapping[str, str], first: str) -> Change:
         for path, ref in change.added_manifests.items()
     }
     return replace(change, added_manifests=MappingProxyType(refs), intent=first)
+
+
+def _unsettled(error: BaseException, p: Pending, batch: Batch) -> BaseException:
+    """What the caller of ``p`` hears when its batch stopped on ``error`` without recording
+    its intent's fate: :class:`CommitStateUnknownError` (``error`` its cause) once its intent
+    was sent or a swap's answer was lost (either may still land), else ``error`` itself."""
+    if not p.intent_sent and batch.unknown_base is None:
+        return error
+    unknown = CommitStateUnknownError(
+        f"commit outcome unknown: the batch stopped ({type(error).__name__}: {error}) "
+        "after its intent was sent, and nothing recorded its fate (it may still be applied: "
+        "look its commit id up)",
+        dataset=p.change.dataset,
+        commit_id=p.change.commit_id,
+    )
+    unknown.__cause__ = error
+    return unknown

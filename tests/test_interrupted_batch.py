@@ -1,15 +1,14 @@
 """One thread runs a batch for every commit of its process queued behind it
 (``GroupCommit``). When that thread is interrupted (Ctrl-C: ``KeyboardInterrupt`` lands on
-the main thread wherever it is, here just after the batch's swap was answered), every other
-caller of the batch is failed with the bare ``GeneratorExit`` the interrupted generator was
-closed with — a plain error, not ``CommitStateUnknownError`` — though its commit landed."""
+the main thread wherever it is, here just after the batch's swap was answered), the
+interruption goes on up that thread, and every other caller of the batch hears
+``CommitStateUnknownError`` (its commit may have landed: here it did), never the bare
+``GeneratorExit`` the interrupted steps were closed with (``Committer.run``)."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import time
-
-import pytest
 
 from lakelock._layout import REGISTRY_KEY
 from lakelock._s3 import ObjectStore
@@ -37,12 +36,6 @@ def stalls(s3: S3Endpoint) -> int:
     return int(s3.faults()["injected"].get("stall", 0))
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason="Committer.run fails every commit of an interrupted batch with the interruption "
-    "itself (GeneratorExit for the callers on other threads), whatever its swap did",
-)
 def test_callers_of_an_interrupted_batch_hear_its_outcome_or_that_it_is_unknown(
     s3: S3Endpoint, store: ObjectStore
 ) -> None:

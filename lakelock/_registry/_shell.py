@@ -298,6 +298,11 @@ class Registry:
         )
         #: What the commit protocol knows and the root decided (:class:`RegistryInternals`).
         self.internals = RegistryInternals(self)
+        #: The highest token each lease's document was seen to have issued, by fence name
+        #: (:meth:`_check_lease_token`): tokens only grow, so one at or below it needs no
+        #: read of the document again (the commit's check before its files, then as it
+        #: commits them, read it twice).
+        self._issued: dict[str, int] = {}
 
     def close(self) -> None:
         """End what this registry does in the background: it stops folding for other
@@ -438,7 +443,8 @@ class Registry:
         registry keeps for the lease, and every later acquisition's would be refused as
         stale, for good. The lease's document is read only for a token above the one this
         process last saw recorded (a holder's first commit, if its acquisition was not
-        recorded); a name no lakelock lease has is left to the registry's check alone."""
+        recorded), and not again for a token at or below one the document was seen to have
+        issued; a name no lakelock lease has is left to the registry's check alone."""
         fence = change.fence
         if (
             fence is None
@@ -451,7 +457,11 @@ class Registry:
         known = self._known_doc()
         if known is not None and known.fences.get(fence.name, -1) >= fence.token:
             return
+        if self._issued.get(fence.name, -1) >= fence.token:
+            return
         issued = issued_token(self.store, fence.name.removeprefix(LEASE_FENCE))
+        if issued is not None:
+            self._issued[fence.name] = max(issued, self._issued.get(fence.name, issued))
         if issued is not None and fence.token > issued:
             raise InvalidArgumentError(
                 fence.token,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import unicodedata
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,9 +24,11 @@ from lakelock._datafile import DataFile
 from lakelock._layout import files_prefix
 from lakelock._lease._shell import LEASE_FENCE, issued_token
 from lakelock._names import (
+    parse_partition_path,
     require_named_columns,
     validate_dataset_name,
     validate_partition_path,
+    written_partition_value,
 )
 from lakelock._pathlock._distributed import LiveGrants
 from lakelock._registry._batch import CommitResult, seconds_of
@@ -81,6 +84,7 @@ from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    InvalidNameError,
     LockedError,
     NotFoundError,
     OutcomeUnknownError,
@@ -362,6 +366,7 @@ class Registry:
             (r.key if isinstance(r, DataFile) else r for r in remove), partitions=partitions
         )
         commit.bind_to_files()
+        self._refuse_new_spellings(dataset, add)
         declared = schema is not None or partition_by is not None or properties is not None
         if commit_id is not None and not (add or remove or partitions or declared):
             # Nothing under an id the caller chose (a cluster job whose workers found no
@@ -374,6 +379,24 @@ class Registry:
                 return planned
             return commit.empty(planned.version)
         return commit.commit()
+
+    def _refuse_new_spellings(self, dataset: str, add: Sequence[DataFile]) -> None:
+        """Refuse (:class:`~lakelock.errors.InvalidNameError`, before any request of the
+        commit) files another tool wrote into a partition whose value is not Unicode NFC,
+        as rows written are refused (:func:`~lakelock._names.written_partition_value`): that
+        spelling would be a second partition of the value. A spelling that is already a
+        partition of the dataset (registered before lakelock refused such values) is let
+        through: refusing it would leave its rows unreachable by any commit, and a commit
+        into it adds no new spelling. Only such a file costs a read of the registry."""
+        spellings = {f.partition_path for f in add if not _partition_is_nfc(f.partition_path)}
+        if not spellings:
+            return
+        state = self.read().datasets.get(validate_dataset_name(dataset))
+        for path in sorted(spellings):
+            if state is not None and path in state.partitions:
+                continue
+            for column, value in parse_partition_path(path):
+                written_partition_value(column, value)
 
     def commit_changes(self, changes: Sequence[Change]) -> CommitResult:
         """Commit changes to several datasets as one, all or nothing (they must share one
@@ -1056,3 +1079,13 @@ class RegistryInternals:
         acquired: :class:`~lakelock._lease.Lease`)."""
         registry = self._registry
         registry.commit_changes([takeover(fence, registry._new_commit_id())])
+
+
+def _partition_is_nfc(path: str) -> bool:
+    """Whether every value a partition path names (decoded) is Unicode NFC; a path that
+    names none is left to the checks that refuse it."""
+    try:
+        values = [value for _, value in parse_partition_path(path)]
+    except InvalidNameError:
+        return True
+    return all(value is None or unicodedata.is_normalized("NFC", value) for value in values)

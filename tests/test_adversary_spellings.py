@@ -122,7 +122,7 @@ def test_a_file_registered_into_a_partition_value_not_nfc_is_refused_unless_it_i
     ``city=Montréal`` decomposed added that spelling as a second partition beside the
     composed one, which ``append`` refuses to write: an overwrite of the city then left
     half its rows. It is refused the same way (InvalidNameError naming the column and both
-    spellings), before any request of the commit. A partition already spelt so (registered
+    spellings), before anything is written. A partition already spelt so (registered
     before lakelock refused such values) still takes files: its rows stay reachable."""
     composed = unicodedata.normalize("NFC", "Montréal")
     decomposed = unicodedata.normalize("NFD", "Montréal")

@@ -381,13 +381,15 @@ class Registry:
         return commit.commit()
 
     def _refuse_new_spellings(self, dataset: str, add: Sequence[DataFile]) -> None:
-        """Refuse (:class:`~lakelock.errors.InvalidNameError`, before any request of the
-        commit) files another tool wrote into a partition whose value is not Unicode NFC,
+        """Refuse (:class:`~lakelock.errors.InvalidNameError`, before the commit writes
+        anything) files another tool wrote into a partition whose value is not Unicode NFC,
         as rows written are refused (:func:`~lakelock._names.written_partition_value`): that
         spelling would be a second partition of the value. A spelling that is already a
         partition of the dataset (registered before lakelock refused such values) is let
-        through: refusing it would leave its rows unreachable by any commit, and a commit
-        into it adds no new spelling. Only such a file costs a read of the registry."""
+        through: a commit into it makes no second partition, which is what the rule keeps
+        out, and refusing it would stop the pipeline that fills that partition, and any
+        rewrite of its files (a compaction's), for good. Only such a file costs a read of
+        the registry."""
         spellings = {f.partition_path for f in add if not _partition_is_nfc(f.partition_path)}
         if not spellings:
             return

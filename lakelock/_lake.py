@@ -55,7 +55,9 @@ DEFAULT_RETENTION = DEFAULTS.retention
 
 
 class MoveOptions(TypedDict, total=False):
-    """Options of :meth:`Lake.copy_partition` and :meth:`Lake.rename_partition`."""
+    """Options of :meth:`Lake.copy_partition` and :meth:`Lake.rename_partition`. There is
+    no ``fence``: a move's commit carries its own path-lock grant's fence, and a change
+    carries one, so a lease holder paused past its expiry is not refused a move."""
 
     #: Where to: another dataset (default: the same) and/or partition (default: the same).
     to_dataset: str | None

@@ -13,7 +13,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
 from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.types import IntegerType, LongType, NestedField, StringType, StructType
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
@@ -149,3 +149,32 @@ def test_column_docs_a_client_sends_are_kept_in_what_it_reads_back(engine: Any, 
     with pytest.raises(BadRequestError, match="doc of column 'n'"):
         table.update_schema().update_column("n", doc="a count").commit()
     assert docs(engine.load_table("lake.events")) == expected
+
+
+def test_a_nested_fields_doc_changed_is_refused_as_a_doc_change_not_a_type_change(
+    engine: Any, lake: Lake
+) -> None:
+    """An engine changing the doc of a field nested in a struct column (pyiceberg's
+    ``update_column("point.x", doc=...)``) heard 400 "changing the type of column 'point'
+    ... is not supported", as if it had retyped the column, while the top-level case names
+    the doc. It hears the doc's refusal naming the nested field; the table keeps its docs,
+    and a nested field really retyped is still refused as a type change."""
+    point = StructType(
+        NestedField(3, "x", LongType(), required=False, doc="east"),
+        NestedField(4, "y", LongType(), required=False),
+        NestedField(5, "z", IntegerType(), required=False),
+    )
+    schema = Schema(
+        NestedField(1, "kind", StringType(), required=False),
+        NestedField(2, "point", point, required=False),
+    )
+    table = engine.create_table("lake.events", schema=schema)
+    version = lake.registry.read().version
+    for path, doc in (("point.x", "west"), ("point.y", "north")):
+        with pytest.raises(BadRequestError, match=f"doc of field '{path}' of column 'point'"):
+            table.update_schema().update_column(path, doc=doc).commit()
+    with pytest.raises(BadRequestError, match="changing the type of column 'point'"):
+        table.update_schema().update_column("point.z", field_type=LongType()).commit()
+    assert lake.registry.read().version == version
+    loaded = engine.load_table("lake.events").schema()
+    assert (loaded.find_field("point.x").doc, loaded.find_field("point.y").doc) == ("east", None)

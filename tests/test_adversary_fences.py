@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock._layout import REGISTRY_KEY
 from lakelock.errors import InvalidArgumentError
+from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 
 
@@ -58,3 +61,30 @@ def test_a_fence_with_a_token_its_lease_never_issued_is_refused_and_the_lease_st
     with other.lease("etl", ttl=30, heartbeat=False, timeout=0) as lease:
         other.append("sales", pa.table({"id": [3]}), fence=lease.fence)
     assert Lake(bucket, s3=client).read("sales").sort_by("id").to_pydict() == {"id": [1, 3]}
+
+
+@pytest.mark.parametrize("token", [1, 20261130], ids=["issued", "never-issued"])
+def test_a_fenced_commit_reads_its_leases_document_at_most_once(
+    s3: S3Endpoint, lake: Lake, admin: Any, client: Any, token: int
+) -> None:
+    """A commit whose lease token the root does not record (an acquisition recorded by no
+    commit: a lease taken by a lakelock from before takeovers were recorded) checks it
+    against what the lease's document has issued, before any file is written. One append
+    read that document twice (the commit's check before its files, then again as it
+    committed them, the root it had read meanwhile recording no token either): it reads it
+    once, whether the token passes or is refused."""
+    lake.append("sales", pa.table({"id": [1]}))
+    with lake.lease("etl", ttl=30, heartbeat=False, timeout=0) as lease:
+        assert lease.token == 1
+    root = orjson.loads(admin.get_object(Bucket=lake.bucket, Key=REGISTRY_KEY)["Body"].read())
+    assert root["fences"] == {"lease:etl": 1}
+    root["fences"] = {}
+    admin.put_object(Bucket=lake.bucket, Key=REGISTRY_KEY, Body=orjson.dumps(root))
+    other = Lake(lake.bucket, s3=client, retry=FAST_RETRY)
+    s3.reset_stats()
+    if token == 1:
+        other.append("sales", pa.table({"id": [2]}), fence=("lease:etl", token))
+    else:
+        with pytest.raises(InvalidArgumentError):
+            other.append("sales", pa.table({"id": [2]}), fence=("lease:etl", token))
+    assert s3.areas().get("GetObject metastore/leases", 0) == 1

@@ -12,6 +12,8 @@ import pytest
 import lakelock.dask
 from lakelock import Lake
 from lakelock.errors import InvalidArgumentError, InvalidNameError
+from lakelock.testing import S3Endpoint
+from tests._support.files import datafile, registered_unchecked
 
 
 def _keys(lake: Lake, dataset: str) -> set[str]:
@@ -111,3 +113,32 @@ def test_a_partition_value_in_another_unicode_spelling_is_refused_not_a_second_p
     read = lake.read("sales")
     assert read["city"].to_pylist() == [composed]
     assert read["note"].to_pylist() == [decomposed]
+
+
+def test_a_file_registered_into_a_partition_value_not_nfc_is_refused_unless_it_is_there(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """``registry.commit`` of files another tool wrote (a Spark job's, named on a Mac) into
+    ``city=Montréal`` decomposed added that spelling as a second partition beside the
+    composed one, which ``append`` refuses to write: an overwrite of the city then left
+    half its rows. It is refused the same way (InvalidNameError naming the column and both
+    spellings), before anything is written. A partition already spelt so (registered
+    before lakelock refused such values) still takes files: its rows stay reachable."""
+    composed = unicodedata.normalize("NFC", "Montréal")
+    decomposed = unicodedata.normalize("NFD", "Montréal")
+    lake.append("sales", pa.table({"city": [composed], "id": [1]}), partition_by="city")
+    before = lake.registry.read().version
+    s3.reset_stats()
+    with pytest.raises(InvalidNameError, match="NFC") as refused:
+        lake.registry.commit("sales", add=[datafile("sales", f"city={decomposed}", "b")])
+    assert "column 'city'" in str(refused.value)
+    assert ascii(decomposed) in str(refused.value)
+    assert not [a for a in s3.areas() if a.startswith(("PutObject", "DeleteObject"))]
+    assert lake.registry.read().version == before
+    registered_unchecked(
+        lake.registry, datafile("sales", f"city={decomposed}", "old"), commit_id="old-tool"
+    )
+    lake.registry.commit("sales", add=[datafile("sales", f"city={decomposed}", "c")])
+    partitions = lake.registry.read().datasets["sales"].partitions
+    assert sorted(partitions) == sorted([f"city={composed}", f"city={decomposed}"])
+    assert partitions[f"city={decomposed}"].file_count == 2

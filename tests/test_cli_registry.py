@@ -5,6 +5,7 @@ The others run in this process (the ``in_process`` fixture)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -248,6 +249,56 @@ def test_show_of_a_vacuum_record_no_date_holds_shows_seconds_not_an_error(
     assert as_json.returncode == 0, as_json.stderr
     recorded = orjson.loads(as_json.stdout)
     assert (recorded["vacuum_cutoff"], recorded["vacuum_horizon"]) == (cutoff, horizon)
+
+
+#: An instant no calendar date holds (the year 33,658), and how the commands show it.
+_UNDATED = 1e15
+_UNDATED_SHOWN = "1000000000000000 s after the epoch"
+
+
+def plant_undated_commit(lake: Lake, admin: Any) -> None:
+    """Make the root's refused commit and ``sales``' newest snapshot carry a time no date
+    holds, as a writer whose clock was that far off would have recorded them: a fate of the
+    root, and a snapshot written again under the key its new bytes name."""
+    root = orjson.loads(admin.get_object(Bucket=lake.bucket, Key=REGISTRY_KEY)["Body"].read())
+    entry = root["datasets"]["sales"]
+    snapshot = orjson.loads(
+        admin.get_object(Bucket=lake.bucket, Key=entry["snapshot"])["Body"].read()
+    )
+    snapshot["at"] = _UNDATED
+    body = orjson.dumps(snapshot)
+    folder = entry["snapshot"].rsplit("/", 1)[0]
+    entry["snapshot"] = f"{folder}/{hashlib.sha256(body).hexdigest()}-undated.json"
+    admin.put_object(Bucket=lake.bucket, Key=entry["snapshot"], Body=body)
+    root["intents"]["fates"].append(
+        {
+            "key": "metastore/intents/9999999999999zzzz-undated.json",
+            "state": "rejected",
+            "version": root["version"],
+            "at": _UNDATED,
+            "reason": "refused by a writer whose clock was far off",
+        }
+    )
+    admin.put_object(Bucket=lake.bucket, Key=REGISTRY_KEY, Body=orjson.dumps(root))
+
+
+@pytest.mark.parametrize("dataset", [[], ["--dataset", "sales"]], ids=["log", "history"])
+def test_log_of_a_commit_time_no_date_holds_shows_seconds_not_an_error(
+    s3: S3Endpoint, lake: Lake, admin: Any, in_process: InProcess, dataset: list[str]
+) -> None:
+    """A commit time no calendar date holds (a refusal recorded, or a version written, by a
+    writer whose clock was far off) ended ``registry log`` (and ``log --dataset``, a
+    dataset's history) in "lakelock: error: year 31690708 is out of range", exit 1, nothing
+    shown. It is shown as seconds from the epoch, as ``registry show`` shows such a vacuum
+    cutoff, in the table and in ``--json``."""
+    history_lake(lake)
+    plant_undated_commit(lake, admin)
+    text = in_process("registry", "log", lake.url, *dataset, "--endpoint-url", s3.url)
+    assert text.returncode == 0, text.stderr
+    assert _UNDATED_SHOWN in text.stdout
+    as_json = in_process("registry", "log", lake.url, *dataset, "--json", "--endpoint-url", s3.url)
+    assert as_json.returncode == 0, as_json.stderr
+    assert _UNDATED_SHOWN in [e["at"] for e in orjson.loads(as_json.stdout)]
 
 
 def test_show_shows_the_cutoff_and_horizon_vacuum_recorded(

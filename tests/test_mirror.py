@@ -784,3 +784,29 @@ def test_a_view_whose_ids_clash_is_renumbered_by_its_next_version(
         got = table.scan(snapshot_id=version).to_arrow()
         assert rows(got, expected.schema) == rows(expected, expected.schema), version
     assert table.metadata.last_column_id >= 4
+
+
+def test_the_delta_view_carries_column_comments(lake: Lake, s3: S3Endpoint) -> None:
+    """A column's comment (the ``doc`` an engine gave through the catalog, kept in the
+    dataset's schema as the Arrow field's ``doc`` metadata; a nested field's too) reads back
+    through the Iceberg view as the field's ``doc``, but the Delta view wrote it under the
+    key ``doc``, which no Delta reader takes for a comment (Spark's ``DESCRIBE`` showed
+    none). delta-rs reads each as the field metadata key ``comment``; a column without one
+    has none."""
+    point = pa.struct([pa.field("x", pa.int64(), metadata={b"doc": b"east"})])
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), metadata={b"doc": b"what happened"}),
+            pa.field("point", point),
+            pa.field("day", pa.int64()),
+        ]
+    )
+    table = pa.table({"id": [1], "point": [{"x": 2}], "day": [3]}, schema=schema)
+    lake.append("events", table, partition_by=["day"])
+    result = lake.mirror("events")
+    delta = deltalake.DeltaTable(result.delta, storage_options=delta_options(s3.url))
+    fields = {f.name: f for f in delta.schema().fields}
+    assert fields["id"].metadata == {"comment": "what happened"}
+    assert [f.metadata for f in fields["point"].type.fields] == [{"comment": "east"}]
+    assert (fields["point"].metadata, fields["day"].metadata) == ({}, {})
+    assert delta.to_pyarrow_table().to_pylist() == table.to_pylist()

@@ -409,7 +409,7 @@ def _check_kept(f: Any, now: Any) -> None:
         raise CatalogError.bad_request(
             f"renaming column {f.name!r} to {now.name!r} is not supported"
         )
-    if now.field_type != f.field_type:
+    if _undocumented(now.field_type) != _undocumented(f.field_type):
         raise CatalogError.bad_request(
             f"changing the type of column {f.name!r} ({f.field_type} to "
             f"{now.field_type}) is not supported (nested fields cannot change either)"
@@ -419,11 +419,63 @@ def _check_kept(f: Any, now: Any) -> None:
             f"changing the doc of column {f.name!r} is not supported (a column keeps the "
             "doc it was created or added with)"
         )
+    nested = _doc_changed(f.field_type, now.field_type)
+    if nested is not None:
+        raise CatalogError.bad_request(
+            f"changing the doc of field {f'{f.name}.{nested}'!r} of column {f.name!r} is not "
+            "supported (a field keeps the doc it was created or added with)"
+        )
     if now.required and not f.required:
         raise CatalogError.bad_request(
             f"making column {f.name!r} required is not supported (a dataset's columns are "
             "nullable: a column added later is null in the files written before it)"
         )
+
+
+def _undocumented(type_: Any) -> Any:
+    """``type_`` with the docs of the fields nested in it dropped: what a type change is
+    judged on (a doc change is refused as one, naming the field)."""
+    from pyiceberg.types import ListType, MapType, StructType  # noqa: PLC0415 - extra
+
+    if isinstance(type_, StructType):
+        return StructType(
+            *(
+                f.model_copy(update={"field_type": _undocumented(f.field_type), "doc": None})
+                for f in type_.fields
+            )
+        )
+    if isinstance(type_, ListType):
+        return type_.model_copy(update={"element_type": _undocumented(type_.element_type)})
+    if isinstance(type_, MapType):
+        return type_.model_copy(
+            update={
+                "key_type": _undocumented(type_.key_type),
+                "value_type": _undocumented(type_.value_type),
+            }
+        )
+    return type_
+
+
+def _doc_changed(old: Any, new: Any) -> str | None:
+    """The dotted path (below the column) of the first field nested in ``old`` whose doc
+    ``new`` (the same type but for docs) changes, or ``None``."""
+    from pyiceberg.types import ListType, MapType, StructType  # noqa: PLC0415 - extra
+
+    pairs: list[tuple[str, Any, Any]] = []
+    if isinstance(old, StructType) and isinstance(new, StructType):
+        for was, now in zip(old.fields, new.fields, strict=True):
+            if (was.doc or None) != (now.doc or None):
+                return was.name
+            pairs.append((was.name, was.field_type, now.field_type))
+    elif isinstance(old, ListType) and isinstance(new, ListType):
+        pairs.append(("element", old.element_type, new.element_type))
+    elif isinstance(old, MapType) and isinstance(new, MapType):
+        pairs += [("key", old.key_type, new.key_type), ("value", old.value_type, new.value_type)]
+    for name, was, now in pairs:
+        below = _doc_changed(was, now)
+        if below is not None:
+            return f"{name}.{below}"
+    return None
 
 
 def _check_layout(

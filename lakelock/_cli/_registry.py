@@ -35,7 +35,6 @@ from lakelock._registry import (
     LogEntry,
     RegistrySnapshot,
 )
-from lakelock._registry._batch import iso
 from lakelock._registry._settings import (
     DEFAULTS,
     MAX_COMMIT_WINDOW,
@@ -47,8 +46,9 @@ from lakelock.errors import DatasetNotFoundError
 __all__ = ["add_parser"]
 
 
-#: How ``registry show`` writes the vacuum record's instants (as the registry's own times);
-#: one no date holds (a record written by a clock far off) is shown as seconds instead.
+#: How ``registry show`` writes the vacuum record's instants and ``registry log`` a commit's
+#: time (as the registry's own times); one no date holds (recorded by a clock far off) is
+#: shown as seconds from the epoch instead, in the table and in ``--json``.
 _INSTANT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
@@ -371,7 +371,7 @@ def _history_json(entry: HistoryEntry) -> dict[str, Any]:
         "dataset": entry.dataset,
         "datasets": [entry.dataset],
         "operation": entry.operation,
-        "at": iso(entry.at),
+        "at": format_instant(entry.at, _INSTANT),
         "added": entry.added,
         "removed": entry.removed,
     }
@@ -386,7 +386,7 @@ def _log_json(entry: LogEntry) -> dict[str, Any]:
         "dataset": ",".join(entry.datasets) if entry.fate == "applied" else None,
         "datasets": list(entry.datasets),
         "operation": entry.operation or entry.fate,
-        "at": iso(entry.at),
+        "at": format_instant(entry.at, _INSTANT),
         "added": entry.added,
         "removed": entry.removed,
         "digest": entry.digest,

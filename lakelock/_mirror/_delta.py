@@ -48,6 +48,10 @@ __all__ = [
 CHECKPOINT_INTERVAL = 10
 _NAMESPACE = uuid.UUID("6f1d3c1e-6a0b-4b7e-9a57-6c61a7e0c0de")
 _EPOCH = dt.datetime(1970, 1, 1)
+#: The Arrow field metadata a column's comment is kept in (the Iceberg view's ``doc``), and
+#: the Delta field metadata key that is a column's comment.
+_DOC = b"doc"
+_COMMENT = b"comment"
 
 
 def table_id(bucket: str, key: str) -> str:
@@ -59,13 +63,25 @@ def delta_schema(schema: pa.Schema) -> tuple[str, bool]:
     """Delta's ``schemaString`` for ``schema``, and whether it needs ``timestampNtz``."""
     deltalake = require("deltalake", extra="delta")
     check_view_names(schema, "Delta")
-    plain = pa.schema([f.with_type(_plain(f.type)) for f in schema])
+    plain = pa.schema([_delta_field(f) for f in schema])
     try:
         converted = deltalake.Schema.from_arrow(plain)
     except Exception as error:  # delta-rs raises bare Exceptions for schemas it refuses
         raise SchemaMismatchError(f"Delta cannot represent the schema: {error}") from error
     text = converted.to_json()
     return text, "timestamp_ntz" in text
+
+
+def _delta_field(field: pa.Field) -> pa.Field:
+    """``field`` as the Delta view has it: its type as Delta has it (:func:`_plain`), its
+    comment (the ``doc`` an engine gave through the catalog, as the Arrow field's ``doc``
+    metadata) under Delta's field metadata key ``comment``, what Delta readers show."""
+    field = field.with_type(_plain(field.type))
+    metadata = dict(field.metadata or {})
+    doc = metadata.pop(_DOC, None)
+    if doc:
+        metadata[_COMMENT] = doc
+    return field.with_metadata(metadata) if field.metadata else field
 
 
 def _plain(type_: Any) -> Any:
@@ -83,9 +99,9 @@ def _plain(type_: Any) -> Any:
     if pa.types.is_large_binary(type_) or str(type_) == "binary_view":
         return pa.binary()
     if pa.types.is_struct(type_):
-        return pa.struct([f.with_type(_plain(f.type)) for f in type_])
+        return pa.struct([_delta_field(f) for f in type_])
     if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        return pa.list_(type_.value_field.with_type(_plain(type_.value_type)))
+        return pa.list_(_delta_field(type_.value_field))
     return type_
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakelock._registry._batch import Pending
 from lakelock._registry._core._requests import Now, Request, Sleep
+from lakelock.errors import CommitStateUnknownError
 
 if TYPE_CHECKING:
     from lakelock._registry._core import Committer
@@ -91,22 +92,47 @@ class GroupCommit:
     def commit(self, pending: Pending) -> TurnSteps[bool]:
         """``pending`` (prepared) committed, by the batch it goes in: this one's, or one
         another caller runs meanwhile. Returns whether this process lingers now: the turn
-        is kept for it, and :meth:`linger` must run."""
+        is kept for it, and :meth:`linger` must run.
+
+        However it ends, ``pending`` is left neither queued nor being sent (:meth:`_withdraw`:
+        a fold of this process would skip its intents forever). An error that is not the
+        commit's own (a bug, an interrupt) once its intent may exist is not a plain failure:
+        another process may still apply that intent, so an exception is raised as
+        :class:`~lakelock.errors.CommitStateUnknownError` (:func:`_maybe_applied`), and an
+        interrupt as itself, with a note saying so."""
         with self.lock:
             self.arrivals += 1
             early = self.committing and pending.intent is not None
-        if early:
-            # The turn is held, so this commit waits for the next batch anyway: create its
-            # intents now (made now: their keys are final before the batch in flight is told
-            # to skip them), and that batch has only its snapshot and root to write (a failed
-            # PUT is left to the batch).
-            yield from self.committer.make([pending])
+        try:
+            if early:
+                yield from self._send_early(pending)
             with self.lock:
-                self.sending.update(pending.intents)
-            yield from self.committer.send([pending])
+                self.queue.append(pending)
+            yield from self._batch(pending)
+        except BaseException as error:
+            self._withdraw(pending)
+            told = _maybe_applied(error, pending)
+            if told is error:
+                raise
+            raise told from error
+        return self._lingers()
+
+    def _send_early(self, pending: Pending) -> TurnSteps[None]:
+        # The turn is held, so this commit waits for the next batch anyway: create its
+        # intents now (made now: their keys are final before the batch in flight is told
+        # to skip them), and that batch has only its snapshot and root to write (a failed
+        # PUT is left to the batch).
+        yield from self.committer.make([pending])
         with self.lock:
-            self.queue.append(pending)
-            self.sending.difference_update(pending.intents)
+            self.sending.update(pending.intents)
+        try:
+            yield from self.committer.send([pending])
+        finally:
+            with self.lock:
+                self.sending.difference_update(pending.intents)
+
+    def _batch(self, pending: Pending) -> TurnSteps[None]:
+        """Until ``pending`` is done: by a batch of its own, or one another caller runs."""
 
         def ready() -> bool:
             return pending.finished or not self.committing
@@ -114,7 +140,7 @@ class GroupCommit:
         while True:
             with self.lock:
                 if pending.finished:
-                    break
+                    return
                 batch = None
                 if not self.committing:
                     self.committing = True
@@ -127,7 +153,15 @@ class GroupCommit:
                 yield from self.committer.run(batch)
             finally:
                 self._release()
-        return self._lingers()
+
+    def _withdraw(self, pending: Pending) -> None:
+        """``pending``, whose caller leaves (an error, an interrupt, its steps closed), taken
+        out of the queue and of the intents being sent: this process's folds no longer skip
+        its intents (one that exists is folded as any other process's would be), and
+        :meth:`has_queued` no longer says a commit waits."""
+        with self.lock:
+            self.sending.difference_update(pending.intents)
+            self.queue[:] = [p for p in self.queue if p is not pending]
 
     def _lingers(self) -> bool:
         """Whether to fold for others (:meth:`Committer.lingering`): now, and then the turn
@@ -202,6 +236,29 @@ class GroupCommit:
         with self.lock:
             self.committing = False
             self.released()
+
+
+def _maybe_applied(error: BaseException, pending: Pending) -> BaseException:
+    """What the caller of ``pending`` hears of ``error``, which ended its commit without its
+    result: if its intent may exist (its PUT was sent) and nothing decided it, another
+    process may still apply it, so an exception is
+    :class:`~lakelock.errors.CommitStateUnknownError` (caused by it) and an interrupt (a
+    ``KeyboardInterrupt``, a closed generator's ``GeneratorExit``) stays itself, noted."""
+    if pending.finished or not pending.intent_sent:
+        return error
+    change = pending.change
+    why = (
+        "its intent was sent, and nothing decided it: another process may still apply it "
+        f"(look its commit id {change.commit_id!r} up)"
+    )
+    if not isinstance(error, Exception):
+        error.add_note(f"lakelock: the commit to {change.dataset!r} was interrupted; {why}")
+        return error
+    return CommitStateUnknownError(
+        f"commit outcome unknown: {type(error).__name__}: {error}; {why}",
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
 
 
 def _nothing() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import unicodedata
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,9 +24,11 @@ from lakelock._datafile import DataFile
 from lakelock._layout import files_prefix
 from lakelock._lease._shell import LEASE_FENCE, issued_token
 from lakelock._names import (
+    parse_partition_path,
     require_named_columns,
     validate_dataset_name,
     validate_partition_path,
+    written_partition_value,
 )
 from lakelock._pathlock._distributed import LiveGrants
 from lakelock._registry._batch import CommitResult, seconds_of
@@ -81,6 +84,7 @@ from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
     InvalidArgumentError,
+    InvalidNameError,
     LockedError,
     NotFoundError,
     OutcomeUnknownError,
@@ -298,6 +302,11 @@ class Registry:
         )
         #: What the commit protocol knows and the root decided (:class:`RegistryInternals`).
         self.internals = RegistryInternals(self)
+        #: The highest token each lease's document was seen to have issued, by fence name
+        #: (:meth:`_check_lease_token`): tokens only grow, so one at or below it needs no
+        #: read of the document again (the commit's check before its files, then as it
+        #: commits them, read it twice).
+        self._issued: dict[str, int] = {}
 
     def close(self) -> None:
         """End what this registry does in the background: it stops folding for other
@@ -357,6 +366,7 @@ class Registry:
             (r.key if isinstance(r, DataFile) else r for r in remove), partitions=partitions
         )
         commit.bind_to_files()
+        self._refuse_new_spellings(dataset, add)
         declared = schema is not None or partition_by is not None or properties is not None
         if commit_id is not None and not (add or remove or partitions or declared):
             # Nothing under an id the caller chose (a cluster job whose workers found no
@@ -369,6 +379,26 @@ class Registry:
                 return planned
             return commit.empty(planned.version)
         return commit.commit()
+
+    def _refuse_new_spellings(self, dataset: str, add: Sequence[DataFile]) -> None:
+        """Refuse (:class:`~lakelock.errors.InvalidNameError`, before the commit writes
+        anything) files another tool wrote into a partition whose value is not Unicode NFC,
+        as rows written are refused (:func:`~lakelock._names.written_partition_value`): that
+        spelling would be a second partition of the value. A spelling that is already a
+        partition of the dataset (registered before lakelock refused such values) is let
+        through: a commit into it makes no second partition, which is what the rule keeps
+        out, and refusing it would stop the pipeline that fills that partition, and any
+        rewrite of its files (a compaction's), for good. Only such a file costs a read of
+        the registry."""
+        spellings = {f.partition_path for f in add if not _partition_is_nfc(f.partition_path)}
+        if not spellings:
+            return
+        state = self.read().datasets.get(validate_dataset_name(dataset))
+        for path in sorted(spellings):
+            if state is not None and path in state.partitions:
+                continue
+            for column, value in parse_partition_path(path):
+                written_partition_value(column, value)
 
     def commit_changes(self, changes: Sequence[Change]) -> CommitResult:
         """Commit changes to several datasets as one, all or nothing (they must share one
@@ -438,7 +468,8 @@ class Registry:
         registry keeps for the lease, and every later acquisition's would be refused as
         stale, for good. The lease's document is read only for a token above the one this
         process last saw recorded (a holder's first commit, if its acquisition was not
-        recorded); a name no lakelock lease has is left to the registry's check alone."""
+        recorded), and not again for a token at or below one the document was seen to have
+        issued; a name no lakelock lease has is left to the registry's check alone."""
         fence = change.fence
         if (
             fence is None
@@ -451,7 +482,11 @@ class Registry:
         known = self._known_doc()
         if known is not None and known.fences.get(fence.name, -1) >= fence.token:
             return
+        if self._issued.get(fence.name, -1) >= fence.token:
+            return
         issued = issued_token(self.store, fence.name.removeprefix(LEASE_FENCE))
+        if issued is not None:
+            self._issued[fence.name] = max(issued, self._issued.get(fence.name, issued))
         if issued is not None and fence.token > issued:
             raise InvalidArgumentError(
                 fence.token,
@@ -1046,3 +1081,13 @@ class RegistryInternals:
         acquired: :class:`~lakelock._lease.Lease`)."""
         registry = self._registry
         registry.commit_changes([takeover(fence, registry._new_commit_id())])
+
+
+def _partition_is_nfc(path: str) -> bool:
+    """Whether every value a partition path names (decoded) is Unicode NFC; a path that
+    names none is left to the checks that refuse it."""
+    try:
+        values = [value for _, value in parse_partition_path(path)]
+    except InvalidNameError:
+        return True
+    return all(value is None or unicodedata.is_normalized("NFC", value) for value in values)

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key
 from lakelock._registry._builder import CommitBuilder
+from lakelock._registry._changes import Change
 
 if TYPE_CHECKING:
     from lakelock._registry import CommitResult, Registry
 
-__all__ = ["append", "datafile"]
+__all__ = ["append", "datafile", "registered_unchecked"]
 
 
 def datafile(dataset: str, partition: str, name: str, records: int = 10) -> DataFile:
@@ -32,3 +33,12 @@ def append(reg: Registry, dataset: str, *files: DataFile) -> CommitResult:
     commit = CommitBuilder(reg, dataset, "append")
     commit.add(files)
     return commit.commit()
+
+
+def registered_unchecked(reg: Registry, *files: DataFile, commit_id: str) -> CommitResult:
+    """``files`` (of one dataset) registered past ``Registry.commit``'s checks of what
+    another tool wrote, as a lakelock from before a check registered them: a partition
+    spelt as no writer may spell it now (a value not in Unicode NFC) that a lake can still
+    hold."""
+    change = Change(files[0].dataset, commit_id, add=files, existing_files=True)
+    return reg.commit_changes([change])

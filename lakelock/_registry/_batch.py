@@ -164,6 +164,21 @@ def for_commit(error: BaseException, change: Change, unknown_base: int | None) -
     return wrapped
 
 
+def may_have_landed(error: BaseException, change: Change) -> CommitStateUnknownError:
+    """What a caller hears when ``error`` ended its commit after its intent was sent (or a
+    swap's answer was lost) and before anything decided it: another process may still
+    apply that intent, so the outcome is unknown (``error`` its cause)."""
+    unknown = CommitStateUnknownError(
+        f"commit outcome unknown: {type(error).__name__}: {error}; its intent was sent, and "
+        "nothing decided it: another process may still apply it "
+        f"(look its commit id {change.commit_id!r} up)",
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
+    unknown.__cause__ = error
+    return unknown
+
+
 def seconds_of(iso: str) -> float:
     return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 

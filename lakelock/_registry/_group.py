@@ -25,9 +25,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lakelock._registry._batch import Pending
+from lakelock._registry._batch import Pending, may_have_landed
 from lakelock._registry._core._requests import Now, Request, Sleep
-from lakelock.errors import CommitStateUnknownError
 
 if TYPE_CHECKING:
     from lakelock._registry._core import Committer
@@ -242,23 +241,19 @@ def _maybe_applied(error: BaseException, pending: Pending) -> BaseException:
     """What the caller of ``pending`` hears of ``error``, which ended its commit without its
     result: if its intent may exist (its PUT was sent) and nothing decided it, another
     process may still apply it, so an exception is
-    :class:`~lakelock.errors.CommitStateUnknownError` (caused by it) and an interrupt (a
-    ``KeyboardInterrupt``, a closed generator's ``GeneratorExit``) stays itself, noted."""
+    :class:`~lakelock.errors.CommitStateUnknownError` (:func:`may_have_landed`) and an
+    interrupt (a ``KeyboardInterrupt``, a closed generator's ``GeneratorExit``) stays
+    itself, noted."""
     if pending.finished or not pending.intent_sent:
         return error
-    change = pending.change
-    why = (
-        "its intent was sent, and nothing decided it: another process may still apply it "
-        f"(look its commit id {change.commit_id!r} up)"
+    if isinstance(error, Exception):
+        return may_have_landed(error, pending.change)
+    error.add_note(
+        f"lakelock: the commit to {pending.change.dataset!r} was interrupted after its intent "
+        f"was sent: another process may still apply it (look its commit id "
+        f"{pending.change.commit_id!r} up)"
     )
-    if not isinstance(error, Exception):
-        error.add_note(f"lakelock: the commit to {change.dataset!r} was interrupted; {why}")
-        return error
-    return CommitStateUnknownError(
-        f"commit outcome unknown: {type(error).__name__}: {error}; {why}",
-        dataset=change.dataset,
-        commit_id=change.commit_id,
-    )
+    return error
 
 
 def _nothing() -> None:

@@ -30,7 +30,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from lakelock._layout import intent_key_later
-from lakelock._registry._batch import Pending, for_commit, iso, validate_change
+from lakelock._registry._batch import Pending, for_commit, iso, may_have_landed, validate_change
 from lakelock._registry._changes import Change, delta_manifests, new_commit_id
 from lakelock._registry._core import _decide, _io, _linger
 from lakelock._registry._core._attempt import attempt, retrying, settle
@@ -548,16 +548,8 @@ def _renamed(change: Change, later: Mapping[str, str], first: str) -> Change:
 
 def _unsettled(error: BaseException, p: Pending, batch: Batch) -> BaseException:
     """What the caller of ``p`` hears when its batch stopped on ``error`` without recording
-    its intent's fate: :class:`CommitStateUnknownError` (``error`` its cause) once its intent
-    was sent or a swap's answer was lost (either may still land), else ``error`` itself."""
+    its intent's fate: unknown (:func:`may_have_landed`) once its intent was sent or a
+    swap's answer was lost (either may still land), else ``error`` itself."""
     if not p.intent_sent and batch.unknown_base is None:
         return error
-    unknown = CommitStateUnknownError(
-        f"commit outcome unknown: the batch stopped ({type(error).__name__}: {error}) "
-        "after its intent was sent, and nothing recorded its fate (it may still be applied: "
-        "look its commit id up)",
-        dataset=p.change.dataset,
-        commit_id=p.change.commit_id,
-    )
-    unknown.__cause__ = error
-    return unknown
+    return may_have_landed(error, p.change)

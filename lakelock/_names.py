@@ -137,6 +137,8 @@ __all__ = [
     "validate_namespace",
     "validate_partition_path",
     "validate_partition_type",
+    "written_partition_path",
+    "written_partition_value",
 ]
 
 #: How a null partition value is spelled in a key (Hive's default partition name).
@@ -499,6 +501,16 @@ def written_partition_value(column: str, text: str | None) -> str | None:
         f"partition): column {column!r} holds {text!a}, its NFC spelling {nfc!r}, that is "
         f"{nfc!a} (pyarrow.compute.utf8_normalize(column, 'NFC'))",
     )
+
+
+def written_partition_path(path: str) -> str:
+    """``path``, a partition new to a dataset, if every value it names is spelt as rows
+    written are (:func:`written_partition_value`: Unicode NFC), else that
+    :class:`InvalidNameError`: a file another tool wrote there would make a second partition
+    of a value the dataset spells otherwise."""
+    for column, value in parse_partition_path(path):
+        written_partition_value(column, value)
+    return path
 
 
 def _format_days(days: int) -> str:

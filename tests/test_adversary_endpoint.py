@@ -17,6 +17,7 @@ import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError
 
 from lakelock import Lake
+from lakelock.errors import AlreadyExistsError
 from lakelock.testing import FaultPlan, FaultRule, S3Endpoint, parse_fault_spec
 from lakelock.testing._classify import OPERATIONS
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
@@ -264,3 +265,24 @@ def test_an_endpoint_not_started_says_so_to_whoever_asks_it_for_a_client() -> No
     for ask in (idle.client, lambda: idle.create_bucket("lake"), idle.client_kwargs):
         with pytest.raises(RuntimeError, match="not running"):
             ask()
+
+
+@pytest.mark.parametrize("value", ["東京", "Łódź"], ids=["cjk", "polish"])
+def test_a_copy_of_a_key_beyond_latin_1_is_served_as_any_other(
+    s3: S3Endpoint, bucket: str, value: str
+) -> None:
+    """A partition copy is a server-side copy, which the endpoint checks by reading the keys
+    back itself. A key holding a character beyond latin-1 (a city in Japanese or Polish)
+    was a 500 at every such read-back, so a pipeline's test of
+    ``copy_partition`` failed where S3 copies (OutcomeUnknownError); a create-only copy onto
+    a key that exists is refused, that key untouched."""
+    lake = Lake(bucket, s3=s3.client())
+    lake.append("sales", pa.table({"city": [value], "id": [1]}), partition_by="city")
+    lake.copy_partition("sales", {"city": value}, to_dataset="archive")
+    assert lake.read("archive").to_pydict() == {"id": [1], "city": [value]}
+    source = next(iter(lake.store.list(f"datasets/sales/city={value}/"))).key
+    taken = f"datasets/archive/city={value}/taken.parquet"
+    lake.store.put(taken, b"taken", mode="create")
+    with pytest.raises(AlreadyExistsError):
+        lake.store.copy(source, taken, source_etag=lake.store.head(source).etag)
+    assert lake.store.get(taken).body == b"taken"

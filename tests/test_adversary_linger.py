@@ -17,9 +17,8 @@ from lakelock._layout import INTENT_PREFIX, REGISTRY_KEY
 from lakelock._registry._changes import Change
 from lakelock._registry._core import FoldPolicy
 from lakelock.testing import S3Endpoint
-from tests._support import wait_until
+from tests._support import plant_intent, wait_until
 from tests._support.files import datafile
-from tests.test_committer import plant_intent
 
 
 def test_a_lake_that_does_not_linger_leaves_nothing_in_flight_once_its_commit_returned(

@@ -10,6 +10,7 @@ import http.client
 import subprocess
 import sys
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -34,6 +35,7 @@ from lakelock._engines import s3_secret_sql, sql_string
 from lakelock.testing import S3Endpoint
 from tests._support import CLI_ENV, REPO, wait_until
 from tests._support.catalog import TOKEN, bearer, duckdb_with_iceberg, reads_as_lakelock
+from tests._support.files import datafile, registered_unchecked
 
 #: The S3 keys engines write with: not the principal the test bucket's policy binds.
 ENGINE_KEY = "engine"
@@ -782,3 +784,31 @@ def test_an_engine_writes_and_deletes_rows_whose_partition_value_lakelock_holds(
     table.delete("n = 0")
     assert lake.read("events").to_pylist() == [{"kind": kind, "n": 1}]
     reads_as_lakelock(catalog.load_table("lake.events").scan().to_arrow(), lake, "events")
+
+
+def test_an_engines_rows_in_another_unicode_spelling_are_refused_not_a_second_partition(
+    serve: ServeFn, lake: Lake
+) -> None:
+    """An engine appends rows of ``Montréal`` decomposed (read from a file named on a Mac)
+    to a table partitioned by ``kind`` that holds ``Montréal`` composed: the catalog made it
+    a second partition of the one value, which ``Lake.append`` and ``registry.commit``
+    refuse (an overwrite of the city would leave half its rows). The commit is 400 naming
+    the column and both spellings, nothing copied into the dataset's folder; a partition
+    already spelt so (registered before such values were refused) still takes the
+    engine's files, as ``registry.commit`` lets them through."""
+    composed = unicodedata.normalize("NFC", "Montréal")
+    decomposed = unicodedata.normalize("NFD", "Montréal")
+    table = engine(serve()).create_table("lake.events", EVENTS, partition_spec=BY_KIND)
+    lake.append("events", events([composed], [1]), partition_by=["kind"])
+    version = lake.registry.read().version
+    with pytest.raises(BadRequestError, match=r"column 'kind'.*NFC spelling"):
+        table.refresh().append(events([decomposed], [2]))
+    assert lake.registry.read().version == version
+    assert list(lake.store.list(f"datasets/events/kind={decomposed}/")) == []
+    registered_unchecked(
+        lake.registry, datafile("events", f"kind={decomposed}", "old"), commit_id="old-tool"
+    )
+    table.refresh().append(events([decomposed], [3]))
+    partitions = lake.registry.read().datasets["events"].partitions
+    assert sorted(partitions) == sorted([f"kind={composed}", f"kind={decomposed}"])
+    assert partitions[f"kind={decomposed}"].file_count == 2

@@ -19,9 +19,8 @@ from lakelock._registry._core._requests import Ahead, Get, List, Parallel, Put, 
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore, PutResult
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, registry, wait_until
+from tests._support import FAST_RETRY, plant_intent, registry, wait_until
 from tests._support.files import datafile
-from tests.test_committer import plant_intent
 from tests.test_driver_hedging import warm, warmed
 
 

@@ -24,7 +24,7 @@ from lakelock._registry import Registry, _shell
 from lakelock._registry._changes import Change
 from lakelock._registry._core import FoldPolicy, _decide
 from lakelock._registry._document import IntentFate, parse_registry
-from lakelock._registry._intents import intent_document, intent_group
+from lakelock._registry._intents import intent_group
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore, _resolve
 from lakelock._vacuum import vacuum
@@ -40,7 +40,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, no_sleep, registry, wait_until
+from tests._support import FAST_RETRY, no_sleep, plant_intent, registry, wait_until
 from tests._support.files import datafile
 from tests._support.outcomes import (
     id_taken_while_its_swap_is_held,
@@ -51,13 +51,6 @@ from tests._support.simtime import SimTime
 
 ROOT = "metastore/dataset_registry.json"
 INT_IDS = pa.schema([("id", pa.int64())])
-
-
-def plant_intent(store: ObjectStore, change: Change) -> str:
-    """An intent written by a process that then died before its swap."""
-    key, body, _ = intent_document(change, now_ms=int(time.time() * 1000))
-    store.put(key, body, mode="create")
-    return key
 
 
 def table(ids: list[int]) -> pa.Table:

@@ -51,7 +51,14 @@ from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
 from lakelock.errors import RetryBudgetExhaustedError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, StallAndRace, no_sleep, registry, wait_until
+from tests._support import (
+    FAST_RETRY,
+    StallAndRace,
+    no_sleep,
+    plant_intent,
+    registry,
+    wait_until,
+)
 from tests._support.files import append, datafile
 from tests._support.simtime import SimTime
 
@@ -62,13 +69,6 @@ ROOT = "metastore/dataset_registry.json"
 #: would make as its swap lands runs on a thread of its own, so the endpoint counts it at no
 #: fixed point of a test that counts the LISTs of others.
 NO_READ_AHEAD = FoldPolicy(read_ahead=False)
-
-
-def plant_intent(store: ObjectStore, change: Change, *, ms: int | None = None) -> str:
-    """An intent written by a process that then died before its swap."""
-    key, body, _ = intent_document(change, now_ms=ms if ms is not None else int(time.time() * 1000))
-    store.put(key, body, mode="create")
-    return key
 
 
 def contended_waiter(

@@ -13,9 +13,9 @@ from lakelock._registry._core import FoldPolicy
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.testing import S3Endpoint
-from tests._support import registry, wait_until
+from tests._support import plant_intent, registry, wait_until
 from tests._support.files import datafile
-from tests.test_committer import names, plant_intent
+from tests.test_committer import names
 
 #: Lingering as long as the test needs it (its end is not what is tested), reading nothing
 #: ahead: the LIST made as a swap lands would answer the next fold, which then would not

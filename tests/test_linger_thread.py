@@ -17,20 +17,13 @@ import pytest
 from lakelock._registry import Registry
 from lakelock._registry._changes import Change
 from lakelock._registry._core import FoldPolicy
-from lakelock._registry._intents import intent_document
 from lakelock._s3 import ObjectStore
-from tests._support import registry
+from tests._support import plant_intent, registry
 from tests._support.files import datafile
 
 
 def names(reg: Registry) -> list[str]:
     return [f.name for f in reg.files("sales")]
-
-
-def plant_intent(store: ObjectStore, change: Change, *, ms: int) -> None:
-    """An intent written by a process that then died before its swap."""
-    key, body, _ = intent_document(change, now_ms=ms)
-    store.put(key, body, mode="create")
 
 
 #: Lingering for a while, reading nothing ahead.

@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -49,7 +49,12 @@ from lakelock._catalog._protocol import CatalogError
 from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key, files_prefix
 from lakelock._mirror._iceberg import column_ids
-from lakelock._names import clashing_names, partition_path, require_named_columns
+from lakelock._names import (
+    clashing_names,
+    partition_path,
+    require_named_columns,
+    written_partition_path,
+)
 from lakelock._readable import unholdable
 from lakelock._s3 import ObjectHead, ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
@@ -268,11 +273,14 @@ def plan_commit(
     partition_by: Sequence[str],
     updates: Sequence[Any],
     steered: Mapping[str, str],
+    partitions: Collection[str] = frozenset(),
 ) -> PlannedCommit:
     """What ``updates`` (pyiceberg's parsed ``TableUpdate`` models) commit to ``dataset``,
-    whose current view is ``base`` (pyiceberg ``TableMetadata``), schema ``arrow`` and
-    partition columns ``partition_by``. Raises :class:`CatalogError` (400) for anything
-    lakelock cannot represent; writes nothing."""
+    whose current view is ``base`` (pyiceberg ``TableMetadata``), schema ``arrow``,
+    partition columns ``partition_by`` and partitions ``partitions`` (their paths). Raises
+    :class:`CatalogError` (400) for anything lakelock cannot represent (a file added to a
+    partition new to the dataset whose values are not Unicode NFC among them, as rows
+    written are refused); copies nothing of a file it refuses and commits nothing."""
     from pyiceberg.table.update import (  # noqa: PLC0415 - extra
         AddSchemaUpdate,
         AddSnapshotUpdate,
@@ -345,6 +353,7 @@ def plan_commit(
         arrow=new_arrow or arrow,
         partition_by=partition_by,
         field_ids=field_ids,
+        partitions=partitions,
     )
     operation = _operation(files, keys_removed, schema_changed=new_arrow is not None)
     # As lakelock.dask's: the request, and the files by their partitions and checksums.
@@ -643,12 +652,15 @@ def _data_files(
     arrow: pa.Schema,
     partition_by: Sequence[str],
     field_ids: Mapping[str, int],
+    partitions: Collection[str],
 ) -> list[DataFile]:
     """The lakelock records of the engine's added files, each streamed once through its
     checksum (size, then the parquet footer's row count). A file's partition is the
     manifest's partition values; one the engine wrote elsewhere under the dataset's folder
     (its own spelling of the values) is copied where lakelock keeps a file of that
-    partition, which the commit names."""
+    partition, which the commit names. A partition not among ``partitions`` (the dataset's)
+    has values in Unicode NFC (:func:`~lakelock._names.written_partition_path`), as
+    ``Registry.commit`` holds files another tool wrote: else a 400, before any copy."""
     from pyiceberg.manifest import DataFileContent, FileFormat  # noqa: PLC0415 - extra
 
     planned = []
@@ -664,6 +676,8 @@ def _data_files(
         # kind=a+b for "a b", pyiceberg kind=null for a null; lakelock's folders differ.
         path = _partition_path(f, arrow, partition_by)
         try:
+            if path not in partitions:
+                written_partition_path(path)
             key = data_file_key(dataset, path, source.rsplit("/", 1)[-1], prefix=io_.store.prefix)
         except (InvalidNameError, ValueError) as error:
             raise CatalogError.bad_request(f"data file {f.file_path}: {error}") from error

@@ -652,6 +652,7 @@ class LakeCatalog:
         """What ``request`` commits on ``base``, without the properties the dataset has
         already (set to the same value, or removed while absent): setting them changes
         nothing, so a request sent again commits nothing."""
+        dataset = snapshot.datasets.get(table)
         plan = plan_commit(
             self.lake.store,
             table,
@@ -660,8 +661,9 @@ class LakeCatalog:
             partition_by=partition_by,
             updates=request.updates,
             steered=self.steered(table),
+            partitions=dataset.partitions if dataset is not None else frozenset(),
         )
-        state = snapshot.datasets.get(table) if loaded is not None else None
+        state = dataset if loaded is not None else None
         if state is None or not plan.properties:
             return plan
         held = state.properties

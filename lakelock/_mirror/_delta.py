@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from lakelock._datafile import DataFile
 from lakelock._engines import require
 from lakelock._layout import files_prefix
-from lakelock._mirror._versions import VersionChange, check_view_names, signed_holding
+from lakelock._mirror._versions import VersionChange, check_view_schema, signed_holding
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock.errors import SchemaMismatchError
 
@@ -62,7 +62,7 @@ def table_id(bucket: str, key: str) -> str:
 def delta_schema(schema: pa.Schema) -> tuple[str, bool]:
     """Delta's ``schemaString`` for ``schema``, and whether it needs ``timestampNtz``."""
     deltalake = require("deltalake", extra="delta")
-    check_view_names(schema, "Delta")
+    check_view_schema(schema, "Delta")
     plain = pa.schema([_delta_field(f) for f in schema])
     try:
         converted = deltalake.Schema.from_arrow(plain)

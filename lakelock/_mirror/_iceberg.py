@@ -63,7 +63,7 @@ from lakelock._mirror._versions import (
     SchemaOf,
     VersionChange,
     changes,
-    check_view_names,
+    check_view_schema,
     pending,
     signed_holding,
 )
@@ -293,7 +293,7 @@ def _with_id(field: Any, field_id: int, counter: Iterator[int]) -> Any:
 def iceberg_schema(schema: pa.Schema, schema_id: int, ids: Mapping[str, int] | None = None) -> Any:
     """The Iceberg schema of a dataset schema (field ids as :func:`with_field_ids`)."""
     pyarrow_io = require("pyiceberg.io.pyarrow", extra="iceberg", package="pyiceberg")
-    check_view_names(schema, "Iceberg")
+    check_view_schema(schema, "Iceberg")
     try:
         converted = pyarrow_io.pyarrow_to_schema(with_field_ids(schema, ids))
     except (TypeError, ValueError) as error:

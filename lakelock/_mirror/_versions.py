@@ -37,29 +37,33 @@ __all__ = [
     "SchemaOf",
     "VersionChange",
     "changes",
-    "check_view_names",
-    "check_view_types",
+    "check_view_schema",
     "live_files",
     "pending",
     "signed_holding",
 ]
 
 
-def check_view_names(schema: pa.Schema, view: str) -> None:
-    """Refuse (:class:`SchemaMismatchError`) a schema whose column names clash ignoring case:
-    a view's readers resolve names so (a dataset written before lakelock refused such
-    tables may have them); or that holds a column whose values no type of the view carries
-    exactly (:func:`check_view_types`)."""
+def check_view_schema(schema: pa.Schema, view: str) -> None:
+    """Refuse (:class:`SchemaMismatchError`) a schema the ``view`` cannot take: its column
+    names clash ignoring case (:func:`_check_view_names`), or a column's values are more than
+    the view's types carry exactly (:func:`_check_view_types`)."""
+    _check_view_names(schema, view)
+    _check_view_types(schema, view)
+
+
+def _check_view_names(schema: pa.Schema, view: str) -> None:
+    """Refuse a schema whose column names clash ignoring case: a view's readers resolve
+    names so (a dataset written before lakelock refused such tables may have them)."""
     clash = clashing_names(schema.names)
     if clash is not None:
         raise SchemaMismatchError(
             f"columns {clash[0]!r} and {clash[1]!r} are one name ignoring case, as {view} "
             "readers resolve names: rewrite the dataset with one of them renamed"
         )
-    check_view_types(schema, view)
 
 
-def check_view_types(schema: pa.Schema, view: str) -> None:
+def _check_view_types(schema: pa.Schema, view: str) -> None:
     """Refuse (:class:`SchemaMismatchError`, naming the column) a column, or a field nested
     in one, whose values the view's types cannot all carry: a timestamp in nanoseconds
     (Iceberg v2 and Delta hold microseconds: pyiceberg dropped the nanoseconds without a
@@ -105,8 +109,9 @@ _WIDER: dict[Any, Any] = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.ui
 
 def signed_holding(type_: Any) -> Any:
     """The type a view declares for a column of Arrow type ``type_``: an unsigned integer's
-    values in the next wider signed type (a ``uint64`` has none and stays), the files being
-    read as they are (every engine widens an integer it reads); any other type as it is."""
+    values in the next wider signed type (a ``uint64`` has none: :func:`check_view_schema`
+    refuses it before), the files being read as they are (every engine widens an integer it
+    reads); any other type as it is."""
     return _WIDER.get(type_, type_)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote_to_bytes
 
 import orjson
 
@@ -197,7 +197,10 @@ def subrequest(
     path = f"/{quote(bucket)}" + (f"/{quote(key, safe='/')}" if key is not None else "")
     environ = {
         "REQUEST_METHOD": method,
-        "PATH_INFO": unquote(path),
+        # WSGI's strings are bytes as latin-1 (PEP 3333): a key's UTF-8 bytes so, as a
+        # server hands them on, not the decoded text (a character beyond latin-1, CJK or a
+        # combining accent, failed the backend's decoding: every read-back of it was a 500).
+        "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
         "RAW_URI": path,
         "REQUEST_URI": path,
         "QUERY_STRING": query,

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from lakelock._registry import Registry
+from lakelock._registry._changes import Change
+from lakelock._registry._intents import intent_document
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock._s3._classify import CONNECT_BACKOFF
@@ -23,6 +25,7 @@ __all__ = [
     "connect_pauses",
     "free_port",
     "no_sleep",
+    "plant_intent",
     "registry",
     "wait_until",
 ]
@@ -80,6 +83,14 @@ def registry(store: ObjectStore, **kw: Any) -> Registry:
 #: The ``stall_and_race`` fixture (tests/conftest.py): ``race(ours, theirs)`` runs ``theirs``
 #: while ``ours``'s swap of the registry's root is held, and returns both results.
 StallAndRace = Callable[..., tuple[Any, Any]]
+
+
+def plant_intent(store: ObjectStore, change: Change, *, ms: int | None = None) -> str:
+    """An intent written by a process that then died before its swap (made ``ms``
+    milliseconds after the epoch, by default now); its key."""
+    key, body, _ = intent_document(change, now_ms=ms if ms is not None else int(time.time() * 1000))
+    store.put(key, body, mode="create")
+    return key
 
 
 def wait_until(condition: Callable[[], bool], *, attempts: int = 4000) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "Pending",
     "for_commit",
     "iso",
+    "may_have_landed",
     "seconds_of",
     "validate_change",
 ]
@@ -168,9 +169,10 @@ def may_have_landed(error: BaseException, change: Change) -> CommitStateUnknownE
     """What a caller hears when ``error`` ended its commit after its intent was sent (or a
     swap's answer was lost) and before anything decided it: another process may still
     apply that intent, so the outcome is unknown (``error`` its cause)."""
+    cause = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     unknown = CommitStateUnknownError(
-        f"commit outcome unknown: {type(error).__name__}: {error}; its intent was sent, and "
-        "nothing decided it: another process may still apply it "
+        f"commit outcome unknown: {cause} stopped it once its intent was sent, before "
+        "anything decided it: another process may still apply it "
         f"(look its commit id {change.commit_id!r} up)",
         dataset=change.dataset,
         commit_id=change.commit_id,

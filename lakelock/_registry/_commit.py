@@ -17,7 +17,9 @@ One commit (docs/ARCHITECTURE.md, "The commit core"; docs/FORMAT.md for the obje
    412 PreconditionFailed               **redrive** (usually another process applied ours:
                                         settled there, not re-applied)
    409 / 503 / unknown outcome          **retry** after jittered backoff
-   404 on If-Match                      the registry was deleted: RegistryCorruptError
+   404 on If-Match                      the registry was deleted: once the intent was
+                                        sent, CommitStateUnknownError (its cause
+                                        RegistryCorruptError)
    attempts or time run out             the batch's intents are recorded cancelled by a swap
                                         first (RetryBudgetExhaustedError), or found applied
                                         (success); if that cannot be done either,
@@ -27,6 +29,7 @@ One commit (docs/ARCHITECTURE.md, "The commit core"; docs/FORMAT.md for the obje
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -159,10 +162,17 @@ class CommitQueue:
         """``steps`` run by the driver, each :class:`Turn` waited for on this thread."""
         try:
             result: _T = self.driver.run(self._waiting(steps))
+        except BaseException as error:
+            if not isinstance(error, Exception):
+                # An interrupt the driver does not hand to the steps (a KeyboardInterrupt
+                # as a request was sent): handed to them now, so that what they say of it
+                # (the commits it leaves unsettled) is on the exception the caller gets.
+                with contextlib.suppress(BaseException):
+                    steps.throw(error)
+            raise
         finally:
-            # Whatever ended the run (a KeyboardInterrupt the driver does not hand to the
-            # steps among them): a turn the steps hold is given back now, not whenever the
-            # traceback that holds them is collected.
+            # Whatever ended the run: a turn the steps hold is given back now, not whenever
+            # the traceback that holds them is collected.
             steps.close()
         return result
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakelock._registry._batch import Pending, may_have_landed
 from lakelock._registry._core._requests import Now, Request, Sleep
+from lakelock.errors import CommitStateUnknownError
 
 if TYPE_CHECKING:
     from lakelock._registry._core import Committer
@@ -197,6 +198,8 @@ class GroupCommit:
             self._release()
 
     def _linger(self, away: tuple[int, float] | None) -> TurnSteps[None]:
+        with self.lock:
+            self._turn_taken = False  # running: its finally gives the turn back
         if away is not None:
             arrivals, seconds = away
             since = yield Now(monotonic=True)
@@ -238,16 +241,20 @@ class GroupCommit:
 
 
 def _maybe_applied(error: BaseException, pending: Pending) -> BaseException:
-    """What the caller of ``pending`` hears of ``error``, which ended its commit without its
-    result: if its intent may exist (its PUT was sent) and nothing decided it, another
-    process may still apply it, so an exception is
-    :class:`~lakelock.errors.CommitStateUnknownError` (:func:`may_have_landed`) and an
-    interrupt (a ``KeyboardInterrupt``, a closed generator's ``GeneratorExit``) stays
-    itself, noted."""
-    if pending.finished or not pending.intent_sent:
+    """What the caller of ``pending`` hears of ``error``, which ended its commit: the
+    unknown outcome its batch decided (``error`` its cause), or, if its intent may exist (its
+    PUT was sent) and nothing decided it, :class:`~lakelock.errors.CommitStateUnknownError`
+    (:func:`may_have_landed`): another process may still apply it. An interrupt (a
+    ``KeyboardInterrupt``, a closed generator's ``GeneratorExit``) stays itself, with a note
+    saying so."""
+    decided = pending.error if pending.finished else None
+    unsettled = isinstance(decided, CommitStateUnknownError) or (
+        not pending.finished and pending.intent_sent
+    )
+    if not unsettled:
         return error
     if isinstance(error, Exception):
-        return may_have_landed(error, pending.change)
+        return decided or may_have_landed(error, pending.change)
     error.add_note(
         f"lakelock: the commit to {pending.change.dataset!r} was interrupted after its intent "
         f"was sent: another process may still apply it (look its commit id "

@@ -288,8 +288,9 @@ def swap(
         raise Retry from error
     except NotFoundError as error:
         raise RegistryCorruptError(
-            "the registry was deleted while committing; lakelock will not re-create it "
-            "(restore it, or delete the whole lake deliberately)",
+            "the registry's root was deleted while committing; this process will not "
+            "re-create it: put it back before anything commits here again (a process that "
+            "finds no root starts an empty lake), or delete the whole lake deliberately",
             bucket=core.bucket,
             key=core.root_key,
         ) from error

@@ -28,7 +28,7 @@ from lakelock._names import (
     require_named_columns,
     validate_dataset_name,
     validate_partition_path,
-    written_partition_value,
+    written_partition_path,
 )
 from lakelock._pathlock._distributed import LiveGrants
 from lakelock._registry._batch import CommitResult, seconds_of
@@ -395,10 +395,8 @@ class Registry:
             return
         state = self.read().datasets.get(validate_dataset_name(dataset))
         for path in sorted(spellings):
-            if state is not None and path in state.partitions:
-                continue
-            for column, value in parse_partition_path(path):
-                written_partition_value(column, value)
+            if state is None or path not in state.partitions:
+                written_partition_path(path)
 
     def commit_changes(self, changes: Sequence[Change]) -> CommitResult:
         """Commit changes to several datasets as one, all or nothing (they must share one

@@ -778,6 +778,21 @@ def test_dataset_names_that_need_quoting_load(serve: ServeFn, lake: Lake) -> Non
         assert table.scan().to_arrow().to_pylist() == [{"x": len(name)}]
 
 
+def test_a_dataset_no_iceberg_view_can_hold_is_a_400_naming_the_column(
+    serve: ServeFn, lake: Lake
+) -> None:
+    """A timestamp in nanoseconds has no Iceberg v2 type: the view is refused, and loading
+    the table is a 400 naming the column (a refusal that will not change: a client must not
+    send it again as it would a 500), while the other tables load."""
+    lake.append("ticks", pa.table({"at": pa.array([1_000_000_001], pa.timestamp("ns"))}))
+    lake.append("sales", pa.table({"day": [1]}))
+    server = serve()
+    status, kind, message = failure(server, "GET", "/v1/namespaces/lake/tables/ticks")
+    assert (status, kind) == (400, "BadRequestException")
+    assert "'at' is a timestamp in nanoseconds" in message
+    assert call(server, "GET", "/v1/namespaces/lake/tables/sales")[0] == 200
+
+
 def test_a_mirror_that_fails_is_a_503_and_the_next_load_mirrors(
     serve: ServeFn, lake: Lake, s3: S3Endpoint
 ) -> None:

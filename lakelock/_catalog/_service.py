@@ -269,6 +269,8 @@ class LakeCatalog:
             view = self._mirror(table)
         except DatasetNotFoundError as error:  # dropped between the read and the mirror
             raise CatalogError.no_such_table(namespace, table) from error
+        except SchemaMismatchError as error:  # a column no Iceberg type holds: never a view
+            raise CatalogError.bad_request(f"{table!r} has no Iceberg view: {error}") from error
         if self._log is not None:
             done = (
                 f"mirrored {table} to lakelock version {view.version}"

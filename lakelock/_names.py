@@ -100,7 +100,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -664,15 +664,19 @@ def validate_partition_path(path: str) -> str:
 def partition_columns(partition_by: str | Sequence[str] | None) -> tuple[str, ...]:
     """The partition columns as a tuple; one name alone (a ``str``) is that one column, and
     ``None`` (as ``()``) is none: not partitioned. Anything else that is no sequence of
-    names is :class:`~lakelock.errors.InvalidArgumentError`."""
+    names is :class:`~lakelock.errors.InvalidArgumentError`, a set among them: the columns'
+    order is the partitions' paths, and a set's differs between processes."""
     if partition_by is None:
         return ()
     if isinstance(partition_by, str):
         return (partition_by,)
-    if isinstance(partition_by, Mapping) or not isinstance(partition_by, Iterable):
+    unordered = isinstance(partition_by, Set)
+    if unordered or isinstance(partition_by, Mapping) or not isinstance(partition_by, Iterable):
         raise InvalidArgumentError(
             partition_by,
-            "partition_by is a column name, a sequence of them, or None (not partitioned)",
+            "partition_by is a column name, a sequence of them (in the paths' order: "
+            + ("a set has none, " if unordered else "")
+            + "a list or a tuple), or None (not partitioned)",
             what="partition_by",
         )
     return tuple(partition_by)

@@ -98,7 +98,8 @@ def test_partition_by_none_means_not_partitioned_and_a_non_sequence_is_refused(
     option's documented default is none. ``None`` is "not partitioned", as the default is,
     for append, overwrite and write; a partitioned dataset still refuses it (another
     partition_by than its own); a value that is no sequence of names is
-    InvalidArgumentError, and nothing is committed."""
+    InvalidArgumentError, and nothing is committed: a set of names too, whose order (the
+    partitions' paths) differs between processes."""
     lake.append("sales", pa.table({"id": [1]}), partition_by=None)
     lake.overwrite("sales", pa.table({"id": [2]}), partition_by=None, partitions="all")
     assert lake.read("sales")["id"].to_pylist() == [2]
@@ -111,3 +112,6 @@ def test_partition_by_none_means_not_partitioned_and_a_non_sequence_is_refused(
         with pytest.raises(InvalidArgumentError, match="partition_by"):
             lake.append("by_day", pa.table({"day": ["b"], "id": [2]}), partition_by=wrong)
     assert lake.registry.read().version == version
+    with pytest.raises(InvalidArgumentError, match="a set has none"):  # no order: the paths'
+        lake.append("pairs", pa.table({"a": [1], "b": [2], "id": [3]}), partition_by={"a", "b"})
+    assert "pairs" not in lake.registry.read().datasets

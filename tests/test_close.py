@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
+from lakelock._layout import REGISTRY_KEY
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Driver, FoldPolicy
 from lakelock._registry._core._hedging import Race
@@ -240,3 +241,37 @@ def test_close_mirrors_a_commit_scheduled_while_the_mirror_thread_was_ending(
     closing.join(timeout=120)
     assert not closing.is_alive(), "close() waits for a mirror nothing will run"
     assert lake.mirror("refunds", "delta").already_current
+
+
+def test_close_during_a_commit_that_then_folds_for_others_leaves_no_fold_running(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A pipeline's commit on one thread folds another process's intent; its swap is held
+    at the endpoint while the main thread closes the registry. ``close()`` returns (no fold
+    for others is running yet), the swap is let go and the commit returns: it must not
+    start folding for others then. Once, it did: a lingering thread, started after
+    ``close()`` returned, went on listing and swapping on a registry its user had closed."""
+    registry(store).commit("sales", add=[datafile("sales", "", "a")])
+    stale = int(time.time() * 1000) - 5000
+    plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
+    before = set(threading.enumerate())
+    folder = registry(
+        store,
+        policy=FoldPolicy(linger=100_000, read_ahead=False),
+        retry=RetryPolicy(max_attempts=10),
+    )
+    s3.inject("stall", operation="PutObject", prefix=REGISTRY_KEY, count=1)
+    committing = threading.Thread(
+        target=folder.commit, args=("sales",), kwargs={"add": [datafile("sales", "", "c")]}
+    )
+    committing.start()
+    try:
+        wait_until(lambda: s3.stalled() == 1)  # its swap, which folds other-1, is held
+        folder.close()
+        s3.release_stalls()
+        committing.join(timeout=60)
+        assert not committing.is_alive()
+        assert started_during(before) == []  # no thread folds for others
+    finally:
+        folder.close()
+    assert sorted(f.name for f in registry(store).files("sales")) == ["a", "b", "c"]

@@ -72,6 +72,11 @@ class CommitQueue:
         self.lingerer: threading.Thread | None = None
         # Set while :meth:`close` stops the lingering fold; it cuts its real sleeps short.
         self._closing = threading.Event()
+        #: How many times :meth:`close` was called: a commit in flight meanwhile does not
+        #: start folding for others once it returns. Guarded by ``_starting``, with
+        #: :attr:`lingerer`, so that :meth:`close` sees any lingering fold it must stop.
+        self._closes = 0
+        self._starting = threading.Lock()
 
     @property
     def max_batch(self) -> int:
@@ -83,6 +88,8 @@ class CommitQueue:
         return self.group.queue
 
     def commit(self, changes: Sequence[Change], *, now: float) -> CommitResult:
+        with self._starting:
+            closes = self._closes
         pending = self.committer.prepare(changes, now=now, monotonic=self.driver.timer())
         if not self.group_commit:
             self.driver.run(self.committer.run([pending]))
@@ -90,31 +97,42 @@ class CommitQueue:
             # Our batch's swap carried other processes' intents: keep folding for them a
             # little while, so the caller returns now and the next fold does not wait for
             # the other processes' stagger.
-            lingerer = threading.Thread(
-                target=self._linger,
-                args=(self.group.linger(),),
-                name="lakelock-linger",
-                daemon=True,
-            )
-            try:
-                lingerer.start()
-            except RuntimeError:
-                # No thread to be had (a process at its thread limit, an interpreter
-                # exiting): nobody folds for others now, and the commit's outcome stands.
-                log.debug("no thread to fold for other processes on", exc_info=True)
-                self.group.not_lingering()
-            else:
-                self.lingerer = lingerer
+            self._start_lingering(closes)
         if pending.error is not None:
             raise pending.error
         assert pending.result is not None
         return pending.result
 
+    def _start_lingering(self, closes: int) -> None:
+        """The lingering fold the group planned, on a thread of its own; none if
+        :meth:`close` was called since the commit that plans it began (``closes``: the
+        calls then): its user expects nothing more sent for others."""
+        steps = self.group.linger()
+        with self._starting:
+            if self._closes == closes:
+                lingerer = threading.Thread(
+                    target=self._linger, args=(steps,), name="lakelock-linger", daemon=True
+                )
+                try:
+                    lingerer.start()
+                except RuntimeError:
+                    # No thread to be had (a process at its thread limit, an interpreter
+                    # exiting): nobody folds for others now, and the commit's outcome
+                    # stands.
+                    log.debug("no thread to fold for other processes on", exc_info=True)
+                else:
+                    self.lingerer = lingerer
+                    return
+        steps.close()
+        self.group.not_lingering()
+
     def close(self) -> None:
         """Stop folding for other processes: the lingering fold sends nothing more (a
-        request of it in flight is answered first) and its thread ends before this returns.
-        A later commit may linger again."""
-        lingerer = self.lingerer
+        request of it in flight is answered first) and its thread ends before this returns;
+        a commit in flight meanwhile starts none. A later commit may linger again."""
+        with self._starting:
+            self._closes += 1
+            lingerer = self.lingerer
         self._closing.set()
         try:
             if lingerer is not None:

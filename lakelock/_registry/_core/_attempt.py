@@ -21,6 +21,7 @@ scheduler's (:mod:`._schedule`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 from collections.abc import Callable
@@ -37,7 +38,12 @@ from lakelock._registry._core._requests import Now, Sleep, Steps
 from lakelock._registry._core._state import TRANSIENT, Batch, Redrive, Retry, Wait
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._retry import LoadWait, OutOfTime, SteadyOr
-from lakelock.errors import CommitIdReusedError, CommitStateUnknownError, RetryBudgetExhaustedError
+from lakelock.errors import (
+    CommitIdReusedError,
+    CommitStateUnknownError,
+    RetryBudgetExhaustedError,
+    SettingsMismatchError,
+)
 
 if TYPE_CHECKING:
     from lakelock._registry._core._committer import Committer
@@ -162,7 +168,8 @@ def read(core: Committer, batch: Batch, start: float) -> Steps:
     """The root an attempt starts from, and its ETag; the lake's settings are taken from
     it. Under contention, with a folder at work, a first attempt sends its intents
     and waits a round first (:class:`Wait`); it starts from the root it knows when the
-    scheduler says that one is likely current, and reads it (a GET) otherwise."""
+    scheduler says that one is likely current and agrees with the settings this process
+    was given, and reads it (a GET) otherwise."""
     known = core.known
     schedule = core.schedule
     if batch.attempts == 1 and schedule.wait_first(
@@ -177,15 +184,19 @@ def read(core: Committer, batch: Batch, start: float) -> Steps:
         raise Wait
     if batch.attempts == 1 and known is not None and schedule.known_root(start):
         doc, etag = known
-    else:
-        sent = yield Now(monotonic=True)
-        try:
-            doc, etag = yield from _io.read_root(core)
-        except TRANSIENT as error:
-            batch.retries += 1
-            raise Retry from error
-        took = (yield Now(monotonic=True)) - sent
-        schedule.read_root(doc.version, core.now, took=took)
+        with contextlib.suppress(SettingsMismatchError):
+            # A setting of ours the root we know disagrees with may be one the lake was
+            # configured to since: only the current root's refusal is the caller's answer.
+            core.lake_settings(doc)
+            return doc, etag
+    sent = yield Now(monotonic=True)
+    try:
+        doc, etag = yield from _io.read_root(core)
+    except TRANSIENT as error:
+        batch.retries += 1
+        raise Retry from error
+    took = (yield Now(monotonic=True)) - sent
+    schedule.read_root(doc.version, core.now, took=took)
     core.lake_settings(doc)
     return doc, etag
 

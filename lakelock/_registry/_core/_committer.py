@@ -187,8 +187,14 @@ class Committer:
         root we swapped in (the same ETag): then, with the hand-over, we still swapped last.
         A root newer than the one we knew, and not ours, is another process swapping: when
         we saw that last tells whether a folder is at work
-        (:meth:`~._schedule.Scheduler.folder_at_work`)."""
+        (:meth:`~._schedule.Scheduler.folder_at_work`).
+
+        A root older than the one we know (a reader's GET answered after a newer root was
+        swapped in or read) is ignored: it tells nothing new, and a commit starting from it
+        would decide on settings, datasets and an ETag that are out of date."""
         known = self.known
+        if known is not None and doc.version < known[0].version:
+            return
         ours = known is not None and etag is not None and etag == known[1]
         moved = not ours and known is not None and doc.version > known[0].version
         if etag is not None:

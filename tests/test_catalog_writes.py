@@ -34,13 +34,19 @@ from lakelock._connection import Connection
 from lakelock._engines import s3_secret_sql, sql_string
 from lakelock.testing import S3Endpoint
 from tests._support import CLI_ENV, REPO, wait_until
-from tests._support.catalog import TOKEN, bearer, duckdb_with_iceberg, reads_as_lakelock
+from tests._support.catalog import (
+    ENGINE,
+    ENGINE_KEY,
+    TOKEN,
+    bearer,
+    duckdb_with_iceberg,
+    engine,
+    events,
+    reads_as_lakelock,
+)
 from tests._support.files import datafile, registered_unchecked
 
 #: The S3 keys engines write with: not the principal the test bucket's policy binds.
-ENGINE_KEY = "engine"
-ENGINE = {"s3.access-key-id": ENGINE_KEY, "s3.secret-access-key": "x"}
-
 ServeFn = Callable[..., CatalogServer]
 
 
@@ -64,20 +70,11 @@ def serve(lake: Lake) -> Iterator[ServeFn]:
         server.close()
 
 
-def engine(server: CatalogServer, **properties: str) -> Any:
-    """pyiceberg's RestCatalog on ``server`` with the engine's S3 keys."""
-    return RestCatalog("lakelock", uri=server.url, **{**ENGINE, **properties})
-
-
 EVENTS = Schema(
     NestedField(1, "kind", StringType(), required=False),
     NestedField(2, "n", LongType(), required=False),
 )
 BY_KIND = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "kind"))
-
-
-def events(kinds: list[str], ns: list[int]) -> pa.Table:
-    return pa.table({"kind": pa.array(kinds, pa.string()), "n": pa.array(ns, pa.int64())})
 
 
 def post(server: CatalogServer, path: str, body: Any, **headers: str) -> tuple[int, Any]:

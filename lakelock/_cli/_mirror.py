@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    done = (
-        f"mirrored {written} version{'s' if written != 1 else ''}" if written else "already current"
+    done = _what_was_mirrored(
+        {name: r.written for name, r in zip(args.format, results, strict=True)}
     )
     lines = [f"{args.dataset}: views at version {version} ({done})"]
     if iceberg is not None:
@@ -102,3 +102,15 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  delta    {delta}")
     print_lines(lines)
     return 0
+
+
+def _what_was_mirrored(written: dict[str, int]) -> str:
+    """How many versions each view was given: "mirrored 6 versions" when every format was
+    given as many (a version written to two views is one version), else each format's."""
+    counts = set(written.values())
+    if counts == {0}:
+        return "already current"
+    if len(counts) == 1:
+        (count,) = counts
+        return f"mirrored {count} version{'s' if count != 1 else ''}"
+    return "mirrored " + ", ".join(f"{count} to {name}" for name, count in written.items())

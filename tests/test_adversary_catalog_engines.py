@@ -294,20 +294,12 @@ def nested(depth: int) -> dict[str, Any]:
     return inner
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "500 InternalServerError 'RecursionError: maximum recursion depth exceeded' from "
-        "pyiceberg's parse of the request (a struct nested 68 levels or more), which pyiceberg "
-        "reads as a ServerError to send again"
-    ),
-)
 def test_a_schema_nested_past_what_the_catalog_reads_is_a_bad_request(
     server: CatalogServer, lake: Lake
 ) -> None:
-    """A create whose schema nests a struct hundreds of levels deep (within what JSON
-    parsers take) is a 4xx naming it, not a 500 from a recursion limit, and nothing is
-    created."""
+    """A create, or a commit adding a schema, that nests a struct hundreds of levels deep
+    (within what JSON parsers take) is a 400 naming it, not a 500 from a recursion limit (pyiceberg's client
+    reads a 500 as a ServerError to send again), and nothing is created."""
     schema = {
         "type": "struct",
         "schema-id": 0,
@@ -315,8 +307,15 @@ def test_a_schema_nested_past_what_the_catalog_reads_is_a_bad_request(
     }
     body = json.dumps({"name": "deep", "schema": schema}).encode()  # deeper than orjson writes
     status, answer = post(server, "/v1/namespaces/lake/tables", body)
-    assert 400 <= status < 500, (status, answer)
+    assert (status, error_type(answer)) == (400, "BadRequestException"), answer
+    assert "nested too deeply" in answer["error"]["message"]
     assert "deep" not in lake.registry.read().datasets
+    engine(server).create_table("lake.events", EVENTS)
+    version = lake.registry.read().version
+    added = {"action": "add-schema", "schema": {**schema, "schema-id": 1}}
+    status, answer = post(server, PATH, json.dumps({"updates": [added]}).encode())
+    assert (status, error_type(answer)) == (400, "BadRequestException"), answer
+    nothing_changed(lake, version)
 
 
 @pytest.mark.parametrize(

@@ -857,11 +857,17 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 def _model(model: Any, body: bytes, *, defaults: dict[str, Any] | None = None) -> Any:
     """``body`` parsed as one of pyiceberg's request models (its validation: 400), with
-    ``defaults`` for the fields it lacks."""
+    ``defaults`` for the fields it lacks. A type nested deeper than pyiceberg's parser
+    recurses (a struct some 68 levels down) is a 400 too: the request's fault, never a 500
+    a client sends again."""
     pydantic = require("pydantic", extra="iceberg", package="pyiceberg")
     document = {**(defaults or {}), **_json_object(body)}
     try:
         return model.model_validate(document)
+    except RecursionError:
+        raise CatalogError.bad_request(
+            "malformed request: its types are nested too deeply to be read"
+        ) from None
     except pydantic.ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,11 +20,16 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.schema import Schema
-from pyiceberg.table import CommitTableRequest
+from pyiceberg.table import CommitTableRequest, StaticTable
 from pyiceberg.types import LongType, NestedField, StringType
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock._vacuum import vacuum
+from lakelock.errors import SnapshotExpiredError
+from lakelock.testing import S3Endpoint
+from tests._support.catalog import reads_as_lakelock
+from tests._support.views import iceberg_properties
 
 ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
 EVENTS = Schema(
@@ -298,8 +304,8 @@ def test_a_schema_nested_past_what_the_catalog_reads_is_a_bad_request(
     server: CatalogServer, lake: Lake
 ) -> None:
     """A create, or a commit adding a schema, that nests a struct hundreds of levels deep
-    (within what JSON parsers take) is a 400 naming it, not a 500 from a recursion limit (pyiceberg's client
-    reads a 500 as a ServerError to send again), and nothing is created."""
+    (within what JSON parsers take) is a 400 naming it, not a 500 from a recursion limit
+    (pyiceberg's client reads a 500 as a ServerError to send again); nothing changes."""
     schema = {
         "type": "struct",
         "schema-id": 0,
@@ -390,3 +396,75 @@ def test_a_hostile_request_is_a_clear_4xx_and_changes_nothing(
     assert answer["error"]["message"]
     nothing_changed(lake, version)
     assert sorted(lake.registry.read().datasets) == ["events"]
+
+
+# -- time travel ---------------------------------------------------------------------------------
+
+
+def engine_wrote_then_vacuumed(server: CatalogServer, lake: Lake) -> int:
+    """A lake keeping replaced versions for an hour: an engine appends, then overwrites
+    (the catalog answering both snapshots), and vacuum, two hours later, deletes what only
+    the first read. The first snapshot's id, which lakelock no longer reads."""
+    lake.configure(retention="1h", create=True)
+    table = engine(server).create_table("lake.events", EVENTS)
+    table.append(events(["a"], [1]))
+    first = table.metadata.current_snapshot_id
+    table.overwrite(events(["b"], [2]))
+    assert first is not None
+    assert first in [s.snapshot_id for s in table.metadata.snapshots]
+    later = time.time() + 2 * 3600
+    assert not vacuum(lake.registry, dry_run=False, clock=lambda: later).failed
+    with pytest.raises(SnapshotExpiredError):
+        lake.read("events", version=first)
+    return first
+
+
+def every_snapshot_listed_reads_as_lakelock(loaded: Any, lake: Lake, gone: int) -> None:
+    listed = [s.snapshot_id for s in loaded.metadata.snapshots]
+    assert gone not in listed, listed
+    for snapshot_id in listed:
+        read = loaded.scan(snapshot_id=snapshot_id).to_arrow()
+        reads_as_lakelock(read, lake, "events", snapshot_id)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the catalog still lists snapshot 2 after vacuum deleted its objects (the view's "
+        "metadata.json was written before, counting the retention from its own version's "
+        "time): pyiceberg's scan of it is FileNotFoundError on "
+        "views/events/iceberg/manifests/snap-00000000000000000002.avro, where lakelock says "
+        "SnapshotExpiredError"
+    ),
+)
+def test_a_snapshot_the_catalog_lists_after_vacuum_reads_as_lakelock(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """After vacuum, every snapshot the catalog lists reads, through the catalog, what
+    lakelock reads at that version; one vacuum may have emptied (lakelock's read of it is
+    SnapshotExpiredError) is not offered (README: engines "read every version as lakelock
+    does")."""
+    gone = engine_wrote_then_vacuumed(server, lake)
+    every_snapshot_listed_reads_as_lakelock(engine(server).load_table("lake.events"), lake, gone)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the Iceberg view's newest metadata.json, written before the vacuum, lists snapshot 2: "
+        "pyiceberg's StaticTable scan of it is FileNotFoundError on "
+        "views/events/iceberg/manifests/snap-00000000000000000002.avro (a view's metadata is "
+        "written once per version, so nothing drops it until the dataset's next version)"
+    ),
+)
+def test_a_snapshot_the_iceberg_view_lists_after_vacuum_reads_as_lakelock(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """After vacuum, every snapshot the Iceberg view's newest metadata lists reads what
+    lakelock reads at that version (FORMAT.md: it lists "every snapshot mirrored that a
+    reader may still ask for")."""
+    gone = engine_wrote_then_vacuumed(server, lake)
+    location = lake.mirror("events").iceberg
+    assert location is not None
+    view = StaticTable.from_metadata(location, properties=iceberg_properties(s3.url))
+    every_snapshot_listed_reads_as_lakelock(view, lake, gone)

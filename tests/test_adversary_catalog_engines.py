@@ -427,16 +427,6 @@ def every_snapshot_listed_reads_as_lakelock(loaded: Any, lake: Lake, gone: int) 
         reads_as_lakelock(read, lake, "events", snapshot_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the catalog still lists snapshot 2 after vacuum deleted its objects (the view's "
-        "metadata.json was written before, counting the retention from its own version's "
-        "time): pyiceberg's scan of it is FileNotFoundError on "
-        "views/events/iceberg/manifests/snap-00000000000000000002.avro, where lakelock says "
-        "SnapshotExpiredError"
-    ),
-)
 def test_a_snapshot_the_catalog_lists_after_vacuum_reads_as_lakelock(
     server: CatalogServer, lake: Lake
 ) -> None:

@@ -39,6 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any, Protocol
 from unicodedata import normalize
 
@@ -66,6 +67,7 @@ from lakelock._names import validate_dataset_name, validate_namespace, validate_
 from lakelock._registry import CommitResult, DatasetState, RegistrySnapshot
 from lakelock._registry._builder import CommitBuilder, fitted_schema
 from lakelock._registry._changes import Change
+from lakelock._registry._document import LAST_MODIFIED_RESOLUTION
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
@@ -243,7 +245,8 @@ class LakeCatalog:
         only when told ``NoSuchTableException``."""
         if namespace != (self.namespace,):
             raise CatalogError.no_such_table(namespace, table)
-        datasets = (snapshot or self.lake.registry.read()).datasets
+        root = snapshot or self.lake.registry.read()
+        datasets = root.datasets
         if table not in datasets:
             raise CatalogError.no_such_table(namespace, table)
         current = datasets[table].updated_version
@@ -259,6 +262,9 @@ class LakeCatalog:
         metadata = self._metadata_bytes(location)
         if not self.read_only and b'"write.data.path"' not in metadata:
             metadata = _steering(metadata, self.steered(table))
+        horizon = _vacuumed_before(root)
+        if horizon is not None:
+            metadata = self._unvacuumed(location, metadata, horizon)
         return LoadedTable(location, metadata, view.version, config, storage_credentials)
 
     def _mirror_now(self, namespace: tuple[str, ...], table: str) -> MirroredView:
@@ -297,6 +303,22 @@ class LakeCatalog:
             while len(self._metadata) > METADATA_CACHE:
                 self._metadata.popitem(last=False)
         return body
+
+    def _unvacuumed(self, location: str, metadata: bytes, horizon: float) -> bytes:
+        """The view's ``metadata`` without the snapshots the lake's last vacuum may have
+        emptied (:func:`_vacuum_dropped`), kept once made for the view and the horizon."""
+        key = f"{location}#{horizon!r}"
+        with self._guard:
+            cached = self._metadata.get(key)
+            if cached is not None:
+                self._metadata.move_to_end(key)
+                return cached
+        kept = _vacuum_dropped(metadata, horizon)
+        with self._guard:
+            self._metadata[key] = kept
+            while len(self._metadata) > METADATA_CACHE:
+                self._metadata.popitem(last=False)
+        return kept
 
     def _lake_key(self, location: str) -> str:
         """``location`` (``s3://bucket/prefix/...``) as a key inside the lake."""
@@ -837,6 +859,41 @@ def _steering(metadata: bytes, steered: dict[str, str]) -> bytes:
     it writes where, and how, a lakelock commit can take its files."""
     document = orjson.loads(metadata)
     document["properties"] = {**document.get("properties", {}), **steered}
+    return orjson.dumps(document)
+
+
+def _vacuumed_before(root: RegistrySnapshot) -> float | None:
+    """Where the lake's last vacuum's window began (seconds since the epoch): a version
+    replaced before it may have lost its objects, and lakelock reads it no more (FORMAT.md
+    rule 9). A root whose vacuum recorded only its cutoff stands that less the resolution
+    of ``LastModified`` in, as the registry does; ``None``: no vacuum recorded either."""
+    if root.vacuum_horizon is not None:
+        return root.vacuum_horizon
+    if root.vacuum_cutoff is None:
+        return None
+    return root.vacuum_cutoff - LAST_MODIFIED_RESOLUTION
+
+
+def _vacuum_dropped(metadata: bytes, horizon: float) -> bytes:
+    """A view's ``metadata`` without each snapshot whose successor was committed before
+    ``horizon`` (seconds; vacuum's own comparison), nor its snapshot-log entries, as
+    Iceberg's ``expire_snapshots`` would: a view's metadata is written once, when its
+    version is mirrored, so one written before a vacuum lists versions that vacuum emptied,
+    which an engine would read as missing files rather than as gone. The same bytes when
+    nothing is dropped."""
+    document = orjson.loads(metadata)
+    snapshots = sorted(document.get("snapshots") or [], key=lambda s: s["sequence-number"])
+    limit = horizon * 1000
+    gone = {
+        s["snapshot-id"]
+        for s, successor in pairwise(snapshots)
+        if successor["timestamp-ms"] < limit
+    }
+    if not gone:
+        return metadata
+    document["snapshots"] = [s for s in snapshots if s["snapshot-id"] not in gone]
+    log = document.get("snapshot-log") or []
+    document["snapshot-log"] = [e for e in log if e["snapshot-id"] not in gone]
     return orjson.dumps(document)
 
 

@@ -511,14 +511,6 @@ def test_two_creates_as_select_of_one_table_at_once_one_lands_whole(
 # -- namespaces ----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "GET /v1/namespaces/cafe%CC%81 is 404 NoSuchNamespaceException 'Namespace does not "
-        "exist: café' from a catalog serving café composed: a table's name is read NFC, a "
-        "namespace's is compared as sent"
-    ),
-)
 def test_a_namespace_spelt_in_another_unicode_form_is_the_same_namespace(lake: Lake) -> None:
     """A catalog started with namespace ``café`` (typed composed) and a client naming it
     decomposed (a Mac's file name, a copied identifier): the one namespace, as a table's

@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -154,7 +154,8 @@ class LakeCatalog:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.lake = lake
-        self.namespace = validate_namespace(namespace)
+        # In NFC, as every namespace a request names is read (lakelock._catalog._protocol).
+        self.namespace = normalize("NFC", validate_namespace(namespace))
         self.vend_credentials = vend_credentials
         self.read_only = read_only
         self._mirror = mirror or self._lake_mirror
@@ -222,7 +223,7 @@ class LakeCatalog:
     # -- namespaces and tables ----------------------------------------------------------------
 
     def check_namespace(self, namespace: tuple[str, ...]) -> None:
-        if namespace != (self.namespace,):
+        if _nfc(namespace) != (self.namespace,):
             raise CatalogError.no_such_namespace(namespace)
 
     def tables(self, namespace: tuple[str, ...]) -> list[str]:
@@ -243,7 +244,7 @@ class LakeCatalog:
         RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
         ``snapshots`` of the namespace ``ns.table`` first, and go on to the metadata table
         only when told ``NoSuchTableException``."""
-        if namespace != (self.namespace,):
+        if _nfc(namespace) != (self.namespace,):
             raise CatalogError.no_such_table(namespace, table)
         root = snapshot or self.lake.registry.read()
         datasets = root.datasets
@@ -339,7 +340,11 @@ class LakeCatalog:
         """The one namespace exists already (409, as the spec answers); no other can be made."""
         request = _json_object(body)
         namespace = request.get("namespace")
-        if namespace == [self.namespace]:
+        if (
+            isinstance(namespace, list)
+            and all(isinstance(p, str) for p in namespace)
+            and _nfc(namespace) == (self.namespace,)
+        ):
             raise CatalogError.already_exists(f"Namespace already exists: {self.namespace}")
         raise CatalogError.bad_request(
             f"this catalog serves one namespace, {self.namespace!r}: {namespace!r} cannot be "
@@ -898,8 +903,14 @@ def _vacuum_dropped(metadata: bytes, horizon: float) -> bytes:
 
 
 def _parts(namespace: Any) -> tuple[str, ...]:
-    """A parsed ``Namespace`` (pyiceberg's root model of a list of parts) as a tuple."""
-    return tuple(getattr(namespace, "root", namespace))
+    """A parsed ``Namespace`` (pyiceberg's root model of a list of parts) as a tuple, each
+    part in NFC."""
+    return _nfc(getattr(namespace, "root", namespace))
+
+
+def _nfc(parts: Iterable[str]) -> tuple[str, ...]:
+    """A namespace's parts in Unicode NFC, as every name a request gives is read."""
+    return tuple(normalize("NFC", part) for part in parts)
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from lakelock._catalog import CatalogServer, LakeCatalog
 from lakelock._vacuum import vacuum
 from lakelock.errors import SnapshotExpiredError
 from lakelock.testing import S3Endpoint
+from tests._support import wait_until
 from tests._support.catalog import reads_as_lakelock
 from tests._support.views import iceberg_properties
 
@@ -552,3 +553,61 @@ def test_an_engines_added_column_beside_a_lakelock_append_of_the_old_schema_both
         {"kind": "a", "n": 1, "score": None},
         {"kind": "b", "n": 2, "score": None},
     ]
+
+
+# -- a request sent again while its first send is still in flight --------------------------------
+
+
+def test_an_append_sent_again_while_its_first_send_is_held_lands_once(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """A client whose commit timed out (its first send held at the registry's first write)
+    sends it again at once: both sends must end 200 (the second answered as committed, or
+    the first's outcome), and the rows are there once, in one version."""
+    engine(server).create_table("lake.events", EVENTS)
+    body = captured(server, lambda t: t.append(events(["a"], [1])))
+    s3.inject("stall", operation="PutObject", prefix="metastore/", count=1)
+    first: list[tuple[int, Any]] = []
+    sending = threading.Thread(target=lambda: first.append(post(server, PATH, body)))
+    sending.start()
+    try:
+        wait_until(lambda: s3.stalled() == 1)
+        again = at_once([lambda: post(server, PATH, body)])
+    finally:
+        s3.release_stalls()
+        sending.join(120)
+    assert [status for status, _ in [*first, *again]] == [200, 200], (first, again)
+    assert lake.read("events")["n"].to_pylist() == [1]
+    assert len(lake.history("events")) == 2
+
+
+# -- stale engine commits without requirements ---------------------------------------------------
+
+
+def test_an_overwrite_without_requirements_planned_before_a_lakelock_append_is_refused(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """A raw client's overwrite of the rows it saw (no requirements), planned before a
+    lakelock append landed: a 409 (its snapshot's parent is no longer main), never a
+    replacement of the append's rows, nor of what it saw beside them."""
+    table = engine(server).create_table("lake.events", EVENTS)
+    table.append(events(["a"], [1]))
+    body = orjson.loads(captured(server, lambda t: t.overwrite(events(["a"], [10]))))
+    lake.append("events", events(["a"], [2]))
+    status, answer = post(server, PATH, orjson.dumps({**body, "requirements": []}))
+    assert (status, error_type(answer)) == (409, "CommitFailedException"), answer
+    assert sorted(lake.read("events")["n"].to_pylist()) == [1, 2]
+
+
+def test_a_delete_without_requirements_of_rows_lakelock_replaced_is_refused(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """A raw client's delete (no requirements) of a file a lakelock overwrite replaced
+    meanwhile is a 409, and the overwrite's rows stay."""
+    table = engine(server).create_table("lake.events", EVENTS)
+    table.append(events(["a"], [1]))
+    body = orjson.loads(captured(server, lambda t: t.delete("n = 1")))
+    lake.overwrite("events", events(["b"], [2]))
+    status, answer = post(server, PATH, orjson.dumps({**body, "requirements": []}))
+    assert (status, error_type(answer)) == (409, "CommitFailedException"), answer
+    assert lake.read("events")["n"].to_pylist() == [2]

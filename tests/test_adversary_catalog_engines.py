@@ -611,3 +611,42 @@ def test_a_delete_without_requirements_of_rows_lakelock_replaced_is_refused(
     status, answer = post(server, PATH, orjson.dumps({**body, "requirements": []}))
     assert (status, error_type(answer)) == (409, "CommitFailedException"), answer
     assert lake.read("events")["n"].to_pylist() == [2]
+
+
+# -- transactions --------------------------------------------------------------------------------
+
+
+def test_a_transaction_whose_table_lakelock_appended_to_while_it_was_read_applies_nowhere(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """A transaction appending to two tables (each change with pyiceberg's requirement on
+    main) while a lakelock append lands on one of them between the catalog's check and its
+    commit: a 409, neither table changed (a commit spanning datasets applies whole), the
+    lakelock append's rows there."""
+    catalog = engine(server)
+    catalog.create_table("lake.events", EVENTS)
+    catalog.create_table("lake.other", EVENTS)
+    one = orjson.loads(captured(server, lambda t: t.append(events(["a"], [1]))))
+    table = Capturing("c", uri=server.url, **ENGINE).load_table("lake.other")
+    with pytest.raises(Captured) as held:
+        table.append(events(["b"], [2]))
+    transaction = orjson.dumps({"table-changes": [one, orjson.loads(held.value.body)]})
+    before = lake.registry.read().datasets["other"].updated_version
+    # The catalog's read of the engine's first manifest list waits (after the requirements).
+    s3.inject("stall", operation="GetObject", prefix="views/events/iceberg/engine/", count=1)
+    answers: list[tuple[int, Any]] = []
+    sending = threading.Thread(
+        target=lambda: answers.append(post(server, "/v1/transactions/commit", transaction))
+    )
+    sending.start()
+    try:
+        wait_until(lambda: s3.stalled() == 1)
+        lake.append("events", events(["c"], [3]))
+    finally:
+        s3.release_stalls()
+        sending.join(120)
+    ((status, answer),) = answers
+    assert (status, error_type(answer)) == (409, "CommitFailedException"), answer
+    assert lake.read("events")["n"].to_pylist() == [3]
+    assert lake.read("other").num_rows == 0
+    assert lake.registry.read().datasets["other"].updated_version == before

@@ -684,3 +684,36 @@ def test_an_engines_partition_renamed_by_lakelock_reads_alike_now_and_before(
     assert sorted(lake.read("events")["kind"].to_pylist()) == ["z", "z"]
     reads_as_lakelock(loaded.scan().to_arrow(), lake, "events")
     reads_as_lakelock(loaded.scan(snapshot_id=before).to_arrow(), lake, "events", before)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "200: the commit lands, and lakelock reads [{'kind': 'a', 'n': 1}] where pyiceberg "
+        "through the catalog reads [{'kind': 'b', 'n': 1}]: the catalog takes a file's "
+        "partition from the manifest and checks only the stored columns' types"
+    ),
+)
+def test_a_file_whose_stored_partition_column_contradicts_its_manifest_is_a_bad_request(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """An engine's manifest puts a file in partition ``kind=a`` while the file stores
+    ``kind='b'`` (a buggy or hostile writer: here, the bytes of its other file put where
+    the first was): lakelock reads a file's partition columns from its partition, Iceberg
+    readers take a stored column, so committed the two would read different rows. A 400
+    naming the column, nothing committed."""
+    table = engine(server).create_table("lake.events", EVENTS, partition_spec=BY_KIND)
+    body = captured(server, lambda t: t.append(events(["a"], [1])))
+    captured(server, lambda t: t.append(events(["b"], [1])))
+    client = s3.client(access_key="engine")
+    listed = client.list_objects_v2(Bucket=lake.bucket, Prefix=f"{lake.prefix}datasets/events/")
+    keys = {o["Key"].split("/")[-2]: o for o in listed["Contents"]}
+    assert keys["kind=a"]["Size"] == keys["kind=b"]["Size"]  # the manifest's size still holds
+    other = client.get_object(Bucket=lake.bucket, Key=keys["kind=b"]["Key"])["Body"].read()
+    client.put_object(Bucket=lake.bucket, Key=keys["kind=a"]["Key"], Body=other)
+    version = lake.registry.read().version
+    status, answer = post(server, PATH, body)
+    assert (status, error_type(answer)) == (400, "BadRequestException"), answer
+    assert "'kind'" in answer["error"]["message"]
+    nothing_changed(lake, version)
+    assert table.refresh().scan().to_arrow().num_rows == 0

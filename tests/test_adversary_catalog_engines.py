@@ -686,14 +686,6 @@ def test_an_engines_partition_renamed_by_lakelock_reads_alike_now_and_before(
     reads_as_lakelock(loaded.scan(snapshot_id=before).to_arrow(), lake, "events", before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "200: the commit lands, and lakelock reads [{'kind': 'a', 'n': 1}] where pyiceberg "
-        "through the catalog reads [{'kind': 'b', 'n': 1}]: the catalog takes a file's "
-        "partition from the manifest and checks only the stored columns' types"
-    ),
-)
 def test_a_file_whose_stored_partition_column_contradicts_its_manifest_is_a_bad_request(
     server: CatalogServer, lake: Lake, s3: S3Endpoint
 ) -> None:

@@ -887,12 +887,12 @@ def _vacuum_dropped(metadata: bytes, horizon: float) -> bytes:
     which an engine would read as missing files rather than as gone. The same bytes when
     nothing is dropped."""
     document = orjson.loads(metadata)
-    snapshots = sorted(document.get("snapshots") or [], key=lambda s: s["sequence-number"])
+    snapshots = sorted(document.get("snapshots") or [], key=lambda s: s.get("sequence-number", 0))
     limit = horizon * 1000
     gone = {
         s["snapshot-id"]
         for s, successor in pairwise(snapshots)
-        if successor["timestamp-ms"] < limit
+        if successor.get("timestamp-ms", limit) < limit
     }
     if not gone:
         return metadata

@@ -8,7 +8,9 @@ policy does not bind."""
 
 from __future__ import annotations
 
+import hashlib
 import http.client
+import io
 import json
 import threading
 import time
@@ -18,6 +20,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -28,6 +31,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock._datafile import DataFile
 from lakelock._vacuum import vacuum
 from lakelock.errors import SnapshotExpiredError
 from lakelock.testing import S3Endpoint
@@ -445,10 +449,11 @@ def test_a_snapshot_the_catalog_lists_after_vacuum_reads_as_lakelock(
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "the Iceberg view's newest metadata.json, written before the vacuum, lists snapshot 2: "
-        "pyiceberg's StaticTable scan of it is FileNotFoundError on "
+        "the Iceberg view's newest metadata.json, written before the vacuum, lists snapshots "
+        "[2, 3, 4], 2 and 3 replaced before the vacuum's horizon: lakelock's read of 3 is "
+        "SnapshotExpiredError, pyiceberg's StaticTable scan of 2 FileNotFoundError on "
         "views/events/iceberg/manifests/snap-00000000000000000002.avro (a view's metadata is "
-        "written once per version, so nothing drops it until the dataset's next version)"
+        "written once per version: nothing drops them until the dataset's next version)"
     ),
 )
 def test_a_snapshot_the_iceberg_view_lists_after_vacuum_reads_as_lakelock(
@@ -742,3 +747,39 @@ def test_a_transaction_sent_again_while_its_first_send_is_held_lands_once(
     assert lake.read("other")["n"].to_pylist() == [2]
     datasets = lake.registry.read().datasets
     assert datasets["events"].updated_version == datasets["other"].updated_version
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "lakelock reads [{'kind': 'a', 'n': 0}, {'kind': 'a', 'n': 1}], pyiceberg through the "
+        "catalog [{'kind': 'a', 'n': 0}, {'kind': 'b', 'n': 1}]: registry.commit takes a "
+        "file's partition columns from its path (FORMAT.md), and the Iceberg view's name "
+        "mapping maps the stored column kind, which Iceberg readers take over the partition"
+    ),
+)
+def test_a_foreign_file_storing_its_partition_column_reads_alike_through_the_catalog(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """A file another tool wrote storing ``kind='b'``, registered by ``registry.commit`` in
+    partition ``kind=a`` (FORMAT.md: "a file's partition columns (read from its path, never
+    from the file)"): pyiceberg through the catalog reads what lakelock reads."""
+    lake.append("events", events(["a"], [0]), partition_by=["kind"])
+    written = io.BytesIO()
+    pq.write_table(events(["b"], [1]), written)
+    body = written.getvalue()
+    key = "datasets/events/kind=a/foreign.parquet"
+    put = lake.store.put(key, body, mode="create")
+    foreign = DataFile(
+        dataset="events",
+        key=key,
+        partition_path="kind=a",
+        size=len(body),
+        record_count=1,
+        checksum=f"sha256:{hashlib.sha256(body).hexdigest()}",
+        etag=put.etag,
+        write_id="foreign",
+    )
+    lake.registry.commit("events", add=[foreign], commit_id="foreign-1")
+    assert sorted(lake.read("events")["kind"].to_pylist()) == ["a", "a"]
+    reads_as_lakelock(engine(server).load_table("lake.events").scan().to_arrow(), lake, "events")

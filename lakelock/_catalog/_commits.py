@@ -23,7 +23,9 @@ lakelock verifies on every read), so the memory a file holds is one chunk whatev
 (Iceberg's default target is 512 MB); its size is checked against the manifest, and its row
 count, read from its parquet footer alone (a ranged GET of its tail; a footer over
 ``MAX_FOOTER`` is refused, not read), too, and its columns' types against the table's.
-Its partition values and column statistics are the manifest's. An engine spells partition
+Its partition values and column statistics are the manifest's; a partition column the file
+stores must hold only that value, by the footer's statistics (lakelock reads the partition's
+value, Iceberg readers the stored one). An engine spells partition
 folders its own way (pyiceberg and Java's URLEncoder write ``kind=a+b`` for ``"a b"``,
 pyiceberg ``kind=null`` for a null), so the folder is never read: a file anywhere under the
 dataset's folder whose key is not where lakelock keeps a file of its partition is copied
@@ -684,7 +686,15 @@ def _data_files(
         planned.append(_Planned(f, source, key, path))
 
     def record(item: _Planned) -> DataFile:
-        return _record(io_.store, dataset, item, schema=schema, arrow=arrow, ids=field_ids)
+        return _record(
+            io_.store,
+            dataset,
+            item,
+            schema=schema,
+            arrow=arrow,
+            ids=field_ids,
+            partition_by=partition_by,
+        )
 
     if len(planned) <= 1:
         return [record(item) for item in planned]
@@ -728,6 +738,7 @@ def _record(
     schema: Any,
     arrow: pa.Schema,
     ids: Mapping[str, int],
+    partition_by: Sequence[str],
 ) -> DataFile:
     f = planned.entry
     try:
@@ -743,6 +754,7 @@ def _record(
     rows = footer.num_rows
     stored = footer.schema.to_arrow_schema()
     _check_types(stored, arrow, planned.path, f.file_path)
+    _check_stored_partition(footer, f, arrow, partition_by)
     if rows != f.record_count:
         raise CatalogError.bad_request(
             f"data file {f.file_path} holds {rows} rows; the manifest says {f.record_count}"
@@ -806,6 +818,55 @@ def _check_types(stored: pa.Schema, dataset: pa.Schema, partition: str, path: st
             f"data file {path} stores column {name!r} as {stored.field(name).type}: the "
             f"table's is {wanted}, which cannot hold it"
         )
+
+
+def _check_stored_partition(
+    footer: pq.FileMetaData, f: Any, arrow: pa.Schema, partition_by: Sequence[str]
+) -> None:
+    """Refuse a file that stores a partition column holding other values than the
+    manifest's partition value (by its row groups' statistics): lakelock reads a file's
+    partition columns from its partition, Iceberg readers take a stored column, so the two
+    would read different rows. A column without statistics, or whose statistics cannot be
+    compared with the value (another Python type), is not judged."""
+    stored = {footer.schema.column(j).path: j for j in range(footer.num_columns)}
+    for i, column in enumerate(partition_by):
+        j = stored.get(column)
+        if j is None:
+            continue
+        try:
+            expected = pa.scalar(f.partition[i], arrow.field(column).type).as_py()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            continue
+        for g in range(footer.num_row_groups):
+            chunk = footer.row_group(g).column(j)
+            found = _contradiction(chunk.statistics, expected)
+            if found is not None:
+                raise CatalogError.bad_request(
+                    f"data file {f.file_path} stores partition column {column!r} holding "
+                    f"{found!r} in a file of the partition {column}={expected!r}: lakelock "
+                    "reads a partition column from the partition, Iceberg readers from the "
+                    "file; write each partition's rows to its own files"
+                )
+
+
+def _contradiction(statistics: Any, expected: Any) -> Any:
+    """A value a column chunk's ``statistics`` show it holds other than ``expected`` (None:
+    a null), or ``None`` when they show none (or cannot tell)."""
+    if statistics is None:
+        return None
+    nulls = statistics.null_count if statistics.has_null_count else None
+    if expected is None:
+        if statistics.has_min_max:
+            return statistics.min
+        return None
+    if nulls:
+        return "null"
+    if not statistics.has_min_max:
+        return None
+    for bound in (statistics.min, statistics.max):
+        if type(bound) is type(expected) and bound != expected:
+            return bound
+    return None
 
 
 def _placed(store: ObjectStore, planned: _Planned, source: ObjectHead, digest: str) -> str:

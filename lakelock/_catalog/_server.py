@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from lakelock._catalog._protocol import (
+    NAMESPACE_SEPARATOR,
     WRITES,
     CatalogError,
     Route,
@@ -213,7 +214,7 @@ class CatalogServer:
                 parent = query.get("parent", [""])[-1]
                 if parent:
                     # The one namespace has no children; any other parent does not exist.
-                    catalog.check_namespace(tuple(parent.split("\x1f")))
+                    catalog.check_namespace(tuple(parent.split(NAMESPACE_SEPARATOR)))
                 names, token, paged = page([catalog.namespace] if not parent else [], query)
                 listed: dict[str, Any] = {"namespaces": [[name] for name in names]}
                 if paged:

@@ -36,9 +36,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any, Protocol
 from unicodedata import normalize
 
@@ -66,6 +67,7 @@ from lakelock._names import validate_dataset_name, validate_namespace, validate_
 from lakelock._registry import CommitResult, DatasetState, RegistrySnapshot
 from lakelock._registry._builder import CommitBuilder, fitted_schema
 from lakelock._registry._changes import Change
+from lakelock._registry._document import LAST_MODIFIED_RESOLUTION
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
@@ -152,7 +154,8 @@ class LakeCatalog:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.lake = lake
-        self.namespace = validate_namespace(namespace)
+        # In NFC, as every namespace a request names is read (lakelock._catalog._protocol).
+        self.namespace = normalize("NFC", validate_namespace(namespace))
         self.vend_credentials = vend_credentials
         self.read_only = read_only
         self._mirror = mirror or self._lake_mirror
@@ -220,7 +223,7 @@ class LakeCatalog:
     # -- namespaces and tables ----------------------------------------------------------------
 
     def check_namespace(self, namespace: tuple[str, ...]) -> None:
-        if namespace != (self.namespace,):
+        if _nfc(namespace) != (self.namespace,):
             raise CatalogError.no_such_namespace(namespace)
 
     def tables(self, namespace: tuple[str, ...]) -> list[str]:
@@ -241,9 +244,10 @@ class LakeCatalog:
         RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
         ``snapshots`` of the namespace ``ns.table`` first, and go on to the metadata table
         only when told ``NoSuchTableException``."""
-        if namespace != (self.namespace,):
+        if _nfc(namespace) != (self.namespace,):
             raise CatalogError.no_such_table(namespace, table)
-        datasets = (snapshot or self.lake.registry.read()).datasets
+        root = snapshot or self.lake.registry.read()
+        datasets = root.datasets
         if table not in datasets:
             raise CatalogError.no_such_table(namespace, table)
         current = datasets[table].updated_version
@@ -259,6 +263,9 @@ class LakeCatalog:
         metadata = self._metadata_bytes(location)
         if not self.read_only and b'"write.data.path"' not in metadata:
             metadata = _steering(metadata, self.steered(table))
+        horizon = _vacuumed_before(root)
+        if horizon is not None:
+            metadata = self._unvacuumed(location, metadata, horizon)
         return LoadedTable(location, metadata, view.version, config, storage_credentials)
 
     def _mirror_now(self, namespace: tuple[str, ...], table: str) -> MirroredView:
@@ -298,6 +305,22 @@ class LakeCatalog:
                 self._metadata.popitem(last=False)
         return body
 
+    def _unvacuumed(self, location: str, metadata: bytes, horizon: float) -> bytes:
+        """The view's ``metadata`` without the snapshots the lake's last vacuum may have
+        emptied (:func:`_vacuum_dropped`), kept once made for the view and the horizon."""
+        key = f"{location}#{horizon!r}"
+        with self._guard:
+            cached = self._metadata.get(key)
+            if cached is not None:
+                self._metadata.move_to_end(key)
+                return cached
+        kept = _vacuum_dropped(metadata, horizon)
+        with self._guard:
+            self._metadata[key] = kept
+            while len(self._metadata) > METADATA_CACHE:
+                self._metadata.popitem(last=False)
+        return kept
+
     def _lake_key(self, location: str) -> str:
         """``location`` (``s3://bucket/prefix/...``) as a key inside the lake."""
         base = f"s3://{self.lake.bucket}/{self.lake.prefix}"
@@ -317,7 +340,11 @@ class LakeCatalog:
         """The one namespace exists already (409, as the spec answers); no other can be made."""
         request = _json_object(body)
         namespace = request.get("namespace")
-        if namespace == [self.namespace]:
+        if (
+            isinstance(namespace, list)
+            and all(isinstance(p, str) for p in namespace)
+            and _nfc(namespace) == (self.namespace,)
+        ):
             raise CatalogError.already_exists(f"Namespace already exists: {self.namespace}")
         raise CatalogError.bad_request(
             f"this catalog serves one namespace, {self.namespace!r}: {namespace!r} cannot be "
@@ -840,9 +867,50 @@ def _steering(metadata: bytes, steered: dict[str, str]) -> bytes:
     return orjson.dumps(document)
 
 
+def _vacuumed_before(root: RegistrySnapshot) -> float | None:
+    """Where the lake's last vacuum's window began (seconds since the epoch): a version
+    replaced before it may have lost its objects, and lakelock reads it no more (FORMAT.md
+    rule 9). A root whose vacuum recorded only its cutoff stands that less the resolution
+    of ``LastModified`` in, as the registry does; ``None``: no vacuum recorded either."""
+    if root.vacuum_horizon is not None:
+        return root.vacuum_horizon
+    if root.vacuum_cutoff is None:
+        return None
+    return root.vacuum_cutoff - LAST_MODIFIED_RESOLUTION
+
+
+def _vacuum_dropped(metadata: bytes, horizon: float) -> bytes:
+    """A view's ``metadata`` without each snapshot whose successor was committed before
+    ``horizon`` (seconds; vacuum's own comparison), nor its snapshot-log entries, as
+    Iceberg's ``expire_snapshots`` would: a view's metadata is written once, when its
+    version is mirrored, so one written before a vacuum lists versions that vacuum emptied,
+    which an engine would read as missing files rather than as gone. The same bytes when
+    nothing is dropped."""
+    document = orjson.loads(metadata)
+    snapshots = sorted(document.get("snapshots") or [], key=lambda s: s.get("sequence-number", 0))
+    limit = horizon * 1000
+    gone = {
+        s["snapshot-id"]
+        for s, successor in pairwise(snapshots)
+        if successor.get("timestamp-ms", limit) < limit
+    }
+    if not gone:
+        return metadata
+    document["snapshots"] = [s for s in snapshots if s["snapshot-id"] not in gone]
+    log = document.get("snapshot-log") or []
+    document["snapshot-log"] = [e for e in log if e["snapshot-id"] not in gone]
+    return orjson.dumps(document)
+
+
 def _parts(namespace: Any) -> tuple[str, ...]:
-    """A parsed ``Namespace`` (pyiceberg's root model of a list of parts) as a tuple."""
-    return tuple(getattr(namespace, "root", namespace))
+    """A parsed ``Namespace`` (pyiceberg's root model of a list of parts) as a tuple, each
+    part in NFC."""
+    return _nfc(getattr(namespace, "root", namespace))
+
+
+def _nfc(parts: Iterable[str]) -> tuple[str, ...]:
+    """A namespace's parts in Unicode NFC, as every name a request gives is read."""
+    return tuple(normalize("NFC", part) for part in parts)
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
@@ -857,11 +925,17 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 def _model(model: Any, body: bytes, *, defaults: dict[str, Any] | None = None) -> Any:
     """``body`` parsed as one of pyiceberg's request models (its validation: 400), with
-    ``defaults`` for the fields it lacks."""
+    ``defaults`` for the fields it lacks. A type nested deeper than pyiceberg's parser
+    recurses (a struct some 68 levels down) is a 400 too: the request's fault, never a 500
+    a client sends again."""
     pydantic = require("pydantic", extra="iceberg", package="pyiceberg")
     document = {**(defaults or {}), **_json_object(body)}
     try:
         return model.model_validate(document)
+    except RecursionError:
+        raise CatalogError.bad_request(
+            "malformed request: its types are nested too deeply to be read"
+        ) from None
     except pydantic.ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5]

@@ -136,14 +136,15 @@ class SimConfig:
     #: Of ``cpu``, the seconds the endpoint spends on each request, in a process of its own
     #: on the same ``cores`` that serves one request at a time (0: every request's CPU on
     #: any free core, the endpoint's with it). The embedded endpoint is one Python process,
-    #: a thread a connection, one interpreter lock: 64 client processes measured 86-89
-    #: requests/s of it against 98-107 for 16 (``benchmarks/bench_endpoint.py``, decision
-    #: 0064), its CPU a request 4.6-5.8 ms at 16 and 5.7-6.6 ms at 64.
+    #: a thread a connection, one interpreter lock: 64 client processes were served 4-17 %
+    #: fewer requests/s than 16 in each of six pairs on a shared 2-core machine
+    #: (``benchmarks/bench_endpoint.py``, decision 0064), its CPU a request 4.1-5.8 ms at 16
+    #: clients and 4.8-6.6 ms at 64.
     endpoint_cpu: float = 0.0
     #: How much the endpoint's CPU a request grows for each request waiting at it when it
     #: arrives (its threads contending for the interpreter): ``endpoint_cpu`` times ``1 +
-    #: endpoint_crowding * waiting``. 0.004 reproduces the measured 13-23 % more CPU a
-    #: request with ~61 requests waiting (64 clients) than with ~13 (16).
+    #: endpoint_crowding * waiting``. The measured 13-33 % more CPU a request with ~61
+    #: requests waiting (64 clients) than with ~13 (16) is 0.003 to 0.008, 0.004 on average.
     endpoint_crowding: float = 0.0
     protocol: str = "core"
     #: Fields of the core's ``FoldPolicy`` to change (liveness only: no value of them may

@@ -169,12 +169,23 @@ class Endpoint:
         root_key: str,
         cpu: float = 0.0,
         cores: int = 0,
+        serving: float = 0.0,
+        crowding: float = 0.0,
     ) -> None:
         self.loop = loop
         #: CPU seconds each request costs on a machine of ``cores`` cores shared by every
         #: process (0 cores: CPU is free): what a run on one machine adds to S3's latency.
         self.cpu = cpu
         self.cores: list[float] = [0.0] * cores
+        #: Of ``cpu``, the seconds the endpoint's own process spends on a request (0: none
+        #: apart, every request's CPU on any free core): one process, so one request at a
+        #: time (:meth:`_serve`), on the same cores.
+        self.serving = serving
+        #: How much the endpoint's CPU a request grows for each request waiting at it: a
+        #: thread a connection, the waiting threads contending for the one interpreter.
+        self.crowding = crowding
+        #: When each request the endpoint has taken ends, oldest first.
+        self._served: deque[float] = deque()
         self.store = store
         self.rng = rng
         self.faults = faults
@@ -215,6 +226,26 @@ class Endpoint:
         heapq.heappush(self.cores, end)
         return end
 
+    def _serve(self, arrives: float) -> float:
+        """The endpoint's part of a request that reaches it at ``arrives``: after the
+        requests it took before (one process: one at a time), on a core (the one that came
+        free last by then, so no other's gap is taken; else the first to come free), for
+        ``serving`` seconds more ``crowding`` of that for each request still waiting at it.
+        When it ends."""
+        served = self._served
+        while served and served[0] <= arrives:
+            served.popleft()
+        seconds = self.serving * (1.0 + self.crowding * len(served))
+        ready = max(arrives, served[-1]) if served else arrives
+        cores = self.cores
+        free = [c for c in cores if c <= ready]
+        core = cores.index(max(free) if free else min(cores))
+        end = max(ready, cores[core]) + seconds
+        cores[core] = end
+        heapq.heapify(cores)
+        served.append(end)
+        return end
+
     def _named(self, process: str, kind: type) -> str:
         """``<process kind>:<operation>``, made once per pair (every request counts one)."""
         found = self._names.get((process, kind))
@@ -249,8 +280,10 @@ class Endpoint:
         if self.cores:
             # The request's CPU (client and server) on the machine's earliest free core.
             start = max(now, heapq.heappop(self.cores))
-            now = start + self.cpu
+            now = start + self.cpu - self.serving
             heapq.heappush(self.cores, now)
+            if self.serving:
+                now = self._serve(now)
         kind = type(request)
         latency = self._latency(request) * self.faults.slowdown(now)  # 1.0 but in a brownout
         fault = self.faults.draw(self.rng, self.sent, now)

@@ -193,7 +193,8 @@ def test_a_swap_that_met_409_carries_its_fold_again_on_the_root_that_stands(
     assert areas["GetObject metastore/intents"] == 2  # the dead writer's and the first's
     doc = other._current()[0]
     fate = doc.fate(dead)
-    assert fate is not None and (fate.state, fate.version) == ("applied", result.version)
+    assert fate is not None
+    assert (fate.state, fate.version) == ("applied", result.version)
     assert names(other) == ["a", "b", "d"]
 
 

@@ -337,7 +337,7 @@ def fold_if_due(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -
     every ``fold_interval``); our intents first if it says so. A format-1 root folds none."""
     schedule = core.schedule
     held, batch.held = batch.held, None
-    if held is not None and schedule.fold_again(doc.version, held.version):
+    if held is not None and _decide.fold_stands(doc, held.version) and schedule.fold_again():
         # The root still stands where our swap met 409. Paced as that attempt was: sooner,
         # the swaps sent into the held key would lengthen the hold (each may be held too).
         yield Sleep(held.took)

@@ -611,15 +611,14 @@ class Scheduler:
             True,
         )
 
-    def fold_again(self, version: int, held: int | None) -> bool:
-        """Whether an attempt on the root at ``version`` carries again the fold our last
-        swap carried, which met 409 on the root at ``held`` (``None``: no such swap):
-        while the root still stands there, another write to it is in flight at S3, and
-        no swap lands on it until that one does. A new LIST would read what landed since
-        for a swap that meets the same 409 (or a 412 once the held write lands), and
-        the fold after that reads it anyway
+    def fold_again(self) -> bool:
+        """Whether an attempt carries again the fold our last swap carried, which met 409
+        on a root that still stands (whether it may is :func:`._decide.fold_stands`'s):
+        another write to the root is in flight at S3, and no swap lands on it until that
+        one does. A new LIST would read what landed since for a swap that meets the same
+        409 (or a 412 once the held write lands), and the fold after that reads it anyway
         (docs/decisions/0065-a-held-swap-carries-its-fold-again.md)."""
-        return advise(lambda: self.held_fold and held == version, False)
+        return advise(lambda: self.held_fold, False)
 
     def relist(self) -> bool:
         """Whether this process lists again because it started on a quiet lake and has not

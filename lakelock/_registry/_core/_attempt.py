@@ -337,7 +337,11 @@ def fold_if_due(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -
     every ``fold_interval``); our intents first if it says so. A format-1 root folds none."""
     schedule = core.schedule
     held, batch.held = batch.held, None
-    if held is not None and _decide.fold_stands(doc, held.version) and schedule.fold_again():
+    if (
+        held is not None
+        and _decide.fold_stands(doc, held.version)
+        and schedule.fold_again(passed_over=_passed_over(doc, batch))
+    ):
         # The root still stands where our swap met 409. Paced as that attempt was: sooner,
         # the swaps sent into the held key would lengthen the hold (each may be held too).
         yield Sleep(held.took)
@@ -551,6 +555,15 @@ def _held(error: Retry, etag: str | None) -> bool:
     for a swap that meets the same 409, or a 412 once the held write lands, and a fold of
     it after that reads it anyway (docs/decisions/0065-a-held-swap-carries-its-fold-again.md)."""
     return etag is not None and isinstance(error.__cause__, ConflictError)
+
+
+def _passed_over(doc: RegistryDoc, batch: Batch) -> bool:
+    """Whether a fold passed over every intent of ours (sent, at or below the watermark):
+    no other fold applies them (rule 5), so only our own swap lands them."""
+    return bool(batch.pending) and all(
+        p.intent is not None and p.intent_sent and p.intent <= doc.watermark
+        for p in batch.pending
+    )
 
 
 def _moved(known: tuple[RegistryDoc, str] | None, doc: RegistryDoc) -> bool:

@@ -611,14 +611,16 @@ class Scheduler:
             True,
         )
 
-    def fold_again(self) -> bool:
+    def fold_again(self, *, passed_over: bool) -> bool:
         """Whether an attempt carries again the fold our last swap carried, which met 409
         on a root that still stands (whether it may is :func:`._decide.fold_stands`'s):
         another write to the root is in flight at S3, and no swap lands on it until that
-        one does. A new LIST would read what landed since for a swap that meets the same
-        409 (or a 412 once the held write lands), and the fold after that reads it anyway
-        (docs/decisions/0065-a-held-swap-carries-its-fold-again.md)."""
-        return advise(lambda: self.held_fold, False)
+        one does. Only a writer whose intents a fold passed over (``passed_over``): it
+        folds anyway (nobody else applies them), and a new LIST would read what landed
+        since for a swap that meets the same 409 (or a 412 once the held write lands).
+        Any other process goes the usual way, waiting for an older intent's writer
+        if it should (docs/decisions/0065-a-held-swap-carries-its-fold-again.md)."""
+        return advise(lambda: self.held_fold and passed_over, False)
 
     def relist(self) -> bool:
         """Whether this process lists again because it started on a quiet lake and has not

@@ -170,34 +170,6 @@ def test_a_fold_that_fails_to_read_one_intent_reads_only_that_one_again(
     assert names(other) == ["a", "b", *(f"d{n}" for n in range(6))]
 
 
-def test_a_swap_that_met_409_carries_its_fold_again_on_the_root_that_stands(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """A swap answered 409 (another write to the root in flight at S3: the root stands
-    until it lands) is followed, on that same root, by a swap of the same fold: no LIST
-    again, no read of an intent that landed since, until the root moves (whose swap would
-    meet the same 409). The commit and the intent it folded land together."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    # Made long before ours: its writer is not folding, so ours folds it at once.
-    ms = int(time.time() * 1000) - 10_000
-    dead = plant_intent(store, Change("sales", "dead-1", add=(datafile("sales", "", "d"),)), ms=ms)
-    other = registry(store, policy=FoldPolicy(read_ahead=False, hedge=0))
-    s3.reset_stats()
-    s3.inject("conflict", operation="PutObject", prefix=REGISTRY_KEY, count=2)
-    result = other.commit("sales", add=[datafile("sales", "", "b")])
-    areas = s3.areas()
-    assert s3.refused()["PutObject root 409"] == 2
-    assert areas["PutObject root"] == 3
-    # One fold for the three swaps: its LIST and the one after its pause to gather.
-    assert areas["ListObjectsV2 metastore/intents"] == 2
-    assert areas["GetObject metastore/intents"] == 2  # the dead writer's and the first's
-    doc = other._current()[0]
-    fate = doc.fate(dead)
-    assert fate is not None
-    assert (fate.state, fate.version) == ("applied", result.version)
-    assert names(other) == ["a", "b", "d"]
-
-
 def test_a_loser_finds_its_commit_applied_without_redriving_it(
     store: ObjectStore, stall_and_race: StallAndRace
 ) -> None:

@@ -1341,7 +1341,6 @@ POLICY_CHOICES: dict[str, tuple[float, ...]] = {
     "handover": (0, 1),
     "hedge_alone": (0, 1),
     "linger_after": (0.0, 1.0, 3.0),
-    "held_fold": (0, 1),
 }
 
 
@@ -1604,8 +1603,6 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
     "judge_listed": ("judge_listed", _expiry_without_the_ttl),
     # Rule 5: the watermark never goes down (nor above what the fold listed).
     "bound_watermark": ("bound_watermark", _watermark_lowered),
-    # A fold carried again after a swap of it met 409 only on the root it was judged on.
-    "fold_stands": ("fold_stands", lambda: lambda *_, **__: True),
 }
 
 
@@ -1633,9 +1630,6 @@ BREAKS: dict[str, tuple[str, Callable[[], Callable[..., Any]]]] = {
         # Intents listed again whose fates were pruned: applied a second time (the index of
         # the dataset then has the id at the later version).
         ("bound_watermark", 34, "but the commit-id index of"),
-        # A fold carried again onto a root that moved since its swap met 409 applies a
-        # commit that root already applied (seeds 3 and 30 of 0-40).
-        ("fold_stands", 3, "refused commit is in the registry"),
     ],
 )
 def test_a_broken_safety_rule_is_caught_by_a_seed_of_the_sweep(

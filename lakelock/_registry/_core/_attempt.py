@@ -34,15 +34,10 @@ from lakelock._registry._changes import Applied, Change, seal
 from lakelock._registry._core import _decide, _io, _read_ahead
 from lakelock._registry._core._fold import Fold, fold
 from lakelock._registry._core._requests import Now, Sleep, Steps
-from lakelock._registry._core._state import TRANSIENT, Batch, Held, Redrive, Retry, Wait
+from lakelock._registry._core._state import TRANSIENT, Batch, Redrive, Retry, Wait
 from lakelock._registry._document import IntentFate, RegistryDoc
 from lakelock._retry import LoadWait, OutOfTime, SteadyOr
-from lakelock.errors import (
-    CommitIdReusedError,
-    CommitStateUnknownError,
-    ConflictError,
-    RetryBudgetExhaustedError,
-)
+from lakelock.errors import CommitIdReusedError, CommitStateUnknownError, RetryBudgetExhaustedError
 
 if TYPE_CHECKING:
     from lakelock._registry._core._committer import Committer
@@ -146,12 +141,7 @@ def apply_and_swap(
     last_moment(
         core, batch, own, doc=doc, applied=changes, writes=writes, sent=sent, elapsed=elapsed
     )
-    try:
-        yield from _io.swap(core, batch, doc, etag, new_doc)
-    except Retry as error:
-        took = (yield Now()) - start
-        batch.held = Held(doc.version, found, took) if _held(error, etag) else None
-        raise
+    yield from _io.swap(core, batch, doc, etag, new_doc)
     core.now = yield Now()
     core.schedule.swapped(core.now, carried=bool(found.pending))
     window = core.schedule.read_ahead(core.now)
@@ -336,16 +326,6 @@ def fold_if_due(core: Committer, doc: RegistryDoc, batch: Batch, start: float) -
     scheduler says to list now (after a lost race, when the root moved, under contention,
     every ``fold_interval``); our intents first if it says so. A format-1 root folds none."""
     schedule = core.schedule
-    held, batch.held = batch.held, None
-    if (
-        held is not None
-        and _decide.fold_stands(doc, held.version)
-        and schedule.fold_again(passed_over=_passed_over(doc, batch))
-    ):
-        # The root still stands where our swap met 409. Paced as that attempt was: sooner,
-        # the swaps sent into the held key would lengthen the hold (each may be held too).
-        yield Sleep(held.took)
-        return held.fold
     if doc.format_version < 2 or not schedule.list_now(
         start, attempts=batch.attempts, root_moved=_moved(core.known, doc)
     ):
@@ -545,25 +525,6 @@ def end(settled: _decide.Settled, batch: Batch) -> None:
                 already=settled.already,
             )
         )
-
-
-def _held(error: Retry, etag: str | None) -> bool:
-    """Whether a swap that ends in ``error`` met 409 on a root that exists: another write
-    to it is in flight at S3 (a swap the client gave up on, landing within seconds), so no
-    swap lands on this root until it does. The attempt after it, on this same root, carries
-    the same fold again (:func:`fold_if_due`): what landed since would be listed and read
-    for a swap that meets the same 409, or a 412 once the held write lands, and a fold of
-    it after that reads it anyway (docs/decisions/0065-a-held-swap-carries-its-fold-again.md)."""
-    return etag is not None and isinstance(error.__cause__, ConflictError)
-
-
-def _passed_over(doc: RegistryDoc, batch: Batch) -> bool:
-    """Whether a fold passed over every intent of ours (sent, at or below the watermark):
-    no other fold applies them (rule 5), so only our own swap lands them."""
-    return bool(batch.pending) and all(
-        p.intent is not None and p.intent_sent and p.intent <= doc.watermark
-        for p in batch.pending
-    )
 
 
 def _moved(known: tuple[RegistryDoc, str] | None, doc: RegistryDoc) -> bool:

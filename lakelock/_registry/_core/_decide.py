@@ -111,7 +111,6 @@ __all__ = [
     "error_kind",
     "fate_error",
     "fates_of",
-    "fold_stands",
     "guards",
     "judge_listed",
     "made_here",
@@ -307,15 +306,6 @@ def swap_may_land(doc: RegistryDoc, base: int) -> bool:
     ``base``, the swap can never land (its condition no longer holds), and what the root
     records (the window, the commit-id indexes) proves it applied or absent."""
     return doc.version <= base
-
-
-def fold_stands(doc: RegistryDoc, folded_on: int) -> bool:
-    """Whether a fold judged on the root at version ``folded_on`` may be applied on ``doc``
-    (a swap of it met 409 and the next attempt would carry it again): only on that very
-    root. Its intents' fates and commit ids were judged against it (rules 3 to 5); on a
-    root that moved, one of them may have been applied or rejected since, and applying it
-    again would commit it twice."""
-    return doc.version == folded_on
 
 
 def past_the_window(doc: RegistryDoc, version: int) -> bool:

@@ -12,7 +12,6 @@ question                        answer
 :meth:`~Scheduler.known_root`   start from the root last seen (no GET)?
 :meth:`~Scheduler.wait_on`      the root stood still since we waited: wait on?
 :meth:`~Scheduler.stagger`      wait longer before listing (the oldest waiter lists first)?
-:meth:`~Scheduler.fold_again`   carry again the fold our swap that met 409 carried?
 :meth:`~Scheduler.list_now`     list other processes' intents now?
 :meth:`~Scheduler.send_first`   send our intents before listing?
 :meth:`~Scheduler.crowd`        a crowd is pending: send ours and wait instead?
@@ -55,7 +54,6 @@ __all__ = [
     "GATHER",
     "HANDOVER",
     "HEDGE_ALONE",
-    "HELD_FOLD",
     "INTENT_CACHE",
     "LAGGING",
     "LINGER_AFTER",
@@ -110,10 +108,6 @@ HANDOVER = True
 #: those of a batch: most of a commit's tail on S3 Standard is its own PUTs' tail
 #: (docs/decisions/0014-hedged-requests.md, 0035). The driver's :class:`~._driver.Hedging`.
 HEDGE_ALONE = True
-#: A swap that met 409 on the root (another write to it in flight at S3) is followed, on that
-#: same root, by a swap carrying the same fold, not by a new LIST and the reads of what
-#: landed since (docs/decisions/0065-a-held-swap-carries-its-fold-again.md).
-HELD_FOLD = True
 #: Other processes' intents a process keeps parsed: a redrive does not read them again
 #: (docs/decisions/0004-the-waiting-fold.md, 0035).
 INTENT_CACHE = 4096
@@ -133,7 +127,6 @@ FIXED: dict[str, float] = {
     "linger_after": LINGER_AFTER,
     "handover": HANDOVER,
     "hedge_alone": HEDGE_ALONE,
-    "held_fold": HELD_FOLD,
 }
 
 #: A slow spell of the store (a brownout) is this many times its usual time for this
@@ -313,7 +306,7 @@ def fixed_values(fixed: Mapping[str, float]) -> dict[str, float]:
     if unknown:
         raise ValueError(f"not a fixed value of the scheduler: {', '.join(unknown)}")
     values = dict(fixed)
-    for name in ("handover", "hedge_alone", "held_fold"):  # 0 and 1 from a command line
+    for name in ("handover", "hedge_alone"):  # 0 and 1 from a command line
         if name in values and values[name] not in (0, 1):
             raise ValueError(f"{name} must be true or false, got {values[name]!r}")
     for name in ("max_waits", "crowd", "intent_cache", "lagging"):
@@ -352,7 +345,6 @@ class Scheduler:
         self.linger_after = values["linger_after"]
         self.handover = bool(values["handover"])
         self.hedge_alone = bool(values["hedge_alone"])
-        self.held_fold = bool(values["held_fold"])
         self.hints = Hints(values["first_round"])
         #: The batch in flight's waits (:meth:`begin` starts them anew).
         self.waits = Waits()
@@ -610,17 +602,6 @@ class Scheduler:
             ),
             True,
         )
-
-    def fold_again(self, *, passed_over: bool) -> bool:
-        """Whether an attempt carries again the fold our last swap carried, which met 409
-        on a root that still stands (whether it may is :func:`._decide.fold_stands`'s):
-        another write to the root is in flight at S3, and no swap lands on it until that
-        one does. Only a writer whose intents a fold passed over (``passed_over``): it
-        folds anyway (nobody else applies them), and a new LIST would read what landed
-        since for a swap that meets the same 409 (or a 412 once the held write lands).
-        Any other process goes the usual way, waiting for an older intent's writer
-        if it should (docs/decisions/0065-a-held-swap-carries-its-fold-again.md)."""
-        return advise(lambda: self.held_fold and passed_over, False)
 
     def relist(self) -> bool:
         """Whether this process lists again because it started on a quiet lake and has not

@@ -5,15 +5,11 @@ expected to fold ours)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from lakelock._registry._batch import Pending
 from lakelock.errors import ConflictError, OutcomeUnknownError, ReadTimeoutError, ThrottledError
 
-if TYPE_CHECKING:
-    from lakelock._registry._core._fold import Fold
-
-__all__ = ["TRANSIENT", "Batch", "Held", "Redrive", "Retry", "Wait"]
+__all__ = ["TRANSIENT", "Batch", "Redrive", "Retry", "Wait"]
 
 #: Answers that say "try again": the request may succeed next time (a read that timed out
 #: too: the commit's own budget bounds its tries).
@@ -30,17 +26,6 @@ class Retry(Exception):
 
 class Wait(Retry):
     """Another process is expected to fold ours: look again after a poll."""
-
-
-@dataclass(frozen=True)
-class Held:
-    """A swap of the batch that met 409 on the root (another write to it in flight at S3):
-    the root version it was based on, the fold it carried, and how long its attempt took
-    from its start to that answer."""
-
-    version: int
-    fold: Fold
-    took: float
 
 
 @dataclass
@@ -68,10 +53,6 @@ class Batch:
     elapsed: float = 0.0
     #: Why a cancelled batch failed, when it was not a budget running out.
     failure: BaseException | None = None
-    #: Our last swap, if it met 409 on the root: the next attempt on that same root carries
-    #: its fold again, as long after as it took, rather than listing and reading what landed
-    #: since (docs/decisions/0065-a-held-swap-carries-its-fold-again.md).
-    held: Held | None = None
 
     @property
     def spent(self) -> int:

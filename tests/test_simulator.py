@@ -9,6 +9,7 @@ that seed of the sweeps here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import io
@@ -535,6 +536,38 @@ def test_a_late_write_lands_after_its_timeout_and_a_retry_meanwhile_gets_409() -
     assert before == still == b"v0"  # not landed when the caller heard either answer
     assert b.store.objects["k"].body == b"v1"  # ... and landed afterwards
     assert b.store.objects["k"].modified - EPOCH >= 3.0
+
+
+def test_the_roots_409s_are_counted_by_why() -> None:
+    """``root_conflicts``: a swap sent while a write the client gave up on is still in
+    flight (``in flight``), one that met another conditional write taking effect while it
+    was in flight (``at once``), the injected fault (``injected``); a 409 on another key is
+    not the root's."""
+    b = bench(conflict_share=1.0)
+    b.run(attempt(Put(REGISTRY_KEY, b"v0", create=True, retried=False)))
+    etag = b.store.objects[REGISTRY_KEY].etag
+    b.run(
+        attempt(Put(REGISTRY_KEY, b"v1", if_match=etag, retried=False)),
+        attempt(Put(REGISTRY_KEY, b"v2", if_match=etag, retried=False)),
+        at=1.0,
+    )
+    etag = b.store.objects[REGISTRY_KEY].etag
+    b.endpoint.faults, b.endpoint.sent = Faults(schedule=("late",), timeout=2.0), 0
+
+    def held() -> Steps:
+        # Timed out, the SDK sends it again, into its own copy still in flight: 409.
+        with contextlib.suppress(OutcomeUnknownError, ConflictError):
+            yield Put(REGISTRY_KEY, b"v3", if_match=etag, retried=False)
+
+    b.run(held(), at=2.0)
+    b.endpoint.faults, b.endpoint.sent = Faults(schedule=("conflict", "conflict")), 0
+    etag = b.store.objects[REGISTRY_KEY].etag
+    b.run(
+        attempt(Put(REGISTRY_KEY, b"v4", if_match=etag, retried=False)),
+        attempt(Put("k", b"x", create=True, retried=False)),
+        at=10.0,
+    )
+    assert b.endpoint.counts.root_conflicts == {"at once": 1, "in flight": 1, "injected": 1}
 
 
 def test_a_late_read_is_a_timeout_that_applies_nothing() -> None:
@@ -1158,6 +1191,7 @@ PINNED_CORE = (
         "requests_by_second": [203, 26, 54],
         "requests_per_commit": 36.909,
         "retries": 89,
+        "root_conflicts": {"at once": 2, "in flight": 56, "injected": 1},
         "root_swaps": 9,
         "seconds": 3.0,
         "seed": 3,
@@ -1203,6 +1237,7 @@ PINNED_TOY = (
         "requests_by_second": [45, 0, 56],
         "requests_per_commit": 9.056,
         "retries": 13,
+        "root_conflicts": {"at once": 6, "in flight": 24},
         "root_swaps": 18,
         "seconds": 3.0,
         "seed": 5,
@@ -1273,6 +1308,7 @@ PINNED_LINGER = (
         "requests_by_second": [127, 105, 106, 102, 111],
         "requests_per_commit": 6.235,
         "retries": 7,
+        "root_conflicts": {},
         "root_swaps": 40,
         "seconds": 5.0,
         "seed": 7,

@@ -152,6 +152,10 @@ class Counts:
     writer_seconds: Counter[int] = field(default_factory=Counter)
     throttled: int = 0
     root_swaps: int = 0
+    #: The root's compare-and-swaps answered 409, by why: ``in flight`` (a write to it the
+    #: client gave up on had not landed yet), ``at once`` (another conditional write to it
+    #: took effect while this one was in flight), ``injected`` (the ``conflict`` fault).
+    root_conflicts: Counter[str] = field(default_factory=Counter)
 
 
 class Endpoint:
@@ -304,6 +308,8 @@ class Endpoint:
         ):
             fault = "throttle"
         call.sent, call.fault, call.applied = now, fault, None
+        if fault == "conflict" and self.counting and isinstance(request, Put):
+            self._conflicted(request.key, why="injected")
         if fault in ("throttle", "conflict"):
             error = _fault_error(fault, request)
             self.loop.at(now + latency, self._answered, (call, None, error))
@@ -354,10 +360,12 @@ class Endpoint:
         store = self.store
         result: Any = None
         error: BaseException | None = None
+        held = False
         try:
             if isinstance(request, Get):
                 result = store.get(request.key, now)
             elif isinstance(request, Put):
+                held = store.held(request.key, now)
                 result = store.put(
                     request.key,
                     request.body,
@@ -380,6 +388,8 @@ class Endpoint:
             error = failure.with_traceback(None)
             if isinstance(failure, ThrottledError) and self.counting:
                 self.counts.throttled += 1
+            if isinstance(failure, ConflictError) and self.counting:
+                self._conflicted(request.key, why="in flight" if held else "at once")
         else:
             call.applied = now
             if isinstance(result, PutResult):
@@ -389,6 +399,12 @@ class Endpoint:
         if fault == "lost_ack":
             result, error = None, _fault_error("lost_ack", request)
         self.loop.at(answer_at, self._answered, (call, result, error))
+
+    def _conflicted(self, key: str, *, why: str) -> None:
+        """A write to ``key`` was answered 409, for ``why`` (:attr:`Counts.root_conflicts`):
+        counted if it swapped the root."""
+        if key == self.root_key:
+            self.counts.root_conflicts[why] += 1
 
     # -- the store layer ----------------------------------------------------------------------
 

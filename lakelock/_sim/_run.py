@@ -368,6 +368,8 @@ class Metrics:
     #: process's retry budget, and the pace decreases 503s made (:class:`lakelock._retry.Load`).
     retries: int = 0
     slowdowns: int = 0
+    #: The root's compare-and-swaps answered 409, by why (:class:`._loop.Counts`).
+    root_conflicts: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -1126,6 +1128,7 @@ class _Run:
             brownout_recovered_s=recovered,
             retries=sum(load.retries for load in self.loads),
             slowdowns=sum(load.decreases for load in self.loads),
+            root_conflicts=dict(sorted(counts.root_conflicts.items())),
         )
 
 

@@ -383,12 +383,13 @@ def test_pyiceberg_never_calls_what_the_config_does_not_list(serve: ServeFn, lak
 def test_oversized_or_chunked_bodies_are_refused_and_the_connection_closed(
     serve: ServeFn,
 ) -> None:
-    """A body the catalog will not read gets a 400 and the connection is closed (its bytes
-    cannot be skipped to find the next request)."""
+    """A body the catalog will not read gets a 413 (over ``MAX_BODY``) or a 400 (chunked, no
+    Content-Length) and the connection is closed (its bytes cannot be skipped to find the
+    next request)."""
     server = serve()
     too_big = b"x" * (MAX_BODY + 1)
     status, headers, body = call(server, "POST", "/v1/namespaces", body=too_big)
-    assert status == 400
+    assert status == 413
     assert headers["connection"] == "close"
     assert error_of(body)["type"] == "BadRequestException"
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)

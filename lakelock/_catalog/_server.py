@@ -53,7 +53,8 @@ from lakelock.errors import (
 
 __all__ = ["CatalogServer"]
 
-#: The largest request body read (a commit's JSON: schemas and snapshots, never data).
+#: The largest request body read (a commit's JSON: schemas and snapshots, never data); a
+#: longer one is a 413, unread.
 MAX_BODY = 16 * 1024 * 1024
 
 #: How long a connection may wait for a client's next bytes (a request line, headers, a
@@ -330,8 +331,10 @@ class _Handler(BaseHTTPRequestHandler):
         if length < 0 or length > MAX_BODY or chunked:
             # A body we will not read: answer, then close (the rest cannot be skipped).
             self.close_connection = True
-            error = CatalogError.bad_request(
-                f"request bodies are at most {MAX_BODY} bytes, with a Content-Length"
+            error = CatalogError(
+                413 if length > MAX_BODY else 400,
+                "BadRequestException",
+                f"request bodies are at most {MAX_BODY:,} bytes, with a Content-Length",
             )
             self._send(_error(error, head=self.command == "HEAD"))
             self._linger()

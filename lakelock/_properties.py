@@ -3,7 +3,7 @@
 (which answers a refusal 400, naming the limit).
 
 A dataset's properties are written with every version of it (its snapshot, and the Iceberg
-and Delta views' metadata), so their size is paid by every later commit. Names and values
+view's metadata), so their size is paid by every later commit. Names and values
 are bounded as AWS Glue bounds a table's parameters (a name of 1 to 255 bytes, a value of at
 most 512,000 bytes: what Glue holds, lakelock holds); the dataset's properties together are
 at most :data:`MAX_PROPERTIES` and :data:`MAX_PROPERTIES_BYTES` (names and values, UTF-8),

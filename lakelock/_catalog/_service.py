@@ -12,9 +12,11 @@ identity partition columns) by a lakelock commit without files; a table commit
 (:mod:`._commits` reads what it adds and removes from the engine's manifests) becomes one
 lakelock commit through the ordinary commit path (``registry.commit_changes``: group commit,
 commit ids, fences, retention, every rule of docs/FORMAT.md), with a commit id derived from
-the request, so a retried request is recognised as committed and answered, never applied
-twice. Requirements are checked against the view of the dataset's current version (the
-version they name: each snapshot id is a lakelock version); a failed one is a 409
+the request, so a retried request adding files is recognised as committed and answered, never
+applied twice; a schema or property change, while the table still shows it (docs/FORMAT.md,
+"Commit ids": one without requirements sent again after another change is a new request).
+Requirements are checked against the view of the dataset's current version (the version
+they name: each snapshot id is a lakelock version); a failed one is a 409
 ``CommitFailedException`` and the engine retries on the refreshed table. A request with
 requirements commits on that version only (``on_version``, FORMAT.md rule 15): when another
 writer's commit lands first, it is planned again on the new version, its requirements

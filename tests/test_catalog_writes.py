@@ -809,3 +809,24 @@ def test_an_engines_rows_in_another_unicode_spelling_are_refused_not_a_second_pa
     partitions = lake.registry.read().datasets["events"].partitions
     assert sorted(partitions) == sorted([f"kind={composed}", f"kind={decomposed}"])
     assert partitions[f"kind={decomposed}"].file_count == 2
+
+
+def test_properties_past_a_limit_are_a_bad_request_naming_it(serve: ServeFn, lake: Lake) -> None:
+    """A 15 MiB property, 300,000 properties in one request, a name over 255 bytes, set by an
+    engine or given to a create, is a 400 naming the limit (the Python API's, one rule:
+    ``lakelock._properties``), and nothing is committed: later commits stay small."""
+    server = serve()
+    catalog = engine(server)
+    table = catalog.create_table("lake.events", EVENTS)
+    version = lake.registry.read().version
+    too_long = pytest.raises(BadRequestError, match="at most 512,000 bytes")
+    with too_long, table.transaction() as transaction:
+        transaction.set_properties({"big": "x" * (15 * 1024 * 1024)})
+    too_many = pytest.raises(BadRequestError, match="at most 1,000 properties")
+    with too_many, table.transaction() as transaction:
+        transaction.set_properties({f"p{i}": "x" for i in range(300_000)})
+    with pytest.raises(BadRequestError, match="1 to 255 bytes"):
+        catalog.create_table("lake.other", EVENTS, properties={"n" * 256: "x"})
+    assert lake.registry.read().version == version
+    assert sorted(lake.registry.read().datasets) == ["events"]
+    assert "big" not in catalog.load_table("lake.events").properties

@@ -146,7 +146,9 @@ class PlannedCommit:
 def commit_id_of(parts: Iterable[object]) -> str:
     """The commit id of a request, from what names it uniquely (a snapshot: its id and
     manifest list; otherwise the request as sent and the version it was made against): the
-    same request sent again is recognised as committed, never applied twice."""
+    same snapshot sent again is recognised as committed, never applied twice. A change
+    without one sent again against a later version has another id (docs/FORMAT.md, "Commit
+    ids")."""
     digest = hashlib.sha256(orjson.dumps(list(parts), option=orjson.OPT_SORT_KEYS, default=str))
     return f"iceberg-{digest.hexdigest()[:40]}"
 

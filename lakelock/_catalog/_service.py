@@ -12,9 +12,11 @@ identity partition columns) by a lakelock commit without files; a table commit
 (:mod:`._commits` reads what it adds and removes from the engine's manifests) becomes one
 lakelock commit through the ordinary commit path (``registry.commit_changes``: group commit,
 commit ids, fences, retention, every rule of docs/FORMAT.md), with a commit id derived from
-the request, so a retried request is recognised as committed and answered, never applied
-twice. Requirements are checked against the view of the dataset's current version (the
-version they name: each snapshot id is a lakelock version); a failed one is a 409
+the request, so a retried request adding files is recognised as committed and answered, never
+applied twice; a schema or property change, while the table still shows it (docs/FORMAT.md,
+"Commit ids": one without requirements sent again after another change is a new request).
+Requirements are checked against the view of the dataset's current version (the version
+they name: each snapshot id is a lakelock version); a failed one is a 409
 ``CommitFailedException`` and the engine retries on the refreshed table. A request with
 requirements commits on that version only (``on_version``, FORMAT.md rule 15): when another
 writer's commit lands first, it is planned again on the new version, its requirements
@@ -36,7 +38,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -64,6 +66,7 @@ from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
 from lakelock._mirror._iceberg import engine_properties, staged_metadata
 from lakelock._mirror._run import mirror as mirror_views
 from lakelock._names import validate_dataset_name, validate_namespace, validate_partition_type
+from lakelock._properties import check_property_count, check_property_limits
 from lakelock._registry import CommitResult, DatasetState, RegistrySnapshot
 from lakelock._registry._builder import CommitBuilder, fitted_schema
 from lakelock._registry._changes import Change
@@ -72,6 +75,7 @@ from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     FileAlreadyRegisteredError,
+    InvalidArgumentError,
     InvalidNameError,
     LakelockError,
     ObjectTooOldError,
@@ -440,11 +444,13 @@ class LakeCatalog:
         """The properties of a create that lakelock records (those the view derives are not)."""
         steered = self.steered(table)
         check_properties(properties, steered)
-        return {
+        kept = {
             k: v
             for k, v in properties.items()
             if k not in steered and not k.startswith("lakelock.") and k != _NAME_MAPPING
         }
+        _within_limits(kept, {})
+        return kept
 
     def update_table(self, namespace: tuple[str, ...], table: str, body: bytes) -> LoadedTable:
         """One table's ``CommitTableRequest`` as one lakelock commit; the view of the version
@@ -680,7 +686,8 @@ class LakeCatalog:
     ) -> PlannedCommit:
         """What ``request`` commits on ``base``, without the properties the dataset has
         already (set to the same value, or removed while absent): setting them changes
-        nothing, so a request sent again commits nothing."""
+        nothing, so a request sent again commits nothing. Properties past a limit
+        (:mod:`lakelock._properties`) are a 400 naming it."""
         dataset = snapshot.datasets.get(table)
         plan = plan_commit(
             self.lake.store,
@@ -694,9 +701,11 @@ class LakeCatalog:
         )
         state = dataset if loaded is not None else None
         if state is None or not plan.properties:
+            _within_limits(plan.properties, {})
             return plan
         held = state.properties
         changed = {k: v for k, v in plan.properties.items() if held.get(k) != v}
+        _within_limits(changed, held)
         return replace(plan, properties=changed)
 
     def _in_effect(
@@ -793,6 +802,15 @@ class LakeCatalog:
         except (CommitConflictError, SchemaMismatchError, StaleFenceError) as error:
             raise CatalogError.commit_failed(str(error)) from error
         return result
+
+
+def _within_limits(changes: Mapping[str, str | None], held: Mapping[str, str]) -> None:
+    """A 400 naming the limit when ``changes`` to the properties ``held`` break one
+    (:func:`~lakelock._properties.check_property_limits`, as every lakelock writer's)."""
+    try:
+        check_property_limits(changes, held)
+    except InvalidArgumentError as error:
+        raise CatalogError.bad_request(str(error)) from error
 
 
 def _judged(commit: CommitBuilder, planned: pa.Schema, dataset: DatasetState | None) -> None:
@@ -923,6 +941,24 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return document
 
 
+def _few_properties(document: dict[str, Any]) -> None:
+    """A 400 for a request (a create's ``properties``, a commit's ``set-properties`` and
+    ``remove-properties``) naming more properties than a commit takes, before it is parsed:
+    parsing 300,000 of them alone takes seconds."""
+    named: list[Any] = [document.get("properties")]
+    updates = document.get("updates")
+    if isinstance(updates, list):
+        for update in updates:
+            if isinstance(update, dict):
+                named += [update.get("updates"), update.get("removals")]
+    for group in named:
+        if isinstance(group, dict | list):
+            try:
+                check_property_count(len(group))
+            except InvalidArgumentError as error:
+                raise CatalogError.bad_request(str(error)) from error
+
+
 def _model(model: Any, body: bytes, *, defaults: dict[str, Any] | None = None) -> Any:
     """``body`` parsed as one of pyiceberg's request models (its validation: 400), with
     ``defaults`` for the fields it lacks. A type nested deeper than pyiceberg's parser
@@ -930,6 +966,7 @@ def _model(model: Any, body: bytes, *, defaults: dict[str, Any] | None = None) -
     a client sends again."""
     pydantic = require("pydantic", extra="iceberg", package="pyiceberg")
     document = {**(defaults or {}), **_json_object(body)}
+    _few_properties(document)
     try:
         return model.model_validate(document)
     except RecursionError:

@@ -54,6 +54,7 @@ from lakelock._registry import CommitResult
 from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._changes import SchemaMode, checked_schema_mode
 from lakelock._s3 import ObjectStore
+from lakelock._stored_partitions import refuse_stored_partitions
 from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -179,6 +180,9 @@ def move_partition(
     commit.fits(target)
     _check_destination(move, source)
     files = registry.files(move.dataset, snapshot=snapshot, partitions=[move.partition])
+    # A file storing a partition column the move changes (an engine's) would keep its old
+    # value for Iceberg readers: refused before the first copy (a footer read a file).
+    refuse_stored_partitions(store, files, move.to_partition)
     copies = []
     for done, f in enumerate(files, start=1):
         copies.append(_copy(store, f, move))

@@ -17,6 +17,7 @@ for files that may store a partition column: not the files lakelock's ``write`` 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -27,14 +28,16 @@ import pyarrow.parquet as pq
 from lakelock._datafile import DataFile
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock._s3 import ObjectStore
+from lakelock._stats import FileStats, footer_stats
 from lakelock.errors import InvalidNameError, NotFoundError, SchemaMismatchError
 
 __all__ = [
     "check_stored_partitions",
     "contradiction",
+    "moved_stored_columns",
     "read_footer",
-    "refuse_stored_partitions",
     "stored_partition_columns",
+    "with_partition_values",
 ]
 
 #: The bytes of a file's tail read first for its footer (pyarrow's own first read is 64 KiB).
@@ -168,28 +171,45 @@ def check_stored_partitions(store: ObjectStore, files: Sequence[DataFile]) -> No
             )
 
 
-def refuse_stored_partitions(
+def moved_stored_columns(
     store: ObjectStore, files: Sequence[DataFile], to_partition: str
-) -> None:
-    """Refuse (:class:`~lakelock.errors.SchemaMismatchError`) moving a file of ``files``
-    that stores a partition column whose value the move to ``to_partition`` changes: its
-    bytes are copied unchanged, so Iceberg readers would read the old value. Nothing is
-    written; the message says how to move such rows."""
+) -> dict[str, dict[str, str | None]]:
+    """For each file of ``files`` (by key) that stores a partition column whose value the
+    move to ``to_partition`` changes, those columns with their new values as the path spells
+    them: its bytes copied unchanged, Iceberg readers would read the old values, so the move
+    writes it again (:func:`with_partition_values`). A new value the stored column's type
+    cannot hold is :class:`~lakelock.errors.InvalidNameError`, before anything is written."""
     moved = dict(parse_partition_path(to_partition))
     judged = [f for f in files if _may_store_partition(f) and _changed(f, moved)]
+    found: dict[str, dict[str, str | None]] = {}
     for f, footer in _footers(store, judged):
         changed = _changed(f, moved) & set(stored_partition_columns(footer, f.partition_path))
-        if changed:
-            raise SchemaMismatchError(
-                f"data file {f.key} stores partition column {min(changed)!r} (as engines such "
-                f"as Spark and pyiceberg write it): moved to {to_partition!r} unchanged, "
-                "Iceberg readers would read its old value. Nothing was copied; move its rows "
-                "instead: read the partition, append them with the new value, then delete "
-                "the old partition",
-                dataset=f.dataset,
-            )
+        if not changed:
+            continue
+        arrow = footer.schema.to_arrow_schema()
+        for column in changed:
+            parse_partition_value(moved[column], arrow.field(column).type)
+        found[f.key] = {column: moved[column] for column in sorted(changed)}
+    return found
 
 
 def _changed(f: DataFile, moved: Mapping[str, str | None]) -> set[str]:
     """The partition columns whose value moving ``f`` to ``moved`` changes."""
     return {c for c, value in parse_partition_path(f.partition_path) if moved.get(c) != value}
+
+
+def with_partition_values(body: bytes, values: Mapping[str, str | None]) -> tuple[bytes, FileStats]:
+    """The parquet file ``body`` written again with each column of ``values`` holding that
+    value (as a partition path spells it) in every row, and its statistics: every other
+    column, the schema and its metadata (Iceberg's field ids) as they were. The file is
+    held in memory whole, twice."""
+    table = pq.read_table(pa.BufferReader(body))
+    for column, text in values.items():
+        i = table.schema.get_field_index(column)
+        field = table.schema.field(i)
+        value = parse_partition_value(text, field.type)
+        table = table.set_column(i, field, pa.repeat(value, table.num_rows).cast(field.type))
+    out = io.BytesIO()
+    footer: list[Any] = []
+    pq.write_table(table, out, metadata_collector=footer)
+    return out.getvalue(), footer_stats(footer[0], table)

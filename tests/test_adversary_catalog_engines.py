@@ -673,23 +673,31 @@ def engines_partition(server: CatalogServer, lake: Lake) -> int:
 
 
 @pytest.mark.parametrize("move", ["rename", "copy"])
-def test_an_engines_partition_moved_to_another_value_by_lakelock_is_refused(
-    server: CatalogServer, lake: Lake, s3: S3Endpoint, move: str
+def test_an_engines_partition_moved_by_lakelock_reads_alike_now_and_before(
+    server: CatalogServer, lake: Lake, move: str
 ) -> None:
-    """An engine's files store the partition column, and a move copies a file's bytes
-    unchanged: renamed (or copied) from ``kind=a`` to ``kind=z``, lakelock would read ``z``
-    and Iceberg readers ``a``. The move is refused naming the file and the column, before
-    anything is copied, and both still read alike."""
-    version = engines_partition(server, lake)
+    """An engine appends to partition ``kind=a`` (its files hold the column ``kind``, as
+    Iceberg writers' do) beside a lakelock append there (its files hold no partition
+    column); lakelock renames (or copies) the partition to ``kind=z``. The engine's file is
+    written again holding ``z`` (copied unchanged, Iceberg readers would read ``a``),
+    lakelock's is copied byte for byte, and lakelock and pyiceberg through the catalog read
+    the same rows at the current snapshot and at the one before the move."""
+    engines_partition(server, lake)
+    lake.append("events", events(["a"], [3]), partition_by=["kind"])
+    before = lake.registry.read().datasets["events"].updated_version
+    source = {f.checksum: f for f in lake.registry.files("events")}
     moving = lake.rename_partition if move == "rename" else lake.copy_partition
-    with pytest.raises(SchemaMismatchError, match=r"stores partition column 'kind'"):
-        moving("events", "kind=a", to_partition="kind=z")
-    assert lake.registry.read().datasets["events"].updated_version == version
-    listed = s3.client().list_objects_v2(Bucket=lake.bucket, Prefix=lake.prefix)
-    assert not [o["Key"] for o in listed.get("Contents", []) if "kind=z" in o["Key"]]
+    moving("events", "kind=a", to_partition="kind=z")
+    moved = lake.registry.files("events", partitions=["kind=z"])
+    assert sum(f.checksum in source for f in moved) == 1  # lakelock's own, unchanged
+    (written,) = [f for f in moved if f.checksum not in source]
+    kind = written.stats.column("kind") if written.stats is not None else None
+    assert kind is not None and (kind.min, kind.max) == ("z", "z")
+    expected = ["z"] * 3 if move == "rename" else ["a"] * 3 + ["z"] * 3
+    assert sorted(lake.read("events")["kind"].to_pylist()) == expected
     loaded = engine(server).load_table("lake.events")
-    assert sorted(lake.read("events")["kind"].to_pylist()) == ["a", "a"]
     reads_as_lakelock(loaded.scan().to_arrow(), lake, "events")
+    reads_as_lakelock(loaded.scan(snapshot_id=before).to_arrow(), lake, "events", before)
 
 
 def test_an_engines_partition_copied_to_another_dataset_unchanged_reads_alike(

@@ -692,7 +692,8 @@ def test_an_engines_partition_moved_by_lakelock_reads_alike_now_and_before(
     assert sum(f.checksum in source for f in moved) == 1  # lakelock's own, unchanged
     (written,) = [f for f in moved if f.checksum not in source]
     kind = written.stats.column("kind") if written.stats is not None else None
-    assert kind is not None and (kind.min, kind.max) == ("z", "z")
+    assert kind is not None
+    assert (kind.min, kind.max) == ("z", "z")
     expected = ["z"] * 3 if move == "rename" else ["a"] * 3 + ["z"] * 3
     assert sorted(lake.read("events")["kind"].to_pylist()) == expected
     loaded = engine(server).load_table("lake.events")

@@ -7,12 +7,15 @@ Iceberg reader takes a stored column over the partition's value. A file stored u
 Iceberg view or catalog. So every commit of files lakelock did not just write itself judges
 them by their footer's row-group statistics (:func:`contradiction`): the catalog's commit of
 an engine's files and ``registry.commit``'s of files written elsewhere
-(:func:`check_stored_partitions`); a partition move refuses to carry such a file to another
-value (:func:`refuse_stored_partitions`), since the copy is of its bytes, unchanged.
+(:func:`check_stored_partitions`, which refuses such a file). A partition move to another
+value copies a file's bytes unchanged, so a file storing a partition column the move changes
+is written again holding the new value instead (:func:`moved_stored_columns` says which,
+:func:`with_partition_values` writes it).
 
 What it costs: one ranged GET of a file's last 64 KiB (a second for a longer footer), only
 for files that may store a partition column: not the files lakelock's ``write`` returned
-(``DataFile.stores_partition`` is ``False``).
+(``DataFile.stores_partition`` is ``False``); a move's files come from the registry, which
+does not record it, so a move to another value reads every moved file's footer.
 """
 
 from __future__ import annotations

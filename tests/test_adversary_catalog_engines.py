@@ -33,7 +33,7 @@ from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
 from lakelock._datafile import DataFile
 from lakelock._vacuum import vacuum
-from lakelock.errors import SnapshotExpiredError
+from lakelock.errors import SchemaMismatchError, SnapshotExpiredError
 from lakelock.testing import S3Endpoint
 from tests._support import wait_until
 from tests._support.catalog import reads_as_lakelock
@@ -679,31 +679,53 @@ def test_a_transaction_whose_table_lakelock_appended_to_while_it_was_read_applie
 BY_KIND = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "kind"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "after the rename lakelock (and the Delta view, and lake.scan's DuckDB) read "
-        "kind='z', pyiceberg through the catalog reads kind='a': the engine's parquet stores "
-        "the column kind (field id 1) and Iceberg readers take a stored column over the "
-        "manifest's identity partition value; the rename copies the file unchanged. "
-        "lakelock's own files store no partition column, so theirs read 'z' everywhere"
-    ),
-)
-def test_an_engines_partition_renamed_by_lakelock_reads_alike_now_and_before(
-    server: CatalogServer, lake: Lake
-) -> None:
-    """An engine appends to partition ``kind=a`` (its files hold the column ``kind``, as
-    Iceberg writers' do); lakelock renames the partition to ``kind=z``. lakelock, and
-    pyiceberg through the catalog, read the same rows at the current snapshot and at the
-    one before the rename."""
+def engines_partition(server: CatalogServer, lake: Lake) -> int:
+    """An engine's two rows appended to partition ``kind=a`` of ``events`` (its files hold
+    the column ``kind``, as Iceberg writers' do): the version made."""
     table = engine(server).create_table("lake.events", EVENTS, partition_spec=BY_KIND)
     table.append(events(["a", "a"], [1, 2]))
+    return lake.registry.read().datasets["events"].updated_version
+
+
+@pytest.mark.parametrize("move", ["rename", "copy"])
+def test_an_engines_partition_moved_by_lakelock_reads_alike_now_and_before(
+    server: CatalogServer, lake: Lake, move: str
+) -> None:
+    """An engine appends to partition ``kind=a`` (its files hold the column ``kind``, as
+    Iceberg writers' do) beside a lakelock append there (its files hold no partition
+    column); lakelock renames (or copies) the partition to ``kind=z``. The engine's file is
+    written again holding ``z`` (copied unchanged, Iceberg readers would read ``a``),
+    lakelock's is copied byte for byte, and lakelock and pyiceberg through the catalog read
+    the same rows at the current snapshot and at the one before the move."""
+    engines_partition(server, lake)
+    lake.append("events", events(["a"], [3]), partition_by=["kind"])
     before = lake.registry.read().datasets["events"].updated_version
-    lake.rename_partition("events", "kind=a", to_partition="kind=z")
+    source = {f.checksum: f for f in lake.registry.files("events")}
+    moving = lake.rename_partition if move == "rename" else lake.copy_partition
+    moving("events", "kind=a", to_partition="kind=z")
+    moved = lake.registry.files("events", partitions=["kind=z"])
+    assert sum(f.checksum in source for f in moved) == 1  # lakelock's own, unchanged
+    (written,) = [f for f in moved if f.checksum not in source]
+    kind = written.stats.column("kind") if written.stats is not None else None
+    assert kind is not None
+    assert (kind.min, kind.max) == ("z", "z")
+    expected = ["z"] * 3 if move == "rename" else ["a"] * 3 + ["z"] * 3
+    assert sorted(lake.read("events")["kind"].to_pylist()) == expected
     loaded = engine(server).load_table("lake.events")
-    assert sorted(lake.read("events")["kind"].to_pylist()) == ["z", "z"]
     reads_as_lakelock(loaded.scan().to_arrow(), lake, "events")
     reads_as_lakelock(loaded.scan(snapshot_id=before).to_arrow(), lake, "events", before)
+
+
+def test_an_engines_partition_copied_to_another_dataset_unchanged_reads_alike(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """Copied to the same partition of another dataset, an engine's file keeps its stored
+    value right: the copy is made as before, and reads alike through the catalog."""
+    engines_partition(server, lake)
+    lake.copy_partition("events", "kind=a", to_dataset="copied")
+    assert sorted(lake.read("copied")["n"].to_pylist()) == [1, 2]
+    loaded = engine(server).load_table("lake.copied")
+    reads_as_lakelock(loaded.scan().to_arrow(), lake, "copied")
 
 
 def test_a_file_whose_stored_partition_column_contradicts_its_manifest_is_a_bad_request(
@@ -764,37 +786,49 @@ def test_a_transaction_sent_again_while_its_first_send_is_held_lands_once(
     assert datasets["events"].updated_version == datasets["other"].updated_version
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "lakelock reads [{'kind': 'a', 'n': 0}, {'kind': 'a', 'n': 1}], pyiceberg through the "
-        "catalog [{'kind': 'a', 'n': 0}, {'kind': 'b', 'n': 1}]: registry.commit takes a "
-        "file's partition columns from its path (FORMAT.md), and the Iceberg view's name "
-        "mapping maps the stored column kind, which Iceberg readers take over the partition"
-    ),
-)
-def test_a_foreign_file_storing_its_partition_column_reads_alike_through_the_catalog(
+def foreign_file(lake: Lake, partition: str, rows: pa.Table, name: str) -> DataFile:
+    """A file another tool wrote with ``rows`` (storing every column), put under
+    ``partition`` of ``events`` and described by hand, as ``registry.commit`` takes one."""
+    written = io.BytesIO()
+    pq.write_table(rows, written)
+    body = written.getvalue()
+    key = f"datasets/events/{partition}/{name}"
+    put = lake.store.put(key, body, mode="create")
+    return DataFile(
+        dataset="events",
+        key=key,
+        partition_path=partition,
+        size=len(body),
+        record_count=rows.num_rows,
+        checksum=f"sha256:{hashlib.sha256(body).hexdigest()}",
+        etag=put.etag,
+        write_id=name,
+    )
+
+
+def test_a_foreign_file_storing_another_value_of_its_partition_column_is_refused(
     server: CatalogServer, lake: Lake
 ) -> None:
     """A file another tool wrote storing ``kind='b'``, registered by ``registry.commit`` in
-    partition ``kind=a`` (FORMAT.md: "a file's partition columns (read from its path, never
-    from the file)"): pyiceberg through the catalog reads what lakelock reads."""
+    partition ``kind=a``: lakelock would read ``a`` (a partition column is read from the
+    path) and Iceberg readers ``b``. It is refused, naming the file and the column, nothing
+    committed; what is committed reads alike through the catalog."""
     lake.append("events", events(["a"], [0]), partition_by=["kind"])
-    written = io.BytesIO()
-    pq.write_table(events(["b"], [1]), written)
-    body = written.getvalue()
-    key = "datasets/events/kind=a/foreign.parquet"
-    put = lake.store.put(key, body, mode="create")
-    foreign = DataFile(
-        dataset="events",
-        key=key,
-        partition_path="kind=a",
-        size=len(body),
-        record_count=1,
-        checksum=f"sha256:{hashlib.sha256(body).hexdigest()}",
-        etag=put.etag,
-        write_id="foreign",
-    )
+    foreign = foreign_file(lake, "kind=a", events(["b"], [1]), "foreign.parquet")
+    version = lake.registry.read().version
+    with pytest.raises(SchemaMismatchError, match=r"foreign\.parquet.*'kind'"):
+        lake.registry.commit("events", add=[foreign], commit_id="foreign-1")
+    nothing_changed(lake, version)
+    reads_as_lakelock(engine(server).load_table("lake.events").scan().to_arrow(), lake, "events")
+
+
+def test_a_foreign_file_storing_its_own_partition_value_commits_and_reads_alike(
+    server: CatalogServer, lake: Lake
+) -> None:
+    """A foreign file storing ``kind='a'`` in partition ``kind=a`` (as Spark writes one)
+    commits, and pyiceberg through the catalog reads what lakelock reads."""
+    lake.append("events", events(["a"], [0]), partition_by=["kind"])
+    foreign = foreign_file(lake, "kind=a", events(["a"], [1]), "foreign.parquet")
     lake.registry.commit("events", add=[foreign], commit_id="foreign-1")
-    assert sorted(lake.read("events")["kind"].to_pylist()) == ["a", "a"]
+    assert sorted(lake.read("events")["n"].to_pylist()) == [0, 1]
     reads_as_lakelock(engine(server).load_table("lake.events").scan().to_arrow(), lake, "events")

@@ -60,6 +60,7 @@ from lakelock._names import (
 from lakelock._readable import unholdable
 from lakelock._s3 import ObjectHead, ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
+from lakelock._stored_partitions import contradiction
 from lakelock.errors import (
     AlreadyExistsError,
     InvalidNameError,
@@ -826,49 +827,24 @@ def _check_stored_partition(
     footer: pq.FileMetaData, f: Any, arrow: pa.Schema, partition_by: Sequence[str]
 ) -> None:
     """Refuse a file that stores a partition column holding other values than the
-    manifest's partition value (by its row groups' statistics): lakelock reads a file's
-    partition columns from its partition, Iceberg readers take a stored column, so the two
-    would read different rows. A column without statistics, or whose statistics cannot be
-    compared with the value (another Python type), is not judged."""
-    stored = {footer.schema.column(j).path: j for j in range(footer.num_columns)}
+    manifest's partition value (:func:`~lakelock._stored_partitions.contradiction`, the
+    check ``registry.commit`` makes too). A value the column's type cannot hold is not
+    judged."""
+    values: dict[str, Any] = {}
     for i, column in enumerate(partition_by):
-        j = stored.get(column)
-        if j is None:
-            continue
         try:
-            expected = pa.scalar(f.partition[i], arrow.field(column).type).as_py()
+            values[column] = pa.scalar(f.partition[i], arrow.field(column).type).as_py()
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
             continue
-        for g in range(footer.num_row_groups):
-            chunk = footer.row_group(g).column(j)
-            found = _contradiction(chunk.statistics, expected)
-            if found is not None:
-                raise CatalogError.bad_request(
-                    f"data file {f.file_path} stores partition column {column!r} holding "
-                    f"{found!r} in a file of the partition {column}={expected!r}: lakelock "
-                    "reads a partition column from the partition, Iceberg readers from the "
-                    "file; write each partition's rows to its own files"
-                )
-
-
-def _contradiction(statistics: Any, expected: Any) -> Any:
-    """A value a column chunk's ``statistics`` show it holds other than ``expected`` (None:
-    a null), or ``None`` when they show none (or cannot tell)."""
-    if statistics is None:
-        return None
-    nulls = statistics.null_count if statistics.has_null_count else None
-    if expected is None:
-        if statistics.has_min_max:
-            return statistics.min
-        return None
-    if nulls:
-        return "null"
-    if not statistics.has_min_max:
-        return None
-    for bound in (statistics.min, statistics.max):
-        if type(bound) is type(expected) and bound != expected:
-            return bound
-    return None
+    found = contradiction(footer, values)
+    if found is not None:
+        column, value = found
+        raise CatalogError.bad_request(
+            f"data file {f.file_path} stores partition column {column!r} holding "
+            f"{value!r} in a file of the partition {column}={values[column]!r}: lakelock "
+            "reads a partition column from the partition, Iceberg readers from the "
+            "file; write each partition's rows to its own files"
+        )
 
 
 def _placed(store: ObjectStore, planned: _Planned, source: ObjectHead, digest: str) -> str:

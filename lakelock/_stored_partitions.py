@@ -35,17 +35,23 @@ from lakelock._stats import FileStats, footer_stats
 from lakelock.errors import InvalidNameError, NotFoundError, SchemaMismatchError
 
 __all__ = [
+    "FooterTooLong",
+    "NotParquet",
     "check_stored_partitions",
     "contradiction",
     "moved_stored_columns",
+    "parquet_footer",
     "read_footer",
     "stored_partition_columns",
     "with_partition_values",
 ]
 
-#: The bytes of a file's tail read first for its footer (pyarrow's own first read is 64 KiB).
+#: The bytes of a data file's tail read first for its parquet footer (pyarrow's own first read
+#: of a footer is 64 KiB): most footers are in it, a longer one is read with a second GET.
 FOOTER_READ = 64 * 1024
-#: The longest footer read (as the catalog's limit): a file declaring more is refused.
+#: The longest parquet footer read (Dremio refuses footers over 16 MB too; a 1 GB file's is
+#: tens of KiB). A file's last 8 bytes declare its footer's length, and the footer is read into
+#: memory whole: a hostile or damaged file declaring gigabytes would otherwise be held.
 MAX_FOOTER = 16 * 1024 * 1024
 #: Footers read at once by one commit.
 READERS = 8
@@ -96,32 +102,53 @@ def stored_partition_columns(footer: pq.FileMetaData, partition_path: str) -> li
     return [column for column, _ in parse_partition_path(partition_path) if column in stored]
 
 
-def read_footer(store: ObjectStore, f: DataFile) -> pq.FileMetaData | None:
-    """The parquet footer of ``f``, read by ranged GETs of its tail only (a file ends
-    ``<footer><its length: 4 bytes LE>PAR1``); ``None`` for a file that is not parquet or
-    not there (left to the commit and its readers, as before this check). A footer over
-    ``MAX_FOOTER`` is :class:`~lakelock.errors.SchemaMismatchError`, not read."""
-    size = f.size
-    try:
-        tail = store.get(f.key, byte_range=(max(0, size - FOOTER_READ), size)).body
-    except NotFoundError:
-        return None  # the commit refuses a file that is not there, saying so
+class NotParquet(ValueError):
+    """The file read by :func:`parquet_footer` is not parquet (its message says why)."""
+
+
+class FooterTooLong(ValueError):
+    """The file read by :func:`parquet_footer` declares a footer over ``MAX_FOOTER`` bytes."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(f"declares a parquet footer of {length} bytes")
+        self.length = length
+
+
+def parquet_footer(store: ObjectStore, key: str, size: int) -> pq.FileMetaData:
+    """The parquet footer of the ``size``-byte file at ``key`` (its row count, its schema,
+    its row groups' statistics), read by ranged GETs of the file's tail only (a file ends
+    ``<footer><its length: 4 bytes LE>PAR1``) and parsed as a file of its own: pyarrow reads
+    a file's metadata from its end. :class:`NotParquet` or :class:`FooterTooLong` when the
+    tail says so (a footer over ``MAX_FOOTER`` is not read)."""
+    tail = store.get(key, byte_range=(max(0, size - FOOTER_READ), size)).body if size else b""
     length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else -1
     if tail[-4:] != _MAGIC or not 0 < length <= size - 12:
-        return None
+        raise NotParquet("it does not end with a parquet footer")
     if length > MAX_FOOTER:
-        raise SchemaMismatchError(
-            f"data file {f.key} declares a parquet footer of {length} bytes: lakelock reads "
-            f"none over {MAX_FOOTER} to judge its partition columns (write fewer columns or "
-            "row groups a file)",
-            dataset=f.dataset,
-        )
+        raise FooterTooLong(length)
     if length + 8 > len(tail):
-        tail = store.get(f.key, byte_range=(size - 8 - length, size)).body
+        tail = store.get(key, byte_range=(size - 8 - length, size)).body
     try:
         return pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :]))
-    except (pa.ArrowInvalid, OSError):
-        return None
+    except (pa.ArrowInvalid, OSError) as error:
+        raise NotParquet(str(error)) from error
+
+
+def read_footer(store: ObjectStore, f: DataFile) -> pq.FileMetaData | None:
+    """The parquet footer of ``f`` (:func:`parquet_footer`); ``None`` for a file that is not
+    parquet or not there (left to the commit and its readers, as before this check). A footer
+    over ``MAX_FOOTER`` is :class:`~lakelock.errors.SchemaMismatchError`, not read."""
+    try:
+        return parquet_footer(store, f.key, f.size)
+    except (NotFoundError, NotParquet):
+        return None  # the commit refuses a file that is not there, saying so
+    except FooterTooLong as error:
+        raise SchemaMismatchError(
+            f"data file {f.key} declares a parquet footer of {error.length} bytes: lakelock "
+            f"reads none over {MAX_FOOTER} to judge its partition columns (write fewer "
+            "columns or row groups a file)",
+            dataset=f.dataset,
+        ) from None
 
 
 def _footers(

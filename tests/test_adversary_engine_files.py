@@ -23,7 +23,8 @@ from pyiceberg.types import LongType, NestedField
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
-from lakelock._catalog._commits import MAX_FOOTER, MAX_MANIFEST
+from lakelock._catalog._commits import MAX_MANIFEST
+from lakelock._stored_partitions import MAX_FOOTER
 from lakelock.testing import S3Endpoint
 from tests._support.catalog import engine
 

@@ -25,9 +25,9 @@ from pyiceberg.types import BinaryType, LongType, NestedField, StringType
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
-from lakelock._catalog._commits import FOOTER_READ
 from lakelock._layout import data_file_key, files_prefix
 from lakelock._names import partition_path
+from lakelock._stored_partitions import FOOTER_READ
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.catalog import engine

@@ -60,7 +60,13 @@ from lakelock._names import (
 from lakelock._readable import unholdable
 from lakelock._s3 import ObjectHead, ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
-from lakelock._stored_partitions import contradiction
+from lakelock._stored_partitions import (
+    MAX_FOOTER,
+    FooterTooLong,
+    NotParquet,
+    contradiction,
+    parquet_footer,
+)
 from lakelock.errors import (
     AlreadyExistsError,
     InvalidNameError,
@@ -95,21 +101,11 @@ STEERED = (
 #: Added data files read at once (each streamed through its checksum, a chunk at a time).
 READERS = 8
 
-#: The bytes of a data file's tail read first for its parquet footer (pyarrow's own first read
-#: of a footer is 64 KiB): most footers are in it, a longer one is read with a second GET.
-FOOTER_READ = 64 * 1024
-#: The longest parquet footer the catalog reads (Dremio refuses footers over 16 MB too; a
-#: 1 GB file's is tens of KiB). A file's last 8 bytes declare its footer's length, and the
-#: footer is read into memory whole: a hostile or damaged file declaring gigabytes would
-#: otherwise make the catalog hold them, whatever streaming the file bounds.
-MAX_FOOTER = 16 * 1024 * 1024
-
 #: The largest manifest or manifest list the catalog reads. pyiceberg's Avro reader takes a
 #: file whole, so each is held in memory; Iceberg's writers roll manifests at 8 MB
 #: (``commit.manifest.target-size-bytes``), and a location may name any object of the lake (a
 #: data file of gigabytes) or a file an engine's bug made huge.
 MAX_MANIFEST = 64 * 1024 * 1024
-_MAGIC = b"PAR1"
 
 #: The updates a commit may carry (the rest are refused by name).
 _HANDLED = {
@@ -779,27 +775,17 @@ def _record(
 
 
 def _footer(store: ObjectStore, key: str, size: int, path: str) -> pq.FileMetaData:
-    """The parquet footer of the ``size``-byte file at ``key`` (its row count, its schema),
-    read by ranged GETs of the file's tail only (a file ends ``<footer><its length: 4 bytes
-    LE>PAR1``). The footer is parsed as a file of its own: pyarrow reads a file's metadata
-    from its end."""
-    tail = store.get(key, byte_range=(max(0, size - FOOTER_READ), size)).body if size else b""
-    length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else -1
-    if tail[-4:] != _MAGIC or not 0 < length <= size - 12:
-        raise CatalogError.bad_request(
-            f"data file {path} is not parquet: it does not end with a parquet footer"
-        )
-    if length > MAX_FOOTER:
-        raise CatalogError.bad_request(
-            f"data file {path} declares a parquet footer of {length} bytes: the catalog "
-            f"reads none over {MAX_FOOTER} (write fewer columns or row groups a file)"
-        )
-    if length + 8 > len(tail):
-        tail = store.get(key, byte_range=(size - 8 - length, size)).body
+    """The parquet footer of the ``size``-byte file at ``key`` (:func:`parquet_footer`); a
+    file that is not parquet, or declares a footer over ``MAX_FOOTER``, is a 400."""
     try:
-        return pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :]))
-    except (pa.ArrowInvalid, OSError) as error:
-        raise CatalogError.bad_request(f"data file {path} is not parquet: {error}") from error
+        return parquet_footer(store, key, size)
+    except NotParquet as error:
+        raise CatalogError.bad_request(f"data file {path} is not parquet: {error}") from None
+    except FooterTooLong as error:
+        raise CatalogError.bad_request(
+            f"data file {path} {error}: the catalog reads none over {MAX_FOOTER} (write "
+            "fewer columns or row groups a file)"
+        ) from None
 
 
 def _check_types(stored: pa.Schema, dataset: pa.Schema, partition: str, path: str) -> None:

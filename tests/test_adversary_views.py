@@ -1,0 +1,101 @@
+"""Adversarial tests of the Iceberg and Delta views' promises (README, "Iceberg and Delta
+views"; FORMAT.md, "Iceberg and Delta views"): whatever happens to a mirror, each view
+shows some version's rows, never rows of no version, and never goes back in time."""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from lakelock import Lake
+from lakelock._layout import delta_log_prefix
+from lakelock._mirror._series import newest, numbered
+from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY
+from tests._support.views import delta_options, iceberg_properties
+
+deltalake = pytest.importorskip("deltalake")
+pyiceberg_table = pytest.importorskip("pyiceberg.table")
+
+
+def ids(table: pa.Table) -> list[int]:
+    return sorted(table["id"].to_pylist())
+
+
+def _delta_versions(lake: Lake, dataset: str) -> list[int]:
+    """The lakelock version each Delta log entry of ``dataset`` mirrors, in log order."""
+    top = newest(lake.store, delta_log_prefix(dataset), numbered(".json"))
+    assert top is not None
+    found = []
+    for number in range(top[0] + 1):
+        body = lake.store.get(f"{delta_log_prefix(dataset)}{number:020d}.json").body
+        found.append(int(orjson.loads(body.splitlines()[0])["commitInfo"]["lakelock.version"]))
+    return found
+
+
+@pytest.mark.parametrize("prefix", ["datasets/sales/_delta_log/", "views/sales/iceberg/metadata/"])
+def test_a_mirror_whose_create_answer_is_lost_finishes_with_every_version(
+    lake: Lake, s3: S3Endpoint, prefix: str
+) -> None:
+    """A view object's create is applied and its answer lost: the mirror's retry meets its
+    own object. It must finish, and both views then read every version as lakelock does."""
+    for i in range(3):
+        lake.append("sales", pa.table({"id": [i]}))
+    s3.inject("lost_ack", operation="PutObject", prefix=prefix, count=1)
+    result = lake.mirror("sales")
+    assert s3.faults()["injected"].get("lost_ack") == 1
+    versions = [h.version for h in reversed(lake.history("sales"))]
+    assert _delta_versions(lake, "sales") == versions
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3.url)
+    )
+    assert [s.snapshot_id for s in table.snapshots()] == versions
+    for number, version in enumerate(versions):
+        expected = ids(lake.read("sales", version=version))
+        delta = deltalake.DeltaTable(
+            result.delta, version=number, storage_options=delta_options(s3.url)
+        )
+        assert ids(delta.to_pyarrow_table()) == expected
+        assert ids(table.scan(snapshot_id=version).to_arrow()) == expected
+
+
+def test_mirrors_racing_appends_never_take_a_view_back_in_time(lake: Lake, s3: S3Endpoint) -> None:
+    """Two mirrors loop while appends land: the Delta log's entries mirror lakelock
+    versions in increasing order, one each, and the Iceberg view's snapshots likewise."""
+    lake.append("sales", pa.table({"id": [0]}))
+    mirrors = [
+        Lake(lake.bucket, prefix=lake.prefix, s3=s3.client(), retry=FAST_RETRY) for _ in range(2)
+    ]
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def loop(other: Lake) -> None:
+        try:
+            while not done.is_set():
+                other.mirror("sales")
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=loop, args=(other,)) for other in mirrors]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(1, 9):
+            lake.append("sales", pa.table({"id": [i]}))
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+        for other in mirrors:
+            other.close()
+    assert failures == []
+    result = lake.mirror("sales")
+    versions = [h.version for h in reversed(lake.history("sales"))]
+    assert _delta_versions(lake, "sales") == versions
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3.url)
+    )
+    assert [s.snapshot_id for s in table.snapshots()] == versions

@@ -4,6 +4,7 @@ append acknowledged after it, and never restoring twice when its answer is lost.
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pytest
 from lakelock import Lake
 from lakelock._layout import REGISTRY_KEY
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY
+from tests._support import FAST_RETRY, wait_until
 
 
 def ids(table: pa.Table) -> list[int]:
@@ -65,3 +66,38 @@ def test_an_append_folded_before_a_restore_is_readable_at_the_version_it_is_told
     assert not told.already_committed
     assert (told.version, restored.version) == (2, 2)
     assert 2 in ids(lake.read("sales", version=told.version))
+
+
+def test_a_restore_retried_after_an_append_landed_undoes_nothing_twice(
+    lake: Lake, s3: S3Endpoint
+) -> None:
+    """A restore's root swap is applied and answered 500; the restorer's next request to
+    the registry is held while another process appends, then let go. The restore is told
+    the version it landed at, once, and the append made after it stays current."""
+    first = lake.append("sales", pa.table({"id": [1]})).version
+    lake.append("sales", pa.table({"id": [2]}))
+    appender = _lake_like(lake, s3.client())
+    s3.inject("stall", operation="PutObject", prefix=REGISTRY_KEY, count=1)
+    s3.inject("lost_ack_5xx", operation="PutObject", prefix=REGISTRY_KEY, count=1)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            restoring = pool.submit(lake.restore, "sales", version=first)
+            wait_until(lambda: s3.stalled() == 1)
+            s3.inject("stall", prefix="metastore/", count=1)
+            s3.release_stalls()
+            wait_until(lambda: s3.stalled() == 1)
+            s3.clear_faults()
+            appended = appender.append("sales", pa.table({"id": [3]}))
+            s3.release_stalls()
+            restored = restoring.result(timeout=60)
+    finally:
+        appender.close()
+    assert (restored.version, appended.version) == (3, 4)
+    assert not restored.already_committed
+    assert [(e.version, e.operation) for e in reversed(lake.registry.log())] == [
+        (1, "append"),
+        (2, "append"),
+        (3, "restore"),
+        (4, "append"),
+    ]
+    assert ids(lake.read("sales")) == [1, 3]

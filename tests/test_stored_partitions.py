@@ -7,7 +7,6 @@ the second read and the refusal of a long footer without writing megabytes."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import threading
 
@@ -26,34 +25,13 @@ from lakelock.errors import (
 )
 from lakelock.testing import S3Endpoint
 from tests._support import wait_until
+from tests._support.files import foreign, parquet
 
 INT64 = pa.int64()
 
 
 def years(values: list[int], ns: list[int], type_: pa.DataType = INT64) -> pa.Table:
     return pa.table({"year": pa.array(values, type_), "n": pa.array(ns, pa.int64())})
-
-
-def foreign(lake: Lake, partition: str, body: bytes, rows: int, name: str) -> DataFile:
-    """``body`` put under ``partition`` of ``events``, described by hand."""
-    key = f"datasets/events/{partition}/{name}"
-    put = lake.store.put(key, body, mode="create")
-    return DataFile(
-        dataset="events",
-        key=key,
-        partition_path=partition,
-        size=len(body),
-        record_count=rows,
-        checksum=f"sha256:{hashlib.sha256(body).hexdigest()}",
-        etag=put.etag,
-        write_id=name,
-    )
-
-
-def parquet(rows: pa.Table) -> bytes:
-    written = io.BytesIO()
-    pq.write_table(rows, written)
-    return written.getvalue()
 
 
 @pytest.fixture

@@ -635,13 +635,9 @@ def test_a_delete_without_requirements_of_rows_lakelock_replaced_is_refused(
 # -- transactions --------------------------------------------------------------------------------
 
 
-def test_a_transaction_whose_table_lakelock_appended_to_while_it_was_read_applies_nowhere(
-    server: CatalogServer, lake: Lake, s3: S3Endpoint
-) -> None:
-    """A transaction appending to two tables (each change with pyiceberg's requirement on
-    main) while a lakelock append lands on one of them between the catalog's check and its
-    commit: a 409, neither table changed (a commit spanning datasets applies whole), the
-    lakelock append's rows there."""
+def two_table_append(server: CatalogServer) -> bytes:
+    """A transaction appending ``a`` to ``events`` and ``b`` to ``other`` (both created
+    here), each change as pyiceberg planned it (its requirement on main), unsent."""
     catalog = engine(server)
     catalog.create_table("lake.events", EVENTS)
     catalog.create_table("lake.other", EVENTS)
@@ -649,7 +645,17 @@ def test_a_transaction_whose_table_lakelock_appended_to_while_it_was_read_applie
     table = Capturing("c", uri=server.url, **ENGINE).load_table("lake.other")
     with pytest.raises(Captured) as held:
         table.append(events(["b"], [2]))
-    transaction = orjson.dumps({"table-changes": [one, orjson.loads(held.value.body)]})
+    return orjson.dumps({"table-changes": [one, orjson.loads(held.value.body)]})
+
+
+def test_a_transaction_whose_table_lakelock_appended_to_while_it_was_read_applies_nowhere(
+    server: CatalogServer, lake: Lake, s3: S3Endpoint
+) -> None:
+    """A transaction appending to two tables (each change with pyiceberg's requirement on
+    main) while a lakelock append lands on one of them between the catalog's check and its
+    commit: a 409, neither table changed (a commit spanning datasets applies whole), the
+    lakelock append's rows there."""
+    transaction = two_table_append(server)
     before = lake.registry.read().datasets["other"].updated_version
     # The catalog's read of the engine's first manifest list waits (after the requirements).
     s3.inject("stall", operation="GetObject", prefix="views/events/iceberg/engine/", count=1)
@@ -756,14 +762,7 @@ def test_a_transaction_sent_again_while_its_first_send_is_held_lands_once(
     """A transaction appending to two tables, sent again while its first send is held at
     the registry's first write: both sends end 204, each table has its rows once, in one
     version for both."""
-    catalog = engine(server)
-    catalog.create_table("lake.events", EVENTS)
-    catalog.create_table("lake.other", EVENTS)
-    one = orjson.loads(captured(server, lambda t: t.append(events(["a"], [1]))))
-    table = Capturing("c", uri=server.url, **ENGINE).load_table("lake.other")
-    with pytest.raises(Captured) as held:
-        table.append(events(["b"], [2]))
-    transaction = orjson.dumps({"table-changes": [one, orjson.loads(held.value.body)]})
+    transaction = two_table_append(server)
     s3.inject("stall", operation="PutObject", prefix="metastore/", count=1)
     first: list[tuple[int, Any]] = []
     sending = threading.Thread(

@@ -6,6 +6,7 @@ refusal for what it cannot mean, and a fault counted only where it struck."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from typing import Any
 
@@ -135,3 +136,25 @@ def test_a_body_fault_with_no_body_to_spoil_is_kept_for_one_it_can(
         client.head_object(Bucket=bucket, Key="k")
     assert s3.faults()["injected"] == {}
     assert s3.faults()["rules"][0]["kind"] == kind  # kept, unspent
+
+
+@pytest.mark.parametrize("port", [-1, 70_000, "9000", 1.5, True])
+def test_a_port_that_is_no_port_is_refused_typed_in_either_mode(port: Any) -> None:
+    """A port out of range or of another type was a different untyped error in each mode (a
+    gaierror, an OverflowError, a TypeError; "9000" served in a child process but not in a
+    thread; True listened on port 1), or a child process that died unexplained."""
+    for mode in ("thread", "process"):
+        with pytest.raises(InvalidArgumentError, match="port"):
+            S3Endpoint(port=port, mode=mode)  # type: ignore[arg-type]
+
+
+def test_a_busy_port_is_an_os_error_in_a_child_process_as_in_a_thread() -> None:
+    """The docstring's promise, for ``mode="process"`` too: it was a RuntimeError saying the
+    process "did not start: ''", the child's traceback on the test's stderr."""
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        for mode in ("thread", "process"):
+            endpoint = S3Endpoint(port=port, mode=mode)  # type: ignore[arg-type]
+            with pytest.raises(OSError, match="cannot listen"):
+                endpoint.start()
+            assert endpoint.url == ""

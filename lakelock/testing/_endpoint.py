@@ -309,7 +309,8 @@ class S3Endpoint:
     principal ARN bucket policies see; ``credentials`` maps access key ids to secrets, and
     then a request they do not sign is refused as S3 refuses it (by default signatures are
     not checked). A ``port`` something else listens on raises :class:`OSError` at
-    :meth:`start`."""
+    :meth:`start`, in either mode; one that is no port (a whole number from 0, any free
+    one, to 65535) is :class:`~lakelock.errors.InvalidArgumentError`."""
 
     def __init__(
         self,
@@ -321,6 +322,10 @@ class S3Endpoint:
     ) -> None:
         if mode not in ("thread", "process"):
             raise ValueError(f"mode must be 'thread' or 'process', got {mode!r}")
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise InvalidArgumentError(
+                port, "a port is a whole number from 0 to 65535", what="port"
+            )
         self._mode = mode
         self._port = port
         self._principals = dict(principals or {})
@@ -350,6 +355,7 @@ class S3Endpoint:
         return self
 
     def _start_process(self) -> None:
+        _check_free("127.0.0.1", self._port)  # an OSError here, as in a thread
         command = [sys.executable, "-m", "lakelock.testing", "--port", str(self._port)]
         for access_key, arn in self._principals.items():
             command += ["--principal", f"{access_key}={arn}"]
@@ -362,6 +368,9 @@ class S3Endpoint:
         line = self._process.stdout.readline()
         if not line.startswith(_READY):
             self._process.kill()
+            self._process.wait()
+            self._process.stdout.close()
+            self._process = None
             raise RuntimeError(f"the S3 endpoint process did not start: {line!r}")
         self.url = line[len(_READY) :].strip()
 

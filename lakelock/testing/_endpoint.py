@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -62,8 +63,8 @@ DEFAULT_ACCESS_KEY = "lakelock"
 DEFAULT_SECRET_KEY = "lakelock-secret"
 DEFAULT_REGION = "us-east-1"
 _READY = "lakelock-endpoint-ready "
-#: How long stop() waits for each connection's thread to end once its connection is closed
-#: (a request in a fault's hang finishes its hang first).
+#: How long stop() waits, at most, for the connections' threads to end once their connections
+#: are closed (a request in a fault's hang finishes its hang first; its thread is a daemon).
 _STOP_WAIT = 10.0
 
 
@@ -401,10 +402,13 @@ class S3Endpoint:
             self._gateway.release_stalls()
             self._gateway = None
         connections: dict[socket.socket, threading.Thread] = server.lakelock_connections  # type: ignore[attr-defined]
-        for connection, thread in list(connections.items()):
+        open_now = list(connections.items())
+        for connection, _ in open_now:
             with contextlib.suppress(OSError):  # closed by its client meanwhile
                 connection.shutdown(socket.SHUT_RDWR)
-            thread.join(timeout=_STOP_WAIT)
+        deadline = time.monotonic() + _STOP_WAIT
+        for _, thread in open_now:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> Self:
         return self.start()

@@ -6,8 +6,10 @@ refusal for what it cannot mean, and a fault counted only where it struck."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConn
 
 from lakelock.errors import InvalidArgumentError
 from lakelock.testing import FaultRule, S3Endpoint
+from lakelock.testing import _endpoint as endpoint_module
 
 pytestmark = pytest.mark.unguarded  # raw writes of a test, anywhere in the bucket
 
@@ -158,3 +161,31 @@ def test_a_busy_port_is_an_os_error_in_a_child_process_as_in_a_thread() -> None:
             with pytest.raises(OSError, match="cannot listen"):
                 endpoint.start()
             assert endpoint.url == ""
+
+
+def test_a_stop_under_hanging_requests_waits_for_them_once_not_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """stop() waits a bounded time for the threads of requests still in a ``timeout``
+    fault's hang: one deadline for all of them (each waited the whole bound in turn)."""
+    monkeypatch.setattr(endpoint_module, "_STOP_WAIT", 1.0)
+    s3 = S3Endpoint().start()
+    s3.create_bucket("lake")
+    hanging = 4
+    s3.inject("timeout", operation="GetObject", delay=8.0, count=hanging)
+    readers = [
+        threading.Thread(target=_read_quietly, args=(one_try(s3, read_timeout=30),), daemon=True)
+        for _ in range(hanging)
+    ]
+    for reader in readers:
+        reader.start()
+    while s3.faults()["injected"].get("timeout", 0) < hanging:
+        threading.Event().wait(0.01)  # every request reaching its hang, not time passing
+    started = time.monotonic()
+    s3.stop()
+    assert time.monotonic() - started < hanging * 1.0 - 1.0  # one bound, not one each
+
+
+def _read_quietly(client: Any) -> None:
+    with contextlib.suppress(Exception):
+        client.get_object(Bucket="lake", Key="k")

@@ -77,3 +77,25 @@ def test_a_dask_frame_in_a_type_the_dataset_cannot_hold_is_still_refused(lake: L
     with dask.config.set(scheduler="sync"), pytest.raises(SchemaMismatchError):
         lakelock.dask.append(lake, "people", frame)
     assert lake.read("people").num_rows == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=SchemaMismatchError,
+    reason="a dataset keeps the dictionary index type of its first categorical (int8 for up "
+    "to 127 categories; evolve_schema compares types exactly), so a later frame of more "
+    "categories (int16) is refused: storing a dictionary column with int32 indices, or "
+    "comparing dictionaries by value type and reading with the widest, is a schema change "
+    "left to a design decision",
+)
+def test_a_categorical_whose_categories_grow_past_127_still_appends(lake: Lake) -> None:
+    """A daily pandas frame with a categorical column: 3 categories on the first day, 300 on
+    a later one. The column is the same (strings, as categories), but the append is refused
+    ("is dictionary<... indices=int8>, not dictionary<... indices=int16>"), through
+    ``lakelock.dask.append`` as through ``lake.append``, for good."""
+    first = pd.DataFrame({"c": pd.Categorical(["a", "b", "c"])})
+    later = pd.DataFrame({"c": pd.Categorical([f"k{i}" for i in range(300)])})
+    with dask.config.set(scheduler="sync"):
+        lakelock.dask.append(lake, "labels", dd.from_pandas(first, npartitions=1))
+        lakelock.dask.append(lake, "labels", dd.from_pandas(later, npartitions=1))
+    assert lake.read("labels").num_rows == 303

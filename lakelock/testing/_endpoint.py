@@ -301,7 +301,9 @@ _NO_STREAM = io.BytesIO(b"")
 
 
 class S3Endpoint:
-    """An S3 endpoint on localhost, for lakelock's tests and for yours.
+    """An S3 endpoint on localhost, for lakelock's tests and for yours. Each is a store of
+    its own, empty when started (two in one process share no bucket), and :meth:`stop`
+    ends it: no answer after, not even on a connection a client kept open.
 
     ``mode="process"`` serves it from a child process: use it where a client blocks in Rust
     or C while holding the GIL (delta-rs's ``DeltaTable.history()``, for one), which would

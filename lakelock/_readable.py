@@ -107,11 +107,39 @@ def unholdable(
         wanted = dataset.field(index).type
         if pa.types.is_null(wanted) and not pa.types.is_null(column.type):
             return column.name, wanted  # no value can be cast to null: every read fails
-        found, expected = _kind(column.type), _kind(wanted)
+        if not _indices_hold(wanted, column.type):
+            return column.name, wanted
+        found, expected = _kind(_values(column.type)), _kind(_values(wanted))
         if found is None or expected is None or _holds(expected, found):
             continue
         return column.name, wanted
     return None
+
+
+def _values(type_: pa.DataType) -> pa.DataType:
+    """A dictionary's value type; any other type itself (a dictionary is an encoding of its
+    values)."""
+    return type_.value_type if pa.types.is_dictionary(type_) else type_
+
+
+def _indices_hold(wanted: pa.DataType, found: pa.DataType) -> bool:
+    """Whether a column of ``wanted`` type holds as many distinct values as one of ``found``
+    may: a dictionary holds as many as its index type counts, a plain column any number (a
+    file's column is a 32-bit count at most). A file whose categories outnumber the
+    dataset's dictionary indices (int16 ones, for an int8 dataset) failed every read."""
+    if not pa.types.is_dictionary(wanted):
+        return True
+    return _index_capacity(found) <= _index_capacity(wanted)
+
+
+def _index_capacity(type_: pa.DataType) -> int:
+    """How many distinct values a column of ``type_`` can hold: its dictionary's index
+    type's largest value; a plain column's, a 32-bit count."""
+    if not pa.types.is_dictionary(type_):
+        return 2**31 - 1
+    index = type_.index_type
+    bits = index.bit_width if pa.types.is_unsigned_integer(index) else index.bit_width - 1
+    return int(2**bits - 1)
 
 
 #: A time unit's width: a finer unit is wider (it holds values a coarser one cannot).

@@ -124,7 +124,7 @@ def vacuum(
     )
     report = _classified(registry, found, older_than=older_than, dry_run=dry_run)
     # The Iceberg views' newest metadata, written again without the snapshots about to go.
-    drop_expired_snapshots(registry, found.doc, found.oldest, now=found.now)
+    drop_expired_snapshots(registry, found.doc, found.oldest, found.listed, now=found.now)
     total = len(report.orphans)
     done = 0
     for start in range(0, total, DELETE_BATCH):

@@ -19,7 +19,8 @@ pyiceberg's ``RemoveSnapshotsUpdate``, as ``expire_snapshots``) less those snaps
 one it replaces added to the metadata log (:func:`drop_expired_snapshots`). The newest
 metadata then lists only versions lakelock still reads; version ``c`` records no commit, so
 no dataset version's metadata bears that name. A view behind its dataset is left alone: the
-mirror's next metadata drops them (a pass then must not follow metadata it did not read).
+mirror's next metadata drops them (by the horizon the root records), and a pass must not
+follow metadata it did not read.
 The Delta view lists no snapshots: its log reads the current version from its checkpoint,
 and a version vacuum removed is gone, as after Delta's own ``VACUUM``.
 """
@@ -141,13 +142,19 @@ def _named_manifests(registry: Registry, lists: list[str], candidates: list[str]
 
 
 def drop_expired_snapshots(
-    registry: Registry, doc: RegistryDoc, oldest: Mapping[str, int], *, now: float
+    registry: Registry,
+    doc: RegistryDoc,
+    oldest: Mapping[str, int],
+    listed: Iterable[ListedObject],
+    *,
+    now: float,
 ) -> list[str]:
     """After vacuum's claim (``doc``: the root it swapped in) and before it deletes: for each
-    Iceberg view whose newest metadata is of its dataset's current version and lists a
-    snapshot older than the oldest version kept (``oldest``), a metadata.json named for the
-    root's version without those snapshots (module docstring). The keys written; none
-    without pyiceberg (the extra), which no view's metadata is rewritten without."""
+    Iceberg view (of those with a metadata.json in vacuum's listing, ``listed``) whose newest
+    metadata is of its dataset's current version and lists a snapshot older than the oldest
+    version kept (``oldest``), a metadata.json named for the root's version without those
+    snapshots (module docstring). The keys written; none without pyiceberg (the extra),
+    which no view's metadata is rewritten without."""
     try:
         from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415 - extra
         from pyiceberg.table.update import (  # noqa: PLC0415
@@ -160,11 +167,18 @@ def drop_expired_snapshots(
 
     store = registry.store
     io = _StoreIO(store)
+    seen: dict[str, int] = {}
+    for v in filter(None, map(parse_view_key, (o.key for o in listed))):
+        if v.kind == "iceberg metadata":
+            seen[v.dataset] = max(seen.get(v.dataset, 0), v.number)
     written = []
-    for dataset, kept_from in oldest.items():
-        entry = doc.entries.get(dataset)
-        top = newest(store, iceberg_metadata_prefix(dataset), numbered(".metadata.json"))
-        if entry is None or top is None or top[0] >= doc.version:
+    for dataset, since in seen.items():
+        entry, kept_from = doc.entries.get(dataset), oldest.get(dataset)
+        if entry is None or kept_from is None:
+            continue
+        prefix = iceberg_metadata_prefix(dataset)
+        top = newest(store, prefix, numbered(".metadata.json"), since=since)
+        if top is None or top[0] >= doc.version:
             continue
         metadata = TableMetadataUtil.parse_raw(store.get(top[1]).body.decode())
         if metadata.current_snapshot_id != entry.version:

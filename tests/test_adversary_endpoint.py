@@ -82,13 +82,8 @@ def test_a_fault_for_an_operation_no_request_bears_is_refused_when_injected(
 
 
 #: Names :func:`classify` gives that botocore's S3 model has no operation of: a browser's form
-#: upload, and a bucket subresource read with a verb S3 does not take for it.
-_OUTSIDE_THE_MODEL = frozenset(
-    {"PostObject", "PutBucketLocation"}
-    | {f"DeleteBucket{s}" for s in ("Acl", "Location", "Versioning")}
-    | {f"HeadBucket{s}" for s in ("Acl", "Cors", "Lifecycle", "Location", "Policy", "Tagging")}
-    | {"HeadBucketVersioning"}
-)
+#: upload.
+_OUTSIDE_THE_MODEL = frozenset({"PostObject"})
 
 
 def _modelled_requests() -> dict[str, str]:

@@ -54,7 +54,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from lakelock.errors import InvalidArgumentError
-from lakelock.testing._classify import OPERATIONS
+from lakelock.testing._classify import OPERATIONS, SHADOWED
 
 FaultKind = Literal[
     "latency",
@@ -158,13 +158,21 @@ class FaultRule:
         """The ``operation`` glob names at least one operation the endpoint serves (S3's
         names, case included): a rule no request can match would never fire, and a test
         relying on it would pass without its fault."""
-        if not fnmatch.filter(OPERATIONS, self.operation):
+        if fnmatch.filter(OPERATIONS, self.operation):
+            return
+        given = SHADOWED.get(self.operation)
+        if given is not None:
             raise _refused(
                 "operation",
                 self.operation,
-                "matches no S3 operation (names are S3's, case included, or a glob): "
-                f"{', '.join(sorted(OPERATIONS))}",
+                f"matches no S3 operation the endpoint names: its requests are {given}'s",
             )
+        raise _refused(
+            "operation",
+            self.operation,
+            "matches no S3 operation (names are S3's, case included, or a glob): "
+            f"{', '.join(sorted(OPERATIONS))}",
+        )
 
     def matches(self, operation: str, bucket: str, key: str | None) -> bool:
         if self.count is not None and self.fired >= self.count:

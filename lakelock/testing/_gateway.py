@@ -80,6 +80,7 @@ from lakelock.testing._faults import BODY_KINDS, Decision, FaultPlan, FaultRule
 from lakelock.testing._integrity import digest_failure
 from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._lacking import LACKABLE, Lackable, act_lacking
+from lakelock.testing._policy_context import UnjudgedOperation
 from lakelock.testing._policy_gate import BucketPolicies
 from lakelock.testing._sigv4 import signature_failure
 from lakelock.testing._wsgi import (
@@ -562,14 +563,18 @@ class Gateway:
     def _check_policy(self, request: S3Request, headers: Mapping[str, str]) -> Response | None:
         if request.bucket is None:
             return None
-        allowed = self.policies.allows(
-            operation=request.operation,
-            bucket=request.bucket,
-            key=request.key,
-            headers=headers,
-            query={k: v[0] for k, v in request.query.items() if v},
-            access_key=request.access_key,
-        )
+        try:
+            allowed = self.policies.allows(
+                operation=request.operation,
+                bucket=request.bucket,
+                key=request.key,
+                headers=headers,
+                query={k: v[0] for k, v in request.query.items() if v},
+                access_key=request.access_key,
+            )
+        except UnjudgedOperation as unjudged:
+            # Under a policy, an operation its model cannot judge is not let through.
+            return s3_error("501 Not Implemented", "NotImplemented", str(unjudged))
         if allowed:
             return None
         return s3_error("403 Forbidden", "AccessDenied", "Access Denied", key=request.key)

@@ -16,8 +16,11 @@ from pyiceberg.exceptions import BadRequestError
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock._readable import unholdable
+from lakelock._registry import _builder
 from lakelock.errors import SchemaMismatchError
 from lakelock.testing import S3Endpoint
+from lakelock.testing.simulate import Mix, SimConfig, simulate
 from tests._support.catalog import engine, reads_as_lakelock
 
 
@@ -156,3 +159,30 @@ def test_a_workers_nested_column_the_dataset_holds_commits(lake: Lake) -> None:
         {"a": 1, "b": [1]},
         {"a": None, "b": [2]},
     ]
+
+
+#: Workers' files holding a struct of one field or of two (``nested``), beside merges.
+NESTED = SimConfig(
+    writers=4, seconds=2.0, seed=0, mix=Mix.of([("append", 1), ("nested", 2), ("schema", 1)])
+)
+
+
+def test_the_simulators_checker_reports_a_struct_field_committed_unread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The simulator's workers commit files holding ``nest`` as a struct of one field or
+    of two (``nested``): some are refused, none lands unread. With the shell judging only
+    primitive types, as it did, a file of two fields lands in a dataset whose struct has
+    one, and the checker reports it."""
+    kept = simulate(NESTED)
+    assert kept.violations == []
+    outcomes = {(i.outcome, i.error_type) for i in kept.invocations if i.op == "typed"}
+    assert {("ok", None), ("fail", "SchemaMismatchError")} <= outcomes
+
+    def primitive_only(stored: pa.Schema, dataset: pa.Schema, path: str = "") -> object:
+        flat = pa.schema([f for f in stored if not pa.types.is_nested(f.type)])
+        return unholdable(flat, dataset, path)
+
+    monkeypatch.setattr(_builder, "unholdable", primitive_only)
+    broken = simulate(NESTED)
+    assert any("holds column 'nest' as struct<a: int64, b: int64>" in v for v in broken.violations)

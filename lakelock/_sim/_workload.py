@@ -45,17 +45,17 @@ The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
                were written with (:data:`WORKER_SCHEMAS`): the dataset's columns, a narrower
                type, a type the dataset's cannot hold, or a column the dataset may lack;
                half of them with ``schema_mode="merge"``
-``nested``     a ``typed`` commit of files holding a struct of one field or of two
-               (:data:`NESTED_SCHEMAS`): a field the dataset's struct lacks is refused
 ``accented``   an append under a caller-chosen id with an accent (NFC); a ``rerun`` of it
                spells the id decomposed (NFD) half the time: refused before anything is
                written (``InvalidArgumentError``), never its rows a second time
 ``readlock``   an append under the fence of a path-lock grant that only reads its path:
                refused before anything is written (``InvalidArgumentError``), a read's fence
                fencing no write
+``nested``     a ``typed`` commit of files holding a struct of one field or of two
+               (:data:`NESTED_SCHEMAS`): a field the dataset's struct lacks is refused
 =============  =================================================================================
 
-The last six are off in the default mix (``Mix``'s weight 0: the default run's draws,
+The last seven are off in the default mix (``Mix``'s weight 0: the default run's draws,
 and so its figures, stay as they were); the seed sweep turns them on.
 
 Data files are synthetic :class:`~lakelock._datafile.DataFile` records (the registry only

@@ -121,14 +121,16 @@ def _type_holds(wanted: pa.DataType, found: pa.DataType) -> bool:
     another are not (every read would fail). Primitive types not named by :func:`_kind`
     are left to the reader."""
     t = pa.types
+    if t.is_null(wanted) and not t.is_null(found):
+        return False  # no value can be cast to null: every read fails
+    if not _indices_hold(wanted, found):
+        return False
     if t.is_null(found):
         return True
-    if t.is_null(wanted):
-        return False  # no value can be cast to null: every read fails
     nested = _nested(wanted), _nested(found)
     if nested != (None, None):
         return nested[0] == nested[1] and _children_held(wanted, found)
-    kinds = _kind(wanted), _kind(found)
+    kinds = _kind(_values(wanted)), _kind(_values(found))
     return kinds[0] is None or kinds[1] is None or _holds(kinds[0], kinds[1])
 
 
@@ -162,6 +164,32 @@ def _children_held(wanted: pa.DataType, found: pa.DataType) -> bool:
             wanted.item_type, found.item_type
         )
     return _type_holds(wanted.value_type, found.value_type)
+
+
+def _values(type_: pa.DataType) -> pa.DataType:
+    """A dictionary's value type; any other type itself (a dictionary is an encoding of its
+    values)."""
+    return type_.value_type if pa.types.is_dictionary(type_) else type_
+
+
+def _indices_hold(wanted: pa.DataType, found: pa.DataType) -> bool:
+    """Whether a column of ``wanted`` type holds as many distinct values as one of ``found``
+    may: a dictionary holds as many as its index type counts, a plain column any number (a
+    file's column is a 32-bit count at most). A file whose categories outnumber the
+    dataset's dictionary indices (int16 ones, for an int8 dataset) failed every read."""
+    if not pa.types.is_dictionary(wanted):
+        return True
+    return _index_capacity(found) <= _index_capacity(wanted)
+
+
+def _index_capacity(type_: pa.DataType) -> int:
+    """How many distinct values a column of ``type_`` can hold: its dictionary's index
+    type's largest value; a plain column's, a 32-bit count."""
+    if not pa.types.is_dictionary(type_):
+        return 2**31 - 1
+    index = type_.index_type
+    bits = index.bit_width if pa.types.is_unsigned_integer(index) else index.bit_width - 1
+    return int(2**bits - 1)
 
 
 #: A time unit's width: a finer unit is wider (it holds values a coarser one cannot).

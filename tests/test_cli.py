@@ -548,6 +548,8 @@ def test_doctor_fails_on_plain_moto(bucket: str, in_process: InProcess) -> None:
     try:
         host, port = server.get_host_and_port()
         url = f"http://{host}:{port}"
+        # Plain moto is a store of its own (an S3Endpoint's buckets are not in it).
+        boto3.client("s3", **client_kwargs(url)).create_bucket(Bucket=bucket)
         result = in_process("doctor", f"s3://{bucket}", "--endpoint-url", url)
         as_json = in_process("doctor", f"s3://{bucket}", "--json", "--endpoint-url", url)
     finally:

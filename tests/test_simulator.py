@@ -1379,8 +1379,9 @@ def test_simulate_mix_names_the_commits_writers_make_and_the_rest_get_none(capsy
     for bad in ("bogus=1", "append", "append=-1", "append=nan", "append=inf", "=1"):
         assert main(["simulate", "--mix", bad]) == 2
         assert "--mix" in capsys.readouterr().err
-    assert main(["simulate", "--mix", "append=0", "--writers", "1"]) == 1
-    assert "a weight > 0" in capsys.readouterr().err
+    # A mix of nothing is a malformed --mix as a whole: a usage error (2) naming it.
+    assert main(["simulate", "--mix", "append=0", "--writers", "1"]) == 2
+    assert "--mix 'append=0': no kind of commit has a weight > 0" in capsys.readouterr().err
 
     chosen = Mix.of([("append", 3), ("restore", 1)])
     assert chosen.kinds() == tuple((k, {"append": 3.0, "restore": 1.0}.get(k, 0.0)) for k in KINDS)

@@ -258,7 +258,7 @@ class Gateway:
                     response = forward(self._backend, environ)
             spoil = decision.after
             if spoil is not None and spoil.kind in BODY_KINDS and response.code < 300:
-                return self._strike_after(spoil, response)
+                return self._strike_after(spoil, response, request)
             return response
         return self._write(environ, request, headers, decision)
 
@@ -321,7 +321,7 @@ class Gateway:
                 if request.operation == "CompleteMultipartUpload" and response.code == 200:
                     self._remember_completion(request)
         if decision.after is not None and response.code < 300:
-            return self._strike_after(decision.after, response)
+            return self._strike_after(decision.after, response, request)
         return response
 
     def _upload_part_copy(
@@ -638,7 +638,12 @@ class Gateway:
             self._sleep(decision.hang)
         raise Reset
 
-    def _strike_after(self, rule: FaultRule, response: Response) -> Response:
+    def _strike_after(self, rule: FaultRule, response: Response, request: S3Request) -> Response:
+        """``response`` spoilt by ``rule``; left alone (the fault spared) where the kind
+        finds nothing to spoil, so that ``count=1`` is one answer really spoilt: a body
+        kind's answer to a HEAD (it has no body), a ``truncate``'s of an empty body."""
+        if rule.kind in BODY_KINDS and not _spoilable(rule.kind, response, request):
+            return response
         if rule.kind == "truncate":
             spoilt = cut_short(response)
         elif rule.kind == "corrupt":
@@ -678,6 +683,14 @@ class Gateway:
             self._areas.clear()
             self._refused.clear()
             self._bytes.clear()
+
+
+def _spoilable(kind: str, response: Response, request: S3Request) -> bool:
+    """Whether a body ``kind`` has a body to spoil in ``response``: none in a HEAD's answer,
+    and none to cut short in an empty one (a ``corrupt`` answers one byte where none was)."""
+    if request.operation.startswith("Head"):
+        return False
+    return kind != "truncate" or bool(response.body)
 
 
 def fault_key(request: S3Request, body: bytes = b"") -> str | None:

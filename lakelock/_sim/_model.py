@@ -740,7 +740,8 @@ def _typed_problems(
             column, wanted = found
             problems.append(
                 f"{key} holds column {column!r} as {schema.field(column).type}, which the "
-                f"dataset's {wanted} cannot hold: every read fails"
+                f"dataset's {wanted} cannot hold: every read fails, or drops a struct "
+                "field the dataset's lacks"
             )
     return problems
 

@@ -39,7 +39,9 @@ opened its table, which reads the table's current state for every system (delta-
 Lance its manifest, pyiceberg its metadata, lakelock the root and the dataset's version).
 ``--nice N`` runs every system's writer processes N below the endpoint's priority: the
 embedded endpoint is one Python process sharing the writers' cores, which a real store is not
-(off by default; the table's first line says when it is on). Two loads: ``steady`` appends again and again for ``--seconds`` and counts commits/s once
+(off by default; the table's first line says when it is on).
+
+Two loads: ``steady`` appends again and again for ``--seconds`` and counts commits/s once
 every writer has committed once (warm-up excluded: each writer's first append pays for its
 start); ``burst`` makes each writer append ``--appends`` times, first commits included, and
 counts commits/s from the start to the last commit (a batch job's shape: N processes starting

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lakelock import CommitResult
 from lakelock._datafile import DataFile
 from lakelock._digest import comparable
 from lakelock._fence import Fence
@@ -667,7 +668,9 @@ def test_a_rerun_whose_files_no_longer_fit_is_answered_as_the_shell_answers_it(
     ), broken.violations
 
 
-def test_a_rerun_of_other_rows_is_held_to_the_change_recorded_not_to_a_retry_told_so() -> None:
+def test_a_rerun_of_other_rows_is_held_to_the_change_recorded_not_to_a_retry_told_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """FORMAT.md, "Commit ids": a ``commit:`` digest is compared only with another of its
     kind, so "the same change" is not transitive. In this run a worker's files under
     ``job-0-1`` are refused; a re-run with other rows (a ``sha256:`` digest) lands; a
@@ -676,7 +679,9 @@ def test_a_rerun_of_other_rows_is_held_to_the_change_recorded_not_to_a_retry_tol
     recorded, finds the dataset changed and is refused (``SchemaMismatchError``). It is
     another change than the one recorded (the shell's ``reused_commit_id``), and the
     checker holds it to that change, not to the retry told ``already_committed``: the
-    refusal stands, no violation (the checker reported one before)."""
+    refusal stands, no violation (the checker reported one before). With the shell telling
+    every re-run of a recorded id ``already_committed`` (its rows not compared), the
+    checker reports the third told so of a commit that holds other rows (it did not)."""
     run = simulate(dataclasses.replace(RESTORED, seed=130))
     assert run.violations == []
     refused = [
@@ -693,6 +698,17 @@ def test_a_rerun_of_other_rows_is_held_to_the_change_recorded_not_to_a_retry_tol
         for r in refused
         for a in told
     )
+
+    def any_rows(change: Change, found: Any) -> CommitResult | None:
+        if change.generated_id or found is None:
+            return None
+        return CommitResult(found.version, change.commit_id, already_committed=True)
+
+    monkeypatch.setattr(_ops, "refused_rerun", any_rows)
+    broken = simulate(dataclasses.replace(RESTORED, seed=130))
+    assert any(
+        "told already_committed at v7, which records another change" in v for v in broken.violations
+    ), broken.violations
 
 
 #: Appends under ids with an accent, and their re-runs, half of them spelling the id

@@ -17,7 +17,8 @@ version holds), then replayed in version order. Judged, for each call (one line 
 - acknowledged (not ``already_committed``): its change applied exactly once in each of its
   datasets, all at the version returned;
 - acknowledged ``already_committed``: the very same change (not another under its id)
-  recorded at the version returned;
+  recorded at the version returned, judged on the call each record there was matched to
+  (:func:`_told_already_problems`);
 - acknowledged, not ``already_committed``, after its process was killed and restarted: the
   version returned made by this run, not by applying an intent its killed run sent (a
   re-run whose change was applied already is told so);
@@ -142,6 +143,7 @@ def model_problems(
     problems += _call_problems(invocations, applied, classes)
     problems += _rerun_problems(invocations, view)
     problems += _refused_rerun_problems(invocations, applied)
+    problems += _told_already_problems(invocations, applied)
     problems += _id_problems(
         invocations, view, applied, classes, by_id, commit_window=commit_window
     )
@@ -499,6 +501,30 @@ def _refused_rerun_problems(invocations: Sequence[Invocation], applied: _Applied
                 f"fail {inv.op} {inv.id} (writer {inv.writer}) refused with "
                 f"SchemaMismatchError, but its change was acknowledged at v{min(landed)} "
                 "before it began: already_committed expected"
+            )
+    return problems
+
+
+def _told_already_problems(invocations: Sequence[Invocation], applied: _Applied) -> list[str]:
+    """A call told ``already_committed`` at a version whose records under its id are all of
+    another change (:func:`same_change` with the call each record was matched to): its rows
+    were never committed, and its caller was told they were. Judged on the records
+    themselves, not on the call's change as :func:`_classes` groups it: "the same change" is
+    not transitive where digests of two kinds are not compared, so a call of other rows can
+    share a change with the first call under its id and still be another change than the
+    one recorded (FORMAT.md, "Commit ids")."""
+    recorded = _recorded_under(invocations, applied)
+    problems = []
+    for inv in invocations:
+        if inv.outcome != "ok" or not inv.already or inv.version is None:
+            continue
+        makers = recorded.get((inv.id, inv.version), [])
+        if makers and not any(_same(inv, invocations[m]) for m in makers):
+            maker = invocations[makers[0]]
+            problems.append(
+                f"ok {inv.op} {inv.id} (writer {inv.writer}) told already_committed at "
+                f"v{inv.version}, which records another change under its id "
+                f"({maker.op}, writer {maker.writer})"
             )
     return problems
 

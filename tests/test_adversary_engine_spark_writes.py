@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock._catalog import CatalogServer
 from tests._spark import Spark, spark_test
-from tests._support.catalog import ENGINE, TOKEN, engine
+from tests._support.catalog import ENGINE, TOKEN, engine, serving
 
 
 @pytest.fixture
@@ -29,11 +29,8 @@ def lake_prefix() -> str:
 @pytest.fixture
 def catalog_server(lake: Lake) -> Iterator[CatalogServer]:
     """``lakelock catalog`` over ``lake`` (namespace ``lake``, a token), in this process."""
-    server = CatalogServer(LakeCatalog(lake, namespace="lake"), port=0, token=TOKEN).start()
-    try:
+    with serving(lake, token=TOKEN) as server:
         yield server
-    finally:
-        server.close()
 
 
 def same_rows(got: pa.Table, expected: pa.Table) -> bool:

@@ -5,52 +5,22 @@ accepted by a fault rule."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
-from urllib.parse import parse_qs
 
-import botocore.session
 import orjson
 import pytest
 from botocore.exceptions import ClientError
-from botocore.serialize import create_serializer
 
 from lakelock.errors import InvalidArgumentError
 from lakelock.testing import S3Endpoint
-from lakelock.testing._classify import OPERATIONS, SHADOWED, classify
-
-
-def _filled(shape: Any) -> Any:
-    """A value for each required member (a list of one item: a header built from an empty
-    list is left out, which no real request of that operation does)."""
-    if shape.type_name == "structure":
-        return {name: _filled(shape.members[name]) for name in shape.required_members}
-    if shape.type_name == "list":
-        return [_filled(shape.member)]
-    return {"integer": 1, "long": 1, "boolean": True, "blob": b"x"}.get(shape.type_name, "x")
-
-
-def _named() -> dict[str, str]:
-    """Each modelled operation, and the name :func:`classify` gives botocore's request of it."""
-    model = botocore.session.get_session().get_service_model("s3")
-    serializer = create_serializer("rest-xml", include_validation=False)
-    named = {}
-    for name in model.operation_names:
-        operation = model.operation_model(name)
-        params = _filled(operation.input_shape) if operation.input_shape else {}
-        request = serializer.serialize_to_request(params, operation)
-        path, _, subresources = request["url_path"].partition("?")
-        query = parse_qs(subresources, keep_blank_values=True)
-        query.update({k: [str(v)] for k, v in request["query_string"].items()})
-        headers = {k.lower(): v for k, v in request["headers"].items()}
-        named[name] = classify(request["method"], path, query, headers).operation
-    return named
+from lakelock.testing._classify import OPERATIONS, SHADOWED
+from tests._support.s3model import classified_operations
 
 
 def test_every_modelled_operation_is_named_as_itself() -> None:
     """Every operation of botocore's S3 model is named by its own name, but for the few
     whose requests are another's (deprecated twins); the names a rule may use are exactly
     those, and the browser's form upload."""
-    named = _named()
+    named = classified_operations()
     wrong = {name: given for name, given in named.items() if given != SHADOWED.get(name, name)}
     assert wrong == {}
     assert set(SHADOWED) == {

@@ -447,9 +447,6 @@ def test_vacuum_writes_the_iceberg_views_metadata_again_without_the_versions_it_
     ``lake.mirror`` names; the next version is mirrored on it (the metadata it replaces in
     its log)."""
     pytest.importorskip("pyiceberg")
-    from pyiceberg.table import StaticTable
-
-    from tests._support.views import iceberg_properties
 
     for i in range(3):
         lake.append("sales", pa.table({"id": [i]}))
@@ -466,10 +463,8 @@ def test_vacuum_writes_the_iceberg_views_metadata_again_without_the_versions_it_
     written = {o.key for o in lake.store.list(metadata)} - listed
     assert written == {f"{metadata}{root:020d}.metadata.json"}
     current = lake.registry.read().datasets["sales"].updated_version
-    named = lake.mirror("sales").iceberg
-    assert named is not None
+    named, view = mirrored_view(lake, s3)
     assert named.endswith(f"{root:020d}.metadata.json")
-    view = StaticTable.from_metadata(named, properties=iceberg_properties(s3.url))
     assert [s.snapshot_id for s in view.metadata.snapshots] == [current]
     assert view.metadata.metadata_log[-1].metadata_file == before
     assert view.scan().to_arrow()["id"].to_pylist() == [0, 1, 2]
@@ -478,9 +473,7 @@ def test_vacuum_writes_the_iceberg_views_metadata_again_without_the_versions_it_
     # vacuum's horizon (its clock two hours ahead) is later than this version: the one it
     # replaces is no longer read either.
     newer = lake.set_properties("sales", {"owner": "etl"}).version
-    after = lake.mirror("sales").iceberg
-    assert after is not None
-    view = StaticTable.from_metadata(after, properties=iceberg_properties(s3.url))
+    _, view = mirrored_view(lake, s3)
     assert [s.snapshot_id for s in view.metadata.snapshots] == [newer]
     assert view.metadata.metadata_log[-1].metadata_file == named
     assert view.scan().to_arrow()["id"].to_pylist() == [0, 1, 2]
@@ -494,9 +487,6 @@ def test_a_view_behind_its_dataset_is_left_to_its_next_metadata_which_drops_what
     only the third, by the horizon the root records (by the retention alone, 7 days, it
     listed all three, two of them gone)."""
     pytest.importorskip("pyiceberg")
-    from pyiceberg.table import StaticTable
-
-    from tests._support.views import iceberg_properties
 
     for i in range(3):
         lake.append("sales", pa.table({"id": [i]}))
@@ -510,9 +500,19 @@ def test_a_view_behind_its_dataset_is_left_to_its_next_metadata_which_drops_what
     assert not report.failed
     assert {o.key for o in lake.store.list(metadata)} <= listed
     current = lake.registry.read().datasets["sales"].updated_version
-    named = lake.mirror("sales").iceberg
-    assert named is not None
+    named, view = mirrored_view(lake, s3)
     assert named.endswith(f"{current:020d}.metadata.json")
-    view = StaticTable.from_metadata(named, properties=iceberg_properties(s3.url))
     assert [s.snapshot_id for s in view.metadata.snapshots] == [current]
     assert view.scan().to_arrow()["id"].to_pylist() == [0, 1, 2]
+
+
+def mirrored_view(lake: Lake, s3: Any) -> tuple[str, Any]:
+    """``sales`` mirrored: the Iceberg metadata ``lake.mirror`` names, and the view (a
+    pyiceberg ``StaticTable``) it is."""
+    from pyiceberg.table import StaticTable
+
+    from tests._support.views import iceberg_properties
+
+    named = lake.mirror("sales").iceberg
+    assert named is not None
+    return named, StaticTable.from_metadata(named, properties=iceberg_properties(s3.url))

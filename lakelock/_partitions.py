@@ -10,10 +10,10 @@ Under the path lock (copy: read the source, write the destination; rename: write
    they spell them (:class:`~lakelock.errors.InvalidNameError`), so a move refused for what
    it is copies nothing; the commit checks again, against whatever committed meanwhile;
 2. copy every file server-side into the destination partition, create-only
-   (``UploadPartCopy`` + ``If-None-Match: *`` on completion). A destination name that is
-   taken (a leftover of an interrupted attempt, another writer's file) gets the copy under a
-   fresh name: existing objects are never adopted (``vacuum`` may be deleting them), and never
-   overwritten;
+   (``UploadPartCopy`` + ``If-None-Match: *`` on completion), :data:`COPIERS` at a time. A
+   destination name that is taken (a leftover of an interrupted attempt, another writer's
+   file) gets the copy under a fresh name: existing objects are never adopted (``vacuum`` may
+   be deleting them), and never overwritten;
 3. commit once: a copy adds the new files; a rename adds them and removes the source's files in
    the same commit (one CAS, across two datasets if need be), so a reader of the registry
    sees the partition at its old place or at its new place, never half of it.
@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
 from lakelock._datasets import (
     CHECKSUM_METADATA,
+    DEFAULT_READ_WORKERS,
     PARQUET_CONTENT_TYPE,
     RECORDS_METADATA,
     Progress,
@@ -77,6 +80,10 @@ if TYPE_CHECKING:
 __all__ = ["PartitionMove", "lock_paths", "move_partition"]
 
 _COPY_NAME_ATTEMPTS = 5
+#: Copies of a partition's files under way at once (as many as a read fetches files).
+COPIERS = DEFAULT_READ_WORKERS
+#: Of those, files written again (read whole into memory first) at once.
+REWRITERS = 2
 
 
 class PartitionMove:
@@ -188,17 +195,12 @@ def move_partition(
     commit.fits(target)
     _check_destination(move, source)
     files = registry.files(move.dataset, snapshot=snapshot, partitions=[move.partition])
+    _check_room(store, move, files)
     # A file storing a partition column the move changes (an engine's) would keep its old
     # value for Iceberg readers: it is written again with the new one (a footer read a file
     # tells which, before the first copy).
     rewritten = moved_stored_columns(store, files, move.to_partition)
-    copies = []
-    for done, f in enumerate(files, start=1):
-        values = rewritten.get(f.key)
-        copies.append(_copy(store, f, move) if values is None else _rewrite(store, f, move, values))
-        if progress is not None:
-            progress(done, len(files))
-    commit.add(copies)
+    commit.add(_placed_all(store, files, move, rewritten, progress))
     removed = tuple(f.key for f in files) if move.rename else ()
     if move.to_dataset == move.dataset:
         commit.remove(removed)
@@ -241,6 +243,50 @@ def _check_destination(move: PartitionMove, source: DatasetState) -> None:
                 f"{column}={value}: column {column!r} ({type_}) spells that value {spelt!r}; "
                 "spelt otherwise it would be a second partition of the same value",
             )
+
+
+def _check_room(store: ObjectStore, move: PartitionMove, files: Sequence[DataFile]) -> None:
+    """Every file's key in the destination partition fits S3's key limit with the lake's
+    prefix (:class:`InvalidNameError` otherwise): checked for the longest name before the
+    first copy, so a destination too deep for one of the files copies none of them."""
+    if files:
+        longest = max((f.name for f in files), key=lambda name: len(name.encode()))
+        data_file_key(move.to_dataset, move.to_partition, longest, prefix=store.prefix)
+
+
+def _placed_all(
+    store: ObjectStore,
+    files: Sequence[DataFile],
+    move: PartitionMove,
+    rewritten: Mapping[str, Mapping[str, str | None]],
+    progress: Progress | None,
+) -> list[DataFile]:
+    """Every file of ``files`` in the destination partition, in their order: copied, or
+    written again with its stored partition columns' values in ``rewritten``. Up to
+    :data:`COPIERS` copies are under way at once (a partition of thousands of files is
+    copied at S3's pace, not one request after another), at most :data:`REWRITERS` of them
+    files written again (each is held in memory whole). ``progress(done, total)`` is told
+    as each lands. The first failure is raised once the copies under way are done; those
+    not started are not sent (the copies made are unreferenced objects for vacuum)."""
+    rewriting = threading.BoundedSemaphore(REWRITERS)
+
+    def place(f: DataFile) -> DataFile:
+        values = rewritten.get(f.key)
+        if values is None:
+            return _copy(store, f, move)
+        with rewriting:
+            return _rewrite(store, f, move, values)
+
+    pool = ThreadPoolExecutor(min(COPIERS, max(1, len(files))), thread_name_prefix="lakelock-copy")
+    try:
+        futures = [pool.submit(place, f) for f in files]
+        for done, future in enumerate(as_completed(futures), start=1):
+            future.result()
+            if progress is not None:
+                progress(done, len(files))
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:

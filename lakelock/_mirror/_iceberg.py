@@ -5,7 +5,10 @@ versions mirrored), committed by ``metadata/<v>.metadata.json``; the summary car
 ``"lakelock.version"``. Its manifest list names the previous snapshot's manifests unchanged,
 plus one new manifest of the files ``v`` added, plus a rewrite of each manifest that held a
 file ``v`` removed (its other files EXISTING, the removed DELETED) — the least Iceberg allows.
-Manifests whose partition ranges cannot hold a removed file's partition are not read. Manifests
+Manifests whose partition ranges cannot hold a removed file's partition are not read. Once
+:data:`MERGE_MIN_COUNT` small manifests of earlier versions are listed, the version merges
+them (as Iceberg's writers do), so a long history of small appends does not make every read
+of the view fetch one manifest per append. Manifests
 and lists are written by pyiceberg's own Avro writers into memory, then created with
 ``If-None-Match: *`` through the lake's store; nothing is written through pyiceberg's FileIO.
 
@@ -92,6 +95,11 @@ _FIELD_ID = b"PARQUET:field_id"
 _DOC = b"doc"
 #: Earlier metadata files a metadata.json names (Iceberg's write.metadata.previous-versions-max).
 METADATA_LOG = 100
+#: Small manifests of earlier versions a manifest list names before a version merges them
+#: (Iceberg's commit.manifest.min-count-to-merge).
+MERGE_MIN_COUNT = 100
+#: The size a merge packs manifests up to (Iceberg's commit.manifest.target-size-bytes).
+MANIFEST_TARGET_BYTES = 8 * 1024 * 1024
 
 
 #: Iceberg's reserved table properties: they steer a create or an update, and a table's
@@ -634,7 +642,38 @@ class _Writer:
             live.append(self._put_manifest(key, output, w.to_manifest_file()))
         # Deleted entries are kept only in the snapshot that deletes them.
         live = [m for m in live if m.added_snapshot_id == sid or _has_live(m)]
-        return live
+        return self._merged(live, sid, spec, schema, counter)
+
+    def _merged(
+        self, live: list[Any], sid: int, spec: Any, schema: Any, counter: Iterator[int]
+    ) -> list[Any]:
+        """``live`` with the small manifests of earlier versions merged, as Iceberg's own
+        writers merge theirs: once :data:`MERGE_MIN_COUNT` of them are smaller than half of
+        :data:`MANIFEST_TARGET_BYTES`, they are packed, in the list's order, into manifests of
+        at most that size (their live files EXISTING, as they were). So a view's manifest
+        list, and the manifests a reader of it fetches, grow with the dataset's files, not
+        with the number of versions that added them. The packing follows from the previous
+        manifest list alone, so racing mirrors merge alike."""
+        from pyiceberg.manifest import write_manifest  # noqa: PLC0415 - extra
+
+        small = [m for m in live if m.added_snapshot_id != sid and _is_small(m)]
+        if len(small) < MERGE_MIN_COUNT:
+            return live
+        replaced: dict[str, Any] = {}
+        for group in _packed(small, MANIFEST_TARGET_BYTES):
+            if len(group) < 2:
+                continue
+            key = iceberg_manifest_key(self.dataset, sid, next(counter))
+            output = _Output(self.uri(key))
+            with write_manifest(2, spec, schema, cast(Any, output), sid, "deflate") as w:
+                for manifest in group:
+                    for e in manifest.fetch_manifest_entry(self.io, discard_deleted=True):
+                        w.existing(e)
+            merged = self._put_manifest(key, output, w.to_manifest_file())
+            replaced[group[0].manifest_path] = merged
+            replaced.update((m.manifest_path, None) for m in group[1:])
+        kept = (replaced.get(m.manifest_path, m) for m in live)
+        return [m for m in kept if m is not None]
 
     def _file_path(self, f: DataFile) -> str:
         return f"s3://{self.store.bucket}/{self.store.full_key(f.key)}"
@@ -727,6 +766,28 @@ def _entry(data_file: Any, sid: int, status: Any) -> Any:
     return ManifestEntry.from_args(
         status=status.ADDED, snapshot_id=sid, sequence_number=None, data_file=data_file
     )
+
+
+def _is_small(manifest: Any) -> bool:
+    """Whether ``manifest`` is one a merge packs with others: under half the target size (a
+    bin packed past that is not packed again, so a merge rewrites only what is small)."""
+    return bool(manifest.manifest_length < MANIFEST_TARGET_BYTES // 2)
+
+
+def _packed(manifests: Sequence[Any], target: int) -> list[list[Any]]:
+    """``manifests`` in order, cut into runs whose lengths add up to at most ``target``
+    (a manifest alone is a run whatever its length)."""
+    runs: list[list[Any]] = []
+    size = 0
+    for manifest in manifests:
+        length = int(manifest.manifest_length)
+        if runs and size + length <= target:
+            runs[-1].append(manifest)
+            size += length
+        else:
+            runs.append([manifest])
+            size = length
+    return runs
 
 
 def _has_live(manifest: Any) -> bool:

@@ -148,6 +148,8 @@ def _readable_from(oldest: Snapshot) -> str:
 
 
 _T = TypeVar("_T")
+#: Datasets :meth:`LazyDatasets.load_together` loads at once (as many as index nodes are read).
+LOADERS = 16
 
 
 class LazyDatasets(Mapping[str, DatasetState]):
@@ -220,6 +222,21 @@ class LazyDatasets(Mapping[str, DatasetState]):
             if name not in self._loaded:
                 self._loaded[name] = self._load(name)
             return self._loaded[name] is not None
+
+    def load_together(self, workers: int = LOADERS) -> None:
+        """Load every dataset not loaded yet, up to ``workers`` at once: a look at every
+        dataset of a lake of thousands (``lakelock registry show``) waits for a round trip
+        to S3 per ``workers`` datasets, not per dataset. A dataset that cannot be read
+        raises here as its lookup would."""
+        with self._lock:
+            missing = [n for n in self._names if n not in self._loaded]
+        if len(missing) < 2:
+            return
+        with ThreadPoolExecutor(min(workers, len(missing))) as pool:
+            states = list(pool.map(self._load, missing))
+        with self._lock:
+            for name, state in zip(missing, states, strict=True):
+                self._loaded.setdefault(name, state)
 
     @overload
     def get(self, name: str, /) -> DatasetState | None: ...

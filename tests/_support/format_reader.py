@@ -215,6 +215,8 @@ class FormatReader:
         upgrade = upgrade_version(root)
         if version is not None and upgrade is not None and version < upgrade:
             raise NotReadable("before-upgrade", f"time travel begins at version {upgrade}")
+        if version is not None and root["datasets"][name]["created_version"] > version:
+            raise NotReadable("missing", f"{name} did not exist at version {version}")
         successor: dict[str, Any] | None = None
         try:
             for snap in self.chain(name, root):
@@ -228,9 +230,6 @@ class FormatReader:
             raise NotReadable("expired", f"{name}: a snapshot of its chain is gone") from None
         first = successor
         assert first is not None
-        if version is not None and first["created_version"] > version:
-            raise NotReadable("missing", f"{name} did not exist at version {version}")
-        upgrade = upgrade_version(root)
         if upgrade is not None and first["version"] == upgrade:
             raise NotReadable("before-upgrade", f"{name}: time travel begins at {upgrade}")
         raise NotReadable("missing", f"{name} did not exist then")
@@ -256,9 +255,8 @@ class FormatReader:
     # -- the indexes --------------------------------------------------------------------------
 
     def node(self, ref: Mapping[str, Any]) -> dict[str, Any]:
-        """A node below the top of an index ("The indexes"), checked against its count."""
-        node = self.document(ref["key"], NODE_FORMATS)
-        return node
+        """A node below the top of an index ("The indexes")."""
+        return self.document(ref["key"], NODE_FORMATS)
 
     def entries(self, top: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
         """Every entry of an index (either kind), walking its whole tree."""

@@ -42,6 +42,8 @@ MANIFEST_FORMATS = frozenset({1})
 DEFAULT_RETENTION = 7 * 86400.0
 #: Rule 9: a vacuum that recorded its cutoff alone is judged by the cutoff less a second.
 LAST_MODIFIED_RESOLUTION = 1.0
+#: Where a file lakelock wrote records the schema of the table written.
+FILE_SCHEMA = b"lakelock.schema"
 #: How a null partition value is spelt in a partition path.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: "The indexes": five bits of a key's SHA-256 per level of the partition index.
@@ -456,24 +458,23 @@ class FormatReader:
     # -- rows ---------------------------------------------------------------------------------
 
     def rows(self, dataset: Dataset, columns: Iterable[str] | None = None) -> pa.Table:
-        """The dataset's rows: each file read with pyarrow and cast to the dataset's schema
-        ("File statistics": a reader casts every file to the dataset's schema), its partition
-        columns taken from its path, never from the file."""
+        """The dataset's rows ("Reading a version"): each file read with pyarrow and cast to
+        the dataset's schema, its partition columns taken from its path, never from the
+        file. A dataset without a schema takes its files' ("A dataset snapshot")."""
+        stored = [self.file_table(f) for f in dataset.files]
         schema = dataset.schema
-        tables = [self.file_rows(dataset, f) for f in dataset.files]
         if schema is None:
-            if not tables:
-                return pa.table({})
-            schema = tables[0].schema
-        table = (
-            pa.Table.from_batches([], schema)
-            if not tables
-            else pa.concat_tables([fit(t, schema) for t in tables])
-        )
+            schemas = [file_schema(t, f) for t, f in zip(stored, dataset.files, strict=True)]
+            schema = pa.unify_schemas(schemas) if schemas else pa.schema([])
+        tables = [
+            fit(with_path_values(t, f, dataset.partition_by, schema), schema)
+            for t, f in zip(stored, dataset.files, strict=True)
+        ]
+        table = pa.concat_tables(tables) if tables else pa.Table.from_batches([], schema)
         return table.select(list(columns)) if columns is not None else table
 
-    def file_rows(self, dataset: Dataset, file: File) -> pa.Table:
-        """One file's rows, its partition columns set from its path."""
+    def file_table(self, file: File) -> pa.Table:
+        """One file's rows as stored, checked against its manifest entry."""
         body = self.get(file.key)
         if len(body) != file.size:
             raise FormatError(f"{file.key}: {len(body)} bytes, its manifest says {file.size}")
@@ -484,14 +485,34 @@ class FormatReader:
             raise FormatError(
                 f"{file.key}: {table.num_rows} rows, its manifest says {file.records}"
             )
-        for column in dataset.partition_by:
-            if column in table.column_names:
-                table = table.drop_columns([column])
-            raw = file.values.get(column)
-            kind = dataset.schema.field(column).type if dataset.schema else pa.string()
-            value = pa.array([raw], pa.string()).cast(kind)[0]
-            table = table.append_column(column, pa.array([value.as_py()] * table.num_rows, kind))
         return table
+
+
+def file_schema(table: pa.Table, file: File) -> pa.Schema:
+    """The schema a file records: lakelock's (``lakelock.schema`` in the parquet key-value
+    metadata, base64 Arrow IPC, the partition columns included), else its own columns and
+    then its path's, as strings."""
+    recorded = (table.schema.metadata or {}).get(FILE_SCHEMA)
+    if recorded is not None:
+        return schema_of(recorded.decode())
+    schema = table.schema.remove_metadata()
+    for column in file.values:
+        if column not in schema.names:
+            schema = schema.append(pa.field(column, pa.string()))
+    return schema
+
+
+def with_path_values(
+    table: pa.Table, file: File, partition_by: Iterable[str], schema: pa.Schema
+) -> pa.Table:
+    """``table`` with its partition columns set from its path, typed by ``schema``."""
+    for column in partition_by:
+        if column in table.column_names:
+            table = table.drop_columns([column])
+        kind = schema.field(column).type
+        value = pa.array([file.values.get(column)], pa.string()).cast(kind)[0]
+        table = table.append_column(column, pa.array([value.as_py()] * table.num_rows, kind))
+    return table
 
 
 def fit(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -7,6 +7,7 @@ refuses."""
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import random
 import subprocess
 import sys
@@ -22,13 +23,14 @@ from lakelock import Lake
 from lakelock._registry._changes import Change
 from lakelock.errors import (
     DatasetNotFoundError,
+    RegistryCorruptError,
     SnapshotExpiredError,
     VersionNotFoundError,
 )
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, REPO, plant_intent
 from tests._support.format1 import plant_format1
-from tests._support.format_reader import Dataset, FormatReader, NotReadable
+from tests._support.format_reader import Dataset, FormatError, FormatReader, NotReadable
 
 #: How lakelock names each reason the reader gives for a version it cannot read.
 REFUSALS: dict[str, tuple[type[Exception], ...]] = {
@@ -321,7 +323,8 @@ def step_move(lake: Lake, rng: random.Random, n: int) -> None:
     if not paths:
         return
     path = rng.choice(paths)
-    if rng.random() < 0.5:
+    copied = datasets["c"].partitions if "c" in datasets else {}
+    if rng.random() < 0.5 and path not in copied:  # a copy's destination must be new
         lake.copy_partition("a", path, to_dataset="c")
     else:
         lake.rename_partition("a", path, to_partition=f"day={4 + n}/region=z")
@@ -362,6 +365,46 @@ def test_seeded_workloads_long(lake: Lake, reader: FormatReader, seed: int) -> N
     compare_lake(lake, reader)
     lake.vacuum(older_than=0, enforce_retention=False, dry_run=False)
     compare_lake(lake, reader)
+
+
+def test_a_reader_that_breaks_the_format_is_caught(
+    lake: Lake, reader: FormatReader, admin: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comparison can fail: a reader taking the hash trie's bits from the other end
+    finds no partition by its path, and an object replaced behind the registry's back is
+    refused by both readers."""
+    days = list(range(100))  # past one leaf: a branch whose slots the bits pick
+    lake.append("wide", pa.table({"id": days, "day": days}), partition_by=["day"])
+    compare_indexes(lake, reader, "wide")
+    monkeypatch.setattr(FormatReader, "lookup_hashed", slots_from_the_end)
+    with pytest.raises(AssertionError):
+        compare_indexes(lake, reader, "wide")
+    monkeypatch.undo()
+    snap = reader.snapshot_at("wide")
+    ref = next(iter(reader.partitions(snap).values()))["manifests"][0]
+    body = admin.get_object(Bucket=bucket, Key=ref["key"])["Body"].read()
+    admin.put_object(
+        Bucket=bucket, Key=ref["key"], Body=body.replace(b'"records":1', b'"records":2')
+    )
+    with pytest.raises(FormatError):
+        FormatReader(lake.store.client, bucket).dataset("wide")
+    with (
+        Lake(bucket, s3=lake.store.client, retry=FAST_RETRY) as fresh,
+        pytest.raises(RegistryCorruptError),
+    ):
+        fresh.read("wide")
+
+
+def slots_from_the_end(self: FormatReader, top: Any, key: str) -> Any:
+    """``lookup_hashed`` reading the digest's bits from its least significant end."""
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest(), "big")
+    node, depth = top, 0
+    while "children" in node:
+        ref = node["children"].get(str((digest >> (5 * depth)) & 31))
+        if ref is None:
+            return None
+        node, depth = self.node(ref), depth + 1
+    return node["entries"].get(key)
 
 
 def test_reader_imports_nothing_of_lakelock() -> None:

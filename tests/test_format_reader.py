@@ -356,12 +356,13 @@ def test_seeded_workloads(lake: Lake, reader: FormatReader, seed: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # every version compared: minutes
 @pytest.mark.parametrize("seed", range(3, 13))
 def test_seeded_workloads_long(lake: Lake, reader: FormatReader, seed: int) -> None:
-    """Longer workloads (indexes past a leaf: more than 96 partitions or commit ids), then
+    """Longer workloads (100 commits: commit ids past the first flush into the index), then
     a vacuum with no window left, and the lake compared again."""
     lake.configure(vacuum_floor=0, create=True)
-    run_workload(lake, seed, 120)
+    run_workload(lake, seed, 100)
     compare_lake(lake, reader)
     lake.vacuum(older_than=0, enforce_retention=False, dry_run=False)
     compare_lake(lake, reader)

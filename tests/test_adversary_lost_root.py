@@ -1,22 +1,26 @@
-"""Adversarial tests of vacuum on a lake whose registry root is gone (README, "Time travel":
-vacuum deletes only what no version within the retention reads). A root deleted by hand (an
-``aws s3 rm``, a sync from a copy that missed it, a lifecycle rule) leaves every version's
-snapshot, manifests and data files in place; the library's vacuum, unlike the command line,
-runs on a prefix with no root (a lake's first commit paused past vacuum relies on that:
-tests/test_adversary_vacuum.py). Time is injected: nothing sleeps."""
+"""Adversarial tests of vacuum and of writers on a lake whose registry root is gone
+(README, "Time travel": vacuum deletes only what no version within the retention reads). A
+root deleted by hand (an ``aws s3 rm``, a sync from a copy that missed it, a lifecycle rule)
+leaves every version's snapshot, manifests and data files in place; the library's vacuum,
+unlike the command line, runs on a prefix with no root (a lake's first commit paused past
+vacuum relies on that: tests/test_adversary_vacuum.py). Time is injected: nothing sleeps."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 
 import pyarrow as pa
 import pytest
 
 from lakelock import Lake
-from lakelock._layout import DATASETS_PREFIX, REGISTRY_KEY
+from lakelock._layout import DATASETS_PREFIX, METASTORE_PREFIX, REGISTRY_KEY, SNAPSHOT_PREFIX
+from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
 from lakelock.errors import RegistryCorruptError
 from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY, registry, wait_until
+from tests._support.files import datafile
 
 WEEK = 7 * 24 * 3600.0
 
@@ -44,3 +48,64 @@ def test_vacuum_of_a_lake_whose_root_was_deleted_refuses_and_deletes_nothing(
         assert refused.value.key == lake.store.full_key(REGISTRY_KEY)
     assert sorted(o.key for o in lake.store.list("")) == before
     assert any(k.startswith(DATASETS_PREFIX) for k in before)
+
+
+def test_a_commit_on_a_lake_whose_root_was_deleted_refuses_and_makes_no_root(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """``sales`` has two versions; its registry root is deleted by hand. Another pipeline's
+    append then read no root and took the lake for a new one: it created an empty root,
+    listed every intent from the start and applied those still within their TTL, so the
+    lake's history was gone and vacuum would then delete every older version's files. It
+    must refuse (``RegistryCorruptError`` naming the root and the version it found),
+    writing nothing to the registry."""
+    lake.append("sales", pa.table({"id": [1], "day": [1]}), partition_by=["day"])
+    lake.append("sales", pa.table({"id": [2], "day": [2]}), partition_by=["day"])
+    admin = s3.client(access_key="engine")  # a key the bucket's policy does not bind
+    admin.delete_object(Bucket=lake.bucket, Key=lake.store.full_key(REGISTRY_KEY))
+    before = sorted(o.key for o in lake.store.list(METASTORE_PREFIX))
+    other = Lake(lake.bucket, s3=lake.store.client, retry=FAST_RETRY)
+    try:
+        with pytest.raises(RegistryCorruptError, match="version 2 of dataset 'sales'") as refused:
+            other.append("sales", pa.table({"id": [3], "day": [3]}), partition_by=["day"])
+    finally:
+        other.close()
+    assert refused.value.key == REGISTRY_KEY
+    assert sorted(o.key for o in lake.store.list(METASTORE_PREFIX)) == before
+
+
+def test_a_new_lakes_first_commits_racing_are_not_taken_for_a_lost_root(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A new lake: one pipeline reads no root and lists the snapshots, its listing held at
+    the endpoint while another creates the root and commits again (a snapshot of version
+    2). Let go, the listing shows that snapshot, but the root is there when read again:
+    the first pipeline commits on it instead of calling the lake's root lost."""
+    s3.inject("stall", operation="ListObjectsV2", prefix=SNAPSHOT_PREFIX, count=1)
+    ours = registry(store)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(ours.commit, "sales", add=[datafile("sales", "", "ours")])
+        wait_until(lambda: s3.stalled() == 1)
+        theirs = registry(store)
+        theirs.commit("sales", add=[datafile("sales", "", "a")])
+        theirs.commit("sales", add=[datafile("sales", "", "b")])
+        s3.release_stalls()
+        waiting.result(timeout=60)
+    assert sorted(f.name for f in registry(store).files("sales")) == ["a", "b", "ours"]
+
+
+def test_several_processes_creating_a_new_lake_at_once_all_commit(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """Four processes commit to a new lake at once: each may write snapshots of version 1
+    before any root exists, and each that finds no root lists them. None is refused."""
+    writers = [registry(store) for _ in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        done = [
+            pool.submit(w.commit, "sales", add=[datafile("sales", "", f"w{i}")])
+            for i, w in enumerate(writers)
+        ]
+        for future in done:
+            future.result(timeout=60)
+    names = sorted(f.name for f in registry(store).files("sales"))
+    assert names == ["w0", "w1", "w2", "w3"]

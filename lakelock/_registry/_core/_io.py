@@ -34,7 +34,8 @@ from lakelock._registry._document import (
     with_datasets,
 )
 from lakelock._registry._intents import INTENT_PREFIX
-from lakelock._registry._objects import missing_object
+from lakelock._registry._objects import Missing, missing_object
+from lakelock._registry._snapshot import SNAPSHOT_PREFIX, Snapshot
 from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
@@ -68,13 +69,23 @@ _T = TypeVar("_T")
 
 
 def read_root(core: Committer) -> Steps:
-    """The root and its ETag (an empty registry and ``None``: no root yet)."""
+    """The root and its ETag (an empty registry and ``None``: no root yet). A lake whose
+    root is gone but existed is :class:`~lakelock.errors.RegistryCorruptError`
+    (:func:`lost_root`): its next swap would create an empty one over every version."""
     try:
         data: ObjectData = yield Get(core.root_key, retried=False)
     except NotFoundError as error:
         if error.code == "NoSuchBucket":  # a missing bucket is not an empty lake
             raise
-        return RegistryDoc(), None
+        later = yield from lost_root(core)
+        if later is None:
+            return RegistryDoc(), None
+        try:  # made since our read (a new lake's first commits racing ours)?
+            data = yield Get(core.root_key, retried=False)
+        except NotFoundError as again:
+            if again.code == "NoSuchBucket":
+                raise
+            raise _lost_root_error(core, later) from again
     doc = parse_registry(data.body, bucket=core.bucket, key=core.root_key)
     if data.server_time is not None:
         # Our clock when the answer came, not when we asked: the server wrote its Date
@@ -87,6 +98,48 @@ def read_root(core: Committer) -> Steps:
         doc = with_datasets(doc, core.objects.datasets(doc))
     core.observe(doc, data.etag, core.now)
     return doc, data.etag
+
+
+#: Snapshots read at once while looking for a sign that a lake with no root had one.
+LOST_ROOT_READS = 64
+
+
+def lost_root(core: Committer) -> Steps:
+    """With no root found: a snapshot of a version after the first, if one exists (else
+    ``None``). Such a snapshot was written by a commit on a root, so the lake had one and
+    it was deleted; a new lake's first commits, racing before any root exists, write
+    snapshots of version 1 only. Only this path lists (a commit that finds its root pays
+    nothing), a page and a few snapshots at a time, stopping at the first sign."""
+    start = ""
+    while True:
+        try:
+            page: Listing = yield List(SNAPSHOT_PREFIX, start_after=start)
+        except TRANSIENT as error:
+            raise Retry from error
+        keys = [o.key for o in page.objects]
+        for at in range(0, len(keys), LOST_ROOT_READS):
+            chunk = keys[at : at + LOST_ROOT_READS]
+            yield from load_objects(core, chunk)  # one gone or unreadable is no sign
+            for key in chunk:
+                with contextlib.suppress(Missing):
+                    snap = core.objects.snapshot(key)
+                    if snap.version > 1:
+                        return snap
+        if not page.truncated or not keys or keys[-1] <= start:
+            return None
+        start = keys[-1]
+
+
+def _lost_root_error(core: Committer, later: Snapshot) -> RegistryCorruptError:
+    return RegistryCorruptError(
+        f"the registry's root {core.root_key} is missing, but version {later.version} of "
+        f"dataset {later.dataset!r} exists, written by a commit on a root: this process "
+        "will not create an empty root over the lake's versions. Put the root back (a "
+        "version the bucket keeps of it, or a backup) before anything commits here again, "
+        "or delete the whole lake deliberately",
+        bucket=core.bucket,
+        key=core.root_key,
+    )
 
 
 def server_now(core: Committer, monotonic: float) -> float | None:

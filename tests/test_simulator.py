@@ -2017,10 +2017,9 @@ def test_a_restarted_rerun_of_a_change_applied_meanwhile_hears_already_committed
 #: 10295, 10375: the seeds of 10000-10375 since a writer that reads no root lists the
 #: snapshots first), or a swap of the re-run's whose answer was lost could have made that
 #: version (12567, the first of the skewed seeds of 10000-12567 that catch that guess put
-#: back alone). Before
-#: the snapshots were listed: 10088, 11077 and 12561 passed over (12561 replacing 11653 when
-#: each lease taken over became a takeover commit of its own), 10001 a lost answer (a 500,
-#: then 412 on the SDK's retry).
+#: back alone). Before the snapshots were listed: 10088, 11077 and 12561 passed over (12561
+#: replacing 11653 when each lease taken over became a takeover commit of its own), 10001 a
+#: lost answer (a 500, then 412 on the SDK's retry).
 RERUN_PASSED_OVER = [10024, 10295, 10375, 12567]
 
 

@@ -1956,18 +1956,20 @@ def test_a_takeover_rerun_after_its_id_left_the_window_is_recorded_once(
 
 
 def test_a_takeover_given_up_after_a_later_acquisition_was_recorded_is_no_refused_commit() -> None:
-    """Large-sweep seed 15789: a takeover ran out of its 0.5 s and gave up after a later
-    acquisition of its lease had recorded a higher token, while its own record had landed
-    at version 8 and left the root's 8-commit window. Its writer cannot tell whether its
-    record landed (the token the root holds is the later one), and it need not: the lease is
-    the later holder's either way, and a record below that token fences nothing. The
-    checker holds it as a takeover refused as stale, not as "a refused commit in the
+    """Found by large-sweep seed 15789: a takeover ran out of its 0.5 s and gave up after a
+    later acquisition of its lease had recorded a higher token, while its own record had
+    landed at version 8 and left the root's 8-commit window. Its writer cannot tell whether
+    its record landed (the token the root holds is the later one), and it need not: the
+    lease is the later holder's either way, and a record below that token fences nothing.
+    The checker holds it as a takeover refused as stale, not as "a refused commit in the
     registry" (it reported that before), and its writer hears what FORMAT's "Lease
     takeovers" promises a takeover that finds a higher token: ``StaleFenceError`` (it heard
-    that it gave up and that nobody would apply its intent). Another takeover of the run,
-    near its end, gives up with its outcome unknown (its cancelling swap kept failing): not
-    this one."""
-    result = simulate(sweep_config(15789))
+    that it gave up and that nobody would apply its intent). In 15789's run another
+    takeover, near its end, gave up with its outcome unknown (its cancelling swap kept
+    failing): not this one. Since a writer that reads no root lists the snapshots, seed
+    6261 makes the case (the first of the seeds of 0-6261 with a 0.5-s budget; 15789 no
+    longer does)."""
+    result = simulate(sweep_config(6261))
     assert result.violations == []
     (stale,) = [i for i in result.invocations if i.op == "takeover" and i.outcome == "fail"]
     assert stale.error_type == "StaleFenceError", stale.error

@@ -34,7 +34,10 @@ class DataFile:
     vacuum floor (FORMAT.md, "Retention and vacuum"); not recorded in manifests, and
     ``None`` for a file whose writer did not say (it is then not checked). ``schema``: the
     schema of the rows written, for a commit's check that the dataset's types hold them
-    (:mod:`lakelock._readable`); in memory only, like ``written_at``.
+    (:mod:`lakelock._readable`); in memory only, like ``written_at``. ``stores_partition``:
+    whether the file stores its partition columns (``False`` for the files lakelock's
+    ``write`` returns; ``None``: not known, so a commit reads its footer to judge them:
+    :mod:`lakelock._stored_partitions`); in memory only.
     """
 
     dataset: str
@@ -48,6 +51,7 @@ class DataFile:
     stats: FileStats | None = None
     written_at: float | None = field(default=None, compare=False)
     schema: pa.Schema | None = field(default=None, compare=False, repr=False)
+    stores_partition: bool | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:

@@ -406,6 +406,7 @@ def _upload(
                 stats=plan.stats,
                 written_at=written_at(result, time.monotonic() - sent),
                 schema=schema,
+                stores_partition=False,
             )
         )
     return written

@@ -13,6 +13,7 @@ __all__ = [
     "DURATION_FORMS",
     "MAX_DURATION",
     "at_most_a_century",
+    "dated_instant",
     "duration_seconds",
     "format_duration",
     "format_instant",
@@ -105,14 +106,22 @@ def format_duration(seconds: float) -> str:
     return "".join(parts[:2])
 
 
-def format_instant(epoch: float, pattern: str) -> str:
-    """``epoch`` (seconds since the epoch) in UTC by the ``strftime`` ``pattern``, or as
-    seconds where no date holds it (past the year 9999 or before the year 1: a lease
-    document written to expire then, a vacuum record written by a clock that far off, which
-    a reader shows rather than dies on)."""
+def dated_instant(epoch: float, pattern: str) -> str | None:
+    """``epoch`` (seconds since the epoch) in UTC by the ``strftime`` ``pattern``, or None
+    where no date holds it (past the year 9999 or before the year 1: a lease document
+    written to expire then, a vacuum record written by a clock that far off)."""
     try:
         return datetime.fromtimestamp(epoch, UTC).strftime(pattern)
     except (OverflowError, OSError, ValueError):
-        if epoch < 0:
-            return f"{-epoch:.0f} s before the epoch"
-        return f"{epoch:.0f} s after the epoch"
+        return None
+
+
+def format_instant(epoch: float, pattern: str) -> str:
+    """``epoch`` as :func:`dated_instant` writes it, or as seconds where no date holds it,
+    which a reader shows rather than dies on."""
+    dated = dated_instant(epoch, pattern)
+    if dated is not None:
+        return dated
+    if epoch < 0:
+        return f"{-epoch:.0f} s before the epoch"
+    return f"{epoch:.0f} s after the epoch"

@@ -33,13 +33,21 @@ objects are left in place for ``vacuum`` (readers of older snapshots may still r
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from lakelock._datafile import DataFile
-from lakelock._datasets import CHECKSUM_METADATA, RECORDS_METADATA, Progress, written_at
+from lakelock._datasets import (
+    CHECKSUM_METADATA,
+    PARQUET_CONTENT_TYPE,
+    RECORDS_METADATA,
+    Progress,
+    written_at,
+)
+from lakelock._datasets import _verify_checksum as verify_checksum
 from lakelock._fence import Fence
 from lakelock._layout import data_file_key
 from lakelock._names import (
@@ -53,7 +61,8 @@ from lakelock._names import (
 from lakelock._registry import CommitResult
 from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._changes import SchemaMode, checked_schema_mode
-from lakelock._s3 import ObjectStore
+from lakelock._s3 import ObjectStore, PutResult, new_write_id
+from lakelock._stored_partitions import moved_stored_columns, with_partition_values
 from lakelock.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -179,9 +188,14 @@ def move_partition(
     commit.fits(target)
     _check_destination(move, source)
     files = registry.files(move.dataset, snapshot=snapshot, partitions=[move.partition])
+    # A file storing a partition column the move changes (an engine's) would keep its old
+    # value for Iceberg readers: it is written again with the new one (a footer read a file
+    # tells which, before the first copy).
+    rewritten = moved_stored_columns(store, files, move.to_partition)
     copies = []
     for done, f in enumerate(files, start=1):
-        copies.append(_copy(store, f, move))
+        values = rewritten.get(f.key)
+        copies.append(_copy(store, f, move) if values is None else _rewrite(store, f, move, values))
         if progress is not None:
             progress(done, len(files))
     commit.add(copies)
@@ -230,27 +244,70 @@ def _check_destination(move: PartitionMove, source: DatasetState) -> None:
 
 
 def _copy(store: ObjectStore, f: DataFile, move: PartitionMove) -> DataFile:
-    """A create-only copy of ``f`` into the destination partition. If its name is taken
-    there (a leftover of an interrupted attempt, or another writer's file), the copy gets a
-    fresh name instead: an existing object is never adopted, because a ``vacuum`` may have
-    judged it an orphan and be deleting it."""
+    """A server-side, create-only copy of ``f`` into the destination partition
+    (:func:`_placed`)."""
     metadata = {CHECKSUM_METADATA: f.checksum, RECORDS_METADATA: str(f.record_count)}
+    return _placed(store, f, move, lambda key: store.copy(f.key, key, metadata=metadata))
+
+
+def _rewrite(
+    store: ObjectStore, f: DataFile, move: PartitionMove, values: Mapping[str, str | None]
+) -> DataFile:
+    """``f`` written again, create-only, into the destination partition with its stored
+    partition columns holding their new ``values`` (:func:`_placed`): read whole, checked
+    against its checksum, its other columns and schema kept."""
+    try:
+        body = store.get(f.key).body
+    except NotFoundError as error:
+        raise _gone(f, move) from error
+    verify_checksum(store, f, body)
+    data, stats = with_partition_values(body, values)
+    checksum = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    metadata = {CHECKSUM_METADATA: checksum, RECORDS_METADATA: str(f.record_count)}
+    write_id = new_write_id()  # every attempt's: a lost answer is read back as ours
+    placed = _placed(
+        store,
+        f,
+        move,
+        lambda key: store.put(
+            key,
+            data,
+            mode="create",
+            metadata=metadata,
+            write_id=write_id,
+            content_type=PARQUET_CONTENT_TYPE,
+        ),
+    )
+    return dataclasses.replace(placed, size=len(data), checksum=checksum, stats=stats)
+
+
+def _gone(f: DataFile, move: PartitionMove) -> CommitConflictError:
+    # The version read was replaced (its read lock keeps out no unlocked commit) and vacuum
+    # deleted its file since: copying the rest would be a partition of no version, so
+    # nothing is committed.
+    return CommitConflictError(
+        f"{f.key!r}, a file of the partition {move.source_path!r} as read, is gone: "
+        "the partition was replaced and vacuum deleted it while it was being copied; "
+        "nothing was committed (copy it again)",
+        dataset=move.dataset,
+    )
+
+
+def _placed(
+    store: ObjectStore, f: DataFile, move: PartitionMove, send: Callable[[str], PutResult]
+) -> DataFile:
+    """``f`` as ``send`` writes it, create-only, into the destination partition. If its
+    name is taken there (a leftover of an interrupted attempt, or another writer's file),
+    it gets a fresh name instead: an existing object is never adopted, because a ``vacuum``
+    may have judged it an orphan and be deleting it."""
     name = f.name
     for _ in range(_COPY_NAME_ATTEMPTS):
         key = data_file_key(move.to_dataset, move.to_partition, name, prefix=store.prefix)
         sent = time.monotonic()
         try:
-            result = store.copy(f.key, key, metadata=metadata)
+            result = send(key)
         except NotFoundError as error:
-            # The version read was replaced (its read lock keeps out no unlocked commit) and
-            # vacuum deleted its file since: copying the rest would be a partition of no
-            # version, so nothing is committed.
-            raise CommitConflictError(
-                f"{f.key!r}, a file of the partition {move.source_path!r} as read, is gone: "
-                "the partition was replaced and vacuum deleted it while it was being copied; "
-                "nothing was committed (copy it again)",
-                dataset=move.dataset,
-            ) from error
+            raise _gone(f, move) from error
         except AlreadyExistsError:
             stem, dot, extension = f.name.partition(".")
             name = f"{stem}-{uuid.uuid4().hex[:12]}{dot}{extension}"

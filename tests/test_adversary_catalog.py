@@ -8,11 +8,9 @@ files are written with S3 keys of its own, which the test bucket's policy does n
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitStateUnknownException, ServerError, ServiceUnavailableError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
@@ -21,8 +19,8 @@ from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
+from tests._support.catalog import engine
 
-ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
 EVENTS = Schema(
     NestedField(1, "kind", StringType(), required=False),
     NestedField(2, "n", LongType(), required=False),
@@ -43,10 +41,6 @@ def server(lake: Lake, s3: S3Endpoint) -> Iterator[CatalogServer]:
     running = CatalogServer(LakeCatalog(served), port=0).start()
     yield running
     running.close()
-
-
-def engine(server: CatalogServer, s3: S3Endpoint) -> Any:
-    return RestCatalog("lakelock", uri=server.url, **ENGINE, **{"s3.endpoint": s3.url})
 
 
 def test_a_commit_that_landed_while_its_view_could_not_be_written_is_not_a_retry_me(

@@ -23,9 +23,9 @@ from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
 from lakelock._layout import INTENT_PREFIX
 from tests._support import FAST_RETRY, StallAndRace
+from tests._support.catalog import ENGINE, events
 from tests._support.simtime import SimTime
 
-ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
 EVENTS = Schema(
     NestedField(1, "kind", StringType(), required=False),
     NestedField(2, "n", LongType(), required=False),
@@ -46,10 +46,6 @@ class ResendingWithoutRequirements(RestCatalog):
     def commit_table(self, table: Any, requirements: Any, updates: Any) -> Any:
         super().commit_table(table, (), updates)
         return super().commit_table(table, (), updates)
-
-
-def events(kinds: list[str], ns: list[int]) -> pa.Table:
-    return pa.table({"kind": pa.array(kinds, pa.string()), "n": pa.array(ns, pa.int64())})
 
 
 def test_an_append_without_requirements_sent_again_is_answered_as_committed(

@@ -18,8 +18,7 @@ from pyiceberg.types import IntegerType, LongType, NestedField, StringType, Stru
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
 from lakelock.testing import S3Endpoint
-
-ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
+from tests._support.catalog import ENGINE
 
 
 @pytest.fixture

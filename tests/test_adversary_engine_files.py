@@ -15,7 +15,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
@@ -24,10 +23,11 @@ from pyiceberg.types import LongType, NestedField
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
-from lakelock._catalog._commits import MAX_FOOTER, MAX_MANIFEST
+from lakelock._catalog._commits import MAX_MANIFEST
+from lakelock._stored_partitions import MAX_FOOTER
 from lakelock.testing import S3Endpoint
+from tests._support.catalog import engine
 
-ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
 EVENTS = Schema(NestedField(1, "n", LongType(), required=False))
 
 
@@ -36,10 +36,6 @@ def server(lake: Lake) -> Iterator[CatalogServer]:
     running = CatalogServer(LakeCatalog(lake), port=0).start()
     yield running
     running.close()
-
-
-def engine(server: CatalogServer, s3: S3Endpoint) -> Any:
-    return RestCatalog("lakelock", uri=server.url, **ENGINE, **{"s3.endpoint": s3.url})
 
 
 def test_a_file_declaring_a_footer_longer_than_any_is_refused_unread(

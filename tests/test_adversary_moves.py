@@ -7,14 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from lakelock import Lake
 from tests._support import FAST_RETRY, StallAndRace
-
-
-def day_rows(ids: list[int], day: int) -> pa.Table:
-    return pa.table({"id": ids, "day": [day] * len(ids)})
+from tests._support.tables import day_rows
 
 
 def test_a_rename_beside_an_overwrite_stopped_mid_commit_moves_what_the_overwrite_left(

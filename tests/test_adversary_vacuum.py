@@ -4,29 +4,14 @@ lake vacuum accepts. Time is injected: nothing sleeps."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-import pyarrow as pa
-
 from lakelock import Lake
 from lakelock._s3 import ObjectStore
 from lakelock.errors import LakelockError, ObjectTooOldError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.format1 import plant_format1
+from tests._support.tables import day_rows
 from tests._support.vacuuming import append_paused_beside_vacuum, restore_held_through_vacuum
-
-HOUR = 3600.0
-
-
-def later(hours: float) -> Any:
-    """A clock ``hours`` ahead of now."""
-    return lambda: time.time() + hours * HOUR
-
-
-def day_rows(ids: list[int]) -> pa.Table:
-    return pa.table({"id": ids, "day": [1] * len(ids)})
 
 
 def test_an_append_upgrading_a_format_1_lake_paused_past_vacuum_is_refused(

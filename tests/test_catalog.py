@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import http.client
+import socket
 import threading
+import time
 import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -122,6 +124,7 @@ def serve(lake: Lake) -> Iterator[ServeFn]:
         namespace: str = "lake",
         mirror: Callable[[str], MirroredView] | None = None,
         on: Lake | None = None,
+        timeout: float | None = None,
     ) -> CatalogServer:
         catalog = LakeCatalog(
             on or lake,
@@ -130,7 +133,8 @@ def serve(lake: Lake) -> Iterator[ServeFn]:
             read_only=read_only,
             mirror=mirror,
         )
-        server = CatalogServer(catalog, port=0, token=token).start()
+        timed = {} if timeout is None else {"timeout": timeout}
+        server = CatalogServer(catalog, port=0, token=token, **timed).start()
         servers.append(server)
         return server
 
@@ -379,12 +383,13 @@ def test_pyiceberg_never_calls_what_the_config_does_not_list(serve: ServeFn, lak
 def test_oversized_or_chunked_bodies_are_refused_and_the_connection_closed(
     serve: ServeFn,
 ) -> None:
-    """A body the catalog will not read gets a 400 and the connection is closed (its bytes
-    cannot be skipped to find the next request)."""
+    """A body the catalog will not read gets a 413 (over ``MAX_BODY``) or a 400 (chunked, no
+    Content-Length) and the connection is closed (its bytes cannot be skipped to find the
+    next request)."""
     server = serve()
     too_big = b"x" * (MAX_BODY + 1)
     status, headers, body = call(server, "POST", "/v1/namespaces", body=too_big)
-    assert status == 400
+    assert status == 413
     assert headers["connection"] == "close"
     assert error_of(body)["type"] == "BadRequestException"
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
@@ -394,6 +399,28 @@ def test_oversized_or_chunked_bodies_are_refused_and_the_connection_closed(
         assert (response.status, response.getheader("Connection")) == (400, "close")
     finally:
         connection.close()
+
+
+def test_a_body_shorter_than_its_content_length_is_given_up_after_the_timeout(
+    serve: ServeFn,
+) -> None:
+    """A client that declares a longer body than it sends holds its connection's thread only
+    until the server's timeout (here 0.5 s): then the server closes the connection,
+    unanswered, and goes on serving others."""
+    server = serve(timeout=0.5)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as client:
+        started = time.monotonic()
+        client.sendall(
+            b"POST /v1/namespaces HTTP/1.1\r\nHost: lake\r\nContent-Length: 100\r\n\r\n{}"
+        )
+        assert client.recv(65536) == b""  # closed by the server, nothing answered
+        assert time.monotonic() - started < 10
+    assert call(server, "GET", "/v1/config")[0] == 200
+
+
+def test_a_catalog_timeout_is_a_positive_number_of_seconds(lake: Lake) -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        CatalogServer(LakeCatalog(lake), port=0, timeout=0)
 
 
 def impatient(lake: Lake, s3: S3Endpoint) -> Lake:

@@ -17,7 +17,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -26,13 +25,13 @@ from pyiceberg.types import BinaryType, LongType, NestedField, StringType
 
 from lakelock import Lake
 from lakelock._catalog import CatalogServer, LakeCatalog
-from lakelock._catalog._commits import FOOTER_READ
 from lakelock._layout import data_file_key, files_prefix
 from lakelock._names import partition_path
+from lakelock._stored_partitions import FOOTER_READ
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
+from tests._support.catalog import engine
 
-ENGINE = {"s3.access-key-id": "engine", "s3.secret-access-key": "x"}
 MIB = 1024 * 1024
 
 BLOBS = Schema(
@@ -61,10 +60,6 @@ def apart() -> Iterator[S3Endpoint]:
     catalog's (and pyiceberg's), not the endpoint's own copies of the objects it serves."""
     with S3Endpoint(mode="process") as endpoint:
         yield endpoint
-
-
-def engine(server: CatalogServer) -> Any:
-    return RestCatalog("lakelock", uri=server.url, **ENGINE)
 
 
 def blobs(count: int, size: int) -> pa.Table:

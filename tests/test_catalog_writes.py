@@ -34,13 +34,19 @@ from lakelock._connection import Connection
 from lakelock._engines import s3_secret_sql, sql_string
 from lakelock.testing import S3Endpoint
 from tests._support import CLI_ENV, REPO, wait_until
-from tests._support.catalog import TOKEN, bearer, duckdb_with_iceberg, reads_as_lakelock
+from tests._support.catalog import (
+    ENGINE,
+    ENGINE_KEY,
+    TOKEN,
+    bearer,
+    duckdb_with_iceberg,
+    engine,
+    events,
+    reads_as_lakelock,
+)
 from tests._support.files import datafile, registered_unchecked
 
 #: The S3 keys engines write with: not the principal the test bucket's policy binds.
-ENGINE_KEY = "engine"
-ENGINE = {"s3.access-key-id": ENGINE_KEY, "s3.secret-access-key": "x"}
-
 ServeFn = Callable[..., CatalogServer]
 
 
@@ -64,20 +70,11 @@ def serve(lake: Lake) -> Iterator[ServeFn]:
         server.close()
 
 
-def engine(server: CatalogServer, **properties: str) -> Any:
-    """pyiceberg's RestCatalog on ``server`` with the engine's S3 keys."""
-    return RestCatalog("lakelock", uri=server.url, **{**ENGINE, **properties})
-
-
 EVENTS = Schema(
     NestedField(1, "kind", StringType(), required=False),
     NestedField(2, "n", LongType(), required=False),
 )
 BY_KIND = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "kind"))
-
-
-def events(kinds: list[str], ns: list[int]) -> pa.Table:
-    return pa.table({"kind": pa.array(kinds, pa.string()), "n": pa.array(ns, pa.int64())})
 
 
 def post(server: CatalogServer, path: str, body: Any, **headers: str) -> tuple[int, Any]:
@@ -812,3 +809,24 @@ def test_an_engines_rows_in_another_unicode_spelling_are_refused_not_a_second_pa
     partitions = lake.registry.read().datasets["events"].partitions
     assert sorted(partitions) == sorted([f"kind={composed}", f"kind={decomposed}"])
     assert partitions[f"kind={decomposed}"].file_count == 2
+
+
+def test_properties_past_a_limit_are_a_bad_request_naming_it(serve: ServeFn, lake: Lake) -> None:
+    """A 15 MiB property, 300,000 properties in one request, a name over 255 bytes, set by an
+    engine or given to a create, is a 400 naming the limit (the Python API's, one rule:
+    ``lakelock._properties``), and nothing is committed: later commits stay small."""
+    server = serve()
+    catalog = engine(server)
+    table = catalog.create_table("lake.events", EVENTS)
+    version = lake.registry.read().version
+    too_long = pytest.raises(BadRequestError, match="at most 512,000 bytes")
+    with too_long, table.transaction() as transaction:
+        transaction.set_properties({"big": "x" * (15 * 1024 * 1024)})
+    too_many = pytest.raises(BadRequestError, match="at most 1,000 properties")
+    with too_many, table.transaction() as transaction:
+        transaction.set_properties({f"p{i}": "x" for i in range(300_000)})
+    with pytest.raises(BadRequestError, match="1 to 255 bytes"):
+        catalog.create_table("lake.other", EVENTS, properties={"n" * 256: "x"})
+    assert lake.registry.read().version == version
+    assert sorted(lake.registry.read().datasets) == ["events"]
+    assert "big" not in catalog.load_table("lake.events").properties

@@ -902,9 +902,10 @@ def test_mirror_writes_the_views_and_prints_where_they_are(
     s3: S3Endpoint, lake: Lake, in_process: InProcess
 ) -> None:
     """``mirror`` writes both views (progress per format on stderr) and prints their URIs
-    and how many versions it wrote; ``--json`` reports the same; a second run says the views
-    were "already current" (it used to say it mirrored them); an unknown format is a usage
-    error."""
+    and how many versions it wrote (each version once: it said "mirrored 2N versions" for N
+    versions written to two views); ``--json`` reports the same; a second run says the views
+    were "already current" (it used to say it mirrored them); one view behind the other says
+    what each was given; an unknown format is a usage error."""
     pytest.importorskip("pyiceberg")
     pytest.importorskip("deltalake")
     url = lake.url
@@ -918,9 +919,9 @@ def test_mirror_writes_the_views_and_prints_where_they_are(
         f"  iceberg  {metadata}",
         f"  delta    {url}datasets/customer_profiles",
     ]
-    assert re.fullmatch(
-        rf"customer_profiles: views at version {version} \(mirrored \d+ versions\)",
-        result.stdout.splitlines()[0],
+    versions = len(lake.history("customer_profiles"))
+    assert result.stdout.splitlines()[0] == (
+        f"customer_profiles: views at version {version} (mirrored {versions} versions)"
     )
     assert "mirroring iceberg" in result.stderr
     assert "mirroring delta" in result.stderr
@@ -946,6 +947,13 @@ def test_mirror_writes_the_views_and_prints_where_they_are(
     current = in_process("mirror", url, "--dataset", "customer_profiles", "--endpoint-url", s3.url)
     assert current.stdout.splitlines()[0] == (
         f"customer_profiles: views at version {version} (already current)"
+    )
+    one = pa.table({"id": [4], "name": ["d"], "year": [2025]})
+    newer = lake.append("customer_profiles", one, partition_by=["year"]).version
+    lake.mirror("customer_profiles", formats=("delta",))
+    behind = in_process("mirror", url, "--dataset", "customer_profiles", "--endpoint-url", s3.url)
+    assert behind.stdout.splitlines()[0] == (
+        f"customer_profiles: views at version {newer} (mirrored 1 to iceberg, 0 to delta)"
     )
     bad = in_process(
         "mirror", url, "--dataset", "events", "--format", "hudi", "--endpoint-url", s3.url

@@ -314,6 +314,8 @@ def test_simulate_beyond_its_bounds_is_a_usage_error(
         ("--cpu-ms", "nan", f"milliseconds >= 0, {CENTURY}", None),
         ("--first-cpu-ms", "inf", f"milliseconds >= 0, {CENTURY}", None),
         ("--cpu-ms", "1e300", f"milliseconds >= 0, {CENTURY}", None),
+        ("--endpoint-cpu-ms", "nan", f"milliseconds >= 0, {CENTURY}", None),
+        ("--endpoint-crowding", "2", "a fraction in [0, 1]", None),
         *(
             (
                 "--intent-ttl",

@@ -289,8 +289,10 @@ def test_log_of_a_commit_time_no_date_holds_shows_seconds_not_an_error(
     """A commit time no calendar date holds (a refusal recorded, or a version written, by a
     writer whose clock was far off) ended ``registry log`` (and ``log --dataset``, a
     dataset's history) in "lakelock: error: year 31690708 is out of range", exit 1, nothing
-    shown. It is shown as seconds from the epoch, as ``registry show`` shows such a vacuum
-    cutoff, in the table and in ``--json``."""
+    shown. The table shows it as seconds from the epoch, as ``registry show`` shows such a
+    vacuum cutoff. ``--json`` gave that prose as its ``at``, which a program parsing the
+    times as dates trips on: it gives ``at`` null and ``at_seconds``, the number recorded,
+    and every dated commit's ``at`` as before, with its ``at_seconds``."""
     history_lake(lake)
     plant_undated_commit(lake, admin)
     text = in_process("registry", "log", lake.url, *dataset, "--endpoint-url", s3.url)
@@ -298,7 +300,14 @@ def test_log_of_a_commit_time_no_date_holds_shows_seconds_not_an_error(
     assert _UNDATED_SHOWN in text.stdout
     as_json = in_process("registry", "log", lake.url, *dataset, "--json", "--endpoint-url", s3.url)
     assert as_json.returncode == 0, as_json.stderr
-    assert _UNDATED_SHOWN in [e["at"] for e in orjson.loads(as_json.stdout)]
+    entries = orjson.loads(as_json.stdout)
+    (undated,) = [e for e in entries if e["at_seconds"] == _UNDATED]
+    assert undated["at"] is None
+    dated = [e for e in entries if e is not undated]
+    assert dated
+    for entry in dated:
+        when = datetime.fromtimestamp(entry["at_seconds"], UTC)
+        assert entry["at"] == when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def test_show_shows_the_cutoff_and_horizon_vacuum_recorded(

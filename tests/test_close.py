@@ -13,6 +13,7 @@ import pytest
 
 from lakelock import Lake
 from lakelock._layout import REGISTRY_KEY
+from lakelock._registry import Registry
 from lakelock._registry._changes import Change
 from lakelock._registry._core import Driver, FoldPolicy
 from lakelock._registry._core._hedging import Race
@@ -171,22 +172,29 @@ def test_a_listing_read_ahead_that_lands_at_interpreter_exit_still_answers(
     driver.close()
 
 
-def test_close_stops_folding_for_other_processes(s3: S3Endpoint, store: ObjectStore) -> None:
-    """A process that folded others' intents goes on folding for them on a thread after its
-    caller returned (lingering: here up to 100,000 rounds that find nothing), sleeping real
-    time between rounds. Closing its registry ends that thread at once, in its sleep or
-    after the request it is making: a closed registry sends nothing more, and an intent
-    planted afterwards is left to the others' own rules."""
+def lingering_folder(store: ObjectStore) -> tuple[set[threading.Thread], Registry]:
+    """A lake with one commit and another process's intent ``other-1`` left 5 s ago, and a
+    registry that will fold it and then linger (real sleeps, far longer than a test: only
+    ``close()`` ends it); with the threads alive before that registry was made."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
     before = set(threading.enumerate())
     folder = registry(
         store,
-        # Real sleeps, and lingering far longer than the test: only close() ends it.
         policy=FoldPolicy(linger=100_000, read_ahead=False),
         retry=RetryPolicy(max_attempts=10),
     )
+    return before, folder
+
+
+def test_close_stops_folding_for_other_processes(s3: S3Endpoint, store: ObjectStore) -> None:
+    """A process that folded others' intents goes on folding for them on a thread after its
+    caller returned (lingering: here up to 100,000 rounds that find nothing), sleeping real
+    time between rounds. Closing its registry ends that thread at once, in its sleep or
+    after the request it is making: a closed registry sends nothing more, and an intent
+    planted afterwards is left to the others' own rules."""
+    before, folder = lingering_folder(store)
     folder.commit("sales", add=[datafile("sales", "", "c")])  # folds other-1
     lingerer = folder._commits.lingerer
     assert lingerer is not None
@@ -251,15 +259,7 @@ def test_close_during_a_commit_that_then_folds_for_others_leaves_no_fold_running
     for others is running yet), the swap is let go and the commit returns: it must not
     start folding for others then. Once, it did: a lingering thread, started after
     ``close()`` returned, went on listing and swapping on a registry its user had closed."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])
-    stale = int(time.time() * 1000) - 5000
-    plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
-    before = set(threading.enumerate())
-    folder = registry(
-        store,
-        policy=FoldPolicy(linger=100_000, read_ahead=False),
-        retry=RetryPolicy(max_attempts=10),
-    )
+    before, folder = lingering_folder(store)
     s3.inject("stall", operation="PutObject", prefix=REGISTRY_KEY, count=1)
     committing = threading.Thread(
         target=folder.commit, args=("sales",), kwargs={"add": [datafile("sales", "", "c")]}

@@ -48,7 +48,7 @@ from tests._support.outcomes import (
     impatient_lake,
     while_its_first_swap_is_in_flight,
 )
-from tests._support.simtime import SimTime
+from tests._support.simtime import HOUR, SimTime, later
 
 ROOT = "metastore/dataset_registry.json"
 INT_IDS = pa.schema([("id", pa.int64())])
@@ -562,8 +562,6 @@ def test_a_file_once_switched_off_doubles_rows(lake: Lake, monkeypatch: pytest.M
 
 # -- nothing vacuum may take is committed: files written before their commit ------------------
 
-HOUR = 3600.0
-
 
 def as_reported(files: list[DataFile]) -> list[DataFile]:
     """``files`` as another process reports them (Spark's executors send them as JSON; a
@@ -638,11 +636,6 @@ def iter_of(changes: Any) -> Any:
     """A sans-I/O computation that asks nothing and returns ``changes``."""
     return list(changes)
     yield  # a generator
-
-
-def later(hours: float) -> Any:
-    """A clock ``hours`` ahead of now (vacuum's)."""
-    return lambda: time.time() + hours * HOUR
 
 
 # -- a commit planned on a version applies on it ----------------------------------------------

@@ -60,7 +60,7 @@ from tests._support import (
     wait_until,
 )
 from tests._support.files import append, datafile
-from tests._support.simtime import SimTime
+from tests._support.simtime import Clock, SimTime
 
 ROOT = "metastore/dataset_registry.json"
 
@@ -1361,16 +1361,6 @@ def test_a_folder_lingers_only_if_its_caller_pauses_a_round(
     hints.learn_pause(1.0)
     hints.learn_pause(0.0)
     assert hints.pause == pytest.approx(0.7 if pause is None else 0.7 * (0.7 * pause + 0.3))
-
-
-class Clock:
-    """A process's clock that the test moves on: ``time.time()`` plus what has passed."""
-
-    def __init__(self) -> None:
-        self.passed = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.passed
 
 
 def folds_after_a_pause(store: ObjectStore, policy: FoldPolicy) -> Registry:

@@ -21,7 +21,8 @@ from lakelock._vacuum import vacuum
 from lakelock.errors import NotFoundError, PreconditionFailedError, UnsupportedError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
-from tests._support.vacuuming import HOUR, vacuum_refused
+from tests._support.simtime import HOUR
+from tests._support.vacuuming import vacuum_refused
 
 
 def fresh_store(store: ObjectStore) -> ObjectStore:

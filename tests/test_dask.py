@@ -10,7 +10,6 @@ import signal
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import dask.dataframe as dd
 import orjson
@@ -30,7 +29,8 @@ from lakelock.errors import (
     StorageError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, wait_until
+from tests._support import wait_until
+from tests._support.tables import committed_ids
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +46,9 @@ def cluster() -> Iterator[Client]:
 
 
 @pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    return Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY)
+def lake_prefix() -> str:
+    """The ``lake`` fixture lives under a prefix of the test bucket."""
+    return "lake"
 
 
 def events(partitions: int = 4, days: int = 3, per_day: int = 5) -> dd.DataFrame:
@@ -61,10 +62,6 @@ def events(partitions: int = 4, days: int = 3, per_day: int = 5) -> dd.DataFrame
         }
     )
     return dd.from_pandas(frame, npartitions=partitions, sort=False)
-
-
-def committed_ids(lake: Lake) -> list[int]:
-    return sorted(lake.read("events").column("id").to_pylist())
 
 
 def test_append_writes_on_workers_and_commits_once(cluster: Client, lake: Lake) -> None:

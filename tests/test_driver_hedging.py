@@ -28,22 +28,11 @@ from lakelock._registry._document import REGISTRY_KEY
 from lakelock._registry._intents import INTENT_PREFIX
 from lakelock._s3 import ObjectStore
 from lakelock._sim._faults import Faults
-from lakelock._sim._latency import Latency, Profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._store import EPOCH, SimS3
 from lakelock.errors import AlreadyExistsError, NotFoundError
 from lakelock.testing import S3Endpoint
-
-
-def warmed(
-    factor: float, *, reads: float = 0.01, writes: float = 0.01, alone: bool = True
-) -> Hedging:
-    """Hedging that has timed enough requests: hedges after ``factor`` x those times."""
-    hedging = Hedging(factor, alone=alone)
-    for _ in range(hedging.least):
-        hedging.observe(False, reads)
-        hedging.observe(True, writes)
-    return hedging
+from tests._support.hedging import tailed, warmed
 
 
 def test_hedging_waits_for_enough_requests_of_each_kind_and_uses_their_median() -> None:
@@ -325,12 +314,6 @@ def test_a_big_data_file_is_not_hedged(s3: S3Endpoint, lake: Lake) -> None:
 
 
 # -- the simulator hedges as the driver does -------------------------------------------------
-
-
-def tailed() -> Profile:
-    """10 ms requests, 15 % of them 30 times slower."""
-    each = Latency(0.010, tail=0.15, tail_factor=(30.0, 30.0))
-    return Profile(name="tailed", get=each, put=each, cas=each, list=each, delete=each)
 
 
 def run_steps(

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, FlexibleChecksumError, ResponseStreamingError
 
+from lakelock.errors import InvalidArgumentError
 from lakelock.testing import FaultPlan, FaultRule, S3Endpoint, parse_fault_spec
 
 
@@ -87,6 +88,46 @@ def test_bad_fault_specs_are_refused(spec: str) -> None:
     """A malformed spec is a ValueError naming it, never a silently different rule."""
     with pytest.raises(ValueError, match=r"fault spec|probability|count|unknown"):
         parse_fault_spec(spec)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "spec", "refusal"),
+    [
+        ({"count": 0}, "lost_ack:PutObject#0", "count 0 never fires"),
+        ({"probability": 0.0}, "lost_ack:PutObject@0", "probability 0 never fires"),
+        ({"count": -1}, "lost_ack:PutObject#-1", "whole number >= 1"),
+        ({"probability": -0.1}, "lost_ack:PutObject@-0.1", r"within \(0, 1\]"),
+        ({"probability": 1.5}, "lost_ack:PutObject@1.5", r"within \(0, 1\]"),
+        ({"probability": float("nan")}, "lost_ack:PutObject@nan", r"within \(0, 1\]"),
+    ],
+)
+def test_a_fault_rule_that_could_never_fire_or_is_out_of_bounds_is_refused_typed(
+    s3: S3Endpoint, arguments: dict[str, Any], spec: str, refusal: str
+) -> None:
+    """``count=0`` and ``probability=0`` were accepted, and such a rule never fired: a test
+    written with one passed without its fault. They are refused when the rule is made (by
+    ``inject``, ``FaultRule``, or in the command-line form), as a rule for an operation no
+    request bears is, and so are rates out of (0, 1] and negative counts: all with
+    ``InvalidArgumentError`` (a ``ValueError``), nothing added to the endpoint."""
+    with pytest.raises(InvalidArgumentError, match=refusal):
+        s3.inject("lost_ack", operation="PutObject", **arguments)
+    with pytest.raises(InvalidArgumentError, match=refusal):
+        FaultRule("lost_ack", operation="PutObject", **arguments)
+    with pytest.raises(InvalidArgumentError, match=refusal):
+        parse_fault_spec(spec)
+    assert s3.faults()["rules"] == []
+    s3.inject("lost_ack", operation="PutObject", count=1, probability=1.0)  # the bounds' own
+    assert len(s3.faults()["rules"]) == 1
+
+
+def test_a_fault_argument_the_endpoint_does_not_know_is_refused(s3: S3Endpoint) -> None:
+    """A misspelt argument is Python's ``TypeError`` naming it, nothing added; a misspelt
+    kind is ``InvalidArgumentError`` listing the kinds."""
+    with pytest.raises(TypeError, match="probabilty"):
+        s3.inject("lost_ack", operation="PutObject", probabilty=0.5)  # type: ignore[call-arg]
+    with pytest.raises(InvalidArgumentError, match="lost_ack_5xx"):
+        s3.inject("lost-ack", operation="PutObject")  # type: ignore[arg-type]
+    assert s3.faults()["rules"] == []
 
 
 def test_endpoint_in_a_child_process() -> None:

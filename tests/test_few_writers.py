@@ -6,7 +6,6 @@ stands for one process; they share only the bucket, and their clocks are the tes
 from __future__ import annotations
 
 import random
-import time
 from typing import Any
 
 from lakelock._registry import CommitResult, Registry
@@ -17,16 +16,7 @@ from lakelock._s3 import ObjectStore
 from lakelock.testing import S3Endpoint
 from tests._support import wait_until
 from tests._support.files import datafile
-
-
-class Clock:
-    """A process's clock that the test moves on."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
+from tests._support.simtime import Clock
 
 
 def process(store: ObjectStore, clock: Clock, sleeps: list[float], **kw: Any) -> Registry:
@@ -53,21 +43,21 @@ def test_two_writers_taking_turns_swap_directly_without_waiting(
     snapshot. Before, a process that had lost a race swapped on the root it swapped in long
     ago (stale: a 412 and a redrive every commit) or, once the other's swap served it, sent
     its intent and waited rounds for a fold nobody was making."""
-    clock = Clock()
+    clock = Clock(stopped=True)
     sleeps: list[float] = []
     a = process(store, clock, sleeps)
     b = process(store, clock, sleeps)
     commit(a, "a-0")
     results = []
     for n in range(8):
-        clock.now += 1.0  # the callers compute their next batches
+        clock.passed += 1.0  # the callers compute their next batches
         results.append(commit((b, a)[n % 2], f"{'ba'[n % 2]}-{n + 1}"))
     # b's first commit reads the root it never knew; the next two lose to the other's swap.
     assert [(r.attempts, r.redrives) for r in results[:3]] == [(1, 0), (2, 1), (2, 1)]
     waited = len(sleeps)
     s3.reset_stats()
     for n in range(8, 12):
-        clock.now += 1.0
+        clock.passed += 1.0
         results.append(commit((b, a)[n % 2], f"{'ba'[n % 2]}-{n + 1}"))
     assert [(r.attempts, r.redrives) for r in results[3:]] == [(1, 0)] * 9
     assert len(sleeps) == waited  # no wait and no backoff since the first races
@@ -86,7 +76,7 @@ def test_writers_whose_swaps_collide_are_both_applied_and_then_wait_for_the_fold
     swap (a folder at work) sends its next commit's intent and waits: the other's next swap
     folds it in, and the waiter's commit reports that version — the waiting protocol engages
     once swaps collide."""
-    clock = Clock()
+    clock = Clock(stopped=True)
     a_sleeps: list[float] = []
     b_sleeps: list[float] = []
     # Neither reads ahead: the test's clock stands still, so a listing made ahead would
@@ -108,7 +98,7 @@ def test_writers_whose_swaps_collide_are_both_applied_and_then_wait_for_the_fold
     lost = commit(b, "b-1")  # a collision: b's swap loses, its redrive applies it
     assert (lost.attempts, lost.redrives) == (2, 1)
     assert names(Registry(store)) == ["a-0", "a-1", "b-1"]  # a reader: a's root stays stale
-    clock.now += 0.05  # within a round: b saw a's swap just now
+    clock.passed += 0.05  # within a round: b saw a's swap just now
     b.read()  # b's look at the root after its swap: still its own
     commit(a, "a-1b")  # a swaps again (a's root is stale too: a 412 and its redrive)
     b.read()  # b sees a swap of a's: a folder at work, and b no longer swapped last
@@ -127,7 +117,7 @@ def test_a_folder_under_contention_reads_ahead_after_a_lone_swap(
     writers its last fold served send their next intents while it swaps alone, and its next
     fold finds them read beside its data PUT. Uncontended, a lone swap reads nothing ahead
     (a writer alone would pay a LIST a commit)."""
-    clock = Clock()
+    clock = Clock(stopped=True)
     reg = process(store, clock, [])
     commit(reg, "a-0")
     reg.internals.hints.contended_until = float("inf")  # others' intents seen here lately
@@ -136,9 +126,9 @@ def test_a_folder_under_contention_reads_ahead_after_a_lone_swap(
     wait_until(lambda: s3.stats().get("ListObjectsV2", 0) >= 2)  # its fold's, then ahead
     schedule = Scheduler(FoldPolicy(), random.Random(1))
     schedule.hints = Hints(round_seconds=0.2)
-    assert schedule.read_ahead(clock.now) is None  # not contended, carried nobody's
+    assert schedule.read_ahead(clock()) is None  # not contended, carried nobody's
     schedule.carried = True
-    assert schedule.read_ahead(clock.now) == 0.2
+    assert schedule.read_ahead(clock()) == 0.2
     schedule.carried = False
-    schedule.hints.contended_until = clock.now + 1.0
-    assert schedule.read_ahead(clock.now) == 0.2
+    schedule.hints.contended_until = clock() + 1.0
+    assert schedule.read_ahead(clock()) == 0.2

@@ -8,7 +8,8 @@ import pytest
 
 from lakelock import Lake
 from lakelock.errors import VersionNotFoundError
-from tests._support.format1 import plant_format1, rows
+from tests._support.format1 import plant_format1
+from tests._support.tables import day_rows
 
 
 def plant_format1_versions(lake: Lake) -> None:
@@ -19,7 +20,7 @@ def plant_format1_versions(lake: Lake) -> None:
 
 def test_time_travel_begins_at_the_upgrade_and_history_keeps_format_1(lake: Lake) -> None:
     plant_format1_versions(lake)
-    upgrade = lake.append("sales", rows([4], 4), partition_by=["day"], commit_id="new-4")
+    upgrade = lake.append("sales", day_rows([4], 4), partition_by=["day"], commit_id="new-4")
     assert upgrade.version == 4
     fresh = Lake(lake.bucket, s3=lake.client)
     with pytest.raises(VersionNotFoundError) as info:

@@ -36,7 +36,7 @@ from lakelock._lease._core import (
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
 from lakelock.testing import S3Endpoint
-from tests._support import wait_until
+from tests._support import Refused, wait_until
 from tests._support.simtime import EPOCH, SimTime
 from tests._support.workers import run_workers
 
@@ -242,12 +242,8 @@ def test_parse_roundtrip_and_refusals() -> None:
     ]
     for bad in bad_docs:
         body = bad if isinstance(bad, bytes) else orjson.dumps(bad)
-        with pytest.raises(_Refused):
-            parse_lease(body, name="leader", fail=_Refused)
-
-
-class _Refused(Exception):
-    """What the parser was told to raise."""
+        with pytest.raises(Refused):
+            parse_lease(body, name="leader", fail=Refused)
 
 
 @dataclasses.dataclass

@@ -18,13 +18,13 @@ def test_a_lease_has_a_heartbeat_by_default(lake: Lake) -> None:
     assert lake.lease("job", ttl=30, heartbeat=False).terms.heartbeat is False
 
 
-def test_a_waiting_acquirer_says_whom_it_waits_for(
+def test_a_waiting_acquirer_says_whom_it_waits_for_and_who_waits(
     lake: Lake, caplog: pytest.LogCaptureFixture
 ) -> None:
     holder = lake.lease("job", ttl=30, owner_label="nightly", heartbeat=False)
     holder.acquire(timeout=0)
     try:
-        waiter = lake.lease("job", ttl=30, heartbeat=False)
+        waiter = lake.lease("job", ttl=30, owner_label="hourly", heartbeat=False)
         with caplog.at_level(logging.WARNING, logger="lakelock.lease"), pytest.raises(LockTimeout):
             waiter.acquire(timeout=0)
     finally:
@@ -34,7 +34,9 @@ def test_a_waiting_acquirer_says_whom_it_waits_for(
     assert "lease 'job' is held by" in message
     assert "nightly" in message
     assert "(token 1) until " in message
-    assert "UTC: waiting up to" in message
+    assert "UTC: " in message
+    assert "hourly" in message.split("UTC: ", 1)[1]  # who waits: two waiters' lines differ
+    assert "is waiting up to" in message
 
 
 def test_the_ttl_error_says_which_margin(lake: Lake) -> None:

@@ -20,6 +20,7 @@ from lakelock._registry._core import FoldPolicy
 from lakelock._s3 import ObjectStore
 from tests._support import plant_intent, registry
 from tests._support.files import datafile
+from tests._support.simtime import Clock
 
 
 def names(reg: Registry) -> list[str]:
@@ -42,22 +43,12 @@ def no_linger_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threading.Thread, "start", refused)
 
 
-class Clock:
-    """The registry's wall clock, moved by hand: the caller's pause between commits."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-
 def folder_that_pauses(store: ObjectStore, clock: Clock) -> Any:
     """A committer whose caller pauses a minute between commits (so it lingers at once
     after a swap that carried others' intents), with a dead writer's intent to fold."""
     folder = registry(store, policy=POLICY, clock=clock)
     folder.commit("sales", add=[datafile("sales", "", "a")])
-    clock.offset += 60.0
+    clock.passed += 60.0
     stale = int(time.time() * 1000) - 5000
     plant_intent(store, Change("sales", "other-1", add=(datafile("sales", "", "b"),)), ms=stale)
     return folder

@@ -25,7 +25,8 @@ from lakelock._retry import RetryPolicy
 from lakelock.cli import main
 from lakelock.errors import StaleFenceError
 from tests._localstack import MARKS, LocalStack
-from tests._support.vacuuming import HOUR, vacuum_refused
+from tests._support.simtime import HOUR
+from tests._support.vacuuming import vacuum_refused
 
 pytestmark = list(MARKS)
 

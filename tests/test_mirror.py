@@ -36,9 +36,9 @@ duckdb = pytest.importorskip("duckdb")
 
 
 @pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    """A lake under a prefix of the test bucket."""
-    return Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY)
+def lake_prefix() -> str:
+    """The ``lake`` fixture lives under a prefix of the test bucket."""
+    return "lake"
 
 
 def duckdb_connection(s3: S3Endpoint) -> Any:

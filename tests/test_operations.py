@@ -29,11 +29,6 @@ REGISTRY = "metastore/dataset_registry.json"
 
 
 @pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    return Lake(bucket, s3=client, retry=FAST_RETRY)
-
-
-@pytest.fixture
 def other(client: Any, bucket: str) -> Lake:
     """A second writer of the same lake (its own registry state, as another process)."""
     # Another process that does not fold pending intents into its commits: otherwise it

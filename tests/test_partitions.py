@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
@@ -17,7 +16,6 @@ import pytest
 from lakelock import Lake
 from lakelock._pathlock import DistributedPathLock
 from lakelock._registry import CommitResult, _fencing
-from lakelock._registry._document import LockFenceRecord
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
@@ -29,7 +27,7 @@ from lakelock.errors import (
     StaleFenceError,
 )
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, StallAndRace
+from tests._support import FAST_RETRY, StallAndRace, forgotten_by_age
 from tests._support.simtime import SimTime
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -277,25 +275,13 @@ def test_copy_records_the_source_fence(lake: Lake) -> None:
     assert target.write == ("/archive/year=2025",)
 
 
-def _forgotten_by_age(
-    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]], *, before: float
-) -> Mapping[str, tuple[LockFenceRecord, ...]]:
-    """How the root kept path-lock grant records before: those older than the retention
-    were dropped."""
-    return {
-        name: kept
-        for name, records in lock_fences.items()
-        if (kept := tuple(r for r in records if r.at >= before))
-    }
-
-
 def test_with_grant_records_dropped_by_age_the_paused_holder_overwrites_the_newer(
     lake: Lake, sim: SimTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The test above with ``lock_fences_kept`` switched back to dropping records older
     than the retention: the zombie's overwrite is accepted. What a mutation test of the
     rule starts from."""
-    monkeypatch.setattr(_fencing, "lock_fences_kept", _forgotten_by_age)
+    monkeypatch.setattr(_fencing, "lock_fences_kept", forgotten_by_age)
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
         test_a_superseded_lock_holder_is_refused_however_long_it_was_paused(lake, sim)
     assert ids(lake) == [8, 99, 666]

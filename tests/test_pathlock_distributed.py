@@ -48,7 +48,7 @@ from lakelock._pathlock._table import (
 from lakelock._s3 import IfMatch, ObjectStore
 from lakelock.errors import InvalidNameError, LeaseError, LeaseLostError, LockTimeout
 from lakelock.testing import S3Endpoint
-from tests._support import REPO, wait_until
+from tests._support import REPO, Refused, wait_until
 from tests._support.simtime import EPOCH, SimTime
 from tests._support.workers import run_workers
 
@@ -90,10 +90,6 @@ def _holder(
     )
 
 
-class _Refused(Exception):
-    """What the parser was told to raise."""
-
-
 def test_table_roundtrip_and_refusals() -> None:
     """The lock-table parser reads what dump writes and refuses broken invariants."""
     table = LockTable(
@@ -104,7 +100,7 @@ def test_table_roundtrip_and_refusals() -> None:
             _holder(THEM, 8, EPOCH + 6, read=("/d/c",), write=("/d/a/x",)),
         ),
     )
-    assert parse_table(dump_table(table), dataset="d", fail=_Refused) == table
+    assert parse_table(dump_table(table), dataset="d", fail=Refused) == table
     good = orjson.loads(dump_table(table))
     first = good["holders"][0]
     bad_docs = [
@@ -121,8 +117,8 @@ def test_table_roundtrip_and_refusals() -> None:
         {**good, "holders": [{**first, "token": 0}]},
     ]
     for bad in bad_docs:
-        with pytest.raises(_Refused):
-            parse_table(orjson.dumps(bad), dataset="d", fail=_Refused)
+        with pytest.raises(Refused):
+            parse_table(orjson.dumps(bad), dataset="d", fail=Refused)
 
 
 # --- the transforms ----------------------------------------------------------------------------

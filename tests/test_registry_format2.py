@@ -32,13 +32,8 @@ from lakelock.errors import CommitConflictError, SnapshotExpiredError, VersionNo
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
 from tests._support.files import datafile
-from tests._support.format1 import plant_format1, rows
-
-
-@pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    return Lake(bucket, s3=client, retry=FAST_RETRY)
-
+from tests._support.format1 import plant_format1
+from tests._support.tables import day_rows
 
 HOUR = 3600.0
 
@@ -54,7 +49,7 @@ def test_every_version_reads_exactly_what_was_committed_up_to_it(lake: Lake) -> 
     so_far: list[int] = []
     for n in range(1, 7):
         so_far.append(n)
-        result = lake.append("sales", rows([n], day=n % 3), partition_by=["day"])
+        result = lake.append("sales", day_rows([n], day=n % 3), partition_by=["day"])
         committed[result.version] = sorted(so_far)
     for version, expected in committed.items():
         assert ids(lake.read("sales", version=version)) == expected
@@ -71,9 +66,9 @@ def test_every_version_reads_exactly_what_was_committed_up_to_it(lake: Lake) -> 
 def test_a_historical_read_shows_nothing_of_later_versions(lake: Lake) -> None:
     """Every field of ``registry.read(version=N)`` is as it was at N: its time, its commits
     (none of later versions), no fencing state of later commits."""
-    lake.append("sales", rows([1]), partition_by=["day"], commit_id="a1")
+    lake.append("sales", day_rows([1]), partition_by=["day"], commit_id="a1")
     then = lake.registry.read()
-    lake.append("sales", rows([2]), partition_by=["day"], commit_id="a2", fence=("lease:x", 5))
+    lake.append("sales", day_rows([2]), partition_by=["day"], commit_id="a2", fence=("lease:x", 5))
     lake.restore("sales", version=1, commit_id="r1")
     now = lake.registry.read()
     assert then.updated_at != now.updated_at
@@ -90,7 +85,7 @@ def test_a_historical_read_shows_nothing_of_later_versions(lake: Lake) -> None:
 def test_history_records_operations_and_counts(lake: Lake) -> None:
     """Each commit's version, id, operation and counts are in the dataset's history, newest
     first; a fresh Lake reads the same history."""
-    lake.append("sales", rows([1, 2]), partition_by=["day"], commit_id="load-1")
+    lake.append("sales", day_rows([1, 2]), partition_by=["day"], commit_id="load-1")
     (f,) = lake.registry.files("sales")
     lake.registry.commit("sales", remove=[f], commit_id="drop-1", operation="delete")
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
@@ -104,8 +99,8 @@ def test_history_records_operations_and_counts(lake: Lake) -> None:
 def test_restore_makes_an_old_version_current_and_is_idempotent(lake: Lake) -> None:
     """restore(version=N) commits a new version whose rows are those of N; re-running it
     with the same commit id changes nothing; the versions between stay readable."""
-    first = lake.append("sales", rows([1]), partition_by=["day"]).version
-    lake.append("sales", rows([2]), partition_by=["day"])
+    first = lake.append("sales", day_rows([1]), partition_by=["day"]).version
+    lake.append("sales", day_rows([2]), partition_by=["day"])
     restored = lake.restore("sales", version=first, commit_id="undo-2")
     assert ids(lake.read("sales")) == [1]
     again = lake.restore("sales", version=first, commit_id="undo-2")
@@ -119,8 +114,8 @@ def test_restore_is_fenced(lake: Lake) -> None:
     """A restore carrying a stale lease token is refused like any commit."""
     from lakelock.errors import StaleFenceError
 
-    first = lake.append("sales", rows([1]), partition_by=["day"], fence=("lease:etl", 5))
-    lake.append("sales", rows([2]), partition_by=["day"])
+    first = lake.append("sales", day_rows([1]), partition_by=["day"], fence=("lease:etl", 5))
+    lake.append("sales", day_rows([2]), partition_by=["day"])
     with pytest.raises(StaleFenceError):
         lake.restore("sales", version=first.version, fence=("lease:etl", 4))
     assert ids(lake.read("sales")) == [1, 2]
@@ -153,8 +148,8 @@ def _restore_edge(s3: S3Endpoint, client: Any, bucket: str) -> tuple[Lake, _Cloc
     clock = _Clock(1_000.0)
     lake = Lake(bucket, s3=client, retry=FAST_RETRY)
     lake.registry = Registry(lake.store, retry=FAST_RETRY, clock=clock, retention=RETENTION)
-    first = lake.append("sales", rows([1]), partition_by=["day"]).version
-    lake.append("sales", rows([2]), partition_by=["day"])
+    first = lake.append("sales", day_rows([1]), partition_by=["day"]).version
+    lake.append("sales", day_rows([2]), partition_by=["day"])
     s3.reset_stats()
     return lake, clock, first
 
@@ -214,8 +209,8 @@ def test_a_folded_restore_is_judged_by_the_retention_of_the_root_it_applies_on(
     which does not record when the version was replaced, is judged by the version's own
     commit time (never later). Before, the folder judged the version by the retention the
     restore was planned under and made it current."""
-    first = lake.append("sales", rows([1]), partition_by=["day"]).version
-    lake.append("sales", rows([2]), partition_by=["day"])
+    first = lake.append("sales", day_rows([1]), partition_by=["day"]).version
+    lake.append("sales", day_rows([2]), partition_by=["day"])
     old, until, since = lake.registry.internals.restore_point("sales", version=first)
     assert until is not None
     assert since is not None
@@ -233,7 +228,7 @@ def test_a_folded_restore_is_judged_by_the_retention_of_the_root_it_applies_on(
     lake.configure(retention="1h")
     folder = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
     folder.registry = Registry(store, retry=FAST_RETRY, clock=lambda: time.time() + 3 * HOUR)
-    folder.append("sales", rows([3]), partition_by=["day"])
+    folder.append("sales", day_rows([3]), partition_by=["day"])
     (fate,) = [f for f in folder.registry._current()[0].fates if f.key == key]
     assert fate.state == "rejected", fate
     assert "restore refused" in (fate.reason or ""), fate
@@ -262,15 +257,15 @@ def test_commit_id_is_recognised_after_it_left_the_root_window(client: Any, buck
     """With a root window of 2 commit ids, a re-run of a commit 5 commits old is still
     recognised (the dataset's commit-id index is durable) and appends nothing."""
     lake = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=2)
-    first = lake.append("sales", rows([1]), partition_by=["day"], commit_id="run-1")
+    first = lake.append("sales", day_rows([1]), partition_by=["day"], commit_id="run-1")
     for n in range(2, 7):
-        lake.append("sales", rows([n]), partition_by=["day"])
+        lake.append("sales", day_rows([n]), partition_by=["day"])
     assert "run-1" not in [c.id for c in lake.registry.read().commits]
     fresh = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=2)
-    again = fresh.append("sales", rows([1]), partition_by=["day"], commit_id="run-1")
+    again = fresh.append("sales", day_rows([1]), partition_by=["day"], commit_id="run-1")
     assert (again.version, again.already_committed) == (first.version, True)
     direct = fresh.registry.commit(
-        "sales", add=fresh.write("sales", rows([1]), partition_by=["day"]), commit_id="run-1"
+        "sales", add=fresh.write("sales", day_rows([1]), partition_by=["day"]), commit_id="run-1"
     )
     assert (direct.version, direct.already_committed) == (first.version, True)
     assert ids(fresh.read("sales")) == [1, 2, 3, 4, 5, 6]
@@ -320,7 +315,7 @@ def test_lost_ack_on_snapshot_or_node_put_commits_once(
     many = pa.table({"id": list(range(LEAF_MAX + 5)), "day": list(range(LEAF_MAX + 5))})
     lake.append("sales", many, partition_by=["day"])
     s3.inject("lost_ack", operation="PutObject", prefix=prefix, count=1)
-    result = lake.append("sales", rows([1000], day=3), partition_by=["day"])
+    result = lake.append("sales", day_rows([1000], day=3), partition_by=["day"])
     assert s3.faults()["injected"] == {"lost_ack": 1}
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
     assert fresh.registry.read().version == result.version
@@ -344,7 +339,7 @@ def test_format1_is_read_as_before_then_upgraded_by_the_first_commit(lake: Lake)
     before = lake.registry.read()
     assert before.format_version == 1
     assert ids(lake.read("sales")) == [10, 11]
-    result = lake.append("sales", rows([12]), partition_by=["day"])
+    result = lake.append("sales", day_rows([12]), partition_by=["day"])
     root = parse_registry(lake.store.get(REGISTRY_KEY).body)
     assert (root.format_version, root.version) == (FORMAT_VERSION, result.version)
     assert root.backup is not None
@@ -352,7 +347,7 @@ def test_format1_is_read_as_before_then_upgraded_by_the_first_commit(lake: Lake)
     fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
     assert ids(fresh.read("sales")) == [10, 11, 12]
     assert ids(fresh.read("events")) == [20, 21]
-    again = fresh.append("events", rows([20]), partition_by=["day"], commit_id="old-events")
+    again = fresh.append("events", day_rows([20]), partition_by=["day"], commit_id="old-events")
     assert again.already_committed
     with pytest.raises(VersionNotFoundError):
         fresh.read("sales", version=before.version)

@@ -7,10 +7,8 @@ Time is injected: vacuum and the readers run on clocks hours ahead; nothing slee
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import orjson
-import pyarrow as pa
 import pytest
 
 from lakelock import Lake
@@ -21,18 +19,9 @@ from lakelock._vacuum import vacuum
 from lakelock.errors import CommitConflictError, SnapshotExpiredError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY
+from tests._support.simtime import later
+from tests._support.tables import day_rows
 from tests._support.vacuuming import restore_held_through_vacuum
-
-HOUR = 3600.0
-
-
-def later(hours: float) -> Callable[[], float]:
-    """A clock ``hours`` ahead of now."""
-    return lambda: time.time() + hours * HOUR
-
-
-def day_rows(ids: list[int]) -> pa.Table:
-    return pa.table({"id": ids, "day": [1] * len(ids)})
 
 
 def a_process_three_hours_on(lake: Lake, store: ObjectStore) -> Lake:

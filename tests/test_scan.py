@@ -38,9 +38,9 @@ UTC = dt.UTC
 
 
 @pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    """A lake under a prefix of the test bucket."""
-    return Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY)
+def lake_prefix() -> str:
+    """The ``lake`` fixture lives under a prefix of the test bucket."""
+    return "lake"
 
 
 def sales(days: list[int], *, first_id: int = 0, per_day: int = 3) -> pa.Table:

@@ -21,29 +21,15 @@ from lakelock._registry._core._requests import Ahead, Get, Now, Parallel, Reques
 from lakelock._registry._document import REGISTRY_KEY
 from lakelock._registry._group import GroupCommit
 from lakelock._sim._faults import Faults
-from lakelock._sim._latency import Latency, Profile
 from lakelock._sim._loop import Endpoint, Loop, Process, StoreRetry
 from lakelock._sim._run import SimConfig, simulate
 from lakelock._sim._store import SimS3
 from lakelock._sim._workload import Mix
+from tests._support.hedging import tailed, warmed
 
 #: Writers that pause between commits, so a folder lingers after its commit and its next
 #: commit comes while that fold runs (tests/test_simulator.py's lingering runs).
 LINGERING = SimConfig(writers=8, seconds=3.0, store="s3-express", seed=5, think=0.3)
-
-
-def tailed() -> Profile:
-    """10 ms requests, 15 % of them 30 times slower."""
-    each = Latency(0.010, tail=0.15, tail_factor=(30.0, 30.0))
-    return Profile(name="tailed", get=each, put=each, cas=each, list=each, delete=each)
-
-
-def warmed(factor: float) -> Hedging:
-    hedging = Hedging(factor)
-    for _ in range(hedging.least):
-        hedging.observe(False, 0.01)
-        hedging.observe(True, 0.01)
-    return hedging
 
 
 def gets_sent(requests: Sequence[Request], hedging: Hedging | None = None) -> int:

@@ -13,7 +13,6 @@ import dataclasses
 import hashlib
 import io
 from collections import OrderedDict
-from collections.abc import Mapping
 from contextlib import redirect_stdout
 from datetime import UTC, datetime
 from random import Random
@@ -25,7 +24,7 @@ from lakelock import _vacuum_plan
 from lakelock._registry import _fencing
 from lakelock._registry._core import _decide
 from lakelock._registry._core._requests import List, Listing, Now, Sleep, Steps
-from lakelock._registry._document import REGISTRY_KEY, LockFenceRecord, RegistryDoc
+from lakelock._registry._document import REGISTRY_KEY, RegistryDoc
 from lakelock._registry._intents import is_intent
 from lakelock._registry._objects import Missing
 from lakelock._s3 import ListedObject
@@ -37,6 +36,7 @@ from lakelock._sim._workload import Mix
 from lakelock.cli import main
 from lakelock.errors import RegistryCorruptError, UnsupportedError
 from lakelock.testing.simulate import EPOCH, Faults, SimConfig, SimS3, profile, simulate
+from tests._support import forgotten_by_age
 from tests.test_simulator import VACUUM_SEEDS, sweep_config
 
 #: Vacuum-running seeds of the default sweep that catch each rule switched off, clean with
@@ -74,18 +74,6 @@ def test_a_vacuum_rule_switched_off_is_caught_by_a_vacuum_seed_of_the_sweep(
         assert before.metrics.vacuum_deleted > 0
 
 
-def _forgotten_by_age(
-    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]], *, before: float
-) -> Mapping[str, tuple[LockFenceRecord, ...]]:
-    """How the root kept path-lock grant records before: those older than the retention
-    were dropped."""
-    return {
-        name: kept
-        for name, records in lock_fences.items()
-        if (kept := tuple(r for r in records if r.at >= before))
-    }
-
-
 #: The promises of vacuum and the vacuum floor a review found broken, each fix switched back
 #: off: what to switch off (where, the function, what in its place), the seeds of the default
 #: sweep's vacuum runs that catch it (searched over the 125 of 0-499, or beyond), and the violation.
@@ -112,7 +100,7 @@ VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
     # past ``PATIENT`` times the median; 467, the first of 0-5999, since each lease taken
     # over is a takeover commit of its own).
     "lock_fences_kept": (
-        ((_fencing, "lock_fences_kept", _forgotten_by_age),),
+        ((_fencing, "lock_fences_kept", forgotten_by_age),),
         (467,),
         "applied with a stale fence",
     ),

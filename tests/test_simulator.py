@@ -9,6 +9,7 @@ that seed of the sweeps here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import io
@@ -346,6 +347,49 @@ def test_a_machine_of_one_core_serializes_the_requests_cpu() -> None:
     assert second == pytest.approx(0.018, abs=1e-6)  # waited for the core
 
 
+def test_the_endpoints_own_cpu_serves_one_request_at_a_time() -> None:
+    """``endpoint_cpu``: of a request's CPU, the endpoint's part runs in one process, one
+    request at a time, on the machine's cores: two requests sent at once on two cores
+    share their client CPU (1 ms) but not the endpoint's (3 ms), so the second is answered
+    3 ms after the first; without it both are answered together. ``endpoint_crowding``
+    grows the endpoint's part by that share for each request waiting at it."""
+
+    def at(key: str) -> Steps:
+        yield Put(key, b"x", create=True, retried=False)
+        now = yield Now()
+        return now - EPOCH
+
+    def answered(serving: float, crowding: float) -> list[float]:
+        b = bench("fixed:10")
+        b.endpoint.cpu, b.endpoint.cores = 0.004, [0.0, 0.0]
+        b.endpoint.serving, b.endpoint.crowding = serving, crowding
+        return list(b.run(at("a"), at("b")))
+
+    assert answered(0.0, 0.0) == pytest.approx([0.014, 0.014], abs=1e-6)
+    assert answered(0.003, 0.0) == pytest.approx([0.014, 0.017], abs=1e-6)
+    # The second arrives while the first is served: 3 ms times 1.5.
+    assert answered(0.003, 0.5) == pytest.approx([0.014, 0.0185], abs=1e-6)
+
+
+def test_a_run_whose_endpoint_serves_alone_is_bound_by_its_one_process() -> None:
+    """A run where each request's CPU is all the endpoint's takes about twice as long on two
+    cores as one where any core serves it (the endpoint is one process), and its command
+    line says so; an endpoint's part above the request's CPU, or crowding without it, is
+    refused."""
+    shared = SimConfig(
+        writers=8, seconds=60.0, seed=1, store="fixed:10", commits=3, cores=2, cpu=0.05
+    )
+    alone = dataclasses.replace(shared, endpoint_cpu=0.05, endpoint_crowding=0.004)
+    assert simulate(alone).metrics.makespan > 1.8 * simulate(shared).metrics.makespan
+    assert "--cpu-ms 50 --cores 2 --endpoint-cpu-ms 50 --endpoint-crowding 0.004" in (
+        alone.replay_command()
+    )
+    with pytest.raises(ValueError, match="endpoint_cpu"):
+        dataclasses.replace(shared, endpoint_cpu=0.06)
+    with pytest.raises(ValueError, match="endpoint_crowding needs endpoint_cpu"):
+        dataclasses.replace(shared, endpoint_crowding=0.004)
+
+
 def test_a_burst_of_cold_processes_waits_for_each_ones_first_commit_cpu() -> None:
     """``--first-cpu-ms``: each writer's first commit takes that much of one of the
     machine's cores before its first request, so four cold writers on one core finish their
@@ -492,6 +536,38 @@ def test_a_late_write_lands_after_its_timeout_and_a_retry_meanwhile_gets_409() -
     assert before == still == b"v0"  # not landed when the caller heard either answer
     assert b.store.objects["k"].body == b"v1"  # ... and landed afterwards
     assert b.store.objects["k"].modified - EPOCH >= 3.0
+
+
+def test_the_roots_409s_are_counted_by_why() -> None:
+    """``root_conflicts``: a swap sent while a write the client gave up on is still in
+    flight (``in flight``), one that met another conditional write taking effect while it
+    was in flight (``at once``), the injected fault (``injected``); a 409 on another key is
+    not the root's."""
+    b = bench(conflict_share=1.0)
+    b.run(attempt(Put(REGISTRY_KEY, b"v0", create=True, retried=False)))
+    etag = b.store.objects[REGISTRY_KEY].etag
+    b.run(
+        attempt(Put(REGISTRY_KEY, b"v1", if_match=etag, retried=False)),
+        attempt(Put(REGISTRY_KEY, b"v2", if_match=etag, retried=False)),
+        at=1.0,
+    )
+    etag = b.store.objects[REGISTRY_KEY].etag
+    b.endpoint.faults, b.endpoint.sent = Faults(schedule=("late",), timeout=2.0), 0
+
+    def held() -> Steps:
+        # Timed out, the SDK sends it again, into its own copy still in flight: 409.
+        with contextlib.suppress(OutcomeUnknownError, ConflictError):
+            yield Put(REGISTRY_KEY, b"v3", if_match=etag, retried=False)
+
+    b.run(held(), at=2.0)
+    b.endpoint.faults, b.endpoint.sent = Faults(schedule=("conflict", "conflict")), 0
+    etag = b.store.objects[REGISTRY_KEY].etag
+    b.run(
+        attempt(Put(REGISTRY_KEY, b"v4", if_match=etag, retried=False)),
+        attempt(Put("k", b"x", create=True, retried=False)),
+        at=10.0,
+    )
+    assert b.endpoint.counts.root_conflicts == {"at once": 1, "in flight": 1, "injected": 1}
 
 
 def test_a_late_read_is_a_timeout_that_applies_nothing() -> None:
@@ -1120,6 +1196,7 @@ PINNED_CORE = (
         "requests_by_second": [151, 65, 214],
         "requests_per_commit": 14.409,
         "retries": 96,
+        "root_conflicts": {"at once": 3, "in flight": 23},
         "root_swaps": 29,
         "seconds": 3.0,
         "seed": 3,
@@ -1168,6 +1245,7 @@ PINNED_TOY = (
         "requests_by_second": [45, 0, 56],
         "requests_per_commit": 9.056,
         "retries": 13,
+        "root_conflicts": {"at once": 6, "in flight": 24},
         "root_swaps": 18,
         "seconds": 3.0,
         "seed": 5,
@@ -1241,6 +1319,7 @@ PINNED_LINGER = (
         "requests_by_second": [131, 103, 106, 101, 105],
         "requests_per_commit": 5.929,
         "retries": 6,
+        "root_conflicts": {},
         "root_swaps": 39,
         "seconds": 5.0,
         "seed": 7,
@@ -2819,6 +2898,19 @@ def test_cpu_flags_refuse_a_machine_of_no_cores(capsys: Any) -> None:
         assert "--cores" in error
         assert "at least one core" in error
     assert main(["simulate", *common, "--cores", "0", "--json"]) == 0
+
+
+def test_endpoint_flags_refuse_what_no_endpoint_is(capsys: Any) -> None:
+    """``--endpoint-cpu-ms`` is the endpoint's part of ``--cpu-ms``: more than it is
+    refused before the run (a typed error, 1), and so is ``--endpoint-crowding`` without
+    it (it would grow nothing, silently)."""
+    common = ("--writers", "1", "--seconds", "1", "--store", "fixed:20", "--no-progress")
+    assert main(["simulate", *common, "--cpu-ms", "4", "--endpoint-cpu-ms", "5"]) == 1
+    assert "at most --cpu-ms" in capsys.readouterr().err
+    assert main(["simulate", *common, "--cpu-ms", "4", "--endpoint-crowding", "0.01"]) == 1
+    assert "needs --endpoint-cpu-ms" in capsys.readouterr().err
+    flags = ("--cpu-ms", "4", "--endpoint-cpu-ms", "2", "--endpoint-crowding", "0.01")
+    assert main(["simulate", *common, *flags, "--json"]) == 0
 
 
 def test_simulate_text_says_what_each_commit_not_acknowledged_means() -> None:

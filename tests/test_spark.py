@@ -30,14 +30,16 @@ from lakelock.testing import S3Endpoint
 from tests._spark import Spark, spark_test
 from tests._support import FAST_RETRY, REPO, wait_until
 from tests._support.catalog import TOKEN
+from tests._support.tables import committed_ids
 from tests._support.views import events as view_events
 from tests._support.views import history, rows
 
 
 @pytest.fixture
-def lake(client: Any, bucket: str) -> Lake:
-    """A lake under a prefix of the test bucket (the views' locations carry it)."""
-    return Lake(bucket, prefix="lake", s3=client, retry=FAST_RETRY)
+def lake_prefix() -> str:
+    """The ``lake`` fixture lives under a prefix of the test bucket (the views' locations
+    carry it)."""
+    return "lake"
 
 
 @pytest.fixture
@@ -209,10 +211,6 @@ def events(spark: Spark, rows: int = 60, partitions: int = 4, per_day: int = 5) 
         f"CAST(1 + (id DIV {per_day}) % 3 AS INT) AS day",
         "concat('event-', CAST(id AS STRING)) AS name",
     )
-
-
-def committed_ids(lake: Lake) -> list[int]:
-    return sorted(lake.read("events").column("id").to_pylist())
 
 
 @spark_test

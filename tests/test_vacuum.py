@@ -28,19 +28,12 @@ from lakelock.errors import (
 )
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
-from tests._support.simtime import SimTime
+from tests._support.simtime import HOUR, SimTime, later
 from tests._support.vacuuming import append_paused_beside_vacuum
-
-HOUR = 3600.0
 
 
 def rows(ids: list[int]) -> pa.Table:
     return pa.table({"id": ids, "year": [2024] * len(ids)})
-
-
-def later(hours: float) -> Any:
-    """A clock `hours` ahead of now."""
-    return lambda: time.time() + hours * HOUR
 
 
 def test_uncommitted_old_files_are_orphans(lake: Lake) -> None:

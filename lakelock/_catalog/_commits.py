@@ -23,7 +23,9 @@ lakelock verifies on every read), so the memory a file holds is one chunk whatev
 (Iceberg's default target is 512 MB); its size is checked against the manifest, and its row
 count, read from its parquet footer alone (a ranged GET of its tail; a footer over
 ``MAX_FOOTER`` is refused, not read), too, and its columns' types against the table's.
-Its partition values and column statistics are the manifest's. An engine spells partition
+Its partition values and column statistics are the manifest's; a partition column the file
+stores must hold only that value, by the footer's statistics (lakelock reads the partition's
+value, Iceberg readers the stored one). An engine spells partition
 folders its own way (pyiceberg and Java's URLEncoder write ``kind=a+b`` for ``"a b"``,
 pyiceberg ``kind=null`` for a null), so the folder is never read: a file anywhere under the
 dataset's folder whose key is not where lakelock keeps a file of its partition is copied
@@ -58,6 +60,13 @@ from lakelock._names import (
 from lakelock._readable import unholdable
 from lakelock._s3 import ObjectHead, ObjectStore
 from lakelock._stats import ColumnStats, FileStats, truncate_lower, truncate_upper
+from lakelock._stored_partitions import (
+    MAX_FOOTER,
+    FooterTooLong,
+    NotParquet,
+    contradiction,
+    parquet_footer,
+)
 from lakelock.errors import (
     AlreadyExistsError,
     InvalidNameError,
@@ -92,21 +101,11 @@ STEERED = (
 #: Added data files read at once (each streamed through its checksum, a chunk at a time).
 READERS = 8
 
-#: The bytes of a data file's tail read first for its parquet footer (pyarrow's own first read
-#: of a footer is 64 KiB): most footers are in it, a longer one is read with a second GET.
-FOOTER_READ = 64 * 1024
-#: The longest parquet footer the catalog reads (Dremio refuses footers over 16 MB too; a
-#: 1 GB file's is tens of KiB). A file's last 8 bytes declare its footer's length, and the
-#: footer is read into memory whole: a hostile or damaged file declaring gigabytes would
-#: otherwise make the catalog hold them, whatever streaming the file bounds.
-MAX_FOOTER = 16 * 1024 * 1024
-
 #: The largest manifest or manifest list the catalog reads. pyiceberg's Avro reader takes a
 #: file whole, so each is held in memory; Iceberg's writers roll manifests at 8 MB
 #: (``commit.manifest.target-size-bytes``), and a location may name any object of the lake (a
 #: data file of gigabytes) or a file an engine's bug made huge.
 MAX_MANIFEST = 64 * 1024 * 1024
-_MAGIC = b"PAR1"
 
 #: The updates a commit may carry (the rest are refused by name).
 _HANDLED = {
@@ -144,7 +143,9 @@ class PlannedCommit:
 def commit_id_of(parts: Iterable[object]) -> str:
     """The commit id of a request, from what names it uniquely (a snapshot: its id and
     manifest list; otherwise the request as sent and the version it was made against): the
-    same request sent again is recognised as committed, never applied twice."""
+    same snapshot sent again is recognised as committed, never applied twice. A change
+    without one sent again against a later version has another id (docs/FORMAT.md, "Commit
+    ids")."""
     digest = hashlib.sha256(orjson.dumps(list(parts), option=orjson.OPT_SORT_KEYS, default=str))
     return f"iceberg-{digest.hexdigest()[:40]}"
 
@@ -684,7 +685,15 @@ def _data_files(
         planned.append(_Planned(f, source, key, path))
 
     def record(item: _Planned) -> DataFile:
-        return _record(io_.store, dataset, item, schema=schema, arrow=arrow, ids=field_ids)
+        return _record(
+            io_.store,
+            dataset,
+            item,
+            schema=schema,
+            arrow=arrow,
+            ids=field_ids,
+            partition_by=partition_by,
+        )
 
     if len(planned) <= 1:
         return [record(item) for item in planned]
@@ -728,6 +737,7 @@ def _record(
     schema: Any,
     arrow: pa.Schema,
     ids: Mapping[str, int],
+    partition_by: Sequence[str],
 ) -> DataFile:
     f = planned.entry
     try:
@@ -743,6 +753,7 @@ def _record(
     rows = footer.num_rows
     stored = footer.schema.to_arrow_schema()
     _check_types(stored, arrow, planned.path, f.file_path)
+    _check_stored_partition(footer, f, arrow, partition_by)
     if rows != f.record_count:
         raise CatalogError.bad_request(
             f"data file {f.file_path} holds {rows} rows; the manifest says {f.record_count}"
@@ -764,27 +775,17 @@ def _record(
 
 
 def _footer(store: ObjectStore, key: str, size: int, path: str) -> pq.FileMetaData:
-    """The parquet footer of the ``size``-byte file at ``key`` (its row count, its schema),
-    read by ranged GETs of the file's tail only (a file ends ``<footer><its length: 4 bytes
-    LE>PAR1``). The footer is parsed as a file of its own: pyarrow reads a file's metadata
-    from its end."""
-    tail = store.get(key, byte_range=(max(0, size - FOOTER_READ), size)).body if size else b""
-    length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else -1
-    if tail[-4:] != _MAGIC or not 0 < length <= size - 12:
-        raise CatalogError.bad_request(
-            f"data file {path} is not parquet: it does not end with a parquet footer"
-        )
-    if length > MAX_FOOTER:
-        raise CatalogError.bad_request(
-            f"data file {path} declares a parquet footer of {length} bytes: the catalog "
-            f"reads none over {MAX_FOOTER} (write fewer columns or row groups a file)"
-        )
-    if length + 8 > len(tail):
-        tail = store.get(key, byte_range=(size - 8 - length, size)).body
+    """The parquet footer of the ``size``-byte file at ``key`` (:func:`parquet_footer`); a
+    file that is not parquet, or declares a footer over ``MAX_FOOTER``, is a 400."""
     try:
-        return pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :]))
-    except (pa.ArrowInvalid, OSError) as error:
-        raise CatalogError.bad_request(f"data file {path} is not parquet: {error}") from error
+        return parquet_footer(store, key, size)
+    except NotParquet as error:
+        raise CatalogError.bad_request(f"data file {path} is not parquet: {error}") from None
+    except FooterTooLong as error:
+        raise CatalogError.bad_request(
+            f"data file {path} {error}: the catalog reads none over {MAX_FOOTER} (write "
+            "fewer columns or row groups a file)"
+        ) from None
 
 
 def _check_types(stored: pa.Schema, dataset: pa.Schema, partition: str, path: str) -> None:
@@ -805,6 +806,30 @@ def _check_types(stored: pa.Schema, dataset: pa.Schema, partition: str, path: st
         raise CatalogError.bad_request(
             f"data file {path} stores column {name!r} as {stored.field(name).type}: the "
             f"table's is {wanted}, which cannot hold it"
+        )
+
+
+def _check_stored_partition(
+    footer: pq.FileMetaData, f: Any, arrow: pa.Schema, partition_by: Sequence[str]
+) -> None:
+    """Refuse a file that stores a partition column holding other values than the
+    manifest's partition value (:func:`~lakelock._stored_partitions.contradiction`, the
+    check ``registry.commit`` makes too). A value the column's type cannot hold is not
+    judged."""
+    values: dict[str, Any] = {}
+    for i, column in enumerate(partition_by):
+        try:
+            values[column] = pa.scalar(f.partition[i], arrow.field(column).type).as_py()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            continue
+    found = contradiction(footer, values)
+    if found is not None:
+        column, value = found
+        raise CatalogError.bad_request(
+            f"data file {f.file_path} stores partition column {column!r} holding "
+            f"{value!r} in a file of the partition {column}={values[column]!r}: lakelock "
+            "reads a partition column from the partition, Iceberg readers from the "
+            "file; write each partition's rows to its own files"
         )
 
 

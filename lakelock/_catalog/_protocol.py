@@ -173,8 +173,9 @@ def _dotted(parts: Sequence[str]) -> str:
 
 
 def _namespace(segment: str) -> tuple[str, ...]:
-    """A ``{namespace}`` path segment: URL-decoded, then split at the separator."""
-    return tuple(unquote(segment).split(NAMESPACE_SEPARATOR))
+    """A ``{namespace}`` path segment: URL-decoded, split at the separator, each part in
+    Unicode NFC, as a table's name is read (a client's decomposed é is the same name)."""
+    return tuple(normalize("NFC", part) for part in unquote(segment).split(NAMESPACE_SEPARATOR))
 
 
 def route(method: str, path: str) -> Route:

@@ -9,8 +9,10 @@ loopback address: without a token, only this machine may change the lake. Errors
 are the spec's ``IcebergErrorResponse`` (the token endpoint's, its ``OAuthError``); a failure
 inside lakelock is a 5xx with the error's one-line description (S3 unavailable: 503), never a
 traceback (an unexpected one goes to the log). HTTP/1.1
-keep-alive, every answer with a ``Content-Length``. It listens on 127.0.0.1 unless told
-otherwise.
+keep-alive, every answer with a ``Content-Length``. A connection is closed once it has been
+idle (no request, or a request's bytes stopped coming) for ``timeout`` seconds: a client that
+declares a longer body than it sends holds a thread that long, never longer. It listens on
+127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from lakelock._catalog._protocol import (
+    NAMESPACE_SEPARATOR,
     WRITES,
     CatalogError,
     Route,
@@ -50,8 +53,14 @@ from lakelock.errors import (
 
 __all__ = ["CatalogServer"]
 
-#: The largest request body read (a commit's JSON: schemas and snapshots, never data).
+#: The largest request body read (a commit's JSON: schemas and snapshots, never data); a
+#: longer one is a 413, unread.
 MAX_BODY = 16 * 1024 * 1024
+
+#: How long a connection may wait for a client's next bytes (a request line, headers, a
+#: body) before it is closed; as long as nginx's ``client_body_timeout`` and Apache's
+#: ``Timeout`` (60 s), longer than an engine keeps an idle connection in its pool.
+TIMEOUT_SECONDS = 60.0
 
 #: After refusing a body: how long and how much of it to read before closing.
 LINGER_SECONDS = 2.0
@@ -61,8 +70,10 @@ LINGER_BYTES = 16 * 1024 * 1024
 class CatalogServer:
     """Serve ``catalog`` over HTTP on ``host:port`` (port 0: any free port; :attr:`url`
     says which). ``token``: the bearer token every request must carry (None: none needed).
-    ``log`` receives one line per request. Use as a context manager, or :meth:`start` and
-    :meth:`close`; :meth:`serve_forever` blocks instead."""
+    ``log`` receives one line per request. ``timeout``: the seconds a connection may wait for
+    the client's next bytes before it is closed (a request sent slower than that is not
+    answered). Use as a context manager, or :meth:`start` and :meth:`close`;
+    :meth:`serve_forever` blocks instead."""
 
     def __init__(
         self,
@@ -72,13 +83,18 @@ class CatalogServer:
         port: int = 8181,
         token: str | None = None,
         log: Callable[[str], None] | None = None,
+        timeout: float = TIMEOUT_SECONDS,
     ) -> None:
         if token is not None and not token.strip():
             raise ValueError("the catalog token may not be empty")
+        if not timeout > 0:
+            raise ValueError(f"the catalog's timeout is a positive number of seconds: {timeout}")
         self.catalog = catalog
         self.token = token
         self.log = log
-        handler = type("Handler", (_Handler,), {"server_state": self})
+        # StreamRequestHandler.setup() gives each accepted socket this timeout; a read that
+        # times out ends the connection (BaseHTTPRequestHandler.handle_one_request).
+        handler = type("Handler", (_Handler,), {"server_state": self, "timeout": timeout})
         server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
         self._server = server_class((host, port), handler)
         self._server.daemon_threads = True
@@ -213,7 +229,7 @@ class CatalogServer:
                 parent = query.get("parent", [""])[-1]
                 if parent:
                     # The one namespace has no children; any other parent does not exist.
-                    catalog.check_namespace(tuple(parent.split("\x1f")))
+                    catalog.check_namespace(tuple(parent.split(NAMESPACE_SEPARATOR)))
                 names, token, paged = page([catalog.namespace] if not parent else [], query)
                 listed: dict[str, Any] = {"namespaces": [[name] for name in names]}
                 if paged:
@@ -315,8 +331,10 @@ class _Handler(BaseHTTPRequestHandler):
         if length < 0 or length > MAX_BODY or chunked:
             # A body we will not read: answer, then close (the rest cannot be skipped).
             self.close_connection = True
-            error = CatalogError.bad_request(
-                f"request bodies are at most {MAX_BODY} bytes, with a Content-Length"
+            error = CatalogError(
+                413 if length > MAX_BODY else 400,
+                "BadRequestException",
+                f"request bodies are at most {MAX_BODY:,} bytes, with a Content-Length",
             )
             self._send(_error(error, head=self.command == "HEAD"))
             self._linger()

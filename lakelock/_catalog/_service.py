@@ -12,9 +12,11 @@ identity partition columns) by a lakelock commit without files; a table commit
 (:mod:`._commits` reads what it adds and removes from the engine's manifests) becomes one
 lakelock commit through the ordinary commit path (``registry.commit_changes``: group commit,
 commit ids, fences, retention, every rule of docs/FORMAT.md), with a commit id derived from
-the request, so a retried request is recognised as committed and answered, never applied
-twice. Requirements are checked against the view of the dataset's current version (the
-version they name: each snapshot id is a lakelock version); a failed one is a 409
+the request, so a retried request adding files is recognised as committed and answered, never
+applied twice; a schema or property change, while the table still shows it (docs/FORMAT.md,
+"Commit ids": one without requirements sent again after another change is a new request).
+Requirements are checked against the view of the dataset's current version (the version
+they name: each snapshot id is a lakelock version); a failed one is a 409
 ``CommitFailedException`` and the engine retries on the refreshed table. A request with
 requirements commits on that version only (``on_version``, FORMAT.md rule 15): when another
 writer's commit lands first, it is planned again on the new version, its requirements
@@ -36,9 +38,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any, Protocol
 from unicodedata import normalize
 
@@ -63,13 +66,16 @@ from lakelock._layout import DATASETS_PREFIX, VIEWS_PREFIX, iceberg_location
 from lakelock._mirror._iceberg import engine_properties, staged_metadata
 from lakelock._mirror._run import mirror as mirror_views
 from lakelock._names import validate_dataset_name, validate_namespace, validate_partition_type
+from lakelock._properties import check_property_count, check_property_limits
 from lakelock._registry import CommitResult, DatasetState, RegistrySnapshot
 from lakelock._registry._builder import CommitBuilder, fitted_schema
 from lakelock._registry._changes import Change
+from lakelock._registry._document import LAST_MODIFIED_RESOLUTION
 from lakelock.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     FileAlreadyRegisteredError,
+    InvalidArgumentError,
     InvalidNameError,
     LakelockError,
     ObjectTooOldError,
@@ -152,7 +158,8 @@ class LakeCatalog:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.lake = lake
-        self.namespace = validate_namespace(namespace)
+        # In NFC, as every namespace a request names is read (lakelock._catalog._protocol).
+        self.namespace = normalize("NFC", validate_namespace(namespace))
         self.vend_credentials = vend_credentials
         self.read_only = read_only
         self._mirror = mirror or self._lake_mirror
@@ -220,7 +227,7 @@ class LakeCatalog:
     # -- namespaces and tables ----------------------------------------------------------------
 
     def check_namespace(self, namespace: tuple[str, ...]) -> None:
-        if namespace != (self.namespace,):
+        if _nfc(namespace) != (self.namespace,):
             raise CatalogError.no_such_namespace(namespace)
 
     def tables(self, namespace: tuple[str, ...]) -> list[str]:
@@ -241,9 +248,10 @@ class LakeCatalog:
         RESTCatalog, so Spark) resolve ``ns.table.snapshots`` by loading the table
         ``snapshots`` of the namespace ``ns.table`` first, and go on to the metadata table
         only when told ``NoSuchTableException``."""
-        if namespace != (self.namespace,):
+        if _nfc(namespace) != (self.namespace,):
             raise CatalogError.no_such_table(namespace, table)
-        datasets = (snapshot or self.lake.registry.read()).datasets
+        root = snapshot or self.lake.registry.read()
+        datasets = root.datasets
         if table not in datasets:
             raise CatalogError.no_such_table(namespace, table)
         current = datasets[table].updated_version
@@ -259,6 +267,9 @@ class LakeCatalog:
         metadata = self._metadata_bytes(location)
         if not self.read_only and b'"write.data.path"' not in metadata:
             metadata = _steering(metadata, self.steered(table))
+        horizon = _vacuumed_before(root)
+        if horizon is not None:
+            metadata = self._unvacuumed(location, metadata, horizon)
         return LoadedTable(location, metadata, view.version, config, storage_credentials)
 
     def _mirror_now(self, namespace: tuple[str, ...], table: str) -> MirroredView:
@@ -298,6 +309,22 @@ class LakeCatalog:
                 self._metadata.popitem(last=False)
         return body
 
+    def _unvacuumed(self, location: str, metadata: bytes, horizon: float) -> bytes:
+        """The view's ``metadata`` without the snapshots the lake's last vacuum may have
+        emptied (:func:`_vacuum_dropped`), kept once made for the view and the horizon."""
+        key = f"{location}#{horizon!r}"
+        with self._guard:
+            cached = self._metadata.get(key)
+            if cached is not None:
+                self._metadata.move_to_end(key)
+                return cached
+        kept = _vacuum_dropped(metadata, horizon)
+        with self._guard:
+            self._metadata[key] = kept
+            while len(self._metadata) > METADATA_CACHE:
+                self._metadata.popitem(last=False)
+        return kept
+
     def _lake_key(self, location: str) -> str:
         """``location`` (``s3://bucket/prefix/...``) as a key inside the lake."""
         base = f"s3://{self.lake.bucket}/{self.lake.prefix}"
@@ -317,7 +344,11 @@ class LakeCatalog:
         """The one namespace exists already (409, as the spec answers); no other can be made."""
         request = _json_object(body)
         namespace = request.get("namespace")
-        if namespace == [self.namespace]:
+        if (
+            isinstance(namespace, list)
+            and all(isinstance(p, str) for p in namespace)
+            and _nfc(namespace) == (self.namespace,)
+        ):
             raise CatalogError.already_exists(f"Namespace already exists: {self.namespace}")
         raise CatalogError.bad_request(
             f"this catalog serves one namespace, {self.namespace!r}: {namespace!r} cannot be "
@@ -413,11 +444,13 @@ class LakeCatalog:
         """The properties of a create that lakelock records (those the view derives are not)."""
         steered = self.steered(table)
         check_properties(properties, steered)
-        return {
+        kept = {
             k: v
             for k, v in properties.items()
             if k not in steered and not k.startswith("lakelock.") and k != _NAME_MAPPING
         }
+        _within_limits(kept, {})
+        return kept
 
     def update_table(self, namespace: tuple[str, ...], table: str, body: bytes) -> LoadedTable:
         """One table's ``CommitTableRequest`` as one lakelock commit; the view of the version
@@ -653,7 +686,8 @@ class LakeCatalog:
     ) -> PlannedCommit:
         """What ``request`` commits on ``base``, without the properties the dataset has
         already (set to the same value, or removed while absent): setting them changes
-        nothing, so a request sent again commits nothing."""
+        nothing, so a request sent again commits nothing. Properties past a limit
+        (:mod:`lakelock._properties`) are a 400 naming it."""
         dataset = snapshot.datasets.get(table)
         plan = plan_commit(
             self.lake.store,
@@ -667,9 +701,11 @@ class LakeCatalog:
         )
         state = dataset if loaded is not None else None
         if state is None or not plan.properties:
+            _within_limits(plan.properties, {})
             return plan
         held = state.properties
         changed = {k: v for k, v in plan.properties.items() if held.get(k) != v}
+        _within_limits(changed, held)
         return replace(plan, properties=changed)
 
     def _in_effect(
@@ -768,6 +804,15 @@ class LakeCatalog:
         return result
 
 
+def _within_limits(changes: Mapping[str, str | None], held: Mapping[str, str]) -> None:
+    """A 400 naming the limit when ``changes`` to the properties ``held`` break one
+    (:func:`~lakelock._properties.check_property_limits`, as every lakelock writer's)."""
+    try:
+        check_property_limits(changes, held)
+    except InvalidArgumentError as error:
+        raise CatalogError.bad_request(str(error)) from error
+
+
 def _judged(commit: CommitBuilder, planned: pa.Schema, dataset: DatasetState | None) -> None:
     """Declare the schema ``commit``'s files were planned with (the table's columns as read,
     with those the request adds), as lakelock's commit of files written elsewhere does
@@ -840,9 +885,50 @@ def _steering(metadata: bytes, steered: dict[str, str]) -> bytes:
     return orjson.dumps(document)
 
 
+def _vacuumed_before(root: RegistrySnapshot) -> float | None:
+    """Where the lake's last vacuum's window began (seconds since the epoch): a version
+    replaced before it may have lost its objects, and lakelock reads it no more (FORMAT.md
+    rule 9). A root whose vacuum recorded only its cutoff stands that less the resolution
+    of ``LastModified`` in, as the registry does; ``None``: no vacuum recorded either."""
+    if root.vacuum_horizon is not None:
+        return root.vacuum_horizon
+    if root.vacuum_cutoff is None:
+        return None
+    return root.vacuum_cutoff - LAST_MODIFIED_RESOLUTION
+
+
+def _vacuum_dropped(metadata: bytes, horizon: float) -> bytes:
+    """A view's ``metadata`` without each snapshot whose successor was committed before
+    ``horizon`` (seconds; vacuum's own comparison), nor its snapshot-log entries, as
+    Iceberg's ``expire_snapshots`` would: a view's metadata is written once, when its
+    version is mirrored, so one written before a vacuum lists versions that vacuum emptied,
+    which an engine would read as missing files rather than as gone. The same bytes when
+    nothing is dropped."""
+    document = orjson.loads(metadata)
+    snapshots = sorted(document.get("snapshots") or [], key=lambda s: s.get("sequence-number", 0))
+    limit = horizon * 1000
+    gone = {
+        s["snapshot-id"]
+        for s, successor in pairwise(snapshots)
+        if successor.get("timestamp-ms", limit) < limit
+    }
+    if not gone:
+        return metadata
+    document["snapshots"] = [s for s in snapshots if s["snapshot-id"] not in gone]
+    log = document.get("snapshot-log") or []
+    document["snapshot-log"] = [e for e in log if e["snapshot-id"] not in gone]
+    return orjson.dumps(document)
+
+
 def _parts(namespace: Any) -> tuple[str, ...]:
-    """A parsed ``Namespace`` (pyiceberg's root model of a list of parts) as a tuple."""
-    return tuple(getattr(namespace, "root", namespace))
+    """A parsed ``Namespace`` (pyiceberg's root model of a list of parts) as a tuple, each
+    part in NFC."""
+    return _nfc(getattr(namespace, "root", namespace))
+
+
+def _nfc(parts: Iterable[str]) -> tuple[str, ...]:
+    """A namespace's parts in Unicode NFC, as every name a request gives is read."""
+    return tuple(normalize("NFC", part) for part in parts)
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
@@ -855,13 +941,38 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return document
 
 
+def _few_properties(document: dict[str, Any]) -> None:
+    """A 400 for a request (a create's ``properties``, a commit's ``set-properties`` and
+    ``remove-properties``) naming more properties than a commit takes, before it is parsed:
+    parsing 300,000 of them alone takes seconds."""
+    named: list[Any] = [document.get("properties")]
+    updates = document.get("updates")
+    if isinstance(updates, list):
+        for update in updates:
+            if isinstance(update, dict):
+                named += [update.get("updates"), update.get("removals")]
+    for group in named:
+        if isinstance(group, dict | list):
+            try:
+                check_property_count(len(group))
+            except InvalidArgumentError as error:
+                raise CatalogError.bad_request(str(error)) from error
+
+
 def _model(model: Any, body: bytes, *, defaults: dict[str, Any] | None = None) -> Any:
     """``body`` parsed as one of pyiceberg's request models (its validation: 400), with
-    ``defaults`` for the fields it lacks."""
+    ``defaults`` for the fields it lacks. A type nested deeper than pyiceberg's parser
+    recurses (a struct some 68 levels down) is a 400 too: the request's fault, never a 500
+    a client sends again."""
     pydantic = require("pydantic", extra="iceberg", package="pyiceberg")
     document = {**(defaults or {}), **_json_object(body)}
+    _few_properties(document)
     try:
         return model.model_validate(document)
+    except RecursionError:
+        raise CatalogError.bad_request(
+            "malformed request: its types are nested too deeply to be read"
+        ) from None
     except pydantic.ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5]

@@ -69,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
     lake = Lake(target.bucket, prefix=target.prefix, s3=client_for(args))
     check_lake(lake, target)
     wanted = progress_wanted(args.progress)
+    formats = _in_mirroring_order(args.format)
     results: list[MirrorResult] = []
-    for name in args.format:
+    for name in formats:
         bar = ProgressBar(f"mirroring {name}") if wanted else None
         try:
             results.append(lake.mirror(args.dataset, formats=(name,), progress=bar))
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 bar.close()
     iceberg = next((r.iceberg for r in results if r.iceberg is not None), None)
     delta = next((r.delta for r in results if r.delta is not None), None)
-    version = max(r.version for r in results)
+    version = _version_every_view_holds(results)
     written = sum(r.written for r in results)
     if args.json:
         print_json(
@@ -92,9 +93,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    done = (
-        f"mirrored {written} version{'s' if written != 1 else ''}" if written else "already current"
-    )
+    done = _what_was_mirrored({name: r.written for name, r in zip(formats, results, strict=True)})
     lines = [f"{args.dataset}: views at version {version} ({done})"]
     if iceberg is not None:
         lines.append(f"  iceberg  {iceberg}")
@@ -102,3 +101,30 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  delta    {delta}")
     print_lines(lines)
     return 0
+
+
+def _in_mirroring_order(formats: tuple[str, ...]) -> tuple[str, ...]:
+    """The formats asked for, Iceberg first: each pass mirrors up to the version current when
+    it starts, so the first is the oldest, and the Iceberg view's metadata.json, which the
+    command names, then holds the version it reports (:func:`_version_every_view_holds`)."""
+    return tuple(name for name in FORMATS if name in formats)
+
+
+def _version_every_view_holds(results: list[MirrorResult]) -> int:
+    """The version to report: the oldest the views were mirrored to, one after the other.
+    A commit landing between two formats' passes takes the later one a version further; the
+    Iceberg metadata.json named (mirrored first) holds exactly this version, and the Delta
+    table, read at its root, this one or a newer."""
+    return min(r.version for r in results)
+
+
+def _what_was_mirrored(written: dict[str, int]) -> str:
+    """How many versions each view was given: "mirrored 6 versions" when every format was
+    given as many (a version written to two views is one version), else each format's."""
+    counts = set(written.values())
+    if counts == {0}:
+        return "already current"
+    if len(counts) == 1:
+        (count,) = counts
+        return f"mirrored {count} version{'s' if count != 1 else ''}"
+    return "mirrored " + ", ".join(f"{count} to {name}" for name, count in written.items())

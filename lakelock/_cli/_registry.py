@@ -25,7 +25,7 @@ from lakelock._cli._common import (
     render_table,
     to_jsonable,
 )
-from lakelock._durations import format_instant
+from lakelock._durations import dated_instant, format_instant
 from lakelock._lake import Lake
 from lakelock._layout import files_prefix
 from lakelock._registry import (
@@ -48,7 +48,8 @@ __all__ = ["add_parser"]
 
 #: How ``registry show`` writes the vacuum record's instants and ``registry log`` a commit's
 #: time (as the registry's own times); one no date holds (recorded by a clock far off) is
-#: shown as seconds from the epoch instead, in the table and in ``--json``.
+#: shown as seconds from the epoch instead. ``log --json`` gives each commit's ``at`` so, or
+#: ``null`` where no date holds it, and ``at_seconds``, the seconds since the epoch recorded.
 _INSTANT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
@@ -345,7 +346,7 @@ def run_log(args: argparse.Namespace) -> int:
     rows = [
         (
             e["version"],
-            e["at"],
+            format_instant(e["at_seconds"], _INSTANT),
             e["operation"],
             ",".join(e["datasets"]) or "-",
             e["added"],
@@ -364,6 +365,12 @@ def run_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _instant_json(epoch: float) -> dict[str, Any]:
+    """A commit's time in ``log --json``: ``at``, the UTC date and time (``null`` where no
+    date holds it: recorded by a clock far off), and ``at_seconds``, as recorded."""
+    return {"at": dated_instant(epoch, _INSTANT), "at_seconds": epoch}
+
+
 def _history_json(entry: HistoryEntry) -> dict[str, Any]:
     return {
         "id": entry.commit_id,
@@ -371,7 +378,7 @@ def _history_json(entry: HistoryEntry) -> dict[str, Any]:
         "dataset": entry.dataset,
         "datasets": [entry.dataset],
         "operation": entry.operation,
-        "at": format_instant(entry.at, _INSTANT),
+        **_instant_json(entry.at),
         "added": entry.added,
         "removed": entry.removed,
     }
@@ -386,7 +393,7 @@ def _log_json(entry: LogEntry) -> dict[str, Any]:
         "dataset": ",".join(entry.datasets) if entry.fate == "applied" else None,
         "datasets": list(entry.datasets),
         "operation": entry.operation or entry.fate,
-        "at": format_instant(entry.at, _INSTANT),
+        **_instant_json(entry.at),
         "added": entry.added,
         "removed": entry.removed,
         "digest": entry.digest,

@@ -338,6 +338,21 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "default 0)",
     )
     option(
+        "--endpoint-cpu-ms",
+        _milliseconds,
+        0.0,
+        "of --cpu-ms, the milliseconds the endpoint spends on a request, in one process that "
+        "serves one request at a time on the same cores (as the embedded endpoint does; "
+        "default 0: every request's CPU on any free core)",
+    )
+    option(
+        "--endpoint-crowding",
+        _fraction,
+        0.0,
+        "how much --endpoint-cpu-ms grows for each request waiting at the endpoint (its "
+        "threads contending for one interpreter; 0.004 measured; default 0)",
+    )
+    option(
         "--cores",
         _cores,
         2,
@@ -467,6 +482,18 @@ def run(args: argparse.Namespace) -> int:
             "--cpu-ms and --first-cpu-ms are spent on a machine of at least one core",
             what="--cores",
         )
+    if args.endpoint_cpu_ms > args.cpu_ms:
+        raise InvalidArgumentError(
+            f"{args.endpoint_cpu_ms:g}",
+            "is the endpoint's part of --cpu-ms: at most --cpu-ms",
+            what="--endpoint-cpu-ms",
+        )
+    if args.endpoint_crowding and not args.endpoint_cpu_ms:
+        raise InvalidArgumentError(
+            f"{args.endpoint_crowding:g}",
+            "needs --endpoint-cpu-ms (the CPU it grows)",
+            what="--endpoint-crowding",
+        )
     brownout: Brownout | None = args.brownout
     if args.brownout_503 and brownout is None:
         raise InvalidArgumentError(
@@ -518,6 +545,8 @@ def run(args: argparse.Namespace) -> int:
         cpu=args.cpu_ms / 1000,
         cores=args.cores if args.cpu_ms > 0 or args.first_cpu_ms > 0 else 0,
         first_cpu=args.first_cpu_ms / 1000,
+        endpoint_cpu=args.endpoint_cpu_ms / 1000,
+        endpoint_crowding=args.endpoint_crowding,
         intent_ttl=args.intent_ttl,
         commit_window=args.commit_window,
         protocol=args.protocol,

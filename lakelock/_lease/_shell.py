@@ -363,18 +363,20 @@ class Lease(Holding):
             )
 
     def _tell_waiting(self, wait: Wait) -> None:
-        """Say (logging: WARNING, so on stderr by default) whom an acquire waits for, and
-        until when at most: a wait for a lease can be long, and should not be silent."""
+        """Say (logging: WARNING, so on stderr by default) whom an acquire waits for, who
+        waits (several waiters' lines differ), and until when at most: a wait for a lease
+        can be long, and should not be silent."""
         holder = wait.holder
         expires = format_instant(holder.expires_at, "%H:%M:%S UTC")
         left = max(0.0, wait.until - self.server_clock.now().earliest)
         logger.warning(
-            "lease %r is held by %s (token %d) until %s: waiting up to %.0f s for it to be "
-            "released or to expire",
+            "lease %r is held by %s (token %d) until %s: %s is waiting up to %.0f s for it "
+            "to be released or to expire",
             self.name,
             holder.owner,
             holder.token,
             expires,
+            self.owner,
             left,
         )
 

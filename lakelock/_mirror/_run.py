@@ -23,7 +23,13 @@ from typing import Literal
 import pyarrow as pa
 
 from lakelock._datasets import Progress
-from lakelock._layout import delta_checkpoint_key, delta_log_key, delta_log_prefix, delta_root
+from lakelock._layout import (
+    delta_checkpoint_key,
+    delta_log_key,
+    delta_log_prefix,
+    delta_root,
+    iceberg_metadata_key,
+)
 from lakelock._mirror import _delta
 from lakelock._mirror._iceberg import iceberg_pass
 from lakelock._mirror._series import newest, numbered, restarting
@@ -48,7 +54,8 @@ FORMATS = ("iceberg", "delta")
 @dataclass(frozen=True)
 class MirrorResult:
     """Where the views of a dataset are, and the lakelock version they mirror up to.
-    ``iceberg``: the ``s3://`` URI of the newest metadata.json; ``delta``: the ``s3://`` URI
+    ``iceberg``: the ``s3://`` URI of ``version``'s metadata.json (the newest, unless
+    another mirror wrote newer ones meanwhile); ``delta``: the ``s3://`` URI
     of the Delta table (its root); ``None`` for a format not asked for. ``written``: how
     many versions this call brought into the views (each format counted), 0 when they
     were already current."""
@@ -118,6 +125,7 @@ def mirror(
                 store,
                 f"Iceberg view of {dataset!r}",
             )
+            key = _metadata_of(dataset, key, entry.version)
             iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
     except SchemaMismatchError as error:
         raise SchemaMismatchError(
@@ -126,6 +134,17 @@ def mirror(
     return MirrorResult(
         iceberg=iceberg, delta=delta, version=entry.version, written=counted.written
     )
+
+
+def _metadata_of(dataset: str, newest_key: str, version: int) -> str:
+    """The key of ``version``'s Iceberg metadata.json: the newest (``newest_key``), unless a
+    mirror that read the registry later wrote newer ones meanwhile. Then ``version``'s own,
+    which it or this pass wrote, so that the metadata named holds the version reported (a
+    reader told version 1 and handed version 2's metadata would read rows of another)."""
+    number = numbered(".metadata.json")(newest_key.rsplit("/", 1)[-1])
+    if number is not None and number > version:
+        return iceberg_metadata_key(dataset, version)
+    return newest_key
 
 
 class _Counted:

@@ -35,6 +35,7 @@ from lakelock._datafile import DataFile
 from lakelock._digest import change_digest
 from lakelock._fence import Fence
 from lakelock._names import validate_commit_id
+from lakelock._properties import check_property_limits
 from lakelock._readable import file_shape, held_columns, unholdable
 from lakelock._registry._batch import CommitResult
 from lakelock._registry._changes import (
@@ -104,6 +105,8 @@ class CommitBuilder:
         schema_mode: str | None = None,
         properties: Mapping[str, str | None] | None = None,
     ) -> None:
+        if properties:
+            check_property_limits(properties)  # what the change is by itself
         self.registry = registry
         self.change = Change(
             dataset=dataset,
@@ -181,6 +184,8 @@ class CommitBuilder:
                 dataset = snapshot.datasets.get(change.dataset)
             else:
                 dataset = dataset_for_checks(snapshot.datasets, change.dataset)
+            if change.properties and dataset is not None:
+                check_property_limits(change.properties, dataset.properties)
             try:
                 check_fits(dataset, change)
             except SchemaMismatchError:

@@ -80,6 +80,7 @@ from lakelock._registry._settings import (
 )
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore, PutResult
+from lakelock._stored_partitions import check_stored_partitions
 from lakelock.errors import (
     ConflictError,
     DatasetNotFoundError,
@@ -367,6 +368,10 @@ class Registry:
         )
         commit.bind_to_files()
         self._refuse_new_spellings(dataset, add)
+        # A file storing a partition column with another value than its path's would read
+        # otherwise in lakelock than in Iceberg readers: its footer is read (not lakelock's
+        # own files'), before anything is written.
+        check_stored_partitions(self.store, add)
         declared = schema is not None or partition_by is not None or properties is not None
         if commit_id is not None and not (add or remove or partitions or declared):
             # Nothing under an id the caller chose (a cluster job whose workers found no

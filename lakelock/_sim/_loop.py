@@ -152,6 +152,10 @@ class Counts:
     writer_seconds: Counter[int] = field(default_factory=Counter)
     throttled: int = 0
     root_swaps: int = 0
+    #: The root's compare-and-swaps answered 409, by why: ``in flight`` (a write to it the
+    #: client gave up on had not landed yet), ``at once`` (another conditional write to it
+    #: took effect while this one was in flight), ``injected`` (the ``conflict`` fault).
+    root_conflicts: Counter[str] = field(default_factory=Counter)
 
 
 class Endpoint:
@@ -169,12 +173,23 @@ class Endpoint:
         root_key: str,
         cpu: float = 0.0,
         cores: int = 0,
+        serving: float = 0.0,
+        crowding: float = 0.0,
     ) -> None:
         self.loop = loop
         #: CPU seconds each request costs on a machine of ``cores`` cores shared by every
         #: process (0 cores: CPU is free): what a run on one machine adds to S3's latency.
         self.cpu = cpu
         self.cores: list[float] = [0.0] * cores
+        #: Of ``cpu``, the seconds the endpoint's own process spends on a request (0: none
+        #: apart, every request's CPU on any free core): one process, so one request at a
+        #: time (:meth:`_serve`), on the same cores.
+        self.serving = serving
+        #: How much the endpoint's CPU a request grows for each request waiting at it: a
+        #: thread a connection, the waiting threads contending for the one interpreter.
+        self.crowding = crowding
+        #: When each request the endpoint has taken ends, oldest first.
+        self._served: deque[float] = deque()
         self.store = store
         self.rng = rng
         self.faults = faults
@@ -215,6 +230,26 @@ class Endpoint:
         heapq.heappush(self.cores, end)
         return end
 
+    def _serve(self, arrives: float) -> float:
+        """The endpoint's part of a request that reaches it at ``arrives``: after the
+        requests it took before (one process: one at a time), on a core (the one that came
+        free last by then, so no other's gap is taken; else the first to come free), for
+        ``serving`` seconds more ``crowding`` of that for each request still waiting at it.
+        When it ends."""
+        served = self._served
+        while served and served[0] <= arrives:
+            served.popleft()
+        seconds = self.serving * (1.0 + self.crowding * len(served))
+        ready = max(arrives, served[-1]) if served else arrives
+        cores = self.cores
+        free = [c for c in cores if c <= ready]
+        core = cores.index(max(free) if free else min(cores))
+        end = max(ready, cores[core]) + seconds
+        cores[core] = end
+        heapq.heapify(cores)
+        served.append(end)
+        return end
+
     def _named(self, process: str, kind: type) -> str:
         """``<process kind>:<operation>``, made once per pair (every request counts one)."""
         found = self._names.get((process, kind))
@@ -249,8 +284,10 @@ class Endpoint:
         if self.cores:
             # The request's CPU (client and server) on the machine's earliest free core.
             start = max(now, heapq.heappop(self.cores))
-            now = start + self.cpu
+            now = start + self.cpu - self.serving
             heapq.heappush(self.cores, now)
+            if self.serving:
+                now = self._serve(now)
         kind = type(request)
         latency = self._latency(request) * self.faults.slowdown(now)  # 1.0 but in a brownout
         fault = self.faults.draw(self.rng, self.sent, now)
@@ -271,6 +308,8 @@ class Endpoint:
         ):
             fault = "throttle"
         call.sent, call.fault, call.applied = now, fault, None
+        if fault == "conflict" and self.counting and isinstance(request, Put):
+            self._conflicted(request.key, why="injected")
         if fault in ("throttle", "conflict"):
             error = _fault_error(fault, request)
             self.loop.at(now + latency, self._answered, (call, None, error))
@@ -321,10 +360,12 @@ class Endpoint:
         store = self.store
         result: Any = None
         error: BaseException | None = None
+        held = False
         try:
             if isinstance(request, Get):
                 result = store.get(request.key, now)
             elif isinstance(request, Put):
+                held = store.held(request.key, now)
                 result = store.put(
                     request.key,
                     request.body,
@@ -347,6 +388,8 @@ class Endpoint:
             error = failure.with_traceback(None)
             if isinstance(failure, ThrottledError) and self.counting:
                 self.counts.throttled += 1
+            if isinstance(failure, ConflictError) and self.counting:
+                self._conflicted(request.key, why="in flight" if held else "at once")
         else:
             call.applied = now
             if isinstance(result, PutResult):
@@ -356,6 +399,12 @@ class Endpoint:
         if fault == "lost_ack":
             result, error = None, _fault_error("lost_ack", request)
         self.loop.at(answer_at, self._answered, (call, result, error))
+
+    def _conflicted(self, key: str, *, why: str) -> None:
+        """A write to ``key`` was answered 409, for ``why`` (:attr:`Counts.root_conflicts`):
+        counted if it swapped the root."""
+        if key == self.root_key:
+            self.counts.root_conflicts[why] += 1
 
     # -- the store layer ----------------------------------------------------------------------
 

@@ -133,6 +133,19 @@ class SimConfig:
     #: cold process: its first parquet write, its caches filled), on one of those ``cores``
     #: before its first request: what a burst of processes starting on one machine pays.
     first_cpu: float = 0.0
+    #: Of ``cpu``, the seconds the endpoint spends on each request, in a process of its own
+    #: on the same ``cores`` that serves one request at a time (0: every request's CPU on
+    #: any free core, the endpoint's with it). The embedded endpoint is one Python process,
+    #: a thread a connection, one interpreter lock: 64 client processes were served 4-17 %
+    #: fewer requests/s than 16 in each of six pairs on a shared 2-core machine
+    #: (``benchmarks/bench_endpoint.py``, decision 0064), its CPU a request 4.1-5.8 ms at 16
+    #: clients and 4.8-6.6 ms at 64.
+    endpoint_cpu: float = 0.0
+    #: How much the endpoint's CPU a request grows for each request waiting at it when it
+    #: arrives (its threads contending for the interpreter): ``endpoint_cpu`` times ``1 +
+    #: endpoint_crowding * waiting``. The measured 13-33 % more CPU a request with ~61
+    #: requests waiting (64 clients) than with ~13 (16) is 0.003 to 0.008, 0.004 on average.
+    endpoint_crowding: float = 0.0
     protocol: str = "core"
     #: Fields of the core's ``FoldPolicy`` to change (liveness only: no value of them may
     #: break a guarantee, which the sweep checks with random ones).
@@ -190,6 +203,15 @@ class SimConfig:
             raise ValueError("start_over and opened must be >= 0")
         if not 0 <= self.first_cpu < math.inf:
             raise ValueError(f"first_cpu must be >= 0 seconds, got {self.first_cpu}")
+        if not 0 <= self.endpoint_cpu <= self.cpu:
+            raise ValueError(
+                f"endpoint_cpu must be within cpu (0 to {self.cpu} seconds), "
+                f"got {self.endpoint_cpu}"
+            )
+        if not 0 <= self.endpoint_crowding < math.inf:
+            raise ValueError(f"endpoint_crowding must be >= 0, got {self.endpoint_crowding}")
+        if self.endpoint_crowding and not self.endpoint_cpu:
+            raise ValueError("endpoint_crowding needs endpoint_cpu (the CPU it grows)")
         if not 0 <= self.quiet_before < math.inf:
             raise ValueError(f"quiet_before must be >= 0 seconds, got {self.quiet_before}")
         if self.readers < 0 or self.think < 0 or self.intent_ttl <= 0:
@@ -256,6 +278,10 @@ class SimConfig:
         parts += [f"--{name} {value:g}" for name, value, default in starts if value != default]
         if self.cpu and self.cores:
             parts.append(f"--cpu-ms {self.cpu * 1000:g} --cores {self.cores}")
+            if self.endpoint_cpu:
+                parts.append(f"--endpoint-cpu-ms {self.endpoint_cpu * 1000:g}")
+            if self.endpoint_crowding:
+                parts.append(f"--endpoint-crowding {self.endpoint_crowding:g}")
         if self.first_cpu and self.cores:
             parts.append(f"--first-cpu-ms {self.first_cpu * 1000:g}")
             if not self.cpu:
@@ -342,6 +368,8 @@ class Metrics:
     #: process's retry budget, and the pace decreases 503s made (:class:`lakelock._retry.Load`).
     retries: int = 0
     slowdowns: int = 0
+    #: The root's compare-and-swaps answered 409, by why (:class:`._loop.Counts`).
+    root_conflicts: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -743,6 +771,8 @@ class _Run:
             root_key=REGISTRY_KEY,
             cpu=config.cpu,
             cores=config.cores,
+            serving=config.endpoint_cpu if config.cores else 0.0,
+            crowding=config.endpoint_crowding,
         )
         self.endpoint.trace = trace
         self.end = config.seconds
@@ -1098,6 +1128,7 @@ class _Run:
             brownout_recovered_s=recovered,
             retries=sum(load.retries for load in self.loads),
             slowdowns=sum(load.decreases for load in self.loads),
+            root_conflicts=dict(sorted(counts.root_conflicts.items())),
         )
 
 

@@ -249,6 +249,12 @@ class SimS3:
         client gave up on it (a timeout) and that lands then."""
         self._flying[key] = max(until, self._flying.get(key, until))
 
+    def held(self, key: str, now: float) -> bool:
+        """Whether a write to ``key`` is in flight at ``now`` (:meth:`in_flight`): a
+        conditional write to it is answered 409 until that one lands."""
+        flying = self._flying.get(key)
+        return flying is not None and flying > now
+
     def _admit(self, key: str, now: float, started: float | None) -> None:
         """409 if a write to ``key`` is in flight (one that lands later: :meth:`in_flight`,
         always), or another conditional write to it took effect while this one was in flight

@@ -318,7 +318,10 @@ class S3Endpoint:
         delay: float = 0.0,
         jitter: float = 0.0,
     ) -> None:
-        """Add one fault rule (see :mod:`lakelock.testing._faults` for the kinds)."""
+        """Add one fault rule (see :mod:`lakelock.testing._faults` for the kinds). A rule
+        that could never fire (``count=0``, ``probability=0``, an operation no request
+        bears) or an argument out of bounds is :class:`~lakelock.errors.InvalidArgumentError`,
+        nothing added."""
         rule = FaultRule(kind, operation, prefix, bucket, probability, count, delay, jitter)
         self._control("POST", "faults", rule.to_json())
 

@@ -3,7 +3,10 @@
 A :class:`FaultPlan` is a list of :class:`FaultRule` plus one seeded random generator. For each
 request the endpoint asks :meth:`FaultPlan.decide` which faults apply; rules are matched in
 order on the S3 operation name, the bucket and the key prefix, and each rule fires with its
-probability, at most ``count`` times (``None``: without limit).
+probability, at most ``count`` times (``None``: without limit). A rule that could never fire
+(``count=0``, ``probability=0``, an operation no request bears) is refused when made
+(:class:`~lakelock.errors.InvalidArgumentError`), not kept to let a test pass without its
+fault: leave such a rule out instead.
 
 Fault kinds, and when they strike relative to the request being applied:
 
@@ -49,6 +52,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from lakelock.errors import InvalidArgumentError
 from lakelock.testing._classify import OPERATIONS
 
 FaultKind = Literal[
@@ -80,8 +84,10 @@ class FaultRule:
     e.g. ``"PutObject"``, ``"*Multipart*"``, ``"*"``), ``bucket`` (glob) and ``prefix`` (of
     the key; a listing's own prefix for a listing).
 
-    ``probability`` is per matching request; ``count`` caps how many times the rule fires
-    (``None``: unlimited); ``delay``/``jitter`` are seconds, for ``latency`` and ``timeout``.
+    ``probability`` (above 0, at most 1) is per matching request; ``count`` (at least 1)
+    caps how many times the rule fires (``None``: unlimited); ``delay``/``jitter`` are
+    seconds, for ``latency`` and ``timeout``. Anything else is
+    :class:`~lakelock.errors.InvalidArgumentError` (a ``ValueError``).
     """
 
     kind: FaultKind
@@ -96,31 +102,47 @@ class FaultRule:
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
-            raise ValueError(
-                f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}"
-            )
-        if not _is_number(self.probability) or not 0.0 <= self.probability <= 1.0:
-            raise ValueError(f"probability must be within [0, 1], got {self.probability!r}")
-        if self.count is not None and (not _is_whole(self.count) or self.count < 0):
-            raise ValueError(f"count must be a whole number >= 0, got {self.count!r}")
+            raise _refused("kind", self.kind, f"unknown; expected one of {sorted(FAULT_KINDS)}")
+        self._check_chances()
         for name, seconds in (("delay", self.delay), ("jitter", self.jitter)):
             if not _is_number(seconds) or not 0 <= seconds < math.inf:
-                raise ValueError(f"{name} must be a number of seconds >= 0, got {seconds!r}")
+                raise _refused(name, seconds, f"{name} must be a number of seconds >= 0")
         if self.kind == "timeout" and self.delay + self.jitter <= 0:
-            raise ValueError(
+            raise _refused(
+                "delay",
+                self.delay,
                 "a timeout hangs its delay, then resets the connection: give delay > 0 "
-                "(without one it is a reset: kind 'reset')"
+                "(without one it is a reset: kind 'reset')",
             )
         self._check_operation()
+
+    def _check_chances(self) -> None:
+        """The rule can fire: a probability above 0 (at most 1), a count of at least 1 or
+        none. A rule that never fires would let a test relying on it pass without its
+        fault."""
+        if not _is_number(self.probability) or not 0.0 <= self.probability <= 1.0:
+            raise _refused("probability", self.probability, "probability must be within (0, 1]")
+        if self.probability == 0:
+            raise _refused(
+                "probability", 0, "a rule of probability 0 never fires: leave the rule out"
+            )
+        if self.count is not None and (not _is_whole(self.count) or self.count < 0):
+            raise _refused("count", self.count, "count must be a whole number >= 1, or None")
+        if self.count == 0:
+            raise _refused(
+                "count", 0, "a rule of count 0 never fires: leave the rule out (None: no limit)"
+            )
 
     def _check_operation(self) -> None:
         """The ``operation`` glob names at least one operation the endpoint serves (S3's
         names, case included): a rule no request can match would never fire, and a test
         relying on it would pass without its fault."""
         if not fnmatch.filter(OPERATIONS, self.operation):
-            raise ValueError(
-                f"operation {self.operation!r} matches no S3 operation (names are S3's, case "
-                f"included, or a glob): {', '.join(sorted(OPERATIONS))}"
+            raise _refused(
+                "operation",
+                self.operation,
+                "matches no S3 operation (names are S3's, case included, or a glob): "
+                f"{', '.join(sorted(OPERATIONS))}",
             )
 
     def matches(self, operation: str, bucket: str, key: str | None) -> bool:
@@ -134,6 +156,11 @@ class FaultRule:
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "fired"}
+
+
+def _refused(argument: str, value: object, reason: str) -> InvalidArgumentError:
+    """The error for a rule's ``argument`` of ``value``: "invalid fault count 0: ..."."""
+    return InvalidArgumentError(value, reason, what=f"fault {argument}")
 
 
 def _is_number(value: object) -> bool:
@@ -280,10 +307,12 @@ def parse_fault_spec(spec: str) -> FaultRule:
     ``latency=0.02+0.01``."""
     match = _SPEC.match(spec.strip())
     if match is None:
-        raise ValueError(f"fault spec {spec!r} is not kind[=delay[+jitter]][:op[:prefix]][@p][#n]")
+        raise InvalidArgumentError(
+            spec, "not kind[=delay[+jitter]][:op[:prefix]][@p][#n]", what="fault spec"
+        )
     kind = match["kind"]
     if kind not in FAULT_KINDS:
-        raise ValueError(f"fault spec {spec!r}: unknown kind {kind!r}")
+        raise InvalidArgumentError(spec, f"unknown kind {kind!r}", what="fault spec")
     try:
         return FaultRule(
             kind=kind,  # type: ignore[arg-type]  # checked against FAULT_KINDS just above
@@ -294,5 +323,5 @@ def parse_fault_spec(spec: str) -> FaultRule:
             delay=float(match["delay"] or 0.0),
             jitter=float(match["jitter"] or 0.0),
         )
-    except ValueError as error:
-        raise ValueError(f"fault spec {spec!r}: {error}") from None
+    except ValueError as error:  # a number that is none, or the rule's own refusal
+        raise InvalidArgumentError(spec, str(error), what="fault spec") from None

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from lakelock._registry import Registry
 from lakelock._registry._changes import Change
+from lakelock._registry._document import LockFenceRecord
 from lakelock._registry._intents import intent_document
 from lakelock._retry import RetryPolicy
 from lakelock._s3 import ObjectStore
@@ -21,8 +22,10 @@ __all__ = [
     "CLI_ENV",
     "FAST_RETRY",
     "REPO",
+    "Refused",
     "StallAndRace",
     "connect_pauses",
+    "forgotten_by_age",
     "free_port",
     "no_sleep",
     "plant_intent",
@@ -101,3 +104,19 @@ def wait_until(condition: Callable[[], bool], *, attempts: int = 4000) -> None:
             return
         time.sleep(0.005)
     raise AssertionError("condition never held")
+
+
+class Refused(Exception):
+    """What a parser was told to raise (its ``fail=``)."""
+
+
+def forgotten_by_age(
+    lock_fences: Mapping[str, tuple[LockFenceRecord, ...]], *, before: float
+) -> Mapping[str, tuple[LockFenceRecord, ...]]:
+    """How the root kept path-lock grant records before: those older than the retention
+    were dropped (to put in place of ``lakelock._registry._fencing.lock_fences_kept``)."""
+    return {
+        name: kept
+        for name, records in lock_fences.items()
+        if (kept := tuple(r for r in records if r.at >= before))
+    }

@@ -6,19 +6,52 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
+from pyiceberg.catalog.rest import RestCatalog
 
 from lakelock import Lake
 from lakelock._engines import load_httpfs, sql_string
 from tests._support.views import rows as mirror_rows
 
-__all__ = ["TOKEN", "bearer", "duckdb_with_iceberg", "reads_as_lakelock", "two_datasets"]
+if TYPE_CHECKING:
+    from lakelock._catalog import CatalogServer
+    from lakelock.testing import S3Endpoint
+
+__all__ = [
+    "ENGINE",
+    "ENGINE_KEY",
+    "TOKEN",
+    "bearer",
+    "duckdb_with_iceberg",
+    "engine",
+    "events",
+    "reads_as_lakelock",
+    "two_datasets",
+]
 
 #: The bearer token of catalogs started with one.
 TOKEN = "s3cr3t-catalog-token"
+
+
+#: The access key of the engines' S3 credentials (ones the bucket policy does not bind).
+ENGINE_KEY = "engine"
+#: Those credentials, as pyiceberg's catalog properties.
+ENGINE = {"s3.access-key-id": ENGINE_KEY, "s3.secret-access-key": "x"}
+
+
+def engine(server: CatalogServer, s3: S3Endpoint | None = None, **properties: str) -> Any:
+    """pyiceberg's RestCatalog on ``server`` with the engine's S3 keys (and ``s3``'s URL,
+    when given, for the files it writes), and ``properties``."""
+    endpoint = {} if s3 is None else {"s3.endpoint": s3.url}
+    return RestCatalog("lakelock", uri=server.url, **{**ENGINE, **endpoint, **properties})
+
+
+def events(kinds: list[str], ns: list[int]) -> pa.Table:
+    """Rows of the catalog tests' ``events`` table: a ``kind`` and an ``n`` each."""
+    return pa.table({"kind": pa.array(kinds, pa.string()), "n": pa.array(ns, pa.int64())})
 
 
 def bearer(token: str = TOKEN) -> dict[str, str]:

@@ -3,8 +3,13 @@ object behind them."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import time
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakelock._datafile import DataFile
 from lakelock._layout import data_file_key
@@ -12,9 +17,10 @@ from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._changes import Change
 
 if TYPE_CHECKING:
+    from lakelock import Lake
     from lakelock._registry import CommitResult, Registry
 
-__all__ = ["append", "datafile", "registered_unchecked"]
+__all__ = ["append", "datafile", "foreign", "parquet", "registered_unchecked"]
 
 
 def datafile(dataset: str, partition: str, name: str, records: int = 10) -> DataFile:
@@ -42,3 +48,27 @@ def registered_unchecked(reg: Registry, *files: DataFile, commit_id: str) -> Com
     hold."""
     change = Change(files[0].dataset, commit_id, add=files, existing_files=True)
     return reg.commit_changes([change])
+
+
+def parquet(rows: pa.Table) -> bytes:
+    """``rows`` as a parquet file another tool wrote (every column stored)."""
+    written = io.BytesIO()
+    pq.write_table(rows, written)
+    return written.getvalue()
+
+
+def foreign(lake: Lake, partition: str, body: bytes, rows: int, name: str) -> DataFile:
+    """``body`` (holding ``rows`` rows) put under ``partition`` of ``events`` and described
+    by hand, as ``registry.commit`` takes a file another tool wrote."""
+    key = f"datasets/events/{partition}/{name}"
+    put = lake.store.put(key, body, mode="create")
+    return DataFile(
+        dataset="events",
+        key=key,
+        partition_path=partition,
+        size=len(body),
+        record_count=rows,
+        checksum=f"sha256:{hashlib.sha256(body).hexdigest()}",
+        etag=put.etag,
+        write_id=name,
+    )

@@ -8,19 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-import pyarrow as pa
 
 from lakelock import Lake
 from lakelock._registry import REGISTRY_KEY, RegistryDoc, apply_change, seal
 from lakelock._registry._changes import Change, delta_manifests
 from lakelock._registry._document import serialize_registry
+from tests._support.tables import day_rows
 
-__all__ = ["plant_format1", "rows"]
-
-
-def rows(ids: list[int], day: int = 1) -> pa.Table:
-    """Rows ``ids`` of day ``day``."""
-    return pa.table({"id": ids, "day": [day] * len(ids)})
+__all__ = ["plant_format1"]
 
 
 def plant_format1(
@@ -37,7 +32,7 @@ def plant_format1(
     doc = RegistryDoc(format_version=1)
     applied = []
     for n, (name, commit_id, ids, day) in enumerate(commits, start=1):
-        files = lake.write(name, rows(ids, day), partition_by=["day"])
+        files = lake.write(name, day_rows(ids, day), partition_by=["day"])
         refs = {}
         for path, (ref, body) in delta_manifests(name, files, nonce=uuid.uuid4().hex).items():
             lake.store.put(ref.key, body, mode="create")

@@ -1,15 +1,36 @@
 """Simulated time: the S3 server's clock (stamped into every response's ``Date`` header) and
-the local monotonic clocks of simulated machines, advancing only when a test says so."""
+the local monotonic clocks of simulated machines, advancing only when a test says so; a
+process's wall clock the test moves on by hand."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from email.utils import formatdate
 from typing import Any
 
-__all__ = ["EPOCH", "SimTime"]
+__all__ = ["EPOCH", "HOUR", "Clock", "SimTime", "later"]
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+HOUR = 3600.0
+
+
+class Clock:
+    """A process's wall clock (a ``clock=`` to inject) that the test moves on by adding to
+    ``passed``: ``time.time()`` plus what has passed or, ``stopped``, the time it was made
+    plus what has passed (no time passes unless the test says so)."""
+
+    def __init__(self, *, stopped: bool = False) -> None:
+        self.passed = 0.0
+        self.stopped_at = time.time() if stopped else None
+
+    def __call__(self) -> float:
+        return (time.time() if self.stopped_at is None else self.stopped_at) + self.passed
+
+
+def later(hours: float) -> Callable[[], float]:
+    """A clock ``hours`` ahead of now."""
+    return lambda: time.time() + hours * HOUR
 
 
 class SimTime:

@@ -19,11 +19,9 @@ from lakelock.advanced import FoldPolicy
 from lakelock.errors import UnsupportedError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, wait_until
-from tests._support.simtime import SimTime
+from tests._support.simtime import HOUR, SimTime
 
-__all__ = ["HOUR", "append_paused_beside_vacuum", "restore_held_through_vacuum", "vacuum_refused"]
-
-HOUR = 3600.0
+__all__ = ["append_paused_beside_vacuum", "restore_held_through_vacuum", "vacuum_refused"]
 
 
 def vacuum_refused(lake: Lake, *, at: float, match: str | None = None) -> VacuumReport:

@@ -13,16 +13,18 @@ import time
 import pyarrow as pa
 import pytest
 
-from lakelock import Lake
+from lakelock import Lake, RetryPolicy
 from lakelock._layout import DATASETS_PREFIX, METASTORE_PREFIX, REGISTRY_KEY, SNAPSHOT_PREFIX
 from lakelock._s3 import ObjectStore
 from lakelock._vacuum import vacuum
-from lakelock.errors import RegistryCorruptError
+from lakelock.errors import CommitStateUnknownError, RegistryCorruptError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, registry, wait_until
+from tests._support import FAST_RETRY, no_sleep, registry, wait_until
 from tests._support.files import datafile
 
 WEEK = 7 * 24 * 3600.0
+#: A commit's budget: its root PUT answered 500 twice, it gives up.
+TWO_ATTEMPTS = RetryPolicy(max_attempts=2, sleep=no_sleep)
 
 
 def test_vacuum_of_a_lake_whose_root_was_deleted_refuses_and_deletes_nothing(
@@ -57,13 +59,15 @@ def test_a_commit_on_a_lake_whose_root_was_deleted_refuses_and_makes_no_root(
     append then read no root and took the lake for a new one: it created an empty root,
     listed every intent from the start and applied those still within their TTL, so the
     lake's history was gone and vacuum would then delete every older version's files. It
-    must refuse (``RegistryCorruptError`` naming the root and the version it found),
-    writing nothing to the registry."""
+    must refuse (``RegistryCorruptError`` naming the root, the version it found and what to
+    do), writing nothing to the registry: no intent, no snapshot, no root. The one object
+    it leaves is its own rows' file, written before the commit read the root and read by
+    no version (vacuum's to delete once the root is back)."""
     lake.append("sales", pa.table({"id": [1], "day": [1]}), partition_by=["day"])
     lake.append("sales", pa.table({"id": [2], "day": [2]}), partition_by=["day"])
     admin = s3.client(access_key="engine")  # a key the bucket's policy does not bind
     admin.delete_object(Bucket=lake.bucket, Key=lake.store.full_key(REGISTRY_KEY))
-    before = sorted(o.key for o in lake.store.list(METASTORE_PREFIX))
+    before = {o.key for o in lake.store.list("")}
     other = Lake(lake.bucket, s3=lake.store.client, retry=FAST_RETRY)
     try:
         with pytest.raises(RegistryCorruptError, match="version 2 of dataset 'sales'") as refused:
@@ -71,7 +75,67 @@ def test_a_commit_on_a_lake_whose_root_was_deleted_refuses_and_makes_no_root(
     finally:
         other.close()
     assert refused.value.key == REGISTRY_KEY
-    assert sorted(o.key for o in lake.store.list(METASTORE_PREFIX)) == before
+    assert "Put the root back" in str(refused.value)
+    made = {o.key for o in lake.store.list("")} - before
+    assert [k.split("/")[:3] for k in made] == [["datasets", "sales", "day=3"]]
+
+
+def test_a_fresh_lakes_first_commit_lists_the_snapshots_once_and_a_rooted_one_never(
+    s3: S3Endpoint, lake: Lake
+) -> None:
+    """What a writer's refusal of a lost root costs, counted at the endpoint: a commit that
+    reads no root lists the snapshots once (a new lake has none to read), and a commit that
+    finds its root, in a process that knew none before, lists none of them."""
+    s3.reset_stats()
+    lake.append("sales", pa.table({"id": [1]}))
+    fresh = s3.areas()
+    assert fresh["ListObjectsV2 metastore/snapshots"] == 1
+    assert "GetObject metastore/snapshots" not in fresh
+    other = Lake(lake.bucket, s3=lake.store.client, retry=FAST_RETRY)
+    try:
+        s3.reset_stats()
+        other.append("sales", pa.table({"id": [2]}))
+        rooted = s3.areas()
+    finally:
+        other.close()
+    assert "ListObjectsV2 metastore/snapshots" not in rooted
+    assert rooted["PutObject root"] == 1
+    assert sorted(lake.read("sales").column("id").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("lost", ["its root PUT answered 500", "its root deleted by hand"])
+def test_a_lake_whose_only_version_is_the_first_is_a_new_lake_and_keeps_its_rows(
+    s3: S3Endpoint, lake: Lake, lost: str
+) -> None:
+    """A lake whose first commit left snapshots of version 1 and no root: the commit's every
+    root PUT answered 500 (its caller heard ``CommitStateUnknownError``: it may still be
+    applied), or its root was deleted by hand after it. Nothing tells the two apart, and a
+    first commit that gave up must not leave a lake no one can write, so the next commit,
+    in another process, is not refused: it takes the lake for a new one and, the first
+    commit's intent within its TTL, applies it, so its rows are there once (FORMAT.md:
+    past the TTL a lost root's first version is left out)."""
+    if lost == "its root deleted by hand":
+        lake.append("sales", pa.table({"id": [1]}))
+        admin = s3.client(access_key="engine")  # a key the bucket's policy does not bind
+        admin.delete_object(Bucket=lake.bucket, Key=lake.store.full_key(REGISTRY_KEY))
+    else:
+        s3.inject("error", operation="PutObject", prefix=REGISTRY_KEY)
+        first = Lake(lake.bucket, s3=lake.store.client, retry=TWO_ATTEMPTS)
+        try:
+            with pytest.raises(CommitStateUnknownError):
+                first.append("sales", pa.table({"id": [1]}))
+        finally:
+            s3.clear_faults()
+            first.close()
+    left = [o.key for o in lake.store.list(METASTORE_PREFIX)]
+    assert REGISTRY_KEY not in left
+    assert any(k.startswith(SNAPSHOT_PREFIX) for k in left)
+    other = Lake(lake.bucket, s3=lake.store.client, retry=FAST_RETRY)
+    try:
+        other.append("sales", pa.table({"id": [2]}))
+        assert sorted(other.read("sales").column("id").to_pylist()) == [1, 2]
+    finally:
+        other.close()
 
 
 def test_a_new_lakes_first_commits_racing_are_not_taken_for_a_lost_root(

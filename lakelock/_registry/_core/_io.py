@@ -343,7 +343,9 @@ def swap(
         raise RegistryCorruptError(
             "the registry's root was deleted while committing; this process will not "
             "re-create it: put it back before anything commits here again (a process that "
-            "finds no root starts an empty lake), or delete the whole lake deliberately",
+            "finds no root refuses a lake with a version after the first, but takes one "
+            "with no more than its first for a new lake), or delete the whole lake "
+            "deliberately",
             bucket=core.bucket,
             key=core.root_key,
         ) from error

@@ -111,9 +111,8 @@ def test_a_lake_whose_only_version_is_the_first_is_a_new_lake_and_keeps_its_rows
     root PUT answered 500 (its caller heard ``CommitStateUnknownError``: it may still be
     applied), or its root was deleted by hand after it. Nothing tells the two apart, and a
     first commit that gave up must not leave a lake no one can write, so the next commit,
-    in another process, is not refused: it takes the lake for a new one and, the first
-    commit's intent within its TTL, applies it, so its rows are there once (FORMAT.md:
-    past the TTL a lost root's first version is left out)."""
+    in another process, is not refused: it takes the lake for a new one, and its fold
+    applies the first commit's intent, still in the bucket, so its rows are there once."""
     if lost == "its root deleted by hand":
         lake.append("sales", pa.table({"id": [1]}))
         admin = s3.client(access_key="engine")  # a key the bucket's policy does not bind

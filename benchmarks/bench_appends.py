@@ -37,6 +37,10 @@ client and table handle, kept for the whole benchmark so interpreter start-up is
 Each run's clock starts once every writer has imported what its system's appends use and
 opened its table, which reads the table's current state for every system (delta-rs its log,
 Lance its manifest, pyiceberg its metadata, lakelock the root and the dataset's version).
+``--nice N`` runs every system's writer processes N below the endpoint's priority: the
+embedded endpoint is one Python process sharing the writers' cores, which a real store is not
+(off by default; the table's first line says when it is on).
+
 Two loads: ``steady`` appends again and again for ``--seconds`` and counts commits/s once
 every writer has committed once (warm-up excluded: each writer's first append pays for its
 start); ``burst`` makes each writer append ``--appends`` times, first commits included, and
@@ -405,12 +409,15 @@ def quiet_libraries() -> None:
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
 
 
-def worker_main() -> None:
+def worker_main(nice: int = 0) -> None:
     """A writer process: reads one task a line on stdin, answers one line on the descriptor
     that was its stdout (which now points at stderr, so that nothing a library prints can
     break the protocol). ``prepare`` opens its handle, ``go`` runs one loop, ``create`` and
     ``count`` make and read back a table (an Icechunk table can only be touched from
-    Icechunk's interpreter)."""
+    Icechunk's interpreter). ``nice``: how much lower than the benchmark's own priority the
+    process runs (``--nice``), lowered before it prepares any system."""
+    if nice:
+        os.nice(nice)
     answers: BinaryIO = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     quiet_libraries()
@@ -452,13 +459,15 @@ def worker_main() -> None:
 
 
 class ProcessPool:
-    """Writer processes of one interpreter: this script, run with ``--writer-process``."""
+    """Writer processes of one interpreter: this script, run with ``--writer-process``;
+    ``nice`` lowers their priority by that much (the endpoint's stays the benchmark's)."""
 
-    def __init__(self, size: int, python: str) -> None:
+    def __init__(self, size: int, python: str, nice: int = 0) -> None:
         self.python = python
+        command = [python, os.path.abspath(__file__), "--writer-process", "--nice", str(nice)]
         self.processes = [
             subprocess.Popen(
-                [python, os.path.abspath(__file__), "--writer-process"],
+                command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -928,8 +937,23 @@ def parser() -> argparse.ArgumentParser:
         help="answer 409 to a conditional write that meets another write to its key in flight "
         "(as AWS does) instead of queueing it behind that write (the endpoint's default)",
     )
+    parser.add_argument(
+        "--nice",
+        type=parse_nice,
+        default=0,
+        help="run every system's writer processes this much below the endpoint's priority "
+        "(1-19; 0, the default: the same), so that the embedded endpoint stands in for a store "
+        "that does not share the writers' cores; processes mode only",
+    )
     parser.add_argument("--writer-process", action="store_true", help=argparse.SUPPRESS)
     return parser
+
+
+def parse_nice(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 19:
+        raise argparse.ArgumentTypeError(f"{value} is not a niceness from 0 to 19")
+    return value
 
 
 def version_of(python: str, module: str) -> str:
@@ -949,8 +973,10 @@ SYSTEM_PACKAGES = {
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.writer_process:
-        worker_main()
+        worker_main(args.nice)
         return
+    if args.nice and "threads" in args.modes:
+        parser().error("--nice lowers writer processes: give it with --modes processes")
     seconds = args.seconds or (2.0 if args.quick else 4.0)
     repeats = args.repeats or (1 if args.quick else 3)
 
@@ -975,7 +1001,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"# concurrent appends: lakelock vs {versions or 'nothing'}; {'; '.join(loads)}; "
         f"median of {repeats} run(s), {args.rows} rows per append"
-        f"{', 409 on concurrent conditional writes' if args.aws_conflicts else ''}; "
+        f"{', 409 on concurrent conditional writes' if args.aws_conflicts else ''}"
+        f"{f', writer processes at nice +{args.nice} (the endpoint at +0)' if args.nice else ''}; "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the start\n"
     )
     if "pyiceberg-sqlite" in args.systems:
@@ -997,7 +1024,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         pools: dict[str, ProcessPool] = {}
         if pool_size:
             for python in sorted(set(pythons.values())):
-                pools[python] = ProcessPool(pool_size, python)
+                pools[python] = ProcessPool(pool_size, python, args.nice)
                 stack.callback(pools[python].close)
         n = 0
         for cell in cells:

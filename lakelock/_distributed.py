@@ -13,6 +13,7 @@ from lakelock._lake import Lake
 from lakelock._registry import CommitResult, Fence
 from lakelock._registry._builder import CommitBuilder
 from lakelock._registry._changes import SchemaMode, checked_schema_mode
+from lakelock._registry._document import DatasetState
 
 __all__ = ["append_written"]
 
@@ -54,7 +55,23 @@ def append_written(
         # No rows: nothing is committed and the id stays unrecorded, as Lake.append's empty
         # table (a re-run that finds the rows commits them, not "already committed").
         return commit.empty(planned.version)
-    commit.declare(schema=schema)
+    commit.declare(schema=_in_the_datasets_types(schema, planned.datasets.get(dataset)))
     commit.add(files)
     commit.bind_to_files()
     return commit.commit()
+
+
+def _in_the_datasets_types(schema: pa.Schema, dataset: DatasetState | None) -> pa.Schema:
+    """The frame's ``schema``, each column the dataset has as the dataset has it: the files
+    are then judged as the driver's commit of the README's steps judges a worker's files (a
+    type the dataset's holds is committed, one it cannot hold refused), not by an equal
+    type (a pandas frame's ``large_string`` column was refused for a ``string`` dataset
+    that ``lake.registry.commit`` of the same files appends to)."""
+    current = None if dataset is None else dataset.schema
+    if current is None:
+        return schema
+    fields = []
+    for column in schema:
+        index = current.get_field_index(column.name)
+        fields.append(column if index < 0 else current.field(index))
+    return pa.schema(fields, metadata=schema.metadata)

@@ -501,7 +501,14 @@ class Heartbeat:
     since ``renew`` itself declares the loss once the lease has lapsed.
     """
 
-    def __init__(self, renew: Callable[[], object], interval: float, *, name: str) -> None:
+    def __init__(
+        self,
+        renew: Callable[[], object],
+        interval: float,
+        *,
+        name: str,
+        first: float | None = None,
+    ) -> None:
         if not interval > 0:
             raise ValueError(f"heartbeat interval must be > 0, got {interval!r}")
         self._renew: Callable[[], Callable[[], object] | None]
@@ -510,6 +517,9 @@ class Heartbeat:
         else:
             self._renew = lambda: renew
         self.interval = interval
+        #: Seconds before the first renewal (``None``: ``interval``): less when the holding
+        #: was written a while before the heartbeat starts.
+        self.first = interval if first is None else max(0.0, min(first, interval))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.beats = 0
@@ -528,7 +538,9 @@ class Heartbeat:
         return self._thread.is_alive()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        wait = self.first
+        while not self._stop.wait(wait):
+            wait = self.interval
             renew = self._renew()
             if renew is None:
                 return  # the holder object is gone: let its lease expire
@@ -630,8 +642,8 @@ class Holding(abc.ABC):
         except Exception:
             logger.exception("on_lost callback of %s failed", self.what)
 
-    def _start_heartbeat(self, interval: float, *, name: str) -> None:
-        beat = Heartbeat(self.renew, interval, name=name)
+    def _start_heartbeat(self, interval: float, *, name: str, first: float | None = None) -> None:
+        beat = Heartbeat(self.renew, interval, name=name, first=first)
         with self._mutex:
             previous, self._heartbeat = self._heartbeat, beat
         if previous is not None:

@@ -11,7 +11,9 @@ and a ``float`` in a ``double``, as Iceberg promotes them; a decimal of a smalle
 and the same scale; a timestamp, time or date of the same or a coarser unit, with a time
 zone or without as the dataset's: a finer one fails the safe cast of any value the
 dataset's unit cannot hold); a column of type null (all nulls when the dataset got it) holds
-only nulls; nested types and those not named here are left to the reader.
+only nulls; a struct holds a struct whose every field it has, in a type that holds it (a
+read casts a struct by field name, dropping a field the dataset's lacks), a list or map
+one whose values it holds; types not named here are left to the reader.
 
 A column the dataset lacks is not read, but would be the day another process merged it in a
 type that cannot hold the file's: a commit refuses such a column unless it merges it
@@ -105,13 +107,89 @@ def unholdable(
         if index < 0 or column.name in from_path:
             continue
         wanted = dataset.field(index).type
-        if pa.types.is_null(wanted) and not pa.types.is_null(column.type):
-            return column.name, wanted  # no value can be cast to null: every read fails
-        found, expected = _kind(column.type), _kind(wanted)
-        if found is None or expected is None or _holds(expected, found):
-            continue
-        return column.name, wanted
+        if not _type_holds(wanted, column.type):
+            return column.name, wanted
     return None
+
+
+def _type_holds(wanted: pa.DataType, found: pa.DataType) -> bool:
+    """Whether a column of type ``wanted`` holds every value stored as ``found``. A read
+    casts a struct by field name: a field ``found`` has that ``wanted`` lacks would be
+    dropped unseen (an engine that writes a nested field under another name, as Iceberg
+    writers spell one Avro cannot hold, ``a b`` as ``a_x20b``), one it lacks reads as
+    nulls; a list's or map's values are held as their types are; a nested type and
+    another are not (every read would fail). Primitive types not named by :func:`_kind`
+    are left to the reader."""
+    t = pa.types
+    if t.is_null(wanted) and not t.is_null(found):
+        return False  # no value can be cast to null: every read fails
+    if not _indices_hold(wanted, found):
+        return False
+    if t.is_null(found):
+        return True
+    nested = _nested(wanted), _nested(found)
+    if nested != (None, None):
+        return nested[0] == nested[1] and _children_held(wanted, found)
+    kinds = _kind(_values(wanted)), _kind(_values(found))
+    return kinds[0] is None or kinds[1] is None or _holds(kinds[0], kinds[1])
+
+
+def _nested(type_: pa.DataType) -> str | None:
+    """A nested type's kind (a struct, a map, a list, a list of a fixed size), None for
+    others."""
+    t = pa.types
+    if t.is_struct(type_):
+        return "struct"
+    if t.is_map(type_):
+        return "map"
+    if t.is_fixed_size_list(type_):
+        return f"list of {type_.list_size}"
+    if t.is_list(type_) or t.is_large_list(type_):
+        return "list"
+    if t.is_list_view(type_) or t.is_large_list_view(type_):
+        return "list"
+    return None
+
+
+def _children_held(wanted: pa.DataType, found: pa.DataType) -> bool:
+    """Whether the nested type ``wanted`` holds the children of ``found``, of its kind."""
+    if pa.types.is_struct(found):
+        fields = {wanted.field(i).name: wanted.field(i).type for i in range(wanted.num_fields)}
+        return all(
+            f.name in fields and _type_holds(fields[f.name], f.type)
+            for f in (found.field(i) for i in range(found.num_fields))
+        )
+    if pa.types.is_map(found):
+        return _type_holds(wanted.key_type, found.key_type) and _type_holds(
+            wanted.item_type, found.item_type
+        )
+    return _type_holds(wanted.value_type, found.value_type)
+
+
+def _values(type_: pa.DataType) -> pa.DataType:
+    """A dictionary's value type; any other type itself (a dictionary is an encoding of its
+    values)."""
+    return type_.value_type if pa.types.is_dictionary(type_) else type_
+
+
+def _indices_hold(wanted: pa.DataType, found: pa.DataType) -> bool:
+    """Whether a column of ``wanted`` type holds as many distinct values as one of ``found``
+    may: a dictionary holds as many as its index type counts, a plain column any number (a
+    file's column is a 32-bit count at most). A file whose categories outnumber the
+    dataset's dictionary indices (int16 ones, for an int8 dataset) failed every read."""
+    if not pa.types.is_dictionary(wanted):
+        return True
+    return _index_capacity(found) <= _index_capacity(wanted)
+
+
+def _index_capacity(type_: pa.DataType) -> int:
+    """How many distinct values a column of ``type_`` can hold: its dictionary's index
+    type's largest value; a plain column's, a 32-bit count."""
+    if not pa.types.is_dictionary(type_):
+        return 2**31 - 1
+    index = type_.index_type
+    bits = index.bit_width if pa.types.is_unsigned_integer(index) else index.bit_width - 1
+    return int(2**bits - 1)
 
 
 #: A time unit's width: a finer unit is wider (it holds values a coarser one cannot).

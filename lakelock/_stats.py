@@ -50,6 +50,7 @@ __all__ = [
     "TRUNCATE",
     "ColumnStats",
     "FileStats",
+    "RowFacts",
     "footer_stats",
     "guarantee",
     "stats_from_json",
@@ -136,6 +137,86 @@ def footer_stats(metadata: Any, table: Any) -> FileStats:
     """The statistics of a file from its parquet ``metadata`` (``pyarrow.parquet.
     FileMetaData``, as the writer returns it) and the ``table`` written (its schema, and the
     NaN count of float columns, which the footer does not keep)."""
+    facts = {}
+    for field in table.schema:
+        data = table.column(field.name)
+        facts[field.name] = _Facts(len(data), _nans(field.type, data), _text_bounds(data))
+    return _file_stats(metadata, table.schema, facts)
+
+
+class RowFacts:
+    """What a file's statistics need of its rows beyond its footer, gathered batch by
+    batch as the file is written (:meth:`add`): each column's rows, NaNs (a float column)
+    and least and greatest text (a text column: the footer keeps no bounds for a row group
+    whose least or greatest is longer than 4 KiB). :meth:`stats` then gives what
+    :func:`footer_stats` gives for the whole table."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._rows = dict.fromkeys(schema.names, 0)
+        self._nans: dict[str, int | None] = {f.name: _nans(f.type, None) for f in schema}
+        self._least: dict[str, str | None] = dict.fromkeys(schema.names)
+        self._greatest: dict[str, str | None] = dict.fromkeys(schema.names)
+
+    def add(self, batch: Any) -> None:
+        """Count ``batch`` (a table or record batch of this schema) in."""
+        for field in self.schema:
+            if _nested(field.type):
+                continue
+            data = batch.column(field.name)
+            self._rows[field.name] += len(data)
+            nans = _nans(field.type, data)
+            if nans is not None:
+                self._nans[field.name] = (self._nans[field.name] or 0) + nans
+            bounds = _text_bounds(data)()
+            if bounds is not None:
+                least, greatest = self._least[field.name], self._greatest[field.name]
+                self._least[field.name] = bounds[0] if least is None else min(least, bounds[0])
+                self._greatest[field.name] = (
+                    bounds[1] if greatest is None else max(greatest, bounds[1])
+                )
+
+    def stats(self, metadata: Any) -> FileStats:
+        """The file's statistics, from its footer (``metadata``) and the rows added."""
+        facts = {}
+        for name in self.schema.names:
+            least, greatest = self._least[name], self._greatest[name]
+            bounds = None if least is None or greatest is None else (least, greatest)
+            facts[name] = _Facts(self._rows[name], self._nans[name], lambda b=bounds: b)
+        return _file_stats(metadata, self.schema, facts)
+
+
+@dataclass(frozen=True)
+class _Facts:
+    rows: int
+    nans: int | None
+    #: The least and greatest text of a text column's rows (``None``: none, all null, or
+    #: not text), computed only when the footer has no bounds.
+    text_bounds: Any
+
+
+def _nans(type_: Any, data: Any) -> int | None:
+    """NaNs in ``data`` of a float column (``None`` of another; 0 for no data yet)."""
+    if not pa.types.is_floating(_value_type(type_)):
+        return None
+    return 0 if data is None else int(pc.sum(pc.is_nan(data)).as_py() or 0)
+
+
+def _text_bounds(data: Any) -> Any:
+    """A function giving the least and greatest of a text column's ``data`` (``None`` when
+    it is not text or all null)."""
+    value_type = _value_type(data.type)
+
+    def bounds() -> tuple[str, str] | None:
+        if not _is_text(value_type) or data.null_count >= len(data):
+            return None
+        least, greatest = pc.min_max(data.cast(value_type).cast(pa.large_string())).values()
+        return least.as_py(), greatest.as_py()
+
+    return bounds
+
+
+def _file_stats(metadata: Any, schema: pa.Schema, facts: dict[str, _Facts]) -> FileStats:
     leaves: dict[str, int] = {}
     parquet_schema = metadata.schema
     for i in range(len(parquet_schema)):
@@ -143,11 +224,11 @@ def footer_stats(metadata: Any, table: Any) -> FileStats:
         if "." not in path:
             leaves[path] = i
     columns = []
-    for field in table.schema:
+    for field in schema:
         index = leaves.get(field.name)
         if index is None or _nested(field.type):
             continue
-        columns.append(_column(field, index, metadata, table.column(field.name)))
+        columns.append(_column(field, index, metadata, facts[field.name]))
     return FileStats(tuple(columns))
 
 
@@ -158,9 +239,9 @@ def _nested(type_: Any) -> bool:
     )
 
 
-def _column(field: Any, index: int, metadata: Any, data: Any) -> ColumnStats:
+def _column(field: Any, index: int, metadata: Any, facts: _Facts) -> ColumnStats:
     if pa.types.is_null(field.type):  # parquet keeps no statistics for it: every row is null
-        return ColumnStats(field.name, len(data))
+        return ColumnStats(field.name, facts.rows)
     nulls: int | None = 0
     low: Bound | None = None
     high: Bound | None = None
@@ -183,16 +264,12 @@ def _column(field: Any, index: int, metadata: Any, data: Any) -> ColumnStats:
             continue
         low = pair[0] if low is None else min(low, pair[0])
         high = pair[1] if high is None else max(high, pair[1])
-    nans = None
-    value_type = _value_type(field.type)
-    if pa.types.is_floating(value_type):
-        nans = int(pc.sum(pc.is_nan(data)).as_py() or 0)
-    if not bounded and _is_text(value_type) and data.null_count < len(data):
+    nans = facts.nans
+    if not bounded and (text := facts.text_bounds()) is not None:
         # The parquet writer keeps no bounds for a row group whose least or greatest value
         # is longer than 4 KiB; the rows are at hand, and bounds that depend on how rows were
         # split into files would make a commit's digest depend on it too (lakelock._digest).
-        least, greatest = pc.min_max(data.cast(value_type).cast(pa.large_string())).values()
-        low, high, bounded = least.as_py(), greatest.as_py(), True
+        low, high, bounded = text[0], text[1], True
     if not bounded or low is None or high is None:
         return ColumnStats(field.name, nulls, nans)
     if isinstance(low, str):

@@ -10,7 +10,7 @@ an engine's files and ``registry.commit``'s of files written elsewhere
 (:func:`check_stored_partitions`, which refuses such a file). A partition move to another
 value copies a file's bytes unchanged, so a file storing a partition column the move changes
 is written again holding the new value instead (:func:`moved_stored_columns` says which,
-:func:`with_partition_values` writes it).
+:func:`with_partition_values` writes it, a row group at a time, as the source was written).
 
 What it costs: one ranged GET of a file's last 64 KiB (a second for a longer footer), only
 for files that may store a partition column: not the files lakelock's ``write`` returned
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from lakelock._datafile import DataFile
 from lakelock._names import parse_partition_path, parse_partition_value
 from lakelock._s3 import ObjectStore
-from lakelock._stats import FileStats, footer_stats
+from lakelock._stats import FileStats, RowFacts
 from lakelock.errors import InvalidNameError, NotFoundError, SchemaMismatchError
 
 __all__ = [
@@ -231,15 +231,58 @@ def _changed(f: DataFile, moved: Mapping[str, str | None]) -> set[str]:
 def with_partition_values(body: bytes, values: Mapping[str, str | None]) -> tuple[bytes, FileStats]:
     """The parquet file ``body`` written again with each column of ``values`` holding that
     value (as a partition path spells it) in every row, and its statistics: every other
-    column, the schema and its metadata (Iceberg's field ids) as they were. The file is
-    held in memory whole, twice."""
-    table = pq.read_table(pa.BufferReader(body))
+    column, the schema and its metadata (Iceberg's field ids) as they were. Streamed row
+    group by row group (one decoded at a time), each written as a row group of as many rows,
+    with the source's compression codec, dictionary use and format version per column
+    (:func:`_written_like`; a codec's level is not in a footer: the codec's default)."""
+    source = pq.ParquetFile(pa.BufferReader(body))
+    schema = source.schema_arrow
+    replaced = {}
     for column, text in values.items():
-        i = table.schema.get_field_index(column)
-        field = table.schema.field(i)
-        value = parse_partition_value(text, field.type)
-        table = table.set_column(i, field, pa.repeat(value, table.num_rows).cast(field.type))
+        field = schema.field(column)
+        replaced[schema.get_field_index(column)] = (field, parse_partition_value(text, field.type))
+    facts = RowFacts(schema)
     out = io.BytesIO()
     footer: list[Any] = []
-    pq.write_table(table, out, metadata_collector=footer)
-    return out.getvalue(), footer_stats(footer[0], table)
+    with pq.ParquetWriter(
+        out, schema, metadata_collector=footer, **_written_like(source.metadata)
+    ) as writer:
+        for g in range(source.num_row_groups):
+            group = source.read_row_group(g)
+            for i, (field, value) in replaced.items():
+                filled = pa.repeat(value, group.num_rows).cast(field.type)
+                group = group.set_column(i, field, filled)
+            facts.add(group)
+            writer.write_table(group, row_group_size=max(group.num_rows, 1))
+    return out.getvalue(), facts.stats(footer[0])
+
+
+#: A footer's codec names as pyarrow's writer takes them.
+_CODECS = {
+    "UNCOMPRESSED": "none",
+    "SNAPPY": "snappy",
+    "GZIP": "gzip",
+    "BROTLI": "brotli",
+    "LZ4": "lz4",
+    "LZ4_RAW": "lz4",
+    "ZSTD": "zstd",
+}
+
+
+def _written_like(footer: pq.FileMetaData) -> dict[str, Any]:
+    """The writer's options that keep what ``footer`` says of its file: each column's
+    compression codec and whether it used a dictionary (its first row group's), and the
+    format version. A codec pyarrow does not write (LZO) is its default's."""
+    if footer.num_row_groups == 0:
+        return {"version": footer.format_version}
+    group = footer.row_group(0)
+    codecs: dict[str, str] = {}
+    dictionaries: list[str] = []
+    for j in range(group.num_columns):
+        chunk = group.column(j)
+        codec = _CODECS.get(chunk.compression)
+        if codec is not None:
+            codecs[chunk.path_in_schema] = codec
+        if any("DICTIONARY" in encoding for encoding in chunk.encodings):
+            dictionaries.append(chunk.path_in_schema)
+    return {"version": footer.format_version, "compression": codecs, "use_dictionary": dictionaries}

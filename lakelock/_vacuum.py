@@ -51,7 +51,7 @@ from collections.abc import Callable
 
 from lakelock._datasets import Progress
 from lakelock._durations import at_most_a_century, format_duration
-from lakelock._mirror._vacuum import view_keep
+from lakelock._mirror._vacuum import drop_expired_snapshots, view_keep
 from lakelock._registry import Registry
 from lakelock._registry._core import Driver
 from lakelock._registry._document import REGISTRY_KEY
@@ -123,6 +123,8 @@ def vacuum(
         )
     )
     report = _classified(registry, found, older_than=older_than, dry_run=dry_run)
+    # The Iceberg views' newest metadata, written again without the snapshots about to go.
+    drop_expired_snapshots(registry, found.doc, found.oldest, found.listed, now=found.now)
     total = len(report.orphans)
     done = 0
     for start in range(0, total, DELETE_BATCH):

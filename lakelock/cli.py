@@ -48,6 +48,7 @@ from lakelock._cli._common import (
     is_expected,
     join_dash_values,
 )
+from lakelock.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -114,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # --help or --version into a reader gone away
         _silence_stdout()
         return 141
+    refused = _usage_refused(args)
+    if refused is not None:
+        sys.stderr.write(f"{args.usage_prog}: error: {refused}\n")
+        return 2
     try:
         status: int = args.run(args)
         sys.stdout.flush()  # a reader gone away is found here, not at the interpreter's exit
@@ -139,6 +144,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"lakelock: error: {message}\n")
         return 1
     return status
+
+
+def _usage_refused(args: argparse.Namespace) -> str | None:
+    """What the command's ``check`` refuses in its options taken together, else ``None``."""
+    check = getattr(args, "check", None)
+    if check is None:
+        return None
+    try:
+        check(args)
+    except InvalidArgumentError as error:
+        return str(error)
+    return None
 
 
 def _silence_stdout() -> None:

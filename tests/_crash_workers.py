@@ -16,7 +16,9 @@ Roles:
   until it dies;
 - ``holder``: takes lease ``crash`` and the path lock on ``/ledger`` (both with heartbeats and
   a short TTL), says so, then makes fenced ``ledger`` commits until it dies; its kill point
-  is counted from the moment it holds both.
+  is counted from the moment it holds both. A holder whose lease lapsed first (its heartbeat
+  late on a loaded machine) is refused its fence, as promised: it says so, with how starved
+  it was (:class:`Watch`), and dies there instead.
 
 Each invocation is written (and flushed, so a kill loses nothing written before it) as a
 ``start`` line and, if the worker lives to see it, an ``end`` line with the outcome; the
@@ -32,16 +34,18 @@ import signal
 import sys
 import threading
 import time
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import boto3
 import orjson
 import pyarrow as pa
 
 from lakelock import Lake
+from lakelock._lease import Lease
 from lakelock._pathlock import DistributedPathLock
 from lakelock._registry import Registry
 from lakelock._retry import RetryPolicy
+from lakelock.errors import LeaseLostError
 from lakelock.testing import client_kwargs
 from tests._chaos_workers import PLACES, WINDOW, attempt, exit_now, move, places_of
 
@@ -79,7 +83,7 @@ class Crasher:
             if self.phase == "after":
                 self._doomed = what
                 return
-        self._die(what, "before")
+        self.die(what, "before")
 
     def _before_parse(self, event_name: str, **_: Any) -> None:
         # The first answer parsed after the doomed request was sent: its own, except when a
@@ -87,11 +91,48 @@ class Crasher:
         with self._mutex:
             doomed = self._doomed
         if doomed is not None:
-            self._die(doomed, "after")
+            self.die(doomed, "after")
 
-    def _die(self, what: str, phase: str) -> None:
+    def die(self, what: str, phase: str) -> NoReturn:
         self.log.write({"op": "killed", "time": time.time(), "request": what, "phase": phase})
         os.kill(os.getpid(), signal.SIGKILL)
+        raise SystemExit("killed")  # not reached: SIGKILL is not caught
+
+
+class Watch:
+    """How starved of time the process was: the longest a thread asking to wake every
+    ``PERIOD`` seconds waited past it (the process got no CPU, or its threads no turn), and
+    the slowest round trip of the client's requests (the endpoint got none), and how long
+    the lease's acquire took (its heartbeat starts when it returns, its expiry counts from
+    its write)."""
+
+    PERIOD = 0.05
+
+    def __init__(self, client: Any) -> None:
+        self.stall = 0.0
+        self.slowest = 0.0
+        self.acquiring = 0.0
+        self._sent = threading.local()
+        client.meta.events.register("before-send.s3", self._before_send)
+        client.meta.events.register("needs-retry.s3", self._answered)
+        threading.Thread(target=self._tick, name="watch", daemon=True).start()
+
+    def _tick(self) -> None:
+        last = time.monotonic()
+        while True:
+            time.sleep(self.PERIOD)
+            now = time.monotonic()
+            self.stall = max(self.stall, now - last - self.PERIOD)
+            last = now
+
+    def _before_send(self, **_: Any) -> None:
+        self._sent.at = time.monotonic()
+
+    def _answered(self, **_: Any) -> None:
+        sent = getattr(self._sent, "at", None)
+        if sent is not None:
+            self.slowest = max(self.slowest, time.monotonic() - sent)
+            self._sent.at = None
 
 
 class Log:
@@ -183,10 +224,13 @@ def writer(args: dict[str, Any], log: Log) -> None:
 def holder(args: dict[str, Any], log: Log) -> None:
     lake, crasher = make_lake(args, log)
     crasher.armed = False
+    watch = Watch(lake.store.client)
     lease = lake.lease(
         LEASE_NAME, ttl=args["ttl"], margin=args["margin"], heartbeat=True, poll_interval=0.05
     )
+    began = time.monotonic()
     lease.acquire(timeout=30)
+    watch.acquiring = time.monotonic() - began
     lock = lake.lock(write=[HOLDER_LOCK], timeout=30).acquire()
     log.write(
         {
@@ -200,7 +244,10 @@ def holder(args: dict[str, Any], log: Log) -> None:
     crasher.arm()
     for n in range(args.get("ops", 1000)):
         cid = f"{args['worker']}-{n}"
-        fence = lease.fence
+        try:
+            fence = lease.fence
+        except LeaseLostError as error:
+            lapsed(log, crasher, watch, lease, error)
         invoke(
             log,
             {"op": "ledger", "id": cid, "fence": fence.token, "fence_name": fence.name},
@@ -210,6 +257,27 @@ def holder(args: dict[str, Any], log: Log) -> None:
         )
     lock.release()
     lease.release()
+
+
+def lapsed(
+    log: Log, crasher: Crasher, watch: Watch, lease: Lease, error: LeaseLostError
+) -> NoReturn:
+    """The holder's lease lapsed before its kill point: say how starved the process was,
+    then die there (its lease and lock left to expire, as a killed holder's)."""
+    log.write(
+        {
+            "op": "lapsed",
+            "time": time.time(),
+            "reason": str(error),
+            "ttl": lease.terms.ttl,
+            "margin": lease.terms.margin,
+            "beat": lease.terms.beat,
+            "stall": watch.stall,
+            "slowest": watch.slowest,
+            "acquiring": watch.acquiring,
+        }
+    )
+    crasher.die("its lease lapsed", "lapsed")
 
 
 ROLES = {"writer": writer, "holder": holder}

@@ -458,22 +458,13 @@ def test_a_snapshot_the_catalog_lists_after_vacuum_reads_as_lakelock(
     every_snapshot_listed_reads_as_lakelock(engine(server).load_table("lake.events"), lake, gone)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the Iceberg view's newest metadata.json, written before the vacuum, lists snapshots "
-        "[2, 3, 4], 2 and 3 replaced before the vacuum's horizon: lakelock's read of 3 is "
-        "SnapshotExpiredError, pyiceberg's StaticTable scan of 2 FileNotFoundError on "
-        "views/events/iceberg/manifests/snap-00000000000000000002.avro (a view's metadata is "
-        "written once per version: nothing drops them until the dataset's next version)"
-    ),
-)
 def test_a_snapshot_the_iceberg_view_lists_after_vacuum_reads_as_lakelock(
     server: CatalogServer, lake: Lake, s3: S3Endpoint
 ) -> None:
     """After vacuum, every snapshot the Iceberg view's newest metadata lists reads what
     lakelock reads at that version (FORMAT.md: it lists "every snapshot mirrored that a
-    reader may still ask for")."""
+    reader may still ask for"). It listed [2, 3, 4], 2 and 3 replaced before the vacuum's
+    horizon, until the dataset's next version: vacuum writes it again without them."""
     gone = engine_wrote_then_vacuumed(server, lake)
     location = lake.mirror("events").iceberg
     assert location is not None

@@ -10,20 +10,18 @@ import os
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import parse_qs
 
-import botocore.session
 import orjson
 import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError
-from botocore.serialize import create_serializer
 
 from lakelock import Lake
 from lakelock.errors import AlreadyExistsError
 from lakelock.testing import FaultPlan, FaultRule, S3Endpoint, parse_fault_spec
-from lakelock.testing._classify import OPERATIONS, classify
+from lakelock.testing._classify import OPERATIONS
 from lakelock.testing._policy_gate import DEFAULT_PRINCIPAL_ACCOUNT
+from tests._support.s3model import classified_operations
 
 pytestmark = pytest.mark.unguarded  # raw writes of a test, anywhere in the bucket
 
@@ -82,39 +80,8 @@ def test_a_fault_for_an_operation_no_request_bears_is_refused_when_injected(
 
 
 #: Names :func:`classify` gives that botocore's S3 model has no operation of: a browser's form
-#: upload, and a bucket subresource read with a verb S3 does not take for it.
-_OUTSIDE_THE_MODEL = frozenset(
-    {"PostObject", "PutBucketLocation"}
-    | {f"DeleteBucket{s}" for s in ("Acl", "Location", "Versioning")}
-    | {f"HeadBucket{s}" for s in ("Acl", "Cors", "Lifecycle", "Location", "Policy", "Tagging")}
-    | {"HeadBucketVersioning"}
-)
-
-
-def _modelled_requests() -> dict[str, str]:
-    """Each operation of botocore's S3 model: the operation :func:`classify` names the
-    request botocore's own serializer makes of it (its required members filled in)."""
-    model = botocore.session.get_session().get_service_model("s3")
-    serializer = create_serializer("rest-xml", include_validation=False)
-
-    def filled(shape: Any) -> Any:
-        if shape.type_name == "structure":
-            return {name: filled(shape.members[name]) for name in shape.required_members}
-        return {"integer": 1, "long": 1, "boolean": True, "blob": b"x", "list": []}.get(
-            shape.type_name, "x"
-        )
-
-    named = {}
-    for name in model.operation_names:
-        operation = model.operation_model(name)
-        params = filled(operation.input_shape) if operation.input_shape else {}
-        request = serializer.serialize_to_request(params, operation)
-        path, _, subresources = request["url_path"].partition("?")
-        query = parse_qs(subresources, keep_blank_values=True)
-        query.update({k: [str(v)] for k, v in request["query_string"].items()})
-        headers = {k.lower(): v for k, v in request["headers"].items()}
-        named[name] = classify(request["method"], path, query, headers).operation
-    return named
+#: upload.
+_OUTSIDE_THE_MODEL = frozenset({"PostObject"})
 
 
 def test_the_operation_names_a_fault_may_use_are_those_classify_gives_s3s_requests() -> None:
@@ -124,7 +91,7 @@ def test_the_operation_names_a_fault_may_use_are_those_classify_gives_s3s_reques
     gives a modelled request, or one of the few it gives requests outside the model. A
     branch added to ``classify`` without its name, or a name kept after its branch went,
     fails here."""
-    named = _modelled_requests()
+    named = classified_operations()
     own = {name for name, given in named.items() if given == name}
     assert own <= OPERATIONS, sorted(own - OPERATIONS)
     assert OPERATIONS - own == _OUTSIDE_THE_MODEL, sorted(OPERATIONS - own)

@@ -274,6 +274,30 @@ def test_a_rerun_of_a_recorded_commit_is_reported_though_its_files_no_longer_fit
     assert lake.read("events")["id"].to_pylist() == [1]
 
 
+def test_a_rerun_with_other_rows_stays_refused_once_its_files_no_longer_fit(
+    lake: Lake, client: Any, bucket: str
+) -> None:
+    """As above, but the job re-run under ``load-3`` brings other rows (``id`` 4, not 3):
+    another change than the one the id records (FORMAT.md, "Commit ids": the rows'
+    summaries differ), so the refusal of its files stands (``SchemaMismatchError``) and
+    nothing is committed: it must not be reported as the commit that landed, which holds
+    other rows."""
+    lake.append("events", pa.table({"id": [1]}))
+    with Lake(bucket, s3=client, retry=FAST_RETRY) as other:
+        other.append("events", pa.table({"id": [2], "score": [5]}), schema_mode="merge")
+    write = lake.config.open().write
+    lake.registry.commit(
+        "events", add=write("events", pa.table({"id": [3], "score": [6]})), commit_id="load-3"
+    )
+    lake.restore("events", version=1)
+    before = lake.registry.read().version
+    others = write("events", pa.table({"id": [4], "score": [7]}))
+    with pytest.raises(SchemaMismatchError, match="score"):
+        lake.registry.commit("events", add=others, commit_id="load-3")
+    assert lake.registry.read().version == before
+    assert lake.read("events")["id"].to_pylist() == [1]
+
+
 def test_a_drivers_commit_finds_the_columns_its_files_hold_once(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:

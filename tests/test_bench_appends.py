@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -144,3 +145,24 @@ def test_lakelock_opened_as_its_peers_are_reads_no_table_state_in_its_first_appe
     first = s3.areas()
     assert not [area for area in first if area.startswith("GetObject")], first
     assert first.get("PutObject root") == 1, first
+
+
+def test_nice_lowers_every_writer_process_and_only_with_processes() -> None:
+    """``--nice N`` runs the writer processes N below the benchmark (and so below the endpoint
+    it started), whatever system they serve: the endpoint then stands in for a store that does
+    not share the writers' cores. Without it they run at the benchmark's own priority; threads
+    have no process of their own to lower, so the two together are refused."""
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    for nice in (0, 3):
+        pool = bench.ProcessPool(2, sys.executable, nice)
+        try:
+            for process in pool.processes:
+                assert os.getpriority(os.PRIO_PROCESS, process.pid) == min(19, own + nice)
+        finally:
+            pool.close()
+    assert bench.parser().parse_args(["--modes", "processes", "--nice", "5"]).nice == 5
+    for wrong in (["--nice", "20"], ["--nice", "-1"]):
+        with pytest.raises(SystemExit):
+            bench.parser().parse_args(wrong)
+    with pytest.raises(SystemExit):
+        bench.main(["--modes", "threads,processes", "--nice", "5"])

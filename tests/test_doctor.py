@@ -57,9 +57,9 @@ def one_shot_client(url: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def plain_moto(endpoint: S3Endpoint) -> Iterator[str]:
-    """moto's own server, no gateway, in this process: it shares moto's backend (and so the
-    buckets) with the embedded endpoint, but none of the gateway's fixes."""
+def plain_moto() -> Iterator[str]:
+    """moto's own server, no gateway, in this process: a store of its own (the embedded
+    endpoint's buckets are not in it), without the gateway's fixes."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -138,6 +138,7 @@ def test_plain_moto_fails_exactly_what_it_lacks(plain_moto: str, bucket: str) ->
     """moto alone ignores If-Match on CompleteMultipartUpload, CopyObject destination
     conditions and per-key ETags: those probes fail, the rest pass, nothing is left."""
     client = one_shot_client(plain_moto)
+    client.create_bucket(Bucket=bucket)
     found = results(client, bucket)
     failed = {n for n, r in found.items() if r.status == "fail"}
     # moto's check-then-write is unguarded: a race may or may not show it in one run.

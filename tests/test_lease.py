@@ -791,3 +791,34 @@ def test_one_lease_name_in_two_unicode_spellings_is_one_lease(
         assert [listed.key for listed in read_leases(store)] == [lease_key(composed)]
     finally:
         first.release()
+
+
+def test_a_slow_takeover_record_brings_the_first_renewal_forward(
+    store: ObjectStore, sim: SimTime
+) -> None:
+    """Recording the takeover in the registry took longer than a beat (a slow store, a
+    loaded machine): the lease's expiry was decided before that, so the heartbeat's first
+    renewal is due a beat after it, at once, not a whole beat after ``acquire`` returned
+    (by when the lease could have lapsed: its first fence refused). Without the delay the
+    first renewal is a beat away, as before."""
+
+    class SlowRecord:
+        def record_takeover(self, fence: Fence) -> None:
+            sim.advance(250.0)  # more than a beat of a 600 s lease (about 200 s)
+
+    lease = make_lease(store, sim, ttl=600.0, heartbeat=True, takeovers=SlowRecord())
+    lease.acquire()
+    beat = lease._heartbeat
+    assert beat is not None
+    assert beat.interval > 150.0
+    assert beat.first == 0.0
+    wait_until(lambda: beat.beats >= 1)
+    assert lease.expires_at is not None
+    assert lease.expires_at > sim.server + 500.0  # renewed after the record's 250 s
+    lease.release()
+
+    prompt = make_lease(store, sim, name="prompt", ttl=600.0, heartbeat=True)
+    prompt.acquire()
+    assert prompt._heartbeat is not None
+    assert prompt._heartbeat.first == pytest.approx(prompt._heartbeat.interval)
+    prompt.release()

@@ -18,9 +18,10 @@ import pyarrow.compute as pc
 import pytest
 
 from lakelock import Lake
-from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock._catalog import CatalogServer
 from lakelock._retry import RetryPolicy
 from tests._localstack import MARKS, LocalStack
+from tests._support.catalog import serving
 from tests._support.views import delta_options, history, iceberg_properties, rows
 
 deltalake = pytest.importorskip("deltalake")
@@ -44,12 +45,9 @@ def lake(localstack: LocalStack, request: pytest.FixtureRequest) -> Lake:
 
 @pytest.fixture
 def catalog_server(lake: Lake) -> Iterator[CatalogServer]:
-    """The read-only catalog over ``lake``, in this process on a free port of 127.0.0.1."""
-    server = CatalogServer(LakeCatalog(lake, namespace="lake"), port=0).start()
-    try:
+    """``lakelock catalog`` over ``lake`` (namespace ``lake``), in this process."""
+    with serving(lake) as server:
         yield server
-    finally:
-        server.close()
 
 
 def assert_reads(got: pa.Table, expected: pa.Table, where: tuple[Any, ...]) -> None:

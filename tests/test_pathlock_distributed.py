@@ -673,3 +673,35 @@ def test_killed_holder_stops_blocking_within_ttl_and_margins(
     heartbeat_interval = (ttl - margin) / 3
     assert ttl + margin - heartbeat_interval < blocked
     assert blocked <= ttl + margin + 2 * (DATE_RESOLUTION + 0.1) + poll
+
+
+def test_a_slow_registration_brings_the_first_renewal_forward(
+    store: ObjectStore, sim: SimTime
+) -> None:
+    """Registering a write grant in the lake's registry took longer than a beat (a slow
+    store, a loaded machine): the heartbeat's first renewal is due when the grant has two
+    beats left, as a wait for a later table renews, so at once, not a whole beat after
+    ``acquire`` returned (by when the grant could have lapsed). Without the delay the first
+    renewal is a beat away, as before."""
+
+    class SlowRegistry:
+        def hold_write_locks(self, fences: tuple[Fence, ...]) -> None:
+            sim.advance(250.0)  # more than a beat of a 600 s grant (about 200 s)
+
+        def release_write_locks(self, fences: tuple[Fence, ...]) -> None:
+            pass
+
+    locks = machine(store, sim, ttl=600.0, heartbeat=True, write_locks=SlowRegistry())
+    handle = locks.lock(write=["/sales"]).acquire()
+    beat = handle._heartbeat
+    assert beat is not None
+    assert beat.interval > 150.0
+    assert beat.first == 0.0
+    wait_until(lambda: beat.beats >= 1)
+    handle.check()
+    handle.release()
+
+    prompt = machine(store, sim, ttl=600.0, heartbeat=True).lock(write=["/sales"]).acquire()
+    assert prompt._heartbeat is not None
+    assert prompt._heartbeat.first == pytest.approx(prompt._heartbeat.interval)
+    prompt.release()

@@ -13,7 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lakelock import CommitResult
 from lakelock._datafile import DataFile
+from lakelock._digest import comparable
 from lakelock._fence import Fence
 from lakelock._readable import unholdable
 from lakelock._registry._builder import refused_rerun
@@ -671,6 +673,49 @@ def test_a_rerun_whose_files_no_longer_fit_is_answered_as_the_shell_answers_it(
     assert any(
         "refused with SchemaMismatchError, but its change was acknowledged" in v
         for v in broken.violations
+    ), broken.violations
+
+
+def test_a_rerun_of_other_rows_is_held_to_the_change_recorded_not_to_a_retry_told_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FORMAT.md, "Commit ids": a ``commit:`` digest is compared only with another of its
+    kind, so "the same change" is not transitive. In this run a worker's files under
+    ``job-0-1`` are refused; a re-run with other rows (a ``sha256:`` digest) lands; a
+    re-run with the first rows (``commit:``) is told ``already_committed``, the digests not
+    comparable; a third re-run, with rows whose ``sha256:`` digest differs from the one
+    recorded, finds the dataset changed and is refused (``SchemaMismatchError``). It is
+    another change than the one recorded (the shell's ``reused_commit_id``), and the
+    checker holds it to that change, not to the retry told ``already_committed``: the
+    refusal stands, no violation (the checker reported one before). With the shell telling
+    every re-run of a recorded id ``already_committed`` (its rows not compared), the
+    checker reports the third told so of a commit that holds other rows (it did not)."""
+    run = simulate(dataclasses.replace(RESTORED, seed=130))
+    assert run.violations == []
+    refused = [
+        i
+        for i in run.invocations
+        if i.op == "rerun" and i.outcome == "fail" and i.error_type == "SchemaMismatchError"
+    ]
+    told = [i for i in run.invocations if i.op == "rerun" and i.already and i.end is not None]
+    assert any(
+        a.id == r.id
+        and a.end is not None
+        and a.end < r.start
+        and not comparable(str(a.changes[0].digest), str(r.changes[0].digest))
+        for r in refused
+        for a in told
+    )
+
+    def any_rows(change: Change, found: Any) -> CommitResult | None:
+        if change.generated_id or found is None:
+            return None
+        return CommitResult(found.version, change.commit_id, already_committed=True)
+
+    monkeypatch.setattr(_ops, "refused_rerun", any_rows)
+    broken = simulate(dataclasses.replace(RESTORED, seed=130))
+    assert any(
+        "told already_committed at v7, which records another change" in v for v in broken.violations
     ), broken.violations
 
 

@@ -1233,6 +1233,12 @@ PINNED_TOY = (
         "commits_per_cas": 1.0,
         "commits_per_second": 4.0,
         "failed": 0,
+        "faults": {
+            "late": {"GetObject root": 2, "PutObject datasets": 2, "PutObject root": 2},
+            "lost_ack": {"GetObject root": 1, "PutObject datasets": 1},
+            "throttle": {"GetObject root": 1, "PutObject root": 1},
+            "timeout": {"GetObject root": 2, "PutObject root": 3},
+        },
         "faults_injected": 17,
         "gave_up": 0,
         "killed": 0,
@@ -1307,6 +1313,7 @@ PINNED_LINGER = (
         "commits_per_cas": 2.205,
         "commits_per_second": 17.5,
         "failed": 0,
+        "faults": {},
         "faults_injected": 0,
         "gave_up": 0,
         "killed": 0,
@@ -1390,8 +1397,9 @@ def test_simulate_mix_names_the_commits_writers_make_and_the_rest_get_none(capsy
     for bad in ("bogus=1", "append", "append=-1", "append=nan", "append=inf", "=1"):
         assert main(["simulate", "--mix", bad]) == 2
         assert "--mix" in capsys.readouterr().err
-    assert main(["simulate", "--mix", "append=0", "--writers", "1"]) == 1
-    assert "a weight > 0" in capsys.readouterr().err
+    # A mix of nothing is a malformed --mix as a whole: a usage error (2) naming it.
+    assert main(["simulate", "--mix", "append=0", "--writers", "1"]) == 2
+    assert "--mix 'append=0': no kind of commit has a weight > 0" in capsys.readouterr().err
 
     chosen = Mix.of([("append", 3), ("restore", 1)])
     assert chosen.kinds() == tuple((k, {"append": 3.0, "restore": 1.0}.get(k, 0.0)) for k in KINDS)
@@ -2575,6 +2583,36 @@ def test_a_fault_mix_given_to_the_command_is_the_runs() -> None:
     assert set(drawn) == {"late", "throttle"}
     assert main(["simulate", "--faults", "0.2", "--fault-mix", "slow=1"]) == 2
     assert main(["simulate", "--fault-mix", "late=1"]) != 0  # no --faults: nothing to mix
+
+
+def test_a_runs_faults_are_counted_by_the_answer_they_gave_and_where() -> None:
+    """``faults`` in ``--json``: the writers' requests a fault was injected in, by the fault
+    they were answered with and part of the lake: a ``conflict`` drawn for a request that
+    is not a conditional write is its 503 (``throttle``), and every fault is counted once."""
+    config = SimConfig(
+        writers=4,
+        seconds=1.0,
+        store="fixed:10",
+        seed=1,
+        faults=Faults(rate=0.2, mix=(("conflict", 1.0),)),
+    )
+    metrics = simulate(config).metrics
+    assert metrics.faults == {
+        "conflict": {
+            "PutObject datasets": 2,
+            "PutObject metastore/intents": 10,
+            "PutObject metastore/snapshots": 2,
+            "PutObject root": 3,
+        },
+        "throttle": {
+            "GetObject metastore/snapshots": 3,
+            "GetObject root": 7,
+            "ListObjectsV2 metastore/intents": 2,
+        },
+    }
+    assert sum(sum(areas.values()) for areas in metrics.faults.values()) == 29
+    assert metrics.faults_injected == 29
+    assert metrics.root_conflicts == {"injected": 3}
 
 
 def test_a_commit_giving_up_before_the_lake_has_a_root_is_not_applied_later() -> None:

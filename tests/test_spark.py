@@ -19,7 +19,7 @@ import pytest
 
 import lakelock.spark
 from lakelock import Lake
-from lakelock._catalog import CatalogServer, LakeCatalog
+from lakelock._catalog import CatalogServer
 from lakelock.errors import (
     AccessDeniedError,
     DatasetNotFoundError,
@@ -29,7 +29,7 @@ from lakelock.errors import (
 from lakelock.testing import S3Endpoint
 from tests._spark import Spark, spark_test
 from tests._support import FAST_RETRY, REPO, wait_until
-from tests._support.catalog import TOKEN
+from tests._support.catalog import TOKEN, serving
 from tests._support.tables import committed_ids
 from tests._support.views import events as view_events
 from tests._support.views import history, rows
@@ -45,11 +45,8 @@ def lake_prefix() -> str:
 @pytest.fixture
 def catalog_server(lake: Lake) -> Iterator[CatalogServer]:
     """``lakelock catalog`` over ``lake`` (namespace ``lake``, a token), in this process."""
-    server = CatalogServer(LakeCatalog(lake, namespace="lake"), port=0, token=TOKEN).start()
-    try:
+    with serving(lake, token=TOKEN) as server:
         yield server
-    finally:
-        server.close()
 
 
 def assert_same(got: pa.Table, expected: pa.Table, where: object) -> None:

@@ -17,6 +17,7 @@ import pytest
 from lakelock import Lake
 from lakelock import _stored_partitions as stored_partitions
 from lakelock._datafile import DataFile
+from lakelock._stats import footer_stats as stats_of
 from lakelock.errors import (
     CommitConflictError,
     InvalidNameError,
@@ -114,6 +115,40 @@ def test_a_foreign_file_renamed_holds_the_new_value_in_its_own_type(events: Lake
     assert stored.schema.field("year").type == pa.int32()
     assert stored["year"].to_pylist() == [2023]
     assert sorted(events.read("events")["year"].to_pylist()) == [2023, 2023]
+
+
+def test_a_foreign_file_written_again_keeps_its_codec_row_groups_and_rows(events: Lake) -> None:
+    """A file of three row groups (4, 4 and 2 rows), zstd, a dictionary on ``n`` only, is
+    written again a row group at a time as it was: zstd, the same row groups, the
+    dictionary where it was, every row with the new year, and the statistics a whole
+    table's write would give. It was written with pyarrow's defaults (snappy, one row
+    group, a dictionary on every column)."""
+    rows = years([2024] * 10, list(range(10)))
+    rows = rows.append_column("x", pa.array([1.5, float("nan")] * 5))
+    source = io.BytesIO()
+    pq.write_table(rows, source, compression="zstd", row_group_size=4, use_dictionary=["n"])
+    file = foreign(events, "year=2024", source.getvalue(), 10, "f.parquet")
+    events.registry.commit("events", add=[file])
+    events.rename_partition("events", "year=2024", to_partition="year=2023")
+    (moved,) = [
+        f for f in events.registry.files("events", partitions=["year=2023"]) if f.record_count == 10
+    ]
+    body = events.store.get(moved.key).body
+    footer = pq.read_metadata(pa.BufferReader(body))
+    assert [footer.row_group(g).num_rows for g in range(footer.num_row_groups)] == [4, 4, 2]
+    chunks = [footer.row_group(g).column(j) for g in range(3) for j in range(3)]
+    assert {c.compression for c in chunks} == {"ZSTD"}
+    dictionary = {c.path_in_schema for c in chunks if "RLE_DICTIONARY" in c.encodings}
+    assert dictionary == {"n"}
+    stored = pq.read_table(pa.BufferReader(body))
+    assert stored["year"].to_pylist() == [2023] * 10
+    assert stored["n"].to_pylist() == list(range(10))
+    assert moved.stats is not None
+    whole = stats_of(footer, stored)
+    assert sorted(moved.stats.columns, key=str) == sorted(whole.columns, key=str)
+    x = moved.stats.column("x")
+    assert x is not None
+    assert x.nans == 5
 
 
 def committed_foreign(lake: Lake) -> DataFile:

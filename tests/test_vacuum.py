@@ -435,3 +435,84 @@ def test_without_a_vacuum_floor_the_cutoff_vacuum_recorded_refuses_the_paused_ap
         fresh = Lake(lake.bucket, s3=lake.client, retry=FAST_RETRY)
         with pytest.raises(NotFoundError, match=taken):
             fresh.read("sales")
+
+
+def test_vacuum_writes_the_iceberg_views_metadata_again_without_the_versions_it_removes(
+    lake: Lake, s3: Any
+) -> None:
+    """Three versions mirrored: the view's newest metadata lists all three. A dry run writes
+    nothing; vacuum, keeping only the current version, writes a metadata.json named for the
+    version its claim moved the root to, listing only that version (it listed the two vacuum
+    removed, whose manifest lists it deleted, until the dataset's next version), which
+    ``lake.mirror`` names; the next version is mirrored on it (the metadata it replaces in
+    its log)."""
+    pytest.importorskip("pyiceberg")
+
+    for i in range(3):
+        lake.append("sales", pa.table({"id": [i]}))
+        before = lake.mirror("sales").iceberg
+    metadata = "views/sales/iceberg/metadata/"
+    listed = {o.key for o in lake.store.list(metadata)}
+    vacuum(lake.registry, older_than=HOUR, clock=later(2), enforce_retention=False)
+    assert {o.key for o in lake.store.list(metadata)} == listed
+    report = vacuum(
+        lake.registry, older_than=HOUR, clock=later(2), enforce_retention=False, dry_run=False
+    )
+    assert not report.failed
+    root = lake.registry.read().version
+    written = {o.key for o in lake.store.list(metadata)} - listed
+    assert written == {f"{metadata}{root:020d}.metadata.json"}
+    current = lake.registry.read().datasets["sales"].updated_version
+    named, view = mirrored_view(lake, s3)
+    assert named.endswith(f"{root:020d}.metadata.json")
+    assert [s.snapshot_id for s in view.metadata.snapshots] == [current]
+    assert view.metadata.metadata_log[-1].metadata_file == before
+    assert view.scan().to_arrow()["id"].to_pylist() == [0, 1, 2]
+    # A version of no new file: one would be refused until the server's clock is past the
+    # cutoff vacuum recorded, a second after its newest orphan (FORMAT.md rule 10). The
+    # vacuum's horizon (its clock two hours ahead) is later than this version: the one it
+    # replaces is no longer read either.
+    newer = lake.set_properties("sales", {"owner": "etl"}).version
+    _, view = mirrored_view(lake, s3)
+    assert [s.snapshot_id for s in view.metadata.snapshots] == [newer]
+    assert view.metadata.metadata_log[-1].metadata_file == named
+    assert view.scan().to_arrow()["id"].to_pylist() == [0, 1, 2]
+
+
+def test_a_view_behind_its_dataset_is_left_to_its_next_metadata_which_drops_what_vacuum_removed(
+    lake: Lake, s3: Any
+) -> None:
+    """Three versions, the view mirrored to the second: vacuum (keeping only the third,
+    inside the retention) writes no metadata of the view; the next mirror's metadata lists
+    only the third, by the horizon the root records (by the retention alone, 7 days, it
+    listed all three, two of them gone)."""
+    pytest.importorskip("pyiceberg")
+
+    for i in range(3):
+        lake.append("sales", pa.table({"id": [i]}))
+        if i < 2:
+            lake.mirror("sales")
+    metadata = "views/sales/iceberg/metadata/"
+    listed = {o.key for o in lake.store.list(metadata)}
+    report = vacuum(
+        lake.registry, older_than=HOUR, clock=later(2), enforce_retention=False, dry_run=False
+    )
+    assert not report.failed
+    assert {o.key for o in lake.store.list(metadata)} <= listed
+    current = lake.registry.read().datasets["sales"].updated_version
+    named, view = mirrored_view(lake, s3)
+    assert named.endswith(f"{current:020d}.metadata.json")
+    assert [s.snapshot_id for s in view.metadata.snapshots] == [current]
+    assert view.scan().to_arrow()["id"].to_pylist() == [0, 1, 2]
+
+
+def mirrored_view(lake: Lake, s3: Any) -> tuple[str, Any]:
+    """``sales`` mirrored: the Iceberg metadata ``lake.mirror`` names, and the view (a
+    pyiceberg ``StaticTable``) it is."""
+    from pyiceberg.table import StaticTable
+
+    from tests._support.views import iceberg_properties
+
+    named = lake.mirror("sales").iceberg
+    assert named is not None
+    return named, StaticTable.from_metadata(named, properties=iceberg_properties(s3.url))

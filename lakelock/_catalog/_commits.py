@@ -796,6 +796,9 @@ def _check_types(stored: pa.Schema, dataset: pa.Schema, partition: str, path: st
     would fail on it once committed."""
     lacking = [name for name in stored.names if dataset.get_field_index(name) < 0]
     if lacking:
+        renamed = _avro_spelling(lacking, dataset.names)
+        if renamed is not None:
+            raise CatalogError.bad_request(f"data file {path} {_RENAMED.format(*renamed)}")
         raise CatalogError.bad_request(
             f"data file {path} holds column {lacking[0]!r}, which the table lacks: add the "
             "column first (a schema change of its own), reload the table, then write"
@@ -803,10 +806,51 @@ def _check_types(stored: pa.Schema, dataset: pa.Schema, partition: str, path: st
     found = unholdable(stored, dataset, partition)
     if found is not None:
         name, wanted = found
+        stored_type = stored.field(name).type
+        renamed = _avro_spelling(_field_names(stored_type), _field_names(wanted))
+        if renamed is not None:
+            raise CatalogError.bad_request(
+                f"data file {path} (column {name!r}) {_RENAMED.format(*renamed)}"
+            )
         raise CatalogError.bad_request(
-            f"data file {path} stores column {name!r} as {stored.field(name).type}: the "
-            f"table's is {wanted}, which cannot hold it"
+            f"data file {path} stores column {name!r} as {stored_type}: the table's is "
+            f"{wanted}, which cannot hold it"
         )
+
+
+#: Why a file an engine stored a column or field of under its Avro spelling is refused.
+_RENAMED = (
+    "stores {0!r} as {1!r} (Iceberg writers so spell a name Avro cannot hold; readers "
+    "match it by field id), but lakelock reads a file's columns and fields by name, so it "
+    "would read none of its values: engines that rename it cannot write this table (a name "
+    "of letters, digits and underscores, not starting with a digit, they write as it is)"
+)
+
+
+def _field_names(type_: pa.DataType) -> list[str]:
+    """The names of the struct fields within ``type_``, however deep."""
+    if pa.types.is_struct(type_):
+        fields = [type_.field(i) for i in range(type_.num_fields)]
+        return [name for f in fields for name in (f.name, *_field_names(f.type))]
+    if pa.types.is_map(type_):
+        return [*_field_names(type_.key_type), *_field_names(type_.item_type)]
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return _field_names(type_.value_type)
+    return []
+
+
+def _avro_spelling(stored: Iterable[str], table: Iterable[str]) -> tuple[str, str] | None:
+    """A name of ``table``'s that the file stores (``stored``) only as Iceberg writers spell
+    it for Avro (pyiceberg's ``make_compatible_name``: ``a b`` as ``a_x20b``), with that
+    spelling; None if there is none."""
+    from pyiceberg.schema import make_compatible_name  # noqa: PLC0415 - extra
+
+    found = set(stored)
+    for name in table:
+        spelt = make_compatible_name(name)
+        if spelt != name and spelt in found and name not in found:
+            return name, spelt
+    return None
 
 
 def _check_stored_partition(

@@ -186,11 +186,14 @@ def add_command(
     on_lake: bool = False,
     json: bool = False,
     arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    check: Callable[[argparse.Namespace], None] | None = None,
 ) -> None:
     """Declare a command (or a sub-command) on ``commands``, an argparse sub-parsers object:
     a command ``on_lake`` takes the lake's ``URL`` first and the S3 connection options last;
     then come its own ``arguments``, ``--json`` where it prints JSON, ``--debug``, and the
-    function that runs it."""
+    function that runs it. ``check`` judges what one option's values say together (an
+    option given several times): its :class:`~lakelock.errors.InvalidArgumentError` is a
+    usage error (status 2), as a value argparse refuses is."""
     parser: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
     if on_lake:
         parser.add_argument("url", type=parse_lake_url, metavar="URL", help="s3://bucket[/prefix]")
@@ -202,7 +205,7 @@ def add_command(
         add_s3_options(parser)
     else:
         add_debug_option(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, check=check, usage_prog=parser.prog)
 
 
 def number_type(

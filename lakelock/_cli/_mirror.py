@@ -37,7 +37,10 @@ def add_parser(commands: Any) -> None:
         description="Write, for every version of the dataset not yet mirrored, an Iceberg "
         "snapshot (metadata.json, manifest list, manifests) and a Delta log entry, all "
         "create-only: any Iceberg or Delta reader can then read every version. Idempotent; "
-        "safe to run from several places at once.",
+        "safe to run from several places at once. With --json: an object of 'dataset', "
+        "'version' (the oldest version the views were brought to), 'written' (the versions "
+        'each format asked for was given, by format: {"iceberg": 2, "delta": 2}), and '
+        "'iceberg' and 'delta' (each view's URI, null for a format not asked for).",
         on_lake=True,
         json=True,
         arguments=_arguments,
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     iceberg = next((r.iceberg for r in results if r.iceberg is not None), None)
     delta = next((r.delta for r in results if r.delta is not None), None)
     version = _version_every_view_holds(results)
-    written = sum(r.written for r in results)
+    written = {name: r.written for name, r in zip(formats, results, strict=True)}
     if args.json:
         print_json(
             {
@@ -93,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    done = _what_was_mirrored({name: r.written for name, r in zip(formats, results, strict=True)})
+    done = _what_was_mirrored(written)
     lines = [f"{args.dataset}: views at version {version} ({done})"]
     if iceberg is not None:
         lines.append(f"  iceberg  {iceberg}")

@@ -8,8 +8,10 @@ import argparse
 import contextlib
 import dataclasses
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -114,6 +116,24 @@ def _policy_field(text: str) -> tuple[str, float]:
     return name.strip(), int(number) if number.is_integer() else number
 
 
+def _check_writable(path: str) -> None:
+    """``--plot``'s PATH can be written, said before the run (it may take minutes, and its
+    figures were lost with the plot's error after it): opened for appending, or made and
+    removed again, nothing in it changed."""
+    target = Path(path)
+    try:
+        if target.exists():
+            with target.open("ab"):
+                pass
+        else:
+            with target.open("xb"):
+                pass
+            target.unlink()
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise InvalidArgumentError(path, f"cannot be written: {reason}", what="--plot") from None
+
+
 def _brownout(text: str) -> Brownout:
     """``START:LENGTH:FACTOR`` (seconds, seconds, a factor) as a :class:`Brownout`."""
     parts = text.split(":")
@@ -205,7 +225,20 @@ def add_parser(commands: Any) -> None:
         "Deterministic: the same arguments print the same figures.",
         json=True,
         arguments=_arguments,
+        check=_check_weights,
     )
+
+
+def _check_weights(args: argparse.Namespace) -> None:
+    """``--mix`` and ``--fault-mix`` give something a weight above 0: every weight 0 is a mix
+    of nothing, which no run can draw from."""
+    for option, weights, of in (
+        ("--mix", args.mix, "kind of commit"),
+        ("--fault-mix", args.fault_mix, "fault kind"),
+    ):
+        if weights and not any(weight > 0 for _, weight in weights):
+            given = ",".join(f"{kind}={weight:g}" for kind, weight in weights)
+            raise InvalidArgumentError(given, f"no {of} has a weight > 0", what=option)
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -517,6 +550,7 @@ def run(args: argparse.Namespace) -> int:
         brownout = Brownout(brownout.start, brownout.length, brownout.factor, args.brownout_503)
     if args.plot is not None:
         require_matplotlib()  # before the run, which may take minutes
+        _check_writable(args.plot)
     config = SimConfig(
         writers=args.writers,
         seconds=args.seconds,

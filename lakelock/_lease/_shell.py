@@ -208,6 +208,8 @@ class Lease(Holding):
         self._etag: str | None = None
         self._lost_reason = ""
         self._waiting_for: Owner | None = None
+        #: When (``clock``) the current holding's expiry was decided.
+        self._decided = 0.0
 
     def __repr__(self) -> str:
         return f"<Lease {self.name!r} {self._state} token={self.token}>"
@@ -306,6 +308,7 @@ class Lease(Holding):
             if self._state == "held":
                 return None
             snap = self._document.read_or_create()
+            decided = self._clock()
             decision = decide_acquire(
                 snap.doc,
                 self.server_clock.now(),
@@ -329,6 +332,7 @@ class Lease(Holding):
                     return self._clock()
                 etag = back.etag
             self._record_takeover(decision.doc, etag)
+            self._decided = decided
             self._state = "held"
             self._doc, self._etag = decision.doc, etag
             self._lost_reason, self._notified = "", False
@@ -381,8 +385,13 @@ class Lease(Holding):
         )
 
     def _start(self) -> None:
+        """Start the heartbeat: its first renewal a beat after the holding's expiry was
+        decided, not after ``acquire`` returns (recording the takeover in the registry, or
+        a slow store, may have taken part of the ttl)."""
         if self.terms.heartbeat:
-            self._start_heartbeat(self.terms.beat, name=f"lakelock-lease-{self.name}")
+            beat = self.terms.beat
+            first = beat - (self._clock() - self._decided)
+            self._start_heartbeat(beat, name=f"lakelock-lease-{self.name}", first=first)
 
     # -- renew --------------------------------------------------------------------------------
 

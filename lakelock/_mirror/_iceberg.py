@@ -26,7 +26,8 @@ schemas gave one id to two names, is renumbered by its next metadata: the first 
 hold an id keeps it, the later name gets a new one.
 
 **Expiry.** A version lakelock no longer lets anyone read (replaced before the registry's
-retention) is dropped from the next metadata.json with its log entries, as Iceberg's
+retention, or before the horizon of the last vacuum its root records) is dropped from the
+next metadata.json with its log entries, as Iceberg's
 ``expire_snapshots`` would, so the metadata holds the versions within the retention; the
 metadata log names the last 100 metadata files.
 
@@ -392,7 +393,8 @@ def iceberg_pass(
     if top is not None:
         key = top[1]
         previous = metadata_module.TableMetadataUtil.parse_raw(store.get(key).body.decode())
-    writer = _Writer(store, dataset, registry.settings().retention)
+    root, _ = registry._current()
+    writer = _Writer(store, dataset, registry._settings_of(root).retention, root.vacuum_horizon)
     steps = pending(registry.internals.objects, entry, top[0] if top else None)
     schema_of = SchemaOf(registry)
     for done, (_, snap, parent) in enumerate(steps):
@@ -423,16 +425,32 @@ def _expire(snapshots: list[Any], log: list[Any], *, horizon: int) -> tuple[list
 
 
 class _Writer:
-    def __init__(self, store: ObjectStore, dataset: str, retention: float) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        dataset: str,
+        retention: float,
+        vacuum_horizon: float | None = None,
+    ) -> None:
         self.store = store
         self.dataset = dataset
         self.retention = retention
+        self.vacuum_horizon = vacuum_horizon
         self.io = _StoreIO(store)
         self.root = f"s3://{store.bucket}/{store.prefix}"
         self.location = f"{self.root}{iceberg_location(dataset)}"
 
     def uri(self, key: str) -> str:
         return f"{self.root}{key}"
+
+    def _horizon(self, ms: int) -> int:
+        """Before when (ms) a snapshot's successor came makes it one no reader may ask for:
+        the version's time less the retention, or the horizon of the last vacuum the root
+        records if later (a vacuum with a shorter window removed those: FORMAT.md rule 9)."""
+        horizon = ms - round(1000 * self.retention)
+        if self.vacuum_horizon is not None:
+            horizon = max(horizon, round(1000 * self.vacuum_horizon))
+        return horizon
 
     def version(
         self, change: VersionChange, previous: Any, previous_key: str | None
@@ -520,7 +538,7 @@ class _Writer:
                     }
                 )
             )
-        snapshots, log = _expire(snapshots, log, horizon=ms - round(1000 * self.retention))
+        snapshots, log = _expire(snapshots, log, horizon=self._horizon(ms))
         metadata_log = metadata_log[-METADATA_LOG:]
         table_uuid = uuid.uuid5(_NAMESPACE, self.location)
         metadata = TableMetadataUtil.parse_obj(

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+import orjson
 import pyarrow as pa
 
 from lakelock._datasets import Progress
@@ -125,7 +126,7 @@ def mirror(
                 store,
                 f"Iceberg view of {dataset!r}",
             )
-            key = _metadata_of(dataset, key, entry.version)
+            key = _metadata_of(store, dataset, key, entry.version)
             iceberg = f"s3://{store.bucket}/{store.full_key(key)}"
     except SchemaMismatchError as error:
         raise SchemaMismatchError(
@@ -136,15 +137,18 @@ def mirror(
     )
 
 
-def _metadata_of(dataset: str, newest_key: str, version: int) -> str:
+def _metadata_of(store: ObjectStore, dataset: str, newest_key: str, version: int) -> str:
     """The key of ``version``'s Iceberg metadata.json: the newest (``newest_key``), unless a
     mirror that read the registry later wrote newer ones meanwhile. Then ``version``'s own,
     which it or this pass wrote, so that the metadata named holds the version reported (a
-    reader told version 1 and handed version 2's metadata would read rows of another)."""
+    reader told version 1 and handed version 2's metadata would read rows of another). A
+    newer one whose current snapshot is ``version`` is vacuum's, written again without the
+    snapshots it removed (:func:`~lakelock._mirror._vacuum.drop_expired_snapshots`): named."""
     number = numbered(".metadata.json")(newest_key.rsplit("/", 1)[-1])
-    if number is not None and number > version:
-        return iceberg_metadata_key(dataset, version)
-    return newest_key
+    if number is None or number <= version:
+        return newest_key
+    held = orjson.loads(store.get(newest_key).body).get("current-snapshot-id")
+    return newest_key if held == version else iceberg_metadata_key(dataset, version)
 
 
 class _Counted:

@@ -11,20 +11,35 @@ current one, and each older one still current within the window). Then:
 
 Everything else under ``views/<dataset>/`` and ``datasets/<dataset>/_delta_log/`` is an orphan
 when old enough, as vacuum judges every object; so is every view of a dataset that is gone.
+
+Before it deletes (once it has moved the root to version ``c``, recording its cutoff), vacuum
+writes ``metadata/<c>.metadata.json`` for each Iceberg view whose newest metadata is of the
+dataset's current version and lists a snapshot it does not keep: the same metadata (by
+pyiceberg's ``RemoveSnapshotsUpdate``, as ``expire_snapshots``) less those snapshots, the
+one it replaces added to the metadata log (:func:`drop_expired_snapshots`). The newest
+metadata then lists only versions lakelock still reads; version ``c`` records no commit, so
+no dataset version's metadata bears that name. A view behind its dataset is left alone: the
+mirror's next metadata drops them (by the horizon the root records), and a pass must not
+follow metadata it did not read.
+The Delta view lists no snapshots: its log reads the current version from its checkpoint,
+and a version vacuum removed is gone, as after Delta's own ``VACUUM``.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from lakelock._layout import ViewKey, parse_view_key
+from lakelock._layout import ViewKey, iceberg_metadata_key, iceberg_metadata_prefix, parse_view_key
 from lakelock._mirror import _delta
+from lakelock._mirror._series import newest, numbered
 from lakelock._registry import Registry
+from lakelock._registry._document import RegistryDoc
 from lakelock._s3 import ListedObject
-from lakelock.errors import NotFoundError, RegistryCorruptError
+from lakelock.errors import AlreadyExistsError, NotFoundError, RegistryCorruptError
 
-__all__ = ["view_keep"]
+__all__ = ["drop_expired_snapshots", "view_keep"]
 
 
 def oldest_kept(registry: Registry, *, cutoff: float) -> dict[str, int]:
@@ -124,3 +139,67 @@ def _named_manifests(registry: Registry, lists: list[str], candidates: list[str]
         for manifest in read_manifest_list(cast(Any, io.new_input(io.uri(key)))):
             named.add(io.key(manifest.manifest_path))
     return named
+
+
+def drop_expired_snapshots(
+    registry: Registry,
+    doc: RegistryDoc,
+    oldest: Mapping[str, int],
+    listed: Iterable[ListedObject],
+    *,
+    now: float,
+) -> list[str]:
+    """After vacuum's claim (``doc``: the root it swapped in) and before it deletes: for each
+    Iceberg view (of those with a metadata.json in vacuum's listing, ``listed``) whose newest
+    metadata is of its dataset's current version and lists a snapshot older than the oldest
+    version kept (``oldest``), a metadata.json named for the root's version without those
+    snapshots (module docstring). The keys written; none without pyiceberg (the extra),
+    which no view's metadata is rewritten without."""
+    try:
+        from pyiceberg.table.metadata import TableMetadataUtil  # noqa: PLC0415 - extra
+        from pyiceberg.table.update import (  # noqa: PLC0415
+            RemoveSnapshotsUpdate,
+            update_table_metadata,
+        )
+    except ImportError:
+        return []
+    from lakelock._mirror._iceberg import _StoreIO  # noqa: PLC0415
+
+    store = registry.store
+    io = _StoreIO(store)
+    seen: dict[str, int] = {}
+    for v in filter(None, map(parse_view_key, (o.key for o in listed))):
+        if v.kind == "iceberg metadata":
+            seen[v.dataset] = max(seen.get(v.dataset, 0), v.number)
+    written = []
+    for dataset, since in seen.items():
+        entry, kept_from = doc.entries.get(dataset), oldest.get(dataset)
+        if entry is None or kept_from is None:
+            continue
+        prefix = iceberg_metadata_prefix(dataset)
+        top = newest(store, prefix, numbered(".metadata.json"), since=since)
+        if top is None or top[0] >= doc.version:
+            continue
+        metadata = TableMetadataUtil.parse_raw(store.get(top[1]).body.decode())
+        if metadata.current_snapshot_id != entry.version:
+            continue  # behind its dataset: the mirror's next metadata drops them
+        expired = [s.snapshot_id for s in metadata.snapshots if s.snapshot_id < kept_from]
+        if not expired:
+            continue
+        trimmed = update_table_metadata(
+            metadata,
+            (RemoveSnapshotsUpdate.model_validate({"snapshot-ids": expired}),),
+            metadata_location=io.uri(top[1]),
+        )
+        moment = max(metadata.last_updated_ms, round(now * 1000))
+        trimmed = trimmed.model_copy(update={"last_updated_ms": moment})
+        key = iceberg_metadata_key(dataset, doc.version)
+        with contextlib.suppress(AlreadyExistsError):  # this claim's, written before
+            store.put(
+                key,
+                trimmed.model_dump_json().encode(),
+                mode="create",
+                content_type="application/octet-stream",
+            )
+        written.append(key)
+    return written

@@ -447,8 +447,22 @@ class PathLockHandle(Holding):
             self._local = local
             self._state = "held"
         if self.terms.heartbeat:
-            self._start_heartbeat(self.terms.beat, name=f"lakelock-lock-{','.join(self.datasets)}")
+            self._start_heartbeat(
+                self.terms.beat,
+                name=f"lakelock-lock-{','.join(self.datasets)}",
+                first=self._first_beat(),
+            )
         return self
+
+    def _first_beat(self) -> float:
+        """Seconds until the heartbeat's first renewal: when the grant nearest its expiry has
+        less than two beats left (as :meth:`_keep_alive` renews while waiting), at most a
+        beat. Registering the grants, or the tables taken one after another, may have used
+        part of the ttl before ``acquire`` returns."""
+        now = self._lock.server_clock.now()
+        with self._mutex:
+            left = min(held.holder.expires_at for held in self._grants.values()) - now.latest
+        return left - 2 * self.terms.beat
 
     def _acquire_table(self, dataset: str, part: LockRequest, deadline: float | None) -> None:
         lock = self._lock

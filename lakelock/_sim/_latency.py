@@ -126,7 +126,7 @@ PROFILES: dict[str, Profile] = {
 
 def profile(name: str) -> Profile:
     """The preset ``name``: ``s3-standard``, ``s3-express``, or ``fixed:<ms>`` (every request
-    takes exactly that many milliseconds, no per-key limit). Raises ``ValueError``."""
+    takes exactly that many milliseconds, above 0, no per-key limit). Raises ``ValueError``."""
     if name in PROFILES:
         return PROFILES[name]
     if name.startswith("fixed:"):
@@ -134,8 +134,10 @@ def profile(name: str) -> Profile:
             ms = float(name.removeprefix("fixed:"))
         except ValueError:
             ms = -1.0
-        if not (ms >= 0 and math.isfinite(ms)):
-            raise ValueError(f"fixed:<ms> needs milliseconds >= 0, got {name!r}")
+        if not (ms > 0 and math.isfinite(ms)):
+            # A store answering in no time: virtual time would never pass, and the run
+            # would never end.
+            raise ValueError(f"fixed:<ms> needs milliseconds > 0, got {name!r}")
         each = Latency(ms / 1000)
         return Profile(name=name, get=each, put=each, cas=each, list=each, delete=each)
     known = ", ".join([*PROFILES, "fixed:<ms>"])

@@ -148,6 +148,9 @@ class Counts:
     areas: Counter[str] = field(default_factory=Counter)
     bytes: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
+    #: Writers' requests a fault was injected in, by the fault answered (a ``conflict`` on a
+    #: request that is not a conditional write is its ``throttle``) and part of the lake.
+    writer_faults: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: Writers' requests by the whole virtual second they were sent in.
     writer_seconds: Counter[int] = field(default_factory=Counter)
     throttled: int = 0
@@ -307,6 +310,8 @@ class Endpoint:
             isinstance(request, Put) and (request.create or request.if_match is not None)
         ):
             fault = "throttle"
+        if fault is not None and self.counting and call.process.kind == "writer":
+            self.counts.writer_faults[fault, self._area_named(request)] += 1
         call.sent, call.fault, call.applied = now, fault, None
         if fault == "conflict" and self.counting and isinstance(request, Put):
             self._conflicted(request.key, why="injected")

@@ -17,15 +17,17 @@ version holds), then replayed in version order. Judged, for each call (one line 
 - acknowledged (not ``already_committed``): its change applied exactly once in each of its
   datasets, all at the version returned;
 - acknowledged ``already_committed``: the very same change (not another under its id)
-  recorded at the version returned;
+  recorded at the version returned, judged on the call each record there was matched to
+  (:func:`_told_already_problems`);
 - acknowledged, not ``already_committed``, after its process was killed and restarted: the
   version returned made by this run, not by applying an intent its killed run sent (a
   re-run whose change was applied already is told so);
 - a definite failure (``CommitConflictError``, ``RetryBudgetExhaustedError``): never
   applied (a call whose process was killed and restarted: at most once);
 - refused because its files no longer fit the dataset (``SchemaMismatchError``) under a
-  caller's id whose very change was acknowledged before the call began: it must be told
-  ``already_committed`` (:func:`_refused_rerun_problems`);
+  caller's id whose very change was recorded, and acknowledged, before the call began: it
+  must be told ``already_committed`` (:func:`_refused_rerun_problems`; the change recorded
+  is the one compared, not a call told ``already_committed`` by a digest of another kind);
 - unknown, killed, running: applied at most once, and in all of its datasets or none;
 - a lease takeover (a commit naming no dataset, read from the root's records,
   ``View.takeovers``) acknowledged: its token recorded by the version returned
@@ -140,7 +142,8 @@ def model_problems(
     classes = _classes(invocations, by_id)
     problems += _call_problems(invocations, applied, classes)
     problems += _rerun_problems(invocations, view)
-    problems += _refused_rerun_problems(invocations)
+    problems += _refused_rerun_problems(invocations, applied)
+    problems += _told_already_problems(invocations, applied)
     problems += _id_problems(
         invocations, view, applied, classes, by_id, commit_window=commit_window
     )
@@ -463,17 +466,24 @@ def _rerun_problems(invocations: Sequence[Invocation], view: View) -> list[str]:
     return problems
 
 
-def _refused_rerun_problems(invocations: Sequence[Invocation]) -> list[str]:
+def _refused_rerun_problems(invocations: Sequence[Invocation], applied: _Applied) -> list[str]:
     """A call under a caller's id refused because its files no longer fit the dataset
-    (``SchemaMismatchError``) though the very same change was acknowledged before the call
-    began: its first run landed (before a restore or a merge changed the dataset), and the
-    re-run must hear ``already_committed``, not fail a retried job on a commit that landed
-    (README, "Engines": once recorded, a job hears ``already_committed``, whatever its
-    rows)."""
+    (``SchemaMismatchError``) though its very change was recorded under the id, and
+    acknowledged, before the call began: its first run landed (before a restore or a merge
+    changed the dataset), and the re-run must hear ``already_committed``, not fail a
+    retried job on a commit that landed (README, "Engines"; FORMAT.md, "Commit ids").
+
+    The call is held to the change the registry recorded (the call whose change the
+    acknowledged version records under the id: :func:`_match`), not to every call
+    acknowledged under the id: one told ``already_committed`` because its digest is of
+    another kind than the recorded one (:func:`~lakelock._digest.comparable`) says nothing
+    of a third whose digest the recorded one's can be compared with, and differs from.
+    That re-run is another change, refused whatever the reason the shell gives first."""
     acknowledged: dict[str, list[Invocation]] = {}
     for inv in invocations:
         if inv.outcome == "ok" and inv.end is not None and inv.version is not None:
             acknowledged.setdefault(inv.id, []).append(inv)
+    recorded = _recorded_under(invocations, applied)
     problems = []
     for inv in invocations:
         if not inv.explicit or inv.outcome != "fail" or inv.error_type != "SchemaMismatchError":
@@ -481,7 +491,10 @@ def _refused_rerun_problems(invocations: Sequence[Invocation]) -> list[str]:
         landed = [
             a.version
             for a in acknowledged.get(inv.id, ())
-            if a.version is not None and a.end is not None and a.end < inv.start and _same(inv, a)
+            if a.version is not None
+            and a.end is not None
+            and a.end < inv.start
+            and any(_same(inv, invocations[m]) for m in recorded.get((inv.id, a.version), ()))
         ]
         if landed:
             problems.append(
@@ -490,6 +503,40 @@ def _refused_rerun_problems(invocations: Sequence[Invocation]) -> list[str]:
                 "before it began: already_committed expected"
             )
     return problems
+
+
+def _told_already_problems(invocations: Sequence[Invocation], applied: _Applied) -> list[str]:
+    """A call told ``already_committed`` at a version whose records under its id are all of
+    another change (:func:`same_change` with the call each record was matched to): its rows
+    were never committed, and its caller was told they were. Judged on the records
+    themselves, not on the call's change as :func:`_classes` groups it: "the same change" is
+    not transitive where digests of two kinds are not compared, so a call of other rows can
+    share a change with the first call under its id and still be another change than the
+    one recorded (FORMAT.md, "Commit ids")."""
+    recorded = _recorded_under(invocations, applied)
+    problems = []
+    for inv in invocations:
+        if inv.outcome != "ok" or not inv.already or inv.version is None:
+            continue
+        makers = recorded.get((inv.id, inv.version), [])
+        if makers and not any(_same(inv, invocations[m]) for m in makers):
+            maker = invocations[makers[0]]
+            problems.append(
+                f"ok {inv.op} {inv.id} (writer {inv.writer}) told already_committed at "
+                f"v{inv.version}, which records another change under its id "
+                f"({maker.op}, writer {maker.writer})"
+            )
+    return problems
+
+
+def _recorded_under(
+    invocations: Sequence[Invocation], applied: _Applied
+) -> dict[tuple[str, int], list[int]]:
+    """(commit id, version) -> the calls whose change that version records under the id."""
+    recorded: dict[tuple[str, int], list[int]] = {}
+    for (_, version, _), n in applied.at.items():
+        recorded.setdefault((invocations[n].id, version), []).append(n)
+    return recorded
 
 
 def _id_problems(
@@ -740,7 +787,8 @@ def _typed_problems(
             column, wanted = found
             problems.append(
                 f"{key} holds column {column!r} as {schema.field(column).type}, which the "
-                f"dataset's {wanted} cannot hold: every read fails"
+                f"dataset's {wanted} cannot hold: every read fails, or drops a struct "
+                "field the dataset's lacks"
             )
     return problems
 

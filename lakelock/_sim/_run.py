@@ -9,6 +9,7 @@ import functools
 import gc
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from random import Random
@@ -370,6 +371,9 @@ class Metrics:
     slowdowns: int = 0
     #: The root's compare-and-swaps answered 409, by why (:class:`._loop.Counts`).
     root_conflicts: dict[str, int] = field(default_factory=dict)
+    #: Writers' requests a fault was injected in, by the fault they were answered with and
+    #: part of the lake (as ``areas``; counts, not per commit).
+    faults: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -1129,6 +1133,7 @@ class _Run:
             retries=sum(load.retries for load in self.loads),
             slowdowns=sum(load.decreases for load in self.loads),
             root_conflicts=dict(sorted(counts.root_conflicts.items())),
+            faults=_by_kind(counts.writer_faults),
         )
 
 
@@ -1258,6 +1263,14 @@ def _unacknowledged(invocations: Sequence[Invocation]) -> dict[str, dict[str, in
         errors = found.setdefault(outcome, {})
         errors[error] = errors.get(error, 0) + 1
     return {k: dict(sorted(v.items())) for k, v in sorted(found.items())}
+
+
+def _by_kind(faults: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    """Writers' faults by kind, then by part of the lake, both sorted."""
+    found: dict[str, dict[str, int]] = {}
+    for (kind, area), count in sorted(faults.items()):
+        found.setdefault(kind, {})[area] = count
+    return found
 
 
 def _recovery(

@@ -51,9 +51,11 @@ The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
 ``readlock``   an append under the fence of a path-lock grant that only reads its path:
                refused before anything is written (``InvalidArgumentError``), a read's fence
                fencing no write
+``nested``     a ``typed`` commit of files holding a struct of one field or of two
+               (:data:`NESTED_SCHEMAS`): a field the dataset's struct lacks is refused
 =============  =================================================================================
 
-The last six are off in the default mix (``Mix``'s weight 0: the default run's draws,
+The last seven are off in the default mix (``Mix``'s weight 0: the default run's draws,
 and so its figures, stay as they were); the seed sweep turns them on.
 
 Data files are synthetic :class:`~lakelock._datafile.DataFile` records (the registry only
@@ -122,6 +124,7 @@ KINDS = (
     "typed",
     "accented",
     "readlock",
+    "nested",
 )
 #: The kinds whose commit appends files to one dataset's partition (two datasets': ``multi``),
 #: replacing it for an ``overwrite`` and a ``lock``, carrying a fence for some.
@@ -155,6 +158,19 @@ WORKER_SCHEMAS = (
         for t in MERGED_TYPES
     ),
 )
+#: The schemas the workers of ``nested`` commits write their files with: a struct column
+#: (``nest``) of one field or of two. A dataset that merged the first holds no file of the
+#: second: a read casts a struct by field name, and would drop the field it lacks.
+NESTED_SCHEMAS = tuple(
+    pa.schema(
+        [
+            ("part", pa.int64()),
+            ("id", pa.int64()),
+            ("nest", pa.struct([(name, pa.int64()) for name in names])),
+        ]
+    )
+    for names in (["a"], ["a", "b"])
+)
 
 
 @dataclass(frozen=True)
@@ -183,6 +199,7 @@ class Mix:
     typed: float = 0.0
     accented: float = 0.0
     readlock: float = 0.0
+    nested: float = 0.0
 
     def __post_init__(self) -> None:
         for name, weight in self.kinds():
@@ -360,6 +377,7 @@ class Workload:
             "empty": self._empty,
             "named": self._named,
             "typed": self._typed,
+            "nested": self._nested,
             "accented": self._accented,
         }.get(kind)
         if made is not None:
@@ -754,7 +772,13 @@ class Workload:
             expected=expected,
         )
 
-    def _typed(self, now: float, start: float) -> Invocation:
+    def _nested(self, now: float, start: float) -> Invocation:
+        """A ``typed`` commit of files written with one of :data:`NESTED_SCHEMAS`."""
+        return self._typed(now, start, NESTED_SCHEMAS)
+
+    def _typed(
+        self, now: float, start: float, schemas: Sequence[pa.Schema] = WORKER_SCHEMAS
+    ) -> Invocation:
         """``registry.commit(add=files)`` of a worker's files written with one of
         :data:`WORKER_SCHEMAS` (``DataFile.schema``, as ``write`` returns them), half of them
         with ``schema_mode="merge"``: judged as ``CommitBuilder`` judges them
@@ -762,7 +786,7 @@ class Workload:
         commit_id, explicit = self.commit_id(now)
         dataset = self.rng.choice(self.names)
         path = f"part={self.rng.randrange(self.partitions)}"
-        schema = self.rng.choice(WORKER_SCHEMAS)
+        schema = self.rng.choice(schemas)
         data: list[tuple[str, bytes]] = []
         added = tuple(
             replace(f, schema=schema) for f in self._files(dataset, path, commit_id, data)

@@ -21,28 +21,36 @@ modes, so the methods below behave the same either way.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 
+import moto.s3.models
+import moto.s3.responses
 import orjson
 from botocore.config import Config
+from moto.core.base_backend import BackendDict
 from moto.moto_server.werkzeug_app import (
     BackendRequest,
     MotoRequestHandler,
     create_backend_app,
 )
+from moto.s3.models import S3Backend, S3BackendDict
+from moto.utilities.utils import PARTITION_NAMES
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server as werkzeug_server
 
 from lakelock._client import s3_client
+from lakelock.errors import InvalidArgumentError
 from lakelock.testing._faults import FaultKind, FaultRule
 from lakelock.testing._gateway import Gateway, Lackable
 from lakelock.testing._policy_gate import BucketPolicies
@@ -55,6 +63,9 @@ DEFAULT_ACCESS_KEY = "lakelock"
 DEFAULT_SECRET_KEY = "lakelock-secret"
 DEFAULT_REGION = "us-east-1"
 _READY = "lakelock-endpoint-ready "
+#: How long stop() waits, at most, for the connections' threads to end once their connections
+#: are closed (a request in a fault's hang finishes its hang first; its thread is a daemon).
+_STOP_WAIT = 10.0
 
 
 def make_server(
@@ -71,6 +82,7 @@ def make_server(
     _check_free(host, port)
     gateway = Gateway(_moto_s3(), policies=BucketPolicies(principals), credentials=credentials)
     server = werkzeug_server(host, port, gateway, threaded=True, request_handler=_QuietHandler)
+    server.lakelock_connections = {}  # type: ignore[attr-defined]  # see _QuietHandler.setup
     return server, gateway
 
 
@@ -90,11 +102,94 @@ def _check_free(host: str, port: int) -> None:
 
 
 def _moto_s3() -> Any:
-    """moto's S3 as a WSGI application, every request body reaching it whatever its
-    Content-Type (:class:`_WholeBodyRequest`)."""
+    """moto's S3 as a WSGI application with a store of its own (:class:`_OwnStore`), every
+    request body reaching it whatever its Content-Type (:class:`_WholeBodyRequest`)."""
     app = create_backend_app("s3")
     app.request_class = _WholeBodyRequest
-    return app
+    return _OwnStore(app)
+
+
+#: The store of the server whose request this thread is serving (:class:`_OwnStore`).
+_SERVING = threading.local()
+_INSTALL_LOCK = threading.Lock()
+
+
+class _StoreServed:
+    """Stands where moto keeps S3's buckets and objects (``s3_backends``: one per process)
+    and hands moto the store of the server whose request the thread serves, else moto's
+    own (``mock_aws`` and moto's server are left as they were)."""
+
+    def __init__(self, default: Any) -> None:
+        self._default = default
+
+    def _store(self) -> Any:
+        store = getattr(_SERVING, "store", None)
+        return self._default if store is None else store
+
+    def __getitem__(self, account_id: str) -> Any:
+        return self._store()[account_id]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store(), name)
+
+    def __iter__(self) -> Any:
+        return iter(self._store())
+
+    def __len__(self) -> int:
+        return len(self._store())
+
+    def __contains__(self, account_id: object) -> bool:
+        return account_id in self._store()
+
+
+def _install_store_served() -> None:
+    """Put :class:`_StoreServed` where moto's S3 looks its store up, once a process."""
+    with _INSTALL_LOCK:
+        if isinstance(moto.s3.models.s3_backends, _StoreServed):
+            return
+        served = _StoreServed(moto.s3.models.s3_backends)
+        # Not the package's name: moto routes requests by what it holds (its own store).
+        for module in (moto.s3.models, moto.s3.responses):
+            module.s3_backends = served  # type: ignore[attr-defined]
+
+
+class _EndpointStore(S3BackendDict):
+    """One endpoint's buckets and objects: kept off the list moto resets at the end of a
+    ``mock_aws`` (the endpoint's own, gone with it)."""
+
+    def _create_account_specific_backend(self, account_id: str) -> None:
+        super()._create_account_specific_backend(account_id)
+        registered: list[Any] = BackendDict._instances  # type: ignore[misc]  # moto's own list
+        with _INSTALL_LOCK:
+            if self in registered:
+                registered.remove(self)
+
+
+class _OwnStore:
+    """moto's S3 application serving a store of its own: two endpoints in one process are two
+    S3s (a bucket or object of one is not in the other), and an endpoint started after
+    another stopped starts empty, as one in a process of its own does."""
+
+    def __init__(self, app: Any) -> None:
+        _install_store_served()
+        self._app = app
+        self._store = _EndpointStore(
+            S3Backend, "s3", use_boto3_regions=False, additional_regions=PARTITION_NAMES
+        )
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        outer = getattr(_SERVING, "store", None)
+        _SERVING.store = self._store
+        try:
+            chunks = self._app(environ, start_response)
+            try:
+                return [b"".join(chunks)]  # read while this store is the thread's
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            _SERVING.store = outer
 
 
 class _WholeBodyRequest(BackendRequest):
@@ -132,6 +227,9 @@ class _QuietHandler(MotoRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Known to the server while open, for S3Endpoint.stop to close (a kept-alive
+        # connection would otherwise still be answered after the endpoint stopped).
+        self.server.lakelock_connections[self.connection] = threading.current_thread()  # type: ignore[attr-defined]
         # A response's head and body go out as two writes: without this, the second waits
         # for the client's delayed acknowledgement of the first (~40 ms) on a kept connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -158,6 +256,10 @@ class _QuietHandler(MotoRequestHandler):
         if keyword.lower() == "connection" and self._body is not None:
             return  # keep the connection (HTTP/1.1's default)
         super().send_header(keyword, value)
+
+    def finish(self) -> None:
+        self.server.lakelock_connections.pop(self.connection, None)  # type: ignore[attr-defined]
+        super().finish()
 
 
 class _Body(io.RawIOBase):
@@ -199,7 +301,9 @@ _NO_STREAM = io.BytesIO(b"")
 
 
 class S3Endpoint:
-    """An S3 endpoint on localhost, for lakelock's tests and for yours.
+    """An S3 endpoint on localhost, for lakelock's tests and for yours. Each is a store of
+    its own, empty when started (two in one process share no bucket), and :meth:`stop`
+    ends it: no answer after, not even on a connection a client kept open.
 
     ``mode="process"`` serves it from a child process: use it where a client blocks in Rust
     or C while holding the GIL (delta-rs's ``DeltaTable.history()``, for one), which would
@@ -208,7 +312,8 @@ class S3Endpoint:
     principal ARN bucket policies see; ``credentials`` maps access key ids to secrets, and
     then a request they do not sign is refused as S3 refuses it (by default signatures are
     not checked). A ``port`` something else listens on raises :class:`OSError` at
-    :meth:`start`."""
+    :meth:`start`, in either mode; one that is no port (a whole number from 0, any free
+    one, to 65535) is :class:`~lakelock.errors.InvalidArgumentError`."""
 
     def __init__(
         self,
@@ -220,11 +325,16 @@ class S3Endpoint:
     ) -> None:
         if mode not in ("thread", "process"):
             raise ValueError(f"mode must be 'thread' or 'process', got {mode!r}")
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise InvalidArgumentError(
+                port, "a port is a whole number from 0 to 65535", what="port"
+            )
         self._mode = mode
         self._port = port
         self._principals = dict(principals or {})
         self._credentials = dict(credentials) if credentials is not None else None
         self._server: BaseWSGIServer | None = None
+        self._gateway: Gateway | None = None
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen[str] | None = None
         self.url = ""
@@ -235,7 +345,7 @@ class S3Endpoint:
         if self.url:
             return self
         if self._mode == "thread":
-            self._server, _ = make_server(
+            self._server, self._gateway = make_server(
                 port=self._port, principals=self._principals, credentials=self._credentials
             )
             self._thread = threading.Thread(
@@ -248,6 +358,7 @@ class S3Endpoint:
         return self
 
     def _start_process(self) -> None:
+        _check_free("127.0.0.1", self._port)  # an OSError here, as in a thread
         command = [sys.executable, "-m", "lakelock.testing", "--port", str(self._port)]
         for access_key, arn in self._principals.items():
             command += ["--principal", f"{access_key}={arn}"]
@@ -260,13 +371,20 @@ class S3Endpoint:
         line = self._process.stdout.readline()
         if not line.startswith(_READY):
             self._process.kill()
+            self._process.wait()
+            self._process.stdout.close()
+            self._process = None
             raise RuntimeError(f"the S3 endpoint process did not start: {line!r}")
         self.url = line[len(_READY) :].strip()
 
     def stop(self) -> None:
+        """Stop serving: nothing more is answered, not even on a connection a client keeps
+        open (it is closed), and no thread of the endpoint's is left running once its
+        request ends (stalled requests are let go)."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._close_connections(self._server)
             self._server = None
         if self._process is not None:
             self._process.terminate()
@@ -279,6 +397,20 @@ class S3Endpoint:
                 self._process.stdout.close()
             self._process = None
         self.url = ""
+
+    def _close_connections(self, server: BaseWSGIServer) -> None:
+        """Close the connections clients keep open and wait for their threads to end."""
+        if self._gateway is not None:
+            self._gateway.release_stalls()
+            self._gateway = None
+        connections: dict[socket.socket, threading.Thread] = server.lakelock_connections  # type: ignore[attr-defined]
+        open_now = list(connections.items())
+        for connection, _ in open_now:
+            with contextlib.suppress(OSError):  # closed by its client meanwhile
+                connection.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + _STOP_WAIT
+        for _, thread in open_now:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> Self:
         return self.start()
@@ -326,7 +458,14 @@ class S3Endpoint:
         self._control("POST", "faults", rule.to_json())
 
     def set_faults(self, rules: list[FaultRule], *, seed: int = 0) -> None:
-        """Replace every fault rule and reseed the fault generator."""
+        """Replace every fault rule and reseed the fault generator (a ``seed`` that is no
+        whole number, or a rule that is no :class:`FaultRule`, is
+        :class:`~lakelock.errors.InvalidArgumentError`, nothing replaced)."""
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise InvalidArgumentError(seed, "a seed is a whole number", what="fault seed")
+        for rule in rules:
+            if not isinstance(rule, FaultRule):
+                raise InvalidArgumentError(rule, "not a FaultRule", what="fault rule")
         self._control("PUT", "faults", {"seed": seed, "rules": [r.to_json() for r in rules]})
 
     def clear_faults(self) -> None:

@@ -27,10 +27,11 @@ lost_ack       after   the request IS applied, then the connection is reset (res
 lost_ack_5xx   after   the request IS applied, then 500 InternalError is answered instead
 truncate       after   the answer's headers (its whole Content-Length) and half its body
                        only, then the connection is closed: the client's read of the body
-                       breaks off (a read too: a GET's object arrives cut short)
+                       breaks off (a read too: a GET's object arrives cut short); an
+                       answer of no body (a HEAD's, a PUT's) is spared, not counted
 corrupt        after   the answer's body with every byte inverted, under the checksum of
                        the real one (its CRC32 if it carried none): the client's checksum
-                       check of the body fails
+                       check of the body fails (a HEAD's answer, bodiless, is spared)
 =============  ======  ==================================================================
 
 ``lost_ack`` is the case the whole protocol is built around ("Lost acknowledgements" in
@@ -53,7 +54,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from lakelock.errors import InvalidArgumentError
-from lakelock.testing._classify import OPERATIONS
+from lakelock.testing._classify import OPERATIONS, SHADOWED
 
 FaultKind = Literal[
     "latency",
@@ -86,7 +87,8 @@ class FaultRule:
 
     ``probability`` (above 0, at most 1) is per matching request; ``count`` (at least 1)
     caps how many times the rule fires (``None``: unlimited); ``delay``/``jitter`` are
-    seconds, for ``latency`` and ``timeout``. Anything else is
+    seconds, for ``latency`` and ``timeout`` (each needs one above 0). Anything else (a
+    name or glob that is no string, too) is
     :class:`~lakelock.errors.InvalidArgumentError` (a ``ValueError``).
     """
 
@@ -101,8 +103,9 @@ class FaultRule:
     fired: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
+        if not isinstance(self.kind, str) or self.kind not in FAULT_KINDS:
             raise _refused("kind", self.kind, f"unknown; expected one of {sorted(FAULT_KINDS)}")
+        self._check_texts()
         self._check_chances()
         for name, seconds in (("delay", self.delay), ("jitter", self.jitter)):
             if not _is_number(seconds) or not 0 <= seconds < math.inf:
@@ -114,7 +117,25 @@ class FaultRule:
                 "a timeout hangs its delay, then resets the connection: give delay > 0 "
                 "(without one it is a reset: kind 'reset')",
             )
+        if self.kind == "latency" and self.delay + self.jitter <= 0:
+            raise _refused(
+                "delay",
+                self.delay,
+                "a latency of no delay and no jitter delays nothing: give delay or jitter > 0",
+            )
         self._check_operation()
+
+    def _check_texts(self) -> None:
+        """``operation``, ``bucket`` and ``prefix`` are strings: another value would be
+        matched against every request's names at the endpoint, and break each request there
+        instead of being refused here."""
+        for name, value in (
+            ("operation", self.operation),
+            ("bucket", self.bucket),
+            ("prefix", self.prefix),
+        ):
+            if not isinstance(value, str):
+                raise _refused(name, value, f"{name} must be a string")
 
     def _check_chances(self) -> None:
         """The rule can fire: a probability above 0 (at most 1), a count of at least 1 or
@@ -137,13 +158,21 @@ class FaultRule:
         """The ``operation`` glob names at least one operation the endpoint serves (S3's
         names, case included): a rule no request can match would never fire, and a test
         relying on it would pass without its fault."""
-        if not fnmatch.filter(OPERATIONS, self.operation):
+        if fnmatch.filter(OPERATIONS, self.operation):
+            return
+        given = SHADOWED.get(self.operation)
+        if given is not None:
             raise _refused(
                 "operation",
                 self.operation,
-                "matches no S3 operation (names are S3's, case included, or a glob): "
-                f"{', '.join(sorted(OPERATIONS))}",
+                f"matches no S3 operation the endpoint names: its requests are {given}'s",
             )
+        raise _refused(
+            "operation",
+            self.operation,
+            "matches no S3 operation (names are S3's, case included, or a glob): "
+            f"{', '.join(sorted(OPERATIONS))}",
+        )
 
     def matches(self, operation: str, bucket: str, key: str | None) -> bool:
         if self.count is not None and self.fired >= self.count:

@@ -80,6 +80,7 @@ from lakelock.testing._faults import BODY_KINDS, Decision, FaultPlan, FaultRule
 from lakelock.testing._integrity import digest_failure
 from lakelock.testing._keylocks import KeyLocks
 from lakelock.testing._lacking import LACKABLE, Lackable, act_lacking
+from lakelock.testing._policy_context import UnjudgedOperation
 from lakelock.testing._policy_gate import BucketPolicies
 from lakelock.testing._sigv4 import signature_failure
 from lakelock.testing._wsgi import (
@@ -258,7 +259,7 @@ class Gateway:
                     response = forward(self._backend, environ)
             spoil = decision.after
             if spoil is not None and spoil.kind in BODY_KINDS and response.code < 300:
-                return self._strike_after(spoil, response)
+                return self._strike_after(spoil, response, request)
             return response
         return self._write(environ, request, headers, decision)
 
@@ -321,7 +322,7 @@ class Gateway:
                 if request.operation == "CompleteMultipartUpload" and response.code == 200:
                     self._remember_completion(request)
         if decision.after is not None and response.code < 300:
-            return self._strike_after(decision.after, response)
+            return self._strike_after(decision.after, response, request)
         return response
 
     def _upload_part_copy(
@@ -562,14 +563,18 @@ class Gateway:
     def _check_policy(self, request: S3Request, headers: Mapping[str, str]) -> Response | None:
         if request.bucket is None:
             return None
-        allowed = self.policies.allows(
-            operation=request.operation,
-            bucket=request.bucket,
-            key=request.key,
-            headers=headers,
-            query={k: v[0] for k, v in request.query.items() if v},
-            access_key=request.access_key,
-        )
+        try:
+            allowed = self.policies.allows(
+                operation=request.operation,
+                bucket=request.bucket,
+                key=request.key,
+                headers=headers,
+                query={k: v[0] for k, v in request.query.items() if v},
+                access_key=request.access_key,
+            )
+        except UnjudgedOperation as unjudged:
+            # Under a policy, an operation its model cannot judge is not let through.
+            return s3_error("501 Not Implemented", "NotImplemented", str(unjudged))
         if allowed:
             return None
         return s3_error("403 Forbidden", "AccessDenied", "Access Denied", key=request.key)
@@ -638,7 +643,12 @@ class Gateway:
             self._sleep(decision.hang)
         raise Reset
 
-    def _strike_after(self, rule: FaultRule, response: Response) -> Response:
+    def _strike_after(self, rule: FaultRule, response: Response, request: S3Request) -> Response:
+        """``response`` spoilt by ``rule``; left alone (the fault spared) where the kind
+        finds nothing to spoil, so that ``count=1`` is one answer really spoilt: a body
+        kind's answer to a HEAD (it has no body), a ``truncate``'s of an empty body."""
+        if rule.kind in BODY_KINDS and not _spoilable(rule.kind, response, request):
+            return response
         if rule.kind == "truncate":
             spoilt = cut_short(response)
         elif rule.kind == "corrupt":
@@ -678,6 +688,14 @@ class Gateway:
             self._areas.clear()
             self._refused.clear()
             self._bytes.clear()
+
+
+def _spoilable(kind: str, response: Response, request: S3Request) -> bool:
+    """Whether a body ``kind`` has a body to spoil in ``response``: none in a HEAD's answer,
+    and none to cut short in an empty one (a ``corrupt`` answers one byte where none was)."""
+    if request.operation.startswith("Head"):
+        return False
+    return kind != "truncate" or bool(response.body)
 
 
 def fault_key(request: S3Request, body: bytes = b"") -> str | None:

@@ -45,7 +45,17 @@ from urllib.parse import unquote
 
 from lakelock.testing._policy_eval import PARTITIONS, PolicyRequest
 
-__all__ = ["copy_source_request", "delete_objects_requests", "request_context"]
+__all__ = [
+    "UnjudgedOperation",
+    "copy_source_request",
+    "delete_objects_requests",
+    "request_context",
+]
+
+
+class UnjudgedOperation(ValueError):
+    """An S3 operation this model of bucket policies does not judge (its action and
+    condition keys are not in the table)."""
 
 
 @dataclass(frozen=True)
@@ -153,11 +163,15 @@ def request_context(
     (names case-insensitive), ``query`` the query parameters that matter (``versionId``,
     ``prefix``, ``delimiter``, ``max-keys``). Object operations need ``key``; bucket operations
     must not get one. ``DeleteObjects`` is one request per entry: pass the entry's key and its
-    ``ETag`` as an ``If-Match`` header. An operation not in the table raises ``ValueError``.
+    ``ETag`` as an ``If-Match`` header. An operation not in the table raises
+    :class:`UnjudgedOperation` (a ``ValueError``).
     """
     spec = _OPERATIONS.get(operation)
     if spec is None:
-        raise ValueError(f"unknown or unsupported S3 operation {operation!r}")
+        raise UnjudgedOperation(
+            f"unknown or unsupported S3 operation {operation!r}: the endpoint's bucket "
+            "policies judge only the operations lakelock and its tests send"
+        )
     if partition not in PARTITIONS:
         raise ValueError(f"unknown AWS partition {partition!r}")
     if not bucket or "/" in bucket:

@@ -4,7 +4,9 @@ extension."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,7 @@ __all__ = [
     "engine",
     "events",
     "reads_as_lakelock",
+    "serving",
     "two_datasets",
 ]
 
@@ -102,3 +105,16 @@ def duckdb_with_iceberg() -> Any:
         )
         con.execute(f"LOAD {sql_string(str(binary))}")
     return con
+
+
+@contextlib.contextmanager
+def serving(lake: Lake, *, token: str | None = None) -> Iterator[CatalogServer]:
+    """``lakelock catalog`` over ``lake`` (namespace ``lake``; ``token``: the bearer token
+    engines must send), in this process on a free port of 127.0.0.1; closed after."""
+    from lakelock._catalog import CatalogServer, LakeCatalog
+
+    server = CatalogServer(LakeCatalog(lake, namespace="lake"), port=0, token=token).start()
+    try:
+        yield server
+    finally:
+        server.close()

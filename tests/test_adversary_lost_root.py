@@ -8,6 +8,7 @@ vacuum relies on that: tests/test_adversary_vacuum.py). Time is injected: nothin
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import time
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ from lakelock.errors import CommitStateUnknownError, RegistryCorruptError
 from lakelock.testing import S3Endpoint
 from tests._support import FAST_RETRY, no_sleep, registry, wait_until
 from tests._support.files import datafile
+from tests._support.simtime import SimTime
 
 WEEK = 7 * 24 * 3600.0
 #: A commit's budget: its root PUT answered 500 twice, it gives up.
@@ -101,6 +103,26 @@ def test_a_fresh_lakes_first_commit_lists_the_snapshots_once_and_a_rooted_one_ne
     assert "ListObjectsV2 metastore/snapshots" not in rooted
     assert rooted["PutObject root"] == 1
     assert sorted(lake.read("sales").column("id").to_pylist()) == [1, 2]
+
+
+def test_a_fresh_lakes_look_for_a_lost_root_is_not_learnt_as_a_root_read(
+    s3: S3Endpoint, bucket: str
+) -> None:
+    """A process learns how long its root reads take, so that after a brownout its first
+    fast read cuts the rounds it stretched. On a new lake its first read lists the snapshots
+    too: that listing is not a root read. Here every GET takes 20 ms and a LIST a second (by
+    the test's clock): the process learns 20 ms, not the second that the look for a lost
+    root cost (it learnt 1.02 s, and waited out a brownout's end seconds too long)."""
+    sim = SimTime()
+    client = s3.client()
+    client.meta.events.register("before-send.s3.GetObject", lambda **_: sim.advance(0.02))
+    client.meta.events.register("before-send.s3.ListObjectsV2", lambda **_: sim.advance(1.0))
+    timed = RetryPolicy(sleep=sim.sleep, clock=sim.machine())
+    ours = registry(ObjectStore(client, bucket, retry=timed), retry=timed)
+    ours.commit("sales", add=[datafile("sales", "", "a")])
+    hints = ours.internals.hints
+    learnt = (hints.usual_reads, hints.reads)
+    assert [None if r is None else math.exp(r) for r in learnt] == pytest.approx([0.02, 0.02])
 
 
 @pytest.mark.parametrize("lost", ["its root PUT answered 500", "its root deleted by hand"])

@@ -60,6 +60,7 @@ __all__ = [
     "put_intents",
     "read_intents",
     "read_root",
+    "read_root_timed",
     "send_intents",
     "server_now",
     "swap",
@@ -72,20 +73,25 @@ def read_root(core: Committer) -> Steps:
     """The root and its ETag (an empty registry and ``None``: no root yet). A lake whose
     root is gone but existed is :class:`~lakelock.errors.RegistryCorruptError`
     (:func:`lost_root`): its next swap would create an empty one over every version."""
-    try:
-        data: ObjectData = yield Get(core.root_key, retried=False)
-    except NotFoundError as error:
-        if error.code == "NoSuchBucket":  # a missing bucket is not an empty lake
-            raise
+    doc, etag, _ = yield from read_root_timed(core)
+    return doc, etag
+
+
+def read_root_timed(core: Committer) -> Steps:
+    """:func:`read_root`'s root and ETag, and the seconds the store took to answer the
+    root's GET (the second one when a look for a lost root made it read again): what a
+    root read costs here, which the scheduler learns. The snapshots :func:`lost_root`
+    lists and reads are not counted: a lake with a root never pays them, and a process
+    that learnt them as its usual read would wait out a brownout seconds too long."""
+    data, took = yield from _get_root(core)
+    if data is None:
         later = yield from lost_root(core)
         if later is None:
-            return RegistryDoc(), None
-        try:  # made since our read (a new lake's first commits racing ours)?
-            data = yield Get(core.root_key, retried=False)
-        except NotFoundError as again:
-            if again.code == "NoSuchBucket":
-                raise
-            raise _lost_root_error(core, later) from again
+            return RegistryDoc(), None, took
+        # Made since our read (a new lake's first commits racing ours)?
+        data, took = yield from _get_root(core)
+        if data is None:
+            raise _lost_root_error(core, later)
     doc = parse_registry(data.body, bucket=core.bucket, key=core.root_key)
     if data.server_time is not None:
         # Our clock when the answer came, not when we asked: the server wrote its Date
@@ -97,7 +103,22 @@ def read_root(core: Committer) -> Steps:
     if doc.format_version > 1:
         doc = with_datasets(doc, core.objects.datasets(doc))
     core.observe(doc, data.etag, core.now)
-    return doc, data.etag
+    return doc, data.etag, took
+
+
+def _get_root(core: Committer) -> Steps:
+    """The root's object (``None``: there is none) and the seconds its GET took, by the
+    monotonic clock. A missing bucket is raised: it is not an empty lake."""
+    sent: float = yield Now(monotonic=True)
+    data: ObjectData | None
+    try:
+        data = yield Get(core.root_key, retried=False)
+    except NotFoundError as error:
+        if error.code == "NoSuchBucket":
+            raise
+        data = None
+    answered: float = yield Now(monotonic=True)
+    return data, answered - sent
 
 
 #: Snapshots read at once while looking for a sign that a lake with no root had one.

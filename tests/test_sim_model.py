@@ -477,8 +477,10 @@ def test_a_rerun_with_a_caller_given_file_name_takes_its_earlier_upload(
     ), broken.violations
 
 
-#: Leases whose name has an accent, spelt composed or decomposed by each commit.
-SPELT = SimConfig(writers=4, seconds=2.0, seed=0, mix=Mix.of([("append", 1), ("spelt", 2)]))
+#: Leases whose name has an accent, spelt composed or decomposed by each commit (seed 1:
+#: seed 0's run applies no superseded token with fences as spelt since a writer that reads
+#: no root lists the snapshots).
+SPELT = SimConfig(writers=4, seconds=2.0, seed=1, mix=Mix.of([("append", 1), ("spelt", 2)]))
 
 
 def test_a_lease_spelt_two_ways_is_one_lease(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -499,11 +501,13 @@ def test_a_lease_spelt_two_ways_is_one_lease(monkeypatch: pytest.MonkeyPatch) ->
 
 #: Copies and renames of partitions that overwrites replace, beside vacuum (a one-second
 #: window), with writers paused for longer than it: a copy paused between reading its
-#: partition and copying it finds a file vacuum took once an overwrite replaced it.
+#: partition and copying it finds a file vacuum took once an overwrite replaced it (seed 26,
+#: the first of 16-26 whose copy meets it since a writer that reads no root lists the
+#: snapshots; 16 before).
 COPIED = SimConfig(
     writers=6,
     seconds=4.0,
-    seed=16,
+    seed=26,
     think=0.3,
     partitions=2,
     vacuums=1,
@@ -631,11 +635,15 @@ def test_a_workers_files_are_judged_as_the_shell_judges_them(
 
 
 #: Workers' typed files and their re-runs, beside merges of the column some of them hold
-#: and restores to versions before it (one dataset: the re-runs meet the restores).
+#: and restores to versions before it (one dataset: the re-runs meet the restores). Seed 4
+#: since a writer that reads no root lists the snapshots (3 before). Seed 3's run since
+#: shows a re-run refused with ``SchemaMismatchError`` after a retry told
+#: ``already_committed``, the case seed 130 showed before: the checker holds it to the
+#: change recorded (below).
 RESTORED = SimConfig(
     writers=4,
     seconds=4.0,
-    seed=3,
+    seed=4,
     datasets=1,
     mix=Mix.of([("typed", 3), ("rerun", 3), ("restore", 2), ("schema", 1)]),
 )
@@ -673,7 +681,7 @@ def test_a_rerun_of_other_rows_is_held_to_the_change_recorded_not_to_a_retry_tol
 ) -> None:
     """FORMAT.md, "Commit ids": a ``commit:`` digest is compared only with another of its
     kind, so "the same change" is not transitive. In this run a worker's files under
-    ``job-0-1`` are refused; a re-run with other rows (a ``sha256:`` digest) lands; a
+    ``job-1-3`` are refused; a re-run with other rows (a ``sha256:`` digest) lands; a
     re-run with the first rows (``commit:``) is told ``already_committed``, the digests not
     comparable; a third re-run, with rows whose ``sha256:`` digest differs from the one
     recorded, finds the dataset changed and is refused (``SchemaMismatchError``). It is
@@ -681,8 +689,10 @@ def test_a_rerun_of_other_rows_is_held_to_the_change_recorded_not_to_a_retry_tol
     checker holds it to that change, not to the retry told ``already_committed``: the
     refusal stands, no violation (the checker reported one before). With the shell telling
     every re-run of a recorded id ``already_committed`` (its rows not compared), the
-    checker reports the third told so of a commit that holds other rows (it did not)."""
-    run = simulate(dataclasses.replace(RESTORED, seed=130))
+    checker reports the third told so of a commit that holds other rows (it did not).
+    (Seed 3, the first of 0-3 that shows it since a writer that reads no root lists the
+    snapshots; 130 before.)"""
+    run = simulate(dataclasses.replace(RESTORED, seed=3))
     assert run.violations == []
     refused = [
         i
@@ -705,9 +715,9 @@ def test_a_rerun_of_other_rows_is_held_to_the_change_recorded_not_to_a_retry_tol
         return CommitResult(found.version, change.commit_id, already_committed=True)
 
     monkeypatch.setattr(_ops, "refused_rerun", any_rows)
-    broken = simulate(dataclasses.replace(RESTORED, seed=130))
+    broken = simulate(dataclasses.replace(RESTORED, seed=3))
     assert any(
-        "told already_committed at v7, which records another change" in v for v in broken.violations
+        "told already_committed at v4, which records another change" in v for v in broken.violations
     ), broken.violations
 
 

@@ -189,13 +189,12 @@ def read(core: Committer, batch: Batch, start: float) -> Steps:
             # configured to since: only the current root's refusal is the caller's answer.
             core.lake_settings(doc)
             return doc, etag
-    sent = yield Now(monotonic=True)
     try:
-        doc, etag = yield from _io.read_root(core)
+        # Timed by the root's GET alone: a fresh lake's look for a lost root is no root read.
+        doc, etag, took = yield from _io.read_root_timed(core)
     except TRANSIENT as error:
         batch.retries += 1
         raise Retry from error
-    took = (yield Now(monotonic=True)) - sent
     schedule.read_root(doc.version, core.now, took=took)
     core.lake_settings(doc)
     return doc, etag

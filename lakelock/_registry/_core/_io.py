@@ -34,7 +34,8 @@ from lakelock._registry._document import (
     with_datasets,
 )
 from lakelock._registry._intents import INTENT_PREFIX
-from lakelock._registry._objects import missing_object
+from lakelock._registry._objects import Missing, missing_object
+from lakelock._registry._snapshot import SNAPSHOT_PREFIX, Snapshot
 from lakelock._s3._types import ListedObject, ObjectData, PutResult
 from lakelock.errors import (
     AlreadyExistsError,
@@ -59,6 +60,7 @@ __all__ = [
     "put_intents",
     "read_intents",
     "read_root",
+    "read_root_timed",
     "send_intents",
     "server_now",
     "swap",
@@ -68,13 +70,28 @@ _T = TypeVar("_T")
 
 
 def read_root(core: Committer) -> Steps:
-    """The root and its ETag (an empty registry and ``None``: no root yet)."""
-    try:
-        data: ObjectData = yield Get(core.root_key, retried=False)
-    except NotFoundError as error:
-        if error.code == "NoSuchBucket":  # a missing bucket is not an empty lake
-            raise
-        return RegistryDoc(), None
+    """The root and its ETag (an empty registry and ``None``: no root yet). A lake whose
+    root is gone but existed is :class:`~lakelock.errors.RegistryCorruptError`
+    (:func:`lost_root`): its next swap would create an empty one over every version."""
+    doc, etag, _ = yield from read_root_timed(core)
+    return doc, etag
+
+
+def read_root_timed(core: Committer) -> Steps:
+    """:func:`read_root`'s root and ETag, and the seconds the store took to answer the
+    root's GET (the second one when a look for a lost root made it read again): what a
+    root read costs here, which the scheduler learns. The snapshots :func:`lost_root`
+    lists and reads are not counted: a lake with a root never pays them, and a process
+    that learnt them as its usual read would wait out a brownout seconds too long."""
+    data, took = yield from _get_root(core)
+    if data is None:
+        later = yield from lost_root(core)
+        if later is None:
+            return RegistryDoc(), None, took
+        # Made since our read (a new lake's first commits racing ours)?
+        data, took = yield from _get_root(core)
+        if data is None:
+            raise _lost_root_error(core, later)
     doc = parse_registry(data.body, bucket=core.bucket, key=core.root_key)
     if data.server_time is not None:
         # Our clock when the answer came, not when we asked: the server wrote its Date
@@ -86,7 +103,64 @@ def read_root(core: Committer) -> Steps:
     if doc.format_version > 1:
         doc = with_datasets(doc, core.objects.datasets(doc))
     core.observe(doc, data.etag, core.now)
-    return doc, data.etag
+    return doc, data.etag, took
+
+
+def _get_root(core: Committer) -> Steps:
+    """The root's object (``None``: there is none) and the seconds its GET took, by the
+    monotonic clock. A missing bucket is raised: it is not an empty lake."""
+    sent: float = yield Now(monotonic=True)
+    data: ObjectData | None
+    try:
+        data = yield Get(core.root_key, retried=False)
+    except NotFoundError as error:
+        if error.code == "NoSuchBucket":
+            raise
+        data = None
+    answered: float = yield Now(monotonic=True)
+    return data, answered - sent
+
+
+#: Snapshots read at once while looking for a sign that a lake with no root had one.
+LOST_ROOT_READS = 64
+
+
+def lost_root(core: Committer) -> Steps:
+    """With no root found: a snapshot of a version after the first, if one exists (else
+    ``None``). Such a snapshot was written by a commit on a root, so the lake had one and
+    it was deleted; a new lake's first commits, racing before any root exists, write
+    snapshots of version 1 only. Only this path lists (a commit that finds its root pays
+    nothing), a page and a few snapshots at a time, stopping at the first sign."""
+    start = ""
+    while True:
+        try:
+            page: Listing = yield List(SNAPSHOT_PREFIX, start_after=start)
+        except TRANSIENT as error:
+            raise Retry from error
+        keys = [o.key for o in page.objects]
+        for at in range(0, len(keys), LOST_ROOT_READS):
+            chunk = keys[at : at + LOST_ROOT_READS]
+            yield from load_objects(core, chunk)  # one gone or unreadable is no sign
+            for key in chunk:
+                with contextlib.suppress(Missing):
+                    snap = core.objects.snapshot(key)
+                    if snap.version > 1:
+                        return snap
+        if not page.truncated or not keys or keys[-1] <= start:
+            return None
+        start = keys[-1]
+
+
+def _lost_root_error(core: Committer, later: Snapshot) -> RegistryCorruptError:
+    return RegistryCorruptError(
+        f"the registry's root {core.root_key} is missing, but version {later.version} of "
+        f"dataset {later.dataset!r} exists, written by a commit on a root: this process "
+        "will not create an empty root over the lake's versions. Put the root back (a "
+        "version the bucket keeps of it, or a backup) before anything commits here again, "
+        "or delete the whole lake deliberately",
+        bucket=core.bucket,
+        key=core.root_key,
+    )
 
 
 def server_now(core: Committer, monotonic: float) -> float | None:
@@ -290,7 +364,9 @@ def swap(
         raise RegistryCorruptError(
             "the registry's root was deleted while committing; this process will not "
             "re-create it: put it back before anything commits here again (a process that "
-            "finds no root starts an empty lake), or delete the whole lake deliberately",
+            "finds no root refuses a lake with a version after the first, but takes one "
+            "with no more than its first for a new lake), or delete the whole lake "
+            "deliberately",
             bucket=core.bucket,
             key=core.root_key,
         ) from error

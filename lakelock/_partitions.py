@@ -247,11 +247,35 @@ def _check_destination(move: PartitionMove, source: DatasetState) -> None:
 
 def _check_room(store: ObjectStore, move: PartitionMove, files: Sequence[DataFile]) -> None:
     """Every file's key in the destination partition fits S3's key limit with the lake's
-    prefix (:class:`InvalidNameError` otherwise): checked for the longest name before the
-    first copy, so a destination too deep for one of the files copies none of them."""
+    prefix, under its own name and under the fresh name a taken one gets
+    (:func:`_fresh_name`, :data:`_FRESH_SUFFIX_BYTES` bytes longer), and that name is a valid
+    file name (:class:`InvalidNameError` otherwise): checked for the longest name before the
+    first copy, so a destination too deep for one of the files copies none of them, whether
+    or not a name there turns out to be taken partway through the copy."""
     if files:
         longest = max((f.name for f in files), key=lambda name: len(name.encode()))
         data_file_key(move.to_dataset, move.to_partition, longest, prefix=store.prefix)
+        try:
+            data_file_key(
+                move.to_dataset, move.to_partition, _fresh_name(longest), prefix=store.prefix
+            )
+        except InvalidNameError as error:
+            raise InvalidNameError(
+                error.value,
+                f"{error.reason} (the name {longest!r} gets {_FRESH_SUFFIX_BYTES} bytes more "
+                "if it is taken in the destination: a copy never overwrites)",
+            ) from error
+
+
+def _fresh_name(name: str) -> str:
+    """``name`` with ``-`` and 12 random hex digits before its extension: the name a copy
+    gets when ``name`` is taken in the destination (:data:`_FRESH_SUFFIX_BYTES` longer)."""
+    stem, dot, extension = name.partition(".")
+    return f"{stem}-{uuid.uuid4().hex[:12]}{dot}{extension}"
+
+
+#: How much longer :func:`_fresh_name` makes a name, in bytes.
+_FRESH_SUFFIX_BYTES = len("-") + 12
 
 
 def _placed_all(
@@ -355,8 +379,7 @@ def _placed(
         except NotFoundError as error:
             raise _gone(f, move) from error
         except AlreadyExistsError:
-            stem, dot, extension = f.name.partition(".")
-            name = f"{stem}-{uuid.uuid4().hex[:12]}{dot}{extension}"
+            name = _fresh_name(f.name)
             continue
         return dataclasses.replace(
             f,

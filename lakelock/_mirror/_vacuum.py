@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from lakelock._layout import ViewKey, iceberg_metadata_key, iceberg_metadata_prefix, parse_view_key
@@ -36,10 +37,15 @@ from lakelock._mirror import _delta
 from lakelock._mirror._series import newest, numbered
 from lakelock._registry import Registry
 from lakelock._registry._document import RegistryDoc
+from lakelock._registry._objects import LOADERS
 from lakelock._s3 import ListedObject
 from lakelock.errors import AlreadyExistsError, NotFoundError, RegistryCorruptError
 
-__all__ = ["drop_expired_snapshots", "view_keep"]
+__all__ = ["LIST_READERS", "drop_expired_snapshots", "view_keep"]
+
+#: Kept Iceberg manifest lists read at once (a dataset keeping thousands of versions waits
+#: a round trip to S3 per this many lists, not per list), as the registry's snapshots are.
+LIST_READERS = LOADERS
 
 
 def oldest_kept(registry: Registry, *, cutoff: float) -> dict[str, int]:
@@ -127,6 +133,8 @@ def _iceberg_keep(registry: Registry, views: list[ViewKey], oldest: Mapping[str,
 
 
 def _named_manifests(registry: Registry, lists: list[str], candidates: list[str]) -> set[str]:
+    """Every manifest the manifest lists ``lists`` name, read :data:`LIST_READERS` at once
+    (without pyiceberg, which reads them: every one of ``candidates``)."""
     try:
         from pyiceberg.manifest import read_manifest_list  # noqa: PLC0415 - extra
     except ImportError:  # cannot read the lists: keep every manifest
@@ -134,11 +142,15 @@ def _named_manifests(registry: Registry, lists: list[str], candidates: list[str]
     from lakelock._mirror._iceberg import _StoreIO  # noqa: PLC0415
 
     io = _StoreIO(registry.store)
-    named: set[str] = set()
-    for key in lists:
-        for manifest in read_manifest_list(cast(Any, io.new_input(io.uri(key)))):
-            named.add(io.key(manifest.manifest_path))
-    return named
+
+    def named_by(key: str) -> list[str]:
+        listed = read_manifest_list(cast(Any, io.new_input(io.uri(key))))
+        return [io.key(manifest.manifest_path) for manifest in listed]
+
+    if not lists:
+        return set()
+    with ThreadPoolExecutor(min(LIST_READERS, len(lists))) as pool:
+        return {key for named in pool.map(named_by, lists) for key in named}
 
 
 def drop_expired_snapshots(

@@ -13,7 +13,7 @@ import pytest
 
 from lakelock import Registry
 from lakelock._registry._core._policy import FoldPolicy
-from lakelock._registry._core._schedule import FIRST_ROUND, MAX_ROUND, Hints
+from lakelock._registry._core._schedule import FIRST_ROUND, Hints
 from lakelock._retry import Load, LoadPolicy, RetryPolicy
 from lakelock._s3 import ObjectStore
 from lakelock.errors import ConflictError
@@ -140,7 +140,7 @@ def test_a_round_learnt_in_an_overload_decays_once_swaps_are_fast() -> None:
     hints = Hints(round_seconds=0.1)
     policy_max = 5.0
     for _ in range(20):
-        hints.learn_round(5.0, policy_max)
+        hints.round_seconds = min(policy_max, 0.8 * hints.round_seconds + 0.2 * 5.0)
     assert hints.round_seconds > 4.0
     policy = FoldPolicy()
     now, version = 100.0, 10
@@ -168,24 +168,6 @@ def test_one_fold_interval_of_fast_swaps_ends_a_round_learnt_in_a_brownout() -> 
     hints.learn_swaps(100, 50.0, policy)
     hints.learn_swaps(120, 50.0 + policy.fold_interval, policy)
     assert hints.round_seconds == pytest.approx(2 * policy.fold_interval / 20)
-
-
-def test_a_process_that_measured_no_round_takes_its_round_from_the_swaps_it_sees() -> None:
-    """A process's first commit waiting behind a burst's folder has measured no round: it
-    looks every :data:`FIRST_ROUND`'s guess however slowly the root moves. The swaps it sees
-    over a fold interval set its round (twice their period), longer as well as shorter;
-    once it measured a round of its own, slow swaps never raise it."""
-    policy = FoldPolicy()
-    hints = Hints(round_seconds=FIRST_ROUND)
-    hints.learn_swaps(10, 100.0, policy)
-    hints.learn_swaps(12, 102.0, policy)  # a swap a second
-    assert hints.round_seconds == pytest.approx(2.0)
-    hints.learn_swaps(13, 122.0, policy)  # a stall is bounded by the longest round
-    assert hints.round_seconds == pytest.approx(MAX_ROUND)
-    hints.learn_round(0.2)
-    learnt = hints.round_seconds
-    hints.learn_swaps(14, 132.0, policy)
-    assert hints.round_seconds == learnt
 
 
 def slow_spell(hints: Hints, now: float) -> float:

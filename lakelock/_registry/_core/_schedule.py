@@ -257,11 +257,7 @@ class Hints:
         first fold interval of fast swaps, instead of keeping the process slow for seconds
         after the store came back (moving halfway, a brownout's rounds took three or four
         such intervals to decay). (Over a shorter span, two looks either side of one swap
-        would make any swap look fast.) A process that has measured no round yet (its first
-        commit, waiting behind a burst's folder) takes twice their period as its round, longer
-        than its guess too (at most :data:`MAX_ROUND`): else it looks every
-        :data:`FIRST_ROUND` however slowly the root moves (docs/decisions/0033-load-control.md,
-        0069)."""
+        would make any swap look fast.) (docs/decisions/0033-load-control.md)"""
         seen = self.seen
         if seen is None or version < seen[0] or now < seen[1]:
             self.seen = (version, now)
@@ -272,11 +268,6 @@ class Hints:
         if version == seen[0]:
             return
         period = (now - seen[1]) / (version - seen[0])
-        if self.usual_round is None:
-            # No round measured yet (a process's first commit, waiting): the swaps it sees
-            # are the only measure of a round here, shorter or longer than the guess.
-            self.round_seconds = min(2 * period, MAX_ROUND)
-            return
         self.round_seconds = min(self.round_seconds, 2 * period)
 
     def contended(self, now: float) -> bool:

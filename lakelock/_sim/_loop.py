@@ -917,11 +917,10 @@ class Process:
 
         def hedge(index: int) -> None:
             race = races[index]
-            if race.hedge(loop.now):
+            if race.hedge():
                 self.endpoint.send(parts[index], self, hedged(index), copies=copies.get(index))
-            when = race.next_look(loop.now)  # its next copy, or a measure to look for
-            if when is not None:
-                loop.at(when, hedge, index)
+                if race.due is not None:  # a read's third copy (_hedging.THIRD)
+                    loop.at(max(loop.now, race.due), hedge, index)
 
         def send(index: int) -> None:
             part = parts[index]
@@ -938,8 +937,8 @@ class Process:
                 if due is not None and type(part) is Put:
                     copies[index] = []
                 self.endpoint.send(part, self, reply, copies=copies.get(index))
-            if index in races:
-                hedge(index)
+            if due is not None:
+                loop.at(max(loop.now, due), hedge, index)
 
         for index in order[:THREADS]:
             send(index)

@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 from lakelock._registry._core._early import ReadsAhead
-from lakelock._registry._core._hedging import HEDGED_BODY, MEASURE_POLL, Hedging, Race
+from lakelock._registry._core._hedging import HEDGED_BODY, Hedging, Race
 from lakelock._registry._core._requests import (
     Ahead,
     Delete,
@@ -266,7 +266,7 @@ class Driver:
         the race says (never, if it does not), the first success the answer (or the last
         failure). ``early``: the same read made ahead (the first copy, and when it was
         sent). This thread only waits: the race decides."""
-        if early is None and race.due is None and not race.adopts:
+        if early is None and race.due is None:
             only = send()  # never hedged: no thread to wait on
             race.answers(False, self.timer())
             return only
@@ -301,13 +301,8 @@ class Driver:
         while True:
             due = race.due
             timeout = None if due is None else max(0.0, due - self.timer())
-            if due is None and race.adopts:
-                timeout = MEASURE_POLL  # begun unmeasured: look for a measure meanwhile
             done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
             if not done:
-                if due is None:  # begun unmeasured: hedged once the process has a measure
-                    race.measured()
-                    continue
                 if race.hedge():
                     hedge = _submitted(pool, send)
                     if hedge is None:  # closed meanwhile: the first copy is the answer

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from lakelock._registry._core._requests import Get, List, Put, Request
 
-__all__ = ["HEDGED_BODY", "MEASURE_POLL", "PATIENT", "THIRD", "Hedging", "Race"]
+__all__ = ["HEDGED_BODY", "PATIENT", "Hedging", "Race"]
 
 #: The largest body of a write that is hedged: past S3's first-byte latency a write's time is
 #: its bytes', which a second copy would send again.
@@ -35,12 +35,8 @@ PATIENT = 8.0
 #: went gets a third copy: a fold that waits for the slowest of a hundred reads otherwise
 #: waits out the timeout (2 s) whenever a fault holds both copies of one (1 in 2,500 reads
 #: under 5 % faults), while S3's ordinary tail seldom leaves both out that long
-#: (docs/decisions/0068-a-batch-learns-its-reads-measure.md).
+#: (docs/decisions/0068-a-read-whose-copies-are-both-held.md).
 THIRD = PATIENT
-
-#: How often a read that began with no measure of reads looks whether its process has one
-#: now (seconds: :meth:`Race.measured`), while it is out.
-MEASURE_POLL = 0.02
 
 
 class Hedging:
@@ -161,36 +157,6 @@ class Race:
     thrice: bool = False
 
     @property
-    def adopts(self) -> bool:
-        """Whether this race began with no measure of its kind yet may take one: a read of
-        a batch (not the root's, nor a listing) sent before its process had timed
-        ``least`` reads (a waiter's first fold, a hundred reads or more)."""
-        return self.after is None and self.learns and not self.write and not self.answered
-
-    def measured(self) -> bool:
-        """A race that :attr:`adopts` takes the process's measure of reads as soon as it
-        has one — its batch's own reads answered first teach it — so a read a fault holds
-        is hedged then, not waited for until its timeout
-        (docs/decisions/0068-a-batch-learns-its-reads-measure.md). Whether it has a measure
-        now."""
-        if self.adopts:
-            after = self.hedging.after(False)
-            if after is not None:
-                self.after = after
-                self.third = after * THIRD / self.hedging.factor
-        return self.after is not None
-
-    def next_look(self, now: float) -> float | None:
-        """When whoever waits for this race looks at it next (at ``now``): when its next
-        copy is due, or, begun unmeasured, :data:`MEASURE_POLL` later (None: never)."""
-        if self.answered:
-            return None
-        if self.due is None and self.adopts and not self.measured():
-            return now + MEASURE_POLL
-        due = self.due
-        return None if due is None else max(now, due)
-
-    @property
     def due(self) -> float | None:
         """When the next copy goes, if none has answered by then (None: never)."""
         if self.after is None:
@@ -201,11 +167,9 @@ class Race:
             return None
         return self.sent + self.third
 
-    def hedge(self, now: float | None = None) -> bool:
-        """The time is :attr:`due` (by ``now``, if given): whether to send the next copy
-        now (counted as out)."""
-        due = self.due
-        if self.answered or due is None or (now is not None and now < due):
+    def hedge(self) -> bool:
+        """The time is :attr:`due`: whether to send the next copy now (counted as out)."""
+        if self.answered or self.due is None:
             return False
         if self.hedged:
             self.thrice = True

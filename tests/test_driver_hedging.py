@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from random import Random
 from typing import Any
 
@@ -21,17 +21,8 @@ import pytest
 from lakelock import Lake
 from lakelock._registry._core import Driver, FoldPolicy, Hedging
 from lakelock._registry._core._driver import HEDGED_BODY
-from lakelock._registry._core._hedging import PATIENT, THIRD
-from lakelock._registry._core._requests import (
-    Delete,
-    Get,
-    List,
-    Now,
-    Parallel,
-    Put,
-    Request,
-    Steps,
-)
+from lakelock._registry._core._hedging import PATIENT
+from lakelock._registry._core._requests import Get, List, Now, Parallel, Put, Request, Steps
 from lakelock._registry._core._schedule import fixed_values
 from lakelock._registry._document import REGISTRY_KEY
 from lakelock._registry._intents import INTENT_PREFIX
@@ -73,26 +64,6 @@ def test_a_slow_read_of_a_batch_is_sent_again_and_the_first_answer_wins(
     slow, quick = driver.perform(Parallel((Get("slow"), Get("quick"))))
     assert (slow.body, quick.body) == (b"slow body", b"quick body")
     assert s3.stats()["GetObject"] == reads
-
-
-def test_a_read_of_a_batch_whose_two_copies_are_held_gets_a_third(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """One read of a batch held back 3 s, and its hedge too (a fault holding both: a
-    timeout's 2 s in production): a third copy goes ``THIRD`` times the median of reads
-    after the first (1.6 s here) and answers, where the batch would wait out the held
-    copies (3 s, three reads)."""
-    store.put("slow", b"slow body")
-    store.put("quick", b"quick body")
-    s3.reset_stats()
-    s3.inject("latency", operation="GetObject", prefix="slow", delay=3.0, count=2)
-    driver = Driver(store, store, hedging=warmed(2.0, reads=0.2))
-    started = time.monotonic()
-    slow, quick = driver.perform(Parallel((Get("slow"), Get("quick"))))
-    took = time.monotonic() - started
-    assert (slow.body, quick.body) == (b"slow body", b"quick body")
-    assert 0.2 * THIRD <= took < 2.8
-    assert s3.stats()["GetObject"] == 4  # the two held, the third copy, the quick one
 
 
 def test_a_slow_create_of_a_batch_lands_once_and_the_late_copy_is_refused(
@@ -346,19 +317,14 @@ def test_a_big_data_file_is_not_hedged(s3: S3Endpoint, lake: Lake) -> None:
 
 
 def run_steps(
-    hedging: Hedging | None,
-    requests: Sequence[Request],
-    *,
-    setup: Callable[[Endpoint], None] | None = None,
+    hedging: Hedging | None, requests: Sequence[Request]
 ) -> tuple[float, list[Any], SimS3, Endpoint, Counter[str]]:
     """``requests`` sent one after another by one simulated process: how long they took,
     each one's answer (or error), the bucket, the endpoint, and how often each key was
-    sent. ``setup``: called with the endpoint before anything is sent."""
+    sent."""
     loop = Loop()
     sim = SimS3(tailed(), Random(1), tracked=frozenset({REGISTRY_KEY}))
     endpoint = Endpoint(loop, sim, Random(2), Faults(), StoreRetry(), root_key=REGISTRY_KEY)
-    if setup is not None:
-        setup(endpoint)
     sent: Counter[str] = Counter()
     endpoint.trace = lambda event: sent.update([event["key"]])
     for n in range(20):
@@ -407,32 +373,6 @@ def test_the_simulator_hedges_a_batchs_slow_reads_and_creates() -> None:
     assert not any(isinstance(w, BaseException) for w in written)
     assert all(sim.objects[f"new{n}"].body == b"v" for n in range(20))
     assert endpoint.counts.requests["writer:PutObject"] > 20
-
-
-def test_the_simulator_sends_a_third_copy_of_a_read_whose_two_copies_are_held() -> None:
-    """As the driver does: a batch's read held 3 s, its hedge too, gets a third copy
-    ``THIRD`` times the median of reads after the first went (80 ms), and the batch is
-    answered then, not after the held copies."""
-    held = Counter[str]()
-
-    def holding(endpoint: Endpoint) -> None:
-        drawn = endpoint._latency
-
-        def latency(request: Get | Put | List | Delete) -> float:
-            seconds = drawn(request)
-            if isinstance(request, Get) and request.key == "k3" and held["k3"] < 2:
-                held["k3"] += 1
-                return 3.0
-            return seconds
-
-        endpoint._latency = latency  # type: ignore[method-assign]
-
-    reads = Parallel(tuple(Get(f"k{n}") for n in range(20)))
-    took, (answers,), _, _, sent = run_steps(warmed(2.0), [reads], setup=holding)
-    assert [a.body for a in answers] == [f"body {n}".encode() for n in range(20)]
-    assert held["k3"] == 2
-    assert sent["k3"] == 3
-    assert 0.01 * THIRD <= took < 0.5
 
 
 def test_a_hedged_create_is_not_hidden_when_both_copies_are_refused() -> None:

@@ -916,11 +916,8 @@ class Process:
             return answer
 
         def hedge(index: int) -> None:
-            race = races[index]
-            if race.hedge():
+            if races[index].hedge():
                 self.endpoint.send(parts[index], self, hedged(index), copies=copies.get(index))
-                if race.due is not None:  # a read's third copy (_hedging.THIRD)
-                    loop.at(max(loop.now, race.due), hedge, index)
 
         def send(index: int) -> None:
             part = parts[index]

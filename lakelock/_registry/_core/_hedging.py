@@ -30,14 +30,6 @@ HEDGED_BODY = 256 * 1024
 #: (docs/decisions/0014-hedged-requests.md, 0042-a-request-never-answered.md).
 PATIENT = 8.0
 
-#: A read of a batch (an intent a fold reads, an index node, a snapshot) whose copies are
-#: both still unanswered this many times the median of the process's reads after its first
-#: went gets a third copy: a fold that waits for the slowest of a hundred reads otherwise
-#: waits out the timeout (2 s) whenever a fault holds both copies of one (1 in 2,500 reads
-#: under 5 % faults), while S3's ordinary tail seldom leaves both out that long
-#: (docs/decisions/0068-a-read-whose-copies-are-both-held.md).
-THIRD = PATIENT
-
 
 class Hedging:
     """When a request gets a second, identical one (a *hedge*): once it has been outstanding
@@ -128,8 +120,7 @@ class Hedging:
         write = isinstance(request, Put)
         when = after[write]
         if not self.patient(request):
-            third = None if write or when is None else when * THIRD / self.factor
-            return Race(self, write, sent, when, third=third)
+            return Race(self, write, sent, when)
         later = None if when is None else when * PATIENT / self.factor
         return Race(self, write, sent, later, learns=False)
 
@@ -137,11 +128,10 @@ class Hedging:
 @dataclass(slots=True)
 class Race:
     """One hedged request: its first copy went at ``sent``; a second, identical one goes at
-    :attr:`due` if no copy has answered by then (:meth:`hedge`), and a third at ``third``
-    after ``sent`` (a read of a batch: :data:`THIRD`) if none has answered by then either;
-    the first success is the answer, or, when every copy failed, the last failure
-    (:meth:`answers`). The time to the first success is what :class:`Hedging` learns from.
-    Not thread-safe: the driver's thread that waits for the copies drives it."""
+    :attr:`due` if no copy has answered by then (:meth:`hedge`); the first success is the
+    answer, or, when every copy failed, the last failure (:meth:`answers`). The time to the
+    first success is what :class:`Hedging` learns from. Not thread-safe: the driver's thread
+    that waits for the copies drives it."""
 
     hedging: Hedging
     write: bool
@@ -152,27 +142,16 @@ class Race:
     outstanding: int = 1
     hedged: bool = False
     answered: bool = False
-    #: Seconds after ``sent`` when a third copy goes (None: never).
-    third: float | None = None
-    thrice: bool = False
 
     @property
     def due(self) -> float | None:
-        """When the next copy goes, if none has answered by then (None: never)."""
-        if self.after is None:
-            return None
-        if not self.hedged:
-            return self.sent + self.after
-        if self.third is None or self.thrice:
-            return None
-        return self.sent + self.third
+        """When the second copy goes, if none has answered by then (None: never)."""
+        return None if self.after is None or self.hedged else self.sent + self.after
 
     def hedge(self) -> bool:
-        """The time is :attr:`due`: whether to send the next copy now (counted as out)."""
-        if self.answered or self.due is None:
+        """The time is :attr:`due`: whether to send the second copy now (counted as out)."""
+        if self.answered or self.hedged or self.after is None:
             return False
-        if self.hedged:
-            self.thrice = True
         self.hedged = True
         self.outstanding += 1
         return True

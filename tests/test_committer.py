@@ -31,7 +31,6 @@ from lakelock._registry._core import FoldPolicy
 from lakelock._registry._core._requests import Steps
 from lakelock._registry._core._schedule import (
     CROWD,
-    FIRST_ROUND,
     GATHER,
     MAX_WAITS,
     TAKE_OVER,
@@ -1202,49 +1201,21 @@ def test_decided_intents_above_the_watermark_keep_their_fates(
     assert names(registry(store)) == ["a", "b", "c", "k0", "k1", "k2"]
 
 
-def test_a_first_fold_looks_once_before_it_folds_an_intent_made_long_before(
-    store: ObjectStore,
-) -> None:
-    """A process's first fold waits with its usual patience only for intents made about when
-    its own was (processes starting with it). One made longer ago than the watermark's lag
-    may be a dead writer's (it would be applied by now): the first fold sends its own and
-    looks at the root once; the root still stands there, so it folds that intent itself,
-    in its second attempt, after one poll (a round)."""
+def test_a_first_fold_does_not_wait_for_an_intent_made_long_before(store: ObjectStore) -> None:
+    """A process's first fold waits only for intents made about when its own was (processes
+    starting with it): one made longer ago than the watermark's lag has a writer that is not
+    folding (it would be applied by now), and the first fold folds it at once."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])  # the root moved lately
     dead = plant_intent(
         store,
         Change("sales", "dead-5", add=(datafile("sales", "", "d"),)),
         ms=int(time.time() * 1000) - 5000,
     )
-    slept: list[float] = []
-    ours = registry(store, group_commit=False, retry=RetryPolicy(sleep=slept.append))
-    result = ours.commit("sales", add=[datafile("sales", "", "mine")])
-    # One poll (a round, jittered), then its second attempt folds (pausing to gather).
-    assert (result.attempts, result.redrives) == (2, 0)
-    assert slept[0] == pytest.approx(FIRST_ROUND, rel=0.1)
+    result = registry(store).commit("sales", add=[datafile("sales", "", "mine")])
+    assert result.attempts == 1
     fate = registry(store)._current()[0].fate(dead)
     assert fate is not None
     assert (fate.state, fate.version) == ("applied", result.version)
-
-
-def test_a_first_fold_behind_an_old_intent_whose_root_moves_leaves_it_to_the_folder(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """The one look a first fold gives an intent made long before its own: the root moved
-    meanwhile (somebody folds: here the folder applies that intent and ours), so the first
-    fold does not read the old intent to race that folder."""
-    registry(store).commit("sales", add=[datafile("sales", "", "a")])  # the root moved lately
-    old = plant_intent(
-        store,
-        Change("sales", "slow-5", add=(datafile("sales", "", "s"),)),
-        ms=int(time.time() * 1000) - 5000,
-    )
-    ours, result, swapped = folded_by_another(s3, store)
-    assert (result.version, result.attempts) == (swapped, 2)
-    assert s3.areas()["GetObject metastore/intents"] == 2  # the folder read both; we, none
-    fate = ours._current()[0].fate(old)
-    assert fate is not None
-    assert (fate.state, fate.version) == ("applied", swapped)
 
 
 def test_a_first_fold_behind_a_crowd_of_old_intents_waits_for_their_folder(
@@ -1256,7 +1227,7 @@ def test_a_first_fold_behind_a_crowd_of_old_intents_waits_for_their_folder(
     intent and racing it: 64 processes started one after another on two cores each read
     every intent on their first fold and lost the swap (412), and the reads' CPU slowed the
     folder further. One dead writer's intent is still folded at once
-    (``test_a_first_fold_looks_once_before_it_folds_an_intent_made_long_before``)."""
+    (``test_a_first_fold_does_not_wait_for_an_intent_made_long_before``)."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])  # the root moved lately
     made = int(time.time() * 1000) - 5000
     for n in range(CROWD):
@@ -1273,15 +1244,10 @@ def test_a_first_fold_behind_a_crowd_of_old_intents_waits_for_their_folder(
     assert len(names(ours)) == CROWD + 3
 
 
-def test_a_first_fold_on_a_quiet_lake_finding_one_intent_sends_its_own_and_waits(
-    s3: S3Endpoint, store: ObjectStore
-) -> None:
-    """On a lake whose root has not moved for a while, a process's first commit lists before
-    it sends its intent (nobody seems to be starting with it). Finding one pending intent of
-    another process, made about when its own commit started, it does not read and fold it
-    to swap from the root it knows (the processes of a burst each did, and all but one lost
-    the swap): it sends its own and waits for that intent's writer to fold both, as behind
-    a crowd. No swap of ours lost a race; we read no intent."""
+def test_a_first_commit_on_a_quiet_lake_lists_before_it_sends(store: ObjectStore) -> None:
+    """On a lake whose root has not moved for a while, a process's first commit does not
+    send its intent ahead of its LIST (nobody is starting with it): it folds an older
+    pending intent at once, in one attempt, its intent created with its snapshot."""
     registry(store).commit("sales", add=[datafile("sales", "", "a")])
     later = time.time() + 60  # this process starts a minute after the last commit
     older = plant_intent(
@@ -1289,23 +1255,11 @@ def test_a_first_fold_on_a_quiet_lake_finding_one_intent_sends_its_own_and_waits
         Change("sales", "just-before", add=(datafile("sales", "", "o"),)),
         ms=int(later * 1000) - 100,
     )
-    swaps: list[int] = []
-
-    def meanwhile(_: float) -> None:  # our wait: the older intent's writer folds both
-        if not swaps:
-            folder = seasoned(registry(store, clock=lambda: later))
-            swaps.append(append(folder, "sales", datafile("sales", "", "other")).version)
-
-    ours = registry(
-        store, group_commit=False, clock=lambda: later, retry=RetryPolicy(sleep=meanwhile)
-    )
-    s3.reset_stats()
-    result = append(ours, "sales", datafile("sales", "", "mine"))
-    assert (result.version, result.attempts, result.redrives) == (swaps[0], 2, 0)
-    assert s3.areas()["GetObject metastore/intents"] == 2  # the folder read both; we, none
-    fate = ours._current()[0].fate(older)
+    result = registry(store, clock=lambda: later).commit("sales", add=[datafile("sales", "", "m")])
+    assert result.attempts == 1
+    fate = registry(store)._current()[0].fate(older)
     assert fate is not None
-    assert (fate.state, fate.version) == ("applied", swaps[0])
+    assert (fate.state, fate.version) == ("applied", result.version)
 
 
 def test_vacuum_keeps_an_intent_a_fold_passed_over(store: ObjectStore) -> None:

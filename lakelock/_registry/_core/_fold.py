@@ -54,7 +54,7 @@ def fold(core: Committer, doc: RegistryDoc, batch: Batch, seconds: float) -> Ste
     ours_unsent = bool(batch.pending) and all(
         p.intent is not None and not p.intent_sent for p in batch.pending
     )
-    if schedule.crowd(len(todo), ours_unsent=ours_unsent, first_fold=first):
+    if schedule.crowd(len(todo), ours_unsent=ours_unsent):
         yield from _io.send_intents(core, batch.pending)
     mine = sorted(p.intent for p in batch.pending if p.intent is not None and p.intent_sent)
     if (

@@ -288,10 +288,6 @@ class Waits:
     #: Other processes' pending intents older than ours, when we last listed: our place
     #: in the line of waiters that take over from a folder that stopped.
     ahead: int = 0
-    #: Looks of a still root this wait allows (None: :meth:`Scheduler.patient`'s usual
-    #: patience): one for a first fold behind an intent made long before its own
-    #: (:meth:`Scheduler.wait_for`). A root that moves ends it.
-    most: int | None = None
     #: When (this process's clock) it started waiting for others, and last looked.
     started: float | None = None
     looked_at: float | None = None
@@ -506,8 +502,7 @@ class Scheduler:
         docs/decisions/0035-fewer-knobs.md.)"""
         waits = self.waits
         later = TAKE_OVER * max(waits.ahead - 1, 0)
-        most = self.max_waits + later if waits.most is None else waits.most
-        return waits.waits < most and attempts < max_attempts // 2
+        return waits.waits < self.max_waits + later and attempts < max_attempts // 2
 
     def wait_on(self, version: int, attempts: int, max_attempts: int) -> bool:
         """We waited for an older intent's writer at some root version, and looked again: if
@@ -523,7 +518,6 @@ class Scheduler:
             return True
         if version != waits.wait_version:
             waits.waits = 0  # the root moved: somebody is folding
-            waits.most = None
         waits.wait_version = None
         return False
 
@@ -643,18 +637,11 @@ class Scheduler:
         """Whether the root moved within :data:`CONTENTION_MEMORY` (by its writer's clock)."""
         return root_updated is not None and now - root_updated < self.contention_memory
 
-    def crowd(self, others: int, *, ours_unsent: bool, first_fold: bool) -> bool:
+    def crowd(self, others: int, *, ours_unsent: bool) -> bool:
         """Not contended until now (our intents are not out) and a crowd is pending: send
-        ours and wait like a contended committer, instead of reading everyone's. On a
-        process's first fold (``first_fold``: its first listing) one pending intent of
-        another process is a crowd: the processes of a burst on a quiet lake each list
-        before they send (:meth:`send_first`), and those that found a few intents and
-        folded them raced each other from the root they opened the lake with, all but one
-        to lose the swap (412): 91-100 % of a 64-process burst's lost swaps
-        (docs/decisions/0069-where-a-64-process-burst-loses-its-swaps.md)."""
-        at = 1 if first_fold else self.crowd_at
+        ours and wait like a contended committer, instead of reading everyone's."""
         return advise(
-            lambda: others >= at and not self.hints.swapped_last and ours_unsent,
+            lambda: others >= self.crowd_at and not self.hints.swapped_last and ours_unsent,
             False,
         )
 
@@ -674,28 +661,26 @@ class Scheduler:
         everything pending, ours too, in its next swap. Wait for that (one root GET a round)
         instead of reading every intent and racing it — unless we swapped last (then we fold
         now: we know the root and are committing; that writer sleeps between two looks; a
-        race nobody won leaves us the last swapper, the hand-over), or our patience ran out.
-        On our first fold, an intent made long before ours (its writer may be dead, or it
-        would have been applied) with fewer than :data:`CROWD` older ones pending allows
-        one look at a still root, not the usual patience: a dead writer's costs a round,
-        and a root that moves within it says somebody folds (the root we started from was
-        stale, or a loaded machine slows the folder), where folding at once read every
-        pending intent to race that folder. A crowd of old intents is a burst's earlier
-        processes behind a folder a loaded machine slows, and each newcomer reading them
-        all to race it slowed that folder further
-        (docs/decisions/0048-a-first-fold-behind-a-crowd-waits.md): the usual patience; a
+        race nobody won leaves us the last swapper, the hand-over), or our patience ran out,
+        or this is our first fold and that intent was made long before ours (its writer is
+        not folding, or it would have been applied) with fewer than :data:`CROWD` older
+        ones pending: a crowd of old intents is a burst's earlier processes behind a
+        folder a loaded machine slows, and each newcomer reading them all to race it slowed
+        that folder further (docs/decisions/0048-a-first-fold-behind-a-crowd-waits.md); a
         folder that stopped is taken over one waiter at a time (:meth:`patient`).
         ``ahead``: the pending intents older than ours (our place in the line). Waiting
         starts here."""
-        waits = self.waits
-        waits.ahead = ahead
-        if first_fold and ahead < self.crowd_at and self.long_before(older, ours):
-            waits.most = 1
+        self.waits.ahead = ahead
         if not advise(
-            lambda: self.patient(attempts, max_attempts) and not self.hints.swapped_last,
+            lambda: (
+                self.patient(attempts, max_attempts)
+                and not self.hints.swapped_last
+                and not (first_fold and ahead < self.crowd_at and self.long_before(older, ours))
+            ),
             False,
         ):
             return False
+        waits = self.waits
         waits.waits += 1
         waits.wait_version = version
         if waits.started is None:

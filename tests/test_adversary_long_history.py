@@ -35,6 +35,7 @@ def manifests_listed(table: Any, snapshot_id: int | None = None) -> list[Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 120 commits and mirrors: 25-85 s alone, minutes beside other work
 def test_a_view_of_many_small_appends_lists_a_bounded_number_of_manifests(
     lake: Lake, s3: S3Endpoint
 ) -> None:

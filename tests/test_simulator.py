@@ -1651,6 +1651,18 @@ def test_seed_sweep_large(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
     run_sweep(sweep_seeds(10_000 + chunk * CHUNK, CHUNK), "test_seed_sweep_large", sweep_pool)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="sweep seed 26933: an acknowledged append applied twice (v54 and v75 of ds0) under "
+    "kills, a commit window of 8 and an S3 ignoring StartAfter; not traced yet",
+)
+def test_sweep_seed_26933_applies_each_acknowledged_append_once() -> None:
+    """Found by the large sweep: writer 3's append ``019b76da...`` landed at v54 and its
+    intent was applied again at v75 (its file listed twice, its rows read twice)."""
+    result = simulate(sweep_config(26933))
+    assert result.violations == []
+
+
 @pytest.mark.parametrize("chunk", range(2))
 def test_seed_sweep_model(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
     """100 seeded runs of the whole model's mix (MODEL_MIX: commits of nothing, caller-given

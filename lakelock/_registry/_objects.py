@@ -450,7 +450,7 @@ class Objects:
         if self._offline:
             raise Missing(tuple(missing))
         if len(missing) > 1:
-            with ThreadPoolExecutor(min(16, len(missing))) as pool:
+            with ThreadPoolExecutor(min(LOADERS, len(missing))) as pool:
                 list(pool.map(self.manifest, missing))
         return {k: self.manifest(k) for k in wanted}
 
@@ -462,7 +462,7 @@ class Objects:
         if missing and self._offline:
             raise Missing(tuple(missing))
         if len(missing) > 1:
-            with ThreadPoolExecutor(min(16, len(missing))) as pool:
+            with ThreadPoolExecutor(min(LOADERS, len(missing))) as pool:
                 list(pool.map(self.node, missing))
         return {k: self.node(k) for k in wanted}
 

@@ -400,3 +400,46 @@ def test_a_rerun_whose_swap_lost_to_its_crashed_runs_change_hears_already_commit
 
 def intents(lake: Lake) -> list[str]:
     return [o.key for o in lake.store.list("metastore/intents/")]
+
+
+@pytest.mark.parametrize("same_rows", [True, False], ids=["same-rows", "other-rows"])
+def test_a_rerun_under_a_generated_id_is_not_applied_again_by_its_crashed_runs_intent(
+    client: Any, bucket: str, same_rows: bool
+) -> None:
+    """A commit whose id lakelock generated crashed with its intent's PUT in flight, and
+    its pipeline re-runs it under that id (every error names it, and a caller who heard
+    the outcome was unknown retries with it). The re-run lands; later commits push its
+    record out of the root's window; then the crashed run's intent lands, above every
+    other (its machine's clock a minute ahead). The fold that lists it finds the id in the
+    dataset's commit-id index: the same rows are applied already (``already``), other rows
+    under the id are refused, and the crashed run's rows are never added. Before, a
+    generated id was taken to belong to its intent alone, and the fold applied it again
+    (found by the simulator's sweep, seed 26933)."""
+    lake = Lake(bucket, s3=client, retry=FAST_RETRY, commit_window=1)
+    rows = table([1, 2])
+    digest = change_digest({"partition_by": ()}, table=rows)
+    files = lake.write("c", rows)
+    crashed = Change(
+        "c",
+        "019b76daac27d2744cc95aba1343cda5",  # as lakelock generates ids: the time, then random
+        add=tuple(files),
+        operation="append",
+        digest=digest,
+        generated_id=True,
+    )
+    rerun = lake.append("c", rows if same_rows else table([7]), commit_id=crashed.commit_id)
+    for n in (5, 6):
+        lake.append("c", table([n]))
+    assert [r.id for r in lake.registry.read().commits] != [crashed.commit_id]
+    key, body, _ = intent_document(crashed, now_ms=int(time.time() * 1000) + 60_000)
+    lake.store.put(key, body, mode="create")
+    folder = Lake(bucket, s3=client, retry=FAST_RETRY)
+    folder.append("d", table([3]))
+    (fate,) = [f for f in folder.registry.internals.intent_fates() if f.key == key]
+    if same_rows:
+        assert (fate.state, fate.version, fate.already) == ("applied", rerun.version, True)
+    else:
+        assert fate.state == "rejected"
+        assert f"commit id {crashed.commit_id!r} was recorded at version" in fate.reason
+    expected = [1, 2, 5, 6] if same_rows else [5, 6, 7]
+    assert sorted(lake.read("c")["id"].to_pylist()) == expected

@@ -83,8 +83,9 @@ Patch = tuple[Any, str, Any]
 VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
     # Rule 10, the writer's side: a writer commits what it wrote however long ago; vacuum
     # had taken it. Both checks go: by the floor (the server's clock) and by the cutoff the
-    # last vacuum recorded in the root (either alone refuses every such commit) (11 and 35,
-    # the first two of 0-35 since a writer that reads no root lists the snapshots; 6 and
+    # last vacuum recorded in the root (either alone refuses every such commit) (35 and 67,
+    # the first two of 0-67 since a fold looks generated ids up in the commit-id index; 11
+    # and 35 since a writer that reads no root lists the snapshots; 6 and
     # 254, the first two of 0-254 since an intent's key takes the time its PUT goes out; 6, 123,
     # 134 of 0-199 before; 35 before the sweep's policies stopped drawing the scheduler's
     # patience, 11 before each lease taken over became a takeover commit of its own).
@@ -93,7 +94,7 @@ VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
             (_decide, "too_old_to_reference", lambda *_, **__: None),
             (_decide, "vacuumed", lambda *_, **__: None),
         ),
-        (11, 35),
+        (35, 67),
         "references it, committed after vacuum deleted it",
     ),
     # Path-lock grant records dropped by age: a superseded holder's overwrite is accepted
@@ -101,10 +102,11 @@ VACUUM_PROMISES: dict[str, tuple[tuple[Patch, ...], tuple[int, ...], str]] = {
     # it since refusals ride in their batch; 3246 of the sweep's configurations did, and
     # 3875, the first of 3000-5999, since the root's reads and the listings are sent again
     # past ``PATIENT`` times the median; 467, the first of 0-5999, since each lease taken
-    # over is a takeover commit of its own).
+    # over is a takeover commit of its own; 1622, the first of 0-1622, since a fold looks
+    # generated ids up in the commit-id index).
     "lock_fences_kept": (
         ((_fencing, "lock_fences_kept", forgotten_by_age),),
-        (467,),
+        (1622,),
         "applied with a stale fence",
     ),
 }
@@ -191,8 +193,9 @@ def test_vacuum_meeting_a_damaged_version_keeps_every_retained_one(
 #: restores a fifth of the commits instead of a fiftieth: 134 and 219, the first two of
 #: 0-999; since an intent's key takes the time its PUT goes out, 134 and 446, the first two
 #: of 0-446; since a writer that reads no root lists the snapshots, 534 and 1003, the first
-#: two of 0-1003).
-RESTORE_SEEDS = (534, 1003)
+#: two of 0-1003; since a fold looks generated ids up in the commit-id index, 11 and 643,
+#: the first two of 0-643).
+RESTORE_SEEDS = (11, 643)
 
 
 def restoring(seed: int) -> SimConfig:
@@ -227,8 +230,9 @@ def test_restores_at_the_retentions_edge_without_rule_9_are_caught(
 #: retention; re-found once commit records named their intents and lease takeovers became
 #: commits of their own: 182 of 0-399 and 1038 of 400-1599; and once an intent's key took
 #: the time its PUT goes out: 75 and 1038, the first two of 0-1038; since a writer that
-#: reads no root lists the snapshots, 646 and 678, the first two of 0-678).
-SHRINK_SEEDS = (646, 678)
+#: reads no root lists the snapshots, 646 and 678, the first two of 0-678; since a fold
+#: looks generated ids up in the commit-id index, 678 and 1427, the first two of 0-1427).
+SHRINK_SEEDS = (678, 1427)
 
 
 def shrinking_retention(seed: int) -> SimConfig:

@@ -118,6 +118,7 @@ __all__ = [
     "needs_guard",
     "past_the_window",
     "recorded_version",
+    "recorded_versions",
     "refused_fates",
     "refused_unrecorded",
     "registered_twice",
@@ -341,18 +342,44 @@ def recorded_version(
     doc: RegistryDoc, change: Change, objects: Objects
 ) -> int | CommitIdReusedError | None:
     """Rule 3: the version that applied ``change``'s commit id, if one did. A listed intent
-    is above the watermark, so its own fate would be in the root; a caller-chosen id may
-    have been applied through another intent (a re-run), which the commit-id index records.
-    A generated id belongs to its intent alone."""
+    is above the watermark, so its own fate would be in the root; its id may have been
+    applied through another intent (a re-run), which the commit-id index records. A
+    generated id too: its caller may have re-run the commit under it (every error names
+    the id) while this intent was pending, and the re-run may have left the root's window
+    since (sweep seed 26933)."""
     record = doc.commit(change.commit_id)
     if record is not None:
         return reused_commit_id(record, change) or record.version
     if takeover_recorded(doc, change):
         return doc.version
-    if change.generated_id or doc.format_version < 2:
+    if doc.format_version < 2:
         return None
     indexed = indexed_version(doc, (change,), objects)
     return indexed[0] if isinstance(indexed, tuple) else indexed
+
+
+def recorded_versions(
+    doc: RegistryDoc, commits: Sequence[Sequence[Change]], objects: Objects
+) -> list[int | CommitIdReusedError | None]:
+    """Rule 3 for each commit of other processes (its changes, one per dataset): the version
+    its commit id was applied at, or the error if the id is recorded for another change
+    (``None``: neither). Every commit is judged before a miss is raised, with every key
+    missed, so one fetch serves the whole fold (the snapshots it then applies on)."""
+    found: list[int | CommitIdReusedError | None] = []
+    missing: list[str] = []
+    for changes in commits:
+        try:
+            found.append(
+                next(
+                    (v for c in changes if (v := recorded_version(doc, c, objects)) is not None),
+                    None,
+                )
+            )
+        except Missing as miss:
+            missing.extend(miss.keys)
+    if missing:
+        raise Missing(tuple(dict.fromkeys(missing)))
+    return found
 
 
 def judge_listed(

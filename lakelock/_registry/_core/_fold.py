@@ -128,8 +128,10 @@ def _judge(
     # 16); a restore, once the version it makes current is loaded.
     units = _decide.whole_groups(changes)
     yield from _load_restored(core, units, seconds)
-    for keys, unit in units:
-        recorded = yield from _recorded(core, doc, unit)
+    recorded_all = yield from _io.need(
+        core, functools.partial(_decide.recorded_versions, doc, [u for _, u in units], core.objects)
+    )
+    for (keys, unit), recorded in zip(units, recorded_all, strict=True):
         if isinstance(recorded, CommitIdReusedError):  # its id names another change
             kind = _decide.error_kind(recorded)
             found.fates.extend(
@@ -149,18 +151,6 @@ def _judge(
             for c in unit
         )
         found.pending.append(Pending(restored, intents=keys, foreign=True))
-
-
-def _recorded(core: Committer, doc: RegistryDoc, changes: Sequence[Change]) -> Steps:
-    """Rule 3 for one commit of another process: the version its commit id was applied
-    at, or the error if the id is recorded for another change (``None``: neither)."""
-    for change in changes:
-        version = yield from _io.need(
-            core, functools.partial(_decide.recorded_version, doc, change, core.objects)
-        )
-        if version is not None:
-            return version
-    return None
 
 
 def _load_restored(

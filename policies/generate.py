@@ -3,15 +3,17 @@
     python policies/generate.py
 
 Each file is exactly what ``lakelock.generate_bucket_policy`` returns for its arguments, as
-pretty, key-sorted JSON with a trailing newline; ``tests/test_bucket_policy.py`` fails when they drift.
+pretty, key-sorted JSON with a trailing newline; ``tests/test_bucket_policy.py`` fails when
+they drift.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from lakelock._policy import generate_bucket_policy
 
@@ -37,7 +39,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 def render(policy: dict[str, Any]) -> str:
     """The on-disk form: two-space indented, keys sorted, one trailing newline."""
-    return json.dumps(policy, indent=2, sort_keys=True) + "\n"
+    return orjson.dumps(policy, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
 
 
 def main(directory: Path = HERE) -> None:

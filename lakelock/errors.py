@@ -473,7 +473,11 @@ class RetryBudgetExhaustedError(CommitError):
 class CommitStateUnknownError(CommitError):
     """The commit may have been applied; the registry could not confirm either way.
 
-    Do not delete the files it referenced: a later read of the registry decides.
+    Re-run it under its ``commit_id`` (the one this error names, generated or chosen): it
+    lands once, or is reported ``already_committed``. Looking the id up
+    (``registry.find_commit``) and finding nothing is not final: its intent may be applied
+    by another process's fold later, or its swap still be in flight at S3. Do not delete
+    the files it referenced: a later read of the registry decides.
     """
 
 

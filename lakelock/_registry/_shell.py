@@ -838,7 +838,9 @@ class Registry:
     def find_commit(self, commit_id: str, *, datasets: Iterable[str] | None = None) -> int | None:
         """The version that recorded ``commit_id``, or None: the root's recent window first,
         then the commit-id index of each dataset (of ``datasets``, default all) — so a re-run
-        is recognised long after it left the window (as long as its dataset exists)."""
+        is recognised long after it left the window (as long as its dataset exists). None
+        is not final for a commit whose outcome was unknown: its pending intent may still be
+        applied by a fold, or its swap land; re-running it under the same id lands it once."""
         snap = self.read()
         for record in reversed(snap.commits):
             if record.id == commit_id:

@@ -384,7 +384,7 @@ class Committer:
             for p in cancel.pending:
                 unknown = CommitStateUnknownError(
                     "giving up, but its intent could not be cancelled: another committer may "
-                    f"still apply it (look up its commit id): {why}",
+                    f"still apply it (re-run it under its commit id: it lands once): {why}",
                     dataset=p.change.dataset,
                     commit_id=p.change.commit_id,
                 )

@@ -1,0 +1,316 @@
+"""Adversarial tests of commit ids across re-runs (README, "Write": a ``commit_id`` makes a job
+safe to re-run; "A commit reported failed never lands later; when that cannot be known yet,
+the error is ``CommitStateUnknownError``: look its commit id up"; docs/FORMAT.md, "Commit
+ids" and rules 2, 3 and 11). A pipeline re-runs a commit under the id an error named, or
+under its own, while or after its first run's intent is pending; each ``Lake`` stands for
+one process. A first run's intent that lands late (its PUT held past the re-run, from a
+machine whose clock runs ahead) is taken off the endpoint when its commit gives up and put
+back, under a later time, once the re-run's record has left the root's window."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelock import CommitResult, Lake
+from lakelock._digest import change_digest
+from lakelock._layout import intent_key_later
+from lakelock._registry._intents import intent_document, intent_group
+from lakelock._registry._objects import RECENT_IDS
+from lakelock._retry import RetryPolicy
+from lakelock.advanced import Change
+from lakelock.errors import CommitIdReusedError, CommitStateUnknownError
+from lakelock.testing import S3Endpoint
+from tests._support import FAST_RETRY, no_sleep
+from tests._support.files import datafile
+
+ROOT = "metastore/dataset_registry.json"
+
+
+def table(ids: list[int]) -> pa.Table:
+    return pa.table({"id": ids, "day": [i % 2 for i in ids]})
+
+
+def ids(lake: Lake, dataset: str) -> list[int]:
+    return sorted(lake.read(dataset)["id"].to_pylist())
+
+
+def process(client: Any, bucket: str, **options: Any) -> Lake:
+    """A lake as one process opens it; retries without waiting."""
+    return Lake(bucket, s3=client, retry=FAST_RETRY, **options)
+
+
+def given_up_unknown(
+    s3: S3Endpoint, client: Any, bucket: str, commit: Callable[[Lake], object]
+) -> tuple[CommitStateUnknownError, str]:
+    """``commit`` run by a process while every PUT of the root answers 500: its swaps fail,
+    and so does the swap that would record its intent cancelled, so it gives up with
+    ``CommitStateUnknownError`` (naming its commit id) and its intent stays pending. The
+    store heals. Returns the error and the pending intent's key."""
+    first = Lake(bucket, s3=client, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+    s3.inject("error", operation="PutObject", prefix=ROOT)
+    try:
+        with pytest.raises(CommitStateUnknownError) as info:
+            commit(first)
+    finally:
+        s3.clear_faults()
+        first.close()
+    (key,) = first.registry.pending_intents()
+    return info.value, key
+
+
+def held_back(admin: Any, bucket: str, key: str) -> Callable[[], str]:
+    """The intent at ``key`` taken off the endpoint, as if its PUT were still in flight;
+    calling the result lands it, a minute later than any other (its writer's clock ahead),
+    and returns its key."""
+    body = admin.get_object(Bucket=bucket, Key=key)["Body"].read()
+    admin.delete_object(Bucket=bucket, Key=key)
+
+    def land() -> str:
+        late = intent_key_later(key, int(time.time() * 1000) + 60_000)
+        admin.put_object(Bucket=bucket, Key=late, Body=body)
+        return late
+
+    return land
+
+
+# -- "look its commit id up" ---------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "registry.find_commit (lakelock/_registry/_shell.py:838) reads the root's window and "
+        "the commit-id indexes only: while the intent of a commit that gave up with "
+        "CommitStateUnknownError is pending, it answers None, and a later fold applies the "
+        "intent (the id then found at a version). Nothing it returns tells 'not landed' from "
+        "'may still land'; pending_intents() lists keys, not ids."
+    ),
+)
+def test_looking_the_id_up_after_an_unknown_outcome_tells_whether_it_may_still_land(
+    s3: S3Endpoint, client: Any, bucket: str
+) -> None:
+    """An append gives up with ``CommitStateUnknownError`` ("look up its commit id"): its
+    intent could not be cancelled. The store heals and the pipeline does as told:
+    ``lake.registry.find_commit(error.commit_id)``. It answers ``None``, the answer to "was it
+    committed?" that a pipeline reads as "no" (and re-runs the rows under a new id). Then
+    another process's ordinary commit folds the pending intent in: the commit lands, under
+    the very id that was looked up and not found. The promise: a lookup that answers
+    ``None`` is final (the commit never lands), or the lookup says the commit is still
+    pending."""
+    lake = process(client, bucket)
+    lake.append("c", table([0]))
+    error, _ = given_up_unknown(s3, client, bucket, lambda first: first.append("c", table([1, 2])))
+    looked = lake.registry.find_commit(error.commit_id)
+    process(client, bucket).append("d", table([3]))  # an unrelated commit folds it
+    if looked is None:
+        assert lake.registry.find_commit(error.commit_id) is None, "it landed after all"
+        assert ids(lake, "c") == [0]
+
+
+def test_a_rerun_in_the_same_process_after_an_unknown_outcome_lands_its_rows_once(
+    s3: S3Endpoint, client: Any, bucket: str
+) -> None:
+    """An append under a generated id gives up with ``CommitStateUnknownError``, its intent
+    pending. The same process re-runs it under the id the error names, once the store
+    heals: the re-run's fold meets the first run's intent (of this very process, withdrawn
+    from its queue) beside its own. The rows land once, and the id is found at the version
+    the re-run reports; a later fold by another process adds nothing."""
+    lake = Lake(bucket, s3=client, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
+    lake.append("c", table([0]))
+    s3.inject("error", operation="PutObject", prefix=ROOT)
+    with pytest.raises(CommitStateUnknownError) as info:
+        lake.append("c", table([1, 2]))
+    s3.clear_faults()
+    assert len(lake.registry.pending_intents()) == 1
+    again = lake.append("c", table([1, 2]), commit_id=info.value.commit_id)
+    process(client, bucket).append("d", table([3]))
+    assert lake.registry.find_commit(info.value.commit_id) == again.version
+    assert ids(lake, "c") == [0, 1, 2]
+    assert lake.registry.pending_intents() == []
+    lake.close()
+
+
+# -- re-runs spanning datasets -------------------------------------------------------------
+
+
+def group(lake: Lake, names: str, commit_id: str) -> list[Change]:
+    """One change a dataset of ``names`` (``"ab"``: datasets ``a`` and ``b``), each adding
+    a file of its own rows, under ``commit_id``: a commit spanning them all."""
+    return [
+        Change(name, commit_id, add=tuple(lake.write(name, table([ord(name)]))))
+        for name in names
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "rule 2's settle (lakelock/_registry/_core/_decide.py:182-190, and indexed_version "
+        "at :320-337 past the window) judges a commit spanning datasets by its first change "
+        "only (p.change): a record of the id for dataset 'a' alone passes reused_commit_id "
+        "(lakelock/_registry/_changes.py:886, which asks only whether change.dataset is among "
+        "the record's datasets), so the group is reported already_committed and its 'b' "
+        "rows never land"
+    ),
+)
+@pytest.mark.parametrize("window", [100, 1], ids=["in-the-window", "past-the-window"])
+def test_a_rerun_spanning_datasets_whose_first_run_was_one_of_them_is_refused(
+    client: Any, bucket: str, window: int
+) -> None:
+    """A pipeline's first run committed ``a`` alone under ``load-7``; the pipeline now
+    writes ``a`` and ``b`` together, and re-runs the day under ``load-7`` as one commit
+    spanning both, ``a``'s rows unchanged. That is another change under the id (it adds
+    ``b``'s rows, which the recorded commit never had): ``CommitIdReusedError``, as the
+    re-run whose first dataset is ``b`` is told. It is told ``already_committed`` instead,
+    and ``b``'s rows silently never land — in the root's window, and past it."""
+    lake = process(client, bucket, commit_window=window)
+    first = lake.registry.commit_changes(group(lake, "a", "load-7"))
+    for n in range(3):
+        lake.append("a", table([10 + n]))
+    if window == 1:
+        assert "load-7" not in [r.id for r in lake.registry.read().commits]
+    with pytest.raises(CommitIdReusedError) as info:
+        lake.registry.commit_changes(group(lake, "ab", "load-7"))
+    assert info.value.version == first.version
+    assert "b" not in lake.registry.read().datasets
+
+
+def test_a_rerun_spanning_datasets_whose_first_dataset_is_new_is_refused(
+    client: Any, bucket: str
+) -> None:
+    """The same re-run with its datasets in the other order (``b`` first, the dataset the
+    first run never wrote) is refused, in the window: the promise the test above holds the
+    other order to."""
+    lake = process(client, bucket)
+    first = lake.registry.commit_changes(group(lake, "a", "load-7"))
+    with pytest.raises(CommitIdReusedError) as info:
+        lake.registry.commit_changes(group(lake, "ba", "load-7"))
+    assert info.value.version == first.version
+    assert "b" not in lake.registry.read().datasets
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "rule 3 (lakelock/_registry/_core/_decide.py recorded_versions, :361-381) takes the "
+        "first change of a listed commit whose id is recorded as the whole commit's: the "
+        "killed re-run spanning 'a' and 'b' is folded as applied already at the version that "
+        "recorded 'a' alone, so find_commit finds its id while 'b' never got its rows"
+    ),
+)
+def test_a_killed_rerun_spanning_datasets_is_not_taken_for_the_first_run_of_one(
+    client: Any, bucket: str
+) -> None:
+    """The first run committed ``a`` alone under ``load-7``; the re-run spanning ``a`` and
+    ``b`` under ``load-7`` is killed with its intents written (the ``b`` part is what it
+    adds). Another process's fold lists them: the commit is another change under a recorded
+    id, to be recorded ``rejected`` (rule 3's "recorded for another change"), so that
+    looking the id up and reading the intents' fate tell the pipeline that ``b`` is not
+    committed. It is recorded ``applied`` (already), at ``a``'s version."""
+    lake = process(client, bucket)
+    first = lake.registry.commit_changes(group(lake, "a", "load-7"))
+    made = intent_group(
+        group(lake, "ab", "load-7"),
+        now_ms=int(time.time() * 1000),
+        token="0badcafe",
+        group="9" * 32,
+    )
+    for key, body, _ in made:
+        lake.store.put(key, body, mode="create")
+    keys = [key for key, _, _ in made]
+    process(client, bucket).append("d", table([3]))  # folds them
+    fates = {f.key: f for f in lake.registry.internals.intent_fates()}
+    assert [fates[k].state for k in keys] == ["rejected", "rejected"], [
+        (fates[k].state, fates[k].version) for k in keys
+    ]
+    assert first.version == lake.registry.find_commit("load-7")
+    assert "b" not in lake.registry.read().datasets
+
+
+# -- the commit-id index past its snapshot's buffer ------------------------------------------
+
+
+def test_a_rerun_under_a_generated_id_past_the_index_buffer_is_not_applied_again(
+    client: Any, bucket: str
+) -> None:
+    """Sweep seed 26933's case, with the re-run pushed further: a commit under a generated
+    id crashed with its intent's PUT in flight; its pipeline re-runs it under that id and
+    the re-run lands; then more than ``RECENT_IDS`` (64) commits to the dataset move its
+    entry out of the snapshot's buffer of recent ids into the commit-id tree. The crashed
+    run's intent lands, a minute ahead: the fold finds the id in the tree and records it
+    applied already, at the re-run's version; the rows are there once."""
+    lake = process(client, bucket, commit_window=1)
+    rows = table([1, 2])
+    files = lake.write("c", rows)
+    crashed = Change(
+        "c",
+        "019b76daac27d2744cc95aba1343cda5",
+        add=tuple(files),
+        operation="append",
+        digest=change_digest({"partition_by": ()}, table=rows),
+        generated_id=True,
+    )
+    rerun = lake.append("c", rows, commit_id=crashed.commit_id)
+    for n in range(RECENT_IDS + 1):
+        lake.registry.commit("c", add=[datafile("c", "", f"later-{n}", records=1)])
+    state = lake.registry.read().datasets["c"]
+    assert crashed.commit_id not in state.recent_ids  # in the tree now
+    assert lake.registry.find_commit(crashed.commit_id) == rerun.version
+    key, body, _ = intent_document(crashed, now_ms=int(time.time() * 1000) + 60_000)
+    lake.store.put(key, body, mode="create")
+    process(client, bucket).append("d", table([3]))
+    (fate,) = [f for f in lake.registry.internals.intent_fates() if f.key == key]
+    assert (fate.state, fate.version, fate.already) == ("applied", rerun.version, True)
+    registered = {f.key for f in lake.registry.files("c")}
+    assert len(registered) == 1 + RECENT_IDS + 1  # the re-run's file, and the later ones
+    assert not registered & {f.key for f in files}  # the crashed run's: never
+
+
+# -- re-runs of other operations under the id an unknown outcome named -------------------------
+
+
+def overwrite(lake: Lake, commit_id: str | None) -> CommitResult:
+    return lake.overwrite("c", table([5]), partition_by=["day"], commit_id=commit_id)
+
+
+def delete(lake: Lake, commit_id: str | None) -> CommitResult:
+    return lake.delete("c", partitions=["day=0"], commit_id=commit_id)
+
+
+def restore(lake: Lake, commit_id: str | None) -> CommitResult:
+    return lake.restore("c", version=1, commit_id=commit_id)
+
+
+@pytest.mark.parametrize("operation", [overwrite, delete, restore], ids=lambda f: f.__name__)
+def test_a_rerun_of_an_unknown_outcome_is_not_applied_again_when_its_first_intent_lands_late(
+    s3: S3Endpoint, admin: Any, client: Any, bucket: str, operation: Any
+) -> None:
+    """An overwrite, a delete or a restore under a generated id gives up with
+    ``CommitStateUnknownError`` while its intent is still on its way (held, from a machine
+    whose clock runs ahead). Its pipeline re-runs it under the id the error names; the
+    re-run lands, and later appends push its record out of the root's window. Then the
+    first run's intent lands: the fold that lists it finds the id in the dataset's
+    commit-id index and records it applied already, at the re-run's version. Were it
+    applied again, the overwrite would drop the rows appended since, the delete would delete
+    them, the restore would undo them."""
+    lake = process(client, bucket, commit_window=1)
+    lake.append("c", table([1, 2]), partition_by=["day"])
+    lake.append("c", table([3, 4]), partition_by=["day"])
+    error, key = given_up_unknown(s3, client, bucket, lambda first: operation(first, None))
+    land = held_back(admin, bucket, key)
+    rerun = operation(lake, error.commit_id)
+    assert not rerun.already_committed
+    for n in (6, 8):
+        lake.append("c", table([n]), partition_by=["day"])
+    assert error.commit_id not in [r.id for r in lake.registry.read().commits]
+    before = ids(lake, "c")
+    late = land()
+    process(client, bucket).append("d", table([3]))
+    (fate,) = [f for f in lake.registry.internals.intent_fates() if f.key == late]
+    assert (fate.state, fate.version, fate.already) == ("applied", rerun.version, True)
+    assert ids(lake, "c") == before

@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import dask.dataframe as dd
+import pandas as pd
 import pyarrow as pa
 import pytest
 
+import lakelock.dask
 from lakelock import CommitResult, Lake
 from lakelock._digest import change_digest
 from lakelock._layout import intent_key_later
@@ -142,32 +145,49 @@ def group(lake: Lake, names: str, commit_id: str) -> list[Change]:
     """One change a dataset of ``names`` (``"ab"``: datasets ``a`` and ``b``), each adding
     a file of its own rows, under ``commit_id``: a commit spanning them all."""
     return [
-        Change(name, commit_id, add=tuple(lake.write(name, table([ord(name)]))))
-        for name in names
+        Change(name, commit_id, add=tuple(lake.write(name, table([ord(name)])))) for name in names
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rule 2's settle (lakelock/_registry/_core/_decide.py:182-190, and indexed_version "
-        "at :320-337 past the window) judges a commit spanning datasets by its first change "
-        "only (p.change): a record of the id for dataset 'a' alone passes reused_commit_id "
-        "(lakelock/_registry/_changes.py:886, which asks only whether change.dataset is among "
-        "the record's datasets), so the group is reported already_committed and its 'b' "
-        "rows never land"
-    ),
+SPANNING = (
+    "rule 2's settle (lakelock/_registry/_core/_decide.py:182-190, and indexed_version at "
+    ":320-337 past the window) judges a commit spanning datasets by its first change only "
+    "(p.change), or by the first of its datasets whose index records the id: a record of the "
+    "id for dataset 'a' alone passes reused_commit_id (lakelock/_registry/_changes.py:886, "
+    "which asks only whether change.dataset is among the record's datasets), so the group "
+    "is reported already_committed and its 'b' rows never land. Rule 11 (reused_in_batch, "
+    "_decide.py:831) compares the sets of datasets and refuses it within a batch."
 )
-@pytest.mark.parametrize("window", [100, 1], ids=["in-the-window", "past-the-window"])
+
+
+@pytest.mark.parametrize(
+    ("window", "order"),
+    [
+        pytest.param(
+            100, "ab", id="in-the-window", marks=pytest.mark.xfail(strict=True, reason=SPANNING)
+        ),
+        pytest.param(
+            1, "ab", id="past-the-window", marks=pytest.mark.xfail(strict=True, reason=SPANNING)
+        ),
+        pytest.param(100, "ba", id="in-the-window-new-dataset-first"),
+        pytest.param(
+            1,
+            "ba",
+            id="past-the-window-new-dataset-first",
+            marks=pytest.mark.xfail(strict=True, reason=SPANNING),
+        ),
+    ],
+)
 def test_a_rerun_spanning_datasets_whose_first_run_was_one_of_them_is_refused(
-    client: Any, bucket: str, window: int
+    client: Any, bucket: str, window: int, order: str
 ) -> None:
     """A pipeline's first run committed ``a`` alone under ``load-7``; the pipeline now
     writes ``a`` and ``b`` together, and re-runs the day under ``load-7`` as one commit
     spanning both, ``a``'s rows unchanged. That is another change under the id (it adds
-    ``b``'s rows, which the recorded commit never had): ``CommitIdReusedError``, as the
-    re-run whose first dataset is ``b`` is told. It is told ``already_committed`` instead,
-    and ``b``'s rows silently never land — in the root's window, and past it."""
+    ``b``'s rows, which the recorded commit never had): ``CommitIdReusedError``, as it is
+    told while the record is in the root's window and the commit names ``b`` first. Named
+    ``a`` first, or past the window in either order, it is told ``already_committed``
+    instead, and ``b``'s rows silently never land."""
     lake = process(client, bucket, commit_window=window)
     first = lake.registry.commit_changes(group(lake, "a", "load-7"))
     for n in range(3):
@@ -175,23 +195,60 @@ def test_a_rerun_spanning_datasets_whose_first_run_was_one_of_them_is_refused(
     if window == 1:
         assert "load-7" not in [r.id for r in lake.registry.read().commits]
     with pytest.raises(CommitIdReusedError) as info:
-        lake.registry.commit_changes(group(lake, "ab", "load-7"))
+        lake.registry.commit_changes(group(lake, order, "load-7"))
     assert info.value.version == first.version
     assert "b" not in lake.registry.read().datasets
 
 
-def test_a_rerun_spanning_datasets_whose_first_dataset_is_new_is_refused(
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "rule 2's settle (lakelock/_registry/_core/_decide.py:182-190) compares the re-run's "
+        "change with the root's record by reused_commit_id (lakelock/_registry/_changes.py:886),"
+        " which asks only whether the change's dataset is one of the record's: a commit of "
+        "'a' alone under the id of a commit spanning 'a' and 'b' is that commit's retry; rule "
+        "11 (reused_in_batch, _decide.py:831) refuses it when both meet in one batch"
+    ),
+)
+def test_a_rerun_of_one_dataset_of_a_commit_spanning_two_is_refused(
     client: Any, bucket: str
 ) -> None:
-    """The same re-run with its datasets in the other order (``b`` first, the dataset the
-    first run never wrote) is refused, in the window: the promise the test above holds the
-    other order to."""
+    """A commit spanning ``a`` and ``b`` landed under ``load-7``; a re-run under
+    ``load-7`` commits ``a`` alone (the same rows for ``a``). It is another change (the
+    recorded commit had ``b``'s rows too; README: an id "reused for other rows" is
+    ``CommitIdReusedError``), and the same two commits meeting in one fold are told so
+    (the test below). Once the first is recorded, the re-run is told ``already_committed``."""
     lake = process(client, bucket)
-    first = lake.registry.commit_changes(group(lake, "a", "load-7"))
+    first = lake.registry.commit_changes(group(lake, "ab", "load-7"))
     with pytest.raises(CommitIdReusedError) as info:
-        lake.registry.commit_changes(group(lake, "ba", "load-7"))
+        lake.registry.commit_changes(group(lake, "a", "load-7"))
     assert info.value.version == first.version
-    assert "b" not in lake.registry.read().datasets
+
+
+@pytest.mark.parametrize("first", ["ab", "a"], ids=["spanning-first", "one-dataset-first"])
+def test_a_commit_spanning_datasets_and_one_of_one_dataset_under_an_id_in_one_fold(
+    client: Any, bucket: str, first: str
+) -> None:
+    """Rule 11, the promise the two tests above hold the root's records to: a commit
+    spanning ``a`` and ``b`` and a commit of ``a`` alone, both under ``load-7``, their
+    processes killed with their intents written, are folded in one batch by a third: the
+    older is applied, the other (another set of datasets under the id) is rejected."""
+    lake = process(client, bucket)
+    second = "a" if first == "ab" else "ab"
+    now = int(time.time() * 1000)
+    made = [
+        intent_group(
+            group(lake, names, "load-7"), now_ms=now + n, token="0badcafe", group=f"{n}" * 32
+        )
+        for n, names in enumerate((first, second))
+    ]
+    for key, body, _ in (intent for intents in made for intent in intents):
+        lake.store.put(key, body, mode="create")
+    process(client, bucket).append("d", table([3]))  # folds them
+    fates = {f.key: f.state for f in lake.registry.internals.intent_fates()}
+    assert [fates[key] for key, _, _ in made[0]] == ["applied"] * len(first)
+    assert [fates[key] for key, _, _ in made[1]] == ["rejected"] * len(second)
+    assert ("b" in lake.registry.read().datasets) == (first == "ab")
 
 
 @pytest.mark.xfail(
@@ -286,18 +343,29 @@ def restore(lake: Lake, commit_id: str | None) -> CommitResult:
     return lake.restore("c", version=1, commit_id=commit_id)
 
 
-@pytest.mark.parametrize("operation", [overwrite, delete, restore], ids=lambda f: f.__name__)
+def dask_append(lake: Lake, commit_id: str | None) -> CommitResult:
+    """A driver's ``lakelock.dask.append``; its re-run (under the id) splits the rows
+    otherwise, as a re-run on a resized cluster does."""
+    rows = pd.DataFrame({"id": [5, 7, 9], "day": [1, 1, 1]})
+    frame = dd.from_pandas(rows, npartitions=1 if commit_id is None else 3, sort=False)
+    return lakelock.dask.append(lake, "c", frame, partition_by=["day"], commit_id=commit_id)
+
+
+@pytest.mark.parametrize(
+    "operation", [overwrite, delete, restore, dask_append], ids=lambda f: f.__name__
+)
 def test_a_rerun_of_an_unknown_outcome_is_not_applied_again_when_its_first_intent_lands_late(
     s3: S3Endpoint, admin: Any, client: Any, bucket: str, operation: Any
 ) -> None:
-    """An overwrite, a delete or a restore under a generated id gives up with
+    """An overwrite, a delete, a restore or a ``lakelock.dask`` append under a generated id
+    gives up with
     ``CommitStateUnknownError`` while its intent is still on its way (held, from a machine
     whose clock runs ahead). Its pipeline re-runs it under the id the error names; the
     re-run lands, and later appends push its record out of the root's window. Then the
     first run's intent lands: the fold that lists it finds the id in the dataset's
     commit-id index and records it applied already, at the re-run's version. Were it
     applied again, the overwrite would drop the rows appended since, the delete would delete
-    them, the restore would undo them."""
+    them, the restore would undo them, the append would add its rows twice."""
     lake = process(client, bucket, commit_window=1)
     lake.append("c", table([1, 2]), partition_by=["day"])
     lake.append("c", table([3, 4]), partition_by=["day"])

@@ -50,11 +50,11 @@ def process(client: Any, bucket: str, **options: Any) -> Lake:
 
 def given_up_unknown(
     s3: S3Endpoint, client: Any, bucket: str, commit: Callable[[Lake], object]
-) -> tuple[CommitStateUnknownError, str]:
+) -> tuple[str, str]:
     """``commit`` run by a process while every PUT of the root answers 500: its swaps fail,
     and so does the swap that would record its intent cancelled, so it gives up with
     ``CommitStateUnknownError`` (naming its commit id) and its intent stays pending. The
-    store heals. Returns the error and the pending intent's key."""
+    store heals. Returns the commit id the error names and the pending intent's key."""
     first = Lake(bucket, s3=client, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
     s3.inject("error", operation="PutObject", prefix=ROOT)
     try:
@@ -64,7 +64,8 @@ def given_up_unknown(
         s3.clear_faults()
         first.close()
     (key,) = first.registry.pending_intents()
-    return info.value, key
+    assert info.value.commit_id is not None
+    return info.value.commit_id, key
 
 
 def held_back(admin: Any, bucket: str, key: str) -> Callable[[], str]:
@@ -100,7 +101,7 @@ def test_looking_the_id_up_after_an_unknown_outcome_tells_whether_it_may_still_l
 ) -> None:
     """An append gives up with ``CommitStateUnknownError`` ("look up its commit id"): its
     intent could not be cancelled. The store heals and the pipeline does as told:
-    ``lake.registry.find_commit(error.commit_id)``. It answers ``None``, the answer to "was it
+    ``lake.registry.find_commit(<the id it names>)``. It answers ``None``, the answer to "was it
     committed?" that a pipeline reads as "no" (and re-runs the rows under a new id). Then
     another process's ordinary commit folds the pending intent in: the commit lands, under
     the very id that was looked up and not found. The promise: a lookup that answers
@@ -108,11 +109,11 @@ def test_looking_the_id_up_after_an_unknown_outcome_tells_whether_it_may_still_l
     pending."""
     lake = process(client, bucket)
     lake.append("c", table([0]))
-    error, _ = given_up_unknown(s3, client, bucket, lambda first: first.append("c", table([1, 2])))
-    looked = lake.registry.find_commit(error.commit_id)
+    named, _ = given_up_unknown(s3, client, bucket, lambda first: first.append("c", table([1, 2])))
+    looked = lake.registry.find_commit(named)
     process(client, bucket).append("d", table([3]))  # an unrelated commit folds it
     if looked is None:
-        assert lake.registry.find_commit(error.commit_id) is None, "it landed after all"
+        assert lake.registry.find_commit(named) is None, "it landed after all"
         assert ids(lake, "c") == [0]
 
 
@@ -138,9 +139,9 @@ def test_looking_the_id_up_while_its_swap_may_still_land_tells_so(
     lake.append("c", table([0]))
     s3.configure(concurrent_conflicts=True)
     s3.inject("hold", operation="PutObject", prefix=ROOT, count=1)
-    with pytest.raises(CommitStateUnknownError) as info:
+    with pytest.raises(CommitStateUnknownError):
         lake.append("c", table([1, 2]), commit_id="job-7")
-    looked = lake.registry.find_commit(info.value.commit_id)
+    looked = lake.registry.find_commit("job-7")
     s3.release_stalls()
     wait_until(lambda: s3.stalled() == 0)
     s3.configure()
@@ -164,9 +165,11 @@ def test_a_rerun_in_the_same_process_after_an_unknown_outcome_lands_its_rows_onc
         lake.append("c", table([1, 2]))
     s3.clear_faults()
     assert len(lake.registry.pending_intents()) == 1
-    again = lake.append("c", table([1, 2]), commit_id=info.value.commit_id)
+    named = info.value.commit_id
+    assert named is not None
+    again = lake.append("c", table([1, 2]), commit_id=named)
     process(client, bucket).append("d", table([3]))
-    assert lake.registry.find_commit(info.value.commit_id) == again.version
+    assert lake.registry.find_commit(named) == again.version
     assert ids(lake, "c") == [0, 1, 2]
     assert lake.registry.pending_intents() == []
     lake.close()
@@ -403,13 +406,13 @@ def test_a_rerun_of_an_unknown_outcome_is_not_applied_again_when_its_first_inten
     lake = process(client, bucket, commit_window=1)
     lake.append("c", table([1, 2]), partition_by=["day"])
     lake.append("c", table([3, 4]), partition_by=["day"])
-    error, key = given_up_unknown(s3, client, bucket, lambda first: operation(first, None))
+    named, key = given_up_unknown(s3, client, bucket, lambda first: operation(first, None))
     land = held_back(admin, bucket, key)
-    rerun = operation(lake, error.commit_id)
+    rerun = operation(lake, named)
     assert not rerun.already_committed
     for n in (6, 8):
         lake.append("c", table([n]), partition_by=["day"])
-    assert error.commit_id not in [r.id for r in lake.registry.read().commits]
+    assert named not in [r.id for r in lake.registry.read().commits]
     before = ids(lake, "c")
     late = land()
     process(client, bucket).append("d", table([3]))

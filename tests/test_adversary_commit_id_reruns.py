@@ -291,25 +291,30 @@ def test_a_commit_spanning_datasets_and_one_of_one_dataset_under_an_id_in_one_fo
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "rule 3 (lakelock/_registry/_core/_decide.py recorded_versions, :361-381) takes the "
-        "first change of a listed commit whose id is recorded as the whole commit's: the "
-        "killed re-run spanning 'a' and 'b' is folded as applied already at the version that "
-        "recorded 'a' alone, so find_commit finds its id while 'b' never got its rows"
+        "rule 3 (lakelock/_registry/_core/_decide.py recorded_versions, :361-381, through "
+        "recorded_version and reused_commit_id, lakelock/_registry/_changes.py:886) judges "
+        "each change of a listed commit alone against the record: a killed commit under an "
+        "id recorded for another set of datasets is folded as applied already, so "
+        "find_commit finds its id while the datasets it named and the record lacks never "
+        "got its rows"
     ),
 )
-def test_a_killed_rerun_spanning_datasets_is_not_taken_for_the_first_run_of_one(
-    client: Any, bucket: str
+@pytest.mark.parametrize(
+    ("recorded", "killed"), [("a", "ab"), ("ab", "a")], ids=["spanning-killed", "one-killed"]
+)
+def test_a_killed_rerun_under_an_id_recorded_for_other_datasets_is_rejected(
+    client: Any, bucket: str, recorded: str, killed: str
 ) -> None:
-    """The first run committed ``a`` alone under ``load-7``; the re-run spanning ``a`` and
-    ``b`` under ``load-7`` is killed with its intents written (the ``b`` part is what it
-    adds). Another process's fold lists them: the commit is another change under a recorded
-    id, to be recorded ``rejected`` (rule 3's "recorded for another change"), so that
-    looking the id up and reading the intents' fate tell the pipeline that ``b`` is not
-    committed. It is recorded ``applied`` (already), at ``a``'s version."""
+    """A commit under ``load-7`` landed (``a`` alone, or ``a`` and ``b``); a re-run under
+    ``load-7`` naming the other set of datasets is killed with its intents written.
+    Another process's fold lists them: the commit is another change under a recorded id,
+    to be recorded ``rejected`` (rule 3's "recorded for another change"; rule 11 refuses it
+    so within one fold), so that the intents' fates tell the pipeline that it is not
+    committed. It is recorded ``applied`` (already), at the first commit's version."""
     lake = process(client, bucket)
-    first = lake.registry.commit_changes(group(lake, "a", "load-7"))
+    first = lake.registry.commit_changes(group(lake, recorded, "load-7"))
     made = intent_group(
-        group(lake, "ab", "load-7"),
+        group(lake, killed, "load-7"),
         now_ms=int(time.time() * 1000),
         token="0badcafe",
         group="9" * 32,
@@ -319,11 +324,11 @@ def test_a_killed_rerun_spanning_datasets_is_not_taken_for_the_first_run_of_one(
     keys = [key for key, _, _ in made]
     process(client, bucket).append("d", table([3]))  # folds them
     fates = {f.key: f for f in lake.registry.internals.intent_fates()}
-    assert [fates[k].state for k in keys] == ["rejected", "rejected"], [
+    assert [fates[k].state for k in keys] == ["rejected"] * len(killed), [
         (fates[k].state, fates[k].version) for k in keys
     ]
     assert first.version == lake.registry.find_commit("load-7")
-    assert "b" not in lake.registry.read().datasets
+    assert ("b" in lake.registry.read().datasets) == ("b" in recorded)
 
 
 # -- the commit-id index past its snapshot's buffer ------------------------------------------

@@ -155,20 +155,25 @@ def test_a_rerun_in_the_same_process_after_an_unknown_outcome_lands_its_rows_onc
 ) -> None:
     """An append under a generated id gives up with ``CommitStateUnknownError``, its intent
     pending. The same process re-runs it under the id the error names, once the store
-    heals: the re-run's fold meets the first run's intent (of this very process, withdrawn
-    from its queue) beside its own. The rows land once, and the id is found at the version
-    the re-run reports; a later fold by another process adds nothing."""
+    heals. Whoever folds the first run's intent (the re-run's own batch, rule 11, or, as
+    it goes today, another process's later fold, which finds the id in the root's window:
+    rule 3), one of the two is applied and the other is recorded applied already, at one
+    version: the rows once. With rule 3 off, the later fold applies the intent again (a
+    version more, the rows twice)."""
     lake = Lake(bucket, s3=client, retry=RetryPolicy(max_attempts=3, sleep=no_sleep))
     lake.append("c", table([0]))
     s3.inject("error", operation="PutObject", prefix=ROOT)
     with pytest.raises(CommitStateUnknownError) as info:
         lake.append("c", table([1, 2]))
     s3.clear_faults()
-    assert len(lake.registry.pending_intents()) == 1
+    (first,) = lake.registry.pending_intents()
     named = info.value.commit_id
     assert named is not None
     again = lake.append("c", table([1, 2]), commit_id=named)
     process(client, bucket).append("d", table([3]))
+    (fate,) = [f for f in lake.registry.internals.intent_fates() if f.key == first]
+    assert (fate.state, fate.version) == ("applied", again.version)
+    assert fate.already != again.already_committed  # one made it, the other is that commit
     assert lake.registry.find_commit(named) == again.version
     assert ids(lake, "c") == [0, 1, 2]
     assert lake.registry.pending_intents() == []

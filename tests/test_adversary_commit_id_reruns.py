@@ -9,6 +9,7 @@ back, under a later time, once the re-run's record has left the root's window.""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,10 +26,11 @@ from lakelock._layout import intent_key_later
 from lakelock._registry._intents import intent_document, intent_group
 from lakelock._registry._objects import RECENT_IDS
 from lakelock._retry import RetryPolicy
+from lakelock._s3 import ObjectStore
 from lakelock.advanced import Change
 from lakelock.errors import CommitIdReusedError, CommitStateUnknownError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, no_sleep, wait_until
+from tests._support import FAST_RETRY, no_sleep, registry, wait_until
 from tests._support.files import datafile
 from tests._support.outcomes import impatient_lake
 
@@ -429,3 +431,50 @@ def test_a_rerun_of_an_unknown_outcome_is_not_applied_again_when_its_first_inten
     (fate,) = [f for f in lake.registry.internals.intent_fates() if f.key == late]
     assert (fate.state, fate.version, fate.already) == ("applied", rerun.version, True)
     assert ids(lake, "c") == before
+
+
+# -- a re-run in the process whose commit was interrupted ------------------------------------
+
+
+class Interrupting:
+    """The registry's wall clock; armed, its next reading raises ``KeyboardInterrupt`` (the
+    signal arriving while the thread runs lakelock's code)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def __call__(self) -> float:
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+        return time.time()
+
+
+def test_a_rerun_in_the_process_whose_commit_was_interrupted_is_that_commit(
+    s3: S3Endpoint, store: ObjectStore
+) -> None:
+    """A commit under ``job-7`` has its intent out and its swap held at the endpoint; let
+    go, the swap lands and the committing thread is interrupted at its next step (Ctrl-C):
+    ``KeyboardInterrupt``, with a note saying that another process may still apply it
+    (look its commit id up). The same process (a notebook's kernel) re-runs it under
+    ``job-7`` at once: the re-run is that commit (``already_committed``, its version), not a
+    second one, and this process commits on afterwards (its turn was given back)."""
+    clock = Interrupting()
+    reg = registry(store, clock=clock)
+    reg.commit("c", add=[datafile("c", "", "before")])
+    s3.inject("stall", operation="PutObject", prefix=ROOT, count=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(reg.commit, "c", add=[datafile("c", "", "job")], commit_id="job-7")
+        wait_until(lambda: s3.stalled() == 1)
+        clock.armed = True
+        s3.release_stalls()
+        interrupted = first.exception(timeout=60)
+        assert isinstance(interrupted, KeyboardInterrupt), repr(interrupted)
+        assert any("job-7" in note for note in getattr(interrupted, "__notes__", []))
+        landed = reg.find_commit("job-7")
+        assert landed is not None
+        rerun = pool.submit(reg.commit, "c", add=[datafile("c", "", "job")], commit_id="job-7")
+        again = rerun.result(timeout=60)  # a turn never given back would hang here
+    assert (again.version, again.already_committed) == (landed, True)
+    reg.commit("c", add=[datafile("c", "", "after")])
+    assert sorted(f.name for f in registry(store).files("c")) == ["after", "before", "job"]

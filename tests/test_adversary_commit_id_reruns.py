@@ -50,6 +50,17 @@ def process(client: Any, bucket: str, **options: Any) -> Lake:
     return Lake(bucket, s3=client, retry=FAST_RETRY, **options)
 
 
+def another_process_folds(client: Any, bucket: str) -> None:
+    """Another process commits to ``d`` (its first commit, and more while any intent is
+    still pending, five at most): its folds decide every pending intent."""
+    other = process(client, bucket)
+    for n in range(5):
+        other.append("d", table([100 + n]))
+        if not other.registry.pending_intents():
+            return
+    raise AssertionError("intents still pending after five commits of another process")
+
+
 def given_up_unknown(
     s3: S3Endpoint, client: Any, bucket: str, commit: Callable[[Lake], object]
 ) -> tuple[str, str]:
@@ -113,7 +124,7 @@ def test_looking_the_id_up_after_an_unknown_outcome_tells_whether_it_may_still_l
     lake.append("c", table([0]))
     named, _ = given_up_unknown(s3, client, bucket, lambda first: first.append("c", table([1, 2])))
     looked = lake.registry.find_commit(named)
-    process(client, bucket).append("d", table([3]))  # an unrelated commit folds it
+    another_process_folds(client, bucket)  # an unrelated commit folds it
     if looked is None:
         assert lake.registry.find_commit(named) is None, "it landed after all"
         assert ids(lake, "c") == [0]
@@ -172,7 +183,7 @@ def test_a_rerun_in_the_same_process_after_an_unknown_outcome_lands_its_rows_onc
     named = info.value.commit_id
     assert named is not None
     again = lake.append("c", table([1, 2]), commit_id=named)
-    process(client, bucket).append("d", table([3]))
+    another_process_folds(client, bucket)
     (fate,) = [f for f in lake.registry.internals.intent_fates() if f.key == first]
     assert (fate.state, fate.version) == ("applied", again.version)
     assert fate.already != again.already_committed  # one made it, the other is that commit
@@ -288,7 +299,7 @@ def test_a_commit_spanning_datasets_and_one_of_one_dataset_under_an_id_in_one_fo
     ]
     for key, body, _ in (intent for intents in made for intent in intents):
         lake.store.put(key, body, mode="create")
-    process(client, bucket).append("d", table([3]))  # folds them
+    another_process_folds(client, bucket)  # folds them
     fates = {f.key: f.state for f in lake.registry.internals.intent_fates()}
     assert [fates[key] for key, _, _ in made[0]] == ["applied"] * len(first)
     assert [fates[key] for key, _, _ in made[1]] == ["rejected"] * len(second)
@@ -329,7 +340,7 @@ def test_a_killed_rerun_under_an_id_recorded_for_other_datasets_is_rejected(
     for key, body, _ in made:
         lake.store.put(key, body, mode="create")
     keys = [key for key, _, _ in made]
-    process(client, bucket).append("d", table([3]))  # folds them
+    another_process_folds(client, bucket)  # folds them
     fates = {f.key: f for f in lake.registry.internals.intent_fates()}
     assert [fates[k].state for k in keys] == ["rejected"] * len(killed), [
         (fates[k].state, fates[k].version) for k in keys
@@ -369,7 +380,7 @@ def test_a_rerun_under_a_generated_id_past_the_index_buffer_is_not_applied_again
     assert lake.registry.find_commit(crashed.commit_id) == rerun.version
     key, body, _ = intent_document(crashed, now_ms=int(time.time() * 1000) + 60_000)
     lake.store.put(key, body, mode="create")
-    process(client, bucket).append("d", table([3]))
+    another_process_folds(client, bucket)
     (fate,) = [f for f in lake.registry.internals.intent_fates() if f.key == key]
     assert (fate.state, fate.version, fate.already) == ("applied", rerun.version, True)
     registered = {f.key for f in lake.registry.files("c")}
@@ -427,7 +438,7 @@ def test_a_rerun_of_an_unknown_outcome_is_not_applied_again_when_its_first_inten
     assert named not in [r.id for r in lake.registry.read().commits]
     before = ids(lake, "c")
     late = land()
-    process(client, bucket).append("d", table([3]))
+    another_process_folds(client, bucket)
     (fate,) = [f for f in lake.registry.internals.intent_fates() if f.key == late]
     assert (fate.state, fate.version, fate.already) == ("applied", rerun.version, True)
     assert ids(lake, "c") == before

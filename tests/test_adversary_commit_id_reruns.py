@@ -1,6 +1,6 @@
 """Adversarial tests of commit ids across re-runs (README, "Write": a ``commit_id`` makes a job
 safe to re-run; "A commit reported failed never lands later; when that cannot be known yet,
-the error is ``CommitStateUnknownError``: look its commit id up"; docs/FORMAT.md, "Commit
+the error is ``CommitStateUnknownError``: re-run under its ``commit_id``"; docs/FORMAT.md, "Commit
 ids" and rules 2, 3 and 11). A pipeline re-runs a commit under the id an error named, or
 under its own, while or after its first run's intent is pending; each ``Lake`` stands for
 one process. A first run's intent that lands late (its PUT held past the re-run, from a
@@ -96,71 +96,54 @@ def held_back(admin: Any, bucket: str, key: str) -> Callable[[], str]:
     return land
 
 
-# -- "look its commit id up" ---------------------------------------------------------------
+# -- after an unknown outcome: re-run under the id ------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "registry.find_commit (lakelock/_registry/_shell.py:838) reads the root's window and "
-        "the commit-id indexes only: while the intent of a commit that gave up with "
-        "CommitStateUnknownError is pending, it answers None, and a later fold applies the "
-        "intent (the id then found at a version). Nothing it returns tells 'not landed' from "
-        "'may still land'; pending_intents() lists keys, not ids."
-    ),
-)
-def test_looking_the_id_up_after_an_unknown_outcome_tells_whether_it_may_still_land(
+def test_after_an_unknown_outcome_a_lookup_finding_nothing_is_not_final_and_a_rerun_lands_once(
     s3: S3Endpoint, client: Any, bucket: str
 ) -> None:
-    """An append gives up with ``CommitStateUnknownError`` ("look up its commit id"): its
-    intent could not be cancelled. The store heals and the pipeline does as told:
-    ``lake.registry.find_commit(<the id it names>)``. It answers ``None``, the answer to "was it
-    committed?" that a pipeline reads as "no" (and re-runs the rows under a new id). Then
-    another process's ordinary commit folds the pending intent in: the commit lands, under
-    the very id that was looked up and not found. The promise: a lookup that answers
-    ``None`` is final (the commit never lands), or the lookup says the commit is still
-    pending."""
+    """README: after ``CommitStateUnknownError``, re-run under its ``commit_id``; a lookup
+    that finds nothing is not final while the commit may still land. An append gives up so
+    (its intent could not be cancelled); ``registry.find_commit`` of the id the error names
+    answers ``None``; then another process's ordinary commit folds the pending intent in,
+    and the commit lands under that very id. A pipeline that does as README says hears
+    ``already_committed`` at that version, its rows once (one reading ``None`` as "not
+    landed" and committing under a new id would have them twice)."""
     lake = process(client, bucket)
     lake.append("c", table([0]))
     named, _ = given_up_unknown(s3, client, bucket, lambda first: first.append("c", table([1, 2])))
-    looked = lake.registry.find_commit(named)
-    another_process_folds(client, bucket)  # an unrelated commit folds it
-    if looked is None:
-        assert lake.registry.find_commit(named) is None, "it landed after all"
-        assert ids(lake, "c") == [0]
+    assert lake.registry.find_commit(named) is None  # not final: its intent is pending
+    another_process_folds(client, bucket)
+    landed = lake.registry.find_commit(named)
+    assert landed is not None
+    rerun = lake.append("c", table([1, 2]), commit_id=named)
+    assert (rerun.already_committed, rerun.version) == (True, landed)
+    assert ids(lake, "c") == [0, 1, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "registry.find_commit (lakelock/_registry/_shell.py:838) reads the root as it is: "
-        "while the swap whose answer was lost is still in flight at S3 (rule 13: the root "
-        "has not moved past the swap's base), the id is in no record, so it answers None, "
-        "and the swap lands afterwards"
-    ),
-)
-def test_looking_the_id_up_while_its_swap_may_still_land_tells_so(
+def test_a_lookup_while_the_swap_is_in_flight_finds_nothing_and_a_rerun_lands_once(
     s3: S3Endpoint, bucket: str
 ) -> None:
-    """An append's first swap of the root is held at S3 past its client's patience (a
-    write in progress: the retries meet it, 409): it gives up with
-    ``CommitStateUnknownError`` (look its commit id up). The pipeline looks it up at
-    once: ``None``. Then the held swap lands, and the id is
-    recorded after all. The promise, as above: ``None`` is final, or the lookup says the
-    commit may still land."""
+    """An append's first swap of the root is held at S3 past its client's patience (a write
+    in progress: the retries meet it, 409): it gives up with ``CommitStateUnknownError``.
+    Looked up at once, the id is in no record (the swap has not landed: no lookup can know
+    it will); then the held swap lands. The re-run README asks for hears
+    ``already_committed`` at that version, its rows once."""
     lake = impatient_lake(s3, bucket)
     lake.append("c", table([0]))
     s3.configure(concurrent_conflicts=True)
     s3.inject("hold", operation="PutObject", prefix=ROOT, count=1)
     with pytest.raises(CommitStateUnknownError):
         lake.append("c", table([1, 2]), commit_id="job-7")
-    looked = lake.registry.find_commit("job-7")
+    assert lake.registry.find_commit("job-7") is None
     s3.release_stalls()
     wait_until(lambda: s3.stalled() == 0)
     s3.configure()
-    if looked is None:
-        assert lake.registry.find_commit("job-7") is None, "it landed after all"
-        assert ids(lake, "c") == [0]
+    landed = lake.registry.find_commit("job-7")
+    assert landed is not None
+    rerun = lake.append("c", table([1, 2]), commit_id="job-7")
+    assert (rerun.already_committed, rerun.version) == (True, landed)
+    assert ids(lake, "c") == [0, 1, 2]
 
 
 def test_a_rerun_in_the_same_process_after_an_unknown_outcome_lands_its_rows_once(

@@ -1651,6 +1651,7 @@ def test_seed_sweep(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 15-50 s a chunk alone; past 120 s beside the slow suite
 @pytest.mark.parametrize("chunk", range(400))
 def test_seed_sweep_large(chunk: int, sweep_pool: ProcessPoolExecutor) -> None:
     """20,000 more seeded runs."""

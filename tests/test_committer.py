@@ -698,7 +698,11 @@ def test_a_rerun_commit_id_is_not_applied_twice_through_an_old_intent(store: Obj
     dataset's commit-id index and records it applied there, never applying it again."""
     # A lake whose root keeps one commit id (every registry below uses it).
     registry(store, commit_window=1).commit("sales", add=[datafile("sales", "", "a")])
-    key = plant_intent(store, Change("sales", "run-7", add=(datafile("sales", "", "first"),)))
+    # Its writer's clock a minute ahead: no swap's watermark passes its key however slowly
+    # this runs (one made now is passed over once the swaps below come a lag later, as they
+    # did on a loaded machine, and the folder never lists it).
+    first = Change("sales", "run-7", add=(datafile("sales", "", "first"),))
+    key = plant_intent(store, first, ms=int(time.time() * 1000) + 60_000)
     # Commits without folding anyone's intent; a root window of one commit id, so the id
     # has left the root when the old intent is folded: only the index knows it.
     rerun = registry(store, max_fold=0, commit_window=1)

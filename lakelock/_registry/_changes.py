@@ -100,6 +100,7 @@ __all__ = [
     "delta_manifests",
     "evolve_schema",
     "is_takeover",
+    "makes_version",
     "manifests_needed",
     "new_commit_id",
     "oldest_write",
@@ -968,6 +969,13 @@ def is_takeover(change: Change) -> bool:
         and not change.fence.hierarchical
         and _fence_only(change)
     )
+
+
+def makes_version(change: Change) -> bool:
+    """Whether applying ``change`` makes a version of its dataset, which records its commit
+    id in the dataset's commit-id index: every change but one that only carries a fence (a
+    copy's source, a lease's takeover, a path lock's ``lock`` and ``unlock``)."""
+    return not _fence_only(change)
 
 
 def _fence_only(change: Change) -> bool:

@@ -270,6 +270,28 @@ def test_a_rerun_of_one_dataset_of_a_commit_spanning_two_is_refused(
     assert info.value.version == first.version
 
 
+def test_an_operation_under_an_id_recorded_for_a_commit_spanning_datasets_is_refused_first(
+    client: Any, bucket: str
+) -> None:
+    """A commit spanning ``a`` and ``b`` landed under ``load-7`` (changes without a digest);
+    an append to ``a`` alone under ``load-7`` is another change, and its check before the
+    first data PUT (the root's record, which names ``a`` and ``b``) refuses it: nothing
+    written. Judged by its dataset alone, it was told ``already_committed`` there, before
+    the commit loop could refuse it. A partition copied to another dataset, re-run under
+    its id, is still that commit (the check counts the source the copy commits too)."""
+    lake = process(client, bucket)
+    first = lake.registry.commit_changes(group(lake, "ab", "load-7"))
+    before = {o.key for o in lake.store.list("datasets/a/")}
+    with pytest.raises(CommitIdReusedError) as info:
+        lake.append("a", table([ord("a")]), commit_id="load-7")
+    assert info.value.version == first.version
+    assert {o.key for o in lake.store.list("datasets/a/")} == before
+    lake.append("c", table([0, 1]), partition_by=["day"])
+    copied = lake.copy_partition("c", "day=1", to_dataset="e", commit_id="copy-1")
+    again = lake.copy_partition("c", "day=1", to_dataset="e", commit_id="copy-1")
+    assert (again.already_committed, again.version) == (True, copied.version)
+
+
 def test_a_rerun_spanning_datasets_with_other_rows_in_its_second_is_refused(
     client: Any, bucket: str
 ) -> None:

@@ -40,7 +40,7 @@ the caller, who asks :func:`manifests_needed` first.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
@@ -104,9 +104,11 @@ __all__ = [
     "manifests_needed",
     "new_commit_id",
     "oldest_write",
+    "other_datasets",
     "partition_of_key",
     "removed_partitions",
     "reused_commit_id",
+    "reused_for_datasets",
     "seal",
     "takeover",
     "totals_of",
@@ -927,6 +929,45 @@ def reused_commit_id(
         "use a new commit id for a new change",
         version=version,
         recorded_dataset=",".join(datasets),
+        recorded_operation=operation,
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
+
+
+def other_datasets(
+    record: CommitRecord, change: Change, datasets: Collection[str]
+) -> CommitIdReusedError | None:
+    """Whether a commit of ``datasets`` (``change`` one of its changes), whose commit id the
+    root's window records (``record``), names another set of datasets than the recorded
+    commit: the error to refuse it with (another change, however its changes compare one by
+    one: docs/FORMAT.md, "Commit ids"), ``None`` if it names the same. A lease takeover's
+    record names none, as its change does (``""``)."""
+    recorded = record.datasets or ("",)
+    if set(datasets) == set(recorded):
+        return None
+    return reused_for_datasets(
+        change, datasets, version=record.version, recorded=recorded, operation=record.operation
+    )
+
+
+def reused_for_datasets(
+    change: Change,
+    datasets: Iterable[str],
+    *,
+    version: int,
+    recorded: Iterable[str],
+    operation: str,
+) -> CommitIdReusedError:
+    """The refusal of a commit of ``datasets`` (``change`` one of its changes) under an id
+    recorded at ``version`` for ``operation`` of the ``recorded`` datasets, another set."""
+    named = ",".join(recorded)
+    return CommitIdReusedError(
+        f"commit id {change.commit_id!r} was recorded at version {version} for {operation} of "
+        f"{named!r}: it names another change (datasets {named!r}, not "
+        f"{','.join(datasets)!r}); use a new commit id for a new change",
+        version=version,
+        recorded_dataset=named,
         recorded_operation=operation,
         dataset=change.dataset,
         commit_id=change.commit_id,

@@ -82,7 +82,9 @@ from lakelock._registry._changes import (
     makes_version,
     manifests_needed,
     oldest_write,
+    other_datasets,
     reused_commit_id,
+    reused_for_datasets,
 )
 from lakelock._registry._document import (
     GUARDED_FORMAT,
@@ -341,10 +343,9 @@ def reused_by_commit(record: CommitRecord, changes: Sequence[Change]) -> CommitI
     operation is that of its first dataset's change (the others' are compared to it only
     through the digest), and its digest is the commit's where its changes agreed on one."""
     recorded = record.datasets or ("",)
-    if {c.dataset for c in changes} != set(recorded):
-        return _other_datasets(
-            changes, version=record.version, recorded=recorded, operation=record.operation
-        )
+    other = other_datasets(record, changes[0], [c.dataset for c in changes])
+    if other is not None:
+        return other
     lead = next(c for c in changes if c.dataset == recorded[0])
     for change in changes:
         compared = change if change is lead else replace(change, operation=lead.operation)
@@ -352,24 +353,6 @@ def reused_by_commit(record: CommitRecord, changes: Sequence[Change]) -> CommitI
         if reused is not None:
             return reused
     return None
-
-
-def _other_datasets(
-    changes: Sequence[Change], *, version: int, recorded: Sequence[str], operation: str
-) -> CommitIdReusedError:
-    """The refusal of the commit of ``changes`` under an id recorded at ``version`` for
-    ``operation`` of the ``recorded`` datasets, another set than the commit's."""
-    change, named = changes[0], ",".join(recorded)
-    return CommitIdReusedError(
-        f"commit id {change.commit_id!r} was recorded at version {version} for {operation} of "
-        f"{named!r}: it names another change (datasets {named!r}, not "
-        f"{','.join(c.dataset for c in changes)!r}); use a new commit id for a new change",
-        version=version,
-        recorded_dataset=named,
-        recorded_operation=operation,
-        dataset=change.dataset,
-        commit_id=change.commit_id,
-    )
 
 
 def indexed_version(
@@ -410,8 +393,12 @@ def indexed_commit(
         int(entry["version"]) != version for _, entry in found
     ):
         operation = str(found[0][1].get("operation", "commit"))
-        return _other_datasets(
-            changes, version=version, recorded=sorted(there), operation=operation
+        return reused_for_datasets(
+            changes[0],
+            [c.dataset for c in changes],
+            version=version,
+            recorded=sorted(there),
+            operation=operation,
         )
     for change, entry in found:
         reused = reused_commit_id(entry, change)

@@ -339,11 +339,13 @@ def test_a_rerun_under_an_id_each_dataset_recorded_for_a_commit_of_its_own_is_re
 def test_a_rerun_past_the_window_of_a_commit_whose_other_dataset_only_carried_a_fence(
     client: Any, bucket: str
 ) -> None:
-    """A commit under ``load-7`` adds rows to ``b`` and carries a lease's fence for ``a``
-    alone (as a partition copy carries its source's): only ``b`` gets a version, and only
-    ``b``'s commit-id index the id. Its re-run, once the record left the root's window, is
-    that commit (``already_committed``): the id is in the index of every dataset the commit
-    makes a version of, and ``a``'s change makes none."""
+    """A commit under ``load-7`` carries a lease's fence for ``a`` alone (as a partition
+    copy carries its source's) and adds rows to ``b``: only ``b`` gets a version, and only
+    ``b``'s commit-id index the id. Past the root's window the id is bound within a dataset
+    only, and an append to ``a`` under ``load-7`` lands. A re-run of the first commit is
+    still that commit (``already_committed`` at its version): the id is in the index of
+    every dataset the commit makes a version of, and ``a``'s change makes none, so the
+    entry in ``a``'s index is another commit's, not asked."""
     lake = process(client, bucket, commit_window=1)
     lake.append("a", table([0]))
     lease = lake.lease("etl")
@@ -352,7 +354,7 @@ def test_a_rerun_past_the_window_of_a_commit_whose_other_dataset_only_carried_a_
 
     def fenced() -> list[Change]:
         (rows,) = group(lake, "b", "load-7")
-        return [replace(rows, fence=fence), Change("a", "load-7", fence=fence)]
+        return [Change("a", "load-7", fence=fence), replace(rows, fence=fence)]
 
     first = lake.registry.commit_changes(fenced())
     for n in range(3):
@@ -360,7 +362,13 @@ def test_a_rerun_past_the_window_of_a_commit_whose_other_dataset_only_carried_a_
     assert "load-7" not in [r.id for r in lake.registry.read().commits]
     again = lake.registry.commit_changes(fenced())
     assert (again.already_committed, again.version) == (True, first.version)
+    appended = lake.append("a", table([1]), commit_id="load-7")
+    assert not appended.already_committed
+    lake.append("c", table([9]))
+    again = lake.registry.commit_changes(fenced())
+    assert (again.already_committed, again.version) == (True, first.version)
     assert ids(lake, "b") == [ord("b")]
+    assert ids(lake, "a") == [0, 1]
     lease.release()
 
 

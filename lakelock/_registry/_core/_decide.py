@@ -361,12 +361,14 @@ def indexed_version(
     """Rule 2 past the root's window: the version the commit-id indexes of the commit of
     ``changes`` record for its commit id (every applied id is kept there, however old) and
     the intent their entries name (``None``: none), or the error if they record the id for
-    another change (:func:`indexed_commit`); ``None``: no index records it."""
+    another change (:func:`indexed_commit`); ``None``: no index records it. A change that
+    only carries a fence makes no version, so its commit leaves no entry in its dataset's
+    index: that index is not asked (an entry there is another commit's)."""
     changes = tuple(changes)
     found: list[tuple[Change, Mapping[str, Any]]] = []
     for change in changes:
         state = doc.datasets.get(change.dataset)
-        if state is not None:
+        if state is not None and makes_version(change):
             entry = objects.commit_entry(state, change.commit_id)
             if entry is not None:
                 found.append((change, entry))
@@ -377,28 +379,27 @@ def indexed_commit(
     changes: Sequence[Change], found: Sequence[tuple[Change, Mapping[str, Any]]]
 ) -> tuple[int, str | None] | CommitIdReusedError:
     """Rule 2 past the root's window, given the entries ``found`` of the commit-id indexes
-    of some of ``changes``' datasets (at least one): the version and intent they record,
-    or the error if the recorded commit is another change. An index entry names no dataset
-    (its index's own), so the commit is the recorded one only if the id is in the index of
-    every dataset it makes a version of (a change that only carries a fence leaves no
-    entry): found in some of them only, or at other versions, it was recorded for other
-    datasets (a re-run spanning a dataset more than its first run). Then each dataset's
-    entry is compared with its change
+    of some of the datasets ``changes`` make versions of (at least one): the version and
+    intent they record, or the error if the recorded commit is another change. An index
+    entry names no dataset (its index's own), so the commit is the recorded one only if the
+    id is in the index of every dataset it makes a version of (``found`` holds only those:
+    a change that only carries a fence leaves no entry), at one version: found in some of
+    them only, or at other versions, it was recorded for other datasets (a re-run spanning
+    a dataset more than its first run; commits of one dataset each, past the window). Then
+    each dataset's entry is compared with its change
     (:func:`~lakelock._registry._changes.reused_commit_id`). A commit of fewer datasets
     than the recorded one cannot be told so here: its datasets' entries are all there
     (docs/FORMAT.md, "Commit ids")."""
     version = int(found[0][1]["version"])
-    there = {change.dataset for change, _ in found}
-    if any(c.dataset not in there for c in changes if makes_version(c)) or any(
-        int(entry["version"]) != version for _, entry in found
-    ):
-        operation = str(found[0][1].get("operation", "commit"))
+    # The datasets whose index records the id at that version: the commit recorded there.
+    there = {change.dataset for change, entry in found if int(entry["version"]) == version}
+    if any(c.dataset not in there for c in changes if makes_version(c)):
         return reused_for_datasets(
             changes[0],
             [c.dataset for c in changes],
             version=version,
             recorded=sorted(there),
-            operation=operation,
+            operation=str(found[0][1].get("operation", "commit")),
         )
     for change, entry in found:
         reused = reused_commit_id(entry, change)

@@ -173,7 +173,10 @@ def move_partition(
     )
     # A retry of this very move reports it (its source may be gone by now); the id recorded
     # for another change is refused — both before the first copy.
-    snapshot = commit.check(plan=True)
+    # A move to another dataset commits its source's change too (``also``, below: its
+    # removals, or the fence of the source's grant, which the lock always holds).
+    spans = (move.dataset,) if move.to_dataset != move.dataset else ()
+    snapshot = commit.check(plan=True, spans=spans)
     if isinstance(snapshot, CommitResult):
         return snapshot
     source = snapshot.datasets.get(move.dataset)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import dask.dataframe as dd
@@ -187,33 +188,30 @@ def group(lake: Lake, names: str, commit_id: str) -> list[Change]:
     ]
 
 
-SPANNING = (
-    "rule 2's settle (lakelock/_registry/_core/_decide.py:182-190, and indexed_version at "
-    ":320-337 past the window) judges a commit spanning datasets by its first change only "
-    "(p.change), or by the first of its datasets whose index records the id: a record of the "
-    "id for dataset 'a' alone passes reused_commit_id (lakelock/_registry/_changes.py:886, "
-    "which asks only whether change.dataset is among the record's datasets), so the group "
-    "is reported already_committed and its 'b' rows never land. Rule 11 (reused_in_batch, "
-    "_decide.py:831) compares the sets of datasets and refuses it within a batch."
+#: Why a commit of fewer datasets than the one recorded under its id is taken for it once
+#: the record left the root's window (docs/FORMAT.md, "Commit ids").
+FEWER_PAST_THE_WINDOW = (
+    "past the root's window an id is found in the commit-id indexes of the commit's own "
+    "datasets, whose entries name no dataset (lakelock/_registry/_core/_decide.py, "
+    "indexed_commit): a commit of 'a' alone finds the entry of 'a' of a commit that spanned "
+    "'a' and 'b', as a retry of that commit would, and nothing in the index tells the two "
+    "apart without a format change (an entry naming its commit's datasets). A Lake "
+    "operation's commit is refused all the same: the Lake operations spanning datasets are "
+    "partition moves (operation 'rename' or 'copy'), whose digest names both datasets, so "
+    "a move of 'a' alone has another digest and any other operation another operation; "
+    "left open are a registry.commit (operation 'commit', matching any, its 'commit:' "
+    "digest compared with no Lake operation's) and commit_changes of changes without a "
+    "digest, as here"
 )
 
 
 @pytest.mark.parametrize(
     ("window", "order"),
     [
-        pytest.param(
-            100, "ab", id="in-the-window", marks=pytest.mark.xfail(strict=True, reason=SPANNING)
-        ),
-        pytest.param(
-            1, "ab", id="past-the-window", marks=pytest.mark.xfail(strict=True, reason=SPANNING)
-        ),
+        pytest.param(100, "ab", id="in-the-window"),
+        pytest.param(1, "ab", id="past-the-window"),
         pytest.param(100, "ba", id="in-the-window-new-dataset-first"),
-        pytest.param(
-            1,
-            "ba",
-            id="past-the-window-new-dataset-first",
-            marks=pytest.mark.xfail(strict=True, reason=SPANNING),
-        ),
+        pytest.param(1, "ba", id="past-the-window-new-dataset-first"),
     ],
 )
 def test_a_rerun_spanning_datasets_whose_first_run_was_one_of_them_is_refused(
@@ -222,10 +220,11 @@ def test_a_rerun_spanning_datasets_whose_first_run_was_one_of_them_is_refused(
     """A pipeline's first run committed ``a`` alone under ``load-7``; the pipeline now
     writes ``a`` and ``b`` together, and re-runs the day under ``load-7`` as one commit
     spanning both, ``a``'s rows unchanged. That is another change under the id (it adds
-    ``b``'s rows, which the recorded commit never had): ``CommitIdReusedError``, as it is
-    told while the record is in the root's window and the commit names ``b`` first. Named
-    ``a`` first, or past the window in either order, it is told ``already_committed``
-    instead, and ``b``'s rows silently never land."""
+    ``b``'s rows, which the recorded commit never had): ``CommitIdReusedError``, in the
+    root's window (its record names ``a`` alone) and past it (the id is in the commit-id
+    index of ``a`` and not of ``b``), whichever dataset the commit names first. Judged by
+    its first dataset alone, it was told ``already_committed``, and ``b``'s rows silently
+    never landed."""
     lake = process(client, bucket, commit_window=window)
     first = lake.registry.commit_changes(group(lake, "a", "load-7"))
     for n in range(3):
@@ -238,29 +237,139 @@ def test_a_rerun_spanning_datasets_whose_first_run_was_one_of_them_is_refused(
     assert "b" not in lake.registry.read().datasets
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rule 2's settle (lakelock/_registry/_core/_decide.py:182-190) compares the re-run's "
-        "change with the root's record by reused_commit_id (lakelock/_registry/_changes.py:886),"
-        " which asks only whether the change's dataset is one of the record's: a commit of "
-        "'a' alone under the id of a commit spanning 'a' and 'b' is that commit's retry; rule "
-        "11 (reused_in_batch, _decide.py:831) refuses it when both meet in one batch"
-    ),
+@pytest.mark.parametrize(
+    "window",
+    [
+        pytest.param(100, id="in-the-window"),
+        pytest.param(
+            1,
+            id="past-the-window",
+            marks=pytest.mark.xfail(strict=True, reason=FEWER_PAST_THE_WINDOW),
+        ),
+    ],
 )
 def test_a_rerun_of_one_dataset_of_a_commit_spanning_two_is_refused(
-    client: Any, bucket: str
+    client: Any, bucket: str, window: int
 ) -> None:
     """A commit spanning ``a`` and ``b`` landed under ``load-7``; a re-run under
     ``load-7`` commits ``a`` alone (the same rows for ``a``). It is another change (the
     recorded commit had ``b``'s rows too; README: an id "reused for other rows" is
-    ``CommitIdReusedError``), and the same two commits meeting in one fold are told so
-    (the test below). Once the first is recorded, the re-run is told ``already_committed``."""
-    lake = process(client, bucket)
+    ``CommitIdReusedError``), as the same two commits meeting in one fold are told (the
+    test below), and as the root's record, which names ``a`` and ``b``, tells it. Judged by
+    its dataset alone, it was told ``already_committed``. Past the window the commit-id
+    index of ``a`` is all that records the id: the one case left (FORMAT.md, "Commit
+    ids")."""
+    lake = process(client, bucket, commit_window=window)
     first = lake.registry.commit_changes(group(lake, "ab", "load-7"))
+    for n in range(3):
+        lake.append("a", table([10 + n]))
+    if window == 1:
+        assert "load-7" not in [r.id for r in lake.registry.read().commits]
     with pytest.raises(CommitIdReusedError) as info:
         lake.registry.commit_changes(group(lake, "a", "load-7"))
     assert info.value.version == first.version
+
+
+def test_an_operation_under_an_id_recorded_for_a_commit_spanning_datasets_is_refused_first(
+    client: Any, bucket: str
+) -> None:
+    """A commit spanning ``a`` and ``b`` landed under ``load-7`` (changes without a digest);
+    an append to ``a`` alone under ``load-7`` is another change, and its check before the
+    first data PUT (the root's record, which names ``a`` and ``b``) refuses it: nothing
+    written. Judged by its dataset alone, it was told ``already_committed`` there, before
+    the commit loop could refuse it. A partition copied to another dataset, re-run under
+    its id, is still that commit (the check counts the source the copy commits too)."""
+    lake = process(client, bucket)
+    first = lake.registry.commit_changes(group(lake, "ab", "load-7"))
+    before = {o.key for o in lake.store.list("datasets/a/")}
+    with pytest.raises(CommitIdReusedError) as info:
+        lake.append("a", table([ord("a")]), commit_id="load-7")
+    assert info.value.version == first.version
+    assert {o.key for o in lake.store.list("datasets/a/")} == before
+    lake.append("c", table([0, 1]), partition_by=["day"])
+    copied = lake.copy_partition("c", "day=1", to_dataset="e", commit_id="copy-1")
+    again = lake.copy_partition("c", "day=1", to_dataset="e", commit_id="copy-1")
+    assert (again.already_committed, again.version) == (True, copied.version)
+
+
+def test_a_rerun_spanning_datasets_with_other_rows_in_its_second_is_refused(
+    client: Any, bucket: str
+) -> None:
+    """A commit spanning ``a`` and ``b`` under ``load-7``, one digest for both (as one
+    operation spanning datasets binds its id); a re-run under ``load-7`` brings the same
+    rows for ``a`` and other rows for ``b`` (another digest). The root's record keeps the
+    commit's digest (its changes agreed on it): the re-run's ``b`` is another change, and so
+    is the commit. Judged by its first dataset alone, it was told ``already_committed``."""
+    lake = process(client, bucket)
+    same, other = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    first = lake.registry.commit_changes(
+        [replace(c, digest=same) for c in group(lake, "ab", "load-7")]
+    )
+    with pytest.raises(CommitIdReusedError) as info:
+        lake.registry.commit_changes(
+            [
+                replace(c, digest=same if c.dataset == "a" else other)
+                for c in group(lake, "ab", "load-7")
+            ]
+        )
+    assert info.value.version == first.version
+    assert lake.registry.commit_changes(
+        [replace(c, digest=same) for c in group(lake, "ab", "load-7")]
+    ).already_committed
+
+
+def test_a_rerun_under_an_id_each_dataset_recorded_for_a_commit_of_its_own_is_refused(
+    client: Any, bucket: str
+) -> None:
+    """Past the root's window an id is bound within a dataset only: ``load-7`` committed to
+    ``a`` alone, then (its record out of the window) to ``b`` alone, two commits. A commit
+    spanning ``a`` and ``b`` under ``load-7`` finds the id in both indexes, at two versions:
+    it is neither commit (each had one dataset's rows), and is refused. Judged by the first
+    index that records the id, it was told ``already_committed`` at ``a``'s version."""
+    lake = process(client, bucket, commit_window=1)
+    lake.registry.commit_changes(group(lake, "a", "load-7"))
+    lake.append("c", table([1]))
+    second = lake.registry.commit_changes(group(lake, "b", "load-7"))
+    assert not second.already_committed
+    lake.append("c", table([2]))
+    with pytest.raises(CommitIdReusedError):
+        lake.registry.commit_changes(group(lake, "ab", "load-7"))
+
+
+def test_a_rerun_past_the_window_of_a_commit_whose_other_dataset_only_carried_a_fence(
+    client: Any, bucket: str
+) -> None:
+    """A commit under ``load-7`` carries a lease's fence for ``a`` alone (as a partition
+    copy carries its source's) and adds rows to ``b``: only ``b`` gets a version, and only
+    ``b``'s commit-id index the id. Past the root's window the id is bound within a dataset
+    only, and an append to ``a`` under ``load-7`` lands. A re-run of the first commit is
+    still that commit (``already_committed`` at its version): the id is in the index of
+    every dataset the commit makes a version of, and ``a``'s change makes none, so the
+    entry in ``a``'s index is another commit's, not asked."""
+    lake = process(client, bucket, commit_window=1)
+    lake.append("a", table([0]))
+    lease = lake.lease("etl")
+    assert lease.try_acquire()
+    fence = lease.fence
+
+    def fenced() -> list[Change]:
+        (rows,) = group(lake, "b", "load-7")
+        return [Change("a", "load-7", fence=fence), replace(rows, fence=fence)]
+
+    first = lake.registry.commit_changes(fenced())
+    for n in range(3):
+        lake.append("c", table([n]))
+    assert "load-7" not in [r.id for r in lake.registry.read().commits]
+    again = lake.registry.commit_changes(fenced())
+    assert (again.already_committed, again.version) == (True, first.version)
+    appended = lake.append("a", table([1]), commit_id="load-7")
+    assert not appended.already_committed
+    lake.append("c", table([9]))
+    again = lake.registry.commit_changes(fenced())
+    assert (again.already_committed, again.version) == (True, first.version)
+    assert ids(lake, "b") == [ord("b")]
+    assert ids(lake, "a") == [0, 1]
+    lease.release()
 
 
 @pytest.mark.parametrize("first", ["ab", "a"], ids=["spanning-first", "one-dataset-first"])
@@ -289,17 +398,6 @@ def test_a_commit_spanning_datasets_and_one_of_one_dataset_under_an_id_in_one_fo
     assert ("b" in lake.registry.read().datasets) == (first == "ab")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rule 3 (lakelock/_registry/_core/_decide.py recorded_versions, :361-381, through "
-        "recorded_version and reused_commit_id, lakelock/_registry/_changes.py:886) judges "
-        "each change of a listed commit alone against the record: a killed commit under an "
-        "id recorded for another set of datasets is folded as applied already, so "
-        "find_commit finds its id while the datasets it named and the record lacks never "
-        "got its rows"
-    ),
-)
 @pytest.mark.parametrize(
     ("recorded", "killed"), [("a", "ab"), ("ab", "a")], ids=["spanning-killed", "one-killed"]
 )
@@ -311,7 +409,9 @@ def test_a_killed_rerun_under_an_id_recorded_for_other_datasets_is_rejected(
     Another process's fold lists them: the commit is another change under a recorded id,
     to be recorded ``rejected`` (rule 3's "recorded for another change"; rule 11 refuses it
     so within one fold), so that the intents' fates tell the pipeline that it is not
-    committed. It is recorded ``applied`` (already), at the first commit's version."""
+    committed. Judged change by change, it was recorded ``applied`` (already), at the first
+    commit's version, and ``find_commit`` found its id while the datasets it named and the
+    record lacks never got its rows."""
     lake = process(client, bucket)
     first = lake.registry.commit_changes(group(lake, recorded, "load-7"))
     made = intent_group(

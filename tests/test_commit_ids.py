@@ -18,6 +18,7 @@ import pytest
 import lakelock.dask
 from lakelock import Lake
 from lakelock._digest import change_digest
+from lakelock._registry._builder import refused_rerun
 from lakelock._registry._changes import reused_commit_id
 from lakelock._registry._document import (
     CommitRecord,
@@ -240,6 +241,20 @@ def test_records_without_a_digest_bind_dataset_and_operation_only() -> None:
     assert reused_commit_id({"version": 3, "operation": "append"}, change("c", "x")) is None
     entry = {"version": 3, "operation": "append", "digest": "sha256:y"}
     assert reused_commit_id(entry, change("c", "sha256:x")) is not None
+
+
+def test_a_refused_rerun_under_an_id_recorded_for_other_datasets_is_not_that_commit() -> None:
+    """A ``registry.commit`` whose files no longer fit its dataset, under an id the root's
+    window records: the earlier commit answers it only if that commit is this very change,
+    of this one dataset; recorded for a commit spanning ``c`` and another dataset, the
+    refusal stands (``refused_rerun``), as the commit loop would refuse the commit."""
+    alone = CommitRecord("c1", 3, "c", "2026-01-01T00:00:00Z", 1, 0, "commit")
+    spanning = CommitRecord("c1", 3, "c,d", "2026-01-01T00:00:00Z", 2, 0, "commit")
+    rerun = change("c", None, operation="commit")
+    found = refused_rerun(rerun, alone)
+    assert found is not None
+    assert found.already_committed
+    assert refused_rerun(rerun, spanning) is None
 
 
 def test_the_digest_travels_in_root_records_and_intents() -> None:

@@ -20,6 +20,7 @@ from lakelock._fence import Fence
 from lakelock._readable import unholdable
 from lakelock._registry._builder import refused_rerun
 from lakelock._registry._changes import Change, takeover
+from lakelock._registry._core import _decide
 from lakelock._sim import _ops
 from lakelock._sim._model import same_change
 from lakelock.errors import NotFoundError, SchemaMismatchError
@@ -90,6 +91,7 @@ def judged(calls: list[Invocation], *versions: DatasetVersion) -> list[str]:
 
 
 A, B = data("a"), data("b")
+OTHER = DataFile("other", "datasets/other/part=0/o", "part=0", 1, 1, "sha256:0", '"e"', "w")
 FILES_A = {A.key: "part=0"}
 FILES_AB = {A.key: "part=0", B.key: "part=0"}
 
@@ -133,6 +135,39 @@ def test_already_committed_of_another_change_is_reported() -> None:
     retry = change("job", add=(data("a2"),))
     calls = [call("job", first, version=1), call("job", retry, version=1, already=True)]
     assert judged(calls, version(1, first, files=FILES_A)) == []
+
+
+def test_already_committed_for_another_set_of_datasets_is_reported() -> None:
+    """A commit under an id recorded for another set of datasets is another change, however
+    its changes compare one by one (no digest here: the datasets alone tell them apart). A
+    re-run spanning ``ds`` and ``other`` told ``already_committed`` at the version recording
+    the id for ``ds`` alone (``other``'s rows never landed), or a re-run of ``ds`` alone told
+    so at the version recording it for both, is reported; the same datasets are a retry."""
+    first = change("job", digest=None, add=(A,))
+    spanning = (
+        change("job", digest=None, add=(data("a2"),)),
+        Change(dataset="other", commit_id="job", add=(OTHER,)),
+    )
+    calls = [call("job", first, version=1), call("job", *spanning, version=1, already=True)]
+    problems = judged(calls, version(1, first, files=FILES_A))
+    assert any("records another change under its id" in p for p in problems), problems
+    both = View(
+        [1],
+        {
+            "ds": [version(1, first, files=FILES_A)],
+            "other": [
+                DatasetVersion(
+                    "other", 1, ("job",), {OTHER.key: "part=0"}, commits=(("job", "commit", None),)
+                )
+            ],
+        },
+    )
+    recorded = call("job", first, spanning[1], version=1)
+    fewer = call("job", change("job", digest=None, add=(data("a3"),)), version=1, already=True)
+    problems = check([recorded, fewer], both)
+    assert any("records another change under its id" in p for p in problems), problems
+    retry = call("job", *spanning, version=1, already=True)
+    assert check([recorded, retry], both) == []
 
 
 def test_two_changes_applied_under_one_id_are_reported() -> None:
@@ -770,3 +805,48 @@ def test_a_write_under_a_read_grants_fence_is_refused_as_the_shell_refuses_it(
     monkeypatch.setattr(_ops, "fenced_writes", lambda changes: None)
     broken = simulate(READ_GRANTS)
     assert any("which only reads" in v for v in broken.violations), broken.violations
+
+
+#: ``registry.commit_changes`` of changes without a digest under caller-chosen ids, into one
+#: dataset or two, and re-runs of them under their ids spanning a dataset more or fewer,
+#: with faults and killed processes (re-runs of killed commits, their intents folded by
+#: others). The window holds every commit of the run: past it a re-run of fewer datasets
+#: is not told from its commit's retry (FORMAT.md, "Commit ids"). Seed 1: both directions
+#: refused, and killed re-runs settled.
+REGROUPED = SimConfig(
+    writers=6,
+    seconds=3.0,
+    seed=1,
+    store="fixed:10",
+    commit_window=10_000,
+    faults=Faults(rate=0.06, kills=2),
+    mix=Mix.of([("append", 1), ("regroup", 2)]),
+)
+
+
+def test_a_rerun_spanning_a_dataset_more_or_fewer_is_another_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README: an id "reused for other rows" is ``CommitIdReusedError``. A commit spanning
+    datasets is judged whole against the record of its id (FORMAT.md rules 2 and 3,
+    ``_decide.reused_by_commit``): a re-run under the id of a commit of ``a`` alone that
+    spans ``a`` and ``b``, or the other way round, is another change. What a user lost
+    before: judged by its first change alone, the re-run was told ``already_committed``
+    and ``b``'s rows never landed (or a commit never made was reported made), and a killed
+    re-run's intents were folded as applied already. The simulator's writers make such
+    re-runs (kind ``regroup``); with the judgement by the first change put back, the
+    checker reports re-runs told ``already_committed`` for another change."""
+    kept = simulate(REGROUPED)
+    assert kept.violations == []
+    regrouped = [i for i in kept.invocations if i.op == "regroup"]
+    refused = [i for i in regrouped if i.error_type == "CommitIdReusedError"]
+    assert {len(i.datasets) for i in refused} == {1, 2}  # fewer datasets, and more
+    assert any(i.restarts for i in regrouped)
+    by_first = _decide.reused_commit_id
+    monkeypatch.setattr(
+        _decide, "reused_by_commit", lambda record, changes: by_first(record, changes[0])
+    )
+    broken = simulate(REGROUPED)
+    assert any("records another change under its id" in v for v in broken.violations), (
+        broken.violations[:3]
+    )

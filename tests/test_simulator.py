@@ -1724,10 +1724,11 @@ def _generated_ids_unchecked() -> Callable[..., Any]:
     index not asked), so a re-run under it that left the root's window is applied again."""
     recorded = _decide.recorded_version
 
-    def unchecked(doc: Any, change: Any, objects: Any) -> Any:
+    def unchecked(doc: Any, commit: Any, objects: Any) -> Any:
+        change = commit if isinstance(commit, Change) else commit[0]
         if change.generated_id and doc.commit(change.commit_id) is None:
             return None
-        return recorded(doc, change, objects)
+        return recorded(doc, commit, objects)
 
     return unchecked
 

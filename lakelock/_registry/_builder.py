@@ -42,6 +42,7 @@ from lakelock._registry._changes import (
     Change,
     check_fence_writes,
     check_fits,
+    other_datasets,
     reused_commit_id,
 )
 from lakelock._registry._document import CommitRecord, DatasetState, RegistrySnapshot
@@ -149,10 +150,14 @@ class CommitBuilder:
 
     # -- before the first data PUT ---------------------------------------------------------
 
-    def check(self, *, plan: bool = False) -> RegistrySnapshot | CommitResult:
+    def check(
+        self, *, plan: bool = False, spans: Sequence[str] = ()
+    ) -> RegistrySnapshot | CommitResult:
         """The earlier commit if the commit id is recorded for this very change (a re-run:
         report it, write nothing); :class:`~lakelock.errors.CommitIdReusedError` if it is
-        recorded for another; the error :func:`~lakelock._registry._changes.check_fits`
+        recorded for another (a root's record of another set of datasets than this commit's
+        dataset and ``spans``, the datasets :meth:`also` will add: a partition move's
+        source); the error :func:`~lakelock._registry._changes.check_fits`
         raises if the partition columns or schema do not fit the dataset, and
         :class:`~lakelock.errors.InvalidArgumentError` if its fence is a path-lock grant's
         that writes nothing (:func:`~lakelock._registry._changes.check_fence_writes`) or a
@@ -195,6 +200,8 @@ class CommitBuilder:
                 check_fits(snapshot.datasets.get(change.dataset), change)
             return snapshot
         reused = reused_commit_id(found, change)
+        if reused is None and isinstance(found, CommitRecord):
+            reused = other_datasets(found, change, (change.dataset, *spans))
         if reused is not None:
             raise reused
         version = found.version if isinstance(found, CommitRecord) else int(found["version"])
@@ -333,6 +340,8 @@ def refused_rerun(
     (:func:`lakelock._sim._ops.files_fit`)."""
     if change.generated_id or found is None or reused_commit_id(found, change) is not None:
         return None
+    if isinstance(found, CommitRecord) and other_datasets(found, change, (change.dataset,)):
+        return None  # recorded for a commit spanning other datasets: another change
     version = found.version if isinstance(found, CommitRecord) else int(found["version"])
     return CommitResult(version, change.commit_id, already_committed=True)
 

@@ -40,7 +40,7 @@ the caller, who asks :func:`manifests_needed` first.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
@@ -100,12 +100,15 @@ __all__ = [
     "delta_manifests",
     "evolve_schema",
     "is_takeover",
+    "makes_version",
     "manifests_needed",
     "new_commit_id",
     "oldest_write",
+    "other_datasets",
     "partition_of_key",
     "removed_partitions",
     "reused_commit_id",
+    "reused_for_datasets",
     "seal",
     "takeover",
     "totals_of",
@@ -932,6 +935,45 @@ def reused_commit_id(
     )
 
 
+def other_datasets(
+    record: CommitRecord, change: Change, datasets: Collection[str]
+) -> CommitIdReusedError | None:
+    """Whether a commit of ``datasets`` (``change`` one of its changes), whose commit id the
+    root's window records (``record``), names another set of datasets than the recorded
+    commit: the error to refuse it with (another change, however its changes compare one by
+    one: docs/FORMAT.md, "Commit ids"), ``None`` if it names the same. A lease takeover's
+    record names none, as its change does (``""``)."""
+    recorded = record.datasets or ("",)
+    if set(datasets) == set(recorded):
+        return None
+    return reused_for_datasets(
+        change, datasets, version=record.version, recorded=recorded, operation=record.operation
+    )
+
+
+def reused_for_datasets(
+    change: Change,
+    datasets: Iterable[str],
+    *,
+    version: int,
+    recorded: Iterable[str],
+    operation: str,
+) -> CommitIdReusedError:
+    """The refusal of a commit of ``datasets`` (``change`` one of its changes) under an id
+    recorded at ``version`` for ``operation`` of the ``recorded`` datasets, another set."""
+    named = ",".join(recorded)
+    return CommitIdReusedError(
+        f"commit id {change.commit_id!r} was recorded at version {version} for {operation} of "
+        f"{named!r}: it names another change (datasets {named!r}, not "
+        f"{','.join(datasets)!r}); use a new commit id for a new change",
+        version=version,
+        recorded_dataset=named,
+        recorded_operation=operation,
+        dataset=change.dataset,
+        commit_id=change.commit_id,
+    )
+
+
 def _fenced(doc: RegistryDoc, change: Change, *, at: float) -> RegistryDoc:
     """``doc`` once ``change`` passed the write locks in force (FORMAT.md, "Write locks in
     force": unless it registers or clears one) and its fence was checked and recorded
@@ -968,6 +1010,13 @@ def is_takeover(change: Change) -> bool:
         and not change.fence.hierarchical
         and _fence_only(change)
     )
+
+
+def makes_version(change: Change) -> bool:
+    """Whether applying ``change`` makes a version of its dataset, which records its commit
+    id in the dataset's commit-id index: every change but one that only carries a fence (a
+    copy's source, a lease's takeover, a path lock's ``lock`` and ``unlock``)."""
+    return not _fence_only(change)
 
 
 def _fence_only(change: Change) -> bool:

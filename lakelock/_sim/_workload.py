@@ -53,10 +53,14 @@ The kinds (:data:`KINDS`, weighted by a :class:`Mix`):
                fencing no write
 ``nested``     a ``typed`` commit of files holding a struct of one field or of two
                (:data:`NESTED_SCHEMAS`): a field the dataset's struct lacks is refused
+``regroup``    ``registry.commit_changes`` of changes without a digest under a caller-chosen
+               id, into one dataset or two; half of them one of those commits run again
+               under its id spanning a dataset more or fewer (``CommitIdReusedError``,
+               whichever dataset it names first)
 =============  =================================================================================
 
-The last seven are off in the default mix (``Mix``'s weight 0: the default run's draws,
-and so its figures, stay as they were); the seed sweep turns them on.
+The last eight are off in the default mix (``Mix``'s weight 0: the default run's draws,
+and so its figures, stay as they were); the seed sweep turns on all but ``regroup``.
 
 Data files are synthetic :class:`~lakelock._datafile.DataFile` records (the registry only
 records them): their PUT is simulated (it costs a request and its bytes) but holds no parquet.
@@ -125,6 +129,7 @@ KINDS = (
     "accented",
     "readlock",
     "nested",
+    "regroup",
 )
 #: The kinds whose commit appends files to one dataset's partition (two datasets': ``multi``),
 #: replacing it for an ``overwrite`` and a ``lock``, carrying a fence for some.
@@ -200,6 +205,7 @@ class Mix:
     accented: float = 0.0
     readlock: float = 0.0
     nested: float = 0.0
+    regroup: float = 0.0
 
     def __post_init__(self) -> None:
         for name, weight in self.kinds():
@@ -316,7 +322,7 @@ class Workload:
         self.file_bytes = file_bytes
         kinds = mix.kinds()
         if len(self.names) < 2:
-            kinds = tuple((k, w) for k, w in kinds if k not in ("multi", "copy"))
+            kinds = tuple((k, w) for k, w in kinds if k not in ("multi", "copy", "regroup"))
         if not restores:
             kinds = tuple((k, w) for k, w in kinds if k != "restore")
         if not full_api:
@@ -333,6 +339,8 @@ class Workload:
         self.known: dict[str, list[str]] = {}
         self.registered: dict[str, list[DataFile]] = {}
         self.mine: list[Invocation] = []
+        #: Its ``regroup`` commits made under ids of their own (what a ``regroup`` re-runs).
+        self.regrouped: list[Invocation] = []
         self.lease: dict[str, int] = {}
         self.grants: dict[tuple[str, str], int] = {}
         self.count = 0
@@ -379,6 +387,7 @@ class Workload:
             "typed": self._typed,
             "nested": self._nested,
             "accented": self._accented,
+            "regroup": self._regroup,
         }.get(kind)
         if made is not None:
             return made(now, start)
@@ -771,6 +780,47 @@ class Workload:
             restore_version=earlier.restore_version,
             expected=expected,
         )
+
+    def _regroup(self, now: float, start: float) -> Invocation:
+        """``registry.commit_changes`` of changes made by hand, without a digest, under a
+        caller-chosen id, into one dataset or two; or, half the time once this writer made
+        one, one of those commits run again under its id, new files, spanning a dataset more
+        or fewer, its datasets in either order: another change (FORMAT.md, "Commit ids":
+        ``CommitIdReusedError``). Past the root's window a re-run of fewer datasets is not
+        told from its commit's retry (the commit-id index names no dataset), so a run of
+        this kind that should hold keeps its commits within the window."""
+        again = bool(self.regrouped) and self.rng.random() < 0.5
+        self.count += 1
+        if again:
+            earlier = self.rng.choice(self.regrouped)
+            commit_id, names = earlier.id, list(earlier.datasets)
+            if len(names) > 1:
+                names.remove(self.rng.choice(names))
+            else:
+                names.append(self.rng.choice([n for n in self.names if n not in names]))
+            self.rng.shuffle(names)
+        else:
+            commit_id = f"job-{self.writer}-{self.count}"
+            names = self.rng.sample(self.names, self.rng.choice((1, 2)))
+        path = f"part={self.rng.randrange(self.partitions)}"
+        data: list[tuple[str, bytes]] = []
+        changes = tuple(
+            Change(
+                dataset=name,
+                commit_id=commit_id,
+                add=self._files(name, path, f"{commit_id}-{self.count}", data),
+                partition_by=PARTITION_BY,
+                operation="append",
+                generated_id=False,
+            )
+            for name in names
+        )
+        invocation = Invocation(
+            commit_id, self.writer, "regroup", changes, True, start, data=tuple(data)
+        )
+        if not again:
+            self.regrouped.append(invocation)
+        return invocation
 
     def _nested(self, now: float, start: float) -> Invocation:
         """A ``typed`` commit of files written with one of :data:`NESTED_SCHEMAS`."""

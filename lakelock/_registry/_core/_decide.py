@@ -16,13 +16,18 @@ The rules:
    rejected and cancelled intents are recorded too, so nobody applies them later.
 2. **Settle before apply** (:func:`settle`, :func:`past_the_window`, :func:`indexed_version`):
    a batch first ends every commit whose fate the root already records, or whose commit id
-   is recorded (the window, the commit-id index): never applied twice; made here, or
-   ``already_committed``, as the record's intent says (:func:`made_here`). A lease
-   takeover names no dataset, so no index keeps its id past the window: one whose token
-   the root records already is applied (:func:`takeover_recorded`).
-3. **The commit-id check** (:func:`recorded_version`): an intent of another process whose
-   commit id is recorded (or a takeover whose token is) is ``applied`` at that version,
-   not applied again.
+   is recorded (the window, the commit-id indexes): never applied twice; made here, or
+   ``already_committed``, as the record's intent says (:func:`made_here`). A commit is
+   judged whole, as rule 11 judges one: the record of another set of datasets
+   (:func:`reused_by_commit`), or an id in the indexes of some of its datasets only
+   (:func:`indexed_commit`), is another change, refused. A lease takeover names no
+   dataset, so no index keeps its id past the window: one whose token the root records
+   already is applied (:func:`takeover_recorded`).
+3. **The commit-id check** (:func:`recorded_version`, :func:`recorded_versions`): an intent
+   of another process whose commit id is recorded (or a takeover whose token is) is
+   ``applied`` at that version, not applied again; its commit (all the intents of one
+   spanning datasets, together) recorded for another change, as rule 2 judges it, is
+   ``rejected``.
 4. **Expiry by server time** (:func:`judge_listed`): an intent is ``rejected: expired`` only
    when the server's clock says it is older than the TTL; and (:func:`too_old_to_apply`) a
    writer applies its own passed-over intent only while it is younger than half the TTL.
@@ -74,9 +79,12 @@ from lakelock._registry._changes import (
     Change,
     apply_change,
     is_takeover,
+    makes_version,
     manifests_needed,
     oldest_write,
+    other_datasets,
     reused_commit_id,
+    reused_for_datasets,
 )
 from lakelock._registry._document import (
     GUARDED_FORMAT,
@@ -112,6 +120,8 @@ __all__ = [
     "fate_error",
     "fates_of",
     "guards",
+    "indexed_commit",
+    "indexed_version",
     "judge_listed",
     "made_here",
     "moved_since",
@@ -127,6 +137,7 @@ __all__ = [
     "restore_refused",
     "restore_too_late",
     "restore_vacuumed",
+    "reused_by_commit",
     "reused_in_batch",
     "settle",
     "stale_fence",
@@ -180,7 +191,7 @@ def settle(
             found.append(Settled(p, error=fate_error(fate, p.change)))
             continue
         record = doc.commit(p.change.commit_id)
-        reused = reused_commit_id(record, p.change) if record is not None else None
+        reused = reused_by_commit(record, p.changes) if record is not None else None
         if reused is not None:  # the id is recorded for another change
             found.append(Settled(p, error=reused))
             continue
@@ -318,63 +329,122 @@ def past_the_window(doc: RegistryDoc, version: int) -> bool:
     return oldest >= version and doc.version >= version
 
 
-def indexed_version(
-    doc: RegistryDoc, changes: Iterable[Change], objects: Objects
-) -> tuple[int, str | None] | CommitIdReusedError | None:
-    """The version the commit-id index of one of ``changes``' datasets records for its
-    commit id (every applied id is kept there, however old) and the intent its entry names
-    (``None``: none), or the error if it records the id for another change
-    (:func:`~lakelock._registry._changes.reused_commit_id`)."""
+def reused_by_commit(record: CommitRecord, changes: Sequence[Change]) -> CommitIdReusedError | None:
+    """Rules 2 and 3: whether the commit of ``changes`` (one per dataset), whose commit id
+    the root's window records (``record``), is another change than the recorded one: the
+    error to refuse it with, or ``None``, the very same change (the record settles it).
+
+    The same change names the same datasets as the record (a lease takeover names none, as
+    its change does: ``""``), as rule 11 compares two commits of one batch
+    (:func:`reused_in_batch`): a re-run spanning a dataset more or fewer than the recorded
+    commit adds rows it never had, or leaves out some it had, whichever dataset it names
+    first. Then each change is compared as
+    :func:`~lakelock._registry._changes.reused_commit_id` compares it: the record's
+    operation is that of its first dataset's change (the others' are compared to it only
+    through the digest), and its digest is the commit's where its changes agreed on one."""
+    recorded = record.datasets or ("",)
+    other = other_datasets(record, changes[0], [c.dataset for c in changes])
+    if other is not None:
+        return other
+    lead = next(c for c in changes if c.dataset == recorded[0])
     for change in changes:
-        state = doc.datasets.get(change.dataset)
-        if state is not None:
-            entry = objects.commit_entry(state, change.commit_id)
-            if entry is not None:
-                intent = entry.get("intent")
-                return reused_commit_id(entry, change) or (
-                    int(entry["version"]),
-                    intent if isinstance(intent, str) else None,
-                )
+        compared = change if change is lead else replace(change, operation=lead.operation)
+        reused = reused_commit_id(record, compared)
+        if reused is not None:
+            return reused
     return None
 
 
+def indexed_version(
+    doc: RegistryDoc, changes: Iterable[Change], objects: Objects
+) -> tuple[int, str | None] | CommitIdReusedError | None:
+    """Rule 2 past the root's window: the version the commit-id indexes of the commit of
+    ``changes`` record for its commit id (every applied id is kept there, however old) and
+    the intent their entries name (``None``: none), or the error if they record the id for
+    another change (:func:`indexed_commit`); ``None``: no index records it. A change that
+    only carries a fence makes no version, so its commit leaves no entry in its dataset's
+    index: that index is not asked (an entry there is another commit's)."""
+    changes = tuple(changes)
+    found: list[tuple[Change, Mapping[str, Any]]] = []
+    for change in changes:
+        state = doc.datasets.get(change.dataset)
+        if state is not None and makes_version(change):
+            entry = objects.commit_entry(state, change.commit_id)
+            if entry is not None:
+                found.append((change, entry))
+    return indexed_commit(changes, found) if found else None
+
+
+def indexed_commit(
+    changes: Sequence[Change], found: Sequence[tuple[Change, Mapping[str, Any]]]
+) -> tuple[int, str | None] | CommitIdReusedError:
+    """Rule 2 past the root's window, given the entries ``found`` of the commit-id indexes
+    of some of the datasets ``changes`` make versions of (at least one): the version and
+    intent they record, or the error if the recorded commit is another change. An index
+    entry names no dataset (its index's own), so the commit is the recorded one only if the
+    id is in the index of every dataset it makes a version of (``found`` holds only those:
+    a change that only carries a fence leaves no entry), at one version: found in some of
+    them only, or at other versions, it was recorded for other datasets (a re-run spanning
+    a dataset more than its first run; commits of one dataset each, past the window). Then
+    each dataset's entry is compared with its change
+    (:func:`~lakelock._registry._changes.reused_commit_id`). A commit of fewer datasets
+    than the recorded one cannot be told so here: its datasets' entries are all there
+    (docs/FORMAT.md, "Commit ids")."""
+    version = int(found[0][1]["version"])
+    # The datasets whose index records the id at that version: the commit recorded there.
+    there = {change.dataset for change, entry in found if int(entry["version"]) == version}
+    if any(c.dataset not in there for c in changes if makes_version(c)):
+        return reused_for_datasets(
+            changes[0],
+            [c.dataset for c in changes],
+            version=version,
+            recorded=sorted(there),
+            operation=str(found[0][1].get("operation", "commit")),
+        )
+    for change, entry in found:
+        reused = reused_commit_id(entry, change)
+        if reused is not None:
+            return reused
+    intent = found[0][1].get("intent")
+    return version, intent if isinstance(intent, str) else None
+
+
 def recorded_version(
-    doc: RegistryDoc, change: Change, objects: Objects
+    doc: RegistryDoc, commit: Change | Sequence[Change], objects: Objects
 ) -> int | CommitIdReusedError | None:
-    """Rule 3: the version that applied ``change``'s commit id, if one did. A listed intent
-    is above the watermark, so its own fate would be in the root; its id may have been
-    applied through another intent (a re-run), which the commit-id index records. A
-    generated id too: its caller may have re-run the commit under it (every error names
-    the id) while this intent was pending, and the re-run may have left the root's window
-    since (sweep seed 26933)."""
-    record = doc.commit(change.commit_id)
+    """Rule 3: the version that applied the commit id of ``commit`` (its changes, one per
+    dataset; a single change: a commit of one dataset), if one did, or the error if the id
+    is recorded for another change (:func:`reused_by_commit` in the root's window,
+    :func:`indexed_commit` past it). A listed intent is above the watermark, so its own
+    fate would be in the root; its id may have been applied through another intent (a
+    re-run), which the commit-id index records. A generated id too: its caller may have
+    re-run the commit under it (every error names the id) while this intent was pending,
+    and the re-run may have left the root's window since (sweep seed 26933)."""
+    changes = (commit,) if isinstance(commit, Change) else tuple(commit)
+    record = doc.commit(changes[0].commit_id)
     if record is not None:
-        return reused_commit_id(record, change) or record.version
-    if takeover_recorded(doc, change):
+        return reused_by_commit(record, changes) or record.version
+    if all(takeover_recorded(doc, c) for c in changes):
         return doc.version
     if doc.format_version < 2:
         return None
-    indexed = indexed_version(doc, (change,), objects)
+    indexed = indexed_version(doc, changes, objects)
     return indexed[0] if isinstance(indexed, tuple) else indexed
 
 
 def recorded_versions(
     doc: RegistryDoc, commits: Sequence[Sequence[Change]], objects: Objects
 ) -> list[int | CommitIdReusedError | None]:
-    """Rule 3 for each commit of other processes (its changes, one per dataset): the version
-    its commit id was applied at, or the error if the id is recorded for another change
-    (``None``: neither). Every commit is judged before a miss is raised, with every key
-    missed, so one fetch serves the whole fold (the snapshots it then applies on)."""
+    """Rule 3 for each commit of other processes (its changes, one per dataset, judged
+    together: :func:`recorded_version`): the version its commit id was applied at, or the
+    error if the id is recorded for another change (``None``: neither). Every commit is
+    judged before a miss is raised, with every key missed, so one fetch serves the whole
+    fold (the snapshots it then applies on)."""
     found: list[int | CommitIdReusedError | None] = []
     missing: list[str] = []
     for changes in commits:
         try:
-            found.append(
-                next(
-                    (v for c in changes if (v := recorded_version(doc, c, objects)) is not None),
-                    None,
-                )
-            )
+            found.append(recorded_version(doc, changes, objects))
         except Missing as miss:
             missing.extend(miss.keys)
     if missing:

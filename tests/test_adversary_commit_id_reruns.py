@@ -31,7 +31,7 @@ from lakelock._s3 import ObjectStore
 from lakelock.advanced import Change
 from lakelock.errors import CommitIdReusedError, CommitStateUnknownError
 from lakelock.testing import S3Endpoint
-from tests._support import FAST_RETRY, no_sleep, registry, wait_until
+from tests._support import FAST_RETRY, Interrupting, no_sleep, registry, wait_until
 from tests._support.files import datafile
 from tests._support.outcomes import impatient_lake
 
@@ -528,20 +528,6 @@ def test_a_rerun_of_an_unknown_outcome_is_not_applied_again_when_its_first_inten
 
 
 # -- a re-run in the process whose commit was interrupted ------------------------------------
-
-
-class Interrupting:
-    """The registry's wall clock; armed, its next reading raises ``KeyboardInterrupt`` (the
-    signal arriving while the thread runs lakelock's code)."""
-
-    def __init__(self) -> None:
-        self.armed = False
-
-    def __call__(self) -> float:
-        if self.armed:
-            self.armed = False
-            raise KeyboardInterrupt
-        return time.time()
 
 
 def test_a_rerun_in_the_process_whose_commit_was_interrupted_is_that_commit(

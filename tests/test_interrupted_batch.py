@@ -8,28 +8,13 @@ interruption goes on up that thread, and every other caller of the batch hears
 from __future__ import annotations
 
 import concurrent.futures
-import time
 
 from lakelock._layout import REGISTRY_KEY
 from lakelock._s3 import ObjectStore
 from lakelock.errors import CommitStateUnknownError
 from lakelock.testing import S3Endpoint
-from tests._support import registry, wait_until
+from tests._support import Interrupting, registry, wait_until
 from tests._support.files import datafile
-
-
-class Interrupting:
-    """The registry's wall clock; armed, its next reading raises ``KeyboardInterrupt`` (the
-    signal arriving while the thread runs lakelock's code)."""
-
-    def __init__(self) -> None:
-        self.armed = False
-
-    def __call__(self) -> float:
-        if self.armed:
-            self.armed = False
-            raise KeyboardInterrupt
-        return time.time()
 
 
 def stalls(s3: S3Endpoint) -> int:

@@ -120,3 +120,17 @@ def forgotten_by_age(
         for name, records in lock_fences.items()
         if (kept := tuple(r for r in records if r.at >= before))
     }
+
+
+class Interrupting:
+    """The registry's wall clock; armed, its next reading raises ``KeyboardInterrupt`` (the
+    signal arriving while the thread runs lakelock's code)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def __call__(self) -> float:
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+        return time.time()

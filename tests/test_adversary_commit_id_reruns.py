@@ -188,6 +188,23 @@ def group(lake: Lake, names: str, commit_id: str) -> list[Change]:
     ]
 
 
+def refused_rerun(client: Any, bucket: str, *, window: int, recorded: str, rerun: str) -> Lake:
+    """A commit of the datasets ``recorded`` (``"ab"``: ``a`` and ``b``) under ``load-7``,
+    three appends after it (past a ``window`` of 1 they push its record out of the root),
+    then a re-run under ``load-7`` of the datasets ``rerun``, refused with
+    ``CommitIdReusedError`` naming the first commit's version. The lake."""
+    lake = process(client, bucket, commit_window=window)
+    first = lake.registry.commit_changes(group(lake, recorded, "load-7"))
+    for n in range(3):
+        lake.append("a", table([10 + n]))
+    if window == 1:
+        assert "load-7" not in [r.id for r in lake.registry.read().commits]
+    with pytest.raises(CommitIdReusedError) as info:
+        lake.registry.commit_changes(group(lake, rerun, "load-7"))
+    assert info.value.version == first.version
+    return lake
+
+
 #: Why a commit of fewer datasets than the one recorded under its id is taken for it once
 #: the record left the root's window (docs/FORMAT.md, "Commit ids").
 FEWER_PAST_THE_WINDOW = (
@@ -225,15 +242,7 @@ def test_a_rerun_spanning_datasets_whose_first_run_was_one_of_them_is_refused(
     index of ``a`` and not of ``b``), whichever dataset the commit names first. Judged by
     its first dataset alone, it was told ``already_committed``, and ``b``'s rows silently
     never landed."""
-    lake = process(client, bucket, commit_window=window)
-    first = lake.registry.commit_changes(group(lake, "a", "load-7"))
-    for n in range(3):
-        lake.append("a", table([10 + n]))
-    if window == 1:
-        assert "load-7" not in [r.id for r in lake.registry.read().commits]
-    with pytest.raises(CommitIdReusedError) as info:
-        lake.registry.commit_changes(group(lake, order, "load-7"))
-    assert info.value.version == first.version
+    lake = refused_rerun(client, bucket, window=window, recorded="a", rerun=order)
     assert "b" not in lake.registry.read().datasets
 
 
@@ -259,15 +268,7 @@ def test_a_rerun_of_one_dataset_of_a_commit_spanning_two_is_refused(
     its dataset alone, it was told ``already_committed``. Past the window the commit-id
     index of ``a`` is all that records the id: the one case left (FORMAT.md, "Commit
     ids")."""
-    lake = process(client, bucket, commit_window=window)
-    first = lake.registry.commit_changes(group(lake, "ab", "load-7"))
-    for n in range(3):
-        lake.append("a", table([10 + n]))
-    if window == 1:
-        assert "load-7" not in [r.id for r in lake.registry.read().commits]
-    with pytest.raises(CommitIdReusedError) as info:
-        lake.registry.commit_changes(group(lake, "a", "load-7"))
-    assert info.value.version == first.version
+    refused_rerun(client, bucket, window=window, recorded="ab", rerun="a")
 
 
 def test_an_operation_under_an_id_recorded_for_a_commit_spanning_datasets_is_refused_first(

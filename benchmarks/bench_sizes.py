@@ -10,8 +10,9 @@ reading one dataset, ``registry.read()`` from a fresh ``Lake``, ``registry.log()
 ``registry.find_commit`` of a commit id that was never recorded.
 
 Axis ``--versions``: one dataset with V versions (V one-row appends). Per operation: a
-one-row append, a fresh read of the current version, ``registry.read(version=1)`` (time
-travel to the oldest version), ``lake.history`` and a dry-run ``lake.vacuum``.
+one-row append, a fresh read of the current version, ``lake.read(..., version=1)`` (time
+travel to the oldest version: ``registry.read(version=1)`` alone loads no dataset until one is
+asked for), ``lake.history`` and a dry-run ``lake.vacuum``.
 
 Requests and KiB (request + response bodies) are counted at the embedded endpoint, which
 runs in its own process; seconds are the client's wall time, with no injected latency.
@@ -67,8 +68,17 @@ def fresh(endpoint: S3Endpoint, bucket: str) -> Lake:
 def opened(
     endpoint: S3Endpoint, bucket: str, use: Callable[[Lake], object]
 ) -> Callable[[], object]:
-    """An action that opens a fresh ``Lake`` inside the measurement (its first reads count)."""
-    return lambda: use(fresh(endpoint, bucket))
+    """An action that opens a fresh ``Lake`` inside the measurement (its first reads count)
+    and closes it, so nothing it left running reaches the next operation's counts."""
+
+    def action() -> object:
+        lake = fresh(endpoint, bucket)
+        try:
+            return use(lake)
+        finally:
+            lake.close()
+
+    return action
 
 
 def print_table(title: str, costs: list[Cost]) -> None:
@@ -85,22 +95,23 @@ def by_datasets(endpoint: S3Endpoint, size: int) -> list[Cost]:
     lake = fresh(endpoint, bucket)
     for n in range(size):
         lake.append(f"d{n}", row(n), partition_by=["p"])
-    at = bucket
     costs = [
         measure(endpoint, "append one row", lambda: lake.append("d0", row(-1), partition_by=["p"])),
         measure(
-            endpoint, "fresh Lake: read one dataset", opened(endpoint, at, lambda f: f.read("d0"))
+            endpoint,
+            "fresh Lake: read one dataset",
+            opened(endpoint, bucket, lambda f: f.read("d0")),
         ),
         measure(
             endpoint,
             "fresh Lake: registry.read()",
-            opened(endpoint, at, lambda f: f.registry.read()),
+            opened(endpoint, bucket, lambda f: f.registry.read()),
         ),
-        measure(endpoint, "registry.log()", opened(endpoint, at, lambda f: f.registry.log())),
+        measure(endpoint, "registry.log()", opened(endpoint, bucket, lambda f: f.registry.log())),
         measure(
             endpoint,
             "registry.find_commit(unknown id)",
-            opened(endpoint, at, lambda f: f.registry.find_commit("never-recorded")),
+            opened(endpoint, bucket, lambda f: f.registry.find_commit("never-recorded")),
         ),
     ]
     lake.close()
@@ -113,17 +124,18 @@ def by_versions(endpoint: S3Endpoint, size: int) -> list[Cost]:
     lake = fresh(endpoint, bucket)
     for n in range(size):
         lake.append("d", row(n), partition_by=["p"])
-    at = bucket
     costs = [
         measure(endpoint, "append one row", lambda: lake.append("d", row(-1), partition_by=["p"])),
-        measure(endpoint, "fresh Lake: read current", opened(endpoint, at, lambda f: f.read("d"))),
+        measure(
+            endpoint, "fresh Lake: read current", opened(endpoint, bucket, lambda f: f.read("d"))
+        ),
         measure(
             endpoint,
-            "fresh Lake: registry.read(version=1)",
-            opened(endpoint, at, lambda f: f.registry.read(version=1)),
+            "fresh Lake: read(version=1)",
+            opened(endpoint, bucket, lambda f: f.read("d", version=1)),
         ),
-        measure(endpoint, "lake.history", opened(endpoint, at, lambda f: f.history("d"))),
-        measure(endpoint, "lake.vacuum (dry run)", opened(endpoint, at, lambda f: f.vacuum())),
+        measure(endpoint, "lake.history", opened(endpoint, bucket, lambda f: f.history("d"))),
+        measure(endpoint, "lake.vacuum (dry run)", opened(endpoint, bucket, lambda f: f.vacuum())),
     ]
     lake.close()
     return costs
